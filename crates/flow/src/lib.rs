@@ -1,0 +1,9 @@
+//! The flow layer: the datapath's flow key, masks and matches, extraction of a key from a
+//! packet in one pass, the datapath hash, and OVS's datapath flow text format.
+// `deny`, not `forbid`: the hash module allows one fenced intrinsic call.
+#![deny(unsafe_code)]
+
+pub mod hash;
+pub mod key;
+
+pub use key::{EthAddr, FlowKey, FlowWords, Mask, Match};
