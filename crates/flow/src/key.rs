@@ -357,7 +357,10 @@ pub struct FlowWords {
 
 impl Default for FlowWords {
     fn default() -> Self {
-        FlowWords { bytes: [0; KEY_BYTES], map: 0 }
+        FlowWords {
+            bytes: [0; KEY_BYTES],
+            map: 0,
+        }
     }
 }
 
@@ -377,7 +380,11 @@ impl FlowWords {
     #[inline]
     pub fn word(&self, i: usize) -> u64 {
         let i = i & (KEY_WORDS - 1);
-        if self.map & (1 << i) == 0 { 0 } else { self.raw_word(i) }
+        if self.map & (1 << i) == 0 {
+            0
+        } else {
+            self.raw_word(i)
+        }
     }
 
     /// Word `i` as stored, ignoring the presence map. Only meaningful for present words.
@@ -395,6 +402,20 @@ impl FlowWords {
         let i = i & (KEY_WORDS - 1);
         self.bytes[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
         self.map |= 1 << i;
+    }
+
+    /// Stores word `i` without marking it present: for writers that mark a batch of words at
+    /// once with [`Self::mark_words`].
+    #[inline]
+    pub fn put_word(&mut self, i: usize, v: u64) {
+        let i = i & (KEY_WORDS - 1);
+        self.bytes[i * 8..i * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+
+    /// Marks the words in `words` present (their bytes must have been stored).
+    #[inline]
+    pub fn mark_words(&mut self, words: u64) {
+        self.map |= words;
     }
 
     /// Marks the words in `words` absent.
@@ -437,7 +458,11 @@ impl FlowWords {
     pub fn bytes_at(&self, offset: usize, out: &mut [u8]) {
         for (k, b) in out.iter_mut().enumerate() {
             let o = offset + k;
-            *b = if self.map & (1 << (o / 8)) != 0 { self.bytes[o] } else { 0 };
+            *b = if self.map & (1 << (o / 8)) != 0 {
+                self.bytes[o]
+            } else {
+                0
+            };
         }
     }
 
@@ -764,9 +789,18 @@ mod tests {
         // wider than a word and word-aligned.
         let mut owner = [None::<&str>; KEY_BYTES];
         for d in FIELDS {
-            assert!(d.offset + d.len <= GENEVE_OPTS_OFS, "{} out of range", d.name);
+            assert!(
+                d.offset + d.len <= GENEVE_OPTS_OFS,
+                "{} out of range",
+                d.name
+            );
             if d.len <= 8 {
-                assert_eq!(d.offset / 8, (d.offset + d.len - 1) / 8, "{} straddles", d.name);
+                assert_eq!(
+                    d.offset / 8,
+                    (d.offset + d.len - 1) / 8,
+                    "{} straddles",
+                    d.name
+                );
             } else {
                 assert_eq!(d.offset % 8, 0, "{} misaligned", d.name);
             }
@@ -780,10 +814,31 @@ mod tests {
     #[test]
     fn packet_words_are_the_packet_fields() {
         const PACKET_FIELDS: &[&str] = &[
-            "eth_dst", "eth_type", "eth_src", "vlan_tci", "nw_src", "nw_dst", "tp_src", "tp_dst",
-            "nw_proto", "nw_tos", "nw_ttl", "nw_frag", "tcp_flags", "vlan_tpid", "vlan2_tpid",
-            "vlan2_tci", "mpls_lse0", "mpls_lse1", "mpls_lse2", "ipv6_label", "ipv6_src",
-            "ipv6_dst", "nd_target", "arp_sha", "arp_tha",
+            "eth_dst",
+            "eth_type",
+            "eth_src",
+            "vlan_tci",
+            "nw_src",
+            "nw_dst",
+            "tp_src",
+            "tp_dst",
+            "nw_proto",
+            "nw_tos",
+            "nw_ttl",
+            "nw_frag",
+            "tcp_flags",
+            "vlan_tpid",
+            "vlan2_tpid",
+            "vlan2_tci",
+            "mpls_lse0",
+            "mpls_lse1",
+            "mpls_lse2",
+            "ipv6_label",
+            "ipv6_src",
+            "ipv6_dst",
+            "nd_target",
+            "arp_sha",
+            "arp_tha",
         ];
         for d in FIELDS {
             let word_bits = {
@@ -804,7 +859,8 @@ mod tests {
     fn accessors_round_trip_and_track_presence() {
         let mut k = FlowKey::new();
         assert_eq!(k.eth_type(), 0);
-        k.set_eth_type(0x0800).set_nw_src(Ipv4Addr::new(10, 0, 0, 1));
+        k.set_eth_type(0x0800)
+            .set_nw_src(Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(k.eth_type(), 0x0800);
         assert_eq!(k.eth_dst(), EthAddr::ZERO);
         assert_eq!(k.nw_src(), Ipv4Addr::new(10, 0, 0, 1));
@@ -862,9 +918,12 @@ mod tests {
     #[test]
     fn match_and_masked_hash() {
         let mut k = FlowKey::new();
-        k.set_in_port(3).set_eth_type(0x0800).set_nw_dst(Ipv4Addr::new(10, 1, 2, 3));
+        k.set_in_port(3)
+            .set_eth_type(0x0800)
+            .set_nw_dst(Ipv4Addr::new(10, 1, 2, 3));
         let mut m = Mask::new();
-        m.set_in_port(u32::MAX).set_nw_dst(Ipv4Addr::new(255, 255, 0, 0));
+        m.set_in_port(u32::MAX)
+            .set_nw_dst(Ipv4Addr::new(255, 255, 0, 0));
         let mt = Match::new(&k, &m);
         assert_eq!(mt.key().nw_dst(), Ipv4Addr::new(10, 1, 0, 0));
         let mut k2 = k.clone();

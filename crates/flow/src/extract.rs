@@ -1,0 +1,926 @@
+//! One-pass extraction of a [`FlowKey`] from a packet, as OVS's `miniflow_extract()` does it.
+//!
+//! The extractor reads L2 (Ethernet II, 802.3 LLC/SNAP, up to two 802.1Q/802.1ad tags), L2.5
+//! (MPLS, up to three label stack entries kept), L3 (IPv4 with options and fragments, IPv6 with
+//! hop-by-hop, routing, fragment, destination-options and AH headers, ARP/RARP) and L4 (TCP with
+//! flags, UDP, SCTP, ICMP, ICMPv6 with Neighbor Discovery). Tunnel headers are not parsed here:
+//! `tnl_pop` decapsulates and fills the tunnel metadata.
+//!
+//! It rewrites exactly the key's packet words ([`PACKET_WORDS`]) and leaves metadata words
+//! (in_port, recirc_id, tunnel, conntrack) as the caller set them. Each word is assembled in a
+//! register and stored whole, so the key buffer can be reused without clearing.
+//!
+//! Malformed input never panics and is never read out of bounds. As in OVS, a header that fails
+//! its sanity check contributes nothing and parsing stops there: the key holds what was parsed
+//! before (a truncated TCP header leaves the ports zero; an IPv4 header whose total length
+//! exceeds the frame leaves only the Ethernet fields). The first problem found is returned as a
+//! [`Malformed`] reason for the caller to count.
+
+use crate::hash::crc32c_u64;
+use crate::key::{FlowKey, PACKET_WORDS, VLAN_CFI, nw_frag};
+
+/// Marks an absent layer offset in [`Layers`].
+pub const NO_LAYER: u16 = u16::MAX;
+
+/// Offsets of the headers found, from the start of the packet ([`NO_LAYER`] when absent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layers {
+    /// First MPLS label stack entry.
+    pub l2_5: u16,
+    /// IPv4, IPv6 or ARP header.
+    pub l3: u16,
+    /// TCP, UDP, SCTP, ICMP or ICMPv6 header.
+    pub l4: u16,
+}
+
+impl Default for Layers {
+    fn default() -> Self {
+        Layers {
+            l2_5: NO_LAYER,
+            l3: NO_LAYER,
+            l4: NO_LAYER,
+        }
+    }
+}
+
+macro_rules! malformed {
+    ($($(#[$doc:meta])* $v:ident => $name:literal,)*) => {
+        /// Why a packet's headers could not be parsed completely; counted, never fatal.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Malformed {
+            $($(#[$doc])* $v,)*
+        }
+
+        impl Malformed {
+            /// Every reason, in declaration order (for per-reason counter arrays).
+            pub const ALL: &'static [Malformed] = &[$(Malformed::$v,)*];
+
+            /// A short stable name for counters and summaries.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Malformed::$v => $name,)*
+                }
+            }
+        }
+    };
+}
+
+malformed! {
+    /// Shorter than an Ethernet header (14 bytes).
+    Runt => "runt",
+    /// A VLAN tag cut short.
+    VlanTruncated => "vlan_truncated",
+    /// A third or further VLAN tag (only two are parsed; the frame's L3 is not looked at).
+    VlanTooMany => "vlan_too_many",
+    /// An MPLS label stack that ends without a bottom-of-stack entry.
+    MplsTruncated => "mpls_truncated",
+    /// Fewer bytes than an IPv4 header.
+    Ipv4Truncated => "ipv4_truncated",
+    /// IPv4 header length below 20 or past the frame.
+    Ipv4BadHeaderLen => "ipv4_bad_header_len",
+    /// IPv4 total length below the header length or past the frame.
+    Ipv4BadTotalLen => "ipv4_bad_total_len",
+    /// Fewer bytes than an IPv6 header.
+    Ipv6Truncated => "ipv6_truncated",
+    /// IPv6 payload length past the frame.
+    Ipv6BadPayloadLen => "ipv6_bad_payload_len",
+    /// An IPv6 extension header cut short.
+    Ipv6ExtTruncated => "ipv6_ext_truncated",
+    /// An ARP packet shorter than the Ethernet/IPv4 ARP layout.
+    ArpTruncated => "arp_truncated",
+    /// Fewer bytes than a TCP header.
+    TcpTruncated => "tcp_truncated",
+    /// TCP data offset below 5 words or past the segment.
+    TcpBadOffset => "tcp_bad_offset",
+    /// Fewer bytes than a UDP header.
+    UdpTruncated => "udp_truncated",
+    /// Fewer bytes than an SCTP common header.
+    SctpTruncated => "sctp_truncated",
+    /// Fewer bytes than an ICMP header.
+    IcmpTruncated => "icmp_truncated",
+    /// Fewer bytes than an ICMPv6 header.
+    Icmpv6Truncated => "icmpv6_truncated",
+    /// A Neighbor Solicitation or Advertisement cut short or with a bad or repeated option.
+    NdInvalid => "nd_invalid",
+}
+
+/// What extraction found besides the key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extracted {
+    /// Header offsets, for actions that rewrite headers.
+    pub layers: Layers,
+    /// The first problem found, if any.
+    pub malformed: Option<Malformed>,
+    /// The key's datapath hash, [`FlowWords::hash`]`(0)`, computed while its words are hot.
+    ///
+    /// [`FlowWords::hash`]: crate::key::FlowWords::hash
+    pub hash: u32,
+}
+
+/// Ethertypes the extractor dispatches on.
+mod ethertype {
+    pub const IPV4: u16 = 0x0800;
+    pub const ARP: u16 = 0x0806;
+    pub const RARP: u16 = 0x8035;
+    pub const VLAN: u16 = 0x8100;
+    pub const QINQ: u16 = 0x88a8;
+    pub const IPV6: u16 = 0x86dd;
+    pub const MPLS: u16 = 0x8847;
+    pub const MPLS_MCAST: u16 = 0x8848;
+    /// Values below this are 802.3 lengths.
+    pub const MIN: u16 = 0x0600;
+    /// OVS's ethertype for an 802.3 frame without a SNAP ethertype.
+    pub const NONE: u16 = 0x05ff;
+}
+
+/// IP protocol numbers the extractor dispatches on.
+mod ipproto {
+    pub const HOPOPTS: u8 = 0;
+    pub const ICMP: u8 = 1;
+    pub const TCP: u8 = 6;
+    pub const UDP: u8 = 17;
+    pub const ROUTING: u8 = 43;
+    pub const FRAGMENT: u8 = 44;
+    pub const AH: u8 = 51;
+    pub const ICMPV6: u8 = 58;
+    pub const DSTOPTS: u8 = 60;
+    pub const SCTP: u8 = 132;
+}
+
+// Word indices of the packet fields (see the layout in `key.rs`).
+const W_ETH_DST_TYPE: usize = 1;
+const W_ETH_SRC_TCI: usize = 2;
+const W_NW_ADDRS: usize = 3;
+const W_NW_L4: usize = 4;
+const W_TCP_VLAN2: usize = 5;
+const W_MPLS01: usize = 12;
+const W_MPLS2_LABEL: usize = 13;
+const W_IPV6_SRC: usize = 14;
+const W_IPV6_DST: usize = 16;
+const W_ND_TARGET: usize = 18;
+const W_SHA: usize = 20;
+const W_THA: usize = 21;
+
+#[inline(always)]
+fn be16(p: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([p[o], p[o + 1]])
+}
+
+/// Eight bytes of `p` from `o` as a key word (memory order, so network order is kept).
+#[inline(always)]
+fn word_at(p: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&p[o..o + 8]);
+    u64::from_ne_bytes(a)
+}
+
+/// A key word from its eight bytes.
+#[inline(always)]
+fn word(b: [u8; 8]) -> u64 {
+    u64::from_ne_bytes(b)
+}
+
+/// Replaces the last two bytes (in memory order) of the word `w`.
+#[inline(always)]
+fn with_tail(w: u64, tail: [u8; 2]) -> u64 {
+    let t = u16::from_ne_bytes(tail) as u64;
+    if cfg!(target_endian = "little") {
+        (w & 0x0000_ffff_ffff_ffff) | (t << 48)
+    } else {
+        (w & !0xffff) | t
+    }
+}
+
+/// A key word holding a MAC address (six bytes from `p[o..]`) and two more bytes. Needs eight
+/// readable bytes at `o`: one load and a splice instead of eight byte moves.
+#[inline(always)]
+fn mac_word(p: &[u8], o: usize, tail: [u8; 2]) -> u64 {
+    with_tail(word_at(p, o), tail)
+}
+
+/// A word from two 4-byte halves, each in memory order.
+#[inline(always)]
+fn halves(lo: [u8; 4], hi: [u8; 4]) -> u64 {
+    let (lo, hi) = (u32::from_ne_bytes(lo) as u64, u32::from_ne_bytes(hi) as u64);
+    if cfg!(target_endian = "little") {
+        lo | (hi << 32)
+    } else {
+        (lo << 32) | hi
+    }
+}
+
+/// The L3/L4 word: the two 16-bit port-or-type fields (`ports`: their four bytes in memory
+/// order), protocol, TOS, TTL, fragment flags.
+#[inline(always)]
+fn l4_word(ports: u32, proto: u8, tos: u8, ttl: u8, frag: u8) -> u64 {
+    halves(ports.to_ne_bytes(), [proto, tos, ttl, frag])
+}
+
+/// Extraction state: the key being written, the words stored so far (marked present at the end,
+/// in one store) and the pieces of word 5, which mixes TCP flags with VLAN fields.
+struct Cx<'k> {
+    key: &'k mut FlowKey,
+    map: u64,
+    out: Extracted,
+    tcp_flags: u16,
+    vlan_tpid: [u16; 2],
+    vlan2_tci: u16,
+}
+
+impl<'k> Cx<'k> {
+    #[inline(always)]
+    fn put(&mut self, i: usize, v: u64) {
+        self.key.put_word(i, v);
+        self.map |= 1 << i;
+    }
+
+    #[inline(always)]
+    fn bad(&mut self, why: Malformed) {
+        self.out.malformed = Some(why);
+    }
+
+    /// Marks the stored words present; returns the key and the result.
+    #[inline(always)]
+    fn finish(mut self) -> (&'k FlowKey, Extracted) {
+        if self.tcp_flags != 0 || self.vlan_tpid[0] != 0 {
+            let (f, a, b, c) = (
+                self.tcp_flags.to_be_bytes(),
+                self.vlan_tpid[0].to_be_bytes(),
+                self.vlan_tpid[1].to_be_bytes(),
+                self.vlan2_tci.to_be_bytes(),
+            );
+            self.put(
+                W_TCP_VLAN2,
+                word([f[0], f[1], a[0], a[1], b[0], b[1], c[0], c[1]]),
+            );
+        }
+        self.key.mark_words(self.map);
+        (self.key, self.out)
+    }
+}
+
+/// Extracts the packet fields of `key` from `pkt`. Metadata words of `key` are kept; a
+/// `packet_type` other than Ethernet (namespace 1, an ethertype) makes the packet start at L3.
+#[inline]
+pub fn extract(pkt: &[u8], key: &mut FlowKey) -> Extracted {
+    key.clear_words(PACKET_WORDS);
+    // Word 11 (packet type with conntrack metadata) is present only for recirculated or
+    // decapsulated packets: test the map before reading it.
+    let packet_type = if key.map() & (1 << 11) != 0 {
+        key.packet_type()
+    } else {
+        0
+    };
+    let mut cx = Cx {
+        key,
+        map: 0,
+        out: Extracted::default(),
+        tcp_flags: 0,
+        vlan_tpid: [0; 2],
+        vlan2_tci: 0,
+    };
+
+    // The common case first: an untagged Ethernet II frame carrying IPv4.
+    if packet_type == 0 && pkt.len() >= 34 && pkt[12..14] == [0x08, 0x00] {
+        cx.put(W_ETH_DST_TYPE, mac_word(pkt, 0, [0x08, 0x00]));
+        cx.put(W_ETH_SRC_TCI, mac_word(pkt, 6, [0, 0]));
+        parse_ipv4(pkt, 14, &mut cx);
+        let (key, mut out) = cx.finish();
+        out.hash = hash_low_words(key);
+        return out;
+    }
+
+    let (ofs, eth_type) = if packet_type == 0 {
+        match parse_l2(pkt, &mut cx) {
+            Some(v) => v,
+            None => return finish_hashed(cx),
+        }
+    } else {
+        // An L3 packet (e.g. from a GRE tunnel with packet_type=legacy_l3): OVS keys it with
+        // the ethertype taken from the packet type and no Ethernet addresses.
+        if packet_type >> 16 != 1 {
+            return finish_hashed(cx);
+        }
+        let t = (packet_type as u16).to_be_bytes();
+        cx.put(W_ETH_DST_TYPE, word([0, 0, 0, 0, 0, 0, t[0], t[1]]));
+        (0, packet_type as u16)
+    };
+
+    match eth_type {
+        ethertype::IPV4 => parse_ipv4(pkt, ofs, &mut cx),
+        ethertype::IPV6 => parse_ipv6(pkt, ofs, &mut cx),
+        ethertype::ARP | ethertype::RARP => parse_arp(pkt, ofs, &mut cx),
+        ethertype::MPLS | ethertype::MPLS_MCAST => parse_mpls(pkt, ofs, &mut cx),
+        _ => {}
+    }
+    finish_hashed(cx)
+}
+
+/// Marks the words and hashes the whole key.
+fn finish_hashed(cx: Cx) -> Extracted {
+    let (key, mut out) = cx.finish();
+    out.hash = key.hash(0);
+    out
+}
+
+/// [`FlowWords::hash`]`(0)` for a key whose packet words all lie in words 1-5, unrolled over
+/// the first cache line (the fast path's words are still in L1 and in order).
+///
+/// [`FlowWords::hash`]: crate::key::FlowWords::hash
+#[inline(always)]
+fn hash_low_words(key: &FlowKey) -> u32 {
+    let map = key.map();
+    let mut h = 0;
+    if map & 1 != 0 {
+        h = crc32c_u64(h, key.raw_word(0));
+    }
+    // Words 1 and 2 are always present on this path.
+    h = crc32c_u64(h, key.raw_word(1));
+    h = crc32c_u64(h, key.raw_word(2));
+    for i in 3..6 {
+        if map & (1 << i) != 0 {
+            h = crc32c_u64(h, key.raw_word(i));
+        }
+    }
+    let mut rest = map & !0x3f;
+    while rest != 0 {
+        let i = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        h = crc32c_u64(h, key.raw_word(i));
+    }
+    crc32c_u64(h, map)
+}
+
+/// Ethernet, VLAN tags and LLC/SNAP. Returns the L3 offset and the innermost ethertype.
+#[inline(always)]
+fn parse_l2(pkt: &[u8], cx: &mut Cx) -> Option<(usize, u16)> {
+    if pkt.len() < 14 {
+        cx.bad(Malformed::Runt);
+        return None;
+    }
+    let mut ofs = 12;
+    let mut tci = [0u16; 2];
+    let mut n_vlan = 0;
+    let mut ty = be16(pkt, 12);
+    while ty == ethertype::VLAN || ty == ethertype::QINQ {
+        if n_vlan == 2 {
+            cx.bad(Malformed::VlanTooMany);
+            break;
+        }
+        if pkt.len() < ofs + 6 {
+            cx.bad(Malformed::VlanTruncated);
+            break;
+        }
+        cx.vlan_tpid[n_vlan] = ty;
+        tci[n_vlan] = be16(pkt, ofs + 2) | VLAN_CFI;
+        n_vlan += 1;
+        ofs += 4;
+        ty = be16(pkt, ofs);
+    }
+    ofs += 2;
+    // With a cut-short or third tag the TPID stands as the ethertype and L3 is not parsed, as
+    // in OVS.
+    let stop = cx.out.malformed.is_some();
+
+    if ty < ethertype::MIN && !stop {
+        // 802.3 length field: look for an LLC/SNAP header with an Ethernet OUI.
+        ty = ethertype::NONE;
+        if pkt.len() >= ofs + 8 && pkt[ofs..ofs + 6] == [0xaa, 0xaa, 0x03, 0, 0, 0] {
+            let snap = be16(pkt, ofs + 6);
+            if snap >= ethertype::MIN {
+                ty = snap;
+                ofs += 8;
+            }
+        }
+    }
+
+    cx.put(W_ETH_DST_TYPE, mac_word(pkt, 0, ty.to_be_bytes()));
+    cx.put(W_ETH_SRC_TCI, mac_word(pkt, 6, tci[0].to_be_bytes()));
+    cx.vlan2_tci = tci[1];
+    if stop { None } else { Some((ofs, ty)) }
+}
+
+fn parse_mpls(pkt: &[u8], ofs: usize, cx: &mut Cx) {
+    cx.out.layers.l2_5 = ofs as u16;
+    let mut lse = [[0u8; 4]; 3];
+    let mut n = 0;
+    let mut p = ofs;
+    loop {
+        let Some(e) = pkt.get(p..p + 4) else {
+            cx.bad(Malformed::MplsTruncated);
+            break;
+        };
+        if n < 3 {
+            lse[n].copy_from_slice(e);
+        }
+        n += 1;
+        p += 4;
+        if e[2] & 0x01 != 0 {
+            break;
+        }
+    }
+    if n > 0 {
+        cx.put(W_MPLS01, halves(lse[0], lse[1]));
+    }
+    if n > 2 {
+        cx.put(W_MPLS2_LABEL, halves(lse[2], [0; 4]));
+    }
+}
+
+#[inline(always)]
+fn parse_ipv4(pkt: &[u8], ofs: usize, cx: &mut Cx) {
+    let Some(h) = pkt.get(ofs..ofs + 20) else {
+        cx.bad(Malformed::Ipv4Truncated);
+        return;
+    };
+    let avail = pkt.len() - ofs;
+    // Options are rare: test for the plain 20-byte header before computing the length.
+    let ihl = if h[0] == 0x45 {
+        20
+    } else {
+        ((h[0] & 0x0f) as usize) * 4
+    };
+    if ihl < 20 || ihl > avail {
+        cx.bad(Malformed::Ipv4BadHeaderLen);
+        return;
+    }
+    let tot = be16(h, 2) as usize;
+    if tot > avail || tot < ihl {
+        cx.bad(Malformed::Ipv4BadTotalLen);
+        return;
+    }
+    cx.out.layers.l3 = ofs as u16;
+    cx.put(W_NW_ADDRS, word_at(h, 12));
+    let (tos, ttl, proto) = (h[1], h[8], h[9]);
+    let frag_off = be16(h, 6);
+    let mut frag = 0;
+    if frag_off & 0x3fff != 0 {
+        frag = nw_frag::ANY;
+        if frag_off & 0x1fff != 0 {
+            frag |= nw_frag::LATER;
+        }
+    }
+    // L4 ends where the IP datagram ends; Ethernet padding is not payload.
+    let ports = if frag & nw_frag::LATER == 0 {
+        parse_l4(pkt, ofs + ihl, ofs + tot, proto, false, cx)
+    } else {
+        0
+    };
+    cx.put(W_NW_L4, l4_word(ports, proto, tos, ttl, frag));
+}
+
+fn parse_ipv6(pkt: &[u8], ofs: usize, cx: &mut Cx) {
+    let Some(h) = pkt.get(ofs..ofs + 40) else {
+        cx.bad(Malformed::Ipv6Truncated);
+        return;
+    };
+    let plen = be16(h, 4) as usize;
+    if plen + 40 > pkt.len() - ofs {
+        cx.bad(Malformed::Ipv6BadPayloadLen);
+        return;
+    }
+    cx.out.layers.l3 = ofs as u16;
+    cx.put(W_IPV6_SRC, word_at(h, 8));
+    cx.put(W_IPV6_SRC + 1, word_at(h, 16));
+    cx.put(W_IPV6_DST, word_at(h, 24));
+    cx.put(W_IPV6_DST + 1, word_at(h, 32));
+    let vtcfl = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+    cx.put(
+        W_MPLS2_LABEL,
+        halves([0; 4], (vtcfl & 0x000f_ffff).to_be_bytes()),
+    );
+    let tclass = (vtcfl >> 20) as u8;
+    let hlim = h[7];
+    let end = ofs + 40 + plen;
+
+    let mut nh = h[6];
+    let mut p = ofs + 40;
+    let mut frag = 0;
+    loop {
+        match nh {
+            ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS | ipproto::AH => {
+                if p + 8 > end {
+                    cx.bad(Malformed::Ipv6ExtTruncated);
+                    return;
+                }
+                let len = if nh == ipproto::AH {
+                    (pkt[p + 1] as usize + 2) * 4
+                } else {
+                    (pkt[p + 1] as usize + 1) * 8
+                };
+                if p + len > end {
+                    cx.bad(Malformed::Ipv6ExtTruncated);
+                    return;
+                }
+                nh = pkt[p];
+                p += len;
+            }
+            ipproto::FRAGMENT => {
+                if p + 8 > end {
+                    cx.bad(Malformed::Ipv6ExtTruncated);
+                    return;
+                }
+                nh = pkt[p];
+                frag = nw_frag::ANY;
+                if be16(pkt, p + 2) & 0xfff8 != 0 {
+                    frag |= nw_frag::LATER;
+                }
+                p += 8;
+                if frag & nw_frag::LATER != 0 {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    let ports = if frag & nw_frag::LATER == 0 {
+        parse_l4(pkt, p, end, nh, true, cx)
+    } else {
+        0
+    };
+    cx.put(W_NW_L4, l4_word(ports, nh, tclass, hlim, frag));
+}
+
+fn parse_arp(pkt: &[u8], ofs: usize, cx: &mut Cx) {
+    let Some(a) = pkt.get(ofs..ofs + 28) else {
+        cx.bad(Malformed::ArpTruncated);
+        return;
+    };
+    cx.out.layers.l3 = ofs as u16;
+    // Only Ethernet/IPv4 ARP has fields in the key.
+    if be16(a, 0) != 1 || be16(a, 2) != ethertype::IPV4 || a[4] != 6 || a[5] != 4 {
+        return;
+    }
+    let op = be16(a, 6);
+    let op8 = if op <= 0xff { op as u8 } else { 0 };
+    let (spa, tpa) = (&a[14..18], &a[24..28]);
+    cx.put(
+        W_NW_ADDRS,
+        halves(
+            [spa[0], spa[1], spa[2], spa[3]],
+            [tpa[0], tpa[1], tpa[2], tpa[3]],
+        ),
+    );
+    cx.put(W_NW_L4, l4_word(0, op8, 0, 0, 0));
+    cx.put(W_SHA, mac_word(a, 8, [0, 0]));
+    cx.put(W_THA, mac_word(a, 18, [0, 0]));
+}
+
+/// Parses the transport header at `l4` (payload ends at `end`) and returns the two 16-bit
+/// port-or-type fields as they sit in the key (four bytes in memory order).
+#[inline(always)]
+fn parse_l4(pkt: &[u8], l4: usize, end: usize, proto: u8, ipv6: bool, cx: &mut Cx) -> u32 {
+    let size = end.saturating_sub(l4);
+    // Both ports as one 4-byte load, kept in memory (network) order.
+    let ports = |pkt: &[u8]| -> u32 {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&pkt[l4..l4 + 4]);
+        u32::from_ne_bytes(a)
+    };
+    if proto == ipproto::UDP {
+        if size < 8 {
+            cx.bad(Malformed::UdpTruncated);
+            return 0;
+        }
+        cx.out.layers.l4 = l4 as u16;
+        return ports(pkt);
+    }
+    if proto == ipproto::TCP {
+        if size < 20 {
+            cx.bad(Malformed::TcpTruncated);
+            return 0;
+        }
+        let doff = ((pkt[l4 + 12] >> 4) as usize) * 4;
+        if doff < 20 || doff > size {
+            cx.bad(Malformed::TcpBadOffset);
+            return 0;
+        }
+        cx.out.layers.l4 = l4 as u16;
+        cx.tcp_flags = be16(pkt, l4 + 12) & 0x0fff;
+        return ports(pkt);
+    }
+    if proto != ipproto::SCTP && proto != ipproto::ICMP && proto != ipproto::ICMPV6 {
+        // GRE, ESP and the rest: no L4 fields in the key.
+        return 0;
+    }
+    parse_l4_other(pkt, l4, end, size, proto, ipv6, cx)
+}
+
+/// SCTP, ICMP and ICMPv6: out of line, to keep the UDP and TCP path short.
+fn parse_l4_other(
+    pkt: &[u8],
+    l4: usize,
+    end: usize,
+    size: usize,
+    proto: u8,
+    ipv6: bool,
+    cx: &mut Cx,
+) -> u32 {
+    match proto {
+        ipproto::SCTP => {
+            if size < 12 {
+                cx.bad(Malformed::SctpTruncated);
+                return 0;
+            }
+            cx.out.layers.l4 = l4 as u16;
+            u32::from_ne_bytes([pkt[l4], pkt[l4 + 1], pkt[l4 + 2], pkt[l4 + 3]])
+        }
+        ipproto::ICMP if !ipv6 => {
+            if size < 8 {
+                cx.bad(Malformed::IcmpTruncated);
+                return 0;
+            }
+            cx.out.layers.l4 = l4 as u16;
+            u32::from_ne_bytes([0, pkt[l4], 0, pkt[l4 + 1]])
+        }
+        ipproto::ICMPV6 if ipv6 => {
+            if size < 8 {
+                cx.bad(Malformed::Icmpv6Truncated);
+                return 0;
+            }
+            cx.out.layers.l4 = l4 as u16;
+            let (ty, code) = (pkt[l4], pkt[l4 + 1]);
+            if code == 0 && (ty == 135 || ty == 136) && !parse_nd(pkt, l4, end, cx) {
+                cx.bad(Malformed::NdInvalid);
+            }
+            u32::from_ne_bytes([0, ty, 0, code])
+        }
+        _ => 0,
+    }
+}
+
+/// Neighbor Solicitation (135) or Advertisement (136): target and link-layer address options.
+/// On a cut-short message or a bad or repeated option no ND field is set, as in OVS.
+fn parse_nd(pkt: &[u8], l4: usize, end: usize, cx: &mut Cx) -> bool {
+    if end < l4 + 24 {
+        return false;
+    }
+    let mut sll: Option<&[u8]> = None;
+    let mut tll: Option<&[u8]> = None;
+    let mut p = l4 + 24;
+    while end - p >= 8 {
+        let (ty, len) = (pkt[p], pkt[p + 1] as usize * 8);
+        if len == 0 || len > end - p {
+            return false;
+        }
+        if len == 8 {
+            let mac = &pkt[p + 2..p + 8];
+            let slot = match ty {
+                1 => &mut sll,
+                2 => &mut tll,
+                _ => {
+                    p += len;
+                    continue;
+                }
+            };
+            if slot.is_some() {
+                return false;
+            }
+            *slot = Some(mac);
+        }
+        p += len;
+    }
+    cx.put(W_ND_TARGET, word_at(pkt, l4 + 8));
+    cx.put(W_ND_TARGET + 1, word_at(pkt, l4 + 16));
+    let mac = |m: &[u8]| word([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+    if let Some(m) = sll {
+        cx.put(W_SHA, mac(m));
+    }
+    if let Some(m) = tll {
+        cx.put(W_THA, mac(m));
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::EthAddr;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn eth(ty: u16) -> Vec<u8> {
+        let mut p = vec![
+            0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0, 0x8c, 0xdc, 0xd4, 0xab, 0x58, 0x48,
+        ];
+        p.extend_from_slice(&ty.to_be_bytes());
+        p
+    }
+
+    fn ipv4(proto: u8, payload: &[u8]) -> Vec<u8> {
+        let tot = (20 + payload.len()) as u16;
+        let mut h = vec![0x45, 0x00];
+        h.extend_from_slice(&tot.to_be_bytes());
+        h.extend_from_slice(&[0, 1, 0, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 1, 0, 2]);
+        h.extend_from_slice(payload);
+        h
+    }
+
+    fn udp(sport: u16, dport: u16) -> Vec<u8> {
+        let mut u = sport.to_be_bytes().to_vec();
+        u.extend_from_slice(&dport.to_be_bytes());
+        u.extend_from_slice(&[0, 8, 0, 0]);
+        u
+    }
+
+    #[test]
+    fn ipv4_udp_with_padding() {
+        let mut p = eth(0x0800);
+        p.extend(ipv4(17, &udp(1024, 2000)));
+        p.resize(60, 0);
+        let mut k = FlowKey::new();
+        k.set_in_port(1);
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, None);
+        assert_eq!(
+            x.layers,
+            Layers {
+                l2_5: NO_LAYER,
+                l3: 14,
+                l4: 34
+            }
+        );
+        assert_eq!(k.in_port(), 1);
+        assert_eq!(k.eth_dst(), EthAddr([0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0]));
+        assert_eq!(k.eth_type(), 0x0800);
+        assert_eq!(k.nw_src(), Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(k.nw_dst(), Ipv4Addr::new(10, 1, 0, 2));
+        assert_eq!((k.nw_proto(), k.nw_ttl(), k.nw_frag()), (17, 64, 0));
+        assert_eq!((k.tp_src(), k.tp_dst()), (1024, 2000));
+        // A 64-byte IPv4/UDP frame touches only the first cache line of the key.
+        assert_eq!(k.map() & !0xff, 0);
+    }
+
+    #[test]
+    fn truncated_tcp_leaves_ports_zero() {
+        let mut p = eth(0x0800);
+        p.extend(ipv4(6, &[0x12, 0x34, 0x00, 0x50, 0, 0, 0, 0]));
+        let mut k = FlowKey::new();
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, Some(Malformed::TcpTruncated));
+        assert_eq!(k.nw_proto(), 6);
+        assert_eq!((k.tp_src(), k.tp_dst()), (0, 0));
+    }
+
+    #[test]
+    fn reused_key_forgets_previous_packet() {
+        let mut tcp = eth(0x0800);
+        let mut seg = vec![0u8; 20];
+        seg[0..4].copy_from_slice(&[0, 80, 0x1f, 0x90]);
+        seg[12] = 0x50;
+        seg[13] = 0x12;
+        tcp.extend(ipv4(6, &seg));
+        let mut k = FlowKey::new();
+        extract(&tcp, &mut k);
+        assert_eq!(k.tcp_flags(), 0x12);
+        let arp_like = eth(0x9000);
+        extract(&arp_like, &mut k);
+        assert_eq!((k.tcp_flags(), k.tp_src(), k.nw_proto()), (0, 0, 0));
+        assert_eq!(k.eth_type(), 0x9000);
+    }
+
+    #[test]
+    fn bad_total_length_keeps_only_l2() {
+        let mut p = eth(0x0800);
+        let mut ip = ipv4(17, &udp(1, 2));
+        ip[3] = 200;
+        p.extend(ip);
+        let mut k = FlowKey::new();
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, Some(Malformed::Ipv4BadTotalLen));
+        assert_eq!(k.eth_type(), 0x0800);
+        assert_eq!(k.nw_src(), Ipv4Addr::UNSPECIFIED);
+        assert_eq!(k.map(), 0b110);
+    }
+
+    #[test]
+    fn qinq_and_truncated_vlan() {
+        let mut p = eth(0x88a8);
+        p.extend_from_slice(&[0x20, 0x0a, 0x81, 0x00, 0x00, 0x14, 0x08, 0x00]);
+        p.extend(ipv4(17, &udp(5, 6)));
+        let mut k = FlowKey::new();
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, None);
+        assert_eq!((k.vlan_tpid(), k.vlan_tci()), (0x88a8, 0x200a | VLAN_CFI));
+        assert_eq!((k.vlan2_tpid(), k.vlan2_tci()), (0x8100, 0x0014 | VLAN_CFI));
+        assert_eq!((k.eth_type(), k.tp_dst()), (0x0800, 6));
+
+        let mut short = eth(0x8100);
+        short.extend_from_slice(&[0x00, 0x05]);
+        let x = extract(&short, &mut k);
+        assert_eq!(x.malformed, Some(Malformed::VlanTruncated));
+        assert_eq!(k.eth_type(), 0x8100);
+        assert_eq!(k.vlan_tci(), 0);
+    }
+
+    #[test]
+    fn llc_snap_and_plain_802_3() {
+        let mut p = eth(0x0030);
+        p.extend_from_slice(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x06]);
+        let mut k = FlowKey::new();
+        let x = extract(&p, &mut k);
+        assert_eq!(k.eth_type(), 0x0806);
+        assert_eq!(x.malformed, Some(Malformed::ArpTruncated));
+        let mut p = eth(0x0030);
+        p.extend_from_slice(&[0x42, 0x42, 0x03, 0, 0, 0, 0, 0]);
+        extract(&p, &mut k);
+        assert_eq!(k.eth_type(), 0x05ff);
+    }
+
+    #[test]
+    fn mpls_stack_of_four_keeps_three() {
+        let mut p = eth(0x8847);
+        for (i, label) in [812u32, 813, 814, 815].iter().enumerate() {
+            let bos = if i == 3 { 1 } else { 0 };
+            p.extend_from_slice(&((label << 12) | (bos << 8) | 64).to_be_bytes());
+        }
+        let mut k = FlowKey::new();
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, None);
+        assert_eq!(x.layers.l2_5, 14);
+        assert_eq!(k.mpls_lse0() >> 12, 812);
+        assert_eq!(k.mpls_lse2() >> 12, 814);
+        assert_eq!(k.nw_proto(), 0);
+    }
+
+    #[test]
+    fn l3_packet_type() {
+        let mut k = FlowKey::new();
+        k.set_packet_type((1 << 16) | 0x0800);
+        let p = ipv4(17, &udp(7, 8));
+        let x = extract(&p, &mut k);
+        assert_eq!(x.layers.l3, 0);
+        assert_eq!(
+            (k.eth_type(), k.eth_src(), k.tp_dst()),
+            (0x0800, EthAddr::ZERO, 8)
+        );
+    }
+
+    #[test]
+    fn ipv6_fragment_later_and_nd() {
+        let mut p = eth(0x86dd);
+        let mut h = vec![0x60, 0x00, 0x00, 0x01, 0, 8, 44, 64];
+        h.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        h.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        h.extend_from_slice(&[17, 0, 0x00, 0x08, 0, 0, 0, 1]);
+        p.extend(h);
+        let mut k = FlowKey::new();
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, None);
+        assert_eq!(k.nw_frag(), nw_frag::ANY | nw_frag::LATER);
+        assert_eq!((k.nw_proto(), k.ipv6_label()), (17, 1));
+        assert_eq!(k.ipv6_dst(), "2001:db8::2".parse::<Ipv6Addr>().unwrap());
+
+        // Neighbor Solicitation with a source link-layer address option.
+        let mut p = eth(0x86dd);
+        let mut icmp = vec![135, 0, 0, 0, 0, 0, 0, 0];
+        icmp.extend_from_slice(&"fe80::1".parse::<Ipv6Addr>().unwrap().octets());
+        icmp.extend_from_slice(&[1, 1, 0, 1, 2, 3, 4, 5]);
+        let mut h = vec![0x60, 0, 0, 0, 0, icmp.len() as u8, 58, 255];
+        h.extend_from_slice(&[0; 32]);
+        h.extend(icmp);
+        p.extend(h);
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, None);
+        assert_eq!((k.tp_src(), k.tp_dst()), (135, 0));
+        assert_eq!(k.nd_target(), "fe80::1".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(k.arp_sha(), EthAddr([0, 1, 2, 3, 4, 5]));
+        assert_eq!(k.arp_tha(), EthAddr::ZERO);
+    }
+
+    #[test]
+    fn returned_hash_is_the_key_hash() {
+        let mut k = FlowKey::new();
+        let mut tcp = eth(0x0800);
+        let mut seg = vec![0u8; 20];
+        seg[12] = 0x50;
+        seg[13] = 0x02;
+        tcp.extend(ipv4(6, &seg));
+        let mut vlan = eth(0x8100);
+        vlan.extend_from_slice(&[0, 7, 8, 0]);
+        vlan.extend(ipv4(17, &udp(1, 2)));
+        for p in [tcp, vlan, eth(0x0806)] {
+            for meta in [false, true] {
+                k.clear();
+                if meta {
+                    k.set_in_port(3).set_tun_id(42).set_ct_label(7);
+                }
+                let x = extract(&p, &mut k);
+                assert_eq!(x.hash, k.hash(0));
+            }
+        }
+    }
+
+    #[test]
+    fn every_prefix_of_a_packet_is_safe() {
+        let mut p = eth(0x8100);
+        p.extend_from_slice(&[0, 5, 0x08, 0x00]);
+        let mut seg = vec![0u8; 24];
+        seg[12] = 0x60;
+        p.extend(ipv4(6, &seg));
+        let mut k = FlowKey::new();
+        for n in 0..=p.len() {
+            extract(&p[..n], &mut k);
+        }
+    }
+}
