@@ -3,7 +3,10 @@
 // `deny`, not `forbid`: the hash module allows one fenced intrinsic call.
 #![deny(unsafe_code)]
 
+pub mod extract;
 pub mod hash;
 pub mod key;
+pub mod odp;
 
+pub use extract::{Extracted, Layers, Malformed, extract};
 pub use key::{EthAddr, FlowKey, FlowWords, Mask, Match};
