@@ -804,9 +804,9 @@ mod tests {
             } else {
                 assert_eq!(d.offset % 8, 0, "{} misaligned", d.name);
             }
-            for b in d.offset..d.offset + d.len {
-                assert!(owner[b].is_none(), "{} overlaps {:?}", d.name, owner[b]);
-                owner[b] = Some(d.name);
+            for o in &mut owner[d.offset..d.offset + d.len] {
+                assert!(o.is_none(), "{} overlaps {:?}", d.name, o);
+                *o = Some(d.name);
             }
         }
     }
