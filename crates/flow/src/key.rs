@@ -936,6 +936,114 @@ mod tests {
         assert!(!mt.matches(&k2));
     }
 
+    /// Builds a FlowWords from (word index, value) pairs, some as explicit zero words.
+    fn words_from(pairs: &[(usize, u64)]) -> FlowWords {
+        let mut w = FlowWords::new();
+        for &(i, v) in pairs {
+            w.set_word(i, v);
+        }
+        w
+    }
+
+    /// Reference matcher: every field of the layout and every GENEVE option byte, compared
+    /// byte by byte under the mask, without the word machinery.
+    fn reference_matches(m: &Match, k: &FlowKey) -> bool {
+        let (mk, mm) = (m.key().to_bytes(), m.mask().to_bytes());
+        let kb = k.to_bytes();
+        let field_ok =
+            |ofs: usize, len: usize| (ofs..ofs + len).all(|b| kb[b] & mm[b] == mk[b] & mm[b]);
+        FIELDS.iter().all(|d| field_ok(d.offset, d.len))
+            && field_ok(GENEVE_OPTS_OFS, GENEVE_OPTS_MAX)
+    }
+
+    /// Clears the mask bytes that no field covers (layout padding): masks are built through
+    /// field setters, which never select padding.
+    fn clear_padding(mask: &mut Mask) {
+        let mut covered = [false; KEY_BYTES];
+        for d in FIELDS {
+            covered[d.offset..d.offset + d.len].fill(true);
+        }
+        covered[GENEVE_OPTS_OFS..].fill(true);
+        let bytes = mask.to_bytes();
+        let mut m = Mask::new();
+        for (i, c) in covered.iter().enumerate() {
+            if *c && bytes[i] != 0 {
+                m.set_bytes_at(i, &bytes[i..i + 1]);
+            }
+        }
+        *mask = m;
+    }
+
+    fn sparse_words() -> impl proptest::strategy::Strategy<Value = Vec<(usize, u64)>> {
+        use proptest::prelude::*;
+        // Few distinct values per word so that random keys often agree with the match.
+        let value = prop_oneof![
+            Just(0u64),
+            Just(u64::MAX),
+            Just(0x0800),
+            0u64..4,
+            any::<u64>()
+        ];
+        // Mostly a handful of words, so that key, mask and probe overlap often.
+        let index = prop_oneof![3 => 0usize..6, 1 => 0usize..KEY_WORDS];
+        proptest::collection::vec((index, value), 0..12)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn masked_match_agrees_with_field_reference(
+            kw in sparse_words(),
+            mw in sparse_words(),
+            pw in sparse_words(),
+            copy in proptest::prelude::any::<bool>(),
+        ) {
+            let key = FlowKey(words_from(&kw));
+            let mut mask = Mask(words_from(&mw));
+            clear_padding(&mut mask);
+            let m = Match::new(&key, &mask);
+            // A probe key: either random or the match key with random changes.
+            let mut probe = if copy { key.clone() } else { FlowKey::new() };
+            for &(i, v) in &pw {
+                probe.set_word(i, v);
+            }
+            proptest::prop_assert_eq!(m.matches(&probe), reference_matches(&m, &probe));
+            proptest::prop_assert!(m.matches(&key));
+            if m.matches(&probe) {
+                proptest::prop_assert_eq!(
+                    probe.hash_masked(m.mask(), 7),
+                    key.hash_masked(m.mask(), 7)
+                );
+            }
+        }
+
+        #[test]
+        fn equal_keys_hash_alike_after_normalize(kw in sparse_words()) {
+            let a = FlowKey(words_from(&kw));
+            let mut b = a.clone();
+            b.normalize();
+            let mut c = FlowKey::new();
+            for d in FIELDS {
+                let mut v = [0u8; 16];
+                a.bytes_at(d.offset, &mut v[..d.len]);
+                c.set_bytes_at(d.offset, &v[..d.len]);
+            }
+            let mut g = [0u8; GENEVE_OPTS_MAX];
+            a.bytes_at(GENEVE_OPTS_OFS, &mut g);
+            c.set_bytes_at(GENEVE_OPTS_OFS, &g);
+            proptest::prop_assert_eq!(&a, &b);
+            c.normalize();
+            // Field-by-field copy equals the original wherever the layout names bytes.
+            for d in FIELDS {
+                let (mut x, mut y) = ([0u8; 16], [0u8; 16]);
+                a.bytes_at(d.offset, &mut x[..d.len]);
+                c.bytes_at(d.offset, &mut y[..d.len]);
+                proptest::prop_assert_eq!(x, y, "{}", d.name);
+            }
+        }
+    }
+
     #[test]
     fn mask_set_field_exact() {
         let mut m = Mask::new();

@@ -16,6 +16,7 @@
 //! Port names ([`PortNames`]) may stand for port numbers wherever OVS allows them.
 
 mod actions;
+mod from_flow;
 mod key;
 mod names;
 mod parse;

@@ -1,0 +1,231 @@
+//! The attributes a packet's key has, decided from its values as OVS's
+//! `odp_flow_key_from_flow()` decides them: which `OVS_KEY_ATTR_*` a datapath key of that packet
+//! carries. Used to print the keys of extracted packets (`flowpath extract`) and of datapath
+//! flows whose text form was not parsed from a string.
+
+use super::key::{Attr, DpKey, KeyAttrs, MAX_ENCAP_DEPTH, tun_field};
+use crate::key::{FlowKey, GENEVE_OPTS_MAX, Mask, VLAN_CFI, nw_frag, tun_flags};
+
+const ETH_TYPE_IPV4: u16 = 0x0800;
+const ETH_TYPE_IPV6: u16 = 0x86dd;
+const ETH_TYPE_ARP: u16 = 0x0806;
+const ETH_TYPE_RARP: u16 = 0x8035;
+const ETH_TYPE_MPLS: u16 = 0x8847;
+const ETH_TYPE_MPLS_MCAST: u16 = 0x8848;
+
+impl DpKey {
+    /// The key of one packet with every field exact, with the attributes OVS's datapath would
+    /// give it: metadata that is set (tunnel, mark, conntrack, dp_hash), `recirc_id`, `in_port`,
+    /// the packet type for L3 packets, then L2 (with `encap(` per VLAN tag), L2.5, L3 and L4 as
+    /// the ethertype and protocol say. For example
+    /// `recirc_id(0),in_port(1),eth(src=..,dst=..),eth_type(0x0800),ipv4(..),udp(..)`.
+    pub fn from_flow(key: &FlowKey) -> DpKey {
+        let mut a = KeyAttrs::default();
+        push_metadata(key, &mut a);
+
+        let l3_packet = key.packet_type() >> 16 == 1;
+        if key.packet_type() != 0 {
+            a.push(Attr::PacketType, 0);
+        }
+        if !l3_packet {
+            a.push(Attr::Eth, 0);
+        }
+        let mut depth = 0;
+        for tci in [key.vlan_tci(), key.vlan2_tci()] {
+            if tci & VLAN_CFI == 0 || depth >= MAX_ENCAP_DEPTH {
+                break;
+            }
+            a.push(Attr::EthType, depth);
+            a.push(Attr::Vlan, depth);
+            a.push(Attr::Encap, depth);
+            depth += 1;
+        }
+        a.push(Attr::EthType, depth);
+        push_l3_l4(key, depth, &mut a);
+
+        DpKey {
+            key: key.clone(),
+            mask: Mask::exact(),
+            attrs: a,
+        }
+    }
+}
+
+fn push_metadata(key: &FlowKey, a: &mut KeyAttrs) {
+    if !key.tun_ipv4_dst().is_unspecified() || !key.tun_ipv6_dst().is_unspecified() {
+        let mut f = tun_field::FLAGS | tun_field::TTL;
+        if key.tun_flags() & tun_flags::KEY != 0 || key.tun_id() != 0 {
+            f |= tun_field::TUN_ID;
+        }
+        if !key.tun_ipv4_src().is_unspecified() {
+            f |= tun_field::IPV4_SRC;
+        }
+        if !key.tun_ipv4_dst().is_unspecified() {
+            f |= tun_field::IPV4_DST;
+        }
+        if !key.tun_ipv6_src().is_unspecified() {
+            f |= tun_field::IPV6_SRC;
+        }
+        if !key.tun_ipv6_dst().is_unspecified() {
+            f |= tun_field::IPV6_DST;
+        }
+        if key.tun_tos() != 0 {
+            f |= tun_field::TOS;
+        }
+        if key.tun_tp_src() != 0 {
+            f |= tun_field::TP_SRC;
+        }
+        if key.tun_tp_dst() != 0 {
+            f |= tun_field::TP_DST;
+        }
+        if key.tun_gbp_id() != 0 || key.tun_gbp_flags() != 0 {
+            f |= tun_field::VXLAN;
+        }
+        let mut opts = [0u8; GENEVE_OPTS_MAX];
+        if key.tun_geneve_opts(&mut opts) > 0 {
+            f |= tun_field::GENEVE;
+        }
+        a.tun_fields = f;
+        a.push(Attr::Tunnel, 0);
+    }
+    if key.pkt_mark() != 0 {
+        a.push(Attr::SkbMark, 0);
+    }
+    if key.ct_state() != 0 {
+        a.push(Attr::CtState, 0);
+    }
+    if key.ct_zone() != 0 {
+        a.push(Attr::CtZone, 0);
+    }
+    if key.ct_mark() != 0 {
+        a.push(Attr::CtMark, 0);
+    }
+    if key.ct_label() != 0 {
+        a.push(Attr::CtLabel, 0);
+    }
+    if key.ct_nw_proto() != 0 {
+        let v6 = key.eth_type() == ETH_TYPE_IPV6;
+        a.push(if v6 { Attr::CtTuple6 } else { Attr::CtTuple4 }, 0);
+    }
+    a.push(Attr::RecircId, 0);
+    if key.dp_hash() != 0 {
+        a.push(Attr::DpHash, 0);
+    }
+    a.push(Attr::InPort, 0);
+}
+
+fn push_l3_l4(key: &FlowKey, depth: u8, a: &mut KeyAttrs) {
+    let ip = match key.eth_type() {
+        ETH_TYPE_IPV4 => {
+            a.push(Attr::Ipv4, depth);
+            Some(false)
+        }
+        ETH_TYPE_IPV6 => {
+            a.push(Attr::Ipv6, depth);
+            Some(true)
+        }
+        ETH_TYPE_ARP | ETH_TYPE_RARP => {
+            a.push(Attr::Arp, depth);
+            None
+        }
+        ETH_TYPE_MPLS | ETH_TYPE_MPLS_MCAST => {
+            a.push(Attr::Mpls, depth);
+            a.mpls_lses = if key.mpls_lse0() & 0x100 != 0 {
+                1
+            } else if key.mpls_lse1() & 0x100 != 0 || key.mpls_lse2() == 0 {
+                2
+            } else {
+                3
+            };
+            None
+        }
+        _ => None,
+    };
+    let Some(v6) = ip else { return };
+    // A later fragment has no transport header in the key.
+    if key.nw_frag() & nw_frag::LATER != 0 {
+        return;
+    }
+    match (key.nw_proto(), v6) {
+        (6, _) => {
+            a.push(Attr::Tcp, depth);
+            a.push(Attr::TcpFlags, depth);
+        }
+        (17, _) => {
+            a.push(Attr::Udp, depth);
+        }
+        (132, _) => {
+            a.push(Attr::Sctp, depth);
+        }
+        (1, false) => {
+            a.push(Attr::Icmp, depth);
+        }
+        (58, true) => {
+            a.push(Attr::Icmpv6, depth);
+            if key.tp_dst() == 0 && (key.tp_src() == 135 || key.tp_src() == 136) {
+                a.push(Attr::Nd, depth);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract;
+    use crate::odp::{PortNames, parse_key};
+
+    fn frame(hex: &str) -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn ipv4_udp_as_in_the_issue() {
+        let p = frame(concat!(
+            "8cdcd4ab5bf08cdcd4ab584808004500001c000100004011",
+            "00000a0000010a010002040007d0000800000000000000000000000000000000"
+        ));
+        let mut k = FlowKey::new();
+        k.set_in_port(1);
+        extract(&p, &mut k);
+        assert_eq!(
+            DpKey::from_flow(&k).to_string(),
+            "recirc_id(0),in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),\
+             eth_type(0x0800),ipv4(src=10.0.0.1,dst=10.1.0.2,proto=17,tos=0,ttl=64,frag=no),\
+             udp(src=1024,dst=2000)"
+        );
+    }
+
+    #[test]
+    fn printed_keys_parse_back_to_the_same_key() {
+        let frames = [
+            // 802.1Q, IPv4, TCP SYN.
+            concat!(
+                "0000000000020000000000018100a00a08004500002800010000400600000a0000010a000002",
+                "00500051000000000000000050020000000000000000"
+            ),
+            // ARP request.
+            concat!(
+                "ffffffffffff000000000001080600010800060400010000000000010a0000010000000000000a000002"
+            ),
+            // IPv6 ICMPv6 echo.
+            concat!(
+                "00000000000200000000000186dd6000000000083a40fe800000000000000000000000000001",
+                "fe8000000000000000000000000000028000000000000000"
+            ),
+        ];
+        for hex in frames {
+            let mut k = FlowKey::new();
+            k.set_in_port(4);
+            extract(&frame(hex), &mut k);
+            let text = DpKey::from_flow(&k).to_string();
+            let back = parse_key(&text, &mut PortNames::new()).unwrap();
+            assert_eq!(back.key, k, "{text}");
+            assert_eq!(back.to_string(), text);
+        }
+    }
+}
