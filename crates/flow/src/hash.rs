@@ -3,8 +3,7 @@
 //!
 //! On x86-64 with SSE4.2 (the build's baseline, see `.cargo/config.toml`) each word costs one
 //! `crc32q` instruction. Elsewhere a table-driven fallback computes the same value, so hashes
-//! agree across builds. Like the instruction, these functions do no pre- or post-inversion; see
-//! [`crc32c`] for the standard checksum.
+//! agree across builds. Like the instruction, these functions do no pre- or post-inversion.
 
 /// Folds one word into `crc` (the `crc32q` instruction: the word's little-endian bytes).
 #[inline(always)]
@@ -24,43 +23,11 @@ pub fn crc32c_u64(crc: u32, word: u64) -> u32 {
     }
 }
 
-/// The portable fallback of [`crc32c_u64`].
+/// The portable fallback of [`crc32c_u64`]: `wire`'s table-driven CRC32C on the word's bytes.
 #[inline]
 pub fn crc32c_u64_soft(crc: u32, word: u64) -> u32 {
-    crc32c_update_soft(crc, &word.to_le_bytes())
+    wire::checksum::crc32c_update(crc, &word.to_le_bytes())
 }
-
-/// Folds bytes into `crc` with the portable table (no inversion).
-pub fn crc32c_update_soft(mut crc: u32, bytes: &[u8]) -> u32 {
-    for &b in bytes {
-        crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    crc
-}
-
-/// The standard CRC32C checksum of `bytes` (initial value and final XOR 0xffffffff).
-pub fn crc32c(bytes: &[u8]) -> u32 {
-    !crc32c_update_soft(!0, bytes)
-}
-
-/// Reflected polynomial of CRC32C.
-const POLY: u32 = 0x82f6_3b78;
-
-const TABLE: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
 
 #[cfg(test)]
 mod tests {
@@ -69,8 +36,11 @@ mod tests {
 
     #[test]
     fn standard_check_value() {
-        // The CRC-32C check value from the catalogue of parametrised CRC algorithms.
-        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        // The CRC-32C check value from the catalogue of parametrised CRC algorithms, through
+        // the word function: "12345678" then "9" with the standard inversions.
+        let w = u64::from_le_bytes(*b"12345678");
+        let c = wire::checksum::crc32c_update(crc32c_u64(!0, w), b"9");
+        assert_eq!(!c, 0xe306_9283);
     }
 
     proptest! {

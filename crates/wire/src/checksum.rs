@@ -155,25 +155,7 @@ impl Crc32c {
 
     /// Feeds `data`.
     pub fn update(&mut self, data: &[u8]) {
-        let t = &CRC32C_TABLES;
-        let mut crc = self.state;
-        let mut chunks = data.chunks_exact(8);
-        for c in &mut chunks {
-            let lo = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ crc;
-            let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
-            crc = t[7][(lo & 0xff) as usize]
-                ^ t[6][((lo >> 8) & 0xff) as usize]
-                ^ t[5][((lo >> 16) & 0xff) as usize]
-                ^ t[4][(lo >> 24) as usize]
-                ^ t[3][(hi & 0xff) as usize]
-                ^ t[2][((hi >> 8) & 0xff) as usize]
-                ^ t[1][((hi >> 16) & 0xff) as usize]
-                ^ t[0][(hi >> 24) as usize];
-        }
-        for &b in chunks.remainder() {
-            crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
-        }
-        self.state = crc;
+        self.state = crc32c_update(self.state, data);
     }
 
     /// The CRC of everything fed so far.
@@ -181,6 +163,30 @@ impl Crc32c {
     pub const fn finish(&self) -> u32 {
         !self.state
     }
+}
+
+/// Folds `data` into a raw CRC32C register, without the initial and final inversions: the
+/// operation of x86's `crc32` instruction, which the datapath hash builds on.
+pub fn crc32c_update(state: u32, data: &[u8]) -> u32 {
+    let t = &CRC32C_TABLES;
+    let mut crc = state;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let lo = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ crc;
+        let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+        crc = t[7][(lo & 0xff) as usize]
+            ^ t[6][((lo >> 8) & 0xff) as usize]
+            ^ t[5][((lo >> 16) & 0xff) as usize]
+            ^ t[4][(lo >> 24) as usize]
+            ^ t[3][(hi & 0xff) as usize]
+            ^ t[2][((hi >> 8) & 0xff) as usize]
+            ^ t[1][((hi >> 16) & 0xff) as usize]
+            ^ t[0][(hi >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
 }
 
 impl Default for Crc32c {
