@@ -576,14 +576,19 @@ fn parse_ipv6(pkt: &[u8], ofs: usize, cx: &mut Cx) {
                     cx.bad(Malformed::Ipv6ExtTruncated);
                     return;
                 }
+                let off_flags = be16(pkt, p + 2);
                 nh = pkt[p];
-                frag = nw_frag::ANY;
-                if be16(pkt, p + 2) & 0xfff8 != 0 {
-                    frag |= nw_frag::LATER;
-                }
                 p += 8;
-                if frag & nw_frag::LATER != 0 {
-                    break;
+                // RFC 6946: an atomic fragment (offset 0, M clear) is not a fragment.
+                if off_flags != 0 {
+                    frag = nw_frag::ANY;
+                    if off_flags & 0xfff8 != 0 {
+                        // As OVS and the Linux datapath: a later fragment keys the fragment
+                        // header as its protocol, since no transport header follows.
+                        frag |= nw_frag::LATER;
+                        nh = ipproto::FRAGMENT;
+                        break;
+                    }
                 }
             }
             _ => break,
@@ -923,7 +928,7 @@ mod tests {
         let x = extract(&p, &mut k);
         assert_eq!(x.malformed, None);
         assert_eq!(k.nw_frag(), nw_frag::ANY | nw_frag::LATER);
-        assert_eq!((k.nw_proto(), k.ipv6_label()), (17, 1));
+        assert_eq!((k.nw_proto(), k.ipv6_label()), (44, 1));
         assert_eq!(k.ipv6_dst(), "2001:db8::2".parse::<Ipv6Addr>().unwrap());
 
         // Neighbor Solicitation with a source link-layer address option.
@@ -1016,6 +1021,25 @@ mod tests {
             proptest::prop_assert_eq!(xa, xb);
             proptest::prop_assert_eq!(xa.hash, a.hash(0));
         }
+    }
+
+    #[test]
+    fn ipv6_atomic_fragment_is_not_a_fragment() {
+        // RFC 6946: a fragment header with offset 0 and M clear; OVS keys it as unfragmented,
+        // with the transport header parsed.
+        let mut p = eth(0x86dd);
+        let mut h = vec![0x60, 0, 0, 0, 0, 16, 44, 64];
+        h.extend_from_slice(&[0; 32]);
+        h.extend_from_slice(&[17, 0, 0, 0, 0, 0, 0, 9]);
+        h.extend(udp(53, 5353));
+        p.extend(h);
+        let mut k = FlowKey::new();
+        let x = extract(&p, &mut k);
+        assert_eq!(x.malformed, None);
+        assert_eq!(
+            (k.nw_frag(), k.nw_proto(), k.tp_src(), k.tp_dst()),
+            (0, 17, 53, 5353)
+        );
     }
 
     #[test]
