@@ -722,6 +722,12 @@ impl<'n> KeyParser<'n> {
     /// input, or `, word:` (the statistics and actions that follow in a dump line).
     pub(crate) fn parse_top(&mut self, c: &mut Cursor<'_>) -> PResult<()> {
         c.skip_spaces();
+        // An empty key, which OVS's `odp_flow_from_string()` accepts too: a key whose every
+        // attribute is wildcarded (`udp()`) prints as nothing, and a flow line then starts
+        // with `, actions:`.
+        if c.at_end() || c.peek() == Some(b',') {
+            return Ok(());
+        }
         loop {
             self.parse_attr(c, 0)?;
             let before = c.pos;

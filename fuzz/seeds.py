@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (not committed; `/fuzz/corpus` is ignored).
+
+corpus/extract: every packet of testdata/pcap/*.pcap as metadata variant 0 (Ethernet), plus
+its L3 payload as variant 3/4/5 (packet_type IPv4/IPv6/MPLS) where the ethertype is one of
+those. corpus/odp_parse: every flow line of crates/flow/tests/data/ovs-dpdk-dumps/*.txt, and
+its key part and action part alone.
+
+Usage: python3 fuzz/seeds.py   (from the repository root or fuzz/)
+"""
+import hashlib
+import pathlib
+import struct
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT = ROOT / "fuzz" / "corpus"
+
+
+def pcap_packets(path):
+    data = path.read_bytes()
+    magic = data[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        end = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        end = ">"
+    else:
+        raise ValueError(f"{path}: not a classic pcap")
+    off = 24
+    while off + 16 <= len(data):
+        _, _, incl, _ = struct.unpack(end + "IIII", data[off : off + 16])
+        off += 16
+        yield data[off : off + incl]
+        off += incl
+
+
+def l3_variant(pkt):
+    """(variant, L3 bytes) for an Ethernet frame carrying IPv4, IPv6 or MPLS, after VLANs."""
+    ofs = 12
+    while ofs + 2 <= len(pkt) and pkt[ofs : ofs + 2] in (b"\x81\x00", b"\x88\xa8"):
+        ofs += 4
+    ty = pkt[ofs : ofs + 2]
+    variant = {b"\x08\x00": 3, b"\x86\xdd": 4, b"\x88\x47": 5}.get(ty)
+    return (variant, pkt[ofs + 2 :]) if variant is not None else None
+
+
+def write(dir_, blob):
+    dir_.mkdir(parents=True, exist_ok=True)
+    (dir_ / hashlib.sha1(blob).hexdigest()).write_bytes(blob)
+
+
+def flow_lines(text):
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("### "):
+            h = line[4:]
+            if h.startswith(("ovs-appctl dpif/dump-flows", "ovs-appctl dpctl/dump-flows")):
+                section = "flow"
+            elif h.startswith("ovs-appctl tnl/ports/show -v"):
+                section = "tnl"
+            else:
+                section = ""
+            continue
+        if not line or line.startswith(("flow-dump from", "Listening ports")):
+            continue
+        if section == "flow":
+            yield line
+            if ", actions:" in line:
+                key, acts = line.split(", actions:", 1)
+                yield key.split(", packets:")[0]
+                yield acts.split(", dp-extra-info:")[0]
+        elif section == "tnl" and " : " in line:
+            yield line.split(" : ", 1)[1]
+
+
+def main():
+    n = 0
+    for path in sorted((ROOT / "testdata" / "pcap").glob("*.pcap")):
+        for pkt in pcap_packets(path):
+            write(OUT / "extract", b"\x00" + pkt)
+            n += 1
+            l3 = l3_variant(pkt)
+            if l3:
+                write(OUT / "extract", bytes([l3[0]]) + l3[1])
+    m = 0
+    for path in sorted((ROOT / "crates/flow/tests/data/ovs-dpdk-dumps").glob("*.txt")):
+        for line in flow_lines(path.read_text()):
+            write(OUT / "odp_parse", line.encode())
+            m += 1
+    print(f"{n} packets, {m} flow texts")
+
+
+if __name__ == "__main__":
+    main()
