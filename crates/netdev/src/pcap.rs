@@ -21,7 +21,7 @@ const MAGIC_PCAPNG: u32 = 0x0a0d_0d0a;
 /// Errors reading or writing a capture file.
 #[derive(Debug, thiserror::Error)]
 pub enum PcapError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("not a pcap file (magic {0:#010x})")]
     BadMagic(u32),
@@ -216,6 +216,12 @@ impl<W: Write> PcapWriter<W> {
         h[12..16].copy_from_slice(&len.to_le_bytes());
         self.inner.write_all(&h)?;
         self.inner.write_all(data)?;
+        Ok(())
+    }
+
+    /// Pushes buffered records to the file.
+    pub fn flush(&mut self) -> Result<(), PcapError> {
+        self.inner.flush()?;
         Ok(())
     }
 

@@ -1,0 +1,645 @@
+//! Datapath actions in executable form.
+//!
+//! A megaflow's actions arrive as OVS datapath actions (`flow::odp::Action`, what
+//! `dpctl/add-flow` and the slow path produce) and are compiled once, when the flow is
+//! installed, into a [`DpAction`] list: set-field actions become masked writes with the mask
+//! already expanded, so that executing them per packet is loads, masks and stores plus
+//! incremental checksum updates.
+//!
+//! Header rewrites live in [`crate::rewrite`]; forwarding actions (output, recirculation,
+//! clone, truncation, hash) are executed by the PMD, which owns the tx batches.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use flow::key::VLAN_CFI;
+use flow::odp::{Action, Attr, DpKey, HashAlg};
+
+/// One executable datapath action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DpAction {
+    /// Send to a datapath port.
+    Output(u32),
+    /// Truncate the packet to at most this many bytes for the next output only.
+    Trunc(u32),
+    /// Run the packet through the datapath again with this recirculation id.
+    Recirc(u32),
+    /// Set the datapath hash from the 5-tuple (`hash(l4(basis))`), symmetric when `sym`.
+    Hash { sym: bool, basis: u32 },
+    /// Run these actions on a copy of the packet, then continue with the original.
+    Clone(Box<[DpAction]>),
+    /// Push a VLAN tag (`tci` without the CFI presence bit).
+    PushVlan { tpid: u16, tci: u16 },
+    /// Pop the outer VLAN tag.
+    PopVlan,
+    /// Push an MPLS label stack entry (as on the wire) and set the ethertype.
+    PushMpls { lse: u32, eth_type: u16 },
+    /// Pop the outer MPLS entry; the new ethertype says what follows.
+    PopMpls { eth_type: u16 },
+    /// Masked write of the outer MPLS label stack entry.
+    SetMpls { lse: u32, mask: u32 },
+    /// Masked write of the Ethernet addresses.
+    SetEth(SetEth),
+    /// Masked write of IPv4 fields, with checksum updates.
+    SetIpv4(SetIpv4),
+    /// Masked write of IPv6 fields, with transport checksum updates.
+    SetIpv6(SetIpv6),
+    /// Masked write of TCP, UDP or SCTP ports, with checksum updates.
+    SetL4(SetL4),
+}
+
+/// `set(eth(src=,dst=))`: value and mask per address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetEth {
+    pub src: [u8; 6],
+    pub src_mask: [u8; 6],
+    pub dst: [u8; 6],
+    pub dst_mask: [u8; 6],
+}
+
+/// `set(ipv4(src=,dst=,tos=,ttl=))`: value and mask per field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetIpv4 {
+    pub src: Ipv4Addr,
+    pub src_mask: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub dst_mask: Ipv4Addr,
+    pub tos: u8,
+    pub tos_mask: u8,
+    pub ttl: u8,
+    pub ttl_mask: u8,
+}
+
+/// `set(ipv6(src=,dst=,label=,tclass=,hlimit=))`: value and mask per field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetIpv6 {
+    pub src: Ipv6Addr,
+    pub src_mask: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub dst_mask: Ipv6Addr,
+    pub label: u32,
+    pub label_mask: u32,
+    pub tclass: u8,
+    pub tclass_mask: u8,
+    pub hlimit: u8,
+    pub hlimit_mask: u8,
+}
+
+/// Which transport a [`SetL4`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L4Proto {
+    Tcp,
+    Udp,
+    Sctp,
+}
+
+/// `set(tcp(src=,dst=))`, `set(udp(...))`, `set(sctp(...))`: value and mask per port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetL4 {
+    pub proto: L4Proto,
+    pub src: u16,
+    pub src_mask: u16,
+    pub dst: u16,
+    pub dst_mask: u16,
+}
+
+/// Why an action list cannot be compiled for this datapath.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// An action this datapath does not execute (yet).
+    #[error("action '{0}' is not supported by this datapath yet")]
+    Unsupported(&'static str),
+    /// A `set(...)` of an attribute this datapath cannot write.
+    #[error("action 'set({})' is not supported by this datapath yet", .0.name())]
+    UnsupportedSet(Attr),
+    /// A masked set that asks to change a field no datapath can write (the IP protocol and
+    /// fragment type), as the Linux datapath's `validate_set()` refuses it.
+    #[error("set({attr}) cannot write the read-only field '{field}'")]
+    ReadOnly {
+        attr: &'static str,
+        field: &'static str,
+    },
+    /// An action whose arguments make no sense to execute.
+    #[error("invalid {action}: {reason}")]
+    Invalid {
+        action: &'static str,
+        reason: &'static str,
+    },
+}
+
+/// Compiles OVS datapath actions (as parsed by [`flow::odp::parse_actions`]) into executable
+/// [`DpAction`]s: the slow part (mask expansion, validation) is done once per flow install.
+///
+/// Semantics chosen where OVS leaves room:
+/// * `set(attr(...))` takes the per-field masks the text carries: a field given without `/mask`
+///   is written whole, a field not given is left alone. A set that gives every writable field
+///   exactly is OVS's non-masked `OVS_ACTION_ATTR_SET`.
+/// * The non-masked `set(ipv4(...))`/`set(ipv6(...))` carries `proto` and `frag` too; OVS fills
+///   them from the flow and both its datapaths ignore them on execution, so they are ignored
+///   here. A *masked* set that names `proto` or `frag` asks to change them, which no datapath
+///   can do; like the Linux datapath it is refused ([`CompileError::ReadOnly`]).
+/// * `push_vlan`'s TCI loses the CFI "tag present" bit, as `eth_push_vlan()` clears it; a TPID
+///   other than 0x8100/0x88a8 and a `push_mpls` to a non-MPLS ethertype are refused (OVS's
+///   userspace executor would silently do nothing for the latter).
+/// * `set(mpls(...))` writes the outer label stack entry only, so it must carry one.
+pub fn compile(actions: &[Action]) -> Result<Vec<DpAction>, CompileError> {
+    actions.iter().map(compile_one).collect()
+}
+
+fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
+    use CompileError::{Invalid, Unsupported};
+    Ok(match a {
+        Action::Output(p) => DpAction::Output(*p),
+        Action::Trunc(n) => DpAction::Trunc(*n),
+        Action::Recirc(id) => DpAction::Recirc(*id),
+        Action::Hash { alg, basis } => DpAction::Hash {
+            sym: *alg == HashAlg::SymL4,
+            basis: *basis,
+        },
+        Action::Clone(inner) => DpAction::Clone(compile(inner)?.into_boxed_slice()),
+        Action::PushVlan { tpid, tci } => {
+            if *tpid != 0x8100 && *tpid != 0x88a8 {
+                return Err(Invalid {
+                    action: "push_vlan",
+                    reason: "tpid must be 0x8100 or 0x88a8",
+                });
+            }
+            DpAction::PushVlan {
+                tpid: *tpid,
+                tci: tci & !VLAN_CFI,
+            }
+        }
+        Action::PopVlan => DpAction::PopVlan,
+        Action::PushMpls { lse, eth_type } => {
+            if !is_mpls_ethertype(*eth_type) {
+                return Err(Invalid {
+                    action: "push_mpls",
+                    reason: "eth_type must be 0x8847 or 0x8848",
+                });
+            }
+            DpAction::PushMpls {
+                lse: *lse,
+                eth_type: *eth_type,
+            }
+        }
+        Action::PopMpls { eth_type } => DpAction::PopMpls {
+            eth_type: *eth_type,
+        },
+        Action::Set(k) => compile_set(k)?,
+        Action::LbOutput(_) => return Err(Unsupported("lb_output")),
+        Action::Meter(_) => return Err(Unsupported("meter")),
+        Action::TnlPop(_) => return Err(Unsupported("tnl_pop")),
+        Action::TnlPush(_) => return Err(Unsupported("tnl_push")),
+        Action::Userspace(_) => return Err(Unsupported("userspace")),
+        Action::AddMpls { .. } => return Err(Unsupported("add_mpls")),
+        Action::PushEth { .. } => return Err(Unsupported("push_eth")),
+        Action::PopEth => return Err(Unsupported("pop_eth")),
+        Action::Ct(_) => return Err(Unsupported("ct")),
+        Action::CtClear => return Err(Unsupported("ct_clear")),
+        Action::Sample { .. } => return Err(Unsupported("sample")),
+        Action::CheckPktLen { .. } => return Err(Unsupported("check_pkt_len")),
+        Action::DecTtl(_) => return Err(Unsupported("dec_ttl")),
+        Action::PopNsh => return Err(Unsupported("pop_nsh")),
+        Action::Psample { .. } => return Err(Unsupported("psample")),
+    })
+}
+
+fn is_mpls_ethertype(t: u16) -> bool {
+    t == 0x8847 || t == 0x8848
+}
+
+fn masked6(v: [u8; 6], m: [u8; 6]) -> [u8; 6] {
+    core::array::from_fn(|i| v[i] & m[i])
+}
+
+fn masked_v4(v: Ipv4Addr, m: Ipv4Addr) -> Ipv4Addr {
+    Ipv4Addr::from_bits(v.to_bits() & m.to_bits())
+}
+
+fn masked_v6(v: Ipv6Addr, m: Ipv6Addr) -> Ipv6Addr {
+    Ipv6Addr::from_bits(v.to_bits() & m.to_bits())
+}
+
+/// `set(attr(...))`: one key attribute with its mask; values are stored already masked.
+fn compile_set(k: &DpKey) -> Result<DpAction, CompileError> {
+    let Some(first) = k.attrs.items.first() else {
+        return Err(CompileError::Invalid {
+            action: "set",
+            reason: "no key attribute",
+        });
+    };
+    let (key, mask) = (&k.key, &k.mask);
+    Ok(match first.attr {
+        Attr::Eth => DpAction::SetEth(SetEth {
+            src: masked6(key.eth_src().0, mask.eth_src().0),
+            src_mask: mask.eth_src().0,
+            dst: masked6(key.eth_dst().0, mask.eth_dst().0),
+            dst_mask: mask.eth_dst().0,
+        }),
+        Attr::Ipv4 => {
+            let exact = mask.nw_src() == Ipv4Addr::BROADCAST
+                && mask.nw_dst() == Ipv4Addr::BROADCAST
+                && mask.nw_tos() == u8::MAX
+                && mask.nw_ttl() == u8::MAX;
+            check_read_only(exact, "ipv4", mask.nw_proto(), mask.nw_frag())?;
+            DpAction::SetIpv4(SetIpv4 {
+                src: masked_v4(key.nw_src(), mask.nw_src()),
+                src_mask: mask.nw_src(),
+                dst: masked_v4(key.nw_dst(), mask.nw_dst()),
+                dst_mask: mask.nw_dst(),
+                tos: key.nw_tos() & mask.nw_tos(),
+                tos_mask: mask.nw_tos(),
+                ttl: key.nw_ttl() & mask.nw_ttl(),
+                ttl_mask: mask.nw_ttl(),
+            })
+        }
+        Attr::Ipv6 => {
+            let label_mask = mask.ipv6_label() & IPV6_LABEL_MASK;
+            let exact = mask.ipv6_src().to_bits() == u128::MAX
+                && mask.ipv6_dst().to_bits() == u128::MAX
+                && label_mask == IPV6_LABEL_MASK
+                && mask.nw_tos() == u8::MAX
+                && mask.nw_ttl() == u8::MAX;
+            check_read_only(exact, "ipv6", mask.nw_proto(), mask.nw_frag())?;
+            DpAction::SetIpv6(SetIpv6 {
+                src: masked_v6(key.ipv6_src(), mask.ipv6_src()),
+                src_mask: mask.ipv6_src(),
+                dst: masked_v6(key.ipv6_dst(), mask.ipv6_dst()),
+                dst_mask: mask.ipv6_dst(),
+                label: key.ipv6_label() & label_mask,
+                label_mask,
+                tclass: key.nw_tos() & mask.nw_tos(),
+                tclass_mask: mask.nw_tos(),
+                hlimit: key.nw_ttl() & mask.nw_ttl(),
+                hlimit_mask: mask.nw_ttl(),
+            })
+        }
+        attr @ (Attr::Tcp | Attr::Udp | Attr::Sctp) => DpAction::SetL4(SetL4 {
+            proto: match attr {
+                Attr::Tcp => L4Proto::Tcp,
+                Attr::Udp => L4Proto::Udp,
+                _ => L4Proto::Sctp,
+            },
+            src: key.tp_src() & mask.tp_src(),
+            src_mask: mask.tp_src(),
+            dst: key.tp_dst() & mask.tp_dst(),
+            dst_mask: mask.tp_dst(),
+        }),
+        Attr::Mpls => {
+            if k.attrs.mpls_lses > 1 {
+                return Err(CompileError::Invalid {
+                    action: "set(mpls)",
+                    reason: "it writes exactly one label stack entry",
+                });
+            }
+            DpAction::SetMpls {
+                lse: key.mpls_lse0() & mask.mpls_lse0(),
+                mask: mask.mpls_lse0(),
+            }
+        }
+        other => return Err(CompileError::UnsupportedSet(other)),
+    })
+}
+
+/// The 20 bits of an IPv6 flow label.
+pub const IPV6_LABEL_MASK: u32 = 0x000f_ffff;
+
+/// `proto` and `frag` of an IP set: ignored in the non-masked form (`exact`), refused when a
+/// masked set names them.
+fn check_read_only(
+    exact: bool,
+    attr: &'static str,
+    proto: u8,
+    frag: u8,
+) -> Result<(), CompileError> {
+    if exact {
+        return Ok(());
+    }
+    if proto != 0 {
+        return Err(CompileError::ReadOnly {
+            attr,
+            field: "proto",
+        });
+    }
+    if frag != 0 {
+        return Err(CompileError::ReadOnly {
+            attr,
+            field: "frag",
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow::odp::{PortNames, parse_actions};
+
+    fn compiled(text: &str) -> Result<Vec<DpAction>, CompileError> {
+        let parsed = parse_actions(text, &mut PortNames::new())
+            .unwrap_or_else(|e| panic!("parse {text}: {e}"));
+        compile(&parsed)
+    }
+
+    fn one(text: &str) -> DpAction {
+        let mut v = compiled(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(v.len(), 1, "{text}");
+        v.pop().unwrap()
+    }
+
+    fn v4(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    fn v6(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn forwarding_actions() {
+        assert_eq!(
+            compiled("1,trunc(100),recirc(0x2a),hash(l4(0)),hash(sym_l4(5))").unwrap(),
+            vec![
+                DpAction::Output(1),
+                DpAction::Trunc(100),
+                DpAction::Recirc(0x2a),
+                DpAction::Hash {
+                    sym: false,
+                    basis: 0
+                },
+                DpAction::Hash {
+                    sym: true,
+                    basis: 5
+                },
+            ]
+        );
+        assert_eq!(compiled("drop").unwrap(), vec![]);
+        assert_eq!(
+            compiled("clone(push_vlan(vid=10,pcp=1),clone(2)),pop_vlan,3").unwrap(),
+            vec![
+                DpAction::Clone(
+                    vec![
+                        DpAction::PushVlan {
+                            tpid: 0x8100,
+                            tci: 0x200a
+                        },
+                        DpAction::Clone(vec![DpAction::Output(2)].into()),
+                    ]
+                    .into()
+                ),
+                DpAction::PopVlan,
+                DpAction::Output(3),
+            ]
+        );
+    }
+
+    #[test]
+    fn vlan_and_mpls() {
+        // The CFI bit the text form implies is not part of the pushed TCI.
+        assert_eq!(
+            one("push_vlan(tpid=0x88a8,vid=4095,pcp=7)"),
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 0xefff
+            }
+        );
+        assert_eq!(
+            one("push_vlan(vid=5,pcp=0,cfi=0)"),
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 5
+            }
+        );
+        assert_eq!(
+            one("push_mpls(label=100,tc=1,ttl=64,bos=1,eth_type=0x8847)"),
+            DpAction::PushMpls {
+                lse: 100 << 12 | 1 << 9 | 1 << 8 | 64,
+                eth_type: 0x8847
+            }
+        );
+        assert_eq!(
+            one("pop_mpls(eth_type=0x800)"),
+            DpAction::PopMpls { eth_type: 0x0800 }
+        );
+        assert_eq!(
+            one("set(mpls(label=1,tc=0,ttl=64,bos=1))"),
+            DpAction::SetMpls {
+                lse: 1 << 12 | 1 << 8 | 64,
+                mask: u32::MAX
+            }
+        );
+        assert_eq!(
+            one("set(mpls(ttl=5))"),
+            DpAction::SetMpls { lse: 5, mask: 0xff }
+        );
+    }
+
+    #[test]
+    fn set_eth_masked_and_not() {
+        assert_eq!(
+            one("set(eth(src=00:01:02:03:04:05,dst=52:54:00:a0:91:99))"),
+            DpAction::SetEth(SetEth {
+                src: [0, 1, 2, 3, 4, 5],
+                src_mask: [0xff; 6],
+                dst: [0x52, 0x54, 0, 0xa0, 0x91, 0x99],
+                dst_mask: [0xff; 6],
+            })
+        );
+        // Values are stored under their masks.
+        assert_eq!(
+            one("set(eth(dst=52:54:00:a0:91:99/ff:ff:ff:00:00:00))"),
+            DpAction::SetEth(SetEth {
+                src: [0; 6],
+                src_mask: [0; 6],
+                dst: [0x52, 0x54, 0, 0, 0, 0],
+                dst_mask: [0xff, 0xff, 0xff, 0, 0, 0],
+            })
+        );
+    }
+
+    #[test]
+    fn set_ipv4() {
+        let exact = SetIpv4 {
+            src: v4("1.1.1.1"),
+            src_mask: Ipv4Addr::BROADCAST,
+            dst: v4("2.2.2.2"),
+            dst_mask: Ipv4Addr::BROADCAST,
+            tos: 0,
+            tos_mask: 0xff,
+            ttl: 64,
+            ttl_mask: 0xff,
+        };
+        // The non-masked form: proto and frag are carried and ignored.
+        assert_eq!(
+            one("set(ipv4(src=1.1.1.1,dst=2.2.2.2,proto=6,tos=0,ttl=64,frag=no))"),
+            DpAction::SetIpv4(exact)
+        );
+        assert_eq!(
+            one("set(ipv4(src=1.1.1.1/255.255.255.0,ttl=9))"),
+            DpAction::SetIpv4(SetIpv4 {
+                src: v4("1.1.1.0"),
+                src_mask: v4("255.255.255.0"),
+                dst: Ipv4Addr::UNSPECIFIED,
+                dst_mask: Ipv4Addr::UNSPECIFIED,
+                tos: 0,
+                tos_mask: 0,
+                ttl: 9,
+                ttl_mask: 0xff,
+            })
+        );
+        assert_eq!(
+            compiled("set(ipv4(src=1.1.1.1,proto=17))"),
+            Err(CompileError::ReadOnly {
+                attr: "ipv4",
+                field: "proto"
+            })
+        );
+        let e = compiled("set(ipv4(ttl=1,frag=later))").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "set(ipv4) cannot write the read-only field 'frag'"
+        );
+    }
+
+    #[test]
+    fn set_ipv6() {
+        assert_eq!(
+            one(
+                "set(ipv6(src=2001:db8::1,dst=2001:db8::2,label=0,proto=6,tclass=0,hlimit=64,frag=no))"
+            ),
+            DpAction::SetIpv6(SetIpv6 {
+                src: v6("2001:db8::1"),
+                src_mask: Ipv6Addr::from_bits(u128::MAX),
+                dst: v6("2001:db8::2"),
+                dst_mask: Ipv6Addr::from_bits(u128::MAX),
+                label: 0,
+                label_mask: IPV6_LABEL_MASK,
+                tclass: 0,
+                tclass_mask: 0xff,
+                hlimit: 64,
+                hlimit_mask: 0xff,
+            })
+        );
+        let DpAction::SetIpv6(s) = one("set(ipv6(label=0x12345/0xff))") else {
+            panic!("not a set(ipv6)");
+        };
+        assert_eq!(
+            (s.label, s.label_mask, s.src_mask),
+            (0x45, 0xff, Ipv6Addr::UNSPECIFIED)
+        );
+        assert!(matches!(
+            compiled("set(ipv6(hlimit=1,proto=58))"),
+            Err(CompileError::ReadOnly { field: "proto", .. })
+        ));
+    }
+
+    #[test]
+    fn set_ports() {
+        assert_eq!(
+            one("set(tcp(dst=80))"),
+            DpAction::SetL4(SetL4 {
+                proto: L4Proto::Tcp,
+                src: 0,
+                src_mask: 0,
+                dst: 80,
+                dst_mask: 0xffff
+            })
+        );
+        assert_eq!(
+            one("set(udp(src=0x1234/0xff00,dst=53))"),
+            DpAction::SetL4(SetL4 {
+                proto: L4Proto::Udp,
+                src: 0x1200,
+                src_mask: 0xff00,
+                dst: 53,
+                dst_mask: 0xffff
+            })
+        );
+        assert!(matches!(
+            one("set(sctp(src=1,dst=2))"),
+            DpAction::SetL4(SetL4 {
+                proto: L4Proto::Sctp,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn unsupported_actions_are_named() {
+        for (text, name) in [
+            ("tnl_pop(1)", "tnl_pop"),
+            (
+                "tnl_push(tnl_port(4789),header(size=50,type=4,eth(dst=00:00:00:00:00:02,src=00:00:00:00:00:01,dl_type=0x0800),ipv4(src=1.1.1.1,dst=2.2.2.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x7b)),out_port(1))",
+                "tnl_push",
+            ),
+            ("ct(commit,zone=1)", "ct"),
+            ("ct", "ct"),
+            ("ct_clear", "ct_clear"),
+            ("userspace(pid=0,slow_path(controller))", "userspace"),
+            ("meter(1)", "meter"),
+            ("sample(sample=50%,actions(1))", "sample"),
+            ("check_pkt_len(size=200,gt(1),le(2))", "check_pkt_len"),
+            ("dec_ttl(le_1(1))", "dec_ttl"),
+            ("lb_output(1)", "lb_output"),
+            (
+                "push_eth(src=00:00:00:00:00:01,dst=00:00:00:00:00:02)",
+                "push_eth",
+            ),
+            ("pop_eth", "pop_eth"),
+            (
+                "add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847)",
+                "add_mpls",
+            ),
+            ("clone(1,tnl_pop(2))", "tnl_pop"),
+        ] {
+            let e = compiled(text).unwrap_err();
+            assert_eq!(e, CompileError::Unsupported(name), "{text}");
+            assert_eq!(
+                e.to_string(),
+                format!("action '{name}' is not supported by this datapath yet")
+            );
+        }
+        for (text, attr) in [
+            (
+                "set(tunnel(tun_id=0x64,dst=10.1.2.9,ttl=64,tp_dst=4789,flags(df|key)))",
+                Attr::Tunnel,
+            ),
+            ("set(skb_mark(0x1))", Attr::SkbMark),
+            ("set(arp(sip=1.1.1.1))", Attr::Arp),
+        ] {
+            let e = compiled(text).unwrap_err();
+            assert_eq!(e, CompileError::UnsupportedSet(attr), "{text}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "action 'set({})' is not supported by this datapath yet",
+                    attr.name()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_arguments() {
+        assert!(matches!(
+            compiled("push_vlan(tpid=0x0800,vid=1,pcp=0)"),
+            Err(CompileError::Invalid {
+                action: "push_vlan",
+                ..
+            })
+        ));
+        assert!(matches!(
+            compiled("push_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x800)"),
+            Err(CompileError::Invalid {
+                action: "push_mpls",
+                ..
+            })
+        ));
+        assert!(matches!(
+            compiled("set(mpls(label=1,tc=0,ttl=64,bos=0,label=2,tc=0,ttl=64,bos=1))"),
+            Err(CompileError::Invalid {
+                action: "set(mpls)",
+                ..
+            })
+        ));
+    }
+}

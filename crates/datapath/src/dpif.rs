@@ -1,0 +1,847 @@
+//! The datapath as a whole ("dpif-netdev"): ports with datapath port numbers, PMD threads
+//! polling their rx queues, and the management operations behind `dpctl/*` and
+//! `dpif-netdev/*`, answered in OVS's text formats.
+//!
+//! PMD threads own their datapath state; every operation here is a message to each PMD and a
+//! wait for its reply, which comes within one poll iteration.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use flow::odp::{Attr, AttrItem, DpFlow, FlowStats as OdpStats, PortNames, Used};
+use flow::{FlowKey, Mask, Match};
+
+use crate::actions::{DpAction, compile};
+use crate::flow_table::{FlowStats, Megaflow};
+use crate::pmd::{DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, Stage};
+use crate::port::{Port, PortCounters};
+use crate::tsc;
+
+/// How rx queues are spread over PMD threads (`pmd-rxq-assign`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxqAssign {
+    /// In port order, one queue per PMD in turn.
+    #[default]
+    RoundRobin,
+    /// Busiest queues first, each to the least loaded PMD (needs measured cycles; at start-up
+    /// every queue weighs the same, so this equals round-robin then).
+    Cycles,
+}
+
+/// Datapath-wide settings.
+#[derive(Clone, Debug)]
+pub struct DpConfig {
+    /// Cores to run PMD threads on (`pmd-cpu-mask`); `None` entries are unpinned threads.
+    pub pmd_cores: Vec<Option<usize>>,
+    pub pmd: PmdConfig,
+    pub rxq_assign: RxqAssign,
+}
+
+impl Default for DpConfig {
+    fn default() -> Self {
+        DpConfig {
+            pmd_cores: vec![None],
+            pmd: PmdConfig::default(),
+            rxq_assign: RxqAssign::RoundRobin,
+        }
+    }
+}
+
+/// Parses a `pmd-cpu-mask` such as `0x6` into core ids.
+pub fn parse_cpu_mask(s: &str) -> Result<Vec<usize>, String> {
+    let t = s.trim();
+    let hex = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    let v = u128::from_str_radix(hex, 16)
+        .map_err(|_| format!("bad pmd-cpu-mask '{s}': expected hex such as 0x2"))?;
+    if v == 0 {
+        return Err(format!("bad pmd-cpu-mask '{s}': no core selected"));
+    }
+    Ok((0..128).filter(|b| v & (1u128 << b) != 0).collect())
+}
+
+struct PortEntry {
+    no: u32,
+    port: Box<dyn Port>,
+}
+
+struct PmdHandle {
+    core_id: Option<usize>,
+    cmd: Sender<PmdCmd>,
+    thread: Option<JoinHandle<()>>,
+    /// (port name, queue id) of each polled queue, in poll order.
+    rxqs: Vec<(String, usize)>,
+    /// Cycles per polled queue and total busy cycles, published by the PMD.
+    load: Arc<Mutex<(Vec<u64>, u64)>>,
+    /// Set by the PMD when its finite sources are exhausted and it is idle.
+    drained: Arc<AtomicBool>,
+}
+
+/// A datapath under construction: add ports and flows, then [`DatapathBuilder::start`].
+pub struct DatapathBuilder {
+    config: DpConfig,
+    ports: Vec<PortEntry>,
+    names: PortNames,
+    flows: Vec<Megaflow>,
+}
+
+impl DatapathBuilder {
+    /// A builder with these settings.
+    pub fn new(config: DpConfig) -> Self {
+        DatapathBuilder {
+            config,
+            ports: Vec::new(),
+            names: PortNames::new(),
+            flows: Vec::new(),
+        }
+    }
+
+    /// Adds a megaflow (`dpctl/add-flow` syntax; ports by number or by the names of ports
+    /// added so far) to be installed on every PMD before traffic starts.
+    pub fn add_flow(&mut self, key_text: &str, actions_text: &str) -> Result<(), String> {
+        let f = parse_megaflow(&self.names, key_text, actions_text)?;
+        if self.flows.iter().any(|g| g.m == f.m) {
+            return Err("a flow with this match already exists".into());
+        }
+        self.flows.push(f);
+        Ok(())
+    }
+
+    /// Adds a port with datapath port number `no` (unique, non-zero).
+    pub fn add_port(&mut self, no: u32, port: Box<dyn Port>) -> Result<(), String> {
+        if no == 0 || self.ports.iter().any(|p| p.no == no) {
+            return Err(format!("port number {no} is taken or invalid"));
+        }
+        if self.ports.iter().any(|p| p.port.name() == port.name()) {
+            return Err(format!("a port named '{}' exists", port.name()));
+        }
+        self.names.insert(port.name(), no);
+        self.ports.push(PortEntry { no, port });
+        Ok(())
+    }
+
+    /// Starts the PMD threads.
+    pub fn start(mut self) -> Result<Datapath, String> {
+        let n_pmd = self.config.pmd_cores.len().max(1);
+        let mut pmds: Vec<(Pmd, Vec<(String, usize)>)> = (0..n_pmd)
+            .map(|i| {
+                let mut cfg = self.config.pmd;
+                cfg.core_id = self.config.pmd_cores.get(i).copied().flatten();
+                (Pmd::new(cfg, Box::new(DropUpcalls)), Vec::new())
+            })
+            .collect();
+        for (pmd, _) in &mut pmds {
+            for f in &self.flows {
+                pmd.add_flow(f.clone())?;
+            }
+        }
+        // Rx queues, round-robin over PMDs in port order.
+        let mut next = 0;
+        for pe in &mut self.ports {
+            for q in 0..pe.port.n_rxq() {
+                let Some(rxq) = pe.port.take_rxq(q, pe.no) else {
+                    continue;
+                };
+                let (pmd, names) = &mut pmds[next % n_pmd];
+                pmd.add_rxq(PolledRxq {
+                    port_no: pe.no,
+                    queue_id: q,
+                    rxq,
+                    cycles: 0,
+                });
+                names.push((pe.port.name().to_owned(), q));
+                next += 1;
+            }
+        }
+        // A tx queue per PMD on every port.
+        for (pmd, _) in &mut pmds {
+            for pe in &mut self.ports {
+                pmd.add_txq(pe.no, pe.port.open_txq());
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::new();
+        for (pmd, rxqs) in pmds {
+            handles.push(spawn_pmd(pmd, rxqs, stop.clone())?);
+        }
+        Ok(Datapath {
+            ports: self.ports,
+            pmds: handles,
+            stop,
+            names: self.names,
+            cleared_at: tsc::now(),
+        })
+    }
+}
+
+fn spawn_pmd(
+    mut pmd: Pmd,
+    rxqs: Vec<(String, usize)>,
+    stop: Arc<AtomicBool>,
+) -> Result<PmdHandle, String> {
+    let (tx, rx) = channel();
+    let core = pmd.config.core_id;
+    let load = Arc::new(Mutex::new((vec![0; rxqs.len()], 0)));
+    let drained = Arc::new(AtomicBool::new(false));
+    let (load2, drained2) = (load.clone(), drained.clone());
+    let name = match core {
+        Some(c) => format!("pmd-c{c:02}"),
+        None => "pmd".to_owned(),
+    };
+    let thread = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            if let Some(c) = core {
+                pin_to_core(c);
+            }
+            let mut idle_polls = 0u32;
+            let mut n: u64 = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let got = pmd.poll_once();
+                pmd.handle_pending(&rx);
+                n += 1;
+                if got == 0 {
+                    idle_polls = idle_polls.saturating_add(1);
+                    if idle_polls > 2 && pmd.sources_exhausted() {
+                        drained2.store(true, Ordering::Release);
+                        // Nothing more will come: stop spinning a core.
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                } else {
+                    idle_polls = 0;
+                }
+                if n.is_multiple_of(1024)
+                    && let Ok(mut l) = load2.lock()
+                {
+                    l.0 = pmd.rxqs().iter().map(|q| q.cycles).collect();
+                    l.1 = pmd.stats().busy_cycles;
+                }
+            }
+            // Drain commands that raced with the stop.
+            pmd.handle_pending(&rx);
+        })
+        .map_err(|e| format!("cannot start PMD thread: {e}"))?;
+    Ok(PmdHandle {
+        core_id: core,
+        cmd: tx,
+        thread: Some(thread),
+        rxqs,
+        load,
+        drained,
+    })
+}
+
+/// Pins the calling thread to `core`; failure (a core outside the allowed set) is reported and
+/// the thread runs unpinned.
+fn pin_to_core(core: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(core);
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        eprintln!("flowpath: cannot pin PMD thread to core {core}: {e}");
+    }
+}
+
+/// A running datapath.
+pub struct Datapath {
+    ports: Vec<PortEntry>,
+    pmds: Vec<PmdHandle>,
+    stop: Arc<AtomicBool>,
+    names: PortNames,
+    cleared_at: u64,
+}
+
+/// One PMD's counters as collected by [`Datapath::pmd_stats`].
+#[derive(Clone, Debug)]
+pub struct PmdReport {
+    pub core_id: Option<usize>,
+    pub stats: PmdStats,
+    pub emc_entries: usize,
+}
+
+impl Datapath {
+    /// Port numbers and names.
+    pub fn port_names(&self) -> &PortNames {
+        &self.names
+    }
+
+    /// A port's counters by name.
+    pub fn port_counters(&self, name: &str) -> Option<PortCounters> {
+        self.ports
+            .iter()
+            .find(|p| p.port.name() == name)
+            .map(|p| p.port.counters())
+    }
+
+    fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdCmd) -> Vec<T> {
+        let mut out = Vec::new();
+        for p in &self.pmds {
+            let (tx, rx) = channel();
+            if p.cmd.send(make(tx)).is_ok()
+                && let Ok(v) = rx.recv_timeout(Duration::from_secs(5))
+            {
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    /// `dpctl/add-flow FLOW ACTIONS`: installs a megaflow on every PMD.
+    pub fn add_flow(&mut self, key_text: &str, actions_text: &str) -> Result<(), String> {
+        let f = self.megaflow(key_text, actions_text)?;
+        let res = self.ask(|tx| PmdCmd::AddFlow(Box::new(f.clone()), tx));
+        res.into_iter().collect::<Result<Vec<_>, _>>().map(|_| ())
+    }
+
+    /// `dpctl/mod-flow [--clear] FLOW ACTIONS`.
+    pub fn mod_flow(
+        &mut self,
+        key_text: &str,
+        actions_text: &str,
+        clear: bool,
+    ) -> Result<(), String> {
+        let f = self.megaflow(key_text, actions_text)?;
+        let res = self.ask(|tx| PmdCmd::ModFlow(Box::new(f.clone()), clear, tx));
+        res.into_iter().collect::<Result<Vec<_>, _>>().map(|_| ())
+    }
+
+    /// `dpctl/del-flow FLOW`.
+    pub fn del_flow(&mut self, key_text: &str) -> Result<(), String> {
+        let m = self.parse_match(key_text)?.0;
+        let res = self.ask(|tx| PmdCmd::DelFlow(Box::new(m.clone()), tx));
+        if res.iter().any(Option::is_some) {
+            Ok(())
+        } else {
+            Err("flow does not exist".into())
+        }
+    }
+
+    /// `dpctl/del-flows`: returns how many megaflows went.
+    pub fn del_flows(&mut self) -> usize {
+        self.ask(PmdCmd::DelFlows).into_iter().sum()
+    }
+
+    /// `dpctl/dump-flows [-m]`, OVS's format (a separator line per PMD).
+    pub fn dump_flows(&self, verbose: bool) -> String {
+        let mut out = String::new();
+        for p in &self.pmds {
+            let (tx, rx) = channel();
+            if p.cmd.send(PmdCmd::Dump(tx)).is_err() {
+                continue;
+            }
+            let Ok(flows) = rx.recv_timeout(Duration::from_secs(5)) else {
+                continue;
+            };
+            if flows.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "flow-dump from pmd on cpu core: {}",
+                p.core_id.map_or(-1, |c| c as i64)
+            );
+            for d in &flows {
+                let _ = writeln!(out, "{}", self.format_flow(d, verbose));
+            }
+        }
+        out
+    }
+
+    /// `dpctl/get-flow ufid:UFID`.
+    pub fn get_flow(&self, ufid_text: &str) -> Result<String, String> {
+        let t = ufid_text
+            .trim()
+            .strip_prefix("ufid:")
+            .unwrap_or(ufid_text.trim());
+        let hex: String = t.chars().filter(|c| *c != '-').collect();
+        let want = u128::from_str_radix(&hex, 16).map_err(|_| format!("bad ufid '{ufid_text}'"))?;
+        for flows in self.ask(PmdCmd::Dump) {
+            if let Some(d) = flows.iter().find(|d| d.flow.ufid == want) {
+                return Ok(format!("{}\n", self.format_flow(d, true)));
+            }
+        }
+        Err(format!("flow ufid:{ufid_text} not found"))
+    }
+
+    fn format_flow(&self, d: &FlowDump, verbose: bool) -> String {
+        let f = &d.flow;
+        let mut attrs = f.attrs.clone();
+        attrs.verbose = verbose;
+        let flow = DpFlow {
+            ufid: verbose.then(|| f.ufid.to_be_bytes()),
+            key: f.key.clone(),
+            mask: f.m.mask().clone(),
+            attrs,
+            stats: Some(OdpStats {
+                packets: f.stats.packets,
+                bytes: f.stats.bytes,
+                used: d.used_secs.map(|s| Used::millis((s * 1000.0) as u64)),
+                tcp_flags: f.stats.tcp_flags,
+            }),
+            offloaded: None,
+            dp: verbose.then(|| "ovs".to_owned()),
+            actions: f.odp_actions.to_vec(),
+            extra_info: None,
+        };
+        flow.format(
+            if verbose { Some(&self.names) } else { None },
+            Some(verbose),
+        )
+    }
+
+    fn parse_match(
+        &self,
+        key_text: &str,
+    ) -> Result<(Match, FlowKey, Mask, flow::odp::KeyAttrs), String> {
+        parse_match(&self.names, key_text)
+    }
+
+    fn megaflow(&self, key_text: &str, actions_text: &str) -> Result<Megaflow, String> {
+        parse_megaflow(&self.names, key_text, actions_text)
+    }
+
+    /// Every PMD's counters.
+    pub fn pmd_stats(&self) -> Vec<PmdReport> {
+        let res = self.ask(PmdCmd::Stats);
+        self.pmds
+            .iter()
+            .zip(res)
+            .map(|(p, (stats, emc))| PmdReport {
+                core_id: p.core_id,
+                stats,
+                emc_entries: emc,
+            })
+            .collect()
+    }
+
+    /// `dpif-netdev/pmd-stats-clear`.
+    pub fn clear_stats(&mut self) {
+        for p in &self.pmds {
+            let _ = p.cmd.send(PmdCmd::ClearStats);
+        }
+        // Make sure every PMD has applied it before returning.
+        let _ = self.ask(PmdCmd::Stats);
+        self.cleared_at = tsc::now();
+    }
+
+    /// Sets `emc-insert-inv-prob` on every PMD.
+    pub fn set_emc_insert_inv_prob(&mut self, n: u32) {
+        for p in &self.pmds {
+            let _ = p.cmd.send(PmdCmd::SetEmcInsertInvProb(n));
+        }
+    }
+
+    /// Seconds since the counters were last cleared.
+    pub fn measured_secs(&self) -> f64 {
+        tsc::now().saturating_sub(self.cleared_at) as f64 / tsc::hz() as f64
+    }
+
+    /// Whether every PMD's finite sources are exhausted and it has gone idle.
+    pub fn drained(&self) -> bool {
+        self.pmds.iter().all(|p| p.drained.load(Ordering::Acquire))
+    }
+
+    /// `dpif-netdev/pmd-stats-show`.
+    pub fn pmd_stats_show(&self) -> String {
+        let mut out = String::new();
+        for r in self.pmd_stats() {
+            let s = &r.stats;
+            let _ = writeln!(
+                out,
+                "pmd thread numa_id 0 core_id {}:",
+                core_text(r.core_id)
+            );
+            let passes = s.rx_packets + s.recirculations;
+            let _ = writeln!(out, "  packets received: {}", s.rx_packets);
+            let _ = writeln!(out, "  packet recirculations: {}", s.recirculations);
+            let _ = writeln!(
+                out,
+                "  avg. datapath passes per packet: {:.2}",
+                ratio(passes, s.rx_packets)
+            );
+            let _ = writeln!(out, "  phwol hits: 0");
+            let _ = writeln!(out, "  mfex opt hits: 0");
+            let _ = writeln!(out, "  simple match hits: 0");
+            let _ = writeln!(out, "  emc hits: {}", s.emc_hits);
+            let _ = writeln!(out, "  smc hits: 0");
+            let _ = writeln!(out, "  megaflow hits: {}", s.megaflow_hits);
+            let _ = writeln!(
+                out,
+                "  avg. subtable lookups per megaflow hit: {:.2}",
+                ratio(s.subtable_lookups, s.megaflow_hits)
+            );
+            let _ = writeln!(out, "  miss with success upcall: {}", s.upcalls);
+            let _ = writeln!(out, "  miss with failed upcall: {}", s.lost_upcalls);
+            let _ = writeln!(
+                out,
+                "  avg. packets per output batch: {:.2}",
+                ratio(s.tx_packets, s.tx_batches)
+            );
+            let total = s.busy_cycles + s.idle_cycles;
+            if total > 0 {
+                let _ = writeln!(
+                    out,
+                    "  idle cycles: {} ({:.2}%)",
+                    s.idle_cycles,
+                    pct(s.idle_cycles, total)
+                );
+                let _ = writeln!(
+                    out,
+                    "  processing cycles: {} ({:.2}%)",
+                    s.busy_cycles,
+                    pct(s.busy_cycles, total)
+                );
+                let _ = writeln!(
+                    out,
+                    "  avg cycles per packet: {:.2} ({}/{})",
+                    ratio(total, s.rx_packets),
+                    total,
+                    s.rx_packets
+                );
+                let _ = writeln!(
+                    out,
+                    "  avg processing cycles per packet: {:.2} ({}/{})",
+                    ratio(s.busy_cycles, s.rx_packets),
+                    s.busy_cycles,
+                    s.rx_packets
+                );
+            }
+        }
+        out
+    }
+
+    /// `dpif-netdev/pmd-perf-show`.
+    pub fn pmd_perf_show(&self) -> String {
+        let secs = self.measured_secs();
+        let hz = tsc::hz();
+        let mut out = String::new();
+        let _ = writeln!(out, "Time: {}", clock_text());
+        let _ = writeln!(out, "Measurement duration: {secs:.3} s");
+        let _ = writeln!(out);
+        for r in self.pmd_stats() {
+            let s = &r.stats;
+            let used = s.busy_cycles + s.idle_cycles;
+            let elapsed = (secs * hz as f64) as u64;
+            let passes = s.rx_packets + s.recirculations;
+            let _ = writeln!(
+                out,
+                "pmd thread numa_id 0 core_id {}:",
+                core_text(r.core_id)
+            );
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "  Iterations:        {:>12}  ({:.2} us/it)",
+                s.iterations,
+                ratio(used, s.iterations) * 1e6 / hz as f64
+            );
+            let _ = writeln!(
+                out,
+                "  - Used TSC cycles: {:>12}  ({:5.1} % of total cycles)",
+                used,
+                pct(used, elapsed.max(used))
+            );
+            let _ = writeln!(
+                out,
+                "  - idle iterations: {:>12}  ({:5.1} % of used cycles)",
+                s.iterations - s.busy_iterations,
+                pct(s.idle_cycles, used)
+            );
+            let _ = writeln!(
+                out,
+                "  - busy iterations: {:>12}  ({:5.1} % of used cycles)",
+                s.busy_iterations,
+                pct(s.busy_cycles, used)
+            );
+            let _ = writeln!(
+                out,
+                "  - sleep iterations:{:>12}  ({:5.1} % of iterations)",
+                0, 0.0
+            );
+            let _ = writeln!(
+                out,
+                "  Sleep time (us):   {:>12}  ({:3.0} us/iteration avg.)",
+                0, 0.0
+            );
+            let _ = writeln!(
+                out,
+                "  Rx packets:        {:>12}  ({:.0} Kpps, {:.0} cycles/pkt)",
+                s.rx_packets,
+                s.rx_packets as f64 / secs.max(1e-9) / 1000.0,
+                ratio(s.busy_cycles, s.rx_packets)
+            );
+            let _ = writeln!(
+                out,
+                "  Datapath passes:   {:>12}  ({:.2} passes/pkt)",
+                passes,
+                ratio(passes, s.rx_packets)
+            );
+            let _ = writeln!(out, "  - PHWOL hits:      {:>12}  ({:5.1} %)", 0, 0.0);
+            let _ = writeln!(out, "  - Simple Match hits:{:>11}  ({:5.1} %)", 0, 0.0);
+            let _ = writeln!(
+                out,
+                "  - EMC hits:        {:>12}  ({:5.1} %)",
+                s.emc_hits,
+                pct(s.emc_hits, passes)
+            );
+            let _ = writeln!(out, "  - SMC hits:        {:>12}  ({:5.1} %)", 0, 0.0);
+            let _ = writeln!(
+                out,
+                "  - Megaflow hits:   {:>12}  ({:5.1} %, {:.2} subtbl lookups/hit)",
+                s.megaflow_hits,
+                pct(s.megaflow_hits, passes),
+                ratio(s.subtable_lookups, s.megaflow_hits)
+            );
+            let upcall_us =
+                ratio(s.stage_cycles[Stage::Upcall as usize], s.upcalls) * 1e6 / hz as f64;
+            let _ = writeln!(
+                out,
+                "  - Upcalls:         {:>12}  ({:5.1} %, {:.1} us/upcall)",
+                s.upcalls,
+                pct(s.upcalls, passes),
+                upcall_us
+            );
+            let _ = writeln!(
+                out,
+                "  - Lost upcalls:    {:>12}  ({:5.1} %)",
+                s.lost_upcalls,
+                pct(s.lost_upcalls, passes)
+            );
+            let _ = writeln!(
+                out,
+                "  Tx packets:        {:>12}  ({:.0} Kpps)",
+                s.tx_packets,
+                s.tx_packets as f64 / secs.max(1e-9) / 1000.0
+            );
+            let _ = writeln!(
+                out,
+                "  Tx batches:        {:>12}  ({:.2} pkts/batch)",
+                s.tx_batches,
+                ratio(s.tx_packets, s.tx_batches)
+            );
+            let _ = writeln!(out);
+        }
+        out
+    }
+
+    /// `dpif-netdev/pmd-stage-show`: cycles per packet by stage (beyond OVS).
+    pub fn pmd_stage_show(&self) -> String {
+        let mut out = String::new();
+        for r in self.pmd_stats() {
+            let s = &r.stats;
+            let total: u64 = s.stage_cycles.iter().sum();
+            let _ = writeln!(
+                out,
+                "pmd thread numa_id 0 core_id {}:",
+                core_text(r.core_id)
+            );
+            let _ = writeln!(
+                out,
+                "  {:<10} {:>14} {:>10} {:>7}",
+                "stage", "cycles", "cyc/pkt", "share"
+            );
+            for st in Stage::ALL {
+                let c = s.stage_cycles[st as usize];
+                let _ = writeln!(
+                    out,
+                    "  {:<10} {:>14} {:>10.1} {:>6.1}%",
+                    st.name(),
+                    c,
+                    ratio(c, s.rx_packets),
+                    pct(c, total)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  {:<10} {:>14} {:>10.1}",
+                "total",
+                total,
+                ratio(total, s.rx_packets)
+            );
+        }
+        out
+    }
+
+    /// `dpif-netdev/pmd-rxq-show`.
+    pub fn pmd_rxq_show(&self) -> String {
+        let mut out = String::from("Displaying last 60 seconds pmd usage %\n");
+        for p in &self.pmds {
+            let (cycles, busy) = p.load.lock().map(|l| l.clone()).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "pmd thread numa_id 0 core_id {}:",
+                core_text(p.core_id)
+            );
+            let _ = writeln!(out, "  isolated : false");
+            let mut attributed = 0;
+            for (i, (name, q)) in p.rxqs.iter().enumerate() {
+                let c = cycles.get(i).copied().unwrap_or(0);
+                attributed += c;
+                let usage = if busy == 0 {
+                    "NOT AVAIL".to_owned()
+                } else {
+                    format!("{:>2} %", (pct(c, busy)).round() as u64)
+                };
+                let _ = writeln!(
+                    out,
+                    "  port: {name:<16}  queue-id: {q:>2} (enabled)   pmd usage: {usage}"
+                );
+            }
+            let over = if busy == 0 {
+                0
+            } else {
+                (pct(busy.saturating_sub(attributed), busy)).round() as u64
+            };
+            let _ = writeln!(out, "  overhead: {over:>2} %");
+        }
+        out
+    }
+
+    /// `dpif/show` in OVS's layout: the datapath line, then each port with its number, type and
+    /// options.
+    pub fn dpif_show(&self) -> String {
+        let (mut hit, mut missed) = (0, 0);
+        for r in self.pmd_stats() {
+            hit += r.stats.emc_hits + r.stats.megaflow_hits;
+            missed += r.stats.upcalls + r.stats.lost_upcalls;
+        }
+        let mut out = format!("netdev@flowpath: hit:{hit} missed:{missed}\n");
+        let mut ports: Vec<&PortEntry> = self.ports.iter().collect();
+        ports.sort_by_key(|p| p.no);
+        for p in ports {
+            let o = p.port.options();
+            let opts = o.trim_start_matches('{').trim_end_matches('}');
+            let t = if opts.is_empty() {
+                p.port.kind().to_owned()
+            } else {
+                format!("{}: {opts}", p.port.kind())
+            };
+            let _ = writeln!(out, "    {} {}/{}: ({t})", p.port.name(), p.no, p.no);
+        }
+        out
+    }
+
+    /// Stops the PMD threads and returns the ports (for final counters).
+    pub fn stop(mut self) -> Vec<(u32, Box<dyn Port>)> {
+        self.stop.store(true, Ordering::Relaxed);
+        for p in &mut self.pmds {
+            if let Some(t) = p.thread.take() {
+                let _ = t.join();
+            }
+        }
+        std::mem::take(&mut self.ports)
+            .into_iter()
+            .map(|p| (p.no, p.port))
+            .collect()
+    }
+}
+
+impl Drop for Datapath {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for p in &mut self.pmds {
+            if let Some(t) = p.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// A `dpctl` flow key as a match. Names must be known ports; a key that does not mention
+/// recirc_id matches recirc_id 0, as in OVS.
+fn parse_match(
+    names: &PortNames,
+    key_text: &str,
+) -> Result<(Match, FlowKey, Mask, flow::odp::KeyAttrs), String> {
+    let mut n = names.clone();
+    let k = flow::odp::parse_key(key_text, &mut n).map_err(|e| e.to_string())?;
+    if n.len() != names.len() {
+        return Err("unknown port name in flow".into());
+    }
+    // As in OVS's userspace datapath, recirc_id and packet_type are always matched exactly
+    // (a key that does not mention them means recirc_id 0 and Ethernet) and always shown.
+    let mut mask = k.mask.clone();
+    mask.set_recirc_id(u32::MAX);
+    mask.set_packet_type(u32::MAX);
+    let mut attrs = k.attrs;
+    let pos =
+        |a: &flow::odp::KeyAttrs, attr| a.items.iter().position(|i| i.depth == 0 && i.attr == attr);
+    if !attrs.contains(Attr::RecircId) {
+        let at = pos(&attrs, Attr::DpHash)
+            .or(pos(&attrs, Attr::InPort))
+            .unwrap_or(0);
+        attrs.items.insert(
+            at,
+            AttrItem {
+                attr: Attr::RecircId,
+                depth: 0,
+            },
+        );
+    }
+    if !attrs.contains(Attr::PacketType) {
+        let at = pos(&attrs, Attr::InPort).map_or(0, |i| i + 1);
+        attrs.items.insert(
+            at,
+            AttrItem {
+                attr: Attr::PacketType,
+                depth: 0,
+            },
+        );
+    }
+    Ok((Match::new(&k.key, &mask), k.key, mask, attrs))
+}
+
+/// A megaflow from `dpctl/add-flow` arguments.
+fn parse_megaflow(
+    names: &PortNames,
+    key_text: &str,
+    actions_text: &str,
+) -> Result<Megaflow, String> {
+    let (m, key, mask, attrs) = parse_match(names, key_text)?;
+    let mut n = names.clone();
+    let odp = flow::odp::parse_actions(actions_text, &mut n).map_err(|e| e.to_string())?;
+    if n.len() != names.len() {
+        return Err("unknown port name in actions".into());
+    }
+    let actions: Vec<DpAction> = compile(&odp).map_err(|e| e.to_string())?;
+    Ok(Megaflow {
+        ufid: crate::pmd::ufid_of(&key, &mask),
+        m,
+        key,
+        attrs,
+        odp_actions: odp.into(),
+        actions: actions.into(),
+        stats: FlowStats::default(),
+    })
+}
+
+fn core_text(c: Option<usize>) -> String {
+    c.map_or("NON_PMD".to_owned(), |c| c.to_string())
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    100.0 * ratio(a, b)
+}
+
+fn clock_text() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let s = now.as_secs() % 86400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        now.subsec_millis()
+    )
+}

@@ -1,0 +1,207 @@
+//! The megaflows of one PMD thread: slots addressed by [`FlowRef`] (index plus generation), so
+//! that the EMC and the classifiers hold small `Copy` handles and a deleted flow is recognised
+//! by its generation, with no sweep (see `emc` for how lookups check liveness).
+
+use std::sync::Arc;
+
+use flow::odp::KeyAttrs;
+use flow::{FlowKey, Mask, Match};
+
+use crate::actions::DpAction;
+
+/// A handle to a megaflow of one PMD: slot index and the slot's generation when the flow was
+/// installed. `Default` is never a live flow (generation 0 is never used).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowRef {
+    pub idx: u32,
+    pub generation: u32,
+}
+
+/// Per-flow counters, updated once per batch of packets that hit the flow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowStats {
+    pub packets: u64,
+    pub bytes: u64,
+    /// TSC value of the last hit, 0 for never.
+    pub used_tsc: u64,
+    /// OR of the TCP flags seen.
+    pub tcp_flags: u16,
+}
+
+/// A megaflow: what it matches, what it does, how it prints, what it has seen.
+#[derive(Clone, Debug)]
+pub struct Megaflow {
+    pub ufid: u128,
+    pub m: Match,
+    /// The key as given (values under a zero mask are kept for verbose dumps).
+    pub key: FlowKey,
+    /// Which attributes the text form shows (`dpctl/add-flow` input, or derived).
+    pub attrs: KeyAttrs,
+    /// Actions as given, for dumps.
+    pub odp_actions: Arc<[flow::odp::Action]>,
+    /// Actions compiled for execution.
+    pub actions: Arc<[DpAction]>,
+    pub stats: FlowStats,
+}
+
+impl Megaflow {
+    /// The mask.
+    pub fn mask(&self) -> &Mask {
+        self.m.mask()
+    }
+}
+
+struct Slot {
+    generation: u32,
+    flow: Option<Megaflow>,
+}
+
+/// Slots of megaflows with generation-tagged handles.
+#[derive(Default)]
+pub struct FlowTable {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl FlowTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of flows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Stores a flow and returns its handle.
+    pub fn insert(&mut self, f: Megaflow) -> FlowRef {
+        self.len += 1;
+        match self.free.pop() {
+            Some(idx) => {
+                let s = &mut self.slots[idx as usize];
+                s.generation = s.generation.wrapping_add(1).max(1);
+                s.flow = Some(f);
+                FlowRef {
+                    idx,
+                    generation: s.generation,
+                }
+            }
+            None => {
+                self.slots.push(Slot {
+                    generation: 1,
+                    flow: Some(f),
+                });
+                FlowRef {
+                    idx: (self.slots.len() - 1) as u32,
+                    generation: 1,
+                }
+            }
+        }
+    }
+
+    /// Whether `r` still names a flow.
+    #[inline]
+    pub fn is_live(&self, r: FlowRef) -> bool {
+        self.slots
+            .get(r.idx as usize)
+            .is_some_and(|s| s.generation == r.generation && s.flow.is_some())
+    }
+
+    /// The flow `r` names, if it is still there.
+    #[inline]
+    pub fn get(&self, r: FlowRef) -> Option<&Megaflow> {
+        let s = self.slots.get(r.idx as usize)?;
+        if s.generation == r.generation {
+            s.flow.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// The flow `r` names, writable.
+    #[inline]
+    pub fn get_mut(&mut self, r: FlowRef) -> Option<&mut Megaflow> {
+        let s = self.slots.get_mut(r.idx as usize)?;
+        if s.generation == r.generation {
+            s.flow.as_mut()
+        } else {
+            None
+        }
+    }
+
+    /// Removes the flow `r` names; its handle stops being live at once.
+    pub fn remove(&mut self, r: FlowRef) -> Option<Megaflow> {
+        let s = self.slots.get_mut(r.idx as usize)?;
+        if s.generation != r.generation {
+            return None;
+        }
+        let f = s.flow.take()?;
+        // Bump now so that stale handles die even before the slot is reused.
+        s.generation = s.generation.wrapping_add(1).max(1);
+        self.free.push(r.idx);
+        self.len -= 1;
+        Some(f)
+    }
+
+    /// Every live flow with its handle.
+    pub fn iter(&self) -> impl Iterator<Item = (FlowRef, &Megaflow)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.flow.as_ref().map(|f| {
+                (
+                    FlowRef {
+                        idx: i as u32,
+                        generation: s.generation,
+                    },
+                    f,
+                )
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mf(port: u32) -> Megaflow {
+        let mut k = FlowKey::new();
+        k.set_in_port(port);
+        let mut m = Mask::new();
+        m.set_in_port(u32::MAX);
+        Megaflow {
+            ufid: port as u128,
+            m: Match::new(&k, &m),
+            key: k,
+            attrs: KeyAttrs::default(),
+            odp_actions: Arc::from(vec![]),
+            actions: Arc::from(vec![]),
+            stats: FlowStats::default(),
+        }
+    }
+
+    #[test]
+    fn removed_handles_die_and_slots_are_reused() {
+        let mut t = FlowTable::new();
+        let a = t.insert(mf(1));
+        let b = t.insert(mf(2));
+        assert!(t.is_live(a) && t.is_live(b));
+        assert_eq!(t.remove(a).unwrap().ufid, 1);
+        assert!(!t.is_live(a));
+        assert!(t.get(a).is_none());
+        assert!(t.remove(a).is_none());
+        let c = t.insert(mf(3));
+        assert_eq!(c.idx, a.idx, "the slot is reused");
+        assert_ne!(c.generation, a.generation, "with a new generation");
+        assert!(!t.is_live(a));
+        assert!(!t.is_live(FlowRef::default()));
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.iter().count(), 2);
+    }
+}

@@ -1,0 +1,13 @@
+//! The userspace datapath: per-PMD caches and the megaflow classifier a packet batch passes
+//! through after key extraction (the exact-match cache, then the per-port dpcls).
+
+pub mod actions;
+pub mod dpcls;
+pub mod dpif;
+pub mod emc;
+pub mod flow_table;
+pub mod packet;
+pub mod pmd;
+pub mod port;
+pub mod rewrite;
+pub mod tsc;

@@ -1,0 +1,421 @@
+//! Packet buffers, per-PMD buffer pools and batches.
+//!
+//! A [`Packet`] owns a buffer with [`HEADROOM`] bytes in front of the frame, so that tunnel
+//! encapsulation and VLAN/MPLS pushes prepend headers without moving the payload. Buffers come
+//! from a [`Pool`] owned by one PMD thread and go back to it when a port has sent or dropped
+//! them; after warm-up the pool recycles buffers and the per-packet path allocates nothing.
+//! A [`Batch`] holds up to [`MAX_BURST`] packets, one rx burst, and keeps its capacity.
+
+/// Bytes reserved in front of every frame for headers pushed later (VXLAN over IPv6 with an
+/// outer VLAN tag needs 74; GENEVE with options more).
+pub const HEADROOM: usize = 128;
+
+/// Room for the frame after the headroom in a pool buffer: a 1518-byte frame plus tunnel
+/// headers. Larger frames get a buffer of their own size (not recycled).
+pub const BUF_ROOM: usize = 2048;
+
+/// Size of a pool buffer.
+pub const BUF_SIZE: usize = HEADROOM + BUF_ROOM;
+
+/// Largest number of packets in a batch: one rx burst.
+pub const MAX_BURST: usize = 32;
+
+/// Marks an absent header offset in [`PacketMeta`].
+pub const NO_OFS: u16 = u16::MAX;
+
+/// Per-packet metadata that travels with a packet through the datapath. Read and written by:
+/// rx (in_port), extraction (offsets, hash), actions (offsets after pushes and pops, recirc_id),
+/// recirculation (recirc_id, depth).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// Datapath port the packet arrived on.
+    pub in_port: u32,
+    /// Recirculation id of the current pass; 0 on the first pass.
+    pub recirc_id: u32,
+    /// Hash of the packet's flow key (valid after extraction of the current pass).
+    pub hash: u32,
+    /// Datapath hash (`hash` action), 0 when unset.
+    pub dp_hash: u32,
+    /// Packet mark.
+    pub pkt_mark: u32,
+    /// Offset of the first MPLS label stack entry from the frame start.
+    pub l2_5: u16,
+    /// Offset of the L3 header.
+    pub l3: u16,
+    /// Offset of the L4 header.
+    pub l4: u16,
+    /// Recirculation depth of this pass.
+    pub recirc_depth: u8,
+}
+
+impl PacketMeta {
+    /// Metadata of a packet just received on `in_port`.
+    pub fn received(in_port: u32) -> Self {
+        PacketMeta {
+            in_port,
+            recirc_id: 0,
+            hash: 0,
+            dp_hash: 0,
+            pkt_mark: 0,
+            l2_5: NO_OFS,
+            l3: NO_OFS,
+            l4: NO_OFS,
+            recirc_depth: 0,
+        }
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<PacketMeta>() <= 64);
+
+/// A frame in a buffer with headroom.
+pub struct Packet {
+    buf: Box<[u8]>,
+    start: u32,
+    len: u32,
+    /// The packet's metadata.
+    pub meta: PacketMeta,
+}
+
+// The packet header (buffer pointer, offsets, metadata) fits one cache line.
+const _: () = assert!(core::mem::size_of::<Packet>() <= 64);
+
+impl Packet {
+    /// A packet holding a copy of `frame`, in a new buffer (tests and slow paths; the datapath
+    /// allocates through a [`Pool`]).
+    pub fn from_slice(frame: &[u8]) -> Packet {
+        let mut buf = vec![0u8; (HEADROOM + frame.len()).max(BUF_SIZE)].into_boxed_slice();
+        buf[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
+        Packet {
+            buf,
+            start: HEADROOM as u32,
+            len: frame.len() as u32,
+            meta: PacketMeta::received(0),
+        }
+    }
+
+    /// The frame.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        &self.buf[self.start as usize..(self.start + self.len) as usize]
+    }
+
+    /// The frame, writable.
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start as usize..(self.start + self.len) as usize]
+    }
+
+    /// Frame length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the frame is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes free in front of the frame.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.start as usize
+    }
+
+    /// Bytes free after the frame.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        self.buf.len() - (self.start + self.len) as usize
+    }
+
+    /// Grows the frame by `n` bytes at the front and returns them. When the headroom is short
+    /// the frame moves to a larger buffer (slow, counted by the caller as needed).
+    pub fn push_front(&mut self, n: usize) -> &mut [u8] {
+        if n > self.headroom() {
+            self.grow(n - self.headroom() + HEADROOM, 0);
+        }
+        self.start -= n as u32;
+        self.len += n as u32;
+        let s = self.start as usize;
+        &mut self.buf[s..s + n]
+    }
+
+    /// Removes `n` bytes from the front (at most the whole frame).
+    pub fn pull_front(&mut self, n: usize) {
+        let n = n.min(self.len()) as u32;
+        self.start += n;
+        self.len -= n;
+    }
+
+    /// Shortens the frame to `len` bytes (no effect if already shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len as u32);
+    }
+
+    /// Sets the frame length, growing into the tailroom (new bytes are whatever the buffer
+    /// held; callers write them).
+    pub fn set_len(&mut self, len: usize) {
+        if len > self.len() + self.tailroom() {
+            self.grow(0, len - self.len() - self.tailroom());
+        }
+        self.len = len as u32;
+    }
+
+    /// Opens `n` bytes at offset `at` of the frame by moving the bytes before it forward
+    /// (into the headroom), as a VLAN or MPLS push does; returns the new bytes.
+    pub fn insert_at(&mut self, at: usize, n: usize) -> &mut [u8] {
+        let at = at.min(self.len());
+        self.push_front(n);
+        let s = self.start as usize;
+        self.buf.copy_within(s + n..s + n + at, s);
+        &mut self.buf[s + at..s + at + n]
+    }
+
+    /// Removes `n` bytes at offset `at` by moving the bytes before it back, as a VLAN or MPLS
+    /// pop does. Out-of-range requests are clipped.
+    pub fn remove_at(&mut self, at: usize, n: usize) {
+        let at = at.min(self.len());
+        let n = n.min(self.len() - at);
+        let s = self.start as usize;
+        self.buf.copy_within(s..s + at, s + n);
+        self.start += n as u32;
+        self.len -= n as u32;
+    }
+
+    fn grow(&mut self, front: usize, back: usize) {
+        let mut nb = vec![0u8; self.buf.len() + front + back].into_boxed_slice();
+        let (s, l) = (self.start as usize, self.len());
+        nb[s + front..s + front + l].copy_from_slice(&self.buf[s..s + l]);
+        self.buf = nb;
+        self.start += front as u32;
+    }
+}
+
+impl core::fmt::Debug for Packet {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Packet")
+            .field("len", &self.len)
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+/// Buffers owned by one thread. `alloc` takes a recycled buffer when there is one; `free`
+/// returns a buffer unless the pool already holds `cap` spare ones.
+pub struct Pool {
+    spare: Vec<Box<[u8]>>,
+    cap: usize,
+    allocated: u64,
+}
+
+impl Pool {
+    /// A pool that keeps at most `cap` spare buffers, with `prefill` of them made now.
+    pub fn new(cap: usize, prefill: usize) -> Pool {
+        let mut spare = Vec::with_capacity(cap);
+        for _ in 0..prefill.min(cap) {
+            spare.push(vec![0u8; BUF_SIZE].into_boxed_slice());
+        }
+        Pool {
+            spare,
+            cap,
+            allocated: prefill.min(cap) as u64,
+        }
+    }
+
+    /// A packet holding a copy of `frame`: the copy a NIC driver's rx makes.
+    #[inline]
+    pub fn packet_from(&mut self, frame: &[u8], in_port: u32) -> Packet {
+        let mut buf = if frame.len() <= BUF_ROOM {
+            match self.spare.pop() {
+                Some(b) => b,
+                None => {
+                    self.allocated += 1;
+                    vec![0u8; BUF_SIZE].into_boxed_slice()
+                }
+            }
+        } else {
+            self.allocated += 1;
+            vec![0u8; HEADROOM + frame.len()].into_boxed_slice()
+        };
+        buf[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
+        Packet {
+            buf,
+            start: HEADROOM as u32,
+            len: frame.len() as u32,
+            meta: PacketMeta::received(in_port),
+        }
+    }
+
+    /// Gives a packet's buffer back.
+    #[inline]
+    pub fn free(&mut self, p: Packet) {
+        if p.buf.len() == BUF_SIZE && self.spare.len() < self.cap {
+            self.spare.push(p.buf);
+        }
+    }
+
+    /// Frees every packet of `batch`, leaving it empty.
+    #[inline]
+    pub fn free_batch(&mut self, batch: &mut Batch) {
+        for p in batch.pkts.drain(..) {
+            if p.buf.len() == BUF_SIZE && self.spare.len() < self.cap {
+                self.spare.push(p.buf);
+            }
+        }
+    }
+
+    /// Buffers allocated from the system so far (a pool that keeps growing leaks packets).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    /// Spare buffers held.
+    pub fn spare(&self) -> usize {
+        self.spare.len()
+    }
+}
+
+/// Up to [`MAX_BURST`] packets.
+#[derive(Default)]
+pub struct Batch {
+    pkts: Vec<Packet>,
+}
+
+impl Batch {
+    /// An empty batch with room for a burst.
+    pub fn new() -> Batch {
+        Batch {
+            pkts: Vec::with_capacity(MAX_BURST),
+        }
+    }
+
+    /// Number of packets.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.pkts.len()
+    }
+
+    /// Whether the batch is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+
+    /// Whether the batch holds [`MAX_BURST`] packets.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.pkts.len() >= MAX_BURST
+    }
+
+    /// Room left before the batch is full.
+    #[inline]
+    pub fn room(&self) -> usize {
+        MAX_BURST.saturating_sub(self.pkts.len())
+    }
+
+    /// Appends a packet (a full batch still accepts it; callers flush at [`MAX_BURST`]).
+    #[inline]
+    pub fn push(&mut self, p: Packet) {
+        self.pkts.push(p);
+    }
+
+    /// The packets.
+    #[inline]
+    pub fn packets(&self) -> &[Packet] {
+        &self.pkts
+    }
+
+    /// The packets, writable.
+    #[inline]
+    pub fn packets_mut(&mut self) -> &mut [Packet] {
+        &mut self.pkts
+    }
+
+    /// Removes every packet, in order.
+    #[inline]
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Packet> {
+        self.pkts.drain(..)
+    }
+
+    /// Total bytes of the packets.
+    pub fn bytes(&self) -> u64 {
+        self.pkts.iter().map(|p| p.len() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_recycles_and_stops_allocating() {
+        let mut pool = Pool::new(64, 0);
+        let mut b = Batch::new();
+        for round in 0..10 {
+            for i in 0..MAX_BURST {
+                b.push(pool.packet_from(&[i as u8; 60], 1));
+            }
+            assert_eq!(b.packets()[5].data(), &[5u8; 60]);
+            pool.free_batch(&mut b);
+            assert!(b.is_empty());
+            if round > 0 {
+                assert_eq!(pool.allocated(), MAX_BURST as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn jumbo_frames_get_their_own_buffer() {
+        let mut pool = Pool::new(4, 4);
+        let p = pool.packet_from(&[7u8; 9000], 2);
+        assert_eq!(p.len(), 9000);
+        assert_eq!(p.headroom(), HEADROOM);
+        pool.free(p);
+        assert_eq!(
+            pool.spare(),
+            4,
+            "a jumbo frame neither takes nor returns a pool buffer"
+        );
+    }
+
+    #[test]
+    fn push_and_pull_front() {
+        let mut p = Packet::from_slice(&[1, 2, 3]);
+        p.push_front(2).copy_from_slice(&[8, 9]);
+        assert_eq!(p.data(), &[8, 9, 1, 2, 3]);
+        p.pull_front(3);
+        assert_eq!(p.data(), &[2, 3]);
+        p.pull_front(10);
+        assert!(p.is_empty());
+        // Pushing more than the headroom moves the frame to a larger buffer.
+        let mut p = Packet::from_slice(&[5; 10]);
+        p.push_front(HEADROOM + 50).fill(1);
+        assert_eq!(p.len(), HEADROOM + 60);
+        assert_eq!(&p.data()[HEADROOM + 50..], &[5; 10]);
+    }
+
+    #[test]
+    fn insert_and_remove_in_the_middle() {
+        // A VLAN push after the two MAC addresses, then the pop.
+        let frame: Vec<u8> = (0..20).collect();
+        let mut p = Packet::from_slice(&frame);
+        p.insert_at(12, 4).copy_from_slice(&[0x81, 0, 0, 10]);
+        assert_eq!(&p.data()[..12], &frame[..12]);
+        assert_eq!(&p.data()[12..16], &[0x81, 0, 0, 10]);
+        assert_eq!(&p.data()[16..], &frame[12..]);
+        p.remove_at(12, 4);
+        assert_eq!(p.data(), &frame[..]);
+        p.remove_at(18, 100);
+        assert_eq!(p.data(), &frame[..18]);
+    }
+
+    #[test]
+    fn set_len_and_truncate() {
+        let mut p = Packet::from_slice(&[1; 10]);
+        p.truncate(4);
+        assert_eq!(p.len(), 4);
+        p.set_len(BUF_SIZE);
+        assert_eq!(p.len(), BUF_SIZE);
+    }
+}

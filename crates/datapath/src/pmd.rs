@@ -1,0 +1,904 @@
+//! A poll-mode driver (PMD) thread's datapath: rx bursts through extraction, the EMC, the
+//! per-port megaflow classifier and the upcall, then actions run once per group of packets that
+//! share a flow, and outputs collect into per-port tx batches.
+//!
+//! Everything here is owned by one thread: caches, classifiers, flow table, buffer pool, tx
+//! queues. The main thread talks to it only through [`PmdCmd`] messages, which the PMD drains
+//! between iterations; so the per-packet path takes no lock and shares no written memory.
+//!
+//! One iteration ([`Pmd::poll_once`]), per polled rx queue:
+//! 1. rx burst (up to 32 packets), copied into pool buffers by the port;
+//! 2. extraction of each packet's key and hash (`flow::extract`);
+//! 3. EMC lookup (exact, full key compare) unless the EMC is disabled;
+//! 4. batch lookup of the misses in the classifier of the batch's in_port, subtables in rank
+//!    order;
+//! 5. upcall for what is still missed, within a per-iteration budget: the handler returns a
+//!    megaflow (installed, then the packet is processed with it) or nothing (dropped, counted);
+//! 6. packets grouped by flow in arrival order; each group's flow statistics are updated once
+//!    and its actions run on the whole group;
+//! 7. outputs go to per-port tx batches, sent when full and at the end of the burst;
+//! 8. recirculated packets run steps 2-7 again in the same iteration (depth limit 8).
+//!
+//! Each stage's TSC cycles are counted (`dpif-netdev/pmd-stage-show`).
+
+use std::sync::mpsc::{Receiver, Sender};
+
+use flow::{FlowKey, Mask, Match};
+
+use crate::actions::DpAction;
+use crate::dpcls::Dpcls;
+use crate::emc::Emc;
+use crate::flow_table::{FlowRef, FlowStats, FlowTable, Megaflow};
+use crate::packet::{Batch, MAX_BURST, Packet, Pool};
+use crate::port::{RxQueue, TxQueue};
+use crate::tsc;
+
+/// Deepest recirculation (OVS's `MAX_RECIRC_DEPTH`).
+pub const MAX_RECIRC_DEPTH: u8 = 8;
+
+/// Most upcalls one iteration handles; further misses in that iteration are dropped and
+/// counted, so a miss storm cannot starve cached flows.
+pub const UPCALL_BUDGET: usize = 64;
+
+/// What the slow path decides for a packet that missed every cache.
+pub enum UpcallResult {
+    /// Install this megaflow (the packet's key under `mask`) with these actions, and process
+    /// the packet with them.
+    Install {
+        mask: Box<Mask>,
+        actions: Vec<flow::odp::Action>,
+        compiled: Vec<DpAction>,
+    },
+    /// Drop the packet without installing anything.
+    Drop,
+}
+
+/// The slow path as the datapath sees it.
+pub trait UpcallHandler: Send {
+    /// Decides for a missed packet with key `key`.
+    fn upcall(&mut self, key: &FlowKey, pkt: &Packet) -> UpcallResult;
+}
+
+/// The handler used until a slow path is attached: every miss is dropped and counted as a lost
+/// upcall.
+pub struct DropUpcalls;
+
+impl UpcallHandler for DropUpcalls {
+    fn upcall(&mut self, _key: &FlowKey, _pkt: &Packet) -> UpcallResult {
+        UpcallResult::Drop
+    }
+}
+
+/// Stages whose cycles are counted, in pipeline order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Stage {
+    Rx,
+    Extract,
+    Emc,
+    Megaflow,
+    Upcall,
+    Actions,
+    Tx,
+}
+
+impl Stage {
+    /// All stages, in order.
+    pub const ALL: [Stage; 7] = [
+        Stage::Rx,
+        Stage::Extract,
+        Stage::Emc,
+        Stage::Megaflow,
+        Stage::Upcall,
+        Stage::Actions,
+        Stage::Tx,
+    ];
+
+    /// Display name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Rx => "rx",
+            Stage::Extract => "extract",
+            Stage::Emc => "emc",
+            Stage::Megaflow => "megaflow",
+            Stage::Upcall => "upcall",
+            Stage::Actions => "actions",
+            Stage::Tx => "tx",
+        }
+    }
+}
+
+/// Counters of one PMD, with OVS's meanings (`pmd-perf-show`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PmdStats {
+    /// Loop iterations.
+    pub iterations: u64,
+    /// Iterations that received at least one packet.
+    pub busy_iterations: u64,
+    /// TSC cycles of iterations that received packets.
+    pub busy_cycles: u64,
+    /// TSC cycles of iterations that received nothing.
+    pub idle_cycles: u64,
+    /// Packets received from ports.
+    pub rx_packets: u64,
+    /// Passes through the datapath by recirculation.
+    pub recirculations: u64,
+    /// Passes served by the EMC.
+    pub emc_hits: u64,
+    /// Passes served by the megaflow classifier.
+    pub megaflow_hits: u64,
+    /// Subtables probed (for lookups per megaflow hit).
+    pub subtable_lookups: u64,
+    /// Upcalls that installed or executed a flow.
+    pub upcalls: u64,
+    /// Packets dropped at the upcall: handler said drop, budget exhausted.
+    pub lost_upcalls: u64,
+    /// Packets dropped for exceeding the recirculation depth.
+    pub recirc_depth_drops: u64,
+    /// Packets dropped by flows whose actions end without output (including empty actions).
+    pub action_drops: u64,
+    /// Packets handed to tx queues, and the number of tx bursts.
+    pub tx_packets: u64,
+    pub tx_batches: u64,
+    /// Header rewrites that did not apply (packet lacked the header).
+    pub rewrite_errors: u64,
+    /// TSC cycles per stage, indexed by [`Stage`].
+    pub stage_cycles: [u64; 7],
+}
+
+/// One megaflow as a dump shows it.
+#[derive(Clone, Debug)]
+pub struct FlowDump {
+    pub flow: Megaflow,
+    /// Seconds since the last hit, `None` for never.
+    pub used_secs: Option<f64>,
+}
+
+/// Messages from the main thread to a PMD.
+pub enum PmdCmd {
+    /// Install a megaflow; fails if an identical match exists.
+    AddFlow(Box<Megaflow>, Sender<Result<(), String>>),
+    /// Replace the actions of the megaflow with this match (optionally clearing its stats).
+    ModFlow(Box<Megaflow>, bool, Sender<Result<(), String>>),
+    /// Remove the megaflow with this match; replies with it.
+    DelFlow(Box<Match>, Sender<Option<FlowDump>>),
+    /// Remove every megaflow; replies with how many.
+    DelFlows(Sender<usize>),
+    /// All megaflows.
+    Dump(Sender<Vec<FlowDump>>),
+    /// Counters (and the EMC fill).
+    Stats(Sender<(PmdStats, usize)>),
+    /// Zero the counters.
+    ClearStats,
+    /// Set `emc-insert-inv-prob`.
+    SetEmcInsertInvProb(u32),
+    /// Expire megaflows idle longer than this many TSC cycles.
+    SetMaxIdle(u64),
+}
+
+/// A polled rx queue.
+pub struct PolledRxq {
+    pub port_no: u32,
+    pub queue_id: usize,
+    pub rxq: Box<dyn RxQueue>,
+    /// Cycles spent on this queue's packets (for `pmd-rxq-show` and cycle-based assignment).
+    pub cycles: u64,
+}
+
+struct TxSlot {
+    q: Box<dyn TxQueue>,
+    batch: Batch,
+}
+
+/// The per-port classifiers of one PMD (a handful of ports: linear search).
+struct Classifiers {
+    by_port: Vec<(u32, Dpcls<FlowRef>)>,
+}
+
+impl Classifiers {
+    fn get_mut(&mut self, port: u32) -> Option<&mut Dpcls<FlowRef>> {
+        self.by_port
+            .iter_mut()
+            .find(|(p, _)| *p == port)
+            .map(|(_, c)| c)
+    }
+
+    fn get_or_create(&mut self, port: u32) -> &mut Dpcls<FlowRef> {
+        let i = match self.by_port.iter().position(|(p, _)| *p == port) {
+            Some(i) => i,
+            None => {
+                self.by_port.push((port, Dpcls::new()));
+                self.by_port.len() - 1
+            }
+        };
+        &mut self.by_port[i].1
+    }
+}
+
+/// Settings of a PMD.
+#[derive(Clone, Copy, Debug)]
+pub struct PmdConfig {
+    /// Core the thread runs on (`None`: not pinned, e.g. in tests).
+    pub core_id: Option<usize>,
+    /// `emc-insert-inv-prob` (0 disables the EMC).
+    pub emc_insert_inv_prob: u32,
+    /// Most megaflows this PMD holds (`flow-limit`).
+    pub flow_limit: usize,
+    /// Megaflows idle longer than this expire (`max-idle`), in milliseconds.
+    pub max_idle_ms: u64,
+}
+
+impl Default for PmdConfig {
+    fn default() -> Self {
+        PmdConfig {
+            core_id: None,
+            emc_insert_inv_prob: 100,
+            flow_limit: 200_000,
+            max_idle_ms: 10_000,
+        }
+    }
+}
+
+/// The datapath state of one PMD thread.
+pub struct Pmd {
+    pub config: PmdConfig,
+    rxqs: Vec<PolledRxq>,
+    txs: Vec<Option<TxSlot>>,
+    pool: Pool,
+    emc: Emc<FlowRef>,
+    cls: Classifiers,
+    flows: FlowTable,
+    upcall: Box<dyn UpcallHandler>,
+    stats: PmdStats,
+    /// Per-packet scratch of one pass, reused.
+    keys: Vec<FlowKey>,
+    hashes: Vec<u32>,
+    hits: Vec<Option<FlowRef>>,
+    slots: Vec<Option<Packet>>,
+    group: Batch,
+    recirc: Vec<Packet>,
+    max_idle_tsc: u64,
+    next_housekeeping: u64,
+    /// Upcalls made in the current iteration (against [`UPCALL_BUDGET`]).
+    upcalls_this_iter: usize,
+    /// Flows entered in the table only to process one packet (flow limit reached); removed at
+    /// the end of the pass.
+    temp_flows: Vec<FlowRef>,
+}
+
+impl Pmd {
+    /// A PMD with no queues.
+    pub fn new(config: PmdConfig, upcall: Box<dyn UpcallHandler>) -> Pmd {
+        let mut emc = Emc::new();
+        emc.set_insert_inv_prob(config.emc_insert_inv_prob);
+        let hz = tsc::hz();
+        Pmd {
+            config,
+            rxqs: Vec::new(),
+            txs: Vec::new(),
+            pool: Pool::new(4096, 1024),
+            emc,
+            cls: Classifiers {
+                by_port: Vec::new(),
+            },
+            flows: FlowTable::new(),
+            upcall,
+            stats: PmdStats::default(),
+            keys: vec![FlowKey::new(); MAX_BURST],
+            hashes: vec![0; MAX_BURST],
+            hits: vec![None; MAX_BURST],
+            slots: (0..MAX_BURST).map(|_| None).collect(),
+            group: Batch::new(),
+            recirc: Vec::with_capacity(MAX_BURST),
+            max_idle_tsc: config.max_idle_ms.saturating_mul(hz / 1000),
+            next_housekeeping: 0,
+            upcalls_this_iter: 0,
+            temp_flows: Vec::new(),
+        }
+    }
+
+    /// Polls `rxq` from now on.
+    pub fn add_rxq(&mut self, rxq: PolledRxq) {
+        self.rxqs.push(rxq);
+    }
+
+    /// The polled queues.
+    pub fn rxqs(&self) -> &[PolledRxq] {
+        &self.rxqs
+    }
+
+    /// Sends output for `port_no` through `q`.
+    pub fn add_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>) {
+        let i = port_no as usize;
+        if self.txs.len() <= i {
+            self.txs.resize_with(i + 1, || None);
+        }
+        self.txs[i] = Some(TxSlot {
+            q,
+            batch: Batch::new(),
+        });
+    }
+
+    /// The counters, with the classifiers' subtable lookups folded in.
+    pub fn stats(&self) -> PmdStats {
+        let mut s = self.stats;
+        s.subtable_lookups = self
+            .cls
+            .by_port
+            .iter()
+            .map(|(_, c)| c.stats().lookups)
+            .sum();
+        s
+    }
+
+    /// Zeroes the counters.
+    pub fn clear_stats(&mut self) {
+        self.stats = PmdStats::default();
+        for (_, c) in &mut self.cls.by_port {
+            c.clear_stats();
+        }
+    }
+
+    /// Number of megaflows.
+    pub fn n_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Whether every rx queue is a finite source that has delivered everything.
+    pub fn sources_exhausted(&self) -> bool {
+        self.rxqs.iter().all(|q| q.rxq.exhausted())
+    }
+
+    /// Installs a megaflow. Its match must be exact on in_port (as OVS's userspace datapath
+    /// requires) and new.
+    pub fn add_flow(&mut self, f: Megaflow) -> Result<FlowRef, String> {
+        if f.mask().in_port() != u32::MAX {
+            return Err("in_port must be matched exactly".into());
+        }
+        if self.flows.len() >= self.config.flow_limit {
+            return Err(format!("flow limit {} reached", self.config.flow_limit));
+        }
+        let port = f.m.key().in_port();
+        let m = f.m.clone();
+        let r = self.flows.insert(f);
+        if self.cls.get_or_create(port).insert(&m, r).is_err() {
+            self.flows.remove(r);
+            return Err("a flow with this match already exists".into());
+        }
+        Ok(r)
+    }
+
+    /// Finds the megaflow with exactly this match.
+    fn find(&mut self, m: &Match) -> Option<FlowRef> {
+        let port = m.key().in_port();
+        let r = self.cls.get_mut(port)?.lookup(m.key())?;
+        let f = self.flows.get(r)?;
+        (f.m == *m).then_some(r)
+    }
+
+    /// Removes the megaflow with exactly this match.
+    pub fn del_flow(&mut self, m: &Match) -> Option<Megaflow> {
+        let r = self.find(m)?;
+        self.remove_ref(r)
+    }
+
+    fn remove_ref(&mut self, r: FlowRef) -> Option<Megaflow> {
+        let f = self.flows.remove(r)?;
+        if let Some(c) = self.cls.get_mut(f.m.key().in_port()) {
+            c.remove(&f.m);
+        }
+        // EMC entries naming `r` are dead by generation and are cleared on lookup.
+        Some(f)
+    }
+
+    /// Replaces a megaflow's actions.
+    pub fn mod_flow(&mut self, new: Megaflow, clear_stats: bool) -> Result<(), String> {
+        let r = self.find(&new.m).ok_or("no flow with this match")?;
+        let f = self.flows.get_mut(r).ok_or("no flow with this match")?;
+        f.actions = new.actions;
+        f.odp_actions = new.odp_actions;
+        if clear_stats {
+            f.stats = FlowStats::default();
+        }
+        Ok(())
+    }
+
+    /// Removes every megaflow.
+    pub fn del_flows(&mut self) -> usize {
+        let refs: Vec<FlowRef> = self.flows.iter().map(|(r, _)| r).collect();
+        let n = refs.len();
+        for r in refs {
+            self.remove_ref(r);
+        }
+        self.emc.clear();
+        n
+    }
+
+    /// All megaflows, with seconds since last use.
+    pub fn dump(&self) -> Vec<FlowDump> {
+        let now = tsc::now();
+        let hz = tsc::hz() as f64;
+        self.flows
+            .iter()
+            .map(|(_, f)| FlowDump {
+                flow: f.clone(),
+                used_secs: (f.stats.used_tsc != 0)
+                    .then(|| now.saturating_sub(f.stats.used_tsc) as f64 / hz),
+            })
+            .collect()
+    }
+
+    /// Applies one command from the main thread.
+    pub fn handle(&mut self, cmd: PmdCmd) {
+        match cmd {
+            PmdCmd::AddFlow(f, reply) => {
+                let _ = reply.send(self.add_flow(*f).map(|_| ()));
+            }
+            PmdCmd::ModFlow(f, clear, reply) => {
+                let _ = reply.send(self.mod_flow(*f, clear));
+            }
+            PmdCmd::DelFlow(m, reply) => {
+                let now = tsc::now();
+                let hz = tsc::hz() as f64;
+                let d = self.del_flow(&m).map(|f| FlowDump {
+                    used_secs: (f.stats.used_tsc != 0)
+                        .then(|| now.saturating_sub(f.stats.used_tsc) as f64 / hz),
+                    flow: f,
+                });
+                let _ = reply.send(d);
+            }
+            PmdCmd::DelFlows(reply) => {
+                let _ = reply.send(self.del_flows());
+            }
+            PmdCmd::Dump(reply) => {
+                let _ = reply.send(self.dump());
+            }
+            PmdCmd::Stats(reply) => {
+                let _ = reply.send((self.stats(), self.emc.len()));
+            }
+            PmdCmd::ClearStats => self.clear_stats(),
+            PmdCmd::SetEmcInsertInvProb(n) => {
+                self.config.emc_insert_inv_prob = n;
+                self.emc.set_insert_inv_prob(n);
+            }
+            PmdCmd::SetMaxIdle(t) => self.max_idle_tsc = t,
+        }
+    }
+
+    /// Drains pending commands without blocking.
+    pub fn handle_pending(&mut self, rx: &Receiver<PmdCmd>) {
+        while let Ok(cmd) = rx.try_recv() {
+            self.handle(cmd);
+        }
+    }
+
+    /// One pass over every polled rx queue; returns the packets received.
+    pub fn poll_once(&mut self) -> usize {
+        let start = tsc::now();
+        let mut received = 0;
+        self.upcalls_this_iter = 0;
+        for qi in 0..self.rxqs.len() {
+            let t0 = tsc::now();
+            let mut batch = std::mem::take(&mut self.group);
+            let rxq = &mut self.rxqs[qi];
+            let n = rxq.rxq.recv(&mut self.pool, &mut batch);
+            let t1 = tsc::now();
+            self.stats.stage_cycles[Stage::Rx as usize] += t1 - t0;
+            if n == 0 {
+                self.group = batch;
+                continue;
+            }
+            received += n;
+            self.stats.rx_packets += n as u64;
+            let in_port = self.rxqs[qi].port_no;
+            self.process(batch, in_port);
+            while !self.recirc.is_empty() {
+                let take = self.recirc.len().min(MAX_BURST);
+                let mut b = Batch::new();
+                for p in self.recirc.drain(..take) {
+                    b.push(p);
+                }
+                self.stats.recirculations += take as u64;
+                self.process(b, in_port);
+            }
+            self.flush_tx();
+            self.rxqs[qi].cycles += tsc::now() - t0;
+        }
+        let end = tsc::now();
+        self.stats.iterations += 1;
+        if received > 0 {
+            self.stats.busy_iterations += 1;
+            self.stats.busy_cycles += end - start;
+        } else {
+            self.stats.idle_cycles += end - start;
+        }
+        if end >= self.next_housekeeping {
+            self.housekeeping(end);
+        }
+        received
+    }
+
+    /// Once a second: re-rank subtables by hits, expire idle megaflows.
+    fn housekeeping(&mut self, now: u64) {
+        let hz = tsc::hz();
+        if self.next_housekeeping != 0 {
+            for (_, c) in &mut self.cls.by_port {
+                c.sort_subtables();
+            }
+            if self.max_idle_tsc > 0 {
+                let idle: Vec<FlowRef> = self
+                    .flows
+                    .iter()
+                    .filter(|(_, f)| {
+                        let last = if f.stats.used_tsc == 0 {
+                            now
+                        } else {
+                            f.stats.used_tsc
+                        };
+                        now.saturating_sub(last) > self.max_idle_tsc && f.stats.used_tsc != 0
+                    })
+                    .map(|(r, _)| r)
+                    .collect();
+                for r in idle {
+                    self.remove_ref(r);
+                }
+            }
+        }
+        self.next_housekeeping = now + hz;
+    }
+
+    /// Steps 2-7 for one batch of packets that share an in_port.
+    fn process(&mut self, mut batch: Batch, in_port: u32) {
+        let n = batch.len();
+        let t0 = tsc::now();
+
+        // Extraction.
+        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+            let k = &mut self.keys[i];
+            k.clear();
+            k.set_word(0, meta_word(p.meta.in_port, p.meta.recirc_id));
+            if p.meta.dp_hash != 0 {
+                k.set_dp_hash(p.meta.dp_hash);
+            }
+            if p.meta.pkt_mark != 0 {
+                k.set_pkt_mark(p.meta.pkt_mark);
+            }
+            let x = flow::extract(p.data(), k);
+            let h = x.hash ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
+            p.meta.hash = h;
+            self.hashes[i] = h;
+            p.meta.l2_5 = x.layers.l2_5;
+            p.meta.l3 = x.layers.l3;
+            p.meta.l4 = x.layers.l4;
+        }
+        let t1 = tsc::now();
+        self.stats.stage_cycles[Stage::Extract as usize] += t1 - t0;
+
+        // Exact-match cache.
+        let mut misses = 0u32;
+        {
+            let Pmd {
+                emc,
+                flows,
+                keys,
+                hashes,
+                hits,
+                ..
+            } = self;
+            for i in 0..n {
+                hits[i] = emc.lookup(&keys[i], hashes[i], |r| flows.is_live(r));
+                if hits[i].is_none() {
+                    misses |= 1 << i;
+                }
+            }
+        }
+        self.stats.emc_hits += (n - misses.count_ones() as usize) as u64;
+        let t2 = tsc::now();
+        self.stats.stage_cycles[Stage::Emc as usize] += t2 - t1;
+
+        // Megaflow classifier of the in_port.
+        if misses != 0 {
+            let Pmd {
+                cls,
+                keys,
+                hits,
+                emc,
+                hashes,
+                ..
+            } = self;
+            if let Some(c) = cls.get_mut(in_port) {
+                let mut refs = [&keys[0]; MAX_BURST];
+                let mut idx = [0usize; MAX_BURST];
+                let mut m = 0;
+                let mut bits = misses;
+                while bits != 0 {
+                    let i = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    refs[m] = &keys[i];
+                    idx[m] = i;
+                    m += 1;
+                }
+                let mut out = [None; MAX_BURST];
+                let found = c.lookup_batch(&refs[..m], &mut out[..m]);
+                if found > 0 {
+                    for j in 0..m {
+                        if let Some(r) = out[j] {
+                            let i = idx[j];
+                            hits[i] = Some(r);
+                            misses &= !(1 << i);
+                            emc.insert(&keys[i], hashes[i], r);
+                        }
+                    }
+                    self.stats.megaflow_hits += found as u64;
+                }
+            }
+        }
+        let t3 = tsc::now();
+        self.stats.stage_cycles[Stage::Megaflow as usize] += t3 - t2;
+
+        // Upcalls.
+        if misses != 0 {
+            self.upcalls(&batch, misses, in_port);
+        }
+        let t4 = tsc::now();
+        self.stats.stage_cycles[Stage::Upcall as usize] += t4 - t3;
+
+        // Group by flow, keeping each flow's packets in order, and run each group's actions.
+        self.execute_groups(&mut batch, n);
+        let t5 = tsc::now();
+        self.stats.stage_cycles[Stage::Actions as usize] += t5 - t4;
+        self.group = batch;
+    }
+
+    /// Slow path for the packets in `misses`.
+    fn upcalls(&mut self, batch: &Batch, mut misses: u32, in_port: u32) {
+        let mut installed = false;
+        while misses != 0 {
+            let i = misses.trailing_zeros() as usize;
+            misses &= misses - 1;
+            // A flow installed for an earlier packet of this batch may cover this one.
+            if installed
+                && let Some(r) = self
+                    .cls
+                    .get_mut(in_port)
+                    .and_then(|c| c.lookup(&self.keys[i]))
+            {
+                self.hits[i] = Some(r);
+                self.stats.megaflow_hits += 1;
+                continue;
+            }
+            if self.upcalls_this_iter >= UPCALL_BUDGET {
+                self.stats.lost_upcalls += 1;
+                continue;
+            }
+            self.upcalls_this_iter += 1;
+            match self.upcall.upcall(&self.keys[i], &batch.packets()[i]) {
+                UpcallResult::Drop => self.stats.lost_upcalls += 1,
+                UpcallResult::Install {
+                    mask,
+                    actions,
+                    compiled,
+                } => {
+                    self.stats.upcalls += 1;
+                    let key = self.keys[i].clone();
+                    let mut mask = *mask;
+                    mask.set_in_port(u32::MAX);
+                    let f = Megaflow {
+                        ufid: ufid_of(&key, &mask),
+                        m: Match::new(&key, &mask),
+                        attrs: flow::odp::DpKey::from_flow(&key).attrs,
+                        key,
+                        odp_actions: actions.into(),
+                        actions: compiled.into(),
+                        stats: FlowStats::default(),
+                    };
+                    match self.add_flow(f.clone()) {
+                        Ok(r) => {
+                            installed = true;
+                            self.hits[i] = Some(r);
+                            self.emc.insert(&self.keys[i], self.hashes[i], r);
+                        }
+                        // Over the flow limit (or a race with an identical flow): still
+                        // process this packet, through a temporary entry.
+                        Err(_) => {
+                            let r = self.flows.insert(f);
+                            self.hits[i] = Some(r);
+                            self.temp_flows.push(r);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs each flow's actions on its packets. Packets are grouped by flow in order of first
+    /// appearance; within a flow they keep their arrival order.
+    fn execute_groups(&mut self, batch: &mut Batch, n: usize) {
+        for (i, p) in batch.drain().enumerate() {
+            self.slots[i] = Some(p);
+        }
+        let mut done = 0u32;
+        let all = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
+        while done != all {
+            let first = (!done & all).trailing_zeros() as usize;
+            let target = self.hits[first];
+            let mut group_bits = 0u32;
+            for i in first..n {
+                if done & (1 << i) == 0 && self.hits[i] == target {
+                    group_bits |= 1 << i;
+                }
+            }
+            done |= group_bits;
+            let mut group = std::mem::take(&mut self.group);
+            let mut tcp_flags = 0;
+            let mut bits = group_bits;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(p) = self.slots[i].take() {
+                    tcp_flags |= self.keys[i].tcp_flags();
+                    group.push(p);
+                }
+            }
+            let actions = match target.and_then(|r| self.flows.get_mut(r)) {
+                Some(f) => {
+                    f.stats.packets += group.len() as u64;
+                    f.stats.bytes += group.bytes();
+                    f.stats.used_tsc = tsc::now();
+                    f.stats.tcp_flags |= tcp_flags;
+                    Some(f.actions.clone())
+                }
+                None => None,
+            };
+            match actions {
+                Some(a) => self.execute(&a, &mut group),
+                // Missed and not installed: the upcall already counted the drop.
+                None => self.pool.free_batch(&mut group),
+            }
+            self.group = group;
+        }
+        for r in self.temp_flows.drain(..) {
+            self.flows.remove(r);
+        }
+    }
+
+    /// Runs `actions` on every packet of `batch`, consuming the batch.
+    fn execute(&mut self, actions: &[DpAction], batch: &mut Batch) {
+        let mut trunc: Option<u32> = None;
+        let last = actions.len().saturating_sub(1);
+        for (ai, a) in actions.iter().enumerate() {
+            if batch.is_empty() {
+                break;
+            }
+            let consume = ai == last;
+            match a {
+                DpAction::Output(port) => {
+                    self.output(*port, batch, consume, trunc.take());
+                }
+                DpAction::Trunc(len) => trunc = Some(*len),
+                DpAction::Recirc(id) => self.recirculate(*id, batch, consume),
+                DpAction::Clone(sub) => {
+                    let mut copy = self.copy_batch(batch, None);
+                    self.execute(sub, &mut copy);
+                }
+                DpAction::Hash { sym, basis } => {
+                    for p in batch.packets_mut() {
+                        p.meta.dp_hash = crate::rewrite::dp_hash_l4(p, *sym, *basis);
+                    }
+                }
+                header => {
+                    for p in batch.packets_mut() {
+                        if crate::rewrite::apply(p, header).is_err() {
+                            self.stats.rewrite_errors += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if !batch.is_empty() {
+            // The actions ended without handing the packets on: a drop.
+            self.stats.action_drops += batch.len() as u64;
+            self.pool.free_batch(batch);
+        }
+    }
+
+    /// Copies of a batch's packets (optionally truncated), in new pool buffers.
+    fn copy_batch(&mut self, batch: &Batch, trunc: Option<u32>) -> Batch {
+        let mut out = Batch::new();
+        for p in batch.packets() {
+            let len = trunc.map_or(p.len(), |t| p.len().min(t as usize));
+            let mut c = self.pool.packet_from(&p.data()[..len], p.meta.in_port);
+            c.meta = p.meta;
+            out.push(c);
+        }
+        out
+    }
+
+    /// Hands packets to `port`'s tx batch: the originals when this is the last action and
+    /// nothing truncates, copies otherwise.
+    fn output(&mut self, port: u32, batch: &mut Batch, consume: bool, trunc: Option<u32>) {
+        let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
+            // No such port: counted as a drop when the batch is freed.
+            return;
+        };
+        let _ = tx;
+        let mut src = if consume && trunc.is_none() {
+            std::mem::take(batch)
+        } else {
+            self.copy_batch(batch, trunc)
+        };
+        let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
+            return;
+        };
+        for p in src.drain() {
+            tx.batch.push(p);
+            if tx.batch.is_full() {
+                self.stats.tx_packets += tx.batch.len() as u64;
+                self.stats.tx_batches += 1;
+                tx.q.send(&mut tx.batch, &mut self.pool);
+            }
+        }
+        if consume && trunc.is_none() {
+            *batch = src;
+        }
+    }
+
+    /// Queues packets for another pass with `recirc_id`.
+    fn recirculate(&mut self, id: u32, batch: &mut Batch, consume: bool) {
+        let mut src = if consume {
+            std::mem::take(batch)
+        } else {
+            self.copy_batch(batch, None)
+        };
+        for mut p in src.drain() {
+            if p.meta.recirc_depth >= MAX_RECIRC_DEPTH {
+                self.stats.recirc_depth_drops += 1;
+                self.pool.free(p);
+                continue;
+            }
+            p.meta.recirc_depth += 1;
+            p.meta.recirc_id = id;
+            self.recirc.push(p);
+        }
+        if consume {
+            *batch = src;
+        }
+    }
+
+    /// Sends every non-empty tx batch.
+    fn flush_tx(&mut self) {
+        let t0 = tsc::now();
+        for tx in self.txs.iter_mut().flatten() {
+            if !tx.batch.is_empty() {
+                self.stats.tx_packets += tx.batch.len() as u64;
+                self.stats.tx_batches += 1;
+                tx.q.send(&mut tx.batch, &mut self.pool);
+            }
+            tx.q.flush();
+        }
+        self.stats.stage_cycles[Stage::Tx as usize] += tsc::now() - t0;
+    }
+}
+
+/// Word 0 of a key: in_port and recirc_id, in network byte order.
+#[inline(always)]
+fn meta_word(in_port: u32, recirc_id: u32) -> u64 {
+    let (a, b) = (in_port.to_be_bytes(), recirc_id.to_be_bytes());
+    u64::from_ne_bytes([a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]])
+}
+
+/// A stable 128-bit id for a megaflow, from its masked key and mask (two CRC32C lanes per half;
+/// unique enough to name flows in dumps, not a security property).
+pub fn ufid_of(key: &FlowKey, mask: &Mask) -> u128 {
+    let mut h = [0u32; 4];
+    for (lane, basis) in h
+        .iter_mut()
+        .zip([0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344])
+    {
+        *lane = key.hash_masked(mask, basis) ^ mask.hash(basis.rotate_left(7));
+    }
+    (u128::from(h[0]) << 96)
+        | (u128::from(h[1]) << 64)
+        | (u128::from(h[2]) << 32)
+        | u128::from(h[3])
+}

@@ -1,0 +1,130 @@
+//! The port abstraction between the datapath and port backends (`netdev`).
+//!
+//! A port is split into queues so that each PMD thread owns what it polls and sends on, with
+//! no lock on the per-packet path: every rx queue is taken by exactly one PMD, and every PMD
+//! opens a tx queue of its own on every port it may output to. Counters live in shared
+//! [`QueueStats`] updated once per burst with relaxed atomics, so the main thread can read them
+//! while traffic flows.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::packet::{Batch, Pool};
+
+/// Receives bursts for one PMD.
+pub trait RxQueue: Send {
+    /// Appends up to `batch.room()` received packets to `batch`; returns how many.
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize;
+
+    /// For finite sources (a pcap file read once): whether everything has been delivered.
+    fn exhausted(&self) -> bool {
+        false
+    }
+}
+
+/// Sends bursts for one PMD.
+pub trait TxQueue: Send {
+    /// Sends every packet of `batch`, leaving it empty; buffers that are done with go back to
+    /// `pool`. Packets the port cannot take are dropped and counted.
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool);
+
+    /// Pushes out anything the queue buffers (files, rings).
+    fn flush(&mut self) {}
+}
+
+/// Counters of one queue (or of a whole port, when summed).
+#[derive(Debug, Default)]
+pub struct QueueStats {
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub rx_dropped: AtomicU64,
+    pub tx_packets: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    pub tx_dropped: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl QueueStats {
+    /// A new set of zero counters to share between a queue and its readers.
+    pub fn shared() -> Arc<QueueStats> {
+        Arc::new(QueueStats::default())
+    }
+
+    /// Counts a received burst.
+    #[inline]
+    pub fn add_rx(&self, packets: u64, bytes: u64) {
+        self.rx_packets.fetch_add(packets, Relaxed);
+        self.rx_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts a sent burst.
+    #[inline]
+    pub fn add_tx(&self, packets: u64, bytes: u64) {
+        self.tx_packets.fetch_add(packets, Relaxed);
+        self.tx_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// A copy of the counters.
+    pub fn snapshot(&self) -> PortCounters {
+        PortCounters {
+            rx_packets: self.rx_packets.load(Relaxed),
+            rx_bytes: self.rx_bytes.load(Relaxed),
+            rx_dropped: self.rx_dropped.load(Relaxed),
+            tx_packets: self.tx_packets.load(Relaxed),
+            tx_bytes: self.tx_bytes.load(Relaxed),
+            tx_dropped: self.tx_dropped.load(Relaxed),
+            errors: self.errors.load(Relaxed),
+        }
+    }
+}
+
+/// A plain copy of [`QueueStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_dropped: u64,
+    pub errors: u64,
+}
+
+impl core::ops::AddAssign for PortCounters {
+    fn add_assign(&mut self, o: PortCounters) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.rx_dropped += o.rx_dropped;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.tx_dropped += o.tx_dropped;
+        self.errors += o.errors;
+    }
+}
+
+/// A port backend.
+pub trait Port: Send {
+    /// The port's name (`p0`, `vm1`).
+    fn name(&self) -> &str;
+
+    /// Its type as the configuration names it (`replay`, `sink`, `pcap`).
+    fn kind(&self) -> &'static str;
+
+    /// Its options as `dpif/show` prints them (`{rx_pcap=in.pcap}`), empty for none.
+    fn options(&self) -> String {
+        String::new()
+    }
+
+    /// Number of rx queues (0 for a port that only sends).
+    fn n_rxq(&self) -> usize;
+
+    /// Takes rx queue `q`, which stamps `in_port` on what it receives. Each queue can be
+    /// taken once; `None` after that or for a bad index.
+    fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>>;
+
+    /// Opens a tx queue for one PMD thread.
+    fn open_txq(&mut self) -> Box<dyn TxQueue>;
+
+    /// The port's counters, summed over its queues.
+    fn counters(&self) -> PortCounters;
+}

@@ -1,0 +1,1038 @@
+//! Header rewrites of the datapath actions, executed in place on a [`Packet`].
+//!
+//! The semantics are those of OVS's `odp_execute_actions()` (`lib/odp-execute.c`, with
+//! `lib/packets.c` doing the work): VLAN tags are pushed right after the MAC addresses and popped
+//! from there; MPLS label stack entries (RFC 3032) are pushed and popped between L2 (after any
+//! VLAN tags) and L3, and the ethertype in front of them is rewritten; masked sets write only the
+//! masked bits. Checksums are updated incrementally (RFC 1624, through `wire::checksum`): the IPv4
+//! header checksum for every IPv4 field change, and the TCP, UDP and ICMPv6 checksums for address
+//! changes, since their pseudo-header covers the addresses (RFC 9293 §3.1, RFC 768, RFC 8200
+//! §8.1). A UDP checksum of 0 means "none" and stays 0; a result of 0 is sent as 0xffff. SCTP's
+//! CRC32C (RFC 9260) has no incremental form and is recomputed, keeping any error the old value
+//! had (as OVS's `packet_set_sctp_port()` does).
+//!
+//! Every function reads the header offsets of `packet.meta` (set by extraction, then kept current
+//! by the pushes and pops here) and checks them against the frame before touching a byte. A
+//! packet without the header an action needs is left unchanged and the function returns a
+//! [`RewriteError`] for the caller to count; the packet then goes on with its remaining actions,
+//! as in OVS, where such an action does nothing. Nothing here allocates, except a push that finds
+//! the packet's headroom ([`crate::packet::HEADROOM`], 128 bytes) used up.
+//!
+//! Reads: the frame, `meta.l2_5`, `meta.l3`, `meta.l4`. Writes: the frame, and the offsets after
+//! a push or pop (and `meta.dp_hash` in [`apply`] for `hash`).
+
+use wire::checksum;
+use wire::{
+    EtherType, EthernetFrame, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv6Addr, Ipv6Packet, SctpPacket,
+    TcpPacket, UdpPacket,
+};
+
+use crate::actions::{DpAction, IPV6_LABEL_MASK, L4Proto, SetEth, SetIpv4, SetIpv6, SetL4};
+use crate::packet::{NO_OFS, Packet};
+
+/// Why a rewrite left a packet unchanged. The packet is not dropped: the caller counts the
+/// reason and goes on with the next action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[repr(u8)]
+pub enum RewriteError {
+    /// Shorter than an Ethernet header, or a VLAN tag cut short.
+    #[error("frame shorter than its Ethernet header")]
+    Runt,
+    /// No MPLS label stack entry at `meta.l2_5`.
+    #[error("no MPLS label stack entry")]
+    NoMpls,
+    /// No IPv4 header at `meta.l3`.
+    #[error("no IPv4 header")]
+    NoIpv4,
+    /// No IPv6 header at `meta.l3`.
+    #[error("no IPv6 header")]
+    NoIpv6,
+    /// No transport header at `meta.l4`, or too short for the one the action writes.
+    #[error("no transport header")]
+    NoL4,
+    /// The transport header is not the protocol the action writes.
+    #[error("transport protocol differs from the set action's")]
+    L4Mismatch,
+    /// Not a header rewrite: output, trunc, recirc and clone are the PMD's.
+    #[error("not a header rewrite action")]
+    NotRewrite,
+}
+
+impl RewriteError {
+    /// Every reason, in declaration order (for per-reason counter arrays).
+    pub const ALL: &'static [RewriteError] = &[
+        RewriteError::Runt,
+        RewriteError::NoMpls,
+        RewriteError::NoIpv4,
+        RewriteError::NoIpv6,
+        RewriteError::NoL4,
+        RewriteError::L4Mismatch,
+        RewriteError::NotRewrite,
+    ];
+
+    /// A short stable name for counters.
+    pub fn name(self) -> &'static str {
+        match self {
+            RewriteError::Runt => "runt",
+            RewriteError::NoMpls => "no_mpls",
+            RewriteError::NoIpv4 => "no_ipv4",
+            RewriteError::NoIpv6 => "no_ipv6",
+            RewriteError::NoL4 => "no_l4",
+            RewriteError::L4Mismatch => "l4_mismatch",
+            RewriteError::NotRewrite => "not_rewrite",
+        }
+    }
+}
+
+use RewriteError::*;
+
+const ETH_HLEN: usize = 14;
+/// Offset of the ethertype (or the outer TPID) in an Ethernet header.
+const ETH_TYPE_OFS: usize = 12;
+const VLAN_HLEN: usize = 4;
+const MPLS_HLEN: usize = 4;
+const IPV4_HLEN: usize = 20;
+const IPV6_HLEN: usize = 40;
+const TCP_HLEN: usize = 20;
+const UDP_HLEN: usize = 8;
+const SCTP_HLEN: usize = 12;
+const ICMPV6_HLEN: usize = 4;
+/// MPLS bottom-of-stack bit in an LSE.
+const MPLS_BOS: u32 = 0x100;
+/// VLAN CFI "tag present" bit, never sent on the wire by a push.
+const VLAN_CFI: u16 = 0x1000;
+
+// Network-order accessors for the few fields `wire` has no view for here (ethertypes, VLAN
+// TCIs, whole LSEs, checksums addressed by frame offset).
+#[inline]
+fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+#[inline]
+fn put16(d: &mut [u8], at: usize, v: u16) {
+    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+#[inline]
+fn be32(d: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+}
+
+#[inline]
+fn put32(d: &mut [u8], at: usize, v: u32) {
+    d[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// `ofs` as an index when the header there has at least `need` bytes in a frame of `len`.
+#[inline]
+fn at(ofs: u16, len: usize, need: usize) -> Option<usize> {
+    let o = ofs as usize;
+    (ofs != NO_OFS && o + need <= len).then_some(o)
+}
+
+/// Moves a header offset by `delta` bytes after a push or pop in front of it. An offset that
+/// would land in the removed bytes, or past what a `u16` offset can say, becomes absent.
+#[inline]
+fn shift(ofs: &mut u16, delta: isize, removed_below: usize) {
+    if *ofs == NO_OFS {
+        return;
+    }
+    if (*ofs as usize) < removed_below {
+        *ofs = NO_OFS;
+        return;
+    }
+    *ofs = match (*ofs as isize + delta).try_into() {
+        Ok(v) if v != NO_OFS => v,
+        _ => NO_OFS,
+    };
+}
+
+/// `old` with the bits of `m` taken from `v`.
+#[inline]
+fn masked<T>(old: T, v: T, m: T) -> T
+where
+    T: core::ops::BitAnd<Output = T> + core::ops::BitOr<Output = T> + core::ops::Not<Output = T>,
+    T: Copy,
+{
+    (old & !m) | (v & m)
+}
+
+#[inline]
+fn is_vlan(t: u16) -> bool {
+    EtherType(t).is_vlan()
+}
+
+/// Offset of the first byte after the L2 header (MACs, every VLAN tag, ethertype): where an
+/// MPLS label stack begins.
+fn l2_end(d: &[u8]) -> Option<usize> {
+    if d.len() < ETH_HLEN {
+        return None;
+    }
+    let mut p = ETH_TYPE_OFS;
+    while is_vlan(be16(d, p)) {
+        p += VLAN_HLEN;
+        if p + 2 > d.len() {
+            return None;
+        }
+    }
+    Some(p + 2)
+}
+
+/// A transport checksum that covers the IP addresses through the pseudo-header: its offset in
+/// the frame, and whether it is UDP's (0 = none; a computed 0 is sent as 0xffff).
+#[derive(Clone, Copy)]
+struct PseudoCsum {
+    at: usize,
+    udp: bool,
+}
+
+impl PseudoCsum {
+    /// The checksum of the `proto` header at `l4`, if it has one over the pseudo-header and the
+    /// header is all there.
+    fn find(proto: IpProtocol, l4: u16, len: usize) -> Option<PseudoCsum> {
+        let (need, field, udp) = match proto {
+            IpProtocol::TCP => (TCP_HLEN, 16, false),
+            IpProtocol::UDP => (UDP_HLEN, 6, true),
+            IpProtocol::ICMPV6 => (ICMPV6_HLEN, 2, false),
+            _ => return None,
+        };
+        at(l4, len, need).map(|o| PseudoCsum { at: o + field, udp })
+    }
+
+    /// Applies `f` to the stored checksum, keeping UDP's "no checksum" and its 0 rule.
+    #[inline]
+    fn update(self, d: &mut [u8], f: impl FnOnce(u16) -> u16) {
+        let old = be16(d, self.at);
+        if self.udp && old == 0 {
+            return;
+        }
+        let mut new = f(old);
+        if self.udp && new == 0 {
+            new = 0xffff;
+        }
+        put16(d, self.at, new);
+    }
+}
+
+/// The upper-layer protocol of the IPv6 packet at `l3` whose transport header is at `l4`, and
+/// whether a routing header with segments left precedes it (the pseudo-header then holds the
+/// final destination, not the header's, RFC 8200 §8.1). `None` when the extension headers do
+/// not lead to `l4`.
+fn ipv6_upper(d: &[u8], l3: usize, l4: usize) -> Option<(IpProtocol, bool)> {
+    let mut nh = d[l3 + 6];
+    let mut p = l3 + IPV6_HLEN;
+    let mut routed = false;
+    while p < l4 {
+        // Every extension header has at least 8 bytes.
+        let h = d.get(p..p + 8)?;
+        let hlen = match IpProtocol(nh) {
+            IpProtocol::HOPOPT | IpProtocol::IPV6_OPTS => (h[1] as usize + 1) * 8,
+            IpProtocol::IPV6_ROUTE => {
+                routed |= h[3] != 0;
+                (h[1] as usize + 1) * 8
+            }
+            IpProtocol::IPV6_FRAG => 8,
+            IpProtocol::AH => (h[1] as usize + 2) * 4,
+            _ => return None,
+        };
+        nh = h[0];
+        p += hlen;
+    }
+    (p == l4).then_some((IpProtocol(nh), routed))
+}
+
+/// `set(eth(src=,dst=))`: masked write of the MAC addresses.
+pub fn set_eth(pkt: &mut Packet, s: &SetEth) -> Result<(), RewriteError> {
+    if pkt.len() < ETH_HLEN {
+        return Err(Runt);
+    }
+    let mut eth = EthernetFrame::new_unchecked(pkt.data_mut());
+    let (mut dst, mut src) = (eth.dst_addr(), eth.src_addr());
+    for i in 0..6 {
+        dst.0[i] = masked(dst.0[i], s.dst[i], s.dst_mask[i]);
+        src.0[i] = masked(src.0[i], s.src[i], s.src_mask[i]);
+    }
+    eth.set_dst_addr(dst);
+    eth.set_src_addr(src);
+    Ok(())
+}
+
+/// `push_vlan`: inserts a tag after the MAC addresses, in front of any tag already there.
+/// `tci` is written without the CFI bit, as OVS's `eth_push_vlan()` does.
+pub fn push_vlan(pkt: &mut Packet, tpid: u16, tci: u16) -> Result<(), RewriteError> {
+    if pkt.len() < ETH_HLEN {
+        return Err(Runt);
+    }
+    let tag = pkt.insert_at(ETH_TYPE_OFS, VLAN_HLEN);
+    put16(tag, 0, tpid);
+    put16(tag, 2, tci & !VLAN_CFI);
+    let m = &mut pkt.meta;
+    for o in [&mut m.l2_5, &mut m.l3, &mut m.l4] {
+        shift(o, VLAN_HLEN as isize, 0);
+    }
+    Ok(())
+}
+
+/// `pop_vlan`: removes the outer VLAN tag; an untagged frame is left as it is (`Ok`).
+pub fn pop_vlan(pkt: &mut Packet) -> Result<(), RewriteError> {
+    let d = pkt.data();
+    if d.len() < ETH_HLEN {
+        return Err(Runt);
+    }
+    if !is_vlan(be16(d, ETH_TYPE_OFS)) {
+        return Ok(());
+    }
+    if d.len() < ETH_HLEN + VLAN_HLEN {
+        return Err(Runt);
+    }
+    pkt.remove_at(ETH_TYPE_OFS, VLAN_HLEN);
+    let m = &mut pkt.meta;
+    for o in [&mut m.l2_5, &mut m.l3, &mut m.l4] {
+        shift(o, -(VLAN_HLEN as isize), ETH_HLEN + VLAN_HLEN);
+    }
+    Ok(())
+}
+
+/// `push_mpls`: inserts `lse` (as on the wire, TTL included) in front of the label stack, or
+/// between L2 and L3 on a packet without one, and writes `eth_type` as the ethertype in front
+/// of it. `eth_type` should be an MPLS ethertype (the compiler checks it).
+pub fn push_mpls(pkt: &mut Packet, lse: u32, eth_type: u16) -> Result<(), RewriteError> {
+    let len = pkt.len();
+    let ofs = match at(pkt.meta.l2_5, len, 0) {
+        Some(o) if o >= ETH_HLEN => o,
+        Some(_) => return Err(NoMpls),
+        None => l2_end(pkt.data()).ok_or(Runt)?,
+    };
+    let entry = pkt.insert_at(ofs, MPLS_HLEN);
+    put32(entry, 0, lse);
+    // The bytes in front of the entry moved with the frame start: the ethertype is still just
+    // before `ofs`.
+    put16(pkt.data_mut(), ofs - 2, eth_type);
+    let m = &mut pkt.meta;
+    m.l2_5 = ofs as u16;
+    shift(&mut m.l3, MPLS_HLEN as isize, 0);
+    shift(&mut m.l4, MPLS_HLEN as isize, 0);
+    Ok(())
+}
+
+/// `pop_mpls(eth_type=)`: removes the outer label stack entry and writes `eth_type` as the
+/// ethertype in front of what follows. After the bottom entry, L3 starts where the stack was.
+pub fn pop_mpls(pkt: &mut Packet, eth_type: u16) -> Result<(), RewriteError> {
+    let ofs = match at(pkt.meta.l2_5, pkt.len(), MPLS_HLEN) {
+        Some(o) if o >= ETH_HLEN => o,
+        _ => return Err(NoMpls),
+    };
+    let d = pkt.data_mut();
+    let bos = be32(d, ofs) & MPLS_BOS != 0;
+    put16(d, ofs - 2, eth_type);
+    pkt.remove_at(ofs, MPLS_HLEN);
+    let m = &mut pkt.meta;
+    if bos {
+        m.l2_5 = NO_OFS;
+        if m.l3 == NO_OFS {
+            m.l3 = ofs as u16;
+        } else {
+            shift(&mut m.l3, -(MPLS_HLEN as isize), ofs + MPLS_HLEN);
+        }
+    } else {
+        shift(&mut m.l3, -(MPLS_HLEN as isize), ofs + MPLS_HLEN);
+    }
+    shift(&mut m.l4, -(MPLS_HLEN as isize), ofs + MPLS_HLEN);
+    Ok(())
+}
+
+/// `set(mpls(...))`: masked write of the outer label stack entry.
+pub fn set_mpls(pkt: &mut Packet, lse: u32, mask: u32) -> Result<(), RewriteError> {
+    let ofs = at(pkt.meta.l2_5, pkt.len(), MPLS_HLEN).ok_or(NoMpls)?;
+    let d = pkt.data_mut();
+    let new = masked(be32(d, ofs), lse, mask);
+    put32(d, ofs, new);
+    Ok(())
+}
+
+/// `set(ipv4(...))`: masked write of source, destination, TOS and TTL, with the header
+/// checksum updated, and the TCP or UDP checksum for address changes (not on later fragments,
+/// which carry no transport header).
+pub fn set_ipv4(pkt: &mut Packet, s: &SetIpv4) -> Result<(), RewriteError> {
+    let len = pkt.len();
+    let l3 = at(pkt.meta.l3, len, IPV4_HLEN).ok_or(NoIpv4)?;
+    let l4 = pkt.meta.l4;
+    let d = pkt.data_mut();
+    // Version and header length: the high byte of the 16-bit word TOS is the low byte of.
+    let ver_ihl = d[l3];
+    let mut ip = Ipv4Packet::new_unchecked(&mut d[l3..]);
+    if ip.version() != 4 {
+        return Err(NoIpv4);
+    }
+    // ICMP's checksum does not cover the addresses; a later fragment has no transport header.
+    let l4_csum = match ip.protocol() {
+        IpProtocol::TCP | IpProtocol::UDP if ip.frag_offset() == 0 => {
+            PseudoCsum::find(ip.protocol(), l4, len)
+        }
+        _ => None,
+    };
+
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let new_src = Ipv4Addr::from_bits(masked(src.to_bits(), s.src.to_bits(), s.src_mask.to_bits()));
+    let new_dst = Ipv4Addr::from_bits(masked(dst.to_bits(), s.dst.to_bits(), s.dst_mask.to_bits()));
+    let mut hc = ip.checksum();
+    if new_src != src {
+        hc = checksum::update32(hc, src.to_bits(), new_src.to_bits());
+        ip.set_src_addr(new_src);
+    }
+    if new_dst != dst {
+        hc = checksum::update32(hc, dst.to_bits(), new_dst.to_bits());
+        ip.set_dst_addr(new_dst);
+    }
+    let tos = ip.dscp() << 2 | ip.ecn();
+    let new_tos = masked(tos, s.tos, s.tos_mask);
+    if new_tos != tos {
+        let vi = u16::from(ver_ihl) << 8;
+        hc = checksum::update16(hc, vi | u16::from(tos), vi | u16::from(new_tos));
+        ip.set_dscp(new_tos >> 2);
+        ip.set_ecn(new_tos & 3);
+    }
+    let ttl = ip.ttl();
+    let new_ttl = masked(ttl, s.ttl, s.ttl_mask);
+    if new_ttl != ttl {
+        // TTL is the high byte of the word it shares with the protocol.
+        let p = u16::from(ip.protocol().0);
+        hc = checksum::update16(hc, u16::from(ttl) << 8 | p, u16::from(new_ttl) << 8 | p);
+        ip.set_ttl(new_ttl);
+    }
+    ip.set_checksum(hc);
+
+    if let Some(c) = l4_csum {
+        if new_src != src {
+            c.update(d, |cs| {
+                checksum::update32(cs, src.to_bits(), new_src.to_bits())
+            });
+        }
+        if new_dst != dst {
+            c.update(d, |cs| {
+                checksum::update32(cs, dst.to_bits(), new_dst.to_bits())
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `set(ipv6(...))`: masked write of source, destination, flow label, traffic class and hop
+/// limit, with the TCP, UDP or ICMPv6 checksum updated for address changes. A destination
+/// change behind a routing header with segments left leaves the checksum alone: it covers the
+/// final destination (as OVS's `packet_set_ipv6()`).
+pub fn set_ipv6(pkt: &mut Packet, s: &SetIpv6) -> Result<(), RewriteError> {
+    let len = pkt.len();
+    let l3 = at(pkt.meta.l3, len, IPV6_HLEN).ok_or(NoIpv6)?;
+    let l4 = pkt.meta.l4;
+    let d = pkt.data_mut();
+    if d[l3] >> 4 != 6 {
+        return Err(NoIpv6);
+    }
+    let upper = at(l4, len, 0).and_then(|o| ipv6_upper(d, l3, o));
+    let l4_csum = upper.and_then(|(proto, _)| PseudoCsum::find(proto, l4, len));
+    let routed = upper.is_some_and(|(_, r)| r);
+
+    let mut ip = Ipv6Packet::new_unchecked(&mut d[l3..]);
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let new_src = Ipv6Addr::from_bits(masked(src.to_bits(), s.src.to_bits(), s.src_mask.to_bits()));
+    let new_dst = Ipv6Addr::from_bits(masked(dst.to_bits(), s.dst.to_bits(), s.dst_mask.to_bits()));
+    ip.set_src_addr(new_src);
+    ip.set_dst_addr(new_dst);
+    let label_mask = s.label_mask & IPV6_LABEL_MASK;
+    ip.set_flow_label(masked(ip.flow_label(), s.label, label_mask));
+    ip.set_traffic_class(masked(ip.traffic_class(), s.tclass, s.tclass_mask));
+    ip.set_hop_limit(masked(ip.hop_limit(), s.hlimit, s.hlimit_mask));
+
+    if let Some(c) = l4_csum {
+        if new_src != src {
+            c.update(d, |cs| {
+                checksum::update_bytes(cs, &src.octets(), &new_src.octets())
+            });
+        }
+        if new_dst != dst && !routed {
+            c.update(d, |cs| {
+                checksum::update_bytes(cs, &dst.octets(), &new_dst.octets())
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The transport protocol at `meta.l4`, from the IP header in front of it. `None` for a
+/// non-IP packet, an IPv4 later fragment, or extension headers that do not lead to `l4`.
+fn l4_proto(d: &[u8], l3: u16, l4: usize) -> Option<IpProtocol> {
+    let l3 = at(l3, d.len(), IPV4_HLEN)?;
+    match d[l3] >> 4 {
+        4 => {
+            let ip = Ipv4Packet::new_unchecked(&d[l3..]);
+            (ip.frag_offset() == 0).then(|| ip.protocol())
+        }
+        6 if l3 + IPV6_HLEN <= d.len() => ipv6_upper(d, l3, l4).map(|(p, _)| p),
+        _ => None,
+    }
+}
+
+/// Where the IP datagram at `l3` ends (its length field, within the frame): Ethernet padding
+/// is not part of the transport payload.
+fn ip_end(d: &[u8], l3: usize) -> usize {
+    let end = match d[l3] >> 4 {
+        4 => l3 + Ipv4Packet::new_unchecked(&d[l3..]).total_len() as usize,
+        _ => l3 + IPV6_HLEN + Ipv6Packet::new_unchecked(&d[l3..]).payload_len() as usize,
+    };
+    end.min(d.len())
+}
+
+/// `set(tcp(...))`, `set(udp(...))`, `set(sctp(...))`: masked write of the ports, with the
+/// TCP or UDP checksum updated, or SCTP's CRC32C recomputed over the SCTP packet.
+pub fn set_l4(pkt: &mut Packet, s: &SetL4) -> Result<(), RewriteError> {
+    let len = pkt.len();
+    let (need, want) = match s.proto {
+        L4Proto::Tcp => (TCP_HLEN, IpProtocol::TCP),
+        L4Proto::Udp => (UDP_HLEN, IpProtocol::UDP),
+        L4Proto::Sctp => (SCTP_HLEN, IpProtocol::SCTP),
+    };
+    let l4 = at(pkt.meta.l4, len, need).ok_or(NoL4)?;
+    let l3 = pkt.meta.l3;
+    let d = pkt.data_mut();
+    match l4_proto(d, l3, l4) {
+        None => return Err(NoL4),
+        Some(p) if p != want => return Err(L4Mismatch),
+        Some(_) => {}
+    }
+    match s.proto {
+        L4Proto::Tcp => {
+            let mut tcp = TcpPacket::new_unchecked(&mut d[l4..]);
+            let (sp, dp) = (tcp.src_port(), tcp.dst_port());
+            let (nsp, ndp) = (masked(sp, s.src, s.src_mask), masked(dp, s.dst, s.dst_mask));
+            let mut c = tcp.checksum();
+            if nsp != sp {
+                c = checksum::update16(c, sp, nsp);
+                tcp.set_src_port(nsp);
+            }
+            if ndp != dp {
+                c = checksum::update16(c, dp, ndp);
+                tcp.set_dst_port(ndp);
+            }
+            tcp.set_checksum(c);
+        }
+        L4Proto::Udp => {
+            let mut udp = UdpPacket::new_unchecked(&mut d[l4..]);
+            let (sp, dp) = (udp.src_port(), udp.dst_port());
+            let (nsp, ndp) = (masked(sp, s.src, s.src_mask), masked(dp, s.dst, s.dst_mask));
+            udp.set_src_port(nsp);
+            udp.set_dst_port(ndp);
+            let c = PseudoCsum {
+                at: l4 + 6,
+                udp: true,
+            };
+            if nsp != sp {
+                c.update(d, |cs| checksum::update16(cs, sp, nsp));
+            }
+            if ndp != dp {
+                c.update(d, |cs| checksum::update16(cs, dp, ndp));
+            }
+        }
+        L4Proto::Sctp => {
+            let l3 = l3 as usize;
+            let end = ip_end(d, l3).max(l4 + SCTP_HLEN);
+            let mut sctp = SctpPacket::new_unchecked(&mut d[l4..end]);
+            let (sp, dp) = (sctp.src_port(), sctp.dst_port());
+            let old = sctp.checksum();
+            let old_correct = sctp.compute_checksum();
+            sctp.set_src_port(masked(sp, s.src, s.src_mask));
+            sctp.set_dst_port(masked(dp, s.dst, s.dst_mask));
+            // CRC32C is affine: this is the new CRC with whatever error the old one had.
+            let new = sctp.compute_checksum();
+            sctp.set_checksum(old ^ old_correct ^ new);
+        }
+    }
+    Ok(())
+}
+
+/// Finishes a CRC-folded hash (murmur3's `fmix32`): CRC32C is linear, the mix spreads it.
+#[inline]
+fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// The datapath hash of `hash(l4(basis))` / `hash(sym_l4(basis))`: addresses, IP protocol and
+/// ports (TCP, UDP, SCTP) read from the packet's headers. The symmetric variant folds source and
+/// destination together (XOR, as OVS's `flow_hash_symmetric_l3l4()`), so both directions of a
+/// connection hash alike. A non-IP packet hashes to a value of `basis` alone. Like OVS's
+/// userspace `hash` action, the value is not the kernel datapath's.
+pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
+    use flow::hash::crc32c_u64;
+    let d = pkt.data();
+    let mut h = basis;
+    let l4 = pkt.meta.l4;
+    let Some(l3) = at(pkt.meta.l3, d.len(), IPV4_HLEN) else {
+        return fmix32(h);
+    };
+    // The transport protocol, and whether the header at `l4` is that protocol's.
+    let (proto, has_l4) = match d[l3] >> 4 {
+        4 => {
+            let ip = Ipv4Packet::new_unchecked(&d[l3..]);
+            let (s, t) = (ip.src_addr().to_bits(), ip.dst_addr().to_bits());
+            let w = if sym {
+                u64::from(s ^ t)
+            } else {
+                u64::from(s) << 32 | u64::from(t)
+            };
+            h = crc32c_u64(h, w);
+            (ip.protocol(), ip.frag_offset() == 0)
+        }
+        6 if l3 + IPV6_HLEN <= d.len() => {
+            let ip = Ipv6Packet::new_unchecked(&d[l3..]);
+            let (s, t) = (ip.src_addr().to_bits(), ip.dst_addr().to_bits());
+            if sym {
+                let x = s ^ t;
+                h = crc32c_u64(h, (x >> 64) as u64);
+                h = crc32c_u64(h, x as u64);
+            } else {
+                for w in [s >> 64, s, t >> 64, t] {
+                    h = crc32c_u64(h, w as u64);
+                }
+            }
+            match at(l4, d.len(), 0).and_then(|o| ipv6_upper(d, l3, o)) {
+                Some((p, _)) => (p, true),
+                None => (ip.next_header(), false),
+            }
+        }
+        _ => return fmix32(h),
+    };
+    let ports = match (proto, at(l4, d.len(), 4)) {
+        (IpProtocol::TCP | IpProtocol::UDP | IpProtocol::SCTP, Some(o)) if has_l4 => {
+            let (s, t) = (be16(d, o), be16(d, o + 2));
+            if sym {
+                u64::from(s ^ t)
+            } else {
+                u64::from(s) << 16 | u64::from(t)
+            }
+        }
+        _ => 0,
+    };
+    h = crc32c_u64(h, u64::from(proto.0) << 32 | ports);
+    fmix32(h)
+}
+
+/// Executes one header rewrite, or `hash` (into `meta.dp_hash`), on a packet. Output, trunc,
+/// recirc and clone are the PMD's to execute and return [`RewriteError::NotRewrite`].
+pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
+    match a {
+        DpAction::SetEth(s) => set_eth(pkt, s),
+        DpAction::PushVlan { tpid, tci } => push_vlan(pkt, *tpid, *tci),
+        DpAction::PopVlan => pop_vlan(pkt),
+        DpAction::PushMpls { lse, eth_type } => push_mpls(pkt, *lse, *eth_type),
+        DpAction::PopMpls { eth_type } => pop_mpls(pkt, *eth_type),
+        DpAction::SetMpls { lse, mask } => set_mpls(pkt, *lse, *mask),
+        DpAction::SetIpv4(s) => set_ipv4(pkt, s),
+        DpAction::SetIpv6(s) => set_ipv6(pkt, s),
+        DpAction::SetL4(s) => set_l4(pkt, s),
+        DpAction::Hash { sym, basis } => {
+            pkt.meta.dp_hash = dp_hash_l4(pkt, *sym, *basis);
+            Ok(())
+        }
+        DpAction::Output(_) | DpAction::Trunc(_) | DpAction::Recirc(_) | DpAction::Clone(_) => {
+            Err(NotRewrite)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MACS: [u8; 12] = [2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+
+    /// A packet with its offsets filled by extraction, as the PMD hands it to the actions.
+    fn extracted(frame: &[u8]) -> Packet {
+        let mut key = flow::FlowKey::new();
+        let ex = flow::extract(frame, &mut key);
+        let mut p = Packet::from_slice(frame);
+        p.meta.l2_5 = ex.layers.l2_5;
+        p.meta.l3 = ex.layers.l3;
+        p.meta.l4 = ex.layers.l4;
+        p
+    }
+
+    /// Ethernet / IPv4 (20 bytes) / TCP (20 bytes) or UDP, with correct checksums.
+    #[allow(clippy::too_many_arguments)]
+    fn frame_v4(
+        tcp: bool,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        tos: u8,
+        ttl: u8,
+        ports: (u16, u16),
+        payload: &[u8],
+        udp_csum: bool,
+    ) -> Vec<u8> {
+        let l4len = if tcp { TCP_HLEN } else { UDP_HLEN } + payload.len();
+        let mut f = MACS.to_vec();
+        f.extend_from_slice(&[0x08, 0x00, 0x45, tos]);
+        f.extend_from_slice(&((IPV4_HLEN + l4len) as u16).to_be_bytes());
+        f.extend_from_slice(&[0x12, 0x34, 0, 0, ttl, if tcp { 6 } else { 17 }, 0, 0]);
+        f.extend_from_slice(&src.octets());
+        f.extend_from_slice(&dst.octets());
+        let l4 = f.len();
+        f.resize(l4 + l4len, 0);
+        f[l4 + l4len - payload.len()..].copy_from_slice(payload);
+        Ipv4Packet::new_unchecked(&mut f[ETH_HLEN..l4]).fill_checksum();
+        put16(&mut f, l4, ports.0);
+        put16(&mut f, l4 + 2, ports.1);
+        if tcp {
+            f[l4 + 12] = 0x50;
+            f[l4 + 13] = 0x18;
+            TcpPacket::new_unchecked(&mut f[l4..]).fill_checksum_v4(&src, &dst);
+        } else {
+            put16(&mut f, l4 + 4, l4len as u16);
+            if udp_csum {
+                UdpPacket::new_unchecked(&mut f[l4..]).fill_checksum_v4(&src, &dst);
+            }
+        }
+        f
+    }
+
+    /// Ethernet / IPv6 / TCP or UDP, with a correct checksum.
+    fn frame_v6(
+        tcp: bool,
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        ports: (u16, u16),
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let l4len = if tcp { TCP_HLEN } else { UDP_HLEN } + payload.len();
+        let mut f = MACS.to_vec();
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&(l4len as u16).to_be_bytes());
+        f.extend_from_slice(&[if tcp { 6 } else { 17 }, 64]);
+        f.extend_from_slice(&src.octets());
+        f.extend_from_slice(&dst.octets());
+        let l4 = f.len();
+        f.resize(l4 + l4len, 0);
+        f[l4 + l4len - payload.len()..].copy_from_slice(payload);
+        put16(&mut f, l4, ports.0);
+        put16(&mut f, l4 + 2, ports.1);
+        if tcp {
+            f[l4 + 12] = 0x50;
+            TcpPacket::new_unchecked(&mut f[l4..]).fill_checksum_v6(&src, &dst);
+        } else {
+            put16(&mut f, l4 + 4, l4len as u16);
+            UdpPacket::new_unchecked(&mut f[l4..]).fill_checksum_v6(&src, &dst);
+        }
+        f
+    }
+
+    /// The frame with every checksum computed from scratch (a UDP checksum of 0 kept as none).
+    fn recomputed(frame: &[u8]) -> Vec<u8> {
+        let mut f = frame.to_vec();
+        if be16(&f, 12) == 0x0800 {
+            let (ip, l4) = f[ETH_HLEN..].split_at_mut(IPV4_HLEN);
+            let mut ip = Ipv4Packet::new_unchecked(ip);
+            ip.fill_checksum();
+            let (s, d) = (ip.src_addr(), ip.dst_addr());
+            if ip.protocol() == IpProtocol::TCP {
+                TcpPacket::new_unchecked(l4).fill_checksum_v4(&s, &d);
+            } else if UdpPacket::new_unchecked(&*l4).checksum() != 0 {
+                UdpPacket::new_unchecked(l4).fill_checksum_v4(&s, &d);
+            }
+        } else {
+            let (ip, l4) = f[ETH_HLEN..].split_at_mut(IPV6_HLEN);
+            let ip = Ipv6Packet::new_unchecked(ip);
+            let (s, d) = (ip.src_addr(), ip.dst_addr());
+            if ip.next_header() == IpProtocol::TCP {
+                TcpPacket::new_unchecked(l4).fill_checksum_v6(&s, &d);
+            } else {
+                UdpPacket::new_unchecked(l4).fill_checksum_v6(&s, &d);
+            }
+        }
+        f
+    }
+
+    fn v4(a: u32) -> Ipv4Addr {
+        Ipv4Addr::from_bits(a)
+    }
+
+    #[test]
+    fn push_and_pop_vlan_move_the_offsets() {
+        let f = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"hi", true);
+        let mut p = extracted(&f);
+        assert_eq!((p.meta.l3, p.meta.l4), (14, 34));
+        push_vlan(&mut p, 0x8100, 0x1000 | 0x2064).unwrap();
+        assert_eq!(&p.data()[12..18], &[0x81, 0x00, 0x20, 0x64, 0x08, 0x00]);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (NO_OFS, 18, 38));
+        push_vlan(&mut p, 0x88a8, 7).unwrap();
+        assert_eq!(
+            &p.data()[12..20],
+            &[0x88, 0xa8, 0, 7, 0x81, 0x00, 0x20, 0x64]
+        );
+        assert_eq!((p.meta.l3, p.meta.l4), (22, 42));
+        pop_vlan(&mut p).unwrap();
+        pop_vlan(&mut p).unwrap();
+        assert_eq!(p.data(), &f[..]);
+        assert_eq!((p.meta.l3, p.meta.l4), (14, 34));
+        // Untagged: nothing to pop.
+        pop_vlan(&mut p).unwrap();
+        assert_eq!(p.data(), &f[..]);
+    }
+
+    #[test]
+    fn mpls_push_pop_round_trip() {
+        let f = frame_v4(true, v4(1), v4(2), 0, 64, (1, 2), b"", true);
+        let mut p = extracted(&f);
+        push_mpls(&mut p, 100 << 12 | 0x100 | 64, 0x8847).unwrap();
+        assert_eq!(&p.data()[12..18], &[0x88, 0x47, 0x00, 0x06, 0x41, 0x40]);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (14, 18, 38));
+        push_mpls(&mut p, 200 << 12 | 63, 0x8847).unwrap();
+        assert_eq!((p.meta.l2_5, p.meta.l3), (14, 22));
+        set_mpls(&mut p, 5, 0xff).unwrap();
+        assert_eq!(&p.data()[14..18], &[0x00, 0x0c, 0x80, 0x05]);
+        pop_mpls(&mut p, 0x8847).unwrap();
+        assert_eq!((p.meta.l2_5, p.meta.l3), (14, 18));
+        pop_mpls(&mut p, 0x0800).unwrap();
+        assert_eq!(p.data(), &f[..]);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (NO_OFS, 14, 34));
+        assert_eq!(pop_mpls(&mut p, 0x0800), Err(NoMpls));
+    }
+
+    #[test]
+    fn pop_mpls_after_extraction_sets_l3() {
+        // Extraction stops at the label stack; after the bottom entry L3 starts there.
+        let mut f = MACS.to_vec();
+        f.extend_from_slice(&[0x88, 0x47, 0x00, 0x06, 0x41, 0x04]);
+        f.extend_from_slice(&frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"", true)[14..]);
+        let mut p = extracted(&f);
+        assert_eq!((p.meta.l2_5, p.meta.l3), (14, NO_OFS));
+        pop_mpls(&mut p, 0x0800).unwrap();
+        assert_eq!((p.meta.l2_5, p.meta.l3), (NO_OFS, 14));
+        set_ipv4(
+            &mut p,
+            &SetIpv4 {
+                src: v4(0),
+                src_mask: v4(0),
+                dst: v4(0),
+                dst_mask: v4(0),
+                tos: 0,
+                tos_mask: 0,
+                ttl: 9,
+                ttl_mask: 0xff,
+            },
+        )
+        .unwrap();
+        assert!(Ipv4Packet::new_unchecked(&p.data()[14..]).verify_checksum());
+    }
+
+    #[test]
+    fn missing_headers_leave_the_packet_alone() {
+        let f = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"a UDP payload", true);
+        let set4 = SetIpv4 {
+            src: v4(9),
+            src_mask: v4(u32::MAX),
+            dst: v4(0),
+            dst_mask: v4(0),
+            tos: 0,
+            tos_mask: 0,
+            ttl: 0,
+            ttl_mask: 0,
+        };
+        let tcp = SetL4 {
+            proto: L4Proto::Tcp,
+            src: 1,
+            src_mask: 0xffff,
+            dst: 0,
+            dst_mask: 0,
+        };
+        let mut p = extracted(&f);
+        assert_eq!(set_l4(&mut p, &tcp), Err(L4Mismatch));
+        p.meta.l3 = NO_OFS;
+        assert_eq!(set_ipv4(&mut p, &set4), Err(NoIpv4));
+        p.meta.l3 = (f.len() - 10) as u16;
+        assert_eq!(set_ipv4(&mut p, &set4), Err(NoIpv4));
+        p.meta.l4 = f.len() as u16;
+        assert_eq!(
+            set_l4(
+                &mut p,
+                &SetL4 {
+                    proto: L4Proto::Udp,
+                    ..tcp
+                }
+            ),
+            Err(NoL4)
+        );
+        assert_eq!(set_mpls(&mut p, 0, u32::MAX), Err(NoMpls));
+        assert_eq!(p.data(), &f[..]);
+        let mut runt = Packet::from_slice(&f[..10]);
+        assert_eq!(push_vlan(&mut runt, 0x8100, 1), Err(Runt));
+        assert_eq!(push_mpls(&mut runt, 1, 0x8847), Err(Runt));
+        assert_eq!(pop_vlan(&mut runt), Err(Runt));
+        assert_eq!(runt.data(), &f[..10]);
+    }
+
+    #[test]
+    fn error_names_are_unique() {
+        let mut names: Vec<_> = RewriteError::ALL.iter().map(|e| e.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), RewriteError::ALL.len());
+    }
+
+    #[test]
+    fn dp_hash_symmetry() {
+        let (a, b) = (v4(0x0a00_0001), v4(0x0a00_0002));
+        let fwd = extracted(&frame_v4(true, a, b, 0, 64, (1000, 80), b"", true));
+        let rev = extracted(&frame_v4(true, b, a, 0, 64, (80, 1000), b"", true));
+        let other = extracted(&frame_v4(true, a, b, 0, 64, (1001, 80), b"", true));
+        assert_eq!(dp_hash_l4(&fwd, true, 7), dp_hash_l4(&rev, true, 7));
+        assert_ne!(dp_hash_l4(&fwd, false, 7), dp_hash_l4(&rev, false, 7));
+        assert_ne!(dp_hash_l4(&fwd, false, 7), dp_hash_l4(&other, false, 7));
+        assert_ne!(dp_hash_l4(&fwd, false, 7), dp_hash_l4(&fwd, false, 8));
+        // Payload, TTL and MACs are not part of the 5-tuple.
+        let same = extracted(&frame_v4(true, a, b, 4, 3, (1000, 80), b"xyz", true));
+        assert_eq!(dp_hash_l4(&fwd, false, 7), dp_hash_l4(&same, false, 7));
+
+        let (a6, b6) = (Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED);
+        let f6 = extracted(&frame_v6(false, a6, b6, (5, 6), b""));
+        let r6 = extracted(&frame_v6(false, b6, a6, (6, 5), b""));
+        assert_eq!(dp_hash_l4(&f6, true, 0), dp_hash_l4(&r6, true, 0));
+        assert_ne!(dp_hash_l4(&f6, false, 0), dp_hash_l4(&r6, false, 0));
+
+        // Not IP: the basis alone.
+        let arp = extracted(&[MACS.as_slice(), &[0x08, 0x06], &[0; 28]].concat());
+        let other_arp = extracted(&[MACS.as_slice(), &[0x08, 0x06], &[1; 28]].concat());
+        assert_eq!(dp_hash_l4(&arp, false, 3), dp_hash_l4(&other_arp, false, 3));
+    }
+
+    #[test]
+    fn apply_sets_dp_hash_and_refuses_forwarding() {
+        let mut p = extracted(&frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"", true));
+        apply(
+            &mut p,
+            &DpAction::Hash {
+                sym: false,
+                basis: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(p.meta.dp_hash, dp_hash_l4(&p, false, 0));
+        assert_eq!(apply(&mut p, &DpAction::Output(1)), Err(NotRewrite));
+    }
+
+    fn ipv4_set() -> impl Strategy<Value = SetIpv4> {
+        (any::<[u32; 4]>(), any::<[u8; 4]>()).prop_map(|(a, b)| SetIpv4 {
+            src: v4(a[0] & a[1]),
+            src_mask: v4(a[1]),
+            dst: v4(a[2] & a[3]),
+            dst_mask: v4(a[3]),
+            tos: b[0] & b[1],
+            tos_mask: b[1],
+            ttl: b[2] & b[3],
+            ttl_mask: b[3],
+        })
+    }
+
+    fn l4_set(proto: L4Proto) -> impl Strategy<Value = SetL4> {
+        any::<[u16; 4]>().prop_map(move |a| SetL4 {
+            proto,
+            src: a[0] & a[1],
+            src_mask: a[1],
+            dst: a[2] & a[3],
+            dst_mask: a[3],
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Incremental checksum updates equal a full recomputation.
+        #[test]
+        fn ipv4_incremental_checksums_equal_recompute(
+            tcp: bool, udp_csum: bool, src: u32, dst: u32, tos: u8, ttl: u8, ports: (u16, u16),
+            payload in proptest::collection::vec(any::<u8>(), 0..40),
+            s4 in ipv4_set(), sp in l4_set(L4Proto::Tcp), both: bool,
+        ) {
+            let f = frame_v4(tcp, v4(src), v4(dst), tos, ttl, ports, &payload, udp_csum);
+            let mut p = extracted(&f);
+            set_ipv4(&mut p, &s4).unwrap();
+            if both {
+                let proto = if tcp { L4Proto::Tcp } else { L4Proto::Udp };
+                set_l4(&mut p, &SetL4 { proto, ..sp }).unwrap();
+            }
+            let out = p.data();
+            prop_assert!(Ipv4Packet::new_unchecked(&out[ETH_HLEN..]).verify_checksum());
+            prop_assert_eq!(out, &recomputed(out)[..]);
+            if !tcp && !udp_csum {
+                prop_assert_eq!(UdpPacket::new_unchecked(&out[34..]).checksum(), 0);
+            }
+        }
+
+        #[test]
+        fn ipv6_incremental_checksums_equal_recompute(
+            tcp: bool, src: u128, dst: u128, ports: (u16, u16),
+            payload in proptest::collection::vec(any::<u8>(), 0..40),
+            m: [u128; 2], v: [u128; 2], label: [u32; 2], sp in l4_set(L4Proto::Udp),
+        ) {
+            let f = frame_v6(tcp, Ipv6Addr::from_bits(src), Ipv6Addr::from_bits(dst), ports, &payload);
+            let mut p = extracted(&f);
+            let s6 = SetIpv6 {
+                src: Ipv6Addr::from_bits(v[0] & m[0]),
+                src_mask: Ipv6Addr::from_bits(m[0]),
+                dst: Ipv6Addr::from_bits(v[1] & m[1]),
+                dst_mask: Ipv6Addr::from_bits(m[1]),
+                label: label[0] & label[1] & IPV6_LABEL_MASK,
+                label_mask: label[1] & IPV6_LABEL_MASK,
+                tclass: 0,
+                tclass_mask: 0,
+                hlimit: 1,
+                hlimit_mask: 0xff,
+            };
+            set_ipv6(&mut p, &s6).unwrap();
+            let proto = if tcp { L4Proto::Tcp } else { L4Proto::Udp };
+            set_l4(&mut p, &SetL4 { proto, ..sp }).unwrap();
+            let out = p.data();
+            prop_assert_eq!(out, &recomputed(out)[..]);
+        }
+
+        /// Arbitrary bytes and offsets: no panic, and a failed rewrite changes nothing.
+        #[test]
+        fn garbage_never_panics(
+            frame in proptest::collection::vec(any::<u8>(), 0..120),
+            ofs: [u16; 3], which in 0usize..9, s4 in ipv4_set(), sp in l4_set(L4Proto::Sctp),
+            lse: u32,
+        ) {
+            let mut p = Packet::from_slice(&frame);
+            // Mostly plausible offsets, sometimes anything.
+            let pick = |o: u16| match o % 4 { 0 => NO_OFS, 1 => o, _ => o % 130 };
+            p.meta.l2_5 = pick(ofs[0]);
+            p.meta.l3 = pick(ofs[1]);
+            p.meta.l4 = pick(ofs[2]);
+            let s6 = SetIpv6 {
+                src: Ipv6Addr::LOCALHOST, src_mask: Ipv6Addr::from_bits(u128::MAX),
+                dst: Ipv6Addr::LOCALHOST, dst_mask: Ipv6Addr::from_bits(u128::MAX),
+                label: 1, label_mask: IPV6_LABEL_MASK, tclass: 0, tclass_mask: 0,
+                hlimit: 0, hlimit_mask: 0,
+            };
+            let protos = [L4Proto::Tcp, L4Proto::Udp, L4Proto::Sctp];
+            let r = match which {
+                0 => push_vlan(&mut p, 0x8100, lse as u16),
+                1 => pop_vlan(&mut p),
+                2 => push_mpls(&mut p, lse, 0x8847),
+                3 => pop_mpls(&mut p, lse as u16),
+                4 => set_mpls(&mut p, lse, !lse),
+                5 => set_ipv4(&mut p, &s4),
+                6 => set_ipv6(&mut p, &s6),
+                7 => set_l4(&mut p, &SetL4 { proto: protos[lse as usize % 3], ..sp }),
+                _ => { let _ = dp_hash_l4(&p, lse & 1 == 0, lse); Ok(()) }
+            };
+            if r.is_err() {
+                prop_assert_eq!(p.data(), &frame[..]);
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! In-memory ports for benchmarks and tests: `replay` (a capture held in memory and replayed
+//! forever, as DPDK's `net_pcap` with `infinite_rx=1` does) and `sink` (counts and frees, as
+//! `net_null` with `no-rx=1`, optionally keeping a sample for verification).
+//!
+//! Replay copies every frame into a fresh pool buffer on receive: the work a NIC driver does,
+//! and what `net_pcap` does, so that figures compare like with like.
+
+use std::sync::{Arc, Mutex};
+
+use datapath::packet::{Batch, Pool};
+use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
+
+/// A port that replays frames forever on each of its rx queues and drops what it is sent.
+pub struct ReplayPort {
+    name: String,
+    source: String,
+    frames: Arc<[Box<[u8]>]>,
+    rxq_taken: Vec<bool>,
+    stats: Vec<Arc<QueueStats>>,
+    tx_stats: Arc<QueueStats>,
+}
+
+impl ReplayPort {
+    /// A replay port over `frames` with `n_rxq` queues; queue `q` starts `q/n_rxq` of the way
+    /// into the frames so that queues do not send identical streams. `source` names where the
+    /// frames came from for `dpif/show`.
+    pub fn new(name: &str, source: &str, frames: Vec<Vec<u8>>, n_rxq: usize) -> ReplayPort {
+        let n_rxq = n_rxq.max(1);
+        ReplayPort {
+            name: name.to_owned(),
+            source: source.to_owned(),
+            frames: frames.into_iter().map(Vec::into_boxed_slice).collect(),
+            rxq_taken: vec![false; n_rxq],
+            stats: (0..n_rxq).map(|_| QueueStats::shared()).collect(),
+            tx_stats: QueueStats::shared(),
+        }
+    }
+
+    /// Number of distinct frames replayed.
+    pub fn n_frames(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+struct ReplayRxq {
+    frames: Arc<[Box<[u8]>]>,
+    next: usize,
+    in_port: u32,
+    stats: Arc<QueueStats>,
+}
+
+impl RxQueue for ReplayRxq {
+    #[inline]
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let n_frames = self.frames.len();
+        if n_frames == 0 {
+            return 0;
+        }
+        let n = batch.room();
+        let mut bytes = 0u64;
+        for _ in 0..n {
+            let f = &self.frames[self.next];
+            bytes += f.len() as u64;
+            batch.push(pool.packet_from(f, self.in_port));
+            self.next += 1;
+            if self.next == n_frames {
+                self.next = 0;
+            }
+        }
+        self.stats.add_rx(n as u64, bytes);
+        n
+    }
+}
+
+impl Port for ReplayPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "replay"
+    }
+
+    fn options(&self) -> String {
+        format!("{{source={}, frames={}}}", self.source, self.frames.len())
+    }
+
+    fn n_rxq(&self) -> usize {
+        self.rxq_taken.len()
+    }
+
+    fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
+        let taken = self.rxq_taken.get_mut(q)?;
+        if *taken {
+            return None;
+        }
+        *taken = true;
+        let start = if self.frames.is_empty() {
+            0
+        } else {
+            q * self.frames.len() / self.rxq_taken.len()
+        };
+        Some(Box::new(ReplayRxq {
+            frames: self.frames.clone(),
+            next: start,
+            in_port,
+            stats: self.stats[q].clone(),
+        }))
+    }
+
+    fn open_txq(&mut self) -> Box<dyn TxQueue> {
+        Box::new(DropTxq {
+            stats: self.tx_stats.clone(),
+        })
+    }
+
+    fn counters(&self) -> PortCounters {
+        let mut c = self.tx_stats.snapshot();
+        for s in &self.stats {
+            c += s.snapshot();
+        }
+        c
+    }
+}
+
+/// Drops what it is sent, counting it as tx drops (a replay port is a source only).
+struct DropTxq {
+    stats: Arc<QueueStats>,
+}
+
+impl TxQueue for DropTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        self.stats
+            .tx_dropped
+            .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        pool.free_batch(batch);
+    }
+}
+
+/// How many frames a sink keeps for verification, and which.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SampleSpec {
+    /// Keep at most this many frames.
+    pub max: usize,
+    /// Keep one frame in `every` (1 keeps each until `max`).
+    pub every: u64,
+}
+
+/// Frames a sink kept, shared with whoever verifies them.
+pub type Samples = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// A port that counts what it is sent and frees it.
+pub struct SinkPort {
+    name: String,
+    sample: SampleSpec,
+    samples: Samples,
+    txqs: Vec<Arc<QueueStats>>,
+}
+
+impl SinkPort {
+    /// A sink; with a non-zero `sample.max` it keeps frames, readable through
+    /// [`SinkPort::samples`].
+    pub fn new(name: &str, sample: SampleSpec) -> SinkPort {
+        SinkPort {
+            name: name.to_owned(),
+            sample,
+            samples: Arc::new(Mutex::new(Vec::new())),
+            txqs: Vec::new(),
+        }
+    }
+
+    /// The frames kept so far.
+    pub fn samples(&self) -> Samples {
+        self.samples.clone()
+    }
+}
+
+struct SinkTxq {
+    stats: Arc<QueueStats>,
+    sample: SampleSpec,
+    samples: Samples,
+    seen: u64,
+    kept: usize,
+}
+
+impl TxQueue for SinkTxq {
+    #[inline]
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        self.stats.add_tx(batch.len() as u64, batch.bytes());
+        if self.kept < self.sample.max {
+            // Only while sampling: the lock is off the steady-state path.
+            for p in batch.packets() {
+                if self.seen.is_multiple_of(self.sample.every.max(1)) && self.kept < self.sample.max
+                {
+                    if let Ok(mut s) = self.samples.lock() {
+                        s.push(p.data().to_vec());
+                    }
+                    self.kept += 1;
+                }
+                self.seen += 1;
+            }
+        }
+        pool.free_batch(batch);
+    }
+}
+
+impl Port for SinkPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "sink"
+    }
+
+    fn n_rxq(&self) -> usize {
+        0
+    }
+
+    fn take_rxq(&mut self, _q: usize, _in_port: u32) -> Option<Box<dyn RxQueue>> {
+        None
+    }
+
+    fn open_txq(&mut self) -> Box<dyn TxQueue> {
+        let stats = QueueStats::shared();
+        self.txqs.push(stats.clone());
+        Box::new(SinkTxq {
+            stats,
+            sample: self.sample,
+            samples: self.samples.clone(),
+            seen: 0,
+            kept: 0,
+        })
+    }
+
+    fn counters(&self) -> PortCounters {
+        let mut c = PortCounters::default();
+        for s in &self.txqs {
+            c += s.snapshot();
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_copies_frames_forever_and_sink_counts() {
+        let frames = vec![vec![1u8; 60], vec![2u8; 70], vec![3u8; 80]];
+        let mut rp = ReplayPort::new("p0", "test", frames, 1);
+        let mut rxq = rp.take_rxq(0, 5).unwrap();
+        assert!(rp.take_rxq(0, 5).is_none(), "a queue is taken once");
+        let mut sink = SinkPort::new("p1", SampleSpec { max: 4, every: 1 });
+        let mut txq = sink.open_txq();
+        let mut pool = Pool::new(64, 0);
+        let mut b = Batch::new();
+        for _ in 0..3 {
+            assert_eq!(rxq.recv(&mut pool, &mut b), 32);
+            assert_eq!(b.packets()[0].meta.in_port, 5);
+            txq.send(&mut b, &mut pool);
+            assert!(b.is_empty());
+        }
+        assert_eq!(rp.counters().rx_packets, 96);
+        let c = sink.counters();
+        assert_eq!(c.tx_packets, 96);
+        assert_eq!(c.tx_bytes, 32 * 60 + 32 * 70 + 32 * 80);
+        let s = sink.samples();
+        let s = s.lock().unwrap();
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[1], vec![2u8; 70]);
+        // Buffers recycle: one burst's worth allocated in all.
+        assert_eq!(pool.allocated(), 32);
+    }
+}

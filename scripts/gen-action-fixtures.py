@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Generate the header-rewrite fixtures of the datapath's action tests (testdata/actions/).
+
+Every case is an input frame, OVS datapath actions in text form, and the frame OVS's
+`odp_execute_actions()` leaves: the expected frame is built by scapy from scratch with the new
+field values, so its lengths and checksums are scapy's full computations, the independent check
+of the datapath's incremental updates. Files:
+
+  NAME.in.pcap, NAME.out.pcap   one frame each (classic pcap, Ethernet, stamped at 0 s)
+  MANIFEST                      one case a line, tab-separated:
+                                name, expected result (`ok` or `error:<reason>`), input pcap,
+                                expected pcap, actions
+A case whose result is an error leaves the packet unchanged (expected frame = input frame).
+`crates/datapath/tests/actions_scapy.rs` runs them without scapy.
+
+Needs scapy 2.8.0:  pip install scapy==2.8.0
+Usage: scripts/gen-action-fixtures.py [OUTDIR]   (default: testdata/actions next to this
+script's parent)
+"""
+import os
+import sys
+
+try:
+    import scapy
+    from scapy.all import (
+        ARP, ICMP, IP, SCTP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPOption_Router_Alert, IPv6,
+        IPv6ExtHdrRouting, ICMPv6EchoRequest, Raw, RawPcapWriter, SCTPChunkData, conf,
+        fragment, raw,
+    )
+    from scapy.contrib.mpls import MPLS
+except ImportError:
+    sys.exit("scapy is missing: pip install scapy==2.8.0")
+
+if scapy.VERSION != "2.8.0":
+    print("warning: fixtures were generated with scapy 2.8.0, this is %s" % scapy.VERSION,
+          file=sys.stderr)
+
+conf.verb = 0
+
+H1, H2 = "52:54:00:12:34:01", "52:54:00:12:34:02"
+V6A, V6B = "2001:db8::1", "2001:db8::2"
+PAYLOAD = b"flowpath rewrite fixture"
+
+
+def eth(**kw):
+    return Ether(src=H1, dst=H2, **kw)
+
+
+def ip4(**kw):
+    kw.setdefault("src", "10.0.0.1")
+    kw.setdefault("dst", "10.0.0.2")
+    kw.setdefault("id", 0x1234)
+    return IP(**kw)
+
+
+def ip6(**kw):
+    kw.setdefault("src", V6A)
+    kw.setdefault("dst", V6B)
+    return IPv6(**kw)
+
+
+def tcp(**kw):
+    kw.setdefault("sport", 40000)
+    kw.setdefault("dport", 80)
+    kw.setdefault("seq", 1000)
+    kw.setdefault("flags", "PA")
+    return TCP(**kw) / Raw(PAYLOAD)
+
+
+def udp(**kw):
+    kw.setdefault("sport", 40001)
+    kw.setdefault("dport", 40002)
+    return UDP(**kw) / Raw(PAYLOAD)
+
+
+def sctp(**kw):
+    kw.setdefault("sport", 2905)
+    kw.setdefault("dport", 2905)
+    kw.setdefault("tag", 0xdeadbeef)
+    return SCTP(**kw) / SCTPChunkData(tsn=1, stream_id=0, proto_id=46, data=b"abcdefg")
+
+
+def pad60(b):
+    """Ethernet minimum frame padding (without FCS), appended to the built bytes."""
+    return b + b"\x00" * max(0, 60 - len(b))
+
+
+CASES = []
+
+
+def case(name, actions, inp, out=None, result="ok"):
+    """inp/out: scapy packets or bytes; out None means unchanged."""
+    inp = inp if isinstance(inp, bytes) else raw(inp)
+    out = inp if out is None else (out if isinstance(out, bytes) else raw(out))
+    CASES.append((name, result, actions, inp, out))
+
+
+# --- Ethernet --------------------------------------------------------------------------------
+
+base_tcp = eth() / ip4() / tcp()
+case("set_eth_dst", "set(eth(dst=52:54:00:a0:91:10))", base_tcp,
+     Ether(src=H1, dst="52:54:00:a0:91:10") / ip4() / tcp())
+case("set_eth_src_dst", "set(eth(src=02:00:00:00:00:aa,dst=02:00:00:00:00:bb))", base_tcp,
+     Ether(src="02:00:00:00:00:aa", dst="02:00:00:00:00:bb") / ip4() / tcp())
+# Masked: the OUI of the source, the NIC part of the destination.
+case("set_eth_masked",
+     "set(eth(src=0a:0b:0c:00:00:00/ff:ff:ff:00:00:00,dst=00:00:00:aa:bb:cc/00:00:00:ff:ff:ff))",
+     base_tcp, Ether(src="0a:0b:0c:12:34:01", dst="52:54:00:aa:bb:cc") / ip4() / tcp())
+
+# --- VLAN ------------------------------------------------------------------------------------
+
+case("push_vlan", "push_vlan(vid=100,pcp=3)", base_tcp,
+     eth() / Dot1Q(vlan=100, prio=3) / ip4() / tcp())
+case("push_vlan_on_tagged", "push_vlan(vid=200,pcp=0)", eth() / Dot1Q(vlan=10) / ip4() / udp(),
+     eth() / Dot1Q(vlan=200) / Dot1Q(vlan=10) / ip4() / udp())
+case("push_vlan_8021ad", "push_vlan(tpid=0x88a8,vid=300,pcp=5)",
+     eth() / Dot1Q(vlan=10, prio=2) / ip4() / udp(),
+     eth() / Dot1AD(vlan=300, prio=5) / Dot1Q(vlan=10, prio=2) / ip4() / udp())
+case("pop_vlan", "pop_vlan", eth() / Dot1Q(vlan=10, prio=1) / ip4() / udp(),
+     eth() / ip4() / udp())
+case("pop_vlan_qinq", "pop_vlan", eth() / Dot1AD(vlan=300) / Dot1Q(vlan=10) / ip6() / udp(),
+     eth() / Dot1Q(vlan=10) / ip6() / udp())
+case("pop_vlan_untagged", "pop_vlan", base_tcp)
+# Offsets must follow the tag: the sets after the push find the moved headers.
+case("push_vlan_then_set_ipv4_udp", "push_vlan(vid=5,pcp=0),set(ipv4(ttl=1)),set(udp(src=40007))",
+     eth() / ip4() / udp(),
+     eth() / Dot1Q(vlan=5) / ip4(ttl=1) / udp(sport=40007))
+case("pop_vlan_then_set_tcp", "pop_vlan,set(tcp(dst=8080))",
+     eth() / Dot1Q(vlan=10) / ip4() / tcp(), eth() / ip4() / tcp(dport=8080))
+
+# --- MPLS ------------------------------------------------------------------------------------
+
+case("push_mpls", "push_mpls(label=100,tc=1,ttl=64,bos=1,eth_type=0x8847)", eth() / ip4() / udp(),
+     eth() / MPLS(label=100, cos=1, ttl=64, s=1) / ip4() / udp())
+case("push_mpls_on_vlan", "push_mpls(label=100,tc=0,ttl=10,bos=1,eth_type=0x8848)",
+     eth() / Dot1Q(vlan=10) / ip4() / udp(),
+     eth() / Dot1Q(vlan=10, type=0x8848) / MPLS(label=100, ttl=10, s=1) / ip4() / udp())
+case("push_mpls_on_mpls", "push_mpls(label=200,tc=0,ttl=63,bos=0,eth_type=0x8847)",
+     eth() / MPLS(label=100, ttl=64, s=1) / ip4() / udp(),
+     eth() / MPLS(label=200, ttl=63, s=0) / MPLS(label=100, ttl=64, s=1) / ip4() / udp())
+case("push_mpls_then_set_mpls", "push_mpls(label=7,tc=0,ttl=64,bos=1,eth_type=0x8847),set(mpls(ttl=5))",
+     eth() / ip6() / udp(), eth() / MPLS(label=7, ttl=5, s=1) / ip6() / udp())
+# The MPLSoGRE seed after tnl_pop and push_eth: Ethernet / MPLS 812 (S, TTL 4) / IPv4 / UDP
+# padded to a 64-byte inner frame; the seed's flow pops to IPv4 and rewrites the destination MAC.
+seed_inner = IP(src="192.168.1.1", dst="192.168.2.16") / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18)
+case("pop_mpls_seed_mplsogre", "pop_mpls(eth_type=0x800),set(eth(dst=52:54:00:a0:91:10))",
+     Ether(src="00:00:00:00:00:00", dst="52:54:00:a0:91:02") / MPLS(label=812, ttl=4, s=1) / seed_inner,
+     Ether(src="00:00:00:00:00:00", dst="52:54:00:a0:91:10", type=0x0800) / seed_inner)
+case("pop_mpls_not_bos", "pop_mpls(eth_type=0x8847)",
+     eth() / MPLS(label=200, ttl=63, s=0) / MPLS(label=100, ttl=64, s=1) / ip4() / udp(),
+     eth() / MPLS(label=100, ttl=64, s=1) / ip4() / udp())
+case("pop_mpls_on_vlan", "pop_mpls(eth_type=0x86dd)",
+     eth() / Dot1Q(vlan=10) / MPLS(label=100, ttl=64, s=1) / ip6() / udp(),
+     eth() / Dot1Q(vlan=10, type=0x86dd) / ip6() / udp())
+case("set_mpls", "set(mpls(label=300,tc=2,ttl=10,bos=1))",
+     eth() / MPLS(label=100, cos=5, ttl=64, s=1) / ip4() / udp(),
+     eth() / MPLS(label=300, cos=2, ttl=10, s=1) / ip4() / udp())
+case("set_mpls_masked_label", "set(mpls(label=0xab000/0xff000))",
+     eth() / MPLS(label=0x12345, cos=5, ttl=64, s=1) / ip4() / udp(),
+     eth() / MPLS(label=0xab345, cos=5, ttl=64, s=1) / ip4() / udp())
+
+# --- IPv4 ------------------------------------------------------------------------------------
+
+case("set_ipv4_all_tcp", "set(ipv4(src=10.9.8.7,dst=172.16.0.1,tos=0x28,ttl=17))",
+     eth() / ip4(tos=0x01) / tcp(),
+     eth() / ip4(src="10.9.8.7", dst="172.16.0.1", tos=0x28, ttl=17) / tcp())
+# The non-masked form OVS prints for a kernel datapath: proto and frag are carried and ignored.
+case("set_ipv4_nonmasked_tcp", "set(ipv4(src=1.1.1.1,dst=2.2.2.2,proto=6,tos=0,ttl=64,frag=no))",
+     eth() / ip4(tos=0xb8, ttl=3) / tcp(),
+     eth() / ip4(src="1.1.1.1", dst="2.2.2.2", tos=0, ttl=64) / tcp())
+case("set_ipv4_src_udp", "set(ipv4(src=10.9.8.7))", eth() / ip4() / udp(),
+     eth() / ip4(src="10.9.8.7") / udp())
+case("set_ipv4_dst_udp_csum0", "set(ipv4(dst=192.0.2.99))", eth() / ip4() / udp(chksum=0),
+     eth() / ip4(dst="192.0.2.99") / udp(chksum=0))
+# DSCP written, ECN kept; the upper half of the source replaced.
+case("set_ipv4_masked", "set(ipv4(src=192.168.0.0/255.255.0.0,tos=0xb8/0xfc))",
+     eth() / ip4(tos=0x03) / udp(),
+     eth() / ip4(src="192.168.0.1", tos=0xbb) / udp())
+case("set_ipv4_icmp", "set(ipv4(src=10.9.8.7,dst=10.7.8.9,ttl=9))",
+     eth() / ip4() / ICMP(type=8, id=7, seq=1) / Raw(PAYLOAD),
+     eth() / ip4(src="10.9.8.7", dst="10.7.8.9", ttl=9) / ICMP(type=8, id=7, seq=1) / Raw(PAYLOAD))
+case("set_ipv4_options_udp", "set(ipv4(dst=10.3.3.3,ttl=200))",
+     eth() / ip4(options=[IPOption_Router_Alert()]) / udp(),
+     eth() / ip4(dst="10.3.3.3", ttl=200, options=[IPOption_Router_Alert()]) / udp())
+
+
+def first_and_later_fragment(ip_hdr):
+    frags = fragment(ip_hdr / UDP(sport=40001, dport=40002) / Raw(bytes(range(64)) * 2), fragsize=64)
+    return raw(eth() / frags[0]), raw(eth() / frags[-1])
+
+
+in_first, in_later = first_and_later_fragment(ip4())
+out_first, out_later = first_and_later_fragment(ip4(src="10.9.8.7", dst="10.7.8.9"))
+# The first fragment's UDP checksum covers the whole datagram and the new pseudo-header.
+case("set_ipv4_first_fragment_udp", "set(ipv4(src=10.9.8.7,dst=10.7.8.9))", in_first, out_first)
+# A later fragment has no UDP header: only the IPv4 header changes.
+case("set_ipv4_later_fragment", "set(ipv4(src=10.9.8.7,dst=10.7.8.9))", in_later, out_later)
+
+
+def udp_csum_zero_source():
+    """A source address for which the UDP checksum computes to 0 (sent as 0xffff)."""
+    probe = IP(raw(ip4(src="10.0.0.0") / udp()))
+    c0 = probe[UDP].chksum  # sum S0 = ~c0; adding x = c0 to the source's low word gives 0xffff
+    src = "10.0.%d.%d" % (c0 >> 8, c0 & 0xff)
+    chk = IP(raw(ip4(src=src) / udp()))[UDP].chksum
+    assert chk == 0xffff, hex(chk)
+    return src
+
+
+zsrc = udp_csum_zero_source()
+case("set_ipv4_udp_csum_becomes_ffff", "set(ipv4(src=%s))" % zsrc, eth() / ip4() / udp(),
+     eth() / ip4(src=zsrc) / udp())
+
+# --- IPv6 ------------------------------------------------------------------------------------
+
+case("set_ipv6_addrs_tcp", "set(ipv6(src=2001:db8::100,dst=2001:db8:1::200))",
+     eth() / ip6() / tcp(), eth() / ip6(src="2001:db8::100", dst="2001:db8:1::200") / tcp())
+case("set_ipv6_label_tclass_hlimit_udp", "set(ipv6(src=fd00::1,label=0xabcde,tclass=0x20,hlimit=7))",
+     eth() / ip6(fl=0x12345, tc=0x03, hlim=64) / udp(),
+     eth() / ip6(src="fd00::1", fl=0xabcde, tc=0x20, hlim=7) / udp())
+case("set_ipv6_label_masked", "set(ipv6(label=0x00f00/0x00f00))",
+     eth() / ip6(fl=0x12345) / udp(), eth() / ip6(fl=0x12f45) / udp())
+case("set_ipv6_dst_icmpv6", "set(ipv6(dst=2001:db8::99))",
+     eth() / ip6() / ICMPv6EchoRequest(id=1, seq=2, data=PAYLOAD),
+     eth() / ip6(dst="2001:db8::99") / ICMPv6EchoRequest(id=1, seq=2, data=PAYLOAD))
+# With segments left the checksum covers the routing header's final address, so a change of
+# the header's destination (the next hop) leaves it alone; scapy computes it the same way.
+rh = IPv6ExtHdrRouting(addresses=["2001:db8::7", "2001:db8::8"], segleft=2)
+case("set_ipv6_dst_routing_header_udp", "set(ipv6(src=2001:db8::100,dst=2001:db8::5))",
+     eth() / ip6() / rh / udp(),
+     eth() / ip6(src="2001:db8::100", dst="2001:db8::5") / rh / udp())
+
+# --- Transport ports -------------------------------------------------------------------------
+
+case("set_tcp_ports", "set(tcp(src=8080,dst=443))", base_tcp, eth() / ip4() / tcp(sport=8080, dport=443))
+case("set_tcp_masked", "set(tcp(dst=7936/0xff00))", eth() / ip4() / tcp(dport=0x1234),
+     eth() / ip4() / tcp(dport=0x1f34))
+case("set_tcp_ipv6", "set(tcp(src=1))", eth() / ip6() / tcp(), eth() / ip6() / tcp(sport=1))
+case("set_udp_ports", "set(udp(src=40100,dst=40101))", eth() / ip4() / udp(),
+     eth() / ip4() / udp(sport=40100, dport=40101))
+case("set_udp_csum0", "set(udp(dst=40199))", eth() / ip4() / udp(chksum=0),
+     eth() / ip4() / udp(dport=40199, chksum=0))
+case("set_udp_ipv6", "set(udp(dst=40100))", eth() / ip6() / udp(), eth() / ip6() / udp(dport=40100))
+case("set_sctp_ports", "set(sctp(src=5000,dst=6000))", eth() / ip4() / sctp(),
+     eth() / ip4() / sctp(sport=5000, dport=6000))
+# Ethernet padding is not part of the SCTP packet the CRC covers.
+case("set_sctp_padded", "set(sctp(dst=7))",
+     pad60(raw(eth() / ip4() / SCTP(sport=1, dport=2, tag=5))),
+     pad60(raw(eth() / ip4() / SCTP(sport=1, dport=7, tag=5))))
+case("set_sctp_ipv6", "set(sctp(src=9))", eth() / ip6() / sctp(), eth() / ip6() / sctp(sport=9))
+case("set_udp_padded", "set(udp(src=1))",
+     pad60(raw(eth() / ip4() / UDP(sport=5, dport=6) / Raw(b"x"))),
+     pad60(raw(eth() / ip4() / UDP(sport=1, dport=6) / Raw(b"x"))))
+
+# --- Missing headers: the packet stays as it is -----------------------------------------------
+
+arp = eth(type=0x0806) / ARP(psrc="10.0.0.1", pdst="10.0.0.2", hwsrc=H1)
+case("set_ipv4_on_arp", "set(ipv4(src=1.2.3.4))", arp, result="error:no_ipv4")
+case("set_ipv6_on_ipv4", "set(ipv6(hlimit=1))", base_tcp, result="error:no_ipv6")
+case("set_tcp_on_udp", "set(tcp(src=1))", eth() / ip4() / udp(), result="error:l4_mismatch")
+case("set_udp_on_later_fragment", "set(udp(src=1))", in_later, result="error:no_l4")
+case("set_udp_on_icmp", "set(udp(src=1))", eth() / ip4() / ICMP(), result="error:l4_mismatch")
+case("pop_mpls_not_mpls", "pop_mpls(eth_type=0x800)", base_tcp, result="error:no_mpls")
+case("set_mpls_not_mpls", "set(mpls(ttl=1))", base_tcp, result="error:no_mpls")
+case("set_eth_runt", "set(eth(dst=00:00:00:00:00:01))", b"\x01\x02\x03\x04\x05\x06\x07\x08",
+     result="error:runt")
+# A truncated TCP header: extraction finds no L4.
+case("set_tcp_truncated", "set(tcp(dst=1))", raw(eth() / ip4(proto=6) / Raw(b"\x00\x50\x00")),
+     result="error:no_l4")
+
+
+def write_pcap(path, frame):
+    with RawPcapWriter(path, linktype=1, sync=True) as w:
+        w.write_header(None)
+        w.write_packet(frame, sec=0, usec=0)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "testdata", "actions")
+    os.makedirs(outdir, exist_ok=True)
+    names = set()
+    lines = ["# name\tresult\tinput\texpected\tactions  (generated by scripts/gen-action-fixtures.py)"]
+    for name, result, actions, inp, out in CASES:
+        assert name not in names, name
+        names.add(name)
+        if result != "ok":
+            assert inp == out
+        write_pcap(os.path.join(outdir, name + ".in.pcap"), inp)
+        write_pcap(os.path.join(outdir, name + ".out.pcap"), out)
+        lines.append("\t".join([name, result, name + ".in.pcap", name + ".out.pcap", actions]))
+    with open(os.path.join(outdir, "MANIFEST"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("%d cases in %s" % (len(CASES), outdir))
+
+
+if __name__ == "__main__":
+    main()
