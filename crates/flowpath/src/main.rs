@@ -7,7 +7,10 @@
 //!   statistics, `actions:`) and prints it in canonical form; bad syntax exits 1 naming the
 //!   column and what was expected there.
 
+mod bench;
+mod config;
 mod extract_cmd;
+mod run_cmd;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -34,6 +37,53 @@ enum Command {
         /// Print counts per protocol and per malformation reason instead of the keys.
         #[arg(long)]
         summary: bool,
+    },
+    /// Measure a scenario's forwarding rate and cycles per packet, in-process (replay source,
+    /// sink), and check what was forwarded.
+    Bench {
+        /// Scenario: p2p, p2p_l3.
+        scenario: String,
+        /// Number of distinct flows in the traffic.
+        #[arg(long, default_value_t = 1000)]
+        flows: usize,
+        /// Frame size in bytes including the 4-byte FCS, as in RFC 2544 tables.
+        #[arg(long, default_value_t = 64)]
+        frame_size: usize,
+        /// Measurement window in seconds (after a warm-up).
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Number of PMD threads.
+        #[arg(long, default_value_t = 1)]
+        pmds: usize,
+        /// Exact-match cache on or off.
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        emc: String,
+        /// Print one JSON object instead of the report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the switch in the foreground from a configuration file.
+    Run {
+        /// The TOML configuration.
+        #[arg(long)]
+        config: PathBuf,
+        /// Directory of the control socket flowpath.ctl (default: $FLOWPATH_RUNDIR,
+        /// /run/flowpath for root, $XDG_RUNTIME_DIR/flowpath, /tmp/flowpath-UID).
+        #[arg(long)]
+        rundir: Option<PathBuf>,
+        /// Exit once every finite source (pcap rx ports) is exhausted and everything queued
+        /// has been sent.
+        #[arg(long)]
+        until_idle: bool,
+    },
+    /// Send a command to a running switch's control socket (as ovs-appctl -t does).
+    Ctl {
+        /// Directory of the control socket (as for run).
+        #[arg(long)]
+        rundir: Option<PathBuf>,
+        /// The command, e.g. dpctl/dump-flows, then its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
     },
     /// Datapath flows in OVS's text format.
     Flow {
@@ -65,6 +115,32 @@ fn main() -> ExitCode {
         Command::Flow {
             command: FlowCommand::Parse { flow },
         } => flow_parse(&flow, &mut out),
+        Command::Bench {
+            scenario,
+            flows,
+            frame_size,
+            seconds,
+            pmds,
+            emc,
+            json,
+        } => {
+            let o = bench::BenchOpts {
+                scenario,
+                flows,
+                frame_size,
+                seconds,
+                pmds,
+                emc: emc == "on",
+                json,
+            };
+            bench_cmd(&o, &mut out)
+        }
+        Command::Run {
+            config,
+            rundir,
+            until_idle,
+        } => run_cmd::run(&config, rundir.as_deref(), until_idle),
+        Command::Ctl { rundir, command } => ctl(rundir.as_deref(), &command, &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|_| code).map_err(Into::into));
     match result {
@@ -81,6 +157,55 @@ fn main() -> ExitCode {
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.downcast_ref::<io::Error>()
         .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+}
+
+/// `flowpath ctl`: one request on the control socket. As ovs-appctl: the reply on stdout and
+/// exit 0, or the error on stderr and exit 2.
+fn ctl(
+    rundir: Option<&std::path::Path>,
+    command: &[String],
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    let dir = rundir
+        .map(PathBuf::from)
+        .unwrap_or_else(run_cmd::default_rundir);
+    let sock = unixctl::socket_path(&dir);
+    let mut c = unixctl::Client::connect(&sock).with_context(|| {
+        format!(
+            "cannot connect to {} (is flowpath running?)",
+            sock.display()
+        )
+    })?;
+    match c
+        .call(&command[0], &command[1..])
+        .with_context(|| format!("{}", sock.display()))?
+    {
+        Ok(text) => {
+            write!(out, "{text}")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprint!("{e}");
+            eprintln!("flowpath: {}: server returned an error", sock.display());
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn bench_cmd(o: &bench::BenchOpts, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let r = bench::run(o)?;
+    if o.json {
+        writeln!(out, "{}", serde_json::to_string(&r)?)?;
+    } else {
+        write!(out, "{}", bench::report(&r))?;
+    }
+    // A run that forwarded nothing or the wrong bytes is a failure, not a figure.
+    Ok(if r.forwarded_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn flow_parse(text: &str, out: &mut impl Write) -> anyhow::Result<ExitCode> {

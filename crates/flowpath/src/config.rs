@@ -1,0 +1,326 @@
+//! The TOML configuration: datapath knobs under OVS's names, bridges and their ports.
+//!
+//! ```toml
+//! [datapath]
+//! pmd-cpu-mask = "0x2"
+//! emc-insert-inv-prob = 100
+//! flow-limit = 200000
+//! max-idle = 10000                 # ms
+//! pmd-rxq-assign = "roundrobin"    # or "cycles"
+//! # Datapath flows in dpctl/add-flow syntax, installed before traffic starts (until the
+//! # OpenFlow layer exists, this is how a switch is programmed).
+//! dp-flows = ["in_port(p0),eth_type(0x0800),ipv4(frag=no), actions:p1"]
+//!
+//! [[bridge]]
+//! name = "br0"
+//!
+//! [[bridge.port]]
+//! name = "p0"
+//! type = "pcap"
+//! ofport = 1
+//! options = { rx_pcap = "in.pcap" }
+//! ```
+//!
+//! Datapath port numbers are given in order of appearance, from 1. Relative paths in port
+//! options are relative to the configuration file. Every problem is reported with its line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub datapath: DatapathSection,
+    #[serde(default)]
+    pub bridge: Vec<Bridge>,
+}
+
+/// `[datapath]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DatapathSection {
+    #[serde(default)]
+    pub pmd_cpu_mask: Option<String>,
+    #[serde(default = "default_emc")]
+    pub emc_insert_inv_prob: u32,
+    #[serde(default = "default_flow_limit")]
+    pub flow_limit: usize,
+    #[serde(default = "default_max_idle")]
+    pub max_idle: u64,
+    #[serde(default)]
+    pub pmd_rxq_assign: Option<String>,
+    #[serde(default)]
+    pub dp_flows: Vec<String>,
+}
+
+impl Default for DatapathSection {
+    fn default() -> Self {
+        DatapathSection {
+            pmd_cpu_mask: None,
+            emc_insert_inv_prob: default_emc(),
+            flow_limit: default_flow_limit(),
+            max_idle: default_max_idle(),
+            pmd_rxq_assign: None,
+            dp_flows: Vec::new(),
+        }
+    }
+}
+
+fn default_emc() -> u32 {
+    100
+}
+fn default_flow_limit() -> usize {
+    200_000
+}
+fn default_max_idle() -> u64 {
+    10_000
+}
+
+/// `[[bridge]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bridge {
+    pub name: String,
+    #[serde(default)]
+    pub port: Vec<PortConf>,
+    /// OpenFlow flows: refused until the OpenFlow pipeline exists, rather than ignored.
+    #[serde(default)]
+    pub flows: Vec<String>,
+}
+
+/// `[[bridge.port]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConf {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub ofport: Option<u32>,
+    #[serde(default)]
+    pub options: BTreeMap<String, toml::Value>,
+}
+
+/// A configuration problem, with the line it is on when known.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "line {l}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Line (1-based) of byte offset `ofs` in `text`.
+fn line_of(text: &str, ofs: usize) -> usize {
+    text[..ofs.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The line on which `needle` first appears after `from`, for errors found after parsing.
+fn find_line(text: &str, needle: &str) -> Option<usize> {
+    text.find(needle).map(|o| line_of(text, o))
+}
+
+/// Parses and checks a configuration file's text. `base` is the directory relative paths are
+/// taken from.
+pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
+    let cfg: Config = toml::from_str(text).map_err(|e| {
+        vec![ConfigError {
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().to_owned(),
+        }]
+    })?;
+    let mut errs = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    let mut bridges = std::collections::HashSet::new();
+    for b in &cfg.bridge {
+        let at = find_line(text, &format!("\"{}\"", b.name));
+        if b.name.is_empty() || !bridges.insert(b.name.clone()) {
+            errs.push(ConfigError {
+                line: at,
+                message: format!("bridge name '{}' is empty or used twice", b.name),
+            });
+        }
+        if !b.flows.is_empty() {
+            errs.push(ConfigError {
+                line: find_line(text, "flows"),
+                message: format!(
+                    "bridge '{}': OpenFlow flows are not supported yet; program the datapath with [datapath] dp-flows",
+                    b.name
+                ),
+            });
+        }
+        let mut ofports = std::collections::HashSet::new();
+        for p in &b.port {
+            if let Some(o) = p.ofport
+                && (o == 0 || !ofports.insert(o))
+            {
+                errs.push(ConfigError {
+                    line: find_line(text, &format!("\"{}\"", p.name)),
+                    message: format!(
+                        "port '{}': ofport {o} is 0 or used twice in bridge '{}'",
+                        p.name, b.name
+                    ),
+                });
+            }
+        }
+        for p in &b.port {
+            let at = find_line(text, &format!("\"{}\"", p.name));
+            if !names.insert(p.name.clone()) {
+                errs.push(ConfigError {
+                    line: at,
+                    message: format!("port name '{}' is used twice", p.name),
+                });
+            }
+            if let Err(m) = check_port(p) {
+                errs.push(ConfigError {
+                    line: at,
+                    message: format!("port '{}': {m}", p.name),
+                });
+            }
+        }
+    }
+    if let Some(m) = &cfg.datapath.pmd_cpu_mask
+        && let Err(e) = datapath::dpif::parse_cpu_mask(m)
+    {
+        errs.push(ConfigError {
+            line: find_line(text, "pmd-cpu-mask"),
+            message: e,
+        });
+    }
+    if let Some(a) = &cfg.datapath.pmd_rxq_assign
+        && a != "roundrobin"
+        && a != "cycles"
+    {
+        errs.push(ConfigError {
+            line: find_line(text, "pmd-rxq-assign"),
+            message: format!("pmd-rxq-assign '{a}': expected roundrobin or cycles"),
+        });
+    }
+    for f in &cfg.datapath.dp_flows {
+        if split_dp_flow(f).is_none() {
+            errs.push(ConfigError {
+                line: find_line(text, f),
+                message: format!("dp-flows entry '{f}': expected 'KEY, actions:ACTIONS'"),
+            });
+        }
+    }
+    if errs.is_empty() { Ok(cfg) } else { Err(errs) }
+}
+
+/// Options each port type takes.
+fn check_port(p: &PortConf) -> Result<(), String> {
+    let allowed: &[&str] = match p.kind.as_str() {
+        "pcap" => &["rx_pcap", "tx_pcap"],
+        "replay" => &["pcap", "n_rxq"],
+        "sink" => &[],
+        other => {
+            return Err(format!(
+                "unknown type '{other}' (known: pcap, replay, sink)"
+            ));
+        }
+    };
+    for k in p.options.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(format!(
+                "unknown option '{k}' for type {} (known: {})",
+                p.kind,
+                allowed.join(", ")
+            ));
+        }
+    }
+    if p.kind == "replay" && !p.options.contains_key("pcap") {
+        return Err("type replay needs option pcap".into());
+    }
+    if p.kind == "pcap" && p.options.is_empty() {
+        return Err("type pcap needs rx_pcap, tx_pcap or both".into());
+    }
+    Ok(())
+}
+
+/// Splits `KEY, actions:ACTIONS` (or `KEY actions:ACTIONS`).
+pub fn split_dp_flow(s: &str) -> Option<(&str, &str)> {
+    let i = s.rfind("actions:")?;
+    let key = s[..i].trim_end().trim_end_matches(',').trim();
+    let actions = s[i + "actions:".len()..].trim();
+    (!key.is_empty() && !actions.is_empty()).then_some((key, actions))
+}
+
+/// A string option.
+pub fn opt_str<'a>(p: &'a PortConf, key: &str) -> Option<&'a str> {
+    p.options.get(key).and_then(|v| v.as_str())
+}
+
+/// A path option, resolved against `base`.
+pub fn opt_path(p: &PortConf, key: &str, base: &Path) -> Option<PathBuf> {
+    opt_str(p, key).map(|s| base.join(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_parses() {
+        let c = parse(
+            r#"
+[datapath]
+pmd-cpu-mask = "0x2"
+emc-insert-inv-prob = 100
+dp-flows = ["in_port(p0),eth_type(0x0800),ipv4(frag=no), actions:p1"]
+
+[[bridge]]
+name = "br0"
+
+[[bridge.port]]
+name = "p0"
+type = "pcap"
+ofport = 1
+options = { rx_pcap = "in.pcap" }
+
+[[bridge.port]]
+name = "p1"
+type = "pcap"
+ofport = 2
+options = { tx_pcap = "out.pcap" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.bridge[0].port.len(), 2);
+        assert_eq!(
+            split_dp_flow(&c.datapath.dp_flows[0]),
+            Some(("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "p1"))
+        );
+    }
+
+    #[test]
+    fn errors_name_their_line() {
+        let e = parse("[datapath]\nemc-insert-inv-prob = \"x\"\n").unwrap_err();
+        assert_eq!(e[0].line, Some(2), "{}", e[0]);
+        let e = parse("[datapath]\nbogus-knob = 1\n").unwrap_err();
+        assert_eq!(e[0].line, Some(2), "{}", e[0]);
+        assert!(e[0].message.contains("bogus-knob"), "{}", e[0]);
+        let e = parse(
+            "[datapath]\npmd-cpu-mask = \"zz\"\n[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"q\"\ntype = \"warp\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].line, Some(6), "{}", e[0]);
+        assert!(e[0].message.contains("unknown type 'warp'"));
+        assert_eq!(e[1].line, Some(2), "{}", e[1]);
+    }
+}

@@ -1,0 +1,296 @@
+//! `flowpath run --config FILE [--rundir DIR] [--until-idle]`: the switch in the foreground,
+//! with its control socket `DIR/flowpath.ctl` speaking OVS's unixctl protocol (so
+//! `ovs-appctl -t DIR/flowpath.ctl COMMAND` works), stopped cleanly by SIGINT, SIGTERM or the
+//! `exit` command.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use datapath::dpif::{Datapath, DatapathBuilder, DpConfig, RxqAssign, parse_cpu_mask};
+use datapath::port::Port;
+use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
+use netdev::pcap_port::PcapPort;
+use unixctl::{Registry, Server};
+
+use crate::config::{self, Config, PortConf};
+
+/// The default run directory: `$FLOWPATH_RUNDIR`, else `/run/flowpath` for root, else
+/// `$XDG_RUNTIME_DIR/flowpath`, else `/tmp/flowpath-UID`.
+pub fn default_rundir() -> PathBuf {
+    if let Some(d) = std::env::var_os("FLOWPATH_RUNDIR") {
+        return d.into();
+    }
+    let uid = rustix::process::getuid().as_raw();
+    if uid == 0 {
+        return "/run/flowpath".into();
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return PathBuf::from(d).join("flowpath");
+    }
+    PathBuf::from(format!("/tmp/flowpath-{uid}"))
+}
+
+/// Reads and checks a configuration file, printing every problem.
+pub fn load(path: &Path) -> anyhow::Result<Config> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    config::parse(&text).map_err(|errs| {
+        let lines: Vec<String> = errs
+            .iter()
+            .map(|e| format!("{}: {e}", path.display()))
+            .collect();
+        anyhow!("bad configuration:\n{}", lines.join("\n"))
+    })
+}
+
+fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Port>> {
+    Ok(match p.kind.as_str() {
+        "pcap" => {
+            let rx = config::opt_path(p, "rx_pcap", base);
+            let tx = config::opt_path(p, "tx_pcap", base);
+            let files: Vec<String> = rx
+                .iter()
+                .chain(&tx)
+                .map(|f| f.display().to_string())
+                .collect();
+            Box::new(
+                PcapPort::open(&p.name, rx.as_deref(), tx.as_deref())
+                    .with_context(|| format!("port {} ({})", p.name, files.join(", ")))?,
+            )
+        }
+        "replay" => {
+            let path = config::opt_path(p, "pcap", base).context("replay needs pcap")?;
+            let frames = netdev::pcap::read_file(&path)
+                .with_context(|| format!("port {}: {}", p.name, path.display()))?
+                .into_iter()
+                .map(|r| r.data)
+                .collect();
+            let n_rxq = p
+                .options
+                .get("n_rxq")
+                .and_then(|v| v.as_integer())
+                .unwrap_or(1)
+                .max(1) as usize;
+            Box::new(ReplayPort::new(
+                &p.name,
+                &path.display().to_string(),
+                frames,
+                n_rxq,
+            ))
+        }
+        "sink" => Box::new(SinkPort::new(&p.name, SampleSpec::default())),
+        other => return Err(anyhow!("port {}: unknown type {other}", p.name)),
+    })
+}
+
+/// Builds and starts the datapath a configuration describes.
+pub fn build(cfg: &Config, base: &Path) -> anyhow::Result<Datapath> {
+    let d = &cfg.datapath;
+    let cores = match &d.pmd_cpu_mask {
+        Some(m) => parse_cpu_mask(m)
+            .map_err(|e| anyhow!(e))?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => {
+            // One PMD, on core 1 when there is one (core 0 for the main thread), as OVS's
+            // single-NUMA default.
+            let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+            vec![Some(if ncpu > 1 { 1 } else { 0 })]
+        }
+    };
+    let mut dc = DpConfig {
+        pmd_cores: cores,
+        ..DpConfig::default()
+    };
+    dc.pmd.emc_insert_inv_prob = d.emc_insert_inv_prob;
+    dc.pmd.flow_limit = d.flow_limit;
+    dc.pmd.max_idle_ms = d.max_idle;
+    dc.rxq_assign = match d.pmd_rxq_assign.as_deref() {
+        Some("cycles") => RxqAssign::Cycles,
+        _ => RxqAssign::RoundRobin,
+    };
+    let mut b = DatapathBuilder::new(dc);
+    let mut no = 0;
+    for br in &cfg.bridge {
+        for p in &br.port {
+            no += 1;
+            b.add_port(no, open_port(p, base)?)
+                .map_err(|e| anyhow!("port {}: {e}", p.name))?;
+        }
+    }
+    for f in &d.dp_flows {
+        let (k, a) = config::split_dp_flow(f).ok_or_else(|| anyhow!("bad dp-flows entry '{f}'"))?;
+        b.add_flow(k, a)
+            .map_err(|e| anyhow!("dp-flows entry '{f}': {e}"))?;
+    }
+    b.start().map_err(|e| anyhow!(e))
+}
+
+/// Drops a leading datapath name argument (`netdev@flowpath`, `flowpath`), as OVS's dpctl
+/// commands accept one.
+fn strip_dp(args: &[String], want: usize) -> &[String] {
+    if args.len() > want
+        && (args[0] == "netdev@flowpath" || args[0] == "flowpath" || args[0] == "netdev@ovs-netdev")
+    {
+        &args[1..]
+    } else {
+        args
+    }
+}
+
+/// The control commands, bound to a running datapath.
+pub fn registry(dp: Arc<Mutex<Datapath>>, stop: Arc<AtomicBool>) -> Registry {
+    let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
+    let with = |dp: &Arc<Mutex<Datapath>>| {
+        let dp = dp.clone();
+        move |f: &dyn Fn(&mut Datapath) -> Result<String, String>| -> Result<String, String> {
+            let mut g = dp
+                .lock()
+                .map_err(|_| "datapath lock poisoned".to_string())?;
+            f(&mut g)
+        }
+    };
+    let w = with(&dp);
+    let _ = reg.register("dpctl/add-flow", "[dp] flow actions", 2, 3, move |a| {
+        let a = strip_dp(a, 2);
+        w(&|d| d.add_flow(&a[0], &a[1]).map(|_| String::new()))
+    });
+    let w = with(&dp);
+    let _ = reg.register(
+        "dpctl/mod-flow",
+        "[--clear] [dp] flow actions",
+        2,
+        4,
+        move |a| {
+            let clear = a.first().is_some_and(|x| x == "--clear");
+            let a = if clear { &a[1..] } else { a };
+            let a = strip_dp(a, 2);
+            if a.len() != 2 {
+                return Err("usage: dpctl/mod-flow [--clear] [dp] flow actions".into());
+            }
+            w(&|d| d.mod_flow(&a[0], &a[1], clear).map(|_| String::new()))
+        },
+    );
+    let w = with(&dp);
+    let _ = reg.register("dpctl/del-flow", "[dp] flow", 1, 2, move |a| {
+        let a = strip_dp(a, 1);
+        w(&|d| d.del_flow(&a[0]).map(|_| String::new()))
+    });
+    let w = with(&dp);
+    let _ = reg.register("dpctl/del-flows", "[dp]", 0, 1, move |_| {
+        w(&|d| {
+            Ok({
+                d.del_flows();
+                String::new()
+            })
+        })
+    });
+    let w = with(&dp);
+    let _ = reg.register("dpctl/get-flow", "[dp] ufid", 1, 2, move |a| {
+        let a = strip_dp(a, 1);
+        w(&|d| d.get_flow(&a[0]))
+    });
+    let w = with(&dp);
+    let _ = reg.register("dpctl/dump-flows", "[-m] [dp]", 0, 2, move |a| {
+        let verbose = a.iter().any(|x| x == "-m" || x == "--more");
+        w(&|d| Ok(d.dump_flows(verbose)))
+    });
+    let w = with(&dp);
+    let _ = reg.register("dpif/dump-flows", "[-m] [bridge]", 0, 2, move |a| {
+        let verbose = a.iter().any(|x| x == "-m" || x == "--more");
+        w(&|d| Ok(d.dump_flows(verbose)))
+    });
+    let w = with(&dp);
+    let _ = reg.register("dpif/show", "", 0, 0, move |_| w(&|d| Ok(d.dpif_show())));
+    let w = with(&dp);
+    let _ = reg.register(
+        "dpif-netdev/pmd-stats-show",
+        "[-pmd core] [dp]",
+        0,
+        3,
+        move |_| w(&|d| Ok(d.pmd_stats_show())),
+    );
+    let w = with(&dp);
+    let _ = reg.register(
+        "dpif-netdev/pmd-perf-show",
+        "[-nh] [-it iter_hist] [-ms ms_hist] [-pmd core] [dp]",
+        0,
+        8,
+        move |_| w(&|d| Ok(d.pmd_perf_show())),
+    );
+    let w = with(&dp);
+    let _ = reg.register(
+        "dpif-netdev/pmd-stats-clear",
+        "[-pmd core] [dp]",
+        0,
+        3,
+        move |_| {
+            w(&|d| {
+                d.clear_stats();
+                Ok(String::new())
+            })
+        },
+    );
+    let w = with(&dp);
+    let _ = reg.register(
+        "dpif-netdev/pmd-rxq-show",
+        "[-pmd core] [-secs secs] [dp]",
+        0,
+        5,
+        move |_| w(&|d| Ok(d.pmd_rxq_show())),
+    );
+    let w = with(&dp);
+    let _ = reg.register("dpif-netdev/pmd-stage-show", "[dp]", 0, 1, move |_| {
+        w(&|d| Ok(d.pmd_stage_show()))
+    });
+    let _ = reg.register("exit", "[--cleanup]", 0, 1, move |_| {
+        stop.store(true, Ordering::Relaxed);
+        Ok(String::new())
+    });
+    reg
+}
+
+/// Runs the switch until a signal, `exit`, or (with `until_idle`) the end of its finite
+/// sources.
+pub fn run(
+    config_path: &Path,
+    rundir: Option<&Path>,
+    until_idle: bool,
+) -> anyhow::Result<ExitCode> {
+    let cfg = load(config_path)?;
+    let base = config_path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let rundir = rundir.map(Path::to_path_buf).unwrap_or_else(default_rundir);
+    let dp = build(&cfg, &base)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let dp = Arc::new(Mutex::new(dp));
+    std::fs::create_dir_all(&rundir)
+        .with_context(|| format!("run directory {}", rundir.display()))?;
+    let sock = unixctl::socket_path(&rundir);
+    let server = Server::bind(&sock, registry(dp.clone(), stop.clone()))
+        .with_context(|| format!("control socket {}", sock.display()))?;
+    eprintln!("flowpath: running; control socket {}", sock.display());
+
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+        if until_idle && dp.lock().map(|d| d.drained()).unwrap_or(true) {
+            break;
+        }
+    }
+    server.shutdown();
+    let dp = Arc::try_unwrap(dp).map_err(|_| anyhow!("datapath still in use"))?;
+    let dp = dp
+        .into_inner()
+        .map_err(|_| anyhow!("datapath lock poisoned"))?;
+    drop(dp.stop());
+    Ok(ExitCode::SUCCESS)
+}
