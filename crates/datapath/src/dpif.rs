@@ -797,7 +797,7 @@ fn parse_match(
 }
 
 /// A megaflow from `dpctl/add-flow` arguments.
-fn parse_megaflow(
+pub fn parse_megaflow(
     names: &PortNames,
     key_text: &str,
     actions_text: &str,

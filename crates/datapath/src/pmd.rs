@@ -255,7 +255,11 @@ pub struct Pmd {
     hashes: Vec<u32>,
     hits: Vec<Option<FlowRef>>,
     slots: Vec<Option<Packet>>,
+    /// Reused buffers: the rx burst, one flow's group, a recirculation pass. Each keeps its
+    /// capacity, so the per-packet path never allocates.
+    rx_batch: Batch,
     group: Batch,
+    recirc_batch: Batch,
     recirc: Vec<Packet>,
     max_idle_tsc: u64,
     next_housekeeping: u64,
@@ -288,7 +292,9 @@ impl Pmd {
             hashes: vec![0; MAX_BURST],
             hits: vec![None; MAX_BURST],
             slots: (0..MAX_BURST).map(|_| None).collect(),
+            rx_batch: Batch::new(),
             group: Batch::new(),
+            recirc_batch: Batch::new(),
             recirc: Vec::with_capacity(MAX_BURST),
             max_idle_tsc: config.max_idle_ms.saturating_mul(hz / 1000),
             next_housekeeping: 0,
@@ -479,27 +485,29 @@ impl Pmd {
         self.upcalls_this_iter = 0;
         for qi in 0..self.rxqs.len() {
             let t0 = tsc::now();
-            let mut batch = std::mem::take(&mut self.group);
+            let mut batch = std::mem::take(&mut self.rx_batch);
             let rxq = &mut self.rxqs[qi];
             let n = rxq.rxq.recv(&mut self.pool, &mut batch);
             let t1 = tsc::now();
             self.stats.stage_cycles[Stage::Rx as usize] += t1 - t0;
             if n == 0 {
-                self.group = batch;
+                self.rx_batch = batch;
                 continue;
             }
             received += n;
             self.stats.rx_packets += n as u64;
             let in_port = self.rxqs[qi].port_no;
-            self.process(batch, in_port);
+            self.process(&mut batch, in_port);
+            self.rx_batch = batch;
             while !self.recirc.is_empty() {
                 let take = self.recirc.len().min(MAX_BURST);
-                let mut b = Batch::new();
+                let mut b = std::mem::take(&mut self.recirc_batch);
                 for p in self.recirc.drain(..take) {
                     b.push(p);
                 }
                 self.stats.recirculations += take as u64;
-                self.process(b, in_port);
+                self.process(&mut b, in_port);
+                self.recirc_batch = b;
             }
             self.flush_tx();
             self.rxqs[qi].cycles += tsc::now() - t0;
@@ -547,8 +555,8 @@ impl Pmd {
         self.next_housekeeping = now + hz;
     }
 
-    /// Steps 2-7 for one batch of packets that share an in_port.
-    fn process(&mut self, mut batch: Batch, in_port: u32) {
+    /// Steps 2-7 for one batch of packets that share an in_port; leaves `batch` empty.
+    fn process(&mut self, batch: &mut Batch, in_port: u32) {
         let n = batch.len();
         let t0 = tsc::now();
 
@@ -638,16 +646,15 @@ impl Pmd {
 
         // Upcalls.
         if misses != 0 {
-            self.upcalls(&batch, misses, in_port);
+            self.upcalls(batch, misses, in_port);
         }
         let t4 = tsc::now();
         self.stats.stage_cycles[Stage::Upcall as usize] += t4 - t3;
 
         // Group by flow, keeping each flow's packets in order, and run each group's actions.
-        self.execute_groups(&mut batch, n);
+        self.execute_groups(batch, n);
         let t5 = tsc::now();
         self.stats.stage_cycles[Stage::Actions as usize] += t5 - t4;
-        self.group = batch;
     }
 
     /// Slow path for the packets in `misses`.

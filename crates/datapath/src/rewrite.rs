@@ -23,8 +23,8 @@
 
 use wire::checksum;
 use wire::{
-    EtherType, EthernetFrame, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv6Addr, Ipv6Packet, SctpPacket,
-    TcpPacket, UdpPacket,
+    EtherType, IpProtocol, Ipv4Addr, Ipv4Packet, Ipv6Addr, Ipv6Packet, SctpPacket, TcpPacket,
+    UdpPacket,
 };
 
 use crate::actions::{DpAction, IPV6_LABEL_MASK, L4Proto, SetEth, SetIpv4, SetIpv6, SetL4};
@@ -247,14 +247,19 @@ pub fn set_eth(pkt: &mut Packet, s: &SetEth) -> Result<(), RewriteError> {
     if pkt.len() < ETH_HLEN {
         return Err(Runt);
     }
-    let mut eth = EthernetFrame::new_unchecked(pkt.data_mut());
-    let (mut dst, mut src) = (eth.dst_addr(), eth.src_addr());
-    for i in 0..6 {
-        dst.0[i] = masked(dst.0[i], s.dst[i], s.dst_mask[i]);
-        src.0[i] = masked(src.0[i], s.src[i], s.src_mask[i]);
-    }
-    eth.set_dst_addr(dst);
-    eth.set_src_addr(src);
+    // Both addresses at once: the 12 bytes as one 128-bit lane, masked in registers.
+    let lane = |dst: &[u8; 6], src: &[u8; 6]| {
+        let mut b = [0u8; 16];
+        b[..6].copy_from_slice(dst);
+        b[6..12].copy_from_slice(src);
+        u128::from_ne_bytes(b)
+    };
+    let (val, mask) = (lane(&s.dst, &s.src), lane(&s.dst_mask, &s.src_mask));
+    let d = &mut pkt.data_mut()[..12];
+    let mut b = [0u8; 16];
+    b[..12].copy_from_slice(d);
+    let x = (u128::from_ne_bytes(b) & !mask) | (val & mask);
+    d.copy_from_slice(&x.to_ne_bytes()[..12]);
     Ok(())
 }
 
