@@ -721,6 +721,16 @@ impl Pmd {
     /// Runs each flow's actions on its packets. Packets are grouped by flow in order of first
     /// appearance; within a flow they keep their arrival order.
     fn execute_groups(&mut self, batch: &mut Batch, n: usize) {
+        // Common case: the whole burst belongs to one flow. Run its actions on the burst as it
+        // is, without regrouping.
+        if n > 0 && self.hits[1..n].iter().all(|h| *h == self.hits[0]) {
+            let tcp_flags = self.keys[..n].iter().fold(0, |f, k| f | k.tcp_flags());
+            self.run_group(self.hits[0], batch, tcp_flags);
+            for r in self.temp_flows.drain(..) {
+                self.flows.remove(r);
+            }
+            return;
+        }
         for (i, p) in batch.drain().enumerate() {
             self.slots[i] = Some(p);
         }
@@ -747,25 +757,30 @@ impl Pmd {
                     group.push(p);
                 }
             }
-            let actions = match target.and_then(|r| self.flows.get_mut(r)) {
-                Some(f) => {
-                    f.stats.packets += group.len() as u64;
-                    f.stats.bytes += group.bytes();
-                    f.stats.used_tsc = tsc::now();
-                    f.stats.tcp_flags |= tcp_flags;
-                    Some(f.actions.clone())
-                }
-                None => None,
-            };
-            match actions {
-                Some(a) => self.execute(&a, &mut group),
-                // Missed and not installed: the upcall already counted the drop.
-                None => self.pool.free_batch(&mut group),
-            }
+            self.run_group(target, &mut group, tcp_flags);
             self.group = group;
         }
         for r in self.temp_flows.drain(..) {
             self.flows.remove(r);
+        }
+    }
+
+    /// Updates the flow's statistics once for the group and runs its actions on it.
+    fn run_group(&mut self, target: Option<FlowRef>, group: &mut Batch, tcp_flags: u16) {
+        let actions = match target.and_then(|r| self.flows.get_mut(r)) {
+            Some(f) => {
+                f.stats.packets += group.len() as u64;
+                f.stats.bytes += group.bytes();
+                f.stats.used_tsc = tsc::now();
+                f.stats.tcp_flags |= tcp_flags;
+                Some(f.actions.clone())
+            }
+            None => None,
+        };
+        match actions {
+            Some(a) => self.execute(&a, group),
+            // Missed and not installed: the upcall already counted the drop.
+            None => self.pool.free_batch(group),
         }
     }
 
@@ -824,11 +839,10 @@ impl Pmd {
     /// Hands packets to `port`'s tx batch: the originals when this is the last action and
     /// nothing truncates, copies otherwise.
     fn output(&mut self, port: u32, batch: &mut Batch, consume: bool, trunc: Option<u32>) {
-        let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
+        if !matches!(self.txs.get(port as usize), Some(Some(_))) {
             // No such port: counted as a drop when the batch is freed.
             return;
-        };
-        let _ = tx;
+        }
         let mut src = if consume && trunc.is_none() {
             std::mem::take(batch)
         } else {
@@ -837,6 +851,19 @@ impl Pmd {
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
             return;
         };
+        if tx.batch.is_empty() {
+            // Hand the whole group over: swap buffers instead of moving packets one by one.
+            std::mem::swap(&mut tx.batch, &mut src);
+            if tx.batch.is_full() {
+                self.stats.tx_packets += tx.batch.len() as u64;
+                self.stats.tx_batches += 1;
+                tx.q.send(&mut tx.batch, &mut self.pool);
+            }
+            if consume && trunc.is_none() {
+                *batch = src;
+            }
+            return;
+        }
         for p in src.drain() {
             tx.batch.push(p);
             if tx.batch.is_full() {
