@@ -10,27 +10,9 @@ use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
 use datapath::port::Port;
 use flow::odp::PortNames;
 use gungraun::{library_benchmark, library_benchmark_group, main};
-use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
+use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 
 const ITERATIONS: usize = 32;
-
-/// The anchor's plain traffic, `n` flows of 64-byte Eth/IPv4/UDP frames.
-fn plain(n: usize) -> Vec<Vec<u8>> {
-    (0..n)
-        .map(|i| {
-            let mut f = vec![
-                0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0, 0x8c, 0xdc, 0xd4, 0xab, 0x58, 0x48, 8, 0,
-            ];
-            f.extend_from_slice(&[
-                0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 1, 0, 2,
-            ]);
-            f.extend_from_slice(&(1024 + i as u16).to_be_bytes());
-            f.extend_from_slice(&[0x07, 0xd0, 0, 8, 0, 0]);
-            f.resize(60, 0);
-            f
-        })
-        .collect()
-}
 
 fn pmd(flows: usize, key: &str, actions: &str, emc: u32) -> Pmd {
     let cfg = PmdConfig {
@@ -38,7 +20,7 @@ fn pmd(flows: usize, key: &str, actions: &str, emc: u32) -> Pmd {
         ..PmdConfig::default()
     };
     let mut pmd = Pmd::new(cfg, Box::new(DropUpcalls));
-    let mut rp = ReplayPort::new("p0", "bench", plain(flows), 1);
+    let mut rp = ReplayPort::new("p0", "bench", plain_frames(flows, 64), 1);
     let mut sink = SinkPort::new("p1", SampleSpec::default());
     pmd.add_rxq(PolledRxq {
         port_no: 1,

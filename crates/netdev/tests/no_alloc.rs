@@ -9,7 +9,7 @@ use datapath::dpif::parse_megaflow;
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
 use datapath::port::Port;
 use flow::odp::PortNames;
-use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
+use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 
 struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
@@ -35,29 +35,12 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-fn frames(n: usize) -> Vec<Vec<u8>> {
-    (0..n)
-        .map(|i| {
-            let mut f = vec![
-                0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0, 0x8c, 0xdc, 0xd4, 0xab, 0x58, 0x48, 8, 0,
-            ];
-            f.extend_from_slice(&[
-                0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 1, 0, 2,
-            ]);
-            f.extend_from_slice(&(1024 + i as u16).to_be_bytes());
-            f.extend_from_slice(&[0x07, 0xd0, 0, 8, 0, 0]);
-            f.resize(60, 0);
-            f
-        })
-        .collect()
-}
-
 #[test]
 fn a_warm_pmd_allocates_nothing_per_packet() {
     // Several flows per burst, a header rewrite, a VLAN push and a recirculation: the paths
     // that move packets between batches.
     let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
-    let mut rp = ReplayPort::new("p0", "t", frames(100), 1);
+    let mut rp = ReplayPort::new("p0", "t", plain_frames(100, 64), 1);
     let mut sink = SinkPort::new("p1", SampleSpec::default());
     pmd.add_rxq(PolledRxq {
         port_no: 1,
