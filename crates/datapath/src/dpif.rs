@@ -817,6 +817,8 @@ pub fn parse_megaflow(
         odp_actions: odp.into(),
         actions: actions.into(),
         stats: FlowStats::default(),
+        expires: false,
+        installed_tsc: 0,
     })
 }
 

@@ -42,6 +42,12 @@ pub struct Megaflow {
     /// Actions compiled for execution.
     pub actions: Arc<[DpAction]>,
     pub stats: FlowStats,
+    /// Whether the flow expires when idle (`max-idle`): true for flows the slow path installed
+    /// on a miss, false for flows installed by configuration or `dpctl/add-flow`, which stay
+    /// until removed.
+    pub expires: bool,
+    /// TSC value when the PMD installed it (the idle clock of a flow never used).
+    pub installed_tsc: u64,
 }
 
 impl Megaflow {
@@ -183,6 +189,8 @@ mod tests {
             odp_actions: Arc::from(vec![]),
             actions: Arc::from(vec![]),
             stats: FlowStats::default(),
+            expires: false,
+            installed_tsc: 0,
         }
     }
 

@@ -366,6 +366,8 @@ impl Pmd {
         }
         let port = f.m.key().in_port();
         let m = f.m.clone();
+        let mut f = f;
+        f.installed_tsc = tsc::now();
         let r = self.flows.insert(f);
         if self.cls.get_or_create(port).insert(&m, r).is_err() {
             self.flows.remove(r);
@@ -534,16 +536,14 @@ impl Pmd {
                 c.sort_subtables();
             }
             if self.max_idle_tsc > 0 {
+                // A flow that never saw a packet is idle since its install.
+                let max_idle = self.max_idle_tsc;
                 let idle: Vec<FlowRef> = self
                     .flows
                     .iter()
                     .filter(|(_, f)| {
-                        let last = if f.stats.used_tsc == 0 {
-                            now
-                        } else {
-                            f.stats.used_tsc
-                        };
-                        now.saturating_sub(last) > self.max_idle_tsc && f.stats.used_tsc != 0
+                        let last = f.stats.used_tsc.max(f.installed_tsc);
+                        f.expires && now.saturating_sub(last) > max_idle
                     })
                     .map(|(r, _)| r)
                     .collect();
@@ -698,6 +698,8 @@ impl Pmd {
                         odp_actions: actions.into(),
                         actions: compiled.into(),
                         stats: FlowStats::default(),
+                        expires: true,
+                        installed_tsc: 0,
                     };
                     match self.add_flow(f.clone()) {
                         Ok(r) => {

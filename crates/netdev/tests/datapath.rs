@@ -292,3 +292,81 @@ fn wait_drained(dp: &Datapath) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A slow path that installs `eth_type` megaflows forwarding to port 2.
+struct ForwardByEthType;
+
+impl datapath::pmd::UpcallHandler for ForwardByEthType {
+    fn upcall(
+        &mut self,
+        _key: &flow::FlowKey,
+        _pkt: &datapath::packet::Packet,
+    ) -> datapath::pmd::UpcallResult {
+        let mut mask = flow::Mask::new();
+        mask.set_eth_type(u16::MAX);
+        datapath::pmd::UpcallResult::Install {
+            mask: Box::new(mask),
+            actions: vec![flow::odp::Action::Output(2)],
+            compiled: vec![datapath::actions::DpAction::Output(2)],
+        }
+    }
+}
+
+#[test]
+fn only_upcall_installed_flows_expire_when_idle() {
+    use datapath::pmd::{Pmd, PmdConfig, PolledRxq};
+    use datapath::port::Port;
+    let dir = Dir::new("expire");
+    let cfg = PmdConfig {
+        max_idle_ms: 50,
+        ..PmdConfig::default()
+    };
+    let mut pmd = Pmd::new(cfg, Box::new(ForwardByEthType));
+    let mut p0 = PcapPort::open("p0", Some(&fixture("plain_8.pcap")), None).unwrap();
+    let mut p1 = PcapPort::open("p1", None, Some(&dir.join("out.pcap"))).unwrap();
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: p0.take_rxq(0, 1).unwrap(),
+        cycles: 0,
+    });
+    pmd.add_txq(2, p1.open_txq());
+    let mut names = flow::odp::PortNames::new();
+    names.insert("p0", 1);
+    names.insert("p1", 2);
+    // A configured flow that sees traffic (UDP dport 2000) and one that never does (IPv6).
+    for (k, a) in [
+        (
+            "in_port(p0),eth_type(0x0800),ipv4(proto=17,frag=no),udp(src=1024)",
+            "p1",
+        ),
+        ("in_port(p0),eth_type(0x86dd),ipv6(frag=no)", "drop"),
+    ] {
+        pmd.add_flow(datapath::dpif::parse_megaflow(&names, k, a).unwrap())
+            .unwrap();
+    }
+    for _ in 0..10 {
+        pmd.poll_once();
+    }
+    // Seven frames missed the UDP flow: one upcall installed an eth_type(0x0800) megaflow.
+    // (Megaflows must not overlap in a real switch; here the test wants both kinds.)
+    assert_eq!(pmd.stats().upcalls, 1);
+    assert_eq!(pmd.n_flows(), 3);
+    let t = Instant::now();
+    while pmd.n_flows() == 3 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the idle upcall flow never expired"
+        );
+        pmd.poll_once();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Give housekeeping another round: the configured flows, used or not, stay.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(1500) {
+        pmd.poll_once();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(pmd.n_flows(), 2, "a configured flow expired");
+    assert!(pmd.dump().iter().all(|d| !d.flow.expires));
+}
