@@ -12,7 +12,7 @@ use netdev::pcap::PcapReader;
 
 /// The built-in sample: the seed scenarios' traffic (plain, VXLAN L3-VPN, MPLSoGRE, GENEVE with
 /// the OVN option) and a few protocols and malformed frames, from the test fixtures.
-const SAMPLE: &[(&str, &[u8])] = &[
+pub(crate) const SAMPLE: &[(&str, &[u8])] = &[
     (
         "plain_8",
         include_bytes!("../../../testdata/pcap/plain_8.pcap"),

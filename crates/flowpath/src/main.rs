@@ -9,6 +9,7 @@
 
 mod bench;
 mod config;
+mod demo;
 mod extract_cmd;
 mod run_cmd;
 
@@ -85,6 +86,16 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Run the switch on its built-in default: replay and sink ports, a traffic mix, a live
+    /// line per second, and pmd-perf-show at the end. No NIC, root or configuration needed.
+    Demo {
+        /// How long to run.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Also open the control socket DIR/flowpath.ctl, to poke the demo with ovs-appctl.
+        #[arg(long)]
+        rundir: Option<PathBuf>,
+    },
     /// Datapath flows in OVS's text format.
     Flow {
         #[command(subcommand)]
@@ -141,6 +152,7 @@ fn main() -> ExitCode {
             until_idle,
         } => run_cmd::run(&config, rundir.as_deref(), until_idle),
         Command::Ctl { rundir, command } => ctl(rundir.as_deref(), &command, &mut out),
+        Command::Demo { seconds, rundir } => demo::run(seconds, rundir.as_deref(), &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|_| code).map_err(Into::into));
     match result {

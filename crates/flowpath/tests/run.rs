@@ -342,3 +342,50 @@ fn stock_ovs_appctl_drives_the_switch_or_skips() {
     assert!(wait_exit(child).success());
     assert!(!sock.exists());
 }
+
+#[test]
+fn demo_runs_on_its_embedded_default_and_can_be_poked() {
+    let d = Dir::new("demo");
+    let rundir = d.path("run");
+    let child = Command::new(bin())
+        .args([
+            "demo",
+            "--seconds",
+            "3",
+            "--rundir",
+            rundir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sock = rundir.join("flowpath.ctl");
+    let t = Instant::now();
+    while !sock.exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = ctl(&rundir, &["dpctl/dump-flows"]);
+    let (text, err) = out_text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        text.lines().filter(|l| l.contains("actions:")).count(),
+        3,
+        "{text}"
+    );
+    let o = child.wait_with_output().unwrap();
+    let (text, err) = out_text(&o);
+    assert!(o.status.success(), "{err}");
+    let live: Vec<&str> = text.lines().filter(|l| l.contains(" Mpps ")).collect();
+    assert_eq!(live.len(), 3, "{text}");
+    assert!(live.iter().all(|l| !l.contains(" 0.00 Mpps")), "{text}");
+    assert!(
+        text.contains("Rx packets:") && text.contains("Megaflow hits:"),
+        "{text}"
+    );
+    let lost = text
+        .lines()
+        .find(|l| l.contains("Lost upcalls:"))
+        .and_then(|l| l.split_whitespace().nth(3));
+    assert_eq!(lost, Some("0"), "every frame of the mix has a flow: {text}");
+}
