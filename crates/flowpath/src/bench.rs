@@ -19,6 +19,8 @@ use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 #[derive(Clone, Debug)]
 pub struct BenchOpts {
     pub scenario: String,
+    /// Replay this capture instead of the generated traffic (`flows` is then its frame count).
+    pub pcap: Option<std::path::PathBuf>,
     pub flows: usize,
     pub frame_size: usize,
     pub seconds: f64,
@@ -116,7 +118,19 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     if !(60..=9018).contains(&o.frame_size) {
         bail!("--frame-size must be between 60 and 9018 bytes");
     }
-    let sc = scenario(&o.scenario, o.flows, o.frame_size)?;
+    let mut sc = scenario(&o.scenario, o.flows, o.frame_size)?;
+    let mut flows = o.flows;
+    if let Some(p) = &o.pcap {
+        sc.frames = netdev::pcap::read_file(p)
+            .with_context(|| format!("{}", p.display()))?
+            .into_iter()
+            .map(|r| r.data)
+            .collect();
+        if sc.frames.is_empty() {
+            bail!("{}: no packets", p.display());
+        }
+        flows = sc.frames.len();
+    }
     let expected: HashSet<Vec<u8>> = sc.frames.iter().map(|f| (sc.expect)(f)).collect();
 
     let mut cfg = DpConfig {
@@ -203,7 +217,7 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
 
     Ok(BenchResult {
         scenario: o.scenario.clone(),
-        flows: o.flows,
+        flows,
         frame_size: o.frame_size,
         pmds: o.pmds.max(1),
         emc: o.emc,

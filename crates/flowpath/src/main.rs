@@ -47,6 +47,9 @@ enum Command {
         /// Number of distinct flows in the traffic.
         #[arg(long, default_value_t = 1000)]
         flows: usize,
+        /// Replay this capture instead of generated traffic (e.g. the OVS-DPDK anchor's pcaps).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
         /// Frame size in bytes including the 4-byte FCS, as in RFC 2544 tables.
         #[arg(long, default_value_t = 64)]
         frame_size: usize,
@@ -129,6 +132,7 @@ fn main() -> ExitCode {
         Command::Bench {
             scenario,
             flows,
+            pcap,
             frame_size,
             seconds,
             pmds,
@@ -137,6 +141,7 @@ fn main() -> ExitCode {
         } => {
             let o = bench::BenchOpts {
                 scenario,
+                pcap,
                 flows,
                 frame_size,
                 seconds,
