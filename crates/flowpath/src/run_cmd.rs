@@ -110,7 +110,13 @@ pub fn build(cfg: &Config, base: &Path) -> anyhow::Result<Datapath> {
     dc.pmd.flow_limit = d.flow_limit;
     dc.pmd.max_idle_ms = d.max_idle;
     dc.rxq_assign = match d.pmd_rxq_assign.as_deref() {
-        Some("cycles") => RxqAssign::Cycles,
+        Some("cycles") => {
+            eprintln!(
+                "flowpath: pmd-rxq-assign=cycles: no cycle history exists at start-up, so rx queues \
+                 are assigned round-robin; rebalancing by measured cycles is not implemented yet"
+            );
+            RxqAssign::Cycles
+        }
         _ => RxqAssign::RoundRobin,
     };
     let mut b = DatapathBuilder::new(dc);
