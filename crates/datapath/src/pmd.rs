@@ -358,20 +358,30 @@ impl Pmd {
     /// Installs a megaflow. Its match must be exact on in_port (as OVS's userspace datapath
     /// requires) and new.
     pub fn add_flow(&mut self, f: Megaflow) -> Result<FlowRef, String> {
+        self.try_add_flow(f).map_err(|(e, _)| e)
+    }
+
+    /// [`Self::add_flow`], handing the flow back when it cannot be installed.
+    fn try_add_flow(&mut self, mut f: Megaflow) -> Result<FlowRef, (String, Box<Megaflow>)> {
         if f.mask().in_port() != u32::MAX {
-            return Err("in_port must be matched exactly".into());
+            return Err(("in_port must be matched exactly".into(), Box::new(f)));
         }
         if self.flows.len() >= self.config.flow_limit {
-            return Err(format!("flow limit {} reached", self.config.flow_limit));
+            return Err((
+                format!("flow limit {} reached", self.config.flow_limit),
+                Box::new(f),
+            ));
         }
         let port = f.m.key().in_port();
         let m = f.m.clone();
-        let mut f = f;
         f.installed_tsc = tsc::now();
         let r = self.flows.insert(f);
         if self.cls.get_or_create(port).insert(&m, r).is_err() {
-            self.flows.remove(r);
-            return Err("a flow with this match already exists".into());
+            let f = self
+                .flows
+                .remove(r)
+                .expect("the flow was inserted just above");
+            return Err(("a flow with this match already exists".into(), Box::new(f)));
         }
         Ok(r)
     }
@@ -693,7 +703,7 @@ impl Pmd {
                     let f = Megaflow {
                         ufid: ufid_of(&key, &mask),
                         m: Match::new(&key, &mask),
-                        attrs: flow::odp::DpKey::from_flow(&key).attrs,
+                        attrs: flow::odp::KeyAttrs::from_flow(&key),
                         key,
                         odp_actions: actions.into(),
                         actions: compiled.into(),
@@ -701,7 +711,7 @@ impl Pmd {
                         expires: true,
                         installed_tsc: 0,
                     };
-                    match self.add_flow(f.clone()) {
+                    match self.try_add_flow(f) {
                         Ok(r) => {
                             installed = true;
                             self.hits[i] = Some(r);
@@ -709,8 +719,8 @@ impl Pmd {
                         }
                         // Over the flow limit (or a race with an identical flow): still
                         // process this packet, through a temporary entry.
-                        Err(_) => {
-                            let r = self.flows.insert(f);
+                        Err((_, f)) => {
+                            let r = self.flows.insert(*f);
                             self.hits[i] = Some(r);
                             self.temp_flows.push(r);
                         }

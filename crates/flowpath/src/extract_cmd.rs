@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use flow::odp::DpKey;
+use flow::odp::KeyAttrs;
 use flow::{FlowKey, Malformed, extract};
 use netdev::pcap::PcapReader;
 
@@ -109,6 +109,8 @@ fn each_packet<R: Read>(
 ) -> anyhow::Result<()> {
     let mut data = Vec::new();
     let mut line = String::new();
+    // Every field of an extracted key is exact.
+    let exact = flow::Mask::exact();
     while r.next_into(&mut data)?.is_some() {
         key.clear();
         key.set_in_port(in_port);
@@ -121,22 +123,12 @@ fn each_packet<R: Read>(
             }
         } else {
             line.clear();
-            flow::odp::format_key_into(
-                &mut line,
-                key,
-                &flow::Mask::exact(),
-                &attrs(key),
-                None,
-                None,
-            );
+            let attrs = KeyAttrs::from_flow(key);
+            flow::odp::format_key_into(&mut line, key, &exact, &attrs, None, None);
             writeln!(out, "{line}")?;
         }
     }
     Ok(())
-}
-
-fn attrs(key: &FlowKey) -> flow::odp::KeyAttrs {
-    DpKey::from_flow(key).attrs
 }
 
 /// A short name of a packet's protocols for the summary, e.g. `vlan/ipv4/udp`.

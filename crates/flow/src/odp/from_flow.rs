@@ -13,13 +13,12 @@ const ETH_TYPE_RARP: u16 = 0x8035;
 const ETH_TYPE_MPLS: u16 = 0x8847;
 const ETH_TYPE_MPLS_MCAST: u16 = 0x8848;
 
-impl DpKey {
-    /// The key of one packet with every field exact, with the attributes OVS's datapath would
-    /// give it: metadata that is set (tunnel, mark, conntrack, dp_hash), `recirc_id`, `in_port`,
-    /// the packet type for L3 packets, then L2 (with `encap(` per VLAN tag), L2.5, L3 and L4 as
-    /// the ethertype and protocol say. For example
-    /// `recirc_id(0),in_port(1),eth(src=..,dst=..),eth_type(0x0800),ipv4(..),udp(..)`.
-    pub fn from_flow(key: &FlowKey) -> DpKey {
+impl KeyAttrs {
+    /// The attributes OVS's datapath would give a packet with this key: metadata that is set
+    /// (tunnel, mark, conntrack, dp_hash), `recirc_id`, `in_port`, the packet type for L3
+    /// packets, then L2 (with `encap(` per VLAN tag), L2.5, L3 and L4 as the ethertype and
+    /// protocol say.
+    pub fn from_flow(key: &FlowKey) -> KeyAttrs {
         let mut a = KeyAttrs::default();
         push_metadata(key, &mut a);
 
@@ -42,11 +41,19 @@ impl DpKey {
         }
         a.push(Attr::EthType, depth);
         push_l3_l4(key, depth, &mut a);
+        a
+    }
+}
 
+impl DpKey {
+    /// The key of one packet with every field exact and the attributes of
+    /// [`KeyAttrs::from_flow`], e.g.
+    /// `recirc_id(0),in_port(1),eth(src=..,dst=..),eth_type(0x0800),ipv4(..),udp(..)`.
+    pub fn from_flow(key: &FlowKey) -> DpKey {
         DpKey {
             key: key.clone(),
             mask: Mask::exact(),
-            attrs: a,
+            attrs: KeyAttrs::from_flow(key),
         }
     }
 }
