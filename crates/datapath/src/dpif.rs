@@ -51,6 +51,15 @@ impl Default for DpConfig {
     }
 }
 
+/// Cores for `n` PMD threads when none are configured: core 1 onwards, leaving core 0 to the
+/// main thread (OVS's habit on small machines), wrapping round; core 0 on a one-core machine.
+pub fn default_pmd_cores(n: usize) -> Vec<Option<usize>> {
+    let ncpu = std::thread::available_parallelism().map_or(1, |c| c.get());
+    (0..n.max(1))
+        .map(|i| Some(if ncpu > 1 { 1 + i % (ncpu - 1) } else { 0 }))
+        .collect()
+}
+
 /// Parses a `pmd-cpu-mask` such as `0x6` into core ids.
 pub fn parse_cpu_mask(s: &str) -> Result<Vec<usize>, String> {
     let t = s.trim();
@@ -293,7 +302,7 @@ impl Datapath {
 
     /// `dpctl/add-flow FLOW ACTIONS`: installs a megaflow on every PMD.
     pub fn add_flow(&mut self, key_text: &str, actions_text: &str) -> Result<(), String> {
-        let f = self.megaflow(key_text, actions_text)?;
+        let f = parse_megaflow(&self.names, key_text, actions_text)?;
         let res = self.ask(|tx| PmdCmd::AddFlow(Box::new(f.clone()), tx));
         res.into_iter().collect::<Result<Vec<_>, _>>().map(|_| ())
     }
@@ -305,14 +314,14 @@ impl Datapath {
         actions_text: &str,
         clear: bool,
     ) -> Result<(), String> {
-        let f = self.megaflow(key_text, actions_text)?;
+        let f = parse_megaflow(&self.names, key_text, actions_text)?;
         let res = self.ask(|tx| PmdCmd::ModFlow(Box::new(f.clone()), clear, tx));
         res.into_iter().collect::<Result<Vec<_>, _>>().map(|_| ())
     }
 
     /// `dpctl/del-flow FLOW`.
     pub fn del_flow(&mut self, key_text: &str) -> Result<(), String> {
-        let m = self.parse_match(key_text)?.0;
+        let m = parse_match(&self.names, key_text)?.0;
         let res = self.ask(|tx| PmdCmd::DelFlow(Box::new(m.clone()), tx));
         if res.iter().any(Option::is_some) {
             Ok(())
@@ -394,17 +403,6 @@ impl Datapath {
         )
     }
 
-    fn parse_match(
-        &self,
-        key_text: &str,
-    ) -> Result<(Match, FlowKey, Mask, flow::odp::KeyAttrs), String> {
-        parse_match(&self.names, key_text)
-    }
-
-    fn megaflow(&self, key_text: &str, actions_text: &str) -> Result<Megaflow, String> {
-        parse_megaflow(&self.names, key_text, actions_text)
-    }
-
     /// Every PMD's counters.
     pub fn pmd_stats(&self) -> Vec<PmdReport> {
         let res = self.ask(PmdCmd::Stats);
@@ -417,6 +415,15 @@ impl Datapath {
                 emc_entries: emc,
             })
             .collect()
+    }
+
+    /// Every PMD's counters summed.
+    pub fn total_stats(&self) -> PmdStats {
+        let mut s = PmdStats::default();
+        for r in self.pmd_stats() {
+            s += r.stats;
+        }
+        s
     }
 
     /// `dpif-netdev/pmd-stats-clear`.

@@ -259,9 +259,7 @@ impl Pool {
     #[inline]
     pub fn free_batch(&mut self, batch: &mut Batch) {
         for p in batch.pkts.drain(..) {
-            if p.buf.len() == BUF_SIZE && self.spare.len() < self.cap {
-                self.spare.push(p.buf);
-            }
+            self.free(p);
         }
     }
 

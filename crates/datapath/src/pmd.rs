@@ -146,12 +146,46 @@ pub struct PmdStats {
     pub stage_cycles: [u64; 7],
 }
 
+impl core::ops::AddAssign for PmdStats {
+    /// Sums counters, e.g. over PMD threads.
+    fn add_assign(&mut self, o: PmdStats) {
+        self.iterations += o.iterations;
+        self.busy_iterations += o.busy_iterations;
+        self.busy_cycles += o.busy_cycles;
+        self.idle_cycles += o.idle_cycles;
+        self.rx_packets += o.rx_packets;
+        self.recirculations += o.recirculations;
+        self.emc_hits += o.emc_hits;
+        self.megaflow_hits += o.megaflow_hits;
+        self.subtable_lookups += o.subtable_lookups;
+        self.upcalls += o.upcalls;
+        self.lost_upcalls += o.lost_upcalls;
+        self.recirc_depth_drops += o.recirc_depth_drops;
+        self.action_drops += o.action_drops;
+        self.tx_packets += o.tx_packets;
+        self.tx_batches += o.tx_batches;
+        self.rewrite_errors += o.rewrite_errors;
+        for (a, b) in self.stage_cycles.iter_mut().zip(o.stage_cycles) {
+            *a += b;
+        }
+    }
+}
+
 /// One megaflow as a dump shows it.
 #[derive(Clone, Debug)]
 pub struct FlowDump {
     pub flow: Megaflow,
     /// Seconds since the last hit, `None` for never.
     pub used_secs: Option<f64>,
+}
+
+impl FlowDump {
+    /// A flow with its age as of TSC value `now`.
+    fn of(flow: Megaflow, now: u64) -> FlowDump {
+        let used = flow.stats.used_tsc;
+        let used_secs = (used != 0).then(|| now.saturating_sub(used) as f64 / tsc::hz() as f64);
+        FlowDump { flow, used_secs }
+    }
 }
 
 /// Messages from the main thread to a PMD.
@@ -435,14 +469,9 @@ impl Pmd {
     /// All megaflows, with seconds since last use.
     pub fn dump(&self) -> Vec<FlowDump> {
         let now = tsc::now();
-        let hz = tsc::hz() as f64;
         self.flows
             .iter()
-            .map(|(_, f)| FlowDump {
-                flow: f.clone(),
-                used_secs: (f.stats.used_tsc != 0)
-                    .then(|| now.saturating_sub(f.stats.used_tsc) as f64 / hz),
-            })
+            .map(|(_, f)| FlowDump::of(f.clone(), now))
             .collect()
     }
 
@@ -457,13 +486,7 @@ impl Pmd {
             }
             PmdCmd::DelFlow(m, reply) => {
                 let now = tsc::now();
-                let hz = tsc::hz() as f64;
-                let d = self.del_flow(&m).map(|f| FlowDump {
-                    used_secs: (f.stats.used_tsc != 0)
-                        .then(|| now.saturating_sub(f.stats.used_tsc) as f64 / hz),
-                    flow: f,
-                });
-                let _ = reply.send(d);
+                let _ = reply.send(self.del_flow(&m).map(|f| FlowDump::of(f, now)));
             }
             PmdCmd::DelFlows(reply) => {
                 let _ = reply.send(self.del_flows());

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use datapath::dpif::{DatapathBuilder, DpConfig};
+use datapath::dpif::{DatapathBuilder, DpConfig, default_pmd_cores};
 use datapath::pmd::Stage;
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 
@@ -101,15 +101,6 @@ pub struct BenchResult {
     pub failure: Option<String>,
 }
 
-/// The cores PMD threads use: core 1 onwards (core 0 is left to the main thread), wrapping on
-/// small machines.
-fn pmd_cores(n: usize) -> Vec<Option<usize>> {
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (0..n)
-        .map(|i| Some(if ncpu > 1 { 1 + i % (ncpu - 1) } else { 0 }))
-        .collect()
-}
-
 /// Runs one benchmark.
 pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     if o.flows == 0 {
@@ -134,7 +125,7 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     let expected: HashSet<Vec<u8>> = sc.frames.iter().map(|f| (sc.expect)(f)).collect();
 
     let mut cfg = DpConfig {
-        pmd_cores: pmd_cores(o.pmds.max(1)),
+        pmd_cores: default_pmd_cores(o.pmds),
         ..DpConfig::default()
     };
     cfg.pmd.emc_insert_inv_prob = if o.emc { 100 } else { 0 };
@@ -170,26 +161,10 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     dp.clear_stats();
     std::thread::sleep(Duration::from_secs_f64(o.seconds));
     let secs = dp.measured_secs();
-    let reports = dp.pmd_stats();
+    let s = dp.total_stats();
     let sink1 = dp.port_counters("p1").unwrap_or_default().tx_packets;
-    let ports = dp.stop();
-    drop(ports);
+    drop(dp.stop());
 
-    let mut s = datapath::pmd::PmdStats::default();
-    for r in &reports {
-        let t = r.stats;
-        s.rx_packets += t.rx_packets;
-        s.recirculations += t.recirculations;
-        s.busy_cycles += t.busy_cycles;
-        s.emc_hits += t.emc_hits;
-        s.megaflow_hits += t.megaflow_hits;
-        s.subtable_lookups += t.subtable_lookups;
-        s.upcalls += t.upcalls;
-        s.lost_upcalls += t.lost_upcalls;
-        for (a, b) in s.stage_cycles.iter_mut().zip(t.stage_cycles) {
-            *a += b;
-        }
-    }
     let rx = s.rx_packets.max(1) as f64;
     let passes = (s.rx_packets + s.recirculations).max(1) as f64;
     let sink_packets = sink1.saturating_sub(sink0);

@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use datapath::dpif::{DatapathBuilder, DpConfig};
-use datapath::pmd::PmdStats;
+use datapath::dpif::{DatapathBuilder, DpConfig, default_pmd_cores};
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 use netdev::pcap::PcapReader;
 
@@ -58,25 +57,10 @@ fn lock(
     dp.lock().map_err(|_| anyhow!("datapath lock poisoned"))
 }
 
-fn total(reports: &[datapath::dpif::PmdReport]) -> PmdStats {
-    let mut s = PmdStats::default();
-    for r in reports {
-        let t = r.stats;
-        s.rx_packets += t.rx_packets;
-        s.busy_cycles += t.busy_cycles;
-        s.emc_hits += t.emc_hits;
-        s.megaflow_hits += t.megaflow_hits;
-        s.lost_upcalls += t.lost_upcalls;
-        s.tx_packets += t.tx_packets;
-    }
-    s
-}
-
 /// Runs the demo.
 pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = DpConfig {
-        pmd_cores: vec![Some(if ncpu > 1 { 1 } else { 0 })],
+        pmd_cores: default_pmd_cores(1),
         ..DpConfig::default()
     };
     let mut b = DatapathBuilder::new(cfg);
@@ -121,7 +105,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
     )?;
     out.flush()?;
 
-    let mut prev = total(&lock(&dp)?.pmd_stats());
+    let mut prev = lock(&dp)?.total_stats();
     let start = Instant::now();
     let mut t_prev = start;
     for second in 1..=seconds {
@@ -132,7 +116,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let now = total(&lock(&dp)?.pmd_stats());
+        let now = lock(&dp)?.total_stats();
         let dt = t_prev.elapsed().as_secs_f64();
         t_prev = Instant::now();
         let rx = now.rx_packets - prev.rx_packets;

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use datapath::dpif::{Datapath, DatapathBuilder, DpConfig, RxqAssign, parse_cpu_mask};
+use datapath::dpif::{
+    Datapath, DatapathBuilder, DpConfig, RxqAssign, default_pmd_cores, parse_cpu_mask,
+};
 use datapath::port::Port;
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
 use netdev::pcap_port::PcapPort;
@@ -95,12 +97,8 @@ pub fn build(cfg: &Config, base: &Path) -> anyhow::Result<Datapath> {
             .into_iter()
             .map(Some)
             .collect(),
-        None => {
-            // One PMD, on core 1 when there is one (core 0 for the main thread), as OVS's
-            // single-NUMA default.
-            let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-            vec![Some(if ncpu > 1 { 1 } else { 0 })]
-        }
+        // One PMD, on core 1 when there is one, as OVS's single-NUMA default.
+        None => default_pmd_cores(1),
     };
     let mut dc = DpConfig {
         pmd_cores: cores,
