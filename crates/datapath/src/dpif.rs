@@ -674,6 +674,37 @@ impl Datapath {
         out
     }
 
+    /// `dpif-netdev/pmd-drop-show` (beyond OVS, which spreads these over coverage counters):
+    /// per PMD, every packet the datapath dropped, by reason, and the packets it switched
+    /// although their headers were malformed, by malformation.
+    pub fn pmd_drop_show(&self) -> String {
+        let mut out = String::new();
+        for r in self.pmd_stats() {
+            let s = &r.stats;
+            let _ = writeln!(
+                out,
+                "pmd thread numa_id 0 core_id {}:",
+                core_text(r.core_id)
+            );
+            let _ = writeln!(out, "  dropped:");
+            for (name, n) in [
+                ("missed, upcall failed or over budget", s.lost_upcalls),
+                ("recirculation depth exceeded", s.recirc_depth_drops),
+                ("actions without output", s.action_drops),
+            ] {
+                let _ = writeln!(out, "    {name:<40} {n:>12}");
+            }
+            let _ = writeln!(out, "  header rewrites not applied: {}", s.rewrite_errors);
+            let _ = writeln!(out, "  malformed headers (switched on what parsed):");
+            for (m, n) in flow::Malformed::ALL.iter().zip(s.malformed) {
+                if n > 0 {
+                    let _ = writeln!(out, "    {:<40} {n:>12}", m.name());
+                }
+            }
+        }
+        out
+    }
+
     /// `dpif-netdev/pmd-rxq-show`.
     pub fn pmd_rxq_show(&self) -> String {
         let mut out = String::from("Displaying last 60 seconds pmd usage %\n");

@@ -146,110 +146,102 @@ fn strip_dp(args: &[String], want: usize) -> &[String] {
     }
 }
 
+/// A control command that works on the datapath.
+type DpCommand = fn(&mut Datapath, &[String]) -> Result<String, String>;
+
+/// Registers `f` as command `name`, run with the datapath locked (control path only; the PMD
+/// threads never take this lock).
+fn register_dp(
+    reg: &Registry,
+    dp: &Arc<Mutex<Datapath>>,
+    name: &str,
+    usage: &str,
+    args: (usize, usize),
+    f: DpCommand,
+) {
+    let dp = dp.clone();
+    let _ = reg.register(name, usage, args.0, args.1, move |a| {
+        let mut g = dp
+            .lock()
+            .map_err(|_| "datapath lock poisoned".to_string())?;
+        f(&mut g, a)
+    });
+}
+
+fn verbose(a: &[String]) -> bool {
+    a.iter().any(|x| x == "-m" || x == "--more")
+}
+
 /// The control commands, bound to a running datapath.
 pub fn registry(dp: Arc<Mutex<Datapath>>, stop: Arc<AtomicBool>) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
-    let with = |dp: &Arc<Mutex<Datapath>>| {
-        let dp = dp.clone();
-        move |f: &dyn Fn(&mut Datapath) -> Result<String, String>| -> Result<String, String> {
-            let mut g = dp
-                .lock()
-                .map_err(|_| "datapath lock poisoned".to_string())?;
-            f(&mut g)
-        }
-    };
-    let w = with(&dp);
-    let _ = reg.register("dpctl/add-flow", "[dp] flow actions", 2, 3, move |a| {
+    let r = |name, usage, args, f: DpCommand| register_dp(&reg, &dp, name, usage, args, f);
+    r("dpctl/add-flow", "[dp] flow actions", (2, 3), |d, a| {
         let a = strip_dp(a, 2);
-        w(&|d| d.add_flow(&a[0], &a[1]).map(|_| String::new()))
+        d.add_flow(&a[0], &a[1]).map(|_| String::new())
     });
-    let w = with(&dp);
-    let _ = reg.register(
+    r(
         "dpctl/mod-flow",
         "[--clear] [dp] flow actions",
-        2,
-        4,
-        move |a| {
+        (2, 4),
+        |d, a| {
             let clear = a.first().is_some_and(|x| x == "--clear");
-            let a = if clear { &a[1..] } else { a };
-            let a = strip_dp(a, 2);
+            let a = strip_dp(if clear { &a[1..] } else { a }, 2);
             if a.len() != 2 {
                 return Err("usage: dpctl/mod-flow [--clear] [dp] flow actions".into());
             }
-            w(&|d| d.mod_flow(&a[0], &a[1], clear).map(|_| String::new()))
+            d.mod_flow(&a[0], &a[1], clear).map(|_| String::new())
         },
     );
-    let w = with(&dp);
-    let _ = reg.register("dpctl/del-flow", "[dp] flow", 1, 2, move |a| {
-        let a = strip_dp(a, 1);
-        w(&|d| d.del_flow(&a[0]).map(|_| String::new()))
+    r("dpctl/del-flow", "[dp] flow", (1, 2), |d, a| {
+        d.del_flow(&strip_dp(a, 1)[0]).map(|_| String::new())
     });
-    let w = with(&dp);
-    let _ = reg.register("dpctl/del-flows", "[dp]", 0, 1, move |_| {
-        w(&|d| {
-            Ok({
-                d.del_flows();
-                String::new()
-            })
-        })
+    r("dpctl/del-flows", "[dp]", (0, 1), |d, _| {
+        d.del_flows();
+        Ok(String::new())
     });
-    let w = with(&dp);
-    let _ = reg.register("dpctl/get-flow", "[dp] ufid", 1, 2, move |a| {
-        let a = strip_dp(a, 1);
-        w(&|d| d.get_flow(&a[0]))
+    r("dpctl/get-flow", "[dp] ufid", (1, 2), |d, a| {
+        d.get_flow(&strip_dp(a, 1)[0])
     });
-    let w = with(&dp);
-    let _ = reg.register("dpctl/dump-flows", "[-m] [dp]", 0, 2, move |a| {
-        let verbose = a.iter().any(|x| x == "-m" || x == "--more");
-        w(&|d| Ok(d.dump_flows(verbose)))
+    r("dpctl/dump-flows", "[-m] [dp]", (0, 2), |d, a| {
+        Ok(d.dump_flows(verbose(a)))
     });
-    let w = with(&dp);
-    let _ = reg.register("dpif/dump-flows", "[-m] [bridge]", 0, 2, move |a| {
-        let verbose = a.iter().any(|x| x == "-m" || x == "--more");
-        w(&|d| Ok(d.dump_flows(verbose)))
+    r("dpif/dump-flows", "[-m] [bridge]", (0, 2), |d, a| {
+        Ok(d.dump_flows(verbose(a)))
     });
-    let w = with(&dp);
-    let _ = reg.register("dpif/show", "", 0, 0, move |_| w(&|d| Ok(d.dpif_show())));
-    let w = with(&dp);
-    let _ = reg.register(
+    r("dpif/show", "", (0, 0), |d, _| Ok(d.dpif_show()));
+    r(
         "dpif-netdev/pmd-stats-show",
         "[-pmd core] [dp]",
-        0,
-        3,
-        move |_| w(&|d| Ok(d.pmd_stats_show())),
+        (0, 3),
+        |d, _| Ok(d.pmd_stats_show()),
     );
-    let w = with(&dp);
-    let _ = reg.register(
+    r(
         "dpif-netdev/pmd-perf-show",
         "[-nh] [-it iter_hist] [-ms ms_hist] [-pmd core] [dp]",
-        0,
-        8,
-        move |_| w(&|d| Ok(d.pmd_perf_show())),
+        (0, 8),
+        |d, _| Ok(d.pmd_perf_show()),
     );
-    let w = with(&dp);
-    let _ = reg.register(
+    r(
         "dpif-netdev/pmd-stats-clear",
         "[-pmd core] [dp]",
-        0,
-        3,
-        move |_| {
-            w(&|d| {
-                d.clear_stats();
-                Ok(String::new())
-            })
+        (0, 3),
+        |d, _| {
+            d.clear_stats();
+            Ok(String::new())
         },
     );
-    let w = with(&dp);
-    let _ = reg.register(
+    r(
         "dpif-netdev/pmd-rxq-show",
         "[-pmd core] [-secs secs] [dp]",
-        0,
-        5,
-        move |_| w(&|d| Ok(d.pmd_rxq_show())),
+        (0, 5),
+        |d, _| Ok(d.pmd_rxq_show()),
     );
-    let w = with(&dp);
-    let _ = reg.register("dpif-netdev/pmd-stage-show", "[dp]", 0, 1, move |_| {
-        w(&|d| Ok(d.pmd_stage_show()))
+    r("dpif-netdev/pmd-stage-show", "[dp]", (0, 1), |d, _| {
+        Ok(d.pmd_stage_show())
+    });
+    r("dpif-netdev/pmd-drop-show", "[dp]", (0, 1), |d, _| {
+        Ok(d.pmd_drop_show())
     });
     let _ = reg.register("exit", "[--cleanup]", 0, 1, move |_| {
         stop.store(true, Ordering::Relaxed);

@@ -290,6 +290,21 @@ fn control_socket_manages_flows_and_reports() {
 }
 
 #[test]
+fn drop_report_is_on_the_control_socket() {
+    let d = Dir::new("drops");
+    let (child, rundir) = start_replay_switch(&d);
+    let o = ctl(&rundir, &["dpif-netdev/pmd-drop-show"]);
+    let (text, err) = out_text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        text.contains("dropped:") && text.contains("malformed headers"),
+        "{text}"
+    );
+    assert!(ctl(&rundir, &["exit"]).status.success());
+    assert!(wait_exit(child).success());
+}
+
+#[test]
 fn stock_ovs_appctl_drives_the_switch_or_skips() {
     if Command::new("ovs-appctl")
         .arg("--version")

@@ -37,6 +37,7 @@ struct Out {
     dump: String,
     dump_verbose: String,
     stats: String,
+    drops: String,
     p1: Vec<Vec<u8>>,
     p2: Vec<Vec<u8>>,
 }
@@ -66,6 +67,7 @@ fn run(dir: &Dir, input: &Path, flows: &[(&str, &str)], emc: u32) -> Out {
         dump: dp.dump_flows(false),
         dump_verbose: dp.dump_flows(true),
         stats: dp.pmd_stats_show(),
+        drops: dp.pmd_drop_show(),
         p1: Vec::new(),
         p2: Vec::new(),
     };
@@ -291,6 +293,43 @@ fn wait_drained(dp: &Datapath) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+#[test]
+fn drops_and_malformed_frames_are_counted_by_reason() {
+    let dir = Dir::new("drops");
+    // Only IPv4 has a flow; the rest of the truncated fixtures miss (lost upcalls). A flow
+    // with empty actions drops IPv4 frames that have no UDP header.
+    let o = run(
+        &dir,
+        &fixture("truncated.pcap"),
+        &[("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "drop")],
+        100,
+    );
+    let count = |label: &str| -> u64 {
+        let l = o
+            .drops
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("{label}: {}", o.drops));
+        l.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    for reason in [
+        "runt",
+        "tcp_truncated",
+        "sctp_truncated",
+        "ipv4_bad_total_len",
+        "nd_invalid",
+    ] {
+        assert!(count(reason) >= 1, "{reason}: {}", o.drops);
+    }
+    assert!(count("actions without output") >= 1, "{}", o.drops);
+    assert!(
+        count("missed, upcall failed or over budget") >= 1,
+        "{}",
+        o.drops
+    );
+    assert!(o.p1.is_empty() && o.p2.is_empty());
 }
 
 /// A slow path that installs `eth_type` megaflows forwarding to port 2.
