@@ -617,3 +617,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn wildcarded_mpls_attribute_marks_the_verbose_form() {
+    // A whole mpls() with zero masks only appears in verbose output; printing it back must
+    // keep it (found by the random round-trip property).
+    let line =
+        "in_port(1),eth_type(0x8847),mpls(label=0/0x0,tc=0/0,ttl=0/0x0,bos=0/0), actions:drop";
+    let f = flow::odp::parse_flow(line, &mut flow::odp::PortNames::new()).unwrap();
+    assert!(f.attrs.verbose);
+    assert!(
+        f.format(None, None)
+            .contains("mpls(label=0/0x0,tc=0/0,ttl=0/0x0,bos=0/0)"),
+        "{}",
+        f.format(None, None)
+    );
+}

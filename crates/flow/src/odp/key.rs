@@ -714,6 +714,22 @@ impl<'n> KeyParser<'n> {
             write_uint(&mut self.out.key, ofs, 2, v.into());
             write_uint(&mut self.out.mask, ofs, 2, m.into());
         }
+        // The non-verbose form omits an attribute whose whole mask is zero (nested ones and
+        // eth() aside), so such an attribute in the text is itself evidence of the verbose form:
+        // `mpls(label=0/0x0,tc=0/0,...)` says so even though mpls fields print their masks.
+        if !self.evidence {
+            let fmt = KeyFmt {
+                key: &self.out.key,
+                mask: Some(&self.out.mask),
+                attrs: &self.out.attrs,
+                names: None,
+                verbose: false,
+            };
+            self.evidence = self.out.attrs.items.iter().any(|it| {
+                !matches!(it.attr, Attr::Tunnel | Attr::Encap | Attr::Eth)
+                    && fmt.is_wildcard(it.attr, it.depth)
+            });
+        }
         self.out.attrs.verbose = self.evidence;
         self.out
     }
