@@ -21,24 +21,12 @@ use crate::pmd::{DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, Polled
 use crate::port::{Port, PortCounters};
 use crate::tsc;
 
-/// How rx queues are spread over PMD threads (`pmd-rxq-assign`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RxqAssign {
-    /// In port order, one queue per PMD in turn.
-    #[default]
-    RoundRobin,
-    /// Busiest queues first, each to the least loaded PMD (needs measured cycles; at start-up
-    /// every queue weighs the same, so this equals round-robin then).
-    Cycles,
-}
-
 /// Datapath-wide settings.
 #[derive(Clone, Debug)]
 pub struct DpConfig {
     /// Cores to run PMD threads on (`pmd-cpu-mask`); `None` entries are unpinned threads.
     pub pmd_cores: Vec<Option<usize>>,
     pub pmd: PmdConfig,
-    pub rxq_assign: RxqAssign,
 }
 
 impl Default for DpConfig {
@@ -46,7 +34,6 @@ impl Default for DpConfig {
         DpConfig {
             pmd_cores: vec![None],
             pmd: PmdConfig::default(),
-            rxq_assign: RxqAssign::RoundRobin,
         }
     }
 }
@@ -150,7 +137,8 @@ impl DatapathBuilder {
                 pmd.add_flow(f.clone())?;
             }
         }
-        // Rx queues, round-robin over PMDs in port order.
+        // Rx queues, round-robin over PMDs in port order (`pmd-rxq-assign=roundrobin`; there is
+        // no cycle history at start-up for `cycles` to use).
         let mut next = 0;
         for pe in &mut self.ports {
             for q in 0..pe.port.n_rxq() {

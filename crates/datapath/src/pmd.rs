@@ -33,6 +33,10 @@ use crate::packet::{Batch, MAX_BURST, Packet, Pool};
 use crate::port::{RxQueue, TxQueue};
 use crate::tsc;
 
+/// EMC slots checked for dead entries per housekeeping round (once a second): the whole cache
+/// in about a minute at most per 8192 entries / 256.
+const EMC_SWEEP_PER_ROUND: usize = 256;
+
 /// Deepest recirculation (OVS's `MAX_RECIRC_DEPTH`).
 pub const MAX_RECIRC_DEPTH: u8 = 8;
 
@@ -216,8 +220,6 @@ pub enum PmdCmd {
     ClearStats,
     /// Set `emc-insert-inv-prob`.
     SetEmcInsertInvProb(u32),
-    /// Expire megaflows idle longer than this many TSC cycles.
-    SetMaxIdle(u64),
 }
 
 /// A polled rx queue.
@@ -512,7 +514,6 @@ impl Pmd {
                 self.config.emc_insert_inv_prob = n;
                 self.emc.set_insert_inv_prob(n);
             }
-            PmdCmd::SetMaxIdle(t) => self.max_idle_tsc = t,
         }
     }
 
@@ -595,6 +596,10 @@ impl Pmd {
                 }
             }
         }
+        // A few EMC slots a round: entries of deleted flows are dead by generation already;
+        // clearing them bounds their life so that a wrapped generation cannot revive one.
+        let flows = &self.flows;
+        self.emc.sweep(EMC_SWEEP_PER_ROUND, |r| flows.is_live(r));
         self.next_housekeeping = now + hz;
     }
 

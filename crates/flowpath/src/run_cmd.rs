@@ -10,9 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use datapath::dpif::{
-    Datapath, DatapathBuilder, DpConfig, RxqAssign, default_pmd_cores, parse_cpu_mask,
-};
+use datapath::dpif::{Datapath, DatapathBuilder, DpConfig, default_pmd_cores, parse_cpu_mask};
 use datapath::port::Port;
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
 use netdev::pcap_port::PcapPort;
@@ -107,16 +105,12 @@ pub fn build(cfg: &Config, base: &Path) -> anyhow::Result<Datapath> {
     dc.pmd.emc_insert_inv_prob = d.emc_insert_inv_prob;
     dc.pmd.flow_limit = d.flow_limit;
     dc.pmd.max_idle_ms = d.max_idle;
-    dc.rxq_assign = match d.pmd_rxq_assign.as_deref() {
-        Some("cycles") => {
-            eprintln!(
-                "flowpath: pmd-rxq-assign=cycles: no cycle history exists at start-up, so rx queues \
-                 are assigned round-robin; rebalancing by measured cycles is not implemented yet"
-            );
-            RxqAssign::Cycles
-        }
-        _ => RxqAssign::RoundRobin,
-    };
+    if d.pmd_rxq_assign.as_deref() == Some("cycles") {
+        eprintln!(
+            "flowpath: pmd-rxq-assign=cycles: no cycle history exists at start-up, so rx queues \
+             are assigned round-robin; rebalancing by measured cycles is not implemented yet"
+        );
+    }
     let mut b = DatapathBuilder::new(dc);
     let mut no = 0;
     for br in &cfg.bridge {
