@@ -31,7 +31,6 @@
 use flow::hash::crc32c_u64;
 use flow::key::KEY_WORDS;
 use flow::{FlowKey, Match};
-use hashbrown::HashTable;
 
 /// Basis of the subtable hash: a rule is filed under `key.hash_masked(mask, HASH_BASIS)`.
 pub const HASH_BASIS: u32 = 0;
@@ -90,30 +89,117 @@ pub struct Dpcls<F> {
     scratch: [u64; KEY_WORDS],
 }
 
-/// An entry of a subtable's hash table: the rule's masked hash (compared before the words, so a
-/// tag collision costs no access to the rule) and its index in the subtable's rule arrays.
-#[derive(Clone, Copy)]
-struct Slot {
-    hash: u32,
-    rule: u32,
-}
-
 /// All megaflows with one mask. Rule `r` is `words[r * k..(r + 1) * k]` and `flows[r]`, where
 /// `k = mask.len()`; `mask[j]` is the mask's word at the `j`-th set bit of `map`.
 struct Subtable<F> {
     map: u64,
+    /// The index of each word of `map`, in order (spares a bit scan per word on lookups).
+    idx: Box<[u8]>,
     mask: Box<[u64]>,
     words: Vec<u64>,
     flows: Vec<F>,
-    table: HashTable<Slot>,
+    table: RuleIndex,
     hits: u64,
 }
 
-/// The 64-bit hash hashbrown wants: it takes the bucket from the low bits and a 7-bit tag from
-/// the top bits, so put the 32-bit CRC in both halves.
-#[inline(always)]
-fn spread(h: u32) -> u64 {
-    ((h as u64) << 32) | h as u64
+/// A subtable's hash index: open addressing with linear probing over a power-of-two array of
+/// slots, at most half full. A slot is `hash << 32 | (rule + 1)`, 0 when empty, so a probe reads
+/// one word per candidate and compares the 32-bit hash before touching the rule's words.
+/// Deletion shifts the following run back (no tombstones), so probes stop at the first empty
+/// slot.
+#[derive(Default)]
+struct RuleIndex {
+    slots: Vec<u64>,
+    len: usize,
+}
+
+impl RuleIndex {
+    #[inline(always)]
+    fn mask(&self) -> usize {
+        self.slots.len().wrapping_sub(1)
+    }
+
+    /// Rule numbers filed under `hash`, in probe order, until `eq` accepts one.
+    #[inline(always)]
+    fn find(&self, hash: u32, mut eq: impl FnMut(usize) -> bool) -> Option<usize> {
+        self.find_slot(hash, &mut eq).map(|i| (self.slots[i] as u32 - 1) as usize)
+    }
+
+    #[inline(always)]
+    fn find_slot(&self, hash: u32, eq: &mut impl FnMut(usize) -> bool) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.mask();
+        let mut i = hash as usize & mask;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            if (s >> 32) as u32 == hash && eq((s as u32 - 1) as usize) {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn insert(&mut self, hash: u32, rule: usize) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            let old = core::mem::take(&mut self.slots);
+            self.slots = vec![0; (old.len() * 2).max(8)];
+            for s in old.into_iter().filter(|&s| s != 0) {
+                self.place(s);
+            }
+        }
+        let rule = u32::try_from(rule + 1).expect("fewer than 2^32 - 1 megaflows per subtable");
+        self.place(u64::from(hash) << 32 | u64::from(rule));
+        self.len += 1;
+    }
+
+    fn place(&mut self, s: u64) {
+        let mask = self.mask();
+        let mut i = (s >> 32) as usize & mask;
+        while self.slots[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = s;
+    }
+
+    /// Removes the slot at `i`, shifting back the entries of its run that probed past it.
+    fn remove_slot(&mut self, mut i: usize) {
+        let mask = self.mask();
+        self.slots[i] = 0;
+        self.len -= 1;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let s = self.slots[j];
+            if s == 0 {
+                return;
+            }
+            let home = (s >> 32) as usize & mask;
+            // The entry at j may move to the hole at i unless its home lies cyclically in (i, j].
+            let stays = if i <= j {
+                i < home && home <= j
+            } else {
+                i < home || home <= j
+            };
+            if !stays {
+                self.slots[i] = s;
+                self.slots[j] = 0;
+                i = j;
+            }
+        }
+    }
+
+    /// Re-points the slot of `hash` holding rule `from` to rule `to`.
+    fn renumber(&mut self, hash: u32, from: usize, to: usize) {
+        let i = self
+            .find_slot(hash, &mut |r| r == from)
+            .expect("every rule has a slot");
+        self.slots[i] = u64::from(hash) << 32 | (to as u64 + 1);
+    }
 }
 
 impl<F: Copy> Subtable<F> {
@@ -121,18 +207,21 @@ impl<F: Copy> Subtable<F> {
         let mask = m.mask();
         let map = mask.map();
         let mut words = Vec::with_capacity(map.count_ones() as usize);
+        let mut idx = Vec::with_capacity(words.capacity());
         let mut bits = map;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             words.push(mask.raw_word(i));
+            idx.push(i as u8);
         }
         Subtable {
             map,
+            idx: idx.into_boxed_slice(),
             mask: words.into_boxed_slice(),
             words: Vec::new(),
             flows: Vec::new(),
-            table: HashTable::new(),
+            table: RuleIndex::default(),
             hits: 0,
         }
     }
@@ -156,14 +245,20 @@ impl<F: Copy> Subtable<F> {
     #[inline(always)]
     fn mask_key(&self, key: &FlowKey, out: &mut [u64; KEY_WORDS]) -> u32 {
         let mut h = HASH_BASIS;
-        let mut bits = self.map;
-        // `mask` has one word per bit of `map`, so `bits` runs out exactly with the loop.
-        for (&mw, o) in self.mask.iter().zip(out.iter_mut()) {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits.wrapping_sub(1);
-            let w = key.word(i) & mw;
-            *o = w;
-            h = crc32c_u64(h, w);
+        let words = self.idx.iter().zip(self.mask.iter()).zip(out.iter_mut());
+        if key.map() & self.map == self.map {
+            // The common case: the key has every word the mask uses, so read them unchecked.
+            for ((&i, &mw), o) in words {
+                let w = key.raw_word(i as usize) & mw;
+                *o = w;
+                h = crc32c_u64(h, w);
+            }
+        } else {
+            for ((&i, &mw), o) in words {
+                let w = key.word(i as usize) & mw;
+                *o = w;
+                h = crc32c_u64(h, w);
+            }
         }
         h
     }
@@ -172,17 +267,85 @@ impl<F: Copy> Subtable<F> {
     #[inline(always)]
     fn find(&self, hash: u32, words: &[u64]) -> Option<usize> {
         let k = self.mask.len();
-        self.table
-            .find(spread(hash), |s| {
-                if s.hash != hash {
-                    return false;
+        self.table.find(hash, |r| {
+            let rule = &self.words[r * k..r * k + k];
+            // No early exit: k is small and the hash already agreed.
+            rule.iter().zip(words).fold(0, |d, (a, b)| d | (a ^ b)) == 0
+        })
+    }
+
+    /// Probes the keys of `keys` named in `pending`, writing hits to `out`; returns the hits as
+    /// a bitmap. Generic in the mask's word count.
+    #[inline]
+    fn probe_burst(
+        &self,
+        keys: &[&FlowKey],
+        pending: u32,
+        out: &mut [Option<F>],
+        scratch: &mut [u64; KEY_WORDS],
+    ) -> u32 {
+        let k = self.mask.len();
+        let mut found = 0u32;
+        let mut bits = pending;
+        while bits != 0 {
+            let j = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let hash = self.mask_key(keys[j], scratch);
+            if let Some(r) = self.find(hash, &scratch[..k]) {
+                out[j] = Some(self.flows[r]);
+                found |= 1 << j;
+            }
+        }
+        found
+    }
+
+    /// [`Self::probe_burst`] for a mask of exactly `K` words.
+    #[inline]
+    fn probe_burst_n<const K: usize>(
+        &self,
+        keys: &[&FlowKey],
+        pending: u32,
+        out: &mut [Option<F>],
+    ) -> u32 {
+        let (Ok(idx), Ok(mask)) = (
+            <&[u8; K]>::try_from(&self.idx[..]),
+            <&[u64; K]>::try_from(&self.mask[..]),
+        ) else {
+            unreachable!("called for a mask of {} words", self.mask.len());
+        };
+        let mut found = 0u32;
+        let mut bits = pending;
+        while bits != 0 {
+            let j = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let key = keys[j];
+            let mut w = [0u64; K];
+            let mut h = HASH_BASIS;
+            if key.map() & self.map == self.map {
+                for t in 0..K {
+                    w[t] = key.raw_word(idx[t] as usize) & mask[t];
+                    h = crc32c_u64(h, w[t]);
                 }
-                let r = s.rule as usize * k;
-                let rule = &self.words[r..r + k];
-                // No early exit: k is small and the hash already agreed.
-                rule.iter().zip(words).fold(0, |d, (a, b)| d | (a ^ b)) == 0
-            })
-            .map(|s| s.rule as usize)
+            } else {
+                for t in 0..K {
+                    w[t] = key.word(idx[t] as usize) & mask[t];
+                    h = crc32c_u64(h, w[t]);
+                }
+            }
+            let hit = self.table.find(h, |r| {
+                let rule = &self.words[r * K..r * K + K];
+                let mut d = 0;
+                for t in 0..K {
+                    d |= rule[t] ^ w[t];
+                }
+                d == 0
+            });
+            if let Some(r) = hit {
+                out[j] = Some(self.flows[r]);
+                found |= 1 << j;
+            }
+        }
+        found
     }
 
     /// The masked words of `m` in this subtable's order, into `out`; returns how many.
@@ -268,11 +431,9 @@ impl<F: Copy> Dpcls<F> {
         if st.find(hash, words).is_some() {
             return Err(Exists);
         }
-        let rule = u32::try_from(st.flows.len()).expect("fewer than 2^32 megaflows per subtable");
+        st.table.insert(hash, st.flows.len());
         st.words.extend_from_slice(words);
         st.flows.push(flow);
-        st.table
-            .insert_unique(spread(hash), Slot { hash, rule }, |s| spread(s.hash));
         Ok(())
     }
 
@@ -284,26 +445,18 @@ impl<F: Copy> Dpcls<F> {
         let mut buf = [0u64; KEY_WORDS];
         let k = st.rule_words(m, &mut buf);
         let hash = words_hash(&buf[..k]);
-        let entry = st
+        let slot = st
             .table
-            .find_entry(spread(hash), |s| {
-                let r = s.rule as usize * k;
-                s.hash == hash && st.words[r..r + k] == buf[..k]
-            })
-            .ok()?;
-        let (slot, _) = entry.remove();
-        let r = slot.rule as usize;
+            .find_slot(hash, &mut |r| st.words[r * k..r * k + k] == buf[..k])?;
+        let r = (st.table.slots[slot] as u32 - 1) as usize;
+        st.table.remove_slot(slot);
         let flow = st.flows.swap_remove(r);
         // The last rule moved into the hole: move its words too and repoint its slot.
         let last = st.flows.len();
         if r != last {
             st.words.copy_within(last * k..last * k + k, r * k);
             let moved = words_hash(&st.words[r * k..r * k + k]);
-            let s = st
-                .table
-                .find_mut(spread(moved), |s| s.rule as usize == last)
-                .expect("every rule has a slot");
-            s.rule = r as u32;
+            st.table.renumber(moved, last, r);
         }
         st.words.truncate(last * k);
         if last == 0 {
@@ -357,18 +510,16 @@ impl<F: Copy> Dpcls<F> {
             if pending == 0 {
                 break;
             }
-            let k = st.mask.len();
-            let mut found = 0u32;
-            let mut bits = pending;
-            while bits != 0 {
-                let j = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let hash = st.mask_key(keys[j], &mut self.scratch);
-                if let Some(r) = st.find(hash, &self.scratch[..k]) {
-                    out[j] = Some(st.flows[r]);
-                    found |= 1 << j;
-                }
-            }
+            // As OVS does, masks of up to 5 words get a probe loop specialized for their word
+            // count (fully unrolled, no bounds checks); larger ones take the generic loop.
+            let found = match st.mask.len() {
+                1 => st.probe_burst_n::<1>(keys, pending, out),
+                2 => st.probe_burst_n::<2>(keys, pending, out),
+                3 => st.probe_burst_n::<3>(keys, pending, out),
+                4 => st.probe_burst_n::<4>(keys, pending, out),
+                5 => st.probe_burst_n::<5>(keys, pending, out),
+                _ => st.probe_burst(keys, pending, out, &mut self.scratch),
+            };
             let c = u64::from(found.count_ones());
             st.hits += c;
             self.stats.lookups += c * (rank as u64 + 1);
@@ -412,6 +563,32 @@ mod tests {
             u32::MAX.checked_shl(32 - prefix).unwrap_or(0),
         ));
         m
+    }
+
+    /// The probe index stays consistent through growth and back-shift deletions when runs
+    /// cluster and wrap around the end of the slot array.
+    #[test]
+    fn rule_index_clusters_and_wraps() {
+        let mut ix = RuleIndex::default();
+        // Hashes whose low bits crowd the last buckets of every table size, so runs wrap.
+        let hashes: Vec<u32> = (0..200u32).map(|i| (i << 16) | 0xfffe | (i & 1)).collect();
+        for (r, &h) in hashes.iter().enumerate() {
+            ix.insert(h, r);
+        }
+        let mut live: Vec<usize> = (0..hashes.len()).collect();
+        let mut x = 12345u32;
+        while !live.is_empty() {
+            for &r in &live {
+                assert_eq!(ix.find(hashes[r], |c| c == r), Some(r), "rule {r}");
+            }
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let victim = live.swap_remove((x >> 8) as usize % live.len());
+            let slot = ix.find_slot(hashes[victim], &mut |c| c == victim).unwrap();
+            ix.remove_slot(slot);
+            assert_eq!(ix.find(hashes[victim], |c| c == victim), None);
+        }
+        assert_eq!(ix.len, 0);
+        assert!(ix.slots.iter().all(|&s| s == 0));
     }
 
     #[test]
