@@ -122,7 +122,8 @@ impl RuleIndex {
     /// Rule numbers filed under `hash`, in probe order, until `eq` accepts one.
     #[inline(always)]
     fn find(&self, hash: u32, mut eq: impl FnMut(usize) -> bool) -> Option<usize> {
-        self.find_slot(hash, &mut eq).map(|i| (self.slots[i] as u32 - 1) as usize)
+        self.find_slot(hash, &mut eq)
+            .map(|i| (self.slots[i] as u32 - 1) as usize)
     }
 
     #[inline(always)]

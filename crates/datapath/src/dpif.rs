@@ -27,6 +27,8 @@ pub struct DpConfig {
     /// Cores to run PMD threads on (`pmd-cpu-mask`); `None` entries are unpinned threads.
     pub pmd_cores: Vec<Option<usize>>,
     pub pmd: PmdConfig,
+    /// How rx queues are spread over PMD threads (`pmd-rxq-assign`).
+    pub rxq_assign: RxqAssign,
 }
 
 impl Default for DpConfig {
@@ -34,7 +36,79 @@ impl Default for DpConfig {
         DpConfig {
             pmd_cores: vec![None],
             pmd: PmdConfig::default(),
+            rxq_assign: RxqAssign::default(),
         }
+    }
+}
+
+/// `pmd-rxq-assign`: how rx queues are spread over PMD threads, with OVS's names and meanings
+/// (ovs-vswitchd.conf.db(5)). The measured load of a queue is the TSC cycles its packets took
+/// since it was last assigned; at start-up every queue measures zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxqAssign {
+    /// Queues sorted by measured cycles, most first, dealt to the PMDs in turn, back and forth
+    /// (0, 1, .., n-1, n-1, .., 0, 0, 1, ..) so the busiest queues land on different PMDs.
+    #[default]
+    Cycles,
+    /// Queues sorted by measured cycles, most first, each to the PMD with the least load so
+    /// far (ties to the one with fewer queues, then the lower index).
+    Group,
+    /// Queues in port and queue order, dealt to the PMDs in turn, ignoring load.
+    RoundRobin,
+}
+
+impl RxqAssign {
+    /// The knob's value: `cycles`, `group` or `roundrobin`.
+    pub fn parse(s: &str) -> Result<RxqAssign, String> {
+        match s {
+            "cycles" => Ok(RxqAssign::Cycles),
+            "group" => Ok(RxqAssign::Group),
+            "roundrobin" => Ok(RxqAssign::RoundRobin),
+            _ => Err(format!(
+                "pmd-rxq-assign '{s}': expected cycles, group or roundrobin"
+            )),
+        }
+    }
+
+    /// The knob's name for this value.
+    pub fn name(self) -> &'static str {
+        match self {
+            RxqAssign::Cycles => "cycles",
+            RxqAssign::Group => "group",
+            RxqAssign::RoundRobin => "roundrobin",
+        }
+    }
+
+    /// The PMD index for each queue, given each queue's measured cycles in port and queue order.
+    pub fn assign(self, loads: &[u64], n_pmd: usize) -> Vec<usize> {
+        let n_pmd = n_pmd.max(1);
+        let mut out = vec![0; loads.len()];
+        if self == RxqAssign::RoundRobin {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = i % n_pmd;
+            }
+            return out;
+        }
+        let mut order: Vec<usize> = (0..loads.len()).collect();
+        // Stable: equal loads keep port and queue order.
+        order.sort_by_key(|&i| core::cmp::Reverse(loads[i]));
+        let mut pmd_load = vec![0u64; n_pmd];
+        let mut pmd_queues = vec![0usize; n_pmd];
+        for (rank, &q) in order.iter().enumerate() {
+            let p = match self {
+                RxqAssign::Group => (0..n_pmd)
+                    .min_by_key(|&p| (pmd_load[p], pmd_queues[p], p))
+                    .unwrap_or(0),
+                _ => {
+                    let (round, pos) = (rank / n_pmd, rank % n_pmd);
+                    if round % 2 == 0 { pos } else { n_pmd - 1 - pos }
+                }
+            };
+            pmd_load[p] += loads[q];
+            pmd_queues[p] += 1;
+            out[q] = p;
+        }
+        out
     }
 }
 
@@ -67,14 +141,15 @@ struct PortEntry {
     port: Box<dyn Port>,
 }
 
+type RxqLoad = (Vec<(u32, usize, u64)>, u64);
+
 struct PmdHandle {
     core_id: Option<usize>,
     cmd: Sender<PmdCmd>,
     thread: Option<JoinHandle<()>>,
-    /// (port name, queue id) of each polled queue, in poll order.
-    rxqs: Vec<(String, usize)>,
-    /// Cycles per polled queue and total busy cycles, published by the PMD.
-    load: Arc<Mutex<(Vec<u64>, u64)>>,
+    /// (port number, queue id, cycles) of each polled queue in poll order, and the busy cycles
+    /// since the queues were assigned; published by the PMD.
+    load: Arc<Mutex<RxqLoad>>,
     /// Set by the PMD when its finite sources are exhausted and it is idle.
     drained: Arc<AtomicBool>,
 }
@@ -125,47 +200,47 @@ impl DatapathBuilder {
     /// Starts the PMD threads.
     pub fn start(mut self) -> Result<Datapath, String> {
         let n_pmd = self.config.pmd_cores.len().max(1);
-        let mut pmds: Vec<(Pmd, Vec<(String, usize)>)> = (0..n_pmd)
+        let mut pmds: Vec<Pmd> = (0..n_pmd)
             .map(|i| {
                 let mut cfg = self.config.pmd;
                 cfg.core_id = self.config.pmd_cores.get(i).copied().flatten();
-                (Pmd::new(cfg, Box::new(DropUpcalls)), Vec::new())
+                Pmd::new(cfg, Box::new(DropUpcalls))
             })
             .collect();
-        for (pmd, _) in &mut pmds {
+        for pmd in &mut pmds {
             for f in &self.flows {
                 pmd.add_flow(f.clone())?;
             }
         }
-        // Rx queues, round-robin over PMDs in port order (`pmd-rxq-assign=roundrobin`; there is
-        // no cycle history at start-up for `cycles` to use).
-        let mut next = 0;
+        // Rx queues: no cycles are measured yet, so `cycles` and `group` deal them out in port
+        // order as `roundrobin` does; `dpif-netdev/pmd-rxq-rebalance` uses measurements.
+        let mut queues = Vec::new();
         for pe in &mut self.ports {
             for q in 0..pe.port.n_rxq() {
-                let Some(rxq) = pe.port.take_rxq(q, pe.no) else {
-                    continue;
-                };
-                let (pmd, names) = &mut pmds[next % n_pmd];
-                pmd.add_rxq(PolledRxq {
-                    port_no: pe.no,
-                    queue_id: q,
-                    rxq,
-                    cycles: 0,
-                });
-                names.push((pe.port.name().to_owned(), q));
-                next += 1;
+                if let Some(rxq) = pe.port.take_rxq(q, pe.no) {
+                    queues.push(PolledRxq {
+                        port_no: pe.no,
+                        queue_id: q,
+                        rxq,
+                        cycles: 0,
+                    });
+                }
             }
         }
+        let to = self.config.rxq_assign.assign(&vec![0; queues.len()], n_pmd);
+        for (q, p) in queues.into_iter().zip(to) {
+            pmds[p].add_rxq(q);
+        }
         // A tx queue per PMD on every port.
-        for (pmd, _) in &mut pmds {
+        for pmd in &mut pmds {
             for pe in &mut self.ports {
                 pmd.add_txq(pe.no, pe.port.open_txq());
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
-        for (pmd, rxqs) in pmds {
-            handles.push(spawn_pmd(pmd, rxqs, stop.clone())?);
+        for pmd in pmds {
+            handles.push(spawn_pmd(pmd, stop.clone())?);
         }
         Ok(Datapath {
             ports: self.ports,
@@ -173,18 +248,15 @@ impl DatapathBuilder {
             stop,
             names: self.names,
             cleared_at: tsc::now(),
+            rxq_assign: self.config.rxq_assign,
         })
     }
 }
 
-fn spawn_pmd(
-    mut pmd: Pmd,
-    rxqs: Vec<(String, usize)>,
-    stop: Arc<AtomicBool>,
-) -> Result<PmdHandle, String> {
+fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
     let (tx, rx) = channel();
     let core = pmd.config.core_id;
-    let load = Arc::new(Mutex::new((vec![0; rxqs.len()], 0)));
+    let load = Arc::new(Mutex::new(rxq_load(&pmd)));
     let drained = Arc::new(AtomicBool::new(false));
     let (load2, drained2) = (load.clone(), drained.clone());
     let name = match core {
@@ -216,8 +288,7 @@ fn spawn_pmd(
                 if n.is_multiple_of(1024)
                     && let Ok(mut l) = load2.lock()
                 {
-                    l.0 = pmd.rxqs().iter().map(|q| q.cycles).collect();
-                    l.1 = pmd.stats().busy_cycles;
+                    *l = rxq_load(&pmd);
                 }
             }
             // Drain commands that raced with the stop.
@@ -228,10 +299,18 @@ fn spawn_pmd(
         core_id: core,
         cmd: tx,
         thread: Some(thread),
-        rxqs,
         load,
         drained,
     })
+}
+
+/// What a PMD publishes for `pmd-rxq-show` and rebalancing.
+fn rxq_load(pmd: &Pmd) -> RxqLoad {
+    let qs = pmd.rxqs().iter();
+    (
+        qs.map(|q| (q.port_no, q.queue_id, q.cycles)).collect(),
+        pmd.rxq_busy(),
+    )
 }
 
 /// Pins the calling thread to `core`; failure (a core outside the allowed set) is reported and
@@ -251,6 +330,7 @@ pub struct Datapath {
     stop: Arc<AtomicBool>,
     names: PortNames,
     cleared_at: u64,
+    rxq_assign: RxqAssign,
 }
 
 /// One PMD's counters as collected by [`Datapath::pmd_stats`].
@@ -265,6 +345,58 @@ impl Datapath {
     /// Port numbers and names.
     pub fn port_names(&self) -> &PortNames {
         &self.names
+    }
+
+    /// The name of port `no` (`?` for an unknown number).
+    fn port_name(&self, no: u32) -> &str {
+        self.ports
+            .iter()
+            .find(|p| p.no == no)
+            .map_or("?", |p| p.port.name())
+    }
+
+    /// `dpif-netdev/pmd-rxq-rebalance`: reassigns every rx queue by the `pmd-rxq-assign`
+    /// algorithm using the cycles each queue took since its last assignment. Each PMD stops
+    /// polling only between two of its iterations, for the time the handover takes; packets
+    /// waiting in a queue stay there. Returns one line per queue that moved.
+    pub fn rxq_rebalance(&mut self) -> String {
+        // Take every queue (in port and queue order, whichever PMD had it).
+        let mut queues: Vec<(usize, PolledRxq)> = Vec::new();
+        for (i, p) in self.pmds.iter().enumerate() {
+            let (tx, rx) = channel();
+            if p.cmd.send(PmdCmd::TakeRxqs(tx)).is_ok()
+                && let Ok(qs) = rx.recv_timeout(Duration::from_secs(5))
+            {
+                queues.extend(qs.into_iter().map(|q| (i, q)));
+            }
+        }
+        queues.sort_by_key(|(_, q)| (q.port_no, q.queue_id));
+        let loads: Vec<u64> = queues.iter().map(|(_, q)| q.cycles).collect();
+        let to = self.rxq_assign.assign(&loads, self.pmds.len());
+        let mut per_pmd: Vec<Vec<PolledRxq>> = self.pmds.iter().map(|_| Vec::new()).collect();
+        let mut out = String::new();
+        for ((from, q), p) in queues.into_iter().zip(to) {
+            if from != p {
+                let _ = writeln!(
+                    out,
+                    "port: {} queue-id: {} moved from core_id {} to core_id {}",
+                    self.port_name(q.port_no),
+                    q.queue_id,
+                    core_text(self.pmds[from].core_id),
+                    core_text(self.pmds[p].core_id)
+                );
+            }
+            per_pmd[p].push(q);
+        }
+        for (p, qs) in self.pmds.iter().zip(per_pmd) {
+            let _ = p.cmd.send(PmdCmd::AddRxqs(qs));
+        }
+        out
+    }
+
+    /// The `pmd-rxq-assign` in force.
+    pub fn rxq_assign(&self) -> RxqAssign {
+        self.rxq_assign
     }
 
     /// A port's counters by name.
@@ -697,7 +829,7 @@ impl Datapath {
     pub fn pmd_rxq_show(&self) -> String {
         let mut out = String::from("Displaying last 60 seconds pmd usage %\n");
         for p in &self.pmds {
-            let (cycles, busy) = p.load.lock().map(|l| l.clone()).unwrap_or_default();
+            let (queues, busy) = p.load.lock().map(|l| l.clone()).unwrap_or_default();
             let _ = writeln!(
                 out,
                 "pmd thread numa_id 0 core_id {}:",
@@ -705,8 +837,8 @@ impl Datapath {
             );
             let _ = writeln!(out, "  isolated : false");
             let mut attributed = 0;
-            for (i, (name, q)) in p.rxqs.iter().enumerate() {
-                let c = cycles.get(i).copied().unwrap_or(0);
+            for &(port_no, q, c) in &queues {
+                let name = self.port_name(port_no);
                 attributed += c;
                 let usage = if busy == 0 {
                     "NOT AVAIL".to_owned()
@@ -872,4 +1004,37 @@ fn clock_text() -> String {
         s % 60,
         now.subsec_millis()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rxq_assign_algorithms() {
+        let loads = [10, 50, 30, 40, 20];
+        // roundrobin ignores load.
+        assert_eq!(RxqAssign::RoundRobin.assign(&loads, 2), vec![0, 1, 0, 1, 0]);
+        // cycles: by load 50(q1) 40(q3) 30(q2) 20(q4) 10(q0), dealt 0,1,1,0,0.
+        assert_eq!(RxqAssign::Cycles.assign(&loads, 2), vec![0, 0, 1, 1, 0]);
+        // group: q1->0 (50), q3->1 (40), q2->1 (70), q4->0 (70), q0->0 (tie, lower index).
+        assert_eq!(RxqAssign::Group.assign(&loads, 2), vec![0, 0, 1, 1, 0]);
+        let skewed = [100, 1, 1, 1, 1, 1];
+        // group leaves the heavy queue alone; cycles deals the rest back and forth.
+        assert_eq!(RxqAssign::Group.assign(&skewed, 2), vec![0, 1, 1, 1, 1, 1]);
+        assert_eq!(RxqAssign::Cycles.assign(&skewed, 2), vec![0, 1, 1, 0, 0, 1]);
+        // No history: equal loads keep port order.
+        assert_eq!(RxqAssign::Cycles.assign(&[0; 4], 2), vec![0, 1, 1, 0]);
+        assert_eq!(RxqAssign::Group.assign(&[0; 4], 2), vec![0, 1, 0, 1]);
+        assert_eq!(RxqAssign::Cycles.assign(&[5, 6], 1), vec![0, 0]);
+        assert!(RxqAssign::Cycles.assign(&[], 3).is_empty());
+        for a in [RxqAssign::Cycles, RxqAssign::Group, RxqAssign::RoundRobin] {
+            assert_eq!(RxqAssign::parse(a.name()), Ok(a));
+        }
+        assert!(
+            RxqAssign::parse("cycle")
+                .unwrap_err()
+                .contains("expected cycles")
+        );
+    }
 }

@@ -220,6 +220,11 @@ pub enum PmdCmd {
     ClearStats,
     /// Set `emc-insert-inv-prob`.
     SetEmcInsertInvProb(u32),
+    /// Stop polling every rx queue and hand them over, with their measured cycles (the first
+    /// half of an rx queue reassignment).
+    TakeRxqs(Sender<Vec<PolledRxq>>),
+    /// Start polling these rx queues (their cycle counts start again from zero).
+    AddRxqs(Vec<PolledRxq>),
 }
 
 /// A polled rx queue.
@@ -227,7 +232,8 @@ pub struct PolledRxq {
     pub port_no: u32,
     pub queue_id: usize,
     pub rxq: Box<dyn RxQueue>,
-    /// Cycles spent on this queue's packets (for `pmd-rxq-show` and cycle-based assignment).
+    /// Cycles spent on this queue's packets since it was assigned to its PMD (for
+    /// `pmd-rxq-show` and cycle-based assignment).
     pub cycles: u64,
 }
 
@@ -289,6 +295,9 @@ impl Default for PmdConfig {
 pub struct Pmd {
     pub config: PmdConfig,
     rxqs: Vec<PolledRxq>,
+    /// Busy cycles since the rx queues were last (re)assigned: the denominator of the queues'
+    /// `pmd usage` (unlike `stats.busy_cycles`, `pmd-stats-clear` does not reset it).
+    rxq_busy: u64,
     txs: Vec<Option<TxSlot>>,
     pool: Pool,
     emc: Emc<FlowRef>,
@@ -325,6 +334,7 @@ impl Pmd {
         Pmd {
             config,
             rxqs: Vec::new(),
+            rxq_busy: 0,
             txs: Vec::new(),
             pool: Pool::new(4096, 1024),
             emc,
@@ -350,13 +360,19 @@ impl Pmd {
     }
 
     /// Polls `rxq` from now on.
-    pub fn add_rxq(&mut self, rxq: PolledRxq) {
+    pub fn add_rxq(&mut self, mut rxq: PolledRxq) {
+        rxq.cycles = 0;
         self.rxqs.push(rxq);
     }
 
     /// The polled queues.
     pub fn rxqs(&self) -> &[PolledRxq] {
         &self.rxqs
+    }
+
+    /// Busy cycles since the rx queues were last assigned (see [`PolledRxq::cycles`]).
+    pub fn rxq_busy(&self) -> u64 {
+        self.rxq_busy
     }
 
     /// Sends output for `port_no` through `q`.
@@ -514,6 +530,17 @@ impl Pmd {
                 self.config.emc_insert_inv_prob = n;
                 self.emc.set_insert_inv_prob(n);
             }
+            PmdCmd::TakeRxqs(reply) => {
+                self.flush_tx();
+                self.rxq_busy = 0;
+                let _ = reply.send(std::mem::take(&mut self.rxqs));
+            }
+            PmdCmd::AddRxqs(qs) => {
+                self.rxq_busy = 0;
+                for q in qs {
+                    self.add_rxq(q);
+                }
+            }
         }
     }
 
@@ -563,6 +590,7 @@ impl Pmd {
         if received > 0 {
             self.stats.busy_iterations += 1;
             self.stats.busy_cycles += end - start;
+            self.rxq_busy += end - start;
         } else {
             self.stats.idle_cycles += end - start;
         }

@@ -6,7 +6,7 @@
 //! emc-insert-inv-prob = 100
 //! flow-limit = 200000
 //! max-idle = 10000                 # ms
-//! pmd-rxq-assign = "roundrobin"    # or "cycles"
+//! pmd-rxq-assign = "cycles"        # or "group", "roundrobin"
 //! # Datapath flows in dpctl/add-flow syntax, installed before traffic starts (until the
 //! # OpenFlow layer exists, this is how a switch is programmed).
 //! dp-flows = ["in_port(p0),eth_type(0x0800),ipv4(frag=no), actions:p1"]
@@ -203,12 +203,11 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
         });
     }
     if let Some(a) = &cfg.datapath.pmd_rxq_assign
-        && a != "roundrobin"
-        && a != "cycles"
+        && let Err(message) = datapath::dpif::RxqAssign::parse(a)
     {
         errs.push(ConfigError {
             line: find_line(text, "pmd-rxq-assign"),
-            message: format!("pmd-rxq-assign '{a}': expected roundrobin or cycles"),
+            message,
         });
     }
     for f in &cfg.datapath.dp_flows {

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use datapath::dpif::{Datapath, DatapathBuilder, DpConfig, default_pmd_cores, parse_cpu_mask};
+use datapath::dpif::{
+    Datapath, DatapathBuilder, DpConfig, RxqAssign, default_pmd_cores, parse_cpu_mask,
+};
 use datapath::port::Port;
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
 use netdev::pcap_port::PcapPort;
@@ -105,11 +107,8 @@ pub fn build(cfg: &Config, base: &Path) -> anyhow::Result<Datapath> {
     dc.pmd.emc_insert_inv_prob = d.emc_insert_inv_prob;
     dc.pmd.flow_limit = d.flow_limit;
     dc.pmd.max_idle_ms = d.max_idle;
-    if d.pmd_rxq_assign.as_deref() == Some("cycles") {
-        eprintln!(
-            "flowpath: pmd-rxq-assign=cycles: no cycle history exists at start-up, so rx queues \
-             are assigned round-robin; rebalancing by measured cycles is not implemented yet"
-        );
+    if let Some(a) = &d.pmd_rxq_assign {
+        dc.rxq_assign = RxqAssign::parse(a).map_err(|e| anyhow!(e))?;
     }
     let mut b = DatapathBuilder::new(dc);
     let mut no = 0;
@@ -231,6 +230,9 @@ pub fn registry(dp: Arc<Mutex<Datapath>>, stop: Arc<AtomicBool>) -> Registry {
         (0, 5),
         |d, _| Ok(d.pmd_rxq_show()),
     );
+    r("dpif-netdev/pmd-rxq-rebalance", "[dp]", (0, 1), |d, _| {
+        Ok(d.rxq_rebalance())
+    });
     r("dpif-netdev/pmd-stage-show", "[dp]", (0, 1), |d, _| {
         Ok(d.pmd_stage_show())
     });
