@@ -17,7 +17,10 @@ use flow::{FlowKey, Mask, Match};
 
 use crate::actions::{DpAction, compile};
 use crate::flow_table::{FlowStats, Megaflow};
-use crate::pmd::{DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, Stage};
+use crate::pmd::{
+    DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, STAGE_TSC_READS_PER_BATCH,
+    Stage,
+};
 use crate::port::{Port, PortCounters};
 use crate::tsc;
 
@@ -310,6 +313,16 @@ fn rxq_load(pmd: &Pmd) -> RxqLoad {
     (
         qs.map(|q| (q.port_no, q.queue_id, q.cycles)).collect(),
         pmd.rxq_busy(),
+    )
+}
+
+/// The per-stage accounting's overhead in `s`: the cost of one TSC read, and the cycles per
+/// packet the accounting's reads add.
+pub fn stage_accounting_cost(s: &PmdStats) -> (f64, f64) {
+    let cost = tsc::read_cost();
+    (
+        cost,
+        ratio(s.batches * STAGE_TSC_READS_PER_BATCH, s.rx_packets) * cost,
     )
 }
 
@@ -789,6 +802,13 @@ impl Datapath {
                 "total",
                 total,
                 ratio(total, s.rx_packets)
+            );
+            let (cost, per_pkt) = stage_accounting_cost(s);
+            let _ = writeln!(
+                out,
+                "  accounting {per_pkt:.1} cyc/pkt of the above: {STAGE_TSC_READS_PER_BATCH} TSC \
+                 reads of {cost:.0} cycles per batch of {:.1} packets",
+                ratio(s.rx_packets, s.batches)
             );
         }
         out

@@ -112,6 +112,12 @@ impl Stage {
     }
 }
 
+/// Counter reads the per-stage accounting adds to each batch: one after rx, and six in
+/// [`Pmd::process`] around extract, EMC, megaflow, upcall and actions. Its cost per packet is
+/// this times [`tsc::read_cost`] divided by the packets per batch (`dpif-netdev/pmd-stage-show`
+/// prints it).
+pub const STAGE_TSC_READS_PER_BATCH: u64 = 7;
+
 /// Counters of one PMD, with OVS's meanings (`pmd-perf-show`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PmdStats {
@@ -125,6 +131,8 @@ pub struct PmdStats {
     pub idle_cycles: u64,
     /// Packets received from ports.
     pub rx_packets: u64,
+    /// Batches processed (rx bursts and recirculation passes).
+    pub batches: u64,
     /// Passes through the datapath by recirculation.
     pub recirculations: u64,
     /// Passes served by the EMC.
@@ -165,6 +173,7 @@ impl core::ops::AddAssign for PmdStats {
         self.busy_cycles += o.busy_cycles;
         self.idle_cycles += o.idle_cycles;
         self.rx_packets += o.rx_packets;
+        self.batches += o.batches;
         self.recirculations += o.recirculations;
         self.emc_hits += o.emc_hits;
         self.megaflow_hits += o.megaflow_hits;
@@ -635,6 +644,7 @@ impl Pmd {
     fn process(&mut self, batch: &mut Batch, in_port: u32) {
         let n = batch.len();
         let t0 = tsc::now();
+        self.stats.batches += 1;
 
         // Extraction.
         for (i, p) in batch.packets_mut().iter_mut().enumerate() {
@@ -663,7 +673,10 @@ impl Pmd {
 
         // Exact-match cache.
         let mut misses = 0u32;
-        {
+        if !self.emc.is_enabled() {
+            misses = ((1u64 << n) - 1) as u32;
+            self.hits[..n].fill(None);
+        } else {
             let Pmd {
                 emc,
                 flows,

@@ -96,6 +96,8 @@ pub struct BenchResult {
     pub forwarded_ok: bool,
     /// Cycles per packet by stage: rx, extract, emc, megaflow, upcall, actions, tx.
     pub stage_cycles_per_packet: Vec<(String, f64)>,
+    /// Of `cycles_per_packet`, what the per-stage accounting itself costs (its TSC reads).
+    pub stage_accounting_cycles_per_packet: f64,
     /// Why `forwarded_ok` is false, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
@@ -222,6 +224,7 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
                 )
             })
             .collect(),
+        stage_accounting_cycles_per_packet: datapath::dpif::stage_accounting_cost(&s).1,
         failure,
     })
 }
@@ -259,6 +262,12 @@ pub fn report(r: &BenchResult) -> String {
         .map(|(n, c)| format!("{n} {c:.1}"))
         .collect();
     let _ = writeln!(o, "  cycles/pkt by stage: {}", stages.join(", "));
+    let _ = writeln!(
+        o,
+        "  stage accounting overhead: {:.1} cycles/pkt ({:.1} %)",
+        r.stage_accounting_cycles_per_packet,
+        100.0 * r.stage_accounting_cycles_per_packet / r.cycles_per_packet.max(1e-9)
+    );
     match &r.failure {
         None => {
             let _ = writeln!(
