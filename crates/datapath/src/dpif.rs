@@ -19,7 +19,7 @@ use crate::actions::{DpAction, compile};
 use crate::flow_table::{FlowStats, Megaflow};
 use crate::pmd::{
     DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, STAGE_TSC_READS_PER_BATCH,
-    Stage,
+    Stage, UpcallHandler,
 };
 use crate::port::{Port, PortCounters};
 use crate::tsc;
@@ -163,7 +163,11 @@ pub struct DatapathBuilder {
     ports: Vec<PortEntry>,
     names: PortNames,
     flows: Vec<Megaflow>,
+    upcall: Option<UpcallFactory>,
 }
+
+/// Makes each PMD thread's upcall handler (the slow path), one per PMD.
+pub type UpcallFactory = Box<dyn Fn() -> Box<dyn UpcallHandler>>;
 
 impl DatapathBuilder {
     /// A builder with these settings.
@@ -173,7 +177,14 @@ impl DatapathBuilder {
             ports: Vec::new(),
             names: PortNames::new(),
             flows: Vec::new(),
+            upcall: None,
         }
+    }
+
+    /// Attaches a slow path: `make` builds each PMD's upcall handler. Without one, misses are
+    /// dropped and counted ([`DropUpcalls`]).
+    pub fn set_upcall(&mut self, make: UpcallFactory) {
+        self.upcall = Some(make);
     }
 
     /// Adds a megaflow (`dpctl/add-flow` syntax; ports by number or by the names of ports
@@ -207,7 +218,11 @@ impl DatapathBuilder {
             .map(|i| {
                 let mut cfg = self.config.pmd;
                 cfg.core_id = self.config.pmd_cores.get(i).copied().flatten();
-                Pmd::new(cfg, Box::new(DropUpcalls))
+                let handler: Box<dyn UpcallHandler> = match &self.upcall {
+                    Some(make) => make(),
+                    None => Box::new(DropUpcalls),
+                };
+                Pmd::new(cfg, handler)
             })
             .collect();
         for pmd in &mut pmds {
@@ -463,6 +478,19 @@ impl Datapath {
         }
     }
 
+    /// Every megaflow of every PMD (each PMD has its own copy of a flow).
+    pub fn flows(&self) -> Vec<FlowDump> {
+        self.ask(PmdCmd::Dump).into_iter().flatten().collect()
+    }
+
+    /// Removes the megaflow with match `m` from every PMD; returns from how many.
+    pub fn remove_flow(&mut self, m: &Match) -> usize {
+        self.ask(|tx| PmdCmd::DelFlow(Box::new(m.clone()), tx))
+            .iter()
+            .filter(|r| r.is_some())
+            .count()
+    }
+
     /// `dpctl/del-flows`: returns how many megaflows went.
     pub fn del_flows(&mut self) -> usize {
         self.ask(PmdCmd::DelFlows).into_iter().sum()
@@ -516,7 +544,7 @@ impl Datapath {
         attrs.verbose = verbose;
         let flow = DpFlow {
             ufid: verbose.then(|| f.ufid.to_be_bytes()),
-            key: f.key.clone(),
+            key: f.m.key().clone(),
             mask: f.m.mask().clone(),
             attrs,
             stats: Some(OdpStats {
