@@ -87,9 +87,13 @@ pub struct Bridge {
     pub name: String,
     #[serde(default)]
     pub port: Vec<PortConf>,
-    /// OpenFlow flows: refused until the OpenFlow pipeline exists, rather than ignored.
+    /// OpenFlow flows in `ovs-ofctl add-flow` syntax.
     #[serde(default)]
     pub flows: Vec<String>,
+    /// A file of flows in `ovs-ofctl add-flows` syntax (relative to the configuration file),
+    /// added after `flows`.
+    #[serde(default, rename = "flows-file")]
+    pub flows_file: Option<String>,
 }
 
 /// `[[bridge.port]]`.
@@ -103,6 +107,12 @@ pub struct PortConf {
     pub ofport: Option<u32>,
     #[serde(default)]
     pub options: BTreeMap<String, toml::Value>,
+    /// Access port in this VLAN (OVS's `tag`).
+    #[serde(default)]
+    pub tag: Option<u16>,
+    /// Trunk port carrying these VLANs (OVS's `trunks`; empty: all).
+    #[serde(default)]
+    pub trunks: Vec<u16>,
 }
 
 /// A configuration problem, with the line it is on when known.
@@ -155,14 +165,37 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 message: format!("bridge name '{}' is empty or used twice", b.name),
             });
         }
-        if !b.flows.is_empty() {
-            errs.push(ConfigError {
-                line: find_line(text, "flows"),
-                message: format!(
-                    "bridge '{}': OpenFlow flows are not supported yet; program the datapath with [datapath] dp-flows",
-                    b.name
-                ),
-            });
+        let port_no = |n: &str| {
+            b.port
+                .iter()
+                .enumerate()
+                .find(|(_, p)| p.name == n)
+                .map(|(i, p)| p.ofport.unwrap_or(i as u32 + 1))
+        };
+        for f in &b.flows {
+            if let Err(e) = ofproto::syntax::parse_flow(f, ofproto::syntax::FlowKind::Add, &port_no)
+            {
+                errs.push(ConfigError {
+                    line: find_line(text, f),
+                    message: format!("bridge '{}': flow '{f}': {e}", b.name),
+                });
+            }
+        }
+        for p in &b.port {
+            if let Some(t) = p.tag
+                && t > 4095
+            {
+                errs.push(ConfigError {
+                    line: find_line(text, &format!("\"{}\"", p.name)),
+                    message: format!("port '{}': tag {t} is not a VLAN id (0-4095)", p.name),
+                });
+            }
+            if let Some(t) = p.trunks.iter().find(|&&t| t > 4095) {
+                errs.push(ConfigError {
+                    line: find_line(text, &format!("\"{}\"", p.name)),
+                    message: format!("port '{}': trunk {t} is not a VLAN id (0-4095)", p.name),
+                });
+            }
         }
         let mut ofports = std::collections::HashSet::new();
         for p in &b.port {
@@ -227,9 +260,10 @@ fn check_port(p: &PortConf) -> Result<(), String> {
         "pcap" => &["rx_pcap", "tx_pcap"],
         "replay" => &["pcap", "n_rxq"],
         "sink" => &[],
+        "patch" => &["peer"],
         other => {
             return Err(format!(
-                "unknown type '{other}' (known: pcap, replay, sink)"
+                "unknown type '{other}' (known: pcap, replay, sink, patch)"
             ));
         }
     };
@@ -244,6 +278,9 @@ fn check_port(p: &PortConf) -> Result<(), String> {
     }
     if p.kind == "replay" && !p.options.contains_key("pcap") {
         return Err("type replay needs option pcap".into());
+    }
+    if p.kind == "patch" && opt_str(p, "peer").is_none() {
+        return Err("type patch needs option peer".into());
     }
     if p.kind == "pcap" && p.options.is_empty() {
         return Err("type pcap needs rx_pcap, tx_pcap or both".into());

@@ -87,8 +87,14 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
         Some(d) => {
             std::fs::create_dir_all(d)?;
             let sock = unixctl::socket_path(d);
-            let s =
-                unixctl::Server::bind(&sock, crate::run_cmd::registry(dp.clone(), stop.clone()))?;
+            let s = unixctl::Server::bind(
+                &sock,
+                crate::run_cmd::registry(
+                    dp.clone(),
+                    ofproto::ofproto::Ofproto::new(),
+                    stop.clone(),
+                ),
+            )?;
             writeln!(
                 out,
                 "control socket: {} (ovs-appctl -t {} dpctl/dump-flows)",

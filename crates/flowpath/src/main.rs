@@ -11,6 +11,7 @@ mod bench;
 mod config;
 mod demo;
 mod extract_cmd;
+mod of_cmd;
 mod run_cmd;
 
 use std::io::{self, Write};
@@ -99,6 +100,23 @@ enum Command {
         #[arg(long)]
         rundir: Option<PathBuf>,
     },
+    /// Validate a configuration file, as `run` would load it, and report every problem with
+    /// its line (exit 1 when there is one).
+    CheckConfig {
+        /// The TOML configuration.
+        file: PathBuf,
+    },
+    /// OpenFlow table commands on a running switch, as ovs-ofctl gives them: add-flow BRIDGE
+    /// FLOW, add-flows BRIDGE FILE, mod-flows [--strict] BRIDGE FLOW, del-flows [--strict]
+    /// BRIDGE [FLOW], dump-flows BRIDGE [FLOW], show BRIDGE.
+    Ofctl {
+        /// Directory of the control socket (as for run).
+        #[arg(long)]
+        rundir: Option<PathBuf>,
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
     /// Datapath flows in OVS's text format.
     Flow {
         #[command(subcommand)]
@@ -157,6 +175,8 @@ fn main() -> ExitCode {
             until_idle,
         } => run_cmd::run(&config, rundir.as_deref(), until_idle),
         Command::Ctl { rundir, command } => ctl(rundir.as_deref(), &command, &mut out),
+        Command::CheckConfig { file } => check_config(&file, &mut out),
+        Command::Ofctl { rundir, command } => ofctl(rundir.as_deref(), &command, &mut out),
         Command::Demo { seconds, rundir } => demo::run(seconds, rundir.as_deref(), &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|_| code).map_err(Into::into));
@@ -208,6 +228,68 @@ fn ctl(
             Ok(ExitCode::from(2))
         }
     }
+}
+
+/// `flowpath check-config FILE`.
+fn check_config(file: &std::path::Path, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    let cfg = match run_cmd::load(file) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flowpath: {e:#}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    // Flows files and patch peers are checked by building the OpenFlow side.
+    let base = file.parent().map(PathBuf::from).unwrap_or_default();
+    if let Err(e) = run_cmd::build_ofproto(&cfg, &base) {
+        eprintln!("flowpath: {}: {e:#}", file.display());
+        return Ok(ExitCode::FAILURE);
+    }
+    let ports: usize = cfg.bridge.iter().map(|b| b.port.len()).sum();
+    let flows: usize = cfg.bridge.iter().map(|b| b.flows.len()).sum();
+    writeln!(
+        out,
+        "{}: ok ({} bridges, {ports} ports, {flows} inline flows)",
+        file.display(),
+        cfg.bridge.len()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `flowpath ofctl COMMAND ARGS`: the `ofctl/` control commands; `add-flows` reads its file
+/// here, as ovs-ofctl does, and sends the text.
+fn ofctl(
+    rundir: Option<&std::path::Path>,
+    command: &[String],
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let mut args = command.to_vec();
+    let known = [
+        "add-flow",
+        "add-flows",
+        "mod-flows",
+        "del-flows",
+        "dump-flows",
+        "show",
+    ];
+    if !known.contains(&args[0].as_str()) {
+        eprintln!(
+            "flowpath: ofctl: unknown command '{}' (known: {})",
+            args[0],
+            known.join(", ")
+        );
+        return Ok(ExitCode::from(2));
+    }
+    if args[0] == "add-flows" && args.len() == 3 {
+        let text = if args[2] == "-" {
+            io::read_to_string(io::stdin())?
+        } else {
+            std::fs::read_to_string(&args[2]).map_err(|e| anyhow::anyhow!("{}: {e}", args[2]))?
+        };
+        args[2] = text;
+    }
+    args[0] = format!("ofctl/{}", args[0]);
+    ctl(rundir, &args, out)
 }
 
 fn bench_cmd(o: &bench::BenchOpts, out: &mut impl Write) -> anyhow::Result<ExitCode> {

@@ -18,6 +18,9 @@ use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
 use netdev::pcap_port::PcapPort;
 use unixctl::{Registry, Server};
 
+use ofproto::bridge::{OfPort, VlanMode};
+use ofproto::ofproto::Ofproto;
+
 use crate::config::{self, Config, PortConf};
 
 /// The default run directory: `$FLOWPATH_RUNDIR`, else `/run/flowpath` for root, else
@@ -88,8 +91,50 @@ fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Port>> {
     })
 }
 
-/// Builds and starts the datapath a configuration describes.
-pub fn build(cfg: &Config, base: &Path) -> anyhow::Result<Datapath> {
+/// The OpenFlow side of a configuration: bridges, ports with their datapath port numbers
+/// (given in order of appearance from 1; patch ports have none) and flows.
+pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> {
+    let of = Ofproto::new();
+    let mut no = 0;
+    for br in &cfg.bridge {
+        of.add_bridge(&br.name).map_err(|e| anyhow!(e))?;
+        for (i, p) in br.port.iter().enumerate() {
+            let dp_port = (p.kind != "patch").then(|| {
+                no += 1;
+                no
+            });
+            of.add_port(
+                &br.name,
+                OfPort {
+                    name: p.name.clone(),
+                    ofport: p.ofport.unwrap_or(i as u32 + 1),
+                    dp_port,
+                    peer: config::opt_str(p, "peer").map(str::to_owned),
+                    vlan: VlanMode {
+                        tag: p.tag,
+                        trunks: p.trunks.clone(),
+                    },
+                },
+            )
+            .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
+        }
+        for f in &br.flows {
+            of.add_flow(&br.name, f)
+                .map_err(|e| anyhow!("bridge {}: flow '{f}': {e}", br.name))?;
+        }
+        if let Some(file) = &br.flows_file {
+            let path = base.join(file);
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("bridge {}: flows-file {}", br.name, path.display()))?;
+            of.add_flows(&br.name, &text)
+                .map_err(|e| anyhow!("bridge {}: {}: {e}", br.name, path.display()))?;
+        }
+    }
+    Ok(of)
+}
+
+/// Builds and starts the datapath a configuration describes, with `of` as its slow path.
+pub fn build(cfg: &Config, base: &Path, of: &Arc<Ofproto>) -> anyhow::Result<Datapath> {
     let d = &cfg.datapath;
     let cores = match &d.pmd_cpu_mask {
         Some(m) => parse_cpu_mask(m)
@@ -111,9 +156,11 @@ pub fn build(cfg: &Config, base: &Path) -> anyhow::Result<Datapath> {
         dc.rxq_assign = RxqAssign::parse(a).map_err(|e| anyhow!(e))?;
     }
     let mut b = DatapathBuilder::new(dc);
+    let of = of.clone();
+    b.set_upcall(Box::new(move || of.upcall_handler()));
     let mut no = 0;
     for br in &cfg.bridge {
-        for p in &br.port {
+        for p in br.port.iter().filter(|p| p.kind != "patch") {
             no += 1;
             b.add_port(no, open_port(p, base)?)
                 .map_err(|e| anyhow!("port {}: {e}", p.name))?;
@@ -166,8 +213,9 @@ fn verbose(a: &[String]) -> bool {
 }
 
 /// The control commands, bound to a running datapath.
-pub fn registry(dp: Arc<Mutex<Datapath>>, stop: Arc<AtomicBool>) -> Registry {
+pub fn registry(dp: Arc<Mutex<Datapath>>, of: Arc<Ofproto>, stop: Arc<AtomicBool>) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
+    crate::of_cmd::register(&reg, &of);
     let r = |name, usage, args, f: DpCommand| register_dp(&reg, &dp, name, usage, args, f);
     r("dpctl/add-flow", "[dp] flow actions", (2, 3), |d, a| {
         let a = strip_dp(a, 2);
@@ -259,7 +307,8 @@ pub fn run(
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let rundir = rundir.map(Path::to_path_buf).unwrap_or_else(default_rundir);
-    let dp = build(&cfg, &base)?;
+    let of = build_ofproto(&cfg, &base)?;
+    let dp = build(&cfg, &base, &of)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
@@ -268,14 +317,23 @@ pub fn run(
     std::fs::create_dir_all(&rundir)
         .with_context(|| format!("run directory {}", rundir.display()))?;
     let sock = unixctl::socket_path(&rundir);
-    let server = Server::bind(&sock, registry(dp.clone(), stop.clone()))
+    let server = Server::bind(&sock, registry(dp.clone(), of.clone(), stop.clone()))
         .with_context(|| format!("control socket {}", sock.display()))?;
     eprintln!("flowpath: running; control socket {}", sock.display());
 
+    // The revalidator: when tables or MAC entries changed, and once a second anyway (rule
+    // statistics, timeouts), re-check every megaflow against a fresh translation.
+    let mut last = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));
         if until_idle && dp.lock().map(|d| d.drained()).unwrap_or(true) {
             break;
+        }
+        if of.generation() != of.revalidated_generation() || last.elapsed().as_secs() >= 1 {
+            last = std::time::Instant::now();
+            if let Ok(mut d) = dp.lock() {
+                of.revalidate(&mut d);
+            }
         }
     }
     server.shutdown();

@@ -1,0 +1,160 @@
+//! Control commands of the OpenFlow layer: `ofproto/trace`, the `ovs-ofctl`-like flow table
+//! commands (`ofctl/add-flow` and friends, which `flowpath ofctl` sends), `fdb/show`, and
+//! bridge and patch-port management (`add-br`, `del-br`, `add-port`, `del-port`).
+
+use std::sync::Arc;
+
+use ofproto::bridge::{OfPort, VlanMode};
+use ofproto::ofproto::Ofproto;
+use unixctl::Registry;
+
+/// Splits a leading `--strict` off `args`.
+fn strict(args: &[String]) -> (bool, &[String]) {
+    match args.first() {
+        Some(a) if a == "--strict" => (true, &args[1..]),
+        _ => (false, args),
+    }
+}
+
+/// Registers the OpenFlow commands.
+pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
+    let r = |name: &str, usage: &str, min: usize, max: usize, f: OfCommand| {
+        let of = of.clone();
+        let _ = reg.register(name, usage, min, max, move |a| f(&of, a));
+    };
+    r(
+        "ofproto/trace",
+        "[-generate] BRIDGE FLOW | [-generate] BRIDGE in_port=N PACKET",
+        2,
+        4,
+        |of, a| {
+            // `-generate` may come first or last, as with ovs-appctl.
+            let generate = a.iter().any(|x| x == "-generate");
+            let a: Vec<String> = a.iter().filter(|x| *x != "-generate").cloned().collect();
+            let [bridge, rest @ ..] = a.as_slice() else {
+                return Err("usage: ofproto/trace [-generate] BRIDGE FLOW [PACKET]".into());
+            };
+            of.trace(bridge, rest, generate)
+        },
+    );
+    r("ofctl/add-flow", "BRIDGE FLOW", 2, 2, |of, a| {
+        of.add_flow(&a[0], &a[1]).map(|_| String::new())
+    });
+    r("ofctl/add-flows", "BRIDGE FLOWS-TEXT", 2, 2, |of, a| {
+        of.add_flows(&a[0], &a[1]).map(|_| String::new())
+    });
+    r(
+        "ofctl/mod-flows",
+        "[--strict] BRIDGE FLOW",
+        2,
+        3,
+        |of, a| {
+            let (s, a) = strict(a);
+            let [bridge, flow] = a else {
+                return Err("usage: ofctl/mod-flows [--strict] BRIDGE FLOW".into());
+            };
+            of.mod_flows(bridge, flow, s).map(|_| String::new())
+        },
+    );
+    r(
+        "ofctl/del-flows",
+        "[--strict] BRIDGE [FLOW]",
+        1,
+        3,
+        |of, a| {
+            let (s, a) = strict(a);
+            match a {
+                [bridge] => of.del_flows(bridge, None, s),
+                [bridge, flow] => of.del_flows(bridge, Some(flow), s),
+                _ => return Err("usage: ofctl/del-flows [--strict] BRIDGE [FLOW]".into()),
+            }
+            .map(|_| String::new())
+        },
+    );
+    r("ofctl/dump-flows", "BRIDGE [FLOW]", 1, 2, |of, a| {
+        of.dump_flows(&a[0], a.get(1).map(String::as_str))
+    });
+    r("ofctl/show", "BRIDGE", 1, 1, |of, a| of.show(&a[0]));
+    r("fdb/show", "BRIDGE", 1, 1, |of, a| of.fdb_show(&a[0]));
+    r("add-br", "BRIDGE", 1, 1, |of, a| {
+        of.add_bridge(&a[0]).map(|_| String::new())
+    });
+    r(
+        "add-port",
+        "BRIDGE PORT type=patch options:peer=PEER [ofport=N] [tag=N] [trunks=A,B]",
+        3,
+        7,
+        |of, a| add_port(of, a).map(|_| String::new()),
+    );
+    // Removing a bridge or port also removes the datapath flows that used it, through the
+    // revalidator (the translation of their packets changes). A removed port's datapath side
+    // stays open; its packets miss and are dropped.
+    r("del-br", "BRIDGE", 1, 1, |of, a| {
+        of.del_bridge(&a[0]).map(|_| String::new())
+    });
+    r("del-port", "PORT", 1, 1, |of, a| {
+        of.del_port(&a[0]).map(|_| String::new())
+    });
+}
+
+type OfCommand = fn(&Ofproto, &[String]) -> Result<String, String>;
+
+/// `add-port BRIDGE PORT type=patch options:peer=PEER [ofport=N] [tag=N] [trunks=A,B]`: patch
+/// ports only at run time; ports with a datapath side come from the configuration file.
+fn add_port(of: &Ofproto, a: &[String]) -> Result<(), String> {
+    let (bridge, name) = (&a[0], &a[1]);
+    let mut kind = None;
+    let mut peer = None;
+    let mut ofport = None;
+    let mut vlan = VlanMode::default();
+    for kv in &a[2..] {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("'{kv}': expected KEY=VALUE"))?;
+        let num = |v: &str| {
+            v.parse::<u32>()
+                .map_err(|_| format!("'{kv}': not a number"))
+        };
+        match k {
+            "type" => kind = Some(v.to_owned()),
+            "options:peer" => peer = Some(v.to_owned()),
+            "ofport" | "ofport_request" => ofport = Some(num(v)?),
+            "tag" => vlan.tag = Some(num(v)?.try_into().map_err(|_| "tag out of range")?),
+            "trunks" => {
+                for t in v.split(',') {
+                    vlan.trunks
+                        .push(num(t)?.try_into().map_err(|_| "trunk out of range")?);
+                }
+            }
+            _ => return Err(format!("unknown setting '{k}'")),
+        }
+    }
+    if kind.as_deref() != Some("patch") {
+        return Err(
+            "only patch ports can be added at run time (type=patch options:peer=NAME); \
+             ports with a datapath side are declared in the configuration file"
+                .into(),
+        );
+    }
+    let peer = peer.ok_or("a patch port needs options:peer=NAME")?;
+    let ofport = match ofport {
+        Some(n) => n,
+        None => {
+            let p = of.pipe.read().map_err(|_| "pipeline lock poisoned")?;
+            let b = p
+                .bridge(bridge)
+                .ok_or_else(|| format!("no bridge named {bridge}"))?;
+            (1..).find(|n| !b.ports.contains_key(n)).unwrap_or(1)
+        }
+    };
+    of.add_port(
+        bridge,
+        OfPort {
+            name: name.clone(),
+            ofport,
+            dp_port: None,
+            peer: Some(peer),
+            vlan,
+        },
+    )
+}

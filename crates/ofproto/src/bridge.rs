@@ -1,0 +1,336 @@
+//! Bridges: OpenFlow ports, the flow tables with OpenFlow's flow-mod semantics, and the MAC
+//! learning table of the NORMAL action.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use flow::EthAddr;
+
+use crate::classifier::{Classifier, RuleId};
+use crate::pipekey::PipeMatch;
+use crate::syntax::{FlowSpec, OfAction};
+
+/// Number of OpenFlow tables per bridge (0-254; 255 means "all" in flow mods).
+pub const N_TABLES: usize = 255;
+
+/// OVS's default `mac-aging-time`.
+pub const MAC_AGING: Duration = Duration::from_secs(300);
+/// OVS's default `mac-table-size`.
+pub const MAC_TABLE_SIZE: usize = 2048;
+
+/// An OpenFlow rule's data beside its match and priority.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub cookie: u64,
+    pub actions: Vec<OfAction>,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub importance: u16,
+    pub created: Instant,
+    pub modified: Instant,
+    pub n_packets: u64,
+    pub n_bytes: u64,
+    /// When a packet last matched (as stats pushed from the datapath say).
+    pub used: Option<Instant>,
+}
+
+impl Rule {
+    fn from_spec(spec: &FlowSpec, now: Instant) -> Rule {
+        Rule {
+            cookie: spec.cookie,
+            actions: spec.actions.clone(),
+            idle_timeout: spec.idle_timeout,
+            hard_timeout: spec.hard_timeout,
+            importance: spec.importance,
+            created: now,
+            modified: now,
+            n_packets: 0,
+            n_bytes: 0,
+            used: None,
+        }
+    }
+
+    /// Whether the rule's actions output to `port` (the `out_port` filter of flow mods).
+    pub fn outputs_to(&self, port: u32) -> bool {
+        fn any(actions: &[OfAction], port: u32) -> bool {
+            actions.iter().any(|a| match a {
+                OfAction::Output { port: p, .. } | OfAction::OutputTrunc { port: p, .. } => {
+                    *p == port
+                }
+                OfAction::Enqueue { port: p, .. } => *p == port,
+                OfAction::Clone(inner) => any(inner, port),
+                _ => false,
+            })
+        }
+        any(&self.actions, port)
+    }
+}
+
+/// How a port takes part in VLANs (OVS's `tag` and `trunks` port columns).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VlanMode {
+    /// Access port in this VLAN.
+    pub tag: Option<u16>,
+    /// Trunk port carrying these VLANs (empty: all).
+    pub trunks: Vec<u16>,
+}
+
+impl VlanMode {
+    /// Whether frames of `vlan` may leave or enter through this port.
+    pub fn carries(&self, vlan: u16) -> bool {
+        match self.tag {
+            Some(t) => t == vlan,
+            None => self.trunks.is_empty() || self.trunks.contains(&vlan),
+        }
+    }
+}
+
+/// An OpenFlow port of a bridge.
+#[derive(Clone, Debug)]
+pub struct OfPort {
+    pub name: String,
+    pub ofport: u32,
+    /// The datapath port number; `None` for a patch port.
+    pub dp_port: Option<u32>,
+    /// For a patch port: the name of its peer patch port (in another bridge).
+    pub peer: Option<String>,
+    pub vlan: VlanMode,
+}
+
+/// A learned MAC address.
+#[derive(Clone, Copy, Debug)]
+pub struct MacEntry {
+    pub port: u32,
+    pub learned: Instant,
+}
+
+/// The MAC learning table of one bridge: (address, VLAN) → port, with aging and a size limit
+/// (the least recently learned entry goes first).
+#[derive(Debug, Default)]
+pub struct MacTable {
+    entries: HashMap<(EthAddr, u16), MacEntry>,
+}
+
+impl MacTable {
+    /// The port `mac` was learned on in `vlan`, if the entry has not aged out.
+    pub fn lookup(&self, mac: EthAddr, vlan: u16, now: Instant) -> Option<u32> {
+        self.entries
+            .get(&(mac, vlan))
+            .filter(|e| now.duration_since(e.learned) < MAC_AGING)
+            .map(|e| e.port)
+    }
+
+    /// Learns that `mac` is on `port` in `vlan`; returns whether that changed anything a
+    /// translation could have seen (a new address or a move), which calls for revalidation.
+    pub fn learn(&mut self, mac: EthAddr, vlan: u16, port: u32, now: Instant) -> bool {
+        if mac.0[0] & 1 != 0 {
+            return false; // never learn multicast sources
+        }
+        if let Some(e) = self.entries.get_mut(&(mac, vlan)) {
+            let moved = e.port != port || now.duration_since(e.learned) >= MAC_AGING;
+            e.port = port;
+            e.learned = now;
+            return moved;
+        }
+        if self.entries.len() >= MAC_TABLE_SIZE {
+            self.expire(now);
+        }
+        if self.entries.len() >= MAC_TABLE_SIZE
+            && let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.learned)
+                .map(|(k, _)| *k)
+        {
+            self.entries.remove(&oldest);
+        }
+        self.entries
+            .insert((mac, vlan), MacEntry { port, learned: now });
+        true
+    }
+
+    /// Drops aged-out entries; returns how many.
+    pub fn expire(&mut self, now: Instant) -> usize {
+        let n = self.entries.len();
+        self.entries
+            .retain(|_, e| now.duration_since(e.learned) < MAC_AGING);
+        n - self.entries.len()
+    }
+
+    /// Forgets every address learned on `port`.
+    pub fn flush_port(&mut self, port: u32) {
+        self.entries.retain(|_, e| e.port != port);
+    }
+
+    /// Entries as `fdb/show` lists them: (port, vlan, mac, age).
+    pub fn entries(&self, now: Instant) -> Vec<(u32, u16, EthAddr, u64)> {
+        let mut v: Vec<_> = self
+            .entries
+            .iter()
+            .map(|((mac, vlan), e)| (e.port, *vlan, *mac, now.duration_since(e.learned).as_secs()))
+            .collect();
+        v.sort_by_key(|&(p, vlan, mac, _)| (p, vlan, mac));
+        v
+    }
+}
+
+/// A bridge.
+pub struct Bridge {
+    pub name: String,
+    pub tables: Vec<Classifier<Rule>>,
+    pub ports: BTreeMap<u32, OfPort>,
+    pub mac: Mutex<MacTable>,
+    /// Packets sent to the controller (there are no OpenFlow connections yet: counted).
+    pub n_controller: std::sync::atomic::AtomicU64,
+}
+
+/// Whether the match of rule `m` (with priority `p`) is selected by a flow mod's match
+/// `spec`: strictly (same match and priority) or loosely (`m` at least as specific: every bit
+/// `spec` matches, `m` matches with the same value).
+pub fn selects(spec: &PipeMatch, spec_priority: u16, strict: bool, m: &PipeMatch, p: u16) -> bool {
+    if strict {
+        return p == spec_priority && m == spec;
+    }
+    let (sk, sm) = (spec.key(), spec.mask());
+    let (rk, rm) = (m.key(), m.mask());
+    for i in 0..flow::key::KEY_WORDS {
+        let w = sm.dp.word(i);
+        if w & !rm.dp.word(i) != 0 || (rk.dp.word(i) & w) != sk.dp.word(i) {
+            return false;
+        }
+    }
+    let (sw, rw) = (sm.meta, rm.meta);
+    for r in 0..16 {
+        if sw.regs[r] & !rw.regs[r] != 0 || rk.meta.regs[r] & sw.regs[r] != sk.meta.regs[r] {
+            return false;
+        }
+    }
+    sw.metadata & !rw.metadata == 0 && rk.meta.metadata & sw.metadata == sk.meta.metadata
+}
+
+impl Bridge {
+    /// An empty bridge.
+    pub fn new(name: &str) -> Bridge {
+        Bridge {
+            name: name.to_owned(),
+            tables: (0..N_TABLES).map(|_| Classifier::new()).collect(),
+            ports: BTreeMap::new(),
+            mac: Mutex::new(MacTable::default()),
+            n_controller: Default::default(),
+        }
+    }
+
+    /// The port called `name`.
+    pub fn port_by_name(&self, name: &str) -> Option<&OfPort> {
+        self.ports.values().find(|p| p.name == name)
+    }
+
+    /// The OpenFlow number of port `name`.
+    pub fn port_number(&self, name: &str) -> Option<u32> {
+        self.port_by_name(name).map(|p| p.ofport)
+    }
+
+    /// Number of rules in all tables.
+    pub fn n_rules(&self) -> usize {
+        self.tables.iter().map(|t| t.len()).sum()
+    }
+
+    /// `add-flow`: a rule with the same match and priority in the table is replaced.
+    pub fn add_flow(&mut self, spec: &FlowSpec, now: Instant) -> Result<(), String> {
+        let t = usize::from(spec.table);
+        if t >= N_TABLES {
+            return Err(format!("table {} out of range (0-254)", spec.table));
+        }
+        let table = &mut self.tables[t];
+        if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
+            table.remove(old);
+        }
+        table.insert(
+            spec.match_.clone(),
+            spec.priority,
+            Rule::from_spec(spec, now),
+        );
+        Ok(())
+    }
+
+    /// The rules a `mod-flows`/`del-flows` spec selects: (table, rule).
+    pub fn select(&self, spec: &FlowSpec, strict: bool) -> Vec<(usize, RuleId)> {
+        let mut out = Vec::new();
+        for (t, table) in self.tables.iter().enumerate() {
+            if spec.table != 255 && usize::from(spec.table) != t {
+                continue;
+            }
+            for (id, m, p, r) in table.iter() {
+                if selects(&spec.match_, spec.priority, strict, m, p)
+                    && r.cookie & spec.cookie_mask == spec.cookie & spec.cookie_mask
+                    && spec.out_port.is_none_or(|o| r.outputs_to(o))
+                {
+                    out.push((t, id));
+                }
+            }
+        }
+        out
+    }
+
+    /// `mod-flows [--strict]`: replaces the actions of the selected rules (counters kept);
+    /// returns how many.
+    pub fn mod_flows(&mut self, spec: &FlowSpec, strict: bool, now: Instant) -> usize {
+        let sel = self.select(spec, strict);
+        for &(t, id) in &sel {
+            if let Some(r) = self.tables[t].get_mut(id) {
+                r.actions = spec.actions.clone();
+                r.modified = now;
+            }
+        }
+        sel.len()
+    }
+
+    /// `del-flows [--strict]`: removes the selected rules; returns how many.
+    pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
+        let sel = self.select(spec, strict);
+        for &(t, id) in &sel {
+            self.tables[t].remove(id);
+        }
+        sel.len()
+    }
+
+    /// Removes every rule of every table.
+    pub fn clear_flows(&mut self) -> usize {
+        let mut n = 0;
+        for t in &mut self.tables {
+            let ids: Vec<RuleId> = t.iter().map(|(id, ..)| id).collect();
+            n += ids.len();
+            for id in ids {
+                t.remove(id);
+            }
+        }
+        n
+    }
+
+    /// Removes rules whose idle or hard timeout has passed; returns how many.
+    pub fn expire_rules(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        for t in &mut self.tables {
+            let dead: Vec<RuleId> = t
+                .iter()
+                .filter(|(_, _, _, r)| {
+                    let hard = r.hard_timeout != 0
+                        && now.duration_since(r.created).as_secs() >= u64::from(r.hard_timeout);
+                    let idle = r.idle_timeout != 0
+                        && now
+                            .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
+                            .as_secs()
+                            >= u64::from(r.idle_timeout);
+                    hard || idle
+                })
+                .map(|(id, ..)| id)
+                .collect();
+            n += dead.len();
+            for id in dead {
+                t.remove(id);
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,19 @@
+//! The OpenFlow layer: bridges, OpenFlow ports and multi-table flow tables, and the translation
+//! of a packet through them into datapath actions.
+//!
+//! So far it holds the pipeline's key model and the `ovs-ofctl` flow syntax:
+//! - [`pipekey`]: the key an OpenFlow table matches on (the datapath [`flow::FlowKey`] plus
+//!   registers and metadata), masks and matches over it;
+//! - [`fields`]: the OpenFlow field table (OVS's meta-flow): names, where each field lives in
+//!   the key, widths, maskability, writability and prerequisites, with generic accessors;
+//! - [`syntax`]: parsing and printing of flows and actions in the syntax of `ovs-ofctl`
+//!   (ovs-fields(7), ovs-actions(7), ovs-ofctl(8)), printed as `ovs-ofctl dump-flows` does.
+#![forbid(unsafe_code)]
+
+pub mod bridge;
+pub mod classifier;
+pub mod fields;
+pub mod ofproto;
+pub mod pipekey;
+pub mod syntax;
+pub mod xlate;

@@ -1,0 +1,600 @@
+//! The slow path as a service: the pipeline behind a lock, the datapath's upcall handler, flow
+//! table management in `ovs-ofctl` terms, `ofproto/trace`, and revalidation of the datapath's
+//! megaflows when tables or MAC entries change.
+//!
+//! Concurrency: PMD threads translate misses under a read lock of the pipeline; management
+//! commands and the revalidator take the write lock briefly. Packets that hit cached megaflows
+//! never touch the lock, so changing tables never stops forwarding.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use datapath::actions::compile;
+use datapath::dpif::Datapath;
+use datapath::packet::Packet;
+use datapath::pmd::{UpcallHandler, UpcallResult};
+use flow::FlowKey;
+
+use crate::bridge::{Bridge, OfPort};
+use crate::pipekey::{PipeKey, PipeMask, PipeMatch};
+use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, parse_flows_file};
+use crate::xlate::{Pipeline, translate};
+
+/// The OpenFlow layer of one switch.
+#[derive(Default)]
+pub struct Ofproto {
+    pub pipe: RwLock<Pipeline>,
+    /// Bumped by every change that can alter a translation; the revalidator compares it.
+    generation: AtomicU64,
+    /// Megaflow statistics already credited to rules, by ufid.
+    credited: Mutex<HashMap<u128, (u64, u64)>>,
+    revalidated: AtomicU64,
+}
+
+/// What one revalidation round did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Revalidation {
+    /// Megaflows examined.
+    pub flows: usize,
+    /// Megaflows removed because their translation changed.
+    pub removed: usize,
+    /// Rules removed by idle or hard timeouts.
+    pub expired_rules: usize,
+}
+
+struct Names<'a>(&'a Bridge);
+
+impl crate::syntax::PortNames for Names<'_> {
+    fn port_number(&self, name: &str) -> Option<u32> {
+        self.0.port_number(name)
+    }
+}
+
+impl Ofproto {
+    /// An empty switch.
+    pub fn new() -> Arc<Ofproto> {
+        Arc::new(Ofproto::default())
+    }
+
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The change counter (revalidation is due when it moved).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Pipeline> {
+        self.pipe.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Pipeline> {
+        self.pipe.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `add-br`.
+    pub fn add_bridge(&self, name: &str) -> Result<(), String> {
+        let mut p = self.write();
+        if p.bridge(name).is_some() {
+            return Err(format!("bridge {name} already exists"));
+        }
+        p.bridges.push(Bridge::new(name));
+        Ok(())
+    }
+
+    /// `del-br`: the bridge's ports leave the datapath's view of the pipeline too.
+    pub fn del_bridge(&self, name: &str) -> Result<Bridge, String> {
+        let mut p = self.write();
+        let i = p
+            .bridges
+            .iter()
+            .position(|b| b.name == name)
+            .ok_or_else(|| format!("no bridge named {name}"))?;
+        let b = p.bridges.remove(i);
+        drop(p);
+        self.changed();
+        Ok(b)
+    }
+
+    /// `add-port`: `port.ofport` must be free in the bridge and the name unused.
+    pub fn add_port(&self, bridge: &str, port: OfPort) -> Result<(), String> {
+        let mut p = self.write();
+        if p.bridges
+            .iter()
+            .any(|b| b.port_by_name(&port.name).is_some())
+        {
+            return Err(format!("a port named {} already exists", port.name));
+        }
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        if port.ofport == 0
+            || (port.ofport >= crate::syntax::OFPP_MAX && port.ofport != crate::syntax::OFPP_LOCAL)
+        {
+            return Err(format!("ofport {} out of range", port.ofport));
+        }
+        if b.ports.contains_key(&port.ofport) {
+            return Err(format!("ofport {} is taken in {bridge}", port.ofport));
+        }
+        b.ports.insert(port.ofport, port);
+        drop(p);
+        self.changed();
+        Ok(())
+    }
+
+    /// `del-port`: returns the removed port.
+    pub fn del_port(&self, name: &str) -> Result<OfPort, String> {
+        let mut p = self.write();
+        for b in &mut p.bridges {
+            if let Some(n) = b.port_number(name) {
+                if let Ok(mut m) = b.mac.lock() {
+                    m.flush_port(n);
+                }
+                let port = b.ports.remove(&n).expect("found above");
+                drop(p);
+                self.changed();
+                return Ok(port);
+            }
+        }
+        Err(format!("no port named {name}"))
+    }
+
+    fn parse(&self, bridge: &str, text: &str, kind: FlowKind) -> Result<FlowSpec, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        parse_flow(text, kind, &Names(b)).map_err(|e| e.to_string())
+    }
+
+    /// `add-flow BRIDGE FLOW`.
+    pub fn add_flow(&self, bridge: &str, text: &str) -> Result<(), String> {
+        let spec = self.parse(bridge, text, FlowKind::Add)?;
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        b.add_flow(&spec, Instant::now())?;
+        drop(p);
+        self.changed();
+        Ok(())
+    }
+
+    /// `add-flows BRIDGE FILE` (the file's text): all or nothing; every problem with its line.
+    pub fn add_flows(&self, bridge: &str, text: &str) -> Result<usize, String> {
+        let specs = {
+            let p = self.read();
+            let b = p
+                .bridge(bridge)
+                .ok_or_else(|| format!("no bridge named {bridge}"))?;
+            parse_flows_file(text, &Names(b)).map_err(|errs| {
+                errs.iter()
+                    .map(|e| format!("line {}: {}", e.line, e.error))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })?
+        };
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let now = Instant::now();
+        for s in &specs {
+            b.add_flow(s, now)?;
+        }
+        drop(p);
+        self.changed();
+        Ok(specs.len())
+    }
+
+    /// `mod-flows [--strict] BRIDGE FLOW`: returns how many rules changed.
+    pub fn mod_flows(&self, bridge: &str, text: &str, strict: bool) -> Result<usize, String> {
+        let spec = self.parse(bridge, text, FlowKind::ModOrDel)?;
+        if !spec.has_actions {
+            return Err("mod-flows needs actions".into());
+        }
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let n = b.mod_flows(&spec, strict, Instant::now());
+        drop(p);
+        self.changed();
+        Ok(n)
+    }
+
+    /// `del-flows [--strict] BRIDGE [FLOW]`: returns how many rules went.
+    pub fn del_flows(
+        &self,
+        bridge: &str,
+        text: Option<&str>,
+        strict: bool,
+    ) -> Result<usize, String> {
+        let n = match text {
+            None => {
+                let mut p = self.write();
+                p.bridge_mut(bridge)
+                    .ok_or_else(|| format!("no bridge named {bridge}"))?
+                    .clear_flows()
+            }
+            Some(t) => {
+                let spec = self.parse(bridge, t, FlowKind::ModOrDel)?;
+                let mut p = self.write();
+                p.bridge_mut(bridge)
+                    .ok_or_else(|| format!("no bridge named {bridge}"))?
+                    .del_flows(&spec, strict)
+            }
+        };
+        self.changed();
+        Ok(n)
+    }
+
+    /// `dump-flows BRIDGE [FLOW]` in `ovs-ofctl dump-flows` format, sorted by table and then
+    /// priority (highest first) as `--sort`-less OVS output tends to be.
+    pub fn dump_flows(&self, bridge: &str, filter: Option<&str>) -> Result<String, String> {
+        let spec = filter
+            .map(|t| self.parse(bridge, t, FlowKind::ModOrDel))
+            .transpose()?;
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let now = Instant::now();
+        let mut rows = Vec::new();
+        for (t, table) in b.tables.iter().enumerate() {
+            for (id, m, prio, r) in table.iter() {
+                if let Some(s) = &spec
+                    && !b.select(s, false).contains(&(t, id))
+                {
+                    continue;
+                }
+                rows.push((t, prio, m.clone(), r.clone()));
+            }
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut out = String::new();
+        for (t, prio, m, r) in rows {
+            let fs = FlowSpec {
+                table: t as u8,
+                priority: prio,
+                cookie: r.cookie,
+                cookie_mask: 0,
+                idle_timeout: r.idle_timeout,
+                hard_timeout: r.hard_timeout,
+                importance: r.importance,
+                flags: Default::default(),
+                out_port: None,
+                out_group: None,
+                match_: m,
+                actions: r.actions.clone(),
+                has_actions: true,
+            };
+            let age = now.duration_since(r.created);
+            let stats = FlowStats {
+                duration_sec: age.as_secs() as u32,
+                duration_nsec: age.subsec_millis() * 1_000_000,
+                n_packets: r.n_packets,
+                n_bytes: r.n_bytes,
+                idle_age: Some(
+                    now.duration_since(r.used.unwrap_or(r.modified).max(r.modified))
+                        .as_secs() as u32,
+                ),
+                ..FlowStats::default()
+            };
+            let _ = writeln!(out, " {}", fs.format_dump(Some(&stats), &Names(b)));
+        }
+        Ok(out)
+    }
+
+    /// `show BRIDGE`: its ports, as `ovs-ofctl show` lists them (names, numbers, VLAN mode).
+    pub fn show(&self, bridge: &str) -> Result<String, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let mut out = format!("{}: n_tables:254, n_rules:{}\n", b.name, b.n_rules());
+        for port in b.ports.values() {
+            let _ = write!(out, " {}({}):", port.ofport, port.name);
+            match (&port.peer, port.dp_port) {
+                (Some(peer), _) => {
+                    let _ = write!(out, " patch, peer={peer}");
+                }
+                (None, Some(dp)) => {
+                    let _ = write!(out, " datapath port {dp}");
+                }
+                _ => {}
+            }
+            if let Some(t) = port.vlan.tag {
+                let _ = write!(out, ", tag={t}");
+            }
+            if !port.vlan.trunks.is_empty() {
+                let t: Vec<String> = port.vlan.trunks.iter().map(u16::to_string).collect();
+                let _ = write!(out, ", trunks={}", t.join(","));
+            }
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            " packets sent to the controller: {}",
+            b.n_controller.load(Ordering::Relaxed)
+        );
+        Ok(out)
+    }
+
+    /// `fdb/show BRIDGE` in OVS's layout.
+    pub fn fdb_show(&self, bridge: &str) -> Result<String, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let mut out = String::from(" port  VLAN  MAC                Age\n");
+        let entries = b
+            .mac
+            .lock()
+            .map(|m| m.entries(Instant::now()))
+            .unwrap_or_default();
+        for (port, vlan, mac, age) in entries {
+            let _ = writeln!(out, "{port:>5}  {vlan:>4}  {mac}  {age:>3}");
+        }
+        Ok(out)
+    }
+
+    /// `ofproto/trace BRIDGE FLOW` or `ofproto/trace BRIDGE in_port=N PACKET_HEX`; with
+    /// `generate`, the translation's side effects (MAC learning) happen, as with OVS's
+    /// `-generate`.
+    pub fn trace(&self, bridge: &str, args: &[String], generate: bool) -> Result<String, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let (flow_text, packet) = match args {
+            [f] => (f.as_str(), None),
+            [f, hex] => (f.as_str(), Some(parse_hex(hex)?)),
+            _ => return Err("usage: ofproto/trace BRIDGE FLOW | BRIDGE in_port=N PACKET".into()),
+        };
+        let spec =
+            parse_flow(flow_text, FlowKind::ModOrDel, &Names(b)).map_err(|e| e.to_string())?;
+        let ofport = spec.match_.key().dp.in_port();
+        let port = b
+            .ports
+            .get(&ofport)
+            .ok_or_else(|| format!("no port {ofport} in {bridge} (give in_port=N)"))?;
+        let dp_port = port.dp_port.unwrap_or(0);
+        let mut key = match &packet {
+            Some(bytes) => {
+                let mut k = FlowKey::new();
+                flow::extract(bytes, &mut k);
+                k
+            }
+            None => spec.match_.key().dp.clone(),
+        };
+        key.set_in_port(dp_port);
+        let mut flow_line = String::new();
+        let mut shown = PipeKey::new();
+        shown.dp = key.clone();
+        shown.dp.set_in_port(ofport);
+        format_flow(&mut flow_line, &shown);
+        let mut t = format!("Flow: {flow_line}\n\n");
+        let x = translate(&p, &key, generate, Some(&mut t));
+        let mut final_line = String::new();
+        format_flow(&mut final_line, &x.final_flow);
+        if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta {
+            t.push_str("\nFinal flow: unchanged\n");
+        } else {
+            let _ = writeln!(t, "\nFinal flow: {final_line}");
+        }
+        let mut mask = PipeMask::new();
+        mask.dp = x.mask.clone();
+        let mut mkey = PipeKey::new();
+        mkey.dp = key.clone();
+        mkey.dp.set_in_port(ofport);
+        let mut mf = String::new();
+        format_match(
+            &mut mf,
+            &PipeMatch::new(&mkey, &mask),
+            crate::syntax::DEFAULT_PRIORITY,
+            &crate::syntax::NoPortNames,
+        );
+        let _ = writeln!(
+            t,
+            "Megaflow: recirc_id=0,eth,{}",
+            mf.trim_start_matches("eth,")
+        );
+        let acts = if x.actions.is_empty() {
+            "drop".to_owned()
+        } else {
+            flow::odp::format_actions(&x.actions, None)
+        };
+        let _ = writeln!(t, "Datapath actions: {acts}");
+        drop(p);
+        if generate && !x.learned.is_empty() {
+            self.changed();
+        }
+        Ok(t)
+    }
+
+    /// An upcall handler for one PMD thread.
+    pub fn upcall_handler(self: &Arc<Self>) -> Box<dyn UpcallHandler> {
+        Box::new(OfUpcall(self.clone()))
+    }
+
+    /// One revalidation round: re-translates every megaflow the slow path installed, removes
+    /// those whose translation (actions or mask) changed, credits the megaflows' new packets
+    /// to the rules they went through, and expires rules whose timeouts passed.
+    pub fn revalidate(&self, dp: &mut Datapath) -> Revalidation {
+        let mut r = Revalidation::default();
+        let flows = dp.flows();
+        // A megaflow exists once per PMD that installed it: sum their counters per ufid.
+        let mut by_ufid: HashMap<u128, (&datapath::flow_table::Megaflow, u64, u64)> =
+            HashMap::new();
+        for f in &flows {
+            let mf = &f.flow;
+            if !mf.expires {
+                continue; // installed by dpctl, not by translation
+            }
+            let e = by_ufid.entry(mf.ufid).or_insert((mf, 0, 0));
+            e.1 += mf.stats.packets;
+            e.2 += mf.stats.bytes;
+        }
+        let mut stale = Vec::new();
+        let mut credits = Vec::new();
+        {
+            let p = self.read();
+            let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
+            let mut now_credited = HashMap::with_capacity(by_ufid.len());
+            for (ufid, (mf, pk, by)) in by_ufid {
+                r.flows += 1;
+                let x = translate(&p, &mf.key, false, None);
+                let mut mask = x.mask.clone();
+                mask.set_in_port(u32::MAX);
+                if mask != *mf.m.mask() || x.actions.as_slice() != &*mf.odp_actions {
+                    stale.push(mf.m.clone());
+                }
+                let (p0, b0) = credited.get(&ufid).copied().unwrap_or((0, 0));
+                let (dpk, dby) = (pk.saturating_sub(p0), by.saturating_sub(b0));
+                if dpk > 0 {
+                    credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
+                }
+                now_credited.insert(ufid, (pk, by));
+            }
+            *credited = now_credited;
+        }
+        {
+            let now = Instant::now();
+            let mut p = self.write();
+            for ((b, t, id), pk, by) in credits {
+                if let Some(rule) = p.bridges.get_mut(b).and_then(|br| br.tables[t].get_mut(id)) {
+                    rule.n_packets += pk;
+                    rule.n_bytes += by;
+                    rule.used = Some(now);
+                }
+            }
+            for b in &mut p.bridges {
+                r.expired_rules += b.expire_rules(now);
+                if let Ok(mut m) = b.mac.lock() {
+                    m.expire(now);
+                }
+            }
+        }
+        for m in &stale {
+            if dp.remove_flow(m) > 0 {
+                r.removed += 1;
+            }
+        }
+        if r.expired_rules > 0 {
+            self.changed();
+        }
+        self.revalidated.store(self.generation(), Ordering::Release);
+        r
+    }
+
+    /// The generation the last revalidation saw.
+    pub fn revalidated_generation(&self) -> u64 {
+        self.revalidated.load(Ordering::Acquire)
+    }
+}
+
+/// The datapath's slow path: translate, compile, install.
+struct OfUpcall(Arc<Ofproto>);
+
+impl UpcallHandler for OfUpcall {
+    fn upcall(&mut self, key: &FlowKey, _pkt: &Packet) -> UpcallResult {
+        let x = {
+            let p = self.0.read();
+            translate(&p, key, true, None)
+        };
+        if !x.learned.is_empty() {
+            self.0.changed();
+        }
+        match compile(&x.actions) {
+            Ok(compiled) => UpcallResult::Install {
+                mask: Box::new(x.mask),
+                actions: x.actions,
+                compiled,
+            },
+            Err(_) => UpcallResult::Drop,
+        }
+    }
+}
+
+fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if !s.len().is_multiple_of(2) {
+        return Err("packet hex has an odd number of digits".into());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("bad packet hex at {i}")))
+        .collect()
+}
+
+/// A flow's fields as `ofproto/trace` prints them on its `Flow:` line: the match of every
+/// field the packet has, exact.
+pub fn format_flow(out: &mut String, key: &PipeKey) {
+    let mut mask = PipeMask::new();
+    let d = &mut mask.dp;
+    d.set_in_port(u32::MAX)
+        .set_vlan_tci(0xffff)
+        .set_eth_src(flow::EthAddr::BROADCAST)
+        .set_eth_dst(flow::EthAddr::BROADCAST)
+        .set_eth_type(0xffff);
+    mask.meta = key.meta;
+    for r in &mut mask.meta.regs {
+        if *r != 0 {
+            *r = u32::MAX;
+        }
+    }
+    if mask.meta.metadata != 0 {
+        mask.meta.metadata = u64::MAX;
+    }
+    let k = &key.dp;
+    if k.vlan_tci() & flow::key::VLAN_CFI != 0 {
+        d.set_vlan2_tci(0xffff);
+    }
+    match k.eth_type() {
+        0x0800 | 0x86dd => {
+            if k.eth_type() == 0x0800 {
+                d.set_nw_src(std::net::Ipv4Addr::BROADCAST)
+                    .set_nw_dst(std::net::Ipv4Addr::BROADCAST);
+            } else {
+                d.set_ipv6_src(std::net::Ipv6Addr::from(u128::MAX))
+                    .set_ipv6_dst(std::net::Ipv6Addr::from(u128::MAX))
+                    .set_ipv6_label(u32::MAX);
+            }
+            d.set_nw_proto(0xff)
+                .set_nw_tos(0xff)
+                .set_nw_ttl(0xff)
+                .set_nw_frag(flow::key::nw_frag::MASK);
+            if matches!(k.nw_proto(), 6 | 17 | 132 | 1 | 58) {
+                d.set_tp_src(0xffff).set_tp_dst(0xffff);
+            }
+            if k.nw_proto() == 6 {
+                d.set_tcp_flags(0x0fff);
+            }
+        }
+        0x0806 | 0x8035 => {
+            d.set_nw_src(std::net::Ipv4Addr::BROADCAST)
+                .set_nw_dst(std::net::Ipv4Addr::BROADCAST)
+                .set_nw_proto(0xff)
+                .set_arp_sha(flow::EthAddr::BROADCAST)
+                .set_arp_tha(flow::EthAddr::BROADCAST);
+        }
+        0x8847 | 0x8848 => {
+            d.set_mpls_lse0(u32::MAX);
+        }
+        _ => {}
+    }
+    let m = PipeMatch::new(key, &mask);
+    let mut s = String::new();
+    format_match(
+        &mut s,
+        &m,
+        crate::syntax::DEFAULT_PRIORITY,
+        &crate::syntax::NoPortNames,
+    );
+    out.push_str(&s);
+}

@@ -1,0 +1,1 @@
+br0 in_port=2,dl_src=50:54:00:00:00:02,dl_dst=50:54:00:00:00:03,udp,nw_src=10.0.0.2,nw_dst=10.0.0.3,nw_tos=0,nw_ecn=0,nw_ttl=64,udp_src=5000,udp_dst=53
