@@ -1,7 +1,7 @@
 //! The OpenFlow layer: bridges, OpenFlow ports and multi-table flow tables, and the translation
 //! of a packet through them into datapath actions.
 //!
-//! So far it holds the pipeline's key model and the `ovs-ofctl` flow syntax:
+//! Its foundations are the pipeline's key model and the `ovs-ofctl` flow syntax:
 //! - [`pipekey`]: the key an OpenFlow table matches on (the datapath [`flow::FlowKey`] plus
 //!   registers and metadata), masks and matches over it;
 //! - [`fields`]: the OpenFlow field table (OVS's meta-flow): names, where each field lives in

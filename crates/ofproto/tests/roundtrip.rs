@@ -33,11 +33,15 @@ fn assert_round_trip(x: &FlowSpec, kind: FlowKind) -> Result<(), String> {
     let printed = x.to_string();
     let y = parse(&printed, kind).map_err(|e| format!("{printed:?} does not parse: {e}"))?;
     if &y != x {
-        return Err(format!("{printed:?} parses to a different flow:\n{x:?}\n{y:?}"));
+        return Err(format!(
+            "{printed:?} parses to a different flow:\n{x:?}\n{y:?}"
+        ));
     }
     let again = y.to_string();
     if again != printed {
-        return Err(format!("printing is not stable: {printed:?} then {again:?}"));
+        return Err(format!(
+            "printing is not stable: {printed:?} then {again:?}"
+        ));
     }
     Ok(())
 }
@@ -67,7 +71,11 @@ fn flows_file_reports_line_numbers() {
             "line 6: unknown action 'outptu'"
         ]
     );
-    let ok = parse_flows_file("ip,actions=drop\n#x\n\nactions=NORMAL # all\n", &NoPortNames).unwrap();
+    let ok = parse_flows_file(
+        "ip,actions=drop\n#x\n\nactions=NORMAL # all\n",
+        &NoPortNames,
+    )
+    .unwrap();
     assert_eq!(ok.len(), 2);
     assert_eq!(ok[1].to_string(), "actions=NORMAL");
 }
@@ -77,7 +85,11 @@ fn flows_file_reports_line_numbers() {
 fn mutate(line: &str, edits: &[(usize, u8, char)], donor: &str) -> String {
     let mut chars: Vec<char> = line.chars().collect();
     for &(pos, op, c) in edits {
-        let pos = if chars.is_empty() { 0 } else { pos % (chars.len() + 1) };
+        let pos = if chars.is_empty() {
+            0
+        } else {
+            pos % (chars.len() + 1)
+        };
         match op % 4 {
             0 => chars.insert(pos, c),
             1 if pos < chars.len() => {

@@ -46,7 +46,11 @@ fn field_example(name: &str) -> Option<(String, String)> {
         "ct_mark" => ("", "0x1/0x1", "ct_mark=0x1/0x1"),
         "ct_label" => ("", "0x100", "ct_label=0x100"),
         "eth_src" | "dl_src" => ("", "00:00:00:00:00:01", "dl_src=00:00:00:00:00:01"),
-        "eth_dst" | "dl_dst" => ("", "01:00:00:00:00:00/01:00:00:00:00:00", "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00"),
+        "eth_dst" | "dl_dst" => (
+            "",
+            "01:00:00:00:00:00/01:00:00:00:00:00",
+            "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00",
+        ),
         "eth_type" | "dl_type" => ("", "0x88cc", "dl_type=0x88cc"),
         "vlan_tci" => ("", "0x1000/0x1000", "vlan_tci=0x1000/0x1000"),
         "dl_vlan" => ("", "12", "dl_vlan=12"),
@@ -58,7 +62,11 @@ fn field_example(name: &str) -> Option<(String, String)> {
         "mpls_bos" => ("mpls,", "1", "mpls,mpls_bos=1"),
         "mpls_ttl" => ("mpls,", "9", "mpls,mpls_ttl=9"),
         "ip_src" | "nw_src" => ("ip,", "10.1.0.0/16", "ip,nw_src=10.1.0.0/16"),
-        "ip_dst" | "nw_dst" => ("ip,", "10.0.0.1/255.0.0.255", "ip,nw_dst=10.0.0.1/255.0.0.255"),
+        "ip_dst" | "nw_dst" => (
+            "ip,",
+            "10.0.0.1/255.0.0.255",
+            "ip,nw_dst=10.0.0.1/255.0.0.255",
+        ),
         "ipv6_src" => ("ipv6,", "fe80::/10", "ipv6,ipv6_src=fe80::/10"),
         "ipv6_dst" => ("ipv6,", "::1", "ipv6,ipv6_dst=::1"),
         "ipv6_label" => ("ipv6,", "0x12345", "ipv6,ipv6_label=0x12345"),
@@ -84,12 +92,27 @@ fn field_example(name: &str) -> Option<(String, String)> {
         "icmp_code" => ("icmp,", "1", "icmp,icmp_code=1"),
         "icmpv6_type" => ("icmp6,", "128", "icmp6,icmp_type=128"),
         "icmpv6_code" => ("icmp6,", "2", "icmp6,icmp_code=2"),
-        "nd_target" => ("icmp6,icmp_type=135,icmp_code=0,", "fe80::1", "icmp6,icmp_type=135,icmp_code=0,nd_target=fe80::1"),
-        "nd_sll" => ("icmp6,icmp_type=135,icmp_code=0,", "00:00:00:00:00:04", "icmp6,icmp_type=135,icmp_code=0,nd_sll=00:00:00:00:00:04"),
-        "nd_tll" => ("icmp6,icmp_type=136,icmp_code=0,", "00:00:00:00:00:05", "icmp6,icmp_type=136,icmp_code=0,nd_tll=00:00:00:00:00:05"),
+        "nd_target" => (
+            "icmp6,icmp_type=135,icmp_code=0,",
+            "fe80::1",
+            "icmp6,icmp_type=135,icmp_code=0,nd_target=fe80::1",
+        ),
+        "nd_sll" => (
+            "icmp6,icmp_type=135,icmp_code=0,",
+            "00:00:00:00:00:04",
+            "icmp6,icmp_type=135,icmp_code=0,nd_sll=00:00:00:00:00:04",
+        ),
+        "nd_tll" => (
+            "icmp6,icmp_type=136,icmp_code=0,",
+            "00:00:00:00:00:05",
+            "icmp6,icmp_type=136,icmp_code=0,nd_tll=00:00:00:00:00:05",
+        ),
         _ => return None,
     };
-    Some((format!("{pre}{name}={value},actions=drop"), format!("{shown} actions=drop")))
+    Some((
+        format!("{pre}{name}={value},actions=drop"),
+        format!("{shown} actions=drop"),
+    ))
 }
 
 #[test]
@@ -112,11 +135,26 @@ fn every_field_matches_and_prints() {
 #[test]
 fn registers_print_as_32_bit_registers() {
     check("reg7=0x1/0x3,actions=drop", "reg7=0x1/0x3 actions=drop");
-    check("xreg3=0x100000002,actions=drop", "reg6=0x1,reg7=0x2 actions=drop");
-    check("xxreg3=0x1/0xff,actions=drop", "reg15=0x1/0xff actions=drop");
-    check("NXM_NX_REG4[8..15]=0x12,actions=drop", "reg4=0x1200/0xff00 actions=drop");
-    check("tun_metadata6=0x12,actions=drop", "tun_metadata6=0x12 actions=drop");
-    check("tun_metadata6=0x0012/0xffff,actions=drop", "tun_metadata6=0x12/0xffff actions=drop");
+    check(
+        "xreg3=0x100000002,actions=drop",
+        "reg6=0x1,reg7=0x2 actions=drop",
+    );
+    check(
+        "xxreg3=0x1/0xff,actions=drop",
+        "reg15=0x1/0xff actions=drop",
+    );
+    check(
+        "NXM_NX_REG4[8..15]=0x12,actions=drop",
+        "reg4=0x1200/0xff00 actions=drop",
+    );
+    check(
+        "tun_metadata6=0x12,actions=drop",
+        "tun_metadata6=0x12 actions=drop",
+    );
+    check(
+        "tun_metadata6=0x0012/0xffff,actions=drop",
+        "tun_metadata6=0x12/0xffff actions=drop",
+    );
 }
 
 #[test]
@@ -133,9 +171,18 @@ fn vlan_fields_follow_ovs_fields() {
     assert!(none.matches(&tagged(0)) && !none.matches(&tagged(0x1000)));
     let untagged = add("vlan_tci=0/0x1000,actions=drop").match_;
     assert!(untagged.matches(&tagged(0)) && !untagged.matches(&tagged(0x1fff)));
-    check("dl_vlan=0xffff,actions=drop", "vlan_tci=0x0000 actions=drop");
-    check("vlan_tci=0x1005,actions=drop", "dl_vlan=5,dl_vlan_pcp=0 actions=drop");
-    check("dl_vlan_pcp=3,dl_vlan=5,actions=drop", "dl_vlan=5,dl_vlan_pcp=3 actions=drop");
+    check(
+        "dl_vlan=0xffff,actions=drop",
+        "vlan_tci=0x0000 actions=drop",
+    );
+    check(
+        "vlan_tci=0x1005,actions=drop",
+        "dl_vlan=5,dl_vlan_pcp=0 actions=drop",
+    );
+    check(
+        "dl_vlan_pcp=3,dl_vlan=5,actions=drop",
+        "dl_vlan=5,dl_vlan_pcp=3 actions=drop",
+    );
 }
 
 #[test]
@@ -165,7 +212,10 @@ const ACTIONS: &[(&str, &str)] = &[
     ("normal,flood,all,local", "NORMAL,FLOOD,ALL,LOCAL"),
     ("controller", "CONTROLLER:65535"),
     ("controller:64", "CONTROLLER:64"),
-    ("controller(reason=no_match,max_len=10,id=2,userdata=aa.bb,pause,meter_id=3)", "controller(reason=no_match,max_len=10,id=2,userdata=aa.bb,pause,meter_id=3)"),
+    (
+        "controller(reason=no_match,max_len=10,id=2,userdata=aa.bb,pause,meter_id=3)",
+        "controller(reason=no_match,max_len=10,id=2,userdata=aa.bb,pause,meter_id=3)",
+    ),
     ("enqueue(1,2)", "enqueue:1:2"),
     ("group:7", "group:7"),
     ("mod_vlan_vid:9", "mod_vlan_vid:9"),
@@ -175,18 +225,36 @@ const ACTIONS: &[(&str, &str)] = &[
     ("pop_vlan", "strip_vlan"),
     ("push_vlan:0x88a8", "push_vlan:0x88a8"),
     ("mod_dl_src:0:0:0:0:0:1", "mod_dl_src:00:00:00:00:00:01"),
-    ("mod_dl_dst:ff:ff:ff:ff:ff:ff", "mod_dl_dst:ff:ff:ff:ff:ff:ff"),
+    (
+        "mod_dl_dst:ff:ff:ff:ff:ff:ff",
+        "mod_dl_dst:ff:ff:ff:ff:ff:ff",
+    ),
     ("mod_nw_src:1.1.1.1", "mod_nw_src:1.1.1.1"),
     ("mod_nw_dst:2.2.2.2", "mod_nw_dst:2.2.2.2"),
     ("mod_nw_tos:252", "mod_nw_tos:252"),
     ("mod_tp_src:1", "mod_tp_src:1"),
     ("mod_tp_dst:2", "mod_tp_dst:2"),
     ("set_field:7->reg5", "load:0x7->NXM_NX_REG5[]"),
-    ("set_field:0x5/0x5->reg5", "load:0x1->NXM_NX_REG5[0],load:0x1->NXM_NX_REG5[2]"),
-    ("set_field:0xa->tun_metadata2", "set_field:0xa->tun_metadata2"),
-    ("load:0xff->NXM_NX_REG1[8..15]", "load:0xff->NXM_NX_REG1[8..15]"),
-    ("load:1->xxreg1[]", "load:0x1->NXM_NX_XXREG1[0..63],load:0->NXM_NX_XXREG1[64..127]"),
-    ("move:reg0[0..7]->NXM_NX_PKT_MARK[24..31]", "move:NXM_NX_REG0[0..7]->NXM_NX_PKT_MARK[24..31]"),
+    (
+        "set_field:0x5/0x5->reg5",
+        "load:0x1->NXM_NX_REG5[0],load:0x1->NXM_NX_REG5[2]",
+    ),
+    (
+        "set_field:0xa->tun_metadata2",
+        "set_field:0xa->tun_metadata2",
+    ),
+    (
+        "load:0xff->NXM_NX_REG1[8..15]",
+        "load:0xff->NXM_NX_REG1[8..15]",
+    ),
+    (
+        "load:1->xxreg1[]",
+        "load:0x1->NXM_NX_XXREG1[0..63],load:0->NXM_NX_XXREG1[64..127]",
+    ),
+    (
+        "move:reg0[0..7]->NXM_NX_PKT_MARK[24..31]",
+        "move:NXM_NX_REG0[0..7]->NXM_NX_PKT_MARK[24..31]",
+    ),
     ("dec_ttl", "dec_ttl"),
     ("dec_ttl(4,5)", "dec_ttl(4,5)"),
     ("set_mpls_label:7", "set_mpls_label(7)"),
@@ -206,7 +274,10 @@ const ACTIONS: &[(&str, &str)] = &[
     ("meter:1,output:1", "meter:1,output:1"),
     ("note:aa", "note:aa.00.00.00.00.00"),
     ("exit", "exit"),
-    ("clone(dec_mpls_ttl,output:1)", "clone(dec_mpls_ttl,output:1)"),
+    (
+        "clone(dec_mpls_ttl,output:1)",
+        "clone(dec_mpls_ttl,output:1)",
+    ),
     ("ct_clear", "ct_clear"),
     ("drop", "drop"),
 ];
@@ -216,8 +287,14 @@ fn every_action_prints_as_dump_flows() {
     for (input, printed) in ACTIONS {
         check(&format!("actions={input}"), &format!("actions={printed}"));
     }
-    check("tcp,actions=fin_timeout(idle_timeout=1)", "tcp actions=fin_timeout(idle_timeout=1)");
-    check("mpls,actions=pop_mpls:0x0800", "mpls actions=pop_mpls:0x0800");
+    check(
+        "tcp,actions=fin_timeout(idle_timeout=1)",
+        "tcp actions=fin_timeout(idle_timeout=1)",
+    );
+    check(
+        "mpls,actions=pop_mpls:0x0800",
+        "mpls actions=pop_mpls:0x0800",
+    );
     check(
         "tcp,actions=ct(commit,zone=NXM_NX_REG1[0..15],exec(set_field:1->ct_mark),alg=ftp)",
         "tcp actions=ct(commit,zone=NXM_NX_REG1[0..15],exec(load:0x1->NXM_NX_CT_MARK[]),alg=ftp)",
@@ -271,20 +348,35 @@ fn prerequisites_follow_earlier_actions() {
     );
     // mod_vlan_vid pushes a tag, so vlan_vid may be written after it.
     add("actions=mod_vlan_vid:5,set_field:7->vlan_vid");
-    assert_eq!(err("actions=set_field:7->vlan_vid"), "prerequisite vlan_tci=0x1000/0x1000 missing for vlan_vid");
-    assert_eq!(err("actions=move:NXM_OF_IP_SRC[]->reg0[]"), "prerequisite ip missing for ip_src");
+    assert_eq!(
+        err("actions=set_field:7->vlan_vid"),
+        "prerequisite vlan_tci=0x1000/0x1000 missing for vlan_vid"
+    );
+    assert_eq!(
+        err("actions=move:NXM_OF_IP_SRC[]->reg0[]"),
+        "prerequisite ip missing for ip_src"
+    );
 }
 
 #[test]
 fn error_messages_name_token_and_reason() {
     assert_eq!(err("nw_sr=1.2.3.4,actions=drop"), "unknown field 'nw_sr'");
-    assert_eq!(err("nw_dst=1.2.3.4,actions=drop"), "prerequisite ip missing for nw_dst");
-    assert_eq!(err("ip,nw_ttl=300,actions=drop"), "bad value '300' for nw_ttl: out of range");
+    assert_eq!(
+        err("nw_dst=1.2.3.4,actions=drop"),
+        "prerequisite ip missing for nw_dst"
+    );
+    assert_eq!(
+        err("ip,nw_ttl=300,actions=drop"),
+        "bad value '300' for nw_ttl: out of range"
+    );
     assert_eq!(err("actions=outptu:1"), "unknown action 'outptu'");
     assert_eq!(err("tun_tos=16,actions=drop"), "unknown field 'tun_tos'");
     assert_eq!(err("actions=learn(table=1)"), "unsupported action 'learn'");
     assert_eq!(err("ip"), "missing actions= (a flow to add needs actions)");
-    assert_eq!(err("importance=x,actions=drop"), "bad value 'x' for importance: not a number");
+    assert_eq!(
+        err("importance=x,actions=drop"),
+        "bad value 'x' for importance: not a number"
+    );
     assert!(matches!(
         parse_flow("actions=output:p9", FlowKind::Add, &NoPortNames),
         Err(SyntaxError::BadAction { .. })
@@ -293,7 +385,9 @@ fn error_messages_name_token_and_reason() {
 
 #[test]
 fn flow_options_and_prefix() {
-    let f = add("table=2,priority=7,cookie=0xab,idle_timeout=5,hard_timeout=6,importance=9,send_flow_rem,ip,actions=drop");
+    let f = add(
+        "table=2,priority=7,cookie=0xab,idle_timeout=5,hard_timeout=6,importance=9,send_flow_rem,ip,actions=drop",
+    );
     assert_eq!((f.table, f.priority, f.cookie), (2, 7, 0xab));
     assert_eq!((f.idle_timeout, f.hard_timeout, f.importance), (5, 6, 9));
     assert_eq!(
@@ -390,8 +484,14 @@ fn port_names_parse_and_print() {
         "in_port=1 actions=output:2,resubmit(3,1),enqueue:1:1"
     );
     // Reserved names and numbers.
-    check("in_port=LOCAL,actions=IN_PORT", "in_port=LOCAL actions=IN_PORT");
-    check("in_port=65535,actions=output:65534", "in_port=ANY actions=LOCAL");
+    check(
+        "in_port=LOCAL,actions=IN_PORT",
+        "in_port=LOCAL actions=IN_PORT",
+    );
+    check(
+        "in_port=65535,actions=output:65534",
+        "in_port=ANY actions=LOCAL",
+    );
 }
 
 #[test]
@@ -400,7 +500,9 @@ fn subfield_accessors_apply_load_and_move() {
     let f = add("actions=load:0xabcd->reg3[16..31],move:NXM_NX_REG3[16..23]->NXM_OF_ETH_DST[0..7]");
     for a in &f.actions {
         match a {
-            OfAction::SetField { field, value, mask } => field.field().set_masked(&mut k, *value, *mask),
+            OfAction::SetField { field, value, mask } => {
+                field.field().set_masked(&mut k, *value, *mask)
+            }
             OfAction::RegMove { src, dst } => {
                 let v = src.read(&k);
                 dst.write(&mut k, v)

@@ -815,7 +815,7 @@ impl ActionCtx<'_> {
             return Err(bad(
                 "resubmit",
                 arg,
-                "ct requires a match on a valid connection state (ct_state=+trk with +new, +est, ..., or -inv)",
+                "ct needs a match on a valid connection (ct_state=+trk+est, -inv+trk, ...)",
             ));
         }
         Ok(OfAction::Resubmit { port, table, ct })

@@ -63,6 +63,8 @@ impl MatchBuilder {
         if proto != 0 {
             let f = FieldId::IP_PROTO.field();
             let _ = f.match_set(&mut self.key, &mut self.mask, proto.into(), 0xff);
+            // A later `dl_type` or shorthand may leave the protocol without IP (`icmp6,mpls`).
+            self.used.push((FieldId::IP_PROTO, name.to_string()));
         }
         true
     }

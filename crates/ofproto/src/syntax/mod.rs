@@ -10,16 +10,21 @@
 //! against `ovs-ofctl` itself.
 //!
 //! Deliberate differences from `ovs-ofctl`, all where it would silently change a flow:
-//! - a match field whose prerequisite is missing (`nw_dst=10.0.0.1` without `ip`) is an error
-//!   (`prerequisite ip missing for nw_dst`); `ovs-ofctl` drops the field with a log message
-//!   when it encodes the flow, and OpenFlow 1.2+ switches reject it (`OFPBMC_BAD_PREREQ`);
+//! - a match field whose prerequisite is missing (`nw_dst=10.0.0.1` without `ip`, `tcp_flags`
+//!   in a UDP flow, `icmp6,mpls`) is an error (`prerequisite ip missing for nw_dst`);
+//!   `ovs-ofctl` drops or reinterprets such fields when it encodes the flow, and OpenFlow 1.2+
+//!   switches reject them (`OFPBMC_BAD_PREREQ`);
 //! - actions a switch would reject when decoding an OpenFlow 1.0 flow mod are rejected here
 //!   (`mod_nw_ttl` without `ip`, `ct(nat(src=...))` without `commit`);
 //! - `goto_table:N` stays `goto_table:N` (OVS degrades it to `resubmit(,N)` over OpenFlow 1.0);
 //! - `set_field:...->dl_vlan`/`dl_vlan_pcp` mean `mod_vlan_vid`/`mod_vlan_pcp` (OVS encodes
 //!   them incorrectly over OpenFlow 1.0);
 //! - OpenFlow 1.1+ actions (`push_vlan`, `meter`) are accepted and printed as OpenFlow 1.1+
-//!   prints them, where `ovs-ofctl` with OpenFlow 1.0 has no protocol to send them in.
+//!   prints them, where `ovs-ofctl` with OpenFlow 1.0 has no protocol to send them in;
+//! - where OVS's printing loses information the printed form keeps it, so that it parses back:
+//!   `resubmit(1,,ct)` (OVS prints `resubmit:1`), `tun_metadata0=0x5/0xffff` (OVS prints
+//!   `0x5`); `nat(src,hash)` flags without an address range, which OVS does not print, are
+//!   dropped when parsing; tunnel-metadata values with 1-bits outside their mask are refused.
 
 mod actions;
 mod flow;
