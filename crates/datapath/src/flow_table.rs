@@ -57,9 +57,11 @@ impl Megaflow {
     }
 }
 
+/// A megaflow is about 2 KB (its key and match): slots hold it boxed, so that growing the
+/// table under an upcall storm moves pointers, not flows.
 struct Slot {
     generation: u32,
-    flow: Option<Megaflow>,
+    flow: Option<Box<Megaflow>>,
 }
 
 /// Slots of megaflows with generation-tagged handles.
@@ -93,7 +95,7 @@ impl FlowTable {
             Some(idx) => {
                 let s = &mut self.slots[idx as usize];
                 s.generation = s.generation.wrapping_add(1).max(1);
-                s.flow = Some(f);
+                s.flow = Some(Box::new(f));
                 FlowRef {
                     idx,
                     generation: s.generation,
@@ -102,7 +104,7 @@ impl FlowTable {
             None => {
                 self.slots.push(Slot {
                     generation: 1,
-                    flow: Some(f),
+                    flow: Some(Box::new(f)),
                 });
                 FlowRef {
                     idx: (self.slots.len() - 1) as u32,
@@ -125,7 +127,7 @@ impl FlowTable {
     pub fn get(&self, r: FlowRef) -> Option<&Megaflow> {
         let s = self.slots.get(r.idx as usize)?;
         if s.generation == r.generation {
-            s.flow.as_ref()
+            s.flow.as_deref()
         } else {
             None
         }
@@ -136,7 +138,7 @@ impl FlowTable {
     pub fn get_mut(&mut self, r: FlowRef) -> Option<&mut Megaflow> {
         let s = self.slots.get_mut(r.idx as usize)?;
         if s.generation == r.generation {
-            s.flow.as_mut()
+            s.flow.as_deref_mut()
         } else {
             None
         }
@@ -153,13 +155,13 @@ impl FlowTable {
         s.generation = s.generation.wrapping_add(1).max(1);
         self.free.push(r.idx);
         self.len -= 1;
-        Some(f)
+        Some(*f)
     }
 
     /// Every live flow with its handle.
     pub fn iter(&self) -> impl Iterator<Item = (FlowRef, &Megaflow)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.flow.as_ref().map(|f| {
+            s.flow.as_deref().map(|f| {
                 (
                     FlowRef {
                         idx: i as u32,

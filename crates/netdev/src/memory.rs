@@ -18,6 +18,8 @@ pub struct ReplayPort {
     rxq_taken: Vec<bool>,
     stats: Vec<Arc<QueueStats>>,
     tx_stats: Arc<QueueStats>,
+    /// Packets per second per queue; `None` as fast as the PMD polls.
+    rate: Option<f64>,
 }
 
 impl ReplayPort {
@@ -33,7 +35,15 @@ impl ReplayPort {
             rxq_taken: vec![false; n_rxq],
             stats: (0..n_rxq).map(|_| QueueStats::shared()).collect(),
             tx_stats: QueueStats::shared(),
+            rate: None,
         }
+    }
+
+    /// Limits each queue to `pps` packets per second (a generator's offered load), paced by
+    /// the TSC from the first poll.
+    pub fn with_rate(mut self, pps: f64) -> ReplayPort {
+        self.rate = (pps > 0.0).then_some(pps);
+        self
     }
 
     /// Number of distinct frames replayed.
@@ -47,6 +57,14 @@ struct ReplayRxq {
     next: usize,
     in_port: u32,
     stats: Arc<QueueStats>,
+    pace: Option<Pace>,
+}
+
+/// Rate limiting of a replay queue: packets due by now, from the TSC.
+struct Pace {
+    ticks_per_packet: f64,
+    start: u64,
+    sent: u64,
 }
 
 impl RxQueue for ReplayRxq {
@@ -56,7 +74,19 @@ impl RxQueue for ReplayRxq {
         if n_frames == 0 {
             return 0;
         }
-        let n = batch.room();
+        let mut n = batch.room();
+        if let Some(p) = &mut self.pace {
+            let now = datapath::tsc::now();
+            if p.start == 0 {
+                p.start = now;
+            }
+            let due = (now.saturating_sub(p.start) as f64 / p.ticks_per_packet) as u64;
+            n = n.min(due.saturating_sub(p.sent) as usize);
+            p.sent += n as u64;
+            if n == 0 {
+                return 0;
+            }
+        }
         let mut bytes = 0u64;
         for _ in 0..n {
             let f = &self.frames[self.next];
@@ -82,7 +112,14 @@ impl Port for ReplayPort {
     }
 
     fn options(&self) -> String {
-        format!("{{source={}, frames={}}}", self.source, self.frames.len())
+        match self.rate {
+            Some(r) => format!(
+                "{{source={}, frames={}, rate={r}pps}}",
+                self.source,
+                self.frames.len()
+            ),
+            None => format!("{{source={}, frames={}}}", self.source, self.frames.len()),
+        }
     }
 
     fn n_rxq(&self) -> usize {
@@ -105,6 +142,11 @@ impl Port for ReplayPort {
             next: start,
             in_port,
             stats: self.stats[q].clone(),
+            pace: self.rate.map(|pps| Pace {
+                ticks_per_packet: datapath::tsc::hz() as f64 / pps,
+                start: 0,
+                sent: 0,
+            }),
         }))
     }
 
