@@ -66,6 +66,14 @@ enum Command {
         /// Print one JSON object instead of the report.
         #[arg(long)]
         json: bool,
+        /// Program the switch with the scenario's OpenFlow rules (bridge br0, misses
+        /// translated by the OpenFlow pipeline) instead of preinstalled datapath flows.
+        #[arg(long)]
+        openflow: bool,
+        /// With --openflow: also offer this many packets per second of never-cached flows on a
+        /// second source (an upcall storm), to see what it costs the cached traffic.
+        #[arg(long)]
+        storm: Option<f64>,
     },
     /// Run the switch in the foreground from a configuration file.
     Run {
@@ -156,6 +164,8 @@ fn main() -> ExitCode {
             pmds,
             emc,
             json,
+            openflow,
+            storm,
         } => {
             let o = bench::BenchOpts {
                 scenario,
@@ -166,6 +176,8 @@ fn main() -> ExitCode {
                 pmds,
                 emc: emc == "on",
                 json,
+                openflow,
+                storm,
             };
             bench_cmd(&o, &mut out)
         }

@@ -158,3 +158,48 @@ fn add_port(of: &Ofproto, a: &[String]) -> Result<(), String> {
         },
     )
 }
+
+/// The lines of a datapath flow dump whose `in_port(...)` is one of `ports`, with the PMD
+/// headers of the groups that keep a line.
+pub fn filter_dump(text: &str, ports: &[String]) -> String {
+    let mut out = String::new();
+    let mut header: Option<&str> = None;
+    for line in text.lines() {
+        if !line.starts_with("recirc_id") && !line.starts_with("ufid:") {
+            header = Some(line);
+            continue;
+        }
+        if ports
+            .iter()
+            .any(|p| line.contains(&format!("in_port({p})")))
+        {
+            if let Some(h) = header.take() {
+                out.push_str(h);
+                out.push('\n');
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_filter_keeps_the_bridge_flows_and_their_headers() {
+        let dump = "flow-dump from pmd on cpu core: 1\n\
+                    recirc_id(0),in_port(p0),eth_type(0x0800), packets:1, bytes:60, used:0.1s, actions:p1\n\
+                    recirc_id(0),in_port(q0),eth_type(0x0800), packets:1, bytes:60, used:0.1s, actions:q1\n\
+                    flow-dump from pmd on cpu core: 2\n\
+                    recirc_id(0),in_port(q1),eth_type(0x0800), packets:1, bytes:60, used:0.1s, actions:q0\n";
+        let got = filter_dump(dump, &["p0".into(), "p1".into()]);
+        assert_eq!(
+            got,
+            "flow-dump from pmd on cpu core: 1\n\
+             recirc_id(0),in_port(p0),eth_type(0x0800), packets:1, bytes:60, used:0.1s, actions:p1\n"
+        );
+    }
+}

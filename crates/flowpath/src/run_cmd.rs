@@ -216,6 +216,24 @@ fn verbose(a: &[String]) -> bool {
 pub fn registry(dp: Arc<Mutex<Datapath>>, of: Arc<Ofproto>, stop: Arc<AtomicBool>) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of);
+    {
+        // `dpif/dump-flows [-m] [BRIDGE]`: with a bridge, only the flows of its ports.
+        let (dp, of) = (dp.clone(), of.clone());
+        let _ = reg.register("dpif/dump-flows", "[-m] [bridge]", 0, 2, move |a| {
+            let bridge = a.iter().find(|x| !x.starts_with('-'));
+            let text = dp
+                .lock()
+                .map_err(|_| "datapath lock poisoned".to_string())?
+                .dump_flows(verbose(a));
+            match bridge {
+                None => Ok(text),
+                Some(b) => {
+                    let ports = of.dp_port_names(b)?;
+                    Ok(crate::of_cmd::filter_dump(&text, &ports))
+                }
+            }
+        });
+    }
     let r = |name, usage, args, f: DpCommand| register_dp(&reg, &dp, name, usage, args, f);
     r("dpctl/add-flow", "[dp] flow actions", (2, 3), |d, a| {
         let a = strip_dp(a, 2);
@@ -245,9 +263,6 @@ pub fn registry(dp: Arc<Mutex<Datapath>>, of: Arc<Ofproto>, stop: Arc<AtomicBool
         d.get_flow(&strip_dp(a, 1)[0])
     });
     r("dpctl/dump-flows", "[-m] [dp]", (0, 2), |d, a| {
-        Ok(d.dump_flows(verbose(a)))
-    });
-    r("dpif/dump-flows", "[-m] [bridge]", (0, 2), |d, a| {
         Ok(d.dump_flows(verbose(a)))
     });
     r("dpif/show", "", (0, 0), |d, _| Ok(d.dpif_show()));

@@ -247,3 +247,77 @@ fn ofctl_and_trace_on_a_running_switch() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `flowpath bench --openflow`: the scenario's OpenFlow rules are translated on the first
+/// misses, and once cached the switch forwards what the datapath-flow version forwards, through
+/// the same one megaflow (no upcalls in the measured window, one subtable probe per hit).
+#[test]
+fn bench_runs_through_openflow_rules() {
+    for (scenario, emc) in [("p2p", "on"), ("p2p_l3", "on"), ("p2p_l3", "off")] {
+        let o = Command::new(bin())
+            .args([
+                "bench",
+                scenario,
+                "--flows",
+                "1000",
+                "--seconds",
+                "0.5",
+                "--emc",
+                emc,
+                "--openflow",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(o.status.success(), "{t}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["forwarded_ok"], true, "{t}");
+        assert_eq!(v["openflow"], true, "{t}");
+        assert_eq!(v["upcalls"], 0, "{t}");
+        assert_eq!(v["lost_upcalls"], 0, "{t}");
+        if emc == "off" {
+            assert_eq!(v["megaflow_hit_pct"], 100.0, "{t}");
+            assert_eq!(v["subtable_lookups_per_hit"], 1.0, "{t}");
+        }
+    }
+}
+
+/// `--storm`: a second source offering never-cached flows beside the cached traffic. Every
+/// storm packet is a miss (an upcall or a counted lost upcall), the cached traffic is still
+/// forwarded and verified; the rate it keeps is a figure for docs/performance.md, not a test.
+#[test]
+fn bench_storm_offers_misses_beside_cached_traffic() {
+    let o = Command::new(bin())
+        .args([
+            "bench",
+            "p2p_l3",
+            "--flows",
+            "100",
+            "--seconds",
+            "0.5",
+            "--openflow",
+            "--storm",
+            "20000",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["forwarded_ok"], true, "{t}");
+    assert_eq!(v["storm_pps"], 20000.0, "{t}");
+    let misses = v["upcalls"].as_u64().unwrap() + v["lost_upcalls"].as_u64().unwrap();
+    assert!(misses > 1000, "{t}");
+    let o = Command::new(bin())
+        .args(["bench", "p2p_l3", "--storm", "1000"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("--storm needs --openflow"),
+        "{}",
+        text(&o)
+    );
+}

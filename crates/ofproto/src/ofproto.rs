@@ -325,6 +325,19 @@ impl Ofproto {
         Ok(out)
     }
 
+    /// The names of `bridge`'s ports that have a datapath side.
+    pub fn dp_port_names(&self, bridge: &str) -> Result<Vec<String>, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        Ok(b.ports
+            .values()
+            .filter(|p| p.dp_port.is_some())
+            .map(|p| p.name.clone())
+            .collect())
+    }
+
     /// `fdb/show BRIDGE` in OVS's layout.
     pub fn fdb_show(&self, bridge: &str) -> Result<String, String> {
         let p = self.read();
