@@ -375,6 +375,69 @@ impl Datapath {
         &self.names
     }
 
+    /// Adds a port to the running datapath (`add-port`): every PMD gets a tx queue on it and
+    /// its rx queues go to the PMDs polling the fewest queues. `no` must be free and non-zero.
+    pub fn add_port(&mut self, no: u32, mut port: Box<dyn Port>) -> Result<(), String> {
+        if no == 0 || self.ports.iter().any(|p| p.no == no) {
+            return Err(format!("port number {no} is taken or invalid"));
+        }
+        if self.ports.iter().any(|p| p.port.name() == port.name()) {
+            return Err(format!("a port named '{}' exists", port.name()));
+        }
+        for p in &self.pmds {
+            let _ = p.cmd.send(PmdCmd::AddTxq(no, port.open_txq()));
+        }
+        let mut counts: Vec<usize> = self
+            .pmds
+            .iter()
+            .map(|p| p.load.lock().map(|l| l.0.len()).unwrap_or(0))
+            .collect();
+        let mut per_pmd: Vec<Vec<PolledRxq>> = self.pmds.iter().map(|_| Vec::new()).collect();
+        for q in 0..port.n_rxq() {
+            if let Some(rxq) = port.take_rxq(q, no)
+                && let Some(p) = (0..counts.len()).min_by_key(|&i| (counts[i], i))
+            {
+                counts[p] += 1;
+                per_pmd[p].push(PolledRxq {
+                    port_no: no,
+                    queue_id: q,
+                    rxq,
+                    cycles: 0,
+                });
+            }
+        }
+        for (p, qs) in self.pmds.iter().zip(per_pmd) {
+            if !qs.is_empty() {
+                let _ = p.cmd.send(PmdCmd::AddRxqs(qs));
+            }
+        }
+        self.names.insert(port.name(), no);
+        self.ports.push(PortEntry { no, port });
+        Ok(())
+    }
+
+    /// Removes port `name` from the running datapath (`del-port`) once every PMD has stopped
+    /// using it (what it had batched is sent first); returns the port, to be closed by
+    /// dropping it.
+    pub fn del_port(&mut self, name: &str) -> Result<Box<dyn Port>, String> {
+        let i = self
+            .ports
+            .iter()
+            .position(|p| p.port.name() == name)
+            .ok_or_else(|| format!("no port named {name}"))?;
+        let no = self.ports[i].no;
+        self.ask(|tx| PmdCmd::RemovePort(no, tx));
+        self.names.remove(no);
+        Ok(self.ports.remove(i).port)
+    }
+
+    /// The number of the next free datapath port.
+    pub fn free_port_number(&self) -> u32 {
+        (1..)
+            .find(|n| self.ports.iter().all(|p| p.no != *n))
+            .unwrap_or(1)
+    }
+
     /// The name of port `no` (`?` for an unknown number).
     fn port_name(&self, no: u32) -> &str {
         self.ports

@@ -234,6 +234,11 @@ pub enum PmdCmd {
     TakeRxqs(Sender<Vec<PolledRxq>>),
     /// Start polling these rx queues (their cycle counts start again from zero).
     AddRxqs(Vec<PolledRxq>),
+    /// A port joined the datapath: its tx queue for this PMD.
+    AddTxq(u32, Box<dyn TxQueue>),
+    /// A port leaves: stop polling it, flush and drop its tx queue, remove the megaflows of
+    /// its packets; replies once done, so the port can be closed.
+    RemovePort(u32, Sender<()>),
 }
 
 /// A polled rx queue.
@@ -396,6 +401,25 @@ impl Pmd {
         });
     }
 
+    /// Forgets port `no`: its rx queues, its tx queue (after sending what is batched) and the
+    /// megaflows of its input classifier.
+    pub fn remove_port(&mut self, no: u32) {
+        self.rxqs.retain(|q| q.port_no != no);
+        self.flush_tx();
+        if let Some(slot) = self.txs.get_mut(no as usize) {
+            *slot = None;
+        }
+        let refs: Vec<FlowRef> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| f.key.in_port() == no)
+            .map(|(r, _)| r)
+            .collect();
+        for r in refs {
+            self.remove_ref(r);
+        }
+    }
+
     /// The counters, with the classifiers' subtable lookups folded in.
     pub fn stats(&self) -> PmdStats {
         let mut s = self.stats;
@@ -549,6 +573,11 @@ impl Pmd {
                 for q in qs {
                     self.add_rxq(q);
                 }
+            }
+            PmdCmd::AddTxq(no, q) => self.add_txq(no, q),
+            PmdCmd::RemovePort(no, reply) => {
+                self.remove_port(no);
+                let _ = reply.send(());
             }
         }
     }

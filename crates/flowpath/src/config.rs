@@ -255,7 +255,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
 }
 
 /// Options each port type takes.
-fn check_port(p: &PortConf) -> Result<(), String> {
+pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
     let allowed: &[&str] = match p.kind.as_str() {
         "pcap" => &["rx_pcap", "tx_pcap"],
         "replay" => &["pcap", "n_rxq"],

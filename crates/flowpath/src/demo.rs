@@ -92,6 +92,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
                 crate::run_cmd::registry(
                     dp.clone(),
                     ofproto::ofproto::Ofproto::new(),
+                    d,
                     stop.clone(),
                 ),
             )?;

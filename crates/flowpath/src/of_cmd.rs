@@ -2,7 +2,10 @@
 //! commands (`ofctl/add-flow` and friends, which `flowpath ofctl` sends), `fdb/show`, and
 //! bridge and patch-port management (`add-br`, `del-br`, `add-port`, `del-port`).
 
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use datapath::dpif::Datapath;
 
 use ofproto::bridge::{OfPort, VlanMode};
 use ofproto::ofproto::Ofproto;
@@ -17,7 +20,7 @@ fn strict(args: &[String]) -> (bool, &[String]) {
 }
 
 /// Registers the OpenFlow commands.
-pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
+pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, base: &Path) {
     let r = |name: &str, usage: &str, min: usize, max: usize, f: OfCommand| {
         let of = of.clone();
         let _ = reg.register(name, usage, min, max, move |a| f(&of, a));
@@ -79,34 +82,50 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
     r("add-br", "BRIDGE", 1, 1, |of, a| {
         of.add_bridge(&a[0]).map(|_| String::new())
     });
-    r(
+    let (of2, dp2, base2) = (of.clone(), dp.clone(), base.to_path_buf());
+    let _ = reg.register(
         "add-port",
-        "BRIDGE PORT type=patch options:peer=PEER [ofport=N] [tag=N] [trunks=A,B]",
+        "BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B]",
         3,
-        7,
-        |of, a| add_port(of, a).map(|_| String::new()),
+        12,
+        move |a| add_port(&of2, &dp2, &base2, a).map(|_| String::new()),
     );
-    // Removing a bridge or port also removes the datapath flows that used it, through the
-    // revalidator (the translation of their packets changes). A removed port's datapath side
-    // stays open; its packets miss and are dropped.
-    r("del-br", "BRIDGE", 1, 1, |of, a| {
-        of.del_bridge(&a[0]).map(|_| String::new())
+    // Removing a bridge or port closes its datapath side (what was batched for it is sent
+    // first); the megaflows of its packets go with it, and those that sent to it are removed
+    // by the revalidator, as their translation changes.
+    let (of2, dp2) = (of.clone(), dp.clone());
+    let _ = reg.register("del-br", "BRIDGE", 1, 1, move |a| {
+        let b = of2.del_bridge(&a[0])?;
+        let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
+        for p in b.ports.values().filter(|p| p.dp_port.is_some()) {
+            drop(dp.del_port(&p.name)?);
+        }
+        Ok(String::new())
     });
-    r("del-port", "PORT", 1, 1, |of, a| {
-        of.del_port(&a[0]).map(|_| String::new())
+    let (of2, dp2) = (of.clone(), dp.clone());
+    let _ = reg.register("del-port", "PORT", 1, 1, move |a| {
+        let p = of2.del_port(&a[0])?;
+        if p.dp_port.is_some() {
+            let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
+            drop(dp.del_port(&p.name)?);
+        }
+        Ok(String::new())
     });
 }
 
 type OfCommand = fn(&Ofproto, &[String]) -> Result<String, String>;
 
-/// `add-port BRIDGE PORT type=patch options:peer=PEER [ofport=N] [tag=N] [trunks=A,B]`: patch
-/// ports only at run time; ports with a datapath side come from the configuration file.
-fn add_port(of: &Ofproto, a: &[String]) -> Result<(), String> {
+/// `add-port BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B]`:
+/// the port types and options of the configuration file (`type=patch options:peer=NAME`,
+/// `type=pcap options:rx_pcap=FILE`, ...; relative paths are taken from the configuration
+/// file's directory).
+fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Result<(), String> {
     let (bridge, name) = (&a[0], &a[1]);
     let mut kind = None;
     let mut peer = None;
     let mut ofport = None;
     let mut vlan = VlanMode::default();
+    let mut options = std::collections::BTreeMap::new();
     for kv in &a[2..] {
         let (k, v) = kv
             .split_once('=')
@@ -118,6 +137,13 @@ fn add_port(of: &Ofproto, a: &[String]) -> Result<(), String> {
         match k {
             "type" => kind = Some(v.to_owned()),
             "options:peer" => peer = Some(v.to_owned()),
+            k if k.starts_with("options:") => {
+                let value = match v.parse::<i64>() {
+                    Ok(n) => toml::Value::Integer(n),
+                    Err(_) => toml::Value::String(v.to_owned()),
+                };
+                options.insert(k["options:".len()..].to_owned(), value);
+            }
             "ofport" | "ofport_request" => ofport = Some(num(v)?),
             "tag" => vlan.tag = Some(num(v)?.try_into().map_err(|_| "tag out of range")?),
             "trunks" => {
@@ -129,14 +155,19 @@ fn add_port(of: &Ofproto, a: &[String]) -> Result<(), String> {
             _ => return Err(format!("unknown setting '{k}'")),
         }
     }
-    if kind.as_deref() != Some("patch") {
-        return Err(
-            "only patch ports can be added at run time (type=patch options:peer=NAME); \
-             ports with a datapath side are declared in the configuration file"
-                .into(),
-        );
+    let kind = kind.ok_or("add-port needs type=TYPE")?;
+    if let Some(p) = &peer {
+        options.insert("peer".into(), toml::Value::String(p.clone()));
     }
-    let peer = peer.ok_or("a patch port needs options:peer=NAME")?;
+    let conf = crate::config::PortConf {
+        name: name.clone(),
+        kind: kind.clone(),
+        ofport,
+        options,
+        tag: vlan.tag,
+        trunks: vlan.trunks.clone(),
+    };
+    crate::config::check_port(&conf).map_err(|e| format!("port '{name}': {e}"))?;
     let ofport = match ofport {
         Some(n) => n,
         None => {
@@ -147,16 +178,38 @@ fn add_port(of: &Ofproto, a: &[String]) -> Result<(), String> {
             (1..).find(|n| !b.ports.contains_key(n)).unwrap_or(1)
         }
     };
+    if kind == "patch" {
+        return of.add_port(
+            bridge,
+            OfPort {
+                name: name.clone(),
+                ofport,
+                dp_port: None,
+                peer,
+                vlan,
+            },
+        );
+    }
+    // A port with a datapath side: open it, add it to the OpenFlow bridge, then to the
+    // datapath (so that its first packets find the bridge).
+    let port = crate::run_cmd::open_port(&conf, base).map_err(|e| format!("{e:#}"))?;
+    let mut dp = dp.lock().map_err(|_| "datapath lock poisoned")?;
+    let no = dp.free_port_number();
     of.add_port(
         bridge,
         OfPort {
             name: name.clone(),
             ofport,
-            dp_port: None,
-            peer: Some(peer),
+            dp_port: Some(no),
+            peer: None,
             vlan,
         },
-    )
+    )?;
+    if let Err(e) = dp.add_port(no, port) {
+        let _ = of.del_port(name);
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// The lines of a datapath flow dump whose `in_port(...)` is one of `ports`, with the PMD

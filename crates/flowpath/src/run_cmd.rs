@@ -51,7 +51,7 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     })
 }
 
-fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Port>> {
+pub(crate) fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Port>> {
     Ok(match p.kind.as_str() {
         "pcap" => {
             let rx = config::opt_path(p, "rx_pcap", base);
@@ -213,9 +213,14 @@ fn verbose(a: &[String]) -> bool {
 }
 
 /// The control commands, bound to a running datapath.
-pub fn registry(dp: Arc<Mutex<Datapath>>, of: Arc<Ofproto>, stop: Arc<AtomicBool>) -> Registry {
+pub fn registry(
+    dp: Arc<Mutex<Datapath>>,
+    of: Arc<Ofproto>,
+    base: &Path,
+    stop: Arc<AtomicBool>,
+) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
-    crate::of_cmd::register(&reg, &of);
+    crate::of_cmd::register(&reg, &of, &dp, base);
     {
         // `dpif/dump-flows [-m] [BRIDGE]`: with a bridge, only the flows of its ports.
         let (dp, of) = (dp.clone(), of.clone());
@@ -332,7 +337,7 @@ pub fn run(
     std::fs::create_dir_all(&rundir)
         .with_context(|| format!("run directory {}", rundir.display()))?;
     let sock = unixctl::socket_path(&rundir);
-    let server = Server::bind(&sock, registry(dp.clone(), of.clone(), stop.clone()))
+    let server = Server::bind(&sock, registry(dp.clone(), of.clone(), &base, stop.clone()))
         .with_context(|| format!("control socket {}", sock.display()))?;
     eprintln!("flowpath: running; control socket {}", sock.display());
 

@@ -225,6 +225,49 @@ fn ofctl_and_trace_on_a_running_switch() {
     let o = ctl(&run, &["ofproto/trace", "br0", "in_port=7"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 
+    // Ports come and go at run time: a sink joins, a rule sends to it, it counts packets;
+    // then it leaves, and the switch goes on.
+    let o = ctl(&run, &["add-port", "br0", "s2", "type=sink", "ofport=5"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = ofctl(
+        &run,
+        &["add-flow", "br0", "priority=50,udp,actions=output:s2"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let t = Instant::now();
+    loop {
+        let dump = text(&ofctl(&run, &["dump-flows", "br0", "udp"]));
+        if dump
+            .lines()
+            .any(|l| l.contains("priority=50") && !l.contains("n_packets=0,"))
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{dump}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let show = text(&ctl(&run, &["dpif/show"]));
+    assert!(show.contains("s2 "), "{show}");
+    let o = ctl(&run, &["del-port", "s2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let show = text(&ctl(&run, &["dpif/show"]));
+    assert!(!show.contains("s2 "), "{show}");
+    let o = ctl(&run, &["del-port", "s2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = ctl(
+        &run,
+        &[
+            "add-port",
+            "br0",
+            "bad",
+            "type=pcap",
+            "options:rx_pcap=/nonexistent.pcap",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = ofctl(&run, &["del-flows", "br0", "udp"]);
+    assert!(o.status.success(), "{}", text(&o));
+
     // Forwarding went on: the routed rule counted packets.
     let t = Instant::now();
     loop {

@@ -38,6 +38,13 @@ impl PortNames {
         self.by_number.insert(number, name.to_owned());
     }
 
+    /// Forgets port `number` and its name.
+    pub fn remove(&mut self, number: u32) {
+        if let Some(name) = self.by_number.remove(&number) {
+            self.by_name.remove(&name);
+        }
+    }
+
     /// The number of port `name`.
     pub fn number(&self, name: &str) -> Option<u32> {
         self.by_name.get(name).copied()
