@@ -46,6 +46,9 @@ pub struct PacketMeta {
     pub l4: u16,
     /// Recirculation depth of this pass.
     pub recirc_depth: u8,
+    /// The slow path had no time for this packet in its pass: it waits in the PMD's deferred
+    /// queue instead of being dropped.
+    pub deferred: bool,
 }
 
 impl PacketMeta {
@@ -61,6 +64,7 @@ impl PacketMeta {
             l3: NO_OFS,
             l4: NO_OFS,
             recirc_depth: 0,
+            deferred: false,
         }
     }
 }

@@ -40,9 +40,22 @@ const EMC_SWEEP_PER_ROUND: usize = 256;
 /// Deepest recirculation (OVS's `MAX_RECIRC_DEPTH`).
 pub const MAX_RECIRC_DEPTH: u8 = 8;
 
-/// Most upcalls one iteration handles; further misses in that iteration are dropped and
-/// counted, so a miss storm cannot starve cached flows.
+/// Most upcalls one iteration handles; further misses wait in the deferred queue.
 pub const UPCALL_BUDGET: usize = 64;
+
+/// Share of the PMD's time (percent) the slow path may take while the PMD also forwards cached
+/// packets: upcalls spend tokens of TSC cycles that accrue at this share of elapsed time (OVS
+/// runs upcalls on handler threads; here they run in the PMD, so their time is budgeted). With
+/// no cached traffic there is nothing to protect and upcalls run unbudgeted.
+pub const DEFAULT_UPCALL_SHARE_PCT: u32 = 10;
+
+/// Misses that may wait for the slow path, per PMD; beyond that they are dropped and counted as
+/// lost upcalls.
+pub const DEFER_MAX: usize = 4096;
+
+/// Misses one input port may have waiting before the PMD stops polling that port until they
+/// are handled (backpressure: a finite source loses nothing, and other ports keep flowing).
+pub const DEFER_PER_PORT: u32 = 1024;
 
 /// What the slow path decides for a packet that missed every cache.
 pub enum UpcallResult {
@@ -143,8 +156,10 @@ pub struct PmdStats {
     pub subtable_lookups: u64,
     /// Upcalls that installed or executed a flow.
     pub upcalls: u64,
-    /// Packets dropped at the upcall: handler said drop, budget exhausted.
+    /// Packets dropped at the upcall: handler said drop, or the deferred queue was full.
     pub lost_upcalls: u64,
+    /// Misses that waited for the slow path (its time budget, or older waiting misses).
+    pub deferred_upcalls: u64,
     /// Packets dropped for exceeding the recirculation depth.
     pub recirc_depth_drops: u64,
     /// Packets dropped by flows whose actions end without output (including empty actions).
@@ -179,6 +194,7 @@ impl core::ops::AddAssign for PmdStats {
         self.megaflow_hits += o.megaflow_hits;
         self.subtable_lookups += o.subtable_lookups;
         self.upcalls += o.upcalls;
+        self.deferred_upcalls += o.deferred_upcalls;
         self.lost_upcalls += o.lost_upcalls;
         self.recirc_depth_drops += o.recirc_depth_drops;
         self.action_drops += o.action_drops;
@@ -292,6 +308,8 @@ pub struct PmdConfig {
     pub flow_limit: usize,
     /// Megaflows idle longer than this expire (`max-idle`), in milliseconds.
     pub max_idle_ms: u64,
+    /// See [`DEFAULT_UPCALL_SHARE_PCT`]; 100 or more lifts the budget.
+    pub upcall_share_pct: u32,
 }
 
 impl Default for PmdConfig {
@@ -301,6 +319,7 @@ impl Default for PmdConfig {
             emc_insert_inv_prob: 100,
             flow_limit: 200_000,
             max_idle_ms: 10_000,
+            upcall_share_pct: DEFAULT_UPCALL_SHARE_PCT,
         }
     }
 }
@@ -334,6 +353,24 @@ pub struct Pmd {
     next_housekeeping: u64,
     /// Upcalls made in the current iteration (against [`UPCALL_BUDGET`]).
     upcalls_this_iter: usize,
+    /// Misses waiting for the slow path, in arrival order.
+    deferred: std::collections::VecDeque<Packet>,
+    /// Waiting misses per input port (for backpressure).
+    deferred_by_port: Vec<u32>,
+    /// Packets of the current pass marked to wait, not yet moved to `deferred`.
+    deferred_marked: usize,
+    /// Waiting misses that waited again in a `run_deferred` pass, to go back to the front.
+    redeferred: Vec<Packet>,
+    /// Whether `run_deferred` is processing waiting misses (which may upcall though others
+    /// still wait behind them).
+    running_deferred: bool,
+    /// Cycles the slow path may still spend (may go negative), and when they last accrued.
+    upcall_tokens: i64,
+    tokens_tsc: u64,
+    /// Whether the last iteration forwarded cached (EMC or megaflow) packets: upcalls are
+    /// budgeted only then.
+    protecting: bool,
+    hits_this_iter: u64,
     /// Flows entered in the table only to process one packet (flow limit reached); removed at
     /// the end of the pass.
     temp_flows: Vec<FlowRef>,
@@ -370,6 +407,15 @@ impl Pmd {
             next_housekeeping: 0,
             upcalls_this_iter: 0,
             temp_flows: Vec::new(),
+            deferred: std::collections::VecDeque::with_capacity(DEFER_MAX),
+            deferred_by_port: Vec::new(),
+            deferred_marked: 0,
+            redeferred: Vec::with_capacity(MAX_BURST),
+            running_deferred: false,
+            upcall_tokens: 0,
+            tokens_tsc: 0,
+            protecting: false,
+            hits_this_iter: 0,
         }
     }
 
@@ -405,6 +451,17 @@ impl Pmd {
     /// megaflows of its input classifier.
     pub fn remove_port(&mut self, no: u32) {
         self.rxqs.retain(|q| q.port_no != no);
+        for _ in 0..self.deferred.len() {
+            let p = self.deferred.pop_front().expect("counted");
+            if p.meta.in_port == no {
+                self.pool.free(p);
+            } else {
+                self.deferred.push_back(p);
+            }
+        }
+        if let Some(c) = self.deferred_by_port.get_mut(no as usize) {
+            *c = 0;
+        }
         self.flush_tx();
         if let Some(slot) = self.txs.get_mut(no as usize) {
             *slot = None;
@@ -447,7 +504,7 @@ impl Pmd {
 
     /// Whether every rx queue is a finite source that has delivered everything.
     pub fn sources_exhausted(&self) -> bool {
-        self.rxqs.iter().all(|q| q.rxq.exhausted())
+        self.deferred.is_empty() && self.rxqs.iter().all(|q| q.rxq.exhausted())
     }
 
     /// Installs a megaflow. Its match must be exact on in_port (as OVS's userspace datapath
@@ -594,7 +651,15 @@ impl Pmd {
         let start = tsc::now();
         let mut received = 0;
         self.upcalls_this_iter = 0;
+        self.accrue_tokens(start);
+        self.protecting = self.hits_this_iter > 0;
+        self.hits_this_iter = 0;
+        self.run_deferred();
         for qi in 0..self.rxqs.len() {
+            let port = self.rxqs[qi].port_no as usize;
+            if self.deferred_by_port.get(port).copied().unwrap_or(0) >= DEFER_PER_PORT {
+                continue; // backpressure: this port's misses wait for the slow path
+            }
             let t0 = tsc::now();
             let mut batch = std::mem::take(&mut self.rx_batch);
             let rxq = &mut self.rxqs[qi];
@@ -636,6 +701,54 @@ impl Pmd {
             self.housekeeping(end);
         }
         received
+    }
+
+    /// Adds the slow path's share of the time since the last call to its token budget, capped
+    /// at a millisecond's share so that idle time does not bank an unbounded burst.
+    fn accrue_tokens(&mut self, now: u64) {
+        let share = self.config.upcall_share_pct.min(100) as i64;
+        let hz = tsc::hz() as i64;
+        let elapsed = now.saturating_sub(self.tokens_tsc) as i64;
+        self.tokens_tsc = now;
+        let cap = hz / 1000 * share / 100;
+        self.upcall_tokens = (self.upcall_tokens + elapsed.min(hz) * share / 100).min(cap);
+    }
+
+    /// Whether the slow path may run now: within the iteration's count budget, and then always
+    /// without cached traffic to protect, else while it has tokens.
+    fn upcall_allowed(&self) -> bool {
+        self.upcalls_this_iter < UPCALL_BUDGET
+            && (self.config.upcall_share_pct >= 100 || !self.protecting || self.upcall_tokens > 0)
+    }
+
+    /// Runs waiting misses through the pipeline again, oldest first, while the slow path may
+    /// run; packets of one input port go as one batch.
+    fn run_deferred(&mut self) {
+        while !self.deferred.is_empty() && self.upcall_allowed() {
+            let in_port = self.deferred[0].meta.in_port;
+            let mut b = std::mem::take(&mut self.recirc_batch);
+            while b.len() < MAX_BURST
+                && self
+                    .deferred
+                    .front()
+                    .is_some_and(|p| p.meta.in_port == in_port)
+            {
+                let mut p = self.deferred.pop_front().expect("checked");
+                p.meta.deferred = false;
+                if let Some(c) = self.deferred_by_port.get_mut(in_port as usize) {
+                    *c = c.saturating_sub(1);
+                }
+                b.push(p);
+            }
+            self.running_deferred = true;
+            self.process(&mut b, in_port);
+            self.running_deferred = false;
+            for p in self.redeferred.drain(..).rev() {
+                self.deferred.push_front(p);
+            }
+            self.recirc_batch = b;
+            self.flush_tx();
+        }
     }
 
     /// Once a second: re-rank subtables by hits, expire idle megaflows.
@@ -722,6 +835,9 @@ impl Pmd {
             }
         }
         self.stats.emc_hits += (n - misses.count_ones() as usize) as u64;
+        if !self.running_deferred {
+            self.hits_this_iter += (n - misses.count_ones() as usize) as u64;
+        }
         let t2 = tsc::now();
         self.stats.stage_cycles[Stage::Emc as usize] += t2 - t1;
 
@@ -759,6 +875,9 @@ impl Pmd {
                         }
                     }
                     self.stats.megaflow_hits += found as u64;
+                    if !self.running_deferred {
+                        self.hits_this_iter += found as u64;
+                    }
                 }
             }
         }
@@ -779,7 +898,7 @@ impl Pmd {
     }
 
     /// Slow path for the packets in `misses`.
-    fn upcalls(&mut self, batch: &Batch, mut misses: u32, in_port: u32) {
+    fn upcalls(&mut self, batch: &mut Batch, mut misses: u32, in_port: u32) {
         let mut installed = false;
         while misses != 0 {
             let i = misses.trailing_zeros() as usize;
@@ -795,12 +914,17 @@ impl Pmd {
                 self.stats.megaflow_hits += 1;
                 continue;
             }
-            if self.upcalls_this_iter >= UPCALL_BUDGET {
-                self.stats.lost_upcalls += 1;
+            // Over budget, or behind older waiting misses (whose flows this packet may share,
+            // so it must not overtake them): wait, or be dropped when the queue is full.
+            let behind = !self.deferred.is_empty() && !self.running_deferred;
+            if behind || !self.upcall_allowed() {
+                self.defer(batch, i);
                 continue;
             }
             self.upcalls_this_iter += 1;
-            match self.upcall.upcall(&self.keys[i], &batch.packets()[i]) {
+            let t0 = tsc::now();
+            let result = self.upcall.upcall(&self.keys[i], &batch.packets()[i]);
+            match result {
                 UpcallResult::Drop => self.stats.lost_upcalls += 1,
                 UpcallResult::Install {
                     mask,
@@ -838,7 +962,26 @@ impl Pmd {
                     }
                 }
             }
+            // The slow path's whole cost (translation and install) comes out of its budget.
+            self.upcall_tokens -= (tsc::now() - t0) as i64;
         }
+    }
+
+    /// Marks packet `i` of `batch` to wait for the slow path (its group frees it into the
+    /// deferred queue), or counts it lost when the queue is full.
+    fn defer(&mut self, batch: &mut Batch, i: usize) {
+        let port = batch.packets()[i].meta.in_port as usize;
+        if self.deferred.len() + self.deferred_marked >= DEFER_MAX {
+            self.stats.lost_upcalls += 1;
+            return;
+        }
+        batch.packets_mut()[i].meta.deferred = true;
+        self.deferred_marked += 1;
+        if self.deferred_by_port.len() <= port {
+            self.deferred_by_port.resize(port + 1, 0);
+        }
+        self.deferred_by_port[port] += 1;
+        self.stats.deferred_upcalls += 1;
     }
 
     /// Runs each flow's actions on its packets. Packets are grouped by flow in order of first
@@ -902,8 +1045,23 @@ impl Pmd {
         };
         match actions {
             Some(a) => self.execute(&a, group),
-            // Missed and not installed: the upcall already counted the drop.
-            None => self.pool.free_batch(group),
+            // Missed and not installed: waiting for the slow path, or a drop the upcall
+            // already counted.
+            None => {
+                for p in group.drain() {
+                    if p.meta.deferred {
+                        self.deferred_marked -= 1;
+                        if self.running_deferred {
+                            // Older than everything still waiting: back to the front.
+                            self.redeferred.push(p);
+                        } else {
+                            self.deferred.push_back(p);
+                        }
+                    } else {
+                        self.pool.free(p);
+                    }
+                }
+            }
         }
     }
 

@@ -126,6 +126,8 @@ pub struct BenchResult {
     pub subtable_lookups_per_hit: f64,
     pub upcalls: u64,
     pub lost_upcalls: u64,
+    /// Misses that had to wait for the slow path's time budget (counted at each wait).
+    pub deferred_upcalls: u64,
     pub rx_packets: u64,
     pub sink_packets: u64,
     pub samples_checked: usize,
@@ -312,6 +314,7 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
         },
         upcalls: s.upcalls,
         lost_upcalls: s.lost_upcalls,
+        deferred_upcalls: s.deferred_upcalls,
         rx_packets: s.rx_packets,
         sink_packets,
         samples_checked: got.len(),

@@ -351,8 +351,11 @@ fn bench_storm_offers_misses_beside_cached_traffic() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["forwarded_ok"], true, "{t}");
     assert_eq!(v["storm_pps"], 20000.0, "{t}");
-    let misses = v["upcalls"].as_u64().unwrap() + v["lost_upcalls"].as_u64().unwrap();
-    assert!(misses > 1000, "{t}");
+    // Each storm packet is a miss: translated now, or waiting for the slow path's budget
+    // (the cached traffic is being forwarded), never dropped.
+    assert!(v["upcalls"].as_u64().unwrap() > 0, "{t}");
+    assert!(v["deferred_upcalls"].as_u64().unwrap() > 0, "{t}");
+    assert_eq!(v["lost_upcalls"], 0, "{t}");
     let o = Command::new(bin())
         .args(["bench", "p2p_l3", "--storm", "1000"])
         .output()
