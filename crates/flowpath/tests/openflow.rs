@@ -173,6 +173,23 @@ fn ofctl_and_trace_on_a_running_switch() {
         "{tr}"
     );
 
+    // The same with the packet's bytes (the first frame of the capture).
+    let frame = &netdev::pcap::read_file(fixture("plain_8.pcap")).unwrap()[0].data;
+    let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+    let o = ctl(&run, &["ofproto/trace", "br0", "in_port=1", &hex]);
+    let tr = text(&o);
+    assert!(o.status.success(), "{tr}");
+    assert!(
+        tr.starts_with("Flow: udp,in_port=1,vlan_tci=0x0000,dl_src=8c:dc:d4:ab:58:48,"),
+        "{tr}"
+    );
+    assert!(
+        tr.contains("Datapath actions: set(eth(dst=52:54:00:00:00:01)),2"),
+        "{tr}"
+    );
+    let o = ctl(&run, &["ofproto/trace", "br0", "in_port=1", "0x0g"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+
     // Tables change at run time; dump-flows shows the rules with counters.
     let o = ofctl(
         &run,

@@ -391,7 +391,7 @@ impl Ofproto {
         shown.dp = key.clone();
         shown.dp.set_in_port(ofport);
         format_flow(&mut flow_line, &shown);
-        let mut t = format!("Flow: {flow_line}\n\n");
+        let mut t = format!("Flow: {flow_line}\n");
         let x = translate(&p, &key, generate, Some(&mut t));
         let mut final_line = String::new();
         format_flow(&mut final_line, &x.final_flow);
@@ -402,6 +402,11 @@ impl Ofproto {
         }
         let mut mask = PipeMask::new();
         mask.dp = x.mask.clone();
+        // An untagged packet's megaflow needs the tag-present bit, but OVS's datapath key says
+        // "untagged" by its structure, and its trace prints no VLAN: do the same.
+        if key.vlan_tci() & flow::key::VLAN_CFI == 0 {
+            mask.dp.set_vlan_tci(0);
+        }
         let mut mkey = PipeKey::new();
         mkey.dp = key.clone();
         mkey.dp.set_in_port(ofport);
@@ -609,5 +614,14 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
         crate::syntax::DEFAULT_PRIORITY,
         &crate::syntax::NoPortNames,
     );
+    // With a tag, OVS also prints the inner tag's TCI after the outer tag's fields.
+    if k.vlan_tci() & flow::key::VLAN_CFI != 0 && !s.contains("vlan_tci1=") {
+        let inner = format!("vlan_tci1={:#06x}", k.vlan2_tci());
+        let mut items: Vec<String> = s.split(',').map(str::to_owned).collect();
+        if let Some(i) = items.iter().position(|x| x.starts_with("dl_vlan_pcp=")) {
+            items.insert(i + 1, inner);
+        }
+        s = items.join(",");
+    }
     out.push_str(&s);
 }

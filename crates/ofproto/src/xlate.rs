@@ -87,14 +87,12 @@ struct Ctx<'a> {
     wc: PipeMask,
     out: Vec<Action>,
     depth: usize,
-    /// Trace indentation: OVS nests a resubmitted table only when more actions follow it.
-    level: usize,
     resubmits: usize,
     exit: bool,
     now: Instant,
     /// Learn MAC addresses (false when tracing without `-generate`).
     learn: bool,
-    trace: Option<String>,
+    trace: Option<Trace>,
     res: XlateOut,
     /// The OpenFlow port the packet came in on, for output loops and IN_PORT.
     in_port: u32,
@@ -143,17 +141,16 @@ pub fn translate(
         wc,
         out: Vec::new(),
         depth: 0,
-        level: 0,
         resubmits: 0,
         exit: false,
         now,
         learn,
-        trace: trace.as_ref().map(|_| String::new()),
+        trace: trace.as_ref().map(|_| Trace::new()),
         res: XlateOut::default(),
         in_port: ofport,
     };
-    ctx.trace_bridge();
-    ctx.do_table(0);
+    let node = ctx.trace_bridge();
+    ctx.under(node, |c| c.do_table(0));
     let mut res = std::mem::take(&mut ctx.res);
     res.actions = std::mem::take(&mut ctx.out);
     let mut mask = ctx.wc.dp.clone();
@@ -164,8 +161,8 @@ pub fn translate(
     let mut final_flow = ctx.flow.clone();
     final_flow.dp.set_in_port(ofport);
     res.final_flow = final_flow;
-    if let (Some(t), Some(s)) = (trace, ctx.trace.take()) {
-        t.push_str(&s);
+    if let (Some(t), Some(tr)) = (trace, ctx.trace.take()) {
+        tr.render(t);
     }
     res
 }
@@ -175,25 +172,32 @@ impl Ctx<'_> {
         &self.pipe.bridges[self.bridge]
     }
 
-    fn indent(&self) -> String {
-        " ".repeat(4 * self.level)
+    /// Adds a trace line under the current node; returns it.
+    fn trace_add(&mut self, kind: NodeKind, text: String) -> Option<usize> {
+        self.trace.as_mut().map(|t| t.add(kind, text))
     }
 
+    /// A detail line (` -> text`).
     fn note(&mut self, text: &str) {
-        let ind = self.indent();
-        if let Some(t) = &mut self.trace {
-            let _ = writeln!(t, "{ind}    {text}");
-        }
+        self.trace_add(NodeKind::Detail, text.to_owned());
     }
 
-    fn trace_bridge(&mut self) {
-        let name = self.br().name.clone();
-        let ind = self.indent();
-        if let Some(t) = &mut self.trace {
-            let head = format!("bridge(\"{name}\")");
-            let _ = writeln!(t, "{ind}{head}");
-            let _ = writeln!(t, "{ind}{}", "-".repeat(head.len()));
+    /// Runs `f` with trace lines going under `node` (when tracing).
+    fn under<R>(&mut self, node: Option<usize>, f: impl FnOnce(&mut Self) -> R) -> R {
+        let saved = self.trace.as_ref().map(|t| t.cur);
+        if let (Some(t), Some(n)) = (self.trace.as_mut(), node) {
+            t.cur = n;
         }
+        let r = f(self);
+        if let (Some(t), Some(c)) = (self.trace.as_mut(), saved) {
+            t.cur = c;
+        }
+        r
+    }
+
+    fn trace_bridge(&mut self) -> Option<usize> {
+        let name = self.br().name.clone();
+        self.trace_add(NodeKind::Bridge, format!("bridge(\"{name}\")"))
     }
 
     fn do_table(&mut self, table: usize) {
@@ -212,61 +216,57 @@ impl Ctx<'_> {
             return;
         };
         let found = cls.lookup(&self.flow, &mut self.wc);
-        let ind = self.indent();
         match found {
             None => {
-                if let Some(t) = self.trace.as_mut() {
-                    let _ = writeln!(t, "{ind}{table:>2}. No match.");
-                    let _ = writeln!(t, "{ind}    drop");
-                }
+                let node = self.trace_add(NodeKind::Table, format!("{table:>2}. No match."));
+                self.under(node, |c| c.trace_add(NodeKind::Action, "drop".into()));
             }
             Some(id) => {
                 let (m, prio, rule) = cls.get(id).expect("lookup returns live rules");
                 self.res.rules.push((self.bridge, table, id));
-                if let Some(t) = self.trace.as_mut() {
+                let node = if self.trace.is_some() {
                     let mut s = String::new();
                     format_match(&mut s, m, prio, &crate::syntax::NoPortNames);
                     // OVS prints the match without its priority, then ", priority N".
                     let s = strip_priority(&s);
-                    if s.is_empty() {
-                        let _ = writeln!(t, "{ind}{table:>2}. priority {prio}");
+                    let line = if s.is_empty() {
+                        format!("{table:>2}. priority {prio}")
                     } else {
-                        let _ = writeln!(t, "{ind}{table:>2}. {s}, priority {prio}");
-                    }
+                        format!("{table:>2}. {s}, priority {prio}")
+                    };
+                    let node = self.trace_add(NodeKind::Table, line);
                     if rule.cookie != 0 {
-                        let _ = writeln!(t, "{ind}    cookie={:#x}", rule.cookie);
+                        let cookie = format!("cookie={:#x}", rule.cookie);
+                        self.under(node, |c| c.trace_add(NodeKind::Action, cookie));
                     }
-                }
-                self.do_actions(&rule.actions, table);
+                    node
+                } else {
+                    None
+                };
+                self.under(node, |c| c.do_actions(&rule.actions, table));
             }
         }
     }
 
     fn trace_action(&mut self, a: &OfAction) {
-        let ind = self.indent();
-        if let Some(t) = &mut self.trace {
+        if self.trace.is_some() {
             let mut s = String::new();
             format_actions(&mut s, std::slice::from_ref(a), &crate::syntax::NoPortNames);
-            let _ = writeln!(t, "{ind}    {s}");
+            self.trace_add(NodeKind::Action, s);
         }
     }
 
     fn do_actions(&mut self, actions: &[OfAction], table: usize) {
         if actions.is_empty() {
-            self.note("drop");
+            self.trace_add(NodeKind::Action, "drop".into());
         }
-        for (i, a) in actions.iter().enumerate() {
+        for a in actions {
             if self.exit {
                 return;
             }
             self.trace_action(a);
-            let nest = usize::from(i + 1 < actions.len());
             match a {
-                OfAction::Output { port, max_len } => {
-                    self.level += nest;
-                    self.output(*port, *max_len);
-                    self.level -= nest;
-                }
+                OfAction::Output { port, max_len } => self.output(*port, *max_len),
                 OfAction::OutputTrunc { port, max_len } => {
                     self.commit();
                     self.out.push(Action::Trunc(*max_len));
@@ -340,16 +340,24 @@ impl Ctx<'_> {
                     dst.unwildcard(&mut self.wc);
                     let v = src.read(&self.flow);
                     dst.write(&mut self.flow, v);
+                    if self.trace.is_some() {
+                        self.note(&format!("{dst} is now {v}"));
+                    }
                 }
                 OfAction::DecTtl(_) => {
                     let et = self.flow.dp.eth_type();
                     if et != 0x0800 && et != 0x86dd {
                         continue;
                     }
-                    self.wc.dp.set_nw_ttl(0xff);
+                    self.wc.dp.set_nw_ttl(0xff).set_nw_proto(0xff);
                     let ttl = self.flow.dp.nw_ttl();
                     if ttl <= 1 {
-                        self.note(" -> TTL exceeded: sent to the controller");
+                        let v = if self.flow.dp.eth_type() == 0x0800 {
+                            "IPv4"
+                        } else {
+                            "IPv6"
+                        };
+                        self.trace_add(NodeKind::Warn, format!("{v} decrement TTL exception"));
                         self.controller();
                         self.exit = true;
                         return;
@@ -367,7 +375,7 @@ impl Ctx<'_> {
                     self.wc.dp.set_mpls_lse0(w | 0xff);
                     let ttl = self.flow.dp.mpls_lse0() & 0xff;
                     if ttl <= 1 {
-                        self.note(" -> TTL exceeded: sent to the controller");
+                        self.note("TTL exceeded: sent to the controller");
                         self.controller();
                         self.exit = true;
                         return;
@@ -386,16 +394,12 @@ impl Ctx<'_> {
                     }
                     self.resubmits += 1;
                     self.depth += 1;
-                    self.level += nest;
                     self.do_table(t.map_or(table, usize::from));
-                    self.level -= nest;
                     self.depth -= 1;
                     self.flow.dp.set_in_port(saved);
                 }
                 OfAction::GotoTable(t) => {
-                    self.level += nest;
                     self.do_table(usize::from(*t));
-                    self.level -= nest;
                     return;
                 }
                 OfAction::WriteMetadata { value, mask } => {
@@ -426,7 +430,7 @@ impl Ctx<'_> {
                     if ct.table.is_some() {
                         // Continuing in another table after conntrack needs recirculation,
                         // which belongs to the conntrack work; stop here.
-                        self.note(" -> ct(table=...) continuation is not supported yet");
+                        self.note("ct(table=...) continuation is not supported yet");
                         self.exit = true;
                         return;
                     }
@@ -437,7 +441,7 @@ impl Ctx<'_> {
                 }
                 // Queues, groups, meters, NAT outside ct() and fin_timeout have no datapath
                 // effect here yet.
-                _ => self.note(" -> action not supported by flowpath's translation; ignored"),
+                _ => self.note("action not supported by flowpath's translation; ignored"),
             }
         }
     }
@@ -506,7 +510,7 @@ impl Ctx<'_> {
         } else {
             // Label 0, TC from the IP precedence, TTL from the IP TTL, bottom of stack.
             let (tc, ttl) = if matches!(old_et, 0x0800 | 0x86dd) {
-                self.wc.dp.set_nw_tos(0xff).set_nw_ttl(0xff);
+                self.wc.dp.set_nw_tos(0xfc).set_nw_ttl(0xff);
                 (u32::from(f.nw_tos() >> 5), u32::from(f.nw_ttl()))
             } else {
                 (0, 64)
@@ -546,14 +550,27 @@ impl Ctx<'_> {
         self.do_actions(inner, table);
         self.depth -= 1;
         let inner_out = std::mem::replace(&mut self.out, out);
-        let modifies = inner_out.iter().any(|a| !matches!(a, Action::Output(_)));
-        if modifies {
+        // As OVS does: field changes inside the clone are undone by the next commit (the flow
+        // is restored, the packet is not); only changes a commit cannot undo (MPLS, conntrack,
+        // truncation) need the datapath's clone().
+        let irreversible = inner_out.iter().any(|a| {
+            matches!(
+                a,
+                Action::PushMpls { .. }
+                    | Action::PopMpls { .. }
+                    | Action::Ct(_)
+                    | Action::CtClear
+                    | Action::Trunc(_)
+                    | Action::Recirc(_)
+            )
+        });
+        if irreversible {
             self.out.push(Action::Clone(inner_out));
+            self.base = base;
         } else {
             self.out.extend(inner_out);
         }
         self.flow = flow;
-        self.base = base;
         self.exit = false;
     }
 
@@ -572,7 +589,7 @@ impl Ctx<'_> {
                 // consulted either way.
                 self.wc.dp.set_in_port(u32::MAX);
                 if p == self.flow.dp.in_port() {
-                    self.note(" -> skipping output to input port");
+                    self.note("skipping output to input port");
                     return;
                 }
                 self.output_port(p, false);
@@ -584,7 +601,7 @@ impl Ctx<'_> {
     fn output_port(&mut self, ofport: u32, _to_in_port: bool) {
         let pipe = self.pipe;
         let Some(port) = pipe.bridges[self.bridge].ports.get(&ofport) else {
-            self.note(&format!(" -> output to nonexistent port {ofport}"));
+            self.note(&format!("output to nonexistent port {ofport}"));
             return;
         };
         if let Some(dp) = port.dp_port {
@@ -595,7 +612,7 @@ impl Ctx<'_> {
         // A patch port: continue in the peer bridge as if received on the peer port.
         let Some((peer_br, peer_port)) = port.peer.as_deref().and_then(|n| pipe.patch_peer(n))
         else {
-            self.note(" -> patch port without a peer");
+            self.note("patch port without a peer");
             return;
         };
         let saved = (self.bridge, self.flow.clone(), self.in_port);
@@ -604,11 +621,8 @@ impl Ctx<'_> {
         self.flow.dp.set_in_port(peer_port);
         self.flow.meta = PipeMeta::default();
         self.depth += 1;
-        if let Some(t) = self.trace.as_mut() {
-            t.push('\n');
-        }
-        self.trace_bridge();
-        self.do_table(0);
+        let node = self.trace_bridge();
+        self.under(node, |c| c.do_table(0));
         self.depth -= 1;
         self.bridge = saved.0;
         // The packet as it left through the patch port carries the peer's changes onwards
@@ -619,26 +633,65 @@ impl Ctx<'_> {
     }
 
     /// The VLAN of the packet as NORMAL sees it on input port `port`.
-    fn input_vlan(&mut self, port: u32) -> Option<u16> {
-        self.wc.dp.set_vlan_tci(0xffff);
-        let mode = &self.br().ports.get(&port)?.vlan;
+    /// The VLAN of the packet as NORMAL sees it on input port `port`, or why it is dropped
+    /// (OVS's wording).
+    fn input_vlan(&mut self, port: u32) -> Result<u16, String> {
+        // The VID and whether there is a tag; the PCP only matters when a tag is rewritten.
+        let w = self.wc.dp.vlan_tci();
+        self.wc.dp.set_vlan_tci(w | 0x1fff);
+        let Some(p) = self.br().ports.get(&port) else {
+            return Err(format!("no port {port}"));
+        };
+        let (mode, name) = (&p.vlan, &p.name);
         let tci = self.flow.dp.vlan_tci();
         let tagged = tci & flow::key::VLAN_CFI != 0;
+        let vid = tci & 0xfff;
         match mode.tag {
-            Some(t) => (!tagged || tci & 0xfff == 0).then_some(t),
+            Some(t) if tagged && vid != 0 => Err(format!(
+                "dropping VLAN {vid} tagged packet received on port {name} configured as VLAN \
+                 {t} access port"
+            )),
+            Some(t) => Ok(t),
             None => {
-                let v = if tagged { tci & 0xfff } else { 0 };
-                mode.carries(v).then_some(v)
+                let v = if tagged { vid } else { 0 };
+                if mode.carries(v) {
+                    Ok(v)
+                } else {
+                    Err(format!(
+                        "dropping VLAN {v} packet received on port {name} not configured for \
+                         trunking VLAN {v}"
+                    ))
+                }
             }
         }
     }
 
     fn normal(&mut self) {
         let in_port = self.flow.dp.in_port();
-        let Some(vlan) = self.input_vlan(in_port) else {
-            self.note(" -> dropping packet received on port that does not carry its VLAN");
-            return;
+        self.wc
+            .dp
+            .set_eth_src(EthAddr::BROADCAST)
+            .set_eth_dst(EthAddr::BROADCAST);
+        let vlan = match self.input_vlan(in_port) {
+            Ok(v) => v,
+            Err(why) => {
+                self.trace_add(NodeKind::Error, why);
+                self.trace_add(
+                    NodeKind::Warn,
+                    "disallowed VLAN VID for this input port, dropping".into(),
+                );
+                return;
+            }
         };
+        // A broadcast ARP may be gratuitous, which OVS checks before learning: its addresses
+        // and opcode are consulted.
+        if self.flow.dp.eth_type() == 0x0806 && self.flow.dp.eth_dst() == EthAddr::BROADCAST {
+            self.wc
+                .dp
+                .set_nw_src(std::net::Ipv4Addr::BROADCAST)
+                .set_nw_dst(std::net::Ipv4Addr::BROADCAST)
+                .set_nw_proto(0xff);
+        }
         self.wc
             .dp
             .set_eth_src(EthAddr::BROADCAST)
@@ -650,14 +703,10 @@ impl Ctx<'_> {
                 && mac.learn(src, vlan, in_port, self.now)
             {
                 self.res.learned.push(self.bridge);
-                if let Some(t) = self.trace.as_mut() {
-                    let ind = " ".repeat(4 * self.depth);
-                    let _ = writeln!(
-                        t,
-                        "{ind}     -> learned that {src} is on port {} in VLAN {vlan}",
-                        port_label(br, in_port)
-                    );
-                }
+                let name = port_label(br, in_port);
+                self.note(&format!(
+                    "learned that {src} is on port {name} in VLAN {vlan}"
+                ));
             }
         }
         let learned = if dst.0[0] & 1 == 0 {
@@ -671,15 +720,14 @@ impl Ctx<'_> {
         };
         match learned {
             Some(p) if p == in_port => {
-                self.note(" -> learned port is input port, dropping");
+                self.note("learned port is input port, dropping");
             }
             Some(p) => {
-                let label = port_label(self.br(), p);
-                self.note(&format!(" -> forwarding to learned port {label}"));
+                self.note("forwarding to learned port");
                 self.normal_output(p, vlan);
             }
             None => {
-                self.note(" -> no learned MAC for destination, flooding");
+                self.note("no learned MAC for destination, flooding");
                 self.flood(Some(vlan));
             }
         }
@@ -697,6 +745,8 @@ impl Ctx<'_> {
         if mode.tag.is_some() || vlan == 0 {
             self.flow.dp.set_vlan_tci(0).set_vlan_tpid(0);
         } else {
+            let w = self.wc.dp.vlan_tci();
+            self.wc.dp.set_vlan_tci(w | 0xe000);
             let pcp = saved.0 & 0xe000;
             self.flow
                 .dp
@@ -745,7 +795,9 @@ impl Ctx<'_> {
         }
         // VLAN: pop what changed, push the new tag.
         let (bt, ft) = (b.vlan_tci(), f.vlan_tci());
-        if bt != ft || (ft != 0 && b.vlan_tpid() != f.vlan_tpid()) {
+        // A TPID of 0 is 802.1Q's (a key built from a match has none).
+        let tpid = |t: u16| if t == 0 { 0x8100 } else { t };
+        if bt != ft || (ft != 0 && tpid(b.vlan_tpid()) != tpid(f.vlan_tpid())) {
             if bt & flow::key::VLAN_CFI != 0 {
                 acts.push(Action::PopVlan);
             }
@@ -758,12 +810,25 @@ impl Ctx<'_> {
                 acts.push(Action::PushVlan { tpid, tci: ft });
             }
         }
-        // MPLS label stack entry.
-        if is_mpls(f.eth_type()) && b.mpls_lse0() != f.mpls_lse0() {
+        // MPLS label stack entry: folded into a push just emitted, else a set of the fields
+        // that changed.
+        if is_mpls(f.eth_type())
+            && b.mpls_lse0() != f.mpls_lse0()
+            && let Some(Action::PushMpls { lse, .. }) = self.out.last_mut()
+        {
+            *lse = f.mpls_lse0();
+        } else if is_mpls(f.eth_type()) && b.mpls_lse0() != f.mpls_lse0() {
             let mut k = FlowKey::new();
             let mut m = Mask::new();
             k.set_mpls_lse0(f.mpls_lse0());
-            m.set_mpls_lse0(b.mpls_lse0() ^ f.mpls_lse0());
+            let d = b.mpls_lse0() ^ f.mpls_lse0();
+            let fields = [0xffff_f000u32, 0xe00, 0x100, 0xff];
+            m.set_mpls_lse0(
+                fields
+                    .iter()
+                    .filter(|&&fm| d & fm != 0)
+                    .fold(0, |a, &fm| a | fm),
+            );
             let mut a = set_action(Attr::Mpls, k, m);
             if let Action::Set(d) = &mut a {
                 d.attrs.mpls_lses = 1;
@@ -800,7 +865,7 @@ impl Ctx<'_> {
                 }
                 if b.nw_tos() != f.nw_tos() {
                     k.set_nw_tos(f.nw_tos());
-                    m.set_nw_tos(b.nw_tos() ^ f.nw_tos());
+                    m.set_nw_tos(tos_mask(b.nw_tos(), f.nw_tos()));
                 }
                 if b.nw_ttl() != f.nw_ttl() {
                     k.set_nw_ttl(f.nw_ttl());
@@ -827,7 +892,7 @@ impl Ctx<'_> {
                 }
                 if b.nw_tos() != f.nw_tos() {
                     k.set_nw_tos(f.nw_tos());
-                    m.set_nw_tos(b.nw_tos() ^ f.nw_tos());
+                    m.set_nw_tos(tos_mask(b.nw_tos(), f.nw_tos()));
                 }
                 if b.nw_ttl() != f.nw_ttl() {
                     k.set_nw_ttl(f.nw_ttl());
@@ -880,6 +945,13 @@ impl Ctx<'_> {
     }
 }
 
+/// The mask of a TOS rewrite: the whole DSCP and/or ECN field that changed (OVS sets fields,
+/// not bits).
+fn tos_mask(old: u8, new: u8) -> u8 {
+    let d = old ^ new;
+    (if d & 0xfc != 0 { 0xfc } else { 0 }) | (if d & 0x03 != 0 { 0x03 } else { 0 })
+}
+
 fn set_action(attr: Attr, key: FlowKey, mask: Mask) -> Action {
     let mut attrs = KeyAttrs::default();
     attrs.push(attr, 0);
@@ -897,7 +969,99 @@ fn mac(a: &EthAddr) -> u128 {
 fn port_label(br: &Bridge, p: u32) -> String {
     br.ports
         .get(&p)
-        .map_or_else(|| p.to_string(), |port| format!("{}", port.ofport))
+        .map_or_else(|| p.to_string(), |port| port.name.clone())
+}
+
+/// Kinds of `ofproto/trace` lines (OVS's `oftrace_node_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeKind {
+    Bridge,
+    Table,
+    Action,
+    Detail,
+    Warn,
+    Error,
+}
+
+struct TraceNode {
+    kind: NodeKind,
+    text: String,
+    subs: Vec<usize>,
+}
+
+/// The trace as OVS builds it: a tree of lines. A resubmitted table is a sibling of the
+/// resubmit that led to it, so it nests only when more lines follow it.
+struct Trace {
+    nodes: Vec<TraceNode>,
+    /// The node new lines go under.
+    cur: usize,
+}
+
+impl Trace {
+    fn new() -> Trace {
+        Trace {
+            nodes: vec![TraceNode {
+                kind: NodeKind::Table,
+                text: String::new(),
+                subs: Vec::new(),
+            }],
+            cur: 0,
+        }
+    }
+
+    fn add(&mut self, kind: NodeKind, text: String) -> usize {
+        let id = self.nodes.len();
+        self.nodes.push(TraceNode {
+            kind,
+            text,
+            subs: Vec::new(),
+        });
+        self.nodes[self.cur].subs.push(id);
+        id
+    }
+
+    fn render(&self, out: &mut String) {
+        self.print(&self.nodes[0].subs, 0, out);
+    }
+
+    /// OVS's layout: a line is indented `(level + more) * 4` spaces, where `more` is set for
+    /// any line that is not the last of its list and for every action or detail line, and the
+    /// lines under it go at `level + 2 * more`.
+    fn print(&self, list: &[usize], level: usize, out: &mut String) {
+        for (k, &id) in list.iter().enumerate() {
+            let n = &self.nodes[id];
+            if n.kind == NodeKind::Bridge {
+                out.push('\n');
+            }
+            let more = usize::from(
+                k + 1 < list.len()
+                    || matches!(
+                        n.kind,
+                        NodeKind::Action | NodeKind::Detail | NodeKind::Warn | NodeKind::Error
+                    ),
+            );
+            let ind = " ".repeat((level + more) * 4);
+            match n.kind {
+                NodeKind::Detail => {
+                    let _ = writeln!(out, "{ind} -> {}", n.text);
+                }
+                NodeKind::Warn => {
+                    let _ = writeln!(out, "{ind} >> {}", n.text);
+                }
+                NodeKind::Error => {
+                    let _ = writeln!(out, "{ind} >>>> {} <<<<", n.text);
+                }
+                NodeKind::Bridge => {
+                    let _ = writeln!(out, "{ind}{}", n.text);
+                    let _ = writeln!(out, "{ind}{}", "-".repeat(n.text.len()));
+                }
+                NodeKind::Table | NodeKind::Action => {
+                    let _ = writeln!(out, "{ind}{}", n.text);
+                }
+            }
+            self.print(&n.subs, level + 2 * more, out);
+        }
+    }
 }
 
 /// `format_match` prints `priority=N,` first; the trace shows the match alone.

@@ -14,9 +14,18 @@ fn data() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/trace")
 }
 
-/// Cases that match OVS's output exactly today: L3 routes with prefix-tracked megaflows,
-/// multi-table pipelines with registers, metadata and resubmit, patch ports.
+/// Cases that match OVS's output exactly today: L2 NORMAL with access and trunk VLANs and MAC
+/// learning, L3 routes with prefix-tracked megaflows, multi-table pipelines with registers,
+/// metadata and resubmit, patch ports, VLAN and MPLS actions.
 const CONFORMANT: &[&str] = &[
+    "l2_normal_vlans/01",
+    "l2_normal_vlans/02",
+    "l2_normal_vlans/03",
+    "l2_normal_vlans/04",
+    "l2_normal_vlans/05",
+    "l2_normal_vlans/06",
+    "l2_normal_vlans/08",
+    "l2_normal_vlans/09",
     "l3_routes/01",
     "l3_routes/02",
     "l3_routes/03",
@@ -29,8 +38,14 @@ const CONFORMANT: &[&str] = &[
     "multi_table/04",
     "multi_table/05",
     "multi_table/06",
+    "patch_ports/01",
     "patch_ports/02",
     "patch_ports/04",
+    "vlan_mpls_actions/01",
+    "vlan_mpls_actions/02",
+    "vlan_mpls_actions/03",
+    "vlan_mpls_actions/04",
+    "vlan_mpls_actions/06",
     "vlan_mpls_actions/08",
     "vlan_mpls_actions/09",
 ];
