@@ -23,6 +23,9 @@ pub enum DpAction {
     Trunc(u32),
     /// Run the packet through the datapath again with this recirculation id.
     Recirc(u32),
+    /// Send a copy to the slow path (`userspace(...)`, e.g. a packet-in for a controller); the
+    /// packet goes on with the following actions. Counted: there is no controller connection.
+    Userspace,
     /// Set the datapath hash from the 5-tuple (`hash(l4(basis))`), symmetric when `sym`.
     Hash { sym: bool, basis: u32 },
     /// Run these actions on a copy of the packet, then continue with the original.
@@ -189,7 +192,7 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::Meter(_) => return Err(Unsupported("meter")),
         Action::TnlPop(_) => return Err(Unsupported("tnl_pop")),
         Action::TnlPush(_) => return Err(Unsupported("tnl_push")),
-        Action::Userspace(_) => return Err(Unsupported("userspace")),
+        Action::Userspace(_) => DpAction::Userspace,
         Action::AddMpls { .. } => return Err(Unsupported("add_mpls")),
         Action::PushEth { .. } => return Err(Unsupported("push_eth")),
         Action::PopEth => return Err(Unsupported("pop_eth")),
@@ -574,7 +577,6 @@ mod tests {
             ("ct(commit,zone=1)", "ct"),
             ("ct", "ct"),
             ("ct_clear", "ct_clear"),
-            ("userspace(pid=0,slow_path(controller))", "userspace"),
             ("meter(1)", "meter"),
             ("sample(sample=50%,actions(1))", "sample"),
             ("check_pkt_len(size=200,gt(1),le(2))", "check_pkt_len"),

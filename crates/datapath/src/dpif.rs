@@ -926,6 +926,11 @@ impl Datapath {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
             }
             let _ = writeln!(out, "  header rewrites not applied: {}", s.rewrite_errors);
+            let _ = writeln!(
+                out,
+                "  sent to userspace (controller, not connected): {}",
+                s.userspace_packets
+            );
             let _ = writeln!(out, "  malformed headers (switched on what parsed):");
             for (m, n) in flow::Malformed::ALL.iter().zip(s.malformed) {
                 if n > 0 {

@@ -160,6 +160,9 @@ pub struct PmdStats {
     pub lost_upcalls: u64,
     /// Misses that waited for the slow path (its time budget, or older waiting misses).
     pub deferred_upcalls: u64,
+    /// Packets a `userspace` action sent to the slow path (controller packet-ins; counted, as
+    /// no controller connection exists yet).
+    pub userspace_packets: u64,
     /// Packets dropped for exceeding the recirculation depth.
     pub recirc_depth_drops: u64,
     /// Packets dropped by flows whose actions end without output (including empty actions).
@@ -195,6 +198,7 @@ impl core::ops::AddAssign for PmdStats {
         self.subtable_lookups += o.subtable_lookups;
         self.upcalls += o.upcalls;
         self.deferred_upcalls += o.deferred_upcalls;
+        self.userspace_packets += o.userspace_packets;
         self.lost_upcalls += o.lost_upcalls;
         self.recirc_depth_drops += o.recirc_depth_drops;
         self.action_drops += o.action_drops;
@@ -1079,6 +1083,7 @@ impl Pmd {
                     self.output(*port, batch, consume, trunc.take());
                 }
                 DpAction::Trunc(len) => trunc = Some(*len),
+                DpAction::Userspace => self.stats.userspace_packets += batch.len() as u64,
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume),
                 DpAction::Clone(sub) => {
                     let mut copy = self.copy_batch(batch, None);

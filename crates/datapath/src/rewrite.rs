@@ -627,7 +627,8 @@ pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
 }
 
 /// Executes one header rewrite, or `hash` (into `meta.dp_hash`), on a packet. Output, trunc,
-/// recirc and clone are the PMD's to execute and return [`RewriteError::NotRewrite`].
+/// recirc, clone and userspace are the PMD's to execute and return
+/// [`RewriteError::NotRewrite`].
 pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
     match a {
         DpAction::SetEth(s) => set_eth(pkt, s),
@@ -643,9 +644,11 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
             pkt.meta.dp_hash = dp_hash_l4(pkt, *sym, *basis);
             Ok(())
         }
-        DpAction::Output(_) | DpAction::Trunc(_) | DpAction::Recirc(_) | DpAction::Clone(_) => {
-            Err(NotRewrite)
-        }
+        DpAction::Output(_)
+        | DpAction::Trunc(_)
+        | DpAction::Recirc(_)
+        | DpAction::Clone(_)
+        | DpAction::Userspace => Err(NotRewrite),
     }
 }
 

@@ -285,6 +285,31 @@ fn ofctl_and_trace_on_a_running_switch() {
     let o = ofctl(&run, &["del-flows", "br0", "udp"]);
     assert!(o.status.success(), "{}", text(&o));
 
+    // `controller` sends packets to userspace; with no controller connected they are counted.
+    let o = ofctl(
+        &run,
+        &["add-flow", "br0", "priority=60,udp,actions=controller"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let t = Instant::now();
+    loop {
+        let drops = text(&ctl(&run, &["dpif-netdev/pmd-drop-show"]));
+        let n: u64 = drops
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("sent to userspace (controller, not connected): ")
+            })
+            .map_or(0, |v| v.parse().unwrap());
+        if n > 0 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{drops}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = ofctl(&run, &["del-flows", "--strict", "br0", "priority=60,udp"]);
+    assert!(o.status.success(), "{}", text(&o));
+
     // Forwarding went on: the routed rule counted packets.
     let t = Instant::now();
     loop {

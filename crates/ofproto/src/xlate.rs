@@ -96,6 +96,8 @@ struct Ctx<'a> {
     res: XlateOut,
     /// The OpenFlow port the packet came in on, for output loops and IN_PORT.
     in_port: u32,
+    /// The cookie of the rule whose actions run (for packet-ins).
+    rule_cookie: u64,
 }
 
 /// Translates the packet whose datapath key is `key` (datapath port numbers). With `trace`,
@@ -148,6 +150,7 @@ pub fn translate(
         trace: trace.as_ref().map(|_| Trace::new()),
         res: XlateOut::default(),
         in_port: ofport,
+        rule_cookie: 0,
     };
     let node = ctx.trace_bridge();
     ctx.under(node, |c| c.do_table(0));
@@ -243,7 +246,9 @@ impl Ctx<'_> {
                 } else {
                     None
                 };
+                let saved = std::mem::replace(&mut self.rule_cookie, rule.cookie);
                 self.under(node, |c| c.do_actions(&rule.actions, table));
+                self.rule_cookie = saved;
             }
         }
     }
@@ -277,7 +282,7 @@ impl Ctx<'_> {
                     let p = src.read(&self.flow) as u32;
                     self.output(p, *max_len);
                 }
-                OfAction::Controller(_) => self.controller(),
+                OfAction::Controller(c) => self.controller(1, c.max_len, c.id),
                 OfAction::SetVlanVid(vid) => {
                     self.wc.dp.set_vlan_tci(0xffff);
                     let pcp = if self.flow.dp.vlan_tci() & flow::key::VLAN_CFI != 0 {
@@ -358,7 +363,7 @@ impl Ctx<'_> {
                             "IPv6"
                         };
                         self.trace_add(NodeKind::Warn, format!("{v} decrement TTL exception"));
-                        self.controller();
+                        self.controller(2, 65535, 0);
                         self.exit = true;
                         return;
                     }
@@ -376,7 +381,7 @@ impl Ctx<'_> {
                     let ttl = self.flow.dp.mpls_lse0() & 0xff;
                     if ttl <= 1 {
                         self.note("TTL exceeded: sent to the controller");
-                        self.controller();
+                        self.controller(2, 65535, 0);
                         self.exit = true;
                         return;
                     }
@@ -446,10 +451,30 @@ impl Ctx<'_> {
         }
     }
 
-    fn controller(&mut self) {
+    /// Sends the packet to the controller, as OVS's datapath action says it (`userspace` with
+    /// a `controller(...)` cookie): the datapath counts such packets, as no controller
+    /// connection exists yet. `reason` is OpenFlow's packet-in reason (1 action, 2 invalid
+    /// TTL).
+    fn controller(&mut self, reason: u8, max_len: u16, id: u16) {
         self.br()
             .n_controller
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.commit();
+        let cookie = if self.rule_cookie == 0 {
+            "0".to_owned()
+        } else {
+            format!("{:#x}", self.rule_cookie)
+        };
+        self.out
+            .push(Action::Userspace(Box::new(flow::odp::Userspace {
+                pid: 0,
+                cookie: flow::odp::UserCookie::Text(format!(
+                    "controller(reason={reason},dont_send=1,continuation=0,recirc_id=1,\
+                 rule_cookie={cookie},controller_id={id},max_len={max_len})"
+                )),
+                actions: false,
+                tunnel_out_port: None,
+            })));
     }
 
     fn set_l4(&mut self, src: bool, port: u16) {
@@ -574,12 +599,12 @@ impl Ctx<'_> {
         self.exit = false;
     }
 
-    fn output(&mut self, port: u32, _max_len: u16) {
+    fn output(&mut self, port: u32, max_len: u16) {
         match port {
             OFPP_IN_PORT => self.output_port(self.flow.dp.in_port(), true),
             OFPP_NORMAL => self.normal(),
             OFPP_FLOOD | OFPP_ALL => self.flood(None),
-            OFPP_CONTROLLER => self.controller(),
+            OFPP_CONTROLLER => self.controller(1, if max_len == 0 { 65535 } else { max_len }, 0),
             OFPP_LOCAL if self.br().ports.contains_key(&OFPP_LOCAL) => {
                 self.output_port(OFPP_LOCAL, false);
             }

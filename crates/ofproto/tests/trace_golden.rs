@@ -33,6 +33,7 @@ const CONFORMANT: &[&str] = &[
     "l3_routes/05",
     "l3_routes/06",
     "l3_routes/07",
+    "l3_routes/08",
     "l3_routes/09",
     "multi_table/03",
     "multi_table/04",
@@ -46,6 +47,7 @@ const CONFORMANT: &[&str] = &[
     "vlan_mpls_actions/03",
     "vlan_mpls_actions/04",
     "vlan_mpls_actions/06",
+    "vlan_mpls_actions/07",
     "vlan_mpls_actions/08",
     "vlan_mpls_actions/09",
 ];
