@@ -28,6 +28,9 @@ try:
         fragment, raw,
     )
     from scapy.contrib.mpls import MPLS
+    from scapy.contrib.geneve import GENEVE, GeneveOptions
+    from scapy.layers.l2 import GRE
+    from scapy.layers.vxlan import VXLAN
 except ImportError:
     sys.exit("scapy is missing: pip install scapy==2.8.0")
 
@@ -273,6 +276,59 @@ def write_pcap(path, frame):
     with RawPcapWriter(path, linktype=1, sync=True) as w:
         w.write_header(None)
         w.write_packet(frame, sec=0, usec=0)
+
+
+# --- Tunnel push (tnl_push) ---------------------------------------------------------------------
+# The outer headers are built by scapy from the fields; lengths and checksums are scapy's. The
+# packets have no datapath hash here, so the UDP source port is the bottom of OVS's range.
+tnl_inner = eth() / ip4() / udp()
+OUTER = dict(dst="8c:dc:d4:ab:58:48", src="8c:dc:d4:ab:5b:f0")
+case("tnl_push_vxlan_anchor",
+     "tnl_push(tnl_port(2),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,tos=0,ttl=64,frag=0x4000),"
+     "udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x64)),out_port(3))",
+     tnl_inner,
+     Ether(**OUTER) / IP(src="10.1.2.8", dst="10.1.2.9", ttl=64, flags="DF", id=0)
+     / UDP(sport=32768, dport=4789, chksum=0) / VXLAN(flags=0x08, vni=100) / tnl_inner)
+case("tnl_push_vxlan_csum",
+     "tnl_push(tnl_port(2),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,tos=0,ttl=64,frag=0x4000),"
+     "udp(src=0,dst=4789,csum=0xffff),vxlan(flags=0x8000000,vni=0x64)),out_port(3))",
+     tnl_inner,
+     Ether(**OUTER) / IP(src="10.1.2.8", dst="10.1.2.9", ttl=64, flags="DF", id=0)
+     / UDP(sport=32768, dport=4789) / VXLAN(flags=0x08, vni=100) / tnl_inner)
+case("tnl_push_geneve_options",
+     "tnl_push(tnl_port(6081),header(size=58,type=5,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x0800),ipv4(src=1.1.2.88,dst=1.1.2.92,proto=17,tos=0,ttl=64,frag=0x4000),"
+     "udp(src=0,dst=6081,csum=0x0),geneve(crit,vni=0x7b,options({class=0x102,type=0x80,len=4,0xa}))),"
+     "out_port(100))",
+     tnl_inner,
+     Ether(**OUTER) / IP(src="1.1.2.88", dst="1.1.2.92", ttl=64, flags="DF", id=0)
+     / UDP(sport=32768, dport=6081, chksum=0)
+     / GENEVE(vni=0x7b, critical=1, proto=0x6558,
+              options=[GeneveOptions(classid=0x102, type=0x80, length=1, data=b"\x00\x00\x00\x0a")])
+     / tnl_inner)
+case("tnl_push_geneve_ipv6_csum",
+     "tnl_push(tnl_port(6081),header(size=70,type=5,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x86dd),ipv6(src=2001:db8::1,dst=2001:db8::2,label=0,proto=17,tclass=0x0,hlimit=64),"
+     "udp(src=0,dst=6081,csum=0xffff),geneve(vni=0x3)),out_port(100))",
+     tnl_inner,
+     Ether(**OUTER) / IPv6(src=V6A, dst=V6B, hlim=64) / UDP(sport=32768, dport=6081)
+     / GENEVE(vni=3, proto=0x6558) / tnl_inner)
+case("tnl_push_gre_key",
+     "tnl_push(tnl_port(4),header(size=38,type=3,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x0800),ipv4(src=1.1.2.88,dst=1.1.2.92,proto=47,tos=0,ttl=64,frag=0x4000),"
+     "gre((flags=0x2000,proto=0x6558),key=0x1c8)),out_port(100))",
+     tnl_inner,
+     Ether(**OUTER) / IP(src="1.1.2.88", dst="1.1.2.92", ttl=64, flags="DF", id=0, proto=47)
+     / GRE(key_present=1, key=0x1c8, proto=0x6558) / tnl_inner)
+case("tnl_push_gre_csum",
+     "tnl_push(tnl_port(4),header(size=42,type=3,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x0800),ipv4(src=1.1.2.88,dst=1.1.2.92,proto=47,tos=0,ttl=64,frag=0x4000),"
+     "gre((flags=0x8000,proto=0x6558),csum=0x0)),out_port(100))",
+     tnl_inner,
+     Ether(**OUTER) / IP(src="1.1.2.88", dst="1.1.2.92", ttl=64, flags="DF", id=0, proto=47)
+     / GRE(chksum_present=1, proto=0x6558) / tnl_inner)
 
 
 def main():

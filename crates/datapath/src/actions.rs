@@ -23,6 +23,9 @@ pub enum DpAction {
     Trunc(u32),
     /// Run the packet through the datapath again with this recirculation id.
     Recirc(u32),
+    /// Push a tunnel header (`tnl_push`): the prebuilt template, with lengths, checksums and
+    /// the UDP source port filled in per packet. Output is the next action's job.
+    TnlPush(Box<TnlTemplate>),
     /// Send a copy to the slow path (`userspace(...)`, e.g. a packet-in for a controller); the
     /// packet goes on with the following actions. Counted: there is no controller connection.
     Userspace,
@@ -129,6 +132,148 @@ pub enum CompileError {
     },
 }
 
+/// The bytes of a tunnel header as `tnl_push` prepends them (OVS builds the same template once
+/// per tunnel and destination), with where the per-packet fields are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TnlTemplate {
+    /// Ethernet, IPv4 or IPv6, then UDP and VXLAN/GENEVE, or GRE.
+    pub header: Box<[u8]>,
+    /// Offset of the outer IP header.
+    pub ip_ofs: usize,
+    /// Whether the outer IP header is IPv6.
+    pub ipv6: bool,
+    /// Offset of the UDP header of a UDP-based tunnel.
+    pub udp_ofs: Option<usize>,
+    /// Fill in the UDP checksum (`csum=true`; the template's `csum` is non-zero).
+    pub udp_csum: bool,
+    /// Offset of the GRE header when it carries a checksum.
+    pub gre_csum_ofs: Option<usize>,
+}
+
+impl TnlTemplate {
+    /// The template of a `tnl_push` header.
+    pub fn build(h: &flow::odp::TnlHeader) -> Result<TnlTemplate, CompileError> {
+        use flow::odp::{TnlIp, TnlL4};
+        let mut b = Vec::with_capacity(h.size as usize);
+        b.extend_from_slice(&h.eth_dst.0);
+        b.extend_from_slice(&h.eth_src.0);
+        b.extend_from_slice(&h.dl_type.to_be_bytes());
+        let ip_ofs = b.len();
+        let proto_of = |l4: &TnlL4| match l4 {
+            TnlL4::Gre { .. } => 47u8,
+            _ => 17,
+        };
+        let ipv6 = match &h.ip {
+            TnlIp::V4 {
+                src,
+                dst,
+                tos,
+                ttl,
+                frag,
+                ..
+            } => {
+                b.extend_from_slice(&[0x45, *tos, 0, 0, 0, 0]);
+                b.extend_from_slice(&frag.to_be_bytes());
+                b.extend_from_slice(&[*ttl, proto_of(&h.l4), 0, 0]);
+                b.extend_from_slice(&src.octets());
+                b.extend_from_slice(&dst.octets());
+                false
+            }
+            TnlIp::V6 {
+                src,
+                dst,
+                label,
+                tclass,
+                hlimit,
+                ..
+            } => {
+                let w = (6u32 << 28) | (u32::from(*tclass) << 20) | (label & 0xfffff);
+                b.extend_from_slice(&w.to_be_bytes());
+                b.extend_from_slice(&[0, 0, proto_of(&h.l4), *hlimit]);
+                b.extend_from_slice(&src.octets());
+                b.extend_from_slice(&dst.octets());
+                true
+            }
+        };
+        let l4_ofs = b.len();
+        let udp = |b: &mut Vec<u8>, u: &flow::odp::TnlUdp| {
+            b.extend_from_slice(&u.src.to_be_bytes());
+            b.extend_from_slice(&u.dst.to_be_bytes());
+            b.extend_from_slice(&[0, 0, 0, 0]);
+        };
+        let mut t = TnlTemplate {
+            header: Box::new([]),
+            ip_ofs,
+            ipv6,
+            udp_ofs: None,
+            udp_csum: false,
+            gre_csum_ofs: None,
+        };
+        match &h.l4 {
+            TnlL4::Vxlan { udp: u, flags, vni } => {
+                udp(&mut b, u);
+                b.extend_from_slice(&flags.to_be_bytes());
+                b.extend_from_slice(&(vni << 8).to_be_bytes());
+                (t.udp_ofs, t.udp_csum) = (Some(l4_ofs), u.csum != 0);
+            }
+            TnlL4::Geneve {
+                udp: u,
+                oam,
+                crit,
+                vni,
+                options,
+            } => {
+                udp(&mut b, u);
+                if options.len() % 4 != 0 || options.len() > 252 {
+                    return Err(CompileError::Invalid {
+                        action: "tnl_push",
+                        reason: "GENEVE options must be whole 4-byte words, at most 252 bytes",
+                    });
+                }
+                b.push((options.len() / 4) as u8);
+                b.push((u8::from(*oam) << 7) | (u8::from(*crit) << 6));
+                b.extend_from_slice(&0x6558u16.to_be_bytes());
+                b.extend_from_slice(&(vni << 8).to_be_bytes());
+                b.extend_from_slice(options);
+                (t.udp_ofs, t.udp_csum) = (Some(l4_ofs), u.csum != 0);
+            }
+            TnlL4::Udp(u) => {
+                udp(&mut b, u);
+                (t.udp_ofs, t.udp_csum) = (Some(l4_ofs), u.csum != 0);
+            }
+            TnlL4::Gre {
+                flags,
+                proto,
+                csum,
+                key,
+                seq,
+            } => {
+                b.extend_from_slice(&flags.to_be_bytes());
+                b.extend_from_slice(&proto.to_be_bytes());
+                if csum.is_some() {
+                    t.gre_csum_ofs = Some(l4_ofs);
+                    b.extend_from_slice(&[0, 0, 0, 0]);
+                }
+                if let Some(k) = key {
+                    b.extend_from_slice(&k.to_be_bytes());
+                }
+                if let Some(s) = seq {
+                    b.extend_from_slice(&s.to_be_bytes());
+                }
+            }
+            TnlL4::Gtpu { .. } => return Err(CompileError::Unsupported("tnl_push(gtpu)")),
+        }
+        // `size` is informative: OVS's own examples carry sizes that disagree with their
+        // fields (a GRE header with a key given as 38 bytes), and the fields are what is pushed.
+        if !ipv6 {
+            let c = !wire::checksum::data(&b[ip_ofs..ip_ofs + 20]);
+            b[ip_ofs + 10..ip_ofs + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        t.header = b.into_boxed_slice();
+        Ok(t)
+    }
+}
+
 /// Compiles OVS datapath actions (as parsed by [`flow::odp::parse_actions`]) into executable
 /// [`DpAction`]s: the slow part (mask expansion, validation) is done once per flow install.
 ///
@@ -191,7 +336,7 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::LbOutput(_) => return Err(Unsupported("lb_output")),
         Action::Meter(_) => return Err(Unsupported("meter")),
         Action::TnlPop(_) => return Err(Unsupported("tnl_pop")),
-        Action::TnlPush(_) => return Err(Unsupported("tnl_push")),
+        Action::TnlPush(t) => DpAction::TnlPush(Box::new(TnlTemplate::build(&t.header)?)),
         Action::Userspace(_) => DpAction::Userspace,
         Action::AddMpls { .. } => return Err(Unsupported("add_mpls")),
         Action::PushEth { .. } => return Err(Unsupported("push_eth")),
@@ -571,8 +716,8 @@ mod tests {
         for (text, name) in [
             ("tnl_pop(1)", "tnl_pop"),
             (
-                "tnl_push(tnl_port(4789),header(size=50,type=4,eth(dst=00:00:00:00:00:02,src=00:00:00:00:00:01,dl_type=0x0800),ipv4(src=1.1.1.1,dst=2.2.2.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x7b)),out_port(1))",
-                "tnl_push",
+                "tnl_push(tnl_port(2152),header(size=50,type=110,eth(dst=00:00:00:00:00:02,src=00:00:00:00:00:01,dl_type=0x0800),ipv4(src=1.1.1.1,dst=2.2.2.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=2152,csum=0x0),gtpu(flags=0x30,msgtype=255,teid=0x7b)),out_port(1))",
+                "tnl_push(gtpu)",
             ),
             ("ct(commit,zone=1)", "ct"),
             ("ct", "ct"),

@@ -626,6 +626,63 @@ pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
     fmix32(h)
 }
 
+/// `tnl_push`: prepends the tunnel header template, then fills in what depends on the packet:
+/// the outer IP length (and IPv4 checksum, updated from the template's), the UDP length, a UDP
+/// source port from the packet's hash when the template has none (OVS's entropy range
+/// 32768-60999), and the UDP or GRE checksum when the tunnel asks for one.
+pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(), RewriteError> {
+    let hash = pkt.meta.hash;
+    let hl = t.header.len();
+    pkt.push_front(hl).copy_from_slice(&t.header);
+    let total = pkt.len();
+    let d = pkt.data_mut();
+    let ip = t.ip_ofs;
+    let l4 = if t.ipv6 {
+        put16(d, ip + 4, (total - ip - 40) as u16);
+        ip + 40
+    } else {
+        let len = (total - ip) as u16;
+        put16(d, ip + 2, len);
+        let c = u16::from_be_bytes([d[ip + 10], d[ip + 11]]);
+        put16(d, ip + 10, checksum::update16(c, 0, len));
+        ip + 20
+    };
+    if let Some(u) = t.udp_ofs {
+        put16(d, u + 4, (total - u) as u16);
+        if d[u] == 0 && d[u + 1] == 0 {
+            let port = 32768 + ((u64::from(hash) * (61000 - 32768)) >> 32) as u16;
+            put16(d, u, port);
+        }
+        if t.udp_csum {
+            let len = (total - u) as u16;
+            let ph = if t.ipv6 {
+                let src = std::net::Ipv6Addr::from(
+                    <[u8; 16]>::try_from(&d[ip + 8..ip + 24]).unwrap_or_default(),
+                );
+                let dst = std::net::Ipv6Addr::from(
+                    <[u8; 16]>::try_from(&d[ip + 24..ip + 40]).unwrap_or_default(),
+                );
+                checksum::pseudo_header_v6(&src, &dst, wire::IpProtocol::UDP, u32::from(len))
+            } else {
+                let src = std::net::Ipv4Addr::new(d[ip + 12], d[ip + 13], d[ip + 14], d[ip + 15]);
+                let dst = std::net::Ipv4Addr::new(d[ip + 16], d[ip + 17], d[ip + 18], d[ip + 19]);
+                checksum::pseudo_header_v4(&src, &dst, wire::IpProtocol::UDP, len)
+            };
+            let c = !checksum::combine(&[ph, checksum::data(&d[u..])]);
+            put16(d, u + 6, if c == 0 { 0xffff } else { c });
+        }
+    }
+    if let Some(g) = t.gre_csum_ofs {
+        let c = !checksum::data(&d[g..]);
+        put16(d, g + 4, c);
+    }
+    let m = &mut pkt.meta;
+    m.l2_5 = NO_OFS;
+    m.l3 = ip as u16;
+    m.l4 = l4 as u16;
+    Ok(())
+}
+
 /// Executes one header rewrite, or `hash` (into `meta.dp_hash`), on a packet. Output, trunc,
 /// recirc, clone and userspace are the PMD's to execute and return
 /// [`RewriteError::NotRewrite`].
@@ -644,6 +701,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
             pkt.meta.dp_hash = dp_hash_l4(pkt, *sym, *basis);
             Ok(())
         }
+        DpAction::TnlPush(t) => tnl_push(pkt, t),
         DpAction::Output(_)
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
