@@ -491,9 +491,10 @@ fn chomp(out: &mut String, c: char) {
 // Flags (`ct_state(+new+trk)`, `tcp_flags(syn|ack)`, tunnel `flags(-df+csum+key)`).
 
 /// (bit, name) in OVS's print order (lowest bit first).
-type FlagTable = &'static [(u32, &'static str)];
+pub type FlagTable = &'static [(u32, &'static str)];
 
-const CT_STATE_FLAGS: FlagTable = &[
+/// Connection-state flag names (`ct_state_to_string()`).
+pub const CT_STATE_FLAGS: FlagTable = &[
     (0x01, "new"),
     (0x02, "est"),
     (0x04, "rel"),
@@ -503,7 +504,8 @@ const CT_STATE_FLAGS: FlagTable = &[
     (0x40, "snat"),
     (0x80, "dnat"),
 ];
-const TCP_FLAG_NAMES: FlagTable = &[
+/// TCP flag names (`packet_tcp_flag_to_string()`).
+pub const TCP_FLAG_NAMES: FlagTable = &[
     (0x001, "fin"),
     (0x002, "syn"),
     (0x004, "rst"),
@@ -518,7 +520,7 @@ const TCP_FLAG_NAMES: FlagTable = &[
     (0x800, "[800]"),
 ];
 /// Tunnel flags with OVS's bit values (`FLOW_TNL_F_*`), which differ from [`tun_flags`].
-const TUN_FLAG_NAMES: FlagTable = &[(0x1, "oam"), (0x2, "df"), (0x4, "csum"), (0x8, "key")];
+pub const TUN_FLAG_NAMES: FlagTable = &[(0x1, "oam"), (0x2, "df"), (0x4, "csum"), (0x8, "key")];
 const TUN_FLAG_MAP: [(u32, u8); 4] = [
     (0x1, tun_flags::OAM),
     (0x2, tun_flags::DONT_FRAGMENT),

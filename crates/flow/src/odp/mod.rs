@@ -26,7 +26,8 @@ pub use actions::{
     TnlUdp, UserCookie, Userspace, format_actions, format_actions_into, parse_actions,
 };
 pub use key::{
-    Attr, AttrItem, DpKey, KeyAttrs, MAX_ENCAP_DEPTH, format_key_into, parse_key, tun_field,
+    Attr, AttrItem, CT_STATE_FLAGS, DpKey, FlagTable, KeyAttrs, MAX_ENCAP_DEPTH, TCP_FLAG_NAMES,
+    TUN_FLAG_NAMES, format_key_into, parse_key, tun_field,
 };
 pub use names::{FIRST_ALLOCATED_PORT, PortNames};
 pub use parse::{ParseError, ParseErrorKind};

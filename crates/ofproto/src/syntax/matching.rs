@@ -238,11 +238,11 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
     if w.ct_state() != 0 {
         out.push_str("ct_state=");
         if w.ct_state() == u8::MAX {
-            put_flags(out, &CT_STATE_NAMES, f.ct_state().into());
+            put_flags(out, CT_STATE_NAMES, f.ct_state().into());
         } else {
             put_flags_masked(
                 out,
-                &CT_STATE_NAMES,
+                CT_STATE_NAMES,
                 f.ct_state().into(),
                 w.ct_state().into(),
                 0xff,
@@ -339,7 +339,7 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
     let tun_mask = tf.get_mask(m.mask()) as u32;
     if tun_mask != 0 {
         out.push_str("tun_flags=");
-        put_flags_masked(out, &TUN_FLAG_NAMES, tf.get(m.key()) as u32, tun_mask, 0xf);
+        put_flags_masked(out, TUN_FLAG_NAMES, tf.get(m.key()) as u32, tun_mask, 0xf);
         out.push(',');
     }
     for n in 0..N_TUN_METADATA {
@@ -492,7 +492,7 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
         out.push_str("tcp_flags=");
         put_flags_masked(
             out,
-            &TCP_FLAG_NAMES,
+            TCP_FLAG_NAMES,
             f.tcp_flags().into(),
             u32::from(w.tcp_flags() & 0x0fff),
             0x0fff,

@@ -8,37 +8,9 @@ use crate::fields::{Field, ValueFormat, ones};
 use super::lex::{NumError, parse_int_prefix};
 use super::ports::{PortNames, format_port, parse_port};
 
-/// TCP flag names by bit, as OVS prints them (`packet_tcp_flag_to_string()`).
-pub(crate) const TCP_FLAG_NAMES: [(u32, &str); 12] = [
-    (0x001, "fin"),
-    (0x002, "syn"),
-    (0x004, "rst"),
-    (0x008, "psh"),
-    (0x010, "ack"),
-    (0x020, "urg"),
-    (0x040, "ece"),
-    (0x080, "cwr"),
-    (0x100, "ns"),
-    (0x200, "[200]"),
-    (0x400, "[400]"),
-    (0x800, "[800]"),
-];
-
-/// Tunnel flag names by OpenFlow bit (`flow_tun_flag_to_string()`); only `oam` may be matched.
-pub(crate) const TUN_FLAG_NAMES: [(u32, &str); 4] =
-    [(0x1, "oam"), (0x2, "df"), (0x4, "csum"), (0x8, "key")];
-
-/// Connection-state names by bit (`ct_state_to_string()`).
-pub(crate) const CT_STATE_NAMES: [(u32, &str); 8] = [
-    (0x01, "new"),
-    (0x02, "est"),
-    (0x04, "rel"),
-    (0x08, "rpl"),
-    (0x10, "inv"),
-    (0x20, "trk"),
-    (0x40, "snat"),
-    (0x80, "dnat"),
-];
+// Flag names by bit, as OVS prints them: the datapath flow format's tables serve OpenFlow too
+// (tunnel flags in OVS's `FLOW_TNL_F_*` numbering).
+pub(crate) use flow::odp::{CT_STATE_FLAGS as CT_STATE_NAMES, TCP_FLAG_NAMES, TUN_FLAG_NAMES};
 
 /// `ip_frag` keywords: (name, mask, value) in OVS's order (`all_frags[]`).
 const FRAGS: [(&str, u8, u8); 7] = [
@@ -108,15 +80,15 @@ pub(crate) fn parse_field_value(
             }
         },
         ValueFormat::TcpFlags => {
-            let (v, m) = parse_flags(s, &TCP_FLAG_NAMES, 0x0fff, "TCP")?;
+            let (v, m) = parse_flags(s, TCP_FLAG_NAMES, 0x0fff, "TCP")?;
             (u128::from(v), u128::from(m) & full)
         }
         ValueFormat::TunFlags => {
-            let (v, m) = parse_flags(s, &TUN_FLAG_NAMES, 0x1, "tunnel")?;
+            let (v, m) = parse_flags(s, TUN_FLAG_NAMES, 0x1, "tunnel")?;
             (u128::from(v), u128::from(m) & full)
         }
         ValueFormat::CtState => {
-            let (v, m) = parse_flags(s, &CT_STATE_NAMES, 0xff, "ct_state")?;
+            let (v, m) = parse_flags(s, CT_STATE_NAMES, 0xff, "ct_state")?;
             (u128::from(v), u128::from(m) & full)
         }
     };
@@ -493,21 +465,21 @@ pub(crate) fn put_field_value(
         }
         ValueFormat::TcpFlags => put_flags_masked(
             out,
-            &TCP_FLAG_NAMES,
+            TCP_FLAG_NAMES,
             v as u32,
             mask.unwrap_or(0xffff) as u32 & 0xfff,
             0xfff,
         ),
         ValueFormat::TunFlags => put_flags_masked(
             out,
-            &TUN_FLAG_NAMES,
+            TUN_FLAG_NAMES,
             v as u32,
             mask.unwrap_or(0xffff) as u32 & 1,
             1,
         ),
         ValueFormat::CtState => put_flags_masked(
             out,
-            &CT_STATE_NAMES,
+            CT_STATE_NAMES,
             v as u32,
             mask.unwrap_or(u128::from(u32::MAX)) as u32,
             0xffff,
@@ -593,9 +565,9 @@ mod tests {
         s.push(' ');
         put_ipv4_masked(&mut s, 0x0a00_0001, 0xff00_00ff);
         s.push(' ');
-        put_flags_masked(&mut s, &TCP_FLAG_NAMES, 2, 0x12, 0xfff);
+        put_flags_masked(&mut s, TCP_FLAG_NAMES, 2, 0x12, 0xfff);
         s.push(' ');
-        put_flags(&mut s, &CT_STATE_NAMES, 0x21);
+        put_flags(&mut s, CT_STATE_NAMES, 0x21);
         s.push(' ');
         put_hex(&mut s, 0);
         s.push(' ');
