@@ -805,19 +805,7 @@ impl Ctx<'_> {
         let (b, f) = (&self.base, &self.flow.dp);
         let mut acts = Vec::new();
         // Ethernet addresses.
-        let mut k = FlowKey::new();
-        let mut m = Mask::new();
-        if b.eth_src() != f.eth_src() {
-            k.set_eth_src(f.eth_src());
-            m.set_eth_src(EthAddr::BROADCAST);
-        }
-        if b.eth_dst() != f.eth_dst() {
-            k.set_eth_dst(f.eth_dst());
-            m.set_eth_dst(EthAddr::BROADCAST);
-        }
-        if !m.is_zero() {
-            acts.push(set_action(Attr::Eth, k, m));
-        }
+        acts.extend(diff_set(b, f, Attr::Eth, &["eth_src", "eth_dst"]));
         // VLAN: pop what changed, push the new tag.
         let (bt, ft) = (b.vlan_tci(), f.vlan_tci());
         // A TPID of 0 is 802.1Q's (a key built from a match has none).
@@ -861,106 +849,29 @@ impl Ctx<'_> {
             acts.push(a);
         }
         // IPv4 / IPv6: only with an L3 header (OVS checks nw_proto, consulting it).
-        let ip_changed = b.nw_src() != f.nw_src()
-            || b.nw_dst() != f.nw_dst()
-            || b.nw_tos() != f.nw_tos()
-            || b.nw_ttl() != f.nw_ttl()
-            || b.ipv6_src() != f.ipv6_src()
-            || b.ipv6_dst() != f.ipv6_dst()
-            || b.ipv6_label() != f.ipv6_label();
-        let mut consult_proto = false;
-        if ip_changed && matches!(f.eth_type(), 0x0800 | 0x86dd) {
-            consult_proto = true;
-        }
-        match if consult_proto && f.nw_proto() == 0 {
-            0
-        } else {
-            f.eth_type()
-        } {
-            0x0800 => {
-                let mut k = FlowKey::new();
-                let mut m = Mask::new();
-                if b.nw_src() != f.nw_src() {
-                    k.set_nw_src(f.nw_src());
-                    m.set_nw_src(std::net::Ipv4Addr::BROADCAST);
-                }
-                if b.nw_dst() != f.nw_dst() {
-                    k.set_nw_dst(f.nw_dst());
-                    m.set_nw_dst(std::net::Ipv4Addr::BROADCAST);
-                }
-                if b.nw_tos() != f.nw_tos() {
-                    k.set_nw_tos(f.nw_tos());
-                    m.set_nw_tos(tos_mask(b.nw_tos(), f.nw_tos()));
-                }
-                if b.nw_ttl() != f.nw_ttl() {
-                    k.set_nw_ttl(f.nw_ttl());
-                    m.set_nw_ttl(0xff);
-                }
-                if !m.is_zero() {
-                    acts.push(set_action(Attr::Ipv4, k, m));
-                }
-            }
-            0x86dd => {
-                let mut k = FlowKey::new();
-                let mut m = Mask::new();
-                if b.ipv6_src() != f.ipv6_src() {
-                    k.set_ipv6_src(f.ipv6_src());
-                    m.set_ipv6_src(std::net::Ipv6Addr::from(u128::MAX));
-                }
-                if b.ipv6_dst() != f.ipv6_dst() {
-                    k.set_ipv6_dst(f.ipv6_dst());
-                    m.set_ipv6_dst(std::net::Ipv6Addr::from(u128::MAX));
-                }
-                if b.ipv6_label() != f.ipv6_label() {
-                    k.set_ipv6_label(f.ipv6_label());
-                    m.set_ipv6_label(0xfffff);
-                }
-                if b.nw_tos() != f.nw_tos() {
-                    k.set_nw_tos(f.nw_tos());
-                    m.set_nw_tos(tos_mask(b.nw_tos(), f.nw_tos()));
-                }
-                if b.nw_ttl() != f.nw_ttl() {
-                    k.set_nw_ttl(f.nw_ttl());
-                    m.set_nw_ttl(0xff);
-                }
-                if !m.is_zero() {
-                    acts.push(set_action(Attr::Ipv6, k, m));
-                }
-            }
-            _ => {}
+        let (l3_attr, l3_fields): (Attr, &[&str]) = match f.eth_type() {
+            0x0800 => (Attr::Ipv4, &["nw_src", "nw_dst", "nw_tos", "nw_ttl"]),
+            0x86dd => (
+                Attr::Ipv6,
+                &["ipv6_src", "ipv6_dst", "ipv6_label", "nw_tos", "nw_ttl"],
+            ),
+            _ => (Attr::Ipv4, &[]),
+        };
+        let l3_set = diff_set(b, f, l3_attr, l3_fields);
+        let consult_proto = l3_set.is_some();
+        if f.nw_proto() != 0 {
+            acts.extend(l3_set);
         }
         // Transport ports.
-        if matches!(f.eth_type(), 0x0800 | 0x86dd) {
-            let attr = match f.nw_proto() {
-                6 => Some(Attr::Tcp),
-                17 => Some(Attr::Udp),
-                132 => Some(Attr::Sctp),
-                _ => None,
-            };
-            if let Some(attr) = attr {
-                let mut k = FlowKey::new();
-                let mut m = Mask::new();
-                if b.tp_src() != f.tp_src() {
-                    k.set_tp_src(f.tp_src());
-                    m.set_tp_src(0xffff);
-                }
-                if b.tp_dst() != f.tp_dst() {
-                    k.set_tp_dst(f.tp_dst());
-                    m.set_tp_dst(0xffff);
-                }
-                if !m.is_zero() {
-                    acts.push(set_action(attr, k, m));
-                }
-            }
-        }
+        let l4_attr = match (f.eth_type(), f.nw_proto()) {
+            (0x0800 | 0x86dd, 6) => Some(Attr::Tcp),
+            (0x0800 | 0x86dd, 17) => Some(Attr::Udp),
+            (0x0800 | 0x86dd, 132) => Some(Attr::Sctp),
+            _ => None,
+        };
+        acts.extend(l4_attr.and_then(|attr| diff_set(b, f, attr, &["tp_src", "tp_dst"])));
         // Packet mark.
-        if b.pkt_mark() != f.pkt_mark() {
-            let mut k = FlowKey::new();
-            let mut m = Mask::new();
-            k.set_pkt_mark(f.pkt_mark());
-            m.set_pkt_mark(u32::MAX);
-            acts.push(set_action(Attr::SkbMark, k, m));
-        }
+        acts.extend(diff_set(b, f, Attr::SkbMark, &["pkt_mark"]));
         self.out.extend(acts);
         if consult_proto {
             self.wc.dp.set_nw_proto(0xff);
@@ -970,11 +881,36 @@ impl Ctx<'_> {
     }
 }
 
-/// The mask of a TOS rewrite: the whole DSCP and/or ECN field that changed (OVS sets fields,
-/// not bits).
-fn tos_mask(old: u8, new: u8) -> u8 {
-    let d = old ^ new;
-    (if d & 0xfc != 0 { 0xfc } else { 0 }) | (if d & 0x03 != 0 { 0x03 } else { 0 })
+/// The `set(attr(...))` that turns `base` into `flow` on the named key fields: each field that
+/// differs is written whole (OVS sets fields, not bits), where the TOS byte is two fields, DSCP
+/// and ECN, and the IPv6 label is its 20 bits. `None` when nothing differs.
+fn diff_set(base: &FlowKey, flow: &FlowKey, attr: Attr, fields: &[&str]) -> Option<Action> {
+    let mut k = FlowKey::new();
+    let mut m = Mask::new();
+    for name in fields {
+        let d = flow::key::FIELDS
+            .iter()
+            .find(|d| d.name == *name)
+            .expect("a field of the key layout");
+        let (mut old, mut new) = ([0u8; 16], [0u8; 16]);
+        base.bytes_at(d.offset, &mut old[..d.len]);
+        flow.bytes_at(d.offset, &mut new[..d.len]);
+        if old == new {
+            continue;
+        }
+        let mut ones = [0xffu8; 16];
+        match *name {
+            "nw_tos" => {
+                let x = old[0] ^ new[0];
+                ones[0] = (if x & 0xfc != 0 { 0xfc } else { 0 }) | (if x & 3 != 0 { 3 } else { 0 });
+            }
+            "ipv6_label" => ones[..4].copy_from_slice(&0xfffffu32.to_be_bytes()),
+            _ => {}
+        }
+        k.set_bytes_at(d.offset, &new[..d.len]);
+        m.set_bytes_at(d.offset, &ones[..d.len]);
+    }
+    (!m.is_zero()).then(|| set_action(attr, k, m))
 }
 
 fn set_action(attr: Attr, key: FlowKey, mask: Mask) -> Action {
