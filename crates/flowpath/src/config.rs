@@ -115,6 +115,47 @@ pub struct PortConf {
     pub trunks: Vec<u16>,
 }
 
+/// A port of the configuration with the numbers it gets.
+pub struct NumberedPort<'a> {
+    pub bridge: &'a Bridge,
+    pub port: &'a PortConf,
+    /// OpenFlow port number: `ofport`, else its position in the bridge from 1.
+    pub ofport: u32,
+    /// Datapath port number: the non-patch ports in order of appearance, from 1; none for a
+    /// patch port.
+    pub dp_port: Option<u32>,
+}
+
+impl Config {
+    /// Every port with its OpenFlow and datapath numbers: the one place they are decided.
+    pub fn ports(&self) -> Vec<NumberedPort<'_>> {
+        let mut no = 0;
+        let mut out = Vec::new();
+        for bridge in &self.bridge {
+            for (i, port) in bridge.port.iter().enumerate() {
+                let dp_port = (port.kind != "patch").then(|| {
+                    no += 1;
+                    no
+                });
+                out.push(NumberedPort {
+                    bridge,
+                    port,
+                    ofport: Bridge::ofport_of(port, i),
+                    dp_port,
+                });
+            }
+        }
+        out
+    }
+}
+
+impl Bridge {
+    /// The OpenFlow number of the `i`-th port (from 0): `ofport`, else `i + 1`.
+    fn ofport_of(p: &PortConf, i: usize) -> u32 {
+        p.ofport.unwrap_or(i as u32 + 1)
+    }
+}
+
 /// A configuration problem, with the line it is on when known.
 #[derive(Debug)]
 pub struct ConfigError {
@@ -170,7 +211,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 .iter()
                 .enumerate()
                 .find(|(_, p)| p.name == n)
-                .map(|(i, p)| p.ofport.unwrap_or(i as u32 + 1))
+                .map(|(i, p)| Bridge::ofport_of(p, i))
         };
         for f in &b.flows {
             if let Err(e) = ofproto::syntax::parse_flow(f, ofproto::syntax::FlowKind::Add, &port_no)

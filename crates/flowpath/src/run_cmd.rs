@@ -95,29 +95,27 @@ pub(crate) fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Por
 /// (given in order of appearance from 1; patch ports have none) and flows.
 pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> {
     let of = Ofproto::new();
-    let mut no = 0;
     for br in &cfg.bridge {
         of.add_bridge(&br.name).map_err(|e| anyhow!(e))?;
-        for (i, p) in br.port.iter().enumerate() {
-            let dp_port = (p.kind != "patch").then(|| {
-                no += 1;
-                no
-            });
-            of.add_port(
-                &br.name,
-                OfPort {
-                    name: p.name.clone(),
-                    ofport: p.ofport.unwrap_or(i as u32 + 1),
-                    dp_port,
-                    peer: config::opt_str(p, "peer").map(str::to_owned),
-                    vlan: VlanMode {
-                        tag: p.tag,
-                        trunks: p.trunks.clone(),
-                    },
+    }
+    for np in cfg.ports() {
+        let p = np.port;
+        of.add_port(
+            &np.bridge.name,
+            OfPort {
+                name: p.name.clone(),
+                ofport: np.ofport,
+                dp_port: np.dp_port,
+                peer: config::opt_str(p, "peer").map(str::to_owned),
+                vlan: VlanMode {
+                    tag: p.tag,
+                    trunks: p.trunks.clone(),
                 },
-            )
-            .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
-        }
+            },
+        )
+        .map_err(|e| anyhow!("bridge {}: {e}", np.bridge.name))?;
+    }
+    for br in &cfg.bridge {
         for f in &br.flows {
             of.add_flow(&br.name, f)
                 .map_err(|e| anyhow!("bridge {}: flow '{f}': {e}", br.name))?;
@@ -158,12 +156,10 @@ pub fn build(cfg: &Config, base: &Path, of: &Arc<Ofproto>) -> anyhow::Result<Dat
     let mut b = DatapathBuilder::new(dc);
     let of = of.clone();
     b.set_upcall(Box::new(move || of.upcall_handler()));
-    let mut no = 0;
-    for br in &cfg.bridge {
-        for p in br.port.iter().filter(|p| p.kind != "patch") {
-            no += 1;
-            b.add_port(no, open_port(p, base)?)
-                .map_err(|e| anyhow!("port {}: {e}", p.name))?;
+    for np in cfg.ports() {
+        if let Some(no) = np.dp_port {
+            b.add_port(no, open_port(np.port, base)?)
+                .map_err(|e| anyhow!("port {}: {e}", np.port.name))?;
         }
     }
     for f in &d.dp_flows {
