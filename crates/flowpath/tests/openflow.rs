@@ -242,6 +242,34 @@ fn ofctl_and_trace_on_a_running_switch() {
     let o = ctl(&run, &["ofproto/trace", "br0", "in_port=7"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 
+    // show lists the ports; bridges come and go.
+    let show = text(&ofctl(&run, &["show", "br0"]));
+    assert!(
+        show.contains(" 1(p0): datapath port 1") && show.contains(" 2(p1): datapath port 2"),
+        "{show}"
+    );
+    assert!(ctl(&run, &["add-br", "br9"]).status.success());
+    assert_eq!(ctl(&run, &["add-br", "br9"]).status.code(), Some(2));
+    let o = ctl(
+        &run,
+        &[
+            "add-port",
+            "br9",
+            "pt9",
+            "type=patch",
+            "options:peer=nowhere",
+            "tag=5",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let show = text(&ofctl(&run, &["show", "br9"]));
+    assert!(
+        show.contains(" 1(pt9): patch, peer=nowhere, tag=5"),
+        "{show}"
+    );
+    assert!(ctl(&run, &["del-br", "br9"]).status.success());
+    assert_eq!(ofctl(&run, &["show", "br9"]).status.code(), Some(2));
+
     // Ports come and go at run time: a sink joins, a rule sends to it, it counts packets;
     // then it leaves, and the switch goes on.
     let o = ctl(&run, &["add-port", "br0", "s2", "type=sink", "ofport=5"]);

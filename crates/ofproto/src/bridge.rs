@@ -334,3 +334,112 @@ impl Bridge {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::{FlowKind, NoPortNames, parse_flow};
+
+    fn mac(last: u8) -> EthAddr {
+        EthAddr([2, 0, 0, 0, 0, last])
+    }
+
+    #[test]
+    fn mac_table_learns_moves_ages_and_evicts_the_oldest() {
+        let t0 = Instant::now();
+        let mut m = MacTable::default();
+        assert!(m.learn(mac(1), 10, 1, t0));
+        assert!(
+            !m.learn(mac(1), 10, 1, t0),
+            "relearning in place is no change"
+        );
+        assert!(m.learn(mac(1), 10, 2, t0), "a move is a change");
+        assert_eq!(m.lookup(mac(1), 10, t0), Some(2));
+        assert_eq!(m.lookup(mac(1), 20, t0), None, "per VLAN");
+        assert!(
+            !m.learn(EthAddr([1, 0, 0, 0, 0, 1]), 10, 1, t0),
+            "multicast"
+        );
+        let later = t0 + MAC_AGING;
+        assert_eq!(m.lookup(mac(1), 10, later), None, "aged out");
+        assert_eq!(m.expire(later), 1);
+        // Full: the least recently learned entry makes room.
+        for i in 0..MAC_TABLE_SIZE {
+            let a = EthAddr([2, 1, 0, 0, (i >> 8) as u8, i as u8]);
+            m.learn(a, 1, 1, t0 + Duration::from_millis(i as u64));
+        }
+        m.learn(mac(9), 1, 3, t0 + Duration::from_secs(10));
+        assert_eq!(m.entries(t0).len(), MAC_TABLE_SIZE);
+        assert_eq!(m.lookup(EthAddr([2, 1, 0, 0, 0, 0]), 1, t0), None);
+        assert_eq!(m.lookup(mac(9), 1, t0 + Duration::from_secs(10)), Some(3));
+        m.flush_port(3);
+        assert_eq!(m.lookup(mac(9), 1, t0 + Duration::from_secs(10)), None);
+    }
+
+    fn spec(text: &str, kind: FlowKind) -> FlowSpec {
+        parse_flow(text, kind, &NoPortNames).unwrap()
+    }
+
+    #[test]
+    fn flow_mods_select_loosely_or_strictly_and_timeouts_expire() {
+        let t0 = Instant::now();
+        let mut b = Bridge::new("br0");
+        b.add_flow(
+            &spec(
+                "priority=10,ip,nw_dst=10.0.0.0/8,actions=output:1",
+                FlowKind::Add,
+            ),
+            t0,
+        )
+        .unwrap();
+        b.add_flow(&spec("priority=20,tcp,actions=output:2", FlowKind::Add), t0)
+            .unwrap();
+        b.add_flow(
+            &spec("hard_timeout=5,priority=5,arp,actions=drop", FlowKind::Add),
+            t0,
+        )
+        .unwrap();
+        b.add_flow(
+            &spec("idle_timeout=3,priority=6,udp,actions=drop", FlowKind::Add),
+            t0,
+        )
+        .unwrap();
+        // Adding the same match and priority replaces.
+        b.add_flow(&spec("priority=20,tcp,actions=output:3", FlowKind::Add), t0)
+            .unwrap();
+        assert_eq!(b.n_rules(), 4);
+        // Loose: every rule at least as specific as `ip` (ip, tcp, udp), strict: exact only.
+        assert_eq!(b.select(&spec("ip", FlowKind::ModOrDel), false).len(), 3);
+        assert_eq!(b.select(&spec("ip", FlowKind::ModOrDel), true).len(), 0);
+        assert_eq!(
+            b.select(&spec("priority=20,tcp", FlowKind::ModOrDel), true)
+                .len(),
+            1
+        );
+        assert_eq!(
+            b.select(&spec("out_port=3", FlowKind::ModOrDel), false)
+                .len(),
+            1
+        );
+        let m = spec("tcp,actions=output:4", FlowKind::ModOrDel);
+        assert_eq!(b.mod_flows(&m, false, t0), 1);
+        assert_eq!(
+            b.select(&spec("out_port=4", FlowKind::ModOrDel), false)
+                .len(),
+            1
+        );
+        assert_eq!(b.expire_rules(t0 + Duration::from_secs(2)), 0);
+        assert_eq!(
+            b.expire_rules(t0 + Duration::from_secs(3)),
+            1,
+            "idle udp rule"
+        );
+        assert_eq!(
+            b.expire_rules(t0 + Duration::from_secs(5)),
+            1,
+            "hard arp rule"
+        );
+        assert_eq!(b.del_flows(&spec("ip", FlowKind::ModOrDel), false), 2);
+        assert_eq!(b.n_rules(), 0);
+    }
+}

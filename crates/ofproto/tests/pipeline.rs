@@ -141,6 +141,43 @@ fn routes_become_prefix_wide_megaflows_and_revalidate() {
     drop(dp.stop());
 }
 
+#[test]
+fn normal_learns_and_fdb_show_lists_what_it_learned() {
+    let of = Ofproto::new();
+    of.add_bridge("br0").unwrap();
+    for o in 1..=3 {
+        of.add_port("br0", port(&format!("p{o}"), o, o)).unwrap();
+    }
+    of.add_flow("br0", "actions=NORMAL").unwrap();
+    let mut k = FlowKey::new();
+    k.set_in_port(2)
+        .set_eth_src(flow::EthAddr([2, 0, 0, 0, 0, 0x22]))
+        .set_eth_dst(flow::EthAddr([2, 0, 0, 0, 0, 0x11]))
+        .set_eth_type(0x0800);
+    // Unknown destination: flooded to the other ports, and the source is learned.
+    let x = translate(&of.pipe.read().unwrap(), &k, true, None);
+    assert_eq!(
+        x.actions,
+        vec![flow::odp::Action::Output(1), flow::odp::Action::Output(3)]
+    );
+    assert_eq!(x.learned, vec![0]);
+    let fdb = of.fdb_show("br0").unwrap();
+    assert!(
+        fdb.lines()
+            .any(|l| l.trim_start().starts_with("2     0  02:00:00:00:00:22")),
+        "{fdb}"
+    );
+    // The reply goes to the learned port only.
+    let mut r = FlowKey::new();
+    r.set_in_port(1)
+        .set_eth_src(flow::EthAddr([2, 0, 0, 0, 0, 0x11]))
+        .set_eth_dst(flow::EthAddr([2, 0, 0, 0, 0, 0x22]))
+        .set_eth_type(0x0800);
+    let x = translate(&of.pipe.read().unwrap(), &r, true, None);
+    assert_eq!(x.actions, vec![flow::odp::Action::Output(2)]);
+    assert!(of.fdb_show("br9").is_err());
+}
+
 /// A flow of a small random table, in ovs-ofctl syntax.
 fn rule() -> impl Strategy<Value = String> {
     let m = prop_oneof![
