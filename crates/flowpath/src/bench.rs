@@ -235,6 +235,9 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     if o.storm.is_some() && !o.openflow {
         bail!("--storm needs --openflow (the storm is made of upcalls)");
     }
+    if o.storm.is_some_and(|pps| !(pps.is_finite() && pps >= 1.0)) {
+        bail!("--storm takes a rate of at least 1 packet per second");
+    }
     if o.openflow {
         let of = openflow_switch(sc.of_flows, o.storm.is_some())?;
         b.set_upcall(Box::new(move || of.upcall_handler()));

@@ -436,4 +436,10 @@ fn bench_storm_offers_misses_beside_cached_traffic() {
         "{}",
         text(&o)
     );
+    let o = Command::new(bin())
+        .args(["bench", "p2p_l3", "--openflow", "--storm", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("--storm takes a rate"), "{}", text(&o));
 }
