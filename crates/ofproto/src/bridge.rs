@@ -183,6 +183,26 @@ pub struct Bridge {
     pub mac: Mutex<MacTable>,
     /// Packets sent to the controller (there are no OpenFlow connections yet: counted).
     pub n_controller: std::sync::atomic::AtomicU64,
+    /// Ethernet address of the LOCAL port (`hwaddr`): tunnel traffic to the bridge's addresses
+    /// is sent to it.
+    pub hwaddr: Option<EthAddr>,
+    /// IP addresses of the LOCAL port, with prefix lengths: local tunnel endpoints, and the
+    /// connected routes of the tunnel routing table.
+    pub addrs: Vec<(std::net::IpAddr, u8)>,
+    /// Tunnel ports' options, by OpenFlow port number. The port's `dp_port` is the datapath
+    /// port shared by the tunnels of its type and UDP port (`vxlan_sys_4789`).
+    pub tunnels: BTreeMap<u32, crate::tunnel::TunnelConfig>,
+    /// GENEVE options mapped to `tun_metadata0..7` (`add-tlv-map`).
+    pub tlv_map: [Option<crate::tunnel::TlvMapping>; crate::fields::N_TUN_METADATA],
+}
+
+impl crate::tunnel::UnderlayBridge for Bridge {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn addrs(&self) -> &[(std::net::IpAddr, u8)] {
+        &self.addrs
+    }
 }
 
 /// Whether the match of rule `m` (with priority `p`) is selected by a flow mod's match
@@ -218,6 +238,10 @@ impl Bridge {
             ports: BTreeMap::new(),
             mac: Mutex::new(MacTable::default()),
             n_controller: Default::default(),
+            hwaddr: None,
+            addrs: Vec::new(),
+            tunnels: BTreeMap::new(),
+            tlv_map: [None; crate::fields::N_TUN_METADATA],
         }
     }
 

@@ -16,4 +16,5 @@ pub mod fields;
 pub mod ofproto;
 pub mod pipekey;
 pub mod syntax;
+pub mod tunnel;
 pub mod xlate;

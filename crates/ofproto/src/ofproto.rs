@@ -21,6 +21,7 @@ use flow::FlowKey;
 use crate::bridge::{Bridge, OfPort};
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch};
 use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, parse_flows_file};
+use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Pipeline, translate};
 
 /// The OpenFlow layer of one switch.
@@ -126,6 +127,275 @@ impl Ofproto {
         Ok(())
     }
 
+    /// `add-port` of a tunnel port: `port.dp_port` is the tunnel type's shared datapath port.
+    pub fn add_tunnel_port(
+        &self,
+        bridge: &str,
+        port: OfPort,
+        tunnel: TunnelConfig,
+    ) -> Result<(), String> {
+        let ofport = port.ofport;
+        {
+            let p = self.read();
+            // Two tunnels that would receive exactly the same packets make receive ambiguous.
+            for b in &p.bridges {
+                for t in b.tunnels.values() {
+                    if t.dp_port_name() == tunnel.dp_port_name()
+                        && t.remote_ip == tunnel.remote_ip
+                        && t.local_ip == tunnel.local_ip
+                        && t.in_key == tunnel.in_key
+                        && t.packet_type == tunnel.packet_type
+                    {
+                        return Err(format!(
+                            "{}: a tunnel with the same remote_ip, local_ip, key and packet_type \
+                             exists",
+                            port.name
+                        ));
+                    }
+                }
+            }
+        }
+        self.add_port(bridge, port)?;
+        let mut p = self.write();
+        if let Some(b) = p.bridge_mut(bridge) {
+            b.tunnels.insert(ofport, tunnel);
+        }
+        Ok(())
+    }
+
+    /// The tunnel datapath ports in use: (name, type, UDP port, datapath number).
+    pub fn tunnel_dp_ports(&self) -> Vec<(String, TunnelType, u16, u32)> {
+        let p = self.read();
+        let mut v: Vec<_> = p
+            .bridges
+            .iter()
+            .flat_map(|b| {
+                b.tunnels.iter().filter_map(|(n, t)| {
+                    let dp = b.ports.get(n)?.dp_port?;
+                    Some((t.dp_port_name(), t.kind, t.dst_port, dp))
+                })
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Sets a bridge's local port addresses: Ethernet (`hwaddr`) and IP addresses with prefix
+    /// lengths, the local tunnel endpoints and connected routes.
+    pub fn set_bridge_addrs(
+        &self,
+        bridge: &str,
+        hwaddr: Option<flow::EthAddr>,
+        addrs: Vec<(std::net::IpAddr, u8)>,
+    ) -> Result<(), String> {
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        b.hwaddr = hwaddr;
+        b.addrs = addrs;
+        drop(p);
+        self.changed();
+        Ok(())
+    }
+
+    /// `add-tlv-map BRIDGE MAP`.
+    pub fn add_tlv_map(&self, bridge: &str, text: &str) -> Result<(), String> {
+        let maps = crate::tunnel::parse_tlv_map(text)?;
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        for (slot, m) in &maps {
+            if let Some(old) = b.tlv_map[*slot] {
+                return Err(format!(
+                    "tun_metadata{slot} is already mapped to class={:#x},type={:#x}",
+                    old.class, old.kind
+                ));
+            }
+            if b.tlv_map
+                .iter()
+                .flatten()
+                .any(|o| o.class == m.class && o.kind == m.kind)
+            {
+                return Err(format!(
+                    "class={:#x},type={:#x} is already mapped",
+                    m.class, m.kind
+                ));
+            }
+        }
+        for (slot, m) in maps {
+            b.tlv_map[slot] = Some(m);
+        }
+        drop(p);
+        self.changed();
+        Ok(())
+    }
+
+    /// `del-tlv-map BRIDGE`: removes every mapping.
+    pub fn del_tlv_map(&self, bridge: &str) -> Result<(), String> {
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        b.tlv_map = [None; crate::fields::N_TUN_METADATA];
+        drop(p);
+        self.changed();
+        Ok(())
+    }
+
+    /// `dump-tlv-map BRIDGE` in `ovs-ofctl`'s layout.
+    pub fn dump_tlv_map(&self, bridge: &str) -> Result<String, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let used: usize = b.tlv_map.iter().flatten().map(|m| usize::from(m.len)).sum();
+        let mut out = format!(
+            "NXT_TLV_TABLE_REPLY (xid=0x4):\n max option space=256 max fields=64\n allocated \
+             option space={used}\n\n mapping table:\n class\ttype\tlength\tmatch field\n \
+             -----\t----\t------\t-----------\n"
+        );
+        for (n, m) in b.tlv_map.iter().enumerate() {
+            if let Some(m) = m {
+                let _ = writeln!(
+                    out,
+                    " {:#x}\t{:#x}\t{}\ttun_metadata{n}",
+                    m.class, m.kind, m.len
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// `tnl/route/add PREFIX BRIDGE [GW]`.
+    pub fn route_add(&self, prefix: &str, bridge: &str, gw: Option<&str>) -> Result<(), String> {
+        let (a, plen) = crate::tunnel::parse_prefix(prefix)?;
+        let gw = gw
+            .map(|g| {
+                g.parse::<std::net::IpAddr>()
+                    .map_err(|_| format!("'{g}' is not an IP address"))
+            })
+            .transpose()?;
+        if gw.is_some_and(|g| g.is_ipv4() != a.is_ipv4()) {
+            return Err("gateway and prefix are of different IP versions".into());
+        }
+        let mut p = self.write();
+        if p.bridge(bridge).is_none() {
+            return Err(format!("no bridge named {bridge}"));
+        }
+        let prefix = crate::tunnel::Route {
+            prefix: crate::tunnel::in_prefix_base(a, plen),
+            plen,
+            bridge: bridge.to_owned(),
+            gw,
+            user: true,
+        };
+        p.underlay
+            .user_routes
+            .retain(|r| (r.prefix, r.plen) != (prefix.prefix, prefix.plen));
+        p.underlay.user_routes.push(prefix);
+        drop(p);
+        self.changed();
+        Ok(())
+    }
+
+    /// `tnl/route/del PREFIX`.
+    pub fn route_del(&self, prefix: &str) -> Result<(), String> {
+        let (a, plen) = crate::tunnel::parse_prefix(prefix)?;
+        let base = crate::tunnel::in_prefix_base(a, plen);
+        let mut p = self.write();
+        let n = p.underlay.user_routes.len();
+        p.underlay
+            .user_routes
+            .retain(|r| (r.prefix, r.plen) != (base, plen));
+        if p.underlay.user_routes.len() == n {
+            return Err(format!("no user route {prefix}"));
+        }
+        drop(p);
+        self.changed();
+        Ok(())
+    }
+
+    /// `tnl/route/show`.
+    pub fn route_show(&self) -> String {
+        let p = self.read();
+        p.underlay.show_routes(&p.bridges)
+    }
+
+    /// `tnl/neigh/set BRIDGE IP MAC`.
+    pub fn neigh_set(&self, bridge: &str, ip: &str, mac: &str) -> Result<(), String> {
+        let ip: std::net::IpAddr = ip
+            .parse()
+            .map_err(|_| format!("'{ip}' is not an IP address"))?;
+        let mac = crate::tunnel::parse_mac(mac)?;
+        let p = self.read();
+        if p.bridge(bridge).is_none() {
+            return Err(format!("no bridge named {bridge}"));
+        }
+        let changed = p.underlay.set_neigh(bridge, ip, mac, true);
+        drop(p);
+        if changed {
+            self.changed();
+        }
+        Ok(())
+    }
+
+    /// `tnl/neigh/show`.
+    pub fn neigh_show(&self) -> String {
+        self.read().underlay.show_neigh()
+    }
+
+    /// `tnl/neigh/flush`.
+    pub fn neigh_flush(&self) {
+        self.read().underlay.flush_neigh();
+        self.changed();
+    }
+
+    /// `tnl/ports/show [-v]`: the tunnel datapath ports listening, and with `-v` what each
+    /// terminates (the bridges' addresses).
+    pub fn tnl_ports_show(&self, verbose: bool) -> String {
+        let ports = self.tunnel_dp_ports();
+        let p = self.read();
+        let mut out = String::from("Listening ports:\n");
+        for (name, kind, dst_port, _) in &ports {
+            let n = p
+                .bridges
+                .iter()
+                .flat_map(|b| b.tunnels.values())
+                .filter(|t| t.dp_port_name() == *name)
+                .count();
+            if *kind == TunnelType::Gre {
+                let _ = writeln!(out, "{name} (gre) ref_cnt={n}");
+            } else {
+                let _ = writeln!(out, "{name} ({dst_port}) ref_cnt={n}");
+            }
+            if verbose {
+                for b in p.bridges.iter().filter(|b| b.hwaddr.is_some()) {
+                    for (a, _) in &b.addrs {
+                        let (et, ip) = match a {
+                            std::net::IpAddr::V4(v) => ("0x0800", format!("ipv4(dst={v}")),
+                            std::net::IpAddr::V6(v) => ("0x86dd", format!("ipv6(dst={v}")),
+                        };
+                        let l4 = if *kind == TunnelType::Gre {
+                            ",proto=47)".to_owned()
+                        } else {
+                            format!(",proto=17),udp(dst={dst_port})")
+                        };
+                        let _ = writeln!(
+                            out,
+                            "  {name} ({}) : eth(dst={}),eth_type({et}),{ip}{l4}",
+                            b.name,
+                            b.hwaddr.unwrap_or_default()
+                        );
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// `del-port`: returns the removed port.
     pub fn del_port(&self, name: &str) -> Result<OfPort, String> {
         let mut p = self.write();
@@ -135,6 +405,7 @@ impl Ofproto {
                     m.flush_port(n);
                 }
                 let port = b.ports.remove(&n).expect("found above");
+                b.tunnels.remove(&n);
                 drop(p);
                 self.changed();
                 return Ok(port);
@@ -429,7 +700,7 @@ impl Ofproto {
         };
         let _ = writeln!(t, "Datapath actions: {acts}");
         drop(p);
-        if generate && !x.learned.is_empty() {
+        if generate && (!x.learned.is_empty() || x.neigh_learned) {
             self.changed();
         }
         Ok(t)
@@ -525,7 +796,7 @@ impl UpcallHandler for OfUpcall {
             let p = self.0.read();
             translate(&p, key, true, None)
         };
-        if !x.learned.is_empty() {
+        if !x.learned.is_empty() || x.neigh_learned {
             self.0.changed();
         }
         match compile(&x.actions) {

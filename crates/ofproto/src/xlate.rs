@@ -10,14 +10,18 @@ use std::time::Instant;
 use flow::odp::{Action, Attr, DpKey, KeyAttrs};
 use flow::{EthAddr, FlowKey, Mask};
 
+use std::net::IpAddr;
+
 use crate::bridge::Bridge;
 use crate::classifier::RuleId;
 use crate::fields::{Field, FieldId};
+use crate::fields::{N_TUN_METADATA, TUN_MD_PRESENT, TUN_METADATA_MAX_LEN, TUN_METADATA_SLOT};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 use crate::syntax::{
     CtZone, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX,
     OFPP_NORMAL, OfAction, format_actions, format_match,
 };
+use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
 /// Deepest nesting of resubmits and patch ports (OVS's `MAX_DEPTH`).
 pub const MAX_DEPTH: usize = 64;
@@ -28,6 +32,8 @@ pub const MAX_RESUBMITS: usize = 4096;
 #[derive(Default)]
 pub struct Pipeline {
     pub bridges: Vec<Bridge>,
+    /// Tunnel routes and neighbours.
+    pub underlay: Underlay,
 }
 
 impl Pipeline {
@@ -51,6 +57,51 @@ impl Pipeline {
         })
     }
 
+    /// Where a packet with datapath key `key` enters the pipeline: its bridge, OpenFlow port
+    /// and, for a tunnel port, its options. A tunnel's datapath port is shared, so the
+    /// OpenFlow port is chosen by the outer addresses, key and payload kind, which the
+    /// megaflow then matches (OVS's `tnl_port_receive`). `Err` when no tunnel port takes it.
+    pub fn receive(
+        &self,
+        key: &FlowKey,
+        wc: &mut PipeMask,
+    ) -> Option<Result<(usize, u32, Option<&TunnelConfig>), String>> {
+        let dp_port = key.in_port();
+        let mut best: Option<(u8, usize, u32, &TunnelConfig)> = None;
+        let mut tunnel_port = false;
+        for (b, br) in self.bridges.iter().enumerate() {
+            for p in br.ports.values().filter(|p| p.dp_port == Some(dp_port)) {
+                let Some(t) = br.tunnels.get(&p.ofport) else {
+                    return Some(Ok((b, p.ofport, None)));
+                };
+                if !tunnel_port {
+                    tunnel_port = true;
+                    tunnel_wc(key, wc);
+                }
+                let (src, dst) = tunnel_endpoints(key);
+                let k = (key.tun_flags() & flow::key::tun_flags::KEY != 0).then(|| key.tun_id());
+                if let Some(rank) = t.receives(src, dst, k, key.packet_type() != 0)
+                    && best.is_none_or(|(r, ..)| rank < r)
+                {
+                    best = Some((rank, b, p.ofport, t));
+                }
+            }
+        }
+        match best {
+            Some((_, b, p, t)) => Some(Ok((b, p, Some(t)))),
+            None if tunnel_port => {
+                let (src, dst) = tunnel_endpoints(key);
+                Some(Err(format!(
+                    "receive tunnel port not found (tun_src={src},tun_dst={dst},tun_id={:#x},\
+                     packet_type={})",
+                    key.tun_id(),
+                    if key.packet_type() == 0 { "eth" } else { "l3" }
+                )))
+            }
+            None => None,
+        }
+    }
+
     /// The bridge index and port of the patch port called `name`.
     fn patch_peer(&self, name: &str) -> Option<(usize, u32)> {
         self.bridges.iter().enumerate().find_map(|(b, br)| {
@@ -71,6 +122,11 @@ pub struct XlateOut {
     /// The rules that matched, as (bridge index, table, rule): where the megaflow's statistics
     /// belong.
     pub rules: Vec<(usize, usize, RuleId)>,
+    /// A tunnel neighbour was learned from ARP/ND: the caller revalidates.
+    pub neigh_learned: bool,
+    /// Why the packet was dropped before the tables, if it was (bad tunnel metadata, no
+    /// receiving tunnel port).
+    pub error: Option<String>,
     /// MAC addresses NORMAL learned (bridge index): the caller revalidates when non-empty.
     pub learned: Vec<usize>,
     /// The flow after the pipeline (for `ofproto/trace`'s "Final flow").
@@ -120,21 +176,51 @@ pub fn translate(
     if matches!(key.eth_type(), 0x0800 | 0x86dd) {
         wc.dp.set_nw_frag(flow::key::nw_frag::MASK);
     }
-    let Some((bridge, ofport)) = pipe.of_port(key.in_port()) else {
-        return XlateOut {
+    let dropped = |mut wc: PipeMask, error: Option<String>, trace: Option<&mut String>| {
+        if let (Some(t), Some(e)) = (trace, &error) {
+            let _ = writeln!(t, "{e}");
+        }
+        geneve_mask(&mut wc, key, error.is_some());
+        XlateOut {
             mask: wc.dp,
+            error,
             final_flow: PipeKey {
                 dp: key.clone(),
                 meta: PipeMeta::default(),
             },
             ..XlateOut::default()
-        };
+        }
+    };
+    let (bridge, ofport, tunnel) = match pipe.receive(key, &mut wc) {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return dropped(wc, Some(e), trace),
+        None => return dropped(wc, None, trace),
     };
     let mut flow = PipeKey {
         dp: key.clone(),
         meta: PipeMeta::default(),
     };
     flow.dp.set_in_port(ofport);
+    if let Some(t) = tunnel {
+        // An L3 payload on a legacy_l3 port: OpenFlow sees it behind a dummy Ethernet header
+        // of zero addresses; the datapath pushes a real one when it is committed.
+        if key.packet_type() != 0 && t.packet_type != PtMode::Ptap {
+            flow.dp
+                .set_packet_type(0)
+                .set_eth_src(EthAddr::ZERO)
+                .set_eth_dst(EthAddr::ZERO)
+                .set_eth_type(key.packet_type() as u16);
+        }
+        if key.tun_geneve_len() > 0
+            && let Err(e) = geneve_to_slots(&pipe.bridges[bridge].tlv_map, &mut flow.dp)
+        {
+            return dropped(
+                wc,
+                Some(format!("Invalid Geneve tunnel metadata: {e}")),
+                trace,
+            );
+        }
+    }
     let mut ctx = Ctx {
         pipe,
         bridge,
@@ -156,6 +242,14 @@ pub fn translate(
     ctx.under(node, |c| c.do_table(0));
     let mut res = std::mem::take(&mut ctx.res);
     res.actions = std::mem::take(&mut ctx.out);
+    // A tunnel output that is the last action needs no clone: the packet is not used after.
+    if let Some(Action::Clone(sub)) = res.actions.last()
+        && sub.iter().any(|a| matches!(a, Action::TnlPush(_)))
+        && let Some(Action::Clone(sub)) = res.actions.pop()
+    {
+        res.actions.extend(sub);
+    }
+    geneve_mask(&mut ctx.wc, key, false);
     let mut mask = ctx.wc.dp.clone();
     // The datapath key has datapath port numbers and no registers: in_port stays exact.
     mask.set_in_port(u32::MAX);
@@ -625,10 +719,25 @@ impl Ctx<'_> {
 
     fn output_port(&mut self, ofport: u32, _to_in_port: bool) {
         let pipe = self.pipe;
-        let Some(port) = pipe.bridges[self.bridge].ports.get(&ofport) else {
+        let br = &pipe.bridges[self.bridge];
+        let Some(port) = br.ports.get(&ofport) else {
             self.note(&format!("output to nonexistent port {ofport}"));
             return;
         };
+        if let Some(t) = br.tunnels.get(&ofport) {
+            self.tunnel_output(t, port.dp_port.unwrap_or(0));
+            return;
+        }
+        if ofport == OFPP_LOCAL {
+            if let Some(tp) = self.terminate_native_tunnel() {
+                self.out.push(Action::TnlPop(tp));
+                return;
+            }
+            if port.dp_port.is_none() {
+                self.note("the local port has no datapath device; dropping");
+                return;
+            }
+        }
         if let Some(dp) = port.dp_port {
             self.commit();
             self.out.push(Action::Output(dp));
@@ -655,6 +764,337 @@ impl Ctx<'_> {
         self.flow = saved.1;
         self.in_port = saved.2;
         self.exit = false;
+    }
+
+    /// For a packet sent to the bridge's local port: the tunnel datapath port that terminates
+    /// it when it is addressed to the bridge (its Ethernet and an IP address) and to a tunnel's
+    /// protocol and port, as OVS's `terminate_native_tunnel`. ARP replies and neighbour
+    /// advertisements to the bridge are snooped on the way.
+    fn terminate_native_tunnel(&mut self) -> Option<u32> {
+        let pipe = self.pipe;
+        let br = &pipe.bridges[self.bridge];
+        let hw = br.hwaddr?;
+        if br.addrs.is_empty() {
+            return None;
+        }
+        self.wc.dp.set_eth_dst(EthAddr::BROADCAST);
+        if self.flow.dp.eth_dst() != hw {
+            return None;
+        }
+        let f = &self.flow.dp;
+        let dst = match f.eth_type() {
+            0x0806 => {
+                self.snoop_arp();
+                return None;
+            }
+            0x0800 => {
+                self.wc.dp.set_nw_dst(std::net::Ipv4Addr::BROADCAST);
+                IpAddr::V4(f.nw_dst())
+            }
+            0x86dd => {
+                self.wc.dp.set_ipv6_dst(std::net::Ipv6Addr::from(u128::MAX));
+                IpAddr::V6(f.ipv6_dst())
+            }
+            _ => return None,
+        };
+        if !br.addrs.iter().any(|(a, _)| *a == dst) {
+            return None;
+        }
+        self.wc.dp.set_nw_proto(0xff);
+        let proto = f.nw_proto();
+        if proto == 58 {
+            self.snoop_nd();
+            return None;
+        }
+        let udp_port = match proto {
+            17 => {
+                self.wc.dp.set_tp_dst(0xffff);
+                Some(f.tp_dst())
+            }
+            47 => None,
+            _ => return None,
+        };
+        for b in &pipe.bridges {
+            for (ofp, t) in &b.tunnels {
+                let listens = match udp_port {
+                    Some(p) => t.kind != TunnelType::Gre && t.dst_port == p,
+                    None => t.kind == TunnelType::Gre,
+                };
+                let local_ok = match t.local_ip {
+                    Some(FlowOr::Fixed(l)) => l == dst,
+                    _ => true,
+                };
+                if listens
+                    && local_ok
+                    && let Some(dp) = b.ports.get(ofp).and_then(|p| p.dp_port)
+                {
+                    self.note(&format!(
+                        "native tunnel termination: tnl_pop on {}",
+                        t.dp_port_name()
+                    ));
+                    return Some(dp);
+                }
+            }
+        }
+        None
+    }
+
+    /// Learns the sender of an ARP reply to this bridge as a tunnel neighbour.
+    fn snoop_arp(&mut self) {
+        let br = &self.pipe.bridges[self.bridge];
+        let f = &self.flow.dp;
+        self.wc
+            .dp
+            .set_nw_proto(0xff)
+            .set_nw_src(std::net::Ipv4Addr::BROADCAST)
+            .set_nw_dst(std::net::Ipv4Addr::BROADCAST)
+            .set_arp_sha(EthAddr::BROADCAST);
+        let tpa = IpAddr::V4(f.nw_dst());
+        if f.nw_proto() != 2
+            || f.arp_sha() == EthAddr::ZERO
+            || !br.addrs.iter().any(|(a, _)| *a == tpa)
+        {
+            return;
+        }
+        self.learn_neigh(IpAddr::V4(f.nw_src()), f.arp_sha());
+    }
+
+    /// Learns the target of a neighbour advertisement to this bridge as a tunnel neighbour.
+    fn snoop_nd(&mut self) {
+        let f = &self.flow.dp;
+        self.wc
+            .dp
+            .set_tp_src(0xffff)
+            .set_nd_target(std::net::Ipv6Addr::from(u128::MAX))
+            .set_arp_tha(EthAddr::BROADCAST);
+        // ICMPv6 type 136 (neighbour advertisement) with a target link-layer address.
+        if f.tp_src() != 136 || f.arp_tha() == EthAddr::ZERO {
+            return;
+        }
+        self.learn_neigh(IpAddr::V6(f.nd_target()), f.arp_tha());
+    }
+
+    fn learn_neigh(&mut self, ip: IpAddr, mac: EthAddr) {
+        if !self.learn {
+            return;
+        }
+        let name = self.br().name.clone();
+        if self.pipe.underlay.set_neigh(&name, ip, mac, false) {
+            self.res.neigh_learned = true;
+            self.note(&format!("learned tunnel neighbour {ip} at {mac} on {name}"));
+        }
+    }
+
+    /// Output to a tunnel port: the outer header from the port's options, the route and the
+    /// neighbour; `tnl_push`; then the underlay bridge's pipeline as a packet from its local
+    /// port (NORMAL there picks the physical port). All in one datapath pass, inside a clone
+    /// unless it is the last action (see `translate`).
+    fn tunnel_output(&mut self, t: &TunnelConfig, tnl_dp_port: u32) {
+        let pipe = self.pipe;
+        self.note("output to native tunnel");
+        let remote = match t.remote_ip {
+            FlowOr::Fixed(a) => a,
+            FlowOr::Flow => {
+                let (_, dst) = tunnel_endpoints(&self.flow.dp);
+                if dst.is_ipv4() {
+                    self.wc.dp.set_tun_ipv4_dst(std::net::Ipv4Addr::BROADCAST);
+                } else {
+                    self.wc
+                        .dp
+                        .set_tun_ipv6_dst(std::net::Ipv6Addr::from(u128::MAX));
+                }
+                if dst.is_unspecified() {
+                    self.note("tunnel destination not set (remote_ip=flow); dropping");
+                    return;
+                }
+                dst
+            }
+        };
+        let key = match t.out_key {
+            Some(FlowOr::Fixed(k)) => Some(k),
+            Some(FlowOr::Flow) => {
+                self.wc.dp.set_tun_id(u64::MAX);
+                Some(self.flow.dp.tun_id())
+            }
+            None => None,
+        };
+        let Some(route) = pipe.underlay.route(&pipe.bridges, remote) else {
+            self.note(&format!(
+                "native tunnel routing failed for {remote}; dropping"
+            ));
+            return;
+        };
+        let src = match t.local_ip {
+            Some(FlowOr::Fixed(a)) => a,
+            Some(FlowOr::Flow) => {
+                let (src, _) = tunnel_endpoints(&self.flow.dp);
+                if src.is_ipv4() {
+                    self.wc.dp.set_tun_ipv4_src(std::net::Ipv4Addr::BROADCAST);
+                } else {
+                    self.wc
+                        .dp
+                        .set_tun_ipv6_src(std::net::Ipv6Addr::from(u128::MAX));
+                }
+                src
+            }
+            None => route.src,
+        };
+        let Some(ubr) = pipe.bridges.iter().position(|b| b.name == route.bridge) else {
+            return;
+        };
+        let under = &pipe.bridges[ubr];
+        self.note(&format!("tunneling to {remote} via {}", under.name));
+        let Some(smac) = under.hwaddr else {
+            self.note(&format!("bridge {} has no hwaddr; dropping", under.name));
+            return;
+        };
+        let Some(dmac) = pipe.underlay.lookup_neigh(route.next_hop) else {
+            self.note(&format!(
+                "neighbour {} unresolved on bridge {} (tnl/neigh/set, or an ARP/ND reply to the \
+                 bridge, resolves it); dropping",
+                route.next_hop, under.name
+            ));
+            return;
+        };
+        self.note(&format!("tunneling from {smac} {src} to {dmac} {remote}"));
+        let et = self.flow.dp.eth_type();
+        let is_ip = matches!(et, 0x0800 | 0x86dd);
+        let tos = match t.tos {
+            Inherit::Fixed(v) => v,
+            Inherit::Inherit if is_ip => {
+                self.wc.dp.set_nw_tos(0xff);
+                self.flow.dp.nw_tos()
+            }
+            Inherit::Inherit => 0,
+        };
+        let ttl = match t.ttl {
+            Inherit::Fixed(v) => v,
+            Inherit::Inherit if is_ip => {
+                self.wc.dp.set_nw_ttl(0xff);
+                self.flow.dp.nw_ttl()
+            }
+            Inherit::Inherit => 64,
+        };
+        let l3 = match t.packet_type {
+            PtMode::LegacyL2 => false,
+            PtMode::LegacyL3 => true,
+            PtMode::Ptap => self.flow.dp.packet_type() != 0,
+        };
+        let options = if t.kind == TunnelType::Geneve {
+            self.geneve_options()
+        } else {
+            Vec::new()
+        };
+        self.commit();
+        let mut sub = Vec::new();
+        if l3 && self.base.packet_type() == 0 {
+            sub.push(Action::PopEth);
+        }
+        let header = tnl_header(&TnlParams {
+            t,
+            src,
+            dst: remote,
+            smac,
+            dmac,
+            key,
+            tos,
+            ttl,
+            payload: if l3 { et } else { 0x6558 },
+            options,
+        });
+        let (dl_type, outer_proto) = (
+            header.dl_type,
+            match t.kind {
+                TunnelType::Gre => 47,
+                _ => 17,
+            },
+        );
+        let local_dp = under.ports.get(&OFPP_LOCAL).and_then(|p| p.dp_port);
+        sub.push(Action::TnlPush(Box::new(flow::odp::TnlPush {
+            tnl_port: tnl_dp_port,
+            out_port: local_dp.unwrap_or(0),
+            header,
+        })));
+        // The underlay bridge sees the encapsulated packet coming from its local port.
+        let mut outer = PipeKey::new();
+        outer
+            .dp
+            .set_in_port(OFPP_LOCAL)
+            .set_eth_src(smac)
+            .set_eth_dst(dmac)
+            .set_eth_type(dl_type)
+            .set_nw_proto(outer_proto)
+            .set_nw_tos(tos)
+            .set_nw_ttl(ttl);
+        match (src, remote) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                outer.dp.set_nw_src(s).set_nw_dst(d);
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                outer.dp.set_ipv6_src(s).set_ipv6_dst(d);
+            }
+            _ => {
+                self.note("tunnel endpoints of different IP versions; dropping");
+                return;
+            }
+        }
+        if outer_proto == 17 {
+            outer.dp.set_tp_dst(t.dst_port);
+        }
+        let saved_out = std::mem::take(&mut self.out);
+        let saved = (
+            self.bridge,
+            std::mem::replace(&mut self.flow, outer.clone()),
+            std::mem::replace(&mut self.base, outer.dp),
+            self.in_port,
+            self.wc.clone(),
+        );
+        self.bridge = ubr;
+        self.in_port = OFPP_LOCAL;
+        self.depth += 1;
+        let node = self.trace_bridge();
+        self.under(node, |c| c.do_table(0));
+        self.depth -= 1;
+        let outer_out = std::mem::replace(&mut self.out, saved_out);
+        // The outer packet is made from the configuration, not from the packet's key: what
+        // the underlay's tables consulted says nothing about the megaflow.
+        (self.bridge, self.flow, self.base, self.in_port, self.wc) = saved;
+        self.exit = false;
+        if !outer_out
+            .iter()
+            .any(|a| matches!(a, Action::Output(_) | Action::Clone(_)))
+        {
+            self.note("the underlay bridge sent the tunnel packet nowhere");
+            return;
+        }
+        sub.extend(outer_out);
+        self.out.push(Action::Clone(sub));
+    }
+
+    /// The GENEVE options to send: the flow's present `tun_metadata` fields, through the TLV
+    /// map of the bridge the packet is in.
+    fn geneve_options(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let map = self.pipe.bridges[self.bridge].tlv_map;
+        for (n, m) in map.iter().enumerate() {
+            let Some(m) = m else { continue };
+            let mut slot = [0u8; TUN_METADATA_SLOT];
+            let ofs = flow::key::GENEVE_OPTS_OFS + n * TUN_METADATA_SLOT;
+            self.flow.dp.bytes_at(ofs, &mut slot);
+            self.wc.dp.set_bytes_at(ofs, &[0xff]);
+            if slot[0] & TUN_MD_PRESENT == 0 {
+                continue;
+            }
+            let len = usize::from(m.len);
+            self.wc
+                .dp
+                .set_bytes_at(ofs + 1 + TUN_METADATA_MAX_LEN - len, &[0xff; 16][..len]);
+            out.extend_from_slice(&m.class.to_be_bytes());
+            out.push(m.kind);
+            out.push((len / 4) as u8);
+            out.extend_from_slice(&slot[1 + TUN_METADATA_MAX_LEN - len..]);
+        }
+        out
     }
 
     /// The VLAN of the packet as NORMAL sees it on input port `port`.
@@ -734,7 +1174,12 @@ impl Ctx<'_> {
                 ));
             }
         }
-        let learned = if dst.0[0] & 1 == 0 {
+        // The bridge's own address is on its local port (OVS learns it from the port's own
+        // traffic; the bridge knows it from the start).
+        let own = self.br().hwaddr == Some(dst) && self.br().ports.contains_key(&OFPP_LOCAL);
+        let learned = if own {
+            Some(OFPP_LOCAL)
+        } else if dst.0[0] & 1 == 0 {
             self.br()
                 .mac
                 .lock()
@@ -802,6 +1247,39 @@ impl Ctx<'_> {
 
     /// Emits the datapath actions that make the packet (`base`) equal to the flow.
     fn commit(&mut self) {
+        // An L3 packet that OpenFlow handles as Ethernet (from a legacy_l3 tunnel) gets its
+        // Ethernet header first.
+        if self.base.packet_type() != 0 && self.flow.dp.packet_type() == 0 {
+            let (src, dst) = (self.flow.dp.eth_src(), self.flow.dp.eth_dst());
+            self.out.push(Action::PushEth { src, dst });
+            self.base
+                .set_packet_type(0)
+                .set_eth_src(src)
+                .set_eth_dst(dst)
+                .set_eth_type(self.flow.dp.eth_type());
+        }
+        // Addresses set after a push_eth that nothing has used yet go into the push (as OVS
+        // commits the push with the final addresses).
+        let (bs, bd) = (self.base.eth_src(), self.base.eth_dst());
+        let (fs, fd) = (self.flow.dp.eth_src(), self.flow.dp.eth_dst());
+        if (bs, bd) != (fs, fd)
+            && let Some(i) = self
+                .out
+                .iter()
+                .rposition(|a| matches!(a, Action::PushEth { .. }))
+            && self.out[i + 1..].iter().all(|a| {
+                matches!(
+                    a,
+                    Action::PopMpls { .. }
+                        | Action::PushMpls { .. }
+                        | Action::PopVlan
+                        | Action::PushVlan { .. }
+                )
+            })
+        {
+            self.out[i] = Action::PushEth { src: fs, dst: fd };
+            self.base.set_eth_src(fs).set_eth_dst(fd);
+        }
         let (b, f) = (&self.base, &self.flow.dp);
         let mut acts = Vec::new();
         // Ethernet addresses.
@@ -911,6 +1389,217 @@ fn diff_set(base: &FlowKey, flow: &FlowKey, attr: Attr, fields: &[&str]) -> Opti
         m.set_bytes_at(d.offset, &ones[..d.len]);
     }
     (!m.is_zero()).then(|| set_action(attr, k, m))
+}
+
+/// The outer addresses of a decapsulated packet (IPv4 when its IPv4 destination is set).
+fn tunnel_endpoints(k: &FlowKey) -> (IpAddr, IpAddr) {
+    if !k.tun_ipv4_dst().is_unspecified() || k.tun_ipv6_dst().is_unspecified() {
+        (IpAddr::V4(k.tun_ipv4_src()), IpAddr::V4(k.tun_ipv4_dst()))
+    } else {
+        (IpAddr::V6(k.tun_ipv6_src()), IpAddr::V6(k.tun_ipv6_dst()))
+    }
+}
+
+/// What choosing a tunnel port consults: the outer addresses, the key and the flags OVS
+/// matches (`flags(-df+csum+key)`).
+fn tunnel_wc(k: &FlowKey, wc: &mut PipeMask) {
+    let (src, _) = tunnel_endpoints(k);
+    if src.is_ipv4() {
+        wc.dp
+            .set_tun_ipv4_src(std::net::Ipv4Addr::BROADCAST)
+            .set_tun_ipv4_dst(std::net::Ipv4Addr::BROADCAST);
+    } else {
+        wc.dp
+            .set_tun_ipv6_src(std::net::Ipv6Addr::from(u128::MAX))
+            .set_tun_ipv6_dst(std::net::Ipv6Addr::from(u128::MAX));
+    }
+    use flow::key::tun_flags::{CSUM, DONT_FRAGMENT, KEY};
+    wc.dp
+        .set_tun_id(u64::MAX)
+        .set_tun_flags(DONT_FRAGMENT | CSUM | KEY);
+}
+
+/// Rewrites a key's raw GENEVE options (as the datapath has them) into the `tun_metadata`
+/// slots of the bridge's TLV map. An unknown critical option, a mapped option of another
+/// length, or a malformed option area is an error (OVS drops such packets).
+fn geneve_to_slots(
+    map: &[Option<TlvMapping>; N_TUN_METADATA],
+    k: &mut FlowKey,
+) -> Result<(), String> {
+    let mut raw = [0u8; flow::key::GENEVE_OPTS_MAX];
+    let n = k.tun_geneve_opts(&mut raw);
+    k.set_tun_geneve_opt_bytes(0, &[0u8; flow::key::GENEVE_OPTS_MAX]);
+    let mut i = 0;
+    while i < n {
+        if i + 4 > n {
+            return Err("truncated option header".into());
+        }
+        let class = u16::from_be_bytes([raw[i], raw[i + 1]]);
+        let kind = raw[i + 2];
+        let len = usize::from(raw[i + 3] & 0x1f) * 4;
+        let Some(value) = raw.get(i + 4..i + 4 + len).filter(|_| i + 4 + len <= n) else {
+            return Err("option longer than the option area".into());
+        };
+        match map
+            .iter()
+            .position(|m| m.is_some_and(|m| m.class == class && m.kind == kind))
+        {
+            Some(slot) => {
+                let want = map[slot].map_or(0, |m| usize::from(m.len));
+                if want != len {
+                    return Err(format!(
+                        "option class={class:#x},type={kind:#x} has {len} bytes, the TLV map \
+                         says {want}"
+                    ));
+                }
+                let mut s = [0u8; TUN_METADATA_SLOT];
+                s[0] = TUN_MD_PRESENT;
+                s[1 + TUN_METADATA_MAX_LEN - len..].copy_from_slice(value);
+                k.set_tun_geneve_opt_bytes(slot * TUN_METADATA_SLOT, &s);
+            }
+            None if kind & 0x80 != 0 => {
+                return Err(format!(
+                    "unknown critical option class={class:#x},type={kind:#x}"
+                ));
+            }
+            None => {}
+        }
+        i += 4 + len;
+    }
+    Ok(())
+}
+
+/// Turns what the tables consulted of the `tun_metadata` slots into the datapath mask: the
+/// datapath key holds the options raw, so any consulted slot (or an error decided on the
+/// options) makes the option length and bytes exact.
+fn geneve_mask(wc: &mut PipeMask, key: &FlowKey, force: bool) {
+    let mut slots = [0u8; N_TUN_METADATA * TUN_METADATA_SLOT];
+    wc.dp.bytes_at(flow::key::GENEVE_OPTS_OFS, &mut slots);
+    let consulted = force || slots.iter().any(|&b| b != 0);
+    wc.dp
+        .set_tun_geneve_opt_bytes(0, &[0u8; flow::key::GENEVE_OPTS_MAX]);
+    if consulted {
+        let n = usize::from(key.tun_geneve_len()).min(flow::key::GENEVE_OPTS_MAX);
+        wc.dp
+            .set_tun_geneve_len(0xff)
+            .set_tun_geneve_opt_bytes(0, &[0xffu8; flow::key::GENEVE_OPTS_MAX][..n]);
+    }
+}
+
+/// What an outer header is made of.
+struct TnlParams<'a> {
+    t: &'a TunnelConfig,
+    src: IpAddr,
+    dst: IpAddr,
+    smac: EthAddr,
+    dmac: EthAddr,
+    key: Option<u64>,
+    tos: u8,
+    ttl: u8,
+    /// GRE protocol: 0x6558 for Ethernet, else the L3 payload's ethertype.
+    payload: u16,
+    options: Vec<u8>,
+}
+
+/// The `tnl_push` header of a tunnel (the datapath fills lengths, checksums and the UDP
+/// source port per packet).
+fn tnl_header(p: &TnlParams) -> flow::odp::TnlHeader {
+    use flow::odp::{TnlHeader, TnlIp, TnlL4, TnlUdp};
+    let t = p.t;
+    let proto = if t.kind == TunnelType::Gre { 47 } else { 17 };
+    let (dl_type, ip, ip_len) = match (p.src, p.dst) {
+        (IpAddr::V6(s), IpAddr::V6(d)) => (
+            0x86dd,
+            TnlIp::V6 {
+                src: s,
+                dst: d,
+                label: 0,
+                proto,
+                tclass: p.tos,
+                hlimit: p.ttl,
+            },
+            40,
+        ),
+        (s, d) => {
+            let v4 = |a: IpAddr| match a {
+                IpAddr::V4(a) => a,
+                IpAddr::V6(_) => std::net::Ipv4Addr::UNSPECIFIED,
+            };
+            (
+                0x0800,
+                TnlIp::V4 {
+                    src: v4(s),
+                    dst: v4(d),
+                    proto,
+                    tos: p.tos,
+                    ttl: p.ttl,
+                    frag: if t.df_default { 0x4000 } else { 0 },
+                },
+                20,
+            )
+        }
+    };
+    // Asks the datapath for a UDP checksum.
+    let udp = TnlUdp {
+        src: 0,
+        dst: t.dst_port,
+        csum: if t.csum { 0xffff } else { 0 },
+    };
+    let key = p.key.unwrap_or(0);
+    let (l4, l4_len) = match t.kind {
+        TunnelType::Vxlan => (
+            TnlL4::Vxlan {
+                udp,
+                flags: 0x0800_0000,
+                vni: (key & 0xff_ffff) as u32,
+            },
+            16,
+        ),
+        TunnelType::Geneve => (
+            TnlL4::Geneve {
+                udp,
+                oam: false,
+                crit: p.options.chunks(4).next().is_some() && has_critical(&p.options),
+                vni: (key & 0xff_ffff) as u32,
+                options: p.options.clone(),
+            },
+            16 + p.options.len(),
+        ),
+        TunnelType::Gre => {
+            let flags = if t.csum { 0x8000 } else { 0 } | if p.key.is_some() { 0x2000 } else { 0 };
+            (
+                TnlL4::Gre {
+                    flags,
+                    proto: p.payload,
+                    csum: t.csum.then_some(0),
+                    key: p.key.map(|k| k as u32),
+                    seq: None,
+                },
+                4 + if t.csum { 4 } else { 0 } + if p.key.is_some() { 4 } else { 0 },
+            )
+        }
+    };
+    TnlHeader {
+        size: (14 + ip_len + l4_len) as u32,
+        tnl_type: t.kind.vport_type(),
+        eth_dst: p.dmac,
+        eth_src: p.smac,
+        dl_type,
+        ip,
+        l4,
+    }
+}
+
+/// Whether a GENEVE option area has a critical option (type bit 0x80).
+fn has_critical(opts: &[u8]) -> bool {
+    let mut i = 0;
+    while i + 4 <= opts.len() {
+        if opts[i + 2] & 0x80 != 0 {
+            return true;
+        }
+        i += 4 + usize::from(opts[i + 3] & 0x1f) * 4;
+    }
+    false
 }
 
 fn set_action(attr: Attr, key: FlowKey, mask: Mask) -> Action {

@@ -1,0 +1,420 @@
+//! Native tunnelling in translation: termination (`tnl_pop`) on the underlay bridge, receive
+//! on the tunnel port with the tunnel metadata matched, output to a tunnel (`tnl_push` and the
+//! underlay's output in one pass), GENEVE options through the TLV map, GRE with an L3 payload,
+//! and the neighbour cache (set and snooped).
+
+use std::sync::Arc;
+
+use flow::odp::{Action, PortNames, TnlIp, TnlL4};
+use flow::{EthAddr, FlowKey};
+use ofproto::bridge::{OfPort, VlanMode};
+use ofproto::ofproto::Ofproto;
+use ofproto::tunnel::{TunnelConfig, TunnelType};
+use ofproto::xlate::{XlateOut, translate};
+
+const P0: u32 = 1;
+const VM0: u32 = 2;
+const VM1: u32 = 3;
+const TNL: u32 = 10;
+const BR_PHY_MAC: &str = "8c:dc:d4:ab:5b:f0";
+const PEER_MAC: &str = "8c:dc:d4:ab:58:48";
+
+fn port(name: &str, ofport: u32, dp: Option<u32>) -> OfPort {
+    OfPort {
+        name: name.into(),
+        ofport,
+        dp_port: dp,
+        peer: None,
+        vlan: VlanMode::default(),
+    }
+}
+
+fn opts(s: &[(&str, &str)]) -> Vec<(String, String)> {
+    s.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// br-phy (LOCAL with 10.1.2.8/24, p0, NORMAL) and br-int with a tunnel of `kind` to
+/// 10.1.2.9 and two VM ports.
+fn switch(kind: TunnelType, tunnel_opts: &[(&str, &str)], flows: &str) -> Arc<Ofproto> {
+    let of = Ofproto::new();
+    of.add_bridge("br-phy").unwrap();
+    of.add_port("br-phy", port("br-phy", 65534, None)).unwrap();
+    of.add_port("br-phy", port("p0", 1, Some(P0))).unwrap();
+    of.set_bridge_addrs(
+        "br-phy",
+        Some(ofproto::tunnel::parse_mac(BR_PHY_MAC).unwrap()),
+        vec![("10.1.2.8".parse().unwrap(), 24)],
+    )
+    .unwrap();
+    of.add_flow("br-phy", "actions=NORMAL").unwrap();
+    of.add_bridge("br-int").unwrap();
+    let mut o = opts(&[("remote_ip", "10.1.2.9")]);
+    o.extend(opts(tunnel_opts));
+    let t = TunnelConfig::parse(kind, &o).unwrap();
+    of.add_tunnel_port("br-int", port("tnl0", 1, Some(TNL)), t)
+        .unwrap();
+    of.add_port("br-int", port("vm0", 2, Some(VM0))).unwrap();
+    of.add_port("br-int", port("vm1", 3, Some(VM1))).unwrap();
+    of.add_flows("br-int", flows).unwrap();
+    of
+}
+
+fn key(text: &str) -> FlowKey {
+    let mut n = PortNames::new();
+    flow::odp::parse_flow(&format!("{text}, actions:drop"), &mut n)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .key
+}
+
+fn xlate(of: &Ofproto, k: &FlowKey) -> XlateOut {
+    let p = of.pipe.read().unwrap();
+    translate(&p, k, true, None)
+}
+
+fn acts(x: &XlateOut) -> String {
+    flow::odp::format_actions(&x.actions, None)
+}
+
+const OUTER_VXLAN: &str = "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),\
+    eth_type(0x0800),ipv4(src=10.1.2.9,dst=10.1.2.8,proto=17,tos=0,ttl=64,frag=no),\
+    udp(src=49152,dst=4789)";
+
+#[test]
+fn vxlan_termination_is_one_tnl_pop_with_a_narrow_megaflow() {
+    let of = switch(TunnelType::Vxlan, &[("key", "flow")], "actions=drop");
+    let x = xlate(&of, &key(OUTER_VXLAN));
+    assert_eq!(x.actions, vec![Action::TnlPop(TNL)], "{}", acts(&x));
+    let m = &x.mask;
+    // What the decision consulted: the bridge's address and the tunnel's protocol and port,
+    // not the outer source port (it varies per flow by entropy).
+    assert_eq!(m.nw_dst(), std::net::Ipv4Addr::BROADCAST);
+    assert_eq!(m.nw_proto(), 0xff);
+    assert_eq!(m.tp_dst(), 0xffff);
+    assert_eq!(m.tp_src(), 0);
+    assert_eq!(m.nw_src(), std::net::Ipv4Addr::UNSPECIFIED);
+    // To another address of the subnet, or another UDP port: no termination.
+    let other = key(&OUTER_VXLAN.replace("dst=10.1.2.8", "dst=10.1.2.7"));
+    assert!(
+        !xlate(&of, &other)
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::TnlPop(_)))
+    );
+    let other = key(&OUTER_VXLAN.replace("dst=4789", "dst=4790"));
+    assert!(
+        !xlate(&of, &other)
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::TnlPop(_)))
+    );
+}
+
+const INNER: &str = "in_port(10),eth(src=52:54:00:a0:81:01,dst=52:54:00:a0:91:02),\
+    eth_type(0x0800),ipv4(src=192.168.1.1,dst=192.168.2.16,proto=17,tos=0,ttl=64,frag=no),\
+    udp(src=1024,dst=2000)";
+
+#[test]
+fn decapsulated_packets_match_tunnel_fields_on_the_tunnel_port() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=tnl0,tun_id=100,ip,nw_dst=192.168.2.16 actions=mod_dl_dst:52:54:00:a0:91:99,output:vm0",
+    );
+    let k = key(&format!(
+        "tunnel(tun_id=0x64,src=10.1.2.9,dst=10.1.2.8,ttl=64,tp_src=49152,tp_dst=4789,flags(-df+csum+key)),{INNER}"
+    ));
+    let x = xlate(&of, &k);
+    assert_eq!(
+        acts(&x),
+        "set(eth(dst=52:54:00:a0:91:99)),2",
+        "{:?}",
+        x.error
+    );
+    // The megaflow: tunnel id, endpoints and flags exact; outer ports and TTL not.
+    assert_eq!(x.mask.tun_id(), u64::MAX);
+    assert_eq!(x.mask.tun_ipv4_src(), std::net::Ipv4Addr::BROADCAST);
+    assert_eq!(x.mask.tun_ipv4_dst(), std::net::Ipv4Addr::BROADCAST);
+    assert_eq!(x.mask.tun_flags(), 0x07);
+    assert_eq!(x.mask.tun_tp_src(), 0);
+    assert_eq!(x.mask.tun_ttl(), 0);
+    // Another VNI misses the rule; a packet from another endpoint finds no tunnel port.
+    let k101 = key(&format!(
+        "tunnel(tun_id=0x65,src=10.1.2.9,dst=10.1.2.8,flags(-df+csum+key)),{INNER}"
+    ));
+    assert!(xlate(&of, &k101).actions.is_empty());
+    let stranger = key(&format!(
+        "tunnel(tun_id=0x64,src=10.1.2.77,dst=10.1.2.8,flags(-df+csum+key)),{INNER}"
+    ));
+    let x = xlate(&of, &stranger);
+    assert!(x.actions.is_empty());
+    assert!(x.error.unwrap().contains("receive tunnel port not found"));
+}
+
+#[test]
+fn a_fixed_key_tunnel_receives_only_its_key_and_beats_key_flow() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "5")],
+        "in_port=tnl0 actions=output:vm0",
+    );
+    let any = TunnelConfig::parse(
+        TunnelType::Vxlan,
+        &opts(&[("remote_ip", "flow"), ("key", "flow")]),
+    )
+    .unwrap();
+    of.add_tunnel_port("br-int", port("tnl1", 4, Some(TNL)), any)
+        .unwrap();
+    of.add_flow("br-int", "in_port=tnl1 actions=output:vm1")
+        .unwrap();
+    let k5 = key(&format!(
+        "tunnel(tun_id=0x5,src=10.1.2.9,dst=10.1.2.8,flags(-df-csum+key)),{INNER}"
+    ));
+    assert_eq!(acts(&xlate(&of, &k5)), "2");
+    let k6 = key(&format!(
+        "tunnel(tun_id=0x6,src=10.1.2.9,dst=10.1.2.8,flags(-df-csum+key)),{INNER}"
+    ));
+    assert_eq!(acts(&xlate(&of, &k6)), "3");
+    // The same tunnel twice is refused.
+    let dup = TunnelConfig::parse(
+        TunnelType::Vxlan,
+        &opts(&[("remote_ip", "10.1.2.9"), ("key", "5")]),
+    )
+    .unwrap();
+    assert!(
+        of.add_tunnel_port("br-int", port("tnl2", 5, Some(TNL)), dup)
+            .is_err()
+    );
+}
+
+const PLAIN_VM: &str = "in_port(2),eth(src=52:54:00:a0:81:01,dst=52:54:00:a0:91:02),\
+    eth_type(0x0800),ipv4(src=10.0.0.1,dst=10.1.0.2,proto=17,tos=0,ttl=64,frag=no),\
+    udp(src=1024,dst=2000)";
+
+#[test]
+fn encapsulation_pushes_and_outputs_in_one_pass_once_the_neighbour_is_known() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=vm0 actions=set_field:100->tun_id,output:tnl0",
+    );
+    // No neighbour yet: dropped (nothing to address the frame to).
+    let x = xlate(&of, &key(PLAIN_VM));
+    assert!(x.actions.is_empty(), "{}", acts(&x));
+    of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let [Action::TnlPush(t), Action::Output(P0)] = x.actions.as_slice() else {
+        panic!("{}", acts(&x));
+    };
+    assert_eq!(t.tnl_port, TNL);
+    let h = &t.header;
+    assert_eq!(h.eth_dst.to_string(), PEER_MAC);
+    assert_eq!(h.eth_src.to_string(), BR_PHY_MAC);
+    assert_eq!(h.size, 50);
+    let TnlIp::V4 {
+        src,
+        dst,
+        proto,
+        ttl,
+        frag,
+        ..
+    } = &h.ip
+    else {
+        panic!("{h:?}");
+    };
+    assert_eq!(
+        (src.to_string(), dst.to_string()),
+        ("10.1.2.8".into(), "10.1.2.9".into())
+    );
+    assert_eq!((*proto, *ttl, *frag), (17, 64, 0x4000));
+    let TnlL4::Vxlan { udp, vni, .. } = &h.l4 else {
+        panic!("{h:?}");
+    };
+    assert_eq!((udp.dst, udp.csum, *vni), (4789, 0, 100));
+    // The megaflow does not depend on the outer packet's translation in br-phy.
+    assert_eq!(x.mask.eth_dst(), EthAddr::ZERO);
+    // Output then more actions: the push happens on a copy.
+    let of2 = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow"), ("csum", "true")],
+        "in_port=vm0 actions=set_field:100->tun_id,output:tnl0,output:vm1",
+    );
+    of2.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    let x = xlate(&of2, &key(PLAIN_VM));
+    let [Action::Clone(sub), Action::Output(VM1)] = x.actions.as_slice() else {
+        panic!("{}", acts(&x));
+    };
+    let Action::TnlPush(t) = &sub[0] else {
+        panic!()
+    };
+    let TnlL4::Vxlan { udp, .. } = &t.header.l4 else {
+        panic!()
+    };
+    assert_ne!(
+        udp.csum, 0,
+        "csum=true asks the datapath for a UDP checksum"
+    );
+}
+
+#[test]
+fn routes_choose_the_gateway_neighbour_and_unrouted_destinations_drop() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=vm0 actions=set_field:100->tun_id,set_field:10.9.0.5->tun_dst,output:tnl0",
+    );
+    // remote_ip is fixed in this tunnel, so tun_dst does not matter: add one with flow.
+    let t = TunnelConfig::parse(
+        TunnelType::Vxlan,
+        &opts(&[("remote_ip", "flow"), ("key", "flow")]),
+    )
+    .unwrap();
+    of.del_port("tnl0").unwrap();
+    of.add_tunnel_port("br-int", port("tnl0", 1, Some(TNL)), t)
+        .unwrap();
+    assert!(xlate(&of, &key(PLAIN_VM)).actions.is_empty());
+    of.route_add("10.9.0.0/16", "br-phy", Some("10.1.2.1"))
+        .unwrap();
+    of.neigh_set("br-phy", "10.1.2.1", "02:00:00:00:00:01")
+        .unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let [Action::TnlPush(t), Action::Output(P0)] = x.actions.as_slice() else {
+        panic!("{}", acts(&x));
+    };
+    assert_eq!(t.header.eth_dst.to_string(), "02:00:00:00:00:01");
+    let show = of.route_show();
+    assert!(
+        show.contains("User: 10.9.0.0/16 dev br-phy GW 10.1.2.1 SRC 10.1.2.8"),
+        "{show}"
+    );
+}
+
+#[test]
+fn arp_replies_to_the_bridge_teach_the_neighbour() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=vm0 actions=set_field:100->tun_id,output:tnl0",
+    );
+    let reply = key(
+        "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0806),\
+         arp(sip=10.1.2.9,tip=10.1.2.8,op=2,sha=8c:dc:d4:ab:58:48,tha=8c:dc:d4:ab:5b:f0)",
+    );
+    let x = xlate(&of, &reply);
+    assert!(x.neigh_learned);
+    assert!(of.neigh_show().contains("10.1.2.9"), "{}", of.neigh_show());
+    assert_eq!(
+        acts(&xlate(&of, &key(PLAIN_VM)))
+            .matches("tnl_push")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn geneve_options_match_through_the_tlv_map_and_unknown_critical_ones_drop() {
+    let of = switch(
+        TunnelType::Geneve,
+        &[("key", "flow")],
+        "in_port=tnl0,tun_id=3,tun_metadata0=0x30002 actions=output:vm0\n\
+         in_port=vm0 actions=set_field:3->tun_id,set_field:0x30002->tun_metadata0,output:tnl0",
+    );
+    of.add_tlv_map("br-int", "{class=0x102,type=0x80,len=4}->tun_metadata0")
+        .unwrap();
+    assert!(
+        of.dump_tlv_map("br-int")
+            .unwrap()
+            .contains("0x102\t0x80\t4\ttun_metadata0")
+    );
+    let inner = INNER.replace("dst=192.168.2.16", "dst=192.168.1.16");
+    let k = key(&format!(
+        "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({{class=0x102,type=0x80,len=4,0x30002}}),flags(-df+csum+key)),{inner}"
+    ));
+    let x = xlate(&of, &k);
+    assert_eq!(acts(&x), "2", "{:?}", x.error);
+    // The megaflow matches the raw options exactly.
+    assert_eq!(x.mask.tun_geneve_len(), 0xff);
+    let other = key(&format!(
+        "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({{class=0x102,type=0x80,len=4,0x30003}}),flags(-df+csum+key)),{inner}"
+    ));
+    assert!(xlate(&of, &other).actions.is_empty());
+    // An unmapped critical option (type bit 0x80): dropped, as OVS does.
+    let crit = key(&format!(
+        "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({{class=0x999,type=0x81,len=4,0x1}}),flags(-df+csum+key)),{inner}"
+    ));
+    let x = xlate(&of, &crit);
+    assert!(x.actions.is_empty());
+    assert!(x.error.unwrap().contains("critical"));
+    // An unmapped non-critical one is ignored.
+    let lax = key(&format!(
+        "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({{class=0x999,type=0x1,len=4,0x1}}{{class=0x102,type=0x80,len=4,0x30002}}),flags(-df+csum+key)),{inner}"
+    ));
+    assert_eq!(acts(&xlate(&of, &lax)), "2");
+    // Encapsulation carries the option.
+    of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let [Action::TnlPush(t), Action::Output(P0)] = x.actions.as_slice() else {
+        panic!("{}", acts(&x));
+    };
+    let TnlL4::Geneve {
+        vni, options, crit, ..
+    } = &t.header.l4
+    else {
+        panic!()
+    };
+    assert_eq!(*vni, 3);
+    assert_eq!(options, &[0x01, 0x02, 0x80, 0x01, 0, 3, 0, 2]);
+    assert!(*crit);
+    assert_eq!(t.header.size, 50 + 8);
+}
+
+#[test]
+fn gre_l3_mpls_pops_in_the_same_pass_and_encapsulates_without_ethernet() {
+    let of = switch(
+        TunnelType::Gre,
+        &[("key", "flow"), ("packet_type", "legacy_l3")],
+        "in_port=tnl0,mpls,mpls_label=812 actions=pop_mpls:0x0800,mod_dl_dst:52:54:00:a0:91:10,output:vm0\n\
+         in_port=vm0,ip actions=push_mpls:0x8847,set_field:812->mpls_label,output:tnl0",
+    );
+    // The termination is GRE's.
+    let outer = key(
+        "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),\
+         ipv4(src=10.1.2.9,dst=10.1.2.8,proto=47,tos=0,ttl=64,frag=no)",
+    );
+    assert_eq!(xlate(&of, &outer).actions, vec![Action::TnlPop(TNL)]);
+    let k = key(
+        "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,flags(-df-csum+key)),in_port(10),\
+         packet_type(ns=1,id=0x8847),mpls(label=812,tc=0,ttl=4,bos=1)",
+    );
+    let x = xlate(&of, &k);
+    assert_eq!(
+        acts(&x),
+        "push_eth(src=00:00:00:00:00:00,dst=52:54:00:a0:91:10),pop_mpls(eth_type=0x800),2",
+        "{:?}",
+        x.error
+    );
+    // An Ethernet payload on this legacy_l3 tunnel finds no port.
+    let eth = key(&format!(
+        "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,flags(-df-csum+key)),{INNER}"
+    ));
+    assert!(xlate(&of, &eth).actions.is_empty());
+    of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let s = acts(&x);
+    assert!(s.starts_with("push_mpls("), "{s}");
+    let i = x
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::TnlPush(_)))
+        .unwrap();
+    assert_eq!(x.actions[i - 1], Action::PopEth, "{s}");
+    let Action::TnlPush(t) = &x.actions[i] else {
+        panic!()
+    };
+    let TnlL4::Gre { proto, key, .. } = &t.header.l4 else {
+        panic!()
+    };
+    assert_eq!((*proto, *key), (0x8847, Some(0)));
+    assert_eq!(t.header.size, 14 + 20 + 8);
+}
