@@ -418,3 +418,80 @@ fn gre_l3_mpls_pops_in_the_same_pass_and_encapsulates_without_ethernet() {
     assert_eq!((*proto, *key), (0x8847, Some(0)));
     assert_eq!(t.header.size, 14 + 20 + 8);
 }
+
+#[test]
+fn ipv6_underlay_terminates_and_encapsulates() {
+    let of = switch(TunnelType::Vxlan, &[("key", "5")], "actions=drop");
+    of.del_flows("br-int", None, false).unwrap();
+    of.set_bridge_addrs(
+        "br-phy",
+        Some(ofproto::tunnel::parse_mac(BR_PHY_MAC).unwrap()),
+        vec![("fd00::8".parse().unwrap(), 64)],
+    )
+    .unwrap();
+    let t6 = TunnelConfig::parse(
+        TunnelType::Vxlan,
+        &opts(&[("remote_ip", "fd00::9"), ("key", "flow")]),
+    )
+    .unwrap();
+    of.add_tunnel_port("br-int", port("tnl1", 4, Some(TNL)), t6)
+        .unwrap();
+    of.add_flows(
+        "br-int",
+        "in_port=tnl1,tun_id=7 actions=output:vm0\nin_port=vm0 actions=set_field:7->tun_id,output:tnl1",
+    )
+    .unwrap();
+    let outer = key(
+        "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x86dd),\
+         ipv6(src=fd00::9,dst=fd00::8,label=0,proto=17,tclass=0,hlimit=64,frag=no),\
+         udp(src=49152,dst=4789)",
+    );
+    assert_eq!(xlate(&of, &outer).actions, vec![Action::TnlPop(TNL)]);
+    let k = key(&format!(
+        "tunnel(tun_id=0x7,ipv6_src=fd00::9,ipv6_dst=fd00::8,flags(-df-csum+key)),{INNER}"
+    ));
+    let x = xlate(&of, &k);
+    assert_eq!(acts(&x), "2", "{:?}", x.error);
+    assert_eq!(x.mask.tun_ipv6_src(), std::net::Ipv6Addr::from(u128::MAX));
+    of.neigh_set("br-phy", "fd00::9", PEER_MAC).unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let [Action::TnlPush(t), Action::Output(P0)] = x.actions.as_slice() else {
+        panic!("{}", acts(&x));
+    };
+    let TnlIp::V6 { src, dst, proto, .. } = &t.header.ip else {
+        panic!("{:?}", t.header)
+    };
+    assert_eq!((src.to_string(), dst.to_string(), *proto), ("fd00::8".into(), "fd00::9".into(), 17));
+    assert_eq!((t.header.dl_type, t.header.size), (0x86dd, 70));
+}
+
+#[test]
+fn an_underlay_vlan_tags_encapsulated_packets_and_terminates_tagged_ones() {
+    let of = switch(
+        TunnelType::Geneve,
+        &[("key", "flow")],
+        "in_port=vm0 actions=set_field:3->tun_id,output:tnl0",
+    );
+    // The local port is an access port of VLAN 177, p0 a trunk (seed 002's underlay).
+    of.del_port("br-phy").unwrap();
+    let mut local = port("br-phy", 65534, None);
+    local.vlan.tag = Some(177);
+    of.add_port("br-phy", local).unwrap();
+    of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let s = acts(&x);
+    assert!(s.starts_with("tnl_push("), "{s}");
+    assert!(s.ends_with(",push_vlan(vid=177,pcp=0),1"), "{s}");
+    let tagged = key(
+        "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x8100),\
+         vlan(vid=177,pcp=0),encap(eth_type(0x0800),\
+         ipv4(src=10.1.2.9,dst=10.1.2.8,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=6081))",
+    );
+    assert_eq!(xlate(&of, &tagged).actions, vec![Action::TnlPop(TNL)]);
+    // Untagged on the trunk is VLAN 0: not the local port's VLAN, so not terminated.
+    let untagged = key(
+        "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),\
+         ipv4(src=10.1.2.9,dst=10.1.2.8,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=6081)",
+    );
+    assert!(!xlate(&of, &untagged).actions.contains(&Action::TnlPop(TNL)));
+}
