@@ -13,6 +13,17 @@ of the datapath's incremental updates. Files:
 A case whose result is an error leaves the packet unchanged (expected frame = input frame).
 `crates/datapath/tests/actions_scapy.rs` runs them without scapy.
 
+Tunnel termination (`tnl_pop`) cases go to a second manifest, DECAP, one case a line,
+tab-separated:
+  name; expected result (`ok` or `drop:<TnlPopDrop name>`); tunnel port kind (`vxlan`,
+  `geneve`, `gre`); input pcap (the outer frame); inner pcap (the packet right after the pop:
+  an Ethernet frame, or the L3 packet of a GRE legacy_l3 payload); the tunnel metadata and
+  packet type the decapsulated packet's key must hold, in OVS datapath flow syntax
+  (`tunnel(tun_id=..,src=..,dst=..,tos=..,ttl=..,tp_src=..,tp_dst=..,flags(..)),packet_type(..)`);
+  the second pass's actions; the pcap of the frame those actions leave. Drop cases have `-` in
+  the last four columns. `crates/datapath/tests/tnl_pop_scapy.rs` and
+  `crates/netdev/tests/datapath_scapy.rs` run them.
+
 Needs scapy 2.8.0:  pip install scapy==2.8.0
 Usage: scripts/gen-action-fixtures.py [OUTDIR]   (default: testdata/actions next to this
 script's parent)
@@ -24,8 +35,8 @@ try:
     import scapy
     from scapy.all import (
         ARP, ICMP, IP, SCTP, TCP, UDP, Dot1AD, Dot1Q, Ether, IPOption_Router_Alert, IPv6,
-        IPv6ExtHdrRouting, ICMPv6EchoRequest, Raw, RawPcapWriter, SCTPChunkData, conf,
-        fragment, raw,
+        IPv6ExtHdrFragment, IPv6ExtHdrRouting, ICMPv6EchoRequest, Raw, RawPcapWriter,
+        SCTPChunkData, conf, fragment, raw,
     )
     from scapy.contrib.mpls import MPLS
     from scapy.contrib.geneve import GENEVE, GeneveOptions
@@ -272,6 +283,26 @@ case("set_tcp_truncated", "set(tcp(dst=1))", raw(eth() / ip4(proto=6) / Raw(b"\x
      result="error:no_l4")
 
 
+# --- Ethernet push and pop (packet_type) -------------------------------------------------------
+# pop_eth leaves the L3 packet (OVS's packet_type (1, ethertype)); push_eth makes it a frame
+# again with the packet type's ethertype; tnl_push of an L3 packet carries it as GRE's protocol.
+l3_udp = ip4() / udp()
+case("pop_eth", "pop_eth", eth() / l3_udp, l3_udp)
+case("pop_eth_vlan", "pop_eth", eth() / Dot1Q(vlan=10) / ip6() / tcp(), ip6() / tcp())
+case("pop_eth_then_set_ipv4", "pop_eth,set(ipv4(ttl=9))", eth() / l3_udp, ip4(ttl=9) / udp())
+case("pop_eth_mpls", "pop_eth", eth() / MPLS(label=100, ttl=64, s=1) / l3_udp,
+     MPLS(label=100, ttl=64, s=1) / l3_udp)
+case("pop_eth_push_eth", "pop_eth,push_eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02)",
+     eth() / Dot1AD(vlan=300) / Dot1Q(vlan=10) / ip6() / udp(),
+     Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x86dd) / ip6() / udp())
+case("pop_eth_push_eth_mpls_pop_mpls",
+     "pop_eth,push_eth(src=00:00:00:00:00:00,dst=52:54:00:a0:91:10),pop_mpls(eth_type=0x800)",
+     eth() / MPLS(label=812, ttl=4, s=1) / l3_udp,
+     Ether(src="00:00:00:00:00:00", dst="52:54:00:a0:91:10", type=0x0800) / l3_udp)
+case("push_eth_on_ethernet", "push_eth(src=00:00:00:00:00:01,dst=00:00:00:00:00:02)",
+     base_tcp, result="error:not_l3")
+
+
 def write_pcap(path, frame):
     with RawPcapWriter(path, linktype=1, sync=True) as w:
         w.write_header(None)
@@ -331,6 +362,250 @@ case("tnl_push_gre_csum",
      / GRE(chksum_present=1, proto=0x6558) / tnl_inner)
 
 
+# --- Tunnel termination (tnl_pop) ---------------------------------------------------------------
+# The outer frames are built by scapy, lengths and checksums included; the inner frame (or L3
+# packet) and the metadata the decapsulated packet's key must hold are written down from the
+# same fields. The shapes are the seeds' (testdata/pcap/README.md): VXLAN VNI 100, GENEVE VNI 3
+# with OVN's option (class 0x0102, type 0x80, 4 bytes), MPLSoGRE with key 0 and label 812.
+
+DECAP = []
+
+REMOTE, LOCAL = "10.1.2.9", "10.1.2.8"
+REMOTE6, LOCAL6 = "2001:db8:1::9", "2001:db8:1::8"
+UNDERLAY = dict(src="8c:dc:d4:ab:58:48", dst="8c:dc:d4:ab:5b:f0")
+INNER = (Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
+         / IP(src="192.168.1.1", dst="192.168.2.16", id=7) / UDP(sport=1024, dport=2000)
+         / Raw(b"\x00" * 18))
+INNER_L3 = IP(src="192.168.1.1", dst="192.168.2.16", id=7) / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18)
+SET_DST = "set(eth(dst=52:54:00:a0:91:99))"
+INNER_SET = Ether(raw(INNER))
+INNER_SET.dst = "52:54:00:a0:91:99"
+
+
+def flags_text(df=False, csum=False, key=False, oam=False):
+    return "flags(%sdf%scsum%skey%soam)" % tuple("+" if f else "-" for f in (df, csum, key, oam))
+
+
+def tunnel_text(tun_id, src, dst, tos, ttl, tp=None, geneve=None, **flags):
+    v6 = ":" in src
+    f = ["tun_id=%#x" % tun_id,
+         ("ipv6_src=%s" if v6 else "src=%s") % src,
+         ("ipv6_dst=%s" if v6 else "dst=%s") % dst,
+         "tos=%#x" % tos, "ttl=%d" % ttl]
+    if tp:
+        f += ["tp_src=%d" % tp[0], "tp_dst=%d" % tp[1]]
+    if geneve:
+        f.append("geneve(%s)" % geneve)
+    f.append(flags_text(**flags))
+    return "tunnel(%s)" % ",".join(f)
+
+
+def decap(name, kind, outer, inner=None, key=None, packet_type="packet_type(ns=0,id=0)",
+          actions=None, out=None, result="ok"):
+    outer = outer if isinstance(outer, bytes) else raw(outer)
+    if result == "ok":
+        inner = inner if isinstance(inner, bytes) else raw(inner)
+        out = out if isinstance(out, bytes) else raw(out)
+        DECAP.append((name, result, kind, outer, inner, key + "," + packet_type, actions, out))
+    else:
+        DECAP.append((name, result, kind, outer, None, "-", "-", None))
+
+
+def ip4_outer(**kw):
+    kw.setdefault("src", REMOTE)
+    kw.setdefault("dst", LOCAL)
+    kw.setdefault("ttl", 64)
+    kw.setdefault("id", 0)
+    return IP(**kw)
+
+
+def ip6_outer(**kw):
+    kw.setdefault("src", REMOTE6)
+    kw.setdefault("dst", LOCAL6)
+    kw.setdefault("hlim", 64)
+    return IPv6(**kw)
+
+
+def vxlan_frame(ip=None, udp=None, vx=None, inner=INNER, l2=None):
+    l2 = l2 if l2 is not None else Ether(**UNDERLAY)
+    ip = ip if ip is not None else ip4_outer()
+    udp = udp if udp is not None else UDP(sport=49152, dport=4789)
+    # flags given: with an Ethernet payload scapy would otherwise set VXLAN-GPE's P flag and
+    # next protocol.
+    vx = vx if vx is not None else VXLAN(flags=0x08, vni=100)
+    return l2 / ip / udp / vx / inner
+
+
+VX_KEY = tunnel_text(0x64, REMOTE, LOCAL, 0, 64, (49152, 4789), csum=True, key=True)
+
+# VXLAN, the seed's shape: UDP checksum set (so csum in the flags), DF clear.
+decap("decap_vxlan", "vxlan", vxlan_frame(), INNER, VX_KEY, actions=SET_DST, out=INNER_SET)
+# Checksum 0: csum clear; DF, TOS and TTL copied.
+decap("decap_vxlan_csum0_df_tos", "vxlan",
+      vxlan_frame(ip=ip4_outer(flags="DF", tos=0x28, ttl=17), udp=UDP(sport=50000, dport=4789, chksum=0)),
+      INNER, tunnel_text(0x64, REMOTE, LOCAL, 0x28, 17, (50000, 4789), df=True, key=True),
+      actions=SET_DST, out=INNER_SET)
+# The largest VNI.
+decap("decap_vxlan_vni_max", "vxlan", vxlan_frame(vx=VXLAN(flags=0x08, vni=0xffffff)), INNER,
+      tunnel_text(0xffffff, REMOTE, LOCAL, 0, 64, (49152, 4789), csum=True, key=True),
+      actions=SET_DST, out=INNER_SET)
+# Outer 802.1Q tag, and 802.1ad + 802.1Q.
+decap("decap_vxlan_vlan", "vxlan", vxlan_frame(l2=Ether(**UNDERLAY) / Dot1Q(vlan=10, prio=3)),
+      INNER, VX_KEY, actions=SET_DST, out=INNER_SET)
+decap("decap_vxlan_qinq", "vxlan",
+      vxlan_frame(l2=Ether(**UNDERLAY) / Dot1AD(vlan=300) / Dot1Q(vlan=10)),
+      INNER, VX_KEY, actions=SET_DST, out=INNER_SET)
+# IPv6 underlay (its UDP checksum is mandatory); traffic class and hop limit.
+decap("decap_vxlan_ipv6", "vxlan",
+      vxlan_frame(ip=ip6_outer(tc=0x20, hlim=63)), INNER,
+      tunnel_text(0x64, REMOTE6, LOCAL6, 0x20, 63, (49152, 4789), csum=True, key=True),
+      actions=SET_DST, out=INNER_SET)
+# IPv6 underlay with a destination options header before UDP.
+from scapy.all import IPv6ExtHdrDestOpt  # noqa: E402
+decap("decap_vxlan_ipv6_dstopts", "vxlan",
+      Ether(**UNDERLAY) / ip6_outer() / IPv6ExtHdrDestOpt() / UDP(sport=49152, dport=4789)
+      / VXLAN(flags=0x08, vni=100) / INNER, INNER,
+      tunnel_text(0x64, REMOTE6, LOCAL6, 0, 64, (49152, 4789), csum=True, key=True),
+      actions=SET_DST, out=INNER_SET)
+# A datagram shorter than the Ethernet minimum: the padding after it is not payload (and not
+# in the UDP checksum). The 4-byte payload is no Ethernet frame: the second pass's set(eth)
+# does not apply (a counted rewrite error) and the packet goes out as it is.
+tiny = b"\x01\x02\x03\x04"
+decap("decap_vxlan_padded", "vxlan", pad60(raw(vxlan_frame(inner=Raw(tiny)))), tiny,
+      VX_KEY, actions=SET_DST, out=tiny)
+
+GENEVE_OPT = GeneveOptions(classid=0x0102, type=0x80, length=1, data=b"\x00\x03\x00\x02")
+decap("decap_geneve_option", "geneve",
+      Ether(**UNDERLAY) / ip4_outer() / UDP(sport=57025, dport=6081)
+      / GENEVE(vni=3, proto=0x6558, options=[GENEVE_OPT]) / INNER, INNER,
+      tunnel_text(3, REMOTE, LOCAL, 0, 64, (57025, 6081),
+                  geneve="{class=0x102,type=0x80,len=4,0x30002}", csum=True, key=True),
+      actions=SET_DST, out=INNER_SET)
+# OAM and critical bits, two options (one critical), checksum 0.
+decap("decap_geneve_oam_two_options", "geneve",
+      Ether(**UNDERLAY) / ip4_outer() / UDP(sport=57025, dport=6081, chksum=0)
+      / GENEVE(vni=0x123456, proto=0x6558, oam=1, critical=1, options=[
+          GENEVE_OPT,
+          GeneveOptions(classid=0xffff, type=0x81, length=2, data=bytes(range(1, 9)))])
+      / INNER, INNER,
+      tunnel_text(0x123456, REMOTE, LOCAL, 0, 64, (57025, 6081),
+                  geneve="{class=0x102,type=0x80,len=4,0x30002}"
+                         "{class=0xffff,type=0x81,len=8,0x0102030405060708}",
+                  key=True, oam=True),
+      actions=SET_DST, out=INNER_SET)
+decap("decap_geneve_ipv6", "geneve",
+      Ether(**UNDERLAY) / ip6_outer() / UDP(sport=57025, dport=6081)
+      / GENEVE(vni=3, proto=0x6558) / INNER, INNER,
+      tunnel_text(3, REMOTE6, LOCAL6, 0, 64, (57025, 6081), csum=True, key=True),
+      actions=SET_DST, out=INNER_SET)
+
+
+def gre_frame(gre, payload, ip=None):
+    ip = ip if ip is not None else ip4_outer(proto=47)
+    return Ether(**UNDERLAY) / ip / gre / payload
+
+
+decap("decap_gre_key", "gre", gre_frame(GRE(key_present=1, key=0x1c8, proto=0x6558), INNER),
+      INNER, tunnel_text(0x1c8, REMOTE, LOCAL, 0, 64, key=True), actions=SET_DST, out=INNER_SET)
+decap("decap_gre_csum", "gre", gre_frame(GRE(chksum_present=1, proto=0x6558), INNER),
+      INNER, tunnel_text(0, REMOTE, LOCAL, 0, 64, csum=True), actions=SET_DST, out=INNER_SET)
+decap("decap_gre_csum_key_seq", "gre",
+      gre_frame(GRE(chksum_present=1, key_present=1, seqnum_present=1, key=0xfeedf00d,
+                    sequence_number=77, proto=0x6558), INNER, ip=ip4_outer(proto=47, flags="DF")),
+      INNER, tunnel_text(0xfeedf00d, REMOTE, LOCAL, 0, 64, df=True, csum=True, key=True),
+      actions=SET_DST, out=INNER_SET)
+# MPLSoGRE, the seed: GRE key 0 carrying MPLS, an L3 payload (packet_type=legacy_l3); the
+# second pass makes it Ethernet again and pops the label, as OVS's flows do.
+mpls_payload = MPLS(label=812, ttl=4, s=1) / INNER_L3
+decap("decap_mplsogre", "gre", gre_frame(GRE(key_present=1, key=0, proto=0x8847), mpls_payload),
+      mpls_payload, tunnel_text(0, REMOTE, LOCAL, 0, 64, key=True),
+      packet_type="packet_type(ns=1,id=0x8847)",
+      actions="push_eth(src=00:00:00:00:00:00,dst=52:54:00:a0:91:10),pop_mpls(eth_type=0x800)",
+      out=Ether(src="00:00:00:00:00:00", dst="52:54:00:a0:91:10", type=0x0800) / INNER_L3)
+# IPv4 in GRE: packet_type (1, 0x0800).
+decap("decap_gre_ipv4_payload", "gre", gre_frame(GRE(proto=0x0800), INNER_L3), INNER_L3,
+      tunnel_text(0, REMOTE, LOCAL, 0, 64), packet_type="packet_type(ns=1,id=0x800)",
+      actions="push_eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02)",
+      out=Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x0800) / INNER_L3)
+decap("decap_gre_ipv6_underlay", "gre",
+      Ether(**UNDERLAY) / ip6_outer(nh=47) / GRE(key_present=1, key=5, proto=0x6558) / INNER,
+      INNER, tunnel_text(5, REMOTE6, LOCAL6, 0, 64, key=True), actions=SET_DST, out=INNER_SET)
+
+# Drops, one or more per reason.
+decap("drop_ip_checksum", "vxlan", vxlan_frame(ip=ip4_outer(chksum=0x1234)),
+      result="drop:tunnel_pop_bad_checksum")
+decap("drop_udp_checksum", "vxlan", vxlan_frame(udp=UDP(sport=49152, dport=4789, chksum=0x1234)),
+      result="drop:tunnel_pop_bad_checksum")
+decap("drop_udp_checksum_ipv6", "geneve",
+      Ether(**UNDERLAY) / ip6_outer() / UDP(sport=1, dport=6081, chksum=0x1234)
+      / GENEVE(vni=3, proto=0x6558) / INNER, result="drop:tunnel_pop_bad_checksum")
+decap("drop_gre_checksum", "gre", gre_frame(GRE(chksum_present=1, chksum=0x1234, proto=0x6558), INNER),
+      result="drop:tunnel_pop_bad_checksum")
+decap("drop_vxlan_flags", "vxlan", vxlan_frame(vx=VXLAN(flags=0x0c, vni=100)),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_vxlan_no_i", "vxlan", vxlan_frame(vx=VXLAN(flags=0, vni=100)),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_vxlan_reserved_byte", "vxlan", vxlan_frame(vx=VXLAN(flags=0x08, vni=100, reserved2=1)),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_ip_options", "vxlan", vxlan_frame(ip=ip4_outer(options=[IPOption_Router_Alert()])),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_not_udp", "vxlan",
+      Ether(**UNDERLAY) / ip4_outer() / TCP(sport=49152, dport=4789) / INNER,
+      result="drop:tunnel_pop_bad_header")
+decap("drop_not_ip", "vxlan", Ether(**UNDERLAY) / ARP(psrc=REMOTE, pdst=LOCAL),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_udp_length_short", "vxlan", vxlan_frame(udp=UDP(sport=49152, dport=4789, len=4, chksum=0)),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_geneve_version", "geneve",
+      Ether(**UNDERLAY) / ip4_outer() / UDP(sport=1, dport=6081) / GENEVE(version=1, vni=3, proto=0x6558) / INNER,
+      result="drop:tunnel_pop_bad_header")
+decap("drop_gre_routing", "gre", gre_frame(GRE(routing_present=1, proto=0x6558), INNER),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_gre_version1", "gre", gre_frame(GRE(version=1, proto=0x6558), INNER),
+      result="drop:tunnel_pop_bad_header")
+decap("drop_gre_on_udp", "gre", vxlan_frame(), result="drop:tunnel_pop_bad_header")
+decap("drop_ip_mf", "vxlan", vxlan_frame(ip=ip4_outer(flags="MF")), result="drop:tunnel_pop_fragment")
+decap("drop_ip_later_fragment", "vxlan", vxlan_frame(ip=ip4_outer(frag=100)),
+      result="drop:tunnel_pop_fragment")
+decap("drop_ipv6_fragment", "vxlan",
+      Ether(**UNDERLAY) / ip6_outer() / IPv6ExtHdrFragment(m=1, id=9) / UDP(sport=49152, dport=4789)
+      / VXLAN(flags=0x08, vni=100) / INNER, result="drop:tunnel_pop_fragment")
+decap("drop_geneve_protocol", "geneve",
+      Ether(**UNDERLAY) / ip4_outer() / UDP(sport=1, dport=6081) / GENEVE(vni=3, proto=0x0800) / INNER_L3,
+      result="drop:tunnel_pop_unknown_protocol")
+decap("drop_gre_protocol", "gre", gre_frame(GRE(proto=0x0806), ARP()),
+      result="drop:tunnel_pop_unknown_protocol")
+# The IPv4 total length says more than the frame holds.
+decap("drop_ip_truncated", "vxlan", raw(vxlan_frame())[:-10], result="drop:tunnel_pop_truncated")
+# The UDP length says more than the IP datagram holds.
+decap("drop_udp_truncated", "vxlan", vxlan_frame(udp=UDP(sport=49152, dport=4789, len=400, chksum=0)),
+      result="drop:tunnel_pop_truncated")
+# GENEVE options past the datagram.
+g = bytearray(raw(Ether(**UNDERLAY) / ip4_outer() / UDP(sport=1, dport=6081, chksum=0)
+                  / GENEVE(vni=3, proto=0x6558, options=[GENEVE_OPT])))
+g[42] = (g[42] & 0xc0) | 10
+decap("drop_geneve_options_truncated", "geneve", bytes(g), result="drop:tunnel_pop_truncated")
+decap("drop_vxlan_header_truncated", "vxlan",
+      Ether(**UNDERLAY) / ip4_outer() / UDP(sport=49152, dport=4789) / Raw(b"\x08\x00\x00"),
+      result="drop:tunnel_pop_truncated")
+
+# An L3 packet pushed as GRE's payload: OVS's `pop_eth,tnl_push(...)` for a legacy_l3 port.
+case("tnl_push_gre_l3_payload",
+     "pop_eth,tnl_push(tnl_port(4),header(size=38,type=3,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x0800),ipv4(src=1.1.2.88,dst=1.1.2.92,proto=47,tos=0,ttl=64,frag=0x4000),"
+     "gre((flags=0x2000,proto=0x800),key=0x1c8)),out_port(100))",
+     tnl_inner,
+     Ether(**OUTER) / IP(src="1.1.2.88", dst="1.1.2.92", ttl=64, flags="DF", id=0, proto=47)
+     / GRE(key_present=1, key=0x1c8, proto=0x0800) / ip4() / udp())
+case("tnl_push_gre_mpls_l3_payload",
+     "pop_eth,tnl_push(tnl_port(4),header(size=38,type=3,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x0800),ipv4(src=1.1.2.88,dst=1.1.2.92,proto=47,tos=0,ttl=64,frag=0x4000),"
+     "gre((flags=0x2000,proto=0x8847),key=0x0)),out_port(100))",
+     eth() / MPLS(label=812, ttl=4, s=1) / ip4() / udp(),
+     Ether(**OUTER) / IP(src="1.1.2.88", dst="1.1.2.92", ttl=64, flags="DF", id=0, proto=47)
+     / GRE(key_present=1, key=0, proto=0x8847) / MPLS(label=812, ttl=4, s=1) / ip4() / udp())
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "testdata", "actions")
@@ -347,7 +622,23 @@ def main():
         lines.append("\t".join([name, result, name + ".in.pcap", name + ".out.pcap", actions]))
     with open(os.path.join(outdir, "MANIFEST"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("%d cases in %s" % (len(CASES), outdir))
+    lines = ["# name\tresult\tkind\tinput\tinner\tkey\tactions\texpected  "
+             "(generated by scripts/gen-action-fixtures.py)"]
+    for name, result, kind, outer, inner, key, actions, out in DECAP:
+        assert name not in names, name
+        names.add(name)
+        write_pcap(os.path.join(outdir, name + ".in.pcap"), outer)
+        cols = [name, result, kind, name + ".in.pcap"]
+        if inner is None:
+            cols += ["-", "-", "-", "-"]
+        else:
+            write_pcap(os.path.join(outdir, name + ".inner.pcap"), inner)
+            write_pcap(os.path.join(outdir, name + ".out.pcap"), out)
+            cols += [name + ".inner.pcap", key, actions, name + ".out.pcap"]
+        lines.append("\t".join(cols))
+    with open(os.path.join(outdir, "DECAP"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("%d cases and %d decap cases in %s" % (len(CASES), len(DECAP), outdir))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ pub enum DpAction {
     Trunc(u32),
     /// Run the packet through the datapath again with this recirculation id.
     Recirc(u32),
+    /// Decapsulate (`tnl_pop`) and run the packet through the datapath again as received on
+    /// this tunnel port, with the outer headers' metadata (see [`crate::tunnel`]). Like an
+    /// output, it takes the packets when it is the last action and copies them otherwise.
+    TnlPop(u32),
     /// Push a tunnel header (`tnl_push`): the prebuilt template, with lengths, checksums and
     /// the UDP source port filled in per packet. Output is the next action's job.
     TnlPush(Box<TnlTemplate>),
@@ -45,6 +49,12 @@ pub enum DpAction {
     SetMpls { lse: u32, mask: u32 },
     /// Masked write of the Ethernet addresses.
     SetEth(SetEth),
+    /// Make an L3 packet (packet_type `(1, ethertype)`) an Ethernet frame: prepend an
+    /// Ethernet header with these addresses and the packet type's ethertype.
+    PushEth { src: [u8; 6], dst: [u8; 6] },
+    /// Make an Ethernet frame an L3 packet: remove the Ethernet header and any VLAN tags; the
+    /// packet type becomes `(1, ethertype)`.
+    PopEth,
     /// Masked write of IPv4 fields, with checksum updates.
     SetIpv4(SetIpv4),
     /// Masked write of IPv6 fields, with transport checksum updates.
@@ -53,13 +63,56 @@ pub enum DpAction {
     SetL4(SetL4),
 }
 
-/// `set(eth(src=,dst=))`: value and mask per address.
+/// `set(eth(src=,dst=))`: value and mask per address (values stored masked), and the same as
+/// the words the rewrite applies to the frame's first 12 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetEth {
     pub src: [u8; 6],
     pub src_mask: [u8; 6],
     pub dst: [u8; 6],
     pub dst_mask: [u8; 6],
+    /// Bytes 0-7 and 8-11 of the destination and source addresses, value and mask, in memory
+    /// order.
+    words: EthWords,
+}
+
+/// [`SetEth`] as two masked writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EthWords {
+    pub val_lo: u64,
+    pub val_hi: u32,
+    pub mask_lo: u64,
+    pub mask_hi: u32,
+}
+
+impl SetEth {
+    /// A masked write of the addresses (values are masked here).
+    pub fn new(src: [u8; 6], src_mask: [u8; 6], dst: [u8; 6], dst_mask: [u8; 6]) -> SetEth {
+        let src = masked6(src, src_mask);
+        let dst = masked6(dst, dst_mask);
+        let lo = |d: [u8; 6], s: [u8; 6]| {
+            u64::from_ne_bytes([d[0], d[1], d[2], d[3], d[4], d[5], s[0], s[1]])
+        };
+        let hi = |s: [u8; 6]| u32::from_ne_bytes([s[2], s[3], s[4], s[5]]);
+        SetEth {
+            src,
+            src_mask,
+            dst,
+            dst_mask,
+            words: EthWords {
+                val_lo: lo(dst, src),
+                val_hi: hi(src),
+                mask_lo: lo(dst_mask, src_mask),
+                mask_hi: hi(src_mask),
+            },
+        }
+    }
+
+    /// The write as two masked words.
+    #[inline]
+    pub(crate) fn words(&self) -> &EthWords {
+        &self.words
+    }
 }
 
 /// `set(ipv4(src=,dst=,tos=,ttl=))`: value and mask per field.
@@ -335,12 +388,15 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::Set(k) => compile_set(k)?,
         Action::LbOutput(_) => return Err(Unsupported("lb_output")),
         Action::Meter(_) => return Err(Unsupported("meter")),
-        Action::TnlPop(_) => return Err(Unsupported("tnl_pop")),
+        Action::TnlPop(port) => DpAction::TnlPop(*port),
         Action::TnlPush(t) => DpAction::TnlPush(Box::new(TnlTemplate::build(&t.header)?)),
         Action::Userspace(_) => DpAction::Userspace,
         Action::AddMpls { .. } => return Err(Unsupported("add_mpls")),
-        Action::PushEth { .. } => return Err(Unsupported("push_eth")),
-        Action::PopEth => return Err(Unsupported("pop_eth")),
+        Action::PushEth { src, dst } => DpAction::PushEth {
+            src: src.0,
+            dst: dst.0,
+        },
+        Action::PopEth => DpAction::PopEth,
         Action::Ct(_) => return Err(Unsupported("ct")),
         Action::CtClear => return Err(Unsupported("ct_clear")),
         Action::Sample { .. } => return Err(Unsupported("sample")),
@@ -377,12 +433,12 @@ fn compile_set(k: &DpKey) -> Result<DpAction, CompileError> {
     };
     let (key, mask) = (&k.key, &k.mask);
     Ok(match first.attr {
-        Attr::Eth => DpAction::SetEth(SetEth {
-            src: masked6(key.eth_src().0, mask.eth_src().0),
-            src_mask: mask.eth_src().0,
-            dst: masked6(key.eth_dst().0, mask.eth_dst().0),
-            dst_mask: mask.eth_dst().0,
-        }),
+        Attr::Eth => DpAction::SetEth(SetEth::new(
+            key.eth_src().0,
+            mask.eth_src().0,
+            key.eth_dst().0,
+            mask.eth_dst().0,
+        )),
         Attr::Ipv4 => {
             let exact = mask.nw_src() == Ipv4Addr::BROADCAST
                 && mask.nw_dst() == Ipv4Addr::BROADCAST
@@ -541,6 +597,27 @@ mod tests {
     }
 
     #[test]
+    fn tunnel_pop_and_ethernet_push_pop() {
+        assert_eq!(
+            compiled("tnl_pop(4),clone(tnl_pop(5))").unwrap(),
+            vec![
+                DpAction::TnlPop(4),
+                DpAction::Clone(vec![DpAction::TnlPop(5)].into())
+            ]
+        );
+        assert_eq!(
+            compiled("push_eth(src=00:00:00:00:00:01,dst=52:54:00:a0:91:10),pop_eth").unwrap(),
+            vec![
+                DpAction::PushEth {
+                    src: [0, 0, 0, 0, 0, 1],
+                    dst: [0x52, 0x54, 0, 0xa0, 0x91, 0x10]
+                },
+                DpAction::PopEth
+            ]
+        );
+    }
+
+    #[test]
     fn vlan_and_mpls() {
         // The CFI bit the text form implies is not part of the pushed TCI.
         assert_eq!(
@@ -585,22 +662,22 @@ mod tests {
     fn set_eth_masked_and_not() {
         assert_eq!(
             one("set(eth(src=00:01:02:03:04:05,dst=52:54:00:a0:91:99))"),
-            DpAction::SetEth(SetEth {
-                src: [0, 1, 2, 3, 4, 5],
-                src_mask: [0xff; 6],
-                dst: [0x52, 0x54, 0, 0xa0, 0x91, 0x99],
-                dst_mask: [0xff; 6],
-            })
+            DpAction::SetEth(SetEth::new(
+                [0, 1, 2, 3, 4, 5],
+                [0xff; 6],
+                [0x52, 0x54, 0, 0xa0, 0x91, 0x99],
+                [0xff; 6],
+            ))
         );
         // Values are stored under their masks.
         assert_eq!(
             one("set(eth(dst=52:54:00:a0:91:99/ff:ff:ff:00:00:00))"),
-            DpAction::SetEth(SetEth {
-                src: [0; 6],
-                src_mask: [0; 6],
-                dst: [0x52, 0x54, 0, 0, 0, 0],
-                dst_mask: [0xff, 0xff, 0xff, 0, 0, 0],
-            })
+            DpAction::SetEth(SetEth::new(
+                [0; 6],
+                [0; 6],
+                [0x52, 0x54, 0, 0, 0, 0],
+                [0xff, 0xff, 0xff, 0, 0, 0],
+            ))
         );
     }
 
@@ -714,7 +791,6 @@ mod tests {
     #[test]
     fn unsupported_actions_are_named() {
         for (text, name) in [
-            ("tnl_pop(1)", "tnl_pop"),
             (
                 "tnl_push(tnl_port(2152),header(size=50,type=110,eth(dst=00:00:00:00:00:02,src=00:00:00:00:00:01,dl_type=0x0800),ipv4(src=1.1.1.1,dst=2.2.2.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=2152,csum=0x0),gtpu(flags=0x30,msgtype=255,teid=0x7b)),out_port(1))",
                 "tnl_push(gtpu)",
@@ -728,15 +804,10 @@ mod tests {
             ("dec_ttl(le_1(1))", "dec_ttl"),
             ("lb_output(1)", "lb_output"),
             (
-                "push_eth(src=00:00:00:00:00:01,dst=00:00:00:00:00:02)",
-                "push_eth",
-            ),
-            ("pop_eth", "pop_eth"),
-            (
                 "add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847)",
                 "add_mpls",
             ),
-            ("clone(1,tnl_pop(2))", "tnl_pop"),
+            ("clone(1,ct_clear)", "ct_clear"),
         ] {
             let e = compiled(text).unwrap_err();
             assert_eq!(e, CompileError::Unsupported(name), "{text}");

@@ -252,7 +252,7 @@ impl DatapathBuilder {
         // A tx queue per PMD on every port.
         for pmd in &mut pmds {
             for pe in &mut self.ports {
-                pmd.add_txq(pe.no, pe.port.open_txq());
+                pmd.add_port_txq(pe.no, pe.port.open_txq(), pe.port.tunnel());
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -289,6 +289,7 @@ fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
             }
             let mut idle_polls = 0u32;
             let mut n: u64 = 0;
+            let mut drained = false;
             while !stop.load(Ordering::Relaxed) {
                 let got = pmd.poll_once();
                 pmd.handle_pending(&rx);
@@ -296,12 +297,18 @@ fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
                 if got == 0 {
                     idle_polls = idle_polls.saturating_add(1);
                     if idle_polls > 2 && pmd.sources_exhausted() {
+                        drained = true;
                         drained2.store(true, Ordering::Release);
                         // Nothing more will come: stop spinning a core.
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 } else {
                     idle_polls = 0;
+                }
+                // A source added at run time: not drained any more.
+                if drained && !pmd.sources_exhausted() {
+                    drained = false;
+                    drained2.store(false, Ordering::Release);
                 }
                 if n.is_multiple_of(1024)
                     && let Ok(mut l) = load2.lock()
@@ -385,7 +392,9 @@ impl Datapath {
             return Err(format!("a port named '{}' exists", port.name()));
         }
         for p in &self.pmds {
-            let _ = p.cmd.send(PmdCmd::AddTxq(no, port.open_txq()));
+            let _ = p
+                .cmd
+                .send(PmdCmd::AddTxq(no, port.open_txq(), port.tunnel()));
         }
         let mut counts: Vec<usize> = self
             .pmds
@@ -687,14 +696,20 @@ impl Datapath {
                 "pmd thread numa_id 0 core_id {}:",
                 core_text(r.core_id)
             );
-            let passes = s.rx_packets + s.recirculations;
+            let passes = s.passes();
             let _ = writeln!(out, "  packets received: {}", s.rx_packets);
-            let _ = writeln!(out, "  packet recirculations: {}", s.recirculations);
+            // As OVS counts them: a tunnel pop re-injects the packet as a recirculation.
+            let _ = writeln!(
+                out,
+                "  packet recirculations: {}",
+                s.recirculations + s.tnl_pops
+            );
             let _ = writeln!(
                 out,
                 "  avg. datapath passes per packet: {:.2}",
                 ratio(passes, s.rx_packets)
             );
+            let _ = writeln!(out, "  of the recirculations, tunnel pops: {}", s.tnl_pops);
             let _ = writeln!(out, "  phwol hits: 0");
             let _ = writeln!(out, "  mfex opt hits: 0");
             let _ = writeln!(out, "  simple match hits: 0");
@@ -706,6 +721,7 @@ impl Datapath {
                 "  avg. subtable lookups per megaflow hit: {:.2}",
                 ratio(s.subtable_lookups, s.megaflow_hits)
             );
+            let _ = writeln!(out, "  decap fast path hits: {}", s.decap_hits);
             let _ = writeln!(out, "  miss with success upcall: {}", s.upcalls);
             let _ = writeln!(out, "  miss with failed upcall: {}", s.lost_upcalls);
             let _ = writeln!(
@@ -758,7 +774,7 @@ impl Datapath {
             let s = &r.stats;
             let used = s.busy_cycles + s.idle_cycles;
             let elapsed = (secs * hz as f64) as u64;
-            let passes = s.rx_packets + s.recirculations;
+            let passes = s.passes();
             let _ = writeln!(
                 out,
                 "pmd thread numa_id 0 core_id {}:",
@@ -812,6 +828,20 @@ impl Datapath {
                 passes,
                 ratio(passes, s.rx_packets)
             );
+            // OVS counts a tnl_pop as a recirculation; both make a pass of their own.
+            let _ = writeln!(
+                out,
+                "  - Recirculations:  {:>12}  ({:5.1} %)",
+                s.recirculations,
+                pct(s.recirculations, passes)
+            );
+            let _ = writeln!(
+                out,
+                "  - Tunnel pops:     {:>12}  ({:5.1} %, {} dropped)",
+                s.tnl_pops,
+                pct(s.tnl_pops, passes),
+                s.tnl_pop_dropped()
+            );
             let _ = writeln!(out, "  - PHWOL hits:      {:>12}  ({:5.1} %)", 0, 0.0);
             let _ = writeln!(out, "  - Simple Match hits:{:>11}  ({:5.1} %)", 0, 0.0);
             let _ = writeln!(
@@ -827,6 +857,12 @@ impl Datapath {
                 s.megaflow_hits,
                 pct(s.megaflow_hits, passes),
                 ratio(s.subtable_lookups, s.megaflow_hits)
+            );
+            let _ = writeln!(
+                out,
+                "  - Decap fast hits: {:>12}  ({:5.1} %)",
+                s.decap_hits,
+                pct(s.decap_hits, passes)
             );
             let upcall_us =
                 ratio(s.stage_cycles[Stage::Upcall as usize], s.upcalls) * 1e6 / hz as f64;
@@ -924,6 +960,10 @@ impl Datapath {
                 ("actions without output", s.action_drops),
             ] {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
+            }
+            let _ = writeln!(out, "  tunnel pops dropped:");
+            for (d, n) in crate::tunnel::TnlPopDrop::ALL.iter().zip(s.tnl_pop_drops) {
+                let _ = writeln!(out, "    {:<40} {n:>12}", d.name());
             }
             let _ = writeln!(out, "  header rewrites not applied: {}", s.rewrite_errors);
             let _ = writeln!(

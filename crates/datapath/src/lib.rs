@@ -1,7 +1,9 @@
 //! The userspace datapath: per-PMD caches and the megaflow classifier a packet batch passes
-//! through after key extraction (the exact-match cache, then the per-port dpcls).
+//! through after key extraction (the exact-match cache, then the per-port dpcls), the actions
+//! and tunnel termination.
 
 pub mod actions;
+pub mod decap;
 pub mod dpcls;
 pub mod dpif;
 pub mod emc;
@@ -11,3 +13,4 @@ pub mod pmd;
 pub mod port;
 pub mod rewrite;
 pub mod tsc;
+pub mod tunnel;

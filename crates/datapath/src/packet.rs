@@ -5,17 +5,35 @@
 //! from a [`Pool`] owned by one PMD thread and go back to it when a port has sent or dropped
 //! them; after warm-up the pool recycles buffers and the per-packet path allocates nothing.
 //! A [`Batch`] holds up to [`MAX_BURST`] packets, one rx burst, and keeps its capacity.
+//!
+//! Every buffer starts with a fixed **tunnel metadata area** of [`TNL_MD_LEN`] bytes, before
+//! the headroom, which no push can reach: `tnl_pop` writes the outer headers' metadata there
+//! (in the flow key's layout, see [`crate::tunnel`]) and [`PacketMeta::tunnel`] says whether it
+//! is valid. The key is rebuilt for every datapath pass, so this is how the tunnel metadata
+//! follows a packet into the pass after the pop and into any later recirculation, without an
+//! allocation or a wider [`Packet`]. A recycled buffer starts with `tunnel` clear, so whatever
+//! stale bytes its area holds are never read; copies of a packet copy the valid part.
+//!
+//! ```text
+//! buffer: | tunnel metadata (320) | headroom (128, shrinks on push) | frame | tailroom |
+//! ```
+
+/// Bytes of the tunnel metadata area at the front of every buffer.
+pub const TNL_MD_LEN: usize = 320;
 
 /// Bytes reserved in front of every frame for headers pushed later (VXLAN over IPv6 with an
 /// outer VLAN tag needs 74; GENEVE with options more).
 pub const HEADROOM: usize = 128;
+
+/// Offset of the frame in a fresh buffer: after the tunnel metadata area and the headroom.
+const FRAME_OFS: usize = TNL_MD_LEN + HEADROOM;
 
 /// Room for the frame after the headroom in a pool buffer: a 1518-byte frame plus tunnel
 /// headers. Larger frames get a buffer of their own size (not recycled).
 pub const BUF_ROOM: usize = 2048;
 
 /// Size of a pool buffer.
-pub const BUF_SIZE: usize = HEADROOM + BUF_ROOM;
+pub const BUF_SIZE: usize = FRAME_OFS + BUF_ROOM;
 
 /// Largest number of packets in a batch: one rx burst.
 pub const MAX_BURST: usize = 32;
@@ -23,9 +41,24 @@ pub const MAX_BURST: usize = 32;
 /// Marks an absent header offset in [`PacketMeta`].
 pub const NO_OFS: u16 = u16::MAX;
 
+/// Which tunnel metadata a packet's buffer holds in its metadata area ([`TNL_MD_LEN`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub enum TnlMd {
+    /// None: the packet did not come out of a tunnel (the area's bytes are stale).
+    #[default]
+    None,
+    /// Decapsulated from an IPv4 underlay: tun_id, IPv4 endpoints, flags and ports, and any
+    /// GENEVE options.
+    Ipv4,
+    /// Decapsulated from an IPv6 underlay: as `Ipv4`, with the IPv6 endpoints instead.
+    Ipv6,
+}
+
 /// Per-packet metadata that travels with a packet through the datapath. Read and written by:
-/// rx (in_port), extraction (offsets, hash), actions (offsets after pushes and pops, recirc_id),
-/// recirculation (recirc_id, depth).
+/// rx (in_port), extraction (offsets, hash), actions (offsets after pushes and pops, recirc_id,
+/// packet_type after `push_eth`/`pop_eth`), recirculation (recirc_id, depth), `tnl_pop`
+/// (in_port, packet_type, tunnel; recirc_id and depth as a recirculation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketMeta {
     /// Datapath port the packet arrived on.
@@ -38,6 +71,10 @@ pub struct PacketMeta {
     pub dp_hash: u32,
     /// Packet mark.
     pub pkt_mark: u32,
+    /// Packet type as the key holds it: 0 for Ethernet, `(1 << 16) | ethertype` for an L3
+    /// packet that starts at its L3 header (OVS's `packet_type=(1,ethertype)`, e.g. the
+    /// payload of a GRE tunnel with `packet_type=legacy_l3`).
+    pub packet_type: u32,
     /// Offset of the first MPLS label stack entry from the frame start.
     pub l2_5: u16,
     /// Offset of the L3 header.
@@ -49,6 +86,8 @@ pub struct PacketMeta {
     /// The slow path had no time for this packet in its pass: it waits in the PMD's deferred
     /// queue instead of being dropped.
     pub deferred: bool,
+    /// Whether the buffer's tunnel metadata area is valid (set by `tnl_pop`).
+    pub tunnel: TnlMd,
 }
 
 impl PacketMeta {
@@ -60,11 +99,13 @@ impl PacketMeta {
             hash: 0,
             dp_hash: 0,
             pkt_mark: 0,
+            packet_type: 0,
             l2_5: NO_OFS,
             l3: NO_OFS,
             l4: NO_OFS,
             recirc_depth: 0,
             deferred: false,
+            tunnel: TnlMd::None,
         }
     }
 }
@@ -87,11 +128,11 @@ impl Packet {
     /// A packet holding a copy of `frame`, in a new buffer (tests and slow paths; the datapath
     /// allocates through a [`Pool`]).
     pub fn from_slice(frame: &[u8]) -> Packet {
-        let mut buf = vec![0u8; (HEADROOM + frame.len()).max(BUF_SIZE)].into_boxed_slice();
-        buf[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
+        let mut buf = vec![0u8; (FRAME_OFS + frame.len()).max(BUF_SIZE)].into_boxed_slice();
+        buf[FRAME_OFS..FRAME_OFS + frame.len()].copy_from_slice(frame);
         Packet {
             buf,
-            start: HEADROOM as u32,
+            start: FRAME_OFS as u32,
             len: frame.len() as u32,
             meta: PacketMeta::received(0),
         }
@@ -121,10 +162,48 @@ impl Packet {
         self.len == 0
     }
 
-    /// Bytes free in front of the frame.
+    /// Bytes free in front of the frame (the tunnel metadata area is not headroom).
     #[inline]
     pub fn headroom(&self) -> usize {
-        self.start as usize
+        self.start as usize - TNL_MD_LEN
+    }
+
+    /// The tunnel metadata area (valid when `meta.tunnel` says so; layout in
+    /// [`crate::tunnel`]).
+    #[inline]
+    pub fn tnl_md(&self) -> &[u8; TNL_MD_LEN] {
+        self.buf
+            .first_chunk::<TNL_MD_LEN>()
+            .expect("every buffer starts with the metadata area")
+    }
+
+    /// The tunnel metadata area, writable.
+    #[inline]
+    pub fn tnl_md_mut(&mut self) -> &mut [u8; TNL_MD_LEN] {
+        self.buf
+            .first_chunk_mut::<TNL_MD_LEN>()
+            .expect("every buffer starts with the metadata area")
+    }
+
+    /// The tunnel metadata area, writable, beside the frame: what `tnl_pop` reads from and
+    /// writes to at once.
+    #[inline]
+    pub fn tnl_md_and_data_mut(&mut self) -> (&mut [u8; TNL_MD_LEN], &[u8]) {
+        let (md, rest) = self.buf.split_at_mut(TNL_MD_LEN);
+        let s = self.start as usize - TNL_MD_LEN;
+        let md = md
+            .first_chunk_mut::<TNL_MD_LEN>()
+            .expect("split at the area's length");
+        (md, &rest[s..s + self.len as usize])
+    }
+
+    /// Copies `src`'s metadata, and the used part of its tunnel metadata area when it has one.
+    pub fn copy_meta_from(&mut self, src: &Packet) {
+        self.meta = src.meta;
+        if src.meta.tunnel != TnlMd::None {
+            let n = crate::tunnel::md_used_len(src.tnl_md());
+            self.buf[..n].copy_from_slice(&src.buf[..n]);
+        }
     }
 
     /// Bytes free after the frame.
@@ -190,6 +269,7 @@ impl Packet {
     fn grow(&mut self, front: usize, back: usize) {
         let mut nb = vec![0u8; self.buf.len() + front + back].into_boxed_slice();
         let (s, l) = (self.start as usize, self.len());
+        nb[..TNL_MD_LEN].copy_from_slice(&self.buf[..TNL_MD_LEN]);
         nb[s + front..s + front + l].copy_from_slice(&self.buf[s..s + l]);
         self.buf = nb;
         self.start += front as u32;
@@ -240,15 +320,24 @@ impl Pool {
             }
         } else {
             self.allocated += 1;
-            vec![0u8; HEADROOM + frame.len()].into_boxed_slice()
+            vec![0u8; FRAME_OFS + frame.len()].into_boxed_slice()
         };
-        buf[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
+        buf[FRAME_OFS..FRAME_OFS + frame.len()].copy_from_slice(frame);
         Packet {
             buf,
-            start: HEADROOM as u32,
+            start: FRAME_OFS as u32,
             len: frame.len() as u32,
             meta: PacketMeta::received(in_port),
         }
+    }
+
+    /// A copy of the first `len` bytes of `p` (at most its length) with its metadata and
+    /// tunnel metadata: what `clone` and a non-final output or `recirc` hand on.
+    #[inline]
+    pub fn copy_of(&mut self, p: &Packet, len: usize) -> Packet {
+        let mut c = self.packet_from(&p.data()[..len.min(p.len())], p.meta.in_port);
+        c.copy_meta_from(p);
+        c
     }
 
     /// Gives a packet's buffer back.
@@ -338,6 +427,21 @@ impl Batch {
     #[inline]
     pub fn drain(&mut self) -> std::vec::Drain<'_, Packet> {
         self.pkts.drain(..)
+    }
+
+    /// Removes the packets whose bit is set in `bits` (bit `i` for packet `i`), keeping the
+    /// others in order, and gives their buffers back to `pool`.
+    pub fn remove(&mut self, bits: u32, pool: &mut Pool) {
+        let mut w = 0;
+        for i in 0..self.pkts.len() {
+            if i >= 32 || bits & (1 << i) == 0 {
+                self.pkts.swap(w, i);
+                w += 1;
+            }
+        }
+        for p in self.pkts.drain(w..) {
+            pool.free(p);
+        }
     }
 
     /// Total bytes of the packets.

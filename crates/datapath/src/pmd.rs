@@ -8,8 +8,12 @@
 //!
 //! One iteration ([`Pmd::poll_once`]), per polled rx queue:
 //! 1. rx burst (up to 32 packets), copied into pool buffers by the port;
-//! 2. extraction of each packet's key and hash (`flow::extract`);
-//! 3. EMC lookup (exact, full key compare) unless the EMC is disabled;
+//! 2. extraction of each packet's key and hash (`flow::extract`), after the metadata words
+//!    the packet carries (in_port, recirc_id, packet type, tunnel metadata);
+//! 3. the decap fast path for the in_port's megaflows whose only action is `tnl_pop`
+//!    ([`crate::decap`]): a batch that all hits is decapsulated in place and goes back to step
+//!    2 as received on the tunnel port; then EMC lookup (exact, full key compare) unless the
+//!    EMC is disabled;
 //! 4. batch lookup of the misses in the classifier of the batch's in_port, subtables in rank
 //!    order;
 //! 5. upcall for what is still missed, within a per-iteration budget: the handler returns a
@@ -17,7 +21,8 @@
 //! 6. packets grouped by flow in arrival order; each group's flow statistics are updated once
 //!    and its actions run on the whole group;
 //! 7. outputs go to per-port tx batches, sent when full and at the end of the burst;
-//! 8. recirculated packets run steps 2-7 again in the same iteration (depth limit 8).
+//! 8. recirculated and decapsulated (`tnl_pop`) packets run steps 2-7 again in the same
+//!    iteration (depth limit 8), each run of consecutive packets of one in_port as a batch.
 //!
 //! Each stage's TSC cycles are counted (`dpif-netdev/pmd-stage-show`).
 
@@ -26,12 +31,14 @@ use std::sync::mpsc::{Receiver, Sender};
 use flow::{FlowKey, Mask, Match};
 
 use crate::actions::DpAction;
+use crate::decap::{DecapFlow, MAX_DECAP_FLOWS};
 use crate::dpcls::Dpcls;
 use crate::emc::Emc;
 use crate::flow_table::{FlowRef, FlowStats, FlowTable, Megaflow};
-use crate::packet::{Batch, MAX_BURST, Packet, Pool};
+use crate::packet::{Batch, MAX_BURST, Packet, Pool, TnlMd};
 use crate::port::{RxQueue, TxQueue};
 use crate::tsc;
+use crate::tunnel::{N_TNL_POP_DROPS, TnlPopDrop, TunnelKind};
 
 /// EMC slots checked for dead entries per housekeeping round (once a second): the whole cache
 /// in about a minute at most per 8192 entries / 256.
@@ -146,12 +153,20 @@ pub struct PmdStats {
     pub rx_packets: u64,
     /// Batches processed (rx bursts and recirculation passes).
     pub batches: u64,
-    /// Passes through the datapath by recirculation.
+    /// Passes through the datapath by recirculation (`recirc`).
     pub recirculations: u64,
+    /// Packets decapsulated by `tnl_pop`, each of which makes another pass (OVS counts these
+    /// among its recirculations; they are apart here and added back for OVS's figures).
+    pub tnl_pops: u64,
+    /// Packets `tnl_pop` dropped, per reason (indexed by `TnlPopDrop as usize`).
+    pub tnl_pop_drops: [u64; N_TNL_POP_DROPS],
     /// Passes served by the EMC.
     pub emc_hits: u64,
     /// Passes served by the megaflow classifier.
     pub megaflow_hits: u64,
+    /// Passes served by the decap fast path (a megaflow whose only action is `tnl_pop`,
+    /// matched without the EMC or the classifier; see [`crate::decap`]).
+    pub decap_hits: u64,
     /// Subtables probed (for lookups per megaflow hit).
     pub subtable_lookups: u64,
     /// Upcalls that installed or executed a flow.
@@ -183,6 +198,18 @@ pub struct PmdStats {
 /// Number of [`flow::Malformed`] reasons.
 pub const N_MALFORMED: usize = flow::Malformed::ALL.len();
 
+impl PmdStats {
+    /// Passes through the datapath: received packets, recirculations and tunnel pops.
+    pub fn passes(&self) -> u64 {
+        self.rx_packets + self.recirculations + self.tnl_pops
+    }
+
+    /// Packets `tnl_pop` dropped, all reasons.
+    pub fn tnl_pop_dropped(&self) -> u64 {
+        self.tnl_pop_drops.iter().sum()
+    }
+}
+
 impl core::ops::AddAssign for PmdStats {
     /// Sums counters, e.g. over PMD threads.
     fn add_assign(&mut self, o: PmdStats) {
@@ -193,8 +220,13 @@ impl core::ops::AddAssign for PmdStats {
         self.rx_packets += o.rx_packets;
         self.batches += o.batches;
         self.recirculations += o.recirculations;
+        self.tnl_pops += o.tnl_pops;
+        for (a, b) in self.tnl_pop_drops.iter_mut().zip(o.tnl_pop_drops) {
+            *a += b;
+        }
         self.emc_hits += o.emc_hits;
         self.megaflow_hits += o.megaflow_hits;
+        self.decap_hits += o.decap_hits;
         self.subtable_lookups += o.subtable_lookups;
         self.upcalls += o.upcalls;
         self.deferred_upcalls += o.deferred_upcalls;
@@ -254,8 +286,9 @@ pub enum PmdCmd {
     TakeRxqs(Sender<Vec<PolledRxq>>),
     /// Start polling these rx queues (their cycle counts start again from zero).
     AddRxqs(Vec<PolledRxq>),
-    /// A port joined the datapath: its tx queue for this PMD.
-    AddTxq(u32, Box<dyn TxQueue>),
+    /// A port joined the datapath: its tx queue for this PMD, and the tunnel it terminates
+    /// if it is a tunnel port.
+    AddTxq(u32, Box<dyn TxQueue>, Option<TunnelKind>),
     /// A port leaves: stop polling it, flush and drop its tx queue, remove the megaflows of
     /// its packets; replies once done, so the port can be closed.
     RemovePort(u32, Sender<()>),
@@ -271,33 +304,59 @@ pub struct PolledRxq {
     pub cycles: u64,
 }
 
+/// A datapath port as a PMD sees it: its tx queue and batch, and its tunnel kind (the kind
+/// `tnl_pop` to it decapsulates).
 struct TxSlot {
     q: Box<dyn TxQueue>,
     batch: Batch,
+    tunnel: Option<TunnelKind>,
+}
+
+/// The lookup structures of one input port: its megaflow classifier and its decap fast path.
+struct PortCls {
+    port: u32,
+    dpcls: Dpcls<FlowRef>,
+    /// Megaflows of this port whose only action is `tnl_pop` (at most
+    /// [`crate::decap::MAX_DECAP_FLOWS`]).
+    decap: Vec<DecapFlow>,
 }
 
 /// The per-port classifiers of one PMD (a handful of ports: linear search).
 struct Classifiers {
-    by_port: Vec<(u32, Dpcls<FlowRef>)>,
+    by_port: Vec<PortCls>,
 }
 
 impl Classifiers {
+    fn port_mut(&mut self, port: u32) -> Option<&mut PortCls> {
+        self.by_port.iter_mut().find(|c| c.port == port)
+    }
+
     fn get_mut(&mut self, port: u32) -> Option<&mut Dpcls<FlowRef>> {
-        self.by_port
-            .iter_mut()
-            .find(|(p, _)| *p == port)
-            .map(|(_, c)| c)
+        self.port_mut(port).map(|c| &mut c.dpcls)
     }
 
     fn get_or_create(&mut self, port: u32) -> &mut Dpcls<FlowRef> {
-        let i = match self.by_port.iter().position(|(p, _)| *p == port) {
+        let i = match self.by_port.iter().position(|c| c.port == port) {
             Some(i) => i,
             None => {
-                self.by_port.push((port, Dpcls::new()));
+                self.by_port.push(PortCls {
+                    port,
+                    dpcls: Dpcls::new(),
+                    decap: Vec::with_capacity(MAX_DECAP_FLOWS),
+                });
                 self.by_port.len() - 1
             }
         };
-        &mut self.by_port[i].1
+        &mut self.by_port[i].dpcls
+    }
+
+    /// The decap megaflows of `port` (none for a port without any).
+    #[inline]
+    fn decap(&self, port: u32) -> &[DecapFlow] {
+        match self.by_port.iter().find(|c| c.port == port) {
+            Some(c) => &c.decap,
+            None => &[],
+        }
     }
 }
 
@@ -441,6 +500,11 @@ impl Pmd {
 
     /// Sends output for `port_no` through `q`.
     pub fn add_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>) {
+        self.add_port_txq(port_no, q, None);
+    }
+
+    /// Sends output for `port_no` through `q`; `tnl_pop` to the port decapsulates `tunnel`.
+    pub fn add_port_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>, tunnel: Option<TunnelKind>) {
         let i = port_no as usize;
         if self.txs.len() <= i {
             self.txs.resize_with(i + 1, || None);
@@ -448,6 +512,7 @@ impl Pmd {
         self.txs[i] = Some(TxSlot {
             q,
             batch: Batch::new(),
+            tunnel,
         });
     }
 
@@ -488,7 +553,7 @@ impl Pmd {
             .cls
             .by_port
             .iter()
-            .map(|(_, c)| c.stats().lookups)
+            .map(|c| c.dpcls.stats().lookups)
             .sum();
         s
     }
@@ -496,8 +561,8 @@ impl Pmd {
     /// Zeroes the counters.
     pub fn clear_stats(&mut self) {
         self.stats = PmdStats::default();
-        for (_, c) in &mut self.cls.by_port {
-            c.clear_stats();
+        for c in &mut self.cls.by_port {
+            c.dpcls.clear_stats();
         }
     }
 
@@ -539,7 +604,31 @@ impl Pmd {
                 .expect("the flow was inserted just above");
             return Err(("a flow with this match already exists".into(), Box::new(f)));
         }
+        self.decap_track(r);
         Ok(r)
+    }
+
+    /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop` and
+    /// there is room.
+    fn decap_track(&mut self, r: FlowRef) {
+        let Some(f) = self.flows.get(r) else {
+            return;
+        };
+        let Some(d) = DecapFlow::new(r, &f.m, &f.actions) else {
+            return;
+        };
+        if let Some(c) = self.cls.port_mut(f.m.key().in_port())
+            && c.decap.len() < MAX_DECAP_FLOWS
+        {
+            c.decap.push(d);
+        }
+    }
+
+    /// Takes flow `r` (input port `port`) out of the decap fast path.
+    fn decap_untrack(&mut self, r: FlowRef, port: u32) {
+        if let Some(c) = self.cls.port_mut(port) {
+            c.decap.retain(|d| d.flow != r);
+        }
     }
 
     /// Finds the megaflow with exactly this match.
@@ -558,7 +647,9 @@ impl Pmd {
 
     fn remove_ref(&mut self, r: FlowRef) -> Option<Megaflow> {
         let f = self.flows.remove(r)?;
-        if let Some(c) = self.cls.get_mut(f.m.key().in_port()) {
+        let port = f.m.key().in_port();
+        self.decap_untrack(r, port);
+        if let Some(c) = self.cls.get_mut(port) {
             c.remove(&f.m);
         }
         // EMC entries naming `r` are dead by generation and are cleared on lookup.
@@ -574,6 +665,9 @@ impl Pmd {
         if clear_stats {
             f.stats = FlowStats::default();
         }
+        // The new actions may start or stop being a lone tnl_pop (or pop to another port).
+        self.decap_untrack(r, new.m.key().in_port());
+        self.decap_track(r);
         Ok(())
     }
 
@@ -635,7 +729,7 @@ impl Pmd {
                     self.add_rxq(q);
                 }
             }
-            PmdCmd::AddTxq(no, q) => self.add_txq(no, q),
+            PmdCmd::AddTxq(no, q, tunnel) => self.add_port_txq(no, q, tunnel),
             PmdCmd::RemovePort(no, reply) => {
                 self.remove_port(no);
                 let _ = reply.send(());
@@ -679,16 +773,7 @@ impl Pmd {
             let in_port = self.rxqs[qi].port_no;
             self.process(&mut batch, in_port);
             self.rx_batch = batch;
-            while !self.recirc.is_empty() {
-                let take = self.recirc.len().min(MAX_BURST);
-                let mut b = std::mem::take(&mut self.recirc_batch);
-                for p in self.recirc.drain(..take) {
-                    b.push(p);
-                }
-                self.stats.recirculations += take as u64;
-                self.process(&mut b, in_port);
-                self.recirc_batch = b;
-            }
+            self.run_recirc();
             self.flush_tx();
             self.rxqs[qi].cycles += tsc::now() - t0;
         }
@@ -705,6 +790,27 @@ impl Pmd {
             self.housekeeping(end);
         }
         received
+    }
+
+    /// Runs the packets queued for another pass (recirculated or decapsulated), in order, as
+    /// batches of consecutive packets that share an in_port: after `tnl_pop` a packet is
+    /// classified as received on the tunnel port, not on the port it came in by.
+    fn run_recirc(&mut self) {
+        while !self.recirc.is_empty() {
+            let in_port = self.recirc[0].meta.in_port;
+            let take = self
+                .recirc
+                .iter()
+                .take(MAX_BURST)
+                .take_while(|p| p.meta.in_port == in_port)
+                .count();
+            let mut b = std::mem::take(&mut self.recirc_batch);
+            for p in self.recirc.drain(..take) {
+                b.push(p);
+            }
+            self.process(&mut b, in_port);
+            self.recirc_batch = b;
+        }
     }
 
     /// Adds the slow path's share of the time since the last call to its token budget, capped
@@ -751,6 +857,8 @@ impl Pmd {
                 self.deferred.push_front(p);
             }
             self.recirc_batch = b;
+            // Waiting misses that recirculate or pop go on at once, as they would have.
+            self.run_recirc();
             self.flush_tx();
         }
     }
@@ -759,8 +867,8 @@ impl Pmd {
     fn housekeeping(&mut self, now: u64) {
         let hz = tsc::hz();
         if self.next_housekeeping != 0 {
-            for (_, c) in &mut self.cls.by_port {
-                c.sort_subtables();
+            for c in &mut self.cls.by_port {
+                c.dpcls.sort_subtables();
             }
             if self.max_idle_tsc > 0 {
                 // A flow that never saw a packet is idle since its install.
@@ -787,118 +895,259 @@ impl Pmd {
     }
 
     /// Steps 2-7 for one batch of packets that share an in_port; leaves `batch` empty.
-    fn process(&mut self, batch: &mut Batch, in_port: u32) {
-        let n = batch.len();
-        let t0 = tsc::now();
-        self.stats.batches += 1;
+    ///
+    /// After extraction, the decap fast path ([`crate::decap`]) tests the packets against the
+    /// port's megaflows whose only action is `tnl_pop`. When all of them hit and pop to one
+    /// tunnel port, they are decapsulated in place and the batch starts its next pass at once,
+    /// as received on the tunnel port; partial hits skip the EMC and dpcls lookups.
+    fn process(&mut self, batch: &mut Batch, mut in_port: u32) {
+        loop {
+            let n = batch.len();
+            if n == 0 {
+                return;
+            }
+            let t0 = tsc::now();
+            self.stats.batches += 1;
 
-        // Extraction.
-        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
-            let k = &mut self.keys[i];
-            k.clear();
-            k.set_word(0, meta_word(p.meta.in_port, p.meta.recirc_id));
-            if p.meta.dp_hash != 0 {
-                k.set_dp_hash(p.meta.dp_hash);
-            }
-            if p.meta.pkt_mark != 0 {
-                k.set_pkt_mark(p.meta.pkt_mark);
-            }
-            let x = flow::extract(p.data(), k);
-            if let Some(m) = x.malformed {
-                self.stats.malformed[m as usize] += 1;
-            }
-            let h = x.hash ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
-            p.meta.hash = h;
-            self.hashes[i] = h;
-            p.meta.l2_5 = x.layers.l2_5;
-            p.meta.l3 = x.layers.l3;
-            p.meta.l4 = x.layers.l4;
-        }
-        let t1 = tsc::now();
-        self.stats.stage_cycles[Stage::Extract as usize] += t1 - t0;
-
-        // Exact-match cache.
-        let mut misses = 0u32;
-        if !self.emc.is_enabled() {
-            misses = ((1u64 << n) - 1) as u32;
-            self.hits[..n].fill(None);
-        } else {
-            let Pmd {
-                emc,
-                flows,
-                keys,
-                hashes,
-                hits,
-                ..
-            } = self;
-            for i in 0..n {
-                hits[i] = emc.lookup(&keys[i], hashes[i], |r| flows.is_live(r));
-                if hits[i].is_none() {
-                    misses |= 1 << i;
+            // Extraction.
+            for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+                let k = &mut self.keys[i];
+                key_metadata(p, k);
+                let x = flow::extract(p.data(), k);
+                if let Some(m) = x.malformed {
+                    self.stats.malformed[m as usize] += 1;
                 }
+                let h = x.hash ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
+                p.meta.hash = h;
+                self.hashes[i] = h;
+                p.meta.l2_5 = x.layers.l2_5;
+                p.meta.l3 = x.layers.l3;
+                p.meta.l4 = x.layers.l4;
             }
-        }
-        self.stats.emc_hits += (n - misses.count_ones() as usize) as u64;
-        if !self.running_deferred {
-            self.hits_this_iter += (n - misses.count_ones() as usize) as u64;
-        }
-        let t2 = tsc::now();
-        self.stats.stage_cycles[Stage::Emc as usize] += t2 - t1;
+            let t1 = tsc::now();
+            self.stats.stage_cycles[Stage::Extract as usize] += t1 - t0;
 
-        // Megaflow classifier of the in_port.
-        if misses != 0 {
-            let Pmd {
-                cls,
-                keys,
-                hits,
-                emc,
-                hashes,
-                ..
-            } = self;
-            if let Some(c) = cls.get_mut(in_port) {
-                let mut refs = [&keys[0]; MAX_BURST];
-                let mut idx = [0usize; MAX_BURST];
-                let mut m = 0;
-                let mut bits = misses;
+            // Decap fast path.
+            let mut fast = 0u32;
+            if !self.cls.decap(in_port).is_empty() {
+                let mut which = [0u8; MAX_BURST];
+                fast = self.decap_lookup(in_port, n, &mut which);
+                if fast != 0 {
+                    self.stats.decap_hits += u64::from(fast.count_ones());
+                    if !self.running_deferred {
+                        self.hits_this_iter += u64::from(fast.count_ones());
+                    }
+                }
+                if u64::from(fast) == (1u64 << n) - 1
+                    && let Some(port) = self.decap_in_place(batch, in_port, &which)
+                {
+                    in_port = port;
+                    self.stats.stage_cycles[Stage::Actions as usize] += tsc::now() - t1;
+                    continue;
+                }
+                let flows = self.cls.decap(in_port);
+                let mut bits = fast;
                 while bits != 0 {
                     let i = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    refs[m] = &keys[i];
-                    idx[m] = i;
-                    m += 1;
+                    self.hits[i] = Some(flows[usize::from(which[i])].flow);
                 }
-                let mut out = [None; MAX_BURST];
-                let found = c.lookup_batch(&refs[..m], &mut out[..m]);
-                if found > 0 {
-                    for j in 0..m {
-                        if let Some(r) = out[j] {
-                            let i = idx[j];
-                            hits[i] = Some(r);
-                            misses &= !(1 << i);
-                            emc.insert(&keys[i], hashes[i], r);
+            }
+
+            // Exact-match cache.
+            let all = ((1u64 << n) - 1) as u32;
+            let mut misses = 0u32;
+            if !self.emc.is_enabled() {
+                misses = all & !fast;
+                for i in 0..n {
+                    if misses & (1 << i) != 0 {
+                        self.hits[i] = None;
+                    }
+                }
+            } else {
+                let Pmd {
+                    emc,
+                    flows,
+                    keys,
+                    hashes,
+                    hits,
+                    ..
+                } = self;
+                if fast == 0 {
+                    for i in 0..n {
+                        hits[i] = emc.lookup(&keys[i], hashes[i], |r| flows.is_live(r));
+                        if hits[i].is_none() {
+                            misses |= 1 << i;
                         }
                     }
-                    self.stats.megaflow_hits += found as u64;
-                    if !self.running_deferred {
-                        self.hits_this_iter += found as u64;
+                } else {
+                    let mut bits = all & !fast;
+                    while bits != 0 {
+                        let i = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        hits[i] = emc.lookup(&keys[i], hashes[i], |r| flows.is_live(r));
+                        if hits[i].is_none() {
+                            misses |= 1 << i;
+                        }
                     }
                 }
             }
-        }
-        let t3 = tsc::now();
-        self.stats.stage_cycles[Stage::Megaflow as usize] += t3 - t2;
+            let emc_hits = (all & !fast & !misses).count_ones();
+            self.stats.emc_hits += u64::from(emc_hits);
+            if !self.running_deferred {
+                self.hits_this_iter += u64::from(emc_hits);
+            }
+            let t2 = tsc::now();
+            self.stats.stage_cycles[Stage::Emc as usize] += t2 - t1;
 
-        // Upcalls.
-        if misses != 0 {
-            self.upcalls(batch, misses, in_port);
-        }
-        let t4 = tsc::now();
-        self.stats.stage_cycles[Stage::Upcall as usize] += t4 - t3;
+            // Megaflow classifier of the in_port.
+            if misses != 0 {
+                let Pmd {
+                    cls,
+                    keys,
+                    hits,
+                    emc,
+                    hashes,
+                    ..
+                } = self;
+                if let Some(c) = cls.get_mut(in_port) {
+                    let mut refs = [&keys[0]; MAX_BURST];
+                    let mut idx = [0usize; MAX_BURST];
+                    let mut m = 0;
+                    let mut bits = misses;
+                    while bits != 0 {
+                        let i = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        refs[m] = &keys[i];
+                        idx[m] = i;
+                        m += 1;
+                    }
+                    let mut out = [None; MAX_BURST];
+                    let found = c.lookup_batch(&refs[..m], &mut out[..m]);
+                    if found > 0 {
+                        for j in 0..m {
+                            if let Some(r) = out[j] {
+                                let i = idx[j];
+                                hits[i] = Some(r);
+                                misses &= !(1 << i);
+                                emc.insert(&keys[i], hashes[i], r);
+                            }
+                        }
+                        self.stats.megaflow_hits += found as u64;
+                        if !self.running_deferred {
+                            self.hits_this_iter += found as u64;
+                        }
+                    }
+                }
+            }
+            let t3 = tsc::now();
+            self.stats.stage_cycles[Stage::Megaflow as usize] += t3 - t2;
 
-        // Group by flow, keeping each flow's packets in order, and run each group's actions.
-        self.execute_groups(batch, n);
-        let t5 = tsc::now();
-        self.stats.stage_cycles[Stage::Actions as usize] += t5 - t4;
+            // Upcalls.
+            if misses != 0 {
+                self.upcalls(batch, misses, in_port);
+            }
+            let t4 = tsc::now();
+            self.stats.stage_cycles[Stage::Upcall as usize] += t4 - t3;
+
+            // Group by flow, keeping each flow's packets in order, and run each group's
+            // actions.
+            self.execute_groups(batch, n);
+            let t5 = tsc::now();
+            self.stats.stage_cycles[Stage::Actions as usize] += t5 - t4;
+            return;
+        }
+    }
+
+    /// The decap fast path's lookup: the packets of the batch (of `n`) whose key matches one
+    /// of `in_port`'s decap megaflows, as a bit mask, with the megaflow's index in `which`.
+    #[inline]
+    fn decap_lookup(&mut self, in_port: u32, n: usize, which: &mut [u8; MAX_BURST]) -> u32 {
+        let flows = self.cls.decap(in_port);
+        let mut bits = 0u32;
+        for (i, k) in self.keys[..n].iter().enumerate() {
+            if let Some(j) = crate::decap::lookup(flows, k) {
+                which[i] = j as u8;
+                bits |= 1 << i;
+            }
+        }
+        bits
+    }
+
+    /// Runs the decap megaflows `which` (indices into `in_port`'s decap list, one per packet)
+    /// on the whole batch: credits their statistics, then pops every packet in place, making
+    /// it arrive on the tunnel port with recirc_id 0 (dropping, counted, what does not
+    /// decapsulate). Returns the tunnel port, or `None`, leaving everything as it was, when
+    /// the packets pop to more than one port.
+    fn decap_in_place(
+        &mut self,
+        batch: &mut Batch,
+        in_port: u32,
+        which: &[u8; MAX_BURST],
+    ) -> Option<u32> {
+        let n = batch.len();
+        let flows = self.cls.decap(in_port);
+        let port = flows[usize::from(which[0])].port;
+        if which[..n]
+            .iter()
+            .any(|&j| flows[usize::from(j)].port != port)
+        {
+            return None;
+        }
+        // Flow statistics, once per megaflow, as a group's would be.
+        let mut packets = [0u64; MAX_DECAP_FLOWS];
+        let mut bytes = [0u64; MAX_DECAP_FLOWS];
+        let mut tcp_flags = [0u16; MAX_DECAP_FLOWS];
+        for (i, p) in batch.packets().iter().enumerate() {
+            let j = usize::from(which[i]) % MAX_DECAP_FLOWS;
+            packets[j] += 1;
+            bytes[j] += p.len() as u64;
+            tcp_flags[j] |= self.keys[i].tcp_flags();
+        }
+        let now = tsc::now();
+        for (j, d) in flows.iter().enumerate() {
+            if packets[j] > 0
+                && let Some(f) = self.flows.get_mut(d.flow)
+            {
+                f.stats.packets += packets[j];
+                f.stats.bytes += bytes[j];
+                f.stats.used_tsc = now;
+                f.stats.tcp_flags |= tcp_flags[j];
+            }
+        }
+        let kind = match self.txs.get(port as usize) {
+            Some(Some(slot)) => slot.tunnel,
+            _ => None,
+        };
+        let mut dropped = 0u32;
+        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+            if p.meta.recirc_depth >= MAX_RECIRC_DEPTH {
+                self.stats.recirc_depth_drops += 1;
+                dropped |= 1 << i;
+                continue;
+            }
+            let popped = match kind {
+                Some(k) => crate::tunnel::tnl_pop(p, k),
+                None => Err(TnlPopDrop::BadPort),
+            };
+            match popped {
+                Ok(()) => {
+                    let m = &mut p.meta;
+                    m.in_port = port;
+                    m.recirc_id = 0;
+                    m.recirc_depth += 1;
+                }
+                Err(e) => {
+                    self.stats.tnl_pop_drops[e as usize] += 1;
+                    dropped |= 1 << i;
+                }
+            }
+        }
+        if dropped != 0 {
+            batch.remove(dropped, &mut self.pool);
+        }
+        self.stats.tnl_pops += batch.len() as u64;
+        Some(port)
     }
 
     /// Slow path for the packets in `misses`.
@@ -1085,6 +1334,7 @@ impl Pmd {
                 DpAction::Trunc(len) => trunc = Some(*len),
                 DpAction::Userspace => self.stats.userspace_packets += batch.len() as u64,
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume),
+                DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
                 DpAction::Clone(sub) => {
                     let mut copy = self.copy_batch(batch, None);
                     self.execute(sub, &mut copy);
@@ -1110,14 +1360,13 @@ impl Pmd {
         }
     }
 
-    /// Copies of a batch's packets (optionally truncated), in new pool buffers.
+    /// Copies of a batch's packets (optionally truncated), in new pool buffers, with their
+    /// metadata and tunnel metadata.
     fn copy_batch(&mut self, batch: &Batch, trunc: Option<u32>) -> Batch {
         let mut out = Batch::new();
         for p in batch.packets() {
-            let len = trunc.map_or(p.len(), |t| p.len().min(t as usize));
-            let mut c = self.pool.packet_from(&p.data()[..len], p.meta.in_port);
-            c.meta = p.meta;
-            out.push(c);
+            let len = trunc.map_or(p.len(), |t| t as usize);
+            out.push(self.pool.copy_of(p, len));
         }
         out
     }
@@ -1178,6 +1427,47 @@ impl Pmd {
             }
             p.meta.recirc_depth += 1;
             p.meta.recirc_id = id;
+            self.stats.recirculations += 1;
+            self.recirc.push(p);
+        }
+        if consume {
+            *batch = src;
+        }
+    }
+
+    /// `tnl_pop(port)`: decapsulates each packet as `port`'s tunnel kind says and queues it
+    /// for another pass as received on `port`, with recirc_id 0; drops (counted by reason)
+    /// what does not decapsulate.
+    fn tnl_pop(&mut self, port: u32, batch: &mut Batch, consume: bool) {
+        let kind = match self.txs.get(port as usize) {
+            Some(Some(slot)) => slot.tunnel,
+            _ => None,
+        };
+        let mut src = if consume {
+            std::mem::take(batch)
+        } else {
+            self.copy_batch(batch, None)
+        };
+        for mut p in src.drain() {
+            if p.meta.recirc_depth >= MAX_RECIRC_DEPTH {
+                self.stats.recirc_depth_drops += 1;
+                self.pool.free(p);
+                continue;
+            }
+            let popped = match kind {
+                Some(k) => crate::tunnel::tnl_pop(&mut p, k),
+                None => Err(TnlPopDrop::BadPort),
+            };
+            if let Err(e) = popped {
+                self.stats.tnl_pop_drops[e as usize] += 1;
+                self.pool.free(p);
+                continue;
+            }
+            let m = &mut p.meta;
+            m.in_port = port;
+            m.recirc_id = 0;
+            m.recirc_depth += 1;
+            self.stats.tnl_pops += 1;
             self.recirc.push(p);
         }
         if consume {
@@ -1200,11 +1490,50 @@ impl Pmd {
     }
 }
 
+/// Writes the metadata words of `p`'s key (in_port, recirc_id, dp_hash, mark, packet type,
+/// tunnel) into `key`, clearing the rest: what a pass's extraction starts from.
+#[inline(always)]
+pub fn key_metadata(p: &Packet, key: &mut FlowKey) {
+    let m = &p.meta;
+    key.clear();
+    key.set_word(0, meta_word(m.in_port, m.recirc_id));
+    // One test for the common case of a packet with no other metadata.
+    if (m.dp_hash | m.pkt_mark | m.packet_type) != 0 || m.tunnel != TnlMd::None {
+        key_metadata_more(p, key);
+    }
+}
+
+/// The rest of [`key_metadata`], for a packet that has more than in_port and recirc_id.
+#[inline(never)]
+fn key_metadata_more(p: &Packet, key: &mut FlowKey) {
+    let m = &p.meta;
+    if m.dp_hash != 0 {
+        key.set_dp_hash(m.dp_hash);
+    }
+    if m.pkt_mark != 0 {
+        key.set_pkt_mark(m.pkt_mark);
+    }
+    if m.packet_type != 0 {
+        key.set_packet_type(m.packet_type);
+    }
+    if m.tunnel != TnlMd::None {
+        crate::tunnel::md_to_key(p.tnl_md(), m.tunnel, key);
+    }
+}
+
 /// Word 0 of a key: in_port and recirc_id, in network byte order.
 #[inline(always)]
 fn meta_word(in_port: u32, recirc_id: u32) -> u64 {
-    let (a, b) = (in_port.to_be_bytes(), recirc_id.to_be_bytes());
-    u64::from_ne_bytes([a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]])
+    // The two fields' bytes in memory order, as two 32-bit halves of the word.
+    let (a, b) = (
+        u64::from(u32::from_ne_bytes(in_port.to_be_bytes())),
+        u64::from(u32::from_ne_bytes(recirc_id.to_be_bytes())),
+    );
+    if cfg!(target_endian = "little") {
+        a | b << 32
+    } else {
+        a << 32 | b
+    }
 }
 
 /// A stable 128-bit id for a megaflow, from its masked key and mask (two CRC32C lanes per half;

@@ -127,4 +127,10 @@ pub trait Port: Send {
 
     /// The port's counters, summed over its queues.
     fn counters(&self) -> PortCounters;
+
+    /// The tunnel this port terminates, for a tunnel's virtual port (`vxlan_sys_4789`):
+    /// `tnl_pop` to it decapsulates as this kind says. `None` for other ports.
+    fn tunnel(&self) -> Option<crate::tunnel::TunnelKind> {
+        None
+    }
 }

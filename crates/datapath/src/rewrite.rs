@@ -18,8 +18,15 @@
 //! as in OVS, where such an action does nothing. Nothing here allocates, except a push that finds
 //! the packet's headroom ([`crate::packet::HEADROOM`], 128 bytes) used up.
 //!
-//! Reads: the frame, `meta.l2_5`, `meta.l3`, `meta.l4`. Writes: the frame, and the offsets after
-//! a push or pop (and `meta.dp_hash` in [`apply`] for `hash`).
+//! An L3 packet (`meta.packet_type` of namespace 1, e.g. a GRE `legacy_l3` payload after
+//! `tnl_pop`) has no Ethernet header: the actions on it refuse with
+//! [`RewriteError::NotEthernet`], as OVS's find no Ethernet header and do nothing; `push_eth`
+//! makes it an Ethernet frame and `pop_eth` makes a frame an L3 packet (OVS's `push_eth()` and
+//! `pop_eth()` in `lib/packets.c`).
+//!
+//! Reads: the frame, `meta.l2_5`, `meta.l3`, `meta.l4`, `meta.packet_type`. Writes: the frame,
+//! the offsets after a push or pop, `meta.packet_type` after `push_eth`, `pop_eth` and
+//! `tnl_push` (and `meta.dp_hash` in [`apply`] for `hash`).
 
 use wire::checksum;
 use wire::{
@@ -53,7 +60,14 @@ pub enum RewriteError {
     /// The transport header is not the protocol the action writes.
     #[error("transport protocol differs from the set action's")]
     L4Mismatch,
-    /// Not a header rewrite: output, trunc, recirc and clone are the PMD's.
+    /// An action on the Ethernet header (set, VLAN and MPLS push and pop, `pop_eth`) on an
+    /// L3 packet (packet_type `(1, ethertype)`).
+    #[error("not an Ethernet frame")]
+    NotEthernet,
+    /// `push_eth` on a packet that already is an Ethernet frame.
+    #[error("push_eth on an Ethernet frame")]
+    NotL3,
+    /// Not a header rewrite: output, trunc, recirc, clone and tnl_pop are the PMD's.
     #[error("not a header rewrite action")]
     NotRewrite,
 }
@@ -67,6 +81,8 @@ impl RewriteError {
         RewriteError::NoIpv6,
         RewriteError::NoL4,
         RewriteError::L4Mismatch,
+        RewriteError::NotEthernet,
+        RewriteError::NotL3,
         RewriteError::NotRewrite,
     ];
 
@@ -79,6 +95,8 @@ impl RewriteError {
             RewriteError::NoIpv6 => "no_ipv6",
             RewriteError::NoL4 => "no_l4",
             RewriteError::L4Mismatch => "l4_mismatch",
+            RewriteError::NotEthernet => "not_ethernet",
+            RewriteError::NotL3 => "not_l3",
             RewriteError::NotRewrite => "not_rewrite",
         }
     }
@@ -165,7 +183,7 @@ fn is_vlan(t: u16) -> bool {
 
 /// Offset of the first byte after the L2 header (MACs, every VLAN tag, ethertype): where an
 /// MPLS label stack begins.
-fn l2_end(d: &[u8]) -> Option<usize> {
+pub(crate) fn l2_end(d: &[u8]) -> Option<usize> {
     if d.len() < ETH_HLEN {
         return None;
     }
@@ -242,30 +260,75 @@ fn ipv6_upper(d: &[u8], l3: usize, l4: usize) -> Option<(IpProtocol, bool)> {
     (p == l4).then_some((IpProtocol(nh), routed))
 }
 
+/// `Ok` for an Ethernet frame, [`RewriteError::NotEthernet`] for an L3 packet.
+#[inline]
+fn ethernet(pkt: &Packet) -> Result<(), RewriteError> {
+    if pkt.meta.packet_type == 0 {
+        Ok(())
+    } else {
+        Err(NotEthernet)
+    }
+}
+
+/// `push_eth(src=,dst=)`: prepends an Ethernet header to an L3 packet, with the ethertype of
+/// its packet type, and makes it an Ethernet frame.
+pub fn push_eth(pkt: &mut Packet, src: &[u8; 6], dst: &[u8; 6]) -> Result<(), RewriteError> {
+    let pt = pkt.meta.packet_type;
+    if pt >> 16 != 1 {
+        return Err(NotL3);
+    }
+    let h = pkt.push_front(ETH_HLEN);
+    h[..6].copy_from_slice(dst);
+    h[6..12].copy_from_slice(src);
+    h[12..14].copy_from_slice(&(pt as u16).to_be_bytes());
+    let m = &mut pkt.meta;
+    m.packet_type = 0;
+    for o in [&mut m.l2_5, &mut m.l3, &mut m.l4] {
+        shift(o, ETH_HLEN as isize, 0);
+    }
+    Ok(())
+}
+
+/// `pop_eth`: removes the Ethernet header and any VLAN tags (everything in front of the MPLS
+/// label stack or L3 header) and makes the packet an L3 packet whose packet type is the
+/// ethertype that stood in front of it.
+pub fn pop_eth(pkt: &mut Packet) -> Result<(), RewriteError> {
+    ethernet(pkt)?;
+    let d = pkt.data();
+    let from = |o: u16| at(o, d.len(), 0).filter(|&o| o >= ETH_HLEN);
+    let ofs = match from(pkt.meta.l2_5).or_else(|| from(pkt.meta.l3)) {
+        Some(o) => o,
+        None => l2_end(d).ok_or(Runt)?,
+    };
+    let eth_type = be16(d, ofs - 2);
+    pkt.pull_front(ofs);
+    let m = &mut pkt.meta;
+    m.packet_type = (1 << 16) | u32::from(eth_type);
+    for o in [&mut m.l2_5, &mut m.l3, &mut m.l4] {
+        shift(o, -(ofs as isize), ofs);
+    }
+    Ok(())
+}
+
 /// `set(eth(src=,dst=))`: masked write of the MAC addresses.
 pub fn set_eth(pkt: &mut Packet, s: &SetEth) -> Result<(), RewriteError> {
-    if pkt.len() < ETH_HLEN {
+    ethernet(pkt)?;
+    let Some(h) = pkt.data_mut().first_chunk_mut::<ETH_HLEN>() else {
         return Err(Runt);
-    }
-    // Both addresses at once: the 12 bytes as one 128-bit lane, masked in registers.
-    let lane = |dst: &[u8; 6], src: &[u8; 6]| {
-        let mut b = [0u8; 16];
-        b[..6].copy_from_slice(dst);
-        b[6..12].copy_from_slice(src);
-        u128::from_ne_bytes(b)
     };
-    let (val, mask) = (lane(&s.dst, &s.src), lane(&s.dst_mask, &s.src_mask));
-    let d = &mut pkt.data_mut()[..12];
-    let mut b = [0u8; 16];
-    b[..12].copy_from_slice(d);
-    let x = (u128::from_ne_bytes(b) & !mask) | (val & mask);
-    d.copy_from_slice(&x.to_ne_bytes()[..12]);
+    // Both addresses at once, as an 8-byte and a 4-byte masked write prepared at compile time.
+    let w = s.words();
+    let lo = u64::from_ne_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]);
+    let hi = u32::from_ne_bytes([h[8], h[9], h[10], h[11]]);
+    h[..8].copy_from_slice(&((lo & !w.mask_lo) | w.val_lo).to_ne_bytes());
+    h[8..12].copy_from_slice(&((hi & !w.mask_hi) | w.val_hi).to_ne_bytes());
     Ok(())
 }
 
 /// `push_vlan`: inserts a tag after the MAC addresses, in front of any tag already there.
 /// `tci` is written without the CFI bit, as OVS's `eth_push_vlan()` does.
 pub fn push_vlan(pkt: &mut Packet, tpid: u16, tci: u16) -> Result<(), RewriteError> {
+    ethernet(pkt)?;
     if pkt.len() < ETH_HLEN {
         return Err(Runt);
     }
@@ -281,6 +344,7 @@ pub fn push_vlan(pkt: &mut Packet, tpid: u16, tci: u16) -> Result<(), RewriteErr
 
 /// `pop_vlan`: removes the outer VLAN tag; an untagged frame is left as it is (`Ok`).
 pub fn pop_vlan(pkt: &mut Packet) -> Result<(), RewriteError> {
+    ethernet(pkt)?;
     let d = pkt.data();
     if d.len() < ETH_HLEN {
         return Err(Runt);
@@ -303,6 +367,7 @@ pub fn pop_vlan(pkt: &mut Packet) -> Result<(), RewriteError> {
 /// between L2 and L3 on a packet without one, and writes `eth_type` as the ethertype in front
 /// of it. `eth_type` should be an MPLS ethertype (the compiler checks it).
 pub fn push_mpls(pkt: &mut Packet, lse: u32, eth_type: u16) -> Result<(), RewriteError> {
+    ethernet(pkt)?;
     let len = pkt.len();
     let ofs = match at(pkt.meta.l2_5, len, 0) {
         Some(o) if o >= ETH_HLEN => o,
@@ -324,6 +389,7 @@ pub fn push_mpls(pkt: &mut Packet, lse: u32, eth_type: u16) -> Result<(), Rewrit
 /// `pop_mpls(eth_type=)`: removes the outer label stack entry and writes `eth_type` as the
 /// ethertype in front of what follows. After the bottom entry, L3 starts where the stack was.
 pub fn pop_mpls(pkt: &mut Packet, eth_type: u16) -> Result<(), RewriteError> {
+    ethernet(pkt)?;
     let ofs = match at(pkt.meta.l2_5, pkt.len(), MPLS_HLEN) {
         Some(o) if o >= ETH_HLEN => o,
         _ => return Err(NoMpls),
@@ -677,6 +743,7 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
         put16(d, g + 4, c);
     }
     let m = &mut pkt.meta;
+    m.packet_type = 0;
     m.l2_5 = NO_OFS;
     m.l3 = ip as u16;
     m.l4 = l4 as u16;
@@ -684,7 +751,7 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
 }
 
 /// Executes one header rewrite, or `hash` (into `meta.dp_hash`), on a packet. Output, trunc,
-/// recirc, clone and userspace are the PMD's to execute and return
+/// recirc, clone, tnl_pop and userspace are the PMD's to execute and return
 /// [`RewriteError::NotRewrite`].
 pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
     match a {
@@ -702,7 +769,10 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
             Ok(())
         }
         DpAction::TnlPush(t) => tnl_push(pkt, t),
+        DpAction::PushEth { src, dst } => push_eth(pkt, src, dst),
+        DpAction::PopEth => pop_eth(pkt),
         DpAction::Output(_)
+        | DpAction::TnlPop(_)
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
         | DpAction::Clone(_)
@@ -942,6 +1012,51 @@ mod tests {
     }
 
     #[test]
+    fn pop_eth_and_push_eth_move_the_offsets_and_the_packet_type() {
+        let f = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"hi", true);
+        let mut p = extracted(&f);
+        push_vlan(&mut p, 0x8100, 5).unwrap();
+        pop_eth(&mut p).unwrap();
+        assert_eq!(p.data(), &f[ETH_HLEN..]);
+        assert_eq!(p.meta.packet_type, 0x1_0800);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (NO_OFS, 0, 20));
+        // The Ethernet actions refuse an L3 packet and leave it alone.
+        let set = SetEth::new([0; 6], [0; 6], [9; 6], [0xff; 6]);
+        assert_eq!(set_eth(&mut p, &set), Err(NotEthernet));
+        assert_eq!(push_vlan(&mut p, 0x8100, 1), Err(NotEthernet));
+        assert_eq!(pop_mpls(&mut p, 0x0800), Err(NotEthernet));
+        assert_eq!(pop_eth(&mut p), Err(NotEthernet));
+        assert_eq!(p.data(), &f[ETH_HLEN..]);
+        // The L3 rewrites still find their headers.
+        set_ipv4(
+            &mut p,
+            &SetIpv4 {
+                src: v4(0),
+                src_mask: v4(0),
+                dst: v4(0),
+                dst_mask: v4(0),
+                tos: 0,
+                tos_mask: 0,
+                ttl: 3,
+                ttl_mask: 0xff,
+            },
+        )
+        .unwrap();
+        assert!(Ipv4Packet::new_unchecked(p.data()).verify_checksum());
+        push_eth(&mut p, &[2, 0, 0, 0, 0, 1], &[2, 0, 0, 0, 0, 2]).unwrap();
+        assert_eq!(p.meta.packet_type, 0);
+        assert_eq!(&p.data()[..14], &[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0]);
+        assert_eq!((p.meta.l3, p.meta.l4), (14, 34));
+        assert_eq!(push_eth(&mut p, &[0; 6], &[0; 6]), Err(NotL3));
+        // Without offsets (not extracted), pop_eth finds the end of the tags itself.
+        let mut q = Packet::from_slice(&p.data()[..20]);
+        pop_eth(&mut q).unwrap();
+        assert_eq!((q.len(), q.meta.packet_type), (6, 0x1_0800));
+        let mut runt = Packet::from_slice(&[0; 10]);
+        assert_eq!(pop_eth(&mut runt), Err(Runt));
+    }
+
+    #[test]
     fn error_names_are_unique() {
         let mut names: Vec<_> = RewriteError::ALL.iter().map(|e| e.name()).collect();
         names.sort_unstable();
@@ -1069,10 +1184,13 @@ mod tests {
         #[test]
         fn garbage_never_panics(
             frame in proptest::collection::vec(any::<u8>(), 0..120),
-            ofs: [u16; 3], which in 0usize..9, s4 in ipv4_set(), sp in l4_set(L4Proto::Sctp),
-            lse: u32,
+            ofs: [u16; 3], which in 0usize..11, s4 in ipv4_set(), sp in l4_set(L4Proto::Sctp),
+            lse: u32, l3_packet: bool,
         ) {
             let mut p = Packet::from_slice(&frame);
+            if l3_packet {
+                p.meta.packet_type = 1 << 16 | (lse >> 16);
+            }
             // Mostly plausible offsets, sometimes anything.
             let pick = |o: u16| match o % 4 { 0 => NO_OFS, 1 => o, _ => o % 130 };
             p.meta.l2_5 = pick(ofs[0]);
@@ -1094,6 +1212,8 @@ mod tests {
                 5 => set_ipv4(&mut p, &s4),
                 6 => set_ipv6(&mut p, &s6),
                 7 => set_l4(&mut p, &SetL4 { proto: protos[lse as usize % 3], ..sp }),
+                8 => push_eth(&mut p, &[1; 6], &[2; 6]),
+                9 => pop_eth(&mut p),
                 _ => { let _ = dp_hash_l4(&p, lse & 1 == 0, lse); Ok(()) }
             };
             if r.is_err() {

@@ -16,36 +16,81 @@ fn add64(acc: u64, x: u64) -> u64 {
 }
 
 #[inline]
-fn fold(mut acc: u64) -> u16 {
-    // 2^16 ≡ 1 (mod 2^16 - 1), so folding the high half onto the low half keeps the sum.
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
+fn fold(acc: u64) -> u16 {
+    // 2^16 ≡ 1 (mod 2^16 - 1), so folding the high half onto the low half keeps the sum. Four
+    // steps, without a loop: below 2^33, 2^18, 0x10003, then 0x10000. A non-zero sum never
+    // folds to zero, so the result is what a loop folding until it fits would give.
+    let a = (acc & 0xffff_ffff) + (acc >> 32);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    let a = (a & 0xffff) + (a >> 16);
+    a as u16
+}
+
+/// Folds a 64-bit ones'-complement sum to 32 bits (end-around carry).
+#[inline]
+fn fold32(acc: u64) -> u32 {
+    let (s, c) = (acc as u32).overflowing_add((acc >> 32) as u32);
+    s + u32::from(c)
 }
 
 /// Ones'-complement sum (RFC 1071) of `data` read as big-endian 16-bit words, folded to 16 bits
 /// and not inverted. An odd trailing byte is padded with a zero byte, as RFC 1071 specifies.
-///
-/// Reads eight bytes per step: a sum of 32-bit words is congruent to the 16-bit sum modulo
-/// 2^16 - 1, which is all the folded result depends on.
+#[inline]
 pub fn data(data: &[u8]) -> u16 {
-    let mut acc: u64 = 0;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
+    finish_native(sum_native(data))
+}
+
+/// The ones'-complement sum of `data` as it lies in memory, partly folded (below 2^32): 64-bit
+/// words in the host's byte order, a trailing odd byte as the high half of a big-endian word.
+/// Such sums of pieces that each start at an even offset add up (with `+`, a few billion of
+/// them) to the sum of the whole; [`finish_native`] folds it. The sum is byte-order independent (RFC 1071 §2(B)): folded and byte-swapped on a
+/// little-endian host it is the big-endian sum, and a sum of 32-bit words is congruent to
+/// the 16-bit sum modulo 2^16 - 1, which is all the folded result depends on.
+#[inline]
+pub fn sum_native(data: &[u8]) -> u64 {
+    let (words, rest) = data.as_chunks::<8>();
+    // 64-bit words into 128 bits: an add and an add-with-carry per word.
+    let mut wide: u128 = 0;
+    for w in words {
+        wide += u128::from(u64::from_ne_bytes(*w));
+    }
+    let mut acc = add64(wide as u64, (wide >> 64) as u64);
+    let (halves, tail) = rest.as_chunks::<4>();
+    if let [h] = halves {
+        acc = add64(acc, u64::from(u32::from_ne_bytes(*h)));
+    }
+    if let [a, b, ..] = tail {
+        acc = add64(acc, u64::from(u16::from_ne_bytes([*a, *b])));
+    }
+    if tail.len() & 1 == 1 {
+        // The odd byte is the high half of a big-endian word: [b, 0] in memory order.
         acc = add64(
             acc,
-            u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+            u64::from(u16::from_ne_bytes([tail[tail.len() - 1], 0])),
         );
     }
-    let mut rest = chunks.remainder().chunks_exact(2);
-    for w in &mut rest {
-        acc = add64(acc, u64::from(u16::from_be_bytes([w[0], w[1]])));
+    // Keep room for callers to add a few more such sums without overflow.
+    u64::from(fold32(acc))
+}
+
+/// The 16-bit big-endian value `v` as [`sum_native`] would count it (a header field that is
+/// not in the buffer, such as a pseudo-header's length).
+#[inline]
+pub fn native_u16(v: u16) -> u64 {
+    u64::from(u16::from_ne_bytes(v.to_be_bytes()))
+}
+
+/// Folds a [`sum_native`] sum to the 16-bit sum of the big-endian words, as [`data`] gives it.
+/// A result of 0xffff (a correct checksum included) is the same in either byte order.
+#[inline]
+pub fn finish_native(acc: u64) -> u16 {
+    let folded = fold(acc);
+    if cfg!(target_endian = "little") {
+        folded.swap_bytes()
+    } else {
+        folded
     }
-    if let [b] = rest.remainder() {
-        acc = add64(acc, u64::from(*b) << 8);
-    }
-    fold(acc)
 }
 
 /// Ones'-complement sum of several partial sums.
@@ -241,8 +286,13 @@ mod tests {
         let buf: Vec<u8> = (0..1001u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
-        for len in [0, 1, 2, 7, 8, 9, 15, 16, 17, 999, 1000, 1001] {
-            let b = &buf[..len];
+        // All ones: every 64-bit addition carries.
+        let ones = [0xffu8; 80];
+        let lens = (0..=70).chain([999, 1000, 1001]);
+        for (len, b) in lens
+            .map(|l| (l, &buf[..l]))
+            .chain((0..=80).map(|l| (l, &ones[..l])))
+        {
             let mut acc: u32 = 0;
             for w in b.chunks(2) {
                 let v = if w.len() == 2 {

@@ -1,0 +1,282 @@
+//! Instruction counts (valgrind/callgrind, via gungraun) of whole PMD iterations that terminate
+//! tunnels: the outer frame is received (copied into a pool buffer, as the replay port of the
+//! `netdev` benches does), matches a megaflow whose action is `tnl_pop`, and the decapsulated
+//! packet makes its second pass (as received on the tunnel port, with the tunnel metadata in
+//! its key) to a flow that rewrites and outputs it to a sink. `p2p_vxlan_frames` forwards the
+//! same VXLAN frames without decapsulating them, the reference for what one pass costs.
+//!
+//! Each benchmark runs 32 iterations of a 32-packet burst (1024 packets) after a warm-up in
+//! `setup`; `scripts/insns-check` divides by 1024. Frames: 1000 flows (inner UDP source ports
+//! and outer entropy ports), the seeds' shapes (`testdata/pcap/README.md`): VXLAN VNI 100 with
+//! the outer UDP checksum set, GENEVE VNI 3 with the OVN option (class 0x0102, type 0x80, 4
+//! bytes), MPLSoGRE with GRE key 0 and labels 812-815 over a 64-byte inner frame.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use datapath::dpif::parse_megaflow;
+use datapath::packet::{Batch, Pool};
+use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::port::{RxQueue, TxQueue};
+use datapath::tunnel::TunnelKind;
+use flow::odp::PortNames;
+use gungraun::{library_benchmark, library_benchmark_group, main};
+
+const ITERATIONS: usize = 32;
+const FLOWS: usize = 1000;
+
+/// Replays frames forever, copying each into a pool buffer.
+struct Replay {
+    frames: Arc<[Vec<u8>]>,
+    next: usize,
+    in_port: u32,
+}
+
+impl RxQueue for Replay {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let n = batch.room();
+        for _ in 0..n {
+            batch.push(pool.packet_from(&self.frames[self.next], self.in_port));
+            self.next = (self.next + 1) % self.frames.len();
+        }
+        n
+    }
+}
+
+/// Frees what it is sent.
+struct Sink;
+
+impl TxQueue for Sink {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        pool.free_batch(batch);
+    }
+}
+
+fn csum_fill(b: &mut [u8], at: usize, sum: u16) {
+    b[at..at + 2].copy_from_slice(&(!sum).to_be_bytes());
+}
+
+/// Ethernet / IPv4 (no options, TTL 64) / `l4` with `proto`, checksum filled.
+fn eth_ipv4(dst: [u8; 6], src: [u8; 6], ips: ([u8; 4], [u8; 4]), proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut f = [dst, src].concat();
+    f.extend_from_slice(&[8, 0]);
+    let tot = (20 + l4.len()) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&tot.to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0, 0, 64, proto, 0, 0]);
+    f.extend_from_slice(&ips.0);
+    f.extend_from_slice(&ips.1);
+    let sum = wire::checksum::data(&f[14..34]);
+    csum_fill(&mut f, 24, sum);
+    f.extend_from_slice(l4);
+    f
+}
+
+/// The seeds' inner frame: 64 bytes on the wire (60 here), UDP 192.168.1.1:sport ->
+/// 192.168.2.16:2000.
+fn inner(sport: u16) -> Vec<u8> {
+    let mut udp = [
+        sport.to_be_bytes(),
+        2000u16.to_be_bytes(),
+        26u16.to_be_bytes(),
+        [0, 0],
+    ]
+    .concat();
+    udp.resize(26, 0);
+    eth_ipv4(
+        [0x52, 0x54, 0, 0xa0, 0x91, 0x02],
+        [0x52, 0x54, 0, 0xa0, 0x81, 0x01],
+        ([192, 168, 1, 1], [192, 168, 2, 16]),
+        17,
+        &udp,
+    )
+}
+
+const OUTER_DST: [u8; 6] = [0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0];
+const OUTER_SRC: [u8; 6] = [0x8c, 0xdc, 0xd4, 0xab, 0x58, 0x48];
+const REMOTE: [u8; 4] = [10, 1, 2, 9];
+const LOCAL: [u8; 4] = [10, 1, 2, 8];
+
+/// Outer Ethernet / IPv4 / UDP to `dport` with its checksum set, carrying `payload`.
+fn udp_tunnel(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let len = (8 + payload.len()) as u16;
+    let mut u = [
+        sport.to_be_bytes(),
+        dport.to_be_bytes(),
+        len.to_be_bytes(),
+        [0, 0],
+    ]
+    .concat();
+    u.extend_from_slice(payload);
+    let ph =
+        wire::checksum::pseudo_header_v4(&REMOTE.into(), &LOCAL.into(), wire::IpProtocol::UDP, len);
+    let sum = wire::checksum::combine(&[ph, wire::checksum::data(&u)]);
+    csum_fill(&mut u, 6, sum);
+    eth_ipv4(OUTER_DST, OUTER_SRC, (REMOTE, LOCAL), 17, &u)
+}
+
+fn vxlan_frames() -> Vec<Vec<u8>> {
+    (0..FLOWS)
+        .map(|i| {
+            let mut p = vec![0x08, 0, 0, 0, 0, 0, 100, 0];
+            p.extend(inner(1024 + i as u16));
+            udp_tunnel(49152 + i as u16, 4789, &p)
+        })
+        .collect()
+}
+
+fn geneve_frames() -> Vec<Vec<u8>> {
+    (0..FLOWS)
+        .map(|i| {
+            let mut p = vec![0x02, 0, 0x65, 0x58, 0, 0, 3, 0];
+            p.extend_from_slice(&[0x01, 0x02, 0x80, 0x01, 0, 3, 0, 2]);
+            p.extend(inner(1024 + i as u16));
+            udp_tunnel(49152 + i as u16, 6081, &p)
+        })
+        .collect()
+}
+
+fn mplsogre_frames() -> Vec<Vec<u8>> {
+    (0..FLOWS)
+        .map(|i| {
+            let label = 812 + (i as u32 % 4);
+            let mut p = vec![0x20, 0x00, 0x88, 0x47, 0, 0, 0, 0];
+            p.extend_from_slice(&((label << 12) | 0x100 | 4).to_be_bytes());
+            p.extend_from_slice(&inner(1024 + i as u16)[14..]);
+            eth_ipv4(OUTER_DST, OUTER_SRC, (REMOTE, LOCAL), 47, &p)
+        })
+        .collect()
+}
+
+/// A warm PMD: port 1 replays `frames`, port 2 is a sink, port 3 the tunnel port.
+fn pmd(frames: Vec<Vec<u8>>, tunnel: TunnelKind, flows: &[(&str, &str)]) -> Pmd {
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: Box::new(Replay {
+            frames: frames.into(),
+            next: 0,
+            in_port: 1,
+        }),
+        cycles: 0,
+    });
+    pmd.add_txq(2, Box::new(Sink));
+    pmd.add_port_txq(3, Box::new(Sink), Some(tunnel));
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    names.insert("p1", 2);
+    names.insert(&tunnel.default_port_name(), 3);
+    for (k, a) in flows {
+        pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
+    }
+    // Warm up: pools recycle, the EMC holds the flows (insertion is probabilistic).
+    for _ in 0..4000 {
+        pmd.poll_once();
+    }
+    assert!(
+        pmd.stats().tx_packets > 0,
+        "nothing forwarded: {:?}",
+        pmd.stats()
+    );
+    pmd
+}
+
+const POP_VXLAN: (&str, &str) = (
+    "in_port(p0),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),ipv4(dst=10.1.2.8,proto=17,frag=no),udp(dst=4789)",
+    "tnl_pop(vxlan_sys_4789)",
+);
+
+fn p2p_vxlan_frames() -> Pmd {
+    pmd(
+        vxlan_frames(),
+        TunnelKind::VXLAN,
+        &[("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "p1")],
+    )
+}
+
+/// Two datapath passes over the VXLAN frames without decapsulating: `recirc`, then output.
+fn vxlan_two_passes() -> Pmd {
+    pmd(
+        vxlan_frames(),
+        TunnelKind::VXLAN,
+        &[
+            ("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "recirc(0x1)"),
+            (
+                "recirc_id(0x1),in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+                "p1",
+            ),
+        ],
+    )
+}
+
+fn vxlan_decap() -> Pmd {
+    pmd(
+        vxlan_frames(),
+        TunnelKind::VXLAN,
+        &[
+            POP_VXLAN,
+            (
+                "tunnel(tun_id=0x64,src=10.1.2.9,dst=10.1.2.8,flags(-df+csum+key)),in_port(vxlan_sys_4789),eth(dst=52:54:00:a0:91:02),eth_type(0x0800),ipv4(dst=192.168.2.16,frag=no)",
+                "set(eth(dst=52:54:00:a0:91:99)),p1",
+            ),
+        ],
+    )
+}
+
+fn geneve_decap() -> Pmd {
+    pmd(
+        geneve_frames(),
+        TunnelKind::GENEVE,
+        &[
+            (
+                "in_port(p0),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),ipv4(dst=10.1.2.8,proto=17,frag=no),udp(dst=6081)",
+                "tnl_pop(genev_sys_6081)",
+            ),
+            (
+                "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({class=0x102,type=0x80,len=4,0x30002}),flags(-df+csum+key)),in_port(genev_sys_6081),eth(dst=52:54:00:a0:91:02),eth_type(0x0800),ipv4(frag=no)",
+                "set(eth(dst=fa:16:3e:20:ab:99)),p1",
+            ),
+        ],
+    )
+}
+
+fn mplsogre_decap() -> Pmd {
+    let mut flows = vec![(
+        "in_port(p0),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),ipv4(dst=10.1.2.8,proto=47,frag=no)".to_owned(),
+        "tnl_pop(gre_sys)".to_owned(),
+    )];
+    for label in 812..816 {
+        flows.push((
+            format!(
+                "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,flags(-df-csum+key)),in_port(gre_sys),packet_type(ns=1,id=0x8847),eth_type(0x8847),mpls(label={label}/0xfffff,tc=0/0,ttl=4/0x0,bos=1/1)"
+            ),
+            format!(
+                "push_eth(src=00:00:00:00:00:00,dst=52:54:00:a0:91:{:02x}),pop_mpls(eth_type=0x800),p1",
+                label - 812 + 0x10
+            ),
+        ));
+    }
+    let refs: Vec<(&str, &str)> = flows
+        .iter()
+        .map(|(k, a)| (k.as_str(), a.as_str()))
+        .collect();
+    pmd(mplsogre_frames(), TunnelKind::Gre, &refs)
+}
+
+#[library_benchmark]
+#[bench::p2p_vxlan_frames(p2p_vxlan_frames())]
+#[bench::vxlan_two_passes(vxlan_two_passes())]
+#[bench::vxlan_decap(vxlan_decap())]
+#[bench::geneve_decap(geneve_decap())]
+#[bench::mplsogre_decap(mplsogre_decap())]
+fn pmd_iterations(mut pmd: Pmd) -> Pmd {
+    for _ in 0..ITERATIONS {
+        black_box(pmd.poll_once());
+    }
+    // Hand the PMD back so that tearing it down is not counted.
+    pmd
+}
+
+library_benchmark_group!(name = decap; benchmarks = pmd_iterations);
+main!(library_benchmark_groups = decap);

@@ -1,0 +1,846 @@
+//! Tunnel termination: the virtual tunnel ports of the datapath (`vxlan_sys_4789`,
+//! `genev_sys_6081`, `gre_sys`) and `tnl_pop`, which strips a packet's outer headers and leaves
+//! their metadata for the next pass.
+//!
+//! Protocols: VXLAN (RFC 7348), GENEVE (RFC 8926), GRE (RFC 2784 with the key and sequence
+//! number extensions of RFC 2890), over IPv4 (RFC 791) or IPv6 (RFC 8200), with OVS's
+//! userspace datapath checks (`netdev_vxlan_pop_header()`, `netdev_geneve_pop_header()`,
+//! `netdev_gre_pop_header()` and `ip_extract_tnl_md()` in OVS's `lib/netdev-native-tnl.c`):
+//! the IPv4 header checksum is verified, IPv4 options are refused, the UDP checksum is verified
+//! when it is not zero (and then sets the `csum` tunnel flag), the GRE checksum when present.
+//! Beyond OVS: fragments are refused here rather than relying on the flow's `frag=no`, the
+//! outer headers may follow 802.1Q/802.1ad tags, and a GRE payload protocol other than
+//! Ethernet, IPv4, IPv6 or MPLS is refused.
+//!
+//! A tunnel port has no queues of its own: packets reach it only through `tnl_pop`, which
+//! makes the decapsulated packet arrive on it (`in_port`), and nothing may output to it (its
+//! tx queue counts and drops; encapsulation is `tnl_push` followed by an output to a physical
+//! port).
+//!
+//! # The tunnel metadata area
+//!
+//! `tnl_pop` writes the metadata into the packet buffer's metadata area
+//! ([`crate::packet::TNL_MD_LEN`] bytes) in the flow key's own layout, so that building the key
+//! of each later pass is a copy of whole words ([`md_to_key`]):
+//!
+//! | area bytes | key words | fields |
+//! |---|---|---|
+//! | 0-23 | 6-8 | `tun_id`; `tun_ipv4_src`, `tun_ipv4_dst`; `tun_tos`, `tun_ttl`, `tun_flags`, `tun_geneve_len`, `tun_tp_src`, `tun_tp_dst` |
+//! | 32-63 | 24-27 | `tun_ipv6_src`, `tun_ipv6_dst` (IPv6 underlay only) |
+//! | 64-319 | 32-63 | key bytes 256-511: 4 bytes of connection tuple (zero), then `tun_geneve_len` bytes of GENEVE options |
+//!
+//! Only the words a packet has are copied: 3 for VXLAN or GRE over IPv4, 4 more over IPv6,
+//! and the option words of a GENEVE packet.
+
+use std::sync::Arc;
+
+use flow::FlowKey;
+use flow::key::{GENEVE_OPTS_MAX, GENEVE_OPTS_OFS, tun_flags};
+use wire::checksum;
+
+use crate::packet::{Batch, NO_OFS, Packet, Pool, TNL_MD_LEN, TnlMd};
+use crate::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
+
+/// The kind of a tunnel port, with what identifies its traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    /// VXLAN on this UDP destination port (4789 by default).
+    Vxlan { dst_port: u16 },
+    /// GENEVE on this UDP destination port (6081 by default).
+    Geneve { dst_port: u16 },
+    /// GRE (IP protocol 47).
+    Gre,
+}
+
+/// VXLAN's IANA port.
+pub const VXLAN_PORT: u16 = 4789;
+/// GENEVE's IANA port.
+pub const GENEVE_PORT: u16 = 6081;
+
+impl TunnelKind {
+    /// VXLAN on its IANA port.
+    pub const VXLAN: TunnelKind = TunnelKind::Vxlan {
+        dst_port: VXLAN_PORT,
+    };
+    /// GENEVE on its IANA port.
+    pub const GENEVE: TunnelKind = TunnelKind::Geneve {
+        dst_port: GENEVE_PORT,
+    };
+
+    /// The type name OVS uses (`vxlan`, `geneve`, `gre`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelKind::Vxlan { .. } => "vxlan",
+            TunnelKind::Geneve { .. } => "geneve",
+            TunnelKind::Gre => "gre",
+        }
+    }
+
+    /// OVS's name for the datapath port of this kind: `vxlan_sys_4789`, `genev_sys_6081`,
+    /// `gre_sys` (one port per type and UDP port, shared by every tunnel of the kind).
+    pub fn default_port_name(self) -> String {
+        match self {
+            TunnelKind::Vxlan { dst_port } => format!("vxlan_sys_{dst_port}"),
+            TunnelKind::Geneve { dst_port } => format!("genev_sys_{dst_port}"),
+            TunnelKind::Gre => "gre_sys".to_owned(),
+        }
+    }
+}
+
+/// A tunnel's datapath port: no rx queues, and a tx queue that counts and drops what it is
+/// sent (the datapath never outputs to a tunnel port; `tnl_push` and an output to a physical
+/// port encapsulate).
+pub struct TunnelPort {
+    name: String,
+    kind: TunnelKind,
+    tx: Arc<QueueStats>,
+}
+
+impl TunnelPort {
+    /// A tunnel port named `name`.
+    pub fn new(name: &str, kind: TunnelKind) -> TunnelPort {
+        TunnelPort {
+            name: name.to_owned(),
+            kind,
+            tx: QueueStats::shared(),
+        }
+    }
+
+    /// A tunnel port with OVS's name for its kind ([`TunnelKind::default_port_name`]).
+    pub fn with_default_name(kind: TunnelKind) -> TunnelPort {
+        TunnelPort::new(&kind.default_port_name(), kind)
+    }
+}
+
+struct DropTxq {
+    stats: Arc<QueueStats>,
+}
+
+impl TxQueue for DropTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        self.stats
+            .tx_dropped
+            .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        pool.free_batch(batch);
+    }
+}
+
+impl Port for TunnelPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    /// As OVS's `dpctl/show` prints a tunnel vport: `{packet_type=ptap}`, with the UDP port
+    /// when it is not the protocol's own.
+    fn options(&self) -> String {
+        match self.kind {
+            TunnelKind::Vxlan { dst_port } if dst_port != VXLAN_PORT => {
+                format!("{{dst_port={dst_port}, packet_type=ptap}}")
+            }
+            TunnelKind::Geneve { dst_port } if dst_port != GENEVE_PORT => {
+                format!("{{dst_port={dst_port}, packet_type=ptap}}")
+            }
+            _ => "{packet_type=ptap}".to_owned(),
+        }
+    }
+
+    fn n_rxq(&self) -> usize {
+        0
+    }
+
+    fn take_rxq(&mut self, _q: usize, _in_port: u32) -> Option<Box<dyn RxQueue>> {
+        None
+    }
+
+    fn open_txq(&mut self) -> Box<dyn TxQueue> {
+        Box::new(DropTxq {
+            stats: self.tx.clone(),
+        })
+    }
+
+    fn counters(&self) -> PortCounters {
+        self.tx.snapshot()
+    }
+
+    fn tunnel(&self) -> Option<TunnelKind> {
+        Some(self.kind)
+    }
+}
+
+macro_rules! drop_reasons {
+    ($($(#[$doc:meta])* $v:ident => $name:literal,)*) => {
+        /// Why `tnl_pop` dropped a packet; counted per PMD (`dpif-netdev/pmd-drop-show`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+        #[repr(u8)]
+        pub enum TnlPopDrop {
+            $($(#[$doc])* #[error($name)] $v,)*
+        }
+
+        impl TnlPopDrop {
+            /// Every reason, in declaration order (for per-reason counter arrays).
+            pub const ALL: &'static [TnlPopDrop] = &[$(TnlPopDrop::$v,)*];
+
+            /// The counter's name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(TnlPopDrop::$v => $name,)*
+                }
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    /// `tnl_pop` to a port that is not a tunnel port.
+    BadPort => "tunnel_pop_bad_port",
+    /// Outer headers cut short: an IP or UDP length past the frame, a tunnel header or its
+    /// options past the datagram.
+    Truncated => "tunnel_pop_truncated",
+    /// A wrong IPv4 header, UDP or GRE checksum.
+    BadChecksum => "tunnel_pop_bad_checksum",
+    /// Not IP, IPv4 options, a protocol other than the port's, a UDP length below 8, VXLAN
+    /// flags other than I or a non-zero reserved byte, a GENEVE version other than 0, GRE
+    /// routing, a version other than 0 or reserved flags.
+    BadHeader => "tunnel_pop_bad_header",
+    /// An IPv4 fragment (MF or an offset) or an IPv6 fragment header.
+    Fragment => "tunnel_pop_fragment",
+    /// A GENEVE payload other than Ethernet (0x6558); a GRE payload other than Ethernet,
+    /// IPv4, IPv6 or MPLS.
+    UnknownProtocol => "tunnel_pop_unknown_protocol",
+}
+
+/// Number of [`TnlPopDrop`] reasons.
+pub const N_TNL_POP_DROPS: usize = TnlPopDrop::ALL.len();
+
+// Where the key's tunnel words sit in the metadata area (module documentation).
+/// First key word of the tunnel block (tun_id) and its place in the area.
+const KEY_W_TUN: usize = 6;
+const MD_TUN: usize = 0;
+/// Key words of the IPv6 endpoints and their place.
+const KEY_W_TUN_IPV6: usize = 24;
+const MD_TUN_IPV6: usize = 32;
+/// Key words from byte 256 (connection tuple ports, then GENEVE options) and their place.
+const KEY_W_OPTS: usize = 32;
+const MD_OPTS_WORDS: usize = 64;
+/// Area offset of the first GENEVE option byte.
+const MD_GENEVE: usize = MD_OPTS_WORDS + GENEVE_OPTS_OFS - KEY_W_OPTS * 8;
+
+// Fields inside the area (key offset minus 48).
+const MD_TUN_ID: usize = MD_TUN;
+const MD_IPV4_SRC: usize = MD_TUN + 8;
+const MD_IPV4_DST: usize = MD_TUN + 12;
+const MD_TOS: usize = MD_TUN + 16;
+const MD_TTL: usize = MD_TUN + 17;
+const MD_FLAGS: usize = MD_TUN + 18;
+const MD_GENEVE_LEN: usize = MD_TUN + 19;
+const MD_TP_SRC: usize = MD_TUN + 20;
+const MD_TP_DST: usize = MD_TUN + 22;
+
+const _: () = assert!(MD_GENEVE + GENEVE_OPTS_MAX == TNL_MD_LEN);
+
+#[inline(always)]
+fn md_word(md: &[u8; TNL_MD_LEN], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&md[at..at + 8]);
+    u64::from_ne_bytes(w)
+}
+
+/// Bytes of the area that hold data: the first 64, plus the GENEVE option words.
+#[inline]
+pub fn md_used_len(md: &[u8; TNL_MD_LEN]) -> usize {
+    let glen = usize::from(md[MD_GENEVE_LEN]).min(GENEVE_OPTS_MAX);
+    if glen == 0 {
+        MD_OPTS_WORDS
+    } else {
+        MD_OPTS_WORDS + (MD_GENEVE - MD_OPTS_WORDS + glen).next_multiple_of(8)
+    }
+}
+
+/// Copies a packet's tunnel metadata into `key` (the words of the area the packet has).
+#[inline]
+pub fn md_to_key(md: &[u8; TNL_MD_LEN], which: TnlMd, key: &mut FlowKey) {
+    let mut words = 0b111 << KEY_W_TUN;
+    for i in 0..3 {
+        key.put_word(KEY_W_TUN + i, md_word(md, MD_TUN + 8 * i));
+    }
+    if which == TnlMd::Ipv6 {
+        for i in 0..4 {
+            key.put_word(KEY_W_TUN_IPV6 + i, md_word(md, MD_TUN_IPV6 + 8 * i));
+        }
+        words |= 0b1111 << KEY_W_TUN_IPV6;
+    }
+    let glen = usize::from(md[MD_GENEVE_LEN]).min(GENEVE_OPTS_MAX);
+    if glen > 0 {
+        let n = (MD_GENEVE - MD_OPTS_WORDS + glen).div_ceil(8);
+        for i in 0..n {
+            key.put_word(KEY_W_OPTS + i, md_word(md, MD_OPTS_WORDS + 8 * i));
+        }
+        words |= (u64::MAX >> (64 - n)) << KEY_W_OPTS;
+    }
+    key.mark_words(words);
+}
+
+#[inline(always)]
+fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+#[inline(always)]
+fn be32(d: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+}
+
+const ETH_TYPE_IPV4: u16 = 0x0800;
+const ETH_TYPE_IPV6: u16 = 0x86dd;
+const ETH_TYPE_TEB: u16 = 0x6558;
+const ETH_TYPE_MPLS: u16 = 0x8847;
+const ETH_TYPE_MPLS_MCAST: u16 = 0x8848;
+const IPPROTO_UDP: u8 = 17;
+const IPPROTO_GRE: u8 = 47;
+const UDP_HLEN: usize = 8;
+const VXLAN_HLEN: usize = 8;
+const GENEVE_HLEN: usize = 8;
+/// VXLAN's first word: the I flag and nothing else (RFC 7348 §5, OVS's `VXLAN_FLAGS`).
+const VXLAN_FLAGS: u32 = 0x0800_0000;
+const GRE_C: u16 = 0x8000;
+const GRE_K: u16 = 0x2000;
+const GRE_S: u16 = 0x1000;
+/// IPv4 flags and fragment offset: DF, MF, offset.
+const IP_DF: u16 = 0x4000;
+const IP_MF_OFFSET: u16 = 0x3fff;
+
+/// The outer IP header as `tnl_pop` reads it.
+struct Outer {
+    /// Offset of the header after IP (UDP or GRE).
+    l4: usize,
+    /// End of the IP datagram (Ethernet padding starts here); after UDP, of the UDP datagram.
+    end: usize,
+    proto: u8,
+    tos: u8,
+    ttl: u8,
+    flags: u8,
+    /// Ones'-complement sum of the source and destination addresses, for a UDP pseudo-header
+    /// (`wire::checksum::sum_native`).
+    addr_sum: u64,
+    v6: bool,
+}
+
+/// Where L3 starts: the extraction's offset, or, when extraction found no sane IP header
+/// there, after the Ethernet header and its tags so that the checks below name the reason.
+fn l3_start(pkt: &Packet) -> Result<usize, TnlPopDrop> {
+    if pkt.meta.l3 != NO_OFS {
+        return Ok(usize::from(pkt.meta.l3));
+    }
+    if pkt.meta.packet_type != 0 {
+        return match pkt.meta.packet_type as u16 {
+            ETH_TYPE_IPV4 | ETH_TYPE_IPV6 => Ok(0),
+            _ => Err(TnlPopDrop::BadHeader),
+        };
+    }
+    let d = pkt.data();
+    let end = crate::rewrite::l2_end(d).ok_or(TnlPopDrop::Truncated)?;
+    match be16(d, end - 2) {
+        ETH_TYPE_IPV4 | ETH_TYPE_IPV6 => Ok(end),
+        _ => Err(TnlPopDrop::BadHeader),
+    }
+}
+
+/// `N` bytes of `d` from `at`, or `Truncated`.
+#[inline(always)]
+fn chunk<const N: usize>(d: &[u8], at: usize) -> Result<&[u8; N], TnlPopDrop> {
+    d.get(at..)
+        .and_then(|s| s.first_chunk::<N>())
+        .ok_or(TnlPopDrop::Truncated)
+}
+
+/// Four bytes of `h` as [`checksum::sum_native`] adds them.
+#[inline(always)]
+fn ne32<const N: usize>(h: &[u8; N], at: usize) -> u64 {
+    u64::from(u32::from_ne_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]))
+}
+
+#[inline(always)]
+fn be16_of<const N: usize>(h: &[u8; N], at: usize) -> u16 {
+    u16::from_be_bytes([h[at], h[at + 1]])
+}
+
+/// Reads and checks the outer IPv4 or IPv6 header at `l3`, writing the endpoints into `md`.
+#[inline(always)]
+fn outer_ip(d: &[u8], l3: usize, md: &mut [u8; TNL_MD_LEN]) -> Result<Outer, TnlPopDrop> {
+    use TnlPopDrop::*;
+    let h = chunk::<20>(d, l3)?;
+    if h[0] >> 4 == 6 {
+        return outer_ipv6(d, l3, md);
+    }
+    if h[0] >> 4 != 4 {
+        return Err(BadHeader);
+    }
+    // Options are refused as OVS refuses them (its header templates have none).
+    if h[0] != 0x45 {
+        return Err(BadHeader);
+    }
+    if checksum::finish_native(checksum::sum_native(h)) != 0xffff {
+        return Err(BadChecksum);
+    }
+    let tot = usize::from(be16_of(h, 2));
+    if tot < 20 {
+        return Err(BadHeader);
+    }
+    if l3 + tot > d.len() {
+        return Err(Truncated);
+    }
+    let frag = be16_of(h, 6);
+    if frag & IP_MF_OFFSET != 0 {
+        return Err(Fragment);
+    }
+    md[MD_IPV4_SRC..MD_IPV4_DST + 4].copy_from_slice(&h[12..20]);
+    Ok(Outer {
+        l4: l3 + 20,
+        end: l3 + tot,
+        proto: h[9],
+        tos: h[1],
+        ttl: h[8],
+        flags: if frag & IP_DF != 0 {
+            tun_flags::DONT_FRAGMENT
+        } else {
+            0
+        },
+        addr_sum: checksum::sum_native(&h[12..20]),
+        v6: false,
+    })
+}
+
+/// [`outer_ip`] for IPv6, with its extension headers up to the tunnel protocol (RFC 8200 §4).
+fn outer_ipv6(d: &[u8], l3: usize, md: &mut [u8; TNL_MD_LEN]) -> Result<Outer, TnlPopDrop> {
+    use TnlPopDrop::*;
+    let h = chunk::<40>(d, l3)?;
+    let end = l3 + 40 + usize::from(be16_of(h, 4));
+    if end > d.len() {
+        return Err(Truncated);
+    }
+    let mut nh = h[6];
+    let mut p = l3 + 40;
+    loop {
+        let len = match nh {
+            0 | 43 | 60 => 8 * (usize::from(chunk::<2>(d, p)?[1]) + 1),
+            51 => 4 * (usize::from(chunk::<2>(d, p)?[1]) + 2),
+            44 => return Err(Fragment),
+            _ => break,
+        };
+        if p + len > end {
+            return Err(Truncated);
+        }
+        nh = d[p];
+        p += len;
+    }
+    md[MD_IPV4_SRC..MD_IPV4_DST + 4].fill(0);
+    md[MD_TUN_IPV6..MD_TUN_IPV6 + 32].copy_from_slice(&h[8..40]);
+    Ok(Outer {
+        l4: p,
+        end,
+        proto: nh,
+        tos: ((be16_of(h, 0) >> 4) & 0xff) as u8,
+        ttl: h[7],
+        flags: 0,
+        addr_sum: checksum::sum_native(&h[8..40]),
+        v6: true,
+    })
+}
+
+/// What follows the tunnel header.
+struct Inner {
+    /// Offset of the payload.
+    start: usize,
+    /// Its packet type (0: Ethernet).
+    packet_type: u32,
+}
+
+/// UDP, then the VXLAN (`GENEVE` false) or GENEVE header at the UDP payload.
+#[inline(always)]
+fn udp_tunnel<const GENEVE: bool>(
+    d: &[u8],
+    o: &mut Outer,
+    md: &mut [u8; TNL_MD_LEN],
+) -> Result<Inner, TnlPopDrop> {
+    use TnlPopDrop::*;
+    if o.proto != IPPROTO_UDP {
+        return Err(BadHeader);
+    }
+    let u = o.l4;
+    let dg = &d[..o.end];
+    // UDP and the VXLAN or GENEVE base header: both are 8 bytes.
+    let h = chunk::<{ UDP_HLEN + 8 }>(dg, u)?;
+    let ulen = usize::from(be16_of(h, 4));
+    if ulen < UDP_HLEN {
+        return Err(BadHeader);
+    }
+    if u + ulen > o.end {
+        return Err(Truncated);
+    }
+    if ulen < UDP_HLEN + 8 {
+        return Err(Truncated);
+    }
+    o.end = u + ulen;
+    if be16_of(h, 6) != 0 {
+        // The pseudo-header (addresses, protocol, UDP length; RFC 768, RFC 8200 §8.1) and the
+        // datagram in one sum.
+        let sum = o.addr_sum
+            + checksum::native_u16(u16::from(IPPROTO_UDP))
+            + checksum::native_u16(ulen as u16)
+            + checksum::sum_native(&d[u..o.end]);
+        if checksum::finish_native(sum) != 0xffff {
+            return Err(BadChecksum);
+        }
+        o.flags |= tun_flags::CSUM;
+    }
+    md[MD_TP_SRC..MD_TP_DST + 2].copy_from_slice(&h[..4]);
+    let t = &h[UDP_HLEN..];
+    let vni = u64::from(u32::from_be_bytes([t[4], t[5], t[6], t[7]]) >> 8);
+    md[MD_TUN_ID..MD_TUN_ID + 8].copy_from_slice(&vni.to_be_bytes());
+    o.flags |= tun_flags::KEY;
+    if !GENEVE {
+        if u32::from_be_bytes([t[0], t[1], t[2], t[3]]) != VXLAN_FLAGS || t[7] != 0 {
+            return Err(BadHeader);
+        }
+        md[MD_GENEVE_LEN] = 0;
+        return Ok(Inner {
+            start: u + UDP_HLEN + VXLAN_HLEN,
+            packet_type: 0,
+        });
+    }
+    if t[0] >> 6 != 0 {
+        return Err(BadHeader);
+    }
+    let opt_len = usize::from(t[0] & 0x3f) * 4;
+    let opts = u + UDP_HLEN + GENEVE_HLEN;
+    if opts + opt_len > o.end {
+        return Err(Truncated);
+    }
+    if u16::from_be_bytes([t[2], t[3]]) != ETH_TYPE_TEB {
+        return Err(UnknownProtocol);
+    }
+    if t[1] & 0x80 != 0 {
+        o.flags |= tun_flags::OAM;
+    }
+    md[MD_GENEVE_LEN] = opt_len as u8;
+    if opt_len > 0 {
+        // The connection tuple's ports share the first option word; they are not set on a
+        // decapsulated packet.
+        md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
+        md[MD_GENEVE..MD_GENEVE + opt_len].copy_from_slice(&d[opts..opts + opt_len]);
+        let used = md_used_len(md);
+        md[MD_GENEVE + opt_len..used].fill(0);
+    }
+    Ok(Inner {
+        start: opts + opt_len,
+        packet_type: 0,
+    })
+}
+
+/// The GRE header at the IP payload.
+fn gre_tunnel(d: &[u8], o: &mut Outer, md: &mut [u8; TNL_MD_LEN]) -> Result<Inner, TnlPopDrop> {
+    use TnlPopDrop::*;
+    if o.proto != IPPROTO_GRE {
+        return Err(BadHeader);
+    }
+    let g = o.l4;
+    let dg = &d[..o.end];
+    let h = chunk::<4>(dg, g)?;
+    let flags = be16_of(h, 0);
+    // Routing, the reserved bits and a version other than 0 (RFC 2784 §2.3, PPTP's version 1
+    // included), as OVS refuses them.
+    if flags & !(GRE_C | GRE_K | GRE_S) != 0 {
+        return Err(BadHeader);
+    }
+    let hlen = 4 + 4 * (flags.count_ones() as usize);
+    if g + hlen > o.end {
+        return Err(Truncated);
+    }
+    let packet_type = match be16_of(h, 2) {
+        ETH_TYPE_TEB => 0,
+        t @ (ETH_TYPE_IPV4 | ETH_TYPE_IPV6 | ETH_TYPE_MPLS | ETH_TYPE_MPLS_MCAST) => {
+            (1 << 16) | u32::from(t)
+        }
+        _ => return Err(UnknownProtocol),
+    };
+    let mut p = g + 4;
+    if flags & GRE_C != 0 {
+        if checksum::data(&dg[g..]) != 0xffff {
+            return Err(BadChecksum);
+        }
+        o.flags |= tun_flags::CSUM;
+        p += 4;
+    }
+    let key = if flags & GRE_K != 0 {
+        o.flags |= tun_flags::KEY;
+        u64::from(be32(dg, p))
+    } else {
+        0
+    };
+    md[MD_TUN_ID..MD_TUN_ID + 8].copy_from_slice(&key.to_be_bytes());
+    md[MD_TP_SRC..MD_TP_DST + 2].fill(0);
+    md[MD_GENEVE_LEN] = 0;
+    Ok(Inner {
+        start: g + hlen,
+        packet_type,
+    })
+}
+
+/// `tnl_pop` on one packet for a tunnel port of `kind`: checks the outer headers from the
+/// offsets extraction left in `pkt.meta`, writes the tunnel metadata into the buffer's area
+/// (`meta.tunnel`), and strips the outer headers by moving the frame start (no copy); the
+/// payload's packet type goes to `meta.packet_type` (an L3 payload of GRE starts at L3). On
+/// error the packet is to be dropped (its metadata area may have been written).
+///
+/// The common shapes (IPv4 without options, not a fragment, UDP to the end of the datagram
+/// with VXLAN or GENEVE; GRE without checksum) take a straight path with one bounds check;
+/// everything else, and every packet that fails a check, takes the general one, which names
+/// the reason.
+///
+/// Reads: the frame, `meta.l3`, `meta.packet_type`. Writes: the frame bounds, the metadata
+/// area, `meta.tunnel`, `meta.packet_type`, the header offsets (absent until the next pass
+/// extracts). The caller sets `in_port` and `recirc_id`.
+#[inline]
+pub fn tnl_pop(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
+    if pkt.meta.l3 != NO_OFS {
+        let l3 = usize::from(pkt.meta.l3);
+        let done = match kind {
+            TunnelKind::Vxlan { .. } => udp4_fast::<false>(pkt, l3),
+            TunnelKind::Geneve { .. } => udp4_fast::<true>(pkt, l3),
+            TunnelKind::Gre => gre4_fast(pkt, l3),
+        };
+        if done {
+            return Ok(());
+        }
+    }
+    tnl_pop_checked(pkt, kind)
+}
+
+/// Marks `pkt` decapsulated from IPv4: the outer headers up to `start` and the bytes after
+/// `end` removed, the offsets absent until the next pass extracts.
+#[inline(always)]
+fn popped(pkt: &mut Packet, start: usize, end: usize, packet_type: u32, which: TnlMd) {
+    pkt.truncate(end);
+    pkt.pull_front(start);
+    let m = &mut pkt.meta;
+    m.tunnel = which;
+    m.packet_type = packet_type;
+    m.l2_5 = NO_OFS;
+    m.l3 = NO_OFS;
+    m.l4 = NO_OFS;
+}
+
+/// The IPv4 header fields every tunnel copies: endpoints, TOS, TTL.
+#[inline(always)]
+fn md_ipv4(md: &mut [u8; TNL_MD_LEN], h: &[u8]) {
+    md[MD_IPV4_SRC..MD_IPV4_DST + 4].copy_from_slice(&h[12..20]);
+    md[MD_TOS] = h[1];
+    md[MD_TTL] = h[8];
+}
+
+/// VXLAN (`GENEVE` false) or GENEVE over UDP over IPv4 without options: pops and returns true
+/// when every check passes, leaves the packet alone and returns false otherwise (the general
+/// path then decides).
+#[inline(always)]
+fn udp4_fast<const GENEVE: bool>(pkt: &mut Packet, l3: usize) -> bool {
+    let (md, d) = pkt.tnl_md_and_data_mut();
+    // IPv4, UDP and the VXLAN or GENEVE base header.
+    let Some(h) = d.get(l3..).and_then(|s| s.first_chunk::<36>()) else {
+        return false;
+    };
+    let tot = usize::from(be16_of(h, 2));
+    let addrs = ne32(h, 12) + ne32(h, 16);
+    if h[0] != 0x45
+        || h[9] != IPPROTO_UDP
+        || (h[6] & 0x3f) | h[7] != 0
+        || tot < 36
+        || l3 + tot > d.len()
+        || usize::from(be16_of(h, 24)) != tot - 20
+        || checksum::finish_native(ne32(h, 0) + ne32(h, 4) + ne32(h, 8) + addrs) != 0xffff
+    {
+        return false;
+    }
+    let mut flags = tun_flags::KEY;
+    if h[6] & 0x40 != 0 {
+        flags |= tun_flags::DONT_FRAGMENT;
+    }
+    if h[26] | h[27] != 0 {
+        let sum = addrs
+            + checksum::native_u16(u16::from(IPPROTO_UDP))
+            + checksum::native_u16((tot - 20) as u16)
+            + checksum::sum_native(&d[l3 + 20..l3 + tot]);
+        if checksum::finish_native(sum) != 0xffff {
+            return false;
+        }
+        flags |= tun_flags::CSUM;
+    }
+    let t = &h[28..36];
+    let opt_len = if GENEVE {
+        if t[0] >> 6 != 0 || u16::from_be_bytes([t[2], t[3]]) != ETH_TYPE_TEB {
+            return false;
+        }
+        if t[1] & 0x80 != 0 {
+            flags |= tun_flags::OAM;
+        }
+        usize::from(t[0] & 0x3f) * 4
+    } else {
+        if u32::from_be_bytes([t[0], t[1], t[2], t[3]]) != VXLAN_FLAGS || t[7] != 0 {
+            return false;
+        }
+        0
+    };
+    let start = l3 + 36 + opt_len;
+    if start > l3 + tot {
+        return false;
+    }
+    let vni = u64::from(u32::from_be_bytes([t[4], t[5], t[6], t[7]]) >> 8);
+    md[MD_TUN_ID..MD_TUN_ID + 8].copy_from_slice(&vni.to_be_bytes());
+    md_ipv4(md, h);
+    md[MD_FLAGS] = flags;
+    md[MD_GENEVE_LEN] = opt_len as u8;
+    md[MD_TP_SRC..MD_TP_DST + 2].copy_from_slice(&h[20..24]);
+    if GENEVE && opt_len > 0 {
+        md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
+        md[MD_GENEVE..MD_GENEVE + opt_len].copy_from_slice(&d[start - opt_len..start]);
+        let used = md_used_len(md);
+        md[MD_GENEVE + opt_len..used].fill(0);
+    }
+    popped(pkt, start, l3 + tot, 0, TnlMd::Ipv4);
+    true
+}
+
+/// GRE without checksum or sequence number over IPv4 without options: as [`udp4_fast`].
+#[inline(always)]
+fn gre4_fast(pkt: &mut Packet, l3: usize) -> bool {
+    let (md, d) = pkt.tnl_md_and_data_mut();
+    // IPv4, GRE with a key.
+    let Some(h) = d.get(l3..).and_then(|s| s.first_chunk::<28>()) else {
+        return false;
+    };
+    let tot = usize::from(be16_of(h, 2));
+    let gflags = be16_of(h, 20);
+    let hsum = ne32(h, 0) + ne32(h, 4) + ne32(h, 8) + ne32(h, 12) + ne32(h, 16);
+    if h[0] != 0x45
+        || h[9] != IPPROTO_GRE
+        || (h[6] & 0x3f) | h[7] != 0
+        || tot < 28
+        || l3 + tot > d.len()
+        || gflags & !GRE_K != 0
+        || checksum::finish_native(hsum) != 0xffff
+    {
+        return false;
+    }
+    let packet_type = match be16_of(h, 22) {
+        ETH_TYPE_TEB => 0,
+        t @ (ETH_TYPE_IPV4 | ETH_TYPE_IPV6 | ETH_TYPE_MPLS | ETH_TYPE_MPLS_MCAST) => {
+            (1 << 16) | u32::from(t)
+        }
+        _ => return false,
+    };
+    let mut flags = 0;
+    if h[6] & 0x40 != 0 {
+        flags |= tun_flags::DONT_FRAGMENT;
+    }
+    let (key, start) = if gflags & GRE_K != 0 {
+        flags |= tun_flags::KEY;
+        (u64::from(be32(h, 24)), l3 + 28)
+    } else {
+        (0, l3 + 24)
+    };
+    md[MD_TUN_ID..MD_TUN_ID + 8].copy_from_slice(&key.to_be_bytes());
+    md_ipv4(md, h);
+    md[MD_FLAGS] = flags;
+    md[MD_GENEVE_LEN] = 0;
+    md[MD_TP_SRC..MD_TP_DST + 2].fill(0);
+    popped(pkt, start, l3 + tot, packet_type, TnlMd::Ipv4);
+    true
+}
+
+/// The general `tnl_pop`: every shape, and the reason for a drop.
+#[inline(never)]
+fn tnl_pop_checked(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
+    let l3 = l3_start(pkt)?;
+    let (md, d) = pkt.tnl_md_and_data_mut();
+    let mut o = outer_ip(d, l3, md)?;
+    let inner = match kind {
+        TunnelKind::Vxlan { .. } => udp_tunnel::<false>(d, &mut o, md)?,
+        TunnelKind::Geneve { .. } => udp_tunnel::<true>(d, &mut o, md)?,
+        TunnelKind::Gre => gre_tunnel(d, &mut o, md)?,
+    };
+    md[MD_TOS] = o.tos;
+    md[MD_TTL] = o.ttl;
+    md[MD_FLAGS] = o.flags;
+    let which = if o.v6 { TnlMd::Ipv6 } else { TnlMd::Ipv4 };
+    popped(pkt, inner.start, o.end, inner.packet_type, which);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow::key::FIELDS;
+
+    fn field_ofs(name: &str) -> usize {
+        FIELDS
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .offset
+    }
+
+    #[test]
+    fn area_layout_is_the_key_layout() {
+        let w6 = KEY_W_TUN * 8;
+        for (name, md) in [
+            ("tun_id", MD_TUN_ID),
+            ("tun_ipv4_src", MD_IPV4_SRC),
+            ("tun_ipv4_dst", MD_IPV4_DST),
+            ("tun_tos", MD_TOS),
+            ("tun_ttl", MD_TTL),
+            ("tun_flags", MD_FLAGS),
+            ("tun_geneve_len", MD_GENEVE_LEN),
+            ("tun_tp_src", MD_TP_SRC),
+            ("tun_tp_dst", MD_TP_DST),
+        ] {
+            assert_eq!(field_ofs(name), w6 + md - MD_TUN, "{name}");
+        }
+        assert_eq!(field_ofs("tun_ipv6_src"), KEY_W_TUN_IPV6 * 8);
+        assert_eq!(field_ofs("tun_ipv6_dst"), KEY_W_TUN_IPV6 * 8 + 16);
+        assert_eq!(
+            GENEVE_OPTS_OFS,
+            KEY_W_OPTS * 8 + (MD_GENEVE - MD_OPTS_WORDS)
+        );
+        // Words 9 and 10 (dp_hash, mark, conntrack) are not tunnel words.
+        assert_eq!(field_ofs("dp_hash"), (KEY_W_TUN + 3) * 8);
+    }
+
+    #[test]
+    fn metadata_area_round_trips_through_the_key() {
+        let mut md = [0xeeu8; TNL_MD_LEN];
+        md[..24].copy_from_slice(&[
+            0, 0, 0, 0, 0, 0, 0, 0x64, 10, 1, 2, 9, 10, 1, 2, 8, 0x28, 63, 7, 8, 0xc0, 0, 0x12,
+            0xb5,
+        ]);
+        md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
+        md[MD_GENEVE..MD_GENEVE + 8].copy_from_slice(&[1, 2, 0x80, 1, 0, 3, 0, 2]);
+        let mut k = FlowKey::new();
+        k.set_in_port(5);
+        md_to_key(&md, TnlMd::Ipv4, &mut k);
+        assert_eq!(k.tun_id(), 0x64);
+        assert_eq!(k.tun_ipv4_src().octets(), [10, 1, 2, 9]);
+        assert_eq!(k.tun_ipv4_dst().octets(), [10, 1, 2, 8]);
+        assert_eq!((k.tun_tos(), k.tun_ttl(), k.tun_flags()), (0x28, 63, 7));
+        assert_eq!((k.tun_tp_src(), k.tun_tp_dst()), (0xc000, 4789));
+        let mut opts = [0u8; GENEVE_OPTS_MAX];
+        assert_eq!(k.tun_geneve_opts(&mut opts), 8);
+        assert_eq!(&opts[..8], &[1, 2, 0x80, 1, 0, 3, 0, 2]);
+        // Nothing else: the bytes after the options and the IPv6 words are not copied.
+        assert_eq!(k.map(), 1 | 0b111 << 6 | 0b11 << 32);
+        assert_eq!(md_used_len(&md), 80);
+        assert_eq!(k.ct_tp_src(), 0);
+    }
+}
