@@ -3,6 +3,7 @@
 //! command-line tools read and write.
 #![forbid(unsafe_code)]
 
+pub mod anchor_traffic;
 pub mod memory;
 pub mod pcap;
 pub mod pcap_port;

@@ -285,29 +285,10 @@ impl Port for SinkPort {
 }
 
 /// The anchor's `plain_N` traffic: 10.0.0.1 → 10.1.0.2 over UDP, the flows differing in
-/// (sport, dport) = (1024 + i mod 60000, 2000 + i div 60000); frames padded to `size` minus the
-/// 4-byte FCS.
+/// (sport, dport) = (1024 + i mod 60000, 2000 + i div 60000); frames of `size` bytes including
+/// the 4-byte FCS. See [`crate::anchor_traffic`], which makes every kind of the anchor's traffic.
 pub fn plain_frames(n: usize, size: usize) -> Vec<Vec<u8>> {
-    (0..n)
-        .map(|i| {
-            let sport = 1024 + (i % 60000) as u16;
-            let dport = 2000 + (i / 60000) as u16;
-            let mut f = vec![
-                0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0, 0x8c, 0xdc, 0xd4, 0xab, 0x58, 0x48, 8, 0,
-            ];
-            let ip_start = f.len();
-            f.extend_from_slice(&[
-                0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 1, 0, 2,
-            ]);
-            let sum = wire::checksum::data(&f[ip_start..ip_start + 20]);
-            f[ip_start + 10..ip_start + 12].copy_from_slice(&(!sum).to_be_bytes());
-            f.extend_from_slice(&sport.to_be_bytes());
-            f.extend_from_slice(&dport.to_be_bytes());
-            f.extend_from_slice(&[0, 8, 0, 0]);
-            f.resize(f.len().max(size.saturating_sub(4)), 0);
-            f
-        })
-        .collect()
+    crate::anchor_traffic::frames(crate::anchor_traffic::TrafficKind::Plain, n, size)
 }
 
 #[cfg(test)]
