@@ -5,14 +5,23 @@
 //! Scenarios follow the OVS-DPDK anchor's definitions (same traffic, same datapath flows):
 //! - `p2p`: in_port → output; the I/O floor.
 //! - `p2p_l3`: `ip,nw_dst=10.1.0.0/16` → set Ethernet destination, output; the EMC/megaflow path.
+//! - `io_floor_vxlan`, `io_floor_mplsogre`, `io_floor_geneve`: p2p fed the tunnel scenarios'
+//!   traffic (as received, encapsulated): the I/O floor of those frames, which a tunnel
+//!   scenario's cycles are compared against ("switching cycles" = scenario minus floor).
+//!
+//! The traffic is the anchor's (`netdev::anchor_traffic`), and `--write-pcap` writes it for
+//! every scenario of the anchor, including those flowpath does not run yet, so that OVS can be
+//! fed the very frames flowpath replays (`scripts/compare-ovs`).
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use datapath::dpif::{DatapathBuilder, DpConfig, default_pmd_cores};
 use datapath::pmd::Stage;
+use netdev::anchor_traffic::{self, TrafficKind};
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 
 /// Benchmark options.
@@ -63,13 +72,113 @@ struct Scenario {
     expect: fn(&[u8]) -> Vec<u8>,
 }
 
-/// Scenario names.
-pub const SCENARIOS: &[&str] = &["p2p", "p2p_l3"];
+/// Scenarios flowpath runs.
+pub const SCENARIOS: &[&str] = &[
+    "p2p",
+    "p2p_l3",
+    "vxlan_decap",
+    "vxlan_decap_csum0",
+    "mplsogre_decap",
+    "geneve_decap",
+    "geneve_decap_csum0",
+    "vxlan_encap",
+    "io_floor_vxlan",
+    "io_floor_mplsogre",
+    "io_floor_geneve",
+];
+
+/// Every scenario of the OVS-DPDK anchor with the traffic it is fed (the anchor's pcap kinds).
+/// flowpath runs those of [`SCENARIOS`]; the traffic of the others can be written already
+/// (`--write-pcap`), so that OVS is measured on them with the frames flowpath will replay.
+pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
+    ("p2p", TrafficKind::Plain),
+    ("p2p_l3", TrafficKind::Plain),
+    ("vxlan_decap", TrafficKind::VxlanL3vpn),
+    ("vxlan_decap_csum0", TrafficKind::VxlanL3vpnCsum0),
+    ("mplsogre_decap", TrafficKind::Mplsogre),
+    ("geneve_decap", TrafficKind::Geneve),
+    ("geneve_decap_csum0", TrafficKind::GeneveCsum0),
+    ("vxlan_encap", TrafficKind::Plain),
+    ("ct", TrafficKind::Plain),
+    ("io_floor_vxlan", TrafficKind::VxlanL3vpn),
+    ("io_floor_mplsogre", TrafficKind::Mplsogre),
+    ("io_floor_geneve", TrafficKind::Geneve),
+];
+
+/// The traffic a scenario of the anchor is fed.
+fn traffic_kind(name: &str) -> anyhow::Result<TrafficKind> {
+    match ANCHOR_SCENARIOS.iter().find(|(n, _)| *n == name) {
+        Some(&(_, kind)) => Ok(kind),
+        None => bail!(
+            "unknown scenario '{name}' (flowpath runs: {}; the OVS-DPDK anchor also has: {})",
+            SCENARIOS.join(", "),
+            anchor_only().join(", ")
+        ),
+    }
+}
+
+/// The anchor's scenarios flowpath does not run yet.
+fn anchor_only() -> Vec<&'static str> {
+    ANCHOR_SCENARIOS
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !SCENARIOS.contains(n))
+        .collect()
+}
+
+/// A scenario's input traffic: its kind and `flows` frames of it, `size` as `anchor_traffic`
+/// means it.
+fn traffic(name: &str, flows: usize, size: usize) -> anyhow::Result<(TrafficKind, Vec<Vec<u8>>)> {
+    let kind = traffic_kind(name)?;
+    if !(1..=anchor_traffic::MAX_FLOWS).contains(&flows) {
+        bail!(
+            "--flows must be between 1 and {}",
+            anchor_traffic::MAX_FLOWS
+        );
+    }
+    Ok((kind, anchor_traffic::frames(kind, flows, size)))
+}
+
+/// `--write-pcap`: writes the traffic `flowpath bench` replays for `o` (scenario, flows, frame
+/// size) to `path` as the anchor's pcap of that kind (packet k stamped at k µs). Returns the
+/// number of frames and their kind.
+pub fn write_traffic(o: &BenchOpts, path: &Path) -> anyhow::Result<(usize, TrafficKind)> {
+    check_frame_size(o.frame_size)?;
+    let (kind, frames) = traffic(&o.scenario, o.flows, o.frame_size)?;
+    let f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
+    anchor_traffic::write_pcap(std::io::BufWriter::new(f), &frames)
+        .with_context(|| format!("{}", path.display()))?;
+    Ok((frames.len(), kind))
+}
+
+fn check_frame_size(size: usize) -> anyhow::Result<()> {
+    if !(60..=9018).contains(&size) {
+        bail!("--frame-size must be between 60 and 9018 bytes");
+    }
+    Ok(())
+}
 
 fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
+    if !SCENARIOS.contains(&name) {
+        traffic_kind(name)?;
+        bail!(
+            "scenario '{name}' is not in flowpath yet (it is the OVS-DPDK anchor's; \
+             --write-pcap FILE writes its traffic); flowpath runs: {}",
+            SCENARIOS.join(", ")
+        );
+    }
+    let (_, frames) = traffic(name, flows, size)?;
+    if let Some(t) = crate::bench_tunnel::scenario(name) {
+        return Ok(Scenario {
+            frames,
+            dp_flows: Vec::new(),
+            of_flows: &[],
+            expect: t.expect,
+        });
+    }
     Ok(match name {
-        "p2p" => Scenario {
-            frames: plain_frames(flows, size),
+        "p2p" | "io_floor_vxlan" | "io_floor_mplsogre" | "io_floor_geneve" => Scenario {
+            frames,
             dp_flows: vec![(
                 "in_port(p0),eth_type(0x0800),ipv4(frag=no)".into(),
                 "p1".into(),
@@ -78,7 +187,7 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
             expect: |f| f.to_vec(),
         },
         "p2p_l3" => Scenario {
-            frames: plain_frames(flows, size),
+            frames,
             dp_flows: vec![(
                 "in_port(p0),eth(dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),\
                  ipv4(dst=10.1.0.0/255.255.0.0,frag=no)"
@@ -95,10 +204,7 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
                 o
             },
         },
-        other => bail!(
-            "unknown scenario '{other}' (known: {})",
-            SCENARIOS.join(", ")
-        ),
+        other => unreachable!("scenario {other} is in SCENARIOS but not built"),
     })
 }
 
@@ -106,7 +212,10 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct BenchResult {
     pub scenario: String,
+    /// The anchor's traffic kind replayed (`plain`, `vxlan_l3vpn`, ...), or the `--pcap` file.
+    pub traffic: String,
     pub flows: usize,
+    /// The plain frame's size or, for tunnel traffic, the inner frame's (FCS included).
     pub frame_size: usize,
     pub pmds: usize,
     pub emc: bool,
@@ -187,15 +296,12 @@ fn openflow_switch(
 
 /// Runs one benchmark.
 pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
-    if o.flows == 0 {
-        bail!("--flows must be at least 1");
-    }
-    if !(60..=9018).contains(&o.frame_size) {
-        bail!("--frame-size must be between 60 and 9018 bytes");
-    }
+    check_frame_size(o.frame_size)?;
     let mut sc = scenario(&o.scenario, o.flows, o.frame_size)?;
     let mut flows = o.flows;
+    let mut traffic = traffic_kind(&o.scenario)?.name().to_owned();
     if let Some(p) = &o.pcap {
+        traffic = p.display().to_string();
         sc.frames = netdev::pcap::read_file(p)
             .with_context(|| format!("{}", p.display()))?
             .into_iter()
@@ -207,27 +313,50 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
         flows = sc.frames.len();
     }
     let expected: HashSet<Vec<u8>> = sc.frames.iter().map(|f| (sc.expect)(f)).collect();
+    // Keep a spread sample: enough to cover the flows without touching the steady state.
+    let sample = SampleSpec {
+        max: 256,
+        every: 1 + (flows as u64 / 64),
+    };
+    let label = format!("{traffic} {flows}x{}B", o.frame_size);
+    let tunnel = crate::bench_tunnel::scenario(&o.scenario);
+    type Normalize = fn(&[u8]) -> Vec<u8>;
+    let (mut dp, samples, sinks, normalize): (_, _, &[&str], Normalize) = match &tunnel {
+        Some(t) => {
+            if o.storm.is_some() || o.pmds > 1 {
+                bail!("{}: --storm and --pmds are for p2p and p2p_l3", o.scenario);
+            }
+            let (dp, samples) = t.start(sc.frames, &label, 1, sample, o.emc)?;
+            (dp, samples, t.sinks, t.normalize)
+        }
+        None => {
+            let (dp, samples) = start_p2p(o, &sc, &label, sample)?;
+            (dp, samples, &["p1"], |f: &[u8]| f.to_vec())
+        }
+    };
+    let r = run_measured(
+        o, &mut dp, &samples, &expected, sinks, normalize, traffic, flows,
+    );
+    drop(dp.stop());
+    r
+}
 
+/// Starts the switch of `p2p` and `p2p_l3`: a replay port p0, a sink p1, datapath flows or the
+/// OpenFlow rules of the scenario (and a storm source p2).
+fn start_p2p(
+    o: &BenchOpts,
+    sc: &Scenario,
+    label: &str,
+    sample: SampleSpec,
+) -> anyhow::Result<(datapath::dpif::Datapath, crate::bench_tunnel::Samples)> {
     let mut cfg = DpConfig {
         pmd_cores: default_pmd_cores(o.pmds),
         ..DpConfig::default()
     };
     cfg.pmd.emc_insert_inv_prob = if o.emc { 100 } else { 0 };
     let mut b = DatapathBuilder::new(cfg);
-    let replay = ReplayPort::new(
-        "p0",
-        &format!("{}x{}B", o.flows, o.frame_size),
-        sc.frames,
-        o.pmds.max(1),
-    );
-    // Keep a spread sample: enough to cover the flows without touching the steady state.
-    let sink = SinkPort::new(
-        "p1",
-        SampleSpec {
-            max: 256,
-            every: 1 + (o.flows as u64 / 64),
-        },
-    );
+    let replay = ReplayPort::new("p0", label, sc.frames.clone(), o.pmds.max(1));
+    let sink = SinkPort::new("p1", sample);
     let samples = sink.samples();
     b.add_port(1, Box::new(replay))
         .map_err(anyhow::Error::msg)?;
@@ -257,26 +386,48 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
                 .with_context(|| format!("flow {k} actions:{a}"))?;
         }
     }
+    Ok((dp, samples))
+}
 
+/// Warms up, measures and checks what the sinks received.
+#[allow(clippy::too_many_arguments)]
+fn run_measured(
+    o: &BenchOpts,
+    dp: &mut datapath::dpif::Datapath,
+    samples: &std::sync::Mutex<Vec<Vec<u8>>>,
+    expected: &HashSet<Vec<u8>>,
+    sinks: &[&str],
+    normalize: fn(&[u8]) -> Vec<u8>,
+    traffic: String,
+    flows: usize,
+) -> anyhow::Result<BenchResult> {
+    let sunk = |dp: &datapath::dpif::Datapath| -> u64 {
+        sinks
+            .iter()
+            .map(|s| dp.port_counters(s).unwrap_or_default().tx_packets)
+            .sum()
+    };
     // Warm up: caches fill, the classifier ranks its subtables, pools stop allocating.
     std::thread::sleep(Duration::from_secs_f64((o.seconds / 3.0).clamp(0.5, 2.0)));
-    let sink0 = dp.port_counters("p1").unwrap_or_default().tx_packets;
+    let sink0 = sunk(dp);
     let src0 = dp.port_counters("p0").unwrap_or_default().rx_packets;
     dp.clear_stats();
     std::thread::sleep(Duration::from_secs_f64(o.seconds));
     let secs = dp.measured_secs();
     let s = dp.total_stats();
-    let sink1 = dp.port_counters("p1").unwrap_or_default().tx_packets;
+    let sink1 = sunk(dp);
     let src1 = dp.port_counters("p0").unwrap_or_default().rx_packets;
-    drop(dp.stop());
 
     let rx = s.rx_packets.max(1) as f64;
-    let passes = (s.rx_packets + s.recirculations).max(1) as f64;
+    let passes = (s.rx_packets + s.recirculations + s.tnl_pops).max(1) as f64;
     let sink_packets = sink1.saturating_sub(sink0);
 
     // Verification: nothing lost beyond what is in flight, every sampled frame as expected.
     let mut failure = None;
-    let got = samples.lock().map(|v| v.clone()).unwrap_or_default();
+    let got: Vec<Vec<u8>> = samples
+        .lock()
+        .map(|v| v.iter().map(|f| normalize(f)).collect())
+        .unwrap_or_default();
     if s.rx_packets == 0 {
         failure = Some("no packets were received".to_owned());
     } else if got.is_empty() {
@@ -297,6 +448,7 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
 
     Ok(BenchResult {
         scenario: o.scenario.clone(),
+        traffic,
         flows,
         frame_size: o.frame_size,
         pmds: o.pmds.max(1),
@@ -348,8 +500,9 @@ pub fn report(r: &BenchResult) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} flows={} frame={}B pmds={} emc={}{}: {:.2} Mpps, {:.0} cycles/pkt, {:.2} passes/pkt",
+        "{} traffic={} flows={} frame={}B pmds={} emc={}{}: {:.2} Mpps, {:.0} cycles/pkt, {:.2} passes/pkt",
         r.scenario,
+        r.traffic,
         r.flows,
         r.frame_size,
         r.pmds,
@@ -396,4 +549,50 @@ pub fn report(r: &BenchResult) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `flowpath bench --help` names every scenario flowpath runs, and every other scenario of
+    /// the anchor as one it does not run yet.
+    #[test]
+    fn help_names_the_scenarios_that_exist() {
+        let mut cli = crate::Cli::command();
+        let help = cli
+            .find_subcommand_mut("bench")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let (runs, not_yet) = help
+            .split_once("does not run yet")
+            .expect("the help separates the scenarios flowpath does not run yet");
+        for s in SCENARIOS {
+            assert!(runs.contains(s), "{s} missing from:\n{help}");
+        }
+        for s in anchor_only() {
+            assert!(not_yet.contains(s), "{s} missing from:\n{help}");
+        }
+    }
+
+    #[test]
+    fn every_scenario_is_the_anchors_and_builds() {
+        for &name in SCENARIOS {
+            let kind = traffic_kind(name).unwrap();
+            let sc = scenario(name, 8, 64).unwrap();
+            assert_eq!(sc.frames, anchor_traffic::frames(kind, 8, 64), "{name}");
+        }
+        for name in anchor_only() {
+            let e = scenario(name, 8, 64).err().unwrap().to_string();
+            assert!(e.contains("is not in flowpath yet"), "{e}");
+        }
+        assert!(
+            traffic_kind("nosuch")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown scenario")
+        );
+    }
 }

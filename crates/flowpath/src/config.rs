@@ -37,6 +37,21 @@ pub struct Config {
     pub datapath: DatapathSection,
     #[serde(default)]
     pub bridge: Vec<Bridge>,
+    #[serde(default)]
+    pub tunnel: TunnelSection,
+}
+
+/// `[tunnel]`: the underlay's routes and neighbours, as `tnl/route/add` and `tnl/neigh/set`
+/// take them. Connected routes come from the bridges' `ip` addresses.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelSection {
+    /// `PREFIX/LEN BRIDGE [GATEWAY]`.
+    #[serde(default)]
+    pub route: Vec<String>,
+    /// `BRIDGE IP MAC`.
+    #[serde(default)]
+    pub neigh: Vec<String>,
 }
 
 /// `[datapath]`.
@@ -94,6 +109,16 @@ pub struct Bridge {
     /// added after `flows`.
     #[serde(default, rename = "flows-file")]
     pub flows_file: Option<String>,
+    /// Ethernet address of the bridge's LOCAL port (tunnel endpoint).
+    #[serde(default)]
+    pub hwaddr: Option<String>,
+    /// IP addresses (`ADDR/LEN`) of the bridge's LOCAL port: local tunnel endpoints and
+    /// connected routes.
+    #[serde(default)]
+    pub ip: Vec<String>,
+    /// GENEVE option mappings, as `ovs-ofctl add-tlv-map` takes them.
+    #[serde(default, rename = "tlv-map")]
+    pub tlv_map: Vec<String>,
 }
 
 /// `[[bridge.port]]`.
@@ -121,19 +146,33 @@ pub struct NumberedPort<'a> {
     pub port: &'a PortConf,
     /// OpenFlow port number: `ofport`, else its position in the bridge from 1.
     pub ofport: u32,
-    /// Datapath port number: the non-patch ports in order of appearance, from 1; none for a
-    /// patch port.
+    /// Datapath port number: the ports with a device of their own in order of appearance,
+    /// from 1; then one per tunnel type and UDP port, shared by its tunnels (`vxlan_sys_4789`);
+    /// none for patch and internal ports.
     pub dp_port: Option<u32>,
 }
+
+/// Port types that are tunnels.
+pub const TUNNEL_TYPES: &[&str] = &["vxlan", "geneve", "gre"];
 
 impl Config {
     /// Every port with its OpenFlow and datapath numbers: the one place they are decided.
     pub fn ports(&self) -> Vec<NumberedPort<'_>> {
         let mut no = 0;
         let mut out = Vec::new();
+        let mut tunnels: Vec<(usize, String)> = Vec::new();
         for bridge in &self.bridge {
             for (i, port) in bridge.port.iter().enumerate() {
-                let dp_port = (port.kind != "patch").then(|| {
+                if TUNNEL_TYPES.contains(&port.kind.as_str()) {
+                    tunnels.push((
+                        out.len(),
+                        tunnel_config(port)
+                            .map_or_else(|_| port.kind.clone(), |t| t.dp_port_name()),
+                    ));
+                }
+                let own = !matches!(port.kind.as_str(), "patch" | "internal")
+                    && !TUNNEL_TYPES.contains(&port.kind.as_str());
+                let dp_port = own.then(|| {
                     no += 1;
                     no
                 });
@@ -145,15 +184,64 @@ impl Config {
                 });
             }
         }
+        let mut shared: Vec<(String, u32)> = Vec::new();
+        for (i, name) in tunnels {
+            let n = match shared.iter().find(|(s, _)| *s == name) {
+                Some((_, n)) => *n,
+                None => {
+                    no += 1;
+                    shared.push((name, no));
+                    no
+                }
+            };
+            out[i].dp_port = Some(n);
+        }
         out
     }
 }
 
 impl Bridge {
-    /// The OpenFlow number of the `i`-th port (from 0): `ofport`, else `i + 1`.
+    /// The OpenFlow number of the `i`-th port (from 0): `ofport`, else `i + 1`; LOCAL
+    /// (65534) for the bridge's internal port.
     fn ofport_of(p: &PortConf, i: usize) -> u32 {
+        if p.kind == "internal" {
+            return ofproto::syntax::OFPP_LOCAL;
+        }
         p.ofport.unwrap_or(i as u32 + 1)
     }
+}
+
+/// A tunnel port's options as `KEY=VALUE` strings.
+pub fn option_strings(p: &PortConf) -> Vec<(String, String)> {
+    p.options
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// A tunnel port's configuration.
+pub fn tunnel_config(p: &PortConf) -> Result<ofproto::tunnel::TunnelConfig, String> {
+    let kind = ofproto::tunnel::TunnelType::parse(&p.kind)
+        .ok_or_else(|| format!("'{}' is not a tunnel type", p.kind))?;
+    ofproto::tunnel::TunnelConfig::parse(kind, &option_strings(p))
+}
+
+/// Parses `ADDR/LEN` addresses of a bridge.
+pub fn bridge_addrs(b: &Bridge) -> Result<Vec<(std::net::IpAddr, u8)>, String> {
+    b.ip.iter()
+        .map(|a| {
+            if !a.contains('/') {
+                return Err(format!("ip '{a}': expected ADDR/LEN"));
+            }
+            ofproto::tunnel::parse_prefix(a)
+        })
+        .collect()
 }
 
 /// A configuration problem, with the line it is on when known.
@@ -205,6 +293,49 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 line: at,
                 message: format!("bridge name '{}' is empty or used twice", b.name),
             });
+        }
+        if let Some(h) = &b.hwaddr
+            && let Err(e) = ofproto::tunnel::parse_mac(h)
+        {
+            errs.push(ConfigError {
+                line: find_line(text, h),
+                message: format!("bridge '{}': hwaddr: {e}", b.name),
+            });
+        }
+        if let Err(e) = bridge_addrs(b) {
+            errs.push(ConfigError {
+                line: find_line(text, "ip"),
+                message: format!("bridge '{}': {e}", b.name),
+            });
+        }
+        if !b.ip.is_empty() && b.hwaddr.is_none() {
+            errs.push(ConfigError {
+                line: at,
+                message: format!(
+                    "bridge '{}': ip needs hwaddr (the local port's Ethernet address)",
+                    b.name
+                ),
+            });
+        }
+        for m in &b.tlv_map {
+            if let Err(e) = ofproto::tunnel::parse_tlv_map(m) {
+                errs.push(ConfigError {
+                    line: find_line(text, m),
+                    message: format!("bridge '{}': tlv-map '{m}': {e}", b.name),
+                });
+            }
+        }
+        for p in b.port.iter().filter(|p| p.kind == "internal") {
+            if p.name != b.name {
+                errs.push(ConfigError {
+                    line: find_line(text, &format!("\"{}\"", p.name)),
+                    message: format!(
+                        "port '{}': the internal port is the bridge's local port and takes the \
+                         bridge's name '{}'",
+                        p.name, b.name
+                    ),
+                });
+            }
         }
         let port_no = |n: &str| {
             b.port
@@ -292,6 +423,54 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
             });
         }
     }
+    let bridge_known = |n: &str| cfg.bridge.iter().any(|b| b.name == n);
+    for r in &cfg.tunnel.route {
+        let w: Vec<&str> = r.split_whitespace().collect();
+        let ok = match w.as_slice() {
+            [p, b] | [p, b, _] => ofproto::tunnel::parse_prefix(p)
+                .and_then(|_| {
+                    if bridge_known(b) {
+                        Ok(())
+                    } else {
+                        Err(format!("no bridge '{b}'"))
+                    }
+                })
+                .and_then(|_| match w.get(2) {
+                    Some(g) => g
+                        .parse::<std::net::IpAddr>()
+                        .map(|_| ())
+                        .map_err(|_| format!("gateway '{g}' is not an IP address")),
+                    None => Ok(()),
+                }),
+            _ => Err("expected 'PREFIX/LEN BRIDGE [GATEWAY]'".into()),
+        };
+        if let Err(e) = ok {
+            errs.push(ConfigError {
+                line: find_line(text, r),
+                message: format!("tunnel route '{r}': {e}"),
+            });
+        }
+    }
+    for n in &cfg.tunnel.neigh {
+        let ok = match n.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [b, ip, mac] => {
+                if !bridge_known(b) {
+                    Err(format!("no bridge '{b}'"))
+                } else if ip.parse::<std::net::IpAddr>().is_err() {
+                    Err(format!("'{ip}' is not an IP address"))
+                } else {
+                    ofproto::tunnel::parse_mac(mac).map(|_| ())
+                }
+            }
+            _ => Err("expected 'BRIDGE IP MAC'".into()),
+        };
+        if let Err(e) = ok {
+            errs.push(ConfigError {
+                line: find_line(text, n),
+                message: format!("tunnel neigh '{n}': {e}"),
+            });
+        }
+    }
     if errs.is_empty() { Ok(cfg) } else { Err(errs) }
 }
 
@@ -302,9 +481,12 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
         "replay" => &["pcap", "n_rxq"],
         "sink" => &[],
         "patch" => &["peer"],
+        "internal" => &[],
+        t if TUNNEL_TYPES.contains(&t) => return tunnel_config(p).map(|_| ()),
         other => {
             return Err(format!(
-                "unknown type '{other}' (known: pcap, replay, sink, patch)"
+                "unknown type '{other}' (known: pcap, replay, sink, patch, internal, vxlan, \
+                 geneve, gre)"
             ));
         }
     };
@@ -382,6 +564,67 @@ options = { tx_pcap = "out.pcap" }
             split_dp_flow(&c.datapath.dp_flows[0]),
             Some(("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "p1"))
         );
+    }
+
+    #[test]
+    fn tunnel_configuration_is_checked() {
+        let base = "[[bridge]]\nname = \"br-phy\"\nhwaddr = \"8c:dc:d4:ab:5b:f0\"\nip = [\"10.1.2.8/24\"]\n\
+                    [[bridge]]\nname = \"br-int\"\n[[bridge.port]]\nname = \"vx\"\ntype = \"vxlan\"\n";
+        let ok = parse(&format!(
+            "{base}options = {{ remote_ip = \"10.1.2.9\", key = \"flow\", csum = true }}\n\
+             [[bridge.port]]\nname = \"gre0\"\ntype = \"gre\"\n\
+             options = {{ remote_ip = \"10.1.2.9\", packet_type = \"legacy_l3\" }}\n\
+             [[bridge.port]]\nname = \"vx2\"\ntype = \"vxlan\"\n\
+             options = {{ remote_ip = \"10.1.2.10\", key = 7 }}\n\
+             [tunnel]\nroute = [\"10.9.0.0/16 br-phy 10.1.2.1\"]\nneigh = [\"br-phy 10.1.2.9 02:00:00:00:00:01\"]\n"
+        ))
+        .unwrap();
+        // The two VXLAN tunnels share a datapath port; GRE has its own, after the others.
+        let dp: Vec<_> = ok
+            .ports()
+            .iter()
+            .map(|p| (p.port.name.clone(), p.dp_port))
+            .collect();
+        assert_eq!(
+            dp,
+            vec![
+                ("vx".into(), Some(1)),
+                ("gre0".into(), Some(2)),
+                ("vx2".into(), Some(1))
+            ]
+        );
+        let err = |text: &str| {
+            parse(text)
+                .unwrap_err()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let e = err(&format!("{base}options = {{ key = \"flow\" }}\n"));
+        assert!(
+            e.contains("line 8: port 'vx'") && e.contains("needs remote_ip"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{base}options = {{ remote_ip = \"10.1.2.9\", dst_port = 0 }}\n"
+        ));
+        assert!(e.contains("dst_port"), "{e}");
+        let e = err(&format!(
+            "{base}options = {{ remote_ip = \"x\" }}\n[tunnel]\nneigh = [\"br-x 1.2.3.4 zz\"]\nroute = [\"10.0.0.0/40 br-phy\"]\n"
+        ));
+        assert!(e.contains("not an IPv4 or IPv6 address"), "{e}");
+        assert!(e.contains("no bridge 'br-x'"), "{e}");
+        assert!(e.contains("bad prefix length"), "{e}");
+        let e = err(
+            "[[bridge]]\nname = \"b\"\nip = [\"10.0.0.1\"]\ntlv-map = [\"{class=1,type=2,len=3}->tun_metadata0\"]\n",
+        );
+        assert!(e.contains("expected ADDR/LEN"), "{e}");
+        assert!(e.contains("ip needs hwaddr"), "{e}");
+        assert!(e.contains("multiple of 4"), "{e}");
+        let e =
+            err("[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"c\"\ntype = \"internal\"\n");
+        assert!(e.contains("takes the bridge's name"), "{e}");
     }
 
     #[test]

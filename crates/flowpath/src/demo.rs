@@ -1,8 +1,10 @@
 //! `flowpath demo [--seconds N] [--rundir DIR]`: the switch on its embedded default, needing no
-//! NIC, no root and no configuration. A replay port sends a built-in traffic mix (the seed
-//! scenarios' frames as received: plain UDP over 1000 flows, VXLAN L3-VPN, GENEVE with the OVN
-//! option, MPLSoGRE, and ARP) through datapath flows to three sinks; a line per second shows the
-//! rate, cycles per packet and cache hit rates, and the run ends with `pmd-perf-show`.
+//! NIC, no root and no configuration: the L3-VPN over VXLAN of seed 001 through the OpenFlow
+//! pipeline. The underlay bridge br-phy (10.1.2.8) receives VXLAN from the remote VTEP 10.1.2.9
+//! on `phy0` (1000 tenant flows); they are decapsulated and routed to the VM port `vm0` by
+//! br-int's rules. The VM's 1000 reply flows go the other way: tunnel push to 10.1.2.9 and out
+//! of `phy0` in one pass. A line per second shows the rate, cycles per packet and cache hit
+//! rates; the run ends with the datapath flows and `pmd-perf-show`.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,43 +14,51 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use datapath::dpif::{DatapathBuilder, DpConfig, default_pmd_cores};
-use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
-use netdev::pcap::PcapReader;
+use netdev::anchor_traffic::{TrafficKind, frames};
+use netdev::memory::ReplayPort;
 
-use crate::extract_cmd::SAMPLE;
+/// The demo's switch, as a configuration file would give it (its ports are replaced by
+/// in-memory sources).
+pub const CONFIG: &str = r#"
+[[bridge]]
+name = "br-phy"
+hwaddr = "8c:dc:d4:ab:5b:f0"
+ip = ["10.1.2.8/24"]
+flows = ["actions=NORMAL"]
+[[bridge.port]]
+name = "phy0"
+type = "sink"
 
-/// The demo's datapath flows: UDP (plain, VXLAN, GENEVE) has its Ethernet destination rewritten
-/// and goes to `vm1`; GRE goes to `vm2`; ARP to `vm3`.
-const FLOWS: &[(&str, &str)] = &[
-    (
-        "in_port(phy0),eth_type(0x0800),ipv4(proto=17,frag=no)",
-        "set(eth(dst=52:54:00:00:00:01)),vm1",
-    ),
-    (
-        "in_port(phy0),eth_type(0x0800),ipv4(proto=47,frag=no)",
-        "vm2",
-    ),
-    ("in_port(phy0),eth_type(0x0806)", "vm3"),
-];
+[[bridge]]
+name = "br-int"
+flows = ["in_port=vxlan0,tun_id=100,ip,nw_dst=192.168.2.16 actions=mod_dl_dst:52:54:00:a0:91:99,output:vm0",
+         "in_port=vm0,ip actions=set_field:100->tun_id,output:vxlan0"]
+[[bridge.port]]
+name = "vxlan0"
+type = "vxlan"
+options = { remote_ip = "10.1.2.9", key = "flow" }
+[[bridge.port]]
+name = "vm0"
+type = "sink"
 
-/// The traffic mix: 1000 plain UDP flows plus the seed captures built into the binary.
-fn traffic() -> anyhow::Result<Vec<Vec<u8>>> {
-    let mut frames = plain_frames(1000, 64);
-    for (name, bytes) in SAMPLE {
-        if !matches!(*name, "vxlan_l3vpn_8" | "geneve_8" | "mplsogre_8" | "arp") {
-            continue;
-        }
-        for r in PcapReader::new(*bytes)? {
-            let f = r?.data;
-            // ARP in a VLAN tag is not in the demo's flows.
-            if f.len() >= 14 && f[12..14] == [0x81, 0x00] {
-                continue;
-            }
-            frames.push(f);
-        }
+[tunnel]
+neigh = ["br-phy 10.1.2.9 8c:dc:d4:ab:58:48"]
+"#;
+
+/// The traffic of a port: VXLAN from the remote VTEP on phy0; the VM's replies on vm0
+/// (tenant 192.168.2.16 back to 192.168.1.x).
+fn traffic(port: &str) -> Vec<Vec<u8>> {
+    match port {
+        "phy0" => frames(TrafficKind::VxlanL3vpn, 1000, 64),
+        _ => frames(TrafficKind::Plain, 1000, 64)
+            .into_iter()
+            .map(|mut f| {
+                f[..6].copy_from_slice(&[0x52, 0x54, 0, 0xa0, 0x81, 0x01]);
+                f[6..12].copy_from_slice(&[0x52, 0x54, 0, 0xa0, 0x91, 0x99]);
+                f
+            })
+            .collect(),
     }
-    Ok(frames)
 }
 
 fn lock(
@@ -59,26 +69,16 @@ fn lock(
 
 /// Runs the demo.
 pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let cfg = DpConfig {
-        pmd_cores: default_pmd_cores(1),
-        ..DpConfig::default()
-    };
-    let mut b = DatapathBuilder::new(cfg);
-    let frames = traffic()?;
-    let n_frames = frames.len();
-    b.add_port(
-        1,
-        Box::new(ReplayPort::new("phy0", "built-in mix", frames, 1)),
-    )
-    .map_err(|e| anyhow!(e))?;
-    for (no, name) in [(2, "vm1"), (3, "vm2"), (4, "vm3")] {
-        b.add_port(no, Box::new(SinkPort::new(name, SampleSpec::default())))
-            .map_err(|e| anyhow!(e))?;
-    }
-    for (k, a) in FLOWS {
-        b.add_flow(k, a).map_err(|e| anyhow!("{k}: {e}"))?;
-    }
-    let dp = Arc::new(Mutex::new(b.start().map_err(|e| anyhow!(e))?));
+    let cfg = crate::config::parse(CONFIG)
+        .map_err(|e| anyhow!("the built-in configuration: {}", e[0]))?;
+    let of = crate::run_cmd::build_ofproto(&cfg, Path::new("."))?;
+    let mut n_frames = 0;
+    let dp = crate::run_cmd::build_with(&cfg, &of, |p| {
+        let f = traffic(&p.name);
+        n_frames += f.len();
+        Ok(Box::new(ReplayPort::new(&p.name, "built-in", f, 1)))
+    })?;
+    let dp = Arc::new(Mutex::new(dp));
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
@@ -89,12 +89,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
             let sock = unixctl::socket_path(d);
             let s = unixctl::Server::bind(
                 &sock,
-                crate::run_cmd::registry(
-                    dp.clone(),
-                    ofproto::ofproto::Ofproto::new(),
-                    d,
-                    stop.clone(),
-                ),
+                crate::run_cmd::registry(dp.clone(), of.clone(), d, stop.clone()),
             )?;
             writeln!(
                 out,
@@ -108,7 +103,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
     };
     writeln!(
         out,
-        "flowpath demo: replay port phy0 ({n_frames} frames: 1000 UDP flows, VXLAN, GENEVE, MPLSoGRE, ARP) -> vm1, vm2, vm3; one PMD; {seconds} s"
+        "flowpath demo: L3-VPN over VXLAN, {n_frames} frames: phy0 (VXLAN from 10.1.2.9, 1000 flows) -> tnl_pop -> vm0, and vm0 (1000 flows) -> tnl_push -> phy0; one PMD; {seconds} s"
     )?;
     out.flush()?;
 
@@ -127,11 +122,14 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
         let dt = t_prev.elapsed().as_secs_f64();
         t_prev = Instant::now();
         let rx = now.rx_packets - prev.rx_packets;
+        // Hit rates per datapath pass (a decapsulated packet makes two lookups).
+        let passes =
+            rx + (now.tnl_pops - prev.tnl_pops) + (now.recirculations - prev.recirculations);
         let pct = |a: u64, b: u64| {
-            if rx == 0 {
+            if passes == 0 {
                 0.0
             } else {
-                100.0 * (a - b) as f64 / rx as f64
+                100.0 * (a - b) as f64 / passes as f64
             }
         };
         writeln!(
@@ -150,6 +148,8 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
         out.flush()?;
         prev = now;
     }
+    writeln!(out)?;
+    write!(out, "{}", lock(&dp)?.dump_flows(false))?;
     writeln!(out)?;
     write!(out, "{}", lock(&dp)?.pmd_perf_show())?;
     if let Some(s) = server {

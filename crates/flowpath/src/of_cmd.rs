@@ -79,6 +79,47 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     });
     r("ofctl/show", "BRIDGE", 1, 1, |of, a| of.show(&a[0]));
     r("fdb/show", "BRIDGE", 1, 1, |of, a| of.fdb_show(&a[0]));
+    r("ofctl/add-tlv-map", "BRIDGE MAP", 2, 2, |of, a| {
+        of.add_tlv_map(&a[0], &a[1]).map(|_| String::new())
+    });
+    r("ofctl/del-tlv-map", "BRIDGE", 1, 1, |of, a| {
+        of.del_tlv_map(&a[0]).map(|_| String::new())
+    });
+    r("ofctl/dump-tlv-map", "BRIDGE", 1, 1, |of, a| {
+        of.dump_tlv_map(&a[0])
+    });
+    r("tnl/ports/show", "[-v]", 0, 1, |of, a| {
+        Ok(of.tnl_ports_show(a.first().is_some_and(|v| v == "-v")))
+    });
+    // OVS names the routing commands ovs/route/*; both spellings work.
+    for name in ["tnl/route/add", "ovs/route/add"] {
+        r(name, "PREFIX/LEN BRIDGE [GATEWAY]", 2, 3, |of, a| {
+            of.route_add(&a[0], &a[1], a.get(2).map(String::as_str))
+                .map(|_| "OK\n".to_owned())
+        });
+    }
+    for name in ["tnl/route/del", "ovs/route/del"] {
+        r(name, "PREFIX/LEN", 1, 1, |of, a| {
+            of.route_del(&a[0]).map(|_| "OK\n".to_owned())
+        });
+    }
+    for name in ["tnl/route/show", "ovs/route/show"] {
+        r(name, "", 0, 0, |of, _| Ok(of.route_show()));
+    }
+    for name in ["tnl/neigh/set", "tnl/arp/set"] {
+        r(name, "BRIDGE IP MAC", 3, 3, |of, a| {
+            of.neigh_set(&a[0], &a[1], &a[2]).map(|_| "OK\n".to_owned())
+        });
+    }
+    for name in ["tnl/neigh/show", "tnl/arp/show"] {
+        r(name, "", 0, 0, |of, _| Ok(of.neigh_show()));
+    }
+    for name in ["tnl/neigh/flush", "tnl/arp/flush"] {
+        r(name, "", 0, 0, |of, _| {
+            of.neigh_flush();
+            Ok("OK\n".to_owned())
+        });
+    }
     r("add-br", "BRIDGE", 1, 1, |of, a| {
         of.add_bridge(&a[0]).map(|_| String::new())
     });
@@ -97,16 +138,19 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     let _ = reg.register("del-br", "BRIDGE", 1, 1, move |a| {
         let b = of2.del_bridge(&a[0])?;
         let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
+        // Tunnel ports share their datapath port (named after the tunnel type) with others.
         for p in b.ports.values().filter(|p| p.dp_port.is_some()) {
-            drop(dp.del_port(&p.name)?);
+            if dp.port_names().number(&p.name).is_some() {
+                drop(dp.del_port(&p.name)?);
+            }
         }
         Ok(String::new())
     });
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("del-port", "PORT", 1, 1, move |a| {
         let p = of2.del_port(&a[0])?;
-        if p.dp_port.is_some() {
-            let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
+        let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
+        if p.dp_port.is_some() && dp.port_names().number(&p.name).is_some() {
             drop(dp.del_port(&p.name)?);
         }
         Ok(String::new())
@@ -178,6 +222,30 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
             (1..).find(|n| !b.ports.contains_key(n)).unwrap_or(1)
         }
     };
+    if crate::config::TUNNEL_TYPES.contains(&kind.as_str()) {
+        let t = crate::config::tunnel_config(&conf).map_err(|e| format!("port '{name}': {e}"))?;
+        let mut dp = dp.lock().map_err(|_| "datapath lock poisoned")?;
+        let dp_name = t.dp_port_name();
+        let no = match dp.port_names().number(&dp_name) {
+            Some(n) => n,
+            None => {
+                let n = dp.free_port_number();
+                dp.add_port(n, crate::run_cmd::tunnel_dp_port(&t))?;
+                n
+            }
+        };
+        return of.add_tunnel_port(
+            bridge,
+            OfPort {
+                name: name.clone(),
+                ofport,
+                dp_port: Some(no),
+                peer: None,
+                vlan,
+            },
+            t,
+        );
+    }
     if kind == "patch" {
         return of.add_port(
             bridge,

@@ -91,29 +91,99 @@ pub(crate) fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Por
     })
 }
 
+/// The datapath port a tunnel uses (`vxlan_sys_4789`, ...).
+pub(crate) fn tunnel_dp_port(t: &ofproto::tunnel::TunnelConfig) -> Box<dyn Port> {
+    use datapath::tunnel::{TunnelKind, TunnelPort};
+    use ofproto::tunnel::TunnelType;
+    let kind = match t.kind {
+        TunnelType::Vxlan => TunnelKind::Vxlan {
+            dst_port: t.dst_port,
+        },
+        TunnelType::Geneve => TunnelKind::Geneve {
+            dst_port: t.dst_port,
+        },
+        TunnelType::Gre => TunnelKind::Gre,
+    };
+    Box::new(TunnelPort::new(&t.dp_port_name(), kind))
+}
+
 /// The OpenFlow side of a configuration: bridges, ports with their datapath port numbers
 /// (given in order of appearance from 1; patch ports have none) and flows.
 pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> {
     let of = Ofproto::new();
     for br in &cfg.bridge {
         of.add_bridge(&br.name).map_err(|e| anyhow!(e))?;
+        let hw = br
+            .hwaddr
+            .as_deref()
+            .map(ofproto::tunnel::parse_mac)
+            .transpose()
+            .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
+        let addrs = config::bridge_addrs(br).map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
+        if hw.is_some() || !addrs.is_empty() {
+            of.set_bridge_addrs(&br.name, hw, addrs)
+                .map_err(|e| anyhow!(e))?;
+            // An underlay bridge has its local port (tunnel traffic for it terminates there)
+            // even when the configuration does not list it.
+            if !br.port.iter().any(|p| p.kind == "internal") {
+                of.add_port(
+                    &br.name,
+                    OfPort {
+                        name: br.name.clone(),
+                        ofport: ofproto::syntax::OFPP_LOCAL,
+                        dp_port: None,
+                        peer: None,
+                        vlan: VlanMode::default(),
+                    },
+                )
+                .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
+            }
+        }
+        for m in &br.tlv_map {
+            of.add_tlv_map(&br.name, m)
+                .map_err(|e| anyhow!("bridge {}: tlv-map '{m}': {e}", br.name))?;
+        }
     }
     for np in cfg.ports() {
         let p = np.port;
-        of.add_port(
-            &np.bridge.name,
-            OfPort {
-                name: p.name.clone(),
-                ofport: np.ofport,
-                dp_port: np.dp_port,
-                peer: config::opt_str(p, "peer").map(str::to_owned),
-                vlan: VlanMode {
-                    tag: p.tag,
-                    trunks: p.trunks.clone(),
-                },
+        let port = OfPort {
+            name: p.name.clone(),
+            ofport: np.ofport,
+            dp_port: np.dp_port,
+            peer: config::opt_str(p, "peer").map(str::to_owned),
+            vlan: VlanMode {
+                tag: p.tag,
+                trunks: p.trunks.clone(),
             },
-        )
+        };
+        if config::TUNNEL_TYPES.contains(&p.kind.as_str()) {
+            let t = config::tunnel_config(p).map_err(|e| anyhow!("port {}: {e}", p.name))?;
+            of.add_tunnel_port(&np.bridge.name, port, t)
+        } else {
+            of.add_port(&np.bridge.name, port)
+        }
         .map_err(|e| anyhow!("bridge {}: {e}", np.bridge.name))?;
+    }
+    for r in &cfg.tunnel.route {
+        let w: Vec<&str> = r.split_whitespace().collect();
+        let (prefix, bridge) = match w.as_slice() {
+            [p, b, ..] => (*p, *b),
+            _ => {
+                return Err(anyhow!(
+                    "tunnel route '{r}': expected PREFIX/LEN BRIDGE [GATEWAY]"
+                ));
+            }
+        };
+        of.route_add(prefix, bridge, w.get(2).copied())
+            .map_err(|e| anyhow!("tunnel route '{r}': {e}"))?;
+    }
+    for n in &cfg.tunnel.neigh {
+        let w: Vec<&str> = n.split_whitespace().collect();
+        let [bridge, ip, mac] = w.as_slice() else {
+            return Err(anyhow!("tunnel neigh '{n}': expected BRIDGE IP MAC"));
+        };
+        of.neigh_set(bridge, ip, mac)
+            .map_err(|e| anyhow!("tunnel neigh '{n}': {e}"))?;
     }
     for br in &cfg.bridge {
         for f in &br.flows {
@@ -133,6 +203,16 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
 
 /// Builds and starts the datapath a configuration describes, with `of` as its slow path.
 pub fn build(cfg: &Config, base: &Path, of: &Arc<Ofproto>) -> anyhow::Result<Datapath> {
+    build_with(cfg, of, |p| open_port(p, base))
+}
+
+/// [`build`] with the ports that have a device of their own opened by `open` (the demo and
+/// the benchmarks give in-memory sources and sinks).
+pub fn build_with(
+    cfg: &Config,
+    of: &Arc<Ofproto>,
+    mut open: impl FnMut(&PortConf) -> anyhow::Result<Box<dyn Port>>,
+) -> anyhow::Result<Datapath> {
     let d = &cfg.datapath;
     let cores = match &d.pmd_cpu_mask {
         Some(m) => parse_cpu_mask(m)
@@ -156,11 +236,21 @@ pub fn build(cfg: &Config, base: &Path, of: &Arc<Ofproto>) -> anyhow::Result<Dat
     let mut b = DatapathBuilder::new(dc);
     let of = of.clone();
     b.set_upcall(Box::new(move || of.upcall_handler()));
+    let mut tunnels_added = Vec::new();
     for np in cfg.ports() {
-        if let Some(no) = np.dp_port {
-            b.add_port(no, open_port(np.port, base)?)
-                .map_err(|e| anyhow!("port {}: {e}", np.port.name))?;
+        let Some(no) = np.dp_port else { continue };
+        if config::TUNNEL_TYPES.contains(&np.port.kind.as_str()) {
+            // One datapath port per tunnel type and UDP port, shared by its tunnels.
+            if !tunnels_added.contains(&no) {
+                tunnels_added.push(no);
+                let t = config::tunnel_config(np.port).map_err(|e| anyhow!(e))?;
+                b.add_port(no, tunnel_dp_port(&t))
+                    .map_err(|e| anyhow!("port {}: {e}", t.dp_port_name()))?;
+            }
+            continue;
         }
+        b.add_port(no, open(np.port)?)
+            .map_err(|e| anyhow!("port {}: {e}", np.port.name))?;
     }
     for f in &d.dp_flows {
         let (k, a) = config::split_dp_flow(f).ok_or_else(|| anyhow!("bad dp-flows entry '{f}'"))?;

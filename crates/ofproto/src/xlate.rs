@@ -61,11 +61,7 @@ impl Pipeline {
     /// and, for a tunnel port, its options. A tunnel's datapath port is shared, so the
     /// OpenFlow port is chosen by the outer addresses, key and payload kind, which the
     /// megaflow then matches (OVS's `tnl_port_receive`). `Err` when no tunnel port takes it.
-    pub fn receive(
-        &self,
-        key: &FlowKey,
-        wc: &mut PipeMask,
-    ) -> Option<Result<(usize, u32, Option<&TunnelConfig>), String>> {
+    pub fn receive(&self, key: &FlowKey, wc: &mut PipeMask) -> Option<Result<Entry<'_>, String>> {
         let dp_port = key.in_port();
         let mut best: Option<(u8, usize, u32, &TunnelConfig)> = None;
         let mut tunnel_port = false;
@@ -111,6 +107,10 @@ impl Pipeline {
         })
     }
 }
+
+/// Where a packet enters the pipeline: bridge index, OpenFlow port, the tunnel's options when
+/// it came from one.
+pub type Entry<'a> = (usize, u32, Option<&'a TunnelConfig>);
 
 /// What translation produced.
 #[derive(Clone, Debug, Default)]

@@ -458,10 +458,16 @@ fn ipv6_underlay_terminates_and_encapsulates() {
     let [Action::TnlPush(t), Action::Output(P0)] = x.actions.as_slice() else {
         panic!("{}", acts(&x));
     };
-    let TnlIp::V6 { src, dst, proto, .. } = &t.header.ip else {
+    let TnlIp::V6 {
+        src, dst, proto, ..
+    } = &t.header.ip
+    else {
         panic!("{:?}", t.header)
     };
-    assert_eq!((src.to_string(), dst.to_string(), *proto), ("fd00::8".into(), "fd00::9".into(), 17));
+    assert_eq!(
+        (src.to_string(), dst.to_string(), *proto),
+        ("fd00::8".into(), "fd00::9".into(), 17)
+    );
     assert_eq!((t.header.dl_type, t.header.size), (0x86dd, 70));
 }
 
