@@ -65,6 +65,10 @@ impl Pipeline {
         let dp_port = key.in_port();
         let mut best: Option<(u8, usize, u32, &TunnelConfig)> = None;
         let mut tunnel_port = false;
+        // What a tunnel port is chosen by, the same for every candidate.
+        let (src, dst) = tunnel_endpoints(key);
+        let k = (key.tun_flags() & flow::key::tun_flags::KEY != 0).then(|| key.tun_id());
+        let l3 = key.packet_type() != 0;
         for (b, br) in self.bridges.iter().enumerate() {
             for p in br.ports.values().filter(|p| p.dp_port == Some(dp_port)) {
                 let Some(t) = br.tunnels.get(&p.ofport) else {
@@ -74,9 +78,7 @@ impl Pipeline {
                     tunnel_port = true;
                     tunnel_wc(key, wc);
                 }
-                let (src, dst) = tunnel_endpoints(key);
-                let k = (key.tun_flags() & flow::key::tun_flags::KEY != 0).then(|| key.tun_id());
-                if let Some(rank) = t.receives(src, dst, k, key.packet_type() != 0)
+                if let Some(rank) = t.receives(src, dst, k, l3)
                     && best.is_none_or(|(r, ..)| rank < r)
                 {
                     best = Some((rank, b, p.ofport, t));
@@ -85,15 +87,12 @@ impl Pipeline {
         }
         match best {
             Some((_, b, p, t)) => Some(Ok((b, p, Some(t)))),
-            None if tunnel_port => {
-                let (src, dst) = tunnel_endpoints(key);
-                Some(Err(format!(
-                    "receive tunnel port not found (tun_src={src},tun_dst={dst},tun_id={:#x},\
+            None if tunnel_port => Some(Err(format!(
+                "receive tunnel port not found (tun_src={src},tun_dst={dst},tun_id={:#x},\
                      packet_type={})",
-                    key.tun_id(),
-                    if key.packet_type() == 0 { "eth" } else { "l3" }
-                )))
-            }
+                key.tun_id(),
+                if l3 { "l3" } else { "eth" }
+            ))),
             None => None,
         }
     }
@@ -269,14 +268,15 @@ impl Ctx<'_> {
         &self.pipe.bridges[self.bridge]
     }
 
-    /// Adds a trace line under the current node; returns it.
-    fn trace_add(&mut self, kind: NodeKind, text: String) -> Option<usize> {
-        self.trace.as_mut().map(|t| t.add(kind, text))
+    /// Adds a trace line under the current node; returns it. The text is formatted only when
+    /// tracing: upcalls pass here too and must not pay for it.
+    fn trace_add(&mut self, kind: NodeKind, text: impl std::fmt::Display) -> Option<usize> {
+        self.trace.as_mut().map(|t| t.add(kind, text.to_string()))
     }
 
     /// A detail line (` -> text`).
-    fn note(&mut self, text: &str) {
-        self.trace_add(NodeKind::Detail, text.to_owned());
+    fn note(&mut self, text: impl std::fmt::Display) {
+        self.trace_add(NodeKind::Detail, text);
     }
 
     /// Runs `f` with trace lines going under `node` (when tracing).
@@ -293,8 +293,9 @@ impl Ctx<'_> {
     }
 
     fn trace_bridge(&mut self) -> Option<usize> {
-        let name = self.br().name.clone();
-        self.trace_add(NodeKind::Bridge, format!("bridge(\"{name}\")"))
+        let pipe = self.pipe;
+        let name = &pipe.bridges[self.bridge].name;
+        self.trace_add(NodeKind::Bridge, format_args!("bridge(\"{name}\")"))
     }
 
     fn do_table(&mut self, table: usize) {
@@ -315,8 +316,8 @@ impl Ctx<'_> {
         let found = cls.lookup(&self.flow, &mut self.wc);
         match found {
             None => {
-                let node = self.trace_add(NodeKind::Table, format!("{table:>2}. No match."));
-                self.under(node, |c| c.trace_add(NodeKind::Action, "drop".into()));
+                let node = self.trace_add(NodeKind::Table, format_args!("{table:>2}. No match."));
+                self.under(node, |c| c.trace_add(NodeKind::Action, "drop"));
             }
             Some(id) => {
                 let (m, prio, rule) = cls.get(id).expect("lookup returns live rules");
@@ -357,7 +358,7 @@ impl Ctx<'_> {
 
     fn do_actions(&mut self, actions: &[OfAction], table: usize) {
         if actions.is_empty() {
-            self.trace_add(NodeKind::Action, "drop".into());
+            self.trace_add(NodeKind::Action, "drop");
         }
         for a in actions {
             if self.exit {
@@ -440,7 +441,7 @@ impl Ctx<'_> {
                     let v = src.read(&self.flow);
                     dst.write(&mut self.flow, v);
                     if self.trace.is_some() {
-                        self.note(&format!("{dst} is now {v}"));
+                        self.note(format_args!("{dst} is now {v}"));
                     }
                 }
                 OfAction::DecTtl(_) => {
@@ -456,7 +457,7 @@ impl Ctx<'_> {
                         } else {
                             "IPv6"
                         };
-                        self.trace_add(NodeKind::Warn, format!("{v} decrement TTL exception"));
+                        self.trace_add(NodeKind::Warn, format_args!("{v} decrement TTL exception"));
                         self.controller(2, 65535, 0);
                         self.exit = true;
                         return;
@@ -721,7 +722,7 @@ impl Ctx<'_> {
         let pipe = self.pipe;
         let br = &pipe.bridges[self.bridge];
         let Some(port) = br.ports.get(&ofport) else {
-            self.note(&format!("output to nonexistent port {ofport}"));
+            self.note(format_args!("output to nonexistent port {ofport}"));
             return;
         };
         if let Some(t) = br.tunnels.get(&ofport) {
@@ -828,7 +829,7 @@ impl Ctx<'_> {
                     && local_ok
                     && let Some(dp) = b.ports.get(ofp).and_then(|p| p.dp_port)
                 {
-                    self.note(&format!(
+                    self.note(format_args!(
                         "native tunnel termination: tnl_pop on {}",
                         t.dp_port_name()
                     ));
@@ -881,7 +882,9 @@ impl Ctx<'_> {
         let name = self.br().name.clone();
         if self.pipe.underlay.set_neigh(&name, ip, mac, false) {
             self.res.neigh_learned = true;
-            self.note(&format!("learned tunnel neighbour {ip} at {mac} on {name}"));
+            self.note(format_args!(
+                "learned tunnel neighbour {ip} at {mac} on {name}"
+            ));
         }
     }
 
@@ -919,7 +922,7 @@ impl Ctx<'_> {
             None => None,
         };
         let Some(route) = pipe.underlay.route(&pipe.bridges, remote) else {
-            self.note(&format!(
+            self.note(format_args!(
                 "native tunnel routing failed for {remote}; dropping"
             ));
             return;
@@ -943,20 +946,25 @@ impl Ctx<'_> {
             return;
         };
         let under = &pipe.bridges[ubr];
-        self.note(&format!("tunneling to {remote} via {}", under.name));
+        self.note(format_args!("tunneling to {remote} via {}", under.name));
         let Some(smac) = under.hwaddr else {
-            self.note(&format!("bridge {} has no hwaddr; dropping", under.name));
+            self.note(format_args!(
+                "bridge {} has no hwaddr; dropping",
+                under.name
+            ));
             return;
         };
         let Some(dmac) = pipe.underlay.lookup_neigh(route.next_hop) else {
-            self.note(&format!(
+            self.note(format_args!(
                 "neighbour {} unresolved on bridge {} (tnl/neigh/set, or an ARP/ND reply to the \
                  bridge, resolves it); dropping",
                 route.next_hop, under.name
             ));
             return;
         };
-        self.note(&format!("tunneling from {smac} {src} to {dmac} {remote}"));
+        self.note(format_args!(
+            "tunneling from {smac} {src} to {dmac} {remote}"
+        ));
         let et = self.flow.dp.eth_type();
         let is_ip = matches!(et, 0x0800 | 0x86dd);
         let tos = match t.tos {
@@ -1143,7 +1151,7 @@ impl Ctx<'_> {
                 self.trace_add(NodeKind::Error, why);
                 self.trace_add(
                     NodeKind::Warn,
-                    "disallowed VLAN VID for this input port, dropping".into(),
+                    "disallowed VLAN VID for this input port, dropping",
                 );
                 return;
             }
@@ -1169,7 +1177,7 @@ impl Ctx<'_> {
             {
                 self.res.learned.push(self.bridge);
                 let name = port_label(br, in_port);
-                self.note(&format!(
+                self.note(format_args!(
                     "learned that {src} is on port {name} in VLAN {vlan}"
                 ));
             }
@@ -1475,10 +1483,12 @@ fn geneve_to_slots(
 fn geneve_mask(wc: &mut PipeMask, key: &FlowKey, force: bool) {
     let mut slots = [0u8; N_TUN_METADATA * TUN_METADATA_SLOT];
     wc.dp.bytes_at(flow::key::GENEVE_OPTS_OFS, &mut slots);
-    let consulted = force || slots.iter().any(|&b| b != 0);
+    if !force && slots.iter().all(|&b| b == 0) {
+        return;
+    }
     wc.dp
         .set_tun_geneve_opt_bytes(0, &[0u8; flow::key::GENEVE_OPTS_MAX]);
-    if consulted {
+    {
         let n = usize::from(key.tun_geneve_len()).min(flow::key::GENEVE_OPTS_MAX);
         wc.dp
             .set_tun_geneve_len(0xff)
