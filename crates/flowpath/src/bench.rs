@@ -330,7 +330,7 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
             (dp, samples, t.sinks, t.normalize)
         }
         None => {
-            let (dp, samples) = start_p2p(o, &sc, &label, sample)?;
+            let (dp, samples) = start_p2p(o, sc, &label, sample)?;
             (dp, samples, &["p1"], |f: &[u8]| f.to_vec())
         }
     };
@@ -345,7 +345,7 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
 /// OpenFlow rules of the scenario (and a storm source p2).
 fn start_p2p(
     o: &BenchOpts,
-    sc: &Scenario,
+    mut sc: Scenario,
     label: &str,
     sample: SampleSpec,
 ) -> anyhow::Result<(datapath::dpif::Datapath, crate::bench_tunnel::Samples)> {
@@ -355,7 +355,7 @@ fn start_p2p(
     };
     cfg.pmd.emc_insert_inv_prob = if o.emc { 100 } else { 0 };
     let mut b = DatapathBuilder::new(cfg);
-    let replay = ReplayPort::new("p0", label, sc.frames.clone(), o.pmds.max(1));
+    let replay = ReplayPort::new("p0", label, std::mem::take(&mut sc.frames), o.pmds.max(1));
     let sink = SinkPort::new("p1", sample);
     let samples = sink.samples();
     b.add_port(1, Box::new(replay))
@@ -419,7 +419,7 @@ fn run_measured(
     let src1 = dp.port_counters("p0").unwrap_or_default().rx_packets;
 
     let rx = s.rx_packets.max(1) as f64;
-    let passes = (s.rx_packets + s.recirculations + s.tnl_pops).max(1) as f64;
+    let passes = s.passes().max(1) as f64;
     let sink_packets = sink1.saturating_sub(sink0);
 
     // Verification: nothing lost beyond what is in flight, every sampled frame as expected.

@@ -123,8 +123,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
         t_prev = Instant::now();
         let rx = now.rx_packets - prev.rx_packets;
         // Hit rates per datapath pass (a decapsulated packet makes two lookups).
-        let passes =
-            rx + (now.tnl_pops - prev.tnl_pops) + (now.recirculations - prev.recirculations);
+        let passes = now.passes() - prev.passes();
         let pct = |a: u64, b: u64| {
             if passes == 0 {
                 0.0
