@@ -21,9 +21,11 @@
 /// Bytes of the tunnel metadata area at the front of every buffer.
 pub const TNL_MD_LEN: usize = 320;
 
-/// Bytes reserved in front of every frame for headers pushed later (VXLAN over IPv6 with an
-/// outer VLAN tag needs 74; GENEVE with options more).
-pub const HEADROOM: usize = 128;
+/// Bytes reserved in front of every frame for headers pushed later: the largest `tnl_push`
+/// header (Ethernet, 802.1Q, IPv6, UDP, GENEVE with 252 bytes of options: 330 bytes with a
+/// tag pushed after it), rounded up. A push beyond it would grow the buffer, which the pool
+/// then cannot recycle: an allocation per packet.
+pub const HEADROOM: usize = 384;
 
 /// Offset of the frame in a fresh buffer: after the tunnel metadata area and the headroom.
 const FRAME_OFS: usize = TNL_MD_LEN + HEADROOM;
@@ -174,14 +176,6 @@ impl Packet {
     pub fn tnl_md(&self) -> &[u8; TNL_MD_LEN] {
         self.buf
             .first_chunk::<TNL_MD_LEN>()
-            .expect("every buffer starts with the metadata area")
-    }
-
-    /// The tunnel metadata area, writable.
-    #[inline]
-    pub fn tnl_md_mut(&mut self) -> &mut [u8; TNL_MD_LEN] {
-        self.buf
-            .first_chunk_mut::<TNL_MD_LEN>()
             .expect("every buffer starts with the metadata area")
     }
 
@@ -483,6 +477,18 @@ mod tests {
             4,
             "a jumbo frame neither takes nor returns a pool buffer"
         );
+    }
+
+    #[test]
+    fn the_largest_tunnel_header_fits_the_headroom_and_the_buffer_recycles() {
+        // Ethernet + 802.1Q + IPv6 + UDP + GENEVE with 252 bytes of options, then a VLAN tag.
+        let largest = 14 + 4 + 40 + 8 + 8 + 252 + 4;
+        let mut pool = Pool::new(4, 4);
+        let mut p = pool.packet_from(&[7u8; 64], 1);
+        p.push_front(largest).fill(1);
+        assert_eq!(p.len(), 64 + largest);
+        pool.free(p);
+        assert_eq!(pool.spare(), 4, "the buffer went back to the pool");
     }
 
     #[test]

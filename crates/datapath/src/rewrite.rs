@@ -16,7 +16,7 @@
 //! packet without the header an action needs is left unchanged and the function returns a
 //! [`RewriteError`] for the caller to count; the packet then goes on with its remaining actions,
 //! as in OVS, where such an action does nothing. Nothing here allocates, except a push that finds
-//! the packet's headroom ([`crate::packet::HEADROOM`], 128 bytes) used up.
+//! the packet's headroom ([`crate::packet::HEADROOM`], 384 bytes) used up.
 //!
 //! An L3 packet (`meta.packet_type` of namespace 1, e.g. a GRE `legacy_l3` payload after
 //! `tnl_pop`) has no Ethernet header: the actions on it refuse with
