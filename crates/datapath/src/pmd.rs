@@ -1115,39 +1115,25 @@ impl Pmd {
                 f.stats.tcp_flags |= tcp_flags[j];
             }
         }
-        let kind = match self.txs.get(port as usize) {
-            Some(Some(slot)) => slot.tunnel,
-            _ => None,
-        };
+        let kind = self.tunnel_kind(port);
         let mut dropped = 0u32;
         for (i, p) in batch.packets_mut().iter_mut().enumerate() {
-            if p.meta.recirc_depth >= MAX_RECIRC_DEPTH {
-                self.stats.recirc_depth_drops += 1;
+            if !pop_one(&mut self.stats, p, port, kind) {
                 dropped |= 1 << i;
-                continue;
-            }
-            let popped = match kind {
-                Some(k) => crate::tunnel::tnl_pop(p, k),
-                None => Err(TnlPopDrop::BadPort),
-            };
-            match popped {
-                Ok(()) => {
-                    let m = &mut p.meta;
-                    m.in_port = port;
-                    m.recirc_id = 0;
-                    m.recirc_depth += 1;
-                }
-                Err(e) => {
-                    self.stats.tnl_pop_drops[e as usize] += 1;
-                    dropped |= 1 << i;
-                }
             }
         }
         if dropped != 0 {
             batch.remove(dropped, &mut self.pool);
         }
-        self.stats.tnl_pops += batch.len() as u64;
         Some(port)
+    }
+
+    /// The tunnel kind of datapath port `port`, if it is a tunnel port.
+    fn tunnel_kind(&self, port: u32) -> Option<TunnelKind> {
+        match self.txs.get(port as usize) {
+            Some(Some(slot)) => slot.tunnel,
+            _ => None,
+        }
     }
 
     /// Slow path for the packets in `misses`.
@@ -1439,36 +1425,18 @@ impl Pmd {
     /// for another pass as received on `port`, with recirc_id 0; drops (counted by reason)
     /// what does not decapsulate.
     fn tnl_pop(&mut self, port: u32, batch: &mut Batch, consume: bool) {
-        let kind = match self.txs.get(port as usize) {
-            Some(Some(slot)) => slot.tunnel,
-            _ => None,
-        };
+        let kind = self.tunnel_kind(port);
         let mut src = if consume {
             std::mem::take(batch)
         } else {
             self.copy_batch(batch, None)
         };
         for mut p in src.drain() {
-            if p.meta.recirc_depth >= MAX_RECIRC_DEPTH {
-                self.stats.recirc_depth_drops += 1;
+            if pop_one(&mut self.stats, &mut p, port, kind) {
+                self.recirc.push(p);
+            } else {
                 self.pool.free(p);
-                continue;
             }
-            let popped = match kind {
-                Some(k) => crate::tunnel::tnl_pop(&mut p, k),
-                None => Err(TnlPopDrop::BadPort),
-            };
-            if let Err(e) = popped {
-                self.stats.tnl_pop_drops[e as usize] += 1;
-                self.pool.free(p);
-                continue;
-            }
-            let m = &mut p.meta;
-            m.in_port = port;
-            m.recirc_id = 0;
-            m.recirc_depth += 1;
-            self.stats.tnl_pops += 1;
-            self.recirc.push(p);
         }
         if consume {
             *batch = src;
@@ -1519,6 +1487,31 @@ fn key_metadata_more(p: &Packet, key: &mut FlowKey) {
     if m.tunnel != TnlMd::None {
         crate::tunnel::md_to_key(p.tnl_md(), m.tunnel, key);
     }
+}
+
+/// Decapsulates one packet for another pass as received on tunnel port `port` (recirc_id 0,
+/// one level deeper), counting the pop; false when it is dropped (too deep, or `tnl_pop`
+/// refused it, counted by reason). The one per-packet step of both the `tnl_pop` action and
+/// the in-place decap fast path.
+fn pop_one(stats: &mut PmdStats, p: &mut Packet, port: u32, kind: Option<TunnelKind>) -> bool {
+    if p.meta.recirc_depth >= MAX_RECIRC_DEPTH {
+        stats.recirc_depth_drops += 1;
+        return false;
+    }
+    let popped = match kind {
+        Some(k) => crate::tunnel::tnl_pop(p, k),
+        None => Err(TnlPopDrop::BadPort),
+    };
+    if let Err(e) = popped {
+        stats.tnl_pop_drops[e as usize] += 1;
+        return false;
+    }
+    let m = &mut p.meta;
+    m.in_port = port;
+    m.recirc_id = 0;
+    m.recirc_depth += 1;
+    stats.tnl_pops += 1;
+    true
 }
 
 /// Word 0 of a key: in_port and recirc_id, in network byte order.
