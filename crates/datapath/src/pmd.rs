@@ -44,6 +44,9 @@ use crate::tunnel::{N_TNL_POP_DROPS, TnlPopDrop, TunnelKind};
 /// in about a minute at most per 8192 entries / 256.
 const EMC_SWEEP_PER_ROUND: usize = 256;
 
+/// Emptied copy batches a PMD keeps for reuse (nesting of clones rarely goes deeper).
+const SPARE_BATCHES: usize = 8;
+
 /// Deepest recirculation (OVS's `MAX_RECIRC_DEPTH`).
 pub const MAX_RECIRC_DEPTH: u8 = 8;
 
@@ -411,6 +414,9 @@ pub struct Pmd {
     rx_batch: Batch,
     group: Batch,
     recirc_batch: Batch,
+    /// Emptied batches of copies (clone, output that is not the last action), reused so that
+    /// copying a group does not allocate a batch each time.
+    spare: Vec<Batch>,
     recirc: Vec<Packet>,
     max_idle_tsc: u64,
     next_housekeeping: u64,
@@ -465,6 +471,7 @@ impl Pmd {
             rx_batch: Batch::new(),
             group: Batch::new(),
             recirc_batch: Batch::new(),
+            spare: Vec::with_capacity(SPARE_BATCHES),
             recirc: Vec::with_capacity(MAX_BURST),
             max_idle_tsc: config.max_idle_ms.saturating_mul(hz / 1000),
             next_housekeeping: 0,
@@ -1324,6 +1331,7 @@ impl Pmd {
                 DpAction::Clone(sub) => {
                     let mut copy = self.copy_batch(batch, None);
                     self.execute(sub, &mut copy);
+                    self.recycle(copy);
                 }
                 DpAction::Hash { sym, basis } => {
                     for p in batch.packets_mut() {
@@ -1349,12 +1357,22 @@ impl Pmd {
     /// Copies of a batch's packets (optionally truncated), in new pool buffers, with their
     /// metadata and tunnel metadata.
     fn copy_batch(&mut self, batch: &Batch, trunc: Option<u32>) -> Batch {
-        let mut out = Batch::new();
+        let mut out = self.spare.pop().unwrap_or_else(Batch::new);
         for p in batch.packets() {
             let len = trunc.map_or(p.len(), |t| t as usize);
             out.push(self.pool.copy_of(p, len));
         }
         out
+    }
+
+    /// Keeps an emptied batch for the next copy (its packets, if any, go back to the pool).
+    fn recycle(&mut self, mut b: Batch) {
+        if !b.is_empty() {
+            self.pool.free_batch(&mut b);
+        }
+        if self.spare.len() < SPARE_BATCHES {
+            self.spare.push(b);
+        }
     }
 
     /// Hands packets to `port`'s tx batch: the originals when this is the last action and
@@ -1382,6 +1400,8 @@ impl Pmd {
             }
             if consume && trunc.is_none() {
                 *batch = src;
+            } else {
+                self.recycle(src);
             }
             return;
         }
@@ -1395,6 +1415,8 @@ impl Pmd {
         }
         if consume && trunc.is_none() {
             *batch = src;
+        } else {
+            self.recycle(src);
         }
     }
 
@@ -1418,6 +1440,8 @@ impl Pmd {
         }
         if consume {
             *batch = src;
+        } else {
+            self.recycle(src);
         }
     }
 
@@ -1440,6 +1464,8 @@ impl Pmd {
         }
         if consume {
             *batch = src;
+        } else {
+            self.recycle(src);
         }
     }
 

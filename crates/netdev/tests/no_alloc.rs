@@ -142,3 +142,51 @@ fn a_warm_pmd_allocates_nothing_per_packet() {
         );
     }
 }
+
+#[test]
+fn copies_for_clone_and_non_final_outputs_allocate_nothing_when_warm() {
+    // Tunnel output followed by more actions (a clone around tnl_push, as translation emits
+    // it), and an output that is not the last action: both work on copies of the group.
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    let mut rp = ReplayPort::new("p0", "t", plain_frames(100, 64), 1);
+    let mut s1 = SinkPort::new("p1", SampleSpec::default());
+    let mut s2 = SinkPort::new("p2", SampleSpec::default());
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: rp.take_rxq(0, 1).unwrap(),
+        cycles: 0,
+    });
+    pmd.add_txq(2, s1.open_txq());
+    pmd.add_txq(3, s2.open_txq());
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    names.insert("p1", 2);
+    names.insert("p2", 3);
+    let push = "tnl_push(tnl_port(9),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,\
+                src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,\
+                tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
+                vxlan(flags=0x8000000,vni=0x64)),out_port(0))";
+    pmd.add_flow(
+        parse_megaflow(
+            &names,
+            "in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+            &format!("clone({push},p1),p2,p1"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    for _ in 0..5000 {
+        pmd.poll_once();
+    }
+    let before = ALLOCS.load(Relaxed);
+    for _ in 0..1000 {
+        pmd.poll_once();
+    }
+    let allocs = ALLOCS.load(Relaxed) - before;
+    assert!(pmd.stats().tx_packets > 0);
+    assert_eq!(
+        allocs, 0,
+        "{allocs} allocations in 1000 warm iterations of clone and copies"
+    );
+}
