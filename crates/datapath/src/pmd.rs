@@ -1357,6 +1357,9 @@ impl Pmd {
     /// Copies of a batch's packets (optionally truncated), in new pool buffers, with their
     /// metadata and tunnel metadata.
     fn copy_batch(&mut self, batch: &Batch, trunc: Option<u32>) -> Batch {
+        // Not `unwrap_or_default`: a default Batch is empty and unallocated (what
+        // `mem::take` leaves behind for free), and would then grow by reallocations.
+        #[allow(clippy::unwrap_or_default)]
         let mut out = self.spare.pop().unwrap_or_else(Batch::new);
         for p in batch.packets() {
             let len = trunc.map_or(p.len(), |t| t as usize);
