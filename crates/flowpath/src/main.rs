@@ -108,8 +108,9 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
-    /// Run the switch on its built-in default: replay and sink ports, a traffic mix, a live
-    /// line per second, and pmd-perf-show at the end. No NIC, root or configuration needed.
+    /// Run the switch on its built-in default: the L3-VPN over VXLAN (decapsulation to a VM
+    /// port and encapsulation back) on in-memory ports, a live line per second, the datapath
+    /// flows and pmd-perf-show at the end. No NIC, root or configuration needed.
     Demo {
         /// How long to run.
         #[arg(long, default_value_t = 10)]
