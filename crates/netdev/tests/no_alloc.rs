@@ -1,9 +1,9 @@
 //! The per-packet path allocates nothing once warm: pools recycle buffers and every batch keeps
-//! its capacity. Counted with a global allocator that tallies allocations; this test binary has
-//! one test so that no other test allocates concurrently.
+//! its capacity. Counted with a global allocator that tallies allocations per thread, so tests
+//! running side by side (and the harness thread) do not count into each other's figures.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::cell::Cell;
 
 use datapath::dpif::parse_megaflow;
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
@@ -12,12 +12,26 @@ use flow::odp::PortNames;
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 
 struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    // Const-initialised with no destructor: reading it never allocates, even from the allocator.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: during thread teardown the slot may be gone; those allocations are not ours.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+/// Allocations made so far by the calling thread.
+fn thread_allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Relaxed);
+        count();
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(l) }
     }
@@ -26,7 +40,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Relaxed);
+        count();
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(p, l, n) }
     }
@@ -67,11 +81,11 @@ fn a_warm_pmd_allocates_nothing_per_packet() {
     for _ in 0..5000 {
         pmd.poll_once();
     }
-    let before = ALLOCS.load(Relaxed);
+    let before = thread_allocs();
     for _ in 0..1000 {
         pmd.poll_once();
     }
-    let allocs = ALLOCS.load(Relaxed) - before;
+    let allocs = thread_allocs() - before;
     assert!(pmd.stats().tx_packets > 0);
     assert_eq!(
         allocs, 0,
@@ -126,11 +140,11 @@ fn a_warm_pmd_allocates_nothing_per_packet() {
         for _ in 0..5000 {
             pmd.poll_once();
         }
-        let before = ALLOCS.load(Relaxed);
+        let before = thread_allocs();
         for _ in 0..1000 {
             pmd.poll_once();
         }
-        let allocs = ALLOCS.load(Relaxed) - before;
+        let allocs = thread_allocs() - before;
         let s = pmd.stats();
         assert!(
             s.tnl_pops > 0 && s.tx_packets == s.tnl_pops,
@@ -179,11 +193,11 @@ fn copies_for_clone_and_non_final_outputs_allocate_nothing_when_warm() {
     for _ in 0..5000 {
         pmd.poll_once();
     }
-    let before = ALLOCS.load(Relaxed);
+    let before = thread_allocs();
     for _ in 0..1000 {
         pmd.poll_once();
     }
-    let allocs = ALLOCS.load(Relaxed) - before;
+    let allocs = thread_allocs() - before;
     assert!(pmd.stats().tx_packets > 0);
     assert_eq!(
         allocs, 0,
