@@ -971,6 +971,11 @@ impl Datapath {
                 "  sent to userspace (controller, not connected): {}",
                 s.userspace_packets
             );
+            let _ = writeln!(
+                out,
+                "  sent by the slow path (neighbour requests): {}",
+                s.packet_outs
+            );
             let _ = writeln!(out, "  malformed headers (switched on what parsed):");
             for (m, n) in flow::Malformed::ALL.iter().zip(s.malformed) {
                 if n > 0 {

@@ -67,14 +67,27 @@ pub const DEFER_MAX: usize = 4096;
 /// are handled (backpressure: a finite source loses nothing, and other ports keep flowing).
 pub const DEFER_PER_PORT: u32 = 1024;
 
+/// A packet the slow path sends by itself while handling an upcall (OVS's packet-out from
+/// translation): an ARP or neighbour solicitation for an unresolved tunnel next hop.
+#[derive(Clone, Debug)]
+pub struct PacketOut {
+    /// The frame, from its Ethernet header.
+    pub frame: Vec<u8>,
+    /// The datapath port it counts as received on (`in_port` of its metadata).
+    pub in_port: u32,
+    /// What to do with it, compiled.
+    pub actions: Vec<DpAction>,
+}
+
 /// What the slow path decides for a packet that missed every cache.
 pub enum UpcallResult {
     /// Install this megaflow (the packet's key under `mask`) with these actions, and process
-    /// the packet with them.
+    /// the packet with them. `packet_outs` are sent first, once.
     Install {
         mask: Box<Mask>,
         actions: Vec<flow::odp::Action>,
         compiled: Vec<DpAction>,
+        packet_outs: Vec<PacketOut>,
     },
     /// Drop the packet without installing anything.
     Drop,
@@ -181,6 +194,8 @@ pub struct PmdStats {
     /// Packets a `userspace` action sent to the slow path (controller packet-ins; counted, as
     /// no controller connection exists yet).
     pub userspace_packets: u64,
+    /// Packets the slow path sent by itself (neighbour requests for tunnel next hops).
+    pub packet_outs: u64,
     /// Packets dropped for exceeding the recirculation depth.
     pub recirc_depth_drops: u64,
     /// Packets dropped by flows whose actions end without output (including empty actions).
@@ -234,6 +249,7 @@ impl core::ops::AddAssign for PmdStats {
         self.upcalls += o.upcalls;
         self.deferred_upcalls += o.deferred_upcalls;
         self.userspace_packets += o.userspace_packets;
+        self.packet_outs += o.packet_outs;
         self.lost_upcalls += o.lost_upcalls;
         self.recirc_depth_drops += o.recirc_depth_drops;
         self.action_drops += o.action_drops;
@@ -1176,8 +1192,12 @@ impl Pmd {
                     mask,
                     actions,
                     compiled,
+                    packet_outs,
                 } => {
                     self.stats.upcalls += 1;
+                    for po in packet_outs {
+                        self.packet_out(&po);
+                    }
                     let key = self.keys[i].clone();
                     let mut mask = *mask;
                     mask.set_in_port(u32::MAX);
@@ -1211,6 +1231,15 @@ impl Pmd {
             // The slow path's whole cost (translation and install) comes out of its budget.
             self.upcall_tokens -= (tsc::now() - t0) as i64;
         }
+    }
+
+    /// Sends a packet the slow path made (a neighbour request): its actions on a batch of one.
+    /// Slow path only: the batch is made here.
+    fn packet_out(&mut self, po: &PacketOut) {
+        let mut one = Batch::new();
+        one.push(self.pool.packet_from(&po.frame, po.in_port));
+        self.stats.packet_outs += 1;
+        self.execute(&po.actions, &mut one);
     }
 
     /// Marks packet `i` of `batch` to wait for the slow path (its group frees it into the

@@ -347,6 +347,7 @@ impl datapath::pmd::UpcallHandler for ForwardByEthType {
             mask: Box::new(mask),
             actions: vec![flow::odp::Action::Output(2)],
             compiled: vec![datapath::actions::DpAction::Output(2)],
+            packet_outs: Vec::new(),
         }
     }
 }
@@ -408,4 +409,60 @@ fn only_upcall_installed_flows_expire_when_idle() {
     }
     assert_eq!(pmd.n_flows(), 2, "a configured flow expired");
     assert!(pmd.dump().iter().all(|d| !d.flow.expires));
+}
+
+/// A slow path that drops what misses and sends a packet of its own once per upcall, as
+/// translation does for an unresolved tunnel neighbour.
+struct AskOnce;
+
+const REQUEST: [u8; 42] = [
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1, 2, 0,
+    0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+];
+
+impl datapath::pmd::UpcallHandler for AskOnce {
+    fn upcall(
+        &mut self,
+        _key: &flow::FlowKey,
+        _pkt: &datapath::packet::Packet,
+    ) -> datapath::pmd::UpcallResult {
+        let mut mask = flow::Mask::new();
+        mask.set_eth_type(u16::MAX);
+        datapath::pmd::UpcallResult::Install {
+            mask: Box::new(mask),
+            actions: Vec::new(),
+            compiled: Vec::new(),
+            packet_outs: vec![datapath::pmd::PacketOut {
+                frame: REQUEST.to_vec(),
+                in_port: u32::MAX,
+                actions: vec![datapath::actions::DpAction::Output(2)],
+            }],
+        }
+    }
+}
+
+#[test]
+fn packets_the_slow_path_sends_go_out_once_per_upcall() {
+    use datapath::pmd::{Pmd, PmdConfig, PolledRxq};
+    use datapath::port::Port;
+    let dir = Dir::new("packet_out");
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(AskOnce));
+    let mut p0 = PcapPort::open("p0", Some(&fixture("plain_8.pcap")), None).unwrap();
+    let mut p1 = PcapPort::open("p1", None, Some(&dir.join("out.pcap"))).unwrap();
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: p0.take_rxq(0, 1).unwrap(),
+        cycles: 0,
+    });
+    pmd.add_txq(2, p1.open_txq());
+    for _ in 0..10 {
+        pmd.poll_once();
+    }
+    drop(pmd);
+    drop(p1);
+    // Eight IPv4 frames: one upcall installs the drop megaflow and sends one request.
+    let out = netdev::pcap::read_file(dir.join("out.pcap")).unwrap();
+    let frames: Vec<&[u8]> = out.iter().map(|r| &r.data[..]).collect();
+    assert_eq!(frames, vec![&REQUEST[..]]);
 }

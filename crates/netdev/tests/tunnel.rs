@@ -422,6 +422,7 @@ impl UpcallHandler for PopUpcalls {
             mask: Box::new(mask),
             actions: vec![flow::odp::Action::TnlPop(3)],
             compiled: vec![datapath::actions::DpAction::TnlPop(3)],
+            packet_outs: Vec::new(),
         }
     }
 }

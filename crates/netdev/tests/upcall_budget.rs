@@ -25,6 +25,7 @@ impl UpcallHandler for ExactToPort3 {
             mask: Box::new(Mask::exact()),
             actions,
             compiled,
+            packet_outs: Vec::new(),
         }
     }
 }

@@ -799,11 +799,24 @@ impl UpcallHandler for OfUpcall {
         if !x.learned.is_empty() || x.neigh_learned {
             self.0.changed();
         }
+        // A packet-out whose actions do not compile is not sent; the packet is still handled.
+        let packet_outs = x
+            .packet_outs
+            .into_iter()
+            .filter_map(|po| {
+                Some(datapath::pmd::PacketOut {
+                    actions: compile(&po.actions).ok()?,
+                    frame: po.frame,
+                    in_port: po.in_port,
+                })
+            })
+            .collect();
         match compile(&x.actions) {
             Ok(compiled) => UpcallResult::Install {
                 mask: Box::new(x.mask),
                 actions: x.actions,
                 compiled,
+                packet_outs,
             },
             Err(_) => UpcallResult::Drop,
         }

@@ -687,6 +687,83 @@ fn mask_addr(a: IpAddr, plen: u8) -> IpAddr {
     }
 }
 
+/// The frame that asks for the link-layer address of `target` from `src` (an address of the
+/// underlay bridge, MAC `smac`): an ARP request (RFC 826; 42 bytes, as OVS composes it) for
+/// IPv4, a neighbour solicitation with the source link-layer option (RFC 4861 4.3) to the
+/// target's solicited-node multicast address for IPv6. Mixed address families ask with the
+/// target's family and an unspecified source.
+pub fn neigh_request(smac: EthAddr, src: IpAddr, target: IpAddr) -> Vec<u8> {
+    use wire::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, IpProtocol};
+    let eth = |dst: [u8; 6], ethertype, len: usize| {
+        let mut f = vec![0u8; 14 + len];
+        EthernetRepr {
+            src_addr: EthernetAddress(smac.0),
+            dst_addr: EthernetAddress(dst),
+            ethertype,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        f
+    };
+    match target {
+        IpAddr::V4(t) => {
+            let spa = match src {
+                IpAddr::V4(a) => a,
+                IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+            };
+            let arp = wire::ArpRepr {
+                operation: wire::ArpOperation::REQUEST,
+                source_hardware_addr: EthernetAddress(smac.0),
+                source_protocol_addr: spa,
+                target_hardware_addr: EthernetAddress([0; 6]),
+                target_protocol_addr: t,
+            };
+            let mut f = eth([0xff; 6], EtherType::ARP, arp.buffer_len());
+            arp.emit(&mut wire::ArpPacket::new_unchecked(&mut f[14..]));
+            f
+        }
+        IpAddr::V6(t) => {
+            let src = match src {
+                IpAddr::V6(a) => a,
+                IpAddr::V4(_) => Ipv6Addr::UNSPECIFIED,
+            };
+            let o = t.octets();
+            let dst = Ipv6Addr::new(
+                0xff02,
+                0,
+                0,
+                0,
+                0,
+                1,
+                0xff00 | u16::from(o[13]),
+                u16::from_be_bytes([o[14], o[15]]),
+            );
+            let ns = wire::Icmpv6Repr::NeighborSolicit {
+                target_addr: t,
+                source_lladdr: Some(EthernetAddress(smac.0)),
+            };
+            let ip = wire::Ipv6Repr {
+                src_addr: src,
+                dst_addr: dst,
+                next_header: IpProtocol::ICMPV6,
+                payload_len: ns.buffer_len(),
+                hop_limit: 255,
+                traffic_class: 0,
+                flow_label: 0,
+            };
+            let mut f = eth(
+                [0x33, 0x33, 0xff, o[13], o[14], o[15]],
+                EtherType::IPV6,
+                40 + ns.buffer_len(),
+            );
+            ip.emit(&mut wire::Ipv6Packet::new_unchecked(&mut f[14..54]));
+            let mut icmp = wire::Icmpv6Packet::new_unchecked(&mut f[54..]);
+            ns.emit(&mut icmp);
+            icmp.fill_checksum(&src, &dst);
+            f
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

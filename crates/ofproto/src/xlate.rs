@@ -130,6 +130,18 @@ pub struct XlateOut {
     pub learned: Vec<usize>,
     /// The flow after the pipeline (for `ofproto/trace`'s "Final flow").
     pub final_flow: PipeKey,
+    /// Packets the slow path sends by itself (neighbour requests), once, when the packet is
+    /// handled: not part of the megaflow's actions.
+    pub packet_outs: Vec<PacketOut>,
+}
+
+/// A packet translation made to send: its frame, the datapath port it counts as coming from,
+/// and its datapath actions.
+#[derive(Clone, Debug)]
+pub struct PacketOut {
+    pub frame: Vec<u8>,
+    pub in_port: u32,
+    pub actions: Vec<Action>,
 }
 
 /// Translation of one packet.
@@ -956,10 +968,16 @@ impl Ctx<'_> {
         };
         let Some(dmac) = pipe.underlay.lookup_neigh(route.next_hop) else {
             self.note(format_args!(
-                "neighbour {} unresolved on bridge {} (tnl/neigh/set, or an ARP/ND reply to the \
-                 bridge, resolves it); dropping",
-                route.next_hop, under.name
+                "neighbour {} unresolved on bridge {}: sending {} request; dropping",
+                route.next_hop,
+                under.name,
+                if route.next_hop.is_ipv4() {
+                    "ARP"
+                } else {
+                    "ND"
+                },
             ));
+            self.neigh_request(ubr, smac, route.src, route.next_hop);
             return;
         };
         self.note(format_args!(
@@ -1049,25 +1067,7 @@ impl Ctx<'_> {
         if outer_proto == 17 {
             outer.dp.set_tp_dst(t.dst_port);
         }
-        let saved_out = std::mem::take(&mut self.out);
-        let saved = (
-            self.bridge,
-            std::mem::replace(&mut self.flow, outer.clone()),
-            std::mem::replace(&mut self.base, outer.dp),
-            self.in_port,
-            self.wc.clone(),
-        );
-        self.bridge = ubr;
-        self.in_port = OFPP_LOCAL;
-        self.depth += 1;
-        let node = self.trace_bridge();
-        self.under(node, |c| c.do_table(0));
-        self.depth -= 1;
-        let outer_out = std::mem::replace(&mut self.out, saved_out);
-        // The outer packet is made from the configuration, not from the packet's key: what
-        // the underlay's tables consulted says nothing about the megaflow.
-        (self.bridge, self.flow, self.base, self.in_port, self.wc) = saved;
-        self.exit = false;
+        let outer_out = self.xlate_from_local(ubr, outer);
         if !outer_out
             .iter()
             .any(|a| matches!(a, Action::Output(_) | Action::Clone(_)))
@@ -1077,6 +1077,63 @@ impl Ctx<'_> {
         }
         sub.extend(outer_out);
         self.out.push(Action::Clone(sub));
+    }
+
+    /// The actions for a packet with key `key` that bridge `ubr` receives from its local
+    /// port: the underlay part of a tunnel output, or a packet the slow path sends. The packet
+    /// is made from the configuration, not from the packet being translated, so what the
+    /// underlay's tables consult says nothing about the megaflow: the mask is restored.
+    fn xlate_from_local(&mut self, ubr: usize, mut key: PipeKey) -> Vec<Action> {
+        key.dp.set_in_port(OFPP_LOCAL);
+        let saved_out = std::mem::take(&mut self.out);
+        let saved = (
+            self.bridge,
+            std::mem::replace(&mut self.flow, key.clone()),
+            std::mem::replace(&mut self.base, key.dp),
+            self.in_port,
+            self.wc.clone(),
+        );
+        self.bridge = ubr;
+        self.in_port = OFPP_LOCAL;
+        self.depth += 1;
+        let node = self.trace_bridge();
+        self.under(node, |c| c.do_table(0));
+        self.depth -= 1;
+        let out = std::mem::replace(&mut self.out, saved_out);
+        (self.bridge, self.flow, self.base, self.in_port, self.wc) = saved;
+        self.exit = false;
+        out
+    }
+
+    /// Asks for the MAC address of tunnel next hop `target` on underlay bridge `ubr`: an ARP
+    /// request (IPv4) or a neighbour solicitation (IPv6) from the bridge's address, sent
+    /// through the bridge's tables as from its local port, as OVS's `tnl_send_arp_request`.
+    /// The reply comes back to the bridge and is snooped (`snoop_arp`, `snoop_nd`), which
+    /// revalidates the flows that needed it. Only with side effects allowed (upcalls,
+    /// `ofproto/trace -generate`), not in revalidation.
+    fn neigh_request(&mut self, ubr: usize, smac: EthAddr, src: IpAddr, target: IpAddr) {
+        if !self.learn {
+            return;
+        }
+        let frame = crate::tunnel::neigh_request(smac, src, target);
+        let mut key = PipeKey::new();
+        flow::extract::extract(&frame, &mut key.dp);
+        let actions = self.xlate_from_local(ubr, key);
+        if actions.is_empty() {
+            self.note("the underlay bridge sent the neighbour request nowhere");
+            return;
+        }
+        let pipe = self.pipe;
+        let in_port = pipe.bridges[ubr]
+            .ports
+            .get(&OFPP_LOCAL)
+            .and_then(|p| p.dp_port)
+            .unwrap_or(u32::MAX);
+        self.res.packet_outs.push(PacketOut {
+            frame,
+            in_port,
+            actions,
+        });
     }
 
     /// The GENEVE options to send: the flow's present `tun_metadata` fields, through the TLV

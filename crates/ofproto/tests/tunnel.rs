@@ -501,3 +501,72 @@ fn an_underlay_vlan_tags_encapsulated_packets_and_terminates_tagged_ones() {
     );
     assert!(!xlate(&of, &untagged).actions.contains(&Action::TnlPop(TNL)));
 }
+
+#[test]
+fn unresolved_neighbours_are_asked_for_with_arp_and_nd() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=vm0 actions=set_field:100->tun_id,output:tnl0",
+    );
+    // Revalidation (no side effects) sends nothing.
+    let p = of.pipe.read().unwrap();
+    let quiet = translate(&p, &key(PLAIN_VM), false, None);
+    drop(p);
+    assert!(quiet.packet_outs.is_empty());
+    // An upcall drops the packet and asks for 10.1.2.9 from the bridge's address, through
+    // br-phy's tables as from its local port: NORMAL floods the broadcast to p0.
+    let x = xlate(&of, &key(PLAIN_VM));
+    assert!(x.actions.is_empty(), "{}", acts(&x));
+    let [po] = x.packet_outs.as_slice() else {
+        panic!("{:?}", x.packet_outs)
+    };
+    assert_eq!(po.actions, vec![Action::Output(P0)]);
+    #[rustfmt::skip]
+    let arp: [u8; 42] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0, 0x08, 0x06,
+        0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01, // Ethernet/IPv4, request
+        0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0, 10, 1, 2, 8, // sender: the bridge
+        0, 0, 0, 0, 0, 0, 10, 1, 2, 9, // target: the remote endpoint
+    ];
+    assert_eq!(po.frame, arp);
+
+    // IPv6: a neighbour solicitation to the solicited-node group, with the source link-layer
+    // address option and a valid checksum.
+    of.set_bridge_addrs(
+        "br-phy",
+        Some(ofproto::tunnel::parse_mac(BR_PHY_MAC).unwrap()),
+        vec![("fd00::8".parse().unwrap(), 64)],
+    )
+    .unwrap();
+    let t6 = TunnelConfig::parse(
+        TunnelType::Vxlan,
+        &opts(&[("remote_ip", "fd00::12:3456"), ("key", "flow")]),
+    )
+    .unwrap();
+    of.del_port("tnl0").unwrap();
+    of.add_tunnel_port("br-int", port("tnl0", 1, Some(TNL)), t6)
+        .unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let [po] = x.packet_outs.as_slice() else {
+        panic!("{:?}", x.packet_outs)
+    };
+    let f = &po.frame;
+    assert_eq!(f.len(), 14 + 40 + 32);
+    assert_eq!(f[..6], [0x33, 0x33, 0xff, 0x12, 0x34, 0x56]);
+    assert_eq!(f[12..14], [0x86, 0xdd]);
+    let ip = wire::Ipv6Packet::new_checked(&f[14..]).unwrap();
+    assert_eq!(ip.src_addr().to_string(), "fd00::8");
+    assert_eq!(ip.dst_addr().to_string(), "ff02::1:ff12:3456");
+    assert_eq!((ip.hop_limit(), ip.payload_len()), (255, 32));
+    let icmp = wire::Icmpv6Packet::new_checked(&f[54..]).unwrap();
+    assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
+    assert_eq!(
+        wire::Icmpv6Repr::parse(&icmp).unwrap(),
+        wire::Icmpv6Repr::NeighborSolicit {
+            target_addr: "fd00::12:3456".parse().unwrap(),
+            source_lladdr: Some(wire::EthernetAddress([0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0])),
+        }
+    );
+    assert_eq!(po.actions, vec![Action::Output(P0)]);
+}
