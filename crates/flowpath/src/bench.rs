@@ -85,6 +85,7 @@ pub const SCENARIOS: &[&str] = &[
     "io_floor_vxlan",
     "io_floor_mplsogre",
     "io_floor_geneve",
+    "gre_decap",
 ];
 
 /// Every scenario of the OVS-DPDK anchor with the traffic it is fed (the anchor's pcap kinds).
@@ -105,9 +106,18 @@ pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
     ("io_floor_geneve", TrafficKind::Geneve),
 ];
 
-/// The traffic a scenario of the anchor is fed.
+/// Scenarios of flowpath's own that the anchor does not have, with their traffic:
+/// `gre_decap` is `mplsogre_decap` without MPLS (the same switch, GRE carrying the IPv4 packet
+/// itself, rules on its destination instead of the label), to see what `pop_mpls` costs.
+pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[("gre_decap", TrafficKind::GreIpv4)];
+
+/// The traffic a scenario is fed.
 fn traffic_kind(name: &str) -> anyhow::Result<TrafficKind> {
-    match ANCHOR_SCENARIOS.iter().find(|(n, _)| *n == name) {
+    match ANCHOR_SCENARIOS
+        .iter()
+        .chain(OWN_SCENARIOS)
+        .find(|(n, _)| *n == name)
+    {
         Some(&(_, kind)) => Ok(kind),
         None => bail!(
             "unknown scenario '{name}' (flowpath runs: {}; the OVS-DPDK anchor also has: {})",

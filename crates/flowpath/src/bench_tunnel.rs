@@ -5,6 +5,8 @@
 //!   192.168.2.16 gets the VM's Ethernet address and goes to `p1`.
 //! - `mplsogre_decap`: GRE (key 0, legacy_l3) carrying MPLS labels 812-815, each label popped
 //!   and sent to its VM port `p1`..`p4`, without another pass after `pop_mpls`.
+//! - `gre_decap`: `mplsogre_decap` without MPLS, GRE carrying the IPv4 packet itself, sent to
+//!   `p1`..`p4` by its destination: the reference for what `pop_mpls` costs.
 //! - `geneve_decap` (`_csum0`): GENEVE VNI 3 with the OVN option (class 0x0102, type 0x80)
 //!   matched as `tun_metadata0`.
 //! - `vxlan_encap`: VM → Phy: `set_field:100->tun_id`, output to the tunnel; push and output to
@@ -70,6 +72,35 @@ flows = ["in_port=gre0,mpls,mpls_label=812 actions=pop_mpls:0x0800,mod_dl_dst:52
          "in_port=gre0,mpls,mpls_label=813 actions=pop_mpls:0x0800,mod_dl_dst:52:54:00:a0:91:11,output:p2",
          "in_port=gre0,mpls,mpls_label=814 actions=pop_mpls:0x0800,mod_dl_dst:52:54:00:a0:91:12,output:p3",
          "in_port=gre0,mpls,mpls_label=815 actions=pop_mpls:0x0800,mod_dl_dst:52:54:00:a0:91:13,output:p4"]
+[[bridge.port]]
+name = "gre0"
+type = "gre"
+options = { remote_ip = "10.1.2.9", key = "flow", packet_type = "legacy_l3" }
+[[bridge.port]]
+name = "p1"
+type = "sink"
+[[bridge.port]]
+name = "p2"
+type = "sink"
+[[bridge.port]]
+name = "p3"
+type = "sink"
+[[bridge.port]]
+name = "p4"
+type = "sink"
+"#;
+
+const GRE_DECAP: &str = r#"
+[[bridge.port]]
+name = "p0"
+type = "sink"
+
+[[bridge]]
+name = "br-int"
+flows = ["in_port=gre0,ip,nw_dst=192.168.2.16 actions=mod_dl_dst:52:54:00:a0:91:10,output:p1",
+         "in_port=gre0,ip,nw_dst=192.168.3.16 actions=mod_dl_dst:52:54:00:a0:91:11,output:p2",
+         "in_port=gre0,ip,nw_dst=192.168.4.16 actions=mod_dl_dst:52:54:00:a0:91:12,output:p3",
+         "in_port=gre0,ip,nw_dst=192.168.5.16 actions=mod_dl_dst:52:54:00:a0:91:13,output:p4"]
 [[bridge.port]]
 name = "gre0"
 type = "gre"
@@ -210,6 +241,19 @@ pub fn scenario(name: &str) -> Option<TunnelScenario> {
             normalize: same,
             sinks: &["p1", "p2", "p3", "p4"],
         },
+        "gre_decap" => TunnelScenario {
+            config: "gre_decap",
+            // Outer Ethernet, IPv4, GRE with key: the IPv4 packet at 42 gets an Ethernet
+            // header with the VM's address, from its destination 192.168.(2 + vm).16.
+            expect: |f| {
+                let vm = 0x10 + f.get(42 + 18).map_or(0, |b| b.saturating_sub(2));
+                let mut out = vec![0x52, 0x54, 0, 0xa0, 0x91, vm, 0, 0, 0, 0, 0, 0, 8, 0];
+                out.extend_from_slice(f.get(42..).unwrap_or_default());
+                out
+            },
+            normalize: same,
+            sinks: &["p1", "p2", "p3", "p4"],
+        },
         "geneve_decap" | "geneve_decap_csum0" => TunnelScenario {
             config: "geneve_decap",
             expect: |f| inner(f, 58, [0xfa, 0x16, 0x3e, 0x20, 0xab, 0x99]),
@@ -232,6 +276,7 @@ impl TunnelScenario {
         let body = match self.config {
             "vxlan_decap" => format!("{VXLAN_UNDERLAY}{VXLAN_DECAP}"),
             "mplsogre_decap" => format!("{VXLAN_UNDERLAY}{MPLSOGRE_DECAP}"),
+            "gre_decap" => format!("{VXLAN_UNDERLAY}{GRE_DECAP}"),
             "geneve_decap" => GENEVE.to_owned(),
             _ => format!("{VXLAN_UNDERLAY}{VXLAN_ENCAP}"),
         };

@@ -47,8 +47,8 @@ enum Command {
         /// Scenario, as the OVS-DPDK anchor defines it: p2p, p2p_l3 (plain traffic);
         /// vxlan_decap, vxlan_decap_csum0, mplsogre_decap, geneve_decap, geneve_decap_csum0,
         /// vxlan_encap (tunnels); io_floor_vxlan, io_floor_mplsogre, io_floor_geneve (p2p fed
-        /// the tunnel traffic as received). With --write-pcap also the anchor's scenario
-        /// flowpath does not run yet: ct.
+        /// the tunnel traffic as received); gre_decap (flowpath's own: mplsogre_decap without
+        /// MPLS). With --write-pcap also the anchor's scenario flowpath does not run yet: ct.
         scenario: String,
         /// Number of distinct flows in the traffic.
         #[arg(long, default_value_t = 1000)]

@@ -47,10 +47,14 @@ pub enum TrafficKind {
     VxlanL3vpnCsum0,
     /// [`TrafficKind::Geneve`] with outer UDP checksum 0.
     GeneveCsum0,
+    /// Not one of the anchor's: [`TrafficKind::Mplsogre`] without the MPLS entry (GRE carries
+    /// the IPv4 packet itself, to 192.168.(2 + i mod 4).16), to measure what MPLS costs on
+    /// the same pipeline.
+    GreIpv4,
 }
 
 impl TrafficKind {
-    /// Every kind, in the order `gen_pcaps.py` lists them.
+    /// The anchor's kinds, in the order `gen_pcaps.py` lists them.
     pub const ALL: [TrafficKind; 6] = [
         TrafficKind::Plain,
         TrafficKind::VxlanL3vpn,
@@ -69,12 +73,16 @@ impl TrafficKind {
             TrafficKind::Geneve => "geneve",
             TrafficKind::VxlanL3vpnCsum0 => "vxlan_l3vpn_csum0",
             TrafficKind::GeneveCsum0 => "geneve_csum0",
+            TrafficKind::GreIpv4 => "gre_ipv4",
         }
     }
 
     /// The kind of that name.
     pub fn from_name(name: &str) -> Option<TrafficKind> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain([TrafficKind::GreIpv4])
+            .find(|k| k.name() == name)
     }
 }
 
@@ -263,6 +271,20 @@ pub fn frame(kind: TrafficKind, i: usize, size: usize) -> Vec<u8> {
                 Layer::Ipv4 {
                     src: tenant_src,
                     dst: Ipv4Addr::new(192, 168, (label - 810) as u8, 16),
+                },
+                inner_udp,
+                pad,
+            ])
+        }
+        TrafficKind::GreIpv4 => {
+            let [eth, ip, gre] = vtep(Layer::Gre { key: 0 });
+            build(&[
+                eth,
+                ip,
+                gre,
+                Layer::Ipv4 {
+                    src: tenant_src,
+                    dst: Ipv4Addr::new(192, 168, 2 + (i % 4) as u8, 16),
                 },
                 inner_udp,
                 pad,
@@ -476,6 +498,18 @@ mod tests {
             let inner = Ipv4Packet::new_checked(&f[46..]).unwrap();
             assert_eq!(usize::from(inner.total_len()), size - 18);
             assert!(inner.verify_checksum());
+        }
+        // GRE carrying the same IPv4 packet without the MPLS entry, to the label's address.
+        for i in 0..4 {
+            let m = frame(TrafficKind::Mplsogre, i, 300);
+            let g = frame(TrafficKind::GreIpv4, i, 300);
+            assert_eq!(g.len() + 4, m.len());
+            // Outer headers alike but for the IPv4 length and checksum and the GRE protocol.
+            assert_eq!((&g[..16], &g[18..24], &g[26..36]), (&m[..16], &m[18..24], &m[26..36]));
+            assert!(Ipv4Packet::new_checked(&g[14..]).unwrap().verify_checksum());
+            assert_eq!((&g[36..38], &m[36..38]), (&[8, 0][..], &[0x88, 0x47][..]));
+            assert_eq!(g[38..42], m[38..42], "key");
+            assert_eq!(g[42..], m[46..], "the inner packet");
         }
         // Smaller than the headers: no padding, as gen_pcaps.py.
         assert_eq!(frame(TrafficKind::Plain, 0, 0).len(), 42);
