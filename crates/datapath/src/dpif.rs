@@ -507,6 +507,81 @@ impl Datapath {
             .map(|p| p.port.counters())
     }
 
+    /// `port/stats PORT`: the port's totals and, where it keeps them, each queue's, with its
+    /// link state.
+    pub fn port_stats(&self, name: &str) -> Result<String, String> {
+        let p = self
+            .ports
+            .iter()
+            .find(|p| p.port.name() == name)
+            .ok_or_else(|| format!("no such port: {name}"))?;
+        let mut out = format!(
+            "{} {}: ({}) link {}\n",
+            p.port.name(),
+            p.no,
+            p.port.kind(),
+            if p.port.link_up() { "up" } else { "down" }
+        );
+        let row = |out: &mut String, what: &str, c: &PortCounters| {
+            let _ = writeln!(
+                out,
+                "  {what:<6} rx packets:{} bytes:{} dropped:{}  tx packets:{} bytes:{} dropped:{}  errors:{}",
+                c.rx_packets,
+                c.rx_bytes,
+                c.rx_dropped,
+                c.tx_packets,
+                c.tx_bytes,
+                c.tx_dropped,
+                c.errors
+            );
+        };
+        row(&mut out, "total", &p.port.counters());
+        for (q, c) in p.port.queue_counters() {
+            row(&mut out, &q, &c);
+        }
+        Ok(out)
+    }
+
+    /// `dpctl/show [-s]`: the datapath's ports as OVS lists them, with `-s` their counters in
+    /// OVS's layout.
+    pub fn dpctl_show(&self, stats: bool) -> String {
+        let s = self.total_stats();
+        let (hit, missed, lost) = (s.emc_hits + s.megaflow_hits, s.upcalls, s.lost_upcalls);
+        let flows: usize = self.ask(PmdCmd::Dump).iter().map(Vec::len).sum();
+        let mut out = format!(
+            "netdev@flowpath:\n  lookups: hit:{hit} missed:{missed} lost:{lost}\n  flows: {flows}\n"
+        );
+        let mut ports: Vec<&PortEntry> = self.ports.iter().collect();
+        ports.sort_by_key(|p| p.no);
+        for p in ports {
+            let o = p.port.options();
+            let kind = p.port.kind();
+            let _ = write!(out, "  port {}: {}", p.no, p.port.name());
+            let _ = if o.is_empty() {
+                writeln!(out, " ({kind})")
+            } else {
+                writeln!(out, " ({kind}: {})", o.trim_matches(['{', '}']))
+            };
+            if stats {
+                let c = p.port.counters();
+                let _ = writeln!(
+                    out,
+                    "    RX packets:{} errors:{} dropped:{} overruns:0 frame:0\n    \
+                     TX packets:{} errors:0 dropped:{} aborted:0 carrier:0\n    \
+                     collisions:0\n    RX bytes:{}  TX bytes:{}",
+                    c.rx_packets,
+                    c.errors,
+                    c.rx_dropped,
+                    c.tx_packets,
+                    c.tx_dropped,
+                    c.rx_bytes,
+                    c.tx_bytes
+                );
+            }
+        }
+        out
+    }
+
     fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdCmd) -> Vec<T> {
         let mut out = Vec::new();
         for p in &self.pmds {

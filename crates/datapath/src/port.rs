@@ -128,6 +128,18 @@ pub trait Port: Send {
     /// The port's counters, summed over its queues.
     fn counters(&self) -> PortCounters;
 
+    /// Counters per queue, named as `port/stats` prints them (`rx0`, `tx1`...), for ports
+    /// that keep them apart; empty when the port has only its totals.
+    fn queue_counters(&self) -> Vec<(String, PortCounters)> {
+        Vec::new()
+    }
+
+    /// Whether the port's link is up. A kernel-backed port whose interface went away says
+    /// false until it has reattached; the others are always up.
+    fn link_up(&self) -> bool {
+        true
+    }
+
     /// The tunnel this port terminates, for a tunnel's virtual port (`vxlan_sys_4789`):
     /// `tnl_pop` to it decapsulates as this kind says. `None` for other ports.
     fn tunnel(&self) -> Option<crate::tunnel::TunnelKind> {

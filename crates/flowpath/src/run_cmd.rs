@@ -357,6 +357,10 @@ pub fn registry(
         Ok(d.dump_flows(verbose(a)))
     });
     r("dpif/show", "", (0, 0), |d, _| Ok(d.dpif_show()));
+    r("dpctl/show", "[-s] [dp]", (0, 2), |d, a| {
+        Ok(d.dpctl_show(a.iter().any(|x| x == "-s" || x == "--statistics")))
+    });
+    r("port/stats", "port", (1, 1), |d, a| d.port_stats(&a[0]));
     r(
         "dpif-netdev/pmd-stats-show",
         "[-pmd core] [dp]",

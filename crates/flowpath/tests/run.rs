@@ -284,6 +284,33 @@ fn control_socket_manages_flows_and_reports() {
     assert!(text.contains("p0 1/1: (replay:"), "{text}");
     let (text, _) = out_text(&ctl(&rundir, &["dpif-netdev/pmd-rxq-show"]));
     assert!(text.contains("port: p0"), "{text}");
+    // Port counters: OVS's `dpctl/show -s` layout, and flowpath's `port/stats`.
+    let (text, _) = out_text(&ctl(&rundir, &["dpctl/show", "-s"]));
+    assert!(
+        text.starts_with("netdev@flowpath:\n  lookups: hit:"),
+        "{text}"
+    );
+    assert!(text.contains("  port 1: p0 (replay: "), "{text}");
+    let rx = text
+        .lines()
+        .skip_while(|l| !l.contains("port 1: p0"))
+        .find_map(|l| l.trim().strip_prefix("RX packets:"))
+        .and_then(|r| r.split(' ').next()?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(rx > 0, "{text}");
+    assert!(text.contains("TX bytes:"), "{text}");
+    let (text, _) = out_text(&ctl(&rundir, &["port/stats", "p1"]));
+    assert!(
+        text.starts_with("p1 2: (sink) link up\n  total  rx packets:0"),
+        "{text}"
+    );
+    let o = ctl(&rundir, &["port/stats", "nosuch"]);
+    assert!(!o.status.success());
+    assert!(
+        out_text(&o).1.contains("no such port: nosuch"),
+        "{:?}",
+        out_text(&o)
+    );
 
     assert!(ctl(&rundir, &["exit"]).status.success());
     assert!(wait_exit(child).success());
