@@ -102,6 +102,29 @@ impl core::ops::AddAssign for PortCounters {
     }
 }
 
+/// For ports that keep [`QueueStats`] per queue: the rows of `port/stats` (`rx0`, `rx1`..,
+/// `tx0`..) in queue order.
+pub fn queue_rows(rx: &[Arc<QueueStats>], tx: &[Arc<QueueStats>]) -> Vec<(String, PortCounters)> {
+    let rows = |kind: &str, qs: &[Arc<QueueStats>]| {
+        qs.iter()
+            .enumerate()
+            .map(|(i, q)| (format!("{kind}{i}"), q.snapshot()))
+            .collect::<Vec<_>>()
+    };
+    let mut out = rows("rx", rx);
+    out.extend(rows("tx", tx));
+    out
+}
+
+/// The sum of the counters of queues `rx` and `tx`.
+pub fn sum_queues(rx: &[Arc<QueueStats>], tx: &[Arc<QueueStats>]) -> PortCounters {
+    let mut c = PortCounters::default();
+    for q in rx.iter().chain(tx) {
+        c += q.snapshot();
+    }
+    c
+}
+
 /// A port backend.
 pub trait Port: Send {
     /// The port's name (`p0`, `vm1`).

@@ -482,11 +482,12 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
         "sink" => &[],
         "patch" => &["peer"],
         "internal" => &[],
+        "afpacket" | "afxdp" | "tap" => return kernel_port_options(p).map(|_| ()),
         t if TUNNEL_TYPES.contains(&t) => return tunnel_config(p).map(|_| ()),
         other => {
             return Err(format!(
-                "unknown type '{other}' (known: pcap, replay, sink, patch, internal, vxlan, \
-                 geneve, gre)"
+                "unknown type '{other}' (known: afpacket, afxdp, tap, pcap, replay, sink, \
+                 patch, internal, vxlan, geneve, gre)"
             ));
         }
     };
@@ -509,6 +510,45 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
         return Err("type pcap needs rx_pcap, tx_pcap or both".into());
     }
     Ok(())
+}
+
+/// The options of a port on a kernel interface.
+pub enum KernelPortOptions {
+    AfPacket(netdev::afpacket::AfPacketOptions),
+    AfXdp(netdev::afxdp::AfXdpOptions),
+    Tap(netdev::tap::TapOptions),
+}
+
+/// The options of an `afpacket`, `afxdp` or `tap` port, names and values checked without
+/// opening anything (what `check-config` can tell before `run`).
+pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
+    let opts = option_strings(p);
+    let e = |e: netdev::afpacket::PortError| e.to_string();
+    Ok(match p.kind.as_str() {
+        "afpacket" => {
+            let mut o = netdev::afpacket::AfPacketOptions::default();
+            for (k, v) in &opts {
+                o.set(k, v).map_err(e)?;
+            }
+            o.check().map_err(e)?;
+            KernelPortOptions::AfPacket(o)
+        }
+        "afxdp" => {
+            let mut o = netdev::afxdp::AfXdpOptions::default();
+            for (k, v) in &opts {
+                o.set(k, v)?;
+            }
+            KernelPortOptions::AfXdp(o)
+        }
+        "tap" => {
+            let mut o = netdev::tap::TapOptions::default();
+            for (k, v) in &opts {
+                o.set(k, v).map_err(e)?;
+            }
+            KernelPortOptions::Tap(o)
+        }
+        other => return Err(format!("'{other}' is not a kernel port type")),
+    })
 }
 
 /// Splits `KEY, actions:ACTIONS` (or `KEY actions:ACTIONS`).

@@ -87,6 +87,23 @@ pub(crate) fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Por
             ))
         }
         "sink" => Box::new(SinkPort::new(&p.name, SampleSpec::default())),
+        "afpacket" | "afxdp" | "tap" => {
+            use config::KernelPortOptions as K;
+            let o = config::kernel_port_options(p)
+                .map_err(|e| anyhow!("port {}: {e}", p.name))?;
+            let opened: Result<Box<dyn Port>, String> = match &o {
+                K::AfPacket(o) => netdev::afpacket::AfPacketPort::open(&p.name, o)
+                    .map(|x| Box::new(x) as Box<dyn Port>)
+                    .map_err(|e| e.to_string()),
+                K::AfXdp(o) => netdev::afxdp::AfXdpPort::open(&p.name, o)
+                    .map(|x| Box::new(x) as Box<dyn Port>)
+                    .map_err(|e| e.to_string()),
+                K::Tap(o) => netdev::tap::TapPort::open(&p.name, o)
+                    .map(|x| Box::new(x) as Box<dyn Port>)
+                    .map_err(|e| e.to_string()),
+            };
+            opened.map_err(|e| anyhow!("port {} ({}): {e}", p.name, p.kind))?
+        }
         other => return Err(anyhow!("port {}: unknown type {other}", p.name)),
     })
 }

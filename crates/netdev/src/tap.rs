@@ -1,0 +1,611 @@
+//! The `tap` port: a Linux TAP device (Documentation/networking/tuntap.rst), the host side
+//! of a VM's NIC or a namespace's interface. What the kernel sends out of the device is what
+//! the port receives, and what the port sends comes into the kernel as received on it.
+//!
+//! # Opening
+//! [`TapPort::open`] opens `/dev/net/tun` and `TUNSETIFF`s the name with `IFF_TAP |
+//! IFF_NO_PI | IFF_VNET_HDR` (and `IFF_MULTI_QUEUE` with more than one queue, one descriptor
+//! per queue): this creates the device, or attaches to an existing one of that name (a
+//! persistent device made with `ip tuntap add ... mode tap`, with `multi_queue` for
+//! `n_rxq > 1`). With `netns=NAME` the device is looked up (or created) in namespace
+//! `/run/netns/NAME`, so a tap that was moved into a namespace is found again after a
+//! restart. The port then sets the link up. Descriptors are non-blocking.
+//!
+//! # Offloads and the virtio-net header
+//! Every frame crosses the descriptor behind a 12-byte `virtio_net_hdr` (`TUNSETVNETHDRSZ`,
+//! in the host's byte order: the legacy layout). The port advertises checksum offload only
+//! (`TUNSETOFFLOAD` with `TUN_F_CSUM`, option `csum_offload`, default on): the kernel then
+//! hands over frames of the local stack with a partial TCP/UDP checksum
+//! (`VIRTIO_NET_HDR_F_NEEDS_CSUM`, `csum_start`/`csum_offset`), which rx completes in
+//! software so that every frame on the switch carries valid checksums; a header whose offsets
+//! do not fit the frame is a counted `rx_dropped`. No segmentation offload (`TUN_F_TSO*`,
+//! `TUN_F_USO*`) is advertised, so the kernel segments before the device and never hands
+//! over GSO frames; should one come anyway (`gso_type` not NONE), it is dropped (counted in
+//! `rx_dropped`, logged once per queue). Transmit writes a zero header (no offload requested)
+//! in front of each frame with `writev(2)`.
+//!
+//! # Queues
+//! Each rx queue reads its own descriptor, one `read(2)` per frame (the tun interface has no
+//! batched read), copying the frame into a pool buffer. A tx queue (one per PMD) writes on
+//! the descriptor of queue `k mod n_rxq` for the `k`-th tx queue opened: tun takes concurrent
+//! writes on one descriptor from several threads, each `write` being a frame of its own.
+//!
+//! # A deleted device
+//! A tap exists as long as the port holds its descriptors, unless someone deletes it
+//! (`ip link del`). Its descriptors then fail (`EBADFD`): the queue counts an error, drops
+//! what it was sending, and from then on, at most every 100 ms, reopens its queue as
+//! [`TapPort::open`] does, which re-creates the device (in the same namespace, set up; its
+//! addresses are gone, as for any new interface) or attaches to one of that name created in
+//! the meantime. Nothing of this is on the packet path while the device is fine.
+//! [`TapPort::link_up`] asks the kernel whether the device exists, is up and has carrier.
+
+use std::fmt::Write as _;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use datapath::packet::{Batch, Pool};
+use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
+
+pub use crate::afpacket::PortError;
+use crate::afpacket::{RECHECK, csum};
+use crate::netns;
+
+/// Bytes of the virtio-net header in front of every frame (`virtio_net_hdr_mrg_rxbuf`).
+pub const VNET_HDR_LEN: usize = 12;
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+
+/// Largest frame read whole: the largest tap MTU plus Ethernet and VLAN headers.
+const MAX_FRAME: usize = 65536 + 32;
+
+/// Options of a `tap` port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TapOptions {
+    /// Device name (`ifname`); the port's name when `None`.
+    pub ifname: Option<String>,
+    /// Number of queues (`n_rxq`, default 1); more than one makes (or needs) a multi-queue
+    /// device.
+    pub n_rxq: usize,
+    /// Network namespace of the device (`netns`); the current one when `None`.
+    pub netns: Option<String>,
+    /// Let the kernel hand over partial checksums, completed by rx (`csum_offload`, default
+    /// true).
+    pub csum_offload: bool,
+}
+
+impl Default for TapOptions {
+    fn default() -> Self {
+        TapOptions {
+            ifname: None,
+            n_rxq: 1,
+            netns: None,
+            csum_offload: true,
+        }
+    }
+}
+
+impl TapOptions {
+    /// Option names [`TapOptions::set`] takes.
+    pub const KEYS: &'static [&'static str] = &["ifname", "n_rxq", "netns", "csum_offload"];
+
+    /// Sets option `key` from its text form.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), PortError> {
+        match key {
+            "ifname" => self.ifname = Some(value.to_owned()),
+            "netns" => self.netns = (!value.is_empty()).then(|| value.to_owned()),
+            "n_rxq" => {
+                self.n_rxq = value.trim().parse().map_err(|_| {
+                    PortError::BadOption(format!("n_rxq: '{value}' is not a number"))
+                })?
+            }
+            "csum_offload" => {
+                self.csum_offload = match value {
+                    "true" | "1" | "yes" => true,
+                    "false" | "0" | "no" => false,
+                    _ => {
+                        return Err(PortError::BadOption(format!(
+                            "csum_offload: '{value}' is not true or false"
+                        )));
+                    }
+                }
+            }
+            _ => {
+                return Err(PortError::BadOption(format!(
+                    "unknown option '{key}' for type tap (known: {})",
+                    Self::KEYS.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The device and the current descriptor of each of its queues, shared by the port and its
+/// queues. The lock is taken only to open or reopen a queue.
+struct TapDev {
+    ifname: String,
+    netns: Option<String>,
+    multi: bool,
+    csum_offload: bool,
+    /// A datagram socket in the device's namespace, for ioctls by name.
+    ctl: OwnedFd,
+    fds: Mutex<Vec<Arc<OwnedFd>>>,
+}
+
+fn ioctl_ptr<T>(fd: &OwnedFd, req: libc::Ioctl, arg: &mut T) -> io::Result<()> {
+    // SAFETY: each request used with this (TUNSETIFF, TUNSETVNETHDRSZ) reads or writes one
+    // value of the type given, which `arg` points to.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), req, arg as *mut T) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl TapDev {
+    /// Opens one queue of the device: creates the device or attaches to it.
+    fn open_queue(&self) -> io::Result<OwnedFd> {
+        let mut flags = libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR;
+        if self.multi {
+            flags |= libc::IFF_MULTI_QUEUE;
+        }
+        let fd = netns::run_in_opt(self.netns.as_deref(), || {
+            // SAFETY: opens a path given as a NUL-terminated literal; the result is checked.
+            let raw = unsafe {
+                libc::open(
+                    c"/dev/net/tun".as_ptr(),
+                    libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                )
+            };
+            if raw < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `raw` was just opened and nothing else owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let mut r = netns::ifreq(&self.ifname)?;
+            r.ifr_ifru.ifru_flags = flags as libc::c_short;
+            ioctl_ptr(&fd, libc::TUNSETIFF, &mut r)?;
+            Ok(fd)
+        })?;
+        let mut sz = VNET_HDR_LEN as libc::c_int;
+        ioctl_ptr(&fd, libc::TUNSETVNETHDRSZ, &mut sz)?;
+        let offload = if self.csum_offload {
+            libc::TUN_F_CSUM
+        } else {
+            0
+        };
+        // SAFETY: TUNSETOFFLOAD takes its argument by value.
+        if unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::TUNSETOFFLOAD,
+                offload as libc::c_ulong,
+            )
+        } < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    fn set_up(&self) -> io::Result<()> {
+        netns::set_up(self.ctl.as_fd(), &self.ifname)
+    }
+
+    /// The descriptor of queue `q` in place of `old`, which failed: the one another queue
+    /// already reopened, or a new one.
+    fn recover(&self, q: usize, old: &Arc<OwnedFd>) -> io::Result<Arc<OwnedFd>> {
+        let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
+        if !Arc::ptr_eq(&fds[q], old) {
+            return Ok(fds[q].clone());
+        }
+        let fd = Arc::new(self.open_queue()?);
+        fds[q] = fd.clone();
+        drop(fds);
+        self.set_up()?;
+        Ok(fd)
+    }
+}
+
+/// A port on a TAP device.
+pub struct TapPort {
+    name: String,
+    opts: TapOptions,
+    dev: Arc<TapDev>,
+    rxq_taken: Vec<bool>,
+    rx_stats: Vec<Arc<QueueStats>>,
+    tx_stats: Vec<Arc<QueueStats>>,
+}
+
+impl TapPort {
+    /// Opens (creating it if needed) the device's queues and sets it up.
+    pub fn open(name: &str, opts: &TapOptions) -> Result<TapPort, PortError> {
+        if !(1..=64).contains(&opts.n_rxq) {
+            return Err(PortError::BadOption(format!(
+                "n_rxq: {} is not between 1 and 64",
+                opts.n_rxq
+            )));
+        }
+        let ifname = opts.ifname.clone().unwrap_or_else(|| name.to_owned());
+        netns::ifreq(&ifname).map_err(|e| PortError::BadOption(e.to_string()))?;
+        let ctl = netns::control_socket(opts.netns.as_deref()).map_err(|e| {
+            PortError::os(
+                match &opts.netns {
+                    Some(n) => format!("network namespace '{n}'"),
+                    None => "control socket".into(),
+                },
+                e,
+                "CAP_SYS_ADMIN",
+            )
+        })?;
+        let dev = TapDev {
+            ifname: ifname.clone(),
+            netns: opts.netns.clone(),
+            multi: opts.n_rxq > 1,
+            csum_offload: opts.csum_offload,
+            ctl,
+            fds: Mutex::new(Vec::new()),
+        };
+        let mut fds = Vec::with_capacity(opts.n_rxq);
+        for q in 0..opts.n_rxq {
+            let fd = dev.open_queue().map_err(|e| {
+                let what = format!("tap '{ifname}' queue {q}");
+                match e.raw_os_error() {
+                    Some(libc::EINVAL) => PortError::BadOption(format!(
+                        "{what}: '{ifname}' exists but is not a tap device of this kind \
+                         (not a tap, or multi_queue differs from n_rxq > 1)"
+                    )),
+                    Some(libc::EBUSY) => PortError::BadOption(format!(
+                        "{what}: '{ifname}' is in use (a single-queue tap opened elsewhere)"
+                    )),
+                    _ => PortError::os(what, e, "CAP_NET_ADMIN"),
+                }
+            })?;
+            fds.push(Arc::new(fd));
+        }
+        *dev.fds.lock().unwrap_or_else(|e| e.into_inner()) = fds;
+        dev.set_up()
+            .map_err(|e| PortError::os(format!("setting '{ifname}' up"), e, "CAP_NET_ADMIN"))?;
+        Ok(TapPort {
+            name: name.to_owned(),
+            opts: TapOptions {
+                ifname: Some(ifname),
+                ..opts.clone()
+            },
+            dev: Arc::new(dev),
+            rxq_taken: vec![false; opts.n_rxq],
+            rx_stats: (0..opts.n_rxq).map(|_| QueueStats::shared()).collect(),
+            tx_stats: Vec::new(),
+        })
+    }
+
+    /// Whether the device exists, is up and has carrier (asks the kernel).
+    pub fn link_up(&self) -> bool {
+        netns::is_running(self.dev.ctl.as_fd(), &self.dev.ifname)
+    }
+
+    /// The device's name.
+    pub fn ifname(&self) -> &str {
+        &self.dev.ifname
+    }
+
+    fn fd(&self, q: usize) -> Arc<OwnedFd> {
+        self.dev.fds.lock().unwrap_or_else(|e| e.into_inner())[q].clone()
+    }
+}
+
+/// A queue's hold on its descriptor, and recovery when the device went away.
+struct Link {
+    dev: Arc<TapDev>,
+    q: usize,
+    fd: Arc<OwnedFd>,
+    dead: bool,
+    retry_at: Instant,
+}
+
+impl Link {
+    /// The descriptor failed with `errno`: true (and the queue is dead until reopened) when
+    /// that means the device is gone.
+    #[cold]
+    fn failed(&mut self, errno: i32) -> bool {
+        if matches!(errno, libc::EBADFD | libc::ENODEV | libc::ENXIO) {
+            self.dead = true;
+            self.retry_at = Instant::now() + RECHECK;
+            return true;
+        }
+        false
+    }
+
+    /// While dead, every [`RECHECK`]: tries to reopen. True when alive.
+    #[cold]
+    fn revive(&mut self, stats: &QueueStats) -> bool {
+        let now = Instant::now();
+        if now < self.retry_at {
+            return false;
+        }
+        self.retry_at = now + RECHECK;
+        match self.dev.recover(self.q, &self.fd) {
+            Ok(fd) => {
+                self.fd = fd;
+                self.dead = false;
+                true
+            }
+            Err(_) => {
+                stats.errors.fetch_add(1, Relaxed);
+                false
+            }
+        }
+    }
+}
+
+struct TapRxq {
+    link: Link,
+    scratch: Box<[u8]>,
+    in_port: u32,
+    stats: Arc<QueueStats>,
+    gso_warned: bool,
+}
+
+impl TapRxq {
+    #[cold]
+    fn gso_frame(&mut self) {
+        if !self.gso_warned {
+            self.gso_warned = true;
+            eprintln!(
+                "flowpath: tap '{}': dropping GSO frames (segmentation offload is not \
+                 supported)",
+                self.link.dev.ifname
+            );
+        }
+    }
+}
+
+impl RxQueue for TapRxq {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        if self.link.dead && !self.link.revive(&self.stats) {
+            return 0;
+        }
+        let (mut n, mut bytes, mut dropped) = (0usize, 0u64, 0u64);
+        while batch.room() > 0 {
+            // SAFETY: reads at most `scratch.len()` bytes into the scratch buffer.
+            let r = unsafe {
+                libc::read(
+                    self.link.fd.as_raw_fd(),
+                    self.scratch.as_mut_ptr().cast(),
+                    self.scratch.len(),
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                match e {
+                    libc::EAGAIN => {}
+                    libc::EINTR => continue,
+                    _ => {
+                        self.stats.errors.fetch_add(1, Relaxed);
+                        self.link.failed(e);
+                    }
+                }
+                break;
+            }
+            let len = r as usize;
+            if len < VNET_HDR_LEN + 14 {
+                dropped += 1;
+                continue;
+            }
+            let (hdr, rest) = self.scratch.split_at_mut(VNET_HDR_LEN);
+            let frame = &mut rest[..len - VNET_HDR_LEN];
+            if hdr[1] != VIRTIO_NET_HDR_GSO_NONE {
+                self.gso_frame();
+                dropped += 1;
+                continue;
+            }
+            if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
+                let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
+                let offset = usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
+                if !csum::complete(frame, start, offset, offset == 6) {
+                    dropped += 1;
+                    continue;
+                }
+            }
+            bytes += frame.len() as u64;
+            batch.push(pool.packet_from(frame, self.in_port));
+            n += 1;
+        }
+        if n > 0 {
+            self.stats.add_rx(n as u64, bytes);
+        }
+        if dropped > 0 {
+            self.stats.rx_dropped.fetch_add(dropped, Relaxed);
+        }
+        n
+    }
+}
+
+/// The header written in front of every frame: no offload.
+static ZERO_HDR: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
+
+struct TapTxq {
+    link: Link,
+    stats: Arc<QueueStats>,
+}
+
+impl TxQueue for TapTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        if batch.is_empty() {
+            return;
+        }
+        if self.link.dead && !self.link.revive(&self.stats) {
+            self.stats.tx_dropped.fetch_add(batch.len() as u64, Relaxed);
+            pool.free_batch(batch);
+            return;
+        }
+        let (mut sent, mut bytes, mut dropped, mut errors) = (0u64, 0u64, 0u64, 0u64);
+        let pkts = batch.packets();
+        let mut i = 0;
+        while i < pkts.len() {
+            let p = &pkts[i];
+            let iov = [
+                libc::iovec {
+                    iov_base: ZERO_HDR.as_ptr() as *mut libc::c_void,
+                    iov_len: VNET_HDR_LEN,
+                },
+                libc::iovec {
+                    iov_base: p.data().as_ptr() as *mut libc::c_void,
+                    iov_len: p.len(),
+                },
+            ];
+            // SAFETY: both iovecs point to live buffers of the lengths given, which the
+            // kernel only reads.
+            let r = unsafe { libc::writev(self.link.fd.as_raw_fd(), iov.as_ptr(), 2) };
+            if r >= 0 {
+                sent += 1;
+                bytes += p.len() as u64;
+                i += 1;
+                continue;
+            }
+            let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            if e == libc::EINTR {
+                continue;
+            }
+            if self.link.failed(e) {
+                errors += 1;
+                dropped += (pkts.len() - i) as u64;
+                break;
+            }
+            // Full, too large, or refused: this frame is lost.
+            dropped += 1;
+            if !matches!(
+                e,
+                libc::EAGAIN | libc::ENOBUFS | libc::EINVAL | libc::EMSGSIZE
+            ) {
+                errors += 1;
+            }
+            i += 1;
+        }
+        if sent > 0 {
+            self.stats.add_tx(sent, bytes);
+        }
+        if dropped > 0 {
+            self.stats.tx_dropped.fetch_add(dropped, Relaxed);
+        }
+        if errors > 0 {
+            self.stats.errors.fetch_add(errors, Relaxed);
+        }
+        pool.free_batch(batch);
+    }
+}
+
+impl Port for TapPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "tap"
+    }
+
+    fn options(&self) -> String {
+        let o = &self.opts;
+        let mut s = format!("{{ifname={}", self.dev.ifname);
+        if o.n_rxq != 1 {
+            let _ = write!(s, ", n_rxq={}", o.n_rxq);
+        }
+        if let Some(n) = &o.netns {
+            let _ = write!(s, ", netns={n}");
+        }
+        if !o.csum_offload {
+            s.push_str(", csum_offload=false");
+        }
+        s.push('}');
+        s
+    }
+
+    fn n_rxq(&self) -> usize {
+        self.rxq_taken.len()
+    }
+
+    fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
+        let taken = self.rxq_taken.get_mut(q)?;
+        if *taken {
+            return None;
+        }
+        *taken = true;
+        Some(Box::new(TapRxq {
+            link: Link {
+                dev: self.dev.clone(),
+                q,
+                fd: self.fd(q),
+                dead: false,
+                retry_at: Instant::now(),
+            },
+            scratch: vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice(),
+            in_port,
+            stats: self.rx_stats[q].clone(),
+            gso_warned: false,
+        }))
+    }
+
+    fn open_txq(&mut self) -> Box<dyn TxQueue> {
+        let q = self.tx_stats.len() % self.rxq_taken.len();
+        let stats = QueueStats::shared();
+        self.tx_stats.push(stats.clone());
+        Box::new(TapTxq {
+            link: Link {
+                dev: self.dev.clone(),
+                q,
+                fd: self.fd(q),
+                dead: false,
+                retry_at: Instant::now(),
+            },
+            stats,
+        })
+    }
+
+    fn counters(&self) -> PortCounters {
+        datapath::port::sum_queues(&self.rx_stats, &self.tx_stats)
+    }
+
+    fn queue_counters(&self) -> Vec<(String, PortCounters)> {
+        datapath::port::queue_rows(&self.rx_stats, &self.tx_stats)
+    }
+
+    fn link_up(&self) -> bool {
+        TapPort::link_up(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_privilege_the_error_names_the_capability() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            eprintln!("SKIP without_privilege_the_error_names_the_capability: runs as root");
+            return;
+        }
+        let e = TapPort::open("fpt-noperm0", &TapOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("needs root or CAP_NET_ADMIN"), "{e}");
+    }
+
+    #[test]
+    fn options_parse() {
+        let mut o = TapOptions::default();
+        o.set("n_rxq", "4").unwrap();
+        o.set("netns", "vm1").unwrap();
+        o.set("csum_offload", "no").unwrap();
+        assert_eq!(o.n_rxq, 4);
+        assert!(!o.csum_offload);
+        assert!(o.set("mtu", "9000").is_err());
+        let e = TapPort::open("x", &TapOptions { n_rxq: 0, ..o })
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("n_rxq"), "{e}");
+    }
+}
