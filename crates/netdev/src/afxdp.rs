@@ -11,7 +11,9 @@
 //! * **Rx.** The first half of a socket's UMEM frames is for receiving: all of them start in
 //!   the fill ring, which has room for every one of them, so it stays full. A poll takes up to a
 //!   burst from the rx ring without blocking, copies each frame into a pool packet (the
-//!   datapath owns its buffers) and gives the frame straight back to the fill ring.
+//!   datapath owns its buffers) and gives the frame straight back to the fill ring. Every
+//!   descriptor is checked first: one whose data is not inside a single rx frame is counted
+//!   as an error, and an address that is not an rx frame never goes to the fill ring.
 //! * **Tx.** The second half of the UMEM frames is for sending, with the socket's tx and
 //!   completion rings. The rx side (rx + fill rings) and the tx side (tx + completion rings) of
 //!   one socket are independent single-producer/single-consumer rings over disjoint frames, so
@@ -26,6 +28,10 @@
 //!
 //!   Each tx side sits behind a mutex taken once per burst; it is uncontended (an atomic
 //!   exchange, no system call) except in case 3, when a device has fewer queues than PMDs.
+//!   A burst takes completions back, copies what fits into free tx frames and ring slots
+//!   (the rest is dropped and counted, as OVS does: the kernel is not keeping up) and kicks
+//!   once. Completion addresses that are not tx frames are counted as errors and never
+//!   written to.
 //! * **Wakeups.** Sockets are bound with `XDP_USE_NEED_WAKEUP`. The tx side kicks the kernel
 //!   with `sendto(MSG_DONTWAIT)` when the tx ring asks for it (always in copy mode, where the
 //!   kernel sends from within that call, at most a batch per call: the kick is repeated while
@@ -159,6 +165,27 @@ pub struct XdpStatistics {
     pub rx_fill_ring_empty_descs: u64,
     pub tx_ring_empty_descs: u64,
 }
+
+// The structs against linux/if_xdp.h.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<XdpDesc>() == 16);
+    assert!(offset_of!(XdpDesc, len) == 8);
+    assert!(size_of::<SockaddrXdp>() == 16);
+    assert!(offset_of!(SockaddrXdp, ifindex) == 4);
+    assert!(offset_of!(SockaddrXdp, queue_id) == 8);
+    assert!(offset_of!(SockaddrXdp, shared_umem_fd) == 12);
+    assert!(size_of::<UmemReg>() == 32);
+    assert!(offset_of!(UmemReg, chunk_size) == 16);
+    assert!(offset_of!(UmemReg, headroom) == 20);
+    assert!(offset_of!(UmemReg, flags) == 24);
+    assert!(offset_of!(UmemReg, tx_metadata_len) == 28);
+    assert!(size_of::<MmapOffsets>() == 128);
+    assert!(offset_of!(MmapOffsets, fr) == 64);
+    assert!(offset_of!(RingOffset, flags) == 24);
+    assert!(size_of::<XdpStatistics>() == 48);
+    assert!(offset_of!(XdpStatistics, tx_ring_empty_descs) == 40);
+};
 
 // ---- options -------------------------------------------------------------------------------
 
@@ -323,6 +350,21 @@ struct Fail {
 }
 
 impl Fail {
+    /// A failure with no errno.
+    fn msg(msg: impl Into<String>) -> Fail {
+        Fail {
+            msg: msg.into(),
+            errno: None,
+            unsupported: false,
+        }
+    }
+
+    /// The same, marked as meaning "this system cannot do AF_XDP".
+    fn unsupported(mut self) -> Fail {
+        self.unsupported = true;
+        self
+    }
+
     fn io(what: impl Into<String>, e: &io::Error) -> Fail {
         Fail {
             msg: format!("{}: {e}", what.into()),
@@ -346,6 +388,7 @@ impl Fail {
 }
 
 const FALLBACK_HINT: &str = "; use xdp_mode=generic, or a port of type=afpacket";
+const AFPACKET_HINT: &str = "; use a port of type=afpacket";
 
 // ---- memory maps and rings -----------------------------------------------------------------
 
@@ -398,7 +441,13 @@ impl Drop for Mmap {
 
 /// One of a socket's four rings, seen from user space. Consumer rings (rx, completion) own
 /// their consumer index; producer rings (fill, tx) own their producer index. Indexes are free
-/// running `u32`s; the kernel's are read with acquire and ours published with release.
+/// running `u32`s; the kernel's are read with acquire and ours published with release, which
+/// pairs with the kernel's own acquire/release (`smp_load_acquire`/`smp_store_release` in
+/// `net/xdp/xsk_queue.h`): entries and frame data written before a release are seen by the
+/// side that acquires the index.
+///
+/// The kernel's index is never trusted to be sane: a consumer sees at most `size` entries, a
+/// producer at most `size` free slots, whatever the shared memory says.
 struct Ring<T> {
     producer: *const AtomicU32,
     consumer: *const AtomicU32,
@@ -411,19 +460,52 @@ struct Ring<T> {
 }
 
 impl<T: Copy> Ring<T> {
-    /// The ring of `size` entries mapped at `map` with offsets `off`.
+    /// The ring of `size` entries mapped at `map` with offsets `off`; an error when the
+    /// offsets do not describe a ring of that size inside the mapping.
     ///
     /// # Safety
-    /// `map` must be the kernel's mapping of this ring, laid out as `off` says and holding
-    /// `size` entries of `T`; it must outlive the ring.
-    unsafe fn new(map: &Mmap, off: &RingOffset, size: u32) -> Ring<T> {
-        // SAFETY: the offsets come from XDP_MMAP_OFFSETS for this mapping and lie inside it;
-        // the kernel aligns the indexes (u32) and the descriptors (u64/xdp_desc).
+    /// `map` must be the kernel's mapping of this ring (the kernel writes only the index it
+    /// owns and the entries it produces, following the ring protocol), and it must outlive
+    /// the ring.
+    unsafe fn new(map: &Mmap, off: &RingOffset, size: u32) -> io::Result<Ring<T>> {
+        let bad = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("XDP_MMAP_OFFSETS: {what} outside the ring mapping or misaligned"),
+            )
+        };
+        if !size.is_power_of_two() {
+            return Err(bad("ring size"));
+        }
+        // The mapping starts on a page, so an offset aligned for the type is an aligned
+        // address.
+        let index_ok =
+            |o: u64| o.is_multiple_of(4) && o.checked_add(4).is_some_and(|e| e <= map.len as u64);
+        for (o, what) in [
+            (off.producer, "producer"),
+            (off.consumer, "consumer"),
+            (off.flags, "flags"),
+        ] {
+            if !index_ok(o) {
+                return Err(bad(what));
+            }
+        }
+        let descs_end = (size as u64)
+            .checked_mul(std::mem::size_of::<T>() as u64)
+            .and_then(|n| n.checked_add(off.desc));
+        if !off.desc.is_multiple_of(std::mem::align_of::<T>() as u64)
+            || descs_end.is_none_or(|e| e > map.len as u64)
+        {
+            return Err(bad("descriptors"));
+        }
+        // SAFETY: every offset was just checked to lie inside the mapping, aligned for its
+        // type (indexes u32, entries `T`), with `size` entries of `T` from `desc`; the
+        // mapping is live (caller's contract).
         unsafe {
             let base = map.ptr;
             let producer = base.add(off.producer as usize) as *const AtomicU32;
             let consumer = base.add(off.consumer as usize) as *const AtomicU32;
-            Ring {
+            Ok(Ring {
                 producer,
                 consumer,
                 flags: base.add(off.flags as usize) as *const AtomicU32,
@@ -432,13 +514,18 @@ impl<T: Copy> Ring<T> {
                 size,
                 cached_prod: (*producer).load(Ordering::Acquire),
                 cached_cons: (*consumer).load(Ordering::Acquire),
-            }
+            })
         }
     }
 
-    fn flags(&self) -> u32 {
-        // SAFETY: `flags` points into the live ring mapping (see `new`).
-        unsafe { (*self.flags).load(Ordering::Relaxed) }
+    /// Producer side: whether the kernel asks to be woken up (`XDP_RING_NEED_WAKEUP`). The
+    /// fence orders our earlier release of the producer index before the load of the flag
+    /// (a store-load order, which release/acquire alone does not give), as the kernel sets
+    /// the flag and then looks at the ring again.
+    fn needs_wakeup(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        // SAFETY: `flags` points into the live ring mapping, aligned (checked in `new`).
+        unsafe { (*self.flags).load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0 }
     }
 
     /// Consumer side: index of the first available entry and how many (at most `max`).
@@ -446,59 +533,76 @@ impl<T: Copy> Ring<T> {
     fn peek(&mut self, max: u32) -> (u32, u32) {
         let mut avail = self.cached_prod.wrapping_sub(self.cached_cons);
         if avail < max {
-            // SAFETY: `producer` points into the live ring mapping.
+            // SAFETY: `producer` points into the live ring mapping, aligned (see `new`).
             self.cached_prod = unsafe { (*self.producer).load(Ordering::Acquire) };
             avail = self.cached_prod.wrapping_sub(self.cached_cons);
         }
-        (self.cached_cons, avail.min(max))
+        // A producer index more than `size` ahead is nonsense: never read past one lap.
+        (self.cached_cons, avail.min(self.size).min(max))
     }
 
     /// Consumer side: gives `n` entries back to the kernel.
     #[inline]
     fn release(&mut self, n: u32) {
         self.cached_cons = self.cached_cons.wrapping_add(n);
-        // SAFETY: `consumer` points into the live ring mapping.
+        // SAFETY: `consumer` points into the live ring mapping, aligned (see `new`).
         unsafe { (*self.consumer).store(self.cached_cons, Ordering::Release) };
+    }
+
+    /// Producer side: free entries, given the consumer index last read.
+    #[inline]
+    fn free_slots(&self) -> u32 {
+        // Saturating: a consumer index ahead of ours (kernel bug) means no room, not a panic.
+        self.size
+            .saturating_sub(self.cached_prod.wrapping_sub(self.cached_cons))
     }
 
     /// Producer side: index of the first free entry and how many are free (at most `max`).
     #[inline]
     fn reserve(&mut self, max: u32) -> (u32, u32) {
-        let mut free = self.size - self.cached_prod.wrapping_sub(self.cached_cons);
-        if free < max {
-            // SAFETY: `consumer` points into the live ring mapping.
+        if self.free_slots() < max {
+            // SAFETY: `consumer` points into the live ring mapping, aligned (see `new`).
             self.cached_cons = unsafe { (*self.consumer).load(Ordering::Acquire) };
-            free = self.size - self.cached_prod.wrapping_sub(self.cached_cons);
         }
-        (self.cached_prod, free.min(max))
+        (self.cached_prod, self.free_slots().min(max))
     }
 
     /// Producer side: publishes `n` entries written after the producer index.
     #[inline]
     fn submit(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
         self.cached_prod = self.cached_prod.wrapping_add(n);
-        // SAFETY: `producer` points into the live ring mapping.
+        // SAFETY: `producer` points into the live ring mapping, aligned (see `new`).
         unsafe { (*self.producer).store(self.cached_prod, Ordering::Release) };
     }
 
     /// Producer side: entries published that the kernel has not consumed yet.
     fn outstanding(&mut self) -> u32 {
-        // SAFETY: `consumer` points into the live ring mapping.
+        // SAFETY: `consumer` points into the live ring mapping, aligned (see `new`).
         self.cached_cons = unsafe { (*self.consumer).load(Ordering::Acquire) };
-        self.cached_prod.wrapping_sub(self.cached_cons)
+        self.cached_prod
+            .wrapping_sub(self.cached_cons)
+            .min(self.size)
     }
 
+    /// Reads entry `idx`, which `peek` returned as available.
     #[inline]
     fn read(&self, idx: u32) -> T {
-        // SAFETY: `idx & mask` is below `size`, the number of entries in the mapping; the
-        // entry is ours to read (between the consumer index and the producer index we read).
+        // SAFETY: `idx & mask` is below `size`, and `size` entries of `T` lie in the mapping
+        // (checked in `new`); the entry is ours to read (published by the kernel's release
+        // of the producer index, which `peek` acquired; the kernel does not rewrite it before
+        // we release it). A plain read of `Copy` data: any bit pattern is a valid `T` here.
         unsafe { self.descs.add((idx & self.mask) as usize).read() }
     }
 
+    /// Writes entry `idx`, which `reserve` returned as free.
     #[inline]
     fn write(&mut self, idx: u32, v: T) {
-        // SAFETY: `idx & mask` is below `size`; the entry is free (reserved, not yet
-        // published), so the kernel does not read it concurrently.
+        // SAFETY: `idx & mask` is below `size` (entries checked in `new`); the entry is free
+        // (the kernel's acquire of our producer index has not covered it yet), so the kernel
+        // does not read it concurrently.
         unsafe { self.descs.add((idx & self.mask) as usize).write(v) }
     }
 }
@@ -507,6 +611,9 @@ impl<T: Copy> Ring<T> {
 
 /// An AF_XDP socket with its UMEM and ring mappings. Shared by its rx side, its tx side and
 /// the port; closed when the last of them goes.
+///
+/// Fields drop in order: the socket first (the kernel unbinds it and stops using the rings
+/// and the UMEM, whose pages it keeps pinned until its deferred release), then the mappings.
 struct Xsk {
     fd: OwnedFd,
     umem: Mmap,
@@ -517,19 +624,11 @@ struct Xsk {
 
 impl Xsk {
     fn stats(&self) -> Option<XdpStatistics> {
-        let mut s = XdpStatistics::default();
-        let mut len = std::mem::size_of::<XdpStatistics>() as libc::socklen_t;
-        // SAFETY: `s` is a writable `xdp_statistics` of the length passed.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                SOL_XDP,
-                XDP_STATISTICS,
-                &mut s as *mut XdpStatistics as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        (r == 0).then_some(s)
+        // Kernels before 5.9 fill only the first three counters (and say so through the
+        // length); the others stay zero.
+        getsockopt(self.fd.as_raw_fd(), XDP_STATISTICS)
+            .ok()
+            .map(|(s, _)| s)
     }
 }
 
@@ -567,10 +666,13 @@ fn setsockopt<T>(fd: RawFd, opt: libc::c_int, v: &T) -> io::Result<()> {
     }
 }
 
-fn getsockopt<T: Default>(fd: RawFd, opt: libc::c_int) -> io::Result<T> {
+/// Reads option `opt` into a `T` (plain integers only, any bit pattern valid); returns it with
+/// the length the kernel filled, which may be shorter on older kernels.
+fn getsockopt<T: Default + Copy>(fd: RawFd, opt: libc::c_int) -> io::Result<(T, usize)> {
     let mut v = T::default();
     let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: `v` is a writable value of the size passed.
+    // SAFETY: `v` is a writable value of the size passed; the kernel writes at most `len`
+    // bytes and every `T` used here is a `repr(C)` struct of integers.
     let r = unsafe {
         libc::getsockopt(
             fd,
@@ -583,12 +685,40 @@ fn getsockopt<T: Default>(fd: RawFd, opt: libc::c_int) -> io::Result<T> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
-        Ok(v)
+        Ok((v, len as usize))
+    }
+}
+
+/// A zero-length non-blocking `sendto` (tx) or `recvfrom` (rx) on `fd`: only a wakeup.
+fn wakeup(fd: RawFd, tx: bool) -> isize {
+    // SAFETY: no buffer and no address are passed (null with zero lengths); the call only
+    // tells the kernel to look at the socket's rings.
+    unsafe {
+        if tx {
+            libc::sendto(
+                fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        } else {
+            libc::recvfrom(
+                fd,
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }
     }
 }
 
 /// Creates, maps and binds one socket in the calling thread's namespace; returns it with its
-/// rx side (when `cfg.rx`) and tx side.
+/// rx side (when `cfg.rx`) and tx side. Frames `0..rx_frames` of the UMEM are for rx, the
+/// next `tx_frames` for tx.
 fn create_xsk(cfg: &XskConfig) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fail> {
     let q = cfg.qid;
     // SAFETY: plain socket(2); the result is checked before it is owned.
@@ -608,13 +738,16 @@ fn create_xsk(cfg: &XskConfig) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fai
     // SAFETY: `raw` was just returned by socket(2) and nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     let fdr = fd.as_raw_fd();
-    let n_frames = cfg.rx_frames + cfg.tx_frames;
-    let umem_len = n_frames as usize * cfg.frame_size as usize;
+    let frame_size = u64::from(cfg.frame_size);
+    let rx_end = u64::from(cfg.rx_frames) * frame_size;
+    let umem_end = u64::from(cfg.rx_frames + cfg.tx_frames) * frame_size;
+    let umem_len = usize::try_from(umem_end)
+        .map_err(|_| Fail::msg(format!("queue {q}: a {umem_end}-byte UMEM is too large")))?;
     let umem = Mmap::map(umem_len, -1, 0)
         .map_err(|e| Fail::io(format!("mmap of a {umem_len}-byte UMEM"), &e))?;
     let reg = UmemReg {
         addr: umem.ptr as u64,
-        len: umem_len as u64,
+        len: umem_end,
         chunk_size: cfg.frame_size,
         headroom: 0,
         flags: 0,
@@ -626,6 +759,8 @@ fn create_xsk(cfg: &XskConfig) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fai
             &e,
         )
     })?;
+    // The fill ring has room for every rx frame, the completion ring for every tx frame (so
+    // neither can overflow), and the tx ring is no larger than the completion ring.
     let fill_size = cfg.rx_frames.max(1).next_power_of_two().max(64);
     let comp_size = cfg.tx_frames.max(1).next_power_of_two();
     let rx_size = cfg.ring_size;
@@ -638,13 +773,25 @@ fn create_xsk(cfg: &XskConfig) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fai
         setsockopt(fdr, XDP_RX_RING, &rx_size).map_err(|e| ring_err("rx ring", e))?;
     }
     setsockopt(fdr, XDP_TX_RING, &tx_size).map_err(|e| ring_err("tx ring", e))?;
-    let off: MmapOffsets =
+    let (off, off_len): (MmapOffsets, usize) =
         getsockopt(fdr, XDP_MMAP_OFFSETS).map_err(|e| ring_err("XDP_MMAP_OFFSETS", e))?;
+    if off_len != std::mem::size_of::<MmapOffsets>() {
+        // Kernels before 5.4 have no ring flags (and no XDP_USE_NEED_WAKEUP).
+        return Err(Fail::msg(format!(
+            "queue {q}: XDP_MMAP_OFFSETS without ring flags: kernel too old for AF_XDP \
+             need_wakeup (5.4+); use a port of type=afpacket"
+        ))
+        .unsupported());
+    }
 
-    let desc = std::mem::size_of::<XdpDesc>();
-    let map_ring = |o: &RingOffset, n: u32, esz: usize, pgoff: libc::off_t, what: &str| {
-        Mmap::map(o.desc as usize + n as usize * esz, fdr, pgoff)
-            .map_err(|e| ring_err(&format!("mmap of the {what} ring"), e))
+    let desc = std::mem::size_of::<XdpDesc>() as u64;
+    let map_ring = |o: &RingOffset, n: u32, esz: u64, pgoff: libc::off_t, what: &str| {
+        let len = u64::from(n)
+            .checked_mul(esz)
+            .and_then(|l| l.checked_add(o.desc))
+            .and_then(|l| usize::try_from(l).ok())
+            .ok_or_else(|| Fail::msg(format!("queue {q}: {what} ring offsets out of range")))?;
+        Mmap::map(len, fdr, pgoff).map_err(|e| ring_err(&format!("mmap of the {what} ring"), e))
     };
     let fill_map = map_ring(&off.fr, fill_size, 8, XDP_UMEM_PGOFF_FILL_RING, "fill")?;
     let comp_map = map_ring(
@@ -660,27 +807,30 @@ fn create_xsk(cfg: &XskConfig) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fai
     } else {
         None
     };
-    // Each mapping below is the kernel's ring of the size set above, laid out as
-    // XDP_MMAP_OFFSETS says; the mappings move into `Xsk`, which both sides keep alive.
+    let bad_ring = |what: &str, e: io::Error| ring_err(&format!("{what} ring"), e);
+    // Each mapping below is the kernel's ring of the size set above (Ring::new checks the
+    // offsets against it); the mappings move into `Xsk` (moving an `Mmap` does not move the
+    // memory), which both sides keep alive for as long as they hold the rings.
     // SAFETY: as just said, for the fill ring.
-    let mut fill: Ring<u64> = unsafe { Ring::new(&fill_map, &off.fr, fill_size) };
-    // SAFETY: as above.
-    let comp: Ring<u64> = unsafe { Ring::new(&comp_map, &off.cr, comp_size) };
-    // SAFETY: as above.
-    let tx: Ring<XdpDesc> = unsafe { Ring::new(&tx_map, &off.tx, tx_size) };
-    // SAFETY: as above.
-    let rx: Option<Ring<XdpDesc>> = rx_map
-        .as_ref()
-        .map(|m| unsafe { Ring::new(m, &off.rx, rx_size) });
+    let mut fill: Ring<u64> =
+        unsafe { Ring::new(&fill_map, &off.fr, fill_size) }.map_err(|e| bad_ring("fill", e))?;
+    // SAFETY: as above, for the completion ring.
+    let comp: Ring<u64> = unsafe { Ring::new(&comp_map, &off.cr, comp_size) }
+        .map_err(|e| bad_ring("completion", e))?;
+    // SAFETY: as above, for the tx ring.
+    let tx: Ring<XdpDesc> =
+        unsafe { Ring::new(&tx_map, &off.tx, tx_size) }.map_err(|e| bad_ring("tx", e))?;
+    let rx: Option<Ring<XdpDesc>> = match &rx_map {
+        // SAFETY: as above, for the rx ring.
+        Some(m) => Some(unsafe { Ring::new(m, &off.rx, rx_size) }.map_err(|e| bad_ring("rx", e))?),
+        None => None,
+    };
 
     // Every rx frame starts in the fill ring, which has room for all of them.
     if cfg.rx {
         let (idx, n) = fill.reserve(cfg.rx_frames);
         for i in 0..n {
-            fill.write(
-                idx.wrapping_add(i),
-                u64::from(i) * u64::from(cfg.frame_size),
-            );
+            fill.write(idx.wrapping_add(i), u64::from(i) * frame_size);
         }
         fill.submit(n);
     }
@@ -737,7 +887,7 @@ fn create_xsk(cfg: &XskConfig) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fai
         let mode = if cfg.zero_copy { "zero-copy" } else { "copy" };
         return Err(Fail::io(format!("queue {q}: bind ({mode}){hint}"), &e));
     }
-    let opts: u32 = getsockopt(fdr, XDP_OPTIONS).unwrap_or(0);
+    let opts: u32 = getsockopt(fdr, XDP_OPTIONS).map_or(0, |(o, _)| o);
     let mut rings = vec![fill_map, comp_map, tx_map];
     rings.extend(rx_map);
     let xsk = Arc::new(Xsk {
@@ -747,27 +897,31 @@ fn create_xsk(cfg: &XskConfig) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fai
         qid: q,
         zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0,
     });
-    let chunk_mask = !(u64::from(cfg.frame_size) - 1);
     let rx_side = rx.map(|rx| RxSide {
         xsk: xsk.clone(),
         rx,
         fill,
-        chunk_mask,
+        frame_size,
+        rx_end,
         stash: Vec::with_capacity(cfg.rx_frames as usize),
         in_port: 0,
         stats: QueueStats::shared(),
     });
-    let first_tx = u64::from(cfg.rx_frames);
+    let mut free = Vec::with_capacity(cfg.tx_frames as usize);
+    free.extend(
+        (0..u64::from(cfg.tx_frames))
+            .rev()
+            .map(|i| rx_end + i * frame_size),
+    );
     let tx_side = TxSide {
         xsk: xsk.clone(),
         tx,
         comp,
-        free: (0..u64::from(cfg.tx_frames))
-            .rev()
-            .map(|i| (first_tx + i) * u64::from(cfg.frame_size))
-            .collect(),
-        chunk_mask,
-        frame_size: cfg.frame_size,
+        free,
+        frame_size,
+        tx_start: rx_end,
+        tx_end: umem_end,
+        bad: 0,
     };
     Ok((xsk, rx_side, tx_side))
 }
@@ -778,32 +932,30 @@ struct RxSide {
     xsk: Arc<Xsk>,
     rx: Ring<XdpDesc>,
     fill: Ring<u64>,
-    chunk_mask: u64,
+    frame_size: u64,
+    /// End of the rx frames in the UMEM: rx frames are `0..rx_end`, tx frames after.
+    rx_end: u64,
     /// Frames received whose fill-ring slot was not free yet (never by construction: the fill
-    /// ring has room for every rx frame; kept so that a frame can never be lost).
+    /// ring has room for every rx frame; kept so that a frame is not lost). Never grows past
+    /// its capacity (the number of rx frames).
     stash: Vec<u64>,
     in_port: u32,
     stats: Arc<QueueStats>,
 }
 
 // SAFETY: the ring pointers point into mappings owned by `xsk`, which this value keeps alive;
-// an rx side is used by one thread at a time (it is moved, never shared).
+// an rx side is used by one thread at a time (it is moved, never shared), and it touches only
+// the rx frames of the UMEM, which no tx side touches.
 unsafe impl Send for RxSide {}
 
-impl RxSide {
-    fn wake(&self) {
-        // SAFETY: a zero-length non-blocking receive on our socket: only a wakeup.
-        unsafe {
-            libc::recvfrom(
-                self.xsk.fd.as_raw_fd(),
-                std::ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-    }
+/// Where an rx descriptor's frame is: its chunk (the frame's start, to give back to the fill
+/// ring) when that is one of the rx frames, and whether the data (`addr..addr + len`) lies
+/// inside that one frame and is not empty.
+#[inline]
+fn rx_frame(d: &XdpDesc, frame_size: u64, rx_end: u64) -> Option<(u64, bool)> {
+    let off = d.addr & (frame_size - 1);
+    let chunk = d.addr - off;
+    (chunk < rx_end).then(|| (chunk, d.len > 0 && off + u64::from(d.len) <= frame_size))
 }
 
 impl RxQueue for RxSide {
@@ -811,47 +963,60 @@ impl RxQueue for RxSide {
         if !self.stash.is_empty() {
             let (idx, k) = self.fill.reserve(self.stash.len() as u32);
             for i in 0..k {
-                let a = self.stash.pop().unwrap_or(0);
+                let a = self.stash.pop().unwrap_or_default();
                 self.fill.write(idx.wrapping_add(i), a);
             }
             self.fill.submit(k);
         }
-        let room = batch.room() as u32;
+        let room = u32::try_from(batch.room()).unwrap_or(u32::MAX);
         if room == 0 {
             return 0;
         }
         let (idx, n) = self.rx.peek(room);
         if n == 0 {
-            if self.fill.flags() & XDP_RING_NEED_WAKEUP != 0 {
-                self.wake();
+            if self.fill.needs_wakeup() {
+                wakeup(self.xsk.fd.as_raw_fd(), false);
             }
             return 0;
         }
         let (fidx, fk) = self.fill.reserve(n);
-        let umem = &self.xsk.umem;
-        let (mut bytes, mut bad) = (0u64, 0u64);
+        let mut filled = 0;
+        let (mut got, mut bytes, mut bad) = (0u32, 0u64, 0u64);
         for i in 0..n {
             let d = self.rx.read(idx.wrapping_add(i));
-            let (a, l) = (d.addr as usize, d.len as usize);
-            if l > 0 && a.checked_add(l).is_some_and(|end| end <= umem.len) {
-                // SAFETY: the frame lies inside the UMEM (checked) and is ours until its
-                // address goes back to the fill ring below; the kernel does not write it.
-                let frame = unsafe { std::slice::from_raw_parts(umem.ptr.add(a), l) };
+            // A descriptor is checked before its frame is read or recycled: a chunk that is
+            // not one of our rx frames (a tx frame, or outside the UMEM) must never reach
+            // the fill ring, where the kernel would write into it.
+            let Some((chunk, data_ok)) = rx_frame(&d, self.frame_size, self.rx_end) else {
+                bad += 1;
+                continue;
+            };
+            if data_ok {
+                // SAFETY: `addr..addr + len` lies inside one rx frame (checked above), hence
+                // inside the UMEM mapping (`rx_end` <= its length). The frame is ours: the
+                // kernel released it through the rx ring (acquired in `peek`) and writes it
+                // again only after we hand its chunk back through the fill ring below.
+                let frame = unsafe {
+                    std::slice::from_raw_parts(
+                        self.xsk.umem.ptr.add(d.addr as usize),
+                        d.len as usize,
+                    )
+                };
                 batch.push(pool.packet_from(frame, self.in_port));
-                bytes += l as u64;
+                got += 1;
+                bytes += u64::from(d.len);
             } else {
                 bad += 1;
             }
-            let chunk = d.addr & self.chunk_mask;
-            if i < fk {
-                self.fill.write(fidx.wrapping_add(i), chunk);
-            } else if chunk < umem.len as u64 {
+            if filled < fk {
+                self.fill.write(fidx.wrapping_add(filled), chunk);
+                filled += 1;
+            } else if self.stash.len() < self.stash.capacity() {
                 self.stash.push(chunk);
             }
         }
         self.rx.release(n);
-        self.fill.submit(fk);
-        let got = n - bad as u32;
+        self.fill.submit(filled);
         self.stats.add_rx(u64::from(got), bytes);
         if bad > 0 {
             self.stats.errors.fetch_add(bad, Ordering::Relaxed);
@@ -866,14 +1031,20 @@ struct TxSide {
     xsk: Arc<Xsk>,
     tx: Ring<XdpDesc>,
     comp: Ring<u64>,
-    /// Addresses of the tx frames not in flight.
+    /// Addresses of the tx frames not in flight (capacity: every tx frame; never grows).
     free: Vec<u64>,
-    chunk_mask: u64,
-    frame_size: u32,
+    frame_size: u64,
+    /// The tx frames are `tx_start..tx_end` in the UMEM.
+    tx_start: u64,
+    tx_end: u64,
+    /// Completions the kernel gave with an address that is not one of our tx frames, not
+    /// yet counted by a queue.
+    bad: u64,
 }
 
 // SAFETY: the ring pointers point into mappings owned by `xsk`, which this value keeps alive;
-// a tx side is used under its mutex only.
+// a tx side is used under its mutex only, and it touches only the tx frames of the UMEM,
+// which no rx side touches.
 unsafe impl Send for TxSide {}
 
 /// How a kick ended.
@@ -886,51 +1057,52 @@ enum Kick {
     Error,
 }
 
+/// `sendto` calls one kick makes at most: in copy mode the kernel sends a batch (32) per call
+/// and answers `EAGAIN` while descriptors are left, so this bounds a kick to one call per
+/// batch of frames queued, not per frame.
+const KICK_CALLS: usize = 8;
+
+/// What one `TxSide::send` did.
+struct Sent {
+    packets: u64,
+    bytes: u64,
+    dropped: u64,
+    errors: u64,
+    pending: bool,
+}
+
 impl TxSide {
-    /// Takes the completed frames back.
+    /// Takes the completed frames back. An address that is not one of our tx frames (a
+    /// kernel bug) is counted and never reused: frames are written at the addresses on the
+    /// free list.
     fn reap(&mut self) {
         let (idx, n) = self.comp.peek(self.comp.size);
         for i in 0..n {
-            let a = self.comp.read(idx.wrapping_add(i)) & self.chunk_mask;
-            if self.free.len() < self.free.capacity() {
+            let a = self.comp.read(idx.wrapping_add(i)) & !(self.frame_size - 1);
+            if (self.tx_start..self.tx_end).contains(&a) && self.free.len() < self.free.capacity() {
                 self.free.push(a);
+            } else {
+                self.bad += 1;
             }
         }
         self.comp.release(n);
     }
 
-    /// Makes the kernel send what the tx ring holds.
+    /// Makes the kernel send what the tx ring holds: one `sendto`, repeated (at most
+    /// [`KICK_CALLS`]) only while the kernel answers `EAGAIN` with descriptors left.
     fn kick(&mut self) -> Kick {
-        for _ in 0..8 {
-            std::sync::atomic::fence(Ordering::SeqCst);
-            if self.tx.flags() & XDP_RING_NEED_WAKEUP == 0 {
+        for _ in 0..KICK_CALLS {
+            if self.tx.outstanding() == 0 || !self.tx.needs_wakeup() {
                 return Kick::Done;
             }
-            // SAFETY: a zero-length non-blocking send on our socket: only a wakeup.
-            let r = unsafe {
-                libc::sendto(
-                    self.xsk.fd.as_raw_fd(),
-                    std::ptr::null(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null(),
-                    0,
-                )
-            };
-            if r >= 0 {
-                if self.tx.outstanding() == 0 {
-                    return Kick::Done;
-                }
-                continue;
+            if wakeup(self.xsk.fd.as_raw_fd(), true) >= 0 {
+                // Copy mode sent what it could; zero-copy drivers send asynchronously.
+                break;
             }
             match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EAGAIN | libc::EBUSY) => {
-                    // Copy mode sends one batch per call and says EAGAIN when more is left.
-                    if self.tx.outstanding() == 0 {
-                        return Kick::Done;
-                    }
-                    self.reap();
-                }
+                // More left (copy mode's batch limit), or the completion ring is full, or
+                // the device was busy: take completions back and go on.
+                Some(libc::EAGAIN | libc::EBUSY) => self.reap(),
                 Some(libc::ENOBUFS | libc::ENETDOWN | libc::ENXIO) => return Kick::Pending,
                 _ => return Kick::Error,
             }
@@ -942,60 +1114,61 @@ impl TxSide {
         }
     }
 
-    /// Queues the packets of `batch` and kicks; returns (sent, bytes, dropped, pending, error).
-    fn send(&mut self, batch: &Batch) -> (u64, u64, u64, bool, bool) {
+    /// Queues the packets of `batch` and kicks once. Packets that do not fit (no ring slot
+    /// or no free frame: the kernel is not keeping up) or are empty or larger than a frame
+    /// are dropped.
+    fn send(&mut self, batch: &Batch) -> Sent {
         self.reap();
         let pkts = batch.packets();
-        let want = pkts.len() as u32;
-        let (mut idx, mut slots) = self.tx.reserve(want);
+        let want = u32::try_from(pkts.len()).unwrap_or(u32::MAX);
+        let (idx, slots) = self.tx.reserve(want);
         let (mut n, mut bytes, mut dropped) = (0u32, 0u64, 0u64);
-        let mut retried = false;
-        for (i, p) in pkts.iter().enumerate() {
-            let len = p.len();
-            if len == 0 || len > self.frame_size as usize {
+        for p in pkts {
+            let data = p.data();
+            if data.is_empty() || data.len() as u64 > self.frame_size || n == slots {
                 dropped += 1;
                 continue;
             }
-            if (n == slots || self.free.is_empty()) && !retried {
-                // Out of ring slots or frames: push out what is queued, take completions.
-                retried = true;
-                self.tx.submit(n);
-                let _ = self.kick();
-                self.reap();
-                (idx, slots) = self.tx.reserve(want - i as u32);
-                n = 0;
-            }
-            let Some(addr) = (n < slots).then(|| self.free.pop()).flatten() else {
+            let Some(addr) = self.free.pop() else {
                 dropped += 1;
                 continue;
             };
-            let umem = &self.xsk.umem;
-            debug_assert!(addr as usize + len <= umem.len);
-            // SAFETY: `addr` is a free tx frame of `frame_size` bytes inside the UMEM (frames
-            // on the free list are not in flight, so the kernel does not read them) and `len`
-            // is at most `frame_size`.
+            // SAFETY: `addr` is a tx frame (`tx_start..tx_end`, frame aligned: checked before
+            // it entered the free list), so `addr + frame_size` is inside the UMEM mapping,
+            // and `data` is at most `frame_size` bytes. The frame is not in flight (it is on
+            // the free list), so the kernel does not read it, and no rx side touches tx
+            // frames.
             unsafe {
-                std::ptr::copy_nonoverlapping(p.data().as_ptr(), umem.ptr.add(addr as usize), len)
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    self.xsk.umem.ptr.add(addr as usize),
+                    data.len(),
+                )
             };
             self.tx.write(
                 idx.wrapping_add(n),
                 XdpDesc {
                     addr,
-                    len: len as u32,
+                    len: data.len() as u32,
                     options: 0,
                 },
             );
             n += 1;
-            bytes += len as u64;
+            bytes += data.len() as u64;
         }
         self.tx.submit(n);
-        let sent = pkts.len() as u64 - dropped;
         let (pending, error) = match self.kick() {
             Kick::Done => (false, false),
             Kick::Pending => (true, false),
             Kick::Error => (true, true),
         };
-        (sent, bytes, dropped, pending, error)
+        Sent {
+            packets: u64::from(n),
+            bytes,
+            dropped,
+            errors: u64::from(error) + std::mem::take(&mut self.bad),
+            pending,
+        }
     }
 }
 
@@ -1008,17 +1181,21 @@ struct AfXdpTxq {
 impl TxQueue for AfXdpTxq {
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         if !batch.is_empty() {
-            let (sent, bytes, dropped, pending, error) = {
-                let mut s = self.side.lock().unwrap_or_else(|e| e.into_inner());
-                s.send(batch)
-            };
-            self.pending = pending;
-            self.stats.add_tx(sent, bytes);
-            if dropped > 0 {
-                self.stats.tx_dropped.fetch_add(dropped, Ordering::Relaxed);
+            // One lock per burst (uncontended unless the tx side is shared).
+            let s = self
+                .side
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .send(batch);
+            self.pending = s.pending;
+            self.stats.add_tx(s.packets, s.bytes);
+            if s.dropped > 0 {
+                self.stats
+                    .tx_dropped
+                    .fetch_add(s.dropped, Ordering::Relaxed);
             }
-            if error {
-                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            if s.errors > 0 {
+                self.stats.errors.fetch_add(s.errors, Ordering::Relaxed);
             }
         }
         pool.free_batch(batch);
@@ -1029,6 +1206,10 @@ impl TxQueue for AfXdpTxq {
             let mut s = self.side.lock().unwrap_or_else(|e| e.into_inner());
             s.reap();
             self.pending = !matches!(s.kick(), Kick::Done);
+            let bad = std::mem::take(&mut s.bad);
+            if bad > 0 {
+                self.stats.errors.fetch_add(bad, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -1166,7 +1347,7 @@ fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
         f
     })?;
     let prog = XdpProgram::load_redirect(&map).map_err(|e| {
-        let mut f = Fail::bpf(&e, "; use a port of type=afpacket");
+        let mut f = Fail::bpf(&e, AFPACKET_HINT);
         f.unsupported |= e.errno() == Some(libc::EPERM);
         f
     })?;
@@ -1179,46 +1360,47 @@ fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
         }
         f
     };
+    // Declared before the attachment so that, on an error below (a queue that cannot bind),
+    // the program is detached before the sockets already bound close, as `AfXdpPort::drop`
+    // does; then the program and the map go. Everything made here is owned by a local.
+    let mut rx = Vec::with_capacity(o.n_rxq);
     let attach = |mode| attach_replacing(&prog, ifindex, ifname, mode).map_err(enospc);
+    let in_mode = |mode, hint: &str, f: Fail| Fail {
+        msg: format!(
+            "cannot attach XDP in {} mode to {ifname}: {}{hint}",
+            mode_name(mode),
+            f.msg
+        ),
+        ..f
+    };
     let (attachment, mode) = match o.xdp_mode {
         XdpMode::Native => (
-            attach(AttachMode::Native).map_err(|mut f| {
-                f.msg = format!(
-                    "cannot attach XDP in native mode to {ifname}: {}{FALLBACK_HINT}",
-                    f.msg
-                );
-                f
-            })?,
+            attach(AttachMode::Native)
+                .map_err(|f| in_mode(AttachMode::Native, FALLBACK_HINT, f))?,
             AttachMode::Native,
         ),
         XdpMode::Generic => (
-            attach(AttachMode::Generic).map_err(|mut f| {
-                f.msg = format!(
-                    "cannot attach XDP in generic mode to {ifname}: {}; use a port of \
-                     type=afpacket",
-                    f.msg
-                );
-                f
-            })?,
+            attach(AttachMode::Generic)
+                .map_err(|f| in_mode(AttachMode::Generic, AFPACKET_HINT, f))?,
             AttachMode::Generic,
         ),
         XdpMode::Best => match attach(AttachMode::Native) {
             Ok(a) => (a, AttachMode::Native),
             Err(native) => match attach(AttachMode::Generic) {
                 Ok(a) => (a, AttachMode::Generic),
-                Err(mut f) => {
-                    f.msg = format!(
-                        "cannot attach XDP to {ifname}: native mode: {}; generic mode: {}; use a \
-                         port of type=afpacket",
-                        native.msg, f.msg
-                    );
-                    return Err(f);
+                Err(f) => {
+                    return Err(Fail {
+                        msg: format!(
+                            "cannot attach XDP to {ifname}: native mode: {}; generic mode:                              {}{AFPACKET_HINT}",
+                            native.msg, f.msg
+                        ),
+                        ..f
+                    });
                 }
             },
         },
     };
     let half = o.n_frames / 2;
-    let mut rx = Vec::with_capacity(o.n_rxq);
     for q in 0..o.n_rxq as u32 {
         let mut cfg = XskConfig {
             ifindex,
@@ -1252,11 +1434,7 @@ fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
         let (xsk, rxs, txs) = made?;
         map.set(q, xsk.fd.as_raw_fd())
             .map_err(|e| Fail::bpf(&e, ""))?;
-        let rxs = rxs.ok_or_else(|| Fail {
-            msg: "internal: rx socket without rx ring".into(),
-            errno: None,
-            unsupported: false,
-        })?;
+        let rxs = rxs.ok_or_else(|| Fail::msg("internal: rx socket without rx ring"))?;
         rx.push((xsk, rxs, txs));
     }
     Ok(Opened {
@@ -1279,13 +1457,7 @@ impl AfXdpPort {
             errno: f.errno,
             unsupported: f.unsupported,
         };
-        opts.validate().map_err(|msg| {
-            err(Fail {
-                msg,
-                errno: None,
-                unsupported: false,
-            })
-        })?;
+        opts.validate().map_err(|msg| err(Fail::msg(msg)))?;
         let ifname = opts.ifname.clone().unwrap_or_else(|| name.to_owned());
         let opened =
             crate::netns::run_in_opt(opts.netns.as_deref(), || Ok(open_in_ns(&ifname, opts)))
@@ -1492,5 +1664,219 @@ impl Port for AfXdpPort {
             c.tx_dropped += k.tx_invalid_descs;
         }
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The rings against a "kernel" played by the test: anonymous mappings laid out as the
+    //! kernel lays out its rings, with indexes and descriptors written here, including ones no
+    //! correct kernel writes.
+
+    use super::*;
+
+    const FS: u32 = 2048;
+    const OFF: RingOffset = RingOffset {
+        producer: 0,
+        consumer: 64,
+        flags: 128,
+        desc: 192,
+    };
+
+    fn fake_ring<T: Copy>(size: u32) -> (Mmap, Ring<T>) {
+        let map = Mmap::map(192 + size as usize * std::mem::size_of::<T>(), -1, 0).unwrap();
+        // SAFETY: the test plays the kernel's part on this mapping, which outlives the ring
+        // (both end up in the same `Xsk`).
+        let ring = unsafe { Ring::new(&map, &OFF, size) }.unwrap();
+        (map, ring)
+    }
+
+    /// Stores the kernel's index `p` (a ring's producer or consumer pointer).
+    fn kernel_store(p: *const AtomicU32, v: u32) {
+        // SAFETY: `p` points into a live fake ring mapping.
+        unsafe { (*p).store(v, Ordering::Release) };
+    }
+
+    fn kernel_load(p: *const AtomicU32) -> u32 {
+        // SAFETY: as above.
+        unsafe { (*p).load(Ordering::Acquire) }
+    }
+
+    /// An `Xsk` over `/dev/null` (never woken: the fake rings never ask for it) with a UMEM of
+    /// `rx_frames` then `tx_frames` frames.
+    fn fake_xsk(rx_frames: u32, tx_frames: u32, rings: Vec<Mmap>) -> Arc<Xsk> {
+        Arc::new(Xsk {
+            fd: std::fs::File::open("/dev/null").unwrap().into(),
+            umem: Mmap::map(((rx_frames + tx_frames) * FS) as usize, -1, 0).unwrap(),
+            _rings: rings,
+            qid: 0,
+            zero_copy: false,
+        })
+    }
+
+    #[test]
+    fn ring_offsets_are_checked() {
+        let map = Mmap::map(4096, -1, 0).unwrap();
+        for off in [
+            RingOffset { desc: 4096, ..OFF },
+            RingOffset {
+                producer: 4094,
+                ..OFF
+            },
+            RingOffset { consumer: 2, ..OFF },
+            RingOffset { desc: 196, ..OFF },
+            RingOffset {
+                flags: u64::MAX - 1,
+                ..OFF
+            },
+        ] {
+            // SAFETY: rejected before any pointer is made.
+            assert!(unsafe { Ring::<XdpDesc>::new(&map, &off, 64) }.is_err());
+        }
+        // SAFETY: as above.
+        assert!(unsafe { Ring::<XdpDesc>::new(&map, &OFF, 48) }.is_err());
+        // 192 + 16 * 256 > 4096.
+        // SAFETY: as above.
+        assert!(unsafe { Ring::<XdpDesc>::new(&map, &OFF, 256) }.is_err());
+        // SAFETY: a fake ring inside the mapping.
+        assert!(unsafe { Ring::<XdpDesc>::new(&map, &OFF, 128) }.is_ok());
+    }
+
+    #[test]
+    fn bad_rx_descriptors_are_counted_and_never_recycled_outside_rx_frames() {
+        let (rx_map, mut rx) = fake_ring::<XdpDesc>(8);
+        let (fill_map, fill) = fake_ring::<u64>(8);
+        let (rx_prod, fill_prod) = (rx.producer, fill.producer);
+        let xsk = fake_xsk(4, 4, vec![rx_map, fill_map]);
+        let rx_end = u64::from(4 * FS);
+        let good = XdpDesc {
+            addr: 256,
+            len: 60,
+            options: 0,
+        };
+        // SAFETY: writes the first 60 bytes of data of rx frame 0 (inside the UMEM).
+        unsafe { std::ptr::write_bytes(xsk.umem.ptr.add(256), 0xab, 60) };
+        let descs = [
+            good,
+            // A tx frame.
+            XdpDesc {
+                addr: rx_end,
+                ..good
+            },
+            // Outside the UMEM.
+            XdpDesc {
+                addr: 1 << 40,
+                ..good
+            },
+            // Crosses into the next frame.
+            XdpDesc {
+                addr: u64::from(FS) + 2000,
+                len: 100,
+                options: 0,
+            },
+            XdpDesc {
+                addr: u64::from(2 * FS),
+                len: 0,
+                options: 0,
+            },
+            XdpDesc {
+                addr: u64::from(3 * FS) + 256,
+                len: u32::MAX,
+                options: 0,
+            },
+        ];
+        for (i, d) in descs.iter().enumerate() {
+            rx.write(i as u32, *d);
+        }
+        kernel_store(rx_prod, descs.len() as u32);
+        let mut side = RxSide {
+            xsk,
+            rx,
+            fill,
+            frame_size: u64::from(FS),
+            rx_end,
+            stash: Vec::with_capacity(4),
+            in_port: 3,
+            stats: QueueStats::shared(),
+        };
+        let (mut pool, mut batch) = (Pool::new(64, 0), Batch::new());
+        assert_eq!(side.recv(&mut pool, &mut batch), 1);
+        assert_eq!(batch.packets()[0].data(), &[0xab; 60]);
+        let c = side.stats.snapshot();
+        assert_eq!((c.rx_packets, c.rx_bytes, c.errors), (1, 60, 5));
+        // The four rx frames went back to the fill ring; the tx frame and the address outside
+        // the UMEM did not.
+        assert_eq!(kernel_load(fill_prod), 4);
+        let back: Vec<u64> = (0..4).map(|i| side.fill.read(i)).collect();
+        assert_eq!(
+            back,
+            [0, u64::from(FS), u64::from(2 * FS), u64::from(3 * FS)]
+        );
+        pool.free_batch(&mut batch);
+
+        // A producer index far ahead: at most a batch is read, nothing panics, and whatever
+        // is recycled is an rx frame.
+        kernel_store(rx_prod, 6 + 1_000_000);
+        for _ in 0..4 {
+            side.recv(&mut pool, &mut batch);
+            pool.free_batch(&mut batch);
+        }
+        let prod = kernel_load(fill_prod);
+        for i in 0..8 {
+            assert!(side.fill.read(prod.wrapping_sub(i)) < rx_end);
+        }
+        assert!(side.stash.len() <= side.stash.capacity());
+    }
+
+    #[test]
+    fn bad_completions_are_counted_and_never_reused() {
+        let (tx_map, tx) = fake_ring::<XdpDesc>(4);
+        let (comp_map, mut comp) = fake_ring::<u64>(4);
+        let (tx_cons, comp_prod) = (tx.consumer, comp.producer);
+        let xsk = fake_xsk(2, 2, vec![tx_map, comp_map]);
+        let (start, end) = (u64::from(2 * FS), u64::from(4 * FS));
+        let mut free = Vec::with_capacity(2);
+        free.extend([start, start + u64::from(FS)]);
+        let mut side = TxSide {
+            xsk,
+            tx,
+            comp: {
+                // The "kernel" completes: an rx frame, an address outside the UMEM, and a
+                // tx frame twice (the free list is full already).
+                for (i, a) in [0, 1 << 40, start, start + 10].into_iter().enumerate() {
+                    comp.write(i as u32, a);
+                }
+                comp
+            },
+            free,
+            frame_size: u64::from(FS),
+            tx_start: start,
+            tx_end: end,
+            bad: 0,
+        };
+        kernel_store(comp_prod, 4);
+        side.reap();
+        assert_eq!(side.free, [start, start + u64::from(FS)]);
+        assert_eq!(side.bad, 4);
+
+        // Three packets, one too large for a frame; two frames, four slots. The fake tx ring
+        // does not ask for a wakeup, so the kick makes no system call.
+        let mut pool = Pool::new(8, 0);
+        let mut batch = Batch::new();
+        batch.push(pool.packet_from(&[1; 60], 0));
+        batch.push(pool.packet_from(&[2; 3000], 0));
+        batch.push(pool.packet_from(&[3; 70], 0));
+        batch.push(pool.packet_from(&[4; 80], 0));
+        let s = side.send(&batch);
+        assert_eq!((s.packets, s.bytes, s.dropped, s.errors), (2, 130, 2, 4));
+        assert!(!s.pending, "no wakeup asked: nothing to kick again");
+        assert_eq!(side.tx.outstanding(), 2);
+        assert!(side.free.is_empty());
+
+        // A consumer index ahead of the producer (nonsense): no room, no panic.
+        kernel_store(tx_cons, 1_000);
+        let s = side.send(&batch);
+        assert_eq!((s.packets, s.dropped), (0, 4));
+        pool.free_batch(&mut batch);
     }
 }

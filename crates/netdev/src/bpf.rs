@@ -8,9 +8,11 @@
 //! return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 //! ```
 //!
-//! A packet whose receive queue has a socket in the map goes to that socket; any other packet
-//! (no socket for its queue, socket's rx ring full) goes on to the kernel stack: the low bits
-//! of the helper's flags are the action returned when the lookup fails (kernel 5.3+).
+//! A packet whose receive queue has a socket in the map goes to that socket; a packet of a
+//! queue with no socket in the map goes on to the kernel stack: the low bits of the helper's
+//! flags are the action returned when the lookup fails (kernel 5.3+). A packet whose socket
+//! cannot take it (rx ring full, no fill frame) is dropped by the redirect and counted in
+//! that socket's `XDP_STATISTICS`.
 //!
 //! Attaching prefers a BPF link (`BPF_LINK_CREATE` with `BPF_XDP`, kernel 5.9+): the program
 //! stays attached exactly as long as the link's file descriptor is open, so a process that
@@ -57,7 +59,8 @@ pub const PROG_NAME: &str = "flowpath_xsk";
 #[repr(C)]
 pub struct Insn {
     pub code: u8,
-    /// Destination register in the low nibble, source register in the high one.
+    /// Destination register in the low nibble, source register in the high one (the other
+    /// way round on big-endian targets).
     pub regs: u8,
     pub off: i16,
     pub imm: i32,
@@ -65,9 +68,16 @@ pub struct Insn {
 
 impl Insn {
     const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+        // `struct bpf_insn` has `dst_reg:4, src_reg:4` bit-fields: the first is the low
+        // nibble on little-endian targets, the high one on big-endian ones.
+        let regs = if cfg!(target_endian = "little") {
+            ((src & 0xf) << 4) | (dst & 0xf)
+        } else {
+            ((dst & 0xf) << 4) | (src & 0xf)
+        };
         Insn {
             code,
-            regs: (src << 4) | (dst & 0xf),
+            regs,
             off,
             imm,
         }
@@ -143,9 +153,17 @@ impl BpfError {
     }
 }
 
-fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<libc::c_long> {
-    // SAFETY: `attr` is a live, initialised `repr(C)` attribute block of the size passed; the
-    // kernel reads at most that many bytes from it and writes only fields of the command.
+/// `bpf(cmd, attr, sizeof attr)`.
+///
+/// # Safety
+/// `attr` must be the `repr(C)` attribute block of `cmd` (all bytes initialised, padding
+/// included, so that the kernel's zero checks pass), and every user pointer in it must point
+/// to memory valid for what `cmd` does with it for the duration of the call: readable for
+/// the lengths given (keys, values, instructions, license), writable for the lengths given
+/// (verifier log, object info).
+unsafe fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live attribute block of the size passed, and the buffers it points
+    // to are valid as the kernel uses them (the caller's contract).
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -161,9 +179,18 @@ fn sys_bpf<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<libc::c_long> {
     }
 }
 
-fn fd_from(r: libc::c_long) -> OwnedFd {
-    // SAFETY: `r` is a file descriptor the kernel just returned to us; nothing else owns it.
-    unsafe { OwnedFd::from_raw_fd(r as RawFd) }
+/// [`sys_bpf`] for a command that returns a new file descriptor.
+///
+/// # Safety
+/// As for [`sys_bpf`]; and `cmd` must be a command whose non-negative result is a new file
+/// descriptor (map or program creation, link creation, get-fd-by-id).
+unsafe fn sys_bpf_fd<T>(cmd: libc::c_int, attr: &mut T) -> io::Result<OwnedFd> {
+    // SAFETY: the caller's contract.
+    let r = unsafe { sys_bpf(cmd, attr) }?;
+    let fd = RawFd::try_from(r).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `fd` is a descriptor the kernel just created for us (the caller's contract on
+    // `cmd`); nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 fn obj_name(s: &str) -> [u8; 16] {
@@ -239,6 +266,37 @@ struct InfoAttr {
     info: u64,
 }
 
+// The attribute blocks against `union bpf_attr` (linux/bpf.h): sizes (no implicit padding,
+// so every byte passed is initialised) and the offsets of their fields.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<MapCreateAttr>() == 44);
+    assert!(offset_of!(MapCreateAttr, max_entries) == 12);
+    assert!(offset_of!(MapCreateAttr, numa_node) == 24);
+    assert!(offset_of!(MapCreateAttr, map_name) == 28);
+    assert!(size_of::<MapElemAttr>() == 32);
+    assert!(offset_of!(MapElemAttr, key) == 8);
+    assert!(offset_of!(MapElemAttr, value) == 16);
+    assert!(offset_of!(MapElemAttr, flags) == 24);
+    assert!(size_of::<ProgLoadAttr>() == 72);
+    assert!(offset_of!(ProgLoadAttr, insns) == 8);
+    assert!(offset_of!(ProgLoadAttr, license) == 16);
+    assert!(offset_of!(ProgLoadAttr, log_level) == 24);
+    assert!(offset_of!(ProgLoadAttr, log_buf) == 32);
+    assert!(offset_of!(ProgLoadAttr, kern_version) == 40);
+    assert!(offset_of!(ProgLoadAttr, prog_name) == 48);
+    assert!(offset_of!(ProgLoadAttr, prog_ifindex) == 64);
+    assert!(offset_of!(ProgLoadAttr, expected_attach_type) == 68);
+    assert!(size_of::<LinkCreateAttr>() == 16);
+    assert!(offset_of!(LinkCreateAttr, target_ifindex) == 4);
+    assert!(offset_of!(LinkCreateAttr, attach_type) == 8);
+    assert!(offset_of!(LinkCreateAttr, flags) == 12);
+    assert!(size_of::<GetFdByIdAttr>() == 12);
+    assert!(size_of::<InfoAttr>() == 16);
+    assert!(offset_of!(InfoAttr, info) == 8);
+    assert!(size_of::<Insn>() == 8);
+};
+
 /// A `BPF_MAP_TYPE_XSKMAP`: queue id → AF_XDP socket.
 #[derive(Debug)]
 pub struct XskMap {
@@ -257,41 +315,44 @@ impl XskMap {
             map_name: obj_name("flowpath_xsks"),
             ..Default::default()
         };
-        let r = sys_bpf(BPF_MAP_CREATE, &mut a)
+        // SAFETY: a MAP_CREATE attribute block with no pointers; the command returns a
+        // new map descriptor.
+        let fd = unsafe { sys_bpf_fd(BPF_MAP_CREATE, &mut a) }
             .map_err(|e| BpfError::new("bpf(BPF_MAP_CREATE, XSKMAP)", e))?;
         Ok(XskMap {
-            fd: fd_from(r),
+            fd,
             max_entries: a.max_entries,
         })
     }
 
-    /// Sends queue `qid`'s packets to the AF_XDP socket `xsk_fd`.
-    pub fn set(&self, qid: u32, xsk_fd: RawFd) -> Result<(), BpfError> {
-        let key = qid;
-        let value = xsk_fd as u32;
+    /// `BPF_MAP_UPDATE_ELEM` (with `value`) or `BPF_MAP_DELETE_ELEM` (without) of key `qid`.
+    fn elem(&self, qid: u32, value: Option<u32>) -> Result<(), BpfError> {
+        let (cmd, name) = match value {
+            Some(_) => (BPF_MAP_UPDATE_ELEM, "BPF_MAP_UPDATE_ELEM"),
+            None => (BPF_MAP_DELETE_ELEM, "BPF_MAP_DELETE_ELEM"),
+        };
         let mut a = MapElemAttr {
             map_fd: self.fd.as_raw_fd() as u32,
-            key: &key as *const u32 as u64,
-            value: &value as *const u32 as u64,
+            key: &qid as *const u32 as u64,
+            value: value.as_ref().map_or(0, |v| v as *const u32 as u64),
             flags: 0, // BPF_ANY
             ..Default::default()
         };
-        sys_bpf(BPF_MAP_UPDATE_ELEM, &mut a)
+        // SAFETY: `key` and `value` point to `u32`s (the map's key and value size) that live
+        // across the call; the kernel only reads them.
+        unsafe { sys_bpf(cmd, &mut a) }
             .map(drop)
-            .map_err(|e| BpfError::new(format!("bpf(BPF_MAP_UPDATE_ELEM, queue {qid})"), e))
+            .map_err(|e| BpfError::new(format!("bpf({name}, queue {qid})"), e))
+    }
+
+    /// Sends queue `qid`'s packets to the AF_XDP socket `xsk_fd`.
+    pub fn set(&self, qid: u32, xsk_fd: RawFd) -> Result<(), BpfError> {
+        self.elem(qid, Some(xsk_fd as u32))
     }
 
     /// Removes queue `qid`'s socket (its packets go to the kernel stack again).
     pub fn remove(&self, qid: u32) -> Result<(), BpfError> {
-        let key = qid;
-        let mut a = MapElemAttr {
-            map_fd: self.fd.as_raw_fd() as u32,
-            key: &key as *const u32 as u64,
-            ..Default::default()
-        };
-        sys_bpf(BPF_MAP_DELETE_ELEM, &mut a)
-            .map(drop)
-            .map_err(|e| BpfError::new(format!("bpf(BPF_MAP_DELETE_ELEM, queue {qid})"), e))
+        self.elem(qid, None)
     }
 
     /// Number of queue ids the map covers.
@@ -319,7 +380,7 @@ impl XdpProgram {
         let attr = |log: Option<&mut [u8]>| {
             let mut a = ProgLoadAttr {
                 prog_type: BPF_PROG_TYPE_XDP,
-                insn_cnt: insns.len() as u32,
+                insn_cnt: u32::try_from(insns.len()).unwrap_or(u32::MAX),
                 insns: insns.as_ptr() as u64,
                 license: license.as_ptr() as u64,
                 prog_name: obj_name(name),
@@ -327,13 +388,16 @@ impl XdpProgram {
             };
             if let Some(log) = log {
                 a.log_level = 1;
-                a.log_size = log.len() as u32;
+                a.log_size = u32::try_from(log.len()).unwrap_or(u32::MAX);
                 a.log_buf = log.as_mut_ptr() as u64;
             }
-            sys_bpf(BPF_PROG_LOAD, &mut a)
+            // SAFETY: `insns` points to `insn_cnt` instructions, `license` to a NUL-terminated
+            // string, `log_buf` (when set) to `log_size` writable bytes, all alive across the
+            // call; PROG_LOAD returns a new program descriptor.
+            unsafe { sys_bpf_fd(BPF_PROG_LOAD, &mut a) }
         };
         match attr(None) {
-            Ok(r) => Ok(XdpProgram { fd: fd_from(r) }),
+            Ok(fd) => Ok(XdpProgram { fd }),
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(BpfError::new(
                 "bpf(BPF_PROG_LOAD, XDP) not permitted (needs root or CAP_BPF+CAP_NET_ADMIN)",
                 e,
@@ -424,8 +488,10 @@ pub fn attach(
         attach_type: BPF_XDP,
         flags: mode.flags(),
     };
-    match sys_bpf(BPF_LINK_CREATE, &mut a) {
-        Ok(r) => Ok(XdpAttachment::Link(fd_from(r))),
+    // SAFETY: a LINK_CREATE attribute block with no pointers; the command returns a new link
+    // descriptor.
+    match unsafe { sys_bpf_fd(BPF_LINK_CREATE, &mut a) } {
+        Ok(fd) => Ok(XdpAttachment::Link(fd)),
         // EINVAL: no BPF_LINK_CREATE or no XDP links (kernel < 5.9): use netlink.
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => attach_netlink(prog, ifindex, mode),
         Err(e) => Err(BpfError::new(
@@ -443,7 +509,7 @@ pub fn attach_netlink(
     ifindex: u32,
     mode: AttachMode,
 ) -> Result<XdpAttachment, BpfError> {
-    let nl = netlink_socket().map_err(|e| BpfError::new("netlink socket", e))?;
+    let nl = nl_socket()?;
     let flags = mode.flags() | XDP_FLAGS_UPDATE_IF_NOEXIST;
     netlink_set_xdp(nl.as_raw_fd(), ifindex, prog.fd(), flags).map_err(|e| {
         BpfError::new(
@@ -462,7 +528,7 @@ pub fn attach_netlink(
 /// The program attached to `ifindex` (calling thread's namespace), if any: its id and the
 /// mode it runs in.
 pub fn attached_program(ifindex: u32) -> Result<Option<(u32, AttachMode)>, BpfError> {
-    let nl = netlink_socket().map_err(|e| BpfError::new("netlink socket", e))?;
+    let nl = nl_socket()?;
     netlink_get_xdp(nl.as_raw_fd(), ifindex)
         .map_err(|e| BpfError::new(format!("netlink RTM_GETLINK ifindex {ifindex}"), e))
 }
@@ -470,7 +536,7 @@ pub fn attached_program(ifindex: u32) -> Result<Option<(u32, AttachMode)>, BpfEr
 /// Detaches with netlink whatever program is attached to `ifindex` in `mode` (fails with
 /// EBUSY if it is attached through a BPF link, which only its owner can release).
 pub fn detach_netlink(ifindex: u32, mode: AttachMode) -> Result<(), BpfError> {
-    let nl = netlink_socket().map_err(|e| BpfError::new("netlink socket", e))?;
+    let nl = nl_socket()?;
     netlink_set_xdp(nl.as_raw_fd(), ifindex, -1, mode.flags())
         .map_err(|e| BpfError::new(format!("detach XDP from ifindex {ifindex}"), e))
 }
@@ -481,23 +547,28 @@ pub fn program_name(id: u32) -> Result<String, BpfError> {
         id,
         ..Default::default()
     };
-    let fd = fd_from(
-        sys_bpf(BPF_PROG_GET_FD_BY_ID, &mut a)
-            .map_err(|e| BpfError::new(format!("bpf(BPF_PROG_GET_FD_BY_ID, {id})"), e))?,
-    );
-    // struct bpf_prog_info: 232 bytes in recent kernels, the name at offset 64. Older kernels
-    // fill what they know and shorten info_len.
-    let mut info = [0u64; 29];
+    // SAFETY: a GET_FD_BY_ID attribute block with no pointers; the command returns a new
+    // program descriptor.
+    let fd = unsafe { sys_bpf_fd(BPF_PROG_GET_FD_BY_ID, &mut a) }
+        .map_err(|e| BpfError::new(format!("bpf(BPF_PROG_GET_FD_BY_ID, {id})"), e))?;
+    // struct bpf_prog_info: 232 bytes in recent kernels, `name[16]` at offset 64. Older kernels
+    // fill what they know and shorten info_len; the bytes we pass beyond what the kernel knows
+    // are zero, as it requires. All its pointer fields are zero with zero lengths, so the
+    // kernel writes nothing else.
+    let mut info = [0u8; 232];
     let mut a = InfoAttr {
         bpf_fd: fd.as_raw_fd() as u32,
-        info_len: std::mem::size_of_val(&info) as u32,
+        info_len: info.len() as u32,
         info: info.as_mut_ptr() as u64,
     };
-    sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a)
+    // SAFETY: `info` points to `info_len` writable bytes alive across the call.
+    unsafe { sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut a) }
         .map_err(|e| BpfError::new(format!("bpf(BPF_OBJ_GET_INFO_BY_FD, prog {id})"), e))?;
-    let bytes: Vec<u8> = info.iter().flat_map(|w| w.to_ne_bytes()).collect();
-    let name = &bytes[64..80];
-    let end = name.iter().position(|&b| b == 0).unwrap_or(16);
+    if (a.info_len as usize) < 80 {
+        return Ok(String::new());
+    }
+    let name = &info[64..80];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     Ok(String::from_utf8_lossy(&name[..end]).into_owned())
 }
 
@@ -521,6 +592,11 @@ const IFLA_XDP_DRV_PROG_ID: u16 = 5;
 const IFLA_XDP_SKB_PROG_ID: u16 = 6;
 const XDP_ATTACHED_DRV: u8 = 1;
 const XDP_ATTACHED_SKB: u8 = 2;
+
+/// [`netlink_socket`], as a [`BpfError`].
+fn nl_socket() -> Result<OwnedFd, BpfError> {
+    netlink_socket().map_err(|e| BpfError::new("netlink socket", e))
+}
 
 /// A rtnetlink socket in the calling thread's network namespace.
 pub fn netlink_socket() -> io::Result<OwnedFd> {

@@ -7,8 +7,8 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use datapath::packet::{Batch, MAX_BURST, Pool};
@@ -162,14 +162,19 @@ fn supported(test: &str) -> bool {
     true
 }
 
-fn python() -> Option<String> {
-    let o = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+/// The python3 interpreter's path (looked up once).
+fn python() -> Option<&'static str> {
+    static PY3: OnceLock<Option<String>> = OnceLock::new();
+    PY3.get_or_init(|| {
+        let o = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .ok()?;
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    })
+    .as_deref()
 }
 
 fn sh(args: &[&str]) -> Result<String, String> {
@@ -308,7 +313,7 @@ impl Env {
     /// Starts the python helper in `ns` with `args`.
     fn py(&mut self, ns: &str, args: &[&str]) -> usize {
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns, &python().unwrap(), "-c", PY])
+        cmd.args(["netns", "exec", ns, python().unwrap(), "-c", PY])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -754,6 +759,10 @@ fn zero_copy_fallback_and_errors() {
     .err()
     .expect("veth with one queue has no queue 1");
     assert!(e.to_string().contains("ethtool"), "{e}");
+    assert!(
+        !xdp_attached(None, &a),
+        "an open failing on its second queue, after attaching, detaches"
+    );
 
     let e = AfXdpPort::open("fx-no-such-if", &AfXdpOptions::default())
         .err()
@@ -885,7 +894,15 @@ fn forwarding_between_namespaces() {
     );
     assert!(xdp_attached(Some(&nss), &asw));
 
+    /// Stops the forwarding thread when dropped, also when an assertion fails.
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
+    let stop_guard = Stop(stop.clone());
     let forwarded = Arc::new(AtomicUsize::new(0));
     let mut pairs = [
         (pa.take_rxq(0, 1).unwrap(), pb.open_txq()),
@@ -935,7 +952,7 @@ fn forwarding_between_namespaces() {
     assert_eq!(sent, got, "TCP data arrived intact (length and sha256)");
     assert!(got.starts_with(&size.to_string()));
 
-    stop.store(true, Ordering::Relaxed);
+    drop(stop_guard);
     fwd.join().unwrap();
     drop(pa);
     drop(pb);
