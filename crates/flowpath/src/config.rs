@@ -146,9 +146,9 @@ pub struct NumberedPort<'a> {
     pub port: &'a PortConf,
     /// OpenFlow port number: `ofport`, else its position in the bridge from 1.
     pub ofport: u32,
-    /// Datapath port number: the ports with a device of their own in order of appearance,
-    /// from 1; then one per tunnel type and UDP port, shared by its tunnels (`vxlan_sys_4789`);
-    /// none for patch and internal ports.
+    /// Datapath port number: the ports with a device of their own (the internal port's is a
+    /// TAP) in order of appearance, from 1; then one per tunnel type and UDP port, shared by
+    /// its tunnels (`vxlan_sys_4789`); none for patch ports.
     pub dp_port: Option<u32>,
 }
 
@@ -170,8 +170,7 @@ impl Config {
                             .map_or_else(|_| port.kind.clone(), |t| t.dp_port_name()),
                     ));
                 }
-                let own = !matches!(port.kind.as_str(), "patch" | "internal")
-                    && !TUNNEL_TYPES.contains(&port.kind.as_str());
+                let own = port.kind != "patch" && !TUNNEL_TYPES.contains(&port.kind.as_str());
                 let dp_port = own.then(|| {
                     no += 1;
                     no
@@ -481,8 +480,7 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
         "replay" => &["pcap", "n_rxq"],
         "sink" => &[],
         "patch" => &["peer"],
-        "internal" => &[],
-        "afpacket" | "afxdp" | "tap" => return kernel_port_options(p).map(|_| ()),
+        "afpacket" | "afxdp" | "tap" | "internal" => return kernel_port_options(p).map(|_| ()),
         t if TUNNEL_TYPES.contains(&t) => return tunnel_config(p).map(|_| ()),
         other => {
             return Err(format!(
@@ -519,8 +517,9 @@ pub enum KernelPortOptions {
     Tap(netdev::tap::TapOptions),
 }
 
-/// The options of an `afpacket`, `afxdp` or `tap` port, names and values checked without
-/// opening anything (what `check-config` can tell before `run`).
+/// The options of an `afpacket`, `afxdp`, `tap` or `internal` (a TAP named as its bridge)
+/// port, names and values checked without opening anything (what `check-config` can tell
+/// before `run`).
 pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
     let opts = option_strings(p);
     let e = |e: netdev::afpacket::PortError| e.to_string();
@@ -540,9 +539,12 @@ pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
             }
             KernelPortOptions::AfXdp(o)
         }
-        "tap" => {
+        "tap" | "internal" => {
             let mut o = netdev::tap::TapOptions::default();
             for (k, v) in &opts {
+                if p.kind == "internal" && k == "ifname" {
+                    return Err("the internal port's device takes the bridge's name".into());
+                }
                 o.set(k, v).map_err(e)?;
             }
             KernelPortOptions::Tap(o)

@@ -260,7 +260,12 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
     }
     // A port with a datapath side: open it, add it to the OpenFlow bridge, then to the
     // datapath (so that its first packets find the bridge).
-    let port = crate::run_cmd::open_port(&conf, base).map_err(|e| format!("{e:#}"))?;
+    if kind == "internal" {
+        return Err(
+            "the internal port comes with its bridge (add-br, or the configuration)".into(),
+        );
+    }
+    let port = crate::run_cmd::open_port(&conf, None, base).map_err(|e| format!("{e:#}"))?;
     let mut dp = dp.lock().map_err(|_| "datapath lock poisoned")?;
     let no = dp.free_port_number();
     of.add_port(

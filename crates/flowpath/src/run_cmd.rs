@@ -51,8 +51,35 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     })
 }
 
-pub(crate) fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Port>> {
+/// Opens the device of port `p` of `bridge` (its LOCAL port takes the bridge's Ethernet and
+/// IP addresses), paths relative to `base`.
+pub(crate) fn open_port(
+    p: &PortConf,
+    bridge: Option<&config::Bridge>,
+    base: &Path,
+) -> anyhow::Result<Box<dyn Port>> {
     Ok(match p.kind.as_str() {
+        "internal" => {
+            let Ok(config::KernelPortOptions::Tap(o)) = config::kernel_port_options(p) else {
+                return Err(anyhow!("port {}: bad options", p.name));
+            };
+            let tap = netdev::tap::TapPort::open(&p.name, &o)
+                .map_err(|e| anyhow!("port {} (internal, a TAP device): {e}", p.name))?;
+            if let Some(b) = bridge {
+                let mac = b
+                    .hwaddr
+                    .as_deref()
+                    .map(ofproto::tunnel::parse_mac)
+                    .transpose()
+                    .map_err(|e| anyhow!("bridge {}: {e}", b.name))?
+                    .map(|m| m.0);
+                let addrs =
+                    config::bridge_addrs(b).map_err(|e| anyhow!("bridge {}: {e}", b.name))?;
+                tap.set_addresses(mac, &addrs)
+                    .map_err(|e| anyhow!("port {}: {e}", p.name))?;
+            }
+            Box::new(tap)
+        }
         "pcap" => {
             let rx = config::opt_path(p, "rx_pcap", base);
             let tx = config::opt_path(p, "tx_pcap", base);
@@ -89,8 +116,7 @@ pub(crate) fn open_port(p: &PortConf, base: &Path) -> anyhow::Result<Box<dyn Por
         "sink" => Box::new(SinkPort::new(&p.name, SampleSpec::default())),
         "afpacket" | "afxdp" | "tap" => {
             use config::KernelPortOptions as K;
-            let o = config::kernel_port_options(p)
-                .map_err(|e| anyhow!("port {}: {e}", p.name))?;
+            let o = config::kernel_port_options(p).map_err(|e| anyhow!("port {}: {e}", p.name))?;
             let opened: Result<Box<dyn Port>, String> = match &o {
                 K::AfPacket(o) => netdev::afpacket::AfPacketPort::open(&p.name, o)
                     .map(|x| Box::new(x) as Box<dyn Port>)
@@ -220,7 +246,13 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
 
 /// Builds and starts the datapath a configuration describes, with `of` as its slow path.
 pub fn build(cfg: &Config, base: &Path, of: &Arc<Ofproto>) -> anyhow::Result<Datapath> {
-    build_with(cfg, of, |p| open_port(p, base))
+    build_with(cfg, of, |p| {
+        let bridge = cfg
+            .bridge
+            .iter()
+            .find(|b| b.port.iter().any(|q| std::ptr::eq(q, p)));
+        open_port(p, bridge, base)
+    })
 }
 
 /// [`build`] with the ports that have a device of their own opened by `open` (the demo and

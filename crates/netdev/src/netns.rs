@@ -14,7 +14,8 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
 /// Where `ip netns` keeps the namespace named `name`.
@@ -108,8 +109,8 @@ fn bad_name(name: &str) -> io::Error {
 }
 
 fn ioctl(sock: BorrowedFd<'_>, req: libc::Ioctl, r: &mut libc::ifreq) -> io::Result<()> {
-    // SAFETY: every request used here (SIOCGIFINDEX, SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCGIFMTU)
-    // reads and writes one `ifreq`, which `r` is.
+    // SAFETY: every request used here (SIOCGIFINDEX, SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCGIFMTU,
+    // SIOCSIFHWADDR, SIOCSIFADDR, SIOCSIFNETMASK) reads and writes one `ifreq`, which `r` is.
     if unsafe { libc::ioctl(sock.as_raw_fd(), req, r as *mut libc::ifreq) } < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -155,6 +156,73 @@ pub fn set_up(sock: BorrowedFd<'_>, name: &str) -> io::Result<()> {
 pub fn is_running(sock: BorrowedFd<'_>, name: &str) -> bool {
     if_flags(sock, name)
         .is_ok_and(|f| f & (libc::IFF_UP | libc::IFF_RUNNING) == libc::IFF_UP | libc::IFF_RUNNING)
+}
+
+/// Sets the Ethernet address of interface `name` in `sock`'s namespace.
+pub fn set_mac(sock: BorrowedFd<'_>, name: &str, mac: [u8; 6]) -> io::Result<()> {
+    let mut r = ifreq(name)?;
+    // SAFETY: writes the hwaddr member of the union, a plain sockaddr.
+    let sa = unsafe { &mut r.ifr_ifru.ifru_hwaddr };
+    sa.sa_family = libc::ARPHRD_ETHER;
+    for (d, s) in sa.sa_data.iter_mut().zip(mac) {
+        *d = s as libc::c_char;
+    }
+    ioctl(sock, libc::SIOCSIFHWADDR, &mut r)
+}
+
+/// Sets the IPv4 address and prefix length of interface `name`; `sock` must be an `AF_INET`
+/// socket in the interface's namespace. This is the interface's primary address (the ioctl
+/// interface sets one address; further ones need netlink).
+pub fn set_ipv4(sock: BorrowedFd<'_>, name: &str, addr: Ipv4Addr, prefix: u8) -> io::Result<()> {
+    let sin = |a: Ipv4Addr| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    let mask = Ipv4Addr::from(
+        u32::MAX
+            .checked_shl(32 - u32::from(prefix.min(32)))
+            .unwrap_or(0),
+    );
+    for (req, a) in [(libc::SIOCSIFADDR, addr), (libc::SIOCSIFNETMASK, mask)] {
+        let mut r = ifreq(name)?;
+        let v = sin(a);
+        // SAFETY: sockaddr_in fits the union's sockaddr member (both 16 bytes); this writes
+        // its bytes over the addr member, which these requests read as a sockaddr_in.
+        unsafe {
+            std::ptr::write_unaligned(
+                (&raw mut r.ifr_ifru.ifru_addr).cast::<libc::sockaddr_in>(),
+                v,
+            );
+        }
+        ioctl(sock, req, &mut r)?;
+    }
+    Ok(())
+}
+
+/// Adds IPv6 address `addr/prefix` to interface `name` in namespace `netns` (or this one); an
+/// address it already has is fine.
+pub fn add_ipv6(netns: Option<&str>, name: &str, addr: Ipv6Addr, prefix: u8) -> io::Result<()> {
+    let sock = run_in_opt(netns, || socket(libc::AF_INET6, libc::SOCK_DGRAM, 0))?;
+    let index = ifindex(sock.as_fd(), name)?;
+    let mut r = libc::in6_ifreq {
+        ifr6_addr: libc::in6_addr {
+            s6_addr: addr.octets(),
+        },
+        ifr6_prefixlen: u32::from(prefix.min(128)),
+        ifr6_ifindex: index,
+    };
+    // SAFETY: SIOCSIFADDR on an AF_INET6 socket reads one `in6_ifreq`, which `r` is.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFADDR, &raw mut r) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -74,6 +74,10 @@ pub struct TapOptions {
     /// Let the kernel hand over partial checksums, completed by rx (`csum_offload`, default
     /// true).
     pub csum_offload: bool,
+    /// Keep the device when the port closes (`persist`, default true): a restarted switch
+    /// finds it again with its namespace, addresses and routes, and so do the hosts using it.
+    /// `ip link del NAME` removes it.
+    pub persist: bool,
 }
 
 impl Default for TapOptions {
@@ -83,13 +87,15 @@ impl Default for TapOptions {
             n_rxq: 1,
             netns: None,
             csum_offload: true,
+            persist: true,
         }
     }
 }
 
 impl TapOptions {
     /// Option names [`TapOptions::set`] takes.
-    pub const KEYS: &'static [&'static str] = &["ifname", "n_rxq", "netns", "csum_offload"];
+    pub const KEYS: &'static [&'static str] =
+        &["ifname", "n_rxq", "netns", "csum_offload", "persist"];
 
     /// Sets option `key` from its text form.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), PortError> {
@@ -101,17 +107,8 @@ impl TapOptions {
                     PortError::BadOption(format!("n_rxq: '{value}' is not a number"))
                 })?
             }
-            "csum_offload" => {
-                self.csum_offload = match value {
-                    "true" | "1" | "yes" => true,
-                    "false" | "0" | "no" => false,
-                    _ => {
-                        return Err(PortError::BadOption(format!(
-                            "csum_offload: '{value}' is not true or false"
-                        )));
-                    }
-                }
-            }
+            "csum_offload" => self.csum_offload = flag(key, value)?,
+            "persist" => self.persist = flag(key, value)?,
             _ => {
                 return Err(PortError::BadOption(format!(
                     "unknown option '{key}' for type tap (known: {})",
@@ -123,6 +120,16 @@ impl TapOptions {
     }
 }
 
+fn flag(key: &str, value: &str) -> Result<bool, PortError> {
+    match value {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(PortError::BadOption(format!(
+            "{key}: '{value}' is not true or false"
+        ))),
+    }
+}
+
 /// The device and the current descriptor of each of its queues, shared by the port and its
 /// queues. The lock is taken only to open or reopen a queue.
 struct TapDev {
@@ -130,6 +137,7 @@ struct TapDev {
     netns: Option<String>,
     multi: bool,
     csum_offload: bool,
+    persist: bool,
     /// A datagram socket in the device's namespace, for ioctls by name.
     ctl: OwnedFd,
     fds: Mutex<Vec<Arc<OwnedFd>>>,
@@ -169,6 +177,19 @@ impl TapDev {
             ioctl_ptr(&fd, libc::TUNSETIFF, &mut r)?;
             Ok(fd)
         })?;
+        // Both ways: a device left persistent by an earlier run goes with this port when
+        // `persist` is off.
+        // SAFETY: TUNSETPERSIST takes its argument by value.
+        if unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::TUNSETPERSIST,
+                libc::c_ulong::from(self.persist),
+            )
+        } < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
         let mut sz = VNET_HDR_LEN as libc::c_int;
         ioctl_ptr(&fd, libc::TUNSETVNETHDRSZ, &mut sz)?;
         let offload = if self.csum_offload {
@@ -245,6 +266,7 @@ impl TapPort {
             netns: opts.netns.clone(),
             multi: opts.n_rxq > 1,
             csum_offload: opts.csum_offload,
+            persist: opts.persist,
             ctl,
             fds: Mutex::new(Vec::new()),
         };
@@ -284,6 +306,34 @@ impl TapPort {
     /// Whether the device exists, is up and has carrier (asks the kernel).
     pub fn link_up(&self) -> bool {
         netns::is_running(self.dev.ctl.as_fd(), &self.dev.ifname)
+    }
+
+    /// Gives the device Ethernet address `mac` and the addresses `addrs` (the bridge's own
+    /// port: the host uses the bridge's address through it). IPv4: the first address (the
+    /// ioctl interface sets one); IPv6: all of them.
+    pub fn set_addresses(
+        &self,
+        mac: Option<[u8; 6]>,
+        addrs: &[(std::net::IpAddr, u8)],
+    ) -> Result<(), PortError> {
+        let d = &self.dev;
+        let err =
+            |what: &str, e| PortError::os(format!("{what} of '{}'", d.ifname), e, "CAP_NET_ADMIN");
+        if let Some(mac) = mac {
+            netns::set_mac(d.ctl.as_fd(), &d.ifname, mac)
+                .map_err(|e| err("Ethernet address", e))?;
+        }
+        if let Some((std::net::IpAddr::V4(a), len)) = addrs.iter().find(|(a, _)| a.is_ipv4()) {
+            netns::set_ipv4(d.ctl.as_fd(), &d.ifname, *a, *len)
+                .map_err(|e| err("IPv4 address", e))?;
+        }
+        for (a, len) in addrs {
+            if let std::net::IpAddr::V6(a) = a {
+                netns::add_ipv6(d.netns.as_deref(), &d.ifname, *a, *len)
+                    .map_err(|e| err("IPv6 address", e))?;
+            }
+        }
+        Ok(())
     }
 
     /// The device's name.
@@ -518,6 +568,9 @@ impl Port for TapPort {
         if !o.csum_offload {
             s.push_str(", csum_offload=false");
         }
+        if !o.persist {
+            s.push_str(", persist=false");
+        }
         s.push('}');
         s
     }
@@ -600,8 +653,10 @@ mod tests {
         o.set("n_rxq", "4").unwrap();
         o.set("netns", "vm1").unwrap();
         o.set("csum_offload", "no").unwrap();
+        o.set("persist", "false").unwrap();
         assert_eq!(o.n_rxq, 4);
-        assert!(!o.csum_offload);
+        assert!(!o.csum_offload && !o.persist);
+        assert!(o.set("persist", "maybe").is_err());
         assert!(o.set("mtu", "9000").is_err());
         let e = TapPort::open("x", &TapOptions { n_rxq: 0, ..o })
             .err()

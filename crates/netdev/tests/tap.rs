@@ -492,10 +492,28 @@ fn a_tap_the_port_creates_lives_as_long_as_the_port() {
             .is_empty(),
         "created inside the namespace, not in the root one"
     );
+    // Persistent by default: the device outlives the port (a restarted switch finds it with
+    // its addresses), and a new port attaches to it.
+    drop(pt);
+    assert!(
+        link_state(&ns, &t).contains(",UP"),
+        "a persistent tap stays: {}",
+        link_state(&ns, &t)
+    );
+    let pt = TapPort::open(
+        "vm1",
+        &TapOptions {
+            ifname: Some(t.clone()),
+            netns: Some(ns.clone()),
+            persist: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     drop(pt);
     assert!(
         link_state(&ns, &t).is_empty(),
-        "a tap the port made goes with it"
+        "with persist=false a tap goes with its port"
     );
     // A non-tap of that name is a clear error.
     env.veth(&t, Some(&ns), &env.ifname("p"), &ns);
@@ -651,4 +669,37 @@ fn forwarding_between_two_namespaces_carries_ping_and_tcp() {
     eprintln!("port a: {ca:?}\nport b: {cb:?}");
     assert!(ca.rx_packets > 2000 && cb.rx_packets > 200);
     assert_eq!(ca.errors + cb.errors + ca.rx_dropped + cb.rx_dropped, 0);
+}
+
+#[test]
+fn the_bridge_port_tap_takes_the_bridges_ethernet_and_ip_addresses() {
+    let Some(mut env) = Env::new("tap_addrs") else {
+        return;
+    };
+    let ns = env.netns("i");
+    // This one wants IPv6.
+    ns_sh(&ns, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0"]);
+    ns_sh(
+        &ns,
+        &["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=0"],
+    );
+    let t = env.ifname("i");
+    let pt = tap("br-phy", &t, &ns, 1);
+    let addrs = [
+        ("10.1.2.8".parse().unwrap(), 24),
+        ("fd00:1::8".parse().unwrap(), 64),
+    ];
+    pt.set_addresses(Some([0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0]), &addrs)
+        .unwrap();
+    // Again (a restart on a persistent device): already there is fine.
+    pt.set_addresses(Some([0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0]), &addrs)
+        .unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns, "ip", "addr", "show", &t])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("link/ether 8c:dc:d4:ab:5b:f0"), "{text}");
+    assert!(text.contains("inet 10.1.2.8/24"), "{text}");
+    assert!(text.contains("inet6 fd00:1::8/64"), "{text}");
 }
