@@ -1,0 +1,164 @@
+//! The bridge's internal port as a TAP device: a host behind an `afpacket` port pings the
+//! bridge's own address, which the switch put on the TAP (in a namespace of its own here),
+//! so the kernel behind it answers. Needs root and network namespaces; otherwise SKIP.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_flowpath")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(args[0]).args(&args[1..]).output().unwrap()
+}
+
+fn must(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Namespaces, a root-namespace link, the switch and its files, removed on drop.
+struct Env {
+    netns: Vec<String>,
+    link: Option<String>,
+    switch: Option<Child>,
+    dir: PathBuf,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.switch.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(l) = &self.link {
+            let _ = run(&["ip", "link", "del", l]);
+        }
+        for n in &self.netns {
+            let _ = run(&["ip", "netns", "del", n]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ctl(rundir: &Path, args: &[&str]) -> String {
+    let o = Command::new(bin())
+        .arg("ctl")
+        .arg("--rundir")
+        .arg(rundir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{args:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_host_pings_the_bridge_address_on_the_internal_tap() {
+    let test = "a_host_pings_the_bridge_address_on_the_internal_tap";
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP {test}: needs root (network namespaces, veth, TAP)");
+        return;
+    }
+    if Command::new("ping").arg("-V").output().is_err() {
+        eprintln!("SKIP {test}: no ping (apt-get install iputils-ping)");
+        return;
+    }
+    let id = std::process::id() % 100_000;
+    let (host_ns, br_ns) = (format!("fpi-{id}-h"), format!("fpi-{id}-b"));
+    let (veth_sw, veth_host, bridge) = (
+        format!("fpiS{id}"),
+        format!("fpiH{id}"),
+        format!("fpbr{id}"),
+    );
+    let mut env = Env {
+        netns: Vec::new(),
+        link: None,
+        switch: None,
+        dir: std::env::temp_dir().join(format!("flowpath-internal-{id}")),
+    };
+    for n in [&host_ns, &br_ns] {
+        if !run(&["ip", "netns", "add", n]).status.success() {
+            eprintln!("SKIP {test}: 'ip netns add' failed");
+            return;
+        }
+        env.netns.push(n.clone());
+    }
+    must(&[
+        "ip", "link", "add", &veth_sw, "type", "veth", "peer", "name", &veth_host, "netns",
+        &host_ns,
+    ]);
+    env.link = Some(veth_sw.clone());
+    must(&["ip", "link", "set", &veth_sw, "up"]);
+    let hx = |args: &[&str]| {
+        let mut v = vec!["ip", "netns", "exec", &host_ns];
+        v.extend_from_slice(args);
+        must(&v)
+    };
+    hx(&["ip", "addr", "add", "10.77.0.9/24", "dev", &veth_host]);
+    hx(&["ip", "link", "set", &veth_host, "up"]);
+
+    std::fs::create_dir_all(&env.dir).unwrap();
+    let cfg = env.dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"[[bridge]]
+name = "{bridge}"
+hwaddr = "02:00:00:77:00:08"
+ip = ["10.77.0.8/24"]
+flows = ["actions=NORMAL"]
+
+[[bridge.port]]
+name = "p0"
+type = "afpacket"
+options = {{ ifname = "{veth_sw}" }}
+
+[[bridge.port]]
+name = "{bridge}"
+type = "internal"
+options = {{ netns = "{br_ns}" }}
+"#
+        ),
+    )
+    .unwrap();
+    let rundir = env.dir.join("run");
+    env.switch = Some(
+        Command::new(bin())
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .arg("--rundir")
+            .arg(&rundir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !rundir.join("flowpath.ctl").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The TAP is in its namespace with the bridge's addresses.
+    let addr = must(&["ip", "-n", &br_ns, "addr", "show", &bridge]);
+    assert!(addr.contains("link/ether 02:00:00:77:00:08"), "{addr}");
+    assert!(addr.contains("inet 10.77.0.8/24"), "{addr}");
+    let show = ctl(&rundir, &["dpif/show"]);
+    assert!(
+        show.contains(&format!(
+            "{bridge} 2/2: (tap: ifname={bridge}, netns={br_ns})"
+        )),
+        "{show}"
+    );
+    // ARP and ICMP through NORMAL to LOCAL; the kernel behind the TAP answers.
+    hx(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.0.8"]);
+    let stats = ctl(&rundir, &["port/stats", &bridge]);
+    assert!(stats.contains("link up"), "{stats}");
+}
