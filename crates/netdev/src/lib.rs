@@ -1,6 +1,7 @@
 //! Port backends implementing the datapath's [`datapath::port::Port`]: in-memory `replay` and
-//! `sink` ports, and `pcap` file ports; plus the classic pcap file format they and the
-//! command-line tools read and write.
+//! `sink` ports, `pcap` file ports, and ports on Linux interfaces (`afpacket`, `afxdp` with its
+//! eBPF program in `bpf`, `tap`; `netns` opens them inside network namespaces); plus the
+//! classic pcap file format they and the command-line tools read and write.
 // Unsafe code is confined to the kernel I/O modules, which allow it one by one.
 #![deny(unsafe_code)]
 
