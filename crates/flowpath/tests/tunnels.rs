@@ -114,6 +114,21 @@ fn vxlan(vni: u32, sport: u16, inner: &[u8]) -> Vec<u8> {
     )
 }
 
+/// Runs the switch of `d/sw.toml` until its captures are consumed; it must succeed.
+fn run_until_idle(d: &Path) {
+    let o = Command::new(bin())
+        .args([
+            "run",
+            "--config",
+            d.join("sw.toml").to_str().unwrap(),
+            "--until-idle",
+        ])
+        .env("FLOWPATH_RUNDIR", d.join("run"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+}
+
 fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let mut w = netdev::pcap::PcapWriter::create(path).unwrap();
     for f in frames {
@@ -179,17 +194,7 @@ fn l3vpn_over_vxlan_both_directions() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    let o = Command::new(bin())
-        .args([
-            "run",
-            "--config",
-            d.join("sw.toml").to_str().unwrap(),
-            "--until-idle",
-        ])
-        .env("FLOWPATH_RUNDIR", d.join("run"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    run_until_idle(&d);
 
     // Decapsulated: the tenant frames, with the VM's Ethernet address.
     let got = netdev::pcap::read_file(d.join("vm_out.pcap")).unwrap();
@@ -420,17 +425,7 @@ fn an_unresolved_neighbour_is_asked_for_once_with_an_arp_request() {
     let cfg = L3VPN.replace("neigh = [\"br-phy 10.1.2.9 8c:dc:d4:ab:58:48\"]", "");
     assert_ne!(cfg, L3VPN);
     std::fs::write(d.join("sw.toml"), cfg).unwrap();
-    let o = Command::new(bin())
-        .args([
-            "run",
-            "--config",
-            d.join("sw.toml").to_str().unwrap(),
-            "--until-idle",
-        ])
-        .env("FLOWPATH_RUNDIR", d.join("run"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    run_until_idle(&d);
     // The first packet's upcall asks; the others hit its (drop) megaflow until a reply
     // teaches the neighbour.
     let got = netdev::pcap::read_file(d.join("under_out.pcap")).unwrap();

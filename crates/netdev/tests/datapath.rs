@@ -335,42 +335,64 @@ fn drops_and_malformed_frames_are_counted_by_reason() {
 /// A slow path that installs `eth_type` megaflows forwarding to port 2.
 struct ForwardByEthType;
 
+/// A megaflow on the packet's `eth_type` that outputs to `port` (or drops), sending
+/// `packet_outs` first.
+fn install_by_eth_type(
+    port: Option<u32>,
+    packet_outs: Vec<datapath::pmd::PacketOut>,
+) -> datapath::pmd::UpcallResult {
+    let mut mask = flow::Mask::new();
+    mask.set_eth_type(u16::MAX);
+    datapath::pmd::UpcallResult::Install {
+        mask: Box::new(mask),
+        actions: port.map(flow::odp::Action::Output).into_iter().collect(),
+        compiled: port
+            .map(datapath::actions::DpAction::Output)
+            .into_iter()
+            .collect(),
+        packet_outs,
+    }
+}
+
 impl datapath::pmd::UpcallHandler for ForwardByEthType {
     fn upcall(
         &mut self,
         _key: &flow::FlowKey,
         _pkt: &datapath::packet::Packet,
     ) -> datapath::pmd::UpcallResult {
-        let mut mask = flow::Mask::new();
-        mask.set_eth_type(u16::MAX);
-        datapath::pmd::UpcallResult::Install {
-            mask: Box::new(mask),
-            actions: vec![flow::odp::Action::Output(2)],
-            compiled: vec![datapath::actions::DpAction::Output(2)],
-            packet_outs: Vec::new(),
-        }
+        install_by_eth_type(Some(2), Vec::new())
     }
 }
 
-#[test]
-fn only_upcall_installed_flows_expire_when_idle() {
-    use datapath::pmd::{Pmd, PmdConfig, PolledRxq};
+/// A PMD polling `p0` (replaying `plain_8.pcap`) and sending to `p1` (writing `out`), with
+/// `upcall` as its slow path; the ports are returned to be dropped after the PMD (to flush).
+fn pcap_pmd(
+    cfg: datapath::pmd::PmdConfig,
+    upcall: Box<dyn datapath::pmd::UpcallHandler>,
+    out: &Path,
+) -> (datapath::pmd::Pmd, PcapPort, PcapPort) {
     use datapath::port::Port;
-    let dir = Dir::new("expire");
-    let cfg = PmdConfig {
-        max_idle_ms: 50,
-        ..PmdConfig::default()
-    };
-    let mut pmd = Pmd::new(cfg, Box::new(ForwardByEthType));
+    let mut pmd = datapath::pmd::Pmd::new(cfg, upcall);
     let mut p0 = PcapPort::open("p0", Some(&fixture("plain_8.pcap")), None).unwrap();
-    let mut p1 = PcapPort::open("p1", None, Some(&dir.join("out.pcap"))).unwrap();
-    pmd.add_rxq(PolledRxq {
+    let mut p1 = PcapPort::open("p1", None, Some(out)).unwrap();
+    pmd.add_rxq(datapath::pmd::PolledRxq {
         port_no: 1,
         queue_id: 0,
         rxq: p0.take_rxq(0, 1).unwrap(),
         cycles: 0,
     });
     pmd.add_txq(2, p1.open_txq());
+    (pmd, p0, p1)
+}
+
+#[test]
+fn only_upcall_installed_flows_expire_when_idle() {
+    let dir = Dir::new("expire");
+    let cfg = datapath::pmd::PmdConfig {
+        max_idle_ms: 50,
+        ..Default::default()
+    };
+    let (mut pmd, _p0, _p1) = pcap_pmd(cfg, Box::new(ForwardByEthType), &dir.join("out.pcap"));
     let mut names = flow::odp::PortNames::new();
     names.insert("p0", 1);
     names.insert("p1", 2);
@@ -426,36 +448,19 @@ impl datapath::pmd::UpcallHandler for AskOnce {
         _key: &flow::FlowKey,
         _pkt: &datapath::packet::Packet,
     ) -> datapath::pmd::UpcallResult {
-        let mut mask = flow::Mask::new();
-        mask.set_eth_type(u16::MAX);
-        datapath::pmd::UpcallResult::Install {
-            mask: Box::new(mask),
-            actions: Vec::new(),
-            compiled: Vec::new(),
-            packet_outs: vec![datapath::pmd::PacketOut {
-                frame: REQUEST.to_vec(),
-                in_port: u32::MAX,
-                actions: vec![datapath::actions::DpAction::Output(2)],
-            }],
-        }
+        let ask = datapath::pmd::PacketOut {
+            frame: REQUEST.to_vec(),
+            in_port: u32::MAX,
+            actions: vec![datapath::actions::DpAction::Output(2)],
+        };
+        install_by_eth_type(None, vec![ask])
     }
 }
 
 #[test]
 fn packets_the_slow_path_sends_go_out_once_per_upcall() {
-    use datapath::pmd::{Pmd, PmdConfig, PolledRxq};
-    use datapath::port::Port;
     let dir = Dir::new("packet_out");
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(AskOnce));
-    let mut p0 = PcapPort::open("p0", Some(&fixture("plain_8.pcap")), None).unwrap();
-    let mut p1 = PcapPort::open("p1", None, Some(&dir.join("out.pcap"))).unwrap();
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: p0.take_rxq(0, 1).unwrap(),
-        cycles: 0,
-    });
-    pmd.add_txq(2, p1.open_txq());
+    let (mut pmd, _p0, p1) = pcap_pmd(Default::default(), Box::new(AskOnce), &dir.join("out.pcap"));
     for _ in 0..10 {
         pmd.poll_once();
     }

@@ -419,10 +419,9 @@ fn gre_l3_mpls_pops_in_the_same_pass_and_encapsulates_without_ethernet() {
     assert_eq!(t.header.size, 14 + 20 + 8);
 }
 
-#[test]
-fn ipv6_underlay_terminates_and_encapsulates() {
-    let of = switch(TunnelType::Vxlan, &[("key", "5")], "actions=drop");
-    of.del_flows("br-int", None, false).unwrap();
+/// br-phy's address becomes fd00::8/64, and br-int gets VXLAN port `name` (ofport `ofport`,
+/// key from the flow) to `remote`.
+fn ipv6_underlay(of: &Ofproto, name: &str, ofport: u32, remote: &str) {
     of.set_bridge_addrs(
         "br-phy",
         Some(ofproto::tunnel::parse_mac(BR_PHY_MAC).unwrap()),
@@ -431,11 +430,18 @@ fn ipv6_underlay_terminates_and_encapsulates() {
     .unwrap();
     let t6 = TunnelConfig::parse(
         TunnelType::Vxlan,
-        &opts(&[("remote_ip", "fd00::9"), ("key", "flow")]),
+        &opts(&[("remote_ip", remote), ("key", "flow")]),
     )
     .unwrap();
-    of.add_tunnel_port("br-int", port("tnl1", 4, Some(TNL)), t6)
+    of.add_tunnel_port("br-int", port(name, ofport, Some(TNL)), t6)
         .unwrap();
+}
+
+#[test]
+fn ipv6_underlay_terminates_and_encapsulates() {
+    let of = switch(TunnelType::Vxlan, &[("key", "5")], "actions=drop");
+    of.del_flows("br-int", None, false).unwrap();
+    ipv6_underlay(&of, "tnl1", 4, "fd00::9");
     of.add_flows(
         "br-int",
         "in_port=tnl1,tun_id=7 actions=output:vm0\nin_port=vm0 actions=set_field:7->tun_id,output:tnl1",
@@ -533,20 +539,8 @@ fn unresolved_neighbours_are_asked_for_with_arp_and_nd() {
 
     // IPv6: a neighbour solicitation to the solicited-node group, with the source link-layer
     // address option and a valid checksum.
-    of.set_bridge_addrs(
-        "br-phy",
-        Some(ofproto::tunnel::parse_mac(BR_PHY_MAC).unwrap()),
-        vec![("fd00::8".parse().unwrap(), 64)],
-    )
-    .unwrap();
-    let t6 = TunnelConfig::parse(
-        TunnelType::Vxlan,
-        &opts(&[("remote_ip", "fd00::12:3456"), ("key", "flow")]),
-    )
-    .unwrap();
     of.del_port("tnl0").unwrap();
-    of.add_tunnel_port("br-int", port("tnl0", 1, Some(TNL)), t6)
-        .unwrap();
+    ipv6_underlay(&of, "tnl0", 1, "fd00::12:3456");
     let x = xlate(&of, &key(PLAIN_VM));
     let [po] = x.packet_outs.as_slice() else {
         panic!("{:?}", x.packet_outs)
