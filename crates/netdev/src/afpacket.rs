@@ -8,7 +8,9 @@
 //! word of the current block (no system call, never blocks), copies frames into pool buffers,
 //! and gives a block back by storing `TP_STATUS_KERNEL`. A block that is only partly full is
 //! handed over after the retire timeout (`retire_ms`, 1 ms by default). With several rx
-//! queues, the sockets form a `PACKET_FANOUT_HASH` group, so each flow goes to one queue.
+//! queues, the sockets form a `PACKET_FANOUT_HASH` group, so each flow goes to one queue; the
+//! kernel picks the group's id (`PACKET_FANOUT_FLAG_UNIQUEID`), so no other port or process
+//! can share it by chance.
 //!
 //! What the ring shows is not always the frame as it was on the wire, and rx puts it back:
 //! - the kernel strips a VLAN tag into the frame's metadata (`TP_STATUS_VLAN_VALID`,
@@ -16,7 +18,8 @@
 //!   MAC addresses;
 //! - a frame sent by the local stack of the peer (a veth end in a namespace) may carry a
 //!   partial checksum (`TP_STATUS_CSUMNOTREADY`, checksum offload): rx completes the TCP or
-//!   UDP checksum over IPv4 or IPv6 in software;
+//!   UDP checksum over IPv4 or IPv6 (after hop-by-hop, routing and destination options
+//!   headers) in software; one it cannot find is a counted `rx_dropped`;
 //! - packets sent on the interface (`PACKET_OUTGOING`: our own transmissions, and the
 //!   host's) are skipped (`PACKET_IGNORE_OUTGOING` where the kernel has it, and a check of
 //!   each frame's `sll_pkttype` in any case).
@@ -30,18 +33,21 @@
 //! # Transmit
 //! Every tx queue (one per PMD thread) has its own socket bound to the interface, with
 //! `PACKET_QDISC_BYPASS` by default, and sends a burst with one `sendmmsg(2)`
-//! (non-blocking). A frame the kernel refuses (larger than the MTU: `EMSGSIZE`; the device's
-//! queue full: `ENOBUFS`/`EAGAIN`) is counted in `tx_dropped`.
+//! (non-blocking). A frame the kernel refuses (larger than the MTU: `EMSGSIZE`) is counted in
+//! `tx_dropped`, and so is the rest of a burst when the device's queue is full
+//! (`ENOBUFS`/`EAGAIN`) or the link is down (`ENETDOWN`): no failing system call per frame.
 //!
 //! # Interfaces that go away
 //! When the interface is deleted (a veth end removed), its sockets stop working for good: a
 //! new interface of the same name has another index. The queues notice and recover by
 //! themselves, at no cost to the packet path while the link is fine:
 //! - rx checks its interface every ~100 ms (a clock read every 64 polls, then one `ioctl` by
-//!   name): gone, it counts an error and closes its socket; back (same name, any index), it
-//!   opens a new socket in the same namespace and fanout group and traffic flows again;
+//!   name, and one `getsockopt` for the ring's drop count): gone, it counts an error and
+//!   closes its socket; back (same name, any index), it opens a new socket in the same
+//!   namespace and traffic flows again. With several queues, the first to reopen makes a new
+//!   fanout group for the new interface and the others join it;
 //! - tx sees `ENXIO`/`ENODEV` from the kernel, counts an error and drops the burst, then tries
-//!   to reopen at most every 100 ms while it has no socket.
+//!   to reopen on the next send, and after that at most every 100 ms while it has no socket.
 //!
 //! [`AfPacketPort::link_up`] asks the kernel whether the interface exists, is up and has
 //! carrier.
@@ -49,9 +55,9 @@
 use std::fmt::Write as _;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU16, AtomicU32};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use datapath::packet::{Batch, MAX_BURST, Pool};
@@ -230,10 +236,10 @@ struct Shared {
     block_size: usize,
     block_nr: usize,
     retire_ms: u32,
-    /// Fanout group id base, for more than one rx queue; the group of an interface instance
-    /// is derived from it and the interface index, so that queues reopening after the
-    /// interface came back meet in a new group.
-    fanout: Option<u16>,
+    /// With more than one rx queue: the fanout group of the current interface instance (made
+    /// by the first queue that opens on it, joined by the others; a new interface of that
+    /// name gets a new group). The lock is taken only to open a ring.
+    fanout: Option<Mutex<Option<FanoutGroup>>>,
     /// A datagram socket in the interface's namespace, for ioctls by name.
     ctl: OwnedFd,
 }
@@ -242,12 +248,74 @@ impl Shared {
     fn ifindex(&self) -> io::Result<i32> {
         netns::ifindex(self.ctl.as_fd(), &self.ifname)
     }
+}
 
-    fn fanout_id(&self, ifindex: i32) -> Option<u16> {
-        // 0x9e37 is odd, so different indexes give different ids.
-        self.fanout
-            .map(|b| b.wrapping_add((ifindex as u16).wrapping_mul(0x9e37)))
+/// A `PACKET_FANOUT_HASH` group of the port's rx sockets on interface `ifindex`.
+#[derive(Clone, Copy, Debug)]
+struct FanoutGroup {
+    ifindex: i32,
+    /// The id the kernel gave the group (`PACKET_FANOUT_FLAG_UNIQUEID`): unique in the
+    /// namespace, so no other port or process can collide with it.
+    id: u16,
+    /// `PACKET_FANOUT_FLAG_*` the group was made with, which every member must repeat.
+    flags: u32,
+}
+
+/// The `PACKET_FANOUT` argument: group id, then mode and flags in the upper half.
+fn fanout_arg(id: u16, flags: u32) -> libc::c_int {
+    (u32::from(id) | ((libc::PACKET_FANOUT_HASH | flags) << 16)) as libc::c_int
+}
+
+/// Puts the bound socket `fd` on interface `ifindex` in the port's fanout group: the one the
+/// other queues made on that interface, or a new one (whose id is then shared).
+fn join_fanout(fd: &OwnedFd, group: &Mutex<Option<FanoutGroup>>, ifindex: i32) -> io::Result<()> {
+    let mut g = group.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(cur) = *g
+        && cur.ifindex == ifindex
+        && setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            &fanout_arg(cur.id, cur.flags),
+        )
+        .is_ok()
+    {
+        return Ok(());
     }
+    // A new group, for a new interface instance (or one whose group is gone). Not every
+    // kernel has PACKET_FANOUT_FLAG_IGNORE_OUTGOING (4.20+); the per-frame check covers them.
+    let mut last = io::Error::from_raw_os_error(libc::EINVAL);
+    for flags in [libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING, 0] {
+        let arg = fanout_arg(0, flags | libc::PACKET_FANOUT_FLAG_UNIQUEID);
+        match setsockopt(fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg) {
+            Ok(()) => {
+                let mut v: libc::c_int = 0;
+                let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+                // SAFETY: `v` and `len` describe a writable int, which PACKET_FANOUT fills
+                // with the group's id, mode and flags.
+                let r = unsafe {
+                    libc::getsockopt(
+                        fd.as_raw_fd(),
+                        libc::SOL_PACKET,
+                        libc::PACKET_FANOUT,
+                        (&raw mut v).cast(),
+                        &mut len,
+                    )
+                };
+                if r != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                *g = Some(FanoutGroup {
+                    ifindex,
+                    id: v as u16,
+                    flags,
+                });
+                return Ok(());
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// A port on a Linux interface through `AF_PACKET` sockets.
@@ -277,7 +345,7 @@ impl AfPacketPort {
                 "CAP_SYS_ADMIN",
             )
         })?;
-        let fanout = (opts.n_rxq > 1).then(next_fanout_base);
+        let fanout = (opts.n_rxq > 1).then(|| Mutex::new(None));
         let shared = Arc::new(Shared {
             ifname: ifname.clone(),
             netns: opts.netns.clone(),
@@ -328,14 +396,6 @@ impl AfPacketPort {
     pub fn ifname(&self) -> &str {
         &self.shared.ifname
     }
-}
-
-fn next_fanout_base() -> u16 {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let n = NEXT.fetch_add(1, Relaxed);
-    (std::process::id() as u16)
-        .wrapping_mul(251)
-        .wrapping_add(n.wrapping_mul(0x3b9))
 }
 
 fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, v: &T) -> io::Result<()> {
@@ -448,21 +508,19 @@ impl Ring {
             ifindex,
         };
         bind_ll(&ring.fd, ifindex, libc::ETH_P_ALL as u16)?;
-        if let Some(id) = shared.fanout_id(ifindex) {
-            let hash = libc::PACKET_FANOUT_HASH;
-            let arg = |flags: u32| (u32::from(id) | ((hash | flags) << 16)) as libc::c_int;
-            let with_flag = arg(libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING);
-            if setsockopt(&ring.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &with_flag).is_err() {
-                setsockopt(&ring.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg(0))?;
-            }
+        // Fanout needs a bound socket.
+        if let Some(group) = &shared.fanout {
+            join_fanout(&ring.fd, group, ifindex)?;
         }
         Ok(ring)
     }
 
-    /// Start of block `b`.
+    /// Start of block `b` (`b < block_nr`, checked).
     #[inline]
     fn block(&self, b: usize) -> *mut u8 {
-        // SAFETY: `b < block_nr`, so the offset stays inside the mapping.
+        assert!(b < self.block_nr, "block {b} of {}", self.block_nr);
+        // SAFETY: `b < block_nr` (asserted), so the offset stays inside the mapping of
+        // `block_size * block_nr` bytes.
         unsafe { self.map.add(b * self.block_size) }
     }
 
@@ -470,17 +528,21 @@ impl Ring {
     #[inline]
     fn status(&self, b: usize) -> &AtomicU32 {
         let p = self.block(b).wrapping_add(BLOCK_STATUS_OFS).cast::<u32>();
-        // SAFETY: the word is inside the mapping (which lives as long as `self`), 4-aligned
-        // (blocks are page-aligned), and the kernel and this queue access it as an atomic
-        // word with acquire/release ordering.
+        // SAFETY: the word is inside the mapping (which lives as long as `self`, so as the
+        // returned reference), 4-aligned (blocks are page-aligned), and only accessed
+        // atomically from user space: loaded with acquire ordering before the block's
+        // contents are read, stored with release ordering to hand the block back.
         unsafe { AtomicU32::from_ptr(p) }
     }
 
-    /// A `u32` of block `b`'s header at `ofs`.
+    /// A `u32` field of block `b`'s descriptor at `ofs` (a 4-aligned offset inside the
+    /// descriptor, checked); read only while the block is ours.
     #[inline]
     fn block_u32(&self, b: usize, ofs: usize) -> u32 {
-        // SAFETY: header fields are inside the mapping and 4-aligned; the block is ours
-        // (TP_STATUS_USER was seen with acquire ordering) so the kernel does not write it.
+        assert!(ofs.is_multiple_of(4) && ofs + 4 <= BLOCK_DESC_LEN);
+        // SAFETY: the field is inside the block (asserted) and so the mapping, and 4-aligned
+        // (blocks are page-aligned); the block is ours (TP_STATUS_USER was loaded with
+        // acquire ordering), so the kernel does not write it until it is handed back.
         unsafe { self.block(b).add(ofs).cast::<u32>().read() }
     }
 
@@ -510,8 +572,12 @@ impl Ring {
 const BLOCK_STATUS_OFS: usize = 8;
 const BLOCK_NUM_PKTS_OFS: usize = 12;
 const BLOCK_FIRST_PKT_OFS: usize = 16;
+/// `sizeof(struct tpacket_block_desc)`: no frame starts before it.
+const BLOCK_DESC_LEN: usize = 48;
 /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`: where the `sockaddr_ll` follows.
 const HDR3_LEN: usize = (size_of::<libc::tpacket3_hdr>() + 15) & !15;
+/// `TPACKET3_HDRLEN`: frame header and address; the frame's data starts after them.
+const HDR3_SLL_LEN: usize = HDR3_LEN + size_of::<libc::sockaddr_ll>();
 /// Offset of `sll_pkttype` in `sockaddr_ll`.
 const SLL_PKTTYPE_OFS: usize = 10;
 
@@ -609,19 +675,28 @@ impl RxQueue for AfPacketRxq {
                     continue;
                 }
             }
-            if self.off < BLOCK_FIRST_PKT_OFS || self.off + HDR3_LEN + 12 > bs {
+            // The frame header and its address must lie inside the block before anything of
+            // them is read (`off` comes from the kernel: the block's first-frame offset or
+            // the previous frame's next offset; `bs >= 4096` leaves no underflow).
+            if self.off < BLOCK_DESC_LEN || self.off > bs - HDR3_SLL_LEN {
                 errors += 1;
                 self.release(nb);
                 continue;
             }
             let base = ring.block(self.block);
             // SAFETY: the header lies inside the block (checked above), which the kernel
-            // handed to us and does not write until released; it is 16-aligned.
-            let h = unsafe { base.add(self.off).cast::<libc::tpacket3_hdr>().read() };
-            // SAFETY: inside the block, as checked above.
+            // handed to us and does not write until it is released; read unaligned, so an
+            // odd offset cannot make it undefined.
+            let h = unsafe {
+                base.add(self.off)
+                    .cast::<libc::tpacket3_hdr>()
+                    .read_unaligned()
+            };
+            // SAFETY: inside the block, within the address checked above.
             let pkttype = unsafe { *base.add(self.off + HDR3_LEN + SLL_PKTTYPE_OFS) };
-            let (mac, snap) = (h.tp_mac as usize, h.tp_snaplen as usize);
-            if self.off + mac + snap > bs || mac < HDR3_LEN {
+            let (mac, snap) = (usize::from(h.tp_mac), h.tp_snaplen as usize);
+            // The frame must follow the header and address, and end inside the block.
+            if mac < HDR3_SLL_LEN || snap > bs - self.off || mac > bs - self.off - snap {
                 errors += 1;
                 self.release(nb);
                 continue;
@@ -629,9 +704,11 @@ impl RxQueue for AfPacketRxq {
             if pkttype == libc::PACKET_OUTGOING {
                 // Our own transmissions, or the host's: not received on this port.
             } else if snap < h.tp_len as usize || snap < 14 {
+                // Truncated (larger than a block), or not even an Ethernet header.
                 dropped += 1;
             } else {
-                // SAFETY: the frame lies inside the block (checked above), ours until released.
+                // SAFETY: `off + mac + snap <= bs`: the frame lies inside the block (checked
+                // above), ours until released; the slice is dropped before that (copied).
                 let frame = unsafe { std::slice::from_raw_parts(base.add(self.off + mac), snap) };
                 let mut p = pool.packet_from(frame, self.in_port);
                 if h.tp_status & libc::TP_STATUS_VLAN_VALID != 0 {
@@ -645,12 +722,18 @@ impl RxQueue for AfPacketRxq {
                     tag[..2].copy_from_slice(&tpid.to_be_bytes());
                     tag[2..].copy_from_slice(&tci.to_be_bytes());
                 }
-                if h.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0 {
-                    csum::complete_l4(p.data_mut());
+                if h.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0
+                    && !csum::complete_l4(p.data_mut())
+                {
+                    // A partial checksum that cannot be completed: the frame would be
+                    // refused by whoever receives it.
+                    pool.free(p);
+                    dropped += 1;
+                } else {
+                    bytes += p.len() as u64;
+                    batch.push(p);
+                    n += 1;
                 }
-                bytes += p.len() as u64;
-                batch.push(p);
-                n += 1;
             }
             self.left -= 1;
             if self.left == 0 {
@@ -659,7 +742,7 @@ impl RxQueue for AfPacketRxq {
                 errors += 1;
                 self.release(nb);
             } else {
-                self.off += h.tp_next_offset as usize;
+                self.off = self.off.saturating_add(h.tp_next_offset as usize);
             }
         }
         if n > 0 {
@@ -739,19 +822,31 @@ impl AfPacketTxq {
                 i += r as usize;
                 continue;
             }
+            if r == 0 {
+                // Not for a non-empty vector; do not loop on it.
+                dropped += (pkts.len() - i) as u64;
+                errors += 1;
+                break;
+            }
             let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
             match e {
                 libc::EINTR => continue,
-                // Too large for the interface, or its queue is full: this frame is lost.
-                libc::EMSGSIZE | libc::EAGAIN | libc::ENOBUFS | libc::EINVAL => {
+                // Too large for the interface, or malformed: this frame is lost.
+                libc::EMSGSIZE | libc::EINVAL => {
                     dropped += 1;
                     i += 1;
                 }
-                // The interface is gone, or down: the rest of the burst is lost.
-                libc::ENXIO | libc::ENODEV | libc::ENETDOWN => {
+                // The device's queue is full, or the link is down: the rest of the burst is
+                // lost (trying each frame would be a failing system call per frame).
+                libc::EAGAIN | libc::ENOBUFS | libc::ENETDOWN => {
+                    dropped += (pkts.len() - i) as u64;
+                    break;
+                }
+                // The interface is gone: the rest of the burst is lost.
+                libc::ENXIO | libc::ENODEV => {
                     dropped += (pkts.len() - i) as u64;
                     errors += 1;
-                    gone = e != libc::ENETDOWN;
+                    gone = true;
                     break;
                 }
                 _ => {
@@ -762,8 +857,10 @@ impl AfPacketTxq {
             }
         }
         if gone {
+            // The next send tries once at once (the interface may be back already, under a
+            // new index), then every RECHECK.
             self.sock = None;
-            self.retry_at = Instant::now() + RECHECK;
+            self.retry_at = Instant::now();
         }
         (sent, bytes, dropped, errors)
     }
@@ -892,151 +989,231 @@ impl Port for AfPacketPort {
     }
 }
 
-/// Software completion of partial (offloaded) checksums.
+/// Software completion of partial (offloaded) checksums, as a NIC does for
+/// `CHECKSUM_PARTIAL` (include/linux/skbuff.h; virtio 1.x 5.1.6.2): the stack has put the
+/// folded (not inverted) pseudo-header sum in the checksum field, and the completion is the
+/// complement of the ones' complement sum from `csum_start` to the end of the packet, stored
+/// at `csum_start + csum_offset`, 0 sent as 0xffff (`skb_checksum_help`: `csum_fold(csum) ?:
+/// CSUM_MANGLED_0`).
 pub(crate) mod csum {
-    /// One's complement sum of `data` as big-endian 16-bit words, added to `sum`.
-    fn add(mut sum: u64, data: &[u8]) -> u64 {
-        let mut chunks = data.chunks_exact(8);
-        for c in &mut chunks {
-            let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            // Add the two 32-bit halves; carries are folded at the end.
-            sum += (w >> 32) + (w & 0xffff_ffff);
-        }
-        let rest = chunks.remainder();
-        let mut pairs = rest.chunks_exact(2);
-        for p in &mut pairs {
-            sum += u64::from(u16::from_be_bytes([p[0], p[1]]));
-        }
-        if let [b] = pairs.remainder() {
-            sum += u64::from(*b) << 8;
-        }
-        sum
-    }
+    use wire::checksum;
 
-    fn fold(mut sum: u64) -> u16 {
-        while sum >> 16 != 0 {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        sum as u16
-    }
-
-    /// Completes a partial checksum as a NIC would: sums `frame[start..]` (whose checksum
-    /// field, at `start + offset`, holds the pseudo-header sum) and stores the complement
-    /// there. `udp` maps a zero result to 0xffff. False when the offsets do not fit.
-    pub(crate) fn complete(frame: &mut [u8], start: usize, offset: usize, udp: bool) -> bool {
-        let at = start.saturating_add(offset);
-        if start > frame.len() || at.saturating_add(2) > frame.len() {
+    /// Completes the partial checksum of `frame` whose summing starts at `start` and whose
+    /// field is at `start + offset`. False (and `frame` untouched) when the field does not
+    /// lie inside the frame.
+    pub(crate) fn complete(frame: &mut [u8], start: usize, offset: usize) -> bool {
+        let Some(at) = start.checked_add(offset) else {
+            return false;
+        };
+        let Some(field) = frame.get(at..at.saturating_add(2)) else {
+            return false;
+        };
+        if field.len() != 2 {
             return false;
         }
-        let mut c = !fold(add(0, &frame[start..]));
-        if udp && c == 0 {
-            c = 0xffff;
-        }
+        // `start <= at < frame.len()`, so the slice is in range.
+        let c = match !checksum::data(&frame[start..]) {
+            0 => 0xffff,
+            c => c,
+        };
         frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
         true
     }
 
-    /// Finds the TCP or UDP header of an Ethernet frame (after up to two VLAN tags) over
-    /// IPv4 or IPv6 (without extension headers) and completes its partial checksum; false
-    /// for anything else. The L4 segment ends where the IP header says (not at Ethernet
-    /// padding).
-    pub(crate) fn complete_l4(frame: &mut [u8]) -> bool {
-        let mut l3 = 12;
-        let mut ty = match frame.get(12..14) {
-            Some(t) => u16::from_be_bytes([t[0], t[1]]),
-            None => return false,
-        };
-        for _ in 0..2 {
-            if ty == 0x8100 || ty == 0x88a8 {
-                l3 += 4;
-                ty = match frame.get(l3..l3 + 2) {
-                    Some(t) => u16::from_be_bytes([t[0], t[1]]),
-                    None => return false,
-                };
-            }
-        }
-        l3 += 2;
+    /// Where an IPv4 or IPv6 packet at `l3` of `frame` has its TCP or UDP header (after
+    /// IPv6 hop-by-hop, routing and destination options headers), where the IP packet ends
+    /// (before any Ethernet padding), and the checksum field's offset in the L4 header.
+    fn l4_of(frame: &[u8], l3: usize, ty: u16) -> Option<(usize, usize, usize)> {
         let (l4, end, proto) = match ty {
             0x0800 => {
-                let Some(h) = frame.get(l3..l3 + 20) else {
-                    return false;
-                };
+                let h = frame.get(l3..l3.checked_add(20)?)?;
                 let ihl = usize::from(h[0] & 0xf) * 4;
                 let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+                // A fragment never carries a partial checksum.
+                if h[0] >> 4 != 4 || ihl < 20 || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
+                    return None;
+                }
                 (l3 + ihl, l3 + total, h[9])
             }
             0x86dd => {
-                let Some(h) = frame.get(l3..l3 + 40) else {
-                    return false;
-                };
+                let h = frame.get(l3..l3.checked_add(40)?)?;
                 let plen = usize::from(u16::from_be_bytes([h[4], h[5]]));
-                (l3 + 40, l3 + 40 + plen, h[6])
+                let (mut l4, mut next) = (l3 + 40, h[6]);
+                for _ in 0..4 {
+                    if !matches!(next, 0 | 43 | 60) {
+                        break;
+                    }
+                    let e = frame.get(l4..l4.checked_add(2)?)?;
+                    next = e[0];
+                    l4 += (usize::from(e[1]) + 1) * 8;
+                }
+                (l4, l3 + 40 + plen, next)
             }
-            _ => return false,
+            _ => return None,
         };
         if end > frame.len() || l4 > end {
-            return false;
+            return None;
         }
         match proto {
-            6 => complete(&mut frame[..end], l4, 16, false),
-            17 => complete(&mut frame[..end], l4, 6, true),
-            _ => false,
+            6 => Some((l4, end, 16)),
+            17 => Some((l4, end, 6)),
+            _ => None,
         }
+    }
+
+    /// Finds the TCP or UDP header of an Ethernet frame (after up to two VLAN tags) over
+    /// IPv4 or IPv6 and completes its partial checksum; false for anything else (a fragment,
+    /// another protocol, a header that does not fit). The L4 segment ends where the IP header
+    /// says (not at Ethernet padding).
+    pub(crate) fn complete_l4(frame: &mut [u8]) -> bool {
+        let mut l3 = 12;
+        for _ in 0..3 {
+            let Some(t) = frame.get(l3..l3 + 2) else {
+                return false;
+            };
+            let ty = u16::from_be_bytes([t[0], t[1]]);
+            if ty == 0x8100 || ty == 0x88a8 {
+                l3 += 4;
+                continue;
+            }
+            let Some((l4, end, ofs)) = l4_of(frame, l3 + 2, ty) else {
+                return false;
+            };
+            return complete(&mut frame[..end], l4, ofs);
+        }
+        false
     }
 
     #[cfg(test)]
     mod tests {
         use super::*;
 
-        /// The checksum a receiver verifies: the sum over pseudo-header and segment is
-        /// 0xffff.
-        fn verifies_v4(frame: &[u8]) -> bool {
-            let ip = &frame[14..34];
-            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-            let seg = &frame[34..14 + total];
-            let mut s = add(0, &ip[12..20]);
-            s += u64::from(ip[9]);
-            s += seg.len() as u64;
-            fold(add(s, seg)) == 0xffff
+        fn hex(s: &str) -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        }
+
+        /// `frame` with `partial` in its checksum field at `at`: what the stack hands over.
+        fn partial(frame: &str, at: usize, partial: u16) -> Vec<u8> {
+            let mut f = hex(frame);
+            f[at..at + 2].copy_from_slice(&partial.to_be_bytes());
+            f
+        }
+
+        fn field(f: &[u8], at: usize) -> u16 {
+            u16::from_be_bytes([f[at], f[at + 1]])
+        }
+
+        // Vectors computed independently (Python, RFC 1071 sum over the pseudo-header and
+        // the segment); the partial value is the folded pseudo-header sum.
+
+        /// UDP/IPv4 192.168.0.1:1234 -> 192.168.0.199:53, 13 bytes of payload (odd).
+        const V4_UDP: &str = "020000000002020000000001080045000029000040004011b8abc0a80001c0\
+                              a800c704d200350015000068656c6c6f20776f726c642101";
+        /// TCP/IPv6 fd00::1:80 -> fd00::2:443 behind a hop-by-hop header, 3 bytes of data.
+        const V6_TCP: &str = "02000000000202000000000186dd60000000001f0040fd0000000000000000\
+                              00000000000001fd00000000000000000000000000000206000104000000000050\
+                              01bb010203040a0b0c0d5018ffff00000000616263";
+        /// UDP/IPv4 10.0.0.1:7 -> 10.0.0.2:9 whose checksum computes to 0: sent as 0xffff.
+        const V4_UDP_ZERO: &str = "02000000000202000000000108004500002000000000401166cb0a000001\
+                                   0a00000200070009000c000071497a7a";
+
+        #[test]
+        fn completes_known_vectors() {
+            let mut f = partial(V4_UDP, 40, 0x823f);
+            assert!(complete_l4(&mut f));
+            assert_eq!(field(&f, 40), 0xe5b4);
+            // Through the virtio-net form: csum_start 34, csum_offset 6.
+            let mut g = partial(V4_UDP, 40, 0x823f);
+            assert!(complete(&mut g, 34, 6));
+            assert_eq!(f, g);
+
+            let mut f = partial(V6_TCP, 78, 0xfa21);
+            assert!(complete_l4(&mut f));
+            assert_eq!(field(&f, 78), 0xd539);
+
+            let mut f = partial(V4_UDP_ZERO, 40, 0x1420);
+            assert!(complete_l4(&mut f));
+            assert_eq!(field(&f, 40), 0xffff);
         }
 
         #[test]
-        fn completes_a_partial_tcp_checksum_over_ipv4() {
-            let mut f = vec![0u8; 14 + 20 + 20 + 7];
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            f[14] = 0x45;
-            let total = (20 + 20 + 7) as u16;
-            f[16..18].copy_from_slice(&total.to_be_bytes());
-            f[23] = 6;
-            f[26..30].copy_from_slice(&[10, 0, 0, 1]);
-            f[30..34].copy_from_slice(&[10, 0, 0, 2]);
-            for (i, b) in f[34..].iter_mut().enumerate() {
-                *b = (i * 7 + 3) as u8;
-            }
-            // The partial checksum: the folded pseudo-header sum, as the stack leaves it.
-            let mut s = add(0, &f[26..34]);
-            s += 6 + u64::from(total - 20);
-            let partial = fold(s);
-            f[50..52].copy_from_slice(&partial.to_be_bytes());
-            // Ethernet padding after the IP packet is not summed.
+        fn ethernet_padding_and_vlan_tags_are_handled() {
+            // Padding after the IP packet is not summed.
+            let mut f = partial(V4_UDP, 40, 0x823f);
             f.extend_from_slice(&[0xaa; 5]);
             assert!(complete_l4(&mut f));
-            assert!(verifies_v4(&f[..f.len() - 5]));
+            assert_eq!(field(&f, 40), 0xe5b4);
+            // Behind an 802.1ad and an 802.1Q tag.
+            let mut f = partial(V4_UDP, 40, 0x823f);
+            f.splice(12..12, [0x88, 0xa8, 0, 7, 0x81, 0x00, 0, 9]);
+            assert!(complete_l4(&mut f));
+            assert_eq!(field(&f, 48), 0xe5b4);
         }
 
         #[test]
-        fn refuses_what_it_cannot_parse() {
+        fn refuses_what_it_cannot_parse_without_panicking() {
+            assert!(!complete_l4(&mut []));
             assert!(!complete_l4(&mut [0u8; 10]));
             let mut arp = vec![0u8; 60];
             arp[12..14].copy_from_slice(&[0x08, 0x06]);
             assert!(!complete_l4(&mut arp));
+            // IHL 15 and a total length beyond the frame; IHL below 5.
             let mut bad = vec![0u8; 40];
             bad[12..14].copy_from_slice(&[0x08, 0x00]);
             bad[14] = 0x4f;
             bad[16..18].copy_from_slice(&[0xff, 0xff]);
             bad[23] = 6;
             assert!(!complete_l4(&mut bad));
-            assert!(!complete(&mut [0u8; 8], 4, 6, true));
+            let mut f = hex(V4_UDP);
+            f[14] = 0x42;
+            assert!(!complete_l4(&mut f));
+            // A fragment.
+            let mut f = hex(V4_UDP);
+            f[20] = 0x20;
+            assert!(!complete_l4(&mut f));
+            // Truncated IPv6 and its extension header.
+            let f = hex(V6_TCP);
+            for n in [20, 54, 55, 60, 80] {
+                assert!(!complete_l4(&mut f[..n].to_vec()), "{n}");
+            }
+            // Tags only.
+            let mut tags = vec![0u8; 12];
+            tags.extend_from_slice(&[0x81, 0, 0, 1].repeat(4));
+            assert!(!complete_l4(&mut tags));
+            // Offsets from a virtio-net header that do not fit.
+            let mut b = [0u8; 8];
+            assert!(!complete(&mut b, 4, 3));
+            assert!(!complete(&mut b, 9, 0));
+            assert!(!complete(&mut b, usize::MAX, 1));
+            assert!(!complete(&mut b, 1, usize::MAX));
+            assert!(!complete(&mut b, 65535, 65535));
+            assert_eq!(b, [0; 8]);
+            assert!(complete(&mut b, 0, 6));
+            assert_eq!(b, [0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+        }
+
+        #[test]
+        fn any_frame_is_handled_without_panicking() {
+            let mut seed = 0x1234_5678u32;
+            for len in 0..200 {
+                let mut f: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 17;
+                        seed ^= seed << 5;
+                        seed as u8
+                    })
+                    .collect();
+                if len >= 14 {
+                    let ty: [u8; 2] = [[0x08, 0x00], [0x86, 0xdd], [0x81, 0x00]][len % 3];
+                    f[12..14].copy_from_slice(&ty);
+                }
+                complete_l4(&mut f);
+                complete(&mut f, len / 3, len / 2);
+            }
         }
     }
 }

@@ -216,17 +216,20 @@ impl TapDev {
     }
 
     /// The descriptor of queue `q` in place of `old`, which failed: the one another queue
-    /// already reopened, or a new one.
-    fn recover(&self, q: usize, old: &Arc<OwnedFd>) -> io::Result<Arc<OwnedFd>> {
+    /// already reopened, or a new one; and the device set up (again: whoever reopened it
+    /// may have failed to). An error of that last step is returned with the descriptor,
+    /// which works anyway.
+    fn recover(&self, q: usize, old: &Arc<OwnedFd>) -> io::Result<(Arc<OwnedFd>, io::Result<()>)> {
         let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-        if !Arc::ptr_eq(&fds[q], old) {
-            return Ok(fds[q].clone());
-        }
-        let fd = Arc::new(self.open_queue()?);
-        fds[q] = fd.clone();
+        let fd = if Arc::ptr_eq(&fds[q], old) {
+            let fd = Arc::new(self.open_queue()?);
+            fds[q] = fd.clone();
+            fd
+        } else {
+            fds[q].clone()
+        };
         drop(fds);
-        self.set_up()?;
-        Ok(fd)
+        Ok((fd, self.set_up()))
     }
 }
 
@@ -377,7 +380,10 @@ impl Link {
         }
         self.retry_at = now + RECHECK;
         match self.dev.recover(self.q, &self.fd) {
-            Ok(fd) => {
+            Ok((fd, up)) => {
+                if up.is_err() {
+                    stats.errors.fetch_add(1, Relaxed);
+                }
                 self.fd = fd;
                 self.dead = false;
                 true
@@ -454,7 +460,7 @@ impl RxQueue for TapRxq {
             if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
                 let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
                 let offset = usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
-                if !csum::complete(frame, start, offset, offset == 6) {
+                if !csum::complete(frame, start, offset) {
                     dropped += 1;
                     continue;
                 }
