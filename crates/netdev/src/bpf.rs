@@ -33,6 +33,7 @@ const BPF_PROG_LOAD: libc::c_int = 5;
 const BPF_PROG_GET_FD_BY_ID: libc::c_int = 13;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_int = 15;
 const BPF_LINK_CREATE: libc::c_int = 28;
+const BPF_LINK_DETACH: libc::c_int = 34;
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
@@ -467,10 +468,29 @@ impl XdpAttachment {
     }
 }
 
+/// `bpf_attr` for `BPF_LINK_DETACH`.
+#[repr(C)]
+struct LinkDetachAttr {
+    link_fd: u32,
+}
+
 impl Drop for XdpAttachment {
     fn drop(&mut self) {
-        if let XdpAttachment::Netlink { nl, ifindex, flags } = self {
-            let _ = netlink_set_xdp(nl.as_raw_fd(), *ifindex, -1, *flags);
+        match self {
+            // Closing the link's descriptor detaches the program only when the kernel gets to
+            // releasing the link (deferred work): detach now, so that a port reopened right
+            // after (a restart) finds the interface free and `ip link` shows no program.
+            XdpAttachment::Link(fd) => {
+                let mut a = LinkDetachAttr {
+                    link_fd: fd.as_raw_fd() as u32,
+                };
+                // SAFETY: a LINK_DETACH attribute block with no pointers, naming our own live
+                // link descriptor; the command writes nothing back.
+                let _ = unsafe { sys_bpf(BPF_LINK_DETACH, &mut a) };
+            }
+            XdpAttachment::Netlink { nl, ifindex, flags } => {
+                let _ = netlink_set_xdp(nl.as_raw_fd(), *ifindex, -1, *flags);
+            }
         }
     }
 }
