@@ -297,7 +297,8 @@ impl AfXdpOptions {
         Ok(())
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// Checks the values (ranges, sizes, combinations) without opening anything.
+    pub fn validate(&self) -> Result<(), String> {
         if !(1..=256).contains(&self.n_rxq) {
             return Err(format!("n_rxq={} must be 1 to 256", self.n_rxq));
         }
