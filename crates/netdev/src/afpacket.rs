@@ -784,10 +784,15 @@ struct AfPacketTxq {
 }
 
 impl AfPacketTxq {
-    /// Sends `pkts` (at most [`MAX_BURST`]); returns (sent, bytes sent, dropped, errors).
-    fn send_burst(&mut self, pkts: &[datapath::packet::Packet]) -> (u64, u64, u64, u64) {
+    /// Sends `pkts` (at most [`MAX_BURST`]); returns (sent, bytes sent, dropped, errors) and,
+    /// when the interface turned out to be gone, the index of the first frame not sent (the
+    /// socket is then closed).
+    fn send_burst(
+        &mut self,
+        pkts: &[datapath::packet::Packet],
+    ) -> ((u64, u64, u64, u64), Option<usize>) {
         let Some(sock) = &self.sock else {
-            return (0, 0, pkts.len() as u64, 0);
+            return ((0, 0, pkts.len() as u64, 0), None);
         };
         // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value.
         let mut iov: [libc::iovec; MAX_BURST] = unsafe { std::mem::zeroed() };
@@ -842,9 +847,9 @@ impl AfPacketTxq {
                     dropped += (pkts.len() - i) as u64;
                     break;
                 }
-                // The interface is gone: the rest of the burst is lost.
+                // The interface is gone (perhaps already back under a new index): the caller
+                // reopens and sends the rest once more.
                 libc::ENXIO | libc::ENODEV => {
-                    dropped += (pkts.len() - i) as u64;
                     errors += 1;
                     gone = true;
                     break;
@@ -857,12 +862,13 @@ impl AfPacketTxq {
             }
         }
         if gone {
-            // The next send tries once at once (the interface may be back already, under a
-            // new index), then every RECHECK.
+            // Reopening is tried at once (the interface may be back already, under a new
+            // index), then every RECHECK.
             self.sock = None;
             self.retry_at = Instant::now();
+            return ((sent, bytes, dropped, errors), Some(i));
         }
-        (sent, bytes, dropped, errors)
+        ((sent, bytes, dropped, errors), None)
     }
 
     #[cold]
@@ -888,11 +894,23 @@ impl TxQueue for AfPacketTxq {
         }
         let (mut sent, mut bytes, mut dropped, mut errors) = (0, 0, 0, 0);
         for chunk in batch.packets().chunks(MAX_BURST) {
-            let (s, b, d, e) = self.send_burst(chunk);
-            sent += s;
-            bytes += b;
-            dropped += d;
-            errors += e;
+            let (mut c, mut rest) = self.send_burst(chunk);
+            if let Some(i) = rest.take() {
+                // The socket was bound to an interface that went away. If one of that name
+                // is back, the rest of the burst goes to it (once); otherwise it is lost.
+                self.reopen();
+                let mut again = ((0, 0, (chunk.len() - i) as u64, 0), None);
+                if self.sock.is_some() {
+                    again = self.send_burst(&chunk[i..]);
+                }
+                let ((s, b, d, e), left) = again;
+                let left = left.map_or(0, |j| chunk.len() - i - j) as u64;
+                c = (c.0 + s, c.1 + b, c.2 + d + left, c.3 + e);
+            }
+            sent += c.0;
+            bytes += c.1;
+            dropped += c.2;
+            errors += c.3;
         }
         if sent > 0 {
             self.stats.add_tx(sent, bytes);

@@ -257,6 +257,16 @@ fn a_deleted_interface_is_reattached_when_it_comes_back() {
         thread::sleep(Duration::from_millis(5));
     }
     let t_up = t0.elapsed();
+    // The first burst `tb` sends finds its socket bound to the old interface: it reopens at
+    // once and sends the burst to the new one, losing nothing.
+    let before = pb.counters();
+    send(tb.as_mut(), &mut pool, &[udp_frame(9, 9)]);
+    let after = pb.counters();
+    assert_eq!(
+        (after.tx_dropped, after.tx_packets),
+        (before.tx_dropped, before.tx_packets + 1),
+        "{after:?}"
+    );
     let mut a_got = 0;
     let mut b_got = 0;
     let end = t0 + Duration::from_secs(3);
