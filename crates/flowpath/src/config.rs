@@ -523,6 +523,9 @@ pub enum KernelPortOptions {
 pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
     let opts = option_strings(p);
     let e = |e: netdev::afpacket::PortError| e.to_string();
+    let names = |ifname: &Option<String>, netns: &Option<String>| {
+        netdev::netns::check_names(ifname.as_deref().unwrap_or(&p.name), netns.as_deref())
+    };
     Ok(match p.kind.as_str() {
         "afpacket" => {
             let mut o = netdev::afpacket::AfPacketOptions::default();
@@ -530,6 +533,7 @@ pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
                 o.set(k, v).map_err(e)?;
             }
             o.check().map_err(e)?;
+            names(&o.ifname, &o.netns)?;
             KernelPortOptions::AfPacket(o)
         }
         "afxdp" => {
@@ -537,6 +541,8 @@ pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
             for (k, v) in &opts {
                 o.set(k, v)?;
             }
+            o.validate()?;
+            names(&o.ifname, &o.netns)?;
             KernelPortOptions::AfXdp(o)
         }
         "tap" | "internal" => {
@@ -547,6 +553,7 @@ pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
                 }
                 o.set(k, v).map_err(e)?;
             }
+            o.check(&p.name).map_err(e)?;
             KernelPortOptions::Tap(o)
         }
         other => return Err(format!("'{other}' is not a kernel port type")),

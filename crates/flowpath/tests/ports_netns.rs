@@ -1341,9 +1341,6 @@ fn bad_kernel_port_configuration_is_reported() {
 /// `check-config` checks option values of every kernel port type without opening anything, as
 /// it does for afpacket (`n_rxq = 0` is refused there).
 #[test]
-#[ignore = "check-config passes out-of-range afxdp values (config.rs kernel_port_options never \
-            calls AfXdpOptions::validate) and tap n_rxq outside 1..=64 (TapOptions has no \
-            check); run refuses them"]
 fn check_config_checks_afxdp_and_tap_values() {
     let dir = std::env::temp_dir().join(format!("flowpath-netns-{}cv", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1359,6 +1356,9 @@ fn check_config_checks_afxdp_and_tap_values() {
         ),
         ("tap", "ifname = \"x\", n_rxq = 0"),
         ("tap", "ifname = \"x\", n_rxq = 65"),
+        ("afpacket", "ifname = \"abcdefghijklmnop\""),
+        ("afxdp", "ifname = \"x\", netns = \"a/b\""),
+        ("tap", "ifname = \"x\", netns = \"..\""),
     ] {
         let (code, err) = check_config(&dir, kind, options);
         if code != Some(1) || !err.contains("port 'p1'") {

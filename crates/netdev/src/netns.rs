@@ -101,6 +101,28 @@ pub(crate) fn ifreq(name: &str) -> io::Result<libc::ifreq> {
     Ok(r)
 }
 
+/// Checks an interface name (what the kernel can hold: 1 to 15 bytes, no NUL, `/` or
+/// whitespace) and a namespace name (a file in `/run/netns`), without touching the system.
+pub fn check_names(ifname: &str, netns: Option<&str>) -> Result<(), String> {
+    if ifname.is_empty()
+        || ifname.len() > libc::IFNAMSIZ - 1
+        || ifname.contains(['/', '\0'])
+        || ifname.contains(char::is_whitespace)
+        || ifname == "."
+        || ifname == ".."
+    {
+        return Err(bad_name(ifname).to_string());
+    }
+    if let Some(n) = netns
+        && (n.is_empty() || n.contains(['/', '\0']) || n == "." || n == "..")
+    {
+        return Err(format!(
+            "bad network namespace name '{n}' (a name under /run/netns)"
+        ));
+    }
+    Ok(())
+}
+
 fn bad_name(name: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,

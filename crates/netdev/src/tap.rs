@@ -130,6 +130,23 @@ fn flag(key: &str, value: &str) -> Result<bool, PortError> {
     }
 }
 
+impl TapOptions {
+    /// Checks the values for a port called `name` without opening anything.
+    pub fn check(&self, name: &str) -> Result<(), PortError> {
+        if !(1..=64).contains(&self.n_rxq) {
+            return Err(PortError::BadOption(format!(
+                "n_rxq: {} is not between 1 and 64",
+                self.n_rxq
+            )));
+        }
+        netns::check_names(
+            self.ifname.as_deref().unwrap_or(name),
+            self.netns.as_deref(),
+        )
+        .map_err(PortError::BadOption)
+    }
+}
+
 /// The device and the current descriptor of each of its queues, shared by the port and its
 /// queues. The lock is taken only to open or reopen a queue.
 struct TapDev {
@@ -246,14 +263,8 @@ pub struct TapPort {
 impl TapPort {
     /// Opens (creating it if needed) the device's queues and sets it up.
     pub fn open(name: &str, opts: &TapOptions) -> Result<TapPort, PortError> {
-        if !(1..=64).contains(&opts.n_rxq) {
-            return Err(PortError::BadOption(format!(
-                "n_rxq: {} is not between 1 and 64",
-                opts.n_rxq
-            )));
-        }
+        opts.check(name)?;
         let ifname = opts.ifname.clone().unwrap_or_else(|| name.to_owned());
-        netns::ifreq(&ifname).map_err(|e| PortError::BadOption(e.to_string()))?;
         let ctl = netns::control_socket(opts.netns.as_deref()).map_err(|e| {
             PortError::os(
                 match &opts.netns {
