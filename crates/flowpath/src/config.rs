@@ -102,9 +102,11 @@ pub struct Bridge {
     pub name: String,
     #[serde(default)]
     pub port: Vec<PortConf>,
-    /// OpenFlow flows in `ovs-ofctl add-flow` syntax.
+    /// OpenFlow flows in `ovs-ofctl add-flow` syntax. Without `flows` and `flows-file` the
+    /// bridge has OVS's default table, `priority=0,actions=NORMAL`; `flows = []` is an empty
+    /// table (everything dropped).
     #[serde(default)]
-    pub flows: Vec<String>,
+    pub flows: Option<Vec<String>>,
     /// A file of flows in `ovs-ofctl add-flows` syntax (relative to the configuration file),
     /// added after `flows`.
     #[serde(default, rename = "flows-file")]
@@ -343,7 +345,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 .find(|(_, p)| p.name == n)
                 .map(|(i, p)| Bridge::ofport_of(p, i))
         };
-        for f in &b.flows {
+        for f in b.flows.iter().flatten() {
             if let Err(e) = ofproto::syntax::parse_flow(f, ofproto::syntax::FlowKind::Add, &port_no)
             {
                 errs.push(ConfigError {

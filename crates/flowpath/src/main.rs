@@ -273,7 +273,11 @@ fn check_config(file: &std::path::Path, out: &mut impl Write) -> anyhow::Result<
         return Ok(ExitCode::FAILURE);
     }
     let ports: usize = cfg.bridge.iter().map(|b| b.port.len()).sum();
-    let flows: usize = cfg.bridge.iter().map(|b| b.flows.len()).sum();
+    let flows: usize = cfg
+        .bridge
+        .iter()
+        .map(|b| b.flows.as_ref().map_or(0, Vec::len))
+        .sum();
     writeln!(
         out,
         "{}: ok ({} bridges, {ports} ports, {flows} inline flows)",

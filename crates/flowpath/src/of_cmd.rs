@@ -121,7 +121,9 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
         });
     }
     r("add-br", "BRIDGE", 1, 1, |of, a| {
-        of.add_bridge(&a[0]).map(|_| String::new())
+        of.add_bridge(&a[0])?;
+        of.add_flow(&a[0], crate::run_cmd::DEFAULT_FLOW)
+            .map(|_| String::new())
     });
     let (of2, dp2, base2) = (of.clone(), dp.clone(), base.to_path_buf());
     let _ = reg.register(

@@ -150,6 +150,10 @@ pub(crate) fn tunnel_dp_port(t: &ofproto::tunnel::TunnelConfig) -> Box<dyn Port>
     Box::new(TunnelPort::new(&t.dp_port_name(), kind))
 }
 
+/// The table of a new bridge, as OVS makes it (standalone fail mode): switch like a learning
+/// bridge until told otherwise.
+pub const DEFAULT_FLOW: &str = "priority=0,actions=NORMAL";
+
 /// The OpenFlow side of a configuration: bridges, ports with their datapath port numbers
 /// (given in order of appearance from 1; patch ports have none) and flows.
 pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> {
@@ -229,7 +233,11 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
             .map_err(|e| anyhow!("tunnel neigh '{n}': {e}"))?;
     }
     for br in &cfg.bridge {
-        for f in &br.flows {
+        if br.flows.is_none() && br.flows_file.is_none() {
+            of.add_flow(&br.name, DEFAULT_FLOW)
+                .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
+        }
+        for f in br.flows.iter().flatten() {
             of.add_flow(&br.name, f)
                 .map_err(|e| anyhow!("bridge {}: flow '{f}': {e}", br.name))?;
         }
@@ -502,4 +510,28 @@ pub fn run(
         .map_err(|_| anyhow!("datapath lock poisoned"))?;
     drop(dp.stop());
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bridge_without_flows_gets_ovs_default_table_and_flows_empty_gets_none() {
+        let cfg = config::parse(
+            "[[bridge]]\nname = \"a\"\n[[bridge]]\nname = \"b\"\nflows = []\n\
+             [[bridge]]\nname = \"c\"\nflows = [\"actions=drop\"]\n",
+        )
+        .unwrap_or_else(|e| panic!("{}", e[0]));
+        let of = build_ofproto(&cfg, Path::new(".")).unwrap();
+        let dump = |b| of.dump_flows(b, None).unwrap();
+        assert!(
+            dump("a").contains("priority=0 actions=NORMAL"),
+            "{}",
+            dump("a")
+        );
+        assert!(!dump("b").contains("actions="), "{}", dump("b"));
+        let c = dump("c");
+        assert!(c.contains("actions=drop") && !c.contains("NORMAL"), "{c}");
+    }
 }
