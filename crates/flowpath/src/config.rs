@@ -275,6 +275,34 @@ fn find_line(text: &str, needle: &str) -> Option<usize> {
     text.find(needle).map(|o| line_of(text, o))
 }
 
+/// The lines (from 1) of port `name`'s `name = "..."` entry in a `[[bridge.port]]` table and
+/// of that table's `options`, for errors found after parsing.
+fn port_lines(text: &str, name: &str) -> (Option<usize>, Option<usize>) {
+    let want = format!("name=\"{name}\"");
+    let squeeze = |l: &str| l.split_whitespace().collect::<String>();
+    let mut in_port = false;
+    let mut found = None;
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if t.starts_with('[') {
+            if found.is_some() {
+                break;
+            }
+            in_port = t.starts_with("[[bridge.port]]");
+            continue;
+        }
+        if in_port && found.is_none() && squeeze(t) == want {
+            found = Some(i + 1);
+        } else if found.is_some() && t.starts_with("options") {
+            return (found, Some(i + 1));
+        }
+    }
+    (
+        found.or_else(|| find_line(text, &format!("\"{name}\""))),
+        None,
+    )
+}
+
 /// Parses and checks a configuration file's text. `base` is the directory relative paths are
 /// taken from.
 pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
@@ -385,7 +413,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
             }
         }
         for p in &b.port {
-            let at = find_line(text, &format!("\"{}\"", p.name));
+            let (at, options_at) = port_lines(text, &p.name);
             if !names.insert(p.name.clone()) {
                 errs.push(ConfigError {
                     line: at,
@@ -394,7 +422,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
             }
             if let Err(m) = check_port(p) {
                 errs.push(ConfigError {
-                    line: at,
+                    line: options_at.or(at),
                     message: format!("port '{}': {m}", p.name),
                 });
             }
@@ -654,7 +682,7 @@ options = { tx_pcap = "out.pcap" }
         };
         let e = err(&format!("{base}options = {{ key = \"flow\" }}\n"));
         assert!(
-            e.contains("line 8: port 'vx'") && e.contains("needs remote_ip"),
+            e.contains("line 10: port 'vx'") && e.contains("needs remote_ip"),
             "{e}"
         );
         let e = err(&format!(
@@ -693,5 +721,15 @@ options = { tx_pcap = "out.pcap" }
         assert_eq!(e[0].line, Some(6), "{}", e[0]);
         assert!(e[0].message.contains("unknown type 'warp'"));
         assert_eq!(e[1].line, Some(2), "{}", e[1]);
+        // A bad option is reported on its port's options line, even when the port's name
+        // appears before it (in a flow, as a bridge's name).
+        let e = parse(
+            "[[bridge]]\nname = \"p1\"\nflows = [\"in_port=p1 actions=drop\"]\n\
+             [[bridge.port]]\nname = \"x\"\ntype = \"sink\"\n\
+             [[bridge.port]]\nname = \"p1\"\ntype = \"afpacket\"\noptions = { n_rxq = 0 }\n",
+        )
+        .unwrap_err();
+        assert_eq!(e[0].line, Some(10), "{}", e[0]);
+        assert!(e[0].message.contains("port 'p1': n_rxq"), "{}", e[0]);
     }
 }

@@ -1135,8 +1135,6 @@ fn afpacket_interface_deleted_and_recreated() {
 }
 
 #[test]
-#[ignore = "afxdp ports do not notice their interface going away: no link_up (port/stats \
-            says link up), no error counted, no re-attach when it comes back"]
 fn afxdp_interface_deleted_and_recreated() {
     interface_deleted_and_recreated("afxdp_interface_deleted_and_recreated", "lx", Kind::AfXdp);
 }
@@ -1257,7 +1255,7 @@ fn bad_kernel_port_configuration_is_reported() {
         let (code, err) = check_config(&dir, kind, options);
         assert_eq!(code, Some(1), "{kind} {{ {options} }}: {err}");
         assert!(
-            err.contains("line 5: port 'p1': ") && err.contains(want),
+            err.contains("line 7: port 'p1': ") && err.contains(want),
             "{kind} {{ {options} }}: {err}"
         );
     }
