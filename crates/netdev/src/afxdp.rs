@@ -51,6 +51,20 @@
 //!   the attach retried; any other program is an error naming it (`ip link set dev IF xdp off`
 //!   removes it). Dropping the port detaches the program, then the sockets close when the last
 //!   queue using them is dropped.
+//! * **Interfaces that go away.** When the interface is deleted (a veth pair removed), its
+//!   sockets are unbound by the kernel and never work again: a new interface of the same name
+//!   has another index. The queues notice by themselves, at no cost to the packet path while
+//!   the link is fine: an rx queue reads the clock every 64 polls and, every ~100 ms, looks up
+//!   the interface's index by name (one `ioctl`); a tx queue sees `ENXIO` from its kick. The
+//!   first queue to notice releases the program's attachment (or, when an interface of that
+//!   name exists again, attaches the program to it, inside the namespace) and bumps the
+//!   port's generation, under a lock taken only on this slow path; each socket is then lost
+//!   (out of the map; one error counted on every queue that used it; nothing touches it any
+//!   more) and, once the interface is back, rebuilt by the first of its queues to see the new
+//!   generation (UMEM, rings, bind to the new index, map); the rx queue takes the new rx side
+//!   at its next check. While the interface is gone, queues look for it at most every
+//!   ~100 ms and tx drops what it is given. [`AfXdpPort::link_up`] says whether the interface
+//!   exists, is up, has carrier, and the program and every socket are on that instance.
 //! * **Namespaces.** With `netns=NAME` the interface lives in `/run/netns/NAME`: sockets, map,
 //!   program and attachment are all created on a short-lived thread inside that namespace
 //!   ([`crate::netns::run_in_opt`]); they keep working from any thread afterwards.
@@ -78,9 +92,10 @@
 //!   generic mode, GSO super-frames larger than a UMEM frame are dropped).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
@@ -230,7 +245,8 @@ pub struct AfXdpOptions {
     pub frame_size: u32,
     /// Entries of the rx and tx rings, a power of two (`ring_size=`, default 2048).
     pub ring_size: u32,
-    /// Network namespace the interface lives in (`netns=NAME` for `/run/netns/NAME`).
+    /// Network namespace the interface lives in (`netns=NAME` for `/run/netns/NAME`; empty
+    /// for the current one).
     pub netns: Option<String>,
 }
 
@@ -286,7 +302,7 @@ impl AfXdpOptions {
             "n_frames" => self.n_frames = num(value)?,
             "frame_size" => self.frame_size = num(value)?,
             "ring_size" => self.ring_size = num(value)?,
-            "netns" => self.netns = Some(value.to_owned()),
+            "netns" => self.netns = (!value.is_empty()).then(|| value.to_owned()),
             _ => {
                 return Err(format!(
                     "unknown afxdp option '{key}' (ifname, n_rxq, xdp_mode, zero_copy, \
@@ -1054,6 +1070,8 @@ enum Kick {
     Done,
     /// Descriptors are left for a later kick (`EAGAIN`, `EBUSY`, `ENOBUFS`, link down).
     Pending,
+    /// The socket is no longer bound (`ENXIO`): its interface went away.
+    Gone,
     /// Another error.
     Error,
 }
@@ -1070,6 +1088,8 @@ struct Sent {
     dropped: u64,
     errors: u64,
     pending: bool,
+    /// The socket's interface is gone (see [`Kick::Gone`]).
+    gone: bool,
 }
 
 impl TxSide {
@@ -1104,7 +1124,9 @@ impl TxSide {
                 // More left (copy mode's batch limit), or the completion ring is full, or
                 // the device was busy: take completions back and go on.
                 Some(libc::EAGAIN | libc::EBUSY) => self.reap(),
-                Some(libc::ENOBUFS | libc::ENETDOWN | libc::ENXIO) => return Kick::Pending,
+                Some(libc::ENOBUFS | libc::ENETDOWN) => return Kick::Pending,
+                // Unbound: the kernel unbinds a socket whose interface is unregistered.
+                Some(libc::ENXIO | libc::ENODEV) => return Kick::Gone,
                 _ => return Kick::Error,
             }
         }
@@ -1158,10 +1180,11 @@ impl TxSide {
             bytes += data.len() as u64;
         }
         self.tx.submit(n);
-        let (pending, error) = match self.kick() {
-            Kick::Done => (false, false),
-            Kick::Pending => (true, false),
-            Kick::Error => (true, true),
+        let (pending, error, gone) = match self.kick() {
+            Kick::Done => (false, false, false),
+            Kick::Pending => (true, false, false),
+            Kick::Error => (true, true, false),
+            Kick::Gone => (false, false, true),
         };
         Sent {
             packets: u64::from(n),
@@ -1169,25 +1192,66 @@ impl TxSide {
             dropped,
             errors: u64::from(error) + std::mem::take(&mut self.bad),
             pending,
+            gone,
         }
     }
 }
 
 struct AfXdpTxq {
-    side: Arc<Mutex<TxSide>>,
+    slot: Arc<Slot>,
+    shared: Arc<Shared>,
+    /// Held while this queue lives: tells the port which tx sides are in use.
+    _user: Arc<()>,
     stats: Arc<QueueStats>,
     pending: bool,
+    /// While the socket is gone: when to look for the interface again.
+    retry_at: Instant,
+}
+
+impl AfXdpTxq {
+    /// The socket is gone: at most every [`RECHECK`], re-attaches to the interface if it is
+    /// back and rebuilds the socket.
+    #[cold]
+    fn recover(&mut self) {
+        let now = Instant::now();
+        if now < self.retry_at {
+            return;
+        }
+        self.retry_at = now + RECHECK;
+        let (generation, ifindex, mode) = self.shared.refresh();
+        self.slot.sync(&self.shared, generation, ifindex, mode);
+    }
 }
 
 impl TxQueue for AfXdpTxq {
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         if !batch.is_empty() {
             // One lock per burst (uncontended unless the tx side is shared).
-            let s = self
-                .side
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .send(batch);
+            let mut st = lock(&self.slot.state);
+            if st.tx.is_none() {
+                drop(st);
+                self.recover();
+                st = lock(&self.slot.state);
+            }
+            let mut s = match st.tx.as_mut() {
+                Some(side) => side.send(batch),
+                None => Sent {
+                    packets: 0,
+                    bytes: 0,
+                    dropped: batch.len() as u64,
+                    errors: 0,
+                    pending: false,
+                    gone: false,
+                },
+            };
+            if s.gone {
+                // What was queued is lost with the socket; stop touching it.
+                st.lose(&self.shared.map, &self.slot);
+                self.retry_at = Instant::now();
+                s.dropped += s.packets;
+                (s.packets, s.bytes) = (0, 0);
+            }
+            drop(st);
             self.pending = s.pending;
             self.stats.add_tx(s.packets, s.bytes);
             if s.dropped > 0 {
@@ -1204,13 +1268,321 @@ impl TxQueue for AfXdpTxq {
 
     fn flush(&mut self) {
         if self.pending {
-            let mut s = self.side.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = lock(&self.slot.state);
+            let Some(s) = st.tx.as_mut() else {
+                self.pending = false;
+                return;
+            };
             s.reap();
-            self.pending = !matches!(s.kick(), Kick::Done);
+            let k = s.kick();
             let bad = std::mem::take(&mut s.bad);
+            self.pending = matches!(k, Kick::Pending | Kick::Error);
+            if matches!(k, Kick::Gone) {
+                st.lose(&self.shared.map, &self.slot);
+                self.retry_at = Instant::now();
+            }
             if bad > 0 {
                 self.stats.errors.fetch_add(bad, Ordering::Relaxed);
             }
+        }
+    }
+}
+
+// ---- interface loss and re-attachment ------------------------------------------------------
+
+/// How often an rx queue checks on its interface, and how often a queue whose socket is gone
+/// looks for the interface again.
+pub const RECHECK: Duration = Duration::from_millis(100);
+
+/// Polls of an rx queue between two clock reads.
+const POLLS_PER_CLOCK: u32 = 64;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The program's attachment to the current instance of the interface.
+struct AttachState {
+    attachment: Option<XdpAttachment>,
+    /// The interface instance the program is attached to; 0 while there is none.
+    ifindex: u32,
+    /// Bumped whenever `ifindex` changes: sockets of an older generation are bound to an
+    /// interface that is gone.
+    generation: u64,
+    mode: AttachMode,
+    /// The port was dropped: nothing is attached or rebuilt any more.
+    closed: bool,
+    /// After a failed attach: when the next one may be tried.
+    next_try: Instant,
+}
+
+/// What the port and its queues share.
+struct Shared {
+    // Declared first: dropped (detached) before the program and the map.
+    state: Mutex<AttachState>,
+    map: XskMap,
+    prog: XdpProgram,
+    ifname: String,
+    opts: AfXdpOptions,
+    /// A datagram socket in the interface's namespace, for ioctls by name.
+    ctl: OwnedFd,
+}
+
+impl Shared {
+    /// Index of the interface that bears the name now, in its namespace (one `ioctl`).
+    fn lookup(&self) -> Option<u32> {
+        crate::netns::ifindex(self.ctl.as_fd(), &self.ifname)
+            .ok()
+            .and_then(|i| u32::try_from(i).ok())
+            .filter(|&i| i > 0)
+    }
+
+    /// Brings the attachment in line with the interface (slow path, taken by a queue whose
+    /// socket failed or whose interface changed): when the instance the program is attached
+    /// to is gone, the attachment is released and the generation bumped; when an interface
+    /// of that name exists, the program is attached to it (inside the namespace, at most
+    /// every [`RECHECK`] while that fails) and the generation bumped. Returns the generation,
+    /// the interface index sockets are to be bound to (0: none) and the mode.
+    fn refresh(&self) -> (u64, u32, AttachMode) {
+        let mut st = lock(&self.state);
+        if st.closed {
+            return (st.generation, 0, st.mode);
+        }
+        let cur = self.lookup();
+        if cur == Some(st.ifindex) {
+            return (st.generation, st.ifindex, st.mode);
+        }
+        if st.ifindex != 0 {
+            // Released first: a new link cannot be made while the old one holds the program
+            // (and a netlink attachment is detached from the old index, which is gone).
+            st.attachment = None;
+            st.ifindex = 0;
+            st.generation += 1;
+            // The sockets of the old instance receive nothing any more.
+            for q in 0..self.opts.n_rxq as u32 {
+                let _ = self.map.remove(q);
+            }
+        }
+        let now = Instant::now();
+        if let Some(i) = cur
+            && now >= st.next_try
+        {
+            let xdp_mode = self.opts.xdp_mode;
+            let attached = crate::netns::run_in_opt(self.opts.netns.as_deref(), || {
+                Ok(attach_mode(&self.prog, i, &self.ifname, xdp_mode))
+            });
+            match attached {
+                Ok(Ok((a, mode))) => {
+                    st.attachment = Some(a);
+                    st.mode = mode;
+                    st.ifindex = i;
+                    st.generation += 1;
+                }
+                _ => st.next_try = now + RECHECK,
+            }
+        }
+        (st.generation, st.ifindex, st.mode)
+    }
+}
+
+/// One socket of the port (queue id `qid`), rebuilt when its interface comes back. Its tx
+/// side is locked once per burst by the tx queues using it; the rest only on the slow path.
+struct Slot {
+    qid: u32,
+    /// An rx queue's socket (with an rx ring, in the map); else a tx-only one.
+    rx: bool,
+    /// Held while the socket is (re)built, before `state`: one builder at a time.
+    build: Mutex<()>,
+    state: Mutex<SlotState>,
+}
+
+struct SlotState {
+    /// The attachment generation the socket is (to be) built for.
+    generation: u64,
+    /// Bumped whenever the socket is replaced or lost: the rx queue then drops its rx side
+    /// and takes the new one.
+    epoch: u64,
+    /// Where the socket is bound; 0 while there is none.
+    ifindex: u32,
+    xsk: Option<Arc<Xsk>>,
+    tx: Option<TxSide>,
+    /// The rx side of the socket, until the rx queue takes it.
+    rx: Option<RxSide>,
+    /// Whether the last socket got zero-copy.
+    zero_copy: bool,
+    /// Counters of the queues using the socket: each counts an error when it is lost.
+    users: Vec<Arc<QueueStats>>,
+    /// Kernel counters of the sockets closed so far.
+    retired: XdpStatistics,
+}
+
+impl SlotState {
+    fn new(generation: u64) -> SlotState {
+        SlotState {
+            generation,
+            epoch: 0,
+            ifindex: 0,
+            xsk: None,
+            tx: None,
+            rx: None,
+            zero_copy: false,
+            users: Vec::new(),
+            retired: XdpStatistics::default(),
+        }
+    }
+
+    fn install(&mut self, ifindex: u32, (xsk, rx, tx): (Arc<Xsk>, Option<RxSide>, TxSide)) {
+        self.zero_copy = xsk.zero_copy;
+        self.xsk = Some(xsk);
+        self.tx = Some(tx);
+        self.rx = rx;
+        self.ifindex = ifindex;
+        self.epoch += 1;
+    }
+
+    /// The socket's interface is gone: takes it out of the map, keeps its kernel counters,
+    /// lets go of it (it closes when the rx queue drops its rx side too) and counts an error
+    /// on every queue that used it. Nothing when there is no socket.
+    fn lose(&mut self, map: &XskMap, slot: &Slot) {
+        let Some(xsk) = self.xsk.take() else {
+            return;
+        };
+        if slot.rx {
+            let _ = map.remove(slot.qid);
+        }
+        if let Some(k) = xsk.stats() {
+            let r = &mut self.retired;
+            r.rx_dropped += k.rx_dropped;
+            r.rx_invalid_descs += k.rx_invalid_descs;
+            r.tx_invalid_descs += k.tx_invalid_descs;
+            r.rx_ring_full += k.rx_ring_full;
+            r.rx_fill_ring_empty_descs += k.rx_fill_ring_empty_descs;
+            r.tx_ring_empty_descs += k.tx_ring_empty_descs;
+        }
+        self.tx = None;
+        self.rx = None;
+        self.ifindex = 0;
+        self.epoch += 1;
+        for u in &self.users {
+            u.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Slot {
+    /// Creates and binds this slot's socket on `ifindex` (inside the namespace) and, for an
+    /// rx socket, puts it in the map.
+    fn make(
+        &self,
+        shared: &Shared,
+        ifindex: u32,
+        mode: AttachMode,
+    ) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fail> {
+        let o = &shared.opts;
+        let half = o.n_frames / 2;
+        let cfg = XskConfig {
+            ifindex,
+            qid: self.qid,
+            rx_frames: if self.rx { half } else { 0 },
+            tx_frames: if self.rx { o.n_frames - half } else { half },
+            frame_size: o.frame_size,
+            ring_size: o.ring_size,
+            rx: self.rx,
+            zero_copy: false,
+        };
+        let zc = if self.rx { o.zero_copy } else { ZeroCopy::Off };
+        let made =
+            crate::netns::run_in_opt(o.netns.as_deref(), || Ok(create_xsk_in_mode(cfg, zc, mode)))
+                .map_err(|e| Fail::io("network namespace", &e))??;
+        if self.rx {
+            shared
+                .map
+                .set(made.0.qid, made.0.fd.as_raw_fd())
+                .map_err(|e| Fail::bpf(&e, ""))?;
+        }
+        Ok(made)
+    }
+
+    /// Brings the socket to generation `generation` (from [`Shared::refresh`]): a socket of an older
+    /// generation is lost; with an interface (`ifindex` not 0) and no socket, a new one is
+    /// built. A failed build is tried again at the next call.
+    fn sync(&self, shared: &Shared, generation: u64, ifindex: u32, mode: AttachMode) {
+        let _build = lock(&self.build);
+        {
+            let mut st = lock(&self.state);
+            if generation < st.generation {
+                // A view older than another queue's: that queue has done the work.
+                return;
+            }
+            if generation > st.generation {
+                st.lose(&shared.map, self);
+                st.generation = generation;
+            }
+            if st.xsk.is_some() || ifindex == 0 {
+                return;
+            }
+        }
+        // Built without the state lock, so that the tx queues are not held up meanwhile
+        // (they find no tx side and drop); `build` keeps other builders out.
+        if let Ok(made) = self.make(shared, ifindex, mode) {
+            lock(&self.state).install(ifindex, made);
+        }
+    }
+}
+
+/// An rx queue: the rx side of its slot's socket, checked on every ~100 ms.
+struct AfXdpRxq {
+    side: Option<RxSide>,
+    slot: Arc<Slot>,
+    shared: Arc<Shared>,
+    in_port: u32,
+    stats: Arc<QueueStats>,
+    /// The slot's epoch `side` belongs to.
+    epoch: u64,
+    /// Where `side`'s socket is bound; 0 without one.
+    ifindex: u32,
+    polls: u32,
+    next_check: Instant,
+}
+
+impl AfXdpRxq {
+    /// Every ~100 ms: checks that the interface bearing the name is still the one the socket
+    /// is bound to (one `ioctl`); if not (or with no socket), re-attaches and rebuilds the
+    /// socket when the interface is back. Then takes the slot's new rx side, if any (the
+    /// socket may also have been rebuilt by a tx queue).
+    #[cold]
+    fn housekeep(&mut self) {
+        let now = Instant::now();
+        if now < self.next_check {
+            return;
+        }
+        self.next_check = now + RECHECK;
+        if self.side.is_none() || self.shared.lookup() != Some(self.ifindex) {
+            let (generation, ifindex, mode) = self.shared.refresh();
+            self.slot.sync(&self.shared, generation, ifindex, mode);
+        }
+        let mut st = lock(&self.slot.state);
+        if st.epoch != self.epoch {
+            self.epoch = st.epoch;
+            self.side = st.rx.take().map(|mut s| {
+                s.in_port = self.in_port;
+                s.stats = self.stats.clone();
+                s
+            });
+            self.ifindex = if self.side.is_some() { st.ifindex } else { 0 };
+        }
+    }
+}
+
+impl RxQueue for AfXdpRxq {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls.is_multiple_of(POLLS_PER_CLOCK) {
+            self.housekeep();
+        }
+        match &mut self.side {
+            Some(s) => s.recv(pool, batch),
+            None => 0,
         }
     }
 }
@@ -1230,26 +1602,16 @@ pub struct QueueMode {
     pub rx: bool,
 }
 
-struct TxSlot {
-    side: Arc<Mutex<TxSide>>,
-    xsk: Arc<Xsk>,
-}
-
 /// A port on a kernel interface through AF_XDP sockets.
 pub struct AfXdpPort {
-    // Declared first: dropped (detached) before everything else.
-    attachment: Option<XdpAttachment>,
-    map: XskMap,
-    _prog: XdpProgram,
+    shared: Arc<Shared>,
     name: String,
-    ifname: String,
-    ifindex: u32,
-    opts: AfXdpOptions,
-    mode: AttachMode,
-    rxqs: Vec<Option<RxSide>>,
+    /// The rx queues' sockets (queue ids `0..n_rxq`), then the tx-only ones.
+    slots: Vec<Arc<Slot>>,
+    /// Per slot: a token each tx queue on it holds (the count says how many use it).
+    tx_users: Vec<Arc<()>>,
+    rx_taken: Vec<bool>,
     rx_stats: Vec<Arc<QueueStats>>,
-    rx_xsks: Vec<Arc<Xsk>>,
-    tx_slots: Vec<TxSlot>,
     tx_stats: Vec<Arc<QueueStats>>,
     n_txq: usize,
     /// Whether a tx-only socket on the next queue id may still be possible.
@@ -1264,6 +1626,7 @@ struct Opened {
     ifindex: u32,
     mode: AttachMode,
     rx: Vec<(Arc<Xsk>, RxSide, TxSide)>,
+    ctl: OwnedFd,
 }
 
 fn mode_name(m: AttachMode) -> &'static str {
@@ -1326,7 +1689,93 @@ fn attach_replacing(
     }
 }
 
+/// Attaches `prog` to `ifindex` as `xdp_mode` asks (`best`: native, else generic); returns the
+/// attachment and the mode it got.
+fn attach_mode(
+    prog: &XdpProgram,
+    ifindex: u32,
+    ifname: &str,
+    xdp_mode: XdpMode,
+) -> Result<(XdpAttachment, AttachMode), Fail> {
+    let enospc = |mut f: Fail| {
+        if f.errno == Some(libc::ENOSPC) {
+            f.msg.push_str(
+                " (veth: native XDP needs at least as many rx queues on this end as the peer \
+                 has tx queues; see `ethtool -l`, `ethtool -L IF rx N`)",
+            );
+        }
+        f
+    };
+    let attach = |mode| attach_replacing(prog, ifindex, ifname, mode).map_err(enospc);
+    let in_mode = |mode, hint: &str, f: Fail| Fail {
+        msg: format!(
+            "cannot attach XDP in {} mode to {ifname}: {}{hint}",
+            mode_name(mode),
+            f.msg
+        ),
+        ..f
+    };
+    Ok(match xdp_mode {
+        XdpMode::Native => (
+            attach(AttachMode::Native)
+                .map_err(|f| in_mode(AttachMode::Native, FALLBACK_HINT, f))?,
+            AttachMode::Native,
+        ),
+        XdpMode::Generic => (
+            attach(AttachMode::Generic)
+                .map_err(|f| in_mode(AttachMode::Generic, AFPACKET_HINT, f))?,
+            AttachMode::Generic,
+        ),
+        XdpMode::Best => match attach(AttachMode::Native) {
+            Ok(a) => (a, AttachMode::Native),
+            Err(native) => match attach(AttachMode::Generic) {
+                Ok(a) => (a, AttachMode::Generic),
+                Err(f) => {
+                    return Err(Fail {
+                        msg: format!(
+                            "cannot attach XDP to {ifname}: native mode: {}; generic mode: \
+                             {}{AFPACKET_HINT}",
+                            native.msg, f.msg
+                        ),
+                        ..f
+                    });
+                }
+            },
+        },
+    })
+}
+
+/// [`create_xsk`] with zero-copy as `zero_copy` asks, the program running in `mode`: `auto`
+/// tries zero-copy in native mode and falls back to copy.
+fn create_xsk_in_mode(
+    mut cfg: XskConfig,
+    zero_copy: ZeroCopy,
+    mode: AttachMode,
+) -> Result<(Arc<Xsk>, Option<RxSide>, TxSide), Fail> {
+    let try_zc = match zero_copy {
+        ZeroCopy::On => true,
+        ZeroCopy::Auto => mode == AttachMode::Native,
+        ZeroCopy::Off => false,
+    };
+    if !try_zc {
+        cfg.zero_copy = false;
+        return create_xsk(&cfg);
+    }
+    cfg.zero_copy = true;
+    match create_xsk(&cfg) {
+        Ok(x) => Ok(x),
+        Err(f) if zero_copy == ZeroCopy::On => Err(f),
+        Err(_) => {
+            // A fresh socket: a failed bind leaves the old one unusable.
+            cfg.zero_copy = false;
+            create_xsk(&cfg)
+        }
+    }
+}
+
 fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
+    let ctl = crate::netns::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
+        .map_err(|e| Fail::io("control socket", &e))?;
     let ifindex = bpf::ifindex(ifname).map_err(|e| {
         Fail::io(
             match &o.netns {
@@ -1352,58 +1801,14 @@ fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
         f.unsupported |= e.errno() == Some(libc::EPERM);
         f
     })?;
-    let enospc = |mut f: Fail| {
-        if f.errno == Some(libc::ENOSPC) {
-            f.msg.push_str(
-                " (veth: native XDP needs at least as many rx queues on this end as the peer \
-                 has tx queues; see `ethtool -l`, `ethtool -L IF rx N`)",
-            );
-        }
-        f
-    };
     // Declared before the attachment so that, on an error below (a queue that cannot bind),
     // the program is detached before the sockets already bound close, as `AfXdpPort::drop`
     // does; then the program and the map go. Everything made here is owned by a local.
     let mut rx = Vec::with_capacity(o.n_rxq);
-    let attach = |mode| attach_replacing(&prog, ifindex, ifname, mode).map_err(enospc);
-    let in_mode = |mode, hint: &str, f: Fail| Fail {
-        msg: format!(
-            "cannot attach XDP in {} mode to {ifname}: {}{hint}",
-            mode_name(mode),
-            f.msg
-        ),
-        ..f
-    };
-    let (attachment, mode) = match o.xdp_mode {
-        XdpMode::Native => (
-            attach(AttachMode::Native)
-                .map_err(|f| in_mode(AttachMode::Native, FALLBACK_HINT, f))?,
-            AttachMode::Native,
-        ),
-        XdpMode::Generic => (
-            attach(AttachMode::Generic)
-                .map_err(|f| in_mode(AttachMode::Generic, AFPACKET_HINT, f))?,
-            AttachMode::Generic,
-        ),
-        XdpMode::Best => match attach(AttachMode::Native) {
-            Ok(a) => (a, AttachMode::Native),
-            Err(native) => match attach(AttachMode::Generic) {
-                Ok(a) => (a, AttachMode::Generic),
-                Err(f) => {
-                    return Err(Fail {
-                        msg: format!(
-                            "cannot attach XDP to {ifname}: native mode: {}; generic mode:                              {}{AFPACKET_HINT}",
-                            native.msg, f.msg
-                        ),
-                        ..f
-                    });
-                }
-            },
-        },
-    };
+    let (attachment, mode) = attach_mode(&prog, ifindex, ifname, o.xdp_mode)?;
     let half = o.n_frames / 2;
     for q in 0..o.n_rxq as u32 {
-        let mut cfg = XskConfig {
+        let cfg = XskConfig {
             ifindex,
             qid: q,
             rx_frames: half,
@@ -1413,26 +1818,7 @@ fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
             rx: true,
             zero_copy: false,
         };
-        let try_zc = match o.zero_copy {
-            ZeroCopy::On => true,
-            ZeroCopy::Auto => mode == AttachMode::Native,
-            ZeroCopy::Off => false,
-        };
-        let made = if try_zc {
-            cfg.zero_copy = true;
-            match create_xsk(&cfg) {
-                Ok(x) => Ok(x),
-                Err(f) if o.zero_copy == ZeroCopy::On => Err(f),
-                Err(_) => {
-                    // A fresh socket: a failed bind leaves the old one unusable.
-                    cfg.zero_copy = false;
-                    create_xsk(&cfg)
-                }
-            }
-        } else {
-            create_xsk(&cfg)
-        };
-        let (xsk, rxs, txs) = made?;
+        let (xsk, rxs, txs) = create_xsk_in_mode(cfg, o.zero_copy, mode)?;
         map.set(q, xsk.fd.as_raw_fd())
             .map_err(|e| Fail::bpf(&e, ""))?;
         let rxs = rxs.ok_or_else(|| Fail::msg("internal: rx socket without rx ring"))?;
@@ -1445,6 +1831,7 @@ fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
         ifindex,
         mode,
         rx,
+        ctl,
     })
 }
 
@@ -1464,69 +1851,122 @@ impl AfXdpPort {
             crate::netns::run_in_opt(opts.netns.as_deref(), || Ok(open_in_ns(&ifname, opts)))
                 .map_err(|e| err(Fail::io("network namespace", &e)))?
                 .map_err(err)?;
-        let mut port = AfXdpPort {
-            attachment: Some(opened.attachment),
-            map: opened.map,
-            _prog: opened.prog,
-            name: name.to_owned(),
+        let Opened {
+            attachment,
+            map,
+            prog,
+            ifindex,
+            mode,
+            rx,
+            ctl,
+        } = opened;
+        let generation = 1;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(AttachState {
+                attachment: Some(attachment),
+                ifindex,
+                generation,
+                mode,
+                closed: false,
+                next_try: Instant::now(),
+            }),
+            map,
+            prog,
             ifname,
-            ifindex: opened.ifindex,
             opts: opts.clone(),
-            mode: opened.mode,
-            rxqs: Vec::new(),
+            ctl,
+        });
+        let mut port = AfXdpPort {
+            shared,
+            name: name.to_owned(),
+            slots: Vec::new(),
+            tx_users: Vec::new(),
+            rx_taken: Vec::new(),
             rx_stats: Vec::new(),
-            rx_xsks: Vec::new(),
-            tx_slots: Vec::new(),
             tx_stats: Vec::new(),
             n_txq: 0,
             extra_ok: true,
         };
-        for (xsk, rxs, txs) in opened.rx {
-            port.rx_stats.push(rxs.stats.clone());
-            port.rxqs.push(Some(rxs));
-            port.rx_xsks.push(xsk.clone());
-            port.tx_slots.push(TxSlot {
-                side: Arc::new(Mutex::new(txs)),
-                xsk,
-            });
+        for (xsk, rxs, txs) in rx {
+            let stats = QueueStats::shared();
+            let mut st = SlotState::new(generation);
+            st.users.push(stats.clone());
+            let qid = xsk.qid;
+            st.install(ifindex, (xsk, Some(rxs), txs));
+            port.slots.push(Arc::new(Slot {
+                qid,
+                rx: true,
+                build: Mutex::new(()),
+                state: Mutex::new(st),
+            }));
+            port.tx_users.push(Arc::new(()));
+            port.rx_taken.push(false);
+            port.rx_stats.push(stats);
         }
         Ok(port)
     }
 
     /// Mode of each socket: the rx queues' in queue order, then any tx-only ones.
     pub fn queue_modes(&self) -> Vec<QueueMode> {
-        self.tx_slots
+        let xdp_mode = self.xdp_mode();
+        self.slots
             .iter()
-            .enumerate()
-            .map(|(i, s)| QueueMode {
-                queue_id: s.xsk.qid,
-                xdp_mode: self.mode,
-                zero_copy: s.xsk.zero_copy,
-                rx: i < self.rx_xsks.len(),
+            .map(|s| QueueMode {
+                queue_id: s.qid,
+                xdp_mode,
+                zero_copy: lock(&s.state).zero_copy,
+                rx: s.rx,
             })
             .collect()
     }
 
     /// Where the program runs.
     pub fn xdp_mode(&self) -> AttachMode {
-        self.mode
+        lock(&self.shared.state).mode
     }
 
     /// Whether the program is attached through a BPF link (else netlink).
     pub fn attached_with_link(&self) -> bool {
-        self.attachment.as_ref().is_some_and(XdpAttachment::is_link)
+        lock(&self.shared.state)
+            .attachment
+            .as_ref()
+            .is_some_and(XdpAttachment::is_link)
     }
 
-    /// The interface's name and index (in its namespace).
+    /// The interface's name and the index of the instance the program is attached to (in
+    /// its namespace; 0 while the interface is gone).
     pub fn interface(&self) -> (&str, u32) {
-        (&self.ifname, self.ifindex)
+        (&self.shared.ifname, lock(&self.shared.state).ifindex)
     }
 
-    /// The kernel's counters of each socket, in [`AfXdpPort::queue_modes`] order.
+    /// Whether the interface exists (by name, in its namespace), is up and has carrier, and
+    /// the program and every socket of the port are on that instance of it.
+    pub fn link_up(&self) -> bool {
+        let sh = &self.shared;
+        let Some(i) = sh.lookup() else {
+            return false;
+        };
+        if !crate::netns::is_running(sh.ctl.as_fd(), &sh.ifname) {
+            return false;
+        }
+        {
+            let st = lock(&sh.state);
+            if st.ifindex != i || st.attachment.is_none() {
+                return false;
+            }
+        }
+        self.slots.iter().all(|s| lock(&s.state).ifindex == i)
+    }
+
+    /// The kernel's counters of each socket, in [`AfXdpPort::queue_modes`] order (zero for a
+    /// socket lost with its interface and not rebuilt yet).
     pub fn kernel_stats(&self) -> Vec<XdpStatistics> {
-        self.tx_slots
+        self.slots
             .iter()
-            .map(|s| s.xsk.stats().unwrap_or_default())
+            .map(|s| {
+                let xsk = lock(&s.state).xsk.clone();
+                xsk.and_then(|x| x.stats()).unwrap_or_default()
+            })
             .collect()
     }
 
@@ -1535,28 +1975,28 @@ impl AfXdpPort {
         if !self.extra_ok {
             return None;
         }
-        let qid = self.tx_slots.len() as u32;
-        let o = &self.opts;
-        let cfg = XskConfig {
-            ifindex: self.ifindex,
-            qid,
-            rx_frames: 0,
-            tx_frames: o.n_frames / 2,
-            frame_size: o.frame_size,
-            ring_size: o.ring_size,
-            rx: false,
-            zero_copy: false,
+        let (generation, ifindex, mode) = {
+            let st = lock(&self.shared.state);
+            (st.generation, st.ifindex, st.mode)
         };
-        let made = crate::netns::run_in_opt(o.netns.as_deref(), || Ok(create_xsk(&cfg).ok()));
-        match made {
-            Ok(Some((xsk, _, txs))) => {
-                self.tx_slots.push(TxSlot {
-                    side: Arc::new(Mutex::new(txs)),
-                    xsk,
-                });
-                Some(self.tx_slots.len() - 1)
+        if ifindex == 0 {
+            // The interface is gone: share a tx side for now.
+            return None;
+        }
+        let slot = Slot {
+            qid: self.slots.len() as u32,
+            rx: false,
+            build: Mutex::new(()),
+            state: Mutex::new(SlotState::new(generation)),
+        };
+        match slot.make(&self.shared, ifindex, mode) {
+            Ok(made) => {
+                lock(&slot.state).install(ifindex, made);
+                self.slots.push(Arc::new(slot));
+                self.tx_users.push(Arc::new(()));
+                Some(self.slots.len() - 1)
             }
-            _ => {
+            Err(_) => {
                 self.extra_ok = false;
                 None
             }
@@ -1566,10 +2006,15 @@ impl AfXdpPort {
 
 impl Drop for AfXdpPort {
     fn drop(&mut self) {
-        // Detach first, so that nothing is redirected to sockets about to close.
-        drop(self.attachment.take());
-        for x in &self.rx_xsks {
-            let _ = self.map.remove(x.qid);
+        // Detach first, so that nothing is redirected to sockets about to close; the queues
+        // that live on do not re-attach.
+        {
+            let mut st = lock(&self.shared.state);
+            st.closed = true;
+            drop(st.attachment.take());
+        }
+        for s in self.slots.iter().filter(|s| s.rx) {
+            let _ = self.shared.map.remove(s.qid);
         }
     }
 }
@@ -1585,10 +2030,11 @@ impl Port for AfXdpPort {
 
     fn options(&self) -> String {
         let d = AfXdpOptions::default();
-        let o = &self.opts;
+        let o = &self.shared.opts;
+        let ifname = &self.shared.ifname;
         let mut parts = Vec::new();
-        if self.ifname != self.name {
-            parts.push(format!("ifname={}", self.ifname));
+        if *ifname != self.name {
+            parts.push(format!("ifname={ifname}"));
         }
         if let Some(ns) = &o.netns {
             parts.push(format!("netns={ns}"));
@@ -1605,12 +2051,14 @@ impl Port for AfXdpPort {
         if o.ring_size != d.ring_size {
             parts.push(format!("ring_size={}", o.ring_size));
         }
-        parts.push(format!("xdp_mode={}", mode_name(self.mode)));
-        let zc = self.rx_xsks.iter().filter(|x| x.zero_copy).count();
+        parts.push(format!("xdp_mode={}", mode_name(self.xdp_mode())));
+        let rx_slots = self.slots.iter().filter(|s| s.rx);
+        let n = rx_slots.clone().count();
+        let zc = rx_slots.filter(|s| lock(&s.state).zero_copy).count();
         parts.push(
             if zc == 0 {
                 "copy"
-            } else if zc == self.rx_xsks.len() {
+            } else if zc == n {
                 "zero-copy"
             } else {
                 "zero-copy/copy"
@@ -1621,13 +2069,35 @@ impl Port for AfXdpPort {
     }
 
     fn n_rxq(&self) -> usize {
-        self.rxqs.len()
+        self.rx_taken.len()
     }
 
     fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
-        let mut rx = self.rxqs.get_mut(q)?.take()?;
-        rx.in_port = in_port;
-        Some(Box::new(rx))
+        if std::mem::replace(self.rx_taken.get_mut(q)?, true) {
+            return None;
+        }
+        let slot = self.slots[q].clone();
+        let stats = self.rx_stats[q].clone();
+        let (side, epoch, ifindex) = {
+            let mut st = lock(&slot.state);
+            (st.rx.take(), st.epoch, st.ifindex)
+        };
+        let side = side.map(|mut s| {
+            s.in_port = in_port;
+            s.stats = stats.clone();
+            s
+        });
+        Some(Box::new(AfXdpRxq {
+            ifindex: if side.is_some() { ifindex } else { 0 },
+            side,
+            slot,
+            shared: self.shared.clone(),
+            in_port,
+            stats,
+            epoch,
+            polls: 0,
+            next_check: Instant::now() + RECHECK,
+        }))
     }
 
     fn open_txq(&mut self) -> Box<dyn TxQueue> {
@@ -1635,36 +2105,49 @@ impl Port for AfXdpPort {
         self.n_txq += 1;
         // A tx side nobody uses yet (rx sockets' first, then tx-only ones opened earlier),
         // else a new tx-only socket, else the least used one.
-        let unused = self
-            .tx_slots
-            .iter()
-            .position(|s| Arc::strong_count(&s.side) == 1);
+        let unused = self.tx_users.iter().position(|u| Arc::strong_count(u) == 1);
         let slot = unused.or_else(|| self.extra_tx_slot()).unwrap_or_else(|| {
-            (0..self.tx_slots.len())
-                .min_by_key(|&i| (Arc::strong_count(&self.tx_slots[i].side), i))
-                .unwrap_or(k % self.tx_slots.len().max(1))
+            (0..self.slots.len())
+                .min_by_key(|&i| (Arc::strong_count(&self.tx_users[i]), i))
+                .unwrap_or(k % self.slots.len().max(1))
         });
         let stats = QueueStats::shared();
         self.tx_stats.push(stats.clone());
+        lock(&self.slots[slot].state).users.push(stats.clone());
         Box::new(AfXdpTxq {
-            side: self.tx_slots[slot].side.clone(),
+            slot: self.slots[slot].clone(),
+            shared: self.shared.clone(),
+            _user: self.tx_users[slot].clone(),
             stats,
             pending: false,
+            retry_at: Instant::now(),
         })
     }
 
     fn counters(&self) -> PortCounters {
-        let mut c = PortCounters::default();
-        for s in self.rx_stats.iter().chain(&self.tx_stats) {
-            c += s.snapshot();
-        }
-        // Drops the kernel counted on the sockets: rx ring full, no fill frame, bad
-        // descriptors.
-        for k in self.kernel_stats() {
-            c.rx_dropped += k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs;
-            c.tx_dropped += k.tx_invalid_descs;
+        let mut c = datapath::port::sum_queues(&self.rx_stats, &self.tx_stats);
+        // Drops the kernel counted on the sockets (the live ones and those lost with their
+        // interface): rx ring full, no fill frame, bad descriptors.
+        for s in &self.slots {
+            let (xsk, retired) = {
+                let st = lock(&s.state);
+                (st.xsk.clone(), st.retired)
+            };
+            let live = xsk.and_then(|x| x.stats()).unwrap_or_default();
+            for k in [live, retired] {
+                c.rx_dropped += k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs;
+                c.tx_dropped += k.tx_invalid_descs;
+            }
         }
         c
+    }
+
+    fn queue_counters(&self) -> Vec<(String, PortCounters)> {
+        datapath::port::queue_rows(&self.rx_stats, &self.tx_stats)
+    }
+
+    fn link_up(&self) -> bool {
+        AfXdpPort::link_up(self)
     }
 }
 
@@ -1713,6 +2196,15 @@ mod tests {
             qid: 0,
             zero_copy: false,
         })
+    }
+
+    #[test]
+    fn empty_netns_means_none() {
+        let mut o = AfXdpOptions::default();
+        o.set("netns", "ns1").unwrap();
+        assert_eq!(o.netns.as_deref(), Some("ns1"));
+        o.set("netns", "").unwrap();
+        assert_eq!(o.netns, None);
     }
 
     #[test]

@@ -516,6 +516,19 @@ fn ns_to_port(
 
 /// Frames from the port's tx queues (one thread each) to the namespace, byte for byte.
 fn port_to_ns(env: &mut Env, ns: &str, peer: &str, txqs: Vec<Box<dyn TxQueue>>, n: usize, tag: u8) {
+    let mut txqs = txqs;
+    port_to_ns_with(env, ns, peer, &mut txqs, n, tag);
+}
+
+/// [`port_to_ns`] with tx queues the caller keeps.
+fn port_to_ns_with(
+    env: &mut Env,
+    ns: &str,
+    peer: &str,
+    txqs: &mut [Box<dyn TxQueue>],
+    n: usize,
+    tag: u8,
+) {
     let fs = frames(n, tag);
     let path = env.file(&format!("rx{tag}"));
     let r = env.py(
@@ -525,7 +538,7 @@ fn port_to_ns(env: &mut Env, ns: &str, peer: &str, txqs: Vec<Box<dyn TxQueue>>, 
     assert_eq!(env.line(r), "ready");
     let k = txqs.len();
     std::thread::scope(|s| {
-        for (j, mut tx) in txqs.into_iter().enumerate() {
+        for (j, tx) in txqs.iter_mut().enumerate() {
             let share: Vec<Vec<u8>> = fs.iter().skip(j).step_by(k).cloned().collect();
             s.spawn(move || send_frames(tx.as_mut(), &share));
         }
@@ -957,4 +970,151 @@ fn forwarding_between_namespaces() {
     drop(pa);
     drop(pb);
     assert!(!xdp_attached(Some(&nss), &asw));
+}
+
+/// The errors column of row `row` (`rx0`, `tx1`) of the port's per-queue counters.
+fn queue_errors(port: &AfXdpPort, row: &str) -> u64 {
+    port.queue_counters()
+        .into_iter()
+        .find(|(r, _)| r == row)
+        .unwrap_or_else(|| panic!("no row {row} in {:?}", port.queue_counters()))
+        .1
+        .errors
+}
+
+/// The veth pair under an open port (in a namespace, `netns=`) is deleted while its queues
+/// are out with their "PMDs": the port says its link is down and every queue counts one error
+/// (not one per poll); the pair comes back with the same names (a new index): the port
+/// re-attaches by itself (program, sockets, map) within a few polls and frames flow both ways
+/// again, on the rx socket's tx side and on a tx-only socket alike. Twice.
+#[test]
+fn interface_deleted_and_recreated() {
+    let test = "interface_deleted_and_recreated";
+    if !supported(test) {
+        return;
+    }
+    let mut env = Env::new(test);
+    let (nss, nsp) = (Env::name("fxn", "ds"), Env::name("fxn", "dp"));
+    env.add_netns(&nss);
+    env.add_netns(&nsp);
+    let (sw, peer) = (Env::name("fx", "dS"), Env::name("fx", "dP"));
+    // Two queues: one rx queue, and a tx-only socket on queue 1 for the second tx queue.
+    env.add_veth(&sw, Some(&nss), &peer, &nsp, 2);
+    let o = AfXdpOptions {
+        ifname: Some(sw.clone()),
+        netns: Some(nss.clone()),
+        ..Default::default()
+    };
+    let Some(mut port) = open(test, "pd", &o) else {
+        return;
+    };
+    let mut rxqs = vec![port.take_rxq(0, 1).unwrap()];
+    let mut txqs = vec![port.open_txq(), port.open_txq()];
+    let qm = port.queue_modes();
+    assert!(qm.len() == 2 && qm[0].rx && !qm[1].rx, "{qm:?}");
+    assert!(port.link_up());
+    ns_to_port(&mut env, &nsp, &peer, &mut rxqs, 200, 0x80, &[0]);
+    port_to_ns_with(&mut env, &nsp, &peer, &mut txqs, 200, 0x81);
+    let first_index = port.interface().1;
+
+    let mut pool = Pool::new(256, 64);
+    let mut batch = Batch::new();
+    // What a PMD does for a while: polls, and sends a few frames on each tx queue.
+    let mut pmd = |rxqs: &mut [Box<dyn RxQueue>], txqs: &mut [Box<dyn TxQueue>], d: Duration| {
+        let end = Instant::now() + d;
+        let junk = frames(4, 0x7e);
+        while Instant::now() < end {
+            for rx in rxqs.iter_mut() {
+                rx.recv(&mut pool, &mut batch);
+                pool.free_batch(&mut batch);
+            }
+            for tx in txqs.iter_mut() {
+                for f in &junk {
+                    batch.push(pool.packet_from(f, 0));
+                }
+                tx.send(&mut batch, &mut pool);
+                tx.flush();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+
+    for round in 1..=2u64 {
+        must(&["ip", "-n", &nsp, "link", "del", &peer]);
+        assert!(
+            !port.link_up(),
+            "round {round}: link down once the pair is gone"
+        );
+        // An error on every queue within a few checks, and only one however long it polls.
+        pmd(&mut rxqs, &mut txqs, Duration::from_millis(600));
+        for row in ["rx0", "tx0", "tx1"] {
+            assert_eq!(
+                queue_errors(&port, row),
+                round,
+                "round {round}: {row}: {:?}",
+                port.queue_counters()
+            );
+        }
+        assert!(!port.link_up());
+        assert_eq!(
+            port.interface().1,
+            0,
+            "nothing attached while the interface is gone"
+        );
+
+        // The pair again, same names: a new index.
+        env.add_veth(&sw, Some(&nss), &peer, &nsp, 2);
+        let t = Instant::now();
+        while !port.link_up() && t.elapsed() < Duration::from_secs(3) {
+            pmd(&mut rxqs, &mut txqs, Duration::from_millis(10));
+        }
+        let took = t.elapsed();
+        eprintln!("{test}: round {round}: link up again after {took:?}");
+        assert!(
+            port.link_up(),
+            "round {round}: not re-attached 3 s after the pair came back"
+        );
+        let (_, index) = port.interface();
+        assert!(
+            index != 0 && index != first_index,
+            "a new interface index: {index}"
+        );
+        assert!(
+            xdp_attached(Some(&nss), &sw),
+            "the program is on the new interface"
+        );
+        assert!(port.attached_with_link());
+        ns_to_port(
+            &mut env,
+            &nsp,
+            &peer,
+            &mut rxqs,
+            200,
+            0x82 + round as u8 * 2,
+            &[0],
+        );
+        port_to_ns_with(
+            &mut env,
+            &nsp,
+            &peer,
+            &mut txqs,
+            200,
+            0x83 + round as u8 * 2,
+        );
+        for row in ["rx0", "tx0", "tx1"] {
+            assert_eq!(
+                queue_errors(&port, row),
+                round,
+                "{:?}",
+                port.queue_counters()
+            );
+        }
+    }
+    drop(port);
+    assert!(
+        !xdp_attached(Some(&nss), &sw),
+        "the program is detached on drop"
+    );
+    drop(rxqs);
+    drop(txqs);
 }
