@@ -8,6 +8,7 @@ pub mod dpcls;
 pub mod dpif;
 pub mod emc;
 pub mod flow_table;
+pub mod gso;
 pub mod packet;
 pub mod pmd;
 pub mod port;

@@ -17,6 +17,15 @@
 //! ```text
 //! buffer: | tunnel metadata (320) | headroom (128, shrinks on push) | frame | tailroom |
 //! ```
+//!
+//! # Size classes and TCP super-frames
+//! A pool has two size classes: [`BUF_SIZE`] buffers for frames up to [`BUF_ROOM`] bytes (every
+//! ordinary frame), and [`LARGE_BUF_SIZE`] buffers for frames up to [`LARGE_ROOM`] bytes: jumbo
+//! frames and the TCP super-frames (up to 64 KiB of IP packet) that a TSO-capable port (a
+//! `tap`) receives. Large buffers are made on demand, kept up to [`LARGE_SPARE`] of them, and
+//! recycled like the small ones, so super-frames do not allocate once the pool is warm either.
+//! A super-frame carries its MSS in [`PacketMeta::gso_size`]; [`crate::gso`] cuts it into
+//! segments before it reaches a port that cannot.
 
 /// Bytes of the tunnel metadata area at the front of every buffer.
 pub const TNL_MD_LEN: usize = 320;
@@ -36,6 +45,17 @@ pub const BUF_ROOM: usize = 2048;
 
 /// Size of a pool buffer.
 pub const BUF_SIZE: usize = FRAME_OFS + BUF_ROOM;
+
+/// Room for the frame after the headroom in a large pool buffer: a 64 KiB IP packet (a TCP
+/// super-frame) with its Ethernet header and tags, rounded up. Larger frames get a buffer of
+/// their own size (not recycled).
+pub const LARGE_ROOM: usize = 65536 + 512;
+
+/// Size of a large pool buffer.
+pub const LARGE_BUF_SIZE: usize = FRAME_OFS + LARGE_ROOM;
+
+/// Spare large buffers a pool keeps (about 4.3 MB): a few bursts of super-frames in flight.
+pub const LARGE_SPARE: usize = 64;
 
 /// Largest number of packets in a batch: one rx burst.
 pub const MAX_BURST: usize = 32;
@@ -83,6 +103,12 @@ pub struct PacketMeta {
     pub l3: u16,
     /// Offset of the L4 header.
     pub l4: u16,
+    /// For a TCP super-frame (TSO/GSO): the MSS, the TCP payload bytes of each segment it
+    /// stands for. 0 for an ordinary packet. Set by the rx queue that receives it (which marks
+    /// its batch, [`Batch::mark_gso`]); kept by copies and recirculation. The TCP checksum
+    /// field of a super-frame is not maintained inside the switch: whoever sends it recomputes
+    /// it ([`crate::gso`]).
+    pub gso_size: u16,
     /// Recirculation depth of this pass.
     pub recirc_depth: u8,
     /// The slow path had no time for this packet in its pass: it waits in the PMD's deferred
@@ -105,6 +131,7 @@ impl PacketMeta {
             l2_5: NO_OFS,
             l3: NO_OFS,
             l4: NO_OFS,
+            gso_size: 0,
             recirc_depth: 0,
             deferred: false,
             tunnel: TnlMd::None,
@@ -279,16 +306,20 @@ impl core::fmt::Debug for Packet {
     }
 }
 
-/// Buffers owned by one thread. `alloc` takes a recycled buffer when there is one; `free`
-/// returns a buffer unless the pool already holds `cap` spare ones.
+/// Buffers owned by one thread, in two size classes ([`BUF_SIZE`] and [`LARGE_BUF_SIZE`]).
+/// `alloc` takes a recycled buffer of the class the frame needs when there is one; `free`
+/// returns a buffer to its class unless the class already holds its cap of spare ones (`cap`
+/// small ones, [`LARGE_SPARE`] large ones).
 pub struct Pool {
     spare: Vec<Box<[u8]>>,
     cap: usize,
+    large: Vec<Box<[u8]>>,
     allocated: u64,
 }
 
 impl Pool {
-    /// A pool that keeps at most `cap` spare buffers, with `prefill` of them made now.
+    /// A pool that keeps at most `cap` spare buffers, with `prefill` of them made now. Large
+    /// buffers are made when first needed.
     pub fn new(cap: usize, prefill: usize) -> Pool {
         let mut spare = Vec::with_capacity(cap);
         for _ in 0..prefill.min(cap) {
@@ -297,14 +328,15 @@ impl Pool {
         Pool {
             spare,
             cap,
+            large: Vec::with_capacity(LARGE_SPARE),
             allocated: prefill.min(cap) as u64,
         }
     }
 
-    /// A packet holding a copy of `frame`: the copy a NIC driver's rx makes.
+    /// A buffer for a frame of `len` bytes: a small one when it fits.
     #[inline]
-    pub fn packet_from(&mut self, frame: &[u8], in_port: u32) -> Packet {
-        let mut buf = if frame.len() <= BUF_ROOM {
+    fn buffer(&mut self, len: usize) -> Box<[u8]> {
+        if len <= BUF_ROOM {
             match self.spare.pop() {
                 Some(b) => b,
                 None => {
@@ -313,14 +345,52 @@ impl Pool {
                 }
             }
         } else {
-            self.allocated += 1;
-            vec![0u8; FRAME_OFS + frame.len()].into_boxed_slice()
-        };
+            self.large_buffer(len)
+        }
+    }
+
+    /// A buffer for a frame longer than [`BUF_ROOM`]: a large one when it fits, else one of
+    /// its own size.
+    #[inline(never)]
+    fn large_buffer(&mut self, len: usize) -> Box<[u8]> {
+        if len <= LARGE_ROOM
+            && let Some(b) = self.large.pop()
+        {
+            return b;
+        }
+        self.allocated += 1;
+        if len <= LARGE_ROOM {
+            vec![0u8; LARGE_BUF_SIZE].into_boxed_slice()
+        } else {
+            vec![0u8; FRAME_OFS + len].into_boxed_slice()
+        }
+    }
+
+    /// A packet holding a copy of `frame`: the copy a NIC driver's rx makes.
+    #[inline]
+    pub fn packet_from(&mut self, frame: &[u8], in_port: u32) -> Packet {
+        let mut buf = self.buffer(frame.len());
         buf[FRAME_OFS..FRAME_OFS + frame.len()].copy_from_slice(frame);
         Packet {
             buf,
             start: FRAME_OFS as u32,
             len: frame.len() as u32,
+            meta: PacketMeta::received(in_port),
+        }
+    }
+
+    /// A packet holding `head` followed by `tail` (a segment: the headers of a super-frame and
+    /// a slice of its payload).
+    pub fn packet_from_parts(&mut self, head: &[u8], tail: &[u8], in_port: u32) -> Packet {
+        let len = head.len() + tail.len();
+        let mut buf = self.buffer(len);
+        let (h, t) = buf[FRAME_OFS..FRAME_OFS + len].split_at_mut(head.len());
+        h.copy_from_slice(head);
+        t.copy_from_slice(tail);
+        Packet {
+            buf,
+            start: FRAME_OFS as u32,
+            len: len as u32,
             meta: PacketMeta::received(in_port),
         }
     }
@@ -337,8 +407,20 @@ impl Pool {
     /// Gives a packet's buffer back.
     #[inline]
     pub fn free(&mut self, p: Packet) {
-        if p.buf.len() == BUF_SIZE && self.spare.len() < self.cap {
-            self.spare.push(p.buf);
+        if p.buf.len() == BUF_SIZE {
+            if self.spare.len() < self.cap {
+                self.spare.push(p.buf);
+            }
+        } else {
+            self.free_large(p.buf);
+        }
+    }
+
+    /// Keeps a large buffer for reuse (a buffer of another size, or one over the cap, goes).
+    #[inline(never)]
+    fn free_large(&mut self, buf: Box<[u8]>) {
+        if buf.len() == LARGE_BUF_SIZE && self.large.len() < LARGE_SPARE {
+            self.large.push(buf);
         }
     }
 
@@ -355,9 +437,14 @@ impl Pool {
         self.allocated
     }
 
-    /// Spare buffers held.
+    /// Spare (small) buffers held.
     pub fn spare(&self) -> usize {
         self.spare.len()
+    }
+
+    /// Spare large buffers held.
+    pub fn spare_large(&self) -> usize {
+        self.large.len()
     }
 }
 
@@ -365,6 +452,8 @@ impl Pool {
 #[derive(Default)]
 pub struct Batch {
     pkts: Vec<Packet>,
+    /// Whether the batch may hold a packet with `gso_size > 0` (see [`Batch::mark_gso`]).
+    gso: bool,
 }
 
 impl Batch {
@@ -372,7 +461,28 @@ impl Batch {
     pub fn new() -> Batch {
         Batch {
             pkts: Vec::with_capacity(MAX_BURST),
+            gso: false,
         }
+    }
+
+    /// Says that the batch may hold a TCP super-frame (a packet with `gso_size > 0`). An rx
+    /// queue that delivers super-frames must call it: the datapath looks for super-frames to
+    /// segment only in batches so marked, so that ordinary traffic pays one test per batch.
+    #[inline]
+    pub fn mark_gso(&mut self) {
+        self.gso = true;
+    }
+
+    /// Whether the batch was marked ([`Batch::mark_gso`]) since the mark was last taken.
+    #[inline]
+    pub fn may_have_gso(&self) -> bool {
+        self.gso
+    }
+
+    /// Whether the batch was marked, clearing the mark.
+    #[inline]
+    pub fn take_gso(&mut self) -> bool {
+        std::mem::take(&mut self.gso)
     }
 
     /// Number of packets.
@@ -466,17 +576,50 @@ mod tests {
     }
 
     #[test]
-    fn jumbo_frames_get_their_own_buffer() {
+    fn jumbo_frames_and_super_frames_recycle_large_buffers() {
         let mut pool = Pool::new(4, 4);
         let p = pool.packet_from(&[7u8; 9000], 2);
         assert_eq!(p.len(), 9000);
         assert_eq!(p.headroom(), HEADROOM);
         pool.free(p);
+        assert_eq!(pool.spare(), 4, "a jumbo frame takes no small buffer");
         assert_eq!(
-            pool.spare(),
-            4,
-            "a jumbo frame neither takes nor returns a pool buffer"
+            pool.spare_large(),
+            1,
+            "its large buffer went back to its class"
         );
+        let mut warm = 0;
+        for round in 0..3 {
+            let ps: Vec<Packet> = (0..LARGE_SPARE)
+                .map(|i| pool.packet_from(&vec![i as u8; 65536 + 18], 1))
+                .collect();
+            assert_eq!(ps[5].data()[65000], 5);
+            for p in ps {
+                pool.free(p);
+            }
+            assert_eq!(pool.spare_large(), LARGE_SPARE);
+            if round == 0 {
+                warm = pool.allocated();
+            }
+            assert_eq!(pool.allocated(), warm, "recycled once warm");
+        }
+        // More in flight than the class keeps: the extra buffers go.
+        let ps: Vec<Packet> = (0..LARGE_SPARE + 2)
+            .map(|_| pool.packet_from(&[0u8; 3000], 1))
+            .collect();
+        for p in ps {
+            pool.free(p);
+        }
+        assert_eq!(pool.spare_large(), LARGE_SPARE, "capped");
+        // Beyond the large class: a buffer of its own, not kept.
+        let p = pool.packet_from(&vec![1u8; LARGE_ROOM + 1], 1);
+        assert_eq!(p.len(), LARGE_ROOM + 1);
+        let before = pool.spare_large();
+        pool.free(p);
+        assert_eq!(pool.spare_large(), before);
+        // Two parts make one frame, in the class of the whole.
+        let p = pool.packet_from_parts(&[1, 2, 3], &[4, 5], 9);
+        assert_eq!((p.data(), p.meta.in_port), (&[1u8, 2, 3, 4, 5][..], 9));
     }
 
     #[test]

@@ -25,6 +25,15 @@
 //!    iteration (depth limit 8), each run of consecutive packets of one in_port as a batch.
 //!
 //! Each stage's TSC cycles are counted (`dpif-netdev/pmd-stage-show`).
+//!
+//! # TCP super-frames
+//! A batch an rx queue marked ([`Batch::mark_gso`]) may hold TCP super-frames (packets with
+//! `gso_size > 0`, see [`crate::gso`]); the pass remembers the mark (`pass_gso`), and so do the
+//! packets it sends to recirculation or to the deferred queue. Only in such passes, an output
+//! to a port whose tx queue does not segment ([`TxQueue::tso`]) and a `tnl_push` look for
+//! super-frames, and replace each by its segments: the output pushes them into the port's tx
+//! batch, sent each time it fills; `tnl_push` runs itself and the rest of the actions on the
+//! segments a burst ([`MAX_BURST`]) at a time. Ordinary traffic pays one test per batch.
 
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -35,6 +44,7 @@ use crate::decap::{DecapFlow, MAX_DECAP_FLOWS};
 use crate::dpcls::Dpcls;
 use crate::emc::Emc;
 use crate::flow_table::{FlowRef, FlowStats, FlowTable, Megaflow};
+use crate::gso::TcpSuper;
 use crate::packet::{Batch, MAX_BURST, Packet, Pool, TnlMd};
 use crate::port::{RxQueue, TxQueue};
 use crate::tsc;
@@ -205,6 +215,12 @@ pub struct PmdStats {
     pub tx_batches: u64,
     /// Header rewrites that did not apply (packet lacked the header).
     pub rewrite_errors: u64,
+    /// TCP super-frames segmented in software (for a port without TSO, or a `tnl_push`),
+    /// and the segments made of them.
+    pub gso_frames: u64,
+    pub gso_segments: u64,
+    /// Super-frames dropped because they could not be segmented (not TCP over IP).
+    pub gso_drops: u64,
     /// TSC cycles per stage, indexed by [`Stage`].
     pub stage_cycles: [u64; 7],
     /// Packets whose headers could not be parsed completely, per reason (indexed by
@@ -256,6 +272,9 @@ impl core::ops::AddAssign for PmdStats {
         self.tx_packets += o.tx_packets;
         self.tx_batches += o.tx_batches;
         self.rewrite_errors += o.rewrite_errors;
+        self.gso_frames += o.gso_frames;
+        self.gso_segments += o.gso_segments;
+        self.gso_drops += o.gso_drops;
         for (a, b) in self.stage_cycles.iter_mut().zip(o.stage_cycles) {
             *a += b;
         }
@@ -329,6 +348,8 @@ struct TxSlot {
     q: Box<dyn TxQueue>,
     batch: Batch,
     tunnel: Option<TunnelKind>,
+    /// The queue takes TCP super-frames whole ([`TxQueue::tso`]).
+    tso: bool,
 }
 
 /// The lookup structures of one input port: its megaflow classifier and its decap fast path.
@@ -459,6 +480,13 @@ pub struct Pmd {
     /// Flows entered in the table only to process one packet (flow limit reached); removed at
     /// the end of the pass.
     temp_flows: Vec<FlowRef>,
+    /// The current pass's batch may hold TCP super-frames (its rx queue marked it).
+    pass_gso: bool,
+    /// The recirculation queue, or the deferred queue, may hold super-frames.
+    recirc_gso: bool,
+    deferred_gso: bool,
+    /// Segments of the super-frames before a `tnl_push`, reused.
+    segs: Vec<Packet>,
 }
 
 impl Pmd {
@@ -502,6 +530,10 @@ impl Pmd {
             tokens_tsc: 0,
             protecting: false,
             hits_this_iter: 0,
+            pass_gso: false,
+            recirc_gso: false,
+            deferred_gso: false,
+            segs: Vec::new(),
         }
     }
 
@@ -532,10 +564,12 @@ impl Pmd {
         if self.txs.len() <= i {
             self.txs.resize_with(i + 1, || None);
         }
+        let tso = q.tso();
         self.txs[i] = Some(TxSlot {
             q,
             batch: Batch::new(),
             tunnel,
+            tso,
         });
     }
 
@@ -831,9 +865,13 @@ impl Pmd {
             for p in self.recirc.drain(..take) {
                 b.push(p);
             }
+            if self.recirc_gso {
+                b.mark_gso();
+            }
             self.process(&mut b, in_port);
             self.recirc_batch = b;
         }
+        self.recirc_gso = false;
     }
 
     /// Adds the slow path's share of the time since the last call to its token budget, capped
@@ -873,6 +911,9 @@ impl Pmd {
                 }
                 b.push(p);
             }
+            if self.deferred_gso {
+                b.mark_gso();
+            }
             self.running_deferred = true;
             self.process(&mut b, in_port);
             self.running_deferred = false;
@@ -883,6 +924,9 @@ impl Pmd {
             // Waiting misses that recirculate or pop go on at once, as they would have.
             self.run_recirc();
             self.flush_tx();
+        }
+        if self.deferred.is_empty() {
+            self.deferred_gso = false;
         }
     }
 
@@ -924,6 +968,7 @@ impl Pmd {
     /// tunnel port, they are decapsulated in place and the batch starts its next pass at once,
     /// as received on the tunnel port; partial hits skip the EMC and dpcls lookups.
     fn process(&mut self, batch: &mut Batch, mut in_port: u32) {
+        self.pass_gso = batch.take_gso();
         loop {
             let n = batch.len();
             if n == 0 {
@@ -1323,6 +1368,7 @@ impl Pmd {
             // Missed and not installed: waiting for the slow path, or a drop the upcall
             // already counted.
             None => {
+                self.deferred_gso |= self.pass_gso;
                 for p in group.drain() {
                     if p.meta.deferred {
                         self.deferred_marked -= 1;
@@ -1342,7 +1388,11 @@ impl Pmd {
 
     /// Runs `actions` on every packet of `batch`, consuming the batch.
     fn execute(&mut self, actions: &[DpAction], batch: &mut Batch) {
-        let mut trunc: Option<u32> = None;
+        self.execute_with(actions, batch, None);
+    }
+
+    /// [`Self::execute`], with a truncation pending from earlier actions.
+    fn execute_with(&mut self, actions: &[DpAction], batch: &mut Batch, mut trunc: Option<u32>) {
         let last = actions.len().saturating_sub(1);
         for (ai, a) in actions.iter().enumerate() {
             if batch.is_empty() {
@@ -1357,6 +1407,11 @@ impl Pmd {
                 DpAction::Userspace => self.stats.userspace_packets += batch.len() as u64,
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume),
                 DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
+                // Encapsulating a super-frame is never right: segment it first.
+                DpAction::TnlPush(_) if self.pass_gso && has_gso(batch) => {
+                    self.segment_and_execute(&actions[ai..], batch, trunc);
+                    break;
+                }
                 DpAction::Clone(sub) => {
                     let mut copy = self.copy_batch(batch, None);
                     self.execute(sub, &mut copy);
@@ -1383,16 +1438,69 @@ impl Pmd {
         }
     }
 
+    /// Replaces the super-frames of `batch` by their segments and runs `actions` on the
+    /// result, [`MAX_BURST`] packets at a time; leaves `batch` empty. Slow path of a pass with
+    /// super-frames.
+    #[inline(never)]
+    fn segment_and_execute(&mut self, actions: &[DpAction], batch: &mut Batch, trunc: Option<u32>) {
+        let mut segs = std::mem::take(&mut self.segs);
+        for p in batch.drain() {
+            if p.meta.gso_size == 0 {
+                segs.push(p);
+                continue;
+            }
+            match TcpSuper::of(&p) {
+                Ok(t) => {
+                    let n = t.n_segments(&p);
+                    for k in 0..n {
+                        segs.push(t.segment(&p, k, &mut self.pool));
+                    }
+                    self.stats.gso_frames += 1;
+                    self.stats.gso_segments += n as u64;
+                }
+                Err(_) => self.stats.gso_drops += 1,
+            }
+            self.pool.free(p);
+        }
+        #[allow(clippy::unwrap_or_default)]
+        let mut b = self.spare.pop().unwrap_or_else(Batch::new);
+        let mut rest = segs.drain(..);
+        loop {
+            for p in rest.by_ref().take(MAX_BURST) {
+                b.push(p);
+            }
+            if b.is_empty() {
+                break;
+            }
+            self.execute_with(actions, &mut b, trunc);
+        }
+        drop(rest);
+        self.segs = segs;
+        self.recycle(b);
+    }
+
     /// Copies of a batch's packets (optionally truncated), in new pool buffers, with their
-    /// metadata and tunnel metadata.
+    /// metadata and tunnel metadata. A truncated copy of a super-frame is an ordinary packet.
     fn copy_batch(&mut self, batch: &Batch, trunc: Option<u32>) -> Batch {
         // Not `unwrap_or_default`: a default Batch is empty and unallocated (what
         // `mem::take` leaves behind for free), and would then grow by reallocations.
         #[allow(clippy::unwrap_or_default)]
         let mut out = self.spare.pop().unwrap_or_else(Batch::new);
-        for p in batch.packets() {
-            let len = trunc.map_or(p.len(), |t| t as usize);
-            out.push(self.pool.copy_of(p, len));
+        match trunc {
+            None => {
+                for p in batch.packets() {
+                    out.push(self.pool.copy_of(p, p.len()));
+                }
+            }
+            Some(t) => {
+                for p in batch.packets() {
+                    let mut c = self.pool.copy_of(p, t as usize);
+                    if c.len() < p.len() {
+                        c.meta.gso_size = 0;
+                    }
+                    out.push(c);
+                }
+            }
         }
         out
     }
@@ -1422,6 +1530,15 @@ impl Pmd {
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
             return;
         };
+        if self.pass_gso && !tx.tso && has_gso(&src) {
+            send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
+            if consume && trunc.is_none() {
+                *batch = src;
+            } else {
+                self.recycle(src);
+            }
+            return;
+        }
         if tx.batch.is_empty() {
             // Hand the whole group over: swap buffers instead of moving packets one by one.
             std::mem::swap(&mut tx.batch, &mut src);
@@ -1459,6 +1576,7 @@ impl Pmd {
         } else {
             self.copy_batch(batch, None)
         };
+        self.recirc_gso |= self.pass_gso;
         for mut p in src.drain() {
             if p.meta.recirc_depth >= MAX_RECIRC_DEPTH {
                 self.stats.recirc_depth_drops += 1;
@@ -1487,6 +1605,7 @@ impl Pmd {
         } else {
             self.copy_batch(batch, None)
         };
+        self.recirc_gso |= self.pass_gso;
         for mut p in src.drain() {
             if pop_one(&mut self.stats, &mut p, port, kind) {
                 self.recirc.push(p);
@@ -1513,6 +1632,47 @@ impl Pmd {
             tx.q.flush();
         }
         self.stats.stage_cycles[Stage::Tx as usize] += tsc::now() - t0;
+    }
+}
+
+/// Whether `batch` holds a TCP super-frame (asked only of batches of a pass whose rx batch
+/// was marked to possibly hold one).
+#[inline(never)]
+fn has_gso(batch: &Batch) -> bool {
+    batch.packets().iter().any(|p| p.meta.gso_size != 0)
+}
+
+/// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments, sending the
+/// batch each time it fills; leaves `src` empty. Super-frames that are not TCP over IP are
+/// dropped (counted).
+#[inline(never)]
+fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut PmdStats) {
+    fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+        tx.batch.push(p);
+        if tx.batch.is_full() {
+            stats.tx_packets += tx.batch.len() as u64;
+            stats.tx_batches += 1;
+            tx.q.send(&mut tx.batch, pool);
+        }
+    }
+    for p in src.drain() {
+        if p.meta.gso_size == 0 {
+            put(tx, p, pool, stats);
+            continue;
+        }
+        match TcpSuper::of(&p) {
+            Ok(t) => {
+                let n = t.n_segments(&p);
+                for k in 0..n {
+                    let s = t.segment(&p, k, pool);
+                    put(tx, s, pool, stats);
+                }
+                stats.gso_frames += 1;
+                stats.gso_segments += n as u64;
+            }
+            Err(_) => stats.gso_drops += 1,
+        }
+        pool.free(p);
     }
 }
 

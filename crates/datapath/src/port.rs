@@ -13,7 +13,9 @@ use crate::packet::{Batch, Pool};
 
 /// Receives bursts for one PMD.
 pub trait RxQueue: Send {
-    /// Appends up to `batch.room()` received packets to `batch`; returns how many.
+    /// Appends up to `batch.room()` received packets to `batch`; returns how many. A queue
+    /// that delivers TCP super-frames (`gso_size > 0`) marks the batch
+    /// ([`Batch::mark_gso`]).
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize;
 
     /// For finite sources (a pcap file read once): whether everything has been delivered.
@@ -30,6 +32,15 @@ pub trait TxQueue: Send {
 
     /// Pushes out anything the queue buffers (files, rings).
     fn flush(&mut self) {}
+
+    /// Whether the queue takes TCP super-frames (packets with `gso_size > 0`) whole and has
+    /// them segmented further on (a `tap` hands them to the kernel with their segmentation
+    /// metadata). For the other queues, the default, the datapath segments super-frames in
+    /// software before they reach [`TxQueue::send`] ([`crate::gso`]). Asked once, when the
+    /// queue joins a PMD.
+    fn tso(&self) -> bool {
+        false
+    }
 }
 
 /// Counters of one queue (or of a whole port, when summed).

@@ -13,16 +13,32 @@
 //!
 //! # Offloads and the virtio-net header
 //! Every frame crosses the descriptor behind a 12-byte `virtio_net_hdr` (`TUNSETVNETHDRSZ`,
-//! in the host's byte order: the legacy layout). The port advertises checksum offload only
+//! in the host's byte order: the legacy layout). The port advertises checksum offload
 //! (`TUNSETOFFLOAD` with `TUN_F_CSUM`, option `csum_offload`, default on): the kernel then
 //! hands over frames of the local stack with a partial TCP/UDP checksum
 //! (`VIRTIO_NET_HDR_F_NEEDS_CSUM`, `csum_start`/`csum_offset`), which rx completes in
-//! software so that every frame on the switch carries valid checksums; a header whose offsets
-//! do not fit the frame is a counted `rx_dropped`. No segmentation offload (`TUN_F_TSO*`,
-//! `TUN_F_USO*`) is advertised, so the kernel segments before the device and never hands
-//! over GSO frames; should one come anyway (`gso_type` not NONE), it is dropped (counted in
-//! `rx_dropped`, logged once per queue). Transmit writes a zero header (no offload requested)
-//! in front of each frame with `writev(2)`.
+//! software so that every ordinary frame on the switch carries valid checksums; a header whose
+//! offsets do not fit the frame is a counted `rx_dropped`.
+//!
+//! With option `tso` (default on, and only with `csum_offload`: the kernel ties TSO to it) the
+//! port also advertises TCP segmentation offload (`TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN`):
+//! the kernel then hands over TCP super-frames of up to 64 KiB (`gso_type` `TCPV4` or `TCPV6`,
+//! possibly with the `ECN` bit, and `gso_size` the MSS). Each becomes one packet with
+//! [`PacketMeta::gso_size`](datapath::packet::PacketMeta::gso_size) set (in a large pool
+//! buffer), and its batch is marked as holding one. Its partial TCP checksum is *not*
+//! completed: whichever way it leaves the switch recomputes it ([`datapath::gso`]), which
+//! saves a pass over 64 KiB. Other GSO types (UDP, USO), and any GSO frame with `tso` off,
+//! are dropped (counted in `rx_dropped`, logged once per queue).
+//!
+//! Transmit writes a header in front of each frame with `writev(2)`: zero (no offload
+//! requested) for an ordinary packet; for a super-frame (the tx queue says
+//! [`TxQueue::tso`] when `tso` is on, so the datapath hands super-frames over whole)
+//! `NEEDS_CSUM` with `csum_start` at the TCP header and `csum_offset` 16, the TCP checksum
+//! field set to the pseudo-header sum (Linux's `CHECKSUM_PARTIAL` convention), `gso_type`
+//! `TCPV4`/`TCPV6` (with `ECN` when the frame has CWR set), `gso_size` and `hdr_len` (all
+//! headers): the kernel segments it, if it has to, on its way on. A super-frame that is not
+//! TCP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
+//! (from other ports) in software before they reach the queue.
 //!
 //! # Queues
 //! Each rx queue reads its own descriptor, one `read(2)` per frame (the tun interface has no
@@ -46,7 +62,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use datapath::packet::{Batch, Pool};
+use datapath::packet::{Batch, Packet, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
@@ -57,6 +73,9 @@ use crate::netns;
 pub const VNET_HDR_LEN: usize = 12;
 const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
+const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 
 /// Largest frame read whole: the largest tap MTU plus Ethernet and VLAN headers.
 const MAX_FRAME: usize = 65536 + 32;
@@ -74,6 +93,10 @@ pub struct TapOptions {
     /// Let the kernel hand over partial checksums, completed by rx (`csum_offload`, default
     /// true).
     pub csum_offload: bool,
+    /// TCP segmentation offload both ways (`tso`, default true): the kernel hands over TCP
+    /// super-frames (with `csum_offload` only), and super-frames are sent to it whole for it
+    /// to segment.
+    pub tso: bool,
     /// Keep the device when the port closes (`persist`, default true): a restarted switch
     /// finds it again with its namespace, addresses and routes, and so do the hosts using it.
     /// `ip link del NAME` removes it.
@@ -87,6 +110,7 @@ impl Default for TapOptions {
             n_rxq: 1,
             netns: None,
             csum_offload: true,
+            tso: true,
             persist: true,
         }
     }
@@ -95,7 +119,7 @@ impl Default for TapOptions {
 impl TapOptions {
     /// Option names [`TapOptions::set`] takes.
     pub const KEYS: &'static [&'static str] =
-        &["ifname", "n_rxq", "netns", "csum_offload", "persist"];
+        &["ifname", "n_rxq", "netns", "csum_offload", "tso", "persist"];
 
     /// Sets option `key` from its text form.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), PortError> {
@@ -108,6 +132,7 @@ impl TapOptions {
                 })?
             }
             "csum_offload" => self.csum_offload = flag(key, value)?,
+            "tso" => self.tso = flag(key, value)?,
             "persist" => self.persist = flag(key, value)?,
             _ => {
                 return Err(PortError::BadOption(format!(
@@ -154,6 +179,7 @@ struct TapDev {
     netns: Option<String>,
     multi: bool,
     csum_offload: bool,
+    tso: bool,
     persist: bool,
     /// A datagram socket in the device's namespace, for ioctls by name.
     ctl: OwnedFd,
@@ -209,10 +235,12 @@ impl TapDev {
         }
         let mut sz = VNET_HDR_LEN as libc::c_int;
         ioctl_ptr(&fd, libc::TUNSETVNETHDRSZ, &mut sz)?;
-        let offload = if self.csum_offload {
-            libc::TUN_F_CSUM
-        } else {
-            0
+        let offload = match (self.csum_offload, self.tso) {
+            (true, true) => {
+                libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN
+            }
+            (true, false) => libc::TUN_F_CSUM,
+            (false, _) => 0,
         };
         // SAFETY: TUNSETOFFLOAD takes its argument by value.
         if unsafe {
@@ -280,6 +308,7 @@ impl TapPort {
             netns: opts.netns.clone(),
             multi: opts.n_rxq > 1,
             csum_offload: opts.csum_offload,
+            tso: opts.tso,
             persist: opts.persist,
             ctl,
             fds: Mutex::new(Vec::new()),
@@ -413,6 +442,8 @@ struct TapRxq {
     in_port: u32,
     stats: Arc<QueueStats>,
     gso_warned: bool,
+    /// TCP super-frames are welcome (`tso` and `csum_offload` on).
+    tso: bool,
 }
 
 impl TapRxq {
@@ -421,8 +452,8 @@ impl TapRxq {
         if !self.gso_warned {
             self.gso_warned = true;
             eprintln!(
-                "flowpath: tap '{}': dropping GSO frames (segmentation offload is not \
-                 supported)",
+                "flowpath: tap '{}': dropping GSO frames of a type not taken (only TCP \
+                 segmentation offload is, with option tso)",
                 self.link.dev.ifname
             );
         }
@@ -463,12 +494,20 @@ impl RxQueue for TapRxq {
             }
             let (hdr, rest) = self.scratch.split_at_mut(VNET_HDR_LEN);
             let frame = &mut rest[..len - VNET_HDR_LEN];
+            let mut gso_size = 0;
             if hdr[1] != VIRTIO_NET_HDR_GSO_NONE {
-                self.gso_frame();
-                dropped += 1;
-                continue;
-            }
-            if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
+                // A TCP super-frame: its partial checksum is left for the way out.
+                let ty = hdr[1] & !VIRTIO_NET_HDR_GSO_ECN;
+                gso_size = u16::from_ne_bytes([hdr[4], hdr[5]]);
+                if !self.tso
+                    || !matches!(ty, VIRTIO_NET_HDR_GSO_TCPV4 | VIRTIO_NET_HDR_GSO_TCPV6)
+                    || gso_size == 0
+                {
+                    self.gso_frame();
+                    dropped += 1;
+                    continue;
+                }
+            } else if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
                 let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
                 let offset = usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
                 if !csum::complete(frame, start, offset) {
@@ -477,7 +516,12 @@ impl RxQueue for TapRxq {
                 }
             }
             bytes += frame.len() as u64;
-            batch.push(pool.packet_from(frame, self.in_port));
+            let mut p = pool.packet_from(frame, self.in_port);
+            if gso_size != 0 {
+                p.meta.gso_size = gso_size;
+                batch.mark_gso();
+            }
+            batch.push(p);
             n += 1;
         }
         if n > 0 {
@@ -490,15 +534,44 @@ impl RxQueue for TapRxq {
     }
 }
 
-/// The header written in front of every frame: no offload.
+/// The header written in front of an ordinary frame: no offload.
 static ZERO_HDR: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
+
+/// The header of super-frame `p` for the kernel to segment it (see the module's
+/// documentation), after making its lengths and TCP checksum field what that needs; `None`
+/// when it is not TCP over IP.
+fn gso_hdr(p: &mut Packet) -> Option<[u8; VNET_HDR_LEN]> {
+    let t = datapath::gso::prepare_partial(p).ok()?;
+    let mut ty = if t.ipv6 {
+        VIRTIO_NET_HDR_GSO_TCPV6
+    } else {
+        VIRTIO_NET_HDR_GSO_TCPV4
+    };
+    if datapath::gso::has_cwr(p, &t) {
+        ty |= VIRTIO_NET_HDR_GSO_ECN;
+    }
+    let mut h = [0u8; VNET_HDR_LEN];
+    h[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+    h[1] = ty;
+    h[2..4].copy_from_slice(&(t.hdr_len as u16).to_ne_bytes());
+    h[4..6].copy_from_slice(&p.meta.gso_size.to_ne_bytes());
+    h[6..8].copy_from_slice(&(t.l4 as u16).to_ne_bytes());
+    h[8..10].copy_from_slice(&16u16.to_ne_bytes());
+    Some(h)
+}
 
 struct TapTxq {
     link: Link,
     stats: Arc<QueueStats>,
+    /// Super-frames go to the kernel whole (`tso`).
+    tso: bool,
 }
 
 impl TxQueue for TapTxq {
+    fn tso(&self) -> bool {
+        self.tso
+    }
+
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         if batch.is_empty() {
             return;
@@ -509,13 +582,29 @@ impl TxQueue for TapTxq {
             return;
         }
         let (mut sent, mut bytes, mut dropped, mut errors) = (0u64, 0u64, 0u64, 0u64);
-        let pkts = batch.packets();
+        let pkts = batch.packets_mut();
         let mut i = 0;
         while i < pkts.len() {
+            let gso;
+            let hdr = if pkts[i].meta.gso_size == 0 {
+                &ZERO_HDR
+            } else {
+                match gso_hdr(&mut pkts[i]) {
+                    Some(h) => {
+                        gso = h;
+                        &gso
+                    }
+                    None => {
+                        dropped += 1;
+                        i += 1;
+                        continue;
+                    }
+                }
+            };
             let p = &pkts[i];
             let iov = [
                 libc::iovec {
-                    iov_base: ZERO_HDR.as_ptr() as *mut libc::c_void,
+                    iov_base: hdr.as_ptr() as *mut libc::c_void,
                     iov_len: VNET_HDR_LEN,
                 },
                 libc::iovec {
@@ -585,6 +674,9 @@ impl Port for TapPort {
         if !o.csum_offload {
             s.push_str(", csum_offload=false");
         }
+        if !o.tso {
+            s.push_str(", tso=false");
+        }
         if !o.persist {
             s.push_str(", persist=false");
         }
@@ -614,6 +706,7 @@ impl Port for TapPort {
             in_port,
             stats: self.rx_stats[q].clone(),
             gso_warned: false,
+            tso: self.opts.tso && self.opts.csum_offload,
         }))
     }
 
@@ -630,6 +723,7 @@ impl Port for TapPort {
                 retry_at: Instant::now(),
             },
             stats,
+            tso: self.opts.tso,
         })
     }
 
@@ -671,8 +765,9 @@ mod tests {
         o.set("netns", "vm1").unwrap();
         o.set("csum_offload", "no").unwrap();
         o.set("persist", "false").unwrap();
+        o.set("tso", "false").unwrap();
         assert_eq!(o.n_rxq, 4);
-        assert!(!o.csum_offload && !o.persist);
+        assert!(!o.csum_offload && !o.persist && !o.tso);
         assert!(o.set("persist", "maybe").is_err());
         assert!(o.set("mtu", "9000").is_err());
         let e = TapPort::open("x", &TapOptions { n_rxq: 0, ..o })

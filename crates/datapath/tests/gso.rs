@@ -1,0 +1,474 @@
+//! TCP segmentation of super-frames (`datapath::gso`), alone and in a PMD: every segment is
+//! checked with an independent decoder (etherparse): IPv4 header checksum, TCP checksum,
+//! lengths, IP identification, sequence numbers, flags, and the payload put back together.
+
+use std::sync::{Arc, Mutex};
+
+use datapath::dpif::parse_megaflow;
+use datapath::gso::{GsoError, TcpSuper, prepare_partial};
+use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
+use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::port::{RxQueue, TxQueue};
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use flow::odp::PortNames;
+
+const FIN: u8 = 0x01;
+const PSH: u8 = 0x08;
+const ACK: u8 = 0x10;
+const CWR: u8 = 0x80;
+
+/// How a test super-frame looks.
+#[derive(Clone, Copy)]
+struct Shape {
+    ipv6: bool,
+    vlan: bool,
+    payload: usize,
+    seq: u32,
+    ip_id: u16,
+    flags: u8,
+}
+
+impl Shape {
+    fn v4(payload: usize) -> Shape {
+        Shape {
+            ipv6: false,
+            vlan: false,
+            payload,
+            seq: 0xfffff000,
+            ip_id: 0x1234,
+            flags: ACK | PSH,
+        }
+    }
+    fn v6(payload: usize) -> Shape {
+        Shape {
+            ipv6: true,
+            ..Shape::v4(payload)
+        }
+    }
+    fn l3(&self) -> usize {
+        if self.vlan { 18 } else { 14 }
+    }
+}
+
+fn payload_byte(i: usize) -> u8 {
+    (i.wrapping_mul(7) ^ (i >> 8)) as u8
+}
+
+/// A TCP super-frame (Ethernet, optional VLAN tag, IPv4 or IPv6, TCP with 12 bytes of
+/// timestamp options) whose TCP checksum field holds garbage, as inside the switch.
+fn super_frame(s: &Shape) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    if s.vlan {
+        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+    }
+    let tcp_len = 32 + s.payload;
+    if s.ipv6 {
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&(tcp_len as u16).to_be_bytes());
+        f.extend_from_slice(&[6, 64]);
+        f.extend_from_slice(&"fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        f.extend_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    } else {
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f.extend_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
+        f.extend_from_slice(&s.ip_id.to_be_bytes());
+        f.extend_from_slice(&[0x40, 0, 64, 6, 0xde, 0xad, 10, 0, 0, 1, 10, 0, 0, 2]);
+    }
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&5001u16.to_be_bytes());
+    f.extend_from_slice(&s.seq.to_be_bytes());
+    f.extend_from_slice(&0x0102_0304u32.to_be_bytes());
+    f.extend_from_slice(&[0x80, s.flags, 0x01, 0xf5, 0xbe, 0xef, 0, 0]);
+    f.extend_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7]);
+    f.extend((0..s.payload).map(payload_byte));
+    f
+}
+
+fn super_packet(s: &Shape, mss: u16) -> Packet {
+    let mut p = Packet::from_slice(&super_frame(s));
+    p.meta.l3 = s.l3() as u16;
+    p.meta.gso_size = mss;
+    p
+}
+
+/// Checks `segs` against super-frame shape `s` with MSS `mss` using etherparse, and returns
+/// nothing: panics on the first difference.
+fn verify(s: &Shape, mss: usize, segs: &[Vec<u8>]) {
+    let n = s.payload.div_ceil(mss).max(1);
+    assert_eq!(segs.len(), n, "segment count");
+    let mut data = Vec::new();
+    for (k, seg) in segs.iter().enumerate() {
+        let last = k + 1 == n;
+        let p = SlicedPacket::from_ethernet(seg).unwrap_or_else(|e| panic!("segment {k}: {e}"));
+        let Some(TransportSlice::Tcp(tcp)) = &p.transport else {
+            panic!("segment {k}: not TCP");
+        };
+        match &p.net {
+            Some(NetSlice::Ipv4(ip)) => {
+                assert!(!s.ipv6);
+                let h = ip.header();
+                assert_eq!(
+                    h.header_checksum(),
+                    h.to_header().calc_header_checksum(),
+                    "segment {k}: IPv4 header checksum"
+                );
+                assert_eq!(
+                    usize::from(h.total_len()),
+                    seg.len() - s.l3(),
+                    "segment {k}"
+                );
+                assert_eq!(
+                    h.identification(),
+                    s.ip_id.wrapping_add(k as u16),
+                    "IP id {k}"
+                );
+                assert!(h.dont_fragment());
+                let want = tcp.calc_checksum_ipv4(h.source(), h.destination()).unwrap();
+                assert_eq!(tcp.checksum(), want, "segment {k}: TCP checksum");
+            }
+            Some(NetSlice::Ipv6(ip)) => {
+                assert!(s.ipv6);
+                let h = ip.header();
+                assert_eq!(usize::from(h.payload_length()), seg.len() - s.l3() - 40);
+                let want = tcp.calc_checksum_ipv6(h.source(), h.destination()).unwrap();
+                assert_eq!(tcp.checksum(), want, "segment {k}: TCP checksum");
+            }
+            _ => panic!("segment {k}: not IP"),
+        }
+        assert_eq!(
+            tcp.sequence_number(),
+            s.seq.wrapping_add((k * mss) as u32),
+            "segment {k}: sequence number"
+        );
+        assert_eq!(tcp.acknowledgment_number(), 0x0102_0304);
+        assert_eq!(tcp.options(), &[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7]);
+        assert!(tcp.ack());
+        assert_eq!(tcp.fin(), last && s.flags & FIN != 0, "FIN on segment {k}");
+        assert_eq!(tcp.psh(), last && s.flags & PSH != 0, "PSH on segment {k}");
+        assert_eq!(
+            tcp.cwr(),
+            k == 0 && s.flags & CWR != 0,
+            "CWR on segment {k}"
+        );
+        let pl = tcp.payload();
+        if last {
+            assert!(pl.len() <= mss && (!pl.is_empty() || s.payload == 0));
+        } else {
+            assert_eq!(pl.len(), mss, "segment {k}: a full MSS");
+        }
+        data.extend_from_slice(pl);
+    }
+    assert!(
+        data.iter().copied().eq((0..s.payload).map(payload_byte)),
+        "payload put back together"
+    );
+}
+
+fn segment_all(s: &Shape, mss: u16) -> Vec<Vec<u8>> {
+    let p = super_packet(s, mss);
+    let t = TcpSuper::of(&p).unwrap();
+    let mut pool = Pool::new(64, 0);
+    (0..t.n_segments(&p))
+        .map(|k| {
+            let seg = t.segment(&p, k, &mut pool);
+            assert_eq!(seg.meta.gso_size, 0);
+            assert_eq!(seg.meta.l3, p.meta.l3, "metadata copied");
+            let v = seg.data().to_vec();
+            pool.free(seg);
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn ipv4_payload_not_a_multiple_of_the_mss_with_fin_psh_and_cwr() {
+    let s = Shape {
+        flags: ACK | PSH | FIN | CWR,
+        ..Shape::v4(10_000)
+    };
+    let segs = segment_all(&s, 1448);
+    assert_eq!(segs.len(), 7);
+    verify(&s, 1448, &segs);
+}
+
+#[test]
+fn ipv6_payload_a_multiple_of_the_mss_and_not() {
+    for payload in [4000, 4001, 64_000] {
+        let s = Shape {
+            flags: ACK | PSH | CWR,
+            ..Shape::v6(payload)
+        };
+        verify(&s, 1000, &segment_all(&s, 1000));
+    }
+}
+
+#[test]
+fn the_ip_id_and_the_sequence_number_wrap() {
+    let s = Shape {
+        ip_id: 0xfffe,
+        seq: u32::MAX - 100,
+        ..Shape::v4(5000)
+    };
+    verify(&s, 1200, &segment_all(&s, 1200));
+}
+
+#[test]
+fn a_vlan_tagged_super_frame_and_one_no_longer_than_the_mss() {
+    let s = Shape {
+        vlan: true,
+        flags: ACK | FIN | PSH,
+        ..Shape::v4(9000)
+    };
+    verify(&s, 1460, &segment_all(&s, 1460));
+    let s = Shape {
+        flags: ACK | FIN | PSH | CWR,
+        ..Shape::v6(700)
+    };
+    verify(&s, 1460, &segment_all(&s, 1460));
+}
+
+#[test]
+fn what_is_not_tcp_over_ip_is_refused() {
+    let s = Shape::v4(3000);
+    let mut f = super_frame(&s);
+    f[14 + 9] = 17; // UDP
+    let mut p = Packet::from_slice(&f);
+    p.meta.l3 = 14;
+    p.meta.gso_size = 1000;
+    assert_eq!(TcpSuper::of(&p), Err(GsoError::NotTcp));
+    let mut p = super_packet(&s, 0);
+    assert_eq!(TcpSuper::of(&p), Err(GsoError::NotTcp), "gso_size 0");
+    p.meta.gso_size = 1000;
+    p.truncate(14 + 20 + 10);
+    assert_eq!(TcpSuper::of(&p), Err(GsoError::Malformed));
+}
+
+#[test]
+fn without_extraction_the_headers_are_found_after_the_ethernet_header() {
+    // A packet straight from an rx queue (no `meta.l3`), tagged or not.
+    for s in [
+        Shape::v4(3000),
+        Shape {
+            vlan: true,
+            ..Shape::v6(3000)
+        },
+    ] {
+        let mut p = super_packet(&s, 1000);
+        p.meta.l3 = datapath::packet::NO_OFS;
+        let t = TcpSuper::of(&p).unwrap();
+        assert_eq!((t.l3, t.ipv6), (s.l3(), s.ipv6));
+    }
+}
+
+#[test]
+fn prepare_partial_leaves_the_pseudo_header_sum_for_the_device() {
+    for s in [Shape::v4(20_000), Shape::v6(20_000)] {
+        let mut p = super_packet(&s, 1448);
+        let t = prepare_partial(&mut p).unwrap();
+        assert_eq!(
+            (t.l4, t.hdr_len, t.mss),
+            (s.l3() + (if s.ipv6 { 40 } else { 20 }), t.l4 + 32, 1448)
+        );
+        // Complete the checksum as the kernel's skb_checksum_help does: the sum from the TCP
+        // header to the end, the field's content included, inverted.
+        let mut f = p.data().to_vec();
+        let c = !wire::checksum::data(&f[t.l4..]);
+        f[t.l4 + 16..t.l4 + 18].copy_from_slice(&c.to_be_bytes());
+        let sp = SlicedPacket::from_ethernet(&f).unwrap();
+        let Some(TransportSlice::Tcp(tcp)) = &sp.transport else {
+            panic!()
+        };
+        let want = match &sp.net {
+            Some(NetSlice::Ipv4(ip)) => {
+                let h = ip.header();
+                assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
+                tcp.calc_checksum_ipv4(h.source(), h.destination()).unwrap()
+            }
+            Some(NetSlice::Ipv6(ip)) => {
+                let h = ip.header();
+                tcp.calc_checksum_ipv6(h.source(), h.destination()).unwrap()
+            }
+            _ => panic!(),
+        };
+        assert_eq!(c, want);
+    }
+}
+
+// ---- In a PMD ----
+
+/// Delivers its frames once, a burst at a time, marking bursts that hold a super-frame.
+struct VecRxq {
+    frames: Vec<(Vec<u8>, u16)>,
+    next: usize,
+}
+
+impl RxQueue for VecRxq {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let mut n = 0;
+        while batch.room() > 0 && self.next < self.frames.len() {
+            let (f, mss) = &self.frames[self.next];
+            let mut p = pool.packet_from(f, 1);
+            if *mss != 0 {
+                p.meta.gso_size = *mss;
+                batch.mark_gso();
+            }
+            batch.push(p);
+            self.next += 1;
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Keeps what it is sent: each batch as (frame, gso_size) pairs.
+type Sent = Arc<Mutex<Vec<Vec<(Vec<u8>, u16)>>>>;
+
+struct CaptureTxq {
+    tso: bool,
+    sent: Sent,
+}
+
+impl TxQueue for CaptureTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        let b = batch
+            .packets()
+            .iter()
+            .map(|p| (p.data().to_vec(), p.meta.gso_size))
+            .collect();
+        self.sent.lock().unwrap().push(b);
+        pool.free_batch(batch);
+    }
+    fn tso(&self) -> bool {
+        self.tso
+    }
+}
+
+/// A PMD receiving `frames` on port 1 (p0), with capturing ports 2 (p2, no TSO) and 3 (p3,
+/// TSO), and `flows`; runs until everything is through. Returns what p2 and p3 were sent.
+fn run_pmd(frames: Vec<(Vec<u8>, u16)>, flows: &[(&str, &str)]) -> (Sent, Sent, Pmd) {
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: Box::new(VecRxq { frames, next: 0 }),
+        cycles: 0,
+    });
+    let (s2, s3) = (Sent::default(), Sent::default());
+    pmd.add_txq(
+        2,
+        Box::new(CaptureTxq {
+            tso: false,
+            sent: s2.clone(),
+        }),
+    );
+    pmd.add_txq(
+        3,
+        Box::new(CaptureTxq {
+            tso: true,
+            sent: s3.clone(),
+        }),
+    );
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    names.insert("p2", 2);
+    names.insert("p3", 3);
+    for (k, a) in flows {
+        pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
+    }
+    for _ in 0..10 {
+        pmd.poll_once();
+    }
+    (s2, s3, pmd)
+}
+
+fn ordinary(i: u8) -> Vec<u8> {
+    let mut f = super_frame(&Shape::v4(100));
+    f[14 + 4] = i; // a distinct IP id
+    f
+}
+
+#[test]
+fn a_pmd_segments_for_a_port_without_tso_and_not_for_one_with_it() {
+    // 64 segments: more than a burst. Ordinary packets around it keep their places.
+    let s = Shape {
+        flags: ACK | PSH | FIN,
+        ..Shape::v4(64_000)
+    };
+    let frames = vec![(ordinary(1), 0), (super_frame(&s), 1000), (ordinary(2), 0)];
+    let (s2, s3, pmd) = run_pmd(
+        frames,
+        &[("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "p2,p3")],
+    );
+    let b2 = s2.lock().unwrap();
+    assert!(
+        b2.iter().all(|b| b.len() <= MAX_BURST),
+        "bursts of at most 32"
+    );
+    let all: Vec<_> = b2.iter().flatten().cloned().collect();
+    assert_eq!(all.len(), 66);
+    assert!(all.iter().all(|(_, g)| *g == 0));
+    assert_eq!(all[0].0, ordinary(1));
+    assert_eq!(all[65].0, ordinary(2));
+    let segs: Vec<Vec<u8>> = all[1..65].iter().map(|(f, _)| f.clone()).collect();
+    verify(&s, 1000, &segs);
+    // The TSO port got the super-frame whole.
+    let all3: Vec<_> = s3.lock().unwrap().iter().flatten().cloned().collect();
+    assert_eq!(all3.len(), 3);
+    assert_eq!(all3[1], (super_frame(&s), 1000));
+    let st = pmd.stats();
+    assert_eq!((st.gso_frames, st.gso_segments, st.gso_drops), (1, 64, 0));
+}
+
+#[test]
+fn a_super_frame_is_segmented_before_tnl_push_and_after_recirculation() {
+    let push = "tnl_push(tnl_port(9),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,\
+                src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,\
+                tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
+                vxlan(flags=0x8000000,vni=0x64)),out_port(0))";
+    let s = Shape {
+        flags: ACK | PSH | CWR,
+        ..Shape::v6(50_000)
+    };
+    let second = format!("{push},p2");
+    let (s2, s3, pmd) = run_pmd(
+        vec![(super_frame(&s), 1440)],
+        &[
+            ("in_port(p0),eth_type(0x86dd),ipv6(frag=no)", "recirc(0x5)"),
+            (
+                "recirc_id(0x5),in_port(p0),eth_type(0x86dd),ipv6(frag=no)",
+                &second,
+            ),
+        ],
+    );
+    let b2 = s2.lock().unwrap();
+    assert!(b2.len() >= 2 && b2.iter().all(|b| b.len() <= MAX_BURST));
+    let segs: Vec<Vec<u8>> = b2
+        .iter()
+        .flatten()
+        .map(|(f, g)| {
+            assert_eq!(*g, 0);
+            // The VXLAN header (50 bytes) in front of each inner segment.
+            assert_eq!(&f[12..14], &[0x08, 0x00]);
+            assert_eq!(u16::from_be_bytes([f[16], f[17]]) as usize, f.len() - 14);
+            f[50..].to_vec()
+        })
+        .collect();
+    verify(&s, 1440, &segs);
+    assert!(s3.lock().unwrap().is_empty());
+    assert_eq!(pmd.stats().gso_segments, 50_000_u64.div_ceil(1440));
+}
+
+#[test]
+fn a_truncated_copy_of_a_super_frame_is_an_ordinary_packet() {
+    let s = Shape::v4(30_000);
+    let (s2, _s3, _) = run_pmd(
+        vec![(super_frame(&s), 1000)],
+        &[(
+            "in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+            "trunc(200),p2,p3",
+        )],
+    );
+    let all: Vec<_> = s2.lock().unwrap().iter().flatten().cloned().collect();
+    assert_eq!(all.len(), 1);
+    assert_eq!((all[0].0.len(), all[0].1), (200, 0));
+}
