@@ -75,6 +75,35 @@ impl QueueStats {
         self.tx_bytes.fetch_add(bytes, Relaxed);
     }
 
+    /// Counts what one receive call did: packets and bytes received, packets dropped, errors;
+    /// zero counts touch nothing.
+    #[inline]
+    pub fn count_rx(&self, packets: u64, bytes: u64, dropped: u64, errors: u64) {
+        if packets > 0 {
+            self.add_rx(packets, bytes);
+        }
+        self.count_losses(&self.rx_dropped, dropped, errors);
+    }
+
+    /// Counts what one send call did, as [`QueueStats::count_rx`].
+    #[inline]
+    pub fn count_tx(&self, packets: u64, bytes: u64, dropped: u64, errors: u64) {
+        if packets > 0 {
+            self.add_tx(packets, bytes);
+        }
+        self.count_losses(&self.tx_dropped, dropped, errors);
+    }
+
+    #[inline]
+    fn count_losses(&self, dropped_counter: &AtomicU64, dropped: u64, errors: u64) {
+        if dropped > 0 {
+            dropped_counter.fetch_add(dropped, Relaxed);
+        }
+        if errors > 0 {
+            self.errors.fetch_add(errors, Relaxed);
+        }
+    }
+
     /// A copy of the counters.
     pub fn snapshot(&self) -> PortCounters {
         PortCounters {

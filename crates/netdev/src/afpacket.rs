@@ -745,15 +745,7 @@ impl RxQueue for AfPacketRxq {
                 self.off = self.off.saturating_add(h.tp_next_offset as usize);
             }
         }
-        if n > 0 {
-            self.stats.add_rx(n as u64, bytes);
-        }
-        if dropped > 0 {
-            self.stats.rx_dropped.fetch_add(dropped, Relaxed);
-        }
-        if errors > 0 {
-            self.stats.errors.fetch_add(errors, Relaxed);
-        }
+        self.stats.count_rx(n as u64, bytes, dropped, errors);
         n
     }
 }
@@ -912,15 +904,7 @@ impl TxQueue for AfPacketTxq {
             dropped += c.2;
             errors += c.3;
         }
-        if sent > 0 {
-            self.stats.add_tx(sent, bytes);
-        }
-        if dropped > 0 {
-            self.stats.tx_dropped.fetch_add(dropped, Relaxed);
-        }
-        if errors > 0 {
-            self.stats.errors.fetch_add(errors, Relaxed);
-        }
+        self.stats.count_tx(sent, bytes, dropped, errors);
         pool.free_batch(batch);
     }
 }

@@ -505,7 +505,10 @@ mod tests {
             let g = frame(TrafficKind::GreIpv4, i, 300);
             assert_eq!(g.len() + 4, m.len());
             // Outer headers alike but for the IPv4 length and checksum and the GRE protocol.
-            assert_eq!((&g[..16], &g[18..24], &g[26..36]), (&m[..16], &m[18..24], &m[26..36]));
+            assert_eq!(
+                (&g[..16], &g[18..24], &g[26..36]),
+                (&m[..16], &m[18..24], &m[26..36])
+            );
             assert!(Ipv4Packet::new_checked(&g[14..]).unwrap().verify_checksum());
             assert_eq!((&g[36..38], &m[36..38]), (&[8, 0][..], &[0x88, 0x47][..]));
             assert_eq!(g[38..42], m[38..42], "key");

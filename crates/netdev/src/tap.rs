@@ -524,12 +524,7 @@ impl RxQueue for TapRxq {
             batch.push(p);
             n += 1;
         }
-        if n > 0 {
-            self.stats.add_rx(n as u64, bytes);
-        }
-        if dropped > 0 {
-            self.stats.rx_dropped.fetch_add(dropped, Relaxed);
-        }
+        self.stats.count_rx(n as u64, bytes, dropped, 0);
         n
     }
 }
@@ -640,15 +635,7 @@ impl TxQueue for TapTxq {
             }
             i += 1;
         }
-        if sent > 0 {
-            self.stats.add_tx(sent, bytes);
-        }
-        if dropped > 0 {
-            self.stats.tx_dropped.fetch_add(dropped, Relaxed);
-        }
-        if errors > 0 {
-            self.stats.errors.fetch_add(errors, Relaxed);
-        }
+        self.stats.count_tx(sent, bytes, dropped, errors);
         pool.free_batch(batch);
     }
 }
