@@ -118,6 +118,17 @@ impl PortError {
     }
 }
 
+/// A boolean option of a kernel port (`true`/`false`, `1`/`0`, `yes`/`no`).
+pub(crate) fn flag(key: &str, value: &str) -> Result<bool, PortError> {
+    match value {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(PortError::BadOption(format!(
+            "{key}: '{value}' is not true or false"
+        ))),
+    }
+}
+
 /// Options of an `afpacket` port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AfPacketOptions {
@@ -179,17 +190,7 @@ impl AfPacketOptions {
             "block_size" => self.block_size = num(value)?,
             "block_nr" => self.block_nr = num(value)?,
             "retire_ms" => self.retire_ms = num(value)? as u32,
-            "qdisc_bypass" => {
-                self.qdisc_bypass = match value {
-                    "true" | "1" | "yes" => true,
-                    "false" | "0" | "no" => false,
-                    _ => {
-                        return Err(PortError::BadOption(format!(
-                            "qdisc_bypass: '{value}' is not true or false"
-                        )));
-                    }
-                }
-            }
+            "qdisc_bypass" => self.qdisc_bypass = flag(key, value)?,
             _ => {
                 return Err(PortError::BadOption(format!(
                     "unknown option '{key}' for type afpacket (known: {})",

@@ -1776,15 +1776,17 @@ fn create_xsk_in_mode(
 fn open_in_ns(ifname: &str, o: &AfXdpOptions) -> Result<Opened, Fail> {
     let ctl = crate::netns::socket(libc::AF_INET, libc::SOCK_DGRAM, 0)
         .map_err(|e| Fail::io("control socket", &e))?;
-    let ifindex = bpf::ifindex(ifname).map_err(|e| {
-        Fail::io(
-            match &o.netns {
-                Some(ns) => format!("no interface '{ifname}' in network namespace '{ns}'"),
-                None => format!("no interface '{ifname}'"),
-            },
-            &e,
-        )
-    })?;
+    let ifindex = crate::netns::ifindex(ctl.as_fd(), ifname)
+        .map(|i| i as u32)
+        .map_err(|e| {
+            Fail::io(
+                match &o.netns {
+                    Some(ns) => format!("no interface '{ifname}' in network namespace '{ns}'"),
+                    None => format!("no interface '{ifname}'"),
+                },
+                &e,
+            )
+        })?;
     let map = XskMap::create(o.n_rxq as u32).map_err(|e| {
         let mut f = Fail::bpf(&e, "");
         if matches!(e.errno(), Some(libc::EPERM | libc::EINVAL | libc::ENOSYS)) {

@@ -21,7 +21,6 @@
 //! [`XdpAttachment`] detaches it on drop, and [`attached_program`] / [`program_name`] let the
 //! caller recognise one left over by a crashed run.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -620,19 +619,7 @@ fn nl_socket() -> Result<OwnedFd, BpfError> {
 
 /// A rtnetlink socket in the calling thread's network namespace.
 pub fn netlink_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is the socket just created and owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = crate::netns::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE)?;
     // Replies never block forever: the kernel answers at once, but be safe.
     let tv = libc::timeval {
         tv_sec: 2,
@@ -818,18 +805,6 @@ fn netlink_get_xdp(nl: RawFd, ifindex: u32) -> io::Result<Option<(u32, AttachMod
         }
     });
     r.map(|()| found)
-}
-
-/// Interface index of `name` in the calling thread's network namespace.
-pub fn ifindex(name: &str) -> io::Result<u32> {
-    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated string.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(i)
-    }
 }
 
 #[cfg(test)]

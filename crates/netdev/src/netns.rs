@@ -131,7 +131,7 @@ fn bad_name(name: &str) -> io::Error {
 }
 
 fn ioctl(sock: BorrowedFd<'_>, req: libc::Ioctl, r: &mut libc::ifreq) -> io::Result<()> {
-    // SAFETY: every request used here (SIOCGIFINDEX, SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCGIFMTU,
+    // SAFETY: every request used here (SIOCGIFINDEX, SIOCGIFFLAGS, SIOCSIFFLAGS,
     // SIOCSIFHWADDR, SIOCSIFADDR, SIOCSIFNETMASK) reads and writes one `ifreq`, which `r` is.
     if unsafe { libc::ioctl(sock.as_raw_fd(), req, r as *mut libc::ifreq) } < 0 {
         return Err(io::Error::last_os_error());
@@ -153,14 +153,6 @@ pub fn if_flags(sock: BorrowedFd<'_>, name: &str) -> io::Result<i32> {
     ioctl(sock, libc::SIOCGIFFLAGS, &mut r)?;
     // SAFETY: SIOCGIFFLAGS filled the union's flags member.
     Ok(i32::from(unsafe { r.ifr_ifru.ifru_flags }) & 0xffff)
-}
-
-/// MTU of interface `name` in `sock`'s namespace.
-pub fn mtu(sock: BorrowedFd<'_>, name: &str) -> io::Result<i32> {
-    let mut r = ifreq(name)?;
-    ioctl(sock, libc::SIOCGIFMTU, &mut r)?;
-    // SAFETY: SIOCGIFMTU filled the union's mtu member.
-    Ok(unsafe { r.ifr_ifru.ifru_mtu })
 }
 
 /// Sets interface `name` administratively up.

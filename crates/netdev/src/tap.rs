@@ -66,7 +66,7 @@ use datapath::packet::{Batch, Packet, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
-use crate::afpacket::{RECHECK, csum};
+use crate::afpacket::{RECHECK, csum, flag};
 use crate::netns;
 
 /// Bytes of the virtio-net header in front of every frame (`virtio_net_hdr_mrg_rxbuf`).
@@ -142,16 +142,6 @@ impl TapOptions {
             }
         }
         Ok(())
-    }
-}
-
-fn flag(key: &str, value: &str) -> Result<bool, PortError> {
-    match value {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err(PortError::BadOption(format!(
-            "{key}: '{value}' is not true or false"
-        ))),
     }
 }
 

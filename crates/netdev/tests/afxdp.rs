@@ -839,7 +839,8 @@ fn restart_and_stale_program() {
     }
 
     // A crashed run that had attached with netlink: the program stays attached.
-    let ifindex = bpf::ifindex(&a).unwrap();
+    let ctl = netdev::netns::control_socket(None).unwrap();
+    let ifindex = netdev::netns::ifindex(std::os::fd::AsFd::as_fd(&ctl), &a).unwrap() as u32;
     let map = bpf::XskMap::create(1).unwrap();
     let prog = bpf::XdpProgram::load_redirect(&map).unwrap();
     let stale = bpf::attach_netlink(&prog, ifindex, AttachMode::Generic).unwrap();
