@@ -78,14 +78,7 @@ fn a_warm_pmd_allocates_nothing_per_packet() {
     ] {
         pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
     }
-    for _ in 0..5000 {
-        pmd.poll_once();
-    }
-    let before = thread_allocs();
-    for _ in 0..1000 {
-        pmd.poll_once();
-    }
-    let allocs = thread_allocs() - before;
+    let allocs = warm_allocs(&mut pmd, 5000, 1000);
     assert!(pmd.stats().tx_packets > 0);
     assert_eq!(
         allocs, 0,
@@ -137,14 +130,7 @@ fn a_warm_pmd_allocates_nothing_per_packet() {
         ] {
             pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
         }
-        for _ in 0..5000 {
-            pmd.poll_once();
-        }
-        let before = thread_allocs();
-        for _ in 0..1000 {
-            pmd.poll_once();
-        }
-        let allocs = thread_allocs() - before;
+        let allocs = warm_allocs(&mut pmd, 5000, 1000);
         let s = pmd.stats();
         assert!(
             s.tnl_pops > 0 && s.tx_packets == s.tnl_pops,
@@ -157,47 +143,60 @@ fn a_warm_pmd_allocates_nothing_per_packet() {
     }
 }
 
+/// VXLAN encapsulation as translation emits it for a tunnel output.
+const VXLAN_PUSH: &str = "tnl_push(tnl_port(9),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,\
+    src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,\
+    tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
+    vxlan(flags=0x8000000,vni=0x64)),out_port(0))";
+
+/// A PMD polling `rxq` as port `p0` (1), with sinks `p1` (2) and `p2` (3), and one megaflow
+/// for its IPv4 packets with `actions`. The sinks are returned to outlive the PMD.
+fn two_sinks(rxq: Box<dyn datapath::port::RxQueue>, actions: &str) -> (Pmd, [SinkPort; 2]) {
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    let mut sinks = [
+        SinkPort::new("p1", SampleSpec::default()),
+        SinkPort::new("p2", SampleSpec::default()),
+    ];
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq,
+        cycles: 0,
+    });
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    for (no, s) in (2..).zip(sinks.iter_mut()) {
+        pmd.add_txq(no, s.open_txq());
+        names.insert(s.name(), no);
+    }
+    let key = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
+    pmd.add_flow(parse_megaflow(&names, key, actions).unwrap())
+        .unwrap();
+    (pmd, sinks)
+}
+
+/// Allocations of `measured` PMD iterations after `warm` ones, on this thread.
+fn warm_allocs(pmd: &mut Pmd, warm: usize, measured: usize) -> u64 {
+    for _ in 0..warm {
+        pmd.poll_once();
+    }
+    let before = thread_allocs();
+    for _ in 0..measured {
+        pmd.poll_once();
+    }
+    thread_allocs() - before
+}
+
 #[test]
 fn copies_for_clone_and_non_final_outputs_allocate_nothing_when_warm() {
     // Tunnel output followed by more actions (a clone around tnl_push, as translation emits
     // it), and an output that is not the last action: both work on copies of the group.
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
     let mut rp = ReplayPort::new("p0", "t", plain_frames(100, 64), 1);
-    let mut s1 = SinkPort::new("p1", SampleSpec::default());
-    let mut s2 = SinkPort::new("p2", SampleSpec::default());
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: rp.take_rxq(0, 1).unwrap(),
-        cycles: 0,
-    });
-    pmd.add_txq(2, s1.open_txq());
-    pmd.add_txq(3, s2.open_txq());
-    let mut names = PortNames::new();
-    names.insert("p0", 1);
-    names.insert("p1", 2);
-    names.insert("p2", 3);
-    let push = "tnl_push(tnl_port(9),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,\
-                src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,\
-                tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
-                vxlan(flags=0x8000000,vni=0x64)),out_port(0))";
-    pmd.add_flow(
-        parse_megaflow(
-            &names,
-            "in_port(p0),eth_type(0x0800),ipv4(frag=no)",
-            &format!("clone({push},p1),p2,p1"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    for _ in 0..5000 {
-        pmd.poll_once();
-    }
-    let before = thread_allocs();
-    for _ in 0..1000 {
-        pmd.poll_once();
-    }
-    let allocs = thread_allocs() - before;
+    let (mut pmd, _sinks) = two_sinks(
+        rp.take_rxq(0, 1).unwrap(),
+        &format!("clone({VXLAN_PUSH},p1),p2,p1"),
+    );
+    let allocs = warm_allocs(&mut pmd, 5000, 1000);
     assert!(pmd.stats().tx_packets > 0);
     assert_eq!(
         allocs, 0,
@@ -245,43 +244,12 @@ fn tcp_super_frame(i: u8, payload: usize) -> Vec<u8> {
 fn segmenting_super_frames_allocates_nothing_when_warm() {
     // Software segmentation for a port without TSO (p2), and before a tnl_push (in a clone,
     // to p1): segments are pool packets, super-frames sit in large pool buffers.
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
     let frames = (1..=3).map(|i| tcp_super_frame(i, 60_000)).collect();
-    let mut s1 = SinkPort::new("p1", SampleSpec::default());
-    let mut s2 = SinkPort::new("p2", SampleSpec::default());
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: Box::new(SuperFrames { frames, mss: 1448 }),
-        cycles: 0,
-    });
-    pmd.add_txq(2, s1.open_txq());
-    pmd.add_txq(3, s2.open_txq());
-    let mut names = PortNames::new();
-    names.insert("p0", 1);
-    names.insert("p1", 2);
-    names.insert("p2", 3);
-    let push = "tnl_push(tnl_port(9),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,\
-                src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,\
-                tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
-                vxlan(flags=0x8000000,vni=0x64)),out_port(0))";
-    pmd.add_flow(
-        parse_megaflow(
-            &names,
-            "in_port(p0),eth_type(0x0800),ipv4(frag=no)",
-            &format!("clone({push},p1),p2"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    for _ in 0..200 {
-        pmd.poll_once();
-    }
-    let before = thread_allocs();
-    for _ in 0..200 {
-        pmd.poll_once();
-    }
-    let allocs = thread_allocs() - before;
+    let (mut pmd, _sinks) = two_sinks(
+        Box::new(SuperFrames { frames, mss: 1448 }),
+        &format!("clone({VXLAN_PUSH},p1),p2"),
+    );
+    let allocs = warm_allocs(&mut pmd, 200, 200);
     let s = pmd.stats();
     // 60000 / 1448: 42 segments per super-frame, twice (p1 and p2).
     assert_eq!(s.gso_segments, 400 * 3 * 42 * 2, "{s:?}");
