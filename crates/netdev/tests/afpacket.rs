@@ -59,16 +59,7 @@ fn bursts_both_ways_arrive_byte_identical_and_are_not_looped_back() {
     let sent: Vec<Vec<u8>> = (0..N)
         .map(|i| frame(i, 60 + (i as usize * 37) % 1455, &[]))
         .collect();
-    let mut got = Vec::new();
-    for chunk in sent.chunks(32) {
-        send(ta.as_mut(), &mut pool, chunk);
-        got.extend(collect(
-            rb.as_mut(),
-            &mut pool,
-            chunk.len(),
-            Duration::from_secs(2),
-        ));
-    }
+    let got = relay(ta.as_mut(), rb.as_mut(), &mut pool, &sent);
     assert!(
         got == sent,
         "A to B: {} of {} frames",
@@ -82,16 +73,7 @@ fn bursts_both_ways_arrive_byte_identical_and_are_not_looped_back() {
     );
     // And the other way, B to A.
     let sent: Vec<Vec<u8>> = (0..N).map(|i| frame(i, 1514 - i as usize, &[])).collect();
-    let mut got = Vec::new();
-    for chunk in sent.chunks(32) {
-        send(tb.as_mut(), &mut pool, chunk);
-        got.extend(collect(
-            ra.as_mut(),
-            &mut pool,
-            chunk.len(),
-            Duration::from_secs(2),
-        ));
-    }
+    let got = relay(tb.as_mut(), ra.as_mut(), &mut pool, &sent);
     assert!(
         got == sent,
         "B to A: {} of {} frames",

@@ -100,16 +100,7 @@ fn a_tap_moved_into_a_namespace_carries_bursts_both_ways() {
         .collect();
     sent.push(frame(600, 100, &[[0x81, 0x00, 0x20, 10]]));
     sent.push(frame(601, 90, &[[0x88, 0xa8, 0, 5], [0x81, 0, 0, 6]]));
-    let mut got = Vec::new();
-    for chunk in sent.chunks(32) {
-        send(tf.as_mut(), &mut pool, chunk);
-        got.extend(collect(
-            rt.as_mut(),
-            &mut pool,
-            chunk.len(),
-            Duration::from_secs(2),
-        ));
-    }
+    let got = relay(tf.as_mut(), rt.as_mut(), &mut pool, &sent);
     assert!(
         got == sent,
         "kernel to port: {} of {} frames",
@@ -118,16 +109,7 @@ fn a_tap_moved_into_a_namespace_carries_bursts_both_ways() {
     );
 
     // Port to kernel, seen by the far end's packet socket (which restores stripped tags).
-    let mut got = Vec::new();
-    for chunk in sent.chunks(32) {
-        send(tt.as_mut(), &mut pool, chunk);
-        got.extend(collect(
-            rf.as_mut(),
-            &mut pool,
-            chunk.len(),
-            Duration::from_secs(2),
-        ));
-    }
+    let got = relay(tt.as_mut(), rf.as_mut(), &mut pool, &sent);
     assert!(
         got == sent,
         "port to kernel: {} of {} frames",

@@ -208,6 +208,22 @@ pub fn collect(
     got
 }
 
+/// Sends `frames` on `txq` a burst at a time, collecting each burst from `rxq` (up to 2 s
+/// each); returns what arrived.
+pub fn relay(
+    txq: &mut dyn TxQueue,
+    rxq: &mut dyn RxQueue,
+    pool: &mut Pool,
+    frames: &[Vec<u8>],
+) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    for chunk in frames.chunks(32) {
+        send(txq, pool, chunk);
+        got.extend(collect(rxq, pool, chunk.len(), Duration::from_secs(2)));
+    }
+    got
+}
+
 /// One poll of `rxq`: how many marked frames it gave.
 pub fn marked(rxq: &mut dyn RxQueue, pool: &mut Pool) -> usize {
     let mut b = Batch::new();
