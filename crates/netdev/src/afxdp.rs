@@ -1034,10 +1034,7 @@ impl RxQueue for RxSide {
         }
         self.rx.release(n);
         self.fill.submit(filled);
-        self.stats.add_rx(u64::from(got), bytes);
-        if bad > 0 {
-            self.stats.errors.fetch_add(bad, Ordering::Relaxed);
-        }
+        self.stats.count_rx(u64::from(got), bytes, 0, bad);
         got as usize
     }
 }
@@ -1253,15 +1250,7 @@ impl TxQueue for AfXdpTxq {
             }
             drop(st);
             self.pending = s.pending;
-            self.stats.add_tx(s.packets, s.bytes);
-            if s.dropped > 0 {
-                self.stats
-                    .tx_dropped
-                    .fetch_add(s.dropped, Ordering::Relaxed);
-            }
-            if s.errors > 0 {
-                self.stats.errors.fetch_add(s.errors, Ordering::Relaxed);
-            }
+            self.stats.count_tx(s.packets, s.bytes, s.dropped, s.errors);
         }
         pool.free_batch(batch);
     }
