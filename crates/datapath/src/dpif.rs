@@ -547,21 +547,12 @@ impl Datapath {
     pub fn dpctl_show(&self, stats: bool) -> String {
         let s = self.total_stats();
         let (hit, missed, lost) = (s.emc_hits + s.megaflow_hits, s.upcalls, s.lost_upcalls);
-        let flows: usize = self.ask(PmdCmd::Dump).iter().map(Vec::len).sum();
+        let flows: usize = self.ask(PmdCmd::NFlows).iter().sum();
         let mut out = format!(
             "netdev@flowpath:\n  lookups: hit:{hit} missed:{missed} lost:{lost}\n  flows: {flows}\n"
         );
-        let mut ports: Vec<&PortEntry> = self.ports.iter().collect();
-        ports.sort_by_key(|p| p.no);
-        for p in ports {
-            let o = p.port.options();
-            let kind = p.port.kind();
-            let _ = write!(out, "  port {}: {}", p.no, p.port.name());
-            let _ = if o.is_empty() {
-                writeln!(out, " ({kind})")
-            } else {
-                writeln!(out, " ({kind}: {})", o.trim_matches(['{', '}']))
-            };
+        for p in self.sorted_ports() {
+            let _ = writeln!(out, "  port {}: {} ({})", p.no, p.port.name(), port_type(p));
             if stats {
                 let c = p.port.counters();
                 let _ = writeln!(
@@ -580,6 +571,13 @@ impl Datapath {
             }
         }
         out
+    }
+
+    /// The ports in port number order.
+    fn sorted_ports(&self) -> Vec<&PortEntry> {
+        let mut ports: Vec<&PortEntry> = self.ports.iter().collect();
+        ports.sort_by_key(|p| p.no);
+        ports
     }
 
     fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdCmd) -> Vec<T> {
@@ -1105,17 +1103,9 @@ impl Datapath {
             missed += r.stats.upcalls + r.stats.lost_upcalls;
         }
         let mut out = format!("netdev@flowpath: hit:{hit} missed:{missed}\n");
-        let mut ports: Vec<&PortEntry> = self.ports.iter().collect();
-        ports.sort_by_key(|p| p.no);
-        for p in ports {
-            let o = p.port.options();
-            let opts = o.trim_start_matches('{').trim_end_matches('}');
-            let t = if opts.is_empty() {
-                p.port.kind().to_owned()
-            } else {
-                format!("{}: {opts}", p.port.kind())
-            };
-            let _ = writeln!(out, "    {} {}/{}: ({t})", p.port.name(), p.no, p.no);
+        for p in self.sorted_ports() {
+            let (name, no) = (p.port.name(), p.no);
+            let _ = writeln!(out, "    {name} {no}/{no}: ({})", port_type(p));
         }
         out
     }
@@ -1143,6 +1133,18 @@ impl Drop for Datapath {
                 let _ = t.join();
             }
         }
+    }
+}
+
+/// A port's type and options as `dpif/show` and `dpctl/show` print them: `afpacket:
+/// ifname=veth0, n_rxq=2`, or the type alone.
+fn port_type(p: &PortEntry) -> String {
+    let o = p.port.options();
+    let opts = o.trim_matches(['{', '}']);
+    if opts.is_empty() {
+        p.port.kind().to_owned()
+    } else {
+        format!("{}: {opts}", p.port.kind())
     }
 }
 

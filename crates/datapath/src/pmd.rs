@@ -313,6 +313,8 @@ pub enum PmdCmd {
     DelFlows(Sender<usize>),
     /// All megaflows.
     Dump(Sender<Vec<FlowDump>>),
+    /// How many megaflows there are (without copying them).
+    NFlows(Sender<usize>),
     /// Counters (and the EMC fill).
     Stats(Sender<(PmdStats, usize)>),
     /// Zero the counters.
@@ -766,6 +768,9 @@ impl Pmd {
             }
             PmdCmd::Dump(reply) => {
                 let _ = reply.send(self.dump());
+            }
+            PmdCmd::NFlows(reply) => {
+                let _ = reply.send(self.n_flows());
             }
             PmdCmd::Stats(reply) => {
                 let _ = reply.send((self.stats(), self.emc.len()));

@@ -291,6 +291,12 @@ fn control_socket_manages_flows_and_reports() {
         "{text}"
     );
     assert!(text.contains("  port 1: p0 (replay: "), "{text}");
+    // The configured datapath flow is counted (without dumping the flows).
+    let flows = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("flows: "))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(flows.is_some_and(|n| n >= 1), "{text}");
     let rx = text
         .lines()
         .skip_while(|l| !l.contains("port 1: p0"))
