@@ -379,6 +379,19 @@ impl Pool {
         }
     }
 
+    /// A packet of `len` bytes for the caller to fill through [`Packet::data_mut`] (what the
+    /// buffer held before is there until then): for a receive path that copies a frame from
+    /// several pieces (a virtio descriptor chain) straight into its buffer.
+    #[inline]
+    pub fn packet_with_len(&mut self, len: usize, in_port: u32) -> Packet {
+        Packet {
+            buf: self.buffer(len),
+            start: FRAME_OFS as u32,
+            len: len as u32,
+            meta: PacketMeta::received(in_port),
+        }
+    }
+
     /// A packet holding `head` followed by `tail` (a segment: the headers of a super-frame and
     /// a slice of its payload).
     pub fn packet_from_parts(&mut self, head: &[u8], tail: &[u8], in_port: u32) -> Packet {

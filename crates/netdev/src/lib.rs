@@ -1,6 +1,6 @@
 //! Port backends implementing the datapath's [`datapath::port::Port`]: in-memory `replay` and
 //! `sink` ports, `pcap` file ports, and ports on Linux interfaces (`afpacket`, `afxdp` with its
-//! eBPF program in `bpf`, `tap`; `netns` opens them inside network namespaces); plus the
+//! eBPF program in `bpf`, `tap`, and `vhostuser` for VMs and DPDK applications over virtio; `netns` opens them inside network namespaces); plus the
 //! classic pcap file format they and the command-line tools read and write.
 // Unsafe code is confined to the kernel I/O modules, which allow it one by one.
 #![deny(unsafe_code)]
@@ -19,3 +19,6 @@ pub mod pcap;
 pub mod pcap_port;
 #[allow(unsafe_code)]
 pub mod tap;
+#[allow(unsafe_code)]
+pub mod vhost;
+pub mod vnet;

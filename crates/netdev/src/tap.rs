@@ -62,20 +62,15 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use datapath::packet::{Batch, Packet, Pool};
+use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
-use crate::afpacket::{RECHECK, csum, flag};
-use crate::netns;
+use crate::afpacket::{RECHECK, flag};
+use crate::{netns, vnet};
 
 /// Bytes of the virtio-net header in front of every frame (`virtio_net_hdr_mrg_rxbuf`).
-pub const VNET_HDR_LEN: usize = 12;
-const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
-const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
-const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
-const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
-const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+pub const VNET_HDR_LEN: usize = vnet::HDR_LEN;
 
 /// Largest frame read whole: the largest tap MTU plus Ethernet and VLAN headers.
 const MAX_FRAME: usize = 65536 + 32;
@@ -484,27 +479,16 @@ impl RxQueue for TapRxq {
             }
             let (hdr, rest) = self.scratch.split_at_mut(VNET_HDR_LEN);
             let frame = &mut rest[..len - VNET_HDR_LEN];
-            let mut gso_size = 0;
-            if hdr[1] != VIRTIO_NET_HDR_GSO_NONE {
-                // A TCP super-frame: its partial checksum is left for the way out.
-                let ty = hdr[1] & !VIRTIO_NET_HDR_GSO_ECN;
-                gso_size = u16::from_ne_bytes([hdr[4], hdr[5]]);
-                if !self.tso
-                    || !matches!(ty, VIRTIO_NET_HDR_GSO_TCPV4 | VIRTIO_NET_HDR_GSO_TCPV6)
-                    || gso_size == 0
-                {
-                    self.gso_frame();
+            let gso_size = match vnet::accept_rx(hdr, frame, self.tso) {
+                Ok(g) => g,
+                Err(e) => {
+                    if e == vnet::RxDrop::GsoType {
+                        self.gso_frame();
+                    }
                     dropped += 1;
                     continue;
                 }
-            } else if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
-                let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
-                let offset = usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
-                if !csum::complete(frame, start, offset) {
-                    dropped += 1;
-                    continue;
-                }
-            }
+            };
             bytes += frame.len() as u64;
             let mut p = pool.packet_from(frame, self.in_port);
             if gso_size != 0 {
@@ -521,29 +505,6 @@ impl RxQueue for TapRxq {
 
 /// The header written in front of an ordinary frame: no offload.
 static ZERO_HDR: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
-
-/// The header of super-frame `p` for the kernel to segment it (see the module's
-/// documentation), after making its lengths and TCP checksum field what that needs; `None`
-/// when it is not TCP over IP.
-fn gso_hdr(p: &mut Packet) -> Option<[u8; VNET_HDR_LEN]> {
-    let t = datapath::gso::prepare_partial(p).ok()?;
-    let mut ty = if t.ipv6 {
-        VIRTIO_NET_HDR_GSO_TCPV6
-    } else {
-        VIRTIO_NET_HDR_GSO_TCPV4
-    };
-    if datapath::gso::has_cwr(p, &t) {
-        ty |= VIRTIO_NET_HDR_GSO_ECN;
-    }
-    let mut h = [0u8; VNET_HDR_LEN];
-    h[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
-    h[1] = ty;
-    h[2..4].copy_from_slice(&(t.hdr_len as u16).to_ne_bytes());
-    h[4..6].copy_from_slice(&p.meta.gso_size.to_ne_bytes());
-    h[6..8].copy_from_slice(&(t.l4 as u16).to_ne_bytes());
-    h[8..10].copy_from_slice(&16u16.to_ne_bytes());
-    Some(h)
-}
 
 struct TapTxq {
     link: Link,
@@ -574,7 +535,7 @@ impl TxQueue for TapTxq {
             let hdr = if pkts[i].meta.gso_size == 0 {
                 &ZERO_HDR
             } else {
-                match gso_hdr(&mut pkts[i]) {
+                match vnet::gso_hdr(&mut pkts[i]) {
                     Some(h) => {
                         gso = h;
                         &gso

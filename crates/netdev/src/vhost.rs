@@ -1,0 +1,1412 @@
+//! `vhostuser` and `vhostuserclient` ports: a VM (QEMU's `-netdev vhost-user`) or a DPDK
+//! application (`net_virtio_user`) attaches to the switch over a unix socket and the two
+//! exchange frames through the guest's virtio-net split rings in shared memory.
+//!
+//! # Roles
+//! flowpath is the vhost-user *back-end* (the device); the VM or application is the
+//! front-end (the driver). Type `vhostuser` listens on the socket and the front-end connects;
+//! type `vhostuserclient` connects to a socket the front-end serves (QEMU's `server=on`,
+//! virtio_user's `server=1`) and, when there is none or the peer goes away, tries again every
+//! [`RECONNECT`] until there is: either side can restart without the other.
+//!
+//! # Control and data
+//! A control thread per port speaks the vhost-user protocol (rust-vmm's `vhost` crate decodes
+//! the messages; this module's [`Handler`] acts on them): it maps the guest memory the
+//! front-end shares (`SET_MEM_TABLE`, one `mmap` per region through `vm-memory`), learns each
+//! vring's size, addresses, base and eventfds, and when a vring is complete and enabled it
+//! builds a `virtio-queue` [`Queue`] on that memory and puts it in the vring's slot. Vring
+//! `2k + 1` (the guest's transmit ring) is rx queue `k` of the port; vring `2k` (the guest's
+//! receive ring) takes what the port's tx queues send.
+//!
+//! The PMD thread that owns a queue polls its ring with guest notifications suppressed
+//! (`VRING_USED_F_NO_NOTIFY`: the guest never kicks); the call eventfd is written only after a
+//! burst that used descriptors and only when the guest has not suppressed interrupts
+//! (`VRING_AVAIL_F_NO_INTERRUPT`, which a polling DPDK driver sets). A slot is a mutex around
+//! the ring, as DPDK's vhost library keeps an access lock per virtqueue: the data path holds
+//! it for one burst (uncontended: the control thread takes it only to swap the ring in or out
+//! when the front-end reconfigures it); an rx poll that finds it taken skips that poll rather
+//! than wait. Memory regions are reference counted: they are unmapped when the last ring
+//! built on them is dropped, never under a PMD.
+//!
+//! Frames: a received chain is the virtio-net header ([`crate::vnet`]) then the frame,
+//! copied into a pool buffer; partial checksums are completed, TCP super-frames (with `tso`)
+//! become one packet with `gso_size` set. A sent frame takes as many of the guest's receive
+//! chains as it needs (`VIRTIO_NET_F_MRG_RXBUF`, the header's `num_buffers` says how many);
+//! when the guest has not posted enough, the frame is dropped and counted in the queue's
+//! `tx_dropped` (the guest ring is full), and nothing of it is used. The switch segments
+//! super-frames before they reach a vhost port (guest TSO is not offered).
+//!
+//! # Features
+//! Offered: `VERSION_1`, `MRG_RXBUF`, `MQ` and `CTRL_VQ` (the control queue stays with the
+//! front-end, as with every vhost-user net device), `CSUM`, `HOST_TSO4/6` and `HOST_ECN` with
+//! `tso` (the guest may hand over partial checksums and TCP super-frames), `MAC` and `MTU`
+//! when configured, and the vhost-user `PROTOCOL_FEATURES` with `MQ`, `REPLY_ACK` and (with a
+//! MAC or MTU) `CONFIG`. Split rings only: `virtio-queue` does not process packed rings, so
+//! `RING_PACKED` is not offered.
+//!
+//! # Bad guests
+//! Everything the guest wrote is read through `vm-memory`'s bounds-checked accessors, so a
+//! descriptor pointing outside the mapped regions is an error, never a stray read or write. A
+//! chain that loops or is longer than the ring, that points outside guest memory, that has a
+//! write-only buffer where the device reads (or the reverse), a header shorter than
+//! [`vnet::HDR_LEN`], or an available index more than a ring ahead, takes the ring out of
+//! service: the queue counts an error and a reset (`port/stats`, `dpif/show`), and the ring
+//! stays idle until the front-end sets it up again (a new `SET_VRING_*` sequence or a
+//! reconnect). A front-end that closes mid-message is a disconnect like any other.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use datapath::packet::{Batch, MAX_BURST, Pool};
+use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
+use vhost::vhost_user::message::{
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags,
+    VhostUserInflight, VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures,
+    VhostUserShMemConfig, VhostUserSharedMsg, VhostUserSingleMemoryRegion,
+    VhostUserVringAddrFlags, VhostUserVringState,
+};
+use vhost::vhost_user::{
+    BackendReqHandler, Error as VuError, GpuBackend, Result as VuResult,
+    VhostUserBackendReqHandlerMut,
+};
+use vm_memory::{
+    Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
+};
+use virtio_queue::{Queue, QueueOwnedT, QueueT};
+
+pub use crate::afpacket::PortError;
+use crate::afpacket::flag;
+use crate::vnet;
+
+/// How often a `vhostuserclient` port tries to connect while there is no peer.
+pub const RECONNECT: Duration = Duration::from_millis(250);
+/// Largest ring the back-end takes (the virtio maximum for a split ring).
+const MAX_RING: u16 = 32768;
+/// Most descriptors one frame may span (in one chain, or over merged chains).
+const MAX_SEGS: usize = 64;
+/// Largest frame taken from a guest: a TCP super-frame's 64 KiB plus headers.
+const MAX_FRAME: usize = datapath::packet::LARGE_ROOM;
+
+// Feature bits (virtio 1.x §5.1.3, §6; vhost-user's own bit 30).
+const F_CSUM: u64 = 1 << 0;
+const F_MTU: u64 = 1 << 3;
+const F_MAC: u64 = 1 << 5;
+const F_HOST_TSO4: u64 = 1 << 11;
+const F_HOST_TSO6: u64 = 1 << 12;
+const F_HOST_ECN: u64 = 1 << 13;
+const F_MRG_RXBUF: u64 = 1 << 15;
+const F_STATUS: u64 = 1 << 16;
+const F_CTRL_VQ: u64 = 1 << 17;
+const F_MQ: u64 = 1 << 22;
+const F_PROTOCOL_FEATURES: u64 = 1 << 30;
+const F_VERSION_1: u64 = 1 << 32;
+
+/// Names of the feature bits `dpif/show` prints.
+const FEATURE_NAMES: &[(u64, &str)] = &[
+    (F_CSUM, "CSUM"),
+    (F_MTU, "MTU"),
+    (F_MAC, "MAC"),
+    (F_HOST_TSO4, "HOST_TSO4"),
+    (F_HOST_TSO6, "HOST_TSO6"),
+    (F_HOST_ECN, "HOST_ECN"),
+    (F_MRG_RXBUF, "MRG_RXBUF"),
+    (F_STATUS, "STATUS"),
+    (F_CTRL_VQ, "CTRL_VQ"),
+    (F_MQ, "MQ"),
+    (F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
+    (F_VERSION_1, "VERSION_1"),
+];
+
+/// Options of a `vhostuser` / `vhostuserclient` port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VhostOptions {
+    /// The socket (`vhost-server-path`): created by a `vhostuser` port (default
+    /// `$TMPDIR/flowpath/PORT`), connected to by a `vhostuserclient` one (required).
+    pub path: Option<PathBuf>,
+    /// Connect to the socket rather than listen on it (`vhostuserclient`).
+    pub client: bool,
+    /// Queue pairs offered (`n_rxq`, default 1): the port has this many rx queues.
+    pub queues: usize,
+    /// MTU told to the guest (`mtu_request`), with `VIRTIO_NET_F_MTU`.
+    pub mtu: Option<u16>,
+    /// MAC address told to the guest (`mac`), with `VIRTIO_NET_F_MAC`.
+    pub mac: Option<[u8; 6]>,
+    /// Offer `CSUM` (`csum_offload`, default true): the guest may send partial checksums,
+    /// which rx completes.
+    pub csum_offload: bool,
+    /// Offer `HOST_TSO4/6` (`tso`, default true, only with `csum_offload`): the guest may send
+    /// TCP super-frames.
+    pub tso: bool,
+}
+
+impl Default for VhostOptions {
+    fn default() -> Self {
+        VhostOptions {
+            path: None,
+            client: false,
+            queues: 1,
+            mtu: None,
+            mac: None,
+            csum_offload: true,
+            tso: true,
+        }
+    }
+}
+
+impl VhostOptions {
+    /// Option names [`VhostOptions::set`] takes.
+    pub const KEYS: &'static [&'static str] = &[
+        "vhost-server-path",
+        "n_rxq",
+        "mtu_request",
+        "mac",
+        "csum_offload",
+        "tso",
+    ];
+
+    /// Options for port type `kind` (`vhostuser` or `vhostuserclient`).
+    pub fn for_kind(kind: &str) -> Result<VhostOptions, PortError> {
+        let client = match kind {
+            "vhostuser" => false,
+            "vhostuserclient" => true,
+            _ => return Err(PortError::BadOption(format!("'{kind}' is not a vhost type"))),
+        };
+        Ok(VhostOptions {
+            client,
+            ..VhostOptions::default()
+        })
+    }
+
+    /// Sets option `key` from its text form.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), PortError> {
+        let bad = |what: &str| PortError::BadOption(format!("{key}: '{value}' {what}"));
+        match key {
+            "vhost-server-path" => {
+                if value.is_empty() {
+                    return Err(bad("is empty"));
+                }
+                self.path = Some(PathBuf::from(value));
+            }
+            "n_rxq" => self.queues = value.trim().parse().map_err(|_| bad("is not a number"))?,
+            "mtu_request" => {
+                self.mtu = Some(value.trim().parse().map_err(|_| bad("is not a number"))?)
+            }
+            "mac" => self.mac = Some(parse_mac(value).ok_or_else(|| bad("is not a MAC address"))?),
+            "csum_offload" => self.csum_offload = flag(key, value)?,
+            "tso" => self.tso = flag(key, value)?,
+            _ => {
+                return Err(PortError::BadOption(format!(
+                    "unknown option '{key}' for type {} (known: {})",
+                    self.kind(),
+                    Self::KEYS.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the values without opening anything.
+    pub fn check(&self) -> Result<(), PortError> {
+        if !(1..=16).contains(&self.queues) {
+            return Err(PortError::BadOption(format!(
+                "n_rxq: {} is not between 1 and 16",
+                self.queues
+            )));
+        }
+        if let Some(m) = self.mtu
+            && !(68..=9702).contains(&m)
+        {
+            return Err(PortError::BadOption(format!(
+                "mtu_request: {m} is not between 68 and 9702"
+            )));
+        }
+        if self.client && self.path.is_none() {
+            return Err(PortError::BadOption(
+                "type vhostuserclient needs option vhost-server-path (the socket the VM or \
+                 application serves)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.client {
+            "vhostuserclient"
+        } else {
+            "vhostuser"
+        }
+    }
+
+    /// The socket path for port `name`.
+    pub fn socket(&self, name: &str) -> PathBuf {
+        self.path
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("flowpath").join(name))
+    }
+
+    /// The virtio features offered.
+    fn features(&self) -> u64 {
+        let mut f = F_VERSION_1 | F_MRG_RXBUF | F_CTRL_VQ | F_MQ | F_PROTOCOL_FEATURES;
+        if self.csum_offload {
+            f |= F_CSUM;
+            if self.tso {
+                f |= F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_ECN;
+            }
+        }
+        if self.mac.is_some() {
+            f |= F_MAC;
+        }
+        if self.mtu.is_some() {
+            f |= F_MTU;
+        }
+        if self.mac.is_some() || self.mtu.is_some() {
+            f |= F_STATUS;
+        }
+        f
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        let mut p = VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK;
+        if self.mac.is_some() || self.mtu.is_some() {
+            p |= VhostUserProtocolFeatures::CONFIG;
+        }
+        p
+    }
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.trim().split(':');
+    for b in &mut m {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
+/// The text form of the feature bits in `f`.
+pub fn feature_names(f: u64) -> String {
+    let mut s = String::new();
+    for &(bit, name) in FEATURE_NAMES {
+        if f & bit != 0 {
+            if !s.is_empty() {
+                s.push('|');
+            }
+            s.push_str(name);
+        }
+    }
+    let rest = FEATURE_NAMES.iter().fold(f, |r, (bit, _)| r & !bit);
+    if rest != 0 {
+        let _ = write!(s, "{}{rest:#x}", if s.is_empty() { "" } else { "|" });
+    }
+    s
+}
+
+/// A started vring: the queue state and what it needs, owned by its slot.
+struct Ring {
+    q: Queue,
+    mem: Arc<GuestMemoryMmap>,
+    /// The call eventfd, written when the guest wants an interrupt.
+    call: Option<Arc<File>>,
+    /// Bytes of the virtio-net header in front of each frame.
+    hdr_len: usize,
+    /// Receive: TCP super-frames are taken.
+    tso: bool,
+}
+
+/// What went wrong on a ring: the guest broke the virtio rules.
+#[derive(Debug)]
+struct BadRing(&'static str);
+
+impl Ring {
+    /// Signals the guest after a burst that used `added` descriptors, if it wants to be.
+    fn notify(&mut self, added: usize) {
+        if added == 0 {
+            return;
+        }
+        if let (Ok(true), Some(call)) = (self.q.needs_notification(&*self.mem), &self.call) {
+            // An eventfd write fails only when the counter would overflow, which means the
+            // guest already has a signal pending.
+            let _ = (&**call).write(&1u64.to_ne_bytes());
+        }
+    }
+
+    /// Receives up to `batch.room()` frames from the guest's transmit ring. Counts into
+    /// `counts` (packets, bytes, dropped).
+    fn recv(
+        &mut self,
+        pool: &mut Pool,
+        batch: &mut Batch,
+        in_port: u32,
+        counts: &mut [u64; 3],
+    ) -> Result<(), BadRing> {
+        let mut heads = [0u16; MAX_BURST];
+        let mut n_heads = 0;
+        let mut segs = [(0u64, 0u32); MAX_SEGS];
+        let room = batch.room().min(MAX_BURST);
+        let hdr_len = self.hdr_len;
+        let mem = &*self.mem;
+        let mut iter = self
+            .q
+            .iter(mem)
+            .map_err(|_| BadRing("available index more than a ring ahead"))?;
+        let mut result = Ok(());
+        while n_heads < room {
+            let Some(chain) = iter.next() else { break };
+            heads[n_heads] = chain.head_index();
+            n_heads += 1;
+            let mut n = 0;
+            let mut total = 0usize;
+            let mut truncated = true;
+            for d in chain {
+                if d.is_write_only() {
+                    result = Err(BadRing("write-only buffer in a transmit chain"));
+                    break;
+                }
+                if n == MAX_SEGS {
+                    result = Err(BadRing("transmit chain of too many buffers"));
+                    break;
+                }
+                segs[n] = (d.addr().0, d.len());
+                n += 1;
+                total += d.len() as usize;
+                truncated = d.has_next();
+            }
+            if result.is_err() {
+                break;
+            }
+            if n == 0 || truncated {
+                result = Err(BadRing("descriptor chain loops or leaves the ring"));
+                break;
+            }
+            if total < hdr_len + 14 || total - hdr_len > MAX_FRAME {
+                counts[2] += 1;
+                continue;
+            }
+            let mut hdr = [0u8; vnet::HDR_LEN];
+            let mut p = pool.packet_with_len(total - hdr_len, in_port);
+            if gather(mem, &segs[..n], &mut hdr[..hdr_len], p.data_mut()).is_err() {
+                pool.free(p);
+                result = Err(BadRing("buffer outside guest memory"));
+                break;
+            }
+            match vnet::accept_rx(&hdr, p.data_mut(), self.tso) {
+                Ok(gso) => {
+                    if gso != 0 {
+                        p.meta.gso_size = gso;
+                        batch.mark_gso();
+                    }
+                    counts[0] += 1;
+                    counts[1] += p.len() as u64;
+                    batch.push(p);
+                }
+                Err(_) => {
+                    pool.free(p);
+                    counts[2] += 1;
+                }
+            }
+        }
+        drop(iter);
+        for &h in &heads[..n_heads] {
+            self.q
+                .add_used(mem, h, 0)
+                .map_err(|_| BadRing("used ring outside guest memory"))?;
+        }
+        self.notify(n_heads);
+        result
+    }
+
+    /// Sends every packet of `batch` into the guest's receive ring; counts into `counts`
+    /// (packets, bytes, dropped).
+    fn send(&mut self, batch: &mut Batch, counts: &mut [u64; 3]) -> Result<(), BadRing> {
+        let mem = &*self.mem;
+        let mrg = self.hdr_len == vnet::HDR_LEN;
+        let mut added = 0;
+        let mut result = Ok(());
+        for p in batch.packets() {
+            if result.is_err() {
+                counts[2] += 1;
+                continue;
+            }
+            let frame = p.data();
+            let need = self.hdr_len + frame.len();
+            let start = self.q.next_avail();
+            // The buffers the frame goes to: (address, length, chain), and the chains.
+            let mut segs = [(0u64, 0u32, 0u16); MAX_SEGS];
+            let mut n = 0;
+            let mut heads = [0u16; MAX_SEGS];
+            let mut n_heads = 0;
+            let mut cap = 0usize;
+            let mut fits = true;
+            while cap < need {
+                let chain = match self.q.iter(mem) {
+                    Ok(mut it) => it.next(),
+                    Err(_) => {
+                        result = Err(BadRing("available index more than a ring ahead"));
+                        None
+                    }
+                };
+                let Some(chain) = chain else {
+                    fits = false;
+                    break;
+                };
+                if n_heads == MAX_SEGS || (n_heads == 1 && !mrg) {
+                    // Too many buffers for one frame, or a single buffer too small for it:
+                    // this frame cannot go, the next may.
+                    fits = false;
+                    break;
+                }
+                heads[n_heads] = chain.head_index();
+                n_heads += 1;
+                let mut truncated = true;
+                let mut any = false;
+                for d in chain {
+                    if !d.is_write_only() {
+                        result = Err(BadRing("read-only buffer in a receive chain"));
+                        break;
+                    }
+                    if n == MAX_SEGS {
+                        break;
+                    }
+                    segs[n] = (d.addr().0, d.len(), (n_heads - 1) as u16);
+                    n += 1;
+                    cap += d.len() as usize;
+                    truncated = d.has_next();
+                    any = true;
+                }
+                if result.is_ok() && (!any || truncated) && n < MAX_SEGS {
+                    result = Err(BadRing("descriptor chain loops or leaves the ring"));
+                }
+                if result.is_err() {
+                    break;
+                }
+            }
+            if result.is_err() {
+                counts[2] += 1;
+                continue;
+            }
+            if !fits {
+                // Nothing of it is used: the chains taken go back to the available ring.
+                self.q.set_next_avail(start);
+                counts[2] += 1;
+                continue;
+            }
+            let mut hdr = [0u8; vnet::HDR_LEN];
+            hdr[10..12].copy_from_slice(&(n_heads as u16).to_le_bytes());
+            let mut used = [0u32; MAX_SEGS];
+            if scatter(mem, &segs[..n], &hdr[..self.hdr_len], frame, &mut used).is_err() {
+                result = Err(BadRing("buffer outside guest memory"));
+                counts[2] += 1;
+                continue;
+            }
+            for (i, &h) in heads[..n_heads].iter().enumerate() {
+                if self.q.add_used(mem, h, used[i]).is_err() {
+                    result = Err(BadRing("used ring outside guest memory"));
+                }
+            }
+            added += n_heads;
+            counts[0] += 1;
+            counts[1] += frame.len() as u64;
+        }
+        self.notify(added);
+        result
+    }
+}
+
+/// Copies the buffers `segs` of guest memory into `hdr` then `frame` (their lengths add up to
+/// the buffers').
+fn gather(
+    mem: &GuestMemoryMmap,
+    segs: &[(u64, u32)],
+    hdr: &mut [u8],
+    frame: &mut [u8],
+) -> Result<(), vm_memory::GuestMemoryError> {
+    let mut off = 0usize; // bytes of hdr ++ frame filled
+    let h = hdr.len();
+    for &(addr, len) in segs {
+        let (mut addr, mut len) = (addr, len as usize);
+        if off < h {
+            let k = len.min(h - off);
+            mem.read_slice(&mut hdr[off..off + k], GuestAddress(addr))?;
+            off += k;
+            addr = addr.wrapping_add(k as u64);
+            len -= k;
+        }
+        if len > 0 {
+            let f = off - h;
+            mem.read_slice(&mut frame[f..f + len], GuestAddress(addr))?;
+            off += len;
+        }
+    }
+    Ok(())
+}
+
+/// Copies `hdr` then `frame` into the guest buffers `segs` (address, length, chain), adding
+/// what each chain received to `used[chain]`.
+fn scatter(
+    mem: &GuestMemoryMmap,
+    segs: &[(u64, u32, u16)],
+    hdr: &[u8],
+    frame: &[u8],
+    used: &mut [u32],
+) -> Result<(), vm_memory::GuestMemoryError> {
+    let mut parts = [hdr, frame];
+    let mut part = 0;
+    for &(addr, len, chain) in segs {
+        let (mut addr, mut room) = (addr, len as usize);
+        while room > 0 && part < 2 {
+            let src = parts[part];
+            let k = room.min(src.len());
+            if k > 0 {
+                mem.write_slice(&src[..k], GuestAddress(addr))?;
+                used[chain as usize] += k as u32;
+                addr = addr.wrapping_add(k as u64);
+                room -= k;
+            }
+            parts[part] = &src[k..];
+            if parts[part].is_empty() {
+                part += 1;
+            }
+        }
+        if part == 2 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// What the port and its queues share with the control thread.
+struct Shared {
+    name: String,
+    /// One slot per vring: `2k` the guest's receive ring, `2k + 1` its transmit ring.
+    slots: Box<[Mutex<Option<Ring>>]>,
+    rx_stats: Vec<Arc<QueueStats>>,
+    tx_stats: Vec<Arc<QueueStats>>,
+    /// Leading guest receive rings that are started: tx queue `k` sends on ring
+    /// `k mod n_tx_rings`.
+    n_tx_rings: AtomicUsize,
+    /// Rings taken out of service for breaking the virtio rules.
+    resets: AtomicU64,
+    status: Mutex<Status>,
+    stop: AtomicBool,
+    /// The current connection, to shut it down when the port closes.
+    conn: Mutex<Option<UnixStream>>,
+}
+
+/// What `dpif/show` tells of the connection.
+#[derive(Clone, Debug, Default)]
+struct Status {
+    connected: bool,
+    features: u64,
+    protocol: u64,
+    /// Vrings started.
+    started: usize,
+    connections: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    /// Takes ring `i` out of its slot (waiting for a PMD's burst on it to end).
+    fn take(&self, i: usize) -> Option<Ring> {
+        lock(&self.slots[i]).take()
+    }
+
+    fn update_started(&self) {
+        let started: Vec<bool> = self.slots.iter().map(|s| lock(s).is_some()).collect();
+        let lead = started.iter().step_by(2).take_while(|s| **s).count();
+        self.n_tx_rings.store(lead, Relaxed);
+        lock(&self.status).started = started.iter().filter(|s| **s).count();
+    }
+
+    #[cold]
+    fn bad_ring(&self, slot: &mut Option<Ring>, vring: usize, why: &str, stats: &QueueStats) {
+        *slot = None;
+        stats.errors.fetch_add(1, Relaxed);
+        self.resets.fetch_add(1, Relaxed);
+        eprintln!(
+            "flowpath: vhost port '{}': vring {vring} reset: {why}; idle until the guest sets \
+             it up again",
+            self.name
+        );
+    }
+}
+
+/// Per-vring configuration as the front-end gives it.
+#[derive(Default)]
+struct VringConf {
+    num: u16,
+    /// Front-end virtual addresses of the descriptor table, available and used rings.
+    addr: Option<(u64, u64, u64)>,
+    base: u16,
+    kicked: bool,
+    enabled: bool,
+    call: Option<Arc<File>>,
+}
+
+/// One guest memory region: where the front-end has it and its guest address.
+#[derive(Clone, Copy)]
+struct Region {
+    user: u64,
+    gpa: u64,
+    size: u64,
+}
+
+/// The back-end side of one connection.
+struct Handler {
+    shared: Arc<Shared>,
+    opts: VhostOptions,
+    acked: u64,
+    protocol: u64,
+    mem: Option<Arc<GuestMemoryMmap>>,
+    regions: Vec<Region>,
+    vrings: Vec<VringConf>,
+}
+
+impl Handler {
+    fn new(shared: Arc<Shared>, opts: VhostOptions) -> Handler {
+        let n = shared.slots.len();
+        Handler {
+            shared,
+            opts,
+            acked: 0,
+            protocol: 0,
+            mem: None,
+            regions: Vec::new(),
+            vrings: (0..n).map(|_| VringConf::default()).collect(),
+        }
+    }
+
+    fn vring(&mut self, index: u32) -> VuResult<&mut VringConf> {
+        self.vrings
+            .get_mut(index as usize)
+            .ok_or(VuError::InvalidParam)
+    }
+
+    fn gpa(&self, user: u64) -> Option<u64> {
+        self.regions
+            .iter()
+            .find(|r| user >= r.user && user - r.user < r.size)
+            .map(|r| user - r.user + r.gpa)
+    }
+
+    /// Stops vring `i`: its ring leaves the slot and its position is kept as the base.
+    fn stop(&mut self, i: usize) {
+        if let Some(r) = self.shared.take(i) {
+            self.vrings[i].base = r.q.next_avail();
+        }
+    }
+
+    /// Stops vring `i` and starts it again on the current configuration if it is complete,
+    /// kicked and enabled.
+    fn restart(&mut self, i: usize) {
+        self.stop(i);
+        let ring = match self.build(i) {
+            Ok(r) => r,
+            Err(why) => {
+                if !why.is_empty() {
+                    eprintln!(
+                        "flowpath: vhost port '{}': vring {i} not started: {why}",
+                        self.shared.name
+                    );
+                }
+                None
+            }
+        };
+        if ring.is_some() {
+            *lock(&self.shared.slots[i]) = ring;
+        }
+        self.shared.update_started();
+    }
+
+    fn restart_all(&mut self) {
+        for i in 0..self.vrings.len() {
+            self.restart(i);
+        }
+    }
+
+    fn stop_all(&mut self) {
+        for i in 0..self.vrings.len() {
+            self.stop(i);
+        }
+        self.shared.update_started();
+    }
+
+    /// The ring of vring `i`, `None` when it is not ready; an error (with a reason worth
+    /// telling, or empty) when its configuration is unusable.
+    fn build(&self, i: usize) -> Result<Option<Ring>, String> {
+        let v = &self.vrings[i];
+        let (Some(mem), Some((desc, avail, used))) = (&self.mem, v.addr) else {
+            return Ok(None);
+        };
+        if !v.kicked || !v.enabled || v.num == 0 {
+            return Ok(None);
+        }
+        let gpa = |a: u64, what: &str| {
+            self.gpa(a)
+                .ok_or_else(|| format!("{what} address {a:#x} is outside guest memory"))
+        };
+        let mut q = Queue::new(MAX_RING).map_err(|e| e.to_string())?;
+        q.try_set_size(v.num).map_err(|e| format!("size {}: {e}", v.num))?;
+        q.try_set_desc_table_address(GuestAddress(gpa(desc, "descriptor table")?))
+            .map_err(|e| e.to_string())?;
+        q.try_set_avail_ring_address(GuestAddress(gpa(avail, "available ring")?))
+            .map_err(|e| e.to_string())?;
+        q.try_set_used_ring_address(GuestAddress(gpa(used, "used ring")?))
+            .map_err(|e| e.to_string())?;
+        q.set_next_avail(v.base);
+        q.set_next_used(v.base);
+        q.set_event_idx(false);
+        q.set_ready(true);
+        if !q.is_valid(&**mem) {
+            return Err("its rings do not lie in guest memory".into());
+        }
+        q.disable_notification(&**mem).map_err(|e| e.to_string())?;
+        let hdr_len = if self.acked & (F_VERSION_1 | F_MRG_RXBUF) != 0 {
+            vnet::HDR_LEN
+        } else {
+            vnet::HDR_LEN_LEGACY
+        };
+        Ok(Some(Ring {
+            q,
+            mem: mem.clone(),
+            call: v.call.clone(),
+            hdr_len,
+            tso: self.acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
+        }))
+    }
+
+    fn map(regions: &[VhostUserMemoryRegion], files: Vec<File>) -> Result<GuestMemoryMmap, String> {
+        if regions.len() != files.len() || regions.is_empty() {
+            return Err(format!(
+                "{} memory regions with {} descriptors",
+                regions.len(),
+                files.len()
+            ));
+        }
+        let mut out = Vec::with_capacity(regions.len());
+        for (r, f) in regions.iter().zip(files) {
+            let size = usize::try_from(r.memory_size).map_err(|e| e.to_string())?;
+            let m = MmapRegion::from_file(FileOffset::new(f, r.mmap_offset), size)
+                .map_err(|e| format!("mmap of a {size}-byte region: {e}"))?;
+            out.push(
+                GuestRegionMmap::new(m, GuestAddress(r.guest_phys_addr))
+                    .ok_or("a memory region wraps the address space")?,
+            );
+        }
+        GuestMemoryMmap::from_regions(out).map_err(|e| e.to_string())
+    }
+
+    fn unsupported<T>(&self, what: &'static str) -> VuResult<T> {
+        Err(VuError::InvalidOperation(what))
+    }
+}
+
+impl VhostUserBackendReqHandlerMut for Handler {
+    fn set_owner(&mut self) -> VuResult<()> {
+        Ok(())
+    }
+
+    fn reset_owner(&mut self) -> VuResult<()> {
+        self.stop_all();
+        self.acked = 0;
+        Ok(())
+    }
+
+    fn reset_device(&mut self) -> VuResult<()> {
+        self.reset_owner()
+    }
+
+    fn get_features(&mut self) -> VuResult<u64> {
+        Ok(self.opts.features())
+    }
+
+    fn set_features(&mut self, features: u64) -> VuResult<()> {
+        if features & !self.opts.features() != 0 {
+            return Err(VuError::InvalidParam);
+        }
+        self.acked = features;
+        if features & F_PROTOCOL_FEATURES == 0 {
+            // Without vhost-user protocol features a ring is enabled once it is kicked.
+            for v in &mut self.vrings {
+                v.enabled = true;
+            }
+        }
+        lock(&self.shared.status).features = features;
+        self.restart_all();
+        Ok(())
+    }
+
+    fn set_mem_table(
+        &mut self,
+        ctx: &[VhostUserMemoryRegion],
+        files: Vec<File>,
+        _postcopy_listening: Option<bool>,
+    ) -> VuResult<Option<Vec<u64>>> {
+        let mem = Self::map(ctx, files).map_err(|e| {
+            eprintln!("flowpath: vhost port '{}': SET_MEM_TABLE: {e}", self.shared.name);
+            VuError::InvalidParam
+        })?;
+        self.stop_all();
+        self.regions = ctx
+            .iter()
+            .map(|r| Region {
+                user: r.user_addr,
+                gpa: r.guest_phys_addr,
+                size: r.memory_size,
+            })
+            .collect();
+        self.mem = Some(Arc::new(mem));
+        self.restart_all();
+        Ok(None)
+    }
+
+    fn set_vring_num(&mut self, index: u32, num: u32) -> VuResult<()> {
+        if num == 0 || num > u32::from(MAX_RING) || !num.is_power_of_two() {
+            return Err(VuError::InvalidParam);
+        }
+        self.vring(index)?.num = num as u16;
+        self.restart(index as usize);
+        Ok(())
+    }
+
+    fn set_vring_addr(
+        &mut self,
+        index: u32,
+        _flags: VhostUserVringAddrFlags,
+        descriptor: u64,
+        used: u64,
+        available: u64,
+        _log: u64,
+    ) -> VuResult<()> {
+        self.vring(index)?.addr = Some((descriptor, available, used));
+        self.restart(index as usize);
+        Ok(())
+    }
+
+    fn set_vring_base(&mut self, index: u32, base: u32) -> VuResult<()> {
+        self.vring(index)?;
+        self.stop(index as usize);
+        self.vrings[index as usize].base = base as u16;
+        self.restart(index as usize);
+        Ok(())
+    }
+
+    fn get_vring_base(&mut self, index: u32) -> VuResult<VhostUserVringState> {
+        self.vring(index)?;
+        let i = index as usize;
+        self.stop(i);
+        // GET_VRING_BASE stops the ring until it is kicked again.
+        self.vrings[i].kicked = false;
+        self.shared.update_started();
+        Ok(VhostUserVringState::new(index, u32::from(self.vrings[i].base)))
+    }
+
+    fn set_vring_kick(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
+        // The ring is polled: the kick eventfd itself is never read.
+        self.vring(u32::from(index))?.kicked = true;
+        self.restart(usize::from(index));
+        Ok(())
+    }
+
+    fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        self.vring(u32::from(index))?.call = fd.map(Arc::new);
+        if lock(&self.shared.slots[usize::from(index)]).is_some() {
+            self.restart(usize::from(index));
+        }
+        Ok(())
+    }
+
+    fn set_vring_err(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
+        self.vring(u32::from(index))?;
+        Ok(())
+    }
+
+    fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
+        Ok(self.opts.protocol_features())
+    }
+
+    fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
+        self.protocol = features;
+        lock(&self.shared.status).protocol = features;
+        Ok(())
+    }
+
+    fn get_queue_num(&mut self) -> VuResult<u64> {
+        Ok(self.opts.queues as u64)
+    }
+
+    fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
+        self.vring(index)?.enabled = enable;
+        self.restart(index as usize);
+        Ok(())
+    }
+
+    fn get_config(
+        &mut self,
+        offset: u32,
+        size: u32,
+        _flags: VhostUserConfigFlags,
+    ) -> VuResult<Vec<u8>> {
+        // struct virtio_net_config: mac, status (LINK_UP), max_virtqueue_pairs, mtu.
+        let mut c = [0u8; 12];
+        c[..6].copy_from_slice(&self.opts.mac.unwrap_or_default());
+        c[6..8].copy_from_slice(&1u16.to_le_bytes());
+        c[8..10].copy_from_slice(&(self.opts.queues as u16).to_le_bytes());
+        c[10..12].copy_from_slice(&self.opts.mtu.unwrap_or(1500).to_le_bytes());
+        let (o, s) = (offset as usize, size as usize);
+        let mut out = vec![0u8; s];
+        if o < c.len() {
+            let k = s.min(c.len() - o);
+            out[..k].copy_from_slice(&c[o..o + k]);
+        }
+        Ok(out)
+    }
+
+    fn set_config(&mut self, _offset: u32, _buf: &[u8], _flags: VhostUserConfigFlags) -> VuResult<()> {
+        // The network device's configuration is read-only for the driver.
+        Ok(())
+    }
+
+    fn set_gpu_socket(&mut self, _gpu_backend: GpuBackend) -> VuResult<()> {
+        self.unsupported("GPU_SET_SOCKET")
+    }
+
+    fn get_shared_object(&mut self, _uuid: VhostUserSharedMsg) -> VuResult<File> {
+        self.unsupported("GET_SHARED_OBJECT")
+    }
+
+    fn get_inflight_fd(&mut self, _i: &VhostUserInflight) -> VuResult<(VhostUserInflight, File)> {
+        self.unsupported("GET_INFLIGHT_FD")
+    }
+
+    fn set_inflight_fd(&mut self, _i: &VhostUserInflight, _file: File) -> VuResult<()> {
+        self.unsupported("SET_INFLIGHT_FD")
+    }
+
+    fn get_max_mem_slots(&mut self) -> VuResult<u64> {
+        self.unsupported("GET_MAX_MEM_SLOTS")
+    }
+
+    fn add_mem_region(
+        &mut self,
+        _region: &VhostUserSingleMemoryRegion,
+        _fd: File,
+        _postcopy_listening: Option<bool>,
+    ) -> VuResult<Option<u64>> {
+        self.unsupported("ADD_MEM_REG")
+    }
+
+    fn remove_mem_region(&mut self, _region: &VhostUserSingleMemoryRegion) -> VuResult<()> {
+        self.unsupported("REM_MEM_REG")
+    }
+
+    fn set_device_state_fd(
+        &mut self,
+        _direction: VhostTransferStateDirection,
+        _phase: VhostTransferStatePhase,
+        _fd: File,
+    ) -> VuResult<Option<File>> {
+        self.unsupported("SET_DEVICE_STATE_FD")
+    }
+
+    fn check_device_state(&mut self) -> VuResult<()> {
+        self.unsupported("CHECK_DEVICE_STATE")
+    }
+
+    fn get_shmem_config(&mut self) -> VuResult<VhostUserShMemConfig> {
+        self.unsupported("GET_SHMEM_CONFIG")
+    }
+
+    fn set_log_base(&mut self, _log: &VhostUserLog, _file: File) -> VuResult<()> {
+        self.unsupported("SET_LOG_BASE")
+    }
+}
+
+/// A `vhostuser` or `vhostuserclient` port.
+pub struct VhostPort {
+    name: String,
+    opts: VhostOptions,
+    socket: PathBuf,
+    shared: Arc<Shared>,
+    rxq_taken: Vec<bool>,
+    n_txq: usize,
+    control: Option<JoinHandle<()>>,
+}
+
+impl VhostPort {
+    /// Opens port `name`: a `vhostuser` port binds its socket now (an error names the path
+    /// and the reason); a `vhostuserclient` port starts trying to connect. Either way the
+    /// guest may come and go from then on.
+    pub fn open(name: &str, opts: VhostOptions) -> Result<VhostPort, PortError> {
+        opts.check()?;
+        let socket = opts.socket(name);
+        let io_err = |what: String| move |source| PortError::Io { what, source };
+        let listener = if opts.client {
+            None
+        } else {
+            if let Some(dir) = socket.parent()
+                && !dir.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(dir)
+                    .map_err(io_err(format!("creating {}", dir.display())))?;
+            }
+            // A socket left by an earlier run is replaced; anything else at the path is not.
+            if let Ok(m) = std::fs::symlink_metadata(&socket) {
+                use std::os::unix::fs::FileTypeExt;
+                if !m.file_type().is_socket() {
+                    return Err(PortError::BadOption(format!(
+                        "vhost-server-path: {} exists and is not a socket",
+                        socket.display()
+                    )));
+                }
+                std::fs::remove_file(&socket)
+                    .map_err(io_err(format!("removing the old socket {}", socket.display())))?;
+            }
+            let l = UnixListener::bind(&socket)
+                .map_err(io_err(format!("listening on {}", socket.display())))?;
+            l.set_nonblocking(true)
+                .map_err(io_err(format!("listening on {}", socket.display())))?;
+            Some(l)
+        };
+        let stats = |n| (0..n).map(|_| QueueStats::shared()).collect::<Vec<_>>();
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            slots: (0..2 * opts.queues).map(|_| Mutex::new(None)).collect(),
+            rx_stats: stats(opts.queues),
+            tx_stats: stats(opts.queues),
+            n_tx_rings: AtomicUsize::new(0),
+            resets: AtomicU64::new(0),
+            status: Mutex::new(Status::default()),
+            stop: AtomicBool::new(false),
+            conn: Mutex::new(None),
+        });
+        let control = {
+            let (shared, opts, socket) = (shared.clone(), opts.clone(), socket.clone());
+            std::thread::Builder::new()
+                .name(format!("vhost-{name}"))
+                .spawn(move || control(&shared, &opts, &socket, listener))
+                .map_err(io_err("starting the vhost-user thread".into()))?
+        };
+        Ok(VhostPort {
+            name: name.to_owned(),
+            rxq_taken: vec![false; opts.queues],
+            opts,
+            socket,
+            shared,
+            n_txq: 0,
+            control: Some(control),
+        })
+    }
+
+    /// The socket's path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Whether a front-end is connected.
+    pub fn connected(&self) -> bool {
+        lock(&self.shared.status).connected
+    }
+
+    /// Vrings started (ready for traffic): twice the queue pairs in use.
+    pub fn started_vrings(&self) -> usize {
+        lock(&self.shared.status).started
+    }
+
+    /// The virtio features the front-end acknowledged on the current (or last) connection.
+    pub fn features(&self) -> u64 {
+        lock(&self.shared.status).features
+    }
+
+    /// Rings taken out of service for breaking the virtio rules.
+    pub fn resets(&self) -> u64 {
+        self.shared.resets.load(Relaxed)
+    }
+
+    /// Connections accepted or made so far.
+    pub fn connections(&self) -> u64 {
+        lock(&self.shared.status).connections
+    }
+}
+
+impl Drop for VhostPort {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        if let Some(c) = lock(&self.shared.conn).as_ref() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        if let Some(t) = self.control.take() {
+            let _ = t.join();
+        }
+        for i in 0..self.shared.slots.len() {
+            self.shared.take(i);
+        }
+        if !self.opts.client {
+            let _ = std::fs::remove_file(&self.socket);
+        }
+    }
+}
+
+/// Sleeps `d` in small steps; false when the port is closing.
+fn nap(shared: &Shared, d: Duration) -> bool {
+    let step = Duration::from_millis(20);
+    let mut left = d;
+    while !shared.stop.load(Relaxed) {
+        if left.is_zero() {
+            return true;
+        }
+        let s = left.min(step);
+        std::thread::sleep(s);
+        left -= s;
+    }
+    false
+}
+
+/// The control thread: waits for (or makes) a connection, serves it until it ends, and
+/// starts over until the port closes.
+fn control(shared: &Arc<Shared>, opts: &VhostOptions, socket: &Path, listener: Option<UnixListener>) {
+    let mut told_waiting = false;
+    while !shared.stop.load(Relaxed) {
+        let stream = match &listener {
+            Some(l) => match l.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    nap(shared, Duration::from_millis(20));
+                    continue;
+                }
+                Err(e) => {
+                    eprintln!("flowpath: vhost port '{}': accept: {e}", shared.name);
+                    nap(shared, RECONNECT);
+                    continue;
+                }
+            },
+            None => match UnixStream::connect(socket) {
+                Ok(s) => s,
+                Err(e) => {
+                    if !told_waiting {
+                        told_waiting = true;
+                        eprintln!(
+                            "flowpath: vhost port '{}': waiting for {} ({e}); retrying every \
+                             {} ms",
+                            shared.name,
+                            socket.display(),
+                            RECONNECT.as_millis()
+                        );
+                    }
+                    nap(shared, RECONNECT);
+                    continue;
+                }
+            },
+        };
+        told_waiting = false;
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
+        serve(shared, opts, stream);
+    }
+}
+
+/// Serves one connection until the front-end goes away (or breaks the protocol) or the port
+/// closes; then every ring of it is stopped and its memory released.
+fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStream) {
+    let Ok(clone) = stream.try_clone() else { return };
+    *lock(&shared.conn) = Some(clone);
+    if shared.stop.load(Relaxed) {
+        return;
+    }
+    {
+        let mut st = lock(&shared.status);
+        *st = Status {
+            connected: true,
+            connections: st.connections + 1,
+            ..Status::default()
+        };
+    }
+    eprintln!("flowpath: vhost port '{}': connected", shared.name);
+    let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), opts.clone())));
+    let mut req = BackendReqHandler::from_stream(stream, handler.clone());
+    let why = loop {
+        if shared.stop.load(Relaxed) {
+            break None;
+        }
+        match req.handle_request() {
+            Ok(()) => {}
+            Err(VuError::Disconnected | VuError::PartialMessage) => break None,
+            Err(VuError::SocketBroken(e)) if e.kind() == io::ErrorKind::ConnectionReset => {
+                break None;
+            }
+            Err(e) => break Some(e),
+        }
+    };
+    drop(req);
+    *lock(&shared.conn) = None;
+    lock(&handler).stop_all();
+    drop(handler);
+    lock(&shared.status).connected = false;
+    match why {
+        Some(e) if !shared.stop.load(Relaxed) => eprintln!(
+            "flowpath: vhost port '{}': closing the connection: {e}",
+            shared.name
+        ),
+        _ => eprintln!("flowpath: vhost port '{}': disconnected", shared.name),
+    }
+}
+
+/// Rx queue `k`: the guest's transmit ring, vring `2k + 1`.
+struct VhostRxq {
+    shared: Arc<Shared>,
+    vring: usize,
+    in_port: u32,
+    stats: Arc<QueueStats>,
+}
+
+impl RxQueue for VhostRxq {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let mut slot = match self.shared.slots[self.vring].try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::WouldBlock) => return 0,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        };
+        let Some(ring) = slot.as_mut() else { return 0 };
+        let before = batch.len();
+        let mut counts = [0u64; 3];
+        if let Err(BadRing(why)) = ring.recv(pool, batch, self.in_port, &mut counts) {
+            self.shared.bad_ring(&mut slot, self.vring, why, &self.stats);
+        }
+        drop(slot);
+        self.stats.count_rx(counts[0], counts[1], counts[2], 0);
+        batch.len() - before
+    }
+}
+
+/// Tx queue `k`: sends on the guest's receive ring `k mod n` of the `n` started ones.
+struct VhostTxq {
+    shared: Arc<Shared>,
+    k: usize,
+}
+
+impl TxQueue for VhostTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        let n = self.shared.n_tx_rings.load(Relaxed);
+        let mut counts = [0u64; 3];
+        // Counted on the guest receive ring used (the queue's own when none is started).
+        let pair = if n == 0 { self.k % self.shared.tx_stats.len() } else { self.k % n };
+        let stats = &self.shared.tx_stats[pair];
+        if n == 0 {
+            counts[2] = batch.len() as u64;
+        } else {
+            let vring = 2 * pair;
+            let mut slot = lock(&self.shared.slots[vring]);
+            match slot.as_mut() {
+                Some(ring) => {
+                    if let Err(BadRing(why)) = ring.send(batch, &mut counts) {
+                        self.shared.bad_ring(&mut slot, vring, why, stats);
+                    }
+                }
+                None => counts[2] = batch.len() as u64,
+            }
+        }
+        pool.free_batch(batch);
+        stats.count_tx(counts[0], counts[1], counts[2], 0);
+    }
+}
+
+impl Port for VhostPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        self.opts.kind()
+    }
+
+    fn options(&self) -> String {
+        let st = lock(&self.shared.status).clone();
+        let mut s = format!("{{vhost-server-path={}", self.socket.display());
+        if self.opts.queues != 1 {
+            let _ = write!(s, ", n_rxq={}", self.opts.queues);
+        }
+        if let Some(m) = self.opts.mtu {
+            let _ = write!(s, ", mtu_request={m}");
+        }
+        if let Some(m) = self.opts.mac {
+            let _ = write!(
+                s,
+                ", mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                m[0], m[1], m[2], m[3], m[4], m[5]
+            );
+        }
+        if st.connected {
+            let _ = write!(
+                s,
+                ", status=connected, queues={}/{}, features={:#x} ({})",
+                st.started.div_ceil(2),
+                self.opts.queues,
+                st.features,
+                feature_names(st.features)
+            );
+        } else {
+            s.push_str(", status=disconnected");
+        }
+        let resets = self.resets();
+        if resets > 0 {
+            let _ = write!(s, ", ring_resets={resets}");
+        }
+        s.push('}');
+        s
+    }
+
+    fn n_rxq(&self) -> usize {
+        self.rxq_taken.len()
+    }
+
+    fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
+        let taken = self.rxq_taken.get_mut(q)?;
+        if *taken {
+            return None;
+        }
+        *taken = true;
+        Some(Box::new(VhostRxq {
+            shared: self.shared.clone(),
+            vring: 2 * q + 1,
+            in_port,
+            stats: self.shared.rx_stats[q].clone(),
+        }))
+    }
+
+    fn open_txq(&mut self) -> Box<dyn TxQueue> {
+        let k = self.n_txq;
+        self.n_txq += 1;
+        Box::new(VhostTxq {
+            shared: self.shared.clone(),
+            k,
+        })
+    }
+
+    fn counters(&self) -> PortCounters {
+        datapath::port::sum_queues(&self.shared.rx_stats, &self.shared.tx_stats)
+    }
+
+    fn queue_counters(&self) -> Vec<(String, PortCounters)> {
+        datapath::port::queue_rows(&self.shared.rx_stats, &self.shared.tx_stats)
+    }
+
+    fn link_up(&self) -> bool {
+        self.connected() && self.started_vrings() > 0
+    }
+}

@@ -1,0 +1,102 @@
+//! The virtio-net header (virtio 1.x §5.1.6, `struct virtio_net_hdr`) that travels in front of
+//! every frame on the two virtio-speaking ports: `tap` (the kernel's legacy layout, in the
+//! host's byte order) and `vhostuser` (virtio 1.x, little-endian). flowpath runs on
+//! little-endian x86-64 only, where the two layouts are the same bytes, so one reader and one
+//! writer serve both.
+//!
+//! Layout: `flags` (u8), `gso_type` (u8), `hdr_len`, `gso_size`, `csum_start`,
+//! `csum_offset` (u16 each), and with `VIRTIO_NET_F_MRG_RXBUF` or virtio 1.x a `num_buffers`
+//! (u16) at offset 10.
+
+use datapath::packet::Packet;
+
+use crate::afpacket::csum;
+
+/// Bytes of the header with `num_buffers` (`virtio_net_hdr_mrg_rxbuf`, and every virtio 1.x
+/// device).
+pub const HDR_LEN: usize = 12;
+/// Bytes of the legacy header without `num_buffers`.
+pub const HDR_LEN_LEGACY: usize = 10;
+
+pub(crate) const F_NEEDS_CSUM: u8 = 1;
+pub(crate) const GSO_NONE: u8 = 0;
+pub(crate) const GSO_TCPV4: u8 = 1;
+pub(crate) const GSO_TCPV6: u8 = 4;
+pub(crate) const GSO_ECN: u8 = 0x80;
+
+/// Why a received frame's header made it a drop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RxDrop {
+    /// A GSO frame of a type not taken (UDP, USO), or any GSO frame without `tso`.
+    GsoType,
+    /// A partial checksum whose offsets do not fit the frame.
+    BadCsum,
+}
+
+/// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to `frame`: a
+/// partial checksum is completed in software; a TCP super-frame (taken only with `tso`) is
+/// left as it is, its partial checksum left for the way out ([`datapath::gso`]), and its MSS
+/// returned (0 for an ordinary frame).
+pub(crate) fn accept_rx(hdr: &[u8], frame: &mut [u8], tso: bool) -> Result<u16, RxDrop> {
+    if hdr[1] != GSO_NONE {
+        let ty = hdr[1] & !GSO_ECN;
+        let gso_size = u16::from_le_bytes([hdr[4], hdr[5]]);
+        if !tso || !matches!(ty, GSO_TCPV4 | GSO_TCPV6) || gso_size == 0 {
+            return Err(RxDrop::GsoType);
+        }
+        return Ok(gso_size);
+    }
+    if hdr[0] & F_NEEDS_CSUM != 0 {
+        let start = usize::from(u16::from_le_bytes([hdr[6], hdr[7]]));
+        let offset = usize::from(u16::from_le_bytes([hdr[8], hdr[9]]));
+        if !csum::complete(frame, start, offset) {
+            return Err(RxDrop::BadCsum);
+        }
+    }
+    Ok(0)
+}
+
+/// The header of super-frame `p` for the receiver to segment it (`NEEDS_CSUM` at the TCP
+/// checksum, `gso_type` `TCPV4`/`TCPV6` with `ECN` when the frame has CWR set, `gso_size`,
+/// `hdr_len` all headers), after making its lengths and TCP checksum field what that needs
+/// (the pseudo-header sum, Linux's `CHECKSUM_PARTIAL` convention); `None` when it is not TCP
+/// over IP.
+pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
+    let t = datapath::gso::prepare_partial(p).ok()?;
+    let mut ty = if t.ipv6 { GSO_TCPV6 } else { GSO_TCPV4 };
+    if datapath::gso::has_cwr(p, &t) {
+        ty |= GSO_ECN;
+    }
+    let mut h = [0u8; HDR_LEN];
+    h[0] = F_NEEDS_CSUM;
+    h[1] = ty;
+    h[2..4].copy_from_slice(&(t.hdr_len as u16).to_le_bytes());
+    h[4..6].copy_from_slice(&p.meta.gso_size.to_le_bytes());
+    h[6..8].copy_from_slice(&(t.l4 as u16).to_le_bytes());
+    h[8..10].copy_from_slice(&16u16.to_le_bytes());
+    Some(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gso_types_other_than_tcp_are_refused() {
+        let mut f = [0u8; 60];
+        let mut h = [0u8; HDR_LEN];
+        assert_eq!(accept_rx(&h, &mut f, true), Ok(0));
+        h[1] = GSO_TCPV4;
+        h[4] = 0xa8;
+        h[5] = 0x05;
+        assert_eq!(accept_rx(&h, &mut f, true), Ok(1448));
+        assert_eq!(accept_rx(&h, &mut f, false), Err(RxDrop::GsoType));
+        h[1] = 3; // UDP
+        assert_eq!(accept_rx(&h, &mut f, true), Err(RxDrop::GsoType));
+        let mut h = [0u8; HDR_LEN];
+        h[0] = F_NEEDS_CSUM;
+        h[6] = 58;
+        h[8] = 16;
+        assert_eq!(accept_rx(&h, &mut f, true), Err(RxDrop::BadCsum));
+    }
+}

@@ -1,0 +1,221 @@
+//! Driving DPDK's `dpdk-testpmd` as a vhost-user front-end (`net_virtio_user`, no hugepages,
+//! no PCI) from a test: interactive mode on a pipe, one command at a time, each waited for
+//! until the next prompt.
+#![allow(dead_code)] // Each test binary uses part of it.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// testpmd is installed; a scratch directory for sockets. One test of a binary at a time
+/// holds one: each testpmd keeps a core busy.
+pub struct Testpmd {
+    tag: String,
+    dir: PathBuf,
+    _one_at_a_time: MutexGuard<'static, ()>,
+}
+
+static ONE: Mutex<()> = Mutex::new(());
+
+impl Testpmd {
+    /// `None`, with a SKIP line, when `dpdk-testpmd` is missing.
+    pub fn available(test: &str) -> Option<Testpmd> {
+        let ok = Command::new("dpdk-testpmd")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !ok {
+            eprintln!("SKIP {test}: dpdk-testpmd is not installed (Debian package dpdk-dev)");
+            return None;
+        }
+        let guard = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let tag = format!("fp{}{test}", std::process::id());
+        let dir = std::env::temp_dir().join(&tag);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Testpmd {
+            tag,
+            dir,
+            _one_at_a_time: guard,
+        })
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    /// testpmd with one `net_virtio_user0` port of devargs `devargs` (`path=...[,server=1]`),
+    /// starting: [`Running::cmd`] waits for its prompt.
+    pub fn spawn(&self, devargs: &str) -> Running {
+        self.spawn_n(devargs, 1)
+    }
+
+    /// The same with `queues` queue pairs (and as many forwarding queues).
+    pub fn spawn_n(&self, devargs: &str, queues: usize) -> Running {
+        // Unbuffered: command output must be there when the next prompt is.
+        let mut child = Command::new("stdbuf")
+            .args([
+                "-o0",
+                "-e0",
+                "dpdk-testpmd",
+                "-l",
+                "0,1",
+                "--no-huge",
+                "--no-shconf",
+                "-m",
+                "512",
+                "--no-pci",
+                &format!("--file-prefix={}", self.tag),
+                "--vdev",
+                &format!("net_virtio_user0,{devargs},queues={queues}"),
+                "--",
+                "-i",
+                &format!("--rxq={queues}"),
+                &format!("--txq={queues}"),
+                "--total-num-mbufs=16384",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("dpdk-testpmd");
+        let out = Arc::new(Mutex::new(String::new()));
+        for mut pipe in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let out = out.clone();
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    out.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        let stdin = child.stdin.take().unwrap();
+        Running { child, stdin, out }
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running testpmd.
+pub struct Running {
+    child: Child,
+    stdin: ChildStdin,
+    out: Arc<Mutex<String>>,
+}
+
+/// testpmd's counters of port 0.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+impl Running {
+    fn prompts(&self) -> usize {
+        self.out.lock().unwrap().matches("testpmd> ").count()
+    }
+
+    fn wait_prompts(&mut self, n: usize) {
+        let end = Instant::now() + Duration::from_secs(30);
+        while self.prompts() < n {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                thread::sleep(Duration::from_millis(100));
+                panic!("testpmd exited ({st}):\n{}", self.out.lock().unwrap());
+            }
+            assert!(
+                Instant::now() < end,
+                "testpmd did not come to its prompt:\n{}",
+                self.out.lock().unwrap()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the first prompt (a `server=1` testpmd shows it once a back-end connected).
+    pub fn ready(&mut self) {
+        self.wait_prompts(1);
+    }
+
+    /// Runs one command and waits for the next prompt.
+    pub fn cmd(&mut self, c: &str) {
+        self.ready();
+        let n = self.prompts();
+        writeln!(self.stdin, "{c}").unwrap();
+        self.stdin.flush().unwrap();
+        self.wait_prompts(n + 1);
+    }
+
+    /// Everything testpmd printed so far.
+    pub fn output(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// `show port stats 0`.
+    pub fn port_stats(&mut self) -> Stats {
+        let from = self.out.lock().unwrap().len();
+        self.cmd("show port stats 0");
+        let text = self.out.lock().unwrap()[from..].to_owned();
+        let num = |key: &str| -> u64 {
+            let i = text.find(key).unwrap_or_else(|| panic!("no {key} in {text}"));
+            text[i + key.len()..]
+                .split_whitespace()
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap()
+        };
+        Stats {
+            rx_packets: num("RX-packets:"),
+            rx_bytes: num("RX-bytes:"),
+            tx_packets: num("TX-packets:"),
+            tx_bytes: num("TX-bytes:"),
+        }
+    }
+
+    /// Kills it at once (a crashed VM).
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// `quit`, and waits for it to exit.
+    pub fn quit(mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        let _ = self.stdin.flush();
+        let end = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
