@@ -86,6 +86,7 @@ pub const SCENARIOS: &[&str] = &[
     "io_floor_mplsogre",
     "io_floor_geneve",
     "gre_decap",
+    "pvp",
 ];
 
 /// Every scenario of the OVS-DPDK anchor with the traffic it is fed (the anchor's pcap kinds).
@@ -108,8 +109,13 @@ pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
 
 /// Scenarios of flowpath's own that the anchor does not have, with their traffic:
 /// `gre_decap` is `mplsogre_decap` without MPLS (the same switch, GRE carrying the IPv4 packet
-/// itself, rules on its destination instead of the label), to see what `pop_mpls` costs.
-pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[("gre_decap", TrafficKind::GreIpv4)];
+/// itself, rules on its destination instead of the label), to see what `pop_mpls` costs;
+/// `pvp` sends p2p's traffic through a VM (testpmd on a vhost-user port) and back
+/// ([`crate::bench_pvp`]).
+pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[
+    ("gre_decap", TrafficKind::GreIpv4),
+    ("pvp", TrafficKind::Plain),
+];
 
 /// The traffic a scenario is fed.
 fn traffic_kind(name: &str) -> anyhow::Result<TrafficKind> {
@@ -196,6 +202,12 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
             of_flows: &["in_port=1,actions=output:2"],
             expect: |f| f.to_vec(),
         },
+        "pvp" => Scenario {
+            frames,
+            dp_flows: Vec::new(),
+            of_flows: &[],
+            expect: crate::bench_pvp::expect,
+        },
         "p2p_l3" => Scenario {
             frames,
             dp_flows: vec![(
@@ -238,7 +250,14 @@ pub struct BenchResult {
     pub sink_mpps: f64,
     pub seconds: f64,
     pub mpps: f64,
+    /// Busy cycles per packet received (every pass: for `pvp`, from the NIC and from the VM).
     pub cycles_per_packet: f64,
+    /// Busy cycles per packet the sink received: for `pvp`, what a round trip through the VM
+    /// costs the switch.
+    pub cycles_per_sink_packet: f64,
+    /// For `pvp`: packets the VM's full receive ring turned away during the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_ring_drops: Option<u64>,
     pub passes_per_packet: f64,
     pub emc_hit_pct: f64,
     pub megaflow_hit_pct: f64,
@@ -331,7 +350,13 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     let label = format!("{traffic} {flows}x{}B", o.frame_size);
     let tunnel = crate::bench_tunnel::scenario(&o.scenario);
     type Normalize = fn(&[u8]) -> Vec<u8>;
+    let mut vm = None;
     let (mut dp, samples, sinks, normalize): (_, _, &[&str], Normalize) = match &tunnel {
+        None if o.scenario == "pvp" => {
+            let (dp, samples, v) = crate::bench_pvp::start(o, sc.frames, &label, sample)?;
+            vm = Some(v);
+            (dp, samples, &["p1"], |f: &[u8]| f.to_vec())
+        }
         Some(t) => {
             if o.storm.is_some() || o.pmds > 1 {
                 bail!("{}: --storm and --pmds are for p2p and p2p_l3", o.scenario);
@@ -344,10 +369,13 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
             (dp, samples, &["p1"], |f: &[u8]| f.to_vec())
         }
     };
+    // What the sink must match: what entered the switch on the last hop.
+    let source = if vm.is_some() { "vm" } else { "p0" };
     let r = run_measured(
-        o, &mut dp, &samples, &expected, sinks, normalize, traffic, flows,
+        o, &mut dp, &samples, &expected, sinks, source, normalize, traffic, flows,
     );
     drop(dp.stop());
+    drop(vm);
     r
 }
 
@@ -407,6 +435,7 @@ fn run_measured(
     samples: &std::sync::Mutex<Vec<Vec<u8>>>,
     expected: &HashSet<Vec<u8>>,
     sinks: &[&str],
+    source: &str,
     normalize: fn(&[u8]) -> Vec<u8>,
     traffic: String,
     flows: usize,
@@ -420,13 +449,17 @@ fn run_measured(
     // Warm up: caches fill, the classifier ranks its subtables, pools stop allocating.
     std::thread::sleep(Duration::from_secs_f64((o.seconds / 3.0).clamp(0.5, 2.0)));
     let sink0 = sunk(dp);
-    let src0 = dp.port_counters("p0").unwrap_or_default().rx_packets;
+    let src0 = dp.port_counters(source).unwrap_or_default().rx_packets;
+    let vm0 = dp.port_counters("vm");
     dp.clear_stats();
     std::thread::sleep(Duration::from_secs_f64(o.seconds));
     let secs = dp.measured_secs();
     let s = dp.total_stats();
     let sink1 = sunk(dp);
-    let src1 = dp.port_counters("p0").unwrap_or_default().rx_packets;
+    let src1 = dp.port_counters(source).unwrap_or_default().rx_packets;
+    let guest_ring_drops = vm0
+        .zip(dp.port_counters("vm"))
+        .map(|(a, b)| b.tx_dropped.saturating_sub(a.tx_dropped));
 
     let rx = s.rx_packets.max(1) as f64;
     let passes = s.passes().max(1) as f64;
@@ -449,7 +482,7 @@ fn run_measured(
         ));
     } else if (sink_packets as f64) < 0.99 * src1.saturating_sub(src0) as f64 {
         failure = Some(format!(
-            "p0 received {} but the sink got only {sink_packets}",
+            "{source} received {} but the sink got only {sink_packets}",
             src1.saturating_sub(src0)
         ));
     } else if s.lost_upcalls > 0 && o.storm.is_none() {
@@ -469,6 +502,8 @@ fn run_measured(
         seconds: secs,
         mpps: s.rx_packets as f64 / secs / 1e6,
         cycles_per_packet: s.busy_cycles as f64 / rx,
+        cycles_per_sink_packet: s.busy_cycles as f64 / sink_packets.max(1) as f64,
+        guest_ring_drops,
         passes_per_packet: passes / rx,
         emc_hit_pct: 100.0 * s.emc_hits as f64 / passes,
         megaflow_hit_pct: 100.0 * s.megaflow_hits as f64 / passes,
@@ -527,6 +562,17 @@ pub fn report(r: &BenchResult) -> String {
             o,
             "  storm: {pps:.0} new flows/s offered on p2; cached traffic delivered {:.2} Mpps",
             r.sink_mpps
+        );
+    }
+    if let Some(d) = r.guest_ring_drops {
+        let _ = writeln!(
+            o,
+            "  through the VM and back: {:.2} Mpps at the sink, {:.0} cycles/pkt of the switch \
+             (= {:.2} Mpps per switch core at {:.1} GHz); VM ring full: {d} drops",
+            r.sink_mpps,
+            r.cycles_per_sink_packet,
+            datapath::tsc::hz() as f64 / r.cycles_per_sink_packet.max(1.0) / 1e6,
+            datapath::tsc::hz() as f64 / 1e9
         );
     }
     let _ = writeln!(

@@ -511,11 +511,14 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
         "sink" => &[],
         "patch" => &["peer"],
         "afpacket" | "afxdp" | "tap" | "internal" => return kernel_port_options(p).map(|_| ()),
+        "vhostuser" | "vhostuserclient" => {
+            return vhost_options(p, Path::new("")).map(|_| ());
+        }
         t if TUNNEL_TYPES.contains(&t) => return tunnel_config(p).map(|_| ()),
         other => {
             return Err(format!(
-                "unknown type '{other}' (known: afpacket, afxdp, tap, pcap, replay, sink, \
-                 patch, internal, vxlan, geneve, gre)"
+                "unknown type '{other}' (known: afpacket, afxdp, tap, vhostuser, \
+                 vhostuserclient, pcap, replay, sink, patch, internal, vxlan, geneve, gre)"
             ));
         }
     };
@@ -588,6 +591,19 @@ pub fn kernel_port_options(p: &PortConf) -> Result<KernelPortOptions, String> {
         }
         other => return Err(format!("'{other}' is not a kernel port type")),
     })
+}
+
+/// The options of a `vhostuser` or `vhostuserclient` port, checked without opening anything;
+/// a relative `vhost-server-path` is taken from `base` (the configuration's directory).
+pub fn vhost_options(p: &PortConf, base: &Path) -> Result<netdev::vhost::VhostOptions, String> {
+    let e = |e: netdev::afpacket::PortError| e.to_string();
+    let mut o = netdev::vhost::VhostOptions::for_kind(&p.kind).map_err(e)?;
+    for (k, v) in &option_strings(p) {
+        o.set(k, v).map_err(e)?;
+    }
+    o.check().map_err(e)?;
+    o.path = o.path.map(|f| base.join(f));
+    Ok(o)
 }
 
 /// Splits `KEY, actions:ACTIONS` (or `KEY actions:ACTIONS`).

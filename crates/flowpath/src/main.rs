@@ -8,6 +8,7 @@
 //!   column and what was expected there.
 
 mod bench;
+mod bench_pvp;
 mod bench_tunnel;
 mod config;
 mod demo;

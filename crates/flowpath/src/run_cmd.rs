@@ -130,6 +130,13 @@ pub(crate) fn open_port(
             };
             opened.map_err(|e| anyhow!("port {} ({}): {e}", p.name, p.kind))?
         }
+        "vhostuser" | "vhostuserclient" => {
+            let o = config::vhost_options(p, base).map_err(|e| anyhow!("port {}: {e}", p.name))?;
+            Box::new(
+                netdev::vhost::VhostPort::open(&p.name, o)
+                    .map_err(|e| anyhow!("port {} ({}): {e}", p.name, p.kind))?,
+            )
+        }
         other => return Err(anyhow!("port {}: unknown type {other}", p.name)),
     })
 }

@@ -435,8 +435,9 @@ impl Ring {
         let mrg = self.hdr_len == vnet::HDR_LEN;
         let mut added = 0;
         let mut result = Ok(());
+        let mut empty = false;
         for p in batch.packets() {
-            if result.is_err() {
+            if result.is_err() || empty {
                 counts[2] += 1;
                 continue;
             }
@@ -459,7 +460,10 @@ impl Ring {
                     }
                 };
                 let Some(chain) = chain else {
+                    // The guest has posted no more buffers: the rest of the burst is dropped
+                    // without looking again.
                     fits = false;
+                    empty = true;
                     break;
                 };
                 if n_heads == MAX_SEGS || (n_heads == 1 && !mrg) {
@@ -1410,3 +1414,7 @@ impl Port for VhostPort {
         self.connected() && self.started_vrings() > 0
     }
 }
+
+#[cfg(test)]
+#[path = "vhost_tests.rs"]
+mod tests;
