@@ -42,6 +42,8 @@ pub fn expect(f: &[u8]) -> Vec<u8> {
 pub struct Vm {
     child: Child,
     dir: PathBuf,
+    /// DPDK's runtime directory for the process.
+    runtime: PathBuf,
     log: Arc<Mutex<String>>,
 }
 
@@ -57,22 +59,41 @@ impl Drop for Vm {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.runtime);
     }
+}
+
+/// Whether this runs as root (DPDK then keeps its runtime files under /var/run).
+fn nix_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    })
 }
 
 /// Starts testpmd serving `socket` in `macswap` mode.
 fn start_vm(dir: PathBuf, socket: &std::path::Path) -> anyhow::Result<Vm> {
-    let mut child = Command::new("dpdk-testpmd")
+    // All of testpmd's threads (its interrupt and telemetry threads too) stay on core 0, off
+    // the PMD's core; the runtime directory DPDK makes is removed with the VM.
+    let prefix = format!("flowpath-pvp-{}", std::process::id());
+    let mut child = Command::new("taskset")
         .args([
+            "-c",
+            "0",
+            "dpdk-testpmd",
             "--lcores=0@0,1@0",
+            "--no-telemetry",
             "--no-huge",
             "--no-shconf",
             "-m",
             "512",
             "--no-pci",
-            &format!("--file-prefix=flowpath-pvp-{}", std::process::id()),
+            &format!("--file-prefix={prefix}"),
             "--vdev",
-            &format!("net_virtio_user0,path={},server=1,queues=1", socket.display()),
+            &format!(
+                "net_virtio_user0,path={},server=1,queues=1",
+                socket.display()
+            ),
             "--",
             "--forward-mode=macswap",
             "--auto-start",
@@ -84,12 +105,19 @@ fn start_vm(dir: PathBuf, socket: &std::path::Path) -> anyhow::Result<Vm> {
         .stderr(Stdio::piped())
         .spawn()
         .context(
-            "starting dpdk-testpmd (the PVP scenario's VM; Debian package dpdk-dev provides it)",
+            "starting dpdk-testpmd under taskset (the PVP scenario's VM; Debian package \
+             dpdk-dev provides it)",
         )?;
     let log = Arc::new(Mutex::new(String::new()));
     for pipe in [
-        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
     ]
     .into_iter()
     .flatten()
@@ -108,7 +136,17 @@ fn start_vm(dir: PathBuf, socket: &std::path::Path) -> anyhow::Result<Vm> {
             }
         });
     }
-    Ok(Vm { child, dir, log })
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|_| !nix_root())
+        .map_or_else(|| PathBuf::from("/var/run"), PathBuf::from)
+        .join("dpdk")
+        .join(prefix);
+    Ok(Vm {
+        child,
+        dir,
+        runtime,
+        log,
+    })
 }
 
 /// Starts the PVP switch and its VM; returns when packets come back from the VM.

@@ -38,7 +38,7 @@
 //!
 //! # Features
 //! Offered: `VERSION_1`, `MRG_RXBUF`, `MQ` and `CTRL_VQ` (the control queue stays with the
-//! front-end, as with every vhost-user net device), `CSUM`, `HOST_TSO4/6` and `HOST_ECN` with
+//! front-end, as with every vhost-user net device), `RING_INDIRECT_DESC`, `CSUM`, `HOST_TSO4/6` and `HOST_ECN` with
 //! `tso` (the guest may hand over partial checksums and TCP super-frames), `MAC` and `MTU`
 //! when configured, and the vhost-user `PROTOCOL_FEATURES` with `MQ`, `REPLY_ACK` and (with a
 //! MAC or MTU) `CONFIG`. Split rings only: `virtio-queue` does not process packed rings, so
@@ -59,8 +59,8 @@ use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -68,19 +68,19 @@ use std::time::Duration;
 use datapath::packet::{Batch, MAX_BURST, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 use vhost::vhost_user::message::{
-    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags,
-    VhostUserInflight, VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures,
-    VhostUserShMemConfig, VhostUserSharedMsg, VhostUserSingleMemoryRegion,
-    VhostUserVringAddrFlags, VhostUserVringState,
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
+    VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig,
+    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVringAddrFlags, VhostUserVringState,
 };
 use vhost::vhost_user::{
     BackendReqHandler, Error as VuError, GpuBackend, Result as VuResult,
     VhostUserBackendReqHandlerMut,
 };
+use virtio_queue::{Queue, QueueT};
 use vm_memory::{
-    Bytes, FileOffset, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion,
+    Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion,
+    GuestRegionMmap, MemoryRegionAddress, MmapRegion,
 };
-use virtio_queue::{Queue, QueueOwnedT, QueueT};
 
 pub use crate::afpacket::PortError;
 use crate::afpacket::flag;
@@ -94,6 +94,8 @@ const MAX_RING: u16 = 32768;
 const MAX_SEGS: usize = 64;
 /// Largest frame taken from a guest: a TCP super-frame's 64 KiB plus headers.
 const MAX_FRAME: usize = datapath::packet::LARGE_ROOM;
+/// `VRING_AVAIL_F_NO_INTERRUPT`: the driver does not want to be signalled.
+const AVAIL_F_NO_INTERRUPT: u16 = 1;
 
 // Feature bits (virtio 1.x §5.1.3, §6; vhost-user's own bit 30).
 const F_CSUM: u64 = 1 << 0;
@@ -106,6 +108,7 @@ const F_MRG_RXBUF: u64 = 1 << 15;
 const F_STATUS: u64 = 1 << 16;
 const F_CTRL_VQ: u64 = 1 << 17;
 const F_MQ: u64 = 1 << 22;
+const F_INDIRECT_DESC: u64 = 1 << 28;
 const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 const F_VERSION_1: u64 = 1 << 32;
 
@@ -121,6 +124,7 @@ const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_STATUS, "STATUS"),
     (F_CTRL_VQ, "CTRL_VQ"),
     (F_MQ, "MQ"),
+    (F_INDIRECT_DESC, "INDIRECT_DESC"),
     (F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
     (F_VERSION_1, "VERSION_1"),
 ];
@@ -177,7 +181,11 @@ impl VhostOptions {
         let client = match kind {
             "vhostuser" => false,
             "vhostuserclient" => true,
-            _ => return Err(PortError::BadOption(format!("'{kind}' is not a vhost type"))),
+            _ => {
+                return Err(PortError::BadOption(format!(
+                    "'{kind}' is not a vhost type"
+                )));
+            }
         };
         Ok(VhostOptions {
             client,
@@ -255,7 +263,8 @@ impl VhostOptions {
 
     /// The virtio features offered.
     fn features(&self) -> u64 {
-        let mut f = F_VERSION_1 | F_MRG_RXBUF | F_CTRL_VQ | F_MQ | F_PROTOCOL_FEATURES;
+        let mut f =
+            F_VERSION_1 | F_MRG_RXBUF | F_CTRL_VQ | F_MQ | F_INDIRECT_DESC | F_PROTOCOL_FEATURES;
         if self.csum_offload {
             f |= F_CSUM;
             if self.tso {
@@ -314,32 +323,316 @@ pub fn feature_names(f: u64) -> String {
     s
 }
 
+/// Guest memory regions as host pointers, for copying frames: `vm-memory`'s generic
+/// accessors (`read_slice`, `write_slice`) walk a slice iterator per call and cost several
+/// hundred cycles per frame, so the data path checks bounds itself and copies with `memcpy`.
+/// A buffer that straddles two regions (legal, rare) takes `vm-memory`'s way instead.
+struct HostMap {
+    /// (guest address, length, host address) of each region.
+    regions: Box<[(u64, u64, *mut u8)]>,
+}
+
+// SAFETY: the pointers are into shared mappings owned by the `Arc<GuestMemoryMmap>` of the
+// ring that holds this map (built from it, dropped with it), so they are valid wherever the
+// ring is; every access checks its bounds against the region first.
+unsafe impl Send for HostMap {}
+
+impl HostMap {
+    fn new(mem: &GuestMemoryMmap) -> HostMap {
+        HostMap {
+            regions: mem
+                .iter()
+                .filter_map(|r| {
+                    let host = r.get_host_address(MemoryRegionAddress(0)).ok()?;
+                    Some((r.start_addr().0, r.len(), host))
+                })
+                .collect(),
+        }
+    }
+
+    /// The host address of the `len` guest bytes at `addr`, if they lie in one region.
+    #[inline]
+    fn at(&self, addr: u64, len: usize) -> Option<*mut u8> {
+        for &(start, size, host) in &*self.regions {
+            let off = addr.wrapping_sub(start);
+            if addr >= start && off < size && len as u64 <= size - off {
+                // In bounds: `off + len <= size`.
+                return Some(host.wrapping_add(off as usize));
+            }
+        }
+        None
+    }
+
+    /// Copies guest bytes at `addr` into `dst`.
+    #[inline]
+    fn read(&self, mem: &GuestMemoryMmap, addr: u64, dst: &mut [u8]) -> Result<(), ()> {
+        match self.at(addr, dst.len()) {
+            // SAFETY: `p` is valid for `dst.len()` bytes of a live mapping (see `at` and the
+            // type's invariant); guest memory is never a Rust allocation, so it cannot
+            // overlap `dst`. The guest may write it concurrently, as with any device DMA: the
+            // frame is then garbage, never unsafety for the switch.
+            Some(p) => unsafe {
+                std::ptr::copy_nonoverlapping(p.cast_const(), dst.as_mut_ptr(), dst.len());
+                Ok(())
+            },
+            None => mem.read_slice(dst, GuestAddress(addr)).map_err(|_| ()),
+        }
+    }
+
+    /// Copies `src` into guest memory at `addr`.
+    #[inline]
+    fn write(&self, mem: &GuestMemoryMmap, addr: u64, src: &[u8]) -> Result<(), ()> {
+        match self.at(addr, src.len()) {
+            // SAFETY: as in `read`, with `p` valid for `src.len()` bytes of a writable shared
+            // mapping.
+            Some(p) => unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len());
+                Ok(())
+            },
+            None => mem.write_slice(src, GuestAddress(addr)).map_err(|_| ()),
+        }
+    }
+}
+
 /// A started vring: the queue state and what it needs, owned by its slot.
 struct Ring {
-    q: Queue,
+    q: SplitRing,
     mem: Arc<GuestMemoryMmap>,
+    /// `mem` as host pointers, for the frame copies.
+    host: HostMap,
     /// The call eventfd, written when the guest wants an interrupt.
     call: Option<Arc<File>>,
     /// Bytes of the virtio-net header in front of each frame.
     hdr_len: usize,
     /// Receive: TCP super-frames are taken.
     tso: bool,
+    /// Send: a frame may take several chains (`MRG_RXBUF`).
+    mrg: bool,
 }
 
 /// What went wrong on a ring: the guest broke the virtio rules.
 #[derive(Debug)]
 struct BadRing(&'static str);
 
+/// A descriptor (virtio 1.x §2.7.5).
+#[derive(Clone, Copy)]
+struct Desc {
+    addr: u64,
+    len: u32,
+    flags: u16,
+    next: u16,
+}
+
+const DESC_F_NEXT: u16 = 1;
+const DESC_F_WRITE: u16 = 2;
+const DESC_F_INDIRECT: u16 = 4;
+
+/// A split virtqueue (virtio 1.x §2.7) as the device side polls it, over host pointers into
+/// the guest's memory. `virtio-queue` checks the ring's layout when it starts
+/// ([`Queue::is_valid`], alignment and size); per packet this does what its `AvailIter`,
+/// `DescriptorChain` and `add_used` do, through pointers checked once per area at start
+/// rather than a bounds-checked `vm-memory` access per field (through those, an in-process
+/// probe measured about 700 cycles per received 60-byte frame and 1100 per sent one; this way
+/// about a third of that). The used index is published once per burst, as DPDK's vhost
+/// library does.
+struct SplitRing {
+    /// A power of two (`Queue::try_set_size` checks it).
+    size: u16,
+    /// `size` descriptors of 16 bytes.
+    desc: *const u8,
+    /// Flags, index, `size` entries.
+    avail: *const u8,
+    /// Flags, index, `size` elements of 8 bytes.
+    used: *mut u8,
+    next_avail: u16,
+    next_used: u16,
+}
+
+// SAFETY: the pointers are into the guest memory mappings that the `Ring` holding this ring
+// keeps alive (its `Arc<GuestMemoryMmap>`); each area was checked at start to lie inside one
+// mapping and to be aligned for the atomic accesses made to it.
+unsafe impl Send for SplitRing {}
+
+impl SplitRing {
+    /// The ring `q` describes (addresses already checked by `q.is_valid`), in `host`.
+    fn new(q: &Queue, host: &HostMap) -> Result<SplitRing, String> {
+        let size = q.size();
+        let n = usize::from(size);
+        let area = |addr: u64, len: usize, align: usize, what: &str| {
+            host.at(addr, len)
+                .filter(|p| (*p as usize).is_multiple_of(align))
+                .ok_or_else(|| format!("the {what} at {addr:#x} is not in one memory region"))
+        };
+        Ok(SplitRing {
+            size,
+            desc: area(q.desc_table(), 16 * n, 16, "descriptor table")?.cast_const(),
+            avail: area(q.avail_ring(), 6 + 2 * n, 2, "available ring")?.cast_const(),
+            used: area(q.used_ring(), 6 + 8 * n, 4, "used ring")?,
+            next_avail: q.next_avail(),
+            next_used: q.next_used(),
+        })
+    }
+
+    fn next_avail(&self) -> u16 {
+        self.next_avail
+    }
+
+    #[cfg(test)]
+    fn next_used(&self) -> u16 {
+        self.next_used
+    }
+
+    /// The driver's available index (acquire: the entries before it are written).
+    #[inline]
+    fn avail_idx(&self) -> u16 {
+        // SAFETY: `avail + 2` is 2-aligned and inside the checked area; the guest writes it
+        // concurrently, hence the atomic access.
+        let idx = unsafe { AtomicU16::from_ptr(self.avail.add(2).cast_mut().cast()) };
+        u16::from_le(idx.load(Acquire))
+    }
+
+    /// The driver's available-ring flags.
+    #[inline]
+    fn avail_flags(&self) -> u16 {
+        // SAFETY: as in `avail_idx`, at the area's start.
+        let f = unsafe { AtomicU16::from_ptr(self.avail.cast_mut().cast()) };
+        u16::from_le(f.load(Relaxed))
+    }
+
+    /// The head the driver put in available slot `i` (read after `avail_idx` said it is there).
+    #[inline]
+    fn avail_entry(&self, i: u16) -> u16 {
+        let at = 4 + 2 * usize::from(i & (self.size - 1));
+        // SAFETY: `at + 2 <= 4 + 2 * size`, inside the checked area.
+        u16::from_le(unsafe { std::ptr::read_volatile(self.avail.add(at).cast::<u16>()) })
+    }
+
+    /// Descriptor `i` of the table at `table` (`i` below the table's size).
+    #[inline]
+    fn desc(table: *const u8, i: u16) -> Desc {
+        // SAFETY: callers pass a table checked to hold more than `i` descriptors; 16-byte
+        // descriptors of a table at a 16-aligned address (a direct table) or any address (an
+        // indirect one: hence the unaligned read).
+        let b: [u8; 16] =
+            unsafe { std::ptr::read_unaligned(table.add(16 * usize::from(i)).cast::<[u8; 16]>()) };
+        Desc {
+            addr: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            len: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+            flags: u16::from_le_bytes([b[12], b[13]]),
+            next: u16::from_le_bytes([b[14], b[15]]),
+        }
+    }
+
+    /// Walks the chain at `head`, handing each buffer (address, length) to `f`; every buffer
+    /// must be device-writable (`write`) or device-readable (not `write`). Returns the number
+    /// of buffers.
+    fn walk(
+        &self,
+        host: &HostMap,
+        head: u16,
+        write: bool,
+        mut f: impl FnMut(u64, u32),
+    ) -> Result<usize, BadRing> {
+        const LOOP: BadRing = BadRing("descriptor chain loops or leaves the ring");
+        let (mut table, mut tsize, mut i) = (self.desc, self.size, head);
+        let (mut indirect, mut count, mut in_table) = (false, 0usize, 0usize);
+        if head >= self.size {
+            return Err(LOOP);
+        }
+        loop {
+            let d = Self::desc(table, i);
+            if d.flags & DESC_F_INDIRECT != 0 {
+                if indirect {
+                    return Err(BadRing("indirect descriptor inside an indirect table"));
+                }
+                let n = d.len as usize / 16;
+                if d.len % 16 != 0 || n == 0 || n > usize::from(u16::MAX) {
+                    return Err(BadRing("indirect table of a bad length"));
+                }
+                table = host
+                    .at(d.addr, d.len as usize)
+                    .ok_or(BadRing("indirect table outside guest memory"))?
+                    .cast_const();
+                (tsize, i, indirect, in_table) = (n as u16, 0, true, 0);
+                continue;
+            }
+            if (d.flags & DESC_F_WRITE != 0) != write {
+                return Err(BadRing(if write {
+                    "read-only buffer in a receive chain"
+                } else {
+                    "write-only buffer in a transmit chain"
+                }));
+            }
+            f(d.addr, d.len);
+            count += 1;
+            in_table += 1;
+            if d.flags & DESC_F_NEXT == 0 {
+                return Ok(count);
+            }
+            i = d.next;
+            if i >= tsize || in_table >= usize::from(tsize) {
+                return Err(LOOP);
+            }
+        }
+    }
+
+    /// Records chain `head` as used with `len` bytes written.
+    #[inline]
+    fn put_used(&mut self, head: u16, len: u32) {
+        let at = 4 + 8 * usize::from(self.next_used & (self.size - 1));
+        let mut e = [0u8; 8];
+        e[..4].copy_from_slice(&u32::from(head).to_le_bytes());
+        e[4..].copy_from_slice(&len.to_le_bytes());
+        // SAFETY: `at + 8 <= 4 + 8 * size`, inside the checked area.
+        unsafe { std::ptr::write_volatile(self.used.add(at).cast::<[u8; 8]>(), e) };
+        self.next_used = self.next_used.wrapping_add(1);
+    }
+
+    /// Publishes the used elements recorded so far (release: they are written first).
+    #[inline]
+    fn publish_used(&self) {
+        // SAFETY: `used + 2` is 2-aligned (the area is 4-aligned) and inside it.
+        let idx = unsafe { AtomicU16::from_ptr(self.used.add(2).cast()) };
+        idx.store(self.next_used.to_le(), Release);
+    }
+}
+
 impl Ring {
-    /// Signals the guest after a burst that used `added` descriptors, if it wants to be.
-    fn notify(&mut self, added: usize) {
+    /// The ring `q` describes, on `mem`.
+    fn start(
+        q: &Queue,
+        mem: Arc<GuestMemoryMmap>,
+        call: Option<Arc<File>>,
+        hdr_len: usize,
+        tso: bool,
+        mrg: bool,
+    ) -> Result<Ring, String> {
+        let host = HostMap::new(&mem);
+        Ok(Ring {
+            q: SplitRing::new(q, &host)?,
+            host,
+            mem,
+            call,
+            hdr_len,
+            tso,
+            mrg,
+        })
+    }
+
+    /// Publishes the used elements of a burst that used `added` chains and signals the guest
+    /// if it wants to be (no `VRING_AVAIL_F_NO_INTERRUPT`; read after the index is out).
+    fn complete(&mut self, added: usize) {
         if added == 0 {
             return;
         }
-        if let (Ok(true), Some(call)) = (self.q.needs_notification(&*self.mem), &self.call) {
-            // An eventfd write fails only when the counter would overflow, which means the
-            // guest already has a signal pending.
-            let _ = (&**call).write(&1u64.to_ne_bytes());
+        self.q.publish_used();
+        if let Some(call) = &self.call {
+            std::sync::atomic::fence(SeqCst);
+            if self.q.avail_flags() & AVAIL_F_NO_INTERRUPT == 0 {
+                // An eventfd write fails only when the counter would overflow, which means
+                // the guest already has a signal pending.
+                let _ = (&**call).write(&1u64.to_ne_bytes());
+            }
         }
     }
 
@@ -352,43 +645,37 @@ impl Ring {
         in_port: u32,
         counts: &mut [u64; 3],
     ) -> Result<(), BadRing> {
-        let mut heads = [0u16; MAX_BURST];
-        let mut n_heads = 0;
-        let mut segs = [(0u64, 0u32); MAX_SEGS];
-        let room = batch.room().min(MAX_BURST);
+        let pending = self.q.avail_idx().wrapping_sub(self.q.next_avail);
+        if pending > self.q.size {
+            return Err(BadRing("available index more than a ring ahead"));
+        }
+        let todo = usize::from(pending).min(batch.room()).min(MAX_BURST);
         let hdr_len = self.hdr_len;
-        let mem = &*self.mem;
-        let mut iter = self
-            .q
-            .iter(mem)
-            .map_err(|_| BadRing("available index more than a ring ahead"))?;
+        let mut segs = [(0u64, 0u32); MAX_SEGS];
+        let mut added = 0;
         let mut result = Ok(());
-        while n_heads < room {
-            let Some(chain) = iter.next() else { break };
-            heads[n_heads] = chain.head_index();
-            n_heads += 1;
-            let mut n = 0;
-            let mut total = 0usize;
-            let mut truncated = true;
-            for d in chain {
-                if d.is_write_only() {
-                    result = Err(BadRing("write-only buffer in a transmit chain"));
-                    break;
-                }
+        for _ in 0..todo {
+            let head = self.q.avail_entry(self.q.next_avail);
+            self.q.next_avail = self.q.next_avail.wrapping_add(1);
+            let (mut n, mut total, mut too_many) = (0usize, 0usize, false);
+            let walked = self.q.walk(&self.host, head, false, |addr, len| {
                 if n == MAX_SEGS {
-                    result = Err(BadRing("transmit chain of too many buffers"));
-                    break;
+                    too_many = true;
+                } else {
+                    segs[n] = (addr, len);
+                    n += 1;
+                    total += len as usize;
                 }
-                segs[n] = (d.addr().0, d.len());
-                n += 1;
-                total += d.len() as usize;
-                truncated = d.has_next();
-            }
-            if result.is_err() {
+            });
+            if let Err(e) = walked {
+                result = Err(e);
                 break;
             }
-            if n == 0 || truncated {
-                result = Err(BadRing("descriptor chain loops or leaves the ring"));
+            // The chain goes back whatever becomes of its frame.
+            self.q.put_used(head, 0);
+            added += 1;
+            if too_many {
+                result = Err(BadRing("transmit chain of too many buffers"));
                 break;
             }
             if total < hdr_len + 14 || total - hdr_len > MAX_FRAME {
@@ -397,7 +684,15 @@ impl Ring {
             }
             let mut hdr = [0u8; vnet::HDR_LEN];
             let mut p = pool.packet_with_len(total - hdr_len, in_port);
-            if gather(mem, &segs[..n], &mut hdr[..hdr_len], p.data_mut()).is_err() {
+            if gather(
+                &self.host,
+                &self.mem,
+                &segs[..n],
+                &mut hdr[..hdr_len],
+                p.data_mut(),
+            )
+            .is_err()
+            {
                 pool.free(p);
                 result = Err(BadRing("buffer outside guest memory"));
                 break;
@@ -418,24 +713,26 @@ impl Ring {
                 }
             }
         }
-        drop(iter);
-        for &h in &heads[..n_heads] {
-            self.q
-                .add_used(mem, h, 0)
-                .map_err(|_| BadRing("used ring outside guest memory"))?;
-        }
-        self.notify(n_heads);
+        self.complete(added);
         result
     }
 
     /// Sends every packet of `batch` into the guest's receive ring; counts into `counts`
     /// (packets, bytes, dropped).
     fn send(&mut self, batch: &mut Batch, counts: &mut [u64; 3]) -> Result<(), BadRing> {
-        let mem = &*self.mem;
-        let mrg = self.hdr_len == vnet::HDR_LEN;
+        let avail = self.q.avail_idx();
+        if avail.wrapping_sub(self.q.next_avail) > self.q.size {
+            counts[2] += batch.len() as u64;
+            return Err(BadRing("available index more than a ring ahead"));
+        }
         let mut added = 0;
         let mut result = Ok(());
         let mut empty = false;
+        // The buffers a frame goes to: (address, length, chain), and the chains (filled up to
+        // `n` and `n_heads` for each frame, never cleared).
+        let mut segs = [(0u64, 0u32, 0u16); MAX_SEGS];
+        let mut heads = [0u16; MAX_SEGS];
+        let mut used = [0u32; MAX_SEGS];
         for p in batch.packets() {
             if result.is_err() || empty {
                 counts[2] += 1;
@@ -443,55 +740,47 @@ impl Ring {
             }
             let frame = p.data();
             let need = self.hdr_len + frame.len();
-            let start = self.q.next_avail();
-            // The buffers the frame goes to: (address, length, chain), and the chains.
-            let mut segs = [(0u64, 0u32, 0u16); MAX_SEGS];
+            let start = self.q.next_avail;
             let mut n = 0;
-            let mut heads = [0u16; MAX_SEGS];
             let mut n_heads = 0;
             let mut cap = 0usize;
             let mut fits = true;
             while cap < need {
-                let chain = match self.q.iter(mem) {
-                    Ok(mut it) => it.next(),
-                    Err(_) => {
-                        result = Err(BadRing("available index more than a ring ahead"));
-                        None
-                    }
-                };
-                let Some(chain) = chain else {
+                if self.q.next_avail == avail {
                     // The guest has posted no more buffers: the rest of the burst is dropped
                     // without looking again.
                     fits = false;
                     empty = true;
                     break;
-                };
-                if n_heads == MAX_SEGS || (n_heads == 1 && !mrg) {
+                }
+                if n_heads == MAX_SEGS || (n_heads == 1 && !self.mrg) {
                     // Too many buffers for one frame, or a single buffer too small for it:
                     // this frame cannot go, the next may.
                     fits = false;
                     break;
                 }
-                heads[n_heads] = chain.head_index();
+                let head = self.q.avail_entry(self.q.next_avail);
+                self.q.next_avail = self.q.next_avail.wrapping_add(1);
+                heads[n_heads] = head;
                 n_heads += 1;
-                let mut truncated = true;
-                let mut any = false;
-                for d in chain {
-                    if !d.is_write_only() {
-                        result = Err(BadRing("read-only buffer in a receive chain"));
-                        break;
+                let (mut k, mut chain_cap) = (0usize, 0usize);
+                let chain = (n_heads - 1) as u16;
+                let walked = self.q.walk(&self.host, head, true, |addr, len| {
+                    k += 1;
+                    chain_cap += len as usize;
+                    // Past MAX_SEGS the frame has all the buffers it may take.
+                    if n < MAX_SEGS {
+                        segs[n] = (addr, len, chain);
+                        n += 1;
+                        cap += len as usize;
                     }
-                    if n == MAX_SEGS {
-                        break;
-                    }
-                    segs[n] = (d.addr().0, d.len(), (n_heads - 1) as u16);
-                    n += 1;
-                    cap += d.len() as usize;
-                    truncated = d.has_next();
-                    any = true;
-                }
-                if result.is_ok() && (!any || truncated) && n < MAX_SEGS {
-                    result = Err(BadRing("descriptor chain loops or leaves the ring"));
+                });
+                if let Err(e) = walked {
+                    result = Err(e);
+                } else if k > MAX_SEGS {
+                    result = Err(BadRing("receive chain of too many buffers"));
+                } else if chain_cap < self.hdr_len {
+                    result = Err(BadRing("receive buffer shorter than the virtio-net header"));
                 }
                 if result.is_err() {
                     break;
@@ -503,28 +792,27 @@ impl Ring {
             }
             if !fits {
                 // Nothing of it is used: the chains taken go back to the available ring.
-                self.q.set_next_avail(start);
+                self.q.next_avail = start;
                 counts[2] += 1;
                 continue;
             }
             let mut hdr = [0u8; vnet::HDR_LEN];
             hdr[10..12].copy_from_slice(&(n_heads as u16).to_le_bytes());
-            let mut used = [0u32; MAX_SEGS];
-            if scatter(mem, &segs[..n], &hdr[..self.hdr_len], frame, &mut used).is_err() {
+            let hdr = &hdr[..self.hdr_len];
+            used[..n_heads].fill(0);
+            if scatter(&self.host, &self.mem, &segs[..n], hdr, frame, &mut used).is_err() {
                 result = Err(BadRing("buffer outside guest memory"));
                 counts[2] += 1;
                 continue;
             }
             for (i, &h) in heads[..n_heads].iter().enumerate() {
-                if self.q.add_used(mem, h, used[i]).is_err() {
-                    result = Err(BadRing("used ring outside guest memory"));
-                }
+                self.q.put_used(h, used[i]);
             }
             added += n_heads;
             counts[0] += 1;
             counts[1] += frame.len() as u64;
         }
-        self.notify(added);
+        self.complete(added);
         result
     }
 }
@@ -532,25 +820,26 @@ impl Ring {
 /// Copies the buffers `segs` of guest memory into `hdr` then `frame` (their lengths add up to
 /// the buffers').
 fn gather(
+    host: &HostMap,
     mem: &GuestMemoryMmap,
     segs: &[(u64, u32)],
     hdr: &mut [u8],
     frame: &mut [u8],
-) -> Result<(), vm_memory::GuestMemoryError> {
+) -> Result<(), ()> {
     let mut off = 0usize; // bytes of hdr ++ frame filled
     let h = hdr.len();
     for &(addr, len) in segs {
         let (mut addr, mut len) = (addr, len as usize);
         if off < h {
             let k = len.min(h - off);
-            mem.read_slice(&mut hdr[off..off + k], GuestAddress(addr))?;
+            host.read(mem, addr, &mut hdr[off..off + k])?;
             off += k;
             addr = addr.wrapping_add(k as u64);
             len -= k;
         }
         if len > 0 {
             let f = off - h;
-            mem.read_slice(&mut frame[f..f + len], GuestAddress(addr))?;
+            host.read(mem, addr, &mut frame[f..f + len])?;
             off += len;
         }
     }
@@ -560,12 +849,13 @@ fn gather(
 /// Copies `hdr` then `frame` into the guest buffers `segs` (address, length, chain), adding
 /// what each chain received to `used[chain]`.
 fn scatter(
+    host: &HostMap,
     mem: &GuestMemoryMmap,
     segs: &[(u64, u32, u16)],
     hdr: &[u8],
     frame: &[u8],
     used: &mut [u32],
-) -> Result<(), vm_memory::GuestMemoryError> {
+) -> Result<(), ()> {
     let mut parts = [hdr, frame];
     let mut part = 0;
     for &(addr, len, chain) in segs {
@@ -574,7 +864,7 @@ fn scatter(
             let src = parts[part];
             let k = room.min(src.len());
             if k > 0 {
-                mem.write_slice(&src[..k], GuestAddress(addr))?;
+                host.write(mem, addr, &src[..k])?;
                 used[chain as usize] += k as u32;
                 addr = addr.wrapping_add(k as u64);
                 room -= k;
@@ -765,7 +1055,8 @@ impl Handler {
                 .ok_or_else(|| format!("{what} address {a:#x} is outside guest memory"))
         };
         let mut q = Queue::new(MAX_RING).map_err(|e| e.to_string())?;
-        q.try_set_size(v.num).map_err(|e| format!("size {}: {e}", v.num))?;
+        q.try_set_size(v.num)
+            .map_err(|e| format!("size {}: {e}", v.num))?;
         q.try_set_desc_table_address(GuestAddress(gpa(desc, "descriptor table")?))
             .map_err(|e| e.to_string())?;
         q.try_set_avail_ring_address(GuestAddress(gpa(avail, "available ring")?))
@@ -785,13 +1076,15 @@ impl Handler {
         } else {
             vnet::HDR_LEN_LEGACY
         };
-        Ok(Some(Ring {
-            q,
-            mem: mem.clone(),
-            call: v.call.clone(),
+        Ring::start(
+            &q,
+            mem.clone(),
+            v.call.clone(),
             hdr_len,
-            tso: self.acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
-        }))
+            self.acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
+            self.acked & F_MRG_RXBUF != 0,
+        )
+        .map(Some)
     }
 
     fn map(regions: &[VhostUserMemoryRegion], files: Vec<File>) -> Result<GuestMemoryMmap, String> {
@@ -862,7 +1155,10 @@ impl VhostUserBackendReqHandlerMut for Handler {
         _postcopy_listening: Option<bool>,
     ) -> VuResult<Option<Vec<u64>>> {
         let mem = Self::map(ctx, files).map_err(|e| {
-            eprintln!("flowpath: vhost port '{}': SET_MEM_TABLE: {e}", self.shared.name);
+            eprintln!(
+                "flowpath: vhost port '{}': SET_MEM_TABLE: {e}",
+                self.shared.name
+            );
             VuError::InvalidParam
         })?;
         self.stop_all();
@@ -917,7 +1213,10 @@ impl VhostUserBackendReqHandlerMut for Handler {
         // GET_VRING_BASE stops the ring until it is kicked again.
         self.vrings[i].kicked = false;
         self.shared.update_started();
-        Ok(VhostUserVringState::new(index, u32::from(self.vrings[i].base)))
+        Ok(VhostUserVringState::new(
+            index,
+            u32::from(self.vrings[i].base),
+        ))
     }
 
     fn set_vring_kick(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
@@ -981,7 +1280,12 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(out)
     }
 
-    fn set_config(&mut self, _offset: u32, _buf: &[u8], _flags: VhostUserConfigFlags) -> VuResult<()> {
+    fn set_config(
+        &mut self,
+        _offset: u32,
+        _buf: &[u8],
+        _flags: VhostUserConfigFlags,
+    ) -> VuResult<()> {
         // The network device's configuration is read-only for the driver.
         Ok(())
     }
@@ -1078,8 +1382,10 @@ impl VhostPort {
                         socket.display()
                     )));
                 }
-                std::fs::remove_file(&socket)
-                    .map_err(io_err(format!("removing the old socket {}", socket.display())))?;
+                std::fs::remove_file(&socket).map_err(io_err(format!(
+                    "removing the old socket {}",
+                    socket.display()
+                )))?;
             }
             let l = UnixListener::bind(&socket)
                 .map_err(io_err(format!("listening on {}", socket.display())))?;
@@ -1183,7 +1489,12 @@ fn nap(shared: &Shared, d: Duration) -> bool {
 
 /// The control thread: waits for (or makes) a connection, serves it until it ends, and
 /// starts over until the port closes.
-fn control(shared: &Arc<Shared>, opts: &VhostOptions, socket: &Path, listener: Option<UnixListener>) {
+fn control(
+    shared: &Arc<Shared>,
+    opts: &VhostOptions,
+    socket: &Path,
+    listener: Option<UnixListener>,
+) {
     let mut told_waiting = false;
     while !shared.stop.load(Relaxed) {
         let stream = match &listener {
@@ -1228,7 +1539,9 @@ fn control(shared: &Arc<Shared>, opts: &VhostOptions, socket: &Path, listener: O
 /// Serves one connection until the front-end goes away (or breaks the protocol) or the port
 /// closes; then every ring of it is stopped and its memory released.
 fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStream) {
-    let Ok(clone) = stream.try_clone() else { return };
+    let Ok(clone) = stream.try_clone() else {
+        return;
+    };
     *lock(&shared.conn) = Some(clone);
     if shared.stop.load(Relaxed) {
         return;
@@ -1290,7 +1603,8 @@ impl RxQueue for VhostRxq {
         let before = batch.len();
         let mut counts = [0u64; 3];
         if let Err(BadRing(why)) = ring.recv(pool, batch, self.in_port, &mut counts) {
-            self.shared.bad_ring(&mut slot, self.vring, why, &self.stats);
+            self.shared
+                .bad_ring(&mut slot, self.vring, why, &self.stats);
         }
         drop(slot);
         self.stats.count_rx(counts[0], counts[1], counts[2], 0);
@@ -1309,7 +1623,11 @@ impl TxQueue for VhostTxq {
         let n = self.shared.n_tx_rings.load(Relaxed);
         let mut counts = [0u64; 3];
         // Counted on the guest receive ring used (the queue's own when none is started).
-        let pair = if n == 0 { self.k % self.shared.tx_stats.len() } else { self.k % n };
+        let pair = if n == 0 {
+            self.k % self.shared.tx_stats.len()
+        } else {
+            self.k % n
+        };
         let stats = &self.shared.tx_stats[pair];
         if n == 0 {
             counts[2] = batch.len() as u64;

@@ -194,13 +194,7 @@ impl Guest {
         q.set_ready(true);
         assert!(q.is_valid(&*self.mem));
         q.disable_notification(&*self.mem).unwrap();
-        Ring {
-            q,
-            mem: self.mem.clone(),
-            call: None,
-            hdr_len,
-            tso,
-        }
+        Ring::start(&q, self.mem.clone(), None, hdr_len, tso, hdr_len == HDR).unwrap()
     }
 }
 
@@ -331,7 +325,7 @@ fn tx_header_split_over_descriptors_and_legacy_header() {
     g.offer(&[0]);
     let rx = recv(&mut g.ring(HDR, false), MAX_BURST);
     assert!(rx.res.is_ok());
-    assert_eq!(rx.frames, [f.clone()]);
+    assert_eq!(rx.frames, std::slice::from_ref(&f));
 
     // A legacy device (neither VERSION_1 nor MRG_RXBUF): a 10-byte header.
     let mut g = Guest::new(4);
@@ -519,15 +513,24 @@ fn rx_without_buffers_drops_and_consumes_nothing() {
 }
 
 #[test]
-fn rx_frame_that_does_not_fit_leaves_the_buffers_to_the_next() {
+fn rx_ring_running_out_drops_the_rest_of_the_burst() {
     let mut g = Guest::new(8);
     let bufs = rx_ring(&mut g, 2, 2048);
     let mut r = g.ring(HDR, false);
     let (f1, f2, f3) = (frame(100, 1), frame(5000, 2), frame(200, 3));
-    // f2 needs three buffers and finds one: dropped, and f3 takes that one.
+    // f2 needs three buffers and finds one: the ring is found empty, so f2 and the rest of
+    // the burst are dropped without looking again (as DPDK's vhost library does), and the
+    // buffer f2 looked at stays available, unwritten.
     let (res, counts) = send(&mut r, &[&f1, &f2, &f3]);
     assert!(res.is_ok());
-    assert_eq!(counts, [2, 300, 1]);
+    assert_eq!(counts, [1, 100, 2]);
+    assert_eq!(g.used(), [(0, 112)]);
+    assert_eq!(r.q.next_avail(), 1);
+    assert_eq!(g.read(bufs[1], 2048), vec![0; 2048]);
+    // The next burst finds it.
+    let (res, counts) = send(&mut r, &[&f3]);
+    assert!(res.is_ok());
+    assert_eq!(counts, [1, 200, 0]);
     assert_eq!(g.used(), [(0, 112), (1, 212)]);
     assert_eq!(g.read(bufs[1], HDR + 200), [&hdr(1)[..], &f3].concat());
 }
@@ -730,7 +733,7 @@ fn indirect_tables_that_are_well_formed_work() {
     g.offer(&[3]);
     let rx = recv(&mut g.ring(HDR, false), MAX_BURST);
     assert!(rx.res.is_ok());
-    assert_eq!(rx.frames, [f.clone()]);
+    assert_eq!(rx.frames, std::slice::from_ref(&f));
     assert_eq!(g.used(), [(3, 0)]);
 
     // Receive: two 1024-byte buffers through an indirect table.
@@ -820,6 +823,35 @@ fn indirect_tables_that_are_not() {
 }
 
 #[test]
+fn frames_before_a_broken_chain_are_delivered() {
+    // recv: the good chain's packet stays in the batch (the caller forwards it) and its
+    // head is used; the broken chain after it takes the ring down.
+    let mut g = Guest::new(4);
+    let f = frame(80, 1);
+    let a = g.put(&[&hdr(0)[..], &f].concat());
+    g.desc(0, a, (HDR + 80) as u32, 0, 0);
+    g.desc(1, BUF, 100, WRITE, 0);
+    g.offer(&[0, 1]);
+    let rx = recv(&mut g.ring(HDR, false), MAX_BURST);
+    bad(rx.res);
+    assert_eq!((rx.frames, rx.counts), (vec![f.clone()], [1, 80, 0]));
+    assert_eq!(g.used().first(), Some(&(0, 0)));
+
+    // send: the frame that went is used and counted; the one that met the broken chain,
+    // and every later one, is a drop.
+    let mut g = Guest::new(4);
+    let b = g.alloc(2048);
+    g.desc(0, b, 2048, WRITE, 0);
+    g.desc(1, b, 2048, 0, 0);
+    g.offer(&[0, 1]);
+    let (res, counts) = send(&mut g.ring(HDR, false), &[&f, &f, &f]);
+    bad(res);
+    assert_eq!(counts, [1, 80, 2]);
+    assert_eq!(g.used(), [(0, 92)]);
+    assert_eq!(g.read(b, HDR + 80), [&hdr(1)[..], &f].concat());
+}
+
+#[test]
 fn overlong_transmit_chain_through_an_indirect_table() {
     // An indirect table may be longer than the ring; `recv` refuses a chain of more than
     // MAX_SEGS buffers rather than walk all of it.
@@ -835,13 +867,11 @@ fn overlong_transmit_chain_through_an_indirect_table() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Bugs found (see the report of the change): each test states the behaviour the module
-// documents, or virtio requires, and fails on the code as it is.
+// Known bugs: each test states what the module documents, or virtio requires, and fails
+// on the code as it is; the `ignore` goes with the fix.
 // ---------------------------------------------------------------------------------------
 
 #[test]
-#[ignore = "bug: a looping receive chain is accepted on rings of MAX_SEGS (64) or more \
-            entries: send stops walking a chain at MAX_SEGS descriptors without an error"]
 fn rx_loop_in_a_large_ring() {
     // The transmit side catches it (as a chain of too many buffers)...
     let mut g = Guest::new(256);
@@ -858,8 +888,6 @@ fn rx_loop_in_a_large_ring() {
 }
 
 #[test]
-#[ignore = "bug: a receive buffer shorter than the virtio-net header (or empty) is merged \
-            silently, num_buffers counting it, where the module documents BadRing"]
 fn rx_buffer_shorter_than_the_header() {
     for first in [0u32, 8] {
         let mut g = Guest::new(4);
@@ -872,9 +900,6 @@ fn rx_buffer_shorter_than_the_header() {
 }
 
 #[test]
-#[ignore = "bug: a head index out of range in recv is reported as \"used ring outside guest \
-            memory\": the broken head is given back to the used ring and that error replaces \
-            the first"]
 fn tx_bad_head_is_reported_as_such() {
     let mut g = Guest::new(8);
     g.offer(&[8]);
@@ -915,8 +940,6 @@ fn call_is_signalled_after_a_burst_that_used_descriptors() {
 }
 
 #[test]
-#[ignore = "bug: VRING_AVAIL_F_NO_INTERRUPT is ignored (virtio-queue's needs_notification \
-            does not look at it), so the call eventfd is written after every burst"]
 fn call_is_not_signalled_when_the_guest_suppressed_interrupts() {
     assert_eq!(calls_after_one_recv(NO_INTERRUPT), []);
 }
@@ -983,8 +1006,6 @@ fn build_sets_the_header_length_from_the_features() {
 }
 
 #[test]
-#[ignore = "bug: with VERSION_1 but without MRG_RXBUF the header is 12 bytes and send takes \
-            that as leave to merge buffers; virtio says one buffer per frame, num_buffers 1"]
 fn version_1_without_mrg_rxbuf_does_not_merge() {
     let mut g = Guest::new(8);
     rx_ring(&mut g, 2, 2048);
@@ -1046,70 +1067,96 @@ struct Scenario {
     ops: Vec<Op>,
 }
 
-fn buf_addr() -> impl Strategy<Value = u64> {
+/// How a generated guest behaves: how often it writes nonsense (`chaos`: the weight of each
+/// kind of nonsense against 100 for plausible values), and which way its buffers mostly go
+/// (`write`: how likely a buffer is write-only), with the bursts to match (weights of
+/// `recv` and `send` among the steps). A rule breaker on every chain would only ever test
+/// the first check, so most cases are nearly well-behaved guests.
+#[derive(Clone, Copy, Debug)]
+struct Bias {
+    chaos: u32,
+    write: f64,
+    recv: u32,
+    send: u32,
+}
+
+fn bias() -> impl Strategy<Value = Bias> {
+    let dirs = prop::sample::select(vec![(0.02, 6, 1), (0.98, 1, 6), (0.5, 3, 3)]);
+    (prop::sample::select(vec![1u32, 5, 30]), dirs).prop_map(|(chaos, (write, recv, send))| Bias {
+        chaos,
+        write,
+        recv,
+        send,
+    })
+}
+
+fn buf_addr(c: u32) -> impl Strategy<Value = u64> {
     prop_oneof![
-        6 => P_BUF..P_A_END,
-        4 => P_B..P_B_END,
-        1 => P_A_END..P_B,
-        1 => (0u64..128).prop_map(|d| P_A_END - d),
-        1 => (0u64..128).prop_map(|d| P_B_END - d),
-        1 => any::<u64>(),
+        60 => P_BUF..P_A_END,
+        40 => P_B..P_B_END,
+        c => P_A_END..P_B,
+        c => (0u64..128).prop_map(|d| P_A_END - d),
+        c => (0u64..128).prop_map(|d| P_B_END - d),
+        c => any::<u64>(),
     ]
 }
 
-fn buf_len() -> impl Strategy<Value = u32> {
+fn buf_len(c: u32) -> impl Strategy<Value = u32> {
     prop_oneof![
-        6 => 0u32..2100,
-        3 => 0u32..40,
-        1 => 2100u32..0x2_0000,
-        1 => any::<u32>(),
+        70 => 14u32..2100,
+        30 => 0u32..40,
+        c => 2100u32..0x2_0000,
+        c => any::<u32>(),
     ]
 }
 
-fn itable_addr() -> impl Strategy<Value = u64> {
+fn itable_addr(c: u32) -> impl Strategy<Value = u64> {
     prop_oneof![
-        8 => (0..P_ITABLE_LEN).prop_map(|k| ITABLE + 16 * u64::from(k)),
-        1 => P_A_END..P_B,
-        1 => (0u64..64).prop_map(|d| P_B_END - d),
-        1 => any::<u64>(),
+        100 => (0..P_ITABLE_LEN).prop_map(|k| ITABLE + 16 * u64::from(k)),
+        c => P_A_END..P_B,
+        c => (0u64..64).prop_map(|d| P_B_END - d),
+        c => any::<u64>(),
     ]
 }
 
-fn itable_len() -> impl Strategy<Value = u32> {
+fn itable_len(c: u32) -> impl Strategy<Value = u32> {
     prop_oneof![
-        8 => (0u32..=40).prop_map(|k| 16 * k),
-        1 => 0u32..700,
-        1 => any::<u32>(),
+        100 => (1u32..=16).prop_map(|k| 16 * k),
+        c => 0u32..700,
+        c => any::<u32>(),
     ]
 }
 
-/// Flags: mostly NEXT and WRITE (WRITE with probability `write`), sometimes INDIRECT,
+/// Flags: mostly NEXT and WRITE (WRITE with probability `b.write`), now and then INDIRECT,
 /// sometimes anything.
-fn flags(write: f64) -> impl Strategy<Value = u16> {
-    prop_oneof![
-        12 => (any::<bool>(), prop::bool::weighted(write), prop::bool::weighted(0.08)).prop_map(
-            |(n, w, i)| {
-                (if n { NEXT } else { 0 }) | (if w { WRITE } else { 0 }) | (if i { INDIRECT } else { 0 })
-            }
-        ),
-        1 => any::<u16>(),
-    ]
+fn flags(b: Bias) -> impl Strategy<Value = u16> {
+    let plausible = (
+        prop::bool::weighted(0.4),
+        prop::bool::weighted(b.write),
+        prop::bool::weighted(0.05),
+    )
+        .prop_map(|(n, w, i)| {
+            let bit = |on, f| if on { f } else { 0 };
+            bit(n, NEXT) | bit(w, WRITE) | bit(i, INDIRECT)
+        });
+    prop_oneof![100 => plausible, b.chaos => any::<u16>()]
 }
 
-fn index(size: u16) -> impl Strategy<Value = u16> {
-    prop_oneof![10 => 0..size, 1 => any::<u16>()]
+fn index(size: u16, c: u32) -> impl Strategy<Value = u16> {
+    prop_oneof![100 => 0..size, c => any::<u16>()]
 }
 
 /// A descriptor of a table of `size` entries; an indirect one points where indirect tables
 /// are (or nowhere), any other where buffers are (or nowhere).
-fn raw_desc(size: u16, write: f64) -> impl Strategy<Value = RawDesc> {
+fn raw_desc(size: u16, b: Bias) -> impl Strategy<Value = RawDesc> {
+    let c = b.chaos;
     (
-        flags(write),
-        buf_addr(),
-        buf_len(),
-        itable_addr(),
-        itable_len(),
-        index(size),
+        flags(b),
+        buf_addr(c),
+        buf_len(c),
+        itable_addr(c),
+        itable_len(c),
+        index(size, c),
     )
         .prop_map(|(flags, a, l, ia, il, next)| {
             let (addr, len) = if flags & INDIRECT != 0 {
@@ -1126,7 +1173,12 @@ fn raw_desc(size: u16, write: f64) -> impl Strategy<Value = RawDesc> {
         })
 }
 
-fn op(size: u16, write: f64) -> impl Strategy<Value = Op> {
+/// How far ahead of the device the guest puts its available index.
+fn ahead(size: u16, c: u32) -> impl Strategy<Value = u16> {
+    prop_oneof![100 => 0..=size, c => size + 1..=size + 3, c => any::<u16>()]
+}
+
+fn op(size: u16, b: Bias) -> impl Strategy<Value = Op> {
     let lens = prop_oneof![
         4 => 0usize..200,
         4 => 200usize..2100,
@@ -1134,34 +1186,31 @@ fn op(size: u16, write: f64) -> impl Strategy<Value = Op> {
         1 => Just(65_000usize),
     ];
     prop_oneof![
-        3 => prop_oneof![2 => Just(MAX_BURST), 1 => 0..=MAX_BURST].prop_map(Op::Recv),
-        3 => prop::collection::vec(lens, 1..5).prop_map(Op::Send),
-        2 => prop_oneof![8 => 0..=size, 1 => size + 1..=size + 3, 1 => any::<u16>()]
-            .prop_map(Op::Publish),
-        1 => (0..size, raw_desc(size, write)).prop_map(|(i, d)| Op::Poke(i, d)),
+        b.recv => prop_oneof![2 => Just(MAX_BURST), 1 => 0..=MAX_BURST].prop_map(Op::Recv),
+        b.send => prop::collection::vec(lens, 1..5).prop_map(Op::Send),
+        2 => ahead(size, b.chaos).prop_map(Op::Publish),
+        1 => (0..size, raw_desc(size, b)).prop_map(|(i, d)| Op::Poke(i, d)),
     ]
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
     let sizes = prop::sample::select(vec![1u16, 2, 4, 8, 16, 64, 128]);
-    // A guest mostly posts buffers of one direction; which one is drawn per case.
-    (sizes, prop::sample::select(vec![0.05, 0.5, 0.95])).prop_flat_map(|(size, write)| {
+    (sizes, bias()).prop_flat_map(|(size, b)| {
         let start = prop_oneof![Just(0u16), Just(u16::MAX - 2), any::<u16>()];
-        let ahead = prop_oneof![8 => 0..=size, 1 => size + 1..=size + 3, 1 => any::<u16>()];
         let n = usize::from(size);
         (
             (
                 start,
-                ahead,
-                prop::collection::vec(raw_desc(size, write), n),
-                prop::collection::vec(raw_desc(16, write), usize::from(P_ITABLE_LEN)),
-                prop::collection::vec(index(size), n),
+                ahead(size, b.chaos),
+                prop::collection::vec(raw_desc(size, b), n),
+                prop::collection::vec(raw_desc(16, b), usize::from(P_ITABLE_LEN)),
+                prop::collection::vec(index(size, b.chaos), n),
             ),
             (
                 prop::sample::select(vec![HDR, HDR_LEGACY]),
                 any::<bool>(),
                 prop_oneof![2 => Just(None), 1 => any::<u64>().prop_map(Some)],
-                prop::collection::vec(op(size, write), 1..8),
+                prop::collection::vec(op(size, b), 1..8),
             ),
         )
             .prop_map(
@@ -1327,12 +1376,13 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
     g.set_avail_idx(s.start.wrapping_add(s.ahead));
     let mut r = g.ring(s.hdr_len, s.tso);
     let mut pool = Pool::new(64, 0);
-
+    let mut snap = None;
     for op in &s.ops {
         let (avail0, used0) = (r.q.next_avail(), r.q.next_used());
-        let before = snapshot(&g.mem);
         let ok = match op {
             Op::Recv(room) => {
+                // The memory as the last burst left it, unless the guest wrote to it since.
+                let before = snap.take().unwrap_or_else(|| snapshot(&g.mem));
                 let mut batch = Batch::new();
                 for _ in *room..MAX_BURST {
                     batch.push(pool.packet_from(&[0; 14], 0));
@@ -1377,7 +1427,7 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
                 // The device wrote nothing but used elements.
                 check_writes(
                     &before,
-                    &snapshot(&g.mem),
+                    snap.insert(snapshot(&g.mem)),
                     &[(USED, USED + 4 + 8 * u64::from(s.size))],
                 )?;
                 if res.is_ok() {
@@ -1387,11 +1437,12 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
                 res.is_ok()
             }
             Op::Send(lens) => {
+                let before = snap.take().unwrap_or_else(|| snapshot(&g.mem));
                 let allowed = writable(&g.mem, s.size);
                 let frames: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0xa5; l]).collect();
                 let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
                 let (res, counts) = send(&mut r, &refs);
-                check_writes(&before, &snapshot(&g.mem), &allowed)?;
+                check_writes(&before, snap.insert(snapshot(&g.mem)), &allowed)?;
                 prop_assert_eq!(counts[0] + counts[2], lens.len() as u64);
                 // What the used elements say was written is exactly the frames sent and
                 // their headers.
@@ -1410,17 +1461,19 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
                     prop_assert_eq!(u64::from(added), counts[0], "one buffer per frame");
                 }
                 if res.is_ok() {
-                    // Every chain taken was given back: none leaks, none is used twice.
+                    // Every chain taken was given back: none leaks.
                     prop_assert_eq!(r.q.next_avail().wrapping_sub(avail0), added);
                 }
                 res.is_ok()
             }
             Op::Publish(n) => {
                 g.set_avail_idx(avail0.wrapping_add(*n));
+                snap = None;
                 true
             }
             Op::Poke(i, d) => {
                 put_raw(&g, DESC, *i, *d);
+                snap = None;
                 true
             }
         };
