@@ -1071,6 +1071,22 @@ impl Handler {
             return Err("its rings do not lie in guest memory".into());
         }
         q.disable_notification(&**mem).map_err(|e| e.to_string())?;
+        // A front-end that reconnects with rings already in use (DPDK's virtio_user in server
+        // mode) still says base 0: the used index in guest memory is where the ring is, as
+        // DPDK's vhost library and QEMU take it.
+        let used = q
+            .used_idx(&**mem, std::sync::atomic::Ordering::Acquire)
+            .map_err(|e| e.to_string())?
+            .0;
+        if used != v.base {
+            eprintln!(
+                "flowpath: vhost port '{}': vring {i}: base {} but the used index is {used}; \
+                 resuming from the used index",
+                self.shared.name, v.base
+            );
+            q.set_next_avail(used);
+            q.set_next_used(used);
+        }
         let hdr_len = if self.acked & (F_VERSION_1 | F_MRG_RXBUF) != 0 {
             vnet::HDR_LEN
         } else {
@@ -1566,6 +1582,17 @@ fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStream) {
             Err(VuError::Disconnected | VuError::PartialMessage) => break None,
             Err(VuError::SocketBroken(e)) if e.kind() == io::ErrorKind::ConnectionReset => {
                 break None;
+            }
+            // DPDK's virtio_user (22.11) in server mode, on a reconnection, stops the old
+            // device on the new connection first: SET_VRING_ENABLE before any SET_FEATURES,
+            // which rust-vmm's handler refuses (InactiveFeature) after reading the whole
+            // message. Nothing is owed to the front-end (no REPLY_ACK yet): carry on.
+            Err(VuError::InactiveFeature(f)) => {
+                eprintln!(
+                    "flowpath: vhost port '{}': ignoring a request that needs feature {f:?} \
+                     before it was negotiated",
+                    shared.name
+                );
             }
             Err(e) => break Some(e),
         }

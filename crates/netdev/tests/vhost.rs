@@ -15,8 +15,12 @@ use netdev::vhost::{VhostOptions, VhostPort};
 use testpmd::Testpmd;
 
 fn port(name: &str, dir: &std::path::Path, client: bool) -> VhostPort {
-    let mut o = VhostOptions::for_kind(if client { "vhostuserclient" } else { "vhostuser" })
-        .unwrap();
+    let mut o = VhostOptions::for_kind(if client {
+        "vhostuserclient"
+    } else {
+        "vhostuser"
+    })
+    .unwrap();
     o.path = Some(dir.join(format!("{name}.sock")));
     VhostPort::open(name, o).unwrap()
 }
@@ -59,7 +63,9 @@ fn settle(port: &VhostPort) -> u64 {
 
 #[test]
 fn server_mode_txonly_into_the_port_counts_match() {
-    let Some(t) = Testpmd::available("server_mode_txonly") else { return };
+    let Some(t) = Testpmd::available("server_mode_txonly") else {
+        return;
+    };
     let dir = t.dir();
     let mut p = port("vu-tx", &dir, false);
     let stop = Arc::new(AtomicBool::new(false));
@@ -86,7 +92,9 @@ fn server_mode_txonly_into_the_port_counts_match() {
 
 #[test]
 fn client_mode_port_into_testpmd_rxonly_counts_match() {
-    let Some(t) = Testpmd::available("client_mode_rxonly") else { return };
+    let Some(t) = Testpmd::available("client_mode_rxonly") else {
+        return;
+    };
     let dir = t.dir();
     let sock = dir.join("vu-rx.sock");
     // The port comes first and keeps trying until testpmd serves the socket.
@@ -121,6 +129,9 @@ fn client_mode_port_into_testpmd_rxonly_counts_match() {
     let c = p.counters();
     assert_eq!(c.tx_packets + c.tx_dropped, total);
     assert!(c.tx_packets > 0, "{c:?}");
-    assert_eq!(stats.rx_packets, c.tx_packets, "testpmd's RX-packets vs sent");
+    assert_eq!(
+        stats.rx_packets, c.tx_packets,
+        "testpmd's RX-packets vs sent"
+    );
     assert_eq!(stats.rx_bytes, c.tx_bytes);
 }

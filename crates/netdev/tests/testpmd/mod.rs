@@ -57,6 +57,18 @@ impl Testpmd {
 
     /// The same with `queues` queue pairs (and as many forwarding queues).
     pub fn spawn_n(&self, devargs: &str, queues: usize) -> Running {
+        self.spawn_with(devargs, queues, &[])
+    }
+
+    /// [`Testpmd::spawn`] forwarding in `mode` (`txonly`, `rxonly`, `macswap`...) from the
+    /// start (`--auto-start`): a `server=1` testpmd starts as soon as a back-end connects.
+    pub fn spawn_fwd(&self, devargs: &str, mode: &str) -> Running {
+        let fwd = format!("--forward-mode={mode}");
+        self.spawn_with(devargs, 1, &[&fwd, "--auto-start"])
+    }
+
+    /// [`Testpmd::spawn_n`] with more testpmd arguments (after `--`).
+    pub fn spawn_with(&self, devargs: &str, queues: usize, extra: &[&str]) -> Running {
         // Unbuffered: command output must be there when the next prompt is.
         let mut child = Command::new("stdbuf")
             .args([
@@ -78,37 +90,60 @@ impl Testpmd {
                 &format!("--rxq={queues}"),
                 &format!("--txq={queues}"),
                 "--total-num-mbufs=16384",
+                // Starting to forward must not drain what the switch already put in the
+                // rings: that drain is not in the port's counters, and counts must match.
+                "--no-flush-rx",
             ])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("dpdk-testpmd");
         let out = Arc::new(Mutex::new(String::new()));
+        let mut readers = Vec::new();
         for mut pipe in [
             Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
             Box::new(child.stderr.take().unwrap()),
         ] {
             let out = out.clone();
-            thread::spawn(move || {
+            readers.push(thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 while let Ok(n) = pipe.read(&mut buf) {
                     if n == 0 {
                         break;
                     }
-                    out.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                    out.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
                 }
-            });
+            }));
         }
         let stdin = child.stdin.take().unwrap();
-        Running { child, stdin, out }
+        Running {
+            child,
+            stdin,
+            out,
+            readers,
+        }
     }
 }
 
 impl Drop for Testpmd {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        // DPDK's runtime directory of the processes run with this file prefix.
+        let run = match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(d) if !is_root() => PathBuf::from(d),
+            _ => PathBuf::from("/var/run"),
+        };
+        let _ = std::fs::remove_dir_all(run.join("dpdk").join(&self.tag));
     }
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// A running testpmd.
@@ -116,6 +151,9 @@ pub struct Running {
     child: Child,
     stdin: ChildStdin,
     out: Arc<Mutex<String>>,
+    /// The threads copying its stdout and stderr into `out`, joined once it has exited (so
+    /// that a test counting its own threads, descriptors or mappings sees them gone).
+    readers: Vec<thread::JoinHandle<()>>,
 }
 
 /// testpmd's counters of port 0.
@@ -173,7 +211,9 @@ impl Running {
         self.cmd("show port stats 0");
         let text = self.out.lock().unwrap()[from..].to_owned();
         let num = |key: &str| -> u64 {
-            let i = text.find(key).unwrap_or_else(|| panic!("no {key} in {text}"));
+            let i = text
+                .find(key)
+                .unwrap_or_else(|| panic!("no {key} in {text}"));
             text[i + key.len()..]
                 .split_whitespace()
                 .next()
@@ -188,10 +228,9 @@ impl Running {
         }
     }
 
-    /// Kills it at once (a crashed VM).
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Kills it at once (SIGKILL: a crashed VM) and waits for it to be gone.
+    pub fn kill(self) {
+        drop(self);
     }
 
     /// `quit`, and waits for it to exit.
@@ -217,5 +256,9 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Its pipes are closed now: the readers see the end of them.
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
     }
 }
