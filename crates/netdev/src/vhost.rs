@@ -92,8 +92,9 @@ pub const RECONNECT: Duration = Duration::from_millis(250);
 const MAX_RING: u16 = 32768;
 /// Most descriptors one frame may span (in one chain, or over merged chains).
 const MAX_SEGS: usize = 64;
-/// Largest frame taken from a guest: a TCP super-frame's 64 KiB plus headers.
-const MAX_FRAME: usize = datapath::packet::LARGE_ROOM;
+/// Largest frame taken from a guest: a TCP super-frame's 64 KiB plus headers (with the
+/// virtio-net header, still a pool's large buffer).
+const MAX_FRAME: usize = datapath::packet::LARGE_ROOM - vnet::HDR_LEN;
 /// `VRING_AVAIL_F_NO_INTERRUPT`: the driver does not want to be signalled.
 const AVAIL_F_NO_INTERRUPT: u16 = 1;
 
@@ -713,21 +714,16 @@ impl Ring {
                 counts[2] += 1;
                 continue;
             }
-            let mut hdr = [0u8; vnet::HDR_LEN];
-            let mut p = pool.packet_with_len(total - hdr_len, in_port);
-            if gather(
-                &self.host,
-                &self.mem,
-                &segs[..n],
-                &mut hdr[..hdr_len],
-                p.data_mut(),
-            )
-            .is_err()
-            {
+            // Header and frame in one copy; the header is then cut off the front.
+            let mut p = pool.packet_with_len(total, in_port);
+            if gather(&self.host, &self.mem, &segs[..n], p.data_mut()).is_err() {
                 pool.free(p);
                 result = Err(BadRing("buffer outside guest memory"));
                 break;
             }
+            let mut hdr = [0u8; vnet::HDR_LEN];
+            hdr[..hdr_len].copy_from_slice(&p.data()[..hdr_len]);
+            p.pull_front(hdr_len);
             match vnet::accept_rx(&hdr, p.data_mut(), self.tso) {
                 Ok(gso) => {
                     if gso != 0 {
@@ -860,31 +856,18 @@ impl Ring {
     }
 }
 
-/// Copies the buffers `segs` of guest memory into `hdr` then `frame` (their lengths add up to
-/// the buffers').
+/// Copies the buffers `segs` of guest memory into `out` (their lengths add up to its).
 fn gather(
     host: &HostMap,
     mem: &GuestMemoryMmap,
     segs: &[(u64, u32)],
-    hdr: &mut [u8],
-    frame: &mut [u8],
+    out: &mut [u8],
 ) -> Result<(), ()> {
-    let mut off = 0usize; // bytes of hdr ++ frame filled
-    let h = hdr.len();
+    let mut off = 0usize;
     for &(addr, len) in segs {
-        let (mut addr, mut len) = (addr, len as usize);
-        if off < h {
-            let k = len.min(h - off);
-            host.read(mem, addr, &mut hdr[off..off + k])?;
-            off += k;
-            addr = addr.wrapping_add(k as u64);
-            len -= k;
-        }
-        if len > 0 {
-            let f = off - h;
-            host.read(mem, addr, &mut frame[f..f + len])?;
-            off += len;
-        }
+        let len = len as usize;
+        host.read(mem, addr, &mut out[off..off + len])?;
+        off += len;
     }
     Ok(())
 }
