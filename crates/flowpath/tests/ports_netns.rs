@@ -29,6 +29,8 @@
 //! the cores of a small CI machine and the timings they report (restart, recovery) mean
 //! something.
 
+mod common;
+
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -1139,28 +1141,6 @@ fn afxdp_interface_deleted_and_recreated() {
 
 // ---- 5. bad configuration --------------------------------------------------------------------
 
-/// `flowpath check-config FILE` on a configuration with one port of `kind` and `options`
-/// (TOML inline-table body): exit code and stderr.
-fn check_config(dir: &Path, kind: &str, options: &str) -> (Option<i32>, String) {
-    let f = dir.join("check.toml");
-    std::fs::write(
-        &f,
-        format!(
-            "[[bridge]]\nname = \"br0\"\n\n[[bridge.port]]\nname = \"p1\"\ntype = \"{kind}\"\noptions = {{ {options} }}\n"
-        ),
-    )
-    .unwrap();
-    let o = Command::new(bin())
-        .arg("check-config")
-        .arg(&f)
-        .output()
-        .unwrap();
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 /// `flowpath run` on `config`, which must fail at once: exit code and stderr.
 fn run_fails(dir: &Path, config: &str) -> (Option<i32>, String) {
     let f = dir.join("run.toml");
@@ -1250,7 +1230,7 @@ fn bad_kernel_port_configuration_is_reported() {
             "unknown option 'bogus' for type tap",
         ),
     ] {
-        let (code, err) = check_config(&dir, kind, options);
+        let (code, err) = common::check_config(&dir, "p1", kind, options);
         assert_eq!(code, Some(1), "{kind} {{ {options} }}: {err}");
         assert!(
             err.contains("line 7: port 'p1': ") && err.contains(want),
@@ -1272,7 +1252,7 @@ fn bad_kernel_port_configuration_is_reported() {
             "ifname = \"nosuch0\", netns = \"nosuch\", csum_offload = false",
         ),
     ] {
-        let (code, err) = check_config(&dir, kind, options);
+        let (code, err) = common::check_config(&dir, "p1", kind, options);
         assert_eq!(code, Some(0), "{kind} {{ {options} }}: {err}");
     }
 
@@ -1356,7 +1336,7 @@ fn check_config_checks_afxdp_and_tap_values() {
         ("afxdp", "ifname = \"x\", netns = \"a/b\""),
         ("tap", "ifname = \"x\", netns = \"..\""),
     ] {
-        let (code, err) = check_config(&dir, kind, options);
+        let (code, err) = common::check_config(&dir, "p1", kind, options);
         if code != Some(1) || !err.contains("port 'p1'") {
             wrong.push(format!("{kind} {{ {options} }}: exit {code:?} {err}"));
         }

@@ -7,6 +7,8 @@
 #[path = "../../netdev/tests/testpmd/mod.rs"]
 mod testpmd;
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::thread;
@@ -445,25 +447,6 @@ fn dpif_show_tells_the_connection_and_port_stats_the_link() {
     );
 }
 
-/// `flowpath check-config` on one vhost port of `kind` with `options` (an inline table's
-/// body): exit code and stderr.
-fn check_config(dir: &Path, kind: &str, options: &str) -> (Option<i32>, String) {
-    let f = dir.join("check.toml");
-    std::fs::write(
-        &f,
-        format!(
-            "[[bridge]]\nname = \"br0\"\n\n[[bridge.port]]\nname = \"vm\"\ntype = \"{kind}\"\noptions = {{ {options} }}\n"
-        ),
-    )
-    .unwrap();
-    let o = Command::new(bin())
-        .arg("check-config")
-        .arg(&f)
-        .output()
-        .unwrap();
-    (o.status.code(), text(&o).1)
-}
-
 /// Bad options are reported naming the port, the line and the key, by `check-config` and by
 /// `run` (exit 1, no control socket left behind); a path that is not a socket is refused
 /// when the port opens. Needs no testpmd.
@@ -524,7 +507,7 @@ fn bad_vhost_configuration_is_reported() {
         ("vhostuser", "tso = 3", "tso"),
     ];
     for (kind, options, want) in bad {
-        let (code, err) = check_config(&dir, kind, options);
+        let (code, err) = common::check_config(&dir, "vm", kind, options);
         assert_eq!(code, Some(1), "{kind} {{ {options} }}: {err}");
         assert!(
             err.contains("line 7: port 'vm': ") && err.contains(want),
@@ -544,7 +527,7 @@ fn bad_vhost_configuration_is_reported() {
             "\"vhost-server-path\" = \"/nonexistent/vm.sock\", n_rxq = \"2\"",
         ),
     ] {
-        let (code, err) = check_config(&dir, kind, options);
+        let (code, err) = common::check_config(&dir, "vm", kind, options);
         assert_eq!(code, Some(0), "{kind} {{ {options} }}: {err}");
     }
     assert!(!dir.join("vm.sock").exists());
