@@ -156,6 +156,17 @@ pub fn queue_rows(rx: &[Arc<QueueStats>], tx: &[Arc<QueueStats>]) -> Vec<(String
     out
 }
 
+/// For [`Port::take_rxq`]: marks rx queue `q` of `taken` as taken; `None` if it already was
+/// or there is no such queue.
+pub fn take_once(taken: &mut [bool], q: usize) -> Option<()> {
+    let t = taken.get_mut(q)?;
+    if *t {
+        return None;
+    }
+    *t = true;
+    Some(())
+}
+
 /// The sum of the counters of queues `rx` and `tx`.
 pub fn sum_queues(rx: &[Arc<QueueStats>], tx: &[Arc<QueueStats>]) -> PortCounters {
     let mut c = PortCounters::default();

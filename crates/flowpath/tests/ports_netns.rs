@@ -1176,16 +1176,7 @@ fn run_fails(dir: &Path, config: &str) -> (Option<i32>, String) {
 #[test]
 fn bad_kernel_port_configuration_is_reported() {
     let test = "bad_kernel_port_configuration_is_reported";
-    let dir = std::env::temp_dir().join(format!("flowpath-netns-{}bc", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Rm(PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = Rm(dir.clone());
+    let (dir, _rm) = common::scratch_dir("flowpath-netns-bc");
 
     for (kind, options, want) in [
         (

@@ -452,16 +452,7 @@ fn dpif_show_tells_the_connection_and_port_stats_the_link() {
 /// when the port opens. Needs no testpmd.
 #[test]
 fn bad_vhost_configuration_is_reported() {
-    let dir = std::env::temp_dir().join(format!("flowpath-vhost-bad-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Rm(PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = Rm(dir.clone());
+    let (dir, _rm) = common::scratch_dir("flowpath-vhost-bad");
     let bad = [
         (
             "vhostuserclient",

@@ -127,11 +127,7 @@ impl Port for ReplayPort {
     }
 
     fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
-        let taken = self.rxq_taken.get_mut(q)?;
-        if *taken {
-            return None;
-        }
-        *taken = true;
+        datapath::port::take_once(&mut self.rxq_taken, q)?;
         let start = if self.frames.is_empty() {
             0
         } else {

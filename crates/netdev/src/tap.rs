@@ -627,11 +627,7 @@ impl Port for TapPort {
     }
 
     fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
-        let taken = self.rxq_taken.get_mut(q)?;
-        if *taken {
-            return None;
-        }
-        *taken = true;
+        datapath::port::take_once(&mut self.rxq_taken, q)?;
         Some(Box::new(TapRxq {
             link: Link {
                 dev: self.dev.clone(),
