@@ -49,7 +49,9 @@ enum Command {
         /// vxlan_decap, vxlan_decap_csum0, mplsogre_decap, geneve_decap, geneve_decap_csum0,
         /// vxlan_encap (tunnels); io_floor_vxlan, io_floor_mplsogre, io_floor_geneve (p2p fed
         /// the tunnel traffic as received); gre_decap (flowpath's own: mplsogre_decap without
-        /// MPLS). With --write-pcap also the anchor's scenario flowpath does not run yet: ct.
+        /// MPLS); pvp (flowpath's own: p2p's traffic through a VM, dpdk-testpmd on a
+        /// vhost-user port, and back). With --write-pcap also the anchor's scenario flowpath
+        /// does not run yet: ct.
         scenario: String,
         /// Number of distinct flows in the traffic.
         #[arg(long, default_value_t = 1000)]
