@@ -64,7 +64,7 @@ impl Drop for Vm {
 }
 
 /// Whether this runs as root (DPDK then keeps its runtime files under /var/run).
-fn nix_root() -> bool {
+fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| {
         use std::os::unix::fs::MetadataExt;
         m.uid() == 0
@@ -137,7 +137,7 @@ fn start_vm(dir: PathBuf, socket: &std::path::Path) -> anyhow::Result<Vm> {
         });
     }
     let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|_| !nix_root())
+        .filter(|_| !is_root())
         .map_or_else(|| PathBuf::from("/var/run"), PathBuf::from)
         .join("dpdk")
         .join(prefix);
