@@ -712,7 +712,8 @@ impl Ofproto {
     }
 
     /// One revalidation round: re-translates every megaflow the slow path installed, removes
-    /// those whose translation (actions or mask) changed, credits the megaflows' new packets
+    /// those whose translation (actions or mask) changed or that wait for a tunnel neighbour,
+    /// credits the megaflows' new packets
     /// to the rules they went through, and expires rules whose timeouts passed.
     pub fn revalidate(&self, dp: &mut Datapath) -> Revalidation {
         let mut r = Revalidation::default();
@@ -740,7 +741,13 @@ impl Ofproto {
                 let x = translate(&p, &mf.key, false, None);
                 let mut mask = x.mask.clone();
                 mask.set_in_port(u32::MAX);
-                if mask != *mf.m.mask() || x.actions.as_slice() != &*mf.odp_actions {
+                // A flow still waiting for a tunnel neighbour goes every round too: the next
+                // packet's upcall asks again, so a lost request is repeated about once a
+                // round rather than never while traffic keeps the flow alive.
+                if mask != *mf.m.mask()
+                    || x.actions.as_slice() != &*mf.odp_actions
+                    || x.neigh_pending
+                {
                     stale.push(mf.m.clone());
                 }
                 let (p0, b0) = credited.get(&ufid).copied().unwrap_or((0, 0));

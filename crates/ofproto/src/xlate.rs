@@ -133,6 +133,10 @@ pub struct XlateOut {
     /// Packets the slow path sends by itself (neighbour requests), once, when the packet is
     /// handled: not part of the megaflow's actions.
     pub packet_outs: Vec<PacketOut>,
+    /// A tunnel next hop's MAC address was missing (with side effects, it was asked for):
+    /// the megaflow is only good until the neighbour is known, or until its request is
+    /// repeated.
+    pub neigh_pending: bool,
 }
 
 /// A packet translation made to send: its frame, the datapath port it counts as coming from,
@@ -1112,6 +1116,7 @@ impl Ctx<'_> {
     /// revalidates the flows that needed it. Only with side effects allowed (upcalls,
     /// `ofproto/trace -generate`), not in revalidation.
     fn neigh_request(&mut self, ubr: usize, smac: EthAddr, src: IpAddr, target: IpAddr) {
+        self.res.neigh_pending = true;
         if !self.learn {
             return;
         }

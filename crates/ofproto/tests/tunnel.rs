@@ -564,3 +564,76 @@ fn unresolved_neighbours_are_asked_for_with_arp_and_nd() {
     );
     assert_eq!(po.actions, vec![Action::Output(P0)]);
 }
+
+/// A neighbour request that gets no answer is asked again: revalidation removes the megaflow
+/// that waits for the neighbour, so the next packet's upcall sends another request (before,
+/// the drop megaflow lived as long as traffic kept it alive, and the request was never
+/// repeated).
+#[test]
+fn a_lost_neighbour_request_is_repeated_after_revalidation() {
+    use datapath::dpif::{DatapathBuilder, DpConfig};
+    use datapath::tunnel::{TunnelKind, TunnelPort};
+    use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
+    use std::time::{Duration, Instant};
+
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=vm0 actions=set_field:100->tun_id,output:tnl0",
+    );
+    let p = of.pipe.read().unwrap();
+    assert!(translate(&p, &key(PLAIN_VM), false, None).neigh_pending);
+    drop(p);
+    // PLAIN_VM as a frame: UDP 10.0.0.1:1024 -> 10.1.0.2:2000.
+    let mut frame = vec![
+        0x52, 0x54, 0, 0xa0, 0x91, 2, 0x52, 0x54, 0, 0xa0, 0x81, 1, 8, 0,
+    ];
+    frame.extend_from_slice(&[0x45, 0, 0, 28, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1]);
+    frame.extend_from_slice(&[10, 1, 0, 2, 4, 0, 7, 208, 0, 8, 0, 0]);
+    frame.resize(60, 0);
+    let mut b = DatapathBuilder::new(DpConfig::default());
+    let o = of.clone();
+    b.set_upcall(Box::new(move || o.upcall_handler()));
+    let keep = SampleSpec { max: 8, every: 1 };
+    b.add_port(P0, Box::new(SinkPort::new("p0", keep))).unwrap();
+    b.add_port(VM0, Box::new(ReplayPort::new("vm0", "gen", vec![frame], 1)))
+        .unwrap();
+    b.add_port(
+        TNL,
+        Box::new(TunnelPort::new(
+            "vxlan_sys_4789",
+            TunnelKind::Vxlan { dst_port: 4789 },
+        )),
+    )
+    .unwrap();
+    let mut dp = b.start().unwrap();
+    let requests = |dp: &datapath::dpif::Datapath| dp.port_counters("p0").unwrap().tx_packets;
+    let wait = |dp: &datapath::dpif::Datapath, n: u64| {
+        let t = Instant::now();
+        while requests(dp) < n {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{} requests, waiting for {n}",
+                requests(dp)
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    wait(&dp, 1);
+    // The replay keeps the drop megaflow busy; without an answer nothing more is sent...
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(requests(&dp), 1);
+    // ...until a revalidation round.
+    let r = of.revalidate(&mut dp);
+    assert!(r.removed >= 1, "{r:?}");
+    wait(&dp, 2);
+    // With the neighbour known, the flow stays and the frames are encapsulated.
+    of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    of.revalidate(&mut dp);
+    std::thread::sleep(Duration::from_millis(100));
+    let r = of.revalidate(&mut dp);
+    assert_eq!(r.removed, 0, "{r:?}");
+    let n = requests(&dp);
+    wait(&dp, n + 1000);
+    drop(dp.stop());
+}
