@@ -967,15 +967,32 @@ impl Shared {
 }
 
 /// Per-vring configuration as the front-end gives it.
-#[derive(Default)]
 struct VringConf {
     num: u16,
     /// Front-end virtual addresses of the descriptor table, available and used rings.
     addr: Option<(u64, u64, u64)>,
     base: u16,
     kicked: bool,
+    /// Enabled unless the front-end said otherwise. The protocol has rings start disabled
+    /// once `PROTOCOL_FEATURES` is negotiated, but QEMU (7.2) sends its `SET_VRING_ENABLE`s
+    /// before `SET_FEATURES`, which rust-vmm's handler refuses unseen (`InactiveFeature`):
+    /// starting disabled would leave a QEMU guest's rings stopped for good. DPDK's vhost
+    /// library, which applies those messages, ends in the same state.
     enabled: bool,
     call: Option<Arc<File>>,
+}
+
+impl Default for VringConf {
+    fn default() -> Self {
+        VringConf {
+            num: 0,
+            addr: None,
+            base: 0,
+            kicked: false,
+            enabled: true,
+            call: None,
+        }
+    }
 }
 
 /// One guest memory region: where the front-end has it and its guest address.
