@@ -35,7 +35,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -100,42 +100,6 @@ fn in_ns<'a>(ns: &'a str, args: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec!["ip", "netns", "exec", ns];
     v.extend_from_slice(args);
     v
-}
-
-/// A child process killed (and reaped) when dropped.
-struct Reap(Child);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Reap {
-    /// Waits up to `limit` for the process to end.
-    fn wait(&mut self, limit: Duration) -> Result<ExitStatus, String> {
-        let t = Instant::now();
-        loop {
-            match self.0.try_wait() {
-                Ok(Some(s)) => return Ok(s),
-                Ok(None) if t.elapsed() > limit => {
-                    let _ = self.0.kill();
-                    return Err(format!("still running after {limit:?}: killed"));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-    }
-
-    fn stderr(&mut self) -> String {
-        let mut s = String::new();
-        if let Some(e) = self.0.stderr.as_mut() {
-            let _ = e.read_to_string(&mut s);
-        }
-        s
-    }
 }
 
 /// Polls `f` every 20 ms until it holds or `limit` passes.
@@ -445,7 +409,7 @@ impl Switch {
     /// Stops the switch with `ctl exit`; it must exit cleanly and without a panic.
     fn stop(&mut self) {
         self.ctl_ok(&["exit"]);
-        let mut c = Reap(self.child.take().expect("not running"));
+        let mut c = common::Reap(self.child.take().expect("not running"));
         let s = c
             .wait(Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("flowpath did not exit: {e}\n{}", self.log()));
@@ -487,7 +451,7 @@ fn ping(ns: &str, dst: &str, count: u32) -> Result<(), String> {
 
 /// Pings that must all go unanswered: started together, checked together.
 fn no_pings(pairs: &[(&str, &str)]) {
-    let mut children: Vec<(String, Reap)> = pairs
+    let mut children: Vec<(String, common::Reap)> = pairs
         .iter()
         .map(|(ns, dst)| {
             let c = Command::new("ip")
@@ -498,7 +462,7 @@ fn no_pings(pairs: &[(&str, &str)]) {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            (format!("{ns} -> {dst}"), Reap(c))
+            (format!("{ns} -> {dst}"), common::Reap(c))
         })
         .collect();
     for (what, c) in &mut children {
@@ -563,7 +527,7 @@ fn tcp_transfer(
 ) -> Result<Duration, String> {
     let dst = env.path(&format!("received-{port}"));
     let p = port.to_string();
-    let mut server = Reap(
+    let mut server = common::Reap(
         Command::new("ip")
             .args(["netns", "exec", to, "nc", "-l", to_ip, &p])
             .stdin(Stdio::null())
@@ -580,7 +544,7 @@ fn tcp_transfer(
         return Err(format!("nc -l {to_ip} {port} in {to}: not listening"));
     }
     let t = Instant::now();
-    let mut client = Reap(
+    let mut client = common::Reap(
         Command::new("ip")
             .args(["netns", "exec", from, "nc", "-N", "-w", "10", to_ip, &p])
             .stdin(File::open(src).unwrap())
@@ -791,7 +755,7 @@ fn vlan_access_ports_and_trunk() {
             "{test}: no VLAN devices here ({}): D is a python3 responder",
             e.trim()
         );
-        let mut r = Reap(
+        let mut r = common::Reap(
             Command::new("ip")
                 .args(["netns", "exec", d, "python3", "-c", VLAN_RESPONDER, hd])
                 .args(["10=10.232.10.4", "20=10.232.20.4"])
@@ -1141,35 +1105,6 @@ fn afxdp_interface_deleted_and_recreated() {
 
 // ---- 5. bad configuration --------------------------------------------------------------------
 
-/// `flowpath run` on `config`, which must fail at once: exit code and stderr.
-fn run_fails(dir: &Path, config: &str) -> (Option<i32>, String) {
-    let f = dir.join("run.toml");
-    std::fs::write(&f, config).unwrap();
-    let mut c = Reap(
-        Command::new(bin())
-            .arg("run")
-            .arg("--config")
-            .arg(&f)
-            .arg("--rundir")
-            .arg(dir.join("run"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let s = c
-        .wait(Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("{config}: {e}"));
-    let err = c.stderr();
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(
-        !dir.join("run/flowpath.ctl").exists(),
-        "no control socket left behind"
-    );
-    (s.code(), err)
-}
-
 /// Bad options are reported by `check-config` naming the port and the option (no root
 /// needed); a port on an interface or namespace that does not exist makes `run` fail with a
 /// message naming it, an exit code of 1 and no panic, and what it had opened before is closed.
@@ -1277,7 +1212,7 @@ fn bad_kernel_port_configuration_is_reported() {
             format!("network namespace '{nons}'"),
         ),
     ] {
-        let (code, err) = run_fails(&env.dir, &cfg);
+        let (code, err) = common::run_fails(&env.dir, &cfg);
         assert_eq!(code, Some(1), "{cfg}\n{err}");
         assert!(err.contains(&want), "{cfg}\nwanted '{want}' in: {err}");
         assert!(err.lines().count() <= 3, "a short message: {err}");
@@ -1295,7 +1230,7 @@ fn bad_kernel_port_configuration_is_reported() {
             port("p1", "afpacket", &[("ifname", &missing), ("netns", &s)], ""),
         ],
     );
-    let (code, err) = run_fails(&env.dir, &cfg);
+    let (code, err) = common::run_fails(&env.dir, &cfg);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(&format!("no interface '{missing}'")), "{err}");
     let link = must(&["ip", "-n", &s, "-d", "link", "show", &x]);

@@ -535,32 +535,8 @@ fn bad_vhost_configuration_is_reported() {
             ),
         ),
     ] {
-        let f = dir.join("run.toml");
-        std::fs::write(
-            &f,
-            format!(
-                "[[bridge]]\nname = \"br0\"\n\n[[bridge.port]]\nname = \"vm\"\ntype = \"vhostuser\"\noptions = {{ {options} }}\n"
-            ),
-        )
-        .unwrap();
-        let mut c = Command::new(bin())
-            .arg("run")
-            .arg("--config")
-            .arg(&f)
-            .arg("--rundir")
-            .arg(dir.join("run"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let st = wait_for(
-            "flowpath run to fail",
-            || c.try_wait().unwrap(),
-            || format!("{options}: still running"),
-        );
-        let err = text(&c.wait_with_output().unwrap()).1;
-        assert_eq!(st.code(), Some(1), "{options}: {err}");
+        let (code, err) = common::run_fails(&dir, &common::one_port("vm", "vhostuser", options));
+        assert_eq!(code, Some(1), "{options}: {err}");
         assert!(err.contains(&want), "{options}: want '{want}' in: {err}");
         assert!(!err.contains("panicked"), "{err}");
         assert!(!dir.join("run/flowpath.ctl").exists(), "{options}");

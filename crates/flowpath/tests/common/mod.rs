@@ -1,21 +1,25 @@
 //! Helpers shared by the `flowpath` binary's integration tests.
 #![allow(dead_code)] // Each test binary uses part of it.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A configuration of bridge br0 with one port `port` of `kind` and `options` (a TOML inline
+/// table's body).
+pub fn one_port(port: &str, kind: &str, options: &str) -> String {
+    format!(
+        "[[bridge]]\nname = \"br0\"\n\n[[bridge.port]]\nname = \"{port}\"\n\
+         type = \"{kind}\"\noptions = {{ {options} }}\n"
+    )
+}
 
 /// `flowpath check-config FILE` on a configuration with one port `port` of `kind` and
 /// `options` (a TOML inline table's body): exit code and stderr.
 pub fn check_config(dir: &Path, port: &str, kind: &str, options: &str) -> (Option<i32>, String) {
     let f = dir.join("check.toml");
-    std::fs::write(
-        &f,
-        format!(
-            "[[bridge]]\nname = \"br0\"\n\n[[bridge.port]]\nname = \"{port}\"\n\
-             type = \"{kind}\"\noptions = {{ {options} }}\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&f, one_port(port, kind, options)).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_flowpath"))
         .arg("check-config")
         .arg(&f)
@@ -42,4 +46,69 @@ impl Drop for RmDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A child process killed (and reaped) when dropped.
+pub struct Reap(pub Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Reap {
+    /// Waits up to `limit` for the process to end.
+    pub fn wait(&mut self, limit: Duration) -> Result<ExitStatus, String> {
+        let t = Instant::now();
+        loop {
+            match self.0.try_wait() {
+                Ok(Some(s)) => return Ok(s),
+                Ok(None) if t.elapsed() > limit => {
+                    let _ = self.0.kill();
+                    return Err(format!("still running after {limit:?}: killed"));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+
+    pub fn stderr(&mut self) -> String {
+        let mut s = String::new();
+        if let Some(e) = self.0.stderr.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+/// `flowpath run` on `config`, which must fail at once: exit code and stderr.
+pub fn run_fails(dir: &Path, config: &str) -> (Option<i32>, String) {
+    let f = dir.join("run.toml");
+    std::fs::write(&f, config).unwrap();
+    let mut c = Reap(
+        Command::new(env!("CARGO_BIN_EXE_flowpath"))
+            .arg("run")
+            .arg("--config")
+            .arg(&f)
+            .arg("--rundir")
+            .arg(dir.join("run"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let s = c
+        .wait(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{config}: {e}"));
+    let err = c.stderr();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        !dir.join("run/flowpath.ctl").exists(),
+        "no control socket left behind"
+    );
+    (s.code(), err)
 }
