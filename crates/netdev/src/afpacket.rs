@@ -68,6 +68,17 @@ use crate::netns;
 /// How often a queue whose interface is gone (or an idle rx queue) checks on it.
 pub const RECHECK: Duration = Duration::from_millis(100);
 
+/// For a check made at most every [`RECHECK`]: whether it is due now (`*next` has passed),
+/// moving `*next` a period on when it is.
+pub(crate) fn due(next: &mut Instant) -> bool {
+    let now = Instant::now();
+    if now < *next {
+        return false;
+    }
+    *next = now + RECHECK;
+    true
+}
+
 /// Polls between two clock reads of an rx queue.
 const POLLS_PER_CLOCK: u32 = 64;
 
@@ -613,11 +624,9 @@ impl AfPacketRxq {
     /// the one the socket is bound to; reopens the socket when it came back.
     #[cold]
     fn housekeep(&mut self) {
-        let now = Instant::now();
-        if now < self.next_check {
+        if !due(&mut self.next_check) {
             return;
         }
-        self.next_check = now + RECHECK;
         if let Some(r) = &self.ring {
             let drops = r.take_drops();
             if drops > 0 {
@@ -866,11 +875,9 @@ impl AfPacketTxq {
 
     #[cold]
     fn reopen(&mut self) {
-        let now = Instant::now();
-        if now < self.retry_at {
+        if !due(&mut self.retry_at) {
             return;
         }
-        self.retry_at = now + RECHECK;
         if let Ok(s) = TxSock::open(&self.shared) {
             self.sock = Some(s);
         }

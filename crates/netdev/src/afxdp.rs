@@ -95,11 +95,12 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
+use crate::afpacket::{RECHECK, due};
 use crate::bpf::{self, AttachMode, BpfError, XdpAttachment, XdpProgram, XskMap};
 
 // ---- linux/if_xdp.h ------------------------------------------------------------------------
@@ -1210,11 +1211,9 @@ impl AfXdpTxq {
     /// back and rebuilds the socket.
     #[cold]
     fn recover(&mut self) {
-        let now = Instant::now();
-        if now < self.retry_at {
+        if !due(&mut self.retry_at) {
             return;
         }
-        self.retry_at = now + RECHECK;
         let (generation, ifindex, mode) = self.shared.refresh();
         self.slot.sync(&self.shared, generation, ifindex, mode);
     }
@@ -1278,10 +1277,6 @@ impl TxQueue for AfXdpTxq {
 }
 
 // ---- interface loss and re-attachment ------------------------------------------------------
-
-/// How often an rx queue checks on its interface, and how often a queue whose socket is gone
-/// looks for the interface again.
-pub const RECHECK: Duration = Duration::from_millis(100);
 
 /// Polls of an rx queue between two clock reads.
 const POLLS_PER_CLOCK: u32 = 64;
@@ -1541,11 +1536,9 @@ impl AfXdpRxq {
     /// socket may also have been rebuilt by a tx queue).
     #[cold]
     fn housekeep(&mut self) {
-        let now = Instant::now();
-        if now < self.next_check {
+        if !due(&mut self.next_check) {
             return;
         }
-        self.next_check = now + RECHECK;
         if self.side.is_none() || self.shared.lookup() != Some(self.ifindex) {
             let (generation, ifindex, mode) = self.shared.refresh();
             self.slot.sync(&self.shared, generation, ifindex, mode);

@@ -7,9 +7,9 @@
 //! short-lived thread that has joined the namespace with `setns(2)`, and what it returns (an
 //! [`OwnedFd`]) is handed back. The calling thread never changes namespace.
 //!
-//! The interface helpers ([`ifindex`], [`if_flags`], [`set_up`], [`mtu`]) take any socket
-//! and act in that socket's namespace, which is how a queue checks on its interface from a PMD
-//! thread in the root namespace.
+//! The interface helpers ([`ifindex`], [`if_flags`], [`set_up`], [`is_running`], [`set_mac`],
+//! [`set_ipv4`]) take any socket and act in that socket's namespace, which is how a queue
+//! checks on its interface from a PMD thread in the root namespace.
 
 use std::ffi::CString;
 use std::fs::File;

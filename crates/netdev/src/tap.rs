@@ -66,7 +66,7 @@ use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
-use crate::afpacket::{RECHECK, flag};
+use crate::afpacket::{RECHECK, due, flag};
 use crate::{netns, vnet};
 
 /// Bytes of the virtio-net header in front of every frame (`virtio_net_hdr_mrg_rxbuf`).
@@ -399,11 +399,9 @@ impl Link {
     /// While dead, every [`RECHECK`]: tries to reopen. True when alive.
     #[cold]
     fn revive(&mut self, stats: &QueueStats) -> bool {
-        let now = Instant::now();
-        if now < self.retry_at {
+        if !due(&mut self.retry_at) {
             return false;
         }
-        self.retry_at = now + RECHECK;
         match self.dev.recover(self.q, &self.fd) {
             Ok((fd, up)) => {
                 if up.is_err() {

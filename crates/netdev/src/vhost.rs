@@ -11,7 +11,7 @@
 //!
 //! # Control and data
 //! A control thread per port speaks the vhost-user protocol (rust-vmm's `vhost` crate decodes
-//! the messages; this module's [`Handler`] acts on them): it maps the guest memory the
+//! the messages; this module's `Handler` acts on them): it maps the guest memory the
 //! front-end shares (`SET_MEM_TABLE`, one `mmap` per region through `vm-memory`), learns each
 //! vring's size, addresses, base and eventfds, and when a vring is complete and enabled it
 //! builds a `virtio-queue` [`Queue`] on that memory and puts it in the vring's slot. Vring
