@@ -307,7 +307,7 @@ fn parse_mac(s: &str) -> Option<[u8; 6]> {
 }
 
 /// The text form of the feature bits in `f`.
-pub fn feature_names(f: u64) -> String {
+fn feature_names(f: u64) -> String {
     let mut s = String::new();
     for &(bit, name) in FEATURE_NAMES {
         if f & bit != 0 {
@@ -1495,11 +1495,6 @@ impl VhostPort {
     /// Vrings started (ready for traffic): twice the queue pairs in use.
     pub fn started_vrings(&self) -> usize {
         lock(&self.shared.status).started
-    }
-
-    /// The virtio features the front-end acknowledged on the current (or last) connection.
-    pub fn features(&self) -> u64 {
-        lock(&self.shared.status).features
     }
 
     /// Rings taken out of service for breaking the virtio rules.
