@@ -444,10 +444,9 @@ const DESC_F_INDIRECT: u16 = 4;
 /// the guest's memory. `virtio-queue` checks the ring's layout when it starts
 /// ([`Queue::is_valid`], alignment and size); per packet this does what its `AvailIter`,
 /// `DescriptorChain` and `add_used` do, through pointers checked once per area at start
-/// rather than a bounds-checked `vm-memory` access per field (through those, an in-process
-/// probe measured about 700 cycles per received 60-byte frame and 1100 per sent one; this way
-/// about a third of that). The used index is published once per burst, as DPDK's vhost
-/// library does.
+/// rather than a bounds-checked `vm-memory` access per field, which cost several times as much
+/// per frame (docs/performance.md, PVP). The used index is published once per burst, as
+/// DPDK's vhost library does.
 struct SplitRing {
     /// A power of two (`Queue::try_set_size` checks it).
     size: u16,
