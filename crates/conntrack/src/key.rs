@@ -1,0 +1,468 @@
+//! Connection keys: the tuple a packet is tracked under, read from its headers.
+//!
+//! A key is the zone, the address family, the IP protocol, the two addresses and two "ports":
+//! the TCP or UDP ports, or for ICMP/ICMPv6 queries the identifier in both with the message
+//! type in [`Tuple::stype`] and the type its answer has in [`Tuple::dtype`] (an echo request
+//! is `stype=8, dtype=0`, its reply `stype=0, dtype=8`), so that a reply's key is the request's
+//! key reversed, as for TCP and UDP. ICMP errors are not keys of their own: they carry the
+//! header of the packet they answer, which is looked up instead ([`Parsed::related`]).
+//!
+//! Parsing checks what OVS's conntrack checks before tracking: IPv4 header length, total length
+//! and header checksum; the L4 header's length; the TCP, UDP (when not zero) and ICMP/ICMPv6
+//! checksums. A packet that fails is `+inv`.
+
+use wire::checksum;
+
+/// The connection tuple of one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Tuple {
+    /// Source address; an IPv4 address in the first four bytes.
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
+    /// Source port; the query identifier for ICMP.
+    pub sport: u16,
+    /// Destination port; the query identifier for ICMP.
+    pub dport: u16,
+    /// Conntrack zone.
+    pub zone: u16,
+    /// IP protocol.
+    pub proto: u8,
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+    /// ICMP type of this direction's messages (0 for TCP and UDP).
+    pub stype: u8,
+    /// ICMP type of the other direction's messages.
+    pub dtype: u8,
+}
+
+pub const TCP: u8 = 6;
+pub const UDP: u8 = 17;
+pub const ICMP: u8 = 1;
+pub const ICMPV6: u8 = 58;
+
+impl Tuple {
+    /// The tuple of the other direction.
+    #[inline]
+    pub fn reverse(&self) -> Tuple {
+        Tuple {
+            src: self.dst,
+            dst: self.src,
+            sport: self.dport,
+            dport: self.sport,
+            zone: self.zone,
+            proto: self.proto,
+            v6: self.v6,
+            stype: self.dtype,
+            dtype: self.stype,
+        }
+    }
+
+    /// The tuple's hash (also what picks its shard). FxHash-style multiply and rotate over the
+    /// tuple's words: the keys are not attacker-chosen beyond what a flow's headers are, and
+    /// the table bounds its size, so a keyed hash is not needed for safety.
+    #[inline]
+    pub fn hash(&self) -> u64 {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let w = |b: &[u8; 16], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
+        let mut h: u64 = 0;
+        for x in [
+            w(&self.src, 0),
+            w(&self.src, 8),
+            w(&self.dst, 0),
+            w(&self.dst, 8),
+            u64::from(self.sport)
+                | u64::from(self.dport) << 16
+                | u64::from(self.zone) << 32
+                | u64::from(self.proto) << 48
+                | u64::from(self.v6) << 56,
+            u64::from(self.stype) | u64::from(self.dtype) << 8,
+        ] {
+            h = (h.rotate_left(5) ^ x).wrapping_mul(K);
+        }
+        h ^ h >> 29
+    }
+
+    /// The source address as IPv4 (meaningful when `!v6`).
+    pub fn src_v4(&self) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(self.src[0], self.src[1], self.src[2], self.src[3])
+    }
+
+    /// The destination address as IPv4 (meaningful when `!v6`).
+    pub fn dst_v4(&self) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::new(self.dst[0], self.dst[1], self.dst[2], self.dst[3])
+    }
+
+    /// An address of this tuple's family as text.
+    pub fn addr_text(&self, a: &[u8; 16]) -> String {
+        if self.v6 {
+            std::net::Ipv6Addr::from(*a).to_string()
+        } else {
+            std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_string()
+        }
+    }
+}
+
+/// What tracking needs of a packet, parsed once.
+#[derive(Clone, Copy, Debug)]
+pub struct Parsed {
+    /// The packet's tuple (zone filled in by the caller).
+    pub tuple: Tuple,
+    /// For an ICMP error: the tuple of the packet it carries, as that packet was sent.
+    pub related: bool,
+    /// Offset of the L4 header in the frame.
+    pub l4: usize,
+    /// L4 bytes in the datagram.
+    pub l4_len: usize,
+}
+
+/// Why a packet cannot be tracked (it is `+inv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Invalid {
+    /// The IP header is short, its lengths are wrong, or its checksum is.
+    L3,
+    /// The L4 header is short or malformed, or its checksum is wrong.
+    L4,
+    /// An IP protocol or ICMP type conntrack does not track.
+    Unsupported,
+    /// A fragment reached tracking without being reassembled.
+    Fragment,
+}
+
+impl Invalid {
+    pub const COUNT: usize = 4;
+    pub const ALL: [Invalid; Self::COUNT] = [
+        Invalid::L3,
+        Invalid::L4,
+        Invalid::Unsupported,
+        Invalid::Fragment,
+    ];
+
+    /// The counter's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invalid::L3 => "invalid_l3",
+            Invalid::L4 => "invalid_l4",
+            Invalid::Unsupported => "invalid_unsupported",
+            Invalid::Fragment => "invalid_fragment",
+        }
+    }
+}
+
+#[inline(always)]
+fn be16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+
+/// Where the packet's L4 header is and how long the datagram's L4 part is.
+pub struct L3Info {
+    pub proto: u8,
+    pub l4: usize,
+    pub l4_len: usize,
+}
+
+/// Checks an IPv4 header at `l3` and fills the tuple's addresses. `frag_l4_len` is the L4
+/// length of a reassembled datagram whose first fragment this is.
+fn ipv4(
+    d: &[u8],
+    l3: usize,
+    t: &mut Tuple,
+    frag_l4_len: Option<usize>,
+    checks: bool,
+) -> Result<L3Info, Invalid> {
+    let h = d.get(l3..l3 + 20).ok_or(Invalid::L3)?;
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    if h[0] >> 4 != 4 || ihl < 20 {
+        return Err(Invalid::L3);
+    }
+    let tot = usize::from(be16(h, 2));
+    let avail = d.len() - l3;
+    if tot < ihl || ihl > avail || (frag_l4_len.is_none() && tot > avail) {
+        return Err(Invalid::L3);
+    }
+    let hdr = &d[l3..l3 + ihl];
+    if checks && checksum::data(hdr) != 0xffff {
+        return Err(Invalid::L3);
+    }
+    let frag = be16(h, 6) & 0x3fff;
+    let l4_len = match frag_l4_len {
+        Some(n) => n,
+        None if frag != 0 => return Err(Invalid::Fragment),
+        None => tot - ihl,
+    };
+    t.src = [0; 16];
+    t.dst = [0; 16];
+    t.src[..4].copy_from_slice(&h[12..16]);
+    t.dst[..4].copy_from_slice(&h[16..20]);
+    t.v6 = false;
+    t.proto = h[9];
+    Ok(L3Info {
+        proto: h[9],
+        l4: l3 + ihl,
+        l4_len,
+    })
+}
+
+/// Checks an IPv6 header at `l3` (and walks its extension headers) and fills the addresses.
+fn ipv6(d: &[u8], l3: usize, t: &mut Tuple, frag_l4_len: Option<usize>) -> Result<L3Info, Invalid> {
+    let h = d.get(l3..l3 + 40).ok_or(Invalid::L3)?;
+    if h[0] >> 4 != 6 {
+        return Err(Invalid::L3);
+    }
+    let plen = usize::from(be16(h, 4));
+    let avail = d.len() - l3 - 40;
+    if frag_l4_len.is_none() && plen > avail {
+        return Err(Invalid::L3);
+    }
+    let payload = &d[l3 + 40..l3 + 40 + plen.min(avail)];
+    let chain =
+        wire::ipv6::walk_ext_headers(wire::IpProtocol(h[6]), payload).map_err(|_| Invalid::L3)?;
+    if let Some(f) = chain.fragment
+        && frag_l4_len.is_none()
+        && (f.frag_offset != 0 || f.more_frags)
+    {
+        return Err(Invalid::Fragment);
+    }
+    t.src.copy_from_slice(&h[8..24]);
+    t.dst.copy_from_slice(&h[24..40]);
+    t.v6 = true;
+    t.proto = chain.next_header.0;
+    let l4_len = match frag_l4_len {
+        Some(n) => n,
+        None => plen.checked_sub(chain.l4_offset).ok_or(Invalid::L3)?,
+    };
+    Ok(L3Info {
+        proto: chain.next_header.0,
+        l4: l3 + 40 + chain.l4_offset,
+        l4_len,
+    })
+}
+
+/// The reply type of an ICMP query type, `None` for a type that is not a query.
+fn icmp4_query_reply(ty: u8) -> Option<u8> {
+    Some(match ty {
+        8 => 0,
+        0 => 8,
+        13 => 14,
+        14 => 13,
+        15 => 16,
+        16 => 15,
+        _ => return None,
+    })
+}
+
+fn icmp6_query_reply(ty: u8) -> Option<u8> {
+    Some(match ty {
+        128 => 129,
+        129 => 128,
+        _ => return None,
+    })
+}
+
+/// ICMP error types that relate to a connection.
+fn icmp4_error(ty: u8) -> bool {
+    matches!(ty, 3 | 4 | 5 | 11 | 12)
+}
+
+fn icmp6_error(ty: u8) -> bool {
+    matches!(ty, 1..=4)
+}
+
+/// Whether an ICMP query type may start a connection (a request, not an answer).
+pub fn icmp_is_request(t: &Tuple) -> bool {
+    matches!(t.stype, 8 | 13 | 15 | 128)
+}
+
+/// Reads L4 ports (or the ICMP query fields) of the header at `l4` into `t`; for an ICMP error,
+/// parses the embedded packet instead and returns `related`.
+fn l4(d: &[u8], info: &L3Info, t: &mut Tuple, checks: bool, inner: bool) -> Result<bool, Invalid> {
+    let l4 = info.l4;
+    let avail = d.len().saturating_sub(l4).min(info.l4_len);
+    let b = &d[l4.min(d.len())..l4.min(d.len()) + avail];
+    // Checksums of a reassembled datagram's first fragment cannot be checked alone; an
+    // embedded header is cut short by design.
+    let whole = checks && !inner && avail == info.l4_len;
+    match info.proto {
+        TCP => {
+            if b.len() < 20 || (!inner && usize::from(b[12] >> 4) * 4 > b.len()) {
+                return Err(Invalid::L4);
+            }
+            if whole && !l4_csum_ok(d, t, b) {
+                return Err(Invalid::L4);
+            }
+            t.sport = be16(b, 0);
+            t.dport = be16(b, 2);
+        }
+        UDP => {
+            if b.len() < 8 {
+                return Err(Invalid::L4);
+            }
+            if !inner && usize::from(be16(b, 4)) != info.l4_len {
+                return Err(Invalid::L4);
+            }
+            if whole && (be16(b, 6) != 0 || t.v6) && !l4_csum_ok(d, t, b) {
+                return Err(Invalid::L4);
+            }
+            t.sport = be16(b, 0);
+            t.dport = be16(b, 2);
+        }
+        ICMP | ICMPV6 => {
+            let v6 = info.proto == ICMPV6;
+            if v6 != t.v6 || b.len() < 8 {
+                return Err(Invalid::L4);
+            }
+            if whole {
+                let ok = if v6 {
+                    l4_csum_ok(d, t, b)
+                } else {
+                    checksum::data(b) == 0xffff
+                };
+                if !ok {
+                    return Err(Invalid::L4);
+                }
+            }
+            let ty = b[0];
+            let reply = if v6 {
+                icmp6_query_reply(ty)
+            } else {
+                icmp4_query_reply(ty)
+            };
+            if let Some(r) = reply {
+                if b[1] != 0 {
+                    return Err(Invalid::L4);
+                }
+                let id = be16(b, 4);
+                t.sport = id;
+                t.dport = id;
+                t.stype = ty;
+                t.dtype = r;
+                return Ok(false);
+            }
+            let error = if v6 { icmp6_error(ty) } else { icmp4_error(ty) };
+            if !error || inner {
+                return Err(Invalid::Unsupported);
+            }
+            // The packet that caused the error, from its L3 header on.
+            let l3 = l4 + 8;
+            let mut it = Tuple {
+                zone: t.zone,
+                ..Tuple::default()
+            };
+            let info = if v6 {
+                ipv6_inner(d, l3, &mut it)?
+            } else {
+                ipv4_inner(d, l3, &mut it)?
+            };
+            self::l4(d, &info, &mut it, false, true)?;
+            // The error must come from somewhere on the connection's path back to the
+            // sender of the inner packet: it goes to the inner packet's source.
+            if it.src != t.dst {
+                return Err(Invalid::L4);
+            }
+            *t = it;
+            return Ok(true);
+        }
+        _ => return Err(Invalid::Unsupported),
+    }
+    Ok(false)
+}
+
+/// An IPv4 header embedded in an ICMP error: its lengths describe the original datagram, of
+/// which only the start is here.
+fn ipv4_inner(d: &[u8], l3: usize, t: &mut Tuple) -> Result<L3Info, Invalid> {
+    let h = d.get(l3..l3 + 20).ok_or(Invalid::L4)?;
+    let ihl = usize::from(h[0] & 0x0f) * 4;
+    if h[0] >> 4 != 4 || ihl < 20 || d.len() < l3 + ihl + 8 {
+        return Err(Invalid::L4);
+    }
+    if be16(h, 6) & 0x1fff != 0 {
+        // A later fragment has no L4 header to relate by.
+        return Err(Invalid::L4);
+    }
+    t.src = [0; 16];
+    t.dst = [0; 16];
+    t.src[..4].copy_from_slice(&h[12..16]);
+    t.dst[..4].copy_from_slice(&h[16..20]);
+    t.proto = h[9];
+    Ok(L3Info {
+        proto: h[9],
+        l4: l3 + ihl,
+        l4_len: 8,
+    })
+}
+
+fn ipv6_inner(d: &[u8], l3: usize, t: &mut Tuple) -> Result<L3Info, Invalid> {
+    let h = d.get(l3..l3 + 40).ok_or(Invalid::L4)?;
+    if h[0] >> 4 != 6 {
+        return Err(Invalid::L4);
+    }
+    let chain = wire::ipv6::walk_ext_headers(wire::IpProtocol(h[6]), &d[l3 + 40..])
+        .map_err(|_| Invalid::L4)?;
+    if chain.fragment.is_some_and(|f| f.frag_offset != 0) {
+        return Err(Invalid::L4);
+    }
+    let l4 = l3 + 40 + chain.l4_offset;
+    if d.len() < l4 + 8 {
+        return Err(Invalid::L4);
+    }
+    t.src.copy_from_slice(&h[8..24]);
+    t.dst.copy_from_slice(&h[24..40]);
+    t.v6 = true;
+    t.proto = chain.next_header.0;
+    Ok(L3Info {
+        proto: chain.next_header.0,
+        l4,
+        l4_len: 8,
+    })
+}
+
+/// Whether a TCP/UDP/ICMPv6 checksum over the pseudo-header is right.
+fn l4_csum_ok(_d: &[u8], t: &Tuple, b: &[u8]) -> bool {
+    let len = b.len();
+    let pseudo = if t.v6 {
+        checksum::pseudo_header_v6(
+            &std::net::Ipv6Addr::from(t.src),
+            &std::net::Ipv6Addr::from(t.dst),
+            wire::IpProtocol(t.proto),
+            len as u32,
+        )
+    } else {
+        checksum::pseudo_header_v4(
+            &t.src_v4(),
+            &t.dst_v4(),
+            wire::IpProtocol(t.proto),
+            len as u16,
+        )
+    };
+    checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff
+}
+
+/// Parses a packet for tracking: the L3 header at `l3` (IPv4 or IPv6 by `v6`), then its L4
+/// header. `frag_l4_len`: the packet is the first fragment of a reassembled datagram with this
+/// many L4 bytes. `checks`: verify checksums (off when a port already did).
+pub fn parse(
+    d: &[u8],
+    l3: usize,
+    v6: bool,
+    zone: u16,
+    frag_l4_len: Option<usize>,
+    checks: bool,
+) -> Result<Parsed, Invalid> {
+    let mut t = Tuple {
+        zone,
+        ..Tuple::default()
+    };
+    let info = if v6 {
+        ipv6(d, l3, &mut t, frag_l4_len)?
+    } else {
+        ipv4(d, l3, &mut t, frag_l4_len, checks)?
+    };
+    let related = l4(d, &info, &mut t, checks, false)?;
+    Ok(Parsed {
+        tuple: t,
+        related,
+        l4: info.l4,
+        l4_len: info.l4_len,
+    })
+}

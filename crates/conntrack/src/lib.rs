@@ -1,0 +1,46 @@
+//! Userspace connection tracking: the connection table behind the datapath's `ct()` action.
+//!
+//! Knows nothing of OpenFlow or of the datapath's packet buffers: it reads a frame's bytes at
+//! the L3 offset extraction found, decides the packet's connection state, and updates the
+//! connection metadata ([`CtMeta`]) the packet carries between passes. NAT is decided here and
+//! applied by the caller ([`NatRewrite`]), which owns the header rewrites.
+//!
+//! - [`key`]: the tuple a packet is tracked under, and the header checks before tracking.
+//! - [`tcp`]: TCP window tracking (RFC 9293; the state machine of Guido van Rooij's "Real
+//!   Stateful TCP Packet Filtering in IP Filter", as Linux and OVS use it).
+//! - [`frag`]: IPv4 and IPv6 fragment reassembly ahead of tracking.
+//! - [`table`]: the shared connection table, zones, limits, timeouts, NAT, expiry.
+
+#![forbid(unsafe_code)]
+
+pub mod frag;
+pub mod key;
+pub mod table;
+pub mod tcp;
+
+pub use key::Tuple;
+pub use table::{
+    ConnInfo, Conntrack, CtArgs, CtCache, CtMeta, CtPacket, CtStats, NatKind, NatRewrite, NatSpec,
+    TimeoutClass,
+};
+
+/// Bits of a packet's connection state, as OVS's `ct_state` (`+new+trk`, ...).
+pub mod state {
+    pub const NEW: u8 = 0x01;
+    pub const EST: u8 = 0x02;
+    pub const REL: u8 = 0x04;
+    pub const RPL: u8 = 0x08;
+    pub const INV: u8 = 0x10;
+    pub const TRK: u8 = 0x20;
+    pub const SNAT: u8 = 0x40;
+    pub const DNAT: u8 = 0x80;
+}
+
+/// Milliseconds on the tracker's clock (monotonic, since the first call in the process).
+pub fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}

@@ -1,0 +1,1176 @@
+//! The connection table, shared by every PMD thread.
+//!
+//! **Layout.** A connection is reachable by two keys: its original tuple and its reply tuple
+//! (the original reversed, after NAT). Both go into a hash table split into [`SHARDS`] shards,
+//! each behind its own reader-writer lock, chosen by the key's hash; a connection itself is an
+//! `Arc` with its mutable state behind a mutex. Looking up an existing connection takes one
+//! shard's read lock and the connection's mutex, no lock shared by all packets; creating one
+//! takes two shards' write locks in turn (never two at once). This is the sharded version of
+//! OVS's design (a concurrent hash map read under RCU, a mutex per connection).
+//!
+//! **Expiry.** Each connection holds its expiry time in an atomic; a lookup ignores an expired
+//! connection, and [`Conntrack::sweep`] removes expired ones one shard at a time (one shard's
+//! write lock at a time), so expiry never stops the table. A PMD keeps a small direct-mapped
+//! cache of recent lookups ([`CtCache`]) so that the second `ct()` of a packet's pipeline, and
+//! the packets of a burst that share a connection, skip the shard.
+//!
+//! **Limits.** A global limit (`ct-set-maxconns`, OVS's default 3000000) and per-zone limits
+//! (`ct-set-limits`, with a default for zones without their own); a commit over a limit is
+//! refused and counted, and the packet stays `+new` uncommitted.
+//!
+//! **Timeouts** are OVS's defaults per class ([`TimeoutClass`]), changeable per zone
+//! (timeout policies); a connection keeps the policy of its zone at creation.
+//!
+//! **NAT** (`nat(src=...)`/`nat(dst=...)` on commit) picks an address and port in the range
+//! that makes the reply tuple unique, tries at most [`NAT_MAX_TRIES`] candidates, and refuses
+//! the connection (counted, packet `+inv`) when none is free. Later packets of the
+//! connection in a `ct(nat)` are translated both ways; the caller applies the rewrite.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple, UDP};
+use crate::state::*;
+use crate::tcp::{Segment, TcpConn, TcpTimeout, Update};
+
+/// Shards of the table.
+pub const SHARDS: usize = 256;
+
+/// OVS's default global connection limit.
+pub const DEFAULT_MAXCONNS: u32 = 3_000_000;
+
+/// Candidate (address, port) pairs a NAT allocation tries before it gives up.
+pub const NAT_MAX_TRIES: u32 = 4096;
+
+/// Timeout classes, the keys of a timeout policy (OVS's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum TimeoutClass {
+    TcpSynSent,
+    TcpSynRecv,
+    TcpEstablished,
+    TcpFinWait,
+    TcpTimeWait,
+    TcpClose,
+    UdpFirst,
+    UdpSingle,
+    UdpMultiple,
+    IcmpFirst,
+    IcmpReply,
+}
+
+impl TimeoutClass {
+    pub const COUNT: usize = 11;
+    pub const ALL: [TimeoutClass; Self::COUNT] = [
+        TimeoutClass::TcpSynSent,
+        TimeoutClass::TcpSynRecv,
+        TimeoutClass::TcpEstablished,
+        TimeoutClass::TcpFinWait,
+        TimeoutClass::TcpTimeWait,
+        TimeoutClass::TcpClose,
+        TimeoutClass::UdpFirst,
+        TimeoutClass::UdpSingle,
+        TimeoutClass::UdpMultiple,
+        TimeoutClass::IcmpFirst,
+        TimeoutClass::IcmpReply,
+    ];
+
+    /// The policy attribute's name (`tcp_established`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeoutClass::TcpSynSent => "tcp_syn_sent",
+            TimeoutClass::TcpSynRecv => "tcp_syn_recv",
+            TimeoutClass::TcpEstablished => "tcp_established",
+            TimeoutClass::TcpFinWait => "tcp_fin_wait",
+            TimeoutClass::TcpTimeWait => "tcp_time_wait",
+            TimeoutClass::TcpClose => "tcp_close",
+            TimeoutClass::UdpFirst => "udp_first",
+            TimeoutClass::UdpSingle => "udp_single",
+            TimeoutClass::UdpMultiple => "udp_multiple",
+            TimeoutClass::IcmpFirst => "icmp_first",
+            TimeoutClass::IcmpReply => "icmp_reply",
+        }
+    }
+
+    /// The class named `name`.
+    pub fn from_name(name: &str) -> Option<TimeoutClass> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// OVS's default, in seconds.
+    pub fn default_secs(self) -> u32 {
+        match self {
+            TimeoutClass::TcpSynSent => crate::tcp::default_timeout_secs(TcpTimeout::SynSent),
+            TimeoutClass::TcpSynRecv => crate::tcp::default_timeout_secs(TcpTimeout::SynRecv),
+            TimeoutClass::TcpEstablished => {
+                crate::tcp::default_timeout_secs(TcpTimeout::Established)
+            }
+            TimeoutClass::TcpFinWait => crate::tcp::default_timeout_secs(TcpTimeout::FinWait),
+            TimeoutClass::TcpTimeWait => crate::tcp::default_timeout_secs(TcpTimeout::TimeWait),
+            TimeoutClass::TcpClose => crate::tcp::default_timeout_secs(TcpTimeout::Close),
+            TimeoutClass::UdpFirst => 60,
+            TimeoutClass::UdpSingle => 60,
+            TimeoutClass::UdpMultiple => 30,
+            TimeoutClass::IcmpFirst => 60,
+            TimeoutClass::IcmpReply => 30,
+        }
+    }
+
+    fn of_tcp(t: TcpTimeout) -> TimeoutClass {
+        match t {
+            TcpTimeout::SynSent => TimeoutClass::TcpSynSent,
+            TcpTimeout::SynRecv => TimeoutClass::TcpSynRecv,
+            TcpTimeout::Established => TimeoutClass::TcpEstablished,
+            TcpTimeout::FinWait => TimeoutClass::TcpFinWait,
+            TcpTimeout::TimeWait => TimeoutClass::TcpTimeWait,
+            TcpTimeout::Close => TimeoutClass::TcpClose,
+        }
+    }
+}
+
+/// A timeout policy: seconds per class. Changed in place, so connections that hold it see a
+/// change at their next packet.
+#[derive(Debug)]
+pub struct Policy {
+    secs: [AtomicU32; TimeoutClass::COUNT],
+}
+
+impl Policy {
+    fn defaults() -> Policy {
+        Policy {
+            secs: TimeoutClass::ALL.map(|c| AtomicU32::new(c.default_secs())),
+        }
+    }
+
+    fn ms(&self, c: TimeoutClass) -> u64 {
+        u64::from(self.secs[c as usize].load(Relaxed)) * 1000
+    }
+
+    /// Seconds of each class.
+    pub fn get(&self) -> [u32; TimeoutClass::COUNT] {
+        std::array::from_fn(|i| self.secs[i].load(Relaxed))
+    }
+}
+
+/// Source or destination NAT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NatKind {
+    Src,
+    Dst,
+}
+
+/// The `nat(...)` of a `ct` action. `kind: None` (plain `nat`) translates packets of
+/// connections that already have a translation and sets up none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NatSpec {
+    pub kind: Option<NatKind>,
+    /// Address range, inclusive, in the packet's family (IPv4 in the first four bytes).
+    pub addr_min: [u8; 16],
+    pub addr_max: [u8; 16],
+    /// Whether a range was given (else the address is kept and only the port may change).
+    pub has_addr: bool,
+    /// Port range, inclusive; 0 for none.
+    pub port_min: u16,
+    pub port_max: u16,
+    /// Same translated address for the same source address (no ports in the hash).
+    pub persistent: bool,
+    /// Random starting point instead of a hash of the tuple.
+    pub random: bool,
+}
+
+/// The arguments of one `ct()` action.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtArgs {
+    pub zone: u16,
+    pub commit: bool,
+    pub force: bool,
+    /// Set the connection's mark: value, mask.
+    pub mark: Option<(u32, u32)>,
+    /// Set the connection's label: value, mask.
+    pub label: Option<(u128, u128)>,
+    pub nat: Option<NatSpec>,
+}
+
+/// Connection metadata a packet carries: what `ct()` wrote, what later passes match.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtMeta {
+    /// [`crate::state`] bits; 0 when never tracked.
+    pub state: u8,
+    pub zone: u16,
+    pub mark: u32,
+    pub label: u128,
+    /// The connection's original-direction tuple (valid when `state` has TRK without INV).
+    pub orig: Tuple,
+}
+
+/// A rewrite NAT asks of the packet: new source and/or destination address and port (the port
+/// is left alone for ICMP).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NatRewrite {
+    pub src: Option<([u8; 16], u16)>,
+    pub dst: Option<([u8; 16], u16)>,
+}
+
+/// Which protocol a connection tracks, fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Tcp,
+    Udp,
+    Icmp,
+}
+
+/// What changes only under the connection's lock: TCP's window state, and the label.
+#[derive(Debug, Default)]
+struct Locked {
+    tcp: Option<Box<TcpConn>>,
+    label: u128,
+}
+
+/// One connection. UDP and ICMP packets update it with relaxed atomics only (state, timeout
+/// class, expiry); TCP segments take its lock for the window tracker; a commit that writes the
+/// mark or label takes it too, so writers are serialized.
+///
+/// Laid out so that a packet of the original direction touches one cache line: the fields
+/// every packet reads and the original tuple come first, and the connection starts a line
+/// (`align(64)` also keeps the `Arc`'s counts off it).
+#[derive(Debug)]
+#[repr(C, align(64))]
+struct Conn {
+    /// Expiry, in [`crate::now_ms`] milliseconds.
+    expires: AtomicU64,
+    mark: AtomicU32,
+    id: u32,
+    /// Removed from the table (or about to be); counted out once.
+    dead: AtomicBool,
+    /// A packet of the reply direction was seen (UDP, ICMP).
+    reply_seen: AtomicBool,
+    /// The timeout class, as `TimeoutClass as u8`.
+    class: AtomicU8,
+    /// Whether the label is not zero (it is read under the lock only then).
+    labeled: AtomicBool,
+    orig: Tuple,
+    /// The reply direction's tuple, after NAT.
+    reply: Tuple,
+    kind: Kind,
+    policy: Arc<Policy>,
+    locked: Mutex<Locked>,
+}
+
+impl Conn {
+    #[inline]
+    fn alive(&self, now: u64) -> bool {
+        !self.dead.load(Relaxed) && self.expires.load(Relaxed) > now
+    }
+
+    fn class(&self) -> TimeoutClass {
+        TimeoutClass::ALL[usize::from(self.class.load(Relaxed)) % TimeoutClass::COUNT]
+    }
+
+    /// Moves the expiry to `class`'s timeout from `now`. Skipped when it would move by less
+    /// than a second, so a busy connection's line is not written by every packet.
+    #[inline]
+    fn touch(&self, class: TimeoutClass, now: u64) {
+        if self.class.load(Relaxed) != class as u8 {
+            self.class.store(class as u8, Relaxed);
+        }
+        let new = now + self.policy.ms(class);
+        let cur = self.expires.load(Relaxed);
+        if new >= cur + 1000 || new < cur {
+            self.expires.store(new, Relaxed);
+        }
+    }
+
+    fn label(&self) -> u128 {
+        if self.labeled.load(Relaxed) {
+            self.locked.lock().unwrap().label
+        } else {
+            0
+        }
+    }
+
+    fn nat_flags(&self) -> u8 {
+        let mut f = 0;
+        if self.reply.dst != self.orig.src || self.reply.dport != self.orig.sport {
+            f |= SNAT;
+        }
+        if self.reply.src != self.orig.dst || self.reply.sport != self.orig.dport {
+            f |= DNAT;
+        }
+        f
+    }
+}
+
+/// A table entry: a connection, and which of its directions the key is.
+#[derive(Clone, Debug)]
+struct Entry {
+    conn: Arc<Conn>,
+    reply: bool,
+}
+
+/// Hashes a [`Tuple`] by its own [`Tuple::hash`].
+#[derive(Default)]
+struct PassHasher(u64);
+
+impl Hasher for PassHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+impl std::hash::Hash for Tuple {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(Tuple::hash(self));
+    }
+}
+
+type Map = HashMap<Tuple, Entry, BuildHasherDefault<PassHasher>>;
+
+#[inline]
+fn shard_of(h: u64) -> usize {
+    (h >> 56) as usize % SHARDS
+}
+
+/// Counters, relaxed atomics summed on read.
+#[derive(Debug, Default)]
+struct Counters {
+    invalid: [AtomicU64; Invalid::COUNT],
+    tcp_invalid: AtomicU64,
+    related_unknown: AtomicU64,
+    committed: AtomicU64,
+    limit_refused: AtomicU64,
+    nat_exhausted: AtomicU64,
+    insert_conflicts: AtomicU64,
+    expired: AtomicU64,
+}
+
+/// A snapshot of the tracker's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CtStats {
+    /// Packets marked `+inv`, by reason ([`Invalid::ALL`] order).
+    pub invalid: [u64; Invalid::COUNT],
+    /// TCP segments out of window or with bad flags.
+    pub tcp_invalid: u64,
+    /// ICMP errors for no known connection.
+    pub related_unknown: u64,
+    /// Connections committed.
+    pub committed: u64,
+    /// Commits refused by the global or a zone limit.
+    pub limit_refused: u64,
+    /// Commits refused because the NAT range had no free tuple.
+    pub nat_exhausted: u64,
+    /// Commits lost to a concurrent commit of the same tuple.
+    pub insert_conflicts: u64,
+    /// Connections removed by expiry.
+    pub expired: u64,
+}
+
+/// A packet as the tracker sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct CtPacket<'a> {
+    /// The frame.
+    pub frame: &'a [u8],
+    /// Offset of its IPv4 or IPv6 header.
+    pub l3: usize,
+    pub v6: bool,
+    /// For the first fragment of a reassembled datagram: the datagram's L4 length.
+    pub frag_l4_len: Option<usize>,
+    /// Its headers and checksums were checked by an earlier `ct()` (skip the checks).
+    pub verified: bool,
+}
+
+/// A connection as the management commands show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnInfo {
+    pub orig: Tuple,
+    pub reply: Tuple,
+    pub id: u32,
+    pub mark: u32,
+    pub label: u128,
+    /// Seconds until expiry.
+    pub timeout_secs: u64,
+    /// TCP state name for `protoinfo=(state=...)`.
+    pub tcp_state: Option<&'static str>,
+    pub class: TimeoutClass,
+}
+
+/// The connection table.
+pub struct Conntrack {
+    shards: Box<[RwLock<Map>]>,
+    n_conns: AtomicU32,
+    maxconns: AtomicU32,
+    zone_count: Box<[AtomicU32]>,
+    /// Per-zone limit; 0: the default limit applies.
+    zone_limit: Box<[AtomicU32]>,
+    /// Limit of zones without their own; 0: none.
+    default_limit: AtomicU32,
+    next_id: AtomicU32,
+    default_policy: Arc<Policy>,
+    zone_policies: RwLock<HashMap<u16, Arc<Policy>>>,
+    any_zone_policy: AtomicBool,
+    /// TCP sequence checks (`ct-enable-tcp-seq-chk`); off is OVS's "liberal" mode.
+    tcp_seq_chk: AtomicBool,
+    counters: Counters,
+}
+
+impl Default for Conntrack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Entries of a PMD's lookup cache.
+const CACHE_SIZE: usize = 1024;
+
+/// A PMD's cache of recent lookups: tuple to connection, direct-mapped by the tuple's hash,
+/// each slot the hash and the entry (the tuple is compared against the connection's own, which
+/// the packet reads anyway). It holds references, so a connection removed from the table may
+/// linger here until its slot is reused; entries are checked alive before use.
+pub struct CtCache {
+    slots: Box<[Option<(u64, Entry)>]>,
+}
+
+impl Default for CtCache {
+    fn default() -> Self {
+        CtCache {
+            slots: vec![None; CACHE_SIZE].into_boxed_slice(),
+        }
+    }
+}
+
+impl CtCache {
+    pub fn new() -> CtCache {
+        CtCache::default()
+    }
+}
+
+impl Conntrack {
+    pub fn new() -> Conntrack {
+        Conntrack {
+            shards: (0..SHARDS).map(|_| RwLock::new(Map::default())).collect(),
+            n_conns: AtomicU32::new(0),
+            maxconns: AtomicU32::new(DEFAULT_MAXCONNS),
+            zone_count: (0..=u16::MAX as usize).map(|_| AtomicU32::new(0)).collect(),
+            zone_limit: (0..=u16::MAX as usize).map(|_| AtomicU32::new(0)).collect(),
+            default_limit: AtomicU32::new(0),
+            next_id: AtomicU32::new(1),
+            default_policy: Arc::new(Policy::defaults()),
+            zone_policies: RwLock::new(HashMap::new()),
+            any_zone_policy: AtomicBool::new(false),
+            tcp_seq_chk: AtomicBool::new(true),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Tracks one packet under `args`. Writes the packet's connection metadata into `md` and
+    /// returns the NAT rewrite to apply, if any.
+    pub fn process(
+        &self,
+        cache: &mut CtCache,
+        pkt: &CtPacket<'_>,
+        md: &mut CtMeta,
+        args: &CtArgs,
+        now: u64,
+    ) -> Option<NatRewrite> {
+        md.zone = args.zone;
+        let p = match key::parse(
+            pkt.frame,
+            pkt.l3,
+            pkt.v6,
+            args.zone,
+            pkt.frag_l4_len,
+            !pkt.verified,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                self.counters.invalid[e as usize].fetch_add(1, Relaxed);
+                return self.invalid(md);
+            }
+        };
+        let t = p.tuple;
+        if p.related {
+            // An ICMP error: the connection of the packet it carries, in the other direction.
+            return match self.find(cache, &t, now) {
+                Some((c, reply)) => {
+                    md.state = TRK | REL | if reply { 0 } else { RPL };
+                    md.mark = c.mark.load(Relaxed);
+                    md.label = c.label();
+                    md.orig = c.orig;
+                    None
+                }
+                None => {
+                    self.counters.related_unknown.fetch_add(1, Relaxed);
+                    self.invalid(md)
+                }
+            };
+        }
+        let seg = if t.proto == TCP {
+            let b = &pkt.frame[p.l4..(p.l4 + p.l4_len).min(pkt.frame.len())];
+            match Segment::parse_with_len(b, p.l4_len) {
+                Some(s) => Some(s),
+                None => {
+                    self.counters.invalid[Invalid::L4 as usize].fetch_add(1, Relaxed);
+                    return self.invalid(md);
+                }
+            }
+        } else {
+            None
+        };
+        let stale = match self.find(cache, &t, now) {
+            None => None,
+            // `force`: a connection seen from this side is started anew from here.
+            Some((c, true)) if args.force && args.commit => Some(c.clone()),
+            Some((c, reply)) => match self.update(c, reply, seg.as_ref(), md, args, now) {
+                Some(out) => return out,
+                // The segment reopens a closed TCP connection: start a new one.
+                None => Some(c.clone()),
+            },
+        };
+        if let Some(c) = stale {
+            self.remove(&c);
+        }
+        self.new_conn(cache, &t, seg.as_ref(), md, args, now)
+    }
+
+    fn invalid(&self, md: &mut CtMeta) -> Option<NatRewrite> {
+        md.state = TRK | INV;
+        md.mark = 0;
+        md.label = 0;
+        None
+    }
+
+    /// The alive connection of `t` and whether `t` is its reply direction, through the PMD's
+    /// cache (a hit takes no lock and no reference count).
+    #[inline]
+    fn find<'c>(
+        &self,
+        cache: &'c mut CtCache,
+        t: &Tuple,
+        now: u64,
+    ) -> Option<(&'c Arc<Conn>, bool)> {
+        let h = t.hash();
+        let i = (h as usize) % CACHE_SIZE;
+        let hit = matches!(&cache.slots[i], Some((k, e)) if *k == h && e.conn.alive(now)
+            && (if e.reply { &e.conn.reply } else { &e.conn.orig }) == t);
+        if !hit {
+            let found = {
+                let map = self.shards[shard_of(h)].read().unwrap();
+                map.get(t).filter(|e| e.conn.alive(now)).cloned()
+            };
+            cache.slots[i] = Some((h, found?));
+        }
+        cache.slots[i].as_ref().map(|(_, e)| (&e.conn, e.reply))
+    }
+
+    /// A packet of an existing connection. `None` when the packet reopens it (TCP).
+    fn update(
+        &self,
+        c: &Conn,
+        reply: bool,
+        seg: Option<&Segment>,
+        md: &mut CtMeta,
+        args: &CtArgs,
+        now: u64,
+    ) -> Option<Option<NatRewrite>> {
+        let est = match c.kind {
+            Kind::Tcp => {
+                let seg = seg.expect("TCP packets come with their segment");
+                let mut l = c.locked.lock().unwrap();
+                let tcp = l.tcp.as_mut().expect("a TCP connection has its state");
+                match tcp.update(seg, reply, !self.tcp_seq_chk.load(Relaxed)) {
+                    Update::Valid => {
+                        let class = TimeoutClass::of_tcp(tcp.timeout());
+                        if tcp.timer_refreshed() {
+                            c.touch(class, now);
+                        } else {
+                            c.class.store(class as u8, Relaxed);
+                        }
+                        tcp.established()
+                    }
+                    Update::Invalid => {
+                        drop(l);
+                        self.counters.tcp_invalid.fetch_add(1, Relaxed);
+                        return Some(self.invalid(md));
+                    }
+                    Update::Reopen => return None,
+                }
+            }
+            Kind::Udp | Kind::Icmp => {
+                let seen = reply || c.reply_seen.load(Relaxed);
+                if reply && !c.reply_seen.load(Relaxed) {
+                    c.reply_seen.store(true, Relaxed);
+                }
+                let class = match (c.kind, seen) {
+                    (Kind::Udp, true) => TimeoutClass::UdpMultiple,
+                    (Kind::Udp, false) => TimeoutClass::UdpSingle,
+                    (_, true) => TimeoutClass::IcmpReply,
+                    (_, false) => TimeoutClass::IcmpFirst,
+                };
+                c.touch(class, now);
+                seen
+            }
+        };
+        let mut state = TRK | if est { EST } else { NEW };
+        if reply {
+            state |= RPL;
+        }
+        if args.commit && (args.mark.is_some() || args.label.is_some()) {
+            self.set_mark_label(c, args);
+        }
+        md.mark = c.mark.load(Relaxed);
+        md.label = c.label();
+        md.orig = c.orig;
+        let mut nat = None;
+        if args.nat.is_some() {
+            let f = c.nat_flags();
+            if f != 0 {
+                state |= f;
+                nat = Some(rewrite_for(c, reply));
+            }
+        }
+        md.state = state;
+        Some(nat)
+    }
+
+    /// A commit's `mark` and `label` writes, serialized by the connection's lock.
+    fn set_mark_label(&self, c: &Conn, args: &CtArgs) {
+        let mut l = c.locked.lock().unwrap();
+        if let Some((v, m)) = args.mark {
+            let cur = c.mark.load(Relaxed);
+            c.mark.store((cur & !m) | (v & m), Relaxed);
+        }
+        if let Some((v, m)) = args.label {
+            l.label = (l.label & !m) | (v & m);
+            c.labeled.store(l.label != 0, Relaxed);
+        }
+    }
+
+    /// A packet of no connection: `+new`, and committed when asked.
+    fn new_conn(
+        &self,
+        cache: &mut CtCache,
+        t: &Tuple,
+        seg: Option<&Segment>,
+        md: &mut CtMeta,
+        args: &CtArgs,
+        now: u64,
+    ) -> Option<NatRewrite> {
+        // The protocol state of a connection this packet starts, if it may start one.
+        let start = || -> Option<(Kind, Option<Box<TcpConn>>, TimeoutClass)> {
+            Some(match t.proto {
+                TCP => {
+                    let c = TcpConn::new(seg?)?;
+                    let class = TimeoutClass::of_tcp(c.timeout());
+                    (Kind::Tcp, Some(Box::new(c)), class)
+                }
+                ICMP | ICMPV6 if key::icmp_is_request(t) => {
+                    (Kind::Icmp, None, TimeoutClass::IcmpFirst)
+                }
+                UDP => (Kind::Udp, None, TimeoutClass::UdpFirst),
+                _ => return None,
+            })
+        };
+        if start().is_none() {
+            let c = if t.proto == TCP {
+                &self.counters.tcp_invalid
+            } else {
+                &self.counters.invalid[Invalid::Unsupported as usize]
+            };
+            c.fetch_add(1, Relaxed);
+            return self.invalid(md);
+        }
+        md.state = TRK | NEW;
+        md.mark = 0;
+        md.label = 0;
+        md.orig = *t;
+        if !args.commit {
+            return None;
+        }
+        if !self.reserve(t.zone) {
+            self.counters.limit_refused.fetch_add(1, Relaxed);
+            return None;
+        }
+        let policy = self.policy_of(t.zone);
+        let nat = args.nat.filter(|n| n.kind.is_some());
+        // A second try only for NAT: a concurrent commit may have taken the tuple picked.
+        for attempt in 0..if nat.is_some() { 2 } else { 1 } {
+            let mut reply = t.reverse();
+            if let Some(n) = &nat {
+                match self.nat_pick(t, n, now, attempt) {
+                    Some(r) => reply = r,
+                    None => {
+                        self.release(t.zone);
+                        self.counters.nat_exhausted.fetch_add(1, Relaxed);
+                        return self.invalid(md);
+                    }
+                }
+            }
+            let (kind, tcp, class) = start().expect("checked above");
+            let conn = Arc::new(Conn {
+                orig: *t,
+                reply,
+                id: self.next_id.fetch_add(1, Relaxed),
+                kind,
+                expires: AtomicU64::new(now + policy.ms(class)),
+                dead: AtomicBool::new(false),
+                reply_seen: AtomicBool::new(false),
+                class: AtomicU8::new(class as u8),
+                mark: AtomicU32::new(0),
+                labeled: AtomicBool::new(false),
+                policy: policy.clone(),
+                locked: Mutex::new(Locked { tcp, label: 0 }),
+            });
+            self.set_mark_label(&conn, args);
+            md.mark = conn.mark.load(Relaxed);
+            md.label = conn.label();
+            if self.insert(&conn, now).is_err() {
+                continue;
+            }
+            self.counters.committed.fetch_add(1, Relaxed);
+            let h = t.hash();
+            let nat_flags = conn.nat_flags();
+            let rw = (nat.is_some() && nat_flags != 0).then(|| rewrite_for(&conn, false));
+            cache.slots[(h as usize) % CACHE_SIZE] = Some((h, Entry { conn, reply: false }));
+            if rw.is_some() {
+                md.state |= nat_flags;
+            }
+            return rw;
+        }
+        self.release(t.zone);
+        self.counters.insert_conflicts.fetch_add(1, Relaxed);
+        md.mark = 0;
+        md.label = 0;
+        None
+    }
+
+    /// Puts both of a new connection's keys in the table; fails (taking back what it put)
+    /// when either is held by another alive connection.
+    fn insert(&self, conn: &Arc<Conn>, now: u64) -> Result<(), ()> {
+        let put = |t: &Tuple, reply: bool| -> bool {
+            let mut map = self.shards[shard_of(t.hash())].write().unwrap();
+            match map.get(t) {
+                Some(e) if e.conn.alive(now) => false,
+                _ => {
+                    map.insert(
+                        *t,
+                        Entry {
+                            conn: conn.clone(),
+                            reply,
+                        },
+                    );
+                    true
+                }
+            }
+        };
+        if !put(&conn.orig, false) {
+            return Err(());
+        }
+        if conn.reply != conn.orig && !put(&conn.reply, true) {
+            self.unlink(&conn.orig, conn);
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// Removes `t`'s entry if it is `conn`'s.
+    fn unlink(&self, t: &Tuple, conn: &Arc<Conn>) {
+        let mut map = self.shards[shard_of(t.hash())].write().unwrap();
+        if map.get(t).is_some_and(|e| Arc::ptr_eq(&e.conn, conn)) {
+            map.remove(t);
+        }
+    }
+
+    /// Takes a connection out of the table and the counts.
+    fn remove(&self, conn: &Arc<Conn>) {
+        if !conn.dead.swap(true, Relaxed) {
+            self.release(conn.orig.zone);
+        }
+        self.unlink(&conn.orig, conn);
+        self.unlink(&conn.reply, conn);
+    }
+
+    /// Counts a new connection in, within the limits.
+    fn reserve(&self, zone: u16) -> bool {
+        let max = self.maxconns.load(Relaxed);
+        if self.n_conns.fetch_add(1, Relaxed) >= max {
+            self.n_conns.fetch_sub(1, Relaxed);
+            return false;
+        }
+        let z = usize::from(zone);
+        let limit = match self.zone_limit[z].load(Relaxed) {
+            0 => self.default_limit.load(Relaxed),
+            l => l,
+        };
+        if self.zone_count[z].fetch_add(1, Relaxed) >= limit && limit != 0 {
+            self.zone_count[z].fetch_sub(1, Relaxed);
+            self.n_conns.fetch_sub(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn release(&self, zone: u16) {
+        self.n_conns.fetch_sub(1, Relaxed);
+        self.zone_count[usize::from(zone)].fetch_sub(1, Relaxed);
+    }
+
+    fn policy_of(&self, zone: u16) -> Arc<Policy> {
+        if self.any_zone_policy.load(Relaxed)
+            && let Some(p) = self.zone_policies.read().unwrap().get(&zone)
+        {
+            return p.clone();
+        }
+        self.default_policy.clone()
+    }
+
+    /// A reply tuple for a new connection of `t` translated by `n` that no alive connection
+    /// holds, trying at most [`NAT_MAX_TRIES`] candidates from a starting point chosen by
+    /// hash (or at random, or by source address only when persistent).
+    fn nat_pick(&self, t: &Tuple, n: &NatSpec, now: u64, salt: u32) -> Option<Tuple> {
+        let src_nat = n.kind == Some(NatKind::Src);
+        // Address range as offsets from addr_min (IPv4 or the low 64 bits of IPv6).
+        let (amin, amax) = if n.has_addr {
+            (addr_low(&n.addr_min, t.v6), addr_low(&n.addr_max, t.v6))
+        } else {
+            let a = if src_nat { &t.src } else { &t.dst };
+            (addr_low(a, t.v6), addr_low(a, t.v6))
+        };
+        let n_addr = amax.saturating_sub(amin).saturating_add(1);
+        let orig_port = if src_nat { t.sport } else { t.dport };
+        let has_ports = matches!(t.proto, TCP | UDP);
+        let (pmin, pmax) = if !has_ports {
+            (orig_port, orig_port)
+        } else if n.port_min != 0 {
+            (n.port_min, n.port_max.max(n.port_min))
+        } else {
+            (orig_port, orig_port)
+        };
+        let n_port = u64::from(pmax - pmin) + 1;
+        let seed = if n.random {
+            random_u64()
+        } else {
+            let mut k = *t;
+            if n.persistent {
+                k.sport = 0;
+                k.dport = 0;
+                if src_nat {
+                    k.dst = [0; 16];
+                } else {
+                    k.src = [0; 16];
+                }
+            }
+            k.hash() ^ u64::from(salt).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        };
+        let total = n_addr.saturating_mul(n_port);
+        let a0 = seed % n_addr;
+        let p0 = (seed >> 32) % n_port;
+        // The original port first when it is in range (OVS keeps ports where it can).
+        let keep = orig_port >= pmin && orig_port <= pmax && !n.random;
+        let tries = total.min(u64::from(NAT_MAX_TRIES));
+        let mut extra_ports: &[(u16, u16)] = &[];
+        // Without a port range, a taken port falls back to other ports, as OVS does.
+        const FALLBACK: [(u16, u16); 1] = [(1024, 65535)];
+        if has_ports && n.port_min == 0 {
+            extra_ports = &FALLBACK;
+        }
+        let try_one = |a_off: u64, port: u16| -> Option<Tuple> {
+            let addr = addr_with_low(
+                if n.has_addr {
+                    &n.addr_min
+                } else if src_nat {
+                    &t.src
+                } else {
+                    &t.dst
+                },
+                t.v6,
+                amin + a_off,
+            );
+            let mut r = t.reverse();
+            if src_nat {
+                r.dst = addr;
+                if has_ports {
+                    r.dport = port;
+                }
+            } else {
+                r.src = addr;
+                if has_ports {
+                    r.sport = port;
+                }
+            }
+            let map = self.shards[shard_of(r.hash())].read().unwrap();
+            match map.get(&r) {
+                Some(e) if e.conn.alive(now) => None,
+                _ => Some(r),
+            }
+        };
+        for i in 0..tries {
+            let a_off = (a0 + i / n_port) % n_addr;
+            let port = if keep && i < n_addr {
+                // Every address with the original port first.
+                orig_port
+            } else {
+                pmin + ((p0 + i) % n_port) as u16
+            };
+            let a_off = if keep && i < n_addr {
+                (a0 + i) % n_addr
+            } else {
+                a_off
+            };
+            if let Some(r) = try_one(a_off, port) {
+                return Some(r);
+            }
+        }
+        for &(lo, hi) in extra_ports {
+            let span = u64::from(hi - lo) + 1;
+            for i in 0..u64::from(NAT_MAX_TRIES) {
+                let port = lo + ((seed.rotate_left(17) + i) % span) as u16;
+                if let Some(r) = try_one((a0 + i) % n_addr, port) {
+                    return Some(r);
+                }
+            }
+        }
+        None
+    }
+
+    /// Removes expired connections, one shard at a time; returns how many.
+    pub fn sweep(&self, now: u64) -> usize {
+        let mut n = 0;
+        for shard in self.shards.iter() {
+            let mut map = shard.write().unwrap();
+            map.retain(|_, e| {
+                if e.conn.alive(now) {
+                    return true;
+                }
+                if !e.conn.dead.swap(true, Relaxed) {
+                    self.release(e.conn.orig.zone);
+                    self.counters.expired.fetch_add(1, Relaxed);
+                    n += 1;
+                }
+                false
+            });
+        }
+        n
+    }
+
+    /// Removes connections: all, those of `zone`, or the one whose original tuple (or, when
+    /// no zone is given, in any zone) matches `tuple`. Returns how many.
+    pub fn flush(&self, zone: Option<u16>, tuple: Option<&dyn Fn(&Tuple) -> bool>) -> usize {
+        let mut victims = Vec::new();
+        for shard in self.shards.iter() {
+            let map = shard.read().unwrap();
+            for e in map.values() {
+                let c = &e.conn;
+                if e.reply || zone.is_some_and(|z| z != c.orig.zone) {
+                    continue;
+                }
+                if tuple.is_some_and(|f| !f(&c.orig)) {
+                    continue;
+                }
+                victims.push(c.clone());
+            }
+        }
+        for c in &victims {
+            self.remove(c);
+        }
+        victims.len()
+    }
+
+    /// Every alive connection (optionally of one zone), ordered by zone and original tuple.
+    pub fn dump(&self, zone: Option<u16>, now: u64) -> Vec<ConnInfo> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let map = shard.read().unwrap();
+            for e in map.values() {
+                let c = &e.conn;
+                if e.reply || !c.alive(now) || zone.is_some_and(|z| z != c.orig.zone) {
+                    continue;
+                }
+                let l = c.locked.lock().unwrap();
+                out.push(ConnInfo {
+                    orig: c.orig,
+                    reply: c.reply,
+                    id: c.id,
+                    mark: c.mark.load(Relaxed),
+                    label: l.label,
+                    timeout_secs: c.expires.load(Relaxed).saturating_sub(now) / 1000,
+                    tcp_state: l.tcp.as_ref().map(|t| t.state_name()),
+                    class: c.class(),
+                });
+            }
+        }
+        out.sort_by_key(|i| {
+            (
+                i.orig.zone,
+                i.orig.v6,
+                i.orig.proto,
+                i.orig.src,
+                i.orig.dst,
+                i.orig.sport,
+                i.orig.dport,
+                i.id,
+            )
+        });
+        out
+    }
+
+    /// Connections in the table (committed and not yet expired or removed).
+    pub fn n_conns(&self) -> u32 {
+        self.n_conns.load(Relaxed)
+    }
+
+    /// Connections counted in `zone`.
+    pub fn zone_conns(&self, zone: u16) -> u32 {
+        self.zone_count[usize::from(zone)].load(Relaxed)
+    }
+
+    pub fn maxconns(&self) -> u32 {
+        self.maxconns.load(Relaxed)
+    }
+
+    pub fn set_maxconns(&self, n: u32) {
+        self.maxconns.store(n, Relaxed);
+    }
+
+    /// The default zone limit (0: none).
+    pub fn default_limit(&self) -> u32 {
+        self.default_limit.load(Relaxed)
+    }
+
+    pub fn set_default_limit(&self, n: u32) {
+        self.default_limit.store(n, Relaxed);
+    }
+
+    /// A zone's own limit (0: the default applies).
+    pub fn zone_limit(&self, zone: u16) -> u32 {
+        self.zone_limit[usize::from(zone)].load(Relaxed)
+    }
+
+    pub fn set_zone_limit(&self, zone: u16, n: u32) {
+        self.zone_limit[usize::from(zone)].store(n, Relaxed);
+    }
+
+    /// Zones with their own limit.
+    pub fn zone_limits(&self) -> Vec<(u16, u32)> {
+        (0..=u16::MAX)
+            .filter_map(|z| match self.zone_limit(z) {
+                0 => None,
+                l => Some((z, l)),
+            })
+            .collect()
+    }
+
+    pub fn tcp_seq_chk(&self) -> bool {
+        self.tcp_seq_chk.load(Relaxed)
+    }
+
+    pub fn set_tcp_seq_chk(&self, on: bool) {
+        self.tcp_seq_chk.store(on, Relaxed);
+    }
+
+    /// Sets timeouts of `zone`'s policy (`None`: the default policy, which every zone without
+    /// its own uses). Classes not named keep their values.
+    pub fn set_timeouts(&self, zone: Option<u16>, values: &[(TimeoutClass, u32)]) {
+        let p = match zone {
+            None => self.default_policy.clone(),
+            Some(z) => {
+                let mut m = self.zone_policies.write().unwrap();
+                self.any_zone_policy.store(true, Relaxed);
+                m.entry(z)
+                    .or_insert_with(|| {
+                        Arc::new(Policy {
+                            secs: std::array::from_fn(|i| {
+                                AtomicU32::new(self.default_policy.secs[i].load(Relaxed))
+                            }),
+                        })
+                    })
+                    .clone()
+            }
+        };
+        for (c, s) in values {
+            p.secs[*c as usize].store(*s, Relaxed);
+        }
+    }
+
+    /// Timeouts of `zone`'s policy (the default's for a zone without one).
+    pub fn timeouts(&self, zone: Option<u16>) -> [u32; TimeoutClass::COUNT] {
+        match zone {
+            Some(z) => self.policy_of(z).get(),
+            None => self.default_policy.get(),
+        }
+    }
+
+    /// Removes `zone`'s own policy; its later connections use the default.
+    pub fn del_timeouts(&self, zone: u16) -> bool {
+        self.zone_policies.write().unwrap().remove(&zone).is_some()
+    }
+
+    pub fn stats(&self) -> CtStats {
+        let c = &self.counters;
+        CtStats {
+            invalid: std::array::from_fn(|i| c.invalid[i].load(Relaxed)),
+            tcp_invalid: c.tcp_invalid.load(Relaxed),
+            related_unknown: c.related_unknown.load(Relaxed),
+            committed: c.committed.load(Relaxed),
+            limit_refused: c.limit_refused.load(Relaxed),
+            nat_exhausted: c.nat_exhausted.load(Relaxed),
+            insert_conflicts: c.insert_conflicts.load(Relaxed),
+            expired: c.expired.load(Relaxed),
+        }
+    }
+}
+
+/// The rewrite of a packet of `c` travelling in the original (`reply == false`) or reply
+/// direction: its tuple becomes the other direction's tuple reversed.
+fn rewrite_for(c: &Conn, reply: bool) -> NatRewrite {
+    let (now, want) = if reply {
+        (c.reply, c.orig.reverse())
+    } else {
+        (c.orig, c.reply.reverse())
+    };
+    NatRewrite {
+        src: (now.src != want.src || now.sport != want.sport).then_some((want.src, want.sport)),
+        dst: (now.dst != want.dst || now.dport != want.dport).then_some((want.dst, want.dport)),
+    }
+}
+
+/// The low bits of an address that NAT ranges step through: all of IPv4, the low 64 of IPv6.
+fn addr_low(a: &[u8; 16], v6: bool) -> u64 {
+    if v6 {
+        u64::from_be_bytes(a[8..16].try_into().unwrap())
+    } else {
+        u64::from(u32::from_be_bytes(a[..4].try_into().unwrap()))
+    }
+}
+
+fn addr_with_low(base: &[u8; 16], v6: bool, low: u64) -> [u8; 16] {
+    let mut a = *base;
+    if v6 {
+        a[8..16].copy_from_slice(&low.to_be_bytes());
+    } else {
+        a[..4].copy_from_slice(&(low as u32).to_be_bytes());
+    }
+    a
+}
+
+/// A random number for `nat(random)`: xorshift over the clock and a counter (not for
+/// security; spreading ports is all it does).
+fn random_u64() -> u64 {
+    static STATE: AtomicU64 = AtomicU64::new(0x2545_f491_4f6c_dd1d);
+    let mut x = STATE.fetch_add(0x9e37_79b9_7f4a_7c15, Relaxed)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
