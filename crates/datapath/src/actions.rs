@@ -61,6 +61,12 @@ pub enum DpAction {
     SetIpv6(SetIpv6),
     /// Masked write of TCP, UDP or SCTP ports, with checksum updates.
     SetL4(SetL4),
+    /// Send through the connection tracker (`ct(...)`): sets the packet's connection state,
+    /// zone, mark, label and tuple, commits, applies NAT. The packet goes on with the next
+    /// action (a `recirc` to match on the result).
+    Ct(Box<conntrack::CtArgs>),
+    /// Forget the packet's connection state (`ct_clear`).
+    CtClear,
 }
 
 /// `set(eth(src=,dst=))`: value and mask per address (values stored masked), and the same as
@@ -397,13 +403,86 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
             dst: dst.0,
         },
         Action::PopEth => DpAction::PopEth,
-        Action::Ct(_) => return Err(Unsupported("ct")),
-        Action::CtClear => return Err(Unsupported("ct_clear")),
+        Action::Ct(ct) => DpAction::Ct(Box::new(compile_ct(ct)?)),
+        Action::CtClear => DpAction::CtClear,
         Action::Sample { .. } => return Err(Unsupported("sample")),
         Action::CheckPktLen { .. } => return Err(Unsupported("check_pkt_len")),
         Action::DecTtl(_) => return Err(Unsupported("dec_ttl")),
         Action::PopNsh => return Err(Unsupported("pop_nsh")),
         Action::Psample { .. } => return Err(Unsupported("psample")),
+    })
+}
+
+/// `ct(...)` as the tracker's arguments. Helpers (`helper=ftp|tftp`) and timeout policies
+/// named in the action are not supported yet; zone timeout policies are (`dpctl`).
+fn compile_ct(ct: &flow::odp::CtAction) -> Result<conntrack::CtArgs, CompileError> {
+    use conntrack::{NatKind, NatSpec};
+    if ct.helper.is_some() {
+        return Err(CompileError::Unsupported("ct(helper=...)"));
+    }
+    if ct.timeout.is_some() {
+        return Err(CompileError::Unsupported("ct(timeout=...)"));
+    }
+    let nat = match &ct.nat {
+        None => None,
+        Some(n) => {
+            let to16 = |a: Option<std::net::IpAddr>| -> [u8; 16] {
+                let mut b = [0u8; 16];
+                match a {
+                    Some(std::net::IpAddr::V4(v)) => b[..4].copy_from_slice(&v.octets()),
+                    Some(std::net::IpAddr::V6(v)) => b = v.octets(),
+                    None => {}
+                }
+                b
+            };
+            let kind = n.kind.map(|k| match k {
+                flow::odp::NatKind::Src => NatKind::Src,
+                flow::odp::NatKind::Dst => NatKind::Dst,
+            });
+            if n.ip_min.is_none() && n.proto_min != 0 && kind.is_none() {
+                return Err(CompileError::Invalid {
+                    action: "ct",
+                    reason: "nat with a port range needs src or dst",
+                });
+            }
+            let max = n.ip_max.or(n.ip_min);
+            if let (Some(a), Some(b)) = (n.ip_min, max)
+                && (a.is_ipv4() != b.is_ipv4() || a > b)
+            {
+                return Err(CompileError::Invalid {
+                    action: "ct",
+                    reason: "nat address range is empty or mixes families",
+                });
+            }
+            if n.proto_max != 0 && n.proto_max < n.proto_min {
+                return Err(CompileError::Invalid {
+                    action: "ct",
+                    reason: "nat port range is empty",
+                });
+            }
+            Some(NatSpec {
+                kind,
+                addr_min: to16(n.ip_min),
+                addr_max: to16(max),
+                has_addr: n.ip_min.is_some(),
+                port_min: n.proto_min,
+                port_max: if n.proto_max == 0 {
+                    n.proto_min
+                } else {
+                    n.proto_max
+                },
+                persistent: n.persistent,
+                random: n.random,
+            })
+        }
+    };
+    Ok(conntrack::CtArgs {
+        zone: ct.zone,
+        commit: ct.commit || ct.force_commit,
+        force: ct.force_commit,
+        mark: ct.mark,
+        label: ct.label,
+        nat,
     })
 }
 
@@ -789,15 +868,49 @@ mod tests {
     }
 
     #[test]
+    fn ct_actions_compile_to_the_trackers_arguments() {
+        let a = compiled(
+            "ct(commit,zone=5,mark=0x2a/0xff,nat(src=10.0.0.1-10.0.0.9:1000-2000,random)),ct_clear",
+        )
+        .unwrap();
+        let DpAction::Ct(ct) = &a[0] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(
+            (ct.zone, ct.commit, ct.force, ct.mark),
+            (5, true, false, Some((0x2a, 0xff)))
+        );
+        let n = ct.nat.unwrap();
+        assert_eq!(n.kind, Some(conntrack::NatKind::Src));
+        assert_eq!(
+            (&n.addr_min[..4], &n.addr_max[..4]),
+            (&[10, 0, 0, 1][..], &[10, 0, 0, 9][..])
+        );
+        assert_eq!((n.port_min, n.port_max, n.random), (1000, 2000, true));
+        assert_eq!(a[1], DpAction::CtClear);
+        let DpAction::Ct(ct) = &compiled("ct(force_commit)").unwrap()[0] else {
+            panic!()
+        };
+        assert!(ct.commit && ct.force);
+        for bad in [
+            "ct(nat(src=10.0.0.9-10.0.0.1))",
+            "ct(nat(src=10.0.0.1:20-10))",
+        ] {
+            assert!(
+                matches!(compiled(bad), Err(CompileError::Invalid { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn unsupported_actions_are_named() {
         for (text, name) in [
             (
                 "tnl_push(tnl_port(2152),header(size=50,type=110,eth(dst=00:00:00:00:00:02,src=00:00:00:00:00:01,dl_type=0x0800),ipv4(src=1.1.1.1,dst=2.2.2.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=2152,csum=0x0),gtpu(flags=0x30,msgtype=255,teid=0x7b)),out_port(1))",
                 "tnl_push(gtpu)",
             ),
-            ("ct(commit,zone=1)", "ct"),
-            ("ct", "ct"),
-            ("ct_clear", "ct_clear"),
+            ("ct(helper=ftp)", "ct(helper=...)"),
             ("meter(1)", "meter"),
             ("sample(sample=50%,actions(1))", "sample"),
             ("check_pkt_len(size=200,gt(1),le(2))", "check_pkt_len"),
@@ -807,7 +920,7 @@ mod tests {
                 "add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847)",
                 "add_mpls",
             ),
-            ("clone(1,ct_clear)", "ct_clear"),
+            ("clone(1,meter(1))", "meter"),
         ] {
             let e = compiled(text).unwrap_err();
             assert_eq!(e, CompileError::Unsupported(name), "{text}");

@@ -164,6 +164,7 @@ pub struct DatapathBuilder {
     names: PortNames,
     flows: Vec<Megaflow>,
     upcall: Option<UpcallFactory>,
+    conntrack: Arc<conntrack::Conntrack>,
 }
 
 /// Makes each PMD thread's upcall handler (the slow path), one per PMD.
@@ -178,7 +179,13 @@ impl DatapathBuilder {
             names: PortNames::new(),
             flows: Vec::new(),
             upcall: None,
+            conntrack: Arc::new(conntrack::Conntrack::new()),
         }
+    }
+
+    /// The connection tracker the PMDs will share.
+    pub fn conntrack(&self) -> Arc<conntrack::Conntrack> {
+        self.conntrack.clone()
     }
 
     /// Attaches a slow path: `make` builds each PMD's upcall handler. Without one, misses are
@@ -226,6 +233,7 @@ impl DatapathBuilder {
             })
             .collect();
         for pmd in &mut pmds {
+            pmd.set_conntrack(self.conntrack.clone());
             for f in &self.flows {
                 pmd.add_flow(f.clone())?;
             }
@@ -260,15 +268,42 @@ impl DatapathBuilder {
         for pmd in pmds {
             handles.push(spawn_pmd(pmd, stop.clone())?);
         }
+        let sweeper = spawn_ct_sweeper(self.conntrack.clone(), stop.clone())?;
         Ok(Datapath {
             ports: self.ports,
             pmds: handles,
+            conntrack: self.conntrack,
+            ct_sweeper: Some(sweeper),
             stop,
             names: self.names,
             cleared_at: tsc::now(),
             rxq_assign: self.config.rxq_assign,
         })
     }
+}
+
+/// How often expired connections are swept out (OVS's `ct-sweep-interval` is 20 s; a sweep
+/// here takes one shard's lock at a time, so a shorter interval costs the PMDs nothing).
+pub const CT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The thread that removes expired connections until `stop`.
+fn spawn_ct_sweeper(
+    ct: Arc<conntrack::Conntrack>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name("ct_clean".into())
+        .spawn(move || {
+            let mut next = std::time::Instant::now() + CT_SWEEP_INTERVAL;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                if std::time::Instant::now() >= next {
+                    ct.sweep(conntrack::now_ms());
+                    next = std::time::Instant::now() + CT_SWEEP_INTERVAL;
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the conntrack sweeper: {e}"))
 }
 
 fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
@@ -362,6 +397,8 @@ fn pin_to_core(core: usize) {
 pub struct Datapath {
     ports: Vec<PortEntry>,
     pmds: Vec<PmdHandle>,
+    conntrack: Arc<conntrack::Conntrack>,
+    ct_sweeper: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     names: PortNames,
     cleared_at: u64,
@@ -377,6 +414,11 @@ pub struct PmdReport {
 }
 
 impl Datapath {
+    /// The connection tracker the PMDs share.
+    pub fn conntrack(&self) -> &Arc<conntrack::Conntrack> {
+        &self.conntrack
+    }
+
     /// Port numbers and names.
     pub fn port_names(&self) -> &PortNames {
         &self.names
@@ -1112,12 +1154,7 @@ impl Datapath {
 
     /// Stops the PMD threads and returns the ports (for final counters).
     pub fn stop(mut self) -> Vec<(u32, Box<dyn Port>)> {
-        self.stop.store(true, Ordering::Relaxed);
-        for p in &mut self.pmds {
-            if let Some(t) = p.thread.take() {
-                let _ = t.join();
-            }
-        }
+        self.join_threads();
         std::mem::take(&mut self.ports)
             .into_iter()
             .map(|p| (p.no, p.port))
@@ -1125,14 +1162,24 @@ impl Datapath {
     }
 }
 
-impl Drop for Datapath {
-    fn drop(&mut self) {
+impl Datapath {
+    /// Stops the PMD threads and the conntrack sweeper and waits for them.
+    fn join_threads(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for p in &mut self.pmds {
             if let Some(t) = p.thread.take() {
                 let _ = t.join();
             }
         }
+        if let Some(t) = self.ct_sweeper.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Datapath {
+    fn drop(&mut self) {
+        self.join_threads();
     }
 }
 

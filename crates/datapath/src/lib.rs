@@ -3,6 +3,7 @@
 //! and tunnel termination.
 
 pub mod actions;
+pub mod ct;
 pub mod decap;
 pub mod dpcls;
 pub mod dpif;

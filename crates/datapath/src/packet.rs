@@ -14,8 +14,13 @@
 //! allocation or a wider [`Packet`]. A recycled buffer starts with `tunnel` clear, so whatever
 //! stale bytes its area holds are never read; copies of a packet copy the valid part.
 //!
+//! After it comes the **connection metadata area** of [`CT_MD_LEN`] bytes: the connection
+//! label and original-direction tuple that `ct()` found, in the flow key's layout (words 22-23
+//! and 28-32) and the mark, valid when [`PacketMeta::ct_state`] is not zero. The state and
+//! zone are in [`PacketMeta`] itself.
+//!
 //! ```text
-//! buffer: | tunnel metadata (320) | headroom (128, shrinks on push) | frame | tailroom |
+//! buffer: | tunnel metadata (320) | ct metadata (64) | headroom (384, shrinks on push) | frame | tailroom |
 //! ```
 //!
 //! # Size classes and TCP super-frames
@@ -30,6 +35,17 @@
 /// Bytes of the tunnel metadata area at the front of every buffer.
 pub const TNL_MD_LEN: usize = 320;
 
+/// Bytes of the connection metadata area, after the tunnel metadata area: the label (16
+/// bytes), the connection tuple (36 bytes, at [`CT_MD_TUPLE`]) and its protocol, and the mark
+/// (layout in [`crate::ct`]).
+pub const CT_MD_LEN: usize = 64;
+
+/// Offset of the connection tuple in the connection metadata area.
+pub const CT_MD_TUPLE: usize = 16;
+
+/// Bytes before the headroom: both metadata areas.
+const MD_LEN: usize = TNL_MD_LEN + CT_MD_LEN;
+
 /// Bytes reserved in front of every frame for headers pushed later: the largest `tnl_push`
 /// header (Ethernet, 802.1Q, IPv6, UDP, GENEVE with 252 bytes of options: 330 bytes with a
 /// tag pushed after it), rounded up. A push beyond it would grow the buffer, which the pool
@@ -37,7 +53,7 @@ pub const TNL_MD_LEN: usize = 320;
 pub const HEADROOM: usize = 384;
 
 /// Offset of the frame in a fresh buffer: after the tunnel metadata area and the headroom.
-const FRAME_OFS: usize = TNL_MD_LEN + HEADROOM;
+const FRAME_OFS: usize = MD_LEN + HEADROOM;
 
 /// Room for the frame after the headroom in a pool buffer: a 1518-byte frame plus tunnel
 /// headers. Larger frames get a buffer of their own size (not recycled).
@@ -116,6 +132,11 @@ pub struct PacketMeta {
     pub deferred: bool,
     /// Whether the buffer's tunnel metadata area is valid (set by `tnl_pop`).
     pub tunnel: TnlMd,
+    /// Connection state bits (`ct_state`) from the last `ct()`; 0 when untracked. When not
+    /// zero, the buffer's connection metadata area is valid.
+    pub ct_state: u8,
+    /// Connection tracking zone of the last `ct()`.
+    pub ct_zone: u16,
 }
 
 impl PacketMeta {
@@ -135,6 +156,8 @@ impl PacketMeta {
             recirc_depth: 0,
             deferred: false,
             tunnel: TnlMd::None,
+            ct_state: 0,
+            ct_zone: 0,
         }
     }
 }
@@ -191,10 +214,26 @@ impl Packet {
         self.len == 0
     }
 
-    /// Bytes free in front of the frame (the tunnel metadata area is not headroom).
+    /// Bytes free in front of the frame (the metadata areas are not headroom).
     #[inline]
     pub fn headroom(&self) -> usize {
-        self.start as usize - TNL_MD_LEN
+        self.start as usize - MD_LEN
+    }
+
+    /// The connection metadata area (valid when `meta.ct_state` is not zero).
+    #[inline]
+    pub fn ct_md(&self) -> &[u8; CT_MD_LEN] {
+        self.buf[TNL_MD_LEN..]
+            .first_chunk::<CT_MD_LEN>()
+            .expect("every buffer starts with the metadata areas")
+    }
+
+    /// The connection metadata area, writable.
+    #[inline]
+    pub fn ct_md_mut(&mut self) -> &mut [u8; CT_MD_LEN] {
+        self.buf[TNL_MD_LEN..]
+            .first_chunk_mut::<CT_MD_LEN>()
+            .expect("every buffer starts with the metadata areas")
     }
 
     /// The tunnel metadata area (valid when `meta.tunnel` says so; layout in
@@ -218,12 +257,16 @@ impl Packet {
         (md, &rest[s..s + self.len as usize])
     }
 
-    /// Copies `src`'s metadata, and the used part of its tunnel metadata area when it has one.
+    /// Copies `src`'s metadata, and the used part of its tunnel metadata area and its
+    /// connection metadata area when it has them.
     pub fn copy_meta_from(&mut self, src: &Packet) {
         self.meta = src.meta;
         if src.meta.tunnel != TnlMd::None {
             let n = crate::tunnel::md_used_len(src.tnl_md());
             self.buf[..n].copy_from_slice(&src.buf[..n]);
+        }
+        if src.meta.ct_state != 0 {
+            *self.ct_md_mut() = *src.ct_md();
         }
     }
 
@@ -290,10 +333,17 @@ impl Packet {
     fn grow(&mut self, front: usize, back: usize) {
         let mut nb = vec![0u8; self.buf.len() + front + back].into_boxed_slice();
         let (s, l) = (self.start as usize, self.len());
-        nb[..TNL_MD_LEN].copy_from_slice(&self.buf[..TNL_MD_LEN]);
+        nb[..MD_LEN].copy_from_slice(&self.buf[..MD_LEN]);
         nb[s + front..s + front + l].copy_from_slice(&self.buf[s..s + l]);
         self.buf = nb;
         self.start += front as u32;
+    }
+}
+
+impl AsRef<[u8]> for Packet {
+    /// The frame.
+    fn as_ref(&self) -> &[u8] {
+        self.data()
     }
 }
 

@@ -208,6 +208,15 @@ pub struct PmdStats {
     pub packet_outs: u64,
     /// Packets dropped for exceeding the recirculation depth.
     pub recirc_depth_drops: u64,
+    /// Packets through `ct()`.
+    pub ct_packets: u64,
+    /// Packets through `ct()` that were not IP (marked `+trk+inv`).
+    pub ct_not_ip: u64,
+    /// Fragments `ct()` held for reassembly.
+    pub ct_frags_held: u64,
+    /// Fragments dropped by reassembly (overlaps, limits, timeouts; by reason in the
+    /// reassembler's own counters).
+    pub ct_frag_drops: u64,
     /// Packets dropped by flows whose actions end without output (including empty actions).
     pub action_drops: u64,
     /// Packets handed to tx queues, and the number of tx bursts.
@@ -268,6 +277,10 @@ impl core::ops::AddAssign for PmdStats {
         self.packet_outs += o.packet_outs;
         self.lost_upcalls += o.lost_upcalls;
         self.recirc_depth_drops += o.recirc_depth_drops;
+        self.ct_packets += o.ct_packets;
+        self.ct_not_ip += o.ct_not_ip;
+        self.ct_frags_held += o.ct_frags_held;
+        self.ct_frag_drops += o.ct_frag_drops;
         self.action_drops += o.action_drops;
         self.tx_packets += o.tx_packets;
         self.tx_batches += o.tx_batches;
@@ -489,6 +502,13 @@ pub struct Pmd {
     deferred_gso: bool,
     /// Segments of the super-frames before a `tnl_push`, reused.
     segs: Vec<Packet>,
+    /// The connection tracker `ct()` uses, shared with the other PMDs (made on first use if
+    /// none was given), and this PMD's cache of its lookups.
+    conntrack: Option<std::sync::Arc<conntrack::Conntrack>>,
+    ct_cache: conntrack::CtCache,
+    /// IP fragments waiting for the rest of their datagram before `ct()` (per PMD: a
+    /// datagram's fragments arrive on one rx queue, as RSS hashes them by addresses).
+    reasm: conntrack::frag::Reassembler<Packet>,
 }
 
 impl Pmd {
@@ -536,7 +556,15 @@ impl Pmd {
             recirc_gso: false,
             deferred_gso: false,
             segs: Vec::new(),
+            conntrack: None,
+            ct_cache: conntrack::CtCache::new(),
+            reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
         }
+    }
+
+    /// Tracks connections in `ct` (shared by the datapath's PMDs).
+    pub fn set_conntrack(&mut self, ct: std::sync::Arc<conntrack::Conntrack>) {
+        self.conntrack = Some(ct);
     }
 
     /// Polls `rxq` from now on.
@@ -938,6 +966,13 @@ impl Pmd {
     /// Once a second: re-rank subtables by hits, expire idle megaflows.
     fn housekeeping(&mut self, now: u64) {
         let hz = tsc::hz();
+        // Datagrams that did not complete in time (a look at the oldest deadline when none).
+        let mut old = Vec::new();
+        self.reasm.expire(conntrack::now_ms(), &mut old);
+        self.stats.ct_frag_drops += old.len() as u64;
+        for p in old {
+            self.pool.free(p);
+        }
         if self.next_housekeeping != 0 {
             for c in &mut self.cls.by_port {
                 c.dpcls.sort_subtables();
@@ -1411,6 +1446,12 @@ impl Pmd {
                 DpAction::Trunc(len) => trunc = Some(*len),
                 DpAction::Userspace => self.stats.userspace_packets += batch.len() as u64,
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume),
+                DpAction::Ct(args) => self.conntrack(args, batch),
+                DpAction::CtClear => {
+                    for p in batch.packets_mut() {
+                        crate::ct::clear(p);
+                    }
+                }
                 DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
                 // Encapsulating a super-frame is never right: segment it first.
                 DpAction::TnlPush(_) if self.pass_gso && has_gso(batch) => {
@@ -1575,6 +1616,126 @@ impl Pmd {
     }
 
     /// Queues packets for another pass with `recirc_id`.
+    /// `ct(...)`: runs each packet of `batch` through the connection tracker, which sets its
+    /// connection state and may translate it (NAT). A packet that is not IP is `+trk+inv`. IP
+    /// fragments are held by the PMD's reassembler until their datagram is complete; then all
+    /// its fragments go on (after the batch's other packets) with the state the first one got.
+    fn conntrack(&mut self, args: &conntrack::CtArgs, batch: &mut Batch) {
+        let now = conntrack::now_ms();
+        let mut frags = false;
+        for p in batch.packets_mut() {
+            let Some(v6) = crate::ct::ip_version(p) else {
+                let md = conntrack::CtMeta {
+                    state: conntrack::state::TRK | conntrack::state::INV,
+                    zone: args.zone,
+                    ..Default::default()
+                };
+                crate::ct::store(p, &md);
+                self.stats.ct_not_ip += 1;
+                continue;
+            };
+            if crate::ct::maybe_fragment(p, v6) {
+                frags = true;
+                continue;
+            }
+            self.ct_one(args, p, v6, None, now);
+        }
+        self.stats.ct_packets += batch.len() as u64;
+        if frags {
+            self.ct_fragments(args, batch, now);
+        }
+    }
+
+    /// Tracks one packet (or the first fragment of a datagram, `frag_l4_len` its L4 length)
+    /// and applies any NAT; returns its metadata and the rewrite, for a datagram's other
+    /// fragments.
+    fn ct_one(
+        &mut self,
+        args: &conntrack::CtArgs,
+        p: &mut Packet,
+        v6: bool,
+        frag_l4_len: Option<usize>,
+        now: u64,
+    ) -> (conntrack::CtMeta, Option<conntrack::NatRewrite>) {
+        let ct = self
+            .conntrack
+            .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
+        let mut md = conntrack::CtMeta::default();
+        let pkt = conntrack::CtPacket {
+            frame: p.data(),
+            l3: usize::from(p.meta.l3),
+            v6,
+            frag_l4_len,
+            // An earlier ct() checked the headers (rewrites since keep them valid).
+            verified: p.meta.ct_state != 0,
+        };
+        let nat = ct.process(&mut self.ct_cache, &pkt, &mut md, args, now);
+        crate::ct::store(p, &md);
+        if let Some(rw) = &nat
+            && !crate::ct::apply_nat(p, rw, v6, &md.orig, true)
+        {
+            self.stats.rewrite_errors += 1;
+        }
+        (md, nat)
+    }
+
+    /// The fragments of a `ct()` batch: into the reassembler; the fragments of datagrams
+    /// they complete come back at the end of the batch, tracked.
+    #[inline(never)]
+    fn ct_fragments(&mut self, args: &conntrack::CtArgs, batch: &mut Batch, now: u64) {
+        let mut done = Vec::new();
+        // Not `unwrap_or_default`: see `copy_batch`.
+        #[allow(clippy::unwrap_or_default)]
+        let mut keep = self.spare.pop().unwrap_or_else(Batch::new);
+        for p in batch.drain() {
+            // The first pass tracked everything else (NAT does not touch what this reads).
+            let Some(v6) =
+                crate::ct::ip_version(&p).filter(|&v6| crate::ct::maybe_fragment(&p, v6))
+            else {
+                keep.push(p);
+                continue;
+            };
+            let l3 = usize::from(p.meta.l3);
+            match self.reasm.push(p, l3, v6, args.zone, now) {
+                conntrack::frag::Verdict::NotFragment(mut p, _) => {
+                    self.ct_one(args, &mut p, v6, None, now);
+                    keep.push(p);
+                }
+                conntrack::frag::Verdict::Held => self.stats.ct_frags_held += 1,
+                conntrack::frag::Verdict::Complete(dg) => done.push(dg),
+                conntrack::frag::Verdict::Drop(p, _) => {
+                    self.stats.ct_frag_drops += 1;
+                    self.pool.free(p);
+                }
+                conntrack::frag::Verdict::DropDatagram(ps, _) => {
+                    for p in ps {
+                        self.stats.ct_frag_drops += 1;
+                        self.pool.free(p);
+                    }
+                }
+            }
+        }
+        for dg in done {
+            let mut frags = dg.frags.into_iter();
+            let Some(mut first) = frags.next() else {
+                continue;
+            };
+            let (md, nat) = self.ct_one(args, &mut first, dg.ipv6, Some(dg.l4_len), now);
+            keep.push(first);
+            for mut p in frags {
+                crate::ct::store(&mut p, &md);
+                if let Some(rw) = &nat
+                    && !crate::ct::apply_nat(&mut p, rw, dg.ipv6, &md.orig, false)
+                {
+                    self.stats.rewrite_errors += 1;
+                }
+                keep.push(p);
+            }
+        }
+        std::mem::swap(batch, &mut keep);
+        self.recycle(keep);
+    }
+
     fn recirculate(&mut self, id: u32, batch: &mut Batch, consume: bool) {
         let mut src = if consume {
             std::mem::take(batch)
@@ -1689,7 +1850,7 @@ pub fn key_metadata(p: &Packet, key: &mut FlowKey) {
     key.clear();
     key.set_word(0, meta_word(m.in_port, m.recirc_id));
     // One test for the common case of a packet with no other metadata.
-    if (m.dp_hash | m.pkt_mark | m.packet_type) != 0 || m.tunnel != TnlMd::None {
+    if (m.dp_hash | m.pkt_mark | m.packet_type) != 0 || m.tunnel != TnlMd::None || m.ct_state != 0 {
         key_metadata_more(p, key);
     }
 }
@@ -1709,6 +1870,10 @@ fn key_metadata_more(p: &Packet, key: &mut FlowKey) {
     }
     if m.tunnel != TnlMd::None {
         crate::tunnel::md_to_key(p.tnl_md(), m.tunnel, key);
+    }
+    // After the tunnel words: the connection tuple's ports share a word with GENEVE options.
+    if m.ct_state != 0 {
+        crate::ct::to_key(p, key);
     }
 }
 

@@ -751,7 +751,7 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
 }
 
 /// Executes one header rewrite, or `hash` (into `meta.dp_hash`), on a packet. Output, trunc,
-/// recirc, clone, tnl_pop and userspace are the PMD's to execute and return
+/// recirc, clone, tnl_pop, ct and userspace are the PMD's to execute and return
 /// [`RewriteError::NotRewrite`].
 pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
     match a {
@@ -776,6 +776,8 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
         | DpAction::Clone(_)
+        | DpAction::Ct(_)
+        | DpAction::CtClear
         | DpAction::Userspace => Err(NotRewrite),
     }
 }
