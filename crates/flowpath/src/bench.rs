@@ -5,6 +5,11 @@
 //! Scenarios follow the OVS-DPDK anchor's definitions (same traffic, same datapath flows):
 //! - `p2p`: in_port → output; the I/O floor.
 //! - `p2p_l3`: `ip,nw_dst=10.1.0.0/16` → set Ethernet destination, output; the EMC/megaflow path.
+//! - `ct`: p2p through the connection tracker, the anchor's pipeline: `ct_state=-trk` →
+//!   `ct(table=1)`; `+trk+new` → `ct(commit)`, output; `+trk+est` → output. One-way UDP, so
+//!   every packet stays `+new` and takes both `ct()`s; the table holds one connection per flow.
+//! - `ct_nat` (flowpath's own): as `ct` with source NAT to 10.2.0.1 (`ct(table=1,nat)`, then
+//!   `ct(commit,nat(src=10.2.0.1))`): the floating-IP case.
 //! - `io_floor_vxlan`, `io_floor_mplsogre`, `io_floor_geneve`: p2p fed the tunnel scenarios'
 //!   traffic (as received, encapsulated): the I/O floor of those frames, which a tunnel
 //!   scenario's cycles are compared against ("switching cycles" = scenario minus floor).
@@ -87,6 +92,8 @@ pub const SCENARIOS: &[&str] = &[
     "io_floor_geneve",
     "gre_decap",
     "pvp",
+    "ct",
+    "ct_nat",
 ];
 
 /// Every scenario of the OVS-DPDK anchor with the traffic it is fed (the anchor's pcap kinds).
@@ -115,6 +122,7 @@ pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
 pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[
     ("gre_decap", TrafficKind::GreIpv4),
     ("pvp", TrafficKind::Plain),
+    ("ct_nat", TrafficKind::Plain),
 ];
 
 /// The traffic a scenario is fed.
@@ -226,8 +234,70 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
                 o
             },
         },
+        "ct" => Scenario {
+            frames,
+            dp_flows: ct_dp_flows("ct", "ct(commit)"),
+            of_flows: &[
+                "table=0,ip,ct_state=-trk,actions=ct(table=1)",
+                "table=1,ip,ct_state=+trk+new,actions=ct(commit),output:2",
+                "table=1,ip,ct_state=+trk+est,actions=output:2",
+            ],
+            expect: |f| f.to_vec(),
+        },
+        "ct_nat" => Scenario {
+            frames,
+            dp_flows: ct_dp_flows("ct(nat)", "ct(commit,nat(src=10.2.0.1))"),
+            of_flows: &[
+                "table=0,ip,ct_state=-trk,actions=ct(table=1,nat)",
+                "table=1,ip,ct_state=+trk+new,actions=ct(commit,nat(src=10.2.0.1)),output:2",
+                "table=1,ip,ct_state=+trk+est,actions=output:2",
+            ],
+            expect: snat_expect,
+        },
         other => unreachable!("scenario {other} is in SCENARIOS but not built"),
     })
+}
+
+/// The datapath flows of the `ct` pipeline (what OVS installs for it, `ct_1000.txt` of the
+/// anchor's dumps): pass 1 `first` and recirculation, pass 2 `commit` and output for `+new`,
+/// output for `+est`.
+fn ct_dp_flows(first: &str, commit: &str) -> Vec<(String, String)> {
+    let m = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
+    vec![
+        (
+            format!("ct_state(-trk),recirc_id(0),{m}"),
+            format!("{first},recirc(0x1)"),
+        ),
+        (
+            format!("ct_state(+new+trk),recirc_id(0x1),{m}"),
+            format!("{commit},p1"),
+        ),
+        (
+            format!("ct_state(+est+trk),recirc_id(0x1),{m}"),
+            "p1".into(),
+        ),
+    ]
+}
+
+/// A plain frame after source NAT to 10.2.0.1 with its port kept (each flow's ports differ,
+/// so every original port is free): the address and both checksums, updated incrementally.
+fn snat_expect(f: &[u8]) -> Vec<u8> {
+    use wire::checksum::update32;
+    let mut o = f.to_vec();
+    let old = u32::from_be_bytes(o[26..30].try_into().unwrap());
+    let new = u32::from_be_bytes([10, 2, 0, 1]);
+    o[26..30].copy_from_slice(&new.to_be_bytes());
+    let ip = update32(u16::from_be_bytes([o[24], o[25]]), old, new);
+    o[24..26].copy_from_slice(&ip.to_be_bytes());
+    let udp = u16::from_be_bytes([o[40], o[41]]);
+    if udp != 0 {
+        let c = match update32(udp, old, new) {
+            0 => 0xffff,
+            c => c,
+        };
+        o[40..42].copy_from_slice(&c.to_be_bytes());
+    }
+    o
 }
 
 /// One run's figures.
@@ -274,6 +344,9 @@ pub struct BenchResult {
     pub stage_cycles_per_packet: Vec<(String, f64)>,
     /// Of `cycles_per_packet`, what the per-stage accounting itself costs (its TSC reads).
     pub stage_accounting_cycles_per_packet: f64,
+    /// For the `ct` scenarios: connections in the table after the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ct_connections: Option<u32>,
     /// Why `forwarded_ok` is false, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
@@ -371,9 +444,22 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     };
     // What the sink must match: what entered the switch on the last hop.
     let source = if vm.is_some() { "vm" } else { "p0" };
-    let r = run_measured(
+    let mut r = run_measured(
         o, &mut dp, &samples, &expected, sinks, source, normalize, traffic, flows,
     );
+    if o.scenario.starts_with("ct")
+        && let Ok(res) = &mut r
+    {
+        // One committed connection per flow, none lost or duplicated.
+        let n = dp.conntrack().n_conns();
+        res.ct_connections = Some(n);
+        if n as usize != flows && res.failure.is_none() {
+            res.failure = Some(format!(
+                "the connection table holds {n} connections, not one per flow ({flows})"
+            ));
+            res.forwarded_ok = false;
+        }
+    }
     drop(dp.stop());
     drop(vm);
     r
@@ -529,6 +615,7 @@ fn run_measured(
             })
             .collect(),
         stage_accounting_cycles_per_packet: datapath::dpif::stage_accounting_cost(&s).1,
+        ct_connections: None,
         failure,
     })
 }
