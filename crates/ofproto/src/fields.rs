@@ -131,6 +131,14 @@ pub enum Prereq {
     Mpls,
     /// A VLAN tag (`vlan_tci` with the CFI bit).
     VlanVid,
+    /// A valid connection (OVS's `MFP_CT_VALID`): the conntrack tuple fields are only
+    /// meaningful for a packet conntrack has tracked and not found invalid.
+    Ct,
+    /// A valid connection and IPv4 (the tuple's addresses share storage with the IPv6 ones,
+    /// so the family decides which fields they are).
+    CtIpv4,
+    /// A valid connection and IPv6.
+    CtIpv6,
 }
 
 const ETH_TYPE_IP: u16 = 0x0800;
@@ -140,9 +148,37 @@ const ETH_TYPE_RARP: u16 = 0x8035;
 const ETH_TYPE_MPLS: u16 = 0x8847;
 const ETH_TYPE_MPLS_MCAST: u16 = 0x8848;
 
+/// Whether a match pins conntrack state down to a valid connection (OVS's `is_ct_valid()` on a
+/// match): one of the state bits only a valid connection has, or `+trk-inv`.
+pub fn ct_valid_match(key: &PipeKey, mask: &PipeMask) -> bool {
+    use flow::key::ct_state::{DNAT, EST, INV, NEW, REL, RPL, SNAT, TRK};
+    let (st, m) = (key.dp.ct_state(), mask.dp.ct_state());
+    st & (NEW | EST | REL | RPL | SNAT | DNAT) != 0
+        || (st & TRK != 0 && m & INV != 0 && st & INV == 0)
+}
+
+/// Whether a packet's conntrack state is a valid connection (OVS's `is_ct_valid()` on a flow:
+/// conntrack always sets `new`, `est` or `rpl` on one).
+pub fn ct_valid_flow(key: &FlowWords) -> bool {
+    use flow::key::ct_state::{EST, NEW, RPL};
+    key.ct_state() & (NEW | EST | RPL) != 0
+}
+
 impl Prereq {
     /// Whether `key` meets the prerequisite (OVS's `mf_are_prereqs_ok()` on flow values).
     pub fn is_met(self, key: &PipeKey) -> bool {
+        self.is_met_ct(key, ct_valid_flow(&key.dp))
+    }
+
+    /// Whether a match meets the prerequisite, conntrack validity judged on the match
+    /// ([`ct_valid_match`]).
+    pub fn is_met_match(self, key: &PipeKey, mask: &PipeMask) -> bool {
+        self.is_met_ct(key, ct_valid_match(key, mask))
+    }
+
+    /// Whether `key` meets the prerequisite, with the caller's judgement of whether the
+    /// conntrack state is a valid connection.
+    pub fn is_met_ct(self, key: &PipeKey, ct_valid: bool) -> bool {
         let k = &key.dp;
         let dl_type = k.eth_type();
         let ip_any = dl_type == ETH_TYPE_IP || dl_type == ETH_TYPE_IPV6;
@@ -169,6 +205,9 @@ impl Prereq {
             Prereq::NdAdvert => nd && k.tp_src() == 136,
             Prereq::Mpls => dl_type == ETH_TYPE_MPLS || dl_type == ETH_TYPE_MPLS_MCAST,
             Prereq::VlanVid => k.vlan_tci() & VLAN_CFI != 0,
+            Prereq::Ct => ct_valid,
+            Prereq::CtIpv4 => ct_valid && dl_type == ETH_TYPE_IP,
+            Prereq::CtIpv6 => ct_valid && dl_type == ETH_TYPE_IPV6,
         }
     }
 }
@@ -194,6 +233,15 @@ impl fmt::Display for Prereq {
             Prereq::NdAdvert => "icmp6,icmp_type=136,icmp_code=0",
             Prereq::Mpls => "mpls or mplsm",
             Prereq::VlanVid => "vlan_tci=0x1000/0x1000",
+            Prereq::Ct => {
+                "ct_state of a valid connection (+trk with +new, +est, +rel, +rpl or -inv)"
+            }
+            Prereq::CtIpv4 => {
+                "ip and ct_state of a valid connection (+trk with +new, +est, +rel, +rpl or -inv)"
+            }
+            Prereq::CtIpv6 => {
+                "ipv6 and ct_state of a valid connection (+trk with +new, +est, +rel, +rpl or -inv)"
+            }
         })
     }
 }
@@ -250,6 +298,8 @@ field_ids! {
     TUN_METADATA0, TUN_METADATA1, TUN_METADATA2, TUN_METADATA3, TUN_METADATA4, TUN_METADATA5,
     TUN_METADATA6, TUN_METADATA7,
     METADATA, IN_PORT, PKT_MARK, CT_STATE, CT_ZONE, CT_MARK, CT_LABEL,
+    CT_NW_PROTO, CT_NW_SRC, CT_NW_DST, CT_IPV6_SRC, CT_IPV6_DST, CT_TP_SRC, CT_TP_DST,
+    RECIRC_ID,
     REG0, REG1, REG2, REG3, REG4, REG5, REG6, REG7, REG8, REG9, REG10, REG11, REG12, REG13,
     REG14, REG15,
     XREG0, XREG1, XREG2, XREG3, XREG4, XREG5, XREG6, XREG7,
@@ -573,6 +623,43 @@ static FIELDS: [Field; N_FIELDS] = [
         .mask()
         .rw()
         .nxm(&["NXM_NX_CT_LABEL"]),
+    // The connection's original-direction tuple, set by conntrack (read-only). The IPv4
+    // addresses are the first four bytes of the IPv6 ones, as the key lays them out.
+    Field::key(Id::CT_NW_PROTO, "ct_nw_proto", 86, 1)
+        .pre(P::Ct)
+        .nxm(&["NXM_NX_CT_NW_PROTO"]),
+    Field::key(Id::CT_NW_SRC, "ct_nw_src", 224, 4)
+        .fmt(F::Ipv4)
+        .mask()
+        .pre(P::CtIpv4)
+        .nxm(&["NXM_NX_CT_NW_SRC"]),
+    Field::key(Id::CT_NW_DST, "ct_nw_dst", 240, 4)
+        .fmt(F::Ipv4)
+        .mask()
+        .pre(P::CtIpv4)
+        .nxm(&["NXM_NX_CT_NW_DST"]),
+    Field::key(Id::CT_IPV6_SRC, "ct_ipv6_src", 224, 16)
+        .fmt(F::Ipv6)
+        .mask()
+        .pre(P::CtIpv6)
+        .nxm(&["NXM_NX_CT_IPV6_SRC"]),
+    Field::key(Id::CT_IPV6_DST, "ct_ipv6_dst", 240, 16)
+        .fmt(F::Ipv6)
+        .mask()
+        .pre(P::CtIpv6)
+        .nxm(&["NXM_NX_CT_IPV6_DST"]),
+    Field::key(Id::CT_TP_SRC, "ct_tp_src", 256, 2)
+        .mask()
+        .pre(P::Ct)
+        .nxm(&["NXM_NX_CT_TP_SRC"]),
+    Field::key(Id::CT_TP_DST, "ct_tp_dst", 258, 2)
+        .mask()
+        .pre(P::Ct)
+        .nxm(&["NXM_NX_CT_TP_DST"]),
+    // Which pass of the datapath this is (0 the first); matchable, never written.
+    Field::key(Id::RECIRC_ID, "recirc_id", 4, 4)
+        .fmt(F::Hex)
+        .nxm(&["NXM_NX_RECIRC_ID"]),
     reg(Id::REG0, 0, "reg0", &["NXM_NX_REG0"]),
     reg(Id::REG1, 1, "reg1", &["NXM_NX_REG1"]),
     reg(Id::REG2, 2, "reg2", &["NXM_NX_REG2"]),

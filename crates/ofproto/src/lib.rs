@@ -15,6 +15,7 @@ pub mod classifier;
 pub mod fields;
 pub mod ofproto;
 pub mod pipekey;
+pub mod recirc;
 pub mod syntax;
 pub mod tunnel;
 pub mod xlate;

@@ -19,10 +19,10 @@ use datapath::pmd::{UpcallHandler, UpcallResult};
 use flow::FlowKey;
 
 use crate::bridge::{Bridge, OfPort};
-use crate::pipekey::{PipeKey, PipeMask, PipeMatch};
+use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, parse_flows_file};
 use crate::tunnel::{TunnelConfig, TunnelType};
-use crate::xlate::{Pipeline, translate};
+use crate::xlate::{Fork, Pipeline, translate};
 
 /// The OpenFlow layer of one switch.
 #[derive(Default)]
@@ -44,6 +44,8 @@ pub struct Revalidation {
     pub removed: usize,
     /// Rules removed by idle or hard timeouts.
     pub expired_rules: usize,
+    /// Recirculation ids freed (no megaflow mentioned them any more).
+    pub recirc_freed: usize,
 }
 
 struct Names<'a>(&'a Bridge);
@@ -629,16 +631,37 @@ impl Ofproto {
 
     /// `ofproto/trace BRIDGE FLOW` or `ofproto/trace BRIDGE in_port=N PACKET_HEX`; with
     /// `generate`, the translation's side effects (MAC learning) happen, as with OVS's
-    /// `-generate`.
+    /// `-generate`. `--ct-next STATE` (repeatable) says which `ct_state` conntrack gives the
+    /// packet for each recirculation the trace follows, in order; without it OVS's default,
+    /// `trk|new`, is assumed. `FLOW` may give `recirc_id=N` to trace a later pass.
     pub fn trace(&self, bridge: &str, args: &[String], generate: bool) -> Result<String, String> {
+        let mut ct_next = std::collections::VecDeque::new();
+        let mut pos = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            if a == "--ct-next" {
+                let v = it
+                    .next()
+                    .ok_or_else(|| "Missing argument for option --ct-next".to_string())?;
+                ct_next.push_back(parse_ct_next(v)?);
+            } else {
+                pos.push(a.as_str());
+            }
+        }
         let p = self.read();
         let b = p
             .bridge(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        let (flow_text, packet) = match args {
-            [f] => (f.as_str(), None),
-            [f, hex] => (f.as_str(), Some(parse_hex(hex)?)),
-            _ => return Err("usage: ofproto/trace BRIDGE FLOW | BRIDGE in_port=N PACKET".into()),
+        let (flow_text, packet) = match pos.as_slice() {
+            [f] => (*f, None),
+            [f, hex] => (*f, Some(parse_hex(hex)?)),
+            _ => {
+                return Err(
+                    "usage: ofproto/trace BRIDGE FLOW | BRIDGE in_port=N PACKET \
+                            [--ct-next STATE]..."
+                        .into(),
+                );
+            }
         };
         let spec =
             parse_flow(flow_text, FlowKind::ModOrDel, &Names(b)).map_err(|e| e.to_string())?;
@@ -652,58 +675,69 @@ impl Ofproto {
             Some(bytes) => {
                 let mut k = FlowKey::new();
                 flow::extract(bytes, &mut k);
+                k.set_recirc_id(spec.match_.key().dp.recirc_id());
                 k
             }
             None => spec.match_.key().dp.clone(),
         };
         key.set_in_port(dp_port);
-        let mut flow_line = String::new();
-        let mut shown = PipeKey::new();
-        shown.dp = key.clone();
-        shown.dp.set_in_port(ofport);
-        format_flow(&mut flow_line, &shown);
-        let mut t = format!("Flow: {flow_line}\n");
-        let x = translate(&p, &key, generate, Some(&mut t));
-        let mut final_line = String::new();
-        format_flow(&mut final_line, &x.final_flow);
-        if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta {
-            t.push_str("\nFinal flow: unchanged\n");
-        } else {
-            let _ = writeln!(t, "\nFinal flow: {final_line}");
+        let mut t = String::new();
+        let mut x = trace_pass(&p, &key, ofport, PipeMeta::default(), generate, &mut t);
+        let mut changed = !x.learned.is_empty() || x.neigh_learned;
+        // Then each recirculation, in the order the passes forked them (OVS's recirc queue).
+        let mut queue: std::collections::VecDeque<Fork> = std::mem::take(&mut x.forks).into();
+        let mut passes = 0;
+        while let Some(f) = queue.pop_front() {
+            passes += 1;
+            if passes > 4096 {
+                let _ = write!(
+                    t,
+                    "\n{}\nTrace reached the recirculation limit.  Stopping the trace here.\n\
+                     Queued but not processed: {} recirculations.\n",
+                    "=".repeat(79),
+                    queue.len() + 1
+                );
+                break;
+            }
+            let _ = write!(t, "\n{}\nrecirc({:#x})", "=".repeat(79), f.recirc_id);
+            let state = match ct_next.pop_front() {
+                Some(s) => {
+                    let mut names = String::new();
+                    crate::syntax::format_ct_state(&mut names, s);
+                    let _ = write!(t, " - resume conntrack with ct_state={names}");
+                    s
+                }
+                None => {
+                    t.push_str(
+                        " - resume conntrack with default ct_state=trk|new (use --ct-next to \
+                         customize)",
+                    );
+                    flow::key::ct_state::TRK | flow::key::ct_state::NEW
+                }
+            };
+            t.push('\n');
+            let mut k = f.key.clone();
+            conntrack_result(&mut k, state, f.zone);
+            if let Some(nat) = &f.nat {
+                simulate_nat(&mut k, nat, &mut t);
+            }
+            let _ = writeln!(t, "{}\n", "=".repeat(79));
+            let ofport = p.recirc.get(f.recirc_id).map_or(ofport, |st| st.in_port);
+            let mut x = trace_pass(&p, &k, ofport, f.meta, generate, &mut t);
+            changed |= !x.learned.is_empty() || x.neigh_learned;
+            queue.extend(std::mem::take(&mut x.forks));
         }
-        let mut mask = PipeMask::new();
-        mask.dp = x.mask.clone();
-        // An untagged packet's megaflow needs the tag-present bit, but OVS's datapath key says
-        // "untagged" by its structure, and its trace prints no VLAN: do the same.
-        if key.vlan_tci() & flow::key::VLAN_CFI == 0 {
-            mask.dp.set_vlan_tci(0);
-        }
-        let mut mkey = PipeKey::new();
-        mkey.dp = key.clone();
-        mkey.dp.set_in_port(ofport);
-        let mut mf = String::new();
-        format_match(
-            &mut mf,
-            &PipeMatch::new(&mkey, &mask),
-            crate::syntax::DEFAULT_PRIORITY,
-            &crate::syntax::NoPortNames,
-        );
-        let _ = writeln!(
-            t,
-            "Megaflow: recirc_id=0,eth,{}",
-            mf.trim_start_matches("eth,")
-        );
-        let acts = if x.actions.is_empty() {
-            "drop".to_owned()
-        } else {
-            flow::odp::format_actions(&x.actions, None)
-        };
-        let _ = writeln!(t, "Datapath actions: {acts}");
         drop(p);
-        if generate && (!x.learned.is_empty() || x.neigh_learned) {
+        if generate && changed {
             self.changed();
         }
         Ok(t)
+    }
+
+    /// The recirculation id pool's counters (ids in use, failed allocations, passes with an
+    /// unknown id, ids freed).
+    pub fn recirc_stats(&self) -> crate::recirc::RecircStats {
+        self.read().recirc.stats()
     }
 
     /// An upcall handler for one PMD thread.
@@ -732,8 +766,18 @@ impl Ofproto {
         }
         let mut stale = Vec::new();
         let mut credits = Vec::new();
+        // The recirculation ids the datapath's megaflows mention (as their pass or in their
+        // actions) stay; others are freed once unused for the grace period.
+        let mut recirc_ids = std::collections::HashSet::new();
+        for f in &flows {
+            if f.flow.key.recirc_id() != 0 {
+                recirc_ids.insert(f.flow.key.recirc_id());
+            }
+            crate::recirc::ids_in_actions(&f.flow.odp_actions, &mut recirc_ids);
+        }
         {
             let p = self.read();
+            r.recirc_freed = p.recirc.sweep(&recirc_ids, Instant::now());
             let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
             let mut now_credited = HashMap::with_capacity(by_ufid.len());
             for (ufid, (mf, pk, by)) in by_ufid {
@@ -830,6 +874,187 @@ impl UpcallHandler for OfUpcall {
     }
 }
 
+/// One pass of `ofproto/trace`: the `Flow:` line, the tables, `Final flow:`, `Megaflow:` and
+/// `Datapath actions:`, as OVS's `ofproto_trace__()` prints them. `key` is the datapath key,
+/// shown with OpenFlow port `ofport` and the registers `meta` the pass starts with.
+fn trace_pass(
+    p: &Pipeline,
+    key: &FlowKey,
+    ofport: u32,
+    meta: PipeMeta,
+    generate: bool,
+    t: &mut String,
+) -> crate::xlate::XlateOut {
+    let mut shown = PipeKey::new();
+    shown.dp = key.clone();
+    shown.dp.set_in_port(ofport);
+    shown.meta = meta;
+    let mut flow_line = String::new();
+    format_flow(&mut flow_line, &shown);
+    let _ = writeln!(t, "Flow: {flow_line}");
+    let x = translate(p, key, generate, Some(t));
+    let mut final_line = String::new();
+    format_flow(&mut final_line, &x.final_flow);
+    if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta {
+        t.push_str("\nFinal flow: unchanged\n");
+    } else {
+        let _ = writeln!(t, "\nFinal flow: {final_line}");
+    }
+    let mut mask = PipeMask::new();
+    mask.dp = x.mask.clone();
+    // An untagged packet's megaflow needs the tag-present bit, but OVS's datapath key says
+    // "untagged" by its structure, and its trace prints no VLAN: do the same.
+    if key.vlan_tci() & flow::key::VLAN_CFI == 0 {
+        mask.dp.set_vlan_tci(0);
+    }
+    let mut mkey = PipeKey::new();
+    mkey.dp = key.clone();
+    mkey.dp.set_in_port(ofport);
+    let mut mf = String::new();
+    format_match(
+        &mut mf,
+        &PipeMatch::new(&mkey, &mask),
+        crate::syntax::DEFAULT_PRIORITY,
+        &crate::syntax::NoPortNames,
+    );
+    let _ = writeln!(t, "Megaflow: {mf}");
+    let acts = if x.actions.is_empty() {
+        "drop".to_owned()
+    } else {
+        flow::odp::format_actions(&x.actions, None)
+    };
+    let _ = writeln!(t, "Datapath actions: {acts}");
+    if let Some(why) = x.failed {
+        let _ = writeln!(t, "\nTranslation failed ({why}), packet is dropped.");
+    }
+    x
+}
+
+/// A `--ct-next` state: flag names separated by `,`, ` ` or `|` (`trk,est`), checked as OVS's
+/// `validate_ct_state()` checks them.
+fn parse_ct_next(s: &str) -> Result<u8, String> {
+    use flow::key::ct_state::{EST, INV, NAMES, NEW, RPL, TRK};
+    let mut st = 0u8;
+    for w in s.split([',', ' ', '|']).filter(|w| !w.is_empty()) {
+        let w = w.trim_start_matches('+');
+        let bit = NAMES
+            .iter()
+            .find(|(_, n)| *n == w)
+            .map(|(b, _)| *b)
+            .ok_or_else(|| format!("{w}: unknown connection tracking state flag"))?;
+        st |= bit;
+    }
+    let mut names = String::new();
+    crate::syntax::format_ct_state(&mut names, st);
+    if st != 0 && st & TRK == 0 {
+        return Err(format!(
+            "{names}: invalid connection state: If \"trk\" is unset, no other flags are set"
+        ));
+    }
+    if st & INV != 0 && st & !(TRK | INV) != 0 {
+        return Err(format!(
+            "{names}: invalid connection state: when \"inv\" is set, only \"trk\" may also \
+             be set"
+        ));
+    }
+    if st & NEW != 0 && st & EST != 0 {
+        return Err(format!(
+            "{names}: invalid connection state: \"new\" and \"est\" are mutually exclusive"
+        ));
+    }
+    if st & NEW != 0 && st & RPL != 0 {
+        return Err(format!(
+            "{names}: invalid connection state: \"new\" and \"rpy\" are mutually exclusive"
+        ));
+    }
+    Ok(st)
+}
+
+/// What conntrack gives a traced packet's next pass: `state` and `zone`, and for a valid
+/// connection the original-direction tuple, which the trace takes to be the packet's own
+/// (reversed for a reply). Mark and label stay as the pipeline left them.
+fn conntrack_result(k: &mut FlowKey, state: u8, zone: u16) {
+    use flow::key::ct_state::RPL;
+    k.set_ct_state(state).set_ct_zone(zone);
+    let ip = matches!(k.eth_type(), 0x0800 | 0x86dd);
+    if !ip || !crate::fields::ct_valid_flow(k) {
+        return;
+    }
+    let rpl = state & RPL != 0;
+    let (sp, dp) = (k.tp_src(), k.tp_dst());
+    let (sp, dp) = if rpl { (dp, sp) } else { (sp, dp) };
+    let proto = k.nw_proto();
+    k.set_ct_nw_proto(proto).set_ct_tp_src(sp).set_ct_tp_dst(dp);
+    if k.eth_type() == 0x0800 {
+        let (s, d) = (k.nw_src(), k.nw_dst());
+        let (s, d) = if rpl { (d, s) } else { (s, d) };
+        k.set_ct_nw_src(s);
+        k.set_ct_nw_dst(d);
+    } else {
+        let (s, d) = (k.ipv6_src(), k.ipv6_dst());
+        let (s, d) = if rpl { (d, s) } else { (s, d) };
+        k.set_ct_ipv6_src(s).set_ct_ipv6_dst(d);
+    }
+}
+
+/// OVS's trace of a forked `ct(nat(...))`: the next pass sees the packet translated to the
+/// first address and port of the range.
+fn simulate_nat(k: &mut FlowKey, nat: &crate::syntax::Nat, t: &mut String) {
+    use crate::syntax::{NatAddrs, NatKind};
+    let Some(addrs) = nat.addrs else { return };
+    let v6 = matches!(addrs, NatAddrs::V6(..));
+    let show = |k: &FlowKey, t: &mut String| {
+        if v6 {
+            let _ = writeln!(
+                t,
+                "ipv6_src=[{}],tp_src={},ipv6_dst=[{}],tp_dst={}",
+                k.ipv6_src(),
+                k.tp_src(),
+                k.ipv6_dst(),
+                k.tp_dst()
+            );
+        } else {
+            let _ = writeln!(
+                t,
+                "nw_src={},tp_src={},nw_dst={},tp_dst={}",
+                k.nw_src(),
+                k.tp_src(),
+                k.nw_dst(),
+                k.tp_dst()
+            );
+        }
+    };
+    t.push_str("Replacing src/dst IP/ports to simulate NAT:\n Initial flow: ");
+    show(k, t);
+    let port = nat.ports.map(|(lo, _)| lo).filter(|&p| p != 0);
+    match (nat.kind, addrs) {
+        (Some(NatKind::Src), NatAddrs::V4(lo, _)) => {
+            k.set_nw_src(lo);
+        }
+        (Some(NatKind::Dst), NatAddrs::V4(lo, _)) => {
+            k.set_nw_dst(lo);
+        }
+        (Some(NatKind::Src), NatAddrs::V6(lo, _)) => {
+            k.set_ipv6_src(lo);
+        }
+        (Some(NatKind::Dst), NatAddrs::V6(lo, _)) => {
+            k.set_ipv6_dst(lo);
+        }
+        (None, _) => {}
+    }
+    match (nat.kind, port) {
+        (Some(NatKind::Src), Some(p)) => {
+            k.set_tp_src(p);
+        }
+        (Some(NatKind::Dst), Some(p)) => {
+            k.set_tp_dst(p);
+        }
+        _ => {}
+    }
+    t.push_str(" Modified flow: ");
+    show(k, t);
+}
+
 fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     if !s.len().is_multiple_of(2) {
@@ -861,6 +1086,40 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
         mask.meta.metadata = u64::MAX;
     }
     let k = &key.dp;
+    // Context fields show when not zero (OVS's flow_format()); a later pass also shows its
+    // packet type, as OVS's megaflow-style flows do.
+    if k.recirc_id() != 0 {
+        d.set_recirc_id(u32::MAX).set_packet_type(u32::MAX);
+    }
+    if k.pkt_mark() != 0 {
+        d.set_pkt_mark(u32::MAX);
+    }
+    if k.ct_state() != 0 {
+        d.set_ct_state(0xff);
+    }
+    if k.ct_zone() != 0 {
+        d.set_ct_zone(0xffff);
+    }
+    if k.ct_mark() != 0 {
+        d.set_ct_mark(u32::MAX);
+    }
+    if k.ct_label() != 0 {
+        d.set_ct_label(u128::MAX);
+    }
+    let mut st = PipeMask::new();
+    st.dp.set_ct_state(0xff);
+    if k.ct_nw_proto() != 0 && crate::fields::ct_valid_match(key, &st) {
+        d.set_ct_nw_proto(0xff)
+            .set_ct_tp_src(0xffff)
+            .set_ct_tp_dst(0xffff);
+        if k.eth_type() == 0x86dd {
+            d.set_ct_ipv6_src(std::net::Ipv6Addr::from(u128::MAX))
+                .set_ct_ipv6_dst(std::net::Ipv6Addr::from(u128::MAX));
+        } else {
+            d.set_ct_nw_src(std::net::Ipv4Addr::BROADCAST);
+            d.set_ct_nw_dst(std::net::Ipv4Addr::BROADCAST);
+        }
+    }
     if k.vlan_tci() & flow::key::VLAN_CFI != 0 {
         d.set_vlan2_tci(0xffff);
     }

@@ -3,6 +3,17 @@
 //! spirit: the flow is modified as actions run, and the changes reach the datapath as `set`,
 //! `push_*` and `pop_*` actions "committed" just before each output, comparing the flow with
 //! the packet as the datapath has it so far (the *base*).
+//!
+//! Conntrack (`ct(...)`) is OVS's `compose_conntrack_action`: pending changes are committed,
+//! the nested `exec(...)` actions give the datapath `ct`'s `mark=`/`label=` (the bits they
+//! wrote), `nat(...)` and `alg=` its `nat`/`helper=`. With `table=N` the pipeline *forks*: the
+//! state the rest of the pipeline needs is frozen under a recirculation id ([`crate::recirc`]),
+//! the datapath gets `ct(...),recirc(ID)`, and translation of the current action list goes on for
+//! the original packet, whose conntrack fields are then cleared (as OVS's: this pass cannot know
+//! what conntrack found). The packet's next pass arrives with `recirc_id=ID`; its translation
+//! thaws the state and resumes at table N, where conntrack's results (`ct_state`, `ct_zone`,
+//! `ct_mark`, `ct_label`, the original-direction tuple) are in the key and the tables consult
+//! them like any field.
 
 use std::fmt::Write;
 use std::time::Instant;
@@ -17,9 +28,10 @@ use crate::classifier::RuleId;
 use crate::fields::{Field, FieldId};
 use crate::fields::{N_TUN_METADATA, TUN_MD_PRESENT, TUN_METADATA_MAX_LEN, TUN_METADATA_SLOT};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
+use crate::recirc::{FrozenState, RecircIds};
 use crate::syntax::{
-    CtZone, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX,
-    OFPP_NORMAL, OfAction, format_actions, format_match,
+    Ct, CtZone, Nat, NatAddrs, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
+    OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OfAction, format_actions, format_match,
 };
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
@@ -34,6 +46,8 @@ pub struct Pipeline {
     pub bridges: Vec<Bridge>,
     /// Tunnel routes and neighbours.
     pub underlay: Underlay,
+    /// Recirculation ids and the translation state frozen under them.
+    pub recirc: RecircIds,
 }
 
 impl Pipeline {
@@ -137,6 +151,28 @@ pub struct XlateOut {
     /// the megaflow is only good until the neighbour is known, or until its request is
     /// repeated.
     pub neigh_pending: bool,
+    /// Why translation failed, in OVS's words (`xlate_strerror()`): the packet is dropped.
+    pub failed: Option<&'static str>,
+    /// The recirculations the actions fork (`ct(table=N)`), for `ofproto/trace` to follow;
+    /// recorded only when tracing.
+    pub forks: Vec<Fork>,
+}
+
+/// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
+/// next pass resumes at `table`.
+#[derive(Clone, Debug)]
+pub struct Fork {
+    pub recirc_id: u32,
+    pub table: u8,
+    /// The conntrack zone of the `ct` that forked.
+    pub zone: u16,
+    /// The packet as its next pass receives it, before conntrack's results: the packet as
+    /// committed, its datapath input port and tunnel metadata, `recirc_id` set.
+    pub key: FlowKey,
+    /// Registers and metadata at the fork.
+    pub meta: PipeMeta,
+    /// The `nat` of the `ct` that forked, if any.
+    pub nat: Option<Nat>,
 }
 
 /// A packet translation made to send: its frame, the datapath port it counts as coming from,
@@ -169,10 +205,19 @@ struct Ctx<'a> {
     in_port: u32,
     /// The cookie of the rule whose actions run (for packet-ins).
     rule_cookie: u64,
+    /// The datapath key of the packet being translated.
+    key: &'a FlowKey,
+    /// Conntrack has run on the packet in an earlier pass (OVS's `conntracked`).
+    conntracked: bool,
+    /// The `nat` of the `ct` action being composed (OVS's `ct_nat_action`).
+    ct_nat: Option<Nat>,
 }
 
 /// Translates the packet whose datapath key is `key` (datapath port numbers). With `trace`,
 /// writes OVS's `ofproto/trace` lines for each table; `learn` lets NORMAL update MAC tables.
+/// A key with `recirc_id` other than 0 is a later pass: its frozen state is thawed and
+/// translation resumes where the fork said (an unknown id drops the packet, counted in
+/// [`RecircIds::stats`]).
 pub fn translate(
     pipe: &Pipeline,
     key: &FlowKey,
@@ -206,16 +251,49 @@ pub fn translate(
             ..XlateOut::default()
         }
     };
-    let (bridge, ofport, tunnel) = match pipe.receive(key, &mut wc) {
-        Some(Ok(r)) => r,
-        Some(Err(e)) => return dropped(wc, Some(e), trace),
-        None => return dropped(wc, None, trace),
+    let recirc_id = key.recirc_id();
+    let (bridge, ofport, tunnel, frozen) = if recirc_id != 0 {
+        let thawed = pipe.recirc.thaw(recirc_id).map(|st| {
+            let b = pipe.bridges.iter().position(|b| b.name == st.bridge);
+            (st, b)
+        });
+        match thawed {
+            Some((st, Some(b))) => (b, st.in_port, None, Some(st)),
+            Some((_, None)) => {
+                return thaw_failed(
+                    pipe,
+                    key,
+                    wc,
+                    "Frozen bridge no longer exists.",
+                    "Bridge not found",
+                    trace,
+                );
+            }
+            None => {
+                let e = format!("Recirculation context not found for ID {recirc_id:x}");
+                return thaw_failed(pipe, key, wc, &e, "No recirculation context", trace);
+            }
+        }
+    } else {
+        match pipe.receive(key, &mut wc) {
+            Some(Ok((b, p, t))) => (b, p, t, None),
+            Some(Err(e)) => return dropped(wc, Some(e), trace),
+            None => return dropped(wc, None, trace),
+        }
     };
     let mut flow = PipeKey {
         dp: key.clone(),
-        meta: PipeMeta::default(),
+        meta: frozen.as_ref().map_or_else(PipeMeta::default, |st| st.meta),
     };
     flow.dp.set_in_port(ofport);
+    if let Some(st) = &frozen {
+        // The tunnel metadata as the pipeline had it when it froze (OVS restores the frozen
+        // tunnel too); the packet's own may be the raw GENEVE options.
+        crate::recirc::tunnel_restore(&mut flow.dp, st.tunnel.as_deref());
+        if !st.conntracked {
+            clear_conntrack(&mut flow.dp);
+        }
+    }
     if let Some(t) = tunnel {
         // An L3 payload on a legacy_l3 port: OpenFlow sees it behind a dummy Ethernet header
         // of zero addresses; the datapath pushes a real one when it is committed.
@@ -236,6 +314,10 @@ pub fn translate(
             );
         }
     }
+    let conntracked = match &frozen {
+        Some(st) => st.conntracked,
+        None => key.ct_state() & flow::key::ct_state::TRK != 0,
+    };
     let mut ctx = Ctx {
         pipe,
         bridge,
@@ -252,11 +334,30 @@ pub fn translate(
         res: XlateOut::default(),
         in_port: ofport,
         rule_cookie: 0,
+        key,
+        conntracked,
+        ct_nat: None,
     };
     let node = ctx.trace_bridge();
-    ctx.under(node, |c| c.do_table(0));
+    let table = match &frozen {
+        Some(st) => {
+            let table = st.table;
+            ctx.under(node, |c| {
+                let thaw = c.trace_add(NodeKind::Thaw, "thaw");
+                c.under(thaw, |c| {
+                    c.trace_add(NodeKind::Thaw, format_args!("Resuming from table {table}"))
+                });
+            });
+            usize::from(table)
+        }
+        None => 0,
+    };
+    ctx.under(node, |c| c.do_table(table));
     let mut res = std::mem::take(&mut ctx.res);
     res.actions = std::mem::take(&mut ctx.out);
+    if res.failed.is_some() {
+        res.actions.clear();
+    }
     // A tunnel output that is the last action needs no clone: the packet is not used after.
     if let Some(Action::Clone(sub)) = res.actions.last()
         && sub.iter().any(|a| matches!(a, Action::TnlPush(_)))
@@ -277,6 +378,120 @@ pub fn translate(
         tr.render(t);
     }
     res
+}
+
+/// A later pass whose frozen state cannot be thawed (`why`, in OVS's words): dropped, with
+/// the error under the bridge of its input port in a trace, as OVS reports it.
+fn thaw_failed(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    wc: PipeMask,
+    why: &str,
+    failed: &'static str,
+    trace: Option<&mut String>,
+) -> XlateOut {
+    let entry = pipe.of_port(key.in_port());
+    if let Some(t) = trace {
+        let mut tr = Trace::new();
+        if let Some((b, _)) = entry {
+            let name = &pipe.bridges[b].name;
+            tr.cur = tr.add(NodeKind::Bridge, format!("bridge(\"{name}\")"));
+        }
+        tr.add(NodeKind::Error, why.to_owned());
+        tr.render(t);
+    }
+    let mut mask = wc.dp;
+    mask.normalize();
+    let mut final_flow = PipeKey {
+        dp: key.clone(),
+        meta: PipeMeta::default(),
+    };
+    if let Some((_, p)) = entry {
+        final_flow.dp.set_in_port(p);
+    }
+    XlateOut {
+        mask,
+        error: Some(why.to_owned()),
+        failed: Some(failed),
+        final_flow,
+        ..XlateOut::default()
+    }
+}
+
+/// Clears the conntrack fields of a key (OVS's `flow_clear_conntrack()`): state, zone, mark,
+/// label and the original-direction tuple.
+fn clear_conntrack(k: &mut FlowKey) {
+    k.set_ct_state(0)
+        .set_ct_zone(0)
+        .set_ct_mark(0)
+        .set_ct_label(0)
+        .set_ct_nw_proto(0)
+        .set_ct_ipv6_src(std::net::Ipv6Addr::UNSPECIFIED)
+        .set_ct_ipv6_dst(std::net::Ipv6Addr::UNSPECIFIED)
+        .set_ct_tp_src(0)
+        .set_ct_tp_dst(0);
+}
+
+/// Swaps the packet's 5-tuple with the conntrack original-direction tuple (OVS's
+/// `tuple_swap_flow()`), for `resubmit(,N,ct)`; applied to the flow and to its wildcards.
+fn tuple_swap(k: &mut flow::FlowWords, ipv4: bool) {
+    let (p, cp) = (k.nw_proto(), k.ct_nw_proto());
+    k.set_nw_proto(cp).set_ct_nw_proto(p);
+    if ipv4 {
+        let (s, d, cs, cd) = (k.nw_src(), k.nw_dst(), k.ct_nw_src(), k.ct_nw_dst());
+        k.set_nw_src(cs).set_nw_dst(cd);
+        k.set_ct_nw_src(s);
+        k.set_ct_nw_dst(d);
+    } else {
+        let (s, d) = (k.ipv6_src(), k.ipv6_dst());
+        let (cs, cd) = (k.ct_ipv6_src(), k.ct_ipv6_dst());
+        k.set_ipv6_src(cs)
+            .set_ipv6_dst(cd)
+            .set_ct_ipv6_src(s)
+            .set_ct_ipv6_dst(d);
+    }
+    let (ts, td, cts, ctd) = (k.tp_src(), k.tp_dst(), k.ct_tp_src(), k.ct_tp_dst());
+    k.set_tp_src(cts)
+        .set_tp_dst(ctd)
+        .set_ct_tp_src(ts)
+        .set_ct_tp_dst(td);
+}
+
+/// The datapath `nat` of an OpenFlow `nat(...)` (OVS's `put_ct_nat()`): the range's upper
+/// ends only when above the lower ones.
+fn odp_nat(n: &Nat) -> flow::odp::CtNat {
+    use flow::odp::NatKind as K;
+    let mut out = flow::odp::CtNat {
+        kind: n.kind.map(|k| match k {
+            crate::syntax::NatKind::Src => K::Src,
+            crate::syntax::NatKind::Dst => K::Dst,
+        }),
+        ..Default::default()
+    };
+    if out.kind.is_none() {
+        return out;
+    }
+    out.persistent = n.persistent;
+    out.hash = n.hash;
+    out.random = n.random && !n.hash;
+    match n.addrs {
+        Some(NatAddrs::V4(lo, hi)) => {
+            out.ip_min = Some(IpAddr::V4(lo));
+            out.ip_max = (hi > lo).then_some(IpAddr::V4(hi));
+        }
+        Some(NatAddrs::V6(lo, hi)) => {
+            out.ip_min = Some(IpAddr::V6(lo));
+            out.ip_max = (hi > lo).then_some(IpAddr::V6(hi));
+        }
+        None => {}
+    }
+    if let (Some(_), Some((lo, hi))) = (n.addrs, n.ports)
+        && lo != 0
+    {
+        out.proto_min = lo;
+        out.proto_max = if hi > lo { hi } else { 0 };
+    }
+    out
 }
 
 impl Ctx<'_> {
@@ -315,6 +530,12 @@ impl Ctx<'_> {
     }
 
     fn do_table(&mut self, table: usize) {
+        self.do_table_ct(table, false);
+    }
+
+    /// Looks `table` up and runs the rule's actions; with `ct_orig`, the lookup sees the
+    /// conntrack original-direction tuple in place of the packet's (`resubmit(,N,ct)`).
+    fn do_table_ct(&mut self, table: usize, ct_orig: bool) {
         if self.exit {
             return;
         }
@@ -329,7 +550,16 @@ impl Ctx<'_> {
         let Some(cls) = br.tables.get(table) else {
             return;
         };
+        let ipv4 = self.flow.dp.eth_type() == 0x0800;
+        if ct_orig {
+            tuple_swap(&mut self.flow.dp, ipv4);
+            tuple_swap(&mut self.wc.dp, ipv4);
+        }
         let found = cls.lookup(&self.flow, &mut self.wc);
+        if ct_orig {
+            tuple_swap(&mut self.flow.dp, ipv4);
+            tuple_swap(&mut self.wc.dp, ipv4);
+        }
         match found {
             None => {
                 let node = self.trace_add(NodeKind::Table, format_args!("{table:>2}. No match."));
@@ -377,7 +607,7 @@ impl Ctx<'_> {
             self.trace_add(NodeKind::Action, "drop");
         }
         for a in actions {
-            if self.exit {
+            if self.exit || self.res.failed.is_some() {
                 return;
             }
             self.trace_action(a);
@@ -503,14 +733,22 @@ impl Ctx<'_> {
                 OfAction::SetTunnel { id, .. } => {
                     self.flow.dp.set_tun_id(*id);
                 }
-                OfAction::Resubmit { port, table: t, .. } => {
+                OfAction::Resubmit { port, table: t, ct } => {
+                    let et = self.flow.dp.eth_type();
+                    if *ct && (self.flow.dp.ct_nw_proto() == 0 || !matches!(et, 0x0800 | 0x86dd)) {
+                        self.trace_add(
+                            NodeKind::Error,
+                            "resubmit(ct) with non-tracked or non-IP packet!",
+                        );
+                        continue;
+                    }
                     let saved = self.flow.dp.in_port();
                     if let Some(p) = port {
                         self.flow.dp.set_in_port(*p);
                     }
                     self.resubmits += 1;
                     self.depth += 1;
-                    self.do_table(t.map_or(table, usize::from));
+                    self.do_table_ct(t.map_or(table, usize::from), *ct);
                     self.depth -= 1;
                     self.flow.dp.set_in_port(saved);
                 }
@@ -528,37 +766,117 @@ impl Ctx<'_> {
                     return;
                 }
                 OfAction::Clone(inner) => self.clone_actions(inner, table),
-                OfAction::Ct(ct) => {
-                    self.commit();
-                    let zone = match &ct.zone {
-                        CtZone::Imm(z) => *z,
-                        CtZone::Field(sf) => {
-                            sf.unwildcard(&mut self.wc);
-                            sf.read(&self.flow) as u16
-                        }
-                    };
-                    self.out.push(Action::Ct(Box::new(flow::odp::CtAction {
-                        commit: ct.commit,
-                        force_commit: ct.force,
-                        zone,
-                        ..Default::default()
-                    })));
-                    if ct.table.is_some() {
-                        // Continuing in another table after conntrack needs recirculation,
-                        // which belongs to the conntrack work; stop here.
-                        self.note("ct(table=...) continuation is not supported yet");
-                        self.exit = true;
-                        return;
-                    }
-                }
+                OfAction::Ct(ct) => self.conntrack(ct, table),
+                // Only inside `ct(...)` (the syntax checks): the `ct` being composed NATs.
+                OfAction::Nat(n) => self.ct_nat = Some(n.clone()),
                 OfAction::CtClear => {
-                    self.commit();
+                    // OVS's compose_ct_clear_action(): nothing to commit first.
+                    clear_conntrack(&mut self.flow.dp);
+                    self.conntracked = false;
                     self.out.push(Action::CtClear);
                 }
-                // Queues, groups, meters, NAT outside ct() and fin_timeout have no datapath
-                // effect here yet.
+                // Queues, groups, meters and fin_timeout have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }
+        }
+    }
+
+    /// `ct(...)`, as OVS's `compose_conntrack_action()`: commit what is pending, run the
+    /// nested actions to learn which `ct_mark`/`ct_label` bits they write (the datapath's
+    /// `mark=`/`label=`) and the `nat`, emit `ct`, fork with `table=`, then clear the
+    /// conntrack fields: after `ct` this pass cannot know them.
+    fn conntrack(&mut self, ct: &Ct, table: usize) {
+        let zone = match &ct.zone {
+            CtZone::Imm(z) => *z,
+            CtZone::Field(sf) => {
+                sf.unwildcard(&mut self.wc);
+                sf.read(&self.flow) as u16
+            }
+        };
+        self.commit();
+        // The nested actions' writes of ct_mark and ct_label are what the action sets: record
+        // them in wildcards cleared for the purpose, then restore the consulted bits.
+        let old = (self.wc.dp.ct_mark(), self.wc.dp.ct_label());
+        self.wc.dp.set_ct_mark(0).set_ct_label(0);
+        self.ct_nat = None;
+        self.do_actions(&ct.actions, table);
+        let (mark_m, label_m) = (self.wc.dp.ct_mark(), self.wc.dp.ct_label());
+        self.wc.dp.set_ct_mark(old.0).set_ct_label(old.1);
+        let helper = match ct.alg {
+            0 => None,
+            21 => Some("ftp".to_owned()),
+            69 => Some("tftp".to_owned()),
+            n => {
+                self.trace_add(
+                    NodeKind::Error,
+                    format_args!("cannot serialize ct_helper {n}"),
+                );
+                None
+            }
+        };
+        let f = &self.flow.dp;
+        let action = flow::odp::CtAction {
+            // force_commit is a commit of its own kind: the datapath takes one or the other.
+            commit: ct.commit && !ct.force,
+            force_commit: ct.commit && ct.force,
+            zone,
+            mark: (mark_m != 0).then(|| (f.ct_mark() & mark_m, mark_m)),
+            label: (label_m != 0).then(|| (f.ct_label() & label_m, label_m)),
+            helper,
+            timeout: None,
+            nat: self.ct_nat.as_ref().map(odp_nat),
+        };
+        self.out.push(Action::Ct(Box::new(action)));
+        if let Some(t) = ct.table {
+            self.conntracked = true;
+            self.recirculate_and_fork(t, zone);
+        }
+        self.ct_nat = None;
+        clear_conntrack(&mut self.flow.dp);
+        self.note("Sets the packet to an untracked state, and clears all the conntrack fields.");
+        self.conntracked = false;
+    }
+
+    /// Freezes the pipeline state for a pass that resumes at `table` and emits `recirc(ID)`;
+    /// translation of this pass goes on (OVS's `compose_recirculate_and_fork()`).
+    fn recirculate_and_fork(&mut self, table: u8, zone: u16) {
+        let state = FrozenState {
+            bridge: self.br().name.clone(),
+            table,
+            in_port: self.flow.dp.in_port(),
+            meta: self.flow.meta,
+            tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
+            conntracked: self.conntracked,
+        };
+        let Some(id) = self.pipe.recirc.intern(state) else {
+            self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
+            self.res.failed = Some("No recirculation context");
+            self.exit = true;
+            return;
+        };
+        self.out.push(Action::Recirc(id));
+        if self.trace.is_some() {
+            // The packet the datapath recirculates: as committed, with its own input port and
+            // tunnel metadata (raw GENEVE options).
+            let mut key = self.flow.dp.clone();
+            key.set_in_port(self.key.in_port());
+            crate::recirc::tunnel_restore(
+                &mut key,
+                crate::recirc::tunnel_snapshot(self.key).as_deref(),
+            );
+            key.set_recirc_id(id);
+            self.res.forks.push(Fork {
+                recirc_id: id,
+                table,
+                zone,
+                key,
+                meta: self.flow.meta,
+                nat: self.ct_nat.clone(),
+            });
+            self.note(format_args!(
+                "A clone of the packet is forked to recirculate. The forked pipeline will be \
+                 resumed at table {table}."
+            ));
         }
     }
 
@@ -682,6 +1000,7 @@ impl Ctx<'_> {
             self.base.clone(),
             std::mem::take(&mut self.out),
         );
+        let conntracked = self.conntracked;
         self.depth += 1;
         self.do_actions(inner, table);
         self.depth -= 1;
@@ -707,6 +1026,7 @@ impl Ctx<'_> {
             self.out.extend(inner_out);
         }
         self.flow = flow;
+        self.conntracked = conntracked;
         self.exit = false;
     }
 
@@ -771,6 +1091,9 @@ impl Ctx<'_> {
         self.in_port = peer_port;
         self.flow.dp.set_in_port(peer_port);
         self.flow.meta = PipeMeta::default();
+        // The peer bridge sees an untracked packet (OVS's patch_port_output()).
+        clear_conntrack(&mut self.flow.dp);
+        let conntracked = std::mem::replace(&mut self.conntracked, false);
         self.depth += 1;
         let node = self.trace_bridge();
         self.under(node, |c| c.do_table(0));
@@ -780,6 +1103,7 @@ impl Ctx<'_> {
         // only inside the peer: restore this bridge's view (OVS does the same).
         self.flow = saved.1;
         self.in_port = saved.2;
+        self.conntracked = conntracked;
         self.exit = false;
     }
 
@@ -1699,6 +2023,8 @@ fn port_label(br: &Bridge, p: u32) -> String {
 enum NodeKind {
     Bridge,
     Table,
+    /// Thawing a frozen state (OVS's `OFT_THAW`): printed like a table line.
+    Thaw,
     Action,
     Detail,
     Warn,
@@ -1777,7 +2103,7 @@ impl Trace {
                     let _ = writeln!(out, "{ind}{}", n.text);
                     let _ = writeln!(out, "{ind}{}", "-".repeat(n.text.len()));
                 }
-                NodeKind::Table | NodeKind::Action => {
+                NodeKind::Table | NodeKind::Thaw | NodeKind::Action => {
                     let _ = writeln!(out, "{ind}{}", n.text);
                 }
             }
@@ -1791,4 +2117,84 @@ fn strip_priority(s: &str) -> String {
     let mut parts: Vec<&str> = s.split(',').collect();
     parts.retain(|p| !p.starts_with("priority="));
     parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::NatKind;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn nat_ranges_print_as_ovs_puts_them() {
+        let v4 = |a: [u8; 4]| Ipv4Addr::from(a);
+        let one = Nat {
+            kind: Some(NatKind::Src),
+            addrs: Some(NatAddrs::V4(v4([192, 0, 2, 10]), v4([192, 0, 2, 10]))),
+            ..Nat::default()
+        };
+        let n = odp_nat(&one);
+        assert_eq!(
+            (n.ip_min, n.ip_max),
+            (Some(IpAddr::V4(v4([192, 0, 2, 10]))), None)
+        );
+        let ct = Action::Ct(Box::new(flow::odp::CtAction {
+            commit: true,
+            nat: Some(n),
+            ..Default::default()
+        }));
+        assert_eq!(
+            flow::odp::format_actions(&[ct], None),
+            "ct(commit,nat(src=192.0.2.10))"
+        );
+        let range = Nat {
+            kind: Some(NatKind::Dst),
+            addrs: Some(NatAddrs::V6(Ipv6Addr::LOCALHOST, Ipv6Addr::LOCALHOST)),
+            ports: Some((80, 80)),
+            persistent: true,
+            ..Nat::default()
+        };
+        let n = odp_nat(&range);
+        assert_eq!((n.proto_min, n.proto_max, n.ip_max), (80, 0, None));
+        let ct = Action::Ct(Box::new(flow::odp::CtAction {
+            commit: true,
+            nat: Some(n),
+            ..Default::default()
+        }));
+        assert_eq!(
+            flow::odp::format_actions(&[ct], None),
+            "ct(commit,nat(dst=[::1]:80,persistent))"
+        );
+        // Bare `nat`: no kind, nothing else.
+        assert_eq!(odp_nat(&Nat::default()), flow::odp::CtNat::default());
+    }
+
+    #[test]
+    fn tuple_swap_exchanges_the_packet_and_connection_tuples() {
+        let mut k = FlowKey::new();
+        k.set_nw_src(Ipv4Addr::new(10, 0, 0, 2))
+            .set_nw_dst(Ipv4Addr::new(10, 0, 0, 1))
+            .set_nw_proto(6)
+            .set_tp_src(80)
+            .set_tp_dst(4000)
+            .set_ct_nw_proto(6)
+            .set_ct_tp_src(4000)
+            .set_ct_tp_dst(80);
+        k.set_ct_nw_src(Ipv4Addr::new(10, 0, 0, 1));
+        k.set_ct_nw_dst(Ipv4Addr::new(10, 0, 0, 2));
+        let orig = k.clone();
+        tuple_swap(&mut k, true);
+        assert_eq!(
+            (k.nw_src(), k.nw_dst(), k.tp_src(), k.tp_dst()),
+            (
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 2),
+                4000,
+                80
+            )
+        );
+        assert_eq!(k.ct_nw_src(), Ipv4Addr::new(10, 0, 0, 2));
+        tuple_swap(&mut k, true);
+        assert_eq!(k, orig);
+    }
 }

@@ -45,6 +45,42 @@ fn field_example(name: &str) -> Option<(String, String)> {
         "ct_zone" => ("", "9", "ct_zone=9"),
         "ct_mark" => ("", "0x1/0x1", "ct_mark=0x1/0x1"),
         "ct_label" => ("", "0x100", "ct_label=0x100"),
+        "ct_nw_proto" => (
+            "ip,ct_state=+trk+est,",
+            "17",
+            "ct_state=+est+trk,ct_nw_proto=17,ip",
+        ),
+        "ct_nw_src" => (
+            "ip,ct_state=+trk+est,",
+            "10.0.0.0/8",
+            "ct_state=+est+trk,ct_nw_src=10.0.0.0/8,ip",
+        ),
+        "ct_nw_dst" => (
+            "ip,ct_state=-inv+trk,",
+            "10.0.0.1",
+            "ct_state=-inv+trk,ct_nw_dst=10.0.0.1,ip",
+        ),
+        "ct_ipv6_src" => (
+            "ipv6,ct_state=+trk+new,",
+            "2001:db8::/32",
+            "ct_state=+new+trk,ct_ipv6_src=2001:db8::/32,ipv6",
+        ),
+        "ct_ipv6_dst" => (
+            "ipv6,ct_state=+trk+rpl,",
+            "::1",
+            "ct_state=+rpl+trk,ct_ipv6_dst=::1,ipv6",
+        ),
+        "ct_tp_src" => (
+            "tcp,ct_state=+trk+est,",
+            "80",
+            "ct_state=+est+trk,ct_tp_src=80,tcp",
+        ),
+        "ct_tp_dst" => (
+            "ip,ct_state=+trk+est,",
+            "0x50/0xfff0",
+            "ct_state=+est+trk,ct_tp_dst=0x50/0xfff0,ip",
+        ),
+        "recirc_id" => ("", "5", "recirc_id=0x5"),
         "eth_src" | "dl_src" => ("", "00:00:00:00:00:01", "dl_src=00:00:00:00:00:01"),
         "eth_dst" | "dl_dst" => (
             "",
@@ -381,6 +417,46 @@ fn error_messages_name_token_and_reason() {
         parse_flow("actions=output:p9", FlowKind::Add, &NoPortNames),
         Err(SyntaxError::BadAction { .. })
     ));
+}
+
+#[test]
+fn conntrack_tuple_fields_need_a_valid_connection_of_their_family() {
+    let why = "ct_state of a valid connection (+trk with +new, +est, +rel, +rpl or -inv)";
+    assert_eq!(
+        err("ip,ct_nw_src=10.0.0.1,actions=drop"),
+        format!("prerequisite ip and {why} missing for ct_nw_src")
+    );
+    // +trk alone may be an invalid connection; -inv or a state bit makes it valid.
+    assert_eq!(
+        err("tcp,ct_state=+trk,ct_tp_dst=80,actions=drop"),
+        format!("prerequisite {why} missing for ct_tp_dst")
+    );
+    assert_eq!(
+        err("ipv6,ct_state=+trk+est,ct_nw_dst=10.0.0.1,actions=drop"),
+        format!("prerequisite ip and {why} missing for ct_nw_dst")
+    );
+    assert_eq!(
+        err("ip,ct_state=+trk+est,ct_ipv6_src=::1,actions=drop"),
+        format!("prerequisite ipv6 and {why} missing for ct_ipv6_src")
+    );
+    check(
+        "ip,ct_state=+trk+new,ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.2,ct_nw_proto=6,ct_tp_src=1,ct_tp_dst=80,actions=drop",
+        "ct_state=+new+trk,ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.2,ct_nw_proto=6,ct_tp_src=1,ct_tp_dst=80,ip actions=drop",
+    );
+    // The tuple is read-only.
+    assert_eq!(
+        err("ip,actions=set_field:10.0.0.1->ct_nw_src"),
+        "field 'ct_nw_src' is read-only"
+    );
+    // Readable into a register where the connection is valid.
+    check(
+        "ip,ct_state=+trk+est,actions=move:NXM_NX_CT_NW_SRC[]->NXM_NX_REG0[]",
+        "ct_state=+est+trk,ip actions=move:NXM_NX_CT_NW_SRC[]->NXM_NX_REG0[]",
+    );
+    assert_eq!(
+        err("ip,actions=move:NXM_NX_CT_NW_SRC[]->NXM_NX_REG0[]"),
+        format!("prerequisite ip and {why} missing for ct_nw_src")
+    );
 }
 
 #[test]

@@ -21,28 +21,62 @@ impl KeyAttrs {
     pub fn from_flow(key: &FlowKey) -> KeyAttrs {
         let mut a = KeyAttrs::default();
         push_metadata(key, &mut a);
-
-        let l3_packet = key.packet_type() >> 16 == 1;
         if key.packet_type() != 0 {
             a.push(Attr::PacketType, 0);
         }
-        if !l3_packet {
-            a.push(Attr::Eth, 0);
-        }
-        let mut depth = 0;
-        for tci in [key.vlan_tci(), key.vlan2_tci()] {
-            if tci & VLAN_CFI == 0 || depth >= MAX_ENCAP_DEPTH {
-                break;
-            }
-            a.push(Attr::EthType, depth);
-            a.push(Attr::Vlan, depth);
-            a.push(Attr::Encap, depth);
-            depth += 1;
-        }
-        a.push(Attr::EthType, depth);
-        push_l3_l4(key, depth, &mut a);
+        push_packet(key, &mut a);
         a
     }
+
+    /// The attributes OVS's userspace datapath gives the key of a datapath flow (a megaflow)
+    /// of this packet: dpif-netdev supports every metadata attribute, so
+    /// `odp_flow_key_from_flow()` emits `skb_priority`, `skb_mark`, `ct_state`, `ct_zone`,
+    /// `ct_mark`, `ct_label`, `recirc_id`, `dp_hash`, `in_port` and `packet_type` whatever
+    /// their values, `tunnel` when the packet came from one, and `ct_tuple4`/`ct_tuple6` when
+    /// conntrack gave it a tuple (`ct_nw_proto` set) and it is IPv4/IPv6; then L2 to L4 as
+    /// [`KeyAttrs::from_flow`]. Printed with the megaflow's mask, the attributes it does not
+    /// match are left out (`ct_state(-trk),recirc_id(0),in_port(3),packet_type(ns=0,id=0),
+    /// eth_type(0x0800),ipv4(frag=no)`), and the verbose form shows them all with zero masks.
+    pub fn megaflow(key: &FlowKey) -> KeyAttrs {
+        let mut a = KeyAttrs::default();
+        a.push(Attr::SkbPriority, 0);
+        push_tunnel(key, &mut a);
+        for attr in [
+            Attr::SkbMark,
+            Attr::CtState,
+            Attr::CtZone,
+            Attr::CtMark,
+            Attr::CtLabel,
+        ] {
+            a.push(attr, 0);
+        }
+        push_ct_tuple(key, &mut a);
+        for attr in [Attr::RecircId, Attr::DpHash, Attr::InPort, Attr::PacketType] {
+            a.push(attr, 0);
+        }
+        push_packet(key, &mut a);
+        a
+    }
+}
+
+/// L2 to L4: `eth` (not for an L3 packet), VLAN tags as `encap(`, `eth_type`, then what the
+/// ethertype and protocol say.
+fn push_packet(key: &FlowKey, a: &mut KeyAttrs) {
+    if key.packet_type() >> 16 != 1 {
+        a.push(Attr::Eth, 0);
+    }
+    let mut depth = 0;
+    for tci in [key.vlan_tci(), key.vlan2_tci()] {
+        if tci & VLAN_CFI == 0 || depth >= MAX_ENCAP_DEPTH {
+            break;
+        }
+        a.push(Attr::EthType, depth);
+        a.push(Attr::Vlan, depth);
+        a.push(Attr::Encap, depth);
+        depth += 1;
+    }
+    a.push(Attr::EthType, depth);
+    push_l3_l4(key, depth, a);
 }
 
 impl DpKey {
@@ -59,6 +93,49 @@ impl DpKey {
 }
 
 fn push_metadata(key: &FlowKey, a: &mut KeyAttrs) {
+    push_tunnel(key, a);
+    if key.pkt_mark() != 0 {
+        a.push(Attr::SkbMark, 0);
+    }
+    if key.ct_state() != 0 {
+        a.push(Attr::CtState, 0);
+    }
+    if key.ct_zone() != 0 {
+        a.push(Attr::CtZone, 0);
+    }
+    if key.ct_mark() != 0 {
+        a.push(Attr::CtMark, 0);
+    }
+    if key.ct_label() != 0 {
+        a.push(Attr::CtLabel, 0);
+    }
+    push_ct_tuple(key, a);
+    a.push(Attr::RecircId, 0);
+    if key.dp_hash() != 0 {
+        a.push(Attr::DpHash, 0);
+    }
+    a.push(Attr::InPort, 0);
+}
+
+/// `ct_tuple4`/`ct_tuple6`: when conntrack gave the packet an original-direction tuple
+/// (`ct_nw_proto` set) and the packet is IPv4/IPv6, as OVS's `odp_flow_key_from_flow()`.
+fn push_ct_tuple(key: &FlowKey, a: &mut KeyAttrs) {
+    if key.ct_nw_proto() == 0 {
+        return;
+    }
+    match key.eth_type() {
+        ETH_TYPE_IPV4 => {
+            a.push(Attr::CtTuple4, 0);
+        }
+        ETH_TYPE_IPV6 => {
+            a.push(Attr::CtTuple6, 0);
+        }
+        _ => {}
+    }
+}
+
+/// `tunnel(...)` with the sub-fields the packet's tunnel metadata has.
+fn push_tunnel(key: &FlowKey, a: &mut KeyAttrs) {
     if !key.tun_ipv4_dst().is_unspecified() || !key.tun_ipv6_dst().is_unspecified() {
         let mut f = tun_field::FLAGS | tun_field::TTL;
         if key.tun_flags() & tun_flags::KEY != 0 || key.tun_id() != 0 {
@@ -95,30 +172,6 @@ fn push_metadata(key: &FlowKey, a: &mut KeyAttrs) {
         a.tun_fields = f;
         a.push(Attr::Tunnel, 0);
     }
-    if key.pkt_mark() != 0 {
-        a.push(Attr::SkbMark, 0);
-    }
-    if key.ct_state() != 0 {
-        a.push(Attr::CtState, 0);
-    }
-    if key.ct_zone() != 0 {
-        a.push(Attr::CtZone, 0);
-    }
-    if key.ct_mark() != 0 {
-        a.push(Attr::CtMark, 0);
-    }
-    if key.ct_label() != 0 {
-        a.push(Attr::CtLabel, 0);
-    }
-    if key.ct_nw_proto() != 0 {
-        let v6 = key.eth_type() == ETH_TYPE_IPV6;
-        a.push(if v6 { Attr::CtTuple6 } else { Attr::CtTuple4 }, 0);
-    }
-    a.push(Attr::RecircId, 0);
-    if key.dp_hash() != 0 {
-        a.push(Attr::DpHash, 0);
-    }
-    a.push(Attr::InPort, 0);
 }
 
 fn push_l3_l4(key: &FlowKey, depth: u8, a: &mut KeyAttrs) {
@@ -232,5 +285,53 @@ mod tests {
             assert_eq!(back.key, k, "{text}");
             assert_eq!(back.to_string(), text);
         }
+    }
+
+    /// Every datapath flow line OVS-DPDK printed in the reference dumps (`dpif/dump-flows`
+    /// and `dpctl/dump-flows -m`, tunnels and conntrack included) prints back the same when
+    /// its attributes are the ones `KeyAttrs::megaflow` gives its key.
+    #[test]
+    fn megaflow_attributes_are_dpif_netdevs() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ovs-dpdk-dumps");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+            let mut in_dump = false;
+            for line in text.lines() {
+                if let Some(h) = line.strip_prefix("### ") {
+                    in_dump = h.starts_with("ovs-appctl dpif/dump-flows")
+                        || h.starts_with("ovs-appctl dpctl/dump-flows");
+                    continue;
+                }
+                if !in_dump || line.is_empty() || line.starts_with("flow-dump from") {
+                    continue;
+                }
+                let mut names = PortNames::new();
+                let mut f = crate::odp::parse_flow(line, &mut names).unwrap();
+                let verbose = f.attrs.verbose;
+                f.attrs = KeyAttrs::megaflow(&f.key);
+                assert_eq!(f.format(Some(&names), Some(verbose)), line);
+                n += 1;
+            }
+        }
+        assert!(n > 100, "{n} lines");
+    }
+
+    #[test]
+    fn a_tracked_key_has_its_tuple() {
+        let mut k = FlowKey::new();
+        k.set_eth_type(0x0800)
+            .set_ct_state(0x21)
+            .set_ct_nw_proto(17);
+        let a = KeyAttrs::megaflow(&k);
+        assert!(a.contains(Attr::CtTuple4) && !a.contains(Attr::CtTuple6));
+        assert!(KeyAttrs::from_flow(&k).contains(Attr::CtTuple4));
+        k.set_eth_type(0x86dd);
+        assert!(KeyAttrs::megaflow(&k).contains(Attr::CtTuple6));
+        // No tuple for other packets, nor before conntrack gave one.
+        k.set_eth_type(0x0806);
+        assert!(!KeyAttrs::from_flow(&k).contains(Attr::CtTuple4));
+        k.set_eth_type(0x0800).set_ct_nw_proto(0);
+        assert!(!KeyAttrs::megaflow(&k).contains(Attr::CtTuple4));
     }
 }

@@ -349,7 +349,7 @@ impl ActionCtx<'_> {
 
     /// [`Self::check_prereq`], naming the field as the text spelled it.
     fn check_prereq_named(&self, field: &Field, name: &str) -> Result<(), SyntaxError> {
-        if field.prereq.is_met(&self.flow) {
+        if field.prereq.is_met_ct(&self.flow, self.ct_valid) {
             Ok(())
         } else {
             Err(SyntaxError::MissingPrereq {

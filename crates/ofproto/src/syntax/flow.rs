@@ -4,8 +4,6 @@
 
 use std::fmt::{self, Write};
 
-use flow::key::ct_state;
-
 use crate::pipekey::PipeMatch;
 
 use super::SyntaxError;
@@ -123,19 +121,6 @@ fn parse_u16(field: &str, s: &str) -> Result<u16, SyntaxError> {
     parse_uint(s, 0xffff)
         .map(|v| v as u16)
         .map_err(|e| bad_value(field, s, e))
-}
-
-/// Whether the match makes conntrack fields valid (OVS's `is_ct_valid()` on a match).
-fn ct_valid(m: &PipeMatch) -> bool {
-    let (st, mask) = (m.key().dp.ct_state(), m.mask().dp.ct_state());
-    let valid = ct_state::NEW
-        | ct_state::EST
-        | ct_state::REL
-        | ct_state::RPL
-        | ct_state::SNAT
-        | ct_state::DNAT;
-    st & valid != 0
-        || (st & ct_state::TRK != 0 && mask & ct_state::INV != 0 && st & ct_state::INV == 0)
 }
 
 /// Parses one flow as `ovs-ofctl` does for the given command. `names` resolves port names
@@ -281,7 +266,7 @@ pub fn parse_flow(
             names,
             table: if table_given { spec.table } else { 255 },
             flow: spec.match_.key().clone(),
-            ct_valid: ct_valid(&spec.match_),
+            ct_valid: crate::fields::ct_valid_match(spec.match_.key(), spec.match_.mask()),
         };
         spec.actions = ctx.parse_list(acts)?;
     }

@@ -150,7 +150,7 @@ impl MatchBuilder {
                 continue;
             }
             let p = f.match_prereq();
-            if !p.is_met(m.key()) {
+            if !p.is_met_match(m.key(), m.mask()) {
                 return Err(SyntaxError::MissingPrereq {
                     field: name.clone(),
                     prereq: p,
@@ -235,6 +235,10 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
         let _ = write!(out, "priority={priority},");
     }
     put_u32_masked(out, "pkt_mark", f.pkt_mark(), w.pkt_mark());
+    // A match on recirc_id is a megaflow's (a trace's `Megaflow:`): it then also says its
+    // packet type, as OVS's `match_format()` does.
+    let is_megaflow = w.recirc_id() != 0;
+    put_u32_masked(out, "recirc_id", f.recirc_id(), w.recirc_id());
     if w.ct_state() != 0 {
         out.push_str("ct_state=");
         if w.ct_state() == u8::MAX {
@@ -260,6 +264,62 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
             put_hex(out, w.ct_label());
         }
         out.push(',');
+    }
+    // The original-direction tuple. Its addresses are IPv6-wide in the key; an IPv4 tuple
+    // uses their first four bytes.
+    let ct_ip = |ofs: usize| {
+        let mut b = [0u8; 16];
+        f.bytes_at(ofs, &mut b);
+        let mut m = [0u8; 16];
+        w.bytes_at(ofs, &mut m);
+        (u128::from_be_bytes(b), u128::from_be_bytes(m))
+    };
+    let v6 = f.eth_type() == 0x86dd;
+    for (ofs, v4_name, v6_name) in [
+        (224, "ct_nw_src", "ct_ipv6_src"),
+        (240, "ct_nw_dst", "ct_ipv6_dst"),
+    ] {
+        let (v, m) = ct_ip(ofs);
+        if v6 {
+            put_ipv6(out, v6_name, v, m);
+        } else {
+            put_ip(out, v4_name, (v >> 96) as u32, (m >> 96) as u32);
+        }
+    }
+    if w.ct_nw_proto() != 0 {
+        let _ = write!(out, "ct_nw_proto={},", f.ct_nw_proto());
+    }
+    // OVS prints the ports only with ct_nw_proto; they are printed whenever matched here, so
+    // that the printed flow parses back to the same match.
+    put_u16_masked(out, "ct_tp_src", f.ct_tp_src(), w.ct_tp_src());
+    put_u16_masked(out, "ct_tp_dst", f.ct_tp_dst(), w.ct_tp_dst());
+    if is_megaflow && w.packet_type() != 0 {
+        let (pt, pm) = (f.packet_type(), w.packet_type());
+        if pt == 0 && pm == u32::MAX {
+            out.push_str("eth,");
+        } else {
+            // OVS's put_u16_masked(): small values in decimal, `*` for a wildcard.
+            let half = |v: u32, m: u32| match m {
+                0 => "*".to_owned(),
+                _ => {
+                    let mut t = if v > 9 {
+                        format!("{v:#x}")
+                    } else {
+                        v.to_string()
+                    };
+                    if m != 0xffff {
+                        let _ = write!(t, "/{m:#x}");
+                    }
+                    t
+                }
+            };
+            let _ = write!(
+                out,
+                "packet_type=({},{}),",
+                half(pt >> 16, pm >> 16),
+                half(pt & 0xffff, pm & 0xffff)
+            );
+        }
     }
 
     let dl_type = f.eth_type();

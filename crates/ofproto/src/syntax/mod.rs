@@ -49,6 +49,12 @@ pub use ports::{
 
 use crate::fields::Prereq;
 
+/// Appends connection-state flags as OVS's `format_flags(..., '|')` prints them
+/// (`new|trk`; `0` for none).
+pub fn format_ct_state(out: &mut String, state: u8) {
+    value::put_flags(out, value::CT_STATE_NAMES, u32::from(state));
+}
+
 /// Why a flow did not parse. The message names the offending token and the reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SyntaxError {
