@@ -1289,7 +1289,7 @@ impl Pmd {
                     let f = Megaflow {
                         ufid: ufid_of(&key, &mask),
                         m: Match::new(&key, &mask),
-                        attrs: flow::odp::KeyAttrs::from_flow(&key),
+                        attrs: flow::odp::KeyAttrs::megaflow(&key),
                         key,
                         odp_actions: actions.into(),
                         actions: compiled.into(),
@@ -1622,23 +1622,71 @@ impl Pmd {
     /// its fragments go on (after the batch's other packets) with the state the first one got.
     fn conntrack(&mut self, args: &conntrack::CtArgs, batch: &mut Batch) {
         let now = conntrack::now_ms();
+        let ct = self
+            .conntrack
+            .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
+        // Which packets are tracked here (IP, not fragments), with their family.
+        let mut v6s = [None; MAX_BURST];
         let mut frags = false;
-        for p in batch.packets_mut() {
+        let mut pkts: [_; MAX_BURST] = std::array::from_fn(|_| conntrack::CtPacket {
+            frame: &[],
+            l3: 0,
+            v6: false,
+            frag_l4_len: None,
+            verified: false,
+        });
+        let mut n = 0;
+        let mut out = [(conntrack::CtMeta::default(), None); MAX_BURST];
+        for (i, p) in batch.packets().iter().enumerate().take(MAX_BURST) {
             let Some(v6) = crate::ct::ip_version(p) else {
-                let md = conntrack::CtMeta {
-                    state: conntrack::state::TRK | conntrack::state::INV,
-                    zone: args.zone,
-                    ..Default::default()
-                };
-                crate::ct::store(p, &md);
-                self.stats.ct_not_ip += 1;
                 continue;
             };
             if crate::ct::maybe_fragment(p, v6) {
                 frags = true;
                 continue;
             }
-            self.ct_one(args, p, v6, None, now);
+            v6s[i] = Some(v6);
+            pkts[n] = conntrack::CtPacket {
+                frame: p.data(),
+                l3: usize::from(p.meta.l3),
+                v6,
+                frag_l4_len: None,
+                // An earlier ct() checked the headers (rewrites since keep them valid).
+                verified: p.meta.ct_state != 0,
+            };
+            n += 1;
+        }
+        ct.process_batch(&mut self.ct_cache, &pkts[..n], &mut out[..n], args, now);
+        let mut k = 0;
+        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+            match v6s.get(i).copied().flatten() {
+                Some(v6) => {
+                    let (md, nat) = &out[k];
+                    k += 1;
+                    crate::ct::store(p, md);
+                    if let Some(rw) = nat
+                        && !crate::ct::apply_nat(p, rw, v6, &md.orig, true)
+                    {
+                        self.stats.rewrite_errors += 1;
+                    }
+                }
+                None => match crate::ct::ip_version(p) {
+                    None => {
+                        let md = conntrack::CtMeta {
+                            state: conntrack::state::TRK | conntrack::state::INV,
+                            zone: args.zone,
+                            ..Default::default()
+                        };
+                        crate::ct::store(p, &md);
+                        self.stats.ct_not_ip += 1;
+                    }
+                    // Past a burst's worth (a batch that grew): one at a time.
+                    Some(v6) if i >= MAX_BURST && !crate::ct::maybe_fragment(p, v6) => {
+                        self.ct_one(args, p, v6, None, now);
+                    }
+                    Some(v6) => frags |= crate::ct::maybe_fragment(p, v6),
+                },
+            }
         }
         self.stats.ct_packets += batch.len() as u64;
         if frags {

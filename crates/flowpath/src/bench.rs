@@ -699,7 +699,7 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    /// `flowpath bench --help` names every scenario flowpath runs, and every other scenario of
+    /// `flowpath bench --help` names every scenario flowpath runs, and any other scenario of
     /// the anchor as one it does not run yet.
     #[test]
     fn help_names_the_scenarios_that_exist() {
@@ -709,9 +709,7 @@ mod tests {
             .unwrap()
             .render_long_help()
             .to_string();
-        let (runs, not_yet) = help
-            .split_once("does not run yet")
-            .expect("the help separates the scenarios flowpath does not run yet");
+        let (runs, not_yet) = help.split_once("does not run yet").unwrap_or((&help, ""));
         for s in SCENARIOS {
             assert!(runs.contains(s), "{s} missing from:\n{help}");
         }

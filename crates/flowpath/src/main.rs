@@ -50,8 +50,9 @@ enum Command {
         /// vxlan_encap (tunnels); io_floor_vxlan, io_floor_mplsogre, io_floor_geneve (p2p fed
         /// the tunnel traffic as received); gre_decap (flowpath's own: mplsogre_decap without
         /// MPLS); pvp (flowpath's own: p2p's traffic through a VM, dpdk-testpmd on a
-        /// vhost-user port, and back). With --write-pcap also the anchor's scenario flowpath
-        /// does not run yet: ct.
+        /// vhost-user port, and back); ct (p2p through the connection tracker, the anchor's
+        /// pipeline); ct_nat (flowpath's own: ct with source NAT). --write-pcap writes any
+        /// scenario's traffic.
         scenario: String,
         /// Number of distinct flows in the traffic.
         #[arg(long, default_value_t = 1000)]
