@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod format;
 pub mod frag;
 pub mod key;
 pub mod table;

@@ -336,6 +336,24 @@ fn strip_dp(args: &[String], want: usize) -> &[String] {
     }
 }
 
+/// The names the datapath answers to in the `[dp]` argument of the conntrack commands (those
+/// [`strip_dp`] drops).
+const DP_NAMES: [&str; 3] = ["netdev@flowpath", "flowpath", "netdev@ovs-netdev"];
+
+/// Registers the connection tracker's commands (`dpctl/dump-conntrack`, `dpctl/ct-set-limits`,
+/// ...; see [`conntrack::format`]). They work on the shared table, without the datapath lock.
+/// The `dpctl/ipf-*` (fragment reassembly) commands come with the reassembler's wiring into
+/// the datapath.
+fn register_ct(reg: &Registry, ct: &Arc<conntrack::Conntrack>) {
+    for c in conntrack::format::CtCommand::ALL {
+        let ct = ct.clone();
+        let (min, max) = c.args();
+        let _ = reg.register(c.name(), c.usage(), min, max, move |a| {
+            conntrack::format::run(&ct, c, a, &DP_NAMES).map_err(|e| e.to_string())
+        });
+    }
+}
+
 /// A control command that works on the datapath.
 type DpCommand = fn(&mut Datapath, &[String]) -> Result<String, String>;
 
@@ -461,6 +479,9 @@ pub fn registry(
     r("dpif-netdev/pmd-drop-show", "[dp]", (0, 1), |d, _| {
         Ok(d.pmd_drop_show())
     });
+    if let Ok(d) = dp.lock() {
+        register_ct(&reg, d.conntrack());
+    }
     let _ = reg.register("exit", "[--cleanup]", 0, 1, move |_| {
         stop.store(true, Ordering::Relaxed);
         Ok(String::new())
