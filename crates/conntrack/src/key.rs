@@ -285,7 +285,9 @@ fn l4(d: &[u8], info: &L3Info, t: &mut Tuple, checks: bool, inner: bool) -> Resu
     let whole = checks && !inner && avail == info.l4_len;
     match info.proto {
         TCP => {
-            if b.len() < 20 || (!inner && usize::from(b[12] >> 4) * 4 > b.len()) {
+            if b.len() < if inner { 8 } else { 20 }
+                || (!inner && usize::from(b[12] >> 4) * 4 > b.len())
+            {
                 return Err(Invalid::L4);
             }
             if whole && !l4_csum_ok(d, t, b) {
@@ -363,7 +365,16 @@ fn l4(d: &[u8], info: &L3Info, t: &mut Tuple, checks: bool, inner: bool) -> Resu
             *t = it;
             return Ok(true);
         }
-        _ => return Err(Invalid::Unsupported),
+        // Other protocols are tracked by their addresses (OVS's "other" protocol).
+        _ => {
+            t.sport = 0;
+            t.dport = 0;
+            return Ok(false);
+        }
+    }
+    // OVS refuses port 0 on either side.
+    if !inner && (t.sport == 0 || t.dport == 0) {
+        return Err(Invalid::L4);
     }
     Ok(false)
 }

@@ -292,6 +292,17 @@ impl Conn {
 
     fn nat_flags(&self) -> u8 {
         let mut f = 0;
+        if self.kind == Kind::Icmp {
+            // The identifier is in both "ports": a moved one is the source's NAT.
+            let dnat = self.reply.src != self.orig.dst;
+            if self.reply.dst != self.orig.src || (self.reply.dport != self.orig.sport && !dnat) {
+                f |= SNAT;
+            }
+            if dnat {
+                f |= DNAT;
+            }
+            return f;
+        }
         if self.reply.dst != self.orig.src || self.reply.dport != self.orig.sport {
             f |= SNAT;
         }
@@ -335,9 +346,10 @@ impl std::hash::Hash for Tuple {
 
 type Map = HashMap<Tuple, Entry, BuildHasherDefault<PassHasher>>;
 
+/// The shard of a tuple's hash ([`Tuple::hash`]).
 #[inline]
-fn shard_of(h: u64) -> usize {
-    (h >> 56) as usize % SHARDS
+pub fn shard_of(h: u64) -> usize {
+    (h >> 32) as usize % SHARDS
 }
 
 /// Counters, relaxed atomics summed on read.
@@ -386,6 +398,9 @@ pub struct CtPacket<'a> {
     pub frag_l4_len: Option<usize>,
     /// Its headers and checksums were checked by an earlier `ct()` (skip the checks).
     pub verified: bool,
+    /// An earlier `ct()` in the same zone translated it (NAT): look it up by its connection's
+    /// translated tuple.
+    pub natted: bool,
 }
 
 /// A connection as the management commands show it.
@@ -400,6 +415,8 @@ pub struct ConnInfo {
     pub timeout_secs: u64,
     /// TCP state name for `protoinfo=(state=...)`.
     pub tcp_state: Option<&'static str>,
+    /// The TCP tracker's state (per-peer states, window scales, flags for `-m`).
+    pub tcp: Option<TcpConn>,
     pub class: TimeoutClass,
 }
 
@@ -521,7 +538,14 @@ impl Conntrack {
     }
 
     fn parse(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {
-        key::parse(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, !pkt.verified)
+        key::parse(
+            pkt.frame,
+            pkt.l3,
+            pkt.v6,
+            zone,
+            pkt.frag_l4_len,
+            !pkt.verified,
+        )
     }
 
     fn process_parsed(
@@ -544,9 +568,9 @@ impl Conntrack {
         let t = p.tuple;
         if p.related {
             // An ICMP error: the connection of the packet it carries, in the other direction.
-            return match self.find(cache, &t, now) {
+            return match self.find(cache, &t.reverse(), now) {
                 Some((c, reply)) => {
-                    md.state = TRK | REL | if reply { 0 } else { RPL };
+                    md.state = TRK | REL | if reply { RPL } else { 0 };
                     md.mark = c.mark.load(Relaxed);
                     md.label = c.label();
                     md.orig = c.orig;
@@ -570,6 +594,17 @@ impl Conntrack {
         } else {
             None
         };
+        if pkt.natted {
+            // An earlier ct() of this zone translated the packet: its tuple is the other
+            // direction's, reversed. It is tracked, not translated again.
+            if let Some((c, reply)) = self.find(cache, &t.reverse(), now)
+                && self
+                    .update(c, !reply, seg.as_ref(), md, args, now)
+                    .is_some()
+            {
+                return None;
+            }
+        }
         let stale = match self.find(cache, &t, now) {
             None => None,
             // `force`: a connection seen from this side is started anew from here.
@@ -720,8 +755,9 @@ impl Conntrack {
                 ICMP | ICMPV6 if key::icmp_is_request(t) => {
                     (Kind::Icmp, None, TimeoutClass::IcmpFirst)
                 }
-                UDP => (Kind::Udp, None, TimeoutClass::UdpFirst),
-                _ => return None,
+                ICMP | ICMPV6 => return None,
+                // UDP, and other protocols tracked by addresses alone (OVS's "other").
+                _ => (Kind::Udp, None, TimeoutClass::UdpFirst),
             })
         };
         if start().is_none() {
@@ -778,6 +814,13 @@ impl Conntrack {
             md.mark = conn.mark.load(Relaxed);
             md.label = conn.label();
             if self.insert(&conn, now).is_err() {
+                if conn.dead.swap(true, Relaxed) && !self.reserve(t.zone) {
+                    // A flush counted this one out already and no room is left.
+                    self.counters.limit_refused.fetch_add(1, Relaxed);
+                    md.mark = 0;
+                    md.label = 0;
+                    return None;
+                }
                 continue;
             }
             self.counters.committed.fetch_add(1, Relaxed);
@@ -804,7 +847,13 @@ impl Conntrack {
             let mut map = self.shards[shard_of(t.hash())].write().unwrap();
             match map.get(t) {
                 Some(e) if e.conn.alive(now) => false,
-                _ => {
+                old => {
+                    if let Some(e) = old
+                        && !e.conn.dead.swap(true, Relaxed)
+                    {
+                        self.release(e.conn.orig.zone);
+                        self.counters.expired.fetch_add(1, Relaxed);
+                    }
                     map.insert(
                         *t,
                         Entry {
@@ -891,7 +940,9 @@ impl Conntrack {
         };
         let n_addr = amax.saturating_sub(amin).saturating_add(1);
         let orig_port = if src_nat { t.sport } else { t.dport };
-        let has_ports = matches!(t.proto, TCP | UDP);
+        // ICMP queries are told apart by their identifier, which NAT moves like a port.
+        let icmp = matches!(t.proto, ICMP | ICMPV6);
+        let has_ports = matches!(t.proto, TCP | UDP) || icmp;
         let (pmin, pmax) = if !has_ports {
             (orig_port, orig_port)
         } else if n.port_min != 0 {
@@ -927,7 +978,9 @@ impl Conntrack {
         if has_ports && n.port_min == 0 {
             extra_ports = &FALLBACK;
         }
-        let try_one = |a_off: u64, port: u16| -> Option<Tuple> {
+        // `client`: the port is the client's source port (a DNAT without a port range that
+        // collides keeps the service's port, as OVS does, and moves the client's).
+        let try_one = |a_off: u64, port: u16, client: bool| -> Option<Tuple> {
             let addr = addr_with_low(
                 if n.has_addr {
                     &n.addr_min
@@ -940,14 +993,26 @@ impl Conntrack {
                 amin + a_off,
             );
             let mut r = t.reverse();
-            if src_nat {
+            if icmp {
+                r.sport = port;
+                r.dport = port;
+            }
+            if icmp {
+                if src_nat {
+                    r.dst = addr;
+                } else {
+                    r.src = addr;
+                }
+            } else if src_nat {
                 r.dst = addr;
                 if has_ports {
                     r.dport = port;
                 }
             } else {
                 r.src = addr;
-                if has_ports {
+                if has_ports && client {
+                    r.dport = port;
+                } else if has_ports {
                     r.sport = port;
                 }
             }
@@ -957,20 +1022,17 @@ impl Conntrack {
                 _ => Some(r),
             }
         };
+        if keep {
+            for k in 0..n_addr.min(tries) {
+                if let Some(r) = try_one((a0 + k) % n_addr, orig_port, false) {
+                    return Some(r);
+                }
+            }
+        }
         for i in 0..tries {
             let a_off = (a0 + i / n_port) % n_addr;
-            let port = if keep && i < n_addr {
-                // Every address with the original port first.
-                orig_port
-            } else {
-                pmin + ((p0 + i) % n_port) as u16
-            };
-            let a_off = if keep && i < n_addr {
-                (a0 + i) % n_addr
-            } else {
-                a_off
-            };
-            if let Some(r) = try_one(a_off, port) {
+            let port = pmin + ((p0 + i) % n_port) as u16;
+            if let Some(r) = try_one(a_off, port, false) {
                 return Some(r);
             }
         }
@@ -978,7 +1040,7 @@ impl Conntrack {
             let span = u64::from(hi - lo) + 1;
             for i in 0..u64::from(NAT_MAX_TRIES) {
                 let port = lo + ((seed.rotate_left(17) + i) % span) as u16;
-                if let Some(r) = try_one((a0 + i) % n_addr, port) {
+                if let Some(r) = try_one((a0 + i) % n_addr, port, !src_nat) {
                     return Some(r);
                 }
             }
@@ -1048,6 +1110,7 @@ impl Conntrack {
                     label: l.label,
                     timeout_secs: c.expires.load(Relaxed).saturating_sub(now) / 1000,
                     tcp_state: l.tcp.as_ref().map(|t| t.state_name()),
+                    tcp: l.tcp.as_deref().cloned(),
                     class: c.class(),
                 });
             }
