@@ -996,11 +996,9 @@ impl From<&TcpConn> for TcpPeers {
     }
 }
 
-/// The per-peer TCP details of a dumped connection. [`ConnInfo`] carries only the combined
-/// state so far, so this is `None` and `-m` prints `protoinfo=(state=...)`; once it carries
-/// the connection's [`TcpConn`], this is `c.tcp.as_ref().map(TcpPeers::from)`.
-fn tcp_peers_of(_c: &ConnInfo) -> Option<TcpPeers> {
-    None
+/// The per-peer TCP details of a dumped connection.
+fn tcp_peers_of(c: &ConnInfo) -> Option<TcpPeers> {
+    c.tcp.as_ref().map(TcpPeers::from)
 }
 
 /// OVS's TCP protocol-info flag names, by bit.
@@ -1164,10 +1162,9 @@ pub fn format_stats(conns: &[ConnInfo], verbose: bool) -> String {
     out
 }
 
-/// The bucket (table shard) of a connection: the shard of its original tuple, as the table
-/// picks it (`table::shard_of`, which is private; the two must agree).
+/// The bucket (table shard) of a connection: the shard of its original tuple.
 pub fn bucket_of(orig: &Tuple) -> usize {
-    (orig.hash() >> 56) as usize % SHARDS
+    crate::table::shard_of(orig.hash())
 }
 
 /// `dpctl/ct-bkts` (OVS's layout): the number of buckets and connections, then, when there are
@@ -1279,6 +1276,7 @@ mod tests {
             label: 0x1020304,
             timeout_secs: 0,
             tcp_state: (proto == TCP).then_some("ESTABLISHED"),
+            tcp: None,
             class: TimeoutClass::UdpFirst,
         }
     }
@@ -2071,6 +2069,7 @@ mod tests {
             v6,
             frag_l4_len: None,
             verified: true,
+            natted: false,
         };
         let mut md = CtMeta::default();
         ct.process(&mut CtCache::new(), &pkt, &mut md, &args, crate::now_ms());
@@ -2321,6 +2320,7 @@ mod tests {
             v6: false,
             frag_l4_len: None,
             verified: true,
+            natted: false,
         };
         ct.process(
             &mut CtCache::new(),

@@ -250,7 +250,7 @@ pub const TCPF_BE_LIBERAL: u8 = 0x08;
 const MAX_ACK_WINDOW: u32 = 0xffff + 1500;
 
 /// One direction's sequence bounds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Peer {
     /// Highest sequence number sent so far (the end of the furthest segment).
     seqlo: u32,
@@ -270,7 +270,7 @@ impl Peer {
 }
 
 /// State of one TCP connection, both directions.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcpConn {
     /// Originator, responder.
     peers: [Peer; 2],
