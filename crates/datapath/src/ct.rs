@@ -109,6 +109,24 @@ pub fn to_key(p: &Packet, key: &mut FlowKey) {
     }
 }
 
+/// Writes an ICMP query's identifier (NAT of ICMP moves it like a port), with the checksum
+/// updated (the identifier is not in ICMPv6's pseudo-header either).
+fn set_icmp_id(p: &mut Packet, id: Option<u16>) -> bool {
+    let Some(id) = id else { return true };
+    let l4 = usize::from(p.meta.l4);
+    let d = p.data_mut();
+    let Some(h) = d.get_mut(l4..l4 + 8) else {
+        return l4 == usize::from(NO_OFS);
+    };
+    let old = u16::from_be_bytes([h[4], h[5]]);
+    if old != id {
+        let c = wire::checksum::update16(u16::from_be_bytes([h[2], h[3]]), old, id);
+        h[2..4].copy_from_slice(&c.to_be_bytes());
+        h[4..6].copy_from_slice(&id.to_be_bytes());
+    }
+    true
+}
+
 /// Whether the packet is an IP fragment (IPv4 MF or offset; IPv6 with a fragment header right
 /// after the fixed header, or any extension header, which the reassembler then sorts out).
 #[inline]
@@ -178,6 +196,7 @@ pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool)
     let proto = match t.proto {
         6 if l4 => L4Proto::Tcp,
         17 if l4 => L4Proto::Udp,
+        1 | 58 if l4 => return ok && set_icmp_id(p, src.or(dst).map(|(_, id)| id)),
         _ => return ok,
     };
     let port = |x: Option<([u8; 16], u16)>| x.map_or((0, 0), |(_, p)| (p, 0xffff));

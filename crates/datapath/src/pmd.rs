@@ -1634,6 +1634,7 @@ impl Pmd {
             v6: false,
             frag_l4_len: None,
             verified: false,
+            natted: false,
         });
         let mut n = 0;
         let mut out = [(conntrack::CtMeta::default(), None); MAX_BURST];
@@ -1653,6 +1654,7 @@ impl Pmd {
                 frag_l4_len: None,
                 // An earlier ct() checked the headers (rewrites since keep them valid).
                 verified: p.meta.ct_state != 0,
+                natted: natted(p, args.zone),
             };
             n += 1;
         }
@@ -1716,6 +1718,7 @@ impl Pmd {
             frag_l4_len,
             // An earlier ct() checked the headers (rewrites since keep them valid).
             verified: p.meta.ct_state != 0,
+            natted: natted(p, args.zone),
         };
         let nat = ct.process(&mut self.ct_cache, &pkt, &mut md, args, now);
         crate::ct::store(p, &md);
@@ -1948,6 +1951,13 @@ fn pop_one(stats: &mut PmdStats, p: &mut Packet, port: u32, kind: Option<TunnelK
     m.recirc_depth += 1;
     stats.tnl_pops += 1;
     true
+}
+
+/// Whether an earlier `ct()` in `zone` translated the packet.
+#[inline]
+fn natted(p: &Packet, zone: u16) -> bool {
+    p.meta.ct_state & (conntrack::state::SNAT | conntrack::state::DNAT) != 0
+        && p.meta.ct_zone == zone
 }
 
 /// Word 0 of a key: in_port and recirc_id, in network byte order.
