@@ -287,13 +287,15 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
     Ok(())
 }
 
-/// The lines of a datapath flow dump whose `in_port(...)` is one of `ports`, with the PMD
-/// headers of the groups that keep a line.
+/// The lines of a datapath flow dump whose `in_port(...)` is one of `ports` (names or
+/// datapath numbers, as the dump prints one or the other), with the PMD headers of the groups
+/// that keep a line. A flow line is one with actions (it may start with `ct_state(...)` or a
+/// tunnel, not only `recirc_id`).
 pub fn filter_dump(text: &str, ports: &[String]) -> String {
     let mut out = String::new();
     let mut header: Option<&str> = None;
     for line in text.lines() {
-        if !line.starts_with("recirc_id") && !line.starts_with("ufid:") {
+        if !line.contains("actions:") {
             header = Some(line);
             continue;
         }
@@ -329,5 +331,15 @@ mod tests {
             "flow-dump from pmd on cpu core: 1\n\
              recirc_id(0),in_port(p0),eth_type(0x0800), packets:1, bytes:60, used:0.1s, actions:p1\n"
         );
+    }
+
+    /// Megaflows of a conntrack pipeline start with `ct_state(...)`, and the plain dump names
+    /// ports by number: both were dropped by the filter (`dpif/dump-flows BRIDGE` was empty).
+    #[test]
+    fn dump_filter_keeps_conntrack_flows_and_numbered_ports() {
+        let dump = "ct_state(-trk),recirc_id(0),in_port(2),eth_type(0x0800),ipv4(frag=no), packets:1, bytes:60, used:0.1s, actions:ct(zone=5),recirc(0x1)\n\
+                    recirc_id(0),in_port(7),eth_type(0x0800), packets:1, bytes:60, used:0.1s, actions:8\n";
+        let got = filter_dump(dump, &["p0".into(), "2".into()]);
+        assert_eq!(got, dump.lines().next().unwrap().to_owned() + "\n");
     }
 }

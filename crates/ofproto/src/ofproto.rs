@@ -598,7 +598,8 @@ impl Ofproto {
         Ok(out)
     }
 
-    /// The names of `bridge`'s ports that have a datapath side.
+    /// The names and datapath numbers of `bridge`'s ports that have a datapath side (a dump
+    /// names ports one way or the other).
     pub fn dp_port_names(&self, bridge: &str) -> Result<Vec<String>, String> {
         let p = self.read();
         let b = p
@@ -606,8 +607,8 @@ impl Ofproto {
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         Ok(b.ports
             .values()
-            .filter(|p| p.dp_port.is_some())
-            .map(|p| p.name.clone())
+            .filter_map(|p| p.dp_port.map(|no| [p.name.clone(), no.to_string()]))
+            .flatten()
             .collect())
     }
 
