@@ -114,6 +114,8 @@ pub struct Parsed {
     pub l4: usize,
     /// L4 bytes in the datagram.
     pub l4_len: usize,
+    /// [`Tuple::hash`] of `tuple`.
+    pub hash: u64,
 }
 
 /// Why a packet cannot be tracked (it is `+inv`).
@@ -460,6 +462,12 @@ pub fn parse(
     frag_l4_len: Option<usize>,
     checks: bool,
 ) -> Result<Parsed, Invalid> {
+    if !v6
+        && frag_l4_len.is_none()
+        && let Some(p) = parse_v4_fast(d, l3, zone, checks)
+    {
+        return Ok(p);
+    }
     let mut t = Tuple {
         zone,
         ..Tuple::default()
@@ -475,5 +483,53 @@ pub fn parse(
         related,
         l4: info.l4,
         l4_len: info.l4_len,
+        hash: t.hash(),
+    })
+}
+
+/// The common case in one pass over fixed offsets: IPv4 without options, not a fragment, TCP
+/// or UDP with both ports set, lengths consistent. `None` sends the packet to the general
+/// parser (which also says what is wrong with a bad one).
+#[inline]
+fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed> {
+    let h: &[u8; 34] = d.get(l3..l3 + 34)?.try_into().ok()?;
+    let tot = usize::from(be16(h, 2));
+    let proto = h[9];
+    if h[0] != 0x45 || be16(h, 6) & 0x3fff != 0 || tot > d.len() - l3 {
+        return None;
+    }
+    let l4_len = tot.checked_sub(20)?;
+    let ok_len = match proto {
+        UDP => usize::from(be16(h, 24)) == l4_len,
+        TCP => l4_len >= 20 && usize::from(h[32] >> 4) * 4 <= l4_len && h[32] >> 4 >= 5,
+        _ => false,
+    };
+    let (sport, dport) = (be16(h, 20), be16(h, 22));
+    if !ok_len || sport == 0 || dport == 0 {
+        return None;
+    }
+    let mut t = Tuple {
+        zone,
+        proto,
+        sport,
+        dport,
+        ..Tuple::default()
+    };
+    t.src[..4].copy_from_slice(&h[12..16]);
+    t.dst[..4].copy_from_slice(&h[16..20]);
+    if checks {
+        let udp_none = proto == UDP && be16(h, 26) == 0;
+        if checksum::data(&h[..20]) != 0xffff
+            || (!udp_none && !l4_csum_ok(d, &t, &d[l3 + 20..l3 + tot]))
+        {
+            return None;
+        }
+    }
+    Some(Parsed {
+        tuple: t,
+        related: false,
+        l4: l3 + 20,
+        l4_len,
+        hash: t.hash(),
     })
 }

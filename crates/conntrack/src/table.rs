@@ -528,7 +528,7 @@ impl Conntrack {
             for (i, pkt) in chunk.iter().enumerate() {
                 parsed[i] = Self::parse(pkt, args.zone);
                 if let Ok(p) = &parsed[i] {
-                    cache.touch(p.tuple.hash());
+                    cache.touch(p.hash);
                 }
             }
             for (i, (pkt, o)) in chunk.iter().zip(outs.iter_mut()).enumerate() {
@@ -568,7 +568,7 @@ impl Conntrack {
         let t = p.tuple;
         if p.related {
             // An ICMP error: the connection of the packet it carries, in the other direction.
-            return match self.find(cache, &t.reverse(), now) {
+            return match self.find(cache, &t.reverse(), t.reverse().hash(), now) {
                 Some((c, reply)) => {
                     md.state = TRK | REL | if reply { RPL } else { 0 };
                     md.mark = c.mark.load(Relaxed);
@@ -597,7 +597,7 @@ impl Conntrack {
         if pkt.natted {
             // An earlier ct() of this zone translated the packet: its tuple is the other
             // direction's, reversed. It is tracked, not translated again.
-            if let Some((c, reply)) = self.find(cache, &t.reverse(), now)
+            if let Some((c, reply)) = self.find(cache, &t.reverse(), t.reverse().hash(), now)
                 && self
                     .update(c, !reply, seg.as_ref(), md, args, now)
                     .is_some()
@@ -605,7 +605,7 @@ impl Conntrack {
                 return None;
             }
         }
-        let stale = match self.find(cache, &t, now) {
+        let stale = match self.find(cache, &t, p.hash, now) {
             None => None,
             // `force`: a connection seen from this side is started anew from here.
             Some((c, true)) if args.force && args.commit => Some(c.clone()),
@@ -635,9 +635,9 @@ impl Conntrack {
         &self,
         cache: &'c mut CtCache,
         t: &Tuple,
+        h: u64,
         now: u64,
     ) -> Option<(&'c Arc<Conn>, bool)> {
-        let h = t.hash();
         let i = (h as usize) % CACHE_SIZE;
         let hit = matches!(&cache.slots[i], Some((k, e)) if *k == h && e.conn.alive(now)
             && (if e.reply { &e.conn.reply } else { &e.conn.orig }) == t);
