@@ -5,6 +5,10 @@
 //! its key) to a flow that rewrites and outputs it to a sink. `p2p_vxlan_frames` forwards the
 //! same VXLAN frames without decapsulating them, the reference for what one pass costs.
 //!
+//! `ct_1000` and `ct_nat_1000` run the OVS anchor's conntrack pipeline (two passes, two
+//! `ct()`s per packet, 1000 connections), `plain_two_passes` the same two passes without
+//! conntrack.
+//!
 //! Each benchmark runs 32 iterations of a 32-packet burst (1024 packets) after a warm-up in
 //! `setup`; `scripts/insns-check` divides by 1024. Frames: 1000 flows (inner UDP source ports
 //! and outer entropy ports), the seeds' shapes (`testdata/pcap/README.md`): VXLAN VNI 100 with
@@ -307,7 +311,52 @@ fn gre_decap() -> Pmd {
     pmd(gre_frames(), TunnelKind::Gre, &refs)
 }
 
+/// The seeds' plain 64-byte frames, 1000 flows (UDP source ports).
+fn plain_frames() -> Vec<Vec<u8>> {
+    (0..FLOWS as u16).map(|i| inner(1000 + i)).collect()
+}
+
+const PLAIN: &str = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
+
+/// Two passes over plain frames (`recirc`, then output): the reference the `ct` pipelines are
+/// compared with (their cost beyond it is conntrack's).
+fn plain_two_passes() -> Pmd {
+    let pass2 = format!("recirc_id(0x1),{PLAIN}");
+    pmd(
+        plain_frames(),
+        TunnelKind::VXLAN,
+        &[(PLAIN, "recirc(0x1)"), (&pass2, "p1")],
+    )
+}
+
+/// The OVS anchor's `ct` pipeline as datapath flows: `ct`, recirculate, `ct(commit)` and
+/// output for `+new` (one-way UDP stays `+new`); `first`/`commit` vary it for NAT.
+fn ct_pipeline(first: &str, commit: &str) -> Pmd {
+    let (k1, k2, k3) = (
+        format!("ct_state(-trk),{PLAIN}"),
+        format!("ct_state(+new+trk),recirc_id(0x1),{PLAIN}"),
+        format!("ct_state(+est+trk),recirc_id(0x1),{PLAIN}"),
+    );
+    let (a1, a2) = (format!("{first},recirc(0x1)"), format!("{commit},p1"));
+    pmd(
+        plain_frames(),
+        TunnelKind::VXLAN,
+        &[(&k1, &a1), (&k2, &a2), (&k3, "p1")],
+    )
+}
+
+fn ct_1000() -> Pmd {
+    ct_pipeline("ct", "ct(commit)")
+}
+
+fn ct_nat_1000() -> Pmd {
+    ct_pipeline("ct(nat)", "ct(commit,nat(src=10.2.0.1))")
+}
+
 #[library_benchmark]
+#[bench::plain_two_passes(plain_two_passes())]
+#[bench::ct_1000(ct_1000())]
+#[bench::ct_nat_1000(ct_nat_1000())]
 #[bench::p2p_vxlan_frames(p2p_vxlan_frames())]
 #[bench::vxlan_two_passes(vxlan_two_passes())]
 #[bench::vxlan_decap(vxlan_decap())]
