@@ -396,6 +396,37 @@ fn bench_runs_through_openflow_rules() {
     }
 }
 
+/// `flowpath bench ct` and `ct_nat`, with the anchor's datapath flows and through the OpenFlow
+/// pipeline (ct(table=1) recirculates): every packet forwarded (with SNAT, rewritten as
+/// expected), one committed connection per flow, nothing missed in the window.
+#[test]
+fn bench_ct_scenarios_forward_and_commit_one_connection_per_flow() {
+    for scenario in ["ct", "ct_nat"] {
+        for openflow in [false, true] {
+            let mut args = vec![
+                "bench",
+                scenario,
+                "--flows",
+                "300",
+                "--seconds",
+                "0.5",
+                "--json",
+            ];
+            if openflow {
+                args.push("--openflow");
+            }
+            let o = Command::new(bin()).args(&args).output().unwrap();
+            let t = text(&o);
+            assert!(o.status.success(), "{args:?}: {t}");
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["forwarded_ok"], true, "{args:?}: {t}");
+            assert_eq!(v["ct_connections"], 300, "{args:?}: {t}");
+            assert_eq!(v["passes_per_packet"], 2.0, "{args:?}: {t}");
+            assert_eq!(v["lost_upcalls"], 0, "{args:?}: {t}");
+        }
+    }
+}
+
 /// `--storm`: a second source offering never-cached flows beside the cached traffic. Every
 /// storm packet is a miss (an upcall or a counted lost upcall), the cached traffic is still
 /// forwarded and verified; the rate it keeps is a figure for docs/performance.md, not a test.
