@@ -3,7 +3,7 @@
 //! `dpctl/ct-{set,get}-maxconns`, `dpctl/ct-get-nconns`, `dpctl/ct-{set,get,del}-limits`,
 //! `dpctl/ct-{enable,disable,get}-tcp-seq-chk`, and flowpath's own
 //! `dpctl/ct-{set,get,del}-timeout-policy` (printed as `ovs-vsctl list-zone-tp` prints OVS's
-//! timeout policies). The `dpctl/ipf-*` commands belong with the fragment reassembler.
+//! timeout policies). The `dpctl/ipf-*` commands are in [`crate::ipf_format`].
 //!
 //! Argument parsing (`parse_*`) and output (`format_*`) are pure functions, checked against what
 //! Open vSwitch 3.1's userspace datapath prints (`ovs-appctl dpctl/...` on `netdev@ovs-netdev`,
@@ -100,6 +100,20 @@ pub enum CmdError {
     /// As `ovs-vsctl del-zone-tp` words it.
     #[error("zone id {0} does not exist")]
     NoPolicy(u16),
+    /// `ipf-set-enabled`/`ipf-set-disabled` without `v4` or `v6`.
+    #[error("parameter missing: 'v4' for IPv4 or 'v6' for IPv6")]
+    IpfFamily,
+    /// `ipf-set-min-frag` without `v4` or `v6` (OVS words it without the quotes here).
+    #[error("parameter missing: v4 for IPv4 or v6 for IPv6")]
+    IpfMinFragFamily,
+    #[error("parameter missing for minimum fragment size")]
+    IpfMinFragMissing,
+    #[error("requested minimum fragment size too small; see documentation")]
+    IpfMinFragTooSmall,
+    #[error("parameter missing for maximum fragments")]
+    IpfMaxFragsMissing,
+    #[error("setting maximum fragments failed")]
+    IpfMaxFragsFailed,
 }
 
 impl CmdError {
@@ -108,6 +122,11 @@ impl CmdError {
         match self {
             CmdError::UnrecognizedOption(_) => None,
             CmdError::FlushNotFound | CmdError::NoPolicy(_) => Some("No such file or directory"),
+            // OVS's ipf setters return 1 on a value out of bounds, which dpctl prints as an
+            // errno.
+            CmdError::IpfMinFragTooSmall | CmdError::IpfMaxFragsFailed => {
+                Some("Operation not permitted")
+            }
             _ => Some("Invalid argument"),
         }
     }
@@ -408,7 +427,7 @@ pub fn split_options<S: AsRef<str>>(args: &[S]) -> Result<(Opts, Vec<&str>), Cmd
 }
 
 /// Checks that what is left of the arguments is at most the datapath's name.
-fn dp_only(rest: &[&str], dp_names: &[&str]) -> Result<(), CmdError> {
+pub(crate) fn dp_only(rest: &[&str], dp_names: &[&str]) -> Result<(), CmdError> {
     match rest {
         [] => Ok(()),
         [dp] if dp_names.contains(dp) => Ok(()),
@@ -435,7 +454,7 @@ fn skip_dp<'a>(rest: &'a [&'a str], dp_names: &[&str]) -> &'a [&'a str] {
 }
 
 /// A whole decimal number.
-fn dec<T: std::str::FromStr>(s: &str) -> Option<T> {
+pub(crate) fn dec<T: std::str::FromStr>(s: &str) -> Option<T> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }

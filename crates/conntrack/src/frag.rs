@@ -266,6 +266,79 @@ impl FragStats {
     }
 }
 
+/// A datagram being reassembled, as `dpctl/ipf-get-status -m` lists it (OVS's `ipf_list`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FragList {
+    /// IPv6 (else IPv4).
+    pub ipv6: bool,
+    /// Source address (IPv4 in the first 4 bytes).
+    pub src: [u8; 16],
+    /// Destination address (IPv4 in the first 4 bytes).
+    pub dst: [u8; 16],
+    /// Identification.
+    pub ident: u32,
+    /// Conntrack zone.
+    pub zone: u16,
+    /// IPv4 protocol; 0 for IPv6, whose key has none (as OVS's).
+    pub proto: u8,
+    /// Fragments held.
+    pub n_frags: usize,
+    /// The first fragment (offset 0) is held.
+    pub first: bool,
+    /// The last fragment (M clear) is held.
+    pub last: bool,
+}
+
+impl FragList {
+    fn of<T>(k: &DatagramKey, p: &Pending<T>) -> FragList {
+        FragList {
+            ipv6: k.ipv6,
+            src: k.src,
+            dst: k.dst,
+            ident: k.ident,
+            zone: k.zone,
+            proto: k.proto,
+            n_frags: p.pkts.len(),
+            first: p.first.is_some(),
+            last: p.total.is_some(),
+        }
+    }
+
+    /// OVS's name for the list's state (`ipf_state_name`): which ends have arrived.
+    pub fn state_name(&self) -> &'static str {
+        match (self.first, self.last) {
+            (true, true) => "first/last frag",
+            (true, false) => "first frag",
+            (false, true) => "last frag",
+            (false, false) => "other frag",
+        }
+    }
+}
+
+/// A reassembler's report ([`Reassembler::status`]); the reports of several (one per PMD
+/// thread) add up with [`FragStatus::merge`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FragStatus {
+    /// The configuration in force.
+    pub config: FragConfig,
+    /// Fragments held.
+    pub held: usize,
+    /// Counters.
+    pub stats: FragStats,
+    /// Datagrams waiting, when asked for.
+    pub lists: Vec<FragList>,
+}
+
+impl FragStatus {
+    /// Adds `other`'s fragments, counters and lists in (the configuration stays `self`'s).
+    pub fn merge(&mut self, other: FragStatus) {
+        self.held += other.held;
+        self.stats.merge(&other.stats);
+        self.lists.extend(other.lists);
+        self.lists.sort_unstable();
+    }
+}
+
 /// Where a packet's fragment lies in its datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragPos {
@@ -599,6 +672,28 @@ impl<T: AsRef<[u8]>> Reassembler<T> {
     /// ones until enough complete or expire); a new timeout applies to new datagrams.
     pub fn set_config(&mut self, cfg: FragConfig) {
         self.cfg = cfg;
+    }
+
+    /// What `dpctl/ipf-get-status` reports: the configuration, the counters, the fragments
+    /// held and, with `lists`, the datagrams waiting for fragments (discarded ones, which hold
+    /// none, left out), in key order.
+    pub fn status(&self, lists: bool) -> FragStatus {
+        let mut out = Vec::new();
+        if lists {
+            out.extend(
+                self.table
+                    .iter()
+                    .filter(|(_, p)| !p.discarded)
+                    .map(|(k, p)| FragList::of(k, p)),
+            );
+            out.sort_unstable();
+        }
+        FragStatus {
+            config: self.cfg.clone(),
+            held: self.held,
+            stats: self.stats.clone(),
+            lists: out,
+        }
     }
 
     /// Checks that need nothing but the fragment: enabled, sizes, alignment, length.
@@ -1135,6 +1230,58 @@ mod tests {
             Verdict::Complete(_)
         ));
         assert_eq!(r.stats().v4.dropped(FragDrop::Duplicate), 1);
+    }
+
+    #[test]
+    fn status_lists_waiting_datagrams_with_ovs_states() {
+        let mut r = Reassembler::new(small());
+        // IPv4: the last fragment, then the first; IPv6: a middle one only.
+        r.push(unhex(V4_F2), 14, false, 5, 0);
+        assert_eq!(r.status(true).lists[0].state_name(), "last frag");
+        r.push(unhex(V4_F0), 14, false, 5, 0);
+        r.push(unhex(V6_F1), 14, true, 0, 0);
+        let st = r.status(true);
+        assert_eq!(st.held, 3);
+        assert_eq!(st.stats.v4.accepted, 2);
+        assert_eq!(st.config, small());
+        let mut src = [0; 16];
+        src[..4].copy_from_slice(&[10, 0, 0, 1]);
+        let mut dst = [0; 16];
+        dst[..4].copy_from_slice(&[10, 0, 0, 2]);
+        assert_eq!(
+            st.lists[0],
+            FragList {
+                ipv6: false,
+                src,
+                dst,
+                ident: 0x1234,
+                zone: 5,
+                proto: 17,
+                n_frags: 2,
+                first: true,
+                last: true,
+            }
+        );
+        assert_eq!(st.lists[0].state_name(), "first/last frag");
+        assert_eq!(
+            (st.lists[1].ipv6, st.lists[1].ident, st.lists[1].proto),
+            (true, 0xabcdef01, 0)
+        );
+        assert_eq!(st.lists[1].state_name(), "other frag");
+        assert!(r.status(false).lists.is_empty());
+        // Two threads' reports add up; the lists stay in key order.
+        let mut sum = r.status(true);
+        sum.merge(r.status(true));
+        assert_eq!(
+            (sum.held, sum.stats.v4.accepted, sum.lists.len()),
+            (6, 4, 4)
+        );
+        assert!(sum.lists.is_sorted());
+        // A completed datagram leaves the list.
+        r.push(unhex(V4_F1), 14, false, 5, 0);
+        let st = r.status(true);
+        assert_eq!((st.held, st.lists.len()), (1, 1));
+        assert_eq!(st.stats.v4.completed_frags, 3);
     }
 
     #[test]

@@ -8,13 +8,15 @@
 //! - [`key`]: the tuple a packet is tracked under, and the header checks before tracking.
 //! - [`tcp`]: TCP window tracking (RFC 9293; the state machine of Guido van Rooij's "Real
 //!   Stateful TCP Packet Filtering in IP Filter", as Linux and OVS use it).
-//! - [`frag`]: IPv4 and IPv6 fragment reassembly ahead of tracking.
+//! - [`frag`]: IPv4 and IPv6 fragment reassembly ahead of tracking; [`ipf_format`] its
+//!   `dpctl/ipf-*` commands.
 //! - [`table`]: the shared connection table, zones, limits, timeouts, NAT, expiry.
 
 #![forbid(unsafe_code)]
 
 pub mod format;
 pub mod frag;
+pub mod ipf_format;
 pub mod key;
 pub mod table;
 pub mod tcp;

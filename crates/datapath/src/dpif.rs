@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use conntrack::frag::{FragConfig, FragStatus};
 use flow::odp::{Attr, AttrItem, DpFlow, FlowStats as OdpStats, PortNames, Used};
 use flow::{FlowKey, Mask, Match};
 
@@ -165,6 +166,7 @@ pub struct DatapathBuilder {
     flows: Vec<Megaflow>,
     upcall: Option<UpcallFactory>,
     conntrack: Arc<conntrack::Conntrack>,
+    frag: FragConfig,
 }
 
 /// Makes each PMD thread's upcall handler (the slow path), one per PMD.
@@ -180,7 +182,13 @@ impl DatapathBuilder {
             flows: Vec::new(),
             upcall: None,
             conntrack: Arc::new(conntrack::Conntrack::new()),
+            frag: FragConfig::default(),
         }
+    }
+
+    /// The fragment reassembly settings every PMD starts with (OVS's defaults unless set).
+    pub fn set_frag_config(&mut self, cfg: FragConfig) {
+        self.frag = cfg;
     }
 
     /// The connection tracker the PMDs will share.
@@ -234,6 +242,7 @@ impl DatapathBuilder {
             .collect();
         for pmd in &mut pmds {
             pmd.set_conntrack(self.conntrack.clone());
+            pmd.handle(PmdCmd::SetFragConfig(self.frag.clone()));
             for f in &self.flows {
                 pmd.add_flow(f.clone())?;
             }
@@ -278,6 +287,7 @@ impl DatapathBuilder {
             names: self.names,
             cleared_at: tsc::now(),
             rxq_assign: self.config.rxq_assign,
+            frag: self.frag,
         })
     }
 }
@@ -403,6 +413,8 @@ pub struct Datapath {
     names: PortNames,
     cleared_at: u64,
     rxq_assign: RxqAssign,
+    /// The fragment reassembly settings every PMD's reassembler has.
+    frag: FragConfig,
 }
 
 /// One PMD's counters as collected by [`Datapath::pmd_stats`].
@@ -417,6 +429,34 @@ impl Datapath {
     /// The connection tracker the PMDs share.
     pub fn conntrack(&self) -> &Arc<conntrack::Conntrack> {
         &self.conntrack
+    }
+
+    /// The fragment reassembly settings (`dpctl/ipf-get-status`).
+    pub fn frag_config(&self) -> &FragConfig {
+        &self.frag
+    }
+
+    /// Gives every PMD's reassembler `cfg` (`dpctl/ipf-set-*`; the caller checks it against
+    /// OVS's bounds). A status asked for afterwards reflects it: each PMD takes its commands
+    /// in order.
+    pub fn set_frag_config(&mut self, cfg: FragConfig) {
+        for p in &self.pmds {
+            let _ = p.cmd.send(PmdCmd::SetFragConfig(cfg.clone()));
+        }
+        self.frag = cfg;
+    }
+
+    /// The reassemblers' status summed over the PMDs (fragments held, counters) and, with
+    /// `lists`, the datagrams each is waiting to complete.
+    pub fn frag_status(&self, lists: bool) -> FragStatus {
+        let mut st = FragStatus {
+            config: self.frag.clone(),
+            ..FragStatus::default()
+        };
+        for s in self.ask(|tx| PmdCmd::FragStatus(lists, tx)) {
+            st.merge(s);
+        }
+        st
     }
 
     /// Port numbers and names.

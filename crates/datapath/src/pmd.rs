@@ -345,6 +345,10 @@ pub enum PmdCmd {
     /// A port leaves: stop polling it, flush and drop its tx queue, remove the megaflows of
     /// its packets; replies once done, so the port can be closed.
     RemovePort(u32, Sender<()>),
+    /// Replace the fragment reassembler's settings (`dpctl/ipf-set-*`).
+    SetFragConfig(conntrack::frag::FragConfig),
+    /// The reassembler's status, with the datagrams waiting if asked (`dpctl/ipf-get-status`).
+    FragStatus(bool, Sender<conntrack::frag::FragStatus>),
 }
 
 /// A polled rx queue.
@@ -823,6 +827,10 @@ impl Pmd {
             PmdCmd::RemovePort(no, reply) => {
                 self.remove_port(no);
                 let _ = reply.send(());
+            }
+            PmdCmd::SetFragConfig(cfg) => self.reasm.set_config(cfg),
+            PmdCmd::FragStatus(lists, reply) => {
+                let _ = reply.send(self.reasm.status(lists));
             }
         }
     }

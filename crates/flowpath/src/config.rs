@@ -19,6 +19,24 @@
 //! type = "pcap"
 //! ofport = 1
 //! options = { rx_pcap = "in.pcap" }
+//!
+//! [conntrack]
+//! maxconns = 100000
+//! tcp_seq_chk = true
+//! default_limit = 0                # connections per zone without a limit of its own; 0: none
+//! ipf_v4 = true                    # fragment reassembly in front of ct()
+//! ipf_v6 = true
+//! ipf_min_frag_v4 = 1200           # smallest non-last fragment, IP header included (>= 400)
+//! ipf_min_frag_v6 = 1280
+//! ipf_max_nfrags = 1000            # fragments held at once, per PMD thread (<= 5000)
+//!
+//! [conntrack.default_timeouts]     # seconds, by timeout class
+//! udp_first = 60
+//!
+//! [[conntrack.zone]]
+//! zone = 5
+//! limit = 1000
+//! tcp_established = 3600
 //! ```
 //!
 //! Datapath port numbers are given in order of appearance, from 1. Relative paths in port
@@ -39,6 +57,329 @@ pub struct Config {
     pub bridge: Vec<Bridge>,
     #[serde(default)]
     pub tunnel: TunnelSection,
+    #[serde(default)]
+    pub conntrack: ConntrackSection,
+}
+
+/// `[conntrack]`: the connection tracker's and the fragment reassembler's settings, applied
+/// when the switch starts (the `dpctl/ct-*` and `dpctl/ipf-*` commands change them while it
+/// runs). Keys are OVS's words: the timeout classes are `ovs-vsctl add-zone-tp`'s.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConntrackSection {
+    /// Most connections in the table (`ct-set-maxconns`; default 3000000).
+    pub maxconns: Option<u32>,
+    /// TCP sequence checking (`ct-enable-tcp-seq-chk`; default on).
+    pub tcp_seq_chk: Option<bool>,
+    /// The limit of zones without one of their own (`ct-set-limits default=L`; 0: none).
+    pub default_limit: Option<u32>,
+    /// The default timeout policy's seconds by class (`ct-set-timeout-policy default ...`).
+    #[serde(default)]
+    pub default_timeouts: toml::Table,
+    /// `[[conntrack.zone]]`: `zone`, optional `limit`, and timeout classes (checked in
+    /// [`parse`]).
+    #[serde(default)]
+    pub zone: Vec<toml::Table>,
+    /// IPv4 fragment reassembly (`ipf-set-enabled v4`; default on).
+    pub ipf_v4: Option<bool>,
+    /// IPv6 fragment reassembly (default on).
+    pub ipf_v6: Option<bool>,
+    /// Smallest IPv4 non-last fragment, IP header included (`ipf-set-min-frag v4`; 1200).
+    pub ipf_min_frag_v4: Option<u32>,
+    /// Smallest IPv6 non-last fragment (1280).
+    pub ipf_min_frag_v6: Option<u32>,
+    /// Fragments held at once by each PMD thread's reassembler (`ipf-set-max-nfrags`; 1000).
+    pub ipf_max_nfrags: Option<u32>,
+}
+
+/// One `[[conntrack.zone]]` entry, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtZone {
+    pub zone: u16,
+    /// The zone's own connection limit (`ct-set-limits zone=N,limit=L`).
+    pub limit: Option<u32>,
+    /// The zone's timeout policy, the classes not given taken from the default policy.
+    pub timeouts: Vec<(conntrack::TimeoutClass, u32)>,
+}
+
+/// Where in `[conntrack]` a problem is, to find its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CtTable {
+    Main,
+    DefaultTimeouts,
+    /// The n-th `[[conntrack.zone]]` (from 0).
+    Zone(usize),
+}
+
+/// A problem in `[conntrack]`: where, which key, what.
+#[derive(Debug)]
+struct CtProblem {
+    table: CtTable,
+    key: String,
+    message: String,
+}
+
+/// A whole number in `0..=max`.
+fn ct_number(v: &toml::Value, max: u32) -> Option<u32> {
+    v.as_integer()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n <= max)
+}
+
+/// The timeout classes' names, for messages.
+fn timeout_class_names() -> String {
+    conntrack::TimeoutClass::ALL
+        .iter()
+        .map(|c| c.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Reads one timeout `key = value` of a policy (`what` names it in messages).
+fn ct_timeout(
+    what: &str,
+    key: &str,
+    v: &toml::Value,
+) -> Result<(conntrack::TimeoutClass, u32), String> {
+    let class = conntrack::TimeoutClass::from_name(key)
+        .ok_or_else(|| format!("{what}: unknown timeout class '{key}'"))?;
+    let secs = ct_number(v, u32::MAX)
+        .ok_or_else(|| format!("{what}: {key} = {v}: expected seconds (0-4294967295)"))?;
+    Ok((class, secs))
+}
+
+impl ConntrackSection {
+    /// The default policy's timeouts.
+    pub fn default_timeout_values(&self) -> Vec<(conntrack::TimeoutClass, u32)> {
+        self.default_timeouts
+            .iter()
+            .filter_map(|(k, v)| ct_timeout("", k, v).ok())
+            .collect()
+    }
+
+    /// The fragment reassembly settings: OVS's defaults with what is given.
+    pub fn frag_config(&self) -> conntrack::frag::FragConfig {
+        let mut c = conntrack::frag::FragConfig::default();
+        if let Some(on) = self.ipf_v4 {
+            c.enabled_v4 = on;
+        }
+        if let Some(on) = self.ipf_v6 {
+            c.enabled_v6 = on;
+        }
+        if let Some(n) = self.ipf_min_frag_v4 {
+            c.min_frag_size_v4 = n as usize;
+            // As `dpctl/ipf-set-min-frag v4` (OVS's `ipf_set_min_frag`).
+            c.max_frags_per_datagram =
+                conntrack::frag::FragConfig::v4_frags_per_datagram(c.min_frag_size_v4);
+        }
+        if let Some(n) = self.ipf_min_frag_v6 {
+            c.min_frag_size_v6 = n as usize;
+        }
+        if let Some(n) = self.ipf_max_nfrags {
+            c.max_frags = n as usize;
+        }
+        c
+    }
+
+    /// Sets the connection tracker's knobs, the default policy, then each zone's limit and
+    /// policy (a zone's policy starts from the default's, as `ct-set-timeout-policy` does).
+    pub fn apply(&self, ct: &conntrack::Conntrack) {
+        if let Some(n) = self.maxconns {
+            ct.set_maxconns(n);
+        }
+        if let Some(on) = self.tcp_seq_chk {
+            ct.set_tcp_seq_chk(on);
+        }
+        if let Some(n) = self.default_limit {
+            ct.set_default_limit(n);
+        }
+        let d = self.default_timeout_values();
+        if !d.is_empty() {
+            ct.set_timeouts(None, &d);
+        }
+        for z in self.check_zones().0 {
+            if let Some(l) = z.limit {
+                ct.set_zone_limit(z.zone, l);
+            }
+            if !z.timeouts.is_empty() {
+                ct.set_timeouts(Some(z.zone), &z.timeouts);
+            }
+        }
+    }
+
+    /// The zone entries that are right, and the problems of the others.
+    fn check_zones(&self) -> (Vec<CtZone>, Vec<CtProblem>) {
+        let mut zones: Vec<CtZone> = Vec::new();
+        let mut problems = Vec::new();
+        for (i, t) in self.zone.iter().enumerate() {
+            let table = CtTable::Zone(i);
+            let mut problem = |key: &str, message: String| {
+                problems.push(CtProblem {
+                    table,
+                    key: key.to_owned(),
+                    message,
+                })
+            };
+            let zone = match t.get("zone") {
+                None => {
+                    problem(
+                        "zone",
+                        format!("conntrack zone entry {}: needs zone", i + 1),
+                    );
+                    continue;
+                }
+                Some(v) => match ct_number(v, u32::from(u16::MAX)) {
+                    Some(z) => z as u16,
+                    None => {
+                        problem(
+                            "zone",
+                            format!(
+                                "conntrack zone entry {}: zone = {v}: expected a zone (0-65535)",
+                                i + 1
+                            ),
+                        );
+                        continue;
+                    }
+                },
+            };
+            if zones.iter().any(|z| z.zone == zone) {
+                problem("zone", format!("conntrack zone {zone}: given twice"));
+                continue;
+            }
+            let what = format!("conntrack zone {zone}");
+            let mut entry = CtZone {
+                zone,
+                limit: None,
+                timeouts: Vec::new(),
+            };
+            let mut ok = true;
+            for (k, v) in t {
+                match k.as_str() {
+                    "zone" => {}
+                    "limit" => match ct_number(v, u32::MAX) {
+                        Some(l) => entry.limit = Some(l),
+                        None => {
+                            ok = false;
+                            problem(
+                                k,
+                                format!(
+                                    "{what}: limit = {v}: expected connections \
+                                     (0-4294967295; 0: the default limit)"
+                                ),
+                            );
+                        }
+                    },
+                    _ => match ct_timeout(&what, k, v) {
+                        Ok(c) => entry.timeouts.push(c),
+                        Err(m) => {
+                            ok = false;
+                            let m = if conntrack::TimeoutClass::from_name(k).is_none() {
+                                format!(
+                                    "{what}: unknown key '{k}' (known: zone, limit, {})",
+                                    timeout_class_names()
+                                )
+                            } else {
+                                m
+                            };
+                            problem(k, m);
+                        }
+                    },
+                }
+            }
+            if ok {
+                zones.push(entry);
+            }
+        }
+        (zones, problems)
+    }
+
+    /// Every problem, for [`parse`].
+    fn problems(&self) -> Vec<CtProblem> {
+        let mut out = Vec::new();
+        for (k, v) in &self.default_timeouts {
+            if let Err(mut message) = ct_timeout("conntrack default_timeouts", k, v) {
+                if conntrack::TimeoutClass::from_name(k).is_none() {
+                    message.push_str(&format!(" (known: {})", timeout_class_names()));
+                }
+                out.push(CtProblem {
+                    table: CtTable::DefaultTimeouts,
+                    key: k.clone(),
+                    message,
+                });
+            }
+        }
+        let lbound = conntrack::frag::FragConfig::MIN_FRAG_SIZE_LBOUND;
+        for (key, v) in [
+            ("ipf_min_frag_v4", self.ipf_min_frag_v4),
+            ("ipf_min_frag_v6", self.ipf_min_frag_v6),
+        ] {
+            if let Some(v) = v
+                && (v as usize) < lbound
+            {
+                out.push(CtProblem {
+                    table: CtTable::Main,
+                    key: key.into(),
+                    message: format!(
+                        "conntrack: {key} = {v}: below {lbound}, the smallest OVS allows"
+                    ),
+                });
+            }
+        }
+        let ubound = conntrack::frag::FragConfig::MAX_FRAGS_UBOUND;
+        if let Some(v) = self.ipf_max_nfrags
+            && v as usize > ubound
+        {
+            out.push(CtProblem {
+                table: CtTable::Main,
+                key: "ipf_max_nfrags".into(),
+                message: format!(
+                    "conntrack: ipf_max_nfrags = {v}: above {ubound}, the largest OVS allows"
+                ),
+            });
+        }
+        out.extend(self.check_zones().1);
+        out
+    }
+}
+
+/// The line of `key = ...` in the `[conntrack]` table `t`, else the table's header line (a
+/// key missing), else the first `key =` anywhere (an inline table).
+fn ct_key_line(text: &str, t: CtTable, key: &str) -> Option<usize> {
+    let is_key = |l: &str| {
+        l.trim_start()
+            .strip_prefix(key)
+            .is_some_and(|r| r.trim_start().starts_with('='))
+    };
+    let mut zones_seen = 0;
+    let mut header = None;
+    for (i, l) in text.lines().enumerate() {
+        let h: String = l
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        if h.starts_with('[') {
+            if header.is_some() {
+                break;
+            }
+            let here = match (t, h.as_str()) {
+                (CtTable::Main, "[conntrack]") => true,
+                (CtTable::DefaultTimeouts, "[conntrack.default_timeouts]") => true,
+                (CtTable::Zone(n), "[[conntrack.zone]]") => {
+                    zones_seen += 1;
+                    zones_seen == n + 1
+                }
+                _ => false,
+            };
+            header = here.then_some(i + 1);
+            continue;
+        }
+        if header.is_some() && is_key(l) {
+            return Some(i + 1);
+        }
+    }
+    header.or_else(|| text.lines().position(is_key).map(|i| i + 1))
 }
 
 /// `[tunnel]`: the underlay's routes and neighbours, as `tnl/route/add` and `tnl/neigh/set`
@@ -270,6 +611,17 @@ fn line_of(text: &str, ofs: usize) -> usize {
         + 1
 }
 
+/// The key whose value starts at byte `ofs` (`key = VALUE`, also inside an inline table), to
+/// name it in a message about the value.
+fn key_before(text: &str, ofs: usize) -> Option<&str> {
+    let before = text.get(..ofs)?;
+    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    let k = line.trim_end().strip_suffix('=')?;
+    let k = k.rsplit(['{', ',']).next()?.trim();
+    let bare = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    (!k.is_empty() && k.chars().all(bare)).then_some(k)
+}
+
 /// The line on which `needle` first appears after `from`, for errors found after parsing.
 fn find_line(text: &str, needle: &str) -> Option<usize> {
     text.find(needle).map(|o| line_of(text, o))
@@ -307,9 +659,13 @@ fn port_lines(text: &str, name: &str) -> (Option<usize>, Option<usize>) {
 /// taken from.
 pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
     let cfg: Config = toml::from_str(text).map_err(|e| {
+        let message = match e.span().and_then(|s| key_before(text, s.start)) {
+            Some(k) if !e.message().contains(k) => format!("{k}: {}", e.message()),
+            _ => e.message().to_owned(),
+        };
         vec![ConfigError {
             line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().to_owned(),
+            message,
         }]
     })?;
     let mut errs = Vec::new();
@@ -479,6 +835,12 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 message: format!("tunnel route '{r}': {e}"),
             });
         }
+    }
+    for p in cfg.conntrack.problems() {
+        errs.push(ConfigError {
+            line: ct_key_line(text, p.table, &p.key),
+            message: p.message,
+        });
     }
     for n in &cfg.tunnel.neigh {
         let ok = match n.split_whitespace().collect::<Vec<_>>().as_slice() {
@@ -747,5 +1109,166 @@ options = { tx_pcap = "out.pcap" }
         .unwrap_err();
         assert_eq!(e[0].line, Some(10), "{}", e[0]);
         assert!(e[0].message.contains("port 'p1': n_rxq"), "{}", e[0]);
+    }
+
+    const CT: &str = r#"
+[conntrack]
+maxconns = 100000
+tcp_seq_chk = false
+default_limit = 50
+ipf_v4 = true
+ipf_v6 = false
+ipf_min_frag_v4 = 1000
+ipf_min_frag_v6 = 1100
+ipf_max_nfrags = 500
+
+[conntrack.default_timeouts]
+udp_first = 45
+
+[[conntrack.zone]]
+zone = 5
+limit = 1000
+tcp_established = 3600
+
+[[conntrack.zone]]
+zone = 7
+icmp_first = 5
+"#;
+
+    #[test]
+    fn conntrack_section_parses_and_applies() {
+        use conntrack::TimeoutClass as T;
+        let c = parse(CT).unwrap_or_else(|e| panic!("{}", e[0]));
+        let ct = conntrack::Conntrack::new();
+        c.conntrack.apply(&ct);
+        assert_eq!(ct.maxconns(), 100000);
+        assert!(!ct.tcp_seq_chk());
+        assert_eq!(ct.default_limit(), 50);
+        assert_eq!(ct.zone_limits(), vec![(5, 1000)]);
+        let d = ct.timeouts(None);
+        assert_eq!(d[T::UdpFirst as usize], 45);
+        assert_eq!(
+            d[T::TcpEstablished as usize],
+            T::TcpEstablished.default_secs()
+        );
+        let z5 = ct.timeouts(Some(5));
+        assert_eq!(z5[T::TcpEstablished as usize], 3600);
+        // A zone's policy starts from the default policy as configured.
+        assert_eq!(z5[T::UdpFirst as usize], 45);
+        assert_eq!(ct.timeouts(Some(7))[T::IcmpFirst as usize], 5);
+        assert_eq!(ct.timeouts(Some(9)), d);
+        let f = c.conntrack.frag_config();
+        assert_eq!(
+            (
+                f.enabled_v4,
+                f.enabled_v6,
+                f.min_frag_size_v4,
+                f.min_frag_size_v6,
+                f.max_frags
+            ),
+            (true, false, 1000, 1100, 500)
+        );
+        assert_eq!(f.max_frags_per_datagram, 70);
+        assert_eq!(f.check(), Ok(()));
+        // Nothing given: nothing changes.
+        let none = parse("").unwrap();
+        assert_eq!(
+            none.conntrack.frag_config(),
+            conntrack::frag::FragConfig::default()
+        );
+        let ct = conntrack::Conntrack::new();
+        none.conntrack.apply(&ct);
+        assert_eq!(ct.maxconns(), conntrack::table::DEFAULT_MAXCONNS);
+        assert!(ct.tcp_seq_chk());
+    }
+
+    #[test]
+    fn conntrack_errors_name_line_and_key() {
+        let errs = |text: &str| -> Vec<String> {
+            parse(text)
+                .unwrap_err()
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            errs("[conntrack]\nmaxconns = \"x\"\n"),
+            ["line 2: maxconns: invalid type: string \"x\", expected u32"]
+        );
+        assert_eq!(
+            errs("[conntrack]\n\ntcp_seq_chk = 1\n"),
+            ["line 3: tcp_seq_chk: invalid type: integer `1`, expected a boolean"]
+        );
+        assert_eq!(
+            errs("[conntrack]\ndefault_limit = -1\n"),
+            ["line 2: default_limit: invalid value: integer `-1`, expected u32"]
+        );
+        assert!(
+            errs("[conntrack]\nmaxconn = 1\n")[0]
+                .starts_with("line 2: unknown field `maxconn`, expected one of `maxconns`"),
+        );
+        assert_eq!(
+            errs(
+                "[conntrack]\nipf_min_frag_v4 = 300\nipf_min_frag_v6 = 399\nipf_max_nfrags = 5001\n\
+                 ipf_min_frag_v6x = 1\n"
+            ),
+            [
+                "line 5: unknown field `ipf_min_frag_v6x`, expected one of `maxconns`, `tcp_seq_chk`, \
+              `default_limit`, `default_timeouts`, `zone`, `ipf_v4`, `ipf_v6`, `ipf_min_frag_v4`, \
+              `ipf_min_frag_v6`, `ipf_max_nfrags`"
+            ]
+        );
+        assert_eq!(
+            errs(
+                "[conntrack]\nipf_min_frag_v4 = 300\nipf_min_frag_v6 = 399\nipf_max_nfrags = 5001\n"
+            ),
+            [
+                "line 2: conntrack: ipf_min_frag_v4 = 300: below 400, the smallest OVS allows",
+                "line 3: conntrack: ipf_min_frag_v6 = 399: below 400, the smallest OVS allows",
+                "line 4: conntrack: ipf_max_nfrags = 5001: above 5000, the largest OVS allows",
+            ]
+        );
+        let classes = "tcp_syn_sent, tcp_syn_recv, tcp_established, tcp_fin_wait, \
+                       tcp_time_wait, tcp_close, udp_first, udp_single, udp_multiple, \
+                       icmp_first, icmp_reply";
+        assert_eq!(
+            errs("[conntrack]\n[conntrack.default_timeouts]\nudp_first = -5\nudp_last = 5\n"),
+            [
+                "line 3: conntrack default_timeouts: udp_first = -5: expected seconds \
+                 (0-4294967295)"
+                    .to_string(),
+                format!(
+                    "line 4: conntrack default_timeouts: unknown timeout class 'udp_last' \
+                     (known: {classes})"
+                ),
+            ]
+        );
+        let e = errs(
+            "[[conntrack.zone]]\nzone = 5\nlimit = 10\n\
+             [[conntrack.zone]]\nzone = 70000\n\
+             [[conntrack.zone]]\nlimit = 3\n\
+             [[conntrack.zone]]\nzone = 5\n\
+             [[conntrack.zone]]\nzone = 6\nlimit = \"many\"\ntcp_established = 1.5\n\
+             tcp_unack = 3\n",
+        );
+        assert_eq!(
+            e,
+            [
+                "line 5: conntrack zone entry 2: zone = 70000: expected a zone (0-65535)"
+                    .to_string(),
+                "line 6: conntrack zone entry 3: needs zone".to_string(),
+                "line 9: conntrack zone 5: given twice".to_string(),
+                "line 12: conntrack zone 6: limit = \"many\": expected connections \
+                 (0-4294967295; 0: the default limit)"
+                    .to_string(),
+                "line 13: conntrack zone 6: tcp_established = 1.5: expected seconds \
+                 (0-4294967295)"
+                    .to_string(),
+                format!(
+                    "line 14: conntrack zone 6: unknown key 'tcp_unack' (known: zone, limit, \
+                     {classes})"
+                ),
+            ]
+        );
     }
 }

@@ -298,6 +298,8 @@ pub fn build_with(
         dc.rxq_assign = RxqAssign::parse(a).map_err(|e| anyhow!(e))?;
     }
     let mut b = DatapathBuilder::new(dc);
+    cfg.conntrack.apply(&b.conntrack());
+    b.set_frag_config(cfg.conntrack.frag_config());
     let of = of.clone();
     b.set_upcall(Box::new(move || of.upcall_handler()));
     let mut tunnels_added = Vec::new();
@@ -342,14 +344,39 @@ const DP_NAMES: [&str; 3] = ["netdev@flowpath", "flowpath", "netdev@ovs-netdev"]
 
 /// Registers the connection tracker's commands (`dpctl/dump-conntrack`, `dpctl/ct-set-limits`,
 /// ...; see [`conntrack::format`]). They work on the shared table, without the datapath lock.
-/// The `dpctl/ipf-*` (fragment reassembly) commands come with the reassembler's wiring into
-/// the datapath.
 fn register_ct(reg: &Registry, ct: &Arc<conntrack::Conntrack>) {
     for c in conntrack::format::CtCommand::ALL {
         let ct = ct.clone();
         let (min, max) = c.args();
         let _ = reg.register(c.name(), c.usage(), min, max, move |a| {
             conntrack::format::run(&ct, c, a, &DP_NAMES).map_err(|e| e.to_string())
+        });
+    }
+}
+
+/// Registers the fragment reassembler's commands (`dpctl/ipf-*`, see
+/// [`conntrack::ipf_format`]). Each PMD thread has its own reassembler, so they go through the
+/// datapath: a setting to every PMD, the status summed over them.
+fn register_ipf(reg: &Registry, dp: &Arc<Mutex<Datapath>>) {
+    use conntrack::ipf_format::{self, IpfCommand};
+    for c in IpfCommand::ALL {
+        let dp = dp.clone();
+        let (min, max) = c.args();
+        let _ = reg.register(c.name(), c.usage(), min, max, move |a| {
+            let req = ipf_format::parse(c, a, &DP_NAMES).map_err(|e| e.to_string())?;
+            let mut d = dp
+                .lock()
+                .map_err(|_| "datapath lock poisoned".to_string())?;
+            match req.apply(d.frag_config()).map_err(|e| e.to_string())? {
+                Some(cfg) => {
+                    d.set_frag_config(cfg);
+                    Ok(req.reply().to_string())
+                }
+                None => {
+                    let lists = req == ipf_format::IpfRequest::GetStatus { lists: true };
+                    Ok(ipf_format::format_status(&d.frag_status(lists), lists))
+                }
+            }
         });
     }
 }
@@ -482,6 +509,7 @@ pub fn registry(
     if let Ok(d) = dp.lock() {
         register_ct(&reg, d.conntrack());
     }
+    register_ipf(&reg, &dp);
     let _ = reg.register("exit", "[--cleanup]", 0, 1, move |_| {
         stop.store(true, Ordering::Relaxed);
         Ok(String::new())

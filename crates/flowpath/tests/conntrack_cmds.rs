@@ -442,3 +442,309 @@ fn conntrack_commands_on_a_running_switch() {
 
     sw.ok(&["exit"]);
 }
+
+/// The IP fragments of `whole` (an Ethernet frame from [`frame`]), `size` bytes of data each
+/// (a multiple of 8); `take` of them, all when `None`.
+fn fragments(whole: &[u8], id: u32, size: usize, take: Option<usize>) -> Vec<Vec<u8>> {
+    let v6 = whole[12..14] == [0x86, 0xdd];
+    let (hlen, proto) = if v6 { (40, whole[20]) } else { (20, whole[23]) };
+    let l4 = &whole[14 + hlen..];
+    let chunks: Vec<&[u8]> = l4.chunks(size).collect();
+    let n = take.unwrap_or(chunks.len());
+    let mut out = Vec::new();
+    for (i, data) in chunks.iter().enumerate().take(n) {
+        let offset = i * size;
+        let more = i + 1 < chunks.len();
+        let mut f = whole[..14].to_vec();
+        if v6 {
+            let mut h = whole[14..54].to_vec();
+            h[4..6].copy_from_slice(&((8 + data.len()) as u16).to_be_bytes());
+            h[6] = 44;
+            f.extend_from_slice(&h);
+            f.extend_from_slice(&[proto, 0]);
+            f.extend_from_slice(&((offset as u16) | u16::from(more)).to_be_bytes());
+            f.extend_from_slice(&id.to_be_bytes());
+        } else {
+            let mut h = whole[14..34].to_vec();
+            h[2..4].copy_from_slice(&((20 + data.len()) as u16).to_be_bytes());
+            h[4..6].copy_from_slice(&(id as u16).to_be_bytes());
+            let flags = (offset / 8) as u16 | if more { 0x2000 } else { 0 };
+            h[6..8].copy_from_slice(&flags.to_be_bytes());
+            h[10..12].copy_from_slice(&[0, 0]);
+            let c = csum(&h, 0);
+            h[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&h);
+        }
+        f.extend_from_slice(data);
+        out.push(f);
+    }
+    out
+}
+
+/// A UDP datagram with `len` bytes of data.
+fn udp_len(v6: bool, src: &str, dst: &str, sport: u16, dport: u16, len: usize) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&((8 + len) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend((0..len).map(|i| i as u8));
+    frame(v6, 17, src, dst, u, 6)
+}
+
+/// The `[conntrack]` section the switch of [`conntrack_configuration_and_ipf_commands`]
+/// starts with.
+const CT_CONFIG: &str = r#"
+[conntrack]
+maxconns = 5000
+tcp_seq_chk = false
+default_limit = 100
+ipf_min_frag_v4 = 500
+ipf_max_nfrags = 2000
+
+[conntrack.default_timeouts]
+udp_first = 45
+
+[[conntrack.zone]]
+zone = 5
+limit = 10
+tcp_established = 3600
+udp_single = 33
+"#;
+
+/// `ipf-get-status` of that configuration before any fragment.
+const IPF_STATUS: &str = "        Fragmentation Module Status
+        ---------------------------
+        v4 enabled: 1
+        v6 enabled: 1
+        max num frags (v4/v6): 2000
+        num frag: 0
+        min v4 frag size: 500
+        v4 frags accepted: 0
+        v4 frags completed: 0
+        v4 frags expired: 0
+        v4 frags too small: 0
+        v4 frags overlapped: 0
+        v4 frags purged: 0
+        min v6 frag size: 1280
+        v6 frags accepted: 0
+        v6 frags completed: 0
+        v6 frags expired: 0
+        v6 frags too small: 0
+        v6 frags overlapped: 0
+        v6 frags purged: 0
+";
+
+/// The counter `name` (`v4 frags accepted`) of an `ipf-get-status` reply.
+fn ipf_counter(status: &str, name: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(": "))
+        .unwrap_or_else(|| panic!("no {name} in {status}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn conntrack_configuration_and_ipf_commands() {
+    let (dir, _rm) = scratch_dir("flowpath-ct-config");
+    // A UDP datagram in 3 IPv4 fragments and one in 2 IPv6 fragments, the first fragment of a
+    // datagram that never completes, and a non-last fragment under the configured minimum.
+    let mut frames = fragments(
+        &udp_len(false, "10.1.1.1", "10.1.1.2", 5000, 6000, 1192),
+        77,
+        480,
+        None,
+    );
+    frames.extend(fragments(
+        &udp_len(true, "fc00::1", "fc00::2", 5000, 6000, 2000),
+        0x5151,
+        1232,
+        None,
+    ));
+    frames.extend(fragments(
+        &udp_len(false, "10.1.1.51", "10.1.1.12", 5, 6, 3000),
+        4242,
+        480,
+        Some(1),
+    ));
+    frames.extend(fragments(
+        &udp_len(false, "10.1.1.52", "10.1.1.12", 5, 6, 400),
+        4343,
+        96,
+        Some(1),
+    ));
+    assert_eq!(frames.len(), 7);
+    let mut w = netdev::pcap::PcapWriter::create(dir.join("frags.pcap")).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write(i as u64 * 1000, f).unwrap();
+    }
+    w.finish().unwrap();
+    let cfg = dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[datapath]
+dp-flows = ["in_port(p0), actions:drop"]
+{CT_CONFIG}
+[[bridge]]
+name = "br0"
+flows = []
+
+[[bridge.port]]
+name = "p0"
+type = "replay"
+options = {{ pcap = "frags.pcap" }}
+
+[[bridge.port]]
+name = "p1"
+type = "sink"
+"#
+        ),
+    )
+    .unwrap();
+    let rundir = dir.join("run");
+    let child = Reap(
+        Command::new(env!("CARGO_BIN_EXE_flowpath"))
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .arg("--rundir")
+            .arg(&rundir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !rundir.join("flowpath.ctl").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sw = Switch {
+        rundir,
+        _child: child,
+    };
+
+    // The configured values, through the commands that show them.
+    assert_eq!(sw.ok(&["dpctl/ct-get-maxconns"]), "5000\n");
+    assert_eq!(
+        sw.ok(&["dpctl/ct-get-tcp-seq-chk"]),
+        "TCP sequence checking: disabled\n"
+    );
+    assert_eq!(
+        sw.ok(&["dpctl/ct-get-limits"]),
+        "default limit=100\nzone=5,limit=10,count=0\n"
+    );
+    let p = sw.ok(&["dpctl/ct-get-timeout-policy", "zone=5"]);
+    assert!(
+        p.starts_with("Zone:5, Timeout Policies: ")
+            && p.contains(" tcp_established=3600 ")
+            && p.contains(" udp_first=45 ")
+            && p.ends_with(" udp_single=33\n"),
+        "{p}"
+    );
+    let p = sw.ok(&["dpctl/ct-get-timeout-policy"]);
+    assert!(
+        p.starts_with("Default, Timeout Policies: ")
+            && p.contains(" tcp_established=86400 ")
+            && p.contains(" udp_first=45 "),
+        "{p}"
+    );
+    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), IPF_STATUS);
+    assert_eq!(
+        sw.ok(&["dpctl/ipf-get-status", "netdev@flowpath", "-m"]),
+        format!("{IPF_STATUS}\n        Fragment Lists:\n\n")
+    );
+
+    // The settings round-trip, with OVS's replies and errors.
+    assert_eq!(
+        sw.ok(&["dpctl/ipf-set-disabled", "v4"]),
+        "disabling fragmentation reassembly successful\n"
+    );
+    assert_eq!(
+        sw.ok(&["dpctl/ipf-set-min-frag", "v6", "1000"]),
+        "setting minimum fragment size successful\n"
+    );
+    assert_eq!(
+        sw.ok(&["dpctl/ipf-set-max-nfrags", "netdev@flowpath", "3000"]),
+        "setting maximum fragments successful\n"
+    );
+    let changed = IPF_STATUS
+        .replace("v4 enabled: 1", "v4 enabled: 0")
+        .replace("(v4/v6): 2000", "(v4/v6): 3000")
+        .replace("min v6 frag size: 1280", "min v6 frag size: 1000");
+    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), changed);
+    assert_eq!(
+        sw.fails(&["dpctl/ipf-set-min-frag", "v4", "300"]),
+        "requested minimum fragment size too small; see documentation"
+    );
+    assert_eq!(
+        sw.fails(&["dpctl/ipf-set-min-frag", "v7", "1000"]),
+        "parameter missing: v4 for IPv4 or v6 for IPv6"
+    );
+    assert_eq!(
+        sw.fails(&["dpctl/ipf-set-max-nfrags", "5001"]),
+        "setting maximum fragments failed"
+    );
+    assert_eq!(
+        sw.fails(&["dpctl/ipf-set-enabled", "v5"]),
+        "parameter missing: 'v4' for IPv4 or 'v6' for IPv6"
+    );
+    assert_eq!(
+        sw.fails(&["dpctl/ipf-set-enabled"]),
+        "\"dpctl/ipf-set-enabled\" command requires at least 1 arguments"
+    );
+    assert_eq!(
+        sw.fails(&["dpctl/ipf-get-status", "bogus"]),
+        "datapath not found"
+    );
+    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), changed);
+    sw.ok(&["dpctl/ipf-set-enabled", "v4"]);
+    sw.ok(&["dpctl/ipf-set-min-frag", "v6", "1280"]);
+    sw.ok(&["dpctl/ipf-set-max-nfrags", "2000"]);
+    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), IPF_STATUS);
+
+    // Fragments through ct(): reassembled, counted, tracked.
+    let ct = "ct(commit,zone=5),p1";
+    sw.ok(&["dpctl/add-flow", "in_port(p0),eth_type(0x0800)", ct]);
+    sw.ok(&["dpctl/add-flow", "in_port(p0),eth_type(0x86dd)", ct]);
+    sw.ok(&["dpctl/del-flow", "in_port(p0)"]);
+    let waiting = "(src=10.1.1.51,dst=10.1.1.12,recirc_id=0,ip_id=4242,dl_type=0x800,zone=5,\
+                   nw_proto=17,num_fragments=1,state=first frag)\n";
+    let t = Instant::now();
+    loop {
+        let st = sw.ok(&["dpctl/ipf-get-status", "-m"]);
+        let done = ipf_counter(&st, "v4 frags completed") >= 3
+            && ipf_counter(&st, "v6 frags completed") >= 2
+            && ipf_counter(&st, "v4 frags too small") >= 1
+            && ipf_counter(&st, "num frag") >= 1
+            && st.ends_with(&format!("\n        Fragment Lists:\n\n{waiting}"));
+        if done {
+            assert!(ipf_counter(&st, "v4 frags accepted") >= 4, "{st}");
+            assert!(ipf_counter(&st, "v6 frags accepted") >= 2, "{st}");
+            assert_eq!(ipf_counter(&st, "v4 frags completed") % 3, 0, "{st}");
+            assert_eq!(ipf_counter(&st, "v6 frags completed") % 2, 0, "{st}");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{st}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let conns = sw.dump(&["zone=5"]);
+    for want in [
+        "udp,orig=(src=10.1.1.1,dst=10.1.1.2,sport=5000,dport=6000),reply=(src=10.1.1.2,dst=10.1.1.1,sport=6000,dport=5000),zone=5",
+        "udp,orig=(src=fc00::1,dst=fc00::2,sport=5000,dport=6000),reply=(src=fc00::2,dst=fc00::1,sport=6000,dport=5000),zone=5",
+    ] {
+        assert!(conns.contains(want), "{conns:#?}");
+    }
+    // The replay repeats each datagram from one side: udp_single, from zone 5's policy.
+    for l in sw.dump(&["-s", "zone=5"]) {
+        let secs: u32 = l
+            .split_once(",timeout=")
+            .and_then(|(_, t)| t.split(',').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{l}"));
+        assert!(secs <= 33 && secs + 5 >= 33, "{l}");
+    }
+    sw.ok(&["exit"]);
+}
