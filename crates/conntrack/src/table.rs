@@ -203,6 +203,10 @@ pub struct CtMeta {
     pub label: u128,
     /// The connection's original-direction tuple (valid when `state` has TRK without INV).
     pub orig: Tuple,
+    /// Where the PMD's cache holds the packet's connection (the low 32 bits of the hash of
+    /// the tuple it was found by); 0 when it has none. A later `ct()` of the same packet in
+    /// the same zone can take the connection from there ([`Conntrack::recheck`]).
+    pub conn_ref: u32,
 }
 
 /// A rewrite NAT asks of the packet: new source and/or destination address and port (the port
@@ -445,8 +449,9 @@ impl Default for Conntrack {
     }
 }
 
-/// Entries of a PMD's lookup cache.
+/// Entries of a PMD's lookup cache (a power of two: see [`Conntrack::recheck`]).
 const CACHE_SIZE: usize = 1024;
+const _: () = assert!(CACHE_SIZE.is_power_of_two());
 
 /// A PMD's cache of recent lookups: tuple to connection, direct-mapped by the tuple's hash,
 /// each slot the hash and the entry (the tuple is compared against the connection's own, which
@@ -610,7 +615,10 @@ impl Conntrack {
             // `force`: a connection seen from this side is started anew from here.
             Some((c, true)) if args.force && args.commit => Some(c.clone()),
             Some((c, reply)) => match self.update(c, reply, seg.as_ref(), md, args, now) {
-                Some(out) => return out,
+                Some(out) => {
+                    md.conn_ref = p.hash as u32;
+                    return out;
+                }
                 // The segment reopens a closed TCP connection: start a new one.
                 None => Some(c.clone()),
             },
@@ -621,10 +629,46 @@ impl Conntrack {
         self.new_conn(cache, &t, seg.as_ref(), md, args, now)
     }
 
+    /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
+    /// connection at `conn_ref` in the cache, its original tuple `orig`): as OVS's kernel
+    /// datapath does for a packet whose connection is cached, the packet is not tracked again;
+    /// a commit only writes the mark and label into `mark`/`label`. False when the connection
+    /// is not at hand (or the action asks for NAT or `force`): then [`Self::process`] it.
+    #[inline]
+    pub fn recheck(
+        &self,
+        cache: &CtCache,
+        conn_ref: u32,
+        orig: &Tuple,
+        args: &CtArgs,
+        now: u64,
+        mark: &mut u32,
+        label: &mut u128,
+    ) -> bool {
+        if conn_ref == 0 || args.nat.is_some() || args.force {
+            return false;
+        }
+        // CACHE_SIZE divides 2^32, so the slot is the same as the full hash's.
+        let Some((h, e)) = &cache.slots[conn_ref as usize % CACHE_SIZE] else {
+            return false;
+        };
+        let c = &e.conn;
+        if *h as u32 != conn_ref || !c.alive(now) || c.orig != *orig {
+            return false;
+        }
+        if args.commit && (args.mark.is_some() || args.label.is_some()) {
+            self.set_mark_label(c, args);
+            *mark = c.mark.load(Relaxed);
+            *label = c.label();
+        }
+        true
+    }
+
     fn invalid(&self, md: &mut CtMeta) -> Option<NatRewrite> {
         md.state = TRK | INV;
         md.mark = 0;
         md.label = 0;
+        md.conn_ref = 0;
         None
     }
 
@@ -828,6 +872,7 @@ impl Conntrack {
             let nat_flags = conn.nat_flags();
             let rw = (nat.is_some() && nat_flags != 0).then(|| rewrite_for(&conn, false));
             cache.slots[(h as usize) % CACHE_SIZE] = Some((h, Entry { conn, reply: false }));
+            md.conn_ref = h as u32;
             if rw.is_some() {
                 md.state |= nat_flags;
             }

@@ -25,6 +25,9 @@ pub const CT_MD_PROTO: usize = CT_MD_TUPLE + 36;
 /// Offset of the connection mark (host order) in the connection metadata area.
 pub const CT_MD_MARK: usize = 56;
 
+/// Offset of [`conntrack::CtMeta::conn_ref`] (host order) in the connection metadata area.
+pub const CT_MD_CONN_REF: usize = 60;
+
 /// Key words of the connection label.
 const KEY_W_LABEL: usize = 22;
 /// Key words wholly of the connection tuple (the ports share word 32 with GENEVE options).
@@ -53,6 +56,7 @@ pub fn store(p: &mut Packet, md: &CtMeta) {
     let area = p.ct_md_mut();
     area[..16].copy_from_slice(&md.label.to_be_bytes());
     area[CT_MD_MARK..CT_MD_MARK + 4].copy_from_slice(&md.mark.to_ne_bytes());
+    area[CT_MD_CONN_REF..CT_MD_CONN_REF + 4].copy_from_slice(&md.conn_ref.to_ne_bytes());
     let t = &md.orig;
     if md.state & conntrack::state::INV != 0 {
         area[CT_MD_TUPLE..CT_MD_PROTO + 1].fill(0);
@@ -70,6 +74,49 @@ pub fn store(p: &mut Packet, md: &CtMeta) {
     area[CT_MD_TUPLE + 32..CT_MD_TUPLE + 34].copy_from_slice(&tp_src.to_be_bytes());
     area[CT_MD_TUPLE + 34..CT_MD_TUPLE + 36].copy_from_slice(&tp_dst.to_be_bytes());
     area[CT_MD_PROTO] = t.proto;
+}
+
+/// For a later `ct()` in `zone` of a packet an earlier one tracked (not `+inv`), the
+/// connection's cache reference and original tuple, as [`conntrack::Conntrack::recheck`]
+/// takes them.
+#[inline]
+pub fn cached(p: &Packet, zone: u16, v6: bool) -> Option<(u32, Tuple)> {
+    let m = &p.meta;
+    if m.ct_state & conntrack::state::TRK == 0
+        || m.ct_state & conntrack::state::INV != 0
+        || m.ct_zone != zone
+    {
+        return None;
+    }
+    let a = p.ct_md();
+    let conn_ref = u32::from_ne_bytes(a[CT_MD_CONN_REF..CT_MD_CONN_REF + 4].try_into().unwrap());
+    if conn_ref == 0 {
+        return None;
+    }
+    let t = CT_MD_TUPLE;
+    let port = |i: usize| u16::from_be_bytes([a[i], a[i + 1]]);
+    Some((
+        conn_ref,
+        Tuple {
+            src: a[t..t + 16].try_into().unwrap(),
+            dst: a[t + 16..t + 32].try_into().unwrap(),
+            sport: port(t + 32),
+            dport: port(t + 34),
+            zone,
+            proto: a[CT_MD_PROTO],
+            v6,
+            stype: 0,
+            dtype: 0,
+        },
+    ))
+}
+
+/// Writes a connection's mark and label into the packet's metadata (a commit's writes).
+#[inline]
+pub fn set_mark_label(p: &mut Packet, mark: u32, label: u128) {
+    let area = p.ct_md_mut();
+    area[..16].copy_from_slice(&label.to_be_bytes());
+    area[CT_MD_MARK..CT_MD_MARK + 4].copy_from_slice(&mark.to_ne_bytes());
 }
 
 /// Forgets the packet's connection state (`ct_clear`).

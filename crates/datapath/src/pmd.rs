@@ -1633,8 +1633,10 @@ impl Pmd {
         let ct = self
             .conntrack
             .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
-        // Which packets are tracked here (IP, not fragments), with their family.
+        // Which packets are tracked here (IP, not fragments), with their family, and which
+        // need nothing more.
         let mut v6s = [None; MAX_BURST];
+        let mut done: [Option<Option<(u32, u128)>>; MAX_BURST] = [None; MAX_BURST];
         let mut frags = false;
         let mut pkts: [_; MAX_BURST] = std::array::from_fn(|_| conntrack::CtPacket {
             frame: &[],
@@ -1654,6 +1656,15 @@ impl Pmd {
                 frags = true;
                 continue;
             }
+            // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
+            if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6) {
+                let (mut mark, mut label) = (0, 0);
+                if ct.recheck(&self.ct_cache, conn_ref, &orig, args, now, &mut mark, &mut label) {
+                    let writes = args.commit && (args.mark.is_some() || args.label.is_some());
+                    done[i] = Some(writes.then_some((mark, label)));
+                    continue;
+                }
+            }
             v6s[i] = Some(v6);
             pkts[n] = conntrack::CtPacket {
                 frame: p.data(),
@@ -1669,6 +1680,12 @@ impl Pmd {
         ct.process_batch(&mut self.ct_cache, &pkts[..n], &mut out[..n], args, now);
         let mut k = 0;
         for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+            if let Some(d) = done.get(i).copied().flatten() {
+                if let Some((mark, label)) = d {
+                    crate::ct::set_mark_label(p, mark, label);
+                }
+                continue;
+            }
             match v6s.get(i).copied().flatten() {
                 Some(v6) => {
                     let (md, nat) = &out[k];
