@@ -459,12 +459,15 @@ const _: () = assert!(CACHE_SIZE.is_power_of_two());
 /// linger here until its slot is reused; entries are checked alive before use.
 pub struct CtCache {
     slots: Box<[Option<(u64, Entry)>]>,
+    /// Scratch of [`Conntrack::process_batch`].
+    parsed: Vec<Result<key::Parsed, Invalid>>,
 }
 
 impl Default for CtCache {
     fn default() -> Self {
         CtCache {
             slots: vec![None; CACHE_SIZE].into_boxed_slice(),
+            parsed: Vec::with_capacity(32),
         }
     }
 }
@@ -528,18 +531,22 @@ impl Conntrack {
         now: u64,
     ) {
         const MAX: usize = 32;
+        // The cache's scratch vector keeps its capacity: nothing is allocated per burst.
+        let mut parsed = std::mem::take(&mut cache.parsed);
         for (chunk, outs) in pkts.chunks(MAX).zip(out.chunks_mut(MAX)) {
-            let mut parsed: [Result<key::Parsed, Invalid>; MAX] = [Err(Invalid::L3); MAX];
-            for (i, pkt) in chunk.iter().enumerate() {
-                parsed[i] = Self::parse(pkt, args.zone);
-                if let Ok(p) = &parsed[i] {
+            parsed.clear();
+            for pkt in chunk {
+                let p = Self::parse(pkt, args.zone);
+                if let Ok(p) = &p {
                     cache.touch(p.hash);
                 }
+                parsed.push(p);
             }
-            for (i, (pkt, o)) in chunk.iter().zip(outs.iter_mut()).enumerate() {
-                o.1 = self.process_parsed(cache, pkt, parsed[i], &mut o.0, args, now);
+            for ((pkt, o), p) in chunk.iter().zip(outs.iter_mut()).zip(&parsed) {
+                o.1 = self.process_parsed(cache, pkt, *p, &mut o.0, args, now);
             }
         }
+        cache.parsed = parsed;
     }
 
     fn parse(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {

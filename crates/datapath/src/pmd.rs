@@ -510,6 +510,8 @@ pub struct Pmd {
     /// none was given), and this PMD's cache of its lookups.
     conntrack: Option<std::sync::Arc<conntrack::Conntrack>>,
     ct_cache: conntrack::CtCache,
+    /// What `ct()` decided for each packet of a burst (reused, never re-initialized).
+    ct_out: Vec<(conntrack::CtMeta, Option<conntrack::NatRewrite>)>,
     /// IP fragments waiting for the rest of their datagram before `ct()` (per PMD: a
     /// datagram's fragments arrive on one rx queue, as RSS hashes them by addresses).
     reasm: conntrack::frag::Reassembler<Packet>,
@@ -562,6 +564,7 @@ impl Pmd {
             segs: Vec::new(),
             conntrack: None,
             ct_cache: conntrack::CtCache::new(),
+            ct_out: vec![(conntrack::CtMeta::default(), None); MAX_BURST],
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
         }
     }
@@ -1647,7 +1650,7 @@ impl Pmd {
             natted: false,
         });
         let mut n = 0;
-        let mut out = [(conntrack::CtMeta::default(), None); MAX_BURST];
+        let out = &mut self.ct_out;
         for (i, p) in batch.packets().iter().enumerate().take(MAX_BURST) {
             let Some(v6) = crate::ct::ip_version(p) else {
                 continue;
@@ -1659,7 +1662,15 @@ impl Pmd {
             // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
             if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6) {
                 let (mut mark, mut label) = (0, 0);
-                if ct.recheck(&self.ct_cache, conn_ref, &orig, args, now, &mut mark, &mut label) {
+                if ct.recheck(
+                    &self.ct_cache,
+                    conn_ref,
+                    &orig,
+                    args,
+                    now,
+                    &mut mark,
+                    &mut label,
+                ) {
                     let writes = args.commit && (args.mark.is_some() || args.label.is_some());
                     done[i] = Some(writes.then_some((mark, label)));
                     continue;
@@ -1678,6 +1689,7 @@ impl Pmd {
             n += 1;
         }
         ct.process_batch(&mut self.ct_cache, &pkts[..n], &mut out[..n], args, now);
+        let out = std::mem::take(&mut self.ct_out);
         let mut k = 0;
         for (i, p) in batch.packets_mut().iter_mut().enumerate() {
             if let Some(d) = done.get(i).copied().flatten() {
@@ -1715,6 +1727,7 @@ impl Pmd {
                 },
             }
         }
+        self.ct_out = out;
         self.stats.ct_packets += batch.len() as u64;
         if frags {
             self.ct_fragments(args, batch, now);
