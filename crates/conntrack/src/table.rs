@@ -639,8 +639,9 @@ impl Conntrack {
     /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
     /// connection at `conn_ref` in the cache, its original tuple `orig`): as OVS's kernel
     /// datapath does for a packet whose connection is cached, the packet is not tracked again;
-    /// a commit only writes the mark and label into `mark`/`label`. False when the connection
-    /// is not at hand (or the action asks for NAT or `force`): then [`Self::process`] it.
+    /// a commit only writes the mark and label. Returns the connection's mark and label, or
+    /// `None` when the connection is not at hand (or the action asks for NAT or `force`): then
+    /// [`Self::process`] the packet.
     #[inline]
     pub fn recheck(
         &self,
@@ -649,26 +650,20 @@ impl Conntrack {
         orig: &Tuple,
         args: &CtArgs,
         now: u64,
-        mark: &mut u32,
-        label: &mut u128,
-    ) -> bool {
+    ) -> Option<(u32, u128)> {
         if conn_ref == 0 || args.nat.is_some() || args.force {
-            return false;
+            return None;
         }
         // CACHE_SIZE divides 2^32, so the slot is the same as the full hash's.
-        let Some((h, e)) = &cache.slots[conn_ref as usize % CACHE_SIZE] else {
-            return false;
-        };
+        let (h, e) = cache.slots[conn_ref as usize % CACHE_SIZE].as_ref()?;
         let c = &e.conn;
         if *h as u32 != conn_ref || !c.alive(now) || c.orig != *orig {
-            return false;
+            return None;
         }
         if args.commit && (args.mark.is_some() || args.label.is_some()) {
             self.set_mark_label(c, args);
-            *mark = c.mark.load(Relaxed);
-            *label = c.label();
         }
-        true
+        Some((c.mark.load(Relaxed), c.label()))
     }
 
     fn invalid(&self, md: &mut CtMeta) -> Option<NatRewrite> {

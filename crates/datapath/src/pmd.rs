@@ -1660,21 +1660,12 @@ impl Pmd {
                 continue;
             }
             // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
-            if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6) {
-                let (mut mark, mut label) = (0, 0);
-                if ct.recheck(
-                    &self.ct_cache,
-                    conn_ref,
-                    &orig,
-                    args,
-                    now,
-                    &mut mark,
-                    &mut label,
-                ) {
-                    let writes = args.commit && (args.mark.is_some() || args.label.is_some());
-                    done[i] = Some(writes.then_some((mark, label)));
-                    continue;
-                }
+            if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
+                && let Some(ml) = ct.recheck(&self.ct_cache, conn_ref, &orig, args, now)
+            {
+                let writes = args.commit && (args.mark.is_some() || args.label.is_some());
+                done[i] = Some(writes.then_some(ml));
+                continue;
             }
             v6s[i] = Some(v6);
             pkts[n] = conntrack::CtPacket {
