@@ -195,6 +195,13 @@ struct Opt {
     pad: usize,
 }
 
+/// [`Opt::default`] with what `f` sets.
+fn opt(f: impl FnOnce(&mut Opt)) -> Opt {
+    let mut o = Opt::default();
+    f(&mut o);
+    o
+}
+
 fn build(src: Ip, dst: Ip, l4: &L4) -> Vec<u8> {
     build_with(src, dst, l4, &Opt::default())
 }
@@ -1245,15 +1252,7 @@ fn tcp_out_of_window_and_liberal() {
 fn tcp_bad_headers() {
     let mut t = Ct::new();
     let syn = tcp(1111, 2222, "S", 1000, 0, 8192);
-    let bad = build_with(
-        a(),
-        b(),
-        &syn,
-        &Opt {
-            bad_l4_csum: true,
-            ..Default::default()
-        },
-    );
+    let bad = build_with(a(), b(), &syn, &opt(|o| o.bad_l4_csum = true));
     assert_state!(t.st(&bad, &commit(0), 0), TRK | INV);
     assert_eq!(t.invalid(Invalid::L4), 1);
     let mut short = syn.clone();
@@ -1280,32 +1279,27 @@ fn tcp_bad_headers() {
 fn checksum_errors() {
     let mut t = Ct::new();
     let u = udp(1, 2, b"abc");
-    let o = |f: fn(&mut Opt)| {
-        let mut o = Opt::default();
-        f(&mut o);
-        o
-    };
-    let f = build_with(ip("10.1.1.44"), b(), &u, &o(|o| o.bad_l3_csum = true));
+    let f = build_with(ip("10.1.1.44"), b(), &u, &opt(|o| o.bad_l3_csum = true));
     assert_state!(t.st(&f, &commit(0), 0), TRK | INV);
     assert_eq!(t.invalid(Invalid::L3), 1);
-    let f = build_with(ip("10.1.1.43"), b(), &u, &o(|o| o.bad_l4_csum = true));
+    let f = build_with(ip("10.1.1.43"), b(), &u, &opt(|o| o.bad_l4_csum = true));
     assert_state!(t.st(&f, &commit(0), 0), TRK | INV);
     assert_eq!(t.invalid(Invalid::L4), 1);
-    let f = build_with(a6(), b6(), &u, &o(|o| o.bad_l4_csum = true));
+    let f = build_with(a6(), b6(), &u, &opt(|o| o.bad_l4_csum = true));
     assert_state!(t.st(&f, &commit(0), 0), TRK | INV);
-    let f = build_with(a6(), b6(), &u, &o(|o| o.zero_udp_csum = true));
+    let f = build_with(a6(), b6(), &u, &opt(|o| o.zero_udp_csum = true));
     assert_state!(
         t.st(&f, &commit(0), 0),
         TRK | INV,
         "IPv6 UDP needs a checksum"
     );
-    let f = build_with(a(), b(), &echo(8, 1, 1), &o(|o| o.bad_l4_csum = true));
+    let f = build_with(a(), b(), &echo(8, 1, 1), &opt(|o| o.bad_l4_csum = true));
     assert_state!(t.st(&f, &commit(0), 0), TRK | INV);
-    let f = build_with(a6(), b6(), &echo(128, 1, 1), &o(|o| o.bad_l4_csum = true));
+    let f = build_with(a6(), b6(), &echo(128, 1, 1), &opt(|o| o.bad_l4_csum = true));
     assert_state!(t.st(&f, &commit(0), 0), TRK | INV);
     assert_eq!(t.invalid(Invalid::L4), 5);
     assert_eq!(t.ct.n_conns(), 0);
-    let f = build_with(a(), b(), &u, &o(|o| o.zero_udp_csum = true));
+    let f = build_with(a(), b(), &u, &opt(|o| o.zero_udp_csum = true));
     assert_state!(
         t.st(&f, &commit(0), 0),
         TRK | NEW,
@@ -1318,24 +1312,20 @@ fn checksum_errors() {
 /// `verified` (an earlier `ct()` checked the packet) skips the checksums.
 #[test]
 fn verified_packets_skip_checksums() {
-    let mut t = Ct::new();
     let f = build_with(
         a(),
         b(),
         &udp(1, 2, b"abc"),
-        &Opt {
-            bad_l4_csum: true,
-            bad_l3_csum: true,
-            ..Default::default()
-        },
+        &opt(|o| {
+            o.bad_l4_csum = true;
+            o.bad_l3_csum = true;
+        }),
     );
-    let pkt = CtPacket {
+    assert_commits_new(&CtPacket {
         verified: true,
         natted: false,
         ..packet(&f)
-    };
-    assert_state!(t.run_pkt(&pkt, &commit(0), 0).0.state, TRK | NEW);
-    assert_eq!(t.ct.n_conns(), 1);
+    });
 }
 
 /// Truncated and inconsistent IPv4 headers: `invalid_l3`. A truncated UDP header or a UDP
@@ -1388,15 +1378,7 @@ fn truncated_headers() {
     assert_eq!(t.invalid(Invalid::L3), l3 + 2);
     assert_eq!(t.ct.n_conns(), 0);
     // Ethernet padding after a good datagram is fine.
-    let f = build_with(
-        a(),
-        b(),
-        &udp(3333, 4444, b"a"),
-        &Opt {
-            pad: 17,
-            ..Default::default()
-        },
-    );
+    let f = build_with(a(), b(), &udp(3333, 4444, b"a"), &opt(|o| o.pad = 17));
     assert_state!(t.st(&f, &commit(0), 0), TRK | NEW);
     assert_eq!(t.ct.n_conns(), 1);
 }
@@ -1412,8 +1394,20 @@ impl Ct {
             verified: false,
             natted: false,
         };
-        self.run_pkt(&pkt, &commit(0), 0).0.state
+        self.st_pkt(&pkt)
     }
+
+    /// `pkt` committed in zone 0 at time 0: its state.
+    fn st_pkt(&mut self, pkt: &CtPacket<'_>) -> u8 {
+        self.run_pkt(pkt, &commit(0), 0).0.state
+    }
+}
+
+/// `pkt` committed on an empty table: new, and the table's one connection.
+fn assert_commits_new(pkt: &CtPacket<'_>) {
+    let mut t = Ct::new();
+    assert_state!(t.st_pkt(pkt), TRK | NEW);
+    assert_eq!(t.ct.n_conns(), 1);
 }
 
 /// IPv4 options (IHL 6 and 15) are stepped over; the reply without options matches.
@@ -1425,10 +1419,7 @@ fn ipv4_options() {
         a(),
         b(),
         &udp(3333, 4444, b"a"),
-        &Opt {
-            ip_opts: vec![0x94, 4, 0, 0],
-            ..Default::default()
-        },
+        &opt(|o| o.ip_opts = vec![0x94, 4, 0, 0]),
     );
     assert_eq!(f[ETH], 0x46);
     assert_state!(t.st(&f, &commit(0), 0), TRK | NEW);
@@ -1441,10 +1432,7 @@ fn ipv4_options() {
         a(),
         b(),
         &tcp(5, 6, "S", 1, 0, 100),
-        &Opt {
-            ip_opts: opts,
-            ..Default::default()
-        },
+        &opt(|o| o.ip_opts = opts),
     );
     assert_eq!(f[ETH], 0x4f);
     assert_state!(t.st(&f, &commit(0), 2), TRK | NEW);
@@ -1457,10 +1445,7 @@ fn ipv4_options() {
 #[test]
 fn ipv6_extension_headers() {
     let mut t = Ct::new();
-    let exts = Opt {
-        exts: vec![hbh(), routing(), dstopts()],
-        ..Default::default()
-    };
+    let exts = opt(|o| o.exts = vec![hbh(), routing(), dstopts()]);
     let f = build_with(a6(), b6(), &udp(3333, 4444, b"abc"), &exts);
     assert_state!(t.st(&f, &commit(0), 0), TRK | NEW);
     assert_eq!(t.dump(0)[0].orig, tuple(UDP, a6(), 3333, b6(), 4444, 0));
@@ -1472,26 +1457,10 @@ fn ipv6_extension_headers() {
     assert_state!(t.st(&f, &commit(0), 2), TRK | NEW);
     assert_eq!(t.ct.n_conns(), 2);
     // An ICMPv6 echo behind a hop-by-hop header.
-    let f = build_with(
-        a6(),
-        b6(),
-        &echo(128, 9, 1),
-        &Opt {
-            exts: vec![hbh()],
-            ..Default::default()
-        },
-    );
+    let f = build_with(a6(), b6(), &echo(128, 9, 1), &opt(|o| o.exts = vec![hbh()]));
     assert_state!(t.st(&f, &commit(0), 3), TRK | NEW);
     // A truncated extension header chain.
-    let mut f = build_with(
-        a6(),
-        b6(),
-        &udp(1, 2, b""),
-        &Opt {
-            exts: vec![hbh()],
-            ..Default::default()
-        },
-    );
+    let mut f = build_with(a6(), b6(), &udp(1, 2, b""), &opt(|o| o.exts = vec![hbh()]));
     f.truncate(ETH + 44);
     f[ETH + 5] = 4;
     assert_state!(t.st(&f, &commit(0), 4), TRK | INV);
@@ -1505,40 +1474,16 @@ fn fragments_without_reassembly_are_invalid() {
     let mut t = Ct::new();
     let u = udp(5, 6, &[b'A'; 64]);
     for frag in [0x2000u16, 0x0010, 0x2010, 0x1fff] {
-        let f = build_with(
-            ip("10.1.1.51"),
-            b(),
-            &u,
-            &Opt {
-                frag,
-                ..Default::default()
-            },
-        );
+        let f = build_with(ip("10.1.1.51"), b(), &u, &opt(|o| o.frag = frag));
         assert_state!(t.st(&f, &commit(0), 0), TRK | INV, "frag field {frag:#x}");
     }
     for (off, more) in [(0, true), (8, true), (8, false)] {
-        let f = build_with(
-            a6(),
-            b6(),
-            &u,
-            &Opt {
-                exts: vec![frag6(off, more)],
-                ..Default::default()
-            },
-        );
+        let f = build_with(a6(), b6(), &u, &opt(|o| o.exts = vec![frag6(off, more)]));
         assert_state!(t.st(&f, &commit(0), 0), TRK | INV, "v6 frag {off} {more}");
     }
     assert_eq!(t.invalid(Invalid::Fragment), 7);
     assert_eq!(t.ct.n_conns(), 0);
-    let f = build_with(
-        a(),
-        b(),
-        &u,
-        &Opt {
-            frag: 0x4000,
-            ..Default::default()
-        },
-    );
+    let f = build_with(a(), b(), &u, &opt(|o| o.frag = 0x4000));
     assert_state!(t.st(&f, &commit(0), 0), TRK | NEW, "DF");
 }
 
@@ -1546,27 +1491,16 @@ fn fragments_without_reassembly_are_invalid() {
 /// tracked (its checksum cannot be checked).
 #[test]
 fn reassembled_first_fragment_is_tracked() {
-    let mut t = Ct::new();
     let whole = udp(5, 6, &[b'A'; 3000]);
-    let mut f = build_with(
-        ip("10.1.1.51"),
-        b(),
-        &whole,
-        &Opt {
-            frag: 0x2000,
-            ..Default::default()
-        },
-    );
+    let mut f = build_with(ip("10.1.1.51"), b(), &whole, &opt(|o| o.frag = 0x2000));
     // Keep the first 1200 bytes of IP payload, as the first fragment carries.
     f.truncate(ETH + 20 + 1200);
     f[ETH + 2..ETH + 4].copy_from_slice(&1220u16.to_be_bytes());
     fix_ip4_csum(&mut f);
-    let pkt = CtPacket {
+    assert_commits_new(&CtPacket {
         frag_l4_len: Some(3008),
         ..packet(&f)
-    };
-    assert_state!(t.run_pkt(&pkt, &commit(0), 0).0.state, TRK | NEW);
-    assert_eq!(t.ct.n_conns(), 1);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2264,12 +2198,13 @@ fn shared_frames() -> Vec<Vec<u8>> {
     v
 }
 
-/// 4 threads commit, look up, flush and sweep over the same tuples (both directions, two
-/// zones) with no expiry: no panic, and at the end the counts are exactly what `dump` shows,
-/// and go to zero with a flush.
-#[test]
-fn concurrent_hammer_counts_consistent() {
-    let ct = Arc::new(Conntrack::new());
+/// One step of a thread of [`on_4_threads`]: the table, the thread's cache and random
+/// numbers, its id, the step's number, [`shared_frames`].
+type Step = fn(&Conntrack, &mut CtCache, &mut Rng, u64, u64, &[Vec<u8>]);
+
+/// 4 threads (ids 0 to 3) each take 30 000 `step`s on `ct`, with a cache of their own and
+/// random numbers from `seed(id)`; none may panic.
+fn on_4_threads(ct: &Arc<Conntrack>, seed: fn(u64) -> u64, step: Step) {
     let frames = Arc::new(shared_frames());
     let threads: Vec<_> = (0..4u64)
         .map(|id| {
@@ -2277,34 +2212,9 @@ fn concurrent_hammer_counts_consistent() {
             let frames = frames.clone();
             std::thread::spawn(move || {
                 let mut cache = CtCache::new();
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((id + 1) * 0x1234_5678));
+                let mut rng = Rng(seed(id));
                 for i in 0..30_000u64 {
-                    let now = 1000 + i / 10;
-                    let r = rng.below(1000);
-                    if r < 3 && id == 0 {
-                        ct.flush(Some(1), None);
-                        continue;
-                    }
-                    if r < 3 && id == 1 {
-                        let odd = |t: &Tuple| t.sport % 2 == 1;
-                        ct.flush(None, Some(&odd));
-                        continue;
-                    }
-                    if r < 10 && id == 2 {
-                        ct.sweep(now);
-                        continue;
-                    }
-                    let f = &frames[rng.below(frames.len() as u64) as usize];
-                    let args = CtArgs {
-                        zone: rng.below(2) as u16,
-                        commit: rng.below(2) == 0,
-                        force: rng.below(50) == 0,
-                        mark: Some((id as u32, 0xff)),
-                        ..Default::default()
-                    };
-                    let mut md = CtMeta::default();
-                    ct.process(&mut cache, &packet(f), &mut md, &args, now);
-                    assert!(md.state & TRK != 0);
+                    step(&ct, &mut cache, &mut rng, id, i, &frames);
                 }
             })
         })
@@ -2312,6 +2222,43 @@ fn concurrent_hammer_counts_consistent() {
     for t in threads {
         t.join().expect("no panic");
     }
+}
+
+/// 4 threads commit, look up, flush and sweep over the same tuples (both directions, two
+/// zones) with no expiry: no panic, and at the end the counts are exactly what `dump` shows,
+/// and go to zero with a flush.
+#[test]
+fn concurrent_hammer_counts_consistent() {
+    let ct = Arc::new(Conntrack::new());
+    let seed = |id| 0x9e37_79b9_7f4a_7c15 ^ ((id + 1) * 0x1234_5678);
+    on_4_threads(&ct, seed, |ct, cache, rng, id, i, frames| {
+        let now = 1000 + i / 10;
+        let r = rng.below(1000);
+        if r < 3 && id == 0 {
+            ct.flush(Some(1), None);
+            return;
+        }
+        if r < 3 && id == 1 {
+            let odd = |t: &Tuple| t.sport % 2 == 1;
+            ct.flush(None, Some(&odd));
+            return;
+        }
+        if r < 10 && id == 2 {
+            ct.sweep(now);
+            return;
+        }
+        let f = &frames[rng.below(frames.len() as u64) as usize];
+        let args = CtArgs {
+            zone: rng.below(2) as u16,
+            commit: rng.below(2) == 0,
+            force: rng.below(50) == 0,
+            mark: Some((id as u32, 0xff)),
+            ..Default::default()
+        };
+        let mut md = CtMeta::default();
+        ct.process(cache, &packet(f), &mut md, &args, now);
+        assert!(md.state & TRK != 0);
+    });
     let now = 10_000;
     assert_counts(&ct, now);
     assert!(ct.n_conns() > 0);
@@ -2340,36 +2287,18 @@ fn concurrent_with_expiry_no_leak() {
             (TimeoutClass::TcpSynSent, 1),
         ],
     );
-    let frames = Arc::new(shared_frames());
-    let threads: Vec<_> = (0..4u64)
-        .map(|id| {
-            let ct = ct.clone();
-            let frames = frames.clone();
-            std::thread::spawn(move || {
-                let mut cache = CtCache::new();
-                let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ ((id + 7) * 0x9876_5431));
-                for i in 0..30_000u64 {
-                    let now = i / 4;
-                    if id == 3 && i % 100 == 0 {
-                        ct.sweep(now);
-                        continue;
-                    }
-                    let f = &frames[rng.below(frames.len() as u64) as usize];
-                    let mut md = CtMeta::default();
-                    ct.process(
-                        &mut cache,
-                        &packet(f),
-                        &mut md,
-                        &commit(rng.below(2) as u16),
-                        now,
-                    );
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().expect("no panic");
-    }
+    let seed = |id| 0x2545_f491_4f6c_dd1d ^ ((id + 7) * 0x9876_5431);
+    on_4_threads(&ct, seed, |ct, cache, rng, id, i, frames| {
+        let now = i / 4;
+        if id == 3 && i % 100 == 0 {
+            ct.sweep(now);
+            return;
+        }
+        let f = &frames[rng.below(frames.len() as u64) as usize];
+        let mut md = CtMeta::default();
+        let args = commit(rng.below(2) as u16);
+        ct.process(cache, &packet(f), &mut md, &args, now);
+    });
     ct.sweep(1_000_000);
     assert_eq!(
         (ct.n_conns(), ct.zone_conns(0), ct.zone_conns(1)),
@@ -2521,19 +2450,13 @@ fn seeds() -> Vec<Vec<u8>> {
             a6(),
             b6(),
             &tcp(1, 2, "S", 1, 0, 1),
-            &Opt {
-                exts: vec![hbh(), routing(), frag6(0, false)],
-                ..Default::default()
-            },
+            &opt(|o| o.exts = vec![hbh(), routing(), frag6(0, false)]),
         ),
         build_with(
             a(),
             b(),
             &udp(1, 2, b""),
-            &Opt {
-                ip_opts: vec![1, 1, 1, 0],
-                ..Default::default()
-            },
+            &opt(|o| o.ip_opts = vec![1, 1, 1, 0]),
         ),
     ];
     v.push(build(b6(), a6(), &icmp_err(1, 4, &quote(&v[6], 60))));

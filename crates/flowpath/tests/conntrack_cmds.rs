@@ -9,10 +9,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{Reap, scratch_dir};
+use common::{Reap, scratch_dir, start_switch};
+use conntrack::frag::{FragConfig, FragStatus};
+use conntrack::ipf_format::format_status;
 
 /// One's-complement sum of `data`, folded, starting from `acc`.
 fn csum(data: &[u8], mut acc: u32) -> u16 {
@@ -124,6 +126,11 @@ fn write_capture(path: &Path) {
         udp(true, "fc00::1", "fc00::2", 50012, 9002),
         echo(true, "fc00::1", "fc00::2", 1184),
     ];
+    write_pcap(path, &frames);
+}
+
+/// A capture of `frames`, one a millisecond.
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let mut w = netdev::pcap::PcapWriter::create(path).unwrap();
     for (i, f) in frames.iter().enumerate() {
         w.write(i as u64 * 1000, f).unwrap();
@@ -178,17 +185,19 @@ impl Switch {
     }
 }
 
-fn start(dir: &Path) -> Switch {
-    write_capture(&dir.join("in.pcap"));
-    // Until the test's own flows are in, one flow catches (and drops) everything the replay
-    // port receives, so that no upcall installs a flow of its own.
+/// A switch in `dir` whose port p0 replays capture `pcap` (in `dir`) and p1 is a sink, with
+/// `sections` (TOML) in its configuration. Until the test's own flows are in, one flow catches
+/// (and drops) everything the replay port receives, so that no upcall installs a flow of its
+/// own.
+fn start(dir: &Path, pcap: &str, sections: &str) -> Switch {
     let cfg = dir.join("sw.toml");
     std::fs::write(
         &cfg,
-        r#"
+        format!(
+            r#"
 [datapath]
 dp-flows = ["in_port(p0), actions:drop"]
-
+{sections}
 [[bridge]]
 name = "br0"
 flows = []
@@ -196,31 +205,17 @@ flows = []
 [[bridge.port]]
 name = "p0"
 type = "replay"
-options = { pcap = "in.pcap" }
+options = {{ pcap = "{pcap}" }}
 
 [[bridge.port]]
 name = "p1"
 type = "sink"
-"#,
+"#
+        ),
     )
     .unwrap();
     let rundir = dir.join("run");
-    let child = Reap(
-        Command::new(env!("CARGO_BIN_EXE_flowpath"))
-            .args(["run", "--config"])
-            .arg(&cfg)
-            .arg("--rundir")
-            .arg(&rundir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !rundir.join("flowpath.ctl").exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = start_switch(&cfg, &rundir);
     Switch {
         rundir,
         _child: child,
@@ -234,7 +229,8 @@ const IPV6: &str = "in_port(p0),eth_type(0x86dd),ipv6(frag=no)";
 #[test]
 fn conntrack_commands_on_a_running_switch() {
     let (dir, _rm) = scratch_dir("flowpath-ct-cmds");
-    let sw = start(&dir);
+    write_capture(&dir.join("in.pcap"));
+    let sw = start(&dir, "in.pcap", "");
 
     assert_eq!(sw.ok(&["dpctl/dump-conntrack"]), "");
     sw.ok(&["dpctl/add-flow", IPV4, CT_ACTIONS]);
@@ -512,28 +508,24 @@ tcp_established = 3600
 udp_single = 33
 "#;
 
-/// `ipf-get-status` of that configuration before any fragment.
-const IPF_STATUS: &str = "        Fragmentation Module Status
-        ---------------------------
-        v4 enabled: 1
-        v6 enabled: 1
-        max num frags (v4/v6): 2000
-        num frag: 0
-        min v4 frag size: 500
-        v4 frags accepted: 0
-        v4 frags completed: 0
-        v4 frags expired: 0
-        v4 frags too small: 0
-        v4 frags overlapped: 0
-        v4 frags purged: 0
-        min v6 frag size: 1280
-        v6 frags accepted: 0
-        v6 frags completed: 0
-        v6 frags expired: 0
-        v6 frags too small: 0
-        v6 frags overlapped: 0
-        v6 frags purged: 0
-";
+/// The fragment reassembly that configuration sets up.
+fn ipf_configured() -> FragConfig {
+    FragConfig {
+        max_frags: 2000,
+        min_frag_size_v4: 500,
+        ..FragConfig::default()
+    }
+}
+
+/// `ipf-get-status` (`-m`: with `lists`) of reassembly `config` before any fragment, in the
+/// library's format (checked against OVS's in `conntrack::ipf_format`'s tests).
+fn ipf_status(config: FragConfig, lists: bool) -> String {
+    let st = FragStatus {
+        config,
+        ..FragStatus::default()
+    };
+    format_status(&st, lists)
+}
 
 /// The counter `name` (`v4 frags accepted`) of an `ipf-get-status` reply.
 fn ipf_counter(status: &str, name: &str) -> u64 {
@@ -575,56 +567,8 @@ fn conntrack_configuration_and_ipf_commands() {
         Some(1),
     ));
     assert_eq!(frames.len(), 7);
-    let mut w = netdev::pcap::PcapWriter::create(dir.join("frags.pcap")).unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        w.write(i as u64 * 1000, f).unwrap();
-    }
-    w.finish().unwrap();
-    let cfg = dir.join("sw.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"
-[datapath]
-dp-flows = ["in_port(p0), actions:drop"]
-{CT_CONFIG}
-[[bridge]]
-name = "br0"
-flows = []
-
-[[bridge.port]]
-name = "p0"
-type = "replay"
-options = {{ pcap = "frags.pcap" }}
-
-[[bridge.port]]
-name = "p1"
-type = "sink"
-"#
-        ),
-    )
-    .unwrap();
-    let rundir = dir.join("run");
-    let child = Reap(
-        Command::new(env!("CARGO_BIN_EXE_flowpath"))
-            .args(["run", "--config"])
-            .arg(&cfg)
-            .arg("--rundir")
-            .arg(&rundir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !rundir.join("flowpath.ctl").exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let sw = Switch {
-        rundir,
-        _child: child,
-    };
+    write_pcap(&dir.join("frags.pcap"), &frames);
+    let sw = start(&dir, "frags.pcap", CT_CONFIG);
 
     // The configured values, through the commands that show them.
     assert_eq!(sw.ok(&["dpctl/ct-get-maxconns"]), "5000\n");
@@ -651,10 +595,11 @@ type = "sink"
             && p.contains(" udp_first=45 "),
         "{p}"
     );
-    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), IPF_STATUS);
+    let status = ipf_status(ipf_configured(), false);
+    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), status);
     assert_eq!(
         sw.ok(&["dpctl/ipf-get-status", "netdev@flowpath", "-m"]),
-        format!("{IPF_STATUS}\n        Fragment Lists:\n\n")
+        ipf_status(ipf_configured(), true)
     );
 
     // The settings round-trip, with OVS's replies and errors.
@@ -670,10 +615,15 @@ type = "sink"
         sw.ok(&["dpctl/ipf-set-max-nfrags", "netdev@flowpath", "3000"]),
         "setting maximum fragments successful\n"
     );
-    let changed = IPF_STATUS
-        .replace("v4 enabled: 1", "v4 enabled: 0")
-        .replace("(v4/v6): 2000", "(v4/v6): 3000")
-        .replace("min v6 frag size: 1280", "min v6 frag size: 1000");
+    let changed = ipf_status(
+        FragConfig {
+            enabled_v4: false,
+            max_frags: 3000,
+            min_frag_size_v6: 1000,
+            ..ipf_configured()
+        },
+        false,
+    );
     assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), changed);
     assert_eq!(
         sw.fails(&["dpctl/ipf-set-min-frag", "v4", "300"]),
@@ -703,7 +653,7 @@ type = "sink"
     sw.ok(&["dpctl/ipf-set-enabled", "v4"]);
     sw.ok(&["dpctl/ipf-set-min-frag", "v6", "1280"]);
     sw.ok(&["dpctl/ipf-set-max-nfrags", "2000"]);
-    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), IPF_STATUS);
+    assert_eq!(sw.ok(&["dpctl/ipf-get-status"]), status);
 
     // Fragments through ct(): reassembled, counted, tracked.
     let ct = "ct(commit,zone=5),p1";

@@ -23,24 +23,23 @@
 
 mod common;
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::process::{ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_flowpath")
-}
+use common::netns::{
+    Env, Names, Switch, check_no_ping, config, in_ns, must, no_ping, ping, run, slot, veth,
+    wait_until,
+};
 
-/// One switch at a time (see the module docs). A test that failed while holding it does not
-/// stop the others.
-fn slot() -> MutexGuard<'static, ()> {
-    static SLOT: Mutex<()> = Mutex::new(());
-    SLOT.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// Names of this binary's namespaces (`fpc-TAG-SUFFIX`) and directories.
+static NAMES: Names = Names {
+    netns: "fpc",
+    dir: "flowpath-ctns",
+    root_for: "network namespaces, veth",
+    ifname_max: 15,
+};
 
 /// Tools every test uses.
 const TOOLS: &[&str] = &["ip", "ss", "ping", "ethtool", "python3", "sha256sum"];
@@ -61,170 +60,53 @@ const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 /// Bytes each side of a TCP exchange sends.
 const BULK: u64 = 4 << 20;
 
-// ---- processes -------------------------------------------------------------------------------
+// ---- the test's namespaces ------------------------------------------------------------------
 
-/// Whether `tool` is an executable file on `$PATH`.
-fn in_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            std::fs::metadata(d.join(tool))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
+/// The environment of `test` ([`Env::new`]) with [`PEER_PY`] in its directory.
+fn new_env(test: &str, short: &str, tools: &[&str]) -> Option<Env> {
+    let env = Env::new(test, short, tools, &NAMES)?;
+    env.write("peer.py", PEER_PY);
+    Some(env)
 }
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
+/// The namespaces of a test: the switch's (`s`), the vm's and ext's, each host joined to `s`
+/// by a veth pair (host ends `hv` and `he`, the switch's ends `sv` and `se`).
+struct Hosts {
+    s: String,
+    vm: String,
+    ext: String,
+    hv: String,
+    sv: String,
+    he: String,
+    se: String,
 }
 
-/// Runs a command; its stdout, or what went wrong with its stderr.
-fn run(args: &[&str]) -> Result<String, String> {
-    let o = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{args:?}: {e}"))?;
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    if !o.status.success() {
-        return Err(format!(
-            "{args:?}: {}: {}{}",
-            o.status,
-            out,
-            String::from_utf8_lossy(&o.stderr)
-        ));
-    }
-    Ok(out)
-}
-
-fn must(args: &[&str]) -> String {
-    run(args).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `args` run inside namespace `ns`.
-fn in_ns<'a>(ns: &'a str, args: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["ip", "netns", "exec", ns];
-    v.extend_from_slice(args);
-    v
-}
-
-/// Polls `f` every 20 ms until it holds or `limit` passes.
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    loop {
-        if f() {
-            return true;
-        }
-        if t.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+/// [`Hosts`] in `env`, the hosts' ends set up by [`host_if`] with `vm` and `ext` (address,
+/// Ethernet address) and `tx_csum`.
+fn hosts(env: &mut Env, vm: (&str, &str), ext: (&str, &str), tx_csum: bool) -> Hosts {
+    let (s, vm_ns, ext_ns) = (env.netns("s"), env.netns("vm"), env.netns("ext"));
+    let (hv, sv, he, se) = (
+        env.ifname("hv"),
+        env.ifname("sv"),
+        env.ifname("he"),
+        env.ifname("se"),
+    );
+    veth(&hv, &vm_ns, &sv, &s);
+    veth(&he, &ext_ns, &se, &s);
+    host_if(&vm_ns, &hv, vm.0, vm.1, tx_csum);
+    host_if(&ext_ns, &he, ext.0, ext.1, tx_csum);
+    Hosts {
+        s,
+        vm: vm_ns,
+        ext: ext_ns,
+        hv,
+        sv,
+        he,
+        se,
     }
 }
 
-// ---- the test's namespaces -------------------------------------------------------------------
-
-/// The namespaces and files of one test, removed on drop.
-struct Env {
-    /// Process id and the test's short tag: part of every name.
-    tag: String,
-    netns: Vec<String>,
-    dir: PathBuf,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        for n in self.netns.iter().rev() {
-            let _ = run(&["ip", "netns", "del", n]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Env {
-    /// The environment of `test` (short tag `short`, two characters), or `None` after a SKIP
-    /// line when this is not root, a tool is missing or namespaces do not work.
-    fn new(test: &str, short: &str, tools: &[&str]) -> Option<Env> {
-        if !is_root() {
-            eprintln!("SKIP {test}: needs root (network namespaces, veth)");
-            return None;
-        }
-        if let Some(t) = tools.iter().find(|t| !in_path(t)) {
-            eprintln!("SKIP {test}: no '{t}' on PATH");
-            return None;
-        }
-        let tag = format!("{}{short}", std::process::id());
-        let dir = std::env::temp_dir().join(format!("flowpath-ctns-{tag}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let env = Env {
-            tag,
-            netns: Vec::new(),
-            dir,
-        };
-        std::fs::write(env.path("peer.py"), PEER_PY).unwrap();
-        let probe = format!("fpc-{}-probe", env.tag);
-        if run(&["ip", "netns", "add", &probe]).is_err() {
-            eprintln!("SKIP {test}: 'ip netns add' does not work here");
-            return None;
-        }
-        let _ = run(&["ip", "netns", "del", &probe]);
-        Some(env)
-    }
-
-    /// A new namespace `fpc-TAG-SUFFIX`, loopback up, IPv6 off (no stray solicitations).
-    fn netns(&mut self, suffix: &str) -> String {
-        let n = format!("fpc-{}-{suffix}", self.tag);
-        let _ = run(&["ip", "netns", "del", &n]);
-        must(&["ip", "netns", "add", &n]);
-        self.netns.push(n.clone());
-        must(&["ip", "-n", &n, "link", "set", "lo", "up"]);
-        must(&in_ns(
-            &n,
-            &[
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-        ));
-        n
-    }
-
-    /// An interface name `SUFFIX` + tag, at most 15 bytes.
-    fn ifname(&self, suffix: &str) -> String {
-        let n = format!("{suffix}{}", self.tag);
-        assert!(n.len() <= 15, "interface name {n} too long");
-        n
-    }
-
-    fn path(&self, f: &str) -> PathBuf {
-        self.dir.join(f)
-    }
-
-    fn write(&self, f: &str, text: &str) -> PathBuf {
-        let p = self.path(f);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// A file of `size` random bytes.
-    fn data_file(&self, f: &str, size: u64) -> PathBuf {
-        let p = self.path(f);
-        let mut r = File::open("/dev/urandom").unwrap().take(size);
-        let n = std::io::copy(&mut r, &mut File::create(&p).unwrap()).unwrap();
-        assert_eq!(n, size);
-        p
-    }
-}
-
-/// A veth pair `a` (in `ns_a`) / `b` (in `ns_b`), created in place, both up.
-fn veth(a: &str, ns_a: &str, b: &str, ns_b: &str) {
-    must(&[
-        "ip", "link", "add", a, "netns", ns_a, "type", "veth", "peer", "name", b, "netns", ns_b,
-    ]);
-    must(&["ip", "-n", ns_a, "link", "set", a, "up"]);
-    must(&["ip", "-n", ns_b, "link", "set", b, "up"]);
-}
+// ---- the hosts' interfaces ------------------------------------------------------------------
 
 /// A host's interface toward the switch: Ethernet address `mac`, address `cidr`.
 ///
@@ -282,16 +164,6 @@ fn afpacket_port(name: &str, ifn: &str, ns: &str) -> String {
     )
 }
 
-/// A configuration with bridge `br0`, its flows, and `ports`.
-fn config(flows: &[String], ports: &[String]) -> String {
-    let f: Vec<String> = flows.iter().map(|f| format!("\"{f}\"")).collect();
-    format!(
-        "[[bridge]]\nname = \"br0\"\nflows = [{}]\n{}",
-        f.join(", "),
-        ports.concat()
-    )
-}
-
 /// The security group of ports `vm` and `ext`: the vm opens connections (committed in zone 5
 /// with mark 42), replies and later packets pass as `+est`, what `ext` opens is dropped, and
 /// so is what conntrack finds invalid.
@@ -309,100 +181,6 @@ fn security_group(vm: &str, ext: &str) -> Vec<String> {
         "table=1,priority=200,ip,ct_state=+trk+inv,actions=drop".to_string(),
     ]
     .into()
-}
-
-// ---- the switch --------------------------------------------------------------------------------
-
-/// A `flowpath run` child, killed on drop.
-struct Switch {
-    child: Option<Child>,
-    rundir: PathBuf,
-    log: PathBuf,
-}
-
-impl Drop for Switch {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Switch {
-    /// Starts `flowpath run` on `config` and waits for its control socket.
-    fn start(env: &Env, config: &Path) -> Switch {
-        let log = env.path("flowpath.log");
-        let out = File::create(&log).unwrap();
-        let mut s = Switch {
-            child: None,
-            rundir: env.path("run"),
-            log,
-        };
-        s.child = Some(
-            Command::new(bin())
-                .arg("run")
-                .arg("--config")
-                .arg(config)
-                .arg("--rundir")
-                .arg(&s.rundir)
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .unwrap(),
-        );
-        let sock = s.rundir.join("flowpath.ctl");
-        let t = Instant::now();
-        while !sock.exists() {
-            if let Some(st) = s.child.as_mut().unwrap().try_wait().unwrap() {
-                s.child = None;
-                panic!("flowpath exited ({st}) before its socket:\n{}", s.log());
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "no control socket after 20 s:\n{}",
-                s.log()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        s
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `flowpath ctl COMMAND...`: the reply, or the error.
-    fn ctl(&self, args: &[&str]) -> Result<String, String> {
-        let mut v = vec![bin(), "ctl", "--rundir", self.rundir.to_str().unwrap()];
-        v.extend_from_slice(args);
-        run(&v)
-    }
-
-    fn ctl_ok(&self, args: &[&str]) -> String {
-        self.ctl(args)
-            .unwrap_or_else(|e| panic!("{e}\nflowpath log:\n{}", self.log()))
-    }
-
-    /// Whether the switch has control command `cmd` (`list-commands`).
-    fn has_command(&self, cmd: &str) -> bool {
-        self.ctl_ok(&["list-commands"])
-            .lines()
-            .any(|l| l.split_whitespace().next() == Some(cmd))
-    }
-
-    /// Stops the switch with `ctl exit`; it must exit cleanly and without a panic.
-    fn stop(&mut self) {
-        self.ctl_ok(&["exit"]);
-        let mut c = common::Reap(self.child.take().expect("not running"));
-        let s = c
-            .wait(Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("flowpath did not exit: {e}\n{}", self.log()));
-        let log = self.log();
-        assert!(s.success(), "flowpath exited with {s}:\n{log}");
-        assert!(!log.contains("panicked"), "{log}");
-    }
 }
 
 // ---- Open vSwitch ----------------------------------------------------------------------------
@@ -765,43 +543,6 @@ fn tcp_exchange(
     Ok((s, c))
 }
 
-/// `ping -c COUNT` from `ns` to `dst`: every echo answered.
-fn ping(ns: &str, dst: &str, count: u32) -> Result<(), String> {
-    let c = count.to_string();
-    let out = run(&in_ns(
-        ns,
-        &["ping", "-c", &c, "-i", "0.2", "-W", "2", "-q", dst],
-    ))?;
-    if out.contains(&format!(" {count} received")) {
-        Ok(())
-    } else {
-        Err(format!("ping {dst} from {ns}: {out}"))
-    }
-}
-
-/// `ping` from `ns` to `dst` that must go unanswered (`count` echoes, 1 s each).
-fn no_ping(ns: &str, dst: &str, count: u32) -> Child {
-    Command::new("ip")
-        .args(["netns", "exec", ns, "ping", "-c", &count.to_string()])
-        .args(["-i", "0.2", "-W", "1", "-q", dst])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-fn check_no_ping(c: Child, what: &str) {
-    let mut c = common::Reap(c);
-    let s = c.wait(Duration::from_secs(10)).unwrap();
-    let mut out = String::new();
-    let _ = c.0.stdout.as_mut().unwrap().read_to_string(&mut out);
-    assert!(
-        !s.success() && out.contains(" 0 received"),
-        "{what} must not be answered: {out}"
-    );
-}
-
 /// The `ct_state(...)` attributes of a datapath flow dump.
 fn ct_states(dump: &str) -> Vec<&str> {
     dump.match_indices("ct_state(")
@@ -828,27 +569,23 @@ fn has_flags(s: &str, want: &[&str]) -> bool {
 
 // ---- 1. security group -----------------------------------------------------------------------
 
+/// The vm's and ext's address and Ethernet address behind the security group.
+const VM_SG: (&str, &str) = ("10.9.0.1/24", "02:00:00:09:00:01");
+const EXT_SG: (&str, &str) = ("10.9.0.2/24", "02:00:00:09:00:02");
+
 /// The vm (10.9.0.1) and ext (10.9.0.2) behind [`security_group`]: what the vm opens works
 /// both ways (TCP, ICMP), what ext opens is dropped; the datapath flows show the two passes,
 /// and `dpctl/dump-conntrack` the connections in zone 5 with mark 42.
 #[test]
 fn security_group_allows_outbound_and_blocks_inbound() {
     let test = "security_group_allows_outbound_and_blocks_inbound";
-    let Some(mut env) = Env::new(test, "sg", TOOLS) else {
+    let Some(mut env) = new_env(test, "sg", TOOLS) else {
         return;
     };
     let _slot = slot();
-    let (s, vm, ext) = (env.netns("s"), env.netns("vm"), env.netns("ext"));
-    let (hv, sv, he, se) = (
-        env.ifname("hv"),
-        env.ifname("sv"),
-        env.ifname("he"),
-        env.ifname("se"),
-    );
-    veth(&hv, &vm, &sv, &s);
-    veth(&he, &ext, &se, &s);
-    host_if(&vm, &hv, "10.9.0.1/24", "02:00:00:09:00:01", true);
-    host_if(&ext, &he, "10.9.0.2/24", "02:00:00:09:00:02", true);
+    let Hosts {
+        s, vm, ext, sv, se, ..
+    } = hosts(&mut env, VM_SG, EXT_SG, true);
     let cfg = env.write(
         "sw.toml",
         &config(
@@ -1080,21 +817,24 @@ fn snat_to_floating_ip_and_dnat_back() {
     let test = "snat_to_floating_ip_and_dnat_back";
     let mut tools = TOOLS.to_vec();
     tools.push("tcpdump");
-    let Some(mut env) = Env::new(test, "nt", &tools) else {
+    let Some(mut env) = new_env(test, "nt", &tools) else {
         return;
     };
     let _slot = slot();
-    let (s, vm, ext) = (env.netns("s"), env.netns("vm"), env.netns("ext"));
-    let (hv, sv, he, se) = (
-        env.ifname("hv"),
-        env.ifname("sv"),
-        env.ifname("he"),
-        env.ifname("se"),
+    let Hosts {
+        s,
+        vm,
+        ext,
+        hv,
+        sv,
+        he,
+        se,
+    } = hosts(
+        &mut env,
+        ("10.9.1.1/24", VM_MAC),
+        ("10.9.2.2/24", EXT_MAC),
+        true,
     );
-    veth(&hv, &vm, &sv, &s);
-    veth(&he, &ext, &se, &s);
-    host_if(&vm, &hv, "10.9.1.1/24", VM_MAC, true);
-    host_if(&ext, &he, "10.9.2.2/24", EXT_MAC, true);
     // The vm's default route via a gateway that does not exist but for its static ARP entry;
     // ext reaches the floating addresses in its own subnet, static entries as well.
     must(&[
@@ -1295,19 +1035,9 @@ fn normalise(dump: &str, strip_protoinfo: bool) -> Vec<String> {
 /// The namespaces of one run of the comparison: the switch's (its interfaces `sv`, `se`),
 /// the vm's and ext's.
 fn sg_hosts(env: &mut Env) -> (String, String, String, String, String) {
-    let (s, vm, ext) = (env.netns("s"), env.netns("vm"), env.netns("ext"));
-    let (hv, sv, he, se) = (
-        env.ifname("hv"),
-        env.ifname("sv"),
-        env.ifname("he"),
-        env.ifname("se"),
-    );
-    veth(&hv, &vm, &sv, &s);
-    veth(&he, &ext, &se, &s);
     // Transmit checksum offload off for both switches: OVS's conntrack needs it.
-    host_if(&vm, &hv, "10.9.0.1/24", "02:00:00:09:00:01", false);
-    host_if(&ext, &he, "10.9.0.2/24", "02:00:00:09:00:02", false);
-    (s, vm, ext, sv, se)
+    let h = hosts(env, VM_SG, EXT_SG, false);
+    (h.s, h.vm, h.ext, h.sv, h.se)
 }
 
 #[test]
@@ -1317,14 +1047,14 @@ fn dump_conntrack_matches_open_vswitch() {
     tools.extend_from_slice(OVS_TOOLS);
     // Two sets of namespaces, one per switch, so that the fixed client ports are fresh in the
     // second run (no TIME_WAIT of the first).
-    let Some(mut env_fp) = Env::new(test, "cf", &tools) else {
+    let Some(mut env_fp) = new_env(test, "cf", &tools) else {
         return;
     };
     if !Path::new(OVS_SCHEMA).exists() {
         eprintln!("SKIP {test}: no {OVS_SCHEMA} (Debian's openvswitch-common)");
         return;
     }
-    let Some(mut env_ovs) = Env::new(test, "co", &tools) else {
+    let Some(mut env_ovs) = new_env(test, "co", &tools) else {
         return;
     };
     let _slot = slot();

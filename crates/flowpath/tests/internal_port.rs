@@ -2,9 +2,12 @@
 //! bridge's own address, which the switch put on the TAP (in a namespace of its own here),
 //! so the kernel behind it answers. Needs root and network namespaces; otherwise SKIP.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+
+use common::{Reap, start_switch};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_flowpath")
@@ -28,16 +31,13 @@ fn must(args: &[&str]) -> String {
 struct Env {
     netns: Vec<String>,
     link: Option<String>,
-    switch: Option<Child>,
+    switch: Option<Reap>,
     dir: PathBuf,
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
-        if let Some(mut c) = self.switch.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        drop(self.switch.take());
         if let Some(l) = &self.link {
             let _ = run(&["ip", "link", "del", l]);
         }
@@ -130,22 +130,7 @@ options = {{ netns = "{br_ns}" }}
     )
     .unwrap();
     let rundir = env.dir.join("run");
-    env.switch = Some(
-        Command::new(bin())
-            .args(["run", "--config"])
-            .arg(&cfg)
-            .arg("--rundir")
-            .arg(&rundir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !rundir.join("flowpath.ctl").exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    env.switch = Some(start_switch(&cfg, &rundir));
     // The TAP is in its namespace with the bridge's addresses.
     let addr = must(&["ip", "-n", &br_ns, "addr", "show", &bridge]);
     assert!(addr.contains("link/ether 02:00:00:77:00:08"), "{addr}");

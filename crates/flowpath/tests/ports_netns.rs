@@ -33,22 +33,24 @@ mod common;
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_flowpath")
-}
+use common::Reap;
+use common::netns::{
+    Env, Names, Switch, check_no_ping, config, in_ns, in_path, is_root, must, no_ping, ping, run,
+    slot, veth, wait_until,
+};
 
-/// One switch at a time (see the module docs). A test that failed while holding it does not
-/// stop the others.
-fn slot() -> MutexGuard<'static, ()> {
-    static SLOT: Mutex<()> = Mutex::new(());
-    SLOT.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// Names of this binary's namespaces (`fpe-TAG-SUFFIX`) and directories.
+static NAMES: Names = Names {
+    netns: "fpe",
+    dir: "flowpath-netns",
+    root_for: "network namespaces, veth, taps",
+    // Room for a `.NN` VLAN suffix.
+    ifname_max: 12,
+};
 
 /// Tools every traffic test uses.
 const TOOLS: &[&str] = &["ip", "ss", "ping", "nc", "ethtool"];
@@ -56,169 +58,7 @@ const TOOLS: &[&str] = &["ip", "ss", "ping", "nc", "ethtool"];
 /// Bytes of the bulk TCP transfers.
 const BULK: u64 = 100 << 20;
 
-// ---- processes -------------------------------------------------------------------------------
-
-/// Whether `tool` is an executable file on `$PATH`.
-fn in_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            std::fs::metadata(d.join(tool))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
-}
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
-/// Runs a command; its stdout, or what went wrong with its stderr.
-fn run(args: &[&str]) -> Result<String, String> {
-    let o = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{args:?}: {e}"))?;
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    if !o.status.success() {
-        return Err(format!(
-            "{args:?}: {}: {}{}",
-            o.status,
-            out,
-            String::from_utf8_lossy(&o.stderr)
-        ));
-    }
-    Ok(out)
-}
-
-fn must(args: &[&str]) -> String {
-    run(args).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `args` run inside namespace `ns`.
-fn in_ns<'a>(ns: &'a str, args: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["ip", "netns", "exec", ns];
-    v.extend_from_slice(args);
-    v
-}
-
-/// Polls `f` every 20 ms until it holds or `limit` passes.
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    loop {
-        if f() {
-            return true;
-        }
-        if t.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-// ---- the test's namespaces -------------------------------------------------------------------
-
-/// The namespaces and files of one test, removed on drop.
-struct Env {
-    /// Process id and the test's short tag: part of every name.
-    tag: String,
-    netns: Vec<String>,
-    dir: PathBuf,
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        for n in self.netns.iter().rev() {
-            let _ = run(&["ip", "netns", "del", n]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Env {
-    /// The environment of `test` (short tag `short`, two characters), or `None` after a SKIP
-    /// line when this is not root, a tool is missing or namespaces do not work.
-    fn new(test: &str, short: &str, tools: &[&str]) -> Option<Env> {
-        if !is_root() {
-            eprintln!("SKIP {test}: needs root (network namespaces, veth, taps)");
-            return None;
-        }
-        if let Some(t) = tools.iter().find(|t| !in_path(t)) {
-            eprintln!("SKIP {test}: no '{t}' on PATH");
-            return None;
-        }
-        let tag = format!("{}{short}", std::process::id());
-        let dir = std::env::temp_dir().join(format!("flowpath-netns-{tag}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let env = Env {
-            tag,
-            netns: Vec::new(),
-            dir,
-        };
-        let probe = format!("fpe-{}-probe", env.tag);
-        if run(&["ip", "netns", "add", &probe]).is_err() {
-            eprintln!("SKIP {test}: 'ip netns add' does not work here");
-            return None;
-        }
-        let _ = run(&["ip", "netns", "del", &probe]);
-        Some(env)
-    }
-
-    /// A new namespace `fpe-TAG-SUFFIX`, loopback up, IPv6 off (no stray solicitations).
-    fn netns(&mut self, suffix: &str) -> String {
-        let n = format!("fpe-{}-{suffix}", self.tag);
-        let _ = run(&["ip", "netns", "del", &n]);
-        must(&["ip", "netns", "add", &n]);
-        self.netns.push(n.clone());
-        must(&["ip", "-n", &n, "link", "set", "lo", "up"]);
-        must(&in_ns(
-            &n,
-            &[
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-        ));
-        n
-    }
-
-    /// An interface name `SUFFIX` + tag, at most 15 bytes (with room for a `.NN` VLAN suffix).
-    fn ifname(&self, suffix: &str) -> String {
-        let n = format!("{suffix}{}", self.tag);
-        assert!(n.len() <= 12, "interface name {n} too long");
-        n
-    }
-
-    fn path(&self, f: &str) -> PathBuf {
-        self.dir.join(f)
-    }
-
-    fn write(&self, f: &str, text: &str) -> PathBuf {
-        let p = self.path(f);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    /// A file of `size` random bytes (incompressible, no repeating pattern).
-    fn data_file(&self, f: &str, size: u64) -> PathBuf {
-        let p = self.path(f);
-        let mut r = File::open("/dev/urandom").unwrap().take(size);
-        let n = std::io::copy(&mut r, &mut File::create(&p).unwrap()).unwrap();
-        assert_eq!(n, size);
-        p
-    }
-}
-
-/// A veth pair `a` (in `ns_a`) / `b` (in `ns_b`), created in place, both up.
-fn veth(a: &str, ns_a: &str, b: &str, ns_b: &str) {
-    must(&[
-        "ip", "link", "add", a, "netns", ns_a, "type", "veth", "peer", "name", b, "netns", ns_b,
-    ]);
-    must(&["ip", "-n", ns_a, "link", "set", a, "up"]);
-    must(&["ip", "-n", ns_b, "link", "set", b, "up"]);
-}
+// ---- the hosts' interfaces ------------------------------------------------------------------
 
 /// The port types under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -295,134 +135,6 @@ fn afpacket_port(name: &str, ifn: &str, ns: &str, extra: &str) -> String {
     port(name, "afpacket", &[("ifname", ifn), ("netns", ns)], extra)
 }
 
-/// A configuration with bridge `br0`, its flows, and `ports`.
-fn config(flows: &[&str], ports: &[String]) -> String {
-    let f: Vec<String> = flows.iter().map(|f| format!("\"{f}\"")).collect();
-    format!(
-        "[[bridge]]\nname = \"br0\"\nflows = [{}]\n{}",
-        f.join(", "),
-        ports.concat()
-    )
-}
-
-// ---- the switch --------------------------------------------------------------------------------
-
-/// A `flowpath run` child, killed on drop.
-struct Switch {
-    child: Option<Child>,
-    config: PathBuf,
-    rundir: PathBuf,
-    dir: PathBuf,
-    runs: usize,
-}
-
-impl Drop for Switch {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Switch {
-    /// Starts `flowpath run` on `config` and waits for its control socket.
-    fn start(env: &Env, config: &Path) -> Switch {
-        let mut s = Switch {
-            child: None,
-            config: config.to_owned(),
-            rundir: env.path("run"),
-            dir: env.dir.clone(),
-            runs: 0,
-        };
-        s.spawn();
-        s.wait_ready();
-        s
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.join(format!("flowpath.{}.log", self.runs))
-    }
-
-    /// Starts the process (a new run, with a log of its own); does not wait.
-    fn spawn(&mut self) {
-        assert!(self.child.is_none(), "already running");
-        self.runs += 1;
-        let log = File::create(self.log_path()).unwrap();
-        self.child = Some(
-            Command::new(bin())
-                .arg("run")
-                .arg("--config")
-                .arg(&self.config)
-                .arg("--rundir")
-                .arg(&self.rundir)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap(),
-        );
-    }
-
-    /// The current run's output.
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
-    }
-
-    /// Waits for the control socket; panics with the log when the switch exits first.
-    fn wait_ready(&mut self) {
-        let sock = self.rundir.join("flowpath.ctl");
-        let t = Instant::now();
-        while !sock.exists() {
-            if let Some(s) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                self.child = None;
-                panic!("flowpath exited ({s}) before its socket:\n{}", self.log());
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "no control socket after 20 s:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    /// `flowpath ctl COMMAND...`: the reply, or the error.
-    fn ctl(&self, args: &[&str]) -> Result<String, String> {
-        let mut v = vec![bin(), "ctl", "--rundir", self.rundir.to_str().unwrap()];
-        v.extend_from_slice(args);
-        run(&v)
-    }
-
-    fn ctl_ok(&self, args: &[&str]) -> String {
-        self.ctl(args)
-            .unwrap_or_else(|e| panic!("{e}\nflowpath log:\n{}", self.log()))
-    }
-
-    /// `flowpath ofctl COMMAND...`.
-    fn ofctl(&self, args: &[&str]) -> String {
-        let mut v = vec![bin(), "ofctl", "--rundir", self.rundir.to_str().unwrap()];
-        v.extend_from_slice(args);
-        run(&v).unwrap_or_else(|e| panic!("{e}\nflowpath log:\n{}", self.log()))
-    }
-
-    /// Stops the switch with `ctl exit`; it must exit cleanly and without a panic.
-    fn stop(&mut self) {
-        self.ctl_ok(&["exit"]);
-        let mut c = common::Reap(self.child.take().expect("not running"));
-        let s = c
-            .wait(Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("flowpath did not exit: {e}\n{}", self.log()));
-        let log = self.log();
-        assert!(s.success(), "flowpath exited with {s}:\n{log}");
-        assert!(!log.contains("panicked"), "{log}");
-        assert!(
-            !self.rundir.join("flowpath.ctl").exists(),
-            "the control socket is removed on exit"
-        );
-    }
-}
-
 /// The number after `field` on the first line of `text` that contains `line`.
 fn number(text: &str, line: &str, field: &str) -> Option<u64> {
     let l = text.lines().find(|l| l.contains(line))?;
@@ -435,44 +147,14 @@ fn number(text: &str, line: &str, field: &str) -> Option<u64> {
 
 // ---- traffic ---------------------------------------------------------------------------------
 
-/// `ping -c COUNT` from `ns` to `dst`: every echo answered.
-fn ping(ns: &str, dst: &str, count: u32) -> Result<(), String> {
-    let c = count.to_string();
-    let out = run(&in_ns(
-        ns,
-        &["ping", "-c", &c, "-i", "0.2", "-W", "2", "-q", dst],
-    ))?;
-    if out.contains(&format!(" {count} received")) {
-        Ok(())
-    } else {
-        Err(format!("ping {dst} from {ns}: {out}"))
-    }
-}
-
-/// Pings that must all go unanswered: started together, checked together.
+/// Pings that must all go unanswered (3 echoes each): started together, checked together.
 fn no_pings(pairs: &[(&str, &str)]) {
-    let mut children: Vec<(String, common::Reap)> = pairs
+    let children: Vec<(String, Reap)> = pairs
         .iter()
-        .map(|(ns, dst)| {
-            let c = Command::new("ip")
-                .args(["netns", "exec", ns, "ping", "-c", "3", "-i", "0.2"])
-                .args(["-W", "1", "-q", dst])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            (format!("{ns} -> {dst}"), common::Reap(c))
-        })
+        .map(|(ns, dst)| (format!("{ns} -> {dst}"), no_ping(ns, dst, 3)))
         .collect();
-    for (what, c) in &mut children {
-        let s = c.wait(Duration::from_secs(10)).unwrap();
-        let mut out = String::new();
-        let _ = c.0.stdout.as_mut().unwrap().read_to_string(&mut out);
-        assert!(
-            !s.success() && out.contains(" 0 received"),
-            "{what} must not be answered: {out}"
-        );
+    for (what, c) in children {
+        check_no_ping(c, &what);
     }
 }
 
@@ -527,7 +209,7 @@ fn tcp_transfer(
 ) -> Result<Duration, String> {
     let dst = env.path(&format!("received-{port}"));
     let p = port.to_string();
-    let mut server = common::Reap(
+    let mut server = Reap(
         Command::new("ip")
             .args(["netns", "exec", to, "nc", "-l", to_ip, &p])
             .stdin(Stdio::null())
@@ -544,7 +226,7 @@ fn tcp_transfer(
         return Err(format!("nc -l {to_ip} {port} in {to}: not listening"));
     }
     let t = Instant::now();
-    let mut client = common::Reap(
+    let mut client = Reap(
         Command::new("ip")
             .args(["netns", "exec", from, "nc", "-N", "-w", "10", to_ip, &p])
             .stdin(File::open(src).unwrap())
@@ -582,7 +264,7 @@ fn rate(bytes: u64, d: Duration) -> String {
 /// Hosts A and B (namespaces) joined through two ports of type `kind`: ping and a 100 MB TCP
 /// transfer through NORMAL, then the same through explicit OpenFlow rules.
 fn two_hosts(test: &str, short: &str, kind: Kind) {
-    let Some(mut env) = Env::new(test, short, TOOLS) else {
+    let Some(mut env) = Env::new(test, short, TOOLS, &NAMES) else {
         return;
     };
     if kind == Kind::AfXdp && !af_xdp_supported() {
@@ -700,7 +382,7 @@ fn tap_two_hosts_normal_and_openflow() {
 #[test]
 fn vlan_access_ports_and_trunk() {
     let test = "vlan_access_ports_and_trunk";
-    let Some(mut env) = Env::new(test, "vl", TOOLS) else {
+    let Some(mut env) = Env::new(test, "vl", TOOLS, &NAMES) else {
         return;
     };
     let _slot = slot();
@@ -755,7 +437,7 @@ fn vlan_access_ports_and_trunk() {
             "{test}: no VLAN devices here ({}): D is a python3 responder",
             e.trim()
         );
-        let mut r = common::Reap(
+        let mut r = Reap(
             Command::new("ip")
                 .args(["netns", "exec", d, "python3", "-c", VLAN_RESPONDER, hd])
                 .args(["10=10.232.10.4", "20=10.232.20.4"])
@@ -900,7 +582,7 @@ for m, v in sorted(seen, key=str):
 #[test]
 fn restart_forwards_again_within_a_second() {
     let test = "restart_forwards_again_within_a_second";
-    let Some(mut env) = Env::new(test, "rs", TOOLS) else {
+    let Some(mut env) = Env::new(test, "rs", TOOLS, &NAMES) else {
         return;
     };
     let _slot = slot();
@@ -999,7 +681,7 @@ fn restart_forwards_again_within_a_second() {
 /// on; the pair made again (same names and addresses): traffic flows again within a few
 /// seconds, `link up`.
 fn interface_deleted_and_recreated(test: &str, short: &str, kind: Kind) {
-    let Some(mut env) = Env::new(test, short, TOOLS) else {
+    let Some(mut env) = Env::new(test, short, TOOLS, &NAMES) else {
         return;
     };
     if kind == Kind::AfXdp && !af_xdp_supported() {
@@ -1186,7 +868,7 @@ fn bad_kernel_port_configuration_is_reported() {
         eprintln!("SKIP {test} (run part): needs root");
         return;
     }
-    let Some(mut env) = Env::new(test, "bc", &["ip"]) else {
+    let Some(mut env) = Env::new(test, "bc", &["ip"], &NAMES) else {
         return;
     };
     let missing = env.ifname("no");

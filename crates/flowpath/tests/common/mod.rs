@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod netns;
+
 /// A configuration of bridge br0 with one port `port` of `kind` and `options` (a TOML inline
 /// table's body).
 pub fn one_port(port: &str, kind: &str, options: &str) -> String {
@@ -82,6 +84,28 @@ impl Reap {
         }
         s
     }
+}
+
+/// `flowpath run` on `config` with its run directory `rundir`, output discarded, once its
+/// control socket is there (20 s at most): the process, killed when the guard goes.
+pub fn start_switch(config: &Path, rundir: &Path) -> Reap {
+    let child = Reap(
+        Command::new(env!("CARGO_BIN_EXE_flowpath"))
+            .args(["run", "--config"])
+            .arg(config)
+            .arg("--rundir")
+            .arg(rundir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !rundir.join("flowpath.ctl").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
 
 /// `flowpath run` on `config`, which must fail at once: exit code and stderr.
