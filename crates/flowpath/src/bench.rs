@@ -10,6 +10,12 @@
 //!   every packet stays `+new` and takes both `ct()`s; the table holds one connection per flow.
 //! - `ct_nat` (flowpath's own): as `ct` with source NAT to 10.2.0.1 (`ct(table=1,nat)`, then
 //!   `ct(commit,nat(src=10.2.0.1))`): the floating-IP case.
+//! - `ct_setup` (flowpath's own): the connection setup rate. `ct`'s pipeline and traffic with
+//!   zone 0's UDP timeouts at 0 s, so that each connection is expired as soon as it is
+//!   committed and every packet, whatever the rate and the flow count, is `+new` and commits a
+//!   new one; the figure is setups per second, and the run fails unless the tracker committed
+//!   one connection per packet at the sink. `scripts/compare-ovs` sets the same policy on OVS
+//!   (`ovs-vsctl add-zone-tp`).
 //! - `io_floor_vxlan`, `io_floor_mplsogre`, `io_floor_geneve`: p2p fed the tunnel scenarios'
 //!   traffic (as received, encapsulated): the I/O floor of those frames, which a tunnel
 //!   scenario's cycles are compared against ("switching cycles" = scenario minus floor).
@@ -94,6 +100,7 @@ pub const SCENARIOS: &[&str] = &[
     "pvp",
     "ct",
     "ct_nat",
+    "ct_setup",
 ];
 
 /// Every scenario of the OVS-DPDK anchor with the traffic it is fed (the anchor's pcap kinds).
@@ -118,12 +125,29 @@ pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
 /// `gre_decap` is `mplsogre_decap` without MPLS (the same switch, GRE carrying the IPv4 packet
 /// itself, rules on its destination instead of the label), to see what `pop_mpls` costs;
 /// `pvp` sends p2p's traffic through a VM (testpmd on a vhost-user port) and back
-/// ([`crate::bench_pvp`]).
+/// ([`crate::bench_pvp`]); `ct_nat` and `ct_setup` are `ct` with source NAT and with every
+/// packet a new connection.
 pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[
     ("gre_decap", TrafficKind::GreIpv4),
     ("pvp", TrafficKind::Plain),
     ("ct_nat", TrafficKind::Plain),
+    ("ct_setup", TrafficKind::Plain),
 ];
+
+/// `ct_setup`'s timeout policy for zone 0: UDP connections expire as soon as they are
+/// committed, so a flow that comes round finds none and sets one up again, whatever the rate
+/// and the flow count. (`scripts/compare-ovs` also feeds both switches more flows than a run
+/// receives: OVS 3.1 keeps expired connections until its clean thread's next pass and walks
+/// them on each lookup of the same tuple.)
+pub const CT_SETUP_TIMEOUTS: [(conntrack::TimeoutClass, u32); 3] = [
+    (conntrack::TimeoutClass::UdpFirst, 0),
+    (conntrack::TimeoutClass::UdpSingle, 0),
+    (conntrack::TimeoutClass::UdpMultiple, 0),
+];
+
+/// Largest tolerated difference between `ct_setup`'s commits and its sink packets, as a
+/// fraction of the packets: the two counters are read a few batches apart.
+const CT_SETUP_TOLERANCE: f64 = 0.01;
 
 /// The traffic a scenario is fed.
 fn traffic_kind(name: &str) -> anyhow::Result<TrafficKind> {
@@ -234,7 +258,7 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
                 o
             },
         },
-        "ct" => Scenario {
+        "ct" | "ct_setup" => Scenario {
             frames,
             dp_flows: ct_dp_flows("ct", "ct(commit)"),
             of_flows: &[
@@ -347,6 +371,12 @@ pub struct BenchResult {
     /// For the `ct` scenarios: connections in the table after the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ct_connections: Option<u32>,
+    /// For `ct_setup`: connections the tracker committed during the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ct_setups: Option<u64>,
+    /// For `ct_setup`: connection setups per second, the figure of the scenario.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ct_setups_per_sec: Option<f64>,
     /// Why `forwarded_ok` is false, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
@@ -450,10 +480,20 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     if o.scenario.starts_with("ct")
         && let Ok(res) = &mut r
     {
-        // One committed connection per flow, none lost or duplicated.
         let n = dp.conntrack().n_conns();
         res.ct_connections = Some(n);
-        if n as usize != flows && res.failure.is_none() {
+        if o.scenario == "ct_setup" {
+            // One commit per packet forwarded: none found a live connection or was refused.
+            if let Some(f) = res
+                .ct_setups
+                .and_then(|c| setup_failure(c, res.sink_packets))
+                && res.failure.is_none()
+            {
+                res.failure = Some(f);
+                res.forwarded_ok = false;
+            }
+        } else if n as usize != flows && res.failure.is_none() {
+            // One committed connection per flow, none lost or duplicated.
             res.failure = Some(format!(
                 "the connection table holds {n} connections, not one per flow ({flows})"
             ));
@@ -485,6 +525,13 @@ fn start_p2p(
     b.add_port(1, Box::new(replay))
         .map_err(anyhow::Error::msg)?;
     b.add_port(2, Box::new(sink)).map_err(anyhow::Error::msg)?;
+    if o.scenario == "ct_setup" {
+        // As compare-ovs configures OVS: zone 0's policy, and no limit that expired
+        // connections not yet swept could reach.
+        let ct = b.conntrack();
+        ct.set_timeouts(Some(0), &CT_SETUP_TIMEOUTS);
+        ct.set_maxconns(u32::MAX);
+    }
     if o.storm.is_some() && !o.openflow {
         bail!("--storm needs --openflow (the storm is made of upcalls)");
     }
@@ -535,6 +582,7 @@ fn run_measured(
     // Warm up: caches fill, the classifier ranks its subtables, pools stop allocating.
     std::thread::sleep(Duration::from_secs_f64((o.seconds / 3.0).clamp(0.5, 2.0)));
     let sink0 = sunk(dp);
+    let committed0 = dp.conntrack().stats().committed;
     let src0 = dp.port_counters(source).unwrap_or_default().rx_packets;
     let vm0 = dp.port_counters("vm");
     dp.clear_stats();
@@ -542,6 +590,7 @@ fn run_measured(
     let secs = dp.measured_secs();
     let s = dp.total_stats();
     let sink1 = sunk(dp);
+    let committed = dp.conntrack().stats().committed - committed0;
     let src1 = dp.port_counters(source).unwrap_or_default().rx_packets;
     let guest_ring_drops = vm0
         .zip(dp.port_counters("vm"))
@@ -616,7 +665,20 @@ fn run_measured(
             .collect(),
         stage_accounting_cycles_per_packet: datapath::dpif::stage_accounting_cost(&s).1,
         ct_connections: None,
+        ct_setups: (o.scenario == "ct_setup").then_some(committed),
+        ct_setups_per_sec: (o.scenario == "ct_setup").then_some(committed as f64 / secs),
         failure,
+    })
+}
+
+/// Why `ct_setup`'s window was not one connection setup per packet, if it was not: `committed`
+/// connections for `sink` packets forwarded.
+fn setup_failure(committed: u64, sink: u64) -> Option<String> {
+    (committed.abs_diff(sink) as f64 > CT_SETUP_TOLERANCE * sink as f64).then(|| {
+        format!(
+            "{committed} connections were committed for {sink} packets at the sink, \
+             not one per packet"
+        )
     })
 }
 
@@ -649,6 +711,16 @@ pub fn report(r: &BenchResult) -> String {
             o,
             "  storm: {pps:.0} new flows/s offered on p2; cached traffic delivered {:.2} Mpps",
             r.sink_mpps
+        );
+    }
+    if let (Some(n), Some(rate)) = (r.ct_setups, r.ct_setups_per_sec) {
+        let _ = writeln!(
+            o,
+            "  connection setups: {:.3} M/s ({n} committed in the window for {} packets at the \
+             sink), {:.0} cycles/setup",
+            rate / 1e6,
+            r.sink_packets,
+            r.cycles_per_sink_packet
         );
     }
     if let Some(d) = r.guest_ring_drops {
@@ -716,6 +788,22 @@ mod tests {
         for s in anchor_only() {
             assert!(not_yet.contains(s), "{s} missing from:\n{help}");
         }
+    }
+
+    /// `ct_setup` passes with one commit per sink packet, within what two counters read a
+    /// few batches apart can differ by, and fails when packets found a live connection.
+    #[test]
+    fn ct_setup_needs_one_commit_per_packet() {
+        assert_eq!(setup_failure(1_000_000, 1_000_000), None);
+        assert_eq!(setup_failure(995_000, 1_000_000), None);
+        assert_eq!(setup_failure(1_004_000, 1_000_000), None);
+        let e = setup_failure(600_000, 1_000_000).unwrap();
+        assert!(
+            e.contains("600000 connections were committed for 1000000"),
+            "{e}"
+        );
+        assert!(setup_failure(0, 1000).is_some());
+        assert!(setup_failure(1000, 0).is_some());
     }
 
     #[test]

@@ -51,7 +51,9 @@ enum Command {
         /// the tunnel traffic as received); gre_decap (flowpath's own: mplsogre_decap without
         /// MPLS); pvp (flowpath's own: p2p's traffic through a VM, dpdk-testpmd on a
         /// vhost-user port, and back); ct (p2p through the connection tracker, the anchor's
-        /// pipeline); ct_nat (flowpath's own: ct with source NAT). --write-pcap writes any
+        /// pipeline); ct_nat (flowpath's own: ct with source NAT); ct_setup (flowpath's own:
+        /// ct with zone 0's UDP timeouts at 0 s, so every packet sets up a connection; reports
+        /// setups per second and checks one commit per packet). --write-pcap writes any
         /// scenario's traffic.
         scenario: String,
         /// Number of distinct flows in the traffic.
