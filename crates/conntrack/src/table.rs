@@ -1098,19 +1098,41 @@ impl Conntrack {
     /// Removes expired connections, one shard at a time; returns how many.
     pub fn sweep(&self, now: u64) -> usize {
         let mut n = 0;
+        let mut keys = Vec::new();
+        let mut gone = Vec::new();
         for shard in self.shards.iter() {
-            let mut map = shard.write().unwrap();
-            map.retain(|_, e| {
-                if e.conn.alive(now) {
-                    return true;
+            // Find the expired under the read lock, which lookups share; take the write lock
+            // only to unlink those, and free them after it is released: a PMD's commit into
+            // this shard waits for the unlinking only.
+            keys.clear();
+            keys.extend(
+                shard
+                    .read()
+                    .unwrap()
+                    .iter()
+                    .filter(|(_, e)| !e.conn.alive(now))
+                    .map(|(k, _)| *k),
+            );
+            if keys.is_empty() {
+                continue;
+            }
+            {
+                let mut map = shard.write().unwrap();
+                for k in &keys {
+                    if map.get(k).is_some_and(|e| !e.conn.alive(now))
+                        && let Some(e) = map.remove(k)
+                    {
+                        gone.push(e);
+                    }
                 }
+            }
+            for e in gone.drain(..) {
                 if !e.conn.dead.swap(true, Relaxed) {
                     self.release(e.conn.orig.zone);
                     self.counters.expired.fetch_add(1, Relaxed);
                     n += 1;
                 }
-                false
-            });
+            }
         }
         n
     }
