@@ -26,7 +26,7 @@ fn bench_ct_setup_commits_a_connection_per_packet() {
             "bench",
             "ct_setup",
             "--flows",
-            "300",
+            "30",
             "--seconds",
             "0.5",
             "--json",
@@ -43,8 +43,9 @@ fn bench_ct_setup_commits_a_connection_per_packet() {
         assert_eq!(v["lost_upcalls"], 0, "{args:?}: {t}");
         let sink = v["sink_packets"].as_u64().unwrap();
         let setups = v["ct_setups"].as_u64().unwrap();
-        // Many times round the 300 flows: each packet a new connection, not one per flow.
-        assert!(sink > 100 * 300, "{args:?}: {t}");
+        // Round the 30 flows many times (no rate is asserted: a slow machine still sends a
+        // few hundred packets in the window): each packet a new connection, not one per flow.
+        assert!(sink > 10 * 30, "{args:?}: {t}");
         assert!(setups.abs_diff(sink) * 100 <= sink, "{args:?}: {t}");
         let rate = v["ct_setups_per_sec"].as_f64().unwrap();
         let secs = v["seconds"].as_f64().unwrap();
