@@ -11,9 +11,12 @@
 //! - [`frag`]: IPv4 and IPv6 fragment reassembly ahead of tracking; [`ipf_format`] its
 //!   `dpctl/ipf-*` commands.
 //! - [`table`]: the shared connection table, zones, limits, timeouts, NAT, expiry.
+//! - [`alg`]: the FTP and TFTP application-layer gateways (`ct(helper=...)`): expectations of
+//!   data connections, address rewrites and sequence adjustment under NAT.
 
 #![forbid(unsafe_code)]
 
+pub mod alg;
 pub mod format;
 pub mod frag;
 pub mod ipf_format;

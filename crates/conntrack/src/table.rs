@@ -25,12 +25,19 @@
 //! that makes the reply tuple unique, tries at most [`NAT_MAX_TRIES`] candidates, and refuses
 //! the connection (counted, packet `+inv`) when none is free. Later packets of the
 //! connection in a `ct(nat)` are translated both ways; the caller applies the rewrite.
+//!
+//! **ALGs** (`helper=ftp|tftp`, [`crate::alg`]): a connection committed with a helper has its
+//! packets read for announcements of data connections, which become expectations; a new
+//! connection that an expectation names is `+rel`, related to its parent. Under NAT the FTP
+//! helper also rewrites the announced address and the table keeps the sequence adjustment the
+//! rewrite calls for ([`NatRewrite::alg`]).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::alg::{self, Expectations, Helper};
 use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple, UDP};
 use crate::state::*;
 use crate::tcp::{Segment, TcpConn, TcpTimeout, Update};
@@ -191,6 +198,8 @@ pub struct CtArgs {
     /// Set the connection's label: value, mask.
     pub label: Option<(u128, u128)>,
     pub nat: Option<NatSpec>,
+    /// The ALG a committed connection gets (`helper=ftp|tftp`).
+    pub helper: Option<Helper>,
 }
 
 /// Connection metadata a packet carries: what `ct()` wrote, what later passes match.
@@ -215,6 +224,9 @@ pub struct CtMeta {
 pub struct NatRewrite {
     pub src: Option<([u8; 16], u16)>,
     pub dst: Option<([u8; 16], u16)>,
+    /// For a TCP connection with the FTP helper: the payload edit (which writes the new `src`
+    /// address) and the sequence adjustment.
+    pub alg: Option<alg::AlgRewrite>,
 }
 
 /// Which protocol a connection tracks, fixed at creation.
@@ -230,6 +242,8 @@ enum Kind {
 struct Locked {
     tcp: Option<Box<TcpConn>>,
     label: u128,
+    /// A related connection's parent, a control connection's sequence adjustment.
+    alg: Option<Box<alg::ConnAlg>>,
 }
 
 /// One connection. UDP and ICMP packets update it with relaxed atomics only (state, timeout
@@ -258,6 +272,9 @@ struct Conn {
     /// The reply direction's tuple, after NAT.
     reply: Tuple,
     kind: Kind,
+    /// The connection's ALG, and whether an expectation made it (`+rel`).
+    helper: Option<Helper>,
+    related: bool,
     policy: Arc<Policy>,
     locked: Mutex<Locked>,
 }
@@ -424,6 +441,18 @@ pub struct ConnInfo {
     pub class: TimeoutClass,
 }
 
+/// How a packet reaches [`Conntrack`]'s `update`, for the ALGs.
+#[derive(Clone, Copy, Debug)]
+enum AlgView<'a> {
+    /// As it arrived: its TCP header and payload, which a helper reads.
+    Fresh(&'a [u8]),
+    /// Translated, ALG adjustments included, by an earlier `ct(nat)` of the zone: not read or
+    /// adjusted again.
+    Natted,
+    /// Not read: not TCP, or the first fragment of a reassembled datagram (adjusted only).
+    Skip,
+}
+
 /// The connection table.
 pub struct Conntrack {
     shards: Box<[RwLock<Map>]>,
@@ -441,6 +470,7 @@ pub struct Conntrack {
     /// TCP sequence checks (`ct-enable-tcp-seq-chk`); off is OVS's "liberal" mode.
     tcp_seq_chk: AtomicBool,
     counters: Counters,
+    expectations: Expectations,
 }
 
 impl Default for Conntrack {
@@ -502,6 +532,7 @@ impl Conntrack {
             any_zone_policy: AtomicBool::new(false),
             tcp_seq_chk: AtomicBool::new(true),
             counters: Counters::default(),
+            expectations: Expectations::new(),
         }
     }
 
@@ -594,8 +625,13 @@ impl Conntrack {
                 }
             };
         }
+        // A TCP segment, and what an ALG reads of it (not a datagram's first fragment alone).
+        let mut view = AlgView::Skip;
         let seg = if t.proto == TCP {
             let b = &pkt.frame[p.l4..(p.l4 + p.l4_len).min(pkt.frame.len())];
+            if pkt.frag_l4_len.is_none() {
+                view = AlgView::Fresh(b);
+            }
             match Segment::parse_with_len(b, p.l4_len) {
                 Some(s) => Some(s),
                 None => {
@@ -611,7 +647,7 @@ impl Conntrack {
             // direction's, reversed. It is tracked, not translated again.
             if let Some((c, reply)) = self.find(cache, &t.reverse(), t.reverse().hash(), now)
                 && self
-                    .update(c, !reply, seg.as_ref(), md, args, now)
+                    .update(c, !reply, seg.as_ref(), md, args, now, AlgView::Natted)
                     .is_some()
             {
                 return None;
@@ -621,7 +657,7 @@ impl Conntrack {
             None => None,
             // `force`: a connection seen from this side is started anew from here.
             Some((c, true)) if args.force && args.commit => Some(c.clone()),
-            Some((c, reply)) => match self.update(c, reply, seg.as_ref(), md, args, now) {
+            Some((c, reply)) => match self.update(c, reply, seg.as_ref(), md, args, now, view) {
                 Some(out) => {
                     md.conn_ref = p.hash as u32;
                     return out;
@@ -698,6 +734,8 @@ impl Conntrack {
     }
 
     /// A packet of an existing connection. `None` when the packet reopens it (TCP).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn update(
         &self,
         c: &Conn,
@@ -706,13 +744,27 @@ impl Conntrack {
         md: &mut CtMeta,
         args: &CtArgs,
         now: u64,
+        view: AlgView<'_>,
     ) -> Option<Option<NatRewrite>> {
+        let mut alg_rw = None;
         let est = match c.kind {
             Kind::Tcp => {
-                let seg = seg.expect("TCP packets come with their segment");
+                let arrived = *seg.expect("TCP packets come with their segment");
+                let mut seg = arrived;
                 let mut l = c.locked.lock().unwrap();
+                // An ALG resized earlier payload: the tracker sees each sender's own numbering.
+                let adj = l.alg.as_deref().map(|a| a.adj).filter(|a| !a.is_zero());
+                if let Some(a) = &adj {
+                    match view {
+                        AlgView::Natted => seg.seq = a.unshift_seq(reply, seg.seq),
+                        _ if seg.flags & crate::tcp::ACK != 0 => {
+                            seg.ack = seg.ack.wrapping_add_signed(a.ack_offset(reply, seg.ack));
+                        }
+                        _ => {}
+                    }
+                }
                 let tcp = l.tcp.as_mut().expect("a TCP connection has its state");
-                match tcp.update(seg, reply, !self.tcp_seq_chk.load(Relaxed)) {
+                match tcp.update(&seg, reply, !self.tcp_seq_chk.load(Relaxed)) {
                     Update::Valid => {
                         let class = TimeoutClass::of_tcp(tcp.timeout());
                         if tcp.timer_refreshed() {
@@ -720,7 +772,18 @@ impl Conntrack {
                         } else {
                             c.class.store(class as u8, Relaxed);
                         }
-                        tcp.established()
+                        let est = tcp.established();
+                        if c.helper.is_some() || adj.is_some() {
+                            let translate = args.nat.is_some() && c.nat_flags() != 0;
+                            match self.alg_tcp(c, &mut l, reply, &arrived, view, translate, now) {
+                                Ok(rw) => alg_rw = rw,
+                                Err(()) => {
+                                    drop(l);
+                                    return Some(self.invalid(md));
+                                }
+                            }
+                        }
+                        est
                     }
                     Update::Invalid => {
                         drop(l);
@@ -742,6 +805,9 @@ impl Conntrack {
                     (_, false) => TimeoutClass::IcmpFirst,
                 };
                 c.touch(class, now);
+                if c.helper == Some(Helper::Tftp) && !reply {
+                    self.tftp_expect(c, now);
+                }
                 seen
             }
         };
@@ -749,22 +815,133 @@ impl Conntrack {
         if reply {
             state |= RPL;
         }
-        if args.commit && (args.mark.is_some() || args.label.is_some()) {
+        // A related connection keeps its parent's mark and label (OVS).
+        if args.commit && (args.mark.is_some() || args.label.is_some()) && !c.related {
             self.set_mark_label(c, args);
         }
         md.mark = c.mark.load(Relaxed);
         md.label = c.label();
         md.orig = c.orig;
+        if c.related {
+            state |= REL;
+            md.orig = Self::parent_of(c);
+        }
         let mut nat = None;
         if args.nat.is_some() {
             let f = c.nat_flags();
             if f != 0 {
                 state |= f;
-                nat = Some(rewrite_for(c, reply));
+                nat = Some(NatRewrite {
+                    alg: alg_rw,
+                    ..rewrite_for(c, reply)
+                });
             }
         }
         md.state = state;
         Some(nat)
+    }
+
+    /// The FTP helper's part of a valid TCP segment of `c` (whose lock is `l`): an
+    /// announcement is recorded as an expectation; when the packet is translated
+    /// (`translate`), the announced address is rewritten and the sequence numbers adjusted.
+    /// `Err` for a malformed announcement (the packet is `+inv`).
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    fn alg_tcp(
+        &self,
+        c: &Conn,
+        l: &mut Locked,
+        reply: bool,
+        seg: &Segment,
+        view: AlgView<'_>,
+        translate: bool,
+        now: u64,
+    ) -> Result<Option<alg::AlgRewrite>, ()> {
+        let (mut edit, mut delta) = (None, 0);
+        if let AlgView::Fresh(l4) = view
+            && c.helper == Some(Helper::Ftp)
+            && seg.payload_len != 0
+        {
+            let ctl = alg::Control {
+                helper: Helper::Ftp,
+                orig: &c.orig,
+                reply_tuple: &c.reply,
+                id: c.id,
+                mark: c.mark.load(Relaxed),
+                label: l.label,
+                reply,
+                nat: translate,
+            };
+            let out = alg::inspect(&ctl, l4, now);
+            if out.invalid {
+                self.expectations.count(alg::AlgCounter::BadMessage);
+                return Err(());
+            }
+            if out.incomplete {
+                self.expectations.count(alg::AlgCounter::Incomplete);
+            }
+            if let Some(e) = out.expectation {
+                self.expectations.insert(e, now);
+            }
+            (edit, delta) = (out.edit, out.delta);
+        }
+        if !translate || matches!(view, AlgView::Natted) {
+            return Ok(None);
+        }
+        let a = l.alg.get_or_insert_with(Default::default);
+        if edit.is_some() {
+            a.adj.record(reply, seg.seq, delta);
+        }
+        if edit.is_none() && a.adj.is_zero() {
+            return Ok(None);
+        }
+        Ok(Some(alg::AlgRewrite {
+            payload: edit,
+            seq: a.adj.seq_offset(reply, seg.seq),
+            ack: if seg.flags & crate::tcp::ACK != 0 {
+                a.adj.ack_offset(reply, seg.ack)
+            } else {
+                0
+            },
+        }))
+    }
+
+    /// The TFTP helper: a packet of the request's direction expects the server's answer.
+    #[cold]
+    fn tftp_expect(&self, c: &Conn, now: u64) {
+        let ctl = alg::Control {
+            helper: Helper::Tftp,
+            orig: &c.orig,
+            reply_tuple: &c.reply,
+            id: c.id,
+            mark: c.mark.load(Relaxed),
+            label: c.label(),
+            reply: false,
+            nat: false,
+        };
+        if let Some(e) = alg::inspect(&ctl, &[], now).expectation {
+            self.expectations.insert(e, now);
+        }
+    }
+
+    /// A related connection's parent's original tuple (what it reports as its own).
+    #[cold]
+    fn parent_of(c: &Conn) -> Tuple {
+        let l = c.locked.lock().unwrap();
+        l.alg.as_ref().and_then(|a| a.parent).unwrap_or(c.orig)
+    }
+
+    /// Whether the connection that made expectation `e` is still in the table.
+    #[cold]
+    fn parent_alive(&self, e: &alg::Expectation, now: u64) -> bool {
+        let map = self.shards[shard_of(e.parent.hash())].read().unwrap();
+        map.get(&e.parent)
+            .is_some_and(|x| x.conn.id == e.parent_id && x.conn.alive(now))
+    }
+
+    /// The ALGs' expectations: pending ones, counters, bound.
+    pub fn expectations(&self) -> &Expectations {
+        &self.expectations
     }
 
     /// A commit's `mark` and `label` writes, serialized by the connection's lock.
@@ -815,10 +992,18 @@ impl Conntrack {
             c.fetch_add(1, Relaxed);
             return self.invalid(md);
         }
-        md.state = TRK | NEW;
-        md.mark = 0;
-        md.label = 0;
-        md.orig = *t;
+        // An expectation names the connection: it is related to the expectation's parent.
+        let exp = if self.expectations.is_empty() {
+            None
+        } else {
+            self.expectations
+                .find(t, now)
+                .filter(|e| self.parent_alive(e, now))
+        };
+        md.state = TRK | NEW | if exp.is_some() { REL } else { 0 };
+        md.mark = exp.map_or(0, |e| e.mark);
+        md.label = exp.map_or(0, |e| e.label);
+        md.orig = exp.map_or(*t, |e| e.parent);
         if !args.commit {
             return None;
         }
@@ -827,10 +1012,16 @@ impl Conntrack {
             return None;
         }
         let policy = self.policy_of(t.zone);
-        let nat = args.nat.filter(|n| n.kind.is_some());
+        let nat = args.nat.filter(|n| n.kind.is_some() && exp.is_none());
+        // A related connection is translated as its parent's counterpart, by any `nat`.
+        let exp_nat = exp.filter(|_| args.nat.is_some());
+        let helper = args.helper.filter(|h| h.proto() == t.proto);
         // A second try only for NAT: a concurrent commit may have taken the tuple picked.
         for attempt in 0..if nat.is_some() { 2 } else { 1 } {
             let mut reply = t.reverse();
+            if let Some(e) = &exp_nat {
+                reply = e.nat_reply(t);
+            }
             if let Some(n) = &nat {
                 match self.nat_pick(t, n, now, attempt) {
                     Some(r) => reply = r,
@@ -847,16 +1038,29 @@ impl Conntrack {
                 reply,
                 id: self.next_id.fetch_add(1, Relaxed),
                 kind,
+                helper,
+                related: exp.is_some(),
                 expires: AtomicU64::new(now + policy.ms(class)),
                 dead: AtomicBool::new(false),
                 reply_seen: AtomicBool::new(false),
                 class: AtomicU8::new(class as u8),
-                mark: AtomicU32::new(0),
-                labeled: AtomicBool::new(false),
+                mark: AtomicU32::new(exp.map_or(0, |e| e.mark)),
+                labeled: AtomicBool::new(exp.is_some_and(|e| e.label != 0)),
                 policy: policy.clone(),
-                locked: Mutex::new(Locked { tcp, label: 0 }),
+                locked: Mutex::new(Locked {
+                    tcp,
+                    label: exp.map_or(0, |e| e.label),
+                    alg: (exp.is_some() || helper.is_some()).then(|| {
+                        Box::new(alg::ConnAlg {
+                            parent: exp.map(|e| e.parent),
+                            ..Default::default()
+                        })
+                    }),
+                }),
             });
-            self.set_mark_label(&conn, args);
+            if exp.is_none() {
+                self.set_mark_label(&conn, args);
+            }
             md.mark = conn.mark.load(Relaxed);
             md.label = conn.label();
             if self.insert(&conn, now).is_err() {
@@ -870,9 +1074,16 @@ impl Conntrack {
                 continue;
             }
             self.counters.committed.fetch_add(1, Relaxed);
+            if exp.is_some() {
+                self.expectations.take_for(t, now);
+            }
+            if helper == Some(Helper::Tftp) {
+                self.tftp_expect(&conn, now);
+            }
             let h = t.hash();
             let nat_flags = conn.nat_flags();
-            let rw = (nat.is_some() && nat_flags != 0).then(|| rewrite_for(&conn, false));
+            let rw = ((nat.is_some() || exp_nat.is_some()) && nat_flags != 0)
+                .then(|| rewrite_for(&conn, false));
             cache.slots[(h as usize) % CACHE_SIZE] = Some((h, Entry { conn, reply: false }));
             md.conn_ref = h as u32;
             if rw.is_some() {
@@ -937,6 +1148,9 @@ impl Conntrack {
         }
         self.unlink(&conn.orig, conn);
         self.unlink(&conn.reply, conn);
+        if conn.helper.is_some() {
+            self.expectations.remove_parent(conn.id);
+        }
     }
 
     /// Counts a new connection in, within the limits.
@@ -1134,6 +1348,8 @@ impl Conntrack {
                 }
             }
         }
+        // Expectations expire too, and go with their parent.
+        self.expectations.sweep(now, |e| self.parent_alive(e, now));
         n
     }
 
@@ -1316,6 +1532,7 @@ fn rewrite_for(c: &Conn, reply: bool) -> NatRewrite {
     NatRewrite {
         src: (now.src != want.src || now.sport != want.sport).then_some((want.src, want.sport)),
         dst: (now.dst != want.dst || now.dport != want.dport).then_some((want.dst, want.dport)),
+        alg: None,
     }
 }
 

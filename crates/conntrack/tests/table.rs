@@ -1735,7 +1735,8 @@ fn snat_address_and_port_range() {
         rw,
         Some(NatRewrite {
             src: None,
-            dst: Some((src.key(), 51001))
+            dst: Some((src.key(), 51001)),
+            alg: None
         })
     );
     // Original direction again.
@@ -1745,7 +1746,8 @@ fn snat_address_and_port_range() {
         rw,
         Some(NatRewrite {
             src: Some((n, np)),
-            dst: None
+            dst: None,
+            alg: None
         })
     );
     // Without nat: tracked, not translated, no +snat.
@@ -1777,7 +1779,8 @@ fn dnat_tcp() {
         rw,
         Some(NatRewrite {
             src: None,
-            dst: Some((srv.key(), 8001))
+            dst: Some((srv.key(), 8001)),
+            alg: None
         })
     );
     let d = t.dump(0);
@@ -1789,7 +1792,8 @@ fn dnat_tcp() {
         rw,
         Some(NatRewrite {
             src: Some((vip.key(), 80)),
-            dst: None
+            dst: None,
+            alg: None
         })
     );
     assert_eq!((md.mark, md.label), (u32::MAX, 1u128 << 127 | 1));

@@ -413,13 +413,18 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
     })
 }
 
-/// `ct(...)` as the tracker's arguments. Helpers (`helper=ftp|tftp`) and timeout policies
-/// named in the action are not supported yet; zone timeout policies are (`dpctl`).
+/// `ct(...)` as the tracker's arguments. The helpers are `ftp` and `tftp`
+/// ([`conntrack::alg`]); timeout policies named in the action are not supported yet, zone
+/// timeout policies are (`dpctl`).
 fn compile_ct(ct: &flow::odp::CtAction) -> Result<conntrack::CtArgs, CompileError> {
     use conntrack::{NatKind, NatSpec};
-    if ct.helper.is_some() {
-        return Err(CompileError::Unsupported("ct(helper=...)"));
-    }
+    let helper = match ct.helper.as_deref() {
+        None => None,
+        Some(name) => Some(
+            conntrack::alg::Helper::from_name(name)
+                .ok_or(CompileError::Unsupported("ct(helper=...)"))?,
+        ),
+    };
     if ct.timeout.is_some() {
         return Err(CompileError::Unsupported("ct(timeout=...)"));
     }
@@ -483,6 +488,7 @@ fn compile_ct(ct: &flow::odp::CtAction) -> Result<conntrack::CtArgs, CompileErro
         mark: ct.mark,
         label: ct.label,
         nat,
+        helper,
     })
 }
 
@@ -892,6 +898,15 @@ mod tests {
             panic!()
         };
         assert!(ct.commit && ct.force);
+        for (text, helper) in [
+            ("ct(commit,helper=ftp)", conntrack::alg::Helper::Ftp),
+            ("ct(commit,helper=tftp)", conntrack::alg::Helper::Tftp),
+        ] {
+            let DpAction::Ct(ct) = &compiled(text).unwrap()[0] else {
+                panic!()
+            };
+            assert_eq!(ct.helper, Some(helper), "{text}");
+        }
         for bad in [
             "ct(nat(src=10.0.0.9-10.0.0.1))",
             "ct(nat(src=10.0.0.1:20-10))",
@@ -910,7 +925,7 @@ mod tests {
                 "tnl_push(tnl_port(2152),header(size=50,type=110,eth(dst=00:00:00:00:00:02,src=00:00:00:00:00:01,dl_type=0x0800),ipv4(src=1.1.1.1,dst=2.2.2.2,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=2152,csum=0x0),gtpu(flags=0x30,msgtype=255,teid=0x7b)),out_port(1))",
                 "tnl_push(gtpu)",
             ),
-            ("ct(helper=ftp)", "ct(helper=...)"),
+            ("ct(helper=sip)", "ct(helper=...)"),
             ("meter(1)", "meter"),
             ("sample(sample=50%,actions(1))", "sample"),
             ("check_pkt_len(size=200,gt(1),le(2))", "check_pkt_len"),

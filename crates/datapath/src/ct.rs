@@ -9,10 +9,14 @@
 //! protocol at [`CT_MD_PROTO`], and the mark at [`CT_MD_MARK`] (not in [`PacketMeta`]: it
 //! would not fit the packet's cache line).
 //!
+//! An ALG's rewrite rides with the NAT rewrite ([`apply_alg`]): the FTP helper may replace
+//! the address text of a segment's payload, which resizes the packet.
+//!
 //! [`PacketMeta`]: crate::packet::PacketMeta
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use conntrack::alg::{AlgRewrite, MAX_ADDR_TEXT};
 use conntrack::{CtMeta, NatRewrite, Tuple};
 use flow::key::FlowKey;
 
@@ -191,9 +195,15 @@ pub fn maybe_fragment(p: &Packet, v6: bool) -> bool {
     }
 }
 
-/// Applies a NAT decision to the packet's addresses and ports, with checksum updates. `l4`:
-/// the packet carries the L4 header (not a later fragment).
+/// Applies a NAT decision to the packet's addresses and ports, with checksum updates, and an
+/// ALG's rewrite that comes with it. `l4`: the packet carries the L4 header (not a later
+/// fragment).
 pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool) -> bool {
+    // The ALG's edit first: NAT's incremental checksum updates then apply to its result.
+    let alg_ok = match &rw.alg {
+        Some(a) if l4 => apply_alg(p, a, rw.src.map(|(s, _)| s).as_ref(), v6),
+        _ => true,
+    };
     let (src, dst) = (rw.src, rw.dst);
     let ok = if v6 {
         let a = |x: Option<([u8; 16], u16)>| {
@@ -240,6 +250,7 @@ pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool)
         )
         .is_ok()
     };
+    let ok = ok && alg_ok;
     let proto = match t.proto {
         6 if l4 => L4Proto::Tcp,
         17 if l4 => L4Proto::Udp,
@@ -262,4 +273,428 @@ pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool)
         },
     )
     .is_ok()
+}
+
+#[inline]
+fn be16_at(d: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([d[i], d[i + 1]])
+}
+
+#[inline]
+fn be32_at(d: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]])
+}
+
+/// Applies an ALG's rewrite of a TCP segment (FTP behind NAT, [`conntrack::alg`]): the
+/// announced address's text is replaced by `new_src` (the packet's translated source), so the
+/// packet grows or shrinks by a few bytes (the IP length follows, and the IPv4 header
+/// checksum); the sequence and acknowledgment numbers move by what earlier edits of the
+/// connection changed; the TCP checksum is recomputed after a payload edit, updated otherwise.
+/// `false`, with nothing changed, when the packet does not hold what the rewrite names.
+pub fn apply_alg(p: &mut Packet, a: &AlgRewrite, new_src: Option<&[u8; 16]>, v6: bool) -> bool {
+    let (l3, l4) = (p.meta.l3, p.meta.l4);
+    if l3 == NO_OFS || l4 == NO_OFS {
+        return false;
+    }
+    let (l3, l4) = (usize::from(l3), usize::from(l4));
+    let d = p.data();
+    let (len_at, hdr) = if v6 { (l3 + 4, 40) } else { (l3 + 2, 20) };
+    if d.len() < l4 + 20 || l4 < l3 + hdr {
+        return false;
+    }
+    let ip_len = usize::from(be16_at(d, len_at));
+    let mut end = if v6 { l3 + 40 + ip_len } else { l3 + ip_len };
+    if end > d.len() || end < l4 + 20 {
+        return false;
+    }
+    let edited = if let Some(e) = &a.payload {
+        let Some(addr) = new_src else {
+            return false;
+        };
+        let mut text = [0u8; MAX_ADDR_TEXT];
+        let n = e.render(addr, &mut text);
+        let (at, old) = (l4 + usize::from(e.at), usize::from(e.old_len));
+        // Within the segment's payload (so `old` is at most the IP length).
+        if at < l4 + 20 || at + old > end || ip_len + n - old > usize::from(u16::MAX) {
+            return false;
+        }
+        let new_ip_len = ip_len + n - old;
+        // The bytes in front of the edit move (as a VLAN push moves them), so the header
+        // offsets stay; the payload after it stays where it is.
+        if n > old {
+            p.insert_at(at + old, n - old);
+        } else if n < old {
+            p.remove_at(at + n, old - n);
+        }
+        let d = p.data_mut();
+        d[at..at + n].copy_from_slice(&text[..n]);
+        d[len_at..len_at + 2].copy_from_slice(&(new_ip_len as u16).to_be_bytes());
+        if !v6 {
+            let c = be16_at(d, l3 + 10);
+            let c = wire::checksum::update16(c, ip_len as u16, new_ip_len as u16);
+            d[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        end = end + n - old;
+        true
+    } else {
+        false
+    };
+    let d = p.data_mut();
+    let (seq, ack) = (be32_at(d, l4 + 4), be32_at(d, l4 + 8));
+    let (nseq, nack) = (
+        seq.wrapping_add_signed(a.seq),
+        ack.wrapping_add_signed(a.ack),
+    );
+    d[l4 + 4..l4 + 8].copy_from_slice(&nseq.to_be_bytes());
+    d[l4 + 8..l4 + 12].copy_from_slice(&nack.to_be_bytes());
+    let csum_at = l4 + 16;
+    let c = if edited {
+        d[csum_at..csum_at + 2].fill(0);
+        let seg = &d[l4..end];
+        let pseudo = if v6 {
+            let a = |i: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&d[i..i + 16]).unwrap());
+            wire::checksum::pseudo_header_v6(
+                &a(l3 + 8),
+                &a(l3 + 24),
+                wire::IpProtocol::TCP,
+                seg.len() as u32,
+            )
+        } else {
+            let a = |i: usize| Ipv4Addr::from(be32_at(d, i));
+            wire::checksum::pseudo_header_v4(
+                &a(l3 + 12),
+                &a(l3 + 16),
+                wire::IpProtocol::TCP,
+                seg.len() as u16,
+            )
+        };
+        !wire::checksum::combine(&[pseudo, wire::checksum::data(seg)])
+    } else {
+        let c = be16_at(d, csum_at);
+        let c = wire::checksum::update32(c, seq, nseq);
+        wire::checksum::update32(c, ack, nack)
+    };
+    d[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use conntrack::alg::{AddrForm, PayloadEdit};
+    use wire::checksum;
+
+    /// Ethernet, IPv4 or IPv6, and a TCP segment from `src` to `dst` carrying `payload`,
+    /// checksums right; flags as scapy spells them.
+    #[allow(clippy::too_many_arguments)]
+    fn segment(
+        src: std::net::IpAddr,
+        sport: u16,
+        dst: std::net::IpAddr,
+        dport: u16,
+        flags: &str,
+        seq: u32,
+        ack: u32,
+        payload: &[u8],
+    ) -> Packet {
+        let v6 = src.is_ipv6();
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+        let mut tcp = vec![0u8; 20];
+        tcp[0..2].copy_from_slice(&sport.to_be_bytes());
+        tcp[2..4].copy_from_slice(&dport.to_be_bytes());
+        tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&ack.to_be_bytes());
+        tcp[12] = 5 << 4;
+        tcp[13] = flags
+            .chars()
+            .map(|c| match c {
+                'F' => 0x01,
+                'S' => 0x02,
+                'P' => 0x08,
+                'A' => 0x10,
+                _ => panic!("flag {c}"),
+            })
+            .fold(0, |a, b| a | b);
+        tcp[14..16].copy_from_slice(&8192u16.to_be_bytes());
+        tcp.extend_from_slice(payload);
+        match (src, dst) {
+            (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => {
+                let mut ip = vec![0u8; 40];
+                ip[0] = 0x60;
+                ip[4..6].copy_from_slice(&(tcp.len() as u16).to_be_bytes());
+                ip[6] = 6;
+                ip[7] = 64;
+                ip[8..24].copy_from_slice(&s.octets());
+                ip[24..40].copy_from_slice(&d.octets());
+                f.extend_from_slice(&ip);
+            }
+            (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
+                let mut ip = vec![0u8; 20];
+                ip[0] = 0x45;
+                ip[2..4].copy_from_slice(&((20 + tcp.len()) as u16).to_be_bytes());
+                ip[8] = 64;
+                ip[9] = 6;
+                ip[12..16].copy_from_slice(&s.octets());
+                ip[16..20].copy_from_slice(&d.octets());
+                let c = !checksum::data(&ip);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                f.extend_from_slice(&ip);
+            }
+            _ => panic!("mixed families"),
+        }
+        f.extend_from_slice(&tcp);
+        let mut p = Packet::from_slice(&f);
+        p.meta.l3 = 14;
+        p.meta.l4 = if v6 { 54 } else { 34 };
+        fix_tcp_csum(&mut p, v6);
+        p
+    }
+
+    /// A segment from the client (10.0.0.1 or fd00::1, port 40000) to the FTP server.
+    fn frame(v6: bool, seq: u32, ack: u32, payload: &[u8]) -> Packet {
+        let (c, s) = if v6 {
+            ("fd00::1", "2001:db8::21")
+        } else {
+            ("10.0.0.1", "192.0.2.9")
+        };
+        segment(
+            c.parse().unwrap(),
+            40000,
+            s.parse().unwrap(),
+            21,
+            "PA",
+            seq,
+            ack,
+            payload,
+        )
+    }
+
+    fn tcp_pseudo(d: &[u8], v6: bool, len: usize) -> u16 {
+        if v6 {
+            let a = |i: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&d[i..i + 16]).unwrap());
+            checksum::pseudo_header_v6(&a(22), &a(38), wire::IpProtocol::TCP, len as u32)
+        } else {
+            let a = |i: usize| Ipv4Addr::from(be32_at(d, i));
+            checksum::pseudo_header_v4(&a(26), &a(30), wire::IpProtocol::TCP, len as u16)
+        }
+    }
+
+    fn fix_tcp_csum(p: &mut Packet, v6: bool) {
+        let l4 = usize::from(p.meta.l4);
+        let d = p.data_mut();
+        d[l4 + 16..l4 + 18].fill(0);
+        let c = !checksum::combine(&[tcp_pseudo(d, v6, d.len() - l4), checksum::data(&d[l4..])]);
+        d[l4 + 16..l4 + 18].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// Lengths and checksums of the frame are right.
+    fn assert_valid(p: &Packet, v6: bool) {
+        let d = p.data();
+        let l4 = usize::from(p.meta.l4);
+        if v6 {
+            assert_eq!(usize::from(be16_at(d, 18)), d.len() - 54);
+        } else {
+            assert_eq!(usize::from(be16_at(d, 16)), d.len() - 14);
+            assert_eq!(checksum::data(&d[14..34]), 0xffff, "IPv4 header checksum");
+        }
+        let sum = checksum::combine(&[tcp_pseudo(d, v6, d.len() - l4), checksum::data(&d[l4..])]);
+        assert_eq!(sum, 0xffff, "TCP checksum");
+    }
+
+    fn rewrite(payload: Option<PayloadEdit>, seq: i32, ack: i32) -> NatRewrite {
+        NatRewrite {
+            src: None,
+            dst: None,
+            alg: Some(AlgRewrite { payload, seq, ack }),
+        }
+    }
+
+    fn v4key(a: [u8; 4]) -> [u8; 16] {
+        let mut k = [0; 16];
+        k[..4].copy_from_slice(&a);
+        k
+    }
+
+    #[test]
+    fn port_command_grows_with_snat() {
+        let msg = b"PORT 10,0,0,1,156,65\r\n";
+        let mut p = frame(false, 1000, 5000, msg);
+        let edit = PayloadEdit {
+            at: 20 + 5,
+            old_len: 8,
+            form: AddrForm::Commas,
+        };
+        let mut nat = rewrite(Some(edit), 3, -2);
+        // The text becomes the translated source address.
+        nat.src = Some((v4key([203, 0, 113, 200]), 40000));
+        let t = Tuple {
+            proto: 6,
+            ..Tuple::default()
+        };
+        assert!(apply_nat(&mut p, &nat, false, &t, true));
+        assert_valid(&p, false);
+        let d = p.data();
+        assert_eq!(&d[54..], b"PORT 203,0,113,200,156,65\r\n");
+        assert_eq!(&d[26..30], &[203, 0, 113, 200]);
+        assert_eq!((be32_at(d, 38), be32_at(d, 42)), (1003, 4998));
+        // A later fragment (no L4 header) gets no ALG edit.
+        let mut q = frame(false, 1000, 5000, msg);
+        assert!(apply_nat(
+            &mut q,
+            &rewrite(Some(edit), 0, 0),
+            false,
+            &t,
+            false
+        ));
+        assert_eq!(&q.data()[54..], msg);
+        // An edit without a translated source has nothing to write: refused.
+        let mut q = frame(false, 1000, 5000, msg);
+        assert!(!apply_nat(
+            &mut q,
+            &rewrite(Some(edit), 0, 0),
+            false,
+            &t,
+            true
+        ));
+        assert_eq!(&q.data()[54..], msg);
+    }
+
+    #[test]
+    fn pasv_reply_shrinks_and_seq_only_updates() {
+        let msg = b"227 Entering Passive Mode (172,16,100,200,39,16).\r\n";
+        let mut p = frame(false, u32::MAX - 3, 7, msg);
+        let edit = PayloadEdit {
+            at: 20 + 27,
+            old_len: 14,
+            form: AddrForm::Commas,
+        };
+        let a = rewrite(Some(edit), 10, 0).alg.unwrap();
+        assert!(apply_alg(&mut p, &a, Some(&v4key([1, 2, 3, 4])), false));
+        assert_valid(&p, false);
+        assert_eq!(
+            &p.data()[54..],
+            b"227 Entering Passive Mode (1,2,3,4,39,16).\r\n"
+        );
+        assert_eq!(be32_at(p.data(), 38), 6, "wrapped");
+        // Sequence numbers alone: the checksum is updated incrementally.
+        let mut q = frame(false, 100, 200, b"NOOP\r\n");
+        assert!(apply_alg(
+            &mut q,
+            &rewrite(None, -7, 7).alg.unwrap(),
+            None,
+            false
+        ));
+        assert_valid(&q, false);
+        assert_eq!((be32_at(q.data(), 38), be32_at(q.data(), 42)), (93, 207));
+    }
+
+    #[test]
+    fn eprt_v6_grows() {
+        let msg = b"EPRT |2|fd00::1|5282|\r\n";
+        let mut p = frame(true, 1, 1, msg);
+        let edit = PayloadEdit {
+            at: 20 + 8,
+            old_len: 7,
+            form: AddrForm::V6,
+        };
+        let to = "2001:db8:ffff::1234:5678"
+            .parse::<Ipv6Addr>()
+            .unwrap()
+            .octets();
+        let a = rewrite(Some(edit), 0, 0).alg.unwrap();
+        assert!(apply_alg(&mut p, &a, Some(&to), true));
+        assert_valid(&p, true);
+        assert_eq!(
+            &p.data()[74..],
+            b"EPRT |2|2001:db8:ffff::1234:5678|5282|\r\n"
+        );
+        // An edit beyond the segment is refused and changes nothing.
+        let before = p.data().to_vec();
+        let bad = PayloadEdit { at: 200, ..edit };
+        let a = rewrite(Some(bad), 0, 0).alg.unwrap();
+        assert!(!apply_alg(&mut p, &a, Some(&to), true));
+        assert_eq!(p.data(), &before[..]);
+    }
+
+    /// The tracker decides, the datapath applies: an FTP session behind SNAT, each packet
+    /// tracked by [`conntrack::Conntrack`] and rewritten by [`apply_nat`] as the PMD does.
+    #[test]
+    fn snat_ftp_session_through_tracker_and_rewrite() {
+        use conntrack::state::{EST, NEW, SNAT, TRK};
+        use conntrack::{Conntrack, CtArgs, CtCache, CtPacket, NatKind, NatSpec};
+        let ct = Conntrack::new();
+        let mut cache = CtCache::new();
+        let (c, s, n) = (
+            "10.0.0.1".parse().unwrap(),
+            "192.0.2.9".parse().unwrap(),
+            "203.0.113.200".parse().unwrap(),
+        );
+        let mut nat_to = [0u8; 16];
+        nat_to[..4].copy_from_slice(&[203, 0, 113, 200]);
+        let commit = CtArgs {
+            commit: true,
+            helper: Some(conntrack::alg::Helper::Ftp),
+            nat: Some(NatSpec {
+                kind: Some(NatKind::Src),
+                addr_min: nat_to,
+                addr_max: nat_to,
+                has_addr: true,
+                ..NatSpec::default()
+            }),
+            ..CtArgs::default()
+        };
+        let nat = CtArgs {
+            nat: Some(NatSpec::default()),
+            ..CtArgs::default()
+        };
+        // Tracks and rewrites `p` as the PMD's ct() does; returns its state.
+        let mut run = |p: &mut Packet, args: &CtArgs| -> u8 {
+            let mut md = CtMeta::default();
+            let pkt = CtPacket {
+                frame: p.data(),
+                l3: 14,
+                v6: false,
+                frag_l4_len: None,
+                verified: false,
+                natted: false,
+            };
+            let rw = ct.process(&mut cache, &pkt, &mut md, args, 1);
+            if let Some(rw) = &rw {
+                assert!(apply_nat(p, rw, false, &md.orig, true));
+            }
+            md.state
+        };
+        let mut syn = segment(c, 40000, s, 21, "S", 1000, 0, b"");
+        assert_eq!(run(&mut syn, &commit), TRK | NEW | SNAT);
+        let mut synack = segment(s, 21, n, 40000, "SA", 5000, 1001, b"");
+        assert_eq!(run(&mut synack, &nat) & EST, EST);
+        let mut ack = segment(c, 40000, s, 21, "A", 1001, 5001, b"");
+        assert_eq!(run(&mut ack, &nat) & EST, EST);
+        let mut port = segment(
+            c,
+            40000,
+            s,
+            21,
+            "PA",
+            1001,
+            5001,
+            b"PORT 10,0,0,1,156,65\r\n",
+        );
+        assert_eq!(run(&mut port, &nat), TRK | EST | SNAT);
+        assert_valid(&port, false);
+        assert_eq!(&port.data()[26..30], &[203, 0, 113, 200]);
+        assert_eq!(&port.data()[54..], b"PORT 203,0,113,200,156,65\r\n");
+        // The server acknowledges the 27 bytes it got; the client sees its own 22.
+        let mut sack = segment(s, 21, n, 40000, "A", 5001, 1028, b"");
+        assert_eq!(run(&mut sack, &nat) & EST, EST);
+        assert_valid(&sack, false);
+        assert_eq!(&sack.data()[30..34], &[10, 0, 0, 1]);
+        assert_eq!(be32_at(sack.data(), 42), 1023);
+        // The client's next command moves up by 5.
+        let mut list = segment(c, 40000, s, 21, "PA", 1023, 5001, b"LIST\r\n");
+        assert_eq!(run(&mut list, &nat), TRK | EST | SNAT);
+        assert_valid(&list, false);
+        assert_eq!(be32_at(list.data(), 38), 1028);
+    }
 }
