@@ -30,17 +30,9 @@ pub use table::{
     TimeoutClass,
 };
 
-/// Bits of a packet's connection state, as OVS's `ct_state` (`+new+trk`, ...).
-pub mod state {
-    pub const NEW: u8 = 0x01;
-    pub const EST: u8 = 0x02;
-    pub const REL: u8 = 0x04;
-    pub const RPL: u8 = 0x08;
-    pub const INV: u8 = 0x10;
-    pub const TRK: u8 = 0x20;
-    pub const SNAT: u8 = 0x40;
-    pub const DNAT: u8 = 0x80;
-}
+/// Bits of a packet's connection state, as OVS's `ct_state` (`+new+trk`, ...): the flow key's
+/// own (`NEW`, `EST`, ..., and their names in OVS's order, `NAMES`).
+pub use flow::key::ct_state as state;
 
 /// Milliseconds on the tracker's clock (monotonic, since the first call in the process).
 pub fn now_ms() -> u64 {

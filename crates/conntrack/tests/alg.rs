@@ -227,20 +227,11 @@ fn dnat(addr: &str) -> NatSpec {
 }
 
 fn names(state: u8) -> String {
-    [
-        (NEW, "new"),
-        (EST, "est"),
-        (REL, "rel"),
-        (RPL, "rpl"),
-        (INV, "inv"),
-        (TRK, "trk"),
-        (SNAT, "snat"),
-        (DNAT, "dnat"),
-    ]
-    .iter()
-    .filter(|(b, _)| state & b != 0)
-    .map(|(_, n)| format!("+{n}"))
-    .collect()
+    conntrack::state::NAMES
+        .iter()
+        .filter(|(b, _)| state & b != 0)
+        .map(|(_, n)| format!("+{n}"))
+        .collect()
 }
 
 macro_rules! assert_state {

@@ -426,16 +426,7 @@ fn dnat(lo: &str, hi: &str, pmin: u16, pmax: u16) -> NatSpec {
 
 /// `ct_state` as OVS prints it, for readable failures.
 fn show(s: u8) -> String {
-    let names = [
-        (NEW, "new"),
-        (EST, "est"),
-        (REL, "rel"),
-        (RPL, "rpl"),
-        (INV, "inv"),
-        (TRK, "trk"),
-        (SNAT, "snat"),
-        (DNAT, "dnat"),
-    ];
+    let names = conntrack::state::NAMES;
     let mut out = String::new();
     for (bit, name) in names {
         if s & bit != 0 {
