@@ -36,6 +36,12 @@ pub struct Tuple {
     pub dtype: u8,
 }
 
+impl std::hash::Hash for Tuple {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(Tuple::hash(self));
+    }
+}
+
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
 pub const ICMP: u8 = 1;

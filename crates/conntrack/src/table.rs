@@ -359,13 +359,28 @@ impl Hasher for PassHasher {
     }
 }
 
-impl std::hash::Hash for Tuple {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(Tuple::hash(self));
+/// A table key: the tuple with its hash, which the map uses as it is, so that a lookup whose
+/// caller already hashed the tuple (every packet's) does not hash it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    h: u64,
+    t: Tuple,
+}
+
+impl Key {
+    #[inline]
+    fn new(t: &Tuple) -> Key {
+        Key { h: t.hash(), t: *t }
     }
 }
 
-type Map = HashMap<Tuple, Entry, BuildHasherDefault<PassHasher>>;
+impl std::hash::Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.h);
+    }
+}
+
+type Map = HashMap<Key, Entry, BuildHasherDefault<PassHasher>>;
 
 /// The shard of a tuple's hash ([`Tuple::hash`]).
 #[inline]
@@ -611,7 +626,7 @@ impl Conntrack {
         let t = p.tuple;
         if p.related {
             // An ICMP error: the connection of the packet it carries, in the other direction.
-            return match self.find(cache, &t.reverse(), t.reverse().hash(), now) {
+            return match self.find_reverse(cache, &t, now) {
                 Some((c, reply)) => {
                     md.state = TRK | REL | if reply { RPL } else { 0 };
                     md.mark = c.mark.load(Relaxed);
@@ -645,7 +660,7 @@ impl Conntrack {
         if pkt.natted {
             // An earlier ct() of this zone translated the packet: its tuple is the other
             // direction's, reversed. It is tracked, not translated again.
-            if let Some((c, reply)) = self.find(cache, &t.reverse(), t.reverse().hash(), now)
+            if let Some((c, reply)) = self.find_reverse(cache, &t, now)
                 && self
                     .update(c, !reply, seg.as_ref(), md, args, now, AlgView::Natted)
                     .is_some()
@@ -669,7 +684,7 @@ impl Conntrack {
         if let Some(c) = stale {
             self.remove(&c);
         }
-        self.new_conn(cache, &t, seg.as_ref(), md, args, now)
+        self.new_conn(cache, &p, seg.as_ref(), md, args, now)
     }
 
     /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
@@ -726,11 +741,25 @@ impl Conntrack {
         if !hit {
             let found = {
                 let map = self.shards[shard_of(h)].read().unwrap();
-                map.get(t).filter(|e| e.conn.alive(now)).cloned()
+                map.get(&Key { h, t: *t })
+                    .filter(|e| e.conn.alive(now))
+                    .cloned()
             };
             cache.slots[i] = Some((h, found?));
         }
         cache.slots[i].as_ref().map(|(_, e)| (&e.conn, e.reply))
+    }
+
+    /// [`Self::find`] for the other direction of `t` (the tuple reversed, hashed once).
+    #[inline]
+    fn find_reverse<'c>(
+        &self,
+        cache: &'c mut CtCache,
+        t: &Tuple,
+        now: u64,
+    ) -> Option<(&'c Arc<Conn>, bool)> {
+        let r = t.reverse();
+        self.find(cache, &r, r.hash(), now)
     }
 
     /// A packet of an existing connection. `None` when the packet reopens it (TCP).
@@ -934,8 +963,9 @@ impl Conntrack {
     /// Whether the connection that made expectation `e` is still in the table.
     #[cold]
     fn parent_alive(&self, e: &alg::Expectation, now: u64) -> bool {
-        let map = self.shards[shard_of(e.parent.hash())].read().unwrap();
-        map.get(&e.parent)
+        let k = Key::new(&e.parent);
+        let map = self.shards[shard_of(k.h)].read().unwrap();
+        map.get(&k)
             .is_some_and(|x| x.conn.id == e.parent_id && x.conn.alive(now))
     }
 
@@ -961,12 +991,13 @@ impl Conntrack {
     fn new_conn(
         &self,
         cache: &mut CtCache,
-        t: &Tuple,
+        p: &key::Parsed,
         seg: Option<&Segment>,
         md: &mut CtMeta,
         args: &CtArgs,
         now: u64,
     ) -> Option<NatRewrite> {
+        let (t, h) = (&p.tuple, p.hash);
         // The protocol state of a connection this packet starts, if it may start one.
         let start = || -> Option<(Kind, Option<Box<TcpConn>>, TimeoutClass)> {
             Some(match t.proto {
@@ -1080,7 +1111,6 @@ impl Conntrack {
             if helper == Some(Helper::Tftp) {
                 self.tftp_expect(&conn, now);
             }
-            let h = t.hash();
             let nat_flags = conn.nat_flags();
             let rw = ((nat.is_some() || exp_nat.is_some()) && nat_flags != 0)
                 .then(|| rewrite_for(&conn, false));
@@ -1101,24 +1131,28 @@ impl Conntrack {
     /// Puts both of a new connection's keys in the table; fails (taking back what it put)
     /// when either is held by another alive connection.
     fn insert(&self, conn: &Arc<Conn>, now: u64) -> Result<(), ()> {
+        use std::collections::hash_map::Entry as Slot;
+        // One probe per key: an alive holder refuses; an expired, unswept one is replaced and
+        // counted out here.
         let put = |t: &Tuple, reply: bool| -> bool {
-            let mut map = self.shards[shard_of(t.hash())].write().unwrap();
-            match map.get(t) {
-                Some(e) if e.conn.alive(now) => false,
-                old => {
-                    if let Some(e) = old
-                        && !e.conn.dead.swap(true, Relaxed)
-                    {
-                        self.release(e.conn.orig.zone);
+            let k = Key::new(t);
+            let mut map = self.shards[shard_of(k.h)].write().unwrap();
+            let new = Entry {
+                conn: conn.clone(),
+                reply,
+            };
+            match map.entry(k) {
+                Slot::Occupied(o) if o.get().conn.alive(now) => false,
+                Slot::Occupied(mut o) => {
+                    let old = o.insert(new);
+                    if !old.conn.dead.swap(true, Relaxed) {
+                        self.release(old.conn.orig.zone);
                         self.counters.expired.fetch_add(1, Relaxed);
                     }
-                    map.insert(
-                        *t,
-                        Entry {
-                            conn: conn.clone(),
-                            reply,
-                        },
-                    );
+                    true
+                }
+                Slot::Vacant(v) => {
+                    v.insert(new);
                     true
                 }
             }
@@ -1135,9 +1169,10 @@ impl Conntrack {
 
     /// Removes `t`'s entry if it is `conn`'s.
     fn unlink(&self, t: &Tuple, conn: &Arc<Conn>) {
-        let mut map = self.shards[shard_of(t.hash())].write().unwrap();
-        if map.get(t).is_some_and(|e| Arc::ptr_eq(&e.conn, conn)) {
-            map.remove(t);
+        let k = Key::new(t);
+        let mut map = self.shards[shard_of(k.h)].write().unwrap();
+        if map.get(&k).is_some_and(|e| Arc::ptr_eq(&e.conn, conn)) {
+            map.remove(&k);
         }
     }
 
@@ -1277,8 +1312,9 @@ impl Conntrack {
                     r.sport = port;
                 }
             }
-            let map = self.shards[shard_of(r.hash())].read().unwrap();
-            match map.get(&r) {
+            let k = Key::new(&r);
+            let map = self.shards[shard_of(k.h)].read().unwrap();
+            match map.get(&k) {
                 Some(e) if e.conn.alive(now) => None,
                 _ => Some(r),
             }
