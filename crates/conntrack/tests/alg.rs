@@ -15,6 +15,9 @@ use conntrack::{
     Conntrack, CtArgs, CtCache, CtMeta, CtPacket, NatKind, NatRewrite, NatSpec, Tuple,
 };
 
+mod common;
+use common::{fold, sum};
+
 const ETH: usize = 14;
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -32,19 +35,6 @@ fn key(a: IpAddr) -> [u8; 16] {
         }
         IpAddr::V6(v) => v.octets(),
     }
-}
-
-fn sum(data: &[u8]) -> u64 {
-    data.chunks(2)
-        .map(|c| u64::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
-        .sum()
-}
-
-fn fold(mut s: u64) -> u16 {
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
 }
 
 /// Ethernet, IPv4 or IPv6, and `l4` (its checksum at `csum_at` filled in).

@@ -20,6 +20,9 @@ use conntrack::{
 };
 use proptest::prelude::*;
 
+mod common;
+use common::{fold, sum};
+
 // ---------------------------------------------------------------------------------------------
 // Packet builders
 // ---------------------------------------------------------------------------------------------
@@ -31,20 +34,6 @@ const TCP: u8 = 6;
 const UDP: u8 = 17;
 const ICMP: u8 = 1;
 const ICMPV6: u8 = 58;
-
-/// Ones'-complement sum of big-endian 16-bit words (odd tail padded with zero).
-fn sum(data: &[u8]) -> u64 {
-    data.chunks(2)
-        .map(|c| u64::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))
-        .sum()
-}
-
-fn fold(mut s: u64) -> u16 {
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
 
 /// An address of either family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
