@@ -428,7 +428,7 @@ pub fn registry(
             match bridge {
                 None => Ok(text),
                 Some(b) => {
-                    let ports = of.dp_port_names(b)?;
+                    let ports = of.dp_port_ids(b)?;
                     Ok(crate::of_cmd::filter_dump(&text, &ports))
                 }
             }

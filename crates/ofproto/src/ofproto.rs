@@ -600,7 +600,7 @@ impl Ofproto {
 
     /// The names and datapath numbers of `bridge`'s ports that have a datapath side (a dump
     /// names ports one way or the other).
-    pub fn dp_port_names(&self, bridge: &str) -> Result<Vec<String>, String> {
+    pub fn dp_port_ids(&self, bridge: &str) -> Result<Vec<String>, String> {
         let p = self.read();
         let b = p
             .bridge(bridge)
