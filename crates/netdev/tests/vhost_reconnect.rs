@@ -309,6 +309,9 @@ fn client_port_closed_and_reopened_20_times_against_one_testpmd() {
             restarts += 1;
             eprintln!("cycle {cycle}: testpmd stopped listening (DPDK); restarting it");
             drop(pmd.take());
+            // A killed testpmd leaves its socket file behind, and a new one will not bind
+            // over it ("Address already in use; remove it and try again").
+            let _ = std::fs::remove_file(&sock);
             pmd = Some(t.spawn_fwd(&format!("path={},server=1", sock.display()), "txonly"));
             restarted = true;
         }
