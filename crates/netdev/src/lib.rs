@@ -1,6 +1,7 @@
 //! Port backends implementing the datapath's [`datapath::port::Port`]: in-memory `replay` and
 //! `sink` ports, `pcap` file ports, and ports on Linux interfaces (`afpacket`, `afxdp` with its
-//! eBPF program in `bpf`, `tap`, and `vhostuser` for VMs and DPDK applications over virtio; `netns` opens them inside network namespaces); plus the
+//! eBPF program in `bpf`, `tap`, and `vhostuser` for VMs and DPDK applications over virtio, and `virtio_user`, the VM's side of
+//! such a socket, for the traffic generator; `netns` opens them inside network namespaces); plus the
 //! classic pcap file format they and the command-line tools read and write.
 // Unsafe code is confined to the kernel I/O modules, which allow it one by one.
 #![deny(unsafe_code)]
@@ -21,4 +22,6 @@ pub mod pcap_port;
 pub mod tap;
 #[allow(unsafe_code)]
 pub mod vhost;
+#[allow(unsafe_code)]
+pub mod virtio_user;
 pub mod vnet;
