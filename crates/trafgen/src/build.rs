@@ -1,0 +1,3262 @@
+//! Packet templates and the frames of a stream.
+//!
+//! A [`Template`] is a stack of headers ([`Layer`]s, outermost first) and a payload. It comes
+//! from a description (a stream file's `layers`), or from a frame's bytes (`hex`, a capture's
+//! first packet) through [`Template::dissect`], which reads the headers it knows into the same
+//! model and keeps the rest as opaque payload. A [`FrameSpec`] adds what makes a stream of it:
+//! frame sizes, the number of flows and the fields that vary per flow, whether frames carry a
+//! [stamp](crate::stamp); [`FrameSpec::compile`] turns it into a [`FrameSet`], whose
+//! [`FrameSet::write`] produces the stream's packets one by one.
+//!
+//! # Conventions
+//!
+//! * **Frame size** counts the whole outer frame as on the wire, the 4-byte FCS included (as in
+//!   RFC 2544): a `frame_size` of 64 is 60 bytes in a buffer. The innermost payload is
+//!   zero-padded (or a template's payload cut) to make it so; every length field follows.
+//!   Sizes are 64..=9000, a list cycled through, or the simple IMIX [`IMIX_CYCLE`].
+//! * **The stamp** is the last 16 bytes of the frame, the tail of the innermost payload. The
+//!   headers, the stamp and the FCS must fit the frame size (without the stamp when a stream
+//!   sends unstamped frames).
+//! * **Derived fields** are derived as scapy does: EtherTypes, IP protocols, GRE and GENEVE
+//!   protocol types from the next layer; UDP ports 4789 (both) before VXLAN and destination
+//!   6081 before GENEVE when not given; MPLS bottom of stack on the last entry of a stack;
+//!   every length and checksum. Fields left out take scapy's defaults (IPv4 id 1, TTL 64;
+//!   UDP ports 53; TCP ports 20 → 80, flags S, window 8192; IPv6 hop limit 64; Dot1Q VID 1;
+//!   MPLS label 3, TTL 0), except where scapy asks the host (Ethernet addresses:
+//!   00:00:00:00:00:00 → ff:ff:ff:ff:ff:ff; IP addresses: 127.0.0.1 and ::1 both ways) and the
+//!   GENEVE protocol type with nothing after it (0x6558, where scapy writes 0). VXLAN is RFC
+//!   7348's (flags 0x08, as scapy's `VXLAN(flags=0x08)`).
+//! * **Flow `i`** (0-based) gets, for each varied field, `inc`: `from + (i × step) mod (to -
+//!   from + 1)`; `random`: a value in `[from, to]` drawn from a hash of the seed, the field's
+//!   name and `i`, the same on every run. Packet `k` of the stream is flow `k mod flows` with
+//!   the `k mod n`-th of the `n` frame sizes of the cycle.
+//! * Every IPv4 header, UDP (unless disabled), TCP and GRE (when present) checksum is correct
+//!   in every frame, stamp included. Checksums inside an opaque payload are not maintained.
+//!
+//! # Speed
+//!
+//! When the frames of a whole period (see [`FrameSet::period`]) fit [`PRECOMPUTE_LIMIT`] they
+//! are built once, with a zero stamp; [`FrameSet::write`] is then a copy, the stamp and one
+//! incremental checksum update (RFC 1624): the innermost checksum that covers the stamp. The
+//! checksums outside it do not change, since the region that checksum covers keeps its sum.
+//! Otherwise `write` patches the varied fields into a per-size frame and updates the checksums
+//! that cover them, incrementally as well.
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use wire::geneve::GeneveOptions;
+use wire::ipv4::Ipv4Options;
+use wire::tcp::TcpOptions;
+use wire::{
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, GeneveOption, GenevePacket,
+    GeneveRepr, GrePacket, GreRepr, IpProtocol, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,
+    MplsEntry, MplsRepr, TcpFlags, TcpPacket, TcpRepr, UdpPacket, UdpRepr, VlanRepr, VlanTag,
+    VxlanGbp, VxlanPacket, VxlanRepr,
+};
+
+use crate::stamp::{STAMP_LEN, Stamp};
+
+/// The Ethernet FCS: counted in frame sizes, absent from buffers.
+pub const FCS_LEN: usize = 4;
+/// Smallest frame size (FCS included).
+pub const MIN_FRAME_SIZE: usize = 64;
+/// Largest frame size (FCS included).
+pub const MAX_FRAME_SIZE: usize = 9000;
+/// The simple IMIX (7 × 64, 4 × 594, 1 × 1518 bytes), in the order its 12 packets are sent:
+/// the large frames spread out rather than in bursts.
+pub const IMIX_CYCLE: [usize; 12] = [64, 594, 64, 64, 594, 64, 1518, 64, 594, 64, 64, 594];
+/// Frames of a period are precomputed when they (with their index) take at most this many bytes.
+pub const PRECOMPUTE_LIMIT: usize = 64 << 20;
+/// Most flows a stream can have.
+pub const MAX_FLOWS: u64 = 1 << 32;
+/// Most entries in a list of frame sizes.
+pub const MAX_SIZES: usize = 4096;
+/// The seed of `random` variation when none is given.
+pub const DEFAULT_SEED: u64 = 1;
+
+const ETH_LEN: usize = wire::ethernet::HEADER_LEN;
+
+// --- layers ------------------------------------------------------------------------------------
+
+/// Ethernet II header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eth {
+    /// Source address (default 00:00:00:00:00:00).
+    pub src: EthernetAddress,
+    /// Destination address (default ff:ff:ff:ff:ff:ff).
+    pub dst: EthernetAddress,
+    /// EtherType; `None`: from the next layer (0x9000 when there is none, as scapy).
+    pub ethertype: Option<u16>,
+}
+
+impl Default for Eth {
+    fn default() -> Self {
+        Eth {
+            src: EthernetAddress([0; 6]),
+            dst: EthernetAddress::BROADCAST,
+            ethertype: None,
+        }
+    }
+}
+
+/// An 802.1Q tag (or 802.1ad with `tpid` 0x88a8). Its TPID is written by the layer before it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vlan {
+    /// VLAN id (default 1, as scapy's `Dot1Q`).
+    pub vid: u16,
+    /// Priority code point.
+    pub pcp: u8,
+    /// Drop eligible indicator.
+    pub dei: bool,
+    /// Tag protocol identifier: 0x8100 (default) or 0x88a8 (QinQ outer tag).
+    pub tpid: u16,
+    /// EtherType of what follows; `None`: from the next layer (0 when there is none).
+    pub ethertype: Option<u16>,
+}
+
+impl Default for Vlan {
+    fn default() -> Self {
+        Vlan {
+            vid: 1,
+            pcp: 0,
+            dei: false,
+            tpid: 0x8100,
+            ethertype: None,
+        }
+    }
+}
+
+/// IPv4 header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ipv4 {
+    /// Source (default 127.0.0.1).
+    pub src: Ipv4Addr,
+    /// Destination (default 127.0.0.1).
+    pub dst: Ipv4Addr,
+    /// Time to live (default 64).
+    pub ttl: u8,
+    /// Type of service byte (DSCP and ECN).
+    pub tos: u8,
+    /// Identification (default 1).
+    pub id: u16,
+    /// Don't fragment.
+    pub df: bool,
+    /// More fragments (kept from dissected frames).
+    pub mf: bool,
+    /// Fragment offset in 8-byte units (kept from dissected frames).
+    pub frag_offset: u16,
+    /// Protocol; `None`: from the next layer (0 when there is none).
+    pub proto: Option<u8>,
+    /// Option bytes (kept from dissected frames), at most 40.
+    pub options: Vec<u8>,
+}
+
+impl Default for Ipv4 {
+    fn default() -> Self {
+        Ipv4 {
+            src: Ipv4Addr::LOCALHOST,
+            dst: Ipv4Addr::LOCALHOST,
+            ttl: 64,
+            tos: 0,
+            id: 1,
+            df: false,
+            mf: false,
+            frag_offset: 0,
+            proto: None,
+            options: Vec::new(),
+        }
+    }
+}
+
+/// IPv6 fixed header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ipv6 {
+    /// Source (default ::1).
+    pub src: Ipv6Addr,
+    /// Destination (default ::1).
+    pub dst: Ipv6Addr,
+    /// Hop limit (default 64).
+    pub hlim: u8,
+    /// Traffic class.
+    pub tc: u8,
+    /// Flow label, 20 bits.
+    pub fl: u32,
+    /// Next header; `None`: from the next layer (59, no next header, when there is none).
+    pub nh: Option<u8>,
+}
+
+impl Default for Ipv6 {
+    fn default() -> Self {
+        Ipv6 {
+            src: Ipv6Addr::LOCALHOST,
+            dst: Ipv6Addr::LOCALHOST,
+            hlim: 64,
+            tc: 0,
+            fl: 0,
+            nh: None,
+        }
+    }
+}
+
+/// UDP header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Udp {
+    /// Source port; `None`: 4789 before VXLAN, else 53.
+    pub sport: Option<u16>,
+    /// Destination port; `None`: 4789 before VXLAN, 6081 before GENEVE, else 53.
+    pub dport: Option<u16>,
+    /// Compute the checksum (default); `false` sends 0, "no checksum".
+    pub checksum: bool,
+}
+
+impl Default for Udp {
+    fn default() -> Self {
+        Udp {
+            sport: None,
+            dport: None,
+            checksum: true,
+        }
+    }
+}
+
+/// TCP header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tcp {
+    /// Source port (default 20).
+    pub sport: u16,
+    /// Destination port (default 80).
+    pub dport: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number.
+    pub ack: u32,
+    /// Flags, 9 bits (default 0x002, SYN).
+    pub flags: u16,
+    /// Window (default 8192).
+    pub window: u16,
+    /// Urgent pointer.
+    pub urgent: u16,
+    /// Option bytes (kept from dissected frames), at most 40.
+    pub options: Vec<u8>,
+}
+
+impl Default for Tcp {
+    fn default() -> Self {
+        Tcp {
+            sport: 20,
+            dport: 80,
+            seq: 0,
+            ack: 0,
+            flags: TcpFlags::SYN.bits(),
+            window: 8192,
+            urgent: 0,
+            options: Vec::new(),
+        }
+    }
+}
+
+/// VXLAN header (RFC 7348; flags 0x08).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Vxlan {
+    /// VNI, 24 bits.
+    pub vni: u32,
+    /// Group-based policy fields (kept from dissected frames).
+    pub gbp: Option<VxlanGbp>,
+}
+
+/// GENEVE header (RFC 8926).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Geneve {
+    /// VNI, 24 bits.
+    pub vni: u32,
+    /// C: critical options present.
+    pub critical: bool,
+    /// O: OAM packet.
+    pub oam: bool,
+    /// Protocol type; `None`: from the next layer (0x6558, Ethernet, when there is none).
+    pub protocol: Option<u16>,
+    /// The option TLVs as on the wire (see [`Geneve::push_option`]).
+    pub options: Vec<u8>,
+}
+
+impl Geneve {
+    /// Appends an option (class, type with the critical bit as its high bit, data of a
+    /// multiple of 4 bytes up to 124).
+    pub fn push_option(&mut self, class: u16, option_type: u8, data: &[u8]) -> Result<(), String> {
+        let mut o = GeneveOptions::from_slice(&self.options)
+            .map_err(|_| "too many option bytes".to_string())?;
+        GeneveOption {
+            class,
+            option_type,
+            reserved: 0,
+            data,
+        }
+        .push_to(&mut o)
+        .map_err(|_| {
+            format!(
+                "option data of {} bytes: expected a multiple of 4 up to 124, and at most 252 \
+                 option bytes in all",
+                data.len()
+            )
+        })?;
+        self.options = o.as_slice().to_vec();
+        Ok(())
+    }
+}
+
+/// GRE header (RFC 2784, key and sequence number of RFC 2890).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Gre {
+    /// Key, when present.
+    pub key: Option<u32>,
+    /// Carry a checksum.
+    pub checksum: bool,
+    /// Sequence number, when present (kept from dissected frames).
+    pub sequence: Option<u32>,
+    /// Protocol type; `None`: from the next layer (0 when there is none).
+    pub protocol: Option<u16>,
+}
+
+/// One MPLS label stack entry; bottom of stack is set on the last of consecutive entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mpls {
+    /// Label, 20 bits (default 3, as scapy).
+    pub label: u32,
+    /// Traffic class, 3 bits.
+    pub tc: u8,
+    /// Time to live (default 0, as scapy).
+    pub ttl: u8,
+}
+
+impl Default for Mpls {
+    fn default() -> Self {
+        Mpls {
+            label: 3,
+            tc: 0,
+            ttl: 0,
+        }
+    }
+}
+
+/// One header of a template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// Ethernet.
+    Eth(Eth),
+    /// 802.1Q / 802.1ad tag.
+    Vlan(Vlan),
+    /// IPv4.
+    Ipv4(Ipv4),
+    /// IPv6.
+    Ipv6(Ipv6),
+    /// UDP.
+    Udp(Udp),
+    /// TCP.
+    Tcp(Tcp),
+    /// VXLAN.
+    Vxlan(Vxlan),
+    /// GENEVE.
+    Geneve(Geneve),
+    /// GRE.
+    Gre(Gre),
+    /// MPLS label stack entry.
+    Mpls(Mpls),
+}
+
+/// The kinds of [`Layer`], named as in stream files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayerKind {
+    /// `eth`
+    Eth,
+    /// `vlan`
+    Vlan,
+    /// `ipv4`
+    Ipv4,
+    /// `ipv6`
+    Ipv6,
+    /// `udp`
+    Udp,
+    /// `tcp`
+    Tcp,
+    /// `vxlan`
+    Vxlan,
+    /// `geneve`
+    Geneve,
+    /// `gre`
+    Gre,
+    /// `mpls`
+    Mpls,
+}
+
+impl LayerKind {
+    /// Every kind.
+    pub const ALL: [LayerKind; 10] = [
+        LayerKind::Eth,
+        LayerKind::Vlan,
+        LayerKind::Ipv4,
+        LayerKind::Ipv6,
+        LayerKind::Udp,
+        LayerKind::Tcp,
+        LayerKind::Vxlan,
+        LayerKind::Geneve,
+        LayerKind::Gre,
+        LayerKind::Mpls,
+    ];
+
+    /// The name in stream files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LayerKind::Eth => "eth",
+            LayerKind::Vlan => "vlan",
+            LayerKind::Ipv4 => "ipv4",
+            LayerKind::Ipv6 => "ipv6",
+            LayerKind::Udp => "udp",
+            LayerKind::Tcp => "tcp",
+            LayerKind::Vxlan => "vxlan",
+            LayerKind::Geneve => "geneve",
+            LayerKind::Gre => "gre",
+            LayerKind::Mpls => "mpls",
+        }
+    }
+
+    /// The kind of that name.
+    pub fn from_name(s: &str) -> Option<LayerKind> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Which kinds may directly follow this one.
+    fn may_carry(self, next: LayerKind) -> bool {
+        use LayerKind as K;
+        match self {
+            K::Eth | K::Vlan => matches!(next, K::Vlan | K::Ipv4 | K::Ipv6 | K::Mpls),
+            K::Ipv4 | K::Ipv6 => matches!(next, K::Ipv4 | K::Ipv6 | K::Udp | K::Tcp | K::Gre),
+            K::Udp => matches!(next, K::Vxlan | K::Geneve),
+            K::Tcp => false,
+            K::Vxlan => next == K::Eth,
+            K::Geneve | K::Gre => matches!(next, K::Eth | K::Ipv4 | K::Ipv6 | K::Mpls),
+            K::Mpls => matches!(next, K::Mpls | K::Ipv4 | K::Ipv6 | K::Eth),
+        }
+    }
+}
+
+impl fmt::Display for LayerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Layer {
+    /// Its kind.
+    pub fn kind(&self) -> LayerKind {
+        match self {
+            Layer::Eth(_) => LayerKind::Eth,
+            Layer::Vlan(_) => LayerKind::Vlan,
+            Layer::Ipv4(_) => LayerKind::Ipv4,
+            Layer::Ipv6(_) => LayerKind::Ipv6,
+            Layer::Udp(_) => LayerKind::Udp,
+            Layer::Tcp(_) => LayerKind::Tcp,
+            Layer::Vxlan(_) => LayerKind::Vxlan,
+            Layer::Geneve(_) => LayerKind::Geneve,
+            Layer::Gre(_) => LayerKind::Gre,
+            Layer::Mpls(_) => LayerKind::Mpls,
+        }
+    }
+
+    /// Header length in bytes.
+    pub fn header_len(&self) -> usize {
+        match self {
+            Layer::Eth(_) => ETH_LEN,
+            Layer::Vlan(_) | Layer::Mpls(_) => 4,
+            Layer::Ipv4(l) => 20 + l.options.len().next_multiple_of(4),
+            Layer::Ipv6(_) => 40,
+            Layer::Udp(_) | Layer::Vxlan(_) => 8,
+            Layer::Tcp(l) => 20 + l.options.len().next_multiple_of(4),
+            Layer::Geneve(l) => 8 + l.options.len().next_multiple_of(4),
+            Layer::Gre(l) => {
+                4 + 4
+                    * (usize::from(l.checksum)
+                        + usize::from(l.key.is_some())
+                        + usize::from(l.sequence.is_some()))
+            }
+        }
+    }
+
+    /// How an Ethernet, VLAN, GRE or GENEVE header names this layer as its payload.
+    fn ethertype(&self) -> Option<u16> {
+        match self {
+            Layer::Vlan(v) => Some(v.tpid),
+            Layer::Ipv4(_) => Some(EtherType::IPV4.0),
+            Layer::Ipv6(_) => Some(EtherType::IPV6.0),
+            Layer::Mpls(_) => Some(EtherType::MPLS_UNICAST.0),
+            Layer::Eth(_) => Some(EtherType::TEB.0),
+            _ => None,
+        }
+    }
+
+    /// How an IP header names this layer as its payload.
+    fn ip_protocol(&self) -> Option<u8> {
+        match self {
+            Layer::Udp(_) => Some(IpProtocol::UDP.0),
+            Layer::Tcp(_) => Some(IpProtocol::TCP.0),
+            Layer::Gre(_) => Some(IpProtocol::GRE.0),
+            Layer::Ipv4(_) => Some(IpProtocol::IPV4.0),
+            Layer::Ipv6(_) => Some(IpProtocol::IPV6.0),
+            _ => None,
+        }
+    }
+
+    /// A value out of range for its field, as (field, message).
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        fn max(field: &'static str, v: u64, m: u64) -> Result<(), (&'static str, String)> {
+            if v > m {
+                return Err((field, format!("{v} is out of range 0..={m}")));
+            }
+            Ok(())
+        }
+        match self {
+            Layer::Vlan(v) => {
+                max("vid", v.vid.into(), 4095)?;
+                max("pcp", v.pcp.into(), 7)?;
+                if !matches!(v.tpid, 0x8100 | 0x88a8 | 0x9100) {
+                    return Err((
+                        "tpid",
+                        format!("{:#06x}: expected 0x8100, 0x88a8 or 0x9100", v.tpid),
+                    ));
+                }
+            }
+            Layer::Ipv4(l) => {
+                max("frag_offset", l.frag_offset.into(), 8191)?;
+                max("options", l.options.len() as u64, 40)?;
+            }
+            Layer::Ipv6(l) => max("fl", l.fl.into(), 0xf_ffff)?,
+            Layer::Tcp(l) => {
+                max("flags", l.flags.into(), 0x1ff)?;
+                max("options", l.options.len() as u64, 40)?;
+            }
+            Layer::Vxlan(l) => max("vni", l.vni.into(), 0xff_ffff)?,
+            Layer::Geneve(l) => {
+                max("vni", l.vni.into(), 0xff_ffff)?;
+                max("options", l.options.len() as u64, 252)?;
+            }
+            Layer::Mpls(l) => {
+                max("label", l.label.into(), 0xf_ffff)?;
+                max("tc", l.tc.into(), 7)?;
+            }
+            Layer::Eth(_) | Layer::Udp(_) | Layer::Gre(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// UDP ports as sent, derived as scapy does from what follows.
+fn udp_ports(u: &Udp, next: Option<&Layer>) -> (u16, u16) {
+    let (s, d) = match next {
+        Some(Layer::Vxlan(_)) => (wire::consts::VXLAN_PORT, wire::consts::VXLAN_PORT),
+        Some(Layer::Geneve(_)) => (53, wire::consts::GENEVE_PORT),
+        _ => (53, 53),
+    };
+    (u.sport.unwrap_or(s), u.dport.unwrap_or(d))
+}
+
+/// True for a UDP layer that carries a tunnel (its ports are not swapped in a reversed stream).
+fn is_tunnel_udp(layers: &[Layer], i: usize) -> bool {
+    matches!(layers.get(i), Some(Layer::Udp(_)))
+        && matches!(layers.get(i + 1), Some(Layer::Vxlan(_) | Layer::Geneve(_)))
+}
+
+// --- templates ---------------------------------------------------------------------------------
+
+/// A frame's headers and payload; lengths and checksums are computed when it is built.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Template {
+    /// Headers, outermost first; the first is Ethernet.
+    pub layers: Vec<Layer>,
+    /// The innermost payload: cut or zero-padded to the frame size; with a stamp, its last 16
+    /// bytes are the stamp.
+    pub payload: Vec<u8>,
+}
+
+/// Why a template, frame sizes or variation cannot make frames.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The frame bytes (hex, capture) are not a usable template.
+    #[error("{0}")]
+    Template(String),
+    /// Layer `index` (0-based) has a bad `key`.
+    #[error("layer {index} ({kind}): {message}")]
+    Layer {
+        /// Position of the layer.
+        index: usize,
+        /// Its kind.
+        kind: LayerKind,
+        /// The offending field (`type` when the layer cannot be where it is).
+        key: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A frame size does not fit the headers.
+    #[error(
+        "frame_size {size} is too small for these headers: {headers} bytes{} + 4 FCS",
+        if *.stamp { " + 16-byte stamp" } else { "" }
+    )]
+    TooSmall {
+        /// The frame size.
+        size: usize,
+        /// Bytes of headers.
+        headers: usize,
+        /// Whether a stamp had to fit.
+        stamp: bool,
+    },
+    /// Frame sizes out of range or an empty or too long list.
+    #[error("{0}")]
+    Sizes(String),
+    /// `flows` is 0 or above [`MAX_FLOWS`].
+    #[error("flows must be 1 to {MAX_FLOWS}, not {0}")]
+    Flows(u64),
+    /// Variation `index` (0-based) has a bad `key`.
+    #[error("vary {index} ({field}): {message}")]
+    Vary {
+        /// Position in the variation list.
+        index: usize,
+        /// The field it names.
+        field: String,
+        /// The offending key: `field`, `from`, `to` or `step`.
+        key: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Layer positions of a template, independent of the frame size.
+#[derive(Clone, Debug)]
+struct Layout {
+    offs: Vec<usize>,
+    header_len: usize,
+    sites: Vec<Site>,
+}
+
+/// A checksum in a frame: where it is and which bytes it covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Site {
+    /// Offset of the 16-bit checksum field.
+    pos: usize,
+    /// Start of the covered bytes (parity reference).
+    start: usize,
+    /// End of the covered bytes; `None`: to the end of the frame.
+    end: Option<usize>,
+    /// The pseudo-header's addresses (source then destination), covered too: (start, len).
+    pseudo: Option<(usize, usize)>,
+    /// UDP: a computed 0 is sent as 0xffff.
+    udp: bool,
+}
+
+impl Site {
+    /// The offset that byte `o` is counted from if the checksum covers it.
+    fn base_of(&self, o: usize, frame_len: usize) -> Option<usize> {
+        if o >= self.start && o < self.end.unwrap_or(frame_len) {
+            return Some(self.start);
+        }
+        match self.pseudo {
+            Some((s, n)) if o >= s && o < s + n => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl Template {
+    /// A template of these layers and no payload.
+    pub fn new(layers: Vec<Layer>) -> Template {
+        Template {
+            layers,
+            payload: Vec::new(),
+        }
+    }
+
+    /// Bytes of headers.
+    pub fn header_len(&self) -> usize {
+        self.layers.iter().map(Layer::header_len).sum()
+    }
+
+    /// Reads a frame (no FCS) into layers: Ethernet, VLAN, IPv4, IPv6, UDP, TCP, VXLAN (UDP
+    /// port 4789), GENEVE (6081), GRE, MPLS. Where a header is not one of these, malformed, or an
+    /// IP fragment's payload, the rest is opaque payload, and the header before it names it
+    /// as it did. Next-protocol fields are kept as they were; lengths and checksums are not
+    /// (they are recomputed), nor bytes after the end that an IP or UDP length gives
+    /// (Ethernet padding).
+    pub fn dissect(frame: &[u8]) -> Result<Template, BuildError> {
+        if frame.len() < ETH_LEN {
+            return Err(BuildError::Template(format!(
+                "{} bytes are too short for an Ethernet frame",
+                frame.len()
+            )));
+        }
+        Ok(dissect(frame))
+    }
+
+    /// [`Template::dissect`] of a frame written in hex digits (spaces, colons and newlines
+    /// between them are ignored).
+    pub fn from_hex(s: &str) -> Result<Template, BuildError> {
+        Template::dissect(&parse_hex(s).map_err(BuildError::Template)?)
+    }
+
+    /// Checks the order and field ranges of the layers.
+    pub fn check(&self) -> Result<(), BuildError> {
+        let Some(first) = self.layers.first() else {
+            return Err(BuildError::Template(
+                "no layers: a template starts with eth".into(),
+            ));
+        };
+        if first.kind() != LayerKind::Eth {
+            return Err(BuildError::Layer {
+                index: 0,
+                kind: first.kind(),
+                key: "type",
+                message: "the first layer must be eth".into(),
+            });
+        }
+        for (i, l) in self.layers.iter().enumerate() {
+            if i > 0 {
+                let prev = self.layers[i - 1].kind();
+                if !prev.may_carry(l.kind()) {
+                    return Err(BuildError::Layer {
+                        index: i,
+                        kind: l.kind(),
+                        key: "type",
+                        message: format!("{} cannot follow {prev}", l.kind()),
+                    });
+                }
+            }
+            l.check().map_err(|(key, message)| BuildError::Layer {
+                index: i,
+                kind: l.kind(),
+                key,
+                message,
+            })?;
+        }
+        if self.header_len() + FCS_LEN > MAX_FRAME_SIZE {
+            return Err(BuildError::Template(format!(
+                "{} bytes of headers do not fit the largest frame, {MAX_FRAME_SIZE}",
+                self.header_len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The template with source and destination swapped in every layer: MAC and IP addresses,
+    /// L4 ports (but for UDP carrying VXLAN or GENEVE, whose destination is the tunnel's
+    /// port: its ports stay).
+    pub fn reversed(&self) -> Template {
+        let mut layers = self.layers.clone();
+        for (i, l) in layers.iter_mut().enumerate() {
+            let tunnel = is_tunnel_udp(&self.layers, i);
+            let next = self.layers.get(i + 1);
+            match l {
+                Layer::Eth(e) => std::mem::swap(&mut e.src, &mut e.dst),
+                Layer::Ipv4(l) => std::mem::swap(&mut l.src, &mut l.dst),
+                Layer::Ipv6(l) => std::mem::swap(&mut l.src, &mut l.dst),
+                Layer::Udp(u) if !tunnel => {
+                    let (s, d) = udp_ports(u, next);
+                    u.sport = Some(d);
+                    u.dport = Some(s);
+                }
+                Layer::Tcp(t) => std::mem::swap(&mut t.sport, &mut t.dport),
+                _ => {}
+            }
+        }
+        Template {
+            layers,
+            payload: self.payload.clone(),
+        }
+    }
+
+    fn layout(&self) -> Layout {
+        let mut offs = Vec::with_capacity(self.layers.len());
+        let mut o = 0;
+        for l in &self.layers {
+            offs.push(o);
+            o += l.header_len();
+        }
+        let mut sites = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            let at = offs[i];
+            // Validated order: UDP, TCP and GRE follow an IP header.
+            let pseudo = match i.checked_sub(1).map(|j| (&self.layers[j], offs[j])) {
+                Some((Layer::Ipv4(_), ip)) => Some((ip + 12, 8)),
+                Some((Layer::Ipv6(_), ip)) => Some((ip + 8, 32)),
+                _ => None,
+            };
+            match l {
+                Layer::Ipv4(_) => sites.push(Site {
+                    pos: at + 10,
+                    start: at,
+                    end: Some(at + l.header_len()),
+                    pseudo: None,
+                    udp: false,
+                }),
+                Layer::Udp(u) if u.checksum => sites.push(Site {
+                    pos: at + 6,
+                    start: at,
+                    end: None,
+                    pseudo,
+                    udp: true,
+                }),
+                Layer::Tcp(_) => sites.push(Site {
+                    pos: at + 16,
+                    start: at,
+                    end: None,
+                    pseudo,
+                    udp: false,
+                }),
+                Layer::Gre(g) if g.checksum => sites.push(Site {
+                    pos: at + 4,
+                    start: at,
+                    end: None,
+                    pseudo: None,
+                    udp: false,
+                }),
+                _ => {}
+            }
+        }
+        Layout {
+            offs,
+            header_len: o,
+            sites,
+        }
+    }
+
+    /// The frame of `len` bytes (no FCS): headers, the payload cut or zero-padded, with
+    /// `stamped` its last 16 bytes zero, every length and checksum computed. The template must
+    /// be [checked](Template::check) and `len` at least its headers (and 16 with a stamp).
+    fn emit(&self, layout: &Layout, len: usize, stamped: bool) -> Vec<u8> {
+        let mut f = vec![0u8; len];
+        let h = layout.header_len;
+        let n = self.payload.len().min(len - h);
+        f[h..h + n].copy_from_slice(&self.payload[..n]);
+        if stamped {
+            f[len - STAMP_LEN..].fill(0);
+        }
+        let ls = &self.layers;
+        for (i, l) in ls.iter().enumerate() {
+            let o = layout.offs[i];
+            let next = ls.get(i + 1);
+            let rest = len - o - l.header_len();
+            let b = &mut f[o..];
+            match l {
+                Layer::Eth(e) => EthernetRepr {
+                    src_addr: e.src,
+                    dst_addr: e.dst,
+                    ethertype: EtherType(
+                        e.ethertype
+                            .or_else(|| next.and_then(Layer::ethertype))
+                            .unwrap_or(0x9000),
+                    ),
+                }
+                .emit(&mut EthernetFrame::new_unchecked(b)),
+                Layer::Vlan(v) => VlanRepr {
+                    pcp: v.pcp,
+                    dei: v.dei,
+                    vid: v.vid,
+                    ethertype: EtherType(
+                        v.ethertype
+                            .or_else(|| next.and_then(Layer::ethertype))
+                            .unwrap_or(0),
+                    ),
+                }
+                .emit(&mut VlanTag::new_unchecked(b)),
+                Layer::Ipv4(p) => Ipv4Repr {
+                    src_addr: p.src,
+                    dst_addr: p.dst,
+                    protocol: IpProtocol(
+                        p.proto
+                            .or_else(|| next.and_then(Layer::ip_protocol))
+                            .unwrap_or(0),
+                    ),
+                    payload_len: rest,
+                    ttl: p.ttl,
+                    dscp: p.tos >> 2,
+                    ecn: p.tos & 3,
+                    ident: p.id,
+                    dont_frag: p.df,
+                    more_frags: p.mf,
+                    frag_offset: p.frag_offset,
+                    options: Ipv4Options::from_slice(&p.options).unwrap_or_default(),
+                }
+                .emit(&mut Ipv4Packet::new_unchecked(b)),
+                Layer::Ipv6(p) => Ipv6Repr {
+                    src_addr: p.src,
+                    dst_addr: p.dst,
+                    next_header: IpProtocol(
+                        p.nh.or_else(|| next.and_then(Layer::ip_protocol))
+                            .unwrap_or(IpProtocol::IPV6_NONXT.0),
+                    ),
+                    payload_len: rest,
+                    hop_limit: p.hlim,
+                    traffic_class: p.tc,
+                    flow_label: p.fl,
+                }
+                .emit(&mut Ipv6Packet::new_unchecked(b)),
+                Layer::Udp(u) => {
+                    let (src_port, dst_port) = udp_ports(u, next);
+                    UdpRepr {
+                        src_port,
+                        dst_port,
+                        payload_len: rest,
+                    }
+                    .emit(&mut UdpPacket::new_unchecked(b));
+                }
+                Layer::Tcp(t) => TcpRepr {
+                    src_port: t.sport,
+                    dst_port: t.dport,
+                    seq_number: t.seq,
+                    ack_number: t.ack,
+                    flags: TcpFlags::from_bits_truncate(t.flags),
+                    window_len: t.window,
+                    urgent_at: t.urgent,
+                    options: TcpOptions::from_slice(&t.options).unwrap_or_default(),
+                }
+                .emit(&mut TcpPacket::new_unchecked(b)),
+                Layer::Vxlan(v) => VxlanRepr {
+                    vni: v.vni,
+                    gbp: v.gbp,
+                }
+                .emit(&mut VxlanPacket::new_unchecked(b)),
+                Layer::Geneve(g) => GeneveRepr {
+                    oam: g.oam,
+                    critical: g.critical,
+                    protocol_type: EtherType(
+                        g.protocol
+                            .or_else(|| next.and_then(Layer::ethertype))
+                            .unwrap_or(EtherType::TEB.0),
+                    ),
+                    vni: g.vni,
+                    options: GeneveOptions::from_slice(&g.options).unwrap_or_default(),
+                }
+                .emit(&mut GenevePacket::new_unchecked(b)),
+                Layer::Gre(g) => GreRepr {
+                    protocol_type: EtherType(
+                        g.protocol
+                            .or_else(|| next.and_then(Layer::ethertype))
+                            .unwrap_or(0),
+                    ),
+                    checksum_present: g.checksum,
+                    key: g.key,
+                    sequence: g.sequence,
+                }
+                .emit(&mut GrePacket::new_unchecked(b)),
+                Layer::Mpls(m) => MplsRepr {
+                    label: m.label,
+                    tc: m.tc,
+                    bottom_of_stack: !matches!(next, Some(Layer::Mpls(_))),
+                    ttl: m.ttl,
+                }
+                .emit(&mut MplsEntry::new_unchecked(b)),
+            }
+        }
+        // Innermost first: an outer checksum covers the inner ones.
+        for i in (1..ls.len()).rev() {
+            let o = layout.offs[i];
+            let ip = &ls[i - 1];
+            let b = &mut f[o..];
+            match (&ls[i], ip) {
+                (Layer::Udp(u), Layer::Ipv4(p)) if u.checksum => {
+                    UdpPacket::new_unchecked(b).fill_checksum_v4(&p.src, &p.dst)
+                }
+                (Layer::Udp(u), Layer::Ipv6(p)) if u.checksum => {
+                    UdpPacket::new_unchecked(b).fill_checksum_v6(&p.src, &p.dst)
+                }
+                (Layer::Tcp(_), Layer::Ipv4(p)) => {
+                    TcpPacket::new_unchecked(b).fill_checksum_v4(&p.src, &p.dst)
+                }
+                (Layer::Tcp(_), Layer::Ipv6(p)) => {
+                    TcpPacket::new_unchecked(b).fill_checksum_v6(&p.src, &p.dst)
+                }
+                (Layer::Gre(g), _) if g.checksum => GrePacket::new_unchecked(b).fill_checksum(),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// The frame for `frame_size` (FCS included; the buffer is 4 bytes shorter), without
+    /// variation; with `stamped`, the last 16 bytes are a zero stamp.
+    pub fn build(&self, frame_size: usize, stamped: bool) -> Result<Vec<u8>, BuildError> {
+        self.check()?;
+        check_size(frame_size, self.header_len(), stamped)?;
+        Ok(self.emit(&self.layout(), frame_size - FCS_LEN, stamped))
+    }
+}
+
+fn check_size(size: usize, headers: usize, stamped: bool) -> Result<(), BuildError> {
+    if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&size) {
+        return Err(BuildError::Sizes(format!(
+            "frame_size {size} is outside {MIN_FRAME_SIZE}..={MAX_FRAME_SIZE}"
+        )));
+    }
+    if headers + if stamped { STAMP_LEN } else { 0 } + FCS_LEN > size {
+        return Err(BuildError::TooSmall {
+            size,
+            headers,
+            stamp: stamped,
+        });
+    }
+    Ok(())
+}
+
+/// Hex digits to bytes; spaces, colons and newlines between byte pairs are ignored.
+pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = s
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace() && *b != b':')
+        .collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err(format!(
+            "{} hex digits: expected an even number",
+            digits.len()
+        ));
+    }
+    digits
+        .chunks_exact(2)
+        .map(|p| {
+            let hi = (p[0] as char).to_digit(16);
+            let lo = (p[1] as char).to_digit(16);
+            match (hi, lo) {
+                (Some(h), Some(l)) => Ok((h * 16 + l) as u8),
+                _ => Err(format!(
+                    "'{}{}' is not a hex byte",
+                    p[0] as char, p[1] as char
+                )),
+            }
+        })
+        .collect()
+}
+
+/// What the dissector expects next.
+#[derive(Clone, Copy)]
+enum Next {
+    Eth,
+    Vlan(u16),
+    Ipv4,
+    Ipv6,
+    Udp,
+    Tcp,
+    Gre,
+    Vxlan,
+    Geneve,
+    Mpls,
+    AfterMpls,
+    Payload,
+}
+
+/// What an Ethernet or VLAN EtherType announces.
+fn l2_next(t: u16) -> Next {
+    match t {
+        0x8100 | 0x88a8 | 0x9100 => Next::Vlan(t),
+        0x0800 => Next::Ipv4,
+        0x86dd => Next::Ipv6,
+        0x8847 => Next::Mpls,
+        _ => Next::Payload,
+    }
+}
+
+/// What a GRE or GENEVE protocol type announces.
+fn tunnel_next(t: u16) -> Next {
+    match t {
+        0x6558 => Next::Eth,
+        0x0800 => Next::Ipv4,
+        0x86dd => Next::Ipv6,
+        0x8847 => Next::Mpls,
+        _ => Next::Payload,
+    }
+}
+
+/// What an IP protocol announces.
+fn ip_next(p: u8) -> Next {
+    match p {
+        4 => Next::Ipv4,
+        41 => Next::Ipv6,
+        17 => Next::Udp,
+        6 => Next::Tcp,
+        47 => Next::Gre,
+        _ => Next::Payload,
+    }
+}
+
+/// One header at the start of `b`: the layer, its length, what follows, and the end of the
+/// packet if the header says where it is. `None` where `next` is not there or is malformed.
+fn dissect_one(b: &[u8], next: Next) -> Option<(Layer, usize, Next, Option<usize>)> {
+    Some(match next {
+        Next::Payload => return None,
+        Next::AfterMpls => {
+            // MPLS does not say what it carries; the first nibble does (scapy's guess).
+            let n = match b.first()? >> 4 {
+                4 => Next::Ipv4,
+                6 => Next::Ipv6,
+                _ => return None,
+            };
+            return dissect_one(b, n);
+        }
+        Next::Eth => {
+            let r = EthernetRepr::parse(&EthernetFrame::new_checked(b).ok()?).ok()?;
+            let t = r.ethertype.0;
+            let l = Layer::Eth(Eth {
+                src: r.src_addr,
+                dst: r.dst_addr,
+                ethertype: Some(t),
+            });
+            (l, ETH_LEN, l2_next(t), None)
+        }
+        Next::Vlan(tpid) => {
+            let r = VlanRepr::parse(&VlanTag::new_checked(b).ok()?).ok()?;
+            let l = Layer::Vlan(Vlan {
+                vid: r.vid,
+                pcp: r.pcp,
+                dei: r.dei,
+                tpid,
+                ethertype: Some(r.ethertype.0),
+            });
+            (l, 4, l2_next(r.ethertype.0), None)
+        }
+        Next::Ipv4 => {
+            let p = Ipv4Packet::new_checked(b).ok()?;
+            let r = Ipv4Repr::parse(&p).ok()?;
+            // A fragment's payload is not a header.
+            let after = if r.more_frags || r.frag_offset != 0 {
+                Next::Payload
+            } else {
+                ip_next(r.protocol.0)
+            };
+            let l = Layer::Ipv4(Ipv4 {
+                src: r.src_addr,
+                dst: r.dst_addr,
+                ttl: r.ttl,
+                tos: (r.dscp << 2) | r.ecn,
+                id: r.ident,
+                df: r.dont_frag,
+                mf: r.more_frags,
+                frag_offset: r.frag_offset,
+                proto: Some(r.protocol.0),
+                options: r.options.as_slice().to_vec(),
+            });
+            (l, p.header_len(), after, Some(usize::from(p.total_len())))
+        }
+        Next::Ipv6 => {
+            let p = Ipv6Packet::new_checked(b).ok()?;
+            let r = Ipv6Repr::parse(&p).ok()?;
+            let l = Layer::Ipv6(Ipv6 {
+                src: r.src_addr,
+                dst: r.dst_addr,
+                hlim: r.hop_limit,
+                tc: r.traffic_class,
+                fl: r.flow_label,
+                nh: Some(r.next_header.0),
+            });
+            let end = 40 + usize::from(p.payload_len());
+            (l, 40, ip_next(r.next_header.0), Some(end))
+        }
+        Next::Udp => {
+            let p = UdpPacket::new_checked(b).ok()?;
+            let l = Layer::Udp(Udp {
+                sport: Some(p.src_port()),
+                dport: Some(p.dst_port()),
+                checksum: p.checksum() != 0,
+            });
+            let after = match p.dst_port() {
+                wire::consts::VXLAN_PORT => Next::Vxlan,
+                wire::consts::GENEVE_PORT => Next::Geneve,
+                _ => Next::Payload,
+            };
+            (l, 8, after, Some(usize::from(p.len())))
+        }
+        Next::Tcp => {
+            let p = TcpPacket::new_checked(b).ok()?;
+            let r = TcpRepr::parse(&p).ok()?;
+            let l = Layer::Tcp(Tcp {
+                sport: r.src_port,
+                dport: r.dst_port,
+                seq: r.seq_number,
+                ack: r.ack_number,
+                flags: r.flags.bits(),
+                window: r.window_len,
+                urgent: r.urgent_at,
+                options: r.options.as_slice().to_vec(),
+            });
+            (l, p.header_len(), Next::Payload, None)
+        }
+        Next::Gre => {
+            let p = GrePacket::new_checked(b).ok()?;
+            let r = GreRepr::parse(&p).ok()?;
+            let t = r.protocol_type.0;
+            let l = Layer::Gre(Gre {
+                key: r.key,
+                checksum: r.checksum_present,
+                sequence: r.sequence,
+                protocol: Some(t),
+            });
+            (l, p.header_len(), tunnel_next(t), None)
+        }
+        Next::Vxlan => {
+            let r = VxlanRepr::parse(&VxlanPacket::new_checked(b).ok()?).ok()?;
+            let l = Layer::Vxlan(Vxlan {
+                vni: r.vni,
+                gbp: r.gbp,
+            });
+            (l, 8, Next::Eth, None)
+        }
+        Next::Geneve => {
+            let p = GenevePacket::new_checked(b).ok()?;
+            let r = GeneveRepr::parse(&p).ok()?;
+            if p.version() != 0 {
+                return None;
+            }
+            let t = r.protocol_type.0;
+            let l = Layer::Geneve(Geneve {
+                vni: r.vni,
+                critical: r.critical,
+                oam: r.oam,
+                protocol: Some(t),
+                options: r.options.as_slice().to_vec(),
+            });
+            (l, p.header_len(), tunnel_next(t), None)
+        }
+        Next::Mpls => {
+            let r = MplsRepr::parse(&MplsEntry::new_checked(b).ok()?).ok()?;
+            let l = Layer::Mpls(Mpls {
+                label: r.label,
+                tc: r.tc,
+                ttl: r.ttl,
+            });
+            let after = if r.bottom_of_stack {
+                Next::AfterMpls
+            } else {
+                Next::Mpls
+            };
+            (l, 4, after, None)
+        }
+    })
+}
+
+fn dissect(frame: &[u8]) -> Template {
+    let mut layers: Vec<Layer> = Vec::new();
+    let mut pos = 0;
+    let mut end = frame.len();
+    let mut next = Next::Eth;
+    while let Some((layer, len, after, pkt_end)) = dissect_one(&frame[pos..end], next) {
+        // Checked views keep `len` and `pkt_end` within the bytes they were given.
+        layers.push(layer);
+        if let Some(e) = pkt_end {
+            end = (pos + e).min(end);
+        }
+        pos += len;
+        next = after;
+    }
+    let end = end.clamp(pos, frame.len());
+    Template {
+        layers,
+        payload: frame[pos..end].to_vec(),
+    }
+}
+
+// --- fields and variation ----------------------------------------------------------------------
+
+/// A field that can vary per flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldKind {
+    /// `eth.src`
+    EthSrc,
+    /// `eth.dst`
+    EthDst,
+    /// `vlan.vid`
+    VlanVid,
+    /// `vlan.pcp`
+    VlanPcp,
+    /// `ipv4.src`
+    Ipv4Src,
+    /// `ipv4.dst`
+    Ipv4Dst,
+    /// `ipv4.tos`
+    Ipv4Tos,
+    /// `ipv4.ttl`
+    Ipv4Ttl,
+    /// `ipv6.src`
+    Ipv6Src,
+    /// `ipv6.dst`
+    Ipv6Dst,
+    /// `ipv6.fl`
+    Ipv6Fl,
+    /// `udp.sport`
+    UdpSport,
+    /// `udp.dport`
+    UdpDport,
+    /// `tcp.sport`
+    TcpSport,
+    /// `tcp.dport`
+    TcpDport,
+    /// `vxlan.vni`
+    VxlanVni,
+    /// `geneve.vni`
+    GeneveVni,
+    /// `gre.key`
+    GreKey,
+    /// `mpls.label`
+    MplsLabel,
+}
+
+impl FieldKind {
+    /// Every field.
+    pub const ALL: [FieldKind; 19] = [
+        FieldKind::EthSrc,
+        FieldKind::EthDst,
+        FieldKind::VlanVid,
+        FieldKind::VlanPcp,
+        FieldKind::Ipv4Src,
+        FieldKind::Ipv4Dst,
+        FieldKind::Ipv4Tos,
+        FieldKind::Ipv4Ttl,
+        FieldKind::Ipv6Src,
+        FieldKind::Ipv6Dst,
+        FieldKind::Ipv6Fl,
+        FieldKind::UdpSport,
+        FieldKind::UdpDport,
+        FieldKind::TcpSport,
+        FieldKind::TcpDport,
+        FieldKind::VxlanVni,
+        FieldKind::GeneveVni,
+        FieldKind::GreKey,
+        FieldKind::MplsLabel,
+    ];
+
+    /// The layer it is in.
+    pub const fn layer(self) -> LayerKind {
+        use FieldKind as F;
+        match self {
+            F::EthSrc | F::EthDst => LayerKind::Eth,
+            F::VlanVid | F::VlanPcp => LayerKind::Vlan,
+            F::Ipv4Src | F::Ipv4Dst | F::Ipv4Tos | F::Ipv4Ttl => LayerKind::Ipv4,
+            F::Ipv6Src | F::Ipv6Dst | F::Ipv6Fl => LayerKind::Ipv6,
+            F::UdpSport | F::UdpDport => LayerKind::Udp,
+            F::TcpSport | F::TcpDport => LayerKind::Tcp,
+            F::VxlanVni => LayerKind::Vxlan,
+            F::GeneveVni => LayerKind::Geneve,
+            F::GreKey => LayerKind::Gre,
+            F::MplsLabel => LayerKind::Mpls,
+        }
+    }
+
+    /// The field's name within its layer.
+    pub const fn name(self) -> &'static str {
+        use FieldKind as F;
+        match self {
+            F::EthSrc | F::Ipv4Src | F::Ipv6Src => "src",
+            F::EthDst | F::Ipv4Dst | F::Ipv6Dst => "dst",
+            F::VlanVid => "vid",
+            F::VlanPcp => "pcp",
+            F::Ipv4Tos => "tos",
+            F::Ipv4Ttl => "ttl",
+            F::Ipv6Fl => "fl",
+            F::UdpSport | F::TcpSport => "sport",
+            F::UdpDport | F::TcpDport => "dport",
+            F::VxlanVni | F::GeneveVni => "vni",
+            F::GreKey => "key",
+            F::MplsLabel => "label",
+        }
+    }
+
+    /// Width in bits.
+    pub const fn bits(self) -> u32 {
+        use FieldKind as F;
+        match self {
+            F::EthSrc | F::EthDst => 48,
+            F::VlanVid => 12,
+            F::VlanPcp => 3,
+            F::Ipv4Src | F::Ipv4Dst | F::GreKey => 32,
+            F::Ipv4Tos | F::Ipv4Ttl => 8,
+            F::Ipv6Src | F::Ipv6Dst => 128,
+            F::Ipv6Fl | F::MplsLabel => 20,
+            F::UdpSport | F::UdpDport | F::TcpSport | F::TcpDport => 16,
+            F::VxlanVni | F::GeneveVni => 24,
+        }
+    }
+
+    /// Largest value.
+    pub const fn max(self) -> u128 {
+        if self.bits() == 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.bits()) - 1
+        }
+    }
+
+    /// Its counterpart in a reversed stream (source ↔ destination).
+    const fn swapped(self) -> FieldKind {
+        use FieldKind as F;
+        match self {
+            F::EthSrc => F::EthDst,
+            F::EthDst => F::EthSrc,
+            F::Ipv4Src => F::Ipv4Dst,
+            F::Ipv4Dst => F::Ipv4Src,
+            F::Ipv6Src => F::Ipv6Dst,
+            F::Ipv6Dst => F::Ipv6Src,
+            F::UdpSport => F::UdpDport,
+            F::UdpDport => F::UdpSport,
+            F::TcpSport => F::TcpDport,
+            F::TcpDport => F::TcpSport,
+            other => other,
+        }
+    }
+
+    /// Reads a value written as a string: a MAC address for Ethernet fields, an address for IP
+    /// addresses, else a decimal or `0x` hexadecimal number.
+    pub fn parse_value(self, s: &str) -> Result<u128, String> {
+        use FieldKind as F;
+        let s = s.trim();
+        let v = match self {
+            F::EthSrc | F::EthDst => mac_to_u128(parse_mac(s)?),
+            F::Ipv4Src | F::Ipv4Dst => u128::from(
+                s.parse::<Ipv4Addr>()
+                    .map_err(|_| format!("'{s}' is not an IPv4 address"))?
+                    .to_bits(),
+            ),
+            F::Ipv6Src | F::Ipv6Dst => s
+                .parse::<Ipv6Addr>()
+                .map_err(|_| format!("'{s}' is not an IPv6 address"))?
+                .to_bits(),
+            _ => {
+                let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                    Some(h) => (h, 16),
+                    None => (s, 10),
+                };
+                u128::from_str_radix(digits, radix).map_err(|_| format!("'{s}' is not a number"))?
+            }
+        };
+        self.check_value(v)?;
+        Ok(v)
+    }
+
+    /// `Err` when `v` does not fit the field.
+    pub fn check_value(self, v: u128) -> Result<(), String> {
+        if v > self.max() {
+            return Err(format!(
+                "{v} does not fit {} ({} bits)",
+                self.name(),
+                self.bits()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Where the field is in a layer at offset `at`; `None` if the layer lacks it (a GRE
+    /// header without key).
+    fn slot(self, layer: &Layer, at: usize) -> Option<Slot> {
+        use FieldKind as F;
+        let s = |off: usize, len: usize, mask: u128, shift: u32| {
+            Some(Slot {
+                off: at + off,
+                len,
+                mask,
+                shift,
+            })
+        };
+        match (self, layer) {
+            (F::EthDst, _) => s(0, 6, 0xffff_ffff_ffff, 0),
+            (F::EthSrc, _) => s(6, 6, 0xffff_ffff_ffff, 0),
+            (F::VlanVid, _) => s(0, 2, 0x0fff, 0),
+            (F::VlanPcp, _) => s(0, 2, 0xe000, 13),
+            (F::Ipv4Tos, _) => s(1, 1, 0xff, 0),
+            (F::Ipv4Ttl, _) => s(8, 1, 0xff, 0),
+            (F::Ipv4Src, _) => s(12, 4, 0xffff_ffff, 0),
+            (F::Ipv4Dst, _) => s(16, 4, 0xffff_ffff, 0),
+            (F::Ipv6Fl, _) => s(0, 4, 0xf_ffff, 0),
+            (F::Ipv6Src, _) => s(8, 16, u128::MAX, 0),
+            (F::Ipv6Dst, _) => s(24, 16, u128::MAX, 0),
+            (F::UdpSport | F::TcpSport, _) => s(0, 2, 0xffff, 0),
+            (F::UdpDport | F::TcpDport, _) => s(2, 2, 0xffff, 0),
+            (F::VxlanVni | F::GeneveVni, _) => s(4, 3, 0xff_ffff, 0),
+            (F::GreKey, Layer::Gre(g)) => {
+                g.key?;
+                s(if g.checksum { 8 } else { 4 }, 4, 0xffff_ffff, 0)
+            }
+            (F::GreKey, _) => None,
+            (F::MplsLabel, _) => s(0, 4, 0xffff_f000, 12),
+        }
+    }
+}
+
+/// A field of one layer of a template: `LAYER[INDEX].FIELD`, the index counting layers of that
+/// kind from the outermost (0, the default, may be left out: `ipv4.src`, `ipv4[1].src`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FieldRef {
+    /// The field.
+    pub field: FieldKind,
+    /// Which layer of the field's kind.
+    pub index: usize,
+}
+
+impl FromStr for FieldRef {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<FieldRef, String> {
+        let bad = || {
+            format!(
+                "'{s}': expected LAYER.FIELD or LAYER[INDEX].FIELD, fields: {}",
+                FieldKind::ALL
+                    .iter()
+                    .map(|f| format!("{}.{}", f.layer(), f.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let (layer, field) = s.rsplit_once('.').ok_or_else(bad)?;
+        let (layer, index) = match layer.split_once('[') {
+            Some((l, rest)) => {
+                let i = rest
+                    .strip_suffix(']')
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .ok_or_else(bad)?;
+                (l, i)
+            }
+            None => (layer, 0),
+        };
+        let kind = LayerKind::from_name(layer).ok_or_else(bad)?;
+        let field = FieldKind::ALL
+            .into_iter()
+            .find(|f| f.layer() == kind && f.name() == field)
+            .ok_or_else(bad)?;
+        Ok(FieldRef { field, index })
+    }
+}
+
+impl fmt::Display for FieldRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.index == 0 {
+            write!(f, "{}.{}", self.field.layer(), self.field.name())
+        } else {
+            write!(
+                f,
+                "{}[{}].{}",
+                self.field.layer(),
+                self.index,
+                self.field.name()
+            )
+        }
+    }
+}
+
+/// How a field varies over the flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VaryOp {
+    /// Flow `i` gets `from + (i × step) mod (to - from + 1)`.
+    Inc {
+        /// Increment per flow.
+        step: u64,
+    },
+    /// Flow `i` gets a pseudo-random value in `[from, to]`, a function of the seed, the field
+    /// and `i`.
+    Random,
+}
+
+/// One varied field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vary {
+    /// The field.
+    pub field: FieldRef,
+    /// How it varies.
+    pub op: VaryOp,
+    /// Lowest value (default: the template's value).
+    pub from: Option<u128>,
+    /// Highest value (default: the field's largest).
+    pub to: Option<u128>,
+}
+
+// --- frame sizes -------------------------------------------------------------------------------
+
+/// The sizes of a stream's frames (FCS included).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameSize {
+    /// Every frame this size.
+    Fixed(usize),
+    /// [`IMIX_CYCLE`].
+    Imix,
+    /// These sizes in turn.
+    Cycle(Vec<usize>),
+}
+
+impl FrameSize {
+    /// The sizes in the order frames take them.
+    pub fn cycle(&self) -> Vec<usize> {
+        match self {
+            FrameSize::Fixed(s) => vec![*s],
+            FrameSize::Imix => IMIX_CYCLE.to_vec(),
+            FrameSize::Cycle(v) => v.clone(),
+        }
+    }
+}
+
+impl Default for FrameSize {
+    fn default() -> Self {
+        FrameSize::Fixed(MIN_FRAME_SIZE)
+    }
+}
+
+// --- the frame set -----------------------------------------------------------------------------
+
+/// Everything that makes a stream's frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameSpec {
+    /// Headers and payload.
+    pub template: Template,
+    /// Frame sizes.
+    pub sizes: FrameSize,
+    /// Number of flows, 1..=[`MAX_FLOWS`].
+    pub flows: u64,
+    /// Varied fields.
+    pub vary: Vec<Vary>,
+    /// Seed of `random` variation.
+    pub seed: u64,
+    /// Frames carry a [`Stamp`].
+    pub stamp: bool,
+    /// Build the reversed stream: [`Template::reversed`], each varied field moved to its
+    /// counterpart (`ipv4.src` → `ipv4.dst`) with the same values, so that reversed flow `i`
+    /// answers flow `i`.
+    pub reversed: bool,
+}
+
+impl FrameSpec {
+    /// 64-byte stamped frames of one flow.
+    pub fn new(template: Template) -> FrameSpec {
+        FrameSpec {
+            template,
+            sizes: FrameSize::default(),
+            flows: 1,
+            vary: Vec::new(),
+            seed: DEFAULT_SEED,
+            stamp: true,
+            reversed: false,
+        }
+    }
+
+    /// The same spec for the other direction (see [`FrameSpec::reversed`]).
+    pub fn to_reversed(&self) -> FrameSpec {
+        FrameSpec {
+            reversed: !self.reversed,
+            ..self.clone()
+        }
+    }
+
+    /// Checks everything and builds the frames.
+    pub fn compile(&self) -> Result<FrameSet, BuildError> {
+        self.compile_with_limit(PRECOMPUTE_LIMIT)
+    }
+
+    /// [`FrameSpec::compile`], precomputing frames up to `limit` bytes.
+    fn compile_with_limit(&self, limit: usize) -> Result<FrameSet, BuildError> {
+        if self.flows == 0 || self.flows > MAX_FLOWS {
+            return Err(BuildError::Flows(self.flows));
+        }
+        let cycle = self.sizes.cycle();
+        if cycle.is_empty() || cycle.len() > MAX_SIZES {
+            return Err(BuildError::Sizes(format!(
+                "a list of 1 to {MAX_SIZES} frame sizes is needed, not {}",
+                cycle.len()
+            )));
+        }
+        self.template.check()?;
+        let headers = self.template.header_len();
+        for &s in &cycle {
+            check_size(s, headers, self.stamp)?;
+        }
+        let tpl = if self.reversed {
+            self.template.reversed()
+        } else {
+            self.template.clone()
+        };
+        let layout = tpl.layout();
+        let plans = self.plans(&tpl, &layout)?;
+
+        // One base frame (template values) per distinct size.
+        let mut sizes: Vec<usize> = cycle.clone();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let bases: Vec<Base> = sizes
+            .iter()
+            .map(|&s| {
+                let frame = tpl.emit(&layout, s - FCS_LEN, self.stamp);
+                let fix = stamp_fix(&layout.sites, frame.len());
+                Base { frame, fix }
+            })
+            .collect();
+        let cycle_base: Vec<usize> = cycle
+            .iter()
+            .map(|s| sizes.binary_search(s).unwrap_or(0))
+            .collect();
+        let clen = cycle.len() as u64;
+        let period = lcm(self.flows, clen);
+        let max_len = sizes.iter().max().copied().unwrap_or(MIN_FRAME_SIZE) - FCS_LEN;
+
+        let per_cycle: u128 = cycle_base
+            .iter()
+            .map(|&b| bases[b].frame.len() as u128)
+            .sum();
+        let bytes_needed = u128::from(period / clen) * per_cycle
+            + u128::from(period) * std::mem::size_of::<Entry>() as u128;
+        let mode = if bytes_needed <= limit as u128 {
+            let mut bytes = Vec::with_capacity(bytes_needed as usize);
+            let mut index = Vec::with_capacity(period as usize);
+            for k in 0..period {
+                let b = &bases[cycle_base[(k % clen) as usize]];
+                let off = bytes.len();
+                bytes.extend_from_slice(&b.frame);
+                let f = &mut bytes[off..];
+                for p in &plans {
+                    write_field(
+                        f,
+                        &layout.sites,
+                        &p.slot,
+                        p.value(k % self.flows, self.seed),
+                    );
+                }
+                index.push(Entry {
+                    off: off as u32,
+                    len: b.frame.len() as u16,
+                    fix: b.fix,
+                });
+            }
+            Mode::Pre { bytes, index }
+        } else {
+            Mode::Patch {
+                bases,
+                cycle: cycle_base,
+                plans,
+                sites: layout.sites.clone(),
+                flows_mod: FastMod::new(self.flows),
+                cycle_mod: FastMod::new(clen),
+            }
+        };
+        Ok(FrameSet {
+            inner: Arc::new(Inner {
+                spec: self.clone(),
+                flows: self.flows,
+                period,
+                period_mod: FastMod::new(period),
+                max_len,
+                stamped: self.stamp,
+                seed: self.seed,
+                mode,
+            }),
+        })
+    }
+
+    /// Resolves the varied fields against the (possibly reversed) template.
+    fn plans(&self, tpl: &Template, layout: &Layout) -> Result<Vec<Plan>, BuildError> {
+        let mut plans: Vec<Plan> = Vec::with_capacity(self.vary.len());
+        let mut seen: Vec<FieldRef> = Vec::new();
+        for (vi, v) in self.vary.iter().enumerate() {
+            let name = v.field.to_string();
+            let err = |key: &'static str, message: String| BuildError::Vary {
+                index: vi,
+                field: name.clone(),
+                key,
+                message,
+            };
+            if seen.contains(&v.field) {
+                return Err(err("field", format!("{name} is varied twice")));
+            }
+            seen.push(v.field);
+            // The layer in the template as given (before reversal).
+            let kind = v.field.field.layer();
+            let Some(li) = self
+                .template
+                .layers
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.kind() == kind)
+                .nth(v.field.index)
+                .map(|(i, _)| i)
+            else {
+                let have = self
+                    .template
+                    .layers
+                    .iter()
+                    .filter(|l| l.kind() == kind)
+                    .count();
+                return Err(err(
+                    "field",
+                    format!(
+                        "the template has {have} {kind} layer(s), no {kind}[{}]",
+                        v.field.index
+                    ),
+                ));
+            };
+            let field = if self.reversed
+                && !(kind == LayerKind::Udp && is_tunnel_udp(&self.template.layers, li))
+            {
+                v.field.field.swapped()
+            } else {
+                v.field.field
+            };
+            let Some(slot) = field.slot(&tpl.layers[li], layout.offs[li]) else {
+                return Err(err(
+                    "field",
+                    format!(
+                        "{name}: the {kind} layer has no such field (a GRE key must be set to vary it)"
+                    ),
+                ));
+            };
+            let max = v.field.field.max();
+            let from = match v.from {
+                Some(f) => f,
+                // The template's own value, read from a frame of it.
+                None => {
+                    let f = tpl.emit(layout, layout.header_len, false);
+                    slot.read(&f)
+                }
+            };
+            let to = v.to.unwrap_or(max);
+            if from > max {
+                return Err(err(
+                    "from",
+                    format!(
+                        "{from:#x} does not fit {name} ({} bits)",
+                        v.field.field.bits()
+                    ),
+                ));
+            }
+            if to > max {
+                return Err(err(
+                    "to",
+                    format!(
+                        "{to:#x} does not fit {name} ({} bits)",
+                        v.field.field.bits()
+                    ),
+                ));
+            }
+            if from > to {
+                return Err(err("to", format!("to ({to:#x}) is below from ({from:#x})")));
+            }
+            if let VaryOp::Inc { step: 0 } = v.op {
+                return Err(err("step", "step must be at least 1".into()));
+            }
+            plans.push(Plan {
+                slot,
+                op: v.op,
+                from,
+                // 0 stands for 2^128 (the whole IPv6 address space).
+                span: (to - from).wrapping_add(1),
+                key: fnv1a(name.as_bytes()),
+            });
+        }
+        Ok(plans)
+    }
+}
+
+/// Where a field is in a frame: `len` big-endian bytes at `off`, the field being the bits of
+/// `mask` shifted left by `shift`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    off: usize,
+    len: usize,
+    mask: u128,
+    shift: u32,
+}
+
+impl Slot {
+    fn read(&self, frame: &[u8]) -> u128 {
+        let v = frame[self.off..self.off + self.len]
+            .iter()
+            .fold(0u128, |a, &b| (a << 8) | u128::from(b));
+        (v & self.mask) >> self.shift
+    }
+}
+
+/// A varied field, resolved.
+#[derive(Clone, Debug)]
+struct Plan {
+    slot: Slot,
+    op: VaryOp,
+    from: u128,
+    span: u128,
+    key: u64,
+}
+
+impl Plan {
+    fn value(&self, flow: u64, seed: u64) -> u128 {
+        let off = match self.op {
+            // step < 2^64 and flow < 2^64: the product fits 128 bits.
+            VaryOp::Inc { step } => u128::from(flow) * u128::from(step),
+            VaryOp::Random => random128(seed, self.key, flow),
+        };
+        let off = if self.span == 0 { off } else { off % self.span };
+        self.from.wrapping_add(off)
+    }
+}
+
+fn fnv1a(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+        (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn random128(seed: u64, key: u64, i: u64) -> u128 {
+    let a = splitmix64(seed ^ splitmix64(key ^ splitmix64(i)));
+    let b = splitmix64(a ^ 0x6a09_e667_f3bc_c909);
+    (u128::from(a) << 64) | u128::from(b)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    a / gcd(a, b) * b
+}
+
+/// Writes `value` into a field and updates every checksum that covers it.
+fn write_field(frame: &mut [u8], sites: &[Site], slot: &Slot, value: u128) {
+    let mut b = [0u8; 16];
+    let n = slot.len;
+    b[..n].copy_from_slice(&frame[slot.off..slot.off + n]);
+    let old = b[..n].iter().fold(0u128, |a, &x| (a << 8) | u128::from(x));
+    let new = (old & !slot.mask) | ((value << slot.shift) & slot.mask);
+    for (i, x) in b[..n].iter_mut().enumerate() {
+        *x = (new >> (8 * (n - 1 - i))) as u8;
+    }
+    set_bytes(frame, sites, slot.off, &b[..n], usize::MAX, sites.len());
+}
+
+/// Replaces the bytes at `off` with `new` and updates the checksums that cover them (RFC 1624
+/// eqn. 3), then the checksums that cover those checksums, and so on (`depth` bounds it).
+/// `skip` is the site whose own checksum field this change is.
+fn set_bytes(frame: &mut [u8], sites: &[Site], off: usize, new: &[u8], skip: usize, depth: usize) {
+    let n = new.len();
+    let old_sum = wire::checksum::data(&frame[off..off + n]);
+    let new_sum = wire::checksum::data(new);
+    frame[off..off + n].copy_from_slice(new);
+    if old_sum == new_sum || depth == 0 {
+        return;
+    }
+    for (si, s) in sites.iter().enumerate() {
+        if si == skip {
+            continue;
+        }
+        let Some(base) = s.base_of(off, frame.len()) else {
+            continue;
+        };
+        // Bytes at an odd distance from the start of the sum count byte-swapped (RFC 1071).
+        let (o, nw) = if (off - base) & 1 == 1 {
+            (old_sum.swap_bytes(), new_sum.swap_bytes())
+        } else {
+            (old_sum, new_sum)
+        };
+        let c = u16::from_be_bytes([frame[s.pos], frame[s.pos + 1]]);
+        let mut c2 = !wire::checksum::combine(&[!c, !o, nw]);
+        if s.udp && c2 == 0 {
+            c2 = 0xffff;
+        }
+        set_bytes(frame, sites, s.pos, &c2.to_be_bytes(), si, depth - 1);
+    }
+}
+
+/// The checksum a stamp changes: the innermost that covers the end of the frame (the ones
+/// outside it cover its whole region, whose sum the update keeps).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Fix {
+    pos: u16,
+    on: bool,
+    /// The stamp is at an odd distance from the start of the checksum's coverage.
+    swap: bool,
+    udp: bool,
+}
+
+fn stamp_fix(sites: &[Site], len: usize) -> Fix {
+    sites
+        .iter()
+        .filter(|s| s.end.is_none())
+        .max_by_key(|s| s.start)
+        .and_then(|s| {
+            let at = len.checked_sub(STAMP_LEN + s.start)?;
+            Some(Fix {
+                pos: s.pos as u16,
+                on: true,
+                swap: at & 1 == 1,
+                udp: s.udp,
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Writes the stamp into the last 16 bytes (zero until now) and updates the checksum of `fix`.
+#[inline(always)]
+fn put_stamp(frame: &mut [u8], stamp: &Stamp, fix: Fix) {
+    let n = frame.len();
+    let Some(tail) = frame
+        .get_mut(n.saturating_sub(STAMP_LEN)..)
+        .and_then(|t| <&mut [u8; STAMP_LEN]>::try_from(t).ok())
+    else {
+        return;
+    };
+    stamp.write_to(tail);
+    if fix.on {
+        let s = stamp.sum();
+        let s = if fix.swap { s.swap_bytes() } else { s };
+        let p = usize::from(fix.pos);
+        if let Some(c) = frame
+            .get_mut(p..p + 2)
+            .and_then(|c| <&mut [u8; 2]>::try_from(c).ok())
+        {
+            // RFC 1624 eqn. 3 with the old bytes zero: HC' = ~(~HC + m'). m' is never 0, so
+            // the sum never folds to 0 and HC' is never 0xffff, as a full computation would
+            // give.
+            let x = u32::from(!u16::from_be_bytes(*c)) + u32::from(s);
+            let mut v = !(((x & 0xffff) + (x >> 16)) as u16);
+            if fix.udp && v == 0 {
+                v = 0xffff;
+            }
+            *c = v.to_be_bytes();
+        }
+    }
+}
+
+/// `a mod d` by multiplication (Lemire, Kaser & Kurz, "Faster remainder by direct computation",
+/// 2019): with `M = ⌈2^F / d⌉` of `F` bits, `a mod d = ((M × a) mod 2^F) × d >> F`, exact for
+/// every `a` and `d` below `2^(F/2)`. `F = 64` (two multiplications) while `a` and `d` fit 32
+/// bits, as they do for the first 4 billion packets of a stream; `F = 128` beyond.
+#[derive(Clone, Copy, Debug)]
+struct FastMod {
+    d: u64,
+    m: u128,
+    /// `M` for `F = 64`, when `d` fits 32 bits (else 0, unused).
+    m32: u64,
+    small: bool,
+}
+
+impl FastMod {
+    fn new(d: u64) -> FastMod {
+        let d = d.max(1);
+        let small = d <= u64::from(u32::MAX);
+        FastMod {
+            d,
+            // For d = 1 these wrap to 0, and the remainder comes out 0, as it should.
+            m: (u128::MAX / u128::from(d)).wrapping_add(1),
+            m32: if small {
+                (u64::MAX / d).wrapping_add(1)
+            } else {
+                0
+            },
+            small,
+        }
+    }
+
+    #[inline(always)]
+    fn rem(self, a: u64) -> u64 {
+        if self.small && a >> 32 == 0 {
+            let low = self.m32.wrapping_mul(a);
+            return ((u128::from(low) * u128::from(self.d)) >> 64) as u64;
+        }
+        let low = self.m.wrapping_mul(u128::from(a));
+        let d = u128::from(self.d);
+        // (low × d) >> 128, from 64-bit halves.
+        let hi = (low >> 64) * d;
+        let lo = (u128::from(low as u64) * d) >> 64;
+        ((hi + lo) >> 64) as u64
+    }
+}
+
+/// A precomputed frame: where it is and the checksum the stamp changes.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    off: u32,
+    len: u16,
+    fix: Fix,
+}
+
+#[derive(Clone, Debug)]
+struct Base {
+    frame: Vec<u8>,
+    fix: Fix,
+}
+
+#[derive(Clone)]
+enum Mode {
+    /// Every frame of a period, back to back.
+    Pre { bytes: Vec<u8>, index: Vec<Entry> },
+    /// Per packet: a base frame of the size, then the varied fields patched in.
+    Patch {
+        bases: Vec<Base>,
+        cycle: Vec<usize>,
+        plans: Vec<Plan>,
+        sites: Vec<Site>,
+        flows_mod: FastMod,
+        cycle_mod: FastMod,
+    },
+}
+
+struct Inner {
+    spec: FrameSpec,
+    flows: u64,
+    period: u64,
+    period_mod: FastMod,
+    max_len: usize,
+    stamped: bool,
+    seed: u64,
+    mode: Mode,
+}
+
+/// A stream's frames, compiled from a [`FrameSpec`]; cheap to clone (shared).
+#[derive(Clone)]
+pub struct FrameSet {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for FrameSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.inner;
+        f.debug_struct("FrameSet")
+            .field("flows", &s.flows)
+            .field("period", &s.period)
+            .field("max_len", &s.max_len)
+            .field("stamped", &s.stamped)
+            .field("precomputed", &self.precomputed())
+            .finish()
+    }
+}
+
+impl FrameSet {
+    /// Number of flows.
+    pub fn flows(&self) -> u64 {
+        self.inner.flows
+    }
+
+    /// Packets before the sequence repeats: the least common multiple of the flows and the
+    /// length of the size cycle (packet `k` is flow `k mod flows` with size `k mod n` of the
+    /// cycle).
+    pub fn period(&self) -> u64 {
+        self.inner.period
+    }
+
+    /// The longest frame, without FCS: a buffer this long takes any packet.
+    pub fn max_len(&self) -> usize {
+        self.inner.max_len
+    }
+
+    /// Whether frames carry a stamp.
+    pub fn stamped(&self) -> bool {
+        self.inner.stamped
+    }
+
+    /// Whether the frames of a period are precomputed (else `write` patches fields per packet).
+    pub fn precomputed(&self) -> bool {
+        matches!(self.inner.mode, Mode::Pre { .. })
+    }
+
+    /// The spec it was compiled from.
+    pub fn spec(&self) -> &FrameSpec {
+        &self.inner.spec
+    }
+
+    /// Writes the stream's packet `k` (flow `k mod flows`, size `k mod n` of the cycle of `n`
+    /// sizes) into `buf` and returns its length (no FCS). With [`FrameSet::stamped`], `stamp`
+    /// is its last 16 bytes and every checksum that covers them is valid. Returns 0 and writes
+    /// nothing if `buf` is shorter than the frame ([`FrameSet::max_len`] always suffices).
+    #[inline]
+    pub fn write(&self, k: u64, stamp: &Stamp, buf: &mut [u8]) -> usize {
+        let s = &*self.inner;
+        match &s.mode {
+            Mode::Pre { bytes, index } => {
+                let Some(&e) = index.get(s.period_mod.rem(k) as usize) else {
+                    return 0;
+                };
+                let (off, len) = (e.off as usize, usize::from(e.len));
+                let (Some(dst), Some(src)) = (buf.get_mut(..len), bytes.get(off..off + len)) else {
+                    return 0;
+                };
+                dst.copy_from_slice(src);
+                if s.stamped {
+                    put_stamp(dst, stamp, e.fix);
+                }
+                len
+            }
+            Mode::Patch {
+                bases,
+                cycle,
+                plans,
+                sites,
+                flows_mod,
+                cycle_mod,
+            } => {
+                let flow = flows_mod.rem(k);
+                let Some(b) = cycle
+                    .get(cycle_mod.rem(k) as usize)
+                    .and_then(|&i| bases.get(i))
+                else {
+                    return 0;
+                };
+                let len = b.frame.len();
+                let Some(dst) = buf.get_mut(..len) else {
+                    return 0;
+                };
+                dst.copy_from_slice(&b.frame);
+                for p in plans {
+                    write_field(dst, sites, &p.slot, p.value(flow, s.seed));
+                }
+                if s.stamped {
+                    put_stamp(dst, stamp, b.fix);
+                }
+                len
+            }
+        }
+    }
+
+    /// The frame of packet `k` in a new vector (for tests and tools; the send loop uses
+    /// [`FrameSet::write`]).
+    pub fn frame(&self, k: u64, stamp: &Stamp) -> Vec<u8> {
+        let mut v = vec![0u8; self.max_len()];
+        let n = self.write(k, stamp, &mut v);
+        v.truncate(n);
+        v
+    }
+
+    /// The stream reversed, for `direction = "bi"`: MACs, IP addresses and L4 ports swapped in
+    /// every layer, tunnel endpoints too (not the ports of UDP carrying VXLAN or GENEVE), and
+    /// the same variation on the swapped fields, so reversed flow `i` answers flow `i`.
+    pub fn reversed(&self) -> Result<FrameSet, BuildError> {
+        self.inner.spec.to_reversed().compile()
+    }
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    let bad = || format!("'{s}' is not a MAC address (xx:xx:xx:xx:xx:xx)");
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut m = [0u8; 6];
+    for (o, p) in m.iter_mut().zip(parts) {
+        if p.is_empty() || p.len() > 2 {
+            return Err(bad());
+        }
+        *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(m)
+}
+
+/// Reads a MAC address (`xx:xx:xx:xx:xx:xx`, also with `-`).
+pub fn parse_mac_addr(s: &str) -> Result<EthernetAddress, String> {
+    parse_mac(s.trim()).map(EthernetAddress)
+}
+
+fn mac_to_u128(m: [u8; 6]) -> u128 {
+    m.iter().fold(0u128, |a, &b| (a << 8) | u128::from(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn mac(s: &str) -> EthernetAddress {
+        parse_mac_addr(s).unwrap()
+    }
+
+    fn eth(src: &str, dst: &str) -> Layer {
+        Layer::Eth(Eth {
+            src: mac(src),
+            dst: mac(dst),
+            ethertype: None,
+        })
+    }
+
+    fn v4(src: &str, dst: &str) -> Layer {
+        Layer::Ipv4(Ipv4 {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            ..Ipv4::default()
+        })
+    }
+
+    fn v6(src: &str, dst: &str) -> Layer {
+        Layer::Ipv6(Ipv6 {
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            ..Ipv6::default()
+        })
+    }
+
+    fn udp(sport: u16, dport: u16) -> Layer {
+        Layer::Udp(Udp {
+            sport: Some(sport),
+            dport: Some(dport),
+            checksum: true,
+        })
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        parse_hex(s).unwrap()
+    }
+
+    /// Templates covering every layer kind and the ways they nest.
+    fn combos() -> Vec<Template> {
+        let e1 = || eth("00:00:00:00:00:01", "00:00:00:00:00:02");
+        let e2 = || eth("52:54:00:12:34:01", "52:54:00:12:34:02");
+        let geneve = || {
+            let mut g = Geneve {
+                vni: 3,
+                ..Geneve::default()
+            };
+            g.push_option(0x0102, 0x80, &[0, 3, 0, 2]).unwrap();
+            Layer::Geneve(g)
+        };
+        let nock = |sport, dport| {
+            Layer::Udp(Udp {
+                sport: Some(sport),
+                dport: Some(dport),
+                checksum: false,
+            })
+        };
+        let mpls = |label| {
+            Layer::Mpls(Mpls {
+                label,
+                tc: 0,
+                ttl: 4,
+            })
+        };
+        vec![
+            Template::new(vec![e1(), v4("10.0.0.1", "10.0.0.2"), udp(1024, 2000)]),
+            Template::new(vec![
+                e1(),
+                Layer::Vlan(Vlan {
+                    vid: 10,
+                    pcp: 5,
+                    ..Vlan::default()
+                }),
+                v6("2001:db8::1", "2001:db8::2"),
+                Layer::Tcp(Tcp {
+                    flags: 0x18,
+                    ..Tcp::default()
+                }),
+            ]),
+            Template::new(vec![
+                e1(),
+                v4("10.1.2.9", "10.1.2.8"),
+                Layer::Udp(Udp {
+                    sport: Some(49152),
+                    ..Udp::default()
+                }),
+                Layer::Vxlan(Vxlan {
+                    vni: 100,
+                    gbp: None,
+                }),
+                e2(),
+                v4("192.168.1.1", "192.168.2.16"),
+                udp(1024, 2000),
+            ]),
+            Template::new(vec![
+                e1(),
+                Layer::Vlan(Vlan {
+                    vid: 177,
+                    ..Vlan::default()
+                }),
+                v4("172.17.2.160", "172.17.2.60"),
+                Layer::Udp(Udp {
+                    sport: Some(57025),
+                    ..Udp::default()
+                }),
+                geneve(),
+                e2(),
+                v4("192.168.1.61", "192.168.1.16"),
+                udp(1024, 2000),
+            ]),
+            Template::new(vec![
+                e1(),
+                v4("10.0.0.1", "10.0.0.2"),
+                Layer::Gre(Gre {
+                    key: Some(7),
+                    ..Gre::default()
+                }),
+                mpls(100),
+                mpls(200),
+                v4("192.168.0.1", "192.168.0.2"),
+                udp(1, 2),
+            ]),
+            Template::new(vec![
+                e1(),
+                v6("2001:db8::1", "2001:db8::2"),
+                Layer::Udp(Udp::default()),
+                Layer::Vxlan(Vxlan { vni: 42, gbp: None }),
+                e2(),
+                v6("fd00::1", "fd00::2"),
+                Layer::Tcp(Tcp::default()),
+            ]),
+            Template::new(vec![
+                e1(),
+                v4("10.0.0.1", "10.0.0.2"),
+                Layer::Gre(Gre {
+                    key: Some(0x01020304),
+                    checksum: true,
+                    ..Gre::default()
+                }),
+                v6("fd00::1", "fd00::2"),
+                nock(5, 6),
+            ]),
+            Template::new(vec![
+                e1(),
+                Layer::Ipv4(Ipv4 {
+                    options: vec![0x94, 0x04, 0, 0],
+                    tos: 0xb8,
+                    ..Ipv4::default()
+                }),
+                Layer::Tcp(Tcp {
+                    options: vec![2, 4, 5, 0xb4, 1],
+                    ..Tcp::default()
+                }),
+            ]),
+            Template::new(vec![
+                e1(),
+                Layer::Vlan(Vlan {
+                    vid: 100,
+                    tpid: 0x88a8,
+                    ..Vlan::default()
+                }),
+                Layer::Vlan(Vlan {
+                    vid: 200,
+                    ..Vlan::default()
+                }),
+                v4("10.0.0.1", "10.0.0.2"),
+                v4("10.9.0.1", "10.9.0.2"),
+                nock(7, 8),
+            ]),
+            Template::new(vec![e1(), mpls(16), v4("10.0.0.1", "10.0.0.2"), udp(3, 4)]),
+            Template::new(vec![
+                e1(),
+                v6("2001:db8::1", "2001:db8::2"),
+                Layer::Gre(Gre {
+                    checksum: true,
+                    ..Gre::default()
+                }),
+                e2(),
+                v4("10.0.0.1", "10.0.0.2"),
+                Layer::Tcp(Tcp::default()),
+            ]),
+            Template::new(vec![
+                e1(),
+                v4("10.0.0.1", "10.0.0.2"),
+                Layer::Udp(Udp::default()),
+                Layer::Geneve(Geneve::default()),
+                v6("fd00::1", "fd00::2"),
+                nock(9, 10),
+            ]),
+        ]
+    }
+
+    // --- an independent checksum verifier: plain RFC 1071 sums over bytes ---
+
+    fn naive_sum(parts: &[&[u8]]) -> u16 {
+        let mut all = Vec::new();
+        for p in parts {
+            all.extend_from_slice(p);
+        }
+        if all.len() % 2 == 1 {
+            all.push(0);
+        }
+        let mut s: u64 = all
+            .chunks(2)
+            .map(|w| u64::from(w[0]) << 8 | u64::from(w[1]))
+            .sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+
+    /// Walks `frame` as `layers` says and checks every length and checksum.
+    fn verify(layers: &[Layer], frame: &[u8]) -> Result<(), String> {
+        let n = frame.len();
+        let be16 = |o: usize| u16::from_be_bytes([frame[o], frame[o + 1]]);
+        let mut offs = vec![0];
+        for l in layers {
+            offs.push(offs.last().unwrap() + l.header_len());
+        }
+        for (i, l) in layers.iter().enumerate() {
+            let (o, h) = (offs[i], l.header_len());
+            match l {
+                Layer::Ipv4(_) => {
+                    if naive_sum(&[&frame[o..o + h]]) != 0xffff {
+                        return Err(format!("layer {i}: IPv4 header checksum"));
+                    }
+                    if usize::from(be16(o + 2)) != n - o {
+                        return Err(format!("layer {i}: IPv4 total length"));
+                    }
+                }
+                Layer::Ipv6(_) if usize::from(be16(o + 4)) != n - o - 40 => {
+                    return Err(format!("layer {i}: IPv6 payload length"));
+                }
+                Layer::Udp(_) | Layer::Tcp(_) => {
+                    let udp = matches!(l, Layer::Udp(_));
+                    if udp && usize::from(be16(o + 4)) != n - o {
+                        return Err(format!("layer {i}: UDP length"));
+                    }
+                    if udp && be16(o + 6) == 0 {
+                        // No checksum.
+                        continue;
+                    }
+                    let len = (n - o) as u32;
+                    let proto = if udp { 17u8 } else { 6 };
+                    let mut pseudo: Vec<u8> = Vec::new();
+                    if let Layer::Ipv4(_) = layers[i - 1] {
+                        pseudo.extend_from_slice(&frame[offs[i - 1] + 12..offs[i - 1] + 20]);
+                        pseudo.extend_from_slice(&[0, proto]);
+                        pseudo.extend_from_slice(&(len as u16).to_be_bytes());
+                    } else {
+                        pseudo.extend_from_slice(&frame[o - 32..o]);
+                        pseudo.extend_from_slice(&len.to_be_bytes());
+                        pseudo.extend_from_slice(&[0, 0, 0, proto]);
+                    }
+                    if naive_sum(&[&pseudo, &frame[o..]]) != 0xffff {
+                        let what = if udp { "UDP" } else { "TCP" };
+                        return Err(format!("layer {i}: {what} checksum"));
+                    }
+                }
+                Layer::Gre(g) if g.checksum && naive_sum(&[&frame[o..]]) != 0xffff => {
+                    return Err(format!("layer {i}: GRE checksum"));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets a field of a layer, as the builder would have it for a flow.
+    fn set(l: &mut Layer, f: FieldKind, v: u128) {
+        use FieldKind as F;
+        let m = |v: u128| {
+            let b = v.to_be_bytes();
+            EthernetAddress(b[10..16].try_into().unwrap())
+        };
+        match (f, l) {
+            (F::EthSrc, Layer::Eth(e)) => e.src = m(v),
+            (F::EthDst, Layer::Eth(e)) => e.dst = m(v),
+            (F::VlanVid, Layer::Vlan(x)) => x.vid = v as u16,
+            (F::VlanPcp, Layer::Vlan(x)) => x.pcp = v as u8,
+            (F::Ipv4Src, Layer::Ipv4(x)) => x.src = Ipv4Addr::from_bits(v as u32),
+            (F::Ipv4Dst, Layer::Ipv4(x)) => x.dst = Ipv4Addr::from_bits(v as u32),
+            (F::Ipv4Tos, Layer::Ipv4(x)) => x.tos = v as u8,
+            (F::Ipv4Ttl, Layer::Ipv4(x)) => x.ttl = v as u8,
+            (F::Ipv6Src, Layer::Ipv6(x)) => x.src = Ipv6Addr::from_bits(v),
+            (F::Ipv6Dst, Layer::Ipv6(x)) => x.dst = Ipv6Addr::from_bits(v),
+            (F::Ipv6Fl, Layer::Ipv6(x)) => x.fl = v as u32,
+            (F::UdpSport, Layer::Udp(x)) => x.sport = Some(v as u16),
+            (F::UdpDport, Layer::Udp(x)) => x.dport = Some(v as u16),
+            (F::TcpSport, Layer::Tcp(x)) => x.sport = v as u16,
+            (F::TcpDport, Layer::Tcp(x)) => x.dport = v as u16,
+            (F::VxlanVni, Layer::Vxlan(x)) => x.vni = v as u32,
+            (F::GeneveVni, Layer::Geneve(x)) => x.vni = v as u32,
+            (F::GreKey, Layer::Gre(x)) => x.key = Some(v as u32),
+            (F::MplsLabel, Layer::Mpls(x)) => x.label = v as u32,
+            (f, l) => panic!("{f:?} not in {l:?}"),
+        }
+    }
+
+    /// Packet `k` of `spec` built the slow, obvious way: the template with the flow's values
+    /// set, emitted whole, then the stamp written and every checksum recomputed.
+    fn reference(spec: &FrameSpec, k: u64, stamp: &Stamp) -> Vec<u8> {
+        let mut tpl = if spec.reversed {
+            spec.template.reversed()
+        } else {
+            spec.template.clone()
+        };
+        let layout = tpl.layout();
+        let plans = spec.plans(&tpl, &layout).unwrap();
+        let flow = k % spec.flows;
+        for (v, p) in spec.vary.iter().zip(&plans) {
+            let kind = v.field.field.layer();
+            let li = spec
+                .template
+                .layers
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.kind() == kind)
+                .nth(v.field.index)
+                .unwrap()
+                .0;
+            let tunnel = is_tunnel_udp(&spec.template.layers, li);
+            let f = if spec.reversed && !(kind == LayerKind::Udp && tunnel) {
+                v.field.field.swapped()
+            } else {
+                v.field.field
+            };
+            set(&mut tpl.layers[li], f, p.value(flow, spec.seed));
+        }
+        let cycle = spec.sizes.cycle();
+        let size = cycle[(k % cycle.len() as u64) as usize];
+        let len = size - FCS_LEN;
+        if spec.stamp {
+            let h = tpl.header_len();
+            tpl.payload.resize(len - h, 0);
+            tpl.payload[len - h - STAMP_LEN..].copy_from_slice(&stamp.to_bytes());
+        }
+        tpl.emit(&layout, len, false)
+    }
+
+    #[test]
+    fn defaults_are_scapys() {
+        // Ether(src=..01, dst=..02)/IP()/UDP()/Raw(b"\0" * 18), scapy 2.8.0.
+        let t = Template::new(vec![
+            eth("00:00:00:00:00:01", "00:00:00:00:00:02"),
+            Layer::Ipv4(Ipv4::default()),
+            Layer::Udp(Udp::default()),
+        ]);
+        assert_eq!(
+            t.build(64, false).unwrap(),
+            unhex(
+                "00000000000200000000000108004500002e0001000040117cbc7f0000017f00000100350035001a\
+                 014e000000000000000000000000000000000000"
+            )
+        );
+        // IP(10.0.0.1 > 10.0.0.2)/GRE(key_present=1, key=7)/MPLS(100, ttl 4)/MPLS(200, ttl 4)/
+        // IP/UDP(1, 2), padded to 101 bytes with the FCS: an odd length.
+        let t = &combos()[4];
+        assert_eq!(
+            t.build(101, false).unwrap(),
+            unhex(
+                "00000000000200000000000108004500005300010000402f66790a0000010a000002200088470000\
+                 000700064004000c81044500002f000100004011f969c0a80001c0a8000200010002001b7e610000\
+                 0000000000000000000000000000000000"
+            )
+        );
+    }
+
+    #[test]
+    fn derived_fields() {
+        let t = &combos()[2];
+        let f = t.build(128, true).unwrap();
+        assert_eq!(&f[12..14], &[0x08, 0x00]);
+        assert_eq!(&f[14 + 9], &17);
+        // UDP to VXLAN: given source, destination 4789.
+        assert_eq!(&f[34..38], &[0xc0, 0x00, 0x12, 0xb5]);
+        assert_eq!(&f[42..50], &[0x08, 0, 0, 0, 0, 0, 100, 0]);
+        // Without ports: both 4789, as scapy.
+        let mut t = t.clone();
+        t.layers[2] = Layer::Udp(Udp::default());
+        let f = t.build(128, true).unwrap();
+        assert_eq!(&f[34..38], &[0x12, 0xb5, 0x12, 0xb5]);
+        // GENEVE: destination 6081, source 53; protocol from the next layer.
+        let f = combos()[3].build(128, true).unwrap();
+        assert_eq!(&f[12..18], &[0x81, 0x00, 0x00, 177, 0x08, 0x00]);
+        assert_eq!(&f[38..42], &[0xde, 0xc1, 0x17, 0xc1]);
+        assert_eq!(&f[46..50], &[0x02, 0x00, 0x65, 0x58]);
+        let f = combos()[11].build(128, true).unwrap();
+        assert_eq!(&f[34..38], &[0, 53, 0x17, 0xc1]);
+        assert_eq!(&f[42..46], &[0x00, 0x00, 0x86, 0xdd]);
+        // MPLS: bottom of stack on the last entry only; GRE names MPLS.
+        let f = combos()[4].build(128, true).unwrap();
+        assert_eq!(&f[36..38], &[0x88, 0x47]);
+        assert_eq!(f[42 + 2] & 1, 0);
+        assert_eq!(f[46 + 2] & 1, 1);
+        // Nothing after Ethernet: 0x9000; after IPv4: 0; after IPv6: 59.
+        let t = Template::new(vec![eth("00:00:00:00:00:01", "00:00:00:00:00:02")]);
+        assert_eq!(&t.build(64, true).unwrap()[12..14], &[0x90, 0x00]);
+        let t = Template::new(vec![
+            eth("00:00:00:00:00:01", "00:00:00:00:00:02"),
+            Layer::Ipv6(Ipv6::default()),
+        ]);
+        assert_eq!(t.build(128, true).unwrap()[20], 59);
+        // QinQ: the outer tag's TPID is in the Ethernet header, the inner one's in the outer tag.
+        let f = combos()[8].build(128, true).unwrap();
+        assert_eq!(
+            &f[12..22],
+            &[0x88, 0xa8, 0, 100, 0x81, 0x00, 0, 200, 0x08, 0x00]
+        );
+        assert_eq!(f[22 + 9], 4);
+    }
+
+    #[test]
+    fn bad_orders_and_values() {
+        let e = || eth("00:00:00:00:00:01", "00:00:00:00:00:02");
+        let t = Template::new(vec![e(), Layer::Udp(Udp::default())]);
+        assert_eq!(
+            t.check().unwrap_err().to_string(),
+            "layer 1 (udp): udp cannot follow eth"
+        );
+        let t = Template::new(vec![Layer::Ipv4(Ipv4::default())]);
+        assert!(matches!(
+            t.check(),
+            Err(BuildError::Layer {
+                index: 0,
+                key: "type",
+                ..
+            })
+        ));
+        let t = Template::new(vec![
+            e(),
+            Layer::Vlan(Vlan {
+                vid: 4096,
+                ..Vlan::default()
+            }),
+        ]);
+        assert!(matches!(
+            t.check(),
+            Err(BuildError::Layer {
+                index: 1,
+                key: "vid",
+                ..
+            })
+        ));
+        assert!(Template::default().check().is_err());
+    }
+
+    #[test]
+    fn too_small() {
+        let mut s = FrameSpec::new(combos()[2].clone());
+        assert_eq!(
+            s.compile().unwrap_err().to_string(),
+            "frame_size 64 is too small for these headers: 92 bytes + 16-byte stamp + 4 FCS"
+        );
+        s.stamp = false;
+        assert_eq!(
+            s.compile().unwrap_err().to_string(),
+            "frame_size 64 is too small for these headers: 92 bytes + 4 FCS"
+        );
+        s.sizes = FrameSize::Fixed(96);
+        assert!(s.compile().is_ok());
+        s.sizes = FrameSize::Fixed(9001);
+        assert!(matches!(s.compile(), Err(BuildError::Sizes(_))));
+        s.sizes = FrameSize::Cycle(vec![]);
+        assert!(matches!(s.compile(), Err(BuildError::Sizes(_))));
+        s.sizes = FrameSize::Fixed(128);
+        s.flows = 0;
+        assert!(matches!(s.compile(), Err(BuildError::Flows(0))));
+    }
+
+    #[test]
+    fn imix_cycle() {
+        assert_eq!(IMIX_CYCLE.iter().filter(|&&s| s == 64).count(), 7);
+        assert_eq!(IMIX_CYCLE.iter().filter(|&&s| s == 594).count(), 4);
+        assert_eq!(IMIX_CYCLE.iter().filter(|&&s| s == 1518).count(), 1);
+        let mut s = FrameSpec::new(combos()[0].clone());
+        s.sizes = FrameSize::Imix;
+        s.flows = 1000;
+        let fs = s.compile().unwrap();
+        assert_eq!(fs.period(), 3000);
+        assert_eq!(fs.max_len(), 1514);
+        let mut buf = vec![0u8; fs.max_len()];
+        for k in 0..48 {
+            let n = fs.write(k, &Stamp::default(), &mut buf);
+            assert_eq!(n + 4, IMIX_CYCLE[(k % 12) as usize]);
+            verify(&s.template.layers, &buf[..n]).unwrap();
+        }
+        s.sizes = FrameSize::Cycle(vec![64, 65, 1518]);
+        s.flows = 3;
+        assert_eq!(s.compile().unwrap().period(), 3);
+        s.flows = 4;
+        assert_eq!(s.compile().unwrap().period(), 12);
+    }
+
+    #[test]
+    fn stamp_roundtrip_and_checksums() {
+        for t in combos() {
+            for size in [165, 200, 1517, 1518] {
+                let mut s = FrameSpec::new(t.clone());
+                s.sizes = FrameSize::Fixed(size);
+                let fs = s.compile().unwrap();
+                assert!(fs.stamped());
+                let st = Stamp {
+                    stream: 7,
+                    seq: 0xdead_beef,
+                    tx_ns: 0x0123_4567_89ab_cdef,
+                };
+                let f = fs.frame(0, &st);
+                assert_eq!(f.len(), size - 4);
+                assert_eq!(crate::stamp::find_stamp(&f), Some(st));
+                verify(&t.layers, &f).unwrap_or_else(|e| panic!("{t:?} {size}: {e}"));
+                assert_eq!(f, reference(&s, 0, &st));
+            }
+        }
+    }
+
+    #[test]
+    fn etherparse_agrees() {
+        use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
+        let st = Stamp {
+            stream: 1,
+            seq: 2,
+            tx_ns: 3,
+        };
+        for (t, size) in [
+            (&combos()[0], 65usize),
+            (&combos()[1], 100),
+            (&combos()[7], 91),
+        ] {
+            let mut s = FrameSpec::new(t.clone());
+            s.sizes = FrameSize::Fixed(size);
+            let f = s.compile().unwrap().frame(0, &st);
+            let h = PacketHeaders::from_ethernet_slice(&f).unwrap();
+            let payload = &f[t.header_len()..];
+            let (net, tr) = (h.net.unwrap(), h.transport.unwrap());
+            let (stored, computed) = match (&net, &tr) {
+                (NetHeaders::Ipv4(ip, _), TransportHeader::Udp(u)) => {
+                    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+                    (u.checksum, u.calc_checksum_ipv4(ip, payload).unwrap())
+                }
+                (NetHeaders::Ipv4(ip, _), TransportHeader::Tcp(u)) => {
+                    assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+                    (u.checksum, u.calc_checksum_ipv4(ip, payload).unwrap())
+                }
+                (NetHeaders::Ipv6(ip, _), TransportHeader::Tcp(u)) => {
+                    (u.checksum, u.calc_checksum_ipv6(ip, payload).unwrap())
+                }
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(stored, computed, "{t:?}");
+        }
+    }
+
+    fn vary(field: &str, op: VaryOp, from: Option<u128>, to: Option<u128>) -> Vary {
+        Vary {
+            field: field.parse().unwrap(),
+            op,
+            from,
+            to,
+        }
+    }
+
+    #[test]
+    fn field_names() {
+        let f: FieldRef = "ipv4[1].src".parse().unwrap();
+        assert_eq!((f.field, f.index), (FieldKind::Ipv4Src, 1));
+        assert_eq!(f.to_string(), "ipv4[1].src");
+        assert_eq!(
+            "udp.sport".parse::<FieldRef>().unwrap().to_string(),
+            "udp.sport"
+        );
+        for bad in [
+            "ipv4",
+            "ipv4.foo",
+            "ip.src",
+            "ipv4[x].src",
+            "ipv4[1.src",
+            "udp.src",
+        ] {
+            assert!(bad.parse::<FieldRef>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            FieldKind::Ipv4Src.parse_value("10.0.3.232"),
+            Ok(0x0a00_03e8)
+        );
+        assert_eq!(
+            FieldKind::EthSrc.parse_value("00:00:00:00:01:ff"),
+            Ok(0x1ff)
+        );
+        assert_eq!(FieldKind::VlanVid.parse_value("0xfff"), Ok(4095));
+        assert!(FieldKind::VlanVid.parse_value("4096").is_err());
+        assert!(FieldKind::Ipv6Src.parse_value("10.0.0.1").is_err());
+    }
+
+    #[test]
+    fn inc_variation() {
+        let mut s = FrameSpec::new(combos()[0].clone());
+        s.flows = 1000;
+        s.vary = vec![
+            vary(
+                "ipv4.src",
+                VaryOp::Inc { step: 1 },
+                Some(0x0a00_0001),
+                Some(0x0a00_03e8),
+            ),
+            vary("udp.sport", VaryOp::Inc { step: 7 }, Some(1024), Some(1033)),
+            vary("ipv4.tos", VaryOp::Inc { step: 1 }, None, None),
+        ];
+        let fs = s.compile().unwrap();
+        assert!(fs.precomputed());
+        let st = Stamp::default();
+        for k in [0u64, 1, 2, 999, 1000, 1001, 123_456] {
+            let f = fs.frame(k, &st);
+            let i = k % 1000;
+            assert_eq!(&f[26..30], &(0x0a00_0001u32 + i as u32).to_be_bytes());
+            assert_eq!(
+                u16::from_be_bytes([f[34], f[35]]),
+                1024 + (i * 7 % 10) as u16
+            );
+            // tos from the template's 0, up to 255, then around.
+            assert_eq!(f[15], (i % 256) as u8);
+            verify(&s.template.layers, &f).unwrap();
+            assert_eq!(f, reference(&s, k, &st));
+        }
+    }
+
+    #[test]
+    fn inc_wraps_whole_fields() {
+        // The whole IPv6 space (span 2^128) and a field at its maximum.
+        let mut s = FrameSpec::new(combos()[1].clone());
+        s.sizes = FrameSize::Fixed(128);
+        s.flows = 5;
+        s.vary = vec![
+            vary("ipv6.src", VaryOp::Inc { step: u64::MAX }, Some(0), None),
+            vary("vlan.vid", VaryOp::Inc { step: 1 }, Some(4094), Some(4095)),
+            vary("tcp.dport", VaryOp::Inc { step: 1 }, Some(65535), None),
+        ];
+        let fs = s.compile().unwrap();
+        for k in 0..10 {
+            let f = fs.frame(k, &Stamp::default());
+            let i = u128::from(k % 5);
+            assert_eq!(&f[26..42], &(i * u128::from(u64::MAX)).to_be_bytes());
+            assert_eq!(
+                u16::from_be_bytes([f[14], f[15]]) & 0xfff,
+                4094 + (i % 2) as u16
+            );
+            assert_eq!(&f[60..62], &[0xff, 0xff]);
+            verify(&s.template.layers, &f).unwrap();
+        }
+    }
+
+    #[test]
+    fn random_variation() {
+        let mut s = FrameSpec::new(combos()[3].clone());
+        s.sizes = FrameSize::Fixed(128);
+        s.flows = 1000;
+        s.vary = vec![
+            vary("udp[1].sport", VaryOp::Random, Some(1024), Some(65535)),
+            vary("geneve.vni", VaryOp::Random, Some(1), Some(3)),
+        ];
+        let fs = s.compile().unwrap();
+        let again = s.compile().unwrap();
+        let mut seen = std::collections::HashSet::new();
+        let mut vnis = std::collections::HashSet::new();
+        for k in 0..1000 {
+            let f = fs.frame(k, &Stamp::default());
+            assert_eq!(f, again.frame(k, &Stamp::default()));
+            let sport = u16::from_be_bytes([f[96], f[97]]);
+            assert!(sport >= 1024);
+            seen.insert(sport);
+            let vni = u32::from_be_bytes([0, f[50], f[51], f[52]]);
+            assert!((1..=3).contains(&vni));
+            vnis.insert(vni);
+            verify(&s.template.layers, &f).unwrap();
+        }
+        assert!(seen.len() > 950, "{} distinct", seen.len());
+        assert_eq!(vnis.len(), 3);
+        s.seed = 2;
+        let other = s.compile().unwrap();
+        assert!(
+            (0..10).any(|k| other.frame(k, &Stamp::default()) != fs.frame(k, &Stamp::default()))
+        );
+    }
+
+    #[test]
+    fn vary_errors() {
+        let mut s = FrameSpec::new(combos()[0].clone());
+        let key = |s: &FrameSpec| match s.compile() {
+            Err(BuildError::Vary { key, .. }) => key,
+            other => panic!("{other:?}"),
+        };
+        s.vary = vec![vary("ipv4[1].src", VaryOp::Random, None, None)];
+        assert_eq!(key(&s), "field");
+        s.vary = vec![vary("tcp.sport", VaryOp::Random, None, None)];
+        assert_eq!(key(&s), "field");
+        s.vary = vec![vary("udp.sport", VaryOp::Random, Some(5), Some(4))];
+        assert_eq!(key(&s), "to");
+        s.vary = vec![vary("udp.sport", VaryOp::Random, Some(70000), None)];
+        assert_eq!(key(&s), "from");
+        s.vary = vec![vary("udp.sport", VaryOp::Inc { step: 0 }, None, None)];
+        assert_eq!(key(&s), "step");
+        s.vary = vec![
+            vary("udp.sport", VaryOp::Random, None, None),
+            vary("udp.sport", VaryOp::Random, None, None),
+        ];
+        assert_eq!(key(&s), "field");
+        // A GRE header without key has no key to vary.
+        let mut s = FrameSpec::new(combos()[10].clone());
+        s.sizes = FrameSize::Fixed(200);
+        s.vary = vec![vary("gre.key", VaryOp::Random, None, None)];
+        assert_eq!(key(&s), "field");
+    }
+
+    #[test]
+    fn reversed_answers_forward() {
+        let mut s = FrameSpec::new(combos()[2].clone());
+        s.sizes = FrameSize::Fixed(128);
+        s.flows = 100;
+        s.vary = vec![
+            vary(
+                "ipv4[1].src",
+                VaryOp::Random,
+                Some(0xc0a8_0101),
+                Some(0xc0a8_01ff),
+            ),
+            vary("udp[1].sport", VaryOp::Inc { step: 1 }, Some(1024), None),
+            vary("udp.sport", VaryOp::Inc { step: 1 }, Some(49152), None),
+        ];
+        let fwd = s.compile().unwrap();
+        let rev = fwd.reversed().unwrap();
+        let st = Stamp::default();
+        for k in [0, 1, 57, 99] {
+            let (f, r) = (fwd.frame(k, &st), rev.frame(k, &st));
+            // Outer: MACs and addresses swapped; the VXLAN port stays the destination.
+            assert_eq!((&f[0..6], &f[6..12]), (&r[6..12], &r[0..6]));
+            assert_eq!((&f[26..30], &f[30..34]), (&r[30..34], &r[26..30]));
+            assert_eq!(&f[34..38], &r[34..38]);
+            // Inner: addresses and ports swapped, flow for flow.
+            assert_eq!((&f[76..80], &f[80..84]), (&r[80..84], &r[76..80]));
+            assert_eq!((&f[84..86], &f[86..88]), (&r[86..88], &r[84..86]));
+            verify(&s.template.layers, &r).unwrap();
+            assert_eq!(r, reference(&s.to_reversed(), k, &st));
+        }
+        // Reversing twice is the forward stream.
+        let back = rev.reversed().unwrap();
+        assert_eq!(back.frame(3, &st), fwd.frame(3, &st));
+    }
+
+    #[test]
+    fn dissect_roundtrip() {
+        for t in combos() {
+            for size in [200usize, 203] {
+                let f = t.build(size, false).unwrap();
+                let d = Template::dissect(&f).unwrap();
+                let kinds: Vec<_> = d.layers.iter().map(Layer::kind).collect();
+                let want: Vec<_> = t.layers.iter().map(Layer::kind).collect();
+                assert_eq!(kinds, want, "{t:?}");
+                assert_eq!(d.build(size, false).unwrap(), f);
+                assert_eq!(d.payload.len(), size - 4 - t.header_len());
+            }
+        }
+    }
+
+    #[test]
+    fn dissect_stops_where_it_must() {
+        let t = &combos()[0];
+        let f = t.build(64, false).unwrap();
+        // ARP: opaque after Ethernet, and the EtherType kept.
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let d = Template::dissect(&arp).unwrap();
+        assert_eq!(d.layers.len(), 1);
+        assert_eq!(d.payload, &arp[14..]);
+        assert_eq!(d.build(64, false).unwrap(), arp);
+        // An IPv4 fragment: UDP is not read.
+        let mut frag = f.clone();
+        frag[20] = 0x20;
+        let d = Template::dissect(&frag).unwrap();
+        assert_eq!(d.layers.len(), 2);
+        // A UDP length past the IPv4 end: not UDP.
+        let mut bad = f.clone();
+        bad[38..40].copy_from_slice(&[0x10, 0x00]);
+        assert_eq!(Template::dissect(&bad).unwrap().layers.len(), 2);
+        // Ethernet padding after the IPv4 packet is dropped: 42 bytes + 18 of padding.
+        let small = Template::new(t.layers.clone());
+        let mut f = small.build(64, false).unwrap();
+        f[16..18].copy_from_slice(&28u16.to_be_bytes());
+        f[38..40].copy_from_slice(&8u16.to_be_bytes());
+        let d = Template::dissect(&f).unwrap();
+        assert_eq!((d.layers.len(), d.payload.len()), (3, 0));
+        assert!(Template::dissect(&[0u8; 13]).is_err());
+        assert!(Template::from_hex("0011").is_err());
+        assert!(Template::from_hex("zz").is_err());
+        // GRE with routing, VXLAN without its I flag: opaque from there.
+        let f = combos()[2].build(128, false).unwrap();
+        let mut nx = f.clone();
+        nx[42] = 0;
+        assert_eq!(Template::dissect(&nx).unwrap().layers.len(), 3);
+    }
+
+    #[test]
+    fn patched_frames_equal_precomputed() {
+        let mut s = FrameSpec::new(combos()[3].clone());
+        s.sizes = FrameSize::Cycle(vec![128, 129, 300]);
+        s.flows = 7;
+        s.vary = vec![
+            vary("ipv4.src", VaryOp::Inc { step: 3 }, None, None),
+            vary("ipv4[1].ttl", VaryOp::Random, None, None),
+            vary("eth[1].dst", VaryOp::Random, None, None),
+            vary("vlan.pcp", VaryOp::Inc { step: 1 }, None, None),
+            vary("geneve.vni", VaryOp::Inc { step: 1 }, Some(1), Some(5)),
+        ];
+        let pre = s.compile().unwrap();
+        let patch = s.compile_with_limit(0).unwrap();
+        assert!(pre.precomputed() && !patch.precomputed());
+        assert_eq!(pre.period(), patch.period());
+        for k in 0..50 {
+            let st = Stamp {
+                stream: k as u16,
+                seq: k as u32 * 77,
+                tx_ns: k * 1_000_003,
+            };
+            let (a, b) = (pre.frame(k, &st), patch.frame(k, &st));
+            assert_eq!(a, b, "packet {k}");
+            assert_eq!(a, reference(&s, k, &st));
+        }
+        // A buffer too short gets nothing.
+        assert_eq!(pre.write(0, &Stamp::default(), &mut [0u8; 10]), 0);
+        assert_eq!(patch.write(0, &Stamp::default(), &mut [0u8; 10]), 0);
+    }
+
+    /// A random variation list for a template: fields it has, random ranges.
+    fn arb_spec() -> impl Strategy<Value = (FrameSpec, bool)> {
+        let n = combos().len();
+        (
+            0..n,
+            proptest::collection::vec(64usize..700, 1..4),
+            1u64..2000,
+            any::<bool>(),
+            any::<u64>(),
+            proptest::collection::vec(
+                (
+                    0usize..19,
+                    0usize..2,
+                    any::<bool>(),
+                    any::<u128>(),
+                    any::<u128>(),
+                    1u64..1000,
+                ),
+                0..5,
+            ),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(ti, sizes, flows, stamp, seed, vs, reversed, patch)| {
+                let template = combos()[ti].clone();
+                let mut vary: Vec<Vary> = Vec::new();
+                for (fi, idx, rnd, a, b, step) in vs {
+                    let field = FieldKind::ALL[fi];
+                    let have = template
+                        .layers
+                        .iter()
+                        .filter(|l| l.kind() == field.layer())
+                        .count();
+                    if have == 0 {
+                        continue;
+                    }
+                    let f = FieldRef {
+                        field,
+                        index: idx % have,
+                    };
+                    if vary.iter().any(|v| v.field == f) {
+                        continue;
+                    }
+                    let li = template
+                        .layers
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, l)| l.kind() == field.layer())
+                        .nth(f.index)
+                        .unwrap()
+                        .0;
+                    if field.slot(&template.layers[li], 0).is_none() {
+                        continue;
+                    }
+                    let (a, b) = (a & field.max(), b & field.max());
+                    let (from, to) = (a.min(b), a.max(b));
+                    vary.push(Vary {
+                        field: f,
+                        op: if rnd {
+                            VaryOp::Random
+                        } else {
+                            VaryOp::Inc { step }
+                        },
+                        from: Some(from),
+                        to: Some(to),
+                    });
+                }
+                let headers = template.header_len();
+                let sizes = sizes.into_iter().map(|s| s.max(headers + 20)).collect();
+                (
+                    FrameSpec {
+                        template,
+                        sizes: FrameSize::Cycle(sizes),
+                        flows,
+                        vary,
+                        seed,
+                        stamp,
+                        reversed,
+                    },
+                    patch,
+                )
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn every_frame_is_valid((spec, patch) in arb_spec(), ks in proptest::collection::vec(any::<u64>(), 8), stream: u16, seq: u32, tx_ns: u64) {
+            let fs = if patch { spec.compile_with_limit(0) } else { spec.compile() }.unwrap();
+            let st = Stamp { stream, seq, tx_ns };
+            let layers = if spec.reversed { spec.template.reversed().layers } else { spec.template.layers.clone() };
+            let mut buf = vec![0u8; fs.max_len()];
+            for k in ks.into_iter().chain(0..4) {
+                let n = fs.write(k, &st, &mut buf);
+                let f = &buf[..n];
+                prop_assert!(verify(&layers, f).is_ok(), "{:?}", verify(&layers, f));
+                prop_assert_eq!(f, &reference(&spec, k, &st)[..]);
+                if spec.stamp {
+                    prop_assert_eq!(crate::stamp::find_stamp(f), Some(st));
+                }
+            }
+        }
+
+        #[test]
+        fn stamping_any_frame_keeps_checksums((spec, _) in arb_spec(), stamps in proptest::collection::vec((any::<u16>(), any::<u32>(), any::<u64>()), 1..8)) {
+            let mut spec = spec;
+            spec.stamp = true;
+            let fs = spec.compile().unwrap();
+            let layers = if spec.reversed { spec.template.reversed().layers } else { spec.template.layers.clone() };
+            for (i, (stream, seq, tx_ns)) in stamps.into_iter().enumerate() {
+                let st = Stamp { stream, seq, tx_ns };
+                let f = fs.frame(i as u64, &st);
+                prop_assert!(verify(&layers, &f).is_ok());
+            }
+        }
+
+        #[test]
+        fn fastmod_is_mod(a: u64, d in 1u64..) {
+            prop_assert_eq!(FastMod::new(d).rem(a), a % d);
+        }
+
+        #[test]
+        fn fastmod_small_divisors(a: u64, d in 1u64..5000) {
+            prop_assert_eq!(FastMod::new(d).rem(a), a % d);
+        }
+
+        #[test]
+        fn fastmod_32_bit(a: u32, d in 1u32..) {
+            prop_assert_eq!(FastMod::new(d.into()).rem(a.into()), u64::from(a % d));
+        }
+
+        #[test]
+        fn dissect_never_panics(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(t) = Template::dissect(&b) {
+                // What it reads is a valid template that builds.
+                prop_assert!(t.check().is_ok());
+                let _ = t.build((t.header_len() + 4).clamp(64, MAX_FRAME_SIZE), false);
+            }
+        }
+    }
+
+    #[test]
+    fn fastmod_edges() {
+        for d in [
+            1u64,
+            2,
+            3,
+            7,
+            12,
+            1000,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            for a in [0u64, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1] {
+                assert_eq!(FastMod::new(d).rem(a), a % d, "{a} % {d}");
+            }
+        }
+    }
+}

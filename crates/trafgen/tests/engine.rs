@@ -1,0 +1,157 @@
+//! The generator's accounting against ports with known behaviour: a loopback that drops every
+//! Nth frame and delays the rest, and one limited to a set rate for the no-drop-rate search.
+
+use std::path::Path;
+use std::time::Duration;
+
+use datapath::port::Port;
+use trafgen::engine::{RunOpts, Session};
+use trafgen::loopback::{Impairments, LoopbackPort};
+use trafgen::ndr::{self, NdrOpts};
+use trafgen::stream;
+
+fn streams(text: &str) -> Vec<stream::Stream> {
+    match stream::parse(text, Path::new(".")) {
+        Ok(f) => f.streams,
+        Err(e) => panic!("{}", e[0]),
+    }
+}
+
+fn session(im: Impairments) -> Session {
+    let p: Box<dyn Port> = Box::new(LoopbackPort::new("lo0", im));
+    Session::new(vec![("lo0".to_string(), p)]).unwrap()
+}
+
+const UDP: &str = r#"
+[[port]]
+name = "lo0"
+type = "loopback"
+
+[[stream]]
+name = "s"
+tx = "lo0"
+flows = 100
+frame_size = 128
+rate = "RATE"
+layers = [
+  { type = "eth", src = "02:00:00:00:00:01", dst = "02:00:00:00:00:02" },
+  { type = "ipv4", src = "10.0.0.1", dst = "10.0.0.2" },
+  { type = "udp", sport = 1024, dport = 2000 },
+]
+vary = [ { field = "udp.sport", op = "inc", from = 1024, to = 1123 } ]
+"#;
+
+#[test]
+fn loss_reordering_and_latency_of_a_port_that_drops_every_tenth_and_delays_2_ms() {
+    let s = streams(&UDP.replace("RATE", "100kpps"));
+    let mut sess = session(Impairments {
+        drop_every: 10,
+        delay: Duration::from_millis(2),
+        ..Default::default()
+    });
+    let r = sess
+        .run(
+            &s,
+            &RunOpts {
+                duration: Duration::from_millis(500),
+                drain: Duration::from_millis(100),
+                scale: 1.0,
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+    let st = &r.streams[0];
+    assert!(st.tx_packets > 10_000, "{st:?}");
+    // The port drops frames 10, 20, ...: exactly a tenth (rounded down).
+    assert_eq!(st.lost, st.tx_packets / 10, "{st:?}");
+    assert_eq!(st.rx_packets, st.tx_packets - st.tx_packets / 10);
+    assert_eq!((st.out_of_order, st.duplicates), (0, 0));
+    assert_eq!(
+        st.rx_bytes,
+        st.rx_packets * 124,
+        "128-byte frames, FCS not held"
+    );
+    let lat = st.latency.unwrap();
+    assert_eq!(lat.samples, st.rx_packets);
+    assert!(lat.min_ns >= 2_000_000, "{lat:?}");
+    // Nothing else delays them but the poll loop: the median is 2 ms and a bit.
+    assert!(lat.p50_ns < 2_000_000 + 500_000, "{lat:?}");
+    assert!(lat.min_ns <= lat.p50_ns && lat.p50_ns <= lat.p99_ns && lat.p99_ns <= lat.max_ns);
+    let p = &r.ports[0];
+    assert_eq!((p.rx_unstamped, p.tx_dropped), (0, st.lost));
+    // The paced rate: 100 kpps within 1 %.
+    assert!((st.tx_pps - 100_000.0).abs() < 1_000.0, "{}", st.tx_pps);
+}
+
+#[test]
+fn a_second_run_on_the_same_session_starts_from_zero() {
+    let s = streams(&UDP.replace("RATE", "20kpps"));
+    let mut sess = session(Impairments::default());
+    let o = RunOpts {
+        duration: Duration::from_millis(200),
+        drain: Duration::from_millis(50),
+        scale: 1.0,
+    };
+    let a = sess.run(&s, &o, &mut |_| {}).unwrap();
+    let b = sess.run(&s, &o, &mut |_| {}).unwrap();
+    for r in [a, b] {
+        let st = &r.streams[0];
+        assert!(st.tx_packets > 3000);
+        assert_eq!(
+            (st.lost, st.out_of_order, st.duplicates),
+            (0, 0, 0),
+            "{st:?}"
+        );
+    }
+}
+
+#[test]
+fn ndr_finds_the_rate_limit_of_the_port_within_2_percent() {
+    let limit = 200_000.0;
+    let s = streams(&UDP.replace("RATE", "500kpps"));
+    let mut sess = session(Impairments {
+        rate_pps: Some(limit),
+        ..Default::default()
+    });
+    let mut trials = Vec::new();
+    let res = ndr::search(
+        &mut sess,
+        &s,
+        &NdrOpts {
+            trial: Duration::from_secs(1),
+            drain: Duration::from_millis(50),
+            resolution: 0.005,
+            loss_tolerance: 0.0,
+        },
+        &mut |t| trials.push(t.clone()),
+        &mut |_| {},
+    )
+    .unwrap();
+    let err = (res.pps - limit).abs() / limit;
+    assert!(err < 0.02, "NDR {} vs limit {limit}: {trials:#?}", res.pps);
+    assert!(!trials[0].pass, "the full rate (2.5x the limit) loses");
+    assert!(trials.iter().all(|t| !t.generator_limited), "{trials:#?}");
+    assert_eq!(res.at_rate.as_ref().unwrap().streams[0].lost, 0);
+}
+
+#[test]
+fn pdr_with_a_loss_tolerance_passes_a_port_that_drops_a_known_share() {
+    // Every 200th frame dropped: 0.5 % loss at any rate. NDR finds nothing; PDR at 1 % passes
+    // the full rate at once.
+    let s = streams(&UDP.replace("RATE", "50kpps"));
+    let o = |tol| NdrOpts {
+        trial: Duration::from_millis(300),
+        drain: Duration::from_millis(50),
+        resolution: 0.05,
+        loss_tolerance: tol,
+    };
+    let im = Impairments {
+        drop_every: 200,
+        ..Default::default()
+    };
+    let res = ndr::search(&mut session(im), &s, &o(0.01), &mut |_| {}, &mut |_| {}).unwrap();
+    assert_eq!((res.scale, res.trials.len()), (1.0, 1));
+    let res = ndr::search(&mut session(im), &s, &o(0.0), &mut |_| {}, &mut |_| {}).unwrap();
+    assert_eq!(res.scale, 0.0);
+    assert!(res.at_rate.is_none() && res.trials.iter().all(|t| !t.pass));
+}
