@@ -114,6 +114,13 @@ pub(crate) fn open_port(
             ))
         }
         "sink" => Box::new(SinkPort::new(&p.name, SampleSpec::default())),
+        "gen" => {
+            return Err(anyhow!(
+                "port {}: type gen is the switch's end of a link to the traffic generator in \
+                 the same process; it exists only under `flowpath gen --switch CONFIG STREAMS`",
+                p.name
+            ));
+        }
         "afpacket" | "afxdp" | "tap" => {
             use config::KernelPortOptions as K;
             let o = config::kernel_port_options(p).map_err(|e| anyhow!("port {}: {e}", p.name))?;
