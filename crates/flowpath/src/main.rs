@@ -13,7 +13,9 @@ mod bench_tunnel;
 mod config;
 mod demo;
 mod extract_cmd;
+mod gen_cmd;
 mod of_cmd;
+mod report;
 mod run_cmd;
 
 use std::io::{self, Write};
@@ -44,7 +46,10 @@ enum Command {
     },
     /// Measure a scenario's forwarding rate and cycles per packet, in-process (replay source,
     /// sink), and check what was forwarded.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Bench {
+        #[command(subcommand)]
+        command: Option<BenchCommand>,
         /// Scenario, as the OVS-DPDK anchor defines it: p2p, p2p_l3 (plain traffic);
         /// vxlan_decap, vxlan_decap_csum0, mplsogre_decap, geneve_decap, geneve_decap_csum0,
         /// vxlan_encap (tunnels); io_floor_vxlan, io_floor_mplsogre, io_floor_geneve (p2p fed
@@ -55,7 +60,8 @@ enum Command {
         /// ct with zone 0's UDP timeouts at 0 s, so every packet sets up a connection; reports
         /// setups per second and checks one commit per packet). --write-pcap writes any
         /// scenario's traffic.
-        scenario: String,
+        #[arg(required = true)]
+        scenario: Option<String>,
         /// Number of distinct flows in the traffic.
         #[arg(long, default_value_t = 1000)]
         flows: usize,
@@ -142,11 +148,23 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Traffic generator: send the streams of a stream file (TOML) on flowpath's port types
+    /// and count per stream what comes back (loss, reordering, latency); `gen ndr` searches
+    /// the no-drop rate.
+    Gen(gen_cmd::GenArgs),
     /// Datapath flows in OVS's text format.
     Flow {
         #[command(subcommand)]
         command: FlowCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Run a matrix of scenarios x frame sizes x flows (each cell several times, medians) and
+    /// write report.md (tables), report.json (every run) and PNG plots to a directory;
+    /// with --compare-ovs, OVS-DPDK side by side through scripts/compare-ovs.
+    Report(Box<report::ReportArgs>),
 }
 
 #[derive(Subcommand)]
@@ -173,7 +191,12 @@ fn main() -> ExitCode {
             command: FlowCommand::Parse { flow },
         } => flow_parse(&flow, &mut out),
         Command::Bench {
-            scenario,
+            command: Some(BenchCommand::Report(args)),
+            ..
+        } => report::run(&args, &mut out),
+        Command::Bench {
+            command: None,
+            scenario: Some(scenario),
             flows,
             pcap,
             frame_size,
@@ -202,6 +225,9 @@ fn main() -> ExitCode {
                 None => bench_cmd(&o, &mut out),
             }
         }
+        Command::Bench { scenario: None, .. } => {
+            unreachable!("clap requires a scenario without a subcommand")
+        }
         Command::Run {
             config,
             rundir,
@@ -211,6 +237,7 @@ fn main() -> ExitCode {
         Command::CheckConfig { file } => check_config(&file, &mut out),
         Command::Ofctl { rundir, command } => ofctl(rundir.as_deref(), &command, &mut out),
         Command::Demo { seconds, rundir } => demo::run(seconds, rundir.as_deref(), &mut out),
+        Command::Gen(a) => gen_cmd::run(a, &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|_| code).map_err(Into::into));
     match result {
