@@ -381,29 +381,35 @@ impl Session {
                         continue;
                     }
                     let f = &l.s.frames;
+                    let stamp = Stamp {
+                        stream: l.s.id,
+                        seq: l.seq,
+                        tx_ns,
+                    };
                     let budget = l
                         .per_tick
                         .filter(|_| l.bits)
                         .map(|r| (el as f64 * r) as u64);
-                    for _ in 0..allowed {
-                        if let Some(b) = budget
-                            && l.tx_l1_bits >= b
-                        {
-                            break;
+                    if let Some(b) = budget {
+                        // A bit budget: packet by packet, as sizes may differ.
+                        while batch.room() > 0 && l.tx_l1_bits < b {
+                            let st = Stamp {
+                                seq: l.seq,
+                                ..stamp
+                            };
+                            let bytes = f.write_burst(l.k, 1, &st, &mut self.pool, &mut batch);
+                            l.k += 1;
+                            l.seq = l.seq.wrapping_add(1);
+                            l.tx_bytes += bytes;
+                            l.tx_l1_bits += (bytes + L1_OVERHEAD) * 8;
                         }
-                        let mut p = self.pool.packet_with_len(f.max_len(), 0);
-                        let stamp = Stamp {
-                            stream: l.s.id,
-                            seq: l.seq,
-                            tx_ns,
-                        };
-                        let n = f.write(l.k, &stamp, p.data_mut());
-                        p.truncate(n);
-                        l.k += 1;
-                        l.seq = l.seq.wrapping_add(1);
-                        l.tx_bytes += n as u64;
-                        l.tx_l1_bits += (n as u64 + L1_OVERHEAD) * 8;
-                        batch.push(p);
+                    } else {
+                        let n = allowed as usize;
+                        let bytes = f.write_burst(l.k, n, &stamp, &mut self.pool, &mut batch);
+                        l.k += n as u64;
+                        l.seq = l.seq.wrapping_add(n as u32);
+                        l.tx_bytes += bytes;
+                        l.tx_l1_bits += (bytes + n as u64 * L1_OVERHEAD) * 8;
                     }
                     if !batch.is_empty() {
                         self.ports[l.tx_port].txq.send(&mut batch, &mut self.pool);
