@@ -140,6 +140,13 @@ fn bad_stream_files_and_arguments_are_refused_with_the_line_and_key() {
             ),
             "--switch",
         ),
+        (
+            format!(
+                "[[port]]\nname = \"lo\"\ntype = \"afpacket\"\noptions = {{ ifname = \"nosuch0\" }}\n{}",
+                udp_stream("s", "lo", "lo", "1kpps", "")
+            ),
+            "no interface 'nosuch0'",
+        ),
     ] {
         let f = write(&dir, "bad.toml", &text);
         let o = gen_cmd(&[&f, "--duration", "0.1"]);
