@@ -54,13 +54,20 @@ pub struct GenRun {
     /// Every stream at this rate instead of the file's (`2Mpps`, `500kpps`, `max`, `10Gbps`).
     #[arg(long)]
     pub rate: Option<String>,
-    /// Receiving time after the last packet, milliseconds.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// What `gen` and `gen ndr` share.
+#[derive(Args)]
+pub struct Common {
+    /// Receiving time after the last packet (of each trial), milliseconds.
     #[arg(long, default_value_t = 200)]
     pub drain_ms: u64,
-    /// Print one JSON object instead of the table.
+    /// Print one JSON object instead of the text.
     #[arg(long)]
     pub json: bool,
-    /// No progress line.
+    /// No progress lines.
     #[arg(long, short)]
     pub quiet: bool,
     /// Run the switch of this configuration in the same process: its ports of type `gen`
@@ -88,19 +95,8 @@ pub struct NdrArgs {
     /// Every stream's upper bound instead of the file's rate.
     #[arg(long)]
     pub max_rate: Option<String>,
-    /// Receiving time after each trial, milliseconds.
-    #[arg(long, default_value_t = 200)]
-    pub drain_ms: u64,
-    /// Print one JSON object instead of the text.
-    #[arg(long)]
-    pub json: bool,
-    /// No progress lines.
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Run the switch of this configuration in the same process (as `flowpath gen
-    /// --switch`).
-    #[arg(long, value_name = "CONFIG")]
-    pub switch: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 /// Reads and compiles a stream file, printing every problem with its line.
@@ -288,6 +284,20 @@ fn open_virtio_user(name: &str, o: &toml::Table, base: &Path) -> anyhow::Result<
     Ok(Box::new(VirtioUserPort::open(name, opts)?))
 }
 
+/// Starts the in-process switch (with `--switch`), opens the stream file's ports and waits
+/// for their links. The switch runs until the returned guard is dropped (after the session).
+fn start(
+    file: &StreamFile,
+    path: &Path,
+    c: &Common,
+) -> anyhow::Result<(Session, Option<InProcSwitch>)> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut switch = c.switch.as_deref().map(InProcSwitch::start).transpose()?;
+    let session = Session::new(open_ports(file, base, switch.as_mut())?)?;
+    links_up(&session)?;
+    Ok((session, switch))
+}
+
 /// Waits for every port's link (a virtio_user port's back-end, a kernel interface).
 fn links_up(session: &Session) -> anyhow::Result<()> {
     let down = session.wait_links(LINK_WAIT);
@@ -338,17 +348,15 @@ fn send_cmd(a: GenRun, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     };
     let file = load(&path)?;
     let duration = positive_secs("--duration", a.duration.unwrap_or(file.duration))?;
-    let base = path.parent().unwrap_or(Path::new("."));
     let streams = with_rate(file.streams.clone(), a.rate.as_deref())?;
-    let mut switch = a.switch.as_deref().map(InProcSwitch::start).transpose()?;
-    let mut session = Session::new(open_ports(&file, base, switch.as_mut())?)?;
-    links_up(&session)?;
-    let quiet = a.quiet || a.json;
+    let c = &a.common;
+    let (mut session, _switch) = start(&file, &path, c)?;
+    let quiet = c.quiet || c.json;
     let r = session.run(
         &streams,
         &RunOpts {
             duration,
-            drain: Duration::from_millis(a.drain_ms),
+            drain: Duration::from_millis(c.drain_ms),
             scale: 1.0,
         },
         &mut |p| {
@@ -360,7 +368,7 @@ fn send_cmd(a: GenRun, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     if !quiet {
         engine::end_progress();
     }
-    if a.json {
+    if c.json {
         writeln!(out, "{}", serde_json::to_string(&r)?)?;
     } else {
         write!(out, "{}", engine::report_text(&r))?;
@@ -390,17 +398,15 @@ fn ndr_cmd(a: NdrArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
             s.name
         );
     }
-    let base = a.streams.parent().unwrap_or(Path::new("."));
-    let mut switch = a.switch.as_deref().map(InProcSwitch::start).transpose()?;
-    let mut session = Session::new(open_ports(&file, base, switch.as_mut())?)?;
-    links_up(&session)?;
+    let c = &a.common;
+    let (mut session, _switch) = start(&file, &a.streams, c)?;
     let o = NdrOpts {
         trial,
-        drain: Duration::from_millis(a.drain_ms),
+        drain: Duration::from_millis(c.drain_ms),
         resolution: a.resolution / 100.0,
         loss_tolerance: a.loss_tolerance / 100.0,
     };
-    let quiet = a.quiet || a.json;
+    let quiet = c.quiet || c.json;
     let res = ndr::search(
         &mut session,
         &streams,
@@ -425,7 +431,7 @@ fn ndr_cmd(a: NdrArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         },
         &mut |_| {},
     )?;
-    if a.json {
+    if c.json {
         writeln!(out, "{}", serde_json::to_string(&res)?)?;
     } else {
         let what = if o.loss_tolerance > 0.0 {
