@@ -315,15 +315,16 @@ options = { "vhost-server-path" = "vm2.sock" }
         &format!(
             "[[port]]\nname = \"a\"\ntype = \"virtio_user\"\noptions = {{ path = \"vm1.sock\" }}\n\
              [[port]]\nname = \"b\"\ntype = \"virtio_user\"\noptions = {{ path = \"vm2.sock\" }}\n{}",
-            udp_stream("s", "a", "b", "10kpps", "direction = \"bi\"")
+            udp_stream("s", "a", "b", "2kpps", "direction = \"bi\"")
         ),
     );
-    let j = ok_json(&[&f, "--duration", "1", "--json"]);
+    // A slow rate: the switch is a debug build here, and a virtio ring holds 256 frames.
+    let j = ok_json(&[&f, "--duration", "2", "--json"]);
     for name in ["s", "s.rev"] {
         let s = stream_stat(&j, name);
         let tx = u(&s["tx_packets"]);
-        assert!(tx > 8_000, "{s}");
-        assert_eq!(u(&s["rx_packets"]), tx, "{s}");
+        assert!(tx > 3_000, "{s}");
+        assert_eq!(u(&s["rx_packets"]), tx, "{s}\n{}", j["ports"]);
         assert_eq!(u(&s["out_of_order"]), 0, "{s}");
     }
 }
