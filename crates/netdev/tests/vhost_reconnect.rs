@@ -12,34 +12,22 @@
 //! one at a time (the testpmd lock): the test harness starts its next test's thread when one
 //! ends, which is before the next one's first cycle is over.
 
+mod common;
 mod testpmd;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use datapath::packet::{Batch, Pool};
 use datapath::port::Port;
-use netdev::vhost::{VhostOptions, VhostPort};
+use netdev::vhost::VhostPort;
 use testpmd::{Running, Testpmd};
 
 const CYCLES: usize = 20;
 /// Generous: a loaded 2-core machine runs testpmd, the port and the build at once.
 const DEADLINE: Duration = Duration::from_secs(20);
-
-fn port(name: &str, sock: &Path, client: bool) -> VhostPort {
-    let kind = if client {
-        "vhostuserclient"
-    } else {
-        "vhostuser"
-    };
-    let mut o = VhostOptions::for_kind(kind).unwrap();
-    o.path = Some(sock.to_owned());
-    VhostPort::open(name, o).unwrap()
-}
 
 /// Waits until `f` holds, at most [`DEADLINE`]; `what` and `ctx()` describe a failure.
 fn wait_for(what: &str, mut f: impl FnMut() -> bool, ctx: impl Fn() -> String) {
@@ -56,41 +44,19 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool, ctx: impl Fn() -> String) {
 
 /// Polls rx queue 0 of `port` on a thread until the returned guard is dropped, freeing what it
 /// receives.
-struct Poller {
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Poller {
-    fn start(port: &mut VhostPort) -> Poller {
-        let mut rxq = port.take_rxq(0, 1).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = thread::spawn(move || {
-            let mut pool = Pool::new(1024, 256);
-            let mut batch = Batch::new();
-            while !s.load(Ordering::Relaxed) {
-                if rxq.recv(&mut pool, &mut batch) == 0 {
-                    // Not a spin: testpmd needs the cores more than this loop does.
-                    thread::sleep(Duration::from_micros(200));
-                }
-                pool.free_batch(&mut batch);
+fn poller(port: &mut VhostPort) -> common::Background {
+    let mut rxq = port.take_rxq(0, 1).unwrap();
+    common::Background::spawn(move |stop| {
+        let mut pool = Pool::new(1024, 256);
+        let mut batch = Batch::new();
+        while !stop.load(Ordering::Relaxed) {
+            if rxq.recv(&mut pool, &mut batch) == 0 {
+                // Not a spin: testpmd needs the cores more than this loop does.
+                thread::sleep(Duration::from_micros(200));
             }
-        });
-        Poller {
-            stop,
-            thread: Some(thread),
+            pool.free_batch(&mut batch);
         }
-    }
-}
-
-impl Drop for Poller {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    })
 }
 
 /// This process's open descriptors (number → what it is) and memory mappings (one line of
@@ -169,12 +135,29 @@ impl Resources {
     }
 }
 
+/// Open descriptors counted by target, inode numbers (`pipe:[123]`) dropped.
+fn fd_kinds(fds: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    for t in fds.values() {
+        let kind = match t.find(":[") {
+            Some(i) if t.ends_with(']') => format!("{}:[]", &t[..i]),
+            _ => t.clone(),
+        };
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    kinds
+}
+
 /// Asserts that the descriptors and the number of mappings are what they were after cycle 1.
 /// (Mappings are compared by number: a heap that grew changes a line's addresses, not the
 /// count; a leaked guest region adds a line per cycle.)
+///
+/// Descriptors are compared as kinds of target (a pipe's or socket's inode number dropped),
+/// counted, not by number: a testpmd restarted after DPDK's bug comes with new pipes, which may
+/// take other numbers and have other inodes, and are no leak.
 fn assert_no_growth(what: &str, first: &Resources, last: &Resources) {
     assert!(
-        last.fds == first.fds && last.maps.len() == first.maps.len(),
+        fd_kinds(&last.fds) == fd_kinds(&first.fds) && last.maps.len() == first.maps.len(),
         "{what}: after cycle 1 vs after cycle {CYCLES}: {}",
         last.diff(first)
     );
@@ -233,8 +216,8 @@ fn survives_testpmd_crashes(test: &str, client: bool) {
         return;
     };
     let sock = t.dir().join("vu.sock");
-    let mut p = port("vu", &sock, client);
-    let _poll = Poller::start(&mut p);
+    let mut p = common::vhost_port("vu", &sock, client, 1);
+    let _poll = poller(&mut p);
     let devargs = if client {
         format!("path={},server=1", sock.display())
     } else {
@@ -283,8 +266,8 @@ fn client_port_closed_and_reopened_20_times_against_one_testpmd() {
     let mut restarts = 0;
     for cycle in 1..=CYCLES {
         let mut restarted = false;
-        let mut p = port("vu-re", &sock, true);
-        let poll = Poller::start(&mut p);
+        let mut p = common::vhost_port("vu-re", &sock, true, 1);
+        let poll = poller(&mut p);
         if pmd.is_none() {
             pmd = Some(t.spawn_fwd(&format!("path={},server=1", sock.display()), "txonly"));
         }
