@@ -140,6 +140,35 @@ pub(crate) fn flag(key: &str, value: &str) -> Result<bool, PortError> {
     }
 }
 
+/// The error for option `key`, which port type `kind` does not take: it lists the ones it does.
+pub(crate) fn unknown_option(key: &str, kind: &str, known: &[&str]) -> PortError {
+    PortError::BadOption(format!(
+        "unknown option '{key}' for type {kind} (known: {})",
+        known.join(", ")
+    ))
+}
+
+/// Maps `len` bytes of `fd` from offset 0, shared and read-write, at an address the kernel
+/// picks (the ring of a packet socket, the guest memory of a `virtio_user` port).
+pub(crate) fn mmap_shared(fd: impl AsFd, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a new mapping of a descriptor that is open for the call, at an address the
+    // kernel picks: it aliases no Rust object. The caller owns the mapping from here.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_fd().as_raw_fd(),
+            0,
+        )
+    };
+    if map == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(map.cast())
+}
+
 /// Options of an `afpacket` port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AfPacketOptions {
@@ -202,12 +231,7 @@ impl AfPacketOptions {
             "block_nr" => self.block_nr = num(value)?,
             "retire_ms" => self.retire_ms = num(value)? as u32,
             "qdisc_bypass" => self.qdisc_bypass = flag(key, value)?,
-            _ => {
-                return Err(PortError::BadOption(format!(
-                    "unknown option '{key}' for type afpacket (known: {})",
-                    Self::KEYS.join(", ")
-                )));
-            }
+            _ => return Err(unknown_option(key, "afpacket", Self::KEYS)),
         }
         Ok(())
     }
@@ -498,23 +522,11 @@ impl Ring {
         };
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
         let len = shared.block_size * shared.block_nr;
-        // SAFETY: maps the ring just configured on `fd`, at an address the kernel picks.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        // The ring just configured on `fd`.
+        let map = mmap_shared(&fd, len)?;
         let ring = Ring {
             fd,
-            map: map.cast(),
+            map,
             block_size: shared.block_size,
             block_nr: shared.block_nr,
             ifindex,

@@ -81,9 +81,10 @@ use vm_memory::{
     Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion,
     GuestRegionMmap, MemoryRegionAddress, MmapRegion,
 };
+use wire::EthernetAddress;
 
 pub use crate::afpacket::PortError;
-use crate::afpacket::flag;
+use crate::afpacket::{flag, unknown_option};
 use crate::vnet;
 
 /// How often a `vhostuserclient` port tries to connect while there is no peer.
@@ -96,24 +97,24 @@ const MAX_SEGS: usize = 64;
 /// virtio-net header, still a pool's large buffer).
 const MAX_FRAME: usize = datapath::packet::LARGE_ROOM - vnet::HDR_LEN;
 /// `VRING_AVAIL_F_NO_INTERRUPT`: the driver does not want to be signalled.
-const AVAIL_F_NO_INTERRUPT: u16 = 1;
+pub(crate) const AVAIL_F_NO_INTERRUPT: u16 = 1;
 
 // Feature bits (virtio 1.x §5.1.3, §6; vhost-user's own bit 30).
-const F_CSUM: u64 = 1 << 0;
-const F_MTU: u64 = 1 << 3;
-const F_MAC: u64 = 1 << 5;
-const F_HOST_TSO4: u64 = 1 << 11;
-const F_HOST_TSO6: u64 = 1 << 12;
-const F_HOST_ECN: u64 = 1 << 13;
-const F_MRG_RXBUF: u64 = 1 << 15;
-const F_STATUS: u64 = 1 << 16;
-const F_CTRL_VQ: u64 = 1 << 17;
-const F_MQ: u64 = 1 << 22;
-const F_INDIRECT_DESC: u64 = 1 << 28;
-const F_PROTOCOL_FEATURES: u64 = 1 << 30;
-const F_VERSION_1: u64 = 1 << 32;
+pub(crate) const F_CSUM: u64 = 1 << 0;
+pub(crate) const F_MTU: u64 = 1 << 3;
+pub(crate) const F_MAC: u64 = 1 << 5;
+pub(crate) const F_HOST_TSO4: u64 = 1 << 11;
+pub(crate) const F_HOST_TSO6: u64 = 1 << 12;
+pub(crate) const F_HOST_ECN: u64 = 1 << 13;
+pub(crate) const F_MRG_RXBUF: u64 = 1 << 15;
+pub(crate) const F_STATUS: u64 = 1 << 16;
+pub(crate) const F_CTRL_VQ: u64 = 1 << 17;
+pub(crate) const F_MQ: u64 = 1 << 22;
+pub(crate) const F_INDIRECT_DESC: u64 = 1 << 28;
+pub(crate) const F_PROTOCOL_FEATURES: u64 = 1 << 30;
+pub(crate) const F_VERSION_1: u64 = 1 << 32;
 
-/// Names of the feature bits `dpif/show` prints.
+/// Names of the feature bits `dpif/show` and a `virtio_user` port's `options()` print.
 const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_CSUM, "CSUM"),
     (F_MTU, "MTU"),
@@ -208,16 +209,10 @@ impl VhostOptions {
             "mtu_request" => {
                 self.mtu = Some(value.trim().parse().map_err(|_| bad("is not a number"))?)
             }
-            "mac" => self.mac = Some(parse_mac(value).ok_or_else(|| bad("is not a MAC address"))?),
+            "mac" => self.mac = Some(mac_option(value).ok_or_else(|| bad("is not a MAC address"))?),
             "csum_offload" => self.csum_offload = flag(key, value)?,
             "tso" => self.tso = flag(key, value)?,
-            _ => {
-                return Err(PortError::BadOption(format!(
-                    "unknown option '{key}' for type {} (known: {})",
-                    self.kind(),
-                    Self::KEYS.join(", ")
-                )));
-            }
+            _ => return Err(unknown_option(key, self.kind(), Self::KEYS)),
         }
         Ok(())
     }
@@ -293,21 +288,14 @@ impl VhostOptions {
     }
 }
 
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut m = [0u8; 6];
-    let mut parts = s.trim().split(':');
-    for b in &mut m {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(m)
+/// The value of option `mac` (of either end of vhost-user): a MAC address as
+/// [`EthernetAddress`] reads it, white space around it ignored.
+pub(crate) fn mac_option(value: &str) -> Option<[u8; 6]> {
+    value.trim().parse::<EthernetAddress>().ok().map(|a| a.0)
 }
 
 /// The text form of the feature bits in `f`.
-fn feature_names(f: u64) -> String {
+pub(crate) fn feature_names(f: u64) -> String {
     let mut s = String::new();
     for &(bit, name) in FEATURE_NAMES {
         if f & bit != 0 {
@@ -935,8 +923,19 @@ struct Status {
     connections: u64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `m`, whatever a thread that panicked holding it left.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Locks `m` if no other thread holds it: a PMD's rx poll skips a ring the control thread has
+/// (a poll later is as good), rather than wait.
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::WouldBlock) => None,
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+    }
 }
 
 impl Shared {
@@ -1425,31 +1424,7 @@ impl VhostPort {
         let listener = if opts.client {
             None
         } else {
-            if let Some(dir) = socket.parent()
-                && !dir.as_os_str().is_empty()
-            {
-                std::fs::create_dir_all(dir)
-                    .map_err(io_err(format!("creating {}", dir.display())))?;
-            }
-            // A socket left by an earlier run is replaced; anything else at the path is not.
-            if let Ok(m) = std::fs::symlink_metadata(&socket) {
-                use std::os::unix::fs::FileTypeExt;
-                if !m.file_type().is_socket() {
-                    return Err(PortError::BadOption(format!(
-                        "vhost-server-path: {} exists and is not a socket",
-                        socket.display()
-                    )));
-                }
-                std::fs::remove_file(&socket).map_err(io_err(format!(
-                    "removing the old socket {}",
-                    socket.display()
-                )))?;
-            }
-            let l = UnixListener::bind(&socket)
-                .map_err(io_err(format!("listening on {}", socket.display())))?;
-            l.set_nonblocking(true)
-                .map_err(io_err(format!("listening on {}", socket.display())))?;
-            Some(l)
+            Some(listen(&socket, "vhost-server-path")?)
         };
         let stats = |n| (0..n).map(|_| QueueStats::shared()).collect::<Vec<_>>();
         let shared = Arc::new(Shared {
@@ -1507,15 +1482,54 @@ impl VhostPort {
     }
 }
 
+/// Binds the socket at `path` for a port that listens (an error names option `key`, `path`
+/// and the reason). A socket left by an earlier run is replaced; anything else at the path is
+/// not.
+pub(crate) fn listen(path: &Path, key: &str) -> Result<UnixListener, PortError> {
+    let io_err = |what: String| move |source| PortError::Io { what, source };
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !m.file_type().is_socket() {
+            return Err(PortError::BadOption(format!(
+                "{key}: {} exists and is not a socket",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path).map_err(io_err(format!(
+            "removing the old socket {}",
+            path.display()
+        )))?;
+    }
+    let l = UnixListener::bind(path).map_err(io_err(format!("listening on {}", path.display())))?;
+    l.set_nonblocking(true)
+        .map_err(io_err(format!("listening on {}", path.display())))?;
+    Ok(l)
+}
+
+/// Stops a port's control thread: tells it to (`stop`), shuts its connection down so that a
+/// read it is blocked in returns, and waits for it.
+pub(crate) fn stop_control(
+    stop: &AtomicBool,
+    conn: &Mutex<Option<UnixStream>>,
+    control: Option<JoinHandle<()>>,
+) {
+    stop.store(true, Relaxed);
+    if let Some(c) = lock(conn).as_ref() {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    if let Some(t) = control {
+        let _ = t.join();
+    }
+}
+
 impl Drop for VhostPort {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Relaxed);
-        if let Some(c) = lock(&self.shared.conn).as_ref() {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }
-        if let Some(t) = self.control.take() {
-            let _ = t.join();
-        }
+        stop_control(&self.shared.stop, &self.shared.conn, self.control.take());
         for i in 0..self.shared.slots.len() {
             self.shared.take(i);
         }
@@ -1525,11 +1539,11 @@ impl Drop for VhostPort {
     }
 }
 
-/// Sleeps `d` in small steps; false when the port is closing.
-fn nap(shared: &Shared, d: Duration) -> bool {
+/// Sleeps `d` in small steps; false when the port is closing (`stop`).
+pub(crate) fn nap(stop: &AtomicBool, d: Duration) -> bool {
     let step = Duration::from_millis(20);
     let mut left = d;
-    while !shared.stop.load(Relaxed) {
+    while !stop.load(Relaxed) {
         if left.is_zero() {
             return true;
         }
@@ -1548,44 +1562,87 @@ fn control(
     socket: &Path,
     listener: Option<UnixListener>,
 ) {
-    let mut told_waiting = false;
+    let mut peer = Peer::new("vhost", &shared.name, listener, socket);
     while !shared.stop.load(Relaxed) {
-        let stream = match &listener {
-            Some(l) => match l.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    nap(shared, Duration::from_millis(20));
-                    continue;
-                }
-                Err(e) => {
-                    eprintln!("flowpath: vhost port '{}': accept: {e}", shared.name);
-                    nap(shared, RECONNECT);
-                    continue;
-                }
-            },
-            None => match UnixStream::connect(socket) {
-                Ok(s) => s,
-                Err(e) => {
-                    if !told_waiting {
-                        told_waiting = true;
-                        eprintln!(
-                            "flowpath: vhost port '{}': waiting for {} ({e}); retrying every \
-                             {} ms",
-                            shared.name,
-                            socket.display(),
-                            RECONNECT.as_millis()
-                        );
-                    }
-                    nap(shared, RECONNECT);
-                    continue;
-                }
-            },
+        let Some(stream) = peer.next(&shared.stop) else {
+            continue;
         };
-        told_waiting = false;
         if stream.set_nonblocking(false).is_err() {
             continue;
         }
         serve(shared, opts, stream);
+    }
+}
+
+/// Where a control thread finds its peer: accepted on a listening socket or, without one,
+/// connected to `path`.
+pub(crate) struct Peer<'a> {
+    /// `vhost` or `virtio_user`, for the log lines.
+    kind: &'static str,
+    name: &'a str,
+    listener: Option<UnixListener>,
+    path: &'a Path,
+    /// The "waiting" line was printed since the last connection.
+    told_waiting: bool,
+}
+
+impl<'a> Peer<'a> {
+    pub(crate) fn new(
+        kind: &'static str,
+        name: &'a str,
+        listener: Option<UnixListener>,
+        path: &'a Path,
+    ) -> Peer<'a> {
+        Peer {
+            kind,
+            name,
+            listener,
+            path,
+            told_waiting: false,
+        }
+    }
+
+    /// Whether the port listens (rather than connects).
+    pub(crate) fn listens(&self) -> bool {
+        self.listener.is_some()
+    }
+
+    /// The next connection; `None` (after a nap) when there is none yet, or the port is
+    /// closing (`stop`): the caller checks and asks again.
+    pub(crate) fn next(&mut self, stop: &AtomicBool) -> Option<UnixStream> {
+        let (kind, name) = (self.kind, self.name);
+        let stream = match &self.listener {
+            Some(l) => match l.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    nap(stop, Duration::from_millis(20));
+                    return None;
+                }
+                Err(e) => {
+                    eprintln!("flowpath: {kind} port '{name}': accept: {e}");
+                    nap(stop, RECONNECT);
+                    return None;
+                }
+            },
+            None => match UnixStream::connect(self.path) {
+                Ok(s) => s,
+                Err(e) => {
+                    if !self.told_waiting {
+                        self.told_waiting = true;
+                        eprintln!(
+                            "flowpath: {kind} port '{name}': waiting for {} ({e}); retrying \
+                             every {} ms",
+                            self.path.display(),
+                            RECONNECT.as_millis()
+                        );
+                    }
+                    nap(stop, RECONNECT);
+                    return None;
+                }
+            },
+        };
+        self.told_waiting = false;
+        Some(stream)
     }
 }
 
@@ -1658,10 +1715,8 @@ struct VhostRxq {
 
 impl RxQueue for VhostRxq {
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let mut slot = match self.shared.slots[self.vring].try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::WouldBlock) => return 0,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        let Some(mut slot) = try_lock(&self.shared.slots[self.vring]) else {
+            return 0;
         };
         let Some(ring) = slot.as_mut() else { return 0 };
         let before = batch.len();
@@ -1731,11 +1786,7 @@ impl Port for VhostPort {
             let _ = write!(s, ", mtu_request={m}");
         }
         if let Some(m) = self.opts.mac {
-            let _ = write!(
-                s,
-                ", mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                m[0], m[1], m[2], m[3], m[4], m[5]
-            );
+            let _ = write!(s, ", mac={}", EthernetAddress(m));
         }
         if st.connected {
             let _ = write!(

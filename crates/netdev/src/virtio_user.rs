@@ -64,7 +64,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -74,10 +74,16 @@ use vhost::vhost_user::message::VhostUserHeaderFlag;
 use vhost::vhost_user::{Frontend, VhostUserFrontend, VhostUserProtocolFeatures};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vmm_sys_util::eventfd::EventFd;
+use wire::EthernetAddress;
 
 pub use crate::afpacket::PortError;
-use crate::afpacket::flag;
+use crate::afpacket::{flag, mmap_shared, unknown_option};
 pub use crate::vhost::RECONNECT;
+// The feature bits and the plumbing of a vhost-user port are the back-end's (`vhost`).
+use crate::vhost::{
+    AVAIL_F_NO_INTERRUPT, F_MQ, F_MRG_RXBUF, F_PROTOCOL_FEATURES, F_VERSION_1, Peer, feature_names,
+    listen, lock, mac_option, nap, stop_control, try_lock,
+};
 use crate::vnet;
 
 /// Bytes of each ring buffer: a virtio-net header and a frame of up to 2036 bytes (1514 and
@@ -96,22 +102,6 @@ const MIN_FRAME: usize = 14;
 /// Page size the ring parts are aligned to (legacy devices want the used ring page-aligned).
 const PAGE: usize = 4096;
 
-// Feature bits (virtio 1.x §5.1.3, §6; vhost-user's own bit 30).
-const F_MRG_RXBUF: u64 = 1 << 15;
-const F_MQ: u64 = 1 << 22;
-const F_PROTOCOL_FEATURES: u64 = 1 << 30;
-const F_VERSION_1: u64 = 1 << 32;
-
-/// Names of the feature bits `options()` prints.
-const FEATURE_NAMES: &[(u64, &str)] = &[
-    (F_MRG_RXBUF, "MRG_RXBUF"),
-    (F_MQ, "MQ"),
-    (F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
-    (F_VERSION_1, "VERSION_1"),
-];
-
-/// `VRING_AVAIL_F_NO_INTERRUPT`: the driver polls.
-const AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// `VRING_USED_F_NO_NOTIFY`: the device polls.
 const USED_F_NO_NOTIFY: u16 = 1;
 /// `VRING_DESC_F_WRITE`: a buffer the device writes.
@@ -179,13 +169,8 @@ impl VirtioUserOptions {
             "queue_size" => {
                 self.queue_size = value.trim().parse().map_err(|_| bad("is not a number"))?
             }
-            "mac" => self.mac = Some(parse_mac(value).ok_or_else(|| bad("is not a MAC address"))?),
-            _ => {
-                return Err(PortError::BadOption(format!(
-                    "unknown option '{key}' for type virtio_user (known: {})",
-                    Self::KEYS.join(", ")
-                )));
-            }
+            "mac" => self.mac = Some(mac_option(value).ok_or_else(|| bad("is not a MAC address"))?),
+            _ => return Err(unknown_option(key, "virtio_user", Self::KEYS)),
         }
         Ok(())
     }
@@ -211,37 +196,6 @@ impl VirtioUserOptions {
         }
         Ok(())
     }
-}
-
-fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut m = [0u8; 6];
-    let mut parts = s.trim().split(':');
-    for b in &mut m {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(m)
-}
-
-/// The text form of the feature bits in `f`.
-fn feature_names(f: u64) -> String {
-    let mut s = String::new();
-    for &(bit, name) in FEATURE_NAMES {
-        if f & bit != 0 {
-            if !s.is_empty() {
-                s.push('|');
-            }
-            s.push_str(name);
-        }
-    }
-    let rest = FEATURE_NAMES.iter().fold(f, |r, (bit, _)| r & !bit);
-    if rest != 0 {
-        let _ = write!(s, "{}{rest:#x}", if s.is_empty() { "" } else { "|" });
-    }
-    s
 }
 
 /// Why a ring was taken out of service: what the device wrote that it may not.
@@ -344,26 +298,9 @@ impl SharedMem {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: a new shared mapping of the whole file, at an address the kernel picks; it
-        // aliases no Rust object.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(SharedMem {
-            ptr: ptr.cast(),
-            len,
-            fd,
-        })
+        // The whole file.
+        let ptr = mmap_shared(&fd, len)?;
+        Ok(SharedMem { ptr, len, fd })
     }
 
     /// The mapping's address in this process (the "user address" of vhost-user).
@@ -711,10 +648,6 @@ struct Status {
     connections: u64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Shared {
     #[cold]
     fn bad_ring(&self, slot: &mut Option<Vring>, vring: usize, why: BadRing, stats: &QueueStats) {
@@ -752,7 +685,7 @@ impl VirtioUserPort {
         opts.check()?;
         let io_err = |what: String| move |source| PortError::Io { what, source };
         let listener = if opts.server {
-            Some(listen(&opts.path)?)
+            Some(listen(&opts.path, "path")?)
         } else {
             None
         };
@@ -825,42 +758,9 @@ impl VirtioUserPort {
     }
 }
 
-/// Binds the socket at `path` for a `server` port, replacing a socket an earlier run left.
-fn listen(path: &Path) -> Result<UnixListener, PortError> {
-    let io_err = |what: String| move |source| PortError::Io { what, source };
-    if let Some(dir) = path.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
-    }
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        use std::os::unix::fs::FileTypeExt;
-        if !m.file_type().is_socket() {
-            return Err(PortError::BadOption(format!(
-                "path: {} exists and is not a socket",
-                path.display()
-            )));
-        }
-        std::fs::remove_file(path).map_err(io_err(format!(
-            "removing the old socket {}",
-            path.display()
-        )))?;
-    }
-    let l = UnixListener::bind(path).map_err(io_err(format!("listening on {}", path.display())))?;
-    l.set_nonblocking(true)
-        .map_err(io_err(format!("listening on {}", path.display())))?;
-    Ok(l)
-}
-
 impl Drop for VirtioUserPort {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Relaxed);
-        if let Some(c) = lock(&self.shared.conn).as_ref() {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }
-        if let Some(t) = self.control.take() {
-            let _ = t.join();
-        }
+        stop_control(&self.shared.stop, &self.shared.conn, self.control.take());
         for s in self.shared.slots.iter() {
             lock(s).take();
         }
@@ -870,58 +770,14 @@ impl Drop for VirtioUserPort {
     }
 }
 
-/// Sleeps `d` in small steps; false when the port is closing.
-fn nap(shared: &Shared, d: Duration) -> bool {
-    let step = Duration::from_millis(20);
-    let mut left = d;
-    while !shared.stop.load(Relaxed) {
-        if left.is_zero() {
-            return true;
-        }
-        let s = left.min(step);
-        std::thread::sleep(s);
-        left -= s;
-    }
-    false
-}
-
 /// The control thread: waits for (or makes) a connection, drives it until it ends, and
 /// starts over until the port closes.
 fn control(shared: &Arc<Shared>, opts: &VirtioUserOptions, listener: Option<UnixListener>) {
-    let mut told_waiting = false;
+    let mut peer = Peer::new("virtio_user", &shared.name, listener, &opts.path);
     while !shared.stop.load(Relaxed) {
-        let stream = match &listener {
-            Some(l) => match l.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    nap(shared, Duration::from_millis(20));
-                    continue;
-                }
-                Err(e) => {
-                    eprintln!("flowpath: virtio_user port '{}': accept: {e}", shared.name);
-                    nap(shared, RECONNECT);
-                    continue;
-                }
-            },
-            None => match UnixStream::connect(&opts.path) {
-                Ok(s) => s,
-                Err(e) => {
-                    if !told_waiting {
-                        told_waiting = true;
-                        eprintln!(
-                            "flowpath: virtio_user port '{}': waiting for {} ({e}); retrying \
-                             every {} ms",
-                            shared.name,
-                            opts.path.display(),
-                            RECONNECT.as_millis()
-                        );
-                    }
-                    nap(shared, RECONNECT);
-                    continue;
-                }
-            },
+        let Some(stream) = peer.next(&shared.stop) else {
+            continue;
         };
-        told_waiting = false;
         match session(shared, opts, stream) {
             Ok(()) if shared.stop.load(Relaxed) => {}
             Ok(()) => eprintln!(
@@ -934,8 +790,8 @@ fn control(shared: &Arc<Shared>, opts: &VirtioUserOptions, listener: Option<Unix
             ),
         }
         // A back-end that accepts and drops at once is not retried in a tight loop.
-        if listener.is_none() {
-            nap(shared, RECONNECT);
+        if !peer.listens() {
+            nap(&shared.stop, RECONNECT);
         }
     }
 }
@@ -1253,10 +1109,8 @@ struct VirtioRxq {
 
 impl RxQueue for VirtioRxq {
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let mut slot = match self.shared.slots[self.vring].try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::WouldBlock) => return 0,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        let Some(mut slot) = try_lock(&self.shared.slots[self.vring]) else {
+            return 0;
         };
         let Some(ring) = slot.as_mut() else { return 0 };
         let before = batch.len();
@@ -1328,11 +1182,7 @@ impl Port for VirtioUserPort {
             let _ = write!(s, ", queue_size={}", self.opts.queue_size);
         }
         if let Some(m) = self.opts.mac {
-            let _ = write!(
-                s,
-                ", mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-                m[0], m[1], m[2], m[3], m[4], m[5]
-            );
+            let _ = write!(s, ", mac={}", EthernetAddress(m));
         }
         if st.connected {
             let _ = write!(

@@ -13,14 +13,14 @@ mod testpmd;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, RxQueue, TxQueue};
-use netdev::vhost::{VhostOptions, VhostPort};
+use netdev::vhost::VhostPort;
 use netdev::virtio_user::{VirtioUserOptions, VirtioUserPort};
 
 /// Frames each way in the long exchanges.
@@ -55,19 +55,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// A flowpath back-end: `vhostuser` (listens) or, with `client`, `vhostuserclient`.
-fn backend(name: &str, sock: &Path, client: bool, queues: usize) -> VhostPort {
-    let kind = if client {
-        "vhostuserclient"
-    } else {
-        "vhostuser"
-    };
-    let mut o = VhostOptions::for_kind(kind).unwrap();
-    o.path = Some(sock.to_owned());
-    o.queues = queues;
-    VhostPort::open(name, o).unwrap()
 }
 
 fn driver(name: &str, sock: &Path, server: bool, queues: usize) -> VirtioUserPort {
@@ -151,7 +138,7 @@ fn client_to_a_vhostuser_port_10000_frames_each_way() {
         vu.options()
     );
     assert!(!vu.link_up());
-    let mut be = backend("be", &sock, false, 1);
+    let mut be = common::vhost_port("be", &sock, false, 1);
     wait_up(&vu, &be, 1);
     assert_eq!(vu.kind(), "virtio_user");
     let o = vu.options();
@@ -169,7 +156,7 @@ fn server_to_a_vhostuserclient_port_10000_frames_each_way() {
     let dir = Scratch::new("server");
     let sock = dir.sock("vu");
     let mut vu = driver("vu", &sock, true, 1);
-    let mut be = backend("be", &sock, true, 1);
+    let mut be = common::vhost_port("be", &sock, true, 1);
     wait_up(&vu, &be, 1);
     assert!(vu.options().contains("mode=server"), "{}", vu.options());
     both_ways(&mut vu, &mut be);
@@ -182,7 +169,7 @@ fn two_queue_pairs_carry_traffic_both_ways() {
     let _one = serial();
     let dir = Scratch::new("mq");
     let sock = dir.sock("be");
-    let mut be = backend("be", &sock, false, 2);
+    let mut be = common::vhost_port("be", &sock, false, 2);
     let mut vu = driver("vu", &sock, false, 2);
     wait_up(&vu, &be, 2);
     assert!(vu.options().contains("queue_pairs=2/2"), "{}", vu.options());
@@ -222,22 +209,20 @@ fn fds_and_maps() -> (usize, usize) {
 /// The driver's side of the traffic during restarts: a thread that keeps sending unmarked
 /// frames and counts the marked frames it receives.
 struct Traffic {
-    stop: Arc<AtomicBool>,
     marked: Arc<AtomicU64>,
-    thread: Option<thread::JoinHandle<()>>,
+    _thread: common::Background,
 }
 
 impl Traffic {
     fn start(vu: &mut VirtioUserPort) -> Traffic {
         let (mut rx, mut tx) = (vu.take_rxq(0, 1).unwrap(), vu.open_txq());
-        let stop = Arc::new(AtomicBool::new(false));
         let marked = Arc::new(AtomicU64::new(0));
-        let (s, m) = (stop.clone(), marked.clone());
-        let thread = thread::spawn(move || {
+        let m = marked.clone();
+        let thread = common::Background::spawn(move |stop| {
             let mut pool = Pool::new(1024, 256);
             let mut b = Batch::new();
             let filler = vec![0x02u8; 60];
-            while !s.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 for _ in 0..8 {
                     b.push(pool.packet_from(&filler, 0));
                 }
@@ -254,18 +239,8 @@ impl Traffic {
             }
         });
         Traffic {
-            stop,
             marked,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Traffic {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            _thread: thread,
         }
     }
 }
@@ -309,7 +284,7 @@ fn restarts(server: bool) {
     let traffic = Traffic::start(&mut vu);
     let mut baseline = None;
     for cycle in 0..6 {
-        let mut be = backend("be", &sock, server, 1);
+        let mut be = common::vhost_port("be", &sock, server, 1);
         wait_up(&vu, &be, 1);
         traffic_flows(&mut be, &traffic);
         let now = fds_and_maps();
@@ -349,28 +324,16 @@ struct VhostPmd {
 
 impl VhostPmd {
     fn spawn(t: &testpmd::Testpmd, sock: &Path, client: bool, queues: usize) -> VhostPmd {
-        let dir = t.dir();
-        // The same file prefix as the helper's own: its drop removes DPDK's runtime
-        // directory of it.
-        let prefix = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let log = dir.join("testpmd.log");
+        let log = t.dir().join("testpmd.log");
         let out = std::fs::File::create(&log).unwrap();
         let vdev = format!(
             "net_vhost0,iface={},queues={queues}{}",
             sock.display(),
             if client { ",client=1" } else { "" }
         );
+        // The helper's file prefix: its drop removes DPDK's runtime directory of it.
         let child = Command::new("dpdk-testpmd")
-            .args([
-                "-l",
-                "0,1",
-                "--no-huge",
-                "--no-shconf",
-                "-m",
-                "512",
-                "--no-pci",
-            ])
-            .arg(format!("--file-prefix={prefix}"))
+            .args(t.eal_args())
             .args(["--vdev", &vdev, "--"])
             .args([
                 "--forward-mode=macswap",

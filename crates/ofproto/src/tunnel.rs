@@ -645,20 +645,11 @@ impl Underlay {
     }
 }
 
-/// Parses an Ethernet address `aa:bb:cc:dd:ee:ff`.
+/// Parses an Ethernet address `aa:bb:cc:dd:ee:ff` (as [`wire::EthernetAddress`] reads it).
 pub fn parse_mac(s: &str) -> Result<EthAddr, String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let mut a = [0u8; 6];
-    if parts.len() != 6 {
-        return Err(format!("'{s}' is not an Ethernet address"));
-    }
-    for (b, p) in a.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16)
-            .ok()
-            .filter(|_| !p.is_empty() && p.len() <= 2)
-            .ok_or_else(|| format!("'{s}' is not an Ethernet address"))?;
-    }
-    Ok(EthAddr(a))
+    s.parse::<wire::EthernetAddress>()
+        .map(|a| EthAddr(a.0))
+        .map_err(|_| format!("'{s}' is not an Ethernet address"))
 }
 
 /// The network address of `a/plen` (host bits cleared).

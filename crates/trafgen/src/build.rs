@@ -1413,7 +1413,7 @@ impl FieldKind {
         use FieldKind as F;
         let s = s.trim();
         let v = match self {
-            F::EthSrc | F::EthDst => mac_to_u128(parse_mac(s)?),
+            F::EthSrc | F::EthDst => mac_to_u128(parse_mac_addr(s)?.0),
             F::Ipv4Src | F::Ipv4Dst => u128::from(
                 s.parse::<Ipv4Addr>()
                     .map_err(|_| format!("'{s}' is not an IPv4 address"))?
@@ -2307,25 +2307,11 @@ impl FrameSet {
     }
 }
 
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split([':', '-']).collect();
-    let bad = || format!("'{s}' is not a MAC address (xx:xx:xx:xx:xx:xx)");
-    if parts.len() != 6 {
-        return Err(bad());
-    }
-    let mut m = [0u8; 6];
-    for (o, p) in m.iter_mut().zip(parts) {
-        if p.is_empty() || p.len() > 2 {
-            return Err(bad());
-        }
-        *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-    }
-    Ok(m)
-}
-
-/// Reads a MAC address (`xx:xx:xx:xx:xx:xx`, also with `-`).
+/// Reads a MAC address (`xx:xx:xx:xx:xx:xx`, also with `-`; as [`EthernetAddress`] reads it).
 pub fn parse_mac_addr(s: &str) -> Result<EthernetAddress, String> {
-    parse_mac(s.trim()).map(EthernetAddress)
+    let s = s.trim();
+    s.parse()
+        .map_err(|_| format!("'{s}' is not a MAC address (xx:xx:xx:xx:xx:xx)"))
 }
 
 fn mac_to_u128(m: [u8; 6]) -> u128 {

@@ -6,6 +6,7 @@
 
 use crate::{Error, EtherType, Field, Result, get_u16, set_u16};
 use core::fmt;
+use core::str::FromStr;
 
 mod field {
     use crate::Field;
@@ -65,6 +66,29 @@ impl fmt::Display for EthernetAddress {
             "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
             b[0], b[1], b[2], b[3], b[4], b[5]
         )
+    }
+}
+
+/// Reads the text form: six groups of one or two hex digits, each separated by `:` or `-`
+/// (`02:00:5e:00:00:01`, `2:0:5e:0:0:1`, `02-00-5e-00-00-01`); no surrounding white space.
+impl FromStr for EthernetAddress {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<EthernetAddress> {
+        let mut a = [0u8; 6];
+        let mut groups = s.split([':', '-']);
+        for b in &mut a {
+            let g = groups.next().ok_or(Error::BadMacAddress)?;
+            // Digits only: `from_str_radix` alone would also take a sign.
+            if g.is_empty() || g.len() > 2 || !g.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(Error::BadMacAddress);
+            }
+            *b = u8::from_str_radix(g, 16).map_err(|_| Error::BadMacAddress)?;
+        }
+        match groups.next() {
+            None => Ok(EthernetAddress(a)),
+            Some(_) => Err(Error::BadMacAddress),
+        }
     }
 }
 
@@ -265,5 +289,48 @@ mod tests {
         assert!(EthernetAddress([0x02, 0, 0, 0, 0, 1]).is_local());
         assert!(!EthernetAddress([0x8c, 0, 0, 0, 0, 1]).is_multicast());
         assert_eq!(EthernetAddress::from_bytes(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn parse_text() {
+        let want = EthernetAddress([0x02, 0x00, 0x5e, 0xab, 0xcd, 0x0f]);
+        for s in [
+            "02:00:5e:ab:cd:0f",
+            "02:00:5E:AB:CD:0F",
+            "2:0:5e:ab:cd:f",
+            "02-00-5e-ab-cd-0f",
+            "02:00-5e:ab-cd:0f",
+        ] {
+            assert_eq!(s.parse::<EthernetAddress>(), Ok(want), "{s}");
+        }
+        for s in [
+            "",
+            "02:00:00",
+            "02:00:5e:ab:cd",
+            "02:00:5e:ab:cd:0f:00",
+            "02:00:5e:ab:cd:",
+            "02::5e:ab:cd:0f",
+            "002:00:5e:ab:cd:0f",
+            "02:00:5e:ab:cd:0g",
+            "+2:00:5e:ab:cd:0f",
+            " 02:00:5e:ab:cd:0f",
+            "02.00.5e.ab.cd.0f",
+            "02:00:5e:ab:cd:é",
+        ] {
+            assert_eq!(
+                s.parse::<EthernetAddress>(),
+                Err(Error::BadMacAddress),
+                "{s:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// parse ∘ display = id.
+        #[test]
+        fn display_parses_back(a in proptest::prelude::any::<[u8; 6]>()) {
+            let a = EthernetAddress(a);
+            proptest::prop_assert_eq!(a.to_string().parse::<EthernetAddress>(), Ok(a));
+        }
     }
 }

@@ -56,7 +56,7 @@ pub use udp::{UdpPacket, UdpRepr};
 pub use vlan::{VlanRepr, VlanTag};
 pub use vxlan::{VxlanGbp, VxlanPacket, VxlanRepr};
 
-/// Why a buffer could not be viewed or parsed as a header.
+/// Why a buffer could not be viewed or parsed as a header (or text read as an address).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -81,6 +81,9 @@ pub enum Error {
     /// The header is well formed but uses a feature this crate does not represent.
     #[error("unsupported header variant")]
     Unsupported,
+    /// Text is not a MAC address (six groups of one or two hex digits).
+    #[error("not a MAC address (xx:xx:xx:xx:xx:xx)")]
+    BadMacAddress,
 }
 
 /// Result type of this crate.

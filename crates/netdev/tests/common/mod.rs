@@ -1,6 +1,7 @@
-//! Helpers shared by the kernel-port tests (`afpacket`, `tap`): a guard for the namespaces
-//! and links a test makes, test frames, polling loops, a minimal forwarder, and ping and TCP
-//! through it.
+//! Helpers shared by the port tests (`afpacket`, `tap`, `virtio_user`, `vhost_reconnect`): a
+//! guard for the namespaces and links a test makes, test frames, polling loops, a thread that
+//! runs until dropped, a minimal forwarder, ping and TCP through it, and flowpath's vhost-user
+//! back-end.
 #![allow(dead_code)] // Each test binary uses part of it.
 
 use std::process::{Child, Command, Stdio};
@@ -9,8 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+
 use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, RxQueue, TxQueue};
+use netdev::vhost::{VhostOptions, VhostPort};
 
 /// Namespaces (and root-namespace links) of one test, deleted on drop.
 pub struct Env {
@@ -237,11 +241,35 @@ pub fn marked(rxq: &mut dyn RxQueue, pool: &mut Pool) -> usize {
     n
 }
 
-/// Forwards between two ports on a thread until dropped: the smallest switch.
-pub struct Forwarder {
+/// A thread that runs until dropped: its body polls the stop flag it is handed, and the drop
+/// raises the flag and joins the thread.
+pub struct Background {
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
 }
+
+impl Background {
+    pub fn spawn(body: impl FnOnce(&AtomicBool) + Send + 'static) -> Background {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        Background {
+            stop,
+            thread: Some(thread::spawn(move || body(&s))),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Forwards between two ports on a thread until dropped: the smallest switch.
+pub struct Forwarder(Background);
 
 impl Forwarder {
     pub fn start(pa: &mut dyn Port, pb: &mut dyn Port) -> Forwarder {
@@ -249,12 +277,10 @@ impl Forwarder {
             (pa.take_rxq(0, 1).unwrap(), pb.open_txq()),
             (pb.take_rxq(0, 2).unwrap(), pa.open_txq()),
         ];
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = thread::spawn(move || {
+        Forwarder(Background::spawn(move |stop| {
             let mut pool = Pool::new(1024, 256);
             let mut b = Batch::new();
-            while !s.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 let mut n = 0;
                 for (rx, tx) in ends.iter_mut() {
                     n += rx.recv(&mut pool, &mut b);
@@ -266,21 +292,22 @@ impl Forwarder {
                     thread::sleep(Duration::from_micros(50));
                 }
             }
-        });
-        Forwarder {
-            stop,
-            thread: Some(thread),
-        }
+        }))
     }
 }
 
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// A flowpath vhost-user back-end on socket `sock` with `queues` queue pairs: `vhostuser`
+/// (listens) or, with `client`, `vhostuserclient`.
+pub fn vhost_port(name: &str, sock: &Path, client: bool, queues: usize) -> VhostPort {
+    let kind = if client {
+        "vhostuserclient"
+    } else {
+        "vhostuser"
+    };
+    let mut o = VhostOptions::for_kind(kind).unwrap();
+    o.path = Some(sock.to_owned());
+    o.queues = queues;
+    VhostPort::open(name, o).unwrap()
 }
 
 /// Whether command `tool` can be run (found on the path).

@@ -49,6 +49,25 @@ impl Testpmd {
         self.dir.clone()
     }
 
+    /// DPDK's EAL arguments for a testpmd of this test: two cores, no hugepages, no shared
+    /// configuration, no PCI, and this helper's file prefix (whose runtime directory the drop
+    /// removes).
+    pub fn eal_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "-l",
+            "0,1",
+            "--no-huge",
+            "--no-shconf",
+            "-m",
+            "512",
+            "--no-pci",
+        ]
+        .map(String::from)
+        .into();
+        a.push(format!("--file-prefix={}", self.tag));
+        a
+    }
+
     /// testpmd with one `net_virtio_user0` port of devargs `devargs` (`path=...[,server=1]`),
     /// starting: [`Running::cmd`] waits for its prompt.
     pub fn spawn(&self, devargs: &str) -> Running {
@@ -71,18 +90,9 @@ impl Testpmd {
     pub fn spawn_with(&self, devargs: &str, queues: usize, extra: &[&str]) -> Running {
         // Unbuffered: command output must be there when the next prompt is.
         let mut child = Command::new("stdbuf")
+            .args(["-o0", "-e0", "dpdk-testpmd"])
+            .args(self.eal_args())
             .args([
-                "-o0",
-                "-e0",
-                "dpdk-testpmd",
-                "-l",
-                "0,1",
-                "--no-huge",
-                "--no-shconf",
-                "-m",
-                "512",
-                "--no-pci",
-                &format!("--file-prefix={}", self.tag),
                 "--vdev",
                 &format!("net_virtio_user0,{devargs},queues={queues}"),
                 "--",
