@@ -578,6 +578,12 @@ pub fn report_text(r: &RunReport) -> String {
             rate_text(st.tx_pps),
             rate_text(st.rx_pps),
         );
+        let _ = writeln!(
+            s,
+            "  on the wire (L1, FCS, preamble and gap counted): tx {:.3} Gbps, rx {:.3} Gbps",
+            st.tx_l1_bps / 1e9,
+            st.rx_l1_bps / 1e9
+        );
         if st.rx_elsewhere > 0 {
             let _ = writeln!(
                 s,
