@@ -1700,7 +1700,7 @@ impl FrameSpec {
             .map(|&b| bases[b].frame.len() as u128)
             .sum();
         let bytes_needed = u128::from(period / clen) * per_cycle
-            + u128::from(period) * std::mem::size_of::<Entry>() as u128;
+            + u128::from(period) * (std::mem::size_of::<Entry>() + FrameSet::SHORT_FRAME) as u128;
         let mode = if bytes_needed <= limit as u128 {
             let mut bytes = Vec::with_capacity(bytes_needed as usize);
             let mut index = Vec::with_capacity(period as usize);
@@ -1708,7 +1708,9 @@ impl FrameSpec {
                 let b = &bases[cycle_base[(k % clen) as usize]];
                 let off = bytes.len();
                 bytes.extend_from_slice(&b.frame);
-                let f = &mut bytes[off..];
+                // A short frame takes a whole block, zero-padded, for write_burst's fixed copy.
+                bytes.resize(off + b.frame.len().max(FrameSet::SHORT_FRAME), 0);
+                let f = &mut bytes[off..off + b.frame.len()];
                 for p in &plans {
                     write_field(
                         f,
@@ -2269,12 +2271,29 @@ impl FrameSet {
         for j in 0..n {
             let Some(&e) = index.get(i) else { break };
             let (off, len) = (e.off as usize, usize::from(e.len));
-            let Some(src) = all.get(off..off + len) else {
-                break;
-            };
-            let mut p = pool.packet_with_len(len, 0);
+            let mut p;
+            if len <= Self::SHORT_FRAME {
+                // A short frame's block is padded to SHORT_FRAME bytes: one fixed-size copy
+                // (two vector moves, no call to memcpy), then the padding cut off.
+                let Some(Ok(src)) = all
+                    .get(off..off + Self::SHORT_FRAME)
+                    .map(<&[u8; Self::SHORT_FRAME]>::try_from)
+                else {
+                    break;
+                };
+                p = pool.packet_with_len(Self::SHORT_FRAME, 0);
+                if let Ok(d) = <&mut [u8; Self::SHORT_FRAME]>::try_from(p.data_mut()) {
+                    *d = *src;
+                }
+                p.truncate(len);
+            } else {
+                let Some(src) = all.get(off..off + len) else {
+                    break;
+                };
+                p = pool.packet_with_len(len, 0);
+                p.data_mut().copy_from_slice(src);
+            }
             let dst = p.data_mut();
-            dst.copy_from_slice(src);
             if s.stamped {
                 let seq = stamp.seq.wrapping_add(j as u32);
                 let st = Stamp { seq, ..*stamp };
@@ -2289,6 +2308,10 @@ impl FrameSet {
         }
         bytes
     }
+
+    /// Frames up to this long are precomputed in blocks of this size and copied as one block
+    /// by [`FrameSet::write_burst`].
+    const SHORT_FRAME: usize = 64;
 
     /// The frame of packet `k` in a new vector (for tests and tools; the send loop uses
     /// [`FrameSet::write`]).
