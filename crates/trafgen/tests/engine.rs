@@ -155,3 +155,69 @@ fn pdr_with_a_loss_tolerance_passes_a_port_that_drops_a_known_share() {
     assert_eq!(res.scale, 0.0);
     assert!(res.at_rate.is_none() && res.trials.iter().all(|t| !t.pass));
 }
+
+#[test]
+fn several_streams_on_several_ports_at_once_are_counted_apart() {
+    let text = r#"
+[[port]]
+name = "lo0"
+type = "loopback"
+[[port]]
+name = "lo1"
+type = "loopback"
+[[stream]]
+name = "a"
+tx = "lo0"
+rate = "20kpps"
+frame_size = 64
+layers = [ { type = "eth" }, { type = "ipv4", src = "10.0.0.1" }, { type = "udp" } ]
+[[stream]]
+name = "b"
+tx = "lo1"
+rate = "10kpps"
+frame_size = "imix"
+layers = [ { type = "eth" }, { type = "ipv4", src = "10.0.0.2" }, { type = "udp" } ]
+[[stream]]
+name = "c"
+tx = "lo1"
+rate = "1Gbps"
+frame_size = 1518
+layers = [ { type = "eth" }, { type = "ipv6" }, { type = "udp" } ]
+"#;
+    let s = streams(text);
+    let ports: Vec<(String, Box<dyn Port>)> = ["lo0", "lo1"]
+        .iter()
+        .map(|n| {
+            let p: Box<dyn Port> = Box::new(LoopbackPort::new(n, Impairments::default()));
+            (n.to_string(), p)
+        })
+        .collect();
+    let mut sess = Session::new(ports).unwrap();
+    let r = sess
+        .run(
+            &s,
+            &RunOpts {
+                duration: Duration::from_millis(500),
+                drain: Duration::from_millis(50),
+                scale: 1.0,
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+    let by = |n: &str| r.streams.iter().find(|s| s.name == n).unwrap();
+    for (name, pps) in [("a", 20_000.0), ("b", 10_000.0)] {
+        let st = by(name);
+        assert_eq!((st.lost, st.rx_elsewhere, st.out_of_order), (0, 0, 0), "{st:?}");
+        assert!((st.tx_pps - pps).abs() < pps * 0.02, "{st:?}");
+    }
+    // IMIX: 7 x 64, 4 x 594, 1 x 1518 per 12 frames (FCS not held).
+    let b = by("b");
+    let cycles = b.tx_packets / 12;
+    assert!(b.tx_bytes >= cycles * (7 * 60 + 4 * 590 + 1514), "{b:?}");
+    // 1 Gbit/s on the wire: 1518 + 20 bytes a frame, 81274 frames a second.
+    let c = by("c");
+    assert!((c.tx_l1_bps - 1e9).abs() < 2e7, "{c:?}");
+    assert!((c.tx_pps - 1e9 / (1538.0 * 8.0)).abs() < 2_000.0, "{c:?}");
+    assert_eq!(c.lost, 0);
+    assert_eq!(r.ports.iter().map(|p| p.rx_unstamped).sum::<u64>(), 0);
+}
