@@ -2015,6 +2015,12 @@ fn fold_add(sum: u16, seq: u32) -> u16 {
 /// [`put_stamp`] with the stamp's sum ([`Stamp::sum`]) given.
 #[inline]
 fn put_stamp_sum(frame: &mut [u8], stamp: &Stamp, fix: Fix, sum: u16) {
+    put_stamp_bytes(frame, &stamp.to_bytes(), fix, sum);
+}
+
+/// [`put_stamp_sum`] with the stamp's bytes given ([`Stamp::to_bytes`]).
+#[inline]
+fn put_stamp_bytes(frame: &mut [u8], bytes: &[u8; STAMP_LEN], fix: Fix, sum: u16) {
     let n = frame.len();
     let Some(tail) = frame
         .get_mut(n.saturating_sub(STAMP_LEN)..)
@@ -2022,7 +2028,7 @@ fn put_stamp_sum(frame: &mut [u8], stamp: &Stamp, fix: Fix, sum: u16) {
     else {
         return;
     };
-    stamp.write_to(tail);
+    *tail = *bytes;
     if fix.on {
         let s = sum;
         let s = if fix.swap { s.swap_bytes() } else { s };
@@ -2267,6 +2273,8 @@ impl FrameSet {
         };
         // The stamp's sum without its sequence number, which is added per packet.
         let base = Stamp { seq: 0, ..*stamp }.sum();
+        // Its bytes, the sequence number (bytes 4..8) written per packet.
+        let mut sb = stamp.to_bytes();
         let mut i = s.period_mod.rem(k) as usize;
         for j in 0..n {
             let Some(&e) = index.get(i) else { break };
@@ -2296,8 +2304,8 @@ impl FrameSet {
             let dst = p.data_mut();
             if s.stamped {
                 let seq = stamp.seq.wrapping_add(j as u32);
-                let st = Stamp { seq, ..*stamp };
-                put_stamp_sum(dst, &st, e.fix, fold_add(base, seq));
+                sb[4..8].copy_from_slice(&seq.to_be_bytes());
+                put_stamp_bytes(dst, &sb, e.fix, fold_add(base, seq));
             }
             bytes += len as u64;
             batch.push(p);
