@@ -207,7 +207,11 @@ layers = [ { type = "eth" }, { type = "ipv6" }, { type = "udp" } ]
     let by = |n: &str| r.streams.iter().find(|s| s.name == n).unwrap();
     for (name, pps) in [("a", 20_000.0), ("b", 10_000.0)] {
         let st = by(name);
-        assert_eq!((st.lost, st.rx_elsewhere, st.out_of_order), (0, 0, 0), "{st:?}");
+        assert_eq!(
+            (st.lost, st.rx_elsewhere, st.out_of_order),
+            (0, 0, 0),
+            "{st:?}"
+        );
         assert!((st.tx_pps - pps).abs() < pps * 0.02, "{st:?}");
     }
     // IMIX: 7 x 64, 4 x 594, 1 x 1518 per 12 frames (FCS not held).
