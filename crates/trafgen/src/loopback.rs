@@ -5,7 +5,10 @@
 //! known answers, with no switch and no kernel in between.
 //!
 //! Options (stream file `[[port]]` with `type = "loopback"`): `rate_pps` (no limit when absent),
-//! `burst` (token bucket depth in frames; default 5 ms at `rate_pps`, at least 32),
+//! `burst` (token bucket depth in frames; default 5 ms at `rate_pps`, at least 32; the bucket
+//! starts with at most 32 tokens and refills while idle, so a run passes `rate_pps` × time plus
+//! at most the depth, and a sender that stalls less than 5 ms and then catches up loses
+//! nothing),
 //! `drop_every` (drop every Nth frame offered; 0: none), `delay_us` (each frame returns that
 //! long after it was sent).
 //!
@@ -175,7 +178,7 @@ impl TxQueue for LoopTx {
         if let Some(r) = self.im.rate_pps {
             let dt = s.last.map_or(0.0, |l| now.duration_since(l).as_secs_f64());
             s.tokens = if s.last.is_none() {
-                self.depth
+                self.depth.min(32.0)
             } else {
                 (s.tokens + dt * r).min(self.depth)
             };
@@ -286,7 +289,11 @@ mod tests {
         let mut pool = Pool::new(64, 64);
         let mut b = batch_of(&mut pool, 32);
         tx.send(&mut b, &mut pool);
-        assert_eq!(port.counters().tx_packets, 10, "the bucket starts full");
+        assert_eq!(
+            port.counters().tx_packets,
+            10,
+            "the bucket starts full (10 <= 32)"
+        );
         std::thread::sleep(Duration::from_millis(5));
         let mut b = batch_of(&mut pool, 32);
         tx.send(&mut b, &mut pool);
