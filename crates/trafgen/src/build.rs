@@ -36,11 +36,10 @@
 //! # Speed
 //!
 //! When the frames of a whole period (see [`FrameSet::period`]) fit [`PRECOMPUTE_LIMIT`] they
-//! are built once, with a zero stamp; [`FrameSet::write`] is then a copy, the stamp and one
-//! incremental checksum update (RFC 1624): the innermost checksum that covers the stamp. The
-//! checksums outside it do not change, since the region that checksum covers keeps its sum.
-//! Otherwise `write` patches the varied fields into a per-size frame and updates the checksums
-//! that cover them, incrementally as well.
+//! are built once, with a zero stamp; [`FrameSet::write`] is then a copy and the stamp, which
+//! sums to a ones'-complement zero ([`crate::stamp`]) and so changes no checksum. Otherwise
+//! `write` patches the varied fields into a per-size frame and updates the checksums that
+//! cover them, incrementally (RFC 1624).
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -1683,8 +1682,7 @@ impl FrameSpec {
             .iter()
             .map(|&s| {
                 let frame = tpl.emit(&layout, s - FCS_LEN, self.stamp);
-                let fix = stamp_fix(&layout.sites, frame.len());
-                Base { frame, fix }
+                Base { frame }
             })
             .collect();
         let cycle_base: Vec<usize> = cycle
@@ -1722,7 +1720,6 @@ impl FrameSpec {
                 index.push(Entry {
                     off: off as u32,
                     len: b.frame.len() as u16,
-                    fix: b.fix,
                 });
             }
             Mode::Pre { bytes, index }
@@ -1970,83 +1967,16 @@ fn set_bytes(frame: &mut [u8], sites: &[Site], off: usize, new: &[u8], skip: usi
     }
 }
 
-/// The checksum a stamp changes: the innermost that covers the end of the frame (the ones
-/// outside it cover its whole region, whose sum the update keeps).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Fix {
-    pos: u16,
-    on: bool,
-    /// The stamp is at an odd distance from the start of the checksum's coverage.
-    swap: bool,
-    udp: bool,
-}
-
-fn stamp_fix(sites: &[Site], len: usize) -> Fix {
-    sites
-        .iter()
-        .filter(|s| s.end.is_none())
-        .max_by_key(|s| s.start)
-        .and_then(|s| {
-            let at = len.checked_sub(STAMP_LEN + s.start)?;
-            Some(Fix {
-                pos: s.pos as u16,
-                on: true,
-                swap: at & 1 == 1,
-                udp: s.udp,
-            })
-        })
-        .unwrap_or_default()
-}
-
-/// Writes the stamp into the last 16 bytes (zero until now) and updates the checksum of `fix`.
+/// Writes the stamp into the last 16 bytes (zero until now). The stamp sums to a
+/// ones'-complement zero (see [`crate::stamp`]), so every checksum that covers it stays valid.
 #[inline(always)]
-fn put_stamp(frame: &mut [u8], stamp: &Stamp, fix: Fix) {
-    put_stamp_sum(frame, stamp, fix, stamp.sum());
-}
-
-/// The one's-complement sum of `sum` and the 32-bit `seq`, folded to 16 bits.
-#[inline]
-fn fold_add(sum: u16, seq: u32) -> u16 {
-    let w = u64::from(sum) + u64::from(seq >> 16) + u64::from(seq & 0xffff);
-    let w = (w & 0xffff) + (w >> 16);
-    ((w & 0xffff) + (w >> 16)) as u16
-}
-
-/// [`put_stamp`] with the stamp's sum ([`Stamp::sum`]) given.
-#[inline]
-fn put_stamp_sum(frame: &mut [u8], stamp: &Stamp, fix: Fix, sum: u16) {
-    put_stamp_bytes(frame, &stamp.to_bytes(), fix, sum);
-}
-
-/// [`put_stamp_sum`] with the stamp's bytes given ([`Stamp::to_bytes`]).
-#[inline]
-fn put_stamp_bytes(frame: &mut [u8], bytes: &[u8; STAMP_LEN], fix: Fix, sum: u16) {
+fn put_stamp(frame: &mut [u8], stamp: &Stamp) {
     let n = frame.len();
-    let Some(tail) = frame
+    if let Some(tail) = frame
         .get_mut(n.saturating_sub(STAMP_LEN)..)
         .and_then(|t| <&mut [u8; STAMP_LEN]>::try_from(t).ok())
-    else {
-        return;
-    };
-    *tail = *bytes;
-    if fix.on {
-        let s = sum;
-        let s = if fix.swap { s.swap_bytes() } else { s };
-        let p = usize::from(fix.pos);
-        if let Some(c) = frame
-            .get_mut(p..p + 2)
-            .and_then(|c| <&mut [u8; 2]>::try_from(c).ok())
-        {
-            // RFC 1624 eqn. 3 with the old bytes zero: HC' = ~(~HC + m'). m' is never 0, so
-            // the sum never folds to 0 and HC' is never 0xffff, as a full computation would
-            // give.
-            let x = u32::from(!u16::from_be_bytes(*c)) + u32::from(s);
-            let mut v = !(((x & 0xffff) + (x >> 16)) as u16);
-            if fix.udp && v == 0 {
-                v = 0xffff;
-            }
-            *c = v.to_be_bytes();
-        }
+    {
+        stamp.write_to(tail);
     }
 }
 
@@ -2095,18 +2025,16 @@ impl FastMod {
     }
 }
 
-/// A precomputed frame: where it is and the checksum the stamp changes.
+/// A precomputed frame: where it is.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     off: u32,
     len: u16,
-    fix: Fix,
 }
 
 #[derive(Clone, Debug)]
 struct Base {
     frame: Vec<u8>,
-    fix: Fix,
 }
 
 #[derive(Clone)]
@@ -2205,7 +2133,7 @@ impl FrameSet {
                 };
                 dst.copy_from_slice(src);
                 if s.stamped {
-                    put_stamp(dst, stamp, e.fix);
+                    put_stamp(dst, stamp);
                 }
                 len
             }
@@ -2233,7 +2161,7 @@ impl FrameSet {
                     write_field(dst, sites, &p.slot, p.value(flow, s.seed));
                 }
                 if s.stamped {
-                    put_stamp(dst, stamp, b.fix);
+                    put_stamp(dst, stamp);
                 }
                 len
             }
@@ -2243,8 +2171,8 @@ impl FrameSet {
     /// Appends packets `k, k+1, ..` (`n` of them, at most the batch's room) to `batch`, in
     /// buffers from `pool`, as [`FrameSet::write`] would write them, stamped with sequence
     /// numbers from `stamp.seq` on and `stamp`'s stream and time. The send loop's form of
-    /// `write`: one division per burst rather than per packet, and the stamp's checksum
-    /// share computed once. Returns the bytes written (FCS excluded).
+    /// `write`: one division per burst rather than per packet. Returns the bytes written (FCS
+    /// excluded).
     pub fn write_burst(
         &self,
         k: u64,
@@ -2271,10 +2199,6 @@ impl FrameSet {
             }
             return bytes;
         };
-        // The stamp's sum without its sequence number, which is added per packet.
-        let base = Stamp { seq: 0, ..*stamp }.sum();
-        // Its bytes, the sequence number (bytes 4..8) written per packet.
-        let mut sb = stamp.to_bytes();
         let mut i = s.period_mod.rem(k) as usize;
         for j in 0..n {
             let Some(&e) = index.get(i) else { break };
@@ -2304,8 +2228,7 @@ impl FrameSet {
             let dst = p.data_mut();
             if s.stamped {
                 let seq = stamp.seq.wrapping_add(j as u32);
-                sb[4..8].copy_from_slice(&seq.to_be_bytes());
-                put_stamp_bytes(dst, &sb, e.fix, fold_add(base, seq));
+                put_stamp(dst, &Stamp { seq, ..*stamp });
             }
             bytes += len as u64;
             batch.push(p);
@@ -2862,7 +2785,7 @@ mod tests {
                 let st = Stamp {
                     stream: 7,
                     seq: 0xdead_beef,
-                    tx_ns: 0x0123_4567_89ab_cdef,
+                    tx_ns: 0x4567_89ab_cdef,
                 };
                 let f = fs.frame(0, &st);
                 assert_eq!(f.len(), size - 4);
@@ -3319,7 +3242,8 @@ mod tests {
                 prop_assert!(verify(&layers, f).is_ok(), "{:?}", verify(&layers, f));
                 prop_assert_eq!(f, &reference(&spec, k, &st)[..]);
                 if spec.stamp {
-                    prop_assert_eq!(crate::stamp::find_stamp(f), Some(st));
+                    let carried = Stamp { tx_ns: tx_ns & crate::stamp::TX_NS_MASK, ..st };
+                    prop_assert_eq!(crate::stamp::find_stamp(f), Some(carried));
                 }
             }
         }

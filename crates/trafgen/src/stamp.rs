@@ -5,14 +5,18 @@
 //! Layout (big endian, the last 16 bytes of the frame as held in a buffer, FCS excluded):
 //!
 //! ```text
-//!  0       2        4                8                                16
-//!  +-------+--------+----------------+--------------------------------+
-//!  | magic | stream | seq            | tx_ns                          |
-//!  +-------+--------+----------------+--------------------------------+
+//!  0       2        4                8                       14       16
+//!  +-------+--------+----------------+------------------------+--------+
+//!  | magic | stream | seq            | tx_ns (48 bits)        | comp   |
+//!  +-------+--------+----------------+------------------------+--------+
 //! ```
 //!
 //! magic `u16` ([`STAMP_MAGIC`], "F10E": *flo*wpath *e*cho), stream `u16`, seq `u32`, tx_ns
-//! `u64`. The stamp is the tail of the innermost payload, so it stays the frame's tail
+//! the low 48 bits of the send time (78 hours), and `comp`, which makes the ones'-complement
+//! sum of the 16 bytes 0xffff, a zero: a stamp written over 16 zero bytes leaves every checksum
+//! that covers it (UDP, TCP, an outer UDP; at any byte offset) valid as it was, so the sender
+//! precomputes frames with their checksums once and stamps them with no update.
+//! The stamp is the tail of the innermost payload, so it stays the frame's tail
 //! whatever a switch pushes or pops in front of it (VLAN tags, MPLS labels, tunnel headers).
 //! A frame that a switch shortened below the 60-byte Ethernet minimum comes back padded with
 //! zeros after the stamp; [`find_stamp`] looks for that case too.
@@ -34,9 +38,13 @@ pub struct Stamp {
     pub stream: u16,
     /// Sequence number of the packet within its stream.
     pub seq: u32,
-    /// Send time in nanoseconds on the sender's clock.
+    /// Send time in nanoseconds on the sender's clock; the stamp keeps the low 48 bits
+    /// ([`TX_NS_MASK`]).
     pub tx_ns: u64,
 }
+
+/// The bits of [`Stamp::tx_ns`] a stamp carries.
+pub const TX_NS_MASK: u64 = (1 << 48) - 1;
 
 impl Stamp {
     /// The 16 bytes as they go on the wire.
@@ -56,39 +64,30 @@ impl Stamp {
         Some(Stamp {
             stream: u16::from_be_bytes([b[2], b[3]]),
             seq: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
-            tx_ns: u64::from_be_bytes([b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]]),
+            tx_ns: u64::from_be_bytes([0, 0, b[8], b[9], b[10], b[11], b[12], b[13]]),
         })
     }
 
-    /// The ones'-complement sum (RFC 1071) of the stamp's eight big-endian 16-bit words, folded
-    /// to 16 bits: what the stamp adds to a checksum that covers it from an even offset. Never
-    /// 0 (the magic is not).
-    #[inline]
-    pub fn sum(&self) -> u16 {
-        // 32-bit words sum to the same thing modulo 0xffff, which is all a folded sum keeps.
-        let w = u64::from((u32::from(STAMP_MAGIC) << 16) | u32::from(self.stream))
-            + u64::from(self.seq)
-            + (self.tx_ns >> 32)
-            + (self.tx_ns & 0xffff_ffff);
-        // Below 2^34: fold to 32 bits, then to 16 (each fold keeps the value modulo 0xffff).
-        let w = (w & 0xffff_ffff) + (w >> 32);
-        let w = (w & 0xffff) + (w >> 16);
-        let w = (w & 0xffff) + (w >> 16);
-        ((w & 0xffff) + (w >> 16)) as u16
-    }
-
-    /// Writes the 16 bytes into `b`.
+    /// Writes the 16 bytes into `b`, `comp` last.
     #[inline(always)]
     pub fn write_to(&self, b: &mut [u8; STAMP_LEN]) {
         let head = (u32::from(STAMP_MAGIC) << 16) | u32::from(self.stream);
+        let t = self.tx_ns & TX_NS_MASK;
         b[0..4].copy_from_slice(&head.to_be_bytes());
         b[4..8].copy_from_slice(&self.seq.to_be_bytes());
-        b[8..16].copy_from_slice(&self.tx_ns.to_be_bytes());
+        b[8..14].copy_from_slice(&t.to_be_bytes()[2..]);
+        // The other seven words' sum, modulo 0xffff (2^16 = 1 there, so 32-bit pieces add as
+        // their two halves), folded; `comp` is its complement.
+        let w = u64::from(head) + u64::from(self.seq) + (t >> 16) + (t & 0xffff);
+        let w = (w & 0xffff_ffff) + (w >> 32);
+        let w = (w & 0xffff) + (w >> 16);
+        let w = (w & 0xffff) + (w >> 16);
+        let f = ((w & 0xffff) + (w >> 16)) as u16;
+        b[14..16].copy_from_slice(&(!f).to_be_bytes());
     }
 }
 
-/// Reads the stamp from the last 16 bytes of a received frame (layout: magic u16, stream u16,
-/// seq u32, tx_ns u64, big endian). `None` when the magic is absent or the frame is shorter.
+/// Reads the stamp from the last 16 bytes of a received frame (see the module's layout). `None` when the magic is absent or the frame is shorter.
 ///
 /// A frame of exactly 60 bytes (the Ethernet minimum, FCS excluded) whose tail is not a stamp
 /// may be a shorter frame padded by the last hop (a switch popped a tag from a 64-byte frame):
@@ -121,15 +120,18 @@ mod tests {
         let s = Stamp {
             stream: 0x0102,
             seq: 0x0304_0506,
-            tx_ns: 0x0708_090a_0b0c_0d0e,
+            tx_ns: 0xffff_090a_0b0c_0d0e,
         };
+        let b = s.to_bytes();
         assert_eq!(
-            s.to_bytes(),
+            b[..14],
             [
-                0xf1, 0x0e, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c,
-                0x0d, 0x0e
+                0xf1, 0x0e, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e
             ]
         );
+        // f10e + 0102 + 0304 + 0506 + 090a + 0b0c + 0d0e folds to 0x1b3f; comp = !0x1b3f.
+        assert_eq!(b[14..], [0xe4, 0xc0]);
+        assert_eq!(wire::checksum::data(&b), 0xffff);
     }
 
     #[test]
@@ -169,12 +171,12 @@ mod tests {
             let s = Stamp { stream, seq, tx_ns };
             let mut f = head.clone();
             f.extend_from_slice(&s.to_bytes());
-            prop_assert_eq!(find_stamp(&f), Some(s));
-            let sum = s.sum();
-            let want = wire::checksum::data(&s.to_bytes());
-            // Congruent modulo 0xffff (0 and 0xffff are the same ones'-complement number).
-            prop_assert_eq!(sum % 0xffff, want % 0xffff);
-            prop_assert!(sum != 0);
+            prop_assert_eq!(find_stamp(&f), Some(Stamp { tx_ns: tx_ns & TX_NS_MASK, ..s }));
+            // The stamp sums to a ones'-complement zero, at either byte parity.
+            prop_assert_eq!(wire::checksum::data(&s.to_bytes()) % 0xffff, 0);
+            let mut odd = vec![0u8];
+            odd.extend_from_slice(&s.to_bytes());
+            prop_assert_eq!(wire::checksum::data(&odd) % 0xffff, 0);
         }
     }
 }
