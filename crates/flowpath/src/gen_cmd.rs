@@ -135,11 +135,7 @@ impl InProcSwitch {
                 links.insert(p.name.clone(), g);
                 return Ok(Box::new(sw) as Box<dyn Port>);
             }
-            let bridge = cfg
-                .bridge
-                .iter()
-                .find(|b| b.port.iter().any(|q| std::ptr::eq(q, p)));
-            run_cmd::open_port(p, bridge, &base)
+            run_cmd::open_config_port(&cfg, p, &base)
         })?;
         if links.is_empty() {
             bail!(
@@ -157,14 +153,7 @@ impl InProcSwitch {
                     let mut last = std::time::Instant::now();
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(10));
-                        if of.generation() != of.revalidated_generation()
-                            || last.elapsed().as_secs() >= 1
-                        {
-                            last = std::time::Instant::now();
-                            if let Ok(mut d) = dp.lock() {
-                                of.revalidate(&mut d);
-                            }
-                        }
+                        run_cmd::revalidate_when_due(&of, &dp, &mut last);
                     }
                 })
                 .context("starting the revalidator")?

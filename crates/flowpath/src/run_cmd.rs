@@ -268,13 +268,36 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
 
 /// Builds and starts the datapath a configuration describes, with `of` as its slow path.
 pub fn build(cfg: &Config, base: &Path, of: &Arc<Ofproto>) -> anyhow::Result<Datapath> {
-    build_with(cfg, of, |p| {
-        let bridge = cfg
-            .bridge
-            .iter()
-            .find(|b| b.port.iter().any(|q| std::ptr::eq(q, p)));
-        open_port(p, bridge, base)
-    })
+    build_with(cfg, of, |p| open_config_port(cfg, p, base))
+}
+
+/// Opens port `p` of `cfg` with its bridge (see [`open_port`]).
+pub(crate) fn open_config_port(
+    cfg: &Config,
+    p: &PortConf,
+    base: &Path,
+) -> anyhow::Result<Box<dyn Port>> {
+    let bridge = cfg
+        .bridge
+        .iter()
+        .find(|b| b.port.iter().any(|q| std::ptr::eq(q, p)));
+    open_port(p, bridge, base)
+}
+
+/// One revalidator step: when tables or MAC entries changed, and once a second anyway (rule
+/// statistics, timeouts), re-checks every megaflow against a fresh translation. `last` is when
+/// it last did.
+pub(crate) fn revalidate_when_due(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    last: &mut std::time::Instant,
+) {
+    if of.generation() != of.revalidated_generation() || last.elapsed().as_secs() >= 1 {
+        *last = std::time::Instant::now();
+        if let Ok(mut d) = dp.lock() {
+            of.revalidate(&mut d);
+        }
+    }
 }
 
 /// [`build`] with the ports that have a device of their own opened by `open` (the demo and
@@ -551,20 +574,14 @@ pub fn run(
         .with_context(|| format!("control socket {}", sock.display()))?;
     eprintln!("flowpath: running; control socket {}", sock.display());
 
-    // The revalidator: when tables or MAC entries changed, and once a second anyway (rule
-    // statistics, timeouts), re-check every megaflow against a fresh translation.
+    // The revalidator.
     let mut last = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));
         if until_idle && dp.lock().map(|d| d.drained()).unwrap_or(true) {
             break;
         }
-        if of.generation() != of.revalidated_generation() || last.elapsed().as_secs() >= 1 {
-            last = std::time::Instant::now();
-            if let Ok(mut d) = dp.lock() {
-                of.revalidate(&mut d);
-            }
-        }
+        revalidate_when_due(&of, &dp, &mut last);
     }
     server.shutdown();
     let dp = Arc::try_unwrap(dp).map_err(|_| anyhow!("datapath still in use"))?;
