@@ -206,8 +206,8 @@ struct Live<'a> {
     /// Packets per TSC tick, or L1 bits per tick; `None`: as fast as the port takes them.
     per_tick: Option<f64>,
     bits: bool,
+    /// Packets sent: the next packet's index in its stream.
     k: u64,
-    seq: u32,
     tx_bytes: u64,
     tx_l1_bits: u64,
     rx_packets: u64,
@@ -325,7 +325,6 @@ impl Session {
                 per_tick,
                 bits,
                 k: 0,
-                seq: 0,
                 tx_bytes: 0,
                 tx_l1_bits: 0,
                 rx_packets: 0,
@@ -362,55 +361,53 @@ impl Session {
             if sending {
                 let tx_ns = (el as f64 * ns_per_tick) as u64;
                 for l in live.iter_mut() {
-                    let allowed = match l.per_tick {
-                        None => BURST as u64,
-                        Some(r) if l.bits => {
-                            // Whole packets while the bits sent are under the budget.
-                            let budget = (el as f64 * r) as u64;
-                            if l.tx_l1_bits >= budget {
-                                continue;
-                            }
-                            BURST as u64
-                        }
+                    // Packets due now (at most a burst), or for a bit rate the bits due,
+                    // then sent packet by packet as sizes may differ.
+                    let (n, bit_budget) = match l.per_tick {
+                        None => (BURST as u64, None),
                         Some(r) => {
                             let due = (el as f64 * r) as u64;
-                            due.saturating_sub(l.k).min(BURST as u64)
+                            if l.bits {
+                                (u64::from(l.tx_l1_bits < due) * BURST as u64, Some(due))
+                            } else {
+                                (due.saturating_sub(l.k).min(BURST as u64), None)
+                            }
                         }
                     };
-                    if allowed == 0 {
+                    if n == 0 {
                         continue;
                     }
                     let f = &l.s.frames;
-                    let stamp = Stamp {
+                    // The sequence number is the packet's index in its stream (mod 2^32).
+                    let stamp = |k: u64| Stamp {
                         stream: l.s.id,
-                        seq: l.seq,
+                        seq: k as u32,
                         tx_ns,
                     };
-                    let budget = l
-                        .per_tick
-                        .filter(|_| l.bits)
-                        .map(|r| (el as f64 * r) as u64);
-                    if let Some(b) = budget {
-                        // A bit budget: packet by packet, as sizes may differ.
-                        while batch.room() > 0 && l.tx_l1_bits < b {
-                            let st = Stamp {
-                                seq: l.seq,
-                                ..stamp
-                            };
-                            let bytes = f.write_burst(l.k, 1, &st, &mut self.pool, &mut batch);
-                            l.k += 1;
-                            l.seq = l.seq.wrapping_add(1);
-                            l.tx_bytes += bytes;
-                            l.tx_l1_bits += (bytes + L1_OVERHEAD) * 8;
+                    let bytes = match bit_budget {
+                        Some(b) => {
+                            let mut bytes = 0;
+                            let mut bits = l.tx_l1_bits;
+                            while batch.room() > 0 && bits < b {
+                                let k = l.k + batch.len() as u64;
+                                let len =
+                                    f.write_burst(k, 1, &stamp(k), &mut self.pool, &mut batch);
+                                if len == 0 {
+                                    break;
+                                }
+                                bytes += len;
+                                bits += (len + L1_OVERHEAD) * 8;
+                            }
+                            bytes
                         }
-                    } else {
-                        let n = allowed as usize;
-                        let bytes = f.write_burst(l.k, n, &stamp, &mut self.pool, &mut batch);
-                        l.k += n as u64;
-                        l.seq = l.seq.wrapping_add(n as u32);
-                        l.tx_bytes += bytes;
-                        l.tx_l1_bits += (bytes + n as u64 * L1_OVERHEAD) * 8;
-                    }
+                        None => {
+                            f.write_burst(l.k, n as usize, &stamp(l.k), &mut self.pool, &mut batch)
+                        }
+                    };
+                    let sent = batch.len() as u64;
+                    l.k += sent;
+                    l.tx_bytes += bytes;
+                    l.tx_l1_bits += (bytes + sent * L1_OVERHEAD) * 8;
                     if !batch.is_empty() {
                         self.ports[l.tx_port].txq.send(&mut batch, &mut self.pool);
                         // A queue leaves the batch empty; make sure whatever it did not take

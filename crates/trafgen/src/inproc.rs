@@ -124,28 +124,27 @@ struct LinkTx {
 impl TxQueue for LinkTx {
     /// Puts what fits into the ring in one chunk (one index update); the rest is dropped.
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let total = batch.len() as u64;
-        let bytes = batch.bytes();
-        let room = self.ring.as_ref().map_or(0, |r| r.slots());
-        let fits = batch.len().min(room);
+        let fits = batch.len().min(self.ring.as_ref().map_or(0, |r| r.slots()));
+        let (mut sent, mut bytes) = (0, 0);
         let mut drain = batch.drain();
-        let (mut sent, mut sent_bytes) = (0u64, bytes);
         if fits > 0
             && let Some(chunk) = self
                 .ring
                 .as_mut()
                 .and_then(|r| r.write_chunk_uninit(fits).ok())
         {
-            sent = chunk.fill_from_iter(drain.by_ref().take(fits)) as u64;
+            let taken = drain
+                .by_ref()
+                .take(fits)
+                .inspect(|p| bytes += p.len() as u64);
+            sent = chunk.fill_from_iter(taken) as u64;
         }
+        let mut dropped = 0;
         for p in drain {
-            sent_bytes -= p.len() as u64;
+            dropped += 1;
             pool.free(p);
         }
-        if sent == 0 {
-            sent_bytes = 0;
-        }
-        self.stats.count_tx(sent, sent_bytes, total - sent, 0);
+        self.stats.count_tx(sent, bytes, dropped, 0);
     }
 }
 
