@@ -207,6 +207,12 @@ pub struct TnlTemplate {
     pub udp_csum: bool,
     /// Offset of the GRE header when it carries a checksum.
     pub gre_csum_ofs: Option<usize>,
+    /// IPv4: the ones'-complement sum of the template's IP header without its checksum and
+    /// with a zero total length; a packet's header checksum is this sum plus its length,
+    /// folded and inverted.
+    pub ip_sum: u32,
+    /// The UDP source port is the template's zero: take it from the packet's hash.
+    pub entropy: bool,
 }
 
 impl TnlTemplate {
@@ -267,6 +273,8 @@ impl TnlTemplate {
             udp_ofs: None,
             udp_csum: false,
             gre_csum_ofs: None,
+            ip_sum: 0,
+            entropy: false,
         };
         match &h.l4 {
             TnlL4::Vxlan { udp: u, flags, vni } => {
@@ -325,9 +333,11 @@ impl TnlTemplate {
         // `size` is informative: OVS's own examples carry sizes that disagree with their
         // fields (a GRE header with a key given as 38 bytes), and the fields are what is pushed.
         if !ipv6 {
-            let c = !wire::checksum::data(&b[ip_ofs..ip_ofs + 20]);
-            b[ip_ofs + 10..ip_ofs + 12].copy_from_slice(&c.to_be_bytes());
+            let sum = wire::checksum::data(&b[ip_ofs..ip_ofs + 20]);
+            t.ip_sum = u32::from(sum);
+            b[ip_ofs + 10..ip_ofs + 12].copy_from_slice(&(!sum).to_be_bytes());
         }
+        t.entropy = t.udp_ofs.is_some_and(|u| b[u] == 0 && b[u + 1] == 0);
         t.header = b.into_boxed_slice();
         Ok(t)
     }

@@ -330,6 +330,8 @@ impl Packet {
         self.len -= n as u32;
     }
 
+    #[cold]
+    #[inline(never)]
     fn grow(&mut self, front: usize, back: usize) {
         let mut nb = vec![0u8; self.buf.len() + front + back].into_boxed_slice();
         let (s, l) = (self.start as usize, self.len());

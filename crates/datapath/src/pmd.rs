@@ -1469,6 +1469,13 @@ impl Pmd {
                     self.segment_and_execute(&actions[ai..], batch, trunc);
                     break;
                 }
+                DpAction::TnlPush(t) => {
+                    for p in batch.packets_mut() {
+                        if crate::rewrite::tnl_push(p, t).is_err() {
+                            self.stats.rewrite_errors += 1;
+                        }
+                    }
+                }
                 DpAction::Clone(sub) => {
                     let mut copy = self.copy_batch(batch, None);
                     self.execute(sub, &mut copy);
