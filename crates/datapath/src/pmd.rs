@@ -1470,11 +1470,8 @@ impl Pmd {
                     break;
                 }
                 DpAction::TnlPush(t) => {
-                    for p in batch.packets_mut() {
-                        if crate::rewrite::tnl_push(p, t).is_err() {
-                            self.stats.rewrite_errors += 1;
-                        }
-                    }
+                    self.stats.rewrite_errors +=
+                        crate::rewrite::tnl_push_batch(batch.packets_mut(), t);
                 }
                 DpAction::Clone(sub) => {
                     let mut copy = self.copy_batch(batch, None);
