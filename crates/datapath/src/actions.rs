@@ -27,6 +27,15 @@ pub enum DpAction {
     /// this tunnel port, with the outer headers' metadata (see [`crate::tunnel`]). Like an
     /// output, it takes the packets when it is the last action and copies them otherwise.
     TnlPop(u32),
+    /// `push_eth` directly followed by `pop_mpls`, fused by [`compile`]: how an MPLS-over-L3
+    /// tunnel's label is terminated (an L3 MPLS packet becomes an Ethernet frame of what the
+    /// label carried). The new header is written over the label instead of being pushed and
+    /// then moved forward; the result is the two actions' in sequence in every case.
+    PushEthPopMpls {
+        src: [u8; 6],
+        dst: [u8; 6],
+        eth_type: u16,
+    },
     /// Push a tunnel header (`tnl_push`): the prebuilt template, with lengths, checksums and
     /// the UDP source port filled in per packet. Output is the next action's job.
     TnlPush(Box<TnlTemplate>),
@@ -359,7 +368,23 @@ impl TnlTemplate {
 ///   userspace executor would silently do nothing for the latter).
 /// * `set(mpls(...))` writes the outer label stack entry only, so it must carry one.
 pub fn compile(actions: &[Action]) -> Result<Vec<DpAction>, CompileError> {
-    actions.iter().map(compile_one).collect()
+    let mut out = Vec::with_capacity(actions.len());
+    for a in actions {
+        let c = compile_one(a)?;
+        if let (DpAction::PopMpls { eth_type }, Some(DpAction::PushEth { src, dst })) =
+            (&c, out.last())
+        {
+            let fused = DpAction::PushEthPopMpls {
+                src: *src,
+                dst: *dst,
+                eth_type: *eth_type,
+            };
+            *out.last_mut().expect("checked") = fused;
+            continue;
+        }
+        out.push(c);
+    }
+    Ok(out)
 }
 
 fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
@@ -709,6 +734,29 @@ mod tests {
                 },
                 DpAction::PopEth
             ]
+        );
+        // push_eth directly followed by pop_mpls is one fused action; apart, they stay two.
+        assert_eq!(
+            compiled(
+                "push_eth(src=00:00:00:00:00:01,dst=52:54:00:a0:91:10),pop_mpls(eth_type=0x800),2"
+            )
+            .unwrap(),
+            vec![
+                DpAction::PushEthPopMpls {
+                    src: [0, 0, 0, 0, 0, 1],
+                    dst: [0x52, 0x54, 0, 0xa0, 0x91, 0x10],
+                    eth_type: 0x0800
+                },
+                DpAction::Output(2)
+            ]
+        );
+        assert_eq!(
+            compiled(
+                "push_eth(src=00:00:00:00:00:01,dst=52:54:00:a0:91:10),2,pop_mpls(eth_type=0x800)"
+            )
+            .unwrap()
+            .len(),
+            3
         );
     }
 

@@ -289,6 +289,54 @@ pub fn push_eth(pkt: &mut Packet, src: &[u8; 6], dst: &[u8; 6]) -> Result<(), Re
     Ok(())
 }
 
+/// `push_eth` then `pop_mpls` ([`DpAction::PushEthPopMpls`]). On an L3 MPLS packet (the
+/// label stack at offset 0) the four label bytes and ten bytes of headroom take the new
+/// Ethernet header, and the offsets end where the two steps would put them; any other packet
+/// takes the two steps.
+pub fn push_eth_pop_mpls(
+    pkt: &mut Packet,
+    src: &[u8; 6],
+    dst: &[u8; 6],
+    eth_type: u16,
+) -> Result<(), RewriteError> {
+    let pt = pkt.meta.packet_type;
+    if pt >> 16 != 1
+        || !matches!(pt as u16, 0x8847 | 0x8848)
+        || pkt.meta.l2_5 != 0
+        || pkt.len() < MPLS_HLEN
+        || pkt.headroom() < ETH_HLEN - MPLS_HLEN
+    {
+        // As the two actions run: the second also on a packet the first refused.
+        let first = push_eth(pkt, src, dst);
+        return pop_mpls(pkt, eth_type).and(first);
+    }
+    let bos = be32(pkt.data(), 0) & MPLS_BOS != 0;
+    pkt.push_front(ETH_HLEN - MPLS_HLEN);
+    let Some(h) = pkt.data_mut().first_chunk_mut::<ETH_HLEN>() else {
+        return Err(Runt);
+    };
+    h[..6].copy_from_slice(dst);
+    h[6..12].copy_from_slice(src);
+    h[12..14].copy_from_slice(&eth_type.to_be_bytes());
+    let m = &mut pkt.meta;
+    m.packet_type = 0;
+    let no_l3 = m.l3 == NO_OFS;
+    // After push_eth every offset moves by 14; pop_mpls then removes the label at 14.
+    for o in [&mut m.l3, &mut m.l4] {
+        shift(o, ETH_HLEN as isize, 0);
+        shift(o, -(MPLS_HLEN as isize), ETH_HLEN + MPLS_HLEN);
+    }
+    if bos {
+        m.l2_5 = NO_OFS;
+        if no_l3 {
+            m.l3 = ETH_HLEN as u16;
+        }
+    } else {
+        m.l2_5 = ETH_HLEN as u16;
+    }
+    Ok(())
+}
+
 /// `pop_eth`: removes the Ethernet header and any VLAN tags (everything in front of the MPLS
 /// label stack or L3 header) and makes the packet an L3 packet whose packet type is the
 /// ethertype that stood in front of it.
@@ -826,6 +874,9 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         }
         DpAction::TnlPush(t) => tnl_push(pkt, t),
         DpAction::PushEth { src, dst } => push_eth(pkt, src, dst),
+        DpAction::PushEthPopMpls { src, dst, eth_type } => {
+            push_eth_pop_mpls(pkt, src, dst, *eth_type)
+        }
         DpAction::PopEth => pop_eth(pkt),
         DpAction::Output(_)
         | DpAction::TnlPop(_)
@@ -1371,6 +1422,48 @@ mod tests {
                 want[u + 6..u + 8].copy_from_slice(&[0, 0]);
             }
             prop_assert_eq!(&got[..], &want[..]);
+        }
+    }
+
+    proptest! {
+        /// The fused `push_eth,pop_mpls` leaves every packet as the two actions in sequence
+        /// do: L3 MPLS packets with one or more labels, other L3 and Ethernet packets, any
+        /// header offsets.
+        #[test]
+        fn push_eth_pop_mpls_is_the_two_in_sequence(
+            pt in prop_oneof![
+                Just(1u32 << 16 | 0x8847), Just(1 << 16 | 0x8848), Just(1 << 16 | 0x0800), Just(0u32)
+            ],
+            labels in 0usize..3,
+            bos_first in any::<bool>(),
+            body in proptest::collection::vec(any::<u8>(), 0..80),
+            ofs in proptest::array::uniform3(0u16..200),
+            eth_type in prop_oneof![Just(0x0800u16), Just(0x8847), Just(0x86dd)],
+        ) {
+            let mut frame = Vec::new();
+            for i in 0..labels {
+                let bos = if i + 1 == labels { 1 } else { u32::from(bos_first && i == 0) };
+                frame.extend_from_slice(&((812 + i as u32) << 12 | bos << 8 | 64).to_be_bytes());
+            }
+            frame.extend_from_slice(&body);
+            let pick = |o: u16| match o % 5 { 0 => NO_OFS, 1 => 0, _ => o % 100 };
+            let packet = || {
+                let mut p = Packet::from_slice(&frame);
+                p.meta.packet_type = pt;
+                p.meta.l2_5 = pick(ofs[0]);
+                p.meta.l3 = pick(ofs[1]);
+                p.meta.l4 = pick(ofs[2]);
+                p
+            };
+            let (mut a, mut b) = (packet(), packet());
+            let (src, dst) = ([0, 0, 0, 0, 0, 1], [0x52, 0x54, 0, 0xa0, 0x91, 0x10]);
+            let fused = push_eth_pop_mpls(&mut a, &src, &dst, eth_type);
+            let first = push_eth(&mut b, &src, &dst);
+            let second = pop_mpls(&mut b, eth_type);
+            prop_assert_eq!(fused.is_ok(), first.is_ok() && second.is_ok());
+            prop_assert_eq!(a.data(), b.data());
+            let m = |p: &Packet| (p.meta.packet_type, p.meta.l2_5, p.meta.l3, p.meta.l4);
+            prop_assert_eq!(m(&a), m(&b));
         }
     }
 }
