@@ -822,6 +822,16 @@ pub fn tnl_push_batch(pkts: &mut [Packet], t: &crate::actions::TnlTemplate) -> u
     errors
 }
 
+/// [`tnl_push`] out of line, for [`apply`]: the push inlined there would make every other
+/// rewrite's call dearer.
+#[inline(never)]
+fn tnl_push_out_of_line(
+    pkt: &mut Packet,
+    t: &crate::actions::TnlTemplate,
+) -> Result<(), RewriteError> {
+    tnl_push(pkt, t)
+}
+
 /// The outer UDP or GRE checksum of a pushed tunnel header (`csum=true`), over the whole
 /// datagram: out of line, as most tunnels go without one.
 #[inline(never)]
@@ -872,7 +882,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
             pkt.meta.dp_hash = dp_hash_l4(pkt, *sym, *basis);
             Ok(())
         }
-        DpAction::TnlPush(t) => tnl_push(pkt, t),
+        DpAction::TnlPush(t) => tnl_push_out_of_line(pkt, t),
         DpAction::PushEth { src, dst } => push_eth(pkt, src, dst),
         DpAction::PushEthPopMpls { src, dst, eth_type } => {
             push_eth_pop_mpls(pkt, src, dst, *eth_type)
