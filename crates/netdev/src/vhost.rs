@@ -38,11 +38,12 @@
 //!
 //! # Features
 //! Offered: `VERSION_1`, `MRG_RXBUF`, `MQ` and `CTRL_VQ` (the control queue stays with the
-//! front-end, as with every vhost-user net device), `RING_INDIRECT_DESC`, `CSUM`, `HOST_TSO4/6` and `HOST_ECN` with
-//! `tso` (the guest may hand over partial checksums and TCP super-frames), `MAC` and `MTU`
-//! when configured, and the vhost-user `PROTOCOL_FEATURES` with `MQ`, `REPLY_ACK` and (with a
-//! MAC or MTU) `CONFIG`. Split rings only: `virtio-queue` does not process packed rings, so
-//! `RING_PACKED` is not offered.
+//! front-end, as with every vhost-user net device), `RING_INDIRECT_DESC`, `IN_ORDER` (chains
+//! are used in the order they were made available, in both directions), `CSUM`,
+//! `HOST_TSO4/6` and `HOST_ECN` with `tso` (the guest may hand over partial checksums and TCP
+//! super-frames), `MAC` and `MTU` when configured, and the vhost-user `PROTOCOL_FEATURES`
+//! with `MQ`, `REPLY_ACK` and (with a MAC or MTU) `CONFIG`. Split rings only: `virtio-queue`
+//! does not process packed rings, so `RING_PACKED` is not offered.
 //!
 //! # Bad guests
 //! Everything the guest wrote is read through `vm-memory`'s bounds-checked accessors, so a
@@ -113,6 +114,7 @@ pub(crate) const F_MQ: u64 = 1 << 22;
 pub(crate) const F_INDIRECT_DESC: u64 = 1 << 28;
 pub(crate) const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 pub(crate) const F_VERSION_1: u64 = 1 << 32;
+pub(crate) const F_IN_ORDER: u64 = 1 << 35;
 
 /// Names of the feature bits `dpif/show` and a `virtio_user` port's `options()` print.
 const FEATURE_NAMES: &[(u64, &str)] = &[
@@ -129,6 +131,7 @@ const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_INDIRECT_DESC, "INDIRECT_DESC"),
     (F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
     (F_VERSION_1, "VERSION_1"),
+    (F_IN_ORDER, "IN_ORDER"),
 ];
 
 /// Options of a `vhostuser` / `vhostuserclient` port.
@@ -259,8 +262,16 @@ impl VhostOptions {
 
     /// The virtio features offered.
     fn features(&self) -> u64 {
-        let mut f =
-            F_VERSION_1 | F_MRG_RXBUF | F_CTRL_VQ | F_MQ | F_INDIRECT_DESC | F_PROTOCOL_FEATURES;
+        // `IN_ORDER`: both directions use chains in the order they were made available (a
+        // frame that does not fit gives its chains back unused), which DPDK's vhost library
+        // offers too; a DPDK guest then takes its cheaper in-order paths.
+        let mut f = F_VERSION_1
+            | F_MRG_RXBUF
+            | F_CTRL_VQ
+            | F_MQ
+            | F_INDIRECT_DESC
+            | F_IN_ORDER
+            | F_PROTOCOL_FEATURES;
         if self.csum_offload {
             f |= F_CSUM;
             if self.tso {
@@ -361,7 +372,7 @@ impl HostMap {
             // overlap `dst`. The guest may write it concurrently, as with any device DMA: the
             // frame is then garbage, never unsafety for the switch.
             Some(p) => unsafe {
-                std::ptr::copy_nonoverlapping(p.cast_const(), dst.as_mut_ptr(), dst.len());
+                copy_frame(dst.as_mut_ptr(), p.cast_const(), dst.len());
                 Ok(())
             },
             None => mem.read_slice(dst, GuestAddress(addr)).map_err(|_| ()),
@@ -375,10 +386,61 @@ impl HostMap {
             // SAFETY: as in `read`, with `p` valid for `src.len()` bytes of a writable shared
             // mapping.
             Some(p) => unsafe {
-                std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len());
+                copy_frame(p, src.as_ptr(), src.len());
                 Ok(())
             },
             None => mem.write_slice(src, GuestAddress(addr)).map_err(|_| ()),
+        }
+    }
+}
+
+/// Copies `len` bytes from `src` to `dst` as a frame copy wants it: up to 256 bytes with two
+/// overlapping fixed-size moves inline (a 64-byte frame and its header are two 64-byte
+/// moves), longer with `memcpy`. The call and size dispatch of `memcpy` cost as much as the
+/// moves of a small frame.
+///
+/// # Safety
+/// `src` is valid for reading and `dst` for writing `len` bytes, and the two do not overlap.
+#[inline(always)]
+unsafe fn copy_frame(dst: *mut u8, src: *const u8, len: usize) {
+    /// The first and the last `N` bytes (`N <= len <= 2 * N`).
+    #[inline(always)]
+    unsafe fn ends<const N: usize>(dst: *mut u8, src: *const u8, len: usize) {
+        // SAFETY: `N <= len`, so both ranges lie inside the caller's `len` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, N);
+            std::ptr::copy_nonoverlapping(src.add(len - N), dst.add(len - N), N);
+        }
+    }
+    // SAFETY: the caller's contract, and each arm's `N` is at most `len`.
+    unsafe {
+        match len {
+            16..=32 => ends::<16>(dst, src, len),
+            33..=64 => ends::<32>(dst, src, len),
+            65..=128 => ends::<64>(dst, src, len),
+            129..=256 => ends::<128>(dst, src, len),
+            _ => std::ptr::copy_nonoverlapping(src, dst, len),
+        }
+    }
+}
+
+/// Stores a virtio-net header of `hdr_len` bytes ([`vnet::HDR_LEN`] or
+/// [`vnet::HDR_LEN_LEGACY`]) at `dst`: no offloads, `num_buffers` (which the legacy header
+/// does not have) as given.
+///
+/// # Safety
+/// `dst` is valid for writing `hdr_len` bytes.
+#[inline(always)]
+unsafe fn write_hdr(dst: *mut u8, hdr_len: usize, num_buffers: u16) {
+    let mut h = [0u8; vnet::HDR_LEN];
+    h[10..12].copy_from_slice(&num_buffers.to_le_bytes());
+    // SAFETY: the caller's contract; two fixed-size stores of at most `hdr_len` bytes.
+    unsafe {
+        if hdr_len == vnet::HDR_LEN {
+            std::ptr::write_unaligned(dst.cast::<[u8; vnet::HDR_LEN]>(), h);
+        } else {
+            const L: usize = vnet::HDR_LEN_LEGACY;
+            std::ptr::write_unaligned(dst.cast::<[u8; L]>(), [0u8; L]);
         }
     }
 }
@@ -403,16 +465,38 @@ struct Ring {
 #[derive(Debug)]
 struct BadRing(&'static str);
 
-/// Asks the CPU to load the cache line at `p` (a hint: any address is harmless).
+/// Asks the CPU to load the cache line at `p` (a hint: any address is harmless), for
+/// writing when `WRITE` (`PREFETCHW`: the line comes exclusive, so the copy into it does not
+/// wait for the other core's copy to be invalidated).
 #[inline(always)]
-fn prefetch(p: *const u8) {
+fn prefetch<const WRITE: bool>(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults, whatever the address.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+        use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
+        if WRITE {
+            _mm_prefetch::<_MM_HINT_ET0>(p.cast());
+        } else {
+            _mm_prefetch::<_MM_HINT_T0>(p.cast());
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Most bytes of one buffer prefetched ahead of its copy: a small frame whole (with the
+/// header in front of it, two lines), the front of a large one (the hardware prefetcher
+/// follows a long copy by itself).
+const PREFETCH_SPAN: usize = 256;
+
+/// Prefetches every cache line of the `len` bytes at `p` (`len > 0`).
+#[inline(always)]
+fn prefetch_span<const WRITE: bool>(p: *const u8, len: usize) {
+    let skew = p as usize & 63;
+    let line = p.wrapping_sub(skew);
+    for k in 0..(skew + len).div_ceil(64) {
+        prefetch::<WRITE>(line.wrapping_add(64 * k));
+    }
 }
 
 /// A descriptor (virtio 1.x §2.7.5).
@@ -435,6 +519,7 @@ const DESC_F_INDIRECT: u16 = 4;
 /// rather than a bounds-checked `vm-memory` access per field, which cost several times as much
 /// per frame (docs/performance.md, PVP). The used index is published once per burst, as
 /// DPDK's vhost library does.
+#[derive(Clone, Copy)]
 struct SplitRing {
     /// A power of two (`Queue::try_set_size` checks it).
     size: u16,
@@ -576,21 +661,39 @@ impl SplitRing {
         }
     }
 
-    /// Starts loading the descriptors of the next `n` available chains and their first
-    /// buffers: the guest wrote them on another core, and a burst's loads then overlap rather
-    /// than each waiting in turn.
+    /// Starts loading what the next `n` available chains need: their available entries and
+    /// descriptors (read here, so that a burst's misses on lines the guest wrote on its own
+    /// core overlap rather than each waiting in turn), the first `span(j)` bytes of chain
+    /// `j`'s first buffer (at most [`PREFETCH_SPAN`]; for writing when `WRITE`, as a send
+    /// does) and, for writing, the used elements the burst will fill.
     #[inline]
-    fn prefetch(&self, host: &HostMap, n: usize) {
-        for j in 0..n.min(MAX_BURST) {
+    fn prefetch<const WRITE: bool>(
+        &self,
+        host: &HostMap,
+        n: usize,
+        mut span: impl FnMut(usize) -> usize,
+    ) {
+        let n = n.min(MAX_BURST);
+        for j in 0..n {
             let head = self.avail_entry(self.next_avail.wrapping_add(j as u16));
             if head < self.size {
-                // SAFETY: `head < size`: inside the checked descriptor table.
-                let d = unsafe { self.desc.add(16 * usize::from(head)) };
-                prefetch(d);
-                if let Some(b) = host.at(Self::desc(self.desc, head).addr, 64) {
-                    prefetch(b);
+                let d = Self::desc(self.desc, head);
+                let len = span(j).min(d.len as usize).min(PREFETCH_SPAN);
+                if len > 0
+                    && let Some(b) = host.at(d.addr, len)
+                {
+                    prefetch_span::<WRITE>(b, len);
                 }
             }
+        }
+        if n > 0 {
+            // The used elements, up to the ring's end (a wrapped burst's rest is not worth
+            // the arithmetic).
+            let first = usize::from(self.next_used & (self.size - 1));
+            let k = n.min(usize::from(self.size) - first);
+            // SAFETY: elements `first .. first + k` are inside the checked used area.
+            let p = unsafe { self.used.add(4 + 8 * first) };
+            prefetch_span::<true>(p, 8 * k);
         }
     }
 
@@ -663,53 +766,87 @@ impl Ring {
         in_port: u32,
         counts: &mut [u64; 3],
     ) -> Result<(), BadRing> {
-        let pending = self.q.avail_idx().wrapping_sub(self.q.next_avail);
-        if pending > self.q.size {
+        // The ring's indices live in registers for the burst: stored into the ring after each
+        // frame, a wider load of one of them waited for every earlier store, among them the
+        // copies into guest memory waiting for their lines.
+        let mut q = self.q;
+        let pending = q.avail_idx().wrapping_sub(q.next_avail);
+        if pending > q.size {
             return Err(BadRing("available index more than a ring ahead"));
         }
         let todo = usize::from(pending).min(batch.room()).min(MAX_BURST);
-        self.q.prefetch(&self.host, todo);
+        q.prefetch::<false>(&self.host, todo, |_| usize::MAX);
         let hdr_len = self.hdr_len;
         let mut segs = [(0u64, 0u32); MAX_SEGS];
         let mut added = 0;
         let mut result = Ok(());
         for _ in 0..todo {
-            let head = self.q.avail_entry(self.q.next_avail);
-            self.q.next_avail = self.q.next_avail.wrapping_add(1);
-            let (mut n, mut total, mut too_many) = (0usize, 0usize, false);
-            let walked = self.q.walk(&self.host, head, false, |addr, len| {
-                if n == MAX_SEGS {
-                    too_many = true;
+            let head = q.avail_entry(q.next_avail);
+            q.next_avail = q.next_avail.wrapping_add(1);
+            // The usual chain: one readable buffer holding header and frame, in one region.
+            let single = if head < q.size {
+                let d = SplitRing::desc(q.desc, head);
+                let len = d.len as usize;
+                if d.flags == 0 && (hdr_len + 14..=hdr_len + MAX_FRAME).contains(&len) {
+                    self.host.at(d.addr, len).map(|src| (src, len))
                 } else {
-                    segs[n] = (addr, len);
-                    n += 1;
-                    total += len as usize;
+                    None
                 }
-            });
-            if let Err(e) = walked {
-                result = Err(e);
-                break;
-            }
-            // The chain goes back whatever becomes of its frame.
-            self.q.put_used(head, 0);
-            added += 1;
-            if too_many {
-                result = Err(BadRing("transmit chain of too many buffers"));
-                break;
-            }
-            if total < hdr_len + 14 || total - hdr_len > MAX_FRAME {
-                counts[2] += 1;
-                continue;
-            }
-            // Header and frame in one copy; the header is then cut off the front.
-            let mut p = pool.packet_with_len(total, in_port);
-            if gather(&self.host, &self.mem, &segs[..n], p.data_mut()).is_err() {
-                pool.free(p);
-                result = Err(BadRing("buffer outside guest memory"));
-                break;
-            }
+            } else {
+                None
+            };
+            let mut p = if let Some((src, len)) = single {
+                q.put_used(head, 0);
+                added += 1;
+                let mut p = pool.packet_with_len(len, in_port);
+                // SAFETY: `src` is valid for `len` bytes of a live mapping (`HostMap::at`),
+                // the packet's `len` bytes are its own, and guest memory is never a Rust
+                // allocation. The guest may write it concurrently, as with any device DMA:
+                // the frame is then garbage, never unsafety for the switch.
+                unsafe { copy_frame(p.data_mut().as_mut_ptr(), src.cast_const(), len) };
+                p
+            } else {
+                let (mut n, mut total, mut too_many) = (0usize, 0usize, false);
+                let walked = q.walk(&self.host, head, false, |addr, len| {
+                    if n == MAX_SEGS {
+                        too_many = true;
+                    } else {
+                        segs[n] = (addr, len);
+                        n += 1;
+                        total += len as usize;
+                    }
+                });
+                if let Err(e) = walked {
+                    result = Err(e);
+                    break;
+                }
+                // The chain goes back whatever becomes of its frame.
+                q.put_used(head, 0);
+                added += 1;
+                if too_many {
+                    result = Err(BadRing("transmit chain of too many buffers"));
+                    break;
+                }
+                if total < hdr_len + 14 || total - hdr_len > MAX_FRAME {
+                    counts[2] += 1;
+                    continue;
+                }
+                // Header and frame in one copy; the header is then cut off the front.
+                let mut p = pool.packet_with_len(total, in_port);
+                if gather(&self.host, &self.mem, &segs[..n], p.data_mut()).is_err() {
+                    pool.free(p);
+                    result = Err(BadRing("buffer outside guest memory"));
+                    break;
+                }
+                p
+            };
+            // A fixed-size copy (the frame is longer than any header); what the legacy
+            // header does not have is zero.
             let mut hdr = [0u8; vnet::HDR_LEN];
-            hdr[..hdr_len].copy_from_slice(&p.data()[..hdr_len]);
+            hdr.copy_from_slice(&p.data()[..vnet::HDR_LEN]);
+            if hdr_len < vnet::HDR_LEN {
+                hdr[vnet::HDR_LEN_LEGACY..].fill(0);
+            }
             p.pull_front(hdr_len);
             match vnet::accept_rx(&hdr, p.data_mut(), self.tso) {
                 Ok(gso) => {
@@ -727,6 +864,7 @@ impl Ring {
                 }
             }
         }
+        self.q = q;
         self.complete(added);
         result
     }
@@ -734,14 +872,19 @@ impl Ring {
     /// Sends every packet of `batch` into the guest's receive ring; counts into `counts`
     /// (packets, bytes, dropped).
     fn send(&mut self, batch: &mut Batch, counts: &mut [u64; 3]) -> Result<(), BadRing> {
-        let avail = self.q.avail_idx();
-        if avail.wrapping_sub(self.q.next_avail) > self.q.size {
+        // The indices in registers, as in `recv`.
+        let mut q = self.q;
+        let avail = q.avail_idx();
+        if avail.wrapping_sub(q.next_avail) > q.size {
             counts[2] += batch.len() as u64;
             return Err(BadRing("available index more than a ring ahead"));
         }
-        self.q.prefetch(
+        let hdr_len = self.hdr_len;
+        let packets = batch.packets();
+        q.prefetch::<true>(
             &self.host,
-            usize::from(avail.wrapping_sub(self.q.next_avail)).min(batch.len()),
+            usize::from(avail.wrapping_sub(q.next_avail)).min(packets.len()),
+            |j| hdr_len + packets[j].len(),
         );
         let mut added = 0;
         let mut result = Ok(());
@@ -758,13 +901,44 @@ impl Ring {
             }
             let frame_len = p.len();
             let need = self.hdr_len + frame_len;
-            let start = self.q.next_avail;
+            // The usual case: the next chain is one writable buffer, in one region, that
+            // holds header and frame.
+            if q.next_avail != avail {
+                let head = q.avail_entry(q.next_avail);
+                if head < q.size {
+                    let d = SplitRing::desc(q.desc, head);
+                    if d.flags == DESC_F_WRITE
+                        && d.len as usize >= need
+                        && let Some(dst) = self.host.at(d.addr, need)
+                    {
+                        // The header (all zero but `num_buffers`, 1) is stored straight
+                        // from registers: written to the packet's headroom and copied with
+                        // the frame, it was read back before its stores had left the store
+                        // buffer, which then waited for every earlier store to guest memory.
+                        //
+                        // SAFETY: `dst` is valid for `need` bytes of a live, writable shared
+                        // mapping (`HostMap::at`), header then frame; the packet's data is
+                        // never guest memory.
+                        unsafe {
+                            write_hdr(dst, self.hdr_len, 1);
+                            copy_frame(dst.add(self.hdr_len), p.data().as_ptr(), frame_len);
+                        }
+                        q.next_avail = q.next_avail.wrapping_add(1);
+                        q.put_used(head, need as u32);
+                        added += 1;
+                        counts[0] += 1;
+                        counts[1] += frame_len as u64;
+                        continue;
+                    }
+                }
+            }
+            let start = q.next_avail;
             let mut n = 0;
             let mut n_heads = 0;
             let mut cap = 0usize;
             let mut fits = true;
             while cap < need {
-                if self.q.next_avail == avail {
+                if q.next_avail == avail {
                     // The guest has posted no more buffers: the rest of the burst is dropped
                     // without looking again.
                     fits = false;
@@ -777,13 +951,13 @@ impl Ring {
                     fits = false;
                     break;
                 }
-                let head = self.q.avail_entry(self.q.next_avail);
-                self.q.next_avail = self.q.next_avail.wrapping_add(1);
+                let head = q.avail_entry(q.next_avail);
+                q.next_avail = q.next_avail.wrapping_add(1);
                 heads[n_heads] = head;
                 n_heads += 1;
                 let (mut k, mut chain_cap) = (0usize, 0usize);
                 let chain = (n_heads - 1) as u16;
-                let walked = self.q.walk(&self.host, head, true, |addr, len| {
+                let walked = q.walk(&self.host, head, true, |addr, len| {
                     k += 1;
                     chain_cap += len as usize;
                     // Past MAX_SEGS the frame has all the buffers it may take.
@@ -810,7 +984,7 @@ impl Ring {
             }
             if !fits {
                 // Nothing of it is used: the chains taken go back to the available ring.
-                self.q.next_avail = start;
+                q.next_avail = start;
                 counts[2] += 1;
                 continue;
             }
@@ -832,12 +1006,13 @@ impl Ring {
                 continue;
             }
             for (i, &h) in heads[..n_heads].iter().enumerate() {
-                self.q.put_used(h, used[i]);
+                q.put_used(h, used[i]);
             }
             added += n_heads;
             counts[0] += 1;
             counts[1] += frame_len as u64;
         }
+        self.q = q;
         self.complete(added);
         result
     }
