@@ -8,9 +8,14 @@
 //! takes two shards' write locks in turn (never two at once). This is the sharded version of
 //! OVS's design (a concurrent hash map read under RCU, a mutex per connection).
 //!
-//! **Expiry.** Each connection holds its expiry time in an atomic; a lookup ignores an expired
-//! connection, and [`Conntrack::sweep`] removes expired ones one shard at a time (one shard's
-//! write lock at a time), so expiry never stops the table. A PMD keeps a small direct-mapped
+//! **Expiry.** Each connection holds its expiry time in an atomic, and a lookup ignores an
+//! expired connection. Connections also wait in expiry queues, one list per timeout ordered by
+//! deadline (OVS's expiration lists): taking out what expired pops the heads of the lists
+//! instead of scanning the table, and locks one queue, then one shard at a time, so expiry
+//! never stops the table. Each PMD queues its commits into its own queue (one of 16, by its
+//! cache) and expires its due connections after each burst ([`Conntrack::process_batch`]), keeping them for its
+//! next commits (no allocation, no free in another thread); [`Conntrack::sweep`] does the
+//! same for every queue, for PMDs that are idle. A PMD also keeps a small direct-mapped
 //! cache of recent lookups ([`CtCache`]) so that the second `ct()` of a packet's pipeline, and
 //! the packets of a burst that share a connection, skip the shard.
 //!
@@ -32,9 +37,11 @@
 //! helper also rewrites the announced address and the table keeps the sequence adjustment the
 //! rewrite calls for ([`NatRewrite::alg`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed,
+};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::alg::{self, Expectations, Helper};
@@ -277,7 +284,20 @@ struct Conn {
     related: bool,
     policy: Arc<Policy>,
     locked: Mutex<Locked>,
+    /// The expiry queue the connection is in ([`Conntrack`]'s `queues`).
+    queue: u8,
+    /// The deadline of the connection's current entry in its expiry queue: an entry with
+    /// another deadline is stale (the connection was queued again since). Last: only expiry
+    /// reads it, and a packet whose expiry moved earlier.
+    queued: AtomicU64,
 }
+
+// What a packet of the original direction reads is on the connection's first line, and the
+// policy (which a packet's expiry update reads) on the line next to it (the pair of lines the
+// CPU fetches together); three lines in all.
+const _: () = assert!(std::mem::offset_of!(Conn, orig) + std::mem::size_of::<Tuple>() <= 64);
+const _: () = assert!(std::mem::offset_of!(Conn, policy) < 128);
+const _: () = assert!(std::mem::size_of::<Conn>() <= 192);
 
 impl Conn {
     #[inline]
@@ -290,9 +310,10 @@ impl Conn {
     }
 
     /// Moves the expiry to `class`'s timeout from `now`. Skipped when it would move by less
-    /// than a second, so a busy connection's line is not written by every packet.
+    /// than a second, so a busy connection's line is not written by every packet. Returns
+    /// whether it moved earlier (then the connection is queued again: [`CtCache::note_expiry`]).
     #[inline]
-    fn touch(&self, class: TimeoutClass, now: u64) {
+    fn touch(&self, class: TimeoutClass, now: u64) -> bool {
         if self.class.load(Relaxed) != class as u8 {
             self.class.store(class as u8, Relaxed);
         }
@@ -301,6 +322,7 @@ impl Conn {
         if new >= cur + 1000 || new < cur {
             self.expires.store(new, Relaxed);
         }
+        new < cur
     }
 
     fn label(&self) -> u128 {
@@ -386,6 +408,95 @@ type Map = HashMap<Key, Entry, BuildHasherDefault<PassHasher>>;
 #[inline]
 pub fn shard_of(h: u64) -> usize {
     (h >> 32) as usize % SHARDS
+}
+
+/// Expiry queues of the table: connections are spread over them by the PMD (the cache) that
+/// committed them, so that a PMD takes its own queue's lock only.
+const EXPIRY_QUEUES: usize = 16;
+
+/// How far from its tail a queued entry looks for its place among later deadlines (past that it
+/// goes at the tail, and may expire late: counted until its turn, never found alive).
+const QUEUE_SORT_DEPTH: usize = 64;
+
+/// Connections a PMD's expiry takes out per burst, at most.
+const EXPIRE_PER_BURST: usize = 128;
+
+/// How long a PMD with nothing to queue leaves its queue alone, at most, in milliseconds.
+const QUEUE_RECHECK_MS: u64 = 100;
+
+/// Queue entries a sweep takes per hold of a queue's lock.
+const SWEEP_CHUNK: usize = 4096;
+
+/// Connections a PMD keeps for reuse.
+const POOL_MAX: usize = 1024;
+
+/// A queue entry: a connection and the deadline it was queued with.
+type Queued = (u64, Arc<Conn>);
+
+/// One list of an expiry queue: connections of one timeout (in milliseconds), ordered by
+/// deadline, so that expiry pops from the head instead of scanning (OVS's expiration lists).
+/// A connection whose expiry moved later is queued again when its old deadline comes; one
+/// whose expiry moved earlier (a shorter timeout class) is queued again at once, and its old
+/// entry left behind as stale ([`Conn::queued`]).
+#[derive(Default)]
+struct ExpiryQueue {
+    lists: Vec<(u64, VecDeque<Queued>)>,
+}
+
+impl ExpiryQueue {
+    fn push(&mut self, ms: u64, deadline: u64, c: Arc<Conn>) {
+        let i = match self.lists.iter().position(|(m, _)| *m == ms) {
+            Some(i) => i,
+            None => {
+                self.lists.push((ms, VecDeque::new()));
+                self.lists.len() - 1
+            }
+        };
+        let q = &mut self.lists[i].1;
+        // Nearly always at the tail: deadlines of one timeout grow with the clock.
+        let mut at = q.len();
+        while at > 0 && q.len() - at < QUEUE_SORT_DEPTH && q[at - 1].0 > deadline {
+            at -= 1;
+        }
+        if at == q.len() {
+            q.push_back((deadline, c));
+        } else {
+            q.insert(at, (deadline, c));
+        }
+    }
+
+    /// Takes entries whose deadline has come (at most `budget`) into `out`; the earliest
+    /// first within a list.
+    fn pop_due(&mut self, now: u64, budget: usize, out: &mut Vec<Queued>) {
+        for (_, q) in self.lists.iter_mut() {
+            while out.len() < budget
+                && let Some((d, _)) = q.front()
+                && *d <= now
+            {
+                out.extend(q.pop_front());
+            }
+        }
+    }
+
+    /// The earliest deadline at the head of a list.
+    fn next_due(&self) -> u64 {
+        self.lists
+            .iter()
+            .filter_map(|(_, q)| q.front().map(|e| e.0))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    fn len(&self) -> usize {
+        self.lists.iter().map(|(_, q)| q.len()).sum()
+    }
+
+    /// Drops the entries of removed connections.
+    fn purge(&mut self) {
+        for (_, q) in self.lists.iter_mut() {
+            q.retain(|(_, c)| !c.dead.load(Relaxed));
+        }
+    }
 }
 
 /// Counters, relaxed atomics summed on read.
@@ -482,10 +593,16 @@ pub struct Conntrack {
     default_policy: Arc<Policy>,
     zone_policies: RwLock<HashMap<u16, Arc<Policy>>>,
     any_zone_policy: AtomicBool,
+    /// Changes of which zones have a policy (PMDs' caches of a zone's policy check it).
+    policy_gen: AtomicU64,
     /// TCP sequence checks (`ct-enable-tcp-seq-chk`); off is OVS's "liberal" mode.
     tcp_seq_chk: AtomicBool,
     counters: Counters,
     expectations: Expectations,
+    /// Expiry queues, and per queue the connections removed before their turn (their entries
+    /// wait there until purged).
+    queues: Box<[Mutex<ExpiryQueue>]>,
+    removed_early: Box<[AtomicUsize]>,
 }
 
 impl Default for Conntrack {
@@ -502,17 +619,41 @@ const _: () = assert!(CACHE_SIZE.is_power_of_two());
 /// each slot the hash and the entry (the tuple is compared against the connection's own, which
 /// the packet reads anyway). It holds references, so a connection removed from the table may
 /// linger here until its slot is reused; entries are checked alive before use.
+///
+/// It is also the PMD's side of expiry: the connections it committed go into one expiry queue
+/// of the table (`queue`), first into `pending` and then, once per call, into the queue under
+/// its lock; [`Conntrack::process_batch`] expires the queue's due connections, and keeps those
+/// no other thread holds in `pool`, to be reused by the next commits: setting up a connection
+/// allocates nothing, and a connection is freed by the thread that made it.
 pub struct CtCache {
     slots: Box<[Option<(u64, Entry)>]>,
     /// Scratch of [`Conntrack::process_batch`].
     parsed: Vec<Result<key::Parsed, Invalid>>,
+    queue: usize,
+    /// Connections to queue: timeout, deadline, connection.
+    pending: Vec<(u64, u64, Arc<Conn>)>,
+    /// Scratch of expiry.
+    due: Vec<Queued>,
+    pool: Vec<Arc<Conn>>,
+    /// When the PMD looks at its queue next, with nothing to queue (its earliest deadline, or
+    /// a little later than it last looked: another thread may queue into it).
+    next_due: u64,
+    /// The policy of the zone of the last commit: zone, the table's `policy_gen`, policy.
+    policy: Option<(u16, (usize, u64), Arc<Policy>)>,
 }
 
 impl Default for CtCache {
     fn default() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
         CtCache {
             slots: vec![None; CACHE_SIZE].into_boxed_slice(),
             parsed: Vec::with_capacity(32),
+            queue: NEXT.fetch_add(1, Relaxed) % EXPIRY_QUEUES,
+            pending: Vec::with_capacity(64),
+            due: Vec::with_capacity(EXPIRE_PER_BURST),
+            pool: Vec::new(),
+            next_due: 0,
+            policy: None,
         }
     }
 }
@@ -520,6 +661,33 @@ impl Default for CtCache {
 impl CtCache {
     pub fn new() -> CtCache {
         CtCache::default()
+    }
+
+    /// After a packet of the connection in the slot of hash `h`: if its expiry moved earlier
+    /// than its queue entry's deadline (a shorter timeout class), it is queued again.
+    #[inline]
+    fn note_expiry(&mut self, h: u64) {
+        if let Some((_, e)) = &self.slots[(h as usize) % CACHE_SIZE] {
+            let c = &e.conn;
+            let (exp, q) = (c.expires.load(Relaxed), c.queued.load(Relaxed));
+            if exp < q && c.queued.compare_exchange(q, exp, Relaxed, Relaxed).is_ok() {
+                self.pending.push((c.policy.ms(c.class()), exp, c.clone()));
+            }
+        }
+    }
+
+    /// Keeps a connection taken out of the table for reuse, if no other thread holds it: this
+    /// cache's slots let go of it first.
+    fn recycle(&mut self, mut c: Arc<Conn>) {
+        for h in [c.orig.hash(), c.reply.hash()] {
+            let slot = &mut self.slots[(h as usize) % CACHE_SIZE];
+            if slot.as_ref().is_some_and(|(_, e)| Arc::ptr_eq(&e.conn, &c)) {
+                *slot = None;
+            }
+        }
+        if self.pool.len() < POOL_MAX && Arc::get_mut(&mut c).is_some() {
+            self.pool.push(c);
+        }
     }
 
     /// Reads the slot of hash `h` and the expiry of the connection it holds, so that both are
@@ -545,9 +713,12 @@ impl Conntrack {
             default_policy: Arc::new(Policy::defaults()),
             zone_policies: RwLock::new(HashMap::new()),
             any_zone_policy: AtomicBool::new(false),
+            policy_gen: AtomicU64::new(0),
             tcp_seq_chk: AtomicBool::new(true),
             counters: Counters::default(),
             expectations: Expectations::new(),
+            queues: (0..EXPIRY_QUEUES).map(|_| Mutex::default()).collect(),
+            removed_early: (0..EXPIRY_QUEUES).map(|_| AtomicUsize::new(0)).collect(),
         }
     }
 
@@ -562,7 +733,11 @@ impl Conntrack {
         now: u64,
     ) -> Option<NatRewrite> {
         let parsed = Self::parse(pkt, args.zone);
-        self.process_parsed(cache, pkt, parsed, md, args, now)
+        let rw = self.process_parsed(cache, pkt, parsed, md, args, now);
+        if !cache.pending.is_empty() {
+            self.expire(cache, now, 0);
+        }
+        rw
     }
 
     /// [`Self::process`] for a batch, in two steps: every packet's headers are parsed and its
@@ -593,6 +768,67 @@ impl Conntrack {
             }
         }
         cache.parsed = parsed;
+        self.expire(cache, now, EXPIRE_PER_BURST);
+    }
+
+    /// The PMD's side of expiry: queues the connections `cache` committed, then takes out up
+    /// to `budget` due ones of its queue. Under the queue's lock only the queue is worked on;
+    /// the table's shards are locked after, one at a time.
+    #[inline]
+    fn expire(&self, cache: &mut CtCache, now: u64, budget: usize) {
+        if cache.pending.is_empty() && now < cache.next_due {
+            return;
+        }
+        let mut due = std::mem::take(&mut cache.due);
+        {
+            let mut q = self.queues[cache.queue].lock().unwrap();
+            for (ms, deadline, c) in cache.pending.drain(..) {
+                q.push(ms, deadline, c);
+            }
+            q.pop_due(now, budget, &mut due);
+            cache.next_due = q.next_due().min(now + QUEUE_RECHECK_MS);
+        }
+        for (deadline, c) in due.drain(..) {
+            if let Some((c, _)) = self.expire_one(cache.queue, deadline, c, now) {
+                cache.recycle(c);
+            }
+        }
+        cache.due = due;
+    }
+
+    /// A queue entry whose deadline came: dropped when stale, queued again when the
+    /// connection's expiry moved later, else its connection taken out of the table. Returns
+    /// the connection when it was taken out, and whether this counted it out (it was not
+    /// removed already).
+    fn expire_one(
+        &self,
+        queue: usize,
+        deadline: u64,
+        c: Arc<Conn>,
+        now: u64,
+    ) -> Option<(Arc<Conn>, bool)> {
+        if c.queued.load(Relaxed) != deadline {
+            return None;
+        }
+        let exp = c.expires.load(Relaxed);
+        if exp > now && !c.dead.load(Relaxed) {
+            c.queued.store(exp, Relaxed);
+            let ms = c.policy.ms(c.class());
+            self.queues[queue].lock().unwrap().push(ms, exp, c);
+            return None;
+        }
+        let counted = !c.dead.swap(true, Relaxed);
+        if counted {
+            self.release(c.orig.zone);
+            self.counters.expired.fetch_add(1, Relaxed);
+        }
+        // Its keys (one may be another's already: an expired key is replaced in place).
+        self.unlink(&c.orig, &c);
+        self.unlink(&c.reply, &c);
+        if c.helper.is_some() {
+            self.expectations.remove_parent(c.id);
+        }
+        Some((c, counted))
     }
 
     fn parse(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {
@@ -660,26 +896,47 @@ impl Conntrack {
         if pkt.natted {
             // An earlier ct() of this zone translated the packet: its tuple is the other
             // direction's, reversed. It is tracked, not translated again.
-            if let Some((c, reply)) = self.find_reverse(cache, &t, now)
+            let r = t.reverse();
+            let rh = r.hash();
+            let mut earlier = false;
+            if let Some((c, reply)) = self.find(cache, &r, rh, now)
                 && self
-                    .update(c, !reply, seg.as_ref(), md, args, now, AlgView::Natted)
+                    .update(
+                        c,
+                        !reply,
+                        seg.as_ref(),
+                        md,
+                        args,
+                        now,
+                        AlgView::Natted,
+                        &mut earlier,
+                    )
                     .is_some()
             {
+                if earlier {
+                    cache.note_expiry(rh);
+                }
                 return None;
             }
         }
+        let mut earlier = false;
         let stale = match self.find(cache, &t, p.hash, now) {
             None => None,
             // `force`: a connection seen from this side is started anew from here.
             Some((c, true)) if args.force && args.commit => Some(c.clone()),
-            Some((c, reply)) => match self.update(c, reply, seg.as_ref(), md, args, now, view) {
-                Some(out) => {
-                    md.conn_ref = p.hash as u32;
-                    return out;
+            Some((c, reply)) => {
+                match self.update(c, reply, seg.as_ref(), md, args, now, view, &mut earlier) {
+                    Some(out) => {
+                        if earlier {
+                            cache.note_expiry(p.hash);
+                        }
+                        md.conn_ref = p.hash as u32;
+                        return out;
+                    }
+                    // The segment reopens a closed TCP connection: start a new one.
+                    None => Some(c.clone()),
                 }
-                // The segment reopens a closed TCP connection: start a new one.
-                None => Some(c.clone()),
-            },
+            }
         };
         if let Some(c) = stale {
             self.remove(&c);
@@ -774,6 +1031,7 @@ impl Conntrack {
         args: &CtArgs,
         now: u64,
         view: AlgView<'_>,
+        earlier: &mut bool,
     ) -> Option<Option<NatRewrite>> {
         let mut alg_rw = None;
         let est = match c.kind {
@@ -797,7 +1055,7 @@ impl Conntrack {
                     Update::Valid => {
                         let class = TimeoutClass::of_tcp(tcp.timeout());
                         if tcp.timer_refreshed() {
-                            c.touch(class, now);
+                            *earlier |= c.touch(class, now);
                         } else {
                             c.class.store(class as u8, Relaxed);
                         }
@@ -833,7 +1091,7 @@ impl Conntrack {
                     (_, true) => TimeoutClass::IcmpReply,
                     (_, false) => TimeoutClass::IcmpFirst,
                 };
-                c.touch(class, now);
+                *earlier |= c.touch(class, now);
                 if c.helper == Some(Helper::Tftp) && !reply {
                     self.tftp_expect(c, now);
                 }
@@ -1042,7 +1300,7 @@ impl Conntrack {
             self.counters.limit_refused.fetch_add(1, Relaxed);
             return None;
         }
-        let policy = self.policy_of(t.zone);
+        let policy = self.policy_cached(cache, t.zone);
         let nat = args.nat.filter(|n| n.kind.is_some() && exp.is_none());
         // A related connection is translated as its parent's counterpart, by any `nat`.
         let exp_nat = exp.filter(|_| args.nat.is_some());
@@ -1064,32 +1322,64 @@ impl Conntrack {
                 }
             }
             let (kind, tcp, class) = start().expect("checked above");
-            let conn = Arc::new(Conn {
-                orig: *t,
-                reply,
-                id: self.next_id.fetch_add(1, Relaxed),
-                kind,
-                helper,
-                related: exp.is_some(),
-                expires: AtomicU64::new(now + policy.ms(class)),
-                dead: AtomicBool::new(false),
-                reply_seen: AtomicBool::new(false),
-                class: AtomicU8::new(class as u8),
-                mark: AtomicU32::new(exp.map_or(0, |e| e.mark)),
-                labeled: AtomicBool::new(exp.is_some_and(|e| e.label != 0)),
-                policy: policy.clone(),
-                locked: Mutex::new(Locked {
-                    tcp,
-                    label: exp.map_or(0, |e| e.label),
-                    alg: (exp.is_some() || helper.is_some()).then(|| {
-                        Box::new(alg::ConnAlg {
-                            parent: exp.map(|e| e.parent),
-                            ..Default::default()
-                        })
-                    }),
-                }),
+            let ms = policy.ms(class);
+            let id = self.next_id.fetch_add(1, Relaxed);
+            let (mark, label) = exp.map_or((0, 0), |e| (e.mark, e.label));
+            let alg = (exp.is_some() || helper.is_some()).then(|| {
+                Box::new(alg::ConnAlg {
+                    parent: exp.map(|e| e.parent),
+                    ..Default::default()
+                })
             });
-            if exp.is_none() {
+            // A connection of the PMD's pool is set up in place: no allocation.
+            let mut pooled = cache.pool.pop();
+            let conn = if let Some(c) = pooled.as_mut().and_then(Arc::get_mut) {
+                c.orig = *t;
+                c.reply = reply;
+                c.id = id;
+                c.kind = kind;
+                c.helper = helper;
+                c.related = exp.is_some();
+                *c.expires.get_mut() = now + ms;
+                c.queue = cache.queue as u8;
+                *c.queued.get_mut() = now + ms;
+                *c.dead.get_mut() = false;
+                *c.reply_seen.get_mut() = false;
+                *c.class.get_mut() = class as u8;
+                *c.mark.get_mut() = mark;
+                *c.labeled.get_mut() = label != 0;
+                if !Arc::ptr_eq(&c.policy, &policy) {
+                    c.policy = policy.clone();
+                }
+                let l = c
+                    .locked
+                    .get_mut()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                l.tcp = tcp;
+                l.label = label;
+                l.alg = alg;
+                pooled.expect("a pooled connection")
+            } else {
+                Arc::new(Conn {
+                    orig: *t,
+                    reply,
+                    id,
+                    kind,
+                    helper,
+                    related: exp.is_some(),
+                    expires: AtomicU64::new(now + ms),
+                    queue: cache.queue as u8,
+                    queued: AtomicU64::new(now + ms),
+                    dead: AtomicBool::new(false),
+                    reply_seen: AtomicBool::new(false),
+                    class: AtomicU8::new(class as u8),
+                    mark: AtomicU32::new(mark),
+                    labeled: AtomicBool::new(label != 0),
+                    policy: policy.clone(),
+                    locked: Mutex::new(Locked { tcp, label, alg }),
+                })
+            };
+            if exp.is_none() && (args.mark.is_some() || args.label.is_some()) {
                 self.set_mark_label(&conn, args);
             }
             md.mark = conn.mark.load(Relaxed);
@@ -1105,6 +1395,7 @@ impl Conntrack {
                 continue;
             }
             self.counters.committed.fetch_add(1, Relaxed);
+            cache.pending.push((ms, now + ms, conn.clone()));
             if exp.is_some() {
                 self.expectations.take_for(t, now);
             }
@@ -1180,6 +1471,7 @@ impl Conntrack {
     fn remove(&self, conn: &Arc<Conn>) {
         if !conn.dead.swap(true, Relaxed) {
             self.release(conn.orig.zone);
+            self.removed_early[usize::from(conn.queue)].fetch_add(1, Relaxed);
         }
         self.unlink(&conn.orig, conn);
         self.unlink(&conn.reply, conn);
@@ -1211,6 +1503,24 @@ impl Conntrack {
     fn release(&self, zone: u16) {
         self.n_conns.fetch_sub(1, Relaxed);
         self.zone_count[usize::from(zone)].fetch_sub(1, Relaxed);
+    }
+
+    /// [`Self::policy_of`] through the PMD's cache of the last zone's.
+    #[inline]
+    fn policy_cached(&self, cache: &mut CtCache, zone: u16) -> Arc<Policy> {
+        // The table's address tells this table's policies from another's.
+        let g = (
+            self as *const Conntrack as usize,
+            self.policy_gen.load(Relaxed),
+        );
+        match &cache.policy {
+            Some((z, pg, p)) if *z == zone && *pg == g => p.clone(),
+            _ => {
+                let p = self.policy_of(zone);
+                cache.policy = Some((zone, g, p.clone()));
+                p
+            }
+        }
     }
 
     fn policy_of(&self, zone: u16) -> Arc<Policy> {
@@ -1345,42 +1655,32 @@ impl Conntrack {
         None
     }
 
-    /// Removes expired connections, one shard at a time; returns how many.
+    /// Removes expired connections; returns how many. Pops the due entries of each expiry
+    /// queue in turn (one queue's lock at a time, and no shard's while it holds it), so it
+    /// costs what expires, not what the table holds. The PMDs expire their own queues as they
+    /// go ([`Self::process_batch`]); this catches up for those that are idle.
     pub fn sweep(&self, now: u64) -> usize {
         let mut n = 0;
-        let mut keys = Vec::new();
-        let mut gone = Vec::new();
-        for shard in self.shards.iter() {
-            // Find the expired under the read lock, which lookups share; take the write lock
-            // only to unlink those, and free them after it is released: a PMD's commit into
-            // this shard waits for the unlinking only.
-            keys.clear();
-            keys.extend(
-                shard
-                    .read()
-                    .unwrap()
-                    .iter()
-                    .filter(|(_, e)| !e.conn.alive(now))
-                    .map(|(k, _)| *k),
-            );
-            if keys.is_empty() {
-                continue;
-            }
-            {
-                let mut map = shard.write().unwrap();
-                for k in &keys {
-                    if map.get(k).is_some_and(|e| !e.conn.alive(now))
-                        && let Some(e) = map.remove(k)
-                    {
-                        gone.push(e);
+        let mut due = Vec::new();
+        for (i, queue) in self.queues.iter().enumerate() {
+            // In chunks, so that a PMD queueing its commits never waits long for the lock.
+            loop {
+                {
+                    let mut q = queue.lock().unwrap();
+                    // Entries of connections removed before their turn, when they are many.
+                    let early = self.removed_early[i].load(Relaxed);
+                    if early > 1024 && early > q.len() / 8 {
+                        self.removed_early[i].fetch_sub(early, Relaxed);
+                        q.purge();
                     }
+                    q.pop_due(now, SWEEP_CHUNK, &mut due);
                 }
-            }
-            for e in gone.drain(..) {
-                if !e.conn.dead.swap(true, Relaxed) {
-                    self.release(e.conn.orig.zone);
-                    self.counters.expired.fetch_add(1, Relaxed);
-                    n += 1;
+                let last = due.len() < SWEEP_CHUNK;
+                for (deadline, c) in due.drain(..) {
+                    n += usize::from(self.expire_one(i, deadline, c, now).is_some_and(|(_, x)| x));
+                }
+                if last {
+                    break;
                 }
             }
         }
@@ -1408,6 +1708,12 @@ impl Conntrack {
         }
         for c in &victims {
             self.remove(c);
+        }
+        if !victims.is_empty() {
+            for (q, n) in self.queues.iter().zip(self.removed_early.iter()) {
+                q.lock().unwrap().purge();
+                n.store(0, Relaxed);
+            }
         }
         victims.len()
     }
@@ -1513,7 +1819,8 @@ impl Conntrack {
             Some(z) => {
                 let mut m = self.zone_policies.write().unwrap();
                 self.any_zone_policy.store(true, Relaxed);
-                m.entry(z)
+                let p = m
+                    .entry(z)
                     .or_insert_with(|| {
                         Arc::new(Policy {
                             secs: std::array::from_fn(|i| {
@@ -1521,7 +1828,9 @@ impl Conntrack {
                             }),
                         })
                     })
-                    .clone()
+                    .clone();
+                self.policy_gen.fetch_add(1, Relaxed);
+                p
             }
         };
         for (c, s) in values {
@@ -1539,7 +1848,9 @@ impl Conntrack {
 
     /// Removes `zone`'s own policy; its later connections use the default.
     pub fn del_timeouts(&self, zone: u16) -> bool {
-        self.zone_policies.write().unwrap().remove(&zone).is_some()
+        let gone = self.zone_policies.write().unwrap().remove(&zone).is_some();
+        self.policy_gen.fetch_add(1, Relaxed);
+        gone
     }
 
     pub fn stats(&self) -> CtStats {

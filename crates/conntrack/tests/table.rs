@@ -2554,3 +2554,107 @@ fn packet_any2(f: &[u8]) -> CtPacket<'_> {
         ..packet_any(f)
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Expiry queues and the PMD's connection pool
+// ---------------------------------------------------------------------------------------------
+
+impl Ct {
+    /// Runs `frames` as one burst, the PMD's way.
+    fn batch(&mut self, frames: &[Vec<u8>], args: &CtArgs, now: u64) -> Vec<CtMeta> {
+        let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
+        let mut out = vec![(CtMeta::default(), None); pkts.len()];
+        self.ct
+            .process_batch(&mut self.cache, &pkts, &mut out, args, now);
+        out.into_iter().map(|(md, _)| md).collect()
+    }
+}
+
+/// A PMD expires its own connections as its bursts go (no sweep): one that expired is counted
+/// out by the next burst, once, and a later sweep finds nothing left.
+#[test]
+fn process_batch_expires_its_own_connections() {
+    let mut t = Ct::new();
+    t.batch(&[udp_from(1), udp_from(2)], &commit(0), 0);
+    assert_eq!(t.ct.n_conns(), 2);
+    // Refreshed at 30 s: lives until 90 s; the other one until 60 s.
+    t.batch(&[udp_from(1)], &commit(0), 30 * SEC);
+    t.batch(&[udp_from(3)], &commit(0), 60 * SEC);
+    assert_eq!((t.ct.n_conns(), t.ct.stats().expired), (2, 1));
+    assert_eq!(t.dump(60 * SEC).len(), 2);
+    t.batch(&[udp_from(3)], &commit(0), 90 * SEC);
+    assert_eq!((t.ct.n_conns(), t.ct.stats().expired), (1, 2));
+    assert_eq!(t.ct.sweep(90 * SEC), 0, "nothing left to sweep");
+    assert_counts(&t.ct, 90 * SEC);
+    assert_eq!(t.ct.sweep(1000 * SEC), 1);
+    assert_eq!(t.ct.n_conns(), 0);
+}
+
+/// A connection reused from the PMD's pool starts clean: no mark, label or TCP state of the
+/// connection it was, and the old one's tuples are gone from the table.
+#[test]
+fn reused_connection_starts_clean() {
+    let mut t = Ct::new();
+    t.ct.set_timeouts(Some(0), &[(TimeoutClass::UdpFirst, 1)]);
+    let marked = CtArgs {
+        mark: Some((7, u32::MAX)),
+        label: Some((9, u128::MAX)),
+        ..commit(0)
+    };
+    let md = t.batch(&[udp_ab()], &marked, 0);
+    assert_eq!((md[0].mark, md[0].label), (7, 9));
+    // Expired by this burst's PMD, then set up again (from the pool) for another tuple.
+    t.batch(&[udp_from(5)], &track(0), 2 * SEC);
+    assert_eq!(t.ct.stats().expired, 1);
+    let md = t.batch(&[udp_from(5)], &commit(0), 2 * SEC);
+    assert_eq!((md[0].state, md[0].mark, md[0].label), (TRK | NEW, 0, 0));
+    let d = t.dump(2 * SEC);
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0].mark, d[0].label), (0, 0));
+    assert_state!(
+        t.st(&udp_ba(), &track(0), 2 * SEC),
+        TRK | NEW,
+        "old reply key gone"
+    );
+    assert_state!(t.st(&udp_from(5), &track(0), 2 * SEC), TRK | NEW);
+    assert_eq!(t.dump(2 * SEC)[0].id, d[0].id);
+}
+
+/// A connection whose timeout got shorter (a UDP reply: 60 s to 30 s) is counted out at its
+/// new expiry, not at the old one, by the PMD as by a sweep.
+#[test]
+fn shorter_timeout_expires_on_time() {
+    let mut t = Ct::new();
+    t.batch(&[udp_ab()], &commit(0), 0);
+    t.batch(&[udp_ba()], &track(0), 10 * SEC);
+    t.batch(&[udp_from(9)], &track(0), 40 * SEC - 1);
+    assert_eq!(t.ct.n_conns(), 1);
+    t.batch(&[udp_from(9)], &track(0), 40 * SEC);
+    assert_eq!((t.ct.n_conns(), t.ct.stats().expired), (0, 1));
+}
+
+/// Many connections of one timeout, some refreshed in the reverse order of their setup (so
+/// they are queued again out of order): each is counted out once, when it expires, whether
+/// the PMD or the sweep gets to it.
+#[test]
+fn expiry_queue_counts_each_connection_once() {
+    let mut t = Ct::new();
+    for i in 0..180u32 {
+        t.batch(&[udp_from(i)], &commit(0), u64::from(i) * 10);
+    }
+    // Every third refreshed at 20 s, the last first: alive until 80 s + 180 - i ms.
+    for i in (0..180u32).step_by(3).rev() {
+        t.batch(&[udp_from(i)], &commit(0), 20 * SEC + u64::from(180 - i));
+    }
+    assert_eq!(t.ct.n_conns(), 180);
+    assert_eq!(t.ct.sweep(62 * SEC), 120);
+    assert_eq!(t.ct.n_conns(), 60);
+    // Those with i >= 90 are due at 80 s + 90 ms.
+    t.batch(&[], &track(0), 80 * SEC + 90);
+    assert_eq!(t.ct.n_conns(), 30);
+    assert_eq!(t.ct.sweep(80 * SEC + 90), 0);
+    assert_counts(&t.ct, 80 * SEC + 90);
+    assert_eq!(t.ct.sweep(80 * SEC + 180), 30);
+    assert_eq!(t.ct.n_conns(), 0);
+    assert_eq!(t.ct.stats().expired, 180);
+}
