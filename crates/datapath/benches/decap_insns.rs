@@ -171,7 +171,18 @@ fn gre_frames() -> Vec<Vec<u8>> {
 
 /// A warm PMD: port 1 replays `frames`, port 2 is a sink, port 3 the tunnel port.
 fn pmd(frames: Vec<Vec<u8>>, tunnel: TunnelKind, flows: &[(&str, &str)]) -> Pmd {
+    pmd_with(frames, tunnel, flows, |_| {})
+}
+
+/// [`pmd`], with `prepare` run on the PMD before its ports and flows are added.
+fn pmd_with(
+    frames: Vec<Vec<u8>>,
+    tunnel: TunnelKind,
+    flows: &[(&str, &str)],
+    prepare: impl FnOnce(&mut Pmd),
+) -> Pmd {
     let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    prepare(&mut pmd);
     pmd.add_rxq(PolledRxq {
         port_no: 1,
         queue_id: 0,
@@ -313,7 +324,33 @@ fn gre_decap() -> Pmd {
 
 /// The seeds' plain 64-byte frames, 1000 flows (UDP source ports).
 fn plain_frames() -> Vec<Vec<u8>> {
-    (0..FLOWS as u16).map(|i| inner(1000 + i)).collect()
+    plain_frames_n(FLOWS)
+}
+
+/// The seeds' plain 64-byte frames, `n` flows (UDP source ports).
+fn plain_frames_n(n: usize) -> Vec<Vec<u8>> {
+    (0..n as u16).map(|i| inner(1000 + i)).collect()
+}
+
+/// The anchor's `vxlan_encap` (VM -> Phy) as translation makes it: the VXLAN header pushed
+/// (VNI 100, no outer UDP checksum, entropy source port) and output to the underlay port.
+const PUSH_VXLAN: &str = "tnl_push(tnl_port(vxlan_sys_4789),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x64)),out_port(p1)),p1";
+
+/// p2p on plain frames with `n` flows: the reference of `vxlan_encap_n`.
+fn p2p_plain(n: usize) -> Pmd {
+    pmd(
+        plain_frames_n(n),
+        TunnelKind::VXLAN,
+        &[("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "p1")],
+    )
+}
+
+fn vxlan_encap(n: usize) -> Pmd {
+    pmd(
+        plain_frames_n(n),
+        TunnelKind::VXLAN,
+        &[("in_port(p0),eth_type(0x0800),ipv4(frag=no)", PUSH_VXLAN)],
+    )
 }
 
 const PLAIN: &str = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
@@ -353,16 +390,46 @@ fn ct_nat_1000() -> Pmd {
     ct_pipeline("ct(nat)", "ct(commit,nat(src=10.2.0.1))")
 }
 
+/// `ct_1000` with zone 0's UDP timeouts at 0 s (`flowpath bench ct_setup`): every packet's
+/// connection has expired when its flow comes round, so each packet sets up a new one (and
+/// the PMD expires the one before): the cost of a connection setup.
+fn ct_setup_1000() -> Pmd {
+    use conntrack::TimeoutClass::{UdpFirst, UdpMultiple, UdpSingle};
+    let ct = Arc::new(conntrack::Conntrack::new());
+    ct.set_timeouts(Some(0), &[(UdpFirst, 0), (UdpSingle, 0), (UdpMultiple, 0)]);
+    let (k1, k2) = (
+        format!("ct_state(-trk),{PLAIN}"),
+        format!("ct_state(+new+trk),recirc_id(0x1),{PLAIN}"),
+    );
+    let pmd = pmd_with(
+        plain_frames(),
+        TunnelKind::VXLAN,
+        &[(&k1, "ct,recirc(0x1)"), (&k2, "ct(commit),p1")],
+        |p| p.set_conntrack(ct.clone()),
+    );
+    assert_eq!(
+        ct.stats().committed,
+        pmd.stats().tx_packets,
+        "a setup per packet"
+    );
+    pmd
+}
+
 #[library_benchmark]
 #[bench::plain_two_passes(plain_two_passes())]
 #[bench::ct_1000(ct_1000())]
 #[bench::ct_nat_1000(ct_nat_1000())]
+#[bench::ct_setup_1000(ct_setup_1000())]
 #[bench::p2p_vxlan_frames(p2p_vxlan_frames())]
 #[bench::vxlan_two_passes(vxlan_two_passes())]
 #[bench::vxlan_decap(vxlan_decap())]
 #[bench::geneve_decap(geneve_decap())]
 #[bench::mplsogre_decap(mplsogre_decap())]
 #[bench::gre_decap(gre_decap())]
+#[bench::p2p_plain_8(p2p_plain(8))]
+#[bench::vxlan_encap_8(vxlan_encap(8))]
+#[bench::p2p_plain_1000(p2p_plain(1000))]
+#[bench::vxlan_encap_1000(vxlan_encap(1000))]
 fn pmd_iterations(mut pmd: Pmd) -> Pmd {
     for _ in 0..ITERATIONS {
         black_box(pmd.poll_once());
