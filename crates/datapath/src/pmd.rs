@@ -572,6 +572,10 @@ impl Pmd {
     /// Tracks connections in `ct` (shared by the datapath's PMDs).
     pub fn set_conntrack(&mut self, ct: std::sync::Arc<conntrack::Conntrack>) {
         self.conntrack = Some(ct);
+        // The cache holds the old table's connections, spare connections and a zone policy:
+        // none of them may serve the new table. (What it had to queue for expiry went into
+        // the old table's queue at the end of the last batch.)
+        self.ct_cache = conntrack::CtCache::new();
     }
 
     /// Polls `rxq` from now on.
