@@ -371,15 +371,14 @@ pub fn compile(actions: &[Action]) -> Result<Vec<DpAction>, CompileError> {
     let mut out = Vec::with_capacity(actions.len());
     for a in actions {
         let c = compile_one(a)?;
-        if let (DpAction::PopMpls { eth_type }, Some(DpAction::PushEth { src, dst })) =
-            (&c, out.last())
+        if let (DpAction::PopMpls { eth_type }, Some(last)) = (&c, out.last_mut())
+            && let DpAction::PushEth { src, dst } = *last
         {
-            let fused = DpAction::PushEthPopMpls {
-                src: *src,
-                dst: *dst,
+            *last = DpAction::PushEthPopMpls {
+                src,
+                dst,
                 eth_type: *eth_type,
             };
-            *out.last_mut().expect("checked") = fused;
             continue;
         }
         out.push(c);

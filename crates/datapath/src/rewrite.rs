@@ -290,7 +290,7 @@ pub fn push_eth(pkt: &mut Packet, src: &[u8; 6], dst: &[u8; 6]) -> Result<(), Re
 }
 
 /// `push_eth` then `pop_mpls` ([`DpAction::PushEthPopMpls`]). On an L3 MPLS packet (the
-/// label stack at offset 0) the four label bytes and ten bytes of headroom take the new
+/// label stack at offset 0) the four label bytes and ten bytes in front of them take the new
 /// Ethernet header, and the offsets end where the two steps would put them; any other packet
 /// takes the two steps.
 pub fn push_eth_pop_mpls(
@@ -304,7 +304,6 @@ pub fn push_eth_pop_mpls(
         || !matches!(pt as u16, 0x8847 | 0x8848)
         || pkt.meta.l2_5 != 0
         || pkt.len() < MPLS_HLEN
-        || pkt.headroom() < ETH_HLEN - MPLS_HLEN
     {
         // As the two actions run: the second also on a packet the first refused.
         let first = push_eth(pkt, src, dst);
@@ -759,9 +758,11 @@ fn copy_header(dst: &mut [u8], src: &[u8]) {
 }
 
 /// `tnl_push`: prepends the tunnel header template, then fills in what depends on the packet:
-/// the outer IP length (and IPv4 checksum, updated from the template's), the UDP length, a UDP
-/// source port from the packet's hash when the template has none (OVS's entropy range
-/// 32768-60999), and the UDP or GRE checksum when the tunnel asks for one.
+/// the outer IP length (and IPv4 checksum, from the template's precomputed sum), the UDP
+/// length, a UDP source port from the packet's hash when the template has none (OVS's entropy
+/// range 32768-60999), and the UDP or GRE checksum when the tunnel asks for one. The errors
+/// cannot happen with a template [`TnlTemplate::build`](crate::actions::TnlTemplate::build)
+/// made (its offsets lie inside its header); they stand where a panic would otherwise be.
 #[inline(always)]
 pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(), RewriteError> {
     let hash = pkt.meta.hash;
@@ -801,7 +802,7 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
         }
     }
     if t.udp_csum || t.gre_csum_ofs.is_some() {
-        tnl_push_csum(pkt, t, total);
+        tnl_push_csum(pkt, t);
     }
     let m = &mut pkt.meta;
     m.packet_type = 0;
@@ -812,7 +813,7 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
 }
 
 /// [`tnl_push`] on every packet of a batch, the template's fields loaded once; returns how
-/// many failed (left unchanged).
+/// many it refused.
 #[inline(never)]
 pub fn tnl_push_batch(pkts: &mut [Packet], t: &crate::actions::TnlTemplate) -> u64 {
     let mut errors = 0;
@@ -835,9 +836,10 @@ fn tnl_push_out_of_line(
 /// The outer UDP or GRE checksum of a pushed tunnel header (`csum=true`), over the whole
 /// datagram: out of line, as most tunnels go without one.
 #[inline(never)]
-fn tnl_push_csum(pkt: &mut Packet, t: &crate::actions::TnlTemplate, total: usize) {
+fn tnl_push_csum(pkt: &mut Packet, t: &crate::actions::TnlTemplate) {
     let ip = t.ip_ofs;
     let d = pkt.data_mut();
+    let total = d.len();
     if let Some(u) = t.udp_ofs
         && t.udp_csum
     {
