@@ -26,8 +26,8 @@ pub mod tcp;
 
 pub use key::Tuple;
 pub use table::{
-    ConnInfo, Conntrack, CtArgs, CtCache, CtMeta, CtPacket, CtStats, NatKind, NatRewrite, NatSpec,
-    TimeoutClass,
+    CACHE_WAYS, ConnInfo, Conntrack, CtArgs, CtCache, CtMeta, CtPacket, CtStats, NatKind,
+    NatRewrite, NatSpec, TimeoutClass,
 };
 
 /// Bits of a packet's connection state, as OVS's `ct_state` (`+new+trk`, ...): the flow key's

@@ -611,14 +611,89 @@ impl Default for Conntrack {
     }
 }
 
-/// Entries of a PMD's lookup cache (a power of two: see [`Conntrack::recheck`]).
-const CACHE_SIZE: usize = 1024;
-const _: () = assert!(CACHE_SIZE.is_power_of_two());
+/// Buckets of a PMD's lookup cache, each of [`CACHE_WAYS`] entries on one cache line: at
+/// least this many (64 KiB)...
+const MIN_BUCKETS: usize = 1 << 10;
+/// ... and at most this many (4 MiB: 256Ki entries, room for a busy host's connections; of
+/// 100,000 connections' original directions, 2 % find no room). In between, a power of two
+/// about the table's number of connections ([`CtCache::fit`]): a bucket per connection
+/// (rarely more than four tuples share one), and no more lines and pages than that, so that a
+/// small table's lookups stay in few TLB entries. Powers of two divide 2^32: a packet's
+/// `conn_ref` (the low half of its tuple's hash) picks the same bucket as the whole hash.
+const MAX_BUCKETS: usize = 1 << 16;
+const _: () = assert!(MIN_BUCKETS.is_power_of_two() && MAX_BUCKETS.is_power_of_two());
+/// Entries per bucket of a PMD's lookup cache.
+pub const CACHE_WAYS: usize = 4;
+use CACHE_WAYS as WAYS;
 
-/// A PMD's cache of recent lookups: tuple to connection, direct-mapped by the tuple's hash,
-/// each slot the hash and the entry (the tuple is compared against the connection's own, which
-/// the packet reads anyway). It holds references, so a connection removed from the table may
-/// linger here until its slot is reused; entries are checked alive before use.
+/// A connection found in the table pushes another out of a full bucket of the PMD's cache one
+/// time in this many ([`CtCache::admit`]).
+const ADMIT_EVERY: u32 = 4;
+
+/// One line of a PMD's cache: up to [`WAYS`] entries of hashes that share the bucket, the most
+/// recently taken in first. An entry is its tuple's hash with the lowest bit replaced by the
+/// direction (set: the reply), and the connection.
+#[derive(Clone, Default)]
+#[repr(align(64))]
+struct Bucket([Option<(u64, Arc<Conn>)>; WAYS]);
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
+
+/// Whether the tag of a [`Bucket`] entry is hash `h`'s (the direction bit aside).
+#[inline]
+fn tag_is(tag: u64, h: u64) -> bool {
+    (tag ^ h) & !1 == 0
+}
+
+impl Bucket {
+    /// The index of hash `h`'s bucket among `n` (a power of two, or 0: then none).
+    #[inline]
+    fn index(h: u64, n: usize) -> usize {
+        (h as usize) & n.wrapping_sub(1)
+    }
+
+    /// [`CtCache::put`] on the cache's `buckets`, which are made `size` first if they are
+    /// fewer (dropping what they held).
+    fn put(buckets: &mut Vec<Bucket>, size: usize, h: u64, e: Entry) -> (&Arc<Conn>, bool) {
+        if buckets.len() < size {
+            *buckets = vec![Bucket::default(); size];
+        }
+        let i = Bucket::index(h, buckets.len());
+        let b = &mut buckets[i].0;
+        b.rotate_right(1);
+        let (_, c) = b[0].insert((h & !1 | u64::from(e.reply), e.conn));
+        (c, e.reply)
+    }
+
+    /// The connection of hash `h` whose tuple of the direction is `t`, alive, and whether
+    /// `t` is its reply direction.
+    #[inline]
+    fn get(&self, h: u64, t: &Tuple, now: u64) -> Option<(&Arc<Conn>, bool)> {
+        self.0.iter().flatten().find_map(|(k, c)| {
+            let reply = k & 1 != 0;
+            (tag_is(*k, h) && c.alive(now) && (if reply { &c.reply } else { &c.orig }) == t)
+                .then_some((c, reply))
+        })
+    }
+}
+
+/// After a packet of connection `c`: if its expiry moved earlier than its queue entry's
+/// deadline (a shorter timeout class), it is queued again (into the PMD's `pending`).
+#[inline]
+fn note_expiry(pending: &mut Vec<(u64, u64, Arc<Conn>)>, c: &Arc<Conn>) {
+    let (exp, q) = (c.expires.load(Relaxed), c.queued.load(Relaxed));
+    if exp < q && c.queued.compare_exchange(q, exp, Relaxed, Relaxed).is_ok() {
+        pending.push((c.policy.ms(c.class()), exp, c.clone()));
+    }
+}
+
+/// A PMD's cache of recent lookups: tuple to connection, in buckets of [`WAYS`] entries by the
+/// tuple's hash, each entry the hash and the table's entry (the tuple is compared against the
+/// connection's own, which the packet reads anyway). A hit takes no lock and writes nothing, and
+/// a burst's buckets and connections are prefetched before its packets are tracked, so that
+/// their cache misses overlap ([`Conntrack::process_batch`]). It holds references, so a
+/// connection removed from the table may linger here until its entry is reused; entries are
+/// checked alive before use. The buckets are allocated at the first connection, and made more
+/// as the table grows ([`Self::fit`]).
 ///
 /// It is also the PMD's side of expiry: the connections it committed go into one expiry queue
 /// of the table (`queue`), first into `pending` and then, once per call, into the queue under
@@ -626,7 +701,9 @@ const _: () = assert!(CACHE_SIZE.is_power_of_two());
 /// no other thread holds in `pool`, to be reused by the next commits: setting up a connection
 /// allocates nothing, and a connection is freed by the thread that made it.
 pub struct CtCache {
-    slots: Box<[Option<(u64, Entry)>]>,
+    buckets: Vec<Bucket>,
+    /// How many buckets there should be ([`Self::fit`]).
+    size: usize,
     /// Scratch of [`Conntrack::process_batch`].
     parsed: Vec<Result<key::Parsed, Invalid>>,
     queue: usize,
@@ -635,6 +712,8 @@ pub struct CtCache {
     /// Scratch of expiry.
     due: Vec<Queued>,
     pool: Vec<Arc<Conn>>,
+    /// Lookups that went to the table ([`Self::admit`]).
+    misses: u32,
     /// When the PMD looks at its queue next, with nothing to queue (its earliest deadline, or
     /// a little later than it last looked: another thread may queue into it).
     next_due: u64,
@@ -646,12 +725,14 @@ impl Default for CtCache {
     fn default() -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         CtCache {
-            slots: vec![None; CACHE_SIZE].into_boxed_slice(),
+            buckets: Vec::new(),
+            size: MIN_BUCKETS,
             parsed: Vec::with_capacity(32),
             queue: NEXT.fetch_add(1, Relaxed) % EXPIRY_QUEUES,
             pending: Vec::with_capacity(64),
             due: Vec::with_capacity(EXPIRE_PER_BURST),
             pool: Vec::new(),
+            misses: 0,
             next_due: 0,
             policy: None,
         }
@@ -663,26 +744,63 @@ impl CtCache {
         CtCache::default()
     }
 
-    /// After a packet of the connection in the slot of hash `h`: if its expiry moved earlier
-    /// than its queue entry's deadline (a shorter timeout class), it is queued again.
+    /// The bucket of hash `h` (none before the first connection).
     #[inline]
-    fn note_expiry(&mut self, h: u64) {
-        if let Some((_, e)) = &self.slots[(h as usize) % CACHE_SIZE] {
-            let c = &e.conn;
-            let (exp, q) = (c.expires.load(Relaxed), c.queued.load(Relaxed));
-            if exp < q && c.queued.compare_exchange(q, exp, Relaxed, Relaxed).is_ok() {
-                self.pending.push((c.policy.ms(c.class()), exp, c.clone()));
-            }
-        }
+    fn bucket(&self, h: u64) -> Option<&Bucket> {
+        self.buckets.get(Bucket::index(h, self.buckets.len()))
+    }
+
+    /// Which bucket holds a tuple of hash `h` ([`Tuple::hash`]) now: tuples of one bucket
+    /// compete for its [`CACHE_WAYS`] entries.
+    pub fn bucket_of(&self, h: u64) -> usize {
+        Bucket::index(h, self.buckets.len().max(self.size))
+    }
+
+    /// Sizes the cache for a table of `conns` connections (see [`MAX_BUCKETS`]); it only
+    /// grows, at its next [`Self::put`].
+    #[inline]
+    fn fit(&mut self, conns: u32) {
+        self.size = (conns as usize)
+            .next_power_of_two()
+            .clamp(self.size, MAX_BUCKETS);
+    }
+
+    /// The cached connection of hash `h` and tuple `t` ([`Bucket::get`]).
+    #[inline]
+    fn get(&self, h: u64, t: &Tuple, now: u64) -> Option<(&Arc<Conn>, bool)> {
+        self.bucket(h)?.get(h, t, now)
+    }
+
+    /// Takes `e` in as hash `h`'s entry, first in its bucket (the last one falls out), and
+    /// returns it.
+    fn put(&mut self, h: u64, e: Entry) -> (&Arc<Conn>, bool) {
+        Bucket::put(&mut self.buckets, self.size, h, e)
+    }
+
+    /// Whether the PMD's cache takes in a connection of hash `h` that was found in the table:
+    /// when its bucket has room, else one time in [`ADMIT_EVERY`]. Holding a connection in the
+    /// cache costs its reference count (two atomic writes: the count of the one taken in and
+    /// of the one pushed out), on lines that are not in the CPU's cache when the table has far
+    /// more connections than the cache has room; then most lookups go to the table, which
+    /// writes nothing.
+    #[inline]
+    fn admit(&mut self, h: u64) -> bool {
+        self.misses = self.misses.wrapping_add(1);
+        self.bucket(h).is_none_or(|b| b.0[WAYS - 1].is_none())
+            || self.misses.is_multiple_of(ADMIT_EVERY)
     }
 
     /// Keeps a connection taken out of the table for reuse, if no other thread holds it: this
-    /// cache's slots let go of it first.
+    /// cache's entries let go of it first.
     fn recycle(&mut self, mut c: Arc<Conn>) {
-        for h in [c.orig.hash(), c.reply.hash()] {
-            let slot = &mut self.slots[(h as usize) % CACHE_SIZE];
-            if slot.as_ref().is_some_and(|(_, e)| Arc::ptr_eq(&e.conn, &c)) {
-                *slot = None;
+        if !self.buckets.is_empty() {
+            for h in [c.orig.hash(), c.reply.hash()] {
+                let i = Bucket::index(h, self.buckets.len());
+                for slot in &mut self.buckets[i].0 {
+                    if slot.as_ref().is_some_and(|(_, e)| Arc::ptr_eq(e, &c)) {
+                        *slot = None;
+                    }
+                }
             }
         }
         if self.pool.len() < POOL_MAX && Arc::get_mut(&mut c).is_some() {
@@ -690,12 +808,27 @@ impl CtCache {
         }
     }
 
-    /// Reads the slot of hash `h` and the expiry of the connection it holds, so that both are
-    /// in the CPU cache when the packet is tracked.
+    /// Asks for the bucket of hash `h` ahead of its use (a burst's buckets first, then their
+    /// connections: [`Self::prefetch_conn`]).
     #[inline]
-    fn touch(&self, h: u64) {
-        if let Some((_, e)) = &self.slots[(h as usize) % CACHE_SIZE] {
-            std::hint::black_box(e.conn.expires.load(Relaxed));
+    fn prefetch_bucket(&self, h: u64) {
+        if let Some(b) = self.bucket(h) {
+            flow::hash::prefetch(b);
+        }
+    }
+
+    /// Asks for the first two lines of the connection of hash `h` in its bucket, if there is
+    /// one: what a packet of either direction reads (the tuples, state and expiry, and the
+    /// policy an expiry update reads).
+    #[inline]
+    fn prefetch_conn(&self, h: u64) {
+        if let Some(b) = self.bucket(h) {
+            for (k, c) in b.0.iter().flatten() {
+                if tag_is(*k, h) {
+                    flow::hash::prefetch(&c.expires);
+                    flow::hash::prefetch(&c.policy);
+                }
+            }
         }
     }
 }
@@ -753,15 +886,19 @@ impl Conntrack {
     ) {
         const MAX: usize = 32;
         // The cache's scratch vector keeps its capacity: nothing is allocated per burst.
+        cache.fit(self.n_conns.load(Relaxed));
         let mut parsed = std::mem::take(&mut cache.parsed);
         for (chunk, outs) in pkts.chunks(MAX).zip(out.chunks_mut(MAX)) {
             parsed.clear();
             for pkt in chunk {
                 let p = Self::parse(pkt, args.zone);
                 if let Ok(p) = &p {
-                    cache.touch(p.hash);
+                    cache.prefetch_bucket(p.hash);
                 }
                 parsed.push(p);
+            }
+            for p in parsed.iter().flatten() {
+                cache.prefetch_conn(p.hash);
             }
             for ((pkt, o), p) in chunk.iter().zip(outs.iter_mut()).zip(&parsed) {
                 o.1 = self.process_parsed(cache, pkt, *p, &mut o.0, args, now);
@@ -852,6 +989,8 @@ impl Conntrack {
         now: u64,
     ) -> Option<NatRewrite> {
         md.zone = args.zone;
+        // Set again below when the connection is cached (`md` may hold an earlier packet's).
+        md.conn_ref = 0;
         let p = match parsed {
             Ok(p) => p,
             Err(e) => {
@@ -897,10 +1036,9 @@ impl Conntrack {
             // An earlier ct() of this zone translated the packet: its tuple is the other
             // direction's, reversed. It is tracked, not translated again.
             let r = t.reverse();
-            let rh = r.hash();
-            let mut earlier = false;
-            if let Some((c, reply)) = self.find(cache, &r, rh, now)
-                && self
+            let tracked = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, pending| {
+                let mut earlier = false;
+                let ok = self
                     .update(
                         c,
                         !reply,
@@ -911,32 +1049,38 @@ impl Conntrack {
                         AlgView::Natted,
                         &mut earlier,
                     )
-                    .is_some()
-            {
+                    .is_some();
                 if earlier {
-                    cache.note_expiry(rh);
+                    note_expiry(pending, c);
                 }
+                ok
+            });
+            if tracked == Some(true) {
                 return None;
             }
         }
-        let mut earlier = false;
-        let stale = match self.find(cache, &t, p.hash, now) {
-            None => None,
+        let found = self.with_conn(cache, &t, p.hash, now, |c, reply, cached, pending| {
             // `force`: a connection seen from this side is started anew from here.
-            Some((c, true)) if args.force && args.commit => Some(c.clone()),
-            Some((c, reply)) => {
-                match self.update(c, reply, seg.as_ref(), md, args, now, view, &mut earlier) {
-                    Some(out) => {
-                        if earlier {
-                            cache.note_expiry(p.hash);
-                        }
-                        md.conn_ref = p.hash as u32;
-                        return out;
-                    }
-                    // The segment reopens a closed TCP connection: start a new one.
-                    None => Some(c.clone()),
-                }
+            if reply && args.force && args.commit {
+                return Err(c.clone());
             }
+            let mut earlier = false;
+            match self.update(c, reply, seg.as_ref(), md, args, now, view, &mut earlier) {
+                Some(out) => {
+                    if earlier {
+                        note_expiry(pending, c);
+                    }
+                    md.conn_ref = if cached { p.hash as u32 } else { 0 };
+                    Ok(out)
+                }
+                // The segment reopens a closed TCP connection: start a new one.
+                None => Err(c.clone()),
+            }
+        });
+        let stale = match found {
+            Some(Ok(out)) => return out,
+            Some(Err(c)) => Some(c),
+            None => None,
         };
         if let Some(c) = stale {
             self.remove(&c);
@@ -962,10 +1106,14 @@ impl Conntrack {
         if conn_ref == 0 || args.nat.is_some() || args.force {
             return None;
         }
-        // CACHE_SIZE divides 2^32, so the slot is the same as the full hash's.
-        let (h, e) = cache.slots[conn_ref as usize % CACHE_SIZE].as_ref()?;
-        let c = &e.conn;
-        if *h as u32 != conn_ref || !c.alive(now) || c.orig != *orig {
+        // The number of buckets divides 2^32, so the bucket is the same as the full hash's.
+        let (_, c) = cache
+            .bucket(u64::from(conn_ref))?
+            .0
+            .iter()
+            .flatten()
+            .find(|(k, _)| tag_is(u64::from(*k as u32), u64::from(conn_ref)))?;
+        if !c.alive(now) || c.orig != *orig {
             return None;
         }
         if args.commit && (args.mark.is_some() || args.label.is_some()) {
@@ -992,19 +1140,47 @@ impl Conntrack {
         h: u64,
         now: u64,
     ) -> Option<(&'c Arc<Conn>, bool)> {
-        let i = (h as usize) % CACHE_SIZE;
-        let hit = matches!(&cache.slots[i], Some((k, e)) if *k == h && e.conn.alive(now)
-            && (if e.reply { &e.conn.reply } else { &e.conn.orig }) == t);
-        if !hit {
+        if cache.get(h, t, now).is_none() {
             let found = {
                 let map = self.shards[shard_of(h)].read().unwrap();
                 map.get(&Key { h, t: *t })
                     .filter(|e| e.conn.alive(now))
                     .cloned()
             };
-            cache.slots[i] = Some((h, found?));
+            cache.put(h, found?);
         }
-        cache.slots[i].as_ref().map(|(_, e)| (&e.conn, e.reply))
+        cache.get(h, t, now)
+    }
+
+    /// Runs `f` on the alive connection of `t` (hash `h`): the connection, whether `t` is its
+    /// reply direction, whether the PMD's cache holds it (at `h`'s slot: a later `ct()` of the
+    /// packet finds it there, [`Self::recheck`]), and the cache's list of connections to queue
+    /// for expiry. `None` when there is none. A cache hit takes no lock and no reference
+    /// count; on a miss `f` runs under the read lock of the table's shard, and the connection
+    /// goes into the cache only as [`CtCache::admit`] says.
+    #[inline]
+    fn with_conn<R>(
+        &self,
+        cache: &mut CtCache,
+        t: &Tuple,
+        h: u64,
+        now: u64,
+        f: impl FnOnce(&Arc<Conn>, bool, bool, &mut Vec<(u64, u64, Arc<Conn>)>) -> R,
+    ) -> Option<R> {
+        if let Some(b) = cache.buckets.get(Bucket::index(h, cache.buckets.len()))
+            && let Some((c, reply)) = b.get(h, t, now)
+        {
+            return Some(f(c, reply, true, &mut cache.pending));
+        }
+        let map = self.shards[shard_of(h)].read().unwrap();
+        let e = map.get(&Key { h, t: *t }).filter(|e| e.conn.alive(now))?;
+        if !cache.admit(h) {
+            return Some(f(&e.conn, e.reply, false, &mut cache.pending));
+        }
+        let e = e.clone();
+        drop(map);
+        let (c, reply) = Bucket::put(&mut cache.buckets, cache.size, h, e);
+        Some(f(c, reply, true, &mut cache.pending))
     }
 
     /// [`Self::find`] for the other direction of `t` (the tuple reversed, hashed once).
@@ -1405,7 +1581,7 @@ impl Conntrack {
             let nat_flags = conn.nat_flags();
             let rw = ((nat.is_some() || exp_nat.is_some()) && nat_flags != 0)
                 .then(|| rewrite_for(&conn, false));
-            cache.slots[(h as usize) % CACHE_SIZE] = Some((h, Entry { conn, reply: false }));
+            cache.put(h, Entry { conn, reply: false });
             md.conn_ref = h as u32;
             if rw.is_some() {
                 md.state |= nat_flags;

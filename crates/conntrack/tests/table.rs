@@ -583,6 +583,88 @@ fn udp_commit_oneway_new_reply_est() {
     assert_eq!(t.ct.n_conns(), 1);
 }
 
+/// Connections whose tuples share a bucket of the PMD's lookup cache, three times as many as
+/// it holds: each is found in both directions through `process_batch`, whether the cache took
+/// it in or not. A packet says where its connection is cached (`conn_ref`) only when it is,
+/// and `recheck` finds it there only then; the others went to the table.
+#[test]
+fn connections_beyond_a_cache_bucket() {
+    let n = 3 * conntrack::CACHE_WAYS;
+    let orig = |(sport, dport)| tuple(UDP, a(), sport, b(), dport, 5);
+    let sizing = CtCache::new();
+    let bucket = |p| sizing.bucket_of(orig(p).hash());
+    let target = bucket((1, 1));
+    let ports: Vec<(u16, u16)> = (1..=64)
+        .flat_map(|dport| (1..=u16::MAX).map(move |sport| (sport, dport)))
+        .filter(|&p| bucket(p) == target)
+        .take(n)
+        .collect();
+    assert_eq!(ports.len(), n, "enough tuples of one bucket");
+    let ab: Vec<Vec<u8>> = ports
+        .iter()
+        .map(|&(s, d)| build(a(), b(), &udp(s, d, b"a")))
+        .collect();
+    let ba: Vec<Vec<u8>> = ports
+        .iter()
+        .map(|&(s, d)| build(b(), a(), &udp(d, s, b"c")))
+        .collect();
+    let ct = Conntrack::new();
+    let mut cache = CtCache::new();
+    let run = |cache: &mut CtCache, frames: &[Vec<u8>], args: &CtArgs, now| {
+        let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
+        let mut out = vec![(CtMeta::default(), None); pkts.len()];
+        ct.process_batch(cache, &pkts, &mut out, args, now);
+        out.into_iter().map(|(md, _)| md).collect::<Vec<_>>()
+    };
+    for md in run(&mut cache, &ab, &commit(5), 0) {
+        assert_state!(md.state, TRK | NEW);
+    }
+    assert_eq!((ct.n_conns() as usize, ct.stats().committed), (n, n as u64));
+    let (mut cached, mut not) = (0, 0);
+    let mut check = |cache: &CtCache, mds: &[CtMeta], want: u8, now| {
+        for (md, &p) in mds.iter().zip(&ports) {
+            assert_state!(md.state, want);
+            assert_eq!(md.orig, orig(p));
+            let again = ct.recheck(cache, md.conn_ref, &md.orig, &track(5), now);
+            if md.conn_ref == 0 {
+                not += 1;
+                assert_eq!(again, None, "not cached: {p:?}");
+            } else if again.is_some() {
+                cached += 1;
+            }
+        }
+    };
+    for round in 1..=3 {
+        let mds = run(&mut cache, &ab, &track(5), round * SEC);
+        check(&cache, &mds, TRK | NEW, round * SEC);
+    }
+    let mds = run(&mut cache, &ba, &track(5), 4 * SEC);
+    check(&cache, &mds, TRK | EST | RPL, 4 * SEC);
+    let mds = run(&mut cache, &ab, &track(5), 5 * SEC);
+    check(&cache, &mds, TRK | EST, 5 * SEC);
+    assert!(cached > 0 && not > 0, "cached {cached}, not cached {not}");
+    assert_eq!(ct.n_conns() as usize, n);
+    assert_counts(&ct, 5 * SEC);
+}
+
+/// A packet's `conn_ref` is its own: `process_batch` writes the metadata into slots that may
+/// hold an earlier packet's, and a packet of no cached connection (here: not committed) must
+/// not keep the earlier one's reference, or a later `ct(commit)` would take it for tracked
+/// and not commit.
+#[test]
+fn conn_ref_is_not_left_from_an_earlier_packet() {
+    let ct = Conntrack::new();
+    let mut cache = CtCache::new();
+    let f = udp_ab();
+    let mut out = vec![(CtMeta::default(), None)];
+    ct.process_batch(&mut cache, &[packet(&f)], &mut out, &commit(5), 0);
+    assert_ne!(out[0].0.conn_ref, 0, "committed and cached");
+    let g = build(a(), b(), &udp(3334, 4444, b"a"));
+    ct.process_batch(&mut cache, &[packet(&g)], &mut out, &track(5), 10);
+    assert_state!(out[0].0.state, TRK | NEW);
+    assert_eq!(out[0].0.conn_ref, 0, "no connection");
+}
+
 /// The same packet in another zone is another connection.
 #[test]
 fn udp_zones_are_separate() {

@@ -23,6 +23,24 @@ pub fn crc32c_u64(crc: u32, word: u64) -> u32 {
     }
 }
 
+/// Asks the CPU to bring the cache line holding `*r` towards its L1 cache (a hint: no effect
+/// on what the program computes). For hash-table walks that look up a burst's keys: the lines
+/// of all of them are asked for first, so that their misses overlap.
+#[inline(always)]
+pub fn prefetch<T>(r: &T) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    // SAFETY: a prefetch reads nothing the program sees and never faults; the address comes
+    // from a reference, so it is even a valid one. SSE is in every x86-64 CPU.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (r as *const T).cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
+}
+
 /// The portable fallback of [`crc32c_u64`]: `wire`'s table-driven CRC32C on the word's bytes.
 #[inline]
 pub fn crc32c_u64_soft(crc: u32, word: u64) -> u32 {

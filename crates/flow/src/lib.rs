@@ -1,6 +1,6 @@
 //! The flow layer: the datapath's flow key, masks and matches, extraction of a key from a
 //! packet in one pass, the datapath hash, and OVS's datapath flow text format.
-// `deny`, not `forbid`: the hash module allows one fenced intrinsic call.
+// `deny`, not `forbid`: the hash module allows two fenced intrinsic calls (CRC32C, prefetch).
 #![deny(unsafe_code)]
 
 pub mod extract;
