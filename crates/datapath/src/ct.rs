@@ -80,6 +80,16 @@ pub fn store(p: &mut Packet, md: &CtMeta) {
     area[CT_MD_PROTO] = t.proto;
 }
 
+/// Whether an earlier `ct()` in `zone` tracked the packet (not `+inv`) and found its
+/// connection in the PMD's cache ([`cached`] without the tuple).
+#[inline]
+pub fn cached_ref(p: &Packet, zone: u16) -> bool {
+    let m = &p.meta;
+    m.ct_state & (conntrack::state::TRK | conntrack::state::INV) == conntrack::state::TRK
+        && m.ct_zone == zone
+        && p.ct_md()[CT_MD_CONN_REF..CT_MD_CONN_REF + 4] != [0; 4]
+}
+
 /// For a later `ct()` in `zone` of a packet an earlier one tracked (not `+inv`), the
 /// connection's cache reference and original tuple, as [`conntrack::Conntrack::recheck`]
 /// takes them.

@@ -1659,6 +1659,7 @@ impl Pmd {
         });
         let mut n = 0;
         let out = &mut self.ct_out;
+        let writes = args.commit && (args.mark.is_some() || args.label.is_some());
         for (i, p) in batch.packets().iter().enumerate().take(MAX_BURST) {
             let Some(v6) = crate::ct::ip_version(p) else {
                 continue;
@@ -1668,10 +1669,16 @@ impl Pmd {
                 continue;
             }
             // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
+            // Unless this one writes the mark or label, the packet keeps what the earlier one
+            // said, as a packet keeps its reference to the connection in the kernel's datapath:
+            // the connection is not even looked at.
+            if !writes && args.nat.is_none() && !args.force && crate::ct::cached_ref(p, args.zone) {
+                done[i] = Some(None);
+                continue;
+            }
             if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
                 && let Some(ml) = ct.recheck(&self.ct_cache, conn_ref, &orig, args, now)
             {
-                let writes = args.commit && (args.mark.is_some() || args.label.is_some());
                 done[i] = Some(writes.then_some(ml));
                 continue;
             }
