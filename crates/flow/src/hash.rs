@@ -28,17 +28,29 @@ pub fn crc32c_u64(crc: u32, word: u64) -> u32 {
 /// of all of them are asked for first, so that their misses overlap.
 #[inline(always)]
 pub fn prefetch<T>(r: &T) {
+    prefetch_addr::<false>((r as *const T).cast());
+}
+
+/// Asks the CPU to load the cache line at `p`, for writing when `WRITE` (`PREFETCHW`: the line
+/// comes exclusive, so a store into it does not wait for another core's copy to be
+/// invalidated). Any address is harmless: a prefetch never faults and is never dereferenced,
+/// so `p` need not point into anything.
+#[inline(always)]
+pub fn prefetch_addr<const WRITE: bool>(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     #[allow(unsafe_code)]
-    // SAFETY: a prefetch reads nothing the program sees and never faults; the address comes
-    // from a reference, so it is even a valid one. SSE is in every x86-64 CPU.
+    // SAFETY: a prefetch reads nothing the program sees and never faults, whatever the
+    // address. SSE (and PREFETCHW, a no-op where absent) is in every x86-64 CPU.
     unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (r as *const T).cast(),
-        );
+        use core::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
+        if WRITE {
+            _mm_prefetch::<_MM_HINT_ET0>(p.cast());
+        } else {
+            _mm_prefetch::<_MM_HINT_T0>(p.cast());
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
+    let _ = p;
 }
 
 /// The portable fallback of [`crc32c_u64`]: `wire`'s table-driven CRC32C on the word's bytes.

@@ -465,25 +465,6 @@ struct Ring {
 #[derive(Debug)]
 struct BadRing(&'static str);
 
-/// Asks the CPU to load the cache line at `p` (a hint: any address is harmless), for
-/// writing when `WRITE` (`PREFETCHW`: the line comes exclusive, so the copy into it does not
-/// wait for the other core's copy to be invalidated).
-#[inline(always)]
-fn prefetch<const WRITE: bool>(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
-        if WRITE {
-            _mm_prefetch::<_MM_HINT_ET0>(p.cast());
-        } else {
-            _mm_prefetch::<_MM_HINT_T0>(p.cast());
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Most bytes of one buffer prefetched ahead of its copy: a small frame whole (with the
 /// header in front of it, two lines), the front of a large one (the hardware prefetcher
 /// follows a long copy by itself).
@@ -495,7 +476,7 @@ fn prefetch_span<const WRITE: bool>(p: *const u8, len: usize) {
     let skew = p as usize & 63;
     let line = p.wrapping_sub(skew);
     for k in 0..(skew + len).div_ceil(64) {
-        prefetch::<WRITE>(line.wrapping_add(64 * k));
+        flow::hash::prefetch_addr::<WRITE>(line.wrapping_add(64 * k));
     }
 }
 
