@@ -15,9 +15,9 @@
 //! never stops the table. Each PMD queues its commits into its own queue (one of 16, by its
 //! cache) and expires its due connections after each burst ([`Conntrack::process_batch`]), keeping them for its
 //! next commits (no allocation, no free in another thread); [`Conntrack::sweep`] does the
-//! same for every queue, for PMDs that are idle. A PMD also keeps a small direct-mapped
-//! cache of recent lookups ([`CtCache`]) so that the second `ct()` of a packet's pipeline, and
-//! the packets of a burst that share a connection, skip the shard.
+//! same for every queue, for PMDs that are idle. A PMD also keeps a set-associative cache of
+//! recent lookups ([`CtCache`]), prefetched a burst at a time, so that the packets of known
+//! connections skip the shard and its lock.
 //!
 //! **Limits.** A global limit (`ct-set-maxconns`, OVS's default 3000000) and per-zone limits
 //! (`ct-set-limits`, with a default for zones without their own); a commit over a limit is
@@ -651,6 +651,12 @@ impl Bucket {
         (h as usize) & n.wrapping_sub(1)
     }
 
+    /// Hash `h`'s bucket among `buckets` (none before the first connection).
+    #[inline]
+    fn of(buckets: &[Bucket], h: u64) -> Option<&Bucket> {
+        buckets.get(Bucket::index(h, buckets.len()))
+    }
+
     /// [`CtCache::put`] on the cache's `buckets`, which are made `size` first if they are
     /// fewer (dropping what they held).
     fn put(buckets: &mut Vec<Bucket>, size: usize, h: u64, e: Entry) -> (&Arc<Conn>, bool) {
@@ -747,7 +753,7 @@ impl CtCache {
     /// The bucket of hash `h` (none before the first connection).
     #[inline]
     fn bucket(&self, h: u64) -> Option<&Bucket> {
-        self.buckets.get(Bucket::index(h, self.buckets.len()))
+        Bucket::of(&self.buckets, h)
     }
 
     /// Which bucket holds a tuple of hash `h` ([`Tuple::hash`]) now: tuples of one bucket
@@ -763,12 +769,6 @@ impl CtCache {
         self.size = (conns as usize)
             .next_power_of_two()
             .clamp(self.size, MAX_BUCKETS);
-    }
-
-    /// The cached connection of hash `h` and tuple `t` ([`Bucket::get`]).
-    #[inline]
-    fn get(&self, h: u64, t: &Tuple, now: u64) -> Option<(&Arc<Conn>, bool)> {
-        self.bucket(h)?.get(h, t, now)
     }
 
     /// Takes `e` in as hash `h`'s entry, first in its bucket (the last one falls out), and
@@ -1001,14 +1001,15 @@ impl Conntrack {
         let t = p.tuple;
         if p.related {
             // An ICMP error: the connection of the packet it carries, in the other direction.
-            return match self.find_reverse(cache, &t, now) {
-                Some((c, reply)) => {
-                    md.state = TRK | REL | if reply { RPL } else { 0 };
-                    md.mark = c.mark.load(Relaxed);
-                    md.label = c.label();
-                    md.orig = c.orig;
-                    None
-                }
+            let r = t.reverse();
+            let found = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, _| {
+                md.state = TRK | REL | if reply { RPL } else { 0 };
+                md.mark = c.mark.load(Relaxed);
+                md.label = c.label();
+                md.orig = c.orig;
+            });
+            return match found {
+                Some(()) => None,
                 None => {
                     self.counters.related_unknown.fetch_add(1, Relaxed);
                     self.invalid(md)
@@ -1130,28 +1131,6 @@ impl Conntrack {
         None
     }
 
-    /// The alive connection of `t` and whether `t` is its reply direction, through the PMD's
-    /// cache (a hit takes no lock and no reference count).
-    #[inline]
-    fn find<'c>(
-        &self,
-        cache: &'c mut CtCache,
-        t: &Tuple,
-        h: u64,
-        now: u64,
-    ) -> Option<(&'c Arc<Conn>, bool)> {
-        if cache.get(h, t, now).is_none() {
-            let found = {
-                let map = self.shards[shard_of(h)].read().unwrap();
-                map.get(&Key { h, t: *t })
-                    .filter(|e| e.conn.alive(now))
-                    .cloned()
-            };
-            cache.put(h, found?);
-        }
-        cache.get(h, t, now)
-    }
-
     /// Runs `f` on the alive connection of `t` (hash `h`): the connection, whether `t` is its
     /// reply direction, whether the PMD's cache holds it (at `h`'s slot: a later `ct()` of the
     /// packet finds it there, [`Self::recheck`]), and the cache's list of connections to queue
@@ -1167,9 +1146,7 @@ impl Conntrack {
         now: u64,
         f: impl FnOnce(&Arc<Conn>, bool, bool, &mut Vec<(u64, u64, Arc<Conn>)>) -> R,
     ) -> Option<R> {
-        if let Some(b) = cache.buckets.get(Bucket::index(h, cache.buckets.len()))
-            && let Some((c, reply)) = b.get(h, t, now)
-        {
+        if let Some((c, reply)) = Bucket::of(&cache.buckets, h).and_then(|b| b.get(h, t, now)) {
             return Some(f(c, reply, true, &mut cache.pending));
         }
         let map = self.shards[shard_of(h)].read().unwrap();
@@ -1181,18 +1158,6 @@ impl Conntrack {
         drop(map);
         let (c, reply) = Bucket::put(&mut cache.buckets, cache.size, h, e);
         Some(f(c, reply, true, &mut cache.pending))
-    }
-
-    /// [`Self::find`] for the other direction of `t` (the tuple reversed, hashed once).
-    #[inline]
-    fn find_reverse<'c>(
-        &self,
-        cache: &'c mut CtCache,
-        t: &Tuple,
-        now: u64,
-    ) -> Option<(&'c Arc<Conn>, bool)> {
-        let r = t.reverse();
-        self.find(cache, &r, r.hash(), now)
     }
 
     /// A packet of an existing connection. `None` when the packet reopens it (TCP).
