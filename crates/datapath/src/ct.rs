@@ -95,18 +95,11 @@ pub fn cached_ref(p: &Packet, zone: u16) -> bool {
 /// takes them.
 #[inline]
 pub fn cached(p: &Packet, zone: u16, v6: bool) -> Option<(u32, Tuple)> {
-    let m = &p.meta;
-    if m.ct_state & conntrack::state::TRK == 0
-        || m.ct_state & conntrack::state::INV != 0
-        || m.ct_zone != zone
-    {
+    if !cached_ref(p, zone) {
         return None;
     }
     let a = p.ct_md();
     let conn_ref = u32::from_ne_bytes(a[CT_MD_CONN_REF..CT_MD_CONN_REF + 4].try_into().unwrap());
-    if conn_ref == 0 {
-        return None;
-    }
     let t = CT_MD_TUPLE;
     let port = |i: usize| u16::from_be_bytes([a[i], a[i + 1]]);
     Some((
