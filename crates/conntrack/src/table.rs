@@ -866,7 +866,8 @@ impl Conntrack {
         now: u64,
     ) -> Option<NatRewrite> {
         let parsed = Self::parse(pkt, args.zone);
-        let rw = self.process_parsed(cache, pkt, parsed, md, args, now);
+        let mut rw = None;
+        self.process_parsed(cache, pkt, &parsed, md, &mut rw, args, now);
         if !cache.pending.is_empty() {
             self.expire(cache, now, 0);
         }
@@ -901,7 +902,8 @@ impl Conntrack {
                 cache.prefetch_conn(p.hash);
             }
             for ((pkt, o), p) in chunk.iter().zip(outs.iter_mut()).zip(&parsed) {
-                o.1 = self.process_parsed(cache, pkt, *p, &mut o.0, args, now);
+                let (md, nat) = o;
+                self.process_parsed(cache, pkt, p, md, nat, args, now);
             }
         }
         cache.parsed = parsed;
@@ -979,26 +981,32 @@ impl Conntrack {
         )
     }
 
+    /// Tracks one parsed packet: its metadata into `md`, the NAT rewrite it needs (if any)
+    /// into `nat` (out-parameters: what they hold is moved once, not through return values).
+    #[allow(clippy::too_many_arguments)]
     fn process_parsed(
         &self,
         cache: &mut CtCache,
         pkt: &CtPacket<'_>,
-        parsed: Result<key::Parsed, Invalid>,
+        parsed: &Result<key::Parsed, Invalid>,
         md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
         args: &CtArgs,
         now: u64,
-    ) -> Option<NatRewrite> {
+    ) {
         md.zone = args.zone;
         // Set again below when the connection is cached (`md` may hold an earlier packet's).
         md.conn_ref = 0;
+        *nat = None;
         let p = match parsed {
             Ok(p) => p,
             Err(e) => {
-                self.counters.invalid[e as usize].fetch_add(1, Relaxed);
-                return self.invalid(md);
+                self.counters.invalid[*e as usize].fetch_add(1, Relaxed);
+                self.invalid(md);
+                return;
             }
         };
-        let t = p.tuple;
+        let t = &p.tuple;
         if p.related {
             // An ICMP error: the connection of the packet it carries, in the other direction.
             let r = t.reverse();
@@ -1008,13 +1016,11 @@ impl Conntrack {
                 md.label = c.label();
                 md.orig = c.orig;
             });
-            return match found {
-                Some(()) => None,
-                None => {
-                    self.counters.related_unknown.fetch_add(1, Relaxed);
-                    self.invalid(md)
-                }
-            };
+            if found.is_none() {
+                self.counters.related_unknown.fetch_add(1, Relaxed);
+                self.invalid(md);
+            }
+            return;
         }
         // A TCP segment, and what an ALG reads of it (not a datagram's first fragment alone).
         let mut view = AlgView::Skip;
@@ -1027,7 +1033,8 @@ impl Conntrack {
                 Some(s) => Some(s),
                 None => {
                     self.counters.invalid[Invalid::L4 as usize].fetch_add(1, Relaxed);
-                    return self.invalid(md);
+                    self.invalid(md);
+                    return;
                 }
             }
         } else {
@@ -1039,54 +1046,63 @@ impl Conntrack {
             let r = t.reverse();
             let tracked = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, pending| {
                 let mut earlier = false;
-                let ok = self
-                    .update(
-                        c,
-                        !reply,
-                        seg.as_ref(),
-                        md,
-                        args,
-                        now,
-                        AlgView::Natted,
-                        &mut earlier,
-                    )
-                    .is_some();
+                // Not translated again: the rewrite is dropped.
+                let ok = self.update(
+                    c,
+                    !reply,
+                    seg.as_ref(),
+                    md,
+                    &mut None,
+                    args,
+                    now,
+                    AlgView::Natted,
+                    &mut earlier,
+                );
                 if earlier {
                     note_expiry(pending, c);
                 }
                 ok
             });
             if tracked == Some(true) {
-                return None;
+                return;
             }
         }
-        let found = self.with_conn(cache, &t, p.hash, now, |c, reply, cached, pending| {
+        let found = self.with_conn(cache, t, p.hash, now, |c, reply, cached, pending| {
             // `force`: a connection seen from this side is started anew from here.
             if reply && args.force && args.commit {
-                return Err(c.clone());
+                return Some(c.clone());
             }
             let mut earlier = false;
-            match self.update(c, reply, seg.as_ref(), md, args, now, view, &mut earlier) {
-                Some(out) => {
-                    if earlier {
-                        note_expiry(pending, c);
-                    }
-                    md.conn_ref = if cached { p.hash as u32 } else { 0 };
-                    Ok(out)
+            if self.update(
+                c,
+                reply,
+                seg.as_ref(),
+                md,
+                nat,
+                args,
+                now,
+                view,
+                &mut earlier,
+            ) {
+                if earlier {
+                    note_expiry(pending, c);
                 }
+                md.conn_ref = if cached { p.hash as u32 } else { 0 };
+                None
+            } else {
                 // The segment reopens a closed TCP connection: start a new one.
-                None => Err(c.clone()),
+                Some(c.clone())
             }
         });
         let stale = match found {
-            Some(Ok(out)) => return out,
-            Some(Err(c)) => Some(c),
+            Some(None) => return,
+            Some(Some(c)) => Some(c),
             None => None,
         };
         if let Some(c) = stale {
             self.remove(&c);
         }
-        self.new_conn(cache, &p, seg.as_ref(), md, args, now)
+        *nat = self.new_conn(cache, p, seg.as_ref(), md, args, now);
     }
 
     /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
@@ -1160,7 +1176,9 @@ impl Conntrack {
         Some(f(c, reply, true, &mut cache.pending))
     }
 
-    /// A packet of an existing connection. `None` when the packet reopens it (TCP).
+    /// A packet of an existing connection: its metadata into `md`, its NAT rewrite (if any)
+    /// into `nat`. False when the packet reopens the connection (TCP); then neither is
+    /// written.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn update(
@@ -1169,11 +1187,12 @@ impl Conntrack {
         reply: bool,
         seg: Option<&Segment>,
         md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
         args: &CtArgs,
         now: u64,
         view: AlgView<'_>,
         earlier: &mut bool,
-    ) -> Option<Option<NatRewrite>> {
+    ) -> bool {
         let mut alg_rw = None;
         let est = match c.kind {
             Kind::Tcp => {
@@ -1207,7 +1226,8 @@ impl Conntrack {
                                 Ok(rw) => alg_rw = rw,
                                 Err(()) => {
                                     drop(l);
-                                    return Some(self.invalid(md));
+                                    self.invalid(md);
+                                    return true;
                                 }
                             }
                         }
@@ -1216,9 +1236,10 @@ impl Conntrack {
                     Update::Invalid => {
                         drop(l);
                         self.counters.tcp_invalid.fetch_add(1, Relaxed);
-                        return Some(self.invalid(md));
+                        self.invalid(md);
+                        return true;
                     }
-                    Update::Reopen => return None,
+                    Update::Reopen => return false,
                 }
             }
             Kind::Udp | Kind::Icmp => {
@@ -1254,19 +1275,18 @@ impl Conntrack {
             state |= REL;
             md.orig = Self::parent_of(c);
         }
-        let mut nat = None;
         if args.nat.is_some() {
             let f = c.nat_flags();
             if f != 0 {
                 state |= f;
-                nat = Some(NatRewrite {
+                *nat = Some(NatRewrite {
                     alg: alg_rw,
                     ..rewrite_for(c, reply)
                 });
             }
         }
         md.state = state;
-        Some(nat)
+        true
     }
 
     /// The FTP helper's part of a valid TCP segment of `c` (whose lock is `l`): an
