@@ -512,6 +512,9 @@ pub struct Pmd {
     ct_cache: conntrack::CtCache,
     /// What `ct()` decided for each packet of a burst (reused, never re-initialized).
     ct_out: Vec<(conntrack::CtMeta, Option<conntrack::NatRewrite>)>,
+    /// The mark and label a `ct()` commit wrote for each packet of a burst it rechecked (by
+    /// place in the batch), reused.
+    ct_ml: Vec<(u8, u32, u128)>,
     /// IP fragments waiting for the rest of their datagram before `ct()` (per PMD: a
     /// datagram's fragments arrive on one rx queue, as RSS hashes them by addresses).
     reasm: conntrack::frag::Reassembler<Packet>,
@@ -565,6 +568,7 @@ impl Pmd {
             conntrack: None,
             ct_cache: conntrack::CtCache::new(),
             ct_out: vec![(conntrack::CtMeta::default(), None); MAX_BURST],
+            ct_ml: Vec::with_capacity(MAX_BURST),
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
         }
     }
@@ -1644,10 +1648,17 @@ impl Pmd {
         let ct = self
             .conntrack
             .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
-        // Which packets are tracked here (IP, not fragments), with their family, and which
-        // need nothing more.
-        let mut v6s = [None; MAX_BURST];
-        let mut done: [Option<Option<(u32, u128)>>; MAX_BURST] = [None; MAX_BURST];
+        let writes = args.commit && (args.mark.is_some() || args.label.is_some());
+        // A packet an earlier ct() of this zone tracked keeps what that one said, as a packet
+        // keeps its reference to the connection in the kernel's datapath: unless this one
+        // writes the mark or label, or translates, the connection is not even looked at.
+        let keep = !writes && args.nat.is_none() && !args.force;
+        // The packets tracked here (IP, not fragments): their places in the batch and
+        // families; the others are not IP (`+inv`) or fragments, or their earlier state
+        // stands (`ct_ml` has what a commit wrote for those rechecked).
+        let mut idx = [0u8; MAX_BURST];
+        let mut v6s = [false; MAX_BURST];
+        let mut not_ip = 0u32;
         let mut frags = false;
         let mut pkts: [_; MAX_BURST] = std::array::from_fn(|_| conntrack::CtPacket {
             frame: &[],
@@ -1658,31 +1669,30 @@ impl Pmd {
             natted: false,
         });
         let mut n = 0;
-        let out = &mut self.ct_out;
-        let writes = args.commit && (args.mark.is_some() || args.label.is_some());
+        self.ct_ml.clear();
         for (i, p) in batch.packets().iter().enumerate().take(MAX_BURST) {
             let Some(v6) = crate::ct::ip_version(p) else {
+                not_ip |= 1 << i;
                 continue;
             };
             if crate::ct::maybe_fragment(p, v6) {
                 frags = true;
                 continue;
             }
+            if keep && crate::ct::cached_ref(p, args.zone) {
+                continue;
+            }
             // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
-            // Unless this one writes the mark or label, the packet keeps what the earlier one
-            // said, as a packet keeps its reference to the connection in the kernel's datapath:
-            // the connection is not even looked at.
-            if !writes && args.nat.is_none() && !args.force && crate::ct::cached_ref(p, args.zone) {
-                done[i] = Some(None);
-                continue;
-            }
             if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
-                && let Some(ml) = ct.recheck(&self.ct_cache, conn_ref, &orig, args, now)
+                && let Some((mark, label)) = ct.recheck(&self.ct_cache, conn_ref, &orig, args, now)
             {
-                done[i] = Some(writes.then_some(ml));
+                if writes {
+                    self.ct_ml.push((i as u8, mark, label));
+                }
                 continue;
             }
-            v6s[i] = Some(v6);
+            idx[n] = i as u8;
+            v6s[n] = v6;
             pkts[n] = conntrack::CtPacket {
                 frame: p.data(),
                 l3: usize::from(p.meta.l3),
@@ -1694,50 +1704,62 @@ impl Pmd {
             };
             n += 1;
         }
-        ct.process_batch(&mut self.ct_cache, &pkts[..n], &mut out[..n], args, now);
-        let out = std::mem::take(&mut self.ct_out);
-        let mut k = 0;
-        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
-            if let Some(d) = done.get(i).copied().flatten() {
-                if let Some((mark, label)) = d {
-                    crate::ct::set_mark_label(p, mark, label);
-                }
-                continue;
-            }
-            match v6s.get(i).copied().flatten() {
-                Some(v6) => {
-                    let (md, nat) = &out[k];
-                    k += 1;
-                    crate::ct::store(p, md);
-                    if let Some(rw) = nat
-                        && !crate::ct::apply_nat(p, rw, v6, &md.orig, true)
-                    {
-                        self.stats.rewrite_errors += 1;
-                    }
-                }
-                None => match crate::ct::ip_version(p) {
-                    None => {
-                        let md = conntrack::CtMeta {
-                            state: conntrack::state::TRK | conntrack::state::INV,
-                            zone: args.zone,
-                            ..Default::default()
-                        };
-                        crate::ct::store(p, &md);
-                        self.stats.ct_not_ip += 1;
-                    }
-                    // Past a burst's worth (a batch that grew): one at a time.
-                    Some(v6) if i >= MAX_BURST && !crate::ct::maybe_fragment(p, v6) => {
-                        self.ct_one(args, p, v6, None, now);
-                    }
-                    Some(v6) => frags |= crate::ct::maybe_fragment(p, v6),
-                },
+        let out = &mut self.ct_out[..n];
+        ct.process_batch(&mut self.ct_cache, &pkts[..n], out, args, now);
+        let pkts = batch.packets_mut();
+        for ((&i, &v6), (md, nat)) in idx.iter().zip(&v6s).zip(self.ct_out[..n].iter()) {
+            let p = &mut pkts[usize::from(i)];
+            crate::ct::store(p, md);
+            if let Some(rw) = nat
+                && !crate::ct::apply_nat(p, rw, v6, &md.orig, true)
+            {
+                self.stats.rewrite_errors += 1;
             }
         }
-        self.ct_out = out;
+        for &(i, mark, label) in &self.ct_ml {
+            crate::ct::set_mark_label(&mut pkts[usize::from(i)], mark, label);
+        }
+        let mut bits = not_ip;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.ct_not_ip(&mut batch.packets_mut()[i], args.zone);
+        }
+        if batch.len() > MAX_BURST {
+            frags |= self.ct_past_burst(args, batch, now);
+        }
         self.stats.ct_packets += batch.len() as u64;
         if frags {
             self.ct_fragments(args, batch, now);
         }
+    }
+
+    /// A packet that is not IP through `ct()`: `+trk+inv`, counted.
+    fn ct_not_ip(&mut self, p: &mut Packet, zone: u16) {
+        let md = conntrack::CtMeta {
+            state: conntrack::state::TRK | conntrack::state::INV,
+            zone,
+            ..Default::default()
+        };
+        crate::ct::store(p, &md);
+        self.stats.ct_not_ip += 1;
+    }
+
+    /// The packets of a `ct()` batch past a burst's worth (a batch that grew): one at a time.
+    /// Returns whether there are fragments among them.
+    #[cold]
+    fn ct_past_burst(&mut self, args: &conntrack::CtArgs, batch: &mut Batch, now: u64) -> bool {
+        let mut frags = false;
+        for p in &mut batch.packets_mut()[MAX_BURST..] {
+            match crate::ct::ip_version(p) {
+                None => self.ct_not_ip(p, args.zone),
+                Some(v6) if crate::ct::maybe_fragment(p, v6) => frags = true,
+                Some(v6) => {
+                    self.ct_one(args, p, v6, None, now);
+                }
+            }
+        }
+        frags
     }
 
     /// Tracks one packet (or the first fragment of a datagram, `frag_l4_len` its L4 length)
