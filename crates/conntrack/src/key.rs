@@ -474,6 +474,20 @@ pub fn parse(
     {
         return Ok(p);
     }
+    parse_general(d, l3, v6, zone, frag_l4_len, checks)
+}
+
+/// [`parse`] without its fast path for the common case ([`parse_v4_fast`]): what a packet
+/// that path refuses goes through, and what says what is wrong with a bad one.
+#[inline(never)]
+pub fn parse_general(
+    d: &[u8],
+    l3: usize,
+    v6: bool,
+    zone: u16,
+    frag_l4_len: Option<usize>,
+    checks: bool,
+) -> Result<Parsed, Invalid> {
     let mut t = Tuple {
         zone,
         ..Tuple::default()
@@ -496,8 +510,8 @@ pub fn parse(
 /// The common case in one pass over fixed offsets: IPv4 without options, not a fragment, TCP
 /// or UDP with both ports set, lengths consistent. `None` sends the packet to the general
 /// parser (which also says what is wrong with a bad one).
-#[inline]
-fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed> {
+#[inline(always)]
+pub fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed> {
     let h: &[u8; 34] = d.get(l3..l3 + 34)?.try_into().ok()?;
     let tot = usize::from(be16(h, 2));
     let proto = h[9];

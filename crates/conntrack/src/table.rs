@@ -325,12 +325,18 @@ impl Conn {
         new < cur
     }
 
+    #[inline]
     fn label(&self) -> u128 {
         if self.labeled.load(Relaxed) {
-            self.locked.lock().unwrap().label
+            self.label_locked()
         } else {
             0
         }
+    }
+
+    #[cold]
+    fn label_locked(&self) -> u128 {
+        self.locked.lock().unwrap().label
     }
 
     fn nat_flags(&self) -> u8 {
@@ -672,7 +678,7 @@ impl Bucket {
 
     /// The connection of hash `h` whose tuple of the direction is `t`, alive, and whether
     /// `t` is its reply direction.
-    #[inline]
+    #[inline(always)]
     fn get(&self, h: u64, t: &Tuple, now: u64) -> Option<(&Arc<Conn>, bool)> {
         self.0.iter().flatten().find_map(|(k, c)| {
             let reply = k & 1 != 0;
@@ -970,8 +976,16 @@ impl Conntrack {
         Some((c, counted))
     }
 
+    /// [`key::parse`], with its fast path inlined.
+    #[inline(always)]
     fn parse(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {
-        key::parse(
+        if !pkt.v6
+            && pkt.frag_l4_len.is_none()
+            && let Some(p) = key::parse_v4_fast(pkt.frame, pkt.l3, zone, !pkt.verified)
+        {
+            return Ok(p);
+        }
+        key::parse_general(
             pkt.frame,
             pkt.l3,
             pkt.v6,
@@ -1067,33 +1081,40 @@ impl Conntrack {
                 return;
             }
         }
-        let found = self.with_conn(cache, t, p.hash, now, |c, reply, cached, pending| {
-            // `force`: a connection seen from this side is started anew from here.
-            if reply && args.force && args.commit {
-                return Some(c.clone());
-            }
-            let mut earlier = false;
-            if self.update(
-                c,
-                reply,
-                seg.as_ref(),
-                md,
-                nat,
-                args,
-                now,
-                view,
-                &mut earlier,
-            ) {
-                if earlier {
-                    note_expiry(pending, c);
+        let found = self.with_conn(
+            cache,
+            t,
+            p.hash,
+            now,
+            #[inline(always)]
+            |c, reply, cached, pending| {
+                // `force`: a connection seen from this side is started anew from here.
+                if reply && args.force && args.commit {
+                    return Some(c.clone());
                 }
-                md.conn_ref = if cached { p.hash as u32 } else { 0 };
-                None
-            } else {
-                // The segment reopens a closed TCP connection: start a new one.
-                Some(c.clone())
-            }
-        });
+                let mut earlier = false;
+                if self.update(
+                    c,
+                    reply,
+                    seg.as_ref(),
+                    md,
+                    nat,
+                    args,
+                    now,
+                    view,
+                    &mut earlier,
+                ) {
+                    if earlier {
+                        note_expiry(pending, c);
+                    }
+                    md.conn_ref = if cached { p.hash as u32 } else { 0 };
+                    None
+                } else {
+                    // The segment reopens a closed TCP connection: start a new one.
+                    Some(c.clone())
+                }
+            },
+        );
         let stale = match found {
             Some(None) => return,
             Some(Some(c)) => Some(c),
