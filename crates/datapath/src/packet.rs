@@ -592,6 +592,13 @@ impl Batch {
         &mut self.pkts
     }
 
+    /// Exchanges the batch's packets with those of `v`, without moving any packet: how a
+    /// whole batch joins or leaves a queue kept as a vector.
+    #[inline]
+    pub fn swap_packets(&mut self, v: &mut Vec<Packet>) {
+        std::mem::swap(&mut self.pkts, v);
+    }
+
     /// Removes every packet, in order.
     #[inline]
     pub fn drain(&mut self) -> std::vec::Drain<'_, Packet> {

@@ -914,8 +914,13 @@ impl Pmd {
                 .take_while(|p| p.meta.in_port == in_port)
                 .count();
             let mut b = std::mem::take(&mut self.recirc_batch);
-            for p in self.recirc.drain(..take) {
-                b.push(p);
+            if take == self.recirc.len() && b.is_empty() {
+                // The whole queue is one batch: it becomes the batch, no packet moved.
+                b.swap_packets(&mut self.recirc);
+            } else {
+                for p in self.recirc.drain(..take) {
+                    b.push(p);
+                }
             }
             if self.recirc_gso {
                 b.mark_gso();
@@ -1854,6 +1859,24 @@ impl Pmd {
     }
 
     fn recirculate(&mut self, id: u32, batch: &mut Batch, consume: bool) {
+        // Common case: the whole batch goes on, none of it too deep, with nothing queued
+        // before it: its packets become the queue where they are.
+        if consume
+            && self.recirc.is_empty()
+            && batch
+                .packets()
+                .iter()
+                .all(|p| p.meta.recirc_depth < MAX_RECIRC_DEPTH)
+        {
+            for p in batch.packets_mut() {
+                p.meta.recirc_depth += 1;
+                p.meta.recirc_id = id;
+            }
+            self.recirc_gso |= self.pass_gso;
+            self.stats.recirculations += batch.len() as u64;
+            batch.swap_packets(&mut self.recirc);
+            return;
+        }
         let mut src = if consume {
             std::mem::take(batch)
         } else {
