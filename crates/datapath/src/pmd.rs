@@ -515,6 +515,9 @@ pub struct Pmd {
     /// The mark and label a `ct()` commit wrote for each packet of a burst it rechecked (by
     /// place in the batch), reused.
     ct_ml: Vec<(u8, u32, u128)>,
+    /// Installed megaflows whose mask looks at a connection's original tuple: while there is
+    /// none, keys are made without it ([`crate::ct::to_key`]).
+    ct_tuple_flows: usize,
     /// IP fragments waiting for the rest of their datagram before `ct()` (per PMD: a
     /// datagram's fragments arrive on one rx queue, as RSS hashes them by addresses).
     reasm: conntrack::frag::Reassembler<Packet>,
@@ -569,6 +572,7 @@ impl Pmd {
             ct_cache: conntrack::CtCache::new(),
             ct_out: vec![(conntrack::CtMeta::default(), None); MAX_BURST],
             ct_ml: Vec::with_capacity(MAX_BURST),
+            ct_tuple_flows: 0,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
         }
     }
@@ -706,6 +710,9 @@ impl Pmd {
                 .expect("the flow was inserted just above");
             return Err(("a flow with this match already exists".into(), Box::new(f)));
         }
+        if crate::ct::mask_has_tuple(m.mask()) {
+            self.ct_tuple_flows += 1;
+        }
         self.decap_track(r);
         Ok(r)
     }
@@ -750,6 +757,9 @@ impl Pmd {
     fn remove_ref(&mut self, r: FlowRef) -> Option<Megaflow> {
         let f = self.flows.remove(r)?;
         let port = f.m.key().in_port();
+        if crate::ct::mask_has_tuple(f.mask()) {
+            self.ct_tuple_flows -= 1;
+        }
         self.decap_untrack(r, port);
         if let Some(c) = self.cls.get_mut(port) {
             c.remove(&f.m);
@@ -1042,9 +1052,10 @@ impl Pmd {
             self.stats.batches += 1;
 
             // Extraction.
+            let ct_tuple = self.ct_tuple_flows != 0;
             for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                 let k = &mut self.keys[i];
-                key_metadata(p, k);
+                key_metadata_with(p, k, ct_tuple);
                 let x = flow::extract(p.data(), k);
                 if let Some(m) = x.malformed {
                     self.stats.malformed[m as usize] += 1;
@@ -1270,6 +1281,16 @@ impl Pmd {
 
     /// Slow path for the packets in `misses`.
     fn upcalls(&mut self, batch: &mut Batch, mut misses: u32, in_port: u32) {
+        // The slow path sees every field: the keys get the connection tuple they were made
+        // without (and so does any lookup after a flow it installs matches it).
+        if self.ct_tuple_flows == 0 {
+            let mut bits = misses;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                crate::ct::tuple_to_key(&batch.packets()[i], &mut self.keys[i]);
+            }
+        }
         let mut installed = false;
         while misses != 0 {
             let i = misses.trailing_zeros() as usize;
@@ -1983,21 +2004,28 @@ fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut
 }
 
 /// Writes the metadata words of `p`'s key (in_port, recirc_id, dp_hash, mark, packet type,
-/// tunnel) into `key`, clearing the rest: what a pass's extraction starts from.
+/// tunnel, connection) into `key`, clearing the rest: what a pass's extraction starts from.
 #[inline(always)]
 pub fn key_metadata(p: &Packet, key: &mut FlowKey) {
+    key_metadata_with(p, key, true);
+}
+
+/// [`key_metadata`], with the connection's original tuple only if `ct_tuple` (see
+/// [`crate::ct::to_key`]).
+#[inline(always)]
+fn key_metadata_with(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
     let m = &p.meta;
     key.clear();
     key.set_word(0, meta_word(m.in_port, m.recirc_id));
     // One test for the common case of a packet with no other metadata.
     if (m.dp_hash | m.pkt_mark | m.packet_type) != 0 || m.tunnel != TnlMd::None || m.ct_state != 0 {
-        key_metadata_more(p, key);
+        key_metadata_more(p, key, ct_tuple);
     }
 }
 
-/// The rest of [`key_metadata`], for a packet that has more than in_port and recirc_id.
+/// The rest of [`key_metadata_with`], for a packet that has more than in_port and recirc_id.
 #[inline(never)]
-fn key_metadata_more(p: &Packet, key: &mut FlowKey) {
+fn key_metadata_more(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
     let m = &p.meta;
     if m.dp_hash != 0 {
         key.set_dp_hash(m.dp_hash);
@@ -2013,7 +2041,7 @@ fn key_metadata_more(p: &Packet, key: &mut FlowKey) {
     }
     // After the tunnel words: the connection tuple's ports share a word with GENEVE options.
     if m.ct_state != 0 {
-        crate::ct::to_key(p, key);
+        crate::ct::to_key(p, key, ct_tuple);
     }
 }
 

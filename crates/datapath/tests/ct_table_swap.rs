@@ -2,13 +2,15 @@
 //! (`Pmd::set_conntrack`) tracks in that table from its next packet: nothing of the old table's
 //! (cached connections, connections waiting to be queued for expiry, the cached zone policy)
 //! serves or leaks into the new one. A second `ct()` of a packet that writes the mark is not
-//! skipped for the packet being tracked already.
+//! skipped for the packet being tracked already. Keys carry a connection's original tuple
+//! (`ct_tuple4`) only while a megaflow looks at it, and always to the slow path.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datapath::dpif::parse_megaflow;
+use datapath::packet::Packet;
 use datapath::packet::{Batch, Pool};
-use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq, UpcallHandler, UpcallResult};
 use datapath::port::{RxQueue, TxQueue};
 use flow::odp::PortNames;
 
@@ -50,7 +52,16 @@ fn udp_frame() -> Vec<u8> {
 /// A PMD polling [`udp_frame`] on port 1 into a sink on port 2, tracking in `ct`, with `flows`
 /// (datapath flows over ports `p0` and `p1`).
 fn pmd_with_flows(ct: &Arc<conntrack::Conntrack>, flows: &[(String, &str)]) -> Pmd {
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    pmd_with(ct, flows, Box::new(DropUpcalls))
+}
+
+/// [`pmd_with_flows`] with a slow path.
+fn pmd_with(
+    ct: &Arc<conntrack::Conntrack>,
+    flows: &[(String, &str)],
+    upcall: Box<dyn UpcallHandler>,
+) -> Pmd {
+    let mut pmd = Pmd::new(PmdConfig::default(), upcall);
     pmd.set_conntrack(ct.clone());
     pmd.add_rxq(PolledRxq {
         port_no: 1,
@@ -147,4 +158,77 @@ fn a_new_table_tracks_from_the_next_packet() {
         "the new table has the flow's connection: the old table's cached one did not serve"
     );
     assert!(b.stats().committed >= 1);
+}
+
+/// The original tuple of [`udp_frame`]'s connection, as a datapath flow matches it.
+const TUPLE: &str = "ct_tuple4(src=10.0.0.1,dst=10.0.0.2,proto=17,tp_src=1000,tp_dst=2000)";
+/// The same with every field zero: what a key without the tuple reads.
+const ZERO_TUPLE: &str = "ct_tuple4(src=0.0.0.0,dst=0.0.0.0,proto=0,tp_src=0,tp_dst=0)";
+
+/// Runs the committed connection's packets through a second pass whose only flow matches
+/// `tuple`; returns (packets sent, misses).
+fn second_pass_matching(tuple: &str) -> (u64, u64) {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let mut pmd = pmd_with_flows(
+        &ct,
+        &[
+            (format!("ct_state(-trk),{PLAIN}"), "ct(commit),recirc(0x1)"),
+            (
+                format!("ct_state(+trk),recirc_id(0x1),{tuple},{PLAIN}"),
+                "p1",
+            ),
+        ],
+    );
+    for _ in 0..4 {
+        pmd.poll_once();
+    }
+    let s = pmd.stats();
+    (s.tx_packets, s.lost_upcalls)
+}
+
+/// A megaflow that matches the tuple makes keys carry it: the connection's packets match
+/// their own tuple, and not a tuple of zeros (which a key without the tuple would read).
+#[test]
+fn a_flow_on_the_connection_tuple_sees_it() {
+    let (sent, lost) = second_pass_matching(TUPLE);
+    assert!(sent > 0, "matched on their tuple");
+    assert_eq!(lost, 0);
+    let (sent, lost) = second_pass_matching(ZERO_TUPLE);
+    assert_eq!(sent, 0, "a zero tuple does not match");
+    assert!(lost > 0);
+}
+
+/// Records the keys of the misses it is given, and drops them.
+struct Record(Arc<Mutex<Vec<flow::FlowKey>>>);
+
+impl UpcallHandler for Record {
+    fn upcall(&mut self, key: &flow::FlowKey, _: &Packet) -> UpcallResult {
+        self.0.lock().unwrap().push(key.clone());
+        UpcallResult::Drop
+    }
+}
+
+/// With no megaflow on the tuple (keys made without it), a miss still reaches the slow path
+/// with the tuple in its key.
+#[test]
+fn the_slow_path_sees_the_connection_tuple() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let mut pmd = pmd_with(
+        &ct,
+        &[(format!("ct_state(-trk),{PLAIN}"), "ct(commit),recirc(0x1)")],
+        Box::new(Record(keys.clone())),
+    );
+    pmd.poll_once();
+    let keys = keys.lock().unwrap();
+    let k = keys.first().expect("the second pass missed");
+    assert_eq!(k.recirc_id(), 1);
+    assert_eq!(
+        (k.ct_nw_src(), k.ct_nw_dst()),
+        ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
+    );
+    assert_eq!(
+        (k.ct_nw_proto(), k.ct_tp_src(), k.ct_tp_dst()),
+        (17, 1000, 2000)
+    );
 }
