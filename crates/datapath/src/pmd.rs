@@ -515,6 +515,13 @@ pub struct Pmd {
     /// The mark and label a `ct()` commit wrote for each packet of a burst it rechecked (by
     /// place in the batch), reused.
     ct_ml: Vec<(u8, u32, u128)>,
+    /// The actions about to run see the pass's batch as extracted: one flow for the whole
+    /// batch (taken by [`Self::execute_with`]).
+    whole_pass: bool,
+    /// Set when a pass's whole batch, with the headers its keys were made from (only `ct()`
+    /// without NAT ran on it), was queued for recirculation as it was: the batch's length.
+    /// The next pass, if it is that batch, takes its keys from `keys` ([`Self::process_with`]).
+    keys_reusable: Option<usize>,
     /// Installed megaflows whose mask looks at a connection's original tuple: while there is
     /// none, keys are made without it ([`crate::ct::to_key`]).
     ct_tuple_flows: usize,
@@ -573,6 +580,8 @@ impl Pmd {
             ct_out: vec![(conntrack::CtMeta::default(), None); MAX_BURST],
             ct_ml: Vec::with_capacity(MAX_BURST),
             ct_tuple_flows: 0,
+            whole_pass: false,
+            keys_reusable: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
         }
     }
@@ -924,7 +933,9 @@ impl Pmd {
                 .take_while(|p| p.meta.in_port == in_port)
                 .count();
             let mut b = std::mem::take(&mut self.recirc_batch);
-            if take == self.recirc.len() && b.is_empty() {
+            let whole = take == self.recirc.len() && b.is_empty();
+            let reuse = self.keys_reusable.take() == Some(take) && whole;
+            if whole {
                 // The whole queue is one batch: it becomes the batch, no packet moved.
                 b.swap_packets(&mut self.recirc);
             } else {
@@ -935,7 +946,7 @@ impl Pmd {
             if self.recirc_gso {
                 b.mark_gso();
             }
-            self.process(&mut b, in_port);
+            self.process_with(&mut b, in_port, reuse);
             self.recirc_batch = b;
         }
         self.recirc_gso = false;
@@ -1041,8 +1052,17 @@ impl Pmd {
     /// port's megaflows whose only action is `tnl_pop`. When all of them hit and pop to one
     /// tunnel port, they are decapsulated in place and the batch starts its next pass at once,
     /// as received on the tunnel port; partial hits skip the EMC and dpcls lookups.
-    fn process(&mut self, batch: &mut Batch, mut in_port: u32) {
+    fn process(&mut self, batch: &mut Batch, in_port: u32) {
+        self.process_with(batch, in_port, false);
+    }
+
+    /// [`Self::process`]; `reuse`: the batch is the previous pass's, recirculated whole with
+    /// its headers untouched (`keys_reusable`), so each packet's key is still in
+    /// `keys` at its place: only its metadata words are made again, and it is hashed again,
+    /// instead of the packet being parsed again.
+    fn process_with(&mut self, batch: &mut Batch, mut in_port: u32, mut reuse: bool) {
         self.pass_gso = batch.take_gso();
+        self.keys_reusable = None;
         loop {
             let n = batch.len();
             if n == 0 {
@@ -1053,19 +1073,30 @@ impl Pmd {
 
             // Extraction.
             let ct_tuple = self.ct_tuple_flows != 0;
-            for (i, p) in batch.packets_mut().iter_mut().enumerate() {
-                let k = &mut self.keys[i];
-                key_metadata_with(p, k, ct_tuple);
-                let x = flow::extract(p.data(), k);
-                if let Some(m) = x.malformed {
-                    self.stats.malformed[m as usize] += 1;
+            if std::mem::take(&mut reuse) && n <= MAX_BURST {
+                for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+                    let k = &mut self.keys[i];
+                    k.clear_words(!flow::key::PACKET_WORDS);
+                    key_metadata_add(p, k, ct_tuple);
+                    let h = k.hash(0) ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
+                    p.meta.hash = h;
+                    self.hashes[i] = h;
                 }
-                let h = x.hash ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
-                p.meta.hash = h;
-                self.hashes[i] = h;
-                p.meta.l2_5 = x.layers.l2_5;
-                p.meta.l3 = x.layers.l3;
-                p.meta.l4 = x.layers.l4;
+            } else {
+                for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+                    let k = &mut self.keys[i];
+                    key_metadata_with(p, k, ct_tuple);
+                    let x = flow::extract(p.data(), k);
+                    if let Some(m) = x.malformed {
+                        self.stats.malformed[m as usize] += 1;
+                    }
+                    let h = x.hash ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
+                    p.meta.hash = h;
+                    self.hashes[i] = h;
+                    p.meta.l2_5 = x.layers.l2_5;
+                    p.meta.l3 = x.layers.l3;
+                    p.meta.l4 = x.layers.l4;
+                }
             }
             let t1 = tsc::now();
             self.stats.stage_cycles[Stage::Extract as usize] += t1 - t0;
@@ -1396,7 +1427,10 @@ impl Pmd {
         // is, without regrouping.
         if n > 0 && self.hits[1..n].iter().all(|h| *h == self.hits[0]) {
             let tcp_flags = self.keys[..n].iter().fold(0, |f, k| f | k.tcp_flags());
+            // The actions see the pass's batch as extracted (see `keys_reusable`).
+            self.whole_pass = true;
             self.run_group(self.hits[0], batch, tcp_flags);
+            self.whole_pass = false;
             for r in self.temp_flows.drain(..) {
                 self.flows.remove(r);
             }
@@ -1479,6 +1513,9 @@ impl Pmd {
     /// [`Self::execute`], with a truncation pending from earlier actions.
     fn execute_with(&mut self, actions: &[DpAction], batch: &mut Batch, mut trunc: Option<u32>) {
         let last = actions.len().saturating_sub(1);
+        // Whether `batch` is still the pass's batch with the headers its keys were made from
+        // (only `ct()` without NAT has run on it so far).
+        let mut pristine = std::mem::take(&mut self.whole_pass);
         for (ai, a) in actions.iter().enumerate() {
             if batch.is_empty() {
                 break;
@@ -1490,8 +1527,8 @@ impl Pmd {
                 }
                 DpAction::Trunc(len) => trunc = Some(*len),
                 DpAction::Userspace => self.stats.userspace_packets += batch.len() as u64,
-                DpAction::Recirc(id) => self.recirculate(*id, batch, consume),
-                DpAction::Ct(args) => self.conntrack(args, batch),
+                DpAction::Recirc(id) => self.recirculate(*id, batch, consume, pristine),
+                DpAction::Ct(args) => pristine &= self.conntrack(args, batch),
                 DpAction::CtClear => {
                     for p in batch.packets_mut() {
                         crate::ct::clear(p);
@@ -1525,6 +1562,7 @@ impl Pmd {
                     }
                 }
             }
+            pristine &= matches!(a, DpAction::Ct(c) if c.nat.is_none());
         }
         if !batch.is_empty() {
             // The actions ended without handing the packets on: a drop.
@@ -1669,7 +1707,9 @@ impl Pmd {
     /// connection state and may translate it (NAT). A packet that is not IP is `+trk+inv`. IP
     /// fragments are held by the PMD's reassembler until their datagram is complete; then all
     /// its fragments go on (after the batch's other packets) with the state the first one got.
-    fn conntrack(&mut self, args: &conntrack::CtArgs, batch: &mut Batch) {
+    ///
+    /// Returns whether the batch holds the same packets in the same order (no fragments).
+    fn conntrack(&mut self, args: &conntrack::CtArgs, batch: &mut Batch) -> bool {
         let now = conntrack::now_ms();
         let ct = self
             .conntrack
@@ -1758,6 +1798,7 @@ impl Pmd {
         if frags {
             self.ct_fragments(args, batch, now);
         }
+        !frags
     }
 
     /// A packet that is not IP through `ct()`: `+trk+inv`, counted.
@@ -1879,9 +1920,11 @@ impl Pmd {
         self.recycle(keep);
     }
 
-    fn recirculate(&mut self, id: u32, batch: &mut Batch, consume: bool) {
+    /// `pristine`: `batch` is the pass's batch with the headers its keys were made from.
+    fn recirculate(&mut self, id: u32, batch: &mut Batch, consume: bool, pristine: bool) {
         // Common case: the whole batch goes on, none of it too deep, with nothing queued
-        // before it: its packets become the queue where they are.
+        // before it: its packets become the queue where they are (and, pristine, the next
+        // pass takes their keys from this one's).
         if consume
             && self.recirc.is_empty()
             && batch
@@ -1895,6 +1938,7 @@ impl Pmd {
             }
             self.recirc_gso |= self.pass_gso;
             self.stats.recirculations += batch.len() as u64;
+            self.keys_reusable = pristine.then_some(batch.len());
             batch.swap_packets(&mut self.recirc);
             return;
         }
@@ -2014,8 +2058,14 @@ pub fn key_metadata(p: &Packet, key: &mut FlowKey) {
 /// [`crate::ct::to_key`]).
 #[inline(always)]
 fn key_metadata_with(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
-    let m = &p.meta;
     key.clear();
+    key_metadata_add(p, key, ct_tuple);
+}
+
+/// [`key_metadata_with`] into a key that has no metadata words.
+#[inline(always)]
+fn key_metadata_add(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
+    let m = &p.meta;
     key.set_word(0, meta_word(m.in_port, m.recirc_id));
     // One test for the common case of a packet with no other metadata.
     if (m.dp_hash | m.pkt_mark | m.packet_type) != 0 || m.tunnel != TnlMd::None || m.ct_state != 0 {

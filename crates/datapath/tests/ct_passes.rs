@@ -3,7 +3,9 @@
 //! (cached connections, connections waiting to be queued for expiry, the cached zone policy)
 //! serves or leaks into the new one. A second `ct()` of a packet that writes the mark is not
 //! skipped for the packet being tracked already. Keys carry a connection's original tuple
-//! (`ct_tuple4`) only while a megaflow looks at it, and always to the slow path.
+//! (`ct_tuple4`) only while a megaflow looks at it, and always to the slow path. A pass after
+//! a recirculation takes its keys from the pass before only when nothing rewrote the headers
+//! in between.
 
 use std::sync::{Arc, Mutex};
 
@@ -61,18 +63,33 @@ fn pmd_with(
     flows: &[(String, &str)],
     upcall: Box<dyn UpcallHandler>,
 ) -> Pmd {
+    let rx = Box::new(Replay(udp_frame()));
+    pmd_on(ct, rx, vec![(2, Box::new(Sink))], flows, upcall)
+}
+
+/// A PMD polling `rx` on port 1 (`p0`), sending on `txqs` (ports 2 and 3 are `p1` and `p2`).
+fn pmd_on(
+    ct: &Arc<conntrack::Conntrack>,
+    rx: Box<dyn RxQueue>,
+    txqs: Vec<(u32, Box<dyn TxQueue>)>,
+    flows: &[(String, &str)],
+    upcall: Box<dyn UpcallHandler>,
+) -> Pmd {
     let mut pmd = Pmd::new(PmdConfig::default(), upcall);
     pmd.set_conntrack(ct.clone());
     pmd.add_rxq(PolledRxq {
         port_no: 1,
         queue_id: 0,
-        rxq: Box::new(Replay(udp_frame())),
+        rxq: rx,
         cycles: 0,
     });
-    pmd.add_txq(2, Box::new(Sink));
+    for (port, q) in txqs {
+        pmd.add_txq(port, q);
+    }
     let mut names = PortNames::new();
     names.insert("p0", 1);
     names.insert("p1", 2);
+    names.insert("p2", 3);
     for (k, act) in flows {
         pmd.add_flow(parse_megaflow(&names, k, act).unwrap())
             .unwrap();
@@ -230,5 +247,145 @@ fn the_slow_path_sees_the_connection_tuple() {
     assert_eq!(
         (k.ct_nw_proto(), k.ct_tp_src(), k.ct_tp_dst()),
         (17, 1000, 2000)
+    );
+}
+
+/// Runs [`udp_frame`] (10.0.0.1 -> 10.0.0.2) through `first` in the first pass, then a second
+/// pass whose flows forward source `to` and drop source 10.0.0.1; returns the packets sent.
+fn second_pass_sees_source(first: &str, to: &str) -> u64 {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let mut pmd = pmd_with_flows(
+        &ct,
+        &[
+            (format!("recirc_id(0),{PLAIN}"), first),
+            (
+                format!("recirc_id(0x1),in_port(p0),eth_type(0x0800),ipv4(src={to},frag=no)"),
+                "p1",
+            ),
+            (
+                "recirc_id(0x1),in_port(p0),eth_type(0x0800),ipv4(src=10.0.0.1,frag=no)".into(),
+                "drop",
+            ),
+        ],
+    );
+    for _ in 0..4 {
+        pmd.poll_once();
+    }
+    let s = pmd.stats();
+    assert_eq!(s.lost_upcalls, 0, "every packet matched a flow");
+    s.tx_packets
+}
+
+/// Source NAT before the recirculation: the second pass matches the translated source.
+#[test]
+fn the_pass_after_nat_sees_the_translated_header() {
+    let sent = second_pass_sees_source("ct(commit,nat(src=10.2.0.1)),recirc(0x1)", "10.2.0.1");
+    assert!(sent > 0);
+}
+
+/// A rewrite before the recirculation: the second pass matches the new source.
+#[test]
+fn the_pass_after_a_rewrite_sees_the_new_header() {
+    let sent = second_pass_sees_source("set(ipv4(src=10.3.0.1)),ct,recirc(0x1)", "10.3.0.1");
+    assert!(sent > 0);
+}
+
+/// Delivers its frames once, as one burst.
+struct Once(Vec<Vec<u8>>);
+
+impl RxQueue for Once {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let n = self.0.len();
+        for f in self.0.drain(..) {
+            batch.push(pool.packet_from(&f, 1));
+        }
+        n
+    }
+}
+
+/// Counts the packets it is sent, and those whose IPv4 source is not `0`.
+struct BySource(std::net::Ipv4Addr, Arc<Mutex<(u64, u64)>>);
+
+impl TxQueue for BySource {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        let mut c = self.1.lock().unwrap();
+        for p in batch.packets() {
+            c.0 += 1;
+            if p.data()[26..30] != self.0.octets() {
+                c.1 += 1;
+            }
+        }
+        pool.free_batch(batch);
+    }
+}
+
+/// IPv4 `src` -> 10.0.0.2 UDP datagram `id` (1400 bytes of payload, no UDP checksum) as two
+/// fragments: 1208 bytes of data (the UDP header first), then the rest.
+fn udp_fragments(src: [u8; 4], id: u16) -> [Vec<u8>; 2] {
+    let mut l4 = vec![0x03, 0xe8, 0x07, 0xd0];
+    l4.extend_from_slice(&(8u16 + 1400).to_be_bytes());
+    l4.extend_from_slice(&[0, 0]);
+    l4.resize(8 + 1400, 0x5a);
+    let frag = |data: &[u8], ofs: usize, more: bool| {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0];
+        let flags = (ofs / 8) as u16 | if more { 0x2000 } else { 0 };
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&(20 + data.len() as u16).to_be_bytes());
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(&flags.to_be_bytes());
+        f.extend_from_slice(&[64, 17, 0, 0]);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&[10, 0, 0, 2]);
+        let sum = !wire::checksum::data(&f[14..34]);
+        f[24..26].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(data);
+        f
+    };
+    [frag(&l4[..1208], 0, true), frag(&l4[1208..], 1208, false)]
+}
+
+/// A burst whose `ct()` completes a datagram from fragments (which come back after the other
+/// packets: the batch is reordered) goes through its second pass with every packet matched
+/// by its own headers: each source to its own port.
+#[test]
+fn the_pass_after_reassembly_matches_each_packet_by_its_own_headers() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let [f1, f2] = udp_fragments([10, 9, 0, 1], 7);
+    let plain = udp_frame();
+    let rx = Once(vec![f1, plain.clone(), f2, plain]);
+    let (a, b) = (Arc::new(Mutex::new((0, 0))), Arc::new(Mutex::new((0, 0))));
+    let txqs: Vec<(u32, Box<dyn TxQueue>)> = vec![
+        (2, Box::new(BySource([10, 0, 0, 1].into(), a.clone()))),
+        (3, Box::new(BySource([10, 9, 0, 1].into(), b.clone()))),
+    ];
+    let ip = |src: &str, frag: &str| {
+        format!("recirc_id(0x1),in_port(p0),eth_type(0x0800),ipv4(src={src},frag={frag})")
+    };
+    let mut pmd = pmd_on(
+        &ct,
+        Box::new(rx),
+        txqs,
+        &[
+            (
+                "recirc_id(0),in_port(p0),eth_type(0x0800)".into(),
+                "ct,recirc(0x1)",
+            ),
+            (ip("10.0.0.1", "no"), "p1"),
+            (ip("10.9.0.1", "first"), "p2"),
+            (ip("10.9.0.1", "later"), "p2"),
+        ],
+        Box::new(DropUpcalls),
+    );
+    pmd.poll_once();
+    assert_eq!(pmd.stats().lost_upcalls, 0, "every packet matched a flow");
+    assert_eq!(
+        *a.lock().unwrap(),
+        (2, 0),
+        "the plain packets, and only they, to p1"
+    );
+    assert_eq!(
+        *b.lock().unwrap(),
+        (2, 0),
+        "the fragments, and only they, to p2"
     );
 }
