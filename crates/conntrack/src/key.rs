@@ -459,7 +459,9 @@ fn l4_csum_ok(_d: &[u8], t: &Tuple, b: &[u8]) -> bool {
 
 /// Parses a packet for tracking: the L3 header at `l3` (IPv4 or IPv6 by `v6`), then its L4
 /// header. `frag_l4_len`: the packet is the first fragment of a reassembled datagram with this
-/// many L4 bytes. `checks`: verify checksums (off when a port already did).
+/// many L4 bytes. `checks`: verify checksums (off when a port already did). The fast path for
+/// the common case ([`parse_v4_fast`]) is inlined into the caller; the rest is not.
+#[inline(always)]
 pub fn parse(
     d: &[u8],
     l3: usize,
@@ -480,7 +482,7 @@ pub fn parse(
 /// [`parse`] without its fast path for the common case ([`parse_v4_fast`]): what a packet
 /// that path refuses goes through, and what says what is wrong with a bad one.
 #[inline(never)]
-pub fn parse_general(
+fn parse_general(
     d: &[u8],
     l3: usize,
     v6: bool,
@@ -511,7 +513,7 @@ pub fn parse_general(
 /// or UDP with both ports set, lengths consistent. `None` sends the packet to the general
 /// parser (which also says what is wrong with a bad one).
 #[inline(always)]
-pub fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed> {
+fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed> {
     let h: &[u8; 34] = d.get(l3..l3 + 34)?.try_into().ok()?;
     let tot = usize::from(be16(h, 2));
     let proto = h[9];

@@ -976,16 +976,9 @@ impl Conntrack {
         Some((c, counted))
     }
 
-    /// [`key::parse`], with its fast path inlined.
     #[inline(always)]
     fn parse(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {
-        if !pkt.v6
-            && pkt.frag_l4_len.is_none()
-            && let Some(p) = key::parse_v4_fast(pkt.frame, pkt.l3, zone, !pkt.verified)
-        {
-            return Ok(p);
-        }
-        key::parse_general(
+        key::parse(
             pkt.frame,
             pkt.l3,
             pkt.v6,
