@@ -234,6 +234,11 @@ pub struct NatRewrite {
     /// For a TCP connection with the FTP helper: the payload edit (which writes the new `src`
     /// address) and the sequence adjustment.
     pub alg: Option<alg::AlgRewrite>,
+    /// The packet is an ICMP error about a packet of the connection: `src` and `dst` are for
+    /// its outer header (addresses only), and the packet it quotes, which went the other way,
+    /// takes `dst` as its source and `src` as its destination (addresses and ports), as
+    /// OVS's `reverse_nat_packet` does.
+    pub icmp_error: bool,
 }
 
 /// Which protocol a connection tracks, fixed at creation.
@@ -1022,6 +1027,16 @@ impl Conntrack {
                 md.mark = c.mark.load(Relaxed);
                 md.label = c.label();
                 md.orig = c.orig;
+                // NAT: the error, and the packet it quotes, are translated as the connection's
+                // own packets of their directions are.
+                let f = c.nat_flags();
+                if args.nat.is_some() && f != 0 {
+                    md.state |= f;
+                    *nat = Some(NatRewrite {
+                        icmp_error: true,
+                        ..rewrite_for(c, reply)
+                    });
+                }
             });
             if found.is_none() {
                 self.counters.related_unknown.fetch_add(1, Relaxed);
@@ -2055,6 +2070,7 @@ fn rewrite_for(c: &Conn, reply: bool) -> NatRewrite {
         src: (now.src != want.src || now.sport != want.sport).then_some((want.src, want.sport)),
         dst: (now.dst != want.dst || now.dport != want.dport).then_some((want.dst, want.dport)),
         alg: None,
+        icmp_error: false,
     }
 }
 

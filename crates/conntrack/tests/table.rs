@@ -1103,8 +1103,22 @@ fn icmp_error_related_to_snat_connection() {
     // The packet as it left, translated; the error comes back to the translated address.
     let on_wire = build(n, b(), &udp(np, 4444, b"a"));
     let err = build(b(), n, &icmp_err(3, 3, &quote(&on_wire, 8)));
-    let (md, _) = t.run(&err, &with_nat(track(5), nat_only()), 10);
-    assert_state!(md.state & !(SNAT | DNAT), TRK | REL | RPL);
+    let (md, rw) = t.run(&err, &with_nat(track(5), nat_only()), 10);
+    assert_state!(md.state, TRK | REL | RPL | SNAT);
+    // Translated back as a reply: the outer destination, and the quoted packet's source.
+    assert_eq!(
+        rw,
+        Some(NatRewrite {
+            src: None,
+            dst: Some((a().key(), 3333)),
+            alg: None,
+            icmp_error: true
+        })
+    );
+    // Without nat: related, nothing to translate.
+    let (md, rw) = t.run(&err, &track(5), 11);
+    assert_state!(md.state, TRK | REL | RPL);
+    assert_eq!(rw, None);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1798,7 +1812,8 @@ fn snat_address_and_port_range() {
         Some(NatRewrite {
             src: None,
             dst: Some((src.key(), 51001)),
-            alg: None
+            alg: None,
+            icmp_error: false
         })
     );
     // Original direction again.
@@ -1809,7 +1824,8 @@ fn snat_address_and_port_range() {
         Some(NatRewrite {
             src: Some((n, np)),
             dst: None,
-            alg: None
+            alg: None,
+            icmp_error: false
         })
     );
     // Without nat: tracked, not translated, no +snat.
@@ -1842,7 +1858,8 @@ fn dnat_tcp() {
         Some(NatRewrite {
             src: None,
             dst: Some((srv.key(), 8001)),
-            alg: None
+            alg: None,
+            icmp_error: false
         })
     );
     let d = t.dump(0);
@@ -1855,7 +1872,8 @@ fn dnat_tcp() {
         Some(NatRewrite {
             src: Some((vip.key(), 80)),
             dst: None,
-            alg: None
+            alg: None,
+            icmp_error: false
         })
     );
     assert_eq!((md.mark, md.label), (u32::MAX, 1u128 << 127 | 1));

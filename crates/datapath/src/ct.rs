@@ -233,13 +233,50 @@ pub fn maybe_fragment(p: &Packet, v6: bool) -> bool {
 /// ALG's rewrite that comes with it. `l4`: the packet carries the L4 header (not a later
 /// fragment).
 pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool) -> bool {
+    if rw.icmp_error {
+        return nat_addrs(p, rw.src, rw.dst, v6) && nat_quoted(p, rw, v6);
+    }
     // The ALG's edit first: NAT's incremental checksum updates then apply to its result.
     let alg_ok = match &rw.alg {
         Some(a) if l4 => apply_alg(p, a, rw.src.map(|(s, _)| s).as_ref(), v6),
         _ => true,
     };
     let (src, dst) = (rw.src, rw.dst);
-    let ok = if v6 {
+    let ok = nat_addrs(p, src, dst, v6);
+    let ok = ok && alg_ok;
+    let proto = match t.proto {
+        6 if l4 => L4Proto::Tcp,
+        17 if l4 => L4Proto::Udp,
+        1 | 58 if l4 => return ok && set_icmp_id(p, src.or(dst).map(|(_, id)| id)),
+        _ => return ok,
+    };
+    let port = |x: Option<([u8; 16], u16)>| x.map_or((0, 0), |(_, p)| (p, 0xffff));
+    let ((sp, spm), (dp, dpm)) = (port(src), port(dst));
+    if spm | dpm == 0 {
+        return ok;
+    }
+    ok && crate::rewrite::set_l4(
+        p,
+        &SetL4 {
+            proto,
+            src: sp,
+            src_mask: spm,
+            dst: dp,
+            dst_mask: dpm,
+        },
+    )
+    .is_ok()
+}
+
+/// Writes the IP header's source and/or destination address (the ports of `src` and `dst` are
+/// not looked at), with the checksum updates the header's protocol needs.
+fn nat_addrs(
+    p: &mut Packet,
+    src: Option<([u8; 16], u16)>,
+    dst: Option<([u8; 16], u16)>,
+    v6: bool,
+) -> bool {
+    if v6 {
         let a = |x: Option<([u8; 16], u16)>| {
             x.map_or((Ipv6Addr::UNSPECIFIED, Ipv6Addr::UNSPECIFIED), |(a, _)| {
                 (Ipv6Addr::from(a), Ipv6Addr::from(u128::MAX))
@@ -283,30 +320,117 @@ pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool)
             },
         )
         .is_ok()
-    };
-    let ok = ok && alg_ok;
-    let proto = match t.proto {
-        6 if l4 => L4Proto::Tcp,
-        17 if l4 => L4Proto::Udp,
-        1 | 58 if l4 => return ok && set_icmp_id(p, src.or(dst).map(|(_, id)| id)),
-        _ => return ok,
-    };
-    let port = |x: Option<([u8; 16], u16)>| x.map_or((0, 0), |(_, p)| (p, 0xffff));
-    let ((sp, spm), (dp, dpm)) = (port(src), port(dst));
-    if spm | dpm == 0 {
-        return ok;
     }
-    ok && crate::rewrite::set_l4(
-        p,
-        &SetL4 {
-            proto,
-            src: sp,
-            src_mask: spm,
-            dst: dp,
-            dst_mask: dpm,
-        },
-    )
-    .is_ok()
+}
+
+/// The packet an ICMP error quotes (it went the other way): its source becomes `rw.dst`'s
+/// address and port, its destination `rw.src`'s, with its IPv4 header checksum and, where the
+/// quote holds it, its transport checksum updated; then the error's own checksum is computed
+/// again over the message. False when the quote is too short for its IP header.
+fn nat_quoted(p: &mut Packet, rw: &NatRewrite, v6: bool) -> bool {
+    use wire::checksum;
+    let (l3, l4) = (usize::from(p.meta.l3), usize::from(p.meta.l4));
+    if l3 == usize::from(NO_OFS) || l4 == usize::from(NO_OFS) {
+        return false;
+    }
+    let d = p.data_mut();
+    // The message ends where the outer IP packet does (not at any Ethernet padding).
+    let end = if v6 {
+        d.get(l3 + 4..l3 + 6)
+            .map(|b| l3 + 40 + usize::from(be16_at(b, 0)))
+    } else {
+        d.get(l3 + 2..l3 + 4)
+            .map(|b| l3 + usize::from(be16_at(b, 0)))
+    };
+    let Some(end) = end.filter(|&e| e <= d.len()) else {
+        return false;
+    };
+    let m = &mut d[..end];
+    let q = l4 + 8;
+    // The quoted IP header: its addresses, their length, its protocol and transport offset.
+    let (sa, da, alen, proto, ql4) = if v6 {
+        if m.len() < q + 40 {
+            return false;
+        }
+        (q + 8, q + 24, 16, m[q + 6], q + 40)
+    } else {
+        let ihl = usize::from(m.get(q).map_or(0, |b| b & 0xf)) * 4;
+        if ihl < 20 || m.len() < q + ihl {
+            return false;
+        }
+        (q + 12, q + 16, 4, m[q + 9], q + ihl)
+    };
+    let (new_src, new_dst) = (rw.dst, rw.src);
+    // Where the quoted transport checksum is, if quoted, and whether it covers the addresses.
+    let (csum_at, pseudo) = match proto {
+        6 => (ql4 + 16, true),
+        17 => (ql4 + 6, true),
+        1 if !v6 => (ql4 + 2, false),
+        58 if v6 => (ql4 + 2, true),
+        _ => (usize::MAX, false),
+    };
+    let quoted_csum = csum_at
+        .checked_add(2)
+        .filter(|&e| e <= m.len())
+        .map(|_| csum_at);
+    let mut csum = quoted_csum.map(|at| be16_at(m, at));
+    // A UDP checksum of 0 (IPv4) means none: it stays 0.
+    if proto == 17 && !v6 && csum == Some(0) {
+        csum = None;
+    }
+    for (at, new) in [(sa, new_src), (da, new_dst)] {
+        let Some((a, _)) = new else { continue };
+        if pseudo && let Some(c) = &mut csum {
+            *c = checksum::update_bytes(*c, &m[at..at + alen], &a[..alen]);
+        }
+        m[at..at + alen].copy_from_slice(&a[..alen]);
+    }
+    if !v6 {
+        m[q + 10..q + 12].fill(0);
+        let sum = !checksum::data(&m[q..ql4]);
+        m[q + 10..q + 12].copy_from_slice(&sum.to_be_bytes());
+    }
+    // Ports (TCP, UDP) or the query identifier (ICMP echo and the like, in both "ports").
+    let ports: [(usize, Option<u16>); 2] = match proto {
+        6 | 17 => [(ql4, new_src.map(|x| x.1)), (ql4 + 2, new_dst.map(|x| x.1))],
+        1 | 58 => [(ql4 + 4, new_src.or(new_dst).map(|x| x.1)), (0, None)],
+        _ => [(0, None), (0, None)],
+    };
+    for (at, port) in ports {
+        let Some(port) = port.filter(|_| at + 2 <= m.len()) else {
+            continue;
+        };
+        if let Some(c) = &mut csum {
+            *c = checksum::update16(*c, be16_at(m, at), port);
+        }
+        m[at..at + 2].copy_from_slice(&port.to_be_bytes());
+    }
+    if let (Some(at), Some(mut c)) = (quoted_csum, csum) {
+        if proto == 17 && c == 0 {
+            c = 0xffff;
+        }
+        m[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    // The error's own checksum, over the whole message (ICMPv6: and its pseudo-header).
+    if m.len() < l4 + 8 {
+        return false;
+    }
+    m[l4 + 2..l4 + 4].fill(0);
+    let body = checksum::data(&m[l4..]);
+    let sum = if v6 {
+        let a = |at: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&m[at..at + 16]).unwrap());
+        let ph = checksum::pseudo_header_v6(
+            &a(l3 + 8),
+            &a(l3 + 24),
+            wire::IpProtocol(58),
+            (end - l4) as u32,
+        );
+        !checksum::combine(&[ph, body])
+    } else {
+        !body
+    };
+    m[l4 + 2..l4 + 4].copy_from_slice(&sum.to_be_bytes());
+    true
 }
 
 #[inline]
@@ -541,6 +665,7 @@ mod tests {
             src: None,
             dst: None,
             alg: Some(AlgRewrite { payload, seq, ack }),
+            icmp_error: false,
         }
     }
 
@@ -730,5 +855,104 @@ mod tests {
         assert_eq!(run(&mut list, &nat), TRK | EST | SNAT);
         assert_valid(&list, false);
         assert_eq!(be32_at(list.data(), 38), 1028);
+    }
+
+    /// Frames made with scapy 2.x (`Ether()/IP()/UDP()/b"payload!"` and the ICMP errors
+    /// quoting them): a UDP packet from 10.0.0.1:1000 (fd00::1) to 10.1.0.2:2000 (fd01::2), as
+    /// sent and as translated to 10.2.0.1 (fd02::1); an error from a router about the
+    /// translated packet, and the error as its sender would have got it without NAT.
+    const V4_ORIG: &str = "02000000000202000000000108004500002400010000401166c50a0000010a01000203e807d0001022c27061796c6f616421";
+    const V4_SENT: &str = "02000000000202000000000108004500002400010000401166c30a0200010a01000203e807d0001022c07061796c6f616421";
+    const V4_ERROR: &str = "02000000000202000000000108004500004000090000400165b30a0100fe0a02000103031124000000004500002400010000401166c30a0200010a01000203e807d0001022c07061796c6f616421";
+    const V4_ERROR_BACK: &str = "02000000000202000000000108004500004000090000400165b50a0100fe0a00000103031122000000004500002400010000401166c50a0000010a01000203e807d0001022c27061796c6f616421";
+    const V6_ORIG: &str = "02000000000202000000000186dd6000000000101140fd000000000000000000000000000001fd01000000000000000000000000000203e807d000103cc07061796c6f616421";
+    const V6_SENT: &str = "02000000000202000000000186dd6000000000101140fd020000000000000000000000000001fd01000000000000000000000000000203e807d000103cbe7061796c6f616421";
+    const V6_ERROR: &str = "02000000000202000000000186dd6000000000403a40fd0100000000000000000000000000fefd0200000000000000000000000000010104924e000000006000000000101140fd020000000000000000000000000001fd01000000000000000000000000000203e807d000103cbe7061796c6f616421";
+    const V6_ERROR_BACK: &str = "02000000000202000000000186dd6000000000403a40fd0100000000000000000000000000fefd00000000000000000000000000000101049250000000006000000000101140fd000000000000000000000000000001fd01000000000000000000000000000203e807d000103cc07061796c6f616421";
+
+    /// The same for destination NAT: to 10.9.0.9:80, translated to 10.1.0.2:2000; the error
+    /// goes back from 10.9.0.9, as OVS and Linux send it.
+    const D4_ORIG: &str = "02000000000202000000000108004500002400010000401166b60a0000010a09000903e8005000102a337061796c6f616421";
+    const D4_SENT: &str = "02000000000202000000000108004500002400010000401166c50a0000010a01000203e807d0001022c27061796c6f616421";
+    const D4_ERROR: &str = "02000000000202000000000108004500004000090000400165b50a0100fe0a00000103031122000000004500002400010000401166c50a0000010a01000203e807d0001022c27061796c6f616421";
+    const D4_ERROR_BACK: &str = "02000000000202000000000108004500004000090000400166a20a0900090a00000103031131000000004500002400010000401166b60a0000010a09000903e8005000102a337061796c6f616421";
+
+    fn unhex(h: &str) -> Vec<u8> {
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// An ICMP error about a translated connection's packet comes back as such; `ct(nat)`
+    /// sends it on translated back, the packet it quotes included, byte for byte the error
+    /// scapy builds for the untranslated packet.
+    #[test]
+    fn icmp_errors_of_a_nat_connection_are_translated_back() {
+        use conntrack::state::{DNAT, NEW, REL, RPL, SNAT, TRK};
+        use conntrack::{Conntrack, CtArgs, CtCache, CtPacket, NatKind, NatSpec};
+        let mut fd02 = [0u8; 16];
+        fd02[..2].copy_from_slice(&[0xfd, 0x02]);
+        fd02[15] = 1;
+        let (src, dst) = ((NatKind::Src, 0, SNAT), (NatKind::Dst, 2000, DNAT));
+        let cases = [
+            (
+                false,
+                [V4_ORIG, V4_SENT, V4_ERROR, V4_ERROR_BACK],
+                v4key([10, 2, 0, 1]),
+                src,
+            ),
+            (true, [V6_ORIG, V6_SENT, V6_ERROR, V6_ERROR_BACK], fd02, src),
+            (
+                false,
+                [D4_ORIG, D4_SENT, D4_ERROR, D4_ERROR_BACK],
+                v4key([10, 1, 0, 2]),
+                dst,
+            ),
+        ];
+        for (v6, [orig, sent, error, back], to, (kind, port, flag)) in cases {
+            let ct = Conntrack::new();
+            let mut cache = CtCache::new();
+            let commit = CtArgs {
+                commit: true,
+                nat: Some(NatSpec {
+                    kind: Some(kind),
+                    addr_min: to,
+                    addr_max: to,
+                    has_addr: true,
+                    port_min: port,
+                    port_max: port,
+                    ..NatSpec::default()
+                }),
+                ..CtArgs::default()
+            };
+            let nat = CtArgs {
+                nat: Some(NatSpec::default()),
+                ..CtArgs::default()
+            };
+            let mut run = |h: &str, args: &CtArgs| -> (u8, Vec<u8>) {
+                let mut p = Packet::from_slice(&unhex(h));
+                p.meta.l3 = 14;
+                p.meta.l4 = if v6 { 54 } else { 34 };
+                let mut md = CtMeta::default();
+                let pkt = CtPacket {
+                    frame: p.data(),
+                    l3: 14,
+                    v6,
+                    frag_l4_len: None,
+                    verified: false,
+                    natted: false,
+                };
+                if let Some(rw) = ct.process(&mut cache, &pkt, &mut md, args, 1) {
+                    assert!(apply_nat(&mut p, &rw, v6, &md.orig, true), "v6 {v6}");
+                }
+                (md.state, p.data().to_vec())
+            };
+            let (state, out) = run(orig, &commit);
+            assert_eq!((state, out), (TRK | NEW | flag, unhex(sent)), "v6 {v6}");
+            let (state, out) = run(error, &nat);
+            assert_eq!(state, TRK | REL | RPL | flag, "v6 {v6}");
+            assert_eq!(out, unhex(back), "v6 {v6}");
+        }
     }
 }
