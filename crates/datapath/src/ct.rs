@@ -781,7 +781,7 @@ mod tests {
     #[test]
     fn snat_ftp_session_through_tracker_and_rewrite() {
         use conntrack::state::{EST, NEW, SNAT, TRK};
-        use conntrack::{Conntrack, CtArgs, CtCache, CtPacket, NatKind, NatSpec};
+        use conntrack::{Conntrack, CtArgs, CtCache, CtPacket, NatKind};
         let ct = Conntrack::new();
         let mut cache = CtCache::new();
         let (c, s, n) = (
@@ -792,21 +792,10 @@ mod tests {
         let mut nat_to = [0u8; 16];
         nat_to[..4].copy_from_slice(&[203, 0, 113, 200]);
         let commit = CtArgs {
-            commit: true,
             helper: Some(conntrack::alg::Helper::Ftp),
-            nat: Some(NatSpec {
-                kind: Some(NatKind::Src),
-                addr_min: nat_to,
-                addr_max: nat_to,
-                has_addr: true,
-                ..NatSpec::default()
-            }),
-            ..CtArgs::default()
+            ..commit_nat(NatKind::Src, nat_to, 0)
         };
-        let nat = CtArgs {
-            nat: Some(NatSpec::default()),
-            ..CtArgs::default()
-        };
+        let nat = nat_only();
         // Tracks and rewrites `p` as the PMD's ct() does; returns its state.
         let mut run = |p: &mut Packet, args: &CtArgs| -> u8 {
             let mut md = CtMeta::default();
@@ -877,6 +866,31 @@ mod tests {
     const D4_ERROR: &str = "02000000000202000000000108004500004000090000400165b50a0100fe0a00000103031122000000004500002400010000401166c50a0000010a01000203e807d0001022c27061796c6f616421";
     const D4_ERROR_BACK: &str = "02000000000202000000000108004500004000090000400166a20a0900090a00000103031131000000004500002400010000401166b60a0000010a09000903e8005000102a337061796c6f616421";
 
+    /// `ct(commit,nat(src|dst=TO[:PORT]))` (`port` 0: none).
+    fn commit_nat(kind: conntrack::NatKind, to: [u8; 16], port: u16) -> conntrack::CtArgs {
+        conntrack::CtArgs {
+            commit: true,
+            nat: Some(conntrack::NatSpec {
+                kind: Some(kind),
+                addr_min: to,
+                addr_max: to,
+                has_addr: true,
+                port_min: port,
+                port_max: port,
+                ..conntrack::NatSpec::default()
+            }),
+            ..conntrack::CtArgs::default()
+        }
+    }
+
+    /// `ct(nat)`.
+    fn nat_only() -> conntrack::CtArgs {
+        conntrack::CtArgs {
+            nat: Some(conntrack::NatSpec::default()),
+            ..conntrack::CtArgs::default()
+        }
+    }
+
     fn unhex(h: &str) -> Vec<u8> {
         (0..h.len())
             .step_by(2)
@@ -890,7 +904,7 @@ mod tests {
     #[test]
     fn icmp_errors_of_a_nat_connection_are_translated_back() {
         use conntrack::state::{DNAT, NEW, REL, RPL, SNAT, TRK};
-        use conntrack::{Conntrack, CtArgs, CtCache, CtPacket, NatKind, NatSpec};
+        use conntrack::{Conntrack, CtArgs, CtCache, CtPacket, NatKind};
         let mut fd02 = [0u8; 16];
         fd02[..2].copy_from_slice(&[0xfd, 0x02]);
         fd02[15] = 1;
@@ -913,23 +927,8 @@ mod tests {
         for (v6, [orig, sent, error, back], to, (kind, port, flag)) in cases {
             let ct = Conntrack::new();
             let mut cache = CtCache::new();
-            let commit = CtArgs {
-                commit: true,
-                nat: Some(NatSpec {
-                    kind: Some(kind),
-                    addr_min: to,
-                    addr_max: to,
-                    has_addr: true,
-                    port_min: port,
-                    port_max: port,
-                    ..NatSpec::default()
-                }),
-                ..CtArgs::default()
-            };
-            let nat = CtArgs {
-                nat: Some(NatSpec::default()),
-                ..CtArgs::default()
-            };
+            let commit = commit_nat(kind, to, port);
+            let nat = nat_only();
             let mut run = |h: &str, args: &CtArgs| -> (u8, Vec<u8>) {
                 let mut p = Packet::from_slice(&unhex(h));
                 p.meta.l3 = 14;
