@@ -269,10 +269,12 @@ fn accept_loop(listener: &UnixListener, wake: &UnixStream, shared: &Arc<Shared>)
     finish(threads, shared);
 }
 
-/// Closes every connection under its thread and waits for the threads.
+/// Closes every connection's reading side under its thread and waits for the threads: a
+/// request being answered (`exit` among them) still gets its reply, within the write timeout,
+/// and then the thread reads the end of the connection.
 fn finish(threads: Vec<JoinHandle<()>>, shared: &Shared) {
     for stream in shared.conns().values() {
-        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let _ = stream.shutdown(std::net::Shutdown::Read);
     }
     for t in threads {
         let _ = t.join();

@@ -625,6 +625,29 @@ fn shutdown_removes_the_socket_and_closes_connections() {
     assert!(!dir.sock().exists());
 }
 
+/// A command being answered when the server shuts down (as `exit` is: its handler asks the
+/// program to stop, which shuts the server down) still gets its reply.
+#[test]
+fn shutdown_sends_the_reply_being_made() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = TempDir::new();
+    let started = Arc::new(AtomicBool::new(false));
+    let r = registry();
+    let s = started.clone();
+    r.register("slow-exit", "", 0, 0, move |_| {
+        s.store(true, Ordering::SeqCst);
+        thread::sleep(Duration::from_millis(200));
+        Ok("bye".into())
+    })
+    .unwrap();
+    let server = Server::bind(dir.sock(), r).unwrap();
+    let mut client = Client::connect(server.path()).unwrap();
+    let caller = thread::spawn(move || client.call("slow-exit", &[] as &[&str]).unwrap());
+    eventually("the handler started", || started.load(Ordering::SeqCst));
+    server.shutdown();
+    assert_eq!(caller.join().unwrap(), Ok("bye\n".into()));
+}
+
 #[test]
 fn drop_leaves_a_successors_socket_alone() {
     let dir = TempDir::new();
