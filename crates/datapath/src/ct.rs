@@ -386,9 +386,7 @@ fn nat_quoted(p: &mut Packet, rw: &NatRewrite, v6: bool) -> bool {
         m[at..at + alen].copy_from_slice(&a[..alen]);
     }
     if !v6 {
-        m[q + 10..q + 12].fill(0);
-        let sum = !checksum::data(&m[q..ql4]);
-        m[q + 10..q + 12].copy_from_slice(&sum.to_be_bytes());
+        wire::Ipv4Packet::new_unchecked(&mut m[q..ql4]).fill_checksum();
     }
     // Ports (TCP, UDP) or the query identifier (ICMP echo and the like, in both "ports").
     let ports: [(usize, Option<u16>); 2] = match proto {
@@ -411,25 +409,15 @@ fn nat_quoted(p: &mut Packet, rw: &NatRewrite, v6: bool) -> bool {
         }
         m[at..at + 2].copy_from_slice(&c.to_be_bytes());
     }
-    // The error's own checksum, over the whole message (ICMPv6: and its pseudo-header).
-    if m.len() < l4 + 8 {
-        return false;
-    }
-    m[l4 + 2..l4 + 4].fill(0);
-    let body = checksum::data(&m[l4..]);
-    let sum = if v6 {
+    // The error's own checksum, over the whole message (ICMPv6: and its pseudo-header); the
+    // quote's header was found past its 8 bytes.
+    if v6 {
         let a = |at: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&m[at..at + 16]).unwrap());
-        let ph = checksum::pseudo_header_v6(
-            &a(l3 + 8),
-            &a(l3 + 24),
-            wire::IpProtocol(58),
-            (end - l4) as u32,
-        );
-        !checksum::combine(&[ph, body])
+        let (src, dst) = (a(l3 + 8), a(l3 + 24));
+        wire::Icmpv6Packet::new_unchecked(&mut m[l4..]).fill_checksum(&src, &dst);
     } else {
-        !body
-    };
-    m[l4 + 2..l4 + 4].copy_from_slice(&sum.to_be_bytes());
+        wire::Icmpv4Packet::new_unchecked(&mut m[l4..]).fill_checksum();
+    }
     true
 }
 
