@@ -515,9 +515,6 @@ pub struct Pmd {
     /// The mark and label a `ct()` commit wrote for each packet of a burst it rechecked (by
     /// place in the batch), reused.
     ct_ml: Vec<(u8, u32, u128)>,
-    /// The actions about to run see the pass's batch as extracted: one flow for the whole
-    /// batch (taken by [`Self::execute_with`]).
-    whole_pass: bool,
     /// Set when a pass's whole batch, with the headers its keys were made from (only `ct()`
     /// without NAT ran on it), was queued for recirculation as it was: the batch's length.
     /// The next pass, if it is that batch, takes its keys from `keys` ([`Self::process_with`]).
@@ -580,7 +577,6 @@ impl Pmd {
             ct_out: vec![(conntrack::CtMeta::default(), None); MAX_BURST],
             ct_ml: Vec::with_capacity(MAX_BURST),
             ct_tuple_flows: 0,
-            whole_pass: false,
             keys_reusable: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
         }
@@ -1078,7 +1074,7 @@ impl Pmd {
                     let k = &mut self.keys[i];
                     k.clear_words(!flow::key::PACKET_WORDS);
                     key_metadata_add(p, k, ct_tuple);
-                    let h = k.hash(0) ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
+                    let h = pass_hash(k.hash(0), p.meta.recirc_depth);
                     p.meta.hash = h;
                     self.hashes[i] = h;
                 }
@@ -1090,7 +1086,7 @@ impl Pmd {
                     if let Some(m) = x.malformed {
                         self.stats.malformed[m as usize] += 1;
                     }
-                    let h = x.hash ^ u32::from(p.meta.recirc_depth).wrapping_mul(0x9e37_79b9);
+                    let h = pass_hash(x.hash, p.meta.recirc_depth);
                     p.meta.hash = h;
                     self.hashes[i] = h;
                     p.meta.l2_5 = x.layers.l2_5;
@@ -1428,9 +1424,7 @@ impl Pmd {
         if n > 0 && self.hits[1..n].iter().all(|h| *h == self.hits[0]) {
             let tcp_flags = self.keys[..n].iter().fold(0, |f, k| f | k.tcp_flags());
             // The actions see the pass's batch as extracted (see `keys_reusable`).
-            self.whole_pass = true;
-            self.run_group(self.hits[0], batch, tcp_flags);
-            self.whole_pass = false;
+            self.run_group(self.hits[0], batch, tcp_flags, true);
             for r in self.temp_flows.drain(..) {
                 self.flows.remove(r);
             }
@@ -1462,7 +1456,7 @@ impl Pmd {
                     group.push(p);
                 }
             }
-            self.run_group(target, &mut group, tcp_flags);
+            self.run_group(target, &mut group, tcp_flags, false);
             self.group = group;
         }
         for r in self.temp_flows.drain(..) {
@@ -1471,7 +1465,14 @@ impl Pmd {
     }
 
     /// Updates the flow's statistics once for the group and runs its actions on it.
-    fn run_group(&mut self, target: Option<FlowRef>, group: &mut Batch, tcp_flags: u16) {
+    /// `whole`: the group is the pass's whole batch, in order (see [`Self::execute_with`]).
+    fn run_group(
+        &mut self,
+        target: Option<FlowRef>,
+        group: &mut Batch,
+        tcp_flags: u16,
+        whole: bool,
+    ) {
         let actions = match target.and_then(|r| self.flows.get_mut(r)) {
             Some(f) => {
                 f.stats.packets += group.len() as u64;
@@ -1483,7 +1484,7 @@ impl Pmd {
             None => None,
         };
         match actions {
-            Some(a) => self.execute(&a, group),
+            Some(a) => self.execute_with(&a, group, None, whole),
             // Missed and not installed: waiting for the slow path, or a drop the upcall
             // already counted.
             None => {
@@ -1507,15 +1508,22 @@ impl Pmd {
 
     /// Runs `actions` on every packet of `batch`, consuming the batch.
     fn execute(&mut self, actions: &[DpAction], batch: &mut Batch) {
-        self.execute_with(actions, batch, None);
+        self.execute_with(actions, batch, None, false);
     }
 
-    /// [`Self::execute`], with a truncation pending from earlier actions.
-    fn execute_with(&mut self, actions: &[DpAction], batch: &mut Batch, mut trunc: Option<u32>) {
+    /// [`Self::execute`], with a truncation pending from earlier actions. `whole`: `batch` is
+    /// the pass's whole batch in order, so its keys are still in `keys` (a recirculation may
+    /// hand them to the next pass while nothing else than `ct()` without NAT ran).
+    fn execute_with(
+        &mut self,
+        actions: &[DpAction],
+        batch: &mut Batch,
+        mut trunc: Option<u32>,
+        whole: bool,
+    ) {
         let last = actions.len().saturating_sub(1);
-        // Whether `batch` is still the pass's batch with the headers its keys were made from
-        // (only `ct()` without NAT has run on it so far).
-        let mut pristine = std::mem::take(&mut self.whole_pass);
+        // Whether `batch` is still the pass's batch with the headers its keys were made from.
+        let mut pristine = whole;
         for (ai, a) in actions.iter().enumerate() {
             if batch.is_empty() {
                 break;
@@ -1605,7 +1613,7 @@ impl Pmd {
             if b.is_empty() {
                 break;
             }
-            self.execute_with(actions, &mut b, trunc);
+            self.execute_with(actions, &mut b, trunc, false);
         }
         drop(rest);
         self.segs = segs;
@@ -2045,6 +2053,12 @@ fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut
         }
         pool.free(p);
     }
+}
+
+/// A packet's hash in a pass: its key's, mixed with the recirculation depth.
+#[inline(always)]
+fn pass_hash(key_hash: u32, depth: u8) -> u32 {
+    key_hash ^ u32::from(depth).wrapping_mul(0x9e37_79b9)
 }
 
 /// Writes the metadata words of `p`'s key (in_port, recirc_id, dp_hash, mark, packet type,
