@@ -867,7 +867,7 @@ impl Datapath {
             let _ = writeln!(out, "  of the recirculations, tunnel pops: {}", s.tnl_pops);
             let _ = writeln!(out, "  phwol hits: 0");
             let _ = writeln!(out, "  mfex opt hits: 0");
-            let _ = writeln!(out, "  simple match hits: 0");
+            let _ = writeln!(out, "  simple match hits: {}", s.simple_hits);
             let _ = writeln!(out, "  emc hits: {}", s.emc_hits);
             let _ = writeln!(out, "  smc hits: 0");
             let _ = writeln!(out, "  megaflow hits: {}", s.megaflow_hits);
@@ -998,7 +998,12 @@ impl Datapath {
                 s.tnl_pop_dropped()
             );
             let _ = writeln!(out, "  - PHWOL hits:      {:>12}  ({:5.1} %)", 0, 0.0);
-            let _ = writeln!(out, "  - Simple Match hits:{:>11}  ({:5.1} %)", 0, 0.0);
+            let _ = writeln!(
+                out,
+                "  - Simple Match hits:{:>11}  ({:5.1} %)",
+                s.simple_hits,
+                pct(s.simple_hits, passes)
+            );
             let _ = writeln!(
                 out,
                 "  - EMC hits:        {:>12}  ({:5.1} %)",

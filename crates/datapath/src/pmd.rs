@@ -40,7 +40,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use flow::{FlowKey, Mask, Match};
 
 use crate::actions::DpAction;
-use crate::decap::{DecapFlow, MAX_DECAP_FLOWS};
+use crate::decap::{DecapFlow, MAX_DECAP_FLOWS, SimpleFlow};
 use crate::dpcls::Dpcls;
 use crate::emc::Emc;
 use crate::flow_table::{FlowRef, FlowStats, FlowTable, Megaflow};
@@ -193,6 +193,8 @@ pub struct PmdStats {
     /// Passes served by the decap fast path (a megaflow whose only action is `tnl_pop`,
     /// matched without the EMC or the classifier; see [`crate::decap`]).
     pub decap_hits: u64,
+    /// Packets the simple match found (no key extraction, hash or EMC lookup).
+    pub simple_hits: u64,
     /// Subtables probed (for lookups per megaflow hit).
     pub subtable_lookups: u64,
     /// Upcalls that installed or executed a flow.
@@ -270,6 +272,7 @@ impl core::ops::AddAssign for PmdStats {
         self.emc_hits += o.emc_hits;
         self.megaflow_hits += o.megaflow_hits;
         self.decap_hits += o.decap_hits;
+        self.simple_hits += o.simple_hits;
         self.subtable_lookups += o.subtable_lookups;
         self.upcalls += o.upcalls;
         self.deferred_upcalls += o.deferred_upcalls;
@@ -371,13 +374,17 @@ struct TxSlot {
     tso: bool,
 }
 
-/// The lookup structures of one input port: its megaflow classifier and its decap fast path.
+/// The lookup structures of one input port: its megaflow classifier, its decap fast path and
+/// its simple match.
 struct PortCls {
     port: u32,
     dpcls: Dpcls<FlowRef>,
     /// Megaflows of this port whose only action is `tnl_pop` (at most
     /// [`crate::decap::MAX_DECAP_FLOWS`]).
     decap: Vec<DecapFlow>,
+    /// Megaflows of this port that the simple match finds (at most
+    /// [`crate::decap::MAX_DECAP_FLOWS`]; see [`SimpleFlow`]).
+    simple: Vec<SimpleFlow>,
 }
 
 /// The per-port classifiers of one PMD (a handful of ports: linear search).
@@ -402,6 +409,7 @@ impl Classifiers {
                     port,
                     dpcls: Dpcls::new(),
                     decap: Vec::with_capacity(MAX_DECAP_FLOWS),
+                    simple: Vec::with_capacity(MAX_DECAP_FLOWS),
                 });
                 self.by_port.len() - 1
             }
@@ -414,6 +422,15 @@ impl Classifiers {
     fn decap(&self, port: u32) -> &[DecapFlow] {
         match self.by_port.iter().find(|c| c.port == port) {
             Some(c) => &c.decap,
+            None => &[],
+        }
+    }
+
+    /// The simple-match megaflows of `port` (none for a port without any).
+    #[inline]
+    fn simple(&self, port: u32) -> &[SimpleFlow] {
+        match self.by_port.iter().find(|c| c.port == port) {
+            Some(c) => &c.simple,
             None => &[],
         }
     }
@@ -722,26 +739,31 @@ impl Pmd {
         Ok(r)
     }
 
-    /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop` and
-    /// there is room.
+    /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop`, or in
+    /// its simple match if it qualifies ([`SimpleFlow`]), when there is room.
     fn decap_track(&mut self, r: FlowRef) {
         let Some(f) = self.flows.get(r) else {
             return;
         };
-        let Some(d) = DecapFlow::new(r, &f.m, &f.actions) else {
+        let Some(c) = self.cls.port_mut(f.m.key().in_port()) else {
             return;
         };
-        if let Some(c) = self.cls.port_mut(f.m.key().in_port())
-            && c.decap.len() < MAX_DECAP_FLOWS
+        if let Some(d) = DecapFlow::new(r, &f.m, &f.actions) {
+            if c.decap.len() < MAX_DECAP_FLOWS {
+                c.decap.push(d);
+            }
+        } else if let Some(d) = SimpleFlow::new(r, &f.m, &f.actions)
+            && c.simple.len() < MAX_DECAP_FLOWS
         {
-            c.decap.push(d);
+            c.simple.push(d);
         }
     }
 
-    /// Takes flow `r` (input port `port`) out of the decap fast path.
+    /// Takes flow `r` (input port `port`) out of the decap fast path and the simple match.
     fn decap_untrack(&mut self, r: FlowRef, port: u32) {
         if let Some(c) = self.cls.port_mut(port) {
             c.decap.retain(|d| d.flow != r);
+            c.simple.retain(|d| d.flow != r);
         }
     }
 
@@ -1067,8 +1089,9 @@ impl Pmd {
             let t0 = tsc::now();
             self.stats.batches += 1;
 
-            // Extraction.
+            // Extraction, and the simple match where the port has megaflows for it.
             let ct_tuple = self.ct_tuple_flows != 0;
+            let mut simple = 0u32;
             if std::mem::take(&mut reuse) && n <= MAX_BURST {
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
@@ -1078,30 +1101,26 @@ impl Pmd {
                     p.meta.hash = h;
                     self.hashes[i] = h;
                 }
+            } else if self.simple_batch(batch, in_port, ct_tuple) {
+                simple = self.extract_simple_batch(batch, in_port, ct_tuple);
             } else {
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
                     key_metadata_with(p, k, ct_tuple);
-                    let x = flow::extract(p.data(), k);
-                    if let Some(m) = x.malformed {
-                        self.stats.malformed[m as usize] += 1;
-                    }
-                    let h = pass_hash(x.hash, p.meta.recirc_depth);
-                    p.meta.hash = h;
-                    self.hashes[i] = h;
-                    p.meta.l2_5 = x.layers.l2_5;
-                    p.meta.l3 = x.layers.l3;
-                    p.meta.l4 = x.layers.l4;
+                    self.hashes[i] = extract_packet(&mut self.stats, p, k);
                 }
             }
             let t1 = tsc::now();
             self.stats.stage_cycles[Stage::Extract as usize] += t1 - t0;
 
-            // Decap fast path.
+            // Decap fast path (for the packets the simple match did not find: a packet matches
+            // one megaflow at most).
             let mut fast = 0u32;
             if !self.cls.decap(in_port).is_empty() {
                 let mut which = [0u8; MAX_BURST];
-                fast = self.decap_lookup(in_port, n, &mut which);
+                // A simple packet's key is partial: whatever the decap compare says of it
+                // does not count.
+                fast = self.decap_lookup(in_port, n, &mut which) & !simple;
                 if fast != 0 {
                     self.stats.decap_hits += u64::from(fast.count_ones());
                     if !self.running_deferred {
@@ -1124,7 +1143,8 @@ impl Pmd {
                 }
             }
 
-            // Exact-match cache.
+            // Exact-match cache, for the packets neither fast path found.
+            let fast = fast | simple;
             let all = ((1u64 << n) - 1) as u32;
             let mut misses = 0u32;
             if !self.emc.is_enabled() {
@@ -1227,6 +1247,66 @@ impl Pmd {
             self.stats.stage_cycles[Stage::Actions as usize] += t5 - t4;
             return;
         }
+    }
+
+    /// Whether the simple match may find the packets of `batch` (from `in_port`): the port has
+    /// megaflows for it and the first packet's metadata matches one of them. The batch's
+    /// packets mostly share their metadata, so a batch whose first packet the simple match
+    /// would not find (for example the first pass of a pipeline whose simple megaflows are
+    /// for a recirculation) skips trying every packet.
+    #[inline]
+    fn simple_batch(&mut self, batch: &Batch, in_port: u32, ct_tuple: bool) -> bool {
+        let flows = self.cls.simple(in_port);
+        match batch.packets().first() {
+            Some(p) if !flows.is_empty() => {
+                let k = &mut self.keys[0];
+                key_metadata_with(p, k, ct_tuple);
+                crate::decap::lookup_simple(flows, k).is_some()
+            }
+            _ => false,
+        }
+    }
+
+    /// Extraction for a batch the simple match may find ([`Self::simple_batch`]): each packet
+    /// it finds gets its megaflow in `hits` and no key but its metadata and TCP flags, no hash
+    /// and its header offsets; every other packet is extracted whole. Returns the packets it
+    /// found, as a bit mask. Out of line: the batches of ports without simple megaflows
+    /// should not pay for its registers.
+    #[inline(never)]
+    fn extract_simple_batch(&mut self, batch: &mut Batch, in_port: u32, ct_tuple: bool) -> u32 {
+        let mut simple = 0u32;
+        let Pmd {
+            cls,
+            keys,
+            hashes,
+            hits,
+            stats,
+            ..
+        } = self;
+        let flows = cls.simple(in_port);
+        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+            let k = &mut keys[i];
+            key_metadata_with(p, k, ct_tuple);
+            // The simple megaflows look at metadata words only: find one first, then see
+            // whether the frame is of the shape they take.
+            if let Some(r) = crate::decap::lookup_simple(flows, k)
+                && let Some(l) = flow::extract_simple(p.data(), k)
+            {
+                // Nothing after needs the hash (see `SimpleFlow`).
+                p.meta.hash = 0;
+                hashes[i] = 0;
+                (p.meta.l2_5, p.meta.l3, p.meta.l4) = (l.l2_5, l.l3, l.l4);
+                hits[i] = Some(r);
+                simple |= 1 << i;
+            } else {
+                hashes[i] = extract_packet(stats, p, k);
+            }
+        }
+        stats.simple_hits += u64::from(simple.count_ones());
+        if !self.running_deferred {
+            self.hits_this_iter += u64::from(simple.count_ones());
+        }
+        simple
     }
 
     /// The decap fast path's lookup: the packets of the batch (of `n`) whose key matches one
@@ -2139,6 +2219,22 @@ fn pop_one(stats: &mut PmdStats, p: &mut Packet, port: u32, kind: Option<TunnelK
 fn natted(p: &Packet, zone: u16) -> bool {
     p.meta.ct_state & (conntrack::state::SNAT | conntrack::state::DNAT) != 0
         && p.meta.ct_zone == zone
+}
+
+/// Extracts packet `p`'s key into `k` (whose metadata is made), counts a malformed packet,
+/// sets the packet's header offsets and hash, and returns the hash.
+#[inline(always)]
+fn extract_packet(stats: &mut PmdStats, p: &mut Packet, k: &mut FlowKey) -> u32 {
+    let x = flow::extract(p.data(), k);
+    if let Some(m) = x.malformed {
+        stats.malformed[m as usize] += 1;
+    }
+    let h = pass_hash(x.hash, p.meta.recirc_depth);
+    p.meta.hash = h;
+    p.meta.l2_5 = x.layers.l2_5;
+    p.meta.l3 = x.layers.l3;
+    p.meta.l4 = x.layers.l4;
+    h
 }
 
 /// Word 0 of a key: in_port and recirc_id, in network byte order.

@@ -262,7 +262,8 @@ impl<'k> Cx<'k> {
 
 /// Extracts the packet fields of `key` from `pkt`. Metadata words of `key` are kept; a
 /// `packet_type` other than Ethernet (namespace 1, an ethertype) makes the packet start at L3.
-#[inline]
+/// Always inlined: the fast path is the datapath's per-packet work, and a call costs it.
+#[inline(always)]
 pub fn extract(pkt: &[u8], key: &mut FlowKey) -> Extracted {
     key.clear_words(PACKET_WORDS);
     // Word 11 (packet type with conntrack metadata) is present only for recirculated or
@@ -335,28 +336,11 @@ fn finish_hashed(cx: Cx) -> Extracted {
 /// [`FlowWords::hash`]: crate::key::FlowWords::hash
 #[inline(always)]
 fn extract_ipv4_fast(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
-    if pkt.len() < 34 || pkt[12..14] != [0x08, 0x00] || pkt[14] != 0x45 {
-        return None;
-    }
-    let tot = be16(pkt, 16) as usize;
-    if tot < 20 || tot > pkt.len() - 14 || be16(pkt, 20) & 0x3fff != 0 {
-        return None;
-    }
-    let proto = pkt[23];
-    let mut tcp_flags = 0;
-    let ports = match proto {
-        ipproto::UDP if tot >= 28 => u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]]),
-        ipproto::TCP if tot >= 40 => {
-            let doff = ((pkt[46] >> 4) as usize) * 4;
-            if doff < 20 || doff > tot - 20 {
-                return None;
-            }
-            tcp_flags = be16(pkt, 46) & 0x0fff;
-            u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]])
-        }
-        ipproto::UDP | ipproto::TCP | ipproto::SCTP | ipproto::ICMP => return None,
-        _ => 0,
-    };
+    let Ipv4Fast {
+        proto,
+        tcp_flags,
+        ports,
+    } = ipv4_fast(pkt)?;
     let w1 = mac_word(pkt, 0, [0x08, 0x00]);
     let w2 = mac_word(pkt, 6, [0, 0]);
     let w3 = word_at(pkt, 26);
@@ -393,18 +377,103 @@ fn extract_ipv4_fast(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
         h = crc32c_u64(h, key.raw_word(i));
     }
     Some(Extracted {
-        layers: Layers {
-            l2_5: NO_LAYER,
-            l3: 14,
-            l4: if proto == ipproto::UDP || proto == ipproto::TCP {
-                34
-            } else {
-                NO_LAYER
-            },
-        },
+        layers: ipv4_fast_layers(proto),
         malformed: None,
         hash: crc32c_u64(h, map),
     })
+}
+
+/// What [`ipv4_fast`] reads of a frame the fast path takes.
+struct Ipv4Fast {
+    proto: u8,
+    tcp_flags: u16,
+    /// The L4 ports as they lie in the frame (0 for a transport without ports).
+    ports: u32,
+}
+
+/// The frames [`extract_ipv4_fast`] takes: Ethernet without VLAN, IPv4 without options and
+/// not a fragment, UDP or TCP whole enough for their key fields, or a transport without key
+/// fields. Everything else is `None`.
+#[inline(always)]
+fn ipv4_fast(pkt: &[u8]) -> Option<Ipv4Fast> {
+    if pkt.len() < 34 || pkt[12..14] != [0x08, 0x00] || pkt[14] != 0x45 {
+        return None;
+    }
+    let tot = be16(pkt, 16) as usize;
+    if tot < 20 || tot > pkt.len() - 14 || be16(pkt, 20) & 0x3fff != 0 {
+        return None;
+    }
+    let proto = pkt[23];
+    let mut tcp_flags = 0;
+    let ports = match proto {
+        ipproto::UDP if tot >= 28 => u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]]),
+        ipproto::TCP if tot >= 40 => {
+            let doff = ((pkt[46] >> 4) as usize) * 4;
+            if doff < 20 || doff > tot - 20 {
+                return None;
+            }
+            tcp_flags = be16(pkt, 46) & 0x0fff;
+            u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]])
+        }
+        ipproto::UDP | ipproto::TCP | ipproto::SCTP | ipproto::ICMP => return None,
+        _ => 0,
+    };
+    Some(Ipv4Fast {
+        proto,
+        tcp_flags,
+        ports,
+    })
+}
+
+#[inline(always)]
+fn ipv4_fast_layers(proto: u8) -> Layers {
+    Layers {
+        l2_5: NO_LAYER,
+        l3: 14,
+        l4: if proto == ipproto::UDP || proto == ipproto::TCP {
+            34
+        } else {
+            NO_LAYER
+        },
+    }
+}
+
+/// The packet fields a megaflow may look at and still be matched by the datapath's simple
+/// match ([`extract_simple`]): the ethertype, the VLAN TCI and the fragment flags, whole.
+pub fn simple_fields() -> crate::Mask {
+    let mut m = crate::Mask::new();
+    m.set_eth_type(0xffff)
+        .set_vlan_tci(0xffff)
+        .set_nw_frag(0xff);
+    m
+}
+
+/// The ethertype of every frame [`extract_simple`] takes (its VLAN TCI and fragment flags are
+/// zero).
+pub const SIMPLE_ETH_TYPE: u16 = ethertype::IPV4;
+
+/// For the datapath's simple match: when `pkt` is a frame of the common shape (what the fast
+/// path of [`extract`] takes: Ethernet without VLAN, IPv4 without options and not a fragment,
+/// a well-formed UDP or TCP header or a transport without key fields) and `key`'s metadata
+/// says it is a frame of Ethernet, returns its header offsets and leaves `key` as [`extract`]
+/// would in what the simple match needs: its metadata and TCP flags, and none of its other
+/// packet words (they read as zero). Such a frame's ethertype is [`SIMPLE_ETH_TYPE`], its VLAN
+/// TCI zero (no tag) and its fragment flags zero, so a megaflow that looks at no packet field
+/// outside [`simple_fields`] matches it or not whatever its other bytes hold. `None` for every
+/// other frame; `key` is then unchanged.
+#[inline(always)]
+pub fn extract_simple(pkt: &[u8], key: &mut FlowKey) -> Option<Layers> {
+    if key.map() & (1 << 11) != 0 && key.packet_type() != 0 {
+        return None;
+    }
+    let f = ipv4_fast(pkt)?;
+    key.clear_words(PACKET_WORDS);
+    if f.tcp_flags != 0 {
+        let b = f.tcp_flags.to_be_bytes();
+        key.put_word(W_TCP_VLAN2, word([b[0], b[1], 0, 0, 0, 0, 0, 0]));
+        key.mark_words(1 << W_TCP_VLAN2);
+    }
+    Some(ipv4_fast_layers(f.proto))
 }
 
 /// Ethernet, VLAN tags and LLC/SNAP. Returns the L3 offset and the innermost ethertype.
@@ -1015,11 +1084,56 @@ mod tests {
                     k.set_in_port(7).set_tun_id(5).set_ct_zone(3);
                 }
             }
+            let mut c = a.clone();
+            c.set_eth_dst(EthAddr([9; 6])).set_nw_src([1, 2, 3, 4].into());
+            let before = c.clone();
             let xa = extract(&p, &mut a);
             let xb = extract_general(&p, &mut b, 0);
             proptest::prop_assert!(a.exact_eq(&b), "{:?} vs {:?}", a, b);
             proptest::prop_assert_eq!(xa, xb);
             proptest::prop_assert_eq!(xa.hash, a.hash(0));
+
+            // The simple match's extraction: where it takes a frame, the offsets, TCP flags
+            // and metadata are extract's, the fields a simple megaflow may look at are the
+            // constants it assumes, and no other packet word is left behind.
+            match extract_simple(&p, &mut c) {
+                Some(layers) => {
+                    proptest::prop_assert_eq!(layers, xa.layers);
+                    proptest::prop_assert!(xa.malformed.is_none());
+                    proptest::prop_assert_eq!(a.eth_type(), SIMPLE_ETH_TYPE);
+                    proptest::prop_assert_eq!(a.vlan_tci(), 0);
+                    proptest::prop_assert_eq!(a.nw_frag(), 0);
+                    proptest::prop_assert_eq!(c.tcp_flags(), a.tcp_flags());
+                    proptest::prop_assert_eq!(c.map() & !PACKET_WORDS, a.map() & !PACKET_WORDS);
+                    for i in 0..crate::key::KEY_WORDS {
+                        if PACKET_WORDS & (1 << i) == 0 {
+                            proptest::prop_assert_eq!(c.word(i), a.word(i));
+                        } else if c.map() & (1 << i) != 0 {
+                            proptest::prop_assert_eq!(c.word(i), a.word(i), "word {}", i);
+                            proptest::prop_assert!(c.tcp_flags() != 0);
+                        }
+                    }
+                }
+                None => proptest::prop_assert!(c.exact_eq(&before)),
+            }
+        }
+    }
+
+    #[test]
+    fn simple_extraction_declines_what_it_cannot_vouch_for() {
+        let mut frame = eth(0x0800);
+        frame.extend(ipv4(17, &udp(1, 2)));
+        let mut k = FlowKey::new();
+        assert!(extract_simple(&frame, &mut k).is_some());
+        // An L3 packet (decapsulated from GRE): its first bytes are not an Ethernet header.
+        k.set_packet_type(1 << 16 | 0x0800);
+        assert!(extract_simple(&frame, &mut k).is_none());
+        k.set_packet_type(0);
+        // A VLAN tag, IPv6, ARP, an IPv4 option, a fragment.
+        for (at, b) in [(12, 0x81), (12, 0x86), (13, 0x06), (14, 0x46), (20, 0x20)] {
+            let mut f = frame.clone();
+            f[at] = b;
+            assert!(extract_simple(&f, &mut k).is_none(), "byte {at} = {b:#x}");
         }
     }
 

@@ -8,5 +8,5 @@ pub mod hash;
 pub mod key;
 pub mod odp;
 
-pub use extract::{Extracted, Layers, Malformed, extract};
+pub use extract::{Extracted, Layers, Malformed, extract, extract_simple, simple_fields};
 pub use key::{EthAddr, FlowKey, FlowWords, Mask, Match};

@@ -353,6 +353,8 @@ pub struct BenchResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guest_ring_drops: Option<u64>,
     pub passes_per_packet: f64,
+    /// Passes the simple match found (no key, hash or EMC lookup).
+    pub simple_hit_pct: f64,
     pub emc_hit_pct: f64,
     pub megaflow_hit_pct: f64,
     pub subtable_lookups_per_hit: f64,
@@ -640,6 +642,7 @@ fn run_measured(
         cycles_per_sink_packet: s.busy_cycles as f64 / sink_packets.max(1) as f64,
         guest_ring_drops,
         passes_per_packet: passes / rx,
+        simple_hit_pct: 100.0 * s.simple_hits as f64 / passes,
         emc_hit_pct: 100.0 * s.emc_hits as f64 / passes,
         megaflow_hit_pct: 100.0 * s.megaflow_hits as f64 / passes,
         subtable_lookups_per_hit: if s.megaflow_hits == 0 {
@@ -736,8 +739,14 @@ pub fn report(r: &BenchResult) -> String {
     }
     let _ = writeln!(
         o,
-        "  hits: emc {:.1} %, megaflow {:.1} % ({:.2} subtable lookups/hit), upcalls {}, lost {}",
-        r.emc_hit_pct, r.megaflow_hit_pct, r.subtable_lookups_per_hit, r.upcalls, r.lost_upcalls
+        "  hits: simple {:.1} %, emc {:.1} %, megaflow {:.1} % ({:.2} subtable lookups/hit), \
+         upcalls {}, lost {}",
+        r.simple_hit_pct,
+        r.emc_hit_pct,
+        r.megaflow_hit_pct,
+        r.subtable_lookups_per_hit,
+        r.upcalls,
+        r.lost_upcalls
     );
     let stages: Vec<String> = r
         .stage_cycles_per_packet

@@ -133,13 +133,15 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
         };
         writeln!(
             out,
-            "{second:>3}s  {:6.2} Mpps  {:5.0} cycles/pkt  emc {:5.1} %  megaflow {:5.1} %  lost {}",
+            "{second:>3}s  {:6.2} Mpps  {:5.0} cycles/pkt  simple {:5.1} %  emc {:5.1} %  \
+             megaflow {:5.1} %  lost {}",
             rx as f64 / dt / 1e6,
             if rx == 0 {
                 0.0
             } else {
                 (now.busy_cycles - prev.busy_cycles) as f64 / rx as f64
             },
+            pct(now.simple_hits, prev.simple_hits),
             pct(now.emc_hits, prev.emc_hits),
             pct(now.megaflow_hits, prev.megaflow_hits),
             now.lost_upcalls - prev.lost_upcalls,
