@@ -45,7 +45,7 @@ use crate::dpcls::Dpcls;
 use crate::emc::Emc;
 use crate::flow_table::{FlowRef, FlowStats, FlowTable, Megaflow};
 use crate::gso::TcpSuper;
-use crate::packet::{Batch, MAX_BURST, Packet, Pool, TnlMd};
+use crate::packet::{Batch, MAX_BURST, Packet, PacketMeta, Pool, TnlMd};
 use crate::port::{RxQueue, TxQueue};
 use crate::tsc;
 use crate::tunnel::{N_TNL_POP_DROPS, TnlPopDrop, TunnelKind};
@@ -1101,8 +1101,8 @@ impl Pmd {
                     p.meta.hash = h;
                     self.hashes[i] = h;
                 }
-            } else if self.simple_batch(batch, in_port, ct_tuple) {
-                simple = self.extract_simple_batch(batch, in_port, ct_tuple);
+            } else if let Some(first) = self.simple_batch(batch, in_port, ct_tuple) {
+                simple = self.extract_simple_batch(batch, in_port, ct_tuple, first);
             } else {
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
@@ -1253,28 +1253,42 @@ impl Pmd {
     /// megaflows for it and the first packet's metadata matches one of them. The batch's
     /// packets mostly share their metadata, so a batch whose first packet the simple match
     /// would not find (for example the first pass of a pipeline whose simple megaflows are
-    /// for a recirculation) skips trying every packet.
+    /// for a recirculation) skips trying every packet. Returns that first packet's megaflow.
     #[inline]
-    fn simple_batch(&mut self, batch: &Batch, in_port: u32, ct_tuple: bool) -> bool {
+    fn simple_batch(&mut self, batch: &Batch, in_port: u32, ct_tuple: bool) -> Option<FlowRef> {
         let flows = self.cls.simple(in_port);
         match batch.packets().first() {
             Some(p) if !flows.is_empty() => {
                 let k = &mut self.keys[0];
                 key_metadata_with(p, k, ct_tuple);
-                crate::decap::lookup_simple(flows, k).is_some()
+                crate::decap::lookup_simple(flows, k)
             }
-            _ => false,
+            _ => None,
         }
     }
 
     /// Extraction for a batch the simple match may find ([`Self::simple_batch`]): each packet
-    /// it finds gets its megaflow in `hits` and no key but its metadata and TCP flags, no hash
-    /// and its header offsets; every other packet is extracted whole. Returns the packets it
+    /// it finds gets its megaflow in `hits`, no key but its TCP flags, no hash, and its header
+    /// offsets; every other packet is extracted whole. Returns the packets it
     /// found, as a bit mask. Out of line: the batches of ports without simple megaflows
     /// should not pay for its registers.
     #[inline(never)]
-    fn extract_simple_batch(&mut self, batch: &mut Batch, in_port: u32, ct_tuple: bool) -> u32 {
+    /// `first`: the megaflow of the first packet's metadata. A packet whose metadata is only
+    /// in_port and recirc_id, as the first's, with the first's recirc_id, has the same
+    /// metadata words, so the same megaflow: it is not looked up again.
+    fn extract_simple_batch(
+        &mut self,
+        batch: &mut Batch,
+        in_port: u32,
+        ct_tuple: bool,
+        first: FlowRef,
+    ) -> u32 {
         let mut simple = 0u32;
+        let first_meta = batch
+            .packets()
+            .first()
+            .filter(|p| only_port_and_recirc(&p.meta))
+            .map(|p| p.meta.recirc_id);
         let Pmd {
             cls,
             keys,
@@ -1284,22 +1298,41 @@ impl Pmd {
             ..
         } = self;
         let flows = cls.simple(in_port);
-        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
-            let k = &mut keys[i];
-            key_metadata_with(p, k, ct_tuple);
-            // The simple megaflows look at metadata words only: find one first, then see
-            // whether the frame is of the shape they take.
-            if let Some(r) = crate::decap::lookup_simple(flows, k)
+        let packets = batch.packets_mut();
+        let n = packets.len();
+        for (i, (((p, k), h), hit)) in packets
+            .iter_mut()
+            .zip(&mut keys[..n])
+            .zip(&mut hashes[..n])
+            .zip(&mut hits[..n])
+            .enumerate()
+        {
+            let same = first_meta
+                .is_some_and(|id| only_port_and_recirc(&p.meta) && p.meta.recirc_id == id);
+            // The simple megaflows look at metadata words only: find one first (the key's
+            // metadata words are only made when needed), then see whether the frame is of
+            // the shape they take. A simple hit's key needs no more than its TCP flags.
+            let found = if same {
+                k.clear();
+                Some(first)
+            } else {
+                key_metadata_with(p, k, ct_tuple);
+                crate::decap::lookup_simple(flows, k)
+            };
+            if let Some(r) = found
                 && let Some(l) = flow::extract_simple(p.data(), k)
             {
                 // Nothing after needs the hash (see `SimpleFlow`).
                 p.meta.hash = 0;
-                hashes[i] = 0;
+                *h = 0;
                 (p.meta.l2_5, p.meta.l3, p.meta.l4) = (l.l2_5, l.l3, l.l4);
-                hits[i] = Some(r);
+                *hit = Some(r);
                 simple |= 1 << i;
             } else {
-                hashes[i] = extract_packet(stats, p, k);
+                if same {
+                    key_metadata_with(p, k, ct_tuple);
+                }
+                *h = extract_packet(stats, p, k);
             }
         }
         stats.simple_hits += u64::from(simple.count_ones());
@@ -2161,10 +2194,16 @@ fn key_metadata_with(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
 fn key_metadata_add(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
     let m = &p.meta;
     key.set_word(0, meta_word(m.in_port, m.recirc_id));
-    // One test for the common case of a packet with no other metadata.
-    if (m.dp_hash | m.pkt_mark | m.packet_type) != 0 || m.tunnel != TnlMd::None || m.ct_state != 0 {
+    if !only_port_and_recirc(m) {
         key_metadata_more(p, key, ct_tuple);
     }
+}
+
+/// Whether a packet's metadata words are in_port and recirc_id alone (one test for the common
+/// case).
+#[inline(always)]
+fn only_port_and_recirc(m: &PacketMeta) -> bool {
+    (m.dp_hash | m.pkt_mark | m.packet_type) == 0 && m.tunnel == TnlMd::None && m.ct_state == 0
 }
 
 /// The rest of [`key_metadata_with`], for a packet that has more than in_port and recirc_id.

@@ -280,3 +280,36 @@ fn metadata_decides() {
     assert_eq!(s.simple_hits, 3, "the second pass's plain frames");
     assert_eq!(s.recirculations, mine.len() as u64);
 }
+
+/// Recirculated packets of two recirculation ids in one batch: each goes by its own id's simple
+/// megaflow, although the batch's first packet found the other one.
+#[test]
+fn a_batch_of_two_recirculation_ids() {
+    let udp = [0x03, 0xe8, 0x07, 0xd0, 0, 12, 0, 0, 1, 2, 3, 4];
+    let (u, t) = (ipv4(17, 0x45, 0, &udp), ipv4(6, 0x45, 0, &tcp(0x10)));
+    let frames = vec![u.clone(), t.clone(), u.clone(), t.clone()];
+    let flows = vec![
+        (
+            "in_port(p0),eth_type(0x0800),ipv4(proto=17,frag=no)",
+            "recirc(0x1)".to_string(),
+        ),
+        (
+            "in_port(p0),eth_type(0x0800),ipv4(proto=6,frag=no)",
+            "recirc(0x2)".to_string(),
+        ),
+        (
+            "recirc_id(0x1),in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+            "p1".into(),
+        ),
+        (
+            "recirc_id(0x2),in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+            "p2".into(),
+        ),
+    ];
+    let mut r = rig(frames, &flows);
+    r.pmd.poll_once();
+    let got = r.take();
+    assert_eq!(got[0].1, vec![u.clone(), u]);
+    assert_eq!(got[1].1, vec![t.clone(), t]);
+    assert_eq!(r.pmd.stats().simple_hits, 4);
+}

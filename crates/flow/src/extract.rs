@@ -340,6 +340,7 @@ fn extract_ipv4_fast(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
         proto,
         tcp_flags,
         ports,
+        l4,
     } = ipv4_fast(pkt)?;
     let w1 = mac_word(pkt, 0, [0x08, 0x00]);
     let w2 = mac_word(pkt, 6, [0, 0]);
@@ -377,7 +378,7 @@ fn extract_ipv4_fast(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
         h = crc32c_u64(h, key.raw_word(i));
     }
     Some(Extracted {
-        layers: ipv4_fast_layers(proto),
+        layers: ipv4_fast_layers(l4),
         malformed: None,
         hash: crc32c_u64(h, map),
     })
@@ -389,6 +390,8 @@ struct Ipv4Fast {
     tcp_flags: u16,
     /// The L4 ports as they lie in the frame (0 for a transport without ports).
     ports: u32,
+    /// The L4 offset: 34 for UDP and TCP, none for a transport without key fields.
+    l4: u16,
 }
 
 /// The frames [`extract_ipv4_fast`] takes: Ethernet without VLAN, IPv4 without options and
@@ -405,36 +408,33 @@ fn ipv4_fast(pkt: &[u8]) -> Option<Ipv4Fast> {
     }
     let proto = pkt[23];
     let mut tcp_flags = 0;
-    let ports = match proto {
-        ipproto::UDP if tot >= 28 => u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]]),
+    let (ports, l4) = match proto {
+        ipproto::UDP if tot >= 28 => (u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]]), 34),
         ipproto::TCP if tot >= 40 => {
             let doff = ((pkt[46] >> 4) as usize) * 4;
             if doff < 20 || doff > tot - 20 {
                 return None;
             }
             tcp_flags = be16(pkt, 46) & 0x0fff;
-            u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]])
+            (u32::from_ne_bytes([pkt[34], pkt[35], pkt[36], pkt[37]]), 34)
         }
         ipproto::UDP | ipproto::TCP | ipproto::SCTP | ipproto::ICMP => return None,
-        _ => 0,
+        _ => (0, NO_LAYER),
     };
     Some(Ipv4Fast {
         proto,
         tcp_flags,
         ports,
+        l4,
     })
 }
 
 #[inline(always)]
-fn ipv4_fast_layers(proto: u8) -> Layers {
+fn ipv4_fast_layers(l4: u16) -> Layers {
     Layers {
         l2_5: NO_LAYER,
         l3: 14,
-        l4: if proto == ipproto::UDP || proto == ipproto::TCP {
-            34
-        } else {
-            NO_LAYER
-        },
+        l4,
     }
 }
 
@@ -473,7 +473,7 @@ pub fn extract_simple(pkt: &[u8], key: &mut FlowKey) -> Option<Layers> {
         key.put_word(W_TCP_VLAN2, word([b[0], b[1], 0, 0, 0, 0, 0, 0]));
         key.mark_words(1 << W_TCP_VLAN2);
     }
-    Some(ipv4_fast_layers(f.proto))
+    Some(ipv4_fast_layers(f.l4))
 }
 
 /// Ethernet, VLAN tags and LLC/SNAP. Returns the L3 offset and the innermost ethertype.
