@@ -655,8 +655,17 @@ impl SplitRing {
         mut span: impl FnMut(usize) -> usize,
     ) {
         let n = n.min(MAX_BURST);
-        for j in 0..n {
-            let head = self.avail_entry(self.next_avail.wrapping_add(j as u16));
+        // First every chain's head, with its descriptor's line prefetched, then the
+        // descriptors: a descriptor's load waits on its head's, and one loop of both kept
+        // few of the burst's misses in flight at once.
+        let mut heads = [0u16; MAX_BURST];
+        for (j, h) in heads[..n].iter_mut().enumerate() {
+            *h = self.avail_entry(self.next_avail.wrapping_add(j as u16));
+            if *h < self.size {
+                flow::hash::prefetch_addr::<false>(self.desc.wrapping_add(16 * usize::from(*h)));
+            }
+        }
+        for (j, &head) in heads[..n].iter().enumerate() {
             if head < self.size {
                 let d = Self::desc(self.desc, head);
                 let len = span(j).min(d.len as usize).min(PREFETCH_SPAN);
