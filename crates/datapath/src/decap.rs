@@ -11,8 +11,13 @@
 //! the flow grouping, the actions and the recirculation queue (see `Pmd::process`); otherwise
 //! the hits only skip the EMC and dpcls lookups.
 //!
+//! The same compare serves the simple match ([`SimpleFlow`]): megaflows that look at no packet
+//! field but the ethertype, VLAN TCI and fragment flags, found from a plain frame's metadata
+//! alone.
+//!
 //! The lists are kept in step with the flow table: flow install, delete, modify (actions may
-//! stop or start being a lone `tnl_pop`), idle expiry, flush and port removal.
+//! stop or start being a lone `tnl_pop`, or qualify for the simple match), idle expiry, flush
+//! and port removal.
 
 use flow::key::PACKET_WORDS;
 use flow::{FlowKey, Match};

@@ -735,13 +735,13 @@ impl Pmd {
         if crate::ct::mask_has_tuple(m.mask()) {
             self.ct_tuple_flows += 1;
         }
-        self.decap_track(r);
+        self.track_fast_paths(r);
         Ok(r)
     }
 
     /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop`, or in
     /// its simple match if it qualifies ([`SimpleFlow`]), when there is room.
-    fn decap_track(&mut self, r: FlowRef) {
+    fn track_fast_paths(&mut self, r: FlowRef) {
         let Some(f) = self.flows.get(r) else {
             return;
         };
@@ -760,7 +760,7 @@ impl Pmd {
     }
 
     /// Takes flow `r` (input port `port`) out of the decap fast path and the simple match.
-    fn decap_untrack(&mut self, r: FlowRef, port: u32) {
+    fn untrack_fast_paths(&mut self, r: FlowRef, port: u32) {
         if let Some(c) = self.cls.port_mut(port) {
             c.decap.retain(|d| d.flow != r);
             c.simple.retain(|d| d.flow != r);
@@ -787,7 +787,7 @@ impl Pmd {
         if crate::ct::mask_has_tuple(f.mask()) {
             self.ct_tuple_flows -= 1;
         }
-        self.decap_untrack(r, port);
+        self.untrack_fast_paths(r, port);
         if let Some(c) = self.cls.get_mut(port) {
             c.remove(&f.m);
         }
@@ -805,8 +805,8 @@ impl Pmd {
             f.stats = FlowStats::default();
         }
         // The new actions may start or stop being a lone tnl_pop (or pop to another port).
-        self.decap_untrack(r, new.m.key().in_port());
-        self.decap_track(r);
+        self.untrack_fast_paths(r, new.m.key().in_port());
+        self.track_fast_paths(r);
         Ok(())
     }
 
@@ -1269,13 +1269,14 @@ impl Pmd {
 
     /// Extraction for a batch the simple match may find ([`Self::simple_batch`]): each packet
     /// it finds gets its megaflow in `hits`, no key but its TCP flags, no hash, and its header
-    /// offsets; every other packet is extracted whole. Returns the packets it
-    /// found, as a bit mask. Out of line: the batches of ports without simple megaflows
-    /// should not pay for its registers.
-    #[inline(never)]
+    /// offsets; every other packet is extracted whole. Returns the packets it found, as a bit
+    /// mask. Out of line: the batches of ports without simple megaflows should not pay for
+    /// its registers.
+    ///
     /// `first`: the megaflow of the first packet's metadata. A packet whose metadata is only
     /// in_port and recirc_id, as the first's, with the first's recirc_id, has the same
     /// metadata words, so the same megaflow: it is not looked up again.
+    #[inline(never)]
     fn extract_simple_batch(
         &mut self,
         batch: &mut Batch,
