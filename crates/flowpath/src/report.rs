@@ -174,6 +174,9 @@ struct Figures {
     seconds: f64,
     cycles_per_packet: f64,
     passes_per_packet: f64,
+    /// Absent from reports written before the simple match.
+    #[serde(default)]
+    simple_hit_pct: f64,
     emc_hit_pct: f64,
     megaflow_hit_pct: f64,
     rx_packets: u64,
@@ -236,6 +239,7 @@ struct Median {
     drop_pct: f64,
     cycles_per_packet: f64,
     passes_per_packet: f64,
+    simple_hit_pct: f64,
     emc_hit_pct: f64,
     megaflow_hit_pct: f64,
     /// Median of each stage on its own.
@@ -368,6 +372,7 @@ impl Cell {
                 }),
                 cycles_per_packet: cycles,
                 passes_per_packet: m(|f| f.passes_per_packet),
+                simple_hit_pct: m(|f| f.simple_hit_pct),
                 emc_hit_pct: m(|f| f.emc_hit_pct),
                 megaflow_hit_pct: m(|f| f.megaflow_hit_pct),
                 stage_cycles_per_packet: stages,
@@ -1169,11 +1174,11 @@ fn markdown(r: &Report, plots: &[PathBuf]) -> String {
         let _ = writeln!(
             w,
             "| frame size (B) | flows | Mpps | sink Mpps | Gbps L2 | Gbps L1 | drop % | \
-             cycles/pkt | passes/pkt | EMC hit % | megaflow hit % | valid runs |"
+             cycles/pkt | passes/pkt | simple match % | EMC hit % | megaflow hit % | valid runs |"
         );
         let _ = writeln!(
             w,
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for c in &cells {
             let mpps = shown(c, &mut notes, |m| format!("{:.2}", m.mpps));
@@ -1182,19 +1187,20 @@ fn markdown(r: &Report, plots: &[PathBuf]) -> String {
                 Some(m) => {
                     let _ = write!(
                         w,
-                        " {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.1} |",
+                        " {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} |",
                         m.sink_mpps,
                         m.gbps_l2,
                         m.gbps_l1,
                         m.drop_pct,
                         m.cycles_per_packet,
                         m.passes_per_packet,
+                        m.simple_hit_pct,
                         m.emc_hit_pct,
                         m.megaflow_hit_pct
                     );
                 }
                 None => {
-                    let _ = write!(w, "{}", " - |".repeat(8));
+                    let _ = write!(w, "{}", " - |".repeat(9));
                 }
             }
             let _ = writeln!(w, " {}/{} |", c.valid_runs, c.runs.len());
