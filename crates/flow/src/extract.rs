@@ -266,13 +266,7 @@ impl<'k> Cx<'k> {
 #[inline(always)]
 pub fn extract(pkt: &[u8], key: &mut FlowKey) -> Extracted {
     key.clear_words(PACKET_WORDS);
-    // Word 11 (packet type with conntrack metadata) is present only for recirculated or
-    // decapsulated packets: test the map before reading it.
-    let packet_type = if key.map() & (1 << 11) != 0 {
-        key.packet_type()
-    } else {
-        0
-    };
+    let packet_type = packet_type_of(key);
     // The common case first, entirely in registers.
     if packet_type == 0
         && let Some(out) = extract_ipv4_fast(pkt, key)
@@ -280,6 +274,25 @@ pub fn extract(pkt: &[u8], key: &mut FlowKey) -> Extracted {
         return out;
     }
     extract_general(pkt, key, packet_type)
+}
+
+/// The packet type `key`'s metadata gives: word 11 (packet type with conntrack metadata) is
+/// present only for recirculated or decapsulated packets, so the map is tested before it is
+/// read.
+#[inline(always)]
+fn packet_type_of(key: &FlowKey) -> u32 {
+    if key.map() & (1 << 11) != 0 {
+        key.packet_type()
+    } else {
+        0
+    }
+}
+
+/// Word [`W_TCP_VLAN2`] holding TCP flags `flags` (and no second VLAN tag).
+#[inline(always)]
+fn tcp_flags_word(flags: u16) -> u64 {
+    let f = flags.to_be_bytes();
+    word([f[0], f[1], 0, 0, 0, 0, 0, 0])
 }
 
 /// Every frame the fast path declines: VLANs, LLC/SNAP, MPLS, IPv6, ARP, L3 packet types, IPv4
@@ -352,8 +365,7 @@ fn extract_ipv4_fast(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
     key.put_word(W_NW_L4, w4);
     let mut words = 0b1_1110;
     if tcp_flags != 0 {
-        let f = tcp_flags.to_be_bytes();
-        key.put_word(W_TCP_VLAN2, word([f[0], f[1], 0, 0, 0, 0, 0, 0]));
+        key.put_word(W_TCP_VLAN2, tcp_flags_word(tcp_flags));
         words |= 1 << W_TCP_VLAN2;
     }
     key.mark_words(words);
@@ -463,14 +475,13 @@ pub const SIMPLE_ETH_TYPE: u16 = ethertype::IPV4;
 /// other frame; `key` is then unchanged.
 #[inline(always)]
 pub fn extract_simple(pkt: &[u8], key: &mut FlowKey) -> Option<Layers> {
-    if key.map() & (1 << 11) != 0 && key.packet_type() != 0 {
+    if packet_type_of(key) != 0 {
         return None;
     }
     let f = ipv4_fast(pkt)?;
     key.clear_words(PACKET_WORDS);
     if f.tcp_flags != 0 {
-        let b = f.tcp_flags.to_be_bytes();
-        key.put_word(W_TCP_VLAN2, word([b[0], b[1], 0, 0, 0, 0, 0, 0]));
+        key.put_word(W_TCP_VLAN2, tcp_flags_word(f.tcp_flags));
         key.mark_words(1 << W_TCP_VLAN2);
     }
     Some(ipv4_fast_layers(f.l4))
