@@ -471,3 +471,24 @@ fn packets_the_slow_path_sends_go_out_once_per_upcall() {
     let frames: Vec<&[u8]> = out.iter().map(|r| &r.data[..]).collect();
     assert_eq!(frames, vec![&REQUEST[..]]);
 }
+
+/// `pmd-stats-show` counts the packets the simple match found on OVS's "simple match hits"
+/// line, and none of them as EMC or megaflow hits.
+#[test]
+fn pmd_stats_show_counts_simple_match_hits() {
+    let dir = Dir::new("simple");
+    let o = run(
+        &dir,
+        &fixture("plain_8.pcap"),
+        &[("in_port(p0),eth_type(0x0800),ipv4(frag=no)", "p1")],
+        100,
+    );
+    assert_eq!(o.p1, input_frames("plain_8.pcap"));
+    for line in [
+        "simple match hits: 8\n",
+        "emc hits: 0\n",
+        "megaflow hits: 0\n",
+    ] {
+        assert!(o.stats.contains(line), "{line}{}", o.stats);
+    }
+}
