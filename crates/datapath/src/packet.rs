@@ -31,6 +31,17 @@
 //! recycled like the small ones, so super-frames do not allocate once the pool is warm either.
 //! A super-frame carries its MSS in [`PacketMeta::gso_size`]; [`crate::gso`] cuts it into
 //! segments before it reaches a port that cannot.
+//!
+//! # Lent frames
+//! A receive path whose frames sit in memory the switch may read until it says it is done
+//! (a guest's transmit buffers, `vhost`) can lend the frame instead of copying it whole
+//! ([`Pool::packet_lent`]): the packet's buffer gets the first [`LENT_HEAD`] bytes, every
+//! header the switch parses, and the rest stays where it is. Only a pool the PMD allows to
+//! ([`Pool::allow_lending`]) lends. The PMD keeps a lent packet only on its way to an output
+//! whose queue copies the rest from the lender ([`crate::port::TxQueue::takes_lent`]); any
+//! other use first brings the rest into the buffer ([`Pool::materialize`]). When the burst's
+//! packets are sent or dropped, the PMD ends the lending ([`Pool::end_lending`]) and the rx
+//! queue gives the buffers back to their owner ([`crate::port::RxQueue::release`]).
 
 /// Bytes of the tunnel metadata area at the front of every buffer.
 pub const TNL_MD_LEN: usize = 320;
@@ -72,6 +83,11 @@ pub const LARGE_BUF_SIZE: usize = FRAME_OFS + LARGE_ROOM;
 
 /// Spare large buffers a pool keeps (about 4.3 MB): a few bursts of super-frames in flight.
 pub const LARGE_SPARE: usize = 64;
+
+/// Bytes of a lent frame its packet's buffer holds ([`Pool::packet_lent`]): more than the
+/// headers of any frame the simple match takes (Ethernet, IPv4 without options, TCP with the
+/// largest options: 94 bytes), two cache lines.
+pub const LENT_HEAD: usize = 128;
 
 /// Largest number of packets in a batch: one rx burst.
 pub const MAX_BURST: usize = 32;
@@ -137,6 +153,10 @@ pub struct PacketMeta {
     pub ct_state: u8,
     /// Connection tracking zone of the last `ct()`.
     pub ct_zone: u16,
+    /// For a lent frame, its entry in the pool's table of lent frames, plus one; 0 for a frame
+    /// the buffer holds whole. Only the pool sets it, and it trusts it only when the entry
+    /// names the packet's buffer.
+    lent: u8,
 }
 
 impl PacketMeta {
@@ -158,6 +178,7 @@ impl PacketMeta {
             tunnel: TnlMd::None,
             ct_state: 0,
             ct_zone: 0,
+            lent: 0,
         }
     }
 }
@@ -193,13 +214,39 @@ impl Packet {
     /// The frame.
     #[inline]
     pub fn data(&self) -> &[u8] {
-        &self.buf[self.start as usize..(self.start + self.len) as usize]
+        self.not_lent();
+        self.headers()
     }
 
     /// The frame, writable.
     #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
+        self.not_lent();
         &mut self.buf[self.start as usize..(self.start + self.len) as usize]
+    }
+
+    /// The frame as [`Packet::data`] gives it, except that for a lent frame
+    /// ([`Pool::packet_lent`]) only the first [`LENT_HEAD`] bytes are the frame's (the rest of
+    /// the slice is whatever the buffer held): for readers of the headers only.
+    #[inline]
+    pub fn headers(&self) -> &[u8] {
+        &self.buf[self.start as usize..(self.start + self.len) as usize]
+    }
+
+    /// Whether part of the frame is still lent ([`Pool::packet_lent`]).
+    #[inline]
+    pub fn is_lent(&self) -> bool {
+        self.meta.lent != 0
+    }
+
+    /// Checks (in debug builds) that nothing reads or changes a lent frame as if the buffer
+    /// held it whole.
+    #[inline(always)]
+    fn not_lent(&self) {
+        debug_assert!(
+            self.meta.lent == 0,
+            "a lent frame used before Pool::materialize"
+        );
     }
 
     /// Frame length in bytes.
@@ -249,6 +296,7 @@ impl Packet {
     /// writes to at once.
     #[inline]
     pub fn tnl_md_and_data_mut(&mut self) -> (&mut [u8; TNL_MD_LEN], &[u8]) {
+        self.not_lent();
         let (md, rest) = self.buf.split_at_mut(TNL_MD_LEN);
         let s = self.start as usize - TNL_MD_LEN;
         let md = md
@@ -260,7 +308,9 @@ impl Packet {
     /// Copies `src`'s metadata, and the used part of its tunnel metadata area and its
     /// connection metadata area when it has them.
     pub fn copy_meta_from(&mut self, src: &Packet) {
+        let lent = self.meta.lent;
         self.meta = src.meta;
+        self.meta.lent = lent;
         if src.meta.tunnel != TnlMd::None {
             let n = crate::tunnel::md_used_len(src.tnl_md());
             self.buf[..n].copy_from_slice(&src.buf[..n]);
@@ -279,6 +329,7 @@ impl Packet {
     /// Grows the frame by `n` bytes at the front and returns them. When the headroom is short
     /// the frame moves to a larger buffer (slow, counted by the caller as needed).
     pub fn push_front(&mut self, n: usize) -> &mut [u8] {
+        self.not_lent();
         if n > self.headroom() {
             self.grow(n - self.headroom() + HEADROOM, 0);
         }
@@ -290,6 +341,7 @@ impl Packet {
 
     /// Removes `n` bytes from the front (at most the whole frame).
     pub fn pull_front(&mut self, n: usize) {
+        self.not_lent();
         let n = n.min(self.len()) as u32;
         self.start += n;
         self.len -= n;
@@ -297,12 +349,14 @@ impl Packet {
 
     /// Shortens the frame to `len` bytes (no effect if already shorter).
     pub fn truncate(&mut self, len: usize) {
+        self.not_lent();
         self.len = self.len.min(len as u32);
     }
 
     /// Sets the frame length, growing into the tailroom (new bytes are whatever the buffer
     /// held; callers write them).
     pub fn set_len(&mut self, len: usize) {
+        self.not_lent();
         if len > self.len() + self.tailroom() {
             self.grow(0, len - self.len() - self.tailroom());
         }
@@ -322,6 +376,7 @@ impl Packet {
     /// Removes `n` bytes at offset `at` by moving the bytes before it back, as a VLAN or MPLS
     /// pop does. Out-of-range requests are clipped.
     pub fn remove_at(&mut self, at: usize, n: usize) {
+        self.not_lent();
         let at = at.min(self.len());
         let n = n.min(self.len() - at);
         let s = self.start as usize;
@@ -367,6 +422,16 @@ pub struct Pool {
     cap: usize,
     large: Vec<Box<[u8]>>,
     allocated: u64,
+    /// Whether [`Pool::packet_lent`] lends (the PMD's pool) or copies.
+    lends: bool,
+    /// Since the last [`Pool::end_lending`]: whether anything was lent.
+    lending: bool,
+    /// The lent frames, in the order lent: entries up to `lent_n`, each the packet's buffer
+    /// address (0 once the packet is materialized) and where the rest of its frame is. A
+    /// freed packet's entry stays: no packet made later has its `lent` index (see
+    /// [`Packet::copy_meta_from`]).
+    lent: [(usize, usize); MAX_BURST],
+    lent_n: usize,
 }
 
 impl Pool {
@@ -382,7 +447,112 @@ impl Pool {
             cap,
             large: Vec::with_capacity(LARGE_SPARE),
             allocated: prefill.min(cap) as u64,
+            lends: false,
+            lending: false,
+            lent: [(0, 0); MAX_BURST],
+            lent_n: 0,
         }
+    }
+
+    /// Lets [`Pool::packet_lent`] lend (for a PMD, which ends every lending when the burst is
+    /// done with).
+    pub fn allow_lending(&mut self) {
+        self.lends = true;
+    }
+
+    /// A packet of the `len`-byte frame at `src`. When the pool lends, the frame is longer than
+    /// [`LENT_HEAD`] and fewer than [`MAX_BURST`] frames are lent, only the first
+    /// [`LENT_HEAD`] bytes are copied and the rest is lent ([`Packet::is_lent`]) until
+    /// [`Pool::end_lending`]; otherwise the whole frame is copied.
+    ///
+    /// # Safety
+    /// `src` is valid for reading `len` bytes until the next [`Pool::end_lending`], and does not
+    /// overlap the pool's buffers. Nothing in Rust writes those bytes through a reference
+    /// meanwhile; another process may (a guest writing its buffers, as a device's DMA could):
+    /// the pool and the queues that read a lent frame only copy it with raw pointer copies,
+    /// never through a reference, so such a frame is garbage, never unsoundness.
+    #[inline]
+    pub unsafe fn packet_lent(&mut self, src: *const u8, len: usize, in_port: u32) -> Packet {
+        let mut p = self.packet_with_len(len, in_port);
+        let lend = self.lends && len > LENT_HEAD && self.lent_n < MAX_BURST;
+        let s = p.start as usize;
+        if !lend {
+            let dst = &mut p.buf[s..s + len];
+            // SAFETY: `src` is valid for `len` bytes (the caller's contract) and is not the
+            // packet's own buffer, which is `len` bytes long from `dst`.
+            unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), len) };
+        } else {
+            // A copy of a fixed size, made in line.
+            let dst = &mut p.buf[s..s + LENT_HEAD];
+            // SAFETY: as above, with `LENT_HEAD < len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), LENT_HEAD) };
+            self.lent[self.lent_n] = (p.buf.as_ptr() as usize, src as usize + LENT_HEAD);
+            self.lent_n += 1;
+            p.meta.lent = self.lent_n as u8;
+            self.lending = true;
+        }
+        p
+    }
+
+    /// The table entry of lent packet `p`, when it is one and unchanged since it was lent.
+    #[inline]
+    fn lent_entry(&self, p: &Packet) -> Option<usize> {
+        let i = usize::from(p.meta.lent).checked_sub(1)?;
+        let &(buf, _) = self.lent[..self.lent_n].get(i)?;
+        (buf == p.buf.as_ptr() as usize && p.start as usize == FRAME_OFS && p.len() > LENT_HEAD)
+            .then_some(i)
+    }
+
+    /// Where the rest of lent packet `p`'s frame is: its bytes from [`LENT_HEAD`] on, valid for
+    /// reading (with raw pointer copies, see [`Pool::packet_lent`]) until
+    /// [`Pool::end_lending`]. `None` for a packet whose buffer holds its frame whole.
+    #[inline]
+    pub fn lent_tail(&self, p: &Packet) -> Option<*const u8> {
+        self.lent_entry(p).map(|i| self.lent[i].1 as *const u8)
+    }
+
+    /// Brings the rest of a lent frame into its packet's buffer; the packet is then an
+    /// ordinary one. Nothing for one that is not lent.
+    #[inline]
+    pub fn materialize(&mut self, p: &mut Packet) {
+        if p.meta.lent != 0 {
+            self.materialize_lent(p);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn materialize_lent(&mut self, p: &mut Packet) {
+        if let Some(i) = self.lent_entry(p) {
+            let s = p.start as usize;
+            let end = s + p.len();
+            let dst = &mut p.buf[s + LENT_HEAD..end];
+            // SAFETY: the entry is there, so lending has not ended: its address is valid for
+            // the frame's bytes past `LENT_HEAD` (`packet_lent`'s contract), and it is not the
+            // packet's buffer.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.lent[i].1 as *const u8,
+                    dst.as_mut_ptr(),
+                    dst.len(),
+                )
+            };
+            self.lent[i].0 = 0;
+        }
+        p.meta.lent = 0;
+    }
+
+    /// Ends lending: the lenders may take back what they lent. Returns whether anything was
+    /// lent since the last call. A packet still lent then (none should be) keeps its buffer's
+    /// stale bytes past [`LENT_HEAD`].
+    #[inline]
+    pub fn end_lending(&mut self) -> bool {
+        if !self.lending {
+            return false;
+        }
+        self.lent_n = 0;
+        self.lending = false;
+        true
     }
 
     /// A buffer for a frame of `len` bytes: a small one when it fits.
@@ -519,6 +689,8 @@ pub struct Batch {
     pkts: Vec<Packet>,
     /// Whether the batch may hold a packet with `gso_size > 0` (see [`Batch::mark_gso`]).
     gso: bool,
+    /// Whether the batch may hold a lent packet (see [`Batch::mark_lent`]).
+    lent: bool,
 }
 
 impl Batch {
@@ -527,6 +699,7 @@ impl Batch {
         Batch {
             pkts: Vec::with_capacity(MAX_BURST),
             gso: false,
+            lent: false,
         }
     }
 
@@ -548,6 +721,19 @@ impl Batch {
     #[inline]
     pub fn take_gso(&mut self) -> bool {
         std::mem::take(&mut self.gso)
+    }
+
+    /// Says that the batch may hold a lent packet ([`Pool::packet_lent`]). An rx queue that
+    /// lends must call it: the datapath looks for lent packets only in batches so marked.
+    #[inline]
+    pub fn mark_lent(&mut self) {
+        self.lent = true;
+    }
+
+    /// Whether the batch was marked ([`Batch::mark_lent`]), clearing the mark.
+    #[inline]
+    pub fn take_lent(&mut self) -> bool {
+        std::mem::take(&mut self.lent)
     }
 
     /// Number of packets.
@@ -735,6 +921,97 @@ mod tests {
         assert_eq!(p.data(), &frame[..]);
         p.remove_at(18, 100);
         assert_eq!(p.data(), &frame[..18]);
+    }
+
+    /// A frame of `len` bytes, each its offset's low byte.
+    fn counting(len: usize) -> Vec<u8> {
+        (0..len).map(|i| i as u8).collect()
+    }
+
+    #[test]
+    fn a_lent_frame_keeps_its_head_and_brings_the_rest_in_when_asked() {
+        let frame = counting(1000);
+        let mut pool = Pool::new(8, 0);
+        pool.allow_lending();
+        // SAFETY: `frame` outlives the lending and is not written.
+        let mut p = unsafe { pool.packet_lent(frame.as_ptr(), frame.len(), 3) };
+        assert!(p.is_lent());
+        assert_eq!((p.len(), p.meta.in_port), (1000, 3));
+        assert_eq!(&p.headers()[..LENT_HEAD], &frame[..LENT_HEAD]);
+        let tail = pool.lent_tail(&p).expect("lent");
+        assert_eq!(tail, frame[LENT_HEAD..].as_ptr());
+        pool.materialize(&mut p);
+        assert!(!p.is_lent());
+        assert_eq!(pool.lent_tail(&p), None);
+        assert_eq!(p.data(), &frame[..]);
+        assert!(pool.end_lending());
+        assert!(!pool.end_lending(), "nothing lent since");
+    }
+
+    #[test]
+    fn frames_are_copied_whole_unless_lending_is_allowed_and_worth_it() {
+        let big = counting(1000);
+        let small = counting(LENT_HEAD);
+        let mut pool = Pool::new(8, 0);
+        // SAFETY: the frames outlive the pool's lending and are not written.
+        let p = unsafe { pool.packet_lent(big.as_ptr(), big.len(), 0) };
+        assert!(!p.is_lent(), "a pool that was not allowed to lend copies");
+        assert_eq!(p.data(), &big[..]);
+        assert!(!pool.end_lending());
+        pool.allow_lending();
+        // SAFETY: as above.
+        let p = unsafe { pool.packet_lent(small.as_ptr(), small.len(), 0) };
+        assert!(!p.is_lent(), "a frame of no more than the head is copied");
+        assert_eq!(p.data(), &small[..]);
+        assert!(!pool.end_lending());
+    }
+
+    #[test]
+    fn at_most_a_burst_is_lent_and_ending_the_lending_forgets_it() {
+        let frame = counting(600);
+        let mut pool = Pool::new(64, 0);
+        pool.allow_lending();
+        // SAFETY: `frame` outlives the lending and is not written.
+        let ps: Vec<Packet> = (0..=MAX_BURST)
+            .map(|_| unsafe { pool.packet_lent(frame.as_ptr(), frame.len(), 0) })
+            .collect();
+        assert!(ps[..MAX_BURST].iter().all(Packet::is_lent));
+        assert!(!ps[MAX_BURST].is_lent(), "the table is full: copied");
+        assert_eq!(ps[MAX_BURST].data(), &frame[..]);
+        assert!(pool.end_lending());
+        // A packet (wrongly) kept past the lending is no longer read from the lender.
+        assert_eq!(pool.lent_tail(&ps[0]), None);
+    }
+
+    #[test]
+    fn copies_and_changed_packets_are_not_taken_for_lent_ones() {
+        let frame = counting(600);
+        let mut pool = Pool::new(8, 0);
+        pool.allow_lending();
+        // SAFETY: `frame` outlives the lending and is not written.
+        let p = unsafe { pool.packet_lent(frame.as_ptr(), frame.len(), 0) };
+        let mut c = pool.packet_from(&[0; 60], 0);
+        c.copy_meta_from(&p);
+        assert!(!c.is_lent(), "the copy's metadata does not make it lent");
+        assert_eq!(pool.lent_tail(&c), None);
+        // The metadata copied wholesale: the entry names another buffer.
+        c.meta = p.meta;
+        assert_eq!(pool.lent_tail(&c), None);
+        pool.materialize(&mut c);
+        assert!(!c.is_lent());
+        assert_eq!(c.data(), &[0; 60]);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "a lent frame used before Pool::materialize")]
+    fn reading_a_lent_frame_whole_is_caught_in_debug_builds() {
+        let frame = counting(600);
+        let mut pool = Pool::new(8, 0);
+        pool.allow_lending();
+        // SAFETY: `frame` outlives the lending and is not written.
+        let p = unsafe { pool.packet_lent(frame.as_ptr(), frame.len(), 0) };
+        let _ = p.data();
     }
 
     #[test]

@@ -372,6 +372,8 @@ struct TxSlot {
     tunnel: Option<TunnelKind>,
     /// The queue takes TCP super-frames whole ([`TxQueue::tso`]).
     tso: bool,
+    /// The queue takes lent packets ([`TxQueue::takes_lent`]).
+    lent: bool,
 }
 
 /// The lookup structures of one input port: its megaflow classifier, its decap fast path and
@@ -555,7 +557,12 @@ impl Pmd {
             rxqs: Vec::new(),
             rxq_busy: 0,
             txs: Vec::new(),
-            pool: Pool::new(4096, 1024),
+            pool: {
+                // Its lending ends after each burst (`poll_once`).
+                let mut pool = Pool::new(4096, 1024);
+                pool.allow_lending();
+                pool
+            },
             emc,
             cls: Classifiers {
                 by_port: Vec::new(),
@@ -636,11 +643,13 @@ impl Pmd {
             self.txs.resize_with(i + 1, || None);
         }
         let tso = q.tso();
+        let lent = q.takes_lent();
         self.txs[i] = Some(TxSlot {
             q,
             batch: Batch::new(),
             tunnel,
             tso,
+            lent,
         });
     }
 
@@ -921,6 +930,11 @@ impl Pmd {
             self.rx_batch = batch;
             self.run_recirc();
             self.flush_tx();
+            #[cfg(debug_assertions)]
+            self.check_nothing_lent();
+            if self.pool.end_lending() {
+                self.rxqs[qi].rxq.release();
+            }
             self.rxqs[qi].cycles += tsc::now() - t0;
         }
         let end = tsc::now();
@@ -1080,6 +1094,7 @@ impl Pmd {
     /// instead of the packet being parsed again.
     fn process_with(&mut self, batch: &mut Batch, mut in_port: u32, mut reuse: bool) {
         self.pass_gso = batch.take_gso();
+        let mut lent = batch.take_lent();
         self.keys_reusable = None;
         loop {
             let n = batch.len();
@@ -1092,6 +1107,9 @@ impl Pmd {
             // Extraction, and the simple match where the port has megaflows for it.
             let ct_tuple = self.ct_tuple_flows != 0;
             let mut simple = 0u32;
+            if reuse && std::mem::take(&mut lent) {
+                self.materialize(batch);
+            }
             if std::mem::take(&mut reuse) && n <= MAX_BURST {
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
@@ -1102,8 +1120,15 @@ impl Pmd {
                     self.hashes[i] = h;
                 }
             } else if let Some(first) = self.simple_batch(batch, in_port, ct_tuple) {
+                // Lent packets stay lent only on their way to an output that takes them.
+                if std::mem::take(&mut lent) && !self.sends_lent(first) {
+                    self.materialize(batch);
+                }
                 simple = self.extract_simple_batch(batch, in_port, ct_tuple, first);
             } else {
+                if std::mem::take(&mut lent) {
+                    self.materialize(batch);
+                }
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
                     key_metadata_with(p, k, ct_tuple);
@@ -1296,6 +1321,7 @@ impl Pmd {
             hashes,
             hits,
             stats,
+            pool,
             ..
         } = self;
         let flows = cls.simple(in_port);
@@ -1320,9 +1346,14 @@ impl Pmd {
                 key_metadata_with(p, k, ct_tuple);
                 crate::decap::lookup_simple(flows, k)
             };
+            // A packet still lent here stays lent only on its way to `first`'s output, which
+            // takes it (`sends_lent`).
             if let Some(r) = found
-                && let Some(l) = flow::extract_simple(p.data(), k)
+                && let Some(l) = flow::extract_simple(p.headers(), k)
             {
+                if r != first {
+                    pool.materialize(p);
+                }
                 // Nothing after needs the hash (see `SimpleFlow`).
                 p.meta.hash = 0;
                 *h = 0;
@@ -1333,6 +1364,7 @@ impl Pmd {
                 if same {
                     key_metadata_with(p, k, ct_tuple);
                 }
+                pool.materialize(p);
                 *h = extract_packet(stats, p, k);
             }
         }
@@ -1341,6 +1373,41 @@ impl Pmd {
             self.hits_this_iter += u64::from(simple.count_ones());
         }
         simple
+    }
+
+    /// Checks that no packet the PMD keeps past a burst is lent (the lending is about to end).
+    #[cfg(debug_assertions)]
+    fn check_nothing_lent(&self) {
+        let kept = self
+            .deferred
+            .iter()
+            .chain(&self.redeferred)
+            .chain(&self.recirc);
+        let queued = self.txs.iter().flatten().flat_map(|t| t.batch.packets());
+        assert!(
+            !kept.chain(queued).any(Packet::is_lent),
+            "a lent packet outlived its burst"
+        );
+    }
+
+    /// Whether megaflow `r`'s actions are only an output to a queue that takes lent packets:
+    /// the one use of a lent packet that does not need its whole frame in the buffer.
+    fn sends_lent(&self, r: FlowRef) -> bool {
+        match self.flows.get(r).map(|f| &f.actions[..]) {
+            Some([DpAction::Output(port)]) => {
+                matches!(self.txs.get(*port as usize), Some(Some(tx)) if tx.lent)
+            }
+            _ => false,
+        }
+    }
+
+    /// Brings the whole frame of every lent packet of `batch` into its buffer.
+    #[cold]
+    #[inline(never)]
+    fn materialize(&mut self, batch: &mut Batch) {
+        for p in batch.packets_mut() {
+            self.pool.materialize(p);
+        }
     }
 
     /// The decap fast path's lookup: the packets of the batch (of `n`) whose key matches one

@@ -22,6 +22,11 @@ pub trait RxQueue: Send {
     fn exhausted(&self) -> bool {
         false
     }
+
+    /// Gives back what the last [`RxQueue::recv`] lent ([`Pool::packet_lent`]). The PMD calls
+    /// it once every packet of that burst is sent, dropped or materialized and the pool's
+    /// lending has ended ([`Pool::end_lending`]), before it polls the queue again.
+    fn release(&mut self) {}
 }
 
 /// Sends bursts for one PMD.
@@ -39,6 +44,13 @@ pub trait TxQueue: Send {
     /// software before they reach [`TxQueue::send`] ([`crate::gso`]). Asked once, when the
     /// queue joins a PMD.
     fn tso(&self) -> bool {
+        false
+    }
+
+    /// Whether [`TxQueue::send`] takes lent packets ([`Pool::packet_lent`]): it reads the rest
+    /// of such a frame from [`Pool::lent_tail`] or brings it in first ([`Pool::materialize`]).
+    /// Other queues are never handed one. Asked once, when the queue joins a PMD.
+    fn takes_lent(&self) -> bool {
         false
     }
 }
