@@ -173,6 +173,10 @@ impl TxQueue for DropTxq {
             .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
         pool.free_batch(batch);
     }
+
+    fn takes_lent(&self) -> bool {
+        true
+    }
 }
 
 /// How many frames a sink keeps for verification, and which.
@@ -227,9 +231,10 @@ impl TxQueue for SinkTxq {
         self.stats.add_tx(batch.len() as u64, batch.bytes());
         if self.kept < self.sample.max {
             // Only while sampling: the lock is off the steady-state path.
-            for p in batch.packets() {
+            for p in batch.packets_mut() {
                 if self.seen.is_multiple_of(self.sample.every.max(1)) && self.kept < self.sample.max
                 {
+                    pool.materialize(p);
                     if let Ok(mut s) = self.samples.lock() {
                         s.push(p.data().to_vec());
                     }
@@ -239,6 +244,12 @@ impl TxQueue for SinkTxq {
             }
         }
         pool.free_batch(batch);
+    }
+
+    /// It reads a frame only to keep it (after bringing in what is lent), like a NIC whose
+    /// DMA reads from where the frame is.
+    fn takes_lent(&self) -> bool {
+        true
     }
 }
 

@@ -66,7 +66,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use datapath::packet::{Batch, MAX_BURST, Pool};
+use datapath::packet::{Batch, LENT_HEAD, MAX_BURST, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 use vhost::vhost_user::message::{
     VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
@@ -447,6 +447,8 @@ unsafe fn write_hdr(dst: *mut u8, hdr_len: usize, num_buffers: u16) {
 
 /// A started vring: the queue state and what it needs, owned by its slot.
 struct Ring {
+    /// Which ring this is, of every ring started in the process ([`RING_IDS`]).
+    id: u64,
     q: SplitRing,
     mem: Arc<GuestMemoryMmap>,
     /// `mem` as host pointers, for the frame copies.
@@ -459,6 +461,22 @@ struct Ring {
     tso: bool,
     /// Send: a frame may take several chains (`MRG_RXBUF`).
     mrg: bool,
+}
+
+/// The next [`Ring::id`].
+static RING_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Chains of a guest's transmit ring whose frames a receive burst lent to the PMD
+/// ([`Pool::packet_lent`]) instead of copying them: they go back to the used ring when the PMD
+/// releases them ([`RxQueue::release`]), and their memory stays mapped until then, even if the
+/// ring is reset meanwhile.
+#[derive(Default)]
+struct Lent {
+    heads: [u16; MAX_BURST],
+    n: usize,
+    /// The ring they are of ([`Ring::id`]).
+    ring: u64,
+    mem: Option<Arc<GuestMemoryMmap>>,
 }
 
 /// What went wrong on a ring: the guest broke the virtio rules.
@@ -720,6 +738,7 @@ impl Ring {
     ) -> Result<Ring, String> {
         let host = HostMap::new(&mem);
         Ok(Ring {
+            id: RING_IDS.fetch_add(1, Relaxed),
             q: SplitRing::new(q, &host)?,
             host,
             mem,
@@ -747,15 +766,34 @@ impl Ring {
         }
     }
 
+    /// Gives the chains of `lent` back to the used ring, when they are this ring's (a ring
+    /// started again since has its own state), and forgets them.
+    fn give_back(&mut self, lent: &mut Lent) {
+        if lent.n > 0 && lent.ring == self.id {
+            for &h in &lent.heads[..lent.n] {
+                self.q.put_used(h, 0);
+            }
+            self.complete(lent.n);
+        }
+        lent.n = 0;
+        lent.mem = None;
+    }
+
     /// Receives up to `batch.room()` frames from the guest's transmit ring. Counts into
-    /// `counts` (packets, bytes, dropped).
+    /// `counts` (packets, bytes, dropped). A frame in one buffer that asks for no offload work
+    /// is lent when `pool` lends ([`Pool::packet_lent`]): its chain is recorded in `lent`
+    /// instead of going back; whatever `lent` still held goes back first.
     fn recv(
         &mut self,
         pool: &mut Pool,
         batch: &mut Batch,
         in_port: u32,
         counts: &mut [u64; 3],
+        lent: &mut Lent,
     ) -> Result<(), BadRing> {
+        if lent.n > 0 || lent.mem.is_some() {
+            self.give_back(lent);
+        }
         // The ring's indices live in registers for the burst: stored into the ring after each
         // frame, a wider load of one of them waited for every earlier store, among them the
         // copies into guest memory waiting for their lines.
@@ -785,6 +823,39 @@ impl Ring {
             } else {
                 None
             };
+            if let Some((src, len)) = single
+                && len - hdr_len > LENT_HEAD
+            {
+                let mut hdr = [0u8; vnet::HDR_LEN];
+                // SAFETY: `src` is valid for `len >= hdr_len + 14` bytes (`HostMap::at`), more
+                // than the header's.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.cast_const(), hdr.as_mut_ptr(), hdr.len())
+                };
+                if hdr[0] & vnet::F_NEEDS_CSUM == 0 && hdr[1] == vnet::GSO_NONE {
+                    // SAFETY: the frame's `len - hdr_len` bytes after the header are in a live
+                    // mapping (`HostMap::at`) that `lent.mem` keeps mapped until the PMD has
+                    // ended the pool's lending and released the queue; guest memory is never
+                    // a Rust allocation.
+                    let p = unsafe { pool.packet_lent(src.add(hdr_len), len - hdr_len, in_port) };
+                    if p.is_lent() {
+                        lent.heads[lent.n] = head;
+                        lent.n += 1;
+                        if lent.mem.is_none() {
+                            lent.mem = Some(self.mem.clone());
+                            lent.ring = self.id;
+                        }
+                        batch.mark_lent();
+                    } else {
+                        q.put_used(head, 0);
+                        added += 1;
+                    }
+                    counts[0] += 1;
+                    counts[1] += p.len() as u64;
+                    batch.push(p);
+                    continue;
+                }
+            }
             let mut p = if let Some((src, len)) = single {
                 q.put_used(head, 0);
                 added += 1;
@@ -861,7 +932,15 @@ impl Ring {
 
     /// Sends every packet of `batch` into the guest's receive ring; counts into `counts`
     /// (packets, bytes, dropped).
-    fn send(&mut self, batch: &mut Batch, counts: &mut [u64; 3]) -> Result<(), BadRing> {
+    ///
+    /// A lent packet's frame is copied from its buffer and from where it is lent
+    /// ([`Pool::lent_tail`]), or brought into its buffer first when it takes several buffers.
+    fn send(
+        &mut self,
+        batch: &mut Batch,
+        counts: &mut [u64; 3],
+        pool: &mut Pool,
+    ) -> Result<(), BadRing> {
         // The indices in registers, as in `recv`.
         let mut q = self.q;
         let avail = q.avail_idx();
@@ -907,11 +986,21 @@ impl Ring {
                         // buffer, which then waited for every earlier store to guest memory.
                         //
                         // SAFETY: `dst` is valid for `need` bytes of a live, writable shared
-                        // mapping (`HostMap::at`), header then frame; the packet's data is
-                        // never guest memory.
+                        // mapping (`HostMap::at`), header then frame; the packet's buffer is
+                        // never guest memory. A lent frame's rest is valid for its
+                        // `frame_len - LENT_HEAD` bytes until the pool's lending ends
+                        // (`Pool::packet_lent`); it may be this guest's memory, even (a
+                        // hostile guest) overlapping `dst`, hence a copy that allows it.
                         unsafe {
                             write_hdr(dst, self.hdr_len, 1);
-                            copy_frame(dst.add(self.hdr_len), p.data().as_ptr(), frame_len);
+                            let dst = dst.add(self.hdr_len);
+                            match pool.lent_tail(p) {
+                                None => copy_frame(dst, p.data().as_ptr(), frame_len),
+                                Some(tail) => {
+                                    copy_frame(dst, p.headers().as_ptr(), LENT_HEAD);
+                                    std::ptr::copy(tail, dst.add(LENT_HEAD), frame_len - LENT_HEAD);
+                                }
+                            }
                         }
                         q.next_avail = q.next_avail.wrapping_add(1);
                         q.put_used(head, need as u32);
@@ -922,6 +1011,7 @@ impl Ring {
                     }
                 }
             }
+            pool.materialize(p);
             let start = q.next_avail;
             let mut n = 0;
             let mut n_heads = 0;
@@ -1876,6 +1966,8 @@ struct VhostRxq {
     vring: usize,
     in_port: u32,
     stats: Arc<QueueStats>,
+    /// The chains the last burst lent.
+    lent: Lent,
 }
 
 impl RxQueue for VhostRxq {
@@ -1886,13 +1978,32 @@ impl RxQueue for VhostRxq {
         let Some(ring) = slot.as_mut() else { return 0 };
         let before = batch.len();
         let mut counts = [0u64; 3];
-        if let Err(BadRing(why)) = ring.recv(pool, batch, self.in_port, &mut counts) {
+        if let Err(BadRing(why)) = ring.recv(pool, batch, self.in_port, &mut counts, &mut self.lent)
+        {
             self.shared
                 .bad_ring(&mut slot, self.vring, why, &self.stats);
         }
         drop(slot);
         self.stats.count_rx(counts[0], counts[1], counts[2], 0);
         batch.len() - before
+    }
+
+    fn release(&mut self) {
+        if self.lent.n == 0 {
+            self.lent.mem = None;
+            return;
+        }
+        // When the control thread has the ring, the next `recv` gives the chains back.
+        let Some(mut slot) = try_lock(&self.shared.slots[self.vring]) else {
+            return;
+        };
+        match slot.as_mut() {
+            Some(ring) => ring.give_back(&mut self.lent),
+            None => {
+                self.lent.n = 0;
+                self.lent.mem = None;
+            }
+        }
     }
 }
 
@@ -1920,7 +2031,7 @@ impl TxQueue for VhostTxq {
             let mut slot = lock(&self.shared.slots[vring]);
             match slot.as_mut() {
                 Some(ring) => {
-                    if let Err(BadRing(why)) = ring.send(batch, &mut counts) {
+                    if let Err(BadRing(why)) = ring.send(batch, &mut counts, pool) {
                         self.shared.bad_ring(&mut slot, vring, why, stats);
                     }
                 }
@@ -1929,6 +2040,10 @@ impl TxQueue for VhostTxq {
         }
         pool.free_batch(batch);
         stats.count_tx(counts[0], counts[1], counts[2], 0);
+    }
+
+    fn takes_lent(&self) -> bool {
+        true
     }
 }
 
@@ -1984,6 +2099,7 @@ impl Port for VhostPort {
             vring: 2 * q + 1,
             in_port,
             stats: self.shared.rx_stats[q].clone(),
+            lent: Lent::default(),
         }))
     }
 

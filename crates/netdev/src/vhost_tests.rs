@@ -17,14 +17,14 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
-use datapath::packet::{Batch, MAX_BURST, Pool};
+use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 use datapath::port::QueueStats;
 use proptest::prelude::*;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 use super::{
-    BadRing, F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1, Handler, MAX_FRAME, MAX_RING,
+    BadRing, F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1, Handler, Lent, MAX_FRAME, MAX_RING,
     Region, Ring, Shared, Status, VhostOptions, VringConf,
 };
 use crate::vnet;
@@ -231,7 +231,7 @@ fn recv(ring: &mut Ring, room: usize) -> Rx {
     }
     let before = batch.len();
     let mut counts = [0; 3];
-    let res = ring.recv(&mut pool, &mut batch, 7, &mut counts);
+    let res = ring.recv(&mut pool, &mut batch, 7, &mut counts, &mut Lent::default());
     let new = &batch.packets()[before..];
     assert!(new.iter().all(|p| p.meta.in_port == 7));
     let rx = Rx {
@@ -253,7 +253,7 @@ fn send(ring: &mut Ring, frames: &[&[u8]]) -> (Result<(), BadRing>, [u64; 3]) {
         batch.push(pool.packet_from(f, 0));
     }
     let mut counts = [0; 3];
-    let res = ring.send(&mut batch, &mut counts);
+    let res = ring.send(&mut batch, &mut counts, &mut pool);
     pool.free_batch(&mut batch);
     (res, counts)
 }
@@ -309,6 +309,130 @@ fn tx_chains_of_every_shape_come_out_as_the_frames() {
     assert!(rx.res.is_ok());
     assert!(rx.frames.is_empty());
     assert_eq!(rx.counts, [0, 0, 0]);
+}
+
+/// A pool that lends, as a PMD's does.
+fn lending_pool() -> Pool {
+    let mut pool = Pool::new(64, 0);
+    pool.allow_lending();
+    pool
+}
+
+#[test]
+fn lent_tx_frames_go_back_to_the_used_ring_only_when_given_back() {
+    let mut g = Guest::new(8);
+    let (big, small, csum) = (frame(1514, 1), frame(100, 2), frame(900, 3));
+    // A long frame asking for nothing (lent), a short one (copied: all of it is the head)
+    // and a long one with a checksum to complete (copied: the switch writes it).
+    let mut h = hdr(0);
+    h[0] = vnet::F_NEEDS_CSUM;
+    h[6..8].copy_from_slice(&34u16.to_le_bytes());
+    h[8..10].copy_from_slice(&6u16.to_le_bytes());
+    for (i, (hd, f)) in [(hdr(0), &big), (hdr(0), &small), (h, &csum)]
+        .into_iter()
+        .enumerate()
+    {
+        let a = g.put(&[&hd[..], f].concat());
+        g.desc(i as u16, a, (HDR + f.len()) as u32, 0, 0);
+    }
+    g.offer(&[0, 1, 2]);
+    let mut r = g.ring(HDR, false);
+    let mut pool = lending_pool();
+    let (mut batch, mut counts, mut lent) = (Batch::new(), [0; 3], Lent::default());
+    assert!(
+        r.recv(&mut pool, &mut batch, 7, &mut counts, &mut lent)
+            .is_ok()
+    );
+    assert_eq!(counts, [3, 1514 + 100 + 900, 0]);
+    let lents: Vec<bool> = batch.packets().iter().map(Packet::is_lent).collect();
+    assert_eq!(lents, [true, false, false]);
+    assert!(batch.take_lent(), "the batch says it may hold lent frames");
+    assert_eq!(g.used(), [(1, 0), (2, 0)], "the copied frames' chains only");
+    assert_eq!(batch.packets()[1].data(), &small[..]);
+    assert_eq!(r.q.next_avail(), 3);
+
+    // The lent frame is whole through the pool, from guest memory.
+    pool.materialize(&mut batch.packets_mut()[0]);
+    assert_eq!(batch.packets()[0].data(), &big[..]);
+    pool.free_batch(&mut batch);
+    assert!(pool.end_lending());
+    r.give_back(&mut lent);
+    assert_eq!(g.used(), [(1, 0), (2, 0), (0, 0)]);
+    assert_eq!((lent.n, lent.mem.is_none()), (0, true));
+    r.give_back(&mut lent);
+    assert_eq!(g.used().len(), 3, "given back once");
+}
+
+#[test]
+fn what_a_burst_still_holds_goes_back_first_and_only_to_its_own_ring() {
+    let mut g = Guest::new(8);
+    let f = frame(600, 4);
+    for i in 0..4u16 {
+        let a = g.put(&[&hdr(0)[..], &f].concat());
+        g.desc(i, a, (HDR + f.len()) as u32, 0, 0);
+    }
+    g.offer(&[0, 1]);
+    let mut r = g.ring(HDR, false);
+    let mut pool = lending_pool();
+    let (mut batch, mut counts, mut lent) = (Batch::new(), [0; 3], Lent::default());
+    assert!(
+        r.recv(&mut pool, &mut batch, 7, &mut counts, &mut lent)
+            .is_ok()
+    );
+    assert_eq!((lent.n, g.used().len()), (2, 0));
+    pool.free_batch(&mut batch);
+    pool.end_lending();
+    // Not released (the control thread had the ring): the next burst gives them back first.
+    g.offer(&[2]);
+    assert!(
+        r.recv(&mut pool, &mut batch, 7, &mut counts, &mut lent)
+            .is_ok()
+    );
+    assert_eq!(g.used(), [(0, 0), (1, 0)]);
+    assert_eq!(lent.heads[..lent.n], [2]);
+    pool.free_batch(&mut batch);
+    pool.end_lending();
+    // The ring is started again meanwhile (a new `Ring`): the old ring's chain is not
+    // written into the new one's used ring.
+    let mut again = g.ring(HDR, false);
+    again.give_back(&mut lent);
+    assert_eq!(g.used(), [(0, 0), (1, 0)]);
+    assert_eq!((lent.n, lent.mem.is_none()), (0, true));
+}
+
+#[test]
+fn lent_frames_are_sent_whole_into_the_guest() {
+    let f = frame(1000, 9);
+    // One buffer that holds header and frame (the copy from buffer and lender), and two
+    // merged ones (the frame brought in first).
+    for bufs in [vec![2048u32], vec![600, 600]] {
+        let mut g = Guest::new(8);
+        let addrs: Vec<u64> = bufs.iter().map(|&l| g.alloc(l as usize)).collect();
+        for (i, (&a, &l)) in addrs.iter().zip(&bufs).enumerate() {
+            g.desc(i as u16, a, l, WRITE, 0);
+        }
+        let heads: Vec<u16> = (0..bufs.len() as u16).collect();
+        g.offer(&heads);
+        let mut r = g.ring(HDR, false);
+        let mut pool = lending_pool();
+        let mut batch = Batch::new();
+        // SAFETY: `f` outlives the lending and is not written.
+        batch.push(unsafe { pool.packet_lent(f.as_ptr(), f.len(), 0) });
+        assert!(batch.packets()[0].is_lent());
+        let mut counts = [0; 3];
+        assert!(r.send(&mut batch, &mut counts, &mut pool).is_ok());
+        assert_eq!(counts, [1, 1000, 0], "{bufs:?}");
+        let got: Vec<u8> = g
+            .used()
+            .iter()
+            .map(|&(id, len)| g.read(addrs[id as usize], len as usize))
+            .collect::<Vec<_>>()
+            .concat();
+        assert_eq!(got.len(), HDR + f.len(), "{bufs:?}");
+        assert_eq!(&got[HDR..], &f[..], "{bufs:?}");
+        pool.free_batch(&mut batch);
+        pool.end_lending();
+    }
 }
 
 /// Frame lengths around every size class of the single-buffer copy (`copy_frame`: 16, 32,
@@ -1480,8 +1604,9 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
     g.set_avail_idx(s.start.wrapping_add(s.ahead));
     let mut r = g.ring(s.hdr_len, s.tso);
     let mut pool = Pool::new(64, 0);
+    let mut lending = lending_pool();
     let mut snap = None;
-    for op in &s.ops {
+    for (i, op) in s.ops.iter().enumerate() {
         let (avail0, used0) = (r.q.next_avail(), r.q.next_used());
         let ok = match op {
             Op::Recv(room) => {
@@ -1492,12 +1617,25 @@ fn run(s: &Scenario) -> Result<(), TestCaseError> {
                     batch.push(pool.packet_from(&[0; 14], 0));
                 }
                 let mut counts = [0; 3];
-                let res = r.recv(&mut pool, &mut batch, 1, &mut counts);
+                // Every other burst lends, as a PMD's pool does: its frames are read whole
+                // from the guest's memory and its chains given back once they are freed.
+                let (pool, mut lent) = (
+                    if i % 2 == 0 { &mut lending } else { &mut pool },
+                    Lent::default(),
+                );
+                let res = r.recv(pool, &mut batch, 1, &mut counts, &mut lent);
+                for p in batch.packets_mut() {
+                    pool.materialize(p);
+                }
                 let new: Vec<u64> = batch.packets()[MAX_BURST - room..]
                     .iter()
                     .map(|p| p.len() as u64)
                     .collect();
                 pool.free_batch(&mut batch);
+                pool.end_lending();
+                if res.is_ok() {
+                    r.give_back(&mut lent);
+                }
                 let taken = r.q.next_avail().wrapping_sub(avail0);
                 prop_assert!(new.len() <= *room, "{} packets for room {room}", new.len());
                 prop_assert!(
