@@ -1121,10 +1121,12 @@ impl Pmd {
                 }
             } else if let Some(first) = self.simple_batch(batch, in_port, ct_tuple) {
                 // Lent packets stay lent only on their way to an output that takes them.
-                if std::mem::take(&mut lent) && !self.sends_lent(first) {
+                let lent = std::mem::take(&mut lent);
+                let keep = lent && self.sends_lent(first);
+                if lent && !keep {
                     self.materialize(batch);
                 }
-                simple = self.extract_simple_batch(batch, in_port, ct_tuple, first);
+                simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
             } else {
                 if std::mem::take(&mut lent) {
                     self.materialize(batch);
@@ -1301,6 +1303,9 @@ impl Pmd {
     /// `first`: the megaflow of the first packet's metadata. A packet whose metadata is only
     /// in_port and recirc_id, as the first's, with the first's recirc_id, has the same
     /// metadata words, so the same megaflow: it is not looked up again.
+    ///
+    /// `lent`: the batch may hold lent packets, which may stay lent only if `first` finds them
+    /// ([`Self::sends_lent`]); the others are brought in.
     #[inline(never)]
     fn extract_simple_batch(
         &mut self,
@@ -1308,6 +1313,7 @@ impl Pmd {
         in_port: u32,
         ct_tuple: bool,
         first: FlowRef,
+        lent: bool,
     ) -> u32 {
         let mut simple = 0u32;
         let first_meta = batch
@@ -1351,7 +1357,7 @@ impl Pmd {
             if let Some(r) = found
                 && let Some(l) = flow::extract_simple(p.headers(), k)
             {
-                if r != first {
+                if lent && r != first {
                     pool.materialize(p);
                 }
                 // Nothing after needs the hash (see `SimpleFlow`).
@@ -1364,7 +1370,9 @@ impl Pmd {
                 if same {
                     key_metadata_with(p, k, ct_tuple);
                 }
-                pool.materialize(p);
+                if lent {
+                    pool.materialize(p);
+                }
                 *h = extract_packet(stats, p, k);
             }
         }
