@@ -181,6 +181,13 @@ impl Guest {
         a
     }
 
+    /// Makes descriptor `i` one readable buffer holding header `h` and `frame` (DPDK's virtio
+    /// PMD's transmit chain).
+    fn single(&mut self, i: u16, h: &[u8], frame: &[u8]) {
+        let a = self.put(&[h, frame].concat());
+        self.desc(i, a, (h.len() + frame.len()) as u32, 0, 0);
+    }
+
     /// The device's view of the ring, set up as `Handler::build` does it.
     fn ring(&self, hdr_len: usize, tso: bool) -> Ring {
         let mut q = Queue::new(MAX_RING).unwrap();
@@ -318,6 +325,13 @@ fn lending_pool() -> Pool {
     pool
 }
 
+/// Runs `recv` on `r` with `pool` and `lent`, which must succeed; returns its counts.
+fn lend(r: &mut Ring, pool: &mut Pool, batch: &mut Batch, lent: &mut Lent) -> [u64; 3] {
+    let mut counts = [0; 3];
+    assert!(r.recv(pool, batch, 7, &mut counts, lent).is_ok());
+    counts
+}
+
 #[test]
 fn lent_tx_frames_go_back_to_the_used_ring_only_when_given_back() {
     let mut g = Guest::new(8);
@@ -328,22 +342,17 @@ fn lent_tx_frames_go_back_to_the_used_ring_only_when_given_back() {
     h[0] = vnet::F_NEEDS_CSUM;
     h[6..8].copy_from_slice(&34u16.to_le_bytes());
     h[8..10].copy_from_slice(&6u16.to_le_bytes());
-    for (i, (hd, f)) in [(hdr(0), &big), (hdr(0), &small), (h, &csum)]
-        .into_iter()
-        .enumerate()
-    {
-        let a = g.put(&[&hd[..], f].concat());
-        g.desc(i as u16, a, (HDR + f.len()) as u32, 0, 0);
-    }
+    g.single(0, &hdr(0), &big);
+    g.single(1, &hdr(0), &small);
+    g.single(2, &h, &csum);
     g.offer(&[0, 1, 2]);
     let mut r = g.ring(HDR, false);
     let mut pool = lending_pool();
-    let (mut batch, mut counts, mut lent) = (Batch::new(), [0; 3], Lent::default());
-    assert!(
-        r.recv(&mut pool, &mut batch, 7, &mut counts, &mut lent)
-            .is_ok()
+    let (mut batch, mut lent) = (Batch::new(), Lent::default());
+    assert_eq!(
+        lend(&mut r, &mut pool, &mut batch, &mut lent),
+        [3, 1514 + 100 + 900, 0]
     );
-    assert_eq!(counts, [3, 1514 + 100 + 900, 0]);
     let lents: Vec<bool> = batch.packets().iter().map(Packet::is_lent).collect();
     assert_eq!(lents, [true, false, false]);
     assert!(batch.take_lent(), "the batch says it may hold lent frames");
@@ -368,26 +377,19 @@ fn what_a_burst_still_holds_goes_back_first_and_only_to_its_own_ring() {
     let mut g = Guest::new(8);
     let f = frame(600, 4);
     for i in 0..4u16 {
-        let a = g.put(&[&hdr(0)[..], &f].concat());
-        g.desc(i, a, (HDR + f.len()) as u32, 0, 0);
+        g.single(i, &hdr(0), &f);
     }
     g.offer(&[0, 1]);
     let mut r = g.ring(HDR, false);
     let mut pool = lending_pool();
-    let (mut batch, mut counts, mut lent) = (Batch::new(), [0; 3], Lent::default());
-    assert!(
-        r.recv(&mut pool, &mut batch, 7, &mut counts, &mut lent)
-            .is_ok()
-    );
+    let (mut batch, mut lent) = (Batch::new(), Lent::default());
+    lend(&mut r, &mut pool, &mut batch, &mut lent);
     assert_eq!((lent.n, g.used().len()), (2, 0));
     pool.free_batch(&mut batch);
     pool.end_lending();
     // Not released (the control thread had the ring): the next burst gives them back first.
     g.offer(&[2]);
-    assert!(
-        r.recv(&mut pool, &mut batch, 7, &mut counts, &mut lent)
-            .is_ok()
-    );
+    lend(&mut r, &mut pool, &mut batch, &mut lent);
     assert_eq!(g.used(), [(0, 0), (1, 0)]);
     assert_eq!(lent.heads[..lent.n], [2]);
     pool.free_batch(&mut batch);
