@@ -479,6 +479,14 @@ struct Lent {
     mem: Option<Arc<GuestMemoryMmap>>,
 }
 
+impl Lent {
+    /// Forgets the chains (their ring is gone) and lets their memory go.
+    fn forget(&mut self) {
+        self.n = 0;
+        self.mem = None;
+    }
+}
+
 /// What went wrong on a ring: the guest broke the virtio rules.
 #[derive(Debug)]
 struct BadRing(&'static str);
@@ -775,8 +783,7 @@ impl Ring {
             }
             self.complete(lent.n);
         }
-        lent.n = 0;
-        lent.mem = None;
+        lent.forget();
     }
 
     /// Receives up to `batch.room()` frames from the guest's transmit ring. Counts into
@@ -1975,7 +1982,11 @@ impl RxQueue for VhostRxq {
         let Some(mut slot) = try_lock(&self.shared.slots[self.vring]) else {
             return 0;
         };
-        let Some(ring) = slot.as_mut() else { return 0 };
+        let Some(ring) = slot.as_mut() else {
+            // The ring is gone: nothing lent from it can go back, and its memory may go.
+            self.lent.forget();
+            return 0;
+        };
         let before = batch.len();
         let mut counts = [0u64; 3];
         if let Err(BadRing(why)) = ring.recv(pool, batch, self.in_port, &mut counts, &mut self.lent)
@@ -1999,10 +2010,7 @@ impl RxQueue for VhostRxq {
         };
         match slot.as_mut() {
             Some(ring) => ring.give_back(&mut self.lent),
-            None => {
-                self.lent.n = 0;
-                self.lent.mem = None;
-            }
+            None => self.lent.forget(),
         }
     }
 }

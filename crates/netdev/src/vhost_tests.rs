@@ -18,14 +18,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
-use datapath::port::QueueStats;
+use datapath::port::{QueueStats, RxQueue};
 use proptest::prelude::*;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 use super::{
     BadRing, F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1, Handler, Lent, MAX_FRAME, MAX_RING,
-    Region, Ring, Shared, Status, VhostOptions, VringConf,
+    Region, Ring, Shared, Status, VhostOptions, VhostRxq, VringConf,
 };
 use crate::vnet;
 
@@ -400,6 +400,47 @@ fn what_a_burst_still_holds_goes_back_first_and_only_to_its_own_ring() {
     again.give_back(&mut lent);
     assert_eq!(g.used(), [(0, 0), (1, 0)]);
     assert_eq!((lent.n, lent.mem.is_none()), (0, true));
+}
+
+#[test]
+fn a_queue_whose_ring_went_away_lets_the_lent_memory_go() {
+    let mut g = Guest::new(8);
+    g.single(0, &hdr(0), &frame(600, 5));
+    g.offer(&[0]);
+    let shared = shared();
+    *shared.slots[1].lock().unwrap() = Some(g.ring(HDR, false));
+    let mut q = VhostRxq {
+        shared: shared.clone(),
+        vring: 1,
+        in_port: 7,
+        stats: QueueStats::shared(),
+        lent: Lent::default(),
+    };
+    let (mut pool, mut batch) = (lending_pool(), Batch::new());
+    assert_eq!(q.recv(&mut pool, &mut batch), 1);
+    assert!(batch.packets()[0].is_lent());
+    pool.free_batch(&mut batch);
+    assert!(pool.end_lending());
+    let held = Arc::strong_count(&g.mem);
+    {
+        // The control thread has the ring (taking it down): the release cannot give back.
+        let mut slot = shared.slots[1].lock().unwrap();
+        q.release();
+        assert_eq!(q.lent.n, 1);
+        *slot = None;
+    }
+    assert_eq!(
+        Arc::strong_count(&g.mem),
+        held - 1,
+        "the ring's reference went"
+    );
+    assert_eq!(q.recv(&mut pool, &mut batch), 0);
+    assert_eq!(Arc::strong_count(&g.mem), held - 2, "and the lent chain's");
+    assert_eq!(q.lent.n, 0);
+    assert!(
+        g.used().is_empty(),
+        "nothing went back to a ring that is gone"
+    );
 }
 
 #[test]
@@ -1182,8 +1223,9 @@ fn call_is_not_signalled_when_the_guest_suppressed_interrupts() {
 const USER: u64 = 0x7f00_0000_0000;
 
 /// A handler with `acked` features whose vring 0 is `g`'s ring, complete and enabled.
-fn handler(g: &Guest, acked: u64) -> Handler {
-    let shared = Arc::new(Shared {
+/// What a port with one queue pair shares with its queues, no ring started.
+fn shared() -> Arc<Shared> {
+    Arc::new(Shared {
         name: "vhost-test".into(),
         slots: (0..2).map(|_| Mutex::new(None)).collect(),
         rx_stats: vec![QueueStats::shared()],
@@ -1193,8 +1235,11 @@ fn handler(g: &Guest, acked: u64) -> Handler {
         status: Mutex::new(Status::default()),
         stop: AtomicBool::new(false),
         conn: Mutex::new(None),
-    });
-    let mut h = Handler::new(shared, VhostOptions::default());
+    })
+}
+
+fn handler(g: &Guest, acked: u64) -> Handler {
+    let mut h = Handler::new(shared(), VhostOptions::default());
     h.acked = acked;
     h.mem = Some(g.mem.clone());
     h.regions = vec![Region {
