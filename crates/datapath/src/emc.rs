@@ -2,7 +2,7 @@
 //! (`lib/dpif-netdev-dfc.h`, `emc_lookup()` / `emc_insert()` in `dpif-netdev.c`).
 //!
 //! [`EMC_ENTRIES`] = 8192 entries, 2-way: the 32-bit key hash (`Extracted::hash`, i.e.
-//! [`FlowKey::hash`]) is cut into two 13-bit segments, each naming one candidate slot. An entry
+//! [`FlowKey::hash`](flow::FlowWords::hash)) is cut into two 13-bit segments, each naming one candidate slot. An entry
 //! holds a packet key, the flow handle it resolved to and the key's hash. A lookup hits only if
 //! the stored hash is equal **and** the whole key compares equal representation-exactly (same
 //! presence map, same present words, as [`flow::FlowWords::exact_eq`]; sound because extraction
@@ -206,7 +206,7 @@ impl<F: Copy + Default + PartialEq> Emc<F> {
         }
     }
 
-    /// The flow cached for `key` (whose [`FlowKey::hash`] is `hash`), if its flow is still
+    /// The flow cached for `key` (whose [`FlowKey::hash`](flow::FlowWords::hash) is `hash`), if its flow is still
     /// `live`. An entry whose flow is no longer live is cleared and reported as a miss.
     #[inline]
     pub fn lookup(

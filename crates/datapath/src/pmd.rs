@@ -159,7 +159,7 @@ impl Stage {
 }
 
 /// Counter reads the per-stage accounting adds to each batch: one after rx, and six in
-/// [`Pmd::process`] around extract, EMC, megaflow, upcall and actions. Its cost per packet is
+/// `Pmd::process` around extract, EMC, megaflow, upcall and actions. Its cost per packet is
 /// this times [`tsc::read_cost`] divided by the packets per batch (`dpif-netdev/pmd-stage-show`
 /// prints it).
 pub const STAGE_TSC_READS_PER_BATCH: u64 = 7;
