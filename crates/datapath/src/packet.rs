@@ -427,10 +427,10 @@ pub struct Pool {
     /// Since the last [`Pool::end_lending`]: whether anything was lent.
     lending: bool,
     /// The lent frames, in the order lent: entries up to `lent_n`, each the packet's buffer
-    /// address (0 once the packet is materialized) and where the rest of its frame is. A
-    /// freed packet's entry stays: no packet made later has its `lent` index (see
-    /// [`Packet::copy_meta_from`]).
-    lent: [(usize, usize); MAX_BURST],
+    /// address (0 once the packet is materialized), where the rest of its frame is, and the
+    /// frame's length. A freed packet's entry stays: no packet made later has its `lent` index
+    /// (see [`Packet::copy_meta_from`]).
+    lent: [(usize, usize, u32); MAX_BURST],
     lent_n: usize,
 }
 
@@ -449,7 +449,7 @@ impl Pool {
             allocated: prefill.min(cap) as u64,
             lends: false,
             lending: false,
-            lent: [(0, 0); MAX_BURST],
+            lent: [(0, 0, 0); MAX_BURST],
             lent_n: 0,
         }
     }
@@ -486,7 +486,7 @@ impl Pool {
             let dst = &mut p.buf[s..s + LENT_HEAD];
             // SAFETY: as above, with `LENT_HEAD < len` bytes.
             unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), LENT_HEAD) };
-            self.lent[self.lent_n] = (p.buf.as_ptr() as usize, src as usize + LENT_HEAD);
+            self.lent[self.lent_n] = (p.buf.as_ptr() as usize, src as usize + LENT_HEAD, p.len);
             self.lent_n += 1;
             p.meta.lent = self.lent_n as u8;
             self.lending = true;
@@ -494,12 +494,14 @@ impl Pool {
         p
     }
 
-    /// The table entry of lent packet `p`, when it is one and unchanged since it was lent.
+    /// The table entry of lent packet `p`, when it is one and its buffer, offset and length are
+    /// what they were when it was lent (so what is read from the lender is never more than it
+    /// lent).
     #[inline]
     fn lent_entry(&self, p: &Packet) -> Option<usize> {
         let i = usize::from(p.meta.lent).checked_sub(1)?;
-        let &(buf, _) = self.lent[..self.lent_n].get(i)?;
-        (buf == p.buf.as_ptr() as usize && p.start as usize == FRAME_OFS && p.len() > LENT_HEAD)
+        let &(buf, _, len) = self.lent[..self.lent_n].get(i)?;
+        (buf == p.buf.as_ptr() as usize && p.start as usize == FRAME_OFS && p.len == len)
             .then_some(i)
     }
 
@@ -1000,6 +1002,13 @@ mod tests {
         pool.materialize(&mut c);
         assert!(!c.is_lent());
         assert_eq!(c.data(), &[0; 60]);
+        // A lent packet whose length changed (nothing may do that; release builds do not
+        // check) is never read past what was lent.
+        let mut q = p;
+        q.len += 100;
+        assert_eq!(pool.lent_tail(&q), None);
+        pool.materialize(&mut q);
+        assert!(!q.is_lent());
     }
 
     #[cfg(debug_assertions)]
