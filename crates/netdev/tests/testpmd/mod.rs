@@ -89,8 +89,8 @@ impl Testpmd {
     /// [`Testpmd::spawn_n`] with more testpmd arguments (after `--`).
     pub fn spawn_with(&self, devargs: &str, queues: usize, extra: &[&str]) -> Running {
         // Unbuffered: command output must be there when the next prompt is.
-        let mut child = Command::new("stdbuf")
-            .args(["-o0", "-e0", "dpdk-testpmd"])
+        let mut cmd = Command::new("stdbuf");
+        cmd.args(["-o0", "-e0", "dpdk-testpmd"])
             .args(self.eal_args())
             .args([
                 "--vdev",
@@ -104,19 +104,32 @@ impl Testpmd {
                 // rings: that drain is not in the port's counters, and counts must match.
                 "--no-flush-rx",
             ])
-            .args(extra)
+            .args(extra);
+        Running::start(cmd)
+    }
+}
+
+impl Running {
+    /// Starts `cmd` with its standard streams piped. Its standard output and error are kept
+    /// apart: written at once, a line on standard error could cut a prompt on standard output
+    /// in two in a shared copy (`t` + `Error during enabling promiscuous mode...` +
+    /// `estpmd> `), and the prompt was never seen.
+    fn start(mut cmd: Command) -> Running {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("dpdk-testpmd");
-        let out = Arc::new(Mutex::new(String::new()));
+        let (out, err): (Arc<Mutex<String>>, Arc<Mutex<String>>) = Default::default();
         let mut readers = Vec::new();
-        for mut pipe in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
+        for (mut pipe, out) in [
+            (
+                Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+                Arc::clone(&out),
+            ),
+            (Box::new(child.stderr.take().unwrap()), Arc::clone(&err)),
         ] {
-            let out = out.clone();
             readers.push(thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 while let Ok(n) = pipe.read(&mut buf) {
@@ -134,6 +147,7 @@ impl Testpmd {
             child,
             stdin,
             out,
+            err,
             readers,
         }
     }
@@ -160,9 +174,12 @@ fn is_root() -> bool {
 pub struct Running {
     child: Child,
     stdin: ChildStdin,
+    /// What it wrote on its standard output (prompts, command output) and error.
     out: Arc<Mutex<String>>,
-    /// The threads copying its stdout and stderr into `out`, joined once it has exited (so
-    /// that a test counting its own threads, descriptors or mappings sees them gone).
+    err: Arc<Mutex<String>>,
+    /// The threads copying its stdout and stderr into `out` and `err`, joined once it has
+    /// exited (so that a test counting its own threads, descriptors or mappings sees them
+    /// gone).
     readers: Vec<thread::JoinHandle<()>>,
 }
 
@@ -185,12 +202,12 @@ impl Running {
         while self.prompts() < n {
             if let Ok(Some(st)) = self.child.try_wait() {
                 thread::sleep(Duration::from_millis(100));
-                panic!("testpmd exited ({st}):\n{}", self.out.lock().unwrap());
+                panic!("testpmd exited ({st}):\n{}", self.output());
             }
             assert!(
                 Instant::now() < end,
                 "testpmd did not come to its prompt:\n{}",
-                self.out.lock().unwrap()
+                self.output()
             );
             thread::sleep(Duration::from_millis(10));
         }
@@ -210,9 +227,10 @@ impl Running {
         self.wait_prompts(n + 1);
     }
 
-    /// Everything testpmd printed so far.
+    /// Everything testpmd printed so far: its standard output, then its standard error.
     pub fn output(&self) -> String {
-        self.out.lock().unwrap().clone()
+        let (out, err) = (self.out.lock().unwrap(), self.err.lock().unwrap());
+        format!("{out}{err}")
     }
 
     /// `show port stats 0`.
@@ -271,4 +289,23 @@ impl Drop for Running {
             let _ = r.join();
         }
     }
+}
+
+/// A prompt cut in two by a line on standard error is still a prompt (a shell plays testpmd:
+/// the first letter of its prompt, an error, the rest).
+#[test]
+fn a_prompt_is_seen_whatever_standard_error_writes_meanwhile() {
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        "printf t; sleep 0.2; echo 'Error during enabling promiscuous mode' >&2; sleep 0.2; \
+         printf 'estpmd> '; exec cat >/dev/null",
+    ]);
+    let mut r = Running::start(cmd);
+    r.ready();
+    assert!(
+        r.output()
+            .contains("Error during enabling promiscuous mode")
+    );
+    r.kill();
 }
