@@ -6,6 +6,10 @@
 //! and memory mappings (`/proc/self/maps`: the guest memory regions) are the same after cycle
 //! 20 as after cycle 1. Skipped with a SKIP line when `dpdk-testpmd` is not installed.
 //!
+//! testpmd sends 1000-byte frames, which the port lends (`Pool::packet_lent`) to a poller
+//! that reads each whole from guest memory and releases the queue as a PMD does: a lent
+//! frame's memory must stay mapped until then, whenever the guest goes away.
+//!
 //! The counts are exact, without slack. What else lives in this process holds still during a
 //! test: testpmd's output readers are joined when it is killed, the polling thread and the
 //! port's control thread stay (or are joined with the port), and the tests of this file run
@@ -16,7 +20,7 @@ mod common;
 mod testpmd;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -42,21 +46,44 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool, ctx: impl Fn() -> String) {
     }
 }
 
-/// Polls rx queue 0 of `port` on a thread until the returned guard is dropped, freeing what it
-/// receives.
+/// Frames the pollers were lent, over the process.
+static LENT: AtomicU64 = AtomicU64::new(0);
+
+/// Polls rx queue 0 of `port` on a thread until the returned guard is dropped, as a PMD does:
+/// every frame it was lent is read whole from guest memory, then what it receives is freed,
+/// the lending ended and the queue released.
 fn poller(port: &mut VhostPort) -> common::Background {
     let mut rxq = port.take_rxq(0, 1).unwrap();
     common::Background::spawn(move |stop| {
         let mut pool = Pool::new(1024, 256);
+        pool.allow_lending();
         let mut batch = Batch::new();
         while !stop.load(Ordering::Relaxed) {
             if rxq.recv(&mut pool, &mut batch) == 0 {
                 // Not a spin: testpmd needs the cores more than this loop does.
                 thread::sleep(Duration::from_micros(200));
             }
+            for p in batch.packets_mut() {
+                if p.is_lent() {
+                    LENT.fetch_add(1, Ordering::Relaxed);
+                    pool.materialize(p);
+                }
+            }
             pool.free_batch(&mut batch);
+            if pool.end_lending() {
+                rxq.release();
+            }
         }
     })
+}
+
+/// testpmd sending 1000-byte frames (long enough to be lent) on `devargs`' port.
+fn sender(t: &Testpmd, devargs: &str) -> Running {
+    t.spawn_with(
+        devargs,
+        1,
+        &["--forward-mode=txonly", "--auto-start", "--txpkts=1000"],
+    )
 }
 
 /// This process's open descriptors (number → what it is) and memory mappings (one line of
@@ -173,7 +200,7 @@ fn crash_cycle(t: &Testpmd, p: &VhostPort, devargs: &str, cycle: usize) {
     let before = rx(p);
     let connections = p.connections();
     let t0 = Instant::now();
-    let pmd = t.spawn_fwd(devargs, "txonly");
+    let pmd = sender(t, devargs);
     let out = || pmd.output();
     wait_for(
         &format!("traffic in cycle {cycle}"),
@@ -241,6 +268,10 @@ fn survives_testpmd_crashes(test: &str, client: bool) {
     assert_eq!(p.connections(), CYCLES as u64);
     let c = p.counters();
     assert_eq!((c.rx_dropped, c.errors, p.resets()), (0, 0, 0), "{c:?}");
+    assert!(
+        LENT.load(Ordering::Relaxed) > 0,
+        "testpmd's frames were lent"
+    );
 }
 
 #[test]
@@ -269,7 +300,7 @@ fn client_port_closed_and_reopened_20_times_against_one_testpmd() {
         let mut p = common::vhost_port("vu-re", &sock, true, 1);
         let poll = poller(&mut p);
         if pmd.is_none() {
-            pmd = Some(t.spawn_fwd(&format!("path={},server=1", sock.display()), "txonly"));
+            pmd = Some(sender(&t, &format!("path={},server=1", sock.display())));
         }
         let t0 = Instant::now();
         // DPDK 22.11's virtio_user server sometimes stops listening after a client leaves
@@ -295,7 +326,7 @@ fn client_port_closed_and_reopened_20_times_against_one_testpmd() {
             // A killed testpmd leaves its socket file behind, and a new one will not bind
             // over it ("Address already in use; remove it and try again").
             let _ = std::fs::remove_file(&sock);
-            pmd = Some(t.spawn_fwd(&format!("path={},server=1", sock.display()), "txonly"));
+            pmd = Some(sender(&t, &format!("path={},server=1", sock.display())));
             restarted = true;
         }
         let tp = pmd.as_ref().unwrap();
