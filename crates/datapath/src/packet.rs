@@ -424,9 +424,8 @@ pub struct Pool {
     allocated: u64,
     /// Whether [`Pool::packet_lent`] lends (the PMD's pool) or copies.
     lends: bool,
-    /// Since the last [`Pool::end_lending`]: whether anything was lent.
-    lending: bool,
-    /// The lent frames, in the order lent: entries up to `lent_n`, each the packet's buffer
+    /// The lent frames since the last [`Pool::end_lending`], in the order lent: entries up to
+    /// `lent_n`, each the packet's buffer
     /// address (0 once the packet is materialized), where the rest of its frame is, and the
     /// frame's length. A freed packet's entry stays: no packet made later has its `lent` index
     /// (see [`Packet::copy_meta_from`]).
@@ -448,7 +447,6 @@ impl Pool {
             large: Vec::with_capacity(LARGE_SPARE),
             allocated: prefill.min(cap) as u64,
             lends: false,
-            lending: false,
             lent: [(0, 0, 0); MAX_BURST],
             lent_n: 0,
         }
@@ -489,7 +487,6 @@ impl Pool {
             self.lent[self.lent_n] = (p.buf.as_ptr() as usize, src as usize + LENT_HEAD, p.len);
             self.lent_n += 1;
             p.meta.lent = self.lent_n as u8;
-            self.lending = true;
         }
         p
     }
@@ -549,12 +546,7 @@ impl Pool {
     /// stale bytes past [`LENT_HEAD`].
     #[inline]
     pub fn end_lending(&mut self) -> bool {
-        if !self.lending {
-            return false;
-        }
-        self.lent_n = 0;
-        self.lending = false;
-        true
+        std::mem::take(&mut self.lent_n) > 0
     }
 
     /// A buffer for a frame of `len` bytes: a small one when it fits.

@@ -419,22 +419,22 @@ impl Classifiers {
         &mut self.by_port[i].dpcls
     }
 
+    /// The lookup structures of `port`, if it has any.
+    #[inline]
+    fn port(&self, port: u32) -> Option<&PortCls> {
+        self.by_port.iter().find(|c| c.port == port)
+    }
+
     /// The decap megaflows of `port` (none for a port without any).
     #[inline]
     fn decap(&self, port: u32) -> &[DecapFlow] {
-        match self.by_port.iter().find(|c| c.port == port) {
-            Some(c) => &c.decap,
-            None => &[],
-        }
+        self.port(port).map_or(&[], |c| &c.decap)
     }
 
     /// The simple-match megaflows of `port` (none for a port without any).
     #[inline]
     fn simple(&self, port: u32) -> &[SimpleFlow] {
-        match self.by_port.iter().find(|c| c.port == port) {
-            Some(c) => &c.simple,
-            None => &[],
-        }
+        self.port(port).map_or(&[], |c| &c.simple)
     }
 }
 
@@ -1107,10 +1107,21 @@ impl Pmd {
             // Extraction, and the simple match where the port has megaflows for it.
             let ct_tuple = self.ct_tuple_flows != 0;
             let mut simple = 0u32;
-            if reuse && std::mem::take(&mut lent) {
-                self.materialize(batch);
+            let reusing = std::mem::take(&mut reuse) && n <= MAX_BURST;
+            let first = if reusing {
+                None
+            } else {
+                self.simple_batch(batch, in_port, ct_tuple)
+            };
+            // Lent packets stay lent only on their way to an output that takes them.
+            let mut keep = false;
+            if std::mem::take(&mut lent) {
+                keep = first.is_some_and(|f| self.sends_lent(f));
+                if !keep {
+                    self.materialize(batch);
+                }
             }
-            if std::mem::take(&mut reuse) && n <= MAX_BURST {
+            if reusing {
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
                     k.clear_words(!flow::key::PACKET_WORDS);
@@ -1119,18 +1130,9 @@ impl Pmd {
                     p.meta.hash = h;
                     self.hashes[i] = h;
                 }
-            } else if let Some(first) = self.simple_batch(batch, in_port, ct_tuple) {
-                // Lent packets stay lent only on their way to an output that takes them.
-                let lent = std::mem::take(&mut lent);
-                let keep = lent && self.sends_lent(first);
-                if lent && !keep {
-                    self.materialize(batch);
-                }
+            } else if let Some(first) = first {
                 simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
             } else {
-                if std::mem::take(&mut lent) {
-                    self.materialize(batch);
-                }
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
                     key_metadata_with(p, k, ct_tuple);

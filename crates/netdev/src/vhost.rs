@@ -476,6 +476,7 @@ struct Lent {
     n: usize,
     /// The ring they are of ([`Ring::id`]).
     ring: u64,
+    /// That ring's memory while `n > 0`.
     mem: Option<Arc<GuestMemoryMmap>>,
 }
 
@@ -798,7 +799,7 @@ impl Ring {
         counts: &mut [u64; 3],
         lent: &mut Lent,
     ) -> Result<(), BadRing> {
-        if lent.n > 0 || lent.mem.is_some() {
+        if lent.n > 0 {
             self.give_back(lent);
         }
         // The ring's indices live in registers for the burst: stored into the ring after each
@@ -2001,7 +2002,6 @@ impl RxQueue for VhostRxq {
 
     fn release(&mut self) {
         if self.lent.n == 0 {
-            self.lent.mem = None;
             return;
         }
         // When the control thread has the ring, the next `recv` gives the chains back.
