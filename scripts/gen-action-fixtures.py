@@ -311,7 +311,8 @@ def write_pcap(path, frame):
 
 # --- Tunnel push (tnl_push) ---------------------------------------------------------------------
 # The outer headers are built by scapy from the fields; lengths and checksums are scapy's. The
-# packets have no datapath hash here, so the UDP source port is the bottom of OVS's range.
+# packets have no datapath hash here, so the UDP source port is the bottom of OVS's range
+# (flowpath's entropy hash of the inner headers replaces it in the test, checksum updated).
 tnl_inner = eth() / ip4() / udp()
 OUTER = dict(dst="8c:dc:d4:ab:58:48", src="8c:dc:d4:ab:5b:f0")
 case("tnl_push_vxlan_anchor",

@@ -148,8 +148,9 @@ pub fn lookup(flows: &[DecapFlow], key: &FlowKey) -> Option<usize> {
 /// frame's other header fields need not be put in the key, hashed or looked up in the EMC.
 /// (OVS's userspace datapath has the same idea, `dp_netdev_simple_match`, only while its EMC
 /// and SMC are off.) Its actions must not need the key's other words or the packet's hash:
-/// no recirculation (which may hand the keys to the next pass), `ct`, `tnl_push` (its UDP
-/// source port is the hash), `hash`, `tnl_pop` or `clone`.
+/// no recirculation (which may hand the keys to the next pass), `ct`, `hash`, `tnl_pop` or
+/// `clone`. `tnl_push` may be among them: its UDP source port comes from the inner headers
+/// ([`crate::rewrite::entropy_hash`]), not from the hash.
 #[derive(Clone, Debug)]
 pub struct SimpleFlow {
     pub flow: FlowRef,
@@ -178,6 +179,7 @@ impl SimpleFlow {
                     | DpAction::SetIpv4(_)
                     | DpAction::SetIpv6(_)
                     | DpAction::SetL4(_)
+                    | DpAction::TnlPush(_)
             )
         });
         if !plain {

@@ -684,7 +684,51 @@ fn fmix32(mut h: u32) -> u32 {
 /// destination together (XOR, as OVS's `flow_hash_symmetric_l3l4()`), so both directions of a
 /// connection hash alike. A non-IP packet hashes to a value of `basis` alone. Like OVS's
 /// userspace `hash` action, the value is not the kernel datapath's.
+#[inline]
 pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
+    match hash_l4_ipv4(pkt, sym, basis) {
+        Some(h) => h,
+        None => dp_hash_l4_general(pkt, sym, basis),
+    }
+}
+
+/// [`dp_hash_l4`] of an IPv4 packet, in line: the same value as the general routine's.
+#[inline(always)]
+fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32) -> Option<u32> {
+    use flow::hash::crc32c_u64;
+    let d = pkt.data();
+    let l3 = at(pkt.meta.l3, d.len(), IPV4_HLEN)?;
+    let ip = d[l3..].first_chunk::<IPV4_HLEN>()?;
+    if ip[0] >> 4 != 4 {
+        return None;
+    }
+    let s = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+    let t = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+    let w = if sym {
+        u64::from(s ^ t)
+    } else {
+        u64::from(s) << 32 | u64::from(t)
+    };
+    let h = crc32c_u64(basis, w);
+    let proto = ip[9];
+    let first = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
+    let ports = match at(pkt.meta.l4, d.len(), 4) {
+        Some(o) if first && matches!(proto, 6 | 17 | 132) => {
+            let (s, t) = (be16(d, o), be16(d, o + 2));
+            if sym {
+                u64::from(s ^ t)
+            } else {
+                u64::from(s) << 16 | u64::from(t)
+            }
+        }
+        _ => 0,
+    };
+    Some(fmix32(crc32c_u64(h, u64::from(proto) << 32 | ports)))
+}
+
+/// [`dp_hash_l4`] of any packet, out of line.
+#[inline(never)]
+fn dp_hash_l4_general(pkt: &Packet, sym: bool, basis: u32) -> u32 {
     use flow::hash::crc32c_u64;
     let d = pkt.data();
     let mut h = basis;
@@ -757,15 +801,42 @@ fn copy_header(dst: &mut [u8], src: &[u8]) {
     dst[n - 32..].copy_from_slice(&src[n - 32..]);
 }
 
+/// The hash a pushed tunnel header's UDP source port comes from ([`tnl_push`]): the inner
+/// packet's addresses, IP protocol and ports ([`dp_hash_l4`]), or for a frame that is not IP
+/// its Ethernet addresses and type. Read from the headers rather than taken from the packet's
+/// flow hash, so that a flow's packets get the same port whichever lookup found their
+/// megaflow (the simple match computes no hash).
+#[inline]
+pub fn entropy_hash(pkt: &Packet) -> u32 {
+    use flow::hash::crc32c_u64;
+    let d = pkt.data();
+    let l3 = usize::from(pkt.meta.l3);
+    let ip = pkt.meta.l3 != NO_OFS && matches!(d.get(l3).map(|b| b >> 4), Some(4 | 6));
+    match d.first_chunk::<14>() {
+        Some(h) if !ip && pkt.meta.packet_type == 0 => {
+            let mut w = [0u8; 8];
+            w[..6].copy_from_slice(&h[8..]);
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&h[..8]);
+            fmix32(crc32c_u64(
+                crc32c_u64(0, u64::from_ne_bytes(a)),
+                u64::from_ne_bytes(w),
+            ))
+        }
+        _ => dp_hash_l4(pkt, false, 0),
+    }
+}
+
 /// `tnl_push`: prepends the tunnel header template, then fills in what depends on the packet:
 /// the outer IP length (and IPv4 checksum, from the template's precomputed sum), the UDP
-/// length, a UDP source port from the packet's hash when the template has none (OVS's entropy
-/// range 32768-60999), and the UDP or GRE checksum when the tunnel asks for one. The errors
+/// length, a UDP source port from the inner headers ([`entropy_hash`]) when the template has
+/// none (OVS's entropy range 32768-60999), and the UDP or GRE checksum when the tunnel asks
+/// for one. The errors
 /// cannot happen with a template [`TnlTemplate::build`](crate::actions::TnlTemplate::build)
 /// made (its offsets lie inside its header); they stand where a panic would otherwise be.
 #[inline(always)]
 pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(), RewriteError> {
-    let hash = pkt.meta.hash;
+    let hash = if t.entropy { entropy_hash(pkt) } else { 0 };
     let hl = t.header.len();
     let total = pkt.len() + hl;
     let ip = t.ip_ofs;
@@ -1211,6 +1282,60 @@ mod tests {
         assert_eq!(dp_hash_l4(&arp, false, 3), dp_hash_l4(&other_arp, false, 3));
     }
 
+    proptest! {
+        /// The in-line IPv4 hash is the general routine's, for any IPv4 header the
+        /// extractor took (options, fragments, any protocol, runts).
+        #[test]
+        fn the_ipv4_hash_in_line_is_the_general_one(
+            tcp: bool, src: u32, dst: u32, ports: (u16, u16), sym: bool, basis: u32,
+            proto in prop_oneof![Just(None), any::<u8>().prop_map(Some)],
+            frag in prop_oneof![Just(0u16), Just(0x4000), Just(0x2000), Just(0x1000), Just(1), any::<u16>()],
+            cut in 0usize..64,
+        ) {
+            let mut f = frame_v4(tcp, v4(src), v4(dst), 0, 64, ports, b"payload", true);
+            if let Some(p) = proto {
+                f[ETH_HLEN + 9] = p;
+            }
+            f[ETH_HLEN + 6..ETH_HLEN + 8].copy_from_slice(&frag.to_be_bytes());
+            let p = extracted(&f);
+            let mut short = extracted(&f);
+            short.truncate(f.len().saturating_sub(cut).max(1));
+            for p in [p, short] {
+                let fast = hash_l4_ipv4(&p, sym, basis);
+                prop_assert!(fast.is_none() || fast == Some(dp_hash_l4_general(&p, sym, basis)));
+            }
+        }
+    }
+
+    /// A pushed header's UDP source port comes from the inner headers, not from the flow hash
+    /// (which the simple match does not compute): one flow, one port, different flows apart.
+    #[test]
+    fn the_entropy_port_comes_from_the_inner_headers() {
+        let text = "tnl_push(tnl_port(4),header(size=0,type=4,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x64)),out_port(1))";
+        let acts = flow::odp::parse_actions(text, &mut flow::odp::PortNames::new()).unwrap();
+        let compiled = crate::actions::compile(&acts).unwrap();
+        let DpAction::TnlPush(t) = &compiled[0] else {
+            panic!("not a push")
+        };
+        let port = |f: &[u8], hash: u32| {
+            let mut p = extracted(f);
+            p.meta.hash = hash;
+            tnl_push(&mut p, t).unwrap();
+            be16(p.data(), 34)
+        };
+        let a = frame_v4(false, v4(1), v4(2), 0, 64, (1000, 2000), b"", true);
+        let b = frame_v4(false, v4(1), v4(2), 0, 64, (1001, 2000), b"", true);
+        assert_eq!(port(&a, 1), port(&a, 0xdead_beef));
+        assert_ne!(port(&a, 1), port(&b, 1));
+        assert!((32768..61000).contains(&port(&a, 1)));
+        // Not IP: the Ethernet addresses and type.
+        let arp = [MACS.as_slice(), &[0x08, 0x06], &[0; 28]].concat();
+        let mut arp2 = arp.clone();
+        arp2[0] ^= 1;
+        assert_eq!(port(&arp, 1), port(&arp, 2));
+        assert_ne!(port(&arp, 1), port(&arp2, 1));
+    }
+
     #[test]
     fn apply_sets_dp_hash_and_refuses_forwarding() {
         let mut p = extracted(&frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"", true));
@@ -1403,9 +1528,11 @@ mod tests {
             let DpAction::TnlPush(t) = &compiled[0] else { panic!("not a push: {compiled:?}") };
             let inner: Vec<u8> = (0..len).map(|i| i as u8).collect();
             let mut p = Packet::from_slice(&inner);
+            // The flow hash is not where the entropy comes from: the inner headers are.
             p.meta.hash = hash;
+            let entropy = entropy_hash(&p);
             tnl_push(&mut p, t).unwrap();
-            let want = pushed_reference(t, &inner, hash);
+            let want = pushed_reference(t, &inner, entropy);
             let mut got = p.data().to_vec();
             let ip = t.ip_ofs;
             if !t.ipv6 {
