@@ -218,6 +218,43 @@ pub fn lookup_simple(flows: &[SimpleFlow], key: &FlowKey) -> Option<FlowRef> {
     flows.iter().find(|f| f.matches(key)).map(|f| f.flow)
 }
 
+/// Most megaflows a port may have for the linear match ([`LinearFlow`]).
+pub const MAX_LINEAR_FLOWS: usize = 1;
+
+/// One megaflow of an input port that has at most [`MAX_LINEAR_FLOWS`] of them, all with at
+/// most [`MAX_WORDS`] mask words: the port's whole classifier, tested in turn. A tunnel port's
+/// inner pass, a VM port behind a single rule, or MPLS labels to a few VMs are such ports. Each
+/// compare reads a few words of the key and of a list that stays in L1, where an EMC probe
+/// reads a 64-byte entry of a table spread over many cache lines; and, as the list is the
+/// port's every megaflow, a key none of them matches is a miss without the EMC or dpcls.
+#[derive(Clone, Debug)]
+pub struct LinearFlow {
+    pub flow: FlowRef,
+    words: MaskedWords,
+}
+
+impl LinearFlow {
+    /// The linear-match form of megaflow `flow` (match `m`), if its mask is small enough.
+    pub fn new(flow: FlowRef, m: &Match) -> Option<LinearFlow> {
+        Some(LinearFlow {
+            flow,
+            words: MaskedWords::new(m, u64::MAX)?,
+        })
+    }
+}
+
+/// The first of `flows` that matches `key`, and how many were tested (for a hit, they stand
+/// for the classifier's subtable lookups: each megaflow is a mask of its own).
+#[inline(always)]
+pub fn lookup_linear(flows: &[LinearFlow], key: &FlowKey) -> (Option<FlowRef>, usize) {
+    for (j, f) in flows.iter().enumerate() {
+        if f.words.matches(key) {
+            return (Some(f.flow), j + 1);
+        }
+    }
+    (None, flows.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -211,6 +211,18 @@ impl Packet {
         }
     }
 
+    /// A packet with no buffer (nothing allocated): what is left in a slot a packet was moved
+    /// out of, until the slot is cleared.
+    #[inline]
+    pub fn hollow() -> Packet {
+        Packet {
+            buf: Box::default(),
+            start: 0,
+            len: 0,
+            meta: PacketMeta::received(0),
+        }
+    }
+
     /// The frame.
     #[inline]
     pub fn data(&self) -> &[u8] {

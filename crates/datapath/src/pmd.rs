@@ -40,7 +40,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use flow::{FlowKey, Mask, Match};
 
 use crate::actions::DpAction;
-use crate::decap::{DecapFlow, MAX_DECAP_FLOWS, SimpleFlow};
+use crate::decap::{DecapFlow, LinearFlow, MAX_DECAP_FLOWS, MAX_LINEAR_FLOWS, SimpleFlow};
 use crate::dpcls::Dpcls;
 use crate::emc::Emc;
 use crate::flow_table::{FlowRef, FlowStats, FlowTable, Megaflow};
@@ -387,6 +387,11 @@ struct PortCls {
     /// Megaflows of this port that the simple match finds (at most
     /// [`crate::decap::MAX_DECAP_FLOWS`]; see [`SimpleFlow`]).
     simple: Vec<SimpleFlow>,
+    /// Megaflows of this port for the linear match (at most [`MAX_LINEAR_FLOWS`]; see
+    /// [`LinearFlow`]): used only while they are all of the port's megaflows.
+    linear: Vec<LinearFlow>,
+    /// Megaflows the linear match compared, as subtable lookups.
+    linear_lookups: u64,
 }
 
 /// The per-port classifiers of one PMD (a handful of ports: linear search).
@@ -412,6 +417,8 @@ impl Classifiers {
                     dpcls: Dpcls::new(),
                     decap: Vec::with_capacity(MAX_DECAP_FLOWS),
                     simple: Vec::with_capacity(MAX_DECAP_FLOWS),
+                    linear: Vec::with_capacity(MAX_LINEAR_FLOWS),
+                    linear_lookups: 0,
                 });
                 self.by_port.len() - 1
             }
@@ -435,6 +442,13 @@ impl Classifiers {
     #[inline]
     fn simple(&self, port: u32) -> &[SimpleFlow] {
         self.port(port).map_or(&[], |c| &c.simple)
+    }
+
+    /// Whether `port`'s megaflows are all in its linear match (and it has some).
+    #[inline]
+    fn is_linear(&self, port: u32) -> bool {
+        self.port(port)
+            .is_some_and(|c| !c.linear.is_empty() && c.linear.len() == c.dpcls.len())
     }
 }
 
@@ -483,11 +497,11 @@ pub struct Pmd {
     keys: Vec<FlowKey>,
     hashes: Vec<u32>,
     hits: Vec<Option<FlowRef>>,
-    slots: Vec<Option<Packet>>,
     /// Reused buffers: the rx burst, one flow's group, a recirculation pass. Each keeps its
     /// capacity, so the per-packet path never allocates.
     rx_batch: Batch,
-    group: Batch,
+    /// The groups of one pass's packets by megaflow (see `execute_groups`).
+    groups: Vec<Batch>,
     recirc_batch: Batch,
     /// Emptied batches of copies (clone, output that is not the last action), reused so that
     /// copying a group does not allocate a batch each time.
@@ -573,9 +587,8 @@ impl Pmd {
             keys: vec![FlowKey::new(); MAX_BURST],
             hashes: vec![0; MAX_BURST],
             hits: vec![None; MAX_BURST],
-            slots: (0..MAX_BURST).map(|_| None).collect(),
             rx_batch: Batch::new(),
-            group: Batch::new(),
+            groups: (0..MAX_BURST).map(|_| Batch::new()).collect(),
             recirc_batch: Batch::new(),
             spare: Vec::with_capacity(SPARE_BATCHES),
             recirc: Vec::with_capacity(MAX_BURST),
@@ -690,7 +703,7 @@ impl Pmd {
             .cls
             .by_port
             .iter()
-            .map(|c| c.dpcls.stats().lookups)
+            .map(|c| c.dpcls.stats().lookups + c.linear_lookups)
             .sum();
         s
     }
@@ -700,6 +713,7 @@ impl Pmd {
         self.stats = PmdStats::default();
         for c in &mut self.cls.by_port {
             c.dpcls.clear_stats();
+            c.linear_lookups = 0;
         }
     }
 
@@ -749,7 +763,8 @@ impl Pmd {
     }
 
     /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop`, or in
-    /// its simple match if it qualifies ([`SimpleFlow`]), when there is room.
+    /// its simple match if it qualifies ([`SimpleFlow`]), and in its linear match
+    /// ([`LinearFlow`]), when there is room.
     fn track_fast_paths(&mut self, r: FlowRef) {
         let Some(f) = self.flows.get(r) else {
             return;
@@ -757,6 +772,11 @@ impl Pmd {
         let Some(c) = self.cls.port_mut(f.m.key().in_port()) else {
             return;
         };
+        if c.linear.len() < MAX_LINEAR_FLOWS
+            && let Some(l) = LinearFlow::new(r, &f.m)
+        {
+            c.linear.push(l);
+        }
         if let Some(d) = DecapFlow::new(r, &f.m, &f.actions) {
             if c.decap.len() < MAX_DECAP_FLOWS {
                 c.decap.push(d);
@@ -768,11 +788,13 @@ impl Pmd {
         }
     }
 
-    /// Takes flow `r` (input port `port`) out of the decap fast path and the simple match.
+    /// Takes flow `r` (input port `port`) out of the decap fast path, the simple match and
+    /// the linear match.
     fn untrack_fast_paths(&mut self, r: FlowRef, port: u32) {
         if let Some(c) = self.cls.port_mut(port) {
             c.decap.retain(|d| d.flow != r);
             c.simple.retain(|d| d.flow != r);
+            c.linear.retain(|d| d.flow != r);
         }
     }
 
@@ -800,8 +822,31 @@ impl Pmd {
         if let Some(c) = self.cls.get_mut(port) {
             c.remove(&f.m);
         }
+        self.refill_linear(port);
         // EMC entries naming `r` are dead by generation and are cleared on lookup.
         Some(f)
+    }
+
+    /// When `port` is down to as few megaflows as the linear match takes but its list lacks
+    /// some (they came while it was full), lists them again: a scan of the flow table, once
+    /// each time the port shrinks to that size.
+    fn refill_linear(&mut self, port: u32) {
+        let Some(c) = self.cls.port_mut(port) else {
+            return;
+        };
+        let n = c.dpcls.len();
+        if n == 0 || n > MAX_LINEAR_FLOWS || c.linear.len() == n {
+            return;
+        }
+        c.linear.clear();
+        for (r, f) in self.flows.iter() {
+            if f.m.key().in_port() == port
+                && c.linear.len() < MAX_LINEAR_FLOWS
+                && let Some(l) = LinearFlow::new(r, &f.m)
+            {
+                c.linear.push(l);
+            }
+        }
     }
 
     /// Replaces a megaflow's actions.
@@ -1172,11 +1217,13 @@ impl Pmd {
                 }
             }
 
-            // Exact-match cache, for the packets neither fast path found.
+            // Exact-match cache, for the packets neither fast path found (not on a port whose
+            // megaflows the linear match holds: they are looked up there, as a classifier).
             let fast = fast | simple;
             let all = ((1u64 << n) - 1) as u32;
             let mut misses = 0u32;
-            if !self.emc.is_enabled() {
+            let linear = self.cls.is_linear(in_port);
+            if linear || !self.emc.is_enabled() {
                 misses = all & !fast;
                 for i in 0..n {
                     if misses & (1 << i) != 0 {
@@ -1220,7 +1267,9 @@ impl Pmd {
             self.stats.stage_cycles[Stage::Emc as usize] += t2 - t1;
 
             // Megaflow classifier of the in_port.
-            if misses != 0 {
+            if misses != 0 && linear {
+                misses = self.linear_lookup(in_port, misses);
+            } else if misses != 0 {
                 let Pmd {
                     cls,
                     keys,
@@ -1418,6 +1467,41 @@ impl Pmd {
         for p in batch.packets_mut() {
             self.pool.materialize(p);
         }
+    }
+
+    /// The linear match ([`LinearFlow`]) of the packets `todo` (a bit mask) on `in_port`,
+    /// whose megaflows it holds: each packet found gets its megaflow in `hits`. Returns the
+    /// packets none matches, the misses.
+    #[inline]
+    fn linear_lookup(&mut self, in_port: u32, todo: u32) -> u32 {
+        let Pmd {
+            cls, keys, hits, ..
+        } = self;
+        let Some(c) = cls.port_mut(in_port) else {
+            return todo;
+        };
+        let mut misses = 0u32;
+        let mut tested = 0;
+        let mut bits = todo;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            // As the classifier counts its subtable lookups: for the hits.
+            let (r, t) = crate::decap::lookup_linear(&c.linear, &keys[i]);
+            hits[i] = r;
+            if r.is_some() {
+                tested += t;
+            } else {
+                misses |= 1 << i;
+            }
+        }
+        c.linear_lookups += tested as u64;
+        let found = u64::from((todo & !misses).count_ones());
+        self.stats.megaflow_hits += found;
+        if !self.running_deferred {
+            self.hits_this_iter += found;
+        }
+        misses
     }
 
     /// The decap fast path's lookup: the packets of the batch (of `n`) whose key matches one
@@ -1621,34 +1705,57 @@ impl Pmd {
             }
             return;
         }
-        for (i, p) in batch.drain().enumerate() {
-            self.slots[i] = Some(p);
+        debug_assert!(n <= MAX_BURST && n == batch.len());
+        // Each packet's megaflow as one number, so that a group's members are found by
+        // comparing them all, without a branch per packet (which megaflow a packet has is
+        // what a branch predictor cannot know when flows interleave).
+        let n = n.min(MAX_BURST);
+        let mut ids = [u64::MAX; MAX_BURST];
+        for (id, h) in ids[..n].iter_mut().zip(&self.hits[..n]) {
+            if let Some(r) = h {
+                *id = u64::from(r.generation) << 32 | u64::from(r.idx);
+            }
         }
+        // The groups in order of first appearance: their first packet, TCP flags, and each
+        // packet's group.
+        let mut group_of = [0u8; MAX_BURST];
+        let mut firsts = [0usize; MAX_BURST];
+        let mut flags = [0u16; MAX_BURST];
+        let mut n_groups = 0;
         let mut done = 0u32;
         let all = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
         while done != all {
             let first = (!done & all).trailing_zeros() as usize;
-            let target = self.hits[first];
-            let mut group_bits = 0u32;
-            for i in first..n {
-                if done & (1 << i) == 0 && self.hits[i] == target {
-                    group_bits |= 1 << i;
-                }
+            let id = ids[first];
+            let mut bits = 0u32;
+            for (i, &x) in ids[..n].iter().enumerate() {
+                bits |= u32::from(x == id) << i;
             }
-            done |= group_bits;
-            let mut group = std::mem::take(&mut self.group);
-            let mut tcp_flags = 0;
-            let mut bits = group_bits;
+            bits &= !done;
+            done |= bits;
             while bits != 0 {
                 let i = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                if let Some(p) = self.slots[i].take() {
-                    tcp_flags |= self.keys[i].tcp_flags();
-                    group.push(p);
-                }
+                group_of[i] = n_groups as u8;
+                flags[n_groups] |= self.keys[i].tcp_flags();
             }
-            self.run_group(target, &mut group, tcp_flags, false);
-            self.group = group;
+            firsts[n_groups] = first;
+            n_groups += 1;
+        }
+        // One move per packet, straight into its group. (Moved out of an `Option`, as a
+        // drain yields them, a packet went through a stack copy whose reload straddled two
+        // of its stores: a store-forwarding stall per packet, a tenth of the MPLSoGRE
+        // termination's cycles.)
+        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+            let g = usize::from(group_of[i % MAX_BURST]);
+            self.groups[g].push(std::mem::replace(p, Packet::hollow()));
+        }
+        batch.drain();
+        for g in 0..n_groups {
+            let mut group = std::mem::take(&mut self.groups[g]);
+            self.run_group(self.hits[firsts[g]], &mut group, flags[g], false);
+            debug_assert!(group.is_empty(), "a group's actions take all its packets");
+            self.groups[g] = group;
         }
         for r in self.temp_flows.drain(..) {
             self.flows.remove(r);

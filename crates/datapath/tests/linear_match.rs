@@ -1,0 +1,118 @@
+//! The linear match: a port whose only megaflow fits the masked compare is looked up by that
+//! compare, without the EMC or dpcls; a packet it does not match is a miss. A second megaflow
+//! on the port puts its packets back on the EMC and dpcls, and removing it brings the linear
+//! match back.
+
+use std::sync::{Arc, Mutex};
+
+use datapath::dpif::parse_megaflow;
+use datapath::packet::{Batch, Pool};
+use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::port::{RxQueue, TxQueue};
+use flow::odp::PortNames;
+
+/// Sends its frames once per poll.
+struct Feed(Vec<Vec<u8>>);
+
+impl RxQueue for Feed {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let n = batch.room().min(self.0.len());
+        for f in &self.0[..n] {
+            batch.push(pool.packet_from(f, 1));
+        }
+        n
+    }
+}
+
+/// Keeps what it is sent.
+#[derive(Clone, Default)]
+struct Keep(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl TxQueue for Keep {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        let mut got = self.0.lock().unwrap();
+        for p in batch.packets() {
+            got.push(p.data().to_vec());
+        }
+        pool.free_batch(batch);
+    }
+}
+
+/// An IPv4/UDP frame from 10.0.0.1 to `dst`, UDP destination port `dport`.
+fn frame(dst: u8, dport: u16) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(&[
+        0x45, 0, 0, 30, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, dst,
+    ]);
+    f.extend_from_slice(&1000u16.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 10, 0, 0, 0, 0]);
+    f
+}
+
+#[test]
+fn a_port_with_one_megaflow_skips_the_emc_and_misses_what_it_does_not_match() {
+    let mut names = PortNames::new();
+    for (n, p) in [("p0", 1), ("p1", 2), ("p2", 3)] {
+        names.insert(n, p);
+    }
+    // To 10.0.0.2 (any port), to 10.0.0.3 (a megaflow added later), to 10.0.0.4 (none).
+    let frames: Vec<Vec<u8>> = (0..30u16)
+        .map(|i| frame(2 + (i % 3) as u8, 100 + i))
+        .collect();
+    // Every megaflow hit enters the EMC, so that the EMC's part shows at once.
+    let config = PmdConfig {
+        emc_insert_inv_prob: 1,
+        ..PmdConfig::default()
+    };
+    let mut pmd = Pmd::new(config, Box::new(DropUpcalls));
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: Box::new(Feed(frames.clone())),
+        cycles: 0,
+    });
+    let sinks = [Keep::default(), Keep::default()];
+    pmd.add_txq(2, Box::new(sinks[0].clone()));
+    pmd.add_txq(3, Box::new(sinks[1].clone()));
+    let flow = |dst: u8, out: &str| {
+        let m = format!("in_port(p0),eth_type(0x0800),ipv4(dst=10.0.0.{dst},frag=no)");
+        parse_megaflow(&names, &m, out).unwrap()
+    };
+    let to =
+        |dst: u8| -> Vec<Vec<u8>> { frames.iter().filter(|f| f[33] == dst).cloned().collect() };
+    let take = |k: usize| std::mem::take(&mut *sinks[k].0.lock().unwrap());
+
+    pmd.add_flow(flow(2, "p1")).unwrap();
+    pmd.poll_once();
+    pmd.poll_once();
+    let s = pmd.stats();
+    assert_eq!(take(0), [to(2), to(2)].concat());
+    assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (20, 0, 40));
+    assert_eq!(s.subtable_lookups, 20, "one compare a hit");
+
+    // Two megaflows: the EMC and dpcls (the EMC fills as they find packets).
+    pmd.add_flow(flow(3, "p2")).unwrap();
+    pmd.clear_stats();
+    for _ in 0..3 {
+        pmd.poll_once();
+    }
+    let s = pmd.stats();
+    assert_eq!(
+        (take(0), take(1)),
+        (
+            [to(2), to(2), to(2)].concat(),
+            [to(3), to(3), to(3)].concat()
+        )
+    );
+    assert_eq!(s.megaflow_hits + s.emc_hits, 60);
+    assert!(s.emc_hits > 0, "{s:?}");
+
+    // One again: the linear match.
+    pmd.del_flow(&flow(2, "p1").m).unwrap();
+    pmd.clear_stats();
+    pmd.poll_once();
+    let s = pmd.stats();
+    assert_eq!((take(0), take(1)), (vec![], to(3)));
+    assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (10, 0, 20));
+}
