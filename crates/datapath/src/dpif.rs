@@ -19,8 +19,8 @@ use flow::{FlowKey, Mask, Match};
 use crate::actions::{DpAction, compile};
 use crate::flow_table::{FlowStats, Megaflow};
 use crate::pmd::{
-    DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, STAGE_TSC_READS_PER_BATCH,
-    Stage, UpcallHandler,
+    DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, STAGE_SAMPLE,
+    STAGE_TSC_READS_PER_BATCH, Stage, UpcallHandler,
 };
 use crate::port::{Port, PortCounters};
 use crate::tsc;
@@ -389,7 +389,10 @@ pub fn stage_accounting_cost(s: &PmdStats) -> (f64, f64) {
     let cost = tsc::read_cost();
     (
         cost,
-        ratio(s.batches * STAGE_TSC_READS_PER_BATCH, s.rx_packets) * cost,
+        ratio(
+            s.batches * STAGE_TSC_READS_PER_BATCH,
+            s.rx_packets * STAGE_SAMPLE,
+        ) * cost,
     )
 }
 
@@ -1094,7 +1097,8 @@ impl Datapath {
             let _ = writeln!(
                 out,
                 "  accounting {per_pkt:.1} cyc/pkt of the above: {STAGE_TSC_READS_PER_BATCH} TSC \
-                 reads of {cost:.0} cycles per batch of {:.1} packets",
+                 reads of {cost:.0} cycles per timed batch of {:.1} packets (one iteration in \
+                 {STAGE_SAMPLE} timed)",
                 ratio(s.rx_packets, s.batches)
             );
         }

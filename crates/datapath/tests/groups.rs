@@ -2,51 +2,16 @@
 //! group's packets in arrival order, and each megaflow's statistics count its own packets,
 //! however the flows interleave in the burst.
 
-use std::sync::{Arc, Mutex};
+mod common;
 
+use common::{Feed, Keep, udp_frame};
 use datapath::dpif::parse_megaflow;
-use datapath::packet::{Batch, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-use datapath::port::{RxQueue, TxQueue};
 use flow::odp::PortNames;
-
-/// Sends its frames once per poll.
-struct Feed(Vec<Vec<u8>>);
-
-impl RxQueue for Feed {
-    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let n = batch.room().min(self.0.len());
-        for f in &self.0[..n] {
-            batch.push(pool.packet_from(f, 1));
-        }
-        n
-    }
-}
-
-/// Keeps what it is sent.
-#[derive(Clone, Default)]
-struct Keep(Arc<Mutex<Vec<Vec<u8>>>>);
-
-impl TxQueue for Keep {
-    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let mut got = self.0.lock().unwrap();
-        for p in batch.packets() {
-            got.push(p.data().to_vec());
-        }
-        pool.free_batch(batch);
-    }
-}
 
 /// An IPv4/UDP frame to port `dport`, numbered `seq` in its payload.
 fn frame(dport: u16, seq: u8) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-    f.extend_from_slice(&[
-        0x45, 0, 0, 30, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-    ]);
-    f.extend_from_slice(&1000u16.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&[0, 10, 0, 0, seq, 0]);
-    f
+    udp_frame(2, dport, seq)
 }
 
 #[test]
@@ -68,7 +33,7 @@ fn interleaved_flows_keep_their_order_and_their_counts() {
     pmd.add_rxq(PolledRxq {
         port_no: 1,
         queue_id: 0,
-        rxq: Box::new(Feed(frames.clone())),
+        rxq: Box::new(Feed::new(frames.clone())),
         cycles: 0,
     });
     let sinks = [Keep::default(), Keep::default()];
@@ -100,7 +65,7 @@ fn interleaved_flows_keep_their_order_and_their_counts() {
                     .map(|(f, _)| f.clone())
             })
             .collect();
-        assert_eq!(*sink.0.lock().unwrap(), want, "{port}");
+        assert_eq!(sink.take(), want, "{port}");
     }
     for d in pmd.dump() {
         let dport = d.flow.m.key().tp_dst();
@@ -108,4 +73,47 @@ fn interleaved_flows_keep_their_order_and_their_counts() {
         assert_eq!(d.flow.stats.packets, n, "udp dst {dport}");
     }
     assert_eq!(pmd.dump().len(), 5);
+}
+
+/// The stages are timed one iteration in [`STAGE_SAMPLE`], each sample counted that many
+/// times; the upcall stage whenever upcalls run; busy cycles and packets every iteration.
+#[test]
+fn stages_are_timed_one_iteration_in_eight() {
+    use datapath::pmd::{STAGE_SAMPLE, Stage};
+    let frames: Vec<Vec<u8>> = (0..4).map(|i| frame(1, i)).collect();
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: Box::new(Feed::new(frames)),
+        cycles: 0,
+    });
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    let stages = |pmd: &Pmd| {
+        let s = pmd.stats();
+        Stage::ALL.map(|st| s.stage_cycles[st as usize])
+    };
+    // No megaflow: every packet an upcall (which DropUpcalls loses), timed every time.
+    let upcall = Stage::Upcall as usize;
+    let mut last = stages(&pmd);
+    for i in 0..2 * STAGE_SAMPLE {
+        let busy = pmd.stats().busy_cycles;
+        pmd.poll_once();
+        let now = stages(&pmd);
+        assert!(pmd.stats().busy_cycles > busy, "iteration {i}");
+        assert!(now[upcall] > last[upcall], "iteration {i}: the upcalls");
+        for st in Stage::ALL {
+            let k = st as usize;
+            if k != upcall {
+                let timed = i.is_multiple_of(STAGE_SAMPLE);
+                assert_eq!(now[k] > last[k], timed, "iteration {i}, {}", st.name());
+                if timed {
+                    assert_eq!((now[k] - last[k]) % STAGE_SAMPLE, 0, "{}", st.name());
+                }
+            }
+        }
+        last = now;
+    }
+    assert_eq!(pmd.stats().lost_upcalls, 4 * 2 * STAGE_SAMPLE);
 }

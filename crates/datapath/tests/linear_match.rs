@@ -3,51 +3,16 @@
 //! on the port puts its packets back on the EMC and dpcls, and removing it brings the linear
 //! match back.
 
-use std::sync::{Arc, Mutex};
+mod common;
 
+use common::{Feed, Keep, udp_frame};
 use datapath::dpif::parse_megaflow;
-use datapath::packet::{Batch, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-use datapath::port::{RxQueue, TxQueue};
 use flow::odp::PortNames;
-
-/// Sends its frames once per poll.
-struct Feed(Vec<Vec<u8>>);
-
-impl RxQueue for Feed {
-    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let n = batch.room().min(self.0.len());
-        for f in &self.0[..n] {
-            batch.push(pool.packet_from(f, 1));
-        }
-        n
-    }
-}
-
-/// Keeps what it is sent.
-#[derive(Clone, Default)]
-struct Keep(Arc<Mutex<Vec<Vec<u8>>>>);
-
-impl TxQueue for Keep {
-    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let mut got = self.0.lock().unwrap();
-        for p in batch.packets() {
-            got.push(p.data().to_vec());
-        }
-        pool.free_batch(batch);
-    }
-}
 
 /// An IPv4/UDP frame from 10.0.0.1 to `dst`, UDP destination port `dport`.
 fn frame(dst: u8, dport: u16) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-    f.extend_from_slice(&[
-        0x45, 0, 0, 30, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, dst,
-    ]);
-    f.extend_from_slice(&1000u16.to_be_bytes());
-    f.extend_from_slice(&dport.to_be_bytes());
-    f.extend_from_slice(&[0, 10, 0, 0, 0, 0]);
-    f
+    udp_frame(dst, dport, 0)
 }
 
 #[test]
@@ -69,7 +34,7 @@ fn a_port_with_one_megaflow_skips_the_emc_and_misses_what_it_does_not_match() {
     pmd.add_rxq(PolledRxq {
         port_no: 1,
         queue_id: 0,
-        rxq: Box::new(Feed(frames.clone())),
+        rxq: Box::new(Feed::new(frames.clone())),
         cycles: 0,
     });
     let sinks = [Keep::default(), Keep::default()];
@@ -81,7 +46,7 @@ fn a_port_with_one_megaflow_skips_the_emc_and_misses_what_it_does_not_match() {
     };
     let to =
         |dst: u8| -> Vec<Vec<u8>> { frames.iter().filter(|f| f[33] == dst).cloned().collect() };
-    let take = |k: usize| std::mem::take(&mut *sinks[k].0.lock().unwrap());
+    let take = |k: usize| sinks[k].take();
 
     pmd.add_flow(flow(2, "p1")).unwrap();
     pmd.poll_once();

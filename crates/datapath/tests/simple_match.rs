@@ -5,43 +5,13 @@
 //! megaflows on the port, the flow statistics (TCP flags included) must be what the EMC path
 //! credits, and the simple match must follow flow changes.
 
-use std::sync::{Arc, Mutex};
+mod common;
 
+use common::{Feed, Keep};
 use datapath::dpif::parse_megaflow;
-use datapath::packet::{Batch, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-use datapath::port::{RxQueue, TxQueue};
 use flow::FlowKey;
 use flow::odp::PortNames;
-
-/// Sends its frames once per poll.
-#[derive(Clone, Default)]
-struct Feed(Arc<Mutex<Vec<Vec<u8>>>>);
-
-impl RxQueue for Feed {
-    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let frames = self.0.lock().unwrap();
-        let n = batch.room().min(frames.len());
-        for f in &frames[..n] {
-            batch.push(pool.packet_from(f, 1));
-        }
-        n
-    }
-}
-
-/// Keeps what it is sent.
-#[derive(Clone, Default)]
-struct Keep(Arc<Mutex<Vec<Vec<u8>>>>);
-
-impl TxQueue for Keep {
-    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let mut got = self.0.lock().unwrap();
-        for p in batch.packets() {
-            got.push(p.data().to_vec());
-        }
-        pool.free_batch(batch);
-    }
-}
 
 fn ipv4(proto: u8, vhl: u8, frag: u16, l4: &[u8]) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0];
@@ -138,7 +108,7 @@ fn rig(frames: Vec<Vec<u8>>, flows: &[(&str, String)]) -> Rig {
     pmd.add_rxq(PolledRxq {
         port_no: 1,
         queue_id: 0,
-        rxq: Box::new(Feed(Arc::new(Mutex::new(frames)))),
+        rxq: Box::new(Feed::new(frames)),
         cycles: 0,
     });
     let mut sinks = Vec::new();
@@ -157,10 +127,7 @@ fn rig(frames: Vec<Vec<u8>>, flows: &[(&str, String)]) -> Rig {
 impl Rig {
     /// What each port was sent since the last call.
     fn take(&self) -> Vec<(u32, Vec<Vec<u8>>)> {
-        self.sinks
-            .iter()
-            .map(|(p, k)| (*p, std::mem::take(&mut *k.0.lock().unwrap())))
-            .collect()
+        self.sinks.iter().map(|(p, k)| (*p, k.take())).collect()
     }
 }
 

@@ -1,0 +1,63 @@
+//! What the PMD tests share: a port that feeds fixed frames, one that keeps what it is sent,
+//! and frames.
+
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+
+use datapath::packet::{Batch, Pool};
+use datapath::port::{RxQueue, TxQueue};
+
+/// Sends its frames (as many as a batch takes) on every poll, as received on port 1.
+#[derive(Clone, Default)]
+pub struct Feed(pub Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl Feed {
+    pub fn new(frames: Vec<Vec<u8>>) -> Feed {
+        Feed(Arc::new(Mutex::new(frames)))
+    }
+}
+
+impl RxQueue for Feed {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let frames = self.0.lock().unwrap();
+        let n = batch.room().min(frames.len());
+        for f in &frames[..n] {
+            batch.push(pool.packet_from(f, 1));
+        }
+        n
+    }
+}
+
+/// Keeps what it is sent.
+#[derive(Clone, Default)]
+pub struct Keep(pub Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl Keep {
+    /// What it was sent since the last call.
+    pub fn take(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl TxQueue for Keep {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        let mut got = self.0.lock().unwrap();
+        for p in batch.packets() {
+            got.push(p.data().to_vec());
+        }
+        pool.free_batch(batch);
+    }
+}
+
+/// An IPv4/UDP frame from 10.0.0.1:1000 to 10.0.0.`dst`:`dport`, `seq` in its payload.
+pub fn udp_frame(dst: u8, dport: u16, seq: u8) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(&[
+        0x45, 0, 0, 30, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, dst,
+    ]);
+    f.extend_from_slice(&1000u16.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 10, 0, 0, seq, 0]);
+    f
+}
