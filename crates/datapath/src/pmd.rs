@@ -451,6 +451,16 @@ impl Classifiers {
         self.port(port).map_or(&[], |c| &c.simple)
     }
 
+    /// Whether `port`'s packets may be extracted without their hash, made only for those the
+    /// EMC is to look up: the port has decap megaflows (whose hits need none) or its
+    /// megaflows are all in its linear match (no EMC).
+    #[inline]
+    fn hash_later(&self, port: u32) -> bool {
+        self.port(port).is_some_and(|c| {
+            !c.decap.is_empty() || (!c.linear.is_empty() && c.linear.len() == c.dpcls.len())
+        })
+    }
+
     /// Whether `port`'s megaflows are all in its linear match (and it has some).
     #[inline]
     fn is_linear(&self, port: u32) -> bool {
@@ -511,6 +521,9 @@ pub struct Pmd {
     groups: Vec<Batch>,
     /// This iteration's stages are timed ([`STAGE_SAMPLE`]).
     timing: bool,
+    /// The pass's packets were extracted without their hash (`Classifiers::hash_later`):
+    /// `hashes` holds it only for those the EMC looked up.
+    unhashed: bool,
     /// The TSC when this iteration started: the flows' last use.
     iter_tsc: u64,
     recirc_batch: Batch,
@@ -601,6 +614,7 @@ impl Pmd {
             rx_batch: Batch::new(),
             groups: (0..MAX_BURST).map(|_| Batch::new()).collect(),
             timing: false,
+            unhashed: false,
             iter_tsc: 0,
             recirc_batch: Batch::new(),
             spare: Vec::with_capacity(SPARE_BATCHES),
@@ -1164,6 +1178,7 @@ impl Pmd {
             }
             let t0 = self.stamp();
             self.stats.batches += 1;
+            self.unhashed = false;
 
             // Extraction, and the simple match where the port has megaflows for it.
             let ct_tuple = self.ct_tuple_flows != 0;
@@ -1193,6 +1208,15 @@ impl Pmd {
                 }
             } else if let Some(first) = first {
                 simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
+            } else if self.cls.hash_later(in_port) {
+                // The hash is for the EMC alone: on a port whose packets the decap fast path
+                // or the linear match finds, only those they do not find get one, below.
+                self.unhashed = true;
+                for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+                    let k = &mut self.keys[i];
+                    key_metadata_with(p, k, ct_tuple);
+                    extract_packet_unhashed(&mut self.stats, p, k);
+                }
             } else {
                 for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                     let k = &mut self.keys[i];
@@ -1240,6 +1264,9 @@ impl Pmd {
             let all = ((1u64 << n) - 1) as u32;
             let mut misses = 0u32;
             let linear = self.cls.is_linear(in_port);
+            if self.unhashed && !linear && self.emc.is_enabled() {
+                self.hash_now(batch, all & !fast);
+            }
             if linear || !self.emc.is_enabled() {
                 misses = all & !fast;
                 for i in 0..n {
@@ -1671,7 +1698,15 @@ impl Pmd {
                         Ok(r) => {
                             installed = true;
                             self.hits[i] = Some(r);
-                            self.emc.insert(&self.keys[i], self.hashes[i], r);
+                            let h = if self.unhashed {
+                                pass_hash(
+                                    self.keys[i].hash(0),
+                                    batch.packets()[i].meta.recirc_depth,
+                                )
+                            } else {
+                                self.hashes[i]
+                            };
+                            self.emc.insert(&self.keys[i], h, r);
                         }
                         // Over the flow limit (or a race with an identical flow): still
                         // process this packet, through a temporary entry.
@@ -2335,6 +2370,20 @@ impl Pmd {
         self.add_stage(Stage::Tx, t0, t1);
     }
 
+    /// Hashes the keys of the packets `bits` of a pass extracted without ([`Self::unhashed`]),
+    /// for the EMC.
+    #[inline(never)]
+    fn hash_now(&mut self, batch: &mut Batch, mut bits: u32) {
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let p = &mut batch.packets_mut()[i];
+            let h = pass_hash(self.keys[i].hash(0), p.meta.recirc_depth);
+            p.meta.hash = h;
+            self.hashes[i] = h;
+        }
+    }
+
     /// The TSC, when this iteration's stages are timed ([`STAGE_SAMPLE`]); 0 otherwise.
     #[inline(always)]
     fn stamp(&self) -> u64 {
@@ -2498,6 +2547,19 @@ fn extract_packet(stats: &mut PmdStats, p: &mut Packet, k: &mut FlowKey) -> u32 
     p.meta.l3 = x.layers.l3;
     p.meta.l4 = x.layers.l4;
     h
+}
+
+/// [`extract_packet`] without the hash (0).
+#[inline(always)]
+fn extract_packet_unhashed(stats: &mut PmdStats, p: &mut Packet, k: &mut FlowKey) {
+    let x = flow::extract_unhashed(p.data(), k);
+    if let Some(m) = x.malformed {
+        stats.malformed[m as usize] += 1;
+    }
+    p.meta.hash = 0;
+    p.meta.l2_5 = x.layers.l2_5;
+    p.meta.l3 = x.layers.l3;
+    p.meta.l4 = x.layers.l4;
 }
 
 /// Word 0 of a key: in_port and recirc_id, in network byte order.

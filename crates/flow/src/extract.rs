@@ -265,15 +265,33 @@ impl<'k> Cx<'k> {
 /// Always inlined: the fast path is the datapath's per-packet work, and a call costs it.
 #[inline(always)]
 pub fn extract(pkt: &[u8], key: &mut FlowKey) -> Extracted {
+    extract_with::<true>(pkt, key)
+}
+
+/// [`extract`] without the hash (`hash` is 0): for a lookup that needs none (a masked compare
+/// against a few megaflows); [`FlowWords::hash`]`(0)` of the key gives it later if needed.
+///
+/// [`FlowWords::hash`]: crate::key::FlowWords::hash
+#[inline(always)]
+pub fn extract_unhashed(pkt: &[u8], key: &mut FlowKey) -> Extracted {
+    extract_with::<false>(pkt, key)
+}
+
+#[inline(always)]
+fn extract_with<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Extracted {
     key.clear_words(PACKET_WORDS);
     let packet_type = packet_type_of(key);
     // The common case first, entirely in registers.
     if packet_type == 0
-        && let Some(out) = extract_ipv4_fast(pkt, key)
+        && let Some(out) = extract_ipv4_fast::<HASH>(pkt, key)
     {
         return out;
     }
-    extract_general(pkt, key, packet_type)
+    if HASH {
+        extract_general(pkt, key, packet_type)
+    } else {
+        extract_general_unhashed(pkt, key, packet_type)
+    }
 }
 
 /// The packet type `key`'s metadata gives: word 11 (packet type with conntrack metadata) is
@@ -298,6 +316,20 @@ fn tcp_flags_word(flags: u16) -> u64 {
 /// Every frame the fast path declines: VLANs, LLC/SNAP, MPLS, IPv6, ARP, L3 packet types, IPv4
 /// with options or fragments, other transports, and anything malformed.
 fn extract_general(pkt: &[u8], key: &mut FlowKey, packet_type: u32) -> Extracted {
+    extract_general_with::<true>(pkt, key, packet_type)
+}
+
+/// [`extract_general`] without the hash.
+fn extract_general_unhashed(pkt: &[u8], key: &mut FlowKey, packet_type: u32) -> Extracted {
+    extract_general_with::<false>(pkt, key, packet_type)
+}
+
+#[inline(always)]
+fn extract_general_with<const HASH: bool>(
+    pkt: &[u8],
+    key: &mut FlowKey,
+    packet_type: u32,
+) -> Extracted {
     let mut cx = Cx {
         key,
         map: 0,
@@ -310,13 +342,13 @@ fn extract_general(pkt: &[u8], key: &mut FlowKey, packet_type: u32) -> Extracted
     let (ofs, eth_type) = if packet_type == 0 {
         match parse_l2(pkt, &mut cx) {
             Some(v) => v,
-            None => return finish_hashed(cx),
+            None => return finish_hashed::<HASH>(cx),
         }
     } else {
         // An L3 packet (e.g. from a GRE tunnel with packet_type=legacy_l3): OVS keys it with
         // the ethertype taken from the packet type and no Ethernet addresses.
         if packet_type >> 16 != 1 {
-            return finish_hashed(cx);
+            return finish_hashed::<HASH>(cx);
         }
         let t = (packet_type as u16).to_be_bytes();
         cx.put(W_ETH_DST_TYPE, word([0, 0, 0, 0, 0, 0, t[0], t[1]]));
@@ -330,13 +362,15 @@ fn extract_general(pkt: &[u8], key: &mut FlowKey, packet_type: u32) -> Extracted
         ethertype::MPLS | ethertype::MPLS_MCAST => parse_mpls(pkt, ofs, &mut cx),
         _ => {}
     }
-    finish_hashed(cx)
+    finish_hashed::<HASH>(cx)
 }
 
 /// Marks the words and hashes the whole key.
-fn finish_hashed(cx: Cx) -> Extracted {
+fn finish_hashed<const HASH: bool>(cx: Cx) -> Extracted {
     let (key, mut out) = cx.finish();
-    out.hash = key.hash(0);
+    if HASH {
+        out.hash = key.hash(0);
+    }
     out
 }
 
@@ -348,7 +382,7 @@ fn finish_hashed(cx: Cx) -> Extracted {
 ///
 /// [`FlowWords::hash`]: crate::key::FlowWords::hash
 #[inline(always)]
-fn extract_ipv4_fast(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
+fn extract_ipv4_fast<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
     let Ipv4Fast {
         proto,
         tcp_flags,
@@ -369,6 +403,13 @@ fn extract_ipv4_fast(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
         words |= 1 << W_TCP_VLAN2;
     }
     key.mark_words(words);
+    if !HASH {
+        return Some(Extracted {
+            layers: ipv4_fast_layers(l4),
+            malformed: None,
+            hash: 0,
+        });
+    }
 
     let map = key.map();
     let mut h = 0;
@@ -1103,6 +1144,14 @@ mod tests {
             proptest::prop_assert!(a.exact_eq(&b), "{:?} vs {:?}", a, b);
             proptest::prop_assert_eq!(xa, xb);
             proptest::prop_assert_eq!(xa.hash, a.hash(0));
+            // Without the hash: the same key and result, hash 0.
+            let mut u = FlowKey::new();
+            if meta {
+                u.set_in_port(7).set_tun_id(5).set_ct_zone(3);
+            }
+            let xu = extract_unhashed(&p, &mut u);
+            proptest::prop_assert!(u.exact_eq(&a), "{:?} vs {:?}", u, a);
+            proptest::prop_assert_eq!(xu, Extracted { hash: 0, ..xa });
 
             // The simple match's extraction: where it takes a frame, the offsets, TCP flags
             // and metadata are extract's, the fields a simple megaflow may look at are the

@@ -8,5 +8,7 @@ pub mod hash;
 pub mod key;
 pub mod odp;
 
-pub use extract::{Extracted, Layers, Malformed, extract, extract_simple, simple_fields};
+pub use extract::{
+    Extracted, Layers, Malformed, extract, extract_simple, extract_unhashed, simple_fields,
+};
 pub use key::{EthAddr, FlowKey, FlowWords, Mask, Match};
