@@ -687,12 +687,13 @@ fn fmix32(mut h: u32) -> u32 {
 #[inline]
 pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
     match hash_l4_ipv4(pkt, sym, basis) {
-        Some(h) => h,
+        Some(h) => fmix32(h),
         None => dp_hash_l4_general(pkt, sym, basis),
     }
 }
 
-/// [`dp_hash_l4`] of an IPv4 packet, in line: the same value as the general routine's.
+/// [`dp_hash_l4`] of an IPv4 packet, in line, before its final mix: [`fmix32`] of it is the
+/// general routine's value.
 #[inline(always)]
 fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32) -> Option<u32> {
     use flow::hash::crc32c_u64;
@@ -723,7 +724,7 @@ fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32) -> Option<u32> {
         }
         _ => 0,
     };
-    Some(fmix32(crc32c_u64(h, u64::from(proto) << 32 | ports)))
+    Some(crc32c_u64(h, u64::from(proto) << 32 | ports))
 }
 
 /// [`dp_hash_l4`] of any packet, out of line.
@@ -802,12 +803,43 @@ fn copy_header(dst: &mut [u8], src: &[u8]) {
 }
 
 /// The hash a pushed tunnel header's UDP source port comes from ([`tnl_push`]): the inner
-/// packet's addresses, IP protocol and ports ([`dp_hash_l4`]), or for a frame that is not IP
-/// its Ethernet addresses and type. Read from the headers rather than taken from the packet's
-/// flow hash, so that a flow's packets get the same port whichever lookup found their
-/// megaflow (the simple match computes no hash).
-#[inline]
+/// packet's addresses, IP protocol and ports, or for a frame that is not IP its Ethernet
+/// addresses and type. Read from the headers rather than taken from the packet's flow hash, so
+/// that a flow's packets get the same port whichever lookup found their megaflow (the simple
+/// match computes no hash). For IPv4, the common case, two CRC steps in line, without
+/// [`dp_hash_l4`]'s final mix: the port is the high bits scaled by a multiply, and the mix was
+/// the longest part of the push's dependency chain.
+#[inline(always)]
 pub fn entropy_hash(pkt: &Packet) -> u32 {
+    use flow::hash::crc32c_u64;
+    let (d, m) = (pkt.data(), &pkt.meta);
+    if m.packet_type == 0
+        && m.l3 != NO_OFS
+        && let Some(ip) = d[usize::from(m.l3).min(d.len())..].first_chunk::<IPV4_HLEN>()
+        && ip[0] >> 4 == 4
+    {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&ip[12..20]);
+        // The transport header's first 4 bytes (the ports of TCP, UDP and SCTP) where
+        // extraction found one and the packet is not a fragment: a datagram's fragments all
+        // take the same port.
+        let whole = (ip[6] & 0x3f) | ip[7] == 0;
+        let ports = match d
+            .get(usize::from(m.l4)..)
+            .and_then(|t| t.first_chunk::<4>())
+        {
+            Some(t) if m.l4 != NO_OFS && whole => u32::from_ne_bytes(*t),
+            _ => 0,
+        };
+        let h = crc32c_u64(0, u64::from_ne_bytes(a));
+        return crc32c_u64(h, u64::from(ip[9]) << 32 | u64::from(ports));
+    }
+    entropy_hash_other(pkt)
+}
+
+/// [`entropy_hash`] of a packet that is not IPv4, out of line.
+#[inline(never)]
+fn entropy_hash_other(pkt: &Packet) -> u32 {
     use flow::hash::crc32c_u64;
     let d = pkt.data();
     let l3 = usize::from(pkt.meta.l3);
@@ -1301,7 +1333,7 @@ mod tests {
             let mut short = extracted(&f);
             short.truncate(f.len().saturating_sub(cut).max(1));
             for p in [p, short] {
-                let fast = hash_l4_ipv4(&p, sym, basis);
+                let fast = hash_l4_ipv4(&p, sym, basis).map(fmix32);
                 prop_assert!(fast.is_none() || fast == Some(dp_hash_l4_general(&p, sym, basis)));
             }
         }
@@ -1327,6 +1359,13 @@ mod tests {
         let b = frame_v4(false, v4(1), v4(2), 0, 64, (1001, 2000), b"", true);
         assert_eq!(port(&a, 1), port(&a, 0xdead_beef));
         assert_ne!(port(&a, 1), port(&b, 1));
+        // A datagram's first fragment and a later one: one port (no transport ports in it).
+        let mut first = a.clone();
+        first[ETH_HLEN + 6] = 0x20;
+        let mut later = a.clone();
+        later[ETH_HLEN + 6..ETH_HLEN + 8].copy_from_slice(&[0, 0x10]);
+        assert_eq!(port(&first, 1), port(&later, 1));
+        assert_ne!(port(&first, 1), port(&a, 1));
         assert!((32768..61000).contains(&port(&a, 1)));
         // Not IP: the Ethernet addresses and type.
         let arp = [MACS.as_slice(), &[0x08, 0x06], &[0; 28]].concat();
