@@ -7,10 +7,10 @@
 //! Cases where the header an action needs is missing (`error:*`) must come out unchanged: the
 //! datapath counts the failed rewrite and carries on with the remaining actions.
 //!
-//! A UDP tunnel push takes its source port from the packet's hash, which only the datapath
+//! A UDP tunnel push takes its source port from a hash of the inner headers that only flowpath
 //! knows (the fixtures were made for hash 0): for those cases the expected frame gets the port
-//! derived from the hash flowpath's extraction gives the input frame, and its UDP checksum, if
-//! it has one, recomputed.
+//! `rewrite::entropy_hash` gives the input frame, and its UDP checksum, if it has one,
+//! recomputed.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -57,7 +57,8 @@ fn through_datapath(input: &Path, actions: &str, out: &Path) -> Vec<Vec<u8>> {
 }
 
 /// Puts into `frame` (a UDP-tunnelled copy of `inner`) the source port the datapath derives
-/// from `inner`'s hash, as OVS does (32768 + hash * 28232 / 2^32), and fixes its checksum.
+/// from `inner`'s entropy hash, in OVS's range (32768 + hash * 28232 / 2^32), and fixes its
+/// checksum.
 fn with_entropy_port(frame: &mut [u8], inner: &[u8]) {
     let (ip, v6) = match u16::from_be_bytes([frame[12], frame[13]]) {
         0x0800 => (14, false),
@@ -70,8 +71,10 @@ fn with_entropy_port(frame: &mut [u8], inner: &[u8]) {
     }
     let u = ip + if v6 { 40 } else { 20 };
     let mut key = flow::FlowKey::new();
-    key.set_in_port(1).set_recirc_id(0);
-    let hash = flow::extract(inner, &mut key).hash;
+    let ex = flow::extract(inner, &mut key);
+    let mut p = datapath::packet::Packet::from_slice(inner);
+    (p.meta.l2_5, p.meta.l3, p.meta.l4) = (ex.layers.l2_5, ex.layers.l3, ex.layers.l4);
+    let hash = datapath::rewrite::entropy_hash(&p);
     let port = 32768 + ((u64::from(hash) * (61000 - 32768)) >> 32) as u16;
     frame[u..u + 2].copy_from_slice(&port.to_be_bytes());
     if frame[u + 6] == 0 && frame[u + 7] == 0 {
