@@ -714,17 +714,21 @@ fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32) -> Option<u32> {
     let proto = ip[9];
     let first = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
     let ports = match at(pkt.meta.l4, d.len(), 4) {
-        Some(o) if first && matches!(proto, 6 | 17 | 132) => {
-            let (s, t) = (be16(d, o), be16(d, o + 2));
-            if sym {
-                u64::from(s ^ t)
-            } else {
-                u64::from(s) << 16 | u64::from(t)
-            }
-        }
+        Some(o) if first && matches!(proto, 6 | 17 | 132) => ports_word(d, o, sym),
         _ => 0,
     };
     Some(crc32c_u64(h, u64::from(proto) << 32 | ports))
+}
+
+/// [`dp_hash_l4`]'s transport word: the ports at `o`, folded together when `sym`.
+#[inline(always)]
+fn ports_word(d: &[u8], o: usize, sym: bool) -> u64 {
+    let (s, t) = (be16(d, o), be16(d, o + 2));
+    if sym {
+        u64::from(s ^ t)
+    } else {
+        u64::from(s) << 16 | u64::from(t)
+    }
 }
 
 /// [`dp_hash_l4`] of any packet, out of line.
@@ -771,12 +775,7 @@ fn dp_hash_l4_general(pkt: &Packet, sym: bool, basis: u32) -> u32 {
     };
     let ports = match (proto, at(l4, d.len(), 4)) {
         (IpProtocol::TCP | IpProtocol::UDP | IpProtocol::SCTP, Some(o)) if has_l4 => {
-            let (s, t) = (be16(d, o), be16(d, o + 2));
-            if sym {
-                u64::from(s ^ t)
-            } else {
-                u64::from(s) << 16 | u64::from(t)
-            }
+            ports_word(d, o, sym)
         }
         _ => 0,
     };

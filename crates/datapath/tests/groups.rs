@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::{Feed, Keep, udp_frame};
+use common::{Keep, fed_pmd, udp_frame};
 use datapath::dpif::parse_megaflow;
-use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::pmd::{Pmd, PmdConfig};
 use flow::odp::PortNames;
 
 /// An IPv4/UDP frame to port `dport`, numbered `seq` in its payload.
@@ -29,13 +29,7 @@ fn interleaved_flows_keep_their_order_and_their_counts() {
         .enumerate()
         .map(|(i, &d)| frame(d, i as u8))
         .collect();
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: Box::new(Feed::new(frames.clone())),
-        cycles: 0,
-    });
+    let mut pmd = fed_pmd(PmdConfig::default(), frames.clone());
     let sinks = [Keep::default(), Keep::default()];
     pmd.add_txq(2, Box::new(sinks[0].clone()));
     pmd.add_txq(3, Box::new(sinks[1].clone()));
@@ -81,13 +75,7 @@ fn interleaved_flows_keep_their_order_and_their_counts() {
 fn stages_are_timed_one_iteration_in_eight() {
     use datapath::pmd::{STAGE_SAMPLE, Stage};
     let frames: Vec<Vec<u8>> = (0..4).map(|i| frame(1, i)).collect();
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: Box::new(Feed::new(frames)),
-        cycles: 0,
-    });
+    let mut pmd = fed_pmd(PmdConfig::default(), frames);
     let mut names = PortNames::new();
     names.insert("p0", 1);
     let stages = |pmd: &Pmd| {

@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::{Feed, Keep, udp_frame};
+use common::{Keep, fed_pmd, udp_frame};
 use datapath::dpif::parse_megaflow;
-use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::pmd::PmdConfig;
 use flow::odp::PortNames;
 
 /// An IPv4/UDP frame from 10.0.0.1 to `dst`, UDP destination port `dport`.
@@ -30,13 +30,7 @@ fn a_port_with_one_megaflow_skips_the_emc_and_misses_what_it_does_not_match() {
         emc_insert_inv_prob: 1,
         ..PmdConfig::default()
     };
-    let mut pmd = Pmd::new(config, Box::new(DropUpcalls));
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: Box::new(Feed::new(frames.clone())),
-        cycles: 0,
-    });
+    let mut pmd = fed_pmd(config, frames.clone());
     let sinks = [Keep::default(), Keep::default()];
     pmd.add_txq(2, Box::new(sinks[0].clone()));
     pmd.add_txq(3, Box::new(sinks[1].clone()));
@@ -97,13 +91,7 @@ fn packets_the_decap_fast_path_does_not_find_are_hashed_for_the_emc() {
         emc_insert_inv_prob: 1,
         ..PmdConfig::default()
     };
-    let mut pmd = Pmd::new(config, Box::new(DropUpcalls));
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: Box::new(Feed::new(frames.clone())),
-        cycles: 0,
-    });
+    let mut pmd = fed_pmd(config, frames.clone());
     let sink = Keep::default();
     pmd.add_txq(2, Box::new(sink.clone()));
     let decap = "in_port(p0),eth_type(0x0800),ipv4(dst=10.0.0.2,proto=17,frag=no),udp(dst=4789)";

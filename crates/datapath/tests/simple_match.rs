@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{Feed, Keep};
+use common::{Keep, fed_pmd};
 use datapath::dpif::parse_megaflow;
-use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::pmd::{Pmd, PmdConfig};
 use flow::FlowKey;
 use flow::odp::PortNames;
 
@@ -104,13 +104,7 @@ struct Rig {
 }
 
 fn rig(frames: Vec<Vec<u8>>, flows: &[(&str, String)]) -> Rig {
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
-    pmd.add_rxq(PolledRxq {
-        port_no: 1,
-        queue_id: 0,
-        rxq: Box::new(Feed::new(frames)),
-        cycles: 0,
-    });
+    let mut pmd = fed_pmd(PmdConfig::default(), frames);
     let mut sinks = Vec::new();
     for port in 2..=4 {
         let k = Keep::default();

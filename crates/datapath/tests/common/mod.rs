@@ -6,7 +6,20 @@
 use std::sync::{Arc, Mutex};
 
 use datapath::packet::{Batch, Pool};
+use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
 use datapath::port::{RxQueue, TxQueue};
+
+/// A PMD (upcalls dropped) polling port 1, fed `frames` on every poll.
+pub fn fed_pmd(config: PmdConfig, frames: Vec<Vec<u8>>) -> Pmd {
+    let mut pmd = Pmd::new(config, Box::new(DropUpcalls));
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: Box::new(Feed::new(frames)),
+        cycles: 0,
+    });
+    pmd
+}
 
 /// Sends its frames (as many as a batch takes) on every poll, as received on port 1.
 #[derive(Clone, Default)]
