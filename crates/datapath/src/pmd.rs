@@ -451,16 +451,6 @@ impl Classifiers {
         self.port(port).map_or(&[], |c| &c.simple)
     }
 
-    /// Whether `port`'s packets may be extracted without their hash, made only for those the
-    /// EMC is to look up: the port has decap megaflows (whose hits need none) or its
-    /// megaflows are all in its linear match (no EMC).
-    #[inline]
-    fn hash_later(&self, port: u32) -> bool {
-        self.port(port).is_some_and(|c| {
-            !c.decap.is_empty() || (!c.linear.is_empty() && c.linear.len() == c.dpcls.len())
-        })
-    }
-
     /// Whether `port`'s megaflows are all in its linear match (and it has some).
     #[inline]
     fn is_linear(&self, port: u32) -> bool {
@@ -521,7 +511,7 @@ pub struct Pmd {
     groups: Vec<Batch>,
     /// This iteration's stages are timed ([`STAGE_SAMPLE`]).
     timing: bool,
-    /// The pass's packets were extracted without their hash (`Classifiers::hash_later`):
+    /// The pass's packets were extracted without their hash (a decap or linear port):
     /// `hashes` holds it only for those the EMC looked up.
     unhashed: bool,
     /// The TSC when this iteration started: the flows' last use.
@@ -991,9 +981,8 @@ impl Pmd {
             let mut batch = std::mem::take(&mut self.rx_batch);
             let rxq = &mut self.rxqs[qi];
             let n = rxq.rxq.recv(&mut self.pool, &mut batch);
-            if self.timing {
-                self.stats.stage_cycles[Stage::Rx as usize] += (tsc::now() - t0) * STAGE_SAMPLE;
-            }
+            let t1 = self.stamp();
+            self.add_stage(Stage::Rx, t0, t1);
             if n == 0 {
                 self.rx_batch = batch;
                 continue;
@@ -1182,6 +1171,7 @@ impl Pmd {
 
             // Extraction, and the simple match where the port has megaflows for it.
             let ct_tuple = self.ct_tuple_flows != 0;
+            let linear = self.cls.is_linear(in_port);
             let mut simple = 0u32;
             let reusing = std::mem::take(&mut reuse) && n <= MAX_BURST;
             let first = if reusing {
@@ -1208,7 +1198,7 @@ impl Pmd {
                 }
             } else if let Some(first) = first {
                 simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
-            } else if self.cls.hash_later(in_port) {
+            } else if linear || !self.cls.decap(in_port).is_empty() {
                 // The hash is for the EMC alone: on a port whose packets the decap fast path
                 // or the linear match finds, only those they do not find get one, below.
                 self.unhashed = true;
@@ -1263,7 +1253,6 @@ impl Pmd {
             let fast = fast | simple;
             let all = ((1u64 << n) - 1) as u32;
             let mut misses = 0u32;
-            let linear = self.cls.is_linear(in_port);
             if self.unhashed && !linear && self.emc.is_enabled() {
                 self.hash_now(batch, all & !fast);
             }
@@ -1698,15 +1687,10 @@ impl Pmd {
                         Ok(r) => {
                             installed = true;
                             self.hits[i] = Some(r);
-                            let h = if self.unhashed {
-                                pass_hash(
-                                    self.keys[i].hash(0),
-                                    batch.packets()[i].meta.recirc_depth,
-                                )
-                            } else {
-                                self.hashes[i]
-                            };
-                            self.emc.insert(&self.keys[i], h, r);
+                            if self.unhashed {
+                                self.hash_now(batch, 1 << i);
+                            }
+                            self.emc.insert(&self.keys[i], self.hashes[i], r);
                         }
                         // Over the flow limit (or a race with an identical flow): still
                         // process this packet, through a temporary entry.
@@ -1767,17 +1751,16 @@ impl Pmd {
         // Each packet's megaflow as one number, so that a group's members are found by
         // comparing them all, without a branch per packet (which megaflow a packet has is
         // what a branch predictor cannot know when flows interleave).
-        let n = n.min(MAX_BURST);
         let mut ids = [u64::MAX; MAX_BURST];
         for (id, h) in ids[..n].iter_mut().zip(&self.hits[..n]) {
             if let Some(r) = h {
                 *id = u64::from(r.generation) << 32 | u64::from(r.idx);
             }
         }
-        // The groups in order of first appearance: their first packet, TCP flags, and each
+        // The groups in order of first appearance: their megaflow, TCP flags, and each
         // packet's group.
         let mut group_of = [0u8; MAX_BURST];
-        let mut firsts = [0usize; MAX_BURST];
+        let mut targets = [None; MAX_BURST];
         let mut flags = [0u16; MAX_BURST];
         let mut n_groups = 0;
         let mut done = 0u32;
@@ -1797,7 +1780,7 @@ impl Pmd {
                 group_of[i] = n_groups as u8;
                 flags[n_groups] |= self.keys[i].tcp_flags();
             }
-            firsts[n_groups] = first;
+            targets[n_groups] = self.hits[first];
             n_groups += 1;
         }
         // One move per packet, straight into its group. (Moved out of an `Option`, as a
@@ -1805,13 +1788,13 @@ impl Pmd {
         // of its stores: a store-forwarding stall per packet, a tenth of the MPLSoGRE
         // termination's cycles.)
         for (i, p) in batch.packets_mut().iter_mut().enumerate() {
-            let g = usize::from(group_of[i % MAX_BURST]);
+            let g = usize::from(group_of[i]);
             self.groups[g].push(std::mem::replace(p, Packet::hollow()));
         }
         batch.drain();
         for g in 0..n_groups {
             let mut group = std::mem::take(&mut self.groups[g]);
-            self.run_group(self.hits[firsts[g]], &mut group, flags[g], false);
+            self.run_group(targets[g], &mut group, flags[g], false);
             debug_assert!(group.is_empty(), "a group's actions take all its packets");
             self.groups[g] = group;
         }

@@ -686,16 +686,18 @@ fn fmix32(mut h: u32) -> u32 {
 /// userspace `hash` action, the value is not the kernel datapath's.
 #[inline]
 pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
-    match hash_l4_ipv4(pkt, sym, basis) {
+    match hash_l4_ipv4(pkt, sym, basis, false) {
         Some(h) => fmix32(h),
         None => dp_hash_l4_general(pkt, sym, basis),
     }
 }
 
 /// [`dp_hash_l4`] of an IPv4 packet, in line, before its final mix: [`fmix32`] of it is the
-/// general routine's value.
+/// general routine's value. `whole`: the ports count only in a packet that is not a fragment
+/// at all (not even the first, which has them), so that every fragment of a datagram hashes
+/// alike ([`entropy_hash`]).
 #[inline(always)]
-fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32) -> Option<u32> {
+fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32, whole: bool) -> Option<u32> {
     use flow::hash::crc32c_u64;
     let d = pkt.data();
     let l3 = at(pkt.meta.l3, d.len(), IPV4_HLEN)?;
@@ -712,9 +714,9 @@ fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32) -> Option<u32> {
     };
     let h = crc32c_u64(basis, w);
     let proto = ip[9];
-    let first = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
+    let frag = u16::from_be_bytes([ip[6], ip[7]]) & if whole { 0x3fff } else { 0x1fff };
     let ports = match at(pkt.meta.l4, d.len(), 4) {
-        Some(o) if first && matches!(proto, 6 | 17 | 132) => ports_word(d, o, sym),
+        Some(o) if frag == 0 && matches!(proto, 6 | 17 | 132) => ports_word(d, o, sym),
         _ => 0,
     };
     Some(crc32c_u64(h, u64::from(proto) << 32 | ports))
@@ -805,33 +807,15 @@ fn copy_header(dst: &mut [u8], src: &[u8]) {
 /// packet's addresses, IP protocol and ports, or for a frame that is not IP its Ethernet
 /// addresses and type. Read from the headers rather than taken from the packet's flow hash, so
 /// that a flow's packets get the same port whichever lookup found their megaflow (the simple
-/// match computes no hash). For IPv4, the common case, two CRC steps in line, without
-/// [`dp_hash_l4`]'s final mix: the port is the high bits scaled by a multiply, and the mix was
-/// the longest part of the push's dependency chain.
+/// match computes no hash). For IPv4, the common case, [`dp_hash_l4`]'s in-line CRC steps
+/// without its final mix (the port is the high bits scaled by a multiply, and the mix was the
+/// longest part of the push's dependency chain), the ports left out of every fragment.
 #[inline(always)]
 pub fn entropy_hash(pkt: &Packet) -> u32 {
-    use flow::hash::crc32c_u64;
-    let (d, m) = (pkt.data(), &pkt.meta);
-    if m.packet_type == 0
-        && m.l3 != NO_OFS
-        && let Some(ip) = d[usize::from(m.l3).min(d.len())..].first_chunk::<IPV4_HLEN>()
-        && ip[0] >> 4 == 4
+    if pkt.meta.packet_type == 0
+        && let Some(h) = hash_l4_ipv4(pkt, false, 0, true)
     {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&ip[12..20]);
-        // The transport header's first 4 bytes (the ports of TCP, UDP and SCTP) where
-        // extraction found one and the packet is not a fragment: a datagram's fragments all
-        // take the same port.
-        let whole = (ip[6] & 0x3f) | ip[7] == 0;
-        let ports = match d
-            .get(usize::from(m.l4)..)
-            .and_then(|t| t.first_chunk::<4>())
-        {
-            Some(t) if m.l4 != NO_OFS && whole => u32::from_ne_bytes(*t),
-            _ => 0,
-        };
-        let h = crc32c_u64(0, u64::from_ne_bytes(a));
-        return crc32c_u64(h, u64::from(ip[9]) << 32 | u64::from(ports));
+        return h;
     }
     entropy_hash_other(pkt)
 }
@@ -1332,7 +1316,7 @@ mod tests {
             let mut short = extracted(&f);
             short.truncate(f.len().saturating_sub(cut).max(1));
             for p in [p, short] {
-                let fast = hash_l4_ipv4(&p, sym, basis).map(fmix32);
+                let fast = hash_l4_ipv4(&p, sym, basis, false).map(fmix32);
                 prop_assert!(fast.is_none() || fast == Some(dp_hash_l4_general(&p, sym, basis)));
             }
         }

@@ -5,9 +5,10 @@
 
 mod common;
 
-use common::{Keep, fed_pmd, udp_frame};
+use common::{Keep, fed_pmd, fed_pmd_with, udp_frame};
 use datapath::dpif::parse_megaflow;
-use datapath::pmd::PmdConfig;
+use datapath::packet::Packet;
+use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, UpcallHandler, UpcallResult};
 use flow::odp::PortNames;
 
 /// An IPv4/UDP frame from 10.0.0.1 to `dst`, UDP destination port `dport`.
@@ -76,12 +77,10 @@ fn a_port_with_one_megaflow_skips_the_emc_and_misses_what_it_does_not_match() {
     assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (10, 0, 20));
 }
 
-/// A port with a decap megaflow extracts its packets without the hash and hashes, for the
-/// EMC, those the decap fast path does not find: ten flows of a plain megaflow beside the decap
-/// one each get their own EMC entry (a missing or stale hash would put them all in one slot,
-/// which keeps two).
-#[test]
-fn packets_the_decap_fast_path_does_not_find_are_hashed_for_the_emc() {
+/// Port p0 with a decap megaflow (so extracted without the hash), every EMC insert taken, a
+/// sink on p1, the slow path `upcalls`, and ten frames of ten flows to 10.0.0.2 (UDP ports
+/// 100-109), fed on every poll.
+fn decap_port(upcalls: Box<dyn UpcallHandler>) -> (Pmd, Keep, PortNames, Vec<Vec<u8>>) {
     let mut names = PortNames::new();
     for (n, p) in [("p0", 1), ("p1", 2), ("vxlan", 9)] {
         names.insert(n, p);
@@ -91,12 +90,22 @@ fn packets_the_decap_fast_path_does_not_find_are_hashed_for_the_emc() {
         emc_insert_inv_prob: 1,
         ..PmdConfig::default()
     };
-    let mut pmd = fed_pmd(config, frames.clone());
+    let mut pmd = fed_pmd_with(config, upcalls, frames.clone());
     let sink = Keep::default();
     pmd.add_txq(2, Box::new(sink.clone()));
     let decap = "in_port(p0),eth_type(0x0800),ipv4(dst=10.0.0.2,proto=17,frag=no),udp(dst=4789)";
     pmd.add_flow(parse_megaflow(&names, decap, "tnl_pop(vxlan)").unwrap())
         .unwrap();
+    (pmd, sink, names, frames)
+}
+
+/// A port with a decap megaflow extracts its packets without the hash and hashes, for the
+/// EMC, those the decap fast path does not find: ten flows of a plain megaflow beside the decap
+/// one each get their own EMC entry (a missing or stale hash would put them all in one slot,
+/// which keeps two).
+#[test]
+fn packets_the_decap_fast_path_does_not_find_are_hashed_for_the_emc() {
+    let (mut pmd, sink, names, frames) = decap_port(Box::new(DropUpcalls));
     let plain =
         "in_port(p0),eth_type(0x0800),ipv4(dst=10.0.0.2,proto=17,frag=no),udp(dst=100/0xfff0)";
     pmd.add_flow(parse_megaflow(&names, plain, "p1").unwrap())
@@ -106,4 +115,35 @@ fn packets_the_decap_fast_path_does_not_find_are_hashed_for_the_emc() {
     let s = pmd.stats();
     assert_eq!(sink.take(), [frames.clone(), frames].concat());
     assert_eq!((s.megaflow_hits, s.emc_hits, s.decap_hits), (10, 10, 0));
+}
+
+/// Installs an exact megaflow sending the packet to port 2.
+struct ExactToPort2;
+
+impl UpcallHandler for ExactToPort2 {
+    fn upcall(&mut self, _key: &flow::FlowKey, _pkt: &Packet) -> UpcallResult {
+        let actions = vec![flow::odp::Action::Output(2)];
+        let compiled = datapath::actions::compile(&actions).unwrap();
+        UpcallResult::Install {
+            mask: Box::new(flow::Mask::exact()),
+            actions,
+            compiled,
+            packet_outs: Vec::new(),
+        }
+    }
+}
+
+/// On a port extracted without the hash (it has a decap megaflow), a megaflow an upcall
+/// installs enters the EMC under the packet's hash, made from its key: ten new flows are ten
+/// EMC hits the next time round.
+#[test]
+fn an_upcall_on_an_unhashed_pass_fills_the_emc_under_the_right_hash() {
+    let (mut pmd, sink, _, frames) = decap_port(Box::new(ExactToPort2));
+    pmd.poll_once();
+    assert_eq!(pmd.stats().upcalls, 10);
+    pmd.clear_stats();
+    pmd.poll_once();
+    let s = pmd.stats();
+    assert_eq!(sink.take(), [frames.clone(), frames].concat());
+    assert_eq!((s.emc_hits, s.megaflow_hits, s.upcalls), (10, 0, 0));
 }

@@ -6,12 +6,21 @@
 use std::sync::{Arc, Mutex};
 
 use datapath::packet::{Batch, Pool};
-use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq, UpcallHandler};
 use datapath::port::{RxQueue, TxQueue};
 
 /// A PMD (upcalls dropped) polling port 1, fed `frames` on every poll.
 pub fn fed_pmd(config: PmdConfig, frames: Vec<Vec<u8>>) -> Pmd {
-    let mut pmd = Pmd::new(config, Box::new(DropUpcalls));
+    fed_pmd_with(config, Box::new(DropUpcalls), frames)
+}
+
+/// [`fed_pmd`] with the slow path `upcalls`.
+pub fn fed_pmd_with(
+    config: PmdConfig,
+    upcalls: Box<dyn UpcallHandler>,
+    frames: Vec<Vec<u8>>,
+) -> Pmd {
+    let mut pmd = Pmd::new(config, upcalls);
     pmd.add_rxq(PolledRxq {
         port_no: 1,
         queue_id: 0,
