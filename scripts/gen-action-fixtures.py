@@ -362,6 +362,30 @@ case("tnl_push_gre_csum",
      Ether(**OUTER) / IP(src="1.1.2.88", dst="1.1.2.92", ttl=64, flags="DF", id=0, proto=47)
      / GRE(chksum_present=1, proto=0x6558) / tnl_inner)
 
+# ECN: the outer header takes the inner IP packet's ECN field whatever the template's DSCP, CE
+# as ECT(0), as OVS's tunnels (and Linux's) do; a template that sets ECN bits itself keeps
+# them; a frame that is not IP leaves them 0.
+VX_HDR = ("tnl_push(tnl_port(2),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+          "dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,tos=%#x,ttl=64,frag=0x4000),"
+          "udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x64)),out_port(3))")
+for name, template_tos, inner, outer_tos in [
+        ("ect1_dscp", 0x28, eth() / ip4(tos=0xb9) / udp(), 0x29),
+        ("ce", 0, eth() / ip4(tos=0x03) / udp(), 0x02),
+        ("ipv6_inner_ect0", 0, eth() / ip6(tc=0x2a) / udp(), 0x02),
+        ("vlan_inner_ect0", 0, eth() / Dot1Q(vlan=7) / ip4(tos=0x02) / udp(), 0x02),
+        ("template_ecn_kept", 0x01, eth() / ip4(tos=0x03) / udp(), 0x01),
+        ("not_ip", 0, eth() / ARP(psrc="10.0.0.1", pdst="10.0.0.2"), 0)]:
+    case("tnl_push_vxlan_ecn_" + name, VX_HDR % template_tos, inner,
+         Ether(**OUTER) / IP(src="10.1.2.8", dst="10.1.2.9", ttl=64, flags="DF", id=0, tos=outer_tos)
+         / UDP(sport=32768, dport=4789, chksum=0) / VXLAN(flags=0x08, vni=100) / inner)
+case("tnl_push_geneve_ipv6_ecn",
+     "tnl_push(tnl_port(6081),header(size=70,type=5,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,"
+     "dl_type=0x86dd),ipv6(src=2001:db8::1,dst=2001:db8::2,label=0,proto=17,tclass=0x20,hlimit=64),"
+     "udp(src=0,dst=6081,csum=0xffff),geneve(vni=0x3)),out_port(100))",
+     eth() / ip4(tos=0x01) / udp(),
+     Ether(**OUTER) / IPv6(src=V6A, dst=V6B, hlim=64, tc=0x21) / UDP(sport=32768, dport=6081)
+     / GENEVE(vni=3, proto=0x6558) / eth() / ip4(tos=0x01) / udp())
+
 
 # --- Tunnel termination (tnl_pop) ---------------------------------------------------------------
 # The outer frames are built by scapy, lengths and checksums included; the inner frame (or L3
@@ -532,6 +556,59 @@ decap("decap_gre_ipv6_underlay", "gre",
       Ether(**UNDERLAY) / ip6_outer(nh=47) / GRE(key_present=1, key=5, proto=0x6558) / INNER,
       INNER, tunnel_text(5, REMOTE6, LOCAL6, 0, 64, key=True), actions=SET_DST, out=INNER_SET)
 
+# ECN on decapsulation, as OVS (and RFC 6040 section 4.2): an outer CE mark goes onto an
+# ECN-capable inner IP packet (scapy recomputes its IPv4 checksum), an inner CE stays, an outer
+# ECT leaves the inner packet alone, and a non-IP payload is left alone.
+def inner_tos(tos, vlan=None):
+    l2 = Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
+    if vlan is not None:
+        l2 = l2 / Dot1Q(vlan=vlan)
+    return (l2 / IP(src="192.168.1.1", dst="192.168.2.16", id=7, tos=tos)
+            / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18))
+
+
+def with_dst(frame):
+    f = Ether(raw(frame))
+    f.dst = "52:54:00:a0:91:99"
+    return f
+
+
+for name, outer_tos, before, after in [("ect0", 0x03, 0x2a, 0x2b), ("ect1", 0x23, 0x01, 0x03),
+                                       ("ce_stays", 0x03, 0x03, 0x03),
+                                       ("outer_ect", 0x02, 0x28, 0x28)]:
+    decap("decap_vxlan_ecn_" + name, "vxlan",
+          vxlan_frame(ip=ip4_outer(tos=outer_tos), inner=inner_tos(before)), inner_tos(after),
+          tunnel_text(0x64, REMOTE, LOCAL, outer_tos, 64, (49152, 4789), csum=True, key=True),
+          actions=SET_DST, out=with_dst(inner_tos(after)))
+decap("decap_vxlan_ecn_ce_vlan", "vxlan",
+      vxlan_frame(ip=ip4_outer(tos=0x03), inner=inner_tos(0x02, vlan=5)), inner_tos(0x03, vlan=5),
+      tunnel_text(0x64, REMOTE, LOCAL, 0x03, 64, (49152, 4789), csum=True, key=True),
+      actions=SET_DST, out=with_dst(inner_tos(0x03, vlan=5)))
+INNER6 = (Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
+          / IPv6(src="2001:db8:2::1", dst="2001:db8:2::2", tc=0xb9) / UDP(sport=1024, dport=2000)
+          / Raw(b"\x00" * 18))
+INNER6_CE = Ether(raw(INNER6))
+INNER6_CE[IPv6].tc = 0xbb
+decap("decap_geneve_ipv6_ecn_ce", "geneve",
+      Ether(**UNDERLAY) / ip6_outer(tc=0x03) / UDP(sport=57025, dport=6081)
+      / GENEVE(vni=3, proto=0x6558) / INNER6, raw(INNER6_CE),
+      tunnel_text(3, REMOTE6, LOCAL6, 0x03, 64, (57025, 6081), csum=True, key=True),
+      actions=SET_DST, out=with_dst(INNER6_CE))
+INNER_L3_ECT = IP(src="192.168.1.1", dst="192.168.2.16", id=7, tos=0x02) / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18)
+INNER_L3_CE = IP(src="192.168.1.1", dst="192.168.2.16", id=7, tos=0x03) / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18)
+decap("decap_gre_ipv4_payload_ecn_ce", "gre", gre_frame(GRE(proto=0x0800), INNER_L3_ECT,
+                                                        ip=ip4_outer(proto=47, tos=0x03)),
+      INNER_L3_CE, tunnel_text(0, REMOTE, LOCAL, 0x03, 64), packet_type="packet_type(ns=1,id=0x800)",
+      actions="push_eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02)",
+      out=Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x0800) / INNER_L3_CE)
+# MPLS is not IP: the outer CE does not reach it (OVS neither).
+decap("decap_mplsogre_ecn_ce", "gre",
+      gre_frame(GRE(key_present=1, key=0, proto=0x8847), mpls_payload, ip=ip4_outer(proto=47, tos=0x03)),
+      mpls_payload, tunnel_text(0, REMOTE, LOCAL, 0x03, 64, key=True),
+      packet_type="packet_type(ns=1,id=0x8847)",
+      actions="push_eth(src=00:00:00:00:00:00,dst=52:54:00:a0:91:10),pop_mpls(eth_type=0x800)",
+      out=Ether(src="00:00:00:00:00:00", dst="52:54:00:a0:91:10", type=0x0800) / INNER_L3)
+
 # Drops, one or more per reason.
 decap("drop_ip_checksum", "vxlan", vxlan_frame(ip=ip4_outer(chksum=0x1234)),
       result="drop:tunnel_pop_bad_checksum")
@@ -565,6 +642,14 @@ decap("drop_gre_routing", "gre", gre_frame(GRE(routing_present=1, proto=0x6558),
 decap("drop_gre_version1", "gre", gre_frame(GRE(version=1, proto=0x6558), INNER),
       result="drop:tunnel_pop_bad_header")
 decap("drop_gre_on_udp", "gre", vxlan_frame(), result="drop:tunnel_pop_bad_header")
+decap("drop_ecn_ce_not_ect", "vxlan", vxlan_frame(ip=ip4_outer(tos=0x03)),
+      result="drop:tunnel_pop_ecn_ce_not_ect")
+decap("drop_ecn_ce_not_ect_ipv6_inner", "geneve",
+      Ether(**UNDERLAY) / ip4_outer(tos=0x03) / UDP(sport=57025, dport=6081)
+      / GENEVE(vni=3, proto=0x6558) / Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
+      / IPv6(src="2001:db8:2::1", dst="2001:db8:2::2", tc=0xb8) / UDP(sport=1024, dport=2000)
+      / Raw(b"\x00" * 18),
+      result="drop:tunnel_pop_ecn_ce_not_ect")
 decap("drop_ip_mf", "vxlan", vxlan_frame(ip=ip4_outer(flags="MF")), result="drop:tunnel_pop_fragment")
 decap("drop_ip_later_fragment", "vxlan", vxlan_frame(ip=ip4_outer(frag=100)),
       result="drop:tunnel_pop_fragment")

@@ -222,6 +222,10 @@ pub struct TnlTemplate {
     pub ip_sum: u32,
     /// The UDP source port is the template's zero: take it from the packet's hash.
     pub entropy: bool,
+    /// 3 when the template's outer ECN field is 0 (Not-ECT), as translation makes it: the
+    /// outer header then takes the inner packet's ECN field. 0 for a template that sets its
+    /// own, which is kept.
+    pub ecn_mask: u8,
 }
 
 impl TnlTemplate {
@@ -284,7 +288,15 @@ impl TnlTemplate {
             gre_csum_ofs: None,
             ip_sum: 0,
             entropy: false,
+            ecn_mask: 0,
         };
+        let outer_ecn = match &h.ip {
+            TnlIp::V4 { tos, .. } => tos & 3,
+            TnlIp::V6 { tclass, .. } => tclass & 3,
+        };
+        if outer_ecn == 0 {
+            t.ecn_mask = 3;
+        }
         match &h.l4 {
             TnlL4::Vxlan { udp: u, flags, vni } => {
                 udp(&mut b, u);

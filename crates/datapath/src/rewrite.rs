@@ -852,6 +852,7 @@ fn entropy_hash_other(pkt: &Packet) -> u32 {
 #[inline(always)]
 pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(), RewriteError> {
     let hash = if t.entropy { entropy_hash(pkt) } else { 0 };
+    let ecn = encap_ecn(pkt) & t.ecn_mask;
     let hl = t.header.len();
     let total = pkt.len() + hl;
     let ip = t.ip_ofs;
@@ -864,6 +865,7 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
             return Err(RewriteError::NoIpv6);
         };
         v6[4..6].copy_from_slice(&((total - ip - 40) as u16).to_be_bytes());
+        v6[1] |= ecn << 4;
         ip + 40
     } else {
         let Some(v4) = h.get_mut(ip..).and_then(|r| r.first_chunk_mut::<20>()) else {
@@ -871,8 +873,11 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
         };
         let len = (total - ip) as u16;
         v4[2..4].copy_from_slice(&len.to_be_bytes());
-        // The template's sum with a zero length, plus the length: no need to read back.
-        let s = t.ip_sum + u32::from(len);
+        v4[1] |= ecn;
+        // The template's sum with a zero length and no ECN bits, plus the length and the ECN
+        // bits (the TOS byte is the low half of the header's first word): no need to read back.
+        let s = t.ip_sum + u32::from(len) + u32::from(ecn);
+        let s = (s & 0xffff) + (s >> 16);
         let s = (s & 0xffff) + (s >> 16);
         v4[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
         ip + 20
@@ -896,6 +901,22 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
     m.l3 = ip as u16;
     m.l4 = l4 as u16;
     Ok(())
+}
+
+/// The ECN field a pushed outer header takes from the inner IP packet, whatever the tunnel's
+/// `tos`, as OVS's tunnels (and Linux's) do: copied, except that CE becomes ECT(0) (RFC 3168
+/// §9.1.1's full-functionality encapsulation). 0 for a frame that is not IP.
+#[inline(always)]
+fn encap_ecn(pkt: &Packet) -> u8 {
+    use crate::tunnel::{ECN_CE, ECN_ECT0, ip_ecn};
+    if pkt.meta.l3 == NO_OFS {
+        return 0;
+    }
+    match ip_ecn(pkt.data(), usize::from(pkt.meta.l3)) {
+        Some(ECN_CE) => ECN_ECT0,
+        Some(e) => e,
+        None => 0,
+    }
 }
 
 /// [`tnl_push`] on every packet of a batch, the template's fields loaded once; returns how

@@ -211,6 +211,9 @@ drop_reasons! {
     /// A GENEVE payload other than Ethernet (0x6558); a GRE payload other than Ethernet,
     /// IPv4, IPv6 or MPLS.
     UnknownProtocol => "tunnel_pop_unknown_protocol",
+    /// An outer header marked ECN CE (congestion experienced) over an inner IP packet that
+    /// is not ECN-capable, which cannot carry the mark on (RFC 6040 §4.2; OVS drops it too).
+    EcnCeNotEct => "tunnel_pop_ecn_ce_not_ect",
 }
 
 /// Number of [`TnlPopDrop`] reasons.
@@ -606,18 +609,98 @@ fn gre_tunnel(d: &[u8], o: &mut Outer, md: &mut [u8; TNL_MD_LEN]) -> Result<Inne
 /// extracts). The caller sets `in_port` and `recirc_id`.
 #[inline]
 pub fn tnl_pop(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
-    if pkt.meta.l3 != NO_OFS {
+    let done = pkt.meta.l3 != NO_OFS && {
         let l3 = usize::from(pkt.meta.l3);
-        let done = match kind {
+        match kind {
             TunnelKind::Vxlan { .. } => udp4_fast::<false>(pkt, l3),
             TunnelKind::Geneve { .. } => udp4_fast::<true>(pkt, l3),
             TunnelKind::Gre => gre4_fast(pkt, l3),
-        };
-        if done {
-            return Ok(());
+        }
+    };
+    if !done {
+        tnl_pop_checked(pkt, kind)?;
+    }
+    if pkt.tnl_md()[MD_TOS] & ECN_MASK == ECN_CE {
+        return ecn_decap(pkt);
+    }
+    Ok(())
+}
+
+/// The ECN field (RFC 3168 §5): the low two bits of the IPv4 TOS byte or the IPv6 traffic
+/// class.
+pub(crate) const ECN_MASK: u8 = 3;
+/// ECN-capable transport, codepoint 0.
+pub(crate) const ECN_ECT0: u8 = 2;
+/// Congestion experienced.
+pub(crate) const ECN_CE: u8 = 3;
+
+/// The ECN field of the IP header at `l3` (IPv4 or IPv6 by its version nibble; IPv4 only
+/// with its whole fixed header there), or None when there is none.
+#[inline(always)]
+pub(crate) fn ip_ecn(d: &[u8], l3: usize) -> Option<u8> {
+    let h = d.get(l3..)?;
+    match h.first()? >> 4 {
+        4 if h.len() >= 20 => Some(h[1] & ECN_MASK),
+        6 if h.len() >= 40 => Some(h[1] >> 4 & ECN_MASK),
+        _ => None,
+    }
+}
+
+/// Where a decapsulated packet's IP header starts: at once for an IP payload (`packet_type`
+/// IPv4 or IPv6), after the Ethernet header and up to two VLAN tags for an Ethernet one;
+/// None for anything else.
+fn inner_l3(d: &[u8], packet_type: u32) -> Option<usize> {
+    const IPV4: u32 = 1 << 16 | ETH_TYPE_IPV4 as u32;
+    const IPV6: u32 = 1 << 16 | ETH_TYPE_IPV6 as u32;
+    match packet_type {
+        IPV4 | IPV6 => Some(0),
+        0 => {
+            let mut at = 12;
+            for _ in 0..3 {
+                match be16(d.get(..at + 2)?, at) {
+                    ETH_TYPE_IPV4 | ETH_TYPE_IPV6 => return Some(at + 2),
+                    0x8100 | 0x88a8 => at += 4,
+                    _ => return None,
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// A decapsulated packet whose outer header was marked CE, as OVS treats it (RFC 6040 §4.2):
+/// an ECN-capable inner IP packet takes the mark (its IPv4 checksum updated), one that is not
+/// ECN-capable is dropped, anything else goes on unchanged. The inner pass then matches the
+/// packet as marked, as OVS's translation does.
+#[cold]
+#[inline(never)]
+fn ecn_decap(pkt: &mut Packet) -> Result<(), TnlPopDrop> {
+    let Some(l3) = inner_l3(pkt.data(), pkt.meta.packet_type) else {
+        return Ok(());
+    };
+    match ip_ecn(pkt.data(), l3) {
+        Some(0) => Err(TnlPopDrop::EcnCeNotEct),
+        Some(ECN_CE) | None => Ok(()),
+        Some(_) => {
+            set_ip_ecn(pkt.data_mut(), l3, ECN_CE);
+            Ok(())
         }
     }
-    tnl_pop_checked(pkt, kind)
+}
+
+/// Sets the ECN field of the IP header at `l3` ([`ip_ecn`] says there is one) to `ecn`,
+/// updating an IPv4 header checksum.
+pub(crate) fn set_ip_ecn(d: &mut [u8], l3: usize, ecn: u8) {
+    match d[l3] >> 4 {
+        4 => {
+            let old = be16(d, l3);
+            d[l3 + 1] = d[l3 + 1] & !ECN_MASK | ecn;
+            let c = checksum::update16(be16(d, l3 + 10), old, be16(d, l3));
+            d[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        _ => d[l3 + 1] = d[l3 + 1] & !(ECN_MASK << 4) | ecn << 4,
+    }
 }
 
 /// Marks `pkt` decapsulated from IPv4: the outer headers up to `start` and the bytes after

@@ -206,7 +206,16 @@ impl TunnelConfig {
                 }
                 "csum" => c.csum = parse_bool(k, v)?,
                 "df_default" => c.df_default = parse_bool(k, v)?,
-                "tos" => c.tos = parse_inherit(k, v)?,
+                "tos" => {
+                    c.tos = parse_inherit(k, v)?;
+                    // As OVS: the ECN bits always come from the inner packet.
+                    if matches!(c.tos, Inherit::Fixed(t) if t & 3 != 0) {
+                        return Err(format!(
+                            "tos '{v}': the ECN part (the two low bits) must be zero; the \
+                             outer ECN field always comes from the inner packet"
+                        ));
+                    }
+                }
                 "ttl" => c.ttl = parse_inherit(k, v)?,
                 "packet_type" => {
                     c.packet_type = match v {

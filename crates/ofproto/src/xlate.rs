@@ -1315,9 +1315,12 @@ impl Ctx<'_> {
         let is_ip = matches!(et, 0x0800 | 0x86dd);
         let tos = match t.tos {
             Inherit::Fixed(v) => v,
+            // DSCP only: the datapath's push copies the ECN field from each packet
+            // (`tnl_push` with a Not-ECT template), so the megaflow need not match it.
             Inherit::Inherit if is_ip => {
-                self.wc.dp.set_nw_tos(0xff);
-                self.flow.dp.nw_tos()
+                let m = self.wc.dp.nw_tos();
+                self.wc.dp.set_nw_tos(m | 0xfc);
+                self.flow.dp.nw_tos() & 0xfc
             }
             Inherit::Inherit => 0,
         };

@@ -290,6 +290,38 @@ fn routes_choose_the_gateway_neighbour_and_unrouted_destinations_drop() {
     );
 }
 
+/// The outer TOS byte: `tos=inherit` copies the inner DSCP only and the megaflow matches only
+/// those bits, a fixed `tos` goes as it is, and neither puts ECN bits in the template nor in
+/// the megaflow's mask: the datapath's push copies each packet's ECN field (as OVS's outer
+/// header always inherits it). A fixed `tos` with ECN bits is refused, as OVS refuses it.
+#[test]
+fn the_outer_tos_takes_dscp_from_the_options_and_leaves_ecn_to_the_push() {
+    let ecn_inner = PLAIN_VM.replace("tos=0,", "tos=0xbb,");
+    for (tos, want, mask) in [("inherit", 0xb8, 0xfc), ("40", 40, 0)] {
+        let of = switch(
+            TunnelType::Vxlan,
+            &[("key", "flow"), ("tos", tos)],
+            "in_port=vm0 actions=set_field:100->tun_id,output:tnl0",
+        );
+        of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+        let x = xlate(&of, &key(&ecn_inner));
+        let [Action::TnlPush(t), Action::Output(P0)] = x.actions.as_slice() else {
+            panic!("{}", acts(&x));
+        };
+        let TnlIp::V4 { tos: got, .. } = &t.header.ip else {
+            panic!("{:?}", t.header);
+        };
+        assert_eq!(*got, want, "tos={tos}");
+        assert_eq!(x.mask.nw_tos(), mask, "tos={tos}");
+    }
+    let refused = TunnelConfig::parse(
+        TunnelType::Vxlan,
+        &[("remote_ip", "10.1.2.9"), ("tos", "41")].map(|(k, v)| (k.to_owned(), v.to_owned())),
+    )
+    .unwrap_err();
+    assert!(refused.contains("ECN part"), "{refused}");
+}
+
 #[test]
 fn arp_replies_to_the_bridge_teach_the_neighbour() {
     let of = switch(
