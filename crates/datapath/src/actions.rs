@@ -219,13 +219,18 @@ pub struct TnlTemplate {
     /// IPv4: the ones'-complement sum of the template's IP header without its checksum and
     /// with a zero total length; a packet's header checksum is this sum plus its length,
     /// folded and inverted.
-    pub ip_sum: u32,
+    pub ip_sum: u16,
     /// The UDP source port is the template's zero: take it from the packet's hash.
     pub entropy: bool,
-    /// 3 when the template's outer ECN field is 0 (Not-ECT), as translation makes it: the
-    /// outer header then takes the inner packet's ECN field. 0 for a template that sets its
-    /// own, which is kept.
-    pub ecn_mask: u8,
+    /// The outer ECN bits for each inner ECN field: when the template's own are 0 (Not-ECT),
+    /// as translation makes them, the inner field copied with CE (3) as ECT(0) (2), as OVS's
+    /// and Linux's tunnels push it (RFC 3168 §9.1.1's full functionality); all 0 for a template
+    /// that sets its own ECN bits, which are kept.
+    pub ecn_map: [u8; 4],
+    /// The template's second IP header byte (IPv4's TOS; IPv6's traffic class low nibble and
+    /// flow label high nibble), which the push writes with the packet's ECN bits or'ed in
+    /// rather than read back what it has just copied.
+    pub ip_byte1: u8,
 }
 
 impl TnlTemplate {
@@ -288,14 +293,15 @@ impl TnlTemplate {
             gre_csum_ofs: None,
             ip_sum: 0,
             entropy: false,
-            ecn_mask: 0,
+            ecn_map: [0; 4],
+            ip_byte1: b[ip_ofs + 1],
         };
         let outer_ecn = match &h.ip {
             TnlIp::V4 { tos, .. } => tos & 3,
             TnlIp::V6 { tclass, .. } => tclass & 3,
         };
         if outer_ecn == 0 {
-            t.ecn_mask = 3;
+            t.ecn_map = [0, 1, 2, 2];
         }
         match &h.l4 {
             TnlL4::Vxlan { udp: u, flags, vni } => {
@@ -355,7 +361,7 @@ impl TnlTemplate {
         // fields (a GRE header with a key given as 38 bytes), and the fields are what is pushed.
         if !ipv6 {
             let sum = wire::checksum::data(&b[ip_ofs..ip_ofs + 20]);
-            t.ip_sum = u32::from(sum);
+            t.ip_sum = sum;
             b[ip_ofs + 10..ip_ofs + 12].copy_from_slice(&(!sum).to_be_bytes());
         }
         t.entropy = t.udp_ofs.is_some_and(|u| b[u] == 0 && b[u + 1] == 0);

@@ -686,7 +686,7 @@ fn fmix32(mut h: u32) -> u32 {
 /// userspace `hash` action, the value is not the kernel datapath's.
 #[inline]
 pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
-    match hash_l4_ipv4(pkt, sym, basis, false) {
+    match hash_l4_ipv4(pkt, sym, basis, false).map(|(h, _)| h) {
         Some(h) => fmix32(h),
         None => dp_hash_l4_general(pkt, sym, basis),
     }
@@ -697,7 +697,7 @@ pub fn dp_hash_l4(pkt: &Packet, sym: bool, basis: u32) -> u32 {
 /// at all (not even the first, which has them), so that every fragment of a datagram hashes
 /// alike ([`entropy_hash`]).
 #[inline(always)]
-fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32, whole: bool) -> Option<u32> {
+fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32, whole: bool) -> Option<(u32, u8)> {
     use flow::hash::crc32c_u64;
     let d = pkt.data();
     let l3 = at(pkt.meta.l3, d.len(), IPV4_HLEN)?;
@@ -719,7 +719,7 @@ fn hash_l4_ipv4(pkt: &Packet, sym: bool, basis: u32, whole: bool) -> Option<u32>
         Some(o) if frag == 0 && matches!(proto, 6 | 17 | 132) => ports_word(d, o, sym),
         _ => 0,
     };
-    Some(crc32c_u64(h, u64::from(proto) << 32 | ports))
+    Some((crc32c_u64(h, u64::from(proto) << 32 | ports), ip[1]))
 }
 
 /// [`dp_hash_l4`]'s transport word: the ports at `o`, folded together when `sym`.
@@ -812,12 +812,19 @@ fn copy_header(dst: &mut [u8], src: &[u8]) {
 /// longest part of the push's dependency chain), the ports left out of every fragment.
 #[inline(always)]
 pub fn entropy_hash(pkt: &Packet) -> u32 {
+    entropy_hash_ecn(pkt).0
+}
+
+/// [`entropy_hash`] and [`encap_ecn`] together: for IPv4, the common case, the ECN field comes
+/// from the header the hash has just read.
+#[inline(always)]
+fn entropy_hash_ecn(pkt: &Packet) -> (u32, u8) {
     if pkt.meta.packet_type == 0
-        && let Some(h) = hash_l4_ipv4(pkt, false, 0, true)
+        && let Some((h, tos)) = hash_l4_ipv4(pkt, false, 0, true)
     {
-        return h;
+        return (h, tos & 3);
     }
-    entropy_hash_other(pkt)
+    (entropy_hash_other(pkt), encap_ecn(pkt))
 }
 
 /// [`entropy_hash`] of a packet that is not IPv4, out of line.
@@ -851,8 +858,12 @@ fn entropy_hash_other(pkt: &Packet) -> u32 {
 /// made (its offsets lie inside its header); they stand where a panic would otherwise be.
 #[inline(always)]
 pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(), RewriteError> {
-    let hash = if t.entropy { entropy_hash(pkt) } else { 0 };
-    let ecn = encap_ecn(pkt) & t.ecn_mask;
+    let (hash, ecn) = if t.entropy {
+        entropy_hash_ecn(pkt)
+    } else {
+        (0, encap_ecn(pkt))
+    };
+    let ecn = t.ecn_map[usize::from(ecn & 3)];
     let hl = t.header.len();
     let total = pkt.len() + hl;
     let ip = t.ip_ofs;
@@ -865,7 +876,7 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
             return Err(RewriteError::NoIpv6);
         };
         v6[4..6].copy_from_slice(&((total - ip - 40) as u16).to_be_bytes());
-        v6[1] |= ecn << 4;
+        v6[1] = t.ip_byte1 | ecn << 4;
         ip + 40
     } else {
         let Some(v4) = h.get_mut(ip..).and_then(|r| r.first_chunk_mut::<20>()) else {
@@ -873,13 +884,14 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
         };
         let len = (total - ip) as u16;
         v4[2..4].copy_from_slice(&len.to_be_bytes());
-        v4[1] |= ecn;
+        v4[1] = t.ip_byte1 | ecn;
         // The template's sum with a zero length and no ECN bits, plus the length and the ECN
-        // bits (the TOS byte is the low half of the header's first word): no need to read back.
-        let s = t.ip_sum + u32::from(len) + u32::from(ecn);
-        let s = (s & 0xffff) + (s >> 16);
-        let s = (s & 0xffff) + (s >> 16);
-        v4[10..12].copy_from_slice(&(!(s as u16)).to_be_bytes());
+        // bits (the TOS byte is the low half of the header's first word), in ones' complement
+        // (each carry added back, which cannot carry again): no need to read back.
+        let (s, c) = t.ip_sum.overflowing_add(len);
+        let (s, c) = (s + u16::from(c)).overflowing_add(u16::from(ecn));
+        let s = s + u16::from(c);
+        v4[10..12].copy_from_slice(&(!s).to_be_bytes());
         ip + 20
     };
     if let Some(u) = t.udp_ofs {
@@ -903,19 +915,20 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
     Ok(())
 }
 
-/// The ECN field a pushed outer header takes from the inner IP packet, whatever the tunnel's
-/// `tos`, as OVS's tunnels (and Linux's) do: copied, except that CE becomes ECT(0) (RFC 3168
-/// §9.1.1's full-functionality encapsulation). 0 for a frame that is not IP.
+/// The inner IP packet's ECN field, which the pushed outer header carries on
+/// ([`TnlTemplate::ecn_map`](crate::actions::TnlTemplate::ecn_map)); 0 for a frame that is
+/// not IP.
 #[inline(always)]
 fn encap_ecn(pkt: &Packet) -> u8 {
-    use crate::tunnel::{ECN_CE, ECN_ECT0, ip_ecn};
-    if pkt.meta.l3 == NO_OFS {
+    let l3 = usize::from(pkt.meta.l3);
+    let Some(&[v, tos]) = pkt.data().get(l3..).and_then(|h| h.first_chunk::<2>()) else {
         return 0;
-    }
-    match ip_ecn(pkt.data(), usize::from(pkt.meta.l3)) {
-        Some(ECN_CE) => ECN_ECT0,
-        Some(e) => e,
-        None => 0,
+    };
+    // The field by the version nibble (IPv6's traffic class straddles the first two bytes).
+    match v >> 4 {
+        4 => tos & 3,
+        6 => tos >> 4 & 3,
+        _ => 0,
     }
 }
 
@@ -1337,7 +1350,7 @@ mod tests {
             let mut short = extracted(&f);
             short.truncate(f.len().saturating_sub(cut).max(1));
             for p in [p, short] {
-                let fast = hash_l4_ipv4(&p, sym, basis, false).map(fmix32);
+                let fast = hash_l4_ipv4(&p, sym, basis, false).map(|(h, _)| fmix32(h));
                 prop_assert!(fast.is_none() || fast == Some(dp_hash_l4_general(&p, sym, basis)));
             }
         }
@@ -1377,6 +1390,85 @@ mod tests {
         arp2[0] ^= 1;
         assert_eq!(port(&arp, 1), port(&arp, 2));
         assert_ne!(port(&arp, 1), port(&arp2, 1));
+    }
+
+    /// A VXLAN push template over IPv4 to `dst` with `tos`.
+    fn vxlan_template(dst: Ipv4Addr, tos: u8) -> crate::actions::TnlTemplate {
+        let text = format!(
+            "tnl_push(tnl_port(4),header(size=0,type=4,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst={dst},proto=17,tos={tos},ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),vxlan(flags=0x8000000,vni=0x64)),out_port(1))"
+        );
+        let acts = flow::odp::parse_actions(&text, &mut flow::odp::PortNames::new()).unwrap();
+        let compiled = crate::actions::compile(&acts).unwrap();
+        let DpAction::TnlPush(t) = &compiled[0] else {
+            panic!("not a push")
+        };
+        (**t).clone()
+    }
+
+    /// The outer IPv4 checksum stays right where the ECN bits' carry meets the length's: a
+    /// template whose header sums to 0xfffe, an outer length of 65535 and ECT(0), which sum
+    /// to 0x1ffff (one fold of it is 0x10000, which a 16-bit checksum cannot hold).
+    #[test]
+    fn the_outer_checksum_carries_twice_when_it_must() {
+        let base = vxlan_template(Ipv4Addr::new(10, 1, 0, 0), 0);
+        let sum = !u16::from_be_bytes([base.header[24], base.header[25]]);
+        assert!(sum <= 0xfffe);
+        let t = vxlan_template(
+            Ipv4Addr::new(10, 1, 0, 0) | Ipv4Addr::from(u32::from(0xfffe - sum)),
+            0,
+        );
+        assert_eq!(t.ip_sum, 0xfffe);
+        let inner = frame_v4(
+            false,
+            v4(1),
+            v4(2),
+            0x02,
+            64,
+            (1, 2),
+            &vec![0; 65535 - 36 - 42],
+            false,
+        );
+        let mut p = extracted(&inner);
+        tnl_push(&mut p, &t).unwrap();
+        let h = &p.data()[14..34];
+        assert_eq!((be16(h, 2), h[1]), (65535, 0x02));
+        assert_eq!(checksum::data(h), 0xffff);
+    }
+
+    proptest! {
+        /// The outer ECN field is the inner IPv4 or IPv6 packet's, CE as ECT(0), beside the
+        /// template's DSCP; a template with ECN bits of its own keeps them; the outer IPv4
+        /// checksum verifies for every length and TOS.
+        #[test]
+        fn the_outer_ecn_comes_from_the_inner_packet(
+            inner_tos in any::<u8>(),
+            dscp in 0u8..64,
+            own_ecn in prop_oneof![Just(0u8), 1u8..4],
+            v6 in any::<bool>(),
+            len in 0usize..1500,
+        ) {
+            let t = vxlan_template(Ipv4Addr::new(10, 1, 2, 9), dscp << 2 | own_ecn);
+            let payload = vec![0x5a; len];
+            let inner = if v6 {
+                let mut f = frame_v6(false, Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED, (1, 2), &payload);
+                f[ETH_HLEN] = 0x60 | inner_tos >> 4;
+                f[ETH_HLEN + 1] = inner_tos << 4;
+                f
+            } else {
+                frame_v4(false, v4(1), v4(2), inner_tos, 64, (1, 2), &payload, true)
+            };
+            let mut p = extracted(&inner);
+            tnl_push(&mut p, &t).unwrap();
+            let h = &p.data()[14..34];
+            let ecn = match (own_ecn, inner_tos & 3) {
+                (0, 3) => 2,
+                (0, e) => e,
+                (own, _) => own,
+            };
+            prop_assert_eq!(h[1], dscp << 2 | ecn);
+            prop_assert_eq!(checksum::data(h), 0xffff);
+            prop_assert_eq!(&p.data()[50..], &inner[..]);
+        }
     }
 
     #[test]

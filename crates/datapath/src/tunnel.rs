@@ -629,8 +629,6 @@ pub fn tnl_pop(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
 /// The ECN field (RFC 3168 §5): the low two bits of the IPv4 TOS byte or the IPv6 traffic
 /// class.
 pub(crate) const ECN_MASK: u8 = 3;
-/// ECN-capable transport, codepoint 0.
-pub(crate) const ECN_ECT0: u8 = 2;
 /// Congestion experienced.
 pub(crate) const ECN_CE: u8 = 3;
 
