@@ -863,7 +863,12 @@ pub fn tnl_push(pkt: &mut Packet, t: &crate::actions::TnlTemplate) -> Result<(),
     } else {
         (0, encap_ecn(pkt))
     };
-    let ecn = t.ecn_map[usize::from(ecn & 3)];
+    // An MPLS packet is not IP, whatever it carries: OVS leaves the outer ECN at 0 for it.
+    let ecn = if pkt.meta.l2_5 == NO_OFS {
+        t.ecn_map[usize::from(ecn & 3)]
+    } else {
+        0
+    };
     let hl = t.header.len();
     let total = pkt.len() + hl;
     let ip = t.ip_ofs;

@@ -314,10 +314,76 @@ fn encap_with_flowpath(s: &Scenario, d: &Dir, inner: &Path) -> Vec<Vec<u8>> {
 // ---------------------------------------------------------------------------------------------
 // Fixture tests.
 
+/// The innermost IPv4 packet's flow: addresses, protocol, DSCP, and the ICMP echo identifier or
+/// the TCP/UDP ports (the packet is the frame's tail, its total length reaching the end); None
+/// when there is none.
+fn inner_flow(f: &[u8]) -> Option<Vec<u8>> {
+    let at = (14..f.len().saturating_sub(20)).rev().find(|&o| {
+        f[o] == 0x45 && usize::from(u16::from_be_bytes([f[o + 2], f[o + 3]])) == f.len() - o
+    })?;
+    let ip = &f[at..];
+    let l4 = ip.get(20..24).unwrap_or(&[]);
+    let id = match ip[9] {
+        1 => l4.get(4..6).unwrap_or(&[]),
+        _ => l4,
+    };
+    Some([&ip[12..20], &[ip[9], ip[1] & 0xfc], id].concat())
+}
+
+/// `got` in the order of `want`: each wanted frame takes the first unused frame `same` pairs
+/// with it, the rest follow in their order. A switch may reorder packets of different flows
+/// (those that miss the cache go through the slow path after the burst's hits, in flowpath as
+/// in OVS), not those of one flow: a reordering inside a flow (`inner_flow`) is reported.
+fn in_flow_order(
+    got: &[Vec<u8>],
+    want: &[Vec<u8>],
+    same: impl Fn(&[u8], &[u8]) -> bool,
+) -> (Vec<Vec<u8>>, Vec<String>) {
+    let (order, bad) = flow_order(got, want, same);
+    (order.into_iter().map(|i| got[i].clone()).collect(), bad)
+}
+
+/// [`in_flow_order`] as indices into `got`.
+fn flow_order(
+    got: &[Vec<u8>],
+    want: &[Vec<u8>],
+    same: impl Fn(&[u8], &[u8]) -> bool,
+) -> (Vec<usize>, Vec<String>) {
+    let mut used = vec![false; got.len()];
+    let mut order = Vec::new();
+    for w in want {
+        if let Some(i) = (0..got.len()).find(|&i| !used[i] && same(&got[i], w)) {
+            used[i] = true;
+            order.push(i);
+        }
+    }
+    let mut bad = Vec::new();
+    for (k, &i) in order.iter().enumerate() {
+        if let Some(&j) = order[..k]
+            .iter()
+            .find(|&&j| j > i && inner_flow(&got[j]) == inner_flow(&got[i]))
+        {
+            bad.push(format!(
+                "frames {} and {} of one flow came out in the other order",
+                i + 1,
+                j + 1
+            ));
+        }
+    }
+    order.extend((0..got.len()).filter(|&i| !used[i]));
+    (order, bad)
+}
+
+/// Whether flowpath's encapsulation `g` is the peer's `w` up to what a sender chooses.
+fn same_encap(g: &[u8], w: &[u8]) -> bool {
+    compare_outer(g, w).is_empty() && outer_checksums(g).is_empty()
+}
+
 /// Differences between what flowpath's host port emitted and what the stand-in delivered.
 fn decap_differences(name: &str, got: &[Vec<u8>]) -> Vec<String> {
     let want = frames(&data(name, "inner_from_peer.pcap"));
-    let mut bad = Vec::new();
+    let (got, mut bad) = in_flow_order(got, &want, |g, w| g == w);
+    let got = &got[..];
     if got.len() != want.len() {
         bad.push(format!(
             "{} frames out of vm0, the stand-in delivered {}",
@@ -537,7 +603,8 @@ fn compare_outer(g: &[u8], w: &[u8]) -> Vec<String> {
 /// same frames, and wrong checksums.
 fn encap_differences(name: &str, got: &[Vec<u8>]) -> Vec<String> {
     let want = frames(&data(name, "underlay_to_peer.pcap"));
-    let mut bad = Vec::new();
+    let (got, mut bad) = in_flow_order(got, &want, same_encap);
+    let got = &got[..];
     if got.len() != want.len() {
         bad.push(format!(
             "{} frames out of p0, the stand-in sent {}",
@@ -716,6 +783,16 @@ fn encap_decodes(name: &str) {
     if tshark_ok {
         let (protocols, warnings) = tshark(&out);
         let (reference, _) = tshark(&data(name, "underlay_to_peer.pcap"));
+        // Frame by frame in the peer's order (flows may come out in another).
+        let (order, _) = flow_order(
+            &got,
+            &frames(&data(name, "underlay_to_peer.pcap")),
+            same_encap,
+        );
+        let protocols: Vec<String> = order
+            .iter()
+            .filter_map(|&i| protocols.get(i).cloned())
+            .collect();
         for (i, (g, w)) in protocols.iter().zip(&reference).enumerate() {
             if g != w || !g.contains(&format!(":{}:", s.tshark_proto)) {
                 bad.push(format!(

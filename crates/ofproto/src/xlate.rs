@@ -962,14 +962,21 @@ impl Ctx<'_> {
             self.wc.dp.set_mpls_lse0(u32::MAX);
             f.mpls_lse0() & !0x100
         } else {
-            // Label 0, TC from the IP precedence, TTL from the IP TTL, bottom of stack.
-            let (tc, ttl) = if matches!(old_et, 0x0800 | 0x86dd) {
+            // As OVS: label 0 (IPv4 explicit null) or 2 (IPv6's), the TC the DSCP's low three
+            // bits (OVS shifts the DSCP into the 3-bit field, which keeps those; Debian's OVS
+            // gives DSCP 46 the TC 6), the TTL the IP TTL (64 when that is 0), bottom of stack.
+            let (label, tc, ttl) = if matches!(old_et, 0x0800 | 0x86dd) {
                 self.wc.dp.set_nw_tos(0xfc).set_nw_ttl(0xff);
-                (u32::from(f.nw_tos() >> 5), u32::from(f.nw_ttl()))
+                let ttl = match f.nw_ttl() {
+                    0 => 64,
+                    t => u32::from(t),
+                };
+                let label = if old_et == 0x86dd { 2 } else { 0 };
+                (label, u32::from(f.nw_tos() >> 2 & 7), ttl)
             } else {
-                (0, 64)
+                (0, 0, 64)
             };
-            (tc << 9) | 0x100 | ttl
+            label << 12 | tc << 9 | 0x100 | ttl
         };
         let (l0, l1) = (f.mpls_lse0(), f.mpls_lse1());
         if is_mpls(old_et) {

@@ -401,6 +401,40 @@ fn geneve_options_match_through_the_tlv_map_and_unknown_critical_ones_drop() {
     assert_eq!(t.header.size, 50 + 8);
 }
 
+/// `push_mpls` on an IP packet makes the label stack entry as OVS does (checked against
+/// Debian's OVS by the mplsogre interop recording, whose DSCP 46 ping goes out with TC 6):
+/// label 0, or 2 (IPv6 explicit null) over IPv6; TC the DSCP's low three bits; TTL the IP
+/// TTL, or 64 when that is 0; bottom of stack.
+#[test]
+fn push_mpls_takes_tc_and_ttl_from_the_ip_header_as_ovs_does() {
+    let of = switch(
+        TunnelType::Gre,
+        &[],
+        "in_port=vm0,ip actions=push_mpls:0x8847,output:vm1\n\
+         in_port=vm0,ipv6 actions=push_mpls:0x8847,output:vm1",
+    );
+    let lse = |k: &str| {
+        let x = xlate(&of, &key(k));
+        match x.actions.first() {
+            Some(Action::PushMpls { lse, .. }) => *lse,
+            _ => panic!("{}", acts(&x)),
+        }
+    };
+    let v4 = |tos: u8, ttl: u8| {
+        lse(&PLAIN_VM.replace("tos=0,ttl=64", &format!("tos={tos:#x},ttl={ttl}")))
+    };
+    // DSCP 46 (0xb8): TC 6; the ECN bits do not count.
+    assert_eq!(v4(0xb9, 64), 6 << 9 | 0x100 | 64);
+    assert_eq!(v4(0x20, 17), 0x100 | 17);
+    assert_eq!(v4(0, 0), 0x100 | 64);
+    let v6 = lse(
+        "in_port(2),eth(src=52:54:00:a0:81:01,dst=52:54:00:a0:91:02),eth_type(0x86dd),\
+         ipv6(src=2001:db8::1,dst=2001:db8::2,label=0,proto=17,tclass=0x28,hlimit=9,frag=no),\
+         udp(src=1,dst=2)",
+    );
+    assert_eq!(v6, 2 << 12 | 2 << 9 | 0x100 | 9);
+}
+
 #[test]
 fn gre_l3_mpls_pops_in_the_same_pass_and_encapsulates_without_ethernet() {
     let of = switch(
