@@ -948,16 +948,7 @@ fn tnl_push_as<const UDP4: bool>(
 /// not IP.
 #[inline(always)]
 fn encap_ecn(pkt: &Packet) -> u8 {
-    let l3 = usize::from(pkt.meta.l3);
-    let Some(&[v, tos]) = pkt.data().get(l3..).and_then(|h| h.first_chunk::<2>()) else {
-        return 0;
-    };
-    // The field by the version nibble (IPv6's traffic class straddles the first two bytes).
-    match v >> 4 {
-        4 => tos & 3,
-        6 => tos >> 4 & 3,
-        _ => 0,
-    }
+    crate::tunnel::ip_ecn(pkt.data(), usize::from(pkt.meta.l3)).unwrap_or(0)
 }
 
 /// [`tnl_push`] on every packet of a batch, the template's fields loaded once; returns how

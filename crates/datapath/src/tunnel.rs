@@ -628,9 +628,9 @@ pub fn tnl_pop(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
 
 /// The ECN field (RFC 3168 §5): the low two bits of the IPv4 TOS byte or the IPv6 traffic
 /// class.
-pub(crate) const ECN_MASK: u8 = 3;
+const ECN_MASK: u8 = 3;
 /// Congestion experienced.
-pub(crate) const ECN_CE: u8 = 3;
+const ECN_CE: u8 = 3;
 
 /// The ECN field of the IP header at `l3` (IPv4 or IPv6 by its version nibble; IPv4 only
 /// with its whole fixed header there), or None when there is none.
@@ -689,7 +689,7 @@ fn ecn_decap(pkt: &mut Packet) -> Result<(), TnlPopDrop> {
 
 /// Sets the ECN field of the IP header at `l3` ([`ip_ecn`] says there is one) to `ecn`,
 /// updating an IPv4 header checksum.
-pub(crate) fn set_ip_ecn(d: &mut [u8], l3: usize, ecn: u8) {
+fn set_ip_ecn(d: &mut [u8], l3: usize, ecn: u8) {
     match d[l3] >> 4 {
         4 => {
             let old = be16(d, l3);
