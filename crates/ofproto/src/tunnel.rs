@@ -151,9 +151,12 @@ fn parse_inherit(k: &str, v: &str) -> Result<Inherit, String> {
     if v == "inherit" {
         return Ok(Inherit::Inherit);
     }
-    v.parse::<u8>()
+    // Decimal or hexadecimal, as OVS reads it (`tos=0xb8`).
+    parse_num(v)
+        .ok()
+        .and_then(|n| u8::try_from(n).ok())
         .map(Inherit::Fixed)
-        .map_err(|_| format!("{k} '{v}': expected 0-255 or 'inherit'"))
+        .ok_or_else(|| format!("{k} '{v}': expected 0-255 or 'inherit'"))
 }
 
 impl TunnelConfig {
@@ -805,6 +808,18 @@ mod tests {
             .contains("needs a GRE")
         );
         assert!(e(TunnelType::Geneve, &[("remote_ip", "flow"), ("bogus", "1")]).contains("bogus"));
+        // tos and ttl in decimal or hexadecimal; a byte at most.
+        let t = |v: &str| {
+            TunnelConfig::parse(
+                TunnelType::Vxlan,
+                &opts(&[("remote_ip", "1.1.1.1"), ("tos", v)]),
+            )
+            .map(|c| c.tos)
+        };
+        assert_eq!(t("0xb8"), Ok(Inherit::Fixed(0xb8)));
+        assert_eq!(t("40"), Ok(Inherit::Fixed(40)));
+        assert!(t("0x100").unwrap_err().contains("0-255"));
+        assert!(t("0xb9").unwrap_err().contains("ECN part"));
         assert!(
             e(
                 TunnelType::Vxlan,
