@@ -276,16 +276,19 @@ fn survives_testpmd_crashes(test: &str, client: bool) {
 
 #[test]
 fn server_port_survives_20_testpmd_crashes_without_leaking() {
+    let _serial = testpmd::serial();
     survives_testpmd_crashes("server_port_survives_20_testpmd_crashes", false);
 }
 
 #[test]
 fn client_port_survives_20_testpmd_server_crashes_without_leaking() {
+    let _serial = testpmd::serial();
     survives_testpmd_crashes("client_port_survives_20_testpmd_server_crashes", true);
 }
 
 #[test]
 fn client_port_closed_and_reopened_20_times_against_one_testpmd() {
+    let _serial = testpmd::serial();
     let test = "client_port_closed_and_reopened_20_times";
     let Some(t) = Testpmd::available(test) else {
         return;

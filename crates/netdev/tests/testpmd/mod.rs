@@ -89,7 +89,7 @@ impl Testpmd {
     /// [`Testpmd::spawn_n`] with more testpmd arguments (after `--`).
     pub fn spawn_with(&self, devargs: &str, queues: usize, extra: &[&str]) -> Running {
         // Unbuffered: command output must be there when the next prompt is.
-        let mut cmd = Command::new("stdbuf");
+        let mut cmd = without_sigpipe("stdbuf");
         cmd.args(["-o0", "-e0", "dpdk-testpmd"])
             .args(self.eal_args())
             .args([
@@ -107,6 +107,28 @@ impl Testpmd {
             .args(extra);
         Running::start(cmd)
     }
+}
+
+/// Held by every test that starts a process or counts this process's descriptors: the
+/// reconnect tests compare the descriptors after their first and last cycles, and a pipe to
+/// another test's child open at one snapshot and not the other looked like a leak (or its
+/// reverse).
+pub static SERIAL: Mutex<()> = Mutex::new(());
+
+/// [`SERIAL`], whatever a test that panicked holding it left.
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A command for `program` that runs with SIGPIPE ignored, as QEMU runs: testpmd, as the
+/// vhost-user server, writes its next request into a connection the switch has just closed
+/// (the reconnect tests close it on purpose), and with SIGPIPE at its default (which Rust's
+/// `Command` restores in a child) it dies of that write instead of seeing EPIPE and waiting for
+/// the next connection. An ignored signal stays ignored across `exec`.
+fn without_sigpipe(program: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "trap '' PIPE; exec \"$0\" \"$@\"", program]);
+    cmd
 }
 
 impl Running {
@@ -291,10 +313,30 @@ impl Drop for Running {
     }
 }
 
+/// What [`without_sigpipe`] starts has SIGPIPE ignored (bit 13, `1 << 12`, of `SigIgn` in its
+/// `/proc/self/status`), what `Command` starts has not.
+#[test]
+fn testpmd_runs_with_sigpipe_ignored() {
+    let _serial = serial();
+    let ignored = |mut cmd: Command| {
+        let out = cmd.arg("/proc/self/status").output().expect("cat");
+        let status = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .map(|m| u64::from_str_radix(m.trim(), 16).expect("hex"))
+            .expect("SigIgn");
+        mask & 1 << 12 != 0
+    };
+    assert!(ignored(without_sigpipe("cat")));
+    assert!(!ignored(Command::new("cat")));
+}
+
 /// A prompt cut in two by a line on standard error is still a prompt (a shell plays testpmd:
 /// the first letter of its prompt, an error, the rest).
 #[test]
 fn a_prompt_is_seen_whatever_standard_error_writes_meanwhile() {
+    let _serial = serial();
     let mut cmd = Command::new("sh");
     cmd.args([
         "-c",
