@@ -943,9 +943,9 @@ fn tnl_push_as<const UDP4: bool>(
     Ok(())
 }
 
-/// The inner IP packet's ECN field, which the pushed outer header carries on
-/// ([`TnlTemplate::ecn_map`](crate::actions::TnlTemplate::ecn_map)); 0 for a frame that is
-/// not IP.
+/// The ECN field of the IP header at the packet's L3 offset, which the pushed outer header
+/// carries on ([`TnlTemplate::ecn_map`](crate::actions::TnlTemplate::ecn_map)); 0 for a frame
+/// that is not IP. An MPLS packet's IP header is under its labels: [`tnl_push`] leaves it out.
 #[inline(always)]
 fn encap_ecn(pkt: &Packet) -> u8 {
     crate::tunnel::ip_ecn(pkt.data(), usize::from(pkt.meta.l3)).unwrap_or(0)
