@@ -2521,14 +2521,8 @@ fn natted(p: &Packet, zone: u16) -> bool {
 #[inline(always)]
 fn extract_packet(stats: &mut PmdStats, p: &mut Packet, k: &mut FlowKey) -> u32 {
     let x = flow::extract(p.data(), k);
-    if let Some(m) = x.malformed {
-        stats.malformed[m as usize] += 1;
-    }
     let h = pass_hash(x.hash, p.meta.recirc_depth);
-    p.meta.hash = h;
-    p.meta.l2_5 = x.layers.l2_5;
-    p.meta.l3 = x.layers.l3;
-    p.meta.l4 = x.layers.l4;
+    take_extracted(stats, p, &x, h);
     h
 }
 
@@ -2536,10 +2530,16 @@ fn extract_packet(stats: &mut PmdStats, p: &mut Packet, k: &mut FlowKey) -> u32 
 #[inline(always)]
 fn extract_packet_unhashed(stats: &mut PmdStats, p: &mut Packet, k: &mut FlowKey) {
     let x = flow::extract_unhashed(p.data(), k);
+    take_extracted(stats, p, &x, 0);
+}
+
+/// Counts a malformed packet and sets the packet's header offsets and `hash`.
+#[inline(always)]
+fn take_extracted(stats: &mut PmdStats, p: &mut Packet, x: &flow::Extracted, hash: u32) {
     if let Some(m) = x.malformed {
         stats.malformed[m as usize] += 1;
     }
-    p.meta.hash = 0;
+    p.meta.hash = hash;
     p.meta.l2_5 = x.layers.l2_5;
     p.meta.l3 = x.layers.l3;
     p.meta.l4 = x.layers.l4;
