@@ -398,13 +398,40 @@ DECAP = []
 REMOTE, LOCAL = "10.1.2.9", "10.1.2.8"
 REMOTE6, LOCAL6 = "2001:db8:1::9", "2001:db8:1::8"
 UNDERLAY = dict(src="8c:dc:d4:ab:58:48", dst="8c:dc:d4:ab:5b:f0")
-INNER = (Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
-         / IP(src="192.168.1.1", dst="192.168.2.16", id=7) / UDP(sport=1024, dport=2000)
-         / Raw(b"\x00" * 18))
-INNER_L3 = IP(src="192.168.1.1", dst="192.168.2.16", id=7) / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18)
+INNER_MACS = dict(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
+
+
+def inner_l3(tos=0):
+    """The inner IPv4 packet every decap case carries, with `tos`."""
+    return (IP(src="192.168.1.1", dst="192.168.2.16", id=7, tos=tos) / UDP(sport=1024, dport=2000)
+            / Raw(b"\x00" * 18))
+
+
+def inner_frame(tos=0, vlan=None):
+    """The same in an Ethernet frame, under an 802.1Q tag when `vlan` is given."""
+    l2 = Ether(**INNER_MACS)
+    if vlan is not None:
+        l2 = l2 / Dot1Q(vlan=vlan)
+    return l2 / inner_l3(tos)
+
+
+def inner6_frame(tc):
+    """An inner Ethernet frame carrying IPv6 with traffic class `tc`."""
+    return (Ether(**INNER_MACS) / IPv6(src="2001:db8:2::1", dst="2001:db8:2::2", tc=tc)
+            / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18))
+
+
+def with_dst(frame):
+    """`frame` after the second pass's SET_DST."""
+    f = Ether(raw(frame))
+    f.dst = "52:54:00:a0:91:99"
+    return f
+
+
+INNER = inner_frame()
+INNER_L3 = inner_l3()
 SET_DST = "set(eth(dst=52:54:00:a0:91:99))"
-INNER_SET = Ether(raw(INNER))
-INNER_SET.dst = "52:54:00:a0:91:99"
+INNER_SET = with_dst(INNER)
 
 
 def flags_text(df=False, csum=False, key=False, oam=False):
@@ -559,48 +586,28 @@ decap("decap_gre_ipv6_underlay", "gre",
 # ECN on decapsulation, as OVS (and RFC 6040 section 4.2): an outer CE mark goes onto an
 # ECN-capable inner IP packet (scapy recomputes its IPv4 checksum), an inner CE stays, an outer
 # ECT leaves the inner packet alone, and a non-IP payload is left alone.
-def inner_tos(tos, vlan=None):
-    l2 = Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
-    if vlan is not None:
-        l2 = l2 / Dot1Q(vlan=vlan)
-    return (l2 / IP(src="192.168.1.1", dst="192.168.2.16", id=7, tos=tos)
-            / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18))
-
-
-def with_dst(frame):
-    f = Ether(raw(frame))
-    f.dst = "52:54:00:a0:91:99"
-    return f
-
-
 for name, outer_tos, before, after in [("ect0", 0x03, 0x2a, 0x2b), ("ect1", 0x23, 0x01, 0x03),
                                        ("ce_stays", 0x03, 0x03, 0x03),
                                        ("outer_ect", 0x02, 0x28, 0x28)]:
     decap("decap_vxlan_ecn_" + name, "vxlan",
-          vxlan_frame(ip=ip4_outer(tos=outer_tos), inner=inner_tos(before)), inner_tos(after),
+          vxlan_frame(ip=ip4_outer(tos=outer_tos), inner=inner_frame(before)), inner_frame(after),
           tunnel_text(0x64, REMOTE, LOCAL, outer_tos, 64, (49152, 4789), csum=True, key=True),
-          actions=SET_DST, out=with_dst(inner_tos(after)))
+          actions=SET_DST, out=with_dst(inner_frame(after)))
 decap("decap_vxlan_ecn_ce_vlan", "vxlan",
-      vxlan_frame(ip=ip4_outer(tos=0x03), inner=inner_tos(0x02, vlan=5)), inner_tos(0x03, vlan=5),
+      vxlan_frame(ip=ip4_outer(tos=0x03), inner=inner_frame(0x02, vlan=5)), inner_frame(0x03, vlan=5),
       tunnel_text(0x64, REMOTE, LOCAL, 0x03, 64, (49152, 4789), csum=True, key=True),
-      actions=SET_DST, out=with_dst(inner_tos(0x03, vlan=5)))
-INNER6 = (Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
-          / IPv6(src="2001:db8:2::1", dst="2001:db8:2::2", tc=0xb9) / UDP(sport=1024, dport=2000)
-          / Raw(b"\x00" * 18))
-INNER6_CE = Ether(raw(INNER6))
-INNER6_CE[IPv6].tc = 0xbb
+      actions=SET_DST, out=with_dst(inner_frame(0x03, vlan=5)))
 decap("decap_geneve_ipv6_ecn_ce", "geneve",
       Ether(**UNDERLAY) / ip6_outer(tc=0x03) / UDP(sport=57025, dport=6081)
-      / GENEVE(vni=3, proto=0x6558) / INNER6, raw(INNER6_CE),
+      / GENEVE(vni=3, proto=0x6558) / inner6_frame(0xb9), inner6_frame(0xbb),
       tunnel_text(3, REMOTE6, LOCAL6, 0x03, 64, (57025, 6081), csum=True, key=True),
-      actions=SET_DST, out=with_dst(INNER6_CE))
-INNER_L3_ECT = IP(src="192.168.1.1", dst="192.168.2.16", id=7, tos=0x02) / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18)
-INNER_L3_CE = IP(src="192.168.1.1", dst="192.168.2.16", id=7, tos=0x03) / UDP(sport=1024, dport=2000) / Raw(b"\x00" * 18)
-decap("decap_gre_ipv4_payload_ecn_ce", "gre", gre_frame(GRE(proto=0x0800), INNER_L3_ECT,
+      actions=SET_DST, out=with_dst(inner6_frame(0xbb)))
+decap("decap_gre_ipv4_payload_ecn_ce", "gre", gre_frame(GRE(proto=0x0800), inner_l3(0x02),
                                                         ip=ip4_outer(proto=47, tos=0x03)),
-      INNER_L3_CE, tunnel_text(0, REMOTE, LOCAL, 0x03, 64), packet_type="packet_type(ns=1,id=0x800)",
+      inner_l3(0x03), tunnel_text(0, REMOTE, LOCAL, 0x03, 64),
+      packet_type="packet_type(ns=1,id=0x800)",
       actions="push_eth(src=02:00:00:00:00:01,dst=02:00:00:00:00:02)",
-      out=Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x0800) / INNER_L3_CE)
+      out=Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x0800) / inner_l3(0x03))
 # MPLS is not IP: the outer CE does not reach it (OVS neither).
 decap("decap_mplsogre_ecn_ce", "gre",
       gre_frame(GRE(key_present=1, key=0, proto=0x8847), mpls_payload, ip=ip4_outer(proto=47, tos=0x03)),
@@ -646,10 +653,7 @@ decap("drop_ecn_ce_not_ect", "vxlan", vxlan_frame(ip=ip4_outer(tos=0x03)),
       result="drop:tunnel_pop_ecn_ce_not_ect")
 decap("drop_ecn_ce_not_ect_ipv6_inner", "geneve",
       Ether(**UNDERLAY) / ip4_outer(tos=0x03) / UDP(sport=57025, dport=6081)
-      / GENEVE(vni=3, proto=0x6558) / Ether(src="52:54:00:a0:81:01", dst="52:54:00:a0:91:02")
-      / IPv6(src="2001:db8:2::1", dst="2001:db8:2::2", tc=0xb8) / UDP(sport=1024, dport=2000)
-      / Raw(b"\x00" * 18),
-      result="drop:tunnel_pop_ecn_ce_not_ect")
+      / GENEVE(vni=3, proto=0x6558) / inner6_frame(0xb8), result="drop:tunnel_pop_ecn_ce_not_ect")
 decap("drop_ip_mf", "vxlan", vxlan_frame(ip=ip4_outer(flags="MF")), result="drop:tunnel_pop_fragment")
 decap("drop_ip_later_fragment", "vxlan", vxlan_frame(ip=ip4_outer(frag=100)),
       result="drop:tunnel_pop_fragment")
