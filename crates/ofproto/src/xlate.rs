@@ -966,7 +966,9 @@ impl Ctx<'_> {
             // bits (OVS shifts the DSCP into the 3-bit field, which keeps those; Debian's OVS
             // gives DSCP 46 the TC 6), the TTL the IP TTL (64 when that is 0), bottom of stack.
             let (label, tc, ttl) = if matches!(old_et, 0x0800 | 0x86dd) {
-                self.wc.dp.set_nw_tos(0xfc).set_nw_ttl(0xff);
+                // Added to what is already matched (a rule's nw_ecn stays in the mask).
+                let m = self.wc.dp.nw_tos();
+                self.wc.dp.set_nw_tos(m | 0xfc).set_nw_ttl(0xff);
                 let ttl = match f.nw_ttl() {
                     0 => 64,
                     t => u32::from(t),

@@ -427,6 +427,14 @@ fn push_mpls_takes_tc_and_ttl_from_the_ip_header_as_ovs_does() {
     assert_eq!(v4(0xb9, 64), 6 << 9 | 0x100 | 64);
     assert_eq!(v4(0x20, 17), 0x100 | 17);
     assert_eq!(v4(0, 0), 0x100 | 64);
+    // What the rule matched stays in the megaflow beside what push_mpls reads.
+    let of_ecn = switch(
+        TunnelType::Gre,
+        &[],
+        "in_port=vm0,ip,nw_ecn=3 actions=push_mpls:0x8847,output:vm1",
+    );
+    let ce = PLAIN_VM.replace("tos=0,", "tos=0x3,");
+    assert_eq!(xlate(&of_ecn, &key(&ce)).mask.nw_tos(), 0xff);
     let v6 = lse(
         "in_port(2),eth(src=52:54:00:a0:81:01,dst=52:54:00:a0:91:02),eth_type(0x86dd),\
          ipv6(src=2001:db8::1,dst=2001:db8::2,label=0,proto=17,tclass=0x28,hlimit=9,frag=no),\
