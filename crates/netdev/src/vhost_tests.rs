@@ -24,8 +24,8 @@ use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 use super::{
-    BadRing, F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1, Handler, Lent, MAX_FRAME, MAX_RING,
-    Region, Ring, Shared, Status, VhostOptions, VhostRxq, VringConf,
+    BadRing, CopyChooser, F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1, Handler, Lent,
+    LongCopy, MAX_FRAME, MAX_RING, Region, Ring, Shared, Status, VhostOptions, VhostRxq, VringConf,
 };
 use crate::vnet;
 
@@ -254,13 +254,18 @@ fn recv(ring: &mut Ring, room: usize) -> Rx {
 
 /// Runs `send` of `frames`.
 fn send(ring: &mut Ring, frames: &[&[u8]]) -> (Result<(), BadRing>, [u64; 3]) {
+    send_with(ring, frames, LongCopy::Vector)
+}
+
+/// Runs `send` of `frames`, long frames copied as `how` says.
+fn send_with(ring: &mut Ring, frames: &[&[u8]], how: LongCopy) -> (Result<(), BadRing>, [u64; 3]) {
     let mut pool = Pool::new(64, 0);
     let mut batch = Batch::new();
     for f in frames {
         batch.push(pool.packet_from(f, 0));
     }
     let mut counts = [0; 3];
-    let res = ring.send(&mut batch, &mut counts, &mut pool);
+    let res = ring.send(&mut batch, &mut counts, &mut pool, how);
     pool.free_batch(&mut batch);
     (res, counts)
 }
@@ -463,7 +468,10 @@ fn lent_frames_are_sent_whole_into_the_guest() {
         batch.push(unsafe { pool.packet_lent(f.as_ptr(), f.len(), 0) });
         assert!(batch.packets()[0].is_lent());
         let mut counts = [0; 3];
-        assert!(r.send(&mut batch, &mut counts, &mut pool).is_ok());
+        assert!(
+            r.send(&mut batch, &mut counts, &mut pool, LongCopy::Vector)
+                .is_ok()
+        );
         assert_eq!(counts, [1, 1000, 0], "{bufs:?}");
         let got: Vec<u8> = g
             .used()
@@ -508,24 +516,29 @@ fn single_buffer_frames_of_every_size_class_and_alignment_both_ways() {
             assert_eq!(rx.counts, [1, len as u64, 0]);
             assert_eq!(g.used(), [(0, 0)]);
 
-            let mut g = Guest::new(4);
-            let room = HDR + len + 64;
-            let b = g.alloc(room + 128) + skew;
-            g.write(b - 1, &[0x5a; 1]);
-            g.write(b + room as u64, &[0x5a; 1]);
-            g.desc(0, b, room as u32, WRITE, 0);
-            g.offer(&[0]);
-            let mut r = g.ring(HDR, false);
-            let (res, counts) = send(&mut r, &[&f]);
-            assert!(res.is_ok());
-            assert_eq!(counts, [1, len as u64, 0], "send of {len} bytes at +{skew}");
-            assert_eq!(g.read(b, HDR + len), [&hdr(1)[..], &f].concat());
-            assert_eq!(g.read(b + (HDR + len) as u64, 64), vec![0; 64]);
-            assert_eq!(
-                (g.read(b - 1, 1), g.read(b + room as u64, 1)),
-                (vec![0x5a], vec![0x5a])
-            );
-            assert_eq!(g.used(), [(0, (HDR + len) as u32)]);
+            // Both ways of copying a long frame into the guest.
+            for how in [LongCopy::Vector, LongCopy::RepMovsb] {
+                let mut g = Guest::new(4);
+                let room = HDR + len + 64;
+                let b = g.alloc(room + 128) + skew;
+                g.write(b - 1, &[0x5a; 1]);
+                g.write(b + room as u64, &[0x5a; 1]);
+                g.desc(0, b, room as u32, WRITE, 0);
+                g.offer(&[0]);
+                let mut r = g.ring(HDR, false);
+                let (res, counts) = send_with(&mut r, &[&f], how);
+                assert!(res.is_ok());
+                let what = format!("send of {len} bytes at +{skew}, {how:?}");
+                assert_eq!(counts, [1, len as u64, 0], "{what}");
+                assert_eq!(g.read(b, HDR + len), [&hdr(1)[..], &f].concat(), "{what}");
+                assert_eq!(g.read(b + (HDR + len) as u64, 64), vec![0; 64], "{what}");
+                assert_eq!(
+                    (g.read(b - 1, 1), g.read(b + room as u64, 1)),
+                    (vec![0x5a], vec![0x5a]),
+                    "{what}"
+                );
+                assert_eq!(g.used(), [(0, (HDR + len) as u32)]);
+            }
         }
     }
 }
@@ -1232,6 +1245,9 @@ fn shared() -> Arc<Shared> {
         tx_stats: vec![QueueStats::shared()],
         n_tx_rings: AtomicUsize::new(0),
         resets: AtomicU64::new(0),
+        copy_trials: AtomicU64::new(0),
+        copy_movsb: AtomicU64::new(0),
+        copy_last: AtomicU64::new(0),
         status: Mutex::new(Status::default()),
         stop: AtomicBool::new(false),
         conn: Mutex::new(None),
@@ -1788,4 +1804,79 @@ proptest! {
     fn arbitrary_rings_never_panic_hang_or_stray(s in scenario()) {
         run(&s)?;
     }
+}
+
+/// Feeds `chooser` one window of sends at `cycles` each for `bytes` each; the way chosen if
+/// the window ended a trial.
+fn window(chooser: &mut CopyChooser, cycles: u64, bytes: u64) -> Option<LongCopy> {
+    let mut chosen = None;
+    for i in 0..CopyChooser::WINDOW {
+        let c = chooser.record(cycles, bytes);
+        assert!(
+            c.is_none() || i == CopyChooser::WINDOW - 1,
+            "chosen mid-window"
+        );
+        chosen = chosen.or(c);
+    }
+    chosen
+}
+
+/// Runs a whole trial of `chooser`, each way's windows at its (cycles, bytes) per send; the
+/// way chosen.
+fn trial(chooser: &mut CopyChooser, vector: (u64, u64), movsb: (u64, u64)) -> Option<LongCopy> {
+    let mut chosen = None;
+    for w in 0..CopyChooser::WINDOWS {
+        let how = chooser.how();
+        assert_eq!(how as u32, w % 2, "the ways take turns, window {w}");
+        let (c, b) = match how {
+            LongCopy::Vector => vector,
+            LongCopy::RepMovsb => movsb,
+        };
+        let r = window(chooser, c, b);
+        assert!(
+            r.is_none() || w == CopyChooser::WINDOWS - 1,
+            "chosen before the end"
+        );
+        chosen = r;
+    }
+    chosen
+}
+
+#[test]
+fn the_copy_chooser_keeps_the_way_with_fewer_cycles_per_byte_and_tries_again_later() {
+    let mut c = CopyChooser::new();
+    assert!(c.timing() && c.how() == LongCopy::Vector);
+    // Sends that sent nothing do not count.
+    for _ in 0..10 * CopyChooser::WINDOW {
+        assert_eq!(c.record(1_000_000, 0), None);
+    }
+    assert!(c.timing() && c.how() == LongCopy::Vector);
+    // `rep movsb` is cheaper per byte here.
+    let chosen = trial(&mut c, (700, 48_000), (650, 48_000));
+    assert_eq!(chosen, Some(LongCopy::RepMovsb));
+    assert!(!c.timing(), "settled after the trial");
+    assert_eq!(c.how(), LongCopy::RepMovsb);
+    // Settled sends are not timed; after SETTLE of them a new trial starts from the vector
+    // copy, and this time it wins.
+    for _ in 0..CopyChooser::SETTLE {
+        assert!(!c.timing() && c.how() == LongCopy::RepMovsb);
+        assert_eq!(c.record(0, 48_000), None);
+    }
+    assert!(c.timing() && c.how() == LongCopy::Vector);
+    assert_eq!(
+        trial(&mut c, (640, 48_000), (650, 48_000)),
+        Some(LongCopy::Vector)
+    );
+    assert_eq!(c.how(), LongCopy::Vector);
+    // Per byte, not per send: more bytes for the same cycles is cheaper; a tie keeps vector.
+    let mut c = CopyChooser::new();
+    assert_eq!(
+        trial(&mut c, (700, 40_000), (700, 48_000)),
+        Some(LongCopy::RepMovsb)
+    );
+    let mut c = CopyChooser::new();
+    assert_eq!(
+        trial(&mut c, (700, 48_000), (700, 48_000)),
+        Some(LongCopy::Vector)
+    );
 }
