@@ -424,9 +424,10 @@ unsafe fn copy_frame(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
-/// How [`Ring::send`] copies a frame of more than 256 bytes into guest memory. Which is faster
-/// depends on the host: on one Intel host `rep movsb` made a 1518-byte PVP round trip 7 %
-/// cheaper, on another 10 % dearer (`docs/performance.md`, session 17). [`CopyChooser`] picks
+/// How [`Ring::send`] copies a frame of more than 256 bytes from a switch buffer into one guest
+/// buffer (a lent frame's rest, and a frame spread over several guest buffers, are copied as
+/// before). Which is faster depends on the host: on one Intel host `rep movsb` made a
+/// 1518-byte PVP round trip 7-9 % cheaper, on another 10 % dearer (`docs/performance.md`, session 17). [`CopyChooser`] picks
 /// per queue by timing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LongCopy {
@@ -487,11 +488,13 @@ impl CopyChooser {
     pub(crate) const WINDOW: u32 = 256;
     pub(crate) const WINDOWS: u32 = 8;
     pub(crate) const SETTLE: u64 = 1 << 18;
+    /// Whether there is a choice: `rep movsb` is an x86-64 instruction.
+    const TRIES: bool = cfg!(target_arch = "x86_64");
 
     pub(crate) fn new() -> CopyChooser {
         CopyChooser {
             how: LongCopy::Vector,
-            trial: cfg!(target_arch = "x86_64"),
+            trial: Self::TRIES,
             sends: 0,
             windows: 0,
             cycles: [0; 2],
@@ -518,7 +521,7 @@ impl CopyChooser {
     pub(crate) fn record(&mut self, cycles: u64, bytes: u64) -> Option<LongCopy> {
         if !self.trial {
             self.settled += 1;
-            if self.settled >= Self::SETTLE && cfg!(target_arch = "x86_64") {
+            if self.settled >= Self::SETTLE && Self::TRIES {
                 self.trial = true;
                 self.how = LongCopy::Vector;
             }
@@ -2185,17 +2188,9 @@ impl TxQueue for VhostTxq {
             let mut slot = lock(&self.shared.slots[vring]);
             match slot.as_mut() {
                 Some(ring) => {
-                    let t0 = if self.copy.timing() {
-                        datapath::tsc::now()
-                    } else {
-                        0
-                    };
+                    let t0 = self.copy.timing().then(datapath::tsc::now);
                     let sent = ring.send(batch, &mut counts, pool, self.copy.how());
-                    let cycles = if t0 != 0 {
-                        datapath::tsc::now().wrapping_sub(t0)
-                    } else {
-                        0
-                    };
+                    let cycles = t0.map_or(0, |t0| datapath::tsc::now().wrapping_sub(t0));
                     if let Some(how) = self.copy.record(cycles, counts[1]) {
                         let sh = &self.shared;
                         sh.copy_trials.fetch_add(1, Relaxed);
