@@ -31,39 +31,46 @@ pub const MAX_DECAP_FLOWS: usize = 4;
 /// Most mask words of a tracked megaflow (more go through the EMC and dpcls).
 const MAX_WORDS: usize = 8;
 
+/// Most mask words of a linear-match megaflow. A GENEVE tunnel's inner megaflow has 9 (its
+/// option's 8 bytes straddle two key words), and one with an IPv6 underlay 4 more than its
+/// IPv4 twin. Megaflows of at most [`MAX_WORDS`] keep the shorter compare, whose loops the
+/// compiler unrolls: a 12-word compare for every megaflow cost VXLAN's decap 22 instructions
+/// a packet (`scripts/insns-check`), while GENEVE's inner pass saves its hash and EMC probe,
+/// about 125.
+const MAX_LINEAR_WORDS: usize = 12;
+
 /// Some of a megaflow's mask words with the masked key's, in a form that is quick to test
 /// against a key.
 #[derive(Clone, Debug)]
-struct MaskedWords {
+struct MaskedWords<const N: usize = MAX_WORDS> {
     /// Words whose masked value is not zero: a key must have them.
     need: u64,
     /// The mask's words: first the `n_need` words of `need` (compared as they are), then those
     /// whose value is zero (compared when the key has them; an absent word reads as zero).
     n: usize,
     n_need: usize,
-    idx: [usize; MAX_WORDS],
-    mask: [u64; MAX_WORDS],
-    val: [u64; MAX_WORDS],
+    idx: [usize; N],
+    mask: [u64; N],
+    val: [u64; N],
 }
 
-impl MaskedWords {
-    /// The words of `m`'s mask in `words` (a word bit map), if there are at most
-    /// [`MAX_WORDS`].
-    fn new(m: &Match, words: u64) -> Option<MaskedWords> {
+impl<const N: usize> MaskedWords<N> {
+    /// The words of `m`'s mask in `words` (a word bit map), if there are at most `N`.
+    fn new(m: &Match, words: u64) -> Option<MaskedWords<N>> {
         let mut bits = m.mask().map() & words;
-        if bits.count_ones() as usize > MAX_WORDS {
+        if bits.count_ones() as usize > N {
             return None;
         }
         let mut d = MaskedWords {
             need: 0,
             n: 0,
             n_need: 0,
-            idx: [0; MAX_WORDS],
-            mask: [0; MAX_WORDS],
-            val: [0; MAX_WORDS],
+            idx: [0; N],
+            mask: [0; N],
+            val: [0; N],
         };
         // The match's key is stored masked.
-        let mut words: Vec<(usize, u64, u64)> = Vec::with_capacity(MAX_WORDS);
+        let mut words: Vec<(usize, u64, u64)> = Vec::with_capacity(N);
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
@@ -89,7 +96,7 @@ impl MaskedWords {
         if self.need & !map != 0 {
             return false;
         }
-        let n = self.n.min(MAX_WORDS);
+        let n = self.n.min(N);
         let n_need = self.n_need.min(n);
         let mut diff = 0;
         for j in 0..n_need {
@@ -222,7 +229,7 @@ pub fn lookup_simple(flows: &[SimpleFlow], key: &FlowKey) -> Option<FlowRef> {
 pub const MAX_LINEAR_FLOWS: usize = 1;
 
 /// One megaflow of an input port that has at most [`MAX_LINEAR_FLOWS`] of them, all with at
-/// most [`MAX_WORDS`] mask words: the port's whole classifier, tested in turn. A tunnel port's
+/// most [`MAX_LINEAR_WORDS`] mask words: the port's whole classifier, tested in turn. A tunnel port's
 /// inner pass, a VM port behind a single rule, or MPLS labels to a few VMs are such ports. Each
 /// compare reads a few words of the key and of a list that stays in L1, where an EMC probe
 /// reads a 64-byte entry of a table spread over many cache lines; and, as the list is the
@@ -230,16 +237,33 @@ pub const MAX_LINEAR_FLOWS: usize = 1;
 #[derive(Clone, Debug)]
 pub struct LinearFlow {
     pub flow: FlowRef,
-    words: MaskedWords,
+    words: LinearWords,
+}
+
+/// A linear-match megaflow's words, in the short compare when they fit.
+#[derive(Clone, Debug)]
+enum LinearWords {
+    Short(MaskedWords),
+    Long(MaskedWords<MAX_LINEAR_WORDS>),
 }
 
 impl LinearFlow {
     /// The linear-match form of megaflow `flow` (match `m`), if its mask is small enough.
     pub fn new(flow: FlowRef, m: &Match) -> Option<LinearFlow> {
-        Some(LinearFlow {
-            flow,
-            words: MaskedWords::new(m, u64::MAX)?,
-        })
+        let words = match MaskedWords::new(m, u64::MAX) {
+            Some(w) => LinearWords::Short(w),
+            None => LinearWords::Long(MaskedWords::new(m, u64::MAX)?),
+        };
+        Some(LinearFlow { flow, words })
+    }
+
+    /// Whether `key` agrees with the megaflow on every masked bit (what `Match::matches` says).
+    #[inline(always)]
+    pub fn matches(&self, key: &FlowKey) -> bool {
+        match &self.words {
+            LinearWords::Short(w) => w.matches(key),
+            LinearWords::Long(w) => w.matches(key),
+        }
     }
 }
 
@@ -248,7 +272,7 @@ impl LinearFlow {
 #[inline(always)]
 pub fn lookup_linear(flows: &[LinearFlow], key: &FlowKey) -> (Option<FlowRef>, usize) {
     for (j, f) in flows.iter().enumerate() {
-        if f.words.matches(key) {
+        if f.matches(key) {
             return (Some(f.flow), j + 1);
         }
     }
@@ -312,9 +336,17 @@ mod tests {
     }
 
     fn words() -> impl proptest::strategy::Strategy<Value = Vec<(usize, u64)>> {
+        words_of(16, 10)
+    }
+
+    /// Up to `most` (word index below `below`, value) pairs.
+    fn words_of(
+        below: usize,
+        most: usize,
+    ) -> impl proptest::strategy::Strategy<Value = Vec<(usize, u64)>> {
         use proptest::prelude::*;
         let value = prop_oneof![Just(0u64), Just(u64::MAX), 0u64..4, any::<u64>()];
-        proptest::collection::vec((0usize..16, value), 0..10)
+        proptest::collection::vec((0usize..below, value), 0..most)
     }
 
     fn build(w: &[(usize, u64)]) -> flow::FlowWords {
@@ -344,6 +376,79 @@ mod tests {
             probe.clear_words(0b1010_1010);
             proptest::prop_assert_eq!(d.matches(&probe), mt.matches(&probe));
         }
+
+        /// The linear match takes megaflows of up to 12 mask words, in the short compare or
+        /// the long one, and says what `Match::matches` says.
+        #[test]
+        fn linear_agrees_with_match(
+            kw in words_of(40, 16),
+            mw in words_of(40, 16),
+            pw in words_of(40, 16),
+            absent in proptest::prelude::any::<u64>(),
+            copy: bool,
+        ) {
+            let mt = Match::new(&FlowKey(build(&kw)), &Mask(build(&mw)));
+            let r = FlowRef { idx: 0, generation: 1 };
+            let l = LinearFlow::new(r, &mt);
+            let n = mt.mask().map().count_ones() as usize;
+            proptest::prop_assert_eq!(l.is_some(), n <= MAX_LINEAR_WORDS);
+            let Some(l) = l else {
+                return Ok(());
+            };
+            let long = matches!(l.words, LinearWords::Long(_));
+            proptest::prop_assert_eq!(long, n > MAX_WORDS);
+            let mut probe = if copy { FlowKey(build(&kw)) } else { FlowKey::new() };
+            for &(i, v) in &pw {
+                probe.set_word(i, v);
+            }
+            probe.clear_words(absent);
+            proptest::prop_assert_eq!(l.matches(&probe), mt.matches(&probe));
+        }
+    }
+
+    /// GENEVE's inner megaflow (its option in two key words, 9 words in all) is the linear
+    /// match's, and tells its option's value apart.
+    #[test]
+    fn a_geneve_inner_megaflow_takes_the_linear_match() {
+        let mut k = FlowKey::new();
+        k.set_in_port(3)
+            .set_eth_type(0x0800)
+            .set_nw_frag(0)
+            .set_tun_id(3)
+            .set_tun_ipv4_src([172, 17, 2, 160].into())
+            .set_tun_ipv4_dst([172, 17, 2, 60].into())
+            .set_tun_flags(flow::key::tun_flags::KEY);
+        let opt = [0x01, 0x02, 0x80, 0x01, 0x00, 0x03, 0x00, 0x02];
+        k.set_tun_geneve_opts(&opt);
+        let mut m = Mask::new();
+        m.set_in_port(u32::MAX)
+            .set_recirc_id(u32::MAX)
+            .set_packet_type(u32::MAX)
+            .set_eth_type(0xffff)
+            .set_nw_frag(0xff)
+            .set_tun_id(u64::MAX)
+            .set_tun_ipv4_src([255; 4].into())
+            .set_tun_ipv4_dst([255; 4].into())
+            .set_tun_flags(0xff)
+            .set_tun_geneve_len(0xff)
+            .set_tun_geneve_opt_bytes(0, &[0xff; 8]);
+        let mt = Match::new(&k, &m);
+        assert!(mt.mask().map().count_ones() as usize > MAX_WORDS, "{mt:?}");
+        let r = FlowRef {
+            idx: 1,
+            generation: 1,
+        };
+        let l = LinearFlow::new(r, &mt).expect("a linear megaflow");
+        assert_eq!(lookup_linear(std::slice::from_ref(&l), &k), (Some(r), 1));
+        let mut other = opt;
+        other[7] = 3;
+        let mut k2 = k.clone();
+        k2.set_tun_geneve_opts(&other);
+        assert!(!l.matches(&k2) && !mt.matches(&k2));
+        // Every word counts, the ninth too (the zero-valued ones come last).
+        let mut l3 = k.clone();
+        l3.set_packet_type(1 << 16 | 0x0800);
+        assert!(!l.matches(&l3) && !mt.matches(&l3));
     }
 
     /// A simple megaflow: `in_port`, `recirc_id` and `packet_type` exact, and the given
