@@ -784,13 +784,44 @@ fn udp4_fast<const GENEVE: bool>(pkt: &mut Packet, l3: usize) -> bool {
     md[MD_FLAGS] = flags;
     md[MD_GENEVE_LEN] = opt_len as u8;
     md[MD_TP_SRC..MD_TP_DST + 2].copy_from_slice(&h[20..24]);
-    if GENEVE && opt_len > 0 {
+    if GENEVE && opt_len > 0 && !geneve_opts_short(md, d, start, opt_len) {
         md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
         md[MD_GENEVE..MD_GENEVE + opt_len].copy_from_slice(&d[start - opt_len..start]);
         let used = md_used_len(md);
         md[MD_GENEVE + opt_len..used].fill(0);
     }
     popped(pkt, start, l3 + tot, 0, TnlMd::Ipv4);
+    true
+}
+
+/// The area's first bytes from [`MD_OPTS_WORDS`] that [`GENEVE_OPTS_SHORT`] bytes of
+/// options span.
+const OPTS_SPAN: usize = MD_GENEVE - MD_OPTS_WORDS + GENEVE_OPTS_SHORT;
+/// Most GENEVE option bytes [`geneve_opts_short`] takes (OVN's one option is 8).
+const GENEVE_OPTS_SHORT: usize = 28;
+const _: () = assert!(OPTS_SPAN.is_multiple_of(8));
+
+/// GENEVE options of `opt_len` bytes (at most [`GENEVE_OPTS_SHORT`]) ending at `start` in
+/// `d`, into the area's words from [`MD_OPTS_WORDS`] with zeros around them, as whole words
+/// from one fixed-size read: no variable-length copy or fill (a call to `memcpy` and one to
+/// `memset` a packet otherwise). False, with nothing written, when `d` has fewer than
+/// [`OPTS_SPAN`] bytes from the options' word (the inner frame is that short).
+#[inline(always)]
+fn geneve_opts_short(md: &mut [u8; TNL_MD_LEN], d: &[u8], start: usize, opt_len: usize) -> bool {
+    let lead = MD_GENEVE - MD_OPTS_WORDS;
+    if opt_len > GENEVE_OPTS_SHORT {
+        return false;
+    }
+    let Some(src) = d
+        .get(start - opt_len - lead..)
+        .and_then(|s| s.first_chunk::<OPTS_SPAN>())
+    else {
+        return false;
+    };
+    let end = lead + opt_len;
+    let words: [u8; OPTS_SPAN] =
+        std::array::from_fn(|k| if k >= lead && k < end { src[k] } else { 0 });
+    md[MD_OPTS_WORDS..MD_OPTS_WORDS + OPTS_SPAN].copy_from_slice(&words);
     true
 }
 
@@ -923,5 +954,66 @@ mod tests {
         assert_eq!(k.map(), 1 | 0b111 << 6 | 0b11 << 32);
         assert_eq!(md_used_len(&md), 80);
         assert_eq!(k.ct_tp_src(), 0);
+    }
+
+    /// A GENEVE frame over IPv4 (no UDP checksum) with `opts` and an inner frame of `inner`
+    /// bytes.
+    fn geneve_frame(opts: &[u8], inner: usize) -> Vec<u8> {
+        let udp_len = 8 + 8 + opts.len() + inner;
+        let mut f = vec![0u8; 12];
+        f.extend([0x08, 0x00]);
+        let mut ip = vec![0x45, 0];
+        ip.extend(((20 + udp_len) as u16).to_be_bytes());
+        ip.extend([0, 0, 0x40, 0, 64, IPPROTO_UDP, 0, 0]);
+        ip.extend([172, 17, 2, 160, 172, 17, 2, 60]);
+        let c = wire::checksum::data(&ip);
+        ip[10..12].copy_from_slice(&(!c).to_be_bytes());
+        f.extend(ip);
+        f.extend([0xc0, 0x00]);
+        f.extend(GENEVE_PORT.to_be_bytes());
+        f.extend((udp_len as u16).to_be_bytes());
+        f.extend([0, 0]);
+        f.extend([(opts.len() / 4) as u8, 0, 0x65, 0x58, 0, 0, 3, 0]);
+        f.extend(opts);
+        f.extend((0..inner).map(|i| i as u8 | 0x80));
+        f
+    }
+
+    /// Whatever the option length and however short the inner frame (the options' straight
+    /// copy reads a fixed span past them), the next pass's key holds the options and zeros
+    /// after them, over a metadata area full of stale bytes.
+    #[test]
+    fn geneve_options_reach_the_key_with_zeros_after_them() {
+        for n_opts in 0..16usize {
+            for inner in [14, 20, 27, 28, 40, 64] {
+                let opts: Vec<u8> = (0..n_opts * 4).map(|i| 0x11 + i as u8).collect();
+                let frame = geneve_frame(&opts, inner);
+                let mut p = Packet::from_slice(&frame);
+                p.tnl_md_and_data_mut().0.fill(0xee);
+                p.meta.l3 = 14;
+                tnl_pop(&mut p, TunnelKind::GENEVE).unwrap();
+                assert_eq!(p.len(), inner);
+                let mut k = FlowKey::new();
+                md_to_key(p.tnl_md(), TnlMd::Ipv4, &mut k);
+                let mut got = [0u8; GENEVE_OPTS_MAX];
+                assert_eq!(k.tun_geneve_opts(&mut got), opts.len());
+                assert_eq!(&got[..opts.len()], &opts[..]);
+                assert_eq!(k.ct_tp_src(), 0);
+                assert_eq!(k.ct_tp_dst(), 0);
+                // The option words' bytes after the options.
+                let words = if opts.is_empty() {
+                    0
+                } else {
+                    (MD_GENEVE - MD_OPTS_WORDS + opts.len()).div_ceil(8)
+                };
+                let after = GENEVE_OPTS_OFS + opts.len();
+                let end = KEY_W_OPTS * 8 + 8 * words;
+                for ofs in after..end.max(after) {
+                    let b = k.word(ofs / 8).to_ne_bytes()[ofs % 8];
+                    assert_eq!(b, 0, "{n_opts} options, inner {inner}: byte {ofs}");
+                }
+                assert_eq!(k.map() >> KEY_W_OPTS, (1u64 << words) - 1);
+            }
+        }
     }
 }
