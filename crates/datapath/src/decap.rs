@@ -229,11 +229,12 @@ pub fn lookup_simple(flows: &[SimpleFlow], key: &FlowKey) -> Option<FlowRef> {
 pub const MAX_LINEAR_FLOWS: usize = 1;
 
 /// One megaflow of an input port that has at most [`MAX_LINEAR_FLOWS`] of them, all with at
-/// most [`MAX_LINEAR_WORDS`] mask words: the port's whole classifier, tested in turn. A tunnel port's
-/// inner pass, a VM port behind a single rule, or MPLS labels to a few VMs are such ports. Each
-/// compare reads a few words of the key and of a list that stays in L1, where an EMC probe
-/// reads a 64-byte entry of a table spread over many cache lines; and, as the list is the
-/// port's every megaflow, a key none of them matches is a miss without the EMC or dpcls.
+/// most [`MAX_LINEAR_WORDS`] mask words: the port's whole classifier, tested in turn. A tunnel
+/// port's inner pass, a VM port behind a single rule, or MPLS labels to a few VMs are such
+/// ports. Each compare reads a few words of the key and of a list that stays in L1, where an
+/// EMC probe reads a 64-byte entry of a table spread over many cache lines; and, as the list
+/// is the port's every megaflow, a key none of them matches is a miss without the EMC or
+/// dpcls.
 #[derive(Clone, Debug)]
 pub struct LinearFlow {
     pub flow: FlowRef,

@@ -530,14 +530,7 @@ fn udp_tunnel<const GENEVE: bool>(
         o.flags |= tun_flags::OAM;
     }
     md[MD_GENEVE_LEN] = opt_len as u8;
-    if opt_len > 0 {
-        // The connection tuple's ports share the first option word; they are not set on a
-        // decapsulated packet.
-        md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
-        md[MD_GENEVE..MD_GENEVE + opt_len].copy_from_slice(&d[opts..opts + opt_len]);
-        let used = md_used_len(md);
-        md[MD_GENEVE + opt_len..used].fill(0);
-    }
+    put_geneve_opts(md, d, opts, opt_len);
     Ok(Inner {
         start: opts + opt_len,
         packet_type: 0,
@@ -784,14 +777,26 @@ fn udp4_fast<const GENEVE: bool>(pkt: &mut Packet, l3: usize) -> bool {
     md[MD_FLAGS] = flags;
     md[MD_GENEVE_LEN] = opt_len as u8;
     md[MD_TP_SRC..MD_TP_DST + 2].copy_from_slice(&h[20..24]);
-    if GENEVE && opt_len > 0 && !geneve_opts_short(md, d, start, opt_len) {
-        md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
-        md[MD_GENEVE..MD_GENEVE + opt_len].copy_from_slice(&d[start - opt_len..start]);
-        let used = md_used_len(md);
-        md[MD_GENEVE + opt_len..used].fill(0);
+    if GENEVE {
+        put_geneve_opts(md, d, start - opt_len, opt_len);
     }
     popped(pkt, start, l3 + tot, 0, TnlMd::Ipv4);
     true
+}
+
+/// Puts the GENEVE options `d[opts..opts + opt_len]` (`MD_GENEVE_LEN` already says how
+/// long) into the area's option words, with zeros before them (the connection tuple's ports
+/// share the first option word and are not set on a decapsulated packet) and after them to
+/// the end of their last word. Nothing for no options.
+#[inline(always)]
+fn put_geneve_opts(md: &mut [u8; TNL_MD_LEN], d: &[u8], opts: usize, opt_len: usize) {
+    if opt_len == 0 || geneve_opts_short(md, d, opts, opt_len) {
+        return;
+    }
+    md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
+    md[MD_GENEVE..MD_GENEVE + opt_len].copy_from_slice(&d[opts..opts + opt_len]);
+    let used = md_used_len(md);
+    md[MD_GENEVE + opt_len..used].fill(0);
 }
 
 /// The area's first bytes from [`MD_OPTS_WORDS`] that [`GENEVE_OPTS_SHORT`] bytes of
@@ -801,19 +806,19 @@ const OPTS_SPAN: usize = MD_GENEVE - MD_OPTS_WORDS + GENEVE_OPTS_SHORT;
 const GENEVE_OPTS_SHORT: usize = 28;
 const _: () = assert!(OPTS_SPAN.is_multiple_of(8));
 
-/// GENEVE options of `opt_len` bytes (at most [`GENEVE_OPTS_SHORT`]) ending at `start` in
-/// `d`, into the area's words from [`MD_OPTS_WORDS`] with zeros around them, as whole words
-/// from one fixed-size read: no variable-length copy or fill (a call to `memcpy` and one to
-/// `memset` a packet otherwise). False, with nothing written, when `d` has fewer than
-/// [`OPTS_SPAN`] bytes from the options' word (the inner frame is that short).
+/// [`put_geneve_opts`] for at most [`GENEVE_OPTS_SHORT`] bytes of options, as whole words
+/// from one fixed-size read (the 4 bytes before the options and what follows them, masked
+/// off): no variable-length copy or fill, which cost a call to `memcpy` and one to `memset` a
+/// packet. False, with nothing written, for longer options or when `d` ends before
+/// [`OPTS_SPAN`] bytes from 4 bytes before the options (an inner frame that short).
 #[inline(always)]
-fn geneve_opts_short(md: &mut [u8; TNL_MD_LEN], d: &[u8], start: usize, opt_len: usize) -> bool {
+fn geneve_opts_short(md: &mut [u8; TNL_MD_LEN], d: &[u8], opts: usize, opt_len: usize) -> bool {
     let lead = MD_GENEVE - MD_OPTS_WORDS;
-    if opt_len > GENEVE_OPTS_SHORT {
+    if opt_len > GENEVE_OPTS_SHORT || opts < lead {
         return false;
     }
     let Some(src) = d
-        .get(start - opt_len - lead..)
+        .get(opts - lead..)
         .and_then(|s| s.first_chunk::<OPTS_SPAN>())
     else {
         return false;
@@ -981,39 +986,41 @@ mod tests {
 
     /// Whatever the option length and however short the inner frame (the options' straight
     /// copy reads a fixed span past them), the next pass's key holds the options and zeros
-    /// after them, over a metadata area full of stale bytes.
+    /// after them, over a metadata area full of stale bytes; by the straight pop (the header
+    /// offsets known) and by the general one.
     #[test]
     fn geneve_options_reach_the_key_with_zeros_after_them() {
-        for n_opts in 0..16usize {
-            for inner in [14, 20, 27, 28, 40, 64] {
-                let opts: Vec<u8> = (0..n_opts * 4).map(|i| 0x11 + i as u8).collect();
-                let frame = geneve_frame(&opts, inner);
-                let mut p = Packet::from_slice(&frame);
-                p.tnl_md_and_data_mut().0.fill(0xee);
-                p.meta.l3 = 14;
-                tnl_pop(&mut p, TunnelKind::GENEVE).unwrap();
-                assert_eq!(p.len(), inner);
-                let mut k = FlowKey::new();
-                md_to_key(p.tnl_md(), TnlMd::Ipv4, &mut k);
-                let mut got = [0u8; GENEVE_OPTS_MAX];
-                assert_eq!(k.tun_geneve_opts(&mut got), opts.len());
-                assert_eq!(&got[..opts.len()], &opts[..]);
-                assert_eq!(k.ct_tp_src(), 0);
-                assert_eq!(k.ct_tp_dst(), 0);
-                // The option words' bytes after the options.
-                let words = if opts.is_empty() {
-                    0
-                } else {
-                    (MD_GENEVE - MD_OPTS_WORDS + opts.len()).div_ceil(8)
-                };
-                let after = GENEVE_OPTS_OFS + opts.len();
-                let end = KEY_W_OPTS * 8 + 8 * words;
-                for ofs in after..end.max(after) {
-                    let b = k.word(ofs / 8).to_ne_bytes()[ofs % 8];
-                    assert_eq!(b, 0, "{n_opts} options, inner {inner}: byte {ofs}");
-                }
-                assert_eq!(k.map() >> KEY_W_OPTS, (1u64 << words) - 1);
+        for (n_opts, inner, l3) in (0..16usize)
+            .flat_map(|n| [14, 20, 27, 28, 40, 64].map(|i| (n, i)))
+            .flat_map(|(n, i)| [14, NO_OFS].map(|l3| (n, i, l3)))
+        {
+            let opts: Vec<u8> = (0..n_opts * 4).map(|i| 0x11 + i as u8).collect();
+            let frame = geneve_frame(&opts, inner);
+            let mut p = Packet::from_slice(&frame);
+            p.tnl_md_and_data_mut().0.fill(0xee);
+            p.meta.l3 = l3;
+            tnl_pop(&mut p, TunnelKind::GENEVE).unwrap();
+            assert_eq!(p.len(), inner);
+            let mut k = FlowKey::new();
+            md_to_key(p.tnl_md(), TnlMd::Ipv4, &mut k);
+            let mut got = [0u8; GENEVE_OPTS_MAX];
+            assert_eq!(k.tun_geneve_opts(&mut got), opts.len());
+            assert_eq!(&got[..opts.len()], &opts[..]);
+            assert_eq!(k.ct_tp_src(), 0);
+            assert_eq!(k.ct_tp_dst(), 0);
+            // The option words' bytes after the options.
+            let words = if opts.is_empty() {
+                0
+            } else {
+                (MD_GENEVE - MD_OPTS_WORDS + opts.len()).div_ceil(8)
+            };
+            let after = GENEVE_OPTS_OFS + opts.len();
+            let end = KEY_W_OPTS * 8 + 8 * words;
+            for ofs in after..end.max(after) {
+                let b = k.word(ofs / 8).to_ne_bytes()[ofs % 8];
+                assert_eq!(b, 0, "{n_opts} options, inner {inner}: byte {ofs}");
             }
+            assert_eq!(k.map() >> KEY_W_OPTS, (1u64 << words) - 1);
         }
     }
 }
