@@ -95,6 +95,13 @@ pub struct NdrArgs {
     /// Every stream's upper bound instead of the file's rate.
     #[arg(long)]
     pub max_rate: Option<String>,
+    /// A failing trial in which the generator paused longer than this many milliseconds
+    /// (descheduled, then catching up in bursts) is run again.
+    #[arg(long, default_value_t = 1.0)]
+    pub pause_limit_ms: f64,
+    /// How many times such a trial is run again at most (0: never).
+    #[arg(long, default_value_t = 2)]
+    pub repeats: u32,
     #[command(flatten)]
     pub common: Common,
 }
@@ -380,6 +387,13 @@ fn ndr_cmd(a: NdrArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
             a.loss_tolerance
         );
     }
+    if !(a.pause_limit_ms.is_finite() && a.pause_limit_ms > 0.0 && a.pause_limit_ms <= 60_000.0) {
+        bail!(
+            "--pause-limit-ms: expected milliseconds in (0, 60000], not {}",
+            a.pause_limit_ms
+        );
+    }
+    let pause_limit = Duration::from_secs_f64(a.pause_limit_ms / 1e3);
     let streams = with_rate(file.streams.clone(), a.max_rate.as_deref())?;
     if let Some(s) = streams.iter().find(|s| matches!(s.rate, Rate::Max)) {
         bail!(
@@ -394,6 +408,8 @@ fn ndr_cmd(a: NdrArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         drain: Duration::from_millis(c.drain_ms),
         resolution: a.resolution / 100.0,
         loss_tolerance: a.loss_tolerance / 100.0,
+        pause_limit,
+        repeats: a.repeats,
     };
     let quiet = c.quiet || c.json;
     let res = ndr::search(
@@ -403,7 +419,7 @@ fn ndr_cmd(a: NdrArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
         &mut |t| {
             if !quiet {
                 eprintln!(
-                    "trial at {:6.2}%: sent {} ({:.3} Gbps L1), lost {} ({:.4}%): {}{}",
+                    "trial at {:6.2}%: sent {} ({:.3} Gbps L1), lost {} ({:.4}%): {}{}{}",
                     t.scale * 100.0,
                     engine::rate_text(t.tx_pps),
                     t.tx_l1_bps / 1e9,
@@ -414,6 +430,14 @@ fn ndr_cmd(a: NdrArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
                         " (the generator sent below the asked rate)"
                     } else {
                         ""
+                    },
+                    if t.disturbed {
+                        format!(
+                            " (the generator paused {}, over the limit: disturbed)",
+                            engine::ns_text(t.longest_pause_ns)
+                        )
+                    } else {
+                        String::new()
                     }
                 );
             }

@@ -84,6 +84,11 @@ pub struct RunReport {
     pub scale: f64,
     pub streams: Vec<StreamStats>,
     pub ports: Vec<PortStats>,
+    /// The longest time between two turns of the sending loop, nanoseconds: how long the
+    /// generator's thread was away (descheduled, or the host took its core). After such a
+    /// pause the paced streams catch up in bursts, which a port with less buffering than the
+    /// pause's worth of packets drops.
+    pub longest_pause_ns: u64,
 }
 
 impl RunReport {
@@ -355,10 +360,14 @@ impl Session {
         let mut last_report = 0u64;
         let mut batch = Batch::new();
         let mut sent_ticks = send_ticks;
+        let mut prev_el = 0u64;
+        let mut longest_pause = 0u64;
         loop {
             let el = tsc::now().wrapping_sub(t0);
             let sending = el < send_ticks;
             if sending {
+                longest_pause = longest_pause.max(el - prev_el);
+                prev_el = el;
                 let tx_ns = (el as f64 * ns_per_tick) as u64;
                 for l in live.iter_mut() {
                     // Packets due now (at most a burst), or for a bit rate the bits due,
@@ -534,6 +543,7 @@ impl Session {
             scale: o.scale,
             streams,
             ports,
+            longest_pause_ns: (longest_pause as f64 * ns_per_tick) as u64,
         })
     }
 }
@@ -596,6 +606,11 @@ pub fn report_text(r: &RunReport) -> String {
             p.name, p.rx_packets, p.rx_unstamped, p.tx_packets, p.tx_dropped, p.rx_dropped
         );
     }
-    let _ = writeln!(s, "sending time {:.3} s", r.seconds);
+    let _ = writeln!(
+        s,
+        "sending time {:.3} s, the generator's longest pause {}",
+        r.seconds,
+        ns_text(r.longest_pause_ns)
+    );
     s
 }

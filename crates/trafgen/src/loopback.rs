@@ -10,7 +10,8 @@
 //! at most the depth, and a sender that stalls less than 5 ms and then catches up loses
 //! nothing),
 //! `drop_every` (drop every Nth frame offered; 0: none), `delay_us` (each frame returns that
-//! long after it was sent).
+//! long after it was sent), `stall_at` and `stall_us` (the `stall_at`th send, counted from 1
+//! over the port's life, blocks the sender that long: a generator descheduled once).
 //!
 //! It is a test instrument: the queue between its two halves is behind a mutex, which only
 //! its own tx and rx (normally on one generator thread) take.
@@ -29,6 +30,9 @@ pub struct Impairments {
     pub burst: Option<u32>,
     pub drop_every: u64,
     pub delay: Duration,
+    /// The send (counted from 1) that blocks for `stall`; 0: none.
+    pub stall_at: u64,
+    pub stall: Duration,
 }
 
 impl Impairments {
@@ -54,9 +58,11 @@ impl Impairments {
                 "burst" => im.burst = Some(num()?.max(1.0) as u32),
                 "drop_every" => im.drop_every = num()? as u64,
                 "delay_us" => im.delay = Duration::from_nanos((num()? * 1000.0) as u64),
+                "stall_at" => im.stall_at = num()? as u64,
+                "stall_us" => im.stall = Duration::from_nanos((num()? * 1000.0) as u64),
                 _ => {
                     return Err(format!(
-                        "unknown option {k} (loopback takes rate_pps, burst, drop_every, delay_us)"
+                        "unknown option {k} (loopback takes rate_pps, burst, drop_every, delay_us, stall_at, stall_us)"
                     ));
                 }
             }
@@ -71,6 +77,7 @@ struct Shared {
     tokens: f64,
     last: Option<Instant>,
     offered: u64,
+    sends: u64,
 }
 
 /// The port. One rx and one tx queue.
@@ -96,6 +103,7 @@ impl LoopbackPort {
                 tokens: 0.0,
                 last: None,
                 offered: 0,
+                sends: 0,
             })),
             rx_taken: false,
             rx: QueueStats::shared(),
@@ -121,6 +129,13 @@ impl Port for LoopbackPort {
         }
         if !self.im.delay.is_zero() {
             o.push(format!("delay_us={}", self.im.delay.as_secs_f64() * 1e6));
+        }
+        if self.im.stall_at > 0 {
+            o.push(format!(
+                "stall_at={}, stall_us={}",
+                self.im.stall_at,
+                self.im.stall.as_secs_f64() * 1e6
+            ));
         }
         if o.is_empty() {
             String::new()
@@ -172,9 +187,13 @@ struct LoopTx {
 
 impl TxQueue for LoopTx {
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        s.sends += 1;
+        if s.sends == self.im.stall_at {
+            std::thread::sleep(self.im.stall);
+        }
         let now = Instant::now();
         let due = now + self.im.delay;
-        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = self.im.rate_pps {
             let dt = s.last.map_or(0.0, |l| now.duration_since(l).as_secs_f64());
             s.tokens = if s.last.is_none() {

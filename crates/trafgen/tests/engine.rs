@@ -127,9 +127,10 @@ fn a_second_run_on_the_same_session_starts_from_zero() {
 #[test]
 fn ndr_finds_the_rate_limit_of_the_port_within_2_percent() {
     let _turn = turn();
-    // A trial fails when the generator's thread is descheduled longer than the port's bucket
-    // (5 ms) and then catches up: on a loaded machine that can only lower the result, never
-    // raise it, so the search is run up to three times and one result must be within 2 %.
+    // A trial fails when the generator's thread is away longer than the port's bucket (5 ms)
+    // and then catches up. The search runs such a trial again (it paused over 1 ms), up to
+    // four times. A pause in every attempt can only lower the result, never raise it, so the
+    // search is run up to three times and one result must be within 2 %.
     let limit = 200_000.0;
     let s = streams(&UDP.replace("RATE", "500kpps"));
     let mut results = Vec::new();
@@ -143,10 +144,13 @@ fn ndr_finds_the_rate_limit_of_the_port_within_2_percent() {
             &mut sess,
             &s,
             &NdrOpts {
-                trial: Duration::from_secs(1),
+                // The bucket lets 5 ms more through in a trial: 1 % of 500 ms.
+                trial: Duration::from_millis(500),
                 drain: Duration::from_millis(50),
                 resolution: 0.005,
                 loss_tolerance: 0.0,
+                pause_limit: Duration::from_millis(1),
+                repeats: 4,
             },
             &mut |t| trials.push(t.clone()),
             &mut |_| {},
@@ -168,6 +172,42 @@ fn ndr_finds_the_rate_limit_of_the_port_within_2_percent() {
 }
 
 #[test]
+fn a_trial_failed_by_a_generator_pause_is_run_again() {
+    let _turn = turn();
+    // 100 kpps into a port limited to 200 kpps passes, unless the sender is blocked: the
+    // port's 20th send blocks 30 ms, after which the generator catches up 3000 packets with
+    // at most 5 ms (1000 packets) of tokens in the bucket.
+    let s = streams(&UDP.replace("RATE", "100kpps"));
+    let im = Impairments {
+        rate_pps: Some(200_000.0),
+        stall_at: 20,
+        stall: Duration::from_millis(30),
+        ..Default::default()
+    };
+    let o = |repeats| NdrOpts {
+        trial: Duration::from_millis(200),
+        drain: Duration::from_millis(50),
+        resolution: 0.2,
+        loss_tolerance: 0.0,
+        pause_limit: Duration::from_millis(1),
+        repeats,
+    };
+    let res = ndr::search(&mut session(im), &s, &o(2), &mut |_| {}, &mut |_| {}).unwrap();
+    let t = &res.trials;
+    assert!(t[0].disturbed && !t[0].pass && t[0].lost > 0, "{t:#?}");
+    assert!(t[0].longest_pause_ns >= 30_000_000, "{t:#?}");
+    // The repeat passes (or, if the machine paused it too, the one after).
+    let last = t.last().unwrap();
+    assert!((2..=3).contains(&t.len()) && last.pass, "{t:#?}");
+    assert!(t.iter().all(|t| t.scale == 1.0), "{t:#?}");
+    assert_eq!(res.scale, 1.0);
+    // Without repeats the disturbed trial decides, and the search goes down.
+    let res = ndr::search(&mut session(im), &s, &o(0), &mut |_| {}, &mut |_| {}).unwrap();
+    assert!(res.trials[0].disturbed && !res.trials[0].pass);
+    assert_eq!(res.trials[1].scale, 0.5, "{:#?}", res.trials);
+}
+
+#[test]
 fn pdr_with_a_loss_tolerance_passes_a_port_that_drops_a_known_share() {
     let _turn = turn();
     // Every 200th frame dropped: 0.5 % loss at any rate. NDR finds nothing; PDR at 1 % passes
@@ -178,6 +218,7 @@ fn pdr_with_a_loss_tolerance_passes_a_port_that_drops_a_known_share() {
         drain: Duration::from_millis(50),
         resolution: 0.05,
         loss_tolerance: tol,
+        ..NdrOpts::default()
     };
     let im = Impairments {
         drop_every: 200,
