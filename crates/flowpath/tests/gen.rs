@@ -186,6 +186,18 @@ fn ndr_of_a_rate_limited_loopback() {
     let pps = j["pps"].as_f64().unwrap();
     assert!(pps > 50_000.0 && pps < 103_000.0, "{j}");
     assert!(j["trials"].as_array().unwrap().len() >= 5);
+    assert!(
+        j["trials"][0]["longest_pause_ns"].as_u64().unwrap() > 0,
+        "{j}"
+    );
+    for bad in ["0", "nan", "1e9"] {
+        let o = gen_cmd(&["ndr", &f, &format!("--pause-limit-ms={bad}")]);
+        assert!(!o.status.success());
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--pause-limit-ms"),
+            "{o:?}"
+        );
+    }
 }
 
 const SWITCH: &str = r#"
