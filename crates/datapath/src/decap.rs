@@ -119,6 +119,56 @@ pub struct DecapFlow {
     /// The tunnel port of its `tnl_pop`.
     pub port: u32,
     words: MaskedWords,
+    /// Its compare on a frame just received, before extraction, if it has one.
+    outer: Option<OuterWords>,
+}
+
+/// Key words a frame just received and of the common shape has: word 0 (in_port and
+/// recirc_id, its only metadata) and packet words 1 to 5 ([`flow::ipv4_fast_words`]).
+pub const OUTER_WORDS: usize = 6;
+
+/// A decap megaflow's compare on the words [`flow::ipv4_fast_words`] gives for a frame just
+/// received, with no key: the outer pass of a tunnel's packets then writes no key, and is
+/// one load and compare per word. Such a frame's key holds words 0 to 5 at most (word 5 only
+/// with TCP flags), every other word reading as zero; so a megaflow that wants zero in every
+/// word above 5 matches the key exactly when these six words do, with word 5 zero when
+/// absent. Megaflows wanting more (a tunnel's inner pass, an IPv6 underlay) have none.
+#[derive(Clone, Copy, Debug)]
+struct OuterWords {
+    mask: [u64; OUTER_WORDS],
+    val: [u64; OUTER_WORDS],
+}
+
+impl OuterWords {
+    fn new(m: &Match) -> Option<OuterWords> {
+        // The match's key is stored masked: above word 5 it must be all zeros.
+        let mut above = m.mask().map() & !((1 << OUTER_WORDS) - 1);
+        while above != 0 {
+            let i = above.trailing_zeros() as usize;
+            above &= above - 1;
+            if m.key().word(i) != 0 {
+                return None;
+            }
+        }
+        let mut o = OuterWords {
+            mask: [0; OUTER_WORDS],
+            val: [0; OUTER_WORDS],
+        };
+        for i in 0..OUTER_WORDS {
+            o.mask[i] = m.mask().word(i);
+            o.val[i] = m.key().word(i);
+        }
+        Some(o)
+    }
+
+    #[inline(always)]
+    fn matches(&self, w: &[u64; OUTER_WORDS]) -> bool {
+        let mut diff = 0;
+        for ((w, m), v) in w.iter().zip(&self.mask).zip(&self.val) {
+            diff |= (w & m) ^ v;
+        }
+        diff == 0
+    }
 }
 
 impl DecapFlow {
@@ -132,7 +182,13 @@ impl DecapFlow {
             flow,
             port: *port,
             words: MaskedWords::new(m, u64::MAX)?,
+            outer: OuterWords::new(m),
         })
+    }
+
+    /// Whether it has the compare on a frame just received ([`lookup_outer`]).
+    pub fn has_outer(&self) -> bool {
+        self.outer.is_some()
     }
 
     /// Whether `key` agrees with the megaflow on every masked bit (what `Match::matches`
@@ -147,6 +203,15 @@ impl DecapFlow {
 #[inline(always)]
 pub fn lookup(flows: &[DecapFlow], key: &FlowKey) -> Option<usize> {
     flows.iter().position(|f| f.matches(key))
+}
+
+/// The index in `flows` of the first that matches a frame just received whose key words 0 to
+/// 5 are `w` (see [`OuterWords`]); a megaflow without that compare is never found here.
+#[inline(always)]
+pub fn lookup_outer(flows: &[DecapFlow], w: &[u64; OUTER_WORDS]) -> Option<usize> {
+    flows
+        .iter()
+        .position(|f| f.outer.as_ref().is_some_and(|o| o.matches(w)))
 }
 
 /// One megaflow of the simple match: it looks at no packet field but those of
@@ -404,6 +469,83 @@ mod tests {
             }
             probe.clear_words(absent);
             proptest::prop_assert_eq!(l.matches(&probe), mt.matches(&probe));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+        /// The compare on a frame just received finds what extraction and the megaflow
+        /// compare find, for every frame it takes; a megaflow wanting more than it can see
+        /// has no such compare, and is never found by it.
+        #[test]
+        fn outer_agrees_with_extract_and_match(
+            hdr in proptest::collection::vec(proptest::prelude::any::<u8>(), 54),
+            proto in proptest::sample::select(vec![17u8, 6, 47]),
+            frag in proptest::sample::select(vec![0u16, 0x4000, 0x2000]),
+            masks in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(0u64),
+                    proptest::strategy::Just(u64::MAX),
+                    proptest::prelude::any::<u64>(),
+                ],
+                6,
+            ),
+            above in words_of(40, 3),
+            flips in proptest::collection::vec((0usize..54, 1u8..=255), 0..3),
+            other_port: bool,
+        ) {
+            // An Ethernet/IPv4 frame of the common shape, the megaflow's source.
+            let mut f = hdr.clone();
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&40u16.to_be_bytes());
+            f[20..22].copy_from_slice(&frag.to_be_bytes());
+            f[23] = proto;
+            f[46] = 0x50 | (f[46] & 0x0f);
+            let mut k = FlowKey::new();
+            k.set_in_port(2);
+            flow::extract(&f, &mut k);
+            let mut mw = flow::FlowWords::new();
+            for (i, &m) in masks.iter().enumerate() {
+                mw.set_word(i, m);
+            }
+            for &(i, v) in &above {
+                mw.set_word(i, v);
+                // Half the time what the source's key has there (zero: a wanted absence).
+                if v & 1 == 0 {
+                    k.set_word(i, v);
+                }
+            }
+            let mt = Match::new(&k, &Mask(mw));
+            let r = FlowRef { idx: 0, generation: 1 };
+            let d = DecapFlow::new(r, &mt, &[DpAction::TnlPop(9)]).unwrap();
+            let flows = [d];
+
+            // A frame received: the source with a few bytes changed.
+            let mut g = f.clone();
+            for &(at, x) in &flips {
+                g[at] ^= x;
+            }
+            let mut key = FlowKey::new();
+            key.set_in_port(if other_port { 3 } else { 2 });
+            let w0 = key.word(0);
+            flow::extract(&g, &mut key);
+            let by_key = lookup(&flows, &key);
+            proptest::prop_assert_eq!(by_key.is_some(), mt.matches(&key));
+            if let Some(([w1, w2, w3, w4, w5], _)) = flow::ipv4_fast_words(&g) {
+                let by_words = lookup_outer(&flows, &[w0, w1, w2, w3, w4, w5]);
+                if flows[0].has_outer() {
+                    proptest::prop_assert_eq!(by_words, by_key);
+                } else {
+                    proptest::prop_assert_eq!(by_words, None);
+                    // It has none only when it wants a word above 5 that is not zero.
+                    let hi = mt.mask().map() & !0x3f;
+                    proptest::prop_assert!(
+                        (0..64).any(|i| hi & (1 << i) != 0 && mt.key().word(i) != 0)
+                    );
+                }
+            }
         }
     }
 

@@ -990,7 +990,7 @@ impl Pmd {
             received += n;
             self.stats.rx_packets += n as u64;
             let in_port = self.rxqs[qi].port_no;
-            self.process(&mut batch, in_port);
+            self.process_rx(&mut batch, in_port);
             self.rx_batch = batch;
             self.run_recirc();
             self.flush_tx();
@@ -1152,6 +1152,57 @@ impl Pmd {
         self.process_with(batch, in_port, false);
     }
 
+    /// [`Self::process`] for a batch just received: first the fused outer pass of a tunnel
+    /// endpoint ([`Self::decap_rx`]).
+    #[inline]
+    fn process_rx(&mut self, batch: &mut Batch, in_port: u32) {
+        let port = self.decap_rx(batch, in_port).unwrap_or(in_port);
+        self.process(batch, port);
+    }
+
+    /// The outer pass of a batch just received on a tunnel's underlay port, fused into the
+    /// decap: when every packet is a frame of the common shape whose words
+    /// ([`flow::ipv4_fast_words`]) match one of the port's decap megaflows
+    /// ([`crate::decap::lookup_outer`]), all popping to one tunnel port, they are popped in
+    /// place as by the decap fast path, with no key written, no extraction and no second
+    /// compare, and the tunnel port is returned for their next pass. Otherwise nothing has
+    /// changed but the packets' header offsets, and the batch takes the usual way.
+    #[inline]
+    fn decap_rx(&mut self, batch: &mut Batch, in_port: u32) -> Option<u32> {
+        let c = self.cls.port(in_port)?;
+        if c.decap.is_empty() {
+            return None;
+        }
+        let t0 = self.stamp();
+        let mut which = [0u8; MAX_BURST];
+        let mut tcp_flags = [0u16; MAX_BURST];
+        for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+            let m = &p.meta;
+            if !only_port_and_recirc(m) || p.is_lent() {
+                return None;
+            }
+            let w0 = meta_word(m.in_port, m.recirc_id);
+            let ([w1, w2, w3, w4, w5], layers) = flow::ipv4_fast_words(p.data())?;
+            which[i] = crate::decap::lookup_outer(&c.decap, &[w0, w1, w2, w3, w4, w5])? as u8;
+            // TCP flags lead word 5, in network order.
+            let f = w5.to_ne_bytes();
+            tcp_flags[i] = u16::from_be_bytes([f[0], f[1]]);
+            p.meta.l2_5 = layers.l2_5;
+            p.meta.l3 = layers.l3;
+            p.meta.l4 = layers.l4;
+        }
+        let n = batch.len();
+        let port = self.decap_in_place(batch, in_port, &which, |_, i| tcp_flags[i])?;
+        self.stats.batches += 1;
+        self.stats.decap_hits += n as u64;
+        if !self.running_deferred {
+            self.hits_this_iter += n as u64;
+        }
+        let t = self.stamp();
+        self.add_stage(Stage::Actions, t0, t);
+        Some(port)
+    }
+
     /// [`Self::process`]; `reuse`: the batch is the previous pass's, recirculated whole with
     /// its headers untouched (`keys_reusable`), so each packet's key is still in
     /// `keys` at its place: only its metadata words are made again, and it is hashed again,
@@ -1232,7 +1283,8 @@ impl Pmd {
                     }
                 }
                 if u64::from(fast) == (1u64 << n) - 1
-                    && let Some(port) = self.decap_in_place(batch, in_port, &which)
+                    && let Some(port) =
+                        self.decap_in_place(batch, in_port, &which, |k, i| k[i].tcp_flags())
                 {
                     in_port = port;
                     let t = self.stamp();
@@ -1568,6 +1620,7 @@ impl Pmd {
         batch: &mut Batch,
         in_port: u32,
         which: &[u8; MAX_BURST],
+        tcp_flags_of: impl Fn(&[FlowKey], usize) -> u16,
     ) -> Option<u32> {
         let n = batch.len();
         let flows = self.cls.decap(in_port);
@@ -1586,7 +1639,7 @@ impl Pmd {
             let j = usize::from(which[i]) % MAX_DECAP_FLOWS;
             packets[j] += 1;
             bytes[j] += p.len() as u64;
-            tcp_flags[j] |= self.keys[i].tcp_flags();
+            tcp_flags[j] |= tcp_flags_of(&self.keys, i);
         }
         let now = self.iter_tsc;
         for (j, d) in flows.iter().enumerate() {

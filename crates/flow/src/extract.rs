@@ -383,29 +383,21 @@ fn finish_hashed<const HASH: bool>(cx: Cx) -> Extracted {
 /// [`FlowWords::hash`]: crate::key::FlowWords::hash
 #[inline(always)]
 fn extract_ipv4_fast<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
-    let Ipv4Fast {
-        proto,
-        tcp_flags,
-        ports,
-        l4,
-    } = ipv4_fast(pkt)?;
-    let w1 = mac_word(pkt, 0, [0x08, 0x00]);
-    let w2 = mac_word(pkt, 6, [0, 0]);
-    let w3 = word_at(pkt, 26);
-    let w4 = l4_word(ports, proto, pkt[15], pkt[22], 0);
+    let (w, layers) = ipv4_fast_words(pkt)?;
+    let [w1, w2, w3, w4, w5] = w;
     key.put_word(W_ETH_DST_TYPE, w1);
     key.put_word(W_ETH_SRC_TCI, w2);
     key.put_word(W_NW_ADDRS, w3);
     key.put_word(W_NW_L4, w4);
     let mut words = 0b1_1110;
-    if tcp_flags != 0 {
-        key.put_word(W_TCP_VLAN2, tcp_flags_word(tcp_flags));
+    if w5 != 0 {
+        key.put_word(W_TCP_VLAN2, w5);
         words |= 1 << W_TCP_VLAN2;
     }
     key.mark_words(words);
     if !HASH {
         return Some(Extracted {
-            layers: ipv4_fast_layers(l4),
+            layers,
             malformed: None,
             hash: 0,
         });
@@ -420,8 +412,8 @@ fn extract_ipv4_fast<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Option<
     h = crc32c_u64(h, w2);
     h = crc32c_u64(h, w3);
     h = crc32c_u64(h, w4);
-    if tcp_flags != 0 {
-        h = crc32c_u64(h, key.raw_word(W_TCP_VLAN2));
+    if w5 != 0 {
+        h = crc32c_u64(h, w5);
     }
     // Metadata words above the first cache line (tunnel, conntrack), in index order.
     let mut rest = map & !0x3f;
@@ -431,10 +423,41 @@ fn extract_ipv4_fast<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Option<
         h = crc32c_u64(h, key.raw_word(i));
     }
     Some(Extracted {
-        layers: ipv4_fast_layers(l4),
+        layers,
         malformed: None,
         hash: crc32c_u64(h, map),
     })
+}
+
+/// The packet words of a frame of the common shape (the frames the fast path of [`extract`]
+/// takes: Ethernet without VLAN, IPv4 without options and not a fragment, a well-formed UDP or
+/// TCP header or a transport without key fields) without a key: words 1 to 5 as [`extract`]
+/// writes them, word 5 (TCP flags) zero when it writes none, and the frame's header offsets.
+/// An Ethernet frame's key extracted from such a frame holds its metadata words, these, and
+/// no other packet word. `None` for every other frame.
+#[inline(always)]
+pub fn ipv4_fast_words(pkt: &[u8]) -> Option<([u64; 5], Layers)> {
+    let Ipv4Fast {
+        proto,
+        tcp_flags,
+        ports,
+        l4,
+    } = ipv4_fast(pkt)?;
+    let w5 = if tcp_flags != 0 {
+        tcp_flags_word(tcp_flags)
+    } else {
+        0
+    };
+    Some((
+        [
+            mac_word(pkt, 0, [0x08, 0x00]),
+            mac_word(pkt, 6, [0, 0]),
+            word_at(pkt, 26),
+            l4_word(ports, proto, pkt[15], pkt[22], 0),
+            w5,
+        ],
+        ipv4_fast_layers(l4),
+    ))
 }
 
 /// What [`ipv4_fast`] reads of a frame the fast path takes.
@@ -1214,6 +1237,22 @@ mod tests {
                     }
                 }
                 None => proptest::prop_assert!(c.exact_eq(&before)),
+            }
+
+            // The fast words without a key: where they are given, the key of an Ethernet
+            // frame with only word 0 of metadata holds word 0, these (word 5 when not zero)
+            // and nothing else, and the offsets are extract's.
+            let mut e = FlowKey::new();
+            e.set_in_port(7);
+            let xe = extract(&p, &mut e);
+            if let Some((w, layers)) = ipv4_fast_words(&p) {
+                proptest::prop_assert_eq!(layers, xe.layers);
+                proptest::prop_assert!(xe.malformed.is_none());
+                let map = 0b1_1111 | u64::from(w[4] != 0) << 5;
+                proptest::prop_assert_eq!(e.map(), map);
+                for (i, &wi) in w.iter().enumerate() {
+                    proptest::prop_assert_eq!(e.word(i + 1), wi, "word {}", i + 1);
+                }
             }
         }
     }

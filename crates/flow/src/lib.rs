@@ -9,6 +9,7 @@ pub mod key;
 pub mod odp;
 
 pub use extract::{
-    Extracted, Layers, Malformed, extract, extract_simple, extract_unhashed, simple_fields,
+    Extracted, Layers, Malformed, extract, extract_simple, extract_unhashed, ipv4_fast_words,
+    simple_fields,
 };
 pub use key::{EthAddr, FlowKey, FlowWords, Mask, Match};

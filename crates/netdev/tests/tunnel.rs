@@ -504,6 +504,37 @@ fn decap_fast_path_follows_flow_changes() {
     assert_eq!(pmd.stats().decap_hits, 16);
 }
 
+/// The outer pass fused into the decap takes a batch only whole: with one frame of it for
+/// another megaflow (UDP port 4790), the batch goes the usual way, where the tunnel's frames
+/// still hit the decap fast path one by one, and the other frame its own megaflow. A batch
+/// of tunnel frames alone pops them all.
+#[test]
+fn a_batch_with_a_frame_for_another_megaflow_still_decapsulates_the_rest() {
+    let (mut pmd, feed, names) = decap_pmd(Box::new(datapath::pmd::DropUpcalls), 10_000);
+    let mut vxlan = frames(&seed("vxlan_l3vpn_8.pcap"));
+    pmd.add_flow(parse_megaflow(&names, VXLAN_POP, "tnl_pop(vxlan_sys_4789)").unwrap())
+        .unwrap();
+    pmd.add_flow(parse_megaflow(&names, "in_port(vxlan_sys_4789)", "p1").unwrap())
+        .unwrap();
+    let other = VXLAN_POP.replace("udp(dst=4789)", "udp(dst=4790)");
+    pmd.add_flow(parse_megaflow(&names, &other, "p1").unwrap())
+        .unwrap();
+    feed.send(&vxlan);
+    poll(&mut pmd, 2);
+    let s = pmd.stats();
+    assert_eq!((s.decap_hits, s.tnl_pops, s.tx_packets), (8, 8, 8), "{s:?}");
+    assert_eq!(s.megaflow_hits + s.emc_hits + s.simple_hits, 8, "{s:?}");
+    pmd.clear_stats();
+    vxlan[3][36..38].copy_from_slice(&4790u16.to_be_bytes());
+    feed.send(&vxlan);
+    poll(&mut pmd, 2);
+    let s = pmd.stats();
+    assert_eq!((s.decap_hits, s.tnl_pops, s.tx_packets), (7, 7, 8), "{s:?}");
+    assert_eq!(s.megaflow_hits + s.emc_hits + s.simple_hits, 8, "{s:?}");
+    let counts: Vec<u64> = pmd.dump().iter().map(|d| d.flow.stats.packets).collect();
+    assert_eq!(counts.iter().sum::<u64>(), 8 + 8 + 7 + 7 + 1, "{counts:?}");
+}
+
 #[test]
 fn decap_fast_path_forgets_expired_flows() {
     let (mut pmd, feed, names) = decap_pmd(Box::new(PopUpcalls), 50);
