@@ -9,7 +9,8 @@
 //! would have found. When every packet of a batch hits, the PMD pops them in place and the
 //! batch runs its next pass at once as received on the tunnel port, without going through
 //! the flow grouping, the actions and the recirculation queue (see `Pmd::process`); otherwise
-//! the hits only skip the EMC and dpcls lookups.
+//! the hits only skip the EMC and dpcls lookups. Before all that, a batch just received is
+//! tried with no extraction at all ([`lookup_outer`], `Pmd::decap_rx`).
 //!
 //! The same compare serves the simple match ([`SimpleFlow`]): megaflows that look at no packet
 //! field but the ethertype, VLAN TCI and fragment flags, found from a plain frame's metadata

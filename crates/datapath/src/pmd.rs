@@ -7,7 +7,10 @@
 //! between iterations; so the per-packet path takes no lock and shares no written memory.
 //!
 //! One iteration ([`Pmd::poll_once`]), per polled rx queue:
-//! 1. rx burst (up to 32 packets), copied into pool buffers by the port;
+//! 1. rx burst (up to 32 packets), copied into pool buffers by the port; on a tunnel's
+//!    underlay port, a burst whose every frame matches a decap megaflow from its header words
+//!    alone is decapsulated at once (`Pmd::decap_rx`) and starts at step 2 as received on
+//!    the tunnel port;
 //! 2. extraction of each packet's key and hash (`flow::extract`), after the metadata words
 //!    the packet carries (in_port, recirc_id, packet type, tunnel metadata);
 //! 3. the decap fast path for the in_port's megaflows whose only action is `tnl_pop`
