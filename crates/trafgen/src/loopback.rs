@@ -10,8 +10,8 @@
 //! at most the depth, and a sender that stalls less than 5 ms and then catches up loses
 //! nothing),
 //! `drop_every` (drop every Nth frame offered; 0: none), `delay_us` (each frame returns that
-//! long after it was sent), `stall_at` and `stall_us` (the `stall_at`th send, counted from 1
-//! over the port's life, blocks the sender that long: a generator descheduled once).
+//! long after it was sent), `stall_at` and `stall_us` (the `stall_at`th send of the tx queue,
+//! counted from 1, blocks the sender that long: a generator descheduled once).
 //!
 //! It is a test instrument: the queue between its two halves is behind a mutex, which only
 //! its own tx and rx (normally on one generator thread) take.
@@ -77,7 +77,6 @@ struct Shared {
     tokens: f64,
     last: Option<Instant>,
     offered: u64,
-    sends: u64,
 }
 
 /// The port. One rx and one tx queue.
@@ -103,7 +102,6 @@ impl LoopbackPort {
                 tokens: 0.0,
                 last: None,
                 offered: 0,
-                sends: 0,
             })),
             rx_taken: false,
             rx: QueueStats::shared(),
@@ -169,6 +167,7 @@ impl Port for LoopbackPort {
             stats: self.tx.clone(),
             im: self.im,
             depth,
+            sends: 0,
         })
     }
     fn counters(&self) -> PortCounters {
@@ -183,17 +182,19 @@ struct LoopTx {
     stats: Arc<QueueStats>,
     im: Impairments,
     depth: f64,
+    /// Sends so far (for `stall_at`).
+    sends: u64,
 }
 
 impl TxQueue for LoopTx {
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        s.sends += 1;
-        if s.sends == self.im.stall_at {
+        self.sends += 1;
+        if self.sends == self.im.stall_at {
             std::thread::sleep(self.im.stall);
         }
         let now = Instant::now();
         let due = now + self.im.delay;
+        let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = self.im.rate_pps {
             let dt = s.last.map_or(0.0, |l| now.duration_since(l).as_secs_f64());
             s.tokens = if s.last.is_none() {
