@@ -187,11 +187,6 @@ impl DecapFlow {
         })
     }
 
-    /// Whether it has the compare on a frame just received ([`lookup_outer`]).
-    pub fn has_outer(&self) -> bool {
-        self.outer.is_some()
-    }
-
     /// Whether `key` agrees with the megaflow on every masked bit (what `Match::matches`
     /// says): words the key lacks read as zero, so they can only match a zero value.
     #[inline(always)]
@@ -536,7 +531,7 @@ mod tests {
             proptest::prop_assert_eq!(by_key.is_some(), mt.matches(&key));
             if let Some(([w1, w2, w3, w4, w5], _)) = flow::ipv4_fast_words(&g) {
                 let by_words = lookup_outer(&flows, &[w0, w1, w2, w3, w4, w5]);
-                if flows[0].has_outer() {
+                if flows[0].outer.is_some() {
                     proptest::prop_assert_eq!(by_words, by_key);
                 } else {
                     proptest::prop_assert_eq!(by_words, None);

@@ -1187,9 +1187,7 @@ impl Pmd {
             let w0 = meta_word(m.in_port, m.recirc_id);
             let ([w1, w2, w3, w4, w5], layers) = flow::ipv4_fast_words(p.data())?;
             which[i] = crate::decap::lookup_outer(&c.decap, &[w0, w1, w2, w3, w4, w5])? as u8;
-            // TCP flags lead word 5, in network order.
-            let f = w5.to_ne_bytes();
-            tcp_flags[i] = u16::from_be_bytes([f[0], f[1]]);
+            tcp_flags[i] = flow::extract::tcp_flags_of_word(w5);
             p.meta.l2_5 = layers.l2_5;
             p.meta.l3 = layers.l3;
             p.meta.l4 = layers.l4;
@@ -1197,10 +1195,7 @@ impl Pmd {
         let n = batch.len();
         let port = self.decap_in_place(batch, in_port, &which, |_, i| tcp_flags[i])?;
         self.stats.batches += 1;
-        self.stats.decap_hits += n as u64;
-        if !self.running_deferred {
-            self.hits_this_iter += n as u64;
-        }
+        self.count_decap_hits(n as u64);
         let t = self.stamp();
         self.add_stage(Stage::Actions, t0, t);
         Some(port)
@@ -1280,10 +1275,7 @@ impl Pmd {
                 // does not count.
                 fast = self.decap_lookup(in_port, n, &mut which) & !simple;
                 if fast != 0 {
-                    self.stats.decap_hits += u64::from(fast.count_ones());
-                    if !self.running_deferred {
-                        self.hits_this_iter += u64::from(fast.count_ones());
-                    }
+                    self.count_decap_hits(u64::from(fast.count_ones()));
                 }
                 if u64::from(fast) == (1u64 << n) - 1
                     && let Some(port) =
@@ -1596,6 +1588,15 @@ impl Pmd {
             self.hits_this_iter += found;
         }
         misses
+    }
+
+    /// Counts `n` packets the decap fast path found.
+    #[inline]
+    fn count_decap_hits(&mut self, n: u64) {
+        self.stats.decap_hits += n;
+        if !self.running_deferred {
+            self.hits_this_iter += n;
+        }
     }
 
     /// The decap fast path's lookup: the packets of the batch (of `n`) whose key matches one

@@ -306,6 +306,13 @@ fn packet_type_of(key: &FlowKey) -> u32 {
     }
 }
 
+/// The TCP flags of word 5 as [`ipv4_fast_words`] gives it (zero for none).
+#[inline(always)]
+pub fn tcp_flags_of_word(w: u64) -> u16 {
+    let b = w.to_ne_bytes();
+    u16::from_be_bytes([b[0], b[1]])
+}
+
 /// Word [`W_TCP_VLAN2`] holding TCP flags `flags` (and no second VLAN tag).
 #[inline(always)]
 fn tcp_flags_word(flags: u16) -> u64 {
@@ -1253,6 +1260,7 @@ mod tests {
                 for (i, &wi) in w.iter().enumerate() {
                     proptest::prop_assert_eq!(e.word(i + 1), wi, "word {}", i + 1);
                 }
+                proptest::prop_assert_eq!(tcp_flags_of_word(w[4]), e.tcp_flags());
             }
         }
     }
