@@ -286,59 +286,253 @@ pub fn lookup_simple(flows: &[SimpleFlow], key: &FlowKey) -> Option<FlowRef> {
     flows.iter().find(|f| f.matches(key)).map(|f| f.flow)
 }
 
-/// Most megaflows a port may have for the linear match ([`LinearFlow`]).
-pub const MAX_LINEAR_FLOWS: usize = 1;
+/// Most megaflows a port may have for the linear match ([`LinearMatch`]).
+pub const MAX_LINEAR_FLOWS: usize = 8;
 
-/// One megaflow of an input port that has at most [`MAX_LINEAR_FLOWS`] of them, all with at
-/// most [`MAX_LINEAR_WORDS`] mask words: the port's whole classifier, tested in turn. A tunnel
-/// port's inner pass, a VM port behind a single rule, or MPLS labels to a few VMs are such
-/// ports. Each compare reads a few words of the key and of a list that stays in L1, where an
-/// EMC probe reads a 64-byte entry of a table spread over many cache lines; and, as the list
-/// is the port's every megaflow, a key none of them matches is a miss without the EMC or
-/// dpcls.
+/// The linear match: an input port's whole classifier when its megaflows are few
+/// ([`MAX_LINEAR_FLOWS`] at most), all of one mask of at most [`MAX_LINEAR_WORDS`] words, and
+/// differ from each other in one key word at most. A tunnel port's inner pass, a VM port
+/// behind a single rule, or MPLS labels (or inner destinations) to a few VMs are such ports:
+/// one OpenFlow table matching the same fields gives every megaflow the same mask.
+///
+/// A key is compared once with the words the megaflows share; its one differing word then
+/// picks a slot of a small table by a multiplicative hash chosen so that the megaflows' values
+/// all land in slots of their own (a perfect hash, found when a megaflow is added), and one
+/// compare with that slot's value decides. That reads a few words of the key and of a table
+/// that stays in L1, with no branch on which megaflow it is, where an EMC probe reads a
+/// 64-byte entry of a table spread over many cache lines and needs the key's hash; and, as the
+/// table is the port's every megaflow, a key none of them matches is a miss without the EMC
+/// or dpcls. (Comparing each megaflow in turn, as a list of four labels was tried in session
+/// 17, cost more than the EMC: `docs/performance.md`.)
 #[derive(Clone, Debug)]
-pub struct LinearFlow {
-    pub flow: FlowRef,
-    words: LinearWords,
+pub struct LinearMatch {
+    /// The megaflows, in the order of `vals`.
+    flows: Vec<FlowRef>,
+    /// The first megaflow's match: its mask is every megaflow's, and its values are theirs
+    /// but in the differing word.
+    shape: Option<Box<Match>>,
+    /// The compare of the words the megaflows share (all of them while there is one).
+    words: Option<LinearWords>,
+    /// The word the megaflows differ in, once there are two: its index and mask.
+    apart: Option<(usize, u64)>,
+    /// Each megaflow's masked value of that word.
+    vals: [u64; MAX_LINEAR_FLOWS],
+    /// The multiplier of the slot hash ([`slot_of`]).
+    mul: u64,
+    /// Each slot's value of the differing word, and the index of its megaflow in `flows`
+    /// ([`NO_FLOW`] for an empty slot).
+    slot_val: [u64; LINEAR_SLOTS],
+    slot_flow: [u8; LINEAR_SLOTS],
 }
 
-/// A linear-match megaflow's words, in the short compare when they fit.
+/// Slots of a linear match's table: twice its most megaflows, so that a multiplier putting
+/// eight values in slots of their own is found in a few tries.
+const LINEAR_SLOTS: usize = 16;
+
+/// An empty slot's megaflow index (never an index of `flows`).
+const NO_FLOW: u8 = u8::MAX;
+
+/// Multipliers tried for the slot hash, in turn.
+const SLOT_TRIES: u64 = 256;
+
+/// The `t`th multiplier tried: odd, and unrelated to the others (splitmix64's finalizer of
+/// `t`), so that two values which collide under one (their difference times it falls near a
+/// multiple of 2^60) are unlikely to collide under the next. (Multiples of one constant are
+/// not: a difference that constant maps near zero, every multiple maps near zero too.)
+fn multiplier(t: u64) -> u64 {
+    let mut z = t.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) | 1
+}
+
+/// The slot of value `v` under multiplier `mul`: the product's top four bits, which every bit
+/// of `v` can change.
+#[inline(always)]
+fn slot_of(v: u64, mul: u64) -> usize {
+    (v.wrapping_mul(mul) >> 60) as usize
+}
+
+/// A linear match's shared words, in the short compare when they fit.
 #[derive(Clone, Debug)]
 enum LinearWords {
     Short(MaskedWords),
     Long(MaskedWords<MAX_LINEAR_WORDS>),
 }
 
-impl LinearFlow {
-    /// The linear-match form of megaflow `flow` (match `m`), if its mask is small enough.
-    pub fn new(flow: FlowRef, m: &Match) -> Option<LinearFlow> {
-        let words = match MaskedWords::new(m, u64::MAX) {
+impl LinearWords {
+    /// The words of `m`'s mask in `words` (a word bit map), if there are at most
+    /// [`MAX_LINEAR_WORDS`].
+    fn new(m: &Match, words: u64) -> Option<LinearWords> {
+        Some(match MaskedWords::new(m, words) {
             Some(w) => LinearWords::Short(w),
-            None => LinearWords::Long(MaskedWords::new(m, u64::MAX)?),
-        };
-        Some(LinearFlow { flow, words })
+            None => LinearWords::Long(MaskedWords::new(m, words)?),
+        })
     }
 
-    /// Whether `key` agrees with the megaflow on every masked bit (what `Match::matches` says).
     #[inline(always)]
-    pub fn matches(&self, key: &FlowKey) -> bool {
-        match &self.words {
+    fn matches(&self, key: &FlowKey) -> bool {
+        match self {
             LinearWords::Short(w) => w.matches(key),
             LinearWords::Long(w) => w.matches(key),
         }
     }
 }
 
-/// The first of `flows` that matches `key`, and how many were tested (for a hit, they stand
-/// for the classifier's subtable lookups: each megaflow is a mask of its own).
-#[inline(always)]
-pub fn lookup_linear(flows: &[LinearFlow], key: &FlowKey) -> (Option<FlowRef>, usize) {
-    for (j, f) in flows.iter().enumerate() {
-        if f.matches(key) {
-            return (Some(f.flow), j + 1);
+impl Default for LinearMatch {
+    fn default() -> LinearMatch {
+        LinearMatch {
+            flows: Vec::with_capacity(MAX_LINEAR_FLOWS),
+            shape: None,
+            words: None,
+            apart: None,
+            vals: [0; MAX_LINEAR_FLOWS],
+            mul: 1,
+            slot_val: [0; LINEAR_SLOTS],
+            slot_flow: [NO_FLOW; LINEAR_SLOTS],
         }
     }
-    (None, flows.len())
+}
+
+impl LinearMatch {
+    /// How many megaflows it holds.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Forgets every megaflow.
+    pub fn clear(&mut self) {
+        self.flows.clear();
+        self.shape = None;
+        self.words = None;
+        self.apart = None;
+    }
+
+    /// Adds megaflow `flow` (match `m`) if it fits: there is room, its mask is small enough
+    /// and the others', and its values differ from theirs in the one word they differ in (or,
+    /// with one megaflow held, in one word). Returns whether it was added.
+    pub fn push(&mut self, flow: FlowRef, m: &Match) -> bool {
+        let n = self.flows.len();
+        if n >= MAX_LINEAR_FLOWS {
+            return false;
+        }
+        let Some(shape) = &self.shape else {
+            let Some(words) = LinearWords::new(m, u64::MAX) else {
+                return false;
+            };
+            self.words = Some(words);
+            self.shape = Some(Box::new(m.clone()));
+            self.flows.push(flow);
+            return true;
+        };
+        if shape.mask() != m.mask() {
+            return false;
+        }
+        // The words whose values differ from the first megaflow's (both stored masked).
+        let mut bits = m.mask().map();
+        let mut differ = 0u64;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if m.key().word(i) != shape.key().word(i) {
+                differ |= 1 << i;
+            }
+        }
+        let mut vals = self.vals;
+        let (d, words) = match self.apart {
+            Some((d, _)) if differ & !(1 << d) == 0 => (d, None),
+            None if differ.count_ones() == 1 => {
+                // The second megaflow: the compare leaves out the word they differ in.
+                let d = differ.trailing_zeros() as usize;
+                let Some(w) = LinearWords::new(shape, shape.mask().map() & !(1 << d)) else {
+                    return false;
+                };
+                vals[0] = shape.key().word(d);
+                (d, Some(w))
+            }
+            _ => return false,
+        };
+        let v = m.key().word(d);
+        if vals[..n].contains(&v) {
+            // The same match as one held: not a megaflow of its own.
+            return false;
+        }
+        vals[n] = v;
+        // A multiplier that gives every value a slot of its own, the one in use first.
+        let found = (0..SLOT_TRIES)
+            .map(|t| if t == 0 { self.mul } else { multiplier(t) })
+            .find(|&mul| {
+                let mut used = 0u32;
+                vals[..=n].iter().all(|&x| {
+                    let b = 1 << slot_of(x, mul);
+                    let free = used & b == 0;
+                    used |= b;
+                    free
+                })
+            });
+        let Some(mul) = found else {
+            return false;
+        };
+        if let Some(w) = words {
+            self.words = Some(w);
+            self.apart = Some((d, m.mask().raw_word(d)));
+        }
+        self.vals = vals;
+        self.mul = mul;
+        self.flows.push(flow);
+        self.fill_slots();
+        true
+    }
+
+    /// Puts every megaflow's value in its slot (the multiplier gives each its own).
+    fn fill_slots(&mut self) {
+        self.slot_val = [0; LINEAR_SLOTS];
+        self.slot_flow = [NO_FLOW; LINEAR_SLOTS];
+        for (j, &x) in self.vals[..self.flows.len()].iter().enumerate() {
+            let s = slot_of(x, self.mul);
+            self.slot_val[s] = x;
+            self.slot_flow[s] = j as u8;
+        }
+    }
+
+    /// Takes megaflow `flow` out, if held.
+    pub fn remove(&mut self, flow: FlowRef) {
+        let Some(k) = self.flows.iter().position(|&f| f == flow) else {
+            return;
+        };
+        let n = self.flows.len();
+        self.flows.remove(k);
+        self.vals.copy_within(k + 1..n, k);
+        if self.flows.is_empty() {
+            self.clear();
+        } else if self.apart.is_some() {
+            self.fill_slots();
+        }
+    }
+
+    /// The megaflow `key` matches, if any (what `Match::matches` says of each).
+    #[inline(always)]
+    pub fn lookup(&self, key: &FlowKey) -> Option<FlowRef> {
+        if !self.words.as_ref().is_some_and(|w| w.matches(key)) {
+            return None;
+        }
+        let Some((d, mask)) = self.apart else {
+            return self.flows.first().copied();
+        };
+        let v = key.word(d) & mask;
+        let s = slot_of(v, self.mul);
+        // An empty slot's index is no megaflow's.
+        let j = usize::from(self.slot_flow[s]);
+        if self.slot_val[s] != v {
+            return None;
+        }
+        self.flows.get(j).copied()
+    }
 }
 
 #[cfg(test)]
@@ -439,7 +633,7 @@ mod tests {
             proptest::prop_assert_eq!(d.matches(&probe), mt.matches(&probe));
         }
 
-        /// The linear match takes megaflows of up to 12 mask words, in the short compare or
+        /// The linear match takes a megaflow of up to 12 mask words, in the short compare or
         /// the long one, and says what `Match::matches` says.
         #[test]
         fn linear_agrees_with_match(
@@ -451,20 +645,104 @@ mod tests {
         ) {
             let mt = Match::new(&FlowKey(build(&kw)), &Mask(build(&mw)));
             let r = FlowRef { idx: 0, generation: 1 };
-            let l = LinearFlow::new(r, &mt);
+            let mut l = LinearMatch::default();
             let n = mt.mask().map().count_ones() as usize;
-            proptest::prop_assert_eq!(l.is_some(), n <= MAX_LINEAR_WORDS);
-            let Some(l) = l else {
+            proptest::prop_assert_eq!(l.push(r, &mt), n <= MAX_LINEAR_WORDS);
+            if l.is_empty() {
                 return Ok(());
-            };
-            let long = matches!(l.words, LinearWords::Long(_));
+            }
+            let long = matches!(l.words, Some(LinearWords::Long(_)));
             proptest::prop_assert_eq!(long, n > MAX_WORDS);
             let mut probe = if copy { FlowKey(build(&kw)) } else { FlowKey::new() };
             for &(i, v) in &pw {
                 probe.set_word(i, v);
             }
             probe.clear_words(absent);
-            proptest::prop_assert_eq!(l.matches(&probe), mt.matches(&probe));
+            proptest::prop_assert_eq!(l.lookup(&probe).is_some(), mt.matches(&probe));
+        }
+
+        /// Megaflows of one mask that differ in one word share the linear match, and it finds
+        /// the one a key matches, as `Match::matches` does; one of another mask, or differing
+        /// elsewhere, is refused. Removing some keeps the others found.
+        #[test]
+        fn linear_match_of_several_agrees_with_match(
+            kw in words_of(16, 8),
+            mw in words_of(16, 8),
+            apart in 0usize..16,
+            apart_mask in proptest::prelude::any::<u64>(),
+            vals in proptest::collection::vec(
+                proptest::prop_oneof![0u64..6, proptest::prelude::any::<u64>()],
+                1..12,
+            ),
+            stray in proptest::option::of((0usize..16, 1u64..4)),
+            probes in proptest::collection::vec(
+                (
+                    0usize..12,
+                    proptest::prelude::any::<u64>(),
+                    proptest::prelude::any::<bool>(),
+                    proptest::prelude::any::<bool>(),
+                ),
+                8,
+            ),
+            gone in proptest::collection::vec(proptest::prelude::any::<bool>(), 12),
+        ) {
+            let mut mw = build(&mw);
+            mw.set_word(apart, apart_mask | 0b111);
+            let mask = Mask(mw);
+            let base = build(&kw);
+            let mut l = LinearMatch::default();
+            let mut held: Vec<(FlowRef, Match)> = Vec::new();
+            for (j, &v) in vals.iter().enumerate() {
+                let mut k = base.clone();
+                k.set_word(apart, v);
+                let mt = Match::new(&FlowKey(k), &mask);
+                let r = FlowRef { idx: j as u32, generation: 1 };
+                let dup = held.iter().any(|(_, h)| *h == mt);
+                let fits = !dup && held.len() < MAX_LINEAR_FLOWS
+                    && mask.map().count_ones() as usize <= MAX_LINEAR_WORDS;
+                proptest::prop_assert_eq!(l.push(r, &mt), fits);
+                if fits {
+                    held.push((r, mt));
+                }
+            }
+            if let Some((i, x)) = stray {
+                // Another mask, or another value outside the differing word.
+                let mut m2 = mask.clone();
+                m2.0.set_word(i, mask.0.word(i) ^ x);
+                let other_mask = Match::new(&FlowKey(base.clone()), &m2);
+                let mut k2 = base.clone();
+                k2.set_word(i, base.word(i) ^ x);
+                let other_val = Match::new(&FlowKey(k2), &mask);
+                let r = FlowRef { idx: 99, generation: 1 };
+                if other_mask.mask() != &mask {
+                    proptest::prop_assert!(!l.push(r, &other_mask));
+                }
+                let d = other_val.key().word(i) != held.first().map_or(0, |h| h.1.key().word(i));
+                if i != apart && d && held.len() > 1 {
+                    proptest::prop_assert!(!l.push(r, &other_val));
+                }
+            }
+            proptest::prop_assert_eq!(l.len(), held.len());
+            let check = |l: &LinearMatch, held: &[(FlowRef, Match)]| {
+                for &(j, x, held_value, keep_base) in &probes {
+                    let v = if held_value { vals[j % vals.len()] } else { x };
+                    let mut k = if keep_base { base.clone() } else { flow::FlowWords::new() };
+                    k.set_word(apart, v);
+                    let key = FlowKey(k);
+                    let want = held.iter().find(|(_, m)| m.matches(&key)).map(|h| h.0);
+                    proptest::prop_assert_eq!(l.lookup(&key), want);
+                }
+                Ok(())
+            };
+            check(&l, &held)?;
+            for (j, &g) in gone.iter().enumerate() {
+                if g && let Some(p) = held.iter().position(|h| h.0.idx == j as u32) {
+                    l.remove(held[p].0);
+                    held.remove(p);
+                }
+            }
+            proptest::prop_assert_eq!(l.len(), held.len());
+            check(&l, &held)?;
         }
     }
 
@@ -577,17 +855,18 @@ mod tests {
             idx: 1,
             generation: 1,
         };
-        let l = LinearFlow::new(r, &mt).expect("a linear megaflow");
-        assert_eq!(lookup_linear(std::slice::from_ref(&l), &k), (Some(r), 1));
+        let mut l = LinearMatch::default();
+        assert!(l.push(r, &mt), "a linear megaflow");
+        assert_eq!(l.lookup(&k), Some(r));
         let mut other = opt;
         other[7] = 3;
         let mut k2 = k.clone();
         k2.set_tun_geneve_opts(&other);
-        assert!(!l.matches(&k2) && !mt.matches(&k2));
+        assert!(l.lookup(&k2).is_none() && !mt.matches(&k2));
         // Every word counts, the ninth too (the zero-valued ones come last).
         let mut l3 = k.clone();
         l3.set_packet_type(1 << 16 | 0x0800);
-        assert!(!l.matches(&l3) && !mt.matches(&l3));
+        assert!(l.lookup(&l3).is_none() && !mt.matches(&l3));
     }
 
     /// A simple megaflow: `in_port`, `recirc_id` and `packet_type` exact, and the given

@@ -405,6 +405,11 @@ impl<F: Copy> Dpcls<F> {
         })
     }
 
+    /// The handles of every megaflow installed, subtable by subtable.
+    pub fn flows(&self) -> impl Iterator<Item = F> + '_ {
+        self.subtables.iter().flat_map(|s| s.flows.iter().copied())
+    }
+
     /// The lookup counters.
     pub fn stats(&self) -> DpclsStats {
         self.stats

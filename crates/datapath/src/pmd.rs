@@ -43,7 +43,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use flow::{FlowKey, Mask, Match};
 
 use crate::actions::DpAction;
-use crate::decap::{DecapFlow, LinearFlow, MAX_DECAP_FLOWS, MAX_LINEAR_FLOWS, SimpleFlow};
+use crate::decap::{DecapFlow, LinearMatch, MAX_DECAP_FLOWS, MAX_LINEAR_FLOWS, SimpleFlow};
 use crate::dpcls::Dpcls;
 use crate::emc::Emc;
 use crate::flow_table::{FlowRef, FlowStats, FlowTable, Megaflow};
@@ -398,8 +398,8 @@ struct PortCls {
     /// [`crate::decap::MAX_DECAP_FLOWS`]; see [`SimpleFlow`]).
     simple: Vec<SimpleFlow>,
     /// Megaflows of this port for the linear match (at most [`MAX_LINEAR_FLOWS`]; see
-    /// [`LinearFlow`]): used only while they are all of the port's megaflows.
-    linear: Vec<LinearFlow>,
+    /// [`LinearMatch`]): used only while they are all of the port's megaflows.
+    linear: LinearMatch,
     /// Megaflows the linear match compared, as subtable lookups.
     linear_lookups: u64,
 }
@@ -427,7 +427,7 @@ impl Classifiers {
                     dpcls: Dpcls::new(),
                     decap: Vec::with_capacity(MAX_DECAP_FLOWS),
                     simple: Vec::with_capacity(MAX_DECAP_FLOWS),
-                    linear: Vec::with_capacity(MAX_LINEAR_FLOWS),
+                    linear: LinearMatch::default(),
                     linear_lookups: 0,
                 });
                 self.by_port.len() - 1
@@ -784,7 +784,7 @@ impl Pmd {
 
     /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop`, or in
     /// its simple match if it qualifies ([`SimpleFlow`]), and in its linear match
-    /// ([`LinearFlow`]), when there is room.
+    /// ([`LinearMatch`]), when it fits.
     fn track_fast_paths(&mut self, r: FlowRef) {
         let Some(f) = self.flows.get(r) else {
             return;
@@ -792,11 +792,7 @@ impl Pmd {
         let Some(c) = self.cls.port_mut(f.m.key().in_port()) else {
             return;
         };
-        if c.linear.len() < MAX_LINEAR_FLOWS
-            && let Some(l) = LinearFlow::new(r, &f.m)
-        {
-            c.linear.push(l);
-        }
+        c.linear.push(r, &f.m);
         if let Some(d) = DecapFlow::new(r, &f.m, &f.actions) {
             if c.decap.len() < MAX_DECAP_FLOWS {
                 c.decap.push(d);
@@ -814,7 +810,7 @@ impl Pmd {
         if let Some(c) = self.cls.port_mut(port) {
             c.decap.retain(|d| d.flow != r);
             c.simple.retain(|d| d.flow != r);
-            c.linear.retain(|d| d.flow != r);
+            c.linear.remove(r);
         }
     }
 
@@ -847,9 +843,9 @@ impl Pmd {
         Some(f)
     }
 
-    /// When `port` is down to as few megaflows as the linear match takes but its list lacks
-    /// some (they came while it was full), lists them again: a scan of the flow table, once
-    /// each time the port shrinks to that size.
+    /// When `port` is down to as few megaflows as the linear match takes but it lacks some
+    /// (they came while it was full, or did not fit with one since removed), lists them again,
+    /// from the port's classifier.
     fn refill_linear(&mut self, port: u32) {
         let Some(c) = self.cls.port_mut(port) else {
             return;
@@ -859,12 +855,9 @@ impl Pmd {
             return;
         }
         c.linear.clear();
-        for (r, f) in self.flows.iter() {
-            if f.m.key().in_port() == port
-                && c.linear.len() < MAX_LINEAR_FLOWS
-                && let Some(l) = LinearFlow::new(r, &f.m)
-            {
-                c.linear.push(l);
+        for r in c.dpcls.flows() {
+            if let Some(f) = self.flows.get(r) {
+                c.linear.push(r, &f.m);
             }
         }
     }
@@ -1555,7 +1548,7 @@ impl Pmd {
         }
     }
 
-    /// The linear match ([`LinearFlow`]) of the packets `todo` (a bit mask) on `in_port`,
+    /// The linear match ([`LinearMatch`]) of the packets `todo` (a bit mask) on `in_port`,
     /// whose megaflows it holds: each packet found gets its megaflow in `hits`. Returns the
     /// packets none matches, the misses.
     #[inline]
@@ -1567,22 +1560,20 @@ impl Pmd {
             return todo;
         };
         let mut misses = 0u32;
-        let mut tested = 0;
         let mut bits = todo;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            // As the classifier counts its subtable lookups: for the hits.
-            let (r, t) = crate::decap::lookup_linear(&c.linear, &keys[i]);
+            let r = c.linear.lookup(&keys[i]);
             hits[i] = r;
-            if r.is_some() {
-                tested += t;
-            } else {
+            if r.is_none() {
                 misses |= 1 << i;
             }
         }
-        c.linear_lookups += tested as u64;
         let found = u64::from((todo & !misses).count_ones());
+        // As the classifier counts its subtable lookups, for the hits: the megaflows share
+        // one mask, one subtable.
+        c.linear_lookups += found;
         self.stats.megaflow_hits += found;
         if !self.running_deferred {
             self.hits_this_iter += found;

@@ -1,7 +1,7 @@
-//! The linear match: a port whose only megaflow fits the masked compare is looked up by that
-//! compare, without the EMC or dpcls; a packet it does not match is a miss. A second megaflow
-//! on the port puts its packets back on the EMC and dpcls, and removing it brings the linear
-//! match back.
+//! The linear match: a port whose megaflows are few, of one mask and apart in one word is
+//! looked up by a compare, without the EMC or dpcls; a packet it does not match is a miss. A
+//! megaflow of another mask on the port puts its packets back on the EMC and dpcls, and
+//! removing it brings the linear match back.
 
 mod common;
 
@@ -51,30 +51,67 @@ fn a_port_with_one_megaflow_skips_the_emc_and_misses_what_it_does_not_match() {
     assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (20, 0, 40));
     assert_eq!(s.subtable_lookups, 20, "one compare a hit");
 
-    // Two megaflows: the EMC and dpcls (the EMC fills as they find packets).
+    // Two megaflows of one mask, apart in the IPv4 destination: still the linear match.
     pmd.add_flow(flow(3, "p2")).unwrap();
     pmd.clear_stats();
     for _ in 0..3 {
         pmd.poll_once();
     }
     let s = pmd.stats();
-    assert_eq!(
-        (take(0), take(1)),
-        (
-            [to(2), to(2), to(2)].concat(),
-            [to(3), to(3), to(3)].concat()
-        )
-    );
-    assert_eq!(s.megaflow_hits + s.emc_hits, 60);
+    let three = |d: u8| [to(d), to(d), to(d)].concat();
+    assert_eq!((take(0), take(1)), (three(2), three(3)));
+    assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (60, 0, 30));
+    assert_eq!(s.subtable_lookups, 60, "one compare a hit");
+
+    // A megaflow of another mask: the EMC and dpcls (the EMC fills as they find packets).
+    let other = || {
+        let m = "in_port(p0),eth_type(0x0800),ipv4(dst=10.0.0.4,proto=17,frag=no)";
+        parse_megaflow(&names, m, "p2").unwrap()
+    };
+    pmd.add_flow(other()).unwrap();
+    pmd.clear_stats();
+    for _ in 0..3 {
+        pmd.poll_once();
+    }
+    let s = pmd.stats();
+    assert_eq!(take(0), three(2));
+    assert_eq!(take(1).len(), 60);
+    assert_eq!(s.megaflow_hits + s.emc_hits, 90);
     assert!(s.emc_hits > 0, "{s:?}");
 
-    // One again: the linear match.
+    // Gone again: the linear match, with both.
+    pmd.del_flow(&other().m).unwrap();
+    pmd.clear_stats();
+    pmd.poll_once();
+    let s = pmd.stats();
+    assert_eq!((take(0), take(1)), (to(2), to(3)));
+    assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (20, 0, 10));
+
+    // One: the linear match.
     pmd.del_flow(&flow(2, "p1").m).unwrap();
     pmd.clear_stats();
     pmd.poll_once();
     let s = pmd.stats();
     assert_eq!((take(0), take(1)), (vec![], to(3)));
     assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (10, 0, 20));
+
+    // The megaflow of another mask first: the two that came after it do not fit with it, and
+    // are listed from the classifier when it goes.
+    pmd.del_flow(&flow(3, "p2").m).unwrap();
+    pmd.add_flow(other()).unwrap();
+    pmd.add_flow(flow(2, "p1")).unwrap();
+    pmd.add_flow(flow(3, "p2")).unwrap();
+    pmd.clear_stats();
+    pmd.poll_once();
+    pmd.poll_once();
+    assert!(pmd.stats().emc_hits > 0, "{:?}", pmd.stats());
+    pmd.del_flow(&other().m).unwrap();
+    let _ = (take(0), take(1));
+    pmd.clear_stats();
+    pmd.poll_once();
+    let s = pmd.stats();
+    assert_eq!((take(0), take(1)), (to(2), to(3)));
+    assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (20, 0, 10));
 }
 
 /// Port p0 with a decap megaflow (so extracted without the hash), every EMC insert taken, a
