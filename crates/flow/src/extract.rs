@@ -287,11 +287,44 @@ fn extract_with<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Extracted {
     {
         return out;
     }
+    if packet_type == MPLS_L3
+        && let Some(out) = extract_mpls_l3_fast::<HASH>(pkt, key)
+    {
+        return out;
+    }
     if HASH {
         extract_general(pkt, key, packet_type)
     } else {
         extract_general_unhashed(pkt, key, packet_type)
     }
+}
+
+/// The packet type of an L3 MPLS packet (unicast), as a GRE tunnel with
+/// `packet_type=legacy_l3` delivers the seeds' MPLSoGRE payload.
+const MPLS_L3: u32 = 1 << 16 | ethertype::MPLS as u32;
+
+/// An L3 MPLS packet whose first label stack entry is the bottom of its stack (one label: the
+/// seeds' MPLSoGRE VPN labels): the ethertype word and the entry's, as the general path writes
+/// them, without its per-layer dispatch. Declines (`None`) every other packet, the truncated
+/// ones included, for the general path to decide.
+#[inline(always)]
+fn extract_mpls_l3_fast<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Option<Extracted> {
+    let &e = pkt.first_chunk::<4>()?;
+    if e[2] & 0x01 == 0 {
+        return None;
+    }
+    let t = ethertype::MPLS.to_be_bytes();
+    key.put_word(W_ETH_DST_TYPE, word([0, 0, 0, 0, 0, 0, t[0], t[1]]));
+    key.put_word(W_MPLS01, halves(e, [0; 4]));
+    key.mark_words(1 << W_ETH_DST_TYPE | 1 << W_MPLS01);
+    Some(Extracted {
+        layers: Layers {
+            l2_5: 0,
+            ..Layers::default()
+        },
+        malformed: None,
+        hash: if HASH { key.hash(0) } else { 0 },
+    })
 }
 
 /// The packet type `key`'s metadata gives: word 11 (packet type with conntrack metadata) is
@@ -1162,6 +1195,38 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The L3 MPLS fast path is an optimisation only: on any L3 MPLS packet (one entry or
+        /// more, cut anywhere), `extract` gives what the general parser gives, with and
+        /// without the hash.
+        #[test]
+        fn mpls_l3_fast_path_equals_general_path(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+            bos in proptest::prelude::any::<bool>(),
+            mcast in proptest::prelude::any::<bool>(),
+            meta in proptest::prelude::any::<bool>(),
+        ) {
+            let mut p = body;
+            if let Some(b) = p.get_mut(2) {
+                *b = if bos { *b | 1 } else { *b & !1 };
+            }
+            let pt = 1 << 16 | if mcast { 0x8848 } else { 0x8847 };
+            let mut a = FlowKey::new();
+            a.set_packet_type(pt);
+            if meta {
+                a.set_in_port(7).set_tun_id(5).set_tun_ipv4_src([10, 1, 2, 9].into());
+            }
+            let mut b = a.clone();
+            let mut u = a.clone();
+            let xa = extract(&p, &mut a);
+            let xb = extract_general(&p, &mut b, pt);
+            proptest::prop_assert!(a.exact_eq(&b), "{:?} vs {:?}", a, b);
+            proptest::prop_assert_eq!(xa, xb);
+            proptest::prop_assert_eq!(xa.hash, a.hash(0));
+            let xu = extract_unhashed(&p, &mut u);
+            proptest::prop_assert!(u.exact_eq(&a), "{:?} vs {:?}", u, a);
+            proptest::prop_assert_eq!(xu, Extracted { hash: 0, ..xa });
+        }
+
         /// The fast path is an optimisation only: on any frame, `extract` must give exactly
         /// what the general parser gives (same words, same presence map, same result).
         #[test]
