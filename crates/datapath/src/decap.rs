@@ -510,9 +510,35 @@ impl LinearMatch {
         self.vals.copy_within(k + 1..n, k);
         if self.flows.is_empty() {
             self.clear();
-        } else if self.apart.is_some() {
-            self.fill_slots();
+        } else if let Some((d, _)) = self.apart {
+            if self.flows.len() > 1 {
+                self.fill_slots();
+            } else {
+                self.just_one(d);
+            }
         }
+    }
+
+    /// Back to one megaflow's own compare (its values in `shape`, no differing word), so that
+    /// the next one may differ from it in any word, not only in word `d`, where the removed
+    /// ones differed.
+    fn just_one(&mut self, d: usize) {
+        let Some(shape) = &self.shape else {
+            self.clear();
+            return;
+        };
+        let mut key = shape.key().clone();
+        key.set_word(d, self.vals[0]);
+        let m = Match::new(&key, shape.mask());
+        let Some(words) = LinearWords::new(&m, u64::MAX) else {
+            // Cannot happen (the shared words and word d fitted): hold none rather than a
+            // megaflow without its compare.
+            self.clear();
+            return;
+        };
+        self.words = Some(words);
+        self.shape = Some(Box::new(m));
+        self.apart = None;
     }
 
     /// The megaflow `key` matches, if any (what `Match::matches` says of each).
@@ -667,7 +693,7 @@ mod tests {
         #[test]
         fn linear_match_of_several_agrees_with_match(
             kw in words_of(16, 8),
-            mw in words_of(16, 8),
+            mw in words_of(16, 14),
             apart in 0usize..16,
             apart_mask in proptest::prelude::any::<u64>(),
             vals in proptest::collection::vec(
@@ -679,6 +705,7 @@ mod tests {
                 (
                     0usize..12,
                     proptest::prelude::any::<u64>(),
+                    proptest::prelude::any::<bool>(),
                     proptest::prelude::any::<bool>(),
                     proptest::prelude::any::<bool>(),
                 ),
@@ -699,7 +726,7 @@ mod tests {
                 let r = FlowRef { idx: j as u32, generation: 1 };
                 let dup = held.iter().any(|(_, h)| *h == mt);
                 let fits = !dup && held.len() < MAX_LINEAR_FLOWS
-                    && mask.map().count_ones() as usize <= MAX_LINEAR_WORDS;
+                    && mt.mask().map().count_ones() as usize <= MAX_LINEAR_WORDS;
                 proptest::prop_assert_eq!(l.push(r, &mt), fits);
                 if fits {
                     held.push((r, mt));
@@ -724,10 +751,14 @@ mod tests {
             }
             proptest::prop_assert_eq!(l.len(), held.len());
             let check = |l: &LinearMatch, held: &[(FlowRef, Match)]| {
-                for &(j, x, held_value, keep_base) in &probes {
+                for &(j, x, held_value, keep_base, absent) in &probes {
                     let v = if held_value { vals[j % vals.len()] } else { x };
                     let mut k = if keep_base { base.clone() } else { flow::FlowWords::new() };
                     k.set_word(apart, v);
+                    if absent {
+                        // Absent, with its stale bytes left behind: it reads as zero.
+                        k.clear_words(1 << apart);
+                    }
                     let key = FlowKey(k);
                     let want = held.iter().find(|(_, m)| m.matches(&key)).map(|h| h.0);
                     proptest::prop_assert_eq!(l.lookup(&key), want);
@@ -867,6 +898,40 @@ mod tests {
         let mut l3 = k.clone();
         l3.set_packet_type(1 << 16 | 0x0800);
         assert!(l.lookup(&l3).is_none() && !mt.matches(&l3));
+    }
+
+    /// Down to one megaflow, the linear match takes a next one that differs from it in another
+    /// word than the one the removed megaflows differed in, and finds both.
+    #[test]
+    fn a_linear_match_down_to_one_takes_a_megaflow_apart_in_another_word() {
+        let mut mask = Mask::new();
+        mask.set_in_port(u32::MAX)
+            .set_eth_type(0xffff)
+            .set_nw_dst([255; 4].into())
+            .set_tp_dst(0xffff);
+        let flow = |dst: u8, port: u16| {
+            let mut k = FlowKey::new();
+            k.set_in_port(1)
+                .set_eth_type(0x0800)
+                .set_nw_dst([10, 0, 0, dst].into())
+                .set_tp_dst(port);
+            Match::new(&k, &mask)
+        };
+        let r = |idx| FlowRef { idx, generation: 1 };
+        // A and B differ in the IPv4 destination (word 3); C differs from A in the port (4).
+        let (a, b, c) = (flow(2, 80), flow(3, 80), flow(2, 443));
+        for gone in [0, 1] {
+            let mut l = LinearMatch::default();
+            assert!(l.push(r(0), &a) && l.push(r(1), &b));
+            assert!(!l.push(r(2), &c), "two words apart from B");
+            l.remove(r(gone));
+            let kept = if gone == 0 { &b } else { &a };
+            let next = if gone == 0 { flow(3, 443) } else { c.clone() };
+            assert!(l.push(r(2), &next), "one word apart from the one left");
+            assert_eq!(l.lookup(kept.key()), Some(r(1 - gone)));
+            assert_eq!(l.lookup(next.key()), Some(r(2)));
+            assert_eq!(l.lookup(flow(9, 443).key()), None);
+        }
     }
 
     /// A simple megaflow: `in_port`, `recirc_id` and `packet_type` exact, and the given

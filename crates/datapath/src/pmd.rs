@@ -400,7 +400,7 @@ struct PortCls {
     /// Megaflows of this port for the linear match (at most [`MAX_LINEAR_FLOWS`]; see
     /// [`LinearMatch`]): used only while they are all of the port's megaflows.
     linear: LinearMatch,
-    /// Megaflows the linear match compared, as subtable lookups.
+    /// Hits of the linear match, one subtable lookup each (its megaflows share one mask).
     linear_lookups: u64,
 }
 

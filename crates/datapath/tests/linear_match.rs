@@ -17,7 +17,7 @@ fn frame(dst: u8, dport: u16) -> Vec<u8> {
 }
 
 #[test]
-fn a_port_with_one_megaflow_skips_the_emc_and_misses_what_it_does_not_match() {
+fn a_port_with_few_megaflows_of_one_mask_skips_the_emc_and_misses_what_it_does_not_match() {
     let mut names = PortNames::new();
     for (n, p) in [("p0", 1), ("p1", 2), ("p2", 3)] {
         names.insert(n, p);
