@@ -367,19 +367,25 @@ fn testpmd_runs_with_sigpipe_ignored() {
     assert!(!ignored(Command::new("cat")));
 }
 
-/// A prompt cut in two by a line on standard error is still a prompt (a shell plays testpmd:
-/// the first letter of its prompt, an error, the rest).
+/// A shell playing testpmd: it prints the first letter of its prompt, runs `between` (after
+/// 0.2 s), then the rest of the prompt (after 0.2 s more), and reads its input away. Returns it
+/// once its prompt was seen.
+fn prompt_cut_by(between: &str) -> Running {
+    let mut cmd = Command::new("sh");
+    let script = format!(
+        "printf t; sleep 0.2; {between}; sleep 0.2; printf 'estpmd> '; exec cat >/dev/null"
+    );
+    cmd.args(["-c", &script]);
+    let mut r = Running::start(cmd);
+    r.ready();
+    r
+}
+
+/// A prompt cut in two by a line on standard error is still a prompt.
 #[test]
 fn a_prompt_is_seen_whatever_standard_error_writes_meanwhile() {
     let _serial = serial();
-    let mut cmd = Command::new("sh");
-    cmd.args([
-        "-c",
-        "printf t; sleep 0.2; echo 'Error during enabling promiscuous mode' >&2; sleep 0.2; \
-         printf 'estpmd> '; exec cat >/dev/null",
-    ]);
-    let mut r = Running::start(cmd);
-    r.ready();
+    let r = prompt_cut_by("echo 'Error during enabling promiscuous mode' >&2");
     assert!(
         r.output()
             .contains("Error during enabling promiscuous mode")
@@ -393,13 +399,5 @@ fn a_prompt_is_seen_whatever_standard_error_writes_meanwhile() {
 #[test]
 fn a_prompt_is_seen_whatever_an_event_line_cuts_it_with() {
     let _serial = serial();
-    let mut cmd = Command::new("sh");
-    cmd.args([
-        "-c",
-        "printf t; sleep 0.2; printf '\\nPort 0: link state change event\\n'; sleep 0.2; \
-         printf 'estpmd> '; exec cat >/dev/null",
-    ]);
-    let mut r = Running::start(cmd);
-    r.ready();
-    r.kill();
+    prompt_cut_by("printf '\\nPort 0: link state change event\\n'").kill();
 }
