@@ -181,6 +181,14 @@ fn word(b: [u8; 8]) -> u64 {
     u64::from_ne_bytes(b)
 }
 
+/// Word [`W_ETH_DST_TYPE`] of an L3 packet of ethertype `t`: OVS keys it with the ethertype
+/// and no Ethernet addresses.
+#[inline(always)]
+fn l3_type_word(t: u16) -> u64 {
+    let t = t.to_be_bytes();
+    word([0, 0, 0, 0, 0, 0, t[0], t[1]])
+}
+
 /// Replaces the last two bytes (in memory order) of the word `w`.
 #[inline(always)]
 fn with_tail(w: u64, tail: [u8; 2]) -> u64 {
@@ -313,8 +321,7 @@ fn extract_mpls_l3_fast<const HASH: bool>(pkt: &[u8], key: &mut FlowKey) -> Opti
     if e[2] & 0x01 == 0 {
         return None;
     }
-    let t = ethertype::MPLS.to_be_bytes();
-    key.put_word(W_ETH_DST_TYPE, word([0, 0, 0, 0, 0, 0, t[0], t[1]]));
+    key.put_word(W_ETH_DST_TYPE, l3_type_word(ethertype::MPLS));
     key.put_word(W_MPLS01, halves(e, [0; 4]));
     key.mark_words(1 << W_ETH_DST_TYPE | 1 << W_MPLS01);
     Some(Extracted {
@@ -390,8 +397,7 @@ fn extract_general_with<const HASH: bool>(
         if packet_type >> 16 != 1 {
             return finish_hashed::<HASH>(cx);
         }
-        let t = (packet_type as u16).to_be_bytes();
-        cx.put(W_ETH_DST_TYPE, word([0, 0, 0, 0, 0, 0, t[0], t[1]]));
+        cx.put(W_ETH_DST_TYPE, l3_type_word(packet_type as u16));
         (0, packet_type as u16)
     };
 
