@@ -565,21 +565,35 @@ impl CopyChooser {
 
 /// Stores a virtio-net header of `hdr_len` bytes ([`vnet::HDR_LEN`] or
 /// [`vnet::HDR_LEN_LEGACY`]) at `dst`: no offloads, `num_buffers` (which the legacy header
-/// does not have) as given.
+/// does not have) as given; unless `dst` already holds that header, which is then left as it
+/// is. A guest's receive buffers mostly come back holding the header this wrote into them the
+/// time before (DPDK's virtio driver reads it and, transmitting from the same buffer, rewrites
+/// only the fields that differ). Left unwritten, the header's cache line stays clean and
+/// shared between the two cores; stored again, it moved to the switch's core at every frame,
+/// and the guest then missed on it when it read `num_buffers`, a cross-core miss a frame on
+/// the guest's side. DPDK's vhost library compares first for the same reason.
 ///
 /// # Safety
-/// `dst` is valid for writing `hdr_len` bytes.
+/// `dst` is valid for reading and writing `hdr_len` bytes.
 #[inline(always)]
-unsafe fn write_hdr(dst: *mut u8, hdr_len: usize, num_buffers: u16) {
+unsafe fn put_hdr(dst: *mut u8, hdr_len: usize, num_buffers: u16) {
     let mut h = [0u8; vnet::HDR_LEN];
     h[10..12].copy_from_slice(&num_buffers.to_le_bytes());
-    // SAFETY: the caller's contract; two fixed-size stores of at most `hdr_len` bytes.
+    // SAFETY: the caller's contract; a fixed-size load and at most one fixed-size store of at
+    // most `hdr_len` bytes. The guest may write the bytes concurrently, as with any device
+    // DMA: the header it then reads is its own doing, never unsafety for the switch.
     unsafe {
         if hdr_len == vnet::HDR_LEN {
-            std::ptr::write_unaligned(dst.cast::<[u8; vnet::HDR_LEN]>(), h);
+            let at = dst.cast::<[u8; vnet::HDR_LEN]>();
+            if std::ptr::read_unaligned(at) != h {
+                std::ptr::write_unaligned(at, h);
+            }
         } else {
             const L: usize = vnet::HDR_LEN_LEGACY;
-            std::ptr::write_unaligned(dst.cast::<[u8; L]>(), [0u8; L]);
+            let at = dst.cast::<[u8; L]>();
+            if std::ptr::read_unaligned(at) != [0u8; L] {
+                std::ptr::write_unaligned(at, [0u8; L]);
+            }
         }
     }
 }
@@ -812,12 +826,14 @@ impl SplitRing {
     /// descriptors (read here, so that a burst's misses on lines the guest wrote on its own
     /// core overlap rather than each waiting in turn), the first `span(j)` bytes of chain
     /// `j`'s first buffer (at most [`PREFETCH_SPAN`]; for writing when `WRITE`, as a send
-    /// does) and, for writing, the used elements the burst will fill.
+    /// does, but for its first `read_first` bytes, which a send reads before it decides to write
+    /// them: [`put_hdr`]) and, for writing, the used elements the burst will fill.
     #[inline]
     fn prefetch<const WRITE: bool>(
         &self,
         host: &HostMap,
         n: usize,
+        read_first: usize,
         mut span: impl FnMut(usize) -> usize,
     ) {
         let n = n.min(MAX_BURST);
@@ -835,10 +851,13 @@ impl SplitRing {
             if head < self.size {
                 let d = Self::desc(self.desc, head);
                 let len = span(j).min(d.len as usize).min(PREFETCH_SPAN);
-                if len > 0
+                if len > read_first
                     && let Some(b) = host.at(d.addr, len)
                 {
-                    prefetch_span::<WRITE>(b, len);
+                    if read_first > 0 {
+                        prefetch_span::<false>(b, read_first);
+                    }
+                    prefetch_span::<WRITE>(b.wrapping_add(read_first), len - read_first);
                 }
             }
         }
@@ -950,7 +969,7 @@ impl Ring {
             return Err(BadRing("available index more than a ring ahead"));
         }
         let todo = usize::from(pending).min(batch.room()).min(MAX_BURST);
-        q.prefetch::<false>(&self.host, todo, |_| usize::MAX);
+        q.prefetch::<false>(&self.host, todo, 0, |_| usize::MAX);
         let hdr_len = self.hdr_len;
         let mut segs = [(0u64, 0u32); MAX_SEGS];
         let mut added = 0;
@@ -1101,6 +1120,7 @@ impl Ring {
         q.prefetch::<true>(
             &self.host,
             usize::from(avail.wrapping_sub(q.next_avail)).min(packets.len()),
+            hdr_len,
             |j| hdr_len + packets[j].len(),
         );
         let mut added = 0;
@@ -1128,10 +1148,11 @@ impl Ring {
                         && d.len as usize >= need
                         && let Some(dst) = self.host.at(d.addr, need)
                     {
-                        // The header (all zero but `num_buffers`, 1) is stored straight
-                        // from registers: written to the packet's headroom and copied with
-                        // the frame, it was read back before its stores had left the store
-                        // buffer, which then waited for every earlier store to guest memory.
+                        // The header (all zero but `num_buffers`, 1) is compared and, if
+                        // need be, stored straight from registers ([`put_hdr`]): written to
+                        // the packet's headroom and copied with the frame, it was read back
+                        // before its stores had left the store buffer, which then waited for
+                        // every earlier store to guest memory.
                         //
                         // SAFETY: `dst` is valid for `need` bytes of a live, writable shared
                         // mapping (`HostMap::at`), header then frame; the packet's buffer is
@@ -1140,7 +1161,7 @@ impl Ring {
                         // (`Pool::packet_lent`); it may be this guest's memory, even (a
                         // hostile guest) overlapping `dst`, hence a copy that allows it.
                         unsafe {
-                            write_hdr(dst, self.hdr_len, 1);
+                            put_hdr(dst, self.hdr_len, 1);
                             let dst = dst.add(self.hdr_len);
                             match pool.lent_tail(p) {
                                 None => copy_frame_with(dst, p.data().as_ptr(), frame_len, how),
