@@ -566,12 +566,14 @@ impl CopyChooser {
 /// Stores a virtio-net header of `hdr_len` bytes ([`vnet::HDR_LEN`] or
 /// [`vnet::HDR_LEN_LEGACY`]) at `dst`: no offloads, `num_buffers` (which the legacy header
 /// does not have) as given; unless `dst` already holds that header, which is then left as it
-/// is. A guest's receive buffers mostly come back holding the header this wrote into them the
-/// time before (DPDK's virtio driver reads it and, transmitting from the same buffer, rewrites
-/// only the fields that differ). Left unwritten, the header's cache line stays clean and
-/// shared between the two cores; stored again, it moved to the switch's core at every frame,
-/// and the guest then missed on it when it read `num_buffers`, a cross-core miss a frame on
-/// the guest's side. DPDK's vhost library compares first for the same reason.
+/// is. A DPDK guest's receive buffers mostly come back holding the header this wrote into them
+/// the time before (its virtio driver reads it and, transmitting from the same buffer,
+/// rewrites only the fields that differ), and its header ends where a cache line does, the
+/// frame starting on the next. Left unwritten, the header's line then stays clean and shared
+/// between the two cores; stored again, it moved to the switch's core at every frame, and the
+/// guest missed on it when it read `num_buffers`. DPDK's vhost library compares first for the
+/// same reason. (Where header and frame share a line, as in a Linux guest's buffers, the
+/// frame's copy takes the line anyway and the compare gains nothing.)
 ///
 /// # Safety
 /// `dst` is valid for reading and writing `hdr_len` bytes.
@@ -850,14 +852,22 @@ impl SplitRing {
         for (j, &head) in heads[..n].iter().enumerate() {
             if head < self.size {
                 let d = Self::desc(self.desc, head);
-                let len = span(j).min(d.len as usize).min(PREFETCH_SPAN);
-                if len > read_first
+                let want = span(j);
+                let len = want.min(d.len as usize).min(PREFETCH_SPAN);
+                // Read first only where the send compares before it stores: one writable
+                // buffer holding header and frame (elsewhere the header is stored whole).
+                let first = if d.flags == DESC_F_WRITE && d.len as usize >= want {
+                    read_first
+                } else {
+                    0
+                };
+                if len > first
                     && let Some(b) = host.at(d.addr, len)
                 {
-                    if read_first > 0 {
-                        prefetch_span::<false>(b, read_first);
+                    if first > 0 {
+                        prefetch_span::<false>(b, first);
                     }
-                    prefetch_span::<WRITE>(b.wrapping_add(read_first), len - read_first);
+                    prefetch_span::<WRITE>(b.wrapping_add(first), len - first);
                 }
             }
         }

@@ -587,46 +587,56 @@ fn a_receive_buffer_holding_its_header_already_is_not_written() {
     // kill the test binary, so the check runs in a child process of it, which this test
     // starts and whose exit it judges.
     if std::env::var_os(HDR_CHILD).is_none() {
-        let name = "a_receive_buffer_holding_its_header_already_is_not_written";
+        let name = "vhost::tests::a_receive_buffer_holding_its_header_already_is_not_written";
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([name, "--test-threads=1", "--nocapture"])
+            .args(["--exact", name, "--test-threads=1", "--nocapture"])
             .env(HDR_CHILD, "1")
             .output()
             .unwrap();
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(
-            out.status.success() && said.contains("1 passed"),
+            out.status.success() && said.contains("test result: ok. 1 passed"),
             "the child check failed ({}): {said}{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
         return;
     }
+    // SAFETY: sysconf reads a constant of the system.
+    let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    // A page boundary for any page size up to 128 KiB, inside guest memory, clear of the rings.
     const PAGE: u64 = 0x2_0000;
-    let mut g = Guest::new(4);
-    let f = frame(60, 7);
-    let b = PAGE - HDR as u64;
-    g.write(b, &hdr(1));
-    g.desc(0, b, 2048, WRITE, 0);
-    g.offer(&[0]);
-    let mut r = g.ring(HDR, false);
-    let page = g
-        .mem
-        .get_host_address(GuestAddress(PAGE - 4096))
-        .unwrap()
-        .cast::<libc::c_void>();
-    // SAFETY: `page` is the start of a page of the test's own anonymous guest mapping; only
-    // its protection changes, and back before anything else touches it.
-    assert_eq!(unsafe { libc::mprotect(page, 4096, libc::PROT_READ) }, 0);
-    let (res, counts) = send(&mut r, &[&f]);
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::mprotect(page, 4096, libc::PROT_READ | libc::PROT_WRITE) },
-        0
-    );
-    assert!(res.is_ok());
-    assert_eq!(counts, [1, 60, 0]);
-    assert_eq!(g.read(b, HDR + 60), [&hdr(1)[..], &f].concat());
+    assert!(page_size <= PAGE && PAGE - page_size >= ITABLE + 0x1000);
+    for hdr_len in [HDR, HDR_LEGACY] {
+        let mut g = Guest::new(4);
+        let f = frame(60, 7);
+        let b = PAGE - hdr_len as u64;
+        // The 12-byte header with `num_buffers` 1, the legacy one all zero.
+        let want = &hdr(1)[..hdr_len];
+        g.write(b, want);
+        g.desc(0, b, 2048, WRITE, 0);
+        g.offer(&[0]);
+        let mut r = g.ring(hdr_len, false);
+        let page = g
+            .mem
+            .get_host_address(GuestAddress(PAGE - page_size))
+            .unwrap()
+            .cast::<libc::c_void>();
+        let len = page_size as usize;
+        // SAFETY: `page` starts a page of the test's own anonymous guest mapping (guest memory
+        // starts page-aligned at guest address 0); only its protection changes, and back
+        // before the test reads it.
+        assert_eq!(unsafe { libc::mprotect(page, len, libc::PROT_READ) }, 0);
+        let (res, counts) = send(&mut r, &[&f]);
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::mprotect(page, len, libc::PROT_READ | libc::PROT_WRITE) },
+            0
+        );
+        assert!(res.is_ok());
+        assert_eq!(counts, [1, 60, 0]);
+        assert_eq!(g.read(b, hdr_len + 60), [want, &f].concat());
+    }
 }
 
 #[test]
