@@ -272,6 +272,17 @@ fn send_with(ring: &mut Ring, frames: &[&[u8]], how: LongCopy) -> (Result<(), Ba
 
 /// The reason of a `BadRing`; fails the test when there is none.
 #[track_caller]
+/// Offers the writable 2048-byte buffer at `b` as chain 0 and sends `f` into it with a header
+/// of `hdr_len` bytes: the frame goes, nothing is dropped.
+fn send_into(g: &mut Guest, b: u64, hdr_len: usize, f: &[u8]) {
+    g.desc(0, b, 2048, WRITE, 0);
+    g.offer(&[0]);
+    let mut r = g.ring(hdr_len, false);
+    let (res, counts) = send(&mut r, &[f]);
+    assert!(res.is_ok());
+    assert_eq!(counts, [1, f.len() as u64, 0]);
+}
+
 fn bad(res: Result<(), BadRing>) -> &'static str {
     match res {
         Err(BadRing(why)) => why,
@@ -557,12 +568,7 @@ fn a_receive_buffer_is_given_the_right_header_whatever_it_held() {
             if stale == 0x01 {
                 g.write(b, &hdr(1)[..hdr_len]);
             }
-            g.desc(0, b, 2048, WRITE, 0);
-            g.offer(&[0]);
-            let mut r = g.ring(hdr_len, false);
-            let (res, counts) = send(&mut r, &[&f]);
-            assert!(res.is_ok());
-            assert_eq!(counts, [1, 60, 0]);
+            send_into(&mut g, b, hdr_len, &f);
             let want = if hdr_len == HDR {
                 hdr(1).to_vec()
             } else {
@@ -614,9 +620,6 @@ fn a_receive_buffer_holding_its_header_already_is_not_written() {
         // The 12-byte header with `num_buffers` 1, the legacy one all zero.
         let want = &hdr(1)[..hdr_len];
         g.write(b, want);
-        g.desc(0, b, 2048, WRITE, 0);
-        g.offer(&[0]);
-        let mut r = g.ring(hdr_len, false);
         let page = g
             .mem
             .get_host_address(GuestAddress(PAGE - page_size))
@@ -626,15 +629,14 @@ fn a_receive_buffer_holding_its_header_already_is_not_written() {
         // SAFETY: `page` starts a page of the test's own anonymous guest mapping (guest memory
         // starts page-aligned at guest address 0); only its protection changes, and back
         // before the test reads it.
+        // The rings are below the page, so setting them up does not touch it.
         assert_eq!(unsafe { libc::mprotect(page, len, libc::PROT_READ) }, 0);
-        let (res, counts) = send(&mut r, &[&f]);
+        send_into(&mut g, b, hdr_len, &f);
         // SAFETY: as above.
         assert_eq!(
             unsafe { libc::mprotect(page, len, libc::PROT_READ | libc::PROT_WRITE) },
             0
         );
-        assert!(res.is_ok());
-        assert_eq!(counts, [1, 60, 0]);
         assert_eq!(g.read(b, hdr_len + 60), [want, &f].concat());
     }
 }
@@ -681,12 +683,7 @@ fn single_buffers_across_two_memory_regions_both_ways() {
     assert_eq!(rx.frames, std::slice::from_ref(&f));
 
     let mut g = Guest::with_ranges(4, &ranges);
-    g.desc(0, t, 2048, WRITE, 0);
-    g.offer(&[0]);
-    let mut r = g.ring(HDR, false);
-    let (res, counts) = send(&mut r, &[&f]);
-    assert!(res.is_ok());
-    assert_eq!(counts, [1, 300, 0]);
+    send_into(&mut g, t, HDR, &f);
     assert_eq!(g.read(t, HDR + f.len()), [&hdr(1)[..], &f].concat());
     assert_eq!(g.used(), [(0, (HDR + f.len()) as u32)]);
 }
