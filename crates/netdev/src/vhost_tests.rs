@@ -270,10 +270,9 @@ fn send_with(ring: &mut Ring, frames: &[&[u8]], how: LongCopy) -> (Result<(), Ba
     (res, counts)
 }
 
-/// The reason of a `BadRing`; fails the test when there is none.
-#[track_caller]
 /// Offers the writable 2048-byte buffer at `b` as chain 0 and sends `f` into it with a header
 /// of `hdr_len` bytes: the frame goes, nothing is dropped.
+#[track_caller]
 fn send_into(g: &mut Guest, b: u64, hdr_len: usize, f: &[u8]) {
     g.desc(0, b, 2048, WRITE, 0);
     g.offer(&[0]);
@@ -283,6 +282,8 @@ fn send_into(g: &mut Guest, b: u64, hdr_len: usize, f: &[u8]) {
     assert_eq!(counts, [1, f.len() as u64, 0]);
 }
 
+/// The reason of a `BadRing`; fails the test when there is none.
+#[track_caller]
 fn bad(res: Result<(), BadRing>) -> &'static str {
     match res {
         Err(BadRing(why)) => why,
@@ -626,10 +627,11 @@ fn a_receive_buffer_holding_its_header_already_is_not_written() {
             .unwrap()
             .cast::<libc::c_void>();
         let len = page_size as usize;
+        // The rings are below the page, so setting them up does not touch it.
+        //
         // SAFETY: `page` starts a page of the test's own anonymous guest mapping (guest memory
         // starts page-aligned at guest address 0); only its protection changes, and back
         // before the test reads it.
-        // The rings are below the page, so setting them up does not touch it.
         assert_eq!(unsafe { libc::mprotect(page, len, libc::PROT_READ) }, 0);
         send_into(&mut g, b, hdr_len, &f);
         // SAFETY: as above.
