@@ -579,23 +579,31 @@ impl CopyChooser {
 /// `dst` is valid for reading and writing `hdr_len` bytes.
 #[inline(always)]
 unsafe fn put_hdr(dst: *mut u8, hdr_len: usize, num_buffers: u16) {
+    /// Stores `v` at `at` unless the `N` bytes there equal it already.
+    ///
+    /// # Safety
+    /// `at` is valid for reading and writing `N` bytes.
+    #[inline(always)]
+    unsafe fn store_if_new<const N: usize>(at: *mut u8, v: [u8; N]) {
+        let at = at.cast::<[u8; N]>();
+        // SAFETY: the caller's contract: one fixed-size load, at most one fixed-size store.
+        // The guest may write the bytes concurrently, as with any device DMA: the header it
+        // then reads is its own doing, never unsafety for the switch.
+        unsafe {
+            if std::ptr::read_unaligned(at) != v {
+                std::ptr::write_unaligned(at, v);
+            }
+        }
+    }
     let mut h = [0u8; vnet::HDR_LEN];
     h[10..12].copy_from_slice(&num_buffers.to_le_bytes());
-    // SAFETY: the caller's contract; a fixed-size load and at most one fixed-size store of at
-    // most `hdr_len` bytes. The guest may write the bytes concurrently, as with any device
-    // DMA: the header it then reads is its own doing, never unsafety for the switch.
+    // SAFETY: the caller's contract, `hdr_len` bytes (the legacy header is the first 10 of
+    // the 12, all zero).
     unsafe {
         if hdr_len == vnet::HDR_LEN {
-            let at = dst.cast::<[u8; vnet::HDR_LEN]>();
-            if std::ptr::read_unaligned(at) != h {
-                std::ptr::write_unaligned(at, h);
-            }
+            store_if_new(dst, h);
         } else {
-            const L: usize = vnet::HDR_LEN_LEGACY;
-            let at = dst.cast::<[u8; L]>();
-            if std::ptr::read_unaligned(at) != [0u8; L] {
-                std::ptr::write_unaligned(at, [0u8; L]);
-            }
+            store_if_new::<{ vnet::HDR_LEN_LEGACY }>(dst, [0; vnet::HDR_LEN_LEGACY]);
         }
     }
 }
