@@ -1216,6 +1216,9 @@ impl Pmd {
             let linear = self.cls.is_linear(in_port);
             let mut simple = 0u32;
             let reusing = std::mem::take(&mut reuse) && n <= MAX_BURST;
+            // On a port the linear match holds, each key is looked up as it is made:
+            // `early` are the packets found so.
+            let (mut looked, mut early) = (false, 0u32);
             let first = if reusing {
                 None
             } else {
@@ -1240,6 +1243,26 @@ impl Pmd {
                 }
             } else if let Some(first) = first {
                 simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
+            } else if linear && self.cls.decap(in_port).is_empty() {
+                self.unhashed = true;
+                let Pmd {
+                    cls,
+                    keys,
+                    hits,
+                    stats,
+                    ..
+                } = self;
+                if let Some(c) = cls.port(in_port) {
+                    for (i, p) in batch.packets_mut().iter_mut().enumerate() {
+                        let k = &mut keys[i];
+                        key_metadata_with(p, k, ct_tuple);
+                        extract_packet_unhashed(stats, p, k);
+                        let r = c.linear.lookup(k);
+                        hits[i] = r;
+                        early |= u32::from(r.is_some()) << i;
+                    }
+                    looked = true;
+                }
             } else if linear || !self.cls.decap(in_port).is_empty() {
                 // The hash is for the EMC alone: on a port whose packets the decap fast path
                 // or the linear match finds, only those they do not find get one, below.
@@ -1290,7 +1313,7 @@ impl Pmd {
 
             // Exact-match cache, for the packets neither fast path found (not on a port whose
             // megaflows the linear match holds: they are looked up there, as a classifier).
-            let fast = fast | simple;
+            let fast = fast | simple | early;
             let all = ((1u64 << n) - 1) as u32;
             let mut misses = 0u32;
             if self.unhashed && !linear && self.emc.is_enabled() {
@@ -1340,7 +1363,9 @@ impl Pmd {
             self.add_stage(Stage::Emc, t1, t2);
 
             // Megaflow classifier of the in_port.
-            if misses != 0 && linear {
+            if looked {
+                self.count_linear(in_port, early);
+            } else if misses != 0 && linear {
                 misses = self.linear_lookup(in_port, misses);
             } else if misses != 0 {
                 let Pmd {
@@ -1570,15 +1595,23 @@ impl Pmd {
                 misses |= 1 << i;
             }
         }
-        let found = u64::from((todo & !misses).count_ones());
-        // As the classifier counts its subtable lookups, for the hits: the megaflows share
-        // one mask, one subtable.
-        c.linear_lookups += found;
+        self.count_linear(in_port, todo & !misses);
+        misses
+    }
+
+    /// Counts the linear match's hits `found` (a bit mask) on `in_port`.
+    #[inline]
+    fn count_linear(&mut self, in_port: u32, found: u32) {
+        let found = u64::from(found.count_ones());
+        if let Some(c) = self.cls.port_mut(in_port) {
+            // As the classifier counts its subtable lookups, for the hits: the megaflows
+            // share one mask, one subtable.
+            c.linear_lookups += found;
+        }
         self.stats.megaflow_hits += found;
         if !self.running_deferred {
             self.hits_this_iter += found;
         }
-        misses
     }
 
     /// Counts `n` packets the decap fast path found.
