@@ -1982,6 +1982,14 @@ impl Pmd {
                         p.meta.dp_hash = crate::rewrite::dp_hash_l4(p, *sym, *basis);
                     }
                 }
+                // The commonest rewrite (OpenFlow's `mod_dl_dst`), matched once a batch.
+                DpAction::SetEth(s) => {
+                    for p in batch.packets_mut() {
+                        if crate::rewrite::set_eth(p, s).is_err() {
+                            self.stats.rewrite_errors += 1;
+                        }
+                    }
+                }
                 header => {
                     for p in batch.packets_mut() {
                         if crate::rewrite::apply(p, header).is_err() {
