@@ -1252,6 +1252,7 @@ impl Pmd {
                     stats,
                     ..
                 } = self;
+                // Always there: `linear` says the port's classifier holds megaflows.
                 if let Some(c) = cls.port(in_port) {
                     for (i, p) in batch.packets_mut().iter_mut().enumerate() {
                         let k = &mut keys[i];
@@ -1982,20 +1983,9 @@ impl Pmd {
                         p.meta.dp_hash = crate::rewrite::dp_hash_l4(p, *sym, *basis);
                     }
                 }
-                // The commonest rewrite (OpenFlow's `mod_dl_dst`), matched once a batch.
-                DpAction::SetEth(s) => {
-                    for p in batch.packets_mut() {
-                        if crate::rewrite::set_eth(p, s).is_err() {
-                            self.stats.rewrite_errors += 1;
-                        }
-                    }
-                }
                 header => {
-                    for p in batch.packets_mut() {
-                        if crate::rewrite::apply(p, header).is_err() {
-                            self.stats.rewrite_errors += 1;
-                        }
-                    }
+                    self.stats.rewrite_errors +=
+                        crate::rewrite::apply_batch(batch.packets_mut(), header);
                 }
             }
             pristine &= matches!(a, DpAction::Ct(c) if c.nat.is_none());
