@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::pipekey::PipeMeta;
+use crate::syntax::OfAction;
 
 /// How long an id no megaflow mentions is kept after its last use, so that packets still in
 /// flight between two passes (or waiting for an upcall) find their state.
@@ -47,6 +48,20 @@ pub struct FrozenState {
     pub tunnel: Option<Box<[u8]>>,
     /// Conntrack ran before the freeze: the next pass's conntrack fields are valid.
     pub conntracked: bool,
+    /// The actions the next pass runs in place of a lookup in `table` (OVS's frozen
+    /// `ofpacts`): the rest of the action lists that were running when translation froze, the
+    /// innermost first. Empty for a fork that resumes with a table lookup (`ct(table=N)`).
+    pub actions: Vec<FrozenAction>,
+}
+
+/// One of the actions frozen for the next pass.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FrozenAction {
+    /// An OpenFlow action, run as it would have run.
+    Of(OfAction),
+    /// The table and cookie of the rule whose actions follow (OVS's `unroll_xlate`): what a
+    /// packet-in or a `resubmit` relative to the current table sees.
+    Unroll { table: u8, cookie: u64 },
 }
 
 /// The key byte ranges of tunnel metadata (offset, length): tunnel id, IPv4 endpoints, TOS,
@@ -262,6 +277,7 @@ mod tests {
             meta,
             tunnel: None,
             conntracked: true,
+            actions: Vec::new(),
         }
     }
 

@@ -28,12 +28,14 @@ use crate::classifier::RuleId;
 use crate::fields::{Field, FieldId};
 use crate::fields::{N_TUN_METADATA, TUN_MD_PRESENT, TUN_METADATA_MAX_LEN, TUN_METADATA_SLOT};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
-use crate::recirc::{FrozenState, RecircIds};
+use crate::recirc::{FrozenAction, FrozenState, RecircIds};
 use crate::syntax::{
     Ct, CtZone, Nat, NatAddrs, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
     OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OfAction, format_actions, format_match,
 };
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
+
+mod freeze;
 
 /// Deepest nesting of resubmits and patch ports (OVS's `MAX_DEPTH`).
 pub const MAX_DEPTH: usize = 64;
@@ -205,12 +207,25 @@ struct Ctx<'a> {
     in_port: u32,
     /// The cookie of the rule whose actions run (for packet-ins).
     rule_cookie: u64,
+    /// The table of the rule whose actions run (OVS's `table_id`).
+    table_id: u8,
+    /// That rule is a table-miss rule (priority 0, matching everything): its packet-ins have
+    /// reason `explicit_miss`.
+    rule_is_miss: bool,
     /// The datapath key of the packet being translated.
     key: &'a FlowKey,
     /// Conntrack has run on the packet in an earlier pass (OVS's `conntracked`).
     conntracked: bool,
     /// The `nat` of the `ct` action being composed (OVS's `ct_nat_action`).
     ct_nat: Option<Nat>,
+    /// An MPLS pop left a packet whose L3 header this pass cannot see (OVS's `was_mpls`).
+    was_mpls: bool,
+    /// Translation is freezing: what is left of it goes to `frozen` ([`freeze`]).
+    freezing: bool,
+    /// The actions frozen so far, innermost level first.
+    frozen: Vec<FrozenAction>,
+    /// Where in `frozen` the last `unroll_xlate` marker is.
+    frozen_unroll: Option<usize>,
 }
 
 /// Translates the packet whose datapath key is `key` (datapath port numbers). With `trace`,
@@ -334,9 +349,15 @@ pub fn translate(
         res: XlateOut::default(),
         in_port: ofport,
         rule_cookie: 0,
+        table_id: 0,
+        rule_is_miss: false,
         key,
         conntracked,
         ct_nat: None,
+        was_mpls: false,
+        freezing: false,
+        frozen: Vec::new(),
+        frozen_unroll: None,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -345,14 +366,25 @@ pub fn translate(
             ctx.under(node, |c| {
                 let thaw = c.trace_add(NodeKind::Thaw, "thaw");
                 c.under(thaw, |c| {
-                    c.trace_add(NodeKind::Thaw, format_args!("Resuming from table {table}"))
+                    c.trace_add(NodeKind::Thaw, format_args!("Resuming from table {table}"));
+                    if !st.actions.is_empty() {
+                        let acts = freeze::format_frozen(&st.actions);
+                        c.trace_add(NodeKind::Thaw, format_args!("Restoring actions: {acts}"));
+                    }
                 });
             });
+            ctx.table_id = table;
             usize::from(table)
         }
         None => 0,
     };
-    ctx.under(node, |c| c.do_table(table));
+    match frozen.as_ref().filter(|st| !st.actions.is_empty()) {
+        Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
+        None => ctx.under(node, |c| c.do_table(table)),
+    }
+    if ctx.freezing {
+        ctx.finish_freezing();
+    }
     let mut res = std::mem::take(&mut ctx.res);
     res.actions = std::mem::take(&mut ctx.out);
     if res.failed.is_some() {
@@ -539,8 +571,27 @@ impl Ctx<'_> {
         if self.exit {
             return;
         }
+        if self.was_mpls {
+            // A lookup may match on the L3 header an MPLS pop hid (OVS's
+            // xlate_table_action()): the next pass looks up this table.
+            self.trigger_freeze();
+            return;
+        }
         if self.depth >= MAX_DEPTH || self.resubmits >= MAX_RESUBMITS {
-            self.note("over max translation depth; dropping");
+            // OVS's xlate_resubmit_resource_check(): an error, and the packet is dropped.
+            let (text, failed) = if self.depth >= MAX_DEPTH {
+                (
+                    format!("over max translation depth {MAX_DEPTH}"),
+                    "Recursion too deep",
+                )
+            } else {
+                (
+                    format!("over {MAX_RESUBMITS} resubmit actions"),
+                    "Too many resubmits",
+                )
+            };
+            self.trace_add(NodeKind::Error, text);
+            self.res.failed = Some(failed);
             self.out.clear();
             self.exit = true;
             return;
@@ -587,9 +638,12 @@ impl Ctx<'_> {
                 } else {
                     None
                 };
-                let saved = std::mem::replace(&mut self.rule_cookie, rule.cookie);
+                let saved = (self.rule_cookie, self.table_id, self.rule_is_miss);
+                self.rule_cookie = rule.cookie;
+                self.table_id = table as u8;
+                self.rule_is_miss = prio == 0 && m.mask().is_catchall();
                 self.under(node, |c| c.do_actions(&rule.actions, table));
-                self.rule_cookie = saved;
+                (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
             }
         }
     }
@@ -606,8 +660,12 @@ impl Ctx<'_> {
         if actions.is_empty() {
             self.trace_add(NodeKind::Action, "drop");
         }
-        for a in actions {
+        for (i, a) in actions.iter().enumerate() {
+            self.recirc_for_mpls(a);
             if self.exit || self.res.failed.is_some() {
+                if self.freezing {
+                    self.freeze_unroll(&actions[i..], table);
+                }
                 return;
             }
             self.trace_action(a);
@@ -847,6 +905,7 @@ impl Ctx<'_> {
             meta: self.flow.meta,
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
+            actions: Vec::new(),
         };
         let Some(id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
@@ -883,8 +942,32 @@ impl Ctx<'_> {
     /// Sends the packet to the controller, as OVS's datapath action says it (`userspace` with
     /// a `controller(...)` cookie): the datapath counts such packets, as no controller
     /// connection exists yet. `reason` is OpenFlow's packet-in reason (1 action, 2 invalid
-    /// TTL).
+    /// TTL; an action of a table-miss rule is 6, explicit miss). As in OVS, the state the
+    /// packet-in would be resumed from gets a recirculation id, and a translation without
+    /// side effects (a trace) marks the packet-in `dont_send`.
     fn controller(&mut self, reason: u8, max_len: u16, id: u16) {
+        const OFPR_ACTION: u8 = 1;
+        const OFPR_EXPLICIT_MISS: u8 = 6;
+        let reason = if reason == OFPR_ACTION && self.rule_is_miss {
+            OFPR_EXPLICIT_MISS
+        } else {
+            reason
+        };
+        let state = FrozenState {
+            bridge: self.br().name.clone(),
+            table: self.table_id,
+            in_port: self.flow.dp.in_port(),
+            meta: self.flow.meta,
+            tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
+            conntracked: self.conntracked,
+            actions: Vec::new(),
+        };
+        let Some(recirc_id) = self.pipe.recirc.intern(state) else {
+            self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
+            self.res.failed = Some("No recirculation context");
+            self.exit = true;
+            return;
+        };
         self.br()
             .n_controller
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -894,12 +977,14 @@ impl Ctx<'_> {
         } else {
             format!("{:#x}", self.rule_cookie)
         };
+        let dont_send = u8::from(self.trace.is_some() && !self.learn);
         self.out
             .push(Action::Userspace(Box::new(flow::odp::Userspace {
                 pid: 0,
                 cookie: flow::odp::UserCookie::Text(format!(
-                    "controller(reason={reason},dont_send=1,continuation=0,recirc_id=1,\
-                 rule_cookie={cookie},controller_id={id},max_len={max_len})"
+                    "controller(reason={reason},dont_send={dont_send},continuation=0,\
+                     recirc_id={recirc_id},rule_cookie={cookie},controller_id={id},\
+                     max_len={max_len})"
                 )),
                 actions: false,
                 tunnel_out_port: None,
@@ -989,18 +1074,75 @@ impl Ctx<'_> {
         self.base = self.flow.dp.clone();
     }
 
+    /// `pop_mpls`, as OVS's `compose_mpls_pop_action()`: the bottom-of-stack bits of the
+    /// labels counted and the labels that move up are what the megaflow matches; popping to a
+    /// non-MPLS ethertype hides the L3 header from the rest of this pass ([`freeze`]).
     fn pop_mpls(&mut self, eth_type: u16) {
-        if !is_mpls(self.flow.dp.eth_type()) {
+        let n = self.count_mpls_labels();
+        if n == 0 {
+            return;
+        }
+        let f = &self.flow.dp;
+        let lse = [f.mpls_lse0(), f.mpls_lse1(), f.mpls_lse2()];
+        if n == lse.len() && lse[n - 1] & MPLS_BOS == 0 {
+            // The label under the third is unknown: nothing can be moved up into its place.
+            self.trace_add(
+                NodeKind::Error,
+                "dropping packet on which an MPLS pop action can't be performed as it has \
+                 more MPLS LSEs than the 3 supported.",
+            );
+            self.res.failed = Some("Too many MPLS labels");
+            self.out.clear();
+            self.exit = true;
             return;
         }
         self.commit();
-        self.wc.dp.set_mpls_lse0(u32::MAX);
+        if n > 1 {
+            self.wc.dp.set_mpls_lse1(u32::MAX);
+        }
+        if n > 2 {
+            self.wc.dp.set_mpls_lse2(u32::MAX);
+        }
+        let mut left = lse;
+        left.copy_within(1..n, 0);
+        left[n - 1] = 0;
         let f = &mut self.flow.dp;
-        let (l1, l2) = (f.mpls_lse1(), f.mpls_lse2());
-        f.set_mpls_lse0(l1).set_mpls_lse1(l2).set_mpls_lse2(0);
-        f.set_eth_type(eth_type);
+        f.set_mpls_lse0(left[0])
+            .set_mpls_lse1(left[1])
+            .set_mpls_lse2(left[2])
+            .set_eth_type(eth_type);
         self.out.push(Action::PopMpls { eth_type });
         self.base = self.flow.dp.clone();
+        if !is_mpls(eth_type) {
+            self.was_mpls = true;
+        }
+    }
+
+    /// The packet's MPLS labels, as OVS's `flow_count_mpls_labels()`: up to the one with the
+    /// bottom-of-stack bit, whose bit (and those above it) the megaflow then matches.
+    fn count_mpls_labels(&mut self) -> usize {
+        if !is_mpls(self.flow.dp.eth_type()) {
+            return 0;
+        }
+        let f = &self.flow.dp;
+        let lse = [f.mpls_lse0(), f.mpls_lse1(), f.mpls_lse2()];
+        let mut n = 0;
+        for (i, l) in lse.into_iter().enumerate() {
+            let w = &mut self.wc.dp;
+            let m = [w.mpls_lse0(), w.mpls_lse1(), w.mpls_lse2()][i] | MPLS_BOS;
+            match i {
+                0 => w.set_mpls_lse0(m),
+                1 => w.set_mpls_lse1(m),
+                _ => w.set_mpls_lse2(m),
+            };
+            if l & MPLS_BOS != 0 {
+                return i + 1;
+            }
+            if l != 0 {
+                n += 1;
+            }
+        }
+        n
     }
 
     fn clone_actions(&mut self, inner: &[OfAction], table: usize) {
@@ -1009,9 +1151,12 @@ impl Ctx<'_> {
             self.base.clone(),
             std::mem::take(&mut self.out),
         );
-        let conntracked = self.conntracked;
+        let (conntracked, was_mpls) = (self.conntracked, self.was_mpls);
         self.depth += 1;
         self.do_actions(inner, table);
+        if self.freezing {
+            self.finish_freezing();
+        }
         self.depth -= 1;
         let inner_out = std::mem::replace(&mut self.out, out);
         // As OVS does: field changes inside the clone are undone by the next commit (the flow
@@ -1036,6 +1181,7 @@ impl Ctx<'_> {
         }
         self.flow = flow;
         self.conntracked = conntracked;
+        self.was_mpls = was_mpls;
         self.exit = false;
     }
 
@@ -1054,7 +1200,7 @@ impl Ctx<'_> {
                 // consulted either way.
                 self.wc.dp.set_in_port(u32::MAX);
                 if p == self.flow.dp.in_port() {
-                    self.note("skipping output to input port");
+                    self.trace_add(NodeKind::Warn, "skipping output to input port");
                     return;
                 }
                 self.output_port(p, false);
@@ -1103,10 +1249,16 @@ impl Ctx<'_> {
         // The peer bridge sees an untracked packet (OVS's patch_port_output()).
         clear_conntrack(&mut self.flow.dp);
         let conntracked = std::mem::replace(&mut self.conntracked, false);
+        let was_mpls = self.was_mpls;
         self.depth += 1;
         let node = self.trace_bridge();
         self.under(node, |c| c.do_table(0));
+        if self.freezing {
+            // The next pass resumes in the peer bridge (OVS's patch_port_output()).
+            self.finish_freezing();
+        }
         self.depth -= 1;
+        self.was_mpls = was_mpls;
         self.bridge = saved.0;
         // The packet as it left through the patch port carries the peer's changes onwards
         // only inside the peer: restore this bridge's view (OVS does the same).
@@ -2015,6 +2167,9 @@ fn set_action(attr: Attr, key: FlowKey, mask: Mask) -> Action {
     attrs.push(attr, 0);
     Action::Set(Box::new(DpKey { key, mask, attrs }))
 }
+
+/// The bottom-of-stack bit of an MPLS label stack entry.
+const MPLS_BOS: u32 = 0x100;
 
 fn is_mpls(et: u16) -> bool {
     et == 0x8847 || et == 0x8848
