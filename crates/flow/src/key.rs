@@ -39,7 +39,9 @@ pub const GENEVE_OPTS_OFS: usize = 260;
 pub struct EthAddr(pub [u8; 6]);
 
 impl EthAddr {
+    /// `00:00:00:00:00:00`: an absent address, and the mask that wildcards an Ethernet field.
     pub const ZERO: EthAddr = EthAddr([0; 6]);
+    /// `ff:ff:ff:ff:ff:ff`: the broadcast address, and the exact mask of an Ethernet field.
     pub const BROADCAST: EthAddr = EthAddr([0xff; 6]);
 }
 
@@ -158,13 +160,21 @@ pub struct FieldDesc {
 
 /// Bit flags of [`FlowWords::ct_state`], as in OVS (`ct_state(+new+trk)`).
 pub mod ct_state {
+    /// `+new`: the packet starts a connection conntrack has not committed yet.
     pub const NEW: u8 = 0x01;
+    /// `+est`: the packet belongs to a committed connection that has seen traffic both ways.
     pub const EST: u8 = 0x02;
+    /// `+rel`: the packet is related to a committed connection (an ICMP error about it, say).
     pub const REL: u8 = 0x04;
+    /// `+rpl`: the packet travels in the reply direction, opposite the connection's originator.
     pub const RPL: u8 = 0x08;
+    /// `+inv`: conntrack could not make sense of the packet (bad state, malformed header).
     pub const INV: u8 = 0x10;
+    /// `+trk`: the packet has been through `ct()`; the other bits mean something only with it.
     pub const TRK: u8 = 0x20;
+    /// `+snat`: conntrack's NAT rewrote the packet's source address or port.
     pub const SNAT: u8 = 0x40;
+    /// `+dnat`: conntrack's NAT rewrote the packet's destination address or port.
     pub const DNAT: u8 = 0x80;
     /// Names in the order OVS prints them.
     pub const NAMES: [(u8, &str); 8] = [
@@ -185,14 +195,23 @@ pub mod nw_frag {
     pub const ANY: u8 = 0x01;
     /// The packet is a fragment other than the first.
     pub const LATER: u8 = 0x02;
+    /// Both bits: the mask of a flow that matches on `frag=` (OVS's `FLOW_NW_FRAG_MASK`).
     pub const MASK: u8 = ANY | LATER;
 }
 
 /// Bit flags of [`FlowWords::tun_flags`], as OVS prints them in `flags(-df+csum+key)`.
+///
+/// These are the key's own bit values; the text format uses OVS's `FLOW_TNL_F_*` values
+/// ([`crate::odp::TUN_FLAG_NAMES`]) and converts.
 pub mod tun_flags {
+    /// `df`: the outer IPv4 header of the received tunnel packet had Don't Fragment set.
     pub const DONT_FRAGMENT: u8 = 0x01;
+    /// `csum`: the outer UDP checksum or the GRE checksum (C bit) is present and was verified.
     pub const CSUM: u8 = 0x02;
+    /// `key`: the tunnel header carries a key (GRE K bit, a VXLAN or GENEVE VNI), so `tun_id`
+    /// holds it.
     pub const KEY: u8 = 0x04;
+    /// `oam`: the GENEVE header's O bit, marking an OAM (control) packet (RFC 8926 §3.4).
     pub const OAM: u8 = 0x08;
 }
 

@@ -2,6 +2,7 @@
 //! packet in one pass, the datapath hash, and OVS's datapath flow text format.
 // `deny`, not `forbid`: the hash module allows two fenced intrinsic calls (CRC32C, prefetch).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod extract;
 pub mod hash;

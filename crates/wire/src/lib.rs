@@ -16,6 +16,7 @@
 //!
 //! The crate does not allocate and no parser panics on any input.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod arp;
 pub mod checksum;

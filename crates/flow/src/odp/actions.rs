@@ -38,21 +38,51 @@ pub enum Action {
     /// `set(attr(...))`, masked when the mask is not all ones; one attribute.
     Set(Box<DpKey>),
     /// `push_vlan([tpid=0x88a8,]vid=N,pcp=N[,cfi=0])`; `tci` includes [`VLAN_CFI`].
-    PushVlan { tpid: u16, tci: u16 },
+    PushVlan {
+        /// Tag protocol identifier: 0x8100 (802.1Q, not printed) or 0x88a8 (802.1ad).
+        tpid: u16,
+        /// Tag control information: PCP in bits 13-15, VID in bits 0-11, and [`VLAN_CFI`]
+        /// unless `cfi=0` was given.
+        tci: u16,
+    },
     /// `pop_vlan`.
     PopVlan,
     /// `push_mpls(label=,tc=,ttl=,bos=,eth_type=0x8847)`; `lse` as on the wire.
-    PushMpls { lse: u32, eth_type: u16 },
+    PushMpls {
+        /// The label stack entry pushed: label, TC, bottom of stack and TTL (RFC 3032 §2.1).
+        lse: u32,
+        /// The MPLS ethertype the frame gets: 0x8847 (unicast) or 0x8848 (multicast).
+        eth_type: u16,
+    },
     /// `add_mpls(...)`: like `push_mpls`, for L3 packets.
-    AddMpls { lse: u32, eth_type: u16 },
+    AddMpls {
+        /// The label stack entry added: label, TC, bottom of stack and TTL (RFC 3032 §2.1).
+        lse: u32,
+        /// The MPLS ethertype the packet gets: 0x8847 (unicast) or 0x8848 (multicast).
+        eth_type: u16,
+    },
     /// `pop_mpls(eth_type=0x800)`.
-    PopMpls { eth_type: u16 },
+    PopMpls {
+        /// The ethertype of what the popped label carried (0x800 for IPv4, 0x8847 when more
+        /// labels follow).
+        eth_type: u16,
+    },
     /// `push_eth(src=,dst=)`.
-    PushEth { src: EthAddr, dst: EthAddr },
+    PushEth {
+        /// Source address of the new Ethernet header.
+        src: EthAddr,
+        /// Destination address of the new Ethernet header.
+        dst: EthAddr,
+    },
     /// `pop_eth`.
     PopEth,
     /// `hash(l4(N))` or `hash(sym_l4(N))`.
-    Hash { alg: HashAlg, basis: u32 },
+    Hash {
+        /// Which fields are hashed.
+        alg: HashAlg,
+        /// Seed mixed into the hash; the result becomes the packet's `dp_hash`.
+        basis: u32,
+    },
     /// `ct(...)` or bare `ct`.
     Ct(Box<CtAction>),
     /// `ct_clear`.
@@ -61,13 +91,18 @@ pub enum Action {
     Clone(Vec<Action>),
     /// `sample(sample=P%,actions(...))`; `probability` out of `u32::MAX`.
     Sample {
+        /// Chance that a packet is sampled, scaled so that `u32::MAX` is 100%.
         probability: u32,
+        /// The actions a sampled packet goes through.
         actions: Vec<Action>,
     },
     /// `check_pkt_len(size=N,gt(...),le(...))`.
     CheckPktLen {
+        /// The length in bytes the packet is compared with.
         size: u16,
+        /// The actions for a packet longer than `size`.
         gt: Vec<Action>,
+        /// The actions for a packet of `size` bytes or fewer.
         le: Vec<Action>,
     },
     /// `dec_ttl(le_1(actions))`: the actions run when the TTL would drop to zero.
@@ -75,7 +110,12 @@ pub enum Action {
     /// `pop_nsh()`.
     PopNsh,
     /// `psample(group=N[,cookie=0x...])`.
-    Psample { group: u32, cookie: Option<Vec<u8>> },
+    Psample {
+        /// The Linux psample group the sample goes to.
+        group: u32,
+        /// Up to 16 bytes of user data sent with the sample.
+        cookie: Option<Vec<u8>>,
+    },
 }
 
 /// Hash algorithm of [`Action::Hash`].
@@ -90,8 +130,11 @@ pub enum HashAlg {
 /// `tnl_push(tnl_port(N),header(...),out_port(N))`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TnlPush {
+    /// The datapath port of the tunnel the header belongs to.
     pub tnl_port: u32,
+    /// The datapath port the encapsulated packet is sent on.
     pub out_port: u32,
+    /// The encapsulation header, outer Ethernet to tunnel protocol.
     pub header: TnlHeader,
 }
 
@@ -102,10 +145,15 @@ pub struct TnlHeader {
     pub size: u32,
     /// `OVS_VPORT_TYPE_*`: 3 GRE, 4 VXLAN, 5 GENEVE, 107/108 ERSPAN, 109 IP6GRE, 110 GTP-U.
     pub tnl_type: u32,
+    /// Outer Ethernet destination: the next hop towards the remote tunnel endpoint.
     pub eth_dst: EthAddr,
+    /// Outer Ethernet source: the address of the interface the underlay route leaves by.
     pub eth_src: EthAddr,
+    /// Outer ethertype: 0x0800 for an IPv4 underlay, 0x86dd for IPv6.
     pub dl_type: u16,
+    /// Outer IP header.
     pub ip: TnlIp,
+    /// The tunnel protocol's headers after the outer IP header.
     pub l4: TnlL4,
 }
 
@@ -114,20 +162,32 @@ pub struct TnlHeader {
 pub enum TnlIp {
     /// `ipv4(src=,dst=,proto=,tos=,ttl=,frag=0x4000)`; `frag` is the raw fragment field.
     V4 {
+        /// Local tunnel endpoint.
         src: Ipv4Addr,
+        /// Remote tunnel endpoint.
         dst: Ipv4Addr,
+        /// IP protocol of the tunnel: 17 (UDP) or 47 (GRE).
         proto: u8,
+        /// Type of service (DSCP and ECN).
         tos: u8,
+        /// TTL the encapsulated packet leaves with.
         ttl: u8,
+        /// Flags and fragment offset as on the wire: 0x4000 is Don't Fragment.
         frag: u16,
     },
     /// `ipv6(src=,dst=,label=,proto=,tclass=,hlimit=)`.
     V6 {
+        /// Local tunnel endpoint.
         src: Ipv6Addr,
+        /// Remote tunnel endpoint.
         dst: Ipv6Addr,
+        /// Flow label (20 bits, RFC 6437).
         label: u32,
+        /// Next header of the tunnel: 17 (UDP) or 47 (GRE).
         proto: u8,
+        /// Traffic class (DSCP and ECN).
         tclass: u8,
+        /// Hop limit the encapsulated packet leaves with.
         hlimit: u8,
     },
 }
@@ -135,8 +195,12 @@ pub enum TnlIp {
 /// `udp(src=,dst=,csum=0x0)` of a UDP-based tunnel header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TnlUdp {
+    /// Source port; OVS writes 0 and derives the port from the inner packet's hash, for
+    /// ECMP entropy.
     pub src: u16,
+    /// Destination port: the tunnel's (4789 VXLAN, 6081 GENEVE, 2152 GTP-U by default).
     pub dst: u16,
+    /// Checksum field; non-zero asks for the outer UDP checksum to be computed.
     pub csum: u16,
 }
 
@@ -144,28 +208,51 @@ pub struct TnlUdp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TnlL4 {
     /// `udp(...),vxlan(flags=0x8000000,vni=0x64)`.
-    Vxlan { udp: TnlUdp, flags: u32, vni: u32 },
+    Vxlan {
+        /// The outer UDP header.
+        udp: TnlUdp,
+        /// The VXLAN header's first word: 0x08000000 is the I flag, a valid VNI (RFC 7348 §5).
+        flags: u32,
+        /// The 24-bit VXLAN network identifier.
+        vni: u32,
+    },
     /// `udp(...),geneve([oam,][crit,]vni=0x..[,options(...)])`; options as on the wire.
     Geneve {
+        /// The outer UDP header.
         udp: TnlUdp,
+        /// The O bit: the packet is an OAM (control) message (RFC 8926 §3.4).
         oam: bool,
+        /// The C bit: the options include a critical one.
         crit: bool,
+        /// The 24-bit virtual network identifier.
         vni: u32,
+        /// The option TLVs, at most 252 bytes.
         options: Vec<u8>,
     },
     /// `udp(...),gtpu(flags=0x..,msgtype=N,teid=0x..)`.
     Gtpu {
+        /// The outer UDP header.
         udp: TnlUdp,
+        /// The GTP-U header's first byte: version, protocol type and the E, S and PN flags
+        /// (3GPP TS 29.281 §5.1).
         flags: u8,
+        /// The message type: 255 for G-PDU, a user packet.
         msgtype: u8,
+        /// The tunnel endpoint identifier.
         teid: u32,
     },
     /// `gre((flags=0x..,proto=0x..)[,csum=0x..][,key=0x..][,seq=0x..])`.
     Gre {
+        /// The GRE flags and version: C (0x8000), K (0x2000) and S (0x1000) say which of the
+        /// optional fields follow (RFC 2784, RFC 2890).
         flags: u16,
+        /// The payload's protocol type: 0x6558 for Ethernet, else an ethertype.
         proto: u16,
+        /// The checksum field, present with the C bit.
         csum: Option<u16>,
+        /// The key, present with the K bit: the tunnel's `tun_id`.
         key: Option<u32>,
+        /// The sequence number, present with the S bit.
         seq: Option<u32>,
     },
     /// A bare `udp(...)` header (bare UDP tunnels).
@@ -175,16 +262,21 @@ pub enum TnlL4 {
 /// `userspace(pid=N[,cookie][,actions][,tunnel_out_port=P])`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Userspace {
+    /// Netlink port id of the handler the kernel datapath sends the upcall to; kept as given.
     pub pid: u32,
+    /// What the slow path is told about why the packet came up.
     pub cookie: UserCookie,
     /// `,actions`: the packet's actions are attached to the upcall.
     pub actions: bool,
+    /// `tunnel_out_port=P`: the tunnel port the packet is being output to, so that a sampler
+    /// (sFlow, IPFIX) can report the egress tunnel.
     pub tunnel_out_port: Option<u32>,
 }
 
 /// The user data of a `userspace` action.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UserCookie {
+    /// No cookie: `userspace(pid=N)` alone, or with only `actions` or `tunnel_out_port`.
     None,
     /// `userdata(0a0b...)`: raw bytes.
     Userdata(Vec<u8>),
@@ -196,7 +288,10 @@ pub enum UserCookie {
 /// `ct(...)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CtAction {
+    /// `commit`: enter the connection into the table, so later packets find it.
     pub commit: bool,
+    /// `force_commit`: commit, and first delete an existing connection whose original
+    /// direction is the packet's reply direction.
     pub force_commit: bool,
     /// Zone; 0 (the default zone) is not printed.
     pub zone: u16,
@@ -204,30 +299,43 @@ pub struct CtAction {
     pub mark: Option<(u32, u32)>,
     /// `label=V[/M]`.
     pub label: Option<(u128, u128)>,
+    /// `helper=NAME`: the application-layer gateway for the connection (`ftp`, `tftp`).
     pub helper: Option<String>,
+    /// `timeout=NAME`: the timeout policy for the connection.
     pub timeout: Option<String>,
+    /// `nat...`: address translation for the connection.
     pub nat: Option<CtNat>,
 }
 
 /// `nat[(src|dst[=IP[-IP][:PORT[-PORT]]][,persistent][,hash][,random])]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CtNat {
+    /// Source or destination NAT; `None` for a bare `nat`, which only applies the translation
+    /// an existing connection already has.
     pub kind: Option<NatKind>,
+    /// First address of the range to translate to; `None` when `nat(src)` or `nat(dst)`
+    /// names no range.
     pub ip_min: Option<IpAddr>,
+    /// Last address of the range; `None` for a single address.
     pub ip_max: Option<IpAddr>,
     /// First port of the range; 0 for none.
     pub proto_min: u16,
     /// Last port of the range; 0 for none.
     pub proto_max: u16,
+    /// `persistent`: the same translated address for the same source address.
     pub persistent: bool,
+    /// `hash`: choose the translated port from a hash of the connection's tuple.
     pub hash: bool,
+    /// `random`: choose the translated port from a random starting point.
     pub random: bool,
 }
 
 /// Source or destination NAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NatKind {
+    /// `src`: rewrite the source address and port (SNAT).
     Src,
+    /// `dst`: rewrite the destination address and port (DNAT).
     Dst,
 }
 

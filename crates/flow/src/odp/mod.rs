@@ -56,7 +56,9 @@ impl Used {
 /// Flow statistics: `packets:N, bytes:N, used:0.004s|never[, flags:SFPRU.EC]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowStats {
+    /// Packets that hit the flow (`packets:`).
     pub packets: u64,
+    /// Bytes of those packets (`bytes:`).
     pub bytes: u64,
     /// `None` prints `never`.
     pub used: Option<Used>,
@@ -71,9 +73,13 @@ pub struct DpFlow {
     pub ufid: Option<[u8; 16]>,
     /// Key values. Not masked: verbose dumps show values under zero masks, and they are kept.
     pub key: FlowKey,
+    /// The megaflow mask: which bits of each key field the flow matches (`value/mask` in the
+    /// text; a zero mask wildcards the field).
     pub mask: Mask,
     /// What the text form needs beyond `key` and `mask`.
     pub attrs: KeyAttrs,
+    /// `packets:`, `bytes:`, `used:` and `flags:`; `None` when the line has none (a flow as
+    /// `dpctl/add-flow` takes it).
     pub stats: Option<FlowStats>,
     /// `offloaded:yes|partial`.
     pub offloaded: Option<String>,

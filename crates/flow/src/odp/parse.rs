@@ -24,7 +24,12 @@ pub enum ParseErrorKind {
     UnknownAction(String),
     /// A number too large for its field.
     #[error("{what} out of range (maximum {max})")]
-    OutOfRange { what: &'static str, max: u128 },
+    OutOfRange {
+        /// The field the number was for, as the message names it.
+        what: &'static str,
+        /// The largest value the field takes.
+        max: u128,
+    },
     /// `encap(`, `clone(` and friends nested too deeply.
     #[error("nesting deeper than {0} levels")]
     TooDeep(usize),
