@@ -784,7 +784,7 @@ impl Ofproto {
             for (ufid, (mf, pk, by)) in by_ufid {
                 r.flows += 1;
                 let x = translate(&p, &mf.key, false, None);
-                let mut mask = x.mask.clone();
+                let mut mask = megaflow_mask(&mf.key, &x.mask);
                 mask.set_in_port(u32::MAX);
                 // A flow still waiting for a tunnel neighbour goes every round too: the next
                 // packet's upcall asks again, so a lost request is repeated about once a
@@ -839,6 +839,23 @@ impl Ofproto {
     }
 }
 
+/// The mask a megaflow is installed with: translation's, but with the outer VLAN's VID and
+/// CFI exact when translation did not look at the tag, as OVS's userspace datapath installs
+/// it (`dpif-netdev.c`, `handle_packet_upcall()`): OVS's datapath key cannot say "any tag or
+/// none", so its dumps show a tagged packet's megaflow with `vlan(vid=V,pcp=P/0x0)` and an
+/// untagged one as matching "no tag". Revalidation compares with the same mask.
+/// A tagged packet's TPID is part of its outer ethertype there, always exact.
+fn megaflow_mask(key: &FlowKey, mask: &flow::Mask) -> flow::Mask {
+    let mut m = mask.clone();
+    if m.vlan_tci() == 0 {
+        m.set_vlan_tci(0x0fff | flow::key::VLAN_CFI);
+    }
+    if key.vlan_tci() & flow::key::VLAN_CFI != 0 {
+        m.set_vlan_tpid(0xffff);
+    }
+    m
+}
+
 /// The datapath's slow path: translate, compile, install.
 struct OfUpcall(Arc<Ofproto>);
 
@@ -865,7 +882,7 @@ impl UpcallHandler for OfUpcall {
             .collect();
         match compile(&x.actions) {
             Ok(compiled) => UpcallResult::Install {
-                mask: Box::new(x.mask),
+                mask: Box::new(megaflow_mask(key, &x.mask)),
                 actions: x.actions,
                 compiled,
                 packet_outs,
