@@ -27,17 +27,21 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     };
     r(
         "ofproto/trace",
-        "[-generate] BRIDGE FLOW | [-generate] BRIDGE in_port=N PACKET",
-        2,
-        4,
+        "{[dp_name] odp_flow | bridge br_flow} [OPTIONS...] [-generate|packet]",
+        1,
+        8,
         |of, a| {
-            // `-generate` may come first or last, as with ovs-appctl.
-            let generate = a.iter().any(|x| x == "-generate");
-            let a: Vec<String> = a.iter().filter(|x| *x != "-generate").cloned().collect();
-            let [bridge, rest @ ..] = a.as_slice() else {
-                return Err("usage: ofproto/trace [-generate] BRIDGE FLOW [PACKET]".into());
+            // `-generate` may come anywhere, as with ovs-appctl.
+            let generate = a.iter().any(|x| x == "-generate" || x == "--generate");
+            let a: Vec<String> = a
+                .iter()
+                .filter(|x| *x != "-generate" && *x != "--generate")
+                .cloned()
+                .collect();
+            let [first, rest @ ..] = a.as_slice() else {
+                return Err("Syntax error".into());
             };
-            of.trace(bridge, rest, generate)
+            of.trace(first, rest, generate)
         },
     );
     r("ofctl/add-flow", "BRIDGE FLOW", 2, 2, |of, a| {

@@ -630,14 +630,17 @@ impl Ofproto {
         Ok(out)
     }
 
-    /// `ofproto/trace BRIDGE FLOW` or `ofproto/trace BRIDGE in_port=N PACKET_HEX`; with
-    /// `generate`, the translation's side effects (MAC learning) happen, as with OVS's
-    /// `-generate`. `--ct-next STATE` (repeatable) says which `ct_state` conntrack gives the
-    /// packet for each recirculation the trace follows, in order; without it OVS's default,
-    /// `trk|new`, is assumed. `FLOW` may give `recirc_id=N` to trace a later pass.
-    pub fn trace(&self, bridge: &str, args: &[String], generate: bool) -> Result<String, String> {
+    /// `ofproto/trace`, with OVS's argument forms: `[DPNAME] ODP_FLOW [PACKET_HEX]` (a
+    /// datapath flow, as `dpctl/dump-flows` prints it: its `in_port` is a datapath port, which
+    /// says the bridge; DPNAME is `netdev`, `ovs-netdev` or `flowpath`) or `BRIDGE BR_FLOW
+    /// [PACKET_HEX]` (an OpenFlow flow, `in_port` an OpenFlow port). `first` is the first
+    /// argument. With `generate`, the translation's side effects (MAC learning) happen, as with
+    /// OVS's `-generate`. `--ct-next STATE` (repeatable) says which `ct_state` conntrack gives
+    /// the packet for each recirculation the trace follows, in order; without it OVS's
+    /// default, `trk|new`, is assumed. A flow may give `recirc_id` to trace a later pass.
+    pub fn trace(&self, first: &str, args: &[String], generate: bool) -> Result<String, String> {
         let mut ct_next = std::collections::VecDeque::new();
-        let mut pos = Vec::new();
+        let mut pos = vec![first];
         let mut it = args.iter();
         while let Some(a) = it.next() {
             if a == "--ct-next" {
@@ -645,43 +648,39 @@ impl Ofproto {
                     .next()
                     .ok_or_else(|| "Missing argument for option --ct-next".to_string())?;
                 ct_next.push_back(parse_ct_next(v)?);
+            } else if a.starts_with('-') {
+                return Err(format!("{a}: unknown option"));
+            } else if pos.len() == 3 {
+                return Err("too many arguments".into());
             } else {
                 pos.push(a.as_str());
             }
         }
+        // A trailing packet, as OVS strips it: the three-argument form must end in one.
+        let mut packet = None;
+        if !generate && pos.len() > 1 {
+            match parse_hex(pos[pos.len() - 1]) {
+                Ok(bytes) => {
+                    packet = Some(bytes);
+                    pos.pop();
+                }
+                Err(e) if pos.len() > 2 => return Err(e),
+                Err(_) => {}
+            }
+        }
         let p = self.read();
-        let b = p
-            .bridge(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        let (flow_text, packet) = match pos.as_slice() {
-            [f] => (*f, None),
-            [f, hex] => (*f, Some(parse_hex(hex)?)),
-            _ => {
-                return Err(
-                    "usage: ofproto/trace BRIDGE FLOW | BRIDGE in_port=N PACKET \
-                            [--ct-next STATE]..."
-                        .into(),
-                );
-            }
+        let flow_text = pos[pos.len() - 1];
+        let (_, ofport, mut key) = match trace_odp_flow(&p, &pos, flow_text) {
+            Some(r) => r?,
+            None => trace_br_flow(&p, &pos, flow_text)?,
         };
-        let spec =
-            parse_flow(flow_text, FlowKind::ModOrDel, &Names(b)).map_err(|e| e.to_string())?;
-        let ofport = spec.match_.key().dp.in_port();
-        let port = b
-            .ports
-            .get(&ofport)
-            .ok_or_else(|| format!("no port {ofport} in {bridge} (give in_port=N)"))?;
-        let dp_port = port.dp_port.unwrap_or(0);
-        let mut key = match &packet {
-            Some(bytes) => {
-                let mut k = FlowKey::new();
-                flow::extract(bytes, &mut k);
-                k.set_recirc_id(spec.match_.key().dp.recirc_id());
-                k
-            }
-            None => spec.match_.key().dp.clone(),
-        };
-        key.set_in_port(dp_port);
+        if let Some(bytes) = &packet {
+            let recirc_id = key.recirc_id();
+            let in_port = key.in_port();
+            key = FlowKey::new();
+            flow::extract(bytes, &mut key);
+            key.set_recirc_id(recirc_id).set_in_port(in_port);
+        }
         let mut t = String::new();
         let mut x = trace_pass(&p, &key, ofport, PipeMeta::default(), generate, &mut t);
         let mut changed = !x.learned.is_empty() || x.neigh_learned;
@@ -1071,6 +1070,82 @@ fn simulate_nat(k: &mut FlowKey, nat: &crate::syntax::Nat, t: &mut String) {
     }
     t.push_str(" Modified flow: ");
     show(k, t);
+}
+
+/// The datapath names `ofproto/trace` takes before a datapath flow (OVS names its userspace
+/// datapath's backer `netdev`, and takes an `ovs-` prefix).
+const TRACE_DP_NAMES: [&str; 3] = ["netdev", "ovs-netdev", "flowpath"];
+
+/// `ofproto/trace`'s datapath-flow form: `None` when `text` is not a datapath flow (then it
+/// is an OpenFlow flow); else its bridge, OpenFlow input port and key (datapath in_port), or
+/// OVS's error.
+fn trace_odp_flow(
+    p: &Pipeline,
+    pos: &[&str],
+    text: &str,
+) -> Option<Result<(usize, u32, FlowKey), String>> {
+    let mut names = flow::odp::PortNames::new();
+    for br in &p.bridges {
+        for port in br.ports.values() {
+            if let Some(dp) = port.dp_port {
+                names.insert(&port.name, dp);
+            }
+        }
+    }
+    let dk = flow::odp::parse_key(text, &mut names).ok()?;
+    Some((|| {
+        if pos.len() == 2 && !TRACE_DP_NAMES.contains(&pos[0]) {
+            return Err("Cannot find the datapath".to_owned());
+        }
+        let key = dk.key;
+        let found = if key.recirc_id() != 0 {
+            let st = p.recirc.get(key.recirc_id()).ok_or_else(|| {
+                format!("no recirculation data for recirc_id {:#x}", key.recirc_id())
+            })?;
+            p.bridges
+                .iter()
+                .position(|b| b.name == st.bridge)
+                .map(|b| (b, st.in_port))
+        } else {
+            p.of_port(key.in_port())
+        };
+        let (b, ofport) =
+            found.ok_or_else(|| format!("no OpenFlow port for datapath port {}", key.in_port()))?;
+        Ok((b, ofport, key))
+    })())
+}
+
+/// `ofproto/trace`'s OpenFlow form, `BRIDGE BR_FLOW`: the bridge, OpenFlow input port and
+/// key (datapath in_port).
+fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<(usize, u32, FlowKey), String> {
+    let [bridge, _] = pos else {
+        // OVS names where the datapath flow stopped parsing: the attribute it could not read.
+        let mut names = flow::odp::PortNames::new();
+        let at = flow::odp::parse_key(text, &mut names)
+            .err()
+            .map_or(0, |e| e.offset.min(text.len()));
+        let start = text[..at].rfind([',', '(']).map_or(0, |i| i + 1);
+        let rest = &text[start..];
+        return Err(format!(
+            "syntax error at {rest} (or the bridge name was omitted)"
+        ));
+    };
+    let bi = p
+        .bridges
+        .iter()
+        .position(|b| b.name == *bridge)
+        .ok_or_else(|| format!("{bridge}: unknown bridge"))?;
+    let b = &p.bridges[bi];
+    let spec = parse_flow(text, FlowKind::ModOrDel, &Names(b))
+        .map_err(|e| format!("Bad openflow flow syntax: {e}"))?;
+    let ofport = spec.match_.key().dp.in_port();
+    let port = b
+        .ports
+        .get(&ofport)
+        .ok_or_else(|| format!("no port {ofport} in {bridge} (give in_port=N)"))?;
+    let mut key = spec.match_.key().dp.clone();
+    key.set_in_port(port.dp_port.unwrap_or(0));
+    Ok((bi, ofport, key))
 }
 
 fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
