@@ -4,11 +4,13 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod compose;
 pub mod extract;
 pub mod hash;
 pub mod key;
 pub mod odp;
 
+pub use compose::compose;
 pub use extract::{
     Extracted, Layers, Malformed, extract, extract_simple, extract_unhashed, ipv4_fast_words,
     simple_fields,
