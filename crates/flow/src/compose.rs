@@ -25,12 +25,27 @@ const MPLS_BOS: u32 = 0x100;
 /// The packet `key` describes, with `l7_len` bytes of payload where its protocol carries one
 /// (UDP, TCP without SYN/FIN/RST, ICMP and ICMPv6 echo).
 pub fn compose(key: &FlowKey, l7_len: usize) -> Vec<u8> {
-    let mut p = Vec::with_capacity(64 + l7_len);
+    build(key, l7_len, 0)
+}
+
+/// The packet `key` describes, without payload, padded with zeros to `size` bytes with its
+/// lengths and checksums fixed (OVS's `packet_expand()`, for `netdev-dummy/receive FLOW --len
+/// N`); `None` when the headers alone are longer than `size`.
+pub fn compose_sized(key: &FlowKey, size: usize) -> Option<Vec<u8>> {
+    let bare = build(key, 0, 0).len();
+    (bare <= size).then(|| build(key, 0, size - bare))
+}
+
+/// The packet, with `l7_len` bytes of payload where the protocol carries one and `pad` zeros
+/// after everything (counted in the IP and UDP lengths and the checksums).
+fn build(key: &FlowKey, l7_len: usize, pad: usize) -> Vec<u8> {
+    let mut p = Vec::with_capacity(64 + l7_len + pad);
     p.extend_from_slice(&key.eth_dst().0);
     p.extend_from_slice(&key.eth_src().0);
     let et = key.eth_type();
     if et == DL_TYPE_NONE {
-        p.extend_from_slice(&14u16.to_be_bytes());
+        p.extend_from_slice(&((14 + pad) as u16).to_be_bytes());
+        p.resize(14 + pad, 0);
         return p;
     }
     for (tpid, tci) in [
@@ -45,16 +60,19 @@ pub fn compose(key: &FlowKey, l7_len: usize) -> Vec<u8> {
     }
     p.extend_from_slice(&et.to_be_bytes());
     match et {
-        ETH_TYPE_IP => ipv4(&mut p, key, l7_len),
-        ETH_TYPE_IPV6 => ipv6(&mut p, key, l7_len),
+        ETH_TYPE_IP => ipv4(&mut p, key, l7_len, pad),
+        ETH_TYPE_IPV6 => ipv6(&mut p, key, l7_len, pad),
         ETH_TYPE_ARP | ETH_TYPE_RARP => arp(&mut p, key),
         0x8847 | 0x8848 => mpls(&mut p, key),
         _ => {}
     }
+    if !matches!(et, ETH_TYPE_IP | ETH_TYPE_IPV6) {
+        p.resize(p.len() + pad, 0);
+    }
     p
 }
 
-fn ipv4(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize) {
+fn ipv4(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize, pad: usize) {
     let l3 = p.len();
     let frag = key.nw_frag();
     let mut frag_off = 0u16;
@@ -70,7 +88,7 @@ fn ipv4(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize) {
     p.extend_from_slice(&key.nw_src().octets());
     p.extend_from_slice(&key.nw_dst().octets());
     let l4 = p.len();
-    l4_header(p, key, l7_len);
+    l4_header(p, key, l7_len, pad);
     let total = (p.len() - l3) as u16;
     p[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
     let sum = !crate_checksum(&p[l3..l4], 0);
@@ -83,7 +101,7 @@ fn ipv4(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize) {
     l4_checksum(p, l4, key, &pseudo);
 }
 
-fn ipv6(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize) {
+fn ipv6(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize, pad: usize) {
     let word = 6u32 << 28 | u32::from(key.nw_tos()) << 20 | (key.ipv6_label() & 0xf_ffff);
     p.extend_from_slice(&word.to_be_bytes());
     let plen_at = p.len();
@@ -91,7 +109,7 @@ fn ipv6(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize) {
     p.extend_from_slice(&key.ipv6_src().octets());
     p.extend_from_slice(&key.ipv6_dst().octets());
     let l4 = p.len();
-    l4_header(p, key, l7_len);
+    l4_header(p, key, l7_len, pad);
     let plen = (p.len() - l4) as u32;
     p[plen_at..plen_at + 2].copy_from_slice(&(plen as u16).to_be_bytes());
     let mut pseudo = Vec::with_capacity(40);
@@ -111,7 +129,18 @@ fn payload(p: &mut Vec<u8>, len: usize) {
     p.extend((0..len).map(|i| i as u8));
 }
 
-fn l4_header(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize) {
+/// The L4 header and payload, then `pad` zeros (a UDP length counts them).
+fn l4_header(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize, pad: usize) {
+    let l4 = p.len();
+    l4_header_only(p, key, l7_len);
+    p.resize(p.len() + pad, 0);
+    if has_l4(key) && key.nw_proto() == 17 && p.len() >= l4 + 8 {
+        let len = (p.len() - l4) as u16;
+        p[l4 + 4..l4 + 6].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+fn l4_header_only(p: &mut Vec<u8>, key: &FlowKey, l7_len: usize) {
     if !has_l4(key) {
         return;
     }
@@ -312,6 +341,27 @@ mod tests {
             (got.tp_src(), got.nd_target(), got.arp_sha()),
             (135, k.nd_target(), k.arp_sha())
         );
+    }
+
+    #[test]
+    fn a_sized_packet_is_padded_with_its_lengths_and_checksums_fixed() {
+        let mut k = base(ETH_TYPE_IP);
+        k.set_nw_proto(17)
+            .set_nw_ttl(64)
+            .set_tp_src(1)
+            .set_tp_dst(2);
+        assert_eq!(compose_sized(&k, 30), None);
+        let p = compose_sized(&k, 128).unwrap();
+        assert_eq!(p.len(), 128);
+        assert_eq!(u16::from_be_bytes([p[16], p[17]]), 114);
+        assert_eq!(u16::from_be_bytes([p[38], p[39]]), 94);
+        assert_eq!(crate_checksum(&p[14..34], 0), 0xffff);
+        let got = {
+            let mut g = FlowKey::new();
+            crate::extract(&p, &mut g);
+            g
+        };
+        assert_eq!((got.tp_src(), got.tp_dst()), (1, 2));
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub mod hash;
 pub mod key;
 pub mod odp;
 
-pub use compose::compose;
+pub use compose::{compose, compose_sized};
 pub use extract::{
     Extracted, Layers, Malformed, extract, extract_simple, extract_unhashed, ipv4_fast_words,
     simple_fields,

@@ -870,7 +870,7 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
     let allowed: &[&str] = match p.kind.as_str() {
         "pcap" => &["rx_pcap", "tx_pcap"],
         "replay" => &["pcap", "n_rxq"],
-        "sink" | "gen" => &[],
+        "sink" | "gen" | "dummy" => &[],
         "patch" => &["peer"],
         "afpacket" | "afxdp" | "tap" | "internal" => return kernel_port_options(p).map(|_| ()),
         "vhostuser" | "vhostuserclient" => {
@@ -880,7 +880,7 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
         other => {
             return Err(format!(
                 "unknown type '{other}' (known: afpacket, afxdp, tap, vhostuser, \
-                 vhostuserclient, pcap, replay, sink, gen, patch, internal, vxlan, geneve, gre)"
+                 vhostuserclient, pcap, replay, sink, dummy, gen, patch, internal, vxlan, geneve, gre)"
             ));
         }
     };

@@ -114,6 +114,7 @@ pub(crate) fn open_port(
             ))
         }
         "sink" => Box::new(SinkPort::new(&p.name, SampleSpec::default())),
+        "dummy" => Box::new(netdev::dummy::DummyPort::new(&p.name)),
         "gen" => {
             return Err(anyhow!(
                 "port {}: type gen is the switch's end of a link to the traffic generator in \
@@ -446,6 +447,7 @@ pub fn registry(
 ) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
+    crate::dummy_cmd::register(&reg);
     {
         // `dpif/dump-flows [-m] [BRIDGE]`: with a bridge, only the flows of its ports.
         let (dp, of) = (dp.clone(), of.clone());

@@ -1,0 +1,106 @@
+//! `netdev-dummy/receive`: injects packets into a `dummy` port of the running switch, as OVS's
+//! command of that name does for its test suite. A packet is given in hex, or as a datapath
+//! flow (`in_port(1),eth(...),eth_type(0x0800),ipv4(...),udp(...)`) from which the packet is
+//! composed as OVS composes it (64 bytes of payload where the protocol carries one, or
+//! padded to `--len N` bytes).
+
+use unixctl::Registry;
+
+/// The smallest `--len` OVS takes (an Ethernet frame without its FCS).
+const ETH_TOTAL_MIN: usize = 60;
+
+/// Registers `netdev-dummy/receive`.
+pub fn register(reg: &Registry) {
+    let _ = reg.register(
+        "netdev-dummy/receive",
+        "name [--qid queue_id] packet|flow [--len packet_len]",
+        2,
+        usize::MAX,
+        |a| receive(a).map(|()| String::new()),
+    );
+}
+
+fn receive(args: &[String]) -> Result<(), String> {
+    let injector = netdev::dummy::injector(&args[0]).ok_or("no such dummy netdev")?;
+    let mut rest = &args[1..];
+    if let [q, id, more @ ..] = rest
+        && q == "--qid"
+    {
+        // A dummy port has one rx queue.
+        if id.parse::<u32>() != Ok(0) {
+            return Err("bad rx queue id.".into());
+        }
+        rest = more;
+    }
+    let mut frames = Vec::with_capacity(rest.len());
+    while let [arg, more @ ..] = rest {
+        rest = more;
+        if let Some(bytes) = parse_hex(arg) {
+            frames.push(bytes);
+            continue;
+        }
+        let mut len = None;
+        if let [l, n, more @ ..] = rest
+            && l == "--len"
+        {
+            let n: usize = n.parse().unwrap_or(0);
+            if n < ETH_TOTAL_MIN {
+                return Err("too small packet len".into());
+            }
+            len = Some(n);
+            rest = more;
+        }
+        let mut names = flow::odp::PortNames::new();
+        let key = flow::odp::parse_key(arg, &mut names)
+            .map_err(|e| format!("{arg}: {e}"))?
+            .key;
+        let frame = match len {
+            Some(n) => flow::compose_sized(&key, n)
+                .ok_or_else(|| format!("{arg}: the headers alone are longer than {n} bytes"))?,
+            None => flow::compose(&key, 64),
+        };
+        frames.push(frame);
+    }
+    injector.inject(frames)
+}
+
+/// A packet in hex (OVS's `eth_from_hex()`: an even number of hex digits, at least an
+/// Ethernet header's worth).
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() < 28 || !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packets_in_hex_or_as_flows_reach_the_port_and_bad_input_is_refused() {
+        let port = netdev::dummy::DummyPort::new("dummy-cmd-p1");
+        let inj = netdev::dummy::injector("dummy-cmd-p1").unwrap();
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let flow = "in_port(1),eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),\
+                    eth_type(0x0800),ipv4(src=10.0.0.1,dst=10.0.0.2,proto=17,tos=0,ttl=64,\
+                    frag=no),udp(src=1,dst=2)";
+        let hex = "5054000000025054000000010800";
+        receive(&a(&["dummy-cmd-p1", flow, hex, flow, "--len", "128"])).unwrap();
+        assert_eq!(inj.pending(), 3);
+        let e = |v: &[&str]| receive(&a(v)).unwrap_err();
+        assert_eq!(e(&["nope", hex]), "no such dummy netdev");
+        assert_eq!(e(&["dummy-cmd-p1", "--qid", "3", hex]), "bad rx queue id.");
+        assert_eq!(
+            e(&["dummy-cmd-p1", flow, "--len", "20"]),
+            "too small packet len"
+        );
+        assert!(e(&["dummy-cmd-p1", "in_port(1),eth("]).starts_with("in_port(1),eth(: "));
+        // Nothing of a refused command is queued.
+        assert_eq!(inj.pending(), 3);
+        drop(port);
+    }
+}

@@ -1,0 +1,202 @@
+//! `dummy` ports: ports of no device, which receive what the control plane injects (OVS's
+//! `netdev-dummy`, whose `netdev-dummy/receive` command OVS's own test suite drives) and
+//! count what they are sent.
+//!
+//! Each port has an [`Injector`], found by the port's name ([`injector`]): a bounded queue
+//! the control thread fills and the PMD that polls the port's one rx queue drains. The PMD
+//! reads an atomic count first and takes the queue's lock only when frames wait, so an idle
+//! dummy port costs its PMD one load per poll.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use datapath::packet::{Batch, Pool};
+use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
+
+/// Most frames an injector holds before the PMD takes them; more is refused.
+pub const INJECT_LIMIT: usize = 4096;
+
+/// The receive queue of one dummy port, filled from outside the datapath.
+#[derive(Default)]
+pub struct Injector {
+    queue: Mutex<VecDeque<Box<[u8]>>>,
+    pending: AtomicUsize,
+}
+
+impl Injector {
+    /// Queues `frames` to be received, all or none: an error when they would pass
+    /// [`INJECT_LIMIT`].
+    pub fn inject(&self, frames: Vec<Vec<u8>>) -> Result<(), String> {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() + frames.len() > INJECT_LIMIT {
+            return Err(format!(
+                "receive queue full ({} frames wait, at most {INJECT_LIMIT})",
+                q.len()
+            ));
+        }
+        q.extend(frames.into_iter().map(Vec::into_boxed_slice));
+        self.pending.store(q.len(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Frames waiting to be received.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<String, Weak<Injector>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<String, Weak<Injector>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+/// The injector of the dummy port named `name`, while that port exists.
+pub fn injector(name: &str) -> Option<Arc<Injector>> {
+    let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+    r.get(name).and_then(Weak::upgrade)
+}
+
+/// A port that receives injected frames and counts and frees what it is sent.
+pub struct DummyPort {
+    name: String,
+    injector: Arc<Injector>,
+    rxq_taken: bool,
+    rx_stats: Arc<QueueStats>,
+    txqs: Vec<Arc<QueueStats>>,
+}
+
+impl DummyPort {
+    /// A dummy port; its injector is found by `name` from now on (a port of the same name
+    /// made later takes the name over).
+    pub fn new(name: &str) -> DummyPort {
+        let injector = Arc::new(Injector::default());
+        registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), Arc::downgrade(&injector));
+        DummyPort {
+            name: name.to_owned(),
+            injector,
+            rxq_taken: false,
+            rx_stats: QueueStats::shared(),
+            txqs: Vec::new(),
+        }
+    }
+}
+
+impl Drop for DummyPort {
+    fn drop(&mut self) {
+        let mut r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        if r.get(&self.name)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.injector)))
+        {
+            r.remove(&self.name);
+        }
+    }
+}
+
+struct DummyRxq {
+    injector: Arc<Injector>,
+    in_port: u32,
+    stats: Arc<QueueStats>,
+}
+
+impl RxQueue for DummyRxq {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        if self.injector.pending() == 0 {
+            return 0;
+        }
+        let mut q = self
+            .injector
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let n = batch.room().min(q.len());
+        let mut bytes = 0u64;
+        for f in q.drain(..n) {
+            bytes += f.len() as u64;
+            batch.push(pool.packet_from(&f, self.in_port));
+        }
+        self.injector.pending.store(q.len(), Ordering::Release);
+        self.stats.add_rx(n as u64, bytes);
+        n
+    }
+}
+
+struct DummyTxq {
+    stats: Arc<QueueStats>,
+}
+
+impl TxQueue for DummyTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        self.stats.add_tx(batch.len() as u64, batch.bytes());
+        pool.free_batch(batch);
+    }
+}
+
+impl Port for DummyPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "dummy"
+    }
+
+    fn n_rxq(&self) -> usize {
+        1
+    }
+
+    fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
+        if q != 0 || self.rxq_taken {
+            return None;
+        }
+        self.rxq_taken = true;
+        Some(Box::new(DummyRxq {
+            injector: self.injector.clone(),
+            in_port,
+            stats: self.rx_stats.clone(),
+        }))
+    }
+
+    fn open_txq(&mut self) -> Box<dyn TxQueue> {
+        let stats = QueueStats::shared();
+        self.txqs.push(stats.clone());
+        Box::new(DummyTxq { stats })
+    }
+
+    fn counters(&self) -> PortCounters {
+        let mut c = self.rx_stats.snapshot();
+        for s in &self.txqs {
+            c += s.snapshot();
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injected_frames_are_received_in_order_and_the_queue_is_bounded() {
+        let mut port = DummyPort::new("dummy-test-a");
+        let inj = injector("dummy-test-a").unwrap();
+        inj.inject(vec![vec![1; 60], vec![2; 61]]).unwrap();
+        assert!(inj.inject(vec![vec![0; 60]; INJECT_LIMIT]).is_err());
+        assert_eq!(inj.pending(), 2);
+        let mut rxq = port.take_rxq(0, 7).unwrap();
+        assert!(port.take_rxq(0, 7).is_none());
+        let mut pool = Pool::new(64, 8);
+        let mut batch = Batch::new();
+        assert_eq!(rxq.recv(&mut pool, &mut batch), 2);
+        assert_eq!(batch.packets()[1].data()[0], 2);
+        assert_eq!(batch.packets()[0].meta.in_port, 7);
+        assert_eq!(inj.pending(), 0);
+        assert_eq!(port.counters().rx_packets, 2);
+        drop(rxq);
+        drop(port);
+        assert!(injector("dummy-test-a").is_none());
+    }
+}
