@@ -627,12 +627,18 @@ impl Datapath {
         Ok(out)
     }
 
+    /// How many megaflows the PMD threads hold, summed (a flow installed by two PMDs counts
+    /// twice, as OVS counts its per-PMD flow tables).
+    pub fn n_flows(&self) -> usize {
+        self.ask(PmdCmd::NFlows).iter().sum()
+    }
+
     /// `dpctl/show [-s]`: the datapath's ports as OVS lists them, with `-s` their counters in
     /// OVS's layout.
     pub fn dpctl_show(&self, stats: bool) -> String {
         let s = self.total_stats();
         let (hit, missed, lost) = (s.emc_hits + s.megaflow_hits, s.upcalls, s.lost_upcalls);
-        let flows: usize = self.ask(PmdCmd::NFlows).iter().sum();
+        let flows = self.n_flows();
         let mut out = format!(
             "netdev@flowpath:\n  lookups: hit:{hit} missed:{missed} lost:{lost}\n  flows: {flows}\n"
         );

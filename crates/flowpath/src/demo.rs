@@ -89,7 +89,13 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
             let sock = unixctl::socket_path(d);
             let s = unixctl::Server::bind(
                 &sock,
-                crate::run_cmd::registry(dp.clone(), of.clone(), d, stop.clone()),
+                crate::run_cmd::registry(
+                    dp.clone(),
+                    of.clone(),
+                    d,
+                    stop.clone(),
+                    cfg.datapath.flow_limit,
+                ),
             )?;
             writeln!(
                 out,

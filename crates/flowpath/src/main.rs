@@ -18,6 +18,7 @@ mod gen_cmd;
 mod of_cmd;
 mod report;
 mod run_cmd;
+mod upcall_cmd;
 
 use std::io::{self, Write};
 use std::path::PathBuf;

@@ -444,10 +444,12 @@ pub fn registry(
     of: Arc<Ofproto>,
     base: &Path,
     stop: Arc<AtomicBool>,
+    flow_limit: usize,
 ) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
     crate::dummy_cmd::register(&reg);
+    crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);
     {
         // `dpif/dump-flows [-m] [BRIDGE]`: with a bridge, only the flows of its ports.
         let (dp, of) = (dp.clone(), of.clone());
@@ -572,8 +574,17 @@ pub fn run(
     std::fs::create_dir_all(&rundir)
         .with_context(|| format!("run directory {}", rundir.display()))?;
     let sock = unixctl::socket_path(&rundir);
-    let server = Server::bind(&sock, registry(dp.clone(), of.clone(), &base, stop.clone()))
-        .with_context(|| format!("control socket {}", sock.display()))?;
+    let server = Server::bind(
+        &sock,
+        registry(
+            dp.clone(),
+            of.clone(),
+            &base,
+            stop.clone(),
+            cfg.datapath.flow_limit,
+        ),
+    )
+    .with_context(|| format!("control socket {}", sock.display()))?;
     eprintln!("flowpath: running; control socket {}", sock.display());
 
     // The revalidator.

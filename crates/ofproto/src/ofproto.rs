@@ -12,10 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
-use datapath::actions::compile;
-use datapath::dpif::Datapath;
-use datapath::packet::Packet;
-use datapath::pmd::{UpcallHandler, UpcallResult};
+use datapath::pmd::UpcallHandler;
 use flow::FlowKey;
 
 use crate::bridge::{Bridge, OfPort};
@@ -23,6 +20,9 @@ use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, parse_flows_file};
 use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate};
+
+mod upcall;
+pub use upcall::DumpStats;
 
 /// The OpenFlow layer of one switch.
 #[derive(Default)]
@@ -33,6 +33,7 @@ pub struct Ofproto {
     /// Megaflow statistics already credited to rules, by ufid.
     credited: Mutex<HashMap<u128, (u64, u64)>>,
     revalidated: AtomicU64,
+    upcall: upcall::UpcallState,
 }
 
 /// What one revalidation round did.
@@ -742,152 +743,12 @@ impl Ofproto {
 
     /// An upcall handler for one PMD thread.
     pub fn upcall_handler(self: &Arc<Self>) -> Box<dyn UpcallHandler> {
-        Box::new(OfUpcall(self.clone()))
-    }
-
-    /// One revalidation round: re-translates every megaflow the slow path installed, removes
-    /// those whose translation (actions or mask) changed or that wait for a tunnel neighbour,
-    /// credits the megaflows' new packets
-    /// to the rules they went through, and expires rules whose timeouts passed.
-    pub fn revalidate(&self, dp: &mut Datapath) -> Revalidation {
-        let mut r = Revalidation::default();
-        let flows = dp.flows();
-        // A megaflow exists once per PMD that installed it: sum their counters per ufid.
-        let mut by_ufid: HashMap<u128, (&datapath::flow_table::Megaflow, u64, u64)> =
-            HashMap::new();
-        for f in &flows {
-            let mf = &f.flow;
-            if !mf.expires {
-                continue; // installed by dpctl, not by translation
-            }
-            let e = by_ufid.entry(mf.ufid).or_insert((mf, 0, 0));
-            e.1 += mf.stats.packets;
-            e.2 += mf.stats.bytes;
-        }
-        let mut stale = Vec::new();
-        let mut credits = Vec::new();
-        // The recirculation ids the datapath's megaflows mention (as their pass or in their
-        // actions) stay; others are freed once unused for the grace period.
-        let mut recirc_ids = std::collections::HashSet::new();
-        for f in &flows {
-            if f.flow.key.recirc_id() != 0 {
-                recirc_ids.insert(f.flow.key.recirc_id());
-            }
-            crate::recirc::ids_in_actions(&f.flow.odp_actions, &mut recirc_ids);
-        }
-        {
-            let p = self.read();
-            r.recirc_freed = p.recirc.sweep(&recirc_ids, Instant::now());
-            let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
-            let mut now_credited = HashMap::with_capacity(by_ufid.len());
-            for (ufid, (mf, pk, by)) in by_ufid {
-                r.flows += 1;
-                let x = translate(&p, &mf.key, false, None);
-                let mut mask = megaflow_mask(&mf.key, &x.mask);
-                mask.set_in_port(u32::MAX);
-                // A flow still waiting for a tunnel neighbour goes every round too: the next
-                // packet's upcall asks again, so a lost request is repeated about once a
-                // round rather than never while traffic keeps the flow alive.
-                if mask != *mf.m.mask()
-                    || x.actions.as_slice() != &*mf.odp_actions
-                    || x.neigh_pending
-                {
-                    stale.push(mf.m.clone());
-                }
-                let (p0, b0) = credited.get(&ufid).copied().unwrap_or((0, 0));
-                let (dpk, dby) = (pk.saturating_sub(p0), by.saturating_sub(b0));
-                if dpk > 0 {
-                    credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
-                }
-                now_credited.insert(ufid, (pk, by));
-            }
-            *credited = now_credited;
-        }
-        {
-            let now = Instant::now();
-            let mut p = self.write();
-            for ((b, t, id), pk, by) in credits {
-                if let Some(rule) = p.bridges.get_mut(b).and_then(|br| br.tables[t].get_mut(id)) {
-                    rule.n_packets += pk;
-                    rule.n_bytes += by;
-                    rule.used = Some(now);
-                }
-            }
-            for b in &mut p.bridges {
-                r.expired_rules += b.expire_rules(now);
-                if let Ok(mut m) = b.mac.lock() {
-                    m.expire(now);
-                }
-            }
-        }
-        for m in &stale {
-            if dp.remove_flow(m) > 0 {
-                r.removed += 1;
-            }
-        }
-        if r.expired_rules > 0 {
-            self.changed();
-        }
-        self.revalidated.store(self.generation(), Ordering::Release);
-        r
+        Box::new(upcall::OfUpcall(self.clone()))
     }
 
     /// The generation the last revalidation saw.
     pub fn revalidated_generation(&self) -> u64 {
         self.revalidated.load(Ordering::Acquire)
-    }
-}
-
-/// The mask a megaflow is installed with: translation's, but with the outer VLAN's VID and
-/// CFI exact when translation did not look at the tag, as OVS's userspace datapath installs
-/// it (`dpif-netdev.c`, `handle_packet_upcall()`): OVS's datapath key cannot say "any tag or
-/// none", so its dumps show a tagged packet's megaflow with `vlan(vid=V,pcp=P/0x0)` and an
-/// untagged one as matching "no tag". Revalidation compares with the same mask.
-/// A tagged packet's TPID is part of its outer ethertype there, always exact.
-fn megaflow_mask(key: &FlowKey, mask: &flow::Mask) -> flow::Mask {
-    let mut m = mask.clone();
-    if m.vlan_tci() == 0 {
-        m.set_vlan_tci(0x0fff | flow::key::VLAN_CFI);
-    }
-    if key.vlan_tci() & flow::key::VLAN_CFI != 0 {
-        m.set_vlan_tpid(0xffff);
-    }
-    m
-}
-
-/// The datapath's slow path: translate, compile, install.
-struct OfUpcall(Arc<Ofproto>);
-
-impl UpcallHandler for OfUpcall {
-    fn upcall(&mut self, key: &FlowKey, _pkt: &Packet) -> UpcallResult {
-        let x = {
-            let p = self.0.read();
-            translate(&p, key, true, None)
-        };
-        if !x.learned.is_empty() || x.neigh_learned {
-            self.0.changed();
-        }
-        // A packet-out whose actions do not compile is not sent; the packet is still handled.
-        let packet_outs = x
-            .packet_outs
-            .into_iter()
-            .filter_map(|po| {
-                Some(datapath::pmd::PacketOut {
-                    actions: compile(&po.actions).ok()?,
-                    frame: po.frame,
-                    in_port: po.in_port,
-                })
-            })
-            .collect();
-        match compile(&x.actions) {
-            Ok(compiled) => UpcallResult::Install {
-                mask: Box::new(megaflow_mask(key, &x.mask)),
-                actions: x.actions,
-                compiled,
-                packet_outs,
-            },
-            Err(_) => UpcallResult::Drop,
-        }
     }
 }
 

@@ -1,0 +1,270 @@
+//! The slow path's side of the datapath (OVS's `ofproto-dpif-upcall.c`): the upcall handler
+//! that translates a miss and installs its megaflow, revalidation of the installed megaflows,
+//! and the settings and figures operators see through `upcall/show`,
+//! `upcall/disable-megaflows` and `upcall/enable-megaflows`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use datapath::actions::compile;
+use datapath::dpif::Datapath;
+use datapath::packet::Packet;
+use datapath::pmd::{UpcallHandler, UpcallResult};
+use flow::FlowKey;
+
+use super::{Ofproto, Revalidation};
+use crate::xlate::translate;
+
+/// The upcall layer's switch and the revalidator's figures.
+pub(super) struct UpcallState {
+    /// Megaflows are on (OVS's `enable_megaflows`); off, every upcall installs an exact-match
+    /// flow.
+    megaflows: AtomicBool,
+    dump: Mutex<DumpStats>,
+}
+
+impl Default for UpcallState {
+    fn default() -> Self {
+        UpcallState {
+            megaflows: AtomicBool::new(true),
+            dump: Mutex::new(DumpStats::default()),
+        }
+    }
+}
+
+/// What the revalidator saw in its rounds, as `upcall/show` reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DumpStats {
+    /// Megaflows in the last round.
+    pub current: usize,
+    /// A running average over the rounds (each round halves the weight of the ones before,
+    /// as OVS's).
+    pub avg: usize,
+    /// The most in one round.
+    pub max: usize,
+    /// How long the last round took.
+    pub duration: Duration,
+}
+
+impl UpcallState {
+    pub(super) fn dumped(&self, flows: usize, took: Duration) {
+        let mut d = self.dump.lock().unwrap_or_else(|e| e.into_inner());
+        d.current = flows;
+        d.avg = (d.avg + flows) / 2;
+        d.max = d.max.max(flows);
+        d.duration = took;
+    }
+}
+
+impl Ofproto {
+    /// Turns megaflows on or off (`upcall/enable-megaflows`, `upcall/disable-megaflows`). The
+    /// caller flushes the datapath's flows, as OVS does, so that every flow from now on is of
+    /// the new kind.
+    pub fn set_megaflows(&self, on: bool) {
+        self.upcall.megaflows.store(on, Ordering::Relaxed);
+        self.changed();
+    }
+
+    /// Whether megaflows are on.
+    pub fn megaflows(&self) -> bool {
+        self.upcall.megaflows.load(Ordering::Relaxed)
+    }
+
+    /// The revalidator's figures.
+    pub fn dump_stats(&self) -> DumpStats {
+        *self.upcall.dump.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `upcall/show` in OVS's format, for datapath `dp_name` with `flow_limit`: the
+    /// revalidator's figures, then each revalidator thread's megaflow count (one, here).
+    pub fn upcall_show(&self, dp_name: &str, flow_limit: usize, flows_now: usize) -> String {
+        let d = self.dump_stats();
+        format!(
+            "{dp_name}:\n  flows         : (current {flows_now}) (avg {}) (max {}) (limit \
+             {flow_limit})\n  dump duration : {}ms\n  ufid enabled : true\n\n  1: (keys \
+             {flows_now})\n",
+            d.avg,
+            d.max.max(flows_now),
+            d.duration.as_millis()
+        )
+    }
+
+    /// The mask a megaflow for `key` is installed (and revalidated) with: translation's
+    /// `mask`, made datapath-shaped ([`megaflow_mask`]), or every bit when megaflows are off.
+    pub(super) fn install_mask(&self, key: &FlowKey, mask: &flow::Mask) -> flow::Mask {
+        if self.megaflows() {
+            megaflow_mask(key, mask)
+        } else {
+            flow::Mask::exact()
+        }
+    }
+
+    /// One revalidation round: re-translates every megaflow the slow path installed, removes
+    /// those whose translation (actions or mask) changed or that wait for a tunnel neighbour,
+    /// credits the megaflows' new packets
+    /// to the rules they went through, and expires rules whose timeouts passed.
+    pub fn revalidate(&self, dp: &mut Datapath) -> Revalidation {
+        let started = Instant::now();
+        let mut r = Revalidation::default();
+        let flows = dp.flows();
+        // A megaflow exists once per PMD that installed it: sum their counters per ufid.
+        let mut by_ufid: HashMap<u128, (&datapath::flow_table::Megaflow, u64, u64)> =
+            HashMap::new();
+        for f in &flows {
+            let mf = &f.flow;
+            if !mf.expires {
+                continue; // installed by dpctl, not by translation
+            }
+            let e = by_ufid.entry(mf.ufid).or_insert((mf, 0, 0));
+            e.1 += mf.stats.packets;
+            e.2 += mf.stats.bytes;
+        }
+        let mut stale = Vec::new();
+        let mut credits = Vec::new();
+        // The recirculation ids the datapath's megaflows mention (as their pass or in their
+        // actions) stay; others are freed once unused for the grace period.
+        let mut recirc_ids = std::collections::HashSet::new();
+        for f in &flows {
+            if f.flow.key.recirc_id() != 0 {
+                recirc_ids.insert(f.flow.key.recirc_id());
+            }
+            crate::recirc::ids_in_actions(&f.flow.odp_actions, &mut recirc_ids);
+        }
+        {
+            let p = self.read();
+            r.recirc_freed = p.recirc.sweep(&recirc_ids, Instant::now());
+            let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
+            let mut now_credited = HashMap::with_capacity(by_ufid.len());
+            for (ufid, (mf, pk, by)) in by_ufid {
+                r.flows += 1;
+                let x = translate(&p, &mf.key, false, None);
+                let mut mask = self.install_mask(&mf.key, &x.mask);
+                mask.set_in_port(u32::MAX);
+                // A flow still waiting for a tunnel neighbour goes every round too: the next
+                // packet's upcall asks again, so a lost request is repeated about once a
+                // round rather than never while traffic keeps the flow alive.
+                if mask != *mf.m.mask()
+                    || x.actions.as_slice() != &*mf.odp_actions
+                    || x.neigh_pending
+                {
+                    stale.push(mf.m.clone());
+                }
+                let (p0, b0) = credited.get(&ufid).copied().unwrap_or((0, 0));
+                let (dpk, dby) = (pk.saturating_sub(p0), by.saturating_sub(b0));
+                if dpk > 0 {
+                    credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
+                }
+                now_credited.insert(ufid, (pk, by));
+            }
+            *credited = now_credited;
+        }
+        {
+            let now = Instant::now();
+            let mut p = self.write();
+            for ((b, t, id), pk, by) in credits {
+                if let Some(rule) = p.bridges.get_mut(b).and_then(|br| br.tables[t].get_mut(id)) {
+                    rule.n_packets += pk;
+                    rule.n_bytes += by;
+                    rule.used = Some(now);
+                }
+            }
+            for b in &mut p.bridges {
+                r.expired_rules += b.expire_rules(now);
+                if let Ok(mut m) = b.mac.lock() {
+                    m.expire(now);
+                }
+            }
+        }
+        for m in &stale {
+            if dp.remove_flow(m) > 0 {
+                r.removed += 1;
+            }
+        }
+        if r.expired_rules > 0 {
+            self.changed();
+        }
+        self.revalidated.store(self.generation(), Ordering::Release);
+        self.upcall.dumped(r.flows, started.elapsed());
+        r
+    }
+}
+
+/// The mask a megaflow is installed with: translation's, but with the outer VLAN's VID and
+/// CFI exact when translation did not look at the tag, as OVS's userspace datapath installs
+/// it (`dpif-netdev.c`, `handle_packet_upcall()`): OVS's datapath key cannot say "any tag or
+/// none", so its dumps show a tagged packet's megaflow with `vlan(vid=V,pcp=P/0x0)` and an
+/// untagged one as matching "no tag". Revalidation compares with the same mask.
+/// A tagged packet's TPID is part of its outer ethertype there, always exact.
+fn megaflow_mask(key: &FlowKey, mask: &flow::Mask) -> flow::Mask {
+    let mut m = mask.clone();
+    if m.vlan_tci() == 0 {
+        m.set_vlan_tci(0x0fff | flow::key::VLAN_CFI);
+    }
+    if key.vlan_tci() & flow::key::VLAN_CFI != 0 {
+        m.set_vlan_tpid(0xffff);
+    }
+    m
+}
+
+/// The datapath's slow path: translate, compile, install.
+pub(super) struct OfUpcall(pub(super) Arc<Ofproto>);
+
+impl UpcallHandler for OfUpcall {
+    fn upcall(&mut self, key: &FlowKey, _pkt: &Packet) -> UpcallResult {
+        let x = {
+            let p = self.0.read();
+            translate(&p, key, true, None)
+        };
+        if !x.learned.is_empty() || x.neigh_learned {
+            self.0.changed();
+        }
+        // A packet-out whose actions do not compile is not sent; the packet is still handled.
+        let packet_outs = x
+            .packet_outs
+            .into_iter()
+            .filter_map(|po| {
+                Some(datapath::pmd::PacketOut {
+                    actions: compile(&po.actions).ok()?,
+                    frame: po.frame,
+                    in_port: po.in_port,
+                })
+            })
+            .collect();
+        match compile(&x.actions) {
+            Ok(compiled) => UpcallResult::Install {
+                mask: Box::new(self.0.install_mask(key, &x.mask)),
+                actions: x.actions,
+                compiled,
+                packet_outs,
+            },
+            Err(_) => UpcallResult::Drop,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn megaflows_off_installs_exact_flows_and_upcall_show_is_ovs_s_layout() {
+        let of = Ofproto::new();
+        let mut key = FlowKey::new();
+        key.set_in_port(1).set_eth_type(0x0800);
+        let mut mask = flow::Mask::new();
+        mask.set_in_port(u32::MAX);
+        assert_ne!(of.install_mask(&key, &mask), flow::Mask::exact());
+        of.set_megaflows(false);
+        assert!(!of.megaflows());
+        assert_eq!(of.install_mask(&key, &mask), flow::Mask::exact());
+        of.upcall.dumped(4, Duration::from_millis(3));
+        of.upcall.dumped(2, Duration::from_millis(1));
+        assert_eq!(
+            of.upcall_show("netdev@flowpath", 200000, 2),
+            "netdev@flowpath:\n  flows         : (current 2) (avg 2) (max 4) (limit 200000)\n  \
+             dump duration : 1ms\n  ufid enabled : true\n\n  1: (keys 2)\n"
+        );
+    }
+}
