@@ -1,0 +1,164 @@
+//! Committing the flow to the packet (OVS's `commit_odp_actions()`): the `set(...)`,
+//! `push_vlan`/`pop_vlan`, `push_eth` and friends that make the packet as the datapath has it
+//! equal to the flow translation has changed, emitted before any action that sends or looks
+//! at the packet.
+
+use super::*;
+
+impl Ctx<'_> {
+    /// Emits the datapath actions that make the packet (`base`) equal to the flow.
+    pub(super) fn commit(&mut self) {
+        // An L3 packet that OpenFlow handles as Ethernet (from a legacy_l3 tunnel) gets its
+        // Ethernet header first.
+        if self.base.packet_type() != 0 && self.flow.dp.packet_type() == 0 {
+            let (src, dst) = (self.flow.dp.eth_src(), self.flow.dp.eth_dst());
+            self.out.push(Action::PushEth { src, dst });
+            self.base
+                .set_packet_type(0)
+                .set_eth_src(src)
+                .set_eth_dst(dst)
+                .set_eth_type(self.flow.dp.eth_type());
+        }
+        // Addresses set after a push_eth that nothing has used yet go into the push (as OVS
+        // commits the push with the final addresses).
+        let (bs, bd) = (self.base.eth_src(), self.base.eth_dst());
+        let (fs, fd) = (self.flow.dp.eth_src(), self.flow.dp.eth_dst());
+        if (bs, bd) != (fs, fd)
+            && let Some(i) = self
+                .out
+                .iter()
+                .rposition(|a| matches!(a, Action::PushEth { .. }))
+            && self.out[i + 1..].iter().all(|a| {
+                matches!(
+                    a,
+                    Action::PopMpls { .. }
+                        | Action::PushMpls { .. }
+                        | Action::PopVlan
+                        | Action::PushVlan { .. }
+                )
+            })
+        {
+            self.out[i] = Action::PushEth { src: fs, dst: fd };
+            self.base.set_eth_src(fs).set_eth_dst(fd);
+        }
+        let (b, f) = (&self.base, &self.flow.dp);
+        let mut acts = Vec::new();
+        // Ethernet addresses.
+        acts.extend(diff_set(b, f, Attr::Eth, &["eth_src", "eth_dst"]));
+        // VLAN: pop what changed, push the new tag.
+        let (bt, ft) = (b.vlan_tci(), f.vlan_tci());
+        // A TPID of 0 is 802.1Q's (a key built from a match has none).
+        let tpid = |t: u16| if t == 0 { 0x8100 } else { t };
+        if bt != ft || (ft != 0 && tpid(b.vlan_tpid()) != tpid(f.vlan_tpid())) {
+            if bt & flow::key::VLAN_CFI != 0 {
+                acts.push(Action::PopVlan);
+            }
+            if ft & flow::key::VLAN_CFI != 0 {
+                let tpid = if f.vlan_tpid() == 0 {
+                    0x8100
+                } else {
+                    f.vlan_tpid()
+                };
+                acts.push(Action::PushVlan { tpid, tci: ft });
+            }
+        }
+        // MPLS label stack entry: folded into a push just emitted, else a set of the fields
+        // that changed.
+        if is_mpls(f.eth_type())
+            && b.mpls_lse0() != f.mpls_lse0()
+            && let Some(Action::PushMpls { lse, .. }) = self.out.last_mut()
+        {
+            *lse = f.mpls_lse0();
+        } else if is_mpls(f.eth_type()) && b.mpls_lse0() != f.mpls_lse0() {
+            let mut k = FlowKey::new();
+            let mut m = Mask::new();
+            k.set_mpls_lse0(f.mpls_lse0());
+            let d = b.mpls_lse0() ^ f.mpls_lse0();
+            let fields = [0xffff_f000u32, 0xe00, 0x100, 0xff];
+            m.set_mpls_lse0(
+                fields
+                    .iter()
+                    .filter(|&&fm| d & fm != 0)
+                    .fold(0, |a, &fm| a | fm),
+            );
+            let mut a = set_action(Attr::Mpls, k, m);
+            if let Action::Set(d) = &mut a {
+                d.attrs.mpls_lses = 1;
+            }
+            acts.push(a);
+        }
+        // IPv4 / IPv6: only with an L3 header (OVS checks nw_proto, consulting it).
+        let (l3_attr, l3_fields): (Attr, &[&str]) = match f.eth_type() {
+            0x0800 => (Attr::Ipv4, &["nw_src", "nw_dst", "nw_tos", "nw_ttl"]),
+            0x86dd => (
+                Attr::Ipv6,
+                &["ipv6_src", "ipv6_dst", "ipv6_label", "nw_tos", "nw_ttl"],
+            ),
+            _ => (Attr::Ipv4, &[]),
+        };
+        let l3_set = diff_set(b, f, l3_attr, l3_fields);
+        let consult_proto = l3_set.is_some();
+        if f.nw_proto() != 0 {
+            acts.extend(l3_set);
+        }
+        // Transport ports.
+        let l4_attr = match (f.eth_type(), f.nw_proto()) {
+            (0x0800 | 0x86dd, 6) => Some(Attr::Tcp),
+            (0x0800 | 0x86dd, 17) => Some(Attr::Udp),
+            (0x0800 | 0x86dd, 132) => Some(Attr::Sctp),
+            _ => None,
+        };
+        acts.extend(l4_attr.and_then(|attr| diff_set(b, f, attr, &["tp_src", "tp_dst"])));
+        // Packet mark.
+        acts.extend(diff_set(b, f, Attr::SkbMark, &["pkt_mark"]));
+        self.out.extend(acts);
+        if consult_proto {
+            self.wc.dp.set_nw_proto(0xff);
+        }
+        self.base = self.flow.dp.clone();
+        // The in_port of `base` is the datapath's; keep comparing packet fields only.
+    }
+}
+
+/// The `set(attr(...))` that turns `base` into `flow` on the named key fields: each field that
+/// differs is written whole (OVS sets fields, not bits), where the TOS byte is two fields, DSCP
+/// and ECN, and the IPv6 label is its 20 bits. `None` when nothing differs.
+pub(super) fn diff_set(
+    base: &FlowKey,
+    flow: &FlowKey,
+    attr: Attr,
+    fields: &[&str],
+) -> Option<Action> {
+    let mut k = FlowKey::new();
+    let mut m = Mask::new();
+    for name in fields {
+        let d = flow::key::FIELDS
+            .iter()
+            .find(|d| d.name == *name)
+            .expect("a field of the key layout");
+        let (mut old, mut new) = ([0u8; 16], [0u8; 16]);
+        base.bytes_at(d.offset, &mut old[..d.len]);
+        flow.bytes_at(d.offset, &mut new[..d.len]);
+        if old == new {
+            continue;
+        }
+        let mut ones = [0xffu8; 16];
+        match *name {
+            "nw_tos" => {
+                let x = old[0] ^ new[0];
+                ones[0] = (if x & 0xfc != 0 { 0xfc } else { 0 }) | (if x & 3 != 0 { 3 } else { 0 });
+            }
+            "ipv6_label" => ones[..4].copy_from_slice(&0xfffffu32.to_be_bytes()),
+            _ => {}
+        }
+        k.set_bytes_at(d.offset, &new[..d.len]);
+        m.set_bytes_at(d.offset, &ones[..d.len]);
+    }
+    (!m.is_zero()).then(|| set_action(attr, k, m))
+}
+
+pub(super) fn set_action(attr: Attr, key: FlowKey, mask: Mask) -> Action {
+    let mut attrs = KeyAttrs::default();
+    attrs.push(attr, 0);
+    Action::Set(Box::new(DpKey { key, mask, attrs }))
+}

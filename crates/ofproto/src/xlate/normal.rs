@@ -1,0 +1,153 @@
+//! The `NORMAL` action (OVS's `xlate_normal()`): VLAN input and output by port mode (access,
+//! trunk, native), MAC learning and flooding.
+
+use super::*;
+
+impl Ctx<'_> {
+    /// The VLAN of the packet as NORMAL sees it on input port `port`, or why it is dropped
+    /// (OVS's wording).
+    pub(super) fn input_vlan(&mut self, port: u32) -> Result<u16, String> {
+        // The VID and whether there is a tag; the PCP only matters when a tag is rewritten.
+        let w = self.wc.dp.vlan_tci();
+        self.wc.dp.set_vlan_tci(w | 0x1fff);
+        let Some(p) = self.br().ports.get(&port) else {
+            return Err(format!("no port {port}"));
+        };
+        let (mode, name) = (&p.vlan, &p.name);
+        let tci = self.flow.dp.vlan_tci();
+        let tagged = tci & flow::key::VLAN_CFI != 0;
+        let vid = tci & 0xfff;
+        match mode.tag {
+            Some(t) if tagged && vid != 0 => Err(format!(
+                "dropping VLAN {vid} tagged packet received on port {name} configured as VLAN \
+                 {t} access port"
+            )),
+            Some(t) => Ok(t),
+            None => {
+                let v = if tagged { vid } else { 0 };
+                if mode.carries(v) {
+                    Ok(v)
+                } else {
+                    Err(format!(
+                        "dropping VLAN {v} packet received on port {name} not configured for \
+                         trunking VLAN {v}"
+                    ))
+                }
+            }
+        }
+    }
+
+    pub(super) fn normal(&mut self) {
+        let in_port = self.flow.dp.in_port();
+        self.wc
+            .dp
+            .set_eth_src(EthAddr::BROADCAST)
+            .set_eth_dst(EthAddr::BROADCAST);
+        let vlan = match self.input_vlan(in_port) {
+            Ok(v) => v,
+            Err(why) => {
+                self.trace_add(NodeKind::Error, why);
+                self.trace_add(
+                    NodeKind::Warn,
+                    "disallowed VLAN VID for this input port, dropping",
+                );
+                return;
+            }
+        };
+        // A broadcast ARP may be gratuitous, which OVS checks before learning: its addresses
+        // and opcode are consulted.
+        if self.flow.dp.eth_type() == 0x0806 && self.flow.dp.eth_dst() == EthAddr::BROADCAST {
+            self.wc
+                .dp
+                .set_nw_src(std::net::Ipv4Addr::BROADCAST)
+                .set_nw_dst(std::net::Ipv4Addr::BROADCAST)
+                .set_nw_proto(0xff);
+        }
+        self.wc
+            .dp
+            .set_eth_src(EthAddr::BROADCAST)
+            .set_eth_dst(EthAddr::BROADCAST);
+        let (src, dst) = (self.flow.dp.eth_src(), self.flow.dp.eth_dst());
+        if self.learn {
+            let br = &self.pipe.bridges[self.bridge];
+            if let Ok(mut mac) = br.mac.lock()
+                && mac.learn(src, vlan, in_port, self.now)
+            {
+                self.res.learned.push(self.bridge);
+                let name = port_label(br, in_port);
+                self.note(format_args!(
+                    "learned that {src} is on port {name} in VLAN {vlan}"
+                ));
+            }
+        }
+        // The bridge's own address is on its local port (OVS learns it from the port's own
+        // traffic; the bridge knows it from the start).
+        let own = self.br().hwaddr == Some(dst) && self.br().ports.contains_key(&OFPP_LOCAL);
+        let learned = if own {
+            Some(OFPP_LOCAL)
+        } else if dst.0[0] & 1 == 0 {
+            self.br()
+                .mac
+                .lock()
+                .ok()
+                .and_then(|m| m.lookup(dst, vlan, self.now))
+        } else {
+            None
+        };
+        match learned {
+            Some(p) if p == in_port => {
+                self.note("learned port is input port, dropping");
+            }
+            Some(p) => {
+                self.note("forwarding to learned port");
+                self.normal_output(p, vlan);
+            }
+            None => {
+                self.note("no learned MAC for destination, flooding");
+                self.flood(Some(vlan));
+            }
+        }
+    }
+
+    /// Outputs to `port` for NORMAL: tagging or untagging as the port's VLAN mode says.
+    pub(super) fn normal_output(&mut self, port: u32, vlan: u16) {
+        let Some(mode) = self.br().ports.get(&port).map(|p| p.vlan.clone()) else {
+            return;
+        };
+        if !mode.carries(vlan) {
+            return;
+        }
+        let saved = (self.flow.dp.vlan_tci(), self.flow.dp.vlan_tpid());
+        if mode.tag.is_some() || vlan == 0 {
+            self.flow.dp.set_vlan_tci(0).set_vlan_tpid(0);
+        } else {
+            let w = self.wc.dp.vlan_tci();
+            self.wc.dp.set_vlan_tci(w | 0xe000);
+            let pcp = saved.0 & 0xe000;
+            self.flow
+                .dp
+                .set_vlan_tci(pcp | flow::key::VLAN_CFI | vlan)
+                .set_vlan_tpid(0x8100);
+        }
+        self.output_port(port, false);
+        self.flow.dp.set_vlan_tci(saved.0).set_vlan_tpid(saved.1);
+    }
+
+    /// FLOOD/ALL (`vlan` None) or NORMAL's flooding within `vlan`: every port but the input.
+    pub(super) fn flood(&mut self, vlan: Option<u16>) {
+        let in_port = self.flow.dp.in_port();
+        self.wc.dp.set_in_port(u32::MAX);
+        // The bridge's local port first, then by number (OVS's order).
+        let mut ports: Vec<u32> = self.br().ports.keys().copied().collect();
+        ports.sort_by_key(|&p| (p != OFPP_LOCAL, p));
+        for p in ports {
+            if p == in_port {
+                continue;
+            }
+            match vlan {
+                Some(v) => self.normal_output(p, v),
+                None => self.output_port(p, false),
+            }
+        }
+    }
+}
