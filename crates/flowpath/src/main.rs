@@ -142,6 +142,8 @@ enum Command {
     /// OpenFlow table commands on a running switch, as ovs-ofctl gives them: add-flow BRIDGE
     /// FLOW, add-flows BRIDGE FILE, mod-flows [--strict] BRIDGE FLOW, del-flows [--strict]
     /// BRIDGE [FLOW], dump-flows BRIDGE [FLOW], show BRIDGE.
+    // The text is clap's --help as well, where [FLOW] is a command-line convention, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     Ofctl {
         /// Directory of the control socket (as for run).
         #[arg(long)]
