@@ -19,6 +19,7 @@ mod of_cmd;
 mod report;
 mod run_cmd;
 mod upcall_cmd;
+mod vlog_cmd;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -112,6 +113,14 @@ enum Command {
         /// has been sent.
         #[arg(long)]
         until_idle: bool,
+        /// Log to this file (default, with no value: flowpath.log in the run directory), at
+        /// each module's file level (`vlog/set`, `vlog/reopen`).
+        #[arg(long, num_args = 0..=1, value_name = "FILE")]
+        log_file: Option<Option<PathBuf>>,
+        /// Log levels, in OVS's syntax: MODULE:DESTINATION:LEVEL, any part omitted (as
+        /// ovs-vswitchd's -v, e.g. -vconsole:off, -vdpif_netdev:file:dbg). Repeatable.
+        #[arg(short = 'v', long = "verbose", value_name = "SPEC")]
+        verbose: Vec<String>,
     },
     /// Send a command to a running switch's control socket (as ovs-appctl -t does).
     Ctl {
@@ -236,7 +245,10 @@ fn main() -> ExitCode {
             config,
             rundir,
             until_idle,
-        } => run_cmd::run(&config, rundir.as_deref(), until_idle),
+            log_file,
+            verbose,
+        } => setup_logging(&verbose, log_file, rundir.as_deref())
+            .and_then(|()| run_cmd::run(&config, rundir.as_deref(), until_idle)),
         Command::Ctl { rundir, command } => ctl(rundir.as_deref(), &command, &mut out),
         Command::CheckConfig { file } => check_config(&file, &mut out),
         Command::Ofctl { rundir, command } => ofctl(rundir.as_deref(), &command, &mut out),
@@ -252,6 +264,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `run`'s `-v SPEC`s and `--log-file [FILE]` (default: flowpath.log in the run directory).
+fn setup_logging(
+    verbose: &[String],
+    log_file: Option<Option<PathBuf>>,
+    rundir: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    for spec in verbose {
+        vlog::set(spec).map_err(|e| anyhow::anyhow!("-v {spec}: {e}"))?;
+    }
+    if let Some(file) = log_file {
+        let file = file.unwrap_or_else(|| {
+            rundir
+                .map(PathBuf::from)
+                .unwrap_or_else(run_cmd::default_rundir)
+                .join("flowpath.log")
+        });
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("log file {}: {e}", file.display()))?;
+        }
+        vlog::set_log_file(&file)
+            .map_err(|e| anyhow::anyhow!("log file {}: {e}", file.display()))?;
+    }
+    Ok(())
 }
 
 /// A reader that went away (`flowpath extract | head`) is not an error.

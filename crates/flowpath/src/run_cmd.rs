@@ -450,6 +450,7 @@ pub fn registry(
     crate::of_cmd::register(&reg, &of, &dp, base);
     crate::dummy_cmd::register(&reg);
     crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);
+    crate::vlog_cmd::register(&reg);
     {
         // `dpif/dump-flows [-m] [BRIDGE]`: with a bridge, only the flows of its ports.
         let (dp, of) = (dp.clone(), of.clone());

@@ -212,7 +212,10 @@ fn megaflow_mask(key: &FlowKey, mask: &flow::Mask) -> flow::Mask {
 pub(super) struct OfUpcall(pub(super) Arc<Ofproto>);
 
 impl UpcallHandler for OfUpcall {
-    fn upcall(&mut self, key: &FlowKey, _pkt: &Packet) -> UpcallResult {
+    fn upcall(&mut self, key: &FlowKey, pkt: &Packet) -> UpcallResult {
+        if vlog::dpif_netdev().enabled(vlog::Level::Dbg) {
+            log_miss(key, pkt);
+        }
         let x = {
             let p = self.0.read();
             translate(&p, key, true, None)
@@ -242,6 +245,55 @@ impl UpcallHandler for OfUpcall {
             Err(_) => UpcallResult::Drop,
         }
     }
+}
+
+/// The debug line of a miss (OVS's `dp_netdev_upcall()` with `vlog/set dpif_netdev:dbg`): the
+/// packet's whole key as the datapath has it, then the packet as OpenFlow sees it, with its
+/// UDP or TCP checksum.
+fn log_miss(key: &FlowKey, pkt: &Packet) {
+    let mut attrs = flow::odp::KeyAttrs::megaflow(key);
+    attrs.skb_priority_mask = u32::MAX;
+    let flow = flow::odp::DpFlow {
+        key: key.clone(),
+        mask: flow::Mask::exact(),
+        attrs,
+        ..Default::default()
+    };
+    let line = flow.format(None, None);
+    let key_text = line.strip_suffix(", actions:drop").unwrap_or(&line);
+    let mut shown = crate::pipekey::PipeKey::new();
+    shown.dp = key.clone();
+    let mut packet = String::new();
+    super::format_flow(&mut packet, &shown);
+    // The packet alone has no input port: OVS prints its flow without one.
+    let packet = match packet.split_once(",in_port=") {
+        Some((head, rest)) => {
+            let tail = rest.split_once(',').map_or("", |(_, t)| t);
+            format!("{head},{tail}")
+        }
+        None => packet,
+    };
+    let mut packet = packet;
+    let data = pkt.data();
+    let l4 = usize::from(pkt.meta.l4);
+    let csum_at = match key.nw_proto() {
+        17 => Some(("udp_csum", 6)),
+        6 => Some(("tcp_csum", 16)),
+        _ => None,
+    };
+    if let Some((name, at)) = csum_at
+        && matches!(key.eth_type(), 0x0800 | 0x86dd)
+        && let Some(c) = data.get(l4 + at..l4 + at + 2)
+    {
+        let _ = std::fmt::Write::write_fmt(
+            &mut packet,
+            format_args!(" {name}:{:x}", u16::from_be_bytes([c[0], c[1]])),
+        );
+    }
+    vlog::dpif_netdev().log(
+        vlog::Level::Dbg,
+        &format!("netdev@flowpath: miss upcall:\n{key_text}\n{packet}"),
+    );
 }
 
 #[cfg(test)]
