@@ -70,10 +70,10 @@ pub(super) struct Ring<T> {
     pub(super) consumer: *const AtomicU32,
     pub(super) flags: *const AtomicU32,
     pub(super) descs: *mut T,
-    pub(super) mask: u32,
+    mask: u32,
     pub(super) size: u32,
-    pub(super) cached_prod: u32,
-    pub(super) cached_cons: u32,
+    cached_prod: u32,
+    cached_cons: u32,
 }
 
 impl<T: Copy> Ring<T> {

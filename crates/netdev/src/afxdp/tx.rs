@@ -71,7 +71,7 @@ impl TxSide {
     /// Takes the completed frames back. An address that is not one of our tx frames (a
     /// kernel bug) is counted and never reused: frames are written at the addresses on the
     /// free list.
-    pub(super) fn reap(&mut self) {
+    fn reap(&mut self) {
         let (idx, n) = self.comp.peek(self.comp.size);
         for i in 0..n {
             let a = self.comp.read(idx.wrapping_add(i)) & !(self.frame_size - 1);
@@ -115,7 +115,7 @@ impl TxSide {
     /// Queues the packets of `batch` and kicks once. Packets that do not fit (no ring slot
     /// or no free frame: the kernel is not keeping up) or are empty or larger than a frame
     /// are dropped.
-    pub(super) fn send(&mut self, batch: &Batch) -> Sent {
+    fn send(&mut self, batch: &Batch) -> Sent {
         self.reap();
         let pkts = batch.packets();
         let want = u32::try_from(pkts.len()).unwrap_or(u32::MAX);

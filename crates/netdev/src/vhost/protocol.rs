@@ -143,7 +143,7 @@ impl Handler {
         }
     }
 
-    pub(super) fn stop_all(&mut self) {
+    fn stop_all(&mut self) {
         for i in 0..self.vrings.len() {
             self.stop(i);
         }

@@ -39,7 +39,7 @@ pub(super) struct Ring {
     /// Receive: TCP super-frames are taken.
     pub(super) tso: bool,
     /// Send: a frame may take several chains (`MRG_RXBUF`).
-    pub(super) mrg: bool,
+    mrg: bool,
 }
 
 /// The next [`Ring::id`].
