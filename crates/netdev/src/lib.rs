@@ -13,6 +13,7 @@ pub mod afxdp;
 pub mod anchor_traffic;
 #[allow(unsafe_code)]
 pub mod bpf;
+mod csum;
 pub mod dummy;
 pub mod memory;
 #[allow(unsafe_code)]

@@ -10,7 +10,7 @@
 
 use datapath::packet::Packet;
 
-use crate::afpacket::csum;
+use crate::csum;
 
 /// Bytes of the header with `num_buffers` (`virtio_net_hdr_mrg_rxbuf`, and every virtio 1.x
 /// device).

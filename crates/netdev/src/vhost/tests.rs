@@ -23,10 +23,12 @@ use proptest::prelude::*;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
-use super::{
-    BadRing, CopyChooser, F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1, Handler, Lent,
-    LongCopy, MAX_FRAME, MAX_RING, Region, Ring, Shared, Status, VhostOptions, VhostRxq, VringConf,
-};
+use super::copy::LongCopy;
+use super::features::{F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1};
+use super::protocol::{Handler, MAX_RING, Region, VringConf};
+use super::split_ring::BadRing;
+use super::vring::{Lent, MAX_FRAME, Ring};
+use super::{Shared, Status, VhostOptions, VhostRxq};
 use crate::vnet;
 
 // Descriptor flags (virtio 1.x §2.7.5).
@@ -1899,79 +1901,4 @@ proptest! {
     fn arbitrary_rings_never_panic_hang_or_stray(s in scenario()) {
         run(&s)?;
     }
-}
-
-/// Feeds `chooser` one window of sends at `cycles` each for `bytes` each; the way chosen if
-/// the window ended a trial.
-fn window(chooser: &mut CopyChooser, cycles: u64, bytes: u64) -> Option<LongCopy> {
-    let mut chosen = None;
-    for i in 0..CopyChooser::WINDOW {
-        let c = chooser.record(cycles, bytes);
-        assert!(
-            c.is_none() || i == CopyChooser::WINDOW - 1,
-            "chosen mid-window"
-        );
-        chosen = chosen.or(c);
-    }
-    chosen
-}
-
-/// Runs a whole trial of `chooser`, each way's windows at its (cycles, bytes) per send; the
-/// way chosen.
-fn trial(chooser: &mut CopyChooser, vector: (u64, u64), movsb: (u64, u64)) -> Option<LongCopy> {
-    let mut chosen = None;
-    for w in 0..CopyChooser::WINDOWS {
-        let how = chooser.how();
-        assert_eq!(how as u32, w % 2, "the ways take turns, window {w}");
-        let (c, b) = match how {
-            LongCopy::Vector => vector,
-            LongCopy::RepMovsb => movsb,
-        };
-        let r = window(chooser, c, b);
-        assert!(
-            r.is_none() || w == CopyChooser::WINDOWS - 1,
-            "chosen before the end"
-        );
-        chosen = r;
-    }
-    chosen
-}
-
-#[test]
-fn the_copy_chooser_keeps_the_way_with_fewer_cycles_per_byte_and_tries_again_later() {
-    let mut c = CopyChooser::new();
-    assert!(c.timing() && c.how() == LongCopy::Vector);
-    // Sends that sent nothing do not count.
-    for _ in 0..10 * CopyChooser::WINDOW {
-        assert_eq!(c.record(1_000_000, 0), None);
-    }
-    assert!(c.timing() && c.how() == LongCopy::Vector);
-    // `rep movsb` is cheaper per byte here.
-    let chosen = trial(&mut c, (700, 48_000), (650, 48_000));
-    assert_eq!(chosen, Some(LongCopy::RepMovsb));
-    assert!(!c.timing(), "settled after the trial");
-    assert_eq!(c.how(), LongCopy::RepMovsb);
-    // Settled sends are not timed; after SETTLE of them a new trial starts from the vector
-    // copy, and this time it wins.
-    for _ in 0..CopyChooser::SETTLE {
-        assert!(!c.timing() && c.how() == LongCopy::RepMovsb);
-        assert_eq!(c.record(0, 48_000), None);
-    }
-    assert!(c.timing() && c.how() == LongCopy::Vector);
-    assert_eq!(
-        trial(&mut c, (640, 48_000), (650, 48_000)),
-        Some(LongCopy::Vector)
-    );
-    assert_eq!(c.how(), LongCopy::Vector);
-    // Per byte, not per send: more bytes for the same cycles is cheaper; a tie keeps vector.
-    let mut c = CopyChooser::new();
-    assert_eq!(
-        trial(&mut c, (700, 40_000), (700, 48_000)),
-        Some(LongCopy::RepMovsb)
-    );
-    let mut c = CopyChooser::new();
-    assert_eq!(
-        trial(&mut c, (700, 48_000), (700, 48_000)),
-        Some(LongCopy::Vector)
-    );
 }

@@ -1,0 +1,56 @@
+//! The virtio-net feature bits (virtio 1.x §5.1.3, §6) that the two ends of vhost-user
+//! negotiate, and their names as `dpif/show` and a port's `options()` print them.
+
+use std::fmt::Write as _;
+
+// Feature bits (virtio 1.x §5.1.3, §6; vhost-user's own bit 30).
+pub(crate) const F_CSUM: u64 = 1 << 0;
+pub(crate) const F_MTU: u64 = 1 << 3;
+pub(crate) const F_MAC: u64 = 1 << 5;
+pub(crate) const F_HOST_TSO4: u64 = 1 << 11;
+pub(crate) const F_HOST_TSO6: u64 = 1 << 12;
+pub(crate) const F_HOST_ECN: u64 = 1 << 13;
+pub(crate) const F_MRG_RXBUF: u64 = 1 << 15;
+pub(crate) const F_STATUS: u64 = 1 << 16;
+pub(crate) const F_CTRL_VQ: u64 = 1 << 17;
+pub(crate) const F_MQ: u64 = 1 << 22;
+pub(crate) const F_INDIRECT_DESC: u64 = 1 << 28;
+pub(crate) const F_PROTOCOL_FEATURES: u64 = 1 << 30;
+pub(crate) const F_VERSION_1: u64 = 1 << 32;
+pub(crate) const F_IN_ORDER: u64 = 1 << 35;
+
+/// Names of the feature bits `dpif/show` and a `virtio_user` port's `options()` print.
+const FEATURE_NAMES: &[(u64, &str)] = &[
+    (F_CSUM, "CSUM"),
+    (F_MTU, "MTU"),
+    (F_MAC, "MAC"),
+    (F_HOST_TSO4, "HOST_TSO4"),
+    (F_HOST_TSO6, "HOST_TSO6"),
+    (F_HOST_ECN, "HOST_ECN"),
+    (F_MRG_RXBUF, "MRG_RXBUF"),
+    (F_STATUS, "STATUS"),
+    (F_CTRL_VQ, "CTRL_VQ"),
+    (F_MQ, "MQ"),
+    (F_INDIRECT_DESC, "INDIRECT_DESC"),
+    (F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
+    (F_VERSION_1, "VERSION_1"),
+    (F_IN_ORDER, "IN_ORDER"),
+];
+
+/// The text form of the feature bits in `f`.
+pub(crate) fn feature_names(f: u64) -> String {
+    let mut s = String::new();
+    for &(bit, name) in FEATURE_NAMES {
+        if f & bit != 0 {
+            if !s.is_empty() {
+                s.push('|');
+            }
+            s.push_str(name);
+        }
+    }
+    let rest = FEATURE_NAMES.iter().fold(f, |r, (bit, _)| r & !bit);
+    if rest != 0 {
+        let _ = write!(s, "{}{rest:#x}", if s.is_empty() { "" } else { "|" });
+    }
+    s
+}

@@ -1,0 +1,274 @@
+//! A split virtqueue (virtio 1.x §2.7) as the device side polls it: the available ring, the
+//! descriptor table (direct and indirect) and the used ring, read and written through host
+//! pointers into the guest's memory that are checked once when the ring starts.
+
+use std::sync::atomic::AtomicU16;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use datapath::packet::MAX_BURST;
+use virtio_queue::{Queue, QueueT};
+
+use super::guest_memory::HostMap;
+
+/// `VRING_AVAIL_F_NO_INTERRUPT`: the driver does not want to be signalled.
+pub(crate) const AVAIL_F_NO_INTERRUPT: u16 = 1;
+
+/// What went wrong on a ring: the guest broke the virtio rules.
+#[derive(Debug)]
+pub(super) struct BadRing(pub(super) &'static str);
+
+/// Most bytes of one buffer prefetched ahead of its copy: a small frame whole (with the
+/// header in front of it, two lines), the front of a large one (the hardware prefetcher
+/// follows a long copy by itself).
+const PREFETCH_SPAN: usize = 256;
+
+/// Prefetches every cache line of the `len` bytes at `p` (`len > 0`).
+#[inline(always)]
+fn prefetch_span<const WRITE: bool>(p: *const u8, len: usize) {
+    let skew = p as usize & 63;
+    let line = p.wrapping_sub(skew);
+    for k in 0..(skew + len).div_ceil(64) {
+        flow::hash::prefetch_addr::<WRITE>(line.wrapping_add(64 * k));
+    }
+}
+
+/// A descriptor (virtio 1.x §2.7.5).
+#[derive(Clone, Copy)]
+pub(super) struct Desc {
+    pub(super) addr: u64,
+    pub(super) len: u32,
+    pub(super) flags: u16,
+    pub(super) next: u16,
+}
+
+const DESC_F_NEXT: u16 = 1;
+pub(super) const DESC_F_WRITE: u16 = 2;
+const DESC_F_INDIRECT: u16 = 4;
+
+/// A split virtqueue (virtio 1.x §2.7) as the device side polls it, over host pointers into
+/// the guest's memory. `virtio-queue` checks the ring's layout when it starts
+/// ([`Queue::is_valid`], alignment and size); per packet this does what its `AvailIter`,
+/// `DescriptorChain` and `add_used` do, through pointers checked once per area at start
+/// rather than a bounds-checked `vm-memory` access per field, which cost several times as much
+/// per frame (docs/performance.md, PVP). The used index is published once per burst, as
+/// DPDK's vhost library does.
+#[derive(Clone, Copy)]
+pub(super) struct SplitRing {
+    /// A power of two (`Queue::try_set_size` checks it).
+    pub(super) size: u16,
+    /// `size` descriptors of 16 bytes.
+    pub(super) desc: *const u8,
+    /// Flags, index, `size` entries.
+    pub(super) avail: *const u8,
+    /// Flags, index, `size` elements of 8 bytes.
+    pub(super) used: *mut u8,
+    pub(super) next_avail: u16,
+    pub(super) next_used: u16,
+}
+
+// SAFETY: the pointers are into the guest memory mappings that the `Ring` holding this ring
+// keeps alive (its `Arc<GuestMemoryMmap>`); each area was checked at start to lie inside one
+// mapping and to be aligned for the atomic accesses made to it.
+unsafe impl Send for SplitRing {}
+
+impl SplitRing {
+    /// The ring `q` describes (addresses already checked by `q.is_valid`), in `host`.
+    pub(super) fn new(q: &Queue, host: &HostMap) -> Result<SplitRing, String> {
+        let size = q.size();
+        let n = usize::from(size);
+        let area = |addr: u64, len: usize, align: usize, what: &str| {
+            host.at(addr, len)
+                .filter(|p| (*p as usize).is_multiple_of(align))
+                .ok_or_else(|| format!("the {what} at {addr:#x} is not in one memory region"))
+        };
+        Ok(SplitRing {
+            size,
+            desc: area(q.desc_table(), 16 * n, 16, "descriptor table")?.cast_const(),
+            avail: area(q.avail_ring(), 6 + 2 * n, 2, "available ring")?.cast_const(),
+            used: area(q.used_ring(), 6 + 8 * n, 4, "used ring")?,
+            next_avail: q.next_avail(),
+            next_used: q.next_used(),
+        })
+    }
+
+    pub(super) fn next_avail(&self) -> u16 {
+        self.next_avail
+    }
+
+    #[cfg(test)]
+    pub(super) fn next_used(&self) -> u16 {
+        self.next_used
+    }
+
+    /// The driver's available index (acquire: the entries before it are written).
+    #[inline]
+    pub(super) fn avail_idx(&self) -> u16 {
+        // SAFETY: `avail + 2` is 2-aligned and inside the checked area; the guest writes it
+        // concurrently, hence the atomic access.
+        let idx = unsafe { AtomicU16::from_ptr(self.avail.add(2).cast_mut().cast()) };
+        u16::from_le(idx.load(Acquire))
+    }
+
+    /// The driver's available-ring flags.
+    #[inline]
+    pub(super) fn avail_flags(&self) -> u16 {
+        // SAFETY: as in `avail_idx`, at the area's start.
+        let f = unsafe { AtomicU16::from_ptr(self.avail.cast_mut().cast()) };
+        u16::from_le(f.load(Relaxed))
+    }
+
+    /// The head the driver put in available slot `i` (read after `avail_idx` said it is there).
+    #[inline]
+    pub(super) fn avail_entry(&self, i: u16) -> u16 {
+        let at = 4 + 2 * usize::from(i & (self.size - 1));
+        // SAFETY: `at + 2 <= 4 + 2 * size`, inside the checked area.
+        u16::from_le(unsafe { std::ptr::read_volatile(self.avail.add(at).cast::<u16>()) })
+    }
+
+    /// Descriptor `i` of the table at `table` (`i` below the table's size).
+    #[inline]
+    pub(super) fn desc(table: *const u8, i: u16) -> Desc {
+        // SAFETY: callers pass a table checked to hold more than `i` descriptors; 16-byte
+        // descriptors of a table at a 16-aligned address (a direct table) or any address (an
+        // indirect one: hence the unaligned read).
+        let b: [u8; 16] =
+            unsafe { std::ptr::read_unaligned(table.add(16 * usize::from(i)).cast::<[u8; 16]>()) };
+        Desc {
+            addr: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            len: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+            flags: u16::from_le_bytes([b[12], b[13]]),
+            next: u16::from_le_bytes([b[14], b[15]]),
+        }
+    }
+
+    /// Walks the chain at `head`, handing each buffer (address, length) to `f`; every buffer
+    /// must be device-writable (`write`) or device-readable (not `write`). Returns the number
+    /// of buffers.
+    pub(super) fn walk(
+        &self,
+        host: &HostMap,
+        head: u16,
+        write: bool,
+        mut f: impl FnMut(u64, u32),
+    ) -> Result<usize, BadRing> {
+        const LOOP: BadRing = BadRing("descriptor chain loops or leaves the ring");
+        let (mut table, mut tsize, mut i) = (self.desc, self.size, head);
+        let (mut indirect, mut count, mut in_table) = (false, 0usize, 0usize);
+        if head >= self.size {
+            return Err(LOOP);
+        }
+        loop {
+            let d = Self::desc(table, i);
+            if d.flags & DESC_F_INDIRECT != 0 {
+                if indirect {
+                    return Err(BadRing("indirect descriptor inside an indirect table"));
+                }
+                let n = d.len as usize / 16;
+                if d.len % 16 != 0 || n == 0 || n > usize::from(u16::MAX) {
+                    return Err(BadRing("indirect table of a bad length"));
+                }
+                table = host
+                    .at(d.addr, d.len as usize)
+                    .ok_or(BadRing("indirect table outside guest memory"))?
+                    .cast_const();
+                (tsize, i, indirect, in_table) = (n as u16, 0, true, 0);
+                continue;
+            }
+            if (d.flags & DESC_F_WRITE != 0) != write {
+                return Err(BadRing(if write {
+                    "read-only buffer in a receive chain"
+                } else {
+                    "write-only buffer in a transmit chain"
+                }));
+            }
+            f(d.addr, d.len);
+            count += 1;
+            in_table += 1;
+            if d.flags & DESC_F_NEXT == 0 {
+                return Ok(count);
+            }
+            i = d.next;
+            if i >= tsize || in_table >= usize::from(tsize) {
+                return Err(LOOP);
+            }
+        }
+    }
+
+    /// Starts loading what the next `n` available chains need: their available entries and
+    /// descriptors (read here, so that a burst's misses on lines the guest wrote on its own core
+    /// overlap rather than each waiting in turn), the first `span(j)` bytes of chain `j`'s first
+    /// buffer (at most [`PREFETCH_SPAN`]; for writing when `WRITE`, as a send does, but for its
+    /// first `read_first` bytes, which a send reads before it decides to write them:
+    /// [`put_hdr`](super::copy::put_hdr)) and, for writing, the used elements the burst will fill.
+    #[inline]
+    pub(super) fn prefetch<const WRITE: bool>(
+        &self,
+        host: &HostMap,
+        n: usize,
+        read_first: usize,
+        mut span: impl FnMut(usize) -> usize,
+    ) {
+        let n = n.min(MAX_BURST);
+        // First every chain's head, with its descriptor's line prefetched, then the
+        // descriptors: a descriptor's load waits on its head's, and one loop of both kept
+        // few of the burst's misses in flight at once.
+        let mut heads = [0u16; MAX_BURST];
+        for (j, h) in heads[..n].iter_mut().enumerate() {
+            *h = self.avail_entry(self.next_avail.wrapping_add(j as u16));
+            if *h < self.size {
+                flow::hash::prefetch_addr::<false>(self.desc.wrapping_add(16 * usize::from(*h)));
+            }
+        }
+        for (j, &head) in heads[..n].iter().enumerate() {
+            if head < self.size {
+                let d = Self::desc(self.desc, head);
+                let want = span(j);
+                let len = want.min(d.len as usize).min(PREFETCH_SPAN);
+                // Read first only where the send compares before it stores: one writable
+                // buffer holding header and frame (elsewhere the header is stored whole).
+                let first = if d.flags == DESC_F_WRITE && d.len as usize >= want {
+                    read_first
+                } else {
+                    0
+                };
+                if len > first
+                    && let Some(b) = host.at(d.addr, len)
+                {
+                    if first > 0 {
+                        prefetch_span::<false>(b, first);
+                    }
+                    prefetch_span::<WRITE>(b.wrapping_add(first), len - first);
+                }
+            }
+        }
+        if n > 0 {
+            // The used elements, up to the ring's end (a wrapped burst's rest is not worth
+            // the arithmetic).
+            let first = usize::from(self.next_used & (self.size - 1));
+            let k = n.min(usize::from(self.size) - first);
+            // SAFETY: elements `first .. first + k` are inside the checked used area.
+            let p = unsafe { self.used.add(4 + 8 * first) };
+            prefetch_span::<true>(p, 8 * k);
+        }
+    }
+
+    /// Records chain `head` as used with `len` bytes written.
+    #[inline]
+    pub(super) fn put_used(&mut self, head: u16, len: u32) {
+        let at = 4 + 8 * usize::from(self.next_used & (self.size - 1));
+        let mut e = [0u8; 8];
+        e[..4].copy_from_slice(&u32::from(head).to_le_bytes());
+        e[4..].copy_from_slice(&len.to_le_bytes());
+        // SAFETY: `at + 8 <= 4 + 8 * size`, inside the checked area.
+        unsafe { std::ptr::write_volatile(self.used.add(at).cast::<[u8; 8]>(), e) };
+        self.next_used = self.next_used.wrapping_add(1);
+    }
+
+    /// Publishes the used elements recorded so far (release: they are written first).
+    #[inline]
+    pub(super) fn publish_used(&self) {
+        // SAFETY: `used + 2` is 2-aligned (the area is 4-aligned) and inside it.
+        let idx = unsafe { AtomicU16::from_ptr(self.used.add(2).cast()) };
+        idx.store(self.next_used.to_le(), Release);
+    }
+}

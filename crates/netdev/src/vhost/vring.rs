@@ -1,0 +1,442 @@
+//! A started vring's data path: a receive burst takes the frames of the guest's transmit ring
+//! (copied into pool buffers, or lent to the PMD), a send burst puts frames into the guest's
+//! receive ring (merging buffers where the guest allows it), and the guest is signalled when
+//! it wants to be; what DPDK's `virtio_net.c` does for its vhost ports.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+use datapath::packet::{Batch, LENT_HEAD, MAX_BURST, Pool};
+use virtio_queue::Queue;
+use vm_memory::GuestMemoryMmap;
+
+use super::copy::{LongCopy, copy_frame, copy_frame_with, put_hdr};
+use super::guest_memory::{HostMap, gather, scatter};
+use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing};
+use crate::vnet;
+
+/// Most descriptors one frame may span (in one chain, or over merged chains).
+const MAX_SEGS: usize = 64;
+/// Largest frame taken from a guest: a TCP super-frame's 64 KiB plus headers (with the
+/// virtio-net header, still a pool's large buffer).
+pub(super) const MAX_FRAME: usize = datapath::packet::LARGE_ROOM - vnet::HDR_LEN;
+
+/// A started vring: the queue state and what it needs, owned by its slot.
+pub(super) struct Ring {
+    /// Which ring this is, of every ring started in the process ([`RING_IDS`]).
+    pub(super) id: u64,
+    pub(super) q: SplitRing,
+    pub(super) mem: Arc<GuestMemoryMmap>,
+    /// `mem` as host pointers, for the frame copies.
+    pub(super) host: HostMap,
+    /// The call eventfd, written when the guest wants an interrupt.
+    pub(super) call: Option<Arc<File>>,
+    /// Bytes of the virtio-net header in front of each frame.
+    pub(super) hdr_len: usize,
+    /// Receive: TCP super-frames are taken.
+    pub(super) tso: bool,
+    /// Send: a frame may take several chains (`MRG_RXBUF`).
+    mrg: bool,
+}
+
+/// The next [`Ring::id`].
+static RING_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Chains of a guest's transmit ring whose frames a receive burst lent to the PMD
+/// ([`Pool::packet_lent`]) instead of copying them: they go back to the used ring when the PMD
+/// releases them ([`RxQueue::release`](datapath::port::RxQueue::release)), and their memory stays
+/// mapped until then, even if the ring is reset meanwhile.
+#[derive(Default)]
+pub(super) struct Lent {
+    pub(super) heads: [u16; MAX_BURST],
+    pub(super) n: usize,
+    /// The ring they are of ([`Ring::id`]).
+    pub(super) ring: u64,
+    /// That ring's memory while `n > 0`.
+    pub(super) mem: Option<Arc<GuestMemoryMmap>>,
+}
+
+impl Lent {
+    /// Forgets the chains (their ring is gone) and lets their memory go.
+    pub(super) fn forget(&mut self) {
+        self.n = 0;
+        self.mem = None;
+    }
+}
+
+impl Ring {
+    /// The ring `q` describes, on `mem`.
+    pub(super) fn start(
+        q: &Queue,
+        mem: Arc<GuestMemoryMmap>,
+        call: Option<Arc<File>>,
+        hdr_len: usize,
+        tso: bool,
+        mrg: bool,
+    ) -> Result<Ring, String> {
+        let host = HostMap::new(&mem);
+        Ok(Ring {
+            id: RING_IDS.fetch_add(1, Relaxed),
+            q: SplitRing::new(q, &host)?,
+            host,
+            mem,
+            call,
+            hdr_len,
+            tso,
+            mrg,
+        })
+    }
+
+    /// Publishes the used elements of a burst that used `added` chains and signals the guest
+    /// if it wants to be (no `VRING_AVAIL_F_NO_INTERRUPT`; read after the index is out).
+    fn complete(&mut self, added: usize) {
+        if added == 0 {
+            return;
+        }
+        self.q.publish_used();
+        if let Some(call) = &self.call {
+            std::sync::atomic::fence(SeqCst);
+            if self.q.avail_flags() & AVAIL_F_NO_INTERRUPT == 0 {
+                // An eventfd write fails only when the counter would overflow, which means
+                // the guest already has a signal pending.
+                let _ = (&**call).write(&1u64.to_ne_bytes());
+            }
+        }
+    }
+
+    /// Gives the chains of `lent` back to the used ring, when they are this ring's (a ring
+    /// started again since has its own state), and forgets them.
+    pub(super) fn give_back(&mut self, lent: &mut Lent) {
+        if lent.n > 0 && lent.ring == self.id {
+            for &h in &lent.heads[..lent.n] {
+                self.q.put_used(h, 0);
+            }
+            self.complete(lent.n);
+        }
+        lent.forget();
+    }
+
+    /// Receives up to `batch.room()` frames from the guest's transmit ring. Counts into
+    /// `counts` (packets, bytes, dropped). A frame in one buffer that asks for no offload work
+    /// is lent when `pool` lends ([`Pool::packet_lent`]): its chain is recorded in `lent`
+    /// instead of going back; whatever `lent` still held goes back first.
+    pub(super) fn recv(
+        &mut self,
+        pool: &mut Pool,
+        batch: &mut Batch,
+        in_port: u32,
+        counts: &mut [u64; 3],
+        lent: &mut Lent,
+    ) -> Result<(), BadRing> {
+        if lent.n > 0 {
+            self.give_back(lent);
+        }
+        // The ring's indices live in registers for the burst: stored into the ring after each
+        // frame, a wider load of one of them waited for every earlier store, among them the
+        // copies into guest memory waiting for their lines.
+        let mut q = self.q;
+        let pending = q.avail_idx().wrapping_sub(q.next_avail);
+        if pending > q.size {
+            return Err(BadRing("available index more than a ring ahead"));
+        }
+        let todo = usize::from(pending).min(batch.room()).min(MAX_BURST);
+        q.prefetch::<false>(&self.host, todo, 0, |_| usize::MAX);
+        let hdr_len = self.hdr_len;
+        let mut segs = [(0u64, 0u32); MAX_SEGS];
+        let mut added = 0;
+        let mut result = Ok(());
+        for _ in 0..todo {
+            let head = q.avail_entry(q.next_avail);
+            q.next_avail = q.next_avail.wrapping_add(1);
+            // The usual chain: one readable buffer holding header and frame, in one region.
+            let single = if head < q.size {
+                let d = SplitRing::desc(q.desc, head);
+                let len = d.len as usize;
+                if d.flags == 0 && (hdr_len + 14..=hdr_len + MAX_FRAME).contains(&len) {
+                    self.host.at(d.addr, len).map(|src| (src, len))
+                } else {
+                    None
+                }
+            } else {
+                None
+            };
+            if let Some((src, len)) = single
+                && len - hdr_len > LENT_HEAD
+            {
+                let mut hdr = [0u8; vnet::HDR_LEN];
+                // SAFETY: `src` is valid for `len >= hdr_len + 14` bytes (`HostMap::at`), more
+                // than the header's.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.cast_const(), hdr.as_mut_ptr(), hdr.len())
+                };
+                if hdr[0] & vnet::F_NEEDS_CSUM == 0 && hdr[1] == vnet::GSO_NONE {
+                    // SAFETY: the frame's `len - hdr_len` bytes after the header are in a live
+                    // mapping (`HostMap::at`) that `lent.mem` keeps mapped until the PMD has
+                    // ended the pool's lending and released the queue; guest memory is never
+                    // a Rust allocation.
+                    let p = unsafe { pool.packet_lent(src.add(hdr_len), len - hdr_len, in_port) };
+                    if p.is_lent() {
+                        lent.heads[lent.n] = head;
+                        lent.n += 1;
+                        if lent.mem.is_none() {
+                            lent.mem = Some(self.mem.clone());
+                            lent.ring = self.id;
+                        }
+                        batch.mark_lent();
+                    } else {
+                        q.put_used(head, 0);
+                        added += 1;
+                    }
+                    counts[0] += 1;
+                    counts[1] += p.len() as u64;
+                    batch.push(p);
+                    continue;
+                }
+            }
+            let mut p = if let Some((src, len)) = single {
+                q.put_used(head, 0);
+                added += 1;
+                let mut p = pool.packet_with_len(len, in_port);
+                // SAFETY: `src` is valid for `len` bytes of a live mapping (`HostMap::at`),
+                // the packet's `len` bytes are its own, and guest memory is never a Rust
+                // allocation. The guest may write it concurrently, as with any device DMA:
+                // the frame is then garbage, never unsafety for the switch.
+                unsafe { copy_frame(p.data_mut().as_mut_ptr(), src.cast_const(), len) };
+                p
+            } else {
+                let (mut n, mut total, mut too_many) = (0usize, 0usize, false);
+                let walked = q.walk(&self.host, head, false, |addr, len| {
+                    if n == MAX_SEGS {
+                        too_many = true;
+                    } else {
+                        segs[n] = (addr, len);
+                        n += 1;
+                        total += len as usize;
+                    }
+                });
+                if let Err(e) = walked {
+                    result = Err(e);
+                    break;
+                }
+                // The chain goes back whatever becomes of its frame.
+                q.put_used(head, 0);
+                added += 1;
+                if too_many {
+                    result = Err(BadRing("transmit chain of too many buffers"));
+                    break;
+                }
+                if total < hdr_len + 14 || total - hdr_len > MAX_FRAME {
+                    counts[2] += 1;
+                    continue;
+                }
+                // Header and frame in one copy; the header is then cut off the front.
+                let mut p = pool.packet_with_len(total, in_port);
+                if gather(&self.host, &self.mem, &segs[..n], p.data_mut()).is_err() {
+                    pool.free(p);
+                    result = Err(BadRing("buffer outside guest memory"));
+                    break;
+                }
+                p
+            };
+            // A fixed-size copy (the frame is longer than any header); what the legacy
+            // header does not have is zero.
+            let mut hdr = [0u8; vnet::HDR_LEN];
+            hdr.copy_from_slice(&p.data()[..vnet::HDR_LEN]);
+            if hdr_len < vnet::HDR_LEN {
+                hdr[vnet::HDR_LEN_LEGACY..].fill(0);
+            }
+            p.pull_front(hdr_len);
+            match vnet::accept_rx(&hdr, p.data_mut(), self.tso) {
+                Ok(gso) => {
+                    if gso != 0 {
+                        p.meta.gso_size = gso;
+                        batch.mark_gso();
+                    }
+                    counts[0] += 1;
+                    counts[1] += p.len() as u64;
+                    batch.push(p);
+                }
+                Err(_) => {
+                    pool.free(p);
+                    counts[2] += 1;
+                }
+            }
+        }
+        self.q = q;
+        self.complete(added);
+        result
+    }
+
+    /// Sends every packet of `batch` into the guest's receive ring; counts into `counts`
+    /// (packets, bytes, dropped).
+    ///
+    /// A lent packet's frame is copied from its buffer and from where it is lent
+    /// ([`Pool::lent_tail`]), or brought into its buffer first when it takes several buffers.
+    pub(super) fn send(
+        &mut self,
+        batch: &mut Batch,
+        counts: &mut [u64; 3],
+        pool: &mut Pool,
+        how: LongCopy,
+    ) -> Result<(), BadRing> {
+        // The indices in registers, as in `recv`.
+        let mut q = self.q;
+        let avail = q.avail_idx();
+        if avail.wrapping_sub(q.next_avail) > q.size {
+            counts[2] += batch.len() as u64;
+            return Err(BadRing("available index more than a ring ahead"));
+        }
+        let hdr_len = self.hdr_len;
+        let packets = batch.packets();
+        q.prefetch::<true>(
+            &self.host,
+            usize::from(avail.wrapping_sub(q.next_avail)).min(packets.len()),
+            hdr_len,
+            |j| hdr_len + packets[j].len(),
+        );
+        let mut added = 0;
+        let mut result = Ok(());
+        let mut empty = false;
+        // The buffers a frame goes to: (address, length, chain), and the chains (filled up to
+        // `n` and `n_heads` for each frame, never cleared).
+        let mut segs = [(0u64, 0u32, 0u16); MAX_SEGS];
+        let mut heads = [0u16; MAX_SEGS];
+        let mut used = [0u32; MAX_SEGS];
+        for p in batch.packets_mut() {
+            if result.is_err() || empty {
+                counts[2] += 1;
+                continue;
+            }
+            let frame_len = p.len();
+            let need = self.hdr_len + frame_len;
+            // The usual case: the next chain is one writable buffer, in one region, that
+            // holds header and frame.
+            if q.next_avail != avail {
+                let head = q.avail_entry(q.next_avail);
+                if head < q.size {
+                    let d = SplitRing::desc(q.desc, head);
+                    if d.flags == DESC_F_WRITE
+                        && d.len as usize >= need
+                        && let Some(dst) = self.host.at(d.addr, need)
+                    {
+                        // The header (all zero but `num_buffers`, 1) is compared and, if
+                        // need be, stored straight from registers ([`put_hdr`]): written to
+                        // the packet's headroom and copied with the frame, it was read back
+                        // before its stores had left the store buffer, which then waited for
+                        // every earlier store to guest memory.
+                        //
+                        // SAFETY: `dst` is valid for `need` bytes of a live, writable shared
+                        // mapping (`HostMap::at`), header then frame; the packet's buffer is
+                        // never guest memory. A lent frame's rest is valid for its
+                        // `frame_len - LENT_HEAD` bytes until the pool's lending ends
+                        // (`Pool::packet_lent`); it may be this guest's memory, even (a
+                        // hostile guest) overlapping `dst`, hence a copy that allows it.
+                        unsafe {
+                            put_hdr(dst, self.hdr_len, 1);
+                            let dst = dst.add(self.hdr_len);
+                            match pool.lent_tail(p) {
+                                None => copy_frame_with(dst, p.data().as_ptr(), frame_len, how),
+                                Some(tail) => {
+                                    copy_frame(dst, p.headers().as_ptr(), LENT_HEAD);
+                                    std::ptr::copy(tail, dst.add(LENT_HEAD), frame_len - LENT_HEAD);
+                                }
+                            }
+                        }
+                        q.next_avail = q.next_avail.wrapping_add(1);
+                        q.put_used(head, need as u32);
+                        added += 1;
+                        counts[0] += 1;
+                        counts[1] += frame_len as u64;
+                        continue;
+                    }
+                }
+            }
+            pool.materialize(p);
+            let start = q.next_avail;
+            let mut n = 0;
+            let mut n_heads = 0;
+            let mut cap = 0usize;
+            let mut fits = true;
+            while cap < need {
+                if q.next_avail == avail {
+                    // The guest has posted no more buffers: the rest of the burst is dropped
+                    // without looking again.
+                    fits = false;
+                    empty = true;
+                    break;
+                }
+                if n_heads == MAX_SEGS || (n_heads == 1 && !self.mrg) {
+                    // Too many buffers for one frame, or a single buffer too small for it:
+                    // this frame cannot go, the next may.
+                    fits = false;
+                    break;
+                }
+                let head = q.avail_entry(q.next_avail);
+                q.next_avail = q.next_avail.wrapping_add(1);
+                heads[n_heads] = head;
+                n_heads += 1;
+                let (mut k, mut chain_cap) = (0usize, 0usize);
+                let chain = (n_heads - 1) as u16;
+                let walked = q.walk(&self.host, head, true, |addr, len| {
+                    k += 1;
+                    chain_cap += len as usize;
+                    // Past MAX_SEGS the frame has all the buffers it may take.
+                    if n < MAX_SEGS {
+                        segs[n] = (addr, len, chain);
+                        n += 1;
+                        cap += len as usize;
+                    }
+                });
+                if let Err(e) = walked {
+                    result = Err(e);
+                } else if k > MAX_SEGS {
+                    result = Err(BadRing("receive chain of too many buffers"));
+                } else if chain_cap < self.hdr_len {
+                    result = Err(BadRing("receive buffer shorter than the virtio-net header"));
+                }
+                if result.is_err() {
+                    break;
+                }
+            }
+            if result.is_err() {
+                counts[2] += 1;
+                continue;
+            }
+            if !fits {
+                // Nothing of it is used: the chains taken go back to the available ring.
+                q.next_avail = start;
+                counts[2] += 1;
+                continue;
+            }
+            let mut hdr = [0u8; vnet::HDR_LEN];
+            hdr[10..12].copy_from_slice(&(n_heads as u16).to_le_bytes());
+            let hdr = &hdr[..self.hdr_len];
+            used[..n_heads].fill(0);
+            // The header goes in the packet's headroom (the packet is done with after this),
+            // so that header and frame are one copy.
+            let copied = if p.headroom() >= hdr.len() {
+                p.push_front(hdr.len()).copy_from_slice(hdr);
+                scatter(&self.host, &self.mem, &segs[..n], &[], p.data(), &mut used)
+            } else {
+                scatter(&self.host, &self.mem, &segs[..n], hdr, p.data(), &mut used)
+            };
+            if copied.is_err() {
+                result = Err(BadRing("buffer outside guest memory"));
+                counts[2] += 1;
+                continue;
+            }
+            for (i, &h) in heads[..n_heads].iter().enumerate() {
+                q.put_used(h, used[i]);
+            }
+            added += n_heads;
+            counts[0] += 1;
+            counts[1] += frame_len as u64;
+        }
+        self.q = q;
+        self.complete(added);
+        result
+    }
+}
