@@ -16,6 +16,7 @@ mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;
 mod of_cmd;
+mod port_stats_cmd;
 mod report;
 mod run_cmd;
 mod upcall_cmd;
@@ -376,6 +377,7 @@ fn ofctl(
         "mod-flows",
         "del-flows",
         "dump-flows",
+        "dump-ports",
         "show",
         "add-tlv-map",
         "del-tlv-map",

@@ -449,6 +449,7 @@ pub fn registry(
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
     crate::dummy_cmd::register(&reg);
+    crate::port_stats_cmd::register(&reg, &of, &dp);
     crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);
     crate::vlog_cmd::register(&reg);
     {

@@ -599,6 +599,19 @@ impl Ofproto {
         Ok(out)
     }
 
+    /// The OpenFlow ports of `bridge` that have a datapath port: number and name.
+    pub fn port_names(&self, bridge: &str) -> Result<Vec<(u32, String)>, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("{bridge} is not a bridge or a socket"))?;
+        Ok(b.ports
+            .values()
+            .filter(|port| port.dp_port.is_some())
+            .map(|port| (port.ofport, port.name.clone()))
+            .collect())
+    }
+
     /// The names and datapath numbers of `bridge`'s ports that have a datapath side (a dump
     /// names ports one way or the other).
     pub fn dp_port_ids(&self, bridge: &str) -> Result<Vec<String>, String> {
