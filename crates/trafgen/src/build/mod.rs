@@ -56,11 +56,13 @@ use wire::{
 use crate::stamp::{STAMP_LEN, Stamp};
 
 mod dissect;
+mod fast_mod;
 #[cfg(test)]
 mod fixtures;
 mod layer;
 mod vary;
 
+use fast_mod::FastMod;
 pub use layer::{Eth, Geneve, Gre, Ipv4, Ipv6, Layer, LayerKind, Mpls, Tcp, Udp, Vlan, Vxlan};
 use layer::{is_tunnel_udp, udp_ports};
 pub use vary::{FieldKind, FieldRef, Vary, VaryOp};
@@ -764,51 +766,6 @@ fn put_stamp(frame: &mut [u8], stamp: &Stamp) {
     }
 }
 
-/// `a mod d` by multiplication (Lemire, Kaser & Kurz, "Faster remainder by direct computation",
-/// 2019): with `M = ⌈2^F / d⌉` of `F` bits, `a mod d = ((M × a) mod 2^F) × d >> F`, exact for
-/// every `a` and `d` below `2^(F/2)`. `F = 64` (two multiplications) while `a` and `d` fit 32
-/// bits, as they do for the first 4 billion packets of a stream; `F = 128` beyond.
-#[derive(Clone, Copy, Debug)]
-struct FastMod {
-    d: u64,
-    m: u128,
-    /// `M` for `F = 64`, when `d` fits 32 bits (else 0, unused).
-    m32: u64,
-    small: bool,
-}
-
-impl FastMod {
-    fn new(d: u64) -> FastMod {
-        let d = d.max(1);
-        let small = d <= u64::from(u32::MAX);
-        FastMod {
-            d,
-            // For d = 1 these wrap to 0, and the remainder comes out 0, as it should.
-            m: (u128::MAX / u128::from(d)).wrapping_add(1),
-            m32: if small {
-                (u64::MAX / d).wrapping_add(1)
-            } else {
-                0
-            },
-            small,
-        }
-    }
-
-    #[inline(always)]
-    fn rem(self, a: u64) -> u64 {
-        if self.small && a >> 32 == 0 {
-            let low = self.m32.wrapping_mul(a);
-            return ((u128::from(low) * u128::from(self.d)) >> 64) as u64;
-        }
-        let low = self.m.wrapping_mul(u128::from(a));
-        let d = u128::from(self.d);
-        // (low × d) >> 128, from 64-bit halves.
-        let hi = (low >> 64) * d;
-        let lo = (u128::from(low as u64) * d) >> 64;
-        ((hi + lo) >> 64) as u64
-    }
-}
-
 /// A precomputed frame: where it is.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -1484,40 +1441,6 @@ mod tests {
                 let st = Stamp { stream, seq, tx_ns };
                 let f = fs.frame(i as u64, &st);
                 prop_assert!(verify(&layers, &f).is_ok());
-            }
-        }
-
-        #[test]
-        fn fastmod_is_mod(a: u64, d in 1u64..) {
-            prop_assert_eq!(FastMod::new(d).rem(a), a % d);
-        }
-
-        #[test]
-        fn fastmod_small_divisors(a: u64, d in 1u64..5000) {
-            prop_assert_eq!(FastMod::new(d).rem(a), a % d);
-        }
-
-        #[test]
-        fn fastmod_32_bit(a: u32, d in 1u32..) {
-            prop_assert_eq!(FastMod::new(d.into()).rem(a.into()), u64::from(a % d));
-        }
-    }
-
-    #[test]
-    fn fastmod_edges() {
-        for d in [
-            1u64,
-            2,
-            3,
-            7,
-            12,
-            1000,
-            u32::MAX as u64,
-            u64::MAX - 1,
-            u64::MAX,
-        ] {
-            for a in [0u64, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1] {
-                assert_eq!(FastMod::new(d).rem(a), a % d, "{a} % {d}");
             }
         }
     }
