@@ -55,6 +55,7 @@ use wire::{
 
 use crate::stamp::{STAMP_LEN, Stamp};
 
+mod checksum;
 mod dissect;
 mod fast_mod;
 #[cfg(test)]
@@ -62,6 +63,7 @@ mod fixtures;
 mod layer;
 mod vary;
 
+use checksum::Site;
 use fast_mod::FastMod;
 pub use layer::{Eth, Geneve, Gre, Ipv4, Ipv6, Layer, LayerKind, Mpls, Tcp, Udp, Vlan, Vxlan};
 use layer::{is_tunnel_udp, udp_ports};
@@ -155,34 +157,6 @@ struct Layout {
     offs: Vec<usize>,
     header_len: usize,
     sites: Vec<Site>,
-}
-
-/// A checksum in a frame: where it is and which bytes it covers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Site {
-    /// Offset of the 16-bit checksum field.
-    pos: usize,
-    /// Start of the covered bytes (parity reference).
-    start: usize,
-    /// End of the covered bytes; `None`: to the end of the frame.
-    end: Option<usize>,
-    /// The pseudo-header's addresses (source then destination), covered too: (start, len).
-    pseudo: Option<(usize, usize)>,
-    /// UDP: a computed 0 is sent as 0xffff.
-    udp: bool,
-}
-
-impl Site {
-    /// The offset that byte `o` is counted from if the checksum covers it.
-    fn base_of(&self, o: usize, frame_len: usize) -> Option<usize> {
-        if o >= self.start && o < self.end.unwrap_or(frame_len) {
-            return Some(self.start);
-        }
-        match self.pseudo {
-            Some((s, n)) if o >= s && o < s + n => Some(s),
-            _ => None,
-        }
-    }
 }
 
 impl Template {
@@ -718,39 +692,6 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 fn lcm(a: u64, b: u64) -> u64 {
     a / gcd(a, b) * b
-}
-
-/// Replaces the bytes at `off` with `new` and updates the checksums that cover them (RFC 1624
-/// eqn. 3), then the checksums that cover those checksums, and so on (`depth` bounds it).
-/// `skip` is the site whose own checksum field this change is.
-fn set_bytes(frame: &mut [u8], sites: &[Site], off: usize, new: &[u8], skip: usize, depth: usize) {
-    let n = new.len();
-    let old_sum = wire::checksum::data(&frame[off..off + n]);
-    let new_sum = wire::checksum::data(new);
-    frame[off..off + n].copy_from_slice(new);
-    if old_sum == new_sum || depth == 0 {
-        return;
-    }
-    for (si, s) in sites.iter().enumerate() {
-        if si == skip {
-            continue;
-        }
-        let Some(base) = s.base_of(off, frame.len()) else {
-            continue;
-        };
-        // Bytes at an odd distance from the start of the sum count byte-swapped (RFC 1071).
-        let (o, nw) = if (off - base) & 1 == 1 {
-            (old_sum.swap_bytes(), new_sum.swap_bytes())
-        } else {
-            (old_sum, new_sum)
-        };
-        let c = u16::from_be_bytes([frame[s.pos], frame[s.pos + 1]]);
-        let mut c2 = !wire::checksum::combine(&[!c, !o, nw]);
-        if s.udp && c2 == 0 {
-            c2 = 0xffff;
-        }
-        set_bytes(frame, sites, s.pos, &c2.to_be_bytes(), si, depth - 1);
-    }
 }
 
 /// Writes the stamp into the last 16 bytes (zero until now). The stamp sums to a

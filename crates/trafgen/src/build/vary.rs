@@ -8,10 +8,9 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use super::{
-    BuildError, FrameSpec, Layer, LayerKind, Layout, Site, Template, is_tunnel_udp, parse_mac_addr,
-    set_bytes,
-};
+use super::checksum::{Site, set_bytes};
+use super::layer::is_tunnel_udp;
+use super::{BuildError, FrameSpec, Layer, LayerKind, Layout, Template, parse_mac_addr};
 
 /// A field that can vary per flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
