@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use wire::EthernetAddress;
 
+use super::layer::is_tunnel_udp;
 use super::*;
 use crate::stamp::{STAMP_LEN, Stamp};
 

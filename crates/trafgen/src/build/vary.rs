@@ -10,7 +10,8 @@ use std::str::FromStr;
 
 use super::checksum::{Site, set_bytes};
 use super::layer::is_tunnel_udp;
-use super::{BuildError, FrameSpec, Layer, LayerKind, Layout, Template, parse_mac_addr};
+use super::template::Layout;
+use super::{BuildError, FrameSpec, Layer, LayerKind, Template, parse_mac_addr};
 
 /// A field that can vary per flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
