@@ -11,8 +11,7 @@ use datapath::port::PortCounters;
 use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
 
-/// OpenFlow's LOCAL port.
-const OFPP_LOCAL: u32 = 0xfffe;
+use ofproto::syntax::OFPP_LOCAL;
 
 /// Registers `ofctl/dump-ports`.
 pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {

@@ -309,14 +309,23 @@ fn tunnel_commands_and_bad_packets_on_a_running_switch() {
         assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let ports = ctl(&run, &["tnl/ports/show", "-v"]);
-    assert!(ports.contains("vxlan_sys_4789 (4789) ref_cnt=1"), "{ports}");
+    // OVS's tnl-ports.c: the datapath port's name and number (as dpif/show gives it), and
+    // with -v what it terminates instead of the counts.
+    let dp = dp_port_of(&ctl(&run, &["dpif/show"]), "vxlan_sys_4789");
+    let ports = ctl(&run, &["tnl/ports/show"]);
     assert!(
-        ports.contains(
-            "eth(dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),ipv4(dst=10.1.2.8,proto=17),udp(dst=4789)"
-        ),
+        ports.contains(&format!("vxlan_sys_4789 ({dp}) ref_cnt=1")),
         "{ports}"
     );
+    let ports = ctl(&run, &["tnl/ports/show", "-v"]);
+    assert!(
+        ports.contains(&format!(
+            "vxlan_sys_4789 ({dp}) : eth(dst=8c:dc:d4:ab:5b:f0),eth_type(0x0800),\
+             ipv4(dst=10.1.2.8,proto=17),udp(dst=4789)"
+        )),
+        "{ports}"
+    );
+    assert!(!ports.contains("ref_cnt"), "{ports}");
     let routes = ctl(&run, &["tnl/route/show"]);
     assert!(
         routes.contains("Cached: 10.1.2.0/24 dev br-phy SRC 10.1.2.8"),
@@ -358,8 +367,11 @@ fn tunnel_commands_and_bad_packets_on_a_running_switch() {
     );
     assert!(ctl(&run, &["ofctl/dump-tlv-map", "br-int"]).contains("tun_metadata0"));
     let ports = ctl(&run, &["tnl/ports/show"]);
-    assert!(ports.contains("genev_sys_6081 (6081) ref_cnt=1"), "{ports}");
-    assert!(ctl(&run, &["dpif/show"]).contains("genev_sys_6081"));
+    let dp = dp_port_of(&ctl(&run, &["dpif/show"]), "genev_sys_6081");
+    assert!(
+        ports.contains(&format!("genev_sys_6081 ({dp}) ref_cnt=1")),
+        "{ports}"
+    );
     let e = Command::new(bin())
         .args([
             "ctl",
@@ -463,4 +475,15 @@ fn an_unresolved_neighbour_is_asked_for_once_with_an_arp_request() {
         ),
     }
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The datapath port number `dpif/show` gives the port `name` (`    name OF/DP: (type)`).
+fn dp_port_of(show: &str, name: &str) -> u32 {
+    show.lines()
+        .find_map(|l| {
+            let rest = l.trim_start().strip_prefix(name)?.trim_start();
+            let (_, dp) = rest.split_once(':')?.0.split_once('/')?;
+            dp.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no {name} in {show}"))
 }

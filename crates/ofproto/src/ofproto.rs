@@ -356,43 +356,40 @@ impl Ofproto {
         self.changed();
     }
 
-    /// `tnl/ports/show [-v]`: the tunnel datapath ports listening, and with `-v` what each
-    /// terminates (the bridges' addresses).
+    /// `tnl/ports/show [-v]`, as OVS's `tnl-ports.c` prints it: the tunnel datapath ports
+    /// listening, by name, datapath port number and how many tunnel ports share each; with
+    /// `-v`, instead, what each terminates (one line per bridge address).
     pub fn tnl_ports_show(&self, verbose: bool) -> String {
         let ports = self.tunnel_dp_ports();
         let p = self.read();
         let mut out = String::from("Listening ports:\n");
-        for (name, kind, dst_port, _) in &ports {
-            let n = p
-                .bridges
-                .iter()
-                .flat_map(|b| b.tunnels.values())
-                .filter(|t| t.dp_port_name() == *name)
-                .count();
-            if *kind == TunnelType::Gre {
-                let _ = writeln!(out, "{name} (gre) ref_cnt={n}");
-            } else {
-                let _ = writeln!(out, "{name} ({dst_port}) ref_cnt={n}");
+        for (name, kind, dst_port, dp) in &ports {
+            if !verbose {
+                let n = p
+                    .bridges
+                    .iter()
+                    .flat_map(|b| b.tunnels.values())
+                    .filter(|t| t.dp_port_name() == *name)
+                    .count();
+                let _ = writeln!(out, "{name} ({dp}) ref_cnt={n}");
+                continue;
             }
-            if verbose {
-                for b in p.bridges.iter().filter(|b| b.hwaddr.is_some()) {
-                    for (a, _) in &b.addrs {
-                        let (et, ip) = match a {
-                            std::net::IpAddr::V4(v) => ("0x0800", format!("ipv4(dst={v}")),
-                            std::net::IpAddr::V6(v) => ("0x86dd", format!("ipv6(dst={v}")),
-                        };
-                        let l4 = if *kind == TunnelType::Gre {
-                            ",proto=47)".to_owned()
-                        } else {
-                            format!(",proto=17),udp(dst={dst_port})")
-                        };
-                        let _ = writeln!(
-                            out,
-                            "  {name} ({}) : eth(dst={}),eth_type({et}),{ip}{l4}",
-                            b.name,
-                            b.hwaddr.unwrap_or_default()
-                        );
-                    }
+            for b in p.bridges.iter().filter(|b| b.hwaddr.is_some()) {
+                for (a, _) in &b.addrs {
+                    let (et, ip) = match a {
+                        std::net::IpAddr::V4(v) => ("0x0800", format!("ipv4(dst={v}")),
+                        std::net::IpAddr::V6(v) => ("0x86dd", format!("ipv6(dst={v}")),
+                    };
+                    let l4 = if *kind == TunnelType::Gre {
+                        ",proto=47)".to_owned()
+                    } else {
+                        format!(",proto=17),udp(dst={dst_port})")
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{name} ({dp}) : eth(dst={}),eth_type({et}),{ip}{l4}",
+                        b.hwaddr.unwrap_or_default()
+                    );
                 }
             }
         }
