@@ -268,7 +268,7 @@ pub const MAX_ADDR_TEXT: usize = 39;
 /// A rewrite of the address text in a segment's payload, for NAT: the `old_len` bytes at `at`
 /// (from the start of the L4 header) become, in notation `form`, the address the peer sees,
 /// which is always the packet's *translated source address* (an announcement names its
-/// sender; [`inspect`] asks for an edit only when that address is translated). It is not
+/// sender; [`inspect`](super::inspect) asks for an edit only when that address is translated). It is not
 /// carried here, to keep the rewrite the tracker returns per packet small: the datapath takes
 /// it from the NAT rewrite. The packet grows or shrinks by [`PayloadEdit::delta`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
