@@ -34,10 +34,9 @@
 //! - `-m` prints the connection's id (OVS's userspace datapath always prints `id=0`);
 //! - lines come ordered by zone and tuple, not in hash order.
 //!
-//! Two things the table's API does not give yet: the per-peer TCP details of `-m`
-//! (`state_orig=...,flags_reply=...`; until [`ConnInfo`](crate::ConnInfo) carries them, `-m` prints the
-//! combined `state=`), and a zone limit of 0 (in OVS an unlimited zone under a default limit;
-//! here the table's 0 means "the default applies", so `zone=N,limit=0` removes the zone's own).
+//! One thing the table's API does not give yet: a zone limit of 0 (in OVS an unlimited zone
+//! under a default limit; here the table's 0 means "the default applies", so
+//! `zone=N,limit=0` removes the zone's own).
 
 mod args;
 mod ct_dpif;
