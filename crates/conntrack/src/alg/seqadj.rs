@@ -133,6 +133,7 @@ mod tests {
     }
 
     proptest! {
+        /// Shifting then unshifting gives the sender's number back, and an acknowledgment of
         /// shifted data maps to the sender's numbering, across wraparound.
         #[test]
         fn seq_adjust_inverse(pos: u32, d1 in -20i32..20, d2 in -20i32..20, gap in 100u32..1_000_000, len in 30u32..60, k in 0u32..10_000) {
