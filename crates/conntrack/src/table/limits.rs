@@ -1,0 +1,84 @@
+//! Connection limits: a global one (`dpctl/ct-set-maxconns`, OVS's default
+//! [`DEFAULT_MAXCONNS`]) and one per zone (`dpctl/ct-set-limits`, with a default for zones
+//! without their own). A commit counts its connection in ([`Conntrack::reserve`]) before it
+//! is made; over a limit it is refused and counted, and the packet stays `+new` uncommitted.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::Conntrack;
+
+/// OVS's default global connection limit.
+pub const DEFAULT_MAXCONNS: u32 = 3_000_000;
+
+impl Conntrack {
+    /// Counts a new connection in, within the limits.
+    pub(super) fn reserve(&self, zone: u16) -> bool {
+        let max = self.maxconns.load(Relaxed);
+        if self.n_conns.fetch_add(1, Relaxed) >= max {
+            self.n_conns.fetch_sub(1, Relaxed);
+            return false;
+        }
+        let z = usize::from(zone);
+        let limit = match self.zone_limit[z].load(Relaxed) {
+            0 => self.default_limit.load(Relaxed),
+            l => l,
+        };
+        if self.zone_count[z].fetch_add(1, Relaxed) >= limit && limit != 0 {
+            self.zone_count[z].fetch_sub(1, Relaxed);
+            self.n_conns.fetch_sub(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn release(&self, zone: u16) {
+        self.n_conns.fetch_sub(1, Relaxed);
+        self.zone_count[usize::from(zone)].fetch_sub(1, Relaxed);
+    }
+
+    /// Connections in the table (committed and not yet expired or removed).
+    pub fn n_conns(&self) -> u32 {
+        self.n_conns.load(Relaxed)
+    }
+
+    /// Connections counted in `zone`.
+    pub fn zone_conns(&self, zone: u16) -> u32 {
+        self.zone_count[usize::from(zone)].load(Relaxed)
+    }
+
+    pub fn maxconns(&self) -> u32 {
+        self.maxconns.load(Relaxed)
+    }
+
+    pub fn set_maxconns(&self, n: u32) {
+        self.maxconns.store(n, Relaxed);
+    }
+
+    /// The default zone limit (0: none).
+    pub fn default_limit(&self) -> u32 {
+        self.default_limit.load(Relaxed)
+    }
+
+    pub fn set_default_limit(&self, n: u32) {
+        self.default_limit.store(n, Relaxed);
+    }
+
+    /// A zone's own limit (0: the default applies).
+    pub fn zone_limit(&self, zone: u16) -> u32 {
+        self.zone_limit[usize::from(zone)].load(Relaxed)
+    }
+
+    pub fn set_zone_limit(&self, zone: u16, n: u32) {
+        self.zone_limit[usize::from(zone)].store(n, Relaxed);
+    }
+
+    /// Zones with their own limit.
+    pub fn zone_limits(&self) -> Vec<(u16, u32)> {
+        (0..=u16::MAX)
+            .filter_map(|z| match self.zone_limit(z) {
+                0 => None,
+                l => Some((z, l)),
+            })
+            .collect()
+    }
+}

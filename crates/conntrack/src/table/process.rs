@@ -1,0 +1,759 @@
+//! The per-packet path of `ct()` (OVS's `conntrack_execute` and `process_one`): a packet's
+//! headers are checked and its tuple made ([`crate::key`]), its connection looked up in the
+//! PMD's cache and then the table, and updated by its protocol's tracker (TCP's window, UDP's
+//! and ICMP's first packet and reply); a packet of no connection is `+new` and, on commit,
+//! starts one, within the limits, with its NAT translation and its ALG. The packet's
+//! connection metadata ([`CtMeta`]) is written in place and the NAT rewrite returned for the
+//! caller to apply.
+//!
+//! A connection committed with a helper (`helper=ftp|tftp`, [`crate::alg`]) has its packets
+//! read for announcements of data connections, which become expectations; a new connection
+//! that an expectation names is `+rel`, related to its parent. Under NAT the FTP helper also
+//! rewrites the announced address and the connection keeps the sequence adjustment the
+//! rewrite calls for ([`NatRewrite::alg`]).
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use super::cache::{Bucket, tag_is};
+use super::expiry::{EXPIRE_PER_BURST, note_expiry};
+use super::nat::rewrite_for;
+use super::{
+    Conn, Conntrack, CtCache, Entry, Key, Kind, Locked, NatRewrite, NatSpec, TimeoutClass, shard_of,
+};
+use crate::alg::{self, Helper};
+use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple};
+use crate::state::*;
+use crate::tcp::{Segment, TcpConn, Update};
+
+/// The arguments of one `ct()` action.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtArgs {
+    pub zone: u16,
+    pub commit: bool,
+    pub force: bool,
+    /// Set the connection's mark: value, mask.
+    pub mark: Option<(u32, u32)>,
+    /// Set the connection's label: value, mask.
+    pub label: Option<(u128, u128)>,
+    pub nat: Option<NatSpec>,
+    /// The ALG a committed connection gets (`helper=ftp|tftp`).
+    pub helper: Option<Helper>,
+}
+
+/// Connection metadata a packet carries: what `ct()` wrote, what later passes match.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtMeta {
+    /// [`crate::state`] bits; 0 when never tracked.
+    pub state: u8,
+    pub zone: u16,
+    pub mark: u32,
+    pub label: u128,
+    /// The connection's original-direction tuple (valid when `state` has TRK without INV).
+    pub orig: Tuple,
+    /// Where the PMD's cache holds the packet's connection (the low 32 bits of the hash of
+    /// the tuple it was found by); 0 when it has none. A later `ct()` of the same packet in
+    /// the same zone can take the connection from there ([`Conntrack::recheck`]).
+    pub conn_ref: u32,
+}
+
+/// A packet as the tracker sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct CtPacket<'a> {
+    /// The frame.
+    pub frame: &'a [u8],
+    /// Offset of its IPv4 or IPv6 header.
+    pub l3: usize,
+    pub v6: bool,
+    /// For the first fragment of a reassembled datagram: the datagram's L4 length.
+    pub frag_l4_len: Option<usize>,
+    /// Its headers and checksums were checked by an earlier `ct()` (skip the checks).
+    pub verified: bool,
+    /// An earlier `ct()` in the same zone translated it (NAT): look it up by its connection's
+    /// translated tuple.
+    pub natted: bool,
+}
+
+/// How a packet reaches [`Conntrack`]'s `update`, for the ALGs.
+#[derive(Clone, Copy, Debug)]
+enum AlgView<'a> {
+    /// As it arrived: its TCP header and payload, which a helper reads.
+    Fresh(&'a [u8]),
+    /// Translated, ALG adjustments included, by an earlier `ct(nat)` of the zone: not read or
+    /// adjusted again.
+    Natted,
+    /// Not read: not TCP, or the first fragment of a reassembled datagram (adjusted only).
+    Skip,
+}
+
+impl Conntrack {
+    /// Tracks one packet under `args`. Writes the packet's connection metadata into `md` and
+    /// returns the NAT rewrite to apply, if any.
+    pub fn process(
+        &self,
+        cache: &mut CtCache,
+        pkt: &CtPacket<'_>,
+        md: &mut CtMeta,
+        args: &CtArgs,
+        now: u64,
+    ) -> Option<NatRewrite> {
+        let parsed = Self::parse(pkt, args.zone);
+        let mut rw = None;
+        self.process_parsed(cache, pkt, &parsed, md, &mut rw, args, now);
+        if !cache.pending.is_empty() {
+            self.expire(cache, now, 0);
+        }
+        rw
+    }
+
+    /// [`Self::process`] for a batch, in two steps: every packet's headers are parsed and its
+    /// cache slot and connection are touched first, so that their cache misses overlap, then
+    /// each packet is tracked. `out[i]` receives packet `i`'s metadata and rewrite.
+    pub fn process_batch(
+        &self,
+        cache: &mut CtCache,
+        pkts: &[CtPacket<'_>],
+        out: &mut [(CtMeta, Option<NatRewrite>)],
+        args: &CtArgs,
+        now: u64,
+    ) {
+        const MAX: usize = 32;
+        // The cache's scratch vector keeps its capacity: nothing is allocated per burst.
+        cache.fit(self.n_conns.load(Relaxed));
+        let mut parsed = std::mem::take(&mut cache.parsed);
+        for (chunk, outs) in pkts.chunks(MAX).zip(out.chunks_mut(MAX)) {
+            parsed.clear();
+            for pkt in chunk {
+                let p = Self::parse(pkt, args.zone);
+                if let Ok(p) = &p {
+                    cache.prefetch_bucket(p.hash);
+                }
+                parsed.push(p);
+            }
+            for p in parsed.iter().flatten() {
+                cache.prefetch_conn(p.hash);
+            }
+            for ((pkt, o), p) in chunk.iter().zip(outs.iter_mut()).zip(&parsed) {
+                let (md, nat) = o;
+                self.process_parsed(cache, pkt, p, md, nat, args, now);
+            }
+        }
+        cache.parsed = parsed;
+        self.expire(cache, now, EXPIRE_PER_BURST);
+    }
+
+    #[inline(always)]
+    fn parse(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {
+        key::parse(
+            pkt.frame,
+            pkt.l3,
+            pkt.v6,
+            zone,
+            pkt.frag_l4_len,
+            !pkt.verified,
+        )
+    }
+
+    /// Tracks one parsed packet: its metadata into `md`, the NAT rewrite it needs (if any)
+    /// into `nat` (out-parameters: what they hold is moved once, not through return values).
+    #[allow(clippy::too_many_arguments)]
+    fn process_parsed(
+        &self,
+        cache: &mut CtCache,
+        pkt: &CtPacket<'_>,
+        parsed: &Result<key::Parsed, Invalid>,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) {
+        md.zone = args.zone;
+        // Set again below when the connection is cached (`md` may hold an earlier packet's).
+        md.conn_ref = 0;
+        *nat = None;
+        let p = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                self.counters.invalid[*e as usize].fetch_add(1, Relaxed);
+                self.invalid(md);
+                return;
+            }
+        };
+        let t = &p.tuple;
+        if p.related {
+            // An ICMP error: the connection of the packet it carries, in the other direction.
+            let r = t.reverse();
+            let found = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, _| {
+                md.state = TRK | REL | if reply { RPL } else { 0 };
+                md.mark = c.mark.load(Relaxed);
+                md.label = c.label();
+                md.orig = c.orig;
+                // NAT: the error, and the packet it quotes, are translated as the connection's
+                // own packets of their directions are.
+                let f = c.nat_flags();
+                if args.nat.is_some() && f != 0 {
+                    md.state |= f;
+                    *nat = Some(NatRewrite {
+                        icmp_error: true,
+                        ..rewrite_for(c, reply)
+                    });
+                }
+            });
+            if found.is_none() {
+                self.counters.related_unknown.fetch_add(1, Relaxed);
+                self.invalid(md);
+            }
+            return;
+        }
+        // A TCP segment, and what an ALG reads of it (not a datagram's first fragment alone).
+        let mut view = AlgView::Skip;
+        let seg = if t.proto == TCP {
+            let b = &pkt.frame[p.l4..(p.l4 + p.l4_len).min(pkt.frame.len())];
+            if pkt.frag_l4_len.is_none() {
+                view = AlgView::Fresh(b);
+            }
+            match Segment::parse_with_len(b, p.l4_len) {
+                Some(s) => Some(s),
+                None => {
+                    self.counters.invalid[Invalid::L4 as usize].fetch_add(1, Relaxed);
+                    self.invalid(md);
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        if pkt.natted {
+            // An earlier ct() of this zone translated the packet: its tuple is the other
+            // direction's, reversed. It is tracked, not translated again.
+            let r = t.reverse();
+            let tracked = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, pending| {
+                let mut earlier = false;
+                // Not translated again: the rewrite is dropped.
+                let ok = self.update(
+                    c,
+                    !reply,
+                    seg.as_ref(),
+                    md,
+                    &mut None,
+                    args,
+                    now,
+                    AlgView::Natted,
+                    &mut earlier,
+                );
+                if earlier {
+                    note_expiry(pending, c);
+                }
+                ok
+            });
+            if tracked == Some(true) {
+                return;
+            }
+        }
+        let found = self.with_conn(
+            cache,
+            t,
+            p.hash,
+            now,
+            #[inline(always)]
+            |c, reply, cached, pending| {
+                // `force`: a connection seen from this side is started anew from here.
+                if reply && args.force && args.commit {
+                    return Some(c.clone());
+                }
+                let mut earlier = false;
+                if self.update(
+                    c,
+                    reply,
+                    seg.as_ref(),
+                    md,
+                    nat,
+                    args,
+                    now,
+                    view,
+                    &mut earlier,
+                ) {
+                    if earlier {
+                        note_expiry(pending, c);
+                    }
+                    md.conn_ref = if cached { p.hash as u32 } else { 0 };
+                    None
+                } else {
+                    // The segment reopens a closed TCP connection: start a new one.
+                    Some(c.clone())
+                }
+            },
+        );
+        let stale = match found {
+            Some(None) => return,
+            Some(Some(c)) => Some(c),
+            None => None,
+        };
+        if let Some(c) = stale {
+            self.remove(&c);
+        }
+        *nat = self.new_conn(cache, p, seg.as_ref(), md, args, now);
+    }
+
+    /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
+    /// connection at `conn_ref` in the cache, its original tuple `orig`): as OVS's kernel
+    /// datapath does for a packet whose connection is cached, the packet is not tracked again;
+    /// a commit only writes the mark and label. Returns the connection's mark and label, or
+    /// `None` when the connection is not at hand (or the action asks for NAT or `force`): then
+    /// [`Self::process`] the packet.
+    #[inline]
+    pub fn recheck(
+        &self,
+        cache: &CtCache,
+        conn_ref: u32,
+        orig: &Tuple,
+        args: &CtArgs,
+        now: u64,
+    ) -> Option<(u32, u128)> {
+        if conn_ref == 0 || args.nat.is_some() || args.force {
+            return None;
+        }
+        // The number of buckets divides 2^32, so the bucket is the same as the full hash's.
+        let (_, c) = cache
+            .bucket(u64::from(conn_ref))?
+            .0
+            .iter()
+            .flatten()
+            .find(|(k, _)| tag_is(u64::from(*k as u32), u64::from(conn_ref)))?;
+        if !c.alive(now) || c.orig != *orig {
+            return None;
+        }
+        if args.commit && (args.mark.is_some() || args.label.is_some()) {
+            self.set_mark_label(c, args);
+        }
+        Some((c.mark.load(Relaxed), c.label()))
+    }
+
+    fn invalid(&self, md: &mut CtMeta) -> Option<NatRewrite> {
+        md.state = TRK | INV;
+        md.mark = 0;
+        md.label = 0;
+        md.conn_ref = 0;
+        None
+    }
+
+    /// Runs `f` on the alive connection of `t` (hash `h`): the connection, whether `t` is its
+    /// reply direction, whether the PMD's cache holds it (at `h`'s slot: a later `ct()` of the
+    /// packet finds it there, [`Self::recheck`]), and the cache's list of connections to queue
+    /// for expiry. `None` when there is none. A cache hit takes no lock and no reference
+    /// count; on a miss `f` runs under the read lock of the table's shard, and the connection
+    /// goes into the cache only as [`CtCache::admit`] says.
+    #[inline]
+    fn with_conn<R>(
+        &self,
+        cache: &mut CtCache,
+        t: &Tuple,
+        h: u64,
+        now: u64,
+        f: impl FnOnce(&Arc<Conn>, bool, bool, &mut Vec<(u64, u64, Arc<Conn>)>) -> R,
+    ) -> Option<R> {
+        if let Some((c, reply)) = Bucket::of(&cache.buckets, h).and_then(|b| b.get(h, t, now)) {
+            return Some(f(c, reply, true, &mut cache.pending));
+        }
+        let map = self.shards[shard_of(h)].read().unwrap();
+        let e = map.get(&Key { h, t: *t }).filter(|e| e.conn.alive(now))?;
+        if !cache.admit(h) {
+            return Some(f(&e.conn, e.reply, false, &mut cache.pending));
+        }
+        let e = e.clone();
+        drop(map);
+        let (c, reply) = Bucket::put(&mut cache.buckets, cache.size, h, e);
+        Some(f(c, reply, true, &mut cache.pending))
+    }
+
+    /// A packet of an existing connection: its metadata into `md`, its NAT rewrite (if any)
+    /// into `nat`. False when the packet reopens the connection (TCP); then neither is
+    /// written.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn update(
+        &self,
+        c: &Conn,
+        reply: bool,
+        seg: Option<&Segment>,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+        view: AlgView<'_>,
+        earlier: &mut bool,
+    ) -> bool {
+        let mut alg_rw = None;
+        let est = match c.kind {
+            Kind::Tcp => {
+                let arrived = *seg.expect("TCP packets come with their segment");
+                let mut seg = arrived;
+                let mut l = c.locked.lock().unwrap();
+                // An ALG resized earlier payload: the tracker sees each sender's own numbering.
+                let adj = l.alg.as_deref().map(|a| a.adj).filter(|a| !a.is_zero());
+                if let Some(a) = &adj {
+                    match view {
+                        AlgView::Natted => seg.seq = a.unshift_seq(reply, seg.seq),
+                        _ if seg.flags & crate::tcp::ACK != 0 => {
+                            seg.ack = seg.ack.wrapping_add_signed(a.ack_offset(reply, seg.ack));
+                        }
+                        _ => {}
+                    }
+                }
+                let tcp = l.tcp.as_mut().expect("a TCP connection has its state");
+                match tcp.update(&seg, reply, !self.tcp_seq_chk.load(Relaxed)) {
+                    Update::Valid => {
+                        let class = TimeoutClass::of_tcp(tcp.timeout());
+                        if tcp.timer_refreshed() {
+                            *earlier |= c.touch(class, now);
+                        } else {
+                            c.class.store(class as u8, Relaxed);
+                        }
+                        let est = tcp.established();
+                        if c.helper.is_some() || adj.is_some() {
+                            let translate = args.nat.is_some() && c.nat_flags() != 0;
+                            match self.alg_tcp(c, &mut l, reply, &arrived, view, translate, now) {
+                                Ok(rw) => alg_rw = rw,
+                                Err(()) => {
+                                    drop(l);
+                                    self.invalid(md);
+                                    return true;
+                                }
+                            }
+                        }
+                        est
+                    }
+                    Update::Invalid => {
+                        drop(l);
+                        self.counters.tcp_invalid.fetch_add(1, Relaxed);
+                        self.invalid(md);
+                        return true;
+                    }
+                    Update::Reopen => return false,
+                }
+            }
+            Kind::Udp | Kind::Icmp => {
+                let seen = reply || c.reply_seen.load(Relaxed);
+                if reply && !c.reply_seen.load(Relaxed) {
+                    c.reply_seen.store(true, Relaxed);
+                }
+                let class = match (c.kind, seen) {
+                    (Kind::Udp, true) => TimeoutClass::UdpMultiple,
+                    (Kind::Udp, false) => TimeoutClass::UdpSingle,
+                    (_, true) => TimeoutClass::IcmpReply,
+                    (_, false) => TimeoutClass::IcmpFirst,
+                };
+                *earlier |= c.touch(class, now);
+                if c.helper == Some(Helper::Tftp) && !reply {
+                    self.tftp_expect(c, now);
+                }
+                seen
+            }
+        };
+        let mut state = TRK | if est { EST } else { NEW };
+        if reply {
+            state |= RPL;
+        }
+        // A related connection keeps its parent's mark and label (OVS).
+        if args.commit && (args.mark.is_some() || args.label.is_some()) && !c.related {
+            self.set_mark_label(c, args);
+        }
+        md.mark = c.mark.load(Relaxed);
+        md.label = c.label();
+        md.orig = c.orig;
+        if c.related {
+            state |= REL;
+            md.orig = Self::parent_of(c);
+        }
+        if args.nat.is_some() {
+            let f = c.nat_flags();
+            if f != 0 {
+                state |= f;
+                *nat = Some(NatRewrite {
+                    alg: alg_rw,
+                    ..rewrite_for(c, reply)
+                });
+            }
+        }
+        md.state = state;
+        true
+    }
+
+    /// The FTP helper's part of a valid TCP segment of `c` (whose lock is `l`): an
+    /// announcement is recorded as an expectation; when the packet is translated
+    /// (`translate`), the announced address is rewritten and the sequence numbers adjusted.
+    /// `Err` for a malformed announcement (the packet is `+inv`).
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    fn alg_tcp(
+        &self,
+        c: &Conn,
+        l: &mut Locked,
+        reply: bool,
+        seg: &Segment,
+        view: AlgView<'_>,
+        translate: bool,
+        now: u64,
+    ) -> Result<Option<alg::AlgRewrite>, ()> {
+        let (mut edit, mut delta) = (None, 0);
+        if let AlgView::Fresh(l4) = view
+            && c.helper == Some(Helper::Ftp)
+            && seg.payload_len != 0
+        {
+            let ctl = alg::Control {
+                helper: Helper::Ftp,
+                orig: &c.orig,
+                reply_tuple: &c.reply,
+                id: c.id,
+                mark: c.mark.load(Relaxed),
+                label: l.label,
+                reply,
+                nat: translate,
+            };
+            let out = alg::inspect(&ctl, l4, now);
+            if out.invalid {
+                self.expectations.count(alg::AlgCounter::BadMessage);
+                return Err(());
+            }
+            if out.incomplete {
+                self.expectations.count(alg::AlgCounter::Incomplete);
+            }
+            if let Some(e) = out.expectation {
+                self.expectations.insert(e, now);
+            }
+            (edit, delta) = (out.edit, out.delta);
+        }
+        if !translate || matches!(view, AlgView::Natted) {
+            return Ok(None);
+        }
+        let a = l.alg.get_or_insert_with(Default::default);
+        if edit.is_some() {
+            a.adj.record(reply, seg.seq, delta);
+        }
+        if edit.is_none() && a.adj.is_zero() {
+            return Ok(None);
+        }
+        Ok(Some(alg::AlgRewrite {
+            payload: edit,
+            seq: a.adj.seq_offset(reply, seg.seq),
+            ack: if seg.flags & crate::tcp::ACK != 0 {
+                a.adj.ack_offset(reply, seg.ack)
+            } else {
+                0
+            },
+        }))
+    }
+
+    /// The TFTP helper: a packet of the request's direction expects the server's answer.
+    #[cold]
+    fn tftp_expect(&self, c: &Conn, now: u64) {
+        let ctl = alg::Control {
+            helper: Helper::Tftp,
+            orig: &c.orig,
+            reply_tuple: &c.reply,
+            id: c.id,
+            mark: c.mark.load(Relaxed),
+            label: c.label(),
+            reply: false,
+            nat: false,
+        };
+        if let Some(e) = alg::inspect(&ctl, &[], now).expectation {
+            self.expectations.insert(e, now);
+        }
+    }
+
+    /// A related connection's parent's original tuple (what it reports as its own).
+    #[cold]
+    fn parent_of(c: &Conn) -> Tuple {
+        let l = c.locked.lock().unwrap();
+        l.alg.as_ref().and_then(|a| a.parent).unwrap_or(c.orig)
+    }
+
+    /// A commit's `mark` and `label` writes, serialized by the connection's lock.
+    fn set_mark_label(&self, c: &Conn, args: &CtArgs) {
+        let mut l = c.locked.lock().unwrap();
+        if let Some((v, m)) = args.mark {
+            let cur = c.mark.load(Relaxed);
+            c.mark.store((cur & !m) | (v & m), Relaxed);
+        }
+        if let Some((v, m)) = args.label {
+            l.label = (l.label & !m) | (v & m);
+            c.labeled.store(l.label != 0, Relaxed);
+        }
+    }
+
+    /// A packet of no connection: `+new`, and committed when asked.
+    fn new_conn(
+        &self,
+        cache: &mut CtCache,
+        p: &key::Parsed,
+        seg: Option<&Segment>,
+        md: &mut CtMeta,
+        args: &CtArgs,
+        now: u64,
+    ) -> Option<NatRewrite> {
+        let (t, h) = (&p.tuple, p.hash);
+        // The protocol state of a connection this packet starts, if it may start one.
+        let start = || -> Option<(Kind, Option<Box<TcpConn>>, TimeoutClass)> {
+            Some(match t.proto {
+                TCP => {
+                    let c = TcpConn::new(seg?)?;
+                    let class = TimeoutClass::of_tcp(c.timeout());
+                    (Kind::Tcp, Some(Box::new(c)), class)
+                }
+                ICMP | ICMPV6 if key::icmp_is_request(t) => {
+                    (Kind::Icmp, None, TimeoutClass::IcmpFirst)
+                }
+                ICMP | ICMPV6 => return None,
+                // UDP, and other protocols tracked by addresses alone (OVS's "other").
+                _ => (Kind::Udp, None, TimeoutClass::UdpFirst),
+            })
+        };
+        if start().is_none() {
+            let c = if t.proto == TCP {
+                &self.counters.tcp_invalid
+            } else {
+                &self.counters.invalid[Invalid::Unsupported as usize]
+            };
+            c.fetch_add(1, Relaxed);
+            return self.invalid(md);
+        }
+        // An expectation names the connection: it is related to the expectation's parent.
+        let exp = if self.expectations.is_empty() {
+            None
+        } else {
+            self.expectations
+                .find(t, now)
+                .filter(|e| self.parent_alive(e, now))
+        };
+        md.state = TRK | NEW | if exp.is_some() { REL } else { 0 };
+        md.mark = exp.map_or(0, |e| e.mark);
+        md.label = exp.map_or(0, |e| e.label);
+        md.orig = exp.map_or(*t, |e| e.parent);
+        if !args.commit {
+            return None;
+        }
+        if !self.reserve(t.zone) {
+            self.counters.limit_refused.fetch_add(1, Relaxed);
+            return None;
+        }
+        let policy = self.policy_cached(cache, t.zone);
+        let nat = args.nat.filter(|n| n.kind.is_some() && exp.is_none());
+        // A related connection is translated as its parent's counterpart, by any `nat`.
+        let exp_nat = exp.filter(|_| args.nat.is_some());
+        let helper = args.helper.filter(|h| h.proto() == t.proto);
+        // A second try only for NAT: a concurrent commit may have taken the tuple picked.
+        for attempt in 0..if nat.is_some() { 2 } else { 1 } {
+            let mut reply = t.reverse();
+            if let Some(e) = &exp_nat {
+                reply = e.nat_reply(t);
+            }
+            if let Some(n) = &nat {
+                match self.nat_pick(t, n, now, attempt) {
+                    Some(r) => reply = r,
+                    None => {
+                        self.release(t.zone);
+                        self.counters.nat_exhausted.fetch_add(1, Relaxed);
+                        return self.invalid(md);
+                    }
+                }
+            }
+            let (kind, tcp, class) = start().expect("checked above");
+            let ms = policy.ms(class);
+            let id = self.next_id.fetch_add(1, Relaxed);
+            let (mark, label) = exp.map_or((0, 0), |e| (e.mark, e.label));
+            let alg = (exp.is_some() || helper.is_some()).then(|| {
+                Box::new(alg::ConnAlg {
+                    parent: exp.map(|e| e.parent),
+                    ..Default::default()
+                })
+            });
+            // A connection of the PMD's pool is set up in place: no allocation.
+            let mut pooled = cache.pool.pop();
+            let conn = if let Some(c) = pooled.as_mut().and_then(Arc::get_mut) {
+                c.orig = *t;
+                c.reply = reply;
+                c.id = id;
+                c.kind = kind;
+                c.helper = helper;
+                c.related = exp.is_some();
+                *c.expires.get_mut() = now + ms;
+                c.queue = cache.queue as u8;
+                *c.queued.get_mut() = now + ms;
+                *c.dead.get_mut() = false;
+                *c.reply_seen.get_mut() = false;
+                *c.class.get_mut() = class as u8;
+                *c.mark.get_mut() = mark;
+                *c.labeled.get_mut() = label != 0;
+                if !Arc::ptr_eq(&c.policy, &policy) {
+                    c.policy = policy.clone();
+                }
+                let l = c
+                    .locked
+                    .get_mut()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                l.tcp = tcp;
+                l.label = label;
+                l.alg = alg;
+                pooled.expect("a pooled connection")
+            } else {
+                Arc::new(Conn {
+                    orig: *t,
+                    reply,
+                    id,
+                    kind,
+                    helper,
+                    related: exp.is_some(),
+                    expires: AtomicU64::new(now + ms),
+                    queue: cache.queue as u8,
+                    queued: AtomicU64::new(now + ms),
+                    dead: AtomicBool::new(false),
+                    reply_seen: AtomicBool::new(false),
+                    class: AtomicU8::new(class as u8),
+                    mark: AtomicU32::new(mark),
+                    labeled: AtomicBool::new(label != 0),
+                    policy: policy.clone(),
+                    locked: Mutex::new(Locked { tcp, label, alg }),
+                })
+            };
+            if exp.is_none() && (args.mark.is_some() || args.label.is_some()) {
+                self.set_mark_label(&conn, args);
+            }
+            md.mark = conn.mark.load(Relaxed);
+            md.label = conn.label();
+            if self.insert(&conn, now).is_err() {
+                if conn.dead.swap(true, Relaxed) && !self.reserve(t.zone) {
+                    // A flush counted this one out already and no room is left.
+                    self.counters.limit_refused.fetch_add(1, Relaxed);
+                    md.mark = 0;
+                    md.label = 0;
+                    return None;
+                }
+                continue;
+            }
+            self.counters.committed.fetch_add(1, Relaxed);
+            cache.pending.push((ms, now + ms, conn.clone()));
+            if exp.is_some() {
+                self.expectations.take_for(t, now);
+            }
+            if helper == Some(Helper::Tftp) {
+                self.tftp_expect(&conn, now);
+            }
+            let nat_flags = conn.nat_flags();
+            let rw = ((nat.is_some() || exp_nat.is_some()) && nat_flags != 0)
+                .then(|| rewrite_for(&conn, false));
+            cache.put(h, Entry { conn, reply: false });
+            md.conn_ref = h as u32;
+            if rw.is_some() {
+                md.state |= nat_flags;
+            }
+            return rw;
+        }
+        self.release(t.zone);
+        self.counters.insert_conflicts.fetch_add(1, Relaxed);
+        md.mark = 0;
+        md.label = 0;
+        None
+    }
+}
