@@ -460,7 +460,7 @@ fn l4_csum_ok(_d: &[u8], t: &Tuple, b: &[u8]) -> bool {
 /// Parses a packet for tracking: the L3 header at `l3` (IPv4 or IPv6 by `v6`), then its L4
 /// header. `frag_l4_len`: the packet is the first fragment of a reassembled datagram with this
 /// many L4 bytes. `checks`: verify checksums (off when a port already did). The fast path for
-/// the common case ([`parse_v4_fast`]) is inlined into the caller; the rest is not.
+/// the common case (`parse_v4_fast`) is inlined into the caller; the rest is not.
 #[inline(always)]
 pub fn parse(
     d: &[u8],

@@ -99,7 +99,7 @@ impl Bucket {
 /// their cache misses overlap ([`Conntrack::process_batch`]). It holds references, so a
 /// connection removed from the table may linger here until its entry is reused; entries are
 /// checked alive before use. The buckets are allocated at the first connection, and made more
-/// as the table grows ([`Self::fit`]).
+/// as the table grows (`CtCache::fit`).
 ///
 /// It is also the PMD's side of expiry: the connections it committed go into one expiry queue
 /// of the table (`queue`), first into `pending` and then, once per call, into the queue under

@@ -126,7 +126,7 @@ impl Conn {
 
     /// Moves the expiry to `class`'s timeout from `now`. Skipped when it would move by less
     /// than a second, so a busy connection's line is not written by every packet. Returns
-    /// whether it moved earlier (then the connection is queued again: [`CtCache::note_expiry`]).
+    /// whether it moved earlier (then the connection is queued again: `expiry::note_expiry`).
     #[inline]
     fn touch(&self, class: TimeoutClass, now: u64) -> bool {
         if self.class.load(Relaxed) != class as u8 {
