@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use conntrack::frag::{FragConfig, FragStatus};
-use flow::odp::{Attr, AttrItem, DpFlow, FlowStats as OdpStats, PortNames, Used};
+use flow::odp::{Attr, AttrItem, DpFlow, FlowStats as OdpStats, PortNames, Used, put_ufid};
 use flow::{FlowKey, Mask, Match};
 
 use crate::actions::{DpAction, compile};
@@ -766,6 +766,28 @@ impl Datapath {
             }
         }
         Err(format!("flow ufid:{ufid_text} not found"))
+    }
+
+    /// `dpif/dump-flows [-m] BRIDGE`, as OVS's `ofproto/ofproto-dpif.c` prints it: the flows
+    /// whose in_port is one of `in_ports` (every flow for `None`), with no `flow-dump from`
+    /// lines; verbose lines start `ufid:UUID ` (a space where `dpctl/dump-flows -m` has `, `)
+    /// and have no `dp:ovs`. `names` prints ports by name (OVS does when verbose, unless told
+    /// `--no-names`).
+    pub fn dpif_dump_flows(&self, verbose: bool, names: bool, in_ports: Option<&[u32]>) -> String {
+        let mut out = String::new();
+        for d in self.flows() {
+            if in_ports.is_some_and(|p| !p.contains(&d.flow.key.in_port())) {
+                continue;
+            }
+            if verbose {
+                put_ufid(&mut out, &d.flow.ufid.to_be_bytes());
+                out.push(' ');
+            }
+            let names = names.then_some(&self.names);
+            out.push_str(&dp_flow(&d, verbose).format(names, Some(verbose)));
+            out.push('\n');
+        }
+        out
     }
 
     /// One line of `dpctl/dump-flows [-m]`.
