@@ -1,8 +1,9 @@
 //! `dpif/dump-flows` on a running switch, line for line as OVS 3.1 prints it for the same rules
 //! and packets: a megaflow shows the values of the packet that installed it under its mask
-//! (`ipv4(src=10.0.0.2/255.255.255.252)`, and `dst=10.0.0.5/0.0.0.0` with `-m`), and the
-//! command prints no `flow-dump from` lines (only `dpctl/dump-flows` does), a verbose line
-//! starting `ufid:UUID ` without `dp:ovs`.
+//! (`ipv4(src=10.0.0.2/255.255.255.252)`, and `dst=10.0.0.5/0.0.0.0` with `-m`), a GENEVE
+//! packet's tunnel key has the flags OVS 3.1 sets on receive (no `df`), and the command prints
+//! no `flow-dump from` lines (only `dpctl/dump-flows` does), a verbose line starting `ufid:UUID `
+//! without `dp:ovs`.
 //!
 //! The expected lines were printed by Debian's OVS 3.1 (`ovs-vswitchd --enable-dummy`, ports of
 //! type dummy, packets given with `ovs-appctl netdev-dummy/receive PORT HEX` of the frames
@@ -158,4 +159,75 @@ fn masked_fields_print_the_first_packets_values() {
         "{dpctl}"
     );
     assert!(dpctl.contains("ipv4(src=10.0.0.2/255.255.255.252,dst=10.0.0.5/0.0.0.0,"));
+}
+
+/// An ICMP echo reply from 30.0.0.1 to 30.0.0.2 in GENEVE (VNI 123, one option
+/// {class=0xffff,type=0x80,len=4,0xa}, UDP checksum 0) from 1.1.2.92:12424 to 1.1.2.88:6081,
+/// the outer IPv4 header with DF set.
+const GENEVE_DF: &str = "aa55aa550000001b213cab6408004500006600004000401133d20101025c01010258\
+                         308817c1005200000200655800007b00ffff80010000000afe71d883724fbeb6f4e1494a\
+                         08004500002c0000000040013ecf1e0000011e0000020000fffb00030001000000000000\
+                         00000000000000000000";
+
+const GENEVE: &str = r#"[[bridge]]
+name = "br0"
+hwaddr = "aa:55:aa:55:00:00"
+ip = ["1.1.2.88/24"]
+flows = ["actions=NORMAL"]
+
+[[bridge.port]]
+name = "p0"
+type = "pcap"
+ofport = 1
+options = { rx_pcap = "p0.pcap" }
+
+[[bridge]]
+name = "int-br"
+tlv-map = ["{class=0xffff,type=0x80,len=4}->tun_metadata0"]
+flows = ["tun_metadata0=0xa,actions=5"]
+
+[[bridge.port]]
+name = "t2"
+type = "geneve"
+ofport = 2
+options = { remote_ip = "1.1.2.92", key = "123" }
+
+[[bridge.port]]
+name = "vm0"
+type = "sink"
+ofport = 5
+"#;
+
+#[test]
+fn a_geneve_packets_tunnel_key_is_ovs_3_1s() {
+    let (d, _rm) = scratch_dir("flowpath-dump-geneve");
+    write_pcap(&d.join("p0.pcap"), GENEVE_DF);
+    std::fs::write(d.join("sw.toml"), GENEVE).unwrap();
+    let run = d.join("run");
+    let _sw = start_switch(&d.join("sw.toml"), &run);
+
+    // ovs-appctl dpif/dump-flows -m int-br (OVS numbers the GENEVE port 6081, flowpath
+    // otherwise: the verbose form, with names, is the same).
+    assert_eq!(
+        dump(&run, &["dpif/dump-flows", "-m", "int-br"], 1),
+        sorted(&[
+            "ufid:4bd65b9b-d79c-4559-954e-46597fd1b26a skb_priority(0/0),tunnel(tun_id=0x7b,src=1.1.2.92,dst=1.1.2.88,ttl=64/0,tp_src=12424/0,tp_dst=6081/0,geneve({class=0xffff,type=0x80,len=4,0xa}),flags(-df-csum+key)),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),recirc_id(0),dp_hash(0/0),in_port(genev_sys_6081),packet_type(ns=0,id=0),eth(src=be:b6:f4:e1:49:4a/00:00:00:00:00:00,dst=fe:71:d8:83:72:4f/00:00:00:00:00:00),eth_type(0x0800),ipv4(src=30.0.0.1/0.0.0.0,dst=30.0.0.2/0.0.0.0,proto=1/0,tos=0/0,ttl=64/0,frag=no),icmp(type=0/0,code=0/0), packets:0, bytes:0, used:never, actions:vm0",
+        ])
+    );
+    // ovs-appctl dpif/dump-flows int-br: the tunnel key.
+    let plain = dump(&run, &["dpif/dump-flows", "int-br"], 1);
+    assert!(
+        plain[0].starts_with(
+            "tunnel(tun_id=0x7b,src=1.1.2.92,dst=1.1.2.88,\
+             geneve({class=0xffff,type=0x80,len=4,0xa}),flags(-df-csum+key)),recirc_id(0),"
+        ),
+        "{plain:?}"
+    );
+    // ovs-appctl dpif/dump-flows -m br0
+    assert_eq!(
+        dump(&run, &["dpif/dump-flows", "-m", "br0"], 1),
+        sorted(&[
+            "ufid:6bd86402-b4ec-4824-aad3-b51d9a7bd2fd skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),ct_label(0/0),recirc_id(0),dp_hash(0/0),in_port(p0),packet_type(ns=0,id=0),eth(src=00:1b:21:3c:ab:64,dst=aa:55:aa:55:00:00),eth_type(0x0800),ipv4(src=1.1.2.92/0.0.0.0,dst=1.1.2.88,proto=17,tos=0/0,ttl=64/0,frag=no),udp(src=12424/0,dst=6081), packets:0, bytes:0, used:never, actions:tnl_pop(genev_sys_6081)",
+        ])
+    );
 }
