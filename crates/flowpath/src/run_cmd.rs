@@ -460,20 +460,17 @@ pub fn registry(
             } else {
                 verbose(a)
             };
+            let ids = bridge.map(|b| of.dp_port_ids(b)).transpose()?;
             let dp = dp
                 .lock()
                 .map_err(|_| "datapath lock poisoned".to_string())?;
             // The bridge's ports by datapath number: ids are names or numbers, and a tunnel
             // port's name is not its datapath port's (`t0` is on `vxlan_sys_4789`).
-            let ports: Option<Vec<u32>> = match bridge {
-                None => None,
-                Some(b) => Some(
-                    of.dp_port_ids(b)?
-                        .iter()
-                        .filter_map(|id| dp.port_names().number(id).or(id.parse().ok()))
-                        .collect(),
-                ),
-            };
+            let ports: Option<Vec<u32>> = ids.map(|ids| {
+                ids.iter()
+                    .filter_map(|id| dp.port_names().number(id).or(id.parse().ok()))
+                    .collect()
+            });
             Ok(dp.dpif_dump_flows(verbose(a), names, ports.as_deref()))
         });
     }
