@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use conntrack::frag::{FragConfig, FragStatus};
-use flow::odp::{Attr, AttrItem, DpFlow, FlowStats as OdpStats, PortNames, Used};
+use flow::odp::{Attr, AttrItem, DpFlow, FlowStats as OdpStats, PortNames, Used, put_ufid};
 use flow::{FlowKey, Mask, Match};
 
 use crate::actions::{DpAction, compile};
@@ -774,25 +774,34 @@ impl Datapath {
         Err(format!("flow ufid:{ufid_text} not found"))
     }
 
+    /// `dpif/dump-flows [-m] BRIDGE`, as OVS's `ofproto/ofproto-dpif.c` prints it: the flows
+    /// whose in_port is one of `in_ports` (every flow for `None`), with no `flow-dump from`
+    /// lines; verbose lines start `ufid:UUID ` (a space where `dpctl/dump-flows -m` has `, `)
+    /// and have no `dp:ovs`. `names` prints ports by name (OVS does when verbose, unless told
+    /// `--no-names`).
+    pub fn dpif_dump_flows(&self, verbose: bool, names: bool, in_ports: Option<&[u32]>) -> String {
+        let mut out = String::new();
+        for d in self.flows() {
+            if in_ports.is_some_and(|p| !p.contains(&d.flow.key.in_port())) {
+                continue;
+            }
+            if verbose {
+                put_ufid(&mut out, &d.flow.ufid.to_be_bytes());
+                out.push(' ');
+            }
+            let names = names.then_some(&self.names);
+            out.push_str(&dp_flow(&d, verbose).format(names, Some(verbose)));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// One line of `dpctl/dump-flows [-m]`.
     fn format_flow(&self, d: &FlowDump, verbose: bool) -> String {
-        let f = &d.flow;
-        let mut attrs = f.attrs.clone();
-        attrs.verbose = verbose;
         let flow = DpFlow {
-            ufid: verbose.then(|| f.ufid.to_be_bytes()),
-            key: f.m.key().clone(),
-            mask: f.m.mask().clone(),
-            attrs,
-            stats: Some(OdpStats {
-                packets: f.stats.packets,
-                bytes: f.stats.bytes,
-                used: d.used_secs.map(|s| Used::millis((s * 1000.0) as u64)),
-                tcp_flags: f.stats.tcp_flags,
-            }),
-            offloaded: None,
+            ufid: verbose.then(|| d.flow.ufid.to_be_bytes()),
             dp: verbose.then(|| "ovs".to_owned()),
-            actions: f.odp_actions.to_vec(),
-            extra_info: None,
+            ..dp_flow(d, verbose)
         };
         flow.format(
             if verbose { Some(&self.names) } else { None },
@@ -1250,6 +1259,28 @@ fn port_type(p: &PortEntry) -> String {
     }
 }
 
+/// A megaflow as a dump shows it: the key it was installed with (the first packet's, as OVS's
+/// dpif-netdev keeps it: `ipv4(src=10.0.0.2/255.255.255.252)`, not the masked `10.0.0.0`)
+/// under its mask, its statistics and actions; no ufid or `dp:`.
+fn dp_flow(d: &FlowDump, verbose: bool) -> DpFlow {
+    let f = &d.flow;
+    let mut attrs = f.attrs.clone();
+    attrs.verbose = verbose;
+    DpFlow {
+        key: f.key.clone(),
+        mask: f.m.mask().clone(),
+        attrs,
+        stats: Some(OdpStats {
+            packets: f.stats.packets,
+            bytes: f.stats.bytes,
+            used: d.used_secs.map(|s| Used::millis((s * 1000.0) as u64)),
+            tcp_flags: f.stats.tcp_flags,
+        }),
+        actions: f.odp_actions.to_vec(),
+        ..DpFlow::default()
+    }
+}
+
 /// A `dpctl` flow key as a match. Names must be known ports; a key that does not mention
 /// recirc_id matches recirc_id 0, as in OVS.
 fn parse_match(
@@ -1349,6 +1380,46 @@ fn clock_text() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A megaflow prints the values of the packet that installed it under its mask, as OVS
+    /// keeps the first packet's flow. The lines are OVS 3.1's `ovs-appctl dpif/dump-flows -m
+    /// br0` (ufid left out) and `dpif/dump-flows br0` after `netdev-dummy/receive` on p2 of a
+    /// UDP packet from 10.0.0.2 to 10.0.0.5, with the rule
+    /// `in_port=2,ip,nw_src=10.0.0.0/30,actions=output:1`.
+    #[test]
+    fn a_megaflow_prints_its_first_packets_values_under_the_mask() {
+        let verbose = "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),\
+                       ct_label(0/0),recirc_id(0),dp_hash(0/0),in_port(p2),\
+                       packet_type(ns=0,id=0),eth(src=50:54:00:00:00:01/00:00:00:00:00:00,\
+                       dst=50:54:00:00:00:02/00:00:00:00:00:00),eth_type(0x0800),\
+                       ipv4(src=10.0.0.2/255.255.255.252,dst=10.0.0.5/0.0.0.0,proto=17/0,\
+                       tos=0/0,ttl=33/0,frag=no),udp(src=1/0,dst=2/0), packets:0, bytes:0, \
+                       used:never, actions:p1";
+        let mut names = PortNames::new();
+        names.insert("p1", 1);
+        names.insert("p2", 2);
+        let f = flow::odp::parse_flow(verbose, &mut names.clone()).unwrap();
+        let d = FlowDump {
+            flow: Megaflow {
+                ufid: 0,
+                m: Match::new(&f.key, &f.mask),
+                key: f.key.clone(),
+                attrs: flow::odp::KeyAttrs::megaflow(&f.key, &f.mask),
+                odp_actions: f.actions.clone().into(),
+                actions: compile(&f.actions).unwrap().into(),
+                stats: FlowStats::default(),
+                expires: true,
+                installed_tsc: 0,
+            },
+            used_secs: None,
+        };
+        assert_eq!(dp_flow(&d, true).format(Some(&names), Some(true)), verbose);
+        assert_eq!(
+            dp_flow(&d, false).format(None, Some(false)),
+            "recirc_id(0),in_port(2),packet_type(ns=0,id=0),eth_type(0x0800),\
+             ipv4(src=10.0.0.2/255.255.255.252,frag=no), packets:0, bytes:0, used:never, actions:1"
+        );
+    }
 
     #[test]
     fn rxq_assign_algorithms() {

@@ -33,7 +33,10 @@ pub struct FlowStats {
 pub struct Megaflow {
     pub ufid: u128,
     pub m: Match,
-    /// The key as given (values under a zero mask are kept for verbose dumps).
+    /// The key it was installed with: the first packet's for a flow the slow path installed
+    /// (as OVS's dpif-netdev keeps it), the one given for `dpctl/add-flow`. Dumps print it
+    /// under the mask, values outside the mask included (`src=10.0.0.2/255.255.255.252`,
+    /// `dst=10.0.0.5/0.0.0.0` when verbose); lookups use `m`, whose key is masked.
     pub key: FlowKey,
     /// Which attributes the text form shows (`dpctl/add-flow` input, or derived).
     pub attrs: KeyAttrs,

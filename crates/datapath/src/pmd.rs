@@ -1757,7 +1757,7 @@ impl Pmd {
                     let f = Megaflow {
                         ufid: ufid_of(&key, &mask),
                         m: Match::new(&key, &mask),
-                        attrs: flow::odp::KeyAttrs::megaflow(&key),
+                        attrs: flow::odp::KeyAttrs::megaflow(&key, &mask),
                         key,
                         odp_actions: actions.into(),
                         actions: compiled.into(),

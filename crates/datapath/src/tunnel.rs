@@ -8,6 +8,9 @@
 //! `netdev_gre_pop_header()` and `ip_extract_tnl_md()` in OVS's `lib/netdev-native-tnl.c`):
 //! the IPv4 header checksum is verified, IPv4 options are refused, the UDP checksum is verified
 //! when it is not zero (and then sets the `csum` tunnel flag), the GRE checksum when present.
+//! A popped packet's tunnel flags are those OVS 3.1 sets: `key` (VXLAN, GENEVE, GRE with a
+//! key), `csum`, GENEVE's `oam`, and never `df`, whatever the outer DF bit (OVS releases after
+//! 3.1 copy it).
 //! Beyond OVS: fragments are refused here rather than relying on the flow's `frag=no`, the
 //! outer headers may follow 802.1Q/802.1ad tags, and a GRE payload protocol other than
 //! Ethernet, IPv4, IPv6 or MPLS is refused.
@@ -312,8 +315,7 @@ const VXLAN_FLAGS: u32 = 0x0800_0000;
 const GRE_C: u16 = 0x8000;
 const GRE_K: u16 = 0x2000;
 const GRE_S: u16 = 0x1000;
-/// IPv4 flags and fragment offset: DF, MF, offset.
-const IP_DF: u16 = 0x4000;
+/// IPv4 flags and fragment offset without DF: MF, offset.
 const IP_MF_OFFSET: u16 = 0x3fff;
 
 /// The outer IP header as `tnl_pop` reads it.
@@ -407,11 +409,7 @@ fn outer_ip(d: &[u8], l3: usize, md: &mut [u8; TNL_MD_LEN]) -> Result<Outer, Tnl
         proto: h[9],
         tos: h[1],
         ttl: h[8],
-        flags: if frag & IP_DF != 0 {
-            tun_flags::DONT_FRAGMENT
-        } else {
-            0
-        },
+        flags: 0,
         addr_sum: checksum::sum_native(&h[12..20]),
         v6: false,
     })
@@ -739,9 +737,6 @@ fn udp4_fast<const GENEVE: bool>(pkt: &mut Packet, l3: usize) -> bool {
         return false;
     }
     let mut flags = tun_flags::KEY;
-    if h[6] & 0x40 != 0 {
-        flags |= tun_flags::DONT_FRAGMENT;
-    }
     if h[26] | h[27] != 0 {
         let sum = addrs
             + checksum::native_u16(u16::from(IPPROTO_UDP))
@@ -859,9 +854,6 @@ fn gre4_fast(pkt: &mut Packet, l3: usize) -> bool {
         _ => return false,
     };
     let mut flags = 0;
-    if h[6] & 0x40 != 0 {
-        flags |= tun_flags::DONT_FRAGMENT;
-    }
     let (key, start) = if gflags & GRE_K != 0 {
         flags |= tun_flags::KEY;
         (u64::from(be32(h, 24)), l3 + 28)

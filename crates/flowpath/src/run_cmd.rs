@@ -453,21 +453,31 @@ pub fn registry(
     crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);
     crate::vlog_cmd::register(&reg);
     {
-        // `dpif/dump-flows [-m] [BRIDGE]`: with a bridge, only the flows of its ports.
+        // `dpif/dump-flows [-m] [--names|--no-names] [BRIDGE]`: with a bridge, only the flows
+        // of its ports; as OVS, no `flow-dump from` lines (only `dpctl/dump-flows` has them).
         let (dp, of) = (dp.clone(), of.clone());
-        let _ = reg.register("dpif/dump-flows", "[-m] [bridge]", 0, 2, move |a| {
+        let usage = "[-m] [--names | --no-names] [bridge]";
+        let _ = reg.register("dpif/dump-flows", usage, 0, 3, move |a| {
             let bridge = a.iter().find(|x| !x.starts_with('-'));
-            let text = dp
+            let names = if a.iter().any(|x| x == "--names") {
+                true
+            } else if a.iter().any(|x| x == "--no-names") {
+                false
+            } else {
+                verbose(a)
+            };
+            let ids = bridge.map(|b| of.dp_port_ids(b)).transpose()?;
+            let dp = dp
                 .lock()
-                .map_err(|_| "datapath lock poisoned".to_string())?
-                .dump_flows(verbose(a));
-            match bridge {
-                None => Ok(text),
-                Some(b) => {
-                    let ports = of.dp_port_ids(b)?;
-                    Ok(crate::of_cmd::filter_dump(&text, &ports))
-                }
-            }
+                .map_err(|_| "datapath lock poisoned".to_string())?;
+            // The bridge's ports by datapath number: ids are names or numbers, and a tunnel
+            // port's name is not its datapath port's (`t0` is on `vxlan_sys_4789`).
+            let ports: Option<Vec<u32>> = ids.map(|ids| {
+                ids.iter()
+                    .filter_map(|id| dp.port_names().number(id).or(id.parse().ok()))
+                    .collect()
+            });
+            Ok(dp.dpif_dump_flows(verbose(a), names, ports.as_deref()))
         });
     }
     let r = |name, usage, args, f: DpCommand| register_dp(&reg, &dp, name, usage, args, f);

@@ -115,7 +115,7 @@ fn dump(k: &FlowKey, x: &XlateOut, verbose: bool) -> String {
     let f = DpFlow {
         key: k.clone(),
         mask: x.mask.clone(),
-        attrs: KeyAttrs::megaflow(k),
+        attrs: KeyAttrs::megaflow(k, &x.mask),
         actions: x.actions.clone(),
         ..DpFlow::default()
     };

@@ -24,7 +24,7 @@ impl KeyAttrs {
         if key.packet_type() != 0 {
             a.push(Attr::PacketType, 0);
         }
-        push_packet(key, &mut a);
+        push_packet(key, &mut a, true);
         a
     }
 
@@ -34,10 +34,12 @@ impl KeyAttrs {
     /// `ct_mark`, `ct_label`, `recirc_id`, `dp_hash`, `in_port` and `packet_type` whatever
     /// their values, `tunnel` when the packet came from one, and `ct_tuple4`/`ct_tuple6` when
     /// conntrack gave it a tuple (`ct_nw_proto` set) and it is IPv4/IPv6; then L2 to L4 as
-    /// [`KeyAttrs::from_flow`]. Printed with the megaflow's mask, the attributes it does not
-    /// match are left out (`ct_state(-trk),recirc_id(0),in_port(3),packet_type(ns=0,id=0),
-    /// eth_type(0x0800),ipv4(frag=no)`), and the verbose form shows them all with zero masks.
-    pub fn megaflow(key: &FlowKey) -> KeyAttrs {
+    /// [`KeyAttrs::from_flow`], except that `tcp_flags` is there only when the packet has TCP
+    /// flags or the mask matches some (OVS leaves it out of the key otherwise). Printed with
+    /// the megaflow's mask, the attributes it does not match are left out
+    /// (`ct_state(-trk),recirc_id(0),in_port(3),packet_type(ns=0,id=0),eth_type(0x0800),
+    /// ipv4(frag=no)`), and the verbose form shows them all with zero masks.
+    pub fn megaflow(key: &FlowKey, mask: &Mask) -> KeyAttrs {
         let mut a = KeyAttrs::default();
         a.push(Attr::SkbPriority, 0);
         push_tunnel(key, &mut a);
@@ -54,14 +56,14 @@ impl KeyAttrs {
         for attr in [Attr::RecircId, Attr::DpHash, Attr::InPort, Attr::PacketType] {
             a.push(attr, 0);
         }
-        push_packet(key, &mut a);
+        push_packet(key, &mut a, key.tcp_flags() != 0 || mask.tcp_flags() != 0);
         a
     }
 }
 
 /// L2 to L4: `eth` (not for an L3 packet), VLAN tags as `encap(`, `eth_type`, then what the
-/// ethertype and protocol say.
-fn push_packet(key: &FlowKey, a: &mut KeyAttrs) {
+/// ethertype and protocol say; `tcp_flags` after `tcp` when `tcp_flags` is true.
+fn push_packet(key: &FlowKey, a: &mut KeyAttrs, tcp_flags: bool) {
     if key.packet_type() >> 16 != 1 {
         a.push(Attr::Eth, 0);
     }
@@ -76,7 +78,7 @@ fn push_packet(key: &FlowKey, a: &mut KeyAttrs) {
         depth += 1;
     }
     a.push(Attr::EthType, depth);
-    push_l3_l4(key, depth, a);
+    push_l3_l4(key, depth, a, tcp_flags);
 }
 
 impl DpKey {
@@ -174,7 +176,7 @@ fn push_tunnel(key: &FlowKey, a: &mut KeyAttrs) {
     }
 }
 
-fn push_l3_l4(key: &FlowKey, depth: u8, a: &mut KeyAttrs) {
+fn push_l3_l4(key: &FlowKey, depth: u8, a: &mut KeyAttrs, tcp_flags: bool) {
     let ip = match key.eth_type() {
         ETH_TYPE_IPV4 => {
             a.push(Attr::Ipv4, depth);
@@ -209,7 +211,9 @@ fn push_l3_l4(key: &FlowKey, depth: u8, a: &mut KeyAttrs) {
     match (key.nw_proto(), v6) {
         (6, _) => {
             a.push(Attr::Tcp, depth);
-            a.push(Attr::TcpFlags, depth);
+            if tcp_flags {
+                a.push(Attr::TcpFlags, depth);
+            }
         }
         (17, _) => {
             a.push(Attr::Udp, depth);
@@ -309,12 +313,51 @@ mod tests {
                 let mut names = PortNames::new();
                 let mut f = crate::odp::parse_flow(line, &mut names).unwrap();
                 let verbose = f.attrs.verbose;
-                f.attrs = KeyAttrs::megaflow(&f.key);
+                f.attrs = KeyAttrs::megaflow(&f.key, &f.mask);
                 assert_eq!(f.format(Some(&names), Some(verbose)), line);
                 n += 1;
             }
         }
         assert!(n > 100, "{n} lines");
+    }
+
+    /// `tcp_flags` is in a TCP megaflow's key when the first packet had flags or the mask
+    /// matches some (`tcp_flags(0/0)` after a SYN), not for a packet without flags. The lines
+    /// are `ovs-appctl dpif/dump-flows -m br0` (OVS 3.1, ufid and statistics left out) after
+    /// `netdev-dummy/receive` of a TCP SYN over IPv6 on p1 (rule `in_port=1,tcp6,
+    /// ipv6_src=2001:db8::/64,tp_dst=0x1f00/0xff00,actions=output:2`) and of a TCP packet
+    /// without flags on p3 (`in_port=3,dl_src=50:54:00:00:00:00/ff:ff:ff:00:00:00,
+    /// actions=output:1`).
+    #[test]
+    fn tcp_flags_are_in_the_key_when_the_packet_or_the_mask_has_some() {
+        let lines = [
+            "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),\
+             ct_label(0/0),recirc_id(0),dp_hash(0/0),in_port(p1),packet_type(ns=0,id=0),\
+             eth(src=50:54:00:00:00:02/00:00:00:00:00:00,dst=50:54:00:00:00:01/00:00:00:00:00:00),\
+             eth_type(0x86dd),ipv6(src=2001:db8::1/ffff:ffff:ffff:ffff::,dst=2001:db8::2/::,\
+             label=0/0,proto=6,tclass=0/0,hlimit=64/0,frag=no),tcp(src=80/0,dst=8080/0xff00),\
+             tcp_flags(0/0), actions:p2",
+            "skb_priority(0/0),skb_mark(0/0),ct_state(0/0),ct_zone(0/0),ct_mark(0/0),\
+             ct_label(0/0),recirc_id(0),dp_hash(0/0),in_port(p3),packet_type(ns=0,id=0),\
+             eth(src=50:54:00:00:00:03/ff:ff:ff:00:00:00,dst=50:54:00:00:00:01/00:00:00:00:00:00),\
+             eth_type(0x0800),ipv4(src=10.0.0.3/0.0.0.0,dst=10.0.0.1/0.0.0.0,proto=6/0,tos=0/0,\
+             ttl=64/0,frag=no),tcp(src=1000/0,dst=2000/0), actions:p1",
+        ];
+        // `tcp_flags(0/0)` does not show the value: the first packet was a SYN.
+        for (line, flags) in lines.into_iter().zip([0x002, 0]) {
+            let mut names = PortNames::new();
+            let mut f = crate::odp::parse_flow(line, &mut names).unwrap();
+            f.key.set_tcp_flags(flags);
+            f.attrs = KeyAttrs::megaflow(&f.key, &f.mask);
+            assert_eq!(f.format(Some(&names), Some(true)), line);
+        }
+        // A mask on the flags of a packet without any: there, as `tcp_flags(-syn)`.
+        let mut k = FlowKey::new();
+        k.set_eth_type(0x0800).set_nw_proto(6);
+        let mut m = Mask::new();
+        assert!(!KeyAttrs::megaflow(&k, &m).contains(Attr::TcpFlags));
+        m.set_tcp_flags(0x002);
+        assert!(KeyAttrs::megaflow(&k, &m).contains(Attr::TcpFlags));
     }
 
     #[test]
@@ -323,15 +366,15 @@ mod tests {
         k.set_eth_type(0x0800)
             .set_ct_state(0x21)
             .set_ct_nw_proto(17);
-        let a = KeyAttrs::megaflow(&k);
+        let a = KeyAttrs::megaflow(&k, &Mask::new());
         assert!(a.contains(Attr::CtTuple4) && !a.contains(Attr::CtTuple6));
         assert!(KeyAttrs::from_flow(&k).contains(Attr::CtTuple4));
         k.set_eth_type(0x86dd);
-        assert!(KeyAttrs::megaflow(&k).contains(Attr::CtTuple6));
+        assert!(KeyAttrs::megaflow(&k, &Mask::new()).contains(Attr::CtTuple6));
         // No tuple for other packets, nor before conntrack gave one.
         k.set_eth_type(0x0806);
         assert!(!KeyAttrs::from_flow(&k).contains(Attr::CtTuple4));
         k.set_eth_type(0x0800).set_ct_nw_proto(0);
-        assert!(!KeyAttrs::megaflow(&k).contains(Attr::CtTuple4));
+        assert!(!KeyAttrs::megaflow(&k, &Mask::new()).contains(Attr::CtTuple4));
     }
 }

@@ -117,8 +117,7 @@ impl DpFlow {
     pub fn format(&self, names: Option<&PortNames>, verbose: Option<bool>) -> String {
         let mut out = String::new();
         if let Some(u) = &self.ufid {
-            out.push_str("ufid:");
-            put_uuid(&mut out, u);
+            put_ufid(&mut out, u);
             out.push_str(", ");
         }
         format_key_into(&mut out, &self.key, &self.mask, &self.attrs, names, verbose);
@@ -301,7 +300,11 @@ pub(crate) fn parse_ufid(c: &mut Cursor<'_>) -> PResult<[u8; 16]> {
     Ok(out)
 }
 
-fn put_uuid(out: &mut String, u: &[u8; 16]) {
+/// Appends `ufid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, the flow id as OVS's
+/// `odp_format_ufid()` prints it. `dpctl/dump-flows -m` follows it with `, ` and
+/// `dpif/dump-flows -m` with a space.
+pub fn put_ufid(out: &mut String, u: &[u8; 16]) {
+    out.push_str("ufid:");
     for (i, b) in u.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
             out.push('-');
