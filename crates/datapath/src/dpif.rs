@@ -1200,14 +1200,27 @@ impl Datapath {
         out
     }
 
-    /// `dpif/show` in OVS's layout: the datapath line, then each port with its number, type and
-    /// options.
-    pub fn dpif_show(&self) -> String {
+    /// The datapath's lookups as `dpif/show` counts them: packets a cache found (EMC or
+    /// megaflow) and packets that missed (upcalls, lost or not).
+    pub fn hit_missed(&self) -> (u64, u64) {
         let (mut hit, mut missed) = (0, 0);
         for r in self.pmd_stats() {
             hit += r.stats.emc_hits + r.stats.megaflow_hits;
             missed += r.stats.upcalls + r.stats.lost_upcalls;
         }
+        (hit, missed)
+    }
+
+    /// Port `no`'s type and options as `dpif/show` prints them (`dummy`, `pcap: rx_pcap=..`).
+    pub fn port_type(&self, no: u32) -> Option<String> {
+        self.ports.iter().find(|p| p.no == no).map(port_type)
+    }
+
+    /// `dpif/show` of the datapath alone (no bridges): the datapath line, then each port with
+    /// its number, type and options. The switch's `dpif/show` groups them by bridge, with
+    /// their OpenFlow numbers, as OVS's.
+    pub fn dpif_show(&self) -> String {
+        let (hit, missed) = self.hit_missed();
         let mut out = format!("netdev@flowpath: hit:{hit} missed:{missed}\n");
         for p in self.sorted_ports() {
             let (name, no) = (p.port.name(), p.no);

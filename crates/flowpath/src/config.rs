@@ -540,6 +540,24 @@ impl Config {
         }
         out
     }
+
+    /// The bridges whose LOCAL port has no device (no `internal` port in the configuration),
+    /// with the datapath port number each LOCAL port gets: after every number [`Config::ports`]
+    /// gives, in the order of the bridges. OVS's userspace datapath makes every bridge's LOCAL
+    /// port a datapath port, so flooding reaches it and its number names it.
+    pub fn local_ports(&self) -> Vec<(&Bridge, u32)> {
+        let last = self
+            .ports()
+            .iter()
+            .filter_map(|p| p.dp_port)
+            .max()
+            .unwrap_or(0);
+        self.bridge
+            .iter()
+            .filter(|b| !b.port.iter().any(|p| p.kind == "internal"))
+            .zip(last + 1..)
+            .collect()
+    }
 }
 
 impl Bridge {

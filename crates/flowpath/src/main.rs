@@ -12,6 +12,7 @@ mod bench_pvp;
 mod bench_tunnel;
 mod config;
 mod demo;
+mod dpif_show_cmd;
 mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;

@@ -124,10 +124,28 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
             Ok("OK\n".to_owned())
         });
     }
-    r("add-br", "BRIDGE", 1, 1, |of, a| {
-        of.add_bridge(&a[0])?;
-        of.add_flow(&a[0], crate::run_cmd::DEFAULT_FLOW)
-            .map(|_| String::new())
+    let (of2, dp2) = (of.clone(), dp.clone());
+    let _ = reg.register("add-br", "BRIDGE", 1, 1, move |a| {
+        of2.add_bridge(&a[0])?;
+        of2.add_flow(&a[0], crate::run_cmd::DEFAULT_FLOW)?;
+        // The bridge's LOCAL port, a datapath port without a device.
+        let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
+        let no = dp.free_port_number();
+        of2.add_port(
+            &a[0],
+            OfPort {
+                name: a[0].clone(),
+                ofport: ofproto::syntax::OFPP_LOCAL,
+                dp_port: Some(no),
+                peer: None,
+                vlan: VlanMode::default(),
+            },
+        )?;
+        if let Err(e) = dp.add_port(no, Box::new(netdev::dummy::DummyPort::internal(&a[0]))) {
+            let _ = of2.del_bridge(&a[0]);
+            return Err(e);
+        }
+        Ok(String::new())
     });
     let (of2, dp2, base2) = (of.clone(), dp.clone(), base.to_path_buf());
     let _ = reg.register(

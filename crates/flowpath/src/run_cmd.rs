@@ -185,26 +185,26 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
         if hw.is_some() || !addrs.is_empty() {
             of.set_bridge_addrs(&br.name, hw, addrs)
                 .map_err(|e| anyhow!(e))?;
-            // An underlay bridge has its local port (tunnel traffic for it terminates there)
-            // even when the configuration does not list it.
-            if !br.port.iter().any(|p| p.kind == "internal") {
-                of.add_port(
-                    &br.name,
-                    OfPort {
-                        name: br.name.clone(),
-                        ofport: ofproto::syntax::OFPP_LOCAL,
-                        dp_port: None,
-                        peer: None,
-                        vlan: VlanMode::default(),
-                    },
-                )
-                .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
-            }
         }
         for m in &br.tlv_map {
             of.add_tlv_map(&br.name, m)
                 .map_err(|e| anyhow!("bridge {}: tlv-map '{m}': {e}", br.name))?;
         }
+    }
+    // Every bridge's LOCAL port is a datapath port; without an internal port in the
+    // configuration it has no device (see `build_with`).
+    for (br, no) in cfg.local_ports() {
+        of.add_port(
+            &br.name,
+            OfPort {
+                name: br.name.clone(),
+                ofport: ofproto::syntax::OFPP_LOCAL,
+                dp_port: Some(no),
+                peer: None,
+                vlan: VlanMode::default(),
+            },
+        )
+        .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
     }
     for np in cfg.ports() {
         let p = np.port;
@@ -349,6 +349,10 @@ pub fn build_with(
         b.add_port(no, open(np.port)?)
             .map_err(|e| anyhow!("port {}: {e}", np.port.name))?;
     }
+    for (br, no) in cfg.local_ports() {
+        b.add_port(no, Box::new(netdev::dummy::DummyPort::internal(&br.name)))
+            .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
+    }
     for f in &d.dp_flows {
         let (k, a) = config::split_dp_flow(f).ok_or_else(|| anyhow!("bad dp-flows entry '{f}'"))?;
         b.add_flow(k, a)
@@ -449,6 +453,7 @@ pub fn registry(
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
     crate::dummy_cmd::register(&reg);
+    crate::dpif_show_cmd::register(&reg, &of, &dp);
     crate::port_stats_cmd::register(&reg, &of, &dp);
     crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);
     crate::vlog_cmd::register(&reg);
@@ -511,7 +516,6 @@ pub fn registry(
     r("dpctl/dump-flows", "[-m] [dp]", (0, 2), |d, a| {
         Ok(d.dump_flows(verbose(a)))
     });
-    r("dpif/show", "", (0, 0), |d, _| Ok(d.dpif_show()));
     r("dpctl/show", "[-s] [dp]", (0, 2), |d, a| {
         Ok(d.dpctl_show(a.iter().any(|x| x == "-s" || x == "--statistics")))
     });

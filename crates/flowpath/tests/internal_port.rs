@@ -138,7 +138,7 @@ options = {{ netns = "{br_ns}" }}
     let show = ctl(&rundir, &["dpif/show"]);
     assert!(
         show.contains(&format!(
-            "{bridge} 2/2: (tap: ifname={bridge}, netns={br_ns})"
+            "{bridge} 65534/2: (tap: ifname={bridge}, netns={br_ns})"
         )),
         "{show}"
     );

@@ -311,7 +311,7 @@ fn tunnel_commands_and_bad_packets_on_a_running_switch() {
     }
     // OVS's tnl-ports.c: the datapath port's name and number (as dpif/show gives it), and
     // with -v what it terminates instead of the counts.
-    let dp = dp_port_of(&ctl(&run, &["dpif/show"]), "vxlan_sys_4789");
+    let dp = dp_port_of(&ctl(&run, &["dpif/show"]), "vxlan0");
     let ports = ctl(&run, &["tnl/ports/show"]);
     assert!(
         ports.contains(&format!("vxlan_sys_4789 ({dp}) ref_cnt=1")),
@@ -367,7 +367,7 @@ fn tunnel_commands_and_bad_packets_on_a_running_switch() {
     );
     assert!(ctl(&run, &["ofctl/dump-tlv-map", "br-int"]).contains("tun_metadata0"));
     let ports = ctl(&run, &["tnl/ports/show"]);
-    let dp = dp_port_of(&ctl(&run, &["dpif/show"]), "genev_sys_6081");
+    let dp = dp_port_of(&ctl(&run, &["dpif/show"]), "gnv0");
     assert!(
         ports.contains(&format!("genev_sys_6081 ({dp}) ref_cnt=1")),
         "{ports}"
@@ -477,7 +477,8 @@ fn an_unresolved_neighbour_is_asked_for_once_with_an_arp_request() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// The datapath port number `dpif/show` gives the port `name` (`    name OF/DP: (type)`).
+/// The datapath port number `dpif/show` gives the OpenFlow port `name` (`    name OF/DP:
+/// (type)`; a tunnel port has its shared tunnel datapath port's).
 fn dp_port_of(show: &str, name: &str) -> u32 {
     show.lines()
         .find_map(|l| {

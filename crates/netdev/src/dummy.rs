@@ -60,6 +60,8 @@ pub fn injector(name: &str) -> Option<Arc<Injector>> {
 /// A port that receives injected frames and counts and frees what it is sent.
 pub struct DummyPort {
     name: String,
+    /// A bridge's LOCAL port without a device: receives nothing, counts what it is sent.
+    internal: bool,
     injector: Arc<Injector>,
     rxq_taken: bool,
     rx_stats: Arc<QueueStats>,
@@ -77,11 +79,22 @@ impl DummyPort {
             .insert(name.to_owned(), Arc::downgrade(&injector));
         DummyPort {
             name: name.to_owned(),
+            internal: false,
             injector,
             rxq_taken: false,
             rx_stats: QueueStats::shared(),
             txqs: Vec::new(),
         }
+    }
+}
+
+impl DummyPort {
+    /// A bridge's LOCAL port when it has no device of its own (OVS's `dummy-internal`): a
+    /// datapath port what the bridge floods or outputs to LOCAL reaches, counted and freed.
+    pub fn internal(name: &str) -> DummyPort {
+        let mut p = DummyPort::new(name);
+        p.internal = true;
+        p
     }
 }
 
@@ -141,15 +154,15 @@ impl Port for DummyPort {
     }
 
     fn kind(&self) -> &'static str {
-        "dummy"
+        if self.internal { "internal" } else { "dummy" }
     }
 
     fn n_rxq(&self) -> usize {
-        1
+        usize::from(!self.internal)
     }
 
     fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
-        if q != 0 || self.rxq_taken {
+        if q != 0 || self.rxq_taken || self.internal {
             return None;
         }
         self.rxq_taken = true;

@@ -596,6 +596,22 @@ impl Ofproto {
         Ok(out)
     }
 
+    /// Every bridge (by name) with its ports (by name), for `dpif/show`.
+    pub fn bridge_ports(&self) -> Vec<(String, Vec<OfPort>)> {
+        let p = self.read();
+        let mut v: Vec<_> = p
+            .bridges
+            .iter()
+            .map(|b| {
+                let mut ports: Vec<OfPort> = b.ports.values().cloned().collect();
+                ports.sort_by(|a, b| a.name.cmp(&b.name));
+                (b.name.clone(), ports)
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
     /// The OpenFlow ports of `bridge` that have a datapath port: number and name.
     pub fn port_names(&self, bridge: &str) -> Result<Vec<(u32, String)>, String> {
         let p = self.read();
