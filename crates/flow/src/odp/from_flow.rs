@@ -57,6 +57,11 @@ impl KeyAttrs {
             a.push(attr, 0);
         }
         push_packet(key, &mut a, key.tcp_flags() != 0 || mask.tcp_flags() != 0);
+        // The key has no skb_priority; an exact-match flow (megaflows off) matches it, 0, as
+        // OVS's does, and prints it.
+        if *mask == Mask::exact() {
+            a.skb_priority_mask = u32::MAX;
+        }
         a
     }
 }

@@ -251,8 +251,7 @@ impl UpcallHandler for OfUpcall {
 /// packet's whole key as the datapath has it, then the packet as OpenFlow sees it, with its
 /// UDP or TCP checksum.
 fn log_miss(key: &FlowKey, pkt: &Packet) {
-    let mut attrs = flow::odp::KeyAttrs::megaflow(key);
-    attrs.skb_priority_mask = u32::MAX;
+    let attrs = flow::odp::KeyAttrs::megaflow(key, &flow::Mask::exact());
     let flow = flow::odp::DpFlow {
         key: key.clone(),
         mask: flow::Mask::exact(),

@@ -1,0 +1,167 @@
+//! `dummy` ports and `netdev-dummy/receive`, as OVS's test suite drives a switch: packets
+//! injected as hex or as datapath flows go through the pipeline, and the datapath flows they
+//! leave are OVS 3.1's (the expected lines are OVS's `dpif/dump-flows br0` for the same flows
+//! and packet, on its dummy datapath, with the statistics and recirculation id left out).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{scratch_dir, start_switch};
+
+fn ctl(rundir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flowpath"))
+        .arg("ctl")
+        .arg("--rundir")
+        .arg(rundir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+const CONFIG: &str = r#"
+[[bridge]]
+name = "br0"
+flows = ["in_port=1,mpls,actions=pop_mpls:0x0800,dec_ttl,output:2",
+         "in_port=2,actions=output:1"]
+
+[[bridge.port]]
+name = "p1"
+type = "dummy"
+ofport = 1
+
+[[bridge.port]]
+name = "p2"
+type = "dummy"
+ofport = 2
+"#;
+
+/// The dump's flows without statistics, sorted (OVS's tests' `strip_used | sort`).
+fn flows(rundir: &Path) -> Vec<String> {
+    let dump = ok(ctl(rundir, &["dpif/dump-flows", "br0"]));
+    let mut v: Vec<String> = dump
+        .lines()
+        .filter(|l| l.contains(", actions:") && !l.starts_with("flow-dump"))
+        .map(|l| {
+            let (key, rest) = l.split_once(", packets:").unwrap();
+            let actions = rest.split_once("actions:").unwrap().1;
+            format!("{key}, actions:{actions}")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn injected_packets_cross_the_pipeline_and_leave_ovs_s_datapath_flows() {
+    let (dir, _rm) = scratch_dir("fp-dummy-ports");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    // MPLS over IPv4/UDP (IP TTL 33), in hex, and an IPv4/UDP flow the other way.
+    let mpls = "50540000000250540000000188470000a1404500001c00010000211185ce0a0000010a00000200\
+                01000200080000";
+    ok(ctl(&run, &["netdev-dummy/receive", "p1", mpls]));
+    ok(ctl(
+        &run,
+        &[
+            "netdev-dummy/receive",
+            "p2",
+            "in_port(2),eth(src=50:54:00:00:00:02,dst=50:54:00:00:00:01),eth_type(0x0800),\
+             ipv4(src=10.0.0.2,dst=10.0.0.1,proto=17,tos=0,ttl=64,frag=no),udp(src=2,dst=1)",
+        ],
+    ));
+    let t = Instant::now();
+    while flows(&run).len() < 3 {
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", flows(&run));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got = flows(&run);
+    let re = |s: &str| {
+        s.replace("recirc(0x1)", "recirc(ID)")
+            .replace("recirc_id(0x1)", "recirc_id(ID)")
+    };
+    let got: Vec<String> = got.iter().map(|l| re(l)).collect();
+    assert_eq!(
+        got,
+        [
+            "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x8847),\
+             mpls(label=10/0x0,tc=0/0,ttl=64/0x0,bos=1/1), actions:pop_mpls(eth_type=0x800),\
+             recirc(ID)",
+            "recirc_id(0),in_port(2),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no), \
+             actions:1",
+            "recirc_id(ID),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),\
+             ipv4(proto=17,ttl=33,frag=no), actions:set(ipv4(ttl=32)),2",
+        ]
+    );
+    let ports = ok(ctl(&run, &["ofctl/dump-ports", "br0", "2"]));
+    assert_eq!(
+        ports,
+        "OFPST_PORT reply (xid=0x2): 1 ports\n  \
+         port  2: rx pkts=1, bytes=106, drop=0, errs=0, frame=?, over=?, crc=?\n           \
+         tx pkts=1, bytes=42, drop=0, errs=?, coll=?\n"
+    );
+    // Bad input: a clear error, and the switch goes on.
+    let o = ctl(&run, &["netdev-dummy/receive", "p9", mpls]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no such dummy netdev"),
+        "{o:?}"
+    );
+    ok(ctl(&run, &["dpif/show"]));
+}
+
+#[test]
+fn with_megaflows_off_each_packet_gets_its_exact_flow() {
+    let (dir, _rm) = scratch_dir("fp-dummy-exact");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        CONFIG.replace(
+            "in_port=2,actions=output:1",
+            "in_port=1,ip,actions=output:2",
+        ),
+    )
+    .unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    assert_eq!(
+        ok(ctl(&run, &["upcall/disable-megaflows"])),
+        "megaflows disabled\n"
+    );
+    let flow = "in_port(1),eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),eth_type(0x0800),\
+                ipv4(src=10.0.0.1,dst=10.0.0.2,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=2)";
+    ok(ctl(&run, &["netdev-dummy/receive", "p1", flow]));
+    let t = Instant::now();
+    while flows(&run).is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // OVS 3.1, the same flow table and packet after upcall/disable-megaflows.
+    assert_eq!(
+        flows(&run),
+        [
+            "skb_priority(0),skb_mark(0),ct_state(-new-est-rel-rpl-inv-trk-snat-dnat),ct_zone(0),\
+          ct_mark(0),ct_label(0),recirc_id(0),dp_hash(0),in_port(1),packet_type(ns=0,id=0),\
+          eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),eth_type(0x0800),ipv4(src=10.0.0.1,\
+          dst=10.0.0.2,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=2), actions:2"
+        ]
+    );
+    let show = ok(ctl(&run, &["upcall/show"]));
+    assert!(
+        show.starts_with("netdev@flowpath:\n  flows         : (current 1)"),
+        "{show}"
+    );
+    assert_eq!(
+        ok(ctl(&run, &["upcall/enable-megaflows"])),
+        "megaflows enabled\n"
+    );
+}
