@@ -71,6 +71,18 @@ fn megaflows(flows: &str, frames: Vec<Vec<u8>>) -> String {
 }
 
 #[test]
+fn a_tagged_packets_megaflow_matches_vid_and_cfi() {
+    let dump = megaflows("in_port=1,actions=output:2\n", vec![frame(5 << 13 | 1000)]);
+    assert!(
+        dump.lines().any(|l| l.starts_with(
+            "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x8100),\
+             vlan(vid=1000,pcp=5/0x0),encap(eth_type(0x0800),ipv4(frag=no)), packets:"
+        ) && l.ends_with("actions:2")),
+        "{dump}"
+    );
+}
+
+#[test]
 fn tagged_and_untagged_packets_get_megaflows_of_their_own() {
     let dump = megaflows(
         "in_port=1,actions=output:2\n",
