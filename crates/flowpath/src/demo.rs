@@ -71,9 +71,9 @@ fn lock(
 pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let cfg = crate::config::parse(CONFIG)
         .map_err(|e| anyhow!("the built-in configuration: {}", e[0]))?;
-    let of = crate::run_cmd::build_ofproto(&cfg, Path::new("."))?;
+    let of = crate::switch::build_ofproto(&cfg, Path::new("."))?;
     let mut n_frames = 0;
-    let dp = crate::run_cmd::build_with(&cfg, &of, |p| {
+    let dp = crate::switch::build_with(&cfg, &of, |p| {
         let f = traffic(&p.name);
         n_frames += f.len();
         Ok(Box::new(ReplayPort::new(&p.name, "built-in", f, 1)))
@@ -89,7 +89,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
             let sock = unixctl::socket_path(d);
             let s = unixctl::Server::bind(
                 &sock,
-                crate::run_cmd::registry(
+                crate::commands::registry(
                     dp.clone(),
                     of.clone(),
                     d,

@@ -24,7 +24,7 @@ use trafgen::ndr::{self, NdrOpts};
 use trafgen::stream::{self, Rate, Stream, StreamFile};
 
 use crate::config::PortConf;
-use crate::run_cmd;
+use crate::switch;
 
 /// `flowpath gen` arguments.
 #[derive(Args)]
@@ -132,17 +132,17 @@ impl InProcSwitch {
     /// Builds and starts the switch of `config`, its `gen` ports linked to ends kept for the
     /// generator, and a revalidator thread as `flowpath run` has.
     fn start(config: &Path) -> anyhow::Result<InProcSwitch> {
-        let cfg = run_cmd::load(config)?;
+        let cfg = switch::load(config)?;
         let base = config.parent().map(Path::to_path_buf).unwrap_or_default();
-        let of = run_cmd::build_ofproto(&cfg, &base)?;
+        let of = switch::build_ofproto(&cfg, &base)?;
         let mut links = HashMap::new();
-        let dp = run_cmd::build_with(&cfg, &of, |p| {
+        let dp = switch::build_with(&cfg, &of, |p| {
             if p.kind == "gen" {
                 let (sw, g) = trafgen::inproc::link(&p.name);
                 links.insert(p.name.clone(), g);
                 return Ok(Box::new(sw) as Box<dyn Port>);
             }
-            run_cmd::open_config_port(&cfg, p, &base)
+            switch::open_config_port(&cfg, p, &base)
         })?;
         if links.is_empty() {
             bail!(
@@ -160,7 +160,7 @@ impl InProcSwitch {
                     let mut last = std::time::Instant::now();
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(10));
-                        run_cmd::revalidate_when_due(&of, &dp, &mut last);
+                        switch::revalidate_when_due(&of, &dp, &mut last);
                     }
                 })
                 .context("starting the revalidator")?
@@ -252,7 +252,7 @@ fn open_ports(
                     tag: None,
                     trunks: Vec::new(),
                 };
-                run_cmd::open_port(&conf, None, base)
+                switch::open_port(&conf, None, base)
                     .with_context(|| format!("stream file line {}", d.line))?
             }
         };

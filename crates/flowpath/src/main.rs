@@ -8,10 +8,10 @@
 //!   column and what was expected there.
 
 mod bench;
-mod bench_pvp;
-mod bench_tunnel;
+mod commands;
 mod config;
 mod demo;
+mod dpctl_cmd;
 mod dpif_show_cmd;
 mod dummy_cmd;
 mod extract_cmd;
@@ -20,6 +20,7 @@ mod of_cmd;
 mod port_stats_cmd;
 mod report;
 mod run_cmd;
+mod switch;
 mod upcall_cmd;
 mod vlog_cmd;
 
@@ -281,7 +282,7 @@ fn setup_logging(
         let file = file.unwrap_or_else(|| {
             rundir
                 .map(PathBuf::from)
-                .unwrap_or_else(run_cmd::default_rundir)
+                .unwrap_or_else(switch::default_rundir)
                 .join("flowpath.log")
         });
         if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -310,7 +311,7 @@ fn ctl(
     use anyhow::Context;
     let dir = rundir
         .map(PathBuf::from)
-        .unwrap_or_else(run_cmd::default_rundir);
+        .unwrap_or_else(switch::default_rundir);
     let sock = unixctl::socket_path(&dir);
     let mut c = unixctl::Client::connect(&sock).with_context(|| {
         format!(
@@ -336,7 +337,7 @@ fn ctl(
 
 /// `flowpath check-config FILE`.
 fn check_config(file: &std::path::Path, out: &mut impl Write) -> anyhow::Result<ExitCode> {
-    let cfg = match run_cmd::load(file) {
+    let cfg = match switch::load(file) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("flowpath: {e:#}");
@@ -345,7 +346,7 @@ fn check_config(file: &std::path::Path, out: &mut impl Write) -> anyhow::Result<
     };
     // Flows files and patch peers are checked by building the OpenFlow side.
     let base = file.parent().map(PathBuf::from).unwrap_or_default();
-    if let Err(e) = run_cmd::build_ofproto(&cfg, &base) {
+    if let Err(e) = switch::build_ofproto(&cfg, &base) {
         eprintln!("flowpath: {}: {e:#}", file.display());
         return Ok(ExitCode::FAILURE);
     }

@@ -127,7 +127,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("add-br", "BRIDGE", 1, 1, move |a| {
         of2.add_bridge(&a[0])?;
-        of2.add_flow(&a[0], crate::run_cmd::DEFAULT_FLOW)?;
+        of2.add_flow(&a[0], crate::switch::DEFAULT_FLOW)?;
         // The bridge's LOCAL port, a datapath port without a device.
         let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
         let no = dp.free_port_number();
@@ -254,7 +254,7 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
             Some(n) => n,
             None => {
                 let n = dp.free_port_number();
-                dp.add_port(n, crate::run_cmd::tunnel_dp_port(&t))?;
+                dp.add_port(n, crate::switch::tunnel_dp_port(&t))?;
                 n
             }
         };
@@ -289,7 +289,7 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
             "the internal port comes with its bridge (add-br, or the configuration)".into(),
         );
     }
-    let port = crate::run_cmd::open_port(&conf, None, base).map_err(|e| format!("{e:#}"))?;
+    let port = crate::switch::open_port(&conf, None, base).map_err(|e| format!("{e:#}"))?;
     let mut dp = dp.lock().map_err(|_| "datapath lock poisoned")?;
     let no = dp.free_port_number();
     of.add_port(

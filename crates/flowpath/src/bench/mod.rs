@@ -24,6 +24,12 @@
 //! every scenario of the anchor, including those flowpath does not run yet, so that OVS can be
 //! fed the very frames flowpath replays (`scripts/compare-ovs`).
 
+mod opts;
+pub mod pvp;
+pub mod tunnel;
+
+pub use opts::BenchOpts;
+
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -34,26 +40,6 @@ use datapath::dpif::{DatapathBuilder, DpConfig, default_pmd_cores};
 use datapath::pmd::Stage;
 use netdev::anchor_traffic::{self, TrafficKind};
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
-
-/// Benchmark options.
-#[derive(Clone, Debug)]
-pub struct BenchOpts {
-    pub scenario: String,
-    /// Replay this capture instead of the generated traffic (`flows` is then its frame count).
-    pub pcap: Option<std::path::PathBuf>,
-    pub flows: usize,
-    pub frame_size: usize,
-    pub seconds: f64,
-    pub pmds: usize,
-    pub emc: bool,
-    pub json: bool,
-    /// Program the switch with the scenario's OpenFlow rules (misses translated by the
-    /// OpenFlow pipeline) instead of preinstalled datapath flows.
-    pub openflow: bool,
-    /// With `openflow`: a second source (p2) offering this many packets per second, each of a
-    /// flow not seen for a while, so each is a miss: an upcall storm beside the cached traffic.
-    pub storm: Option<f64>,
-}
 
 /// Fewest distinct flows the storm source cycles through (more than the default flow limit).
 const STORM_FLOWS: usize = 262_144;
@@ -125,7 +111,7 @@ pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
 /// `gre_decap` is `mplsogre_decap` without MPLS (the same switch, GRE carrying the IPv4 packet
 /// itself, rules on its destination instead of the label), to see what `pop_mpls` costs;
 /// `pvp` sends p2p's traffic through a VM (testpmd on a vhost-user port) and back
-/// ([`crate::bench_pvp`]); `ct_nat` and `ct_setup` are `ct` with source NAT and with every
+/// ([`pvp`]); `ct_nat` and `ct_setup` are `ct` with source NAT and with every
 /// packet a new connection.
 pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[
     ("gre_decap", TrafficKind::GreIpv4),
@@ -216,7 +202,7 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
         );
     }
     let (_, frames) = traffic(name, flows, size)?;
-    if let Some(t) = crate::bench_tunnel::scenario(name) {
+    if let Some(t) = tunnel::scenario(name) {
         return Ok(Scenario {
             frames,
             dp_flows: Vec::new(),
@@ -238,7 +224,7 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
             frames,
             dp_flows: Vec::new(),
             of_flows: &[],
-            expect: crate::bench_pvp::expect,
+            expect: pvp::expect,
         },
         "p2p_l3" => Scenario {
             frames,
@@ -453,12 +439,12 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
         every: 1 + (flows as u64 / 64),
     };
     let label = format!("{traffic} {flows}x{}B", o.frame_size);
-    let tunnel = crate::bench_tunnel::scenario(&o.scenario);
+    let tunnel = tunnel::scenario(&o.scenario);
     type Normalize = fn(&[u8]) -> Vec<u8>;
     let mut vm = None;
     let (mut dp, samples, sinks, normalize): (_, _, &[&str], Normalize) = match &tunnel {
         None if o.scenario == "pvp" => {
-            let (dp, samples, v) = crate::bench_pvp::start(o, sc.frames, &label, sample)?;
+            let (dp, samples, v) = pvp::start(o, sc.frames, &label, sample)?;
             vm = Some(v);
             (dp, samples, &["p1"], |f: &[u8]| f.to_vec())
         }
@@ -514,7 +500,7 @@ fn start_p2p(
     mut sc: Scenario,
     label: &str,
     sample: SampleSpec,
-) -> anyhow::Result<(datapath::dpif::Datapath, crate::bench_tunnel::Samples)> {
+) -> anyhow::Result<(datapath::dpif::Datapath, tunnel::Samples)> {
     let mut cfg = DpConfig {
         pmd_cores: default_pmd_cores(o.pmds),
         ..DpConfig::default()

@@ -21,8 +21,8 @@ use datapath::dpif::{Datapath, DatapathBuilder, DpConfig, default_pmd_cores};
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
 use netdev::vhost::{VhostOptions, VhostPort};
 
-use crate::bench::BenchOpts;
-use crate::bench_tunnel::Samples;
+use super::BenchOpts;
+use super::tunnel::Samples;
 
 /// The datapath flows of the scenario (`dpctl/add-flow` syntax): NIC → VM → sink.
 pub const DP_FLOWS: &[(&str, &str)] = &[

@@ -298,10 +298,10 @@ impl TunnelScenario {
     ) -> anyhow::Result<(Datapath, Samples)> {
         let cfg = crate::config::parse(&self.config_text(emc))
             .map_err(|e| anyhow!("scenario configuration: {}", e[0]))?;
-        let of = crate::run_cmd::build_ofproto(&cfg, std::path::Path::new("."))?;
+        let of = crate::switch::build_ofproto(&cfg, std::path::Path::new("."))?;
         let mut frames = Some(frames);
         let mut samples = None;
-        let dp = crate::run_cmd::build_with(&cfg, &of, |p| {
+        let dp = crate::switch::build_with(&cfg, &of, |p| {
             Ok(if p.name == "p0" {
                 Box::new(ReplayPort::new(
                     "p0",
