@@ -202,7 +202,7 @@ pub fn lookup(flows: &[DecapFlow], key: &FlowKey) -> Option<usize> {
 }
 
 /// The index in `flows` of the first that matches a frame just received whose key words 0 to
-/// 5 are `w` (see [`OuterWords`]); a megaflow without that compare is never found here.
+/// 5 are `w` (see `OuterWords`); a megaflow without that compare is never found here.
 #[inline(always)]
 pub fn lookup_outer(flows: &[DecapFlow], w: &[u64; OUTER_WORDS]) -> Option<usize> {
     flows
@@ -290,7 +290,7 @@ pub fn lookup_simple(flows: &[SimpleFlow], key: &FlowKey) -> Option<FlowRef> {
 pub const MAX_LINEAR_FLOWS: usize = 8;
 
 /// The linear match: an input port's whole classifier when its megaflows are few
-/// ([`MAX_LINEAR_FLOWS`] at most), all of one mask of at most [`MAX_LINEAR_WORDS`] words, and
+/// ([`MAX_LINEAR_FLOWS`] at most), all of one mask of at most `MAX_LINEAR_WORDS` words, and
 /// differ from each other in one key word at most. A tunnel port's inner pass, a VM port
 /// behind a single rule, or MPLS labels (or inner destinations) to a few VMs are such ports:
 /// one OpenFlow table matching the same fields gives every megaflow the same mask.

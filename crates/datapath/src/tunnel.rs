@@ -40,6 +40,7 @@ use wire::checksum;
 
 use crate::packet::{Batch, NO_OFS, Packet, Pool, TNL_MD_LEN, TnlMd};
 use crate::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
+use crate::rewrite::{ECN_CE, ECN_MASK, ip_ecn, l2_end, set_ip_ecn};
 
 /// The kind of a tunnel port, with what identifies its traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -345,7 +346,7 @@ fn l3_start(pkt: &Packet) -> Result<usize, TnlPopDrop> {
         };
     }
     let d = pkt.data();
-    let end = crate::rewrite::l2_end(d).ok_or(TnlPopDrop::Truncated)?;
+    let end = l2_end(d).ok_or(TnlPopDrop::Truncated)?;
     match be16(d, end - 2) {
         ETH_TYPE_IPV4 | ETH_TYPE_IPV6 => Ok(end),
         _ => Err(TnlPopDrop::BadHeader),
@@ -619,24 +620,6 @@ pub fn tnl_pop(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
     Ok(())
 }
 
-/// The ECN field (RFC 3168 §5): the low two bits of the IPv4 TOS byte or the IPv6 traffic
-/// class.
-const ECN_MASK: u8 = 3;
-/// Congestion experienced.
-const ECN_CE: u8 = 3;
-
-/// The ECN field of the IP header at `l3` (IPv4 or IPv6 by its version nibble; IPv4 only
-/// with its whole fixed header there), or None when there is none.
-#[inline(always)]
-pub(crate) fn ip_ecn(d: &[u8], l3: usize) -> Option<u8> {
-    let h = d.get(l3..)?;
-    match h.first()? >> 4 {
-        4 if h.len() >= 20 => Some(h[1] & ECN_MASK),
-        6 if h.len() >= 40 => Some(h[1] >> 4 & ECN_MASK),
-        _ => None,
-    }
-}
-
 /// Where a decapsulated packet's IP header starts: at once for an IP payload (`packet_type`
 /// IPv4 or IPv6), after the Ethernet header and up to two VLAN tags for an Ethernet one;
 /// None for anything else.
@@ -677,20 +660,6 @@ fn ecn_decap(pkt: &mut Packet) -> Result<(), TnlPopDrop> {
             set_ip_ecn(pkt.data_mut(), l3, ECN_CE);
             Ok(())
         }
-    }
-}
-
-/// Sets the ECN field of the IP header at `l3` ([`ip_ecn`] says there is one) to `ecn`,
-/// updating an IPv4 header checksum.
-fn set_ip_ecn(d: &mut [u8], l3: usize, ecn: u8) {
-    match d[l3] >> 4 {
-        4 => {
-            let old = be16(d, l3);
-            d[l3 + 1] = d[l3 + 1] & !ECN_MASK | ecn;
-            let c = checksum::update16(be16(d, l3 + 10), old, be16(d, l3));
-            d[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-        }
-        _ => d[l3 + 1] = d[l3 + 1] & !(ECN_MASK << 4) | ecn << 4,
     }
 }
 
