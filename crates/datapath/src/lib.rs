@@ -14,5 +14,6 @@ pub mod packet;
 pub mod pmd;
 pub mod port;
 pub mod rewrite;
+pub mod tnl_md;
 pub mod tsc;
 pub mod tunnel;

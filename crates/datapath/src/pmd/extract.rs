@@ -158,7 +158,7 @@ fn key_metadata_more(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
         key.set_packet_type(m.packet_type);
     }
     if m.tunnel != TnlMd::None {
-        crate::tunnel::md_to_key(p.tnl_md(), m.tunnel, key);
+        crate::tnl_md::md_to_key(p.tnl_md(), m.tunnel, key);
     }
     // After the tunnel words: the connection tuple's ports share a word with GENEVE options.
     if m.ct_state != 0 {
