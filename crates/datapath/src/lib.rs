@@ -4,7 +4,6 @@
 
 pub mod actions;
 pub mod ct;
-pub mod decap;
 pub mod dpcls;
 pub mod dpif;
 pub mod emc;

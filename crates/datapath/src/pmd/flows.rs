@@ -9,7 +9,7 @@
 
 use flow::{FlowKey, Mask, Match};
 
-use crate::decap::{DecapFlow, MAX_DECAP_FLOWS, MAX_LINEAR_FLOWS, SimpleFlow};
+use super::tiers::{DecapFlow, MAX_DECAP_FLOWS, MAX_LINEAR_FLOWS, SimpleFlow};
 use crate::flow_table::{FlowRef, FlowStats, Megaflow};
 use crate::tsc;
 
@@ -73,7 +73,7 @@ impl Pmd {
 
     /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop`, or in
     /// its simple match if it qualifies ([`SimpleFlow`]), and in its linear match
-    /// ([`LinearMatch`](crate::decap::LinearMatch)), when it fits.
+    /// ([`LinearMatch`](super::tiers::LinearMatch)), when it fits.
     pub(super) fn track_fast_paths(&mut self, r: FlowRef) {
         let Some(f) = self.flows.get(r) else {
             return;

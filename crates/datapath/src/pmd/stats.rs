@@ -102,7 +102,7 @@ pub struct PmdStats {
     /// Passes served by the megaflow classifier.
     pub megaflow_hits: u64,
     /// Passes served by the decap fast path (a megaflow whose only action is `tnl_pop`,
-    /// matched without the EMC or the classifier; see [`crate::decap`]).
+    /// matched without the EMC or the classifier; see `pmd/tiers/decap.rs`).
     pub decap_hits: u64,
     /// Packets the simple match found (no key extraction, hash or EMC lookup).
     pub simple_hits: u64,

@@ -20,19 +20,24 @@
 //! 5. the megaflow classifier, dpcls (`dpcls.rs`): subtables in rank order, a hit entered in
 //!    the EMC (`megaflow_hits`, `subtable_lookups`; `megaflow`).
 //!
-//! A new tier is a file here with its function over the [`Pass`], and a line in
-//! `Pmd::input`. This module also holds each input port's lookup structures
-//! ([`Classifiers`]).
+//! Each tier's file holds its lookup structure (the fast paths' lists, kept in step with the
+//! flow table by `flows.rs`) and its function over the batch; `masked_words.rs` holds the
+//! compare the fast paths share. A new tier is a file here with its function over the
+//! [`Pass`], and a line in `Pmd::input`. This module also holds each input port's lookup
+//! structures ([`Classifiers`]).
 
 mod decap;
 mod dpcls;
 mod emc;
 mod linear;
+mod masked_words;
 mod simple;
 
-use crate::decap::{DecapFlow, LinearMatch, MAX_DECAP_FLOWS, SimpleFlow};
 use crate::dpcls::Dpcls;
 use crate::flow_table::FlowRef;
+pub(super) use decap::{DecapFlow, MAX_DECAP_FLOWS};
+pub(super) use linear::{LinearMatch, MAX_LINEAR_FLOWS};
+pub(super) use simple::SimpleFlow;
 
 /// What the tiers of one pass know of its batch, handed from each to the next.
 pub(super) struct Pass {
@@ -84,12 +89,12 @@ pub(super) struct PortCls {
     pub(super) port: u32,
     pub(super) dpcls: Dpcls<FlowRef>,
     /// Megaflows of this port whose only action is `tnl_pop` (at most
-    /// [`crate::decap::MAX_DECAP_FLOWS`]).
+    /// [`MAX_DECAP_FLOWS`]).
     pub(super) decap: Vec<DecapFlow>,
     /// Megaflows of this port that the simple match finds (at most
-    /// [`crate::decap::MAX_DECAP_FLOWS`]; see [`SimpleFlow`]).
+    /// [`MAX_DECAP_FLOWS`]; see [`SimpleFlow`]).
     pub(super) simple: Vec<SimpleFlow>,
-    /// Megaflows of this port for the linear match (at most [`crate::decap::MAX_LINEAR_FLOWS`]; see
+    /// Megaflows of this port for the linear match (at most [`MAX_LINEAR_FLOWS`]; see
     /// [`LinearMatch`]): used only while they are all of the port's megaflows.
     pub(super) linear: LinearMatch,
     /// Hits of the linear match, one subtable lookup each (its megaflows share one mask).
