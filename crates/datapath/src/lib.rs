@@ -4,7 +4,6 @@
 
 pub mod actions;
 pub mod ct;
-pub mod decap;
 pub mod dpcls;
 pub mod dpif;
 pub mod emc;
@@ -14,5 +13,6 @@ pub mod packet;
 pub mod pmd;
 pub mod port;
 pub mod rewrite;
+pub mod tnl_md;
 pub mod tsc;
 pub mod tunnel;

@@ -8,7 +8,7 @@
 //!
 //! Every buffer starts with a fixed **tunnel metadata area** of [`TNL_MD_LEN`] bytes, before
 //! the headroom, which no push can reach: `tnl_pop` writes the outer headers' metadata there
-//! (in the flow key's layout, see [`crate::tunnel`]) and [`PacketMeta::tunnel`] says whether it
+//! (in the flow key's layout, see [`crate::tnl_md`]) and [`PacketMeta::tunnel`] says whether it
 //! is valid. The key is rebuilt for every datapath pass, so this is how the tunnel metadata
 //! follows a packet into the pass after the pop and into any later recirculation, without an
 //! allocation or a wider [`Packet`]. A recycled buffer starts with `tunnel` clear, so whatever
@@ -43,8 +43,7 @@
 //! packets are sent or dropped, the PMD ends the lending ([`Pool::end_lending`]) and the rx
 //! queue gives the buffers back to their owner ([`crate::port::RxQueue::release`]).
 
-/// Bytes of the tunnel metadata area at the front of every buffer.
-pub const TNL_MD_LEN: usize = 320;
+pub use crate::tnl_md::{TNL_MD_LEN, TnlMd};
 
 /// Bytes of the connection metadata area, after the tunnel metadata area: the label (16
 /// bytes), the connection tuple (36 bytes, at [`CT_MD_TUPLE`]) and its protocol, and the mark
@@ -94,20 +93,6 @@ pub const MAX_BURST: usize = 32;
 
 /// Marks an absent header offset in [`PacketMeta`].
 pub const NO_OFS: u16 = u16::MAX;
-
-/// Which tunnel metadata a packet's buffer holds in its metadata area ([`TNL_MD_LEN`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(u8)]
-pub enum TnlMd {
-    /// None: the packet did not come out of a tunnel (the area's bytes are stale).
-    #[default]
-    None,
-    /// Decapsulated from an IPv4 underlay: tun_id, IPv4 endpoints, flags and ports, and any
-    /// GENEVE options.
-    Ipv4,
-    /// Decapsulated from an IPv6 underlay: as `Ipv4`, with the IPv6 endpoints instead.
-    Ipv6,
-}
 
 /// Per-packet metadata that travels with a packet through the datapath. Read and written by:
 /// rx (in_port), extraction (offsets, hash), actions (offsets after pushes and pops, recirc_id,
@@ -324,7 +309,7 @@ impl Packet {
         self.meta = src.meta;
         self.meta.lent = lent;
         if src.meta.tunnel != TnlMd::None {
-            let n = crate::tunnel::md_used_len(src.tnl_md());
+            let n = crate::tnl_md::md_used_len(src.tnl_md());
             self.buf[..n].copy_from_slice(&src.buf[..n]);
         }
         if src.meta.ct_state != 0 {

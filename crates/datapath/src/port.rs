@@ -5,6 +5,9 @@
 //! opens a tx queue of its own on every port it may output to. Counters live in shared
 //! [`QueueStats`] updated once per burst with relaxed atomics, so the main thread can read them
 //! while traffic flows.
+//!
+//! A port that terminates a tunnel says which ([`Port::tunnel`], a [`TunnelKind`]): the
+//! datapath's `tnl_pop` to it decapsulates as that kind says ([`crate::tunnel`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -228,7 +231,53 @@ pub trait Port: Send {
 
     /// The tunnel this port terminates, for a tunnel's virtual port (`vxlan_sys_4789`):
     /// `tnl_pop` to it decapsulates as this kind says. `None` for other ports.
-    fn tunnel(&self) -> Option<crate::tunnel::TunnelKind> {
+    fn tunnel(&self) -> Option<TunnelKind> {
         None
+    }
+}
+
+/// The kind of a tunnel port, with what identifies its traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    /// VXLAN on this UDP destination port (4789 by default).
+    Vxlan { dst_port: u16 },
+    /// GENEVE on this UDP destination port (6081 by default).
+    Geneve { dst_port: u16 },
+    /// GRE (IP protocol 47).
+    Gre,
+}
+
+/// VXLAN's IANA port.
+pub const VXLAN_PORT: u16 = 4789;
+/// GENEVE's IANA port.
+pub const GENEVE_PORT: u16 = 6081;
+
+impl TunnelKind {
+    /// VXLAN on its IANA port.
+    pub const VXLAN: TunnelKind = TunnelKind::Vxlan {
+        dst_port: VXLAN_PORT,
+    };
+    /// GENEVE on its IANA port.
+    pub const GENEVE: TunnelKind = TunnelKind::Geneve {
+        dst_port: GENEVE_PORT,
+    };
+
+    /// The type name OVS uses (`vxlan`, `geneve`, `gre`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelKind::Vxlan { .. } => "vxlan",
+            TunnelKind::Geneve { .. } => "geneve",
+            TunnelKind::Gre => "gre",
+        }
+    }
+
+    /// OVS's name for the datapath port of this kind: `vxlan_sys_4789`, `genev_sys_6081`,
+    /// `gre_sys` (one port per type and UDP port, shared by every tunnel of the kind).
+    pub fn default_port_name(self) -> String {
+        match self {
+            TunnelKind::Vxlan { dst_port } => format!("vxlan_sys_{dst_port}"),
+            TunnelKind::Geneve { dst_port } => format!("genev_sys_{dst_port}"),
+            TunnelKind::Gre => "gre_sys".to_owned(),
+        }
     }
 }

@@ -20,75 +20,22 @@
 //! tx queue counts and drops; encapsulation is `tnl_push` followed by an output to a physical
 //! port).
 //!
-//! # The tunnel metadata area
-//!
-//! `tnl_pop` writes the metadata into the packet buffer's metadata area
-//! ([`crate::packet::TNL_MD_LEN`] bytes) in the flow key's own layout, so that building the key
-//! of each later pass is a copy of whole words ([`md_to_key`]):
-//!
-//! | area bytes | key words | fields |
-//! |---|---|---|
-//! | 0-23 | 6-8 | `tun_id`; `tun_ipv4_src`, `tun_ipv4_dst`; `tun_tos`, `tun_ttl`, `tun_flags`, `tun_geneve_len`, `tun_tp_src`, `tun_tp_dst` |
-//! | 32-63 | 24-27 | `tun_ipv6_src`, `tun_ipv6_dst` (IPv6 underlay only) |
-//! | 64-319 | 32-63 | key bytes 256-511: 4 bytes of connection tuple (zero), then `tun_geneve_len` bytes of GENEVE options |
-//!
-//! Only the words a packet has are copied: 3 for VXLAN or GRE over IPv4, 4 more over IPv6,
-//! and the option words of a GENEVE packet.
+//! The metadata `tnl_pop` writes goes into the packet buffer's tunnel metadata area, in the
+//! flow key's own layout ([`crate::tnl_md`]).
 
 use std::sync::Arc;
 
-use flow::FlowKey;
-use flow::key::{GENEVE_OPTS_MAX, GENEVE_OPTS_OFS, tun_flags};
+use flow::key::tun_flags;
 use wire::checksum;
 
-use crate::packet::{Batch, NO_OFS, Packet, Pool, TNL_MD_LEN, TnlMd};
+use crate::packet::{Batch, NO_OFS, Packet, Pool};
+pub use crate::port::{GENEVE_PORT, TunnelKind, VXLAN_PORT};
 use crate::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
-
-/// The kind of a tunnel port, with what identifies its traffic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TunnelKind {
-    /// VXLAN on this UDP destination port (4789 by default).
-    Vxlan { dst_port: u16 },
-    /// GENEVE on this UDP destination port (6081 by default).
-    Geneve { dst_port: u16 },
-    /// GRE (IP protocol 47).
-    Gre,
-}
-
-/// VXLAN's IANA port.
-pub const VXLAN_PORT: u16 = 4789;
-/// GENEVE's IANA port.
-pub const GENEVE_PORT: u16 = 6081;
-
-impl TunnelKind {
-    /// VXLAN on its IANA port.
-    pub const VXLAN: TunnelKind = TunnelKind::Vxlan {
-        dst_port: VXLAN_PORT,
-    };
-    /// GENEVE on its IANA port.
-    pub const GENEVE: TunnelKind = TunnelKind::Geneve {
-        dst_port: GENEVE_PORT,
-    };
-
-    /// The type name OVS uses (`vxlan`, `geneve`, `gre`).
-    pub fn name(self) -> &'static str {
-        match self {
-            TunnelKind::Vxlan { .. } => "vxlan",
-            TunnelKind::Geneve { .. } => "geneve",
-            TunnelKind::Gre => "gre",
-        }
-    }
-
-    /// OVS's name for the datapath port of this kind: `vxlan_sys_4789`, `genev_sys_6081`,
-    /// `gre_sys` (one port per type and UDP port, shared by every tunnel of the kind).
-    pub fn default_port_name(self) -> String {
-        match self {
-            TunnelKind::Vxlan { dst_port } => format!("vxlan_sys_{dst_port}"),
-            TunnelKind::Geneve { dst_port } => format!("genev_sys_{dst_port}"),
-            TunnelKind::Gre => "gre_sys".to_owned(),
-        }
-    }
-}
+use crate::rewrite::{ECN_CE, ECN_MASK, ip_ecn, l2_end, set_ip_ecn};
+use crate::tnl_md::{
+    MD_FLAGS, MD_GENEVE, MD_GENEVE_LEN, MD_IPV4_DST, MD_IPV4_SRC, MD_OPTS_WORDS, MD_TOS, MD_TP_DST,
+    MD_TP_SRC, MD_TTL, MD_TUN_ID, MD_TUN_IPV6, TNL_MD_LEN, TnlMd, md_used_len,
+};
 
 /// A tunnel's datapath port: no rx queues, and a tx queue that counts and drops what it is
 /// sent (the datapath never outputs to a tunnel port; `tnl_push` and an output to a physical
@@ -222,74 +169,6 @@ drop_reasons! {
 /// Number of [`TnlPopDrop`] reasons.
 pub const N_TNL_POP_DROPS: usize = TnlPopDrop::ALL.len();
 
-// Where the key's tunnel words sit in the metadata area (module documentation).
-/// First key word of the tunnel block (tun_id) and its place in the area.
-const KEY_W_TUN: usize = 6;
-const MD_TUN: usize = 0;
-/// Key words of the IPv6 endpoints and their place.
-const KEY_W_TUN_IPV6: usize = 24;
-const MD_TUN_IPV6: usize = 32;
-/// Key words from byte 256 (connection tuple ports, then GENEVE options) and their place.
-const KEY_W_OPTS: usize = 32;
-const MD_OPTS_WORDS: usize = 64;
-/// Area offset of the first GENEVE option byte.
-const MD_GENEVE: usize = MD_OPTS_WORDS + GENEVE_OPTS_OFS - KEY_W_OPTS * 8;
-
-// Fields inside the area (key offset minus 48).
-const MD_TUN_ID: usize = MD_TUN;
-const MD_IPV4_SRC: usize = MD_TUN + 8;
-const MD_IPV4_DST: usize = MD_TUN + 12;
-const MD_TOS: usize = MD_TUN + 16;
-const MD_TTL: usize = MD_TUN + 17;
-const MD_FLAGS: usize = MD_TUN + 18;
-const MD_GENEVE_LEN: usize = MD_TUN + 19;
-const MD_TP_SRC: usize = MD_TUN + 20;
-const MD_TP_DST: usize = MD_TUN + 22;
-
-const _: () = assert!(MD_GENEVE + GENEVE_OPTS_MAX == TNL_MD_LEN);
-
-#[inline(always)]
-fn md_word(md: &[u8; TNL_MD_LEN], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&md[at..at + 8]);
-    u64::from_ne_bytes(w)
-}
-
-/// Bytes of the area that hold data: the first 64, plus the GENEVE option words.
-#[inline]
-pub fn md_used_len(md: &[u8; TNL_MD_LEN]) -> usize {
-    let glen = usize::from(md[MD_GENEVE_LEN]).min(GENEVE_OPTS_MAX);
-    if glen == 0 {
-        MD_OPTS_WORDS
-    } else {
-        MD_OPTS_WORDS + (MD_GENEVE - MD_OPTS_WORDS + glen).next_multiple_of(8)
-    }
-}
-
-/// Copies a packet's tunnel metadata into `key` (the words of the area the packet has).
-#[inline]
-pub fn md_to_key(md: &[u8; TNL_MD_LEN], which: TnlMd, key: &mut FlowKey) {
-    let mut words = 0b111 << KEY_W_TUN;
-    for i in 0..3 {
-        key.put_word(KEY_W_TUN + i, md_word(md, MD_TUN + 8 * i));
-    }
-    if which == TnlMd::Ipv6 {
-        for i in 0..4 {
-            key.put_word(KEY_W_TUN_IPV6 + i, md_word(md, MD_TUN_IPV6 + 8 * i));
-        }
-        words |= 0b1111 << KEY_W_TUN_IPV6;
-    }
-    let glen = usize::from(md[MD_GENEVE_LEN]).min(GENEVE_OPTS_MAX);
-    if glen > 0 {
-        let n = (MD_GENEVE - MD_OPTS_WORDS + glen).div_ceil(8);
-        for i in 0..n {
-            key.put_word(KEY_W_OPTS + i, md_word(md, MD_OPTS_WORDS + 8 * i));
-        }
-        words |= (u64::MAX >> (64 - n)) << KEY_W_OPTS;
-    }
-    key.mark_words(words);
-}
-
 #[inline(always)]
 fn be16(d: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([d[at], d[at + 1]])
@@ -347,7 +226,7 @@ fn l3_start(pkt: &Packet) -> Result<usize, TnlPopDrop> {
         };
     }
     let d = pkt.data();
-    let end = crate::rewrite::l2_end(d).ok_or(TnlPopDrop::Truncated)?;
+    let end = l2_end(d).ok_or(TnlPopDrop::Truncated)?;
     match be16(d, end - 2) {
         ETH_TYPE_IPV4 | ETH_TYPE_IPV6 => Ok(end),
         _ => Err(TnlPopDrop::BadHeader),
@@ -617,24 +496,6 @@ pub fn tnl_pop(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
     Ok(())
 }
 
-/// The ECN field (RFC 3168 §5): the low two bits of the IPv4 TOS byte or the IPv6 traffic
-/// class.
-const ECN_MASK: u8 = 3;
-/// Congestion experienced.
-const ECN_CE: u8 = 3;
-
-/// The ECN field of the IP header at `l3` (IPv4 or IPv6 by its version nibble; IPv4 only
-/// with its whole fixed header there), or None when there is none.
-#[inline(always)]
-pub(crate) fn ip_ecn(d: &[u8], l3: usize) -> Option<u8> {
-    let h = d.get(l3..)?;
-    match h.first()? >> 4 {
-        4 if h.len() >= 20 => Some(h[1] & ECN_MASK),
-        6 if h.len() >= 40 => Some(h[1] >> 4 & ECN_MASK),
-        _ => None,
-    }
-}
-
 /// Where a decapsulated packet's IP header starts: at once for an IP payload (`packet_type`
 /// IPv4 or IPv6), after the Ethernet header and up to two VLAN tags for an Ethernet one;
 /// None for anything else.
@@ -675,20 +536,6 @@ fn ecn_decap(pkt: &mut Packet) -> Result<(), TnlPopDrop> {
             set_ip_ecn(pkt.data_mut(), l3, ECN_CE);
             Ok(())
         }
-    }
-}
-
-/// Sets the ECN field of the IP header at `l3` ([`ip_ecn`] says there is one) to `ecn`,
-/// updating an IPv4 header checksum.
-fn set_ip_ecn(d: &mut [u8], l3: usize, ecn: u8) {
-    match d[l3] >> 4 {
-        4 => {
-            let old = be16(d, l3);
-            d[l3 + 1] = d[l3 + 1] & !ECN_MASK | ecn;
-            let c = checksum::update16(be16(d, l3 + 10), old, be16(d, l3));
-            d[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-        }
-        _ => d[l3 + 1] = d[l3 + 1] & !(ECN_MASK << 4) | ecn << 4,
     }
 }
 
@@ -891,67 +738,10 @@ fn tnl_pop_checked(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flow::key::FIELDS;
+    use flow::FlowKey;
+    use flow::key::{GENEVE_OPTS_MAX, GENEVE_OPTS_OFS};
 
-    fn field_ofs(name: &str) -> usize {
-        FIELDS
-            .iter()
-            .find(|f| f.name == name)
-            .unwrap_or_else(|| panic!("{name}"))
-            .offset
-    }
-
-    #[test]
-    fn area_layout_is_the_key_layout() {
-        let w6 = KEY_W_TUN * 8;
-        for (name, md) in [
-            ("tun_id", MD_TUN_ID),
-            ("tun_ipv4_src", MD_IPV4_SRC),
-            ("tun_ipv4_dst", MD_IPV4_DST),
-            ("tun_tos", MD_TOS),
-            ("tun_ttl", MD_TTL),
-            ("tun_flags", MD_FLAGS),
-            ("tun_geneve_len", MD_GENEVE_LEN),
-            ("tun_tp_src", MD_TP_SRC),
-            ("tun_tp_dst", MD_TP_DST),
-        ] {
-            assert_eq!(field_ofs(name), w6 + md - MD_TUN, "{name}");
-        }
-        assert_eq!(field_ofs("tun_ipv6_src"), KEY_W_TUN_IPV6 * 8);
-        assert_eq!(field_ofs("tun_ipv6_dst"), KEY_W_TUN_IPV6 * 8 + 16);
-        assert_eq!(
-            GENEVE_OPTS_OFS,
-            KEY_W_OPTS * 8 + (MD_GENEVE - MD_OPTS_WORDS)
-        );
-        // Words 9 and 10 (dp_hash, mark, conntrack) are not tunnel words.
-        assert_eq!(field_ofs("dp_hash"), (KEY_W_TUN + 3) * 8);
-    }
-
-    #[test]
-    fn metadata_area_round_trips_through_the_key() {
-        let mut md = [0xeeu8; TNL_MD_LEN];
-        md[..24].copy_from_slice(&[
-            0, 0, 0, 0, 0, 0, 0, 0x64, 10, 1, 2, 9, 10, 1, 2, 8, 0x28, 63, 7, 8, 0xc0, 0, 0x12,
-            0xb5,
-        ]);
-        md[MD_OPTS_WORDS..MD_GENEVE].fill(0);
-        md[MD_GENEVE..MD_GENEVE + 8].copy_from_slice(&[1, 2, 0x80, 1, 0, 3, 0, 2]);
-        let mut k = FlowKey::new();
-        k.set_in_port(5);
-        md_to_key(&md, TnlMd::Ipv4, &mut k);
-        assert_eq!(k.tun_id(), 0x64);
-        assert_eq!(k.tun_ipv4_src().octets(), [10, 1, 2, 9]);
-        assert_eq!(k.tun_ipv4_dst().octets(), [10, 1, 2, 8]);
-        assert_eq!((k.tun_tos(), k.tun_ttl(), k.tun_flags()), (0x28, 63, 7));
-        assert_eq!((k.tun_tp_src(), k.tun_tp_dst()), (0xc000, 4789));
-        let mut opts = [0u8; GENEVE_OPTS_MAX];
-        assert_eq!(k.tun_geneve_opts(&mut opts), 8);
-        assert_eq!(&opts[..8], &[1, 2, 0x80, 1, 0, 3, 0, 2]);
-        // Nothing else: the bytes after the options and the IPv6 words are not copied.
-        assert_eq!(k.map(), 1 | 0b111 << 6 | 0b11 << 32);
-        assert_eq!(md_used_len(&md), 80);
-        assert_eq!(k.ct_tp_src(), 0);
-    }
+    use crate::tnl_md::{KEY_W_OPTS, md_to_key};
 
     /// A GENEVE frame over IPv4 (no UDP checksum) with `opts` and an inner frame of `inner`
     /// bytes.

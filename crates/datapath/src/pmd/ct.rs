@@ -1,0 +1,239 @@
+//! The `ct()` action on a group: each packet through the connection tracker (shared by the
+//! PMDs, with this PMD's cache of its lookups), which sets its connection state and may
+//! translate it (NAT); IP fragments wait in the PMD's reassembler for their datagram. Part of
+//! the actions stage (`ct_packets`, `ct_not_ip`, `ct_frags_held`, `ct_frag_drops`).
+
+use crate::packet::{Batch, MAX_BURST, Packet};
+
+use super::Pmd;
+
+impl Pmd {
+    /// `ct(...)`: runs each packet of `batch` through the connection tracker, which sets its
+    /// connection state and may translate it (NAT). A packet that is not IP is `+trk+inv`. IP
+    /// fragments are held by the PMD's reassembler until their datagram is complete; then all
+    /// its fragments go on (after the batch's other packets) with the state the first one got.
+    ///
+    /// Returns whether the batch holds the same packets in the same order (no fragments).
+    pub(super) fn conntrack(&mut self, args: &conntrack::CtArgs, batch: &mut Batch) -> bool {
+        let now = conntrack::now_ms();
+        let ct = self
+            .conntrack
+            .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
+        let writes = args.commit && (args.mark.is_some() || args.label.is_some());
+        // A packet an earlier ct() of this zone tracked keeps what that one said, as a packet
+        // keeps its reference to the connection in the kernel's datapath: unless this one
+        // writes the mark or label, or translates, the connection is not even looked at.
+        let keep = !writes && args.nat.is_none() && !args.force;
+        // The packets tracked here (IP, not fragments): their places in the batch and
+        // families; the others are not IP (`+inv`) or fragments, or their earlier state
+        // stands (`ct_ml` has what a commit wrote for those rechecked).
+        let mut idx = [0u8; MAX_BURST];
+        let mut v6s = [false; MAX_BURST];
+        let mut not_ip = 0u32;
+        let mut frags = false;
+        let mut pkts: [_; MAX_BURST] = std::array::from_fn(|_| conntrack::CtPacket {
+            frame: &[],
+            l3: 0,
+            v6: false,
+            frag_l4_len: None,
+            verified: false,
+            natted: false,
+        });
+        let mut n = 0;
+        self.ct_ml.clear();
+        for (i, p) in batch.packets().iter().enumerate().take(MAX_BURST) {
+            let Some(v6) = crate::ct::ip_version(p) else {
+                not_ip |= 1 << i;
+                continue;
+            };
+            if crate::ct::maybe_fragment(p, v6) {
+                frags = true;
+                continue;
+            }
+            if keep && crate::ct::cached_ref(p, args.zone) {
+                continue;
+            }
+            // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
+            if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
+                && let Some((mark, label)) = ct.recheck(&self.ct_cache, conn_ref, &orig, args, now)
+            {
+                if writes {
+                    self.ct_ml.push((i as u8, mark, label));
+                }
+                continue;
+            }
+            idx[n] = i as u8;
+            v6s[n] = v6;
+            pkts[n] = conntrack::CtPacket {
+                frame: p.data(),
+                l3: usize::from(p.meta.l3),
+                v6,
+                frag_l4_len: None,
+                // An earlier ct() checked the headers (rewrites since keep them valid).
+                verified: p.meta.ct_state != 0,
+                natted: natted(p, args.zone),
+            };
+            n += 1;
+        }
+        let out = &mut self.ct_out[..n];
+        ct.process_batch(&mut self.ct_cache, &pkts[..n], out, args, now);
+        let pkts = batch.packets_mut();
+        for ((&i, &v6), (md, nat)) in idx.iter().zip(&v6s).zip(self.ct_out[..n].iter()) {
+            let p = &mut pkts[usize::from(i)];
+            crate::ct::store(p, md);
+            if let Some(rw) = nat
+                && !crate::ct::apply_nat(p, rw, v6, &md.orig, true)
+            {
+                self.stats.rewrite_errors += 1;
+            }
+        }
+        for &(i, mark, label) in &self.ct_ml {
+            crate::ct::set_mark_label(&mut pkts[usize::from(i)], mark, label);
+        }
+        let mut bits = not_ip;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.ct_not_ip(&mut batch.packets_mut()[i], args.zone);
+        }
+        if batch.len() > MAX_BURST {
+            frags |= self.ct_past_burst(args, batch, now);
+        }
+        self.stats.ct_packets += batch.len() as u64;
+        if frags {
+            self.ct_fragments(args, batch, now);
+        }
+        !frags
+    }
+
+    /// A packet that is not IP through `ct()`: `+trk+inv`, counted.
+    pub(super) fn ct_not_ip(&mut self, p: &mut Packet, zone: u16) {
+        let md = conntrack::CtMeta {
+            state: conntrack::state::TRK | conntrack::state::INV,
+            zone,
+            ..Default::default()
+        };
+        crate::ct::store(p, &md);
+        self.stats.ct_not_ip += 1;
+    }
+
+    /// The packets of a `ct()` batch past a burst's worth (a batch that grew): one at a time.
+    /// Returns whether there are fragments among them.
+    #[cold]
+    pub(super) fn ct_past_burst(
+        &mut self,
+        args: &conntrack::CtArgs,
+        batch: &mut Batch,
+        now: u64,
+    ) -> bool {
+        let mut frags = false;
+        for p in &mut batch.packets_mut()[MAX_BURST..] {
+            match crate::ct::ip_version(p) {
+                None => self.ct_not_ip(p, args.zone),
+                Some(v6) if crate::ct::maybe_fragment(p, v6) => frags = true,
+                Some(v6) => {
+                    self.ct_one(args, p, v6, None, now);
+                }
+            }
+        }
+        frags
+    }
+
+    /// Tracks one packet (or the first fragment of a datagram, `frag_l4_len` its L4 length)
+    /// and applies any NAT; returns its metadata and the rewrite, for a datagram's other
+    /// fragments.
+    pub(super) fn ct_one(
+        &mut self,
+        args: &conntrack::CtArgs,
+        p: &mut Packet,
+        v6: bool,
+        frag_l4_len: Option<usize>,
+        now: u64,
+    ) -> (conntrack::CtMeta, Option<conntrack::NatRewrite>) {
+        let ct = self
+            .conntrack
+            .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
+        let mut md = conntrack::CtMeta::default();
+        let pkt = conntrack::CtPacket {
+            frame: p.data(),
+            l3: usize::from(p.meta.l3),
+            v6,
+            frag_l4_len,
+            // An earlier ct() checked the headers (rewrites since keep them valid).
+            verified: p.meta.ct_state != 0,
+            natted: natted(p, args.zone),
+        };
+        let nat = ct.process(&mut self.ct_cache, &pkt, &mut md, args, now);
+        crate::ct::store(p, &md);
+        if let Some(rw) = &nat
+            && !crate::ct::apply_nat(p, rw, v6, &md.orig, true)
+        {
+            self.stats.rewrite_errors += 1;
+        }
+        (md, nat)
+    }
+
+    /// The fragments of a `ct()` batch: into the reassembler; the fragments of datagrams
+    /// they complete come back at the end of the batch, tracked.
+    #[inline(never)]
+    pub(super) fn ct_fragments(&mut self, args: &conntrack::CtArgs, batch: &mut Batch, now: u64) {
+        let mut done = Vec::new();
+        // Not `unwrap_or_default`: see `copy_batch`.
+        #[allow(clippy::unwrap_or_default)]
+        let mut keep = self.spare.pop().unwrap_or_else(Batch::new);
+        for p in batch.drain() {
+            // The first pass tracked everything else (NAT does not touch what this reads).
+            let Some(v6) =
+                crate::ct::ip_version(&p).filter(|&v6| crate::ct::maybe_fragment(&p, v6))
+            else {
+                keep.push(p);
+                continue;
+            };
+            let l3 = usize::from(p.meta.l3);
+            match self.reasm.push(p, l3, v6, args.zone, now) {
+                conntrack::frag::Verdict::NotFragment(mut p, _) => {
+                    self.ct_one(args, &mut p, v6, None, now);
+                    keep.push(p);
+                }
+                conntrack::frag::Verdict::Held => self.stats.ct_frags_held += 1,
+                conntrack::frag::Verdict::Complete(dg) => done.push(dg),
+                conntrack::frag::Verdict::Drop(p, _) => {
+                    self.stats.ct_frag_drops += 1;
+                    self.pool.free(p);
+                }
+                conntrack::frag::Verdict::DropDatagram(ps, _) => {
+                    for p in ps {
+                        self.stats.ct_frag_drops += 1;
+                        self.pool.free(p);
+                    }
+                }
+            }
+        }
+        for dg in done {
+            let mut frags = dg.frags.into_iter();
+            let Some(mut first) = frags.next() else {
+                continue;
+            };
+            let (md, nat) = self.ct_one(args, &mut first, dg.ipv6, Some(dg.l4_len), now);
+            keep.push(first);
+            for mut p in frags {
+                crate::ct::store(&mut p, &md);
+                if let Some(rw) = &nat
+                    && !crate::ct::apply_nat(&mut p, rw, dg.ipv6, &md.orig, false)
+                {
+                    self.stats.rewrite_errors += 1;
+                }
+                keep.push(p);
+            }
+        }
+        std::mem::swap(batch, &mut keep);
+        self.recycle(keep);
+    }
+}
+
+/// Whether an earlier `ct()` in `zone` translated the packet.
+#[inline]
+fn natted(p: &Packet, zone: u16) -> bool {
+    p.meta.ct_state & (conntrack::state::SNAT | conntrack::state::DNAT) != 0
+        && p.meta.ct_zone == zone
+}

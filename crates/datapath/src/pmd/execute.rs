@@ -1,0 +1,171 @@
+//! The actions stage: a megaflow's compiled actions ([`DpAction`]) run on a whole group of
+//! packets (OVS's `dp_netdev_execute_actions`). Header rewrites and `tnl_push` are
+//! [`crate::rewrite`]'s, over the group; outputs go to the tx batches ([`super::output`]);
+//! `ct()` is in [`super::ct`], `recirc` and `tnl_pop` in [`super::recirc`]; `clone` and
+//! outputs that are not the last action run on copies. A pass that may hold TCP super-frames
+//! segments them before a `tnl_push`. Cycles under `actions`; drops by reason
+//! (`action_drops`, `rewrite_errors`, GSO).
+
+use crate::actions::DpAction;
+use crate::gso::TcpSuper;
+use crate::packet::{Batch, MAX_BURST};
+
+use super::Pmd;
+use super::output::has_gso;
+
+/// Emptied copy batches a PMD keeps for reuse (nesting of clones rarely goes deeper).
+pub(super) const SPARE_BATCHES: usize = 8;
+
+impl Pmd {
+    /// Runs `actions` on every packet of `batch`, consuming the batch.
+    pub(super) fn execute(&mut self, actions: &[DpAction], batch: &mut Batch) {
+        self.execute_with(actions, batch, None, false);
+    }
+
+    /// [`Self::execute`], with a truncation pending from earlier actions. `whole`: `batch` is
+    /// the pass's whole batch in order, so its keys are still in `keys` (a recirculation may
+    /// hand them to the next pass while nothing else than `ct()` without NAT ran).
+    pub(super) fn execute_with(
+        &mut self,
+        actions: &[DpAction],
+        batch: &mut Batch,
+        mut trunc: Option<u32>,
+        whole: bool,
+    ) {
+        let last = actions.len().saturating_sub(1);
+        // Whether `batch` is still the pass's batch with the headers its keys were made from.
+        let mut pristine = whole;
+        for (ai, a) in actions.iter().enumerate() {
+            if batch.is_empty() {
+                break;
+            }
+            let consume = ai == last;
+            match a {
+                DpAction::Output(port) => {
+                    self.output(*port, batch, consume, trunc.take());
+                }
+                DpAction::Trunc(len) => trunc = Some(*len),
+                DpAction::Userspace => self.stats.userspace_packets += batch.len() as u64,
+                DpAction::Recirc(id) => self.recirculate(*id, batch, consume, pristine),
+                DpAction::Ct(args) => pristine &= self.conntrack(args, batch),
+                DpAction::CtClear => {
+                    for p in batch.packets_mut() {
+                        crate::ct::clear(p);
+                    }
+                }
+                DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
+                // Encapsulating a super-frame is never right: segment it first.
+                DpAction::TnlPush(_) if self.pass_gso && has_gso(batch) => {
+                    self.segment_and_execute(&actions[ai..], batch, trunc);
+                    break;
+                }
+                DpAction::TnlPush(t) => {
+                    self.stats.rewrite_errors +=
+                        crate::rewrite::tnl_push_batch(batch.packets_mut(), t);
+                }
+                DpAction::Clone(sub) => {
+                    let mut copy = self.copy_batch(batch, None);
+                    self.execute(sub, &mut copy);
+                    self.recycle(copy);
+                }
+                DpAction::Hash { sym, basis } => {
+                    for p in batch.packets_mut() {
+                        p.meta.dp_hash = crate::rewrite::dp_hash_l4(p, *sym, *basis);
+                    }
+                }
+                header => {
+                    self.stats.rewrite_errors +=
+                        crate::rewrite::apply_batch(batch.packets_mut(), header);
+                }
+            }
+            pristine &= matches!(a, DpAction::Ct(c) if c.nat.is_none());
+        }
+        if !batch.is_empty() {
+            // The actions ended without handing the packets on: a drop.
+            self.stats.action_drops += batch.len() as u64;
+            self.pool.free_batch(batch);
+        }
+    }
+
+    /// Replaces the super-frames of `batch` by their segments and runs `actions` on the
+    /// result, [`MAX_BURST`] packets at a time; leaves `batch` empty. Slow path of a pass with
+    /// super-frames.
+    #[inline(never)]
+    pub(super) fn segment_and_execute(
+        &mut self,
+        actions: &[DpAction],
+        batch: &mut Batch,
+        trunc: Option<u32>,
+    ) {
+        let mut segs = std::mem::take(&mut self.segs);
+        for p in batch.drain() {
+            if p.meta.gso_size == 0 {
+                segs.push(p);
+                continue;
+            }
+            match TcpSuper::of(&p) {
+                Ok(t) => {
+                    let n = t.n_segments(&p);
+                    for k in 0..n {
+                        segs.push(t.segment(&p, k, &mut self.pool));
+                    }
+                    self.stats.gso_frames += 1;
+                    self.stats.gso_segments += n as u64;
+                }
+                Err(_) => self.stats.gso_drops += 1,
+            }
+            self.pool.free(p);
+        }
+        #[allow(clippy::unwrap_or_default)]
+        let mut b = self.spare.pop().unwrap_or_else(Batch::new);
+        let mut rest = segs.drain(..);
+        loop {
+            for p in rest.by_ref().take(MAX_BURST) {
+                b.push(p);
+            }
+            if b.is_empty() {
+                break;
+            }
+            self.execute_with(actions, &mut b, trunc, false);
+        }
+        drop(rest);
+        self.segs = segs;
+        self.recycle(b);
+    }
+
+    /// Copies of a batch's packets (optionally truncated), in new pool buffers, with their
+    /// metadata and tunnel metadata. A truncated copy of a super-frame is an ordinary packet.
+    pub(super) fn copy_batch(&mut self, batch: &Batch, trunc: Option<u32>) -> Batch {
+        // Not `unwrap_or_default`: a default Batch is empty and unallocated (what
+        // `mem::take` leaves behind for free), and would then grow by reallocations.
+        #[allow(clippy::unwrap_or_default)]
+        let mut out = self.spare.pop().unwrap_or_else(Batch::new);
+        match trunc {
+            None => {
+                for p in batch.packets() {
+                    out.push(self.pool.copy_of(p, p.len()));
+                }
+            }
+            Some(t) => {
+                for p in batch.packets() {
+                    let mut c = self.pool.copy_of(p, t as usize);
+                    if c.len() < p.len() {
+                        c.meta.gso_size = 0;
+                    }
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
+    /// Keeps an emptied batch for the next copy (its packets, if any, go back to the pool).
+    pub(super) fn recycle(&mut self, mut b: Batch) {
+        if !b.is_empty() {
+            self.pool.free_batch(&mut b);
+        }
+        if self.spare.len() < SPARE_BATCHES {
+            self.spare.push(b);
+        }
+    }
+}

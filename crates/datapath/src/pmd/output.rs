@@ -1,0 +1,186 @@
+//! The tx stage: each datapath port's tx queue and batch as a PMD sees it ([`TxSlot`]);
+//! `output` hands a group to the port's batch (by swap when the batch is empty), sent when it
+//! fills and at the end of each rx burst ([`Pmd::flush_tx`], OVS's
+//! `dp_netdev_pmd_flush_output_packets`). A super-frame for a queue that does not segment is
+//! sent as its segments. Counted as `tx_packets` and `tx_batches`, the flush's cycles under
+//! `tx`.
+
+use crate::actions::DpAction;
+use crate::flow_table::FlowRef;
+use crate::gso::TcpSuper;
+use crate::packet::{Batch, Packet, Pool};
+use crate::port::TxQueue;
+use crate::tunnel::TunnelKind;
+
+use super::{Pmd, PmdStats, Stage};
+
+/// A datapath port as a PMD sees it: its tx queue and batch, and its tunnel kind (the kind
+/// `tnl_pop` to it decapsulates).
+pub(super) struct TxSlot {
+    q: Box<dyn TxQueue>,
+    pub(super) batch: Batch,
+    tunnel: Option<TunnelKind>,
+    /// The queue takes TCP super-frames whole ([`TxQueue::tso`]).
+    tso: bool,
+    /// The queue takes lent packets ([`TxQueue::takes_lent`]).
+    lent: bool,
+}
+
+impl Pmd {
+    /// Sends output for `port_no` through `q`.
+    pub fn add_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>) {
+        self.add_port_txq(port_no, q, None);
+    }
+
+    /// Sends output for `port_no` through `q`; `tnl_pop` to the port decapsulates `tunnel`.
+    pub fn add_port_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>, tunnel: Option<TunnelKind>) {
+        let i = port_no as usize;
+        if self.txs.len() <= i {
+            self.txs.resize_with(i + 1, || None);
+        }
+        let tso = q.tso();
+        let lent = q.takes_lent();
+        self.txs[i] = Some(TxSlot {
+            q,
+            batch: Batch::new(),
+            tunnel,
+            tso,
+            lent,
+        });
+    }
+
+    /// Hands packets to `port`'s tx batch: the originals when this is the last action and
+    /// nothing truncates, copies otherwise.
+    pub(super) fn output(
+        &mut self,
+        port: u32,
+        batch: &mut Batch,
+        consume: bool,
+        trunc: Option<u32>,
+    ) {
+        if !matches!(self.txs.get(port as usize), Some(Some(_))) {
+            // No such port: counted as a drop when the batch is freed.
+            return;
+        }
+        let mut src = if consume && trunc.is_none() {
+            std::mem::take(batch)
+        } else {
+            self.copy_batch(batch, trunc)
+        };
+        let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
+            return;
+        };
+        if self.pass_gso && !tx.tso && has_gso(&src) {
+            send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
+            if consume && trunc.is_none() {
+                *batch = src;
+            } else {
+                self.recycle(src);
+            }
+            return;
+        }
+        if tx.batch.is_empty() {
+            // Hand the whole group over: swap buffers instead of moving packets one by one.
+            std::mem::swap(&mut tx.batch, &mut src);
+            if tx.batch.is_full() {
+                self.stats.tx_packets += tx.batch.len() as u64;
+                self.stats.tx_batches += 1;
+                tx.q.send(&mut tx.batch, &mut self.pool);
+            }
+            if consume && trunc.is_none() {
+                *batch = src;
+            } else {
+                self.recycle(src);
+            }
+            return;
+        }
+        for p in src.drain() {
+            tx.batch.push(p);
+            if tx.batch.is_full() {
+                self.stats.tx_packets += tx.batch.len() as u64;
+                self.stats.tx_batches += 1;
+                tx.q.send(&mut tx.batch, &mut self.pool);
+            }
+        }
+        if consume && trunc.is_none() {
+            *batch = src;
+        } else {
+            self.recycle(src);
+        }
+    }
+
+    /// The tunnel kind of datapath port `port`, if it is a tunnel port.
+    pub(super) fn tunnel_kind(&self, port: u32) -> Option<TunnelKind> {
+        match self.txs.get(port as usize) {
+            Some(Some(slot)) => slot.tunnel,
+            _ => None,
+        }
+    }
+
+    /// Whether megaflow `r`'s actions are only an output to a queue that takes lent packets:
+    /// the one use of a lent packet that does not need its whole frame in the buffer.
+    pub(super) fn sends_lent(&self, r: FlowRef) -> bool {
+        match self.flows.get(r).map(|f| &f.actions[..]) {
+            Some([DpAction::Output(port)]) => {
+                matches!(self.txs.get(*port as usize), Some(Some(tx)) if tx.lent)
+            }
+            _ => false,
+        }
+    }
+
+    /// Sends every non-empty tx batch.
+    pub(super) fn flush_tx(&mut self) {
+        let t0 = self.stamp();
+        for tx in self.txs.iter_mut().flatten() {
+            if !tx.batch.is_empty() {
+                self.stats.tx_packets += tx.batch.len() as u64;
+                self.stats.tx_batches += 1;
+                tx.q.send(&mut tx.batch, &mut self.pool);
+            }
+            tx.q.flush();
+        }
+        let t1 = self.stamp();
+        self.add_stage(Stage::Tx, t0, t1);
+    }
+}
+
+/// Whether `batch` holds a TCP super-frame (asked only of batches of a pass whose rx batch
+/// was marked to possibly hold one).
+#[inline(never)]
+pub(super) fn has_gso(batch: &Batch) -> bool {
+    batch.packets().iter().any(|p| p.meta.gso_size != 0)
+}
+
+/// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments, sending the
+/// batch each time it fills; leaves `src` empty. Super-frames that are not TCP over IP are
+/// dropped (counted).
+#[inline(never)]
+fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut PmdStats) {
+    fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+        tx.batch.push(p);
+        if tx.batch.is_full() {
+            stats.tx_packets += tx.batch.len() as u64;
+            stats.tx_batches += 1;
+            tx.q.send(&mut tx.batch, pool);
+        }
+    }
+    for p in src.drain() {
+        if p.meta.gso_size == 0 {
+            put(tx, p, pool, stats);
+            continue;
+        }
+        match TcpSuper::of(&p) {
+            Ok(t) => {
+                let n = t.n_segments(&p);
+                for k in 0..n {
+                    let s = t.segment(&p, k, pool);
+                    put(tx, s, pool, stats);
+                }
+                stats.gso_frames += 1;
+                stats.gso_segments += n as u64;
+            }
+            Err(_) => stats.gso_drops += 1,
+        }
+        pool.free(p);
+    }
+}

@@ -1,0 +1,349 @@
+//! The simple match tier (OVS's `dp_netdev_simple_match`, here with the EMC on): on a port
+//! with megaflows that look at no packet field but the ethertype, VLAN TCI and fragment flags
+//! ([`SimpleFlow`]), a plain frame's megaflow is found from its metadata words alone, and the
+//! frame's shape is checked by the fast extractor (`flow::extract_simple`), inside the
+//! extract stage's loop: no key but its TCP flags, no hash, no EMC entry. Counted as
+//! `simple_hits`, its cycles under `extract`.
+//!
+//! The list follows the flow table as the decap fast path's does (`flows.rs`). This is also
+//! where lent packets ([`crate::packet::Pool::packet_lent`]) are decided: one stays lent only
+//! when the simple match sends it to an output that takes lent frames.
+
+use flow::key::PACKET_WORDS;
+use flow::{FlowKey, Match};
+
+use crate::actions::DpAction;
+use crate::flow_table::FlowRef;
+use crate::packet::Batch;
+
+use super::super::Pmd;
+use super::super::extract::{extract_packet, key_metadata_with, only_port_and_recirc};
+use super::masked_words::MaskedWords;
+
+/// One megaflow of the simple match: it looks at no packet field but those of
+/// [`flow::simple_fields`], and every frame [`flow::extract_simple`] takes has the values it
+/// wants there. So such a frame matches it exactly when its metadata words do, and the
+/// frame's other header fields need not be put in the key, hashed or looked up in the EMC.
+/// (OVS's userspace datapath has the same idea, `dp_netdev_simple_match`, only while its EMC
+/// and SMC are off.) Its actions must not need the key's other words or the packet's hash:
+/// no recirculation (which may hand the keys to the next pass), `ct`, `hash`, `tnl_pop` or
+/// `clone`. `tnl_push` may be among them: its UDP source port comes from the inner headers
+/// ([`crate::rewrite::entropy_hash`]), not from the hash.
+#[derive(Clone, Debug)]
+pub(in crate::pmd) struct SimpleFlow {
+    pub(in crate::pmd) flow: FlowRef,
+    /// The mask's metadata words.
+    words: MaskedWords,
+}
+
+impl SimpleFlow {
+    /// The simple-match form of megaflow `flow` (match `m`, `actions`), if it qualifies.
+    pub(in crate::pmd) fn new(
+        flow: FlowRef,
+        m: &Match,
+        actions: &[DpAction],
+    ) -> Option<SimpleFlow> {
+        let plain = actions.iter().all(|a| {
+            matches!(
+                a,
+                DpAction::Output(_)
+                    | DpAction::Trunc(_)
+                    | DpAction::Userspace
+                    | DpAction::PushVlan { .. }
+                    | DpAction::PopVlan
+                    | DpAction::PushMpls { .. }
+                    | DpAction::PopMpls { .. }
+                    | DpAction::SetMpls { .. }
+                    | DpAction::PushEthPopMpls { .. }
+                    | DpAction::SetEth(_)
+                    | DpAction::PushEth { .. }
+                    | DpAction::PopEth
+                    | DpAction::SetIpv4(_)
+                    | DpAction::SetIpv6(_)
+                    | DpAction::SetL4(_)
+                    | DpAction::TnlPush(_)
+            )
+        });
+        if !plain {
+            return None;
+        }
+        // The packet fields it looks at: only the simple ones, with the values every simple
+        // frame has there.
+        let fields = flow::simple_fields();
+        let mut frame = FlowKey::new();
+        frame.set_eth_type(flow::extract::SIMPLE_ETH_TYPE);
+        let mut bits = m.mask().map() & PACKET_WORDS;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let mask = m.mask().raw_word(i);
+            if mask & !fields.word(i) != 0 || frame.word(i) & mask != m.key().word(i) {
+                return None;
+            }
+        }
+        Some(SimpleFlow {
+            flow,
+            words: MaskedWords::new(m, !PACKET_WORDS)?,
+        })
+    }
+
+    /// Whether a frame that [`flow::extract_simple`] took, with `key` as it left it, matches.
+    #[inline(always)]
+    pub(in crate::pmd) fn matches(&self, key: &FlowKey) -> bool {
+        self.words.matches(key)
+    }
+}
+
+/// The first of `flows` that matches `key` (see [`SimpleFlow::matches`]).
+#[inline(always)]
+pub(in crate::pmd) fn lookup_simple(flows: &[SimpleFlow], key: &FlowKey) -> Option<FlowRef> {
+    flows.iter().find(|f| f.matches(key)).map(|f| f.flow)
+}
+
+impl Pmd {
+    /// Whether the simple match may find the packets of `batch` (from `in_port`): the port has
+    /// megaflows for it and the first packet's metadata matches one of them. The batch's
+    /// packets mostly share their metadata, so a batch whose first packet the simple match
+    /// would not find (for example the first pass of a pipeline whose simple megaflows are
+    /// for a recirculation) skips trying every packet. Returns that first packet's megaflow.
+    #[inline]
+    pub(in crate::pmd) fn simple_batch(
+        &mut self,
+        batch: &Batch,
+        in_port: u32,
+        ct_tuple: bool,
+    ) -> Option<FlowRef> {
+        let flows = self.cls.simple(in_port);
+        match batch.packets().first() {
+            Some(p) if !flows.is_empty() => {
+                let k = &mut self.keys[0];
+                key_metadata_with(p, k, ct_tuple);
+                lookup_simple(flows, k)
+            }
+            _ => None,
+        }
+    }
+
+    /// Extraction for a batch the simple match may find ([`Self::simple_batch`]): each packet
+    /// it finds gets its megaflow in `hits`, no key but its TCP flags, no hash, and its header
+    /// offsets; every other packet is extracted whole. Returns the packets it found, as a bit
+    /// mask. Out of line: the batches of ports without simple megaflows should not pay for
+    /// its registers.
+    ///
+    /// `first`: the megaflow of the first packet's metadata. A packet whose metadata is only
+    /// in_port and recirc_id, as the first's, with the first's recirc_id, has the same
+    /// metadata words, so the same megaflow: it is not looked up again.
+    ///
+    /// `lent`: the batch may hold lent packets, which may stay lent only if `first` finds them
+    /// ([`Self::sends_lent`]); the others are brought in.
+    #[inline(never)]
+    pub(in crate::pmd) fn extract_simple_batch(
+        &mut self,
+        batch: &mut Batch,
+        in_port: u32,
+        ct_tuple: bool,
+        first: FlowRef,
+        lent: bool,
+    ) -> u32 {
+        let mut simple = 0u32;
+        let first_meta = batch
+            .packets()
+            .first()
+            .filter(|p| only_port_and_recirc(&p.meta))
+            .map(|p| p.meta.recirc_id);
+        let Pmd {
+            cls,
+            keys,
+            hashes,
+            hits,
+            stats,
+            pool,
+            ..
+        } = self;
+        let flows = cls.simple(in_port);
+        let packets = batch.packets_mut();
+        let n = packets.len();
+        for (i, (((p, k), h), hit)) in packets
+            .iter_mut()
+            .zip(&mut keys[..n])
+            .zip(&mut hashes[..n])
+            .zip(&mut hits[..n])
+            .enumerate()
+        {
+            let same = first_meta
+                .is_some_and(|id| only_port_and_recirc(&p.meta) && p.meta.recirc_id == id);
+            // The simple megaflows look at metadata words only: find one first (the key's
+            // metadata words are only made when needed), then see whether the frame is of
+            // the shape they take. A simple hit's key needs no more than its TCP flags.
+            let found = if same {
+                k.clear();
+                Some(first)
+            } else {
+                key_metadata_with(p, k, ct_tuple);
+                lookup_simple(flows, k)
+            };
+            // A packet still lent here stays lent only on its way to `first`'s output, which
+            // takes it (`sends_lent`).
+            if let Some(r) = found
+                && let Some(l) = flow::extract_simple(p.headers(), k)
+            {
+                if lent && r != first {
+                    pool.materialize(p);
+                }
+                // Nothing after needs the hash (see `SimpleFlow`).
+                p.meta.hash = 0;
+                *h = 0;
+                (p.meta.l2_5, p.meta.l3, p.meta.l4) = (l.l2_5, l.l3, l.l4);
+                *hit = Some(r);
+                simple |= 1 << i;
+            } else {
+                if same {
+                    key_metadata_with(p, k, ct_tuple);
+                }
+                if lent {
+                    pool.materialize(p);
+                }
+                *h = extract_packet(stats, p, k);
+            }
+        }
+        stats.simple_hits += u64::from(simple.count_ones());
+        self.count_cached(u64::from(simple.count_ones()));
+        simple
+    }
+
+    /// Brings the whole frame of every lent packet of `batch` into its buffer.
+    #[cold]
+    #[inline(never)]
+    pub(in crate::pmd) fn materialize(&mut self, batch: &mut Batch) {
+        for p in batch.packets_mut() {
+            self.pool.materialize(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow::Mask;
+
+    /// A simple megaflow: `in_port`, `recirc_id` and `packet_type` exact, and the given
+    /// ethertype, VLAN TCI and fragment flags matched exactly where `Some`.
+    fn simple_match(
+        in_port: u32,
+        recirc_id: u32,
+        eth_type: Option<u16>,
+        vlan_tci: Option<u16>,
+        frag: Option<u8>,
+    ) -> Match {
+        let mut k = FlowKey::new();
+        let mut m = Mask::new();
+        k.set_in_port(in_port).set_recirc_id(recirc_id);
+        m.set_in_port(u32::MAX)
+            .set_recirc_id(u32::MAX)
+            .set_packet_type(u32::MAX);
+        if let Some(t) = eth_type {
+            k.set_eth_type(t);
+            m.set_eth_type(0xffff);
+        }
+        if let Some(t) = vlan_tci {
+            k.set_vlan_tci(t);
+            m.set_vlan_tci(0xffff);
+        }
+        if let Some(f) = frag {
+            k.set_nw_frag(f);
+            m.set_nw_frag(0xff);
+        }
+        Match::new(&k, &m)
+    }
+
+    #[test]
+    fn simple_flows_are_what_the_simple_match_can_find() {
+        let r = FlowRef {
+            idx: 1,
+            generation: 1,
+        };
+        let out = [DpAction::Output(2)];
+        let ipv4 = simple_match(1, 0, Some(0x0800), None, Some(0));
+        assert!(SimpleFlow::new(r, &ipv4, &out).is_some());
+        assert!(SimpleFlow::new(r, &simple_match(1, 0, None, None, None), &[]).is_some());
+        // Another ethertype, a tag, a fragment: never a simple frame.
+        for m in [
+            simple_match(1, 0, Some(0x86dd), None, None),
+            simple_match(1, 0, Some(0x0800), Some(0x1005), None),
+            simple_match(1, 0, Some(0x0800), None, Some(1)),
+        ] {
+            assert!(SimpleFlow::new(r, &m, &out).is_none(), "{m:?}");
+        }
+        // A field the simple match does not read.
+        let mut k = ipv4.key().clone();
+        let mut mask = ipv4.mask().clone();
+        k.set_nw_proto(17);
+        mask.set_nw_proto(0xff);
+        assert!(SimpleFlow::new(r, &Match::new(&k, &mask), &out).is_none());
+        // Actions that need the key's other words or the hash.
+        for a in [
+            DpAction::Recirc(1),
+            DpAction::Hash {
+                sym: false,
+                basis: 0,
+            },
+            DpAction::TnlPop(3),
+            DpAction::CtClear,
+            DpAction::Clone(Box::new([DpAction::Output(2)])),
+        ] {
+            assert!(
+                SimpleFlow::new(r, &ipv4, &[a.clone(), DpAction::Output(2)]).is_none(),
+                "{a:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// On any frame the simple extraction takes, a simple megaflow matches exactly when
+        /// the megaflow matches the frame's whole key.
+        #[test]
+        fn simple_match_agrees_with_the_whole_key(
+            eth_type in proptest::sample::select(vec![0x0800u16, 0x0800, 0x86dd, 0x8100, 0x0806]),
+            vhl in proptest::sample::select(vec![0x45u8, 0x45, 0x46]),
+            frag in proptest::sample::select(vec![0u16, 0, 0x4000, 0x2000, 0x0010]),
+            proto in proptest::sample::select(vec![6u8, 17, 1, 47]),
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 60..100),
+            port in 1u32..3,
+            recirc in 0u32..2,
+            m_port in 1u32..3,
+            m_recirc in 0u32..2,
+            m_eth in proptest::sample::select(vec![None, Some(0x0800u16), Some(0x86dd)]),
+            m_vlan in proptest::sample::select(vec![None, Some(0u16)]),
+            m_frag in proptest::sample::select(vec![None, Some(0u8), Some(1)]),
+        ) {
+            let mut f = vec![0u8; 14];
+            f[..12].copy_from_slice(&body[..12]);
+            f[12..14].copy_from_slice(&eth_type.to_be_bytes());
+            let mut ip = body[12..].to_vec();
+            ip[0] = vhl;
+            let tot = ip.len() as u16;
+            ip[2..4].copy_from_slice(&tot.to_be_bytes());
+            ip[6..8].copy_from_slice(&frag.to_be_bytes());
+            ip[9] = proto;
+            if proto == 6 {
+                ip[32] = 0x50; // TCP data offset 5
+            }
+            f.extend(ip);
+
+            let mt = simple_match(m_port, m_recirc, m_eth, m_vlan, m_frag);
+            let r = FlowRef { idx: 0, generation: 1 };
+            let Some(sf) = SimpleFlow::new(r, &mt, &[DpAction::Output(2)]) else {
+                return Ok(());
+            };
+            let mut whole = FlowKey::new();
+            whole.set_in_port(port).set_recirc_id(recirc);
+            let mut part = whole.clone();
+            flow::extract(&f, &mut whole);
+            if flow::extract_simple(&f, &mut part).is_some() {
+                proptest::prop_assert_eq!(sf.matches(&part), mt.matches(&whole));
+            }
+        }
+    }
+}
