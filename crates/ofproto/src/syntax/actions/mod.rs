@@ -1,0 +1,233 @@
+//! OpenFlow actions in `ovs-ofctl` syntax (ovs-actions(7)): the action types.
+//!
+//! [`OfAction`] follows OVS's `ofpact` kinds. Parsing ([`parse`]) normalizes actions to the
+//! form a switch hands back over OpenFlow 1.0 with Nicira extensions, which is what
+//! `ovs-ofctl dump-flows` shows by default: `set_field:1.2.3.4->nw_dst` becomes
+//! `mod_nw_dst:1.2.3.4`, `set_field:5->reg0` becomes `load:0x5->NXM_NX_REG0[]`, `pop_vlan`
+//! becomes `strip_vlan`, `set_field:0x1005->vlan_tci` becomes `mod_vlan_vid:5,mod_vlan_pcp:0`.
+//! Printing ([`format`]) is then a direct rendering, and parsing what was printed gives the
+//! same actions back.
+//!
+//! Actions that OpenFlow 1.0 cannot carry are kept and printed as OpenFlow 1.1+ prints them
+//! (`push_vlan:0x8100`, `meter:1`, `goto_table:3`; OVS degrades the last to `resubmit(,3)`
+//! over OpenFlow 1.0, which changes its meaning, so it is kept distinct here).
+
+mod format;
+mod parse;
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use flow::EthAddr;
+
+use crate::fields::{FieldId, Subfield};
+
+pub use format::format_actions;
+pub(crate) use parse::ActionCtx;
+
+/// Deepest nesting of `clone(...)` and `ct(exec(...))` accepted.
+pub const MAX_NESTING: usize = 32;
+
+/// Why the controller receives a packet (`controller(reason=...)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PacketInReason {
+    NoMatch,
+    Action,
+    InvalidTtl,
+    ActionSet,
+    Group,
+    PacketOut,
+}
+
+impl PacketInReason {
+    const ALL: [(PacketInReason, &'static str); 6] = [
+        (PacketInReason::NoMatch, "no_match"),
+        (PacketInReason::Action, "action"),
+        (PacketInReason::InvalidTtl, "invalid_ttl"),
+        (PacketInReason::ActionSet, "action_set"),
+        (PacketInReason::Group, "group"),
+        (PacketInReason::PacketOut, "packet_out"),
+    ];
+
+    /// The keyword OVS uses.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(r, _)| *r == self)
+            .map_or("action", |(_, n)| n)
+    }
+}
+
+/// `controller(...)` with anything but the defaults (plain ones become `output:CONTROLLER`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Controller {
+    pub max_len: u16,
+    pub reason: PacketInReason,
+    pub id: u16,
+    pub userdata: Vec<u8>,
+    pub pause: bool,
+    pub meter_id: Option<u32>,
+}
+
+/// Which side `nat` rewrites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NatKind {
+    Src,
+    Dst,
+}
+
+/// Address range of a `nat(src=...)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NatAddrs {
+    V4(Ipv4Addr, Ipv4Addr),
+    V6(Ipv6Addr, Ipv6Addr),
+}
+
+/// `nat`, `nat(src)`, `nat(dst=10.0.0.1-10.0.0.9:1000-2000,random)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Nat {
+    pub kind: Option<NatKind>,
+    /// Addresses (min, max; equal for a single address).
+    pub addrs: Option<NatAddrs>,
+    /// L4 ports (min, max), only with addresses.
+    pub ports: Option<(u16, u16)>,
+    pub persistent: bool,
+    pub hash: bool,
+    pub random: bool,
+}
+
+/// The zone of a `ct` action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CtZone {
+    Imm(u16),
+    Field(Subfield),
+}
+
+/// `ct(...)`, kept structured so that it prints back.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Ct {
+    pub commit: bool,
+    pub force: bool,
+    /// Table to recirculate to.
+    pub table: Option<u8>,
+    pub zone: CtZone,
+    /// ALG port: 21 (`ftp`), 69 (`tftp`), or 0.
+    pub alg: u16,
+    /// Nested actions: [`OfAction::Nat`] and writes of `ct_mark`/`ct_label`.
+    pub actions: Vec<OfAction>,
+}
+
+/// One OpenFlow action or instruction.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum OfAction {
+    /// `output:N`, `NORMAL`, `IN_PORT`, `CONTROLLER:max_len`, ...
+    Output {
+        port: u32,
+        max_len: u16,
+    },
+    /// `output:NXM_NX_REG0[0..15]`.
+    OutputReg {
+        src: Subfield,
+        max_len: u16,
+    },
+    /// `output(port=N,max_len=M)`.
+    OutputTrunc {
+        port: u32,
+        max_len: u32,
+    },
+    Controller(Controller),
+    /// `enqueue:PORT:QUEUE`.
+    Enqueue {
+        port: u32,
+        queue: u32,
+    },
+    Group(u32),
+    /// `mod_vlan_vid:VID` (pushes a tag if there is none).
+    SetVlanVid(u16),
+    /// `mod_vlan_pcp:PCP` (pushes a tag if there is none).
+    SetVlanPcp(u8),
+    StripVlan,
+    /// `push_vlan:ETHERTYPE` (OpenFlow 1.1+).
+    PushVlan(u16),
+    SetEthSrc(EthAddr),
+    SetEthDst(EthAddr),
+    SetIpv4Src(Ipv4Addr),
+    SetIpv4Dst(Ipv4Addr),
+    /// `mod_nw_tos:TOS`: the DSCP bits of the TOS byte (low two bits zero).
+    SetIpDscp(u8),
+    /// `mod_tp_src:PORT` (TCP, UDP or SCTP, whichever the packet is).
+    SetL4SrcPort(u16),
+    SetL4DstPort(u16),
+    /// A masked write of a field, printed as `load:` (one per contiguous run of mask bits,
+    /// at most 64 bits each) or, for tunnel metadata, `set_field:`. `value` is pre-masked.
+    SetField {
+        field: FieldId,
+        value: u128,
+        mask: u128,
+    },
+    /// `move:SRC->DST`.
+    RegMove {
+        src: Subfield,
+        dst: Subfield,
+    },
+    /// `dec_ttl`, or `dec_ttl(id,...)` with controller ids.
+    DecTtl(Option<Vec<u16>>),
+    SetMplsLabel(u32),
+    SetMplsTc(u8),
+    SetMplsTtl(u8),
+    DecMplsTtl,
+    PushMpls(u16),
+    PopMpls(u16),
+    /// `set_tunnel:ID` or `set_tunnel64:ID` (`tun64` also when the id needs more than 32 bits).
+    SetTunnel {
+        id: u64,
+        tun64: bool,
+    },
+    SetQueue(u32),
+    PopQueue,
+    FinTimeout {
+        idle: u16,
+        hard: u16,
+    },
+    /// `resubmit:PORT`, `resubmit(PORT,TABLE[,ct])`; `None` is the current port / table.
+    Resubmit {
+        port: Option<u32>,
+        table: Option<u8>,
+        ct: bool,
+    },
+    GotoTable(u8),
+    WriteMetadata {
+        value: u64,
+        mask: u64,
+    },
+    /// `note:HEX`, padded with zeros as OVS's encoding pads it.
+    Note(Vec<u8>),
+    Exit,
+    Clone(Vec<OfAction>),
+    Ct(Ct),
+    CtClear,
+    /// `nat(...)`, only inside `ct`.
+    Nat(Nat),
+    /// `meter:N` (OpenFlow 1.3+ instruction).
+    Meter(u32),
+}
+
+/// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below
+/// `n_bits`, runs longer than 64 bits cut at 64.
+fn load_segments(mask: u128, n_bits: u32) -> Vec<(u32, u32)> {
+    let mut segs = Vec::new();
+    let mut start = 0;
+    while start < n_bits {
+        let rest = mask.checked_shr(start).unwrap_or(0);
+        if rest == 0 {
+            break;
+        }
+        let ofs = start + rest.trailing_zeros();
+        if ofs >= n_bits {
+            break;
+        }
+        let run = (!(mask >> ofs)).trailing_zeros().min(64).min(n_bits - ofs);
+        segs.push((ofs, run));
+        start = ofs + run;
+    }
+    segs
+}
