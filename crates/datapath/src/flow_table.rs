@@ -63,7 +63,7 @@ pub struct Megaflow {
 }
 
 impl Megaflow {
-    /// The mask.
+    /// Which key bits the flow matches on (the megaflow's wildcards are the zero bits).
     pub fn mask(&self) -> &Mask {
         self.m.mask()
     }

@@ -48,7 +48,7 @@ impl Stage {
         Stage::Tx,
     ];
 
-    /// Display name.
+    /// The stage's name in `dpif-netdev/pmd-stage-show` and in bench reports.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Rx => "rx",
