@@ -36,8 +36,8 @@ pub struct FlowStats {
 /// A megaflow: what it matches, what it does, how it prints, what it has seen.
 #[derive(Clone, Debug)]
 pub struct Megaflow {
-    /// The unique flow id (`ufid:` in dumps), from the masked key and mask
-    /// ([`crate::pmd::ufid_of`]) or as given to `dpctl/add-flow`.
+    /// The unique flow id (`ufid:` in dumps and `dpctl/get-flow`), derived from the masked key
+    /// and mask ([`crate::pmd::ufid_of`]) for slow-path and `dpctl/add-flow` flows alike.
     pub ufid: u128,
     /// The masked key and mask the classifier (dpcls) and EMC match packets against.
     pub m: Match,
