@@ -32,8 +32,11 @@ pub enum DpAction {
     /// label carried). The new header is written over the label instead of being pushed and
     /// then moved forward; the result is the two actions' in sequence in every case.
     PushEthPopMpls {
+        /// Source address of the pushed Ethernet header.
         src: [u8; 6],
+        /// Destination address of the pushed Ethernet header.
         dst: [u8; 6],
+        /// `pop_mpls`'s ethertype: what the popped label carried, written into the new header.
         eth_type: u16,
     },
     /// Push a tunnel header (`tnl_push`): the prebuilt template, with lengths, checksums and
@@ -43,24 +46,52 @@ pub enum DpAction {
     /// packet goes on with the following actions. Counted: there is no controller connection.
     Userspace,
     /// Set the datapath hash from the 5-tuple (`hash(l4(basis))`), symmetric when `sym`.
-    Hash { sym: bool, basis: u32 },
+    Hash {
+        /// `sym_l4`: both directions of a connection get the same hash.
+        sym: bool,
+        /// The seed the hash starts from.
+        basis: u32,
+    },
     /// Run these actions on a copy of the packet, then continue with the original.
     Clone(Box<[DpAction]>),
     /// Push a VLAN tag (`tci` without the CFI presence bit).
-    PushVlan { tpid: u16, tci: u16 },
+    PushVlan {
+        /// The tag's ethertype: 0x8100 (802.1Q) or 0x88a8 (802.1ad).
+        tpid: u16,
+        /// PCP, DEI and VID as they go on the wire.
+        tci: u16,
+    },
     /// Pop the outer VLAN tag.
     PopVlan,
     /// Push an MPLS label stack entry (as on the wire) and set the ethertype.
-    PushMpls { lse: u32, eth_type: u16 },
+    PushMpls {
+        /// Label, traffic class, bottom-of-stack bit and TTL, in wire layout.
+        lse: u32,
+        /// The frame's new ethertype: 0x8847 (unicast) or 0x8848 (multicast).
+        eth_type: u16,
+    },
     /// Pop the outer MPLS entry; the new ethertype says what follows.
-    PopMpls { eth_type: u16 },
+    PopMpls {
+        /// The ethertype of what follows the popped entry (an MPLS one if entries remain).
+        eth_type: u16,
+    },
     /// Masked write of the outer MPLS label stack entry.
-    SetMpls { lse: u32, mask: u32 },
+    SetMpls {
+        /// The bits to write, already masked.
+        lse: u32,
+        /// Which bits of the label stack entry are written.
+        mask: u32,
+    },
     /// Masked write of the Ethernet addresses.
     SetEth(SetEth),
     /// Make an L3 packet (packet_type `(1, ethertype)`) an Ethernet frame: prepend an
     /// Ethernet header with these addresses and the packet type's ethertype.
-    PushEth { src: [u8; 6], dst: [u8; 6] },
+    PushEth {
+        /// Source address of the new Ethernet header.
+        src: [u8; 6],
+        /// Destination address of the new Ethernet header.
+        dst: [u8; 6],
+    },
     /// Make an Ethernet frame an L3 packet: remove the Ethernet header and any VLAN tags; the
     /// packet type becomes `(1, ethertype)`.
     PopEth,
@@ -82,9 +113,13 @@ pub enum DpAction {
 /// the words the rewrite applies to the frame's first 12 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetEth {
+    /// New source address bits (already masked).
     pub src: [u8; 6],
+    /// Which source address bits are written.
     pub src_mask: [u8; 6],
+    /// New destination address bits (already masked).
     pub dst: [u8; 6],
+    /// Which destination address bits are written.
     pub dst_mask: [u8; 6],
     /// Bytes 0-7 and 8-11 of the destination and source addresses, value and mask, in memory
     /// order.
@@ -133,46 +168,72 @@ impl SetEth {
 /// `set(ipv4(src=,dst=,tos=,ttl=))`: value and mask per field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetIpv4 {
+    /// New source address bits (already masked).
     pub src: Ipv4Addr,
+    /// Which source address bits are written.
     pub src_mask: Ipv4Addr,
+    /// New destination address bits (already masked).
     pub dst: Ipv4Addr,
+    /// Which destination address bits are written.
     pub dst_mask: Ipv4Addr,
+    /// New TOS byte bits, DSCP and ECN (already masked).
     pub tos: u8,
+    /// Which TOS bits are written.
     pub tos_mask: u8,
+    /// New TTL bits (already masked).
     pub ttl: u8,
+    /// Which TTL bits are written.
     pub ttl_mask: u8,
 }
 
 /// `set(ipv6(src=,dst=,label=,tclass=,hlimit=))`: value and mask per field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetIpv6 {
+    /// New source address bits (already masked).
     pub src: Ipv6Addr,
+    /// Which source address bits are written.
     pub src_mask: Ipv6Addr,
+    /// New destination address bits (already masked).
     pub dst: Ipv6Addr,
+    /// Which destination address bits are written.
     pub dst_mask: Ipv6Addr,
+    /// New flow label bits (already masked, within the low 20 bits).
     pub label: u32,
+    /// Which flow label bits are written (within [`IPV6_LABEL_MASK`]).
     pub label_mask: u32,
+    /// New traffic class bits, DSCP and ECN (already masked).
     pub tclass: u8,
+    /// Which traffic class bits are written.
     pub tclass_mask: u8,
+    /// New hop limit bits (already masked).
     pub hlimit: u8,
+    /// Which hop limit bits are written.
     pub hlimit_mask: u8,
 }
 
 /// Which transport a [`SetL4`] writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum L4Proto {
+    /// `set(tcp(...))`: the TCP checksum is updated incrementally.
     Tcp,
+    /// `set(udp(...))`: the UDP checksum is updated unless it is zero (none).
     Udp,
+    /// `set(sctp(...))`: SCTP's CRC32C over the SCTP packet is recomputed.
     Sctp,
 }
 
 /// `set(tcp(src=,dst=))`, `set(udp(...))`, `set(sctp(...))`: value and mask per port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetL4 {
+    /// The transport header the ports are in, which decides the checksum update.
     pub proto: L4Proto,
+    /// New source port bits (already masked).
     pub src: u16,
+    /// Which source port bits are written.
     pub src_mask: u16,
+    /// New destination port bits (already masked).
     pub dst: u16,
+    /// Which destination port bits are written.
     pub dst_mask: u16,
 }
 
@@ -189,13 +250,17 @@ pub enum CompileError {
     /// fragment type), as the Linux datapath's `validate_set()` refuses it.
     #[error("set({attr}) cannot write the read-only field '{field}'")]
     ReadOnly {
+        /// The set's attribute: `ipv4` or `ipv6`.
         attr: &'static str,
+        /// The read-only field it names: `proto` or `frag`.
         field: &'static str,
     },
     /// An action whose arguments make no sense to execute.
     #[error("invalid {action}: {reason}")]
     Invalid {
+        /// The action's name as in the text format (`push_vlan`, `ct`, `tnl_push`...).
         action: &'static str,
+        /// What is wrong with its arguments.
         reason: &'static str,
     },
 }

@@ -30,6 +30,8 @@ use crate::tsc;
 pub struct DpConfig {
     /// Cores to run PMD threads on (`pmd-cpu-mask`); `None` entries are unpinned threads.
     pub pmd_cores: Vec<Option<usize>>,
+    /// Settings every PMD thread starts with (EMC insertion, flow limit, idle expiry, upcall
+    /// budget); its `core_id` is replaced by each thread's entry of `pmd_cores`.
     pub pmd: PmdConfig,
     /// How rx queues are spread over PMD threads (`pmd-rxq-assign`).
     pub rxq_assign: RxqAssign,
@@ -423,8 +425,11 @@ pub struct Datapath {
 /// One PMD's counters as collected by [`Datapath::pmd_stats`].
 #[derive(Clone, Debug)]
 pub struct PmdReport {
+    /// The core the PMD thread is pinned to, `None` when it is not pinned.
     pub core_id: Option<usize>,
+    /// Its counters and per-stage cycles since the last `pmd-stats-clear`.
     pub stats: PmdStats,
+    /// How many entries its exact-match cache (EMC) holds.
     pub emc_entries: usize,
 }
 

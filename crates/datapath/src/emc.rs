@@ -2,12 +2,12 @@
 //! (`lib/dpif-netdev-dfc.h`, `emc_lookup()` / `emc_insert()` in `dpif-netdev.c`).
 //!
 //! [`EMC_ENTRIES`] = 8192 entries, 2-way: the 32-bit key hash (`Extracted::hash`, i.e.
-//! [`FlowKey::hash`](flow::FlowWords::hash)) is cut into two 13-bit segments, each naming one candidate slot. An entry
-//! holds a packet key, the flow handle it resolved to and the key's hash. A lookup hits only if
-//! the stored hash is equal **and** the whole key compares equal representation-exactly (same
-//! presence map, same present words, as [`flow::FlowWords::exact_eq`]; sound because extraction
-//! is deterministic), so it never returns a flow for another key. Because the whole key is
-//! compared, the EMC is exact on every field, metadata included.
+//! [`FlowKey::hash`](flow::FlowWords::hash)) is cut into two 13-bit segments, each naming one
+//! candidate slot. An entry holds a packet key, the flow handle it resolved to and the key's hash.
+//! A lookup hits only if the stored hash is equal **and** the whole key compares equal
+//! representation-exactly (same presence map, same present words, as [`flow::FlowWords::exact_eq`];
+//! sound because extraction is deterministic), so it never returns a flow for another key. Because
+//! the whole key is compared, the EMC is exact on every field, metadata included.
 //!
 //! # Layout
 //! The stored hashes sit in their own array (32 KiB), apart from the entries: a probe reads two
@@ -206,8 +206,9 @@ impl<F: Copy + Default + PartialEq> Emc<F> {
         }
     }
 
-    /// The flow cached for `key` (whose [`FlowKey::hash`](flow::FlowWords::hash) is `hash`), if its flow is still
-    /// `live`. An entry whose flow is no longer live is cleared and reported as a miss.
+    /// The flow cached for `key` (whose [`FlowKey::hash`](flow::FlowWords::hash) is `hash`), if its
+    /// flow is still `live`. An entry whose flow is no longer live is cleared and reported as a
+    /// miss.
     #[inline]
     pub fn lookup(
         &mut self,

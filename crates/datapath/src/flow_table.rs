@@ -13,14 +13,19 @@ use crate::actions::DpAction;
 /// installed. `Default` is never a live flow (generation 0 is never used).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FlowRef {
+    /// The flow's slot in the PMD's flow table.
     pub idx: u32,
+    /// The slot's generation when the flow was installed; a handle whose generation no longer
+    /// matches names a deleted flow.
     pub generation: u32,
 }
 
 /// Per-flow counters, updated once per batch of packets that hit the flow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowStats {
+    /// Packets that hit the flow.
     pub packets: u64,
+    /// Bytes of the packets that hit the flow.
     pub bytes: u64,
     /// TSC value of the last hit, 0 for never.
     pub used_tsc: u64,
@@ -31,7 +36,10 @@ pub struct FlowStats {
 /// A megaflow: what it matches, what it does, how it prints, what it has seen.
 #[derive(Clone, Debug)]
 pub struct Megaflow {
+    /// The unique flow id (`ufid:` in dumps and `dpctl/get-flow`), derived from the masked key
+    /// and mask ([`crate::pmd::ufid_of`]) for slow-path and `dpctl/add-flow` flows alike.
     pub ufid: u128,
+    /// The masked key and mask the classifier (dpcls) and EMC match packets against.
     pub m: Match,
     /// The key it was installed with: the first packet's for a flow the slow path installed
     /// (as OVS's dpif-netdev keeps it), the one given for `dpctl/add-flow`. Dumps print it
@@ -44,6 +52,7 @@ pub struct Megaflow {
     pub odp_actions: Arc<[flow::odp::Action]>,
     /// Actions compiled for execution.
     pub actions: Arc<[DpAction]>,
+    /// Packets, bytes, last use and TCP flags of the packets that hit it.
     pub stats: FlowStats,
     /// Whether the flow expires when idle (`max-idle`): true for flows the slow path installed
     /// on a miss, false for flows installed by configuration or `dpctl/add-flow`, which stay
@@ -54,7 +63,7 @@ pub struct Megaflow {
 }
 
 impl Megaflow {
-    /// The mask.
+    /// Which key bits the flow matches on (the megaflow's wildcards are the zero bits).
     pub fn mask(&self) -> &Mask {
         self.m.mask()
     }

@@ -1,6 +1,7 @@
 //! The userspace datapath: per-PMD caches and the megaflow classifier a packet batch passes
 //! through after key extraction (the exact-match cache, then the per-port dpcls), the actions
 //! and tunnel termination.
+#![warn(missing_docs)]
 
 pub mod actions;
 pub mod ct;

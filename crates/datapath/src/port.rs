@@ -61,12 +61,19 @@ pub trait TxQueue: Send {
 /// Counters of one queue (or of a whole port, when summed).
 #[derive(Debug, Default)]
 pub struct QueueStats {
+    /// Packets received.
     pub rx_packets: AtomicU64,
+    /// Bytes of the packets received.
     pub rx_bytes: AtomicU64,
+    /// Packets the backend lost on receive (ring overruns, frames it could not take).
     pub rx_dropped: AtomicU64,
+    /// Packets sent.
     pub tx_packets: AtomicU64,
+    /// Bytes of the packets sent.
     pub tx_bytes: AtomicU64,
+    /// Packets given to send that did not go out (ring full, link down, write failed).
     pub tx_dropped: AtomicU64,
+    /// Receive and send errors (malformed descriptors, failed system calls), in either direction.
     pub errors: AtomicU64,
 }
 
@@ -136,12 +143,19 @@ impl QueueStats {
 /// A plain copy of [`QueueStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PortCounters {
+    /// Packets received.
     pub rx_packets: u64,
+    /// Bytes of the packets received.
     pub rx_bytes: u64,
+    /// Packets the backend lost on receive (ring overruns, frames it could not take).
     pub rx_dropped: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Bytes of the packets sent.
     pub tx_bytes: u64,
+    /// Packets given to send that did not go out (ring full, link down, write failed).
     pub tx_dropped: u64,
+    /// Receive and send errors (malformed descriptors, failed system calls), in either direction.
     pub errors: u64,
 }
 
@@ -240,9 +254,15 @@ pub trait Port: Send {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TunnelKind {
     /// VXLAN on this UDP destination port (4789 by default).
-    Vxlan { dst_port: u16 },
+    Vxlan {
+        /// The UDP port the tunnel's packets are sent to and received on.
+        dst_port: u16,
+    },
     /// GENEVE on this UDP destination port (6081 by default).
-    Geneve { dst_port: u16 },
+    Geneve {
+        /// The UDP port the tunnel's packets are sent to and received on.
+        dst_port: u16,
+    },
     /// GRE (IP protocol 47).
     Gre,
 }

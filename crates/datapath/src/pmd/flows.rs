@@ -18,6 +18,7 @@ use super::Pmd;
 /// One megaflow as a dump shows it.
 #[derive(Clone, Debug)]
 pub struct FlowDump {
+    /// A copy of the megaflow: match, actions, counters.
     pub flow: Megaflow,
     /// Seconds since the last hit, `None` for never.
     pub used_secs: Option<f64>,

@@ -118,8 +118,11 @@ pub enum PmdCmd {
 
 /// A polled rx queue.
 pub struct PolledRxq {
+    /// The datapath port the queue belongs to (the received packets' `in_port`).
     pub port_no: u32,
+    /// The queue's index within its port.
     pub queue_id: usize,
+    /// The queue itself, polled for rx bursts.
     pub rxq: Box<dyn RxQueue>,
     /// Cycles spent on this queue's packets since it was assigned to its PMD (for
     /// `pmd-rxq-show` and cycle-based assignment).
@@ -155,6 +158,7 @@ impl Default for PmdConfig {
 
 /// The datapath state of one PMD thread.
 pub struct Pmd {
+    /// Its settings; `emc_insert_inv_prob` follows `SetEmcInsertInvProb` commands.
     pub config: PmdConfig,
     rxqs: Vec<PolledRxq>,
     /// Busy cycles since the rx queues were last (re)assigned: the denominator of the queues'

@@ -48,7 +48,7 @@ impl Stage {
         Stage::Tx,
     ];
 
-    /// Display name.
+    /// The stage's name in `dpif-netdev/pmd-stage-show` and in bench reports.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Rx => "rx",
@@ -132,14 +132,15 @@ pub struct PmdStats {
     pub ct_frag_drops: u64,
     /// Packets dropped by flows whose actions end without output (including empty actions).
     pub action_drops: u64,
-    /// Packets handed to tx queues, and the number of tx bursts.
+    /// Packets handed to tx queues.
     pub tx_packets: u64,
+    /// Tx bursts the packets went out in (one per `send` on a tx queue).
     pub tx_batches: u64,
     /// Header rewrites that did not apply (packet lacked the header).
     pub rewrite_errors: u64,
-    /// TCP super-frames segmented in software (for a port without TSO, or a `tnl_push`),
-    /// and the segments made of them.
+    /// TCP super-frames segmented in software (for a port without TSO, or a `tnl_push`).
     pub gso_frames: u64,
+    /// Segments made of the `gso_frames`.
     pub gso_segments: u64,
     /// Super-frames dropped because they could not be segmented (not TCP over IP).
     pub gso_drops: u64,

@@ -54,9 +54,14 @@ pub enum UpcallResult {
     /// Install this megaflow (the packet's key under `mask`) with these actions, and process
     /// the packet with them. `packet_outs` are sent first, once.
     Install {
+        /// The megaflow's mask: which key fields translation looked at (its `in_port` is
+        /// always matched).
         mask: Box<Mask>,
+        /// The datapath actions as translation produced them, kept for flow dumps.
         actions: Vec<flow::odp::Action>,
+        /// The same actions compiled ([`crate::actions::compile`]), which the PMD executes.
         compiled: Vec<DpAction>,
+        /// Packets translation sends by itself (ARP or ND for a tunnel's next hop).
         packet_outs: Vec<PacketOut>,
     },
     /// Drop the packet without installing anything.

@@ -65,10 +65,10 @@ pub fn push_eth(pkt: &mut Packet, src: &[u8; 6], dst: &[u8; 6]) -> Result<(), Re
     Ok(())
 }
 
-/// `push_eth` then `pop_mpls` ([`DpAction::PushEthPopMpls`](crate::actions::DpAction::PushEthPopMpls)). On an L3 MPLS packet (the
-/// label stack at offset 0) the four label bytes and ten bytes in front of them take the new
-/// Ethernet header, and the offsets end where the two steps would put them; any other packet
-/// takes the two steps.
+/// `push_eth` then `pop_mpls` ([`crate::actions::DpAction::PushEthPopMpls`]). On an L3 MPLS packet
+/// (the label stack at offset 0) the four label bytes and ten bytes in front of them take the new
+/// Ethernet header, and the offsets end where the two steps would put them; any other packet takes
+/// the two steps.
 pub fn push_eth_pop_mpls(
     pkt: &mut Packet,
     src: &[u8; 6],

@@ -195,8 +195,8 @@ pub fn tnl_push_batch(pkts: &mut [Packet], t: &TnlTemplate) -> u64 {
     errors
 }
 
-/// [`tnl_push`] out of line, for [`apply`](super::apply): the push inlined there would make every other
-/// rewrite's call dearer.
+/// [`tnl_push`] out of line, for [`apply`](super::apply): the push inlined there would make every
+/// other rewrite's call dearer.
 #[inline(never)]
 pub(super) fn tnl_push_out_of_line(pkt: &mut Packet, t: &TnlTemplate) -> Result<(), RewriteError> {
     tnl_push(pkt, t)
