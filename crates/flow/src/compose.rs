@@ -1,4 +1,4 @@
-//! A packet made from a flow key: the inverse of [`crate::extract`], for tests and for the
+//! A packet made from a flow key: the inverse of [`crate::extract()`], for tests and for the
 //! switch's packet-injection command (as OVS's `flow_compose()` makes the packets of
 //! `netdev-dummy/receive` and `ofproto/trace -generate`).
 //!
