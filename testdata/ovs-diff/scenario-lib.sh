@@ -113,12 +113,20 @@ hx_vswitchd_start() {
     ovsdb-server --detach --no-chdir --pidfile --log-file \
         --remote=punix:"$OVS_RUNDIR"/db.sock 2>ovsdb-server.stderr ||
         hx_harness_error "ovsdb-server did not start"
-    on_exit "kill \`cat $OVS_RUNDIR/ovsdb-server.pid\`"
+    on_exit "hx_kill_pidfile $OVS_RUNDIR/ovsdb-server.pid"
     HX_NOCOUNT=1 ovs-vsctl --no-wait init || hx_harness_error "ovs-vsctl init failed"
     eval "ovs-vswitchd --enable-dummy$1 --disable-system --disable-system-route $2" \
         --detach --no-chdir --pidfile --log-file -vvconn -vofproto_dpif -vunixctl \
         2>ovs-vswitchd.stderr || hx_harness_error "ovs-vswitchd did not start"
-    on_exit "kill_ovs_vswitchd \`cat $OVS_RUNDIR/ovs-vswitchd.pid\`"
+    on_exit "hx_kill_pidfile $OVS_RUNDIR/ovs-vswitchd.pid"
+}
+
+# hx_kill_pidfile PIDFILE: at the scenario's end, whatever is still running of it.
+hx_kill_pidfile() {
+    if [ -f "$1" ]; then
+        kill "$(cat "$1")" 2>/dev/null
+    fi
+    return 0
 }
 
 hx_vswitchd_started() {
