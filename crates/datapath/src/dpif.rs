@@ -532,9 +532,14 @@ impl Datapath {
 
     /// The number of the next free datapath port.
     pub fn free_port_number(&self) -> u32 {
-        (1..)
+        self.free_port_number_from(1)
+    }
+
+    /// The lowest port number from `start` on that no port has.
+    pub fn free_port_number_from(&self, start: u32) -> u32 {
+        (start..)
             .find(|n| self.ports.iter().all(|p| p.no != *n))
-            .unwrap_or(1)
+            .unwrap_or(start)
     }
 
     /// The name of port `no` (`?` for an unknown number).

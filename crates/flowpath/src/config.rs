@@ -545,18 +545,34 @@ impl Config {
     /// with the datapath port number each LOCAL port gets: after every number [`Config::ports`]
     /// gives, in the order of the bridges. OVS's userspace datapath makes every bridge's LOCAL
     /// port a datapath port, so flooding reaches it and its number names it.
+    ///
+    /// A bridge named `br` and a number (`br0`) takes 100 plus that number when it is free, as
+    /// OVS's dummy datapath numbers it, so that OVS's test scenarios see the same numbers.
     pub fn local_ports(&self) -> Vec<(&Bridge, u32)> {
-        let last = self
-            .ports()
-            .iter()
-            .filter_map(|p| p.dp_port)
-            .max()
-            .unwrap_or(0);
-        self.bridge
+        let mut used: Vec<u32> = self.ports().iter().filter_map(|p| p.dp_port).collect();
+        let mut next = used.iter().max().copied().unwrap_or(0) + 1;
+        let mut out = Vec::new();
+        for b in self
+            .bridge
             .iter()
             .filter(|b| !b.port.iter().any(|p| p.kind == "internal"))
-            .zip(last + 1..)
-            .collect()
+        {
+            let wanted = b
+                .name
+                .strip_prefix("br")
+                .and_then(|d| d.parse::<u32>().ok())
+                .and_then(|d| d.checked_add(100))
+                .filter(|n| !used.contains(n));
+            let no = wanted.unwrap_or_else(|| {
+                while used.contains(&next) {
+                    next += 1;
+                }
+                next
+            });
+            used.push(no);
+            out.push((b, no));
+        }
+        out
     }
 }
 

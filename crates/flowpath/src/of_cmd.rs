@@ -130,7 +130,12 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
         of2.add_flow(&a[0], crate::switch::DEFAULT_FLOW)?;
         // The bridge's LOCAL port, a datapath port without a device.
         let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
-        let no = dp.free_port_number();
+        // OVS's dummy datapath's number for `brN` (100 + N); any other bridge's LOCAL port
+        // too stays clear of the numbers ports take.
+        let no = match dummy_dp_port(&dp, &a[0]) {
+            n if n >= 100 => n,
+            _ => dp.free_port_number_from(100),
+        };
         of2.add_port(
             &a[0],
             OfPort {
@@ -291,7 +296,11 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
     }
     let port = crate::switch::open_port(&conf, None, base).map_err(|e| format!("{e:#}"))?;
     let mut dp = dp.lock().map_err(|_| "datapath lock poisoned")?;
-    let no = dp.free_port_number();
+    let no = if kind == "dummy" {
+        dummy_dp_port(&dp, name)
+    } else {
+        dp.free_port_number()
+    };
     of.add_port(
         bridge,
         OfPort {
@@ -307,4 +316,28 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
         return Err(e);
     }
     Ok(())
+}
+
+/// The datapath port number of a device-less port added at run time, chosen as OVS's dummy
+/// datapath chooses it (`dpif-netdev.c`, `choose_port()`), so that OVS's test scenarios see
+/// the same numbers: the first number in the name, plus 100 for a name starting `br` (`p10`
+/// is 10, a bridge `br0`'s LOCAL port 100), when it is free; else the lowest free number.
+fn dummy_dp_port(dp: &Datapath, name: &str) -> u32 {
+    let start = if name.starts_with("br") { 100 } else { 0 };
+    let digits: String = name
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    if let Some(n) = digits
+        .parse::<u32>()
+        .ok()
+        .and_then(|d| d.checked_add(start))
+        && n > 0
+        && n <= u32::from(u16::MAX)
+        && dp.free_port_number_from(n) == n
+    {
+        return n;
+    }
+    dp.free_port_number()
 }

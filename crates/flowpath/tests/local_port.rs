@@ -46,7 +46,7 @@ fn the_local_port_is_a_datapath_port_that_flooding_reaches() {
     let run = dir.join("run");
     let _sw = start_switch(&cfg, &run);
     let show = ctl(&run, &["dpif/show"]);
-    assert!(show.contains("    br0 65534/3: (internal)\n"), "{show}");
+    assert!(show.contains("    br0 65534/100: (internal)\n"), "{show}");
     ctl(
         &run,
         &[
@@ -68,11 +68,14 @@ fn the_local_port_is_a_datapath_port_that_flooding_reaches() {
     let actions = flows.trim_end().rsplit_once("actions:").unwrap().1;
     let mut outs: Vec<&str> = actions.split(',').collect();
     outs.sort();
-    assert_eq!(outs, ["2", "3"], "{flows}");
-    // A bridge made at run time gets its LOCAL port too.
+    assert_eq!(outs, ["100", "2"], "{flows}");
+    // A bridge made at run time gets its LOCAL port too, numbered as OVS's dummy datapath
+    // numbers it (100 plus the number in a `br` name); a dummy port takes its name's number.
     ctl(&run, &["add-br", "br1"]);
+    ctl(&run, &["add-port", "br1", "p10", "type=dummy"]);
     let show = ctl(&run, &["dpif/show"]);
-    assert!(show.contains("    br1 65534/4: (internal)\n"), "{show}");
+    assert!(show.contains("    br1 65534/101: (internal)\n"), "{show}");
+    assert!(show.contains("    p10 1/10: (dummy)\n"), "{show}");
     ctl(&run, &["del-br", "br1"]);
     assert!(!ctl(&run, &["dpif/show"]).contains("br1"));
 }
