@@ -79,7 +79,8 @@ $2[]_HX_DATA_EOF
 m4_define([AT_CHECK], [_HX_CHECK([$1], [$2], [$3], [$4], [$5], [$6], ['])])
 m4_define([AT_CHECK_UNQUOTED], [_HX_CHECK([$1], [$2], [$3], [$4], [$5], [$6], [])])
 m4_define([_HX_MODE], [m4_if([$1], [], [empty], [$1], [ignore], [ignore],
-  [$1], [ignore-no-diff], [ignore], [$1], [stdout], [stdout], [$1], [stdout-nolog], [stdout], [$1], [expout], [expout],
+  [$1], [ignore-no-diff], [ignore], [$1], [stdout], [stdout], [$1], [stdout-nolog], [stdout],
+  [$1], [expout], [expout],
   [$1], [stderr], [stdout], [$1], [stderr-nolog], [stdout], [$1], [experr], [expout],
   [literal])])
 m4_define([_HX_CHECK], [hx_check_begin @@ID@@ 'm4_if([$2], [], [0], [$2])' '_HX_MODE([$3])' dnl
