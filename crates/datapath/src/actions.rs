@@ -297,6 +297,13 @@ pub struct TnlTemplate {
     /// rather than read back what it has just copied (the read-back cost `vxlan_encap` 1-1.5
     /// cycles a packet in interleaved `flowpath bench` runs, though one instruction fewer).
     pub ip_byte1: u8,
+    /// The lowest entropy UDP source port ([`egress_port_range`]'s minimum when built).
+    ///
+    /// [`egress_port_range`]: crate::rewrite::egress_port_range
+    pub port_min: u16,
+    /// How many entropy source ports there are from `port_min` (the range's maximum less its
+    /// minimum; 0 makes every port `port_min`).
+    pub port_span: u16,
 }
 
 impl TnlTemplate {
@@ -345,6 +352,7 @@ impl TnlTemplate {
             }
         };
         let l4_ofs = b.len();
+        let (port_min, port_max) = crate::rewrite::egress_port_range();
         let udp = |b: &mut Vec<u8>, u: &flow::odp::TnlUdp| {
             b.extend_from_slice(&u.src.to_be_bytes());
             b.extend_from_slice(&u.dst.to_be_bytes());
@@ -361,6 +369,8 @@ impl TnlTemplate {
             entropy: false,
             ecn_map: [0; 4],
             ip_byte1: b[ip_ofs + 1],
+            port_min,
+            port_span: port_max - port_min,
         };
         let outer_ecn = match &h.ip {
             TnlIp::V4 { tos, .. } => tos & 3,

@@ -19,6 +19,47 @@ fn strict(args: &[String]) -> (bool, &[String]) {
     }
 }
 
+/// `tnl/egress_port_range [MIN MAX]`, as OVS's: with no argument, the range of UDP source
+/// ports pushed tunnel headers take; with two, sets it (in either order; each must be 1 to
+/// 65535, else `Invalid min.` or `Invalid max.` and nothing changes, OVS's replies). The
+/// datapath's flows are flushed, so that each is compiled again with the new range.
+fn egress_port_range(dp: &Mutex<Datapath>, a: &[String]) -> Result<String, String> {
+    use datapath::rewrite::{egress_port_range, set_egress_port_range};
+    match a {
+        [] => {
+            let (min, max) = egress_port_range();
+            Ok(format!("Tunnel UDP source port range: {min}-{max}\n"))
+        }
+        [min, max] => {
+            let Some(min) = atoi_port(min) else {
+                return Ok("Invalid min.\n".into());
+            };
+            let Some(max) = atoi_port(max) else {
+                return Ok("Invalid max.\n".into());
+            };
+            set_egress_port_range(min, max);
+            dp.lock().map_err(|_| "datapath lock poisoned")?.del_flows();
+            Ok("OK\n".into())
+        }
+        _ => Err("usage: tnl/egress_port_range [min max]".into()),
+    }
+}
+
+/// A port number as OVS's `atoi()` reads one (leading blanks, a sign, then digits up to the
+/// first other character), when it is 1 to 65535.
+fn atoi_port(s: &str) -> Option<u16> {
+    let t = s.trim_start();
+    let (neg, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let v: u64 = t[..digits.min(6)].parse().ok()?;
+    let v = if digits > 6 { u64::MAX } else { v };
+    (!neg && (1..=65535).contains(&v)).then_some(v as u16)
+}
+
 /// Registers the OpenFlow commands.
 pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, base: &Path) {
     let r = |name: &str, usage: &str, min: usize, max: usize, f: OfCommand| {
@@ -124,6 +165,10 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
             Ok("OK\n".to_owned())
         });
     }
+    let dp2 = dp.clone();
+    let _ = reg.register("tnl/egress_port_range", "min max", 0, 2, move |a| {
+        egress_port_range(&dp2, a)
+    });
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("add-br", "BRIDGE", 1, 1, move |a| {
         of2.add_bridge(&a[0])?;

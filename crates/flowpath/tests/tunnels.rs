@@ -488,3 +488,94 @@ fn dp_port_of(show: &str, name: &str) -> u32 {
         })
         .unwrap_or_else(|| panic!("no {name} in {show}"))
 }
+
+/// Starts `flowpath run` on `d/sw.toml` with its run directory `d/run`; waits for its control
+/// socket.
+fn start(d: &Path) -> (Running, PathBuf) {
+    let run = d.join("run");
+    let sw = Running(
+        Command::new(bin())
+            .args(["run", "--config", d.join("sw.toml").to_str().unwrap()])
+            .arg("--rundir")
+            .arg(&run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while !run.join("flowpath.ctl").exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (sw, run)
+}
+
+/// The UDP source ports of the VXLAN frames written to `pcap` so far, once there are `n`.
+fn vxlan_source_ports(pcap: &Path, n: usize) -> Vec<u16> {
+    let t = Instant::now();
+    loop {
+        let got = netdev::pcap::read_file(pcap).unwrap_or_default();
+        let ports: Vec<u16> = got
+            .iter()
+            .map(|r| &r.data)
+            .filter(|f| f.len() > 50 && f[23] == 17 && f[36..38] == [0x12, 0xb5])
+            .map(|f| u16::from_be_bytes([f[34], f[35]]))
+            .collect();
+        if ports.len() >= n {
+            return ports;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{ports:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `tnl/egress_port_range`, as OVS's: prints the range (32768-61000 by default), takes a new one
+/// in either order, refuses bounds outside 1-65535 with OVS's replies, and the flows already in
+/// the datapath take the new range at once.
+#[test]
+fn egress_port_range_bounds_the_pushed_source_ports() {
+    let d = dir("egress");
+    let cfg = L3VPN
+        .replace(
+            "options = { rx_pcap = \"under_in.pcap\", tx_pcap = \"under_out.pcap\" }",
+            "options = { tx_pcap = \"under_out.pcap\" }",
+        )
+        .replace(
+            "type = \"pcap\"\noptions = { rx_pcap = \"vm_in.pcap\", tx_pcap = \"vm_out.pcap\" }",
+            "type = \"dummy\"",
+        );
+    std::fs::write(d.join("sw.toml"), cfg).unwrap();
+    let (_sw, run) = start(&d);
+    let range = |args: &[&str]| {
+        let mut a = vec!["tnl/egress_port_range"];
+        a.extend_from_slice(args);
+        ctl(&run, &a)
+    };
+    assert_eq!(range(&[]), "Tunnel UDP source port range: 32768-61000\n");
+    let hex: String = tenant(0).iter().map(|b| format!("{b:02x}")).collect();
+    ctl(&run, &["netdev-dummy/receive", "vm0", &hex]);
+    let under = d.join("under_out.pcap");
+    let first = vxlan_source_ports(&under, 1)[0];
+    assert!((32768..61000).contains(&first), "{first}");
+
+    assert_eq!(range(&["0", "100"]), "Invalid min.\n");
+    assert_eq!(range(&["100", "65536"]), "Invalid max.\n");
+    assert_eq!(range(&["100", "x"]), "Invalid max.\n");
+    assert!(range(&[]).contains("32768-61000"));
+    assert_eq!(range(&["58", "57"]), "OK\n");
+    assert_eq!(range(&[]), "Tunnel UDP source port range: 57-58\n");
+    // The same flow again: its datapath flow was compiled with the old range.
+    ctl(&run, &["netdev-dummy/receive", "vm0", &hex]);
+    assert_eq!(vxlan_source_ports(&under, 2)[1], 57);
+    let e = Command::new(bin())
+        .args(["ctl", "--rundir", run.to_str().unwrap()])
+        .args(["tnl/egress_port_range", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        !e.status.success() && text(&e).contains("usage"),
+        "{}",
+        text(&e)
+    );
+}

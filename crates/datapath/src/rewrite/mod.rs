@@ -49,7 +49,10 @@ pub use l2::{
     pop_eth, pop_mpls, pop_vlan, push_eth, push_eth_pop_mpls, push_mpls, push_vlan, set_eth,
     set_mpls,
 };
-pub use tnl_push::{entropy_hash, tnl_push, tnl_push_batch};
+pub use tnl_push::{
+    DEFAULT_EGRESS_PORT_RANGE, egress_port_range, entropy_hash, set_egress_port_range, tnl_push,
+    tnl_push_batch,
+};
 
 use tnl_push::tnl_push_out_of_line;
 

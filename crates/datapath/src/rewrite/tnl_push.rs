@@ -5,6 +5,8 @@
 //! inner headers, the outer ECN field from the inner packet's, and the UDP or GRE checksum
 //! when the tunnel asks for one). The batch's variant loads the template once.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use wire::checksum;
 
 use crate::actions::TnlTemplate;
@@ -14,6 +16,38 @@ use super::RewriteError;
 use super::hash::{dp_hash_l4, fmix32, hash_l4_ipv4};
 use super::ip::ip_ecn;
 use super::put16;
+
+/// OVS's default range of tunnel UDP source ports, `min..max`: 32768-61000.
+pub const DEFAULT_EGRESS_PORT_RANGE: (u16, u16) = (32768, 61000);
+
+/// The range of UDP source ports pushed tunnel headers take (`tnl/egress_port_range`), the
+/// minimum in the high half and the maximum in the low one. Read when a `tnl_push` action is
+/// compiled ([`TnlTemplate::build`](TnlTemplate::build)), never per packet: whoever changes it
+/// flushes the datapath's flows so that they are compiled again.
+static EGRESS_PORT_RANGE: AtomicU32 =
+    AtomicU32::new((DEFAULT_EGRESS_PORT_RANGE.0 as u32) << 16 | DEFAULT_EGRESS_PORT_RANGE.1 as u32);
+
+/// The tunnel UDP source port range, `(min, max)`: a pushed header's port is in `min..max`
+/// (`min` itself when they are equal), as OVS's `netdev_tnl_get_src_port()` picks it.
+pub fn egress_port_range() -> (u16, u16) {
+    let v = EGRESS_PORT_RANGE.load(Ordering::Relaxed);
+    ((v >> 16) as u16, v as u16)
+}
+
+/// Sets the tunnel UDP source port range (`tnl/egress_port_range MIN MAX`), the bounds in
+/// either order as OVS takes them. Flows compiled before keep the range they were compiled with.
+pub fn set_egress_port_range(a: u16, b: u16) {
+    let (min, max) = (a.min(b), a.max(b));
+    EGRESS_PORT_RANGE.store(u32::from(min) << 16 | u32::from(max), Ordering::Relaxed);
+}
+
+/// The entropy source port for `hash` in a template's range: the hash's high bits scaled to the
+/// span, as OVS's `netdev_tnl_get_src_port()`.
+#[inline(always)]
+fn entropy_port(hash: u32, t: &TnlTemplate) -> u16 {
+    t.port_min
+        .wrapping_add(((u64::from(hash) * u64::from(t.port_span)) >> 32) as u16)
+}
 
 /// Copies a tunnel header template (`dst` and `src` of equal length): in 32-byte blocks, the
 /// last one overlapping its predecessor, so the common 38- to 70-byte headers take two or
@@ -82,7 +116,7 @@ fn entropy_hash_other(pkt: &Packet) -> u32 {
 /// `tnl_push`: prepends the tunnel header template, then fills in what depends on the packet:
 /// the outer IP length (and IPv4 checksum, from the template's precomputed sum), the UDP
 /// length, a UDP source port from the inner headers ([`entropy_hash`]) when the template has
-/// none (OVS's entropy range 32768-60999), and the UDP or GRE checksum when the tunnel asks
+/// none (in the template's range, [`egress_port_range`] when it was compiled), and the UDP or GRE checksum when the tunnel asks
 /// for one. The errors
 /// cannot happen with a template [`TnlTemplate::build`](TnlTemplate::build)
 /// made (its offsets lie inside its header); they stand where a panic would otherwise be.
@@ -155,8 +189,7 @@ fn tnl_push_as<const UDP4: bool>(pkt: &mut Packet, t: &TnlTemplate) -> Result<()
         };
         udp[4..6].copy_from_slice(&((total - u) as u16).to_be_bytes());
         if entropy {
-            let port = 32768 + ((u64::from(hash) * (61000 - 32768)) >> 32) as u16;
-            udp[0..2].copy_from_slice(&port.to_be_bytes());
+            udp[0..2].copy_from_slice(&entropy_port(hash, t).to_be_bytes());
         }
     }
     if !UDP4 && (t.udp_csum || t.gre_csum_ofs.is_some()) {
@@ -279,6 +312,21 @@ mod tests {
         arp2[0] ^= 1;
         assert_eq!(port(&arp, 1), port(&arp, 2));
         assert_ne!(port(&arp, 1), port(&arp2, 1));
+    }
+
+    /// The entropy port stays in the template's range (`tnl/egress_port_range`): its minimum
+    /// for the lowest hash, below its maximum for the highest, the minimum alone for an empty span.
+    #[test]
+    fn entropy_ports_stay_in_the_template_s_range() {
+        let mut t = vxlan_template(Ipv4Addr::new(10, 1, 2, 9), 0);
+        assert_eq!((t.port_min, t.port_span), (32768, 61000 - 32768));
+        (t.port_min, t.port_span) = (100, 10);
+        assert_eq!(entropy_port(0, &t), 100);
+        assert_eq!(entropy_port(u32::MAX, &t), 109);
+        t.port_span = 0;
+        assert_eq!(entropy_port(u32::MAX, &t), 100);
+        (t.port_min, t.port_span) = (1, 65534);
+        assert_eq!(entropy_port(u32::MAX, &t), 65534);
     }
 
     /// A VXLAN push template over IPv4 to `dst` with `tos`.
