@@ -1,0 +1,14 @@
+//! OpenFlow on the wire: the messages of OpenFlow 1.0 to 1.5 with the Nicira (NX) and ONF
+//! extensions that Open vSwitch speaks, as bytes.
+//!
+//! - [`header`]: the 8-byte header every message starts with, protocol versions and the
+//!   framing of a byte stream into messages;
+//! - [`hello`]: version negotiation (the hello message and its version bitmap element).
+//!
+//! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
+//! actions and flows), so that a flow added over a connection and one added with the
+//! `ovs-ofctl` syntax are the same thing.
+#![forbid(unsafe_code)]
+
+pub mod header;
+pub mod hello;
