@@ -3,12 +3,14 @@
 //!
 //! - [`header`]: the 8-byte header every message starts with, protocol versions and the
 //!   framing of a byte stream into messages;
-//! - [`hello`]: version negotiation (the hello message and its version bitmap element).
+//! - [`hello`]: version negotiation (the hello message and its version bitmap element);
+//! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them.
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
 //! `ovs-ofctl` syntax are the same thing.
 #![forbid(unsafe_code)]
 
+pub mod error;
 pub mod header;
 pub mod hello;
