@@ -1,6 +1,7 @@
 //! The upcall layer's control commands, as OVS names them: `upcall/show`,
 //! `upcall/disable-megaflows` and `upcall/enable-megaflows` (OVS's test suite turns megaflows
-//! off to see each packet's exact flow).
+//! off to see each packet's exact flow), and the revalidator's `revalidator/wait` and
+//! `revalidator/purge`.
 
 use std::sync::{Arc, Mutex};
 
@@ -10,6 +11,7 @@ use unixctl::Registry;
 
 /// Registers the upcall commands; `flow_limit` is the datapath's (`flow-limit`).
 pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, flow_limit: usize) {
+    register_revalidator(reg, of, dp);
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("upcall/show", "", 0, 0, move |_| {
         let n = lock(&dp2)?.n_flows();
@@ -29,6 +31,23 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, fl
                 "megaflows {}\n",
                 if on { "enabled" } else { "disabled" }
             ))
+        });
+    }
+}
+
+/// Registers `revalidator/wait` (a revalidation round, done before the reply: every megaflow
+/// checked against the tables as they are, the OpenFlow rules' statistics brought up to date)
+/// and `revalidator/purge` (that round, then every datapath flow removed), as OVS's.
+fn register_revalidator(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
+    for (name, purge) in [("revalidator/wait", false), ("revalidator/purge", true)] {
+        let (of2, dp2) = (of.clone(), dp.clone());
+        let _ = reg.register(name, "", 0, 0, move |_| {
+            let mut d = lock(&dp2)?;
+            of2.revalidate(&mut d);
+            if purge {
+                d.del_flows();
+            }
+            Ok(String::new())
         });
     }
 }

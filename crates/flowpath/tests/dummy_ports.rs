@@ -165,3 +165,36 @@ fn with_megaflows_off_each_packet_gets_its_exact_flow() {
         "megaflows enabled\n"
     );
 }
+
+/// `revalidator/wait` brings the OpenFlow rules' statistics up to date before it replies (OVS's
+/// tests read `dump-flows` right after it); `revalidator/purge` also removes every datapath flow.
+#[test]
+fn revalidator_wait_and_purge() {
+    let (dir, _rm) = scratch_dir("fp-dummy-revalidator");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    let flow = "in_port(2),eth(src=50:54:00:00:00:02,dst=50:54:00:00:00:01),eth_type(0x0800),\
+                ipv4(src=10.0.0.2,dst=10.0.0.1,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=2)";
+    ok(ctl(&run, &["netdev-dummy/receive", "p2", flow]));
+    let t = Instant::now();
+    while flows(&run).is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok(ctl(&run, &["netdev-dummy/receive", "p2", flow]));
+    // Once the datapath has counted the second packet, one round brings it to the rule.
+    let t = Instant::now();
+    while !ok(ctl(&run, &["dpif/dump-flows", "br0"])).contains("packets:2,") {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ok(ctl(&run, &["revalidator/wait"])), "");
+    let dump = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));
+    assert!(dump.contains("n_packets=2,"), "{dump}");
+    assert_eq!(ok(ctl(&run, &["revalidator/purge"])), "");
+    assert!(flows(&run).is_empty());
+    let dump = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));
+    assert!(dump.contains("n_packets=2,"), "{dump}");
+}
