@@ -23,10 +23,15 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
         for (bridge, ports) in bridges {
             let _ = writeln!(out, "  {bridge}:");
             for p in ports {
-                let (no, kind) = match (p.dp_port, p.peer) {
-                    (Some(n), _) => (n.to_string(), dp.port_type(n).unwrap_or_default()),
-                    (None, Some(peer)) => ("none".to_owned(), format!("patch: peer={peer}")),
-                    (None, None) => ("none".to_owned(), String::new()),
+                let (no, kind) = match (p.dp_port, p.peer, of.tunnel_config(&bridge, p.ofport)) {
+                    // A tunnel port: its own configuration, as OVS's tunnel netdev reports it.
+                    (Some(n), _, Some(t)) => (
+                        n.to_string(),
+                        format!("{}: {}", t.kind.name(), t.dpif_show_config()),
+                    ),
+                    (Some(n), _, None) => (n.to_string(), dp.port_type(n).unwrap_or_default()),
+                    (None, Some(peer), _) => ("none".to_owned(), format!("patch: peer={peer}")),
+                    (None, None, _) => ("none".to_owned(), String::new()),
                 };
                 // LOCAL (0xfffe) prints as its number, as OVS's does.
                 let _ = writeln!(out, "    {} {}/{no}: ({kind})", p.name, p.ofport);

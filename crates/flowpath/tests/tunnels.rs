@@ -553,6 +553,12 @@ fn egress_port_range_bounds_the_pushed_source_ports() {
         ctl(&run, &a)
     };
     assert_eq!(range(&[]), "Tunnel UDP source port range: 32768-61000\n");
+    // dpif/show lists a tunnel port with its own configuration, as OVS's tunnel netdev.
+    let show = ctl(&run, &["dpif/show"]);
+    assert!(
+        show.contains(": (vxlan: key=flow, remote_ip=10.1.2.9)\n"),
+        "{show}"
+    );
     let hex: String = tenant(0).iter().map(|b| format!("{b:02x}")).collect();
     ctl(&run, &["netdev-dummy/receive", "vm0", &hex]);
     let under = d.join("under_out.pcap");

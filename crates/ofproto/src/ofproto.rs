@@ -166,6 +166,11 @@ impl Ofproto {
         Ok(())
     }
 
+    /// The tunnel configuration of port `ofport` of `bridge`, if it is a tunnel port.
+    pub fn tunnel_config(&self, bridge: &str, ofport: u32) -> Option<TunnelConfig> {
+        self.read().bridge(bridge)?.tunnels.get(&ofport).cloned()
+    }
+
     /// The tunnel datapath ports in use: (name, type, UDP port, datapath number).
     pub fn tunnel_dp_ports(&self) -> Vec<(String, TunnelType, u16, u32)> {
         let p = self.read();

@@ -120,6 +120,9 @@ pub struct TunnelConfig {
     pub ttl: Inherit,
     pub df_default: bool,
     pub packet_type: PtMode,
+    /// Whether the receive and the send key were configured (`key`, `in_key`, `out_key`), as
+    /// opposed to VXLAN's and GENEVE's default of 0 (`dpif/show` prints only the former).
+    pub keys_given: (bool, bool),
 }
 
 fn parse_ip(s: &str) -> Result<IpAddr, String> {
@@ -174,6 +177,7 @@ impl TunnelConfig {
             ttl: Inherit::Fixed(64),
             df_default: true,
             packet_type: PtMode::LegacyL2,
+            keys_given: (false, false),
         };
         let mut remote = None;
         let (mut key, mut in_key, mut out_key) = (None, None, None);
@@ -252,6 +256,7 @@ impl TunnelConfig {
             TunnelType::Gre => None,
             _ => Some(FlowOr::Fixed(0)),
         };
+        c.keys_given = (in_key.or(key).is_some(), out_key.or(key).is_some());
         c.in_key = in_key.or(key).or(dflt);
         c.out_key = out_key.or(key).or(dflt);
         Ok(c)
@@ -260,6 +265,67 @@ impl TunnelConfig {
     /// The name of the datapath port the tunnel uses.
     pub fn dp_port_name(&self) -> String {
         self.kind.dp_port_name(self.dst_port)
+    }
+
+    /// The configuration OVS's `dpif/show` prints after the port's type, sorted by key:
+    /// `remote_ip=1.1.1.1`, `key=flow`, `dst_port=4341`... (OVS's `get_tunnel_config()`: only
+    /// what was configured or differs from the defaults).
+    pub fn dpif_show_config(&self) -> String {
+        let ip = |a: &FlowOr<IpAddr>| match a {
+            FlowOr::Flow => "flow".to_owned(),
+            FlowOr::Fixed(a) => a.to_string(),
+        };
+        let key = |k: &FlowOr<u64>| match k {
+            FlowOr::Flow => "flow".to_owned(),
+            FlowOr::Fixed(v) => v.to_string(),
+        };
+        let mut o: Vec<(&str, String)> = vec![("remote_ip", ip(&self.remote_ip))];
+        if let Some(l) = &self.local_ip {
+            o.push(("local_ip", ip(l)));
+        }
+        let (i, out) = (&self.in_key, &self.out_key);
+        match (i, out) {
+            (Some(a), Some(b)) if a == b && self.keys_given == (true, true) => {
+                o.push(("key", key(a)))
+            }
+            _ => {
+                let given = [self.keys_given.0, self.keys_given.1];
+                for ((name, k), g) in [("in_key", i), ("out_key", out)].into_iter().zip(given) {
+                    if let Some(v) = k.as_ref().filter(|_| g) {
+                        o.push((name, key(v)));
+                    }
+                }
+            }
+        }
+        match self.ttl {
+            Inherit::Inherit => o.push(("ttl", "inherit".into())),
+            Inherit::Fixed(64) => {}
+            Inherit::Fixed(t) => o.push(("ttl", t.to_string())),
+        }
+        match self.tos {
+            Inherit::Inherit => o.push(("tos", "inherit".into())),
+            Inherit::Fixed(0) => {}
+            Inherit::Fixed(t) => o.push(("tos", format!("{t:#x}"))),
+        }
+        if self.dst_port != self.kind.default_dst_port() {
+            o.push(("dst_port", self.dst_port.to_string()));
+        }
+        if self.csum {
+            o.push(("csum", "true".into()));
+        }
+        match self.packet_type {
+            PtMode::LegacyL2 => {}
+            PtMode::LegacyL3 => o.push(("packet_type", "legacy_l3".into())),
+            PtMode::Ptap => o.push(("packet_type", "ptap".into())),
+        }
+        if !self.df_default {
+            o.push(("df_default", "false".into()));
+        }
+        o.sort();
+        o.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The options as `ovs-vsctl` would list them (`{key=flow, remote_ip="10.1.2.9"}`).
@@ -775,6 +841,55 @@ mod tests {
         s.iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    /// OVS 3.1's `dpif/show` of the same four tunnel ports (`ovs-vswitchd --enable-dummy`).
+    #[test]
+    fn dpif_show_config_is_ovs_s() {
+        let show = |kind, o: &[(&str, &str)]| {
+            TunnelConfig::parse(kind, &opts(o))
+                .unwrap()
+                .dpif_show_config()
+        };
+        assert_eq!(
+            show(
+                TunnelType::Vxlan,
+                &[
+                    ("remote_ip", "1.1.1.1"),
+                    ("key", "flow"),
+                    ("dst_port", "4341"),
+                    ("csum", "true")
+                ]
+            ),
+            "csum=true, dst_port=4341, key=flow, remote_ip=1.1.1.1"
+        );
+        assert_eq!(
+            show(
+                TunnelType::Gre,
+                &[
+                    ("remote_ip", "flow"),
+                    ("local_ip", "2.2.2.2"),
+                    ("in_key", "5"),
+                    ("tos", "inherit"),
+                    ("ttl", "32"),
+                    ("df_default", "false"),
+                    ("packet_type", "legacy_l3")
+                ]
+            ),
+            "df_default=false, in_key=5, local_ip=2.2.2.2, packet_type=legacy_l3, \
+             remote_ip=flow, tos=inherit, ttl=32"
+        );
+        assert_eq!(
+            show(
+                TunnelType::Geneve,
+                &[("remote_ip", "1.1.1.3"), ("key", "0"), ("tos", "0x20")]
+            ),
+            "key=0, remote_ip=1.1.1.3, tos=0x20"
+        );
+        assert_eq!(
+            show(TunnelType::Vxlan, &[("remote_ip", "1.1.1.4")]),
+            "remote_ip=1.1.1.4"
+        );
     }
 
     #[test]
