@@ -7,6 +7,7 @@
 pub mod compose;
 pub mod extract;
 pub mod hash;
+pub mod hex;
 pub mod key;
 pub mod odp;
 

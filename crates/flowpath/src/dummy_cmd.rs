@@ -35,7 +35,7 @@ fn receive(args: &[String]) -> Result<(), String> {
     let mut frames = Vec::with_capacity(rest.len());
     while let [arg, more @ ..] = rest {
         rest = more;
-        if let Some(bytes) = parse_hex(arg) {
+        if let Ok(bytes) = flow::hex::eth_from_hex(arg) {
             frames.push(bytes);
             continue;
         }
@@ -64,18 +64,6 @@ fn receive(args: &[String]) -> Result<(), String> {
     injector.inject(frames)
 }
 
-/// A packet in hex (OVS's `eth_from_hex()`: an even number of hex digits, at least an
-/// Ethernet header's worth).
-fn parse_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() < 28 || !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +79,9 @@ mod tests {
         let hex = "5054000000025054000000010800";
         receive(&a(&["dummy-cmd-p1", flow, hex, flow, "--len", "128"])).unwrap();
         assert_eq!(inj.pending(), 3);
+        // Hex with blanks and line breaks between byte pairs, as OVS's tests write packets.
+        receive(&a(&["dummy-cmd-p1", "505400000002 50540000\n0001 08 00"])).unwrap();
+        assert_eq!(inj.pending(), 4);
         let e = |v: &[&str]| receive(&a(v)).unwrap_err();
         assert_eq!(e(&["nope", hex]), "no such dummy netdev");
         assert_eq!(e(&["dummy-cmd-p1", "--qid", "3", hex]), "bad rx queue id.");
@@ -100,7 +91,7 @@ mod tests {
         );
         assert!(e(&["dummy-cmd-p1", "in_port(1),eth("]).starts_with("in_port(1),eth(: "));
         // Nothing of a refused command is queued.
-        assert_eq!(inj.pending(), 3);
+        assert_eq!(inj.pending(), 4);
         drop(port);
     }
 }

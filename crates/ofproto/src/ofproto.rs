@@ -1041,14 +1041,7 @@ fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<(usize, u32, 
 }
 
 fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    if !s.len().is_multiple_of(2) {
-        return Err("packet hex has an odd number of digits".into());
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("bad packet hex at {i}")))
-        .collect()
+    flow::hex::eth_from_hex(s).map_err(String::from)
 }
 
 /// A flow's fields as `ofproto/trace` prints them on its `Flow:` line: the match of every

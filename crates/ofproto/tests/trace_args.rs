@@ -92,4 +92,13 @@ fn bad_arguments_get_ovs_errors() {
     );
     let e = of.trace("br0", &["in_port=1".into(), "--bogus".into()], false);
     assert_eq!(e.unwrap_err(), "--bogus: unknown option");
+    // A packet that is not hex: OVS's `eth_from_hex()` errors.
+    let e = of.trace(
+        "br0",
+        &["in_port=1".into(), "50540000000a 50540000000b 08 zz".into()],
+        false,
+    );
+    assert_eq!(e.unwrap_err(), "Trailing garbage in packet data");
+    let e = of.trace("br0", &["in_port=1".into(), "50540000000a".into()], false);
+    assert_eq!(e.unwrap_err(), "Packet data too short for Ethernet");
 }

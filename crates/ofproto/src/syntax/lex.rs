@@ -211,20 +211,7 @@ pub(crate) fn parse_int(s: &str, n_bytes: usize) -> Result<u128, NumError> {
 /// Decodes hex digits with optional `.` separators between bytes (`01.02.03`, `010203`), as
 /// `note:` and `userdata=` take them (OVS's `ofpbuf_put_hex()`).
 pub(crate) fn parse_hex_bytes(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'.' {
-            i += 1;
-            continue;
-        }
-        let hi = (b[i] as char).to_digit(16)?;
-        let lo = (*b.get(i + 1)? as char).to_digit(16)?;
-        out.push((hi * 16 + lo) as u8);
-        i += 2;
-    }
-    Some(out)
+    flow::hex::from_hex(s)
 }
 
 #[cfg(test)]
