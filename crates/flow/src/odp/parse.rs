@@ -189,8 +189,11 @@ impl<'a> Cursor<'a> {
         &self.s[start..self.pos]
     }
 
-    /// An unsigned integer in `%i` syntax, at most `max`. `what` names the field for errors.
+    /// An unsigned integer in `%i` syntax, at most `max`, after any blanks and line breaks (as
+    /// `%i` skips them: OVS's tests break long flows across lines). `what` names the field for
+    /// errors.
     pub(crate) fn uint(&mut self, max: u128, what: &'static str) -> PResult<u128> {
+        self.skip_spaces();
         let start = self.pos;
         let b = self.s.as_bytes();
         let (radix, digits_start) = if b.get(start) == Some(&b'0')
@@ -247,6 +250,7 @@ impl<'a> Cursor<'a> {
 
     /// A `0x`-prefixed hex number (`%x` as OVS prints it, prefix required).
     pub(crate) fn hex_u32(&mut self, what: &'static str) -> PResult<u32> {
+        self.skip_spaces();
         let start = self.pos;
         if !self.eat_str("0x") && !self.eat_str("0X") {
             return Err(self.expected(format!("0x-prefixed hex number for {what}")));
@@ -457,6 +461,9 @@ mod tests {
         assert!(c.eat(b','));
         assert_eq!(c.uint(u128::MAX, "x").unwrap(), 0);
         assert!(c.at_end());
+        // Blanks and line breaks before a number are skipped, as `%i` skips them.
+        let mut c = Cursor::new("\n  17");
+        assert_eq!(c.uint(u128::MAX, "x").unwrap(), 17);
         let mut c = Cursor::new("256");
         let e = c.u8("ttl").unwrap_err();
         assert_eq!(
