@@ -19,7 +19,7 @@ use crate::bridge::{Bridge, OfPort};
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, parse_flows_file};
 use crate::tunnel::{TunnelConfig, TunnelType};
-use crate::xlate::{Fork, Pipeline, translate};
+use crate::xlate::{Fork, Pipeline, translate_in};
 
 mod upcall;
 pub use upcall::DumpStats;
@@ -702,7 +702,7 @@ impl Ofproto {
         }
         let p = self.read();
         let flow_text = pos[pos.len() - 1];
-        let (_, ofport, mut key) = match trace_odp_flow(&p, &pos, flow_text) {
+        let (bi, ofport, mut key) = match trace_odp_flow(&p, &pos, flow_text) {
             Some(r) => r?,
             None => trace_br_flow(&p, &pos, flow_text)?,
         };
@@ -714,7 +714,16 @@ impl Ofproto {
             key.set_recirc_id(recirc_id).set_in_port(in_port);
         }
         let mut t = String::new();
-        let mut x = trace_pass(&p, &key, ofport, PipeMeta::default(), generate, &mut t);
+        let start = (key.in_port() == ODPP_NONE && key.recirc_id() == 0).then_some((bi, ofport));
+        let mut x = trace_pass(
+            &p,
+            &key,
+            start,
+            ofport,
+            PipeMeta::default(),
+            generate,
+            &mut t,
+        );
         let mut changed = !x.learned.is_empty() || x.neigh_learned;
         // Then each recirculation, in the order the passes forked them (OVS's recirc queue).
         let mut queue: std::collections::VecDeque<Fork> = std::mem::take(&mut x.forks).into();
@@ -755,7 +764,7 @@ impl Ofproto {
             }
             let _ = writeln!(t, "{}\n", "=".repeat(79));
             let ofport = p.recirc.get(f.recirc_id).map_or(ofport, |st| st.in_port);
-            let mut x = trace_pass(&p, &k, ofport, f.meta, generate, &mut t);
+            let mut x = trace_pass(&p, &k, None, ofport, f.meta, generate, &mut t);
             changed |= !x.learned.is_empty() || x.neigh_learned;
             queue.extend(std::mem::take(&mut x.forks));
         }
@@ -783,12 +792,17 @@ impl Ofproto {
     }
 }
 
+/// The datapath port number of no port (OVS's `ODPP_NONE`).
+const ODPP_NONE: u32 = u32::MAX;
+
 /// One pass of `ofproto/trace`: the `Flow:` line, the tables, `Final flow:`, `Megaflow:` and
 /// `Datapath actions:`, as OVS's `ofproto_trace__()` prints them. `key` is the datapath key,
-/// shown with OpenFlow port `ofport` and the registers `meta` the pass starts with.
+/// shown with OpenFlow port `ofport` and the registers `meta` the pass starts with; `start` as
+/// [`translate_in`]'s.
 fn trace_pass(
     p: &Pipeline,
     key: &FlowKey,
+    start: Option<(usize, u32)>,
     ofport: u32,
     meta: PipeMeta,
     generate: bool,
@@ -801,7 +815,7 @@ fn trace_pass(
     let mut flow_line = String::new();
     format_flow(&mut flow_line, &shown);
     let _ = writeln!(t, "Flow: {flow_line}");
-    let x = translate(p, key, generate, Some(t));
+    let x = translate_in(p, key, start, generate, Some(t));
     let mut final_line = String::new();
     format_flow(&mut final_line, &x.final_flow);
     if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta {
@@ -1030,13 +1044,19 @@ fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<(usize, u32, 
     let b = &p.bridges[bi];
     let spec = parse_flow(text, FlowKind::ModOrDel, &Names(b))
         .map_err(|e| format!("Bad openflow flow syntax: {e}"))?;
-    let ofport = spec.match_.key().dp.in_port();
-    let port = b
-        .ports
-        .get(&ofport)
-        .ok_or_else(|| format!("no port {ofport} in {bridge} (give in_port=N)"))?;
+    // No in_port: OVS's OFPP_NONE. A port that is not the bridge's (or has no datapath side)
+    // enters the datapath as ODPP_NONE, the translation told where it starts.
+    let ofport = match spec.match_.mask().dp.in_port() {
+        0 => crate::syntax::OFPP_ANY,
+        _ => spec.match_.key().dp.in_port(),
+    };
     let mut key = spec.match_.key().dp.clone();
-    key.set_in_port(port.dp_port.unwrap_or(0));
+    key.set_in_port(
+        b.ports
+            .get(&ofport)
+            .and_then(|p| p.dp_port)
+            .unwrap_or(ODPP_NONE),
+    );
     Ok((bi, ofport, key))
 }
 

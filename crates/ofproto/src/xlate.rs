@@ -237,6 +237,29 @@ struct Ctx<'a> {
     frozen_unroll: Option<usize>,
 }
 
+/// How a table is looked up ([`Ctx::do_table_ct`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Lookup {
+    /// The lookup sees the conntrack original-direction tuple (`resubmit(,N,ct)`).
+    ct_orig: bool,
+    /// The lookup sees this `in_port` (`resubmit(PORT,...)`); the rule's actions do not.
+    in_port: Option<u32>,
+    /// A resubmit: to the same or an earlier table, it deepens the translation.
+    resubmit: bool,
+    /// The rule found counts against [`MAX_RESUBMITS`] (all but a pass's first lookup).
+    counted: bool,
+}
+
+impl Lookup {
+    /// A `goto_table`, or a patch port's or tunnel's way into a bridge.
+    fn counted() -> Lookup {
+        Lookup {
+            counted: true,
+            ..Lookup::default()
+        }
+    }
+}
+
 /// Translates the packet whose datapath key is `key` (datapath port numbers). With `trace`,
 /// writes OVS's `ofproto/trace` lines for each table; `learn` lets NORMAL update MAC tables.
 /// A key with `recirc_id` other than 0 is a later pass: its frozen state is thawed and
@@ -245,6 +268,19 @@ struct Ctx<'a> {
 pub fn translate(
     pipe: &Pipeline,
     key: &FlowKey,
+    learn: bool,
+    trace: Option<&mut String>,
+) -> XlateOut {
+    translate_in(pipe, key, None, learn, trace)
+}
+
+/// [`translate`], for a packet that enters bridge `start.0` by OpenFlow port `start.1` rather
+/// than by its datapath port when `start` is given: `ofproto/trace` of a flow whose `in_port`
+/// is no port of the bridge, or is not given (OVS's `OFPP_NONE`), as OVS traces those.
+pub fn translate_in(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    start: Option<(usize, u32)>,
     learn: bool,
     trace: Option<&mut String>,
 ) -> XlateOut {
@@ -298,6 +334,8 @@ pub fn translate(
                 return thaw_failed(pipe, key, wc, &e, "No recirculation context", trace);
             }
         }
+    } else if let Some((b, p)) = start {
+        (b, p, None, None)
     } else {
         match pipe.receive(key, &mut wc) {
             Some(Ok((b, p, t))) => (b, p, t, None),
@@ -389,7 +427,7 @@ pub fn translate(
     };
     match frozen.as_ref().filter(|st| !st.actions.is_empty()) {
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
-        None => ctx.under(node, |c| c.do_table(table)),
+        None => ctx.under(node, |c| c.do_table_ct(table, Lookup::default())),
     }
     if ctx.freezing {
         ctx.finish_freezing();
@@ -494,13 +532,18 @@ impl Ctx<'_> {
         self.trace_add(NodeKind::Bridge, format_args!("bridge(\"{name}\")"))
     }
 
+    /// Looks `table` up and runs the rule's actions: a `goto_table`, or the first table of a
+    /// bridge a patch port or tunnel leads into (counted as a resubmit, as OVS counts them).
     fn do_table(&mut self, table: usize) {
-        self.do_table_ct(table, false);
+        self.do_table_ct(table, Lookup::counted());
     }
 
-    /// Looks `table` up and runs the rule's actions; with `ct_orig`, the lookup sees the
-    /// conntrack original-direction tuple in place of the packet's (`resubmit(,N,ct)`).
-    fn do_table_ct(&mut self, table: usize, ct_orig: bool) {
+    /// Looks `table` up as `how` says and runs the rule's actions (OVS's
+    /// `xlate_table_action()`): a resubmit's lookup may see another `in_port` or the conntrack
+    /// original-direction tuple (`resubmit(,N,ct)`), restored before the rule's actions run;
+    /// a resubmit to the same or an earlier table counts against the depth limit, and every
+    /// rule so reached against the resubmit limit.
+    fn do_table_ct(&mut self, table: usize, how: Lookup) {
         if self.exit {
             return;
         }
@@ -535,12 +578,17 @@ impl Ctx<'_> {
             return;
         };
         let ipv4 = self.flow.dp.eth_type() == 0x0800;
-        if ct_orig {
+        if how.ct_orig {
             tuple_swap(&mut self.flow.dp, ipv4);
             tuple_swap(&mut self.wc.dp, ipv4);
         }
+        let in_port = self.flow.dp.in_port();
+        if let Some(p) = how.in_port {
+            self.flow.dp.set_in_port(p);
+        }
         let found = cls.lookup(&self.flow, &mut self.wc);
-        if ct_orig {
+        self.flow.dp.set_in_port(in_port);
+        if how.ct_orig {
             tuple_swap(&mut self.flow.dp, ipv4);
             tuple_swap(&mut self.wc.dp, ipv4);
         }
@@ -572,11 +620,15 @@ impl Ctx<'_> {
                     None
                 };
                 let saved = (self.rule_cookie, self.table_id, self.rule_is_miss);
+                let deepens = usize::from(how.resubmit && table <= usize::from(self.table_id));
+                self.resubmits += usize::from(how.counted);
+                self.depth += deepens;
                 self.rule_cookie = rule.cookie;
                 self.table_id = table as u8;
                 self.rule_is_miss = prio == 0 && m.mask().is_catchall();
                 self.under(node, |c| c.do_actions(&rule.actions, table));
                 (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
+                self.depth -= deepens;
             }
         }
     }
@@ -733,15 +785,13 @@ impl Ctx<'_> {
                         );
                         continue;
                     }
-                    let saved = self.flow.dp.in_port();
-                    if let Some(p) = port {
-                        self.flow.dp.set_in_port(*p);
-                    }
-                    self.resubmits += 1;
-                    self.depth += 1;
-                    self.do_table_ct(t.map_or(table, usize::from), *ct);
-                    self.depth -= 1;
-                    self.flow.dp.set_in_port(saved);
+                    let how = Lookup {
+                        ct_orig: *ct,
+                        in_port: *port,
+                        resubmit: true,
+                        counted: true,
+                    };
+                    self.do_table_ct(t.map_or(table, usize::from), how);
                 }
                 OfAction::GotoTable(t) => {
                     self.do_table(usize::from(*t));

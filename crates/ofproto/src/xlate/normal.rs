@@ -3,6 +3,12 @@
 
 use super::*;
 
+/// Whether `port` is the ingress a controller gives its own packets (OVS's OFPP_NONE and
+/// OFPP_CONTROLLER): NORMAL takes them on a trunk of every VLAN and learns nothing from them.
+fn from_controller(port: u32) -> bool {
+    matches!(port, OFPP_ANY | OFPP_CONTROLLER)
+}
+
 impl Ctx<'_> {
     /// The VLAN of the packet as NORMAL sees it on input port `port`, or why it is dropped
     /// (OVS's wording).
@@ -11,6 +17,16 @@ impl Ctx<'_> {
         let w = self.wc.dp.vlan_tci();
         self.wc.dp.set_vlan_tci(w | 0x1fff);
         let Some(p) = self.br().ports.get(&port) else {
+            // A controller's own traffic (OFPP_NONE, OFPP_CONTROLLER) is a trunk of every
+            // VLAN, as OVS's `ofpp_none_bundle`.
+            if from_controller(port) {
+                let tci = self.flow.dp.vlan_tci();
+                return Ok(if tci & flow::key::VLAN_CFI != 0 {
+                    tci & 0xfff
+                } else {
+                    0
+                });
+            }
             return Err(format!("no port {port}"));
         };
         let (mode, name) = (&p.vlan, &p.name);
@@ -68,7 +84,7 @@ impl Ctx<'_> {
             .set_eth_src(EthAddr::BROADCAST)
             .set_eth_dst(EthAddr::BROADCAST);
         let (src, dst) = (self.flow.dp.eth_src(), self.flow.dp.eth_dst());
-        if self.learn {
+        if self.learn && !from_controller(in_port) {
             let br = &self.pipe.bridges[self.bridge];
             if let Ok(mut mac) = br.mac.lock()
                 && mac.learn(src, vlan, in_port, self.now)
