@@ -314,9 +314,10 @@ fn encap_with_flowpath(s: &Scenario, d: &Dir, inner: &Path) -> Vec<Vec<u8>> {
 // ---------------------------------------------------------------------------------------------
 // Fixture tests.
 
-/// The innermost IPv4 packet's flow: addresses, protocol, DSCP, and the ICMP echo identifier or
-/// the TCP/UDP ports (the packet is the frame's tail, its total length reaching the end); None
-/// when there is none.
+/// The innermost IPv4 packet's flow: addresses, protocol, TOS (DSCP and ECN: a tunnel packet's
+/// outer TOS, which carries the inner ECN field, is part of its megaflow, as in OVS), and the
+/// ICMP echo identifier or the TCP/UDP ports (the packet is the frame's tail, its total length
+/// reaching the end); None when there is none.
 fn inner_flow(f: &[u8]) -> Option<Vec<u8>> {
     let at = (14..f.len().saturating_sub(20)).rev().find(|&o| {
         f[o] == 0x45 && usize::from(u16::from_be_bytes([f[o + 2], f[o + 3]])) == f.len() - o
@@ -327,7 +328,7 @@ fn inner_flow(f: &[u8]) -> Option<Vec<u8>> {
         1 => l4.get(4..6).unwrap_or(&[]),
         _ => l4,
     };
-    Some([&ip[12..20], &[ip[9], ip[1] & 0xfc], id].concat())
+    Some([&ip[12..20], &[ip[9], ip[1]], id].concat())
 }
 
 /// `got` in the order of `want`: each wanted frame takes the first unused frame `same` pairs

@@ -44,7 +44,7 @@ mod tunnel;
 
 use ct::{clear_conntrack, tuple_swap};
 use trace::{NodeKind, Trace, strip_priority};
-use tunnel::{geneve_mask, geneve_to_slots, tunnel_endpoints, tunnel_wc};
+use tunnel::{geneve_mask, geneve_to_slots, tunnel_ecn, tunnel_endpoints, tunnel_wc};
 
 /// Deepest nesting of resubmits and patch ports (OVS's `MAX_DEPTH`).
 pub const MAX_DEPTH: usize = 64;
@@ -229,6 +229,9 @@ struct Ctx<'a> {
     ct_nat: Option<Nat>,
     /// An MPLS pop left a packet whose L3 header this pass cannot see (OVS's `was_mpls`).
     was_mpls: bool,
+    /// Decapsulation marked the packet CE (its outer header was): a change that is not an
+    /// OpenFlow action's, committed without consulting the IP protocol.
+    ecn_marked: bool,
     /// Translation is freezing: what is left of it goes to `frozen` ([`freeze`]).
     freezing: bool,
     /// The actions frozen so far, innermost level first.
@@ -356,6 +359,7 @@ pub fn translate_in(
             clear_conntrack(&mut flow.dp);
         }
     }
+    let mut ecn_marked = false;
     if let Some(t) = tunnel {
         // An L3 payload on a legacy_l3 port: OpenFlow sees it behind a dummy Ethernet header
         // of zero addresses; the datapath pushes a real one when it is committed.
@@ -365,6 +369,10 @@ pub fn translate_in(
                 .set_eth_src(EthAddr::ZERO)
                 .set_eth_dst(EthAddr::ZERO)
                 .set_eth_type(key.packet_type() as u16);
+        }
+        match tunnel_ecn(&mut flow.dp, &mut wc) {
+            Some(marked) => ecn_marked = marked,
+            None => return dropped(wc, None, trace),
         }
         if key.tun_geneve_len() > 0
             && let Err(e) = geneve_to_slots(&pipe.bridges[bridge].tlv_map, &mut flow.dp)
@@ -402,6 +410,7 @@ pub fn translate_in(
         conntracked,
         ct_nat: None,
         was_mpls: false,
+        ecn_marked,
         freezing: false,
         frozen: Vec::new(),
         frozen_unroll: None,
@@ -924,10 +933,24 @@ impl Ctx<'_> {
 
     fn push_mpls(&mut self, eth_type: u16) {
         self.commit();
+        // Every label already there is matched whole (OVS's flow_push_mpls()).
+        let n = if is_mpls(self.flow.dp.eth_type()) {
+            self.count_mpls_labels()
+        } else {
+            0
+        };
+        if n >= 1 {
+            self.wc.dp.set_mpls_lse0(u32::MAX);
+        }
+        if n >= 2 {
+            self.wc.dp.set_mpls_lse1(u32::MAX);
+        }
+        if n >= 3 {
+            self.wc.dp.set_mpls_lse2(u32::MAX);
+        }
         let f = &mut self.flow.dp;
         let old_et = f.eth_type();
         let lse = if is_mpls(old_et) {
-            self.wc.dp.set_mpls_lse0(u32::MAX);
             f.mpls_lse0() & !0x100
         } else {
             // As OVS: label 0 (IPv4 explicit null) or 2 (IPv6's), the TC the DSCP's low three

@@ -248,3 +248,26 @@ fn the_datapath_forwards_the_popped_packet_with_its_ttl_decremented() {
         "{dump}"
     );
 }
+
+/// A push onto a stack of labels matches every label already there whole (OVS's
+/// `flow_push_mpls()`; OVS 3.1 installs `mpls(label=20,tc=0,ttl=32,bos=0,label=20,tc=0,ttl=32,
+/// bos=1)` without masks for two labels and `push_mpls`).
+#[test]
+fn a_push_onto_labels_matches_each_label_whole() {
+    let of = switch("in_port=1,actions=push_mpls:0x8847,output:2\n");
+    let mut k = mpls_key();
+    k.set_mpls_lse0(20 << 12 | 32)
+        .set_mpls_lse1(20 << 12 | 0x100 | 32);
+    let x = {
+        let p = of.pipe.read().unwrap();
+        translate(&p, &k, false, None)
+    };
+    assert_eq!(
+        text(&x.actions),
+        "push_mpls(label=20,tc=0,ttl=32,bos=0,eth_type=0x8847),2"
+    );
+    assert_eq!(
+        (x.mask.mpls_lse0(), x.mask.mpls_lse1()),
+        (u32::MAX, u32::MAX)
+    );
+}

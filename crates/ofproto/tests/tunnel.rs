@@ -711,3 +711,43 @@ fn a_lost_neighbour_request_is_repeated_after_revalidation() {
     wait(&dp, n + 1000);
     drop(dp.stop());
 }
+
+/// Decapsulation and ECN (RFC 6040 §4.2, as OVS's `tunnel - ECN decapsulation`): an outer CE
+/// marks an ECN-capable inner packet CE, without consulting its IP protocol; a packet that is
+/// not ECN-capable is dropped. The megaflow matches the whole outer TOS, and the inner ECN
+/// field when the outer one is CE.
+#[test]
+fn an_outer_ce_marks_the_inner_packet_or_drops_it() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=1,actions=output:2",
+    );
+    let tunnelled = |outer_tos: u8, inner_tos: u8| {
+        let k = key(&format!(
+            "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,tos={outer_tos:#x},ttl=64,\
+             flags(key)),in_port(10),eth(src=52:54:00:a0:81:01,dst=52:54:00:a0:91:02),\
+             eth_type(0x0800),ipv4(src=192.168.1.1,dst=192.168.2.16,proto=6,tos={inner_tos},\
+             ttl=64,frag=no),tcp(src=8,dst=9)"
+        ));
+        xlate(&of, &k)
+    };
+    for inner in [1, 2, 3] {
+        let x = tunnelled(3, inner);
+        let want = if inner == 3 {
+            "2"
+        } else {
+            "set(ipv4(tos=0x3/0x3)),2"
+        };
+        assert_eq!(acts(&x), want);
+        assert_eq!((x.mask.tun_tos(), x.mask.nw_tos()), (0xff, 3));
+        assert_eq!(x.mask.nw_proto(), 0, "{inner}");
+    }
+    let x = tunnelled(3, 0);
+    assert!(x.actions.is_empty(), "{}", acts(&x));
+    assert_eq!((x.mask.tun_tos(), x.mask.nw_tos()), (0xff, 3));
+    // Not CE outside: the inner field is left alone and not matched.
+    let x = tunnelled(1, 0);
+    assert_eq!(acts(&x), "2");
+    assert_eq!((x.mask.tun_tos(), x.mask.nw_tos()), (0xff, 0));
+}

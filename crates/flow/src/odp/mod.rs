@@ -27,7 +27,7 @@ pub use actions::{
 };
 pub use key::{
     Attr, AttrItem, CT_STATE_FLAGS, DpKey, FlagTable, KeyAttrs, MAX_ENCAP_DEPTH, TCP_FLAG_NAMES,
-    TUN_FLAG_NAMES, format_key_into, parse_key, tun_field,
+    TUN_FLAG_NAMES, format_key_into, parse_key, tun_field, tun_flags_to_ovs,
 };
 pub use names::{FIRST_ALLOCATED_PORT, PortNames};
 pub use parse::{ParseError, ParseErrorKind};

@@ -395,11 +395,13 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
     if w.tun_ttl() != 0 {
         let _ = write!(out, "tun_ttl={},", f.tun_ttl());
     }
-    let tf = FieldId::TUN_FLAGS.field();
-    let tun_mask = tf.get_mask(m.mask()) as u32;
+    // From the datapath's flags: a megaflow (`ofproto/trace`) may match df, csum and key too,
+    // which OVS prints (`tun_flags=-df-csum-key`); an OpenFlow rule only `oam`.
+    let tun_mask = flow::odp::tun_flags_to_ovs(m.mask().dp.tun_flags());
     if tun_mask != 0 {
+        let v = flow::odp::tun_flags_to_ovs(m.key().dp.tun_flags());
         out.push_str("tun_flags=");
-        put_flags_masked(out, TUN_FLAG_NAMES, tf.get(m.key()) as u32, tun_mask, 0xf);
+        put_flags_masked(out, TUN_FLAG_NAMES, v, tun_mask, 0xf);
         out.push(',');
     }
     for n in 0..N_TUN_METADATA {

@@ -97,7 +97,10 @@ impl Ctx<'_> {
             _ => (Attr::Ipv4, &[]),
         };
         let l3_set = diff_set(b, f, l3_attr, l3_fields);
-        let consult_proto = l3_set.is_some();
+        // OVS consults the protocol for an L3 change an action made, not for the CE mark
+        // decapsulation gave (`tunnel - ECN decapsulation`).
+        let consult_proto =
+            l3_set.is_some() && !(self.ecn_marked && only_ecn_differs(b, f, l3_attr, l3_fields));
         if f.nw_proto() != 0 {
             acts.extend(l3_set);
         }
@@ -118,6 +121,13 @@ impl Ctx<'_> {
         self.base = self.flow.dp.clone();
         // The in_port of `base` is the datapath's; keep comparing packet fields only.
     }
+}
+
+/// Whether `base` and `flow` differ in the ECN field alone among `fields`.
+fn only_ecn_differs(base: &FlowKey, flow: &FlowKey, attr: Attr, fields: &[&str]) -> bool {
+    let mut g = flow.clone();
+    g.set_nw_tos(flow.nw_tos() & !3 | base.nw_tos() & 3);
+    diff_set(base, &g, attr, fields).is_none()
 }
 
 /// The `set(attr(...))` that turns `base` into `flow` on the named key fields: each field that

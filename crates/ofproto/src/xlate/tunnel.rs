@@ -161,6 +161,29 @@ impl Ctx<'_> {
             }
             None => None,
         };
+        // What the outer header inherits is matched whether or not the tunnel can be routed
+        // (OVS's tnl_port_send() before the native tunnel's route lookup).
+        let et = self.flow.dp.eth_type();
+        let is_ip = matches!(et, 0x0800 | 0x86dd);
+        let tos = match t.tos {
+            Inherit::Fixed(v) => v,
+            // DSCP only: the datapath's push copies the ECN field from each packet
+            // (`tnl_push` with a Not-ECT template), so the megaflow need not match it.
+            Inherit::Inherit if is_ip => {
+                let m = self.wc.dp.nw_tos();
+                self.wc.dp.set_nw_tos(m | 0xfc);
+                self.flow.dp.nw_tos() & 0xfc
+            }
+            Inherit::Inherit => 0,
+        };
+        let ttl = match t.ttl {
+            Inherit::Fixed(v) => v,
+            Inherit::Inherit if is_ip => {
+                self.wc.dp.set_nw_ttl(0xff);
+                self.flow.dp.nw_ttl()
+            }
+            Inherit::Inherit => 64,
+        };
         let Some(route) = pipe.underlay.route(&pipe.bridges, remote) else {
             self.note(format_args!(
                 "native tunnel routing failed for {remote}; dropping"
@@ -211,27 +234,6 @@ impl Ctx<'_> {
         self.note(format_args!(
             "tunneling from {smac} {src} to {dmac} {remote}"
         ));
-        let et = self.flow.dp.eth_type();
-        let is_ip = matches!(et, 0x0800 | 0x86dd);
-        let tos = match t.tos {
-            Inherit::Fixed(v) => v,
-            // DSCP only: the datapath's push copies the ECN field from each packet
-            // (`tnl_push` with a Not-ECT template), so the megaflow need not match it.
-            Inherit::Inherit if is_ip => {
-                let m = self.wc.dp.nw_tos();
-                self.wc.dp.set_nw_tos(m | 0xfc);
-                self.flow.dp.nw_tos() & 0xfc
-            }
-            Inherit::Inherit => 0,
-        };
-        let ttl = match t.ttl {
-            Inherit::Fixed(v) => v,
-            Inherit::Inherit if is_ip => {
-                self.wc.dp.set_nw_ttl(0xff);
-                self.flow.dp.nw_ttl()
-            }
-            Inherit::Inherit => 64,
-        };
         let l3 = match t.packet_type {
             PtMode::LegacyL2 => false,
             PtMode::LegacyL3 => true,
@@ -420,7 +422,27 @@ pub(super) fn tunnel_wc(k: &FlowKey, wc: &mut PipeMask) {
     use flow::key::tun_flags::{CSUM, DONT_FRAGMENT, KEY};
     wc.dp
         .set_tun_id(u64::MAX)
+        .set_tun_tos(u8::MAX)
         .set_tun_flags(DONT_FRAGMENT | CSUM | KEY);
+}
+
+/// The ECN field on decapsulation (RFC 6040 §4.2, OVS's `tnl_process_ecn()`): an outer CE
+/// marks an inner ECN-capable IP packet CE too (`Some(true)`); an inner packet that is not
+/// ECN-capable is dropped (`None`), as congestion cannot be signalled to it. The inner ECN bits
+/// are matched whenever the outer field is CE.
+pub(super) fn tunnel_ecn(flow: &mut FlowKey, wc: &mut PipeMask) -> Option<bool> {
+    const CE: u8 = 3;
+    if !matches!(flow.eth_type(), 0x0800 | 0x86dd) || flow.tun_tos() & CE != CE {
+        return Some(false);
+    }
+    let m = wc.dp.nw_tos();
+    wc.dp.set_nw_tos(m | CE);
+    let tos = flow.nw_tos();
+    if tos & CE == 0 {
+        return None;
+    }
+    flow.set_nw_tos(tos | CE);
+    Some(tos & CE != CE)
 }
 
 /// Rewrites a key's raw GENEVE options (as the datapath has them) into the `tun_metadata`

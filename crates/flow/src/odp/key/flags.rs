@@ -49,7 +49,9 @@ const TUN_FLAG_MAP: [(u32, u8); 4] = [
     (0x8, tun_flags::KEY),
 ];
 
-pub(super) fn tun_flags_to_ovs(v: u8) -> u32 {
+/// Datapath tunnel flags ([`crate::key::tun_flags`]) in OVS's bit order, which
+/// [`TUN_FLAG_NAMES`] names: oam, df, csum, key.
+pub fn tun_flags_to_ovs(v: u8) -> u32 {
     TUN_FLAG_MAP
         .iter()
         .filter(|(_, ours)| v & ours != 0)

@@ -25,7 +25,7 @@ mod flags;
 mod format;
 mod parse;
 
-pub use flags::{CT_STATE_FLAGS, FlagTable, TCP_FLAG_NAMES, TUN_FLAG_NAMES};
+pub use flags::{CT_STATE_FLAGS, FlagTable, TCP_FLAG_NAMES, TUN_FLAG_NAMES, tun_flags_to_ovs};
 pub use format::format_key_into;
 pub(crate) use format::{KeyFmt, put_geneve_opts, put_mpls_lse};
 pub(crate) use parse::KeyParser;
