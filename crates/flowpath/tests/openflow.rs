@@ -239,8 +239,10 @@ fn ofctl_and_trace_on_a_running_switch() {
     );
     let o = ofctl(&run, &["add-flow", "br9", "actions=drop"]);
     assert_eq!(o.status.code(), Some(2));
+    // A port the bridge does not have is traced (as OVS traces it), entering no datapath port.
     let o = ctl(&run, &["ofproto/trace", "br0", "in_port=7"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).ends_with("Datapath actions: drop\n"), "{}", text(&o));
 
     // show lists the ports; bridges come and go.
     let show = text(&ofctl(&run, &["show", "br0"]));

@@ -128,9 +128,15 @@ impl MacTable {
             return false; // never learn multicast sources
         }
         if let Some(e) = self.entries.get_mut(&(mac, vlan)) {
-            let moved = e.port != port || now.duration_since(e.learned) >= MAC_AGING;
-            e.port = port;
-            e.learned = now;
+            let age = now.duration_since(e.learned);
+            let moved = e.port != port || age >= MAC_AGING;
+            // As OVS: an entry is refreshed (and becomes the most recently used) when it moves
+            // or at most once a second, so that `fdb/show` lists entries in the order OVS's
+            // LRU list keeps them.
+            if moved || age.as_secs() >= 1 {
+                e.port = port;
+                e.learned = now;
+            }
             return moved;
         }
         if self.entries.len() >= MAC_TABLE_SIZE {
@@ -163,15 +169,14 @@ impl MacTable {
         self.entries.retain(|_, e| e.port != port);
     }
 
-    /// Entries as `fdb/show` lists them: (port, vlan, mac, age).
+    /// Entries as `fdb/show` lists them, least recently learned first (OVS's LRU order):
+    /// (port, vlan, mac, age).
     pub fn entries(&self, now: Instant) -> Vec<(u32, u16, EthAddr, u64)> {
-        let mut v: Vec<_> = self
-            .entries
-            .iter()
-            .map(|((mac, vlan), e)| (e.port, *vlan, *mac, now.duration_since(e.learned).as_secs()))
-            .collect();
-        v.sort_by_key(|&(p, vlan, mac, _)| (p, vlan, mac));
-        v
+        let mut v: Vec<_> = self.entries.iter().collect();
+        v.sort_by_key(|&(&(mac, vlan), e)| (e.learned, e.port, vlan, mac));
+        v.into_iter()
+            .map(|(&(mac, vlan), e)| (e.port, vlan, mac, now.duration_since(e.learned).as_secs()))
+            .collect()
     }
 }
 
