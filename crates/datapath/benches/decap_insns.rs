@@ -250,7 +250,7 @@ fn vxlan_decap() -> Pmd {
         &[
             POP_VXLAN,
             (
-                "tunnel(tun_id=0x64,src=10.1.2.9,dst=10.1.2.8,flags(-df+csum+key)),in_port(vxlan_sys_4789),eth(dst=52:54:00:a0:91:02),eth_type(0x0800),ipv4(dst=192.168.2.16,frag=no)",
+                "tunnel(tun_id=0x64,src=10.1.2.9,dst=10.1.2.8,tos=0,flags(-df+csum+key)),in_port(vxlan_sys_4789),eth(dst=52:54:00:a0:91:02),eth_type(0x0800),ipv4(dst=192.168.2.16,frag=no)",
                 "set(eth(dst=52:54:00:a0:91:99)),p1",
             ),
         ],
@@ -267,7 +267,7 @@ fn geneve_decap() -> Pmd {
                 "tnl_pop(genev_sys_6081)",
             ),
             (
-                "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({class=0x102,type=0x80,len=4,0x30002}),flags(-df+csum+key)),in_port(genev_sys_6081),eth(dst=52:54:00:a0:91:02),eth_type(0x0800),ipv4(frag=no)",
+                "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,tos=0,geneve({class=0x102,type=0x80,len=4,0x30002}),flags(-df+csum+key)),in_port(genev_sys_6081),eth(dst=52:54:00:a0:91:02),eth_type(0x0800),ipv4(frag=no)",
                 "set(eth(dst=fa:16:3e:20:ab:99)),p1",
             ),
         ],
@@ -282,7 +282,7 @@ fn mplsogre_decap() -> Pmd {
     for label in 812..816 {
         flows.push((
             format!(
-                "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,flags(-df-csum+key)),in_port(gre_sys),packet_type(ns=1,id=0x8847),eth_type(0x8847),mpls(label={label}/0xfffff,tc=0/0,ttl=4/0x0,bos=1/1)"
+                "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,tos=0,flags(-df-csum+key)),in_port(gre_sys),packet_type(ns=1,id=0x8847),eth_type(0x8847),mpls(label={label}/0xfffff,tc=0/0,ttl=4/0x0,bos=1/1)"
             ),
             format!(
                 "push_eth(src=00:00:00:00:00:00,dst=52:54:00:a0:91:{:02x}),pop_mpls(eth_type=0x800),p1",
@@ -307,7 +307,7 @@ fn gre_decap() -> Pmd {
     for net in 2..6 {
         flows.push((
             format!(
-                "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,flags(-df-csum+key)),in_port(gre_sys),packet_type(ns=1,id=0x800),eth_type(0x0800),ipv4(dst=192.168.{net}.16,frag=no)"
+                "tunnel(tun_id=0x0,src=10.1.2.9,dst=10.1.2.8,tos=0,flags(-df-csum+key)),in_port(gre_sys),packet_type(ns=1,id=0x800),eth_type(0x0800),ipv4(dst=192.168.{net}.16,frag=no)"
             ),
             format!(
                 "push_eth(src=00:00:00:00:00:00,dst=52:54:00:a0:91:{:02x}),p1",
