@@ -20,6 +20,7 @@
 //! encoders append whole messages to a buffer.
 
 pub mod port;
+pub mod stats;
 pub mod switch;
 
 use crate::error::OfpErr;
