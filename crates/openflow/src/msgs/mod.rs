@@ -19,7 +19,9 @@
 //! [`msgtype::decode`](crate::msgtype::decode) already checked, so it reads only the body;
 //! encoders append whole messages to a buffer.
 
+pub mod async_config;
 pub mod port;
+pub mod role;
 pub mod stats;
 pub mod switch;
 
