@@ -20,10 +20,12 @@
 //! encoders append whole messages to a buffer.
 
 pub mod async_config;
+pub mod nicira;
 pub mod port;
 pub mod role;
 pub mod stats;
 pub mod switch;
+pub mod tlv;
 
 use crate::error::OfpErr;
 use crate::header::{self, Version};
