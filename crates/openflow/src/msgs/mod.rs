@@ -20,6 +20,7 @@
 //! encoders append whole messages to a buffer.
 
 pub mod async_config;
+pub mod bundle;
 pub mod meter;
 pub mod nicira;
 pub mod port;
