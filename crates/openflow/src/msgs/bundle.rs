@@ -60,7 +60,9 @@ impl BundleCtrlType {
     /// The reply to this request (`None` for a reply).
     pub fn reply(self) -> Option<BundleCtrlType> {
         let t = self as u16;
-        t.is_multiple_of(2).then(|| Self::from_wire(t + 1)).flatten()
+        t.is_multiple_of(2)
+            .then(|| Self::from_wire(t + 1))
+            .flatten()
     }
 }
 

@@ -27,6 +27,7 @@ pub mod port;
 pub mod role;
 pub mod stats;
 pub mod switch;
+pub mod table_features;
 pub mod tlv;
 
 use crate::error::OfpErr;
