@@ -355,6 +355,22 @@ mod tests {
         );
     }
 
+    /// A new connection's configuration as a running ovs-vswitchd reports it.
+    #[test]
+    fn defaults_as_ovs_vswitchd_answers() {
+        for (label, v) in [
+            ("get-async-of13", Version::Of13),
+            ("get-async-of14", Version::Of14),
+        ] {
+            let (req, replies) = super::super::testutil::ovs_reply(label);
+            let mut out = Vec::new();
+            AsyncConfig::ovs_default(v)
+                .encode_get_reply(&msg(&req), &mut out)
+                .unwrap();
+            assert_eq!(hex(&out), hex(&replies[0]), "{label}");
+        }
+    }
+
     proptest! {
         #[test]
         fn set_async_round_trips(v in 1u8..=6, p: [u32; 6], s: [u32; 6], ext: bool) {

@@ -494,6 +494,23 @@ mod tests {
     }
 
     #[test]
+    fn features_as_ovs_vswitchd_answers() {
+        for label in ["meter-features-of13", "meter-features-of15"] {
+            let (req, replies) = super::super::testutil::ovs_reply(label);
+            assert_eq!(
+                MeterFeatures::decode(&msg(&replies[0])).unwrap(),
+                MeterFeatures::OVS_NETDEV
+            );
+            let out = MeterFeatures::OVS_NETDEV.encode_reply(&msg(&req)).unwrap();
+            assert_eq!(hex(&out), hex(&replies[0]), "{label}");
+        }
+        // A delete of every meter succeeds silently.
+        let (req, replies) = super::super::testutil::ovs_reply("meter-mod-del-all-of15");
+        assert!(replies.is_empty());
+        assert_eq!(MeterMod::decode(&msg(&req)).unwrap().meter_id, OFPM13_ALL);
+    }
+
+    #[test]
     fn bad_bands_flags_and_commands() {
         let mut mm = MeterMod {
             command: MeterCommand::Add,

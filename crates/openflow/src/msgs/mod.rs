@@ -282,6 +282,27 @@ pub(crate) mod testutil {
         v
     }
 
+    const OVS: &str = include_str!("../../../../testdata/openflow/ovs-replies.txt");
+
+    /// The lines of kind `kind` (`request`, `reply`, ...) recorded for `label` from a running
+    /// ovs-vswitchd (`scripts/capture-ovs-replies`).
+    pub(crate) fn ovs_lines(label: &str, kind: &str) -> Vec<String> {
+        OVS.lines()
+            .filter_map(|l| {
+                let mut f = l.split('\t');
+                (f.next() == Some(label) && f.next() == Some(kind))
+                    .then(|| f.next().unwrap_or("").to_string())
+            })
+            .collect()
+    }
+
+    /// A request and what a running ovs-vswitchd answered to it.
+    pub(crate) fn ovs_reply(label: &str) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let req = ovs_lines(label, "request");
+        let replies = ovs_lines(label, "reply").iter().map(|h| unhex(h)).collect();
+        (unhex(req.first().expect(label)), replies)
+    }
+
     /// Decodes a message that must decode.
     pub(crate) fn msg(b: &[u8]) -> Message<'_> {
         msgtype::decode(b).unwrap()

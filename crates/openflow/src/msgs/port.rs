@@ -588,6 +588,21 @@ mod tests {
         assert_eq!(hex(&out), hex(&of14));
     }
 
+    /// The port descriptions a running ovs-vswitchd sends in OpenFlow 1.0, 1.3 and 1.5.
+    #[test]
+    fn port_desc_as_ovs_vswitchd_answers() {
+        for label in ["port-desc-of10", "port-desc-of13", "port-desc-of15"] {
+            let (req, replies) = super::super::testutil::ovs_reply(label);
+            let ports = decode_port_desc_reply(&msg(&replies[0])).unwrap();
+            assert_eq!(ports[0].name, "p1", "{label}");
+            assert_eq!(ports.last().unwrap().port_no, 0xfffe);
+            let req = msg(&req);
+            assert_eq!(PortDescRequest::decode(&req).unwrap().port, OFPP_ANY);
+            let out = encode_port_desc_reply(&req, &ports).unwrap();
+            assert_eq!(hex(&out[0]), hex(&replies[0]), "{label}");
+        }
+    }
+
     #[test]
     fn port_desc_requests_as_ovs_ofctl_sends_them() {
         for label in ["dump-ports-desc-of10", "dump-ports-desc-of15"] {

@@ -196,6 +196,27 @@ mod tests {
     }
 
     #[test]
+    fn role_reply_as_ovs_vswitchd_answers() {
+        let (req, replies) = super::super::testutil::ovs_reply("role-of13");
+        let req = msg(&req);
+        assert_eq!(
+            RoleMsg::decode(&req).unwrap(),
+            RoleMsg {
+                role: Role::NoChange,
+                generation_id: None
+            }
+        );
+        let mut out = Vec::new();
+        RoleMsg {
+            role: Role::Equal,
+            generation_id: None,
+        }
+        .encode_reply(&req, &mut out)
+        .unwrap();
+        assert_eq!(out, replies[0]);
+    }
+
+    #[test]
     fn unknown_roles_are_refused() {
         let m = unhex("031800180000000200000004000000000000000000000010");
         assert_eq!(RoleMsg::decode(&msg(&m)), Err(OfpErr::OfprrfcBadRole));

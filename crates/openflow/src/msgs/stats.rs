@@ -745,6 +745,46 @@ mod tests {
         assert_eq!(out, ofctl("dump-desc-of15")[0]);
     }
 
+    /// What a running ovs-vswitchd answers for its description, 254 tables and queues.
+    #[test]
+    fn stats_as_ovs_vswitchd_answers() {
+        use super::super::testutil::ovs_reply;
+        let (req, replies) = ovs_reply("desc-of13");
+        let d = DescStats::decode(&msg(&replies[0])).unwrap();
+        assert_eq!(
+            (d.mfr_desc.as_str(), d.hw_desc.as_str()),
+            ("Nicira, Inc.", "Open vSwitch")
+        );
+        assert_eq!(hex(&d.encode_reply(&msg(&req)).unwrap()), hex(&replies[0]));
+        for label in ["table-stats-of10", "table-stats-of13"] {
+            let (req, replies) = ovs_reply(label);
+            let t: Vec<_> = replies
+                .iter()
+                .flat_map(|m| decode_table_stats_reply(&msg(m)).unwrap())
+                .collect();
+            assert_eq!(t.len(), 254, "{label}");
+            assert_eq!(t[0].active_count, 1);
+            let out = encode_table_stats_reply(&msg(&req), &t).unwrap();
+            assert_eq!(out.len(), replies.len());
+            for (a, b) in out.iter().zip(&replies) {
+                assert_eq!(hex(a), hex(b), "{label}");
+            }
+        }
+        let (req, replies) = ovs_reply("queue-stats-of13");
+        let q = decode_queue_stats_reply(&msg(&replies[0])).unwrap();
+        assert_eq!(q.len(), 2);
+        assert_eq!(
+            (q[0].port_no, q[0].tx_bytes, q[0].duration_sec),
+            (1, u64::MAX, u32::MAX)
+        );
+        assert_eq!(
+            QueueStatsRequest::decode(&msg(&req)).unwrap(),
+            QueueStatsRequest::default()
+        );
+        let out = encode_queue_stats_reply(&msg(&req), &q).unwrap();
+        assert_eq!(hex(&out[0]), hex(&replies[0]));
+    }
+
     /// `OFPST_TABLE reply - OF1.0` of OVS's tests/ofp-print.at.
     #[test]
     fn table_stats_of10_as_ovs_prints_it() {

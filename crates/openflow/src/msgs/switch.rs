@@ -393,6 +393,35 @@ mod tests {
         assert_eq!(FeaturesReply::decode(&msg(&out)).unwrap(), f);
     }
 
+    /// What a running ovs-vswitchd answers: read, then written back byte for byte.
+    #[test]
+    fn features_and_config_as_ovs_vswitchd_answers() {
+        use super::super::testutil::ovs_reply;
+        for label in ["features-of10", "features-of13"] {
+            let (req, replies) = ovs_reply(label);
+            let f = FeaturesReply::decode(&msg(&replies[0])).unwrap();
+            assert_eq!(
+                (f.datapath_id, f.n_buffers, f.n_tables),
+                (0xaabbccddee01, 0, 254)
+            );
+            let req = msg(&req);
+            let mut out = Vec::new();
+            f.encode(Version::from_wire(req.version).unwrap(), req.xid, &mut out)
+                .unwrap();
+            assert_eq!(hex(&out), hex(&replies[0]), "{label}");
+            if label == "features-of10" {
+                let names: Vec<_> = f.ports.iter().map(|p| p.name.as_str()).collect();
+                assert_eq!(names, ["p1", "br0"]);
+            }
+        }
+        let (req, replies) = ovs_reply("get-config-of13");
+        let c = SwitchConfig::decode(&msg(&replies[0])).unwrap();
+        assert_eq!((c.frag, c.miss_send_len), (FragHandling::Normal, 0));
+        let mut out = Vec::new();
+        c.encode_reply(Version::Of13, msg(&req).xid, &mut out);
+        assert_eq!(out, replies[0]);
+    }
+
     #[test]
     fn requests_as_ovs_ofctl_sends_them() {
         let show = ofctl("show-of10");

@@ -412,22 +412,10 @@ pub fn ovs_tables(version: Version, n_tables: u8, fields: &FieldLists) -> Vec<Ta
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::{hex, msg, ofctl, unhex};
+    use super::super::testutil::{hex, msg, ofctl, ovs_lines as ovs, unhex};
     use super::*;
     use crate::msgtype;
     use proptest::prelude::*;
-
-    const OVS: &str = include_str!("../../../../testdata/openflow/ovs-replies.txt");
-
-    fn ovs(label: &str, kind: &str) -> Vec<String> {
-        OVS.lines()
-            .filter_map(|l| {
-                let mut f = l.split('\t');
-                (f.next() == Some(label) && f.next() == Some(kind))
-                    .then(|| f.next().unwrap().to_string())
-            })
-            .collect()
-    }
 
     /// OVS 3.1's answer for its 254 tables, rebuilt from the field lists of its table 0: the
     /// same records for tables 0, 1, 252 and 253, and the same split into messages.

@@ -240,6 +240,20 @@ mod tests {
     }
 
     #[test]
+    fn empty_map_as_ovs_vswitchd_answers() {
+        let (req, replies) = super::super::testutil::ovs_reply("tlv-table-of15");
+        assert_eq!(
+            TlvTableReply::decode(&msg(&replies[0])).unwrap(),
+            TlvTableReply::ovs_empty()
+        );
+        let mut out = Vec::new();
+        TlvTableReply::ovs_empty()
+            .encode(&msg(&req), &mut out)
+            .unwrap();
+        assert_eq!(out, replies[0]);
+    }
+
+    #[test]
     fn bad_commands_lengths_and_indexes() {
         let mut m = Vec::new();
         let map = |index, len| TlvMap {
