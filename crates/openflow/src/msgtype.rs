@@ -8,7 +8,7 @@
 //! 1.0's 12-byte form (`struct ofp10_stats_msg`) and 1.1's 16-byte one that pads the body to 8
 //! bytes; vendor statistics (`NXST_*`, `ONFST_*`) add a vendor and a subtype after that. The
 //! forms, their versions and the sizes their bodies may have are OVS's
-//! (`include/openvswitch/ofp-msgs.h`), generated into [`table`] by `scripts/gen-ofp-msgs`; a
+//! (`include/openvswitch/ofp-msgs.h`), generated into its `table` module by `scripts/gen-ofp-msgs`; a
 //! message that fits no form gets OVS's error for it (`OFPBRC_BAD_TYPE`, `OFPBRC_BAD_STAT`,
 //! `OFPBRC_BAD_VENDOR`, `OFPBRC_BAD_SUBTYPE`) and one whose length its form does not allow
 //! `OFPBRC_BAD_LEN`. [`multipart`] frames statistics replies, split across messages as OVS

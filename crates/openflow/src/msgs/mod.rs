@@ -15,7 +15,7 @@
 //! - [`table_features`]: table features requests and replies;
 //! - [`bundle`]: bundle control and bundled messages.
 //!
-//! Every decoder takes a [`Message`](crate::msgtype::Message) whose type and length
+//! Every decoder takes a [`Message`] whose type and length
 //! [`msgtype::decode`](crate::msgtype::decode) already checked, so it reads only the body;
 //! encoders append whole messages to a buffer.
 
