@@ -9,7 +9,7 @@
 use super::{Reader, finish, put16, put32, put64, zeros};
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::msgtype::{EncodeError, Message, MsgType, multipart::Replies};
+use crate::msgtype::{EncodeError, Message, MsgType};
 
 /// `OFPM13_ALL`: every meter.
 pub const OFPM13_ALL: u32 = 0xffff_ffff;
@@ -227,23 +227,12 @@ pub fn encode_meter_config_reply(
     request: &Message<'_>,
     meters: &[MeterConfig],
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
-    let mut r = replies_for(request)?;
-    for m in meters {
-        r.push(|b| {
-            put16(b, (8 + BAND_LEN * m.bands.len()) as u16);
-            put16(b, m.flags);
-            put32(b, m.meter_id);
-            put_bands(&m.bands, b);
-        });
-    }
-    Ok(r.finish()?)
-}
-
-fn replies_for(request: &Message<'_>) -> Result<Replies, EncodeError> {
-    Replies::for_request(request).ok_or(EncodeError::NotInVersion(crate::msgtype::NotInVersion {
-        msg_type: request.msg_type,
-        version: Version::from_wire(request.version).unwrap_or(Version::Of10),
-    }))
+    super::stats_replies(request, meters, |m, _, b| {
+        put16(b, (8 + BAND_LEN * m.bands.len()) as u16);
+        put16(b, m.flags);
+        put32(b, m.meter_id);
+        put_bands(&m.bands, b);
+    })
 }
 
 /// The meters of one meter configuration reply message.
@@ -289,24 +278,20 @@ pub fn encode_meter_stats_reply(
     request: &Message<'_>,
     meters: &[MeterStats],
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
-    let mut r = replies_for(request)?;
-    for m in meters {
-        r.push(|b| {
-            put32(b, m.meter_id);
-            put16(b, (40 + 16 * m.bands.len()) as u16);
-            zeros(b, 6);
-            put32(b, m.flow_count);
-            put64(b, m.packet_in_count);
-            put64(b, m.byte_in_count);
-            put32(b, m.duration_sec);
-            put32(b, m.duration_nsec);
-            for &(p, by) in &m.bands {
-                put64(b, p);
-                put64(b, by);
-            }
-        });
-    }
-    Ok(r.finish()?)
+    super::stats_replies(request, meters, |m, _, b| {
+        put32(b, m.meter_id);
+        put16(b, (40 + 16 * m.bands.len()) as u16);
+        zeros(b, 6);
+        put32(b, m.flow_count);
+        put64(b, m.packet_in_count);
+        put64(b, m.byte_in_count);
+        put32(b, m.duration_sec);
+        put32(b, m.duration_nsec);
+        for &(p, by) in &m.bands {
+            put64(b, p);
+            put64(b, by);
+        }
+    })
 }
 
 /// The meters of one meter statistics reply message.
@@ -368,16 +353,15 @@ impl MeterFeatures {
 
     /// The reply to the meter features request `request`.
     pub fn encode_reply(&self, request: &Message<'_>) -> Result<Vec<u8>, EncodeError> {
-        let mut r = replies_for(request)?;
-        r.push(|b| {
-            put32(b, self.max_meters);
-            put32(b, self.band_types);
-            put32(b, self.capabilities);
-            b.push(self.max_bands);
-            b.push(self.max_color);
+        let mut v = super::stats_replies(request, std::slice::from_ref(self), |f, _, b| {
+            put32(b, f.max_meters);
+            put32(b, f.band_types);
+            put32(b, f.capabilities);
+            b.push(f.max_bands);
+            b.push(f.max_color);
             zeros(b, 2);
-        });
-        Ok(r.finish()?.remove(0))
+        })?;
+        Ok(v.remove(0))
     }
 
     /// Reads a meter features reply.

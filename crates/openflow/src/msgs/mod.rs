@@ -32,7 +32,7 @@ pub mod tlv;
 
 use crate::error::OfpErr;
 use crate::header::{self, Version};
-use crate::msgtype::{EncodeError, Message, MsgType};
+use crate::msgtype::{EncodeError, Message, MsgType, NotInVersion, multipart::Replies};
 
 /// Reads big-endian fields from a body; running short is `OFPBRC_BAD_LEN`.
 #[derive(Clone, Copy, Debug)]
@@ -135,6 +135,27 @@ pub(crate) fn finish(out: &mut Vec<u8>, at: usize) -> Result<(), EncodeError> {
         out.truncate(at);
         EncodeError::TooLong(e)
     })
+}
+
+/// The replies to the statistics request `request`: `put` appends each entry in the request's
+/// version, and the entries are split across messages as they need.
+pub(crate) fn stats_replies<T>(
+    request: &Message<'_>,
+    entries: &[T],
+    put: impl Fn(&T, Version, &mut Vec<u8>),
+) -> Result<Vec<Vec<u8>>, EncodeError> {
+    let version = Version::from_wire(request.version);
+    let mut r = version
+        .and_then(|_| Replies::for_request(request))
+        .ok_or(NotInVersion {
+            msg_type: request.msg_type,
+            version: version.unwrap_or(Version::Of10),
+        })?;
+    let version = version.unwrap_or(Version::Of10);
+    for e in entries {
+        r.push(|b| put(e, version, b));
+    }
+    Ok(r.finish()?)
 }
 
 /// `msg` must be of one of `types`; otherwise `OFPBRC_BAD_TYPE` (a caller's mistake OVS would

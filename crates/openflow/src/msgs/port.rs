@@ -17,7 +17,7 @@ use super::{
 };
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::msgtype::{EncodeError, Message, MsgType, multipart::Replies};
+use crate::msgtype::{EncodeError, Message, MsgType};
 
 /// Port config: administratively down.
 pub const OFPPC_PORT_DOWN: u32 = 1 << 0;
@@ -337,19 +337,7 @@ pub fn encode_port_desc_reply(
     request: &Message<'_>,
     ports: &[PhyPort],
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
-    let version = version_of(request).map_err(|_| not_stats(request))?;
-    let mut replies = Replies::for_request(request).ok_or_else(|| not_stats(request))?;
-    for p in ports {
-        replies.push(|b| p.put(version, b));
-    }
-    Ok(replies.finish()?)
-}
-
-fn not_stats(request: &Message<'_>) -> EncodeError {
-    EncodeError::NotInVersion(crate::msgtype::NotInVersion {
-        msg_type: request.msg_type,
-        version: Version::from_wire(request.version).unwrap_or(Version::Of10),
-    })
+    super::stats_replies(request, ports, PhyPort::put)
 }
 
 /// The ports of one port description reply message.

@@ -8,30 +8,13 @@
 //! a port does not have is `u64::MAX`, as OVS reports it.
 
 use super::{
-    Reader, finish, get_name, props, put_name, put_prop, put16, put32, put64, start, unknown_prop,
-    version_of, zeros,
+    Reader, finish, get_name, props, put_name, put_prop, put16, put32, put64, start, stats_replies,
+    unknown_prop, version_of, zeros,
 };
 use crate::error::OfpErr;
 use crate::header::Version;
 use crate::msgs::port::{OFPP_ANY, port_from_ofp11, port_to_ofp11};
-use crate::msgtype::{EncodeError, Message, MsgType, multipart::Replies};
-
-/// The replies to the statistics request `request`, one `put` per entry.
-fn replies<T>(
-    request: &Message<'_>,
-    entries: &[T],
-    put: impl Fn(&T, Version, &mut Vec<u8>),
-) -> Result<Vec<Vec<u8>>, EncodeError> {
-    let version = Version::from_wire(request.version).unwrap_or(Version::Of10);
-    let mut r = Replies::for_request(request).ok_or(crate::msgtype::NotInVersion {
-        msg_type: request.msg_type,
-        version,
-    })?;
-    for e in entries {
-        r.push(|b| put(e, version, b));
-    }
-    Ok(r.finish()?)
-}
+use crate::msgtype::{EncodeError, Message, MsgType};
 
 /// Appends a statistics request with no body, of form `t`.
 fn encode_empty(t: MsgType, version: Version, xid: u32, out: &mut Vec<u8>) {
@@ -62,7 +45,7 @@ pub fn encode_desc_request(version: Version, xid: u32, out: &mut Vec<u8>) {
 impl DescStats {
     /// The reply to the description request `request`.
     pub fn encode_reply(&self, request: &Message<'_>) -> Result<Vec<u8>, EncodeError> {
-        let mut v = replies(request, std::slice::from_ref(self), |d, _, b| {
+        let mut v = stats_replies(request, std::slice::from_ref(self), |d, _, b| {
             put_name(b, &d.mfr_desc, 256);
             put_name(b, &d.hw_desc, 256);
             put_name(b, &d.sw_desc, 256);
@@ -224,7 +207,7 @@ pub fn encode_table_stats_reply(
     request: &Message<'_>,
     tables: &[TableStats],
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
-    replies(request, tables, TableStats::put)
+    stats_replies(request, tables, TableStats::put)
 }
 
 /// The tables of one table statistics reply message.
@@ -501,7 +484,7 @@ pub fn encode_port_stats_reply(
     request: &Message<'_>,
     ports: &[PortStats],
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
-    replies(request, ports, PortStats::put)
+    stats_replies(request, ports, PortStats::put)
 }
 
 /// The ports of one port statistics reply message.
@@ -675,7 +658,7 @@ pub fn encode_queue_stats_reply(
     request: &Message<'_>,
     queues: &[QueueStats],
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
-    replies(request, queues, QueueStats::put)
+    stats_replies(request, queues, QueueStats::put)
 }
 
 /// The queues of one queue statistics reply message.

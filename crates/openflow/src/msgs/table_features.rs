@@ -12,7 +12,7 @@
 use super::{Reader, get_name, put_name, put16, put32, put64, zeros};
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::msgtype::{EncodeError, Message, MsgType, NotInVersion, multipart::Replies};
+use crate::msgtype::{EncodeError, Message, MsgType, NotInVersion};
 
 /// Property: instructions (`+1` for the table-miss flow's: every property type below has a
 /// `_MISS` twin one higher, up to the set-field ones).
@@ -313,18 +313,7 @@ pub fn encode_reply(
     request: &Message<'_>,
     tables: &[TableFeatures],
 ) -> Result<Vec<Vec<u8>>, EncodeError> {
-    let version = super::version_of(request).map_err(|_| NotInVersion {
-        msg_type: request.msg_type,
-        version: Version::Of10,
-    })?;
-    let mut r = Replies::for_request(request).ok_or(NotInVersion {
-        msg_type: request.msg_type,
-        version,
-    })?;
-    for t in tables {
-        r.push(|b| t.put(version, b));
-    }
-    Ok(r.finish()?)
+    super::stats_replies(request, tables, TableFeatures::put)
 }
 
 /// The action types OVS lists for write- and apply-actions in OpenFlow 1.3 on: output,
