@@ -78,6 +78,31 @@ pub fn port_to_ofp11(port: u32) -> u32 {
     }
 }
 
+/// Appends port number `port` as `version` writes it in a field of `width` bytes (statistics
+/// and their requests): 16 bits in OpenFlow 1.0, 32 after, then zeros.
+pub(crate) fn put_port(version: Version, port: u32, width: usize, out: &mut Vec<u8>) {
+    if version == Version::Of10 {
+        put16(out, port as u16);
+        zeros(out, width - 2);
+    } else {
+        put32(out, port_to_ofp11(port));
+        zeros(out, width - 4);
+    }
+}
+
+/// Reads a port number written by [`put_port`], in OpenFlow 1.0's numbering.
+pub(crate) fn pull_port(version: Version, r: &mut Reader<'_>, width: usize) -> Result<u32, OfpErr> {
+    if version == Version::Of10 {
+        let p = u32::from(r.u16()?);
+        r.skip(width - 2)?;
+        Ok(p)
+    } else {
+        let p = port_from_ofp11(r.u32()?)?;
+        r.skip(width - 4)?;
+        Ok(p)
+    }
+}
+
 /// OpenFlow 1.0's feature bits in 1.1's numbering (the media and pause bits move up by 4).
 fn features_from_ofp10(f: u32) -> u32 {
     (f & 0x7f) | ((f & 0xf80) << 4)

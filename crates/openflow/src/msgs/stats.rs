@@ -13,7 +13,7 @@ use super::{
 };
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::msgs::port::{OFPP_ANY, port_from_ofp11, port_to_ofp11};
+use crate::msgs::port::{OFPP_ANY, port_from_ofp11, port_to_ofp11, pull_port, put_port};
 use crate::msgtype::{EncodeError, Message, MsgType};
 
 /// Appends a statistics request with no body, of form `t`.
@@ -240,27 +240,23 @@ pub struct PortStatsRequest {
 impl PortStatsRequest {
     /// Appends the request in `version`.
     pub fn encode(&self, version: Version, xid: u32, out: &mut Vec<u8>) {
-        if version == Version::Of10 {
-            let at = start(MsgType::Ofpst10PortRequest, version, xid, out);
-            put16(out, self.port_no as u16);
-            zeros(out, 6);
-            let _ = finish(out, at);
+        let t = if version == Version::Of10 {
+            MsgType::Ofpst10PortRequest
         } else {
-            let at = start(MsgType::Ofpst11PortRequest, version, xid, out);
-            put32(out, port_to_ofp11(self.port_no));
-            zeros(out, 4);
-            let _ = finish(out, at);
-        }
+            MsgType::Ofpst11PortRequest
+        };
+        let at = start(t, version, xid, out);
+        put_port(version, self.port_no, 8, out);
+        let _ = finish(out, at);
     }
 
     /// Reads a port statistics request.
     pub fn decode(msg: &Message<'_>) -> Result<Self, OfpErr> {
-        let mut r = Reader::new(msg.body);
-        let port_no = match msg.msg_type {
-            MsgType::Ofpst10PortRequest => u32::from(r.u16()?),
-            MsgType::Ofpst11PortRequest => port_from_ofp11(r.u32()?)?,
-            _ => return Err(OfpErr::OfpbrcBadType),
-        };
+        super::expect(
+            msg,
+            &[MsgType::Ofpst10PortRequest, MsgType::Ofpst11PortRequest],
+        )?;
+        let port_no = pull_port(version_of(msg)?, &mut Reader::new(msg.body), 8)?;
         Ok(PortStatsRequest { port_no })
     }
 }
@@ -407,13 +403,7 @@ impl PortStats {
             b[start..start + 2].copy_from_slice(&len.to_be_bytes());
             return;
         }
-        if version == Version::Of10 {
-            put16(b, self.port_no as u16);
-            zeros(b, 6);
-        } else {
-            put32(b, port_to_ofp11(self.port_no));
-            zeros(b, 4);
-        }
+        put_port(version, self.port_no, 8, b);
         self.main_counters().iter().for_each(|&c| put64(b, c));
         ethernet.iter().for_each(|&c| put64(b, c));
         if version == Version::Of13 {
@@ -460,15 +450,7 @@ impl PortStats {
         }
         let size = if version == Version::Of13 { 112 } else { 104 };
         let mut e = Reader::new(r.take(size)?);
-        s.port_no = if version == Version::Of10 {
-            let p = u32::from(e.u16()?);
-            e.skip(6)?;
-            p
-        } else {
-            let p = port_from_ofp11(e.u32()?)?;
-            e.skip(4)?;
-            p
-        };
+        s.port_no = pull_port(version, &mut e, 8)?;
         s.set_main_counters(&mut e)?;
         s.set_ethernet_counters(&mut e)?;
         if version == Version::Of13 {
@@ -599,12 +581,7 @@ impl QueueStats {
             put16(b, 48);
             zeros(b, 6);
         }
-        if version == Version::Of10 {
-            put16(b, self.port_no as u16);
-            zeros(b, 2);
-        } else {
-            put32(b, port_to_ofp11(self.port_no));
-        }
+        put_port(version, self.port_no, 4, b);
         put32(b, self.queue_id);
         put64(b, self.tx_bytes);
         put64(b, self.tx_packets);
@@ -628,13 +605,7 @@ impl QueueStats {
         } else {
             Reader::new(r.take(if version == Version::Of13 { 40 } else { 32 })?)
         };
-        let port_no = if version == Version::Of10 {
-            let p = u32::from(e.u16()?);
-            e.skip(2)?;
-            p
-        } else {
-            port_from_ofp11(e.u32()?)?
-        };
+        let port_no = pull_port(version, &mut e, 4)?;
         let mut q = QueueStats {
             port_no,
             queue_id: e.u32()?,
