@@ -108,6 +108,15 @@ fn is_stats(version: u8, msg_type: u8) -> bool {
     }
 }
 
+/// Whether `msg_type` is a statistics request in wire version `version`.
+fn is_stats_request(version: u8, msg_type: u8) -> bool {
+    match version {
+        1 => msg_type == OFPT10_STATS_REQUEST,
+        2..=6 => msg_type == OFPT11_STATS_REQUEST,
+        _ => false,
+    }
+}
+
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
