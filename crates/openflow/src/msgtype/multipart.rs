@@ -34,8 +34,9 @@ pub struct Replies {
 }
 
 impl Replies {
-    /// Replies of form `reply` in `version` with transaction id `xid`, with no entries yet.
-    pub fn new(reply: MsgType, version: Version, xid: u32) -> Result<Replies, NotInVersion> {
+    /// Replies of form `reply` (a statistics reply) in `version` with transaction id `xid`,
+    /// with no entries yet.
+    pub(crate) fn new(reply: MsgType, version: Version, xid: u32) -> Result<Replies, NotInVersion> {
         let mut first = Vec::with_capacity(1024);
         reply.start(version, xid, &mut first)?;
         Ok(Replies {
@@ -67,15 +68,12 @@ impl Replies {
         next.extend_from_slice(&self.msgs[last][..self.headers_len]);
         next.extend_from_slice(&self.msgs[last][start..]);
         self.msgs[last].truncate(start);
-        let flags = u16::from_be_bytes([self.msgs[last][10], self.msgs[last][11]]);
-        self.msgs[last][10..12].copy_from_slice(&(flags | OFPSF_REPLY_MORE).to_be_bytes());
+        // Statistics headers are at least 12 bytes, their flags at 10..12.
+        if let Some(f) = self.msgs[last].get_mut(10..12) {
+            let flags = u16::from_be_bytes([f[0], f[1]]) | OFPSF_REPLY_MORE;
+            f.copy_from_slice(&flags.to_be_bytes());
+        }
         self.msgs.push(next);
-    }
-
-    /// The body of the message being filled, for parts that refer back to what they wrote.
-    pub fn current(&mut self) -> &mut Vec<u8> {
-        let last = self.msgs.len() - 1;
-        &mut self.msgs[last]
     }
 
     /// The messages, their lengths written; an error when one part alone is longer than a
