@@ -13,7 +13,8 @@
 //! - [`tlv`]: the Geneve option (TLV) map;
 //! - [`meter`]: meter mods, statistics, configuration and features;
 //! - [`table_features`]: table features requests and replies;
-//! - [`bundle`]: bundle control and bundled messages.
+//! - [`bundle`]: bundle control and bundled messages;
+//! - [`decode`]: any received message read by the codec of its family.
 //!
 //! Every decoder takes a [`Message`] whose type and length
 //! [`msgtype::decode`](crate::msgtype::decode) already checked, so it reads only the body;
@@ -21,6 +22,7 @@
 
 pub mod async_config;
 pub mod bundle;
+pub mod decode;
 pub mod meter;
 pub mod nicira;
 pub mod port;
