@@ -2,7 +2,7 @@
 //! `OFPST_PORT` and `OFPST_QUEUE` requests and replies in each version's structures, as OVS's
 //! `lib/ofp-port.c`, `ofp-table.c` and `ofp-queue.c` read and write them.
 //!
-//! Replies go through [`Replies`], so a long one is split
+//! Replies go through [`crate::msgtype::multipart::Replies`], so a long one is split
 //! between entries. OpenFlow 1.4's port statistics carry their Ethernet error counters and
 //! OVS's RFC 2819 size-bucket counters (Intel's experimenter property) as properties; a counter
 //! a port does not have is `u64::MAX`, as OVS reports it.
