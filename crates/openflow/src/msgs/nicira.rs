@@ -118,6 +118,20 @@ mod tests {
         let mut out = Vec::new();
         encode_set_flow_format(FlowFormat::Nxm, 2, &mut out);
         assert_eq!(&out, m);
+        // ovs-ofctl monitor asks for NXT_PACKET_IN2 in every version.
+        for (label, v) in [
+            ("monitor-of10", Version::Of10),
+            ("monitor-of15", Version::Of15),
+        ] {
+            let m = &ofctl(label)[3];
+            assert_eq!(
+                decode_set_packet_in_format(&msg(m)),
+                Ok(PacketInFormat::NxtPacketIn2)
+            );
+            let mut out = Vec::new();
+            encode_set_packet_in_format(PacketInFormat::NxtPacketIn2, v, 5, &mut out);
+            assert_eq!(&out, m, "{label}");
+        }
         let m = &ofctl("ct-flush-zone-of10")[0];
         assert_eq!(decode_ct_flush_zone(&msg(m)), Ok(5));
         out.clear();

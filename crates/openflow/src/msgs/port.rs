@@ -648,6 +648,28 @@ mod tests {
         let mut out = Vec::new();
         pm.encode(Version::Of10, 4, &mut out);
         assert_eq!(&out, m);
+        // OpenFlow 1.3's port mod, and 1.4's with no Ethernet property when nothing is
+        // advertised.
+        for (label, v, config) in [
+            ("mod-port-of13", Version::Of13, OFPPC_PORT_DOWN),
+            ("mod-port-of14", Version::Of14, OFPPC_NO_PACKET_IN),
+        ] {
+            let m = &ofctl(label)[1];
+            let pm = PortMod::decode(&msg(m)).unwrap();
+            assert_eq!(
+                (pm.port_no, pm.config, pm.mask, pm.advertise),
+                (1, config, config, 0)
+            );
+            let mut out = Vec::new();
+            pm.encode(v, 4, &mut out);
+            assert_eq!(&out, m, "{label}");
+        }
+        let m = &ofctl("dump-ports-desc-port-of15")[0];
+        let req = PortDescRequest::decode(&msg(m)).unwrap();
+        assert_eq!(req.port, 1);
+        let mut out = Vec::new();
+        req.encode(Version::Of15, 2, &mut out);
+        assert_eq!(&out, m);
     }
 
     #[test]

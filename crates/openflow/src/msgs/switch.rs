@@ -448,6 +448,18 @@ mod tests {
         out.clear();
         encode_barrier_request(Version::Of13, 4, &mut out);
         assert_eq!(out, set[2]);
+        // ovs-ofctl monitor sets miss_send_len to what it is told.
+        for (label, v, miss) in [
+            ("monitor-of10", Version::Of10, 65534),
+            ("monitor-of15", Version::Of15, 128),
+        ] {
+            let m = &ofctl(label)[1];
+            let c = SwitchConfig::decode(&msg(m)).unwrap();
+            assert_eq!((c.frag, c.miss_send_len), (FragHandling::Normal, miss));
+            out.clear();
+            c.encode_set(v, 3, &mut out);
+            assert_eq!(&out, m, "{label}");
+        }
         out.clear();
         encode_barrier_request(Version::Of10, 3, &mut out);
         assert_eq!(out, ofctl("ct-flush-zone-of10")[1]);
