@@ -36,6 +36,15 @@ pub const OFPUTIL_C_BUNDLES: u32 = 1 << 9;
 /// Capability (OpenFlow 1.4 on): flow monitoring.
 pub const OFPUTIL_C_FLOW_MONITORING: u32 = 1 << 10;
 
+/// The capabilities OVS's bridges report (each version sends those it has): flow, table, port,
+/// queue and group statistics, and IP addresses matched in ARP.
+pub const OVS_CAPABILITIES: u32 = OFPUTIL_C_FLOW_STATS
+    | OFPUTIL_C_TABLE_STATS
+    | OFPUTIL_C_PORT_STATS
+    | OFPUTIL_C_QUEUE_STATS
+    | OFPUTIL_C_GROUP_STATS
+    | OFPUTIL_C_ARP_MATCH_IP;
+
 /// The capabilities whose wire bit is the same as OVS's own bit in every version.
 const OFPC_COMMON: u32 = OFPUTIL_C_FLOW_STATS
     | OFPUTIL_C_TABLE_STATS
@@ -407,6 +416,15 @@ mod tests {
             let req = msg(&req);
             let mut out = Vec::new();
             f.encode(Version::from_wire(req.version).unwrap(), req.xid, &mut out)
+                .unwrap();
+            assert_eq!(hex(&out), hex(&replies[0]), "{label}");
+            // OVS_CAPABILITIES is what each version's reply carries.
+            let ovs = FeaturesReply {
+                capabilities: OVS_CAPABILITIES,
+                ..f.clone()
+            };
+            out.clear();
+            ovs.encode(Version::from_wire(req.version).unwrap(), req.xid, &mut out)
                 .unwrap();
             assert_eq!(hex(&out), hex(&replies[0]), "{label}");
             if label == "features-of10" {
