@@ -187,8 +187,10 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::async_config::AsyncConfig;
     use super::super::testutil::{ovs_reply, unhex};
     use super::*;
+    use crate::header::Version;
     use proptest::prelude::*;
 
     const OFCTL: &str = include_str!("../../../../testdata/openflow/ofctl-requests.txt");
@@ -220,6 +222,38 @@ mod tests {
             n += 1;
         }
         assert!(n > 60);
+    }
+
+    const OFP_PRINT_AT: &str = include_str!("../../../../testdata/openflow/ofp-print-at.txt");
+
+    /// OVS's own ofp-print.at messages of this family: read where OVS reads them, refused
+    /// with OVS's error where OVS refuses them.
+    #[test]
+    fn ovs_s_own_vectors_read_or_fail_as_ovs_reads_them() {
+        let mut n = 0;
+        let mut failures = Vec::new();
+        for (h, verdict) in OFP_PRINT_AT.lines().filter_map(|l| l.split_once('\t')) {
+            let m = unhex(h);
+            // An asynchronous configuration is read against the connection's: a new one's.
+            let read = decode(&m).and_then(|d| match d {
+                Msg::SetAsync | Msg::GetAsyncReply => {
+                    let basis = AsyncConfig::ovs_default(Version::from_wire(m[0]).unwrap());
+                    AsyncConfig::decode(&msgtype::decode(&m)?, &basis, false).map(|_| d)
+                }
+                d => Ok(d),
+            });
+            let ours = match read {
+                Ok(Msg::Other(_)) => continue,
+                Ok(_) => format!("ok {}", msgtype::decode(&m).unwrap().msg_type.name()),
+                Err(e) => format!("error {e}"),
+            };
+            if ours != verdict {
+                failures.push(format!("{h}: OVS {verdict}, we {ours}"));
+            }
+            n += 1;
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert!(n > 80, "{n}");
     }
 
     proptest! {
