@@ -12,7 +12,7 @@ use super::bundle::{BundleAdd, BundleCtrl};
 use super::meter::{self, MeterConfig, MeterFeatures, MeterMod, MeterRequestKind, MeterStats};
 use super::nicira::{self, FlowFormat, PacketInFormat};
 use super::port::{self, PhyPort, PortDescRequest, PortMod, PortStatus};
-use super::role::RoleMsg;
+use super::role::{RoleMsg, RoleStatus};
 use super::stats::{
     self, DescStats, PortStats, PortStatsRequest, QueueStats, QueueStatsRequest, TableStats,
 };
@@ -55,6 +55,8 @@ pub enum Msg<'a> {
     RoleRequest(RoleMsg),
     /// A role reply.
     RoleReply(RoleMsg),
+    /// A role status, standard or ONF.
+    RoleStatus(RoleStatus),
     /// A get-async request.
     GetAsyncRequest,
     /// A get-async reply: read it with the configuration it changes.
@@ -113,6 +115,10 @@ pub enum Msg<'a> {
     TlvTableReply(TlvTableReply),
     /// `NXT_CT_FLUSH_ZONE` and its zone.
     CtFlushZone(u16),
+    /// `NXT_SET_CONTROLLER_ID` and the id.
+    SetControllerId(u16),
+    /// `NXT_FLOW_AGE` (nothing to do).
+    FlowAge,
     /// A message for another codec (flows, packets, groups...), or one flowpath does not
     /// read yet.
     Other(Message<'a>),
@@ -144,6 +150,7 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::BarrierReply => Msg::BarrierReply,
         T::RoleRequest => Msg::RoleRequest(RoleMsg::decode(m)?),
         T::RoleReply => Msg::RoleReply(RoleMsg::decode(m)?),
+        T::RoleStatus => Msg::RoleStatus(RoleStatus::decode(m)?),
         T::GetAsyncRequest => Msg::GetAsyncRequest,
         T::GetAsyncReply => Msg::GetAsyncReply,
         T::SetAsyncConfig => Msg::SetAsync,
@@ -181,6 +188,8 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::NxtTlvTableRequest => Msg::TlvTableRequest,
         T::NxtTlvTableReply => Msg::TlvTableReply(TlvTableReply::decode(m)?),
         T::CtFlushZone => Msg::CtFlushZone(nicira::decode_ct_flush_zone(m)?),
+        T::SetControllerId => Msg::SetControllerId(nicira::decode_set_controller_id(m)?),
+        T::FlowAge => Msg::FlowAge,
         _ => Msg::Other(*m),
     })
 }

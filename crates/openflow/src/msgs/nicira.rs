@@ -1,6 +1,7 @@
 //! Nicira extension messages that set how a connection talks (`NXT_SET_FLOW_FORMAT`,
-//! `NXT_SET_PACKET_IN_FORMAT`, `NXT_FLOW_MOD_TABLE_ID`) or act once (`NXT_CT_FLUSH_ZONE`), as
-//! OVS's `lib/ofp-protocol.c`, `ofp-packet.c` and `ofproto/ofproto.c` read them.
+//! `NXT_SET_PACKET_IN_FORMAT`, `NXT_FLOW_MOD_TABLE_ID`, `NXT_SET_CONTROLLER_ID`) or act once
+//! (`NXT_CT_FLUSH_ZONE`), as OVS's `lib/ofp-protocol.c`, `ofp-packet.c` and
+//! `ofproto/ofproto.c` read them.
 //!
 //! `ovs-ofctl` sends the first before any flow command in OpenFlow 1.0 (the NXM flow format is
 //! what lets `dump-flows` show Nicira's fields), `ovn-controller` the second to receive
@@ -99,6 +100,26 @@ pub fn encode_ct_flush_zone(zone: u16, version: Version, xid: u32, out: &mut Vec
 /// Reads an `NXT_CT_FLUSH_ZONE`'s zone; non-zero padding is `NXBRC_MUST_BE_ZERO`.
 pub fn decode_ct_flush_zone(msg: &Message<'_>) -> Result<u16, OfpErr> {
     super::expect(msg, &[MsgType::NxtCtFlushZone])?;
+    zone_or_id(msg)
+}
+
+/// Appends an `NXT_SET_CONTROLLER_ID`: the id packet-ins to this connection carry.
+pub fn encode_set_controller_id(id: u16, version: Version, xid: u32, out: &mut Vec<u8>) {
+    let at = start(MsgType::NxtSetControllerId, version, xid, out);
+    zeros(out, 6);
+    put16(out, id);
+    let _ = finish(out, at);
+}
+
+/// Reads an `NXT_SET_CONTROLLER_ID`'s id; non-zero padding is `NXBRC_MUST_BE_ZERO`.
+pub fn decode_set_controller_id(msg: &Message<'_>) -> Result<u16, OfpErr> {
+    super::expect(msg, &[MsgType::NxtSetControllerId])?;
+    zone_or_id(msg)
+}
+
+/// The 16-bit value after six bytes that must be zero (`struct nx_zone_id`,
+/// `struct nx_controller_id`).
+fn zone_or_id(msg: &Message<'_>) -> Result<u16, OfpErr> {
     let mut r = Reader::new(msg.body);
     if r.take(6)?.iter().any(|&b| b != 0) {
         return Err(OfpErr::NxbrcMustBeZero);
@@ -169,6 +190,14 @@ mod tests {
             assert_eq!(out.len(), 24);
             assert_eq!(decode_flow_mod_table_id(&msg(&out)), Ok(on));
         }
+        out.clear();
+        encode_set_controller_id(9, Version::Of13, 1, &mut out);
+        assert_eq!(decode_set_controller_id(&msg(&out)), Ok(9));
+        out[16] = 1;
+        assert_eq!(
+            decode_set_controller_id(&msg(&out)),
+            Err(OfpErr::NxbrcMustBeZero)
+        );
         out.clear();
         encode_ct_flush_zone(7, Version::Of13, 1, &mut out);
         out[16] = 1;

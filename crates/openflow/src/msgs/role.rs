@@ -1,6 +1,8 @@
 //! Controller roles: `OFPT_ROLE_REQUEST`/`REPLY` (OpenFlow 1.2 on, with a generation id that
-//! orders elections) and Nicira's `NXT_ROLE_REQUEST`/`REPLY` for older versions, as OVS's
-//! `lib/ofp-connection.c` reads and writes them. A reply takes the request's form.
+//! orders elections) and Nicira's `NXT_ROLE_REQUEST`/`REPLY` for older versions, and the role
+//! status a switch sends a controller whose role another one changed (`OFPT_ROLE_STATUS` from
+//! 1.4, the ONF's `ONFT_ROLE_STATUS` in 1.3), as OVS's `lib/ofp-connection.c` reads and writes
+//! them. A reply takes the request's form.
 
 use super::{Reader, finish, put32, put64, start, zeros};
 use crate::error::OfpErr;
@@ -113,6 +115,66 @@ impl RoleMsg {
     }
 }
 
+/// Why a controller's role changed (`OFPCRR_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RoleReason {
+    /// Another controller asked to be primary.
+    PrimaryRequest = 0,
+    /// The switch's configuration changed.
+    Config = 1,
+    /// Experimenter data changed.
+    Experimenter = 2,
+}
+
+/// A role status: the role a controller now has, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleStatus {
+    /// The new role.
+    pub role: Role,
+    /// Why (a reason OVS does not know is kept as its number).
+    pub reason: u8,
+    /// The generation id.
+    pub generation_id: u64,
+}
+
+impl RoleStatus {
+    /// Appends the message (transaction id 0): none exists before OpenFlow 1.3.
+    pub fn encode(
+        &self,
+        version: Version,
+        out: &mut Vec<u8>,
+    ) -> Result<(), crate::msgtype::NotInVersion> {
+        let t = if version >= Version::Of14 {
+            MsgType::Ofpt14RoleStatus
+        } else {
+            MsgType::Onft13RoleStatus
+        };
+        let at = t.start(version, 0, out)?;
+        put32(out, self.role as u32);
+        out.push(self.reason);
+        zeros(out, 3);
+        put64(out, self.generation_id);
+        let _ = finish(out, at);
+        Ok(())
+    }
+
+    /// Reads a role status; a role OpenFlow does not have is `OFPRRFC_BAD_ROLE`. Properties
+    /// are ignored, as OVS ignores them.
+    pub fn decode(msg: &Message<'_>) -> Result<Self, OfpErr> {
+        super::expect(msg, &[MsgType::Ofpt14RoleStatus, MsgType::Onft13RoleStatus])?;
+        let mut r = Reader::new(msg.body);
+        let role = Role::from_ofp12(r.u32()?)?;
+        let reason = r.u8()?;
+        r.skip(3)?;
+        Ok(RoleStatus {
+            role,
+            reason,
+            generation_id: r.u64()?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil::{hex, msg, unhex};
@@ -214,6 +276,48 @@ mod tests {
         .encode_reply(&req, &mut out)
         .unwrap();
         assert_eq!(out, replies[0]);
+    }
+
+    /// `OFP_ROLE_STATUS` of OVS's tests/ofp-print.at: the ONF form in 1.3, the standard one
+    /// after (OVS sends them with transaction id 0; these have 0xa).
+    #[test]
+    fn role_status_as_ovs_prints_it() {
+        for (h, v, reason, generation_id) in [
+            (
+                "040400200000000a 4f4e460000000777 0000000201000000 0000000000000010",
+                Version::Of13,
+                RoleReason::Config,
+                16,
+            ),
+            (
+                "051e00180000000a 0000000202000000 ffffffffffffffff",
+                Version::Of14,
+                RoleReason::Experimenter,
+                u64::MAX,
+            ),
+        ] {
+            let mut m = unhex(h);
+            let rs = RoleStatus::decode(&msg(&m)).unwrap();
+            assert_eq!(
+                rs,
+                RoleStatus {
+                    role: Role::Primary,
+                    reason: reason as u8,
+                    generation_id,
+                }
+            );
+            let mut out = Vec::new();
+            rs.encode(v, &mut out).unwrap();
+            m[7] = 0;
+            assert_eq!(hex(&out), hex(&m));
+        }
+        let mut out = Vec::new();
+        let equal = RoleStatus {
+            role: Role::Equal,
+            reason: 0,
+            generation_id: 0,
+        };
+        assert!(equal.encode(Version::Of12, &mut out).is_err());
     }
 
     #[test]
