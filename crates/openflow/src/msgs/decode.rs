@@ -12,6 +12,7 @@ use super::bundle::{BundleAdd, BundleCtrl};
 use super::meter::{self, MeterConfig, MeterFeatures, MeterMod, MeterRequestKind, MeterStats};
 use super::nicira::{self, FlowFormat, PacketInFormat};
 use super::port::{self, PhyPort, PortDescRequest, PortMod, PortStatus};
+use super::queue_config::{self, QueueConfig, QueueConfigRequest};
 use super::role::{RoleMsg, RoleStatus};
 use super::stats::{
     self, DescStats, PortStats, PortStatsRequest, QueueStats, QueueStatsRequest, TableStats,
@@ -85,6 +86,10 @@ pub enum Msg<'a> {
     QueueStatsRequest(QueueStatsRequest),
     /// `OFPST_QUEUE` reply (one message of it).
     QueueStatsReply(Vec<QueueStats>),
+    /// A queue-config (or 1.4 queue description) request.
+    QueueConfigRequest(QueueConfigRequest),
+    /// A queue-config (or 1.4 queue description) reply (one message of it).
+    QueueConfigReply(Vec<QueueConfig>),
     /// `OFPST_PORT_DESC` request.
     PortDescRequest(PortDescRequest),
     /// `OFPST_PORT_DESC` reply (one message of it).
@@ -168,6 +173,8 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::PortStatsReply => Msg::PortStatsReply(stats::decode_port_stats_reply(m)?),
         T::QueueStatsRequest => Msg::QueueStatsRequest(QueueStatsRequest::decode(m)?),
         T::QueueStatsReply => Msg::QueueStatsReply(stats::decode_queue_stats_reply(m)?),
+        T::QueueGetConfigRequest => Msg::QueueConfigRequest(QueueConfigRequest::decode(m)?),
+        T::QueueGetConfigReply => Msg::QueueConfigReply(queue_config::decode_reply(m)?),
         T::PortDescStatsRequest => Msg::PortDescRequest(PortDescRequest::decode(m)?),
         T::PortDescStatsReply => Msg::PortDescReply(port::decode_port_desc_reply(m)?),
         T::MeterStatsRequest | T::MeterConfigStatsRequest | T::MeterFeaturesStatsRequest => {

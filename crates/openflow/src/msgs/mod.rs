@@ -6,6 +6,7 @@
 //! - [`switch`]: features, switch configuration, barriers, echoes;
 //! - [`port`]: the port structure of each version, port descriptions, status and port mods;
 //! - [`stats`]: switch description, table, port and queue statistics;
+//! - [`queue_config`]: a port's queues and their rates;
 //! - [`role`] and [`async_config`]: controller roles and the asynchronous messages a connection
 //!   asks for;
 //! - [`nicira`]: Nicira's connection settings (flow format, packet-in format, table ids in flow
@@ -26,6 +27,7 @@ pub mod decode;
 pub mod meter;
 pub mod nicira;
 pub mod port;
+pub mod queue_config;
 pub mod role;
 pub mod stats;
 pub mod switch;
