@@ -19,6 +19,7 @@ use super::stats::{
 };
 use super::switch::{FeaturesReply, SwitchConfig};
 use super::table_features::{self, TableFeatures};
+use super::table_mod::TableMod;
 use super::tlv::{TlvTableMod, TlvTableReply};
 use crate::error::OfpErr;
 use crate::msgtype::{self, Message, MsgType, OfpType};
@@ -48,6 +49,8 @@ pub enum Msg<'a> {
     PortStatus(PortStatus),
     /// `OFPT_PORT_MOD`.
     PortMod(PortMod),
+    /// `OFPT_TABLE_MOD`.
+    TableMod(TableMod),
     /// A barrier request.
     BarrierRequest,
     /// A barrier reply.
@@ -151,6 +154,7 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::SetConfig => Msg::SetConfig(SwitchConfig::decode(m)?),
         T::PortStatus => Msg::PortStatus(PortStatus::decode(m)?),
         T::PortMod => Msg::PortMod(PortMod::decode(m)?),
+        T::TableMod => Msg::TableMod(TableMod::decode(m)?),
         T::BarrierRequest => Msg::BarrierRequest,
         T::BarrierReply => Msg::BarrierReply,
         T::RoleRequest => Msg::RoleRequest(RoleMsg::decode(m)?),

@@ -14,6 +14,7 @@
 //! - [`tlv`]: the Geneve option (TLV) map;
 //! - [`meter`]: meter mods, statistics, configuration and features;
 //! - [`table_features`]: table features requests and replies;
+//! - [`table_mod`]: a table's configuration;
 //! - [`bundle`]: bundle control and bundled messages;
 //! - [`decode`]: any received message read by the codec of its family.
 //!
@@ -32,6 +33,7 @@ pub mod role;
 pub mod stats;
 pub mod switch;
 pub mod table_features;
+pub mod table_mod;
 pub mod tlv;
 
 use crate::error::OfpErr;
