@@ -13,6 +13,7 @@ use super::meter::{self, MeterConfig, MeterFeatures, MeterMod, MeterRequestKind,
 use super::nicira::{self, FlowFormat, PacketInFormat};
 use super::port::{self, PhyPort, PortDescRequest, PortMod, PortStatus};
 use super::queue_config::{self, QueueConfig, QueueConfigRequest};
+use super::requestforward::RequestForward;
 use super::role::{RoleMsg, RoleStatus};
 use super::stats::{
     self, DescStats, PortStats, PortStatsRequest, QueueStats, QueueStatsRequest, TableStats,
@@ -61,6 +62,8 @@ pub enum Msg<'a> {
     RoleReply(RoleMsg),
     /// A role status, standard or ONF.
     RoleStatus(RoleStatus),
+    /// A group or meter mod forwarded from another controller.
+    RequestForward(RequestForward<'a>),
     /// A get-async request.
     GetAsyncRequest,
     /// A get-async reply: read it with the configuration it changes.
@@ -160,6 +163,7 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::RoleRequest => Msg::RoleRequest(RoleMsg::decode(m)?),
         T::RoleReply => Msg::RoleReply(RoleMsg::decode(m)?),
         T::RoleStatus => Msg::RoleStatus(RoleStatus::decode(m)?),
+        T::Requestforward => Msg::RequestForward(RequestForward::decode(m)?),
         T::GetAsyncRequest => Msg::GetAsyncRequest,
         T::GetAsyncReply => Msg::GetAsyncReply,
         T::SetAsyncConfig => Msg::SetAsync,

@@ -9,6 +9,7 @@
 //! - [`queue_config`]: a port's queues and their rates;
 //! - [`role`] and [`async_config`]: controller roles and the asynchronous messages a connection
 //!   asks for;
+//! - [`requestforward`]: group and meter mods forwarded to the other controllers;
 //! - [`nicira`]: Nicira's connection settings (flow format, packet-in format, table ids in flow
 //!   mods) and `NXT_CT_FLUSH_ZONE`;
 //! - [`tlv`]: the Geneve option (TLV) map;
@@ -29,6 +30,7 @@ pub mod meter;
 pub mod nicira;
 pub mod port;
 pub mod queue_config;
+pub mod requestforward;
 pub mod role;
 pub mod stats;
 pub mod switch;
