@@ -9,6 +9,7 @@
 //! ([`AsyncConfig::decode`](super::async_config::AsyncConfig::decode)).
 
 use super::bundle::{BundleAdd, BundleCtrl};
+use super::ct_flush::CtFlush;
 use super::meter::{self, MeterConfig, MeterFeatures, MeterMod, MeterRequestKind, MeterStats};
 use super::nicira::{self, FlowFormat, PacketInFormat};
 use super::port::{self, PhyPort, PortDescRequest, PortMod, PortStatus};
@@ -126,6 +127,8 @@ pub enum Msg<'a> {
     TlvTableReply(TlvTableReply),
     /// `NXT_CT_FLUSH_ZONE` and its zone.
     CtFlushZone(u16),
+    /// `NXT_CT_FLUSH`.
+    CtFlush(CtFlush),
     /// `NXT_SET_CONTROLLER_ID` and the id.
     SetControllerId(u16),
     /// `NXT_FLOW_AGE` (nothing to do).
@@ -203,6 +206,7 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::NxtTlvTableRequest => Msg::TlvTableRequest,
         T::NxtTlvTableReply => Msg::TlvTableReply(TlvTableReply::decode(m)?),
         T::CtFlushZone => Msg::CtFlushZone(nicira::decode_ct_flush_zone(m)?),
+        T::CtFlush => Msg::CtFlush(CtFlush::decode(m)?),
         T::SetControllerId => Msg::SetControllerId(nicira::decode_set_controller_id(m)?),
         T::FlowAge => Msg::FlowAge,
         _ => Msg::Other(*m),

@@ -11,7 +11,7 @@
 //!   asks for;
 //! - [`requestforward`]: group and meter mods forwarded to the other controllers;
 //! - [`nicira`]: Nicira's connection settings (flow format, packet-in format, table ids in flow
-//!   mods) and `NXT_CT_FLUSH_ZONE`;
+//!   mods, controller id) and `NXT_CT_FLUSH_ZONE`; [`ct_flush`]: `NXT_CT_FLUSH` by tuple;
 //! - [`tlv`]: the Geneve option (TLV) map;
 //! - [`meter`]: meter mods, statistics, configuration and features;
 //! - [`table_features`]: table features requests and replies;
@@ -25,6 +25,7 @@
 
 pub mod async_config;
 pub mod bundle;
+pub mod ct_flush;
 pub mod decode;
 pub mod meter;
 pub mod nicira;
