@@ -10,6 +10,7 @@
 
 use super::bundle::{BundleAdd, BundleCtrl};
 use super::ct_flush::CtFlush;
+use super::group_stats::{self, GroupFeatures, GroupStats};
 use super::meter::{self, MeterConfig, MeterFeatures, MeterMod, MeterRequestKind, MeterStats};
 use super::nicira::{self, FlowFormat, PacketInFormat};
 use super::port::{self, PhyPort, PortDescRequest, PortMod, PortStatus};
@@ -97,6 +98,14 @@ pub enum Msg<'a> {
     QueueConfigRequest(QueueConfigRequest),
     /// A queue-config (or 1.4 queue description) reply (one message of it).
     QueueConfigReply(Vec<QueueConfig>),
+    /// A group statistics request and its group.
+    GroupStatsRequest(u32),
+    /// A group statistics reply (one message of it).
+    GroupStatsReply(Vec<GroupStats>),
+    /// A group features request.
+    GroupFeaturesRequest,
+    /// A group features reply.
+    GroupFeaturesReply(GroupFeatures),
     /// `OFPST_PORT_DESC` request.
     PortDescRequest(PortDescRequest),
     /// `OFPST_PORT_DESC` reply (one message of it).
@@ -186,6 +195,10 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::QueueStatsReply => Msg::QueueStatsReply(stats::decode_queue_stats_reply(m)?),
         T::QueueGetConfigRequest => Msg::QueueConfigRequest(QueueConfigRequest::decode(m)?),
         T::QueueGetConfigReply => Msg::QueueConfigReply(queue_config::decode_reply(m)?),
+        T::GroupStatsRequest => Msg::GroupStatsRequest(group_stats::decode_group_stats_request(m)?),
+        T::GroupStatsReply => Msg::GroupStatsReply(group_stats::decode_group_stats_reply(m)?),
+        T::GroupFeaturesStatsRequest => Msg::GroupFeaturesRequest,
+        T::GroupFeaturesStatsReply => Msg::GroupFeaturesReply(GroupFeatures::decode(m)?),
         T::PortDescStatsRequest => Msg::PortDescRequest(PortDescRequest::decode(m)?),
         T::PortDescStatsReply => Msg::PortDescReply(port::decode_port_desc_reply(m)?),
         T::MeterStatsRequest | T::MeterConfigStatsRequest | T::MeterFeaturesStatsRequest => {
