@@ -22,7 +22,7 @@ use super::stats::{
 };
 use super::switch::{FeaturesReply, SwitchConfig};
 use super::table_features::{self, TableFeatures};
-use super::table_mod::TableMod;
+use super::table_mod::{self, TableDesc, TableMod};
 use super::tlv::{TlvTableMod, TlvTableReply};
 use crate::error::OfpErr;
 use crate::msgtype::{self, Message, MsgType, OfpType};
@@ -118,6 +118,10 @@ pub enum Msg<'a> {
     MeterConfigReply(Vec<MeterConfig>),
     /// `OFPST_METER_FEATURES` reply.
     MeterFeaturesReply(MeterFeatures),
+    /// `OFPST_TABLE_DESC` request.
+    TableDescRequest,
+    /// `OFPST_TABLE_DESC` reply (one message of it).
+    TableDescReply(Vec<TableDesc>),
     /// `OFPST_TABLE_FEATURES` request: the tables it would set (none: a query).
     TableFeaturesRequest(Vec<TableFeatures>),
     /// `OFPST_TABLE_FEATURES` reply (one message of it).
@@ -208,6 +212,8 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::MeterStatsReply => Msg::MeterStatsReply(meter::decode_meter_stats_reply(m)?),
         T::MeterConfigStatsReply => Msg::MeterConfigReply(meter::decode_meter_config_reply(m)?),
         T::MeterFeaturesStatsReply => Msg::MeterFeaturesReply(MeterFeatures::decode(m)?),
+        T::TableDescRequest => Msg::TableDescRequest,
+        T::TableDescReply => Msg::TableDescReply(table_mod::decode_table_desc_reply(m)?),
         T::TableFeaturesStatsRequest => {
             Msg::TableFeaturesRequest(table_features::decode_request(m)?)
         }

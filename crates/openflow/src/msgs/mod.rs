@@ -16,7 +16,7 @@
 //! - [`tlv`]: the Geneve option (TLV) map;
 //! - [`meter`]: meter mods, statistics, configuration and features;
 //! - [`table_features`]: table features requests and replies;
-//! - [`table_mod`]: a table's configuration;
+//! - [`table_mod`]: a table's configuration, set and described;
 //! - [`bundle`]: bundle control and bundled messages;
 //! - [`decode`]: any received message read by the codec of its family.
 //!

@@ -1,12 +1,13 @@
-//! `OFPT_TABLE_MOD` (OpenFlow 1.1 on): a table's configuration. What it configures changed
-//! with every version: 1.1 and 1.2 say what a table miss does, 1.3 nothing, 1.4 whether the
-//! table evicts flows and sends vacancy events (with properties for the eviction flags and
-//! the vacancy thresholds), as OVS's `lib/ofp-table.c` reads and writes it.
+//! A table's configuration: `OFPT_TABLE_MOD` (OpenFlow 1.1 on) sets it and `OFPST_TABLE_DESC`
+//! (1.4 on) describes it. What it holds changed with every version: 1.1 and 1.2 say what a
+//! table miss does, 1.3 nothing, 1.4 whether the table evicts flows and sends vacancy events
+//! (with properties for the eviction flags and the vacancy thresholds), as OVS's
+//! `lib/ofp-table.c` reads and writes them.
 
-use super::{Reader, finish, prop_u32, props, put_prop, put32, zeros};
+use super::{Reader, finish, prop_u32, props, put_prop, put16, put32, stats_replies, zeros};
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::msgtype::{Message, MsgType, NotInVersion};
+use crate::msgtype::{EncodeError, Message, MsgType, NotInVersion};
 
 /// What a table miss does (OpenFlow 1.1 and 1.2's `OFPTC11_TABLE_MISS_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,6 +143,124 @@ impl TableMod {
     }
 }
 
+/// The eviction flags OVS reports (`OFPTMPEF14_OTHER | IMPORTANCE | LIFETIME`).
+pub const OVS_EVICTION_FLAGS: u32 = 7;
+
+/// One table's description (`struct ofp14_table_desc` and its properties).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableDesc {
+    /// The table.
+    pub table_id: u8,
+    /// Whether it evicts flows.
+    pub eviction: bool,
+    /// Whether it sends vacancy events.
+    pub vacancy_events: bool,
+    /// Its eviction flags, when it reports them.
+    pub eviction_flags: Option<u32>,
+    /// Its vacancy down and up thresholds and current vacancy, in percent, when it sends
+    /// vacancy events.
+    pub vacancy: Option<(u8, u8, u8)>,
+}
+
+impl TableDesc {
+    /// What OVS reports for a table it has not been told to configure: no eviction, no vacancy
+    /// events, every eviction flag.
+    pub fn ovs(table_id: u8) -> TableDesc {
+        TableDesc {
+            table_id,
+            eviction: false,
+            vacancy_events: false,
+            eviction_flags: Some(OVS_EVICTION_FLAGS),
+            vacancy: None,
+        }
+    }
+
+    fn put(&self, _version: Version, b: &mut Vec<u8>) {
+        let start = b.len();
+        put16(b, 0);
+        b.push(self.table_id);
+        zeros(b, 1);
+        let mut config = 0;
+        if self.eviction {
+            config |= OFPTC14_EVICTION;
+        }
+        if self.vacancy_events {
+            config |= OFPTC14_VACANCY_EVENTS;
+        }
+        put32(b, config);
+        if let Some(f) = self.eviction_flags {
+            put_prop(b, OFPTMPT14_EVICTION, &f.to_be_bytes());
+        }
+        if let (true, Some((down, up, now))) = (self.vacancy_events, self.vacancy) {
+            put_prop(b, OFPTMPT14_VACANCY, &[down, up, now, 0]);
+        }
+        let len = (b.len() - start) as u16;
+        b[start..start + 2].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// Reads one description (OVS's `ofputil_decode_table_desc`).
+    fn pull(r: &mut Reader<'_>) -> Result<TableDesc, OfpErr> {
+        let mut h = Reader::new(r.take(8)?);
+        let len = usize::from(h.u16()?);
+        if len < 8 || len - 8 > r.rest().len() {
+            return Err(OfpErr::OfpbrcBadLen);
+        }
+        let table_id = h.u8()?;
+        h.skip(1)?;
+        let config = h.u32()?;
+        let mut td = TableDesc {
+            table_id,
+            eviction: config & OFPTC14_EVICTION != 0,
+            vacancy_events: config & OFPTC14_VACANCY_EVENTS != 0,
+            eviction_flags: None,
+            vacancy: None,
+        };
+        for p in props(r.take(len - 8)?) {
+            let p = p?;
+            match (p.kind, p.experimenter) {
+                (OFPTMPT14_EVICTION, None) => td.eviction_flags = Some(prop_u32(&p)?),
+                (OFPTMPT14_VACANCY, None) => {
+                    let [down, up, now, _] =
+                        <[u8; 4]>::try_from(p.payload).map_err(|_| OfpErr::OfpbpcBadLen)?;
+                    td.vacancy = Some((down, up, now));
+                }
+                _ => super::unknown_prop(&p, true)?,
+            }
+        }
+        Ok(td)
+    }
+}
+
+/// Appends an `OFPST_TABLE_DESC` request (OpenFlow 1.4 on).
+pub fn encode_table_desc_request(
+    version: Version,
+    xid: u32,
+    out: &mut Vec<u8>,
+) -> Result<(), NotInVersion> {
+    let at = MsgType::Ofpst14TableDescRequest.start(version, xid, out)?;
+    let _ = finish(out, at);
+    Ok(())
+}
+
+/// The replies to the table description request `request`.
+pub fn encode_table_desc_reply(
+    request: &Message<'_>,
+    tables: &[TableDesc],
+) -> Result<Vec<Vec<u8>>, EncodeError> {
+    stats_replies(request, tables, TableDesc::put)
+}
+
+/// The tables of one table description reply message.
+pub fn decode_table_desc_reply(msg: &Message<'_>) -> Result<Vec<TableDesc>, OfpErr> {
+    super::expect(msg, &[MsgType::Ofpst14TableDescReply])?;
+    let mut r = Reader::new(msg.body);
+    let mut v = Vec::new();
+    while !r.is_empty() {
+        v.push(TableDesc::pull(&mut r)?);
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil::{hex, msg, unhex};
@@ -206,6 +325,25 @@ mod tests {
         m[3] = 24;
         assert_eq!(TableMod::decode(&msg(&m)), Err(OfpErr::OfpbrcBadType));
         assert!(tm.encode(Version::Of10, 1, &mut Vec::new()).is_err());
+    }
+
+    /// What a running ovs-vswitchd answers for its 254 tables.
+    #[test]
+    fn table_desc_as_ovs_vswitchd_answers() {
+        let (req, replies) = super::super::testutil::ovs_reply("table-desc-of14");
+        let mut out = Vec::new();
+        encode_table_desc_request(Version::Of14, 1, &mut out).unwrap();
+        assert_eq!(out, req);
+        let tables = decode_table_desc_reply(&msg(&replies[0])).unwrap();
+        let ovs: Vec<_> = (0..254).map(TableDesc::ovs).collect();
+        assert_eq!(tables, ovs);
+        let out = encode_table_desc_reply(&msg(&req), &ovs).unwrap();
+        assert_eq!(out, replies);
+        let mut d = TableDesc::ovs(3);
+        d.vacancy_events = true;
+        d.vacancy = Some((10, 20, 50));
+        let out = encode_table_desc_reply(&msg(&req), &[d]).unwrap();
+        assert_eq!(decode_table_desc_reply(&msg(&out[0])), Ok(vec![d]));
     }
 
     proptest! {
