@@ -143,6 +143,27 @@ impl QueueConfig {
         out[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
     }
 
+    /// A queue of `len` bytes whose `head`-byte header was read: the length checked as OVS
+    /// checks it (`OFPBRC_BAD_LEN`), the queue without rates, and its properties' bytes.
+    fn start<'a>(
+        r: &mut Reader<'a>,
+        port: u32,
+        queue: u32,
+        len: usize,
+        head: usize,
+    ) -> Result<(QueueConfig, &'a [u8]), OfpErr> {
+        if len < head || len - head > r.rest().len() || !len.is_multiple_of(8) {
+            return Err(OfpErr::OfpbrcBadLen);
+        }
+        let q = QueueConfig {
+            port,
+            queue,
+            min_rate: None,
+            max_rate: None,
+        };
+        Ok((q, r.take(len - head)?))
+    }
+
     /// Reads one queue of a 1.0-1.3 reply whose header named `port`.
     fn pull10(version: Version, port: u32, r: &mut Reader<'_>) -> Result<QueueConfig, OfpErr> {
         let (queue, len, head) = if version < Version::Of12 {
@@ -157,16 +178,8 @@ impl QueueConfig {
             r.skip(6)?;
             (queue, usize::from(len), 16)
         };
-        if len < head || len - head > r.rest().len() || !len.is_multiple_of(8) {
-            return Err(OfpErr::OfpbrcBadLen);
-        }
-        let mut q = QueueConfig {
-            port,
-            queue,
-            min_rate: None,
-            max_rate: None,
-        };
-        let mut props = Reader::new(r.take(len - head)?);
+        let (mut q, props) = QueueConfig::start(r, port, queue, len, head)?;
+        let mut props = Reader::new(props);
         while !props.is_empty() {
             let rest = props.rest();
             if rest.len() < 8 {
@@ -202,16 +215,8 @@ impl QueueConfig {
         let queue = r.u32()?;
         let len = usize::from(r.u16()?);
         r.skip(6)?;
-        if len < 16 || len - 16 > r.rest().len() || !len.is_multiple_of(8) {
-            return Err(OfpErr::OfpbrcBadLen);
-        }
-        let mut q = QueueConfig {
-            port,
-            queue,
-            min_rate: None,
-            max_rate: None,
-        };
-        for p in super::props(r.take(len - 16)?) {
+        let (mut q, props) = QueueConfig::start(r, port, queue, len, 16)?;
+        for p in super::props(props) {
             let p = p?;
             let rate = || -> Result<u16, OfpErr> {
                 let b = p.payload.get(..2).ok_or(OfpErr::OfpbpcBadLen)?;
@@ -337,46 +342,28 @@ mod tests {
 
     #[test]
     fn requests_refuse_reserved_ports() {
-        let mut m = Vec::new();
-        QueueConfigRequest {
-            port: 1,
-            queue: OFPQ_ALL,
+        // (version, port, queue, what OVS reads)
+        let cases = [
+            (Version::Of10, 1, OFPQ_ALL, Ok(1)),
+            (
+                Version::Of10,
+                OFPP_ANY,
+                OFPQ_ALL,
+                Err(OfpErr::OfpqofcBadPort),
+            ),
+            (Version::Of13, OFPP_ANY, OFPQ_ALL, Ok(OFPP_ANY)),
+            (Version::Of12, 0xfffe, OFPQ_ALL, Err(OfpErr::OfpqofcBadPort)),
+            (Version::Of15, 2, 5, Ok(2)),
+        ];
+        for (v, port, queue, want) in cases {
+            let mut m = Vec::new();
+            QueueConfigRequest { port, queue }.encode(v, 1, &mut m);
+            let got = QueueConfigRequest::decode(&msg(&m));
+            assert_eq!(got.map(|r| r.port), want, "{v} {port:#x}");
+            if let Ok(r) = got {
+                assert_eq!(r.queue, queue);
+            }
         }
-        .encode(Version::Of10, 1, &mut m);
-        assert_eq!(QueueConfigRequest::decode(&msg(&m)).unwrap().port, 1);
-        m.clear();
-        QueueConfigRequest {
-            port: OFPP_ANY,
-            queue: OFPQ_ALL,
-        }
-        .encode(Version::Of10, 1, &mut m);
-        assert_eq!(
-            QueueConfigRequest::decode(&msg(&m)),
-            Err(OfpErr::OfpqofcBadPort)
-        );
-        m.clear();
-        QueueConfigRequest {
-            port: OFPP_ANY,
-            queue: OFPQ_ALL,
-        }
-        .encode(Version::Of13, 1, &mut m);
-        assert_eq!(QueueConfigRequest::decode(&msg(&m)).unwrap().port, OFPP_ANY);
-        m.clear();
-        QueueConfigRequest {
-            port: 0xfffe,
-            queue: OFPQ_ALL,
-        }
-        .encode(Version::Of12, 1, &mut m);
-        assert_eq!(
-            QueueConfigRequest::decode(&msg(&m)),
-            Err(OfpErr::OfpqofcBadPort)
-        );
-        m.clear();
-        QueueConfigRequest { port: 2, queue: 5 }.encode(Version::Of15, 1, &mut m);
-        assert_eq!(
-            QueueConfigRequest::decode(&msg(&m)).unwrap(),
-            QueueConfigRequest { port: 2, queue: 5 }
-        );
     }
 
     proptest! {
