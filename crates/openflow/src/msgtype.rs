@@ -6,13 +6,14 @@
 //! messages add a vendor id and a 32-bit subtype (Nicira's `NXT_*`, the ONF's `ONFT_*`);
 //! statistics (multipart) messages add a 16-bit statistics type after the header, with OpenFlow
 //! 1.0's 12-byte form (`struct ofp10_stats_msg`) and 1.1's 16-byte one that pads the body to 8
-//! bytes; vendor statistics (`NXST_*`, `ONFST_*`) add a vendor and a subtype after that. The
-//! forms, their versions and the sizes their bodies may have are OVS's
-//! (`include/openvswitch/ofp-msgs.h`), generated into its `table` module by `scripts/gen-ofp-msgs`; a
-//! message that fits no form gets OVS's error for it (`OFPBRC_BAD_TYPE`, `OFPBRC_BAD_STAT`,
-//! `OFPBRC_BAD_VENDOR`, `OFPBRC_BAD_SUBTYPE`) and one whose length its form does not allow
-//! `OFPBRC_BAD_LEN`. [`multipart`] frames statistics replies, split across messages as OVS
-//! splits them.
+//! bytes; vendor statistics (`NXST_*`, `ONFST_*`) add a vendor and a subtype after that.
+//!
+//! The forms, their versions and the sizes their bodies may have are OVS's
+//! (`include/openvswitch/ofp-msgs.h`), generated into the `table` module by
+//! `scripts/gen-ofp-msgs`. A message that fits no form gets OVS's error for it
+//! (`OFPBRC_BAD_TYPE`, `OFPBRC_BAD_STAT`, `OFPBRC_BAD_VENDOR`, `OFPBRC_BAD_SUBTYPE`) and one
+//! whose length its form does not allow `OFPBRC_BAD_LEN`. [`multipart`] splits statistics
+//! replies across messages and reassembles requests sent in parts, as OVS does.
 
 pub mod multipart;
 mod table;
