@@ -10,6 +10,10 @@ use ofproto::tunnel::TlvMapping;
 use openflow::header::Version;
 use openflow::msgs::async_config::AsyncConfig;
 use openflow::msgs::bundle::{BundleAdd, BundleCtrl, BundleCtrlType, OFPBF_ATOMIC, OFPBF_ORDERED};
+use openflow::msgs::ct_flush::{CtFlush, CtTuple};
+use openflow::msgs::group_stats::{
+    GroupStats, OFPG_ALL, encode_group_stats_reply, encode_group_stats_request,
+};
 use openflow::msgs::meter::{
     self, MeterBand, MeterCommand, MeterConfig, MeterMod, MeterRequestKind, MeterStats,
     OFPMBT13_DROP, OFPMF13_KBPS, OFPMF13_STATS,
@@ -18,11 +22,15 @@ use openflow::msgs::nicira::{self, FlowFormat, PacketInFormat};
 use openflow::msgs::port::{
     OFPP_ANY, OFPPC_NO_FLOOD, PhyPort, PortDescRequest, PortMod, PortReason, PortStatus,
 };
+use openflow::msgs::queue_config::{self, QueueConfig, QueueConfigRequest};
+use openflow::msgs::role::RoleStatus;
 use openflow::msgs::role::{Role, RoleMsg};
+use openflow::msgs::stats::OFPQ_ALL;
 use openflow::msgs::stats::{
     self, DescStats, PortStats, PortStatsRequest, QueueStats, QueueStatsRequest, TableStats,
 };
 use openflow::msgs::switch::{self, FeaturesReply, FragHandling, SwitchConfig};
+use openflow::msgs::table_mod::{self, TableDesc, TableMiss, TableMod};
 use openflow::msgs::tlv::{TlvCommand, TlvMap, TlvTableMod, TlvTableReply};
 use openflow::msgtype::{self, MsgType};
 
@@ -356,6 +364,115 @@ fn messages() -> Vec<(Vec<u8>, &'static str)> {
         &|m| nicira::encode_set_flow_format(FlowFormat::Nxm, 23, m),
         "format=nxm",
     );
+    for ver in Version::ALL {
+        let qr = request(|m| {
+            QueueConfigRequest {
+                port: 1,
+                queue: OFPQ_ALL,
+            }
+            .encode(ver, 24, m)
+        });
+        one(
+            &|m| {
+                *m = queue_config::encode_reply(
+                    &msgtype::decode(&qr).unwrap(),
+                    &[QueueConfig {
+                        port: 1,
+                        queue: 3,
+                        min_rate: Some(500),
+                        max_rate: None,
+                    }],
+                )
+                .unwrap()
+                .remove(0)
+            },
+            "queue 3:",
+        );
+        one(
+            &|m| encode_group_stats_request(OFPG_ALL, ver, 25, m),
+            "group_id=ALL",
+        );
+        let gr = request(|m| encode_group_stats_request(OFPG_ALL, ver, 26, m));
+        one(
+            &|m| {
+                *m = encode_group_stats_reply(
+                    &msgtype::decode(&gr).unwrap(),
+                    &[GroupStats {
+                        group_id: 9,
+                        ref_count: 1,
+                        packet_count: 2,
+                        byte_count: 3,
+                        duration_sec: 4,
+                        duration_nsec: 0,
+                        buckets: vec![(5, 6)],
+                    }],
+                )
+                .unwrap()
+                .remove(0)
+            },
+            "group_id=9",
+        );
+        one(
+            &|m| {
+                CtFlush {
+                    ip_proto: 17,
+                    orig: CtTuple {
+                        src_port: 53,
+                        ..CtTuple::default()
+                    },
+                    reply: CtTuple::default(),
+                    zone: Some(3),
+                }
+                .encode(ver, 27, m)
+            },
+            "zone=3",
+        );
+        if ver >= Version::Of11 {
+            one(
+                &|m| {
+                    TableMod {
+                        table_id: 4,
+                        miss: TableMiss::Drop,
+                        eviction: Some(true),
+                        vacancy_events: Some(false),
+                        eviction_flags: None,
+                        vacancy: None,
+                    }
+                    .encode(ver, 28, m)
+                    .unwrap()
+                },
+                "table_id=4",
+            );
+        }
+        if ver >= Version::Of13 {
+            one(
+                &|m| {
+                    RoleStatus {
+                        role: Role::Secondary,
+                        reason: 0,
+                        generation_id: 7,
+                    }
+                    .encode(ver, m)
+                    .unwrap()
+                },
+                "role=secondary generation_id=7",
+            );
+        }
+        if ver >= Version::Of14 {
+            let tr = request(|m| table_mod::encode_table_desc_request(ver, 29, m).unwrap());
+            one(
+                &|m| {
+                    *m = table_mod::encode_table_desc_reply(
+                        &msgtype::decode(&tr).unwrap(),
+                        &[TableDesc::ovs(0), TableDesc::ovs(1)],
+                    )
+                    .unwrap()
+                    .remove(0)
+                },
+                "eviction_flags=OTHER|IMPORTANCE|LIFETIME",
+            );
+        }
+    }
     v
 }
 
