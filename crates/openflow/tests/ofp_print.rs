@@ -30,7 +30,9 @@ use openflow::msgs::stats::{
     self, DescStats, PortStats, PortStatsRequest, QueueStats, QueueStatsRequest, TableStats,
 };
 use openflow::msgs::switch::{self, FeaturesReply, FragHandling, SwitchConfig};
-use openflow::msgs::table_mod::{self, TableDesc, TableMiss, TableMod};
+use openflow::msgs::table_mod::{
+    self, OFPTR_VACANCY_UP, TableDesc, TableMiss, TableMod, TableStatus,
+};
 use openflow::msgs::tlv::{TlvCommand, TlvMap, TlvTableMod, TlvTableReply};
 use openflow::msgtype::{self, MsgType};
 
@@ -470,6 +472,21 @@ fn messages() -> Vec<(Vec<u8>, &'static str)> {
                     .remove(0)
                 },
                 "eviction_flags=OTHER|IMPORTANCE|LIFETIME",
+            );
+            one(
+                &|m| {
+                    TableStatus {
+                        reason: OFPTR_VACANCY_UP,
+                        desc: TableDesc {
+                            vacancy_events: true,
+                            vacancy: Some((20, 80, 85)),
+                            ..TableDesc::ovs(7)
+                        },
+                    }
+                    .encode(ver, m)
+                    .unwrap()
+                },
+                "vacancy=on vacancy_down=20% vacancy_up=80% vacancy=85%",
             );
         }
     }

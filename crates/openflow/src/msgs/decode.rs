@@ -22,7 +22,7 @@ use super::stats::{
 };
 use super::switch::{FeaturesReply, SwitchConfig};
 use super::table_features::{self, TableFeatures};
-use super::table_mod::{self, TableDesc, TableMod};
+use super::table_mod::{self, TableDesc, TableMod, TableStatus};
 use super::tlv::{TlvTableMod, TlvTableReply};
 use crate::error::OfpErr;
 use crate::msgtype::{self, Message, MsgType, OfpType};
@@ -54,6 +54,8 @@ pub enum Msg<'a> {
     PortMod(PortMod),
     /// `OFPT_TABLE_MOD`.
     TableMod(TableMod),
+    /// `OFPT_TABLE_STATUS`.
+    TableStatus(TableStatus),
     /// A barrier request.
     BarrierRequest,
     /// A barrier reply.
@@ -174,6 +176,7 @@ pub fn decode_body<'a>(m: &Message<'a>) -> Result<Msg<'a>, OfpErr> {
         T::PortStatus => Msg::PortStatus(PortStatus::decode(m)?),
         T::PortMod => Msg::PortMod(PortMod::decode(m)?),
         T::TableMod => Msg::TableMod(TableMod::decode(m)?),
+        T::TableStatus => Msg::TableStatus(TableStatus::decode(m)?),
         T::BarrierRequest => Msg::BarrierRequest,
         T::BarrierReply => Msg::BarrierReply,
         T::RoleRequest => Msg::RoleRequest(RoleMsg::decode(m)?),

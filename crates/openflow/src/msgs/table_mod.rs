@@ -1,5 +1,5 @@
-//! A table's configuration: `OFPT_TABLE_MOD` (OpenFlow 1.1 on) sets it and `OFPST_TABLE_DESC`
-//! (1.4 on) describes it. What it holds changed with every version: 1.1 and 1.2 say what a
+//! A table's configuration: `OFPT_TABLE_MOD` (OpenFlow 1.1 on) sets it, `OFPST_TABLE_DESC`
+//! (1.4 on) describes it and `OFPT_TABLE_STATUS` (1.4 on) reports a vacancy event with it. What it holds changed with every version: 1.1 and 1.2 say what a
 //! table miss does, 1.3 nothing, 1.4 whether the table evicts flows and sends vacancy events
 //! (with properties for the eviction flags and the vacancy thresholds), as OVS's
 //! `lib/ofp-table.c` reads and writes them.
@@ -261,6 +261,48 @@ pub fn decode_table_desc_reply(msg: &Message<'_>) -> Result<Vec<TableDesc>, OfpE
     Ok(v)
 }
 
+/// Table status reason: the table's vacancy fell below its down threshold.
+pub const OFPTR_VACANCY_DOWN: u8 = 3;
+/// Table status reason: the table's vacancy rose above its up threshold.
+pub const OFPTR_VACANCY_UP: u8 = 4;
+
+/// `OFPT_TABLE_STATUS`: a table crossed a vacancy threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableStatus {
+    /// [`OFPTR_VACANCY_DOWN`] or [`OFPTR_VACANCY_UP`].
+    pub reason: u8,
+    /// The table as it is now.
+    pub desc: TableDesc,
+}
+
+impl TableStatus {
+    /// Appends the message (transaction id 0; OpenFlow 1.4 on).
+    pub fn encode(&self, version: Version, out: &mut Vec<u8>) -> Result<(), NotInVersion> {
+        let at = MsgType::Ofpt14TableStatus.start(version, 0, out)?;
+        out.push(self.reason);
+        zeros(out, 7);
+        self.desc.put(version, out);
+        let _ = finish(out, at);
+        Ok(())
+    }
+
+    /// Reads a table status (OVS's `ofputil_decode_table_status`): a reason other than the
+    /// two vacancy events is `OFPBPC_BAD_VALUE`.
+    pub fn decode(msg: &Message<'_>) -> Result<Self, OfpErr> {
+        super::expect(msg, &[MsgType::Ofpt14TableStatus])?;
+        let mut r = Reader::new(msg.body);
+        let reason = r.u8()?;
+        if reason != OFPTR_VACANCY_DOWN && reason != OFPTR_VACANCY_UP {
+            return Err(OfpErr::OfpbpcBadValue);
+        }
+        r.skip(7)?;
+        Ok(TableStatus {
+            reason,
+            desc: TableDesc::pull(&mut r)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil::{hex, msg, unhex};
@@ -344,6 +386,24 @@ mod tests {
         d.vacancy = Some((10, 20, 50));
         let out = encode_table_desc_reply(&msg(&req), &[d]).unwrap();
         assert_eq!(decode_table_desc_reply(&msg(&out[0])), Ok(vec![d]));
+    }
+
+    #[test]
+    fn table_status_round_trips_and_refuses_other_reasons() {
+        let ts = TableStatus {
+            reason: OFPTR_VACANCY_UP,
+            desc: TableDesc {
+                vacancy_events: true,
+                vacancy: Some((20, 80, 85)),
+                ..TableDesc::ovs(7)
+            },
+        };
+        let mut out = Vec::new();
+        ts.encode(Version::Of14, &mut out).unwrap();
+        assert_eq!(TableStatus::decode(&msg(&out)), Ok(ts));
+        out[8] = 5;
+        assert_eq!(TableStatus::decode(&msg(&out)), Err(OfpErr::OfpbpcBadValue));
+        assert!(ts.encode(Version::Of13, &mut Vec::new()).is_err());
     }
 
     proptest! {
