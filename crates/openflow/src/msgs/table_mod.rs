@@ -1,8 +1,8 @@
 //! A table's configuration: `OFPT_TABLE_MOD` (OpenFlow 1.1 on) sets it, `OFPST_TABLE_DESC`
-//! (1.4 on) describes it and `OFPT_TABLE_STATUS` (1.4 on) reports a vacancy event with it. What it holds changed with every version: 1.1 and 1.2 say what a
-//! table miss does, 1.3 nothing, 1.4 whether the table evicts flows and sends vacancy events
-//! (with properties for the eviction flags and the vacancy thresholds), as OVS's
-//! `lib/ofp-table.c` reads and writes them.
+//! (1.4 on) describes it and `OFPT_TABLE_STATUS` (1.4 on) reports a vacancy event with it, as
+//! OVS's `lib/ofp-table.c` reads and writes them. What it holds changed with every version: 1.1
+//! and 1.2 say what a table miss does, 1.3 nothing, 1.4 whether the table evicts flows and
+//! sends vacancy events, with properties for the eviction flags and the vacancy thresholds.
 
 use super::{Reader, finish, prop_u32, props, put_prop, put16, put32, stats_replies, zeros};
 use crate::error::OfpErr;

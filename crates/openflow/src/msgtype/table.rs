@@ -4,8 +4,9 @@
 
 use super::{HeaderKind, RawInfo};
 
-/// An OpenFlow message as it is on the wire, by OVS's name for the form (`OFPRAW_OFPT10_FEATURES_REPLY`
-/// is [`MsgType::Ofpt10FeaturesReply`], which OVS prints as `OFPT_FEATURES_REPLY`).
+/// An OpenFlow message as it is on the wire, by OVS's name for the form
+/// (`OFPRAW_OFPT10_FEATURES_REPLY` is [`MsgType::Ofpt10FeaturesReply`], which OVS prints as
+/// `OFPT_FEATURES_REPLY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MsgType {
     /// `OFPT_HELLO` (`OFPRAW_OFPT_HELLO`).
