@@ -4,7 +4,10 @@
 //! - [`header`]: the 8-byte header every message starts with, protocol versions and the
 //!   framing of a byte stream into messages;
 //! - [`hello`]: version negotiation (the hello message and its version bitmap element);
-//! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them.
+//! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them;
+//! - [`msgtype`]: every message type OVS knows, from and to its headers, and multipart framing;
+//! - [`msgs`]: the messages other than flows, packets and groups (switch, ports, statistics,
+//!   configuration, roles, meters, TLV maps, bundles).
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
@@ -14,3 +17,5 @@
 pub mod error;
 pub mod header;
 pub mod hello;
+pub mod msgs;
+pub mod msgtype;
