@@ -5,7 +5,7 @@
 //! a standard type and code; in OpenFlow 1.0 and 1.1 a Nicira vendor error (type `NXET_VENDOR`
 //! 0xb0c2, code `NXVC_VENDOR_ERROR` 0, then the vendor id, type and code); from 1.2 on an
 //! experimenter error (type 0xffff, the experimenter type as its code, then the experimenter id).
-//! The table of numbers is generated ([`table`], by `scripts/gen-ofp-errors`).
+//! The table of numbers is generated (`error/table.rs`, by `scripts/gen-ofp-errors`).
 
 mod table;
 
