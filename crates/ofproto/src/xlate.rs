@@ -31,7 +31,7 @@ use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 use crate::recirc::{FrozenAction, FrozenState, RecircIds};
 use crate::syntax::{
     Ct, CtZone, Nat, NatAddrs, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
-    OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OfAction, format_actions, format_match,
+    OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OFPP_TABLE, OfAction, format_actions, format_match,
 };
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
@@ -642,6 +642,39 @@ impl Ctx<'_> {
         }
     }
 
+    /// `output(port=N,max_len=M)`, as OVS's `xlate_output_trunc_action()`: only to a port with
+    /// a datapath side other than the input port; to a reserved port it warns, to a patch port
+    /// it is an error (the truncation would apply at an unpredictable output), and nothing is
+    /// sent either way.
+    fn output_trunc(&mut self, port: u32, max_len: u32) {
+        let mut name = String::new();
+        crate::syntax::format_port(&mut name, port, &crate::syntax::NoPortNames);
+        if matches!(
+            port,
+            OFPP_TABLE | OFPP_NORMAL | OFPP_FLOOD | OFPP_ALL | OFPP_CONTROLLER | OFPP_ANY
+        ) {
+            self.trace_add(
+                NodeKind::Warn,
+                format_args!("output_trunc does not support port: {name}"),
+            );
+            return;
+        }
+        if port == self.flow.dp.in_port() {
+            self.trace_add(NodeKind::Detail, "skipping output to input port");
+            return;
+        }
+        if self.br().ports.get(&port).and_then(|p| p.dp_port).is_none() {
+            self.trace_add(
+                NodeKind::Error,
+                format_args!("output_trunc does not support patch port {name}"),
+            );
+            return;
+        }
+        self.commit();
+        self.out.push(Action::Trunc(max_len));
+        self.output(port, 0);
+    }
+
     fn trace_action(&mut self, a: &OfAction) {
         if self.trace.is_some() {
             let mut s = String::new();
@@ -665,11 +698,7 @@ impl Ctx<'_> {
             self.trace_action(a);
             match a {
                 OfAction::Output { port, max_len } => self.output(*port, *max_len),
-                OfAction::OutputTrunc { port, max_len } => {
-                    self.commit();
-                    self.out.push(Action::Trunc(*max_len));
-                    self.output(*port, 0);
-                }
+                OfAction::OutputTrunc { port, max_len } => self.output_trunc(*port, *max_len),
                 OfAction::OutputReg { src, max_len } => {
                     src.unwildcard(&mut self.wc);
                     let p = src.read(&self.flow) as u32;
