@@ -152,7 +152,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
         r(name, "", 0, 0, |of, _| Ok(of.route_show()));
     }
     for name in ["tnl/neigh/set", "tnl/arp/set"] {
-        r(name, "BRIDGE IP MAC", 3, 3, |of, a| {
+        r(name, "DEVICE IP MAC", 3, 3, |of, a| {
             of.neigh_set(&a[0], &a[1], &a[2]).map(|_| "OK\n".to_owned())
         });
     }

@@ -242,7 +242,11 @@ fn ofctl_and_trace_on_a_running_switch() {
     // A port the bridge does not have is traced (as OVS traces it), entering no datapath port.
     let o = ctl(&run, &["ofproto/trace", "br0", "in_port=7"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).ends_with("Datapath actions: drop\n"), "{}", text(&o));
+    assert!(
+        text(&o).ends_with("Datapath actions: drop\n"),
+        "{}",
+        text(&o)
+    );
 
     // show lists the ports; bridges come and go.
     let show = text(&ofctl(&run, &["show", "br0"]));

@@ -99,6 +99,12 @@ impl Ofproto {
             .position(|b| b.name == name)
             .ok_or_else(|| format!("no bridge named {name}"))?;
         let b = p.bridges.remove(i);
+        // Neighbours learned or set on the bridge's ports go with them (OVS's
+        // xlate_ofport_remove()).
+        for port in b.ports.values() {
+            p.underlay.flush_neigh_of(&port.name);
+        }
+        p.underlay.flush_neigh_of(&b.name);
         drop(p);
         self.changed();
         Ok(b)
@@ -332,17 +338,13 @@ impl Ofproto {
         p.underlay.show_routes(&p.bridges)
     }
 
-    /// `tnl/neigh/set BRIDGE IP MAC`.
-    pub fn neigh_set(&self, bridge: &str, ip: &str, mac: &str) -> Result<(), String> {
-        let ip: std::net::IpAddr = ip
-            .parse()
-            .map_err(|_| format!("'{ip}' is not an IP address"))?;
-        let mac = crate::tunnel::parse_mac(mac)?;
+    /// `tnl/neigh/set DEVICE IP MAC`, as OVS's: any device name (a bridge's, or a port's; the
+    /// entry goes when the device does), `bad IP address` and `bad MAC address` errors.
+    pub fn neigh_set(&self, device: &str, ip: &str, mac: &str) -> Result<(), String> {
+        let ip: std::net::IpAddr = ip.parse().map_err(|_| "bad IP address".to_string())?;
+        let mac = crate::tunnel::parse_mac(mac).map_err(|_| "bad MAC address".to_string())?;
         let p = self.read();
-        if p.bridge(bridge).is_none() {
-            return Err(format!("no bridge named {bridge}"));
-        }
-        let changed = p.underlay.set_neigh(bridge, ip, mac, true);
+        let changed = p.underlay.set_neigh(device, ip, mac, true);
         drop(p);
         if changed {
             self.changed();
@@ -411,6 +413,7 @@ impl Ofproto {
                 }
                 let port = b.ports.remove(&n).expect("found above");
                 b.tunnels.remove(&n);
+                p.underlay.flush_neigh_of(name);
                 drop(p);
                 self.changed();
                 return Ok(port);

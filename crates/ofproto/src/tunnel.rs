@@ -717,6 +717,14 @@ impl Underlay {
         true
     }
 
+    /// Forgets the entries of device `name` (a port or bridge that goes away).
+    pub fn flush_neigh_of(&self, name: &str) {
+        self.neigh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, e| e.bridge != name);
+    }
+
     /// `tnl/neigh/flush`: forgets the snooped entries and the user's.
     pub fn flush_neigh(&self) {
         self.neigh.lock().unwrap_or_else(|e| e.into_inner()).clear();

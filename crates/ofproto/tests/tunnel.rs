@@ -751,3 +751,42 @@ fn an_outer_ce_marks_the_inner_packet_or_drops_it() {
     assert_eq!(acts(&x), "2");
     assert_eq!((x.mask.tun_tos(), x.mask.nw_tos()), (0xff, 0));
 }
+
+/// `tnl/neigh/set` takes any device's name, as OVS's does, and an entry goes with its device:
+/// a port removed, or a bridge (with its ports) removed (OVS's `tunnel - neighbor entry add and
+/// deletion`).
+#[test]
+fn neighbours_go_with_their_device() {
+    let of = switch(TunnelType::Vxlan, &[], "actions=drop");
+    for (dev, ip, mac) in [
+        ("vm0", "10.0.0.1", "00:00:10:00:00:01"),
+        ("br-int", "10.0.2.1", "00:00:10:00:02:01"),
+        ("br-phy", "20.0.0.1", "00:00:20:00:00:01"),
+        ("elsewhere", "30.0.0.1", "00:00:30:00:00:01"),
+    ] {
+        of.neigh_set(dev, ip, mac).unwrap();
+    }
+    assert_eq!(
+        of.neigh_set("vm0", "10.0.0.x", "00:00:10:00:00:01")
+            .unwrap_err(),
+        "bad IP address"
+    );
+    assert_eq!(
+        of.neigh_set("vm0", "10.0.0.9", "00:00:10").unwrap_err(),
+        "bad MAC address"
+    );
+    let show = of.neigh_show();
+    assert!(
+        show.contains("10.0.0.1") && show.contains("30.0.0.1"),
+        "{show}"
+    );
+    of.del_port("vm0").unwrap();
+    assert!(!of.neigh_show().contains("10.0.0.1"));
+    of.del_bridge("br-int").unwrap();
+    let show = of.neigh_show();
+    assert!(!show.contains("10.0.2.1"), "{show}");
+    assert!(
+        show.contains("20.0.0.1") && show.contains("30.0.0.1"),
+        "{show}"
+    );
+}
