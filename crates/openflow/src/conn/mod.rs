@@ -7,13 +7,16 @@
 //! - [`socket`]: non-blocking streams and listeners;
 //! - [`vconn`]: one connection's protocol: framing, hello negotiation, echo, the inactivity
 //!   probe and the bounded transmit queue;
-//! - [`backoff`]: the reconnection waits of an active connection.
+//! - [`backoff`]: the reconnection waits of an active connection;
+//! - [`event_loop`]: the loop that multiplexes listeners and connections, hands whole
+//!   messages to a [`Handler`] and takes messages from other threads ([`LoopHandle`]).
 //!
 //! Roles follow OVS: a connection the switch opens to a controller is [`Role::Primary`]
 //! (`OFCONN_PRIMARY`), one accepted on a listener is [`Role::Service`] (`OFCONN_SERVICE`); the
 //! message layer applies the asynchronous-message rules that depend on it.
 
 pub mod backoff;
+pub mod event_loop;
 pub mod socket;
 pub mod target;
 pub mod vconn;
@@ -22,6 +25,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use backoff::DEFAULT_MAX_BACKOFF;
+pub use event_loop::{ConnEvent, EventLoop, LoopHandle};
 pub use socket::PUNIX_MODE;
 pub use target::{OFP_PORT, Target, TargetError, bridge_targets};
 pub use vconn::{ConnError, Counters, DEFAULT_ASYNC_QUEUE, MsgKind, REPLY_MAX};
@@ -132,7 +136,7 @@ pub struct ConnInfo {
     pub role: Role,
 }
 
-/// The message layer, run by the event loop on its thread.
+/// The message layer, run by the [`EventLoop`] on its thread.
 ///
 /// The loop answers hellos and echo requests, refuses messages of another version and keeps
 /// connections alive; every other whole message reaches [`Handler::handle`].

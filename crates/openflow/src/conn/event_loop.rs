@@ -1,0 +1,853 @@
+//! The event loop that serves a switch's OpenFlow connections: it polls every listener and
+//! connection (`poll(2)`), accepts, connects and reconnects, drives each connection's
+//! protocol ([`vconn`](super::vconn)), runs the inactivity probes, and hands whole messages to
+//! the message layer's [`Handler`]; other threads queue messages (packet-ins) through a
+//! [`LoopHandle`] and learn of connections coming and going from [`ConnEvent`]s.
+//!
+//! One loop runs on one control-plane thread. Nothing in it blocks: a connection that stalls
+//! (a peer that stops reading, a controller that does not answer) costs its own queue, bounded,
+//! and never delays the others.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
+use std::time::{Duration, Instant};
+
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
+
+use super::backoff::Backoff;
+use super::socket::{self, Listener, PUNIX_MODE, Stream};
+use super::vconn::{ConnError, Counters, Incoming, MsgKind, Vconn};
+use super::{
+    ConnId, ConnInfo, ConnOptions, ConnState, ConnStatus, Dest, Handler, ListenerId, Role, Target,
+};
+use crate::header::Version;
+
+/// Connections accepted from one listener per loop iteration, so that a flood of them does
+/// not starve the connections already open.
+const ACCEPT_BURST: usize = 64;
+
+/// Messages handled from one connection per loop iteration (as OVS's 50), for the same reason.
+const RECV_BURST: usize = 50;
+
+/// Events queued for a subscriber that does not read them before more are dropped.
+const EVENT_QUEUE: usize = 1024;
+
+/// How long [`LoopHandle::status`] waits for the loop to answer.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection coming or going, for other threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnEvent {
+    /// A connection finished its hello exchange.
+    Connected {
+        /// The connection.
+        id: ConnId,
+        /// Primary or service.
+        role: Role,
+        /// The negotiated version.
+        version: Version,
+        /// Its controller, or the listener that accepted it.
+        target: Target,
+    },
+    /// A connection that had sent [`ConnEvent::Connected`] ended.
+    Disconnected {
+        /// The connection.
+        id: ConnId,
+        /// Why.
+        error: ConnError,
+    },
+}
+
+/// What other threads ask of the loop.
+enum Command {
+    Send {
+        dest: Dest,
+        msg: Vec<u8>,
+        kind: MsgKind,
+    },
+    Status(Sender<Vec<ConnStatus>>),
+    Close(ConnId),
+    Stop,
+}
+
+/// The eventfd that wakes the loop when a command is queued.
+#[derive(Debug)]
+struct Waker(OwnedFd);
+
+impl Waker {
+    fn wake(&self) {
+        // A full counter (2^64 - 2 wakes pending) already wakes the loop.
+        let _ = rustix::io::write(&self.0, &1u64.to_ne_bytes());
+    }
+
+    fn drain(&self) {
+        let mut b = [0; 8];
+        let _ = rustix::io::read(&self.0, &mut b);
+    }
+}
+
+/// A way for other threads to reach a running [`EventLoop`].
+#[derive(Clone, Debug)]
+pub struct LoopHandle {
+    tx: Sender<Command>,
+    waker: Arc<Waker>,
+}
+
+impl LoopHandle {
+    fn command(&self, c: Command) -> bool {
+        let sent = self.tx.send(c).is_ok();
+        self.waker.wake();
+        sent
+    }
+
+    /// Queues whole messages (one or more, back to back) for `dest`. An asynchronous message
+    /// is dropped, and counted, where the connection's queue of them is full. Returns false
+    /// when the loop is gone.
+    pub fn send(&self, dest: Dest, msg: Vec<u8>, kind: MsgKind) -> bool {
+        self.command(Command::Send { dest, msg, kind })
+    }
+
+    /// Closes a connection (an active one for good).
+    pub fn close(&self, id: ConnId) -> bool {
+        self.command(Command::Close(id))
+    }
+
+    /// Makes [`EventLoop::run`] return.
+    pub fn stop(&self) -> bool {
+        self.command(Command::Stop)
+    }
+
+    /// Every connection's status, as the loop answers it (`None` if it does not, within a few
+    /// seconds). Not for the loop's own thread: there, use [`EventLoop::status`].
+    pub fn status(&self) -> Option<Vec<ConnStatus>> {
+        let (tx, rx) = mpsc::channel();
+        if !self.command(Command::Status(tx)) {
+            return None;
+        }
+        rx.recv_timeout(STATUS_TIMEOUT).ok()
+    }
+}
+
+/// What a connection's socket is doing.
+#[derive(Debug)]
+enum Link {
+    /// An active connection waiting to try again.
+    Backoff { until: Instant },
+    /// An active connection whose TCP connect is in progress.
+    Connecting { stream: Stream, deadline: Instant },
+    /// Connected: exchanging hellos (`vconn.version()` is `None`) or messages. An active
+    /// connection must finish its hellos by `deadline`.
+    Open {
+        stream: Stream,
+        vconn: Box<Vconn>,
+        deadline: Option<Instant>,
+    },
+}
+
+/// A connection and what survives its reconnections.
+#[derive(Debug)]
+struct Conn {
+    target: Target,
+    role: Role,
+    opts: ConnOptions,
+    link: Link,
+    since: Instant,
+    /// Set for an active connection.
+    backoff: Option<Backoff>,
+    last_error: Option<ConnError>,
+    /// Why the current link must end, found where it could not be ended at once (a write
+    /// that failed); the next iteration ends it.
+    doomed: Option<ConnError>,
+    /// Counters of the links that ended.
+    past: Counters,
+    n_connects: u64,
+}
+
+impl Conn {
+    fn state(&self) -> ConnState {
+        match &self.link {
+            Link::Backoff { .. } => ConnState::Backoff,
+            Link::Connecting { .. } => ConnState::Connecting,
+            Link::Open { vconn, .. } if vconn.version().is_none() => ConnState::Connecting,
+            Link::Open { vconn, .. } if vconn.probing() => ConnState::Idle,
+            Link::Open { .. } => ConnState::Active,
+        }
+    }
+
+    fn info(&self, id: ConnId) -> Option<ConnInfo> {
+        match &self.link {
+            Link::Open { vconn, .. } => vconn.version().map(|version| ConnInfo {
+                id,
+                version,
+                role: self.role,
+            }),
+            _ => None,
+        }
+    }
+
+    fn status(&self, id: ConnId, now: Instant) -> ConnStatus {
+        let (version, now_counters, tx_queued) = match &self.link {
+            Link::Open { vconn, .. } => (vconn.version(), vconn.counters(), vconn.tx_queued()),
+            _ => (None, Counters::default(), 0),
+        };
+        ConnStatus {
+            id,
+            target: self.target.clone(),
+            role: self.role,
+            state: self.state(),
+            state_elapsed: now.saturating_duration_since(self.since),
+            version,
+            last_error: self.last_error.clone(),
+            counters: Counters {
+                rx_msgs: self.past.rx_msgs + now_counters.rx_msgs,
+                tx_msgs: self.past.tx_msgs + now_counters.tx_msgs,
+                async_dropped: self.past.async_dropped + now_counters.async_dropped,
+            },
+            tx_queued,
+            n_connects: self.n_connects,
+        }
+    }
+}
+
+/// A listener and the settings of what it accepts.
+#[derive(Debug)]
+struct ListenerEntry {
+    listener: Listener,
+    target: Target,
+    opts: ConnOptions,
+}
+
+/// What a poll entry stands for.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Waker,
+    Listener(ListenerId),
+    Conn(ConnId),
+}
+
+/// The loop: every listener and connection of a switch (or of a bridge).
+#[derive(Debug)]
+pub struct EventLoop {
+    listeners: BTreeMap<ListenerId, ListenerEntry>,
+    conns: BTreeMap<ConnId, Conn>,
+    next_id: u64,
+    rx: Receiver<Command>,
+    handle: LoopHandle,
+    subscribers: Vec<SyncSender<ConnEvent>>,
+    stopped: bool,
+    /// The handler's reply buffer, reused.
+    replies: Vec<u8>,
+}
+
+impl EventLoop {
+    /// An empty loop.
+    pub fn new() -> io::Result<EventLoop> {
+        let fd = rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?;
+        let (tx, rx) = mpsc::channel();
+        Ok(EventLoop {
+            listeners: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            next_id: 1,
+            rx,
+            handle: LoopHandle {
+                tx,
+                waker: Arc::new(Waker(fd)),
+            },
+            subscribers: Vec::new(),
+            stopped: false,
+            replies: Vec::new(),
+        })
+    }
+
+    /// A handle for other threads.
+    pub fn handle(&self) -> LoopHandle {
+        self.handle.clone()
+    }
+
+    /// Events of connections coming and going from now on. A subscriber that falls more than
+    /// a thousand events behind misses the later ones; one that drops its receiver is forgotten.
+    pub fn subscribe(&mut self) -> Receiver<ConnEvent> {
+        let (tx, rx) = mpsc::sync_channel(EVENT_QUEUE);
+        self.subscribers.push(tx);
+        rx
+    }
+
+    fn id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Listens on a passive target; what it accepts are service connections with `opts`. A
+    /// `punix:` socket file is owner-only ([`PUNIX_MODE`]). Returns the listener and the
+    /// target it is bound to (with the port a `ptcp:` of port 0 got).
+    pub fn listen(
+        &mut self,
+        target: &Target,
+        opts: ConnOptions,
+    ) -> io::Result<(ListenerId, Target)> {
+        let listener = Listener::bind(target, PUNIX_MODE)?;
+        let target = listener.local_target()?;
+        let id = ListenerId(self.id());
+        self.listeners.insert(
+            id,
+            ListenerEntry {
+                listener,
+                target: target.clone(),
+                opts,
+            },
+        );
+        Ok((id, target))
+    }
+
+    /// Stops listening (connections it accepted stay).
+    pub fn close_listener(&mut self, id: ListenerId) {
+        self.listeners.remove(&id);
+    }
+
+    /// Connects to a controller at an active target, now and again whenever the connection
+    /// ends, until closed.
+    pub fn connect(&mut self, target: Target, opts: ConnOptions) -> ConnId {
+        let id = ConnId(self.id());
+        let now = Instant::now();
+        self.conns.insert(
+            id,
+            Conn {
+                target,
+                role: Role::Primary,
+                opts,
+                link: Link::Backoff { until: now },
+                since: now,
+                backoff: Some(Backoff::new(opts.max_backoff)),
+                last_error: None,
+                doomed: None,
+                past: Counters::default(),
+                n_connects: 0,
+            },
+        );
+        id
+    }
+
+    /// Closes a connection (an active one for good).
+    pub fn close(&mut self, id: ConnId, handler: &mut impl Handler) {
+        if self.conns.contains_key(&id) {
+            self.link_down(id, ConnError::Closed, Instant::now(), handler);
+            self.conns.remove(&id);
+        }
+    }
+
+    /// Every connection's status.
+    pub fn status(&self) -> Vec<ConnStatus> {
+        let now = Instant::now();
+        self.conns
+            .iter()
+            .map(|(id, c)| c.status(*id, now))
+            .collect()
+    }
+
+    /// The targets of the listeners.
+    pub fn listeners(&self) -> Vec<(ListenerId, Target)> {
+        self.listeners
+            .iter()
+            .map(|(id, l)| (*id, l.target.clone()))
+            .collect()
+    }
+
+    /// Queues whole messages for `dest` from the loop's own thread (see [`LoopHandle::send`]).
+    pub fn send(&mut self, dest: Dest, msg: Vec<u8>, kind: MsgKind) {
+        let mut flush = Vec::new();
+        match dest {
+            Dest::Conn(id) => {
+                if let Some(Link::Open { vconn, .. }) = self.conns.get_mut(&id).map(|c| &mut c.link)
+                    && vconn.version().is_some()
+                {
+                    vconn.queue(msg, kind);
+                    flush.push(id);
+                }
+            }
+            Dest::All => {
+                let version = msg.first().copied();
+                for (id, c) in &mut self.conns {
+                    if let Link::Open { vconn, .. } = &mut c.link
+                        && vconn.version().map(Version::wire) == version
+                    {
+                        vconn.queue(msg.clone(), kind);
+                        flush.push(*id);
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        for id in flush {
+            self.flush(id, now);
+        }
+    }
+
+    /// Runs until [`LoopHandle::stop`].
+    pub fn run(&mut self, handler: &mut impl Handler) -> io::Result<()> {
+        self.stopped = false;
+        while !self.stopped {
+            self.run_once(handler, None)?;
+        }
+        Ok(())
+    }
+
+    /// One iteration: commands, timers, then a poll of at most `max_wait` (unbounded: until
+    /// something happens) and what it found.
+    pub fn run_once(
+        &mut self,
+        handler: &mut impl Handler,
+        max_wait: Option<Duration>,
+    ) -> io::Result<()> {
+        self.commands(handler);
+        if self.stopped {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut wake_at = self.run_timers(now, handler);
+        if let Some(w) = max_wait {
+            wake_at = Some(wake_at.map_or(now + w, |t| t.min(now + w)));
+        }
+        let ready = self.poll(wake_at)?;
+        let now = Instant::now();
+        for (slot, flags) in ready {
+            match slot {
+                Slot::Waker => self.handle.waker.drain(),
+                Slot::Listener(id) => self.accept(id, now),
+                Slot::Conn(id) => self.conn_ready(id, flags, now, handler),
+            }
+        }
+        Ok(())
+    }
+
+    fn commands(&mut self, handler: &mut impl Handler) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(Command::Send { dest, msg, kind }) => self.send(dest, msg, kind),
+                Ok(Command::Status(tx)) => {
+                    let _ = tx.send(self.status());
+                }
+                Ok(Command::Close(id)) => self.close(id, handler),
+                Ok(Command::Stop) => self.stopped = true,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
+            }
+        }
+    }
+
+    /// Backoffs that ended, connects and hellos that took too long, inactivity probes.
+    /// Returns when the next timer is due.
+    fn run_timers(&mut self, now: Instant, handler: &mut impl Handler) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut due = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        let mut failed = Vec::new();
+        let mut reconnect = Vec::new();
+        for (id, c) in &mut self.conns {
+            if let Some(e) = c.doomed.take() {
+                failed.push((*id, e));
+                continue;
+            }
+            match &mut c.link {
+                Link::Backoff { until } if *until <= now => reconnect.push(*id),
+                Link::Backoff { until } => due(*until),
+                Link::Connecting { deadline, .. } if *deadline <= now => {
+                    failed.push((*id, ConnError::ConnectTimeout));
+                }
+                Link::Connecting { deadline, .. } => due(*deadline),
+                Link::Open {
+                    vconn, deadline, ..
+                } => {
+                    if vconn.version().is_none()
+                        && let Some(d) = *deadline
+                    {
+                        if d <= now {
+                            failed.push((*id, ConnError::ConnectTimeout));
+                            continue;
+                        }
+                        due(d);
+                    }
+                    match vconn.run_probe(now) {
+                        Ok(t) => t.into_iter().for_each(&mut due),
+                        Err(e) => failed.push((*id, e)),
+                    }
+                }
+            }
+        }
+        for (id, e) in failed {
+            if let Some(b) = self.conns.get_mut(&id).and_then(|c| c.backoff.as_mut())
+                && e == ConnError::ConnectTimeout
+            {
+                b.failed();
+            }
+            self.link_down(id, e, now, handler);
+        }
+        for id in reconnect {
+            self.start_connect(id, now);
+        }
+        // A probe may have queued an echo request; a reconnect may be due again at once.
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.flush(id, now);
+            if let Some(Conn {
+                link: Link::Backoff { until },
+                ..
+            }) = self.conns.get(&id)
+            {
+                due(*until);
+            }
+        }
+        next
+    }
+
+    /// Starts an attempt of an active connection.
+    fn start_connect(&mut self, id: ConnId, now: Instant) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let backoff = c
+            .backoff
+            .as_mut()
+            .expect("only active connections reconnect");
+        backoff.attempt(now);
+        // Connecting and the hello exchange must end within the wait (at least 1 s), as
+        // `rconn` has it.
+        let wait = backoff.connect_timeout();
+        match socket::connect(&c.target) {
+            Ok((stream, true)) => {
+                c.link = Link::Open {
+                    stream,
+                    vconn: Box::new(Vconn::new(
+                        c.opts.versions,
+                        c.opts.probe_interval,
+                        c.opts.async_queue,
+                        now,
+                    )),
+                    deadline: Some(now + wait),
+                };
+                c.since = now;
+                self.flush(id, now);
+            }
+            Ok((stream, false)) => {
+                c.link = Link::Connecting {
+                    stream,
+                    deadline: now + wait,
+                };
+                c.since = now;
+            }
+            Err(e) => {
+                backoff.failed();
+                let until = now + backoff.disconnected(now);
+                c.last_error = Some(ConnError::ConnectFailed(e.to_string()));
+                c.link = Link::Backoff { until };
+                c.since = now;
+            }
+        }
+    }
+
+    /// Polls every socket until something is ready or `wake_at`.
+    fn poll(&self, wake_at: Option<Instant>) -> io::Result<Vec<(Slot, PollFlags)>> {
+        let mut slots = Vec::with_capacity(1 + self.listeners.len() + self.conns.len());
+        let mut fds = Vec::with_capacity(slots.capacity());
+        slots.push(Slot::Waker);
+        fds.push(PollFd::new(&self.handle.waker.0, PollFlags::IN));
+        for (id, l) in &self.listeners {
+            slots.push(Slot::Listener(*id));
+            fds.push(PollFd::new(&l.listener, PollFlags::IN));
+        }
+        // Connections with whole messages still buffered (left by a burst limit, or while too
+        // many replies waited) are ready whatever the poll says.
+        let mut buffered = Vec::new();
+        for (id, c) in &self.conns {
+            if let Link::Open { vconn, .. } = &c.link
+                && vconn.may_read()
+                && vconn.has_buffered()
+            {
+                buffered.push(*id);
+            }
+            let (fd, flags) = match &c.link {
+                Link::Backoff { .. } => continue,
+                Link::Connecting { stream, .. } => (stream.as_fd(), PollFlags::OUT),
+                Link::Open { stream, vconn, .. } => {
+                    let mut f = PollFlags::empty();
+                    if vconn.may_read() {
+                        f |= PollFlags::IN;
+                    }
+                    if vconn.wants_write() {
+                        f |= PollFlags::OUT;
+                    }
+                    (stream.as_fd(), f)
+                }
+            };
+            slots.push(Slot::Conn(*id));
+            fds.push(PollFd::from_borrowed_fd(fd, flags));
+        }
+        let wake_at = if buffered.is_empty() {
+            wake_at
+        } else {
+            Some(Instant::now())
+        };
+        let timeout = wake_at.map(|t| {
+            let d = t.saturating_duration_since(Instant::now());
+            // Round up, so that the timer is due when poll returns.
+            Timespec::try_from(d + Duration::from_micros(999)).unwrap_or(Timespec {
+                tv_sec: i64::MAX / 2,
+                tv_nsec: 0,
+            })
+        });
+        match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {
+                return Ok(buffered
+                    .into_iter()
+                    .map(|id| (Slot::Conn(id), PollFlags::IN))
+                    .collect());
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(slots
+            .into_iter()
+            .zip(fds)
+            .map(|(s, f)| match s {
+                // `buffered` is in id order, as the map.
+                Slot::Conn(id) if buffered.binary_search(&id).is_ok() => {
+                    (s, f.revents() | PollFlags::IN)
+                }
+                _ => (s, f.revents()),
+            })
+            .filter(|(_, f)| !f.is_empty())
+            .collect())
+    }
+
+    fn accept(&mut self, id: ListenerId, now: Instant) {
+        for _ in 0..ACCEPT_BURST {
+            let Some(l) = self.listeners.get(&id) else {
+                return;
+            };
+            // Errors (the peer gone already, out of descriptors) leave the listener as it is;
+            // the next poll tries again.
+            let Ok(stream) = l.listener.accept() else {
+                return;
+            };
+            let (target, opts) = (l.target.clone(), l.opts);
+            let cid = ConnId(self.id());
+            self.conns.insert(
+                cid,
+                Conn {
+                    target,
+                    role: Role::Service,
+                    opts,
+                    link: Link::Open {
+                        stream,
+                        vconn: Box::new(Vconn::new(
+                            opts.versions,
+                            opts.probe_interval,
+                            opts.async_queue,
+                            now,
+                        )),
+                        deadline: None,
+                    },
+                    since: now,
+                    backoff: None,
+                    last_error: None,
+                    doomed: None,
+                    past: Counters::default(),
+                    n_connects: 0,
+                },
+            );
+            self.flush(cid, now);
+        }
+    }
+
+    fn conn_ready(
+        &mut self,
+        id: ConnId,
+        flags: PollFlags,
+        now: Instant,
+        handler: &mut impl Handler,
+    ) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if let Some(e) = c.doomed.take() {
+            self.link_down(id, e, now, handler);
+            return;
+        }
+        match &mut c.link {
+            Link::Backoff { .. } => {}
+            Link::Connecting { stream, .. } => {
+                if let Err(e) = stream.connect_result() {
+                    if let Some(b) = c.backoff.as_mut() {
+                        b.failed();
+                    }
+                    self.link_down(id, ConnError::ConnectFailed(e.to_string()), now, handler);
+                    return;
+                }
+                let Link::Connecting { stream, deadline } =
+                    std::mem::replace(&mut c.link, Link::Backoff { until: now })
+                else {
+                    unreachable!("matched above")
+                };
+                c.link = Link::Open {
+                    stream,
+                    vconn: Box::new(Vconn::new(
+                        c.opts.versions,
+                        c.opts.probe_interval,
+                        c.opts.async_queue,
+                        now,
+                    )),
+                    deadline: Some(deadline),
+                };
+                self.flush(id, now);
+            }
+            Link::Open { vconn, .. } => {
+                let may_read = vconn.may_read();
+                let broken = flags.intersects(PollFlags::HUP | PollFlags::ERR);
+                if may_read && (broken || flags.contains(PollFlags::IN)) {
+                    if let Err(e) = self.receive(id, now, handler) {
+                        self.link_down(id, e, now, handler);
+                        return;
+                    }
+                } else if broken && !may_read {
+                    // Gone, with replies it will never read.
+                    self.link_down(id, ConnError::Eof, now, handler);
+                    return;
+                }
+                self.flush(id, now);
+            }
+        }
+    }
+
+    /// Reads and handles what a connection sent, up to [`RECV_BURST`] messages.
+    fn receive(
+        &mut self,
+        id: ConnId,
+        now: Instant,
+        handler: &mut impl Handler,
+    ) -> Result<(), ConnError> {
+        let mut handled = 0;
+        while handled < RECV_BURST {
+            let c = self
+                .conns
+                .get_mut(&id)
+                .expect("receiving on a live connection");
+            let Link::Open { stream, vconn, .. } = &mut c.link else {
+                return Ok(());
+            };
+            if !vconn.may_read() {
+                return Ok(());
+            }
+            match vconn.next_message(now)? {
+                None => {
+                    if !vconn.fill(stream)? {
+                        return Ok(());
+                    }
+                }
+                Some(Incoming::Connected(version)) => {
+                    c.n_connects += 1;
+                    c.since = now;
+                    let info = ConnInfo {
+                        id,
+                        version,
+                        role: c.role,
+                    };
+                    let event = ConnEvent::Connected {
+                        id,
+                        role: c.role,
+                        version,
+                        target: c.target.clone(),
+                    };
+                    handler.connected(&info);
+                    self.publish(event);
+                }
+                Some(Incoming::Message(range)) => {
+                    handled += 1;
+                    let info = c.info(id).expect("messages come after the hello");
+                    let Link::Open { vconn, .. } = &mut c.link else {
+                        unreachable!("matched above")
+                    };
+                    self.replies.clear();
+                    handler.handle(&info, vconn.message(range), &mut self.replies);
+                    if !self.replies.is_empty() {
+                        vconn.queue(std::mem::take(&mut self.replies), MsgKind::Reply);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what a connection has queued, as far as its socket takes it.
+    fn flush(&mut self, id: ConnId, now: Instant) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let Link::Open { stream, vconn, .. } = &mut c.link else {
+            return;
+        };
+        if !vconn.wants_write() {
+            return;
+        }
+        if let Err(e) = vconn.write_to(stream, now) {
+            // Ended by the next iteration: a shut down socket makes the poll return at once.
+            c.doomed = Some(e);
+            let _ = stream.shutdown();
+        }
+    }
+
+    /// Ends a connection's current link: told to the handler and subscribers if it had
+    /// connected; an active connection waits to try again, a service connection is gone.
+    fn link_down(
+        &mut self,
+        id: ConnId,
+        error: ConnError,
+        now: Instant,
+        handler: &mut impl Handler,
+    ) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let old = std::mem::replace(&mut c.link, Link::Backoff { until: now });
+        let mut was_connected = false;
+        if let Link::Open {
+            mut stream,
+            mut vconn,
+            ..
+        } = old
+        {
+            // Last words, such as the hello failure's error: one try, the socket is closing.
+            let _ = vconn.write_to(&mut stream, now);
+            let k = vconn.counters();
+            c.past.rx_msgs += k.rx_msgs;
+            c.past.tx_msgs += k.tx_msgs;
+            c.past.async_dropped += k.async_dropped;
+            was_connected = vconn.version().is_some();
+        }
+        c.last_error = Some(error.clone());
+        c.since = now;
+        match c.backoff.as_mut() {
+            Some(b) => {
+                c.link = Link::Backoff {
+                    until: now + b.disconnected(now),
+                };
+            }
+            None => {
+                self.conns.remove(&id);
+            }
+        }
+        if was_connected {
+            handler.disconnected(id);
+            self.publish(ConnEvent::Disconnected { id, error });
+        }
+    }
+
+    fn publish(&mut self, event: ConnEvent) {
+        self.subscribers.retain(|s| {
+            !matches!(
+                s.try_send(event.clone()),
+                Err(TrySendError::Disconnected(_))
+            )
+        });
+    }
+}

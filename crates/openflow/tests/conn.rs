@@ -1,0 +1,331 @@
+//! The connection layer over real sockets: stock `ovs-ofctl` against a listener, a fake
+//! controller for active connections, silent, hostile and slow peers, and many short
+//! connections.
+
+mod common;
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Running, client, echo, eventually, hello_of, msg, ovs_ofctl, read_msg};
+use openflow::conn::{
+    ConnEvent, ConnInfo, ConnOptions, ConnState, Dest, Handler, MsgKind, Role, Target,
+};
+use openflow::header::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST, OFPT_ERROR, OFPT_HELLO, Version};
+use openflow::hello::VersionSet;
+
+#[test]
+fn ovs_ofctl_probe_succeeds_against_the_layer_alone() {
+    let Some(ofctl) = ovs_ofctl() else { return };
+    let r = Running::start(ConnOptions::service(VersionSet::ALL), |_| {}, ());
+    let target = format!("unix:{}", r.mgmt.display());
+    for args in [&[][..], &["-O", "OpenFlow15"], &["-O", "OpenFlow13"]] {
+        let out = Command::new(ofctl)
+            .args(args)
+            .args(["probe", &target])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ovs-ofctl {args:?} probe: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Each probe came and went.
+    let mut versions = Vec::new();
+    while let Ok(e) = r.events.recv_timeout(Duration::from_secs(5)) {
+        if let ConnEvent::Connected { version, role, .. } = e {
+            assert_eq!(role, Role::Service);
+            versions.push(version);
+        }
+        if versions.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(versions, [Version::Of10, Version::Of15, Version::Of13]);
+    assert!(eventually(Duration::from_secs(5), || r
+        .handle
+        .status()
+        .unwrap()
+        .is_empty()));
+}
+
+#[test]
+fn a_version_mismatch_prints_ovs_s_error_on_ovs_ofctl_s_side() {
+    let Some(ofctl) = ovs_ofctl() else { return };
+    let of13 = VersionSet::of(&[Version::Of13]);
+    let r = Running::start(ConnOptions::service(of13), |_| {}, ());
+    let out = Command::new(ofctl)
+        .args(["-O", "OpenFlow10", "probe"])
+        .arg(format!("unix:{}", r.mgmt.display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "version negotiation failed (we support version 0x01, peer supports version 0x04)"
+        ),
+        "{stderr}"
+    );
+    // And what the switch sends it, read as OVS reads it.
+    let mut s = UnixStream::connect(&r.mgmt).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&hello_of(VersionSet::of(&[Version::Of10])))
+        .unwrap();
+    let ours = read_msg(&mut s).unwrap();
+    assert_eq!(ours, msg(4, OFPT_HELLO, 1, &[0, 1, 0, 8, 0, 0, 0, 0x10]));
+    let err = read_msg(&mut s).unwrap();
+    assert_eq!((err[0], err[1]), (1, OFPT_ERROR));
+    assert_eq!(
+        &err[12..],
+        b"We support version 0x04, you support version 0x01, no common versions."
+    );
+    let hex: String = err.iter().map(|b| format!("{b:02x}")).collect();
+    let printed = Command::new(ofctl)
+        .args(["ofp-print", &hex])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&printed.stdout),
+        "OFPT_ERROR (xid=0x0): OFPHFC_INCOMPATIBLE\n\
+         We support version 0x04, you support version 0x01, no common versions.\n"
+    );
+    assert_eq!(read_msg(&mut s), None, "then the connection is closed");
+}
+
+/// A fake controller: accepts on `l`, exchanges hellos, answers echoes until told to stop.
+fn controller_accept(l: &TcpListener) -> TcpStream {
+    let (mut s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&hello_of(VersionSet::of(&[Version::Of15])))
+        .unwrap();
+    assert_eq!(read_msg(&mut s).unwrap()[1], OFPT_HELLO);
+    s
+}
+
+#[test]
+fn an_active_connection_reconnects_with_backoff_after_the_controller_restarts() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let opts = ConnOptions {
+        max_backoff: Duration::from_secs(2),
+        ..ConnOptions::controller(VersionSet::ALL)
+    };
+    let mut id = None;
+    let r = Running::start(
+        opts,
+        |lp| id = Some(lp.connect(Target::Tcp(addr), opts)),
+        (),
+    );
+    let id = id.unwrap();
+    let s = controller_accept(&l);
+    let up = |r: &Running| match r.events.recv_timeout(Duration::from_secs(10)) {
+        Ok(ConnEvent::Connected {
+            id: i,
+            role,
+            version,
+            ..
+        }) => {
+            assert_eq!((i, role, version), (id, Role::Primary, Version::Of15));
+            Instant::now()
+        }
+        other => panic!("{other:?}"),
+    };
+    up(&r);
+
+    // The controller goes away, and comes back 1.5 s later on the same port. The switch
+    // waits 1 s (the connection was up longer than that), is refused, waits 2 s.
+    drop((s, l));
+    let down = Instant::now();
+    assert!(matches!(
+        r.events.recv_timeout(Duration::from_secs(10)),
+        Ok(ConnEvent::Disconnected { .. })
+    ));
+    thread::sleep(Duration::from_millis(1500));
+    let l = TcpListener::bind(addr).unwrap();
+    let s = controller_accept(&l);
+    let back = up(&r) - down;
+    assert!(
+        back >= Duration::from_millis(2800) && back < Duration::from_millis(4500),
+        "reconnected after {back:?}"
+    );
+    let st = r.handle.status().unwrap();
+    assert_eq!(st.len(), 1);
+    assert_eq!(st[0].state, ConnState::Active);
+    assert_eq!(st[0].n_connects, 2);
+    assert_eq!(st[0].target.to_string(), format!("tcp:{addr}"));
+
+    // A controller that hangs up at once, every time: the waits grow to the maximum (2 s).
+    drop(s);
+    let mut accepted = Vec::new();
+    for _ in 0..3 {
+        drop(controller_accept(&l));
+        accepted.push(Instant::now());
+    }
+    let gaps: Vec<u128> = accepted
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    assert!(
+        gaps.iter().all(|&g| (1800..3000).contains(&g)),
+        "gaps between attempts: {gaps:?} ms"
+    );
+}
+
+#[test]
+fn the_inactivity_probe_drops_a_silent_peer_and_keeps_a_live_one() {
+    let opts = ConnOptions {
+        probe_interval: Duration::from_millis(300),
+        ..ConnOptions::service(VersionSet::ALL)
+    };
+    let r = Running::start(opts, |_| {}, ());
+    let mut silent = client(&r.mgmt);
+    let mut live = client(&r.mgmt);
+    let t0 = Instant::now();
+    // The live peer answers the probes; the silent one gets one probe and is dropped.
+    let live_thread = thread::spawn(move || {
+        let mut probes = 0;
+        while let Some(m) = read_msg(&mut live) {
+            assert_eq!(m[1], OFPT_ECHO_REQUEST);
+            live.write_all(&msg(
+                4,
+                OFPT_ECHO_REPLY,
+                u32::from_be_bytes([m[4], m[5], m[6], m[7]]),
+                &[],
+            ))
+            .unwrap();
+            probes += 1;
+            if probes == 5 {
+                return live;
+            }
+        }
+        panic!("the live peer was dropped");
+    });
+    let probe = read_msg(&mut silent).unwrap();
+    assert_eq!((probe[0], probe[1]), (4, OFPT_ECHO_REQUEST));
+    let first = t0.elapsed();
+    assert_eq!(read_msg(&mut silent), None);
+    let dropped = t0.elapsed();
+    assert!(
+        first >= Duration::from_millis(250) && dropped >= Duration::from_millis(550),
+        "probe after {first:?}, dropped after {dropped:?}"
+    );
+    let mut live = live_thread.join().unwrap();
+    assert_eq!(echo(&mut live, 77)[1], OFPT_ECHO_REPLY);
+    let st = r.handle.status().unwrap();
+    assert_eq!(st.len(), 1, "{st:?}");
+}
+
+#[test]
+fn bad_lengths_and_garbage_drop_only_their_own_connection() {
+    let r = Running::start(ConnOptions::service(VersionSet::ALL), |_| {}, ());
+    let mut good = client(&r.mgmt);
+    // A length shorter than the header, after the hello.
+    let mut bad_len = client(&r.mgmt);
+    bad_len.write_all(&[4, 5, 0, 3, 0, 0, 0, 9]).unwrap();
+    assert_eq!(read_msg(&mut bad_len), None);
+    // Garbage instead of a hello: whole "messages" of no version, of any type but hello's,
+    // or with a length shorter than a header.
+    for junk in [
+        &b"\xde\xad\x00\x10garbage!"[..],
+        b"\x04\x02\x00\x08\x00\x00\x00\x00",
+        b"\x00\x00\x00\x00\x00\x00\x00\x00",
+    ] {
+        let mut garbage = UnixStream::connect(&r.mgmt).unwrap();
+        garbage
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        garbage.write_all(junk).unwrap();
+        assert_eq!(read_msg(&mut garbage).unwrap()[1], OFPT_HELLO);
+        assert_eq!(read_msg(&mut garbage), None);
+    }
+    // A message that claims more than it sends, then hangs up.
+    let mut short = client(&r.mgmt);
+    short.write_all(&[4, 5, 0xff, 0xff, 0, 0, 0, 1, 2]).unwrap();
+    drop(short);
+    let reply = echo(&mut good, 5);
+    assert_eq!(reply, msg(4, OFPT_ECHO_REPLY, 5, b"ping"));
+    assert!(
+        eventually(Duration::from_secs(5), || r.handle.status().unwrap().len()
+            == 1),
+        "{:?}",
+        r.handle.status()
+    );
+}
+
+/// Counts the messages it is given.
+#[derive(Default)]
+struct Recorder(Arc<AtomicUsize>);
+
+impl Handler for Recorder {
+    fn handle(&mut self, conn: &ConnInfo, m: &[u8], replies: &mut Vec<u8>) {
+        assert_eq!(conn.version.wire(), m[0]);
+        self.0.fetch_add(1, Ordering::Relaxed);
+        // A barrier request (OpenFlow 1.3: 20) gets its reply (21).
+        if m[1] == 20 {
+            replies.extend_from_slice(&msg(
+                m[0],
+                21,
+                u32::from_be_bytes([m[4], m[5], m[6], m[7]]),
+                &[],
+            ));
+        }
+    }
+}
+
+#[test]
+fn a_peer_that_stops_reading_loses_async_messages_but_no_reply() {
+    let rec = Recorder::default();
+    let seen = rec.0.clone();
+    let r = Running::start(ConnOptions::service(VersionSet::ALL), |_| {}, rec);
+    let mut s = client(&r.mgmt);
+    // Many barrier requests, none of the replies read yet.
+    const N: u32 = 20_000;
+    let mut w = s.try_clone().unwrap();
+    let writer = thread::spawn(move || {
+        for xid in 0..N {
+            w.write_all(&msg(4, 20, xid, &[])).unwrap();
+        }
+    });
+    // The switch stops reading once its socket and queue are full.
+    thread::sleep(Duration::from_millis(500));
+    let handled = seen.load(Ordering::Relaxed);
+    assert!(
+        handled < N as usize,
+        "all {handled} read with no reply taken"
+    );
+    // Packet-ins meanwhile: most dropped, and counted.
+    let pin = msg(4, 10, 0, &[0; 64]);
+    for _ in 0..1000 {
+        r.handle.send(Dest::All, pin.clone(), MsgKind::Async);
+    }
+    let st = r.handle.status().unwrap();
+    assert_eq!(st.len(), 1);
+    assert!(st[0].counters.async_dropped >= 800, "{st:?}");
+    assert!(st[0].tx_queued <= 100 + 100, "{st:?}");
+    // Now the peer reads: every reply arrives, in order.
+    let mut next_xid = 0;
+    let mut pins = 0u64;
+    while next_xid < N {
+        let m = read_msg(&mut s).unwrap();
+        match m[1] {
+            21 => {
+                assert_eq!(u32::from_be_bytes([m[4], m[5], m[6], m[7]]), next_xid);
+                next_xid += 1;
+            }
+            10 => pins += 1,
+            t => panic!("unexpected type {t}"),
+        }
+    }
+    writer.join().unwrap();
+    let st = r.handle.status().unwrap();
+    assert_eq!(pins + st[0].counters.async_dropped, 1000, "{st:?}");
+    assert_eq!(seen.load(Ordering::Relaxed), N as usize);
+}
