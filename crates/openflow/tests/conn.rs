@@ -329,3 +329,50 @@ fn a_peer_that_stops_reading_loses_async_messages_but_no_reply() {
     assert_eq!(pins + st[0].counters.async_dropped, 1000, "{st:?}");
     assert_eq!(seen.load(Ordering::Relaxed), N as usize);
 }
+
+#[test]
+fn other_threads_add_and_remove_listeners_and_controllers() {
+    let r = Running::start(ConnOptions::service(VersionSet::ALL), |_| {}, ());
+    let opts = ConnOptions::service(VersionSet::ALL);
+    let (lid, bound) = r
+        .handle
+        .listen(&Target::PTcp("127.0.0.1:0".parse().unwrap()), opts)
+        .unwrap();
+    let Target::PTcp(addr) = bound else {
+        panic!("{bound}")
+    };
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&hello_of(VersionSet::of(&[Version::Of14])))
+        .unwrap();
+    assert_eq!(read_msg(&mut s).unwrap()[1], OFPT_HELLO);
+    s.write_all(&msg(5, OFPT_ECHO_REQUEST, 3, &[])).unwrap();
+    assert_eq!(read_msg(&mut s).unwrap(), msg(5, OFPT_ECHO_REPLY, 3, &[]));
+    r.handle.close_listener(lid);
+    assert!(eventually(Duration::from_secs(5), || TcpStream::connect(
+        addr
+    )
+    .is_err()));
+    // The connection it accepted stays.
+    s.write_all(&msg(5, OFPT_ECHO_REQUEST, 4, &[])).unwrap();
+    assert_eq!(read_msg(&mut s).unwrap(), msg(5, OFPT_ECHO_REPLY, 4, &[]));
+
+    // A controller added and closed from here: the switch hangs up and stays away.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let id = r.handle.connect(
+        Target::Tcp(l.local_addr().unwrap()),
+        ConnOptions::controller(VersionSet::ALL),
+    );
+    let mut c = controller_accept(&l);
+    let st = r.handle.status().unwrap();
+    assert!(st.iter().any(|s| s.id == id && s.role == Role::Primary));
+    r.handle.close(id);
+    assert_eq!(read_msg(&mut c), None);
+    l.set_nonblocking(true).unwrap();
+    thread::sleep(Duration::from_millis(1500));
+    assert!(
+        l.accept().is_err(),
+        "a closed controller is not reconnected"
+    );
+    assert!(r.handle.status().unwrap().iter().all(|s| s.id != id));
+}

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,9 @@ const ACCEPT_BURST: usize = 64;
 
 /// Messages handled from one connection per loop iteration (as OVS's 50), for the same reason.
 const RECV_BURST: usize = 50;
+
+/// How long a listener rests after an error accepting.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Events queued for a subscriber that does not read them before more are dropped.
 const EVENT_QUEUE: usize = 1024;
@@ -69,7 +73,19 @@ enum Command {
         kind: MsgKind,
     },
     Status(Sender<Vec<ConnStatus>>),
+    Listen {
+        id: ListenerId,
+        listener: Listener,
+        target: Target,
+        opts: ConnOptions,
+    },
+    Connect {
+        id: ConnId,
+        target: Target,
+        opts: ConnOptions,
+    },
     Close(ConnId),
+    CloseListener(ListenerId),
     Stop,
 }
 
@@ -94,6 +110,8 @@ impl Waker {
 pub struct LoopHandle {
     tx: Sender<Command>,
     waker: Arc<Waker>,
+    /// The last id given to a connection or listener.
+    ids: Arc<AtomicU64>,
 }
 
 impl LoopHandle {
@@ -110,9 +128,40 @@ impl LoopHandle {
         self.command(Command::Send { dest, msg, kind })
     }
 
+    fn id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Listens on a passive target, as [`EventLoop::listen`]; the socket is bound here, so
+    /// that the caller hears at once if it cannot be.
+    pub fn listen(&self, target: &Target, opts: ConnOptions) -> io::Result<(ListenerId, Target)> {
+        let listener = Listener::bind(target, PUNIX_MODE)?;
+        let bound = listener.local_target()?;
+        let id = ListenerId(self.id());
+        self.command(Command::Listen {
+            id,
+            listener,
+            target: bound.clone(),
+            opts,
+        });
+        Ok((id, bound))
+    }
+
+    /// Connects to a controller, as [`EventLoop::connect`].
+    pub fn connect(&self, target: Target, opts: ConnOptions) -> ConnId {
+        let id = ConnId(self.id());
+        self.command(Command::Connect { id, target, opts });
+        id
+    }
+
     /// Closes a connection (an active one for good).
     pub fn close(&self, id: ConnId) -> bool {
         self.command(Command::Close(id))
+    }
+
+    /// Stops listening (connections it accepted stay).
+    pub fn close_listener(&self, id: ListenerId) -> bool {
+        self.command(Command::CloseListener(id))
     }
 
     /// Makes [`EventLoop::run`] return.
@@ -218,6 +267,9 @@ struct ListenerEntry {
     listener: Listener,
     target: Target,
     opts: ConnOptions,
+    /// After an error accepting (out of descriptors, most likely), the listener rests until
+    /// then rather than wake every poll for a connection it cannot take.
+    paused_until: Option<Instant>,
 }
 
 /// What a poll entry stands for.
@@ -233,7 +285,6 @@ enum Slot {
 pub struct EventLoop {
     listeners: BTreeMap<ListenerId, ListenerEntry>,
     conns: BTreeMap<ConnId, Conn>,
-    next_id: u64,
     rx: Receiver<Command>,
     handle: LoopHandle,
     subscribers: Vec<SyncSender<ConnEvent>>,
@@ -250,11 +301,11 @@ impl EventLoop {
         Ok(EventLoop {
             listeners: BTreeMap::new(),
             conns: BTreeMap::new(),
-            next_id: 1,
             rx,
             handle: LoopHandle {
                 tx,
                 waker: Arc::new(Waker(fd)),
+                ids: Arc::new(AtomicU64::new(0)),
             },
             subscribers: Vec::new(),
             stopped: false,
@@ -275,10 +326,8 @@ impl EventLoop {
         rx
     }
 
-    fn id(&mut self) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        id
+    fn id(&self) -> u64 {
+        self.handle.id()
     }
 
     /// Listens on a passive target; what it accepts are service connections with `opts`. A
@@ -298,6 +347,7 @@ impl EventLoop {
                 listener,
                 target: target.clone(),
                 opts,
+                paused_until: None,
             },
         );
         Ok((id, target))
@@ -312,6 +362,11 @@ impl EventLoop {
     /// ends, until closed.
     pub fn connect(&mut self, target: Target, opts: ConnOptions) -> ConnId {
         let id = ConnId(self.id());
+        self.add_controller(id, target, opts);
+        id
+    }
+
+    fn add_controller(&mut self, id: ConnId, target: Target, opts: ConnOptions) {
         let now = Instant::now();
         self.conns.insert(
             id,
@@ -328,7 +383,6 @@ impl EventLoop {
                 n_connects: 0,
             },
         );
-        id
     }
 
     /// Closes a connection (an active one for good).
@@ -430,7 +484,25 @@ impl EventLoop {
                 Ok(Command::Status(tx)) => {
                     let _ = tx.send(self.status());
                 }
+                Ok(Command::Listen {
+                    id,
+                    listener,
+                    target,
+                    opts,
+                }) => {
+                    self.listeners.insert(
+                        id,
+                        ListenerEntry {
+                            listener,
+                            target,
+                            opts,
+                            paused_until: None,
+                        },
+                    );
+                }
+                Ok(Command::Connect { id, target, opts }) => self.add_controller(id, target, opts),
                 Ok(Command::Close(id)) => self.close(id, handler),
+                Ok(Command::CloseListener(id)) => self.close_listener(id),
                 Ok(Command::Stop) => self.stopped = true,
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
             }
@@ -442,6 +514,13 @@ impl EventLoop {
     fn run_timers(&mut self, now: Instant, handler: &mut impl Handler) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut due = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for l in self.listeners.values_mut() {
+            match l.paused_until {
+                Some(t) if t <= now => l.paused_until = None,
+                Some(t) => due(t),
+                None => {}
+            }
+        }
         let mut failed = Vec::new();
         let mut reconnect = Vec::new();
         for (id, c) in &mut self.conns {
@@ -553,6 +632,9 @@ impl EventLoop {
         slots.push(Slot::Waker);
         fds.push(PollFd::new(&self.handle.waker.0, PollFlags::IN));
         for (id, l) in &self.listeners {
+            if l.paused_until.is_some() {
+                continue;
+            }
             slots.push(Slot::Listener(*id));
             fds.push(PollFd::new(&l.listener, PollFlags::IN));
         }
@@ -622,13 +704,18 @@ impl EventLoop {
 
     fn accept(&mut self, id: ListenerId, now: Instant) {
         for _ in 0..ACCEPT_BURST {
-            let Some(l) = self.listeners.get(&id) else {
+            let Some(l) = self.listeners.get_mut(&id) else {
                 return;
             };
-            // Errors (the peer gone already, out of descriptors) leave the listener as it is;
-            // the next poll tries again.
-            let Ok(stream) = l.listener.accept() else {
-                return;
+            let stream = match l.listener.accept() {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // A peer that left before it was accepted: the next may be fine.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(_) => {
+                    l.paused_until = Some(now + ACCEPT_PAUSE);
+                    return;
+                }
             };
             let (target, opts) = (l.target.clone(), l.opts);
             let cid = ConnId(self.id());
