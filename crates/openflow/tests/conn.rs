@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::{Running, client, echo, eventually, hello_of, msg, ovs_ofctl, read_msg};
 use openflow::conn::{
-    ConnEvent, ConnInfo, ConnOptions, ConnState, Dest, Handler, MsgKind, Role, Target,
+    ConnEvent, ConnInfo, ConnOptions, ConnState, Dest, EventLoop, Handler, MsgKind, Role, Target,
+    bridge_targets,
 };
 use openflow::header::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST, OFPT_ERROR, OFPT_HELLO, Version};
 use openflow::hello::VersionSet;
@@ -375,4 +376,128 @@ fn other_threads_add_and_remove_listeners_and_controllers() {
         "a closed controller is not reconnected"
     );
     assert!(r.handle.status().unwrap().iter().all(|s| s.id != id));
+}
+
+#[test]
+fn a_snooper_sees_what_the_controller_connection_exchanges() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let mut snoop_path = None;
+    let r = Running::start(
+        ConnOptions::service(VersionSet::ALL),
+        |lp| {
+            let [_, snoop] = bridge_targets(&lp_dir(lp), "br0");
+            lp.listen_snoop(&snoop, VersionSet::ALL).unwrap();
+            snoop_path = Some(snoop);
+            lp.connect(Target::Tcp(addr), ConnOptions::controller(VersionSet::ALL));
+        },
+        (),
+    );
+    let Some(Target::PUnix(snoop_path)) = snoop_path else {
+        unreachable!()
+    };
+    let mut ctl = controller_accept(&l);
+    assert!(matches!(
+        r.events.recv_timeout(Duration::from_secs(10)),
+        Ok(ConnEvent::Connected {
+            role: Role::Primary,
+            ..
+        })
+    ));
+    let mut snooper = client(&snoop_path);
+    assert!(eventually(Duration::from_secs(5), || r
+        .handle
+        .status()
+        .unwrap()
+        .iter()
+        .any(|s| s.role == Role::Snoop && s.state == ConnState::Active)));
+    let req = msg(6, OFPT_ECHO_REQUEST, 9, b"snoop");
+    ctl.write_all(&req).unwrap();
+    let reply = read_msg(&mut ctl).unwrap();
+    assert_eq!(reply, msg(6, OFPT_ECHO_REPLY, 9, b"snoop"));
+    let features = msg(6, 5, 10, &[]);
+    ctl.write_all(&features).unwrap();
+    assert_eq!(read_msg(&mut snooper).unwrap(), req);
+    assert_eq!(read_msg(&mut snooper).unwrap(), reply);
+    assert_eq!(read_msg(&mut snooper).unwrap(), features);
+    // What a snooper sends reaches no one; it is answered its echoes all the same.
+    assert_eq!(echo(&mut snooper, 11)[1], OFPT_ECHO_REPLY);
+}
+
+#[test]
+fn a_snooper_with_no_controller_to_watch_is_closed() {
+    let mut snoop_path = None;
+    let r = Running::start(
+        ConnOptions::service(VersionSet::ALL),
+        |lp| {
+            let [_, snoop] = bridge_targets(&lp_dir(lp), "br0");
+            lp.listen_snoop(&snoop, VersionSet::ALL).unwrap();
+            snoop_path = Some(snoop);
+        },
+        (),
+    );
+    let Some(Target::PUnix(p)) = snoop_path else {
+        unreachable!()
+    };
+    let mut s = UnixStream::connect(p).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(read_msg(&mut s), None);
+    assert!(r.handle.status().unwrap().is_empty());
+}
+
+/// The run directory of a loop set up by [`Running::start`]: where its `.mgmt` listener is.
+fn lp_dir(lp: &EventLoop) -> std::path::PathBuf {
+    let (_, Target::PUnix(mgmt)) = &lp.listeners()[0] else {
+        unreachable!()
+    };
+    mgmt.parent().unwrap().to_path_buf()
+}
+
+#[test]
+fn ovs_ofctl_snoop_prints_the_controller_s_messages() {
+    let Some(ofctl) = ovs_ofctl() else { return };
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let r = Running::start(
+        ConnOptions::service(VersionSet::ALL),
+        |lp| {
+            let [_, snoop] = bridge_targets(&lp_dir(lp), "br0");
+            lp.listen_snoop(&snoop, VersionSet::ALL).unwrap();
+            lp.connect(Target::Tcp(addr), ConnOptions::controller(VersionSet::ALL));
+        },
+        (),
+    );
+    let mut ctl = controller_accept(&l);
+    let mut snoop = Command::new(ofctl)
+        .args(["-O", "OpenFlow15", "snoop"])
+        // Where its own control socket goes.
+        .env("OVS_RUNDIR", r.mgmt.parent().unwrap())
+        .arg(format!("unix:{}", r.mgmt.with_extension("snoop").display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || r
+        .handle
+        .status()
+        .unwrap()
+        .iter()
+        .any(|s| s.role == Role::Snoop && s.state == ConnState::Active)));
+    ctl.write_all(&msg(6, OFPT_ECHO_REQUEST, 9, b"")).unwrap();
+    read_msg(&mut ctl).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    snoop.kill().unwrap();
+    let out = snoop.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(
+            "OFPT_ECHO_REQUEST (OF1.5) (xid=0x9): 0 bytes of payload\n\
+             OFPT_ECHO_REPLY (OF1.5) (xid=0x9): 0 bytes of payload\n"
+        ),
+        "{text}"
+    );
 }

@@ -25,6 +25,7 @@ use super::{
     ConnId, ConnInfo, ConnOptions, ConnState, ConnStatus, Dest, Handler, ListenerId, Role, Target,
 };
 use crate::header::Version;
+use crate::hello::VersionSet;
 
 /// Connections accepted from one listener per loop iteration, so that a flood of them does
 /// not starve the connections already open.
@@ -38,6 +39,14 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Events queued for a subscriber that does not read them before more are dropped.
 const EVENT_QUEUE: usize = 1024;
+
+/// What a snooper's connection is: no probe (OVS's monitors have none), a queue of copies.
+fn snoop_options(versions: VersionSet) -> ConnOptions {
+    ConnOptions {
+        probe_interval: Duration::ZERO,
+        ..ConnOptions::service(versions)
+    }
+}
 
 /// How long [`LoopHandle::status`] waits for the loop to answer.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -77,6 +86,7 @@ enum Command {
         id: ListenerId,
         listener: Listener,
         target: Target,
+        role: Role,
         opts: ConnOptions,
     },
     Connect {
@@ -135,6 +145,24 @@ impl LoopHandle {
     /// Listens on a passive target, as [`EventLoop::listen`]; the socket is bound here, so
     /// that the caller hears at once if it cannot be.
     pub fn listen(&self, target: &Target, opts: ConnOptions) -> io::Result<(ListenerId, Target)> {
+        self.listen_as(target, Role::Service, opts)
+    }
+
+    /// Listens for snoopers, as [`EventLoop::listen_snoop`].
+    pub fn listen_snoop(
+        &self,
+        target: &Target,
+        versions: VersionSet,
+    ) -> io::Result<(ListenerId, Target)> {
+        self.listen_as(target, Role::Snoop, snoop_options(versions))
+    }
+
+    fn listen_as(
+        &self,
+        target: &Target,
+        role: Role,
+        opts: ConnOptions,
+    ) -> io::Result<(ListenerId, Target)> {
         let listener = Listener::bind(target, PUNIX_MODE)?;
         let bound = listener.local_target()?;
         let id = ListenerId(self.id());
@@ -142,6 +170,7 @@ impl LoopHandle {
             id,
             listener,
             target: bound.clone(),
+            role,
             opts,
         });
         Ok((id, bound))
@@ -213,9 +242,40 @@ struct Conn {
     /// Counters of the links that ended.
     past: Counters,
     n_connects: u64,
+    /// The snoopers watching this controller connection.
+    monitors: Vec<ConnId>,
 }
 
 impl Conn {
+    /// A connection on a new link of `stream`, or accepted on a listener (no backoff).
+    fn new(target: Target, role: Role, opts: ConnOptions, link: Link, now: Instant) -> Conn {
+        Conn {
+            target,
+            role,
+            opts,
+            link,
+            since: now,
+            backoff: (role == Role::Primary).then(|| Backoff::new(opts.max_backoff)),
+            last_error: None,
+            doomed: None,
+            past: Counters::default(),
+            n_connects: 0,
+            monitors: Vec::new(),
+        }
+    }
+
+    /// The protocol state of a new link: its hello queued, copies kept if it is watched.
+    fn vconn(&self, now: Instant) -> Box<Vconn> {
+        let mut v = Vconn::new(
+            self.opts.versions,
+            self.opts.probe_interval,
+            self.opts.async_queue,
+            now,
+        );
+        v.set_mirror(!self.monitors.is_empty());
+        Box::new(v)
+    }
+
     fn state(&self) -> ConnState {
         match &self.link {
             Link::Backoff { .. } => ConnState::Backoff,
@@ -267,6 +327,8 @@ struct ListenerEntry {
     listener: Listener,
     target: Target,
     opts: ConnOptions,
+    /// Service or snoop.
+    role: Role,
     /// After an error accepting (out of descriptors, most likely), the listener rests until
     /// then rather than wake every poll for a connection it cannot take.
     paused_until: Option<Instant>,
@@ -338,6 +400,24 @@ impl EventLoop {
         target: &Target,
         opts: ConnOptions,
     ) -> io::Result<(ListenerId, Target)> {
+        self.listen_as(target, Role::Service, opts)
+    }
+
+    /// Listens on a passive target for snoopers ([`Role::Snoop`]), such as `BRIDGE.snoop`.
+    pub fn listen_snoop(
+        &mut self,
+        target: &Target,
+        versions: VersionSet,
+    ) -> io::Result<(ListenerId, Target)> {
+        self.listen_as(target, Role::Snoop, snoop_options(versions))
+    }
+
+    fn listen_as(
+        &mut self,
+        target: &Target,
+        role: Role,
+        opts: ConnOptions,
+    ) -> io::Result<(ListenerId, Target)> {
         let listener = Listener::bind(target, PUNIX_MODE)?;
         let target = listener.local_target()?;
         let id = ListenerId(self.id());
@@ -347,6 +427,7 @@ impl EventLoop {
                 listener,
                 target: target.clone(),
                 opts,
+                role,
                 paused_until: None,
             },
         );
@@ -368,28 +449,20 @@ impl EventLoop {
 
     fn add_controller(&mut self, id: ConnId, target: Target, opts: ConnOptions) {
         let now = Instant::now();
-        self.conns.insert(
-            id,
-            Conn {
-                target,
-                role: Role::Primary,
-                opts,
-                link: Link::Backoff { until: now },
-                since: now,
-                backoff: Some(Backoff::new(opts.max_backoff)),
-                last_error: None,
-                doomed: None,
-                past: Counters::default(),
-                n_connects: 0,
-            },
-        );
+        let link = Link::Backoff { until: now };
+        self.conns
+            .insert(id, Conn::new(target, Role::Primary, opts, link, now));
     }
 
-    /// Closes a connection (an active one for good).
+    /// Closes a connection (an active one for good, with the snoopers that watch it).
     pub fn close(&mut self, id: ConnId, handler: &mut impl Handler) {
         if self.conns.contains_key(&id) {
             self.link_down(id, ConnError::Closed, Instant::now(), handler);
-            self.conns.remove(&id);
+            if let Some(c) = self.conns.remove(&id) {
+                for m in c.monitors {
+                    self.close(m, handler);
+                }
+            }
         }
     }
 
@@ -474,7 +547,48 @@ impl EventLoop {
                 Slot::Conn(id) => self.conn_ready(id, flags, now, handler),
             }
         }
+        self.copy_to_snoopers(now);
         Ok(())
+    }
+
+    /// Sends the snoopers of each controller connection the copies it kept, as asynchronous
+    /// messages (a snooper that does not keep up misses some), and forgets snoopers gone.
+    fn copy_to_snoopers(&mut self, now: Instant) {
+        let mut copies = Vec::new();
+        for (id, c) in &mut self.conns {
+            if c.monitors.is_empty() {
+                continue;
+            }
+            if let Link::Open { vconn, .. } = &mut c.link
+                && let Some(m) = vconn.take_mirrored()
+            {
+                copies.push((*id, m));
+            }
+        }
+        for (id, m) in copies {
+            let monitors = self.conns.get(&id).map(|c| c.monitors.clone());
+            let mut alive = Vec::new();
+            for s in monitors.into_iter().flatten() {
+                let Some(snooper) = self.conns.get_mut(&s) else {
+                    continue;
+                };
+                alive.push(s);
+                if let Link::Open { vconn, .. } = &mut snooper.link
+                    && vconn.version().is_some()
+                {
+                    vconn.queue(m.clone(), MsgKind::Async);
+                    self.flush(s, now);
+                }
+            }
+            if let Some(c) = self.conns.get_mut(&id) {
+                if alive.is_empty()
+                    && let Link::Open { vconn, .. } = &mut c.link
+                {
+                    vconn.set_mirror(false);
+                }
+                c.monitors = alive;
+            }
+        }
     }
 
     fn commands(&mut self, handler: &mut impl Handler) {
@@ -488,6 +602,7 @@ impl EventLoop {
                     id,
                     listener,
                     target,
+                    role,
                     opts,
                 }) => {
                     self.listeners.insert(
@@ -496,6 +611,7 @@ impl EventLoop {
                             listener,
                             target,
                             opts,
+                            role,
                             paused_until: None,
                         },
                     );
@@ -597,12 +713,7 @@ impl EventLoop {
             Ok((stream, true)) => {
                 c.link = Link::Open {
                     stream,
-                    vconn: Box::new(Vconn::new(
-                        c.opts.versions,
-                        c.opts.probe_interval,
-                        c.opts.async_queue,
-                        now,
-                    )),
+                    vconn: c.vconn(now),
                     deadline: Some(now + wait),
                 };
                 c.since = now;
@@ -717,32 +828,28 @@ impl EventLoop {
                     return;
                 }
             };
-            let (target, opts) = (l.target.clone(), l.opts);
+            let (target, opts, role) = (l.target.clone(), l.opts, l.role);
             let cid = ConnId(self.id());
-            self.conns.insert(
-                cid,
-                Conn {
-                    target,
-                    role: Role::Service,
-                    opts,
-                    link: Link::Open {
-                        stream,
-                        vconn: Box::new(Vconn::new(
-                            opts.versions,
-                            opts.probe_interval,
-                            opts.async_queue,
-                            now,
-                        )),
-                        deadline: None,
-                    },
-                    since: now,
-                    backoff: None,
-                    last_error: None,
-                    doomed: None,
-                    past: Counters::default(),
-                    n_connects: 0,
-                },
-            );
+            if role == Role::Snoop {
+                // A snooper watches the first controller connection; with none, there is
+                // nothing to watch and it is closed, as OVS does.
+                let Some(watched) = self.conns.values_mut().find(|c| c.role == Role::Primary)
+                else {
+                    continue;
+                };
+                watched.monitors.push(cid);
+                if let Link::Open { vconn, .. } = &mut watched.link {
+                    vconn.set_mirror(true);
+                }
+            }
+            let placeholder = Link::Backoff { until: now };
+            let mut c = Conn::new(target, role, opts, placeholder, now);
+            c.link = Link::Open {
+                stream,
+                vconn: c.vconn(now),
+                deadline: None,
+            };
+            self.conns.insert(cid, c);
             self.flush(cid, now);
         }
     }
@@ -778,12 +885,7 @@ impl EventLoop {
                 };
                 c.link = Link::Open {
                     stream,
-                    vconn: Box::new(Vconn::new(
-                        c.opts.versions,
-                        c.opts.probe_interval,
-                        c.opts.async_queue,
-                        now,
-                    )),
+                    vconn: c.vconn(now),
                     deadline: Some(deadline),
                 };
                 self.flush(id, now);
@@ -831,6 +933,12 @@ impl EventLoop {
                         return Ok(());
                     }
                 }
+                Some(Incoming::Connected(_)) if c.role == Role::Snoop => {
+                    c.n_connects += 1;
+                    c.since = now;
+                }
+                // What a snooper says goes nowhere.
+                Some(Incoming::Message(_)) if c.role == Role::Snoop => handled += 1,
                 Some(Incoming::Connected(version)) => {
                     c.n_connects += 1;
                     c.since = now;

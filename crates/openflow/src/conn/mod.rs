@@ -13,7 +13,8 @@
 //!
 //! Roles follow OVS: a connection the switch opens to a controller is [`Role::Primary`]
 //! (`OFCONN_PRIMARY`), one accepted on a listener is [`Role::Service`] (`OFCONN_SERVICE`); the
-//! message layer applies the asynchronous-message rules that depend on it.
+//! message layer applies the asynchronous-message rules that depend on it. A connection to a
+//! snoop listener ([`Role::Snoop`]) watches the first controller connection, as in OVS.
 
 pub mod backoff;
 pub mod event_loop;
@@ -55,6 +56,10 @@ pub enum Role {
     Primary,
     /// A connection accepted on a listener (`OFCONN_SERVICE`): `ovs-ofctl`, `ovn-controller`.
     Service,
+    /// A connection accepted on a snoop listener (`BRIDGE.snoop`, for `ovs-ofctl snoop`): it
+    /// is sent a copy of every message a controller connection exchanges after its hello, and
+    /// what it sends does not reach the message layer.
+    Snoop,
 }
 
 impl fmt::Display for Role {
@@ -62,6 +67,7 @@ impl fmt::Display for Role {
         f.write_str(match self {
             Role::Primary => "primary",
             Role::Service => "service",
+            Role::Snoop => "snoop",
         })
     }
 }

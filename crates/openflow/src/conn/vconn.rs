@@ -138,6 +138,8 @@ pub(crate) struct Vconn {
     probe_sent: Option<Instant>,
     next_xid: u32,
     counters: Counters,
+    /// Copies of the messages exchanged after the hello, for snoopers, while they are wanted.
+    mirror: Option<Vec<u8>>,
 }
 
 impl Vconn {
@@ -164,6 +166,7 @@ impl Vconn {
             probe_sent: None,
             next_xid: 1,
             counters: Counters::default(),
+            mirror: None,
         };
         let mut h = Vec::with_capacity(16);
         hello::encode(allowed, v.xid(), &mut h);
@@ -200,6 +203,21 @@ impl Vconn {
     /// Whether requests may be read: not while [`REPLY_MAX`] replies wait to be sent.
     pub(crate) fn may_read(&self) -> bool {
         self.replies_queued < REPLY_MAX
+    }
+
+    /// Starts or stops keeping copies of the messages exchanged from now on.
+    pub(crate) fn set_mirror(&mut self, on: bool) {
+        if on != self.mirror.is_some() {
+            self.mirror = on.then(Vec::new);
+        }
+    }
+
+    /// The copies kept since the last call, back to back.
+    pub(crate) fn take_mirrored(&mut self) -> Option<Vec<u8>> {
+        self.mirror
+            .as_mut()
+            .filter(|m| !m.is_empty())
+            .map(std::mem::take)
     }
 
     /// Whether the input buffer holds a whole message (or a bad header) not yet taken: then the
@@ -263,6 +281,9 @@ impl Vconn {
             let Some(version) = self.version else {
                 return self.hello(h, range).map(Some);
             };
+            if let Some(m) = self.mirror.as_mut() {
+                m.extend_from_slice(&self.rx[range.clone()]);
+            }
             match h.msg_type {
                 // A second hello, or the answer to our probe: nothing more to do.
                 OFPT_HELLO | OFPT_ECHO_REPLY => {}
@@ -333,6 +354,9 @@ impl Vconn {
             }
             MsgKind::Async => self.async_queued += n_msgs,
             MsgKind::Reply => self.replies_queued += n_msgs,
+        }
+        if let Some(m) = self.mirror.as_mut().filter(|_| self.version.is_some()) {
+            m.extend_from_slice(&bytes);
         }
         self.txq.push_back(Queued {
             bytes,
@@ -634,6 +658,28 @@ mod tests {
         assert!(v.may_read() && !v.wants_write());
         assert_eq!(v.counters().tx_msgs, 3 + REPLY_MAX as u64);
         assert_eq!(w.got.len(), 8 + 3 * 108 + 99 * 8);
+    }
+
+    #[test]
+    fn a_mirror_copies_what_is_exchanged_after_the_hello() {
+        let mut v = new(VersionSet::ALL);
+        v.set_mirror(true);
+        let req = msg(4, OFPT_ECHO_REQUEST, 7, b"x");
+        let other = msg(4, 14, 8, &[]);
+        run(
+            &mut v,
+            &[hello_of(OF13), req.clone(), other.clone()].concat(),
+        );
+        v.queue(msg(4, 10, 0, &[]), MsgKind::Async);
+        let reply = msg(4, OFPT_ECHO_REPLY, 7, b"x");
+        assert_eq!(
+            v.take_mirrored(),
+            Some([req, reply, other, msg(4, 10, 0, &[])].concat())
+        );
+        assert_eq!(v.take_mirrored(), None);
+        v.set_mirror(false);
+        v.queue(msg(4, 10, 0, &[]), MsgKind::Async);
+        assert_eq!(v.take_mirrored(), None);
     }
 
     proptest! {
