@@ -7,6 +7,7 @@ mod common;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::{Running, client, echo, eventually, hello_of, msg, ovs_ofctl, read_msg};
 use openflow::conn::{
-    ConnEvent, ConnInfo, ConnOptions, ConnState, Dest, EventLoop, Handler, MsgKind, Role, Target,
+    ConnEvent, ConnInfo, ConnOptions, ConnState, Dest, Handler, MsgKind, Role, Target,
     bridge_targets,
 };
 use openflow::header::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST, OFPT_ERROR, OFPT_HELLO, Version};
@@ -381,21 +382,7 @@ fn other_threads_add_and_remove_listeners_and_controllers() {
 #[test]
 fn a_snooper_sees_what_the_controller_connection_exchanges() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let mut snoop_path = None;
-    let r = Running::start(
-        ConnOptions::service(VersionSet::ALL),
-        |lp| {
-            let [_, snoop] = bridge_targets(&lp_dir(lp), "br0");
-            lp.listen_snoop(&snoop, VersionSet::ALL).unwrap();
-            snoop_path = Some(snoop);
-            lp.connect(Target::Tcp(addr), ConnOptions::controller(VersionSet::ALL));
-        },
-        (),
-    );
-    let Some(Target::PUnix(snoop_path)) = snoop_path else {
-        unreachable!()
-    };
+    let (r, snoop_path) = with_snooping(Some(l.local_addr().unwrap()));
     let mut ctl = controller_accept(&l);
     assert!(matches!(
         r.events.recv_timeout(Duration::from_secs(10)),
@@ -426,53 +413,24 @@ fn a_snooper_sees_what_the_controller_connection_exchanges() {
 
 #[test]
 fn a_snooper_with_no_controller_to_watch_is_closed() {
-    let mut snoop_path = None;
-    let r = Running::start(
-        ConnOptions::service(VersionSet::ALL),
-        |lp| {
-            let [_, snoop] = bridge_targets(&lp_dir(lp), "br0");
-            lp.listen_snoop(&snoop, VersionSet::ALL).unwrap();
-            snoop_path = Some(snoop);
-        },
-        (),
-    );
-    let Some(Target::PUnix(p)) = snoop_path else {
-        unreachable!()
-    };
+    let (r, p) = with_snooping(None);
     let mut s = UnixStream::connect(p).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(read_msg(&mut s), None);
     assert!(r.handle.status().unwrap().is_empty());
 }
 
-/// The run directory of a loop set up by [`Running::start`]: where its `.mgmt` listener is.
-fn lp_dir(lp: &EventLoop) -> std::path::PathBuf {
-    let (_, Target::PUnix(mgmt)) = &lp.listeners()[0] else {
-        unreachable!()
-    };
-    mgmt.parent().unwrap().to_path_buf()
-}
-
 #[test]
 fn ovs_ofctl_snoop_prints_the_controller_s_messages() {
     let Some(ofctl) = ovs_ofctl() else { return };
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let r = Running::start(
-        ConnOptions::service(VersionSet::ALL),
-        |lp| {
-            let [_, snoop] = bridge_targets(&lp_dir(lp), "br0");
-            lp.listen_snoop(&snoop, VersionSet::ALL).unwrap();
-            lp.connect(Target::Tcp(addr), ConnOptions::controller(VersionSet::ALL));
-        },
-        (),
-    );
+    let (r, snoop_path) = with_snooping(Some(l.local_addr().unwrap()));
     let mut ctl = controller_accept(&l);
     let mut snoop = Command::new(ofctl)
         .args(["-O", "OpenFlow15", "snoop"])
         // Where its own control socket goes.
         .env("OVS_RUNDIR", r.mgmt.parent().unwrap())
-        .arg(format!("unix:{}", r.mgmt.with_extension("snoop").display()))
+        .arg(format!("unix:{}", snoop_path.display()))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -500,4 +458,28 @@ fn ovs_ofctl_snoop_prints_the_controller_s_messages() {
         ),
         "{text}"
     );
+}
+
+/// A loop with bridge `br0`'s `.mgmt` and `.snoop` listeners and, if given, a controller;
+/// and the path of the `.snoop` socket.
+fn with_snooping(controller: Option<std::net::SocketAddr>) -> (Running, PathBuf) {
+    let mut snoop_path = PathBuf::new();
+    let r = Running::start(
+        ConnOptions::service(VersionSet::ALL),
+        |lp| {
+            let (_, Target::PUnix(mgmt)) = &lp.listeners()[0] else {
+                unreachable!("Running::start listens on br0.mgmt")
+            };
+            let [_, snoop] = bridge_targets(mgmt.parent().unwrap(), "br0");
+            lp.listen_snoop(&snoop, VersionSet::ALL).unwrap();
+            if let Target::PUnix(p) = snoop {
+                snoop_path = p;
+            }
+            if let Some(addr) = controller {
+                lp.connect(Target::Tcp(addr), ConnOptions::controller(VersionSet::ALL));
+            }
+        },
+        (),
+    );
+    (r, snoop_path)
 }
