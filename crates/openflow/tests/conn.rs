@@ -407,6 +407,15 @@ fn a_snooper_sees_what_the_controller_connection_exchanges() {
     assert_eq!(read_msg(&mut snooper).unwrap(), req);
     assert_eq!(read_msg(&mut snooper).unwrap(), reply);
     assert_eq!(read_msg(&mut snooper).unwrap(), features);
+    // Packet-ins for every connection are not for snoopers.
+    r.handle
+        .send(Dest::All, msg(6, 10, 0, &[1; 24]), MsgKind::Async);
+    let pin = read_msg(&mut ctl).unwrap();
+    assert_eq!(
+        read_msg(&mut snooper).unwrap(),
+        pin,
+        "a copy of what the controller got"
+    );
     // What a snooper sends reaches no one; it is answered its echoes all the same.
     assert_eq!(echo(&mut snooper, 11)[1], OFPT_ECHO_REPLY);
 }

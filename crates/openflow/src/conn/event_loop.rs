@@ -499,6 +499,7 @@ impl EventLoop {
                 let version = msg.first().copied();
                 for (id, c) in &mut self.conns {
                     if let Link::Open { vconn, .. } = &mut c.link
+                        && c.role != Role::Snoop
                         && vconn.version().map(Version::wire) == version
                     {
                         vconn.queue(msg.clone(), kind);

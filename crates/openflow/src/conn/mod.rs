@@ -57,8 +57,8 @@ pub enum Role {
     /// A connection accepted on a listener (`OFCONN_SERVICE`): `ovs-ofctl`, `ovn-controller`.
     Service,
     /// A connection accepted on a snoop listener (`BRIDGE.snoop`, for `ovs-ofctl snoop`): it
-    /// is sent a copy of every message a controller connection exchanges after its hello, and
-    /// what it sends does not reach the message layer.
+    /// is sent a copy of every message a controller connection exchanges after its hello;
+    /// neither it nor what it sends reaches the message layer or [`ConnEvent`]s.
     Snoop,
 }
 
@@ -103,7 +103,8 @@ pub struct ConnOptions {
     /// The versions the bridge allows.
     pub versions: VersionSet,
     /// Silence after which an echo request goes out, and after which, again, the connection
-    /// is dropped; zero turns the probe off.
+    /// is dropped; zero turns the probe off. (OVS raises a configured interval below 5 s to
+    /// 5 s; that is the configuration's rule, not this layer's.)
     pub probe_interval: Duration,
     /// The longest wait between attempts of an active connection.
     pub max_backoff: Duration,
@@ -172,7 +173,8 @@ impl Handler for () {
 pub enum Dest {
     /// One connection.
     Conn(ConnId),
-    /// Every connection that negotiated the message's version (its header's first byte).
+    /// Every connection that negotiated the message's version (its header's first byte),
+    /// snoopers aside.
     All,
 }
 
