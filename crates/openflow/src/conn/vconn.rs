@@ -340,15 +340,18 @@ impl Vconn {
         }
     }
 
-    /// Queues whole messages (one or more, back to back). An asynchronous message is dropped
-    /// and counted when the asynchronous queue is full; returns whether it was queued.
+    /// Queues whole messages (one or more, back to back). Asynchronous messages are dropped
+    /// and counted when they would overfill the asynchronous queue (a batch larger than the
+    /// whole queue still goes into an empty one); returns whether they were queued.
     pub(crate) fn queue(&mut self, bytes: Vec<u8>, kind: MsgKind) -> bool {
         let n_msgs = count_messages(&bytes);
         if n_msgs == 0 {
             return true;
         }
         match kind {
-            MsgKind::Async if self.async_queued + n_msgs > self.async_limit => {
+            MsgKind::Async
+                if self.async_queued > 0 && self.async_queued + n_msgs > self.async_limit =>
+            {
                 self.counters.async_dropped += n_msgs as u64;
                 return false;
             }
@@ -639,6 +642,9 @@ mod tests {
             v.queue(pin.clone(), MsgKind::Async);
         }
         assert_eq!(v.counters().async_dropped, 2);
+        // A batch of more than the queue holds is refused while anything is queued.
+        assert!(!v.queue([pin.clone(), pin.clone()].concat(), MsgKind::Async));
+        assert_eq!(v.counters().async_dropped, 4);
         for i in 0..REPLY_MAX as u32 - 1 {
             assert!(v.may_read());
             assert!(v.queue(msg(6, 21, i, &[]), MsgKind::Reply));
@@ -658,6 +664,12 @@ mod tests {
         assert!(v.may_read() && !v.wants_write());
         assert_eq!(v.counters().tx_msgs, 3 + REPLY_MAX as u64);
         assert_eq!(w.got.len(), 8 + 3 * 108 + 99 * 8);
+        // Into an empty queue it goes, whatever its size (a snooper's copies of a burst).
+        assert!(v.queue(
+            [pin.clone(), pin.clone(), pin.clone(), pin].concat(),
+            MsgKind::Async
+        ));
+        assert_eq!(v.tx_queued(), 4);
     }
 
     #[test]
