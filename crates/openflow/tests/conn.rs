@@ -469,6 +469,59 @@ fn ovs_ofctl_snoop_prints_the_controller_s_messages() {
     );
 }
 
+#[test]
+fn settings_change_on_live_connections() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let quiet = ConnOptions {
+        probe_interval: Duration::ZERO,
+        ..ConnOptions::controller(VersionSet::ALL)
+    };
+    let mut ids = None;
+    let r = Running::start(
+        ConnOptions::service(VersionSet::ALL),
+        |lp| {
+            let lid = lp.listeners()[0].0;
+            ids = Some((lp.connect(Target::Tcp(l.local_addr().unwrap()), quiet), lid));
+        },
+        (),
+    );
+    let (id, mgmt) = ids.unwrap();
+    let mut ctl = controller_accept(&l);
+    // A probe turned on for a silent controller: an echo request within the new interval.
+    let probing = ConnOptions {
+        probe_interval: Duration::from_millis(200),
+        ..quiet
+    };
+    r.handle.configure(id, probing);
+    let t0 = Instant::now();
+    let m = read_msg(&mut ctl).unwrap();
+    assert_eq!((m[0], m[1]), (6, OFPT_ECHO_REQUEST));
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    // Other versions: the switch hangs up and comes back to negotiate them.
+    let of13 = VersionSet::of(&[Version::Of13]);
+    r.handle.configure(
+        id,
+        ConnOptions {
+            versions: of13,
+            ..probing
+        },
+    );
+    while read_msg(&mut ctl).is_some() {}
+    let (mut again, _) = l.accept().unwrap();
+    again
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(read_msg(&mut again).unwrap(), hello_of(of13));
+    // A listener's new versions hold for what it accepts from then on.
+    r.handle
+        .configure_listener(mgmt, ConnOptions::service(of13));
+    assert!(eventually(Duration::from_secs(5), || {
+        let mut s = UnixStream::connect(&r.mgmt).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        read_msg(&mut s).unwrap() == hello_of(of13)
+    }));
+}
+
 /// A loop with bridge `br0`'s `.mgmt` and `.snoop` listeners and, if given, a controller;
 /// and the path of the `.snoop` socket.
 fn with_snooping(controller: Option<std::net::SocketAddr>) -> (Running, PathBuf) {

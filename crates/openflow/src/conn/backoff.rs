@@ -31,6 +31,13 @@ impl Backoff {
         }
     }
 
+    /// Changes the longest wait (at least 1 s); returns the current wait, cut to it.
+    pub(crate) fn set_max(&mut self, max: Duration) -> Duration {
+        self.max = max.max(MIN_BACKOFF);
+        self.current = self.current.min(self.max);
+        self.current
+    }
+
     /// An attempt to connect started at `now`.
     pub(crate) fn attempt(&mut self, now: Instant) {
         self.reset_at = Some(now + self.current);
@@ -95,6 +102,13 @@ mod tests {
             })
             .collect();
         assert_eq!(w, [1, 2, 2, 2]);
+        // A lower maximum cuts the current wait at once.
+        let mut b = Backoff::new(DEFAULT_MAX_BACKOFF);
+        for _ in 0..4 {
+            b.disconnected(t0);
+        }
+        assert_eq!(b.set_max(s(3)), s(3));
+        assert_eq!(b.disconnected(t0), s(3));
         assert_eq!(Backoff::new(Duration::ZERO).max, s(1));
     }
 }

@@ -94,6 +94,8 @@ enum Command {
         target: Target,
         opts: ConnOptions,
     },
+    Configure(ConnId, ConnOptions),
+    ConfigureListener(ListenerId, ConnOptions),
     Close(ConnId),
     CloseListener(ListenerId),
     Stop,
@@ -183,6 +185,16 @@ impl LoopHandle {
         id
     }
 
+    /// Changes a connection's settings, as [`EventLoop::configure`].
+    pub fn configure(&self, id: ConnId, opts: ConnOptions) -> bool {
+        self.command(Command::Configure(id, opts))
+    }
+
+    /// Changes a listener's settings, as [`EventLoop::configure_listener`].
+    pub fn configure_listener(&self, id: ListenerId, opts: ConnOptions) -> bool {
+        self.command(Command::ConfigureListener(id, opts))
+    }
+
     /// Closes a connection (an active one for good).
     pub fn close(&self, id: ConnId) -> bool {
         self.command(Command::Close(id))
@@ -244,6 +256,8 @@ struct Conn {
     n_connects: u64,
     /// The snoopers watching this controller connection.
     monitors: Vec<ConnId>,
+    /// The listener that accepted it.
+    listener: Option<ListenerId>,
 }
 
 impl Conn {
@@ -261,6 +275,7 @@ impl Conn {
             past: Counters::default(),
             n_connects: 0,
             monitors: Vec::new(),
+            listener: None,
         }
     }
 
@@ -454,6 +469,54 @@ impl EventLoop {
             .insert(id, Conn::new(target, Role::Primary, opts, link, now));
     }
 
+    /// Changes a connection's settings, as the database changes a controller's: the probe
+    /// interval, queue and backoff apply at once; other allowed versions make the connection
+    /// start again (a service connection is closed: its peer reconnects if it wants).
+    pub fn configure(&mut self, id: ConnId, opts: ConnOptions, handler: &mut impl Handler) {
+        let now = Instant::now();
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let versions_changed = c.opts.versions != opts.versions;
+        c.opts = opts;
+        if let Some(b) = c.backoff.as_mut() {
+            let wait = b.set_max(opts.max_backoff);
+            if let Link::Backoff { until } = &mut c.link {
+                *until = (*until).min(now + wait);
+            }
+        }
+        match &mut c.link {
+            Link::Open { .. } if versions_changed => {
+                self.link_down(id, ConnError::Reconfigured, now, handler);
+            }
+            Link::Open { vconn, .. } => vconn.set_limits(opts.probe_interval, opts.async_queue),
+            Link::Backoff { .. } | Link::Connecting { .. } => {}
+        }
+    }
+
+    /// Changes a listener's settings: for the connections it accepts from now on, and for
+    /// those it accepted ([`EventLoop::configure`]).
+    pub fn configure_listener(
+        &mut self,
+        id: ListenerId,
+        opts: ConnOptions,
+        handler: &mut impl Handler,
+    ) {
+        let Some(l) = self.listeners.get_mut(&id) else {
+            return;
+        };
+        l.opts = opts;
+        let accepted: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.listener == Some(id))
+            .map(|(cid, _)| *cid)
+            .collect();
+        for cid in accepted {
+            self.configure(cid, opts, handler);
+        }
+    }
+
     /// Closes a connection (an active one for good, with the snoopers that watch it).
     pub fn close(&mut self, id: ConnId, handler: &mut impl Handler) {
         if self.conns.contains_key(&id) {
@@ -618,6 +681,10 @@ impl EventLoop {
                     );
                 }
                 Ok(Command::Connect { id, target, opts }) => self.add_controller(id, target, opts),
+                Ok(Command::Configure(id, opts)) => self.configure(id, opts, handler),
+                Ok(Command::ConfigureListener(id, opts)) => {
+                    self.configure_listener(id, opts, handler);
+                }
                 Ok(Command::Close(id)) => self.close(id, handler),
                 Ok(Command::CloseListener(id)) => self.close_listener(id),
                 Ok(Command::Stop) => self.stopped = true,
@@ -845,6 +912,7 @@ impl EventLoop {
             }
             let placeholder = Link::Backoff { until: now };
             let mut c = Conn::new(target, role, opts, placeholder, now);
+            c.listener = Some(id);
             c.link = Link::Open {
                 stream,
                 vconn: c.vconn(now),

@@ -81,6 +81,9 @@ pub enum ConnError {
     /// The switch closed the connection.
     #[error("closed by the switch")]
     Closed,
+    /// The allowed versions changed: the connection is made again to negotiate anew.
+    #[error("allowed versions changed")]
+    Reconfigured,
 }
 
 impl From<io::Error> for ConnError {
@@ -178,6 +181,12 @@ impl Vconn {
         let x = self.next_xid;
         self.next_xid = self.next_xid.wrapping_add(1);
         x
+    }
+
+    /// Changes the probe interval and the asynchronous queue's limit (what is queued stays).
+    pub(crate) fn set_limits(&mut self, probe_interval: Duration, async_limit: usize) {
+        self.probe_interval = probe_interval;
+        self.async_limit = async_limit;
     }
 
     /// The negotiated version, once the hello exchange is over.
