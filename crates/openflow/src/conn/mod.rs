@@ -8,8 +8,10 @@
 //! - [`vconn`]: one connection's protocol: framing, hello negotiation, echo, the inactivity
 //!   probe and the bounded transmit queue;
 //! - [`backoff`]: the reconnection waits of an active connection;
-//! - [`event_loop`]: the loop that multiplexes listeners and connections, hands whole
-//!   messages to a [`Handler`] and takes messages from other threads ([`LoopHandle`]).
+//! - [`event_loop`]: the loop that multiplexes listeners and connections and hands whole
+//!   messages to a [`Handler`];
+//! - [`handle`]: how other threads reach a running loop ([`LoopHandle`]) and hear of
+//!   connections coming and going ([`ConnEvent`]).
 //!
 //! Roles follow OVS: a connection the switch opens to a controller is [`Role::Primary`]
 //! (`OFCONN_PRIMARY`), one accepted on a listener is [`Role::Service`] (`OFCONN_SERVICE`); the
@@ -18,6 +20,7 @@
 
 pub mod backoff;
 pub mod event_loop;
+pub mod handle;
 pub mod socket;
 pub mod target;
 pub mod vconn;
@@ -26,7 +29,8 @@ use std::fmt;
 use std::time::Duration;
 
 pub use backoff::DEFAULT_MAX_BACKOFF;
-pub use event_loop::{ConnEvent, EventLoop, LoopHandle};
+pub use event_loop::EventLoop;
+pub use handle::{ConnEvent, LoopHandle};
 pub use socket::PUNIX_MODE;
 pub use target::{OFP_PORT, Target, TargetError, bridge_targets};
 pub use vconn::{ConnError, Counters, DEFAULT_ASYNC_QUEUE, MsgKind, REPLY_MAX};
