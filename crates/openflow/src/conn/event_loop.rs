@@ -35,6 +35,10 @@ const ACCEPT_BURST: usize = 64;
 /// Messages handled from one connection per loop iteration (as OVS's 50), for the same reason.
 const RECV_BURST: usize = 50;
 
+/// How long an accepted connection has to finish its hello exchange: as long as `rconn` gives
+/// any connection in its CONNECTING state with no backoff behind it.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long a listener rests after an error accepting.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
@@ -48,8 +52,8 @@ enum Link {
     Backoff { until: Instant },
     /// An active connection whose TCP connect is in progress.
     Connecting { stream: Stream, deadline: Instant },
-    /// Connected: exchanging hellos (`vconn.version()` is `None`) or messages. An active
-    /// connection must finish its hellos by `deadline`.
+    /// Connected: exchanging hellos (`vconn.version()` is `None`) or messages. The hellos
+    /// must be over by `deadline`.
     Open {
         stream: Stream,
         vconn: Box<Vconn>,
@@ -736,7 +740,7 @@ impl EventLoop {
             c.link = Link::Open {
                 stream,
                 vconn: c.vconn(now),
-                deadline: None,
+                deadline: Some(now + HELLO_TIMEOUT),
             };
             self.conns.insert(cid, c);
             self.flush(cid, now);

@@ -294,14 +294,15 @@ impl Vconn {
                 m.extend_from_slice(&self.rx[range.clone()]);
             }
             match h.msg_type {
-                // A second hello, or the answer to our probe: nothing more to do.
-                OFPT_HELLO | OFPT_ECHO_REPLY => {}
+                // The answer to a probe: nothing more to do. (A second hello is the message
+                // layer's to refuse, as OVS's does, with OFPBRC_BAD_TYPE.)
+                OFPT_ECHO_REPLY => {}
                 OFPT_ECHO_REQUEST => {
                     let mut reply = self.rx[range].to_vec();
                     reply[1] = OFPT_ECHO_REPLY;
                     self.queue(reply, MsgKind::Reply);
                 }
-                OFPT_ERROR => return Ok(Some(Incoming::Message(range))),
+                OFPT_ERROR | OFPT_HELLO => return Ok(Some(Incoming::Message(range))),
                 _ if h.version != version.wire() => {
                     let mut reply = Vec::new();
                     error::encode(
