@@ -150,7 +150,10 @@ pub struct ConnInfo {
 /// The message layer, run by the [`EventLoop`] on its thread.
 ///
 /// The loop answers hellos and echo requests, refuses messages of another version and keeps
-/// connections alive; every other whole message reaches [`Handler::handle`].
+/// connections alive; every other whole message reaches [`Handler::handle`]. A handler that
+/// must reach other connections (a port-status for all, a connection to close) keeps a
+/// [`LoopHandle`]: what it queues there is done on the loop's next turn, right after the
+/// messages at hand.
 pub trait Handler {
     /// A connection finished its hello exchange.
     fn connected(&mut self, conn: &ConnInfo) {

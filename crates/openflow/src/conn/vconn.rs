@@ -251,6 +251,10 @@ impl Vconn {
             self.rx.drain(..self.rx_start);
             self.rx_start = 0;
         }
+        // A large message is gone: do not keep its room for every idle connection.
+        if self.rx.is_empty() && self.rx.capacity() > 2 * READ_CHUNK {
+            self.rx = Vec::new();
+        }
         let have = self.rx.len();
         self.rx.resize(have + READ_CHUNK, 0);
         let result = loop {
