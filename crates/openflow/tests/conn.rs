@@ -226,6 +226,39 @@ fn the_inactivity_probe_drops_a_silent_peer_and_keeps_a_live_one() {
 }
 
 #[test]
+fn sending_to_a_silent_peer_does_not_put_off_its_probe() {
+    let probe = Duration::from_millis(300);
+    let opts = ConnOptions {
+        probe_interval: probe,
+        ..ConnOptions::service(VersionSet::ALL)
+    };
+    let r = Running::start(opts, |_| {}, ());
+    let mut s = client(&r.mgmt);
+    let t0 = Instant::now();
+    // Packet-ins every 50 ms, as ovs-vswitchd keeps sending them to a controller that says
+    // nothing: it probes after 5 s all the same, and hangs up 5 s later.
+    let h = r.handle.clone();
+    let sender = thread::spawn(move || {
+        while t0.elapsed() < Duration::from_secs(2) {
+            h.send(Dest::All, msg(4, 10, 0, &[0; 16]), MsgKind::Async);
+            thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let mut probed = None;
+    while let Some(m) = read_msg(&mut s) {
+        if m[1] == OFPT_ECHO_REQUEST {
+            probed.get_or_insert(t0.elapsed());
+        }
+    }
+    let (probed, closed) = (probed.expect("an echo request"), t0.elapsed());
+    assert!(
+        probed < probe * 2 && closed < probe * 4,
+        "probe after {probed:?}, closed after {closed:?}"
+    );
+    sender.join().unwrap();
+}
+
+#[test]
 fn bad_lengths_and_garbage_drop_only_their_own_connection() {
     let r = Running::start(ConnOptions::service(VersionSet::ALL), |_| {}, ());
     let mut good = client(&r.mgmt);

@@ -395,9 +395,8 @@ impl EventLoop {
                 }
             }
         }
-        let now = Instant::now();
         for id in flush {
-            self.flush(id, now);
+            self.flush(id);
         }
     }
 
@@ -435,13 +434,13 @@ impl EventLoop {
                 Slot::Conn(id) => self.conn_ready(id, flags, now, handler),
             }
         }
-        self.copy_to_snoopers(now);
+        self.copy_to_snoopers();
         Ok(())
     }
 
     /// Sends the snoopers of each controller connection the copies it kept, as asynchronous
     /// messages (a snooper that does not keep up misses some), and forgets snoopers gone.
-    fn copy_to_snoopers(&mut self, now: Instant) {
+    fn copy_to_snoopers(&mut self) {
         let mut copies = Vec::new();
         for (id, c) in &mut self.conns {
             if c.monitors.is_empty() {
@@ -465,7 +464,7 @@ impl EventLoop {
                     && vconn.version().is_some()
                 {
                     vconn.queue(m.clone(), MsgKind::Async);
-                    self.flush(s, now);
+                    self.flush(s);
                 }
             }
             if let Some(c) = self.conns.get_mut(&id) {
@@ -576,7 +575,7 @@ impl EventLoop {
         // A probe may have queued an echo request; a reconnect may be due again at once.
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
-            self.flush(id, now);
+            self.flush(id);
             if let Some(Conn {
                 link: Link::Backoff { until },
                 ..
@@ -609,7 +608,7 @@ impl EventLoop {
                     deadline: Some(now + wait),
                 };
                 c.since = now;
-                self.flush(id, now);
+                self.flush(id);
             }
             Ok((stream, false)) => {
                 c.link = Link::Connecting {
@@ -743,7 +742,7 @@ impl EventLoop {
                 deadline: Some(now + HELLO_TIMEOUT),
             };
             self.conns.insert(cid, c);
-            self.flush(cid, now);
+            self.flush(cid);
         }
     }
 
@@ -781,7 +780,7 @@ impl EventLoop {
                     vconn: c.vconn(now),
                     deadline: Some(deadline),
                 };
-                self.flush(id, now);
+                self.flush(id);
             }
             Link::Open { vconn, .. } => {
                 let may_read = vconn.may_read();
@@ -796,7 +795,7 @@ impl EventLoop {
                     self.link_down(id, ConnError::Eof, now, handler);
                     return;
                 }
-                self.flush(id, now);
+                self.flush(id);
             }
         }
     }
@@ -867,7 +866,7 @@ impl EventLoop {
     }
 
     /// Writes what a connection has queued, as far as its socket takes it.
-    fn flush(&mut self, id: ConnId, now: Instant) {
+    fn flush(&mut self, id: ConnId) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
@@ -877,7 +876,7 @@ impl EventLoop {
         if !vconn.wants_write() {
             return;
         }
-        if let Err(e) = vconn.write_to(stream, now) {
+        if let Err(e) = vconn.write_to(stream) {
             // Ended by the next iteration: a shut down socket makes the poll return at once.
             c.doomed = Some(e);
             let _ = stream.shutdown();
@@ -905,7 +904,7 @@ impl EventLoop {
         } = old
         {
             // Last words, such as the hello failure's error: one try, the socket is closing.
-            let _ = vconn.write_to(&mut stream, now);
+            let _ = vconn.write_to(&mut stream);
             let k = vconn.counters();
             c.past.rx_msgs += k.rx_msgs;
             c.past.tx_msgs += k.tx_msgs;

@@ -7,6 +7,9 @@
 //! is handed and is told the time, so the event loop drives it over non-blocking sockets and
 //! tests drive it over byte buffers.
 //!
+//! Only what the peer sends counts as a sign of life for the probe: as with OVS, a switch
+//! that keeps sending (packet-ins) to a peer that says nothing still probes it.
+//!
 //! Memory stays bounded whatever the peer does: at most one incomplete message (64 KiB) and one
 //! read's worth of bytes are buffered on input; on output, asynchronous messages (packet-ins
 //! and the like) beyond a limit are dropped and counted, and while [`REPLY_MAX`] replies wait
@@ -384,12 +387,11 @@ impl Vconn {
     }
 
     /// Writes what is queued to `w` until it would block.
-    pub(crate) fn write_to(&mut self, w: &mut impl Write, now: Instant) -> Result<(), ConnError> {
+    pub(crate) fn write_to(&mut self, w: &mut impl Write) -> Result<(), ConnError> {
         while let Some(front) = self.txq.front() {
             match w.write(&front.bytes[self.tx_head..]) {
                 Ok(0) => return Err(ConnError::Eof),
                 Ok(n) => {
-                    self.last_activity = self.last_activity.max(now);
                     self.tx_head += n;
                     if self.tx_head == front.bytes.len() {
                         self.tx_head = 0;
@@ -507,7 +509,7 @@ mod tests {
             }
         }
         let mut sent = Vec::new();
-        v.write_to(&mut sent, now).unwrap();
+        v.write_to(&mut sent).unwrap();
         (out, sent)
     }
 
@@ -597,7 +599,7 @@ mod tests {
         let s = Duration::from_secs(5);
         let mut v = Vconn::new(VersionSet::ALL, s, DEFAULT_ASYNC_QUEUE, t0);
         let mut out = Vec::new();
-        v.write_to(&mut out, t0).unwrap();
+        v.write_to(&mut out).unwrap();
         let mut r = io::Cursor::new(hello_of(OF13));
         v.fill(&mut r).unwrap();
         assert!(matches!(
@@ -609,7 +611,7 @@ mod tests {
         assert_eq!(v.run_probe(t0 + s), Ok(Some(t0 + 2 * s)));
         assert!(v.probing());
         out.clear();
-        v.write_to(&mut out, t0 + s).unwrap();
+        v.write_to(&mut out).unwrap();
         assert_eq!(out, msg(4, OFPT_ECHO_REQUEST, 2, &[]));
         // An answer puts it back to sleep; more silence ends the connection.
         let mut r = io::Cursor::new(msg(4, OFPT_ECHO_REPLY, 2, &[]));
@@ -670,11 +672,11 @@ mod tests {
             room: 50,
             got: Vec::new(),
         };
-        v.write_to(&mut w, now).unwrap();
+        v.write_to(&mut w).unwrap();
         assert_eq!(w.got.len(), 50);
         assert_eq!(v.counters().tx_msgs, 1);
         w.room = usize::MAX;
-        v.write_to(&mut w, now).unwrap();
+        v.write_to(&mut w).unwrap();
         assert!(v.may_read() && !v.wants_write());
         assert_eq!(v.counters().tx_msgs, 3 + REPLY_MAX as u64);
         assert_eq!(w.got.len(), 8 + 3 * 108 + 99 * 8);
