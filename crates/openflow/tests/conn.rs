@@ -162,6 +162,13 @@ fn an_active_connection_reconnects_with_backoff_after_the_controller_restarts() 
     assert_eq!(st.len(), 1);
     assert_eq!(st[0].state, ConnState::Active);
     assert_eq!(st[0].n_connects, 2);
+    assert!(st[0].since_connect.unwrap() < Duration::from_secs(1));
+    // The last to end was the refused attempt, after the controller went away.
+    assert!(st[0].since_disconnect.unwrap() < down.elapsed() - Duration::from_millis(500));
+    assert_eq!(
+        st[0].last_error.as_ref().map(|e| e.to_string()),
+        Some("connection failed (Connection refused)".to_string())
+    );
     assert_eq!(st[0].target.to_string(), format!("tcp:{addr}"));
 
     // A controller that hangs up at once, every time: the waits grow to the maximum (2 s).

@@ -21,7 +21,7 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 use super::backoff::Backoff;
 use super::handle::{Command, ConnEvent, LoopHandle, Waker, snoop_options};
 use super::socket::{self, Listener, PUNIX_MODE, Stream};
-use super::vconn::{ConnError, Counters, Incoming, MsgKind, Vconn};
+use super::vconn::{ConnError, Counters, Incoming, MsgKind, Vconn, io_text};
 use super::{
     ConnId, ConnInfo, ConnOptions, ConnState, ConnStatus, Dest, Handler, ListenerId, Role, Target,
 };
@@ -68,6 +68,7 @@ struct Conn {
     role: Role,
     opts: ConnOptions,
     link: Link,
+    /// When it entered its current state.
     since: Instant,
     /// Set for an active connection.
     backoff: Option<Backoff>,
@@ -78,6 +79,8 @@ struct Conn {
     /// Counters of the links that ended.
     past: Counters,
     n_connects: u64,
+    last_connected: Option<Instant>,
+    last_disconnected: Option<Instant>,
     /// The snoopers watching this controller connection.
     monitors: Vec<ConnId>,
     /// The listener that accepted it.
@@ -85,7 +88,7 @@ struct Conn {
 }
 
 impl Conn {
-    /// A connection on a new link of `stream`, or accepted on a listener (no backoff).
+    /// A connection in the state `link`; a primary one gets a backoff to reconnect with.
     fn new(target: Target, role: Role, opts: ConnOptions, link: Link, now: Instant) -> Conn {
         Conn {
             target,
@@ -98,6 +101,8 @@ impl Conn {
             doomed: None,
             past: Counters::default(),
             n_connects: 0,
+            last_connected: None,
+            last_disconnected: None,
             monitors: Vec::new(),
             listener: None,
         }
@@ -156,6 +161,12 @@ impl Conn {
             },
             tx_queued,
             n_connects: self.n_connects,
+            since_connect: self
+                .last_connected
+                .map(|t| now.saturating_duration_since(t)),
+            since_disconnect: self
+                .last_disconnected
+                .map(|t| now.saturating_duration_since(t)),
         }
     }
 }
@@ -620,7 +631,7 @@ impl EventLoop {
             Err(e) => {
                 backoff.failed();
                 let until = now + backoff.disconnected(now);
-                c.last_error = Some(ConnError::ConnectFailed(e.to_string()));
+                c.last_error = Some(ConnError::ConnectFailed(io_text(&e)));
                 c.link = Link::Backoff { until };
                 c.since = now;
             }
@@ -767,7 +778,7 @@ impl EventLoop {
                     if let Some(b) = c.backoff.as_mut() {
                         b.failed();
                     }
-                    self.link_down(id, ConnError::ConnectFailed(e.to_string()), now, handler);
+                    self.link_down(id, ConnError::ConnectFailed(io_text(&e)), now, handler);
                     return;
                 }
                 let Link::Connecting { stream, deadline } =
@@ -828,12 +839,14 @@ impl EventLoop {
                 Some(Incoming::Connected(_)) if c.role == Role::Snoop => {
                     c.n_connects += 1;
                     c.since = now;
+                    c.last_connected = Some(now);
                 }
                 // What a snooper says goes nowhere.
                 Some(Incoming::Message(_)) if c.role == Role::Snoop => handled += 1,
                 Some(Incoming::Connected(version)) => {
                     c.n_connects += 1;
                     c.since = now;
+                    c.last_connected = Some(now);
                     let info = ConnInfo {
                         id,
                         version,
@@ -896,6 +909,10 @@ impl EventLoop {
             return;
         };
         let old = std::mem::replace(&mut c.link, Link::Backoff { until: now });
+        // As rconn: a connection, or an attempt under way, ended now.
+        if !matches!(old, Link::Backoff { .. }) {
+            c.last_disconnected = Some(now);
+        }
         let mut was_connected = false;
         if let Link::Open {
             mut stream,

@@ -208,4 +208,8 @@ pub struct ConnStatus {
     pub tx_queued: usize,
     /// Times the connection was made (hello exchange completed).
     pub n_connects: u64,
+    /// Since the connection was last made (OVS's `sec_since_connect`).
+    pub since_connect: Option<Duration>,
+    /// Since a connection of the target last ended (OVS's `sec_since_disconnect`).
+    pub since_disconnect: Option<Duration>,
 }

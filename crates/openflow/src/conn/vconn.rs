@@ -91,7 +91,19 @@ pub enum ConnError {
 
 impl From<io::Error> for ConnError {
     fn from(e: io::Error) -> Self {
-        ConnError::Io(e.to_string())
+        ConnError::Io(io_text(&e))
+    }
+}
+
+/// A socket error as OVS words it: the system's text alone (`Connection refused`), without
+/// Rust's `(os error 111)`.
+pub(crate) fn io_text(e: &io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(n) => text
+            .strip_suffix(&format!(" (os error {n})"))
+            .map_or(text.clone(), str::to_string),
+        None => text,
     }
 }
 
