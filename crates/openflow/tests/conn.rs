@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::{Running, client, echo, eventually, hello_of, msg, ovs_ofctl, read_msg};
 use openflow::conn::{
-    ConnEvent, ConnInfo, ConnOptions, ConnState, Dest, Handler, MsgKind, Role, Target,
+    ConnError, ConnEvent, ConnInfo, ConnOptions, ConnState, Dest, Handler, MsgKind, Role, Target,
     bridge_targets,
 };
 use openflow::header::{OFPT_ECHO_REPLY, OFPT_ECHO_REQUEST, OFPT_ERROR, OFPT_HELLO, Version};
@@ -186,6 +186,44 @@ fn an_active_connection_reconnects_with_backoff_after_the_controller_restarts() 
         gaps.iter().all(|&g| (1800..3000).contains(&g)),
         "gaps between attempts: {gaps:?} ms"
     );
+}
+
+#[test]
+fn a_controller_that_never_says_hello_times_out_and_is_tried_again() {
+    let dir = std::env::temp_dir().join(format!("of-conn-mute-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("controller.sock");
+    let _ = std::fs::remove_file(&path);
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let mut id = None;
+    let r = Running::start(
+        ConnOptions::service(VersionSet::ALL),
+        |lp| {
+            let target = Target::parse(&format!("unix:{}", path.display()), &dir).unwrap();
+            id = Some(lp.connect(target, ConnOptions::controller(VersionSet::ALL)));
+        },
+        (),
+    );
+    // Connected, our hello sent, none back: the attempt ends after 1 s and, having connected
+    // for less than its wait, is tried again after 1 s more.
+    let (mut first, _) = l.accept().unwrap();
+    let t0 = Instant::now();
+    first
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(read_msg(&mut first).unwrap()[1], OFPT_HELLO);
+    assert_eq!(read_msg(&mut first), None);
+    let dropped = t0.elapsed();
+    let st = r.handle.status().unwrap();
+    assert_eq!(st[0].id, id.unwrap());
+    assert_eq!(st[0].last_error, Some(ConnError::ConnectTimeout));
+    let _second = l.accept().unwrap();
+    let again = t0.elapsed();
+    assert!(
+        dropped >= Duration::from_millis(900) && again >= dropped + Duration::from_millis(900),
+        "dropped after {dropped:?}, tried again after {again:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -539,15 +539,23 @@ impl EventLoop {
                 None => {}
             }
         }
+        // Attempts first, so that their deadlines count below.
+        let reconnect: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.link, Link::Backoff { until } if until <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in reconnect {
+            self.start_connect(id, now);
+        }
         let mut failed = Vec::new();
-        let mut reconnect = Vec::new();
         for (id, c) in &mut self.conns {
             if let Some(e) = c.doomed.take() {
                 failed.push((*id, e));
                 continue;
             }
             match &mut c.link {
-                Link::Backoff { until } if *until <= now => reconnect.push(*id),
                 Link::Backoff { until } => due(*until),
                 Link::Connecting { deadline, .. } if *deadline <= now => {
                     failed.push((*id, ConnError::ConnectTimeout));
@@ -580,10 +588,7 @@ impl EventLoop {
             }
             self.link_down(id, e, now, handler);
         }
-        for id in reconnect {
-            self.start_connect(id, now);
-        }
-        // A probe may have queued an echo request; a reconnect may be due again at once.
+        // A probe may have queued an echo request; a connection that ended waits.
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
             self.flush(id);
