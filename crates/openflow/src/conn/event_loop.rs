@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 
 use super::backoff::Backoff;
-use super::handle::{Command, ConnEvent, LoopHandle, Waker, snoop_options};
-use super::socket::{self, Listener, PUNIX_MODE, Stream};
+use super::handle::{Command, ConnEvent, LoopHandle, Waker, bind, snoop_options};
+use super::socket::{self, Listener, Stream};
 use super::vconn::{ConnError, Counters, Incoming, MsgKind, Vconn, io_text};
 use super::{
     ConnId, ConnInfo, ConnOptions, ConnState, ConnStatus, Dest, Handler, ListenerId, Role, Target,
@@ -243,8 +243,8 @@ impl EventLoop {
     }
 
     /// Listens on a passive target; what it accepts are service connections with `opts`. A
-    /// `punix:` socket file is owner-only ([`PUNIX_MODE`]). Returns the listener and the
-    /// target it is bound to (with the port a `ptcp:` of port 0 got).
+    /// `punix:` socket file is owner-only ([`PUNIX_MODE`](super::PUNIX_MODE)). Returns the
+    /// listener and the target it is bound to (with the port a `ptcp:` of port 0 got).
     pub fn listen(
         &mut self,
         target: &Target,
@@ -268,20 +268,28 @@ impl EventLoop {
         role: Role,
         opts: ConnOptions,
     ) -> io::Result<(ListenerId, Target)> {
-        let listener = Listener::bind(target, PUNIX_MODE)?;
-        let target = listener.local_target()?;
+        let (listener, bound) = bind(target)?;
         let id = ListenerId(self.id());
-        self.listeners.insert(
-            id,
-            ListenerEntry {
-                listener,
-                target: target.clone(),
-                opts,
-                role,
-                paused_until: None,
-            },
-        );
-        Ok((id, target))
+        self.add_listener(id, listener, bound.clone(), role, opts);
+        Ok((id, bound))
+    }
+
+    fn add_listener(
+        &mut self,
+        id: ListenerId,
+        listener: Listener,
+        target: Target,
+        role: Role,
+        opts: ConnOptions,
+    ) {
+        let entry = ListenerEntry {
+            listener,
+            target,
+            opts,
+            role,
+            paused_until: None,
+        };
+        self.listeners.insert(id, entry);
     }
 
     /// Stops listening (connections it accepted stay).
@@ -502,18 +510,7 @@ impl EventLoop {
                     target,
                     role,
                     opts,
-                }) => {
-                    self.listeners.insert(
-                        id,
-                        ListenerEntry {
-                            listener,
-                            target,
-                            opts,
-                            role,
-                            paused_until: None,
-                        },
-                    );
-                }
+                }) => self.add_listener(id, listener, target, role, opts),
                 Ok(Command::Connect { id, target, opts }) => self.add_controller(id, target, opts),
                 Ok(Command::Configure(id, opts)) => self.configure(id, opts, handler),
                 Ok(Command::ConfigureListener(id, opts)) => {

@@ -29,6 +29,13 @@ pub(super) fn snoop_options(versions: VersionSet) -> ConnOptions {
     }
 }
 
+/// A listener on `target` (a `punix:` socket file owner-only), and the target it is bound to.
+pub(super) fn bind(target: &Target) -> io::Result<(Listener, Target)> {
+    let listener = Listener::bind(target, PUNIX_MODE)?;
+    let bound = listener.local_target()?;
+    Ok((listener, bound))
+}
+
 /// How long [`LoopHandle::status`] waits for the loop to answer.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -146,8 +153,7 @@ impl LoopHandle {
         role: Role,
         opts: ConnOptions,
     ) -> io::Result<(ListenerId, Target)> {
-        let listener = Listener::bind(target, PUNIX_MODE)?;
-        let bound = listener.local_target()?;
+        let (listener, bound) = bind(target)?;
         let id = ListenerId(self.id());
         self.command(Command::Listen {
             id,
