@@ -26,16 +26,33 @@ use openflow::hello::VersionSet;
 fn ovs_ofctl_probe_succeeds_against_the_layer_alone() {
     let Some(ofctl) = ovs_ofctl() else { return };
     let r = Running::start(ConnOptions::service(VersionSet::ALL), |_| {}, ());
-    let target = format!("unix:{}", r.mgmt.display());
-    for args in [&[][..], &["-O", "OpenFlow15"], &["-O", "OpenFlow13"]] {
+    let (_, ptcp) = r
+        .handle
+        .listen(
+            &Target::PTcp("127.0.0.1:0".parse().unwrap()),
+            ConnOptions::service(VersionSet::ALL),
+        )
+        .unwrap();
+    let Target::PTcp(addr) = ptcp else {
+        unreachable!()
+    };
+    let unix = format!("unix:{}", r.mgmt.display());
+    let tcp = format!("tcp:{addr}");
+    let runs = [
+        (&[][..], &unix),
+        (&["-O", "OpenFlow15"], &unix),
+        (&["-O", "OpenFlow13"], &unix),
+        (&["-O", "OpenFlow14"], &tcp),
+    ];
+    for (args, target) in runs {
         let out = Command::new(ofctl)
             .args(args)
-            .args(["probe", &target])
+            .args(["probe", target])
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "ovs-ofctl {args:?} probe: {}",
+            "ovs-ofctl {args:?} probe {target}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -46,11 +63,14 @@ fn ovs_ofctl_probe_succeeds_against_the_layer_alone() {
             assert_eq!(role, Role::Service);
             versions.push(version);
         }
-        if versions.len() == 3 {
+        if versions.len() == runs.len() {
             break;
         }
     }
-    assert_eq!(versions, [Version::Of10, Version::Of15, Version::Of13]);
+    assert_eq!(
+        versions,
+        [Version::Of10, Version::Of15, Version::Of13, Version::Of14]
+    );
     assert!(eventually(Duration::from_secs(5), || r
         .handle
         .status()
