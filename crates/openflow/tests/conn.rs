@@ -360,6 +360,46 @@ fn bad_lengths_and_garbage_drop_only_their_own_connection() {
     );
 }
 
+#[test]
+fn random_bytes_from_many_peers_leave_the_loop_serving() {
+    let r = Running::start(ConnOptions::service(VersionSet::ALL), |_| {}, ());
+    // xorshift: the same bytes every run.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let peers: Vec<_> = (0..64)
+        .map(|i| {
+            let mut bytes: Vec<u8> = (0..1024).map(|_| next() as u8).collect();
+            if i % 2 == 0 {
+                // Past the hello, into the message loop.
+                bytes.splice(0..0, hello_of(VersionSet::ALL));
+            }
+            let path = r.mgmt.clone();
+            thread::spawn(move || {
+                let mut s = UnixStream::connect(path).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                let _ = s.write_all(&bytes);
+                while read_msg(&mut s).is_some() {}
+            })
+        })
+        .collect();
+    for p in peers {
+        p.join().unwrap();
+    }
+    let mut good = client(&r.mgmt);
+    assert_eq!(echo(&mut good, 1)[1], OFPT_ECHO_REPLY);
+    drop(good);
+    assert!(eventually(Duration::from_secs(5), || r
+        .handle
+        .status()
+        .unwrap()
+        .is_empty()));
+}
+
 /// Counts the messages it is given.
 #[derive(Default)]
 struct Recorder(Arc<AtomicUsize>);
