@@ -4,6 +4,7 @@
 //! - [`header`]: the 8-byte header every message starts with, protocol versions and the
 //!   framing of a byte stream into messages;
 //! - [`hello`]: version negotiation (the hello message and its version bitmap element);
+//! - [`conn`]: connections: listeners, controllers, negotiation, liveness and the event loop;
 //! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them;
 //! - [`msgtype`]: every message type OVS knows, from and to its headers, and multipart framing;
 //! - [`msgs`]: the messages other than flows, packets and groups (switch, ports, statistics,
@@ -14,6 +15,7 @@
 //! `ovs-ofctl` syntax are the same thing.
 #![forbid(unsafe_code)]
 
+pub mod conn;
 pub mod error;
 pub mod header;
 pub mod hello;
