@@ -199,6 +199,19 @@ fn revalidator_wait_and_purge() {
     assert_eq!(ok(ctl(&run, &["revalidator/wait"])), "");
     let dump = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));
     assert!(dump.contains("n_packets=2,"), "{dump}");
+    // dpctl/get-flow prints the flow as the dump does: terse, or with -m verbose with its ufid.
+    let verbose = ok(ctl(&run, &["dpif/dump-flows", "-m", "br0"]));
+    let ufid = verbose.split_whitespace().next().unwrap();
+    assert!(ufid.starts_with("ufid:"), "{verbose}");
+    let strip_used = |s: String| s.split(", used:").next().unwrap().to_owned();
+    let terse = ok(ctl(&run, &["dpif/dump-flows", "br0"]));
+    let got = ok(ctl(&run, &["dpctl/get-flow", ufid]));
+    assert_eq!(strip_used(got), strip_used(terse));
+    let got = ok(ctl(&run, &["dpctl/get-flow", "-m", ufid]));
+    assert!(
+        got.starts_with(&format!("{ufid}, skb_priority(0/0)")),
+        "{got}"
+    );
     assert_eq!(ok(ctl(&run, &["revalidator/purge"])), "");
     assert!(flows(&run).is_empty());
     let dump = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));
