@@ -457,20 +457,33 @@ impl Ofproto {
     /// `del-port`: returns the removed port.
     pub fn del_port(&self, name: &str) -> Result<OfPort, String> {
         let mut p = self.write();
-        for b in &mut p.bridges {
-            if let Some(n) = b.port_number(name) {
-                if let Ok(mut m) = b.mac.lock() {
-                    m.flush_port(n);
-                }
-                let port = b.ports.remove(&n).expect("found above");
-                b.tunnels.remove(&n);
-                p.underlay.flush_neigh_of(name);
-                drop(p);
-                self.changed();
-                return Ok(port);
+        let Some((bi, n)) = p
+            .bridges
+            .iter()
+            .enumerate()
+            .find_map(|(i, b)| b.port_number(name).map(|n| (i, n)))
+        else {
+            return Err(format!("no port named {name}"));
+        };
+        // The addresses learned on the port go, here and in every other bridge (OVS's
+        // bundle_flush_macs(): a host seen behind it may have moved with it).
+        let gone = p.bridges[bi]
+            .mac
+            .lock()
+            .map(|mut m| m.flush_port(n))
+            .unwrap_or_default();
+        for other in &p.bridges {
+            if let Ok(mut m) = other.mac.lock() {
+                m.forget(&gone);
             }
         }
-        Err(format!("no port named {name}"))
+        let b = &mut p.bridges[bi];
+        let port = b.ports.remove(&n).expect("found above");
+        b.tunnels.remove(&n);
+        p.underlay.flush_neigh_of(name);
+        drop(p);
+        self.changed();
+        Ok(port)
     }
 
     fn parse(&self, bridge: &str, text: &str, kind: FlowKind) -> Result<FlowSpec, String> {
