@@ -4,7 +4,8 @@
 //! - [`header`]: the 8-byte header every message starts with, protocol versions and the
 //!   framing of a byte stream into messages;
 //! - [`hello`]: version negotiation (the hello message and its version bitmap element);
-//! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them.
+//! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them;
+//! - [`nxm`]: NXM and OXM field headers, and matches encoded as `nx_match` and OXM.
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
@@ -14,3 +15,4 @@
 pub mod error;
 pub mod header;
 pub mod hello;
+pub mod nxm;
