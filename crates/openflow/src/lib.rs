@@ -5,7 +5,8 @@
 //!   framing of a byte stream into messages;
 //! - [`hello`]: version negotiation (the hello message and its version bitmap element);
 //! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them;
-//! - [`nxm`]: NXM and OXM field headers, and matches encoded as `nx_match` and OXM.
+//! - [`nxm`]: NXM and OXM field headers, and matches encoded as `nx_match` and OXM;
+//! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it.
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
@@ -15,4 +16,5 @@
 pub mod error;
 pub mod header;
 pub mod hello;
+pub mod match10;
 pub mod nxm;

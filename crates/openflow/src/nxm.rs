@@ -814,4 +814,4 @@ pub fn pull_oxm_match(buf: &[u8]) -> Result<(PipeMatch, usize), OfpErr> {
 
 #[cfg(test)]
 #[path = "nxm_tests.rs"]
-mod tests;
+pub(crate) mod tests;
