@@ -6,13 +6,15 @@
 //! - [`hello`]: version negotiation (the hello message and its version bitmap element);
 //! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them;
 //! - [`nxm`]: NXM and OXM field headers, and matches encoded as `nx_match` and OXM;
-//! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it.
+//! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it;
+//! - [`actions`]: actions and instructions of every version, Nicira's extensions included.
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
 //! `ovs-ofctl` syntax are the same thing.
 #![forbid(unsafe_code)]
 
+pub mod actions;
 pub mod error;
 pub mod header;
 pub mod hello;
