@@ -7,7 +7,8 @@
 //! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them;
 //! - [`nxm`]: NXM and OXM field headers, and matches encoded as `nx_match` and OXM;
 //! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it;
-//! - [`actions`]: actions and instructions of every version, Nicira's extensions included.
+//! - [`actions`]: actions and instructions of every version, Nicira's extensions included;
+//! - [`flow_mod`]: flow_mod messages (OpenFlow 1.0, Nicira's NXM form, OpenFlow 1.2+).
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
@@ -16,6 +17,7 @@
 
 pub mod actions;
 pub mod error;
+pub mod flow_mod;
 pub mod header;
 pub mod hello;
 pub mod match10;
