@@ -8,7 +8,8 @@
 //! - [`nxm`]: NXM and OXM field headers, and matches encoded as `nx_match` and OXM;
 //! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it;
 //! - [`actions`]: actions and instructions of every version, Nicira's extensions included;
-//! - [`flow_mod`]: flow_mod messages (OpenFlow 1.0, Nicira's NXM form, OpenFlow 1.2+).
+//! - [`flow_mod`]: flow_mod messages (OpenFlow 1.0, Nicira's NXM form, OpenFlow 1.2+);
+//! - [`flow_stats`]: flow and aggregate statistics requests and replies.
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
@@ -18,6 +19,7 @@
 pub mod actions;
 pub mod error;
 pub mod flow_mod;
+pub mod flow_stats;
 pub mod header;
 pub mod hello;
 pub mod match10;

@@ -74,9 +74,19 @@ fn set(key: &mut PipeKey, mask: &mut PipeMask, f: FieldId, v: u128, m: u128) {
     let _ = f.field().match_set(key, mask, v, m);
 }
 
-/// Decodes a `struct ofp10_match` (the first 40 bytes of `b`, which the caller has checked
-/// are there) as OVS does, normalization included.
+/// Decodes a `struct ofp10_match` as OVS decodes a flow_mod's or request's: fields the flow's
+/// `dl_type` and `nw_proto` make meaningless dropped (`ofputil_normalize_match()`).
 pub fn decode(b: &[u8; OFP10_MATCH_LEN]) -> PipeMatch {
+    decode_as(b, true)
+}
+
+/// Decodes a `struct ofp10_match` as a switch reported it (a statistics reply, a
+/// flow-removed message): every field the wildcards say is matched, as OVS prints them.
+pub fn decode_reported(b: &[u8; OFP10_MATCH_LEN]) -> PipeMatch {
+    decode_as(b, false)
+}
+
+fn decode_as(b: &[u8; OFP10_MATCH_LEN], normalize: bool) -> PipeMatch {
     let w = be32(b, 0) & OFPFW10_ALL;
     let (mut key, mut mask) = (PipeKey::new(), PipeMask::new());
     let dl_type = be16(b, 22);
@@ -125,10 +135,12 @@ pub fn decode(b: &[u8; OFP10_MATCH_LEN]) -> PipeMatch {
     };
     let (ip4, ip6) = (t == 0x0800, t == 0x86dd);
     let arp = t == 0x0806 || t == 0x8035;
-    let may_nw_addr = ip4 || arp;
-    let may_nw_proto = ip4 || ip6 || arp;
-    let may_tos = ip4 || ip6;
-    let may_tp = (ip4 && matches!(p, 6 | 17 | 132 | 1)) || (ip6 && matches!(p, 6 | 17 | 132 | 58));
+    let may_nw_addr = !normalize || ip4 || arp;
+    let may_nw_proto = !normalize || ip4 || ip6 || arp;
+    let may_tos = !normalize || ip4 || ip6;
+    let may_tp = !normalize
+        || (ip4 && matches!(p, 6 | 17 | 132 | 1))
+        || (ip6 && matches!(p, 6 | 17 | 132 | 58));
 
     if may_nw_proto && matched(OFPFW10_NW_PROTO) {
         set(&mut key, &mut mask, F::IP_PROTO, nw_proto.into(), 0xff);
