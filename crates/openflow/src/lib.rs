@@ -9,7 +9,8 @@
 //! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it;
 //! - [`actions`]: actions and instructions of every version, Nicira's extensions included;
 //! - [`flow_mod`]: flow_mod messages (OpenFlow 1.0, Nicira's NXM form, OpenFlow 1.2+);
-//! - [`flow_stats`]: flow and aggregate statistics requests and replies.
+//! - [`flow_stats`]: flow and aggregate statistics requests and replies;
+//! - [`flow_removed`]: the notification of a flow's removal.
 //!
 //! The codec maps the wire forms onto the OpenFlow layer's own model ([`ofproto`]'s matches,
 //! actions and flows), so that a flow added over a connection and one added with the
@@ -19,6 +20,7 @@
 pub mod actions;
 pub mod error;
 pub mod flow_mod;
+pub mod flow_removed;
 pub mod flow_stats;
 pub mod header;
 pub mod hello;

@@ -1,0 +1,343 @@
+//! The flow-removed notification a switch sends when a flow with `send_flow_rem` expires or is
+//! deleted: OpenFlow 1.0's `OFPT_FLOW_REMOVED` (fixed match), Nicira's `NXT_FLOW_REMOVED` (NXM,
+//! with the table), OpenFlow 1.2-1.4's (OXM) and 1.5's (OXM and OXS statistics), as OVS's
+//! `ofputil_encode_flow_removed()` and `ofputil_decode_flow_removed()` lay them out.
+
+use ofproto::pipekey::PipeMatch;
+use ofproto::syntax::FlowStats;
+
+use crate::actions::EncodeError;
+use crate::error::OfpErr;
+use crate::flow_mod::{Protocol, body, is_nx_msg};
+use crate::flow_stats::{pull_oxs_stats, put_oxs_stats};
+use crate::header::{self, NX_VENDOR_ID, OFPT_EXPERIMENTER, Version};
+use crate::match10::{self, OFP10_MATCH_LEN};
+use crate::nxm::{self, TlvLens};
+
+/// `OFPT_FLOW_REMOVED`, in every version.
+pub const OFPT_FLOW_REMOVED: u8 = 11;
+/// `NXT_FLOW_REMOVED`.
+pub const NXT_FLOW_REMOVED: u32 = 14;
+
+/// Why a flow went (`OFPRR_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemovedReason(pub u8);
+
+impl RemovedReason {
+    pub const IDLE_TIMEOUT: RemovedReason = RemovedReason(0);
+    pub const HARD_TIMEOUT: RemovedReason = RemovedReason(1);
+    pub const DELETE: RemovedReason = RemovedReason(2);
+    pub const GROUP_DELETE: RemovedReason = RemovedReason(3);
+    pub const METER_DELETE: RemovedReason = RemovedReason(4);
+    pub const EVICTION: RemovedReason = RemovedReason(5);
+
+    /// The word `ovs-ofctl` prints: `idle`, `hard`, `delete`, `group_delete`, `eviction`,
+    /// `meter_delete`.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            0 => "idle",
+            1 => "hard",
+            2 => "delete",
+            3 => "group_delete",
+            4 => "meter_delete",
+            5 => "eviction",
+            _ => return None,
+        })
+    }
+}
+
+/// A flow-removed notification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowRemoved {
+    pub match_: PipeMatch,
+    pub priority: u16,
+    pub cookie: u64,
+    /// The flow's table, when the message carries it (not in OpenFlow 1.0's own form).
+    pub table: Option<u8>,
+    pub reason: RemovedReason,
+    pub idle_timeout: u16,
+    /// Not carried by OpenFlow 1.0 and NXM (0 there).
+    pub hard_timeout: u16,
+    /// How long the flow lived and what it counted (the ages are not carried).
+    pub stats: FlowStats,
+}
+
+fn be16(b: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([b[i], b[i + 1]])
+}
+
+fn be32(b: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+fn be64(b: &[u8], i: usize) -> u64 {
+    u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"))
+}
+
+/// Appends the flow-removed message for `proto`.
+pub fn encode_flow_removed(
+    fr: &FlowRemoved,
+    proto: Protocol,
+    xid: u32,
+    tlv: &TlvLens,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    let v = proto.version;
+    let err = || EncodeError {
+        action: "flow_removed",
+        version: v.number(),
+    };
+    if v == Version::Of11 {
+        return Err(err());
+    }
+    let st = &fr.stats;
+    let at;
+    if v == Version::Of10 && proto.nxm {
+        at = header::start(out, v.wire(), OFPT_EXPERIMENTER, xid);
+        out.extend_from_slice(&NX_VENDOR_ID.to_be_bytes());
+        out.extend_from_slice(&NXT_FLOW_REMOVED.to_be_bytes());
+        out.extend_from_slice(&fr.cookie.to_be_bytes());
+        out.extend_from_slice(&fr.priority.to_be_bytes());
+        // The table travels plus one, 0 meaning unknown.
+        out.push(fr.reason.0);
+        out.push(fr.table.map_or(0, |t| t.wrapping_add(1)));
+        out.extend_from_slice(&st.duration_sec.to_be_bytes());
+        out.extend_from_slice(&st.duration_nsec.to_be_bytes());
+        out.extend_from_slice(&fr.idle_timeout.to_be_bytes());
+        let len_at = out.len();
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&st.n_packets.to_be_bytes());
+        out.extend_from_slice(&st.n_bytes.to_be_bytes());
+        let n = nxm::put_nx_match(out, &fr.match_, 0, 0, tlv);
+        out[len_at..len_at + 2].copy_from_slice(&(n as u16).to_be_bytes());
+    } else if v == Version::Of10 {
+        at = header::start(out, v.wire(), OFPT_FLOW_REMOVED, xid);
+        out.extend_from_slice(&match10::encode(&fr.match_));
+        out.extend_from_slice(&fr.cookie.to_be_bytes());
+        out.extend_from_slice(&fr.priority.to_be_bytes());
+        out.extend_from_slice(&[fr.reason.0, 0]);
+        out.extend_from_slice(&st.duration_sec.to_be_bytes());
+        out.extend_from_slice(&st.duration_nsec.to_be_bytes());
+        out.extend_from_slice(&fr.idle_timeout.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&st.n_packets.to_be_bytes());
+        out.extend_from_slice(&st.n_bytes.to_be_bytes());
+    } else if v == Version::Of15 {
+        at = header::start(out, v.wire(), OFPT_FLOW_REMOVED, xid);
+        out.extend_from_slice(&[fr.table.unwrap_or(0), fr.reason.0]);
+        out.extend_from_slice(&fr.priority.to_be_bytes());
+        out.extend_from_slice(&fr.idle_timeout.to_be_bytes());
+        out.extend_from_slice(&fr.hard_timeout.to_be_bytes());
+        out.extend_from_slice(&fr.cookie.to_be_bytes());
+        nxm::put_oxm_match(out, v, &fr.match_, tlv);
+        put_oxs_stats(out, |out| {
+            let oxs = |out: &mut Vec<u8>, field: u8, value: &[u8]| {
+                out.extend_from_slice(&[0x80, 0x02, field << 1, value.len() as u8]);
+                out.extend_from_slice(value);
+            };
+            let mut d = st.duration_sec.to_be_bytes().to_vec();
+            d.extend_from_slice(&st.duration_nsec.to_be_bytes());
+            oxs(out, 0, &d);
+            oxs(out, 4, &st.n_packets.to_be_bytes());
+            oxs(out, 5, &st.n_bytes.to_be_bytes());
+        });
+    } else {
+        at = header::start(out, v.wire(), OFPT_FLOW_REMOVED, xid);
+        out.extend_from_slice(&fr.cookie.to_be_bytes());
+        out.extend_from_slice(&fr.priority.to_be_bytes());
+        out.extend_from_slice(&[fr.reason.0, fr.table.unwrap_or(0)]);
+        out.extend_from_slice(&st.duration_sec.to_be_bytes());
+        out.extend_from_slice(&st.duration_nsec.to_be_bytes());
+        out.extend_from_slice(&fr.idle_timeout.to_be_bytes());
+        out.extend_from_slice(&fr.hard_timeout.to_be_bytes());
+        out.extend_from_slice(&st.n_packets.to_be_bytes());
+        out.extend_from_slice(&st.n_bytes.to_be_bytes());
+        nxm::put_oxm_match(out, v, &fr.match_, tlv);
+    }
+    header::finish(out, at).map_err(|_| err())
+}
+
+/// Decodes `OFPT_FLOW_REMOVED` of any version or `NXT_FLOW_REMOVED`, header included.
+pub fn decode_flow_removed(msg: &[u8]) -> Result<FlowRemoved, OfpErr> {
+    let m = body(msg)?;
+    let v = Version::from_wire(m[0]).ok_or(OfpErr::OfpbrcBadVersion)?;
+    let need = |n: usize| {
+        if m.len() >= n {
+            Ok(())
+        } else {
+            Err(OfpErr::OfpbrcBadLen)
+        }
+    };
+    let mut stats = FlowStats::default();
+    if v == Version::Of10 && is_nx_msg(m, NXT_FLOW_REMOVED) {
+        need(56)?;
+        stats.duration_sec = be32(m, 28);
+        stats.duration_nsec = be32(m, 32);
+        stats.n_packets = be64(m, 40);
+        stats.n_bytes = be64(m, 48);
+        let (nm, _) = nxm::pull_nx_match(&m[56..], usize::from(be16(m, 38)), false)?;
+        return Ok(FlowRemoved {
+            match_: nm.match_,
+            priority: be16(m, 24),
+            cookie: be64(m, 16),
+            table: m[27].checked_sub(1),
+            reason: RemovedReason(m[26]),
+            idle_timeout: be16(m, 36),
+            hard_timeout: 0,
+            stats,
+        });
+    }
+    if m[1] != OFPT_FLOW_REMOVED {
+        return Err(OfpErr::OfpbrcBadType);
+    }
+    match v {
+        Version::Of10 => {
+            if m.len() != 88 {
+                return Err(OfpErr::OfpbrcBadLen);
+            }
+            let mb: &[u8; OFP10_MATCH_LEN] = m[8..48].try_into().expect("40 bytes");
+            stats.duration_sec = be32(m, 60);
+            stats.duration_nsec = be32(m, 64);
+            stats.n_packets = be64(m, 72);
+            stats.n_bytes = be64(m, 80);
+            Ok(FlowRemoved {
+                match_: match10::decode_reported(mb),
+                priority: be16(m, 56),
+                cookie: be64(m, 48),
+                table: None,
+                reason: RemovedReason(m[58]),
+                idle_timeout: be16(m, 68),
+                hard_timeout: 0,
+                stats,
+            })
+        }
+        Version::Of11 => Err(OfpErr::OfpbmcBadType),
+        Version::Of15 => {
+            need(24)?;
+            let (match_, used) = nxm::pull_oxm_match(&m[24..])?;
+            let (dur, _, _, pkts, bytes, _) = pull_oxs_stats(&m[24 + used..])?;
+            (stats.duration_sec, stats.duration_nsec) = dur;
+            stats.n_packets = pkts;
+            stats.n_bytes = bytes;
+            Ok(FlowRemoved {
+                match_,
+                priority: be16(m, 10),
+                cookie: be64(m, 16),
+                table: Some(m[8]),
+                reason: RemovedReason(m[9]),
+                idle_timeout: be16(m, 12),
+                hard_timeout: be16(m, 14),
+                stats,
+            })
+        }
+        _ => {
+            need(48)?;
+            stats.duration_sec = be32(m, 20);
+            stats.duration_nsec = be32(m, 24);
+            stats.n_packets = be64(m, 32);
+            stats.n_bytes = be64(m, 40);
+            let (match_, _) = nxm::pull_oxm_match(&m[48..])?;
+            Ok(FlowRemoved {
+                match_,
+                priority: be16(m, 16),
+                cookie: be64(m, 8),
+                table: Some(m[19]),
+                reason: RemovedReason(m[18]),
+                idle_timeout: be16(m, 28),
+                hard_timeout: be16(m, 30),
+                stats,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nxm::tests::unhex;
+    use ofproto::syntax::{NoPortNames, format_match};
+    use proptest::prelude::*;
+
+    /// The notification as `ovs-ofctl ofp-print` prints it after the message name.
+    fn print(fr: &FlowRemoved, v: Version) -> String {
+        let mut s = String::new();
+        format_match(&mut s, &fr.match_, fr.priority, &NoPortNames);
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(&format!("reason={}", fr.reason.name().unwrap()));
+        if let Some(t) = fr.table.filter(|_| v >= Version::Of10) {
+            s.push_str(&format!(" table_id={t}"));
+        }
+        if fr.cookie != 0 {
+            s.push_str(&format!(" cookie:{:#x}", fr.cookie));
+        }
+        let st = &fr.stats;
+        s.push_str(&format!(
+            " duration{}.{:03}s",
+            st.duration_sec,
+            st.duration_nsec / 1_000_000
+        ));
+        if fr.idle_timeout != 0 {
+            s.push_str(&format!(" idle{}", fr.idle_timeout));
+        }
+        if fr.hard_timeout != 0 {
+            s.push_str(&format!(" hard{}", fr.hard_timeout));
+        }
+        s.push_str(&format!(" pkts{} bytes{}", st.n_packets, st.n_bytes));
+        s
+    }
+
+    /// OVS's own vectors (`testdata/openflow/flow_removed.txt`) decode to notifications
+    /// that print as `ovs-ofctl ofp-print` prints them, and encode back.
+    #[test]
+    fn ovs_vectors_decode_and_encode_back() {
+        let text = include_str!("../../../testdata/openflow/flow_removed.txt");
+        let mut n = 0;
+        for l in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let (hex, printed) = l.split_once('\t').unwrap();
+            let msg = unhex(hex);
+            let want = printed.split_once("): ").unwrap().1;
+            let fr = decode_flow_removed(&msg).unwrap();
+            let v = Version::from_wire(msg[0]).unwrap();
+            assert_eq!(print(&fr, v), want);
+            let proto = Protocol {
+                version: v,
+                nxm: is_nx_msg(&msg, NXT_FLOW_REMOVED),
+                table_id: false,
+            };
+            let mut out = Vec::new();
+            let xid = u32::from_be_bytes(msg[4..8].try_into().unwrap());
+            encode_flow_removed(&fr, proto, xid, &TlvLens::default(), &mut out).unwrap();
+            // The OpenFlow 1.5 vector also reports the idle time, which is not kept; the
+            // NXT_FLOW_REMOVED vector comes from an older OVS that put eth_dst before eth_src.
+            if v == Version::Of15 || proto.nxm {
+                assert_eq!(decode_flow_removed(&out), Ok(fr));
+            } else {
+                assert_eq!(out, msg, "{want}");
+            }
+            n += 1;
+        }
+        assert_eq!(n, 5);
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..160), v in 1u8..7, nx in any::<bool>()) {
+            let mut m = bytes;
+            if m.len() >= 16 {
+                m[0] = v;
+                m[1] = if nx { 4 } else { 11 };
+                let n = m.len() as u16;
+                m[2..4].copy_from_slice(&n.to_be_bytes());
+                if nx {
+                    m[8..16].copy_from_slice(&[0, 0, 0x23, 0x20, 0, 0, 0, 14]);
+                }
+            }
+            let _ = decode_flow_removed(&m);
+        }
+    }
+}
