@@ -142,8 +142,12 @@ pub fn encode_actions(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     let mut flow = flow;
-    for a in actions {
-        encode_one(version, a, flow, out)?;
+    let mut i = 0;
+    while i < actions.len() {
+        let a = &actions[i];
+        let (merged, n) = coalesce_loads(&actions[i..]);
+        i += n;
+        encode_one(version, merged.as_ref().unwrap_or(a), flow, out)?;
         // OVS remembers, action by action, whether a VLAN tag is there by now.
         match a {
             OfAction::SetVlanVid(_) | OfAction::SetVlanPcp(_) | OfAction::PushVlan(_) => {
@@ -154,6 +158,40 @@ pub fn encode_actions(
         }
     }
     Ok(())
+}
+
+/// The text syntax keeps a write wider than 64 bits as consecutive 64-bit `load`s of one field
+/// (as OpenFlow 1.0 carries it); OVS holds it as one write, which later versions send as one
+/// Set-Field. Returns that write (if `actions` starts with such a run) and how many actions it
+/// covers.
+fn coalesce_loads(actions: &[OfAction]) -> (Option<OfAction>, usize) {
+    let Some(OfAction::SetField { field, value, mask }) = actions.first() else {
+        return (None, 1);
+    };
+    let (mut v, mut m, mut n) = (*value, *mask, 1);
+    for a in &actions[1..] {
+        match a {
+            OfAction::SetField {
+                field: f,
+                value: v2,
+                mask: m2,
+            } if f == field && *m2 != 0 && m2.trailing_zeros() == 128 - m.leading_zeros() => {
+                v |= v2;
+                m |= m2;
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    if n == 1 {
+        return (None, 1);
+    }
+    let merged = OfAction::SetField {
+        field: *field,
+        value: v,
+        mask: m,
+    };
+    (Some(merged), n)
 }
 
 fn encode_one(

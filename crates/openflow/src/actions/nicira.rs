@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use ofproto::fields::{FieldId, Subfield, ones};
+use ofproto::fields::{FieldId, Subfield};
 use ofproto::syntax::{
     Controller, Ct, CtZone, Nat, NatAddrs, NatKind, OFPP_IN_PORT, OfAction, PacketInReason,
 };
@@ -771,22 +771,26 @@ fn encode_move(version: Version, src: &Subfield, dst: &Subfield, out: &mut Vec<u
     }
 }
 
-/// A masked write as OVS's `set_field_to_nxast()`: `NXAST_REG_LOAD` for one run of at most 64
-/// mask bits in a field with a 32-bit header, else `NXAST_REG_LOAD2` (an OXM entry).
+/// A masked write as OVS's `set_field_to_nxast()`: one `NXAST_REG_LOAD` per run of mask bits
+/// (at most 64 each) for a field with a 32-bit NXM header, else one `NXAST_REG_LOAD2` (an OXM
+/// entry with its mask).
 fn encode_load(field: FieldId, value: u128, mask: u128, out: &mut Vec<u8>) {
-    let run = (mask != 0).then(|| {
-        let ofs = mask.trailing_zeros();
-        let n = (!(mask >> ofs)).trailing_zeros();
-        (ofs, n)
-    });
     let fh = nxm::field_header(field, 0);
     let simple = fh.is_some_and(|fh| fh.width != 0 && fh.id.class != nxm::OFPXMC_EXPERIMENTER);
-    match (run, nxm_header(field)) {
-        (Some((ofs, n)), Some(h)) if simple && n <= 64 && ones(n) << ofs == mask => {
-            let mut body = ofs_nbits(ofs, n).to_be_bytes().to_vec();
-            body.extend_from_slice(&h);
-            body.extend_from_slice(&((value >> ofs) as u64).to_be_bytes());
-            put_nx(out, NXAST_REG_LOAD, 0, &body);
+    match nxm_header(field) {
+        Some(h) if simple => {
+            let mut segments = Vec::new();
+            super::push_set_field(&mut segments, field, value, mask);
+            for s in segments {
+                let OfAction::SetField { value, mask, .. } = s else {
+                    continue;
+                };
+                let (ofs, n) = (mask.trailing_zeros(), mask.count_ones());
+                let mut body = ofs_nbits(ofs, n).to_be_bytes().to_vec();
+                body.extend_from_slice(&h);
+                body.extend_from_slice(&((value >> ofs) as u64).to_be_bytes());
+                put_nx(out, NXAST_REG_LOAD, 0, &body);
+            }
         }
         _ => {
             let at = start_nx(out, NXAST_REG_LOAD2);

@@ -397,14 +397,10 @@ pub(super) fn push_normalized(out: &mut Vec<OfAction>, field: FieldId, v: u128, 
         FieldId::IPV4_DST => OfAction::SetIpv4Dst((v as u32).into()),
         FieldId::IP_DSCP => OfAction::SetIpDscp(v as u8),
         FieldId::IP_DSCP_SHIFTED => OfAction::SetIpDscp((v as u8) << 2),
-        FieldId::TCP_SRC | FieldId::UDP_SRC | FieldId::SCTP_SRC => OfAction::SetL4SrcPort(v as u16),
-        FieldId::TCP_DST | FieldId::UDP_DST | FieldId::SCTP_DST => OfAction::SetL4DstPort(v as u16),
+        FieldId::TCP_SRC | FieldId::UDP_SRC => OfAction::SetL4SrcPort(v as u16),
+        FieldId::TCP_DST | FieldId::UDP_DST => OfAction::SetL4DstPort(v as u16),
         FieldId::MPLS_LABEL => OfAction::SetMplsLabel(v as u32),
         FieldId::MPLS_TC => OfAction::SetMplsTc(v as u8),
-        FieldId::TUN_ID => OfAction::SetTunnel {
-            id: v as u64,
-            tun64: v > u128::from(u32::MAX),
-        },
         FieldId::VLAN_TCI => {
             if v & 0x1000 != 0 {
                 out.push(OfAction::SetVlanVid((v & 0x0fff) as u16));
@@ -660,12 +656,13 @@ pub(super) fn encode(
             let f = field.field();
             let whole = *mask == f.value_mask();
             let oxm_ok = nxm::field_header(*field, version.wire()).is_some();
-            if oxm_ok && (version >= Version::Of15 || (sf && whole)) {
+            if !v10 && whole && *field == FieldId::IP_TTL {
+                // mod_nw_ttl has its own action from OpenFlow 1.1 on, which OVS prefers.
+                put8(out, OFPAT11_SET_NW_TTL, &[*value as u8]);
+            } else if oxm_ok && (version >= Version::Of15 || (sf && whole)) {
                 put_set_field(version, *field, *value, *mask, out);
             } else if v11 && whole && *field == FieldId::IP_ECN {
                 put8(out, OFPAT11_SET_NW_ECN, &[*value as u8]);
-            } else if v11 && whole && *field == FieldId::IP_TTL {
-                put8(out, OFPAT11_SET_NW_TTL, &[*value as u8]);
             } else {
                 return Ok(false);
             }

@@ -37,7 +37,9 @@ fn spec(flow: &str) -> Option<FlowSpec> {
 /// Where OpenFlow 1.1+ says less than the text: `mod_vlan_vid` goes as `push_vlan` (when the
 /// flow has no tag) and a set-VID that does not push, which decode as such.
 fn decodes_differently(version: Version, flow: &str) -> bool {
-    flow.contains("mod_vlan") && version >= Version::Of11
+    (flow.contains("mod_vlan") && version >= Version::Of11)
+        // set_tunnel is a Set-Field of tun_id from OpenFlow 1.2 on, and reads back as one.
+        || (flow.contains("set_tunnel") && version >= Version::Of12)
 }
 
 /// Where the pipeline's model keeps less than OVS, so that one direction cannot agree.
