@@ -5,9 +5,7 @@
 //! [`FlowMod`]: the command and the pipeline's [`FlowSpec`], as OVS's
 //! `ofputil_decode_flow_mod()` and `ofputil_encode_flow_mod()` do.
 //!
-//! OpenFlow 1.1's fixed `ofp11_match` is not supported: such flow_mods are refused with
-//! `OFPBMC_BAD_TYPE` and cannot be encoded (OVS itself prefers OpenFlow 1.2+ for everything
-//! 1.1 can say).
+//! OpenFlow 1.1 carries its fixed `ofp11_match` ([`crate::match11`]); later versions OXM.
 
 use ofproto::pipekey::PipeMatch;
 use ofproto::syntax::{FlowModFlags, FlowSpec, OFPP_ANY};
@@ -16,6 +14,7 @@ use crate::actions::{self, EncodeError, FlowCtx};
 use crate::error::OfpErr;
 use crate::header::{self, HEADER_LEN, NX_VENDOR_ID, OFPT_EXPERIMENTER, Version};
 use crate::match10::{self, OFP10_MATCH_LEN};
+use crate::match11;
 use crate::nxm::{self, TlvLens, port_from_ofp11, port_to_ofp11};
 
 /// `OFPT_FLOW_MOD`, in every version.
@@ -196,12 +195,6 @@ pub fn encode_flow_mod(
     let v = proto.version;
     let flow = FlowCtx::of(&s.match_);
     let flags = flags_to_wire(s.flags, v);
-    if v == Version::Of11 {
-        return Err(actions::EncodeError {
-            action: "flow_mod",
-            version: v.number(),
-        });
-    }
     let start;
     if v == Version::Of10 {
         let command = tid_command(fm, proto);
@@ -239,8 +232,8 @@ pub fn encode_flow_mod(
         };
         out.extend_from_slice(&cookie.to_be_bytes());
         out.extend_from_slice(&mask.to_be_bytes());
-        // Modify to "all tables" goes as table 0, as OVS sends it.
-        let table = if s.table != OFPTT_ALL || fm.command.is_delete() {
+        // Modify to "all tables" goes as table 0, as OVS sends it (and delete too in 1.1).
+        let table = if s.table != OFPTT_ALL || (fm.command.is_delete() && v != Version::Of11) {
             s.table
         } else {
             0
@@ -259,7 +252,7 @@ pub fn encode_flow_mod(
             0
         };
         out.extend_from_slice(&importance.to_be_bytes());
-        nxm::put_oxm_match(out, v, &s.match_, tlv);
+        put_ofp11_match(out, v, &s.match_, tlv);
     }
     if s.has_actions || fm.command == FlowModCommand::Add {
         actions::encode_instructions(v, &s.actions, flow, out)?;
@@ -403,10 +396,7 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
                 spec.out_group = Some(out_group);
             }
         }
-        if v == Version::Of11 {
-            return Err(OfpErr::OfpbmcBadType);
-        }
-        let (pm, used) = nxm::pull_oxm_match(&m[48..])?;
+        let (pm, used) = pull_ofp11_match(&m[48..])?;
         spec.match_ = pm;
         (command, buffer_id, &m[48 + used..])
     };
@@ -417,6 +407,24 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         spec,
         buffer_id,
     })
+}
+
+/// Appends the match of an OpenFlow 1.1+ message: OpenFlow 1.1's fixed match, else OXM.
+pub(crate) fn put_ofp11_match(out: &mut Vec<u8>, v: Version, m: &PipeMatch, tlv: &TlvLens) {
+    if v == Version::Of11 {
+        out.extend_from_slice(&match11::encode(m));
+    } else {
+        nxm::put_oxm_match(out, v, m, tlv);
+    }
+}
+
+/// Reads the `ofp_match` of an OpenFlow 1.1+ message, of either type (`OFPMT_STANDARD` or
+/// `OFPMT_OXM`), as OVS accepts both; returns it and the bytes it takes.
+pub(crate) fn pull_ofp11_match(b: &[u8]) -> Result<(PipeMatch, usize), OfpErr> {
+    match b.get(..2) {
+        Some([0, 0]) => Ok((match11::decode(b)?, match11::OFP11_MATCH_LEN)),
+        _ => nxm::pull_oxm_match(b),
+    }
 }
 
 /// Appends `NXT_FLOW_MOD_TABLE_ID` (OpenFlow 1.0): `enable` turns table ids in flow_mod

@@ -8,7 +8,7 @@ use ofproto::syntax::FlowStats;
 
 use crate::actions::EncodeError;
 use crate::error::OfpErr;
-use crate::flow_mod::{Protocol, body, is_nx_msg};
+use crate::flow_mod::{Protocol, body, is_nx_msg, pull_ofp11_match, put_ofp11_match};
 use crate::flow_stats::{pull_oxs_stats, put_oxs_stats};
 use crate::header::{self, NX_VENDOR_ID, OFPT_EXPERIMENTER, Version};
 use crate::match10::{self, OFP10_MATCH_LEN};
@@ -87,9 +87,6 @@ pub fn encode_flow_removed(
         action: "flow_removed",
         version: v.number(),
     };
-    if v == Version::Of11 {
-        return Err(err());
-    }
     let st = &fr.stats;
     let at;
     if v == Version::Of10 && proto.nxm {
@@ -152,7 +149,7 @@ pub fn encode_flow_removed(
         out.extend_from_slice(&fr.hard_timeout.to_be_bytes());
         out.extend_from_slice(&st.n_packets.to_be_bytes());
         out.extend_from_slice(&st.n_bytes.to_be_bytes());
-        nxm::put_oxm_match(out, v, &fr.match_, tlv);
+        put_ofp11_match(out, v, &fr.match_, tlv);
     }
     header::finish(out, at).map_err(|_| err())
 }
@@ -211,7 +208,6 @@ pub fn decode_flow_removed(msg: &[u8]) -> Result<FlowRemoved, OfpErr> {
                 stats,
             })
         }
-        Version::Of11 => Err(OfpErr::OfpbmcBadType),
         Version::Of15 => {
             need(24)?;
             let (match_, used) = nxm::pull_oxm_match(&m[24..])?;
@@ -236,7 +232,7 @@ pub fn decode_flow_removed(msg: &[u8]) -> Result<FlowRemoved, OfpErr> {
             stats.duration_nsec = be32(m, 24);
             stats.n_packets = be64(m, 32);
             stats.n_bytes = be64(m, 40);
-            let (match_, _) = nxm::pull_oxm_match(&m[48..])?;
+            let (match_, _) = pull_ofp11_match(&m[48..])?;
             Ok(FlowRemoved {
                 match_,
                 priority: be16(m, 16),

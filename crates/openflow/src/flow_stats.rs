@@ -5,14 +5,14 @@
 //! mapped to the pipeline's [`FlowSpec`] and [`FlowStats`] as OVS's `ofp-flow.c` does.
 //!
 //! A reply that does not fit one message is split, each part but the last flagged "more"
-//! (`OFPSF_REPLY_MORE`). OpenFlow 1.1's fixed match is not supported (`OFPBMC_BAD_TYPE`).
+//! (`OFPSF_REPLY_MORE`).
 
 use ofproto::pipekey::PipeMatch;
 use ofproto::syntax::{FlowModFlags, FlowSpec, FlowStats, OFPP_ANY};
 
 use crate::actions::{self, EncodeError, FlowCtx};
 use crate::error::OfpErr;
-use crate::flow_mod::{OFPG_ANY, OFPTT_ALL, Protocol, body};
+use crate::flow_mod::{OFPG_ANY, OFPTT_ALL, Protocol, body, pull_ofp11_match, put_ofp11_match};
 use crate::header::{self, MAX_MESSAGE_LEN, NX_VENDOR_ID, Version};
 use crate::match10::{self, OFP10_MATCH_LEN};
 use crate::nxm::{self, TlvLens, port_from_ofp11, port_to_ofp11};
@@ -143,9 +143,6 @@ pub fn encode_flow_stats_request(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     let v = proto.version;
-    if v == Version::Of11 {
-        return Err(too_long(v));
-    }
     let at = start_stats(out, proto, false, req.aggregate, xid);
     let port16 = req.out_port.map_or(OFPP_ANY as u16, |p| p as u16);
     if v == Version::Of10 && proto.nxm {
@@ -165,7 +162,7 @@ pub fn encode_flow_stats_request(
         out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(&(req.cookie & req.cookie_mask).to_be_bytes());
         out.extend_from_slice(&req.cookie_mask.to_be_bytes());
-        nxm::put_oxm_match(out, v, &req.match_, tlv);
+        put_ofp11_match(out, v, &req.match_, tlv);
     }
     header::finish(out, at).map_err(|_| too_long(v))
 }
@@ -244,7 +241,6 @@ pub fn decode_flow_stats_request(msg: &[u8]) -> Result<FlowStatsRequest, OfpErr>
             req.table = b[40];
             req.out_port = port16(be16(b, 42));
         }
-        Version::Of11 => return Err(OfpErr::OfpbmcBadType),
         _ => {
             if b.len() < 32 {
                 return Err(OfpErr::OfpbrcBadLen);
@@ -256,7 +252,7 @@ pub fn decode_flow_stats_request(msg: &[u8]) -> Result<FlowStatsRequest, OfpErr>
             req.out_group = (g != OFPG_ANY).then_some(g);
             req.cookie = be64(b, 16);
             req.cookie_mask = be64(b, 24);
-            req.match_ = nxm::pull_oxm_match(&b[32..])?.0;
+            req.match_ = pull_ofp11_match(&b[32..])?.0;
         }
     }
     Ok(req)
@@ -419,7 +415,7 @@ fn put_flow_entry(
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&spec.cookie.to_be_bytes());
         counts(out);
-        nxm::put_oxm_match(out, v, &spec.match_, tlv);
+        put_ofp11_match(out, v, &spec.match_, tlv);
     } else if proto.nxm {
         out.extend_from_slice(&[spec.table, 0]);
         out.extend_from_slice(&duration_bytes(st.duration_sec, st.duration_nsec));
@@ -459,9 +455,6 @@ pub fn encode_flow_stats_reply(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     let v = proto.version;
-    if v == Version::Of11 {
-        return Err(too_long(v));
-    }
     let mut at = start_stats(out, proto, true, false, xid);
     for (spec, st) in flows {
         let entry_at = out.len();
@@ -490,9 +483,6 @@ pub fn decode_flow_stats_reply(msg: &[u8]) -> Result<(Vec<(FlowSpec, FlowStats)>
         return Err(OfpErr::OfpbrcBadType);
     }
     let v = proto.version;
-    if v == Version::Of11 {
-        return Err(OfpErr::OfpbmcBadType);
-    }
     let mut b = &m[stats_hdr_len(proto)..];
     let mut flows = Vec::new();
     while !b.is_empty() {
@@ -568,7 +558,7 @@ fn decode_flow_entry(proto: Protocol, e: &[u8]) -> Result<(FlowSpec, FlowStats),
         spec.cookie = be64(e, 24);
         st.n_packets = be64(e, 32);
         st.n_bytes = be64(e, 40);
-        let (m, used) = nxm::pull_oxm_match(&e[48..])?;
+        let (m, used) = pull_ofp11_match(&e[48..])?;
         spec.match_ = m;
         &e[48 + used..]
     } else if proto.nxm {

@@ -7,6 +7,7 @@
 //! - [`error`]: every error OVS knows, by name, and the `OFPT_ERROR` messages that carry them;
 //! - [`nxm`]: NXM and OXM field headers, and matches encoded as `nx_match` and OXM;
 //! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it;
+//! - [`match11`]: OpenFlow 1.1's fixed match, likewise;
 //! - [`actions`]: actions and instructions of every version, Nicira's extensions included;
 //! - [`flow_mod`]: flow_mod messages (OpenFlow 1.0, Nicira's NXM form, OpenFlow 1.2+);
 //! - [`flow_stats`]: flow and aggregate statistics requests and replies;
@@ -25,4 +26,5 @@ pub mod flow_stats;
 pub mod header;
 pub mod hello;
 pub mod match10;
+pub mod match11;
 pub mod nxm;
