@@ -7,6 +7,7 @@
 //!
 //! OpenFlow 1.1 carries its fixed `ofp11_match` ([`crate::match11`]); later versions OXM.
 
+use crate::be::{be16, be32, be64};
 use ofproto::pipekey::PipeMatch;
 use ofproto::syntax::{FlowModFlags, FlowSpec, OFPP_ANY};
 
@@ -106,55 +107,45 @@ impl Protocol {
     }
 }
 
-/// The flow_mod flags on the wire of `version` (OVS's `ofputil_encode_flow_mod_flags()`):
-/// `send_flow_rem` 1 and `check_overlap` 2 everywhere, `reset_counts` 4 from 1.2 on,
-/// `no_packet_counts` 8 and `no_byte_counts` 16 from 1.3 on.
-fn flags_to_wire(flags: FlowModFlags, version: Version) -> u16 {
-    let f = flags.0;
-    let mut w = 0;
-    let mut put = |on: bool, bit: u16| {
-        if on {
-            w |= bit;
-        }
-    };
-    put(f & FlowModFlags::SEND_FLOW_REM != 0, 1);
-    put(f & FlowModFlags::CHECK_OVERLAP != 0, 2);
-    if version >= Version::Of12 {
-        put(f & FlowModFlags::RESET_COUNTS != 0, 4);
-    }
-    if version >= Version::Of13 {
-        put(f & FlowModFlags::NO_PKT_COUNTS != 0, 8);
-        put(f & FlowModFlags::NO_BYT_COUNTS != 0, 16);
-    }
-    w
+/// The flow_mod flags and their wire bits: `send_flow_rem` 1 and `check_overlap` 2 everywhere,
+/// `reset_counts` 4 from 1.2 on, `no_packet_counts` 8 and `no_byte_counts` 16 from 1.3 on
+/// (OVS's `ofputil_encode_flow_mod_flags()`).
+const FLAG_BITS: [(u16, u16, Version); 5] = [
+    (FlowModFlags::SEND_FLOW_REM, 1, Version::Of10),
+    (FlowModFlags::CHECK_OVERLAP, 2, Version::Of10),
+    (FlowModFlags::RESET_COUNTS, 4, Version::Of12),
+    (FlowModFlags::NO_PKT_COUNTS, 8, Version::Of13),
+    (FlowModFlags::NO_BYT_COUNTS, 16, Version::Of13),
+];
+
+/// The flags as `version` carries them.
+pub(crate) fn flags_to_wire(flags: FlowModFlags, version: Version) -> u16 {
+    FLAG_BITS
+        .iter()
+        .filter(|(flag, _, since)| flags.0 & flag != 0 && version >= *since)
+        .fold(0, |w, (_, bit, _)| w | bit)
 }
 
 /// The flags of a flow_mod, `OFPFMFC_BAD_FLAGS` for bits the version does not define (OpenFlow
-/// 1.0's `OFPFF_EMERG`, 4, is refused too: emergency flows are not supported).
-fn flags_from_wire(w: u16, version: Version) -> Result<FlowModFlags, OfpErr> {
-    let known: u16 = match version {
-        Version::Of10 | Version::Of11 => 3,
-        Version::Of12 => 7,
-        _ => 31,
-    };
+/// 1.0's `OFPFF_EMERG`, 4, is refused as `OFPFMFC_BAD_EMERG_TIMEOUT`: emergency flows are not
+/// supported).
+pub(crate) fn flags_from_wire(w: u16, version: Version) -> Result<FlowModFlags, OfpErr> {
+    let mut f = 0;
+    let mut known = 0;
+    for (flag, bit, since) in FLAG_BITS {
+        if version >= since {
+            known |= bit;
+            if w & bit != 0 {
+                f |= flag;
+            }
+        }
+    }
     if w & !known != 0 {
         return Err(if version == Version::Of10 && w & 4 != 0 {
             OfpErr::OfpfmfcBadEmergTimeout
         } else {
             OfpErr::OfpfmfcBadFlags
         });
-    }
-    let mut f = 0;
-    for (bit, flag) in [
-        (1, FlowModFlags::SEND_FLOW_REM),
-        (2, FlowModFlags::CHECK_OVERLAP),
-        (4, FlowModFlags::RESET_COUNTS),
-        (8, FlowModFlags::NO_PKT_COUNTS),
-        (16, FlowModFlags::NO_BYT_COUNTS),
-    ] {
-        if w & bit != 0 {
-            f |= flag;
-        }
     }
     Ok(FlowModFlags(f))
 }
@@ -169,18 +160,6 @@ fn new_cookie(fm: &FlowMod) -> u64 {
         c if c.is_modify() => u64::MAX,
         _ => 0,
     }
-}
-
-fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
-}
-
-fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-fn be64(b: &[u8], i: usize) -> u64 {
-    u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"))
 }
 
 /// Appends the flow_mod `fm` for `proto`, with transaction id `xid`.
@@ -300,21 +279,7 @@ pub(crate) fn body(msg: &[u8]) -> Result<&[u8], OfpErr> {
 pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
     let m = body(msg)?;
     let v = Version::from_wire(m[0]).ok_or(OfpErr::OfpbrcBadVersion)?;
-    let mut spec = FlowSpec {
-        table: 0,
-        priority: 0,
-        cookie: 0,
-        cookie_mask: 0,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        importance: 0,
-        flags: FlowModFlags(0),
-        out_port: None,
-        out_group: None,
-        match_: PipeMatch::catchall(),
-        actions: Vec::new(),
-        has_actions: false,
-    };
+    let mut spec = empty_spec();
     let (command, buffer_id, acts) = if v == Version::Of10 {
         let nx = is_nx_msg(m, NXT_FLOW_MOD);
         let fixed = if nx { 48 } else { 72 };
@@ -407,6 +372,25 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         spec,
         buffer_id,
     })
+}
+
+/// A flow with nothing set, to fill in from a message.
+pub(crate) fn empty_spec() -> FlowSpec {
+    FlowSpec {
+        table: 0,
+        priority: 0,
+        cookie: 0,
+        cookie_mask: 0,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        importance: 0,
+        flags: FlowModFlags(0),
+        out_port: None,
+        out_group: None,
+        match_: PipeMatch::catchall(),
+        actions: Vec::new(),
+        has_actions: false,
+    }
 }
 
 /// Appends the match of an OpenFlow 1.1+ message: OpenFlow 1.1's fixed match, else OXM.

@@ -3,6 +3,7 @@
 //! with the table), OpenFlow 1.2-1.4's (OXM) and 1.5's (OXM and OXS statistics), as OVS's
 //! `ofputil_encode_flow_removed()` and `ofputil_decode_flow_removed()` lay them out.
 
+use crate::be::{be16, be32, be64};
 use ofproto::pipekey::PipeMatch;
 use ofproto::syntax::FlowStats;
 
@@ -60,18 +61,6 @@ pub struct FlowRemoved {
     pub hard_timeout: u16,
     /// How long the flow lived and what it counted (the ages are not carried).
     pub stats: FlowStats,
-}
-
-fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
-}
-
-fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-fn be64(b: &[u8], i: usize) -> u64 {
-    u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"))
 }
 
 /// Appends the flow-removed message for `proto`.

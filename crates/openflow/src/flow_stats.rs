@@ -7,12 +7,16 @@
 //! A reply that does not fit one message is split, each part but the last flagged "more"
 //! (`OFPSF_REPLY_MORE`).
 
+use crate::be::{be16, be32, be64};
 use ofproto::pipekey::PipeMatch;
 use ofproto::syntax::{FlowModFlags, FlowSpec, FlowStats, OFPP_ANY};
 
 use crate::actions::{self, EncodeError, FlowCtx};
 use crate::error::OfpErr;
-use crate::flow_mod::{OFPG_ANY, OFPTT_ALL, Protocol, body, pull_ofp11_match, put_ofp11_match};
+use crate::flow_mod::{
+    OFPG_ANY, OFPTT_ALL, Protocol, body, empty_spec, flags_from_wire, flags_to_wire,
+    pull_ofp11_match, put_ofp11_match,
+};
 use crate::header::{self, MAX_MESSAGE_LEN, NX_VENDOR_ID, Version};
 use crate::match10::{self, OFP10_MATCH_LEN};
 use crate::nxm::{self, TlvLens, port_from_ofp11, port_to_ofp11};
@@ -65,18 +69,6 @@ pub struct AggregateStats {
     pub packet_count: u64,
     pub byte_count: u64,
     pub flow_count: u32,
-}
-
-fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
-}
-
-fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-fn be64(b: &[u8], i: usize) -> u64 {
-    u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"))
 }
 
 fn too_long(v: Version) -> EncodeError {
@@ -328,38 +320,13 @@ pub(crate) fn pull_oxs_stats(
     Ok((dur, idle, flows, pkts, bytes, padded))
 }
 
-/// The OpenFlow 1.3+ flags of a flow in a reply.
+/// The flags of a flow in a reply: there from OpenFlow 1.3 on.
 fn reply_flags(flags: FlowModFlags, v: Version) -> u16 {
     if v < Version::Of13 {
-        return 0;
+        0
+    } else {
+        flags_to_wire(flags, v)
     }
-    let f = flags.0;
-    [
-        (FlowModFlags::SEND_FLOW_REM, 1u16),
-        (FlowModFlags::CHECK_OVERLAP, 2),
-        (FlowModFlags::RESET_COUNTS, 4),
-        (FlowModFlags::NO_PKT_COUNTS, 8),
-        (FlowModFlags::NO_BYT_COUNTS, 16),
-    ]
-    .iter()
-    .filter(|(b, _)| f & b != 0)
-    .fold(0, |w, (_, bit)| w | bit)
-}
-
-fn flags_of_reply(w: u16) -> FlowModFlags {
-    let mut f = 0;
-    for (bit, flag) in [
-        (1, FlowModFlags::SEND_FLOW_REM),
-        (2, FlowModFlags::CHECK_OVERLAP),
-        (4, FlowModFlags::RESET_COUNTS),
-        (8, FlowModFlags::NO_PKT_COUNTS),
-        (16, FlowModFlags::NO_BYT_COUNTS),
-    ] {
-        if w & bit != 0 {
-            f |= flag;
-        }
-    }
-    FlowModFlags(f)
 }
 
 /// Appends one flow's entry of a flow statistics reply.
@@ -504,34 +471,19 @@ pub fn decode_flow_stats_reply(msg: &[u8]) -> Result<(Vec<(FlowSpec, FlowStats)>
     Ok((flows, flags & OFPSF_REPLY_MORE != 0))
 }
 
-fn empty_spec() -> FlowSpec {
-    FlowSpec {
-        table: 0,
-        priority: 0,
-        cookie: 0,
-        cookie_mask: 0,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        importance: 0,
-        flags: FlowModFlags(0),
-        out_port: None,
-        out_group: None,
-        match_: PipeMatch::catchall(),
-        actions: Vec::new(),
-        has_actions: true,
-    }
-}
-
 fn decode_flow_entry(proto: Protocol, e: &[u8]) -> Result<(FlowSpec, FlowStats), OfpErr> {
     let v = proto.version;
-    let mut spec = empty_spec();
+    let mut spec = FlowSpec {
+        has_actions: true,
+        ..empty_spec()
+    };
     let mut st = FlowStats::default();
     let acts = if v == Version::Of15 {
         spec.table = e[4];
         spec.priority = be16(e, 6);
         spec.idle_timeout = be16(e, 8);
         spec.hard_timeout = be16(e, 10);
-        spec.flags = flags_of_reply(be16(e, 12));
+        spec.flags = flags_from_wire(be16(e, 12), v)?;
         spec.importance = be16(e, 14);
         spec.cookie = be64(e, 16);
         let (m, used) = nxm::pull_oxm_match(&e[24..])?;
@@ -550,7 +502,7 @@ fn decode_flow_entry(proto: Protocol, e: &[u8]) -> Result<(FlowSpec, FlowStats),
         spec.idle_timeout = be16(e, 14);
         spec.hard_timeout = be16(e, 16);
         if v >= Version::Of13 {
-            spec.flags = flags_of_reply(be16(e, 18));
+            spec.flags = flags_from_wire(be16(e, 18), v)?;
         }
         if v >= Version::Of14 {
             spec.importance = be16(e, 20);

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod actions;
+mod be;
 pub mod error;
 pub mod flow_mod;
 pub mod flow_removed;

@@ -10,6 +10,7 @@
 //! twelve, Ethernet addresses and ports exact, IPv4 masks CIDR, VLAN matches OpenFlow 1.0 can
 //! say. Otherwise `ovs-ofctl` uses NXM, and so must a switch replying with the flow.
 
+use crate::be::{be_n, be16, be32};
 use ofproto::fields::FieldId;
 use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};
 
@@ -54,20 +55,6 @@ fn netmask_to_wcbits(mask: u32) -> u32 {
     if mask == 0 { 32 } else { mask.trailing_zeros() }
 }
 
-fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
-}
-
-fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-fn be48(b: &[u8], i: usize) -> u128 {
-    b[i..i + 6]
-        .iter()
-        .fold(0u128, |acc, &x| (acc << 8) | u128::from(x))
-}
-
 fn set(key: &mut PipeKey, mask: &mut PipeMask, f: FieldId, v: u128, m: u128) {
     // The values here come from fixed-width wire fields that fit their fields, and every
     // field is set once: match_set cannot fail.
@@ -97,10 +84,22 @@ fn decode_as(b: &[u8; OFP10_MATCH_LEN], normalize: bool) -> PipeMatch {
         set(&mut key, &mut mask, F::IN_PORT, be16(b, 4).into(), 0xffff);
     }
     if matched(OFPFW10_DL_SRC) {
-        set(&mut key, &mut mask, F::ETH_SRC, be48(b, 6), (1 << 48) - 1);
+        set(
+            &mut key,
+            &mut mask,
+            F::ETH_SRC,
+            be_n(&b[6..12]),
+            (1 << 48) - 1,
+        );
     }
     if matched(OFPFW10_DL_DST) {
-        set(&mut key, &mut mask, F::ETH_DST, be48(b, 12), (1 << 48) - 1);
+        set(
+            &mut key,
+            &mut mask,
+            F::ETH_DST,
+            be_n(&b[12..18]),
+            (1 << 48) - 1,
+        );
     }
     let dl_type_matched = matched(OFPFW10_DL_TYPE);
     if dl_type_matched {

@@ -7,6 +7,7 @@
 //! TOS, protocol and addresses count only in IPv4 (and ARP) flows, ports in TCP, UDP, SCTP and
 //! ICMP ones. A match fits OpenFlow 1.1 when that round trip keeps it ([`fits`]).
 
+use crate::be::{be_n, be16, be32};
 use ofproto::fields::FieldId;
 use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};
 
@@ -39,18 +40,6 @@ const VLAN_VID_MASK: u16 = 0x0fff;
 const VLAN_PCP_MASK: u16 = 0xe000;
 
 type F = FieldId;
-
-fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
-}
-
-fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-fn be_n(b: &[u8]) -> u128 {
-    b.iter().fold(0u128, |a, &x| (a << 8) | u128::from(x))
-}
 
 fn set(key: &mut PipeKey, mask: &mut PipeMask, f: FieldId, v: u128, m: u128) {
     // Fixed-width wire values that fit their fields, each field set once: this cannot fail.

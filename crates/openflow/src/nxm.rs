@@ -26,6 +26,7 @@
 use ofproto::fields::{self, Field, FieldId, N_TUN_METADATA, ones, read_storage};
 use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};
 
+use crate::be::be_n;
 use crate::error::OfpErr;
 use crate::header::{ONF_VENDOR_ID, Version};
 
@@ -379,12 +380,6 @@ fn put_be(out: &mut Vec<u8>, value: u128, width: usize) {
     out.extend_from_slice(&value.to_be_bytes()[16 - width.min(16)..]);
 }
 
-fn be_value(bytes: &[u8]) -> u128 {
-    bytes
-        .iter()
-        .fold(0u128, |acc, &b| (acc << 8) | u128::from(b))
-}
-
 /// Appends one entry: header, value and (when `mask` is given) mask, `width` bytes each.
 pub fn put_entry(out: &mut Vec<u8>, id: WireId, width: usize, value: u128, mask: Option<u128>) {
     OxmHeader::new(id, width, mask.is_some()).write(out);
@@ -721,22 +716,22 @@ pub fn pull_raw(p: &[u8], allow_cookie: bool) -> Result<NxMatch, OfpErr> {
             if cookie_mask != 0 {
                 return Err(OfpErr::OfpbmcDupField);
             }
-            cookie = be_value(vb) as u64;
-            cookie_mask = mb.map_or(u64::MAX, |m| be_value(m) as u64);
+            cookie = be_n(vb) as u64;
+            cookie_mask = mb.map_or(u64::MAX, |m| be_n(m) as u64);
             continue;
         }
         if (hdr.class, hdr.field) == OXM_OF_PACKET_TYPE && hdr.experimenter == 0 && w == 4 {
             // Ethernet (namespace 0, type 0) is what every flow here matches.
-            if mb.is_some() || be_value(vb) != 0 {
+            if mb.is_some() || be_n(vb) != 0 {
                 return Err(OfpErr::OfpbmcBadValue);
             }
             continue;
         }
         let fh = field_by_header(&hdr).ok_or(OfpErr::OfpbmcBadField)?;
         let f = fh.field.field();
-        let value = be_value(vb);
+        let value = be_n(vb);
         let full = ones(8 * w as u32);
-        let m = mb.map_or(full, be_value);
+        let m = mb.map_or(full, be_n);
         if !f.maskable && m != 0 && m != full {
             return Err(OfpErr::OfpbmcBadMask);
         }

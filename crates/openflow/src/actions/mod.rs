@@ -24,6 +24,7 @@ mod instructions;
 mod nicira;
 mod standard;
 
+pub(crate) use crate::be::{be16, be32, be64};
 use ofproto::fields::FieldId;
 use ofproto::syntax::OfAction;
 
@@ -204,19 +205,6 @@ fn encode_one(
         return Ok(());
     }
     nicira::encode(version, a, flow, out)
-}
-
-/// Big-endian readers over an action body whose length was checked against its struct.
-pub(crate) fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
-}
-
-pub(crate) fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-pub(crate) fn be64(b: &[u8], i: usize) -> u64 {
-    u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"))
 }
 
 /// Begins an action of type `ty` in `out`: its header with a length `end_action` fills in.

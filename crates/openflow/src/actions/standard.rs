@@ -8,6 +8,7 @@ use ofproto::fields::{FieldId, ones};
 use ofproto::syntax::{OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX, OfAction};
 
 use super::{EncodeError, FlowCtx, be16, be32, end_action, push_set_field, start_action};
+use crate::be::be_n;
 use crate::error::OfpErr;
 use crate::header::Version;
 use crate::nxm::{self, OxmHeader, port_from_ofp11, port_to_ofp11};
@@ -346,11 +347,10 @@ pub(super) fn pull_set_field(
         return Err(OfpErr::OfpbacBadSetMask);
     }
     let w = hdr.value_len();
-    let be = |s: &[u8]| s.iter().fold(0u128, |a, &x| (a << 8) | u128::from(x));
-    let mut value = be(&payload[..w]);
+    let mut value = be_n(&payload[..w]);
     let f = fh.field.field();
     let mut mask = if hdr.hasmask {
-        be(&payload[w..2 * w])
+        be_n(&payload[w..2 * w])
     } else if f.id.is_tun_metadata() {
         ones(8 * w as u32)
     } else {
