@@ -104,21 +104,38 @@ fn ofs_nbits(ofs: u32, n_bits: u32) -> u16 {
 }
 
 /// The field a 32-bit NXM header names in an action, with OVS's error when it names none.
-fn header_field(b: &[u8], at: usize) -> Result<(FieldId, usize), OfpErr> {
+/// An unknown one is `OFPBAC_BAD_SET_TYPE` where OVS reads a bare 32-bit header (`reg_load`,
+/// `output_reg`, `ct`'s zone) and `OFPBMC_BAD_FIELD` where it pulls one from a stream (`move`).
+fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), OfpErr> {
     let hdr = OxmHeader::parse(&b[at..]).map_err(|_| OfpErr::OfpbacBadLen)?;
     if hdr.hasmask {
         return Err(OfpErr::OfpbmcBadMask);
     }
-    let fh = nxm::field_by_header(&hdr).ok_or(OfpErr::OfpbacBadSetType)?;
+    let unknown = if pulled {
+        OfpErr::OfpbmcBadField
+    } else {
+        OfpErr::OfpbacBadSetType
+    };
+    let fh = nxm::field_by_header(&hdr).ok_or(unknown)?;
     Ok((fh.field, hdr.header_len()))
 }
 
-/// A subfield from a field and an `ofs_nbits`, checked against the field's width.
+/// A subfield from a field and a bit range, checked against the field's width as OVS's
+/// `mf_check_src()` does (`OFPBAC_BAD_SET_LEN`).
 fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
     if n_bits == 0 || ofs + n_bits > field.field().n_bits {
-        return Err(OfpErr::OfpbacBadSetArgument);
+        return Err(OfpErr::OfpbacBadSetLen);
     }
     Ok(Subfield { field, ofs, n_bits })
+}
+
+/// A destination subfield: in range and writable (OVS's `mf_check_dst()`).
+fn dst_subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
+    let sf = subfield(field, ofs, n_bits)?;
+    if !field.field().writable {
+        return Err(OfpErr::OfpbacBadSetArgument);
+    }
+    Ok(sf)
 }
 
 /// Whether a vendor action is one the pipeline models.
@@ -220,14 +237,11 @@ pub(super) fn decode(
         NXAST_REG_LOAD => {
             need(b, 24)?;
             let on = be16(b, 10);
-            let (field, _) = header_field(b, 12)?;
-            let sf = subfield(field, u32::from(on >> 6), u32::from(on & 0x3f) + 1)?;
+            let (field, _) = header_field(b, 12, false)?;
+            let sf = dst_subfield(field, u32::from(on >> 6), u32::from(on & 0x3f) + 1)?;
             let v = u128::from(be64(b, 16));
             if sf.n_bits < 64 && v >> sf.n_bits != 0 {
                 return Err(OfpErr::OfpbacBadArgument);
-            }
-            if !field.field().writable {
-                return Err(OfpErr::OfpbacBadSetArgument);
             }
             return {
                 super::push_set_field(out, field, v << sf.ofs, sf.mask());
@@ -251,15 +265,14 @@ pub(super) fn decode(
             let (on, field, max_len) = if subtype == NXAST_OUTPUT_REG {
                 need(b, 24)?;
                 if b[18..24].iter().any(|&x| x != 0) {
-                    return Err(OfpErr::NxbrcMustBeZero);
+                    return Err(OfpErr::OfpbacBadArgument);
                 }
-                (be16(b, 10), header_field(b, 12)?.0, be16(b, 16))
+                (be16(b, 10), header_field(b, 12, false)?.0, be16(b, 16))
             } else {
                 at_least(b, 24)?;
-                (be16(b, 10), header_field(b, 14)?.0, be16(b, 12))
+                (be16(b, 10), header_field(b, 14, false)?.0, be16(b, 12))
             };
-            let src = subfield(field, u32::from(on >> 6), u32::from(on & 0x3f) + 1)
-                .map_err(|_| OfpErr::OfpbacBadArgument)?;
+            let src = subfield(field, u32::from(on >> 6), u32::from(on & 0x3f) + 1)?;
             OfAction::OutputReg { src, max_len }
         }
         NXAST_EXIT => {
@@ -459,17 +472,17 @@ fn decode_move(
     if hdrs + 4 > b.len() {
         return Err(OfpErr::OfpbacBadLen);
     }
-    let (sf, n) = header_field(b, hdrs)?;
+    let (sf, n) = header_field(b, hdrs, true)?;
     if hdrs + n + 4 > b.len() {
         return Err(OfpErr::OfpbacBadLen);
     }
-    let (df, _) = header_field(b, hdrs + n)?;
-    let n = u32::from(n_bits);
-    let src = subfield(sf, src_ofs.into(), n).map_err(|_| OfpErr::OfpbacBadArgument)?;
-    let dst = subfield(df, dst_ofs.into(), n).map_err(|_| OfpErr::OfpbacBadArgument)?;
-    if !df.field().writable {
-        return Err(OfpErr::OfpbacBadSetArgument);
+    let (df, m) = header_field(b, hdrs + n, true)?;
+    if b[hdrs + n + m..].iter().any(|&x| x != 0) {
+        return Err(OfpErr::NxbrcMustBeZero);
     }
+    let n = u32::from(n_bits);
+    let src = subfield(sf, src_ofs.into(), n)?;
+    let dst = dst_subfield(df, dst_ofs.into(), n)?;
     out.push(OfAction::RegMove { src, dst });
     Ok(())
 }
@@ -493,7 +506,7 @@ fn decode_ct(version: Version, b: &[u8], depth: usize) -> Result<OfAction, OfpEr
         return Err(OfpErr::OfpbacBadArgument);
     }
     let zone = if be32(b, 12) != 0 {
-        let (f, _) = header_field(b, 12)?;
+        let (f, _) = header_field(b, 12, false)?;
         let on = be16(b, 16);
         CtZone::Field(subfield(f, u32::from(on >> 6), u32::from(on & 0x3f) + 1)?)
     } else {

@@ -147,6 +147,24 @@ fn malformed_actions_get_ovs_errors() {
         err(Of10, "ffff0018000023200007000300010004000000000000001f"),
         OfpErr::OfpbacBadArgument
     );
+    // move: too many bits, into a read-only field, from a field not modelled.
+    assert_eq!(
+        err(Of10, "ffff00180000232000060021000000000001000400010204"),
+        OfpErr::OfpbacBadSetLen
+    );
+    assert_eq!(
+        err(Of10, "ffff0018000023200006000800000000000100040001d204"),
+        OfpErr::OfpbacBadSetArgument
+    );
+    assert_eq!(
+        err(Of10, "ffff00180000232000060008000000000001460400010204"),
+        OfpErr::OfpbmcBadField
+    );
+    // output_reg with non-zero padding.
+    assert_eq!(
+        err(Of10, "ffff001800002320000f000f0001000400000000000000ff"),
+        OfpErr::OfpbacBadArgument
+    );
     // Instructions: bad length, unknown, duplicate.
     let ierr = |hex: &str| decode_instructions(Of13, &unhex(hex)).unwrap_err();
     assert_eq!(ierr("0001000c03000000"), OfpErr::OfpbicBadLen);
