@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use flow::EthAddr;
-use ofproto::fields::{FieldId, ones};
+use ofproto::fields::FieldId;
 use ofproto::syntax::{OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX, OfAction};
 
 use super::{EncodeError, FlowCtx, be16, be32, end_action, push_set_field, start_action};
@@ -349,10 +349,9 @@ pub(super) fn pull_set_field(
     let w = hdr.value_len();
     let mut value = be_n(&payload[..w]);
     let f = fh.field.field();
+    // An unmasked write of tunnel metadata writes the whole option, as the text syntax says.
     let mut mask = if hdr.hasmask {
         be_n(&payload[w..2 * w])
-    } else if f.id.is_tun_metadata() {
-        ones(8 * w as u32)
     } else {
         f.value_mask()
     };
@@ -440,18 +439,17 @@ pub(super) fn put_oxm_entry(
         return;
     };
     let f = field.field();
-    let width = if fh.width == 0 {
-        ofproto::fields::sig_bytes(mask).max(1)
-    } else {
-        usize::from(fh.width)
+    // Tunnel metadata without a TLV map is as wide as the value needs (a whole-option write)
+    // or as the mask says (a masked one), as OVS sizes it.
+    let width = match fh.width {
+        0 if mask == f.value_mask() => ofproto::fields::sig_bytes(value).max(1),
+        0 => ofproto::fields::sig_bytes(mask).max(1),
+        w => usize::from(w),
     };
     let (value, full) = if field == FieldId::IN_PORT && width == 4 {
         (port_to_ofp11(value as u16), mask & 0xffff == 0xffff)
     } else {
-        (
-            value,
-            mask == f.value_mask() || (f.id.is_tun_metadata() && mask == ones(8 * width as u32)),
-        )
+        (value, mask == f.value_mask())
     };
     let mask = (!full).then_some(mask);
     nxm::put_entry(out, fh.id, width, value, mask);
