@@ -345,10 +345,17 @@ pub(super) fn decode(
         }
         NXAST_SET_MPLS_LABEL => {
             need(b, 16)?;
-            OfAction::SetMplsLabel(be32(b, 12))
+            let label = be32(b, 12);
+            if label > 0xf_ffff {
+                return Err(OfpErr::OfpbacBadArgument);
+            }
+            OfAction::SetMplsLabel(label)
         }
         NXAST_SET_MPLS_TC => {
             need(b, 16)?;
+            if b[10] > 7 {
+                return Err(OfpErr::OfpbacBadArgument);
+            }
             OfAction::SetMplsTc(b[10])
         }
         NXAST_GROUP => {
