@@ -1,3 +1,6 @@
+//! Tests of the NXM/OXM codec: the matches `ovs-ofctl` sends, OVS's errors for malformed
+//! ones, and round-trip and random-input properties.
+
 use super::*;
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 use proptest::prelude::*;

@@ -2,9 +2,9 @@
 //! [`OfAction`] list, in every version with OVS's choices (`lib/ofp-actions.c`).
 //!
 //! An action is a type, a length (a multiple of 8) and a body. OpenFlow 1.0 and 1.1+ number the
-//! standard actions differently ([`standard`]); Nicira's extensions ([`nicira`]) are vendor
+//! standard actions differently (`standard.rs`); Nicira's extensions (`nicira.rs`) are vendor
 //! actions (type 0xffff, vendor 0x2320, a 16-bit subtype) and are the same in every version.
-//! From OpenFlow 1.1 on, a flow carries instructions ([`instructions`]) that hold the actions.
+//! From OpenFlow 1.1 on, a flow carries instructions (`instructions.rs`) that hold the actions.
 //!
 //! Encoding picks what OVS sends for each version: `mod_nw_src` is `OFPAT_SET_NW_SRC` in 1.0 and
 //! 1.1 and a Set-Field from 1.2 on; a `load` is `NXAST_REG_LOAD` up to 1.4 when it writes part

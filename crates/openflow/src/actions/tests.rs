@@ -1,3 +1,6 @@
+//! Tests of the action codec: what `ovs-ofctl` sends in every protocol, OVS's errors, nesting
+//! bounds, and round-trip and random-input properties.
+
 use super::*;
 use crate::nxm::tests::unhex;
 use ofproto::syntax::{FlowKind, FlowSpec, NoPortNames, parse_flow};

@@ -1,3 +1,6 @@
+//! Tests of flow_mod messages: every flow_mod `ovs-ofctl` sends, decoded and re-encoded, and
+//! OVS's errors.
+
 use super::*;
 use crate::nxm::tests::unhex;
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};

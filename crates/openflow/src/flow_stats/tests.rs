@@ -1,3 +1,6 @@
+//! Tests of flow statistics: `ovs-ofctl`'s requests, OVS's reply vectors, `ovs-ofctl ofp-print`
+//! of encoded replies, aggregate replies and reply splitting.
+
 use super::*;
 use crate::nxm::tests::{flow_mod_fixtures, unhex};
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
