@@ -162,7 +162,8 @@ fn new_cookie(fm: &FlowMod) -> u64 {
     }
 }
 
-/// Appends the flow_mod `fm` for `proto`, with transaction id `xid`.
+/// Appends the flow_mod `fm` for `proto`, with transaction id `xid`; an error when the
+/// protocol's match or actions cannot carry the flow (then NXM or a later version is needed).
 pub fn encode_flow_mod(
     fm: &FlowMod,
     proto: Protocol,
@@ -172,6 +173,7 @@ pub fn encode_flow_mod(
 ) -> Result<(), EncodeError> {
     let s = &fm.spec;
     let v = proto.version;
+    check_fits(proto, &s.match_, false)?;
     let flow = FlowCtx::of(&s.match_);
     let flags = flags_to_wire(s.flags, v);
     let start;
@@ -390,6 +392,30 @@ pub(crate) fn empty_spec() -> FlowSpec {
         match_: PipeMatch::catchall(),
         actions: Vec::new(),
         has_actions: false,
+    }
+}
+
+/// Whether `proto`'s match can carry `m`: OpenFlow 1.0 without NXM and 1.1 have fixed matches
+/// that cannot say everything ([`match10::fits`], [`match11::fits`]); NXM and OXM can. A
+/// switch `reporting` a flow (statistics, flow removed) only needs the bits carried.
+pub(crate) fn check_fits(
+    proto: Protocol,
+    m: &PipeMatch,
+    reporting: bool,
+) -> Result<(), EncodeError> {
+    let fits = match (proto.version, proto.nxm) {
+        (Version::Of10, false) if reporting => match10::carries(m),
+        (Version::Of10, false) => match10::fits(m),
+        (Version::Of11, _) => match11::fits(m),
+        _ => true,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(EncodeError {
+            action: "match",
+            version: proto.version.number(),
+        })
     }
 }
 

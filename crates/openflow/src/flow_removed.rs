@@ -76,6 +76,7 @@ pub fn encode_flow_removed(
         action: "flow_removed",
         version: v.number(),
     };
+    crate::flow_mod::check_fits(proto, &fr.match_, true)?;
     let st = &fr.stats;
     let at;
     if v == Version::Of10 && proto.nxm {

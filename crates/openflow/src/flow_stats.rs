@@ -135,6 +135,7 @@ pub fn encode_flow_stats_request(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     let v = proto.version;
+    crate::flow_mod::check_fits(proto, &req.match_, false)?;
     let at = start_stats(out, proto, false, req.aggregate, xid);
     let port16 = req.out_port.map_or(OFPP_ANY as u16, |p| p as u16);
     if v == Version::Of10 && proto.nxm {
@@ -338,6 +339,7 @@ fn put_flow_entry(
     tlv: &TlvLens,
 ) -> Result<(), EncodeError> {
     let v = proto.version;
+    crate::flow_mod::check_fits(proto, &spec.match_, true)?;
     let at = out.len();
     out.extend_from_slice(&[0, 0]);
     let times = |out: &mut Vec<u8>| {

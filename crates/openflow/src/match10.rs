@@ -253,6 +253,12 @@ pub fn encode(m: &PipeMatch) -> [u8; OFP10_MATCH_LEN] {
     b
 }
 
+/// Whether the fixed match holds every bit of `m` (a switch reporting a flow it has needs no
+/// more; a controller adding one, [`fits`]).
+pub fn carries(m: &PipeMatch) -> bool {
+    decode_reported(&encode(m)) == *m
+}
+
 /// Whether OpenFlow 1.0's match can carry `m` unchanged (else NXM is needed). Beyond the
 /// round trip, OVS gives the SCTP ports no OpenFlow 1.0 form, and keeps IPv6 flows' protocol,
 /// TOS and L4 words to NXM, though the fixed match would carry them.

@@ -126,6 +126,40 @@ fn malformed_flow_mods_get_ovs_errors() {
         Err(OfpErr::OfpbrcBadLen)
     );
     assert_eq!(decode_flow_mod(&ok[..20], false), Err(OfpErr::OfpbrcBadLen));
+    // A match OpenFlow 1.0's fixed match cannot carry needs NXM.
+    let spec = parse_flow("reg0=1,actions=drop", FlowKind::Add, &NoPortNames).unwrap();
+    let fm = FlowMod {
+        command: FlowModCommand::Add,
+        spec,
+        buffer_id: NO_BUFFER,
+    };
+    let mut out = Vec::new();
+    assert!(
+        encode_flow_mod(
+            &fm,
+            Protocol::new(Version::Of10),
+            1,
+            &TlvLens::default(),
+            &mut out
+        )
+        .is_err()
+    );
+    assert!(
+        encode_flow_mod(
+            &fm,
+            Protocol::new(Version::Of11),
+            1,
+            &TlvLens::default(),
+            &mut out
+        )
+        .is_err()
+    );
+    let nxm = Protocol {
+        version: Version::Of10,
+        nxm: true,
+        table_id: false,
+    };
+    assert!(encode_flow_mod(&fm, nxm, 1, &TlvLens::default(), &mut out).is_ok());
     // The table-id switch.
     let mut t = Vec::new();
     encode_flow_mod_table_id(true, 7, &mut t);
