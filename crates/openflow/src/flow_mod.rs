@@ -126,9 +126,7 @@ pub(crate) fn flags_to_wire(flags: FlowModFlags, version: Version) -> u16 {
         .fold(0, |w, (_, bit, _)| w | bit)
 }
 
-/// The flags of a flow_mod, `OFPFMFC_BAD_FLAGS` for bits the version does not define (OpenFlow
-/// 1.0's `OFPFF_EMERG`, 4, is refused as `OFPFMFC_BAD_EMERG_TIMEOUT`: emergency flows are not
-/// supported).
+/// The flags of a flow_mod, `OFPFMFC_BAD_FLAGS` for bits the version does not define.
 pub(crate) fn flags_from_wire(w: u16, version: Version) -> Result<FlowModFlags, OfpErr> {
     let mut f = 0;
     let mut known = 0;
@@ -141,11 +139,7 @@ pub(crate) fn flags_from_wire(w: u16, version: Version) -> Result<FlowModFlags, 
         }
     }
     if w & !known != 0 {
-        return Err(if version == Version::Of10 && w & 4 != 0 {
-            OfpErr::OfpfmfcBadEmergTimeout
-        } else {
-            OfpErr::OfpfmfcBadFlags
-        });
+        return Err(OfpErr::OfpfmfcBadFlags);
     }
     Ok(FlowModFlags(f))
 }
@@ -277,27 +271,48 @@ pub(crate) fn body(msg: &[u8]) -> Result<&[u8], OfpErr> {
 }
 
 /// Decodes a flow_mod (`OFPT_FLOW_MOD` of any version, or `NXT_FLOW_MOD`), header included.
-/// `table_id` is whether the connection enabled `NXT_FLOW_MOD_TABLE_ID` (OpenFlow 1.0).
+/// `table_id` is whether the connection enabled `NXT_FLOW_MOD_TABLE_ID` (OpenFlow 1.0). The
+/// checks come in OVS's order: the table, the match, the command, the actions, the flags.
 pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
     let m = body(msg)?;
     let v = Version::from_wire(m[0]).ok_or(OfpErr::OfpbrcBadVersion)?;
     let mut spec = empty_spec();
-    let (command, buffer_id, acts) = if v == Version::Of10 {
+    let (raw_command, raw_flags, buffer_id, acts);
+    if v == Version::Of10 {
         let nx = is_nx_msg(m, NXT_FLOW_MOD);
-        let fixed = if nx { 48 } else { 72 };
-        if m.len() < fixed {
+        if m.len() < if nx { 48 } else { 72 } {
             return Err(OfpErr::OfpbrcBadLen);
         }
         let at = if nx { 16 } else { 48 };
         let new_cookie = be64(m, at);
         let raw = be16(m, at + 8);
-        let command = FlowModCommand::from_wire(raw as u8)?;
         spec.idle_timeout = be16(m, at + 10);
         spec.hard_timeout = be16(m, at + 12);
         spec.priority = be16(m, at + 14);
-        let buffer_id = be32(m, at + 16);
+        buffer_id = be32(m, at + 16);
         let out_port = be16(m, at + 20);
-        spec.flags = flags_from_wire(be16(m, at + 22), v)?;
+        raw_flags = be16(m, at + 22);
+        if nx {
+            let (nm, used) = nxm::pull_nx_match(&m[48..], usize::from(be16(m, 40)), true)?;
+            // A flow being added may set a cookie, not match one.
+            if raw & 0xff == FlowModCommand::Add as u16 && nm.cookie_mask != 0 {
+                return Err(OfpErr::NxbrcNxmInvalid);
+            }
+            spec.match_ = nm.match_;
+            spec.cookie = nm.cookie;
+            spec.cookie_mask = nm.cookie_mask;
+            acts = &m[48 + used..];
+        } else {
+            let b: &[u8; OFP10_MATCH_LEN] = m[8..48].try_into().expect("40 bytes");
+            spec.match_ = match10::decode(b);
+            acts = &m[72..];
+        }
+        if spec.cookie_mask == 0 && new_cookie != u64::MAX {
+            spec.cookie = new_cookie;
+        }
+        // Without table ids a command word above 0xff is no command at all.
+        raw_command = if table_id { raw & 0xff } else { raw };
+        let command = FlowModCommand::from_wire(u8::try_from(raw_command).unwrap_or(u8::MAX))?;
         spec.table = if table_id {
             (raw >> 8) as u8
         } else if command == FlowModCommand::Add {
@@ -305,56 +320,37 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         } else {
             OFPTT_ALL
         };
-        let rest = if nx {
-            let match_len = usize::from(be16(m, 40));
-            let (nm, used) = nxm::pull_nx_match(&m[48..], match_len, true)?;
-            spec.match_ = nm.match_;
-            if nm.cookie_mask != 0 {
-                spec.cookie = nm.cookie;
-                spec.cookie_mask = nm.cookie_mask;
-            } else if new_cookie != u64::MAX {
-                spec.cookie = new_cookie;
-            }
-            &m[48 + used..]
-        } else {
-            let b: &[u8; OFP10_MATCH_LEN] = m[8..48].try_into().expect("40 bytes");
-            spec.match_ = match10::decode(b);
-            if new_cookie != u64::MAX {
-                spec.cookie = new_cookie;
-            }
-            &m[72..]
-        };
         if command.is_delete() && out_port != OFPP10_NONE {
             spec.out_port = Some(out_port.into());
         }
-        (command, buffer_id, rest)
     } else {
         if m.len() < 56 {
             return Err(OfpErr::OfpbrcBadLen);
         }
         let (cookie, mask) = (be64(m, 8), be64(m, 16));
-        let command = FlowModCommand::from_wire(m[25])?;
+        raw_command = m[25].into();
         spec.table = m[24];
-        if command == FlowModCommand::Add && spec.table == OFPTT_ALL {
+        // OpenFlow 1.1 forbids "all tables" outright, later versions outside deletes.
+        let delete = matches!(m[25], 3 | 4);
+        if spec.table == OFPTT_ALL && (v == Version::Of11 || !delete) {
             return Err(OfpErr::OfpfmfcBadTableId);
         }
         spec.idle_timeout = be16(m, 26);
         spec.hard_timeout = be16(m, 28);
         spec.priority = be16(m, 30);
-        let buffer_id = be32(m, 32);
+        buffer_id = be32(m, 32);
         let out_port = be32(m, 36);
         let out_group = be32(m, 40);
-        spec.flags = flags_from_wire(be16(m, 44), v)?;
-        if v >= Version::Of14 && command == FlowModCommand::Add {
+        raw_flags = be16(m, 44);
+        let add = m[25] == FlowModCommand::Add as u8;
+        if v >= Version::Of14 && add {
             spec.importance = be16(m, 46);
         }
-        if command == FlowModCommand::Add || mask == 0 {
-            spec.cookie = cookie;
-        } else {
-            spec.cookie = cookie;
+        spec.cookie = cookie;
+        if !add {
             spec.cookie_mask = mask;
         }
-        if command.is_delete() {
+        if delete {
             let p = port_from_ofp11(out_port).ok_or(OfpErr::OfpbrcBadPort)?;
             if u32::from(p) != OFPP_ANY {
                 spec.out_port = Some(p.into());
@@ -365,9 +361,19 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         }
         let (pm, used) = pull_ofp11_match(&m[48..])?;
         spec.match_ = pm;
-        (command, buffer_id, &m[48 + used..])
-    };
+        acts = &m[48 + used..];
+    }
+    let command = FlowModCommand::from_wire(u8::try_from(raw_command).unwrap_or(u8::MAX))?;
     spec.actions = actions::decode_instructions(v, acts)?;
+    // OpenFlow 1.0's emergency flows (OFPFF_EMERG) are not supported, as in OVS.
+    if v == Version::Of10 && raw_flags & 4 != 0 {
+        return Err(if spec.idle_timeout != 0 || spec.hard_timeout != 0 {
+            OfpErr::OfpfmfcBadEmergTimeout
+        } else {
+            OfpErr::OfpfmfcTableFull
+        });
+    }
+    spec.flags = flags_from_wire(raw_flags, v)?;
     spec.has_actions = !command.is_delete();
     Ok(FlowMod {
         command,

@@ -126,6 +126,41 @@ fn malformed_flow_mods_get_ovs_errors() {
         Err(OfpErr::OfpbrcBadLen)
     );
     assert_eq!(decode_flow_mod(&ok[..20], false), Err(OfpErr::OfpbrcBadLen));
+    // "All tables" is for deletes only, and not at all in OpenFlow 1.1.
+    let mut m = ok.clone();
+    m[24] = 0xff;
+    m[25] = 1;
+    assert_eq!(decode_flow_mod(&m, false), Err(OfpErr::OfpfmfcBadTableId));
+    m[25] = 3;
+    assert!(decode_flow_mod(&m, false).is_ok());
+    m[0] = 2;
+    assert_eq!(decode_flow_mod(&m, false), Err(OfpErr::OfpfmfcBadTableId));
+    // NXT_FLOW_MOD: an add that matches a cookie; a table id the connection did not enable;
+    // an emergency flow.
+    let nx_add = unhex(
+        "0104004800000008000023200000000d00000000000000000000000000008000\
+         ffffffffffff0000001400000000000000013d10000000000000001000000000000000ff00000000",
+    );
+    assert_eq!(
+        decode_flow_mod(&nx_add, false),
+        Err(OfpErr::NxbrcNxmInvalid)
+    );
+    let mut m = unhex(
+        "0104003800000008000023200000000d00000000000000000003000000008000\
+         ffffffffffff000000080000000000000001000400000001",
+    );
+    assert!(decode_flow_mod(&m, false).is_ok());
+    m[24] = 2;
+    assert_eq!(decode_flow_mod(&m, false), Err(OfpErr::OfpfmfcBadCommand));
+    assert_eq!(decode_flow_mod(&m, true).unwrap().spec.table, 2);
+    m[24] = 0;
+    m[39] = 4;
+    assert_eq!(decode_flow_mod(&m, false), Err(OfpErr::OfpfmfcTableFull));
+    m[27] = 5;
+    assert_eq!(
+        decode_flow_mod(&m, false),
+        Err(OfpErr::OfpfmfcBadEmergTimeout)
+    );
     // A match OpenFlow 1.0's fixed match cannot carry needs NXM.
     let spec = parse_flow("reg0=1,actions=drop", FlowKind::Add, &NoPortNames).unwrap();
     let fm = FlowMod {
