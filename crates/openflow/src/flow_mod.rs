@@ -276,13 +276,33 @@ pub(crate) fn body(msg: &[u8]) -> Result<&[u8], OfpErr> {
 pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
     let m = body(msg)?;
     let v = Version::from_wire(m[0]).ok_or(OfpErr::OfpbrcBadVersion)?;
+    // The message itself: a flow_mod of its version, its fixed part whole, the rest in 8-byte
+    // units (OVS's `ofpraw` checks, before anything in it is read).
+    let nx = v == Version::Of10 && m[1] == OFPT_EXPERIMENTER;
+    if nx {
+        if m.len() < 16 {
+            return Err(OfpErr::OfpbrcBadLen);
+        }
+        if be32(m, 8) != NX_VENDOR_ID {
+            return Err(OfpErr::OfpbrcBadVendor);
+        }
+        if be32(m, 12) != NXT_FLOW_MOD {
+            return Err(OfpErr::OfpbrcBadSubtype);
+        }
+    } else if m[1] != OFPT_FLOW_MOD {
+        return Err(OfpErr::OfpbrcBadType);
+    }
+    let fixed = match (v, nx) {
+        (Version::Of10, true) => 48,
+        (Version::Of10, false) => 72,
+        _ => 48,
+    };
+    if m.len() < fixed || !(m.len() - fixed).is_multiple_of(8) {
+        return Err(OfpErr::OfpbrcBadLen);
+    }
     let mut spec = empty_spec();
     let (raw_command, raw_flags, buffer_id, acts);
     if v == Version::Of10 {
-        let nx = is_nx_msg(m, NXT_FLOW_MOD);
-        if m.len() < if nx { 48 } else { 72 } {
-            return Err(OfpErr::OfpbrcBadLen);
-        }
         let at = if nx { 16 } else { 48 };
         let new_cookie = be64(m, at);
         let raw = be16(m, at + 8);
@@ -312,21 +332,21 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         }
         // Without table ids a command word above 0xff is no command at all.
         raw_command = if table_id { raw & 0xff } else { raw };
-        let command = FlowModCommand::from_wire(u8::try_from(raw_command).unwrap_or(u8::MAX))?;
+        let delete = matches!(raw_command, 3 | 4);
         spec.table = if table_id {
             (raw >> 8) as u8
-        } else if command == FlowModCommand::Add {
+        } else if raw_command == FlowModCommand::Add as u16 {
             0
         } else {
             OFPTT_ALL
         };
-        if command.is_delete() && out_port != OFPP10_NONE {
+        if delete && out_port != OFPP10_NONE {
             spec.out_port = Some(out_port.into());
         }
     } else {
-        if m.len() < 56 {
-            return Err(OfpErr::OfpbrcBadLen);
-        }
+        let (pm, used) = pull_ofp11_match(&m[48..])?;
+        spec.match_ = pm;
+        acts = &m[48 + used..];
         let (cookie, mask) = (be64(m, 8), be64(m, 16));
         raw_command = m[25].into();
         spec.table = m[24];
@@ -339,7 +359,7 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         spec.hard_timeout = be16(m, 28);
         spec.priority = be16(m, 30);
         buffer_id = be32(m, 32);
-        let out_port = be32(m, 36);
+        let out_port = port_from_ofp11(be32(m, 36)).ok_or(OfpErr::OfpbacBadOutPort)?;
         let out_group = be32(m, 40);
         raw_flags = be16(m, 44);
         let add = m[25] == FlowModCommand::Add as u8;
@@ -351,29 +371,28 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
             spec.cookie_mask = mask;
         }
         if delete {
-            let p = port_from_ofp11(out_port).ok_or(OfpErr::OfpbrcBadPort)?;
-            if u32::from(p) != OFPP_ANY {
-                spec.out_port = Some(p.into());
+            if u32::from(out_port) != OFPP_ANY {
+                spec.out_port = Some(out_port.into());
             }
             if out_group != OFPG_ANY {
                 spec.out_group = Some(out_group);
             }
         }
-        let (pm, used) = pull_ofp11_match(&m[48..])?;
-        spec.match_ = pm;
-        acts = &m[48 + used..];
     }
     let command = FlowModCommand::from_wire(u8::try_from(raw_command).unwrap_or(u8::MAX))?;
     spec.actions = actions::decode_instructions(v, acts)?;
-    // OpenFlow 1.0's emergency flows (OFPFF_EMERG) are not supported, as in OVS.
-    if v == Version::Of10 && raw_flags & 4 != 0 {
+    // OpenFlow 1.0's OFPFF_EMERG (4) is a known flag, but emergency flows are not supported,
+    // as in OVS.
+    let emerg = if v == Version::Of10 { raw_flags & 4 } else { 0 };
+    spec.flags = flags_from_wire(raw_flags & !emerg, v)?;
+    if emerg != 0 {
         return Err(if spec.idle_timeout != 0 || spec.hard_timeout != 0 {
             OfpErr::OfpfmfcBadEmergTimeout
         } else {
             OfpErr::OfpfmfcTableFull
         });
     }
-    spec.flags = flags_from_wire(raw_flags, v)?;
+    actions::check_actions(v, spec.table, &spec.actions, &spec.match_)?;
     spec.has_actions = !command.is_delete();
     Ok(FlowMod {
         command,

@@ -665,7 +665,7 @@ pub struct NxMatch {
 }
 
 /// Whether the value's bits fit the field (OVS's `mf_is_value_valid()`).
-fn value_ok(field: FieldId, v: u128) -> bool {
+pub(crate) fn value_ok(field: FieldId, v: u128) -> bool {
     let limit: u128 = match field {
         F::IP_DSCP => return v & !0xfc == 0,
         F::IP_DSCP_SHIFTED => 0x3f,

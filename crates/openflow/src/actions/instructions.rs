@@ -76,7 +76,16 @@ pub fn decode_instructions(version: Version, buf: &[u8]) -> Result<Vec<OfAction>
                 dup(meter.is_some())?;
                 meter = Some(OfAction::Meter(be32(b, 4)));
             }
-            OFPIT11_WRITE_ACTIONS | OFPIT11_CLEAR_ACTIONS => return Err(OfpErr::OfpbicUnsupInst),
+            // The action set is not modelled: the instructions are checked as OVS checks
+            // them, then refused.
+            OFPIT11_WRITE_ACTIONS => {
+                decode_into(version, &b[8..], 0, &mut Vec::new())?;
+                return Err(OfpErr::OfpbicUnsupInst);
+            }
+            OFPIT11_CLEAR_ACTIONS => {
+                fixed(8)?;
+                return Err(OfpErr::OfpbicUnsupInst);
+            }
             OFPIT11_EXPERIMENTER => return Err(OfpErr::OfpbicBadExperimenter),
             _ => return Err(OfpErr::OfpbicUnknownInst),
         }

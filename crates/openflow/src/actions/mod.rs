@@ -20,6 +20,7 @@
 //! `sample`, `check_pkt_larger`, `encap`, `decap`, `delete_field`, `copy_ttl_in`/`out`,
 //! `set_nw_ecn`, `push_pbb`) are refused as unknown, as OVS refuses an action it does not know.
 
+mod check;
 mod instructions;
 mod nicira;
 mod standard;
@@ -31,6 +32,7 @@ use ofproto::syntax::OfAction;
 use crate::error::OfpErr;
 use crate::header::Version;
 
+pub use check::check_actions;
 pub use instructions::{decode_instructions, encode_instructions};
 
 /// Type of a vendor (experimenter) action.

@@ -250,10 +250,7 @@ pub(super) fn decode(
         }
         NXAST_REG_LOAD2 => {
             at_least(b, 16)?;
-            let (field, value, mask, used) = pull_set_field(b, 10, true)?;
-            if (10 + used).next_multiple_of(8) != b.len() {
-                return Err(OfpErr::OfpbacBadSetLen);
-            }
+            let (field, value, mask) = pull_set_field(b, false, true)?;
             push_normalized(out, field, value, mask);
             return Ok(());
         }
@@ -416,6 +413,9 @@ fn controller(c: Controller) -> OfAction {
 
 fn decode_controller2(b: &[u8]) -> Result<OfAction, OfpErr> {
     at_least(b, 16)?;
+    if b[10..16].iter().any(|&x| x != 0) {
+        return Err(OfpErr::NxbrcMustBeZero);
+    }
     let mut c = Controller {
         max_len: u16::MAX,
         reason: PacketInReason::Action,

@@ -323,57 +323,69 @@ fn decode11(version: Version, ty: u16, b: &[u8], out: &mut Vec<OfAction>) -> Res
     Ok(())
 }
 
-/// The field, value and mask (field space) of a Set-Field entry at `b[at..]` (an OXM header,
-/// value and, from OpenFlow 1.5 or in `reg_load2`, a mask), as OVS checks it.
+/// The field, value and mask (field space) of the write in a Set-Field action (`set_field`:
+/// OXM entry at 4, a mask only from OpenFlow 1.5) or a `reg_load2` (`set_field` false: entry at
+/// 10, a mask allowed), checked in OVS's order: the header, the payload, 1-bits outside the
+/// mask, the mask being allowed, zero padding after the entry, then (Set-Field only) no OXM
+/// `in_port` and a valid value, and a writable field.
 pub(super) fn pull_set_field(
     b: &[u8],
-    at: usize,
+    set_field: bool,
     masks_ok: bool,
-) -> Result<(FieldId, u128, u128, usize), OfpErr> {
+) -> Result<(FieldId, u128, u128), OfpErr> {
+    let at = if set_field { 4 } else { 10 };
     let rest = &b[at..];
-    let hdr = OxmHeader::parse(rest).map_err(|_| OfpErr::OfpbacBadSetLen)?;
+    let hdr = OxmHeader::parse(rest)?;
     let fh = match nxm::field_by_header(&hdr) {
         Some(fh) => fh,
-        None if crate::nxm::FIELD_HEADERS.iter().any(|fh| fh.id == hdr.id()) => {
+        None if nxm::FIELD_HEADERS.iter().any(|fh| fh.id == hdr.id()) => {
             return Err(OfpErr::OfpbacBadSetLen);
         }
         None => return Err(OfpErr::OfpbacBadSetType),
     };
-    let n = hdr.payload_len();
-    let payload = rest
-        .get(hdr.header_len()..hdr.header_len() + n)
-        .ok_or(OfpErr::OfpbacBadSetLen)?;
+    let (hl, n) = (hdr.header_len(), hdr.payload_len());
+    let payload = rest.get(hl..hl + n).ok_or(OfpErr::OfpbmcBadLen)?;
+    let w = hdr.value_len();
+    let (vb, mb) = payload.split_at(w);
+    if hdr.hasmask && vb.iter().zip(mb).any(|(v, m)| v & !m != 0) {
+        return Err(OfpErr::OfpbmcBadWildcards);
+    }
     if hdr.hasmask && !masks_ok {
         return Err(OfpErr::OfpbacBadSetMask);
     }
-    let w = hdr.value_len();
-    let mut value = be_n(&payload[..w]);
+    if rest[hl + n..].iter().any(|&x| x != 0) {
+        return Err(OfpErr::OfpbacBadSetArgument);
+    }
     let f = fh.field.field();
+    let mut value = be_n(vb);
     // An unmasked write of tunnel metadata writes the whole option, as the text syntax says.
     let mut mask = if hdr.hasmask {
-        be_n(&payload[w..2 * w])
+        be_n(&mb[..w])
     } else {
         f.value_mask()
     };
-    if fh.field == FieldId::IN_PORT && w == 4 {
+    let oxm_in_port = fh.field == FieldId::IN_PORT && w == 4;
+    if set_field {
+        // OpenFlow forbids setting OXM_OF_IN_PORT; the VID must say "present".
+        let vid_absent = fh.field == FieldId::VLAN_VID && (value & mask & 0x1000) == 0;
+        if oxm_in_port || !nxm::value_ok(fh.field, value) || vid_absent {
+            return Err(OfpErr::OfpbacBadSetArgument);
+        }
+    } else if oxm_in_port {
         value = port_from_ofp11(value as u32)
             .ok_or(OfpErr::OfpbacBadSetArgument)?
             .into();
         mask &= 0xffff;
     }
-    if !f.writable || value & !f.value_mask() & mask != 0 {
+    if !f.writable {
         return Err(OfpErr::OfpbacBadSetArgument);
     }
-    let used = hdr.header_len() + n;
-    Ok((fh.field, value & mask, mask & f.value_mask(), used))
+    let mask = mask & f.value_mask();
+    Ok((fh.field, value & mask, mask))
 }
 
 fn decode_set_field(version: Version, b: &[u8], out: &mut Vec<OfAction>) -> Result<(), OfpErr> {
-    let (field, value, mask, used) = pull_set_field(b, 4, version >= Version::Of15)?;
-    // The action is the entry padded to 8 bytes, no more.
-    if (4 + used).next_multiple_of(8) != b.len() {
-        return Err(OfpErr::OfpbacBadSetLen);
-    }
+    let (field, value, mask) = pull_set_field(b, true, version >= Version::Of15)?;
     push_normalized(out, field, value, mask);
     Ok(())
 }
