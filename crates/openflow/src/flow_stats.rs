@@ -163,46 +163,69 @@ pub fn encode_flow_stats_request(
 /// Which statistics message `msg` is: (protocol, reply, aggregate, flags), or `None` for one
 /// that is not a flow or aggregate statistics message.
 pub fn classify(msg: &[u8]) -> Option<(Protocol, bool, bool, u16)> {
-    let v = Version::from_wire(*msg.first()?)?;
-    let ty = *msg.get(1)?;
+    stats_kind(msg).ok()
+}
+
+/// [`classify`] with OVS's errors: a statistics header cut short (`OFPBRC_BAD_LEN`), a vendor
+/// that is not Nicira's (`OFPBRC_BAD_VENDOR`), a Nicira subtype or statistics type that is not
+/// flow or aggregate (`OFPBRC_BAD_SUBTYPE`, `OFPBRC_BAD_STAT`).
+fn stats_kind(msg: &[u8]) -> Result<(Protocol, bool, bool, u16), OfpErr> {
+    let v = Version::from_wire(*msg.first().ok_or(OfpErr::OfpbrcBadLen)?)
+        .ok_or(OfpErr::OfpbrcBadVersion)?;
+    let ty = *msg.get(1).ok_or(OfpErr::OfpbrcBadLen)?;
     let reply = match (v, ty) {
         (Version::Of10, OFPT10_STATS_REQUEST) => false,
         (Version::Of10, OFPT10_STATS_REPLY) => true,
         (_, OFPT11_STATS_REQUEST) if v > Version::Of10 => false,
         (_, OFPT11_STATS_REPLY) if v > Version::Of10 => true,
-        _ => return None,
+        _ => return Err(OfpErr::OfpbrcBadType),
     };
-    let st = be16(msg.get(..12)?, 8);
-    let flags = be16(msg, 10);
+    let h = msg.get(..12).ok_or(OfpErr::OfpbrcBadLen)?;
+    let (st, flags) = (be16(h, 8), be16(h, 10));
     let mut proto = Protocol::new(v);
     let aggregate = match st {
         OFPST_FLOW => false,
         OFPST_AGGREGATE => true,
         OFPST_VENDOR if v == Version::Of10 => {
-            let h = msg.get(..20)?;
+            let h = msg.get(..24).ok_or(OfpErr::OfpbrcBadLen)?;
             if be32(h, 12) != NX_VENDOR_ID {
-                return None;
+                return Err(OfpErr::OfpbrcBadVendor);
             }
             proto.nxm = true;
             match be32(h, 16) {
                 NXST_FLOW => false,
                 NXST_AGGREGATE => true,
-                _ => return None,
+                _ => return Err(OfpErr::OfpbrcBadSubtype),
             }
         }
-        _ => return None,
+        _ => return Err(OfpErr::OfpbrcBadStat),
     };
-    Some((proto, reply, aggregate, flags))
+    Ok((proto, reply, aggregate, flags))
 }
 
 /// Decodes a flow or aggregate statistics request (header included).
 pub fn decode_flow_stats_request(msg: &[u8]) -> Result<FlowStatsRequest, OfpErr> {
     let m = body(msg)?;
-    let (proto, reply, aggregate, _) = classify(m).ok_or(OfpErr::OfpbrcBadStat)?;
+    let (proto, reply, aggregate, _) = stats_kind(m)?;
     if reply {
         return Err(OfpErr::OfpbrcBadType);
     }
-    let b = &m[stats_hdr_len(proto)..];
+    // OVS's `ofpraw` checks: the statistics header and fixed request whole, anything after it
+    // (a match) in 8-byte units; OpenFlow 1.0's request is exactly its fixed size.
+    let b = m.get(stats_hdr_len(proto)..).ok_or(OfpErr::OfpbrcBadLen)?;
+    let fixed = match (proto.version, proto.nxm) {
+        (Version::Of10, true) => 8,
+        (Version::Of10, false) => OFP10_MATCH_LEN + 4,
+        _ => 32,
+    };
+    let whole = if proto.version == Version::Of10 && !proto.nxm {
+        b.len() == fixed
+    } else {
+        b.len() >= fixed && (b.len() - fixed).is_multiple_of(8)
+    };
+    if !whole {
+        return Err(OfpErr::OfpbrcBadLen);
+    }
     let mut req = FlowStatsRequest {
         aggregate,
         table: OFPTT_ALL,
@@ -239,7 +262,7 @@ pub fn decode_flow_stats_request(msg: &[u8]) -> Result<FlowStatsRequest, OfpErr>
                 return Err(OfpErr::OfpbrcBadLen);
             }
             req.table = b[0];
-            let p = port_from_ofp11(be32(b, 4)).ok_or(OfpErr::OfpbrcBadPort)?;
+            let p = port_from_ofp11(be32(b, 4)).ok_or(OfpErr::OfpbacBadOutPort)?;
             req.out_port = port16(p);
             let g = be32(b, 8);
             req.out_group = (g != OFPG_ANY).then_some(g);
@@ -447,12 +470,12 @@ pub fn encode_flow_stats_reply(
 /// follow.
 pub fn decode_flow_stats_reply(msg: &[u8]) -> Result<(Vec<(FlowSpec, FlowStats)>, bool), OfpErr> {
     let m = body(msg)?;
-    let (proto, reply, aggregate, flags) = classify(m).ok_or(OfpErr::OfpbrcBadStat)?;
+    let (proto, reply, aggregate, flags) = stats_kind(m)?;
     if !reply || aggregate {
         return Err(OfpErr::OfpbrcBadType);
     }
     let v = proto.version;
-    let mut b = &m[stats_hdr_len(proto)..];
+    let mut b = m.get(stats_hdr_len(proto)..).ok_or(OfpErr::OfpbrcBadLen)?;
     let mut flows = Vec::new();
     while !b.is_empty() {
         if b.len() < 2 {
@@ -576,11 +599,11 @@ pub fn encode_aggregate_reply(
 /// Decodes an aggregate statistics reply.
 pub fn decode_aggregate_reply(msg: &[u8]) -> Result<AggregateStats, OfpErr> {
     let m = body(msg)?;
-    let (proto, reply, aggregate, _) = classify(m).ok_or(OfpErr::OfpbrcBadStat)?;
+    let (proto, reply, aggregate, _) = stats_kind(m)?;
     if !reply || !aggregate {
         return Err(OfpErr::OfpbrcBadType);
     }
-    let b = &m[stats_hdr_len(proto)..];
+    let b = m.get(stats_hdr_len(proto)..).ok_or(OfpErr::OfpbrcBadLen)?;
     if proto.version == Version::Of15 {
         let (_, _, flow_count, packet_count, byte_count, _) = pull_oxs_stats(b)?;
         return Ok(AggregateStats {

@@ -223,6 +223,12 @@ proptest! {
             }
         }
         let _ = decode_flow_mod(&m, nx);
+            // And every prefix of it, its length field saying so.
+            for n in 8..m.len().min(64) {
+                let mut p = m[..n].to_vec();
+                p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+                let _ = decode_flow_mod(&p, nx);
+            }
     }
 }
 
