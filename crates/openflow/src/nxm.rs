@@ -375,6 +375,13 @@ pub fn field_by_header(hdr: &OxmHeader) -> Option<&'static FieldHeader> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TlvLens(pub [u8; N_TUN_METADATA]);
 
+impl TlvLens {
+    /// The widths a bridge's TLV map (`add-tlv-map`) gives its tunnel metadata fields.
+    pub fn from_tlv_map(map: &[Option<ofproto::tunnel::TlvMapping>; N_TUN_METADATA]) -> TlvLens {
+        TlvLens(map.map(|m| m.map_or(0, |m| m.len)))
+    }
+}
+
 /// Appends `value` as `width` big-endian bytes.
 fn put_be(out: &mut Vec<u8>, value: u128, width: usize) {
     out.extend_from_slice(&value.to_be_bytes()[16 - width.min(16)..]);

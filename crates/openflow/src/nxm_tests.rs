@@ -169,6 +169,20 @@ fn malformed_matches_get_ovs_errors() {
 }
 
 #[test]
+fn tlv_map_widths() {
+    let map =
+        ofproto::tunnel::parse_tlv_map("{class=0x102,type=0x80,len=4}->tun_metadata0").unwrap();
+    let mut slots = [None; N_TUN_METADATA];
+    for (slot, m) in map {
+        slots[slot] = Some(m);
+    }
+    assert_eq!(
+        TlvLens::from_tlv_map(&slots),
+        TlvLens([4, 0, 0, 0, 0, 0, 0, 0])
+    );
+}
+
+#[test]
 fn tunnel_metadata_keeps_its_wire_width() {
     // NXM_NX_TUN_METADATA0 with 4 bytes, exact, and with a mask.
     for hex in [
