@@ -9,7 +9,7 @@
 //! - [`match10`]: OpenFlow 1.0's fixed match, and whether a match fits it;
 //! - [`match11`]: OpenFlow 1.1's fixed match, likewise;
 //! - [`actions`]: actions and instructions of every version, Nicira's extensions included;
-//! - [`flow_mod`]: flow_mod messages (OpenFlow 1.0, Nicira's NXM form, OpenFlow 1.2+);
+//! - [`flow_mod`]: flow_mod messages of every version, Nicira's NXM form included;
 //! - [`flow_stats`]: flow and aggregate statistics requests and replies;
 //! - [`flow_removed`]: the notification of a flow's removal.
 //!
