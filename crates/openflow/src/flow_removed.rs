@@ -240,7 +240,7 @@ pub fn decode_flow_removed(msg: &[u8]) -> Result<FlowRemoved, OfpErr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nxm::tests::unhex;
+    use crate::nxm::tests::{cut_messages, unhex};
     use ofproto::syntax::{NoPortNames, format_match};
     use proptest::prelude::*;
 
@@ -324,10 +324,8 @@ mod tests {
                 }
             }
             let _ = decode_flow_removed(&m);
-            // And every prefix of it, its length field saying so.
-            for n in 8..m.len().min(64) {
-                let mut p = m[..n].to_vec();
-                p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+            // And every prefix of it.
+            for p in cut_messages(&m, 64) {
                 let _ = decode_flow_removed(&p);
             }
         }

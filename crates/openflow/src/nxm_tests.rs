@@ -19,6 +19,16 @@ pub(crate) fn flow_mod_fixtures() -> Vec<(String, String, Vec<u8>)> {
         .collect()
 }
 
+/// Every prefix of message `m` from its header up to `max` bytes, each with its length field
+/// saying so: messages cut short, for the decoders' no-panic properties.
+pub(crate) fn cut_messages(m: &[u8], max: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
+    (8..m.len().min(max)).map(|n| {
+        let mut p = m[..n].to_vec();
+        p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+        p
+    })
+}
+
 pub(crate) fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)

@@ -2,7 +2,7 @@
 //! OVS's errors.
 
 use super::*;
-use crate::nxm::tests::unhex;
+use crate::nxm::tests::{cut_messages, unhex};
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 use proptest::prelude::*;
 
@@ -223,10 +223,8 @@ proptest! {
             }
         }
         let _ = decode_flow_mod(&m, nx);
-            // And every prefix of it, its length field saying so.
-            for n in 8..m.len().min(64) {
-                let mut p = m[..n].to_vec();
-                p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+            // And every prefix of it.
+            for p in cut_messages(&m, 64) {
                 let _ = decode_flow_mod(&p, nx);
             }
     }

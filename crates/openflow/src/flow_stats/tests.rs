@@ -2,7 +2,7 @@
 //! of encoded replies, aggregate replies and reply splitting.
 
 use super::*;
-use crate::nxm::tests::{flow_mod_fixtures, unhex};
+use crate::nxm::tests::{cut_messages, flow_mod_fixtures, unhex};
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 use proptest::prelude::*;
 
@@ -96,6 +96,21 @@ fn replies_agree_with_ovs() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// OpenFlow 1.0 with its own match and with NXM, 1.1's fixed match, 1.3's and 1.5's OXM.
+fn all_forms() -> [Protocol; 5] {
+    [
+        Protocol::new(Version::Of10),
+        Protocol {
+            version: Version::Of10,
+            nxm: true,
+            table_id: false,
+        },
+        Protocol::new(Version::Of11),
+        Protocol::new(Version::Of13),
+        Protocol::new(Version::Of15),
+    ]
+}
+
 fn sample_stats(i: usize) -> FlowStats {
     FlowStats {
         duration_sec: 3 + i as u32,
@@ -131,17 +146,7 @@ fn encoded_replies_print_like_dump_flows() {
         })
         .collect();
     let mut bad = Vec::new();
-    for proto in [
-        Protocol::new(Version::Of10),
-        Protocol {
-            version: Version::Of10,
-            nxm: true,
-            table_id: false,
-        },
-        Protocol::new(Version::Of11),
-        Protocol::new(Version::Of13),
-        Protocol::new(Version::Of15),
-    ] {
+    for proto in all_forms() {
         // One message per flow keeps ofp-print's output aligned with the flows.
         for (spec, st) in &flows {
             // The fixed matches only for the flows they can carry.
@@ -197,16 +202,7 @@ fn aggregate_round_trips_and_long_replies_split() {
         byte_count: 600,
         flow_count: 2,
     };
-    for proto in [
-        Protocol::new(Version::Of10),
-        Protocol {
-            version: Version::Of10,
-            nxm: true,
-            table_id: false,
-        },
-        Protocol::new(Version::Of13),
-        Protocol::new(Version::Of15),
-    ] {
+    for proto in all_forms() {
         let mut out = Vec::new();
         encode_aggregate_reply(&agg, proto, 9, &mut out).unwrap();
         assert_eq!(decode_aggregate_reply(&out), Ok(agg), "{proto:?}");
@@ -260,10 +256,8 @@ proptest! {
         let _ = decode_flow_stats_request(&m);
         let _ = decode_flow_stats_reply(&m);
         let _ = decode_aggregate_reply(&m);
-        // And every prefix of it, its length field saying so: headers cut short.
-        for n in 8..m.len().min(40) {
-            let mut p = m[..n].to_vec();
-            p[2..4].copy_from_slice(&(n as u16).to_be_bytes());
+        // And every prefix of it: headers cut short.
+        for p in cut_messages(&m, 40) {
             let _ = decode_flow_stats_request(&p);
             let _ = decode_flow_stats_reply(&p);
             let _ = decode_aggregate_reply(&p);
