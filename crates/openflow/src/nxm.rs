@@ -355,18 +355,42 @@ pub fn field_header(field: FieldId, version: u8) -> Option<&'static FieldHeader>
     best
 }
 
+/// The width OVS gives a tunnel metadata field that no TLV map sizes: its largest option, 124
+/// bytes. A header that names such a field without a value (`move`, `output_reg`, `ct`'s zone)
+/// carries this length.
+pub const TUN_METADATA_FULL_LEN: usize = 124;
+
 /// The field a header names, if the pipeline knows it and the header's value width is the
-/// field's (any width from 1 to 16 bytes for tunnel metadata, whose width the TLV map sets).
+/// field's (for tunnel metadata, whose width the TLV map sets, any width up to
+/// [`TUN_METADATA_FULL_LEN`]).
 pub fn field_by_header(hdr: &OxmHeader) -> Option<&'static FieldHeader> {
     let id = hdr.id();
     let fh = FIELD_HEADERS.iter().find(|fh| fh.id == id)?;
     let w = hdr.value_len();
     let ok = if fh.width == 0 {
-        (1..=fields::TUN_METADATA_MAX_LEN).contains(&w)
+        (1..=TUN_METADATA_FULL_LEN).contains(&w)
     } else {
         w == usize::from(fh.width)
     };
     ok.then_some(fh)
+}
+
+/// The header that names `field` in an action without a value: the field's own width, or
+/// [`TUN_METADATA_FULL_LEN`] for tunnel metadata.
+pub fn bare_header(field: FieldId, version: u8) -> Option<OxmHeader> {
+    let fh = field_header(field, version)?;
+    let width = match fh.width {
+        0 => TUN_METADATA_FULL_LEN,
+        w => usize::from(w),
+    };
+    Some(OxmHeader::new(fh.id, width, false))
+}
+
+/// The last 16 bytes of a value wider than the pipeline keeps (tunnel metadata up to 124
+/// bytes), if the bytes before them are zero.
+pub(crate) fn low16(b: &[u8]) -> Option<&[u8]> {
+    let cut = b.len().saturating_sub(16);
+    b[..cut].iter().all(|&x| x == 0).then_some(&b[cut..])
 }
 
 /// The value width of tunnel metadata `tun_metadata<n>` on the wire, as the bridge's TLV map
@@ -736,6 +760,13 @@ pub fn pull_raw(p: &[u8], allow_cookie: bool) -> Result<NxMatch, OfpErr> {
         }
         let fh = field_by_header(&hdr).ok_or(OfpErr::OfpbmcBadField)?;
         let f = fh.field.field();
+        // Tunnel metadata wider than the pipeline keeps must not use the bytes it lacks.
+        let vb = low16(vb).ok_or(OfpErr::OfpbmcBadValue)?;
+        let mb = match mb {
+            Some(m) => Some(low16(m).ok_or(OfpErr::OfpbmcBadValue)?),
+            None => None,
+        };
+        let w = vb.len();
         let value = be_n(vb);
         let full = ones(8 * w as u32);
         let m = mb.map_or(full, be_n);

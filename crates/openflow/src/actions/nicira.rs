@@ -108,15 +108,15 @@ fn ofs_nbits(ofs: u32, n_bits: u32) -> u16 {
 /// `output_reg`, `ct`'s zone) and `OFPBMC_BAD_FIELD` where it pulls one from a stream (`move`).
 fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), OfpErr> {
     let hdr = OxmHeader::parse(&b[at..]).map_err(|_| OfpErr::OfpbacBadLen)?;
-    if hdr.hasmask {
-        return Err(OfpErr::OfpbmcBadMask);
-    }
     let unknown = if pulled {
         OfpErr::OfpbmcBadField
     } else {
         OfpErr::OfpbacBadSetType
     };
     let fh = nxm::field_by_header(&hdr).ok_or(unknown)?;
+    if hdr.hasmask {
+        return Err(OfpErr::OfpbmcBadMask);
+    }
     Ok((fh.field, hdr.header_len()))
 }
 
@@ -515,7 +515,12 @@ fn decode_ct(version: Version, b: &[u8], depth: usize) -> Result<OfAction, OfpEr
     let zone = if be32(b, 12) != 0 {
         let (f, _) = header_field(b, 12, false)?;
         let on = be16(b, 16);
-        CtZone::Field(subfield(f, u32::from(on >> 6), u32::from(on & 0x3f) + 1)?)
+        let zone = subfield(f, u32::from(on >> 6), u32::from(on & 0x3f) + 1)?;
+        // A zone is 16 bits.
+        if zone.n_bits != 16 {
+            return Err(OfpErr::OfpbacBadSetLen);
+        }
+        CtZone::Field(zone)
     } else {
         CtZone::Imm(be16(b, 16))
     };
@@ -664,9 +669,8 @@ fn put_nx(out: &mut Vec<u8>, subtype: u16, pad: usize, body: &[u8]) {
 
 /// The 32-bit NXM header of a field (the NXM one when it has both).
 fn nxm_header(field: FieldId) -> Option<[u8; 4]> {
-    let fh = nxm::field_header(field, 0)?;
     let mut h = Vec::with_capacity(4);
-    OxmHeader::new(fh.id, usize::from(fh.width.max(1)), false).write(&mut h);
+    nxm::bare_header(field, 0)?.write(&mut h);
     h.try_into().ok()
 }
 
@@ -772,8 +776,8 @@ fn encode_move(version: Version, src: &Subfield, dst: &Subfield, out: &mut Vec<u
         out.extend_from_slice(&(dst.ofs as u16).to_be_bytes());
         out.extend_from_slice(&[0, 0]);
         for f in [src.field, dst.field] {
-            if let Some(fh) = nxm::field_header(f, version.wire()) {
-                OxmHeader::new(fh.id, usize::from(fh.width.max(1)), false).write(out);
+            if let Some(h) = nxm::bare_header(f, version.wire()) {
+                h.write(out);
             }
         }
         end_action(out, at);
@@ -783,8 +787,8 @@ fn encode_move(version: Version, src: &Subfield, dst: &Subfield, out: &mut Vec<u
         out.extend_from_slice(&(src.ofs as u16).to_be_bytes());
         out.extend_from_slice(&(dst.ofs as u16).to_be_bytes());
         for f in [src.field, dst.field] {
-            if let Some(fh) = nxm::field_header(f, 0) {
-                OxmHeader::new(fh.id, usize::from(fh.width.max(1)), false).write(out);
+            if let Some(h) = nxm::bare_header(f, 0) {
+                h.write(out);
             }
         }
         end_action(out, at);

@@ -346,6 +346,7 @@ pub(super) fn pull_set_field(
     let (hl, n) = (hdr.header_len(), hdr.payload_len());
     let payload = rest.get(hl..hl + n).ok_or(OfpErr::OfpbmcBadLen)?;
     let w = hdr.value_len();
+    // With a mask the payload is value then mask, each `w` bytes; without, `mb` is empty.
     let (vb, mb) = payload.split_at(w);
     if hdr.hasmask && vb.iter().zip(mb).any(|(v, m)| v & !m != 0) {
         return Err(OfpErr::OfpbmcBadWildcards);
@@ -357,10 +358,12 @@ pub(super) fn pull_set_field(
         return Err(OfpErr::OfpbacBadSetArgument);
     }
     let f = fh.field.field();
-    let mut value = be_n(vb);
+    // Tunnel metadata wider than the pipeline keeps must not use the bytes it lacks.
+    let narrow = |b| nxm::low16(b).ok_or(OfpErr::OfpbacBadSetArgument);
+    let mut value = be_n(narrow(vb)?);
     // An unmasked write of tunnel metadata writes the whole option, as the text syntax says.
     let mut mask = if hdr.hasmask {
-        be_n(&mb[..w])
+        be_n(narrow(mb)?)
     } else {
         f.value_mask()
     };
