@@ -379,6 +379,9 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
             }
         }
     }
+    if !nxm::ct_tuple_consistent(&spec.match_) {
+        return Err(OfpErr::OfpbacMatchInconsistent);
+    }
     let command = FlowModCommand::from_wire(u8::try_from(raw_command).unwrap_or(u8::MAX))?;
     spec.actions = actions::decode_instructions(v, acts)?;
     // OpenFlow 1.0's OFPFF_EMERG (4) is a known flag, but emergency flows are not supported,

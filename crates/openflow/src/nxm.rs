@@ -23,7 +23,7 @@
 //! refused as unknown (`OFPBMC_BAD_FIELD`). `packet_type` is accepted when it says Ethernet,
 //! the only packets the pipeline matches.
 
-use ofproto::fields::{self, Field, FieldId, N_TUN_METADATA, ones, read_storage};
+use ofproto::fields::{self, Field, FieldId, N_TUN_METADATA, Prereq, ones, read_storage};
 use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};
 
 use crate::be::be_n;
@@ -788,7 +788,13 @@ pub fn pull_raw(p: &[u8], allow_cookie: bool) -> Result<NxMatch, OfpErr> {
             return Err(OfpErr::OfpbmcBadValue);
         }
         let f = field.field();
-        if !f.prereq.is_met_match(&key, &mask) {
+        // OVS asks only for a tracked connection here; whether the tuple's addresses fit the
+        // flow's IP version is the flow_mod's check (`ct_tuple_consistent`).
+        let prereq = match f.prereq {
+            Prereq::CtIpv4 | Prereq::CtIpv6 => Prereq::Ct,
+            p => p,
+        };
+        if !prereq.is_met_match(&key, &mask) {
             return Err(OfpErr::OfpbmcBadPrereq);
         }
         if f.is_matched(&mask) {
@@ -807,6 +813,24 @@ pub fn pull_raw(p: &[u8], allow_cookie: bool) -> Result<NxMatch, OfpErr> {
         cookie,
         cookie_mask,
     })
+}
+
+/// Whether a match's conntrack tuple addresses fit its IP version (OVS's check in
+/// `ofputil_decode_flow_mod()`): IPv4 addresses only in IPv4 flows, IPv6 ones only in IPv6
+/// flows. The two share storage here, so an IPv4 flow may only use the first four bytes.
+pub fn ct_tuple_consistent(m: &PipeMatch) -> bool {
+    let mask = m.mask();
+    let any = [F::CT_IPV6_SRC, F::CT_IPV6_DST]
+        .iter()
+        .any(|f| f.field().is_matched(mask));
+    let beyond_v4 = [F::CT_IPV6_SRC, F::CT_IPV6_DST]
+        .iter()
+        .any(|f| f.field().get_mask(mask) & !(0xffff_ffffu128 << 96) != 0);
+    match m.key().dp.eth_type() {
+        0x86dd => true,
+        0x0800 => !beyond_v4,
+        _ => !any,
+    }
 }
 
 /// Decodes an `nx_match` of `match_len` bytes at the start of `buf`, which holds it padded to

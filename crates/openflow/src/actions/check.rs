@@ -154,7 +154,7 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
             check_list(&mut copy, table, inner)?;
         }
         OfAction::GotoTable(t) if table != crate::flow_mod::OFPTT_ALL && *t <= table => {
-            return Err(OfpErr::OfpbrcBadTableId);
+            return Err(OfpErr::OfpbicBadTableId);
         }
         _ => {}
     }

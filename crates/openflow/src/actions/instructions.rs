@@ -22,79 +22,74 @@ const OFPIT11_EXPERIMENTER: u16 = 0xffff;
 /// Decodes the instructions of an OpenFlow 1.1+ flow into the pipeline's list: meter, the
 /// applied actions, write-metadata, goto-table. OpenFlow 1.0 has no instructions: its action
 /// list is decoded as is.
+///
+/// As OVS does, the instructions' framing is checked first, all of it (experimenter, size of
+/// each known kind, unknown kinds, repeats, a length that runs past the list), and only then
+/// their contents, in the order meter, apply-actions, clear-actions, write-actions.
 pub fn decode_instructions(version: Version, buf: &[u8]) -> Result<Vec<OfAction>, OfpErr> {
     if version == Version::Of10 {
         return super::decode_actions(version, buf);
     }
-    let (mut meter, mut apply, mut metadata, mut goto) = (None, None, None, None);
+    // Pass 1: framing. Slots by kind: goto, write-metadata, write, apply, clear, meter.
+    let mut slots: [Option<&[u8]>; 7] = [None; 7];
     let mut rest = buf;
-    while !rest.is_empty() {
-        if rest.len() < 4 {
-            return Err(OfpErr::OfpbicBadLen);
-        }
+    while rest.len() >= 8 {
         let (ty, len) = (be16(rest, 0), usize::from(be16(rest, 2)));
         if len < 8 || !len.is_multiple_of(8) || len > rest.len() {
-            return Err(OfpErr::OfpbicBadLen);
+            break;
         }
         let b = &rest[..len];
-        let fixed = |n: usize| {
-            if len == n {
-                Ok(())
-            } else {
-                Err(OfpErr::OfpbicBadLen)
-            }
-        };
-        let dup = |seen: bool| {
-            if seen {
-                Err(OfpErr::OfpbicDupInst)
-            } else {
-                Ok(())
-            }
-        };
-        match ty {
-            OFPIT11_GOTO_TABLE => {
-                fixed(8)?;
-                dup(goto.is_some())?;
-                goto = Some(OfAction::GotoTable(b[4]));
-            }
-            OFPIT11_WRITE_METADATA => {
-                fixed(24)?;
-                dup(metadata.is_some())?;
-                metadata = Some(OfAction::WriteMetadata {
-                    value: be64(b, 8),
-                    mask: be64(b, 16),
-                });
-            }
-            OFPIT11_APPLY_ACTIONS => {
-                dup(apply.is_some())?;
-                let mut acts = Vec::new();
-                decode_into(version, &b[8..], 0, &mut acts)?;
-                apply = Some(acts);
-            }
-            OFPIT13_METER if version >= Version::Of13 => {
-                fixed(8)?;
-                dup(meter.is_some())?;
-                meter = Some(OfAction::Meter(be32(b, 4)));
-            }
-            // The action set is not modelled: the instructions are checked as OVS checks
-            // them, then refused.
-            OFPIT11_WRITE_ACTIONS => {
-                decode_into(version, &b[8..], 0, &mut Vec::new())?;
-                return Err(OfpErr::OfpbicUnsupInst);
-            }
-            OFPIT11_CLEAR_ACTIONS => {
-                fixed(8)?;
-                return Err(OfpErr::OfpbicUnsupInst);
-            }
+        let (extensible, size) = match ty {
             OFPIT11_EXPERIMENTER => return Err(OfpErr::OfpbicBadExperimenter),
+            OFPIT11_GOTO_TABLE | OFPIT11_CLEAR_ACTIONS | OFPIT13_METER => (false, 8),
+            OFPIT11_WRITE_METADATA => (false, 24),
+            OFPIT11_WRITE_ACTIONS | OFPIT11_APPLY_ACTIONS => (true, 8),
             _ => return Err(OfpErr::OfpbicUnknownInst),
+        };
+        if if extensible { len < size } else { len != size } {
+            return Err(OfpErr::OfpbicBadLen);
         }
+        // "meter" is an action, not an instruction, in OpenFlow 1.5.
+        if ty == OFPIT13_METER && version >= Version::Of15 {
+            return Err(OfpErr::OfpbicUnknownInst);
+        }
+        let slot = &mut slots[usize::from(ty)];
+        if slot.is_some() {
+            return Err(OfpErr::OfpbicDupInst);
+        }
+        *slot = Some(b);
         rest = &rest[len..];
     }
-    let mut out: Vec<OfAction> = meter.into_iter().collect();
-    out.extend(apply.unwrap_or_default());
-    out.extend(metadata);
-    out.extend(goto);
+    if !rest.is_empty() {
+        return Err(OfpErr::OfpbicBadLen);
+    }
+    // Pass 2: contents.
+    let mut out = Vec::new();
+    if let Some(b) = slots[usize::from(OFPIT13_METER)] {
+        out.push(OfAction::Meter(be32(b, 4)));
+    }
+    if let Some(b) = slots[usize::from(OFPIT11_APPLY_ACTIONS)] {
+        decode_into(version, &b[8..], 0, &mut out)?;
+        super::verify_nesting(&out, super::Outer::Top)?;
+    }
+    // The action set is not modelled: its instructions are checked as OVS checks them, then
+    // refused.
+    if slots[usize::from(OFPIT11_CLEAR_ACTIONS)].is_some() {
+        return Err(OfpErr::OfpbicUnsupInst);
+    }
+    if let Some(b) = slots[usize::from(OFPIT11_WRITE_ACTIONS)] {
+        decode_into(version, &b[8..], 0, &mut Vec::new())?;
+        return Err(OfpErr::OfpbicUnsupInst);
+    }
+    if let Some(b) = slots[usize::from(OFPIT11_WRITE_METADATA)] {
+        out.push(OfAction::WriteMetadata {
+            value: be64(b, 8),
+            mask: be64(b, 16),
+        });
+    }
+    if let Some(b) = slots[usize::from(OFPIT11_GOTO_TABLE)] {
+        out.push(OfAction::GotoTable(b[4]));
+    }
     Ok(out)
 }
 

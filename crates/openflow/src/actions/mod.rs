@@ -86,7 +86,47 @@ impl FlowCtx {
 pub fn decode_actions(version: Version, buf: &[u8]) -> Result<Vec<OfAction>, OfpErr> {
     let mut out = Vec::new();
     decode_into(version, buf, 0, &mut out)?;
+    verify_nesting(&out, Outer::Top)?;
     Ok(out)
+}
+
+/// What an action list is nested in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outer {
+    /// A flow's own actions.
+    Top,
+    Clone,
+    Ct,
+}
+
+/// OVS's nesting rules (`ofpacts_verify_nested()`): `nat` and writes of `ct_mark` and
+/// `ct_label` only inside `ct` (`OFPBAC_BAD_SET_ARGUMENT`); inside `ct` nothing else
+/// (`OFPBAC_BAD_ARGUMENT`); `meter` only at the top (`OFPBAC_BAD_ARGUMENT`).
+pub(crate) fn verify_nesting(actions: &[OfAction], outer: Outer) -> Result<(), OfpErr> {
+    for a in actions {
+        let dst = match a {
+            OfAction::SetField { field, .. } => Some(*field),
+            OfAction::RegMove { dst, .. } => Some(dst.field),
+            _ => None,
+        };
+        let ct_field = dst.is_some_and(|f| f == FieldId::CT_MARK || f == FieldId::CT_LABEL);
+        if ct_field && outer != Outer::Ct {
+            return Err(OfpErr::OfpbacBadSetArgument);
+        }
+        if let OfAction::Nat(_) = a {
+            if outer != Outer::Ct {
+                return Err(OfpErr::OfpbacBadSetArgument);
+            }
+            continue;
+        }
+        if outer == Outer::Ct && !ct_field {
+            return Err(OfpErr::OfpbacBadArgument);
+        }
+        if matches!(a, OfAction::Meter(_)) && outer != Outer::Top {
+            return Err(OfpErr::OfpbacBadArgument);
+        }
+    }
+    Ok(())
 }
 
 /// Decodes into `out`, `depth` levels of `clone`/`ct` deep.

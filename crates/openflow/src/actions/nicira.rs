@@ -143,41 +143,36 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
     if vendor == ONF_VENDOR_ID {
         return subtype == ONFACT_COPY_FIELD && version == Version::Of13;
     }
-    matches!(
-        subtype,
+    match subtype {
+        // Nicira forms of what OpenFlow 1.1 made standard: OpenFlow 1.0 only.
+        NXAST_SET_QUEUE | NXAST_DEC_TTL | NXAST_PUSH_MPLS | NXAST_POP_MPLS | NXAST_SET_MPLS_TTL
+        | NXAST_DEC_MPLS_TTL | NXAST_SET_MPLS_LABEL | NXAST_SET_MPLS_TC | NXAST_GROUP => {
+            version == Version::Of10
+        }
+        // What OpenFlow 1.5's Set-Field and copy_field replace: up to 1.4.
+        NXAST_REG_MOVE | NXAST_REG_LOAD | NXAST_REG_LOAD2 => version <= Version::Of14,
         NXAST_RESUBMIT
-            | NXAST_SET_TUNNEL
-            | NXAST_SET_QUEUE
-            | NXAST_POP_QUEUE
-            | NXAST_REG_MOVE
-            | NXAST_REG_LOAD
-            | NXAST_NOTE
-            | NXAST_SET_TUNNEL64
-            | NXAST_RESUBMIT_TABLE
-            | NXAST_OUTPUT_REG
-            | NXAST_EXIT
-            | NXAST_DEC_TTL
-            | NXAST_FIN_TIMEOUT
-            | NXAST_CONTROLLER
-            | NXAST_DEC_TTL_CNT_IDS
-            | NXAST_WRITE_METADATA
-            | NXAST_PUSH_MPLS
-            | NXAST_POP_MPLS
-            | NXAST_SET_MPLS_TTL
-            | NXAST_DEC_MPLS_TTL
-            | NXAST_SET_MPLS_LABEL
-            | NXAST_SET_MPLS_TC
-            | NXAST_OUTPUT_REG2
-            | NXAST_REG_LOAD2
-            | NXAST_CT
-            | NXAST_NAT
-            | NXAST_CONTROLLER2
-            | NXAST_OUTPUT_TRUNC
-            | NXAST_GROUP
-            | NXAST_CLONE
-            | NXAST_CT_CLEAR
-            | NXAST_RESUBMIT_TABLE_CT
-    )
+        | NXAST_SET_TUNNEL
+        | NXAST_POP_QUEUE
+        | NXAST_NOTE
+        | NXAST_SET_TUNNEL64
+        | NXAST_RESUBMIT_TABLE
+        | NXAST_OUTPUT_REG
+        | NXAST_EXIT
+        | NXAST_FIN_TIMEOUT
+        | NXAST_CONTROLLER
+        | NXAST_DEC_TTL_CNT_IDS
+        | NXAST_WRITE_METADATA
+        | NXAST_OUTPUT_REG2
+        | NXAST_CT
+        | NXAST_NAT
+        | NXAST_CONTROLLER2
+        | NXAST_OUTPUT_TRUNC
+        | NXAST_CLONE
+        | NXAST_CT_CLEAR
+        | NXAST_RESUBMIT_TABLE_CT => true,
+        _ => false,
+    }
 }
 
 /// Decodes one vendor action (NX or ONF; framing and vendor checked).
@@ -315,6 +310,9 @@ pub(super) fn decode(
         NXAST_CONTROLLER2 => decode_controller2(b)?,
         NXAST_WRITE_METADATA => {
             need(b, 32)?;
+            if b[10..16].iter().any(|&x| x != 0) {
+                return Err(OfpErr::NxbrcMustBeZero);
+            }
             OfAction::WriteMetadata {
                 value: be64(b, 16),
                 mask: be64(b, 24),
@@ -373,6 +371,7 @@ pub(super) fn decode(
             at_least(b, 16)?;
             let mut inner = Vec::new();
             decode_into(version, &b[16..], depth + 1, &mut inner)?;
+            super::verify_nesting(&inner, super::Outer::Clone)?;
             OfAction::Clone(inner)
         }
         NXAST_CT_CLEAR => {
@@ -508,8 +507,9 @@ pub(super) fn decode_copy_field(
 
 fn decode_ct(version: Version, b: &[u8], depth: usize) -> Result<OfAction, OfpErr> {
     at_least(b, 24)?;
+    // OVS ignores flags it does not know; force needs commit.
     let flags = be16(b, 10);
-    if flags & !(NX_CT_F_COMMIT | NX_CT_F_FORCE) != 0 {
+    if flags & NX_CT_F_FORCE != 0 && flags & NX_CT_F_COMMIT == 0 {
         return Err(OfpErr::OfpbacBadArgument);
     }
     let zone = if be32(b, 12) != 0 {
@@ -527,16 +527,11 @@ fn decode_ct(version: Version, b: &[u8], depth: usize) -> Result<OfAction, OfpEr
     let table = b[18];
     let mut actions = Vec::new();
     decode_into(version, &b[24..], depth + 1, &mut actions)?;
-    // Only nat and writes of ct_mark and ct_label belong inside ct.
-    let ok = actions.iter().all(|a| match a {
-        OfAction::Nat(_) => true,
-        OfAction::SetField { field, .. } => {
-            *field == FieldId::CT_MARK || *field == FieldId::CT_LABEL
-        }
-        _ => false,
-    });
-    if !ok {
-        return Err(OfpErr::OfpbacBadSetArgument);
+    super::verify_nesting(&actions, super::Outer::Ct)?;
+    // Without commit, only a nat without arguments.
+    let commit = flags & NX_CT_F_COMMIT != 0;
+    if !commit && actions.iter().any(|a| *a != OfAction::Nat(Nat::default())) {
+        return Err(OfpErr::OfpbacBadArgument);
     }
     Ok(OfAction::Ct(Ct {
         commit: flags & NX_CT_F_COMMIT != 0,

@@ -322,8 +322,9 @@ fn arb_action() -> impl Strategy<Value = OfAction> {
                 } else {
                     Vec::new()
                 };
+                // A nat with arguments needs commit, as OVS requires.
                 OfAction::Ct(Ct {
-                    commit,
+                    commit: commit || nat,
                     force: false,
                     table,
                     zone: CtZone::Imm(zone),
