@@ -48,7 +48,8 @@ pub const OFPMT_OXM: u16 = 1;
 /// cookies (class 1, field 30, 8 bytes).
 const NXM_NX_COOKIE: (u16, u8) = (OFPXMC_NXM_1, 30);
 
-/// `OXM_OF_PACKET_TYPE` (OpenFlow 1.5): accepted when it names Ethernet.
+/// `OXM_OF_PACKET_TYPE`: accepted when it names Ethernet (namespace 0, type 0), and written
+/// when a match says Ethernet only through fields it cannot write.
 const OXM_OF_PACKET_TYPE: (u16, u8) = (OFPXMC_OPENFLOW_BASIC, 44);
 
 /// An NXM or OXM field header.
@@ -442,14 +443,32 @@ fn matched(f: &Field, m: &PipeMatch) -> Option<Matched> {
     })
 }
 
-/// Puts `field` if the match has any of its bits, under the header of `version`.
-fn put_field(out: &mut Vec<u8>, version: u8, field: FieldId, m: &PipeMatch) {
+/// Whether OVS gives `field` a prerequisite (`MFP_ETHERNET` or deeper, or a tracked
+/// connection): a match on any of them says the packet is Ethernet (`packet_type`), which OVS
+/// writes out when no entry it writes implies it.
+fn says_ethernet(field: FieldId) -> bool {
+    field >= F::ETH_SRC
+        || matches!(
+            field,
+            F::CT_NW_PROTO
+                | F::CT_NW_SRC
+                | F::CT_NW_DST
+                | F::CT_IPV6_SRC
+                | F::CT_IPV6_DST
+                | F::CT_TP_SRC
+                | F::CT_TP_DST
+        )
+}
+
+/// Puts `field` if the match has any of its bits, under the header of `version`; whether it
+/// did.
+fn put_field(out: &mut Vec<u8>, version: u8, field: FieldId, m: &PipeMatch) -> bool {
     let f = field.field();
     let Some(x) = matched(f, m) else {
-        return;
+        return false;
     };
     let Some(fh) = field_header(field, version) else {
-        return;
+        return false;
     };
     // Flag fields whose storage here is narrower than their OpenFlow width are always masked,
     // as OVS's flag syntax (`+trk`, `+oam`) makes them.
@@ -462,6 +481,7 @@ fn put_field(out: &mut Vec<u8>, version: u8, field: FieldId, m: &PipeMatch) {
     };
     let mask = (!exact).then_some(x.mask & f.value_mask());
     put_entry(out, fh.id, usize::from(fh.width), value, mask);
+    true
 }
 
 /// An OpenFlow 1.0 port number as OpenFlow 1.1+ writes it (the reserved ports move from
@@ -524,7 +544,13 @@ pub fn put_raw(
     let start = out.len();
     let (k, mk) = (&m.key().dp, &m.mask().dp);
     let oxm = version != 0;
-    let put = |out: &mut Vec<u8>, f: FieldId| put_field(out, version, f, m);
+    // Whether an entry written so far says the packet is Ethernet.
+    let implied = std::cell::Cell::new(false);
+    let put = |out: &mut Vec<u8>, f: FieldId| {
+        if put_field(out, version, f, m) && says_ethernet(f) {
+            implied.set(true);
+        }
+    };
 
     put(out, F::RECIRC_ID);
     put(out, F::IN_PORT);
@@ -650,6 +676,26 @@ pub fn put_raw(
             u128::from(cookie & cookie_mask),
             masked.then_some(u128::from(cookie_mask)),
         );
+    }
+    // A match on packet fields none of whose entries went out (a VLAN PCP without a VID in
+    // OXM) still says Ethernet: OVS then writes packet_type=(0,0) first.
+    let ethernet = fields::fields()
+        .iter()
+        .any(|f| says_ethernet(f.id) && f.is_matched(m.mask()));
+    if ethernet && !implied.get() {
+        let mut pt = Vec::with_capacity(8);
+        put_entry(
+            &mut pt,
+            WireId {
+                class: OXM_OF_PACKET_TYPE.0,
+                field: OXM_OF_PACKET_TYPE.1,
+                experimenter: 0,
+            },
+            4,
+            0,
+            None,
+        );
+        out.splice(start..start, pt);
     }
     out.len() - start
 }

@@ -90,11 +90,20 @@ fn oxm_matches_agree_with_ovs_ofctl() {
         };
         let want = parsed(&flow);
         // OXM cannot say "no VLAN, any PCP" apart from "no VLAN": `dl_vlan=0xffff` comes back
-        // as `vlan_tci=0/0x1fff`, as it does in OVS.
-        if got != want && !flow.starts_with("dl_vlan=0xffff") {
+        // as `vlan_tci=0/0x1fff`, as it does in OVS; nor a PCP without a VID, which comes
+        // back as nothing but "Ethernet".
+        let lossy =
+            flow.starts_with("dl_vlan=0xffff") || flow.starts_with("vlan_tci=0x5000/0xe000");
+        if got != want && !lossy {
             bad.push(format!("{proto} {flow}: decoded {got:?}"));
         }
-        for (what, m) in [("parsed", &want), ("decoded", &got)] {
+        // A lossy decoding need not encode back to the same bytes.
+        let checks = if lossy {
+            vec![("parsed", &want)]
+        } else {
+            vec![("parsed", &want), ("decoded", &got)]
+        };
+        for (what, m) in checks {
             let mut out = Vec::new();
             put_oxm_match(&mut out, version, m, &TlvLens::default());
             if out != wire[..used] {

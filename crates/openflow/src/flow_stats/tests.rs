@@ -186,6 +186,15 @@ fn encoded_replies_print_like_dump_flows() {
             if proto.version > Version::Of10 && seen.to_string().starts_with("vlan_tci=0x0000 ") {
                 continue;
             }
+            // OXM cannot carry a PCP without a VID. And OVS prints a match on recirc_id as a
+            // megaflow, with its packet type ("recirc_id=0x10,eth,ip"), which ofproto's
+            // formatting does not.
+            let text = seen.to_string();
+            let pcp_only =
+                proto.version > Version::Of10 && text.starts_with("vlan_tci=0x4000/0xe000");
+            if pcp_only || text.contains("recirc_id=") {
+                continue;
+            }
             let want = seen.format_dump(Some(st), &NoPortNames);
             if got != want {
                 bad.push(format!("{:?}\n  ovs  {got}\n  ours {want}", proto.version));
