@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use flow::EthAddr;
-use ofproto::fields::FieldId;
+use ofproto::fields::{FieldId, ones};
 use ofproto::syntax::{OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX, OfAction};
 
 use super::{EncodeError, FlowCtx, be16, be32, end_action, push_set_field, start_action};
@@ -361,16 +361,18 @@ pub(super) fn pull_set_field(
     // Tunnel metadata wider than the pipeline keeps must not use the bytes it lacks.
     let narrow = |b| nxm::low16(b).ok_or(OfpErr::OfpbacBadSetArgument);
     let mut value = be_n(narrow(vb)?);
-    // An unmasked write of tunnel metadata writes the whole option, as the text syntax says.
+    // An unmasked write writes the whole field (the whole option, for tunnel metadata), as
+    // the text syntax says it.
     let mut mask = if hdr.hasmask {
         be_n(narrow(mb)?)
     } else {
-        f.value_mask()
+        ones(f.n_bits)
     };
     let oxm_in_port = fh.field == FieldId::IN_PORT && w == 4;
     if set_field {
         // OpenFlow forbids setting OXM_OF_IN_PORT; the VID must say "present".
-        let vid_absent = fh.field == FieldId::VLAN_VID && (value & mask & 0x1000) == 0;
+        let present = value & 0x1000 != 0 && (!hdr.hasmask || mask & 0x1000 != 0);
+        let vid_absent = fh.field == FieldId::VLAN_VID && !present;
         if oxm_in_port || !nxm::value_ok(fh.field, value) || vid_absent {
             return Err(OfpErr::OfpbacBadSetArgument);
         }
@@ -383,8 +385,16 @@ pub(super) fn pull_set_field(
     if !f.writable {
         return Err(OfpErr::OfpbacBadSetArgument);
     }
-    let mask = mask & f.value_mask();
+    let mask = mask & ones(f.n_bits);
     Ok((fh.field, value & mask, mask))
+}
+
+/// Whether a write's mask covers every bit the field holds (`arp_op` is 16 bits in OpenFlow,
+/// of which the pipeline keeps 8): a whole-field write.
+pub(super) fn covers(field: FieldId, mask: u128) -> bool {
+    let f = field.field();
+    let vm = f.value_mask() & ones(f.n_bits);
+    mask & vm == vm
 }
 
 fn decode_set_field(version: Version, b: &[u8], out: &mut Vec<OfAction>) -> Result<(), OfpErr> {
@@ -396,7 +406,7 @@ fn decode_set_field(version: Version, b: &[u8], out: &mut Vec<OfAction>) -> Resu
 /// Adds a Set-Field as the text syntax normalizes it: whole writes of the fields OpenFlow 1.0
 /// has actions for become those actions, the rest `load`s.
 pub(super) fn push_normalized(out: &mut Vec<OfAction>, field: FieldId, v: u128, m: u128) {
-    let whole = m == field.field().value_mask();
+    let whole = covers(field, m);
     let eth = |v: u128| {
         let b = v.to_be_bytes();
         EthAddr(b[10..16].try_into().expect("6 bytes"))
@@ -453,18 +463,17 @@ pub(super) fn put_oxm_entry(
     let Some(fh) = nxm::field_header(field, version) else {
         return;
     };
-    let f = field.field();
     // Tunnel metadata without a TLV map is as wide as the value needs (a whole-option write)
     // or as the mask says (a masked one), as OVS sizes it.
     let width = match fh.width {
-        0 if mask == f.value_mask() => ofproto::fields::sig_bytes(value).max(1),
+        0 if covers(field, mask) => ofproto::fields::sig_bytes(value).max(1),
         0 => ofproto::fields::sig_bytes(mask).max(1),
         w => usize::from(w),
     };
     let (value, full) = if field == FieldId::IN_PORT && width == 4 {
         (port_to_ofp11(value as u16), mask & 0xffff == 0xffff)
     } else {
-        (value, mask == f.value_mask())
+        (value, covers(field, mask))
     };
     let mask = (!full).then_some(mask);
     nxm::put_entry(out, fh.id, width, value, mask);
@@ -666,8 +675,7 @@ pub(super) fn encode(
             put8(out, OFPAT15_METER, &m.to_be_bytes())
         }
         OfAction::SetField { field, value, mask } => {
-            let f = field.field();
-            let whole = *mask == f.value_mask();
+            let whole = covers(*field, *mask);
             let oxm_ok = nxm::field_header(*field, version.wire()).is_some();
             if !v10 && whole && *field == FieldId::IP_TTL {
                 // mod_nw_ttl has its own action from OpenFlow 1.1 on, which OVS prefers.

@@ -54,6 +54,10 @@ fn known_difference(version: Version, flow: &str) -> bool {
         || (flow.contains("enqueue") && version >= Version::Of11)
         // goto_table in OpenFlow 1.0 is resubmit(,N).
         || (flow.contains("goto_table") && version == Version::Of10)
+        // ovs-ofctl sends a masked OpenFlow 1.5 Set-Field with the value's bits outside the
+        // mask left in, which OVS itself then refuses (OFPBMC_BAD_WILDCARDS, as here); the
+        // encoding here masks the value.
+        || (flow.contains("fe80::1/64") && version == Version::Of15)
 }
 
 #[test]
@@ -78,6 +82,7 @@ fn actions_agree_with_ovs_ofctl() {
         match decode_instructions(version, wire) {
             Ok(got) if got == s.actions || known || decodes_differently(version, &flow) => {}
             Ok(got) => bad.push(format!("{version} {flow}: decoded {got:?}")),
+            Err(_) if known => {}
             Err(e) => bad.push(format!("{version} {flow}: {e}")),
         }
         let mut out = Vec::new();
