@@ -376,10 +376,17 @@ pub fn field_by_header(hdr: &OxmHeader) -> Option<&'static FieldHeader> {
     ok.then_some(fh)
 }
 
+/// The header OVS uses for `field` in an action of wire version `version`: as in a match,
+/// except that `in_port` is always `NXM_OF_IN_PORT` (16 bits), since OpenFlow forbids writing
+/// `OXM_OF_IN_PORT`.
+pub fn action_header(field: FieldId, version: u8) -> Option<&'static FieldHeader> {
+    field_header(field, if field == F::IN_PORT { 0 } else { version })
+}
+
 /// The header that names `field` in an action without a value: the field's own width, or
 /// [`TUN_METADATA_FULL_LEN`] for tunnel metadata.
 pub fn bare_header(field: FieldId, version: u8) -> Option<OxmHeader> {
-    let fh = field_header(field, version)?;
+    let fh = action_header(field, version)?;
     let width = match fh.width {
         0 => TUN_METADATA_FULL_LEN,
         w => usize::from(w),

@@ -460,7 +460,7 @@ pub(super) fn put_oxm_entry(
     mask: u128,
     out: &mut Vec<u8>,
 ) {
-    let Some(fh) = nxm::field_header(field, version) else {
+    let Some(fh) = nxm::action_header(field, version) else {
         return;
     };
     // Tunnel metadata without a TLV map is as wide as the value needs (a whole-option write)
@@ -676,7 +676,7 @@ pub(super) fn encode(
         }
         OfAction::SetField { field, value, mask } => {
             let whole = covers(*field, *mask);
-            let oxm_ok = nxm::field_header(*field, version.wire()).is_some();
+            let oxm_ok = nxm::action_header(*field, version.wire()).is_some();
             if !v10 && whole && *field == FieldId::IP_TTL {
                 // mod_nw_ttl has its own action from OpenFlow 1.1 on, which OVS prefers.
                 put8(out, OFPAT11_SET_NW_TTL, &[*value as u8]);
