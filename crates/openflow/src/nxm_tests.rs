@@ -29,6 +29,21 @@ pub(crate) fn cut_messages(m: &[u8], max: usize) -> impl Iterator<Item = Vec<u8>
     })
 }
 
+/// OpenFlow 1.0 with its own match and with NXM, 1.1's fixed match, 1.3's and 1.5's OXM.
+pub(crate) fn all_forms() -> [crate::flow_mod::Protocol; 5] {
+    [
+        crate::flow_mod::Protocol::new(Version::Of10),
+        crate::flow_mod::Protocol {
+            version: Version::Of10,
+            nxm: true,
+            table_id: false,
+        },
+        crate::flow_mod::Protocol::new(Version::Of11),
+        crate::flow_mod::Protocol::new(Version::Of13),
+        crate::flow_mod::Protocol::new(Version::Of15),
+    ]
+}
+
 pub(crate) fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)

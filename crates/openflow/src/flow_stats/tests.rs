@@ -2,7 +2,7 @@
 //! of encoded replies, aggregate replies and reply splitting.
 
 use super::*;
-use crate::nxm::tests::{cut_messages, flow_mod_fixtures, unhex};
+use crate::nxm::tests::{all_forms, cut_messages, flow_mod_fixtures, unhex};
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 use proptest::prelude::*;
 
@@ -94,21 +94,6 @@ fn replies_agree_with_ovs() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
-}
-
-/// OpenFlow 1.0 with its own match and with NXM, 1.1's fixed match, 1.3's and 1.5's OXM.
-fn all_forms() -> [Protocol; 5] {
-    [
-        Protocol::new(Version::Of10),
-        Protocol {
-            version: Version::Of10,
-            nxm: true,
-            table_id: false,
-        },
-        Protocol::new(Version::Of11),
-        Protocol::new(Version::Of13),
-        Protocol::new(Version::Of15),
-    ]
 }
 
 fn sample_stats(i: usize) -> FlowStats {
