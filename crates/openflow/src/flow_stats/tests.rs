@@ -219,6 +219,16 @@ fn aggregate_round_trips_and_long_replies_split() {
         let mut out = Vec::new();
         encode_aggregate_reply(&agg, proto, 9, &mut out).unwrap();
         assert_eq!(decode_aggregate_reply(&out), Ok(agg), "{proto:?}");
+        // And ovs-ofctl reads it so, where installed.
+        let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
+        if let Ok(o) = std::process::Command::new("ovs-ofctl")
+            .args(["ofp-print", &hex])
+            .output()
+        {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let read = text.contains("packet_count=5 byte_count=600 flow_count=2");
+            assert!(read && !text.contains("***"), "{proto:?}: {text}");
+        }
     }
     // 2000 flows do not fit one message.
     let spec = parse_flow(
