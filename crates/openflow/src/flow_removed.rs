@@ -240,7 +240,7 @@ pub fn decode_flow_removed(msg: &[u8]) -> Result<FlowRemoved, OfpErr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nxm::tests::{cut_messages, unhex};
+    use crate::nxm::tests::{cut_messages, ofp_print, records, unhex};
     use ofproto::syntax::{NoPortNames, format_match};
     use proptest::prelude::*;
 
@@ -277,10 +277,7 @@ mod tests {
     fn ovs_vectors_decode_and_encode_back() {
         let text = include_str!("../../../testdata/openflow/flow_removed.txt");
         let mut n = 0;
-        for l in text
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-        {
+        for l in records(text) {
             let (hex, printed) = l.split_once('\t').unwrap();
             let msg = unhex(hex);
             let want = printed.split_once("): ").unwrap().1;
@@ -312,11 +309,7 @@ mod tests {
     #[test]
     fn encoded_notifications_print_as_ovs_prints_them() {
         use ofproto::syntax::{FlowKind, parse_flow};
-        if std::process::Command::new("ovs-ofctl")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
+        if ofp_print(&[]).is_none() {
             eprintln!("ovs-ofctl not found: skipped");
             return;
         }
@@ -364,12 +357,7 @@ mod tests {
                 if lossy || text.contains("recirc_id=") {
                     continue;
                 }
-                let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
-                let o = std::process::Command::new("ovs-ofctl")
-                    .args(["ofp-print", &hex])
-                    .output()
-                    .unwrap();
-                let printed = String::from_utf8_lossy(&o.stdout);
+                let printed = ofp_print(&out).unwrap_or_default();
                 let got = printed
                     .lines()
                     .next()

@@ -9,8 +9,7 @@ use proptest::prelude::*;
 /// `scripts/gen-openflow-fixtures`), as (protocol, flow text, message).
 pub(crate) fn flow_mod_fixtures() -> Vec<(String, String, Vec<u8>)> {
     let text = include_str!("../../../testdata/openflow/flow_mods.txt");
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    records(text)
         .map(|l| {
             let mut it = l.split('\t');
             let (p, f, hex) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
@@ -42,6 +41,23 @@ pub(crate) fn all_forms() -> [crate::flow_mod::Protocol; 5] {
         crate::flow_mod::Protocol::new(Version::Of13),
         crate::flow_mod::Protocol::new(Version::Of15),
     ]
+}
+
+/// The lines of a recorded fixture file, comments and blank lines left out.
+pub(crate) fn records(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+}
+
+/// What `ovs-ofctl ofp-print` prints for `msg`, or `None` where `ovs-ofctl` is not installed
+/// (the tests that ask it are then skipped).
+pub(crate) fn ofp_print(msg: &[u8]) -> Option<String> {
+    let hex: String = msg.iter().map(|b| format!("{b:02x}")).collect();
+    let o = std::process::Command::new("ovs-ofctl")
+        .args(["ofp-print", &hex])
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 pub(crate) fn unhex(s: &str) -> Vec<u8> {

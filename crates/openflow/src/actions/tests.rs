@@ -2,16 +2,14 @@
 //! bounds, and round-trip and random-input properties.
 
 use super::*;
-use crate::nxm::tests::unhex;
+use crate::nxm::tests::{records, unhex};
 use ofproto::syntax::{FlowKind, FlowSpec, NoPortNames, parse_flow};
 use proptest::prelude::*;
 
 /// `testdata/openflow/actions.txt` (see `scripts/gen-openflow-fixtures`): the flow mods
 /// `ovs-ofctl add-flow` sends for action lists in each protocol.
 fn fixtures() -> Vec<(Version, String, Vec<u8>)> {
-    include_str!("../../../../testdata/openflow/actions.txt")
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    records(include_str!("../../../../testdata/openflow/actions.txt"))
         .map(|l| {
             let mut it = l.split('\t');
             let (p, f, hex) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());

@@ -2,7 +2,7 @@
 //! OVS's errors.
 
 use super::*;
-use crate::nxm::tests::{cut_messages, unhex};
+use crate::nxm::tests::{cut_messages, records, unhex};
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 use proptest::prelude::*;
 
@@ -13,10 +13,7 @@ fn fixtures() -> Vec<(Version, FlowModCommand, String, Vec<u8>)> {
     let cmds = include_str!("../../../../testdata/openflow/commands.txt");
     let mut out = Vec::new();
     for (text, with_cmd) in [(adds, false), (cmds, true)] {
-        for l in text
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-        {
+        for l in records(text) {
             let mut it = l.split('\t');
             let (p, f, hex) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
             let (cmd, flow) = if with_cmd {
@@ -269,10 +266,7 @@ fn mutated_flow_mods_get_ovs_s_verdict() {
     let mut tally: std::collections::BTreeMap<(String, String), (usize, String)> =
         Default::default();
     let (mut n, mut same) = (0, 0);
-    for l in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
+    for l in records(text) {
         let (hex, want) = l.split_once('\t').unwrap();
         let msg = unhex(hex);
         let got = match decode_flow_mod(&msg, true) {
