@@ -240,7 +240,7 @@ pub fn decode_flow_removed(msg: &[u8]) -> Result<FlowRemoved, OfpErr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nxm::tests::{cut_messages, ofp_print, records, unhex};
+    use crate::nxm::tests::{cut_messages, framed, ofp_print, records, unhex};
     use ofproto::syntax::{NoPortNames, format_match};
     use proptest::prelude::*;
 
@@ -379,16 +379,7 @@ mod tests {
     proptest! {
         #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..160), v in 1u8..7, nx in any::<bool>()) {
-            let mut m = bytes;
-            if m.len() >= 16 {
-                m[0] = v;
-                m[1] = if nx { 4 } else { 11 };
-                let n = m.len() as u16;
-                m[2..4].copy_from_slice(&n.to_be_bytes());
-                if nx {
-                    m[8..16].copy_from_slice(&[0, 0, 0x23, 0x20, 0, 0, 0, 14]);
-                }
-            }
+            let m = framed(bytes, v, OFPT_FLOW_REMOVED, nx.then_some(NXT_FLOW_REMOVED));
             let _ = decode_flow_removed(&m);
             // And every prefix of it.
             for p in cut_messages(&m, 64) {

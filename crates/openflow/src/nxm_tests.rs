@@ -43,6 +43,22 @@ pub(crate) fn all_forms() -> [crate::flow_mod::Protocol; 5] {
     ]
 }
 
+/// Random bytes made into a message of wire version `v`: type `ty`, or (when `nx_subtype` is
+/// given) a Nicira vendor message of that subtype, its length field saying how long it is.
+pub(crate) fn framed(mut m: Vec<u8>, v: u8, ty: u8, nx_subtype: Option<u32>) -> Vec<u8> {
+    if m.len() >= 16 {
+        m[0] = v;
+        m[1] = if nx_subtype.is_some() { 4 } else { ty };
+        let n = m.len() as u16;
+        m[2..4].copy_from_slice(&n.to_be_bytes());
+        if let Some(sub) = nx_subtype {
+            m[8..12].copy_from_slice(&crate::header::NX_VENDOR_ID.to_be_bytes());
+            m[12..16].copy_from_slice(&sub.to_be_bytes());
+        }
+    }
+    m
+}
+
 /// The lines of a recorded fixture file, comments and blank lines left out.
 pub(crate) fn records(text: &str) -> impl Iterator<Item = &str> {
     text.lines()

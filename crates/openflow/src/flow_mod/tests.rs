@@ -2,7 +2,7 @@
 //! OVS's errors.
 
 use super::*;
-use crate::nxm::tests::{cut_messages, records, unhex};
+use crate::nxm::tests::{cut_messages, framed, records, unhex};
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 use proptest::prelude::*;
 
@@ -210,16 +210,7 @@ fn malformed_flow_mods_get_ovs_errors() {
 proptest! {
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..160), v in 1u8..7, nx in any::<bool>()) {
-        let mut m = bytes;
-        if m.len() >= 16 {
-            m[0] = v;
-            m[1] = if nx { 4 } else { 14 };
-            let n = m.len() as u16;
-            m[2..4].copy_from_slice(&n.to_be_bytes());
-            if nx {
-                m[8..16].copy_from_slice(&[0, 0, 0x23, 0x20, 0, 0, 0, 13]);
-            }
-        }
+        let m = framed(bytes, v, OFPT_FLOW_MOD, nx.then_some(NXT_FLOW_MOD));
         let _ = decode_flow_mod(&m, nx);
             // And every prefix of it.
             for p in cut_messages(&m, 64) {
