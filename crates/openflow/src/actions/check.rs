@@ -6,7 +6,8 @@
 //! Two kinds of failure, both `OFPBAC_MATCH_INCONSISTENT`: hard ones in every version (a field
 //! written, moved or output without its prerequisites, `ct` or `nat` outside IP, a VID
 //! Set-Field on an untagged packet), and soft ones that OpenFlow 1.0 lets through and later
-//! versions refuse (`mod_nw_src` outside IPv4, a VLAN or MPLS action with no tag or label).
+//! versions refuse (`mod_nw_src` outside IPv4, a VLAN or MPLS action with no tag or label,
+//! `fin_timeout` outside TCP).
 
 use ofproto::fields::{FieldId, Prereq, Subfield, ct_valid_match};
 use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};
@@ -113,6 +114,7 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
         }
         OfAction::SetIpv4Src(_) | OfAction::SetIpv4Dst(_) => flow.soft(flow.dl_type() == 0x0800)?,
         OfAction::SetIpDscp(_) | OfAction::DecTtl(_) => flow.soft(flow.ip_any())?,
+        OfAction::FinTimeout { .. } => flow.soft(flow.key.dp.nw_proto() == 6)?,
         OfAction::SetL4SrcPort(_) | OfAction::SetL4DstPort(_) => {
             let later = flow.key.dp.nw_frag() & flow::key::nw_frag::LATER != 0;
             let l4 = matches!(flow.key.dp.nw_proto(), 6 | 17 | 132);

@@ -157,6 +157,10 @@ pub(crate) fn decode_into(
             if !nicira::known(version, vendor, be16(buf, 8)) {
                 return Err(OfpErr::OfpbacBadVendorType);
             }
+            // An extension action is at least its 16-byte header.
+            if len < 16 {
+                return Err(OfpErr::OfpbacBadLen);
+            }
             nicira::decode(version, frame(buf, len)?, depth, out)?;
         } else {
             if !standard::known(version, ty) {

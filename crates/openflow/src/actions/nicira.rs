@@ -105,7 +105,8 @@ fn ofs_nbits(ofs: u32, n_bits: u32) -> u16 {
 
 /// The field a 32-bit NXM header names in an action, with OVS's error when it names none.
 /// An unknown one is `OFPBAC_BAD_SET_TYPE` where OVS reads a bare 32-bit header (`reg_load`,
-/// `output_reg`, `ct`'s zone) and `OFPBMC_BAD_FIELD` where it pulls one from a stream (`move`).
+/// `output_reg`, `ct`'s zone) and `OFPBMC_BAD_FIELD` where it pulls one from a stream (`move`,
+/// `output_reg2`), which must also not be masked (`OFPBMC_BAD_MASK`).
 fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), OfpErr> {
     let hdr = OxmHeader::parse(&b[at..]).map_err(|_| OfpErr::OfpbacBadLen)?;
     let unknown = if pulled {
@@ -114,7 +115,8 @@ fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), O
         OfpErr::OfpbacBadSetType
     };
     let fh = nxm::field_by_header(&hdr).ok_or(unknown)?;
-    if hdr.hasmask {
+    // A header pulled from a stream may not be masked; a bare one's mask bit is ignored.
+    if pulled && hdr.hasmask {
         return Err(OfpErr::OfpbmcBadMask);
     }
     Ok((fh.field, hdr.header_len()))
@@ -261,8 +263,12 @@ pub(super) fn decode(
                 }
                 (be16(b, 10), header_field(b, 12, false)?.0, be16(b, 16))
             } else {
-                at_least(b, 24)?;
-                (be16(b, 10), header_field(b, 14, false)?.0, be16(b, 12))
+                need(b, 24)?;
+                let (field, n) = header_field(b, 14, true)?;
+                if b[14 + n..].iter().any(|&x| x != 0) {
+                    return Err(OfpErr::NxbrcMustBeZero);
+                }
+                (be16(b, 10), field, be16(b, 12))
             };
             let src = subfield(field, u32::from(on >> 6), u32::from(on & 0x3f) + 1)?;
             OfAction::OutputReg { src, max_len }
@@ -359,10 +365,14 @@ pub(super) fn decode(
         }
         NXAST_OUTPUT_TRUNC => {
             need(b, 16)?;
-            let port = check_output_port(be16(b, 10).into())?;
+            // Less than an Ethernet header is no truncation OVS accepts.
+            let max_len = be32(b, 12);
+            if max_len < 14 {
+                return Err(OfpErr::OfpbacBadArgument);
+            }
             OfAction::OutputTrunc {
-                port,
-                max_len: be32(b, 12),
+                port: check_output_port(be16(b, 10).into())?,
+                max_len,
             }
         }
         NXAST_CT => decode_ct(version, b, depth)?,

@@ -131,6 +131,11 @@ fn malformed_actions_get_ovs_errors() {
         err(Of10, "ffff0010000023200010000000000000"),
         OfpErr::OfpbacBadVendorType
     );
+    // A Nicira action whose length cannot hold its own header (in a longer list).
+    assert_eq!(
+        err(Of13, "ffff000800002320000e000102000000"),
+        OfpErr::OfpbacBadLen
+    );
     // Set-Field exists from OpenFlow 1.2 on; with an unknown field; masked before 1.5.
     assert_eq!(
         err(Of11, "0019001080000a030800000000000000"),
