@@ -393,6 +393,31 @@ proptest! {
         }
     }
 
+    /// Action headers whose lengths need not fit their kinds (a Nicira action of 8 bytes, a
+    /// standard one of 40), in lists long enough to read past them, decode without panicking.
+    #[test]
+    fn ill_sized_actions_never_panic(
+        acts in proptest::collection::vec((any::<bool>(), 0u16..60, 0u16..8, any::<[u8; 64]>()), 1..4),
+    ) {
+        let mut b = Vec::new();
+        for (nx, ty, units, body) in acts {
+            let len = usize::from(units) * 8;
+            let mut a = body.to_vec();
+            if nx {
+                a[..10].copy_from_slice(&[0xff, 0xff, 0, 0, 0, 0, 0x23, 0x20, 0, ty as u8]);
+            } else {
+                a[..2].copy_from_slice(&ty.to_be_bytes());
+            }
+            a[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            b.extend_from_slice(&a[..len.max(8)]);
+        }
+        b.extend_from_slice(&[0; 32]);
+        for v in Version::ALL {
+            let _ = decode_actions(v, &b);
+            let _ = decode_instructions(v, &b);
+        }
+    }
+
     /// What decodes, encodes back to what decodes the same.
     #[test]
     fn decoded_actions_round_trip(
