@@ -18,10 +18,15 @@
 //! (`OFPBMC_BAD_WILDCARDS`), masks on unmaskable fields (`OFPBMC_BAD_MASK`), values out of range
 //! (`OFPBMC_BAD_VALUE`), prerequisites (`OFPBMC_BAD_PREREQ`) and repeats (`OFPBMC_DUP_FIELD`).
 //!
+//! Tunnel metadata has no fixed width: a bridge's TLV map gives it ([`TlvLens`]); without one
+//! it travels as wide as its value or mask needs, and a header naming it without a value (in
+//! `move`, `output_reg`, `ct`'s zone) carries OVS's 124 bytes.
+//!
 //! Fields OVS knows that the pipeline does not model yet (`dp_hash`, `conj_id`,
 //! `actset_output`, `tun_metadata8`..`63`, `xxreg4`..`7`, the ERSPAN, GTP-U and NSH fields) are
 //! refused as unknown (`OFPBMC_BAD_FIELD`). `packet_type` is accepted when it says Ethernet,
-//! the only packets the pipeline matches.
+//! the only packets the pipeline matches, and written, as OVS writes it, when a match says
+//! Ethernet only through fields it cannot write.
 
 use ofproto::fields::{self, Field, FieldId, N_TUN_METADATA, Prereq, ones, read_storage};
 use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};

@@ -3,22 +3,28 @@
 //!
 //! An action is a type, a length (a multiple of 8) and a body. OpenFlow 1.0 and 1.1+ number the
 //! standard actions differently (`standard.rs`); Nicira's extensions (`nicira.rs`) are vendor
-//! actions (type 0xffff, vendor 0x2320, a 16-bit subtype) and are the same in every version.
-//! From OpenFlow 1.1 on, a flow carries instructions (`instructions.rs`) that hold the actions.
+//! actions (type 0xffff, vendor 0x2320, a 16-bit subtype), most of them the same in every
+//! version (the Nicira forms of what OpenFlow 1.1 made standard exist in 1.0 only, `reg_load`
+//! and `reg_move` up to 1.4). From OpenFlow 1.1 on, a flow carries instructions
+//! (`instructions.rs`) that hold the actions.
 //!
 //! Encoding picks what OVS sends for each version: `mod_nw_src` is `OFPAT_SET_NW_SRC` in 1.0 and
 //! 1.1 and a Set-Field from 1.2 on; a `load` is `NXAST_REG_LOAD` up to 1.4 when it writes part
 //! of a field, Set-Field when it writes all of it, and Set-Field (with a mask) in 1.5; `move`
-//! is `NXAST_REG_MOVE` up to 1.4 and `OFPAT_COPY_FIELD` in 1.5. An action the version cannot
-//! carry is an error ([`EncodeError`]).
+//! is `NXAST_REG_MOVE` up to 1.4 and `OFPAT_COPY_FIELD` in 1.5; `in_port` is named by its
+//! Nicira header in every action. An action the version cannot carry is an error
+//! ([`EncodeError`]).
 //!
-//! Decoding checks what OVS checks, with its errors: lengths (`OFPBAC_BAD_LEN`), unknown types
-//! and vendors (`OFPBAC_BAD_TYPE`, `OFPBAC_BAD_VENDOR`, `OFPBAC_BAD_VENDOR_TYPE`), ports
-//! (`OFPBAC_BAD_OUT_PORT`), field references (`OFPBAC_BAD_SET_TYPE`, `OFPBAC_BAD_SET_LEN`,
-//! `OFPBAC_BAD_SET_ARGUMENT`), nesting (`OFPBAC_BAD_ARGUMENT`). Actions OVS knows that the
-//! pipeline does not model yet (`learn`, `conjunction`, `multipath`, `bundle`, `stack_push`,
-//! `sample`, `check_pkt_larger`, `encap`, `decap`, `delete_field`, `copy_ttl_in`/`out`,
-//! `set_nw_ecn`, `push_pbb`) are refused as unknown, as OVS refuses an action it does not know.
+//! Decoding checks what OVS checks, in OVS's order, with its errors: lengths
+//! (`OFPBAC_BAD_LEN`), unknown types and vendors (`OFPBAC_BAD_TYPE`, `OFPBAC_BAD_VENDOR`,
+//! `OFPBAC_BAD_VENDOR_TYPE`), ports (`OFPBAC_BAD_OUT_PORT`), field references
+//! (`OFPBAC_BAD_SET_TYPE`, `OFPBAC_BAD_SET_LEN`, `OFPBAC_BAD_SET_ARGUMENT`), nesting
+//! (`OFPBAC_BAD_ARGUMENT`); a flow_mod's actions are then checked against its match
+//! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). Actions OVS knows that the pipeline does not
+//! model yet (`learn`, `conjunction`, `multipath`, `bundle`, `stack_push`/`pop`, `sample`,
+//! `check_pkt_larger`, `encap`, `decap`, `dec_nsh_ttl`, `delete_field`, `copy_ttl_in`/`out`,
+//! `push_pbb`/`pop_pbb`, and the action set's `write_actions`/`clear_actions`) are refused, as
+//! OVS refuses an action it does not know.
 
 mod check;
 mod instructions;
