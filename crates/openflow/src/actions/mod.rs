@@ -275,38 +275,9 @@ pub(crate) fn end_action(out: &mut Vec<u8>, at: usize) {
     out[at + 2..at + 4].copy_from_slice(&n.to_be_bytes());
 }
 
-/// Splits a masked write into the writes a switch hands back (OVS's `next_load_segment()`:
-/// one per run of 1-bits, runs cut at 64 bits), for fields that print as `load:`.
-pub(crate) fn push_set_field(out: &mut Vec<OfAction>, field: FieldId, value: u128, mask: u128) {
-    let f = field.field();
-    if field.is_tun_metadata() || f.nxm.is_empty() {
-        out.push(OfAction::SetField {
-            field,
-            value: value & mask,
-            mask,
-        });
-        return;
-    }
-    let mut start = 0;
-    while start < f.n_bits {
-        let rest = mask.checked_shr(start).unwrap_or(0);
-        if rest == 0 {
-            break;
-        }
-        let ofs = start + rest.trailing_zeros();
-        let run = (!(mask >> ofs))
-            .trailing_zeros()
-            .min(64)
-            .min(f.n_bits - ofs);
-        let m = ofproto::fields::ones(run) << ofs;
-        out.push(OfAction::SetField {
-            field,
-            value: value & m,
-            mask: m,
-        });
-        start = ofs + run;
-    }
-}
+/// Splits a masked write into the writes a switch hands back (one per run of mask bits, at most
+/// 64 bits each, for fields that print as `load:`), as the `ovs-ofctl` syntax does.
+pub(crate) use ofproto::syntax::push_set_field;
 
 #[cfg(test)]
 mod tests;

@@ -425,14 +425,7 @@ fn decode_controller2(b: &[u8]) -> Result<OfAction, OfpErr> {
     if b[10..16].iter().any(|&x| x != 0) {
         return Err(OfpErr::NxbrcMustBeZero);
     }
-    let mut c = Controller {
-        max_len: u16::MAX,
-        reason: PacketInReason::Action,
-        id: 0,
-        userdata: Vec::new(),
-        pause: false,
-        meter_id: None,
-    };
+    let mut c = Controller::default();
     let mut p = &b[16..];
     while p.len() >= 4 {
         let (ty, len) = (be16(p, 0), usize::from(be16(p, 2)));
