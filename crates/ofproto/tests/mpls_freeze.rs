@@ -271,3 +271,44 @@ fn a_push_onto_labels_matches_each_label_whole() {
         (u32::MAX, u32::MAX)
     );
 }
+
+/// The labels a patch port's peer bridge pushed are popped when the packet comes back to an
+/// output in the first bridge (OVS's `MPLS xlate action - patch-port`, its datapath actions).
+#[test]
+fn labels_pushed_beyond_a_patch_port_are_popped_on_the_way_back() {
+    let of = Ofproto::new();
+    let port = |name: &str, ofport, dp_port, peer: Option<&str>| OfPort {
+        name: name.into(),
+        ofport,
+        dp_port,
+        peer: peer.map(String::from),
+        vlan: VlanMode::default(),
+    };
+    of.add_bridge("br0").unwrap();
+    of.add_bridge("br1").unwrap();
+    of.add_port("br0", port("br0", 0xfffe, Some(100), None))
+        .unwrap();
+    of.add_port("br0", port("p0", 1, Some(1), None)).unwrap();
+    of.add_port("br0", port("p1", 2, None, Some("p2"))).unwrap();
+    of.add_port("br1", port("p2", 1, None, Some("p1"))).unwrap();
+    of.add_port("br1", port("p3", 3, Some(3), None)).unwrap();
+    of.add_flow("br0", "in_port=LOCAL,ip,actions=2,1,1")
+        .unwrap();
+    of.add_flow("br1", "in_port=1,ip,actions=dec_ttl,push_mpls:0x8847,3")
+        .unwrap();
+    let t = of
+        .trace(
+            "in_port(100),eth(src=f8:bc:12:44:34:b6,dst=f8:bc:12:46:58:e0),eth_type(0x0800),\
+             ipv4(src=10.1.1.22,dst=10.0.0.3,proto=6,tos=0,ttl=64,frag=no),tcp(src=53295,dst=8080)",
+            &[],
+            false,
+        )
+        .unwrap();
+    assert!(
+        t.ends_with(
+            "Datapath actions: set(ipv4(ttl=63)),push_mpls(label=0,tc=0,ttl=63,bos=1,\
+             eth_type=0x8847),3,pop_mpls(eth_type=0x800),set(ipv4(ttl=64)),1,1\n"
+        ),
+        "{t}"
+    );
+}

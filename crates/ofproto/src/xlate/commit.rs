@@ -62,6 +62,20 @@ impl Ctx<'_> {
                 acts.push(Action::PushVlan { tpid, tci: ft });
             }
         }
+        // Labels the packet has and the flow does not (it came back from a patch port's peer
+        // bridge, which pushed them): popped, the last one to the flow's ethertype (OVS's
+        // commit_mpls_action()).
+        if is_mpls(b.eth_type()) && !is_mpls(f.eth_type()) {
+            let lse = [b.mpls_lse0(), b.mpls_lse1(), b.mpls_lse2()];
+            let n = lse
+                .iter()
+                .position(|l| l & MPLS_BOS != 0)
+                .map_or(3, |i| i + 1);
+            for i in 1..=n {
+                let eth_type = if i < n { 0x8847 } else { f.eth_type() };
+                acts.push(Action::PopMpls { eth_type });
+            }
+        }
         // MPLS label stack entry: folded into a push just emitted, else a set of the fields
         // that changed.
         if is_mpls(f.eth_type())
