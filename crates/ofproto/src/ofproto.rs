@@ -41,6 +41,9 @@ pub struct Ofproto {
     upcall: upcall::UpcallState,
 }
 
+/// How many rule credits upcalls may queue before one settles them itself.
+const MAX_PENDING_CREDITS: usize = 4096;
+
 /// Packets and bytes owed to a rule (bridge, table, rule).
 type RuleCredit = ((usize, usize, crate::classifier::RuleId), u64, u64);
 
@@ -86,6 +89,14 @@ impl Ofproto {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         q.extend(rules.iter().map(|&r| (r, 1, bytes)));
+        // Without a revalidator to apply them (or between its rounds under a storm of misses),
+        // the queue is settled here when the tables are free, so that it stays bounded.
+        if q.len() >= MAX_PENDING_CREDITS {
+            drop(q);
+            if let Ok(mut p) = self.pipe.try_write() {
+                self.credit_rules(&mut p, Vec::new(), Instant::now());
+            }
+        }
     }
 
     /// Credits `credits` and what upcalls owe to the rules (those removed since are skipped).
