@@ -61,7 +61,10 @@ fn receive(args: &[String]) -> Result<(), String> {
         };
         frames.push(frame);
     }
-    injector.inject(frames)
+    injector.inject(frames)?;
+    // As OVS's for a port its main thread polls: the reply comes once the packets are handled.
+    injector.settle(std::time::Duration::from_secs(2));
+    Ok(())
 }
 
 #[cfg(test)]

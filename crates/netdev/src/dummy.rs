@@ -22,6 +22,8 @@ pub const INJECT_LIMIT: usize = 4096;
 pub struct Injector {
     queue: Mutex<VecDeque<Box<[u8]>>>,
     pending: AtomicUsize,
+    /// How many times the PMD has polled the port.
+    polls: AtomicUsize,
 }
 
 impl Injector {
@@ -43,6 +45,32 @@ impl Injector {
     /// Frames waiting to be received.
     pub fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
+    }
+
+    /// Waits, up to `timeout`, until what was injected has been handled: taken by the PMD
+    /// and the port polled once more after that (a PMD handles a batch, its upcalls and
+    /// recirculations included, before it polls the port again). Returns whether it was.
+    /// OVS's `netdev-dummy/receive` into a port its main thread polls replies only then, so
+    /// that a command after it sees the packets' effects.
+    pub fn settle(&self, timeout: std::time::Duration) -> bool {
+        if self.polls.load(Ordering::Acquire) == 0 {
+            return false; // no PMD polls the port (yet): nothing to wait for
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        let wait = |done: &dyn Fn() -> bool| {
+            while !done() {
+                if std::time::Instant::now() >= deadline {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            true
+        };
+        if !wait(&|| self.pending() == 0) {
+            return false;
+        }
+        let seen = self.polls.load(Ordering::Acquire);
+        wait(&|| self.polls.load(Ordering::Acquire) > seen)
     }
 }
 
@@ -117,6 +145,7 @@ struct DummyRxq {
 
 impl RxQueue for DummyRxq {
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        self.injector.polls.fetch_add(1, Ordering::Release);
         if self.injector.pending() == 0 {
             return 0;
         }
