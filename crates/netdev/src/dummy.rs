@@ -241,4 +241,41 @@ mod tests {
         drop(port);
         assert!(injector("dummy-test-a").is_none());
     }
+
+    /// `settle` returns only once the poller has taken the frames and polled again (it has
+    /// handled them by then); with no poller at all it does not wait.
+    #[test]
+    fn settle_waits_for_the_poll_after_the_frames_were_taken() {
+        use std::time::{Duration, Instant};
+        let mut port = DummyPort::new("dummy-test-settle");
+        let inj = injector("dummy-test-settle").unwrap();
+        inj.inject(vec![vec![1; 60]]).unwrap();
+        assert!(!inj.settle(Duration::from_secs(5)), "never polled: no wait");
+        let mut rxq = port.take_rxq(0, 1).unwrap();
+        let poller = std::thread::spawn(move || {
+            let mut pool = Pool::new(64, 8);
+            let mut batch = Batch::new();
+            let mut got = 0;
+            for _ in 0..3 {
+                got += rxq.recv(&mut pool, &mut batch);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            got
+        });
+        while inj.polls.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        inj.inject(vec![vec![2; 60]]).unwrap();
+        let t = Instant::now();
+        assert!(inj.settle(Duration::from_secs(5)));
+        // Taken at the second poll at the latest, then one more poll 100 ms later.
+        assert!(
+            t.elapsed() >= Duration::from_millis(50),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(inj.pending(), 0);
+        assert_eq!(poller.join().unwrap(), 2);
+        drop(port);
+    }
 }
