@@ -17,8 +17,10 @@ use datapath::port::PortCounters;
 use flow::EthAddr;
 use ofproto::bridge::{Bridge, OfPort};
 use ofproto::syntax::OFPP_LOCAL;
+use openflow::error::OfpErr;
 use openflow::msgs::port::{OFPP_ANY, OFPPS_LIVE, PhyPort};
-use openflow::msgs::stats::{PortStats, TableStats};
+use openflow::msgs::queue_config::QueueConfig;
+use openflow::msgs::stats::{OFPQ_ALL, PortStats, QueueStats, TableStats};
 use openflow::msgs::switch::{FeaturesReply, OFP10_ALL_ACTIONS, OVS_CAPABILITIES};
 
 /// The flow tables a bridge shows: OVS's 254 (the 255th is hidden).
@@ -142,13 +144,17 @@ fn port_stats(
     s
 }
 
-/// The statistics of `b`'s ports with a datapath side (only `port` unless it is
+/// The statistics of `ports` (a bridge's) that have a datapath side (only `port` unless it is
 /// [`OFPP_ANY`]): LOCAL first, then by number, as `ovs-vswitchd` lists them for a small
 /// bridge.
-pub(crate) fn ports_stats(b: &Bridge, dp: &Datapath, port: u32, since: Instant) -> Vec<PortStats> {
-    let mut ports: Vec<&OfPort> = b
-        .ports
-        .values()
+pub(crate) fn ports_stats(
+    ports: &[OfPort],
+    dp: &Datapath,
+    port: u32,
+    since: Instant,
+) -> Vec<PortStats> {
+    let mut ports: Vec<&OfPort> = ports
+        .iter()
         .filter(|p| p.dp_port.is_some() && (port == OFPP_ANY || p.ofport == port))
         .collect();
     ports.sort_by_key(|p| (p.ofport != OFPP_LOCAL, p.ofport));
@@ -160,6 +166,66 @@ pub(crate) fn ports_stats(b: &Bridge, dp: &Datapath, port: u32, since: Instant) 
             port_stats(p, dp.port_counters(&p.name), kind, since)
         })
         .collect()
+}
+
+/// The ports with a datapath side of `b` that `port` selects, LOCAL first then by number;
+/// an unknown `port` is `OFPQOFC_BAD_PORT`.
+fn queue_ports(b: &Bridge, port: u32) -> Result<Vec<u32>, OfpErr> {
+    let mut v: Vec<u32> = b
+        .ports
+        .values()
+        .filter(|p| p.dp_port.is_some() && (port == OFPP_ANY || p.ofport == port))
+        .map(|p| p.ofport)
+        .collect();
+    if v.is_empty() && port != OFPP_ANY {
+        return Err(OfpErr::OfpqofcBadPort);
+    }
+    v.sort_by_key(|&no| (no != OFPP_LOCAL, no));
+    Ok(v)
+}
+
+/// Every port has one queue, 0, without rates, as OVS's dummy and default-QoS ports report:
+/// only it may be asked for (`OFPQOFC_BAD_QUEUE`).
+fn check_queue(queue: u32) -> Result<(), OfpErr> {
+    if queue == OFPQ_ALL || queue == 0 {
+        Ok(())
+    } else {
+        Err(OfpErr::OfpqofcBadQueue)
+    }
+}
+
+/// The queues `port` and `queue` select (queue-config and queue-description requests).
+pub(crate) fn queue_configs(b: &Bridge, port: u32, queue: u32) -> Result<Vec<QueueConfig>, OfpErr> {
+    let ports = queue_ports(b, port)?;
+    check_queue(queue)?;
+    Ok(ports
+        .into_iter()
+        .map(|port| QueueConfig {
+            port,
+            queue: 0,
+            min_rate: None,
+            max_rate: None,
+        })
+        .collect())
+}
+
+/// The statistics of the queues `port` and `queue` select: the ports keep no counts per
+/// queue, so every counter and the age are unknown, as OVS reports a dummy port's.
+pub(crate) fn queues_stats(b: &Bridge, port: u32, queue: u32) -> Result<Vec<QueueStats>, OfpErr> {
+    let ports = queue_ports(b, port)?;
+    check_queue(queue)?;
+    Ok(ports
+        .into_iter()
+        .map(|port_no| QueueStats {
+            port_no,
+            queue_id: 0,
+            tx_bytes: u64::MAX,
+            tx_packets: u64::MAX,
+            tx_errors: u64::MAX,
+            duration_sec: u32::MAX,
+            duration_nsec: u32::MAX,
+        })
+        .collect())
 }
 
 /// The statistics of the 254 tables: flows in each, OVS's descriptive fields for the

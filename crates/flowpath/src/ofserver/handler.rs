@@ -3,7 +3,7 @@
 //! `ovs-vswitchd`'s `handle_openflow()` answers it: features, configuration, barriers,
 //! descriptions, port and table statistics, queues (none), roles, asynchronous-message
 //! configuration, the Nicira connection settings, the TLV map, conntrack flushes and meters
-//! (none yet). Anything else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT`
+//! (none yet); every port has one queue, 0. Anything else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT`
 //! for a statistics request), with the first 64 bytes of the request, and the connection
 //! stays up.
 
@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use datapath::dpif::Datapath;
-use ofproto::bridge::Bridge;
 use ofproto::ofproto::Ofproto;
 use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, Target};
 use openflow::error::{self, OfpErr};
@@ -22,10 +21,10 @@ use openflow::msgs::async_config::AsyncConfig;
 use openflow::msgs::decode::{Msg, decode_body};
 use openflow::msgs::group_stats::{self, GroupFeatures};
 use openflow::msgs::meter::{self, MeterCommand, MeterFeatures, MeterRequestKind, OFPM13_ALL};
-use openflow::msgs::port::{self, OFPP_ANY};
+use openflow::msgs::port;
 use openflow::msgs::queue_config::{self, QueueConfigRequest};
 use openflow::msgs::role::{Role, RoleMsg};
-use openflow::msgs::stats::{self, DescStats, OFPQ_ALL};
+use openflow::msgs::stats::{self, DescStats};
 use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
 use openflow::msgs::table_mod::{self, TableDesc};
 use openflow::msgtype::{self, EncodeError, Message};
@@ -117,6 +116,23 @@ impl OfHandler {
     fn answer(&mut self, c: ConnId, m: &Message<'_>, d: Msg<'_>, out: &mut Vec<u8>) -> Answer {
         let conn = self.conns.get(&c).ok_or(OfpErr::OfpbrcEperm)?.clone();
         let version = conn.version;
+        // What needs the datapath first, without the pipeline's lock: the revalidator takes
+        // the datapath's lock, then the pipeline's.
+        match d {
+            Msg::PortStatsRequest(r) => {
+                let ports = self.bridge_ports(&conn.bridge)?;
+                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                let v = bridge_view::ports_stats(&ports, &dp, r.port_no, self.since);
+                drop(dp);
+                return put_all(out, stats::encode_port_stats_reply(m, &v));
+            }
+            Msg::CtFlushZone(zone) => {
+                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                dp.conntrack().flush(Some(zone), None);
+                return Ok(());
+            }
+            _ => {}
+        }
         let of = self.of.clone();
         let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
         // A bridge deleted under a connection: its connections are closed on the next turn.
@@ -167,12 +183,6 @@ impl OfHandler {
                     port::encode_port_desc_reply(m, &bridge_view::phy_ports(b, r.port)),
                 )?;
             }
-            Msg::PortStatsRequest(r) => {
-                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                let v = bridge_view::ports_stats(b, &dp, r.port_no, self.since);
-                drop(dp);
-                put_all(out, stats::encode_port_stats_reply(m, &v))?;
-            }
             Msg::TableStatsRequest => {
                 put_all(
                     out,
@@ -190,19 +200,12 @@ impl OfHandler {
                 put_all(out, super::table_features::reply(m, version))?;
             }
             Msg::QueueStatsRequest(r) => {
-                // No port has queues: a request for every queue gets an empty reply.
-                check_port(b, r.port_no)?;
-                if r.queue_id != OFPQ_ALL {
-                    return Err(OfpErr::OfpqofcBadQueue);
-                }
-                put_all(out, stats::encode_queue_stats_reply(m, &[]))?;
+                let v = bridge_view::queues_stats(b, r.port_no, r.queue_id)?;
+                put_all(out, stats::encode_queue_stats_reply(m, &v))?;
             }
             Msg::QueueConfigRequest(QueueConfigRequest { port, queue }) => {
-                check_port(b, port)?;
-                if queue != OFPQ_ALL {
-                    return Err(OfpErr::OfpqofcBadQueue);
-                }
-                put_all(out, queue_config::encode_reply(m, &[]))?;
+                let v = bridge_view::queue_configs(b, port, queue)?;
+                put_all(out, queue_config::encode_reply(m, &v))?;
             }
             Msg::GroupStatsRequest(_) => {
                 put_all(out, group_stats::encode_group_stats_reply(m, &[]))?;
@@ -281,13 +284,16 @@ impl OfHandler {
                 drop(pipe);
                 tlv::install(&self.of, &conn.bridge, &maps)?;
             }
-            Msg::CtFlushZone(zone) => {
-                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                dp.conntrack().flush(Some(zone), None);
-            }
             _ => return Err(unhandled(m)),
         }
         Ok(())
+    }
+
+    /// The ports of `bridge`, copied out of the pipeline.
+    fn bridge_ports(&self, bridge: &str) -> Result<Vec<ofproto::bridge::OfPort>, OfpErr> {
+        let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        let b = pipe.bridge(bridge).ok_or(OfpErr::OfpbrcEperm)?;
+        Ok(b.ports.values().cloned().collect())
     }
 
     /// A role request (OVS's `handle_role_request()`): a primary or secondary request with a
@@ -359,15 +365,6 @@ fn unhandled(m: &Message<'_>) -> OfpErr {
         OfpErr::OfpbrcBadStat
     } else {
         OfpErr::OfpbrcBadType
-    }
-}
-
-/// `port` must be [`OFPP_ANY`] or one of `b`'s ports (`OFPQOFC_BAD_PORT`).
-fn check_port(b: &Bridge, port: u32) -> Result<(), OfpErr> {
-    if port == OFPP_ANY || b.ports.contains_key(&port) {
-        Ok(())
-    } else {
-        Err(OfpErr::OfpqofcBadPort)
     }
 }
 
