@@ -768,8 +768,9 @@ impl Datapath {
         out
     }
 
-    /// `dpctl/get-flow ufid:UFID`.
-    pub fn get_flow(&self, ufid_text: &str) -> Result<String, String> {
+    /// `dpctl/get-flow [-m] ufid:UFID`: the flow as `dpctl/dump-flows` prints it (with `-m`,
+    /// verbose and with its ufid).
+    pub fn get_flow(&self, ufid_text: &str, verbose: bool) -> Result<String, String> {
         let t = ufid_text
             .trim()
             .strip_prefix("ufid:")
@@ -778,7 +779,7 @@ impl Datapath {
         let want = u128::from_str_radix(&hex, 16).map_err(|_| format!("bad ufid '{ufid_text}'"))?;
         for flows in self.ask(PmdCmd::Dump) {
             if let Some(d) = flows.iter().find(|d| d.flow.ufid == want) {
-                return Ok(format!("{}\n", self.format_flow(d, true)));
+                return Ok(format!("{}\n", self.format_flow(d, verbose)));
             }
         }
         Err(format!("flow ufid:{ufid_text} not found"))

@@ -152,8 +152,16 @@ pub fn register(
         d.del_flows();
         Ok(String::new())
     });
-    r("dpctl/get-flow", "[dp] ufid", (1, 2), |d, a| {
-        d.get_flow(&strip_dp(a, 1)[0])
+    r("dpctl/get-flow", "[-m] [dp] ufid", (1, 3), |d, a| {
+        let rest: Vec<String> = a
+            .iter()
+            .filter(|x| *x != "-m" && *x != "--more")
+            .cloned()
+            .collect();
+        let [.., ufid] = strip_dp(&rest, 1) else {
+            return Err("usage: dpctl/get-flow [-m] [dp] ufid".into());
+        };
+        d.get_flow(ufid, verbose(a))
     });
     r("dpctl/dump-flows", "[-m] [dp]", (0, 2), |d, a| {
         Ok(d.dump_flows(verbose(a)))

@@ -183,16 +183,35 @@ fn revalidator_wait_and_purge() {
         assert!(t.elapsed() < Duration::from_secs(20));
         std::thread::sleep(Duration::from_millis(20));
     }
+    // As in OVS, the packet that missed counts for the rule it went through, not for the
+    // datapath flow it installed.
+    let dump = ok(ctl(&run, &["dpif/dump-flows", "br0"]));
+    assert!(dump.contains("packets:0, bytes:0, used:never,"), "{dump}");
+    let rules = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));
+    assert!(rules.contains("n_packets=1,"), "{rules}");
     ok(ctl(&run, &["netdev-dummy/receive", "p2", flow]));
     // Once the datapath has counted the second packet, one round brings it to the rule.
     let t = Instant::now();
-    while !ok(ctl(&run, &["dpif/dump-flows", "br0"])).contains("packets:2,") {
+    while !ok(ctl(&run, &["dpif/dump-flows", "br0"])).contains("packets:1,") {
         assert!(t.elapsed() < Duration::from_secs(20));
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(ok(ctl(&run, &["revalidator/wait"])), "");
     let dump = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));
     assert!(dump.contains("n_packets=2,"), "{dump}");
+    // dpctl/get-flow prints the flow as the dump does: terse, or with -m verbose with its ufid.
+    let verbose = ok(ctl(&run, &["dpif/dump-flows", "-m", "br0"]));
+    let ufid = verbose.split_whitespace().next().unwrap();
+    assert!(ufid.starts_with("ufid:"), "{verbose}");
+    let strip_used = |s: String| s.split(", used:").next().unwrap().to_owned();
+    let terse = ok(ctl(&run, &["dpif/dump-flows", "br0"]));
+    let got = ok(ctl(&run, &["dpctl/get-flow", ufid]));
+    assert_eq!(strip_used(got), strip_used(terse));
+    let got = ok(ctl(&run, &["dpctl/get-flow", "-m", ufid]));
+    assert!(
+        got.starts_with(&format!("{ufid}, skb_priority(0/0)")),
+        "{got}"
+    );
     assert_eq!(ok(ctl(&run, &["revalidator/purge"])), "");
     assert!(flows(&run).is_empty());
     let dump = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));

@@ -289,26 +289,7 @@ fn tunnel_commands_and_bad_packets_on_a_running_switch() {
             "options = { tx_pcap = \"vm_out.pcap\" }",
         );
     std::fs::write(d.join("sw.toml"), cfg).unwrap();
-    let run = d.join("run");
-    let _sw = Running(
-        Command::new(bin())
-            .args([
-                "run",
-                "--config",
-                d.join("sw.toml").to_str().unwrap(),
-                "--rundir",
-                run.to_str().unwrap(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    while !run.join("flowpath.ctl").exists() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (_sw, run) = start(&d);
     // OVS's tnl-ports.c: the datapath port's name and number (as dpif/show gives it), and
     // with -v what it terminates instead of the counts.
     let dp = dp_port_of(&ctl(&run, &["dpif/show"]), "vxlan0");

@@ -164,9 +164,25 @@ impl MacTable {
         n - self.entries.len()
     }
 
-    /// Forgets every address learned on `port`.
-    pub fn flush_port(&mut self, port: u32) {
-        self.entries.retain(|_, e| e.port != port);
+    /// Forgets every address learned on `port`; returns them (address, VLAN).
+    pub fn flush_port(&mut self, port: u32) -> Vec<(EthAddr, u16)> {
+        let gone: Vec<(EthAddr, u16)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.port == port)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in &gone {
+            self.entries.remove(k);
+        }
+        gone
+    }
+
+    /// Forgets these addresses, wherever they were learned.
+    pub fn forget(&mut self, addrs: &[(EthAddr, u16)]) {
+        for k in addrs {
+            self.entries.remove(k);
+        }
     }
 
     /// Entries as `fdb/show` lists them, least recently learned first (OVS's LRU order):

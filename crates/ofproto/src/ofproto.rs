@@ -32,9 +32,17 @@ pub struct Ofproto {
     generation: AtomicU64,
     /// Megaflow statistics already credited to rules, by ufid.
     credited: Mutex<HashMap<u128, (u64, u64)>>,
+    /// What upcalled packets owe the rules they went through (a packet that misses is counted
+    /// by its translation, not by the megaflow it installs, as in OVS): applied by the next
+    /// revalidation or statistics read, so that an upcall never waits for the tables' write
+    /// lock.
+    pending_credits: Mutex<Vec<RuleCredit>>,
     revalidated: AtomicU64,
     upcall: upcall::UpcallState,
 }
+
+/// Packets and bytes owed to a rule (bridge, table, rule).
+type RuleCredit = ((usize, usize, crate::classifier::RuleId), u64, u64);
 
 /// What one revalidation round did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,6 +73,49 @@ impl Ofproto {
 
     fn changed(&self) {
         self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Records that a packet of `bytes` bytes went through `rules` in the slow path.
+    pub(crate) fn owe_rules(
+        &self,
+        rules: &[(usize, usize, crate::classifier::RuleId)],
+        bytes: u64,
+    ) {
+        let mut q = self
+            .pending_credits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(rules.iter().map(|&r| (r, 1, bytes)));
+    }
+
+    /// Credits `credits` and what upcalls owe to the rules (those removed since are skipped).
+    fn credit_rules(&self, p: &mut Pipeline, credits: Vec<RuleCredit>, now: Instant) {
+        let owed = std::mem::take(
+            &mut *self
+                .pending_credits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for ((b, t, id), pk, by) in credits.into_iter().chain(owed) {
+            if let Some(rule) = p.bridges.get_mut(b).and_then(|br| br.tables[t].get_mut(id)) {
+                rule.n_packets += pk;
+                rule.n_bytes += by;
+                rule.used = Some(now);
+            }
+        }
+    }
+
+    /// Applies what upcalls owe the rules: call before reading rules' statistics.
+    pub fn settle_credits(&self) {
+        let pending = !self
+            .pending_credits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if pending {
+            let mut p = self.write();
+            self.credit_rules(&mut p, Vec::new(), Instant::now());
+        }
     }
 
     /// The change counter (revalidation is due when it moved).
@@ -406,20 +457,33 @@ impl Ofproto {
     /// `del-port`: returns the removed port.
     pub fn del_port(&self, name: &str) -> Result<OfPort, String> {
         let mut p = self.write();
-        for b in &mut p.bridges {
-            if let Some(n) = b.port_number(name) {
-                if let Ok(mut m) = b.mac.lock() {
-                    m.flush_port(n);
-                }
-                let port = b.ports.remove(&n).expect("found above");
-                b.tunnels.remove(&n);
-                p.underlay.flush_neigh_of(name);
-                drop(p);
-                self.changed();
-                return Ok(port);
+        let Some((bi, n)) = p
+            .bridges
+            .iter()
+            .enumerate()
+            .find_map(|(i, b)| b.port_number(name).map(|n| (i, n)))
+        else {
+            return Err(format!("no port named {name}"));
+        };
+        // The addresses learned on the port go, here and in every other bridge (OVS's
+        // bundle_flush_macs(): a host seen behind it may have moved with it).
+        let gone = p.bridges[bi]
+            .mac
+            .lock()
+            .map(|mut m| m.flush_port(n))
+            .unwrap_or_default();
+        for other in &p.bridges {
+            if let Ok(mut m) = other.mac.lock() {
+                m.forget(&gone);
             }
         }
-        Err(format!("no port named {name}"))
+        let b = &mut p.bridges[bi];
+        let port = b.ports.remove(&n).expect("found above");
+        b.tunnels.remove(&n);
+        p.underlay.flush_neigh_of(name);
+        drop(p);
+        self.changed();
+        Ok(port)
     }
 
     fn parse(&self, bridge: &str, text: &str, kind: FlowKind) -> Result<FlowSpec, String> {
@@ -518,6 +582,7 @@ impl Ofproto {
         let spec = filter
             .map(|t| self.parse(bridge, t, FlowKind::ModOrDel))
             .transpose()?;
+        self.settle_credits();
         let p = self.read();
         let b = p
             .bridge(bridge)

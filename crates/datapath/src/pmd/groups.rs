@@ -5,7 +5,7 @@
 //! group ([`super::execute`]). A burst that is all one flow runs as it is, without
 //! regrouping. Cycles under `actions`.
 
-use crate::flow_table::FlowRef;
+use crate::flow_table::{FlowRef, FlowStats};
 use crate::packet::{Batch, MAX_BURST, Packet};
 
 use super::Pmd;
@@ -20,9 +20,7 @@ impl Pmd {
             let tcp_flags = self.keys[..n].iter().fold(0, |f, k| f | k.tcp_flags());
             // The actions see the pass's batch as extracted (see `keys_reusable`).
             self.run_group(self.hits[0], batch, tcp_flags, true);
-            for r in self.temp_flows.drain(..) {
-                self.flows.remove(r);
-            }
+            self.end_of_pass();
             return;
         }
         debug_assert!(n <= MAX_BURST && n == batch.len());
@@ -76,9 +74,15 @@ impl Pmd {
             debug_assert!(group.is_empty(), "a group's actions take all its packets");
             self.groups[g] = group;
         }
+        self.end_of_pass();
+    }
+
+    /// Forgets what this pass's upcalls made: the temporary flows, the packets that missed.
+    fn end_of_pass(&mut self) {
         for r in self.temp_flows.drain(..) {
             self.flows.remove(r);
         }
+        self.upcalled.clear();
     }
 
     /// Updates the flow's statistics once for the group and runs its actions on it.
@@ -92,10 +96,14 @@ impl Pmd {
     ) {
         let actions = match target.and_then(|r| self.flows.get_mut(r)) {
             Some(f) => {
+                let before = f.stats;
                 f.stats.packets += group.len() as u64;
                 f.stats.bytes += group.bytes();
                 f.stats.used_tsc = self.iter_tsc;
                 f.stats.tcp_flags |= tcp_flags;
+                if !self.upcalled.is_empty() {
+                    uncount_upcalled(&mut f.stats, before, target, &self.upcalled);
+                }
                 Some(f.actions.clone())
             }
             None => None,
@@ -121,5 +129,24 @@ impl Pmd {
                 }
             }
         }
+    }
+}
+
+/// Takes the packets that missed out of a flow's counters ([`Pmd`]'s `upcalled`): a flow that
+/// only they went through stays unused, as OVS's datapath shows it (`packets:0`,
+/// `used:never`).
+#[cold]
+fn uncount_upcalled(
+    stats: &mut FlowStats,
+    before: FlowStats,
+    target: Option<FlowRef>,
+    upcalled: &[(FlowRef, u64)],
+) {
+    for &(_, len) in upcalled.iter().filter(|(r, _)| Some(*r) == target) {
+        stats.packets -= 1;
+        stats.bytes -= len;
+    }
+    if stats.packets == before.packets {
+        *stats = before;
     }
 }

@@ -217,6 +217,10 @@ pub struct Pmd {
     /// Flows entered in the table only to process one packet (flow limit reached); removed at
     /// the end of the pass.
     temp_flows: Vec<FlowRef>,
+    /// The flows this batch's upcalls installed or went through, with the length of the packet
+    /// that missed: that packet counts for the rules its translation went through, not for the
+    /// megaflow (as in OVS, a flow's counters start with the packets that hit it).
+    upcalled: Vec<(FlowRef, u64)>,
     /// The current pass's batch may hold TCP super-frames (its rx queue marked it).
     pass_gso: bool,
     /// The recirculation queue, or the deferred queue, may hold super-frames.
@@ -284,6 +288,7 @@ impl Pmd {
             next_housekeeping: 0,
             upcalls_this_iter: 0,
             temp_flows: Vec::new(),
+            upcalled: Vec::new(),
             deferred: std::collections::VecDeque::with_capacity(DEFER_MAX),
             deferred_by_port: Vec::new(),
             deferred_marked: 0,

@@ -219,9 +219,11 @@ impl Pmd {
                         expires: true,
                         installed_tsc: 0,
                     };
+                    let len = batch.packets()[i].len() as u64;
                     match self.try_add_flow(f) {
                         Ok(r) => {
                             installed = true;
+                            self.upcalled.push((r, len));
                             self.hits[i] = Some(r);
                             if self.unhashed {
                                 self.hash_now(batch, 1 << i);
@@ -232,6 +234,7 @@ impl Pmd {
                         // process this packet, through a temporary entry.
                         Err((_, f)) => {
                             let r = self.flows.insert(*f);
+                            self.upcalled.push((r, len));
                             self.hits[i] = Some(r);
                             self.temp_flows.push(r);
                         }

@@ -163,13 +163,7 @@ impl Ofproto {
         {
             let now = Instant::now();
             let mut p = self.write();
-            for ((b, t, id), pk, by) in credits {
-                if let Some(rule) = p.bridges.get_mut(b).and_then(|br| br.tables[t].get_mut(id)) {
-                    rule.n_packets += pk;
-                    rule.n_bytes += by;
-                    rule.used = Some(now);
-                }
-            }
+            self.credit_rules(&mut p, credits, now);
             for b in &mut p.bridges {
                 r.expired_rules += b.expire_rules(now);
                 if let Ok(mut m) = b.mac.lock() {
@@ -223,6 +217,9 @@ impl UpcallHandler for OfUpcall {
         if !x.learned.is_empty() || x.neigh_learned {
             self.0.changed();
         }
+        // The missed packet counts for the rules now; the megaflow it installs counts only the
+        // packets that hit it (OVS's xlate with resubmit_stats).
+        self.0.owe_rules(&x.rules, pkt.len() as u64);
         // A packet-out whose actions do not compile is not sent; the packet is still handled.
         let packet_outs = x
             .packet_outs

@@ -35,7 +35,7 @@ mod value;
 
 pub use actions::{
     Controller, Ct, CtZone, MAX_NESTING, Nat, NatAddrs, NatKind, OfAction, PacketInReason,
-    format_actions,
+    format_actions, push_set_field,
 };
 pub use flow::{
     FlowKind, FlowModFlags, FlowSpec, FlowStats, LineError, parse_flow, parse_flows_file,

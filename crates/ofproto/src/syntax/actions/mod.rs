@@ -23,6 +23,7 @@ use crate::fields::{FieldId, Subfield};
 
 pub use format::format_actions;
 pub(crate) use parse::ActionCtx;
+pub use parse::push_set_field;
 
 /// Deepest nesting of `clone(...)` and `ct(exec(...))` accepted.
 pub const MAX_NESTING: usize = 32;
@@ -66,6 +67,21 @@ pub struct Controller {
     pub userdata: Vec<u8>,
     pub pause: bool,
     pub meter_id: Option<u32>,
+}
+
+impl Default for Controller {
+    /// The defaults: whole packets, reason `action`, controller id 0, no userdata, no pause, no
+    /// meter (a `controller` action with all of them is `output:CONTROLLER`).
+    fn default() -> Controller {
+        Controller {
+            max_len: u16::MAX,
+            reason: PacketInReason::Action,
+            id: 0,
+            userdata: Vec::new(),
+            pause: false,
+            meter_id: None,
+        }
+    }
 }
 
 /// Which side `nat` rewrites.

@@ -103,7 +103,7 @@ fn eth_addr(v: u128) -> EthAddr {
 /// Pushes a masked write of `field`. Fields printed as `load:` are split into the loads
 /// OpenFlow 1.0 carries (one per run of mask bits, at most 64 bits each), as a switch hands
 /// them back.
-fn push_set_field(out: &mut Vec<OfAction>, field: FieldId, value: u128, mask: u128) {
+pub fn push_set_field(out: &mut Vec<OfAction>, field: FieldId, value: u128, mask: u128) {
     let f = field.field();
     if field.is_tun_metadata() || f.nxm.is_empty() {
         out.push(OfAction::SetField {
@@ -527,14 +527,7 @@ impl ActionCtx<'_> {
     }
 
     fn parse_controller(&mut self, arg: &str) -> Result<OfAction, SyntaxError> {
-        let mut c = Controller {
-            max_len: u16::MAX,
-            reason: PacketInReason::Action,
-            id: 0,
-            userdata: Vec::new(),
-            pause: false,
-            meter_id: None,
-        };
+        let mut c = Controller::default();
         if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) {
             c.max_len = num("controller", arg, 0xffff)?;
         } else {

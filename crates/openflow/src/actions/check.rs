@@ -1,0 +1,189 @@
+//! The consistency of a flow's actions with its match, as OVS checks a decoded flow_mod
+//! (`ofpacts_check_consistency()`): the actions see the packet as the match and the earlier
+//! actions leave it (a `push_mpls` makes it MPLS, a `push_vlan` tags it), and each must find
+//! what it works on.
+//!
+//! Two kinds of failure, both `OFPBAC_MATCH_INCONSISTENT`: hard ones in every version (a field
+//! written, moved or output without its prerequisites, `ct` or `nat` outside IP, a VID
+//! Set-Field on an untagged packet), and soft ones that OpenFlow 1.0 lets through and later
+//! versions refuse (`mod_nw_src` outside IPv4, a VLAN or MPLS action with no tag or label,
+//! `fin_timeout` outside TCP).
+
+use ofproto::fields::{FieldId, Prereq, Subfield, ct_valid_match};
+use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};
+use ofproto::syntax::{Ct, CtZone, Nat, NatAddrs, OfAction};
+
+use crate::error::OfpErr;
+use crate::header::Version;
+
+const VLAN_CFI: u128 = 0x1000;
+
+/// The packet as the actions so far leave it.
+#[derive(Clone)]
+struct Flow {
+    key: PipeKey,
+    mask: PipeMask,
+    /// Whether the version refuses soft inconsistencies (OpenFlow 1.1+).
+    strict: bool,
+}
+
+impl Flow {
+    fn dl_type(&self) -> u16 {
+        self.key.dp.eth_type()
+    }
+
+    fn ip_any(&self) -> bool {
+        matches!(self.dl_type(), 0x0800 | 0x86dd)
+    }
+
+    fn mpls(&self) -> bool {
+        matches!(self.dl_type(), 0x8847 | 0x8848)
+    }
+
+    fn has_vlan(&self) -> bool {
+        FieldId::VLAN_TCI.field().get(&self.key) & VLAN_CFI != 0
+    }
+
+    fn set(&mut self, f: FieldId, v: u128) {
+        f.field().set(&mut self.key, v);
+    }
+
+    /// A soft inconsistency: an error from OpenFlow 1.1 on.
+    fn soft(&self, ok: bool) -> Result<(), OfpErr> {
+        if ok || !self.strict {
+            Ok(())
+        } else {
+            Err(OfpErr::OfpbacMatchInconsistent)
+        }
+    }
+
+    fn prereq(&self, p: Prereq) -> Result<(), OfpErr> {
+        hard(p.is_met_match(&self.key, &self.mask))
+    }
+
+    fn subfield(&self, sf: &Subfield) -> Result<(), OfpErr> {
+        self.prereq(sf.field.field().prereq)
+    }
+}
+
+fn hard(ok: bool) -> Result<(), OfpErr> {
+    if ok {
+        Ok(())
+    } else {
+        Err(OfpErr::OfpbacMatchInconsistent)
+    }
+}
+
+/// Checks `actions` of a flow in `table` (of a message of `version`) against its match.
+pub fn check_actions(
+    version: Version,
+    table: u8,
+    actions: &[OfAction],
+    m: &PipeMatch,
+) -> Result<(), OfpErr> {
+    let mut flow = Flow {
+        key: m.key().clone(),
+        mask: m.mask().clone(),
+        strict: version > Version::Of10,
+    };
+    check_list(&mut flow, table, actions)
+}
+
+fn check_list(flow: &mut Flow, table: u8, actions: &[OfAction]) -> Result<(), OfpErr> {
+    for a in actions {
+        check_one(flow, table, a)?;
+    }
+    Ok(())
+}
+
+fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
+    match a {
+        OfAction::SetVlanVid(_) | OfAction::SetVlanPcp(_) => {
+            // From OpenFlow 1.1 on these only modify an existing tag.
+            flow.soft(flow.has_vlan())?;
+            let tci = FieldId::VLAN_TCI.field().get(&flow.key);
+            flow.set(FieldId::VLAN_TCI, tci | VLAN_CFI);
+        }
+        OfAction::StripVlan => {
+            flow.soft(flow.has_vlan())?;
+            flow.set(FieldId::VLAN_TCI, 0);
+        }
+        OfAction::PushVlan(_) => {
+            let tci = FieldId::VLAN_TCI.field().get(&flow.key);
+            flow.set(FieldId::VLAN_TCI, tci | VLAN_CFI);
+        }
+        OfAction::SetIpv4Src(_) | OfAction::SetIpv4Dst(_) => flow.soft(flow.dl_type() == 0x0800)?,
+        OfAction::SetIpDscp(_) | OfAction::DecTtl(_) => flow.soft(flow.ip_any())?,
+        OfAction::FinTimeout { .. } => flow.soft(flow.key.dp.nw_proto() == 6)?,
+        OfAction::SetL4SrcPort(_) | OfAction::SetL4DstPort(_) => {
+            let later = flow.key.dp.nw_frag() & flow::key::nw_frag::LATER != 0;
+            let l4 = matches!(flow.key.dp.nw_proto(), 6 | 17 | 132);
+            flow.soft(flow.ip_any() && !later && l4)?;
+        }
+        OfAction::SetMplsLabel(_)
+        | OfAction::SetMplsTc(_)
+        | OfAction::SetMplsTtl(_)
+        | OfAction::DecMplsTtl => flow.soft(flow.mpls())?,
+        OfAction::PopMpls(t) => {
+            flow.soft(flow.mpls())?;
+            flow.set(FieldId::ETH_TYPE, (*t).into());
+        }
+        OfAction::PushMpls(t) => {
+            flow.set(FieldId::ETH_TYPE, (*t).into());
+            // The payload is opaque now: no protocol can be assumed.
+            flow.set(FieldId::IP_PROTO, 0);
+        }
+        OfAction::SetField { field, value, .. } => {
+            flow.prereq(field.field().prereq)?;
+            if *field == FieldId::VLAN_VID {
+                hard(flow.has_vlan())?;
+            }
+            if *field == FieldId::VLAN_TCI {
+                flow.set(FieldId::VLAN_TCI, *value);
+            }
+        }
+        OfAction::RegMove { src, dst } => {
+            flow.subfield(src)?;
+            flow.subfield(dst)?;
+        }
+        OfAction::OutputReg { src, .. } => flow.subfield(src)?,
+        OfAction::Resubmit { ct: true, .. } => hard(ct_valid_match(&flow.key, &flow.mask))?,
+        OfAction::Ct(ct) => check_ct(flow, table, ct)?,
+        OfAction::Nat(nat) => check_nat(flow, nat)?,
+        OfAction::Clone(inner) => {
+            // What happens inside a clone stays there.
+            let mut copy = flow.clone();
+            check_list(&mut copy, table, inner)?;
+        }
+        OfAction::GotoTable(t) if table != crate::flow_mod::OFPTT_ALL && *t <= table => {
+            return Err(OfpErr::OfpbicBadTableId);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn check_ct(flow: &Flow, table: u8, ct: &Ct) -> Result<(), OfpErr> {
+    use flow::key::ct_state::INV;
+    let proto = flow.key.dp.nw_proto();
+    hard(
+        flow.ip_any()
+            && !(flow.key.dp.ct_state() & INV != 0 && ct.commit)
+            && !(ct.alg == 21 && proto != 6)
+            && !(ct.alg == 69 && proto != 17),
+    )?;
+    if let CtZone::Field(sf) = &ct.zone {
+        return flow.subfield(sf);
+    }
+    let mut inner = flow.clone();
+    check_list(&mut inner, table, &ct.actions)
+}
+
+fn check_nat(flow: &Flow, nat: &Nat) -> Result<(), OfpErr> {
+    let dl_type = flow.dl_type();
+    hard(
+        flow.ip_any()
+            && !matches!(nat.addrs, Some(NatAddrs::V4(..)) if dl_type != 0x0800)
+            && !matches!(nat.addrs, Some(NatAddrs::V6(..)) if dl_type != 0x86dd),
+    )
+}
