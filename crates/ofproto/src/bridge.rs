@@ -27,6 +27,9 @@ pub struct Rule {
     pub idle_timeout: u16,
     pub hard_timeout: u16,
     pub importance: u16,
+    /// The flow mod's flags (`send_flow_rem`, `reset_counts`...), which OpenFlow 1.3 and later
+    /// report in flow statistics.
+    pub flags: crate::syntax::FlowModFlags,
     pub created: Instant,
     pub modified: Instant,
     pub n_packets: u64,
@@ -43,6 +46,7 @@ impl Rule {
             idle_timeout: spec.idle_timeout,
             hard_timeout: spec.hard_timeout,
             importance: spec.importance,
+            flags: spec.flags,
             created: now,
             modified: now,
             n_packets: 0,
