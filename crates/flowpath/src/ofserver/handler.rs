@@ -3,7 +3,8 @@
 //! `ovs-vswitchd`'s `handle_openflow()` answers it: features, configuration, barriers,
 //! descriptions, port and table statistics, queues (none), roles, asynchronous-message
 //! configuration, the Nicira connection settings, the TLV map, conntrack flushes and meters
-//! (none yet); every port has one queue, 0. Anything else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT`
+//! (none yet); every port has one queue, 0; flow mods and flow statistics
+//! ([`flow_table`](super::flow_table)). Anything else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT`
 //! for a statistics request), with the first 64 bytes of the request, and the connection
 //! stays up.
 
@@ -27,9 +28,11 @@ use openflow::msgs::role::{Role, RoleMsg};
 use openflow::msgs::stats::{self, DescStats};
 use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
 use openflow::msgs::table_mod::{self, TableDesc};
-use openflow::msgtype::{self, EncodeError, Message};
+use openflow::msgtype::{self, EncodeError, Message, OfpType};
+use openflow::nxm::TlvLens;
 
 use super::bridge_view::{self, N_TABLES};
+use super::flow_table;
 use super::ofconn::OfConn;
 use super::tlv;
 
@@ -113,7 +116,14 @@ impl OfHandler {
     }
 
     /// Answers one request on connection `c`.
-    fn answer(&mut self, c: ConnId, m: &Message<'_>, d: Msg<'_>, out: &mut Vec<u8>) -> Answer {
+    fn answer(
+        &mut self,
+        c: ConnId,
+        raw: &[u8],
+        m: &Message<'_>,
+        d: Msg<'_>,
+        out: &mut Vec<u8>,
+    ) -> Answer {
         let conn = self.conns.get(&c).ok_or(OfpErr::OfpbrcEperm)?.clone();
         let version = conn.version;
         // What needs the datapath first, without the pipeline's lock: the revalidator takes
@@ -130,6 +140,26 @@ impl OfHandler {
                 let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
                 dp.conntrack().flush(Some(zone), None);
                 return Ok(());
+            }
+            // Flows go through the pipeline's own functions, which take its lock themselves.
+            Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMod => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return flow_table::flow_mod(&self.of, &conn.bridge, raw, conn.flow_mod_table_id);
+            }
+            Msg::Other(o)
+                if matches!(
+                    o.msg_type.kind(),
+                    OfpType::FlowStatsRequest | OfpType::AggregateStatsRequest
+                ) =>
+            {
+                let tlv = {
+                    let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+                    let b = pipe.bridge(&conn.bridge).ok_or(OfpErr::OfpbrcEperm)?;
+                    TlvLens::from_tlv_map(&b.tlv_map)
+                };
+                return flow_table::flow_stats(&self.of, &conn.bridge, raw, &tlv, out);
             }
             _ => {}
         }
@@ -339,7 +369,7 @@ impl Handler for OfHandler {
         let at = replies.len();
         let r = msgtype::decode(msg).and_then(|m| {
             let d = decode_body(&m)?;
-            self.answer(info.id, &m, d, replies)
+            self.answer(info.id, msg, &m, d, replies)
         });
         if let Err(e) = r {
             replies.truncate(at);

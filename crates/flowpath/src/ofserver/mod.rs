@@ -13,10 +13,12 @@
 //! - [`bridge_view`]: a bridge's features, ports, port and table statistics;
 //! - [`ofconn`]: one connection's settings;
 //! - [`handler`]: the requests and their answers;
+//! - [`flow_table`]: flow mods and flow statistics, through the pipeline's flow functions;
 //! - [`table_features`] and [`table_fields`]: the tables' features;
 //! - [`tlv`]: the Geneve option map.
 
 mod bridge_view;
+mod flow_table;
 mod handler;
 mod ofconn;
 mod table_features;
