@@ -6,28 +6,34 @@ use openflow::msgs::table_features::{self, FieldLists, OxmId, ovs_tables};
 use openflow::msgtype::{EncodeError, Message};
 
 use super::bridge_view::N_TABLES;
-use super::table_fields::{MATCHES_OF13, MATCHES_OF15, SET_FIELDS, WILDCARDS_OF13, WILDCARDS_OF15};
+use super::table_fields::{MATCHES, OF15_HEADERS, SET_FIELDS, WILDCARDS};
 
-fn oxms(ids: &[(u32, Option<u32>)]) -> Vec<OxmId> {
+/// The fields `ids` in `version`: OpenFlow 1.5 names some by its own headers (only in the
+/// match and wildcard lists, as OVS lists them).
+fn oxms(ids: &[(u32, Option<u32>)], version: Version) -> Vec<OxmId> {
     ids.iter()
-        .map(|&(header, experimenter)| OxmId {
-            header,
-            experimenter,
+        .map(|&id| {
+            let renamed = OF15_HEADERS.iter().find(|(old, _)| *old == id);
+            match renamed {
+                Some(&(_, header)) if version >= Version::Of15 => OxmId {
+                    header,
+                    experimenter: None,
+                },
+                _ => OxmId {
+                    header: id.0,
+                    experimenter: id.1,
+                },
+            }
         })
         .collect()
 }
 
 /// The fields of every table in `version`.
 fn fields(version: Version) -> FieldLists {
-    let (matches, wildcards) = if version >= Version::Of15 {
-        (&MATCHES_OF15[..], &WILDCARDS_OF15[..])
-    } else {
-        (&MATCHES_OF13[..], &WILDCARDS_OF13[..])
-    };
     FieldLists {
-        set_fields: oxms(&SET_FIELDS),
-        matches: oxms(matches),
-        wildcards: oxms(wildcards),
+        set_fields: oxms(&SET_FIELDS, Version::Of13),
+        matches: oxms(&MATCHES, version),
+        wildcards: oxms(&WILDCARDS, version),
     }
 }
 
