@@ -284,3 +284,29 @@ fn bridges_added_and_removed_at_run_time_get_and_lose_their_listeners() {
         }
     }
 }
+
+#[test]
+fn port_status_goes_only_to_connections_that_set_a_miss_send_len() {
+    let (_sw, rundir, _g) = switch("fp-ofserver-async");
+    let mgmt = rundir.join("br0.mgmt");
+    let mut wants = client(&mgmt);
+    let mut quiet = client(&mgmt);
+    // OFPT_SET_CONFIG miss_send_len=65535, as ovn-controller's pinctrl sends it.
+    assert!(exchange(&mut wants, &unhex("0409000c000000050000ffff")).is_empty());
+    let o = Command::new(env!("CARGO_BIN_EXE_flowpath"))
+        .arg("ctl")
+        .arg("--rundir")
+        .arg(&rundir)
+        .args(["add-port", "br0", "p3", "type=dummy", "ofport=3"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    // OFPT_PORT_STATUS (OpenFlow 1.3: type 12), reason OFPPR_ADD, port 3.
+    let got = exchange(&mut wants, &[]);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(&got[0][2..4], "0c", "{got:?}");
+    assert_eq!(&got[0][16..18], "00", "{got:?}");
+    assert_eq!(&got[0][32..40], "00000003", "{got:?}");
+    assert!(exchange(&mut quiet, &[]).is_empty());
+}

@@ -141,6 +141,16 @@ impl OfHandler {
                 dp.conntrack().flush(Some(zone), None);
                 return Ok(());
             }
+            // A barrier's reply says that what came before is in force, for the packets too:
+            // megaflows that changed tables made stale are revalidated first.
+            Msg::BarrierRequest => {
+                if self.of.generation() != self.of.revalidated_generation() {
+                    let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                    self.of.revalidate(&mut dp);
+                }
+                switch::encode_barrier_reply(version, m.xid, out);
+                return Ok(());
+            }
             // Flows go through the pipeline's own functions, which take its lock themselves.
             Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMod => {
                 if !conn.may_modify() {
@@ -195,7 +205,6 @@ impl OfHandler {
                 }
                 c.miss_send_len = cfg.miss_send_len;
             }
-            Msg::BarrierRequest => switch::encode_barrier_reply(version, m.xid, out),
             Msg::DescRequest => {
                 let [mfr, hw, sw, serial, dp] = DESC.map(str::to_owned);
                 let d = DescStats {
