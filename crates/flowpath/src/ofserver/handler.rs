@@ -1,12 +1,12 @@
 //! The message layer of the switch's OpenFlow connections: every request a connection sends
 //! is read by the `openflow` codec and answered from the switch's own state, as
 //! `ovs-vswitchd`'s `handle_openflow()` answers it: features, configuration, barriers,
-//! descriptions, port and table statistics, queues (none), roles, asynchronous-message
-//! configuration, the Nicira connection settings, the TLV map, conntrack flushes and meters
-//! (none yet); every port has one queue, 0; flow mods and flow statistics
-//! ([`flow_table`](super::flow_table)). Anything else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT`
-//! for a statistics request), with the first 64 bytes of the request, and the connection
-//! stays up.
+//! descriptions, port and table statistics, queues (one per port, 0), roles,
+//! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
+//! flushes, meters (none yet), flow mods and flow statistics
+//! ([`flow_table`](super::flow_table)), also in bundles ([`bundle`](super::bundle)). Anything
+//! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
+//! request), with the first 64 bytes of the request, and the connection stays up.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::Receiver;
@@ -17,6 +17,7 @@ use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
 use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, Target};
 use openflow::error::{self, OfpErr};
+use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
 use openflow::msgs::async_config::AsyncConfig;
 use openflow::msgs::decode::{Msg, decode_body};
@@ -32,6 +33,7 @@ use openflow::msgtype::{self, EncodeError, Message, OfpType};
 use openflow::nxm::TlvLens;
 
 use super::bridge_view::{self, N_TABLES};
+use super::bundle::Bundles;
 use super::flow_table;
 use super::ofconn::OfConn;
 use super::tlv;
@@ -62,6 +64,8 @@ pub(crate) struct OfHandler {
     pub(crate) listener_bridge: HashMap<Target, String>,
     /// The connections that finished their hello, with their settings.
     pub(crate) conns: BTreeMap<ConnId, OfConn>,
+    /// The bundles of the connections that have some.
+    bundles: HashMap<ConnId, Bundles>,
     bridges: HashMap<String, BridgeState>,
     /// When the server started: the age of the ports, as far as statistics go.
     since: Instant,
@@ -82,6 +86,7 @@ impl OfHandler {
             events,
             listener_bridge: HashMap::new(),
             conns: BTreeMap::new(),
+            bundles: HashMap::new(),
             bridges: HashMap::new(),
             since: Instant::now(),
         }
@@ -104,10 +109,16 @@ impl OfHandler {
                     }
                 }
                 ConnEvent::Disconnected { id, .. } => {
-                    self.conns.remove(&id);
+                    self.forget_conn(id);
                 }
             }
         }
+    }
+
+    /// Forgets a connection that ended, with its bundles.
+    pub(crate) fn forget_conn(&mut self, id: ConnId) {
+        self.conns.remove(&id);
+        self.bundles.remove(&id);
     }
 
     /// Forgets a bridge's shared state (it was deleted).
@@ -150,6 +161,25 @@ impl OfHandler {
                 }
                 switch::encode_barrier_reply(version, m.xid, out);
                 return Ok(());
+            }
+            Msg::BundleControl(bc) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                let of = self.of.clone();
+                let bundles = self.bundles.entry(c).or_default();
+                bundles.control(&bc, |msg| {
+                    flow_table::flow_mod(&of, &conn.bridge, msg, conn.flow_mod_table_id)
+                })?;
+                return bc.encode_reply(m, out);
+            }
+            Msg::BundleAdd(a, t) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return self.bundles.entry(c).or_default().add(&a, t, |msg| {
+                    decode_flow_mod(msg, conn.flow_mod_table_id).map(drop)
+                });
             }
             // Flows go through the pipeline's own functions, which take its lock themselves.
             Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMod => {
@@ -392,7 +422,7 @@ impl Handler for OfHandler {
 
     fn disconnected(&mut self, conn: ConnId) {
         self.drain_events();
-        self.conns.remove(&conn);
+        self.forget_conn(conn);
     }
 }
 

@@ -14,10 +14,12 @@
 //! - [`ofconn`]: one connection's settings;
 //! - [`handler`]: the requests and their answers;
 //! - [`flow_table`]: flow mods and flow statistics, through the pipeline's flow functions;
+//! - [`bundle`]: a connection's bundles of flow mods;
 //! - [`table_features`] and [`table_fields`]: the tables' features;
 //! - [`tlv`]: the Geneve option map.
 
 mod bridge_view;
+mod bundle;
 mod flow_table;
 mod handler;
 mod ofconn;
@@ -200,7 +202,7 @@ impl Server {
             .collect();
         for id in conns {
             ev.close(id, &mut self.handler);
-            self.handler.conns.remove(&id);
+            self.handler.forget_conn(id);
         }
         self.handler.forget_bridge(bridge);
     }
