@@ -8,7 +8,7 @@
 use ofproto::ofproto::Ofproto;
 use ofproto::syntax::{FlowModFlags, FlowSpec};
 use openflow::error::OfpErr;
-use openflow::flow_mod::{FlowModCommand, decode_flow_mod};
+use openflow::flow_mod::{FlowModCommand, OFPTT_ALL, decode_flow_mod};
 use openflow::flow_stats::{
     AggregateStats, classify, decode_flow_stats_request, encode_aggregate_reply,
     encode_flow_stats_reply,
@@ -29,6 +29,11 @@ pub(crate) fn flow_mod(
     // `ofputil_decode_flow_mod_flags()`), which later versions' statistics show.
     if msg.first().is_some_and(|&v| v < Version::Of12.wire()) && fm.command == FlowModCommand::Add {
         fm.spec.flags.0 |= FlowModFlags::RESET_COUNTS;
+    }
+    // An add that names no table (all ones, as ovs-ofctl sends it once flow mods carry table
+    // ids) goes to table 0, as OVS's `add_flow_init()` puts it.
+    if fm.command == FlowModCommand::Add && fm.spec.table == OFPTT_ALL {
+        fm.spec.table = 0;
     }
     let s = &fm.spec;
     match fm.command {

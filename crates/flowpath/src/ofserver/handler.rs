@@ -29,6 +29,7 @@ use openflow::msgs::role::{Role, RoleMsg};
 use openflow::msgs::stats::{self, DescStats};
 use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
 use openflow::msgs::table_mod::{self, TableDesc};
+use openflow::msgtype::multipart::Replies;
 use openflow::msgtype::{self, EncodeError, Message, OfpType};
 use openflow::nxm::TlvLens;
 
@@ -278,6 +279,11 @@ impl OfHandler {
             }
             Msg::GroupStatsRequest(_) => {
                 put_all(out, group_stats::encode_group_stats_reply(m, &[]))?;
+            }
+            // No groups: an empty description, whichever group was asked for, as OVS's.
+            Msg::Other(o) if o.msg_type.kind() == OfpType::GroupDescStatsRequest => {
+                let r = Replies::for_request(m).ok_or(OfpErr::OfpbrcBadStat)?;
+                put_all(out, r.finish().map_err(EncodeError::from))?;
             }
             Msg::GroupFeaturesRequest => {
                 out.extend(
