@@ -168,9 +168,10 @@ pub(crate) fn ports_stats(
         .collect()
 }
 
-/// The ports with a datapath side of `b` that `port` selects, LOCAL first then by number;
-/// an unknown `port` is `OFPQOFC_BAD_PORT`.
-fn queue_ports(b: &Bridge, port: u32) -> Result<Vec<u32>, OfpErr> {
+/// The ports of `b` with a datapath side whose queue `queue` `port` selects, LOCAL first then
+/// by number. Every port has one queue, 0, without rates, as OVS's dummy and default-QoS ports
+/// report: an unknown port is `OFPQOFC_BAD_PORT`, another queue `OFPQOFC_BAD_QUEUE`.
+fn queue_ports(b: &Bridge, port: u32, queue: u32) -> Result<Vec<u32>, OfpErr> {
     let mut v: Vec<u32> = b
         .ports
         .values()
@@ -180,25 +181,16 @@ fn queue_ports(b: &Bridge, port: u32) -> Result<Vec<u32>, OfpErr> {
     if v.is_empty() && port != OFPP_ANY {
         return Err(OfpErr::OfpqofcBadPort);
     }
+    if queue != OFPQ_ALL && queue != 0 {
+        return Err(OfpErr::OfpqofcBadQueue);
+    }
     v.sort_by_key(|&no| (no != OFPP_LOCAL, no));
     Ok(v)
 }
 
-/// Every port has one queue, 0, without rates, as OVS's dummy and default-QoS ports report:
-/// only it may be asked for (`OFPQOFC_BAD_QUEUE`).
-fn check_queue(queue: u32) -> Result<(), OfpErr> {
-    if queue == OFPQ_ALL || queue == 0 {
-        Ok(())
-    } else {
-        Err(OfpErr::OfpqofcBadQueue)
-    }
-}
-
 /// The queues `port` and `queue` select (queue-config and queue-description requests).
 pub(crate) fn queue_configs(b: &Bridge, port: u32, queue: u32) -> Result<Vec<QueueConfig>, OfpErr> {
-    let ports = queue_ports(b, port)?;
-    check_queue(queue)?;
-    Ok(ports
+    Ok(queue_ports(b, port, queue)?
         .into_iter()
         .map(|port| QueueConfig {
             port,
@@ -212,9 +204,7 @@ pub(crate) fn queue_configs(b: &Bridge, port: u32, queue: u32) -> Result<Vec<Que
 /// The statistics of the queues `port` and `queue` select: the ports keep no counts per
 /// queue, so every counter and the age are unknown, as OVS reports a dummy port's.
 pub(crate) fn queues_stats(b: &Bridge, port: u32, queue: u32) -> Result<Vec<QueueStats>, OfpErr> {
-    let ports = queue_ports(b, port)?;
-    check_queue(queue)?;
-    Ok(ports
+    Ok(queue_ports(b, port, queue)?
         .into_iter()
         .map(|port_no| QueueStats {
             port_no,
