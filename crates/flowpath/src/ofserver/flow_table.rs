@@ -5,7 +5,9 @@
 //! flow and aggregate statistics requests (`OFPST_FLOW`, `NXST_FLOW`, `OFPMP_FLOW` and their
 //! aggregate twins) answered in the request's form.
 
+use ofproto::bridge::overlaps;
 use ofproto::ofproto::Ofproto;
+use ofproto::pipekey::PipeMatch;
 use ofproto::syntax::{FlowModFlags, FlowSpec};
 use openflow::error::OfpErr;
 use openflow::flow_mod::{FlowModCommand, OFPTT_ALL, decode_flow_mod};
@@ -37,9 +39,13 @@ pub(crate) fn flow_mod(
     }
     let s = &fm.spec;
     match fm.command {
-        FlowModCommand::Add => of
-            .add_flow_spec(bridge, s)
-            .map_err(|_| OfpErr::OfpbrcBadTableId),
+        FlowModCommand::Add => {
+            if s.flags.0 & FlowModFlags::CHECK_OVERLAP != 0 && overlaps_any(of, bridge, s)? {
+                return Err(OfpErr::OfpfmfcOverlap);
+            }
+            of.add_flow_spec(bridge, s)
+                .map_err(|_| OfpErr::OfpbrcBadTableId)
+        }
         FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
             let strict = fm.command == FlowModCommand::ModifyStrict;
             of.mod_flows_spec(bridge, s, strict)
@@ -53,6 +59,25 @@ pub(crate) fn flow_mod(
                 .map_err(|_| OfpErr::OfpbrcEperm)
         }
     }
+}
+
+/// Whether a rule of the table of `s` with its priority overlaps its match (OVS's
+/// `check_overlap` test).
+fn overlaps_any(of: &Ofproto, bridge: &str, s: &FlowSpec) -> Result<bool, OfpErr> {
+    let table = FlowSpec {
+        match_: PipeMatch::catchall(),
+        cookie: 0,
+        cookie_mask: 0,
+        out_port: None,
+        out_group: None,
+        ..s.clone()
+    };
+    let rules = of
+        .flow_entries(bridge, Some(&table))
+        .map_err(|_| OfpErr::OfpbrcEperm)?;
+    Ok(rules
+        .iter()
+        .any(|(r, _)| r.priority == s.priority && overlaps(&r.match_, &s.match_)))
 }
 
 /// Appends the reply to the flow or aggregate statistics request `msg` (header included),
@@ -111,7 +136,6 @@ pub(crate) fn flow_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ofproto::pipekey::PipeMatch;
 
     #[test]
     fn a_catchall_delete_empties_the_tables_and_stats_see_it() {

@@ -6,7 +6,7 @@
 //! flushes, meters (none yet), flow mods and flow statistics
 //! ([`flow_table`](super::flow_table)), also in bundles ([`bundle`](super::bundle)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
-//! request), with the first 64 bytes of the request, and the connection stays up.
+//! request), carrying the request, and the connection stays up.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::Receiver;
@@ -38,9 +38,6 @@ use super::bundle::Bundles;
 use super::flow_table;
 use super::ofconn::OfConn;
 use super::tlv;
-
-/// How many bytes of a request an error carries (OVS's `ofperr_encode_reply()`).
-const ERROR_DATA_MAX: usize = 64;
 
 /// What `ovs-vswitchd` 3.1 says it is (`OFPST_DESC`), which controllers and tools read to
 /// know whose extensions a switch speaks: flowpath speaks Open vSwitch 3.1's.
@@ -421,8 +418,8 @@ impl Handler for OfHandler {
             let xid = msg
                 .get(4..8)
                 .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]));
-            let data = &msg[..msg.len().min(ERROR_DATA_MAX)];
-            error::encode(e, info.version.wire(), xid, data, replies);
+            // The whole request, as much as fits (OVS's `ofperr_encode_reply()`).
+            error::encode(e, info.version.wire(), xid, msg, replies);
         }
     }
 
