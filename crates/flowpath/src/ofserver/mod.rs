@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
@@ -76,12 +76,17 @@ impl OfServer {
         let thread = std::thread::Builder::new()
             .name("ofserver".into())
             .spawn(move || {
+                let mut synced = Instant::now();
                 while !stop2.load(Ordering::Relaxed) {
                     if let Err(e) = ev.run_once(&mut server.handler, Some(SYNC_INTERVAL)) {
                         log_warn(&format!("OpenFlow event loop: {e}"));
                         std::thread::sleep(SYNC_INTERVAL);
                     }
-                    server.sync(&mut ev);
+                    // Not after every message of a busy connection: once an interval.
+                    if synced.elapsed() >= SYNC_INTERVAL {
+                        server.sync(&mut ev);
+                        synced = Instant::now();
+                    }
                 }
             })?;
         Ok(OfServer {
