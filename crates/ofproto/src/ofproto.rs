@@ -636,12 +636,13 @@ impl Ofproto {
             .bridge(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         let now = Instant::now();
+        // The selection once, not per rule.
+        let selected: Option<std::collections::HashSet<(usize, usize)>> =
+            spec.map(|s| b.select(s, false).into_iter().collect());
         let mut rows = Vec::new();
         for (t, table) in b.tables.iter().enumerate() {
             for (id, m, prio, r) in table.iter() {
-                if let Some(s) = spec
-                    && !b.select(s, false).contains(&(t, id))
-                {
+                if selected.as_ref().is_some_and(|sel| !sel.contains(&(t, id))) {
                     continue;
                 }
                 rows.push((t, prio, m.clone(), r.clone()));
