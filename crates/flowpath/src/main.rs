@@ -17,6 +17,7 @@ mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;
 mod of_cmd;
+mod ofserver;
 mod port_stats_cmd;
 mod report;
 mod run_cmd;

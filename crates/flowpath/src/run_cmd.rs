@@ -1,7 +1,8 @@
 //! `flowpath run --config FILE [--rundir DIR] [--until-idle]`: the switch in the foreground,
 //! with its control socket `DIR/flowpath.ctl` speaking OVS's unixctl protocol (so
 //! `ovs-appctl -t DIR/flowpath.ctl COMMAND` works), stopped cleanly by SIGINT, SIGTERM or the
-//! `exit` command.
+//! `exit` command. Every bridge listens for OpenFlow connections on `DIR/BRIDGE.mgmt` (and
+//! `DIR/BRIDGE.snoop`), so that `ovs-ofctl` with `OVS_RUNDIR=DIR` manages it.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -13,6 +14,7 @@ use anyhow::{Context, anyhow};
 use unixctl::Server;
 
 use crate::commands::registry;
+use crate::ofserver::OfServer;
 use crate::switch::{build, build_ofproto, default_rundir, load, revalidate_when_due};
 
 /// Runs the switch until a signal, `exit`, or (with `until_idle`) the end of its finite
@@ -50,6 +52,9 @@ pub fn run(
     )
     .with_context(|| format!("control socket {}", sock.display()))?;
     eprintln!("flowpath: running; control socket {}", sock.display());
+    // OpenFlow: every bridge's BRIDGE.mgmt and BRIDGE.snoop, served on their own thread.
+    let ofserver = OfServer::start(&rundir, of.clone(), dp.clone())
+        .with_context(|| format!("OpenFlow listeners in {}", rundir.display()))?;
 
     // The revalidator.
     let mut last = std::time::Instant::now();
@@ -61,6 +66,7 @@ pub fn run(
         revalidate_when_due(&of, &dp, &mut last);
     }
     server.shutdown();
+    ofserver.stop();
     let dp = Arc::try_unwrap(dp).map_err(|_| anyhow!("datapath still in use"))?;
     let dp = dp
         .into_inner()

@@ -27,6 +27,9 @@ pub struct Rule {
     pub idle_timeout: u16,
     pub hard_timeout: u16,
     pub importance: u16,
+    /// The flow mod's flags (`send_flow_rem`, `reset_counts`...), which OpenFlow 1.3 and later
+    /// report in flow statistics.
+    pub flags: crate::syntax::FlowModFlags,
     pub created: Instant,
     pub modified: Instant,
     pub n_packets: u64,
@@ -43,6 +46,7 @@ impl Rule {
             idle_timeout: spec.idle_timeout,
             hard_timeout: spec.hard_timeout,
             importance: spec.importance,
+            flags: spec.flags,
             created: now,
             modified: now,
             n_packets: 0,
@@ -248,6 +252,27 @@ pub fn selects(spec: &PipeMatch, spec_priority: u16, strict: bool, m: &PipeMatch
         }
     }
     sw.metadata & !rw.metadata == 0 && rk.meta.metadata & sw.metadata == sk.meta.metadata
+}
+
+/// Whether some packet matches both `a` and `b` (OVS's `cls_rule` overlap, for a flow mod's
+/// `check_overlap`): where both match a bit, they want the same value.
+pub fn overlaps(a: &PipeMatch, b: &PipeMatch) -> bool {
+    let (ak, am) = (a.key(), a.mask());
+    let (bk, bm) = (b.key(), b.mask());
+    for i in 0..flow::key::KEY_WORDS {
+        let both = am.dp.word(i) & bm.dp.word(i);
+        if (ak.dp.word(i) ^ bk.dp.word(i)) & both != 0 {
+            return false;
+        }
+    }
+    for r in 0..16 {
+        let both = am.meta.regs[r] & bm.meta.regs[r];
+        if (ak.meta.regs[r] ^ bk.meta.regs[r]) & both != 0 {
+            return false;
+        }
+    }
+    let both = am.meta.metadata & bm.meta.metadata;
+    (ak.meta.metadata ^ bk.meta.metadata) & both == 0
 }
 
 impl Bridge {

@@ -508,11 +508,17 @@ impl Ofproto {
     /// `add-flow BRIDGE FLOW`.
     pub fn add_flow(&self, bridge: &str, text: &str) -> Result<(), String> {
         let spec = self.parse(bridge, text, FlowKind::Add)?;
+        self.add_flow_spec(bridge, &spec)
+    }
+
+    /// Adds a parsed flow (`add-flow`'s, or an OpenFlow flow mod's): a rule with the same
+    /// match and priority in its table is replaced.
+    pub fn add_flow_spec(&self, bridge: &str, spec: &FlowSpec) -> Result<(), String> {
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        b.add_flow(&spec, Instant::now())?;
+        b.add_flow(spec, Instant::now())?;
         drop(p);
         self.changed();
         Ok(())
@@ -551,11 +557,23 @@ impl Ofproto {
         if !spec.has_actions {
             return Err("mod-flows needs actions".into());
         }
+        self.mod_flows_spec(bridge, &spec, strict)
+    }
+
+    /// Gives the rules a parsed flow selects (`mod-flows`', or an OpenFlow flow mod's) its
+    /// actions: returns how many rules changed (none is no error, and adds nothing, as in
+    /// OVS 3.1).
+    pub fn mod_flows_spec(
+        &self,
+        bridge: &str,
+        spec: &FlowSpec,
+        strict: bool,
+    ) -> Result<usize, String> {
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        let n = b.mod_flows(&spec, strict, Instant::now());
+        let n = b.mod_flows(spec, strict, Instant::now());
         drop(p);
         self.changed();
         Ok(n)
@@ -568,21 +586,29 @@ impl Ofproto {
         text: Option<&str>,
         strict: bool,
     ) -> Result<usize, String> {
-        let n = match text {
-            None => {
-                let mut p = self.write();
-                p.bridge_mut(bridge)
-                    .ok_or_else(|| format!("no bridge named {bridge}"))?
-                    .clear_flows()
-            }
-            Some(t) => {
-                let spec = self.parse(bridge, t, FlowKind::ModOrDel)?;
-                let mut p = self.write();
-                p.bridge_mut(bridge)
-                    .ok_or_else(|| format!("no bridge named {bridge}"))?
-                    .del_flows(&spec, strict)
-            }
+        let spec = text
+            .map(|t| self.parse(bridge, t, FlowKind::ModOrDel))
+            .transpose()?;
+        self.del_flows_spec(bridge, spec.as_ref(), strict)
+    }
+
+    /// Removes the rules a parsed flow selects (`del-flows`', or an OpenFlow flow mod's), or
+    /// every rule: returns how many went.
+    pub fn del_flows_spec(
+        &self,
+        bridge: &str,
+        spec: Option<&FlowSpec>,
+        strict: bool,
+    ) -> Result<usize, String> {
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let n = match spec {
+            None => b.clear_flows(),
+            Some(s) => b.del_flows(s, strict),
         };
+        drop(p);
         self.changed();
         Ok(n)
     }
@@ -593,56 +619,80 @@ impl Ofproto {
         let spec = filter
             .map(|t| self.parse(bridge, t, FlowKind::ModOrDel))
             .transpose()?;
+        let rows = self.flow_entries(bridge, spec.as_ref())?;
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let mut out = String::new();
+        for (mut fs, stats) in rows {
+            // As `ovs-ofctl dump-flows` prints NXST_FLOW replies, which carry no flags.
+            fs.flags = Default::default();
+            let _ = writeln!(out, " {}", fs.format_dump(Some(&stats), &Names(b)));
+        }
+        Ok(out)
+    }
+
+    /// The rules a parsed flow selects loosely (every rule without one), each as a flow with
+    /// its statistics, by table and then priority (highest first): what `dump-flows` and
+    /// OpenFlow flow statistics report.
+    pub fn flow_entries(
+        &self,
+        bridge: &str,
+        spec: Option<&FlowSpec>,
+    ) -> Result<Vec<(FlowSpec, FlowStats)>, String> {
         self.settle_credits();
         let p = self.read();
         let b = p
             .bridge(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         let now = Instant::now();
+        // The selection once, not per rule.
+        let selected: Option<std::collections::HashSet<(usize, usize)>> =
+            spec.map(|s| b.select(s, false).into_iter().collect());
         let mut rows = Vec::new();
         for (t, table) in b.tables.iter().enumerate() {
             for (id, m, prio, r) in table.iter() {
-                if let Some(s) = &spec
-                    && !b.select(s, false).contains(&(t, id))
-                {
+                if selected.as_ref().is_some_and(|sel| !sel.contains(&(t, id))) {
                     continue;
                 }
                 rows.push((t, prio, m.clone(), r.clone()));
             }
         }
         rows.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        let mut out = String::new();
-        for (t, prio, m, r) in rows {
-            let fs = FlowSpec {
-                table: t as u8,
-                priority: prio,
-                cookie: r.cookie,
-                cookie_mask: 0,
-                idle_timeout: r.idle_timeout,
-                hard_timeout: r.hard_timeout,
-                importance: r.importance,
-                flags: Default::default(),
-                out_port: None,
-                out_group: None,
-                match_: m,
-                actions: r.actions.clone(),
-                has_actions: true,
-            };
-            let age = now.duration_since(r.created);
-            let stats = FlowStats {
-                duration_sec: age.as_secs() as u32,
-                duration_nsec: age.subsec_millis() * 1_000_000,
-                n_packets: r.n_packets,
-                n_bytes: r.n_bytes,
-                idle_age: Some(
-                    now.duration_since(r.used.unwrap_or(r.modified).max(r.modified))
-                        .as_secs() as u32,
-                ),
-                ..FlowStats::default()
-            };
-            let _ = writeln!(out, " {}", fs.format_dump(Some(&stats), &Names(b)));
-        }
-        Ok(out)
+        Ok(rows
+            .into_iter()
+            .map(|(t, prio, m, r)| {
+                let fs = FlowSpec {
+                    table: t as u8,
+                    priority: prio,
+                    cookie: r.cookie,
+                    cookie_mask: 0,
+                    idle_timeout: r.idle_timeout,
+                    hard_timeout: r.hard_timeout,
+                    importance: r.importance,
+                    flags: r.flags,
+                    out_port: None,
+                    out_group: None,
+                    match_: m,
+                    actions: r.actions.clone(),
+                    has_actions: true,
+                };
+                let age = now.duration_since(r.created);
+                let stats = FlowStats {
+                    duration_sec: age.as_secs() as u32,
+                    duration_nsec: age.subsec_millis() * 1_000_000,
+                    n_packets: r.n_packets,
+                    n_bytes: r.n_bytes,
+                    idle_age: Some(
+                        now.duration_since(r.used.unwrap_or(r.modified).max(r.modified))
+                            .as_secs() as u32,
+                    ),
+                    ..FlowStats::default()
+                };
+                (fs, stats)
+            })
+            .collect())
     }
 
     /// `show BRIDGE`: its ports, as `ovs-ofctl show` lists them (names, numbers, VLAN mode).

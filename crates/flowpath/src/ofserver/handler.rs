@@ -1,0 +1,458 @@
+//! The message layer of the switch's OpenFlow connections: every request a connection sends
+//! is read by the `openflow` codec and answered from the switch's own state, as
+//! `ovs-vswitchd`'s `handle_openflow()` answers it: features, configuration, barriers,
+//! descriptions, port and table statistics, queues (one per port, 0), roles,
+//! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
+//! flushes, meters (none yet), flow mods and flow statistics
+//! ([`flow_table`](super::flow_table)), also in bundles ([`bundle`](super::bundle)). Anything
+//! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
+//! request), carrying the request, and the connection stays up.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use datapath::dpif::Datapath;
+use ofproto::ofproto::Ofproto;
+use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, Target};
+use openflow::error::{self, OfpErr};
+use openflow::flow_mod::decode_flow_mod;
+use openflow::header::Version;
+use openflow::msgs::async_config::AsyncConfig;
+use openflow::msgs::decode::{Msg, decode_body};
+use openflow::msgs::group_stats::{self, GroupFeatures};
+use openflow::msgs::meter::{self, MeterCommand, MeterFeatures, MeterRequestKind, OFPM13_ALL};
+use openflow::msgs::port;
+use openflow::msgs::queue_config::{self, QueueConfigRequest};
+use openflow::msgs::role::{Role, RoleMsg};
+use openflow::msgs::stats::{self, DescStats};
+use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
+use openflow::msgs::table_mod::{self, TableDesc};
+use openflow::msgtype::multipart::Replies;
+use openflow::msgtype::{self, EncodeError, Message, OfpType};
+use openflow::nxm::TlvLens;
+
+use super::bridge_view::{self, N_TABLES};
+use super::bundle::Bundles;
+use super::flow_table;
+use super::ofconn::OfConn;
+use super::tlv;
+
+/// What `ovs-vswitchd` 3.1 says it is (`OFPST_DESC`), which controllers and tools read to
+/// know whose extensions a switch speaks: flowpath speaks Open vSwitch 3.1's.
+const DESC: [&str; 5] = ["Nicira, Inc.", "Open vSwitch", "3.1.0", "None", "None"];
+
+/// A bridge's state that its connections share.
+#[derive(Clone, Copy, Debug, Default)]
+struct BridgeState {
+    /// Fragment handling (`OFPT_SET_CONFIG`): the bridge's, as OVS keeps it.
+    frag: FragHandling,
+    /// The highest generation id a primary-role request gave (`primary_election_id`).
+    election_id: Option<u64>,
+}
+
+/// The switch's OpenFlow message layer, run by the server's event loop.
+pub(crate) struct OfHandler {
+    of: Arc<Ofproto>,
+    dp: Arc<Mutex<Datapath>>,
+    /// Connections coming and going, with the listener each came from.
+    events: Receiver<ConnEvent>,
+    /// The bridge of each `.mgmt` listener.
+    pub(crate) listener_bridge: HashMap<Target, String>,
+    /// The connections that finished their hello, with their settings.
+    pub(crate) conns: BTreeMap<ConnId, OfConn>,
+    /// The bundles of the connections that have some.
+    bundles: HashMap<ConnId, Bundles>,
+    bridges: HashMap<String, BridgeState>,
+    /// When the server started: the age of the ports, as far as statistics go.
+    since: Instant,
+}
+
+/// A handler's outcome: replies appended, or OVS's error for the request.
+type Answer = Result<(), OfpErr>;
+
+impl OfHandler {
+    pub(crate) fn new(
+        of: Arc<Ofproto>,
+        dp: Arc<Mutex<Datapath>>,
+        events: Receiver<ConnEvent>,
+    ) -> OfHandler {
+        OfHandler {
+            of,
+            dp,
+            events,
+            listener_bridge: HashMap::new(),
+            conns: BTreeMap::new(),
+            bundles: HashMap::new(),
+            bridges: HashMap::new(),
+            since: Instant::now(),
+        }
+    }
+
+    /// Takes in the connection events queued so far: a connection accepted on a bridge's
+    /// listener belongs to that bridge.
+    pub(crate) fn drain_events(&mut self) {
+        while let Ok(e) = self.events.try_recv() {
+            match e {
+                ConnEvent::Connected {
+                    id,
+                    role,
+                    version,
+                    target,
+                } => {
+                    if let Some(b) = self.listener_bridge.get(&target) {
+                        let info = ConnInfo { id, version, role };
+                        self.conns.insert(id, OfConn::new(b, &info));
+                    }
+                }
+                ConnEvent::Disconnected { id, .. } => {
+                    self.forget_conn(id);
+                }
+            }
+        }
+    }
+
+    /// Forgets a connection that ended, with its bundles.
+    pub(crate) fn forget_conn(&mut self, id: ConnId) {
+        self.conns.remove(&id);
+        self.bundles.remove(&id);
+    }
+
+    /// Forgets a bridge's shared state (it was deleted).
+    pub(crate) fn forget_bridge(&mut self, bridge: &str) {
+        self.bridges.remove(bridge);
+    }
+
+    /// Answers one request on connection `c`.
+    fn answer(
+        &mut self,
+        c: ConnId,
+        raw: &[u8],
+        m: &Message<'_>,
+        d: Msg<'_>,
+        out: &mut Vec<u8>,
+    ) -> Answer {
+        let conn = self.conns.get(&c).ok_or(OfpErr::OfpbrcEperm)?.clone();
+        let version = conn.version;
+        // What needs the datapath first, without the pipeline's lock: the revalidator takes
+        // the datapath's lock, then the pipeline's.
+        match d {
+            Msg::PortStatsRequest(r) => {
+                let ports = self.bridge_ports(&conn.bridge)?;
+                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                let v = bridge_view::ports_stats(&ports, &dp, r.port_no, self.since);
+                drop(dp);
+                return put_all(out, stats::encode_port_stats_reply(m, &v));
+            }
+            Msg::CtFlushZone(zone) => {
+                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                dp.conntrack().flush(Some(zone), None);
+                return Ok(());
+            }
+            // A barrier's reply says that what came before is in force, for the packets too:
+            // megaflows that changed tables made stale are revalidated first.
+            Msg::BarrierRequest => {
+                if self.of.generation() != self.of.revalidated_generation() {
+                    let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                    self.of.revalidate(&mut dp);
+                }
+                switch::encode_barrier_reply(version, m.xid, out);
+                return Ok(());
+            }
+            Msg::BundleControl(bc) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                let of = self.of.clone();
+                let bundles = self.bundles.entry(c).or_default();
+                bundles.control(&bc, |msg| {
+                    flow_table::flow_mod(&of, &conn.bridge, msg, conn.flow_mod_table_id)
+                })?;
+                return bc.encode_reply(m, out);
+            }
+            Msg::BundleAdd(a, t) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return self.bundles.entry(c).or_default().add(&a, t, |msg| {
+                    decode_flow_mod(msg, conn.flow_mod_table_id).map(drop)
+                });
+            }
+            // Flows go through the pipeline's own functions, which take its lock themselves.
+            Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMod => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return flow_table::flow_mod(&self.of, &conn.bridge, raw, conn.flow_mod_table_id);
+            }
+            Msg::Other(o)
+                if matches!(
+                    o.msg_type.kind(),
+                    OfpType::FlowStatsRequest | OfpType::AggregateStatsRequest
+                ) =>
+            {
+                let tlv = {
+                    let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+                    let b = pipe.bridge(&conn.bridge).ok_or(OfpErr::OfpbrcEperm)?;
+                    TlvLens::from_tlv_map(&b.tlv_map)
+                };
+                return flow_table::flow_stats(&self.of, &conn.bridge, raw, &tlv, out);
+            }
+            _ => {}
+        }
+        let of = self.of.clone();
+        let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        // A bridge deleted under a connection: its connections are closed on the next turn.
+        let b = pipe.bridge(&conn.bridge).ok_or(OfpErr::OfpbrcEperm)?;
+        let state = self.bridges.entry(conn.bridge.clone()).or_default();
+        match d {
+            Msg::EchoRequest(_) => {
+                switch::encode_echo_reply(m, out);
+            }
+            Msg::Error | Msg::EchoReply(_) | Msg::Hello => {}
+            Msg::FeaturesRequest => {
+                bridge_view::features(b)
+                    .encode(version, m.xid, out)
+                    .map_err(too_long)?;
+            }
+            Msg::GetConfigRequest => SwitchConfig {
+                frag: state.frag,
+                miss_send_len: conn.miss_send_len,
+                invalid_ttl_to_controller: Some(conn.invalid_ttl_to_controller),
+            }
+            .encode_reply(version, m.xid, out),
+            Msg::SetConfig(cfg) => {
+                // Reassembly is not something the datapath does: OVS ignores that mode too.
+                if conn.may_modify() && cfg.frag != FragHandling::Reassemble {
+                    state.frag = cfg.frag;
+                }
+                let c = self.conns.get_mut(&c).expect("looked up above");
+                if let Some(t) = cfg.invalid_ttl_to_controller {
+                    c.invalid_ttl_to_controller = t;
+                }
+                c.miss_send_len = cfg.miss_send_len;
+            }
+            Msg::DescRequest => {
+                let [mfr, hw, sw, serial, dp] = DESC.map(str::to_owned);
+                let d = DescStats {
+                    mfr_desc: mfr,
+                    hw_desc: hw,
+                    sw_desc: sw,
+                    serial_num: serial,
+                    dp_desc: dp,
+                };
+                out.extend(d.encode_reply(m).map_err(too_long)?);
+            }
+            Msg::PortDescRequest(r) => {
+                put_all(
+                    out,
+                    port::encode_port_desc_reply(m, &bridge_view::phy_ports(b, r.port)),
+                )?;
+            }
+            Msg::TableStatsRequest => {
+                put_all(
+                    out,
+                    stats::encode_table_stats_reply(m, &bridge_view::tables_stats(b)),
+                )?;
+            }
+            Msg::TableDescRequest => {
+                let v: Vec<TableDesc> = (0..N_TABLES).map(TableDesc::ovs).collect();
+                put_all(out, table_mod::encode_table_desc_reply(m, &v))?;
+            }
+            Msg::TableFeaturesRequest(set) => {
+                if !set.is_empty() {
+                    return Err(OfpErr::OfptffcEperm);
+                }
+                put_all(out, super::table_features::reply(m, version))?;
+            }
+            Msg::QueueStatsRequest(r) => {
+                let v = bridge_view::queues_stats(b, r.port_no, r.queue_id)?;
+                put_all(out, stats::encode_queue_stats_reply(m, &v))?;
+            }
+            Msg::QueueConfigRequest(QueueConfigRequest { port, queue }) => {
+                let v = bridge_view::queue_configs(b, port, queue)?;
+                put_all(out, queue_config::encode_reply(m, &v))?;
+            }
+            Msg::GroupStatsRequest(_) => {
+                put_all(out, group_stats::encode_group_stats_reply(m, &[]))?;
+            }
+            // No groups: an empty description, whichever group was asked for, as OVS's.
+            Msg::Other(o) if o.msg_type.kind() == OfpType::GroupDescStatsRequest => {
+                let r = Replies::for_request(m).ok_or(OfpErr::OfpbrcBadStat)?;
+                put_all(out, r.finish().map_err(EncodeError::from))?;
+            }
+            Msg::GroupFeaturesRequest => {
+                out.extend(
+                    GroupFeatures::ovs(version)
+                        .encode_reply(m)
+                        .map_err(too_long)?,
+                );
+            }
+            Msg::MeterRequest(kind, id) => match kind {
+                MeterRequestKind::Features => {
+                    out.extend(
+                        MeterFeatures::OVS_NETDEV
+                            .encode_reply(m)
+                            .map_err(too_long)?,
+                    );
+                }
+                _ if id != OFPM13_ALL => return Err(OfpErr::OfpmmfcUnknownMeter),
+                MeterRequestKind::Stats => put_all(out, meter::encode_meter_stats_reply(m, &[]))?,
+                MeterRequestKind::Config => {
+                    put_all(out, meter::encode_meter_config_reply(m, &[]))?;
+                }
+            },
+            Msg::MeterMod(mm) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                // No meters yet: deleting succeeds (there is nothing to delete), adding or
+                // changing one fails as OVS fails it where the datapath has no meters.
+                if mm.command != MeterCommand::Delete {
+                    return Err(OfpErr::OfpmmfcInvalidMeter);
+                }
+            }
+            Msg::RoleRequest(r) => {
+                let role = self.role_request(c, &conn, r)?;
+                role.encode_reply(m, out)?;
+            }
+            Msg::GetAsyncRequest => conn.async_config.encode_get_reply(m, out)?,
+            Msg::SetAsync => {
+                let a = AsyncConfig::decode(m, &conn.async_config, false)?;
+                self.conns
+                    .get_mut(&c)
+                    .expect("looked up above")
+                    .async_config = a;
+            }
+            Msg::SetFlowFormat(f) => {
+                self.conns.get_mut(&c).expect("looked up above").flow_format = f;
+            }
+            Msg::SetPacketInFormat(f) => {
+                self.conns
+                    .get_mut(&c)
+                    .expect("looked up above")
+                    .packet_in_format = f;
+            }
+            Msg::FlowModTableId(on) => {
+                self.conns
+                    .get_mut(&c)
+                    .expect("looked up above")
+                    .flow_mod_table_id = on;
+            }
+            Msg::SetControllerId(id) => {
+                self.conns
+                    .get_mut(&c)
+                    .expect("looked up above")
+                    .controller_id = id;
+            }
+            Msg::FlowAge => {}
+            Msg::TlvTableRequest => tlv::reply(b).encode(m, out)?,
+            Msg::TlvTableMod(t) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                let maps = tlv::table_after(b, &t)?;
+                drop(pipe);
+                tlv::install(&self.of, &conn.bridge, &maps)?;
+            }
+            _ => return Err(unhandled(m)),
+        }
+        Ok(())
+    }
+
+    /// The ports of `bridge`, copied out of the pipeline.
+    fn bridge_ports(&self, bridge: &str) -> Result<Vec<ofproto::bridge::OfPort>, OfpErr> {
+        let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        let b = pipe.bridge(bridge).ok_or(OfpErr::OfpbrcEperm)?;
+        Ok(b.ports.values().cloned().collect())
+    }
+
+    /// A role request (OVS's `handle_role_request()`): a primary or secondary request with a
+    /// generation id older than the bridge's is stale; the reply says the role now held.
+    fn role_request(&mut self, c: ConnId, conn: &OfConn, r: RoleMsg) -> Result<RoleMsg, OfpErr> {
+        let state = self.bridges.entry(conn.bridge.clone()).or_default();
+        if r.role != Role::NoChange {
+            if r.role != Role::Equal
+                && let Some(g) = r.generation_id
+            {
+                // Unsigned difference read as two's complement, as the OpenFlow spec asks.
+                if state
+                    .election_id
+                    .is_some_and(|cur| (g.wrapping_sub(cur) as i64) < 0)
+                {
+                    return Err(OfpErr::OfprrfcStale);
+                }
+                state.election_id = Some(g);
+            }
+            // A new primary makes the bridge's other primaries secondaries.
+            if r.role == Role::Primary {
+                for (id, o) in self.conns.iter_mut() {
+                    if *id != c && o.bridge == conn.bridge && o.role == Role::Primary {
+                        o.role = Role::Secondary;
+                    }
+                }
+            }
+            self.conns.get_mut(&c).expect("looked up above").role = r.role;
+        }
+        let role = self.conns.get(&c).map_or(Role::Equal, |o| o.role);
+        Ok(RoleMsg {
+            role,
+            generation_id: state.election_id,
+        })
+    }
+}
+
+impl Handler for OfHandler {
+    fn handle(&mut self, info: &ConnInfo, msg: &[u8], replies: &mut Vec<u8>) {
+        if !self.conns.contains_key(&info.id) {
+            self.drain_events();
+        }
+        let at = replies.len();
+        let r = msgtype::decode(msg).and_then(|m| {
+            let d = decode_body(&m)?;
+            self.answer(info.id, msg, &m, d, replies)
+        });
+        if let Err(e) = r {
+            replies.truncate(at);
+            let xid = msg
+                .get(4..8)
+                .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]));
+            // The whole request, as much as fits (OVS's `ofperr_encode_reply()`).
+            error::encode(e, info.version.wire(), xid, msg, replies);
+        }
+    }
+
+    fn disconnected(&mut self, conn: ConnId) {
+        self.drain_events();
+        self.forget_conn(conn);
+    }
+}
+
+/// The error for a message this switch does not act on: `OFPBRC_BAD_STAT` for a statistics
+/// request, `OFPBRC_BAD_TYPE` otherwise (OVS's `handle_single_part_openflow()` default).
+fn unhandled(m: &Message<'_>) -> OfpErr {
+    let v = Version::from_wire(m.version).unwrap_or(Version::Of10);
+    if m.msg_type.stats_reply(v).is_some() {
+        OfpErr::OfpbrcBadStat
+    } else {
+        OfpErr::OfpbrcBadType
+    }
+}
+
+/// A reply too long for one message, which a multipart encoder cannot split.
+fn too_long(_: EncodeError) -> OfpErr {
+    OfpErr::OfpbrcBadLen
+}
+
+/// Appends every message of a multipart reply.
+fn put_all(out: &mut Vec<u8>, r: Result<Vec<Vec<u8>>, EncodeError>) -> Answer {
+    for m in r.map_err(too_long)? {
+        out.extend_from_slice(&m);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "handler_tests.rs"]
+mod tests;

@@ -1,0 +1,245 @@
+//! The switch's OpenFlow server, as `ovs-vswitchd`'s connection manager: one control-plane
+//! thread (never a PMD thread) runs an [`openflow::conn::EventLoop`] with every bridge's
+//! `punix:RUNDIR/BRIDGE.mgmt` listener (service connections such as `ovs-ofctl`'s and
+//! `ovn-controller`'s, OpenFlow 1.0 to 1.5) and `punix:RUNDIR/BRIDGE.snoop` listener (for
+//! `ovs-ofctl snoop`); [`handler`] answers what the connections send from the switch's own
+//! state.
+//!
+//! Bridges added or removed at run time (`add-br`, `del-br`) get or lose their listeners on
+//! the loop's next turn, at most [`SYNC_INTERVAL`] later; a removed bridge's connections are
+//! closed. Ports coming and going are told to the connections that asked for port status
+//! (`OFPT_PORT_STATUS`; none to a service connection until it sets a `miss_send_len`).
+//!
+//! - [`bridge_view`]: a bridge's features, ports, port and table statistics;
+//! - [`ofconn`]: one connection's settings;
+//! - [`handler`]: the requests and their answers;
+//! - [`flow_table`]: flow mods and flow statistics, through the pipeline's flow functions;
+//! - [`bundle`]: a connection's bundles of flow mods;
+//! - [`table_features`] and [`table_fields`]: the tables' features;
+//! - [`tlv`]: the Geneve option map.
+
+mod bridge_view;
+mod bundle;
+mod flow_table;
+mod handler;
+mod ofconn;
+mod table_features;
+mod table_fields;
+mod tlv;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use datapath::dpif::Datapath;
+use ofproto::ofproto::Ofproto;
+use openflow::conn::{ConnId, ConnOptions, Dest, EventLoop, ListenerId, MsgKind, bridge_targets};
+use openflow::hello::VersionSet;
+use openflow::msgs::async_config::AsyncMsg;
+use openflow::msgs::port::{PhyPort, PortReason, PortStatus};
+
+use handler::OfHandler;
+
+/// How often the loop looks for bridges and ports added or removed.
+pub const SYNC_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A running OpenFlow server.
+pub struct OfServer {
+    stop: Arc<AtomicBool>,
+    handle: openflow::conn::LoopHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl OfServer {
+    /// Starts the server's thread, listening for every bridge of `of` in `rundir`.
+    pub fn start(
+        rundir: &Path,
+        of: Arc<Ofproto>,
+        dp: Arc<Mutex<Datapath>>,
+    ) -> io::Result<OfServer> {
+        let mut ev = EventLoop::new()?;
+        let events = ev.subscribe();
+        let handle = ev.handle();
+        let mut server = Server {
+            rundir: rundir.to_path_buf(),
+            of: of.clone(),
+            handler: OfHandler::new(of, dp, events),
+            bridges: BTreeMap::new(),
+        };
+        server.sync(&mut ev);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ofserver".into())
+            .spawn(move || {
+                let mut synced = Instant::now();
+                while !stop2.load(Ordering::Relaxed) {
+                    if let Err(e) = ev.run_once(&mut server.handler, Some(SYNC_INTERVAL)) {
+                        log_warn(&format!("OpenFlow event loop: {e}"));
+                        std::thread::sleep(SYNC_INTERVAL);
+                    }
+                    // Not after every message of a busy connection: once an interval.
+                    if synced.elapsed() >= SYNC_INTERVAL {
+                        server.sync(&mut ev);
+                        synced = Instant::now();
+                    }
+                }
+            })?;
+        Ok(OfServer {
+            stop,
+            handle,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread; the listeners' socket files are removed.
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn log_warn(msg: &str) {
+    if let Some(m) = vlog::module("bridge") {
+        m.log(vlog::Level::Warn, msg);
+    }
+}
+
+/// What the server knows of one bridge.
+struct BridgeEntry {
+    /// Its `.mgmt` and `.snoop` listeners (none when they could not be bound).
+    listeners: Vec<ListenerId>,
+    /// Its ports as last told to the connections.
+    ports: BTreeMap<u32, PhyPort>,
+}
+
+/// The loop thread's state apart from the loop.
+struct Server {
+    rundir: PathBuf,
+    of: Arc<Ofproto>,
+    handler: OfHandler,
+    bridges: BTreeMap<String, BridgeEntry>,
+}
+
+impl Server {
+    /// Brings the listeners in line with the bridges, and tells connections of ports added,
+    /// removed or changed.
+    fn sync(&mut self, ev: &mut EventLoop) {
+        self.handler.drain_events();
+        let now: BTreeMap<String, BTreeMap<u32, PhyPort>> = {
+            let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+            pipe.bridges
+                .iter()
+                .map(|b| {
+                    let ports = bridge_view::phy_ports(b, openflow::msgs::port::OFPP_ANY)
+                        .into_iter()
+                        .map(|p| (p.port_no, p))
+                        .collect();
+                    (b.name.clone(), ports)
+                })
+                .collect()
+        };
+        let gone: Vec<String> = self
+            .bridges
+            .keys()
+            .filter(|b| !now.contains_key(*b))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.remove_bridge(ev, &name);
+        }
+        for (name, ports) in now {
+            match self.bridges.get_mut(&name) {
+                Some(e) => {
+                    let old = std::mem::replace(&mut e.ports, ports);
+                    self.port_changes(ev, &name, &old);
+                }
+                None => {
+                    let listeners = self.listen(ev, &name);
+                    self.bridges.insert(name, BridgeEntry { listeners, ports });
+                }
+            }
+        }
+    }
+
+    /// Listens on the bridge's `.mgmt` and `.snoop` sockets.
+    fn listen(&mut self, ev: &mut EventLoop, bridge: &str) -> Vec<ListenerId> {
+        let [mgmt, snoop] = bridge_targets(&self.rundir, bridge);
+        let mut ids = Vec::new();
+        match ev.listen(&mgmt, ConnOptions::service(VersionSet::ALL)) {
+            Ok((id, bound)) => {
+                ids.push(id);
+                self.handler
+                    .listener_bridge
+                    .insert(bound, bridge.to_owned());
+            }
+            Err(e) => log_warn(&format!("{bridge}: listening on {mgmt}: {e}")),
+        }
+        match ev.listen_snoop(&snoop, VersionSet::ALL) {
+            Ok((id, _)) => ids.push(id),
+            Err(e) => log_warn(&format!("{bridge}: listening on {snoop}: {e}")),
+        }
+        ids
+    }
+
+    /// A bridge was deleted: its listeners and connections go.
+    fn remove_bridge(&mut self, ev: &mut EventLoop, bridge: &str) {
+        let Some(e) = self.bridges.remove(bridge) else {
+            return;
+        };
+        for id in e.listeners {
+            ev.close_listener(id);
+        }
+        self.handler.listener_bridge.retain(|_, b| b != bridge);
+        let conns: Vec<ConnId> = self
+            .handler
+            .conns
+            .iter()
+            .filter(|(_, c)| c.bridge == bridge)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in conns {
+            ev.close(id, &mut self.handler);
+            self.handler.forget_conn(id);
+        }
+        self.handler.forget_bridge(bridge);
+    }
+
+    /// Sends a port status for every port of `bridge` added, removed or changed since `old`
+    /// to the connections that receive them.
+    fn port_changes(&mut self, ev: &mut EventLoop, bridge: &str, old: &BTreeMap<u32, PhyPort>) {
+        let Some(new) = self.bridges.get(bridge).map(|e| &e.ports) else {
+            return;
+        };
+        let mut changes = Vec::new();
+        for (no, p) in new {
+            match old.get(no) {
+                None => changes.push((PortReason::Add, p.clone())),
+                Some(o) if o != p => changes.push((PortReason::Modify, p.clone())),
+                Some(_) => {}
+            }
+        }
+        for (no, p) in old {
+            if !new.contains_key(no) {
+                changes.push((PortReason::Delete, p.clone()));
+            }
+        }
+        for (reason, desc) in changes {
+            let status = PortStatus { reason, desc };
+            for (id, c) in &self.handler.conns {
+                if c.bridge == bridge && c.receives_async(AsyncMsg::PortStatus, reason as u32) {
+                    let mut m = Vec::new();
+                    status.encode(c.version, &mut m);
+                    ev.send(Dest::Conn(*id), m, MsgKind::Async);
+                }
+            }
+        }
+    }
+}
