@@ -48,7 +48,6 @@ fn truncation_needs_a_datapath_port() {
 /// revalidation, and however many misses come, the credits they queue are all applied.
 #[test]
 fn missed_packets_count_for_their_rules() {
-    use datapath::pmd::UpcallHandler;
     let of = Ofproto::new();
     of.add_bridge("br0").unwrap();
     of.add_port("br0", port("p1", 1, Some(1), None)).unwrap();
