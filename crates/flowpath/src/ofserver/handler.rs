@@ -4,7 +4,7 @@
 //! descriptions, port and table statistics, queues (one per port, 0), roles,
 //! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
 //! flushes, meters (none yet), flow mods and flow statistics
-//! ([`flow_table`](super::flow_table)), also in bundles ([`bundle`](super::bundle)). Anything
+//! ([`flow_table`]), also in bundles ([`bundle`](super::bundle)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
 
