@@ -11,9 +11,10 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::ofctl::{compare, ofctl, ovs_ofctl_missing, text};
 use common::{Reap, scratch_dir, start_switch};
 
 const CONFIG: &str = r#"
@@ -41,66 +42,8 @@ const BACKEND_DIFFERS: &[&str] = &["-O OpenFlow14 dump-ports br0 1"];
 /// fails.
 const RAW_DIFFERS: &[&str] = &["meter-mod-add"];
 
-/// The recorded sections: (command, output lines).
 fn sections() -> Vec<(String, Vec<String>)> {
-    let mut v: Vec<(String, Vec<String>)> = Vec::new();
-    for l in OVS.lines().filter(|l| !l.starts_with('#')) {
-        match l.strip_prefix("== ") {
-            Some(cmd) => v.push((cmd.to_owned(), Vec::new())),
-            None => v.last_mut().expect("a section first").1.push(l.to_owned()),
-        }
-    }
-    v
-}
-
-/// `line` without what varies between runs: transaction ids, durations, ages, Ethernet
-/// addresses and the datapath id.
-fn normalize(line: &str) -> String {
-    let mut out = Vec::new();
-    for w in line.split(' ') {
-        let w = if let Some(i) = w.find("xid=0x") {
-            format!(
-                "{}xid=X{}",
-                &w[..i],
-                if w.ends_with("):") { "):" } else { ")" }
-            )
-        } else if w.starts_with("duration=") {
-            "duration=X,".to_owned()
-        } else if w.starts_with("idle_age=") || w.starts_with("hard_age=") {
-            continue;
-        } else if w.starts_with("addr:") {
-            "addr:X".to_owned()
-        } else if w.starts_with("dpid:") {
-            "dpid:X".to_owned()
-        } else {
-            w.to_owned()
-        };
-        out.push(w);
-    }
-    out.join(" ")
-}
-
-fn ovs_ofctl_missing() -> bool {
-    Command::new("ovs-ofctl").arg("--version").output().is_err()
-}
-
-fn ofctl(rundir: &Path, cmd: &str) -> Output {
-    Command::new("ovs-ofctl")
-        .args(cmd.split_whitespace())
-        .env("OVS_RUNDIR", rundir)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> Vec<String> {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-    .lines()
-    .map(str::to_owned)
-    .collect()
+    common::ofctl::sections(OVS)
 }
 
 /// A running switch with br0's listeners up.
@@ -149,23 +92,8 @@ fn ovs_ofctl_prints_what_it_prints_against_ovs_vswitchd() {
         if BACKEND_DIFFERS.contains(&cmd) {
             continue;
         }
-        let mut want: Vec<String> = want.iter().map(|l| normalize(l)).collect();
-        let mut got: Vec<String> = got.iter().map(|l| normalize(l)).collect();
-        // A flow dump lists flows in the classifier's order, which is OVS's own: compared as
-        // sets, after the reply's first line.
-        if cmd.contains("dump-flows") {
-            for v in [&mut want, &mut got] {
-                if v.len() > 1 {
-                    v[1..].sort();
-                }
-            }
-        }
-        if want != got {
-            failures.push(format!(
-                "== {cmd}\n-- OVS:\n{}\n-- flowpath:\n{}",
-                want.join("\n"),
-                got.join("\n")
-            ));
+        if let Some(f) = compare(cmd, &want, &got) {
+            failures.push(f);
         }
         compared += 1;
     }

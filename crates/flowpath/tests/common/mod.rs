@@ -7,6 +7,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod netns;
+pub mod ofctl;
 
 /// A configuration of bridge br0 with one port `port` of `kind` and `options` (a TOML inline
 /// table's body).

@@ -1,0 +1,93 @@
+//! Comparing what stock `ovs-ofctl` prints against flowpath with what it printed against
+//! `ovs-vswitchd` 3.1: recordings in sections (`== COMMAND` and the output lines), and the
+//! normalization that removes what varies between runs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The sections of a recording: (command, output lines); `#` lines are comments.
+pub fn sections(recording: &str) -> Vec<(String, Vec<String>)> {
+    let mut v: Vec<(String, Vec<String>)> = Vec::new();
+    for l in recording.lines().filter(|l| !l.starts_with('#')) {
+        match l.strip_prefix("== ") {
+            Some(cmd) => v.push((cmd.to_owned(), Vec::new())),
+            None => v.last_mut().expect("a section first").1.push(l.to_owned()),
+        }
+    }
+    v
+}
+
+/// `line` without what varies between runs: transaction ids, durations, ages, Ethernet
+/// addresses and the datapath id.
+pub fn normalize(line: &str) -> String {
+    let mut out = Vec::new();
+    for w in line.split(' ') {
+        let w = if let Some(i) = w.find("xid=0x") {
+            format!(
+                "{}xid=X{}",
+                &w[..i],
+                if w.ends_with("):") { "):" } else { ")" }
+            )
+        } else if w.starts_with("duration=") {
+            "duration=X,".to_owned()
+        } else if w.starts_with("idle_age=") || w.starts_with("hard_age=") {
+            continue;
+        } else if w.starts_with("addr:") {
+            "addr:X".to_owned()
+        } else if w.starts_with("dpid:") {
+            "dpid:X".to_owned()
+        } else {
+            w.to_owned()
+        };
+        out.push(w);
+    }
+    out.join(" ")
+}
+
+/// Whether `ovs-ofctl` can be run.
+pub fn ovs_ofctl_missing() -> bool {
+    Command::new("ovs-ofctl").arg("--version").output().is_err()
+}
+
+/// `ovs-ofctl ARGS` (`cmd` split at white space) with `OVS_RUNDIR` at `rundir`.
+pub fn ofctl(rundir: &Path, cmd: &str) -> Output {
+    Command::new("ovs-ofctl")
+        .args(cmd.split_whitespace())
+        .env("OVS_RUNDIR", rundir)
+        .output()
+        .unwrap()
+}
+
+/// Standard output then standard error, as lines.
+pub fn text(o: &Output) -> Vec<String> {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+/// A difference report for `cmd` when `want` (OVS's lines) and `got` (flowpath's) differ
+/// once normalized; a flow dump in the classifier's order (no `--sort`/`--rsort`) is compared
+/// as a set after its first line.
+pub fn compare(cmd: &str, want: &[String], got: &[String]) -> Option<String> {
+    let mut want: Vec<String> = want.iter().map(|l| normalize(l)).collect();
+    let mut got: Vec<String> = got.iter().map(|l| normalize(l)).collect();
+    if cmd.contains("dump-flows") && !cmd.contains("sort") {
+        for v in [&mut want, &mut got] {
+            if v.len() > 1 {
+                v[1..].sort();
+            }
+        }
+    }
+    (want != got).then(|| {
+        format!(
+            "== {cmd}\n-- OVS:\n{}\n-- flowpath:\n{}",
+            want.join("\n"),
+            got.join("\n")
+        )
+    })
+}
