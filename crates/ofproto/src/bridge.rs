@@ -219,6 +219,9 @@ pub struct Bridge {
     pub tunnels: BTreeMap<u32, crate::tunnel::TunnelConfig>,
     /// GENEVE options mapped to `tun_metadata0..7` (`add-tlv-map`).
     pub tlv_map: [Option<crate::tunnel::TlvMapping>; crate::fields::N_TUN_METADATA],
+    /// Failing open: table 0 has OVS's hidden NORMAL rule above every flow
+    /// ([`crate::xlate`]'s `fail_open`).
+    pub fail_open: std::sync::atomic::AtomicBool,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -288,6 +291,7 @@ impl Bridge {
             addrs: Vec::new(),
             tunnels: BTreeMap::new(),
             tlv_map: [None; crate::fields::N_TUN_METADATA],
+            fail_open: Default::default(),
         }
     }
 

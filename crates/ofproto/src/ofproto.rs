@@ -613,6 +613,20 @@ impl Ofproto {
         Ok(n)
     }
 
+    /// Sets or clears the bridge's fail-open rule, a NORMAL rule above every flow that
+    /// `dump-flows` does not show (OVS's hidden `FAIL_OPEN_PRIORITY` rule).
+    pub fn set_fail_open(&self, bridge: &str, on: bool) -> Result<(), String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        if b.fail_open.swap(on, Ordering::Relaxed) != on {
+            drop(p);
+            self.changed();
+        }
+        Ok(())
+    }
+
     /// `dump-flows BRIDGE [FLOW]` in `ovs-ofctl dump-flows` format, sorted by table and then
     /// priority (highest first) as `--sort`-less OVS output tends to be.
     pub fn dump_flows(&self, bridge: &str, filter: Option<&str>) -> Result<String, String> {

@@ -37,6 +37,7 @@ use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelTyp
 
 mod commit;
 mod ct;
+mod fail_open;
 mod freeze;
 mod normal;
 mod trace;
@@ -586,6 +587,10 @@ impl Ctx<'_> {
         let Some(cls) = br.tables.get(table) else {
             return;
         };
+        if table == 0 && br.fail_open.load(std::sync::atomic::Ordering::Relaxed) {
+            self.fail_open_rule();
+            return;
+        }
         let ipv4 = self.flow.dp.eth_type() == 0x0800;
         if how.ct_orig {
             tuple_swap(&mut self.flow.dp, ipv4);
