@@ -462,6 +462,25 @@ pub struct Bridge {
     /// GENEVE option mappings, as `ovs-ofctl add-tlv-map` takes them.
     #[serde(default, rename = "tlv-map")]
     pub tlv_map: Vec<String>,
+    /// OpenFlow controllers, as OVS's `Controller` targets: `tcp:IP[:PORT]` and `unix:PATH`
+    /// (the switch connects), `ptcp:[PORT][:IP]` and `punix:PATH` (it listens).
+    #[serde(default)]
+    pub controller: Vec<String>,
+    /// The OpenFlow versions every connection of the bridge may use (`OpenFlow10` to
+    /// `OpenFlow15`); empty: all.
+    #[serde(default)]
+    pub protocols: Vec<String>,
+    /// `standalone` (OVS's default) or `secure`.
+    #[serde(default, rename = "fail-mode")]
+    pub fail_mode: Option<String>,
+    /// Milliseconds of silence before a controller connection is probed, as OVS's
+    /// `inactivity_probe` (5000; 0: never).
+    #[serde(default, rename = "inactivity-probe")]
+    pub inactivity_probe: Option<u64>,
+    /// Longest wait in milliseconds between attempts to reconnect to a controller, as OVS's
+    /// `max_backoff` (8000).
+    #[serde(default, rename = "max-backoff")]
+    pub max_backoff: Option<u64>,
 }
 
 /// `[[bridge.port]]`.
@@ -734,6 +753,12 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                     "bridge '{}': ip needs hwaddr (the local port's Ethernet address)",
                     b.name
                 ),
+            });
+        }
+        if let Err(e) = crate::ofserver::BridgeControl::from_config(b) {
+            errs.push(ConfigError {
+                line: at,
+                message: format!("bridge '{}': {e}", b.name),
             });
         }
         for m in &b.tlv_map {

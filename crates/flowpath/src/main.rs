@@ -10,6 +10,7 @@
 mod bench;
 mod commands;
 mod config;
+mod controller_cmd;
 mod demo;
 mod dpctl_cmd;
 mod dpif_show_cmd;

@@ -2,7 +2,8 @@
 //! with its control socket `DIR/flowpath.ctl` speaking OVS's unixctl protocol (so
 //! `ovs-appctl -t DIR/flowpath.ctl COMMAND` works), stopped cleanly by SIGINT, SIGTERM or the
 //! `exit` command. Every bridge listens for OpenFlow connections on `DIR/BRIDGE.mgmt` (and
-//! `DIR/BRIDGE.snoop`), so that `ovs-ofctl` with `OVS_RUNDIR=DIR` manages it.
+//! `DIR/BRIDGE.snoop`), so that `ovs-ofctl` with `OVS_RUNDIR=DIR` manages it, and connects to
+//! (or listens for) the controllers its configuration names.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ use anyhow::{Context, anyhow};
 use unixctl::Server;
 
 use crate::commands::registry;
-use crate::ofserver::OfServer;
+use crate::ofserver::{BridgeControl, ControllerSettings, OfServer};
 use crate::switch::{build, build_ofproto, default_rundir, load, revalidate_when_due};
 
 /// Runs the switch until a signal, `exit`, or (with `until_idle`) the end of its finite
@@ -40,20 +41,33 @@ pub fn run(
     std::fs::create_dir_all(&rundir)
         .with_context(|| format!("run directory {}", rundir.display()))?;
     let sock = unixctl::socket_path(&rundir);
-    let server = Server::bind(
-        &sock,
-        registry(
-            dp.clone(),
-            of.clone(),
-            &base,
-            stop.clone(),
-            cfg.datapath.flow_limit,
-        ),
-    )
-    .with_context(|| format!("control socket {}", sock.display()))?;
+    let controllers = ControllerSettings::new(&rundir);
+    for br in &cfg.bridge {
+        let control = BridgeControl::from_config(br).map_err(|e| anyhow!(e))?;
+        // A bridge with controllers has no NORMAL flow (OVS flushes it as the first
+        // controller comes); flows the configuration gives stay.
+        if control.has_controllers(&br.name, &rundir)
+            && br.flows.is_none()
+            && br.flows_file.is_none()
+        {
+            of.del_flows(&br.name, None, false)
+                .map_err(|e| anyhow!(e))?;
+        }
+        controllers.init(&br.name, control);
+    }
+    let reg = registry(
+        dp.clone(),
+        of.clone(),
+        &base,
+        stop.clone(),
+        cfg.datapath.flow_limit,
+    );
+    crate::controller_cmd::register(&reg, &of, &controllers);
+    let server =
+        Server::bind(&sock, reg).with_context(|| format!("control socket {}", sock.display()))?;
     eprintln!("flowpath: running; control socket {}", sock.display());
     // OpenFlow: every bridge's BRIDGE.mgmt and BRIDGE.snoop, served on their own thread.
-    let ofserver = OfServer::start(&rundir, of.clone(), dp.clone())
+    let ofserver = OfServer::start(&rundir, of.clone(), dp.clone(), controllers)
         .with_context(|| format!("OpenFlow listeners in {}", rundir.display()))?;
 
     // The revalidator.

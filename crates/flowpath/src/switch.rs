@@ -160,8 +160,8 @@ pub(crate) fn tunnel_dp_port(t: &ofproto::tunnel::TunnelConfig) -> Box<dyn Port>
     Box::new(TunnelPort::new(&t.dp_port_name(), kind))
 }
 
-/// The table of a new bridge, as OVS makes it (standalone fail mode): switch like a learning
-/// bridge until told otherwise.
+/// The table of a new bridge, as OVS makes it (standalone fail mode, no controller): switch
+/// like a learning bridge until told otherwise.
 pub const DEFAULT_FLOW: &str = "priority=0,actions=NORMAL";
 
 /// The OpenFlow side of a configuration: bridges, ports with their datapath port numbers
@@ -243,7 +243,12 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
             .map_err(|e| anyhow!("tunnel neigh '{n}': {e}"))?;
     }
     for br in &cfg.bridge {
-        if br.flows.is_none() && br.flows_file.is_none() {
+        // OVS's NORMAL flow is for a standalone bridge (`connmgr_flushed()`); `run` takes it
+        // away again where the bridge has controllers.
+        let control = crate::ofserver::BridgeControl::from_config(br)
+            .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
+        let standalone = control.fail_mode() == crate::ofserver::FailMode::Standalone;
+        if br.flows.is_none() && br.flows_file.is_none() && standalone {
             of.add_flow(&br.name, DEFAULT_FLOW)
                 .map_err(|e| anyhow!("bridge {}: {e}", br.name))?;
         }

@@ -60,6 +60,8 @@ pub(crate) struct OfHandler {
     events: Receiver<ConnEvent>,
     /// The bridge of each `.mgmt` listener.
     pub(crate) listener_bridge: HashMap<Target, String>,
+    /// The bridge of each controller the switch connects to.
+    pub(crate) controller_bridge: HashMap<ConnId, String>,
     /// The connections that finished their hello, with their settings.
     pub(crate) conns: BTreeMap<ConnId, OfConn>,
     /// The bundles of the connections that have some.
@@ -83,6 +85,7 @@ impl OfHandler {
             dp,
             events,
             listener_bridge: HashMap::new(),
+            controller_bridge: HashMap::new(),
             conns: BTreeMap::new(),
             bundles: HashMap::new(),
             bridges: HashMap::new(),
@@ -101,7 +104,11 @@ impl OfHandler {
                     version,
                     target,
                 } => {
-                    if let Some(b) = self.listener_bridge.get(&target) {
+                    if let Some(b) = self
+                        .listener_bridge
+                        .get(&target)
+                        .or_else(|| self.controller_bridge.get(&id))
+                    {
                         let info = ConnInfo { id, version, role };
                         self.conns.insert(id, OfConn::new(b, &info));
                     }

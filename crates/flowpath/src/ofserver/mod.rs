@@ -10,6 +10,10 @@
 //! closed. Ports coming and going are told to the connections that asked for port status
 //! (`OFPT_PORT_STATUS`; none to a service connection until it sets a `miss_send_len`).
 //!
+//! Each bridge's controllers, allowed versions and fail mode ([`ControllerSettings`]) are
+//! applied on the same turn: [`connmgr`] connects to and listens for controllers and fails
+//! open.
+//!
 //! - [`bridge_view`]: a bridge's features, ports, port and table statistics;
 //! - [`ofconn`]: one connection's settings;
 //! - [`handler`]: the requests and their answers;
@@ -20,6 +24,7 @@
 
 mod bridge_view;
 mod bundle;
+mod connmgr;
 mod flow_table;
 mod handler;
 mod ofconn;
@@ -37,11 +42,13 @@ use std::time::{Duration, Instant};
 
 use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
-use openflow::conn::{ConnId, ConnOptions, Dest, EventLoop, ListenerId, MsgKind, bridge_targets};
+use openflow::conn::{ConnId, Dest, EventLoop, ListenerId, MsgKind, bridge_targets};
 use openflow::hello::VersionSet;
 use openflow::msgs::async_config::AsyncMsg;
 use openflow::msgs::port::{PhyPort, PortReason, PortStatus};
 
+use connmgr::{Admitting, ConnMgr};
+pub use connmgr::{BridgeControl, ControllerSettings, FailMode, check_target, parse_protocol};
 use handler::OfHandler;
 
 /// How often the loop looks for bridges and ports added or removed.
@@ -55,11 +62,13 @@ pub struct OfServer {
 }
 
 impl OfServer {
-    /// Starts the server's thread, listening for every bridge of `of` in `rundir`.
+    /// Starts the server's thread, listening for every bridge of `of` in `rundir` and
+    /// connecting to their controllers as `settings` say.
     pub fn start(
         rundir: &Path,
         of: Arc<Ofproto>,
         dp: Arc<Mutex<Datapath>>,
+        settings: ControllerSettings,
     ) -> io::Result<OfServer> {
         let mut ev = EventLoop::new()?;
         let events = ev.subscribe();
@@ -68,6 +77,7 @@ impl OfServer {
             rundir: rundir.to_path_buf(),
             of: of.clone(),
             handler: OfHandler::new(of, dp, events),
+            connmgr: ConnMgr::new(settings),
             bridges: BTreeMap::new(),
         };
         server.sync(&mut ev);
@@ -78,7 +88,11 @@ impl OfServer {
             .spawn(move || {
                 let mut synced = Instant::now();
                 while !stop2.load(Ordering::Relaxed) {
-                    if let Err(e) = ev.run_once(&mut server.handler, Some(SYNC_INTERVAL)) {
+                    let mut h = Admitting {
+                        handler: &mut server.handler,
+                        connmgr: &mut server.connmgr,
+                    };
+                    if let Err(e) = ev.run_once(&mut h, Some(SYNC_INTERVAL)) {
                         log_warn(&format!("OpenFlow event loop: {e}"));
                         std::thread::sleep(SYNC_INTERVAL);
                     }
@@ -125,6 +139,7 @@ struct Server {
     rundir: PathBuf,
     of: Arc<Ofproto>,
     handler: OfHandler,
+    connmgr: ConnMgr,
     bridges: BTreeMap<String, BridgeEntry>,
 }
 
@@ -163,9 +178,13 @@ impl Server {
                 }
                 None => {
                     let listeners = self.listen(ev, &name);
-                    self.bridges.insert(name, BridgeEntry { listeners, ports });
+                    self.bridges
+                        .insert(name.clone(), BridgeEntry { listeners, ports });
                 }
             }
+            let mgmt = self.bridges[&name].listeners.first().copied();
+            self.connmgr
+                .sync_bridge(ev, &mut self.handler, &self.of, &name, mgmt);
         }
     }
 
@@ -173,7 +192,7 @@ impl Server {
     fn listen(&mut self, ev: &mut EventLoop, bridge: &str) -> Vec<ListenerId> {
         let [mgmt, snoop] = bridge_targets(&self.rundir, bridge);
         let mut ids = Vec::new();
-        match ev.listen(&mgmt, ConnOptions::service(VersionSet::ALL)) {
+        match ev.listen(&mgmt, self.connmgr.mgmt_options(bridge)) {
             Ok((id, bound)) => {
                 ids.push(id);
                 self.handler
@@ -194,6 +213,7 @@ impl Server {
         let Some(e) = self.bridges.remove(bridge) else {
             return;
         };
+        self.connmgr.remove_bridge(ev, &mut self.handler, bridge);
         for id in e.listeners {
             ev.close_listener(id);
         }
