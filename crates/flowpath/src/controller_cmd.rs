@@ -146,7 +146,7 @@ fn show(settings: &ControllerSettings, bridges: &[String]) -> String {
                 .collect();
             let _ = writeln!(out, "{:<20}: {b}", "bridge");
             let _ = writeln!(out, "{:<20}: {}", "is_connected", s.is_connected);
-            let _ = writeln!(out, "{:<20}: {}", "role", s.role);
+            let _ = writeln!(out, "{:<20}: {}", "role", s.role.unwrap_or("[]"));
             let _ = writeln!(out, "{:<20}: {{{}}}", "status", status.join(", "));
             let _ = writeln!(out, "{:<20}: \"{}\"", "target", s.target);
         }

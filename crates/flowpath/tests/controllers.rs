@@ -233,14 +233,14 @@ fn a_controller_that_goes_away_and_comes_back_is_reconnected_with_backoff() {
     );
     // Nothing listens: the switch backs off, and says why.
     assert!(
-        wait_until(Duration::from_secs(5), || sw
-            .show()
-            .contains("state=BACKOFF")),
+        wait_until(Duration::from_secs(5), || sw.show().contains("last_error")),
         "{}",
         sw.show()
     );
     let show = sw.show();
+    assert!(show.contains("state=BACKOFF"), "{show}");
     assert!(show.contains("is_connected        : false"), "{show}");
+    assert!(show.contains("role                : []"), "{show}");
     assert!(show.contains("last_error=\"Connection refused\""), "{show}");
     assert!(show.contains(&format!("target              : \"tcp:127.0.0.1:{port}\"")));
     // The controller comes up: the switch connects within its longest wait.
@@ -254,6 +254,11 @@ fn a_controller_that_goes_away_and_comes_back_is_reconnected_with_backoff() {
         sw.show()
     );
     assert!(sw.show().contains("state=ACTIVE"), "{}", sw.show());
+    assert!(
+        sw.show().contains("role                : other"),
+        "{}",
+        sw.show()
+    );
     // It goes away after longer than the last wait (4 s): the switch tries again after 1 s;
     // then each time it comes back it is dropped at once, and the waits double up to
     // max_backoff (4 s).

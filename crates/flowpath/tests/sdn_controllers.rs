@@ -109,7 +109,7 @@ fn topology(env: &mut Env, n: usize, bridge: &str, port: u16) -> (Vec<String>, P
 }
 
 /// `ovs-ofctl snoop br0`, started before the controller so that it sees the whole exchange.
-fn snoop(env: &Env, sw: &Switch) -> Reap {
+fn snoop(env: &Env) -> Reap {
     let rundir = env.path("run");
     let out = std::fs::File::create(env.path("snoop.txt")).unwrap();
     let c = Reap(
@@ -123,7 +123,6 @@ fn snoop(env: &Env, sw: &Switch) -> Reap {
     );
     // The snooper is accepted once it connects; give it a moment.
     std::thread::sleep(Duration::from_millis(500));
-    let _ = sw;
     c
 }
 
@@ -155,11 +154,15 @@ fn flows(sw: &Switch) -> String {
     sw.ofctl(&["dump-flows", "br0"])
 }
 
+/// The test's environment and the controllers' virtual environment, or `None` after a SKIP
+/// line.
+fn prepare(test: &str, short: &str) -> Option<(Env, PathBuf)> {
+    let env = Env::new(test, short, TOOLS, &NAMES)?;
+    Some((env, venv(test)?))
+}
+
 fn learning_switch(test: &str, short: &str, pings: bool) {
-    let Some(mut env) = Env::new(test, short, TOOLS, &NAMES) else {
-        return;
-    };
-    let Some(venv) = venv(test) else {
+    let Some((mut env, venv)) = prepare(test, short) else {
         return;
     };
     let _slot = slot();
@@ -171,7 +174,7 @@ fn learning_switch(test: &str, short: &str, pings: bool) {
         port,
     );
     let sw = Switch::start(&env, &cfg);
-    let _snoop = snoop(&env, &sw);
+    let _snoop = snoop(&env);
     let log = env.path("os-ken.log");
     let _ctl = Reap(
         Command::new(venv.join("bin/osken-manager"))
@@ -225,10 +228,7 @@ fn os_ken_learning_switch_forwards_pings_between_namespaces() {
 }
 
 fn faucet(test: &str, short: &str, pings: bool) {
-    let Some(mut env) = Env::new(test, short, TOOLS, &NAMES) else {
-        return;
-    };
-    let Some(venv) = venv(test) else {
+    let Some((mut env, venv)) = prepare(test, short) else {
         return;
     };
     let _slot = slot();
@@ -251,7 +251,7 @@ fn faucet(test: &str, short: &str, pings: bool) {
         .unwrap()
         .replace("@DPID@", &format!("0x{dpid}"));
     let conf = env.write("faucet.yaml", &yaml);
-    let _snoop = snoop(&env, &sw);
+    let _snoop = snoop(&env);
     let log = env.path("faucet.log");
     let _ctl = Reap(
         Command::new(venv.join("bin/faucet"))

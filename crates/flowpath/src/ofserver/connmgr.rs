@@ -239,8 +239,8 @@ pub struct ControllerStatus {
     pub target: String,
     /// Whether a connection is up.
     pub is_connected: bool,
-    /// `other`, `master` or `slave`.
-    pub role: &'static str,
+    /// `other`, `master` or `slave` while connected.
+    pub role: Option<&'static str>,
     /// OVS's `status` map: `state`, `last_error`, `sec_since_connect`, `sec_since_disconnect`.
     pub status: BTreeMap<&'static str, String>,
 }
@@ -544,7 +544,7 @@ impl ConnMgr {
                     status.push(ControllerStatus {
                         target: name.clone(),
                         is_connected: connected,
-                        role: "other",
+                        role: None,
                         status: BTreeMap::new(),
                     });
                 }
@@ -632,11 +632,11 @@ fn controller_status(target: &str, s: &ConnStatus, role: OfRole) -> ControllerSt
     ControllerStatus {
         target: target.to_owned(),
         is_connected: s.version.is_some(),
-        role: match role {
+        role: s.version.map(|_| match role {
             OfRole::Primary => "master",
             OfRole::Secondary => "slave",
             _ => "other",
-        },
+        }),
         status,
     }
 }
