@@ -753,6 +753,38 @@ mod tests {
     }
 
     #[test]
+    fn the_configuration_file_is_checked_with_the_same_words() {
+        let errors = |bridge: &str| match crate::config::parse(&format!(
+            "[[bridge]]\nname = \"b\"\n{bridge}\n"
+        )) {
+            Ok(_) => String::new(),
+            Err(e) => e
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        assert!(
+            errors("fail-mode = \"open\"")
+                .contains("bridge 'b': fail-mode: fail-mode must be \"standalone\" or \"secure\""),
+            "{}",
+            errors("fail-mode = \"open\"")
+        );
+        assert!(errors("protocols = [\"OpenFlow9\"]").contains("protocols: constraint violation"));
+        assert!(
+            errors("controller = [\"udp:1.2.3.4\"]")
+                .contains("controller: target type \"udp:1.2.3.4\" is possibly erroneous")
+        );
+        assert_eq!(
+            errors(
+                "controller = [\"tcp:127.0.0.1\", \"punix:x\"]\nprotocols = [\"OpenFlow13\"]\n\
+                 fail-mode = \"secure\"\ninactivity-probe = 0\nmax-backoff = 1000"
+            ),
+            ""
+        );
+    }
+
+    #[test]
     fn bad_values_get_ovs_errors() {
         assert_eq!(
             check_target("udp:1.2.3.4"),
