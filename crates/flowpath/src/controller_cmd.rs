@@ -107,8 +107,11 @@ fn known_bridge(of: &Ofproto, bridge: &str) -> Result<(), String> {
         .map_err(|_| format!("no bridge named {bridge}"))
 }
 
-/// `set-controller`'s arguments: options, then targets (each checked).
+/// `set-controller`'s arguments: options, then targets (each checked). As `ovs-vsctl`, which
+/// makes new Controller records, an option not given is back to its default.
 fn set_controller(c: &mut BridgeControl, a: &[String]) -> Result<(), String> {
+    c.inactivity_probe = None;
+    c.max_backoff = None;
     let mut targets = Vec::new();
     for arg in a {
         let ms = |v: &str| {
@@ -166,5 +169,35 @@ fn quote(v: &str) -> String {
         v.to_owned()
     } else {
         format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_controller_replaces_targets_and_options() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut c = BridgeControl::default();
+        set_controller(
+            &mut c,
+            &args(&["--inactivity-probe=30000", "tcp:10.0.0.1", "ptcp:6654"]),
+        )
+        .unwrap();
+        assert_eq!(c.controllers, ["tcp:10.0.0.1", "ptcp:6654"]);
+        assert_eq!(c.inactivity_probe, Some(30000));
+        set_controller(&mut c, &args(&["tcp:10.0.0.2"])).unwrap();
+        assert_eq!(c.controllers, ["tcp:10.0.0.2"]);
+        assert_eq!(c.inactivity_probe, None);
+        assert!(set_controller(&mut c, &args(&["--max-backoff=x", "tcp:10.0.0.2"])).is_err());
+        assert!(set_controller(&mut c, &args(&["--max-backoff=1000"])).is_err());
+    }
+
+    #[test]
+    fn status_values_are_quoted_as_ovsdb_strings() {
+        assert_eq!(quote("ACTIVE"), "ACTIVE");
+        assert_eq!(quote("3"), "\"3\"");
+        assert_eq!(quote("Connection refused"), "\"Connection refused\"");
     }
 }
