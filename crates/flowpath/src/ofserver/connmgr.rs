@@ -539,15 +539,13 @@ impl ConnMgr {
                     let role = h.conns.get(id).map_or(OfRole::Equal, |c| c.role);
                     status.push(controller_status(name, s, role));
                 }
-                Running::Passive(_, bound) => {
-                    let connected = all.iter().any(|s| &s.target == bound);
-                    status.push(ControllerStatus {
-                        target: name.clone(),
-                        is_connected: connected,
-                        role: None,
-                        status: BTreeMap::new(),
-                    });
-                }
+                // A listener has no connection of its own: OVS reports nothing for it.
+                Running::Passive(..) => status.push(ControllerStatus {
+                    target: name.clone(),
+                    is_connected: false,
+                    role: None,
+                    status: BTreeMap::new(),
+                }),
             }
         }
         let standalone = bc.applied.fail_mode() == FailMode::Standalone;
