@@ -219,6 +219,8 @@ pub struct Bridge {
     pub tunnels: BTreeMap<u32, crate::tunnel::TunnelConfig>,
     /// GENEVE options mapped to `tun_metadata0..7` (`add-tlv-map`).
     pub tlv_map: [Option<crate::tunnel::TlvMapping>; crate::fields::N_TUN_METADATA],
+    /// The group table.
+    pub groups: crate::group::GroupTable,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -288,6 +290,7 @@ impl Bridge {
             addrs: Vec::new(),
             tunnels: BTreeMap::new(),
             tlv_map: [None; crate::fields::N_TUN_METADATA],
+            groups: Default::default(),
         }
     }
 
@@ -312,6 +315,9 @@ impl Bridge {
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
         }
+        if let Some(g) = crate::group::missing_group(&self.groups, &spec.actions) {
+            return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
+        }
         let table = &mut self.tables[t];
         if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
             table.remove(old);
@@ -335,6 +341,9 @@ impl Bridge {
                 if selects(&spec.match_, spec.priority, strict, m, p)
                     && r.cookie & spec.cookie_mask == spec.cookie & spec.cookie_mask
                     && spec.out_port.is_none_or(|o| r.outputs_to(o))
+                    && spec
+                        .out_group
+                        .is_none_or(|g| crate::group::uses_group(&r.actions, g))
                 {
                     out.push((t, id));
                 }

@@ -38,6 +38,7 @@ use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelTyp
 mod commit;
 mod ct;
 mod freeze;
+mod group;
 mod normal;
 mod trace;
 mod tunnel;
@@ -167,6 +168,9 @@ pub struct XlateOut {
     /// The recirculations the actions fork (`ct(table=N)`), for `ofproto/trace` to follow;
     /// recorded only when tracing.
     pub forks: Vec<Fork>,
+    /// The groups the packet went through, with the bucket taken (`None`: every bucket):
+    /// where its statistics belong, as with `rules`.
+    pub groups: Vec<crate::ofproto::GroupCredit>,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -238,6 +242,8 @@ struct Ctx<'a> {
     frozen: Vec<FrozenAction>,
     /// Where in `frozen` the last `unroll_xlate` marker is.
     frozen_unroll: Option<usize>,
+    /// The datapath `hash` a freeze for a `dp_hash` select group emits before its `recirc`.
+    pending_hash: Option<Action>,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -414,6 +420,7 @@ pub fn translate_in(
         freezing: false,
         frozen: Vec::new(),
         frozen_unroll: None,
+        pending_hash: None,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -854,7 +861,12 @@ impl Ctx<'_> {
                     self.conntracked = false;
                     self.out.push(Action::CtClear);
                 }
-                // Queues, groups, meters and fin_timeout have no datapath effect here yet.
+                OfAction::Group(g) => {
+                    if !self.group_action(*g, table) {
+                        return;
+                    }
+                }
+                // Queues, meters and fin_timeout have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }
         }

@@ -21,6 +21,7 @@
 mod bridge_view;
 mod bundle;
 mod flow_table;
+mod group_table;
 mod handler;
 mod ofconn;
 mod table_features;
