@@ -191,7 +191,7 @@ mod tests {
             Err(OfpErr::OfpbfcBadId)
         );
         assert_eq!(
-            b.add(&add(3, 0, b"x"), MsgType::Ofpt11GroupMod, ok),
+            b.add(&add(3, 0, b"x"), MsgType::Ofpt11PortMod, ok),
             Err(OfpErr::OfpbrcBadType)
         );
         // The second open of bundle 1 dropped it, as OVS drops it.
