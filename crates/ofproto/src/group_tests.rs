@@ -237,3 +237,21 @@ fn flows_using_groups_are_found() {
     assert!(uses_group(&acts, 4));
     assert!(!uses_group(&acts, 5));
 }
+
+/// Bucket actions are checked against no match, as OVS checks them: a write of an IP field
+/// needs no `ip` in a bucket.
+#[test]
+fn bucket_actions_need_no_match() {
+    let gm = parse(
+        GroupCommand::Add,
+        "group_id=1,type=all,bucket=set_field:192.168.3.90->ip_src,output:2,\
+         bucket=mod_tp_dst:80,set_field:::1->ipv6_dst,output:3",
+    );
+    assert_eq!(gm.buckets.len(), 2);
+    let e = parse_group_mod(
+        "group_id=1,type=all,bucket=set_field:10.0.0.1->ip_src,set_field:::1->ipv6_dst,output:2",
+        Some(GroupCommand::Add),
+        &NoPortNames,
+    );
+    assert_eq!(e.unwrap_err(), "prerequisite ip missing for ip_src");
+}

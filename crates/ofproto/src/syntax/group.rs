@@ -15,7 +15,7 @@ use super::lex::{KeyValues, parse_uint};
 use super::matching::match_field;
 use super::ports::{OFPP_ANY, PortNames, format_port, parse_port};
 use super::value::{parse_field_value, put_field_value};
-use super::{FlowKind, format_actions, parse_flow};
+use super::{FlowKind, OfAction, format_actions, parse_flow};
 use crate::group::{
     BUCKET_ALL, BUCKET_FIRST, BUCKET_LAST, BUCKET_MAX, Bucket, GroupCommand, GroupDesc, GroupMod,
     GroupProps, GroupType, OFPG_ALL, OFPG_ANY, OFPG_MAX, valid_watch_port,
@@ -249,11 +249,28 @@ fn parse_bucket(s: &str, t: GroupType, names: &dyn PortNames) -> Result<Bucket, 
         return Err("fast failover bucket requires watch_port or watch_group".into());
     }
     actions.pop();
-    // The action list of a flow that matches everything.
-    let flow = parse_flow(&format!("actions={actions}"), FlowKind::Add, names)
-        .map_err(|e| e.to_string())?;
-    b.actions = flow.actions;
+    b.actions = parse_bucket_actions(&actions, names)?;
     Ok(b)
+}
+
+/// Bucket actions: the action syntax of flows, without a flow whose match would pin down
+/// what a field write needs (OVS checks buckets against no match). The actions parse as those
+/// of a flow that matches everything, else of the first protocol whose prerequisites they
+/// meet; the error is the one for the flow that matches everything.
+fn parse_bucket_actions(actions: &str, names: &dyn PortNames) -> Result<Vec<OfAction>, String> {
+    const PROTOCOLS: [&str; 10] = [
+        "", "tcp,", "udp,", "sctp,", "icmp,", "tcp6,", "udp6,", "sctp6,", "icmp6,", "arp,",
+    ];
+    let mut first = None;
+    for p in PROTOCOLS {
+        match parse_flow(&format!("{p}actions={actions}"), FlowKind::Add, names) {
+            Ok(f) => return Ok(f.actions),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    Err(first.map_or_else(String::new, |e| e.to_string()))
 }
 
 /// `fields(NAME[=MASK],...)` of a `hash` select group (OVS's `parse_select_group_field()`).
