@@ -33,9 +33,8 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
         let of = of.clone();
         let _ = reg.register(name, usage, min, max, move |a| f(&of, a));
     };
-    let mods: [(&str, GroupCommand); 4] = [
+    let mods: [(&str, GroupCommand); 3] = [
         ("ofctl/add-group", GroupCommand::Add),
-        ("ofctl/mod-group", GroupCommand::Modify),
         ("ofctl/insert-buckets", GroupCommand::InsertBucket),
         ("ofctl/remove-buckets", GroupCommand::RemoveBucket),
     ];
@@ -45,14 +44,45 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
             of.group_text(&a[0], cmd, &a[1]).map(|_| String::new())
         });
     }
+    // `--may-create` makes it OVS's add-or-modify.
+    r(
+        "ofctl/mod-group",
+        "[--may-create] BRIDGE GROUP",
+        2,
+        3,
+        |of, a| {
+            let (cmd, a) = match a {
+                [flag, rest @ ..] if flag == "--may-create" => (GroupCommand::AddOrMod, rest),
+                _ => (GroupCommand::Modify, a),
+            };
+            let [bridge, group] = a else {
+                return Err("usage: ofctl/mod-group [--may-create] BRIDGE GROUP".into());
+            };
+            of.group_text(bridge, cmd, group).map(|_| String::new())
+        },
+    );
     r("ofctl/add-groups", "BRIDGE GROUPS-TEXT", 2, 2, |of, a| {
         of.add_groups(&a[0], &a[1]).map(|_| String::new())
     });
-    r("ofctl/del-groups", "BRIDGE [GROUP]", 1, 2, |of, a| {
-        let text = a.get(1).map_or("", String::as_str);
-        of.group_text(&a[0], GroupCommand::Delete, text)
-            .map(|_| String::new())
-    });
+    // `--strict` means nothing to groups (ovs-ofctl takes it and sends the same).
+    r(
+        "ofctl/del-groups",
+        "[--strict] BRIDGE [GROUP]",
+        1,
+        3,
+        |of, a| {
+            let a = match a {
+                [flag, rest @ ..] if flag == "--strict" => rest,
+                _ => a,
+            };
+            let Some(bridge) = a.first() else {
+                return Err("usage: ofctl/del-groups [--strict] BRIDGE [GROUP]".into());
+            };
+            let text = a.get(1).map_or("", String::as_str);
+            of.group_text(bridge, GroupCommand::Delete, text)
+                .map(|_| String::new())
+        },
+    );
     r("ofctl/dump-groups", "BRIDGE [GROUP]", 1, 2, |of, a| {
         of.dump_groups(&a[0], group_arg(a.get(1))?)
     });
@@ -97,6 +127,14 @@ mod tests {
             "group_id=2,type=all,bucket=output:3\n# a comment\nmodify group_id=1,type=indirect,bucket=output:2\n",
         )
         .unwrap();
+        of.group_text(
+            "br0",
+            GroupCommand::AddOrMod,
+            "group_id=3,type=all,bucket=output:1",
+        )
+        .unwrap();
+        of.group_text("br0", GroupCommand::Delete, "group_id=3")
+            .unwrap();
         assert_eq!(
             of.dump_groups("br0", OFPG_ALL).unwrap(),
             " group_id=1,type=indirect,bucket=bucket_id:0,actions=output:2\n \

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -91,20 +91,27 @@ fn packet(tp_src: u32) -> String {
     )
 }
 
-#[test]
-fn packets_through_each_group_type_leave_ovs_s_datapath_flows() {
-    let (dir, _rm) = scratch_dir("fp-groups");
+/// A switch with [`GROUPS`] and a flow for each, `in_port=1,tcp,tp_src=N,actions=group:N`
+/// followed by `more` actions.
+fn switch_with_groups(name: &str, more: &str) -> (common::RmDir, common::Reap, PathBuf) {
+    let (dir, rm) = scratch_dir(name);
     let cfg = dir.join("sw.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
     let run = dir.join("run");
-    let _sw = start_switch(&cfg, &run);
+    let sw = start_switch(&cfg, &run);
     for g in GROUPS {
         ok(ctl(&run, &["ofctl/add-group", "br0", g]));
     }
     for i in [1, 3, 4, 5, 6] {
-        let flow = format!("in_port=1,tcp,tp_src={i},actions=group:{i}");
+        let flow = format!("in_port=1,tcp,tp_src={i},actions=group:{i}{more}");
         ok(ctl(&run, &["ofctl/add-flow", "br0", &flow]));
     }
+    (rm, sw, run)
+}
+
+#[test]
+fn packets_through_each_group_type_leave_ovs_s_datapath_flows() {
+    let (_rm, _sw, run) = switch_with_groups("fp-groups", "");
     for i in [1, 3, 4, 5, 6] {
         ok(ctl(&run, &["netdev-dummy/receive", "p1", &packet(i)]));
     }
@@ -202,18 +209,7 @@ fn packets_through_each_group_type_leave_ovs_s_datapath_flows() {
 /// `ofproto/trace` through each group type prints what OVS 3.1's prints.
 #[test]
 fn traces_through_groups_are_ovs_s() {
-    let (dir, _rm) = scratch_dir("fp-groups-trace");
-    let cfg = dir.join("sw.toml");
-    std::fs::write(&cfg, CONFIG).unwrap();
-    let run = dir.join("run");
-    let _sw = start_switch(&cfg, &run);
-    for g in GROUPS {
-        ok(ctl(&run, &["ofctl/add-group", "br0", g]));
-    }
-    for i in [1, 3, 4, 5, 6] {
-        let flow = format!("in_port=1,tcp,tp_src={i},actions=group:{i},output:1");
-        ok(ctl(&run, &["ofctl/add-flow", "br0", &flow]));
-    }
+    let (_rm, _sw, run) = switch_with_groups("fp-groups-trace", ",output:1");
     let trace = |i: u32| {
         let flow = format!("in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src={i},tp_dst=2");
         let t = ok(ctl(&run, &["ofproto/trace", "br0", &flow]));

@@ -548,6 +548,29 @@ impl Ctx<'_> {
         self.trace_add(NodeKind::Bridge, format_args!("bridge(\"{name}\")"))
     }
 
+    /// Whether translation went too deep or too long to go on (OVS's
+    /// `xlate_resubmit_resource_check()`): then an error, and the packet is dropped.
+    fn resource_exhausted(&mut self) -> bool {
+        let (text, failed) = if self.depth >= MAX_DEPTH {
+            (
+                format!("over max translation depth {MAX_DEPTH}"),
+                "Recursion too deep",
+            )
+        } else if self.resubmits >= MAX_RESUBMITS {
+            (
+                format!("over {MAX_RESUBMITS} resubmit actions"),
+                "Too many resubmits",
+            )
+        } else {
+            return false;
+        };
+        self.trace_add(NodeKind::Error, text);
+        self.res.failed = Some(failed);
+        self.out.clear();
+        self.exit = true;
+        true
+    }
+
     /// Looks `table` up and runs the rule's actions: a `goto_table`, or the first table of a
     /// bridge a patch port or tunnel leads into (counted as a resubmit, as OVS counts them).
     fn do_table(&mut self, table: usize) {
@@ -569,23 +592,7 @@ impl Ctx<'_> {
             self.trigger_freeze();
             return;
         }
-        if self.depth >= MAX_DEPTH || self.resubmits >= MAX_RESUBMITS {
-            // OVS's xlate_resubmit_resource_check(): an error, and the packet is dropped.
-            let (text, failed) = if self.depth >= MAX_DEPTH {
-                (
-                    format!("over max translation depth {MAX_DEPTH}"),
-                    "Recursion too deep",
-                )
-            } else {
-                (
-                    format!("over {MAX_RESUBMITS} resubmit actions"),
-                    "Too many resubmits",
-                )
-            };
-            self.trace_add(NodeKind::Error, text);
-            self.res.failed = Some(failed);
-            self.out.clear();
-            self.exit = true;
+        if self.resource_exhausted() {
             return;
         }
         let pipe = self.pipe;

@@ -72,29 +72,6 @@ impl Ctx<'_> {
         true
     }
 
-    /// Whether translation went too deep or too long to follow another group (OVS's
-    /// `xlate_resubmit_resource_check()`).
-    fn resource_exhausted(&mut self) -> bool {
-        let (text, failed) = if self.depth >= super::MAX_DEPTH {
-            (
-                format!("over max translation depth {}", super::MAX_DEPTH),
-                "Recursion too deep",
-            )
-        } else if self.resubmits >= super::MAX_RESUBMITS {
-            (
-                format!("over {} resubmit actions", super::MAX_RESUBMITS),
-                "Too many resubmits",
-            )
-        } else {
-            return false;
-        };
-        self.trace_add(NodeKind::Error, text);
-        self.res.failed = Some(failed);
-        self.out.clear();
-        self.exit = true;
-        true
-    }
-
     /// Runs bucket `i` of `g` on a copy of the flow (OVS's `xlate_group_bucket()`).
     fn group_bucket(&mut self, g: &Group, i: usize, table: usize) {
         let b = &g.buckets[i];
