@@ -1,6 +1,7 @@
 //! Control commands of the group table, as `ovs-ofctl` names them (`flowpath ofctl add-group
 //! br0 ...` sends `ofctl/add-group`): `add-group`, `add-groups`, `mod-group`, `del-groups`,
-//! `insert-buckets`, `remove-buckets`, `dump-groups` and `dump-group-stats`. They go through
+//! `insert-buckets`, `remove-buckets`, `dump-groups`, `dump-group-stats` and
+//! `dump-group-features`. They go through
 //! the same [`Ofproto`] functions as the OpenFlow server's group mods, with `ovs-ofctl`'s text
 //! syntax (ovs-ofctl(8) "Group Syntax") and its messages for what it refuses.
 
@@ -21,6 +22,20 @@ fn group_arg(a: Option<&String>) -> Result<u32, String> {
     }
     v.parse::<u32>()
         .map_err(|_| format!("invalid group id {v}"))
+}
+
+/// What `ovs-ofctl dump-group-features` prints for OVS 3.1's bridges in OpenFlow 1.0, after
+/// its header line: the four types, 0xffffff00 groups of each, every OpenFlow 1.0 action.
+fn group_features_text() -> String {
+    let mut s = String::from(" Group table:\n    Types:  0xf\n    Capabilities:  0x7\n");
+    for t in ["all", "select", "indirect", "fast failover"] {
+        s.push_str(&format!(
+            "    {t} group:\n       max_groups=0xffffff00\n       actions: output enqueue \
+             set_vlan_vid set_vlan_pcp strip_vlan mod_dl_src mod_dl_dst mod_nw_src mod_nw_dst \
+             mod_nw_tos mod_tp_src mod_tp_dst\n"
+        ));
+    }
+    s
 }
 
 /// Registers the group commands.
@@ -86,6 +101,10 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
     r("ofctl/dump-groups", "BRIDGE [GROUP]", 1, 2, |of, a| {
         of.dump_groups(&a[0], group_arg(a.get(1))?)
     });
+    r("ofctl/dump-group-features", "BRIDGE", 1, 1, |of, a| {
+        of.dump_groups(&a[0], OFPG_ALL)?;
+        Ok(group_features_text())
+    });
     r("ofctl/dump-group-stats", "BRIDGE [GROUP]", 1, 2, |of, a| {
         of.dump_group_stats(&a[0], group_arg(a.get(1))?)
     });
@@ -102,6 +121,20 @@ mod tests {
         assert_eq!(group_arg(Some(&"7".into())), Ok(7));
         assert_eq!(group_arg(Some(&"ALL".into())), Ok(OFPG_ALL));
         assert!(group_arg(Some(&"x".into())).is_err());
+    }
+
+    /// As `ovs-ofctl dump-group-features br0` printed it against ovs-vswitchd 3.1.
+    #[test]
+    fn group_features_are_ovs_s() {
+        let want = include_str!("../../../testdata/openflow/scripts/groups-features.ovs");
+        let want: String = want
+            .lines()
+            .skip_while(|l| !l.starts_with("NXST_GROUP_FEATURES reply"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("=="))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(group_features_text(), want);
     }
 
     #[test]

@@ -396,6 +396,7 @@ fn ofctl(
         "remove-buckets",
         "dump-groups",
         "dump-group-stats",
+        "dump-group-features",
     ];
     if !known.contains(&args[0].as_str()) {
         eprintln!(

@@ -464,6 +464,8 @@ pub struct GroupModDone {
 #[derive(Debug, Default)]
 pub struct GroupTable {
     groups: BTreeMap<u32, Group>,
+    /// How many groups of each type there are (OVS's `n_groups`), against [`MAX_GROUPS`].
+    n_by_type: [usize; 4],
 }
 
 impl GroupTable {
@@ -488,7 +490,20 @@ impl GroupTable {
     }
 
     fn n_of_type(&self, t: GroupType) -> usize {
-        self.groups.values().filter(|g| g.group_type == t).count()
+        self.n_by_type[t as usize]
+    }
+
+    fn insert(&mut self, g: Group) {
+        self.n_by_type[g.group_type as usize] += 1;
+        if let Some(old) = self.groups.insert(g.group_id, g) {
+            self.n_by_type[old.group_type as usize] -= 1;
+        }
+    }
+
+    fn remove(&mut self, id: u32) {
+        if let Some(old) = self.groups.remove(&id) {
+            self.n_by_type[old.group_type as usize] -= 1;
+        }
     }
 
     /// Applies a group mod (already [`GroupMod::check`]ed) as OVS's
@@ -514,8 +529,8 @@ impl GroupTable {
                 } else {
                     Vec::new()
                 };
-                for id in &deleted {
-                    self.groups.remove(id);
+                for &id in &deleted {
+                    self.remove(id);
                 }
                 Ok(GroupModDone {
                     existed: !deleted.is_empty(),
@@ -535,8 +550,7 @@ impl GroupTable {
         if self.n_of_type(gm.group_type) >= MAX_GROUPS {
             return Err(GroupError::OutOfGroups);
         }
-        let g = Group::new(gm, numbered(&gm.buckets), now);
-        self.groups.insert(gm.group_id, g);
+        self.insert(Group::new(gm, numbered(&gm.buckets), now));
         Ok(GroupModDone::default())
     }
 
@@ -557,6 +571,9 @@ impl GroupTable {
         if gm.group_id > OFPG_MAX {
             return Err(GroupError::InvalidGroup);
         }
+        if old.group_type != gm.group_type && self.n_of_type(gm.group_type) >= MAX_GROUPS {
+            return Err(GroupError::OutOfGroups);
+        }
         let buckets = match gm.command {
             GroupCommand::InsertBucket => {
                 insert_buckets(&old.buckets, &gm.buckets, gm.command_bucket_id)?
@@ -566,7 +583,7 @@ impl GroupTable {
         };
         let mut g = Group::new(&gm, buckets, now);
         g.created = old.created;
-        self.groups.insert(gm.group_id, g);
+        self.insert(g);
         Ok(GroupModDone {
             deleted: Vec::new(),
             existed: true,

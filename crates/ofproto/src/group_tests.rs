@@ -255,3 +255,17 @@ fn bucket_actions_need_no_match() {
     );
     assert_eq!(e.unwrap_err(), "prerequisite ip missing for ip_src");
 }
+
+#[test]
+fn groups_are_counted_by_type() {
+    use GroupCommand::*;
+    let mut t = GroupTable::default();
+    apply(&mut t, Add, "group_id=1,type=all,bucket=output:1").unwrap();
+    apply(&mut t, Add, "group_id=2,type=all,bucket=output:1").unwrap();
+    apply(&mut t, Modify, "group_id=2,type=select,bucket=output:1").unwrap();
+    assert_eq!(t.n_by_type, [1, 1, 0, 0]);
+    apply(&mut t, Delete, "group_id=1").unwrap();
+    assert_eq!(t.n_by_type, [0, 1, 0, 0]);
+    apply(&mut t, Delete, "").unwrap();
+    assert_eq!(t.n_by_type, [0; 4]);
+}
