@@ -1,6 +1,7 @@
 //! The switch's control commands, all registered on one control socket: each family's
-//! module registers its own (`of_cmd`: OpenFlow tables and bridges; `dpctl_cmd`: the datapath
-//! and conntrack; `dpif_show_cmd`, `port_stats_cmd`, `upcall_cmd`, `vlog_cmd`, `dummy_cmd`).
+//! module registers its own (`of_cmd`: OpenFlow tables and bridges; `group_cmd`: groups;
+//! `dpctl_cmd`: the datapath and conntrack; `dpif_show_cmd`, `port_stats_cmd`, `upcall_cmd`,
+//! `vlog_cmd`, `dummy_cmd`).
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -20,6 +21,7 @@ pub fn registry(
 ) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
+    crate::group_cmd::register(&reg, &of);
     crate::dummy_cmd::register(&reg);
     crate::dpif_show_cmd::register(&reg, &of, &dp);
     crate::port_stats_cmd::register(&reg, &of, &dp);

@@ -17,6 +17,7 @@ mod dpif_show_cmd;
 mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;
+mod group_cmd;
 mod of_cmd;
 mod ofserver;
 mod port_stats_cmd;
@@ -155,7 +156,9 @@ enum Command {
     },
     /// OpenFlow table commands on a running switch, as ovs-ofctl gives them: add-flow BRIDGE
     /// FLOW, add-flows BRIDGE FILE, mod-flows [--strict] BRIDGE FLOW, del-flows [--strict]
-    /// BRIDGE [FLOW], dump-flows BRIDGE [FLOW], show BRIDGE.
+    /// BRIDGE [FLOW], dump-flows BRIDGE [FLOW], show BRIDGE; groups: add-group, mod-group,
+    /// insert-buckets, remove-buckets BRIDGE GROUP, add-groups BRIDGE FILE, del-groups
+    /// BRIDGE [GROUP], dump-groups, dump-group-stats BRIDGE [GROUP_ID].
     // The text is clap's --help as well, where [FLOW] is a command-line convention, not a link.
     #[allow(rustdoc::broken_intra_doc_links)]
     Ofctl {
@@ -386,6 +389,15 @@ fn ofctl(
         "add-tlv-map",
         "del-tlv-map",
         "dump-tlv-map",
+        "add-group",
+        "add-groups",
+        "mod-group",
+        "del-groups",
+        "insert-buckets",
+        "remove-buckets",
+        "dump-groups",
+        "dump-group-stats",
+        "dump-group-features",
     ];
     if !known.contains(&args[0].as_str()) {
         eprintln!(
@@ -395,7 +407,7 @@ fn ofctl(
         );
         return Ok(ExitCode::from(2));
     }
-    if args[0] == "add-flows" && args.len() == 3 {
+    if matches!(args[0].as_str(), "add-flows" | "add-groups") && args.len() == 3 {
         let text = if args[2] == "-" {
             io::read_to_string(io::stdin())?
         } else {

@@ -66,6 +66,11 @@ const PASSING: &[&str] = &[
     "ofproto-dpif - nat - ofproto/trace",
     "tunnel - ECN decapsulation",
     "tunnel - neighbor entry add and deletion",
+    "ofproto-dpif - group chaining",
+    "ofproto-dpif - all group in action list",
+    "ofproto-dpif - indirect group in action list",
+    "MPLS xlate action - group bucket",
+    "ofproto - group add then bridge delete (OpenFlow 1.3)",
 ];
 
 /// `text` as a regular expression that matches exactly it.

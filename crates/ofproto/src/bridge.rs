@@ -222,6 +222,8 @@ pub struct Bridge {
     /// Failing open: table 0 has OVS's hidden NORMAL rule above every flow
     /// ([`crate::xlate`]'s `fail_open`).
     pub fail_open: std::sync::atomic::AtomicBool,
+    /// The group table.
+    pub groups: crate::group::GroupTable,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -292,6 +294,7 @@ impl Bridge {
             tunnels: BTreeMap::new(),
             tlv_map: [None; crate::fields::N_TUN_METADATA],
             fail_open: Default::default(),
+            groups: Default::default(),
         }
     }
 
@@ -316,6 +319,9 @@ impl Bridge {
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
         }
+        if let Some(g) = crate::group::missing_group(&self.groups, &spec.actions) {
+            return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
+        }
         let table = &mut self.tables[t];
         if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
             table.remove(old);
@@ -339,6 +345,9 @@ impl Bridge {
                 if selects(&spec.match_, spec.priority, strict, m, p)
                     && r.cookie & spec.cookie_mask == spec.cookie & spec.cookie_mask
                     && spec.out_port.is_none_or(|o| r.outputs_to(o))
+                    && spec
+                        .out_group
+                        .is_none_or(|g| crate::group::uses_group(&r.actions, g))
                 {
                     out.push((t, id));
                 }

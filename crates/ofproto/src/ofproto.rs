@@ -21,7 +21,9 @@ use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, par
 use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
+mod group;
 mod upcall;
+pub use group::{GroupCredit, GroupModFailure, GroupStatsEntry, format_group_stats};
 pub use upcall::DumpStats;
 
 /// The OpenFlow layer of one switch.
@@ -573,6 +575,12 @@ impl Ofproto {
         let b = p
             .bridge_mut(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        // As OVS, the actions' groups are checked only when some rule is to change.
+        if let Some(g) = crate::group::missing_group(&b.groups, &spec.actions)
+            && !b.select(spec, strict).is_empty()
+        {
+            return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
+        }
         let n = b.mod_flows(spec, strict, Instant::now());
         drop(p);
         self.changed();

@@ -39,6 +39,7 @@ mod commit;
 mod ct;
 mod fail_open;
 mod freeze;
+mod group;
 mod normal;
 mod trace;
 mod tunnel;
@@ -168,6 +169,9 @@ pub struct XlateOut {
     /// The recirculations the actions fork (`ct(table=N)`), for `ofproto/trace` to follow;
     /// recorded only when tracing.
     pub forks: Vec<Fork>,
+    /// The groups the packet went through, with the bucket taken (`None`: every bucket):
+    /// where its statistics belong, as with `rules`.
+    pub groups: Vec<crate::ofproto::GroupCredit>,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -239,6 +243,8 @@ struct Ctx<'a> {
     frozen: Vec<FrozenAction>,
     /// Where in `frozen` the last `unroll_xlate` marker is.
     frozen_unroll: Option<usize>,
+    /// The datapath `hash` a freeze for a `dp_hash` select group emits before its `recirc`.
+    pending_hash: Option<Action>,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -415,6 +421,7 @@ pub fn translate_in(
         freezing: false,
         frozen: Vec::new(),
         frozen_unroll: None,
+        pending_hash: None,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -542,6 +549,29 @@ impl Ctx<'_> {
         self.trace_add(NodeKind::Bridge, format_args!("bridge(\"{name}\")"))
     }
 
+    /// Whether translation went too deep or too long to go on (OVS's
+    /// `xlate_resubmit_resource_check()`): then an error, and the packet is dropped.
+    fn resource_exhausted(&mut self) -> bool {
+        let (text, failed) = if self.depth >= MAX_DEPTH {
+            (
+                format!("over max translation depth {MAX_DEPTH}"),
+                "Recursion too deep",
+            )
+        } else if self.resubmits >= MAX_RESUBMITS {
+            (
+                format!("over {MAX_RESUBMITS} resubmit actions"),
+                "Too many resubmits",
+            )
+        } else {
+            return false;
+        };
+        self.trace_add(NodeKind::Error, text);
+        self.res.failed = Some(failed);
+        self.out.clear();
+        self.exit = true;
+        true
+    }
+
     /// Looks `table` up and runs the rule's actions: a `goto_table`, or the first table of a
     /// bridge a patch port or tunnel leads into (counted as a resubmit, as OVS counts them).
     fn do_table(&mut self, table: usize) {
@@ -563,23 +593,7 @@ impl Ctx<'_> {
             self.trigger_freeze();
             return;
         }
-        if self.depth >= MAX_DEPTH || self.resubmits >= MAX_RESUBMITS {
-            // OVS's xlate_resubmit_resource_check(): an error, and the packet is dropped.
-            let (text, failed) = if self.depth >= MAX_DEPTH {
-                (
-                    format!("over max translation depth {MAX_DEPTH}"),
-                    "Recursion too deep",
-                )
-            } else {
-                (
-                    format!("over {MAX_RESUBMITS} resubmit actions"),
-                    "Too many resubmits",
-                )
-            };
-            self.trace_add(NodeKind::Error, text);
-            self.res.failed = Some(failed);
-            self.out.clear();
-            self.exit = true;
+        if self.resource_exhausted() {
             return;
         }
         let pipe = self.pipe;
@@ -859,7 +873,12 @@ impl Ctx<'_> {
                     self.conntracked = false;
                     self.out.push(Action::CtClear);
                 }
-                // Queues, groups, meters and fin_timeout have no datapath effect here yet.
+                OfAction::Group(g) => {
+                    if !self.group_action(*g, table) {
+                        return;
+                    }
+                }
+                // Queues, meters and fin_timeout have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }
         }

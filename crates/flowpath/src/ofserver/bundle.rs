@@ -4,8 +4,9 @@
 //! `OFPBFC_BUNDLE_CLOSED`, `OFPBFC_BAD_FLAGS`; a bundle is dropped on any of them). Each added
 //! message is checked when it is added; a commit applies them in order.
 //!
-//! Only flow mods are bundled here: the other bundlable messages (group and port mods,
-//! packet-outs) are not served yet and are refused when added. A commit applies the flow mods
+//! Flow and group mods are bundled here (a flow may use a group an earlier message of the
+//! bundle adds): the other bundlable messages (port mods, packet-outs) are not served yet and
+//! are refused when added. A commit applies the flow mods
 //! one after the other through the pipeline's flow functions: the tables are not versioned yet,
 //! so a packet missing the caches during a commit may see part of it.
 
@@ -105,7 +106,7 @@ impl Bundles {
         t: MsgType,
         check: impl FnOnce(&[u8]) -> Result<(), OfpErr>,
     ) -> Result<(), OfpErr> {
-        if t.kind() != OfpType::FlowMod {
+        if !matches!(t.kind(), OfpType::FlowMod | OfpType::GroupMod) {
             return Err(OfpErr::OfpbrcBadType);
         }
         check(a.msg)?;
@@ -190,7 +191,7 @@ mod tests {
             Err(OfpErr::OfpbfcBadId)
         );
         assert_eq!(
-            b.add(&add(3, 0, b"x"), MsgType::Ofpt11GroupMod, ok),
+            b.add(&add(3, 0, b"x"), MsgType::Ofpt11PortMod, ok),
             Err(OfpErr::OfpbrcBadType)
         );
         // The second open of bundle 1 dropped it, as OVS drops it.

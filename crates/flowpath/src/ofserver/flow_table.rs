@@ -44,13 +44,13 @@ pub(crate) fn flow_mod(
                 return Err(OfpErr::OfpfmfcOverlap);
             }
             of.add_flow_spec(bridge, s)
-                .map_err(|_| OfpErr::OfpbrcBadTableId)
+                .map_err(|e| refused(&e, OfpErr::OfpbrcBadTableId))
         }
         FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
             let strict = fm.command == FlowModCommand::ModifyStrict;
             of.mod_flows_spec(bridge, s, strict)
                 .map(drop)
-                .map_err(|_| OfpErr::OfpbrcEperm)
+                .map_err(|e| refused(&e, OfpErr::OfpbrcEperm))
         }
         FlowModCommand::Delete | FlowModCommand::DeleteStrict => {
             let strict = fm.command == FlowModCommand::DeleteStrict;
@@ -58,6 +58,16 @@ pub(crate) fn flow_mod(
                 .map(drop)
                 .map_err(|_| OfpErr::OfpbrcEperm)
         }
+    }
+}
+
+/// The error for a flow the pipeline refused with `why`: a group its actions use does not
+/// exist (`OFPBAC_BAD_OUT_GROUP`, as OVS's `ofproto_check_ofpacts()`), else `other`.
+fn refused(why: &str, other: OfpErr) -> OfpErr {
+    if why.starts_with("OFPBAC_BAD_OUT_GROUP") {
+        OfpErr::OfpbacBadOutGroup
+    } else {
+        other
     }
 }
 

@@ -4,7 +4,7 @@
 //! descriptions, port and table statistics, queues (one per port, 0), roles,
 //! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
 //! flushes, meters (none yet), flow mods and flow statistics
-//! ([`flow_table`]), also in bundles ([`bundle`](super::bundle)). Anything
+//! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in bundles ([`bundle`](super::bundle)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
 
@@ -21,7 +21,7 @@ use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
 use openflow::msgs::async_config::AsyncConfig;
 use openflow::msgs::decode::{Msg, decode_body};
-use openflow::msgs::group_stats::{self, GroupFeatures};
+use openflow::msgs::group_stats::GroupFeatures;
 use openflow::msgs::meter::{self, MeterCommand, MeterFeatures, MeterRequestKind, OFPM13_ALL};
 use openflow::msgs::port;
 use openflow::msgs::queue_config::{self, QueueConfigRequest};
@@ -29,13 +29,13 @@ use openflow::msgs::role::{Role, RoleMsg};
 use openflow::msgs::stats::{self, DescStats};
 use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
 use openflow::msgs::table_mod::{self, TableDesc};
-use openflow::msgtype::multipart::Replies;
 use openflow::msgtype::{self, EncodeError, Message, OfpType};
 use openflow::nxm::TlvLens;
 
 use super::bridge_view::{self, N_TABLES};
 use super::bundle::Bundles;
 use super::flow_table;
+use super::group_table;
 use super::ofconn::OfConn;
 use super::tlv;
 
@@ -174,6 +174,9 @@ impl OfHandler {
                 let of = self.of.clone();
                 let bundles = self.bundles.entry(c).or_default();
                 bundles.control(&bc, |msg| {
+                    if group_table::is_group_mod(msg) {
+                        return group_table::group_mod(&of, &conn.bridge, msg);
+                    }
                     flow_table::flow_mod(&of, &conn.bridge, msg, conn.flow_mod_table_id)
                 })?;
                 return bc.encode_reply(m, out);
@@ -183,8 +186,24 @@ impl OfHandler {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
                 return self.bundles.entry(c).or_default().add(&a, t, |msg| {
+                    if group_table::is_group_mod(msg) {
+                        return group_table::check_group_mod(msg);
+                    }
                     decode_flow_mod(msg, conn.flow_mod_table_id).map(drop)
                 });
+            }
+            // Groups too ([`group_table`]).
+            Msg::Other(o) if o.msg_type.kind() == OfpType::GroupMod => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return group_table::group_mod(&self.of, &conn.bridge, raw);
+            }
+            Msg::Other(o) if o.msg_type.kind() == OfpType::GroupDescStatsRequest => {
+                return group_table::group_desc(&self.of, &conn.bridge, m, out);
+            }
+            Msg::GroupStatsRequest(id) => {
+                return group_table::group_stats(&self.of, &conn.bridge, m, id, out);
             }
             // Flows go through the pipeline's own functions, which take its lock themselves.
             Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMod => {
@@ -280,14 +299,6 @@ impl OfHandler {
             Msg::QueueConfigRequest(QueueConfigRequest { port, queue }) => {
                 let v = bridge_view::queue_configs(b, port, queue)?;
                 put_all(out, queue_config::encode_reply(m, &v))?;
-            }
-            Msg::GroupStatsRequest(_) => {
-                put_all(out, group_stats::encode_group_stats_reply(m, &[]))?;
-            }
-            // No groups: an empty description, whichever group was asked for, as OVS's.
-            Msg::Other(o) if o.msg_type.kind() == OfpType::GroupDescStatsRequest => {
-                let r = Replies::for_request(m).ok_or(OfpErr::OfpbrcBadStat)?;
-                put_all(out, r.finish().map_err(EncodeError::from))?;
             }
             Msg::GroupFeaturesRequest => {
                 out.extend(

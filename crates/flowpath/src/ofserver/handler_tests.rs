@@ -180,9 +180,11 @@ fn settings_are_kept_per_connection() {
     assert!(
         !h.conns[&ConnId(2)].receives_async(openflow::msgs::async_config::AsyncMsg::PortStatus, 0)
     );
-    // A group mod is not served: OFPBRC_BAD_TYPE with the request.
+    // A group mod is served (an add of group 1 without buckets); adding it again is
+    // OFPGMFC_GROUP_EXISTS with the request.
     let gm = "040f0010000000030000000000000001";
-    let want = format!("0401001c0000000300010001{gm}");
+    assert_eq!(answer(&mut h, &a, &unhex(gm)), "");
+    let want = format!("0401001c0000000300060000{gm}");
     assert_eq!(answer(&mut h, &a, &unhex(gm)), want);
 }
 

@@ -26,6 +26,7 @@ mod bridge_view;
 mod bundle;
 mod connmgr;
 mod flow_table;
+mod group_table;
 mod handler;
 mod ofconn;
 mod table_features;

@@ -30,6 +30,11 @@ pub fn normalize(line: &str) -> String {
             )
         } else if w.starts_with("duration=") {
             "duration=X,".to_owned()
+        } else if let Some(i) = w.find(",duration=") {
+            // Group statistics: `group_id=1,duration=0.540s,ref_count=0,...`.
+            let rest = &w[i + 10..];
+            let end = rest.find(',').unwrap_or(rest.len());
+            format!("{},duration=X{}", &w[..i], &rest[end..])
         } else if w.starts_with("idle_age=") || w.starts_with("hard_age=") {
             continue;
         } else if w.starts_with("addr:") {

@@ -155,6 +155,7 @@ impl Ofproto {
                 let (dpk, dby) = (pk.saturating_sub(p0), by.saturating_sub(b0));
                 if dpk > 0 {
                     credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
+                    super::group::credit_groups(&p, &x.groups, dpk, dby);
                 }
                 now_credited.insert(ufid, (pk, by));
             }
@@ -212,7 +213,10 @@ impl UpcallHandler for OfUpcall {
         }
         let x = {
             let p = self.0.read();
-            translate(&p, key, true, None)
+            let x = translate(&p, key, true, None);
+            // Group counters are atomics: the missed packet counts for them now.
+            super::group::credit_groups(&p, &x.groups, 1, pkt.len() as u64);
+            x
         };
         if !x.learned.is_empty() || x.neigh_learned {
             self.0.changed();

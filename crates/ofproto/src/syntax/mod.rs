@@ -28,6 +28,7 @@
 
 mod actions;
 mod flow;
+pub mod group;
 mod lex;
 mod matching;
 mod ports;

@@ -118,8 +118,13 @@ impl Ctx<'_> {
         };
         self.freezing = false;
         self.frozen_unroll = None;
+        let hash = self.pending_hash.take();
         match self.pipe.recirc.intern(state) {
-            Some(id) => self.out.push(Action::Recirc(id)),
+            Some(id) => {
+                // A `dp_hash` select group's hash comes just before (`xlate/group.rs`).
+                self.out.extend(hash);
+                self.out.push(Action::Recirc(id));
+            }
             None => {
                 self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
                 self.res.failed = Some("No recirculation context");

@@ -150,13 +150,14 @@ pub struct GroupFeatures {
 impl GroupFeatures {
     /// What OVS 3.1's bridges answer in `version`: the four types, select weights, liveness
     /// and chaining, 0xffffff00 groups of each; every action of OpenFlow 1.0 (through
-    /// `NXST_GROUP_FEATURES`), or from 1.1 on output, group, set-field, the VLAN, TTL and MPLS
-    /// actions and set-queue.
+    /// `NXST_GROUP_FEATURES`), every action of 1.1 but the TTL copies, or from 1.2 on output,
+    /// group, set-field, the VLAN, TTL and MPLS actions and set-queue.
     pub fn ovs(version: Version) -> GroupFeatures {
-        let actions = if version == Version::Of10 {
-            0x0000_0fff
-        } else {
-            0x03ff_8001
+        let actions = match version {
+            Version::Of10 => 0x0000_0fff,
+            // OpenFlow 1.1's numbering: all its actions but the TTL copies.
+            Version::Of11 => 0x01ff_e7ff,
+            _ => 0x03ff_8001,
         };
         GroupFeatures {
             types: 0xf,

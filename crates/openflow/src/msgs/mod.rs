@@ -7,6 +7,7 @@
 //! - [`port`]: the port structure of each version, port descriptions, status and port mods;
 //! - [`stats`]: switch description, table, port and queue statistics;
 //! - [`queue_config`]: a port's queues and their rates;
+//! - [`group_mod`]: group mods and group descriptions;
 //! - [`group_stats`]: group statistics and group features;
 //! - [`role`] and [`async_config`]: controller roles and the asynchronous messages a connection
 //!   asks for;
@@ -28,6 +29,7 @@ pub mod async_config;
 pub mod bundle;
 pub mod ct_flush;
 pub mod decode;
+pub mod group_mod;
 pub mod group_stats;
 pub mod meter;
 pub mod nicira;
