@@ -600,6 +600,11 @@ fn unix_controllers_are_confined_to_the_run_directory() {
 fn the_bridge_sockets_are_owner_only() {
     let sw = Switch::start("fp-ctrl-perms", "");
     for f in ["br0.mgmt", "br0.snoop", "flowpath.ctl"] {
+        // The control socket and the snoop listener may come a moment after br0.mgmt.
+        assert!(
+            wait_until(Duration::from_secs(20), || sw.rundir.join(f).exists()),
+            "no {f}"
+        );
         let m = std::fs::metadata(sw.rundir.join(f)).unwrap();
         assert_eq!(
             m.permissions().mode() & 0o077,
