@@ -219,6 +219,8 @@ pub struct Bridge {
     pub tunnels: BTreeMap<u32, crate::tunnel::TunnelConfig>,
     /// GENEVE options mapped to `tun_metadata0..7` (`add-tlv-map`).
     pub tlv_map: [Option<crate::tunnel::TlvMapping>; crate::fields::N_TUN_METADATA],
+    /// The bridge's meters (`add-meter`, `OFPT_METER_MOD`).
+    pub meters: crate::meter::MeterTable,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -288,6 +290,7 @@ impl Bridge {
             addrs: Vec::new(),
             tunnels: BTreeMap::new(),
             tlv_map: [None; crate::fields::N_TUN_METADATA],
+            meters: Default::default(),
         }
     }
 
@@ -312,6 +315,8 @@ impl Bridge {
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
         }
+        self.check_meters(&spec.actions)
+            .map_err(|_| "OFPMMFC_INVALID_METER".to_string())?;
         let table = &mut self.tables[t];
         if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
             table.remove(old);

@@ -21,6 +21,7 @@ use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, par
 use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
+mod meter;
 mod upcall;
 pub use upcall::DumpStats;
 
@@ -573,6 +574,8 @@ impl Ofproto {
         let b = p
             .bridge_mut(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        b.check_meters(&spec.actions)
+            .map_err(|_| "OFPMMFC_INVALID_METER".to_string())?;
         let n = b.mod_flows(spec, strict, Instant::now());
         drop(p);
         self.changed();

@@ -854,7 +854,14 @@ impl Ctx<'_> {
                     self.conntracked = false;
                     self.out.push(Action::CtClear);
                 }
-                // Queues, groups, meters and fin_timeout have no datapath effect here yet.
+                // OVS's xlate_meter_action(): the datapath meter runs where the rule's
+                // instruction put it, first.
+                OfAction::Meter(id) => {
+                    if let Some(dp) = self.br().meters.dp_id(*id) {
+                        self.out.push(Action::Meter(dp));
+                    }
+                }
+                // Queues, groups and fin_timeout have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }
         }

@@ -1,0 +1,194 @@
+//! Meter mods and meter requests against a bridge's [`MeterTable`], as OVS's `ofproto.c`
+//! handles them: each OpenFlow meter gets a datapath meter (the lowest free datapath id, as
+//! OVS's `id_pool`), which is set again when the meter is modified (its buckets full and its
+//! counters from zero, as the userspace datapath's) and removed with it; the rules whose
+//! actions use a deleted meter go with it, and megaflows are revalidated. The datapath is
+//! locked before the pipeline, as the revalidator locks them.
+
+use std::time::Instant;
+
+use datapath::dpif::Datapath;
+
+use super::Ofproto;
+use crate::bridge::Bridge;
+use crate::meter::{
+    Meter, MeterConfig, MeterModError, MeterStats, OFPM13_ALL, check_id_and_bands, datapath_config,
+    rule_meter,
+};
+use crate::syntax::OfAction;
+
+impl Bridge {
+    /// Whether every meter `actions` use exists (OVS's `ofproto_check_ofpacts()`).
+    pub fn check_meters(&self, actions: &[OfAction]) -> Result<(), MeterModError> {
+        match rule_meter(actions) {
+            Some(id) if self.meters.get(id).is_none() => Err(MeterModError::InvalidMeter),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes the rules whose actions use meter `id`; returns how many.
+    fn del_flows_of_meter(&mut self, id: u32) -> usize {
+        let mut n = 0;
+        for t in &mut self.tables {
+            let gone: Vec<_> = t
+                .iter()
+                .filter(|(_, _, _, r)| rule_meter(&r.actions) == Some(id))
+                .map(|(rid, ..)| rid)
+                .collect();
+            n += gone.len();
+            for rid in gone {
+                t.remove(rid);
+            }
+        }
+        n
+    }
+
+    /// How many rules use meter `id`.
+    fn n_flows_of_meter(&self, id: u32) -> u32 {
+        self.tables
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter(|(_, _, _, r)| rule_meter(&r.actions) == Some(id))
+            .count() as u32
+    }
+}
+
+impl Ofproto {
+    /// `OFPMC13_ADD`: `OFPMMFC_METER_EXISTS` if the id is taken, else the datapath's checks.
+    pub fn add_meter(
+        &self,
+        dp: &mut Datapath,
+        bridge: &str,
+        config: &MeterConfig,
+    ) -> Result<(), MeterModError> {
+        check_id_and_bands(config)?;
+        let mut p = self.write();
+        let b = p.bridge_mut(bridge).ok_or(MeterModError::InvalidMeter)?;
+        if b.meters.get(config.meter_id).is_some() {
+            return Err(MeterModError::MeterExists);
+        }
+        let dp_id = dp.meter_free_id()?;
+        dp.meter_set(dp_id, &datapath_config(config)?)?;
+        b.meters.insert(Meter {
+            config: config.clone(),
+            dp_id,
+            created: Instant::now(),
+        });
+        Ok(())
+    }
+
+    /// `OFPMC13_MODIFY`: `OFPMMFC_UNKNOWN_METER` if there is no such meter, else the
+    /// datapath's checks; the datapath meter keeps its id.
+    pub fn modify_meter(
+        &self,
+        dp: &mut Datapath,
+        bridge: &str,
+        config: &MeterConfig,
+    ) -> Result<(), MeterModError> {
+        check_id_and_bands(config)?;
+        let mut p = self.write();
+        let b = p.bridge_mut(bridge).ok_or(MeterModError::InvalidMeter)?;
+        let dp_id = b
+            .meters
+            .dp_id(config.meter_id)
+            .ok_or(MeterModError::UnknownMeter)?;
+        dp.meter_set(dp_id, &datapath_config(config)?)?;
+        b.meters.update(config.meter_id, config.clone());
+        Ok(())
+    }
+
+    /// `OFPMC13_DELETE` of meter `id` ([`OFPM13_ALL`]: every meter; 0: none), with the rules
+    /// that use it. Never fails: deleting what does not exist is no error. Returns how many
+    /// rules went.
+    pub fn del_meter(&self, dp: &mut Datapath, bridge: &str, id: u32) -> usize {
+        let mut p = self.write();
+        let Some(b) = p.bridge_mut(bridge) else {
+            return 0;
+        };
+        let ids = match id {
+            0 => Vec::new(),
+            OFPM13_ALL => b.meters.ids(),
+            id => vec![id],
+        };
+        let mut n = 0;
+        let mut any = false;
+        for id in ids {
+            if let Some(m) = b.meters.remove(id) {
+                n += b.del_flows_of_meter(id);
+                dp.meter_del(m.dp_id);
+                any = true;
+            }
+        }
+        drop(p);
+        if any {
+            self.changed();
+        }
+        n
+    }
+
+    /// The configuration of meter `id` ([`OFPM13_ALL`]: of every meter, in OVS's order);
+    /// `OFPMMFC_UNKNOWN_METER` for a meter that does not exist.
+    pub fn meter_configs(&self, bridge: &str, id: u32) -> Result<Vec<MeterConfig>, MeterModError> {
+        let p = self.read();
+        let b = p.bridge(bridge).ok_or(MeterModError::UnknownMeter)?;
+        if id == OFPM13_ALL {
+            return Ok(b.meters.iter().map(|m| m.config.clone()).collect());
+        }
+        let m = b.meters.get(id).ok_or(MeterModError::UnknownMeter)?;
+        Ok(vec![m.config.clone()])
+    }
+
+    /// The statistics of meter `id` ([`OFPM13_ALL`]: of every meter, in OVS's order): the
+    /// datapath's counters, the rules that use it and its age.
+    pub fn meter_stats(
+        &self,
+        dp: &Datapath,
+        bridge: &str,
+        id: u32,
+    ) -> Result<Vec<MeterStats>, MeterModError> {
+        let p = self.read();
+        let b = p.bridge(bridge).ok_or(MeterModError::UnknownMeter)?;
+        let meters: Vec<&Meter> = if id == OFPM13_ALL {
+            b.meters.iter().collect()
+        } else {
+            vec![b.meters.get(id).ok_or(MeterModError::UnknownMeter)?]
+        };
+        let now = Instant::now();
+        Ok(meters
+            .into_iter()
+            .map(|m| {
+                let c = dp.meter_stats(m.dp_id).unwrap_or_default();
+                let age = now.duration_since(m.created);
+                let n_bands = m.config.bands.len();
+                MeterStats {
+                    meter_id: m.config.meter_id,
+                    flow_count: b.n_flows_of_meter(m.config.meter_id),
+                    packet_in_count: c.packets,
+                    byte_in_count: c.bytes,
+                    duration_sec: age.as_secs() as u32,
+                    duration_nsec: age.subsec_nanos(),
+                    bands: (0..n_bands)
+                        .map(|i| c.bands.get(i).copied().unwrap_or_default())
+                        .collect(),
+                }
+            })
+            .collect())
+    }
+
+    /// Whether the meters `actions` use exist in `bridge` (a flow naming another is refused,
+    /// `OFPMMFC_INVALID_METER`).
+    pub fn check_meters(&self, bridge: &str, actions: &[OfAction]) -> Result<(), MeterModError> {
+        let p = self.read();
+        match p.bridge(bridge) {
+            Some(b) => b.check_meters(actions),
+            None => Ok(()),
+        }
+    }
+
+    /// The datapath meter of `bridge`'s OpenFlow meter `id`: what a controller action's
+    /// `meter_id` meters with ([`datapath::meter::DpMeter::admit`] through
+    /// [`Datapath::meter`]).
+    pub fn meter_dp_id(&self, bridge: &str, id: u32) -> Option<u32> {
+        self.read().bridge(bridge)?.meters.dp_id(id)
+    }
+}
