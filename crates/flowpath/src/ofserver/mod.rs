@@ -22,6 +22,7 @@ mod bridge_view;
 mod bundle;
 mod flow_table;
 mod handler;
+mod meter_table;
 mod ofconn;
 mod table_features;
 mod table_fields;

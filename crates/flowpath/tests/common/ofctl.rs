@@ -30,6 +30,8 @@ pub fn normalize(line: &str) -> String {
             )
         } else if w.starts_with("duration=") {
             "duration=X,".to_owned()
+        } else if w.starts_with("duration:") {
+            "duration:X".to_owned()
         } else if w.starts_with("idle_age=") || w.starts_with("hard_age=") {
             continue;
         } else if w.starts_with("addr:") {
