@@ -1,6 +1,6 @@
 //! The switch's control commands, all registered on one control socket: each family's
 //! module registers its own (`of_cmd`: OpenFlow tables and bridges; `dpctl_cmd`: the datapath
-//! and conntrack; `dpif_show_cmd`, `port_stats_cmd`, `upcall_cmd`, `vlog_cmd`, `dummy_cmd`).
+//! and conntrack; `meter_cmd`: meters; `dpif_show_cmd`, `port_stats_cmd`, `upcall_cmd`, `vlog_cmd`, `dummy_cmd`).
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -21,6 +21,7 @@ pub fn registry(
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
     crate::dummy_cmd::register(&reg);
+    crate::meter_cmd::register(&reg, &of, &dp);
     crate::dpif_show_cmd::register(&reg, &of, &dp);
     crate::port_stats_cmd::register(&reg, &of, &dp);
     crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);

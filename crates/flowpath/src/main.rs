@@ -16,6 +16,7 @@ mod dpif_show_cmd;
 mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;
+mod meter_cmd;
 mod of_cmd;
 mod ofserver;
 mod port_stats_cmd;
@@ -154,7 +155,8 @@ enum Command {
     },
     /// OpenFlow table commands on a running switch, as ovs-ofctl gives them: add-flow BRIDGE
     /// FLOW, add-flows BRIDGE FILE, mod-flows [--strict] BRIDGE FLOW, del-flows [--strict]
-    /// BRIDGE [FLOW], dump-flows BRIDGE [FLOW], show BRIDGE.
+    /// BRIDGE [FLOW], dump-flows BRIDGE [FLOW], show BRIDGE; add-meter and mod-meter BRIDGE
+    /// METER, del-meters, dump-meters and meter-stats BRIDGE [METER], meter-features BRIDGE.
     // The text is clap's --help as well, where [FLOW] is a command-line convention, not a link.
     #[allow(rustdoc::broken_intra_doc_links)]
     Ofctl {
@@ -385,6 +387,13 @@ fn ofctl(
         "add-tlv-map",
         "del-tlv-map",
         "dump-tlv-map",
+        "add-meter",
+        "mod-meter",
+        "del-meter",
+        "del-meters",
+        "dump-meters",
+        "meter-stats",
+        "meter-features",
     ];
     if !known.contains(&args[0].as_str()) {
         eprintln!(

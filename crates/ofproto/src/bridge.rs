@@ -316,7 +316,7 @@ impl Bridge {
             return Err(format!("table {} out of range (0-254)", spec.table));
         }
         self.check_meters(&spec.actions)
-            .map_err(|_| "OFPMMFC_INVALID_METER".to_string())?;
+            .map_err(|e| e.to_string())?;
         let table = &mut self.tables[t];
         if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
             table.remove(old);

@@ -83,33 +83,33 @@ pub struct MeterStats {
     pub bands: Vec<(u64, u64)>,
 }
 
-/// Why a meter mod fails: OVS's `OFPMMFC_*` error for it.
+/// Why a meter mod fails: OVS's `OFPMMFC_*` error for it (displayed by its name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MeterModError {
     /// `OFPMMFC_METER_EXISTS`: an add of a meter that exists.
-    #[error("meter exists")]
+    #[error("OFPMMFC_METER_EXISTS")]
     MeterExists,
     /// `OFPMMFC_INVALID_METER`: meter 0, or an id above `OFPM13_MAX` other than the slow path's
     /// and the controller's; also a flow naming a meter the bridge lacks.
-    #[error("invalid meter")]
+    #[error("OFPMMFC_INVALID_METER")]
     InvalidMeter,
     /// `OFPMMFC_UNKNOWN_METER`: a modify of (or a request about) a meter that does not exist.
-    #[error("unknown meter")]
+    #[error("OFPMMFC_UNKNOWN_METER")]
     UnknownMeter,
     /// `OFPMMFC_OUT_OF_BANDS`: more bands than the datapath has, or none.
-    #[error("out of bands")]
+    #[error("OFPMMFC_OUT_OF_BANDS")]
     OutOfBands,
     /// `OFPMMFC_BAD_BAND`: a band type the datapath cannot run (DSCP remark).
-    #[error("bad band")]
+    #[error("OFPMMFC_BAD_BAND")]
     BadBand,
     /// `OFPMMFC_BAD_FLAGS`: no rate unit, both, or an unknown flag.
-    #[error("bad flags")]
+    #[error("OFPMMFC_BAD_FLAGS")]
     BadFlags,
     /// `OFPMMFC_BAD_RATE`: a band of rate 0.
-    #[error("bad rate")]
+    #[error("OFPMMFC_BAD_RATE")]
     BadRate,
     /// `OFPMMFC_OUT_OF_METERS`: no datapath meter left.
-    #[error("out of meters")]
+    #[error("OFPMMFC_OUT_OF_METERS")]
     OutOfMeters,
 }
 

@@ -574,8 +574,7 @@ impl Ofproto {
         let b = p
             .bridge_mut(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        b.check_meters(&spec.actions)
-            .map_err(|_| "OFPMMFC_INVALID_METER".to_string())?;
+        b.check_meters(&spec.actions).map_err(|e| e.to_string())?;
         let n = b.mod_flows(spec, strict, Instant::now());
         drop(p);
         self.changed();

@@ -166,7 +166,8 @@ impl Ofproto {
                     packet_in_count: c.packets,
                     byte_in_count: c.bytes,
                     duration_sec: age.as_secs() as u32,
-                    duration_nsec: age.subsec_nanos(),
+                    // Milliseconds, as OVS keeps a meter's creation time.
+                    duration_nsec: age.subsec_millis() * 1_000_000,
                     bands: (0..n_bands)
                         .map(|i| c.bands.get(i).copied().unwrap_or_default())
                         .collect(),
