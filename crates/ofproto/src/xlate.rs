@@ -38,6 +38,7 @@ use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelTyp
 mod commit;
 mod ct;
 mod freeze;
+mod meter;
 mod normal;
 mod trace;
 mod tunnel;
@@ -854,13 +855,7 @@ impl Ctx<'_> {
                     self.conntracked = false;
                     self.out.push(Action::CtClear);
                 }
-                // OVS's xlate_meter_action(): the datapath meter runs where the rule's
-                // instruction put it, first.
-                OfAction::Meter(id) => {
-                    if let Some(dp) = self.br().meters.dp_id(*id) {
-                        self.out.push(Action::Meter(dp));
-                    }
-                }
+                OfAction::Meter(id) => self.meter(*id),
                 // Queues, groups and fin_timeout have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }

@@ -144,9 +144,9 @@ fn modify_keeps_the_datapath_meter_and_restarts_its_counters() {
         .unwrap();
     assert_eq!(of.meter_dp_id("br0", 7), Some(0));
     assert_eq!(of.meter_dp_id("br0", 8), Some(1));
-    let m = dp.meter(0).unwrap();
-    assert!(m.admit(60));
-    assert!(!m.admit(60));
+    assert!(of.meter_admits(&dp, "br0", 7, 60));
+    assert!(!of.meter_admits(&dp, "br0", 7, 60));
+    assert!(of.meter_admits(&dp, "br0", 99, 60));
     assert_eq!(dp.meter_stats(0).unwrap().bands, vec![(1, 60)]);
     of.modify_meter(&mut dp, "br0", &pktps_meter(7, 20, 2))
         .unwrap();

@@ -186,10 +186,19 @@ impl Ofproto {
         }
     }
 
-    /// The datapath meter of `bridge`'s OpenFlow meter `id`: what a controller action's
-    /// `meter_id` meters with ([`datapath::meter::DpMeter::admit`] through
-    /// [`Datapath::meter`]).
+    /// The datapath meter of `bridge`'s OpenFlow meter `id`.
     pub fn meter_dp_id(&self, bridge: &str, id: u32) -> Option<u32> {
         self.read().bridge(bridge)?.meters.dp_id(id)
+    }
+
+    /// Whether `bridge`'s meter `id` admits one more packet of `len` bytes sent outside the
+    /// PMDs (a packet-in of a controller action with `meter_id`, or of the `controller`
+    /// meter): takes its tokens from the buckets the PMDs share and counts it in the meter's
+    /// statistics. A meter the bridge lacks admits everything, as OVS lets such packet-ins
+    /// through.
+    pub fn meter_admits(&self, dp: &Datapath, bridge: &str, id: u32, len: usize) -> bool {
+        self.meter_dp_id(bridge, id)
+            .and_then(|n| dp.meter(n))
+            .is_none_or(|m| m.admit(len))
     }
 }
