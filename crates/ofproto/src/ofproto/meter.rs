@@ -2,8 +2,11 @@
 //! handles them: each OpenFlow meter gets a datapath meter (the lowest free datapath id, as
 //! OVS's `id_pool`), which is set again when the meter is modified (its buckets full and its
 //! counters from zero, as the userspace datapath's) and removed with it; the rules whose
-//! actions use a deleted meter go with it, and megaflows are revalidated. The datapath is
-//! locked before the pipeline, as the revalidator locks them.
+//! actions use a deleted meter go with it, and megaflows are revalidated.
+//!
+//! Locking: the caller holds the datapath (`&mut Datapath`), which serializes meter changes;
+//! the pipeline's lock is never held while the PMDs are asked to change or count a meter, as a
+//! PMD may be waiting for that lock in an upcall.
 
 use std::time::Instant;
 
@@ -62,18 +65,29 @@ impl Ofproto {
         config: &MeterConfig,
     ) -> Result<(), MeterModError> {
         check_id_and_bands(config)?;
-        let mut p = self.write();
-        let b = p.bridge_mut(bridge).ok_or(MeterModError::InvalidMeter)?;
-        if b.meters.get(config.meter_id).is_some() {
-            return Err(MeterModError::MeterExists);
+        {
+            let p = self.read();
+            let b = p.bridge(bridge).ok_or(MeterModError::InvalidMeter)?;
+            if b.meters.get(config.meter_id).is_some() {
+                return Err(MeterModError::MeterExists);
+            }
         }
         let dp_id = dp.meter_free_id()?;
         dp.meter_set(dp_id, &datapath_config(config)?)?;
-        b.meters.insert(Meter {
-            config: config.clone(),
-            dp_id,
-            created: Instant::now(),
-        });
+        let mut p = self.write();
+        match p.bridge_mut(bridge) {
+            Some(b) => b.meters.insert(Meter {
+                config: config.clone(),
+                dp_id,
+                created: Instant::now(),
+            }),
+            // The bridge went meanwhile.
+            None => {
+                drop(p);
+                dp.meter_del(dp_id);
+                return Err(MeterModError::InvalidMeter);
+            }
+        }
         Ok(())
     }
 
@@ -86,14 +100,17 @@ impl Ofproto {
         config: &MeterConfig,
     ) -> Result<(), MeterModError> {
         check_id_and_bands(config)?;
-        let mut p = self.write();
-        let b = p.bridge_mut(bridge).ok_or(MeterModError::InvalidMeter)?;
-        let dp_id = b
-            .meters
-            .dp_id(config.meter_id)
-            .ok_or(MeterModError::UnknownMeter)?;
+        let dp_id = {
+            let p = self.read();
+            let b = p.bridge(bridge).ok_or(MeterModError::InvalidMeter)?;
+            b.meters
+                .dp_id(config.meter_id)
+                .ok_or(MeterModError::UnknownMeter)?
+        };
         dp.meter_set(dp_id, &datapath_config(config)?)?;
-        b.meters.update(config.meter_id, config.clone());
+        if let Some(b) = self.write().bridge_mut(bridge) {
+            b.meters.update(config.meter_id, config.clone());
+        }
         Ok(())
     }
 
@@ -111,17 +128,19 @@ impl Ofproto {
             id => vec![id],
         };
         let mut n = 0;
-        let mut any = false;
+        let mut gone = Vec::new();
         for id in ids {
             if let Some(m) = b.meters.remove(id) {
                 n += b.del_flows_of_meter(id);
-                dp.meter_del(m.dp_id);
-                any = true;
+                gone.push(m.dp_id);
             }
         }
         drop(p);
-        if any {
+        if !gone.is_empty() {
             self.changed();
+        }
+        for dp_id in gone {
+            dp.meter_del(dp_id);
         }
         n
     }
@@ -146,23 +165,30 @@ impl Ofproto {
         bridge: &str,
         id: u32,
     ) -> Result<Vec<MeterStats>, MeterModError> {
-        let p = self.read();
-        let b = p.bridge(bridge).ok_or(MeterModError::UnknownMeter)?;
-        let meters: Vec<&Meter> = if id == OFPM13_ALL {
-            b.meters.iter().collect()
-        } else {
-            vec![b.meters.get(id).ok_or(MeterModError::UnknownMeter)?]
+        // What the table says, then the datapath's counters without the pipeline's lock.
+        let meters: Vec<(Meter, u32)> = {
+            let p = self.read();
+            let b = p.bridge(bridge).ok_or(MeterModError::UnknownMeter)?;
+            let chosen: Vec<&Meter> = if id == OFPM13_ALL {
+                b.meters.iter().collect()
+            } else {
+                vec![b.meters.get(id).ok_or(MeterModError::UnknownMeter)?]
+            };
+            chosen
+                .into_iter()
+                .map(|m| (m.clone(), b.n_flows_of_meter(m.config.meter_id)))
+                .collect()
         };
         let now = Instant::now();
         Ok(meters
             .into_iter()
-            .map(|m| {
+            .map(|(m, flow_count)| {
                 let c = dp.meter_stats(m.dp_id).unwrap_or_default();
                 let age = now.duration_since(m.created);
                 let n_bands = m.config.bands.len();
                 MeterStats {
                     meter_id: m.config.meter_id,
-                    flow_count: b.n_flows_of_meter(m.config.meter_id),
+                    flow_count,
                     packet_in_count: c.packets,
                     byte_in_count: c.bytes,
                     duration_sec: age.as_secs() as u32,
