@@ -57,6 +57,19 @@ impl Bridge {
 }
 
 impl Ofproto {
+    /// The checks of a meter mod before the table changes, then the datapath meter of
+    /// `config`'s meter, if it exists.
+    fn meter_mod_target(
+        &self,
+        bridge: &str,
+        config: &MeterConfig,
+    ) -> Result<Option<u32>, MeterModError> {
+        check_id_and_bands(config)?;
+        let p = self.read();
+        let b = p.bridge(bridge).ok_or(MeterModError::InvalidMeter)?;
+        Ok(b.meters.dp_id(config.meter_id))
+    }
+
     /// `OFPMC13_ADD`: `OFPMMFC_METER_EXISTS` if the id is taken, else the datapath's checks.
     pub fn add_meter(
         &self,
@@ -64,13 +77,8 @@ impl Ofproto {
         bridge: &str,
         config: &MeterConfig,
     ) -> Result<(), MeterModError> {
-        check_id_and_bands(config)?;
-        {
-            let p = self.read();
-            let b = p.bridge(bridge).ok_or(MeterModError::InvalidMeter)?;
-            if b.meters.get(config.meter_id).is_some() {
-                return Err(MeterModError::MeterExists);
-            }
+        if self.meter_mod_target(bridge, config)?.is_some() {
+            return Err(MeterModError::MeterExists);
         }
         let dp_id = dp.meter_free_id()?;
         dp.meter_set(dp_id, &datapath_config(config)?)?;
@@ -99,14 +107,9 @@ impl Ofproto {
         bridge: &str,
         config: &MeterConfig,
     ) -> Result<(), MeterModError> {
-        check_id_and_bands(config)?;
-        let dp_id = {
-            let p = self.read();
-            let b = p.bridge(bridge).ok_or(MeterModError::InvalidMeter)?;
-            b.meters
-                .dp_id(config.meter_id)
-                .ok_or(MeterModError::UnknownMeter)?
-        };
+        let dp_id = self
+            .meter_mod_target(bridge, config)?
+            .ok_or(MeterModError::UnknownMeter)?;
         dp.meter_set(dp_id, &datapath_config(config)?)?;
         if let Some(b) = self.write().bridge_mut(bridge) {
             b.meters.update(config.meter_id, config.clone());
