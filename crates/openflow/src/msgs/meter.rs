@@ -494,6 +494,25 @@ mod tests {
         }
 
         #[test]
+        fn meter_mods_round_trip(modify: bool, id: u32, pktps: bool, extra in 0u16..4, bands in proptest::collection::vec((1u16..=2, any::<u32>(), any::<u32>(), 1u8..), 0..9)) {
+            let bands: Vec<_> = bands.into_iter().map(|(t, rate, burst_size, p)| MeterBand {
+                band_type: t, rate, burst_size, prec_level: if t == 2 { p } else { 0 },
+            }).collect();
+            let unit = if pktps { OFPMF13_PKTPS } else { OFPMF13_KBPS };
+            let mm = MeterMod {
+                command: if modify { MeterCommand::Modify } else { MeterCommand::Add },
+                flags: unit | (extra << 2),
+                meter_id: id,
+                bands,
+            };
+            for v in [Version::Of13, Version::Of14, Version::Of15] {
+                let mut out = Vec::new();
+                mm.encode(v, 7, &mut out).unwrap();
+                prop_assert_eq!(MeterMod::decode(&msg(&out)).unwrap(), mm.clone());
+            }
+        }
+
+        #[test]
         fn random_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..120)) {
             for t in [MsgType::Ofpt13MeterMod, MsgType::Ofpst13MeterReply, MsgType::Ofpst13MeterConfigReply] {
                 let mut m = Vec::new();
