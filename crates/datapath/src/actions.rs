@@ -107,6 +107,9 @@ pub enum DpAction {
     Ct(Box<conntrack::CtArgs>),
     /// Forget the packet's connection state (`ct_clear`).
     CtClear,
+    /// Run the packets through datapath meter N (`meter(N)`, see [`crate::meter`]): those a
+    /// band fires on are dropped, the others go on with the next action.
+    Meter(u32),
 }
 
 /// `set(eth(src=,dst=))`: value and mask per address (values stored masked), and the same as
@@ -521,7 +524,7 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         },
         Action::Set(k) => compile_set(k)?,
         Action::LbOutput(_) => return Err(Unsupported("lb_output")),
-        Action::Meter(_) => return Err(Unsupported("meter")),
+        Action::Meter(id) => DpAction::Meter(*id),
         Action::TnlPop(port) => DpAction::TnlPop(*port),
         Action::TnlPush(t) => DpAction::TnlPush(Box::new(TnlTemplate::build(&t.header)?)),
         Action::Userspace(_) => DpAction::Userspace,
@@ -1077,7 +1080,6 @@ mod tests {
                 "tnl_push(gtpu)",
             ),
             ("ct(helper=sip)", "ct(helper=...)"),
-            ("meter(1)", "meter"),
             ("sample(sample=50%,actions(1))", "sample"),
             ("check_pkt_len(size=200,gt(1),le(2))", "check_pkt_len"),
             ("dec_ttl(le_1(1))", "dec_ttl"),
@@ -1086,7 +1088,7 @@ mod tests {
                 "add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847)",
                 "add_mpls",
             ),
-            ("clone(1,meter(1))", "meter"),
+            ("clone(1,lb_output(1))", "lb_output"),
         ] {
             let e = compiled(text).unwrap_err();
             assert_eq!(e, CompileError::Unsupported(name), "{text}");

@@ -18,6 +18,7 @@ use flow::{FlowKey, Mask, Match};
 
 use crate::actions::{DpAction, compile};
 use crate::flow_table::{FlowStats, Megaflow};
+use crate::meter::{MeterConfig, MeterCounters, MeterError};
 use crate::pmd::{
     DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, STAGE_SAMPLE,
     STAGE_TSC_READS_PER_BATCH, Stage, UpcallHandler,
@@ -290,6 +291,7 @@ impl DatapathBuilder {
             cleared_at: tsc::now(),
             rxq_assign: self.config.rxq_assign,
             frag: self.frag,
+            meters: Default::default(),
         })
     }
 }
@@ -420,6 +422,8 @@ pub struct Datapath {
     rxq_assign: RxqAssign,
     /// The fragment reassembly settings every PMD's reassembler has.
     frag: FragConfig,
+    /// The meters the PMDs were given (`meter()`).
+    meters: crate::meter::DpMeters,
 }
 
 /// One PMD's counters as collected by [`Datapath::pmd_stats`].
@@ -692,6 +696,38 @@ impl Datapath {
             }
         }
         out
+    }
+
+    /// The lowest free datapath meter id (see [`crate::meter`]).
+    pub fn meter_free_id(&self) -> Result<u32, MeterError> {
+        self.meters.free_id()
+    }
+
+    /// Sets meter `id` as `config` says on every PMD (a meter of that id is replaced: full
+    /// buckets, counters from zero).
+    pub fn meter_set(&mut self, id: u32, config: &MeterConfig) -> Result<(), MeterError> {
+        let m = self.meters.set(id, config)?;
+        self.ask(|tx| PmdCmd::SetMeter(id, Some(m.clone()), tx));
+        Ok(())
+    }
+
+    /// Removes meter `id` from every PMD; whether it existed.
+    pub fn meter_del(&mut self, id: u32) -> bool {
+        self.ask(|tx| PmdCmd::SetMeter(id, None, tx));
+        self.meters.del(id)
+    }
+
+    /// Meter `id`'s counters, summed over the PMDs.
+    pub fn meter_stats(&self, id: u32) -> Option<MeterCounters> {
+        self.meters.get(id)?;
+        let per_pmd = self.ask(|tx| PmdCmd::MeterCounters(id, tx));
+        self.meters.total(id, &per_pmd)
+    }
+
+    /// Meter `id`'s shared buckets, for packets metered outside the PMDs
+    /// ([`crate::meter::DpMeter::admit`]).
+    pub fn meter(&self, id: u32) -> Option<Arc<crate::meter::DpMeter>> {
+        self.meters.get(id).cloned()
     }
 
     /// `dpctl/add-flow FLOW ACTIONS`: installs a megaflow on every PMD.
@@ -1148,6 +1184,7 @@ impl Datapath {
                 ("missed, upcall failed or over budget", s.lost_upcalls),
                 ("recirculation depth exceeded", s.recirc_depth_drops),
                 ("actions without output", s.action_drops),
+                ("meter band exceeded", s.meter_drops),
             ] {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
             }

@@ -10,6 +10,7 @@ pub mod dpif;
 pub mod emc;
 pub mod flow_table;
 pub mod gso;
+pub mod meter;
 pub mod packet;
 pub mod pmd;
 pub mod port;

@@ -797,6 +797,13 @@ impl Batch {
         }
     }
 
+    /// Removes the packets from `at` on and gives their buffers back to `pool`.
+    pub fn free_from(&mut self, at: usize, pool: &mut Pool) {
+        for p in self.pkts.drain(at.min(self.pkts.len())..) {
+            pool.free(p);
+        }
+    }
+
     /// Total bytes of the packets.
     pub fn bytes(&self) -> u64 {
         self.pkts.iter().map(|p| p.len() as u64).sum()

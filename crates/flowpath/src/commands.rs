@@ -1,7 +1,7 @@
 //! The switch's control commands, all registered on one control socket: each family's
 //! module registers its own (`of_cmd`: OpenFlow tables and bridges; `group_cmd`: groups;
-//! `dpctl_cmd`: the datapath and conntrack; `dpif_show_cmd`, `port_stats_cmd`, `upcall_cmd`,
-//! `vlog_cmd`, `dummy_cmd`).
+//! `meter_cmd`: meters; `dpctl_cmd`: the datapath and conntrack; `dpif_show_cmd`,
+//! `port_stats_cmd`, `upcall_cmd`, `vlog_cmd`, `dummy_cmd`).
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -23,6 +23,7 @@ pub fn registry(
     crate::of_cmd::register(&reg, &of, &dp, base);
     crate::group_cmd::register(&reg, &of);
     crate::dummy_cmd::register(&reg);
+    crate::meter_cmd::register(&reg, &of, &dp);
     crate::dpif_show_cmd::register(&reg, &of, &dp);
     crate::port_stats_cmd::register(&reg, &of, &dp);
     crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);

@@ -18,6 +18,7 @@ mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;
 mod group_cmd;
+mod meter_cmd;
 mod of_cmd;
 mod ofserver;
 mod port_stats_cmd;
@@ -158,7 +159,9 @@ enum Command {
     /// FLOW, add-flows BRIDGE FILE, mod-flows [--strict] BRIDGE FLOW, del-flows [--strict]
     /// BRIDGE [FLOW], dump-flows BRIDGE [FLOW], show BRIDGE; groups: add-group, mod-group,
     /// insert-buckets, remove-buckets BRIDGE GROUP, add-groups BRIDGE FILE, del-groups
-    /// BRIDGE [GROUP], dump-groups, dump-group-stats BRIDGE [GROUP_ID].
+    /// BRIDGE [GROUP], dump-groups, dump-group-stats BRIDGE [GROUP_ID];
+    /// meters: add-meter and mod-meter BRIDGE METER, del-meters, dump-meters and meter-stats
+    /// BRIDGE [METER], meter-features BRIDGE.
     // The text is clap's --help as well, where [FLOW] is a command-line convention, not a link.
     #[allow(rustdoc::broken_intra_doc_links)]
     Ofctl {
@@ -398,6 +401,13 @@ fn ofctl(
         "dump-groups",
         "dump-group-stats",
         "dump-group-features",
+        "add-meter",
+        "mod-meter",
+        "del-meter",
+        "del-meters",
+        "dump-meters",
+        "meter-stats",
+        "meter-features",
     ];
     if !known.contains(&args[0].as_str()) {
         eprintln!(

@@ -212,6 +212,10 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     let _ = reg.register("del-br", "BRIDGE", 1, 1, move |a| {
         let b = of2.del_bridge(&a[0])?;
         let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
+        // Its meters' datapath meters are freed for other bridges.
+        for m in b.meters.iter() {
+            dp.meter_del(m.dp_id);
+        }
         // Tunnel ports share their datapath port (named after the tunnel type) with others.
         for p in b.ports.values().filter(|p| p.dp_port.is_some()) {
             if dp.port_names().number(&p.name).is_some() {

@@ -38,9 +38,8 @@ const OVS: &str = include_str!("../../../testdata/openflow/ovs-ofctl-br0.txt");
 /// OpenFlow layer: OVS's dummy ports have custom statistics.
 const BACKEND_DIFFERS: &[&str] = &["-O OpenFlow14 dump-ports br0 1"];
 
-/// Requests answered differently on purpose: meters are not implemented, so adding one
-/// fails.
-const RAW_DIFFERS: &[&str] = &["meter-mod-add"];
+/// Requests answered differently on purpose (none now).
+const RAW_DIFFERS: &[&str] = &[];
 
 fn sections() -> Vec<(String, Vec<String>)> {
     common::ofctl::sections(OVS)

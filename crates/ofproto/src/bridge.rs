@@ -224,6 +224,8 @@ pub struct Bridge {
     pub fail_open: std::sync::atomic::AtomicBool,
     /// The group table.
     pub groups: crate::group::GroupTable,
+    /// The bridge's meters (`add-meter`, `OFPT_METER_MOD`).
+    pub meters: crate::meter::MeterTable,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -295,6 +297,7 @@ impl Bridge {
             tlv_map: [None; crate::fields::N_TUN_METADATA],
             fail_open: Default::default(),
             groups: Default::default(),
+            meters: Default::default(),
         }
     }
 
@@ -322,6 +325,8 @@ impl Bridge {
         if let Some(g) = crate::group::missing_group(&self.groups, &spec.actions) {
             return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
         }
+        self.check_meters(&spec.actions)
+            .map_err(|e| e.to_string())?;
         let table = &mut self.tables[t];
         if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
             table.remove(old);

@@ -22,6 +22,7 @@ use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
 mod group;
+mod meter;
 mod upcall;
 pub use group::{GroupCredit, GroupModFailure, GroupStatsEntry, format_group_stats};
 pub use upcall::DumpStats;
@@ -581,6 +582,7 @@ impl Ofproto {
         {
             return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
         }
+        b.check_meters(&spec.actions).map_err(|e| e.to_string())?;
         let n = b.mod_flows(spec, strict, Instant::now());
         drop(p);
         self.changed();

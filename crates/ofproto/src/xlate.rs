@@ -40,6 +40,7 @@ mod ct;
 mod fail_open;
 mod freeze;
 mod group;
+mod meter;
 mod normal;
 mod trace;
 mod tunnel;
@@ -878,7 +879,8 @@ impl Ctx<'_> {
                         return;
                     }
                 }
-                // Queues, meters and fin_timeout have no datapath effect here yet.
+                OfAction::Meter(id) => self.meter(*id),
+                // Queues and fin_timeout have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }
         }

@@ -68,6 +68,9 @@ impl Pmd {
                     self.execute(sub, &mut copy);
                     self.recycle(copy);
                 }
+                DpAction::Meter(id) => {
+                    self.stats.meter_drops += self.meters.run(*id, batch, &mut self.pool) as u64;
+                }
                 DpAction::Hash { sym, basis } => {
                     for p in batch.packets_mut() {
                         p.meta.dp_hash = crate::rewrite::dp_hash_l4(p, *sym, *basis);

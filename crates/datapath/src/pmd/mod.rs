@@ -114,6 +114,14 @@ pub enum PmdCmd {
     SetFragConfig(conntrack::frag::FragConfig),
     /// The reassembler's status, with the datagrams waiting if asked (`dpctl/ipf-get-status`).
     FragStatus(bool, Sender<conntrack::frag::FragStatus>),
+    /// Set (`Some`) or remove meter N; replies once done.
+    SetMeter(
+        u32,
+        Option<std::sync::Arc<crate::meter::DpMeter>>,
+        Sender<()>,
+    ),
+    /// This PMD's counters of meter N.
+    MeterCounters(u32, Sender<Option<crate::meter::MeterCounters>>),
 }
 
 /// A polled rx queue.
@@ -247,6 +255,8 @@ pub struct Pmd {
     /// IP fragments waiting for the rest of their datagram before `ct()` (per PMD: a
     /// datagram's fragments arrive on one rx queue, as RSS hashes them by addresses).
     reasm: conntrack::frag::Reassembler<Packet>,
+    /// The meters' buckets and counters of this PMD (`meter()`).
+    meters: crate::meter::PmdMeters,
 }
 
 impl Pmd {
@@ -309,6 +319,7 @@ impl Pmd {
             ct_tuple_flows: 0,
             keys_reusable: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
+            meters: crate::meter::PmdMeters::default(),
         }
     }
 
@@ -447,6 +458,13 @@ impl Pmd {
             PmdCmd::SetFragConfig(cfg) => self.reasm.set_config(cfg),
             PmdCmd::FragStatus(lists, reply) => {
                 let _ = reply.send(self.reasm.status(lists));
+            }
+            PmdCmd::SetMeter(id, m, reply) => {
+                self.meters.set(id, m);
+                let _ = reply.send(());
+            }
+            PmdCmd::MeterCounters(id, reply) => {
+                let _ = reply.send(self.meters.counters(id));
             }
         }
     }

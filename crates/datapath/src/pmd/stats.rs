@@ -150,6 +150,8 @@ pub struct PmdStats {
     /// `flow::Malformed as usize`). They are still switched on the fields that parsed, as in
     /// OVS; these counts say how many.
     pub malformed: [u64; N_MALFORMED],
+    /// Packets a meter's band dropped (`meter()`; per meter and band in the meter's counters).
+    pub meter_drops: u64,
 }
 
 /// Number of [`flow::Malformed`] reasons.
@@ -209,6 +211,7 @@ impl core::ops::AddAssign for PmdStats {
         for (a, b) in self.malformed.iter_mut().zip(o.malformed) {
             *a += b;
         }
+        self.meter_drops += o.meter_drops;
     }
 }
 

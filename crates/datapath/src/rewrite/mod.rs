@@ -247,6 +247,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         | DpAction::Clone(_)
         | DpAction::Ct(_)
         | DpAction::CtClear
+        | DpAction::Meter(_)
         | DpAction::Userspace => Err(NotRewrite),
     }
 }

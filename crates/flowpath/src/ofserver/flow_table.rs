@@ -38,6 +38,13 @@ pub(crate) fn flow_mod(
         fm.spec.table = 0;
     }
     let s = &fm.spec;
+    if matches!(
+        fm.command,
+        FlowModCommand::Add | FlowModCommand::Modify | FlowModCommand::ModifyStrict
+    ) {
+        of.check_meters(bridge, &s.actions)
+            .map_err(super::meter_table::ofp_err)?;
+    }
     match fm.command {
         FlowModCommand::Add => {
             if s.flags.0 & FlowModFlags::CHECK_OVERLAP != 0 && overlaps_any(of, bridge, s)? {

@@ -3,8 +3,9 @@
 //! `ovs-vswitchd`'s `handle_openflow()` answers it: features, configuration, barriers,
 //! descriptions, port and table statistics, queues (one per port, 0), roles,
 //! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
-//! flushes, meters (none yet), flow mods and flow statistics
-//! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in bundles ([`bundle`](super::bundle)). Anything
+//! flushes, meters ([`meter_table`](super::meter_table)), flow mods and flow statistics
+//! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in
+//! bundles ([`bundle`](super::bundle)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
 
@@ -22,7 +23,7 @@ use openflow::header::Version;
 use openflow::msgs::async_config::AsyncConfig;
 use openflow::msgs::decode::{Msg, decode_body};
 use openflow::msgs::group_stats::GroupFeatures;
-use openflow::msgs::meter::{self, MeterCommand, MeterFeatures, MeterRequestKind, OFPM13_ALL};
+use openflow::msgs::meter::{MeterFeatures, MeterRequestKind};
 use openflow::msgs::port;
 use openflow::msgs::queue_config::{self, QueueConfigRequest};
 use openflow::msgs::role::{Role, RoleMsg};
@@ -151,6 +152,25 @@ impl OfHandler {
                 let v = bridge_view::ports_stats(&ports, &dp, r.port_no, self.since);
                 drop(dp);
                 return put_all(out, stats::encode_port_stats_reply(m, &v));
+            }
+            Msg::MeterMod(mm) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                return super::meter_table::meter_mod(&self.of, &mut dp, &conn.bridge, &mm);
+            }
+            Msg::MeterRequest(kind, id) if kind != MeterRequestKind::Features => {
+                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                return super::meter_table::meter_request(
+                    &self.of,
+                    &dp,
+                    &conn.bridge,
+                    m,
+                    kind,
+                    id,
+                    out,
+                );
             }
             Msg::CtFlushZone(zone) => {
                 let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
@@ -307,29 +327,12 @@ impl OfHandler {
                         .map_err(too_long)?,
                 );
             }
-            Msg::MeterRequest(kind, id) => match kind {
-                MeterRequestKind::Features => {
-                    out.extend(
-                        MeterFeatures::OVS_NETDEV
-                            .encode_reply(m)
-                            .map_err(too_long)?,
-                    );
-                }
-                _ if id != OFPM13_ALL => return Err(OfpErr::OfpmmfcUnknownMeter),
-                MeterRequestKind::Stats => put_all(out, meter::encode_meter_stats_reply(m, &[]))?,
-                MeterRequestKind::Config => {
-                    put_all(out, meter::encode_meter_config_reply(m, &[]))?;
-                }
-            },
-            Msg::MeterMod(mm) => {
-                if !conn.may_modify() {
-                    return Err(OfpErr::OfpbrcIsSecondary);
-                }
-                // No meters yet: deleting succeeds (there is nothing to delete), adding or
-                // changing one fails as OVS fails it where the datapath has no meters.
-                if mm.command != MeterCommand::Delete {
-                    return Err(OfpErr::OfpmmfcInvalidMeter);
-                }
+            Msg::MeterRequest(MeterRequestKind::Features, _) => {
+                out.extend(
+                    MeterFeatures::OVS_NETDEV
+                        .encode_reply(m)
+                        .map_err(too_long)?,
+                );
             }
             Msg::RoleRequest(r) => {
                 let role = self.role_request(c, &conn, r)?;

@@ -28,6 +28,7 @@ mod connmgr;
 mod flow_table;
 mod group_table;
 mod handler;
+mod meter_table;
 mod ofconn;
 mod table_features;
 mod table_fields;

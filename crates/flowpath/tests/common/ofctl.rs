@@ -35,6 +35,8 @@ pub fn normalize(line: &str) -> String {
             let rest = &w[i + 10..];
             let end = rest.find(',').unwrap_or(rest.len());
             format!("{},duration=X{}", &w[..i], &rest[end..])
+        } else if w.starts_with("duration:") {
+            "duration:X".to_owned()
         } else if w.starts_with("idle_age=") || w.starts_with("hard_age=") {
             continue;
         } else if w.starts_with("addr:") {

@@ -322,17 +322,9 @@ impl FlowSpec {
             let _ = write!(out, "cookie={:#x}, ", self.cookie);
         }
         if let Some(s) = stats {
-            let _ = write!(out, "duration={}", s.duration_sec);
-            if s.duration_nsec > 0 {
-                let ms = s.duration_nsec / 1_000_000;
-                if ms * 1_000_000 == s.duration_nsec {
-                    let _ = write!(out, ".{ms:03}");
-                } else {
-                    let frac = format!("{:09}", s.duration_nsec);
-                    let _ = write!(out, ".{}", frac.trim_end_matches('0'));
-                }
-            }
-            out.push_str("s, ");
+            out.push_str("duration=");
+            format_duration(&mut out, s.duration_sec, s.duration_nsec);
+            out.push_str(", ");
         }
         if stats.is_some() || self.table != 0 {
             let _ = write!(out, "table={}, ", self.table);
@@ -397,4 +389,20 @@ impl fmt::Display for OfAction {
         format_actions(&mut out, std::slice::from_ref(self), &NoPortNames);
         f.write_str(&out)
     }
+}
+
+/// A duration as OVS prints one (`ofp_print_duration()`): seconds, then milliseconds when the
+/// fraction is a whole number of them, else as many decimals as it needs, and `s`.
+pub(crate) fn format_duration(out: &mut String, sec: u32, nsec: u32) {
+    let _ = write!(out, "{sec}");
+    if nsec > 0 {
+        let ms = nsec / 1_000_000;
+        if ms * 1_000_000 == nsec {
+            let _ = write!(out, ".{ms:03}");
+        } else {
+            let frac = format!("{nsec:09}");
+            let _ = write!(out, ".{}", frac.trim_end_matches('0'));
+        }
+    }
+    out.push('s');
 }

@@ -31,6 +31,7 @@ mod flow;
 pub mod group;
 mod lex;
 mod matching;
+mod meter;
 mod ports;
 mod value;
 
@@ -42,6 +43,9 @@ pub use flow::{
     FlowKind, FlowModFlags, FlowSpec, FlowStats, LineError, parse_flow, parse_flows_file,
 };
 pub use matching::{DEFAULT_PRIORITY, format_match};
+pub use meter::{
+    MeterText, format_meter_config, format_meter_features, format_meter_stats, parse_meter,
+};
 pub use ports::{
     NoPortNames, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL,
     OFPP_MAX, OFPP_NORMAL, OFPP_TABLE, OFPP_UNSET, PortNames, format_port, parse_port,

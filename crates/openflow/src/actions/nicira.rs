@@ -760,6 +760,8 @@ pub(super) fn encode(
             end_action(out, at);
         }
         OfAction::CtClear => put_nx(out, NXAST_CT_CLEAR, 0, &[]),
+        // OpenFlow 1.0 has no meters: OVS leaves the instruction out of what it sends.
+        OfAction::Meter(_) if version == Version::Of10 => {}
         OfAction::Meter(_) => return Err(super::unencodable("meter", version)),
         _ => return Err(super::unencodable("action", version)),
     }

@@ -11,22 +11,10 @@ use crate::error::OfpErr;
 use crate::header::Version;
 use crate::msgtype::{EncodeError, Message, MsgType};
 
-/// `OFPM13_ALL`: every meter.
-pub const OFPM13_ALL: u32 = 0xffff_ffff;
-
-/// Meter flag: rates in kb/s.
-pub const OFPMF13_KBPS: u16 = 1 << 0;
-/// Meter flag: rates in packets/s.
-pub const OFPMF13_PKTPS: u16 = 1 << 1;
-/// Meter flag: bands have a burst size.
-pub const OFPMF13_BURST: u16 = 1 << 2;
-/// Meter flag: collect statistics.
-pub const OFPMF13_STATS: u16 = 1 << 3;
-
-/// Band type: drop packets over the rate.
-pub const OFPMBT13_DROP: u16 = 1;
-/// Band type: raise the drop precedence of the DSCP.
-pub const OFPMBT13_DSCP_REMARK: u16 = 2;
+pub use ofproto::meter::{
+    MeterBand, MeterConfig, MeterStats, OFPM13_ALL, OFPMBT13_DROP, OFPMBT13_DSCP_REMARK,
+    OFPMF13_BURST, OFPMF13_KBPS, OFPMF13_PKTPS, OFPMF13_STATS,
+};
 
 /// The length of every band OVS knows.
 const BAND_LEN: usize = 16;
@@ -41,19 +29,6 @@ pub enum MeterCommand {
     Modify = 1,
     /// Delete a meter, or all of them.
     Delete = 2,
-}
-
-/// One band of a meter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MeterBand {
-    /// [`OFPMBT13_DROP`] or [`OFPMBT13_DSCP_REMARK`].
-    pub band_type: u16,
-    /// The rate above which the band applies, in the meter's unit.
-    pub rate: u32,
-    /// The burst size, when the meter has [`OFPMF13_BURST`].
-    pub burst_size: u32,
-    /// For a DSCP remark band, how much to raise the precedence (0 otherwise).
-    pub prec_level: u8,
 }
 
 fn put_bands(bands: &[MeterBand], out: &mut Vec<u8>) {
@@ -211,17 +186,6 @@ pub fn decode_meter_request(msg: &Message<'_>) -> Result<(MeterRequestKind, u32)
     Ok((kind, Reader::new(msg.body).u32()?))
 }
 
-/// One meter's configuration (`struct ofp13_meter_config`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MeterConfig {
-    /// The meter.
-    pub meter_id: u32,
-    /// Its `OFPMF13_*` flags.
-    pub flags: u16,
-    /// Its bands.
-    pub bands: Vec<MeterBand>,
-}
-
 /// The replies to the meter configuration request `request`.
 pub fn encode_meter_config_reply(
     request: &Message<'_>,
@@ -252,25 +216,6 @@ pub fn decode_meter_config_reply(msg: &Message<'_>) -> Result<Vec<MeterConfig>, 
         });
     }
     Ok(v)
-}
-
-/// One meter's statistics (`struct ofp13_meter_stats`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MeterStats {
-    /// The meter.
-    pub meter_id: u32,
-    /// Flows that use it.
-    pub flow_count: u32,
-    /// Packets it saw.
-    pub packet_in_count: u64,
-    /// Bytes it saw.
-    pub byte_in_count: u64,
-    /// Seconds it has existed.
-    pub duration_sec: u32,
-    /// And nanoseconds beyond.
-    pub duration_nsec: u32,
-    /// For each band, the packets and bytes it applied to.
-    pub bands: Vec<(u64, u64)>,
 }
 
 /// The replies to the meter statistics request `request`.
@@ -546,6 +491,25 @@ mod tests {
             };
             let m = encode_meter_stats_reply(&msg(&req), std::slice::from_ref(&s)).unwrap();
             prop_assert_eq!(decode_meter_stats_reply(&msg(&m[0])).unwrap(), vec![s]);
+        }
+
+        #[test]
+        fn meter_mods_round_trip(modify: bool, id: u32, pktps: bool, extra in 0u16..4, bands in proptest::collection::vec((1u16..=2, any::<u32>(), any::<u32>(), 1u8..), 0..9)) {
+            let bands: Vec<_> = bands.into_iter().map(|(t, rate, burst_size, p)| MeterBand {
+                band_type: t, rate, burst_size, prec_level: if t == 2 { p } else { 0 },
+            }).collect();
+            let unit = if pktps { OFPMF13_PKTPS } else { OFPMF13_KBPS };
+            let mm = MeterMod {
+                command: if modify { MeterCommand::Modify } else { MeterCommand::Add },
+                flags: unit | (extra << 2),
+                meter_id: id,
+                bands,
+            };
+            for v in [Version::Of13, Version::Of14, Version::Of15] {
+                let mut out = Vec::new();
+                mm.encode(v, 7, &mut out).unwrap();
+                prop_assert_eq!(MeterMod::decode(&msg(&out)).unwrap(), mm.clone());
+            }
         }
 
         #[test]
