@@ -251,7 +251,10 @@ pub fn selects(spec: &PipeMatch, spec_priority: u16, strict: bool, m: &PipeMatch
             return false;
         }
     }
-    sw.metadata & !rw.metadata == 0 && rk.meta.metadata & sw.metadata == sk.meta.metadata
+    sw.metadata & !rw.metadata == 0
+        && rk.meta.metadata & sw.metadata == sk.meta.metadata
+        && sw.conj_id & !rw.conj_id == 0
+        && rk.meta.conj_id & sw.conj_id == sk.meta.conj_id
 }
 
 /// Whether some packet matches both `a` and `b` (OVS's `cls_rule` overlap, for a flow mod's
@@ -272,7 +275,9 @@ pub fn overlaps(a: &PipeMatch, b: &PipeMatch) -> bool {
         }
     }
     let both = am.meta.metadata & bm.meta.metadata;
+    let conj = am.meta.conj_id & bm.meta.conj_id;
     (ak.meta.metadata ^ bk.meta.metadata) & both == 0
+        && (ak.meta.conj_id ^ bk.meta.conj_id) & conj == 0
 }
 
 impl Bridge {

@@ -595,7 +595,7 @@ impl Ctx<'_> {
         if let Some(p) = how.in_port {
             self.flow.dp.set_in_port(p);
         }
-        let found = cls.lookup(&self.flow, &mut self.wc);
+        let found = cls.lookup_conjunctive(&mut self.flow, &mut self.wc);
         self.flow.dp.set_in_port(in_port);
         if how.ct_orig {
             tuple_swap(&mut self.flow.dp, ipv4);

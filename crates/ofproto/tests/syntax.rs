@@ -39,6 +39,7 @@ fn field_example(name: &str) -> Option<(String, String)> {
         "tun_gbp_flags" => ("", "0x3", "tun_gbp_flags=0x3"),
         "tun_flags" => ("", "+oam", "tun_flags=+oam"),
         "metadata" => ("", "0x5/0xff", "metadata=0x5/0xff"),
+        "conj_id" => ("", "7", "conj_id=7"),
         "in_port" => ("", "7", "in_port=7"),
         "pkt_mark" => ("", "0x10", "pkt_mark=0x10"),
         "ct_state" => ("", "+trk+est", "ct_state=+est+trk"),
@@ -407,7 +408,10 @@ fn error_messages_name_token_and_reason() {
     );
     assert_eq!(err("actions=outptu:1"), "unknown action 'outptu'");
     assert_eq!(err("tun_tos=16,actions=drop"), "unknown field 'tun_tos'");
-    assert_eq!(err("actions=learn(table=1)"), "unsupported action 'learn'");
+    assert_eq!(
+        err("actions=multipath(eth_src,50,modulo_n,1,0,NXM_NX_REG0[])"),
+        "unsupported action 'multipath'"
+    );
     assert_eq!(err("ip"), "missing actions= (a flow to add needs actions)");
     assert_eq!(
         err("importance=x,actions=drop"),
