@@ -318,14 +318,17 @@ impl Bridge {
             return Err(format!("table {} out of range (0-254)", spec.table));
         }
         let table = &mut self.tables[t];
-        if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
-            table.remove(old);
-        }
+        let old = table
+            .find_exact(&spec.match_, spec.priority)
+            .and_then(|old| table.remove(old));
         table.insert(
             spec.match_.clone(),
             spec.priority,
             Rule::from_spec(spec, now),
         );
+        if let Some((_, _, old)) = old {
+            crate::ofproto::flush_learned_rules(self, &[old]);
+        }
         Ok(())
     }
 
@@ -352,21 +355,25 @@ impl Bridge {
     /// returns how many.
     pub fn mod_flows(&mut self, spec: &FlowSpec, strict: bool, now: Instant) -> usize {
         let sel = self.select(spec, strict);
+        let mut old = Vec::new();
         for &(t, id) in &sel {
             if let Some(r) = self.tables[t].get_mut(id) {
-                r.actions = spec.actions.clone();
+                old.push(std::mem::replace(&mut r.actions, spec.actions.clone()));
                 r.modified = now;
             }
         }
+        crate::ofproto::flush_learned(self, old.iter().map(Vec::as_slice));
         sel.len()
     }
 
     /// `del-flows [--strict]`: removes the selected rules; returns how many.
     pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
         let sel = self.select(spec, strict);
-        for &(t, id) in &sel {
-            self.tables[t].remove(id);
-        }
+        let removed: Vec<Rule> = sel
+            .iter()
+            .filter_map(|&(t, id)| self.tables[t].remove(id).map(|(_, _, r)| r))
+            .collect();
+        crate::ofproto::flush_learned_rules(self, &removed);
         sel.len()
     }
 
@@ -386,6 +393,7 @@ impl Bridge {
     /// Removes rules whose idle or hard timeout has passed; returns how many.
     pub fn expire_rules(&mut self, now: Instant) -> usize {
         let mut n = 0;
+        let mut removed = Vec::new();
         for t in &mut self.tables {
             let dead: Vec<RuleId> = t
                 .iter()
@@ -403,9 +411,10 @@ impl Bridge {
                 .collect();
             n += dead.len();
             for id in dead {
-                t.remove(id);
+                removed.extend(t.remove(id).map(|(_, _, r)| r));
             }
         }
+        crate::ofproto::flush_learned_rules(self, &removed);
         n
     }
 }

@@ -38,11 +38,13 @@ use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelTyp
 mod commit;
 mod ct;
 mod freeze;
+mod learn;
 mod normal;
 mod trace;
 mod tunnel;
 
 use ct::{clear_conntrack, tuple_swap};
+pub use learn::{FinTimeout, LearnedFlow};
 use trace::{NodeKind, Trace, strip_priority};
 use tunnel::{geneve_mask, geneve_to_slots, tunnel_ecn, tunnel_endpoints, tunnel_wc};
 
@@ -167,6 +169,10 @@ pub struct XlateOut {
     /// The recirculations the actions fork (`ct(table=N)`), for `ofproto/trace` to follow;
     /// recorded only when tracing.
     pub forks: Vec<Fork>,
+    /// Flows the packet teaches (`learn`), for the slow path to add or refresh.
+    pub learned_flows: Vec<LearnedFlow>,
+    /// Rules whose `fin_timeout` the packets of this path are subject to.
+    pub fin_timeouts: Vec<FinTimeout>,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -221,6 +227,8 @@ struct Ctx<'a> {
     /// That rule is a table-miss rule (priority 0, matching everything): its packet-ins have
     /// reason `explicit_miss`.
     rule_is_miss: bool,
+    /// The rule whose actions run, as (bridge, table, rule).
+    rule: Option<(usize, usize, RuleId)>,
     /// The datapath key of the packet being translated.
     key: &'a FlowKey,
     /// Conntrack has run on the packet in an earlier pass (OVS's `conntracked`).
@@ -406,6 +414,7 @@ pub fn translate_in(
         rule_cookie: 0,
         table_id: 0,
         rule_is_miss: false,
+        rule: None,
         key,
         conntracked,
         ct_nat: None,
@@ -635,8 +644,10 @@ impl Ctx<'_> {
                 self.rule_cookie = rule.cookie;
                 self.table_id = table as u8;
                 self.rule_is_miss = prio == 0 && m.mask().is_catchall();
+                let saved_rule = self.rule.replace((self.bridge, table, id));
                 self.under(node, |c| c.do_actions(&rule.actions, table));
                 (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
+                self.rule = saved_rule;
                 self.depth -= deepens;
             }
         }
@@ -854,7 +865,10 @@ impl Ctx<'_> {
                     self.conntracked = false;
                     self.out.push(Action::CtClear);
                 }
-                // Queues, groups, meters and fin_timeout have no datapath effect here yet.
+                OfAction::Learn(l) => self.learn_action(l),
+                OfAction::FinTimeout { idle, hard } => self.fin_timeout(*idle, *hard),
+                OfAction::Conjunction { .. } => self.conjunction_action(),
+                // Queues, groups and meters have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }
         }
