@@ -274,3 +274,53 @@ fn the_ovn_hairpin_learn_learns_traces_and_goes_as_ovs() {
     ));
     assert_eq!(of_flows(&run, "table=69"), Vec::<String>::new());
 }
+
+#[test]
+fn a_fin_shortens_the_timeouts_of_a_fin_timeout_flow_as_ovs() {
+    let (dir, _rm) = scratch_dir("fp-fin-timeout");
+    let cfg = dir.join("sw.toml");
+    let flow = "tcp,idle_timeout=60,actions=fin_timeout(idle_timeout=5,hard_timeout=30),output:2";
+    std::fs::write(&cfg, config(&[flow])).unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    let pkt = |sport: u16, flags: &str| {
+        format!(
+            "in_port(1),eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),eth_type(0x0800),\
+             ipv4(src=10.0.0.1,dst=10.0.0.10,proto=6,tos=0,ttl=64,frag=no),\
+             tcp(src={sport},dst=80),tcp_flags({flags})"
+        )
+    };
+    let tcp = |rundir: &Path| {
+        of_flows(rundir, "tcp")
+            .into_iter()
+            .filter(|l| l.contains("fin_timeout"))
+            .collect::<Vec<_>>()
+    };
+    ok(ctl(
+        &run,
+        &["netdev-dummy/receive", "p1", &pkt(5555, "ack")],
+    ));
+    wait_for(&run, 1);
+    ok(ctl(&run, &["revalidator/wait"]));
+    assert_eq!(
+        tcp(&run),
+        [
+            "cookie=0x0, table=0, idle_timeout=60, tcp actions=fin_timeout(idle_timeout=5,\
+          hard_timeout=30),output:2"
+        ]
+    );
+    // The FIN hits the megaflow; the revalidator sees its flag and applies the timeouts.
+    ok(ctl(
+        &run,
+        &["netdev-dummy/receive", "p1", &pkt(5556, "fin")],
+    ));
+    ok(ctl(&run, &["revalidator/wait"]));
+    ok(ctl(&run, &["revalidator/wait"]));
+    assert_eq!(
+        tcp(&run),
+        [
+            "cookie=0x0, table=0, idle_timeout=5, hard_timeout=30, tcp actions=fin_timeout(\
+          idle_timeout=5,hard_timeout=30),output:2"
+        ]
+    );
+}
