@@ -807,7 +807,7 @@ mod props {
     }
 
     /// `key` with every bit outside `wc` replaced by the bits of `noise`.
-    fn perturb(key: &PipeKey, wc: &PipeMask, noise: &PipeKey) -> PipeKey {
+    pub(super) fn perturb(key: &PipeKey, wc: &PipeMask, noise: &PipeKey) -> PipeKey {
         let mut out = PipeKey::new();
         for i in 0..flow::key::KEY_WORDS {
             let (k, n, w) = (key.dp.word(i), noise.dp.word(i), wc.dp.word(i));

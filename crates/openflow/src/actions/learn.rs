@@ -329,13 +329,7 @@ mod tests {
     use super::super::{FlowCtx, decode_actions, encode_actions};
     use super::*;
     use crate::header::Version;
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::nxm::tests::unhex as hex;
 
     fn parse(text: &str) -> Vec<OfAction> {
         ofproto::syntax::parse_flow(

@@ -3,6 +3,7 @@ use std::net::Ipv4Addr;
 use proptest::prelude::*;
 
 use super::*;
+use crate::classifier::props::perturb;
 use crate::pipekey::PipeMatch;
 
 /// A test rule: its conjunction clauses (empty for an ordinary rule) and a name.
@@ -138,19 +139,6 @@ fn wildcards_cover_every_clause_consulted() {
     let (n, wc) = name(&c, &packet([10, 0, 0, 1], 17, 22));
     assert_eq!(n, "miss");
     assert_eq!(wc.dp.tp_dst(), 0);
-}
-
-/// A key with the bits of `key` under `wc` and those of `noise` elsewhere.
-fn perturb(key: &PipeKey, wc: &PipeMask, noise: &PipeKey) -> PipeKey {
-    let mut out = PipeKey::new();
-    for i in 0..flow::key::KEY_WORDS {
-        let (k, n, w) = (key.dp.word(i), noise.dp.word(i), wc.dp.word(i));
-        let v = (k & w) | (n & !w);
-        if v != 0 {
-            out.dp.set_word(i, v);
-        }
-    }
-    out
 }
 
 fn addr() -> impl Strategy<Value = [u8; 4]> {
