@@ -29,7 +29,15 @@ pub trait Conjunctive {
 
 impl Conjunctive for Rule {
     fn clauses(&self, f: &mut dyn FnMut(u32, u8, u8)) -> bool {
-        // Conjunctions come only with notes (the syntax and the codec refuse anything else).
+        // Conjunctions come only with notes (the syntax and the codec refuse anything else):
+        // the first other action says whether there are any.
+        let first = self
+            .actions
+            .iter()
+            .find(|a| !matches!(a, OfAction::Note(_)));
+        if !matches!(first, Some(OfAction::Conjunction { .. })) {
+            return false;
+        }
         let mut any = false;
         for a in &self.actions {
             if let OfAction::Conjunction {
