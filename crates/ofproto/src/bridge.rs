@@ -399,7 +399,7 @@ impl Bridge {
                 .iter()
                 .filter(|(_, _, _, r)| {
                     let hard = r.hard_timeout != 0
-                        && now.duration_since(r.created).as_secs() >= u64::from(r.hard_timeout);
+                        && now.duration_since(r.modified).as_secs() >= u64::from(r.hard_timeout);
                     let idle = r.idle_timeout != 0
                         && now
                             .duration_since(r.used.unwrap_or(r.modified).max(r.modified))

@@ -202,3 +202,115 @@ pub(crate) fn flush_learned_rules(b: &mut Bridge, removed: &[Rule]) {
         flush_learned(b, removed.iter().map(|r| r.actions.as_slice()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::syntax::{FlowKind, NoPortNames, parse_flow};
+
+    fn spec(s: &str) -> crate::syntax::FlowSpec {
+        parse_flow(s, FlowKind::Add, &NoPortNames).unwrap()
+    }
+
+    fn select(s: &str) -> crate::syntax::FlowSpec {
+        parse_flow(s, FlowKind::ModOrDel, &NoPortNames).unwrap()
+    }
+
+    fn learned(s: &str, limit: u32) -> LearnedFlow {
+        LearnedFlow {
+            bridge: 0,
+            spec: spec(s),
+            limit,
+        }
+    }
+
+    fn flows(b: &Bridge, table: usize) -> Vec<String> {
+        let mut v: Vec<String> = b.tables[table]
+            .iter()
+            .map(|(_, m, p, r)| {
+                let mut s = String::new();
+                crate::syntax::format_match(&mut s, m, p, &NoPortNames);
+                format!("{s} cookie={:#x} idle={}", r.cookie, r.idle_timeout)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_learned_flow_is_added_refreshed_modified_and_limited() {
+        let mut b = Bridge::new("br0");
+        let t0 = Instant::now();
+        let f = learned(
+            "table=5,cookie=0x7,idle_timeout=30,reg0=1,actions=output:1",
+            2,
+        );
+        assert!(learn_flow(&mut b, &f, t0));
+        // The same flow again: refreshed, not a change.
+        let t1 = t0 + Duration::from_secs(3);
+        assert!(!learn_flow(&mut b, &f, t1));
+        let (.., r) = b.tables[5].iter().next().unwrap();
+        assert_eq!(r.modified, t1);
+        // Other actions: modified in place.
+        let g = learned(
+            "table=5,cookie=0x7,idle_timeout=30,reg0=1,actions=output:2",
+            2,
+        );
+        assert!(learn_flow(&mut b, &g, t1));
+        assert_eq!(b.n_rules(), 1);
+        // The limit counts the flows with the cookie in the table.
+        assert!(learn_flow(
+            &mut b,
+            &learned("table=5,cookie=0x7,reg0=2,actions=drop", 2),
+            t1
+        ));
+        assert!(!learn_flow(
+            &mut b,
+            &learned("table=5,cookie=0x7,reg0=3,actions=drop", 2),
+            t1
+        ));
+        assert!(learn_flow(
+            &mut b,
+            &learned("table=5,cookie=0x8,reg0=3,actions=drop", 2),
+            t1
+        ));
+        assert_eq!(flows(&b, 5).len(), 3);
+    }
+
+    #[test]
+    fn delete_learned_goes_with_the_last_learner_and_cascades() {
+        let mut b = Bridge::new("br0");
+        let now = Instant::now();
+        for s in [
+            "table=0,priority=2,actions=learn(table=1,delete_learned,cookie=0x1,reg0[])",
+            "table=0,priority=1,actions=learn(table=1,delete_learned,cookie=0x1,reg1[])",
+            "table=1,cookie=0x1,reg0=1,actions=learn(table=2,delete_learned,cookie=0x2,reg2[])",
+            "table=1,cookie=0x3,reg0=2,actions=drop",
+            "table=2,cookie=0x2,reg2=5,actions=drop",
+        ] {
+            b.add_flow(&spec(s), now).unwrap();
+        }
+        // One learner goes: the other keeps the learned flows.
+        assert_eq!(b.del_flows(&select("table=0,priority=2"), true), 1);
+        assert_eq!(flows(&b, 1).len(), 2);
+        // The last goes: the flows with its cookie in its table, and what they learned.
+        assert_eq!(b.del_flows(&select("table=0"), false), 1);
+        assert_eq!(flows(&b, 1), ["reg0=0x2 cookie=0x3 idle=0"]);
+        assert!(flows(&b, 2).is_empty());
+    }
+
+    #[test]
+    fn fin_timeouts_only_shorten() {
+        let mut t = 0;
+        reduce_timeout(5, &mut t);
+        assert_eq!(t, 5);
+        reduce_timeout(10, &mut t);
+        assert_eq!(t, 5);
+        reduce_timeout(0, &mut t);
+        assert_eq!(t, 5);
+        reduce_timeout(2, &mut t);
+        assert_eq!(t, 2);
+    }
+}
