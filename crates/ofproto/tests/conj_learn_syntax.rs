@@ -112,6 +112,10 @@ fn learn_is_refused_for_what_ovs_refuses() {
     assert!(e("reg1[0..3]=0x20").contains("does not fit into 4 bits"));
     assert!(e("load:->reg0[]").contains("missing source before `->'"));
     assert!(e("result_dst=reg0[0..1]").contains("must be a single bit"));
+    assert!(e("dl_vlan=5").ends_with("experimenter OXM field 'dl_vlan' not supported"));
+    assert!(
+        e("load:1->dl_vlan_pcp").ends_with("experimenter OXM field 'dl_vlan_pcp' not supported")
+    );
     // learn_check(): the learned match needs its prerequisites, the sources theirs.
     assert_eq!(e("NXM_OF_IP_SRC[]"), "prerequisite ip missing for ip_src");
     assert_eq!(

@@ -214,18 +214,17 @@ fn pull_header(b: &[u8], at: usize) -> Result<(FieldId, usize), OfpErr> {
     Ok((fh.field, hdr.header_len()))
 }
 
-/// The 32-bit NXM header of a field in a learn spec.
-fn nxm_header(field: FieldId) -> [u8; 4] {
+/// The 32-bit NXM header of a field in a learn spec; `None` for a field without one
+/// (`dl_vlan`, `dl_vlan_pcp`) or whose header is an experimenter's (8 bytes).
+fn nxm_header(field: FieldId) -> Option<[u8; 4]> {
     let mut h = Vec::with_capacity(8);
-    if let Some(hdr) = nxm::bare_header(field, 0) {
-        hdr.write(&mut h);
-    }
-    h.resize(4, 0);
-    [h[0], h[1], h[2], h[3]]
+    nxm::bare_header(field, 0)?.write(&mut h);
+    h.try_into().ok()
 }
 
-/// The body of a learn action after its 10-byte header, and its subtype.
-pub(super) fn learn_body(l: &Learn) -> (u16, Vec<u8>) {
+/// The body of a learn action after its 10-byte header, and its subtype; `None` when a spec
+/// names a field no 32-bit header names.
+pub(super) fn learn_body(l: &Learn) -> Option<(u16, Vec<u8>)> {
     let learn2 = l.limit != 0 || l.flags & NX_LEARN_F_WRITE_RESULT != 0;
     let mut out = Vec::new();
     for v in [l.idle_timeout, l.hard_timeout, l.priority] {
@@ -267,7 +266,7 @@ pub(super) fn learn_body(l: &Learn) -> (u16, Vec<u8>) {
         out.extend_from_slice(&header.to_be_bytes());
         match s.src {
             LearnSrc::Field(sf) => {
-                out.extend_from_slice(&nxm_header(sf.field));
+                out.extend_from_slice(&nxm_header(sf.field)?);
                 out.extend_from_slice(&(sf.ofs as u16).to_be_bytes());
             }
             LearnSrc::Imm(v) => {
@@ -280,11 +279,11 @@ pub(super) fn learn_body(l: &Learn) -> (u16, Vec<u8>) {
             }
         }
         if let LearnDst::Match(sf) | LearnDst::Load(sf) = s.dst {
-            out.extend_from_slice(&nxm_header(sf.field));
+            out.extend_from_slice(&nxm_header(sf.field)?);
             out.extend_from_slice(&(sf.ofs as u16).to_be_bytes());
         }
     }
-    (if learn2 { NXAST_LEARN2 } else { NXAST_LEARN }, out)
+    Some((if learn2 { NXAST_LEARN2 } else { NXAST_LEARN }, out))
 }
 
 /// OVS's `learn_check()`: sources against the flow's match, destinations (in range, and

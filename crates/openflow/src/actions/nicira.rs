@@ -780,7 +780,8 @@ pub(super) fn encode(
             &learn::conjunction_body(*id, *clause, *n_clauses),
         ),
         OfAction::Learn(l) => {
-            let (subtype, body) = learn::learn_body(l);
+            let (subtype, body) =
+                learn::learn_body(l).ok_or_else(|| super::unencodable("learn", version))?;
             put_nx(out, subtype, 0, &body);
         }
         _ => return Err(super::unencodable("action", version)),

@@ -207,6 +207,7 @@ impl ActionCtx<'_> {
         value: &str,
     ) -> Result<LearnSpec, SyntaxError> {
         if let Ok(dst) = Subfield::parse(name) {
+            no_header(orig, name, dst)?;
             let src = if value.is_empty() {
                 LearnSrc::Field(self.learn_src(name)?)
             } else if let Ok(src) = Subfield::parse(value) {
@@ -268,9 +269,11 @@ impl ActionCtx<'_> {
                 if src.is_empty() {
                     return Err(bad("learn", value, "load: missing source before `->'"));
                 }
+                let dst_text = dst;
                 let dst = Subfield::parse(dst).map_err(|r| bad("learn", dst, r))?;
                 let src = match parse_int(src, 16) {
                     Ok(v) => {
+                        no_header(value, dst_text, dst)?;
                         if v & !ones(dst.n_bits) != 0 {
                             return Err(bad(
                                 "learn",
@@ -312,6 +315,19 @@ impl ActionCtx<'_> {
             _ => Err(bad("learn", orig, format!("unknown keyword {name}"))),
         }
     }
+}
+
+/// OVS's refusal of a field with no NXM or OXM header (`dl_vlan`, `dl_vlan_pcp`) as a match
+/// destination or an immediate's destination: the wire form could not name it.
+fn no_header(orig: &str, name: &str, sf: Subfield) -> Result<(), SyntaxError> {
+    if sf.field.field().nxm.is_empty() {
+        return Err(bad(
+            "learn",
+            orig,
+            format!("experimenter OXM field '{name}' not supported"),
+        ));
+    }
+    Ok(())
 }
 
 /// Prints `learn(...)` as OVS's `learn_format()`.
