@@ -157,7 +157,10 @@ impl Ofproto {
                 if dpk > 0 {
                     credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
                     // Packets that hit the megaflow refresh what it learned.
-                    lessons.push(super::learn::Lessons::of(&x, mf.stats.tcp_flags));
+                    let l = super::learn::Lessons::of(&x, mf.stats.tcp_flags);
+                    if !l.is_empty() {
+                        lessons.push(l);
+                    }
                 }
                 now_credited.insert(ufid, (pk, by));
             }
