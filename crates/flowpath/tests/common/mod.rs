@@ -137,3 +137,20 @@ pub fn run_fails(dir: &Path, config: &str) -> (Option<i32>, String) {
     );
     (s.code(), err)
 }
+
+/// `flowpath ctl --rundir RUNDIR ARGS...`: a command to a running switch.
+pub fn ctl(rundir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_flowpath"))
+        .arg("ctl")
+        .arg("--rundir")
+        .arg(rundir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The standard output of a command that must succeed.
+pub fn ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
