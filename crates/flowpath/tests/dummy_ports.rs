@@ -6,25 +6,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{scratch_dir, start_switch};
-
-fn ctl(rundir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flowpath"))
-        .arg("ctl")
-        .arg("--rundir")
-        .arg(rundir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{o:?}");
-    String::from_utf8(o.stdout).unwrap()
-}
+use common::{ctl, ok, scratch_dir, start_switch};
 
 const CONFIG: &str = r#"
 [[bridge]]
