@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{ctl, ok, scratch_dir, start_switch};
+use common::{ctl, dp_flows, ok, scratch_dir, start_switch};
 
 fn config(flows: &[&str]) -> String {
     let flows: Vec<String> = flows.iter().map(|f| format!("{f:?}")).collect();
@@ -20,22 +20,6 @@ fn config(flows: &[&str]) -> String {
         c += &format!("\n[[bridge.port]]\nname = \"p{i}\"\ntype = \"dummy\"\nofport = {i}\n");
     }
     c
-}
-
-/// The datapath flows without statistics, sorted.
-fn dp_flows(rundir: &Path) -> Vec<String> {
-    let dump = ok(ctl(rundir, &["dpif/dump-flows", "br0"]));
-    let mut v: Vec<String> = dump
-        .lines()
-        .filter(|l| l.contains(", actions:"))
-        .map(|l| {
-            let (key, rest) = l.split_once(", packets:").unwrap();
-            let actions = rest.split_once("actions:").unwrap().1;
-            format!("{key}, actions:{actions}")
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 fn wait_for(rundir: &Path, n: usize) -> Vec<String> {

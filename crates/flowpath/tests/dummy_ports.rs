@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{ctl, ok, scratch_dir, start_switch};
+use common::{ctl, dp_flows as flows, ok, scratch_dir, start_switch};
 
 const CONFIG: &str = r#"
 [[bridge]]
@@ -26,22 +25,6 @@ name = "p2"
 type = "dummy"
 ofport = 2
 "#;
-
-/// The dump's flows without statistics, sorted (OVS's tests' `strip_used | sort`).
-fn flows(rundir: &Path) -> Vec<String> {
-    let dump = ok(ctl(rundir, &["dpif/dump-flows", "br0"]));
-    let mut v: Vec<String> = dump
-        .lines()
-        .filter(|l| l.contains(", actions:") && !l.starts_with("flow-dump"))
-        .map(|l| {
-            let (key, rest) = l.split_once(", packets:").unwrap();
-            let actions = rest.split_once("actions:").unwrap().1;
-            format!("{key}, actions:{actions}")
-        })
-        .collect();
-    v.sort();
-    v
-}
 
 #[test]
 fn injected_packets_cross_the_pipeline_and_leave_ovs_s_datapath_flows() {

@@ -154,3 +154,19 @@ pub fn ok(o: std::process::Output) -> String {
     assert!(o.status.success(), "{o:?}");
     String::from_utf8(o.stdout).unwrap()
 }
+
+/// The dump's flows without statistics, sorted (OVS's tests' `strip_used | sort`).
+pub fn dp_flows(rundir: &Path) -> Vec<String> {
+    let dump = ok(ctl(rundir, &["dpif/dump-flows", "br0"]));
+    let mut v: Vec<String> = dump
+        .lines()
+        .filter(|l| l.contains(", actions:") && !l.starts_with("flow-dump"))
+        .map(|l| {
+            let (key, rest) = l.split_once(", packets:").unwrap();
+            let actions = rest.split_once("actions:").unwrap().1;
+            format!("{key}, actions:{actions}")
+        })
+        .collect();
+    v.sort();
+    v
+}
