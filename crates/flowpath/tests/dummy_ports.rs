@@ -5,26 +5,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{scratch_dir, start_switch};
-
-fn ctl(rundir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flowpath"))
-        .arg("ctl")
-        .arg("--rundir")
-        .arg(rundir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "{o:?}");
-    String::from_utf8(o.stdout).unwrap()
-}
+use common::{ctl, dp_flows as flows, ok, scratch_dir, start_switch};
 
 const CONFIG: &str = r#"
 [[bridge]]
@@ -42,22 +25,6 @@ name = "p2"
 type = "dummy"
 ofport = 2
 "#;
-
-/// The dump's flows without statistics, sorted (OVS's tests' `strip_used | sort`).
-fn flows(rundir: &Path) -> Vec<String> {
-    let dump = ok(ctl(rundir, &["dpif/dump-flows", "br0"]));
-    let mut v: Vec<String> = dump
-        .lines()
-        .filter(|l| l.contains(", actions:") && !l.starts_with("flow-dump"))
-        .map(|l| {
-            let (key, rest) = l.split_once(", packets:").unwrap();
-            let actions = rest.split_once("actions:").unwrap().1;
-            format!("{key}, actions:{actions}")
-        })
-        .collect();
-    v.sort();
-    v
-}
 
 #[test]
 fn injected_packets_cross_the_pipeline_and_leave_ovs_s_datapath_flows() {

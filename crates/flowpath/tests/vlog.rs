@@ -4,21 +4,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Reap, scratch_dir};
-
-fn ctl(rundir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flowpath"))
-        .arg("ctl")
-        .arg("--rundir")
-        .arg(rundir)
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::{Reap, ctl, scratch_dir};
 
 const CONFIG: &str = r#"
 [[bridge]]

@@ -258,7 +258,10 @@ pub fn selects(spec: &PipeMatch, spec_priority: u16, strict: bool, m: &PipeMatch
             return false;
         }
     }
-    sw.metadata & !rw.metadata == 0 && rk.meta.metadata & sw.metadata == sk.meta.metadata
+    sw.metadata & !rw.metadata == 0
+        && rk.meta.metadata & sw.metadata == sk.meta.metadata
+        && sw.conj_id & !rw.conj_id == 0
+        && rk.meta.conj_id & sw.conj_id == sk.meta.conj_id
 }
 
 /// Whether some packet matches both `a` and `b` (OVS's `cls_rule` overlap, for a flow mod's
@@ -279,7 +282,9 @@ pub fn overlaps(a: &PipeMatch, b: &PipeMatch) -> bool {
         }
     }
     let both = am.meta.metadata & bm.meta.metadata;
+    let conj = am.meta.conj_id & bm.meta.conj_id;
     (ak.meta.metadata ^ bk.meta.metadata) & both == 0
+        && (ak.meta.conj_id ^ bk.meta.conj_id) & conj == 0
 }
 
 impl Bridge {
@@ -328,14 +333,17 @@ impl Bridge {
         self.check_meters(&spec.actions)
             .map_err(|e| e.to_string())?;
         let table = &mut self.tables[t];
-        if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
-            table.remove(old);
-        }
+        let old = table
+            .find_exact(&spec.match_, spec.priority)
+            .and_then(|old| table.remove(old));
         table.insert(
             spec.match_.clone(),
             spec.priority,
             Rule::from_spec(spec, now),
         );
+        if let Some((_, _, old)) = old {
+            crate::ofproto::flush_learned_rules(self, &[old]);
+        }
         Ok(())
     }
 
@@ -365,21 +373,25 @@ impl Bridge {
     /// returns how many.
     pub fn mod_flows(&mut self, spec: &FlowSpec, strict: bool, now: Instant) -> usize {
         let sel = self.select(spec, strict);
+        let mut old = Vec::new();
         for &(t, id) in &sel {
             if let Some(r) = self.tables[t].get_mut(id) {
-                r.actions = spec.actions.clone();
+                old.push(std::mem::replace(&mut r.actions, spec.actions.clone()));
                 r.modified = now;
             }
         }
+        crate::ofproto::flush_learned(self, old.iter().map(Vec::as_slice));
         sel.len()
     }
 
     /// `del-flows [--strict]`: removes the selected rules; returns how many.
     pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
         let sel = self.select(spec, strict);
-        for &(t, id) in &sel {
-            self.tables[t].remove(id);
-        }
+        let removed: Vec<Rule> = sel
+            .iter()
+            .filter_map(|&(t, id)| self.tables[t].remove(id).map(|(_, _, r)| r))
+            .collect();
+        crate::ofproto::flush_learned_rules(self, &removed);
         sel.len()
     }
 
@@ -399,12 +411,13 @@ impl Bridge {
     /// Removes rules whose idle or hard timeout has passed; returns how many.
     pub fn expire_rules(&mut self, now: Instant) -> usize {
         let mut n = 0;
+        let mut removed = Vec::new();
         for t in &mut self.tables {
             let dead: Vec<RuleId> = t
                 .iter()
                 .filter(|(_, _, _, r)| {
                     let hard = r.hard_timeout != 0
-                        && now.duration_since(r.created).as_secs() >= u64::from(r.hard_timeout);
+                        && now.duration_since(r.modified).as_secs() >= u64::from(r.hard_timeout);
                     let idle = r.idle_timeout != 0
                         && now
                             .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
@@ -416,9 +429,10 @@ impl Bridge {
                 .collect();
             n += dead.len();
             for id in dead {
-                t.remove(id);
+                removed.extend(t.remove(id).map(|(_, _, r)| r));
             }
         }
+        crate::ofproto::flush_learned_rules(self, &removed);
         n
     }
 }

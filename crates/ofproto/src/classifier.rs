@@ -33,6 +33,9 @@ use flow::key::FIELDS;
 
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 
+mod conjunction;
+pub use conjunction::Conjunctive;
+
 /// A rule's handle in its classifier.
 pub type RuleId = usize;
 
@@ -142,6 +145,7 @@ fn stage_regions() -> &'static [PipeMask; 3] {
         meta.meta = PipeMeta {
             regs: [u32::MAX; 16],
             metadata: u64::MAX,
+            conj_id: u32::MAX,
         };
         let mut l2 = meta.clone();
         l2.union_with(&region(L2_FIELDS));
@@ -160,6 +164,7 @@ fn hash_masked(key: &PipeKey, mask: &PipeMask) -> u64 {
             h = (h ^ u64::from(r)).wrapping_mul(0x100_0000_01b3);
         }
         h = (h ^ m.metadata).wrapping_mul(0x100_0000_01b3);
+        h = (h ^ u64::from(m.conj_id)).wrapping_mul(0x100_0000_01b3);
     }
     h
 }
@@ -499,8 +504,22 @@ impl<T> Classifier<T> {
     }
 
     /// The highest-priority rule matching `key`; ORs into `wc` every bit of `key` the answer
-    /// depended on.
+    /// depended on. Conjunctive rules are ordinary rules here; [`Self::lookup_conjunctive`]
+    /// gives them their meaning.
     pub fn lookup(&self, key: &PipeKey, wc: &mut PipeMask) -> Option<RuleId> {
+        self.lookup_pass(key, wc, &mut |_, _| false)
+            .map(|(id, _)| id)
+    }
+
+    /// The main loop of a lookup: the highest-priority *hard* match and its priority. The best
+    /// match of each subtable visited is offered to `soft` first: when it takes it (a
+    /// conjunctive rule, [`conjunction`]), the match is not a hard one and the walk goes on.
+    fn lookup_pass(
+        &self,
+        key: &PipeKey,
+        wc: &mut PipeMask,
+        soft: &mut dyn FnMut(RuleId, &Entry<T>) -> bool,
+    ) -> Option<(RuleId, u16)> {
         let mut best: Option<(RuleId, u16)> = None;
         // Trie walks, done on first use: (prereq met, plens, checkbits).
         let mut walks: [Option<(bool, u128, u32)>; TRIE_FIELDS.len()] = Default::default();
@@ -563,13 +582,15 @@ impl<T> Classifier<T> {
                         break;
                     }
                     if e.m.matches(key) {
-                        best = Some((id, e.priority));
+                        if !soft(id, e) {
+                            best = Some((id, e.priority));
+                        }
                         break;
                     }
                 }
             }
         }
-        best.map(|(id, _)| id)
+        best
     }
 }
 
@@ -786,7 +807,7 @@ mod props {
     }
 
     /// `key` with every bit outside `wc` replaced by the bits of `noise`.
-    fn perturb(key: &PipeKey, wc: &PipeMask, noise: &PipeKey) -> PipeKey {
+    pub(super) fn perturb(key: &PipeKey, wc: &PipeMask, noise: &PipeKey) -> PipeKey {
         let mut out = PipeKey::new();
         for i in 0..flow::key::KEY_WORDS {
             let (k, n, w) = (key.dp.word(i), noise.dp.word(i), wc.dp.word(i));

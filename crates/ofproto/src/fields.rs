@@ -80,6 +80,8 @@ pub enum Loc {
     Metadata,
     /// Placeholder slot `n` for `tun_metadata<n>` (see the module documentation).
     TunMetadata(usize),
+    /// The `conj_id` of [`PipeMeta`].
+    ConjId,
 }
 
 impl Loc {
@@ -87,7 +89,7 @@ impl Loc {
     pub fn bits(self) -> u32 {
         match self {
             Loc::Key { len, .. } => 8 * len as u32,
-            Loc::Reg(_) => 32,
+            Loc::Reg(_) | Loc::ConjId => 32,
             Loc::XReg(_) | Loc::Metadata => 64,
             Loc::XXReg(_) | Loc::TunMetadata(_) => 128,
         }
@@ -312,6 +314,7 @@ field_ids! {
     TCP_SRC, TCP_DST, TCP_FLAGS, UDP_SRC, UDP_DST, SCTP_SRC, SCTP_DST,
     ICMPV4_TYPE, ICMPV4_CODE, ICMPV6_TYPE, ICMPV6_CODE,
     ND_TARGET, ND_SLL, ND_TLL,
+    CONJ_ID,
 }
 
 impl FieldId {
@@ -930,6 +933,10 @@ static FIELDS: [Field; N_FIELDS] = [
         .rw()
         .pre(P::NdAdvert)
         .nxm(&["NXM_NX_ND_TLL", "OXM_OF_IPV6_ND_TLL"]),
+    // Set only by the classifier, for the flow of a complete conjunctive match.
+    Field::key(Id::CONJ_ID, "conj_id", 0, 0)
+        .at(Loc::ConjId, 32)
+        .nxm(&["NXM_NX_CONJ_ID"]),
 ];
 
 /// Every field, in table order.
@@ -974,6 +981,7 @@ pub fn read_storage(dp: &FlowWords, meta: &PipeMeta, loc: Loc) -> u128 {
         Loc::XReg(n) => u128::from(meta.xreg(n)),
         Loc::XXReg(n) => meta.xxreg(n),
         Loc::Metadata => u128::from(meta.metadata),
+        Loc::ConjId => u128::from(meta.conj_id),
         Loc::TunMetadata(n) => read_bytes(dp, tun_md_base(n) + 1, TUN_METADATA_MAX_LEN),
     }
 }
@@ -986,6 +994,7 @@ pub fn write_storage(dp: &mut FlowWords, meta: &mut PipeMeta, loc: Loc, v: u128)
         Loc::XReg(n) => meta.set_xreg(n, v as u64),
         Loc::XXReg(n) => meta.set_xxreg(n, v),
         Loc::Metadata => meta.metadata = v as u64,
+        Loc::ConjId => meta.conj_id = v as u32,
         Loc::TunMetadata(n) => write_bytes(dp, tun_md_base(n) + 1, TUN_METADATA_MAX_LEN, v),
     }
 }

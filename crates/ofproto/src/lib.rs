@@ -14,6 +14,7 @@ pub mod bridge;
 pub mod classifier;
 pub mod fields;
 pub mod group;
+pub mod learn;
 pub mod meter;
 pub mod ofproto;
 pub mod pipekey;

@@ -22,9 +22,11 @@ use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
 mod group;
+mod learn;
 mod meter;
 mod upcall;
 pub use group::{GroupCredit, GroupModFailure, GroupStatsEntry, format_group_stats};
+pub(crate) use learn::{flush_learned, flush_learned_rules};
 pub use upcall::DumpStats;
 
 /// The OpenFlow layer of one switch.
@@ -42,6 +44,8 @@ pub struct Ofproto {
     pending_credits: Mutex<Vec<RuleCredit>>,
     revalidated: AtomicU64,
     upcall: upcall::UpcallState,
+    /// What upcalls learned while the tables were busy ([`learn`]).
+    pending_lessons: Mutex<learn::Lessons>,
 }
 
 /// How many rule credits upcalls may queue before one settles them itself.
@@ -117,6 +121,9 @@ impl Ofproto {
                 rule.used = Some(now);
             }
         }
+        if self.apply_lessons(p, learn::Lessons::default(), now) {
+            self.changed();
+        }
     }
 
     /// Applies what upcalls owe the rules: call before reading rules' statistics.
@@ -125,7 +132,12 @@ impl Ofproto {
             .pending_credits
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .is_empty();
+            .is_empty()
+            || !self
+                .pending_lessons
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty();
         if pending {
             let mut p = self.write();
             self.credit_rules(&mut p, Vec::new(), Instant::now());
@@ -878,6 +890,11 @@ impl Ofproto {
             &mut t,
         );
         let mut changed = !x.learned.is_empty() || x.neigh_learned;
+        // With side effects, a trace learns as the packet would.
+        let mut lessons = Vec::new();
+        if generate {
+            lessons.push(learn::Lessons::of(&x, key.tcp_flags()));
+        }
         // Then each recirculation, in the order the passes forked them (OVS's recirc queue).
         let mut queue: std::collections::VecDeque<Fork> = std::mem::take(&mut x.forks).into();
         let mut passes = 0;
@@ -919,9 +936,15 @@ impl Ofproto {
             let ofport = p.recirc.get(f.recirc_id).map_or(ofport, |st| st.in_port);
             let mut x = trace_pass(&p, &k, None, ofport, f.meta, generate, &mut t);
             changed |= !x.learned.is_empty() || x.neigh_learned;
+            if generate {
+                lessons.push(learn::Lessons::of(&x, k.tcp_flags()));
+            }
             queue.extend(std::mem::take(&mut x.forks));
         }
         drop(p);
+        for l in lessons {
+            changed |= self.learn_from(l);
+        }
         if generate && changed {
             self.changed();
         }

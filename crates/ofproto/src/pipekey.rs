@@ -23,6 +23,9 @@ pub struct PipeMeta {
     pub regs: [u32; 16],
     /// The OpenFlow `metadata` field (`write_metadata`, `metadata=`).
     pub metadata: u64,
+    /// `conj_id`: zero in a packet's key; the classifier sets it for the lookup that finds
+    /// the flow of a complete conjunctive match (ovs-fields(7) "Conjunctive Match Fields").
+    pub conj_id: u32,
 }
 
 impl PipeMeta {
@@ -64,7 +67,7 @@ impl PipeMeta {
 
     /// Whether every register and the metadata are zero.
     pub fn is_zero(&self) -> bool {
-        self.metadata == 0 && self.regs.iter().all(|&r| r == 0)
+        self.metadata == 0 && self.conj_id == 0 && self.regs.iter().all(|&r| r == 0)
     }
 
     /// Bitwise AND.
@@ -74,6 +77,7 @@ impl PipeMeta {
             *a &= *b;
         }
         out.metadata &= other.metadata;
+        out.conj_id &= other.conj_id;
         out
     }
 
@@ -84,6 +88,7 @@ impl PipeMeta {
             *a |= *b;
         }
         out.metadata |= other.metadata;
+        out.conj_id |= other.conj_id;
         out
     }
 }

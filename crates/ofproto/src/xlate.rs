@@ -40,12 +40,14 @@ mod ct;
 mod fail_open;
 mod freeze;
 mod group;
+mod learn;
 mod meter;
 mod normal;
 mod trace;
 mod tunnel;
 
 use ct::{clear_conntrack, tuple_swap};
+pub use learn::{FinTimeout, LearnedFlow};
 use trace::{NodeKind, Trace, strip_priority};
 use tunnel::{geneve_mask, geneve_to_slots, tunnel_ecn, tunnel_endpoints, tunnel_wc};
 
@@ -173,6 +175,10 @@ pub struct XlateOut {
     /// The groups the packet went through, with the bucket taken (`None`: every bucket):
     /// where its statistics belong, as with `rules`.
     pub groups: Vec<crate::ofproto::GroupCredit>,
+    /// Flows the packet teaches (`learn`), for the slow path to add or refresh.
+    pub learned_flows: Vec<LearnedFlow>,
+    /// Rules whose `fin_timeout` the packets of this path are subject to.
+    pub fin_timeouts: Vec<FinTimeout>,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -227,6 +233,8 @@ struct Ctx<'a> {
     /// That rule is a table-miss rule (priority 0, matching everything): its packet-ins have
     /// reason `explicit_miss`.
     rule_is_miss: bool,
+    /// The rule whose actions run, as (bridge, table, rule).
+    rule: Option<(usize, usize, RuleId)>,
     /// The datapath key of the packet being translated.
     key: &'a FlowKey,
     /// Conntrack has run on the packet in an earlier pass (OVS's `conntracked`).
@@ -414,6 +422,7 @@ pub fn translate_in(
         rule_cookie: 0,
         table_id: 0,
         rule_is_miss: false,
+        rule: None,
         key,
         conntracked,
         ct_nat: None,
@@ -615,7 +624,7 @@ impl Ctx<'_> {
         if let Some(p) = how.in_port {
             self.flow.dp.set_in_port(p);
         }
-        let found = cls.lookup(&self.flow, &mut self.wc);
+        let found = cls.lookup_conjunctive(&mut self.flow, &mut self.wc);
         self.flow.dp.set_in_port(in_port);
         if how.ct_orig {
             tuple_swap(&mut self.flow.dp, ipv4);
@@ -655,8 +664,10 @@ impl Ctx<'_> {
                 self.rule_cookie = rule.cookie;
                 self.table_id = table as u8;
                 self.rule_is_miss = prio == 0 && m.mask().is_catchall();
+                let saved_rule = self.rule.replace((self.bridge, table, id));
                 self.under(node, |c| c.do_actions(&rule.actions, table));
                 (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
+                self.rule = saved_rule;
                 self.depth -= deepens;
             }
         }
@@ -880,7 +891,10 @@ impl Ctx<'_> {
                     }
                 }
                 OfAction::Meter(id) => self.meter(*id),
-                // Queues and fin_timeout have no datapath effect here yet.
+                OfAction::Learn(l) => self.learn_action(l),
+                OfAction::FinTimeout { idle, hard } => self.fin_timeout(*idle, *hard),
+                OfAction::Conjunction { .. } => self.conjunction_action(),
+                // Queues have no datapath effect here yet.
                 _ => self.note("action not supported by flowpath's translation; ignored"),
             }
         }

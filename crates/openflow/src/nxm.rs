@@ -22,7 +22,7 @@
 //! it travels as wide as its value or mask needs, and a header naming it without a value (in
 //! `move`, `output_reg`, `ct`'s zone) carries OVS's 124 bytes.
 //!
-//! Fields OVS knows that the pipeline does not model yet (`dp_hash`, `conj_id`,
+//! Fields OVS knows that the pipeline does not model yet (`dp_hash`,
 //! `actset_output`, `tun_metadata8`..`63`, `xxreg4`..`7`, the ERSPAN, GTP-U and NSH fields) are
 //! refused as unknown (`OFPBMC_BAD_FIELD`). `packet_type` is accepted when it says Ethernet,
 //! the only packets the pipeline matches, and written, as OVS writes it, when a match says
@@ -250,6 +250,7 @@ pub static FIELD_HEADERS: &[FieldHeader] = &[
     h(F::CT_TP_SRC, NX1, 124, 2, 0),
     h(F::CT_TP_DST, NX1, 125, 2, 0),
     h(F::RECIRC_ID, NX1, 36, 4, 0),
+    h(F::CONJ_ID, NX1, 37, 4, 0),
     h(F::REG0, NX1, 0, 4, 0),
     h(F::REG1, NX1, 1, 4, 0),
     h(F::REG2, NX1, 2, 4, 0),
@@ -459,7 +460,7 @@ fn matched(f: &Field, m: &PipeMatch) -> Option<Matched> {
 /// connection): a match on any of them says the packet is Ethernet (`packet_type`), which OVS
 /// writes out when no entry it writes implies it.
 fn says_ethernet(field: FieldId) -> bool {
-    field >= F::ETH_SRC
+    (field >= F::ETH_SRC && field != F::CONJ_ID)
         || matches!(
             field,
             F::CT_NW_PROTO
@@ -565,6 +566,7 @@ pub fn put_raw(
     };
 
     put(out, F::RECIRC_ID);
+    put(out, F::CONJ_ID);
     put(out, F::IN_PORT);
     put(out, F::ETH_SRC);
     put(out, F::ETH_DST);

@@ -137,3 +137,36 @@ pub fn run_fails(dir: &Path, config: &str) -> (Option<i32>, String) {
     );
     (s.code(), err)
 }
+
+/// `flowpath ctl --rundir RUNDIR ARGS...`: a command to a running switch.
+pub fn ctl(rundir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_flowpath"))
+        .arg("ctl")
+        .arg("--rundir")
+        .arg(rundir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The standard output of a command that must succeed.
+pub fn ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The dump's flows without statistics, sorted (OVS's tests' `strip_used | sort`).
+pub fn dp_flows(rundir: &Path) -> Vec<String> {
+    let dump = ok(ctl(rundir, &["dpif/dump-flows", "br0"]));
+    let mut v: Vec<String> = dump
+        .lines()
+        .filter(|l| l.contains(", actions:") && !l.starts_with("flow-dump"))
+        .map(|l| {
+            let (key, rest) = l.split_once(", packets:").unwrap();
+            let actions = rest.split_once("actions:").unwrap().1;
+            format!("{key}, actions:{actions}")
+        })
+        .collect();
+    v.sort();
+    v
+}

@@ -123,6 +123,7 @@ impl Ofproto {
         }
         let mut stale = Vec::new();
         let mut credits = Vec::new();
+        let mut lessons = Vec::new();
         // The recirculation ids the datapath's megaflows mention (as their pass or in their
         // actions) stay; others are freed once unused for the grace period.
         let mut recirc_ids = std::collections::HashSet::new();
@@ -156,6 +157,11 @@ impl Ofproto {
                 if dpk > 0 {
                     credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
                     super::group::credit_groups(&p, &x.groups, dpk, dby);
+                    // Packets that hit the megaflow refresh what it learned.
+                    let l = super::learn::Lessons::of(&x, mf.stats.tcp_flags);
+                    if !l.is_empty() {
+                        lessons.push(l);
+                    }
                 }
                 now_credited.insert(ufid, (pk, by));
             }
@@ -165,6 +171,11 @@ impl Ofproto {
             let now = Instant::now();
             let mut p = self.write();
             self.credit_rules(&mut p, credits, now);
+            for l in lessons {
+                if self.apply_lessons(&mut p, l, now) {
+                    self.changed();
+                }
+            }
             for b in &mut p.bridges {
                 r.expired_rules += b.expire_rules(now);
                 if let Ok(mut m) = b.mac.lock() {
@@ -221,6 +232,8 @@ impl UpcallHandler for OfUpcall {
         if !x.learned.is_empty() || x.neigh_learned {
             self.0.changed();
         }
+        self.0
+            .learn_from(super::learn::Lessons::of(&x, key.tcp_flags()));
         // The missed packet counts for the rules now; the megaflow it installs counts only the
         // packets that hit it (OVS's xlate with resubmit_stats).
         self.0.owe_rules(&x.rules, pkt.len() as u64);

@@ -150,6 +150,7 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
         OfAction::Resubmit { ct: true, .. } => hard(ct_valid_match(&flow.key, &flow.mask))?,
         OfAction::Ct(ct) => check_ct(flow, table, ct)?,
         OfAction::Nat(nat) => check_nat(flow, nat)?,
+        OfAction::Learn(l) => super::learn::check_learn(l, &flow.key, &flow.mask)?,
         OfAction::Clone(inner) => {
             // What happens inside a clone stays there.
             let mut copy = flow.clone();

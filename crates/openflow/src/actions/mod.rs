@@ -20,14 +20,15 @@
 //! `OFPBAC_BAD_VENDOR_TYPE`), ports (`OFPBAC_BAD_OUT_PORT`), field references
 //! (`OFPBAC_BAD_SET_TYPE`, `OFPBAC_BAD_SET_LEN`, `OFPBAC_BAD_SET_ARGUMENT`), nesting
 //! (`OFPBAC_BAD_ARGUMENT`); a flow_mod's actions are then checked against its match
-//! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). Actions OVS knows that the pipeline does not
-//! model yet (`learn`, `conjunction`, `multipath`, `bundle`, `stack_push`/`pop`, `sample`,
+//! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). `learn` and `conjunction` are in `learn.rs`.
+//! Actions OVS knows that the pipeline does not model yet (`multipath`, `bundle`, `stack_push`/`pop`, `sample`,
 //! `check_pkt_larger`, `encap`, `decap`, `dec_nsh_ttl`, `delete_field`, `copy_ttl_in`/`out`,
 //! `push_pbb`/`pop_pbb`, and the action set's `write_actions`/`clear_actions`) are refused, as
 //! OVS refuses an action it does not know.
 
 mod check;
 mod instructions;
+mod learn;
 mod nicira;
 mod standard;
 
@@ -109,6 +110,7 @@ pub(crate) enum Outer {
 /// `ct_label` only inside `ct` (`OFPBAC_BAD_SET_ARGUMENT`); inside `ct` nothing else
 /// (`OFPBAC_BAD_ARGUMENT`); `meter` only at the top (`OFPBAC_BAD_ARGUMENT`).
 pub(crate) fn verify_nesting(actions: &[OfAction], outer: Outer) -> Result<(), OfpErr> {
+    learn::verify_conjunctions(actions)?;
     for a in actions {
         let dst = match a {
             OfAction::SetField { field, .. } => Some(*field),

@@ -8,6 +8,7 @@ use ofproto::syntax::{
     Controller, Ct, CtZone, Nat, NatAddrs, NatKind, OFPP_IN_PORT, OfAction, PacketInReason,
 };
 
+use super::learn;
 use super::standard::{check_output_port, is_mpls_ethertype, pull_set_field, push_normalized};
 use super::{EncodeError, FlowCtx, be16, be32, be64, decode_into, end_action, start_action};
 use crate::error::OfpErr;
@@ -172,7 +173,10 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | NXAST_OUTPUT_TRUNC
         | NXAST_CLONE
         | NXAST_CT_CLEAR
-        | NXAST_RESUBMIT_TABLE_CT => true,
+        | NXAST_RESUBMIT_TABLE_CT
+        | learn::NXAST_LEARN
+        | learn::NXAST_CONJUNCTION
+        | learn::NXAST_LEARN2 => true,
         _ => false,
     }
 }
@@ -387,6 +391,10 @@ pub(super) fn decode(
         NXAST_CT_CLEAR => {
             need(b, 16)?;
             OfAction::CtClear
+        }
+        learn::NXAST_CONJUNCTION => learn::decode_conjunction(b)?,
+        learn::NXAST_LEARN | learn::NXAST_LEARN2 => {
+            learn::decode_learn(b, subtype == learn::NXAST_LEARN2)?
         }
         _ => return Err(OfpErr::OfpbacBadVendorType),
     };
@@ -763,6 +771,21 @@ pub(super) fn encode(
         // OpenFlow 1.0 has no meters: OVS leaves the instruction out of what it sends.
         OfAction::Meter(_) if version == Version::Of10 => {}
         OfAction::Meter(_) => return Err(super::unencodable("meter", version)),
+        OfAction::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => put_nx(
+            out,
+            learn::NXAST_CONJUNCTION,
+            0,
+            &learn::conjunction_body(*id, *clause, *n_clauses),
+        ),
+        OfAction::Learn(l) => {
+            let (subtype, body) =
+                learn::learn_body(l).ok_or_else(|| super::unencodable("learn", version))?;
+            put_nx(out, subtype, 0, &body);
+        }
         _ => return Err(super::unencodable("action", version)),
     }
     Ok(())

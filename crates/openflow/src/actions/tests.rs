@@ -121,14 +121,14 @@ fn malformed_actions_get_ovs_errors() {
         err(Of13, "0000001000ff00000000000000000000"),
         OfpErr::OfpbacBadOutPort
     );
-    // Unknown standard type, vendor, Nicira subtype (learn is not modelled).
+    // Unknown standard type, vendor, Nicira subtype (multipath is not modelled).
     assert_eq!(err(Of10, "000c000800000000"), OfpErr::OfpbacBadType);
     assert_eq!(
         err(Of10, "ffff00100000123400010000000000000"[..32].as_ref()),
         OfpErr::OfpbacBadVendor
     );
     assert_eq!(
-        err(Of10, "ffff0010000023200010000000000000"),
+        err(Of10, "ffff001000002320000a000000000000"),
         OfpErr::OfpbacBadVendorType
     );
     // A Nicira action whose length cannot hold its own header (in a longer list).

@@ -242,6 +242,14 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::Meter(m) => {
             let _ = write!(out, "meter:{m}");
         }
+        OfAction::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => {
+            let _ = write!(out, "conjunction({id},{}/{n_clauses})", clause + 1);
+        }
+        OfAction::Learn(l) => super::learn::format_learn(out, l, names),
     }
 }
 

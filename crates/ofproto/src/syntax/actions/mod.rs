@@ -13,6 +13,7 @@
 //! over OpenFlow 1.0, which changes its meaning, so it is kept distinct here).
 
 mod format;
+mod learn;
 mod parse;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -225,6 +226,15 @@ pub enum OfAction {
     Nat(Nat),
     /// `meter:N` (OpenFlow 1.3+ instruction).
     Meter(u32),
+    /// `conjunction(ID,K/N)`: clause `clause` (0-based: K is `clause + 1`) of the `n_clauses`
+    /// of conjunctive match `id` (ovs-fields(7) "Conjunctive Match Fields").
+    Conjunction {
+        id: u32,
+        clause: u8,
+        n_clauses: u8,
+    },
+    /// `learn(...)`.
+    Learn(Box<crate::learn::Learn>),
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

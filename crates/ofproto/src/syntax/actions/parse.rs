@@ -175,6 +175,8 @@ impl ActionCtx<'_> {
         let mut out = Vec::new();
         let mut drop = false;
         let mut prev: Option<(u8, &'static str)> = None;
+        // The keyword each action was written with, for the conjunction rule's error.
+        let mut keywords = Vec::new();
         for (key, value) in KeyValues::new(s) {
             let start = out.len();
             let lower = key.to_ascii_lowercase();
@@ -183,6 +185,7 @@ impl ActionCtx<'_> {
                 continue;
             }
             self.parse_one(&lower, key, value, outer, depth, &mut out)?;
+            keywords.resize(out.len(), lower.clone());
             for a in &out[start..] {
                 let next = instruction_rank(a);
                 if outer != Outer::Top && next.0 != 1 {
@@ -213,6 +216,7 @@ impl ActionCtx<'_> {
                 prev = Some(next);
             }
         }
+        super::learn::verify_conjunctions(&out, &keywords)?;
         if drop && !out.is_empty() {
             return Err(bad(
                 "drop",
@@ -443,10 +447,13 @@ impl ActionCtx<'_> {
             "apply_actions" => {
                 return Err(bad(key, arg, "apply_actions is the default instruction"));
             }
-            "bundle" | "bundle_load" | "learn" | "multipath" | "push" | "pop" | "sample"
-            | "conjunction" | "encap" | "decap" | "dec_nsh_ttl" | "delete_field"
-            | "check_pkt_larger" | "write_actions" | "clear_actions" | "debug_recirc"
-            | "debug_slow" => return Err(SyntaxError::Unsupported(key.to_string())),
+            "learn" => self.parse_learn(arg)?,
+            "conjunction" => super::learn::parse_conjunction(arg)?,
+            "bundle" | "bundle_load" | "multipath" | "push" | "pop" | "sample" | "encap"
+            | "decap" | "dec_nsh_ttl" | "delete_field" | "check_pkt_larger" | "write_actions"
+            | "clear_actions" | "debug_recirc" | "debug_slow" => {
+                return Err(SyntaxError::Unsupported(key.to_string()));
+            }
             _ => match parse_port(key, names) {
                 Some(port) => {
                     check_output_port("output", key, port)?;
