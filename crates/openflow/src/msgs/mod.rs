@@ -18,7 +18,8 @@
 //! - [`table_features`]: table features requests and replies;
 //! - [`table_mod`]: a table's configuration, set and described;
 //! - [`bundle`]: bundle control and bundled messages;
-//! - [`decode`]: any received message read by the codec of its family.
+//! - [`decode`]: any received message read by the codec of its family; [`encode`]: a read
+//!   message written again in the form it was read from.
 //!
 //! Every decoder takes a [`Message`] whose type and length
 //! [`msgtype::decode`](crate::msgtype::decode) already checked, so it reads only the body;
@@ -28,6 +29,7 @@ pub mod async_config;
 pub mod bundle;
 pub mod ct_flush;
 pub mod decode;
+pub mod encode;
 pub mod group_stats;
 pub mod meter;
 pub mod nicira;
