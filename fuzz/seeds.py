@@ -6,7 +6,7 @@ its L3 payload as variant 3/4/5 (packet_type IPv4/IPv6/MPLS) where the ethertype
 those. corpus/odp_parse: every flow line of crates/flow/tests/data/ovs-dpdk-dumps/*.txt, and
 its key part and action part alone. corpus/of_msg: every OpenFlow message of the testdata/openflow
 corpora (OVS's ofp-print.at vectors, what ovs-ofctl sent, the flow mods, the OVN conversation) as
-a stream of one (first byte 0), and each ovn-controller connection's whole stream.
+a stream of one (first byte 0x7f: read 12 KiB at a time), and each ovn-controller connection's whole stream.
 
 Usage: python3 fuzz/seeds.py   (from the repository root or fuzz/)
 """
@@ -107,9 +107,9 @@ def main():
             m += 1
     msgs, conv = of_messages()
     for h in msgs:
-        write(OUT / "of_msg", b"\x00" + bytes.fromhex(h))
+        write(OUT / "of_msg", b"\x7f" + bytes.fromhex(h))
     for c in sorted({c for c, _ in conv}):
-        write(OUT / "of_msg", b"\x00" + b"".join(bytes.fromhex(h) for cc, h in conv if cc == c))
+        write(OUT / "of_msg", b"\x7f" + b"".join(bytes.fromhex(h) for cc, h in conv if cc == c))
     print(f"{n} packets, {m} flow texts, {len(msgs)} OpenFlow messages")
 
 
