@@ -3,7 +3,8 @@
 //! every message this crate reads is written again, and `ovs-ofctl ofp-print` must print the
 //! same for what was written as for OVS's bytes (transaction ids and the multipart `more` flag
 //! aside), so the message was read to the meaning OVS gives it. Flow mods, flow removed and
-//! flow statistics go through the flow codecs likewise. Skips, saying so, without `ovs-ofctl`
+//! flow statistics go through the flow codecs likewise, which must read every one OVS reads;
+//! the messages read otherwise today are listed in [`MESSAGE_DIFFERENCES`] with the reason. Skips, saying so, without `ovs-ofctl`
 //! (the unit tests still check the reading and writing back).
 
 use std::process::Command;
@@ -52,15 +53,21 @@ fn ofp_print(m: &[u8]) -> String {
     words.join(" ").replace(" flags=[more]", "")
 }
 
-/// `m` written again by the codec that reads it, if one does.
-fn written_again(m: &[u8]) -> Option<Vec<u8>> {
-    let from = msgtype::decode(m).ok()?;
+/// `m` written again by the codec that reads it (`None` when none does); an error when a flow
+/// codec does not read it or cannot write it again.
+fn written_again(m: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let Ok(from) = msgtype::decode(m) else {
+        return Ok(None);
+    };
     if let Ok(d) = decode::decode(m)
         && let Some(mut again) = encode::encode(&d, &from)
     {
-        return (again.len() == 1).then(|| again.remove(0));
+        return Ok((again.len() == 1).then(|| again.remove(0)));
     }
-    let v = Version::from_wire(m[0])?;
+    let Some(v) = Version::from_wire(m[0]) else {
+        return Ok(None);
+    };
+    let read = |e: openflow::error::OfpErr| format!("the flow codec refuses it: {e}");
     let tlv = TlvLens::default();
     let mut out = Vec::new();
     let ok = match from.msg_type.kind() {
@@ -71,7 +78,7 @@ fn written_again(m: &[u8]) -> Option<Vec<u8>> {
                 nxm,
                 table_id: false,
             };
-            let fm = flow_mod::decode_flow_mod(m, false).ok()?;
+            let fm = flow_mod::decode_flow_mod(m, false).map_err(read)?;
             flow_mod::encode_flow_mod(&fm, proto, from.xid, &tlv, &mut out).is_ok()
         }
         OfpType::FlowRemoved => {
@@ -81,28 +88,38 @@ fn written_again(m: &[u8]) -> Option<Vec<u8>> {
                 nxm,
                 table_id: false,
             };
-            let fr = flow_removed::decode_flow_removed(m).ok()?;
+            let fr = flow_removed::decode_flow_removed(m).map_err(read)?;
             flow_removed::encode_flow_removed(&fr, proto, from.xid, &tlv, &mut out).is_ok()
         }
         OfpType::FlowStatsRequest | OfpType::AggregateStatsRequest => {
-            let (proto, ..) = flow_stats::classify(m)?;
-            let r = flow_stats::decode_flow_stats_request(m).ok()?;
+            let (proto, ..) = flow_stats::classify(m).ok_or("not a flow statistics message")?;
+            let r = flow_stats::decode_flow_stats_request(m).map_err(read)?;
             flow_stats::encode_flow_stats_request(&r, proto, from.xid, &tlv, &mut out).is_ok()
         }
         OfpType::FlowStatsReply => {
-            let (proto, ..) = flow_stats::classify(m)?;
-            let (f, _) = flow_stats::decode_flow_stats_reply(m).ok()?;
+            let (proto, ..) = flow_stats::classify(m).ok_or("not a flow statistics message")?;
+            let (f, _) = flow_stats::decode_flow_stats_reply(m).map_err(read)?;
             flow_stats::encode_flow_stats_reply(&f, proto, from.xid, &tlv, &mut out).is_ok()
         }
         OfpType::AggregateStatsReply => {
-            let (proto, ..) = flow_stats::classify(m)?;
-            let a = flow_stats::decode_aggregate_reply(m).ok()?;
+            let (proto, ..) = flow_stats::classify(m).ok_or("not a flow statistics message")?;
+            let a = flow_stats::decode_aggregate_reply(m).map_err(read)?;
             flow_stats::encode_aggregate_reply(&a, proto, from.xid, &mut out).is_ok()
         }
-        _ => false,
+        _ => return Ok(None),
     };
-    ok.then_some(out)
+    if ok {
+        Ok(Some(out))
+    } else {
+        Err("the flow codec cannot write it again".to_owned())
+    }
 }
+
+/// OVS's messages that flowpath reads otherwise today, and why (each must still differ).
+const MESSAGE_DIFFERENCES: &[(&str, &str)] = &[(
+    "030e0048523345070000000000000000000000000000000000000000000000ffffffffffffffffffffffffff0000000000010014ffff010c00002320012345670fffffff00000000",
+    "a flow mod matching dp_hash (a Nicira experimenter OXM): the pipeline matches no dp_hash, so it is refused with OFPBMC_BAD_FIELD",
+)];
 
 #[test]
 fn ovs_vectors_written_again_print_the_same() {
@@ -110,19 +127,34 @@ fn ovs_vectors_written_again_print_the_same() {
         eprintln!("skipped: ovs-ofctl is not installed");
         return;
     }
-    let (mut n, mut failures) = (0, Vec::new());
+    let (mut n, mut failures, mut differ) = (0, Vec::new(), Vec::new());
     for (h, verdict) in OFP_PRINT_AT.lines().filter_map(|l| l.split_once('\t')) {
         if !verdict.starts_with("ok ") {
             continue;
         }
         let m = unhex(h);
-        let Some(again) = written_again(&m) else {
-            continue;
+        let again = match written_again(&m) {
+            Ok(Some(again)) => again,
+            Ok(None) => continue,
+            Err(e) => {
+                differ.push((h, e));
+                continue;
+            }
         };
         n += 1;
         let (want, got) = (ofp_print(&m), ofp_print(&again));
         if want != got {
-            failures.push(format!("{h}\n  OVS's: {want}\n  again: {got}"));
+            differ.push((h, format!("\n  OVS's: {want}\n  again: {got}")));
+        }
+    }
+    for (h, why) in &differ {
+        if !MESSAGE_DIFFERENCES.iter().any(|(k, _)| k == h) {
+            failures.push(format!("{h}: {why}"));
+        }
+    }
+    for (k, _) in MESSAGE_DIFFERENCES {
+        if !differ.iter().any(|(h, _)| h == k) {
+            failures.push(format!("{k}: listed as differing, agrees now: take it out"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
