@@ -4,8 +4,9 @@
 //! same for what was written as for OVS's bytes (transaction ids and the multipart `more` flag
 //! aside), so the message was read to the meaning OVS gives it. Flow mods, flow removed and
 //! flow statistics go through the flow codecs likewise, which must read every one OVS reads;
-//! the messages read otherwise today are listed in [`MESSAGE_DIFFERENCES`] with the reason. Skips, saying so, without `ovs-ofctl`
-//! (the unit tests still check the reading and writing back).
+//! the messages read otherwise today are listed in [`MESSAGE_DIFFERENCES`] with the reason.
+//! Skips, saying so, without `ovs-ofctl` (the unit tests still check the reading and writing
+//! back).
 
 use std::process::Command;
 
