@@ -4,7 +4,9 @@
 corpus/extract: every packet of testdata/pcap/*.pcap as metadata variant 0 (Ethernet), plus
 its L3 payload as variant 3/4/5 (packet_type IPv4/IPv6/MPLS) where the ethertype is one of
 those. corpus/odp_parse: every flow line of crates/flow/tests/data/ovs-dpdk-dumps/*.txt, and
-its key part and action part alone.
+its key part and action part alone. corpus/of_msg: every OpenFlow message of the testdata/openflow
+corpora (OVS's ofp-print.at vectors, what ovs-ofctl sent, the flow mods, the OVN conversation) as
+a stream of one (first byte 0x7f: read 12 KiB at a time), and each ovn-controller connection's whole stream.
 
 Usage: python3 fuzz/seeds.py   (from the repository root or fuzz/)
 """
@@ -72,6 +74,23 @@ def flow_lines(text):
             yield line.split(" : ", 1)[1]
 
 
+def of_messages():
+    """(hex of each message, [(connection, hex)] of the OVN conversation's client messages)."""
+    d = ROOT / "testdata" / "openflow"
+    out, conv = [], []
+    for name in ("ofp-print-at.txt", "ofctl-requests.txt", "flow_mods.txt", "flow_removed.txt",
+                 "stats_requests.txt", "stats_replies.txt", "ovn/conversation.txt"):
+        for line in (d / name).read_text().splitlines():
+            if line.startswith("#"):
+                continue
+            fields = [f for f in line.split("\t") if len(f) >= 16 and all(c in "0123456789abcdefABCDEF" for c in f)]
+            if fields:
+                out.append(max(fields, key=len))
+                if name.startswith("ovn/") and line.split("\t")[1] == "c2s":
+                    conv.append((line.split("\t")[0], out[-1]))
+    return out, conv
+
+
 def main():
     n = 0
     for path in sorted((ROOT / "testdata" / "pcap").glob("*.pcap")):
@@ -86,7 +105,12 @@ def main():
         for line in flow_lines(path.read_text()):
             write(OUT / "odp_parse", line.encode())
             m += 1
-    print(f"{n} packets, {m} flow texts")
+    msgs, conv = of_messages()
+    for h in msgs:
+        write(OUT / "of_msg", b"\x7f" + bytes.fromhex(h))
+    for c in sorted({c for c, _ in conv}):
+        write(OUT / "of_msg", b"\x7f" + b"".join(bytes.fromhex(h) for cc, h in conv if cc == c))
+    print(f"{n} packets, {m} flow texts, {len(msgs)} OpenFlow messages")
 
 
 if __name__ == "__main__":

@@ -325,6 +325,10 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         } else {
             let b: &[u8; OFP10_MATCH_LEN] = m[8..48].try_into().expect("40 bytes");
             spec.match_ = match10::decode(b);
+            // OpenFlow 1.0 gives an exact-match rule the highest priority, whatever it says.
+            if be32(m, 8) & match10::OFPFW10_ALL == 0 {
+                spec.priority = u16::MAX;
+            }
             acts = &m[72..];
         }
         if spec.cookie_mask == 0 && new_cookie != u64::MAX {

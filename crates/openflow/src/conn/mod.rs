@@ -7,6 +7,7 @@
 //! - [`socket`]: non-blocking streams and listeners;
 //! - [`vconn`]: one connection's protocol: framing, hello negotiation, echo, the inactivity
 //!   probe and the bounded transmit queue;
+//! - [`rx_stream`]: a connection's receive path run over a byte stream without a socket;
 //! - [`backoff`]: the reconnection waits of an active connection;
 //! - [`event_loop`]: the loop that multiplexes listeners and connections and hands whole
 //!   messages to a [`Handler`];
@@ -21,6 +22,7 @@
 pub mod backoff;
 pub mod event_loop;
 pub mod handle;
+pub mod rx_stream;
 pub mod socket;
 pub mod target;
 pub mod vconn;

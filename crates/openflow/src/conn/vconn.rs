@@ -255,6 +255,11 @@ impl Vconn {
         !self.txq.is_empty()
     }
 
+    /// How many received bytes wait to be read as messages.
+    pub(crate) fn buffered(&self) -> usize {
+        self.rx.len() - self.rx_start
+    }
+
     /// The bytes of a message [`Vconn::next_message`] returned.
     pub(crate) fn message(&self, range: Range<usize>) -> &[u8] {
         &self.rx[range]
@@ -489,40 +494,12 @@ mod tests {
         m
     }
 
-    /// What the machine made of its input.
-    #[derive(Debug, PartialEq)]
-    enum Got {
-        Connected(Version),
-        Msg(Vec<u8>),
-        Failed(ConnError),
-    }
+    // What the machine made of its input.
+    use super::super::rx_stream::Received as Got;
 
     /// Feeds `input` and returns what the machine made of it and what it sent.
     fn run(v: &mut Vconn, input: &[u8]) -> (Vec<Got>, Vec<u8>) {
-        let mut r = io::Cursor::new(input.to_vec());
-        let mut out = Vec::new();
-        let now = Instant::now();
-        loop {
-            match v.next_message(now) {
-                Ok(Some(Incoming::Connected(ver))) => out.push(Got::Connected(ver)),
-                Ok(Some(Incoming::Message(r))) => out.push(Got::Msg(v.message(r).to_vec())),
-                Ok(None) => match v.fill(&mut r) {
-                    Ok(true) => {}
-                    Ok(false) | Err(ConnError::Eof) => break,
-                    Err(e) => {
-                        out.push(Got::Failed(e));
-                        break;
-                    }
-                },
-                Err(e) => {
-                    out.push(Got::Failed(e));
-                    break;
-                }
-            }
-        }
-        let mut sent = Vec::new();
-        v.write_to(&mut sent).unwrap();
-        (out, sent)
+        super::super::rx_stream::drive(v, &mut io::Cursor::new(input.to_vec()), &mut |_| {})
     }
 
     fn new(allowed: VersionSet) -> Vconn {

@@ -19,7 +19,8 @@
 //! - [`table_features`]: table features requests and replies;
 //! - [`table_mod`]: a table's configuration, set and described;
 //! - [`bundle`]: bundle control and bundled messages;
-//! - [`decode`]: any received message read by the codec of its family.
+//! - [`decode`]: any received message read by the codec of its family; [`encode`]: a read
+//!   message written again in the form it was read from.
 //!
 //! Every decoder takes a [`Message`] whose type and length
 //! [`msgtype::decode`](crate::msgtype::decode) already checked, so it reads only the body;
@@ -29,6 +30,7 @@ pub mod async_config;
 pub mod bundle;
 pub mod ct_flush;
 pub mod decode;
+pub mod encode;
 pub mod group_mod;
 pub mod group_stats;
 pub mod meter;
@@ -120,11 +122,18 @@ pub(crate) fn zeros(out: &mut Vec<u8>, n: usize) {
 }
 
 /// A name field (port, table, description): the bytes up to the first NUL, at most `len - 1`
-/// of them as OVS's `ovs_strlcpy` keeps them.
+/// of them as OVS's `ovs_strlcpy` keeps them. A byte that is not part of UTF-8 text reads as
+/// `?`, one byte for one, so that the name still fits its field when written again (a
+/// replacement character would take three).
 pub(crate) fn get_name(field: &[u8]) -> String {
     let max = field.len().saturating_sub(1);
     let end = field[..max].iter().position(|&c| c == 0).unwrap_or(max);
-    String::from_utf8_lossy(&field[..end]).into_owned()
+    let mut name = String::with_capacity(end);
+    for chunk in field[..end].utf8_chunks() {
+        name.push_str(chunk.valid());
+        name.extend(std::iter::repeat_n('?', chunk.invalid().len()));
+    }
+    name
 }
 
 /// Writes `name` into a NUL-padded field of `len` bytes, cut to `len - 1` bytes.
