@@ -1,13 +1,13 @@
 //! Bridges: OpenFlow ports, the flow tables with OpenFlow's flow-mod semantics, and the MAC
 //! learning table of the NORMAL action.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use flow::EthAddr;
 
-use crate::classifier::{Classifier, RuleId};
+use crate::classifier::{Classifier, RuleId, Version};
 use crate::pipekey::PipeMatch;
 use crate::syntax::{FlowSpec, OfAction};
 
@@ -39,7 +39,7 @@ pub struct Rule {
 }
 
 impl Rule {
-    fn from_spec(spec: &FlowSpec, now: Instant) -> Rule {
+    pub(crate) fn from_spec(spec: &FlowSpec, now: Instant) -> Rule {
         Rule {
             cookie: spec.cookie,
             actions: spec.actions.clone(),
@@ -219,6 +219,9 @@ pub struct Bridge {
     pub tunnels: BTreeMap<u32, crate::tunnel::TunnelConfig>,
     /// GENEVE options mapped to `tun_metadata0..7` (`add-tlv-map`).
     pub tlv_map: [Option<crate::tunnel::TlvMapping>; crate::fields::N_TUN_METADATA],
+    /// The rules with an idle or hard timeout (table, rule): all that expiry looks at, so that
+    /// its cost follows them and not the size of the tables.
+    timed: HashSet<(usize, RuleId)>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -288,7 +291,44 @@ impl Bridge {
             addrs: Vec::new(),
             tunnels: BTreeMap::new(),
             tlv_map: [None; crate::fields::N_TUN_METADATA],
+            timed: HashSet::new(),
         }
+    }
+
+    /// The version of the tables that lookups see (every table has the bridge's).
+    pub fn tables_version(&self) -> Version {
+        self.tables[0].version()
+    }
+
+    /// Publishes version `v` in every table at once (under the pipeline's write lock, so no
+    /// lookup sees some tables at one version and some at another).
+    pub(crate) fn set_tables_version(&mut self, v: Version) {
+        for t in &mut self.tables {
+            t.set_version(v);
+        }
+    }
+
+    /// Adds a rule to table `t`, visible from version `v` on.
+    pub(crate) fn insert_rule(
+        &mut self,
+        t: usize,
+        m: PipeMatch,
+        priority: u16,
+        rule: Rule,
+        v: Version,
+    ) -> RuleId {
+        let timed = rule.idle_timeout != 0 || rule.hard_timeout != 0;
+        let id = self.tables[t].insert_in(m, priority, rule, v);
+        if timed {
+            self.timed.insert((t, id));
+        }
+        id
+    }
+
+    /// Removes rule `id` of table `t` for good.
+    pub(crate) fn remove_rule(&mut self, t: usize, id: RuleId) {
+        self.timed.remove(&(t, id));
+        self.tables[t].remove(id);
     }
 
     /// The port called `name`.
@@ -312,28 +352,49 @@ impl Bridge {
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
         }
-        let table = &mut self.tables[t];
-        if let Some(old) = table.find_exact(&spec.match_, spec.priority) {
-            table.remove(old);
+        if let Some(old) = self.tables[t].find_exact(&spec.match_, spec.priority) {
+            self.remove_rule(t, old);
         }
-        table.insert(
-            spec.match_.clone(),
-            spec.priority,
-            Rule::from_spec(spec, now),
-        );
+        let v = self.tables_version();
+        let rule = Rule::from_spec(spec, now);
+        self.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
         Ok(())
+    }
+
+    /// Whether a rule visible in version `v` of the table of `spec`, with its priority,
+    /// overlaps its match (OVS's `check_overlap` test).
+    pub fn overlaps_in(&self, spec: &FlowSpec, v: Version) -> bool {
+        self.tables.get(usize::from(spec.table)).is_some_and(|t| {
+            t.iter_in(v)
+                .any(|(_, m, p, _)| p == spec.priority && overlaps(m, &spec.match_))
+        })
     }
 
     /// The rules a `mod-flows`/`del-flows` spec selects: (table, rule).
     pub fn select(&self, spec: &FlowSpec, strict: bool) -> Vec<(usize, RuleId)> {
+        self.select_in(spec, strict, self.tables_version())
+    }
+
+    /// The rules visible in version `v` that a `mod-flows`/`del-flows` spec selects: (table,
+    /// rule). A strict selection is one hash lookup per table; a loose one searches only the
+    /// subtables whose mask covers the spec's.
+    pub fn select_in(&self, spec: &FlowSpec, strict: bool, v: Version) -> Vec<(usize, RuleId)> {
         let mut out = Vec::new();
         for (t, table) in self.tables.iter().enumerate() {
             if spec.table != 255 && usize::from(spec.table) != t {
                 continue;
             }
-            for (id, m, p, r) in table.iter() {
-                if selects(&spec.match_, spec.priority, strict, m, p)
-                    && r.cookie & spec.cookie_mask == spec.cookie & spec.cookie_mask
+            let ids = if strict {
+                table
+                    .find_exact_in(&spec.match_, spec.priority, v)
+                    .into_iter()
+                    .collect()
+            } else {
+                table.select_in(&spec.match_, v)
+            };
+            for id in ids {
+                let (_, _, r) = table.get(id).expect("selected rules exist");
+                if r.cookie & spec.cookie_mask == spec.cookie & spec.cookie_mask
                     && spec.out_port.is_none_or(|o| r.outputs_to(o))
                 {
                     out.push((t, id));
@@ -360,7 +421,7 @@ impl Bridge {
     pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
         let sel = self.select(spec, strict);
         for &(t, id) in &sel {
-            self.tables[t].remove(id);
+            self.remove_rule(t, id);
         }
         sel.len()
     }
@@ -368,40 +429,45 @@ impl Bridge {
     /// Removes every rule of every table.
     pub fn clear_flows(&mut self) -> usize {
         let mut n = 0;
-        for t in &mut self.tables {
-            let ids: Vec<RuleId> = t.iter().map(|(id, ..)| id).collect();
+        for t in 0..self.tables.len() {
+            let ids: Vec<RuleId> = self.tables[t].iter().map(|(id, ..)| id).collect();
             n += ids.len();
             for id in ids {
-                t.remove(id);
+                self.remove_rule(t, id);
             }
         }
         n
     }
 
-    /// Removes rules whose idle or hard timeout has passed; returns how many.
+    /// Removes rules whose idle or hard timeout has passed; returns how many. Only the rules
+    /// with a timeout are looked at, and only those of the published version go.
     pub fn expire_rules(&mut self, now: Instant) -> usize {
-        let mut n = 0;
-        for t in &mut self.tables {
-            let dead: Vec<RuleId> = t
-                .iter()
-                .filter(|(_, _, _, r)| {
-                    let hard = r.hard_timeout != 0
-                        && now.duration_since(r.created).as_secs() >= u64::from(r.hard_timeout);
-                    let idle = r.idle_timeout != 0
-                        && now
-                            .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
-                            .as_secs()
-                            >= u64::from(r.idle_timeout);
-                    hard || idle
-                })
-                .map(|(id, ..)| id)
-                .collect();
-            n += dead.len();
-            for id in dead {
-                t.remove(id);
-            }
+        let v = self.tables_version();
+        let mut dead: Vec<(usize, RuleId)> = self
+            .timed
+            .iter()
+            .copied()
+            .filter(|&(t, id)| {
+                let table = &self.tables[t];
+                let Some((_, _, r)) = table.get(id) else {
+                    return false;
+                };
+                let hard = r.hard_timeout != 0
+                    && now.duration_since(r.created).as_secs() >= u64::from(r.hard_timeout);
+                let idle = r.idle_timeout != 0
+                    && now
+                        .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
+                        .as_secs()
+                        >= u64::from(r.idle_timeout);
+                (hard || idle) && table.visible_in(id, v)
+            })
+            .collect();
+        // In table and rule order, as a scan of the tables removes them.
+        dead.sort_unstable();
+        for &(t, id) in &dead {
+            self.remove_rule(t, id);
         }
-        n
+        dead.len()
     }
 }
 

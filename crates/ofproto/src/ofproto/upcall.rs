@@ -162,10 +162,18 @@ impl Ofproto {
         }
         {
             let now = Instant::now();
+            // Rules expire when no commit is staging changes: the next round sees them.
+            let serial = match self.flow_mods.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
             let mut p = self.write();
             self.credit_rules(&mut p, credits, now);
             for b in &mut p.bridges {
-                r.expired_rules += b.expire_rules(now);
+                if serial.is_some() {
+                    r.expired_rules += b.expire_rules(now);
+                }
                 if let Ok(mut m) = b.mac.lock() {
                     m.expire(now);
                 }
