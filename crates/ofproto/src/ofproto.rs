@@ -21,7 +21,9 @@ use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, par
 use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
+mod bundle;
 mod upcall;
+pub use bundle::{BundleCommit, FlowModError, FlowModOp};
 pub use upcall::DumpStats;
 
 /// The OpenFlow layer of one switch.
@@ -39,6 +41,10 @@ pub struct Ofproto {
     pending_credits: Mutex<Vec<RuleCredit>>,
     revalidated: AtomicU64,
     upcall: upcall::UpcallState,
+    /// Held by whatever changes the flow tables (a flow mod, a bundle's whole commit, rule
+    /// expiry), so that a commit, which stages its changes in the next version across several
+    /// holds of the pipeline's write lock, never interleaves with another change.
+    flow_mods: Mutex<()>,
 }
 
 /// How many rule credits upcalls may queue before one settles them itself.
@@ -140,6 +146,11 @@ impl Ofproto {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Pipeline> {
         self.pipe.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The right to change the flow tables (see `flow_mods`).
+    fn flow_mods(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.flow_mods.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `add-br`.
@@ -514,6 +525,7 @@ impl Ofproto {
     /// Adds a parsed flow (`add-flow`'s, or an OpenFlow flow mod's): a rule with the same
     /// match and priority in its table is replaced.
     pub fn add_flow_spec(&self, bridge: &str, spec: &FlowSpec) -> Result<(), String> {
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
@@ -538,6 +550,7 @@ impl Ofproto {
                     .join("\n")
             })?
         };
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
@@ -549,6 +562,16 @@ impl Ofproto {
         drop(p);
         self.changed();
         Ok(specs.len())
+    }
+
+    /// Whether a rule of the table of `spec`, with its priority, overlaps its match (a flow
+    /// mod's `check_overlap` test).
+    pub fn overlaps(&self, bridge: &str, spec: &FlowSpec) -> Result<bool, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        Ok(b.overlaps_in(spec, b.tables_version()))
     }
 
     /// `mod-flows [--strict] BRIDGE FLOW`: returns how many rules changed.
@@ -569,6 +592,7 @@ impl Ofproto {
         spec: &FlowSpec,
         strict: bool,
     ) -> Result<usize, String> {
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
@@ -600,6 +624,7 @@ impl Ofproto {
         spec: Option<&FlowSpec>,
         strict: bool,
     ) -> Result<usize, String> {
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)

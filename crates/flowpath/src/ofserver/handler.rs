@@ -20,6 +20,7 @@ use openflow::error::{self, OfpErr};
 use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
 use openflow::msgs::async_config::AsyncConfig;
+use openflow::msgs::bundle::BundleCtrlType;
 use openflow::msgs::decode::{Msg, decode_body};
 use openflow::msgs::group_stats::{self, GroupFeatures};
 use openflow::msgs::meter::{self, MeterCommand, MeterFeatures, MeterRequestKind, OFPM13_ALL};
@@ -34,7 +35,7 @@ use openflow::msgtype::{self, EncodeError, Message, OfpType};
 use openflow::nxm::TlvLens;
 
 use super::bridge_view::{self, N_TABLES};
-use super::bundle::Bundles;
+use super::bundle::{self, Bundles};
 use super::flow_table;
 use super::ofconn::OfConn;
 use super::tlv;
@@ -166,9 +167,23 @@ impl OfHandler {
                 }
                 let of = self.of.clone();
                 let bundles = self.bundles.entry(c).or_default();
-                bundles.control(&bc, |msg| {
-                    flow_table::flow_mod(&of, &conn.bridge, msg, conn.flow_mod_table_id)
-                })?;
+                let mut failed = None;
+                let r = bundles.control(&bc, |msgs| {
+                    bundle::commit(&of, &conn.bridge, msgs, conn.flow_mod_table_id).map_err(|f| {
+                        failed = Some(f);
+                        OfpErr::OfpbfcMsgFailed
+                    })
+                });
+                if let Some(f) = failed {
+                    bundle::encode_failure(&f, version, raw, out);
+                    return Ok(());
+                }
+                r?;
+                // The reply says the bundle is in force, for the packets too.
+                if bc.ctrl_type == BundleCtrlType::CommitRequest {
+                    let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                    self.of.revalidate(&mut dp);
+                }
                 return bc.encode_reply(m, out);
             }
             Msg::BundleAdd(a, t) => {
