@@ -516,6 +516,55 @@ mod tests {
         parse_flow(text, kind, &NoPortNames).unwrap()
     }
 
+    /// The rules the classifier examined while `f` ran.
+    fn visits(f: impl FnOnce()) -> u64 {
+        use crate::classifier::VISITS;
+        VISITS.with(|v| v.set(0));
+        f();
+        VISITS.with(|v| v.get())
+    }
+
+    #[test]
+    fn a_flow_mod_examines_the_rules_it_touches_not_the_table() {
+        let t0 = Instant::now();
+        let mut b = Bridge::new("br0");
+        let flow = |i: u32, out: u32| {
+            let (x, y, z) = ((i >> 16) & 255, (i >> 8) & 255, i & 255);
+            format!("priority=10,ip,nw_dst=10.{x}.{y}.{z},actions=output:{out}")
+        };
+        for i in 0..10_000 {
+            b.add_flow(&spec(&flow(i, 2), FlowKind::Add), t0).unwrap();
+        }
+        let timed = spec("idle_timeout=60,priority=5,arp,actions=drop", FlowKind::Add);
+        b.add_flow(&timed, t0).unwrap();
+        // Each operation below examined every rule of the table before (rule expiry after
+        // each barrier, the highest priority of a subtable after a removal, strict
+        // selections); now a few each.
+        let add = visits(|| {
+            b.add_flow(&spec(&flow(10_000, 2), FlowKind::Add), t0)
+                .unwrap()
+        });
+        let replace = visits(|| b.add_flow(&spec(&flow(7, 3), FlowKind::Add), t0).unwrap());
+        let expire = visits(|| assert_eq!(b.expire_rules(t0), 0));
+        let modify = spec(&flow(8, 4), FlowKind::ModOrDel);
+        let modify = visits(|| assert_eq!(b.mod_flows(&modify, true, t0), 1));
+        let del = spec(&flow(9, 2), FlowKind::ModOrDel);
+        let del_strict = visits(|| assert_eq!(b.del_flows(&del, true), 1));
+        let del = spec(&flow(10, 2), FlowKind::ModOrDel);
+        let del_loose = visits(|| assert_eq!(b.del_flows(&del, false), 1));
+        for (what, n) in [
+            ("add", add),
+            ("replace", replace),
+            ("expire", expire),
+            ("modify --strict", modify),
+            ("delete --strict", del_strict),
+            ("delete of a full match", del_loose),
+        ] {
+            assert!(n <= 4, "{what} examined {n} rules");
+        }
+        assert_eq!(b.n_rules(), 10_000);
+    }
+
     #[test]
     fn flow_mods_select_loosely_or_strictly_and_timeouts_expire() {
         let t0 = Instant::now();

@@ -46,6 +46,20 @@ use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 /// A rule's handle in its classifier.
 pub type RuleId = usize;
 
+#[cfg(test)]
+thread_local! {
+    /// Rules examined by this thread's classifier operations, for the tests that bound the
+    /// work of a flow mod by operation counts rather than time.
+    pub(crate) static VISITS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one rule examined (tests only; nothing in other builds).
+#[inline(always)]
+fn visit() {
+    #[cfg(test)]
+    VISITS.with(|v| v.set(v.get() + 1));
+}
+
 /// A version of a table's contents (OVS's `ovs_version_t`): lookups see the rules visible in
 /// one version.
 pub type Version = u64;
@@ -422,6 +436,7 @@ impl<T> Classifier<T> {
 
     /// The rule `id`: its match, priority and data.
     pub fn get(&self, id: RuleId) -> Option<(&PipeMatch, u16, &T)> {
+        visit();
         let e = self.entries.get(id)?.as_ref()?;
         Some((&e.m, e.priority, &e.value))
     }
@@ -439,6 +454,7 @@ impl<T> Classifier<T> {
     /// Every rule visible in version `v`, in no particular order.
     pub fn iter_in(&self, v: Version) -> impl Iterator<Item = (RuleId, &PipeMatch, u16, &T)> + '_ {
         self.entries.iter().enumerate().filter_map(move |(i, e)| {
+            visit();
             e.as_ref()
                 .filter(|e| e.visible_in(v))
                 .map(|e| (i, &e.m, e.priority, &e.value))
@@ -466,6 +482,7 @@ impl<T> Classifier<T> {
                 Box::new(st.rules.values().flatten())
             };
             for &id in ids {
+                visit();
                 let e = self.entries[id].as_ref().expect("indexed rules exist");
                 if e.visible_in(v) && crate::bridge::selects(m, 0, false, &e.m, e.priority) {
                     out.push(id);
@@ -485,6 +502,7 @@ impl<T> Classifier<T> {
         let st = self.subtables.iter().find(|s| s.mask == *m.mask())?;
         let h = hash_masked(m.key(), m.mask());
         st.rules.get(&h)?.iter().copied().find(|&id| {
+            visit();
             let e = self.entries[id].as_ref().expect("indexed rules exist");
             e.priority == priority && e.visible_in(v) && e.m == *m
         })

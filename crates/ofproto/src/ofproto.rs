@@ -672,22 +672,27 @@ impl Ofproto {
             .bridge(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         let now = Instant::now();
-        // The selection once, not per rule.
-        let selected: Option<std::collections::HashSet<(usize, usize)>> =
-            spec.map(|s| b.select(s, false).into_iter().collect());
-        let mut rows = Vec::new();
-        for (t, table) in b.tables.iter().enumerate() {
-            for (id, m, prio, r) in table.iter() {
-                if selected.as_ref().is_some_and(|sel| !sel.contains(&(t, id))) {
-                    continue;
-                }
-                rows.push((t, prio, m.clone(), r.clone()));
-            }
-        }
-        rows.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        Ok(rows
+        // The selection once, as (table, rule); then ordered by table, priority (highest
+        // first) and rule, before anything is copied out of the tables.
+        let mut order: Vec<(usize, u16, crate::classifier::RuleId)> = match spec {
+            Some(s) => b
+                .select(s, false)
+                .into_iter()
+                .map(|(t, id)| (t, b.tables[t].get(id).map_or(0, |(_, p, _)| p), id))
+                .collect(),
+            None => b
+                .tables
+                .iter()
+                .enumerate()
+                .flat_map(|(t, table)| table.iter().map(move |(id, _, p, _)| (t, p, id)))
+                .collect(),
+        };
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        Ok(order
             .into_iter()
-            .map(|(t, prio, m, r)| {
+            .filter_map(|(t, _, id)| {
+                let (m, prio, r) = b.tables[t].get(id)?;
+                let m = m.clone();
                 let fs = FlowSpec {
                     table: t as u8,
                     priority: prio,
@@ -715,7 +720,7 @@ impl Ofproto {
                     ),
                     ..FlowStats::default()
                 };
-                (fs, stats)
+                Some((fs, stats))
             })
             .collect())
     }
