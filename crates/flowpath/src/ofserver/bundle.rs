@@ -220,6 +220,60 @@ mod tests {
         }
     }
 
+    /// An OpenFlow 1.4 flow mod of `text` (`ovs-ofctl` syntax) with transaction id `xid`.
+    fn flow_mod(text: &str, command: openflow::flow_mod::FlowModCommand, xid: u32) -> Vec<u8> {
+        use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
+        use openflow::flow_mod::{FlowMod, NO_BUFFER, Protocol, encode_flow_mod};
+        let kind = match command {
+            openflow::flow_mod::FlowModCommand::Add => FlowKind::Add,
+            _ => FlowKind::ModOrDel,
+        };
+        let fm = FlowMod {
+            command,
+            spec: parse_flow(text, kind, &NoPortNames).unwrap(),
+            buffer_id: NO_BUFFER,
+        };
+        let mut out = Vec::new();
+        let proto = Protocol::new(openflow::header::Version::Of14);
+        encode_flow_mod(&fm, proto, xid, &Default::default(), &mut out).unwrap();
+        out
+    }
+
+    fn dump(of: &Ofproto) -> Vec<String> {
+        of.flow_entries("br0", None)
+            .unwrap()
+            .iter()
+            .map(|(f, _)| f.format_dump(None, &ofproto::syntax::NoPortNames))
+            .collect()
+    }
+
+    #[test]
+    fn a_commit_is_all_or_nothing_and_a_failure_names_its_message() {
+        use openflow::flow_mod::FlowModCommand::{Add, Delete};
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        of.add_flow("br0", "priority=5,arp,actions=drop").unwrap();
+        let before = dump(&of);
+        let msgs = [
+            flow_mod("priority=9,ip,actions=output:1", Add, 1),
+            flow_mod("arp", Delete, 2),
+            flow_mod("check_overlap,priority=9,tcp,actions=drop", Add, 3),
+        ];
+        let f = commit(&of, "br0", &msgs, false).unwrap_err();
+        assert_eq!((f.error, &f.msg), (OfpErr::OfpfmfcOverlap, &msgs[2]));
+        assert_eq!(dump(&of), before);
+        // The failing message's error carries it and its xid; then the commit's.
+        let req = [5, 33, 0, 16, 0, 0, 0, 7, 0, 0, 0, 1, 0, 4, 0, 1];
+        let mut out = Vec::new();
+        encode_failure(&f, openflow::header::Version::Of14, &req, &mut out);
+        let first = usize::from(u16::from_be_bytes([out[2], out[3]]));
+        assert_eq!(&out[4..8], &[0, 0, 0, 3]);
+        assert_eq!(&out[12..12 + msgs[2].len()], &msgs[2][..]);
+        assert_eq!(&out[first + 4..first + 8], &[0, 0, 0, 7]);
+        commit(&of, "br0", &msgs[..2], false).unwrap();
+        assert_eq!(dump(&of), ["priority=9,ip actions=output:1"]);
+    }
+
     #[test]
     fn bundles_open_fill_commit_and_fail_as_ovs_s() {
         use BundleCtrlType::*;

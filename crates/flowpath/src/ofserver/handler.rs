@@ -154,10 +154,7 @@ impl OfHandler {
             // A barrier's reply says that what came before is in force, for the packets too:
             // megaflows that changed tables made stale are revalidated first.
             Msg::BarrierRequest => {
-                if self.of.generation() != self.of.revalidated_generation() {
-                    let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                    self.of.revalidate(&mut dp);
-                }
+                self.of.sync_megaflows(&self.dp);
                 switch::encode_barrier_reply(version, m.xid, out);
                 return Ok(());
             }
@@ -181,8 +178,7 @@ impl OfHandler {
                 r?;
                 // The reply says the bundle is in force, for the packets too.
                 if bc.ctrl_type == BundleCtrlType::CommitRequest {
-                    let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                    self.of.revalidate(&mut dp);
+                    self.of.sync_megaflows(&self.dp);
                 }
                 return bc.encode_reply(m, out);
             }
