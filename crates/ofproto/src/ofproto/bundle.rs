@@ -244,8 +244,8 @@ mod tests {
         c.flow_mod(FlowModOp::Add, &replace).unwrap();
         // Not yet visible: the dump is still the published version.
         assert_eq!(flows(&of).len(), before.len());
-        // The bundle's own udp flow is seen by its later messages.
-        let overlap = spec("check_overlap,priority=7,ip,actions=drop", FlowKind::Add);
+        // The replacement staged above is what a later message of the bundle overlaps.
+        let overlap = spec("check_overlap,priority=10,ip,actions=drop", FlowKind::Add);
         assert_eq!(
             c.flow_mod(FlowModOp::Add, &overlap),
             Err(FlowModError::Overlap)
