@@ -390,7 +390,11 @@ impl Bridge {
                     .into_iter()
                     .collect()
             } else {
-                table.select_in(&spec.match_, v)
+                // In rule order, as a scan of the table finds them: removals free rule ids in
+                // that order, which later adds take up again.
+                let mut ids = table.select_in(&spec.match_, v);
+                ids.sort_unstable();
+                ids
             };
             for id in ids {
                 let (_, _, r) = table.get(id).expect("selected rules exist");
