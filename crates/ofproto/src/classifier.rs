@@ -26,6 +26,16 @@
 //! Rules are identified by [`RuleId`]s (slab indices, reused after removal). A rule with the
 //! same match and priority as an existing one is a duplicate: [`Classifier::find_exact`] finds
 //! it, so the caller can replace it as OpenFlow's add semantics require.
+//!
+//! **Versions.** As in OVS's classifier, every rule is visible from the [`Version`] it was
+//! added in up to (not including) the version it is removed in, and lookups see the rules of
+//! one version: [`Classifier::lookup`] the table's published version, [`Classifier::lookup_in`]
+//! any. A bundle stages its changes in the next version ([`Classifier::insert_in`],
+//! [`Classifier::hide_in`]) while packets go on seeing the current one, and its commit
+//! publishes that version in one step ([`Classifier::set_version`]); a failed bundle takes its
+//! staged rules out and un-hides the rules it hid, leaving the table as it was. Rules staged
+//! but not yet visible still take part in the subtables, stage indexes and tries: they can only
+//! make a lookup consult more bits, never fewer, so the wildcards stay sound.
 
 use std::collections::HashMap;
 
@@ -38,6 +48,27 @@ pub use conjunction::Conjunctive;
 
 /// A rule's handle in its classifier.
 pub type RuleId = usize;
+
+#[cfg(test)]
+thread_local! {
+    /// Rules examined by this thread's classifier operations, for the tests that bound the
+    /// work of a flow mod by operation counts rather than time.
+    pub(crate) static VISITS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one rule examined (tests only; nothing in other builds).
+#[inline(always)]
+fn visit() {
+    #[cfg(test)]
+    VISITS.with(|v| v.set(v.get() + 1));
+}
+
+/// A version of a table's contents (OVS's `ovs_version_t`): lookups see the rules visible in
+/// one version.
+pub type Version = u64;
+
+/// The removal version of a rule not being removed.
+pub const VERSION_NEVER: Version = Version::MAX;
 
 /// Fields with a prefix trie: (name in the flow key layout, width in bits).
 const TRIE_FIELDS: [(&str, u32); 6] = [
@@ -277,6 +308,15 @@ struct Entry<T> {
     m: PipeMatch,
     priority: u16,
     value: T,
+    /// Visible in versions `added..removed`.
+    added: Version,
+    removed: Version,
+}
+
+impl<T> Entry<T> {
+    fn visible_in(&self, v: Version) -> bool {
+        self.added <= v && v < self.removed
+    }
 }
 
 struct Subtable {
@@ -287,6 +327,9 @@ struct Subtable {
     /// Full-mask hash → rule ids, highest priority first.
     rules: HashMap<u64, Vec<RuleId>>,
     n_rules: usize,
+    /// How many rules of each priority: the highest is `max_priority`, kept without a scan
+    /// of the rules when one goes.
+    priorities: std::collections::BTreeMap<u16, u32>,
     max_priority: u16,
     /// Per trie field: the prefix length of this mask on it (0 when not matched or not a
     /// prefix: such subtables are not pruned by that trie).
@@ -314,6 +357,7 @@ impl Subtable {
             stages,
             rules: HashMap::new(),
             n_rules: 0,
+            priorities: Default::default(),
             max_priority: 0,
             plens,
         }
@@ -346,6 +390,8 @@ pub struct Classifier<T> {
     subtables: Vec<Subtable>,
     tries: [Trie; TRIE_FIELDS.len()],
     len: usize,
+    /// The version [`Self::lookup`] sees: the published one.
+    version: Version,
 }
 
 impl<T> Default for Classifier<T> {
@@ -363,10 +409,22 @@ impl<T> Classifier<T> {
             subtables: Vec::new(),
             tries: Default::default(),
             len: 0,
+            version: 0,
         }
     }
 
-    /// Number of rules.
+    /// The published version: what [`Self::lookup`], [`Self::iter`] and [`Self::find_exact`]
+    /// see, and what [`Self::insert`] adds in.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Publishes `v`: from now on lookups see the rules visible in it.
+    pub fn set_version(&mut self, v: Version) {
+        self.version = v;
+    }
+
+    /// Number of rules (those staged in or hidden from a later version included).
     pub fn len(&self) -> usize {
         self.len
     }
@@ -383,6 +441,7 @@ impl<T> Classifier<T> {
 
     /// The rule `id`: its match, priority and data.
     pub fn get(&self, id: RuleId) -> Option<(&PipeMatch, u16, &T)> {
+        visit();
         let e = self.entries.get(id)?.as_ref()?;
         Some((&e.m, e.priority, &e.value))
     }
@@ -392,26 +451,93 @@ impl<T> Classifier<T> {
         Some(&mut self.entries.get_mut(id)?.as_mut()?.value)
     }
 
-    /// Every rule, in no particular order.
+    /// Every rule of the published version, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (RuleId, &PipeMatch, u16, &T)> + '_ {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| e.as_ref().map(|e| (i, &e.m, e.priority, &e.value)))
+        self.iter_in(self.version)
     }
 
-    /// The rule with exactly this match and priority.
-    pub fn find_exact(&self, m: &PipeMatch, priority: u16) -> Option<RuleId> {
-        let st = self.subtables.iter().find(|s| s.mask == *m.mask())?;
-        let h = hash_masked(m.key(), m.mask());
-        st.rules.get(&h)?.iter().copied().find(|&id| {
-            let e = self.entries[id].as_ref().expect("indexed rules exist");
-            e.priority == priority && e.m == *m
+    /// Every rule visible in version `v`, in no particular order.
+    pub fn iter_in(&self, v: Version) -> impl Iterator<Item = (RuleId, &PipeMatch, u16, &T)> + '_ {
+        self.entries.iter().enumerate().filter_map(move |(i, e)| {
+            visit();
+            e.as_ref()
+                .filter(|e| e.visible_in(v))
+                .map(|e| (i, &e.m, e.priority, &e.value))
         })
     }
 
-    /// Adds a rule (the caller handles duplicates, see [`Self::find_exact`]).
+    /// The rules visible in version `v` whose match is at least as specific as `m` (OpenFlow's
+    /// loose selection: every bit `m` matches, the rule matches with the same value), in no
+    /// particular order. Only the subtables whose mask covers `m`'s are searched, by hash when
+    /// the mask is `m`'s own.
+    pub fn select_in(&self, m: &PipeMatch, v: Version) -> Vec<RuleId> {
+        let mut out = Vec::new();
+        for st in &self.subtables {
+            if !subset(m.mask(), &st.mask) {
+                continue;
+            }
+            let ids: Box<dyn Iterator<Item = &RuleId>> = if st.mask == *m.mask() {
+                Box::new(
+                    st.rules
+                        .get(&hash_masked(m.key(), m.mask()))
+                        .into_iter()
+                        .flatten(),
+                )
+            } else {
+                Box::new(st.rules.values().flatten())
+            };
+            for &id in ids {
+                visit();
+                let e = self.entries[id].as_ref().expect("indexed rules exist");
+                if e.visible_in(v) && crate::bridge::selects(m, 0, false, &e.m, e.priority) {
+                    out.push(id);
+                }
+            }
+        }
+        out
+    }
+
+    /// The rule of the published version with exactly this match and priority.
+    pub fn find_exact(&self, m: &PipeMatch, priority: u16) -> Option<RuleId> {
+        self.find_exact_in(m, priority, self.version)
+    }
+
+    /// The rule visible in version `v` with exactly this match and priority.
+    pub fn find_exact_in(&self, m: &PipeMatch, priority: u16, v: Version) -> Option<RuleId> {
+        let st = self.subtables.iter().find(|s| s.mask == *m.mask())?;
+        let h = hash_masked(m.key(), m.mask());
+        st.rules.get(&h)?.iter().copied().find(|&id| {
+            visit();
+            let e = self.entries[id].as_ref().expect("indexed rules exist");
+            e.priority == priority && e.visible_in(v) && e.m == *m
+        })
+    }
+
+    /// Whether rule `id` is visible in version `v`.
+    pub fn visible_in(&self, id: RuleId, v: Version) -> bool {
+        self.entries
+            .get(id)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| e.visible_in(v))
+    }
+
+    /// Hides rule `id` from version `v` on (a bundle's delete or replacement, staged);
+    /// [`VERSION_NEVER`] makes it visible again (the bundle failed).
+    pub fn hide_in(&mut self, id: RuleId, v: Version) {
+        if let Some(Some(e)) = self.entries.get_mut(id) {
+            e.removed = v;
+        }
+    }
+
+    /// Adds a rule visible in the published version on (the caller handles duplicates, see
+    /// [`Self::find_exact`]).
     pub fn insert(&mut self, m: PipeMatch, priority: u16, value: T) -> RuleId {
+        self.insert_in(m, priority, value, self.version)
+    }
+
+    /// Adds a rule visible from version `v` on: staged, while `v` is later than the published
+    /// version.
+    pub fn insert_in(&mut self, m: PipeMatch, priority: u16, value: T, v: Version) -> RuleId {
         let p = match self.subtables.iter().position(|s| s.mask == *m.mask()) {
             Some(p) => p,
             None => {
@@ -435,6 +561,8 @@ impl<T> Classifier<T> {
             .unwrap_or(list.len());
         list.insert(pos, id);
         st.n_rules += 1;
+        *st.priorities.entry(priority).or_insert(0) += 1;
+        let raised = priority > st.max_priority;
         st.max_priority = st.max_priority.max(priority);
         for (t, (name, nbits)) in TRIE_FIELDS.iter().enumerate() {
             if st.plens[t] > 0 {
@@ -442,9 +570,17 @@ impl<T> Classifier<T> {
                 self.tries[t].insert(read_field(&m.key().dp, ofs, *nbits), st.plens[t]);
             }
         }
-        self.entries[id] = Some(Entry { m, priority, value });
+        self.entries[id] = Some(Entry {
+            m,
+            priority,
+            value,
+            added: v,
+            removed: VERSION_NEVER,
+        });
         self.len += 1;
-        self.sort_subtables();
+        if raised || st.n_rules == 1 {
+            self.resort_subtable(p);
+        }
         id
     }
 
@@ -482,41 +618,59 @@ impl<T> Classifier<T> {
             }
         }
         st.n_rules -= 1;
+        if let Some(c) = st.priorities.get_mut(&e.priority) {
+            *c -= 1;
+            if *c == 0 {
+                st.priorities.remove(&e.priority);
+            }
+        }
         if st.n_rules == 0 {
             self.subtables.remove(p);
         } else {
-            let entries = &self.entries;
-            st.max_priority = st
-                .rules
-                .values()
-                .flat_map(|l| l.first())
-                .filter_map(|&r| entries[r].as_ref().map(|e| e.priority))
-                .max()
-                .unwrap_or(0);
-            self.sort_subtables();
+            let max = st.priorities.keys().next_back().copied().unwrap_or(0);
+            if max != st.max_priority {
+                st.max_priority = max;
+                self.resort_subtable(p);
+            }
         }
         Some((e.m, e.priority, e.value))
     }
 
-    fn sort_subtables(&mut self) {
-        self.subtables
-            .sort_by_key(|s| core::cmp::Reverse(s.max_priority));
+    /// Moves subtable `p`, whose `max_priority` changed, to its place in the order (highest
+    /// first; among equals, the longest there stays first, as a stable sort keeps them).
+    fn resort_subtable(&mut self, mut p: usize) {
+        let s = &mut self.subtables;
+        while p > 0 && s[p - 1].max_priority < s[p].max_priority {
+            s.swap(p - 1, p);
+            p -= 1;
+        }
+        while p + 1 < s.len() && s[p + 1].max_priority > s[p].max_priority {
+            s.swap(p, p + 1);
+            p += 1;
+        }
     }
 
-    /// The highest-priority rule matching `key`; ORs into `wc` every bit of `key` the answer
-    /// depended on. Conjunctive rules are ordinary rules here; [`Self::lookup_conjunctive`]
-    /// gives them their meaning.
+    /// The highest-priority rule of the published version matching `key`; ORs into `wc` every
+    /// bit of `key` the answer depended on. Conjunctive rules are ordinary rules here;
+    /// [`Self::lookup_conjunctive`] gives them their meaning.
     pub fn lookup(&self, key: &PipeKey, wc: &mut PipeMask) -> Option<RuleId> {
-        self.lookup_pass(key, wc, &mut |_, _| false)
+        self.lookup_in(key, self.version, wc)
+    }
+
+    /// [`Self::lookup`] among the rules visible in version `v`.
+    pub fn lookup_in(&self, key: &PipeKey, version: Version, wc: &mut PipeMask) -> Option<RuleId> {
+        self.lookup_pass(key, version, wc, &mut |_, _| false)
             .map(|(id, _)| id)
     }
 
-    /// The main loop of a lookup: the highest-priority *hard* match and its priority. The best
-    /// match of each subtable visited is offered to `soft` first: when it takes it (a
-    /// conjunctive rule, [`conjunction`]), the match is not a hard one and the walk goes on.
+    /// The main loop of a lookup among the rules visible in `version`: the highest-priority
+    /// *hard* match and its priority. The best match of each subtable visited is offered to
+    /// `soft` first: when it takes it (a conjunctive rule, [`conjunction`]), the match is not
+    /// a hard one and the walk goes on.
     fn lookup_pass(
         &self,
         key: &PipeKey,
+        version: Version,
         wc: &mut PipeMask,
         soft: &mut dyn FnMut(RuleId, &Entry<T>) -> bool,
     ) -> Option<(RuleId, u16)> {
@@ -581,7 +735,7 @@ impl<T> Classifier<T> {
                     if best.is_some_and(|(_, p)| p >= e.priority) {
                         break;
                     }
-                    if e.m.matches(key) {
+                    if e.visible_in(version) && e.m.matches(key) {
                         if !soft(id, e) {
                             best = Some((id, e.priority));
                         }

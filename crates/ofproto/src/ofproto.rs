@@ -21,10 +21,12 @@ use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, par
 use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
+mod bundle;
 mod group;
 mod learn;
 mod meter;
 mod upcall;
+pub use bundle::{BundleCommit, FlowModError, FlowModOp};
 pub use group::{GroupCredit, GroupModFailure, GroupStatsEntry, format_group_stats};
 pub(crate) use learn::{flush_learned, flush_learned_rules};
 pub use upcall::DumpStats;
@@ -46,6 +48,10 @@ pub struct Ofproto {
     upcall: upcall::UpcallState,
     /// What upcalls learned while the tables were busy ([`learn`]).
     pending_lessons: Mutex<learn::Lessons>,
+    /// Held by whatever changes the flow tables (a flow mod, a bundle's whole commit, rule
+    /// expiry), so that a commit, which stages its changes in the next version across several
+    /// holds of the pipeline's write lock, never interleaves with another change.
+    flow_mods: Mutex<()>,
 }
 
 /// How many rule credits upcalls may queue before one settles them itself.
@@ -155,6 +161,11 @@ impl Ofproto {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Pipeline> {
         self.pipe.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The right to change the flow tables (see `flow_mods`).
+    fn flow_mods(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.flow_mods.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `add-br`.
@@ -529,6 +540,7 @@ impl Ofproto {
     /// Adds a parsed flow (`add-flow`'s, or an OpenFlow flow mod's): a rule with the same
     /// match and priority in its table is replaced.
     pub fn add_flow_spec(&self, bridge: &str, spec: &FlowSpec) -> Result<(), String> {
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
@@ -553,6 +565,7 @@ impl Ofproto {
                     .join("\n")
             })?
         };
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
@@ -564,6 +577,16 @@ impl Ofproto {
         drop(p);
         self.changed();
         Ok(specs.len())
+    }
+
+    /// Whether a rule of the table of `spec`, with its priority, overlaps its match (a flow
+    /// mod's `check_overlap` test).
+    pub fn overlaps(&self, bridge: &str, spec: &FlowSpec) -> Result<bool, String> {
+        let p = self.read();
+        let b = p
+            .bridge(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        Ok(b.overlaps_in(spec, b.tables_version()))
     }
 
     /// `mod-flows [--strict] BRIDGE FLOW`: returns how many rules changed.
@@ -584,6 +607,7 @@ impl Ofproto {
         spec: &FlowSpec,
         strict: bool,
     ) -> Result<usize, String> {
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
@@ -622,6 +646,7 @@ impl Ofproto {
         spec: Option<&FlowSpec>,
         strict: bool,
     ) -> Result<usize, String> {
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
@@ -683,22 +708,27 @@ impl Ofproto {
             .bridge(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         let now = Instant::now();
-        // The selection once, not per rule.
-        let selected: Option<std::collections::HashSet<(usize, usize)>> =
-            spec.map(|s| b.select(s, false).into_iter().collect());
-        let mut rows = Vec::new();
-        for (t, table) in b.tables.iter().enumerate() {
-            for (id, m, prio, r) in table.iter() {
-                if selected.as_ref().is_some_and(|sel| !sel.contains(&(t, id))) {
-                    continue;
-                }
-                rows.push((t, prio, m.clone(), r.clone()));
-            }
-        }
-        rows.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        Ok(rows
+        // The selection once, as (table, rule); then ordered by table, priority (highest
+        // first) and rule, before anything is copied out of the tables.
+        let mut order: Vec<(usize, u16, crate::classifier::RuleId)> = match spec {
+            Some(s) => b
+                .select(s, false)
+                .into_iter()
+                .map(|(t, id)| (t, b.tables[t].get(id).map_or(0, |(_, p, _)| p), id))
+                .collect(),
+            None => b
+                .tables
+                .iter()
+                .enumerate()
+                .flat_map(|(t, table)| table.iter().map(move |(id, _, p, _)| (t, p, id)))
+                .collect(),
+        };
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        Ok(order
             .into_iter()
-            .map(|(t, prio, m, r)| {
+            .filter_map(|(t, _, id)| {
+                let (m, prio, r) = b.tables[t].get(id)?;
+                let m = m.clone();
                 let fs = FlowSpec {
                     table: t as u8,
                     priority: prio,
@@ -726,7 +756,7 @@ impl Ofproto {
                     ),
                     ..FlowStats::default()
                 };
-                (fs, stats)
+                Some((fs, stats))
             })
             .collect())
     }

@@ -4,14 +4,21 @@
 //! `OFPBFC_BUNDLE_CLOSED`, `OFPBFC_BAD_FLAGS`; a bundle is dropped on any of them). Each added
 //! message is checked when it is added; a commit applies them in order.
 //!
+//! A commit is atomic for flow mods, whatever its flags say (as OVS's, for everything but
+//! port mods): they are staged in order in the bridge's next table version ([`commit`]), which
+//! packets do not see, and the version is published only once every message succeeded. When
+//! one fails, the staged flow changes are reverted, the flow tables are exactly as they were,
+//! and the failing message gets OVS's error for it before the commit gets `OFPBFC_MSG_FAILED`.
+//!
 //! Flow and group mods are bundled here (a flow may use a group an earlier message of the
-//! bundle adds): the other bundlable messages (port mods, packet-outs) are not served yet and
-//! are refused when added. A commit applies the flow mods
-//! one after the other through the pipeline's flow functions: the tables are not versioned yet,
-//! so a packet missing the caches during a commit may see part of it.
+//! bundle adds). Group mods are applied in their place in the commit but the group table is
+//! not versioned: a group change is visible at once and stays if a later message fails. The
+//! other bundlable messages (port mods, packet-outs) are not served yet and are refused when
+//! added.
 
 use std::collections::BTreeMap;
 
+use ofproto::ofproto::Ofproto;
 use openflow::error::OfpErr;
 use openflow::msgs::bundle::{BundleAdd, BundleCtrl, BundleCtrlType};
 use openflow::msgtype::{MsgType, OfpType};
@@ -30,6 +37,68 @@ struct Bundle {
     msgs: Vec<Vec<u8>>,
 }
 
+/// Why a commit failed: the failing message (header included) and its error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MsgFailed {
+    pub(crate) msg: Vec<u8>,
+    pub(crate) error: OfpErr,
+}
+
+/// Commits a bundle's messages (headers included) to `bridge` atomically; `table_id` is
+/// whether the connection turned on `NXT_FLOW_MOD_TABLE_ID`. On failure nothing changed, and
+/// the failing message is returned with its error.
+pub(crate) fn commit(
+    of: &Ofproto,
+    bridge: &str,
+    msgs: &[Vec<u8>],
+    table_id: bool,
+) -> Result<(), MsgFailed> {
+    let fail = |msg: &[u8], error| MsgFailed {
+        msg: msg.to_vec(),
+        error,
+    };
+    let mut staged = of
+        .begin_bundle(bridge)
+        .map_err(|_| fail(&[], OfpErr::OfpbrcEperm))?;
+    for m in msgs {
+        let kind = openflow::msgtype::decode(m).map(|d| d.msg_type.kind());
+        let r = match kind {
+            Ok(OfpType::FlowMod) => super::flow_table::stage_flow_mod(&mut staged, m, table_id),
+            Ok(OfpType::GroupMod) => super::group_table::stage_group_mod(&mut staged, m),
+            Ok(_) => Err(OfpErr::OfpbrcBadType),
+            Err(e) => Err(e),
+        };
+        // Dropping what is staged reverts it.
+        r.map_err(|e| fail(m, e))?;
+    }
+    staged.finish();
+    Ok(())
+}
+
+/// Appends what OVS sends when a commit fails: the failing message's error (carrying that
+/// message, with its xid), then `OFPBFC_MSG_FAILED` for the commit request `commit_req`.
+pub(crate) fn encode_failure(
+    f: &MsgFailed,
+    version: openflow::header::Version,
+    commit_req: &[u8],
+    out: &mut Vec<u8>,
+) {
+    let xid = |m: &[u8]| {
+        m.get(4..8)
+            .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+    };
+    if !f.msg.is_empty() {
+        openflow::error::encode(f.error, version.wire(), xid(&f.msg), &f.msg, out);
+    }
+    openflow::error::encode(
+        OfpErr::OfpbfcMsgFailed,
+        version.wire(),
+        xid(commit_req),
+        commit_req,
+        out,
+    );
+}
+
 /// A connection's bundles, by id.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Bundles {
@@ -44,12 +113,13 @@ impl Bundles {
         Some(b)
     }
 
-    /// A bundle control; `apply` carries out one message of a committed bundle. On success
-    /// the reply is due (the caller sends it).
+    /// A bundle control; `commit` carries out a committed bundle's messages (see [`commit`];
+    /// when one fails it says `OFPBFC_MSG_FAILED`). On success the reply is due (the caller
+    /// sends it).
     pub(crate) fn control(
         &mut self,
         c: &BundleCtrl,
-        mut apply: impl FnMut(&[u8]) -> Result<(), OfpErr>,
+        commit: impl FnOnce(&[Vec<u8>]) -> Result<(), OfpErr>,
     ) -> Result<(), OfpErr> {
         let id = c.bundle_id;
         match c.ctrl_type {
@@ -86,9 +156,7 @@ impl Bundles {
                 if b.flags != c.flags {
                     return Err(OfpErr::OfpbfcBadFlags);
                 }
-                for m in &b.msgs {
-                    apply(m)?;
-                }
+                commit(&b.msgs)?;
             }
             BundleCtrlType::DiscardRequest => {
                 self.remove(id).ok_or(OfpErr::OfpbfcBadId)?;
@@ -155,15 +223,70 @@ mod tests {
         }
     }
 
+    /// An OpenFlow 1.4 flow mod of `text` (`ovs-ofctl` syntax) with transaction id `xid`.
+    fn flow_mod(text: &str, command: openflow::flow_mod::FlowModCommand, xid: u32) -> Vec<u8> {
+        use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
+        use openflow::flow_mod::{FlowMod, NO_BUFFER, Protocol, encode_flow_mod};
+        let kind = match command {
+            openflow::flow_mod::FlowModCommand::Add => FlowKind::Add,
+            _ => FlowKind::ModOrDel,
+        };
+        let fm = FlowMod {
+            command,
+            spec: parse_flow(text, kind, &NoPortNames).unwrap(),
+            buffer_id: NO_BUFFER,
+        };
+        let mut out = Vec::new();
+        let proto = Protocol::new(openflow::header::Version::Of14);
+        encode_flow_mod(&fm, proto, xid, &Default::default(), &mut out).unwrap();
+        out
+    }
+
+    fn dump(of: &Ofproto) -> Vec<String> {
+        of.flow_entries("br0", None)
+            .unwrap()
+            .iter()
+            .map(|(f, _)| f.format_dump(None, &ofproto::syntax::NoPortNames))
+            .collect()
+    }
+
+    #[test]
+    fn a_commit_is_all_or_nothing_and_a_failure_names_its_message() {
+        use openflow::flow_mod::FlowModCommand::{Add, Delete};
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        of.add_flow("br0", "priority=5,arp,actions=drop").unwrap();
+        let before = dump(&of);
+        let msgs = [
+            flow_mod("priority=9,ip,actions=output:1", Add, 1),
+            flow_mod("arp", Delete, 2),
+            flow_mod("check_overlap,priority=9,tcp,actions=drop", Add, 3),
+        ];
+        let f = commit(&of, "br0", &msgs, false).unwrap_err();
+        assert_eq!((f.error, &f.msg), (OfpErr::OfpfmfcOverlap, &msgs[2]));
+        assert_eq!(dump(&of), before);
+        // The failing message's error carries it and its xid; then the commit's.
+        let req = [5, 33, 0, 16, 0, 0, 0, 7, 0, 0, 0, 1, 0, 4, 0, 1];
+        let mut out = Vec::new();
+        encode_failure(&f, openflow::header::Version::Of14, &req, &mut out);
+        let first = usize::from(u16::from_be_bytes([out[2], out[3]]));
+        assert_eq!(&out[4..8], &[0, 0, 0, 3]);
+        assert_eq!(&out[12..12 + msgs[2].len()], &msgs[2][..]);
+        assert_eq!(&out[first + 4..first + 8], &[0, 0, 0, 7]);
+        commit(&of, "br0", &msgs[..2], false).unwrap();
+        assert_eq!(dump(&of), ["priority=9,ip actions=output:1"]);
+    }
+
     #[test]
     fn bundles_open_fill_commit_and_fail_as_ovs_s() {
         use BundleCtrlType::*;
         let mut b = Bundles::default();
         let ok = |_: &[u8]| Ok(());
+        let committed = |_: &[Vec<u8>]| Ok(());
         let fm = MsgType::Ofpt11FlowMod;
-        b.control(&ctrl(1, OpenRequest, 3), ok).unwrap();
+        b.control(&ctrl(1, OpenRequest, 3), committed).unwrap();
         assert_eq!(
-            b.control(&ctrl(1, OpenRequest, 3), ok),
+            b.control(&ctrl(1, OpenRequest, 3), committed),
             Err(OfpErr::OfpbfcBadId)
         );
         // Opened by its first message; messages kept in order.
@@ -172,7 +295,7 @@ mod tests {
         assert_eq!(b.add(&add(2, 1, b"x"), fm, ok), Err(OfpErr::OfpbfcBadFlags));
         b.add(&add(2, 3, b"one"), fm, ok).unwrap();
         b.add(&add(2, 3, b"two"), fm, ok).unwrap();
-        b.control(&ctrl(2, CloseRequest, 3), ok).unwrap();
+        b.control(&ctrl(2, CloseRequest, 3), committed).unwrap();
         assert_eq!(
             b.add(&add(2, 3, b"x"), fm, ok),
             Err(OfpErr::OfpbfcBundleClosed)
@@ -180,14 +303,14 @@ mod tests {
         b.add(&add(2, 3, b"one"), fm, ok).unwrap();
         b.add(&add(2, 3, b"two"), fm, ok).unwrap();
         let mut seen = Vec::new();
-        b.control(&ctrl(2, CommitRequest, 3), |m| {
-            seen.push(m.to_vec());
+        b.control(&ctrl(2, CommitRequest, 3), |msgs| {
+            seen.extend(msgs.iter().cloned());
             Ok(())
         })
         .unwrap();
         assert_eq!(seen, [b"one".to_vec(), b"two".to_vec()]);
         assert_eq!(
-            b.control(&ctrl(2, CommitRequest, 3), ok),
+            b.control(&ctrl(2, CommitRequest, 3), committed),
             Err(OfpErr::OfpbfcBadId)
         );
         assert_eq!(
@@ -196,11 +319,11 @@ mod tests {
         );
         // The second open of bundle 1 dropped it, as OVS drops it.
         assert_eq!(
-            b.control(&ctrl(1, DiscardRequest, 0), ok),
+            b.control(&ctrl(1, DiscardRequest, 0), committed),
             Err(OfpErr::OfpbfcBadId)
         );
         b.add(&add(4, 0, b"x"), fm, ok).unwrap();
-        b.control(&ctrl(4, DiscardRequest, 0), ok).unwrap();
+        b.control(&ctrl(4, DiscardRequest, 0), committed).unwrap();
         assert_eq!(b.bytes, 0);
         assert!(b.open.is_empty());
     }

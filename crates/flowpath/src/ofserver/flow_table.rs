@@ -5,9 +5,7 @@
 //! flow and aggregate statistics requests (`OFPST_FLOW`, `NXST_FLOW`, `OFPMP_FLOW` and their
 //! aggregate twins) answered in the request's form.
 
-use ofproto::bridge::overlaps;
-use ofproto::ofproto::Ofproto;
-use ofproto::pipekey::PipeMatch;
+use ofproto::ofproto::{BundleCommit, FlowModError, FlowModOp, Ofproto};
 use ofproto::syntax::{FlowModFlags, FlowSpec};
 use openflow::error::OfpErr;
 use openflow::flow_mod::{FlowModCommand, OFPTT_ALL, decode_flow_mod};
@@ -18,14 +16,9 @@ use openflow::flow_stats::{
 use openflow::header::Version;
 use openflow::nxm::TlvLens;
 
-/// Applies the flow mod `msg` (header included) to `bridge`; `table_id` is whether the
+/// The flow mod `msg` (header included) as the tables take it; `table_id` is whether the
 /// connection turned on `NXT_FLOW_MOD_TABLE_ID`.
-pub(crate) fn flow_mod(
-    of: &Ofproto,
-    bridge: &str,
-    msg: &[u8],
-    table_id: bool,
-) -> Result<(), OfpErr> {
+fn decode(msg: &[u8], table_id: bool) -> Result<(FlowModOp, FlowSpec), OfpErr> {
     let mut fm = decode_flow_mod(msg, table_id)?;
     // In OpenFlow 1.0 and 1.1 an add always resets counters (OVS's
     // `ofputil_decode_flow_mod_flags()`), which later versions' statistics show.
@@ -37,34 +30,47 @@ pub(crate) fn flow_mod(
     if fm.command == FlowModCommand::Add && fm.spec.table == OFPTT_ALL {
         fm.spec.table = 0;
     }
-    let s = &fm.spec;
-    if matches!(
-        fm.command,
-        FlowModCommand::Add | FlowModCommand::Modify | FlowModCommand::ModifyStrict
-    ) {
+    let op = match fm.command {
+        FlowModCommand::Add => FlowModOp::Add,
+        FlowModCommand::Modify => FlowModOp::Modify { strict: false },
+        FlowModCommand::ModifyStrict => FlowModOp::Modify { strict: true },
+        FlowModCommand::Delete => FlowModOp::Delete { strict: false },
+        FlowModCommand::DeleteStrict => FlowModOp::Delete { strict: true },
+    };
+    Ok((op, fm.spec))
+}
+
+/// Applies the flow mod `msg` (header included) to `bridge`; `table_id` is whether the
+/// connection turned on `NXT_FLOW_MOD_TABLE_ID`.
+pub(crate) fn flow_mod(
+    of: &Ofproto,
+    bridge: &str,
+    msg: &[u8],
+    table_id: bool,
+) -> Result<(), OfpErr> {
+    let (op, s) = decode(msg, table_id)?;
+    if matches!(op, FlowModOp::Add | FlowModOp::Modify { .. }) {
         of.check_meters(bridge, &s.actions)
             .map_err(super::meter_table::ofp_err)?;
     }
-    match fm.command {
-        FlowModCommand::Add => {
-            if s.flags.0 & FlowModFlags::CHECK_OVERLAP != 0 && overlaps_any(of, bridge, s)? {
+    match op {
+        FlowModOp::Add => {
+            if s.flags.0 & FlowModFlags::CHECK_OVERLAP != 0
+                && of.overlaps(bridge, &s).map_err(|_| OfpErr::OfpbrcEperm)?
+            {
                 return Err(OfpErr::OfpfmfcOverlap);
             }
-            of.add_flow_spec(bridge, s)
+            of.add_flow_spec(bridge, &s)
                 .map_err(|e| refused(&e, OfpErr::OfpbrcBadTableId))
         }
-        FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
-            let strict = fm.command == FlowModCommand::ModifyStrict;
-            of.mod_flows_spec(bridge, s, strict)
-                .map(drop)
-                .map_err(|e| refused(&e, OfpErr::OfpbrcEperm))
-        }
-        FlowModCommand::Delete | FlowModCommand::DeleteStrict => {
-            let strict = fm.command == FlowModCommand::DeleteStrict;
-            of.del_flows_spec(bridge, Some(s), strict)
-                .map(drop)
-                .map_err(|_| OfpErr::OfpbrcEperm)
-        }
+        FlowModOp::Modify { strict } => of
+            .mod_flows_spec(bridge, &s, strict)
+            .map(drop)
+            .map_err(|e| refused(&e, OfpErr::OfpbrcEperm)),
+        FlowModOp::Delete { strict } => of
+            .del_flows_spec(bridge, Some(&s), strict)
+            .map(drop)
+            .map_err(|_| OfpErr::OfpbrcEperm),
     }
 }
 
@@ -78,23 +84,21 @@ fn refused(why: &str, other: OfpErr) -> OfpErr {
     }
 }
 
-/// Whether a rule of the table of `s` with its priority overlaps its match (OVS's
-/// `check_overlap` test).
-fn overlaps_any(of: &Ofproto, bridge: &str, s: &FlowSpec) -> Result<bool, OfpErr> {
-    let table = FlowSpec {
-        match_: PipeMatch::catchall(),
-        cookie: 0,
-        cookie_mask: 0,
-        out_port: None,
-        out_group: None,
-        ..s.clone()
-    };
-    let rules = of
-        .flow_entries(bridge, Some(&table))
-        .map_err(|_| OfpErr::OfpbrcEperm)?;
-    Ok(rules
-        .iter()
-        .any(|(r, _)| r.priority == s.priority && overlaps(&r.match_, &s.match_)))
+/// Stages the flow mod `msg` (header included) in a bundle's commit, with the error OVS gives
+/// when it fails.
+pub(crate) fn stage_flow_mod(
+    commit: &mut BundleCommit<'_>,
+    msg: &[u8],
+    table_id: bool,
+) -> Result<(), OfpErr> {
+    let (op, s) = decode(msg, table_id)?;
+    commit.flow_mod(op, &s).map_err(|e| match e {
+        FlowModError::NoBridge => OfpErr::OfpbrcEperm,
+        FlowModError::BadTableId => OfpErr::OfpbrcBadTableId,
+        FlowModError::Overlap => OfpErr::OfpfmfcOverlap,
+        FlowModError::BadOutGroup => OfpErr::OfpbacBadOutGroup,
+        FlowModError::Meter(e) => super::meter_table::ofp_err(e),
+    })
 }
 
 /// Appends the reply to the flow or aggregate statistics request `msg` (header included),
@@ -153,6 +157,7 @@ pub(crate) fn flow_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ofproto::pipekey::PipeMatch;
 
     #[test]
     fn a_catchall_delete_empties_the_tables_and_stats_see_it() {

@@ -23,6 +23,19 @@ pub(crate) fn group_mod(of: &Ofproto, bridge: &str, msg: &[u8]) -> Result<(), Of
     })
 }
 
+/// Applies the group mod `msg` (header included) in its place in a bundle's commit.
+pub(crate) fn stage_group_mod(
+    commit: &mut ofproto::ofproto::BundleCommit<'_>,
+    msg: &[u8],
+) -> Result<(), OfpErr> {
+    let m = msgtype::decode(msg)?;
+    let gm = decode_group_mod(&m)?;
+    commit.group_mod(&gm).map(drop).map_err(|e| match e {
+        GroupModFailure::NoBridge(_) => OfpErr::OfpbrcEperm,
+        GroupModFailure::Group(g) => group_err(g),
+    })
+}
+
 /// Checks a group mod for a bundle: it decodes and passes OVS's checks.
 pub(crate) fn check_group_mod(msg: &[u8]) -> Result<(), OfpErr> {
     let m = msgtype::decode(msg)?;

@@ -21,6 +21,7 @@ use openflow::error::{self, OfpErr};
 use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
 use openflow::msgs::async_config::AsyncConfig;
+use openflow::msgs::bundle::BundleCtrlType;
 use openflow::msgs::decode::{Msg, decode_body};
 use openflow::msgs::group_stats::GroupFeatures;
 use openflow::msgs::meter::{MeterFeatures, MeterRequestKind};
@@ -34,7 +35,7 @@ use openflow::msgtype::{self, EncodeError, Message, OfpType};
 use openflow::nxm::TlvLens;
 
 use super::bridge_view::{self, N_TABLES};
-use super::bundle::Bundles;
+use super::bundle::{self, Bundles};
 use super::flow_table;
 use super::group_table;
 use super::ofconn::OfConn;
@@ -180,10 +181,7 @@ impl OfHandler {
             // A barrier's reply says that what came before is in force, for the packets too:
             // megaflows that changed tables made stale are revalidated first.
             Msg::BarrierRequest => {
-                if self.of.generation() != self.of.revalidated_generation() {
-                    let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                    self.of.revalidate(&mut dp);
-                }
+                self.of.sync_megaflows(&self.dp);
                 switch::encode_barrier_reply(version, m.xid, out);
                 return Ok(());
             }
@@ -193,12 +191,22 @@ impl OfHandler {
                 }
                 let of = self.of.clone();
                 let bundles = self.bundles.entry(c).or_default();
-                bundles.control(&bc, |msg| {
-                    if group_table::is_group_mod(msg) {
-                        return group_table::group_mod(&of, &conn.bridge, msg);
-                    }
-                    flow_table::flow_mod(&of, &conn.bridge, msg, conn.flow_mod_table_id)
-                })?;
+                let mut failed = None;
+                let r = bundles.control(&bc, |msgs| {
+                    bundle::commit(&of, &conn.bridge, msgs, conn.flow_mod_table_id).map_err(|f| {
+                        failed = Some(f);
+                        OfpErr::OfpbfcMsgFailed
+                    })
+                });
+                if let Some(f) = failed {
+                    bundle::encode_failure(&f, version, raw, out);
+                    return Ok(());
+                }
+                r?;
+                // The reply says the bundle is in force, for the packets too.
+                if bc.ctrl_type == BundleCtrlType::CommitRequest {
+                    self.of.sync_megaflows(&self.dp);
+                }
                 return bc.encode_reply(m, out);
             }
             Msg::BundleAdd(a, t) => {

@@ -18,7 +18,7 @@ pub fn sections(recording: &str) -> Vec<(String, Vec<String>)> {
 }
 
 /// `line` without what varies between runs: transaction ids, durations, ages, Ethernet
-/// addresses and the datapath id.
+/// addresses, the datapath id and socket paths.
 pub fn normalize(line: &str) -> String {
     let mut out = Vec::new();
     for w in line.split(' ') {
@@ -43,6 +43,9 @@ pub fn normalize(line: &str) -> String {
             "addr:X".to_owned()
         } else if w.starts_with("dpid:") {
             "dpid:X".to_owned()
+        } else if w.starts_with("unix:") {
+            // The switch's socket, in a run directory of its own (`talking to unix:...`).
+            "unix:X".to_owned()
         } else {
             w.to_owned()
         };

@@ -103,7 +103,7 @@ impl<T: Conjunctive> Classifier<T> {
     /// `key.meta.conj_id` is set during the lookups of complete conjunctions and restored.
     pub fn lookup_conjunctive(&self, key: &mut PipeKey, wc: &mut PipeMask) -> Option<RuleId> {
         let mut soft: Vec<Soft> = Vec::new();
-        let hard = self.lookup_pass(key, wc, &mut |id, e: &Entry<T>| {
+        let hard = self.lookup_pass(key, self.version, wc, &mut |id, e: &Entry<T>| {
             let is_soft = e.value.clauses(&mut |_, _, _| {});
             if is_soft {
                 soft.push((id, e.priority));
@@ -134,7 +134,7 @@ impl<T: Conjunctive> Classifier<T> {
                 if let Some(conj_id) = find_conjunctive_match(&e.value, n_soft_pri, &mut partials) {
                     let saved = key.meta.conj_id;
                     key.meta.conj_id = conj_id;
-                    let found = self.lookup_pass(key, wc, &mut |_, e: &Entry<T>| {
+                    let found = self.lookup_pass(key, self.version, wc, &mut |_, e: &Entry<T>| {
                         e.value.clauses(&mut |_, _, _| {})
                     });
                     key.meta.conj_id = saved;

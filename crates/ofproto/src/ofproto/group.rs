@@ -9,7 +9,6 @@ use std::fmt::Write;
 use std::time::{Duration, Instant};
 
 use super::{Names, Ofproto};
-use crate::classifier::RuleId;
 use crate::group::{GroupCommand, GroupDesc, GroupError, GroupMod, GroupModDone, OFPG_ALL};
 use crate::syntax::group::{format_group, parse_group_mod};
 use crate::xlate::Pipeline;
@@ -51,28 +50,43 @@ pub(crate) fn credit_groups(p: &Pipeline, used: &[GroupCredit], packets: u64, by
 
 impl Ofproto {
     /// Applies a group mod to `bridge` (OVS's `handle_group_mod()`), deleting the rules that
-    /// use a deleted group.
+    /// use a deleted group; serialized with every other change of the flow tables.
     pub fn group_mod(&self, bridge: &str, gm: &GroupMod) -> Result<GroupModDone, GroupModFailure> {
+        let _serial = self.flow_mods();
+        self.group_mod_serialized(bridge, gm)
+    }
+
+    /// [`Self::group_mod`] for a caller that already holds the table-change mutex (a bundle's
+    /// commit).
+    pub(crate) fn group_mod_serialized(
+        &self,
+        bridge: &str,
+        gm: &GroupMod,
+    ) -> Result<GroupModDone, GroupModFailure> {
         let mut p = self.write();
         let b = p
             .bridge_mut(bridge)
             .ok_or_else(|| GroupModFailure::NoBridge(bridge.to_owned()))?;
         let done = b.groups.apply(gm, Instant::now())?;
         if !done.deleted.is_empty() {
-            for t in &mut b.tables {
-                let dead: Vec<RuleId> = t
-                    .iter()
-                    .filter(|(_, _, _, r)| {
-                        let mut used = Vec::new();
-                        crate::group::groups_used(&r.actions, &mut used);
-                        used.iter().any(|g| done.deleted.contains(g))
-                    })
-                    .map(|(id, ..)| id)
-                    .collect();
-                for id in dead {
-                    t.remove(id);
-                }
+            let mut dead = Vec::new();
+            for (t, table) in b.tables.iter().enumerate() {
+                dead.extend(
+                    table
+                        .iter()
+                        .filter(|(_, _, _, r)| {
+                            let mut used = Vec::new();
+                            crate::group::groups_used(&r.actions, &mut used);
+                            used.iter().any(|g| done.deleted.contains(g))
+                        })
+                        .map(|(id, ..)| (t, id)),
+                );
             }
+            let removed: Vec<_> = dead
+                .into_iter()
+                .filter_map(|(t, id)| b.remove_rule(t, id))
+                .collect();
+            crate::ofproto::flush_learned_rules(b, &removed);
         }
         drop(p);
         self.changed();

@@ -175,16 +175,17 @@ pub(crate) fn flush_learned<'a>(b: &mut Bridge, removed: impl Iterator<Item = &'
         }
         let mut next = HashSet::new();
         for (table, cookie) in gone.difference(&live) {
-            let Some(t) = b.tables.get_mut(usize::from(*table)) else {
+            let t = usize::from(*table);
+            let Some(tab) = b.tables.get(t) else {
                 continue;
             };
-            let ids: Vec<_> = t
+            let ids: Vec<_> = tab
                 .iter()
                 .filter(|(.., r)| r.cookie == *cookie)
                 .map(|(id, ..)| id)
                 .collect();
             for id in ids {
-                if let Some((_, _, r)) = t.remove(id) {
+                if let Some(r) = b.remove_rule(t, id) {
                     learned_cookies(&r.actions, &mut next);
                 }
             }

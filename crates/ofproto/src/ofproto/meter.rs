@@ -31,19 +31,21 @@ impl Bridge {
 
     /// Removes the rules whose actions use meter `id`; returns how many.
     fn del_flows_of_meter(&mut self, id: u32) -> usize {
-        let mut n = 0;
-        for t in &mut self.tables {
-            let gone: Vec<_> = t
-                .iter()
-                .filter(|(_, _, _, r)| rule_meter(&r.actions) == Some(id))
-                .map(|(rid, ..)| rid)
-                .collect();
-            n += gone.len();
-            for rid in gone {
-                t.remove(rid);
-            }
+        let mut gone = Vec::new();
+        for (t, table) in self.tables.iter().enumerate() {
+            gone.extend(
+                table
+                    .iter()
+                    .filter(|(_, _, _, r)| rule_meter(&r.actions) == Some(id))
+                    .map(|(rid, ..)| (t, rid)),
+            );
         }
-        n
+        let removed: Vec<_> = gone
+            .into_iter()
+            .filter_map(|(t, rid)| self.remove_rule(t, rid))
+            .collect();
+        crate::ofproto::flush_learned_rules(self, &removed);
+        removed.len()
     }
 
     /// How many rules use meter `id`.
@@ -121,6 +123,8 @@ impl Ofproto {
     /// that use it. Never fails: deleting what does not exist is no error. Returns how many
     /// rules went.
     pub fn del_meter(&self, dp: &mut Datapath, bridge: &str, id: u32) -> usize {
+        // It deletes rules: serialized with every other change of the flow tables.
+        let _serial = self.flow_mods();
         let mut p = self.write();
         let Some(b) = p.bridge_mut(bridge) else {
             return 0;

@@ -2,6 +2,14 @@
 //! that translates a miss and installs its megaflow, revalidation of the installed megaflows,
 //! and the settings and figures operators see through `upcall/show`,
 //! `upcall/disable-megaflows` and `upcall/enable-megaflows`.
+//!
+//! A barrier (and a bundle's commit) must not be answered before the megaflows that the changes
+//! before it made stale are gone from the PMDs. A full round asks every PMD for its megaflows,
+//! which costs a round trip to each PMD thread (milliseconds when the PMD's core is shared);
+//! [`Ofproto::sync_megaflows`] instead re-checks the megaflows the slow path knows it installed
+//! (those the last round found, and those installed since, recorded under the same read lock
+//! as their translation, so no change of the tables can fall between the two) and asks the
+//! PMDs only to remove the stale ones.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,13 +31,30 @@ pub(super) struct UpcallState {
     /// flow.
     megaflows: AtomicBool,
     dump: Mutex<DumpStats>,
+    /// The megaflows the slow path installed, as the last round found them plus those
+    /// installed since: (match, datapath actions). `None` once more were installed since a
+    /// round than [`MAX_KNOWN_SINCE`]: then a barrier does a full round.
+    known: Mutex<Option<Vec<Known>>>,
+    /// Entries added to `known` since the last round.
+    known_since: std::sync::atomic::AtomicUsize,
+    /// The generation [`Ofproto::sync_megaflows`] or a round last brought the PMDs to.
+    synced: std::sync::atomic::AtomicU64,
 }
+
+/// A megaflow the slow path installed: the key it was translated from, its match and actions.
+type Known = (FlowKey, flow::Match, Box<[flow::odp::Action]>);
+
+/// How many megaflows upcalls may record between two rounds.
+const MAX_KNOWN_SINCE: usize = 65536;
 
 impl Default for UpcallState {
     fn default() -> Self {
         UpcallState {
             megaflows: AtomicBool::new(true),
             dump: Mutex::new(DumpStats::default()),
+            known: Mutex::new(Some(Vec::new())),
+            known_since: Default::default(),
+            synced: Default::default(),
         }
     }
 }
@@ -101,13 +126,99 @@ impl Ofproto {
         }
     }
 
+    /// The match a megaflow for `key` is installed with, after a translation that consulted
+    /// `mask`.
+    fn installed_match(&self, key: &FlowKey, mask: &flow::Mask) -> flow::Match {
+        let mut mask = self.install_mask(key, mask);
+        mask.set_in_port(u32::MAX);
+        flow::Match::new(key, &mask)
+    }
+
+    /// Whether the megaflow `m` with `actions`, installed by translating `key`, is stale in
+    /// the tables `p` (its translation's actions or mask changed, or it waits for a tunnel
+    /// neighbour, which is asked for again every round); returns the translation too.
+    fn stale(
+        &self,
+        p: &crate::xlate::Pipeline,
+        key: &FlowKey,
+        m: &flow::Match,
+        actions: &[flow::odp::Action],
+    ) -> (bool, crate::xlate::XlateOut) {
+        let x = translate(p, key, false, None);
+        let mut mask = self.install_mask(key, &x.mask);
+        mask.set_in_port(u32::MAX);
+        let stale = mask != *m.mask() || x.actions.as_slice() != actions || x.neigh_pending;
+        (stale, x)
+    }
+
+    /// Records a megaflow an upcall installs (called under the read lock its translation was
+    /// made under).
+    fn record_installed(&self, key: &FlowKey, m: flow::Match, actions: &[flow::odp::Action]) {
+        let mut known = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
+        if self.upcall.known_since.fetch_add(1, Ordering::Relaxed) >= MAX_KNOWN_SINCE {
+            *known = None;
+        }
+        if let Some(k) = known.as_mut() {
+            k.push((key.clone(), m, actions.into()));
+        }
+    }
+
+    /// Brings the PMDs' megaflows in line with the tables: when the tables changed since the
+    /// PMDs were last brought in line, the megaflows the slow path installed are re-translated
+    /// and the stale ones removed, with no round trip to the PMDs when none is stale. What a
+    /// barrier's reply waits for.
+    pub fn sync_megaflows(&self, dp: &Mutex<Datapath>) {
+        let generation = self.generation();
+        if generation == self.upcall.synced.load(Ordering::Acquire) {
+            return;
+        }
+        let stale: Option<Vec<flow::Match>> = {
+            // The tables' read lock first, as upcalls take it before recording.
+            let p = self.read();
+            let known = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
+            known.as_ref().map(|k| {
+                k.iter()
+                    .filter(|(key, m, a)| self.stale(&p, key, m, a).0)
+                    .map(|(_, m, _)| m.clone())
+                    .collect()
+            })
+        };
+        let Some(stale) = stale else {
+            if let Ok(mut d) = dp.lock() {
+                self.revalidate(&mut d);
+            }
+            return;
+        };
+        if !stale.is_empty() {
+            if let Ok(mut d) = dp.lock() {
+                for m in &stale {
+                    d.remove_flow(m);
+                }
+            }
+            let mut known = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(k) = known.as_mut() {
+                k.retain(|(_, m, _)| !stale.contains(m));
+            }
+        }
+        self.upcall.synced.store(generation, Ordering::Release);
+    }
+
     /// One revalidation round: re-translates every megaflow the slow path installed, removes
     /// those whose translation (actions or mask) changed or that wait for a tunnel neighbour,
     /// credits the megaflows' new packets
     /// to the rules they went through, and expires rules whose timeouts passed.
     pub fn revalidate(&self, dp: &mut Datapath) -> Revalidation {
         let started = Instant::now();
+        let generation = self.generation();
         let mut r = Revalidation::default();
+        // Upcalls from now on record into a fresh list; what they installed before is in the
+        // dump.
+        let mut known: Vec<Known> = {
+            let mut k = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
+            self.upcall.known_since.store(0, Ordering::Relaxed);
+            k.replace(Vec::new()).unwrap_or_default()
+        };
+        known.clear();
         let flows = dp.flows();
         // A megaflow exists once per PMD that installed it: sum their counters per ufid.
         let mut by_ufid: HashMap<u128, (&datapath::flow_table::Megaflow, u64, u64)> =
@@ -140,17 +251,15 @@ impl Ofproto {
             let mut now_credited = HashMap::with_capacity(by_ufid.len());
             for (ufid, (mf, pk, by)) in by_ufid {
                 r.flows += 1;
-                let x = translate(&p, &mf.key, false, None);
-                let mut mask = self.install_mask(&mf.key, &x.mask);
-                mask.set_in_port(u32::MAX);
                 // A flow still waiting for a tunnel neighbour goes every round too: the next
                 // packet's upcall asks again, so a lost request is repeated about once a
                 // round rather than never while traffic keeps the flow alive.
-                if mask != *mf.m.mask()
-                    || x.actions.as_slice() != &*mf.odp_actions
-                    || x.neigh_pending
-                {
+                let (is_stale, x) = self.stale(&p, &mf.key, &mf.m, &mf.odp_actions);
+                if is_stale {
                     stale.push(mf.m.clone());
+                } else {
+                    let actions = mf.odp_actions.iter().cloned().collect();
+                    known.push((mf.key.clone(), mf.m.clone(), actions));
                 }
                 let (p0, b0) = credited.get(&ufid).copied().unwrap_or((0, 0));
                 let (dpk, dby) = (pk.saturating_sub(p0), by.saturating_sub(b0));
@@ -169,6 +278,12 @@ impl Ofproto {
         }
         {
             let now = Instant::now();
+            // Rules expire when no commit is staging changes: the next round sees them.
+            let serial = match self.flow_mods.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
             let mut p = self.write();
             self.credit_rules(&mut p, credits, now);
             for l in lessons {
@@ -177,7 +292,9 @@ impl Ofproto {
                 }
             }
             for b in &mut p.bridges {
-                r.expired_rules += b.expire_rules(now);
+                if serial.is_some() {
+                    r.expired_rules += b.expire_rules(now);
+                }
                 if let Ok(mut m) = b.mac.lock() {
                     m.expire(now);
                 }
@@ -188,9 +305,16 @@ impl Ofproto {
                 r.removed += 1;
             }
         }
+        {
+            let mut k = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(k) = k.as_mut() {
+                k.append(&mut known);
+            }
+        }
         if r.expired_rules > 0 {
             self.changed();
         }
+        self.upcall.synced.store(generation, Ordering::Release);
         self.revalidated.store(self.generation(), Ordering::Release);
         self.upcall.dumped(r.flows, started.elapsed());
         r
@@ -227,6 +351,8 @@ impl UpcallHandler for OfUpcall {
             let x = translate(&p, key, true, None);
             // Group counters are atomics: the missed packet counts for them now.
             super::group::credit_groups(&p, &x.groups, 1, pkt.len() as u64);
+            let m = self.0.installed_match(key, &x.mask);
+            self.0.record_installed(key, m, &x.actions);
             x
         };
         if !x.learned.is_empty() || x.neigh_learned {

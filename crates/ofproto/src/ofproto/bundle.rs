@@ -1,0 +1,388 @@
+//! A bundle's flow mods applied atomically, as OVS's `do_bundle_commit()` applies them: each
+//! is *started* in the bridge's next table version (an add inserts a rule visible only from
+//! that version on, a delete or a replacement hides rules from it) while packets go on being
+//! translated against the published version; then the bundle either *finishes*, publishing the
+//! version in every table of the bridge at once and removing the hidden rules for good, or
+//! *reverts*, taking the staged rules out and un-hiding the hidden ones, so that a bundle whose
+//! Nth message fails leaves the tables exactly as they were.
+//!
+//! The pipeline's write lock is held per message, not for the whole commit, so that upcalls go
+//! on between the messages of a long commit (seeing the published version); the table-change
+//! mutex, held from the first message to the publication, keeps every other change of the
+//! tables (flow mods, rule expiry) out of the way.
+
+use std::fmt;
+use std::sync::MutexGuard;
+use std::time::Instant;
+
+use super::Ofproto;
+use crate::bridge::{N_TABLES, Rule};
+use crate::classifier::{RuleId, VERSION_NEVER, Version};
+use crate::syntax::{FlowModFlags, FlowSpec};
+
+/// What a flow mod of a bundle does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowModOp {
+    /// Adds a rule, replacing one of the same match and priority.
+    Add,
+    /// Gives the selected rules the spec's actions (counters kept).
+    Modify { strict: bool },
+    /// Removes the selected rules.
+    Delete { strict: bool },
+}
+
+/// Why a flow mod of a bundle failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowModError {
+    /// The bridge is gone.
+    NoBridge,
+    /// An add names a table beyond the last (OVS's `OFPBRC_BAD_TABLE_ID`).
+    BadTableId,
+    /// An add with `check_overlap` overlaps a rule of its priority (`OFPFMFC_OVERLAP`).
+    Overlap,
+    /// The actions use a group the bridge does not have (`OFPBAC_BAD_OUT_GROUP`).
+    BadOutGroup,
+    /// The actions use a meter the bridge does not have.
+    Meter(crate::meter::MeterModError),
+}
+
+impl fmt::Display for FlowModError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FlowModError::NoBridge => "no such bridge",
+            FlowModError::BadTableId => "table id out of range",
+            FlowModError::Overlap => "the flow overlaps a flow of the same priority",
+            FlowModError::BadOutGroup => "the actions use a group that does not exist",
+            FlowModError::Meter(e) => return write!(f, "{e}"),
+        })
+    }
+}
+
+impl std::error::Error for FlowModError {}
+
+/// What reverting a staged change takes.
+enum Staged {
+    /// A rule added in the next version (table, rule).
+    Added(usize, RuleId),
+    /// A rule hidden from the next version.
+    Hidden(usize, RuleId),
+}
+
+/// A bundle being committed to one bridge: its flow mods staged in the next version, not yet
+/// visible. Dropped without [`BundleCommit::finish`], it reverts.
+pub struct BundleCommit<'a> {
+    of: &'a Ofproto,
+    _serial: MutexGuard<'a, ()>,
+    bridge: String,
+    version: Version,
+    staged: Vec<Staged>,
+}
+
+impl Ofproto {
+    /// Starts committing a bundle to `bridge`: until it finishes or reverts, no other change
+    /// of the flow tables happens.
+    pub fn begin_bundle(&self, bridge: &str) -> Result<BundleCommit<'_>, FlowModError> {
+        let serial = self.flow_mods();
+        let version = self
+            .read()
+            .bridge(bridge)
+            .ok_or(FlowModError::NoBridge)?
+            .tables_version()
+            + 1;
+        Ok(BundleCommit {
+            of: self,
+            _serial: serial,
+            bridge: bridge.to_owned(),
+            version,
+            staged: Vec::new(),
+        })
+    }
+}
+
+impl BundleCommit<'_> {
+    /// The version the bundle's changes become visible in.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Stages one flow mod: it sees the bundle's earlier ones, packets see none of them.
+    pub fn flow_mod(&mut self, op: FlowModOp, spec: &FlowSpec) -> Result<(), FlowModError> {
+        let mut p = self.of.write();
+        let b = p.bridge_mut(&self.bridge).ok_or(FlowModError::NoBridge)?;
+        let v = self.version;
+        let now = Instant::now();
+        if !matches!(op, FlowModOp::Delete { .. }) {
+            b.check_meters(&spec.actions).map_err(FlowModError::Meter)?;
+            // As OVS, a modify's groups are checked only when some rule is to change.
+            if crate::group::missing_group(&b.groups, &spec.actions).is_some()
+                && (op == FlowModOp::Add || !b.select_in(spec, false, v).is_empty())
+            {
+                return Err(FlowModError::BadOutGroup);
+            }
+        }
+        match op {
+            FlowModOp::Add => {
+                let t = usize::from(spec.table);
+                if t >= N_TABLES {
+                    return Err(FlowModError::BadTableId);
+                }
+                if spec.flags.0 & FlowModFlags::CHECK_OVERLAP != 0 && b.overlaps_in(spec, v) {
+                    return Err(FlowModError::Overlap);
+                }
+                if let Some(old) = b.tables[t].find_exact_in(&spec.match_, spec.priority, v) {
+                    b.tables[t].hide_in(old, v);
+                    self.staged.push(Staged::Hidden(t, old));
+                }
+                let rule = Rule::from_spec(spec, now);
+                let id = b.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
+                self.staged.push(Staged::Added(t, id));
+            }
+            FlowModOp::Modify { strict } => {
+                for (t, id) in b.select_in(spec, strict, v) {
+                    let (m, priority, old) = b.tables[t].get(id).expect("selected rules exist");
+                    let (m, mut rule) = (m.clone(), old.clone());
+                    rule.actions = spec.actions.clone();
+                    rule.modified = now;
+                    b.tables[t].hide_in(id, v);
+                    self.staged.push(Staged::Hidden(t, id));
+                    let new = b.insert_rule(t, m, priority, rule, v);
+                    self.staged.push(Staged::Added(t, new));
+                }
+            }
+            FlowModOp::Delete { strict } => {
+                for (t, id) in b.select_in(spec, strict, v) {
+                    b.tables[t].hide_in(id, v);
+                    self.staged.push(Staged::Hidden(t, id));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes the bundle's version: every change becomes visible at once, to every table
+    /// of the bridge; the rules it hid are removed for good.
+    pub fn finish(mut self) {
+        let staged = std::mem::take(&mut self.staged);
+        let mut p = self.of.write();
+        if let Some(b) = p.bridge_mut(&self.bridge) {
+            b.set_tables_version(self.version);
+            let mut removed = Vec::new();
+            for s in staged {
+                if let Staged::Hidden(t, id) = s {
+                    removed.extend(b.remove_rule(t, id));
+                }
+            }
+            // What the removed rules learned with `delete_learned` goes with them.
+            super::flush_learned_rules(b, &removed);
+        }
+        drop(p);
+        self.of.changed();
+    }
+
+    /// Applies a group mod of the bundle, in its order: flows staged after it may use the group.
+    /// Group tables are not versioned: the change is visible at once and stays if the bundle
+    /// fails later.
+    pub fn group_mod(
+        &mut self,
+        gm: &crate::group::GroupMod,
+    ) -> Result<crate::group::GroupModDone, super::GroupModFailure> {
+        self.of.group_mod_serialized(&self.bridge, gm)
+    }
+
+    /// Undoes every staged change: the tables are as they were before the bundle.
+    pub fn revert(self) {}
+
+    fn undo(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        let mut p = self.of.write();
+        let Some(b) = p.bridge_mut(&self.bridge) else {
+            return;
+        };
+        for s in self.staged.drain(..).rev() {
+            match s {
+                Staged::Added(t, id) => drop(b.remove_rule(t, id)),
+                Staged::Hidden(t, id) => b.tables[t].hide_in(id, VERSION_NEVER),
+            }
+        }
+    }
+}
+
+impl Drop for BundleCommit<'_> {
+    fn drop(&mut self) {
+        self.undo();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::pipekey::{PipeKey, PipeMask};
+    use crate::syntax::{FlowKind, NoPortNames, OfAction, parse_flow};
+
+    fn spec(text: &str, kind: FlowKind) -> FlowSpec {
+        parse_flow(text, kind, &NoPortNames).unwrap()
+    }
+
+    /// The bridge's flows as `dump-flows` selects them, without their statistics.
+    fn flows(of: &Ofproto) -> Vec<FlowSpec> {
+        of.flow_entries("br0", None)
+            .unwrap()
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect()
+    }
+
+    fn switch() -> Arc<Ofproto> {
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        for f in [
+            "priority=10,ip,nw_dst=10.0.0.1,actions=output:2",
+            "priority=10,ip,nw_dst=10.0.0.2,actions=output:2",
+            "priority=5,arp,actions=drop",
+        ] {
+            of.add_flow("br0", f).unwrap();
+        }
+        of
+    }
+
+    #[test]
+    fn a_failing_bundle_leaves_the_tables_as_they_were() {
+        let of = switch();
+        let before = flows(&of);
+        let mut c = of.begin_bundle("br0").unwrap();
+        c.flow_mod(
+            FlowModOp::Add,
+            &spec("priority=7,udp,actions=output:1", FlowKind::Add),
+        )
+        .unwrap();
+        let del = spec("priority=5,arp", FlowKind::ModOrDel);
+        c.flow_mod(FlowModOp::Delete { strict: true }, &del)
+            .unwrap();
+        let m = spec("ip,actions=output:9", FlowKind::ModOrDel);
+        c.flow_mod(FlowModOp::Modify { strict: false }, &m).unwrap();
+        let replace = spec(
+            "priority=10,ip,nw_dst=10.0.0.1,actions=output:8",
+            FlowKind::Add,
+        );
+        c.flow_mod(FlowModOp::Add, &replace).unwrap();
+        // Not yet visible: the dump is still the published version.
+        assert_eq!(flows(&of).len(), before.len());
+        // The replacement staged above is what a later message of the bundle overlaps.
+        let overlap = spec("check_overlap,priority=10,ip,actions=drop", FlowKind::Add);
+        assert_eq!(
+            c.flow_mod(FlowModOp::Add, &overlap),
+            Err(FlowModError::Overlap)
+        );
+        c.revert();
+        assert_eq!(flows(&of), before);
+        let b = of.read();
+        assert_eq!(
+            b.bridges[0].n_rules(),
+            before.len(),
+            "staged rules are gone"
+        );
+    }
+
+    #[test]
+    fn a_committed_bundle_is_published_at_once() {
+        let of = switch();
+        let v0 = of.read().bridges[0].tables_version();
+        let mut c = of.begin_bundle("br0").unwrap();
+        c.flow_mod(
+            FlowModOp::Add,
+            &spec("priority=7,udp,actions=output:1", FlowKind::Add),
+        )
+        .unwrap();
+        let del = spec("arp", FlowKind::ModOrDel);
+        c.flow_mod(FlowModOp::Delete { strict: false }, &del)
+            .unwrap();
+        let m = spec("ip,actions=output:3", FlowKind::ModOrDel);
+        c.flow_mod(FlowModOp::Modify { strict: false }, &m).unwrap();
+        assert_eq!(c.version(), v0 + 1);
+        c.finish();
+        let got: Vec<String> = flows(&of)
+            .iter()
+            .map(|f| f.format_dump(None, &NoPortNames))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "priority=10,ip,nw_dst=10.0.0.1 actions=output:3",
+                "priority=10,ip,nw_dst=10.0.0.2 actions=output:3",
+                "priority=7,udp actions=output:3",
+            ]
+        );
+        let b = of.read();
+        assert_eq!(b.bridges[0].tables_version(), v0 + 1);
+        assert_eq!(b.bridges[0].n_rules(), 3, "hidden rules are removed");
+    }
+
+    /// The output port of the rule `key` hits in table 0, as a lookup under one read lock
+    /// sees it.
+    fn outputs(of: &Ofproto, keys: &[PipeKey]) -> Vec<Option<u32>> {
+        let p = of.read();
+        let t = &p.bridges[0].tables[0];
+        keys.iter()
+            .map(|k| {
+                let id = t.lookup(k, &mut PipeMask::new())?;
+                match t.get(id)?.2.actions.first()? {
+                    OfAction::Output { port, .. } => Some(*port),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn packets_see_the_old_or_the_new_table_never_a_mix() {
+        let of = switch();
+        let keys: Vec<PipeKey> = [1u8, 2]
+            .iter()
+            .map(|&d| {
+                let mut k = PipeKey::new();
+                k.dp.set_eth_type(0x0800)
+                    .set_nw_dst(std::net::Ipv4Addr::new(10, 0, 0, d));
+                k
+            })
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (of, stop, keys) = (of.clone(), stop.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let mut looked = 0u64;
+                while !stop.load(Ordering::Relaxed) || looked == 0 {
+                    let o = outputs(&of, &keys);
+                    assert_eq!(o[0], o[1], "a mixed table after {looked} lookups");
+                    looked += 1;
+                }
+                looked
+            })
+        };
+        // Each bundle moves both flows to the next port, with padding flow mods between the
+        // two so that the commit holds the write lock many times while half of it is staged.
+        for round in 0..50u32 {
+            let port = 3 + round % 2;
+            let mut c = of.begin_bundle("br0").unwrap();
+            let first = format!("priority=10,ip,nw_dst=10.0.0.1,actions=output:{port}");
+            c.flow_mod(FlowModOp::Add, &spec(&first, FlowKind::Add))
+                .unwrap();
+            for i in 0..50 {
+                let pad = format!("priority=1,tcp,tp_dst={i},actions=drop");
+                c.flow_mod(FlowModOp::Add, &spec(&pad, FlowKind::Add))
+                    .unwrap();
+            }
+            let second = format!("priority=10,ip,nw_dst=10.0.0.2,actions=output:{port}");
+            c.flow_mod(FlowModOp::Add, &spec(&second, FlowKind::Add))
+                .unwrap();
+            c.finish();
+            assert_eq!(outputs(&of, &keys), [Some(port), Some(port)]);
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+    }
+}
