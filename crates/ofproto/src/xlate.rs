@@ -39,6 +39,7 @@ mod commit;
 mod ct;
 mod freeze;
 mod normal;
+mod stack;
 mod trace;
 mod tunnel;
 
@@ -238,6 +239,8 @@ struct Ctx<'a> {
     frozen: Vec<FrozenAction>,
     /// Where in `frozen` the last `unroll_xlate` marker is.
     frozen_unroll: Option<usize>,
+    /// The data stack of `push:` and `pop:` ([`stack`]).
+    stack: Vec<u8>,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -414,6 +417,7 @@ pub fn translate_in(
         freezing: false,
         frozen: Vec::new(),
         frozen_unroll: None,
+        stack: frozen.as_ref().map_or_else(Vec::new, |st| st.stack.clone()),
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -562,12 +566,20 @@ impl Ctx<'_> {
             self.trigger_freeze();
             return;
         }
-        if self.depth >= MAX_DEPTH || self.resubmits >= MAX_RESUBMITS {
+        if self.depth >= MAX_DEPTH
+            || self.resubmits >= MAX_RESUBMITS
+            || self.stack.len() >= stack::STACK_MAX
+        {
             // OVS's xlate_resubmit_resource_check(): an error, and the packet is dropped.
             let (text, failed) = if self.depth >= MAX_DEPTH {
                 (
                     format!("over max translation depth {MAX_DEPTH}"),
                     "Recursion too deep",
+                )
+            } else if self.resubmits < MAX_RESUBMITS {
+                (
+                    "resubmits yielded over 64 kB of stack".to_owned(),
+                    "Stack too deep",
                 )
             } else {
                 (
@@ -700,9 +712,21 @@ impl Ctx<'_> {
                 OfAction::Output { port, max_len } => self.output(*port, *max_len),
                 OfAction::OutputTrunc { port, max_len } => self.output_trunc(*port, *max_len),
                 OfAction::OutputReg { src, max_len } => {
-                    src.unwildcard(&mut self.wc);
-                    let p = src.read(&self.flow) as u32;
-                    self.output(p, *max_len);
+                    // OVS's xlate_output_reg_action(): only a 16-bit port number is one.
+                    let p = src.read(&self.flow);
+                    match u16::try_from(p) {
+                        Ok(p) => {
+                            self.note(format_args!("output port is {p}"));
+                            src.unwildcard(&mut self.wc);
+                            self.output(p.into(), *max_len);
+                        }
+                        Err(_) => {
+                            self.trace_add(
+                                NodeKind::Warn,
+                                format_args!("output port {p} is out of range"),
+                            );
+                        }
+                    }
                 }
                 OfAction::Controller(c) => self.controller(1, c.max_len, c.id),
                 OfAction::SetVlanVid(vid) => {
@@ -848,6 +872,8 @@ impl Ctx<'_> {
                 OfAction::Ct(ct) => self.conntrack(ct, table),
                 // Only inside `ct(...)` (the syntax checks): the `ct` being composed NATs.
                 OfAction::Nat(n) => self.ct_nat = Some(n.clone()),
+                OfAction::StackPush(sf) => self.stack_push(sf),
+                OfAction::StackPop(sf) => self.stack_pop(sf),
                 OfAction::CtClear => {
                     // OVS's compose_ct_clear_action(): nothing to commit first.
                     clear_conntrack(&mut self.flow.dp);
@@ -882,6 +908,7 @@ impl Ctx<'_> {
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
             actions: Vec::new(),
+            stack: self.stack.clone(),
         };
         let Some(recirc_id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
@@ -1087,6 +1114,7 @@ impl Ctx<'_> {
             std::mem::take(&mut self.out),
         );
         let (conntracked, was_mpls) = (self.conntracked, self.was_mpls);
+        let stack = self.stack.clone();
         self.depth += 1;
         self.do_actions(inner, table);
         if self.freezing {
@@ -1117,6 +1145,7 @@ impl Ctx<'_> {
         self.flow = flow;
         self.conntracked = conntracked;
         self.was_mpls = was_mpls;
+        self.stack = stack;
         self.exit = false;
     }
 
@@ -1185,6 +1214,8 @@ impl Ctx<'_> {
         clear_conntrack(&mut self.flow.dp);
         let conntracked = std::mem::replace(&mut self.conntracked, false);
         let was_mpls = self.was_mpls;
+        // The peer bridge has a stack of its own.
+        let stack = std::mem::take(&mut self.stack);
         self.depth += 1;
         let node = self.trace_bridge();
         self.under(node, |c| c.do_table(0));
@@ -1200,6 +1231,7 @@ impl Ctx<'_> {
         self.flow = saved.1;
         self.in_port = saved.2;
         self.conntracked = conntracked;
+        self.stack = stack;
         self.exit = false;
     }
 }

@@ -31,7 +31,7 @@ mod flow;
 mod lex;
 mod matching;
 mod ports;
-mod value;
+pub(crate) mod value;
 
 pub use actions::{
     Controller, Ct, CtZone, MAX_NESTING, Nat, NatAddrs, NatKind, OfAction, PacketInReason,

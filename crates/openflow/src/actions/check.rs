@@ -147,6 +147,7 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
             flow.subfield(dst)?;
         }
         OfAction::OutputReg { src, .. } => flow.subfield(src)?,
+        OfAction::StackPush(sf) | OfAction::StackPop(sf) => flow.subfield(sf)?,
         OfAction::Resubmit { ct: true, .. } => hard(ct_valid_match(&flow.key, &flow.mask))?,
         OfAction::Ct(ct) => check_ct(flow, table, ct)?,
         OfAction::Nat(nat) => check_nat(flow, nat)?,

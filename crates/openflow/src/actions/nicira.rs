@@ -107,7 +107,7 @@ fn ofs_nbits(ofs: u32, n_bits: u32) -> u16 {
 /// An unknown one is `OFPBAC_BAD_SET_TYPE` where OVS reads a bare 32-bit header (`reg_load`,
 /// `output_reg`, `ct`'s zone) and `OFPBMC_BAD_FIELD` where it pulls one from a stream (`move`,
 /// `output_reg2`), which must also not be masked (`OFPBMC_BAD_MASK`).
-fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), OfpErr> {
+pub(super) fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), OfpErr> {
     let hdr = OxmHeader::parse(&b[at..]).map_err(|_| OfpErr::OfpbacBadLen)?;
     let unknown = if pulled {
         OfpErr::OfpbmcBadField
@@ -124,7 +124,7 @@ fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), O
 
 /// A subfield from a field and a bit range, checked against the field's width as OVS's
 /// `mf_check_src()` does (`OFPBAC_BAD_SET_LEN`).
-fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
+pub(super) fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
     if n_bits == 0 || ofs + n_bits > field.field().n_bits {
         return Err(OfpErr::OfpbacBadSetLen);
     }
@@ -132,7 +132,7 @@ fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
 }
 
 /// A destination subfield: in range and writable (OVS's `mf_check_dst()`).
-fn dst_subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
+pub(super) fn dst_subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
     let sf = subfield(field, ofs, n_bits)?;
     if !field.field().writable {
         return Err(OfpErr::OfpbacBadSetArgument);
@@ -173,6 +173,7 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | NXAST_CLONE
         | NXAST_CT_CLEAR
         | NXAST_RESUBMIT_TABLE_CT => true,
+        super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => true,
         _ => false,
     }
 }
@@ -387,6 +388,9 @@ pub(super) fn decode(
         NXAST_CT_CLEAR => {
             need(b, 16)?;
             OfAction::CtClear
+        }
+        super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => {
+            super::stack::decode(b, subtype)?
         }
         _ => return Err(OfpErr::OfpbacBadVendorType),
     };
@@ -658,7 +662,7 @@ fn start_nx(out: &mut Vec<u8>, subtype: u16) -> usize {
 }
 
 /// A whole Nicira action: header, `pad` zero bytes, then `body`, padded.
-fn put_nx(out: &mut Vec<u8>, subtype: u16, pad: usize, body: &[u8]) {
+pub(super) fn put_nx(out: &mut Vec<u8>, subtype: u16, pad: usize, body: &[u8]) {
     let at = start_nx(out, subtype);
     out.resize(out.len() + pad, 0);
     out.extend_from_slice(body);
@@ -761,6 +765,12 @@ pub(super) fn encode(
         }
         OfAction::CtClear => put_nx(out, NXAST_CT_CLEAR, 0, &[]),
         OfAction::Meter(_) => return Err(super::unencodable("meter", version)),
+        OfAction::StackPush(sf) => {
+            super::stack::encode(version, super::stack::NXAST_STACK_PUSH, sf, out)?
+        }
+        OfAction::StackPop(sf) => {
+            super::stack::encode(version, super::stack::NXAST_STACK_POP, sf, out)?
+        }
         _ => return Err(super::unencodable("action", version)),
     }
     Ok(())

@@ -242,6 +242,12 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::Meter(m) => {
             let _ = write!(out, "meter:{m}");
         }
+        OfAction::StackPush(sf) => {
+            let _ = write!(out, "push:{sf}");
+        }
+        OfAction::StackPop(sf) => {
+            let _ = write!(out, "pop:{sf}");
+        }
     }
 }
 

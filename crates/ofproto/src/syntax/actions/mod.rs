@@ -225,6 +225,11 @@ pub enum OfAction {
     Nat(Nat),
     /// `meter:N` (OpenFlow 1.3+ instruction).
     Meter(u32),
+    /// `push:SRC[..]`: pushes the subfield's bits on the translation's stack
+    /// (`NXAST_STACK_PUSH`).
+    StackPush(Subfield),
+    /// `pop:DST[..]`: pops the stack's top into the subfield (`NXAST_STACK_POP`).
+    StackPop(Subfield),
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

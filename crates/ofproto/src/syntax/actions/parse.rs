@@ -443,10 +443,24 @@ impl ActionCtx<'_> {
             "apply_actions" => {
                 return Err(bad(key, arg, "apply_actions is the default instruction"));
             }
-            "bundle" | "bundle_load" | "learn" | "multipath" | "push" | "pop" | "sample"
-            | "conjunction" | "encap" | "decap" | "dec_nsh_ttl" | "delete_field"
-            | "check_pkt_larger" | "write_actions" | "clear_actions" | "debug_recirc"
-            | "debug_slow" => return Err(SyntaxError::Unsupported(key.to_string())),
+            "push" => {
+                let sf = subfield_of(key, arg)?;
+                self.check_prereq(sf.field.field())?;
+                OfAction::StackPush(sf)
+            }
+            "pop" => {
+                let sf = subfield_of(key, arg)?;
+                self.check_prereq(sf.field.field())?;
+                if !sf.field.field().writable {
+                    return Err(SyntaxError::ReadOnly(sf.field.field().name.to_string()));
+                }
+                OfAction::StackPop(sf)
+            }
+            "bundle" | "bundle_load" | "learn" | "multipath" | "sample" | "conjunction"
+            | "encap" | "decap" | "dec_nsh_ttl" | "delete_field" | "check_pkt_larger"
+            | "write_actions" | "clear_actions" | "debug_recirc" | "debug_slow" => {
+                return Err(SyntaxError::Unsupported(key.to_string()));
+            }
             _ => match parse_port(key, names) {
                 Some(port) => {
                     check_output_port("output", key, port)?;
