@@ -54,6 +54,8 @@ pub struct FrozenState {
     pub actions: Vec<FrozenAction>,
     /// The data stack of `push:` and `pop:` (OVS freezes it too).
     pub stack: Vec<u8>,
+    /// The action set (OVS freezes it too).
+    pub action_set: Vec<OfAction>,
 }
 
 /// One of the actions frozen for the next pass.
@@ -281,6 +283,7 @@ mod tests {
             conntracked: true,
             actions: Vec::new(),
             stack: Vec::new(),
+            action_set: Vec::new(),
         }
     }
 

@@ -35,6 +35,7 @@ use crate::syntax::{
 };
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
+mod action_set;
 mod commit;
 mod ct;
 mod freeze;
@@ -168,6 +169,8 @@ pub struct XlateOut {
     /// The recirculations the actions fork (`ct(table=N)`), for `ofproto/trace` to follow;
     /// recorded only when tracing.
     pub forks: Vec<Fork>,
+    /// The output port the action set named last (OVS's `actset_output`), if it did.
+    pub actset_output: Option<u32>,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -241,6 +244,10 @@ struct Ctx<'a> {
     frozen_unroll: Option<usize>,
     /// The data stack of `push:` and `pop:` ([`stack`]).
     stack: Vec<u8>,
+    /// The action set `write_actions` wrote ([`action_set`]).
+    action_set: action_set::ActionSet,
+    /// The action set is running (a packet-in's reason is `action_set`).
+    in_action_set: bool,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -418,6 +425,8 @@ pub fn translate_in(
         frozen: Vec::new(),
         frozen_unroll: None,
         stack: frozen.as_ref().map_or_else(Vec::new, |st| st.stack.clone()),
+        action_set: action_set::ActionSet::default(),
+        in_action_set: false,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -427,6 +436,11 @@ pub fn translate_in(
                 let thaw = c.trace_add(NodeKind::Thaw, "thaw");
                 c.under(thaw, |c| {
                     c.trace_add(NodeKind::Thaw, format_args!("Resuming from table {table}"));
+                    if !st.action_set.is_empty() {
+                        let mut acts = String::new();
+                        format_actions(&mut acts, &st.action_set, &crate::syntax::NoPortNames);
+                        c.trace_add(NodeKind::Thaw, format_args!("Restoring action set: {acts}"));
+                    }
                     if !st.actions.is_empty() {
                         let acts = freeze::format_frozen(&st.actions);
                         c.trace_add(NodeKind::Thaw, format_args!("Restoring actions: {acts}"));
@@ -434,6 +448,7 @@ pub fn translate_in(
                 });
             });
             ctx.table_id = table;
+            ctx.action_set.write(&st.action_set);
             usize::from(table)
         }
         None => 0,
@@ -442,10 +457,15 @@ pub fn translate_in(
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
         None => ctx.under(node, |c| c.do_table_ct(table, Lookup::default())),
     }
+    if !ctx.freezing && ctx.res.failed.is_none() {
+        let at = ctx.action_set_node(node);
+        ctx.under(at, |c| c.run_action_set(table));
+    }
     if ctx.freezing {
         ctx.finish_freezing();
     }
     let mut res = std::mem::take(&mut ctx.res);
+    res.actset_output = ctx.action_set.output;
     res.actions = std::mem::take(&mut ctx.out);
     if res.failed.is_some() {
         res.actions.clear();
@@ -874,6 +894,8 @@ impl Ctx<'_> {
                 OfAction::Nat(n) => self.ct_nat = Some(n.clone()),
                 OfAction::StackPush(sf) => self.stack_push(sf),
                 OfAction::StackPop(sf) => self.stack_pop(sf),
+                OfAction::WriteActions(set) => self.write_actions(set),
+                OfAction::ClearActions => self.clear_actions(),
                 OfAction::CtClear => {
                     // OVS's compose_ct_clear_action(): nothing to commit first.
                     clear_conntrack(&mut self.flow.dp);
@@ -909,6 +931,7 @@ impl Ctx<'_> {
             conntracked: self.conntracked,
             actions: Vec::new(),
             stack: self.stack.clone(),
+            action_set: self.action_set.actions.clone(),
         };
         let Some(recirc_id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
@@ -1115,8 +1138,12 @@ impl Ctx<'_> {
         );
         let (conntracked, was_mpls) = (self.conntracked, self.was_mpls);
         let stack = self.stack.clone();
+        let action_set = self.action_set.clone();
         self.depth += 1;
         self.do_actions(inner, table);
+        if !self.freezing {
+            self.run_action_set(table);
+        }
         if self.freezing {
             self.finish_freezing();
         }
@@ -1146,6 +1173,7 @@ impl Ctx<'_> {
         self.conntracked = conntracked;
         self.was_mpls = was_mpls;
         self.stack = stack;
+        self.action_set = action_set;
         self.exit = false;
     }
 
@@ -1154,7 +1182,11 @@ impl Ctx<'_> {
             OFPP_IN_PORT => self.output_port(self.flow.dp.in_port(), true),
             OFPP_NORMAL => self.normal(),
             OFPP_FLOOD | OFPP_ALL => self.flood(None),
-            OFPP_CONTROLLER => self.controller(1, if max_len == 0 { 65535 } else { max_len }, 0),
+            OFPP_CONTROLLER => {
+                // OFPR_ACTION_SET (3) from the action set, OFPR_ACTION (1) otherwise.
+                let reason = if self.in_action_set { 3 } else { 1 };
+                self.controller(reason, if max_len == 0 { 65535 } else { max_len }, 0);
+            }
             OFPP_LOCAL if self.br().ports.contains_key(&OFPP_LOCAL) => {
                 self.output_port(OFPP_LOCAL, false);
             }
@@ -1216,9 +1248,15 @@ impl Ctx<'_> {
         let was_mpls = self.was_mpls;
         // The peer bridge has a stack of its own.
         let stack = std::mem::take(&mut self.stack);
+        let action_set = std::mem::take(&mut self.action_set);
         self.depth += 1;
         let node = self.trace_bridge();
-        self.under(node, |c| c.do_table(0));
+        self.under(node, |c| {
+            c.do_table(0);
+            if !c.freezing {
+                c.run_action_set(0);
+            }
+        });
         if self.freezing {
             // The next pass resumes in the peer bridge (OVS's patch_port_output()).
             self.finish_freezing();
@@ -1232,6 +1270,7 @@ impl Ctx<'_> {
         self.in_port = saved.2;
         self.conntracked = conntracked;
         self.stack = stack;
+        self.action_set = action_set;
         self.exit = false;
     }
 }

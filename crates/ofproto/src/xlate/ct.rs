@@ -74,6 +74,7 @@ impl Ctx<'_> {
             conntracked: self.conntracked,
             actions: Vec::new(),
             stack: self.stack.clone(),
+            action_set: self.action_set.actions.clone(),
         };
         let Some(id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");

@@ -116,6 +116,7 @@ impl Ctx<'_> {
             conntracked: self.conntracked,
             actions: std::mem::take(&mut self.frozen),
             stack: self.stack.clone(),
+            action_set: self.action_set.actions.clone(),
         };
         self.freezing = false;
         self.frozen_unroll = None;

@@ -23,8 +23,7 @@
 //! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). Actions OVS knows that the pipeline does not
 //! model yet (`learn`, `conjunction`, `multipath`, `bundle`, `sample`,
 //! `check_pkt_larger`, `encap`, `decap`, `dec_nsh_ttl`, `delete_field`, `copy_ttl_in`/`out`,
-//! `push_pbb`/`pop_pbb`, and the action set's `write_actions`/`clear_actions`) are refused, as
-//! OVS refuses an action it does not know.
+//! `push_pbb`/`pop_pbb`) are refused, as OVS refuses an action it does not know.
 
 mod check;
 mod instructions;

@@ -627,7 +627,9 @@ pub(super) fn encode(
         }
         OfAction::SetL4SrcPort(p) | OfAction::SetL4DstPort(p) => {
             let src = matches!(a, OfAction::SetL4SrcPort(_));
-            if sf {
+            // Without a known protocol there is no field to set: OVS sends the OpenFlow 1.1
+            // action in every version.
+            if sf && matches!(flow.ip_proto, 6 | 17 | 132) {
                 let f = match (flow.ip_proto, src) {
                     (17, true) => FieldId::UDP_SRC,
                     (17, false) => FieldId::UDP_DST,

@@ -248,6 +248,14 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::StackPop(sf) => {
             let _ = write!(out, "pop:{sf}");
         }
+        OfAction::WriteActions(actions) => {
+            out.push_str("write_actions(");
+            if !actions.is_empty() {
+                format_actions(out, actions, names);
+            }
+            out.push(')');
+        }
+        OfAction::ClearActions => out.push_str("clear_actions"),
     }
 }
 

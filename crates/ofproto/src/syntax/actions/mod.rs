@@ -230,6 +230,11 @@ pub enum OfAction {
     StackPush(Subfield),
     /// `pop:DST[..]`: pops the stack's top into the subfield (`NXAST_STACK_POP`).
     StackPop(Subfield),
+    /// `write_actions(...)` (OpenFlow 1.1+ instruction): actions added to the action set that
+    /// runs when the pipeline ends.
+    WriteActions(Vec<OfAction>),
+    /// `clear_actions` (OpenFlow 1.1+ instruction): empties the action set.
+    ClearActions,
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

@@ -32,12 +32,15 @@ enum Outer {
     Top,
     Clone,
     Ct,
+    WriteActions,
 }
 
 /// Instruction rank for OVS's ordering rule: meter, apply-actions, write_metadata, goto_table.
 fn instruction_rank(a: &OfAction) -> (u8, &'static str) {
     match a {
         OfAction::Meter(_) => (0, "meter"),
+        OfAction::ClearActions => (2, "clear_actions"),
+        OfAction::WriteActions(_) => (3, "write_actions"),
         OfAction::WriteMetadata { .. } => (4, "write_metadata"),
         OfAction::GotoTable(_) => (5, "goto_table"),
         _ => (1, "apply_actions"),
@@ -456,9 +459,15 @@ impl ActionCtx<'_> {
                 }
                 OfAction::StackPop(sf)
             }
+            "write_actions" => {
+                // Checked against the match, not against what earlier actions did to it.
+                let mut sub = self.sub();
+                OfAction::WriteActions(sub.parse_nested(arg, Outer::WriteActions, depth + 1)?)
+            }
+            "clear_actions" => OfAction::ClearActions,
             "bundle" | "bundle_load" | "learn" | "multipath" | "sample" | "conjunction"
             | "encap" | "decap" | "dec_nsh_ttl" | "delete_field" | "check_pkt_larger"
-            | "write_actions" | "clear_actions" | "debug_recirc" | "debug_slow" => {
+            | "debug_recirc" | "debug_slow" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
