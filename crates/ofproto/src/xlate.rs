@@ -36,6 +36,7 @@ use crate::syntax::{
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
 mod action_set;
+mod check_pkt_larger;
 mod commit;
 mod ct;
 mod freeze;
@@ -896,6 +897,11 @@ impl Ctx<'_> {
                 OfAction::StackPop(sf) => self.stack_pop(sf),
                 OfAction::WriteActions(set) => self.write_actions(set),
                 OfAction::ClearActions => self.clear_actions(),
+                OfAction::CheckPktLarger { pkt_len, dst } => {
+                    // The rest of the list is translated into the check's branches.
+                    self.check_pkt_larger(*pkt_len, dst, &actions[i + 1..], table);
+                    return;
+                }
                 OfAction::CtClear => {
                     // OVS's compose_ct_clear_action(): nothing to commit first.
                     clear_conntrack(&mut self.flow.dp);

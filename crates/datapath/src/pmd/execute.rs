@@ -68,6 +68,9 @@ impl Pmd {
                     self.execute(sub, &mut copy);
                     self.recycle(copy);
                 }
+                DpAction::CheckPktLen { size, gt, le } => {
+                    self.check_pkt_len(*size, gt, le, batch, consume);
+                }
                 DpAction::Hash { sym, basis } => {
                     for p in batch.packets_mut() {
                         p.meta.dp_hash = crate::rewrite::dp_hash_l4(p, *sym, *basis);

@@ -22,10 +22,11 @@
 //! (`OFPBAC_BAD_ARGUMENT`); a flow_mod's actions are then checked against its match
 //! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). Actions OVS knows that the pipeline does not
 //! model yet (`learn`, `conjunction`, `multipath`, `bundle`, `sample`,
-//! `check_pkt_larger`, `encap`, `decap`, `dec_nsh_ttl`, `delete_field`, `copy_ttl_in`/`out`,
+//! `encap`, `decap`, `dec_nsh_ttl`, `delete_field`, `copy_ttl_in`/`out`,
 //! `push_pbb`/`pop_pbb`) are refused, as OVS refuses an action it does not know.
 
 mod check;
+mod check_pkt_larger;
 mod instructions;
 mod nicira;
 mod stack;

@@ -174,6 +174,7 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | NXAST_CT_CLEAR
         | NXAST_RESUBMIT_TABLE_CT => true,
         super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => true,
+        super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => true,
         _ => false,
     }
 }
@@ -392,6 +393,7 @@ pub(super) fn decode(
         super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => {
             super::stack::decode(b, subtype)?
         }
+        super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => super::check_pkt_larger::decode(b)?,
         _ => return Err(OfpErr::OfpbacBadVendorType),
     };
     out.push(a);
@@ -770,6 +772,9 @@ pub(super) fn encode(
         }
         OfAction::StackPop(sf) => {
             super::stack::encode(version, super::stack::NXAST_STACK_POP, sf, out)?
+        }
+        OfAction::CheckPktLarger { pkt_len, dst } => {
+            super::check_pkt_larger::encode(version, *pkt_len, dst, out)?
         }
         _ => return Err(super::unencodable("action", version)),
     }

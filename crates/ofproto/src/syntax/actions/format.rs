@@ -256,6 +256,9 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
             out.push(')');
         }
         OfAction::ClearActions => out.push_str("clear_actions"),
+        OfAction::CheckPktLarger { pkt_len, dst } => {
+            let _ = write!(out, "check_pkt_larger({pkt_len})->{dst}");
+        }
     }
 }
 

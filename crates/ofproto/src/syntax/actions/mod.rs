@@ -235,6 +235,12 @@ pub enum OfAction {
     WriteActions(Vec<OfAction>),
     /// `clear_actions` (OpenFlow 1.1+ instruction): empties the action set.
     ClearActions,
+    /// `check_pkt_larger(N)->DST`: the one-bit `dst` says whether the packet is longer than
+    /// `pkt_len` bytes (`NXAST_CHECK_PKT_LARGER`).
+    CheckPktLarger {
+        pkt_len: u16,
+        dst: Subfield,
+    },
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

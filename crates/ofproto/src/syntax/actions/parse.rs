@@ -465,9 +465,10 @@ impl ActionCtx<'_> {
                 OfAction::WriteActions(sub.parse_nested(arg, Outer::WriteActions, depth + 1)?)
             }
             "clear_actions" => OfAction::ClearActions,
+            "check_pkt_larger" => parse_check_pkt_larger(arg)?,
             "bundle" | "bundle_load" | "learn" | "multipath" | "sample" | "conjunction"
-            | "encap" | "decap" | "dec_nsh_ttl" | "delete_field" | "check_pkt_larger"
-            | "debug_recirc" | "debug_slow" => {
+            | "encap" | "decap" | "dec_nsh_ttl" | "delete_field" | "debug_recirc"
+            | "debug_slow" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
@@ -931,6 +932,34 @@ impl ActionCtx<'_> {
         }
         Ok(OfAction::Ct(ct))
     }
+}
+
+/// `check_pkt_larger(N)->DST` (the lexer hands over `N)->DST`), as OVS parses it: the
+/// destination first, which must be one bit, then the length.
+fn parse_check_pkt_larger(arg: &str) -> Result<OfAction, SyntaxError> {
+    let key = "check_pkt_larger";
+    let (value, dst) = arg
+        .split_once("->")
+        .ok_or_else(|| bad(key, arg, format!("{arg}: missing `->'")))?;
+    if dst.is_empty() {
+        return Err(bad(
+            key,
+            arg,
+            format!("{arg}: missing field name following `->'"),
+        ));
+    }
+    let value = value.strip_suffix(')').unwrap_or(value);
+    let dst = subfield_of(key, dst)?;
+    if dst.n_bits != 1 {
+        return Err(bad(key, arg, "Only 1-bit destination field is allowed"));
+    }
+    if !dst.field.field().writable {
+        return Err(SyntaxError::ReadOnly(dst.field.field().name.to_string()));
+    }
+    Ok(OfAction::CheckPktLarger {
+        pkt_len: num(key, value, 0xffff)?,
+        dst,
+    })
 }
 
 fn parse_nat(arg: &str) -> Result<Nat, SyntaxError> {
