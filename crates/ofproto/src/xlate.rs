@@ -897,6 +897,8 @@ impl Ctx<'_> {
                 OfAction::StackPop(sf) => self.stack_pop(sf),
                 OfAction::WriteActions(set) => self.write_actions(set),
                 OfAction::ClearActions => self.clear_actions(),
+                // Without an IPFIX collector set, as here, OVS samples nothing.
+                OfAction::Sample(_) => {}
                 OfAction::CheckPktLarger { pkt_len, dst } => {
                     // The rest of the list is translated into the check's branches.
                     self.check_pkt_larger(*pkt_len, dst, &actions[i + 1..], table);

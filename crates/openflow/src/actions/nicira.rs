@@ -175,6 +175,9 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | NXAST_RESUBMIT_TABLE_CT => true,
         super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => true,
         super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => true,
+        super::sample::NXAST_SAMPLE
+        | super::sample::NXAST_SAMPLE2
+        | super::sample::NXAST_SAMPLE3 => true,
         _ => false,
     }
 }
@@ -394,6 +397,9 @@ pub(super) fn decode(
             super::stack::decode(b, subtype)?
         }
         super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => super::check_pkt_larger::decode(b)?,
+        super::sample::NXAST_SAMPLE
+        | super::sample::NXAST_SAMPLE2
+        | super::sample::NXAST_SAMPLE3 => super::sample::decode(b, subtype)?,
         _ => return Err(OfpErr::OfpbacBadVendorType),
     };
     out.push(a);
@@ -776,6 +782,7 @@ pub(super) fn encode(
         OfAction::CheckPktLarger { pkt_len, dst } => {
             super::check_pkt_larger::encode(version, *pkt_len, dst, out)?
         }
+        OfAction::Sample(s) => super::sample::encode(s, out),
         _ => return Err(super::unencodable("action", version)),
     }
     Ok(())

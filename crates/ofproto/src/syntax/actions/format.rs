@@ -259,6 +259,7 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::CheckPktLarger { pkt_len, dst } => {
             let _ = write!(out, "check_pkt_larger({pkt_len})->{dst}");
         }
+        OfAction::Sample(s) => super::sample::format_sample(out, s, names),
     }
 }
 

@@ -14,6 +14,7 @@
 
 mod format;
 mod parse;
+mod sample;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -24,6 +25,7 @@ use crate::fields::{FieldId, Subfield};
 pub use format::format_actions;
 pub(crate) use parse::ActionCtx;
 pub use parse::push_set_field;
+pub use sample::{Sample, SampleDirection};
 
 /// Deepest nesting of `clone(...)` and `ct(exec(...))` accepted.
 pub const MAX_NESTING: usize = 32;
@@ -241,6 +243,8 @@ pub enum OfAction {
         pkt_len: u16,
         dst: Subfield,
     },
+    /// `sample(...)`: IPFIX sampling.
+    Sample(Box<Sample>),
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

@@ -466,9 +466,9 @@ impl ActionCtx<'_> {
             }
             "clear_actions" => OfAction::ClearActions,
             "check_pkt_larger" => parse_check_pkt_larger(arg)?,
-            "bundle" | "bundle_load" | "learn" | "multipath" | "sample" | "conjunction"
-            | "encap" | "decap" | "dec_nsh_ttl" | "delete_field" | "debug_recirc"
-            | "debug_slow" => {
+            "sample" => super::sample::parse_sample(arg, names)?,
+            "bundle" | "bundle_load" | "learn" | "multipath" | "conjunction" | "encap"
+            | "decap" | "dec_nsh_ttl" | "delete_field" | "debug_recirc" | "debug_slow" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
