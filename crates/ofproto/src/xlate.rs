@@ -39,7 +39,9 @@ mod action_set;
 mod check_pkt_larger;
 mod commit;
 mod ct;
+mod flow_hash;
 mod freeze;
+mod multipath;
 mod normal;
 mod stack;
 mod trace;
@@ -899,6 +901,7 @@ impl Ctx<'_> {
                 OfAction::ClearActions => self.clear_actions(),
                 // Without an IPFIX collector set, as here, OVS samples nothing.
                 OfAction::Sample(_) => {}
+                OfAction::Multipath(m) => self.multipath(m),
                 OfAction::CheckPktLarger { pkt_len, dst } => {
                     // The rest of the list is translated into the check's branches.
                     self.check_pkt_larger(*pkt_len, dst, &actions[i + 1..], table);

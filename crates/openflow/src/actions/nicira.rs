@@ -175,6 +175,7 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | NXAST_RESUBMIT_TABLE_CT => true,
         super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => true,
         super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => true,
+        super::multipath::NXAST_MULTIPATH => true,
         super::sample::NXAST_SAMPLE
         | super::sample::NXAST_SAMPLE2
         | super::sample::NXAST_SAMPLE3 => true,
@@ -397,6 +398,7 @@ pub(super) fn decode(
             super::stack::decode(b, subtype)?
         }
         super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => super::check_pkt_larger::decode(b)?,
+        super::multipath::NXAST_MULTIPATH => super::multipath::decode(b)?,
         super::sample::NXAST_SAMPLE
         | super::sample::NXAST_SAMPLE2
         | super::sample::NXAST_SAMPLE3 => super::sample::decode(b, subtype)?,
@@ -783,6 +785,7 @@ pub(super) fn encode(
             super::check_pkt_larger::encode(version, *pkt_len, dst, out)?
         }
         OfAction::Sample(s) => super::sample::encode(s, out),
+        OfAction::Multipath(m) => super::multipath::encode(version, m, out)?,
         _ => return Err(super::unencodable("action", version)),
     }
     Ok(())

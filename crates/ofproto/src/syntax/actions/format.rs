@@ -260,6 +260,7 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
             let _ = write!(out, "check_pkt_larger({pkt_len})->{dst}");
         }
         OfAction::Sample(s) => super::sample::format_sample(out, s, names),
+        OfAction::Multipath(m) => super::multipath::format_multipath(out, m),
     }
 }
 

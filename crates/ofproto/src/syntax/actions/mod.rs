@@ -13,6 +13,7 @@
 //! over OpenFlow 1.0, which changes its meaning, so it is kept distinct here).
 
 mod format;
+mod multipath;
 mod parse;
 mod sample;
 
@@ -23,6 +24,7 @@ use flow::EthAddr;
 use crate::fields::{FieldId, Subfield};
 
 pub use format::format_actions;
+pub use multipath::{HASH_FIELDS, MP_ALGORITHMS, Multipath};
 pub(crate) use parse::ActionCtx;
 pub use parse::push_set_field;
 pub use sample::{Sample, SampleDirection};
@@ -245,6 +247,8 @@ pub enum OfAction {
     },
     /// `sample(...)`: IPFIX sampling.
     Sample(Box<Sample>),
+    /// `multipath(...)`: a link chosen by a hash of the packet.
+    Multipath(Box<Multipath>),
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

@@ -467,8 +467,15 @@ impl ActionCtx<'_> {
             "clear_actions" => OfAction::ClearActions,
             "check_pkt_larger" => parse_check_pkt_larger(arg)?,
             "sample" => super::sample::parse_sample(arg, names)?,
-            "bundle" | "bundle_load" | "learn" | "multipath" | "conjunction" | "encap"
-            | "decap" | "dec_nsh_ttl" | "delete_field" | "debug_recirc" | "debug_slow" => {
+            "multipath" => {
+                let a = super::multipath::parse_multipath(arg)?;
+                if let OfAction::Multipath(m) = &a {
+                    self.check_prereq(m.dst.field.field())?;
+                }
+                a
+            }
+            "bundle" | "bundle_load" | "learn" | "conjunction" | "encap" | "decap"
+            | "dec_nsh_ttl" | "delete_field" | "debug_recirc" | "debug_slow" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
