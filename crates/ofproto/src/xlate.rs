@@ -36,6 +36,7 @@ use crate::syntax::{
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
 mod action_set;
+mod bundle;
 mod check_pkt_larger;
 mod commit;
 mod ct;
@@ -902,6 +903,7 @@ impl Ctx<'_> {
                 // Without an IPFIX collector set, as here, OVS samples nothing.
                 OfAction::Sample(_) => {}
                 OfAction::Multipath(m) => self.multipath(m),
+                OfAction::Bundle(b) => self.bundle(b),
                 OfAction::CheckPktLarger { pkt_len, dst } => {
                     // The rest of the list is translated into the check's branches.
                     self.check_pkt_larger(*pkt_len, dst, &actions[i + 1..], table);

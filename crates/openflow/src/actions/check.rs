@@ -166,6 +166,11 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
         OfAction::OutputReg { src, .. } => flow.subfield(src)?,
         OfAction::StackPush(sf) | OfAction::StackPop(sf) => flow.subfield(sf)?,
         OfAction::Multipath(m) => flow.subfield(&m.dst)?,
+        OfAction::Bundle(bd) => {
+            if let Some(d) = &bd.dst {
+                flow.subfield(d)?;
+            }
+        }
         OfAction::Resubmit { ct: true, .. } => hard(ct_valid_match(&flow.key, &flow.mask))?,
         OfAction::Ct(ct) => check_ct(flow, table, ct)?,
         OfAction::Nat(nat) => check_nat(flow, nat)?,

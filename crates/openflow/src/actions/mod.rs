@@ -21,10 +21,11 @@
 //! (`OFPBAC_BAD_SET_TYPE`, `OFPBAC_BAD_SET_LEN`, `OFPBAC_BAD_SET_ARGUMENT`), nesting
 //! (`OFPBAC_BAD_ARGUMENT`); a flow_mod's actions are then checked against its match
 //! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). Actions OVS knows that the pipeline does not
-//! model yet (`learn`, `conjunction`, `bundle`,
+//! model yet (`learn`, `conjunction`,
 //! `encap`, `decap`, `dec_nsh_ttl`, `delete_field`, `copy_ttl_in`/`out`,
 //! `push_pbb`/`pop_pbb`) are refused, as OVS refuses an action it does not know.
 
+mod bundle;
 mod check;
 mod check_pkt_larger;
 mod instructions;

@@ -176,6 +176,7 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => true,
         super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => true,
         super::multipath::NXAST_MULTIPATH => true,
+        super::bundle::NXAST_BUNDLE | super::bundle::NXAST_BUNDLE_LOAD => true,
         super::sample::NXAST_SAMPLE
         | super::sample::NXAST_SAMPLE2
         | super::sample::NXAST_SAMPLE3 => true,
@@ -399,6 +400,9 @@ pub(super) fn decode(
         }
         super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => super::check_pkt_larger::decode(b)?,
         super::multipath::NXAST_MULTIPATH => super::multipath::decode(b)?,
+        super::bundle::NXAST_BUNDLE | super::bundle::NXAST_BUNDLE_LOAD => {
+            super::bundle::decode(b, subtype)?
+        }
         super::sample::NXAST_SAMPLE
         | super::sample::NXAST_SAMPLE2
         | super::sample::NXAST_SAMPLE3 => super::sample::decode(b, subtype)?,
@@ -786,6 +790,7 @@ pub(super) fn encode(
         }
         OfAction::Sample(s) => super::sample::encode(s, out),
         OfAction::Multipath(m) => super::multipath::encode(version, m, out)?,
+        OfAction::Bundle(bd) => super::bundle::encode(version, bd, out)?,
         _ => return Err(super::unencodable("action", version)),
     }
     Ok(())

@@ -261,6 +261,7 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         }
         OfAction::Sample(s) => super::sample::format_sample(out, s, names),
         OfAction::Multipath(m) => super::multipath::format_multipath(out, m),
+        OfAction::Bundle(b) => super::bundle::format_bundle(out, b, names),
     }
 }
 

@@ -12,6 +12,7 @@
 //! (`push_vlan:0x8100`, `meter:1`, `goto_table:3`; OVS degrades the last to `resubmit(,3)`
 //! over OpenFlow 1.0, which changes its meaning, so it is kept distinct here).
 
+mod bundle;
 mod format;
 mod multipath;
 mod parse;
@@ -23,6 +24,7 @@ use flow::EthAddr;
 
 use crate::fields::{FieldId, Subfield};
 
+pub use bundle::{BUNDLE_ALGORITHMS, BUNDLE_MAX_MEMBERS, Bundle};
 pub use format::format_actions;
 pub use multipath::{HASH_FIELDS, MP_ALGORITHMS, Multipath};
 pub(crate) use parse::ActionCtx;
@@ -249,6 +251,8 @@ pub enum OfAction {
     Sample(Box<Sample>),
     /// `multipath(...)`: a link chosen by a hash of the packet.
     Multipath(Box<Multipath>),
+    /// `bundle(...)`, `bundle_load(...)`: a live member port chosen among several.
+    Bundle(Box<Bundle>),
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

@@ -39,7 +39,7 @@ pub struct Multipath {
 }
 
 /// C's `atoi()`: the leading decimal digits (after an optional sign), 0 without any.
-fn atoi(s: &str) -> i64 {
+pub(super) fn atoi(s: &str) -> i64 {
     let s = s.trim_start();
     let (neg, digits) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),

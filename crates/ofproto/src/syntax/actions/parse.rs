@@ -467,6 +467,23 @@ impl ActionCtx<'_> {
             "clear_actions" => OfAction::ClearActions,
             "check_pkt_larger" => parse_check_pkt_larger(arg)?,
             "sample" => super::sample::parse_sample(arg, names)?,
+            "bundle" | "bundle_load" => {
+                let a = super::bundle::parse_bundle(arg, lower == "bundle_load", names)?;
+                if let OfAction::Bundle(b) = &a {
+                    if let Some(d) = &b.dst {
+                        self.check_prereq(d.field.field())?;
+                    }
+                    for &m in &b.members {
+                        if m != crate::syntax::ports::OFPP_ANY {
+                            check_output_port(key, arg, m)?;
+                        }
+                        if m == OFPP_CONTROLLER {
+                            return Err(bad(key, arg, "unsupported controller member"));
+                        }
+                    }
+                }
+                a
+            }
             "multipath" => {
                 let a = super::multipath::parse_multipath(arg)?;
                 if let OfAction::Multipath(m) = &a {
@@ -474,8 +491,8 @@ impl ActionCtx<'_> {
                 }
                 a
             }
-            "bundle" | "bundle_load" | "learn" | "conjunction" | "encap" | "decap"
-            | "dec_nsh_ttl" | "delete_field" | "debug_recirc" | "debug_slow" => {
+            "learn" | "conjunction" | "encap" | "decap" | "dec_nsh_ttl" | "delete_field"
+            | "debug_recirc" | "debug_slow" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
