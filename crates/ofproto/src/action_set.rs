@@ -72,11 +72,11 @@ pub fn execute_order(set: &[OfAction]) -> Vec<OfAction> {
     for a in set {
         match classify(a) {
             Some(Class::Slot(i)) => slots[usize::from(i)] = Some(a),
-            Some(Class::Final(rank)) => {
-                if final_action.is_none_or(|(r, _)| rank >= r) {
-                    final_action = Some((rank, a));
-                }
+            // The last final action of the highest rank runs.
+            Some(Class::Final(rank)) if final_action.is_none_or(|(r, _)| rank >= r) => {
+                final_action = Some((rank, a));
             }
+            Some(Class::Final(_)) => {}
             Some(Class::SetOrMove) => writes.push(a),
             None => {}
         }
