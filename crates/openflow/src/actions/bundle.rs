@@ -8,13 +8,12 @@ use ofproto::syntax::{
     BUNDLE_ALGORITHMS, BUNDLE_MAX_MEMBERS, Bundle, HASH_FIELDS, OFPP_ANY, OFPP_CONTROLLER, OfAction,
 };
 
-use super::nicira::{dst_subfield, header_field, put_nx};
+use super::nicira::{dst_subfield, header_field, put_field_header, put_nx};
 use super::standard::check_output_port;
 use super::{EncodeError, be16};
 use crate::be::be32;
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::nxm;
 
 pub(super) const NXAST_BUNDLE: u16 = 12;
 pub(super) const NXAST_BUNDLE_LOAD: u16 = 13;
@@ -93,9 +92,7 @@ pub(super) fn encode(version: Version, bd: &Bundle, out: &mut Vec<u8>) -> Result
         Some(d) => {
             let on = ((d.ofs << 6) | (d.n_bits - 1)) as u16;
             body.extend_from_slice(&on.to_be_bytes());
-            nxm::bare_header(d.field, 0)
-                .ok_or_else(|| super::unencodable("bundle_load", version))?
-                .write(&mut body);
+            put_field_header(version, d.field, "bundle_load", &mut body)?;
         }
         None => body.extend_from_slice(&[0; 6]),
     }
@@ -114,11 +111,8 @@ pub(super) fn encode(version: Version, bd: &Bundle, out: &mut Vec<u8>) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FlowCtx, decode_actions, encode_actions};
+    use super::super::ovs_vectors::{assert_agrees_with_ovs, decode_error as err};
     use crate::error::OfpErr;
-    use crate::header::Version;
-    use crate::nxm::tests::unhex;
-    use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 
     #[test]
     fn bundle_decodes_and_encodes_as_ovs() {
@@ -126,16 +120,7 @@ mod tests {
         let text = "bundle(eth_src,0,hrw,ofport,members:1,2,3)";
         let hex = "ffff002800002320000c0001000000000000000200030000000000000000000000010002\
                    00030000";
-        let want = parse_flow(&format!("actions={text}"), FlowKind::Add, &NoPortNames)
-            .unwrap()
-            .actions;
-        for version in [Version::Of10, Version::Of13, Version::Of15] {
-            assert_eq!(decode_actions(version, &unhex(hex)), Ok(want.clone()));
-            let mut out = Vec::new();
-            encode_actions(version, &want, FlowCtx::default(), &mut out).unwrap();
-            assert_eq!(out, unhex(hex));
-        }
-        let err = |hex: &str| decode_actions(Version::Of10, &unhex(hex)).unwrap_err();
+        assert_agrees_with_ovs(text, hex);
         // bundle_load into 8 bits; three members in no room; a CONTROLLER member.
         assert_eq!(
             err("ffff002800002320000d000100000000000000020003000700010004000000000001000200030000"),

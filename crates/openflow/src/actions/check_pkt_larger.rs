@@ -6,11 +6,10 @@
 use ofproto::fields::Subfield;
 use ofproto::syntax::OfAction;
 
-use super::nicira::{dst_subfield, header_field, put_nx};
+use super::nicira::{dst_subfield, header_field, put_field_header, put_nx};
 use super::{EncodeError, be16};
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::nxm;
 
 pub(super) const NXAST_CHECK_PKT_LARGER: u16 = 49;
 
@@ -40,9 +39,7 @@ pub(super) fn encode(
 ) -> Result<(), EncodeError> {
     let mut body = pkt_len.to_be_bytes().to_vec();
     body.extend_from_slice(&(dst.ofs as u16).to_be_bytes());
-    nxm::bare_header(dst.field, 0)
-        .ok_or_else(|| super::unencodable("check_pkt_larger", version))?
-        .write(&mut body);
+    put_field_header(version, dst.field, "check_pkt_larger", &mut body)?;
     body.resize(14, 0);
     put_nx(out, NXAST_CHECK_PKT_LARGER, 0, &body);
     Ok(())
@@ -50,28 +47,16 @@ pub(super) fn encode(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FlowCtx, decode_actions, encode_actions};
+    use super::super::ovs_vectors::{assert_agrees_with_ovs, decode_error as err};
     use crate::error::OfpErr;
-    use crate::header::Version;
-    use crate::nxm::tests::unhex;
-    use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 
     #[test]
     fn check_pkt_larger_decodes_and_encodes_as_ovs() {
         // What OVS 3.1's `ovs-ofctl parse-actions` decodes to the text.
         let text = "check_pkt_larger(200)->NXM_NX_REG1[0]";
         let hex = "ffff001800002320003100c8000000010204000000000000";
-        let want = parse_flow(&format!("actions={text}"), FlowKind::Add, &NoPortNames)
-            .unwrap()
-            .actions;
-        for version in [Version::Of10, Version::Of13, Version::Of15] {
-            assert_eq!(decode_actions(version, &unhex(hex)), Ok(want.clone()));
-            let mut out = Vec::new();
-            encode_actions(version, &want, FlowCtx::default(), &mut out).unwrap();
-            assert_eq!(out, unhex(hex));
-        }
+        assert_agrees_with_ovs(text, hex);
         // Into a read-only field; beyond the field; padding not zero.
-        let err = |hex: &str| decode_actions(Version::Of10, &unhex(hex)).unwrap_err();
         assert_eq!(
             err("ffff001800002320003100c800000001d204000000000000"),
             OfpErr::OfpbacBadSetArgument

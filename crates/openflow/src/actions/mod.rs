@@ -31,6 +31,8 @@ mod check_pkt_larger;
 mod instructions;
 mod multipath;
 mod nicira;
+#[cfg(test)]
+mod ovs_vectors;
 mod sample;
 mod stack;
 mod standard;

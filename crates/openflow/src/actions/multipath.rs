@@ -6,12 +6,11 @@
 
 use ofproto::syntax::{HASH_FIELDS, MP_ALGORITHMS, Multipath, OfAction};
 
-use super::nicira::{dst_subfield, header_field, put_nx};
+use super::nicira::{dst_subfield, header_field, put_field_header, put_nx};
 use super::{EncodeError, be16};
 use crate::be::be32;
 use crate::error::OfpErr;
 use crate::header::Version;
-use crate::nxm;
 
 pub(super) const NXAST_MULTIPATH: u16 = 10;
 
@@ -58,36 +57,22 @@ pub(super) fn encode(
     body.extend_from_slice(&[0, 0]);
     let on = ((m.dst.ofs << 6) | (m.dst.n_bits - 1)) as u16;
     body.extend_from_slice(&on.to_be_bytes());
-    nxm::bare_header(m.dst.field, 0)
-        .ok_or_else(|| super::unencodable("multipath", version))?
-        .write(&mut body);
+    put_field_header(version, m.dst.field, "multipath", &mut body)?;
     put_nx(out, NXAST_MULTIPATH, 0, &body);
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FlowCtx, decode_actions, encode_actions};
+    use super::super::ovs_vectors::{assert_agrees_with_ovs, decode_error as err};
     use crate::error::OfpErr;
-    use crate::header::Version;
-    use crate::nxm::tests::unhex;
-    use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 
     #[test]
     fn multipath_decodes_and_encodes_as_ovs() {
         // What OVS 3.1's `ovs-ofctl parse-actions` decodes to the text.
         let text = "multipath(eth_src,50,modulo_n,1,0,NXM_NX_REG0[])";
         let hex = "ffff002000002320000a00000032000000000000000000000000001f00010004";
-        let want = parse_flow(&format!("actions={text}"), FlowKind::Add, &NoPortNames)
-            .unwrap()
-            .actions;
-        for version in [Version::Of10, Version::Of13, Version::Of15] {
-            assert_eq!(decode_actions(version, &unhex(hex)), Ok(want.clone()));
-            let mut out = Vec::new();
-            encode_actions(version, &want, FlowCtx::default(), &mut out).unwrap();
-            assert_eq!(out, unhex(hex));
-        }
-        let err = |hex: &str| decode_actions(Version::Of10, &unhex(hex)).unwrap_err();
+        assert_agrees_with_ovs(text, hex);
         // Unknown fields; unknown algorithm; 1 bit for 3 links.
         assert_eq!(
             err("ffff002000002320000a00070032000000000000000000000000001f00010004"),

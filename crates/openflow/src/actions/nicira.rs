@@ -683,6 +683,21 @@ pub(super) fn put_nx(out: &mut Vec<u8>, subtype: u16, pad: usize, body: &[u8]) {
     end_action(out, at);
 }
 
+/// Appends the header naming `field` in an extension action (its NXM header, or its OXM one
+/// when it has none, as OVS's `nx_put_mff_header()`); `action` names the action that cannot
+/// be encoded otherwise.
+pub(super) fn put_field_header(
+    version: Version,
+    field: FieldId,
+    action: &'static str,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    nxm::bare_header(field, 0)
+        .ok_or_else(|| super::unencodable(action, version))?
+        .write(out);
+    Ok(())
+}
+
 /// The 32-bit NXM header of a field (the NXM one when it has both).
 fn nxm_header(field: FieldId) -> Option<[u8; 4]> {
     let mut h = Vec::with_capacity(4);

@@ -89,11 +89,8 @@ pub(super) fn encode(s: &Sample, out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FlowCtx, decode_actions, encode_actions};
+    use super::super::ovs_vectors::{assert_agrees_with_ovs, decode_error as err};
     use crate::error::OfpErr;
-    use crate::header::Version;
-    use crate::nxm::tests::unhex;
-    use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 
     /// Bytes OVS 3.1's `ovs-ofctl parse-actions` decodes to the text.
     const VECTORS: [(&str, &str); 3] = [
@@ -114,21 +111,8 @@ mod tests {
     #[test]
     fn sample_actions_decode_and_encode_as_ovs() {
         for (text, hex) in VECTORS {
-            let want = parse_flow(&format!("actions={text}"), FlowKind::Add, &NoPortNames)
-                .unwrap()
-                .actions;
-            for version in [Version::Of10, Version::Of13, Version::Of15] {
-                assert_eq!(
-                    decode_actions(version, &unhex(hex)),
-                    Ok(want.clone()),
-                    "{text}"
-                );
-                let mut out = Vec::new();
-                encode_actions(version, &want, FlowCtx::default(), &mut out).unwrap();
-                assert_eq!(out, unhex(hex), "{text}");
-            }
+            assert_agrees_with_ovs(text, hex);
         }
-        let err = |hex: &str| decode_actions(Version::Of10, &unhex(hex)).unwrap_err();
         // Probability 0; a direction that does not exist; padding not zero.
         assert_eq!(
             err("ffff001800002320001d0000000000000000000000000000"),

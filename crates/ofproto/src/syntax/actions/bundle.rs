@@ -11,7 +11,7 @@ use crate::syntax::SyntaxError;
 use crate::syntax::ports::{PortNames, format_port, parse_port};
 
 use super::OfAction;
-use super::multipath::{HASH_FIELDS, atoi};
+use super::multipath::{HASH_FIELDS, atoi, index_of};
 
 /// The member choice algorithms (`NX_BD_ALG_*`), by number.
 pub const BUNDLE_ALGORITHMS: [&str; 2] = ["active_backup", "hrw"];
@@ -78,13 +78,9 @@ pub(super) fn parse_bundle(
         };
         members.push(parse_port(m, names).ok_or_else(|| bad(format!("{m}: bad port number")))?);
     }
-    let fields = HASH_FIELDS
-        .iter()
-        .position(|f| f.eq_ignore_ascii_case(fields))
+    let fields = index_of(&HASH_FIELDS, fields)
         .ok_or_else(|| bad(format!("{arg}: unknown fields `{fields}'")))?;
-    let algorithm = BUNDLE_ALGORITHMS
-        .iter()
-        .position(|a| a.eq_ignore_ascii_case(algorithm))
+    let algorithm = index_of(&BUNDLE_ALGORITHMS, algorithm)
         .ok_or_else(|| bad(format!("{arg}: unknown algorithm `{algorithm}'")))?;
     if !member_type.eq_ignore_ascii_case("ofport") {
         return Err(bad(format!("{arg}: unknown member_type `{member_type}'")));
@@ -102,9 +98,9 @@ pub(super) fn parse_bundle(
         None => None,
     };
     Ok(OfAction::Bundle(Box::new(Bundle {
-        fields: fields as u16,
+        fields,
         basis: atoi(basis) as u16,
-        algorithm: algorithm as u16,
+        algorithm,
         dst,
         members,
     })))

@@ -38,6 +38,14 @@ pub struct Multipath {
     pub dst: Subfield,
 }
 
+/// The index of `name` in `table`, as OVS compares these names (ignoring case).
+pub(super) fn index_of(table: &[&str], name: &str) -> Option<u16> {
+    table
+        .iter()
+        .position(|t| t.eq_ignore_ascii_case(name))
+        .map(|i| i as u16)
+}
+
 /// C's `atoi()`: the leading decimal digits (after an optional sign), 0 without any.
 pub(super) fn atoi(s: &str) -> i64 {
     let s = s.trim_start();
@@ -68,13 +76,9 @@ pub(super) fn parse_multipath(arg: &str) -> Result<OfAction, SyntaxError> {
             "{arg}: not enough arguments to multipath action"
         )));
     };
-    let fields = HASH_FIELDS
-        .iter()
-        .position(|f| f.eq_ignore_ascii_case(fields))
+    let fields = index_of(&HASH_FIELDS, fields)
         .ok_or_else(|| bad(format!("{arg}: unknown fields `{fields}'")))?;
-    let algorithm = MP_ALGORITHMS
-        .iter()
-        .position(|a| a.eq_ignore_ascii_case(algorithm))
+    let algorithm = index_of(&MP_ALGORITHMS, algorithm)
         .ok_or_else(|| bad(format!("{arg}: unknown algorithm `{algorithm}'")))?;
     let n = atoi(n_links);
     if !(1..=65536).contains(&n) {
@@ -98,9 +102,9 @@ pub(super) fn parse_multipath(arg: &str) -> Result<OfAction, SyntaxError> {
         )));
     }
     Ok(OfAction::Multipath(Box::new(Multipath {
-        fields: fields as u16,
+        fields,
         basis: atoi(basis) as u16,
-        algorithm: algorithm as u16,
+        algorithm,
         max_link: (n - 1) as u16,
         arg: atoi(mp_arg) as u32,
         dst,
