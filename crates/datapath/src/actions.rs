@@ -110,6 +110,16 @@ pub enum DpAction {
     /// Run the packets through datapath meter N (`meter(N)`, see [`crate::meter`]): those a
     /// band fires on are dropped, the others go on with the next action.
     Meter(u32),
+    /// `check_pkt_len(size=N,gt(...),le(...))`: packets longer than `size` bytes take the
+    /// `gt` actions, the others the `le` ones; on copies unless it is the last action.
+    CheckPktLen {
+        /// The length in bytes a frame is compared with.
+        size: u16,
+        /// The actions of a frame longer than `size`.
+        gt: Box<[DpAction]>,
+        /// The actions of a frame of `size` bytes or fewer.
+        le: Box<[DpAction]>,
+    },
 }
 
 /// `set(eth(src=,dst=))`: value and mask per address (values stored masked), and the same as
@@ -537,7 +547,11 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::Ct(ct) => DpAction::Ct(Box::new(compile_ct(ct)?)),
         Action::CtClear => DpAction::CtClear,
         Action::Sample { .. } => return Err(Unsupported("sample")),
-        Action::CheckPktLen { .. } => return Err(Unsupported("check_pkt_len")),
+        Action::CheckPktLen { size, gt, le } => DpAction::CheckPktLen {
+            size: *size,
+            gt: compile(gt)?.into_boxed_slice(),
+            le: compile(le)?.into_boxed_slice(),
+        },
         Action::DecTtl(_) => return Err(Unsupported("dec_ttl")),
         Action::PopNsh => return Err(Unsupported("pop_nsh")),
         Action::Psample { .. } => return Err(Unsupported("psample")),
@@ -1073,6 +1087,21 @@ mod tests {
     }
 
     #[test]
+    fn check_pkt_len_compiles_both_branches() {
+        assert_eq!(
+            compiled("check_pkt_len(size=200,gt(1),le(set(eth(src=00:00:00:00:00:09)),2))")
+                .unwrap()[0],
+            DpAction::CheckPktLen {
+                size: 200,
+                gt: vec![DpAction::Output(1)].into(),
+                le: compiled("set(eth(src=00:00:00:00:00:09)),2")
+                    .unwrap()
+                    .into(),
+            }
+        );
+    }
+
+    #[test]
     fn unsupported_actions_are_named() {
         for (text, name) in [
             (
@@ -1081,7 +1110,6 @@ mod tests {
             ),
             ("ct(helper=sip)", "ct(helper=...)"),
             ("sample(sample=50%,actions(1))", "sample"),
-            ("check_pkt_len(size=200,gt(1),le(2))", "check_pkt_len"),
             ("dec_ttl(le_1(1))", "dec_ttl"),
             ("lb_output(1)", "lb_output"),
             (

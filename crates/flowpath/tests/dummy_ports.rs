@@ -182,3 +182,59 @@ fn revalidator_wait_and_purge() {
     let dump = ok(ctl(&run, &["ofctl/dump-flows", "br0", "in_port=2"]));
     assert!(dump.contains("n_packets=2,"), "{dump}");
 }
+
+const CHECK_PKT_LEN_CONFIG: &str = r#"
+[[bridge]]
+name = "br0"
+flows = ["table=0,in_port=1,actions=check_pkt_larger(100)->NXM_NX_REG1[0],resubmit(,1)",
+         "table=1,reg1=0x1,actions=output:2",
+         "table=1,reg1=0x0,actions=output:3"]
+
+[[bridge.port]]
+name = "p1"
+type = "dummy"
+ofport = 1
+
+[[bridge.port]]
+name = "p2"
+type = "dummy"
+ofport = 2
+
+[[bridge.port]]
+name = "p3"
+type = "dummy"
+ofport = 3
+"#;
+
+/// `check_pkt_larger`: the datapath's `check_pkt_len` sends each packet down the branch its
+/// length picks (the flow and port counts are OVS 3.1's for the same flows and packets).
+#[test]
+fn check_pkt_len_sends_each_packet_down_the_branch_its_length_picks() {
+    let (dir, _rm) = scratch_dir("fp-check-pkt-len");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(&cfg, CHECK_PKT_LEN_CONFIG).unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    // A 42-byte IPv4/UDP frame and a 142-byte one.
+    let small = "50540000000250540000000108004500001c00010000401185ce0a0000010a000002000100020008\
+                 0000";
+    let big = format!(
+        "505400000002505400000001080045000080000100004011856a0a0000010a00000200010002006c0000{}",
+        "0".repeat(200)
+    );
+    ok(ctl(&run, &["netdev-dummy/receive", "p1", small]));
+    ok(ctl(&run, &["netdev-dummy/receive", "p1", &big]));
+    ok(ctl(&run, &["netdev-dummy/receive", "p1", &big]));
+    let dump = ok(ctl(&run, &["dpif/dump-flows", "br0"]));
+    assert!(
+        dump.contains(
+            "recirc_id(0),in_port(1),packet_type(ns=0,id=0),eth_type(0x0800),ipv4(frag=no), \
+             packets:2, bytes:284"
+        ) && dump.contains("actions:check_pkt_len(size=100,gt(2),le(3))"),
+        "{dump}"
+    );
+    let p2 = ok(ctl(&run, &["ofctl/dump-ports", "br0", "2"]));
+    assert!(p2.contains("tx pkts=2, bytes=284"), "{p2}");
+    let p3 = ok(ctl(&run, &["ofctl/dump-ports", "br0", "3"]));
+    assert!(p3.contains("tx pkts=1, bytes=42"), "{p3}");
+}

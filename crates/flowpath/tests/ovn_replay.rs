@@ -458,10 +458,13 @@ fn ovn_controller_conversation_replays_as_recorded() {
         "bundles that should fail and did not: {missed:?}"
     );
     if refused.is_empty() {
+        // With nothing refused, the dumps differ from OVS's only as the known list says.
         let none = BTreeSet::new();
+        let known = known();
         let d: Vec<String> = dump_diffs(OVS_FLOWS, &r.flows, &none)
             .into_iter()
             .chain(dump_diffs(OVS_GROUPS, &r.groups, &none))
+            .filter(|l| !known.contains_key(l))
             .collect();
         assert!(d.is_empty(), "{}", d.join("\n"));
     }

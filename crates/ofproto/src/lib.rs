@@ -10,6 +10,7 @@
 //!   (ovs-fields(7), ovs-actions(7), ovs-ofctl(8)), printed as `ovs-ofctl dump-flows` does.
 #![forbid(unsafe_code)]
 
+pub mod action_set;
 pub mod bridge;
 pub mod classifier;
 pub mod fields;

@@ -1024,7 +1024,7 @@ fn trace_pass(
     let x = translate_in(p, key, start, generate, Some(t));
     let mut final_line = String::new();
     format_flow(&mut final_line, &x.final_flow);
-    if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta {
+    if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta && x.actset_output.is_none() {
         t.push_str("\nFinal flow: unchanged\n");
     } else {
         let _ = writeln!(t, "\nFinal flow: {final_line}");

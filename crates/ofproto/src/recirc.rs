@@ -52,6 +52,10 @@ pub struct FrozenState {
     /// `ofpacts`): the rest of the action lists that were running when translation froze, the
     /// innermost first. Empty for a fork that resumes with a table lookup (`ct(table=N)`).
     pub actions: Vec<FrozenAction>,
+    /// The data stack of `push:` and `pop:` (OVS freezes it too).
+    pub stack: Vec<u8>,
+    /// The action set (OVS freezes it too).
+    pub action_set: Vec<OfAction>,
 }
 
 /// One of the actions frozen for the next pass.
@@ -278,6 +282,8 @@ mod tests {
             tunnel: None,
             conntracked: true,
             actions: Vec::new(),
+            stack: Vec::new(),
+            action_set: Vec::new(),
         }
     }
 

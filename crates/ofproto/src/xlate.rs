@@ -35,14 +35,20 @@ use crate::syntax::{
 };
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
+mod action_set;
+mod bundle;
+mod check_pkt_larger;
 mod commit;
 mod ct;
 mod fail_open;
+mod flow_hash;
 mod freeze;
 mod group;
 mod learn;
 mod meter;
+mod multipath;
 mod normal;
+mod stack;
 mod trace;
 mod tunnel;
 
@@ -179,6 +185,8 @@ pub struct XlateOut {
     pub learned_flows: Vec<LearnedFlow>,
     /// Rules whose `fin_timeout` the packets of this path are subject to.
     pub fin_timeouts: Vec<FinTimeout>,
+    /// The output port the action set named last (OVS's `actset_output`), if it did.
+    pub actset_output: Option<u32>,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -254,6 +262,12 @@ struct Ctx<'a> {
     frozen_unroll: Option<usize>,
     /// The datapath `hash` a freeze for a `dp_hash` select group emits before its `recirc`.
     pending_hash: Option<Action>,
+    /// The data stack of `push:` and `pop:` ([`stack`]).
+    stack: Vec<u8>,
+    /// The action set `write_actions` wrote ([`action_set`]).
+    action_set: action_set::ActionSet,
+    /// The action set is running (a packet-in's reason is `action_set`).
+    in_action_set: bool,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -432,6 +446,9 @@ pub fn translate_in(
         frozen: Vec::new(),
         frozen_unroll: None,
         pending_hash: None,
+        stack: frozen.as_ref().map_or_else(Vec::new, |st| st.stack.clone()),
+        action_set: action_set::ActionSet::default(),
+        in_action_set: false,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -441,6 +458,11 @@ pub fn translate_in(
                 let thaw = c.trace_add(NodeKind::Thaw, "thaw");
                 c.under(thaw, |c| {
                     c.trace_add(NodeKind::Thaw, format_args!("Resuming from table {table}"));
+                    if !st.action_set.is_empty() {
+                        let mut acts = String::new();
+                        format_actions(&mut acts, &st.action_set, &crate::syntax::NoPortNames);
+                        c.trace_add(NodeKind::Thaw, format_args!("Restoring action set: {acts}"));
+                    }
                     if !st.actions.is_empty() {
                         let acts = freeze::format_frozen(&st.actions);
                         c.trace_add(NodeKind::Thaw, format_args!("Restoring actions: {acts}"));
@@ -448,6 +470,7 @@ pub fn translate_in(
                 });
             });
             ctx.table_id = table;
+            ctx.action_set.write(&st.action_set);
             usize::from(table)
         }
         None => 0,
@@ -456,10 +479,15 @@ pub fn translate_in(
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
         None => ctx.under(node, |c| c.do_table_ct(table, Lookup::default())),
     }
+    if !ctx.freezing && ctx.res.failed.is_none() {
+        let at = ctx.action_set_node(node);
+        ctx.under(at, |c| c.run_action_set(table));
+    }
     if ctx.freezing {
         ctx.finish_freezing();
     }
     let mut res = std::mem::take(&mut ctx.res);
+    res.actset_output = ctx.action_set.output;
     res.actions = std::mem::take(&mut ctx.out);
     if res.failed.is_some() {
         res.actions.clear();
@@ -571,6 +599,11 @@ impl Ctx<'_> {
             (
                 format!("over {MAX_RESUBMITS} resubmit actions"),
                 "Too many resubmits",
+            )
+        } else if self.stack.len() >= stack::STACK_MAX {
+            (
+                "resubmits yielded over 64 kB of stack".to_owned(),
+                "Stack too deep",
             )
         } else {
             return false;
@@ -731,9 +764,21 @@ impl Ctx<'_> {
                 OfAction::Output { port, max_len } => self.output(*port, *max_len),
                 OfAction::OutputTrunc { port, max_len } => self.output_trunc(*port, *max_len),
                 OfAction::OutputReg { src, max_len } => {
-                    src.unwildcard(&mut self.wc);
-                    let p = src.read(&self.flow) as u32;
-                    self.output(p, *max_len);
+                    // OVS's xlate_output_reg_action(): only a 16-bit port number is one.
+                    let p = src.read(&self.flow);
+                    match u16::try_from(p) {
+                        Ok(p) => {
+                            self.note(format_args!("output port is {p}"));
+                            src.unwildcard(&mut self.wc);
+                            self.output(p.into(), *max_len);
+                        }
+                        Err(_) => {
+                            self.trace_add(
+                                NodeKind::Warn,
+                                format_args!("output port {p} is out of range"),
+                            );
+                        }
+                    }
                 }
                 OfAction::Controller(c) => self.controller(1, c.max_len, c.id),
                 OfAction::SetVlanVid(vid) => {
@@ -879,6 +924,19 @@ impl Ctx<'_> {
                 OfAction::Ct(ct) => self.conntrack(ct, table),
                 // Only inside `ct(...)` (the syntax checks): the `ct` being composed NATs.
                 OfAction::Nat(n) => self.ct_nat = Some(n.clone()),
+                OfAction::StackPush(sf) => self.stack_push(sf),
+                OfAction::StackPop(sf) => self.stack_pop(sf),
+                OfAction::WriteActions(set) => self.write_actions(set),
+                OfAction::ClearActions => self.clear_actions(),
+                // Without an IPFIX collector set, as here, OVS samples nothing.
+                OfAction::Sample(_) => {}
+                OfAction::Multipath(m) => self.multipath(m),
+                OfAction::Bundle(b) => self.bundle(b),
+                OfAction::CheckPktLarger { pkt_len, dst } => {
+                    // The rest of the list is translated into the check's branches.
+                    self.check_pkt_larger(*pkt_len, dst, &actions[i + 1..], table);
+                    return;
+                }
                 OfAction::CtClear => {
                     // OVS's compose_ct_clear_action(): nothing to commit first.
                     clear_conntrack(&mut self.flow.dp);
@@ -922,6 +980,8 @@ impl Ctx<'_> {
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
             actions: Vec::new(),
+            stack: self.stack.clone(),
+            action_set: self.action_set.actions.clone(),
         };
         let Some(recirc_id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
@@ -1127,8 +1187,13 @@ impl Ctx<'_> {
             std::mem::take(&mut self.out),
         );
         let (conntracked, was_mpls) = (self.conntracked, self.was_mpls);
+        let stack = self.stack.clone();
+        let action_set = self.action_set.clone();
         self.depth += 1;
         self.do_actions(inner, table);
+        if !self.freezing {
+            self.run_action_set(table);
+        }
         if self.freezing {
             self.finish_freezing();
         }
@@ -1157,6 +1222,8 @@ impl Ctx<'_> {
         self.flow = flow;
         self.conntracked = conntracked;
         self.was_mpls = was_mpls;
+        self.stack = stack;
+        self.action_set = action_set;
         self.exit = false;
     }
 
@@ -1165,7 +1232,11 @@ impl Ctx<'_> {
             OFPP_IN_PORT => self.output_port(self.flow.dp.in_port(), true),
             OFPP_NORMAL => self.normal(),
             OFPP_FLOOD | OFPP_ALL => self.flood(None),
-            OFPP_CONTROLLER => self.controller(1, if max_len == 0 { 65535 } else { max_len }, 0),
+            OFPP_CONTROLLER => {
+                // OFPR_ACTION_SET (3) from the action set, OFPR_ACTION (1) otherwise.
+                let reason = if self.in_action_set { 3 } else { 1 };
+                self.controller(reason, if max_len == 0 { 65535 } else { max_len }, 0);
+            }
             OFPP_LOCAL if self.br().ports.contains_key(&OFPP_LOCAL) => {
                 self.output_port(OFPP_LOCAL, false);
             }
@@ -1225,9 +1296,17 @@ impl Ctx<'_> {
         clear_conntrack(&mut self.flow.dp);
         let conntracked = std::mem::replace(&mut self.conntracked, false);
         let was_mpls = self.was_mpls;
+        // The peer bridge has a stack of its own.
+        let stack = std::mem::take(&mut self.stack);
+        let action_set = std::mem::take(&mut self.action_set);
         self.depth += 1;
         let node = self.trace_bridge();
-        self.under(node, |c| c.do_table(0));
+        self.under(node, |c| {
+            c.do_table(0);
+            if !c.freezing {
+                c.run_action_set(0);
+            }
+        });
         if self.freezing {
             // The next pass resumes in the peer bridge (OVS's patch_port_output()).
             self.finish_freezing();
@@ -1240,6 +1319,8 @@ impl Ctx<'_> {
         self.flow = saved.1;
         self.in_port = saved.2;
         self.conntracked = conntracked;
+        self.stack = stack;
+        self.action_set = action_set;
         self.exit = false;
     }
 }

@@ -409,10 +409,7 @@ fn error_messages_name_token_and_reason() {
     );
     assert_eq!(err("actions=outptu:1"), "unknown action 'outptu'");
     assert_eq!(err("tun_tos=16,actions=drop"), "unknown field 'tun_tos'");
-    assert_eq!(
-        err("actions=multipath(eth_src,50,modulo_n,1,0,NXM_NX_REG0[])"),
-        "unsupported action 'multipath'"
-    );
+    assert_eq!(err("actions=encap(nsh)"), "unsupported action 'encap'");
     assert_eq!(err("ip"), "missing actions= (a flow to add needs actions)");
     assert_eq!(
         err("importance=x,actions=drop"),

@@ -71,6 +71,9 @@ impl Pmd {
                 DpAction::Meter(id) => {
                     self.stats.meter_drops += self.meters.run(*id, batch, &mut self.pool) as u64;
                 }
+                DpAction::CheckPktLen { size, gt, le } => {
+                    self.check_pkt_len(*size, gt, le, batch, consume);
+                }
                 DpAction::Hash { sym, basis } => {
                     for p in batch.packets_mut() {
                         p.meta.dp_hash = crate::rewrite::dp_hash_l4(p, *sym, *basis);

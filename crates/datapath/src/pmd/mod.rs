@@ -39,6 +39,7 @@
 //! the actions on the segments a burst ([`MAX_BURST`]) at a time. Ordinary traffic pays one
 //! test per batch.
 
+mod check_pkt_len;
 mod ct;
 mod execute;
 mod extract;

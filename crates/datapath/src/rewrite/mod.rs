@@ -245,6 +245,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
         | DpAction::Clone(_)
+        | DpAction::CheckPktLen { .. }
         | DpAction::Ct(_)
         | DpAction::CtClear
         | DpAction::Meter(_)

@@ -33,11 +33,12 @@ mod lex;
 mod matching;
 mod meter;
 mod ports;
-mod value;
+pub(crate) mod value;
 
 pub use actions::{
-    Controller, Ct, CtZone, MAX_NESTING, Nat, NatAddrs, NatKind, OfAction, PacketInReason,
-    format_actions, push_set_field,
+    BUNDLE_ALGORITHMS, BUNDLE_MAX_MEMBERS, Bundle, Controller, Ct, CtZone, HASH_FIELDS,
+    MAX_NESTING, MP_ALGORITHMS, Multipath, Nat, NatAddrs, NatKind, OfAction, PacketInReason,
+    Sample, SampleDirection, format_actions, push_set_field,
 };
 pub use flow::{
     FlowKind, FlowModFlags, FlowSpec, FlowStats, LineError, parse_flow, parse_flows_file,

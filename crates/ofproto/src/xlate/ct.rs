@@ -73,6 +73,8 @@ impl Ctx<'_> {
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
             actions: Vec::new(),
+            stack: self.stack.clone(),
+            action_set: self.action_set.actions.clone(),
         };
         let Some(id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");

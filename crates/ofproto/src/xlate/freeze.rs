@@ -115,6 +115,8 @@ impl Ctx<'_> {
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
             actions: std::mem::take(&mut self.frozen),
+            stack: self.stack.clone(),
+            action_set: self.action_set.actions.clone(),
         };
         self.freezing = false;
         self.frozen_unroll = None;

@@ -25,6 +25,9 @@ struct Flow {
     mask: PipeMask,
     /// Whether the version refuses soft inconsistencies (OpenFlow 1.1+).
     strict: bool,
+    /// Whether the version carries `mod_nw_src`, `mod_nw_tos` and `mod_tp_src` (of a known
+    /// protocol) as Set-Field (OpenFlow 1.2+), whose prerequisites are hard.
+    set_field_wire: bool,
 }
 
 impl Flow {
@@ -57,6 +60,16 @@ impl Flow {
         }
     }
 
+    /// A write of an L3 or L4 field by an OpenFlow 1.0 style action: hard when it travels as
+    /// a Set-Field, soft otherwise.
+    fn l3_write(&self, ok: bool, set_field: bool) -> Result<(), OfpErr> {
+        if set_field && self.set_field_wire {
+            hard(ok)
+        } else {
+            self.soft(ok)
+        }
+    }
+
     fn prereq(&self, p: Prereq) -> Result<(), OfpErr> {
         hard(p.is_met_match(&self.key, &self.mask))
     }
@@ -85,6 +98,7 @@ pub fn check_actions(
         key: m.key().clone(),
         mask: m.mask().clone(),
         strict: version > Version::Of10,
+        set_field_wire: version >= Version::Of12,
     };
     check_list(&mut flow, table, actions)
 }
@@ -112,13 +126,16 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
             let tci = FieldId::VLAN_TCI.field().get(&flow.key);
             flow.set(FieldId::VLAN_TCI, tci | VLAN_CFI);
         }
-        OfAction::SetIpv4Src(_) | OfAction::SetIpv4Dst(_) => flow.soft(flow.dl_type() == 0x0800)?,
-        OfAction::SetIpDscp(_) | OfAction::DecTtl(_) => flow.soft(flow.ip_any())?,
+        OfAction::SetIpv4Src(_) | OfAction::SetIpv4Dst(_) => {
+            flow.l3_write(flow.dl_type() == 0x0800, true)?
+        }
+        OfAction::SetIpDscp(_) => flow.l3_write(flow.ip_any(), true)?,
+        OfAction::DecTtl(_) => flow.soft(flow.ip_any())?,
         OfAction::FinTimeout { .. } => flow.soft(flow.key.dp.nw_proto() == 6)?,
         OfAction::SetL4SrcPort(_) | OfAction::SetL4DstPort(_) => {
             let later = flow.key.dp.nw_frag() & flow::key::nw_frag::LATER != 0;
             let l4 = matches!(flow.key.dp.nw_proto(), 6 | 17 | 132);
-            flow.soft(flow.ip_any() && !later && l4)?;
+            flow.l3_write(flow.ip_any() && !later && l4, l4)?;
         }
         OfAction::SetMplsLabel(_)
         | OfAction::SetMplsTc(_)
@@ -147,10 +164,24 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
             flow.subfield(dst)?;
         }
         OfAction::OutputReg { src, .. } => flow.subfield(src)?,
+        OfAction::StackPush(sf) | OfAction::StackPop(sf) => flow.subfield(sf)?,
+        OfAction::Multipath(m) => flow.subfield(&m.dst)?,
+        OfAction::Bundle(bd) => {
+            if let Some(d) = &bd.dst {
+                flow.subfield(d)?;
+            }
+        }
         OfAction::Resubmit { ct: true, .. } => hard(ct_valid_match(&flow.key, &flow.mask))?,
         OfAction::Ct(ct) => check_ct(flow, table, ct)?,
         OfAction::Nat(nat) => check_nat(flow, nat)?,
         OfAction::Learn(l) => super::learn::check_learn(l, &flow.key, &flow.mask)?,
+        OfAction::WriteActions(inner) => {
+            // The action set is checked against the match alone, and only for what every
+            // version refuses (OVS checks it with a copy of its parameters).
+            let mut copy = flow.clone();
+            copy.strict = false;
+            check_list(&mut copy, table, inner)?;
+        }
         OfAction::Clone(inner) => {
             // What happens inside a clone stays there.
             let mut copy = flow.clone();

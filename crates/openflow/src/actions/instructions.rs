@@ -1,9 +1,10 @@
 //! OpenFlow 1.1+ instructions (`struct ofp11_instruction`): meter (1.3 and 1.4), apply-actions,
 //! clear-actions, write-actions, write-metadata and goto-table, in that order, as OVS writes
 //! them. The pipeline keeps them in one list beside the actions ([`OfAction::Meter`],
-//! [`OfAction::WriteMetadata`], [`OfAction::GotoTable`]); apply-actions holds everything else.
-//! The action set (write-actions, clear-actions) is not modelled yet: those instructions are
-//! refused as unsupported (`OFPBIC_UNSUP_INST`).
+//! [`OfAction::ClearActions`], [`OfAction::WriteActions`], [`OfAction::WriteMetadata`],
+//! [`OfAction::GotoTable`]); apply-actions holds everything else. Write-actions may carry only
+//! what an action set can hold (`OFPBAC_BAD_TYPE` otherwise); an empty one is not sent, and
+//! OpenFlow 1.0, which has no action set, carries neither.
 
 use ofproto::syntax::OfAction;
 
@@ -72,14 +73,17 @@ pub fn decode_instructions(version: Version, buf: &[u8]) -> Result<Vec<OfAction>
         decode_into(version, &b[8..], 0, &mut out)?;
         super::verify_nesting(&out, super::Outer::Top)?;
     }
-    // The action set is not modelled: its instructions are checked as OVS checks them, then
-    // refused.
     if slots[usize::from(OFPIT11_CLEAR_ACTIONS)].is_some() {
-        return Err(OfpErr::OfpbicUnsupInst);
+        out.push(OfAction::ClearActions);
     }
     if let Some(b) = slots[usize::from(OFPIT11_WRITE_ACTIONS)] {
-        decode_into(version, &b[8..], 0, &mut Vec::new())?;
-        return Err(OfpErr::OfpbicUnsupInst);
+        let mut set = Vec::new();
+        decode_into(version, &b[8..], 0, &mut set)?;
+        if !set.iter().all(ofproto::action_set::allowed_in_action_set) {
+            return Err(OfpErr::OfpbacBadType);
+        }
+        super::verify_nesting(&set, super::Outer::Clone)?;
+        out.push(OfAction::WriteActions(set));
     }
     if let Some(b) = slots[usize::from(OFPIT11_WRITE_METADATA)] {
         out.push(OfAction::WriteMetadata {
@@ -100,11 +104,15 @@ pub fn encode_instructions(
     flow: FlowCtx,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
+    let is_set = |a: &OfAction| matches!(a, OfAction::WriteActions(_) | OfAction::ClearActions);
     if version == Version::Of10 {
-        return super::encode_actions(version, actions, flow, out);
+        // OpenFlow 1.0 has no action set: its instructions are left out, as OVS leaves them.
+        let actions: Vec<OfAction> = actions.iter().filter(|a| !is_set(a)).cloned().collect();
+        return super::encode_actions(version, &actions, flow, out);
     }
     let is_insn = |a: &OfAction| {
-        matches!(a, OfAction::WriteMetadata { .. } | OfAction::GotoTable(_))
+        is_set(a)
+            || matches!(a, OfAction::WriteMetadata { .. } | OfAction::GotoTable(_))
             || (matches!(a, OfAction::Meter(_)) && version < Version::Of15)
     };
     for a in actions {
@@ -127,6 +135,22 @@ pub fn encode_instructions(
         super::encode_actions(version, &applied, flow, out)?;
         let len = (out.len() - at) as u16;
         out[at + 2..at + 4].copy_from_slice(&len.to_be_bytes());
+    }
+    if actions.contains(&OfAction::ClearActions) {
+        out.extend_from_slice(&OFPIT11_CLEAR_ACTIONS.to_be_bytes());
+        out.extend_from_slice(&[0, 8, 0, 0, 0, 0]);
+    }
+    for a in actions {
+        if let OfAction::WriteActions(set) = a
+            && !set.is_empty()
+        {
+            let at = out.len();
+            out.extend_from_slice(&OFPIT11_WRITE_ACTIONS.to_be_bytes());
+            out.extend_from_slice(&[0; 6]);
+            super::encode_actions(version, set, flow, out)?;
+            let len = (out.len() - at) as u16;
+            out[at + 2..at + 4].copy_from_slice(&len.to_be_bytes());
+        }
     }
     for a in actions {
         if let OfAction::WriteMetadata { value, mask } = a {

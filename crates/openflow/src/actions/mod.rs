@@ -21,15 +21,21 @@
 //! (`OFPBAC_BAD_SET_TYPE`, `OFPBAC_BAD_SET_LEN`, `OFPBAC_BAD_SET_ARGUMENT`), nesting
 //! (`OFPBAC_BAD_ARGUMENT`); a flow_mod's actions are then checked against its match
 //! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). `learn` and `conjunction` are in `learn.rs`.
-//! Actions OVS knows that the pipeline does not model yet (`multipath`, `bundle`, `stack_push`/`pop`, `sample`,
-//! `check_pkt_larger`, `encap`, `decap`, `dec_nsh_ttl`, `delete_field`, `copy_ttl_in`/`out`,
-//! `push_pbb`/`pop_pbb`, and the action set's `write_actions`/`clear_actions`) are refused, as
-//! OVS refuses an action it does not know.
+//! Actions OVS knows that the pipeline does not model yet (`encap`, `decap`, `dec_nsh_ttl`,
+//! `delete_field`, `copy_ttl_in`/`out`, `push_pbb`/`pop_pbb`) are refused, as OVS refuses an
+//! action it does not know.
 
+mod bundle;
 mod check;
+mod check_pkt_larger;
 mod instructions;
 mod learn;
+mod multipath;
 mod nicira;
+#[cfg(test)]
+mod ovs_vectors;
+mod sample;
+mod stack;
 mod standard;
 
 pub(crate) use crate::be::{be16, be32, be64};
@@ -217,8 +223,10 @@ pub fn encode_actions(
 
 /// The text syntax keeps a write wider than 64 bits as consecutive 64-bit `load`s of one field
 /// (as OpenFlow 1.0 carries it); OVS holds it as one write, which later versions send as one
-/// Set-Field. Returns that write (if `actions` starts with such a run) and how many actions it
-/// covers.
+/// Set-Field. Returns that write (if `actions` starts with such a run: a write cut at a 64-bit
+/// boundary after a whole 64-bit segment, followed by the rest of the field) and how many
+/// actions it covers. Writes of adjacent bits that are not such a cut stay separate actions,
+/// as OVS keeps them (ovn-controller sends two one-bit writes of `xxreg0` in a row).
 fn coalesce_loads(actions: &[OfAction]) -> (Option<OfAction>, usize) {
     let Some(OfAction::SetField { field, value, mask }) = actions.first() else {
         return (None, 1);
@@ -230,7 +238,12 @@ fn coalesce_loads(actions: &[OfAction]) -> (Option<OfAction>, usize) {
                 field: f,
                 value: v2,
                 mask: m2,
-            } if f == field && *m2 != 0 && m2.trailing_zeros() == 128 - m.leading_zeros() => {
+            } if f == field
+                && *m2 != 0
+                && m2.trailing_zeros() == 128 - m.leading_zeros()
+                && (128 - m.leading_zeros()) % 64 == 0
+                && m.count_ones() >= 64 =>
+            {
                 v |= v2;
                 m |= m2;
                 n += 1;

@@ -108,7 +108,7 @@ fn ofs_nbits(ofs: u32, n_bits: u32) -> u16 {
 /// An unknown one is `OFPBAC_BAD_SET_TYPE` where OVS reads a bare 32-bit header (`reg_load`,
 /// `output_reg`, `ct`'s zone) and `OFPBMC_BAD_FIELD` where it pulls one from a stream (`move`,
 /// `output_reg2`), which must also not be masked (`OFPBMC_BAD_MASK`).
-fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), OfpErr> {
+pub(super) fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), OfpErr> {
     let hdr = OxmHeader::parse(&b[at..]).map_err(|_| OfpErr::OfpbacBadLen)?;
     let unknown = if pulled {
         OfpErr::OfpbmcBadField
@@ -125,7 +125,7 @@ fn header_field(b: &[u8], at: usize, pulled: bool) -> Result<(FieldId, usize), O
 
 /// A subfield from a field and a bit range, checked against the field's width as OVS's
 /// `mf_check_src()` does (`OFPBAC_BAD_SET_LEN`).
-fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
+pub(super) fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
     if n_bits == 0 || ofs + n_bits > field.field().n_bits {
         return Err(OfpErr::OfpbacBadSetLen);
     }
@@ -133,7 +133,7 @@ fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
 }
 
 /// A destination subfield: in range and writable (OVS's `mf_check_dst()`).
-fn dst_subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
+pub(super) fn dst_subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
     let sf = subfield(field, ofs, n_bits)?;
     if !field.field().writable {
         return Err(OfpErr::OfpbacBadSetArgument);
@@ -177,6 +177,13 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | learn::NXAST_LEARN
         | learn::NXAST_CONJUNCTION
         | learn::NXAST_LEARN2 => true,
+        super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => true,
+        super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => true,
+        super::multipath::NXAST_MULTIPATH => true,
+        super::bundle::NXAST_BUNDLE | super::bundle::NXAST_BUNDLE_LOAD => true,
+        super::sample::NXAST_SAMPLE
+        | super::sample::NXAST_SAMPLE2
+        | super::sample::NXAST_SAMPLE3 => true,
         _ => false,
     }
 }
@@ -396,6 +403,17 @@ pub(super) fn decode(
         learn::NXAST_LEARN | learn::NXAST_LEARN2 => {
             learn::decode_learn(b, subtype == learn::NXAST_LEARN2)?
         }
+        super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => {
+            super::stack::decode(b, subtype)?
+        }
+        super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => super::check_pkt_larger::decode(b)?,
+        super::multipath::NXAST_MULTIPATH => super::multipath::decode(b)?,
+        super::bundle::NXAST_BUNDLE | super::bundle::NXAST_BUNDLE_LOAD => {
+            super::bundle::decode(b, subtype)?
+        }
+        super::sample::NXAST_SAMPLE
+        | super::sample::NXAST_SAMPLE2
+        | super::sample::NXAST_SAMPLE3 => super::sample::decode(b, subtype)?,
         _ => return Err(OfpErr::OfpbacBadVendorType),
     };
     out.push(a);
@@ -666,11 +684,26 @@ fn start_nx(out: &mut Vec<u8>, subtype: u16) -> usize {
 }
 
 /// A whole Nicira action: header, `pad` zero bytes, then `body`, padded.
-fn put_nx(out: &mut Vec<u8>, subtype: u16, pad: usize, body: &[u8]) {
+pub(super) fn put_nx(out: &mut Vec<u8>, subtype: u16, pad: usize, body: &[u8]) {
     let at = start_nx(out, subtype);
     out.resize(out.len() + pad, 0);
     out.extend_from_slice(body);
     end_action(out, at);
+}
+
+/// Appends the header naming `field` in an extension action (its NXM header, or its OXM one
+/// when it has none, as OVS's `nx_put_mff_header()`); `action` names the action that cannot
+/// be encoded otherwise.
+pub(super) fn put_field_header(
+    version: Version,
+    field: FieldId,
+    action: &'static str,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    nxm::bare_header(field, 0)
+        .ok_or_else(|| super::unencodable(action, version))?
+        .write(out);
+    Ok(())
 }
 
 /// The 32-bit NXM header of a field (the NXM one when it has both).
@@ -786,6 +819,18 @@ pub(super) fn encode(
                 learn::learn_body(l).ok_or_else(|| super::unencodable("learn", version))?;
             put_nx(out, subtype, 0, &body);
         }
+        OfAction::StackPush(sf) => {
+            super::stack::encode(version, super::stack::NXAST_STACK_PUSH, sf, out)?
+        }
+        OfAction::StackPop(sf) => {
+            super::stack::encode(version, super::stack::NXAST_STACK_POP, sf, out)?
+        }
+        OfAction::CheckPktLarger { pkt_len, dst } => {
+            super::check_pkt_larger::encode(version, *pkt_len, dst, out)?
+        }
+        OfAction::Sample(s) => super::sample::encode(s, out),
+        OfAction::Multipath(m) => super::multipath::encode(version, m, out)?,
+        OfAction::Bundle(bd) => super::bundle::encode(version, bd, out)?,
         _ => return Err(super::unencodable("action", version)),
     }
     Ok(())

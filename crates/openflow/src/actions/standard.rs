@@ -519,16 +519,19 @@ pub(super) fn encode(
                 b.extend_from_slice(&queue.to_be_bytes());
                 put8(out, OFPAT10_ENQUEUE, &b);
             } else {
+                // OpenFlow 1.1+ has no enqueue: OVS sends the queue, the output (whole
+                // packets) and a return to the default queue.
                 put8(out, OFPAT11_SET_QUEUE, &queue.to_be_bytes());
                 encode(
                     version,
                     &OfAction::Output {
                         port: *port,
-                        max_len: 0,
+                        max_len: u16::MAX,
                     },
                     flow,
                     out,
                 )?;
+                super::nicira::encode(version, &OfAction::PopQueue, flow, out)?;
             }
         }
         OfAction::SetVlanVid(vid) => {
@@ -627,7 +630,9 @@ pub(super) fn encode(
         }
         OfAction::SetL4SrcPort(p) | OfAction::SetL4DstPort(p) => {
             let src = matches!(a, OfAction::SetL4SrcPort(_));
-            if sf {
+            // Without a known protocol there is no field to set: OVS sends the OpenFlow 1.1
+            // action in every version.
+            if sf && matches!(flow.ip_proto, 6 | 17 | 132) {
                 let f = match (flow.ip_proto, src) {
                     (17, true) => FieldId::UDP_SRC,
                     (17, false) => FieldId::UDP_DST,

@@ -317,8 +317,12 @@ fn actions_in_replies_print_like_dump_flows() {
             continue;
         };
         // goto_table travels as resubmit(,N) in OpenFlow 1.0, as OVS sends it, and prints so;
-        // ofproto keeps it apart on purpose.
-        if !seen.insert(flow.to_string()) || flow.contains("goto_table") {
+        // ofproto keeps it apart on purpose. The action set does not travel in OpenFlow 1.0.
+        if !seen.insert(flow.to_string())
+            || flow.contains("goto_table")
+            || flow.contains("write_actions")
+            || flow.contains("clear_actions")
+        {
             continue;
         }
         let nxm = Protocol {

@@ -250,6 +250,26 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
             let _ = write!(out, "conjunction({id},{}/{n_clauses})", clause + 1);
         }
         OfAction::Learn(l) => super::learn::format_learn(out, l, names),
+        OfAction::StackPush(sf) => {
+            let _ = write!(out, "push:{sf}");
+        }
+        OfAction::StackPop(sf) => {
+            let _ = write!(out, "pop:{sf}");
+        }
+        OfAction::WriteActions(actions) => {
+            out.push_str("write_actions(");
+            if !actions.is_empty() {
+                format_actions(out, actions, names);
+            }
+            out.push(')');
+        }
+        OfAction::ClearActions => out.push_str("clear_actions"),
+        OfAction::CheckPktLarger { pkt_len, dst } => {
+            let _ = write!(out, "check_pkt_larger({pkt_len})->{dst}");
+        }
+        OfAction::Sample(s) => super::sample::format_sample(out, s, names),
+        OfAction::Multipath(m) => super::multipath::format_multipath(out, m),
+        OfAction::Bundle(b) => super::bundle::format_bundle(out, b, names),
     }
 }
 

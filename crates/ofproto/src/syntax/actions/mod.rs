@@ -12,9 +12,12 @@
 //! (`push_vlan:0x8100`, `meter:1`, `goto_table:3`; OVS degrades the last to `resubmit(,3)`
 //! over OpenFlow 1.0, which changes its meaning, so it is kept distinct here).
 
+mod bundle;
 mod format;
 mod learn;
+mod multipath;
 mod parse;
+mod sample;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -22,9 +25,12 @@ use flow::EthAddr;
 
 use crate::fields::{FieldId, Subfield};
 
+pub use bundle::{BUNDLE_ALGORITHMS, BUNDLE_MAX_MEMBERS, Bundle};
 pub use format::format_actions;
+pub use multipath::{HASH_FIELDS, MP_ALGORITHMS, Multipath};
 pub(crate) use parse::ActionCtx;
 pub use parse::push_set_field;
+pub use sample::{Sample, SampleDirection};
 
 /// Deepest nesting of `clone(...)` and `ct(exec(...))` accepted.
 pub const MAX_NESTING: usize = 32;
@@ -235,6 +241,28 @@ pub enum OfAction {
     },
     /// `learn(...)`.
     Learn(Box<crate::learn::Learn>),
+    /// `push:SRC[..]`: pushes the subfield's bits on the translation's stack
+    /// (`NXAST_STACK_PUSH`).
+    StackPush(Subfield),
+    /// `pop:DST[..]`: pops the stack's top into the subfield (`NXAST_STACK_POP`).
+    StackPop(Subfield),
+    /// `write_actions(...)` (OpenFlow 1.1+ instruction): actions added to the action set that
+    /// runs when the pipeline ends.
+    WriteActions(Vec<OfAction>),
+    /// `clear_actions` (OpenFlow 1.1+ instruction): empties the action set.
+    ClearActions,
+    /// `check_pkt_larger(N)->DST`: the one-bit `dst` says whether the packet is longer than
+    /// `pkt_len` bytes (`NXAST_CHECK_PKT_LARGER`).
+    CheckPktLarger {
+        pkt_len: u16,
+        dst: Subfield,
+    },
+    /// `sample(...)`: IPFIX sampling.
+    Sample(Box<Sample>),
+    /// `multipath(...)`: a link chosen by a hash of the packet.
+    Multipath(Box<Multipath>),
+    /// `bundle(...)`, `bundle_load(...)`: a live member port chosen among several.
+    Bundle(Box<Bundle>),
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

@@ -32,12 +32,15 @@ enum Outer {
     Top,
     Clone,
     Ct,
+    WriteActions,
 }
 
 /// Instruction rank for OVS's ordering rule: meter, apply-actions, write_metadata, goto_table.
 fn instruction_rank(a: &OfAction) -> (u8, &'static str) {
     match a {
         OfAction::Meter(_) => (0, "meter"),
+        OfAction::ClearActions => (2, "clear_actions"),
+        OfAction::WriteActions(_) => (3, "write_actions"),
         OfAction::WriteMetadata { .. } => (4, "write_metadata"),
         OfAction::GotoTable(_) => (5, "goto_table"),
         _ => (1, "apply_actions"),
@@ -449,9 +452,52 @@ impl ActionCtx<'_> {
             }
             "learn" => self.parse_learn(arg)?,
             "conjunction" => super::learn::parse_conjunction(arg)?,
-            "bundle" | "bundle_load" | "multipath" | "push" | "pop" | "sample" | "encap"
-            | "decap" | "dec_nsh_ttl" | "delete_field" | "check_pkt_larger" | "write_actions"
-            | "clear_actions" | "debug_recirc" | "debug_slow" => {
+            "push" => {
+                let sf = subfield_of(key, arg)?;
+                self.check_prereq(sf.field.field())?;
+                OfAction::StackPush(sf)
+            }
+            "pop" => {
+                let sf = subfield_of(key, arg)?;
+                self.check_prereq(sf.field.field())?;
+                if !sf.field.field().writable {
+                    return Err(SyntaxError::ReadOnly(sf.field.field().name.to_string()));
+                }
+                OfAction::StackPop(sf)
+            }
+            "write_actions" => {
+                // Checked against the match, not against what earlier actions did to it.
+                let mut sub = self.sub();
+                OfAction::WriteActions(sub.parse_nested(arg, Outer::WriteActions, depth + 1)?)
+            }
+            "clear_actions" => OfAction::ClearActions,
+            "check_pkt_larger" => parse_check_pkt_larger(arg)?,
+            "sample" => super::sample::parse_sample(arg, names)?,
+            "bundle" | "bundle_load" => {
+                let a = super::bundle::parse_bundle(arg, lower == "bundle_load", names)?;
+                if let OfAction::Bundle(b) = &a {
+                    if let Some(d) = &b.dst {
+                        self.check_prereq(d.field.field())?;
+                    }
+                    for &m in &b.members {
+                        if m != crate::syntax::ports::OFPP_ANY {
+                            check_output_port(key, arg, m)?;
+                        }
+                        if m == OFPP_CONTROLLER {
+                            return Err(bad(key, arg, "unsupported controller member"));
+                        }
+                    }
+                }
+                a
+            }
+            "multipath" => {
+                let a = super::multipath::parse_multipath(arg)?;
+                if let OfAction::Multipath(m) = &a {
+                    self.check_prereq(m.dst.field.field())?;
+                }
+                a
+            }
+            "encap" | "decap" | "dec_nsh_ttl" | "delete_field" | "debug_recirc" | "debug_slow" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
@@ -915,6 +961,34 @@ impl ActionCtx<'_> {
         }
         Ok(OfAction::Ct(ct))
     }
+}
+
+/// `check_pkt_larger(N)->DST` (the lexer hands over `N)->DST`), as OVS parses it: the
+/// destination first, which must be one bit, then the length.
+fn parse_check_pkt_larger(arg: &str) -> Result<OfAction, SyntaxError> {
+    let key = "check_pkt_larger";
+    let (value, dst) = arg
+        .split_once("->")
+        .ok_or_else(|| bad(key, arg, format!("{arg}: missing `->'")))?;
+    if dst.is_empty() {
+        return Err(bad(
+            key,
+            arg,
+            format!("{arg}: missing field name following `->'"),
+        ));
+    }
+    let value = value.strip_suffix(')').unwrap_or(value);
+    let dst = subfield_of(key, dst)?;
+    if dst.n_bits != 1 {
+        return Err(bad(key, arg, "Only 1-bit destination field is allowed"));
+    }
+    if !dst.field.field().writable {
+        return Err(SyntaxError::ReadOnly(dst.field.field().name.to_string()));
+    }
+    Ok(OfAction::CheckPktLarger {
+        pkt_len: num(key, value, 0xffff)?,
+        dst,
+    })
 }
 
 fn parse_nat(arg: &str) -> Result<Nat, SyntaxError> {
