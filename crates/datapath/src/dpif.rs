@@ -158,6 +158,8 @@ struct PmdHandle {
     load: Arc<Mutex<RxqLoad>>,
     /// Set by the PMD when its finite sources are exhausted and it is idle.
     drained: Arc<AtomicBool>,
+    /// Its packets for the slow path.
+    upcalls: Arc<crate::upcall_queue::UpcallQueue>,
 }
 
 /// A datapath under construction: add ports and flows, then [`DatapathBuilder::start`].
@@ -320,6 +322,7 @@ fn spawn_ct_sweeper(
 
 fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
     let (tx, rx) = channel();
+    let upcalls = pmd.upcall_queue();
     let core = pmd.config.core_id;
     let load = Arc::new(Mutex::new(rxq_load(&pmd)));
     let drained = Arc::new(AtomicBool::new(false));
@@ -373,6 +376,7 @@ fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
         thread: Some(thread),
         load,
         drained,
+        upcalls,
     })
 }
 
@@ -679,6 +683,19 @@ impl Datapath {
         let mut ports: Vec<&PortEntry> = self.ports.iter().collect();
         ports.sort_by_key(|p| p.no);
         ports
+    }
+
+    /// Every PMD's ring of packets for the slow path (`userspace` actions: packet-ins).
+    pub fn upcall_queues(&self) -> Vec<Arc<crate::upcall_queue::UpcallQueue>> {
+        self.pmds.iter().map(|p| p.upcalls.clone()).collect()
+    }
+
+    /// Runs a packet the slow path made through the datapath, on the first PMD
+    /// ([`PmdCmd::Execute`]); false when no PMD runs.
+    pub fn execute(&self, p: crate::packet::Packet) -> bool {
+        self.pmds
+            .first()
+            .is_some_and(|h| h.cmd.send(PmdCmd::Execute(Box::new(p))).is_ok())
     }
 
     fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdCmd) -> Vec<T> {

@@ -114,6 +114,10 @@ pub enum PmdCmd {
     SetFragConfig(conntrack::frag::FragConfig),
     /// The reassembler's status, with the datagrams waiting if asked (`dpctl/ipf-get-status`).
     FragStatus(bool, Sender<conntrack::frag::FragStatus>),
+    /// Run a packet the slow path made (an OpenFlow packet-out, a resumed continuation)
+    /// through the datapath as if received on its metadata's `in_port`, with its
+    /// `recirc_id`: the slow path froze what it must do under that id.
+    Execute(Box<Packet>),
 }
 
 /// A polled rx queue.
@@ -247,6 +251,8 @@ pub struct Pmd {
     /// IP fragments waiting for the rest of their datagram before `ct()` (per PMD: a
     /// datagram's fragments arrive on one rx queue, as RSS hashes them by addresses).
     reasm: conntrack::frag::Reassembler<Packet>,
+    /// Where `userspace` actions send their copies for the slow path.
+    upcall_queue: crate::upcall_queue::UpcallProducer,
 }
 
 impl Pmd {
@@ -309,7 +315,25 @@ impl Pmd {
             ct_tuple_flows: 0,
             keys_reusable: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
+            upcall_queue: crate::upcall_queue::UpcallQueue::new().1,
         }
+    }
+
+    /// The ring of packets this PMD's `userspace` actions send to the slow path.
+    pub fn upcall_queue(&self) -> std::sync::Arc<crate::upcall_queue::UpcallQueue> {
+        self.upcall_queue.queue().clone()
+    }
+
+    /// Runs one packet of the slow path's through the datapath ([`PmdCmd::Execute`]).
+    pub fn execute_packet(&mut self, p: &Packet) {
+        let in_port = p.meta.in_port;
+        let mut q = self.pool.packet_from(p.data(), in_port);
+        q.copy_meta_from(p);
+        let mut b = Batch::new();
+        b.push(q);
+        self.input(&mut b, in_port, false);
+        self.run_recirc();
+        self.flush_tx();
     }
 
     /// Tracks connections in `ct` (shared by the datapath's PMDs).
@@ -448,6 +472,7 @@ impl Pmd {
             PmdCmd::FragStatus(lists, reply) => {
                 let _ = reply.send(self.reasm.status(lists));
             }
+            PmdCmd::Execute(p) => self.execute_packet(&p),
         }
     }
 

@@ -247,7 +247,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         | DpAction::Clone(_)
         | DpAction::Ct(_)
         | DpAction::CtClear
-        | DpAction::Userspace => Err(NotRewrite),
+        | DpAction::Userspace(_) => Err(NotRewrite),
     }
 }
 
