@@ -691,11 +691,14 @@ impl Datapath {
     }
 
     /// Runs a packet the slow path made through the datapath, on the first PMD
-    /// ([`PmdCmd::Execute`]); false when no PMD runs.
+    /// ([`PmdCmd::Execute`]), and waits until its actions ran (as OVS executes a packet-out
+    /// before it reads the next message); false when no PMD runs.
     pub fn execute(&self, p: crate::packet::Packet) -> bool {
+        let (tx, rx) = channel();
         self.pmds
             .first()
-            .is_some_and(|h| h.cmd.send(PmdCmd::Execute(Box::new(p))).is_ok())
+            .is_some_and(|h| h.cmd.send(PmdCmd::Execute(Box::new(p), tx)).is_ok())
+            && rx.recv_timeout(Duration::from_secs(5)).is_ok()
     }
 
     fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdCmd) -> Vec<T> {

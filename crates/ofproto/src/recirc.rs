@@ -52,6 +52,8 @@ pub struct FrozenState {
     /// `ofpacts`): the rest of the action lists that were running when translation froze, the
     /// innermost first. Empty for a fork that resumes with a table lookup (`ct(table=N)`).
     pub actions: Vec<FrozenAction>,
+    /// For a packet-in, the `controller` action's user data (OVS's frozen `userdata`).
+    pub userdata: Vec<u8>,
 }
 
 /// One of the actions frozen for the next pass.
@@ -307,6 +309,7 @@ mod tests {
             tunnel: None,
             conntracked: true,
             actions: Vec::new(),
+            userdata: Vec::new(),
         }
     }
 

@@ -36,6 +36,7 @@ use crate::syntax::{
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
 mod commit;
+mod controller;
 mod ct;
 mod freeze;
 mod normal;
@@ -238,6 +239,9 @@ struct Ctx<'a> {
     frozen: Vec<FrozenAction>,
     /// Where in `frozen` the last `unroll_xlate` marker is.
     frozen_unroll: Option<usize>,
+    /// A `controller(pause)` froze translation: its packet-in carries the continuation
+    /// ([`controller`]).
+    pause: Option<controller::Pause>,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -414,6 +418,7 @@ pub fn translate_in(
         freezing: false,
         frozen: Vec::new(),
         frozen_unroll: None,
+        pause: None,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -704,7 +709,7 @@ impl Ctx<'_> {
                     let p = src.read(&self.flow) as u32;
                     self.output(p, *max_len);
                 }
-                OfAction::Controller(c) => self.controller(1, c.max_len, c.id),
+                OfAction::Controller(c) => self.controller_action(c),
                 OfAction::SetVlanVid(vid) => {
                     self.wc.dp.set_vlan_tci(0xffff);
                     let pcp = if self.flow.dp.vlan_tci() & flow::key::VLAN_CFI != 0 {
@@ -866,52 +871,6 @@ impl Ctx<'_> {
     /// TTL; an action of a table-miss rule is 6, explicit miss). As in OVS, the state the
     /// packet-in would be resumed from gets a recirculation id, and a translation without
     /// side effects (a trace) marks the packet-in `dont_send`.
-    fn controller(&mut self, reason: u8, max_len: u16, id: u16) {
-        const OFPR_ACTION: u8 = 1;
-        const OFPR_EXPLICIT_MISS: u8 = 6;
-        let reason = if reason == OFPR_ACTION && self.rule_is_miss {
-            OFPR_EXPLICIT_MISS
-        } else {
-            reason
-        };
-        let state = FrozenState {
-            bridge: self.br().name.clone(),
-            table: self.table_id,
-            in_port: self.flow.dp.in_port(),
-            meta: self.flow.meta,
-            tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
-            conntracked: self.conntracked,
-            actions: Vec::new(),
-        };
-        let Some(recirc_id) = self.pipe.recirc.intern(state) else {
-            self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
-            self.res.failed = Some("No recirculation context");
-            self.exit = true;
-            return;
-        };
-        self.br()
-            .n_controller
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.commit();
-        let cookie = if self.rule_cookie == 0 {
-            "0".to_owned()
-        } else {
-            format!("{:#x}", self.rule_cookie)
-        };
-        let dont_send = u8::from(self.trace.is_some() && !self.learn);
-        self.out
-            .push(Action::Userspace(Box::new(flow::odp::Userspace {
-                pid: 0,
-                cookie: flow::odp::UserCookie::Text(format!(
-                    "controller(reason={reason},dont_send={dont_send},continuation=0,\
-                     recirc_id={recirc_id},rule_cookie={cookie},controller_id={id},\
-                     max_len={max_len})"
-                )),
-                actions: false,
-                tunnel_out_port: None,
-            })));
-    }
-
     fn set_l4(&mut self, src: bool, port: u16) {
         let proto = self.flow.dp.nw_proto();
         let et = self.flow.dp.eth_type();

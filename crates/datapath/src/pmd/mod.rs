@@ -116,8 +116,9 @@ pub enum PmdCmd {
     FragStatus(bool, Sender<conntrack::frag::FragStatus>),
     /// Run a packet the slow path made (an OpenFlow packet-out, a resumed continuation)
     /// through the datapath as if received on its metadata's `in_port`, with its
-    /// `recirc_id`: the slow path froze what it must do under that id.
-    Execute(Box<Packet>),
+    /// `recirc_id`: the slow path froze what it must do under that id. Replies once the
+    /// packet's actions ran.
+    Execute(Box<Packet>, Sender<()>),
 }
 
 /// A polled rx queue.
@@ -324,14 +325,34 @@ impl Pmd {
         self.upcall_queue.queue().clone()
     }
 
-    /// Runs one packet of the slow path's through the datapath ([`PmdCmd::Execute`]).
+    /// Runs one packet of the slow path's through the datapath ([`PmdCmd::Execute`]): its
+    /// translation is asked for this packet alone and its actions run without a megaflow
+    /// being installed (as OVS executes a packet-out), so that the packet counts for the
+    /// rules it goes through, every time; what it recirculates to goes the usual way.
     pub fn execute_packet(&mut self, p: &Packet) {
         let in_port = p.meta.in_port;
         let mut q = self.pool.packet_from(p.data(), in_port);
         q.copy_meta_from(p);
+        let mut key = FlowKey::new();
+        extract::key_metadata(&q, &mut key);
+        extract::extract_packet(&mut self.stats, &mut q, &mut key);
         let mut b = Batch::new();
         b.push(q);
-        self.input(&mut b, in_port, false);
+        match self.upcall.upcall(&key, &b.packets()[0]) {
+            UpcallResult::Install {
+                compiled,
+                packet_outs,
+                ..
+            } => {
+                for po in packet_outs {
+                    let mut pb = Batch::new();
+                    pb.push(self.pool.packet_from(&po.frame, po.in_port));
+                    self.execute(&po.actions, &mut pb);
+                }
+                self.execute(&compiled, &mut b);
+            }
+            UpcallResult::Drop => self.pool.free_batch(&mut b),
+        }
         self.run_recirc();
         self.flush_tx();
     }
@@ -472,7 +493,10 @@ impl Pmd {
             PmdCmd::FragStatus(lists, reply) => {
                 let _ = reply.send(self.reasm.status(lists));
             }
-            PmdCmd::Execute(p) => self.execute_packet(&p),
+            PmdCmd::Execute(p, reply) => {
+                self.execute_packet(&p);
+                let _ = reply.send(());
+            }
         }
     }
 

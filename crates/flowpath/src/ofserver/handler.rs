@@ -4,7 +4,8 @@
 //! descriptions, port and table statistics, queues (one per port, 0), roles,
 //! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
 //! flushes, meters (none yet), flow mods and flow statistics
-//! ([`flow_table`]), also in bundles ([`bundle`](super::bundle)). Anything
+//! ([`flow_table`]), also in bundles ([`bundle`](super::bundle)), packet-outs and
+//! `NXT_RESUME` ([`packet_out`](super::packet_out)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
 
@@ -178,6 +179,16 @@ impl OfHandler {
                 return self.bundles.entry(c).or_default().add(&a, t, |msg| {
                     decode_flow_mod(msg, conn.flow_mod_table_id).map(drop)
                 });
+            }
+            // Packets from the controller go through the pipeline and the datapath.
+            Msg::Other(o) if o.msg_type.kind() == OfpType::PacketOut => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return super::packet_out::packet_out(&self.of, &self.dp, &conn, m);
+            }
+            Msg::Other(o) if o.msg_type.kind() == OfpType::NxtResume => {
+                return super::packet_out::resume(&self.of, &self.dp, &conn, m);
             }
             // Flows go through the pipeline's own functions, which take its lock themselves.
             Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMod => {

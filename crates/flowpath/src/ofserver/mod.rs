@@ -17,7 +17,8 @@
 //! - [`bundle`]: a connection's bundles of flow mods;
 //! - [`table_features`] and [`table_fields`]: the tables' features;
 //! - [`tlv`]: the Geneve option map;
-//! - [`packet_in`]: the packets the datapath's `controller` actions send, as packet-ins.
+//! - [`packet_in`]: the packets the datapath's `controller` actions send, as packet-ins;
+//! - [`packet_out`]: packet-outs and resumed continuations, through the pipeline.
 
 mod bridge_view;
 mod bundle;
@@ -25,6 +26,7 @@ mod flow_table;
 mod handler;
 mod ofconn;
 mod packet_in;
+mod packet_out;
 mod table_features;
 mod table_fields;
 mod tlv;

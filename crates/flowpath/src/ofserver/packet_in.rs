@@ -214,8 +214,10 @@ fn packet_in(
             table_id: st.table,
             cookie: c.rule_cookie,
             metadata: flow_metadata(&k),
-            userdata: Vec::new(),
-            continuation: None,
+            userdata: st.userdata.clone(),
+            continuation: c
+                .continuation
+                .then(|| super::packet_out::continuation(&st, up.packet.meta.in_port)),
         };
         for (id, conn) in conns {
             if conn.bridge != st.bridge

@@ -73,6 +73,7 @@ impl Ctx<'_> {
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
             actions: Vec::new(),
+            userdata: Vec::new(),
         };
         let Some(id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");

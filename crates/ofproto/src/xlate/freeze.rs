@@ -106,6 +106,12 @@ impl Ctx<'_> {
     /// the frozen state and emits `recirc(ID)`, then lets translation go on as if nothing had
     /// been frozen (a clone or patch port continues with the actions after it).
     pub(super) fn finish_freezing(&mut self) {
+        if let Some(p) = self.pause.take() {
+            let actions = std::mem::take(&mut self.frozen);
+            self.freezing = false;
+            self.frozen_unroll = None;
+            return self.finish_pause(p, actions);
+        }
         self.commit();
         let state = FrozenState {
             bridge: self.br().name.clone(),
@@ -115,6 +121,7 @@ impl Ctx<'_> {
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
             actions: std::mem::take(&mut self.frozen),
+            userdata: Vec::new(),
         };
         self.freezing = false;
         self.frozen_unroll = None;

@@ -1,0 +1,150 @@
+//! The `controller` action and output to `CONTROLLER` (OVS's `xlate_controller_action()`):
+//! translation freezes what a packet-in needs (bridge, the rule's table, input port,
+//! registers and metadata, tunnel, whether conntrack ran, the action's user data) under a
+//! recirculation id and emits a datapath `userspace(controller(...))` action whose cookie
+//! names it; the datapath hands the packet, as the actions before left it, to the slow path,
+//! which sends the packet-ins.
+//!
+//! `controller(pause)` also ends translation there: the actions that would have run after it
+//! are frozen as for a recirculation ([`super::freeze`]), and the cookie says
+//! `continuation=1`, so that the packet-in carries them to the controller, which may send
+//! them back with `NXT_RESUME` to go on where the pipeline stopped.
+
+use flow::odp::Action;
+
+use super::{Ctx, NodeKind};
+use crate::recirc::{FrozenAction, FrozenState};
+use crate::syntax::{Controller, PacketInReason};
+
+/// `OFPR_ACTION` and OVS's private `OFPR_EXPLICIT_MISS`.
+const OFPR_ACTION: u8 = 1;
+const OFPR_EXPLICIT_MISS: u8 = 6;
+
+/// A `controller(pause)` waiting for translation to finish freezing.
+#[derive(Clone, Debug)]
+pub(super) struct Pause {
+    reason: u8,
+    max_len: u16,
+    id: u16,
+    userdata: Vec<u8>,
+}
+
+/// The packet-in reason code of `r` (OVS's `enum ofp_packet_in_reason`).
+fn reason_code(r: PacketInReason) -> u8 {
+    match r {
+        PacketInReason::NoMatch => 0,
+        PacketInReason::Action => 1,
+        PacketInReason::InvalidTtl => 2,
+        PacketInReason::ActionSet => 3,
+        PacketInReason::Group => 4,
+        PacketInReason::PacketOut => 5,
+    }
+}
+
+impl Ctx<'_> {
+    /// `controller(...)`: a packet-in with the action's reason, length, controller id and
+    /// user data; with `pause`, translation stops here and the packet-in carries the rest.
+    pub(super) fn controller_action(&mut self, c: &Controller) {
+        let reason = reason_code(c.reason);
+        // The meter engineer's meters are not in the pipeline yet: every packet passes.
+        if !controller_meter_admits(c.meter_id) {
+            return;
+        }
+        if c.pause {
+            self.pause = Some(Pause {
+                reason,
+                max_len: c.max_len,
+                id: c.id,
+                userdata: c.userdata.clone(),
+            });
+            self.trigger_freeze();
+            return;
+        }
+        self.controller_with(reason, c.max_len, c.id, &c.userdata);
+    }
+
+    /// Output to `CONTROLLER` (and the pipeline's own packet-ins, such as `invalid_ttl`).
+    pub(super) fn controller(&mut self, reason: u8, max_len: u16, id: u16) {
+        self.controller_with(reason, max_len, id, &[]);
+    }
+
+    fn controller_with(&mut self, reason: u8, max_len: u16, id: u16, userdata: &[u8]) {
+        let state = FrozenState {
+            bridge: self.br().name.clone(),
+            table: self.table_id,
+            in_port: self.flow.dp.in_port(),
+            meta: self.flow.meta,
+            tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
+            conntracked: self.conntracked,
+            actions: Vec::new(),
+            userdata: userdata.to_vec(),
+        };
+        self.emit_controller(state, reason, max_len, id, false);
+    }
+
+    /// Ends a translation that `controller(pause)` froze (instead of `recirc(ID)`): the frozen
+    /// actions go with the packet-in.
+    pub(super) fn finish_pause(&mut self, p: Pause, actions: Vec<FrozenAction>) {
+        let state = FrozenState {
+            bridge: self.br().name.clone(),
+            table: self.table_id,
+            in_port: self.flow.dp.in_port(),
+            meta: self.flow.meta,
+            tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
+            conntracked: self.conntracked,
+            actions,
+            userdata: p.userdata,
+        };
+        self.emit_controller(state, p.reason, p.max_len, p.id, true);
+    }
+
+    fn emit_controller(
+        &mut self,
+        state: FrozenState,
+        reason: u8,
+        max_len: u16,
+        id: u16,
+        continuation: bool,
+    ) {
+        let reason = if reason == OFPR_ACTION && self.rule_is_miss {
+            OFPR_EXPLICIT_MISS
+        } else {
+            reason
+        };
+        let Some(recirc_id) = self.pipe.recirc.intern(state) else {
+            self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
+            self.res.failed = Some("No recirculation context");
+            self.exit = true;
+            return;
+        };
+        self.br()
+            .n_controller
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.commit();
+        let cookie = if self.rule_cookie == 0 {
+            "0".to_owned()
+        } else {
+            format!("{:#x}", self.rule_cookie)
+        };
+        let dont_send = u8::from(self.trace.is_some() && !self.learn);
+        let continuation = u8::from(continuation);
+        self.out
+            .push(Action::Userspace(Box::new(flow::odp::Userspace {
+                pid: 0,
+                cookie: flow::odp::UserCookie::Text(format!(
+                    "controller(reason={reason},dont_send={dont_send},\
+                     continuation={continuation},recirc_id={recirc_id},rule_cookie={cookie},\
+                     controller_id={id},max_len={max_len})"
+                )),
+                actions: false,
+                tunnel_out_port: None,
+            })));
+    }
+}
+
+/// Whether the meter of `controller(meter_id=N)` lets the packet through. Meters are not
+/// part of the pipeline yet: a stand-in that admits every packet, where the meter's band
+/// decision goes.
+fn controller_meter_admits(_meter_id: Option<u32>) -> bool {
+    true
+}
