@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use flow::EthAddr;
 
 use crate::classifier::{Classifier, RuleId};
+use crate::flow_removed::RemovedReason;
 use crate::pipekey::PipeMatch;
 use crate::syntax::{FlowSpec, OfAction};
 
@@ -219,6 +220,9 @@ pub struct Bridge {
     pub tunnels: BTreeMap<u32, crate::tunnel::TunnelConfig>,
     /// GENEVE options mapped to `tun_metadata0..7` (`add-tlv-map`).
     pub tlv_map: [Option<crate::tunnel::TlvMapping>; crate::fields::N_TUN_METADATA],
+    /// Rules with `send_flow_rem` removed since the OpenFlow server last looked
+    /// ([`crate::flow_removed`]).
+    pub removed: Vec<crate::flow_removed::RemovedRule>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -288,6 +292,7 @@ impl Bridge {
             addrs: Vec::new(),
             tunnels: BTreeMap::new(),
             tlv_map: [None; crate::fields::N_TUN_METADATA],
+            removed: Vec::new(),
         }
     }
 
@@ -359,8 +364,11 @@ impl Bridge {
     /// `del-flows [--strict]`: removes the selected rules; returns how many.
     pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
         let sel = self.select(spec, strict);
+        let now = Instant::now();
         for &(t, id) in &sel {
-            self.tables[t].remove(id);
+            if let Some(r) = self.tables[t].remove(id) {
+                self.note_removed(t, r, RemovedReason::Delete, now);
+            }
         }
         sel.len()
     }
@@ -368,11 +376,14 @@ impl Bridge {
     /// Removes every rule of every table.
     pub fn clear_flows(&mut self) -> usize {
         let mut n = 0;
-        for t in &mut self.tables {
-            let ids: Vec<RuleId> = t.iter().map(|(id, ..)| id).collect();
+        let now = Instant::now();
+        for ti in 0..self.tables.len() {
+            let ids: Vec<RuleId> = self.tables[ti].iter().map(|(id, ..)| id).collect();
             n += ids.len();
             for id in ids {
-                t.remove(id);
+                if let Some(r) = self.tables[ti].remove(id) {
+                    self.note_removed(ti, r, RemovedReason::Delete, now);
+                }
             }
         }
         n
@@ -381,10 +392,10 @@ impl Bridge {
     /// Removes rules whose idle or hard timeout has passed; returns how many.
     pub fn expire_rules(&mut self, now: Instant) -> usize {
         let mut n = 0;
-        for t in &mut self.tables {
-            let dead: Vec<RuleId> = t
+        for ti in 0..self.tables.len() {
+            let dead: Vec<(RuleId, RemovedReason)> = self.tables[ti]
                 .iter()
-                .filter(|(_, _, _, r)| {
+                .filter_map(|(id, _, _, r)| {
                     let hard = r.hard_timeout != 0
                         && now.duration_since(r.created).as_secs() >= u64::from(r.hard_timeout);
                     let idle = r.idle_timeout != 0
@@ -392,13 +403,21 @@ impl Bridge {
                             .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
                             .as_secs()
                             >= u64::from(r.idle_timeout);
-                    hard || idle
+                    // A hard timeout is told first when both passed, as OVS checks it first.
+                    if hard {
+                        Some((id, RemovedReason::HardTimeout))
+                    } else if idle {
+                        Some((id, RemovedReason::IdleTimeout))
+                    } else {
+                        None
+                    }
                 })
-                .map(|(id, ..)| id)
                 .collect();
             n += dead.len();
-            for id in dead {
-                t.remove(id);
+            for (id, why) in dead {
+                if let Some(r) = self.tables[ti].remove(id) {
+                    self.note_removed(ti, r, why, now);
+                }
             }
         }
         n

@@ -13,6 +13,7 @@
 pub mod bridge;
 pub mod classifier;
 pub mod fields;
+pub mod flow_removed;
 pub mod ofproto;
 pub mod pipekey;
 pub mod recirc;

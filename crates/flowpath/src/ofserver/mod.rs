@@ -18,10 +18,12 @@
 //! - [`table_features`] and [`table_fields`]: the tables' features;
 //! - [`tlv`]: the Geneve option map;
 //! - [`packet_in`]: the packets the datapath's `controller` actions send, as packet-ins;
-//! - [`packet_out`]: packet-outs and resumed continuations, through the pipeline.
+//! - [`packet_out`]: packet-outs and resumed continuations, through the pipeline;
+//! - [`flow_removed`]: flow-removed notifications for rules that expired or were deleted.
 
 mod bridge_view;
 mod bundle;
+mod flow_removed;
 mod flow_table;
 mod handler;
 mod ofconn;
@@ -93,6 +95,7 @@ impl OfServer {
                         std::thread::sleep(SYNC_INTERVAL);
                     }
                     packet_in::send_packet_ins(&server.of, &server.handler.conns, &queues, &mut ev);
+                    flow_removed::send_flow_removed(&server.of, &server.handler.conns, &mut ev);
                     // Not after every message of a busy connection: once an interval.
                     if synced.elapsed() >= SYNC_INTERVAL {
                         server.sync(&mut ev);
