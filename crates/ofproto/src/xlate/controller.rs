@@ -69,23 +69,21 @@ impl Ctx<'_> {
     }
 
     fn controller_with(&mut self, reason: u8, max_len: u16, id: u16, userdata: &[u8]) {
-        let state = FrozenState {
-            bridge: self.br().name.clone(),
-            table: self.table_id,
-            in_port: self.flow.dp.in_port(),
-            meta: self.flow.meta,
-            tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
-            conntracked: self.conntracked,
-            actions: Vec::new(),
-            userdata: userdata.to_vec(),
-        };
+        let state = self.packet_in_state(Vec::new(), userdata.to_vec());
         self.emit_controller(state, reason, max_len, id, false);
     }
 
     /// Ends a translation that `controller(pause)` froze (instead of `recirc(ID)`): the frozen
     /// actions go with the packet-in.
     pub(super) fn finish_pause(&mut self, p: Pause, actions: Vec<FrozenAction>) {
-        let state = FrozenState {
+        let state = self.packet_in_state(actions, p.userdata);
+        self.emit_controller(state, p.reason, p.max_len, p.id, true);
+    }
+
+    /// What a packet-in tells of the pipeline here: the rule's table, the input port,
+    /// registers, metadata, tunnel and conntrack, with `actions` left to run.
+    fn packet_in_state(&self, actions: Vec<FrozenAction>, userdata: Vec<u8>) -> FrozenState {
+        FrozenState {
             bridge: self.br().name.clone(),
             table: self.table_id,
             in_port: self.flow.dp.in_port(),
@@ -93,9 +91,8 @@ impl Ctx<'_> {
             tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
             conntracked: self.conntracked,
             actions,
-            userdata: p.userdata,
-        };
-        self.emit_controller(state, p.reason, p.max_len, p.id, true);
+            userdata,
+        }
     }
 
     fn emit_controller(

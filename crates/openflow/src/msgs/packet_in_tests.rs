@@ -4,14 +4,7 @@ use crate::msgtype;
 use ofproto::fields::FieldId;
 use ofproto::pipekey::{PipeKey, PipeMask};
 
-const ALL: [Version; 6] = [
-    Version::Of10,
-    Version::Of11,
-    Version::Of12,
-    Version::Of13,
-    Version::Of14,
-    Version::Of15,
-];
+const ALL: [Version; 6] = Version::ALL;
 
 fn metadata(port: u32, reg0: u128, meta: u128) -> PipeMatch {
     let mut k = PipeKey::new();

@@ -168,14 +168,7 @@ mod tests {
             }],
             packet: vec![0xab; 60],
         };
-        for v in [
-            Version::Of10,
-            Version::Of11,
-            Version::Of12,
-            Version::Of13,
-            Version::Of14,
-            Version::Of15,
-        ] {
+        for v in Version::ALL {
             let mut out = Vec::new();
             po.encode(v, 7, &TlvLens::default(), &mut out).unwrap();
             let m = msgtype::decode(&out).unwrap();
