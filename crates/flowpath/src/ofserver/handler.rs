@@ -20,7 +20,7 @@ use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, Target};
 use openflow::error::{self, OfpErr};
 use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
-use openflow::msgs::async_config::AsyncConfig;
+use openflow::msgs::async_config::{AsyncConfig, AsyncMsg};
 use openflow::msgs::decode::{Msg, decode_body};
 use openflow::msgs::group_stats::{self, GroupFeatures};
 use openflow::msgs::meter::{self, MeterCommand, MeterFeatures, MeterRequestKind, OFPM13_ALL};
@@ -241,6 +241,10 @@ impl OfHandler {
                 let c = self.conns.get_mut(&c).expect("looked up above");
                 if let Some(t) = cfg.invalid_ttl_to_controller {
                     c.invalid_ttl_to_controller = t;
+                    // As OVS's `ofconn_set_invalid_ttl_to_controller()`: the primary role's
+                    // packet-in mask takes `invalid_ttl` or not.
+                    let m = &mut c.async_config.primary[AsyncMsg::PacketIn as usize];
+                    *m = if t { *m | 1 << 2 } else { *m & !(1 << 2) };
                 }
                 c.miss_send_len = cfg.miss_send_len;
             }
