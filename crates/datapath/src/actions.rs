@@ -42,9 +42,11 @@ pub enum DpAction {
     /// Push a tunnel header (`tnl_push`): the prebuilt template, with lengths, checksums and
     /// the UDP source port filled in per packet. Output is the next action's job.
     TnlPush(Box<TnlTemplate>),
-    /// Send a copy to the slow path (`userspace(...)`, e.g. a packet-in for a controller); the
-    /// packet goes on with the following actions. Counted: there is no controller connection.
-    Userspace,
+    /// Send a copy to the slow path (`userspace(...)`, e.g. a packet-in for a controller), with
+    /// the action's user data (its cookie: the bytes of `userdata(...)`, or the text of a typed
+    /// cookie such as `controller(...)`); the packet goes on with the following actions. The
+    /// copy goes to the PMD's [`crate::upcall_queue::UpcallQueue`].
+    Userspace(Box<[u8]>),
     /// Set the datapath hash from the 5-tuple (`hash(l4(basis))`), symmetric when `sym`.
     Hash {
         /// `sym_l4`: both directions of a connection get the same hash.
@@ -537,7 +539,11 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::Meter(id) => DpAction::Meter(*id),
         Action::TnlPop(port) => DpAction::TnlPop(*port),
         Action::TnlPush(t) => DpAction::TnlPush(Box::new(TnlTemplate::build(&t.header)?)),
-        Action::Userspace(_) => DpAction::Userspace,
+        Action::Userspace(u) => DpAction::Userspace(match &u.cookie {
+            flow::odp::UserCookie::None => Box::default(),
+            flow::odp::UserCookie::Userdata(b) => b.clone().into_boxed_slice(),
+            flow::odp::UserCookie::Text(t) => t.as_bytes().into(),
+        }),
         Action::AddMpls { .. } => return Err(Unsupported("add_mpls")),
         Action::PushEth { src, dst } => DpAction::PushEth {
             src: src.0,

@@ -159,6 +159,8 @@ struct PmdHandle {
     load: Arc<Mutex<RxqLoad>>,
     /// Set by the PMD when its finite sources are exhausted and it is idle.
     drained: Arc<AtomicBool>,
+    /// Its packets for the slow path.
+    upcalls: Arc<crate::upcall_queue::UpcallQueue>,
 }
 
 /// A datapath under construction: add ports and flows, then [`DatapathBuilder::start`].
@@ -322,6 +324,7 @@ fn spawn_ct_sweeper(
 
 fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
     let (tx, rx) = channel();
+    let upcalls = pmd.upcall_queue();
     let core = pmd.config.core_id;
     let load = Arc::new(Mutex::new(rxq_load(&pmd)));
     let drained = Arc::new(AtomicBool::new(false));
@@ -375,6 +378,7 @@ fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
         thread: Some(thread),
         load,
         drained,
+        upcalls,
     })
 }
 
@@ -683,6 +687,22 @@ impl Datapath {
         let mut ports: Vec<&PortEntry> = self.ports.iter().collect();
         ports.sort_by_key(|p| p.no);
         ports
+    }
+
+    /// Every PMD's ring of packets for the slow path (`userspace` actions: packet-ins).
+    pub fn upcall_queues(&self) -> Vec<Arc<crate::upcall_queue::UpcallQueue>> {
+        self.pmds.iter().map(|p| p.upcalls.clone()).collect()
+    }
+
+    /// Runs a packet the slow path made through the datapath, on the first PMD
+    /// ([`PmdCmd::Execute`]), and waits until its actions ran (as OVS executes a packet-out
+    /// before it reads the next message); false when no PMD runs.
+    pub fn execute(&self, p: crate::packet::Packet) -> bool {
+        let (tx, rx) = channel();
+        self.pmds
+            .first()
+            .is_some_and(|h| h.cmd.send(PmdCmd::Execute(Box::new(p), tx)).is_ok())
+            && rx.recv_timeout(Duration::from_secs(5)).is_ok()
     }
 
     fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdCmd) -> Vec<T> {

@@ -18,3 +18,4 @@ pub mod rewrite;
 pub mod tnl_md;
 pub mod tsc;
 pub mod tunnel;
+pub mod upcall_queue;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use flow::EthAddr;
 
 use crate::classifier::{Classifier, RuleId, Version};
+use crate::flow_removed::RemovedReason;
 use crate::pipekey::PipeMatch;
 use crate::syntax::{FlowSpec, OfAction};
 
@@ -229,6 +230,9 @@ pub struct Bridge {
     /// The rules with an idle or hard timeout (table, rule): all that expiry looks at, so that
     /// its cost follows them and not the size of the tables.
     timed: HashSet<(usize, RuleId)>,
+    /// Rules with `send_flow_rem` removed since the OpenFlow server last looked
+    /// ([`crate::flow_removed`]).
+    pub removed: Vec<crate::flow_removed::RemovedRule>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -307,6 +311,7 @@ impl Bridge {
             groups: Default::default(),
             meters: Default::default(),
             timed: HashSet::new(),
+            removed: Vec::new(),
         }
     }
 
@@ -340,10 +345,10 @@ impl Bridge {
         id
     }
 
-    /// Removes rule `id` of table `t` for good: the rule, if it was there.
-    pub(crate) fn remove_rule(&mut self, t: usize, id: RuleId) -> Option<Rule> {
+    /// Removes rule `id` of table `t` for good: its match, priority and rule, if it was there.
+    pub(crate) fn remove_rule(&mut self, t: usize, id: RuleId) -> Option<(PipeMatch, u16, Rule)> {
         self.timed.remove(&(t, id));
-        self.tables[t].remove(id).map(|(_, _, r)| r)
+        self.tables[t].remove(id)
     }
 
     /// The port called `name`.
@@ -373,7 +378,7 @@ impl Bridge {
         self.check_meters(&spec.actions)
             .map_err(|e| e.to_string())?;
         if let Some(old) = self.tables[t].find_exact(&spec.match_, spec.priority)
-            && let Some(old) = self.remove_rule(t, old)
+            && let Some((_, _, old)) = self.remove_rule(t, old)
         {
             crate::ofproto::flush_learned_rules(self, &[old]);
         }
@@ -451,22 +456,31 @@ impl Bridge {
     /// `del-flows [--strict]`: removes the selected rules; returns how many.
     pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
         let sel = self.select(spec, strict);
-        let removed: Vec<Rule> = sel
-            .iter()
-            .filter_map(|&(t, id)| self.remove_rule(t, id))
-            .collect();
-        crate::ofproto::flush_learned_rules(self, &removed);
+        let now = Instant::now();
+        let mut learners = Vec::new();
+        for &(t, id) in &sel {
+            if let Some(e) = self.remove_rule(t, id) {
+                if has_learn(&e.2) {
+                    learners.push(e.2.clone());
+                }
+                self.note_removed(t, e, RemovedReason::Delete, now);
+            }
+        }
+        crate::ofproto::flush_learned_rules(self, &learners);
         sel.len()
     }
 
     /// Removes every rule of every table.
     pub fn clear_flows(&mut self) -> usize {
         let mut n = 0;
+        let now = Instant::now();
         for t in 0..self.tables.len() {
             let ids: Vec<RuleId> = self.tables[t].iter().map(|(id, ..)| id).collect();
             n += ids.len();
             for id in ids {
-                self.remove_rule(t, id);
+                if let Some(e) = self.remove_rule(t, id) {
+                    self.note_removed(t, e, RemovedReason::Delete, now);
+                }
             }
         }
         n
@@ -476,15 +490,13 @@ impl Bridge {
     /// with a timeout are looked at, and only those of the published version go.
     pub fn expire_rules(&mut self, now: Instant) -> usize {
         let v = self.tables_version();
-        let mut dead: Vec<(usize, RuleId)> = self
+        let mut dead: Vec<(usize, RuleId, RemovedReason)> = self
             .timed
             .iter()
             .copied()
-            .filter(|&(t, id)| {
+            .filter_map(|(t, id)| {
                 let table = &self.tables[t];
-                let Some((_, _, r)) = table.get(id) else {
-                    return false;
-                };
+                let (_, _, r) = table.get(id)?;
                 // A hard timeout counts from the last modification, as OVS's.
                 let hard = r.hard_timeout != 0
                     && now.duration_since(r.modified).as_secs() >= u64::from(r.hard_timeout);
@@ -493,16 +505,31 @@ impl Bridge {
                         .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
                         .as_secs()
                         >= u64::from(r.idle_timeout);
-                (hard || idle) && table.visible_in(id, v)
+                if !table.visible_in(id, v) {
+                    return None;
+                }
+                // A hard timeout is told first when both passed, as OVS checks it first.
+                if hard {
+                    Some((t, id, RemovedReason::HardTimeout))
+                } else if idle {
+                    Some((t, id, RemovedReason::IdleTimeout))
+                } else {
+                    None
+                }
             })
             .collect();
         // In table and rule order, as a scan of the tables removes them.
-        dead.sort_unstable();
-        let removed: Vec<Rule> = dead
-            .iter()
-            .filter_map(|&(t, id)| self.remove_rule(t, id))
-            .collect();
-        crate::ofproto::flush_learned_rules(self, &removed);
+        dead.sort_unstable_by_key(|&(t, id, _)| (t, id));
+        let mut learners = Vec::new();
+        for &(t, id, why) in &dead {
+            if let Some(e) = self.remove_rule(t, id) {
+                if has_learn(&e.2) {
+                    learners.push(e.2.clone());
+                }
+                self.note_removed(t, e, why, now);
+            }
+        }
+        crate::ofproto::flush_learned_rules(self, &learners);
         dead.len()
     }
 }
@@ -663,4 +690,11 @@ mod tests {
         assert_eq!(b.del_flows(&spec("ip", FlowKind::ModOrDel), false), 2);
         assert_eq!(b.n_rules(), 0);
     }
+}
+
+/// Whether a rule's actions hold a `learn` (its removal may flush what it learned).
+fn has_learn(r: &Rule) -> bool {
+    r.actions
+        .iter()
+        .any(|a| matches!(a, crate::syntax::OfAction::Learn(_)))
 }

@@ -14,6 +14,7 @@ pub mod action_set;
 pub mod bridge;
 pub mod classifier;
 pub mod fields;
+pub mod flow_removed;
 pub mod group;
 pub mod learn;
 pub mod meter;

@@ -56,6 +56,8 @@ pub struct FrozenState {
     pub stack: Vec<u8>,
     /// The action set (OVS freezes it too).
     pub action_set: Vec<OfAction>,
+    /// For a packet-in, the `controller` action's user data (OVS's frozen `userdata`).
+    pub userdata: Vec<u8>,
 }
 
 /// One of the actions frozen for the next pass.
@@ -247,7 +249,8 @@ impl RecircIds {
 }
 
 /// The recirculation ids a datapath action list mentions (`recirc(ID)`, also inside `clone`,
-/// `sample`, `check_pkt_len` and `dec_ttl`).
+/// `sample`, `check_pkt_len` and `dec_ttl`, and the frozen state of a `controller(...)`
+/// cookie, which its packet-ins read).
 pub fn ids_in_actions(actions: &[flow::odp::Action], out: &mut HashSet<u32>) {
     use flow::odp::Action;
     for a in actions {
@@ -262,14 +265,42 @@ pub fn ids_in_actions(actions: &[flow::odp::Action], out: &mut HashSet<u32>) {
                 ids_in_actions(gt, out);
                 ids_in_actions(le, out);
             }
+            Action::Userspace(u) => {
+                if let flow::odp::UserCookie::Text(t) = &u.cookie
+                    && let Some(id) = controller_recirc_id(t)
+                {
+                    out.insert(id);
+                }
+            }
             _ => {}
         }
     }
 }
 
+/// The `recirc_id` of a `controller(...)` cookie's text.
+fn controller_recirc_id(cookie: &str) -> Option<u32> {
+    let inner = cookie.strip_prefix("controller(")?;
+    inner
+        .split([',', ')'])
+        .find_map(|kv| kv.strip_prefix("recirc_id="))?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_controller_cookie_keeps_its_frozen_state() {
+        assert_eq!(
+            controller_recirc_id(
+                "controller(reason=1,dont_send=0,continuation=0,recirc_id=7,max_len=9)"
+            ),
+            Some(7)
+        );
+        assert_eq!(controller_recirc_id("slow_path(match)"), None);
+    }
 
     fn state(table: u8, reg0: u32) -> FrozenState {
         let mut meta = PipeMeta::default();
@@ -284,6 +315,7 @@ mod tests {
             actions: Vec::new(),
             stack: Vec::new(),
             action_set: Vec::new(),
+            userdata: Vec::new(),
         }
     }
 

@@ -39,6 +39,7 @@ mod action_set;
 mod bundle;
 mod check_pkt_larger;
 mod commit;
+mod controller;
 mod ct;
 mod fail_open;
 mod flow_hash;
@@ -268,6 +269,9 @@ struct Ctx<'a> {
     action_set: action_set::ActionSet,
     /// The action set is running (a packet-in's reason is `action_set`).
     in_action_set: bool,
+    /// A `controller(pause)` froze translation: its packet-in carries the continuation
+    /// ([`controller`]).
+    pause: Option<controller::Pause>,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -449,6 +453,7 @@ pub fn translate_in(
         stack: frozen.as_ref().map_or_else(Vec::new, |st| st.stack.clone()),
         action_set: action_set::ActionSet::default(),
         in_action_set: false,
+        pause: None,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -780,7 +785,7 @@ impl Ctx<'_> {
                         }
                     }
                 }
-                OfAction::Controller(c) => self.controller(1, c.max_len, c.id),
+                OfAction::Controller(c) => self.controller_action(c),
                 OfAction::SetVlanVid(vid) => {
                     self.wc.dp.set_vlan_tci(0xffff);
                     let pcp = if self.flow.dp.vlan_tci() & flow::key::VLAN_CFI != 0 {
@@ -964,54 +969,6 @@ impl Ctx<'_> {
     /// TTL; an action of a table-miss rule is 6, explicit miss). As in OVS, the state the
     /// packet-in would be resumed from gets a recirculation id, and a translation without
     /// side effects (a trace) marks the packet-in `dont_send`.
-    fn controller(&mut self, reason: u8, max_len: u16, id: u16) {
-        const OFPR_ACTION: u8 = 1;
-        const OFPR_EXPLICIT_MISS: u8 = 6;
-        let reason = if reason == OFPR_ACTION && self.rule_is_miss {
-            OFPR_EXPLICIT_MISS
-        } else {
-            reason
-        };
-        let state = FrozenState {
-            bridge: self.br().name.clone(),
-            table: self.table_id,
-            in_port: self.flow.dp.in_port(),
-            meta: self.flow.meta,
-            tunnel: crate::recirc::tunnel_snapshot(&self.flow.dp),
-            conntracked: self.conntracked,
-            actions: Vec::new(),
-            stack: self.stack.clone(),
-            action_set: self.action_set.actions.clone(),
-        };
-        let Some(recirc_id) = self.pipe.recirc.intern(state) else {
-            self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");
-            self.res.failed = Some("No recirculation context");
-            self.exit = true;
-            return;
-        };
-        self.br()
-            .n_controller
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.commit();
-        let cookie = if self.rule_cookie == 0 {
-            "0".to_owned()
-        } else {
-            format!("{:#x}", self.rule_cookie)
-        };
-        let dont_send = u8::from(self.trace.is_some() && !self.learn);
-        self.out
-            .push(Action::Userspace(Box::new(flow::odp::Userspace {
-                pid: 0,
-                cookie: flow::odp::UserCookie::Text(format!(
-                    "controller(reason={reason},dont_send={dont_send},continuation=0,\
-                     recirc_id={recirc_id},rule_cookie={cookie},controller_id={id},\
-                     max_len={max_len})"
-                )),
-                actions: false,
-                tunnel_out_port: None,
-            })));
-    }
-
     fn set_l4(&mut self, src: bool, port: u16) {
         let proto = self.flow.dp.nw_proto();
         let et = self.flow.dp.eth_type();

@@ -45,7 +45,12 @@ impl Pmd {
                     self.output(*port, batch, consume, trunc.take());
                 }
                 DpAction::Trunc(len) => trunc = Some(*len),
-                DpAction::Userspace => self.stats.userspace_packets += batch.len() as u64,
+                DpAction::Userspace(userdata) => {
+                    self.stats.userspace_packets += batch.len() as u64;
+                    for p in batch.packets() {
+                        self.upcall_queue.push(p, userdata);
+                    }
+                }
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume, pristine),
                 DpAction::Ct(args) => pristine &= self.conntrack(args, batch),
                 DpAction::CtClear => {

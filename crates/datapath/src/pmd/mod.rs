@@ -123,6 +123,11 @@ pub enum PmdCmd {
     ),
     /// This PMD's counters of meter N.
     MeterCounters(u32, Sender<Option<crate::meter::MeterCounters>>),
+    /// Run a packet the slow path made (an OpenFlow packet-out, a resumed continuation)
+    /// through the datapath as if received on its metadata's `in_port`, with its
+    /// `recirc_id`: the slow path froze what it must do under that id. Replies once the
+    /// packet's actions ran.
+    Execute(Box<Packet>, Sender<()>),
 }
 
 /// A polled rx queue.
@@ -258,6 +263,8 @@ pub struct Pmd {
     reasm: conntrack::frag::Reassembler<Packet>,
     /// The meters' buckets and counters of this PMD (`meter()`).
     meters: crate::meter::PmdMeters,
+    /// Where `userspace` actions send their copies for the slow path.
+    upcall_queue: crate::upcall_queue::UpcallProducer,
 }
 
 impl Pmd {
@@ -321,7 +328,45 @@ impl Pmd {
             keys_reusable: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
             meters: crate::meter::PmdMeters::default(),
+            upcall_queue: crate::upcall_queue::UpcallQueue::new().1,
         }
+    }
+
+    /// The ring of packets this PMD's `userspace` actions send to the slow path.
+    pub fn upcall_queue(&self) -> std::sync::Arc<crate::upcall_queue::UpcallQueue> {
+        self.upcall_queue.queue().clone()
+    }
+
+    /// Runs one packet of the slow path's through the datapath ([`PmdCmd::Execute`]): its
+    /// translation is asked for this packet alone and its actions run without a megaflow
+    /// being installed (as OVS executes a packet-out), so that the packet counts for the
+    /// rules it goes through, every time; what it recirculates to goes the usual way.
+    pub fn execute_packet(&mut self, p: &Packet) {
+        let in_port = p.meta.in_port;
+        let mut q = self.pool.packet_from(p.data(), in_port);
+        q.copy_meta_from(p);
+        let mut key = FlowKey::new();
+        extract::key_metadata(&q, &mut key);
+        extract::extract_packet(&mut self.stats, &mut q, &mut key);
+        let mut b = Batch::new();
+        b.push(q);
+        match self.upcall.upcall(&key, &b.packets()[0]) {
+            UpcallResult::Install {
+                compiled,
+                packet_outs,
+                ..
+            } => {
+                for po in packet_outs {
+                    let mut pb = Batch::new();
+                    pb.push(self.pool.packet_from(&po.frame, po.in_port));
+                    self.execute(&po.actions, &mut pb);
+                }
+                self.execute(&compiled, &mut b);
+            }
+            UpcallResult::Drop => self.pool.free_batch(&mut b),
+        }
+        self.run_recirc();
+        self.flush_tx();
     }
 
     /// Tracks connections in `ct` (shared by the datapath's PMDs).
@@ -466,6 +511,10 @@ impl Pmd {
             }
             PmdCmd::MeterCounters(id, reply) => {
                 let _ = reply.send(self.meters.counters(id));
+            }
+            PmdCmd::Execute(p, reply) => {
+                self.execute_packet(&p);
+                let _ = reply.send(());
             }
         }
     }

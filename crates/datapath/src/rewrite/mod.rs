@@ -249,7 +249,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         | DpAction::Ct(_)
         | DpAction::CtClear
         | DpAction::Meter(_)
-        | DpAction::Userspace => Err(NotRewrite),
+        | DpAction::Userspace(_) => Err(NotRewrite),
     }
 }
 

@@ -5,7 +5,8 @@
 //! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
 //! flushes, meters ([`meter_table`](super::meter_table)), flow mods and flow statistics
 //! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in
-//! bundles ([`bundle`](super::bundle)). Anything
+//! bundles ([`bundle`](super::bundle)), packet-outs and `NXT_RESUME`
+//! ([`packet_out`](super::packet_out)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
 
@@ -20,7 +21,7 @@ use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, Target};
 use openflow::error::{self, OfpErr};
 use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
-use openflow::msgs::async_config::AsyncConfig;
+use openflow::msgs::async_config::{AsyncConfig, AsyncMsg};
 use openflow::msgs::bundle::BundleCtrlType;
 use openflow::msgs::decode::{Msg, decode_body};
 use openflow::msgs::group_stats::GroupFeatures;
@@ -233,6 +234,16 @@ impl OfHandler {
             Msg::GroupStatsRequest(id) => {
                 return group_table::group_stats(&self.of, &conn.bridge, m, id, out);
             }
+            // Packets from the controller go through the pipeline and the datapath.
+            Msg::Other(o) if o.msg_type.kind() == OfpType::PacketOut => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return super::packet_out::packet_out(&self.of, &self.dp, &conn, m);
+            }
+            Msg::Other(o) if o.msg_type.kind() == OfpType::NxtResume => {
+                return super::packet_out::resume(&self.of, &self.dp, &conn, m);
+            }
             // Flows go through the pipeline's own functions, which take its lock themselves.
             Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMod => {
                 if !conn.may_modify() {
@@ -284,6 +295,10 @@ impl OfHandler {
                 let c = self.conns.get_mut(&c).expect("looked up above");
                 if let Some(t) = cfg.invalid_ttl_to_controller {
                     c.invalid_ttl_to_controller = t;
+                    // As OVS's `ofconn_set_invalid_ttl_to_controller()`: the primary role's
+                    // packet-in mask takes `invalid_ttl` or not.
+                    let m = &mut c.async_config.primary[AsyncMsg::PacketIn as usize];
+                    *m = if t { *m | 1 << 2 } else { *m & !(1 << 2) };
                 }
                 c.miss_send_len = cfg.miss_send_len;
             }

@@ -20,16 +20,22 @@
 //! - [`flow_table`]: flow mods and flow statistics, through the pipeline's flow functions;
 //! - [`bundle`]: a connection's bundles of flow mods;
 //! - [`table_features`] and [`table_fields`]: the tables' features;
-//! - [`tlv`]: the Geneve option map.
+//! - [`tlv`]: the Geneve option map;
+//! - [`packet_in`]: the packets the datapath's `controller` actions send, as packet-ins;
+//! - [`packet_out`]: packet-outs and resumed continuations, through the pipeline;
+//! - [`flow_removed`]: flow-removed notifications for rules that expired or were deleted.
 
 mod bridge_view;
 mod bundle;
 mod connmgr;
+mod flow_removed;
 mod flow_table;
 mod group_table;
 mod handler;
 mod meter_table;
 mod ofconn;
+mod packet_in;
+mod packet_out;
 mod table_features;
 mod table_fields;
 mod tlv;
@@ -75,6 +81,12 @@ impl OfServer {
         let mut ev = EventLoop::new()?;
         let events = ev.subscribe();
         let handle = ev.handle();
+        // The PMDs' packets for the controllers wake the loop.
+        let queues = dp.lock().map(|d| d.upcall_queues()).unwrap_or_default();
+        for q in &queues {
+            let h = handle.clone();
+            q.set_notify(Box::new(move || h.wake()));
+        }
         let mut server = Server {
             rundir: rundir.to_path_buf(),
             of: of.clone(),
@@ -98,6 +110,8 @@ impl OfServer {
                         log_warn(&format!("OpenFlow event loop: {e}"));
                         std::thread::sleep(SYNC_INTERVAL);
                     }
+                    packet_in::send_packet_ins(&server.of, &server.handler.conns, &queues, &mut ev);
+                    flow_removed::send_flow_removed(&server.of, &server.handler.conns, &mut ev);
                     // Not after every message of a busy connection: once an interval.
                     if synced.elapsed() >= SYNC_INTERVAL {
                         server.sync(&mut ev);

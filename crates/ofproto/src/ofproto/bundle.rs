@@ -169,7 +169,7 @@ impl BundleCommit<'_> {
             let mut removed = Vec::new();
             for s in staged {
                 if let Staged::Hidden(t, id) = s {
-                    removed.extend(b.remove_rule(t, id));
+                    removed.extend(b.remove_rule(t, id).map(|(_, _, r)| r));
                 }
             }
             // What the removed rules learned with `delete_learned` goes with them.

@@ -84,7 +84,7 @@ impl Ofproto {
             }
             let removed: Vec<_> = dead
                 .into_iter()
-                .filter_map(|(t, id)| b.remove_rule(t, id))
+                .filter_map(|(t, id)| b.remove_rule(t, id).map(|(_, _, r)| r))
                 .collect();
             crate::ofproto::flush_learned_rules(b, &removed);
         }

@@ -185,7 +185,7 @@ pub(crate) fn flush_learned<'a>(b: &mut Bridge, removed: impl Iterator<Item = &'
                 .map(|(id, ..)| id)
                 .collect();
             for id in ids {
-                if let Some(r) = b.remove_rule(t, id) {
+                if let Some((_, _, r)) = b.remove_rule(t, id) {
                     learned_cookies(&r.actions, &mut next);
                 }
             }

@@ -42,7 +42,7 @@ impl Bridge {
         }
         let removed: Vec<_> = gone
             .into_iter()
-            .filter_map(|(t, rid)| self.remove_rule(t, rid))
+            .filter_map(|(t, rid)| self.remove_rule(t, rid).map(|(_, _, r)| r))
             .collect();
         crate::ofproto::flush_learned_rules(self, &removed);
         removed.len()

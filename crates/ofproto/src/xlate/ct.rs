@@ -75,6 +75,7 @@ impl Ctx<'_> {
             actions: Vec::new(),
             stack: self.stack.clone(),
             action_set: self.action_set.actions.clone(),
+            userdata: Vec::new(),
         };
         let Some(id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");

@@ -106,6 +106,12 @@ impl Ctx<'_> {
     /// the frozen state and emits `recirc(ID)`, then lets translation go on as if nothing had
     /// been frozen (a clone or patch port continues with the actions after it).
     pub(super) fn finish_freezing(&mut self) {
+        if let Some(p) = self.pause.take() {
+            let actions = std::mem::take(&mut self.frozen);
+            self.freezing = false;
+            self.frozen_unroll = None;
+            return self.finish_pause(p, actions);
+        }
         self.commit();
         let state = FrozenState {
             bridge: self.br().name.clone(),
@@ -117,6 +123,7 @@ impl Ctx<'_> {
             actions: std::mem::take(&mut self.frozen),
             stack: self.stack.clone(),
             action_set: self.action_set.actions.clone(),
+            userdata: Vec::new(),
         };
         self.freezing = false;
         self.frozen_unroll = None;

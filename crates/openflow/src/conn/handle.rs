@@ -192,6 +192,12 @@ impl LoopHandle {
         self.command(Command::CloseListener(id))
     }
 
+    /// Wakes the loop, so that [`EventLoop::run_once`] returns and its caller looks at what
+    /// other threads left for it (packets for the controllers).
+    pub fn wake(&self) {
+        self.waker.wake();
+    }
+
     /// Makes [`EventLoop::run`] return.
     pub fn stop(&self) -> bool {
         self.command(Command::Stop)

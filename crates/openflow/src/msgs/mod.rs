@@ -35,6 +35,8 @@ pub mod group_mod;
 pub mod group_stats;
 pub mod meter;
 pub mod nicira;
+pub mod packet_in;
+pub mod packet_out;
 pub mod port;
 pub mod queue_config;
 pub mod requestforward;

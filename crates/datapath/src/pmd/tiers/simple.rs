@@ -26,8 +26,8 @@ use super::masked_words::MaskedWords;
 /// frame's other header fields need not be put in the key, hashed or looked up in the EMC.
 /// (OVS's userspace datapath has the same idea, `dp_netdev_simple_match`, only while its EMC
 /// and SMC are off.) Its actions must not need the key's other words or the packet's hash:
-/// no recirculation (which may hand the keys to the next pass), `ct`, `hash`, `tnl_pop` or
-/// `clone`. `tnl_push` may be among them: its UDP source port comes from the inner headers
+/// no recirculation (which may hand the keys to the next pass), `ct`, `hash`, `tnl_pop`,
+/// `clone` or `userspace` (whose copy for the slow path needs the whole frame, not a lent one). `tnl_push` may be among them: its UDP source port comes from the inner headers
 /// ([`crate::rewrite::entropy_hash`]), not from the hash.
 #[derive(Clone, Debug)]
 pub(in crate::pmd) struct SimpleFlow {
@@ -48,7 +48,6 @@ impl SimpleFlow {
                 a,
                 DpAction::Output(_)
                     | DpAction::Trunc(_)
-                    | DpAction::Userspace
                     | DpAction::PushVlan { .. }
                     | DpAction::PopVlan
                     | DpAction::PushMpls { .. }

@@ -1,0 +1,263 @@
+//! Packets a controller sends into the pipeline: `OFPT_PACKET_OUT` (OVS's
+//! `handle_packet_out()`) and `NXT_RESUME` (OVS's `handle_nxt_resume()`, a paused pipeline
+//! going on).
+//!
+//! Both become a frozen state ([`ofproto::recirc`]): the bridge, the input port, the
+//! registers and metadata the message gives, and the actions to run (the packet-out's, or the
+//! continuation's with the table and cookie of the rules they came from). The packet enters
+//! the datapath with that state's recirculation id; its upcall thaws the state and translates
+//! the actions as the tables would (`resubmit`, `output`, `NORMAL`, `ct`...), and the
+//! datapath runs the result. The megaflow it leaves is one of a recirculation, freed with the
+//! id when no packet uses it.
+//!
+//! A continuation names its bridge by a 16-byte id ([`bridge_id`]): this process's random
+//! half and the bridge's name. One from another run of the switch, from a deleted bridge, or
+//! made up, is `NXR_STALE`; its actions are checked as a packet-out's, so a forged one can do
+//! no more than a packet-out could.
+
+use std::sync::{Mutex, OnceLock};
+
+use datapath::dpif::Datapath;
+use datapath::packet::Packet;
+use flow::FlowKey;
+use ofproto::ofproto::Ofproto;
+use ofproto::pipekey::PipeMatch;
+use ofproto::recirc::{FrozenAction, FrozenState};
+use openflow::actions::check_actions;
+use openflow::error::OfpErr;
+use openflow::msgs::packet_in::{ActionGroup, Continuation, NO_BUFFER, PacketIn};
+use openflow::msgs::packet_out::PacketOut;
+use openflow::msgtype::Message;
+
+use super::ofconn::OfConn;
+
+/// The datapath in_port of a packet that came from no datapath port (the controller, `LOCAL`
+/// without a port, `NONE`): OVS's `ODPP_NONE`.
+const ODPP_NONE: u32 = u32::MAX;
+
+/// The 16-byte id a continuation carries for bridge `name`.
+pub(crate) fn bridge_id(name: &str) -> [u8; 16] {
+    static NONCE: OnceLock<u64> = OnceLock::new();
+    let nonce = *NONCE.get_or_init(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15
+    });
+    // FNV-1a of the name.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut id = [0; 16];
+    id[..8].copy_from_slice(&nonce.to_be_bytes());
+    id[8..].copy_from_slice(&h.to_be_bytes());
+    id
+}
+
+/// The continuation of a paused pipeline whose frozen state is `st`, the packet having come
+/// in on datapath port `odp_port`: the frozen actions grouped by the rule they belong to.
+pub(crate) fn continuation(st: &FrozenState, odp_port: u32) -> Continuation {
+    let mut groups = vec![ActionGroup::default()];
+    for fa in &st.actions {
+        match fa {
+            FrozenAction::Unroll { table, cookie } => groups.push(ActionGroup {
+                table: *table,
+                cookie: *cookie,
+                actions: Vec::new(),
+            }),
+            FrozenAction::Of(a) => groups
+                .last_mut()
+                .expect("starts with one")
+                .actions
+                .push(a.clone()),
+        }
+    }
+    groups.retain(|g| !g.actions.is_empty());
+    Continuation {
+        bridge: bridge_id(&st.bridge),
+        conntracked: st.conntracked,
+        actions: groups,
+        odp_port: if odp_port == ODPP_NONE { 0 } else { odp_port },
+    }
+}
+
+/// `OFPT_PACKET_OUT` on a connection of `conn.bridge`.
+pub(crate) fn packet_out(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    conn: &OfConn,
+    m: &Message<'_>,
+) -> Result<(), OfpErr> {
+    let po = PacketOut::decode(m)?;
+    if po.buffer_id != NO_BUFFER {
+        return Err(OfpErr::OfpbrcBufferUnknown);
+    }
+    let flow = packet_flow(&po.packet, &po.metadata);
+    check_actions(conn.version, 0, &po.actions, &flow)?;
+    if po.actions.is_empty() {
+        return Ok(());
+    }
+    let actions = po.actions.into_iter().map(FrozenAction::Of).collect();
+    inject(
+        of,
+        dp,
+        &conn.bridge,
+        &po.metadata,
+        false,
+        actions,
+        po.packet,
+        None,
+    )
+}
+
+/// `NXT_RESUME` on a connection of `conn.bridge`.
+pub(crate) fn resume(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    conn: &OfConn,
+    m: &Message<'_>,
+) -> Result<(), OfpErr> {
+    let pi = PacketIn::decode(m)?;
+    let c = pi.continuation.as_ref().ok_or(OfpErr::NxrStale)?;
+    if c.bridge != bridge_id(&conn.bridge) {
+        return Err(OfpErr::NxrStale);
+    }
+    let flow = packet_flow(&pi.packet, &pi.metadata);
+    let mut actions = Vec::new();
+    for (i, g) in c.actions.iter().enumerate() {
+        check_actions(conn.version, g.table, &g.actions, &flow)?;
+        if i > 0 || g.table != 0 || g.cookie != 0 {
+            actions.push(FrozenAction::Unroll {
+                table: g.table,
+                cookie: g.cookie,
+            });
+        }
+        actions.extend(g.actions.iter().cloned().map(FrozenAction::Of));
+    }
+    // A pause that was the last action leaves nothing to do (OVS resumes with a no-op).
+    if actions.is_empty() {
+        return Ok(());
+    }
+    let odp = (c.odp_port != 0).then_some(c.odp_port);
+    inject(
+        of,
+        dp,
+        &conn.bridge,
+        &pi.metadata,
+        c.conntracked,
+        actions,
+        pi.packet,
+        odp,
+    )
+}
+
+/// The flow of `packet` with the metadata the message gave, as a match on every field (what
+/// the actions are checked against, as OVS checks a packet-out's against its flow).
+fn packet_flow(packet: &[u8], metadata: &PipeMatch) -> PipeMatch {
+    let mut k = metadata.key().clone();
+    let mut key = FlowKey::new();
+    key.set_in_port(k.dp.in_port());
+    flow::extract(packet, &mut key);
+    for f in ofproto::fields::fields() {
+        if !f.is_matched(metadata.mask()) {
+            let v = f.get(&ofproto::pipekey::PipeKey {
+                dp: key.clone(),
+                meta: k.meta,
+            });
+            if v != 0 {
+                f.set(&mut k, v);
+            }
+        }
+    }
+    let mut mask = ofproto::pipekey::PipeMask::new();
+    for f in ofproto::fields::fields() {
+        f.unwildcard(&mut mask);
+    }
+    PipeMatch::new(&k, &mask)
+}
+
+/// Runs `packet` through bridge `bridge` with `actions`, as the frozen state of a pass.
+#[allow(clippy::too_many_arguments)]
+fn inject(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    bridge: &str,
+    metadata: &PipeMatch,
+    conntracked: bool,
+    actions: Vec<FrozenAction>,
+    packet: Vec<u8>,
+    odp_port: Option<u32>,
+) -> Result<(), OfpErr> {
+    let k = metadata.key();
+    let in_port = k.dp.in_port();
+    let (recirc_id, dp_port) = {
+        let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        let b = pipe.bridge(bridge).ok_or(OfpErr::NxrStale)?;
+        let dp_port = odp_port
+            .or_else(|| b.ports.get(&in_port).and_then(|p| p.dp_port))
+            .unwrap_or(ODPP_NONE);
+        let state = FrozenState {
+            bridge: bridge.to_owned(),
+            table: 0,
+            in_port,
+            meta: k.meta,
+            tunnel: ofproto::recirc::tunnel_snapshot(&k.dp),
+            conntracked,
+            actions,
+            // The continuation does not carry the paused translation's stack or action set.
+            stack: Vec::new(),
+            action_set: Vec::new(),
+            userdata: Vec::new(),
+        };
+        let id = pipe.recirc.intern(state).ok_or(OfpErr::OfpbrcEperm)?;
+        (id, dp_port)
+    };
+    let mut p = Packet::from_slice(&packet);
+    p.meta.in_port = dp_port;
+    p.meta.recirc_id = recirc_id;
+    p.meta.pkt_mark = k.dp.pkt_mark();
+    let dp = dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+    dp.execute(p);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofproto::syntax::OfAction;
+
+    #[test]
+    fn a_bridge_id_is_stable_and_names_its_bridge() {
+        assert_eq!(bridge_id("br0"), bridge_id("br0"));
+        assert_ne!(bridge_id("br0"), bridge_id("br1"));
+    }
+
+    #[test]
+    fn frozen_actions_become_groups_by_rule() {
+        let out = |port| FrozenAction::Of(OfAction::Output { port, max_len: 0 });
+        let st = FrozenState {
+            bridge: "br0".into(),
+            table: 1,
+            in_port: 1,
+            meta: Default::default(),
+            tunnel: None,
+            conntracked: true,
+            actions: vec![
+                out(2),
+                FrozenAction::Unroll {
+                    table: 3,
+                    cookie: 9,
+                },
+                out(4),
+            ],
+            stack: Vec::new(),
+            action_set: Vec::new(),
+            userdata: Vec::new(),
+        };
+        let c = continuation(&st, 5);
+        assert_eq!(c.actions.len(), 2);
+        assert_eq!((c.actions[1].table, c.actions[1].cookie), (3, 9));
+        assert!(c.conntracked);
+        assert_eq!(c.odp_port, 5);
+    }
+}
