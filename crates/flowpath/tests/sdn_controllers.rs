@@ -8,7 +8,7 @@
 //! it installs are in `dump-flows`, and nothing it sends is refused: `ovs-ofctl snoop` on
 //! `br0.snoop` sees no `OFPT_ERROR`. faucet's flows flood within each VLAN, so its hosts ping
 //! each other; the learning switch forwards only through packet-ins and packet-outs, so its
-//! ping test is `#[ignore]`d until the switch sends packet-ins (run it with `--ignored`).
+//! hosts ping each other once it has learned their ports.
 //!
 //! Needs root, `ip`, `ping`, `ovs-ofctl`, and the controllers, which
 //! `scripts/controllers-venv` installs from PyPI into a cached virtual environment; without
@@ -218,7 +218,6 @@ fn os_ken_learning_switch_connects_and_installs_its_table_miss_flow() {
 }
 
 #[test]
-#[ignore = "needs packet-in and packet-out"]
 fn os_ken_learning_switch_forwards_pings_between_namespaces() {
     learning_switch(
         "os_ken_learning_switch_forwards_pings_between_namespaces",
