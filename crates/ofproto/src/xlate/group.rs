@@ -77,7 +77,7 @@ impl Ctx<'_> {
         let b = &g.buckets[i];
         let node = self.trace_add(NodeKind::Action, format_args!("bucket {}", b.bucket_id));
         let (flow, was_mpls) = (self.flow.clone(), self.was_mpls);
-        let list = action_set(&b.actions);
+        let list = crate::action_set::execute_order(&b.actions);
         self.depth += 1;
         if !list.is_empty() {
             self.under(node, |c| c.do_actions(&list, table));
@@ -310,98 +310,12 @@ impl Ctx<'_> {
     }
 }
 
-/// A bucket's actions as the action list an OpenFlow action set amounts to (OVS's
-/// `ofpacts_execute_action_set()`).
-pub(super) fn action_set(actions: &[OfAction]) -> Vec<OfAction> {
-    /// The actions kept once each (the last given), in the order they run.
-    fn slot(a: &OfAction) -> Option<usize> {
-        Some(match a {
-            OfAction::StripVlan => 0,
-            OfAction::PopMpls(_) => 1,
-            OfAction::PushMpls(_) => 2,
-            OfAction::PushVlan(_) => 3,
-            OfAction::DecTtl(_) => 4,
-            OfAction::DecMplsTtl => 5,
-            _ => return None,
-        })
-    }
-    /// The final actions, by priority (the highest present runs).
-    fn final_rank(a: &OfAction) -> Option<u8> {
-        Some(match a {
-            OfAction::Ct(_) => 0,
-            OfAction::CtClear => 1,
-            OfAction::Resubmit { .. } => 2,
-            OfAction::Output { .. } => 3,
-            OfAction::Group(_) => 4,
-            _ => return None,
-        })
-    }
-    let mut slots: [Option<&OfAction>; 6] = [None; 6];
-    let mut sets = Vec::new();
-    let mut fin: Option<(u8, &OfAction)> = None;
-    for a in actions {
-        if let Some(s) = slot(a) {
-            slots[s] = Some(a);
-        } else if let Some(r) = final_rank(a) {
-            if fin.is_none_or(|(fr, _)| r >= fr) {
-                fin = Some((r, a));
-            }
-        } else if matches!(
-            a,
-            OfAction::SetField { .. }
-                | OfAction::RegMove { .. }
-                | OfAction::SetEthSrc(_)
-                | OfAction::SetEthDst(_)
-                | OfAction::SetIpDscp(_)
-                | OfAction::SetIpv4Src(_)
-                | OfAction::SetIpv4Dst(_)
-                | OfAction::SetL4SrcPort(_)
-                | OfAction::SetL4DstPort(_)
-                | OfAction::SetMplsLabel(_)
-                | OfAction::SetMplsTc(_)
-                | OfAction::SetMplsTtl(_)
-                | OfAction::SetQueue(_)
-                | OfAction::SetTunnel { .. }
-                | OfAction::SetVlanPcp(_)
-                | OfAction::SetVlanVid(_)
-        ) {
-            sets.push(a.clone());
-        }
-    }
-    let Some((_, last)) = fin else {
-        return Vec::new();
-    };
-    let mut out: Vec<OfAction> = slots.iter().flatten().map(|a| (*a).clone()).collect();
-    out.extend(sets);
-    out.push(last.clone());
-    out
-}
-
 /// The hashes a select group chooses by: MurmurHash3's 32-bit mixing steps, as OVS's
 /// `lib/hash.h` builds its hashes from them, so that a bucket's score for a given basis is
 /// the one OVS computes.
 pub(crate) mod hash {
-    /// Mixes one 32-bit word into `hash`.
-    fn add(hash: u32, data: u32) -> u32 {
-        let k = data
-            .wrapping_mul(0xcc9e_2d51)
-            .rotate_left(15)
-            .wrapping_mul(0x1b87_3593);
-        (hash ^ k)
-            .rotate_left(13)
-            .wrapping_mul(5)
-            .wrapping_add(0xe654_6b64)
-    }
-
-    /// The final avalanche, with the input's length in bytes.
-    fn finish(mut hash: u32, n_bytes: u32) -> u32 {
-        hash ^= n_bytes;
-        hash ^= hash >> 16;
-        hash = hash.wrapping_mul(0x85eb_ca6b);
-        hash ^= hash >> 13;
-        hash = hash.wrapping_mul(0xc2b2_ae35);
-        hash ^ (hash >> 16)
-    }
+    // Murmur3's steps, as `multipath` and `bundle` hash with them.
+    use super::super::flow_hash::{hash_add as add, hash_finish as finish};
 
     /// A 32-bit word with a basis (OVS's `hash_int()`).
     pub fn hash_int(x: u32, basis: u32) -> u32 {
