@@ -534,6 +534,13 @@ impl Bridge {
     }
 }
 
+/// Whether a rule's actions hold a `learn` (its removal may flush what it learned).
+fn has_learn(r: &Rule) -> bool {
+    r.actions
+        .iter()
+        .any(|a| matches!(a, crate::syntax::OfAction::Learn(_)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -690,11 +697,4 @@ mod tests {
         assert_eq!(b.del_flows(&spec("ip", FlowKind::ModOrDel), false), 2);
         assert_eq!(b.n_rules(), 0);
     }
-}
-
-/// Whether a rule's actions hold a `learn` (its removal may flush what it learned).
-fn has_learn(r: &Rule) -> bool {
-    r.actions
-        .iter()
-        .any(|a| matches!(a, crate::syntax::OfAction::Learn(_)))
 }
