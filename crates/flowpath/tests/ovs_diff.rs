@@ -71,6 +71,17 @@ const PASSING: &[&str] = &[
     "ofproto-dpif - indirect group in action list",
     "MPLS xlate action - group bucket",
     "ofproto - group add then bridge delete (OpenFlow 1.3)",
+    "ofproto-dpif - write actions",
+    "ofproto-dpif - clear actions",
+    "ofproto-dpif - all group in action set",
+    "ofproto-dpif - indirect group in action set",
+    "ofproto-dpif - patch port with action set",
+    "ofproto-dpif - fast failover group",
+    "ofproto-dpif - push-pop",
+    "ofproto-dpif - patch ports - no additional clone",
+    "ofproto-dpif megaflow - push action",
+    "ofproto-dpif megaflow - learning",
+    "ofproto-dpif - stack too deep",
 ];
 
 /// `text` as a regular expression that matches exactly it.
