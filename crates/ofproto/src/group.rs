@@ -668,7 +668,7 @@ pub fn groups_used(actions: &[OfAction], out: &mut Vec<u32>) {
     for a in actions {
         match a {
             OfAction::Group(g) => out.push(*g),
-            OfAction::Clone(inner) => groups_used(inner, out),
+            OfAction::Clone(inner) | OfAction::WriteActions(inner) => groups_used(inner, out),
             OfAction::Ct(ct) => groups_used(&ct.actions, out),
             _ => {}
         }

@@ -269,3 +269,12 @@ fn groups_are_counted_by_type() {
     apply(&mut t, Delete, "").unwrap();
     assert_eq!(t.n_by_type, [0; 4]);
 }
+
+#[test]
+fn a_group_in_an_action_set_is_used() {
+    // `write_actions(group:1234)` refers to the group as `group:1234` does: OVS counts the
+    // rule in the group's ref_count and refuses it when the group is missing.
+    let actions = [OfAction::WriteActions(vec![OfAction::Group(1234)])];
+    assert!(uses_group(&actions, 1234));
+    assert_eq!(missing_group(&GroupTable::default(), &actions), Some(1234));
+}
