@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::ofctl::ovs_ofctl_missing;
+use common::netns::wait_until;
+use common::ofctl::{ovs_ofctl_missing, read_msg};
 use common::{Reap, RmDir, scratch_dir};
 
 const PORTS: &str = r#"
@@ -161,17 +162,6 @@ impl Switch {
     }
 }
 
-fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
-}
-
 /// A local TCP port nothing listens on (for now).
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -179,16 +169,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// One OpenFlow message: header and body.
-fn read_msg(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-    let mut m = vec![0; 8];
-    s.read_exact(&mut m)?;
-    let len = usize::from(u16::from_be_bytes([m[2], m[3]]));
-    m.resize(len.max(8), 0);
-    s.read_exact(&mut m[8..])?;
-    Ok(m)
 }
 
 /// An OpenFlow 1.3 message with no body.

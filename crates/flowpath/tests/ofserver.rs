@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::ofctl::{compare, ofctl, ovs_ofctl_missing, text};
+use common::ofctl::{compare, hex, ofctl, ovs_ofctl_missing, read_msg, text, unhex};
 use common::{Reap, scratch_dir, start_switch};
 
 const CONFIG: &str = r#"
@@ -100,36 +100,15 @@ fn ovs_ofctl_prints_what_it_prints_against_ovs_vswitchd() {
     assert!(compared >= 15, "{compared}");
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// An OpenFlow 1.3 connection to `mgmt`, past its hellos.
 fn client(mgmt: &Path) -> UnixStream {
     let mut s = UnixStream::connect(mgmt).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(&unhex("04000010000000000001000800000010"))
         .unwrap();
-    let hello = read_msg(&mut s);
+    let hello = read_msg(&mut s).unwrap();
     assert_eq!(hello[1], 0, "{}", hex(&hello));
     s
-}
-
-fn read_msg(s: &mut UnixStream) -> Vec<u8> {
-    let mut h = [0; 8];
-    s.read_exact(&mut h).unwrap();
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut m = h.to_vec();
-    m.resize(len, 0);
-    s.read_exact(&mut m[8..]).unwrap();
-    m
 }
 
 /// What the switch answers to `request` before the barrier sent after it.
@@ -138,7 +117,7 @@ fn exchange(s: &mut UnixStream, request: &[u8]) -> Vec<String> {
     s.write_all(&unhex("0414000800007777")).unwrap();
     let mut v = Vec::new();
     loop {
-        let m = read_msg(s);
+        let m = read_msg(s).unwrap();
         if m[4..8] == [0, 0, 0x77, 0x77] {
             return v;
         }

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::ofctl::{ofctl, ovs_ofctl_missing};
+use common::ofctl::{ofctl, ovs_ofctl_missing, unhex};
 use common::{scratch_dir, start_switch};
 use openflow::msgs::bundle::{BundleAdd, BundleCtrl};
 use openflow::msgtype::{self, OfpType};
@@ -69,13 +69,6 @@ struct Recorded {
     conn: u32,
     to_switch: bool,
     bytes: Vec<u8>,
-}
-
-fn unhex(h: &str) -> Vec<u8> {
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 fn conversation() -> Vec<Recorded> {

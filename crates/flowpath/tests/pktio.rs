@@ -6,12 +6,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::ofctl::{read_msg, unhex};
 use common::{Reap, scratch_dir, start_switch};
 use ofproto::fields::FieldId;
 use ofproto::syntax::OfAction;
@@ -71,13 +72,6 @@ fn receive(rundir: &Path, port: &str, hex: &str) {
     assert!(o.status.success(), "{o:?}");
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
 /// An OpenFlow 1.3 connection past its hellos that asked for whole packets (a service
 /// connection gets no asynchronous message before) in `format`.
 fn controller(rundir: &Path, format: PacketInFormat) -> UnixStream {
@@ -85,7 +79,7 @@ fn controller(rundir: &Path, format: PacketInFormat) -> UnixStream {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(&unhex("04000010000000000001000800000010"))
         .unwrap();
-    assert_eq!(read_msg(&mut s)[1], 0);
+    assert_eq!(read_msg(&mut s).unwrap()[1], 0);
     // OFPT_SET_CONFIG, miss_send_len 0xffff.
     s.write_all(&unhex("0409000c000000020000ffff")).unwrap();
     let mut m = Vec::new();
@@ -94,20 +88,10 @@ fn controller(rundir: &Path, format: PacketInFormat) -> UnixStream {
     s
 }
 
-fn read_msg(s: &mut UnixStream) -> Vec<u8> {
-    let mut h = [0; 8];
-    s.read_exact(&mut h).unwrap();
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut m = h.to_vec();
-    m.resize(len, 0);
-    s.read_exact(&mut m[8..]).unwrap();
-    m
-}
-
 /// The next message of one of `types`, the others skipped.
 fn next_of(s: &mut UnixStream, types: &[MsgType]) -> Vec<u8> {
     loop {
-        let m = read_msg(s);
+        let m = read_msg(s).unwrap();
         if msgtype::decode(&m).is_ok_and(|d| types.contains(&d.msg_type)) {
             return m;
         }

@@ -1,7 +1,9 @@
 //! Comparing what stock `ovs-ofctl` prints against flowpath with what it printed against
 //! `ovs-vswitchd` 3.1: recordings in sections (`== COMMAND` and the output lines), and the
-//! normalization that removes what varies between runs.
+//! normalization that removes what varies between runs; and reading OpenFlow messages off a
+//! socket, with hex for the bytes.
 
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -100,4 +102,27 @@ pub fn compare(cmd: &str, want: &[String], got: &[String]) -> Option<String> {
             got.join("\n")
         )
     })
+}
+
+/// The bytes of hex text `s` (an even number of hex digits).
+pub fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// `b` as lower-case hex.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The next OpenFlow message on `s`, header included.
+pub fn read_msg(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut m = vec![0; 8];
+    s.read_exact(&mut m)?;
+    let len = usize::from(u16::from_be_bytes([m[2], m[3]]));
+    m.resize(len.max(8), 0);
+    s.read_exact(&mut m[8..])?;
+    Ok(m)
 }
