@@ -552,6 +552,12 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::PopEth => DpAction::PopEth,
         Action::Ct(ct) => DpAction::Ct(Box::new(compile_ct(ct)?)),
         Action::CtClear => DpAction::CtClear,
+        // Sampling every packet is a clone (OVS's translation writes a controller meter so);
+        // other probabilities are not implemented.
+        Action::Sample {
+            probability: u32::MAX,
+            actions,
+        } => DpAction::Clone(compile(actions)?.into_boxed_slice()),
         Action::Sample { .. } => return Err(Unsupported("sample")),
         Action::CheckPktLen { size, gt, le } => DpAction::CheckPktLen {
             size: *size,
@@ -1104,6 +1110,18 @@ mod tests {
                     .unwrap()
                     .into(),
             }
+        );
+    }
+
+    #[test]
+    fn a_sample_of_every_packet_is_a_clone() {
+        // As OVS writes a controller action with a meter.
+        assert_eq!(
+            compiled("sample(sample=100.0%,actions(meter(0),2)),1").unwrap(),
+            vec![
+                DpAction::Clone(vec![DpAction::Meter(0), DpAction::Output(2)].into()),
+                DpAction::Output(1),
+            ]
         );
     }
 

@@ -118,3 +118,34 @@ fn a_meter_drops_what_exceeds_its_burst_and_counts_it() {
     let e = err(ofctl(&["meter-stats", "br0", "meter=1"]));
     assert!(e.contains("OFPMMFC_UNKNOWN_METER"), "{e}");
 }
+
+#[test]
+fn a_controller_action_s_meter_limits_its_packet_ins_only() {
+    let (dir, _rm) = scratch_dir("fp-meters-controller");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    let ofctl = |args: &[&str]| flowpath(&run, "ofctl", args);
+    ok(ofctl(&[
+        "add-meter",
+        "br0",
+        "meter=1,pktps,bands=type=drop,rate=1",
+    ]));
+    ok(ofctl(&[
+        "add-flow",
+        "br0",
+        "in_port=1,actions=controller(meter_id=1),output:2",
+    ]));
+    let pkt = "in_port(1),eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),eth_type(0x0800),\
+               ipv4(src=10.0.0.1,dst=10.0.0.2,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=2)";
+    ok(flowpath(&run, "ctl", &["netdev-dummy/receive", "p1", pkt]));
+    // OVS 3.1's datapath actions for the same flow: the meter and the packet-in in a sample
+    // of every packet, the output outside it.
+    let flows = ok(flowpath(&run, "ctl", &["dpctl/dump-flows"]));
+    assert!(
+        flows.contains("actions:sample(sample=100.0%,actions(meter(0),userspace(pid=0,controller(")
+            && flows.contains("))),2"),
+        "{flows}"
+    );
+}

@@ -57,15 +57,18 @@ impl Ctx<'_> {
             return;
         }
         self.controller_with(reason, c.max_len, c.id, &c.userdata);
-        // With a meter, as OVS's xlate_controller_action(): `clone(meter(M),userspace(...))`,
-        // so that the meter limits the packet-ins and nothing else. A meter the bridge does
-        // not have limits nothing.
+        // With a meter, as OVS's xlate_controller_action(): a sample of every packet,
+        // `sample(sample=100.0%,actions(meter(M),userspace(...)))`, so that the meter limits the
+        // packet-ins and nothing else. A meter the bridge does not have limits nothing.
         let meter = c.meter_id.and_then(|m| self.br().meters.dp_id(m));
         if let Some(dp) = meter
             && matches!(self.out.last(), Some(Action::Userspace(_)))
         {
             let up = self.out.pop().expect("just matched");
-            self.out.push(Action::Clone(vec![Action::Meter(dp), up]));
+            self.out.push(Action::Sample {
+                probability: u32::MAX,
+                actions: vec![Action::Meter(dp), up],
+            });
         }
     }
 
