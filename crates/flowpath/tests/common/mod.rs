@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 pub mod netns;
 pub mod ofctl;
+pub mod ovsdb;
 
 /// A configuration of bridge br0 with one port `port` of `kind` and `options` (a TOML inline
 /// table's body).
