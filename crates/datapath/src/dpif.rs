@@ -602,6 +602,14 @@ impl Datapath {
         self.rxq_assign
     }
 
+    /// Each port's name and whether its link is up ([`Port::link_up`]).
+    pub fn link_states(&self) -> Vec<(String, bool)> {
+        self.ports
+            .iter()
+            .map(|p| (p.port.name().to_owned(), p.port.link_up()))
+            .collect()
+    }
+
     /// A port's counters by name.
     pub fn port_counters(&self, name: &str) -> Option<PortCounters> {
         self.ports

@@ -22,7 +22,7 @@ pub fn registry(
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
     crate::group_cmd::register(&reg, &of);
-    crate::dummy_cmd::register(&reg);
+    crate::dummy_cmd::register(&reg, &of);
     crate::meter_cmd::register(&reg, &of, &dp);
     crate::dpif_show_cmd::register(&reg, &of, &dp);
     crate::port_stats_cmd::register(&reg, &of, &dp);

@@ -2,15 +2,28 @@
 //! command of that name does for its test suite. A packet is given in hex, or as a datapath
 //! flow (`in_port(1),eth(...),eth_type(0x0800),ipv4(...),udp(...)`) from which the packet is
 //! composed as OVS composes it (64 bytes of payload where the protocol carries one, or
-//! padded to `--len N` bytes).
+//! padded to `--len N` bytes). `netdev-dummy/set-admin-state` brings a dummy port (or every
+//! one) administratively up or down, which its OpenFlow port shows as `PORT_DOWN` and
+//! `LINK_DOWN` and which makes it dead for fast-failover groups and `bundle`, as OVS's.
 
+use std::sync::Arc;
+
+use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
 
 /// The smallest `--len` OVS takes (an Ethernet frame without its FCS).
 const ETH_TOTAL_MIN: usize = 60;
 
-/// Registers `netdev-dummy/receive`.
-pub fn register(reg: &Registry) {
+/// Registers `netdev-dummy/receive` and `netdev-dummy/set-admin-state`.
+pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
+    let of = of.clone();
+    let _ = reg.register(
+        "netdev-dummy/set-admin-state",
+        "[netdev] up|down",
+        1,
+        2,
+        move |a| set_admin_state(&of, a).map(|()| "OK".to_owned()),
+    );
     let _ = reg.register(
         "netdev-dummy/receive",
         "name [--qid queue_id] packet|flow [--len packet_len]",
@@ -18,6 +31,28 @@ pub fn register(reg: &Registry) {
         usize::MAX,
         |a| receive(a).map(|()| String::new()),
     );
+}
+
+/// `netdev-dummy/set-admin-state [NETDEV] up|down` (OVS's messages for a bad state or port).
+fn set_admin_state(of: &Ofproto, args: &[String]) -> Result<(), String> {
+    let state = args.last().map(|s| s.to_ascii_lowercase());
+    let up = match state.as_deref() {
+        Some("up") => true,
+        Some("down") => false,
+        _ => return Err("Invalid Admin State".into()),
+    };
+    let names = match args {
+        [name, _] => {
+            netdev::dummy::injector(name).ok_or("Unknown Dummy Interface")?;
+            vec![name.clone()]
+        }
+        _ => netdev::dummy::names(),
+    };
+    for n in names {
+        // A dummy port no bridge has (yet) has no OpenFlow state to change.
+        let _ = of.set_admin_state(&n, up);
+    }
+    Ok(())
 }
 
 fn receive(args: &[String]) -> Result<(), String> {
@@ -96,5 +131,34 @@ mod tests {
         // Nothing of a refused command is queued.
         assert_eq!(inj.pending(), 4);
         drop(port);
+    }
+
+    #[test]
+    fn set_admin_state_brings_a_dummy_port_down_and_up_with_ovs_errors() {
+        let _port = netdev::dummy::DummyPort::new("dummy-cmd-adm");
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        let p = ofproto::bridge::OfPort {
+            name: "dummy-cmd-adm".into(),
+            ofport: 1,
+            dp_port: Some(1),
+            peer: None,
+            vlan: Default::default(),
+        };
+        of.add_port("br0", p).unwrap();
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let live = || of.pipe.read().unwrap().bridge("br0").unwrap().port_live(1);
+        set_admin_state(&of, &a(&["dummy-cmd-adm", "DOWN"])).unwrap();
+        assert!(!live());
+        set_admin_state(&of, &a(&["up"])).unwrap();
+        assert!(live());
+        assert_eq!(
+            set_admin_state(&of, &a(&["dummy-cmd-adm", "sideways"])),
+            Err("Invalid Admin State".into())
+        );
+        assert_eq!(
+            set_admin_state(&of, &a(&["nope", "down"])),
+            Err("Unknown Dummy Interface".into())
+        );
     }
 }

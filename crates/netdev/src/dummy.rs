@@ -85,6 +85,15 @@ pub fn injector(name: &str) -> Option<Arc<Injector>> {
     r.get(name).and_then(Weak::upgrade)
 }
 
+/// The names of the dummy ports that exist.
+pub fn names() -> Vec<String> {
+    let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+    r.iter()
+        .filter(|(_, w)| w.strong_count() > 0)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
 /// A port that receives injected frames and counts and frees what it is sent.
 pub struct DummyPort {
     name: String,

@@ -233,6 +233,11 @@ pub struct Bridge {
     /// Rules with `send_flow_rem` removed since the OpenFlow server last looked
     /// ([`crate::flow_removed`]).
     pub removed: Vec<crate::flow_removed::RemovedRule>,
+    /// The ports' OpenFlow configuration and link state, by OpenFlow number (a port not
+    /// listed has the default, [`crate::port_config`]).
+    pub port_config: BTreeMap<u32, crate::port_config::PortConfig>,
+    /// Each table's configuration (`OFPT_TABLE_MOD`, [`crate::table_config`]).
+    pub table_config: Vec<crate::table_config::TableConfig>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -312,6 +317,8 @@ impl Bridge {
             meters: Default::default(),
             timed: HashSet::new(),
             removed: Vec::new(),
+            port_config: BTreeMap::new(),
+            table_config: vec![Default::default(); N_TABLES],
         }
     }
 

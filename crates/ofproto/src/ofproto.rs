@@ -87,7 +87,7 @@ impl Ofproto {
         Arc::new(Ofproto::default())
     }
 
-    fn changed(&self) {
+    pub(crate) fn changed(&self) {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
@@ -517,6 +517,7 @@ impl Ofproto {
         let b = &mut p.bridges[bi];
         let port = b.ports.remove(&n).expect("found above");
         b.tunnels.remove(&n);
+        b.port_config.remove(&n);
         p.underlay.flush_neigh_of(name);
         drop(p);
         self.changed();

@@ -28,11 +28,13 @@ use crate::classifier::RuleId;
 use crate::fields::{Field, FieldId};
 use crate::fields::{N_TUN_METADATA, TUN_MD_PRESENT, TUN_METADATA_MAX_LEN, TUN_METADATA_SLOT};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
+use crate::port_config::{PC_NO_FLOOD, PC_NO_FWD, PC_NO_PACKET_IN, PC_NO_RECV, PC_NO_RECV_STP};
 use crate::recirc::{FrozenAction, FrozenState, RecircIds};
 use crate::syntax::{
     Ct, CtZone, Nat, NatAddrs, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
     OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OFPP_TABLE, OfAction, format_actions, format_match,
 };
+use crate::table_config::TableMiss;
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
 mod action_set;
@@ -480,11 +482,19 @@ pub fn translate_in(
         }
         None => 0,
     };
+    // A port with `no_recv` (`no_recv_stp` for STP frames) drops what it receives (OVS's
+    // `may_receive()`): the megaflow then depends on the destination address.
+    let in_config = pipe.bridges[bridge].port_config(ofport);
+    let refused = in_config.config & (PC_NO_RECV | PC_NO_RECV_STP) != 0 && {
+        ctx.wc.dp.set_eth_dst(EthAddr([0xff; 6]));
+        in_config.drops_input(ctx.flow.dp.eth_dst().0)
+    };
     match frozen.as_ref().filter(|st| !st.actions.is_empty()) {
+        _ if refused => {}
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
         None => ctx.under(node, |c| c.do_table_ct(table, Lookup::default())),
     }
-    if !ctx.freezing && ctx.res.failed.is_none() {
+    if !refused && !ctx.freezing && ctx.res.failed.is_none() {
         let at = ctx.action_set_node(node);
         ctx.under(at, |c| c.run_action_set(table));
     }
@@ -672,6 +682,11 @@ impl Ctx<'_> {
             None => {
                 let node = self.trace_add(NodeKind::Table, format_args!("{table:>2}. No match."));
                 self.under(node, |c| c.trace_add(NodeKind::Action, "drop"));
+                // A resubmit's miss is just that; a pass's first lookup and goto_table honour
+                // the table's miss configuration (OVS's `rule_dpif_lookup_from_table()`).
+                if !how.resubmit {
+                    self.table_miss(table, how);
+                }
             }
             Some(id) => {
                 let (m, prio, rule) = cls.get(id).expect("lookup returns live rules");
@@ -708,6 +723,27 @@ impl Ctx<'_> {
                 self.rule = saved_rule;
                 self.depth -= deepens;
             }
+        }
+    }
+
+    /// What a miss in `table` does when its configuration says (OpenFlow 1.1 and 1.2's
+    /// `OFPT_TABLE_MOD`): `continue` looks the next table up (past the last one, it is a miss
+    /// for the controller), `controller` sends a `no_match` packet-in unless the input port
+    /// has `no_packet_in`.
+    fn table_miss(&mut self, table: usize, how: Lookup) {
+        let miss = self.br().table_config(table).miss;
+        let last = table + 2 >= crate::bridge::N_TABLES;
+        match miss {
+            TableMiss::Continue if !last => self.do_table_ct(table + 1, how),
+            TableMiss::Continue | TableMiss::Controller => {
+                let in_port = self.flow.dp.in_port();
+                if self.br().port_config(in_port).config & PC_NO_PACKET_IN == 0 {
+                    let saved = std::mem::replace(&mut self.table_id, table as u8);
+                    self.controller(0, 65535, 0);
+                    self.table_id = saved;
+                }
+            }
+            TableMiss::Default | TableMiss::Drop => {}
         }
     }
 
@@ -1188,7 +1224,8 @@ impl Ctx<'_> {
         match port {
             OFPP_IN_PORT => self.output_port(self.flow.dp.in_port(), true),
             OFPP_NORMAL => self.normal(),
-            OFPP_FLOOD | OFPP_ALL => self.flood(None),
+            OFPP_FLOOD => self.flood(None, false),
+            OFPP_ALL => self.flood(None, true),
             OFPP_CONTROLLER => {
                 // OFPR_ACTION_SET (3) from the action set, OFPR_ACTION (1) otherwise.
                 let reason = if self.in_action_set { 3 } else { 1 };
@@ -1219,6 +1256,10 @@ impl Ctx<'_> {
             self.note(format_args!("output to nonexistent port {ofport}"));
             return;
         };
+        if br.port_config(ofport).config & PC_NO_FWD != 0 {
+            self.note("OFPPC_NO_FWD set, skipping output");
+            return;
+        }
         if let Some(t) = br.tunnels.get(&ofport) {
             self.tunnel_output(t, port.dp_port.unwrap_or(0));
             return;

@@ -18,7 +18,7 @@ use flow::EthAddr;
 use ofproto::bridge::{Bridge, OfPort};
 use ofproto::syntax::OFPP_LOCAL;
 use openflow::error::OfpErr;
-use openflow::msgs::port::{OFPP_ANY, OFPPS_LIVE, PhyPort};
+use openflow::msgs::port::{OFPP_ANY, PhyPort};
 use openflow::msgs::queue_config::QueueConfig;
 use openflow::msgs::stats::{OFPQ_ALL, PortStats, QueueStats, TableStats};
 use openflow::msgs::switch::{FeaturesReply, OFP10_ALL_ACTIONS, OVS_CAPABILITIES};
@@ -59,7 +59,7 @@ pub(crate) fn datapath_id(b: &Bridge) -> u64 {
 
 /// A port's Ethernet address: OVS's dummy scheme by datapath port number; a patch port (no
 /// datapath side) gets one derived from its OpenFlow number the same way.
-fn port_mac(b: &Bridge, p: &OfPort) -> EthAddr {
+pub(crate) fn port_mac(b: &Bridge, p: &OfPort) -> EthAddr {
     if p.ofport == OFPP_LOCAL {
         return bridge_mac(b);
     }
@@ -68,15 +68,17 @@ fn port_mac(b: &Bridge, p: &OfPort) -> EthAddr {
     EthAddr([0xaa, 0x55, 0xaa, 0x55, hi, lo])
 }
 
-/// The description of port `p` of `b`: up, no features (the speed of a dummy or memory port
-/// is unknown, 0 as OVS reports a dummy's).
+/// The description of port `p` of `b`: its configuration and link state
+/// ([`ofproto::port_config`]), no features (the speed of a dummy or memory port is unknown, 0
+/// as OVS reports a dummy's).
 pub(crate) fn phy_port(b: &Bridge, p: &OfPort) -> PhyPort {
+    let c = b.port_config(p.ofport);
     PhyPort {
         port_no: p.ofport,
         hw_addr: port_mac(b, p),
         name: p.name.clone(),
-        config: 0,
-        state: OFPPS_LIVE,
+        config: c.config,
+        state: c.state(),
         curr: 0,
         advertised: 0,
         supported: 0,
@@ -239,6 +241,7 @@ pub(crate) fn tables_stats(b: &Bridge) -> Vec<TableStats> {
 mod tests {
     use super::*;
     use ofproto::bridge::VlanMode;
+    use openflow::msgs::port::OFPPS_LIVE;
 
     fn port(name: &str, ofport: u32, dp: u32) -> OfPort {
         OfPort {

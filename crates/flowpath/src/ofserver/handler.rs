@@ -1,7 +1,8 @@
 //! The message layer of the switch's OpenFlow connections: every request a connection sends
 //! is read by the `openflow` codec and answered from the switch's own state, as
 //! `ovs-vswitchd`'s `handle_openflow()` answers it: features, configuration, barriers,
-//! descriptions, port and table statistics, queues (one per port, 0), roles,
+//! descriptions, port and table statistics, port and table mods ([`port_mod`](super::port_mod),
+//! [`table_mod`](super::table_mod)), queues (one per port, 0), roles,
 //! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
 //! flushes, meters ([`meter_table`](super::meter_table)), flow mods and flow statistics
 //! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in
@@ -31,11 +32,11 @@ use openflow::msgs::queue_config::{self, QueueConfigRequest};
 use openflow::msgs::role::{Role, RoleMsg};
 use openflow::msgs::stats::{self, DescStats};
 use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
-use openflow::msgs::table_mod::{self, TableDesc};
+use openflow::msgs::table_mod;
 use openflow::msgtype::{self, EncodeError, Message, OfpType};
 use openflow::nxm::TlvLens;
 
-use super::bridge_view::{self, N_TABLES};
+use super::bridge_view;
 use super::bundle::{self, Bundles};
 use super::flow_table;
 use super::group_table;
@@ -72,6 +73,8 @@ pub(crate) struct OfHandler {
     bridges: HashMap<String, BridgeState>,
     /// When the server started: the age of the ports, as far as statistics go.
     since: Instant,
+    /// The connections whose port mods changed ports, for the port statuses that follow.
+    pub(crate) port_mod_sources: super::port_mod::PortModSources,
 }
 
 /// A handler's outcome: replies appended, or OVS's error for the request.
@@ -93,6 +96,7 @@ impl OfHandler {
             bundles: HashMap::new(),
             bridges: HashMap::new(),
             since: Instant::now(),
+            port_mod_sources: Default::default(),
         }
     }
 
@@ -173,6 +177,24 @@ impl OfHandler {
                     id,
                     out,
                 );
+            }
+            // Ports' and tables' configuration ([`port_mod`](super::port_mod),
+            // [`table_mod`](super::table_mod)).
+            Msg::PortMod(pm) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                if super::port_mod::port_mod(&self.of, &conn.bridge, &pm)? {
+                    self.port_mod_sources
+                        .insert((conn.bridge.clone(), pm.port_no), c);
+                }
+                return Ok(());
+            }
+            Msg::TableMod(tm) => {
+                if !conn.may_modify() {
+                    return Err(OfpErr::OfpbrcIsSecondary);
+                }
+                return super::table_mod::table_mod(&self.of, &conn.bridge, &tm);
             }
             Msg::CtFlushZone(zone) => {
                 let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
@@ -326,7 +348,7 @@ impl OfHandler {
                 )?;
             }
             Msg::TableDescRequest => {
-                let v: Vec<TableDesc> = (0..N_TABLES).map(TableDesc::ovs).collect();
+                let v = super::table_mod::table_descs(b);
                 put_all(out, table_mod::encode_table_desc_reply(m, &v))?;
             }
             Msg::TableFeaturesRequest(set) => {

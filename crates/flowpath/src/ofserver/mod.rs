@@ -7,8 +7,10 @@
 //!
 //! Bridges added or removed at run time (`add-br`, `del-br`) get or lose their listeners on
 //! the loop's next turn, at most [`SYNC_INTERVAL`] later; a removed bridge's connections are
-//! closed. Ports coming and going are told to the connections that asked for port status
-//! (`OFPT_PORT_STATUS`; none to a service connection until it sets a `miss_send_len`).
+//! closed. Ports coming and going, and changes of their configuration or link state, are told
+//! to the connections that asked for port status (`OFPT_PORT_STATUS`; none to a service
+//! connection until it sets a `miss_send_len`); the link state is read from the datapath's
+//! ports on the same turn.
 //!
 //! Each bridge's controllers, allowed versions and fail mode ([`ControllerSettings`]) are
 //! applied on the same turn: [`connmgr`] connects to and listens for controllers and fails
@@ -23,7 +25,8 @@
 //! - [`tlv`]: the Geneve option map;
 //! - [`packet_in`]: the packets the datapath's `controller` actions send, as packet-ins;
 //! - [`packet_out`]: packet-outs and resumed continuations, through the pipeline;
-//! - [`flow_removed`]: flow-removed notifications for rules that expired or were deleted.
+//! - [`flow_removed`]: flow-removed notifications for rules that expired or were deleted;
+//! - [`port_mod`] and [`table_mod`]: ports' and tables' configuration.
 
 mod bridge_view;
 mod bundle;
@@ -36,8 +39,10 @@ mod meter_table;
 mod ofconn;
 mod packet_in;
 mod packet_out;
+mod port_mod;
 mod table_features;
 mod table_fields;
+mod table_mod;
 mod tlv;
 
 use std::collections::BTreeMap;
@@ -51,6 +56,7 @@ use std::time::{Duration, Instant};
 use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
 use openflow::conn::{ConnId, Dest, EventLoop, ListenerId, MsgKind, bridge_targets};
+use openflow::header::Version;
 use openflow::hello::VersionSet;
 use openflow::msgs::async_config::AsyncMsg;
 use openflow::msgs::port::{PhyPort, PortReason, PortStatus};
@@ -90,6 +96,7 @@ impl OfServer {
         let mut server = Server {
             rundir: rundir.to_path_buf(),
             of: of.clone(),
+            dp: dp.clone(),
             handler: OfHandler::new(of, dp, events),
             connmgr: ConnMgr::new(settings),
             bridges: BTreeMap::new(),
@@ -112,8 +119,11 @@ impl OfServer {
                     }
                     packet_in::send_packet_ins(&server.of, &server.handler.conns, &queues, &mut ev);
                     flow_removed::send_flow_removed(&server.of, &server.handler.conns, &mut ev);
-                    // Not after every message of a busy connection: once an interval.
-                    if synced.elapsed() >= SYNC_INTERVAL {
+                    // Not after every message of a busy connection: once an interval, or
+                    // at once when a port mod changed a port.
+                    if synced.elapsed() >= SYNC_INTERVAL
+                        || !server.handler.port_mod_sources.is_empty()
+                    {
                         server.sync(&mut ev);
                         synced = Instant::now();
                     }
@@ -154,6 +164,7 @@ struct BridgeEntry {
 struct Server {
     rundir: PathBuf,
     of: Arc<Ofproto>,
+    dp: Arc<Mutex<Datapath>>,
     handler: OfHandler,
     connmgr: ConnMgr,
     bridges: BTreeMap<String, BridgeEntry>,
@@ -164,6 +175,11 @@ impl Server {
     /// removed or changed.
     fn sync(&mut self, ev: &mut EventLoop) {
         self.handler.drain_events();
+        // The ports' link state, as their devices report it, for liveness and port status.
+        let links = self.dp.lock().map(|d| d.link_states()).unwrap_or_default();
+        for (name, up) in links {
+            self.of.set_link_state(&name, up);
+        }
         let now: BTreeMap<String, BTreeMap<u32, PhyPort>> = {
             let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
             pipe.bridges
@@ -248,8 +264,8 @@ impl Server {
         self.handler.forget_bridge(bridge);
     }
 
-    /// Sends a port status for every port of `bridge` added, removed or changed since `old`
-    /// to the connections that receive them.
+    /// Sends a port status for every port of `bridge` added, removed or changed (its
+    /// configuration or link state too) since `old` to the connections that receive them.
     fn port_changes(&mut self, ev: &mut EventLoop, bridge: &str, old: &BTreeMap<u32, PhyPort>) {
         let Some(new) = self.bridges.get(bridge).map(|e| &e.ports) else {
             return;
@@ -267,9 +283,15 @@ impl Server {
                 changes.push((PortReason::Delete, p.clone()));
             }
         }
+        let sources = &mut self.handler.port_mod_sources;
         for (reason, desc) in changes {
+            // Before OpenFlow 1.5, the connection whose port mod it was is not told.
+            let source = sources.remove(&(bridge.to_owned(), desc.port_no));
             let status = PortStatus { reason, desc };
             for (id, c) in &self.handler.conns {
+                if Some(*id) == source && c.version < Version::Of15 {
+                    continue;
+                }
                 if c.bridge == bridge && c.receives_async(AsyncMsg::PortStatus, reason as u32) {
                     let mut m = Vec::new();
                     status.encode(c.version, &mut m);
@@ -277,5 +299,6 @@ impl Server {
                 }
             }
         }
+        sources.retain(|(b, _), _| b != bridge);
     }
 }

@@ -2,8 +2,8 @@
 //! chosen, `active_backup` the first one, `hrw` the one whose weight (the hash of the packet's
 //! fields, [`super::flow_hash`], mixed with the member's index) is highest; `bundle` outputs
 //! to it, `bundle_load` writes its number (`OFPP_NONE` when no member is live). A member is
-//! live when it is a port of the bridge (the pipeline does not model link state: every port
-//! it has is up) or a reserved port other than `CONTROLLER`.
+//! live when it is a live port of the bridge (neither administratively down nor without link,
+//! [`crate::port_config`]) or a reserved port other than `CONTROLLER`.
 
 use super::Ctx;
 use super::flow_hash::{flow_hash_fields, hash_2words, mask_hash_fields};
@@ -17,7 +17,7 @@ impl Ctx<'_> {
         match port {
             OFPP_IN_PORT | OFPP_TABLE | OFPP_NORMAL | OFPP_FLOOD | OFPP_ALL | OFPP_ANY => true,
             OFPP_CONTROLLER => false,
-            p => self.br().ports.contains_key(&p),
+            p => self.br().port_live(p),
         }
     }
 

@@ -4,8 +4,8 @@
 //! - `all` and `indirect`: every bucket runs, each on what amounts to a copy of the packet:
 //!   the flow is restored after a bucket, so the next output commits the changes back (as OVS
 //!   does, without the datapath's `clone`).
-//! - `fast_failover`: the first live bucket: one without a watch, or whose watched port is on
-//!   the bridge, or whose watched group has a live bucket (chains up to 128 links deep).
+//! - `fast_failover`: the first live bucket: one without a watch, or whose watched port is a
+//!   live port of the bridge ([`crate::port_config`]), or whose watched group has a live bucket (chains up to 128 links deep).
 //! - `select`: one live bucket of weight above zero, chosen by a hash. `hash` with `fields`
 //!   hashes the given fields (masked) and the megaflow matches them; the default method
 //!   without `dp_hash` hashes the symmetric L4 fields, which the megaflow then matches; with
@@ -113,7 +113,7 @@ impl Ctx<'_> {
         }
         let port_live = b.watch_port != OFPP_ANY
             && b.watch_port != OFPP_CONTROLLER
-            && self.br().ports.contains_key(&b.watch_port);
+            && self.br().port_live(b.watch_port);
         port_live || (b.watch_group != OFPG_ANY && self.group_is_alive(b.watch_group, depth + 1))
     }
 

@@ -120,7 +120,7 @@ impl Ctx<'_> {
             }
             None => {
                 self.note("no learned MAC for destination, flooding");
-                self.flood(Some(vlan));
+                self.flood(Some(vlan), false);
             }
         }
     }
@@ -149,15 +149,16 @@ impl Ctx<'_> {
         self.flow.dp.set_vlan_tci(saved.0).set_vlan_tpid(saved.1);
     }
 
-    /// FLOOD/ALL (`vlan` None) or NORMAL's flooding within `vlan`: every port but the input.
-    pub(super) fn flood(&mut self, vlan: Option<u16>) {
+    /// FLOOD/ALL (`vlan` None) or NORMAL's flooding within `vlan`: every port but the input
+    /// and, unless `all`, those with `no_flood` (OVS's `flood_packets()`).
+    pub(super) fn flood(&mut self, vlan: Option<u16>, all: bool) {
         let in_port = self.flow.dp.in_port();
         self.wc.dp.set_in_port(u32::MAX);
         // The bridge's local port first, then by number (OVS's order).
         let mut ports: Vec<u32> = self.br().ports.keys().copied().collect();
         ports.sort_by_key(|&p| (p != OFPP_LOCAL, p));
         for p in ports {
-            if p == in_port {
+            if p == in_port || (!all && self.br().port_config(p).config & PC_NO_FLOOD != 0) {
                 continue;
             }
             match vlan {
