@@ -21,6 +21,7 @@ mod group_cmd;
 mod meter_cmd;
 mod of_cmd;
 mod ofserver;
+mod port_ops;
 mod port_stats_cmd;
 mod report;
 mod run_cmd;
