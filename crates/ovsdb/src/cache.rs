@@ -1,0 +1,257 @@
+//! The client's replica of the monitored tables: rows by uuid, table by table, and how the
+//! server's notifications change them: RFC 7047's `update` (`old`/`new` rows) and OVS's
+//! `update2`/`update3` (`initial`, `insert`, `delete` and `modify`, where a modify carries a diff
+//! per column: the new value of a scalar column, the elements to toggle in a set, and for a map
+//! the keys to add, to remove (named with their current value) or to change).
+//!
+//! Tables and rows sit behind `Arc`s so that a snapshot handed to another thread is a shallow
+//! copy, and a later update copies only the table and the row it touches.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::datum::{Atom, Datum, Uuid, short};
+use crate::schema::{ColumnType, Schema, TableSchema};
+
+/// One row: column name to value. A column the row does not hold has its type's default
+/// ([`ColumnType::default_datum`]); [`Db::get`] fills it in.
+pub type Row = BTreeMap<String, Datum>;
+
+type Table = BTreeMap<Uuid, Arc<Row>>;
+
+/// A replica of a database's monitored contents, with its schema.
+#[derive(Clone, Debug, Default)]
+pub struct Db {
+    schema: Arc<Schema>,
+    tables: BTreeMap<String, Arc<Table>>,
+}
+
+impl Db {
+    /// An empty replica with a (so far empty) table for every table of `schema`.
+    pub fn new(schema: Schema) -> Db {
+        let tables = schema
+            .tables
+            .keys()
+            .map(|t| (t.clone(), Arc::default()))
+            .collect();
+        Db {
+            schema: Arc::new(schema),
+            tables,
+        }
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The rows of `table` in uuid order (none for a table the schema does not have).
+    pub fn rows(&self, table: &str) -> impl Iterator<Item = (Uuid, &Row)> {
+        self.tables
+            .get(table)
+            .into_iter()
+            .flat_map(|t| t.iter().map(|(u, r)| (*u, &**r)))
+    }
+
+    /// Number of rows in `table`.
+    pub fn len(&self, table: &str) -> usize {
+        self.tables.get(table).map_or(0, |t| t.len())
+    }
+
+    pub fn row(&self, table: &str, uuid: Uuid) -> Option<&Row> {
+        self.tables.get(table)?.get(&uuid).map(|r| &**r)
+    }
+
+    /// The value of `column` in the row, its default when the row does not hold it, and empty
+    /// when there is no such row or column.
+    pub fn get(&self, table: &str, uuid: Uuid, column: &str) -> Datum {
+        let Some(row) = self.row(table, uuid) else {
+            return Datum::Empty;
+        };
+        match row.get(column) {
+            Some(d) => d.clone(),
+            None => self
+                .schema
+                .column(table, column)
+                .map(ColumnType::default_datum)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Empties every table (the schema stays).
+    pub fn clear(&mut self) {
+        for t in self.tables.values_mut() {
+            *t = Arc::default();
+        }
+    }
+
+    /// Applies RFC 7047 `<table-updates>` (a `monitor` reply or an `update` notification's
+    /// second parameter): a row with `new` and no `old` is inserted, with both it is modified
+    /// (the columns in `new` replace the row's), with `old` alone it is deleted.
+    pub fn apply_update(&mut self, table_updates: &Value) -> Result<(), String> {
+        self.for_each_row_update(table_updates, |ts, table, uuid, ru| {
+            let ru = ru
+                .as_object()
+                .ok_or_else(|| format!("bad <row-update> {}", short(ru)))?;
+            match ru.get("new") {
+                None | Some(Value::Null) => {
+                    table.remove(&uuid);
+                }
+                Some(new) => {
+                    let new = read_row(ts, new)?;
+                    match (ru.contains_key("old"), table.get_mut(&uuid)) {
+                        (true, Some(row)) => {
+                            let row = Arc::make_mut(row);
+                            for (c, d) in new {
+                                set_column(row, c, d);
+                            }
+                        }
+                        _ => {
+                            table.insert(uuid, Arc::new(new));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Applies OVS's `<table-updates2>` (the `monitor_cond` reply, an `update2` notification's
+    /// second parameter, the `monitor_cond_since` reply's and an `update3` notification's third).
+    pub fn apply_update2(&mut self, table_updates: &Value) -> Result<(), String> {
+        self.for_each_row_update(table_updates, |ts, table, uuid, ru| {
+            let ru = ru
+                .as_object()
+                .ok_or_else(|| format!("bad <row-update2> {}", short(ru)))?;
+            let mut ops = ru.iter();
+            let (Some((op, body)), None) = (ops.next(), ops.next()) else {
+                return Err(format!(
+                    "a <row-update2> has one member: {}",
+                    short(&Value::Object(ru.clone()))
+                ));
+            };
+            match op.as_str() {
+                "initial" | "insert" => {
+                    table.insert(uuid, Arc::new(read_row(ts, body)?));
+                }
+                "delete" => {
+                    table.remove(&uuid);
+                }
+                "modify" => {
+                    let Some(row) = table.get_mut(&uuid) else {
+                        return Err(format!("modify of a row not in the replica: {uuid}"));
+                    };
+                    let diff = body
+                        .as_object()
+                        .ok_or_else(|| format!("bad modify {}", short(body)))?;
+                    let row = Arc::make_mut(row);
+                    for (c, v) in diff {
+                        let Some(col) = ts.columns.get(c) else {
+                            continue;
+                        };
+                        let diff = Datum::from_json_unbounded(v, &col.ty)
+                            .map_err(|e| format!("column {c}: {e}"))?;
+                        let old = row.remove(c).unwrap_or_else(|| col.ty.default_datum());
+                        set_column(row, c.clone(), apply_diff(old, diff, &col.ty));
+                    }
+                }
+                _ => return Err(format!("unknown <row-update2> member \"{op}\"")),
+            }
+            Ok(())
+        })
+    }
+
+    /// Walks `{table: {uuid: row-update}}`, skipping tables the schema does not have.
+    fn for_each_row_update(
+        &mut self,
+        table_updates: &Value,
+        mut f: impl FnMut(&TableSchema, &mut Table, Uuid, &Value) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let tus = table_updates
+            .as_object()
+            .ok_or_else(|| format!("<table-updates> is not an object: {}", short(table_updates)))?;
+        for (tname, rows) in tus {
+            let rows = rows
+                .as_object()
+                .ok_or_else(|| format!("bad <table-update> {}", short(rows)))?;
+            let (Some(ts), Some(table)) =
+                (self.schema.tables.get(tname), self.tables.get_mut(tname))
+            else {
+                continue;
+            };
+            let table = Arc::make_mut(table);
+            for (u, ru) in rows {
+                let uuid = u.parse()?;
+                f(ts, table, uuid, ru).map_err(|e| format!("{tname} row {u}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads a `<row>` object, leaving out columns the schema does not know (`_version`, say) and
+/// empty values.
+fn read_row(ts: &TableSchema, v: &Value) -> Result<Row, String> {
+    let o: &Map<String, Value> = v
+        .as_object()
+        .ok_or_else(|| format!("bad <row> {}", short(v)))?;
+    let mut row = Row::new();
+    for (c, v) in o {
+        let Some(col) = ts.columns.get(c) else {
+            continue;
+        };
+        let d = Datum::from_json(v, &col.ty).map_err(|e| format!("column {c}: {e}"))?;
+        set_column(&mut row, c.clone(), d);
+    }
+    Ok(row)
+}
+
+/// Stores a column's value; an empty value (the default of every non-scalar column) is not
+/// stored, so that a row reads the same whichever notification form brought it.
+fn set_column(row: &mut Row, column: String, d: Datum) {
+    if d.is_empty() {
+        row.remove(&column);
+    } else {
+        row.insert(column, d);
+    }
+}
+
+/// Applies an update2 "modify" diff to a column's old value (OVS `ovsdb-server(7)`, "update2
+/// notification"): a scalar takes the new value; a set toggles each element of the diff; a map
+/// removes a key the diff names with its current value, changes a key named with another value,
+/// and adds a key it does not have.
+fn apply_diff(old: Datum, diff: Datum, ty: &ColumnType) -> Datum {
+    if ty.is_scalar() {
+        return diff;
+    }
+    if ty.is_map() {
+        let mut pairs = match old {
+            Datum::Map(p) => p,
+            _ => Vec::new(),
+        };
+        for (k, v) in diff.pairs() {
+            match pairs.binary_search_by(|(pk, _)| pk.ovsdb_cmp(k)) {
+                Ok(i) if pairs[i].1 == *v => {
+                    pairs.remove(i);
+                }
+                Ok(i) => pairs[i].1 = v.clone(),
+                Err(i) => pairs.insert(i, (k.clone(), v.clone())),
+            }
+        }
+        return Datum::Map(pairs);
+    }
+    let mut atoms: Vec<Atom> = match old {
+        Datum::Set(a) => a,
+        _ => Vec::new(),
+    };
+    for a in diff.atoms() {
+        match atoms.binary_search_by(|x| x.ovsdb_cmp(a)) {
+            Ok(i) => {
+                atoms.remove(i);
+            }
+            Err(i) => atoms.insert(i, a.clone()),
+        }
+    }
+    Datum::Set(atoms)
+}
