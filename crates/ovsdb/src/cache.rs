@@ -98,20 +98,17 @@ impl Db {
                 None | Some(Value::Null) => {
                     table.remove(&uuid);
                 }
-                Some(new) => {
-                    let new = read_row(ts, new)?;
-                    match (ru.contains_key("old"), table.get_mut(&uuid)) {
-                        (true, Some(row)) => {
-                            let row = Arc::make_mut(row);
-                            for (c, d) in new {
-                                set_column(row, c, d);
-                            }
-                        }
-                        _ => {
-                            table.insert(uuid, Arc::new(new));
+                Some(new) => match (ru.contains_key("old"), table.get_mut(&uuid)) {
+                    (true, Some(row)) => {
+                        let row = Arc::make_mut(row);
+                        for (c, d) in read_columns(ts, new)? {
+                            set_column(row, c, d);
                         }
                     }
-                }
+                    _ => {
+                        table.insert(uuid, Arc::new(read_row(ts, new)?));
+                    }
+                },
             }
             Ok(())
         })
@@ -190,19 +187,28 @@ impl Db {
     }
 }
 
-/// Reads a `<row>` object, leaving out columns the schema does not know (`_version`, say) and
-/// empty values.
-fn read_row(ts: &TableSchema, v: &Value) -> Result<Row, String> {
+/// Reads a `<row>` object's columns, leaving out those the schema does not know (`_version`,
+/// say).
+fn read_columns(ts: &TableSchema, v: &Value) -> Result<Vec<(String, Datum)>, String> {
     let o: &Map<String, Value> = v
         .as_object()
         .ok_or_else(|| format!("bad <row> {}", short(v)))?;
-    let mut row = Row::new();
+    let mut columns = Vec::with_capacity(o.len());
     for (c, v) in o {
         let Some(col) = ts.columns.get(c) else {
             continue;
         };
         let d = Datum::from_json(v, &col.ty).map_err(|e| format!("column {c}: {e}"))?;
-        set_column(&mut row, c.clone(), d);
+        columns.push((c.clone(), d));
+    }
+    Ok(columns)
+}
+
+/// Reads a whole `<row>`.
+fn read_row(ts: &TableSchema, v: &Value) -> Result<Row, String> {
+    let mut row = Row::new();
+    for (c, d) in read_columns(ts, v)? {
+        set_column(&mut row, c, d);
     }
     Ok(row)
 }
@@ -254,4 +260,164 @@ fn apply_diff(old: Datum, diff: Datum, ty: &ColumnType) -> Datum {
         }
     }
     Datum::Set(atoms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const U1: &str = "00000000-0000-0000-0000-000000000001";
+    const U2: &str = "00000000-0000-0000-0000-000000000002";
+    const P1: &str = "00000000-0000-0000-0000-0000000000a1";
+    const P2: &str = "00000000-0000-0000-0000-0000000000a2";
+
+    fn db() -> Db {
+        Db::new(
+            Schema::from_json(&json!({"name": "T", "tables": {"Bridge": {"columns": {
+                "name": {"type": "string"},
+                "ports": {"type": {"key": {"type": "uuid", "refTable": "Port"}, "min": 0, "max": "unlimited"}},
+                "fail_mode": {"type": {"key": "string", "min": 0, "max": 1}},
+                "other_config": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}},
+                "stp_enable": {"type": "boolean"}}},
+                "Port": {"columns": {"name": {"type": "string"}}}}}))
+            .unwrap(),
+        )
+    }
+
+    fn u(s: &str) -> Uuid {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn update2_initial_insert_delete() {
+        let mut db = db();
+        db.apply_update2(&json!({"Bridge": {
+            U2: {"initial": {"name": "br1"}},
+            U1: {"initial": {"name": "br0", "ports": ["set", [["uuid", P2], ["uuid", P1]]],
+                             "other_config": ["map", [["k", "v"]]]}}}}))
+            .unwrap();
+        let names: Vec<_> = db
+            .rows("Bridge")
+            .map(|(_, r)| r["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["br0", "br1"], "uuid order");
+        assert_eq!(db.get("Bridge", u(U1), "ports").uuids(), [u(P1), u(P2)]);
+        // Columns at their default are not sent; `get` supplies them.
+        assert_eq!(db.get("Bridge", u(U2), "stp_enable"), Datum::boolean(false));
+        assert_eq!(db.get("Bridge", u(U2), "fail_mode"), Datum::Empty);
+        assert_eq!(db.get("Bridge", u(U2), "no_such_column"), Datum::Empty);
+        assert_eq!(db.get("Nope", u(U2), "name"), Datum::Empty);
+        db.apply_update2(
+            &json!({"Port": {P1: {"insert": {"name": "p1"}}}, "Bridge": {U2: {"delete": null}}}),
+        )
+        .unwrap();
+        assert_eq!(db.len("Bridge"), 1);
+        assert_eq!(db.row("Port", u(P1)).unwrap()["name"], Datum::string("p1"));
+        assert!(db.row("Bridge", u(U2)).is_none());
+        db.clear();
+        assert_eq!(db.rows("Bridge").count() + db.rows("Port").count(), 0);
+    }
+
+    #[test]
+    fn update2_modify_semantics() {
+        let mut db = db();
+        db.apply_update2(
+            &json!({"Bridge": {U1: {"initial": {"name": "br0", "ports": ["uuid", P1],
+            "fail_mode": "secure", "other_config": ["map", [["a", "1"], ["b", "2"]]]}}}}),
+        )
+        .unwrap();
+        // Set: each element of the diff toggles (P1 goes, P2 comes).
+        // Optional scalar: the diff names the old and the new value, toggled likewise.
+        // Map: "a" named with its value goes, "b" with another value changes, "c" is added.
+        db.apply_update2(&json!({"Bridge": {U1: {"modify": {
+            "ports": ["set", [["uuid", P1], ["uuid", P2]]],
+            "fail_mode": ["set", ["secure", "standalone"]],
+            "other_config": ["map", [["a", "1"], ["b", "3"], ["c", "4"]]],
+            "name": "renamed", "stp_enable": true}}}}))
+            .unwrap();
+        let get = |c| db.get("Bridge", u(U1), c);
+        assert_eq!(get("ports").uuids(), [u(P2)]);
+        assert_eq!(get("fail_mode").as_str(), Some("standalone"));
+        assert_eq!(
+            get("other_config").to_json(),
+            json!(["map", [["b", "3"], ["c", "4"]]])
+        );
+        assert_eq!(get("name").as_str(), Some("renamed"));
+        assert_eq!(get("stp_enable").as_bool(), Some(true));
+        // Toggling the last element empties the column; a removed row key empties the map.
+        db.apply_update2(
+            &json!({"Bridge": {U1: {"modify": {"ports": ["uuid", P2], "fail_mode": "standalone",
+            "other_config": ["map", [["b", "3"], ["c", "4"]]]}}}}),
+        )
+        .unwrap();
+        let row = db.row("Bridge", u(U1)).unwrap();
+        assert!(
+            !row.contains_key("ports")
+                && !row.contains_key("fail_mode")
+                && !row.contains_key("other_config")
+        );
+        // Back from empty.
+        db.apply_update2(&json!({"Bridge": {U1: {"modify": {"ports": ["uuid", P1], "other_config": ["map", [["z", ""]]]}}}})).unwrap();
+        assert_eq!(db.get("Bridge", u(U1), "ports").uuids(), [u(P1)]);
+        assert_eq!(
+            db.get("Bridge", u(U1), "other_config")
+                .get("z")
+                .and_then(Atom::as_str),
+            Some("")
+        );
+    }
+
+    #[test]
+    fn update_rfc7047() {
+        let mut db = db();
+        db.apply_update(&json!({"Bridge": {U1: {"new": {"name": "br0", "ports": ["set", []], "other_config": ["map", [["a", "1"]]]}}}})).unwrap();
+        assert_eq!(db.get("Bridge", u(U1), "name").as_str(), Some("br0"));
+        db.apply_update(
+            &json!({"Bridge": {U1: {"old": {"other_config": ["map", [["a", "1"]]]},
+            "new": {"name": "br0", "other_config": ["map", []]}}}}),
+        )
+        .unwrap();
+        assert!(db.get("Bridge", u(U1), "other_config").is_empty());
+        assert_eq!(db.get("Bridge", u(U1), "name").as_str(), Some("br0"));
+        db.apply_update(&json!({"Bridge": {U1: {"old": {"name": "br0"}}}}))
+            .unwrap();
+        assert!(db.row("Bridge", u(U1)).is_none());
+    }
+
+    #[test]
+    fn snapshots_are_copy_on_write() {
+        let mut db = db();
+        db.apply_update2(&json!({"Bridge": {U1: {"initial": {"name": "a"}}}, "Port": {P1: {"initial": {"name": "p"}}}})).unwrap();
+        let snap = Arc::new(db);
+        let mut next = (*snap).clone();
+        next.apply_update2(&json!({"Bridge": {U1: {"modify": {"name": "b"}}}}))
+            .unwrap();
+        assert_eq!(snap.get("Bridge", u(U1), "name").as_str(), Some("a"));
+        assert_eq!(next.get("Bridge", u(U1), "name").as_str(), Some("b"));
+        // The untouched table is still shared.
+        assert!(Arc::ptr_eq(&snap.tables["Port"], &next.tables["Port"]));
+    }
+
+    #[test]
+    fn bad_updates_are_errors() {
+        let mut db = db();
+        for bad in [
+            json!([]),
+            json!({"Bridge": []}),
+            json!({"Bridge": {"not-a-uuid": {"insert": {}}}}),
+            json!({"Bridge": {U1: {"insert": {"name": 5}}}}),
+            json!({"Bridge": {U1: {"insert": {}, "delete": null}}}),
+            json!({"Bridge": {U1: {"upsert": {}}}}),
+            json!({"Bridge": {U1: {"modify": {"name": "x"}}}}),
+            json!({"Bridge": {U1: {"insert": []}}}),
+            json!({"Bridge": {U1: {"insert": {"ports": ["set", [["uuid", P1], ["uuid", P1]]]}}}}),
+        ] {
+            assert!(db.apply_update2(&bad).is_err(), "{bad}");
+        }
+        assert!(db.apply_update(&json!({"Bridge": {U1: 3}})).is_err());
+        // Unknown tables and columns are skipped.
+        db.apply_update2(&json!({"Nope": {U1: {"insert": {}}}, "Bridge": {U2: {"insert": {"_version": ["uuid", U1], "x": 1}}}})).unwrap();
+        assert!(db.row("Bridge", u(U2)).unwrap().is_empty());
+    }
 }

@@ -431,3 +431,173 @@ pub(crate) fn short(v: &Value) -> String {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::BaseType;
+
+    fn ty(v: Value) -> ColumnType {
+        ColumnType::from_json(&v).unwrap()
+    }
+
+    #[test]
+    fn uuid_text_round_trip_and_order() {
+        let s = "550e8400-e29b-41d4-a716-446655440000";
+        let u: Uuid = s.parse().unwrap();
+        assert_eq!(u.to_string(), s);
+        assert_eq!(
+            "550E8400-E29B-41D4-A716-446655440000"
+                .parse::<Uuid>()
+                .unwrap(),
+            u
+        );
+        for bad in [
+            "",
+            "550e8400e29b41d4a716446655440000",
+            "550e8400-e29b-41d4-a716-44665544000g",
+            "550e8400-e29b-41d4-a716_446655440000",
+        ] {
+            assert!(bad.parse::<Uuid>().is_err(), "{bad}");
+        }
+        // OVSDB compares the text's 32-bit words most significant first: numeric order.
+        let a: Uuid = "00000001-0000-0000-0000-000000000000".parse().unwrap();
+        let b: Uuid = "00000000-ffff-ffff-ffff-ffffffffffff".parse().unwrap();
+        assert!(b < a);
+    }
+
+    #[test]
+    fn one_element_set_is_a_bare_atom() {
+        let t = ty(json!({"key": "string", "min": 0, "max": 1}));
+        let d = Datum::from_json(&json!("x"), &t).unwrap();
+        assert_eq!(d, Datum::string("x"));
+        assert_eq!(d.to_json(), json!("x"));
+        assert_eq!(Datum::from_json(&json!(["set", ["x"]]), &t).unwrap(), d);
+        assert_eq!(d.as_str(), Some("x"));
+        let empty = Datum::from_json(&json!(["set", []]), &t).unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(empty, Datum::Empty);
+        assert_eq!(empty.to_json(), json!(["set", []]));
+        assert_eq!(empty.as_str(), None);
+        // Two elements where at most one is allowed.
+        assert!(Datum::from_json(&json!(["set", ["a", "b"]]), &t).is_err());
+        // A scalar column needs its one element.
+        assert!(Datum::from_json(&json!(["set", []]), &ty(json!("integer"))).is_err());
+    }
+
+    #[test]
+    fn sets_sort_as_ovsdb_and_refuse_duplicates() {
+        let t = ty(json!({"key": "integer", "min": 0, "max": "unlimited"}));
+        let d = Datum::from_json(&json!(["set", [3, -1, 2]]), &t).unwrap();
+        assert_eq!(d.integers(), [-1, 2, 3]);
+        assert_eq!(d.to_json(), json!(["set", [-1, 2, 3]]));
+        assert!(Datum::from_json(&json!(["set", [1, 1]]), &t).is_err());
+        let t = ty(json!({"key": "string", "min": 0, "max": "unlimited"}));
+        let d = Datum::from_json(&json!(["set", ["b", "B", "a", "é"]]), &t).unwrap();
+        // Bytewise: upper case before lower case, UTF-8 after ASCII.
+        assert_eq!(d.strings(), ["B", "a", "b", "é"]);
+        let t = ty(json!({"key": "uuid", "min": 0, "max": "unlimited"}));
+        let d = Datum::from_json(
+            &json!([
+                "set",
+                [
+                    ["uuid", "ffffffff-0000-0000-0000-000000000000"],
+                    ["uuid", "0fffffff-0000-0000-0000-000000000001"]
+                ]
+            ]),
+            &t,
+        )
+        .unwrap();
+        assert_eq!(
+            d.uuids()[0].to_string(),
+            "0fffffff-0000-0000-0000-000000000001"
+        );
+        let t = ty(json!({"key": "boolean", "min": 0, "max": 2}));
+        assert_eq!(
+            Datum::from_json(&json!(["set", [true, false]]), &t)
+                .unwrap()
+                .atoms(),
+            [Atom::Boolean(false), Atom::Boolean(true)]
+        );
+        assert_eq!(
+            Datum::set(vec![Atom::Integer(2), Atom::Integer(1), Atom::Integer(2)]).integers(),
+            [1, 2]
+        );
+    }
+
+    #[test]
+    fn maps() {
+        let t = ty(json!({"key": "string", "value": "string", "min": 0, "max": "unlimited"}));
+        let d = Datum::from_json(&json!(["map", [["b", "2"], ["a", "1"]]]), &t).unwrap();
+        assert_eq!(d.to_json(), json!(["map", [["a", "1"], ["b", "2"]]]));
+        assert_eq!(d.get("b").and_then(Atom::as_str), Some("2"));
+        assert_eq!(d.get("c"), None);
+        let m = d.string_map();
+        assert_eq!(Datum::from_string_map(&m), d);
+        assert_eq!(
+            Datum::from_string_map(&BTreeMap::new()).to_json(),
+            json!(["map", []])
+        );
+        assert!(Datum::from_json(&json!(["map", [["a", "1"], ["a", "2"]]]), &t).is_err());
+        // A map column's value must be tagged "map".
+        assert!(Datum::from_json(&json!(["set", []]), &t).is_err());
+        assert!(Datum::from_json(&json!(["map", [["a"]]]), &t).is_err());
+        let empty = Datum::from_json(&json!(["map", []]), &t).unwrap();
+        assert!(empty.is_empty() && empty.string_map().is_empty());
+        // Integer keys sort numerically.
+        let t =
+            ty(json!({"key": "integer", "value": {"type": "uuid"}, "min": 0, "max": "unlimited"}));
+        let u = json!(["uuid", "550e8400-e29b-41d4-a716-446655440000"]);
+        let d = Datum::from_json(&json!(["map", [[10, u], [9, u]]]), &t).unwrap();
+        assert_eq!(d.pairs()[0].0, Atom::Integer(9));
+        assert_eq!(d.atoms(), []);
+    }
+
+    #[test]
+    fn atoms_of_each_type() {
+        let base = |a| ColumnType {
+            key: BaseType {
+                atomic: a,
+                ..BaseType::default()
+            },
+            ..ColumnType::default()
+        };
+        let real = Datum::from_json(&json!(1), &base(AtomicType::Real)).unwrap();
+        assert_eq!(real.atoms(), [Atom::Real(1.0)]);
+        assert_eq!(
+            Datum::from_json(&json!(1.5), &base(AtomicType::Real))
+                .unwrap()
+                .to_json(),
+            json!(1.5)
+        );
+        assert!(Datum::from_json(&json!(1.5), &base(AtomicType::Integer)).is_err());
+        assert!(Datum::from_json(&json!("1"), &base(AtomicType::Integer)).is_err());
+        assert_eq!(
+            Datum::from_json(&json!(true), &base(AtomicType::Boolean))
+                .unwrap()
+                .as_bool(),
+            Some(true)
+        );
+        assert!(Datum::from_json(&json!(["named-uuid", "x"]), &base(AtomicType::Uuid)).is_err());
+        assert!(Datum::from_json(&json!(["uuid", "nope"]), &base(AtomicType::Uuid)).is_err());
+        assert_eq!(Datum::integer(-5).to_json(), json!(-5));
+        assert_eq!(Datum::boolean(false).to_json(), json!(false));
+        assert_eq!(
+            Datum::uuid(Uuid(1)).to_json(),
+            json!(["uuid", "00000000-0000-0000-0000-000000000001"])
+        );
+        assert_eq!(Atom::Uuid(Uuid(1)).as_uuid(), Some(Uuid(1)));
+        assert_eq!(Datum::integer(3).as_i64(), Some(3));
+        assert_eq!(Datum::integer(3).as_str(), None);
+    }
+
+    #[test]
+    fn defaults() {
+        assert_eq!(ty(json!("integer")).default_datum(), Datum::integer(0));
+        assert_eq!(ty(json!("string")).default_datum(), Datum::string(""));
+        assert_eq!(
+            ty(json!({"key": "integer", "min": 0})).default_datum(),
+            Datum::Empty
+        );
+    }
+}

@@ -244,3 +244,130 @@ impl Message {
         self.to_json().to_string().into_bytes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(f: &mut Framer) -> Result<Vec<Value>, FrameError> {
+        let mut out = Vec::new();
+        while let Some(v) = f.next_value()? {
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn splits_concatenated_values_fed_byte_by_byte() {
+        let stream = br#"{"id":1,"result":"a}]\"{"} [1,{"b":[2]}]
+  {"method":"echo","params":[],"id":"echo"}"#;
+        let mut f = Framer::default();
+        let mut got = Vec::new();
+        for b in stream {
+            f.feed(&[*b]);
+            got.extend(all(&mut f).unwrap());
+        }
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0]["result"], "a}]\"{");
+        assert_eq!(f.buffered(), 0);
+        let mut f = Framer::default();
+        f.feed(stream);
+        assert_eq!(all(&mut f).unwrap(), got);
+    }
+
+    #[test]
+    fn bounds_an_endless_value() {
+        let mut f = Framer::new(1000);
+        f.feed(b"{\"a\":\"");
+        for _ in 0..100 {
+            f.feed(&[b'x'; 100]);
+            if let Err(e) = f.next_value() {
+                assert_eq!(e, FrameError::TooLong(1000));
+                assert!(f.buffered() == 0);
+                assert_eq!(f.next_value(), Err(FrameError::TooLong(1000)));
+                return;
+            }
+        }
+        panic!("no error");
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_message() {
+        for bad in [&b"123 "[..], b"]", b"{\"a\":}", b"nul", b"\"str\""] {
+            let mut f = Framer::default();
+            f.feed(bad);
+            assert!(
+                matches!(f.next_value(), Err(FrameError::Syntax(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let mut f = Framer::default();
+        f.feed(&[b'['; 200]);
+        f.feed(&[b']'; 200]);
+        assert!(
+            f.next_value().is_err(),
+            "nesting deeper than serde_json allows"
+        );
+        let mut f = Framer::default();
+        f.feed(b"[1]");
+        assert!(matches!(f.next_message(), Err(FrameError::Syntax(_))));
+    }
+
+    #[test]
+    fn message_forms() {
+        let cases = [
+            (
+                json!({"method": "echo", "params": [], "id": "echo"}),
+                Message::Request {
+                    method: "echo".into(),
+                    params: json!([]),
+                    id: json!("echo"),
+                },
+            ),
+            (
+                json!({"method": "update3", "params": [1], "id": null}),
+                Message::Notify {
+                    method: "update3".into(),
+                    params: json!([1]),
+                },
+            ),
+            (
+                json!({"result": {"locked": true}, "error": null, "id": 3}),
+                Message::Reply {
+                    result: json!({"locked": true}),
+                    id: json!(3),
+                },
+            ),
+            (
+                json!({"result": null, "error": "unknown method", "id": 3}),
+                Message::Error {
+                    error: json!("unknown method"),
+                    id: json!(3),
+                },
+            ),
+        ];
+        for (v, m) in cases {
+            assert_eq!(Message::from_json(v.clone()).unwrap(), m);
+            assert_eq!(m.to_json(), v);
+            assert_eq!(serde_json::from_slice::<Value>(&m.to_bytes()).unwrap(), v);
+        }
+        // OVS leaves "result" out of an error, and the id out of a notification.
+        assert!(matches!(
+            Message::from_json(json!({"error": "x", "id": 1})),
+            Ok(Message::Error { .. })
+        ));
+        assert!(matches!(
+            Message::from_json(json!({"method": "locked", "params": ["l"]})),
+            Ok(Message::Notify { .. })
+        ));
+        for bad in [
+            json!({}),
+            json!({"method": 1, "params": []}),
+            json!({"method": "m", "params": 1, "id": 1}),
+            json!([]),
+        ] {
+            assert!(Message::from_json(bad.clone()).is_err(), "{bad}");
+        }
+    }
+}

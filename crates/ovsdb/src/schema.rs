@@ -278,3 +278,82 @@ impl Schema {
         self.tables.get(table)?.columns.get(column).map(|c| &c.ty)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn column_types() {
+        let t = ColumnType::from_json(&json!("string")).unwrap();
+        assert!(t.is_scalar() && !t.is_map());
+        let t = ColumnType::from_json(&json!({"key": {"type": "string", "enum": ["set", ["secure", "standalone"]]}, "min": 0})).unwrap();
+        assert_eq!((t.min, t.max), (0, Some(1)));
+        assert_eq!(t.key.enum_values.as_ref().unwrap().len(), 2);
+        let t = ColumnType::from_json(&json!({"key": {"type": "string", "enum": "only"}})).unwrap();
+        assert_eq!(t.key.enum_values.unwrap(), [Atom::String("only".into())]);
+        let t = ColumnType::from_json(&json!({"key": {"type": "integer", "minInteger": 0, "maxInteger": 4095}, "max": 4096, "min": 0})).unwrap();
+        assert_eq!(
+            (t.key.min_integer, t.key.max_integer, t.max),
+            (Some(0), Some(4095), Some(4096))
+        );
+        let t = ColumnType::from_json(&json!({"key": {"type": "uuid", "refTable": "Port", "refType": "weak"}, "max": "unlimited", "min": 0})).unwrap();
+        assert_eq!(t.key.ref_table.as_deref(), Some("Port"));
+        assert!(t.key.ref_weak && t.max.is_none());
+        let t = ColumnType::from_json(
+            &json!({"key": "string", "value": "integer", "min": 0, "max": "unlimited"}),
+        )
+        .unwrap();
+        assert!(t.is_map());
+        for bad in [
+            json!("float"),
+            json!({"min": 0}),
+            json!({"key": "string", "min": 2}),
+            json!({"key": "string", "max": 0}),
+            json!(7),
+        ] {
+            assert!(ColumnType::from_json(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn vswitch_schema() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/ovsdb/vswitch.ovsschema"
+        );
+        let s = Schema::from_json(
+            &serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(s.name, "Open_vSwitch");
+        assert_eq!(s.version, "8.3.1");
+        let ovs = s.table("Open_vSwitch").unwrap();
+        assert!(ovs.is_root);
+        assert_eq!(ovs.max_rows, Some(1));
+        assert!(s.column("Open_vSwitch", "cur_cfg").unwrap().is_scalar());
+        let ofport = s.column("Interface", "ofport").unwrap();
+        assert_eq!(
+            (ofport.min, ofport.max, ofport.key.atomic),
+            (0, Some(1), AtomicType::Integer)
+        );
+        assert!(s.table("Interface").unwrap().columns["statistics"].ephemeral);
+        assert!(!s.table("Interface").unwrap().columns["name"].mutable);
+        assert_eq!(
+            s.table("Bridge").unwrap().indexes,
+            [vec!["name".to_owned()]]
+        );
+        assert_eq!(
+            s.column("Bridge", "ports")
+                .unwrap()
+                .key
+                .ref_table
+                .as_deref(),
+            Some("Port")
+        );
+        assert!(s.column("Bridge", "nope").is_none());
+        assert!(Schema::from_json(&json!({"name": "x"})).is_err());
+        assert!(Schema::from_json(&json!([])).is_err());
+    }
+}
