@@ -224,11 +224,12 @@ fn set_column(row: &mut Row, column: String, d: Datum) {
 }
 
 /// Applies an update2 "modify" diff to a column's old value (OVS `ovsdb-server(7)`, "update2
-/// notification"): a scalar takes the new value; a set toggles each element of the diff; a map
-/// removes a key the diff names with its current value, changes a key named with another value,
-/// and adds a key it does not have.
+/// notification"): a column of at most one element takes the diff as its new value (empty
+/// included); in a larger set each element of the diff toggles; a larger map removes a key the
+/// diff names with its current value, changes a key named with another value, and adds a key it
+/// does not have.
 fn apply_diff(old: Datum, diff: Datum, ty: &ColumnType) -> Datum {
-    if ty.is_scalar() {
+    if ty.max == Some(1) {
         return diff;
     }
     if ty.is_map() {
@@ -328,11 +329,11 @@ mod tests {
         )
         .unwrap();
         // Set: each element of the diff toggles (P1 goes, P2 comes).
-        // Optional scalar: the diff names the old and the new value, toggled likewise.
+        // At most one element: the diff is the new value.
         // Map: "a" named with its value goes, "b" with another value changes, "c" is added.
         db.apply_update2(&json!({"Bridge": {U1: {"modify": {
             "ports": ["set", [["uuid", P1], ["uuid", P2]]],
-            "fail_mode": ["set", ["secure", "standalone"]],
+            "fail_mode": "standalone",
             "other_config": ["map", [["a", "1"], ["b", "3"], ["c", "4"]]],
             "name": "renamed", "stp_enable": true}}}}))
             .unwrap();
@@ -347,7 +348,7 @@ mod tests {
         assert_eq!(get("stp_enable").as_bool(), Some(true));
         // Toggling the last element empties the column; a removed row key empties the map.
         db.apply_update2(
-            &json!({"Bridge": {U1: {"modify": {"ports": ["uuid", P2], "fail_mode": "standalone",
+            &json!({"Bridge": {U1: {"modify": {"ports": ["uuid", P2], "fail_mode": ["set", []],
             "other_config": ["map", [["b", "3"], ["c", "4"]]]}}}}),
         )
         .unwrap();
