@@ -59,7 +59,7 @@ pub(crate) fn datapath_id(b: &Bridge) -> u64 {
 
 /// A port's Ethernet address: OVS's dummy scheme by datapath port number; a patch port (no
 /// datapath side) gets one derived from its OpenFlow number the same way.
-fn port_mac(b: &Bridge, p: &OfPort) -> EthAddr {
+pub(crate) fn port_mac(b: &Bridge, p: &OfPort) -> EthAddr {
     if p.ofport == OFPP_LOCAL {
         return bridge_mac(b);
     }

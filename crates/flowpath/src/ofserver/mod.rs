@@ -55,6 +55,7 @@ use openflow::hello::VersionSet;
 use openflow::msgs::async_config::AsyncMsg;
 use openflow::msgs::port::{PhyPort, PortReason, PortStatus};
 
+pub(crate) use bridge_view::{datapath_id, port_mac};
 use connmgr::{Admitting, ConnMgr};
 pub use connmgr::{BridgeControl, ControllerSettings, FailMode, check_target, parse_protocol};
 use handler::OfHandler;

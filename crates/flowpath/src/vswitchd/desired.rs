@@ -29,7 +29,7 @@ pub(crate) struct Desired {
 }
 
 /// One bridge.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct BridgeDesired {
     pub uuid: Uuid,
     pub name: String,
@@ -48,7 +48,7 @@ pub(crate) struct BridgeDesired {
 }
 
 /// One Controller row.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ControllerDesired {
     pub uuid: Uuid,
     pub target: String,
@@ -59,7 +59,7 @@ pub(crate) struct ControllerDesired {
 }
 
 /// One Interface row with the VLAN settings of its Port.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct IfaceDesired {
     pub uuid: Uuid,
     pub name: String,
@@ -76,6 +76,25 @@ pub(crate) struct IfaceDesired {
     pub tag: Option<i64>,
     pub trunks: Vec<i64>,
     pub vlan_mode: Option<String>,
+}
+
+impl Default for IfaceDesired {
+    fn default() -> IfaceDesired {
+        IfaceDesired {
+            uuid: Uuid(0),
+            name: String::new(),
+            kind: String::new(),
+            options: BTreeMap::new(),
+            other_config: BTreeMap::new(),
+            ofport_request: None,
+            db_ofport: None,
+            mtu_request: None,
+            mac: None,
+            tag: None,
+            trunks: Vec::new(),
+            vlan_mode: None,
+        }
+    }
 }
 
 impl IfaceDesired {
@@ -96,7 +115,10 @@ impl Desired {
             return d;
         };
         d.ovs = Some(ovs);
-        d.next_cfg = db.get("Open_vSwitch", ovs, "next_cfg").as_i64().unwrap_or(0);
+        d.next_cfg = db
+            .get("Open_vSwitch", ovs, "next_cfg")
+            .as_i64()
+            .unwrap_or(0);
         d.other_config = db.get("Open_vSwitch", ovs, "other_config").string_map();
         for (dp_type, row) in db.get("Open_vSwitch", ovs, "datapaths").pairs() {
             if let (Some(t), Some(u)) = (dp_type.as_str(), row.as_uuid())

@@ -41,7 +41,10 @@ pub(crate) fn allocate(claims: &[Claim]) -> Vec<u32> {
     }
     let passes: [fn(&Claim) -> Option<u32>; 3] = [
         |c| valid(c.request),
-        |c| c.running.filter(|&n| n != OFPP_LOCAL && i64::from(n) <= OFPORT_MAX),
+        |c| {
+            c.running
+                .filter(|&n| n != OFPP_LOCAL && i64::from(n) <= OFPORT_MAX)
+        },
         |c| valid(c.db),
     ];
     for pass in passes {
