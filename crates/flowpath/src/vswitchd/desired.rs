@@ -245,3 +245,128 @@ fn ct_zones(db: &Db, dp: Uuid) -> BTreeMap<u16, BTreeMap<String, i64>> {
     }
     zones
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ovsdb::Schema;
+    use serde_json::{Value, json};
+
+    /// The part of the Open_vSwitch schema the reconciler reads.
+    fn schema() -> Schema {
+        let s = |t: &str| json!({"type": t});
+        let opt = |t: &str| json!({"type": {"key": t, "min": 0, "max": 1}});
+        let set = |t: &str| json!({"type": {"key": t, "min": 0, "max": "unlimited"}});
+        let refs = |t: &str| {
+            json!({"type": {"key": {"type": "uuid", "refTable": t}, "min": 0, "max": "unlimited"}})
+        };
+        let smap = json!({"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}});
+        Schema::from_json(&json!({
+            "name": "Open_vSwitch", "version": "8.3.1",
+            "tables": {
+                "Open_vSwitch": {"columns": {
+                    "bridges": refs("Bridge"), "next_cfg": s("integer"), "other_config": smap,
+                    "datapaths": {"type": {"key": "string", "value": {"type": "uuid", "refTable": "Datapath"}, "min": 0, "max": "unlimited"}}}},
+                "Bridge": {"columns": {
+                    "name": s("string"), "ports": refs("Port"), "controller": refs("Controller"),
+                    "datapath_type": s("string"), "fail_mode": opt("string"),
+                    "protocols": set("string"), "other_config": smap}},
+                "Port": {"columns": {
+                    "name": s("string"), "interfaces": refs("Interface"), "tag": opt("integer"),
+                    "trunks": set("integer"), "vlan_mode": opt("string")}},
+                "Interface": {"columns": {
+                    "name": s("string"), "type": s("string"), "options": smap,
+                    "other_config": smap, "ofport_request": opt("integer"),
+                    "ofport": opt("integer"), "mtu_request": opt("integer"), "mac": opt("string")}},
+                "Controller": {"columns": {
+                    "target": s("string"), "inactivity_probe": opt("integer"),
+                    "max_backoff": opt("integer")}},
+                "Datapath": {"columns": {
+                    "ct_zones": {"type": {"key": "integer", "value": {"type": "uuid", "refTable": "CT_Zone"}, "min": 0, "max": "unlimited"}}}},
+                "CT_Zone": {"columns": {"timeout_policy": {"type": {"key": {"type": "uuid", "refTable": "CT_Timeout_Policy"}, "min": 0, "max": 1}}}},
+                "CT_Timeout_Policy": {"columns": {"timeouts": {"type": {"key": "string", "value": "integer", "min": 0, "max": "unlimited"}}}}
+            }
+        }))
+        .expect("schema")
+    }
+
+    fn u(n: u128) -> String {
+        Uuid(n).to_string()
+    }
+
+    fn uref(n: u128) -> Value {
+        json!(["uuid", u(n)])
+    }
+
+    /// A database: `ovs-vsctl add-br br0 -- add-port br0 p1 (tag 10, ofport_request 7) --
+    /// add-port br1 p1` (a name used twice), a controller and a zone timeout policy.
+    fn db() -> Db {
+        let mut db = Db::new(schema());
+        let new = |row: Value| json!({"new": row});
+        db.apply_update(&json!({
+            "Open_vSwitch": {u(1): new(json!({
+                "bridges": ["set", [uref(10), uref(11)]], "next_cfg": 4,
+                "other_config": ["map", [["emc-insert-inv-prob", "0"]]],
+                "datapaths": ["map", [["netdev", uref(50)]]]}))},
+            "Bridge": {
+                u(10): new(json!({"name": "br0", "ports": ["set", [uref(20), uref(21)]],
+                    "controller": uref(40), "datapath_type": "netdev", "fail_mode": "secure",
+                    "other_config": ["map", [["hwaddr", "02:00:00:00:00:01"]]]})),
+                u(11): new(json!({"name": "br1", "ports": uref(22)}))},
+            "Port": {
+                u(20): new(json!({"name": "br0", "interfaces": uref(30)})),
+                u(21): new(json!({"name": "p1", "interfaces": uref(31), "tag": 10})),
+                u(22): new(json!({"name": "p1", "interfaces": uref(32)}))},
+            "Interface": {
+                u(30): new(json!({"name": "br0", "type": "internal"})),
+                u(31): new(json!({"name": "p1", "type": "dummy", "ofport_request": 7, "ofport": 7})),
+                u(32): new(json!({"name": "p1"}))},
+            "Controller": {u(40): new(json!({"target": "tcp:127.0.0.1:6653", "inactivity_probe": 3000}))},
+            "Datapath": {u(50): new(json!({"ct_zones": ["map", [[5, uref(60)]]]}))},
+            "CT_Zone": {u(60): new(json!({"timeout_policy": uref(70)}))},
+            "CT_Timeout_Policy": {u(70): new(json!({"timeouts": ["map", [["tcp_established", 60]]]}))}
+        }))
+        .expect("update");
+        db
+    }
+
+    #[test]
+    fn bridges_ports_and_knobs_are_read_from_the_rows() {
+        let d = Desired::from_db(&db());
+        assert_eq!(d.ovs, Some(Uuid(1)));
+        assert_eq!(d.next_cfg, 4);
+        assert_eq!(d.other_config["emc-insert-inv-prob"], "0");
+        let br0 = &d.bridges["br0"];
+        assert_eq!(br0.datapath_type, "netdev");
+        assert_eq!(br0.fail_mode.as_deref(), Some("secure"));
+        assert_eq!(br0.other_config["hwaddr"], "02:00:00:00:00:01");
+        assert_eq!(br0.controllers.len(), 1);
+        assert_eq!(br0.controllers[0].inactivity_probe, Some(3000));
+        let names: Vec<&str> = br0.ifaces.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, ["br0", "p1"]);
+        assert!(br0.ifaces[0].is_local("br0"));
+        let p1 = &br0.ifaces[1];
+        assert_eq!((p1.kind.as_str(), p1.tag), ("dummy", Some(10)));
+        assert_eq!((p1.ofport_request, p1.db_ofport), (Some(7), Some(7)));
+        assert_eq!(d.datapaths["netdev"], Uuid(50));
+        assert_eq!(d.ct_zones[&5]["tcp_established"], 60);
+    }
+
+    #[test]
+    fn a_name_used_twice_keeps_its_first_row_and_the_other_is_rejected() {
+        let d = Desired::from_db(&db());
+        assert!(d.bridges["br1"].ifaces.is_empty());
+        assert_eq!(
+            d.rejected,
+            vec![(
+                Uuid(32),
+                "could not add network device p1 to ofproto (File exists)".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn an_empty_database_asks_for_nothing() {
+        assert_eq!(Desired::from_db(&Db::new(schema())), Desired::default());
+    }
+}
