@@ -257,10 +257,9 @@ mod tests {
         let s = |t: &str| json!({"type": t});
         let opt = |t: &str| json!({"type": {"key": t, "min": 0, "max": 1}});
         let set = |t: &str| json!({"type": {"key": t, "min": 0, "max": "unlimited"}});
-        let refs = |t: &str| {
-            json!({"type": {"key": {"type": "uuid", "refTable": t}, "min": 0, "max": "unlimited"}})
-        };
-        let smap = json!({"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}});
+        let refs = |t: &str| json!({"type": {"key": {"type": "uuid", "refTable": t}, "min": 0, "max": "unlimited"}});
+        let smap =
+            json!({"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}});
         Schema::from_json(&json!({
             "name": "Open_vSwitch", "version": "8.3.1",
             "tables": {
