@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use datapath::dpif::Datapath;
 
+use super::log;
+
 /// Knobs OVS reads that mean nothing to flowpath (its upcalls run in the PMD threads and its
 /// revalidator in the main thread).
 const IGNORED: &[&str] = &["n-handler-threads", "n-revalidator-threads"];
@@ -20,12 +22,6 @@ const AT_START_ONLY: &[&str] = &["pmd-cpu-mask", "pmd-rxq-assign", "max-idle", "
 pub(crate) struct Knobs {
     other_config: BTreeMap<String, String>,
     ct_zones: BTreeMap<u16, BTreeMap<String, i64>>,
-}
-
-fn log(level: vlog::Level, msg: &str) {
-    if let Some(m) = vlog::module("bridge") {
-        m.log(level, msg);
-    }
 }
 
 impl Knobs {

@@ -85,6 +85,7 @@ impl Vswitchd {
     }
 }
 
+/// Logs under `bridge`, as `ovs-vswitchd`'s reconfiguration does.
 fn log(level: vlog::Level, msg: &str) {
     if let Some(m) = vlog::module("bridge") {
         m.log(level, msg);

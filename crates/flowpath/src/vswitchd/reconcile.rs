@@ -18,6 +18,7 @@ use crate::port_ops;
 
 use super::desired::{BridgeDesired, Desired, IfaceDesired};
 use super::iface_types::{self, TypeContext};
+use super::log;
 use super::ofport::{self, Claim};
 
 /// The datapath types flowpath's datapath stands for.
@@ -70,12 +71,6 @@ fn same_port(running: &IfaceDesired, wanted: &IfaceDesired) -> bool {
         ..i.clone()
     };
     strip(running) == strip(wanted)
-}
-
-fn log(level: vlog::Level, msg: &str) {
-    if let Some(m) = vlog::module("bridge") {
-        m.log(level, msg);
-    }
 }
 
 impl Applied {
