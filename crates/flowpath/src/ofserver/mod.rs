@@ -83,11 +83,9 @@ impl OfServer {
         let events = ev.subscribe();
         let handle = ev.handle();
         // The PMDs' packets for the controllers wake the loop.
-        let queues = dp.lock().map(|d| d.upcall_queues()).unwrap_or_default();
-        for q in &queues {
-            let h = handle.clone();
-            q.set_notify(Box::new(move || h.wake()));
-        }
+        let mut queues = Vec::new();
+        watch_upcall_queues(&dp, &mut queues, &handle);
+        let (dp2, handle2) = (dp.clone(), handle.clone());
         let mut server = Server {
             rundir: rundir.to_path_buf(),
             of: of.clone(),
@@ -116,6 +114,7 @@ impl OfServer {
                     // Not after every message of a busy connection: once an interval.
                     if synced.elapsed() >= SYNC_INTERVAL {
                         server.sync(&mut ev);
+                        watch_upcall_queues(&dp2, &mut queues, &handle2);
                         synced = Instant::now();
                     }
                 }
@@ -134,6 +133,23 @@ impl OfServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Reads, and wakes the loop for, the upcall rings the datapath has beyond `queues` (a
+/// `pmd-cpu-mask` change to more PMDs than ever adds one).
+fn watch_upcall_queues(
+    dp: &Mutex<Datapath>,
+    queues: &mut Vec<Arc<datapath::upcall_queue::UpcallQueue>>,
+    handle: &openflow::conn::LoopHandle,
+) {
+    let now = dp.lock().map(|d| d.upcall_queues()).unwrap_or_default();
+    for q in now.iter().skip(queues.len()) {
+        let h = handle.clone();
+        q.set_notify(Box::new(move || h.wake()));
+    }
+    if now.len() > queues.len() {
+        *queues = now;
     }
 }
 
