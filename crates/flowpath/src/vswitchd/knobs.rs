@@ -6,16 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use datapath::dpif::Datapath;
+use datapath::dpif::{Datapath, RxqAssign, default_pmd_cores, parse_cpu_mask};
 
 use super::log;
 
 /// Knobs OVS reads that mean nothing to flowpath (its upcalls run in the PMD threads and its
 /// revalidator in the main thread).
 const IGNORED: &[&str] = &["n-handler-threads", "n-revalidator-threads"];
-
-/// Knobs flowpath reads but cannot change while it runs yet.
-const AT_START_ONLY: &[&str] = &["pmd-cpu-mask", "pmd-rxq-assign", "max-idle", "flow-limit"];
 
 /// What was applied last, to apply only changes.
 #[derive(Debug, Default)]
@@ -25,47 +22,31 @@ pub(crate) struct Knobs {
 }
 
 impl Knobs {
-    /// Applies the knobs of `other_config` that changed since the last call.
+    /// Applies the knobs of `other_config` that changed since the last call (a knob removed
+    /// goes back to OVS's default); a bad value is logged and leaves the knob as it was.
     pub fn apply(&mut self, dp: &mut Datapath, other_config: &BTreeMap<String, String>) {
-        let changed = |k: &str| other_config.get(k) != self.other_config.get(k);
-        if changed("emc-insert-inv-prob") {
-            let v = other_config.get("emc-insert-inv-prob");
-            // OVS's default, 1 in 100; 0 turns insertion off.
-            match v.map_or(Ok(100), |v| v.parse::<u32>()) {
-                Ok(n) => dp.set_emc_insert_inv_prob(n),
-                Err(_) => log(
-                    vlog::Level::Warn,
-                    &format!(
-                        "emc-insert-inv-prob: '{}' is not a number",
-                        v.map_or("", |s| s)
-                    ),
-                ),
+        let old = std::mem::take(&mut self.other_config);
+        for (key, default) in [
+            ("pmd-cpu-mask", None),
+            ("pmd-rxq-assign", Some("cycles")),
+            ("emc-insert-inv-prob", Some("100")),
+            ("flow-limit", Some("200000")),
+            ("max-idle", Some("10000")),
+            ("vlan-limit", Some("0")),
+        ] {
+            let v = other_config.get(key).map(String::as_str);
+            if v == old.get(key).map(String::as_str) {
+                continue;
             }
-        }
-        if changed("vlan-limit") {
-            let v = other_config.get("vlan-limit").map(String::as_str);
-            // flowpath's flow key always holds two VLAN headers: OVS's default (0: as many
-            // as the datapath parses) and 2 mean that.
-            if !matches!(v, None | Some("0") | Some("2")) {
+            if let Err(e) = apply_knob(dp, key, v.or(default)) {
                 log(
                     vlog::Level::Warn,
-                    &format!(
-                        "vlan-limit={}: flowpath always parses 2 VLAN headers",
-                        v.unwrap_or("")
-                    ),
-                );
-            }
-        }
-        for k in AT_START_ONLY {
-            if changed(k) {
-                log(
-                    vlog::Level::Warn,
-                    &format!("other_config:{k}: not applied to the running datapath"),
+                    &format!("other_config:{key}={}: {e}", v.unwrap_or("")),
                 );
             }
         }
         for k in IGNORED {
-            if changed(k) && other_config.contains_key(*k) {
+            if other_config.contains_key(*k) && other_config.get(*k) != old.get(*k) {
                 log(
                     vlog::Level::Info,
                     &format!(
@@ -114,5 +95,51 @@ impl Knobs {
             ct.set_timeouts(Some(*zone), &values);
         }
         self.ct_zones = zones.clone();
+    }
+}
+
+/// Sets one knob to `value` (`None`: the knob's default where it has no single value).
+fn apply_knob(dp: &mut Datapath, key: &str, value: Option<&str>) -> Result<(), String> {
+    let number = |v: Option<&str>| -> Result<u64, String> {
+        v.unwrap_or("")
+            .parse::<u64>()
+            .map_err(|_| "not a number".to_owned())
+    };
+    match key {
+        "pmd-cpu-mask" => {
+            let cores = match value {
+                Some(m) => parse_cpu_mask(m)?.into_iter().map(Some).collect(),
+                // One PMD, as OVS's single-NUMA default.
+                None => default_pmd_cores(1),
+            };
+            dp.set_pmd_cores(cores)
+        }
+        "pmd-rxq-assign" => {
+            let moved = dp.set_rxq_assign(RxqAssign::parse(value.unwrap_or("cycles"))?);
+            if !moved.is_empty() {
+                log(vlog::Level::Info, moved.trim_end());
+            }
+            Ok(())
+        }
+        "emc-insert-inv-prob" => {
+            let n = u32::try_from(number(value)?).map_err(|_| "out of range".to_owned())?;
+            dp.set_emc_insert_inv_prob(n);
+            Ok(())
+        }
+        "flow-limit" => {
+            dp.set_flow_limit(number(value)? as usize);
+            Ok(())
+        }
+        "max-idle" => {
+            dp.set_max_idle(number(value)?);
+            Ok(())
+        }
+        // flowpath's flow key always holds two VLAN headers: OVS's default (0: as many as
+        // the datapath parses) and 2 mean that.
+        "vlan-limit" => match value {
+            Some("0") | Some("2") | None => Ok(()),
+            _ => Err("flowpath always parses 2 VLAN headers".into()),
+        },
+        _ => Ok(()),
     }
 }
