@@ -46,6 +46,9 @@ pub(crate) struct Applied {
     bridges: BTreeMap<String, AppliedBridge>,
     /// Every interface's outcome at the last reconfiguration, by row.
     pub outcomes: BTreeMap<Uuid, IfaceOutcome>,
+    /// The `error` of interfaces that run but cannot work yet (a patch port without its
+    /// peer), by row.
+    pub notes: BTreeMap<Uuid, String>,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +121,7 @@ impl Applied {
         for (u, e) in &d.rejected {
             self.outcomes.insert(*u, IfaceOutcome::Failed(e.clone()));
         }
+        self.notes = self.patch_notes(d);
         for (u, o) in &self.outcomes {
             if let IfaceOutcome::Failed(e) = o
                 && previous.get(u) != Some(o)
@@ -125,6 +129,35 @@ impl Applied {
                 log(vlog::Level::Warn, e);
             }
         }
+    }
+
+    /// OVS keeps a patch port whose peer is not a running patch port naming it back, and
+    /// says so in its `error`.
+    fn patch_notes(&self, d: &Desired) -> BTreeMap<Uuid, String> {
+        let mut patches = BTreeMap::new();
+        for b in d.bridges.values() {
+            for i in b.ifaces.iter().filter(|i| i.kind == "patch") {
+                if matches!(self.outcomes.get(&i.uuid), Some(IfaceOutcome::Up(_)))
+                    && let Some(peer) = i.options.get("peer")
+                {
+                    let dp_type = match b.datapath_type.as_str() {
+                        "" => "system",
+                        t => t,
+                    };
+                    patches.insert(i.name.as_str(), (peer.as_str(), i.uuid, dp_type));
+                }
+            }
+        }
+        patches
+            .iter()
+            .filter(|(name, (peer, ..))| patches.get(peer).is_none_or(|(back, ..)| back != *name))
+            .map(|(_, (peer, u, dp_type))| {
+                (
+                    *u,
+                    format!("No usable peer '{peer}' exists in '{dp_type}' datapath."),
+                )
+            })
+            .collect()
     }
 
     /// Removes the ports of a bridge that its rows no longer ask for, or ask for differently;

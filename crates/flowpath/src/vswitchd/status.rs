@@ -80,6 +80,7 @@ pub(crate) fn status_ops(
             ("datapath_types", strings(DATAPATH_TYPES)),
             ("iface_types", strings(IFACE_TYPES)),
             ("dpdk_initialized", Datum::boolean(false)),
+            ("dpdk_version", Datum::string("none")),
         ],
     );
     let pipe = src.of.pipe.read().unwrap_or_else(|e| e.into_inner());
@@ -104,7 +105,13 @@ pub(crate) fn status_ops(
                     let mac = ofb
                         .and_then(|ofb| ofb.ports.get(n).map(|p| (ofb, p)))
                         .map(|(ofb, p)| crate::ofserver::port_mac(ofb, p).to_string());
-                    up_columns(i, *n, mac, src)
+                    let mut cols = up_columns(i, *n, mac, src);
+                    if let Some(e) = applied.notes.get(&i.uuid)
+                        && let Some(c) = cols.iter_mut().find(|c| c.0 == "error")
+                    {
+                        c.1 = Datum::string(e);
+                    }
+                    cols
                 }
                 Some(IfaceOutcome::Failed(e)) => failed_columns(Some(e)),
                 None => failed_columns(None),
@@ -241,6 +248,7 @@ fn failed_columns(error: Option<&String>) -> Vec<(&'static str, Datum)> {
         ("mtu", Datum::Empty),
         ("mac_in_use", Datum::Empty),
         ("ifindex", Datum::Empty),
+        ("link_resets", Datum::Empty),
         ("statistics", Datum::Empty),
         ("status", Datum::Empty),
     ]
