@@ -116,6 +116,8 @@ struct Conn {
 }
 
 struct Shared {
+    /// The database's name, the first parameter of every request.
+    db: String,
     status: Mutex<Status>,
     changed: Condvar,
     conn: Mutex<Option<Conn>>,
@@ -148,6 +150,7 @@ impl Idl {
     /// replica is current).
     pub fn start(opts: IdlOptions) -> Idl {
         let shared = Arc::new(Shared {
+            db: opts.db.clone(),
             status: Mutex::new(Status {
                 state: IdlState::Connecting,
                 has_lock: opts.lock.is_none(),
@@ -219,7 +222,7 @@ impl Idl {
             let id = c.next_id;
             c.next_id += 1;
             let mut params = Vec::with_capacity(ops.len() + 1);
-            params.push(json!(self.db_name()));
+            params.push(json!(self.shared.db));
             params.extend(ops);
             let msg = Message::Request {
                 method: "transact".to_owned(),
@@ -236,10 +239,6 @@ impl Idl {
             Ok(reply) => classify_txn_reply(reply?),
             Err(_) => Err(TxnError::Disconnected),
         }
-    }
-
-    fn db_name(&self) -> String {
-        self.shared.status().snapshot.schema().name.clone()
     }
 
     /// Closes the connection and waits for the thread to end.
