@@ -96,7 +96,11 @@ pub(crate) fn status_ops(
             t.update(
                 "Bridge",
                 b.uuid,
-                vec![("datapath_id", Datum::string(&dpid))],
+                vec![
+                    ("datapath_id", Datum::string(&dpid)),
+                    // What OVS's userspace datapath reports.
+                    ("datapath_version", Datum::string("<built-in>")),
+                ],
             );
         }
         for i in &b.ifaces {
@@ -194,13 +198,15 @@ fn up_columns(
             "mac_in_use",
             mac.map_or(Datum::Empty, |m| Datum::string(&m)),
         ),
+        // Not counted: no port reports a link reset.
+        ("link_resets", Datum::integer(0)),
     ];
-    if let Some(ifindex) = kernel
+    // 0 where there is no kernel device, as OVS.
+    let ifindex = kernel
         .then(|| sys("ifindex").and_then(|n| n.parse::<i64>().ok()))
         .flatten()
-    {
-        cols.push(("ifindex", Datum::integer(ifindex)));
-    }
+        .unwrap_or(0);
+    cols.push(("ifindex", Datum::integer(ifindex)));
     if src.statistics
         && let Some(c) = src.dp.port_counters(&i.name)
     {
