@@ -3,12 +3,18 @@
 //! `dpif-netdev/*`, answered in OVS's text formats.
 //!
 //! PMD threads own their datapath state; every operation here is a message to each PMD and a
-//! wait for its reply, which comes within one poll iteration.
+//! wait for its reply, which comes within one poll iteration. The threads themselves are in
+//! `pmd_thread.rs`, the spreading of rx queues over them in `rxq_sched.rs`, and the knobs that
+//! change while they run (the core set among them) in `reconfigure.rs`.
+
+mod pmd_thread;
+mod reconfigure;
+mod rxq_sched;
 
 use std::fmt::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -20,11 +26,16 @@ use crate::actions::{DpAction, compile};
 use crate::flow_table::{FlowStats, Megaflow};
 use crate::meter::{MeterConfig, MeterCounters, MeterError};
 use crate::pmd::{
-    DropUpcalls, FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, STAGE_SAMPLE,
-    STAGE_TSC_READS_PER_BATCH, Stage, UpcallHandler,
+    FlowDump, Pmd, PmdCmd, PmdConfig, PmdStats, PolledRxq, STAGE_SAMPLE, STAGE_TSC_READS_PER_BATCH,
+    Stage, UpcallHandler,
 };
 use crate::port::{Port, PortCounters};
 use crate::tsc;
+use crate::upcall_queue::{UpcallProducer, UpcallQueue};
+use pmd_thread::{PmdHandle, PmdSeed, open_txqs, spawn_pmd};
+
+pub use reconfigure::{default_pmd_cores, parse_cpu_mask};
+pub use rxq_sched::RxqAssign;
 
 /// Datapath-wide settings.
 #[derive(Clone, Debug)]
@@ -48,119 +59,9 @@ impl Default for DpConfig {
     }
 }
 
-/// `pmd-rxq-assign`: how rx queues are spread over PMD threads, with OVS's names and meanings
-/// (ovs-vswitchd.conf.db(5)). The measured load of a queue is the TSC cycles its packets took
-/// since it was last assigned; at start-up every queue measures zero.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RxqAssign {
-    /// Queues sorted by measured cycles, most first, dealt to the PMDs in turn, back and forth
-    /// (0, 1, .., n-1, n-1, .., 0, 0, 1, ..) so the busiest queues land on different PMDs.
-    #[default]
-    Cycles,
-    /// Queues sorted by measured cycles, most first, each to the PMD with the least load so
-    /// far (ties to the one with fewer queues, then the lower index).
-    Group,
-    /// Queues in port and queue order, dealt to the PMDs in turn, ignoring load.
-    RoundRobin,
-}
-
-impl RxqAssign {
-    /// The knob's value: `cycles`, `group` or `roundrobin`.
-    pub fn parse(s: &str) -> Result<RxqAssign, String> {
-        match s {
-            "cycles" => Ok(RxqAssign::Cycles),
-            "group" => Ok(RxqAssign::Group),
-            "roundrobin" => Ok(RxqAssign::RoundRobin),
-            _ => Err(format!(
-                "pmd-rxq-assign '{s}': expected cycles, group or roundrobin"
-            )),
-        }
-    }
-
-    /// The knob's name for this value.
-    pub fn name(self) -> &'static str {
-        match self {
-            RxqAssign::Cycles => "cycles",
-            RxqAssign::Group => "group",
-            RxqAssign::RoundRobin => "roundrobin",
-        }
-    }
-
-    /// The PMD index for each queue, given each queue's measured cycles in port and queue order.
-    pub fn assign(self, loads: &[u64], n_pmd: usize) -> Vec<usize> {
-        let n_pmd = n_pmd.max(1);
-        let mut out = vec![0; loads.len()];
-        if self == RxqAssign::RoundRobin {
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = i % n_pmd;
-            }
-            return out;
-        }
-        let mut order: Vec<usize> = (0..loads.len()).collect();
-        // Stable: equal loads keep port and queue order.
-        order.sort_by_key(|&i| core::cmp::Reverse(loads[i]));
-        let mut pmd_load = vec![0u64; n_pmd];
-        let mut pmd_queues = vec![0usize; n_pmd];
-        for (rank, &q) in order.iter().enumerate() {
-            let p = match self {
-                RxqAssign::Group => (0..n_pmd)
-                    .min_by_key(|&p| (pmd_load[p], pmd_queues[p], p))
-                    .unwrap_or(0),
-                _ => {
-                    let (round, pos) = (rank / n_pmd, rank % n_pmd);
-                    if round % 2 == 0 { pos } else { n_pmd - 1 - pos }
-                }
-            };
-            pmd_load[p] += loads[q];
-            pmd_queues[p] += 1;
-            out[q] = p;
-        }
-        out
-    }
-}
-
-/// Cores for `n` PMD threads when none are configured: core 1 onwards, leaving core 0 to the
-/// main thread (OVS's habit on small machines), wrapping round; core 0 on a one-core machine.
-pub fn default_pmd_cores(n: usize) -> Vec<Option<usize>> {
-    let ncpu = std::thread::available_parallelism().map_or(1, |c| c.get());
-    (0..n.max(1))
-        .map(|i| Some(if ncpu > 1 { 1 + i % (ncpu - 1) } else { 0 }))
-        .collect()
-}
-
-/// Parses a `pmd-cpu-mask` such as `0x6` into core ids.
-pub fn parse_cpu_mask(s: &str) -> Result<Vec<usize>, String> {
-    let t = s.trim();
-    let hex = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    let v = u128::from_str_radix(hex, 16)
-        .map_err(|_| format!("bad pmd-cpu-mask '{s}': expected hex such as 0x2"))?;
-    if v == 0 {
-        return Err(format!("bad pmd-cpu-mask '{s}': no core selected"));
-    }
-    Ok((0..128).filter(|b| v & (1u128 << b) != 0).collect())
-}
-
 struct PortEntry {
     no: u32,
     port: Box<dyn Port>,
-}
-
-type RxqLoad = (Vec<(u32, usize, u64)>, u64);
-
-struct PmdHandle {
-    core_id: Option<usize>,
-    cmd: Sender<PmdCmd>,
-    thread: Option<JoinHandle<()>>,
-    /// (port number, queue id, cycles) of each polled queue in poll order, and the busy cycles
-    /// since the queues were assigned; published by the PMD.
-    load: Arc<Mutex<RxqLoad>>,
-    /// Set by the PMD when its finite sources are exhausted and it is idle.
-    drained: Arc<AtomicBool>,
-    /// Its packets for the slow path.
-    upcalls: Arc<crate::upcall_queue::UpcallQueue>,
 }
 
 /// A datapath under construction: add ports and flows, then [`DatapathBuilder::start`].
@@ -174,8 +75,9 @@ pub struct DatapathBuilder {
     frag: FragConfig,
 }
 
-/// Makes each PMD thread's upcall handler (the slow path), one per PMD.
-pub type UpcallFactory = Box<dyn Fn() -> Box<dyn UpcallHandler>>;
+/// Makes each PMD thread's upcall handler (the slow path), one per PMD: when the datapath
+/// starts, and for each PMD a core set change adds.
+pub type UpcallFactory = Box<dyn Fn() -> Box<dyn UpcallHandler> + Send>;
 
 impl DatapathBuilder {
     /// A builder with these settings.
@@ -202,7 +104,7 @@ impl DatapathBuilder {
     }
 
     /// Attaches a slow path: `make` builds each PMD's upcall handler. Without one, misses are
-    /// dropped and counted ([`DropUpcalls`]).
+    /// dropped and counted ([`DropUpcalls`](crate::pmd::DropUpcalls)).
     pub fn set_upcall(&mut self, make: UpcallFactory) {
         self.upcall = Some(make);
     }
@@ -234,24 +136,17 @@ impl DatapathBuilder {
     /// Starts the PMD threads.
     pub fn start(mut self) -> Result<Datapath, String> {
         let n_pmd = self.config.pmd_cores.len().max(1);
-        let mut pmds: Vec<Pmd> = (0..n_pmd)
-            .map(|i| {
-                let mut cfg = self.config.pmd;
-                cfg.core_id = self.config.pmd_cores.get(i).copied().flatten();
-                let handler: Box<dyn UpcallHandler> = match &self.upcall {
-                    Some(make) => make(),
-                    None => Box::new(DropUpcalls),
-                };
-                Pmd::new(cfg, handler)
-            })
-            .collect();
-        for pmd in &mut pmds {
-            pmd.set_conntrack(self.conntrack.clone());
-            pmd.handle(PmdCmd::SetFragConfig(self.frag.clone()));
-            for f in &self.flows {
-                pmd.add_flow(f.clone())?;
-            }
-        }
+        let seed = PmdSeed {
+            config: self.config.pmd,
+            upcall: self.upcall.as_ref(),
+            conntrack: &self.conntrack,
+            frag: &self.frag,
+            flows: &self.flows,
+            meters: &Default::default(),
+        };
+        let mut pmds = (0..n_pmd)
+            .map(|i| seed.make(self.config.pmd_cores.get(i).copied().flatten()))
+            .collect::<Result<Vec<Pmd>, String>>()?;
         // Rx queues: no cycles are measured yet, so `cycles` and `group` deal them out in port
         // order as `roundrobin` does; `dpif-netdev/pmd-rxq-rebalance` uses measurements.
         let mut queues = Vec::new();
@@ -273,19 +168,24 @@ impl DatapathBuilder {
         }
         // A tx queue per PMD on every port.
         for pmd in &mut pmds {
-            for pe in &mut self.ports {
-                pmd.add_port_txq(pe.no, pe.port.open_txq(), pe.port.tunnel());
-            }
+            open_txqs(pmd, &mut self.ports);
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::new();
         for pmd in pmds {
-            handles.push(spawn_pmd(pmd, stop.clone())?);
+            handles.push(spawn_pmd(pmd, stop.clone(), None)?);
         }
         let sweeper = spawn_ct_sweeper(self.conntrack.clone(), stop.clone())?;
         Ok(Datapath {
             ports: self.ports,
+            upcall_rings: handles.iter().map(|h| h.upcalls.clone()).collect(),
+            spare_upcall_rings: Vec::new(),
             pmds: handles,
+            pmd_config: PmdConfig {
+                core_id: None,
+                ..self.config.pmd
+            },
+            upcall: self.upcall,
             conntrack: self.conntrack,
             ct_sweeper: Some(sweeper),
             stop,
@@ -322,75 +222,6 @@ fn spawn_ct_sweeper(
         .map_err(|e| format!("cannot start the conntrack sweeper: {e}"))
 }
 
-fn spawn_pmd(mut pmd: Pmd, stop: Arc<AtomicBool>) -> Result<PmdHandle, String> {
-    let (tx, rx) = channel();
-    let upcalls = pmd.upcall_queue();
-    let core = pmd.config.core_id;
-    let load = Arc::new(Mutex::new(rxq_load(&pmd)));
-    let drained = Arc::new(AtomicBool::new(false));
-    let (load2, drained2) = (load.clone(), drained.clone());
-    let name = match core {
-        Some(c) => format!("pmd-c{c:02}"),
-        None => "pmd".to_owned(),
-    };
-    let thread = std::thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            if let Some(c) = core {
-                pin_to_core(c);
-            }
-            let mut idle_polls = 0u32;
-            let mut n: u64 = 0;
-            let mut drained = false;
-            while !stop.load(Ordering::Relaxed) {
-                let got = pmd.poll_once();
-                pmd.handle_pending(&rx);
-                n += 1;
-                if got == 0 {
-                    idle_polls = idle_polls.saturating_add(1);
-                    if idle_polls > 2 && pmd.sources_exhausted() {
-                        drained = true;
-                        drained2.store(true, Ordering::Release);
-                        // Nothing more will come: stop spinning a core.
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                } else {
-                    idle_polls = 0;
-                }
-                // A source added at run time: not drained any more.
-                if drained && !pmd.sources_exhausted() {
-                    drained = false;
-                    drained2.store(false, Ordering::Release);
-                }
-                if n.is_multiple_of(1024)
-                    && let Ok(mut l) = load2.lock()
-                {
-                    *l = rxq_load(&pmd);
-                }
-            }
-            // Drain commands that raced with the stop.
-            pmd.handle_pending(&rx);
-        })
-        .map_err(|e| format!("cannot start PMD thread: {e}"))?;
-    Ok(PmdHandle {
-        core_id: core,
-        cmd: tx,
-        thread: Some(thread),
-        load,
-        drained,
-        upcalls,
-    })
-}
-
-/// What a PMD publishes for `pmd-rxq-show` and rebalancing.
-fn rxq_load(pmd: &Pmd) -> RxqLoad {
-    let qs = pmd.rxqs().iter();
-    (
-        qs.map(|q| (q.port_no, q.queue_id, q.cycles)).collect(),
-        pmd.rxq_busy(),
-    )
-}
-
 /// The per-stage accounting's overhead in `s`: the cost of one TSC read, and the cycles per
 /// packet the accounting's reads add.
 pub fn stage_accounting_cost(s: &PmdStats) -> (f64, f64) {
@@ -404,20 +235,18 @@ pub fn stage_accounting_cost(s: &PmdStats) -> (f64, f64) {
     )
 }
 
-/// Pins the calling thread to `core`; failure (a core outside the allowed set) is reported and
-/// the thread runs unpinned.
-fn pin_to_core(core: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
-        eprintln!("flowpath: cannot pin PMD thread to core {core}: {e}");
-    }
-}
-
 /// A running datapath.
 pub struct Datapath {
     ports: Vec<PortEntry>,
     pmds: Vec<PmdHandle>,
+    /// The settings a PMD starts with now (the run-time knobs as last set; no `core_id`).
+    pmd_config: PmdConfig,
+    /// The slow path, for PMDs a core set change adds.
+    upcall: Option<UpcallFactory>,
+    /// Every upcall ring a PMD ever wrote into, in the order they were made (a reader holds
+    /// them all; see `upcall_queues`), and the writing ends of those no PMD uses now.
+    upcall_rings: Vec<Arc<UpcallQueue>>,
+    spare_upcall_rings: Vec<UpcallProducer>,
     conntrack: Arc<conntrack::Conntrack>,
     ct_sweeper: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
@@ -558,50 +387,6 @@ impl Datapath {
             .map_or("?", |p| p.port.name())
     }
 
-    /// `dpif-netdev/pmd-rxq-rebalance`: reassigns every rx queue by the `pmd-rxq-assign`
-    /// algorithm using the cycles each queue took since its last assignment. Each PMD stops
-    /// polling only between two of its iterations, for the time the handover takes; packets
-    /// waiting in a queue stay there. Returns one line per queue that moved.
-    pub fn rxq_rebalance(&mut self) -> String {
-        // Take every queue (in port and queue order, whichever PMD had it).
-        let mut queues: Vec<(usize, PolledRxq)> = Vec::new();
-        for (i, p) in self.pmds.iter().enumerate() {
-            let (tx, rx) = channel();
-            if p.cmd.send(PmdCmd::TakeRxqs(tx)).is_ok()
-                && let Ok(qs) = rx.recv_timeout(Duration::from_secs(5))
-            {
-                queues.extend(qs.into_iter().map(|q| (i, q)));
-            }
-        }
-        queues.sort_by_key(|(_, q)| (q.port_no, q.queue_id));
-        let loads: Vec<u64> = queues.iter().map(|(_, q)| q.cycles).collect();
-        let to = self.rxq_assign.assign(&loads, self.pmds.len());
-        let mut per_pmd: Vec<Vec<PolledRxq>> = self.pmds.iter().map(|_| Vec::new()).collect();
-        let mut out = String::new();
-        for ((from, q), p) in queues.into_iter().zip(to) {
-            if from != p {
-                let _ = writeln!(
-                    out,
-                    "port: {} queue-id: {} moved from core_id {} to core_id {}",
-                    self.port_name(q.port_no),
-                    q.queue_id,
-                    core_text(self.pmds[from].core_id),
-                    core_text(self.pmds[p].core_id)
-                );
-            }
-            per_pmd[p].push(q);
-        }
-        for (p, qs) in self.pmds.iter().zip(per_pmd) {
-            let _ = p.cmd.send(PmdCmd::AddRxqs(qs));
-        }
-        out
-    }
-
-    /// The `pmd-rxq-assign` in force.
-    pub fn rxq_assign(&self) -> RxqAssign {
-        self.rxq_assign
-    }
-
     /// Each port's name and whether its link is up ([`Port::link_up`]).
     pub fn link_states(&self) -> Vec<(String, bool)> {
         self.ports
@@ -697,9 +482,13 @@ impl Datapath {
         ports
     }
 
-    /// Every PMD's ring of packets for the slow path (`userspace` actions: packet-ins).
-    pub fn upcall_queues(&self) -> Vec<Arc<crate::upcall_queue::UpcallQueue>> {
-        self.pmds.iter().map(|p| p.upcalls.clone()).collect()
+    /// Every ring of packets for the slow path (`userspace` actions: packet-ins) a PMD writes
+    /// into or wrote into: one per PMD, and after a core set change the rings of PMDs that
+    /// went away, which the PMDs started later reuse. The list only grows, and only when the
+    /// datapath has more PMDs than ever before; a reader asks again after
+    /// [`Datapath::set_pmd_cores`].
+    pub fn upcall_queues(&self) -> Vec<Arc<UpcallQueue>> {
+        self.upcall_rings.clone()
     }
 
     /// Runs a packet the slow path made through the datapath, on the first PMD
@@ -915,13 +704,6 @@ impl Datapath {
         // Make sure every PMD has applied it before returning.
         let _ = self.ask(PmdCmd::Stats);
         self.cleared_at = tsc::now();
-    }
-
-    /// Sets `emc-insert-inv-prob` on every PMD.
-    pub fn set_emc_insert_inv_prob(&mut self, n: u32) {
-        for p in &self.pmds {
-            let _ = p.cmd.send(PmdCmd::SetEmcInsertInvProb(n));
-        }
     }
 
     /// Seconds since the counters were last cleared.
@@ -1320,9 +1102,7 @@ impl Datapath {
     fn join_threads(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         for p in &mut self.pmds {
-            if let Some(t) = p.thread.take() {
-                let _ = t.join();
-            }
+            p.join();
         }
         if let Some(t) = self.ct_sweeper.take() {
             let _ = t.join();
@@ -1507,34 +1287,6 @@ mod tests {
             dp_flow(&d, false).format(None, Some(false)),
             "recirc_id(0),in_port(2),packet_type(ns=0,id=0),eth_type(0x0800),\
              ipv4(src=10.0.0.2/255.255.255.252,frag=no), packets:0, bytes:0, used:never, actions:1"
-        );
-    }
-
-    #[test]
-    fn rxq_assign_algorithms() {
-        let loads = [10, 50, 30, 40, 20];
-        // roundrobin ignores load.
-        assert_eq!(RxqAssign::RoundRobin.assign(&loads, 2), vec![0, 1, 0, 1, 0]);
-        // cycles: by load 50(q1) 40(q3) 30(q2) 20(q4) 10(q0), dealt 0,1,1,0,0.
-        assert_eq!(RxqAssign::Cycles.assign(&loads, 2), vec![0, 0, 1, 1, 0]);
-        // group: q1->0 (50), q3->1 (40), q2->1 (70), q4->0 (70), q0->0 (tie, lower index).
-        assert_eq!(RxqAssign::Group.assign(&loads, 2), vec![0, 0, 1, 1, 0]);
-        let skewed = [100, 1, 1, 1, 1, 1];
-        // group leaves the heavy queue alone; cycles deals the rest back and forth.
-        assert_eq!(RxqAssign::Group.assign(&skewed, 2), vec![0, 1, 1, 1, 1, 1]);
-        assert_eq!(RxqAssign::Cycles.assign(&skewed, 2), vec![0, 1, 1, 0, 0, 1]);
-        // No history: equal loads keep port order.
-        assert_eq!(RxqAssign::Cycles.assign(&[0; 4], 2), vec![0, 1, 1, 0]);
-        assert_eq!(RxqAssign::Group.assign(&[0; 4], 2), vec![0, 1, 0, 1]);
-        assert_eq!(RxqAssign::Cycles.assign(&[5, 6], 1), vec![0, 0]);
-        assert!(RxqAssign::Cycles.assign(&[], 3).is_empty());
-        for a in [RxqAssign::Cycles, RxqAssign::Group, RxqAssign::RoundRobin] {
-            assert_eq!(RxqAssign::parse(a.name()), Ok(a));
-        }
-        assert!(
-            RxqAssign::parse("cycle")
-                .unwrap_err()
-                .contains("expected cycles")
         );
     }
 }

@@ -244,7 +244,18 @@ impl DpMeter {
         fired.is_none()
     }
 
-    /// What [`DpMeter::admit`] counted.
+    /// Adds what a PMD counted to the meter's own counters (the PMD is going away: its core
+    /// left the core set), so that the meter's totals do not go back.
+    fn keep_counters(&self, c: &MeterCounters) {
+        self.slow[0].fetch_add(c.packets, Ordering::Relaxed);
+        self.slow[1].fetch_add(c.bytes, Ordering::Relaxed);
+        for (b, (p, n)) in c.bands.iter().enumerate().take(self.bands.len()) {
+            self.slow[2 + 2 * b].fetch_add(*p, Ordering::Relaxed);
+            self.slow[3 + 2 * b].fetch_add(*n, Ordering::Relaxed);
+        }
+    }
+
+    /// What [`DpMeter::admit`] counted, and what PMDs that went away had counted.
     pub fn slow_counters(&self) -> MeterCounters {
         let n = |i: usize| self.slow[i].load(Ordering::Relaxed);
         MeterCounters {
@@ -289,6 +300,13 @@ impl PmdMeters {
             shared,
             local: [0; MAX_BANDS],
         });
+    }
+
+    /// The PMD is going away: each meter keeps what it counted here, and forgets this side.
+    pub(crate) fn retire(&mut self) {
+        for m in std::mem::take(&mut self.by_id).into_iter().flatten() {
+            m.shared.keep_counters(&m.counters);
+        }
     }
 
     /// This PMD's counters of meter `id`.
@@ -395,6 +413,14 @@ impl DpMeters {
             self.by_id.pop();
         }
         gone
+    }
+
+    /// Every meter, by id (for a PMD that starts while they exist).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &Arc<DpMeter>)> {
+        self.by_id
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((i as u32, m.as_ref()?)))
     }
 
     /// Meter `id`'s shared half.

@@ -21,12 +21,14 @@ mod group_cmd;
 mod meter_cmd;
 mod of_cmd;
 mod ofserver;
+mod port_ops;
 mod port_stats_cmd;
 mod report;
 mod run_cmd;
 mod switch;
 mod upcall_cmd;
 mod vlog_cmd;
+mod vswitchd;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -107,11 +109,20 @@ enum Command {
         #[arg(long)]
         storm: Option<f64>,
     },
-    /// Run the switch in the foreground from a configuration file.
+    /// Run the switch in the foreground from a configuration file, or from an OVSDB server's
+    /// Open_vSwitch database as ovs-vswitchd.
     Run {
         /// The TOML configuration.
-        #[arg(long)]
-        config: PathBuf,
+        #[arg(long, required_unless_present = "ovsdb")]
+        config: Option<PathBuf>,
+        /// Take the configuration from this ovsdb-server (unix:PATH or tcp:IP:PORT), as
+        /// ovs-vswitchd does, and write back what ovs-vswitchd writes.
+        #[arg(long, conflicts_with = "config", value_name = "TARGET")]
+        ovsdb: Option<String>,
+        /// With --ovsdb: interfaces of kernel-backed types are dummy ports (ovs-vswitchd's
+        /// --enable-dummy=override), for tests without root.
+        #[arg(long, requires = "ovsdb")]
+        enable_dummy: bool,
         /// Directory of the control socket flowpath.ctl (default: $FLOWPATH_RUNDIR,
         /// /run/flowpath for root, $XDG_RUNTIME_DIR/flowpath, /tmp/flowpath-UID).
         #[arg(long)]
@@ -254,12 +265,23 @@ fn main() -> ExitCode {
         }
         Command::Run {
             config,
+            ovsdb,
+            enable_dummy,
             rundir,
             until_idle,
             log_file,
             verbose,
-        } => setup_logging(&verbose, log_file, rundir.as_deref())
-            .and_then(|()| run_cmd::run(&config, rundir.as_deref(), until_idle)),
+        } => setup_logging(&verbose, log_file, rundir.as_deref()).and_then(|()| {
+            let source = match (&config, &ovsdb) {
+                (Some(c), _) => run_cmd::Source::File(c),
+                (None, Some(target)) => run_cmd::Source::Ovsdb {
+                    target,
+                    enable_dummy,
+                },
+                (None, None) => unreachable!("clap requires --config or --ovsdb"),
+            };
+            run_cmd::run(source, rundir.as_deref(), until_idle)
+        }),
         Command::Ctl { rundir, command } => ctl(rundir.as_deref(), &command, &mut out),
         Command::CheckConfig { file } => check_config(&file, &mut out),
         Command::Ofctl { rundir, command } => ofctl(rundir.as_deref(), &command, &mut out),

@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use datapath::dpif::Datapath;
 
-use ofproto::bridge::{OfPort, VlanMode};
+use ofproto::bridge::VlanMode;
 use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
+
+use crate::port_ops::PortBackend;
 
 /// Splits a leading `--strict` off `args`.
 fn strict(args: &[String]) -> (bool, &[String]) {
@@ -171,31 +173,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     });
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("add-br", "BRIDGE", 1, 1, move |a| {
-        of2.add_bridge(&a[0])?;
-        of2.add_flow(&a[0], crate::switch::DEFAULT_FLOW)?;
-        // The bridge's LOCAL port, a datapath port without a device.
-        let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
-        // OVS's dummy datapath's number for `brN` (100 + N); any other bridge's LOCAL port
-        // too stays clear of the numbers ports take.
-        let no = match dummy_dp_port(&dp, &a[0]) {
-            n if n >= 100 => n,
-            _ => dp.free_port_number_from(100),
-        };
-        of2.add_port(
-            &a[0],
-            OfPort {
-                name: a[0].clone(),
-                ofport: ofproto::syntax::OFPP_LOCAL,
-                dp_port: Some(no),
-                peer: None,
-                vlan: VlanMode::default(),
-            },
-        )?;
-        if let Err(e) = dp.add_port(no, Box::new(netdev::dummy::DummyPort::internal(&a[0]))) {
-            let _ = of2.del_bridge(&a[0]);
-            return Err(e);
-        }
-        Ok(String::new())
+        crate::port_ops::add_bridge(&of2, &dp2, &a[0], None).map(|()| String::new())
     });
     let (of2, dp2, base2) = (of.clone(), dp.clone(), base.to_path_buf());
     let _ = reg.register(
@@ -205,33 +183,13 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
         12,
         move |a| add_port(&of2, &dp2, &base2, a).map(|_| String::new()),
     );
-    // Removing a bridge or port closes its datapath side (what was batched for it is sent
-    // first); the megaflows of its packets go with it, and those that sent to it are removed
-    // by the revalidator, as their translation changes.
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("del-br", "BRIDGE", 1, 1, move |a| {
-        let b = of2.del_bridge(&a[0])?;
-        let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
-        // Its meters' datapath meters are freed for other bridges.
-        for m in b.meters.iter() {
-            dp.meter_del(m.dp_id);
-        }
-        // Tunnel ports share their datapath port (named after the tunnel type) with others.
-        for p in b.ports.values().filter(|p| p.dp_port.is_some()) {
-            if dp.port_names().number(&p.name).is_some() {
-                drop(dp.del_port(&p.name)?);
-            }
-        }
-        Ok(String::new())
+        crate::port_ops::del_bridge(&of2, &dp2, &a[0]).map(|()| String::new())
     });
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("del-port", "PORT", 1, 1, move |a| {
-        let p = of2.del_port(&a[0])?;
-        let mut dp = dp2.lock().map_err(|_| "datapath lock poisoned")?;
-        if p.dp_port.is_some() && dp.port_names().number(&p.name).is_some() {
-            drop(dp.del_port(&p.name)?);
-        }
-        Ok(String::new())
+        crate::port_ops::del_port(&of2, &dp2, &a[0]).map(|()| String::new())
     });
 }
 
@@ -300,93 +258,19 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
             (1..).find(|n| !b.ports.contains_key(n)).unwrap_or(1)
         }
     };
-    if crate::config::TUNNEL_TYPES.contains(&kind.as_str()) {
+    let backend = if crate::config::TUNNEL_TYPES.contains(&kind.as_str()) {
         let t = crate::config::tunnel_config(&conf).map_err(|e| format!("port '{name}': {e}"))?;
-        let mut dp = dp.lock().map_err(|_| "datapath lock poisoned")?;
-        let dp_name = t.dp_port_name();
-        let no = match dp.port_names().number(&dp_name) {
-            Some(n) => n,
-            None => {
-                let n = dp.free_port_number();
-                dp.add_port(n, crate::switch::tunnel_dp_port(&t))?;
-                n
-            }
-        };
-        return of.add_tunnel_port(
-            bridge,
-            OfPort {
-                name: name.clone(),
-                ofport,
-                dp_port: Some(no),
-                peer: None,
-                vlan,
-            },
-            t,
-        );
-    }
-    if kind == "patch" {
-        return of.add_port(
-            bridge,
-            OfPort {
-                name: name.clone(),
-                ofport,
-                dp_port: None,
-                peer,
-                vlan,
-            },
-        );
-    }
-    // A port with a datapath side: open it, add it to the OpenFlow bridge, then to the
-    // datapath (so that its first packets find the bridge).
-    if kind == "internal" {
+        PortBackend::Tunnel(t)
+    } else if kind == "patch" {
+        PortBackend::Patch(peer.unwrap_or_default())
+    } else if kind == "internal" {
         return Err(
             "the internal port comes with its bridge (add-br, or the configuration)".into(),
         );
-    }
-    let port = crate::switch::open_port(&conf, None, base).map_err(|e| format!("{e:#}"))?;
-    let mut dp = dp.lock().map_err(|_| "datapath lock poisoned")?;
-    let no = if kind == "dummy" {
-        dummy_dp_port(&dp, name)
     } else {
-        dp.free_port_number()
+        PortBackend::Device(
+            crate::switch::open_port(&conf, None, base).map_err(|e| format!("{e:#}"))?,
+        )
     };
-    of.add_port(
-        bridge,
-        OfPort {
-            name: name.clone(),
-            ofport,
-            dp_port: Some(no),
-            peer: None,
-            vlan,
-        },
-    )?;
-    if let Err(e) = dp.add_port(no, port) {
-        let _ = of.del_port(name);
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// The datapath port number of a device-less port added at run time, chosen as OVS's dummy
-/// datapath chooses it (`dpif-netdev.c`, `choose_port()`), so that OVS's test scenarios see
-/// the same numbers: the first number in the name, plus 100 for a name starting `br` (`p10`
-/// is 10, a bridge `br0`'s LOCAL port 100), when it is free; else the lowest free number.
-fn dummy_dp_port(dp: &Datapath, name: &str) -> u32 {
-    let start = if name.starts_with("br") { 100 } else { 0 };
-    let digits: String = name
-        .chars()
-        .skip_while(|c| !c.is_ascii_digit())
-        .take_while(char::is_ascii_digit)
-        .collect();
-    if let Some(n) = digits
-        .parse::<u32>()
-        .ok()
-        .and_then(|d| d.checked_add(start))
-        && n > 0
-        && n <= u32::from(u16::MAX)
-        && dp.free_port_number_from(n) == n
-    {
-        return n;
-    }
-    dp.free_port_number()
+    crate::port_ops::add_port(of, dp, bridge, name, ofport, vlan, backend)
 }

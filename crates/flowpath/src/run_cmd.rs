@@ -4,6 +4,9 @@
 //! `exit` command. Every bridge listens for OpenFlow connections on `DIR/BRIDGE.mgmt` (and
 //! `DIR/BRIDGE.snoop`), so that `ovs-ofctl` with `OVS_RUNDIR=DIR` manages it, and connects to
 //! (or listens for) the controllers its configuration names.
+//!
+//! `flowpath run --ovsdb TARGET` starts with no bridge and takes its configuration from an
+//! `ovsdb-server` instead, as `ovs-vswitchd` does (see `vswitchd`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,18 +21,29 @@ use crate::commands::registry;
 use crate::ofserver::{BridgeControl, ControllerSettings, OfServer};
 use crate::switch::{build, build_ofproto, default_rundir, load, revalidate_when_due};
 
+/// Where the switch's configuration comes from.
+pub enum Source<'a> {
+    /// A TOML file.
+    File(&'a Path),
+    /// An OVSDB server's Open_vSwitch database (`unix:PATH`, `tcp:IP:PORT`); with
+    /// `enable_dummy`, kernel-backed interfaces are dummy ports (OVS's `--enable-dummy`).
+    Ovsdb { target: &'a str, enable_dummy: bool },
+}
+
 /// Runs the switch until a signal, `exit`, or (with `until_idle`) the end of its finite
 /// sources.
-pub fn run(
-    config_path: &Path,
-    rundir: Option<&Path>,
-    until_idle: bool,
-) -> anyhow::Result<ExitCode> {
-    let cfg = load(config_path)?;
-    let base = config_path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+pub fn run(source: Source, rundir: Option<&Path>, until_idle: bool) -> anyhow::Result<ExitCode> {
+    let (cfg, base) = match source {
+        Source::File(path) => (
+            load(path)?,
+            path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ),
+        // No bridge until the database says; the datapath's defaults.
+        Source::Ovsdb { .. } => (
+            crate::config::parse("").map_err(|_| anyhow!("empty configuration"))?,
+            std::path::PathBuf::new(),
+        ),
+    };
     let rundir = rundir.map(Path::to_path_buf).unwrap_or_else(default_rundir);
     let of = build_ofproto(&cfg, &base)?;
     let dp = build(&cfg, &base, &of)?;
@@ -67,8 +81,24 @@ pub fn run(
         Server::bind(&sock, reg).with_context(|| format!("control socket {}", sock.display()))?;
     eprintln!("flowpath: running; control socket {}", sock.display());
     // OpenFlow: every bridge's BRIDGE.mgmt and BRIDGE.snoop, served on their own thread.
-    let ofserver = OfServer::start(&rundir, of.clone(), dp.clone(), controllers)
+    let ofserver = OfServer::start(&rundir, of.clone(), dp.clone(), controllers.clone())
         .with_context(|| format!("OpenFlow listeners in {}", rundir.display()))?;
+    let vswitchd = match source {
+        Source::Ovsdb {
+            target,
+            enable_dummy,
+        } => Some(crate::vswitchd::Vswitchd::start(
+            crate::vswitchd::Options {
+                target: target.to_owned(),
+                rundir: rundir.clone(),
+                enable_dummy,
+            },
+            of.clone(),
+            dp.clone(),
+            controllers,
+        )),
+        Source::File(_) => None,
+    };
 
     // The revalidator.
     let mut last = std::time::Instant::now();
@@ -78,6 +108,9 @@ pub fn run(
             break;
         }
         revalidate_when_due(&of, &dp, &mut last);
+    }
+    if let Some(v) = vswitchd {
+        v.stop();
     }
     server.shutdown();
     ofserver.stop();

@@ -100,9 +100,18 @@ pub enum PmdCmd {
     ClearStats,
     /// Set `emc-insert-inv-prob`.
     SetEmcInsertInvProb(u32),
+    /// Take these settings (all but `core_id`, which a running thread keeps): the run-time
+    /// knobs `emc-insert-inv-prob`, `flow-limit`, `max-idle` and the upcall share.
+    SetConfig(PmdConfig),
+    /// The polled queues as (port number, queue id, cycles), in poll order, and the busy
+    /// cycles since they were assigned: what `pmd-rxq-show` and the rx queue scheduling read.
+    RxqLoad(Sender<RxqLoad>),
     /// Stop polling every rx queue and hand them over, with their measured cycles (the first
     /// half of an rx queue reassignment).
     TakeRxqs(Sender<Vec<PolledRxq>>),
+    /// Stop polling the queues named (port number, queue id) and hand them over with their
+    /// measured cycles; the others stay, so only the moved queues pause.
+    TakeRxqsOf(Vec<(u32, usize)>, Sender<Vec<PolledRxq>>),
     /// Start polling these rx queues (their cycle counts start again from zero).
     AddRxqs(Vec<PolledRxq>),
     /// A port joined the datapath: its tx queue for this PMD, and the tunnel it terminates
@@ -129,6 +138,10 @@ pub enum PmdCmd {
     /// packet's actions ran.
     Execute(Box<Packet>, Sender<()>),
 }
+
+/// A PMD's rx queues as (port number, queue id, cycles since assigned) in poll order, and its
+/// busy cycles since they were assigned ([`PmdCmd::RxqLoad`]).
+pub type RxqLoad = (Vec<(u32, usize, u64)>, u64);
 
 /// A polled rx queue.
 pub struct PolledRxq {
@@ -272,7 +285,6 @@ impl Pmd {
     pub fn new(config: PmdConfig, upcall: Box<dyn UpcallHandler>) -> Pmd {
         let mut emc = Emc::new();
         emc.set_insert_inv_prob(config.emc_insert_inv_prob);
-        let hz = tsc::hz();
         Pmd {
             config,
             rxqs: Vec::new(),
@@ -302,7 +314,7 @@ impl Pmd {
             recirc_batch: Batch::new(),
             spare: Vec::with_capacity(SPARE_BATCHES),
             recirc: Vec::with_capacity(MAX_BURST),
-            max_idle_tsc: config.max_idle_ms.saturating_mul(hz / 1000),
+            max_idle_tsc: max_idle_tsc(config.max_idle_ms),
             next_housekeeping: 0,
             upcalls_this_iter: 0,
             temp_flows: Vec::new(),
@@ -335,6 +347,17 @@ impl Pmd {
     /// The ring of packets this PMD's `userspace` actions send to the slow path.
     pub fn upcall_queue(&self) -> std::sync::Arc<crate::upcall_queue::UpcallQueue> {
         self.upcall_queue.queue().clone()
+    }
+
+    /// Sends `userspace` actions' packets into `p`'s ring, one a PMD that went away used (its
+    /// reader knows it already), instead of the ring it was made with.
+    pub(crate) fn set_upcall_producer(&mut self, p: crate::upcall_queue::UpcallProducer) {
+        self.upcall_queue = p;
+    }
+
+    /// The PMD is done: its ring's writing end, for a PMD that starts later.
+    pub(crate) fn into_upcall_producer(self) -> crate::upcall_queue::UpcallProducer {
+        self.upcall_queue
     }
 
     /// Runs one packet of the slow path's through the datapath ([`PmdCmd::Execute`]): its
@@ -485,10 +508,25 @@ impl Pmd {
                 self.config.emc_insert_inv_prob = n;
                 self.emc.set_insert_inv_prob(n);
             }
+            PmdCmd::SetConfig(cfg) => self.set_config(cfg),
+            PmdCmd::RxqLoad(reply) => {
+                let qs = self.rxqs.iter();
+                let qs = qs.map(|q| (q.port_no, q.queue_id, q.cycles)).collect();
+                let _ = reply.send((qs, self.rxq_busy));
+            }
             PmdCmd::TakeRxqs(reply) => {
                 self.flush_tx();
                 self.rxq_busy = 0;
                 let _ = reply.send(std::mem::take(&mut self.rxqs));
+            }
+            PmdCmd::TakeRxqsOf(which, reply) => {
+                self.flush_tx();
+                self.rxq_busy = 0;
+                let (gone, kept) = std::mem::take(&mut self.rxqs)
+                    .into_iter()
+                    .partition(|q| which.contains(&(q.port_no, q.queue_id)));
+                self.rxqs = kept;
+                let _ = reply.send(gone);
             }
             PmdCmd::AddRxqs(qs) => {
                 self.rxq_busy = 0;
@@ -517,6 +555,18 @@ impl Pmd {
                 let _ = reply.send(());
             }
         }
+    }
+
+    /// Takes `cfg`'s run-time settings (not its `core_id`): the EMC's insertion probability,
+    /// the flow limit and idle time (what is over them goes at the next housekeeping) and the
+    /// upcall share.
+    pub fn set_config(&mut self, cfg: PmdConfig) {
+        self.config = PmdConfig {
+            core_id: self.config.core_id,
+            ..cfg
+        };
+        self.emc.set_insert_inv_prob(cfg.emc_insert_inv_prob);
+        self.max_idle_tsc = max_idle_tsc(cfg.max_idle_ms);
     }
 
     /// Drains pending commands without blocking.
@@ -595,15 +645,28 @@ impl Pmd {
             for c in &mut self.cls.by_port {
                 c.dpcls.sort_subtables();
             }
-            if self.max_idle_tsc > 0 {
+            // Over the flow limit (it was lowered at run time), flows go sooner, as OVS's
+            // revalidators do it: idle for 100 ms, and every one past twice the limit.
+            let n = self.flows.len();
+            let (max_idle, kill_all) = if n > self.config.flow_limit {
+                let fast = hz / 10;
+                let idle = if self.max_idle_tsc == 0 {
+                    fast
+                } else {
+                    self.max_idle_tsc.min(fast)
+                };
+                (idle, n > self.config.flow_limit.saturating_mul(2))
+            } else {
+                (self.max_idle_tsc, false)
+            };
+            if max_idle > 0 {
                 // A flow that never saw a packet is idle since its install.
-                let max_idle = self.max_idle_tsc;
                 let idle: Vec<FlowRef> = self
                     .flows
                     .iter()
                     .filter(|(_, f)| {
                         let last = f.stats.used_tsc.max(f.installed_tsc);
-                        f.expires && now.saturating_sub(last) > max_idle
+                        f.expires && (kill_all || now.saturating_sub(last) > max_idle)
                     })
                     .map(|(r, _)| r)
                     .collect();
@@ -633,4 +696,9 @@ impl Pmd {
             "a lent packet outlived its burst"
         );
     }
+}
+
+/// `max-idle` in TSC ticks (0 keeps flows until removed).
+fn max_idle_tsc(ms: u64) -> u64 {
+    ms.saturating_mul(tsc::hz() / 1000)
 }

@@ -141,6 +141,24 @@ impl Pmd {
         }
     }
 
+    /// The last act of a PMD whose core left the core set, once its rx queues went to other
+    /// PMDs: the misses still waiting for the slow path are handled (no budget: there is no
+    /// forwarding left to protect) and what they output is sent, so a port that stays loses
+    /// none of them; the meters keep what this PMD counted.
+    pub fn retire(&mut self) {
+        // Each round upcalls at least one waiting miss; the bound is a guard, not a limit.
+        for _ in 0..DEFER_MAX {
+            if self.deferred.is_empty() {
+                break;
+            }
+            self.upcalls_this_iter = 0;
+            self.protecting = false;
+            self.run_deferred();
+        }
+        self.flush_tx();
+        self.meters.retire();
+    }
+
     /// The upcall stage: the packets no tier found to the slow path, timed whenever there
     /// are any (their cycles are left out of the actions'). Returns when the actions' stage
     /// starts: `t3`, or the upcalls' end in an iteration whose stages are timed.

@@ -61,6 +61,7 @@ use openflow::hello::VersionSet;
 use openflow::msgs::async_config::AsyncMsg;
 use openflow::msgs::port::{PhyPort, PortReason, PortStatus};
 
+pub(crate) use bridge_view::{datapath_id, port_mac};
 use connmgr::{Admitting, ConnMgr};
 pub use connmgr::{BridgeControl, ControllerSettings, FailMode, check_target, parse_protocol};
 use handler::OfHandler;
@@ -88,11 +89,9 @@ impl OfServer {
         let events = ev.subscribe();
         let handle = ev.handle();
         // The PMDs' packets for the controllers wake the loop.
-        let queues = dp.lock().map(|d| d.upcall_queues()).unwrap_or_default();
-        for q in &queues {
-            let h = handle.clone();
-            q.set_notify(Box::new(move || h.wake()));
-        }
+        let mut queues = Vec::new();
+        watch_upcall_queues(&dp, &mut queues, &handle);
+        let (dp2, handle2) = (dp.clone(), handle.clone());
         let mut server = Server {
             rundir: rundir.to_path_buf(),
             of: of.clone(),
@@ -125,6 +124,7 @@ impl OfServer {
                         || !server.handler.port_mod_sources.is_empty()
                     {
                         server.sync(&mut ev);
+                        watch_upcall_queues(&dp2, &mut queues, &handle2);
                         synced = Instant::now();
                     }
                 }
@@ -143,6 +143,23 @@ impl OfServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Reads, and wakes the loop for, the upcall rings the datapath has beyond `queues` (a
+/// `pmd-cpu-mask` change to more PMDs than ever adds one).
+fn watch_upcall_queues(
+    dp: &Mutex<Datapath>,
+    queues: &mut Vec<Arc<datapath::upcall_queue::UpcallQueue>>,
+    handle: &openflow::conn::LoopHandle,
+) {
+    let now = dp.lock().map(|d| d.upcall_queues()).unwrap_or_default();
+    for q in now.iter().skip(queues.len()) {
+        let h = handle.clone();
+        q.set_notify(Box::new(move || h.wake()));
+    }
+    if now.len() > queues.len() {
+        *queues = now;
     }
 }
 

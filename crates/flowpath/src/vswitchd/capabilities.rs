@@ -1,0 +1,67 @@
+//! `Datapath.capabilities`: what the datapath can do, under the keys OVS 3.1's userspace
+//! datapath writes (`get_datapath_cap()` in `ofproto/ofproto-dpif.c`), each value saying what
+//! flowpath's datapath does. `ovn-controller` reads them to choose its flows (`ct_zero_snat`,
+//! `ct_flush`, `max_hash_alg`...), so a capability flowpath lacks is written `false`, not left
+//! out.
+
+use std::collections::BTreeMap;
+
+/// The capabilities, as the column holds them.
+pub(crate) fn capabilities() -> BTreeMap<String, String> {
+    const CAPS: &[(&str, &str)] = &[
+        // Two VLAN headers and three MPLS label stack entries in the flow key.
+        ("max_vlan_headers", "2"),
+        ("max_mpls_depth", "3"),
+        ("recirc", "true"),
+        ("ct_state", "true"),
+        ("ct_zone", "true"),
+        ("ct_mark", "true"),
+        ("ct_label", "true"),
+        ("ct_state_nat", "true"),
+        ("ct_orig_tuple", "true"),
+        ("ct_orig_tuple6", "true"),
+        ("nd_ext", "true"),
+        ("masked_set_action", "true"),
+        ("tnl_push_pop", "true"),
+        ("ufid", "true"),
+        ("trunc", "true"),
+        ("clone", "true"),
+        // As OVS's userspace datapath: nested sample()/clone() to this depth.
+        ("sample_nesting", "10"),
+        // Connection events are not sent anywhere.
+        ("ct_eventmask", "false"),
+        ("ct_clear", "true"),
+        // hash(l4) and its symmetric form.
+        ("max_hash_alg", "1"),
+        ("check_pkt_len", "true"),
+        // Zone timeout policies (CT_Timeout_Policy).
+        ("ct_timeout", "true"),
+        ("explicit_drop_action", "true"),
+        // Not implemented: bonds' lb_output, add_mpls, the zero-SNAT fallback, and the
+        // tuple-filtered NXT_CT_FLUSH (NXT_CT_FLUSH_ZONE is served).
+        ("lb_output_action", "false"),
+        ("add_mpls", "false"),
+        ("ct_zero_snat", "false"),
+        ("ct_flush", "false"),
+    ];
+    CAPS.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_key_of_ovs_3_1s_netdev_datapath_is_there() {
+        let caps = super::capabilities();
+        let ovs = "max_vlan_headers max_mpls_depth recirc ct_state ct_zone ct_mark ct_label \
+                   ct_state_nat ct_orig_tuple ct_orig_tuple6 nd_ext masked_set_action \
+                   tnl_push_pop ufid trunc clone sample_nesting ct_eventmask ct_clear \
+                   max_hash_alg check_pkt_len ct_timeout explicit_drop_action lb_output_action \
+                   ct_zero_snat add_mpls ct_flush";
+        for k in ovs.split_whitespace() {
+            assert!(caps.contains_key(k), "{k}");
+        }
+        assert_eq!(caps.len(), ovs.split_whitespace().count());
+    }
+}

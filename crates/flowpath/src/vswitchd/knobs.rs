@@ -1,0 +1,145 @@
+//! The datapath's knobs from Open_vSwitch `other_config` (`pmd-cpu-mask`,
+//! `emc-insert-inv-prob`, `pmd-rxq-assign`, `max-idle`, `flow-limit`, `vlan-limit`...) and the
+//! connection tracker's zone timeout policies (`Datapath.ct_zones` -> `CT_Zone` ->
+//! `CT_Timeout_Policy`), applied to the running datapath when they change. Knobs OVS has and
+//! flowpath does not use are logged once as ignored.
+
+use std::collections::BTreeMap;
+
+use datapath::dpif::{Datapath, RxqAssign, default_pmd_cores, parse_cpu_mask};
+
+use super::log;
+
+/// Knobs OVS reads that mean nothing to flowpath (its upcalls run in the PMD threads and its
+/// revalidator in the main thread).
+const IGNORED: &[&str] = &["n-handler-threads", "n-revalidator-threads"];
+
+/// What was applied last, to apply only changes.
+#[derive(Debug, Default)]
+pub(crate) struct Knobs {
+    other_config: BTreeMap<String, String>,
+    ct_zones: BTreeMap<u16, BTreeMap<String, i64>>,
+}
+
+impl Knobs {
+    /// Applies the knobs of `other_config` that changed since the last call (a knob removed
+    /// goes back to OVS's default); a bad value is logged and leaves the knob as it was.
+    pub fn apply(&mut self, dp: &mut Datapath, other_config: &BTreeMap<String, String>) {
+        let old = std::mem::take(&mut self.other_config);
+        for (key, default) in [
+            ("pmd-cpu-mask", None),
+            ("pmd-rxq-assign", Some("cycles")),
+            ("emc-insert-inv-prob", Some("100")),
+            ("flow-limit", Some("200000")),
+            ("max-idle", Some("10000")),
+            ("vlan-limit", Some("0")),
+        ] {
+            let v = other_config.get(key).map(String::as_str);
+            if v == old.get(key).map(String::as_str) {
+                continue;
+            }
+            if let Err(e) = apply_knob(dp, key, v.or(default)) {
+                log(
+                    vlog::Level::Warn,
+                    &format!("other_config:{key}={}: {e}", v.unwrap_or("")),
+                );
+            }
+        }
+        for k in IGNORED {
+            if other_config.contains_key(*k) && other_config.get(*k) != old.get(*k) {
+                log(
+                    vlog::Level::Info,
+                    &format!(
+                        "other_config:{k}: ignored (flowpath's upcalls run in its PMD threads)"
+                    ),
+                );
+            }
+        }
+        self.other_config = other_config.clone();
+    }
+
+    /// Sets each zone's timeout policy and drops the policies of zones that lost theirs. OVS's
+    /// classes that flowpath's tracker does not have (`tcp_syn_sent2`, `tcp_close_wait`,
+    /// `tcp_last_ack`, `tcp_retransmit`, `tcp_unack`) are logged and left out.
+    pub fn apply_ct_zones(
+        &mut self,
+        ct: &conntrack::Conntrack,
+        zones: &BTreeMap<u16, BTreeMap<String, i64>>,
+    ) {
+        if *zones == self.ct_zones {
+            return;
+        }
+        for zone in self.ct_zones.keys() {
+            if !zones.contains_key(zone) {
+                ct.del_timeouts(*zone);
+            }
+        }
+        for (zone, timeouts) in zones {
+            if self.ct_zones.get(zone) == Some(timeouts) {
+                continue;
+            }
+            let mut values = Vec::new();
+            for (class, secs) in timeouts {
+                match (
+                    conntrack::TimeoutClass::from_name(class),
+                    u32::try_from(*secs),
+                ) {
+                    (Some(c), Ok(s)) => values.push((c, s)),
+                    _ => log(
+                        vlog::Level::Warn,
+                        &format!("ct zone {zone}: timeout {class}={secs} is not supported"),
+                    ),
+                }
+            }
+            ct.del_timeouts(*zone);
+            ct.set_timeouts(Some(*zone), &values);
+        }
+        self.ct_zones = zones.clone();
+    }
+}
+
+/// Sets one knob to `value` (`None`: the knob's default where it has no single value).
+fn apply_knob(dp: &mut Datapath, key: &str, value: Option<&str>) -> Result<(), String> {
+    let number = |v: Option<&str>| -> Result<u64, String> {
+        v.unwrap_or("")
+            .parse::<u64>()
+            .map_err(|_| "not a number".to_owned())
+    };
+    match key {
+        "pmd-cpu-mask" => {
+            let cores = match value {
+                Some(m) => parse_cpu_mask(m)?.into_iter().map(Some).collect(),
+                // One PMD, as OVS's single-NUMA default.
+                None => default_pmd_cores(1),
+            };
+            dp.set_pmd_cores(cores)
+        }
+        "pmd-rxq-assign" => {
+            let moved = dp.set_rxq_assign(RxqAssign::parse(value.unwrap_or("cycles"))?);
+            if !moved.is_empty() {
+                log(vlog::Level::Info, moved.trim_end());
+            }
+            Ok(())
+        }
+        "emc-insert-inv-prob" => {
+            let n = u32::try_from(number(value)?).map_err(|_| "out of range".to_owned())?;
+            dp.set_emc_insert_inv_prob(n);
+            Ok(())
+        }
+        "flow-limit" => {
+            dp.set_flow_limit(number(value)? as usize);
+            Ok(())
+        }
+        "max-idle" => {
+            dp.set_max_idle(number(value)?);
+            Ok(())
+        }
+        // flowpath's flow key always holds two VLAN headers: OVS's default (0: as many as
+        // the datapath parses) and 2 mean that.
+        "vlan-limit" => match value {
+            Some("0") | Some("2") | None => Ok(()),
+            _ => Err("flowpath always parses 2 VLAN headers".into()),
+        },
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,292 @@
+//! `flowpath run --ovsdb TARGET`: the switch configured by an `ovsdb-server` holding the
+//! Open_vSwitch database, standing in for `ovs-vswitchd` (`vswitchd/bridge.c`). A thread
+//! takes the `ovs_vswitchd` lock, monitors the columns `ovs-vswitchd` monitors, and on every
+//! change reconciles the running switch with the database ([`reconcile`]) and writes back, in
+//! one transaction, what `ovs-vswitchd` writes ([`status`]), `cur_cfg` included, so that
+//! `ovs-vsctl` returns. Statistics are refreshed every 5 seconds.
+//!
+//! When the database goes away the switch keeps forwarding on its last configuration; when it
+//! is back the snapshot is read afresh and only what differs changes. While another process
+//! holds the lock, nothing is configured (OVS's "another ovs-vswitchd process is running").
+
+mod capabilities;
+mod desired;
+mod iface_types;
+mod knobs;
+mod ofport;
+mod reconcile;
+mod status;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use datapath::dpif::Datapath;
+use ofproto::ofproto::Ofproto;
+use ovsdb::{Idl, IdlOptions, IdlState, TxnError};
+
+use crate::ofserver::ControllerSettings;
+
+use desired::Desired;
+use iface_types::TypeContext;
+use reconcile::{Applied, Switch};
+
+/// The lock every `ovs-vswitchd` takes, so that two never drive one database.
+pub(crate) const LOCK: &str = "ovs_vswitchd";
+
+/// How often the interfaces' statistics are written (OVS's default stats interval).
+const STATS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How often the status is compared with the database besides changes (link states,
+/// controller connections).
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What `--ovsdb` runs with.
+pub(crate) struct Options {
+    /// `unix:PATH` or `tcp:IP:PORT`.
+    pub target: String,
+    /// The run directory (vhost-user server sockets).
+    pub rundir: PathBuf,
+    /// `--enable-dummy`: kernel-backed interface types become dummy ports.
+    pub enable_dummy: bool,
+}
+
+/// The running reconciler.
+pub(crate) struct Vswitchd {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Vswitchd {
+    /// Starts the reconciler of switch `of` + `dp`.
+    pub fn start(
+        opts: Options,
+        of: Arc<Ofproto>,
+        dp: Arc<Mutex<Datapath>>,
+        controllers: ControllerSettings,
+    ) -> Vswitchd {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("vswitchd".into())
+            .spawn(move || run(opts, &of, &dp, &controllers, &stop2))
+            .ok();
+        Vswitchd { stop, thread }
+    }
+
+    /// Stops it (the switch stays as it is).
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Logs under `bridge`, as `ovs-vswitchd`'s reconfiguration does.
+fn log(level: vlog::Level, msg: &str) {
+    if let Some(m) = vlog::module("bridge") {
+        m.log(level, msg);
+    }
+}
+
+/// The columns `ovs-vswitchd` 3.1 monitors that flowpath reads or writes (everything but
+/// `external_ids`, which belongs to other clients).
+fn monitored() -> Vec<(String, Vec<String>)> {
+    let t = |table: &str, cols: &[&str]| {
+        (
+            table.to_owned(),
+            cols.iter().map(|c| (*c).to_owned()).collect(),
+        )
+    };
+    vec![
+        t(
+            "Open_vSwitch",
+            &[
+                "bridges",
+                "cur_cfg",
+                "datapath_types",
+                "datapaths",
+                "dpdk_initialized",
+                "dpdk_version",
+                "iface_types",
+                "next_cfg",
+                "other_config",
+            ],
+        ),
+        t(
+            "Bridge",
+            &[
+                "controller",
+                "datapath_id",
+                "datapath_type",
+                "datapath_version",
+                "fail_mode",
+                "name",
+                "other_config",
+                "ports",
+                "protocols",
+            ],
+        ),
+        t(
+            "Port",
+            &[
+                "interfaces",
+                "name",
+                "other_config",
+                "qos",
+                "tag",
+                "trunks",
+                "vlan_mode",
+            ],
+        ),
+        t(
+            "Interface",
+            &[
+                "admin_state",
+                "error",
+                "ifindex",
+                "link_resets",
+                "link_state",
+                "mac",
+                "mac_in_use",
+                "mtu",
+                "mtu_request",
+                "name",
+                "ofport",
+                "ofport_request",
+                "options",
+                "other_config",
+                "statistics",
+                "status",
+                "type",
+            ],
+        ),
+        t(
+            "Controller",
+            &[
+                "inactivity_probe",
+                "is_connected",
+                "max_backoff",
+                "role",
+                "status",
+                "target",
+            ],
+        ),
+        t("Datapath", &["capabilities", "ct_zones"]),
+        t("CT_Zone", &["timeout_policy"]),
+        t("CT_Timeout_Policy", &["timeouts"]),
+    ]
+}
+
+/// The reconciler's loop.
+fn run(
+    opts: Options,
+    of: &Arc<Ofproto>,
+    dp: &Mutex<Datapath>,
+    controllers: &ControllerSettings,
+    stop: &AtomicBool,
+) {
+    let idl = Idl::start(IdlOptions {
+        target: opts.target.clone(),
+        db: "Open_vSwitch".into(),
+        lock: Some(LOCK.into()),
+        columns: monitored(),
+    });
+    let sw = Switch {
+        of,
+        dp,
+        controllers,
+    };
+    let mut applied = Applied::default();
+    let mut knobs = knobs::Knobs::default();
+    let mut last_desired: Option<Desired> = None;
+    let mut seqno = 0;
+    let mut contended = false;
+    let mut retry = false;
+    let mut last_stats = Instant::now() - STATS_INTERVAL;
+    let mut last_poll = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let now_seqno = idl.wait(seqno, Duration::from_millis(200));
+        let changed = now_seqno != seqno;
+        seqno = now_seqno;
+        match idl.state() {
+            IdlState::Connecting => continue,
+            IdlState::LockContended => {
+                if !contended {
+                    log(
+                        vlog::Level::Err,
+                        "another ovs-vswitchd process is running, disabling this process \
+                         until it goes away",
+                    );
+                    contended = true;
+                }
+                continue;
+            }
+            IdlState::Monitoring => contended = false,
+        }
+        let stats_due = last_stats.elapsed() >= STATS_INTERVAL;
+        if !changed && !retry && !stats_due && last_poll.elapsed() < POLL_INTERVAL {
+            continue;
+        }
+        last_poll = Instant::now();
+        let db = idl.snapshot();
+        let d = Desired::from_db(&db);
+        if last_desired.as_ref() != Some(&d) {
+            let default_netdev = d
+                .other_config
+                .get(iface_types::NETDEV_KNOB)
+                .map(String::as_str);
+            let ctx = TypeContext {
+                enable_dummy: opts.enable_dummy,
+                rundir: &opts.rundir,
+                default_netdev,
+            };
+            applied.reconcile(&d, &sw, &ctx);
+            if let Ok(mut dp) = dp.lock() {
+                knobs.apply(&mut dp, &d.other_config);
+                let ct = dp.conntrack().clone();
+                knobs.apply_ct_zones(&ct, &d.ct_zones);
+            }
+        }
+        let ops = {
+            let Ok(dpg) = dp.lock() else { break };
+            let src = status::StatusSources {
+                of,
+                dp: &dpg,
+                controllers,
+                enable_dummy: opts.enable_dummy,
+                statistics: stats_due,
+            };
+            status::status_ops(&db, &d, &applied, &src)
+        };
+        last_desired = Some(d);
+        if stats_due {
+            last_stats = Instant::now();
+        }
+        retry = false;
+        if ops.is_empty() {
+            continue;
+        }
+        match idl.transact(ops) {
+            Ok(_) => {}
+            // The database changed under the transaction, or the connection or the lock
+            // went: build it again from the next snapshot.
+            Err(TxnError::TryAgain) | Err(TxnError::Disconnected) | Err(TxnError::NotLocked) => {
+                retry = true;
+            }
+            Err(TxnError::Error(e)) => {
+                log(
+                    vlog::Level::Warn,
+                    &format!("status transaction failed: {e}"),
+                );
+                retry = true;
+                // Not at once: the same transaction would fail the same way.
+                std::thread::sleep(POLL_INTERVAL);
+            }
+        }
+    }
+    idl.stop();
+}

@@ -1,0 +1,376 @@
+//! The difference between the configuration the database asks for ([`Desired`]) and what the
+//! switch runs ([`Applied`]), applied as the smallest change: a bridge that went is removed
+//! with its ports; a port whose row changed (type, options, VLANs, number) is removed and
+//! added again; every other port is left alone, so it keeps forwarding and the PMD threads
+//! keep running. A port that cannot be opened gets its error and the rest still applies; it is
+//! tried again on the next change, as `bridge_reconfigure()` does.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use datapath::dpif::Datapath;
+use ofproto::bridge::VlanMode;
+use ofproto::ofproto::Ofproto;
+use ovsdb::Uuid;
+
+use crate::ofserver::{BridgeControl, ControllerSettings, FailMode, parse_protocol};
+use crate::port_ops;
+
+use super::desired::{BridgeDesired, Desired, IfaceDesired};
+use super::iface_types::{self, TypeContext};
+use super::log;
+use super::ofport::{self, Claim};
+
+/// The datapath types flowpath's datapath stands for.
+pub(crate) const DATAPATH_TYPES: &[&str] = &["netdev", "system"];
+
+/// The switch the reconciler changes.
+pub(crate) struct Switch<'a> {
+    pub of: &'a Ofproto,
+    pub dp: &'a Mutex<Datapath>,
+    pub controllers: &'a ControllerSettings,
+}
+
+/// What one interface became.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum IfaceOutcome {
+    /// Running as this OpenFlow port.
+    Up(u32),
+    /// Not running: its `error`.
+    Failed(String),
+}
+
+/// What the switch runs, as the reconciler built it.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    bridges: BTreeMap<String, AppliedBridge>,
+    /// Every interface's outcome at the last reconfiguration, by row.
+    pub outcomes: BTreeMap<Uuid, IfaceOutcome>,
+    /// The `error` of interfaces that run but cannot work yet (a patch port without its
+    /// peer), by row.
+    pub notes: BTreeMap<Uuid, String>,
+}
+
+#[derive(Debug, Default)]
+struct AppliedBridge {
+    hwaddr: Option<String>,
+    ports: BTreeMap<String, AppliedPort>,
+}
+
+/// A running port and the row it was built from.
+#[derive(Debug)]
+struct AppliedPort {
+    row: IfaceDesired,
+    ofport: u32,
+}
+
+/// Whether a running port still is what the row asks for (apart from its number, checked
+/// on its own, and the database's copy of it).
+fn same_port(running: &IfaceDesired, wanted: &IfaceDesired) -> bool {
+    let strip = |i: &IfaceDesired| IfaceDesired {
+        uuid: Uuid(0),
+        db_ofport: None,
+        ofport_request: None,
+        ..i.clone()
+    };
+    strip(running) == strip(wanted)
+}
+
+impl Applied {
+    /// Changes the switch into what `d` asks for; every interface's outcome lands in
+    /// `self.outcomes`.
+    pub fn reconcile(&mut self, d: &Desired, sw: &Switch, ctx: &TypeContext) {
+        let previous = std::mem::take(&mut self.outcomes);
+        // First everything that goes, so that a name moving between bridges is free.
+        let gone: Vec<String> = self
+            .bridges
+            .keys()
+            .filter(|b| !d.bridges.get(*b).is_some_and(supported))
+            .cloned()
+            .collect();
+        for b in gone {
+            log(vlog::Level::Info, &format!("bridge {b}: deleted"));
+            if let Err(e) = port_ops::del_bridge(sw.of, sw.dp, &b) {
+                log(vlog::Level::Warn, &format!("bridge {b}: {e}"));
+            }
+            sw.controllers.remove(&b);
+            self.bridges.remove(&b);
+        }
+        let mut numbers = BTreeMap::new();
+        for b in d.bridges.values().filter(|b| supported(b)) {
+            numbers.insert(b.name.clone(), self.remove_stale_ports(b, sw));
+        }
+        for b in d.bridges.values() {
+            if !supported(b) {
+                let e = format!(
+                    "could not open datapath for bridge {} of type {}",
+                    b.name, b.datapath_type
+                );
+                for i in &b.ifaces {
+                    self.outcomes
+                        .insert(i.uuid, IfaceOutcome::Failed(e.clone()));
+                }
+                continue;
+            }
+            self.add_bridge(b, sw, ctx);
+            if let Some(n) = numbers.get(&b.name) {
+                self.add_ports(b, n, sw, ctx);
+            }
+            self.configure_bridge(b, sw);
+        }
+        for (u, e) in &d.rejected {
+            self.outcomes.insert(*u, IfaceOutcome::Failed(e.clone()));
+        }
+        self.notes = self.patch_notes(d);
+        for (u, o) in &self.outcomes {
+            if let IfaceOutcome::Failed(e) = o
+                && previous.get(u) != Some(o)
+            {
+                log(vlog::Level::Warn, e);
+            }
+        }
+    }
+
+    /// OVS keeps a patch port whose peer is not a running patch port naming it back, and
+    /// says so in its `error`.
+    fn patch_notes(&self, d: &Desired) -> BTreeMap<Uuid, String> {
+        let mut patches = BTreeMap::new();
+        for b in d.bridges.values() {
+            for i in b.ifaces.iter().filter(|i| i.kind == "patch") {
+                if matches!(self.outcomes.get(&i.uuid), Some(IfaceOutcome::Up(_)))
+                    && let Some(peer) = i.options.get("peer")
+                {
+                    let dp_type = match b.datapath_type.as_str() {
+                        "" => "system",
+                        t => t,
+                    };
+                    patches.insert(i.name.as_str(), (peer.as_str(), i.uuid, dp_type));
+                }
+            }
+        }
+        patches
+            .iter()
+            .filter(|(name, (peer, ..))| patches.get(peer).is_none_or(|(back, ..)| back != *name))
+            .map(|(_, (peer, u, dp_type))| {
+                (
+                    *u,
+                    format!("No usable peer '{peer}' exists in '{dp_type}' datapath."),
+                )
+            })
+            .collect()
+    }
+
+    /// Removes the ports of a bridge that its rows no longer ask for, or ask for differently;
+    /// returns the numbers every interface of the bridge is to have.
+    fn remove_stale_ports(&mut self, b: &BridgeDesired, sw: &Switch) -> Vec<u32> {
+        let Some(ab) = self.bridges.get_mut(&b.name) else {
+            return ofport::allocate(&claims(b, None));
+        };
+        let numbers = ofport::allocate(&claims(b, Some(ab)));
+        let keep: BTreeMap<&str, (&IfaceDesired, u32)> = b
+            .ifaces
+            .iter()
+            .zip(&numbers)
+            .map(|(i, n)| (i.name.as_str(), (i, *n)))
+            .collect();
+        let stale: Vec<String> = ab
+            .ports
+            .iter()
+            .filter(|(name, p)| match keep.get(name.as_str()) {
+                Some((row, n)) => !same_port(&p.row, row) || *n != p.ofport,
+                None => true,
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in stale {
+            log(
+                vlog::Level::Info,
+                &format!("bridge {}: deleted interface {name}", b.name),
+            );
+            if let Err(e) = port_ops::del_port(sw.of, sw.dp, &name) {
+                log(vlog::Level::Warn, &format!("port {name}: {e}"));
+            }
+            ab.ports.remove(&name);
+        }
+        numbers
+    }
+
+    /// Makes a bridge that does not run yet, with its LOCAL port.
+    fn add_bridge(&mut self, b: &BridgeDesired, sw: &Switch, ctx: &TypeContext) {
+        if self.bridges.contains_key(&b.name) {
+            return;
+        }
+        let local = iface_types::open_local(&b.name, ctx);
+        let error = local.as_ref().err().cloned();
+        match port_ops::add_bridge(sw.of, sw.dp, &b.name, local.ok()) {
+            Ok(()) => {
+                log(vlog::Level::Info, &format!("bridge {}: added", b.name));
+                let mut ab = AppliedBridge::default();
+                if let Some(i) = b.ifaces.iter().find(|i| i.is_local(&b.name)) {
+                    ab.ports.insert(
+                        i.name.clone(),
+                        AppliedPort {
+                            row: i.clone(),
+                            ofport: ofproto::syntax::OFPP_LOCAL,
+                        },
+                    );
+                }
+                self.bridges.insert(b.name.clone(), ab);
+                if let (Some(e), Some(i)) = (error, b.ifaces.iter().find(|i| i.is_local(&b.name))) {
+                    self.outcomes.insert(i.uuid, IfaceOutcome::Failed(e));
+                }
+            }
+            Err(e) => {
+                log(vlog::Level::Err, &format!("bridge {}: {e}", b.name));
+            }
+        }
+    }
+
+    /// Adds the ports of a bridge that do not run yet.
+    fn add_ports(&mut self, b: &BridgeDesired, numbers: &[u32], sw: &Switch, ctx: &TypeContext) {
+        let Some(ab) = self.bridges.get_mut(&b.name) else {
+            for i in &b.ifaces {
+                let e = format!("could not open datapath for bridge {}", b.name);
+                self.outcomes.insert(i.uuid, IfaceOutcome::Failed(e));
+            }
+            return;
+        };
+        for (i, &n) in b.ifaces.iter().zip(numbers) {
+            if i.is_local(&b.name) {
+                // Its datapath side came with the bridge; a failed TAP has its error already.
+                self.outcomes
+                    .entry(i.uuid)
+                    .or_insert(IfaceOutcome::Up(ofproto::syntax::OFPP_LOCAL));
+                continue;
+            }
+            if ab.ports.contains_key(&i.name) {
+                self.outcomes.insert(i.uuid, IfaceOutcome::Up(n));
+                continue;
+            }
+            let added = iface_types::open(i, ctx).and_then(|backend| {
+                port_ops::add_port(sw.of, sw.dp, &b.name, &i.name, n, vlan(i), backend).map_err(
+                    |e| format!("could not add network device {} to ofproto ({e})", i.name),
+                )
+            });
+            match added {
+                Ok(()) => {
+                    log(
+                        vlog::Level::Info,
+                        &format!("bridge {}: added interface {} on port {n}", b.name, i.name),
+                    );
+                    ab.ports.insert(
+                        i.name.clone(),
+                        AppliedPort {
+                            row: i.clone(),
+                            ofport: n,
+                        },
+                    );
+                    self.outcomes.insert(i.uuid, IfaceOutcome::Up(n));
+                }
+                Err(e) => {
+                    self.outcomes.insert(i.uuid, IfaceOutcome::Failed(e));
+                }
+            }
+        }
+    }
+
+    /// The bridge's own settings: its address and its controllers, fail mode and versions.
+    fn configure_bridge(&mut self, b: &BridgeDesired, sw: &Switch) {
+        let Some(ab) = self.bridges.get_mut(&b.name) else {
+            return;
+        };
+        let hwaddr = b.other_config.get("hwaddr").cloned();
+        if hwaddr != ab.hwaddr {
+            let mac = hwaddr
+                .as_deref()
+                .and_then(|m| ofproto::tunnel::parse_mac(m).ok());
+            if hwaddr.is_some() && mac.is_none() {
+                log(
+                    vlog::Level::Warn,
+                    &format!("bridge {}: invalid hwaddr", b.name),
+                );
+            }
+            if let Err(e) = sw.of.set_bridge_addrs(&b.name, mac, Vec::new()) {
+                log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
+            }
+            ab.hwaddr = hwaddr;
+        }
+        let control = bridge_control(b);
+        if control != sw.controllers.get(&b.name)
+            && let Err(e) = sw.controllers.set(sw.of, &b.name, control)
+        {
+            log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
+        }
+    }
+}
+
+/// Whether flowpath's datapath serves a bridge of this type.
+fn supported(b: &BridgeDesired) -> bool {
+    b.datapath_type.is_empty() || DATAPATH_TYPES.contains(&b.datapath_type.as_str())
+}
+
+/// The numbering claims of a bridge's interfaces, with what runs.
+fn claims(b: &BridgeDesired, running: Option<&AppliedBridge>) -> Vec<Claim> {
+    b.ifaces
+        .iter()
+        .map(|i| Claim {
+            local: i.is_local(&b.name),
+            request: i.ofport_request,
+            running: running
+                .and_then(|ab| ab.ports.get(&i.name))
+                .filter(|p| same_port(&p.row, i))
+                .map(|p| p.ofport),
+            db: i.db_ofport,
+        })
+        .collect()
+}
+
+/// A port's VLAN settings. OVS's `vlan_mode` beyond `access` and `trunk` (the native modes,
+/// `dot1q-tunnel`) is not implemented: the port works by its `tag` and `trunks`.
+fn vlan(i: &IfaceDesired) -> VlanMode {
+    if let Some(m) = &i.vlan_mode
+        && m != "access"
+        && m != "trunk"
+    {
+        log(
+            vlog::Level::Warn,
+            &format!(
+                "port {}: vlan_mode {m} is not supported; using tag and trunks",
+                i.name
+            ),
+        );
+    }
+    VlanMode {
+        tag: i.tag.and_then(|t| u16::try_from(t).ok()),
+        trunks: i
+            .trunks
+            .iter()
+            .filter_map(|&t| u16::try_from(t).ok())
+            .collect(),
+    }
+}
+
+/// A bridge's controller settings from its row and its Controller rows (the probe and backoff
+/// of the first controller that sets them: flowpath has them per bridge).
+fn bridge_control(b: &BridgeDesired) -> BridgeControl {
+    let protocols = b
+        .protocols
+        .iter()
+        .filter_map(|p| match parse_protocol(p) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
+                None
+            }
+        })
+        .collect();
+    let fail_mode = b.fail_mode.as_deref().and_then(|m| FailMode::parse(m).ok());
+    let ms = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+    BridgeControl {
+        controllers: b.controllers.iter().map(|c| c.target.clone()).collect(),
+        protocols,
+        fail_mode,
+        inactivity_probe: b.controllers.iter().find_map(|c| ms(c.inactivity_probe)),
+        max_backoff: b.controllers.iter().find_map(|c| ms(c.max_backoff)),
+    }
+}

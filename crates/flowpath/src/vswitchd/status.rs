@@ -1,0 +1,261 @@
+//! The write-back: one transaction with what `ovs-vswitchd` writes after a reconfiguration
+//! (`vswitchd/bridge.c`): `Open_vSwitch.cur_cfg` (the `next_cfg` the reconfiguration saw, so
+//! `ovs-vsctl` stops waiting), `datapath_types`, `iface_types`; every Interface's `ofport`
+//! (-1 when it failed) and `error`, `mtu`, `mac_in_use`, `link_state`, `admin_state`,
+//! `ifindex` and, every few seconds, `statistics`; `Bridge.datapath_id`; `Controller`'s
+//! `is_connected`, `role` and `status`; `Datapath.capabilities`.
+//!
+//! OVS's write discipline: only these columns, each `update` by `_uuid`, only what differs
+//! from the database's copy (so an unchanged switch writes nothing), and the transaction ends
+//! with an assert of the `ovs_vswitchd` lock. `external_ids` is never written.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use datapath::dpif::Datapath;
+use ofproto::ofproto::Ofproto;
+use ovsdb::{Atom, Datum, Db, Uuid, ops};
+use serde_json::Value;
+
+use crate::ofserver::ControllerSettings;
+
+use super::LOCK;
+use super::desired::{Desired, IfaceDesired};
+use super::iface_types::IFACE_TYPES;
+use super::reconcile::{Applied, DATAPATH_TYPES, IfaceOutcome};
+
+/// What the write-back reads besides the database.
+pub(crate) struct StatusSources<'a> {
+    pub of: &'a Ofproto,
+    pub dp: &'a Datapath,
+    pub controllers: &'a ControllerSettings,
+    /// Kernel-backed types are dummy ports (`--enable-dummy`).
+    pub enable_dummy: bool,
+    /// Whether to write the interfaces' statistics this time.
+    pub statistics: bool,
+}
+
+/// Collects the updates, keeping only the columns that differ from `db`.
+struct Txn<'a> {
+    db: &'a Db,
+    ops: Vec<Value>,
+}
+
+impl Txn<'_> {
+    fn update(&mut self, table: &str, uuid: Uuid, cols: Vec<(&str, Datum)>) {
+        if self.db.row(table, uuid).is_none() {
+            return;
+        }
+        let changed: Vec<(&str, Datum)> = cols
+            .into_iter()
+            .filter(|(c, v)| self.db.get(table, uuid, c).to_json() != v.to_json())
+            .collect();
+        if !changed.is_empty() {
+            self.ops.push(ops::update(table, uuid, &changed));
+        }
+    }
+}
+
+/// The transaction's operations (the lock assert last), or none when the database already
+/// says everything.
+pub(crate) fn status_ops(
+    db: &Db,
+    d: &Desired,
+    applied: &Applied,
+    src: &StatusSources,
+) -> Vec<Value> {
+    let Some(ovs) = d.ovs else {
+        return Vec::new();
+    };
+    let mut t = Txn {
+        db,
+        ops: Vec::new(),
+    };
+    let strings = |v: &[&str]| Datum::set(v.iter().map(|s| Atom::String((*s).into())).collect());
+    t.update(
+        "Open_vSwitch",
+        ovs,
+        vec![
+            ("cur_cfg", Datum::integer(d.next_cfg)),
+            ("datapath_types", strings(DATAPATH_TYPES)),
+            ("iface_types", strings(IFACE_TYPES)),
+            ("dpdk_initialized", Datum::boolean(false)),
+            ("dpdk_version", Datum::string("none")),
+        ],
+    );
+    let pipe = src.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+    for b in d.bridges.values() {
+        let ofb = pipe.bridge(&b.name);
+        let dpid = b
+            .other_config
+            .get("datapath-id")
+            .filter(|id| id.len() == 16 && id.bytes().all(|c| c.is_ascii_hexdigit()))
+            .map(|id| id.to_ascii_lowercase())
+            .or_else(|| ofb.map(|ofb| format!("{:016x}", crate::ofserver::datapath_id(ofb))));
+        if let Some(dpid) = dpid {
+            t.update(
+                "Bridge",
+                b.uuid,
+                vec![
+                    ("datapath_id", Datum::string(&dpid)),
+                    // What OVS's userspace datapath reports.
+                    ("datapath_version", Datum::string("<built-in>")),
+                ],
+            );
+        }
+        for i in &b.ifaces {
+            let cols = match applied.outcomes.get(&i.uuid) {
+                Some(IfaceOutcome::Up(n)) => {
+                    let mac = ofb
+                        .and_then(|ofb| ofb.ports.get(n).map(|p| (ofb, p)))
+                        .map(|(ofb, p)| crate::ofserver::port_mac(ofb, p).to_string());
+                    let mut cols = up_columns(i, *n, mac, src);
+                    if let Some(e) = applied.notes.get(&i.uuid)
+                        && let Some(c) = cols.iter_mut().find(|c| c.0 == "error")
+                    {
+                        c.1 = Datum::string(e);
+                    }
+                    cols
+                }
+                Some(IfaceOutcome::Failed(e)) => failed_columns(Some(e)),
+                None => failed_columns(None),
+            };
+            t.update("Interface", i.uuid, cols);
+        }
+        let status = src.controllers.status(&b.name);
+        for c in &b.controllers {
+            let s = status.iter().find(|s| s.target == c.target);
+            let connected = s.is_some_and(|s| s.is_connected);
+            let role = s.and_then(|s| s.role);
+            let map: BTreeMap<String, String> = s
+                .map(|s| {
+                    s.status
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            t.update(
+                "Controller",
+                c.uuid,
+                vec![
+                    ("is_connected", Datum::boolean(connected)),
+                    ("role", role.map_or(Datum::Empty, Datum::string)),
+                    ("status", Datum::from_string_map(&map)),
+                ],
+            );
+        }
+    }
+    drop(pipe);
+    let caps = Datum::from_string_map(&super::capabilities::capabilities());
+    for (dp_type, row) in &d.datapaths {
+        if dp_type.is_empty() || DATAPATH_TYPES.contains(&dp_type.as_str()) {
+            t.update("Datapath", *row, vec![("capabilities", caps.clone())]);
+        }
+    }
+    if t.ops.is_empty() {
+        return t.ops;
+    }
+    t.ops.push(ops::assert_lock(LOCK));
+    t.ops
+}
+
+/// The columns of a running interface.
+fn up_columns(
+    i: &IfaceDesired,
+    ofport: u32,
+    of_mac: Option<String>,
+    src: &StatusSources,
+) -> Vec<(&'static str, Datum)> {
+    let kernel = !src.enable_dummy
+        && matches!(
+            i.kind.as_str(),
+            "" | "system" | "internal" | "tap" | "afxdp" | "afxdp-nonpmd"
+        );
+    let sys = |attr: &str| -> Option<String> {
+        let p = Path::new("/sys/class/net").join(&i.name).join(attr);
+        std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned())
+    };
+    let mac = kernel
+        .then(|| sys("address"))
+        .flatten()
+        .or_else(|| i.mac.clone())
+        .or(of_mac);
+    let mtu = kernel
+        .then(|| sys("mtu").and_then(|m| m.parse::<i64>().ok()))
+        .flatten()
+        .or(i.mtu_request)
+        .unwrap_or(1500);
+    let link_up = src.dp.port_counters(&i.name).is_none() || dp_link_up(src.dp, &i.name);
+    let updown = |up: bool| Datum::string(if up { "up" } else { "down" });
+    let mut cols = vec![
+        ("ofport", Datum::integer(i64::from(ofport))),
+        ("error", Datum::Empty),
+        ("admin_state", updown(true)),
+        ("link_state", updown(link_up)),
+        ("mtu", Datum::integer(mtu)),
+        (
+            "mac_in_use",
+            mac.map_or(Datum::Empty, |m| Datum::string(&m)),
+        ),
+        // Not counted: no port reports a link reset.
+        ("link_resets", Datum::integer(0)),
+    ];
+    // 0 where there is no kernel device, as OVS.
+    let ifindex = kernel
+        .then(|| sys("ifindex").and_then(|n| n.parse::<i64>().ok()))
+        .flatten()
+        .unwrap_or(0);
+    cols.push(("ifindex", Datum::integer(ifindex)));
+    if src.statistics
+        && let Some(c) = src.dp.port_counters(&i.name)
+    {
+        // OVS's key names; flowpath counts errors of both directions as one, shown as
+        // rx_errors.
+        let stats = [
+            ("rx_packets", c.rx_packets),
+            ("rx_bytes", c.rx_bytes),
+            ("rx_dropped", c.rx_dropped),
+            ("rx_errors", c.errors),
+            ("tx_packets", c.tx_packets),
+            ("tx_bytes", c.tx_bytes),
+            ("tx_dropped", c.tx_dropped),
+        ];
+        let mut pairs: Vec<(Atom, Atom)> = stats
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Atom::String((*k).to_owned()),
+                    Atom::Integer(i64::try_from(*v).unwrap_or(i64::MAX)),
+                )
+            })
+            .collect();
+        pairs.sort_by(|a, b| a.0.ovsdb_cmp(&b.0));
+        cols.push(("statistics", Datum::Map(pairs)));
+    }
+    cols
+}
+
+/// Whether the datapath port `name` has its link up.
+fn dp_link_up(dp: &Datapath, name: &str) -> bool {
+    dp.port_stats(name)
+        .map(|s| s.lines().next().is_some_and(|l| l.ends_with("link up")))
+        .unwrap_or(true)
+}
+
+/// The columns of an interface that does not run: `ofport` -1, its error, the status
+/// columns cleared (`iface_clear_db_record()`).
+fn failed_columns(error: Option<&String>) -> Vec<(&'static str, Datum)> {
+    vec![
+        ("ofport", Datum::integer(-1)),
+        ("error", error.map_or(Datum::Empty, |e| Datum::string(e))),
+        ("admin_state", Datum::Empty),
+        ("link_state", Datum::Empty),
+        ("mtu", Datum::Empty),
+        ("mac_in_use", Datum::Empty),
+        ("ifindex", Datum::Empty),
+        ("link_resets", Datum::Empty),
+        ("statistics", Datum::Empty),
+        ("status", Datum::Empty),
+    ]
+}
