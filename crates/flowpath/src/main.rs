@@ -11,6 +11,7 @@ mod bench;
 mod commands;
 mod config;
 mod controller_cmd;
+mod daemon;
 mod demo;
 mod dpctl_cmd;
 mod dpif_show_cmd;
@@ -128,6 +129,8 @@ enum Command {
         /// ovs-vswitchd's -v, e.g. -vconsole:off, -vdpif_netdev:file:dbg). Repeatable.
         #[arg(short = 'v', long = "verbose", value_name = "SPEC")]
         verbose: Vec<String>,
+        #[command(flatten)]
+        daemon: daemon::DaemonArgs,
     },
     /// Send a command to a running switch's control socket (as ovs-appctl -t does).
     Ctl {
@@ -258,8 +261,15 @@ fn main() -> ExitCode {
             until_idle,
             log_file,
             verbose,
-        } => setup_logging(&verbose, log_file, rundir.as_deref())
-            .and_then(|()| run_cmd::run(&config, rundir.as_deref(), until_idle)),
+            daemon,
+        } => run(
+            &config,
+            rundir.as_deref(),
+            until_idle,
+            log_file,
+            &verbose,
+            &daemon,
+        ),
         Command::Ctl { rundir, command } => ctl(rundir.as_deref(), &command, &mut out),
         Command::CheckConfig { file } => check_config(&file, &mut out),
         Command::Ofctl { rundir, command } => ofctl(rundir.as_deref(), &command, &mut out),
@@ -277,22 +287,36 @@ fn main() -> ExitCode {
     }
 }
 
-/// `run`'s `-v SPEC`s and `--log-file [FILE]` (default: flowpath.log in the run directory).
+/// `flowpath run`: logging set up, then daemonized as asked (the process that goes on is the
+/// switch), then the switch; the pidfile goes when the switch ends.
+fn run(
+    config: &std::path::Path,
+    rundir: Option<&std::path::Path>,
+    until_idle: bool,
+    log_file: Option<Option<PathBuf>>,
+    verbose: &[String],
+    daemon_args: &daemon::DaemonArgs,
+) -> anyhow::Result<ExitCode> {
+    let layout = daemon::Layout::flowpath(rundir);
+    setup_logging(verbose, log_file, &layout)?;
+    // A detached daemon leaves the current directory: name the configuration absolutely.
+    let config = daemon::absolute(config.to_path_buf());
+    let mut daemon = daemon::Daemon::start(daemon_args, &layout)?;
+    run_cmd::run(&config, &layout.rundir, until_idle, &mut daemon)
+}
+
+/// `run`'s `-v SPEC`s and `--log-file [FILE]` (default: the layout's, flowpath.log in the run
+/// directory for a TOML configuration).
 fn setup_logging(
     verbose: &[String],
     log_file: Option<Option<PathBuf>>,
-    rundir: Option<&std::path::Path>,
+    layout: &daemon::Layout,
 ) -> anyhow::Result<()> {
     for spec in verbose {
         vlog::set(spec).map_err(|e| anyhow::anyhow!("-v {spec}: {e}"))?;
     }
     if let Some(file) = log_file {
-        let file = file.unwrap_or_else(|| {
-            rundir
-                .map(PathBuf::from)
-                .unwrap_or_else(switch::default_rundir)
-                .join("flowpath.log")
-        });
+        let file = daemon::absolute(file.unwrap_or_else(|| layout.default_log_file()));
         if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("log file {}: {e}", file.display()))?;
@@ -320,7 +344,7 @@ fn ctl(
     let dir = rundir
         .map(PathBuf::from)
         .unwrap_or_else(switch::default_rundir);
-    let sock = unixctl::socket_path(&dir);
+    let sock = daemon::control_socket_in(&dir);
     let mut c = unixctl::Client::connect(&sock).with_context(|| {
         format!(
             "cannot connect to {} (is flowpath running?)",
