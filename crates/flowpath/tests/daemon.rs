@@ -2,6 +2,7 @@
 //! the pidfile is OVS's (a second instance refuses; Debian's `ovs-appctl` with no `-t` finds
 //! the switch through it), `--monitor` restarts a crashed switch but not a killed one, the log
 //! file is reopened after rotation, and `exit` and SIGTERM leave no pidfile or socket behind.
+//! Without OVS installed, the `ovs-appctl` checks are skipped.
 
 mod common;
 
@@ -329,6 +330,19 @@ fn the_pidfile_locks_out_a_second_foreground_instance() {
     wait_for("the control socket", || {
         dir.join(format!("flowpath.{pid}.ctl")).exists()
     });
+    // `flowpath ctl` finds the socket through the pidfile, as ovs-appctl -t flowpath would.
+    let o = Command::new(env!("CARGO_BIN_EXE_flowpath"))
+        .args(["ctl", "--rundir"])
+        .arg(&dir)
+        .arg("version")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("flowpath "),
+        "{}",
+        text(&o.stdout)
+    );
     let o = output(&mut flowpath(&dir, &["--pidfile"]));
     assert_eq!(o.status.code(), Some(1));
     assert!(
