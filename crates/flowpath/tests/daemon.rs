@@ -11,27 +11,11 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::wait_until;
-use common::{Reap, scratch_dir};
-
-const CONFIG: &str = r#"
-[[bridge]]
-name = "br0"
-flows = ["in_port=1,actions=output:2"]
-
-[[bridge.port]]
-name = "p1"
-type = "dummy"
-ofport = 1
-
-[[bridge.port]]
-name = "p2"
-type = "dummy"
-ofport = 2
-"#;
+use common::{Reap, one_port, scratch_dir};
 
 fn flowpath(dir: &Path, extra: &[&str]) -> Command {
     let cfg = dir.join("sw.toml");
-    std::fs::write(&cfg, CONFIG).unwrap();
+    std::fs::write(&cfg, one_port("p1", "dummy", "")).unwrap();
     let mut c = Command::new(env!("CARGO_BIN_EXE_flowpath"));
     c.arg("run")
         .arg("--config")
