@@ -188,7 +188,8 @@ pub struct Daemon {
 impl Daemon {
     /// Daemonizes as `args` ask: in the process that returns, the switch is to be started;
     /// the others (the `--detach` parent, the monitor) never return. Must run before any
-    /// thread is started, since `fork` copies only the calling thread.
+    /// thread is started (an OVSDB connection's included), since `fork` copies only the
+    /// calling thread; a thread found running is an error.
     pub fn start(args: &DaemonArgs, layout: &Layout) -> anyhow::Result<Daemon> {
         let pidfile_path = args.pidfile.as_ref().map(|p| match p {
             Some(p) => layout.rundir.join(p),
@@ -270,7 +271,10 @@ impl Daemon {
 
     /// Startup is done (as OVS's `daemonize_complete`): the waiting parent may exit 0, and a
     /// detached daemon leaves the terminal (standard streams to /dev/null) and, unless
-    /// `--no-chdir`, the current directory. Later calls do nothing.
+    /// `--no-chdir`, the current directory. Later calls do nothing. A TOML configuration is
+    /// done once its control socket and OpenFlow listeners are up; `ovs-vswitchd` is done
+    /// once the transaction of its first configuration (the one setting `cur_cfg`) has
+    /// committed, so that `ovs-vsctl` run right after finds the switch configured.
     pub fn complete(&mut self) {
         if self.ready.is_none() {
             return;
