@@ -11,6 +11,7 @@ mod bench;
 mod commands;
 mod config;
 mod controller_cmd;
+mod daemon;
 mod demo;
 mod dpctl_cmd;
 mod dpif_show_cmd;
@@ -115,9 +116,18 @@ enum Command {
         /// The TOML configuration.
         #[arg(long, required_unless_present = "ovsdb")]
         config: Option<PathBuf>,
-        /// Take the configuration from this ovsdb-server (unix:PATH or tcp:IP:PORT), as
-        /// ovs-vswitchd does, and write back what ovs-vswitchd writes.
-        #[arg(long, conflicts_with = "config", value_name = "TARGET")]
+        /// Take the configuration from this ovsdb-server (unix:PATH or tcp:IP:PORT; with no
+        /// value unix:RUNDIR/db.sock, RUNDIR being --rundir, $OVS_RUNDIR or
+        /// /var/run/openvswitch), as ovs-vswitchd does, and write back what ovs-vswitchd
+        /// writes. Files are then named as ovs-vswitchd's (ovs-vswitchd.pid,
+        /// ovs-vswitchd.PID.ctl, ovs-vswitchd.log in $OVS_LOGDIR or /var/log/openvswitch).
+        #[arg(
+            long,
+            conflicts_with = "config",
+            value_name = "TARGET",
+            num_args = 0..=1,
+            default_missing_value = ""
+        )]
         ovsdb: Option<String>,
         /// With --ovsdb: interfaces of kernel-backed types are dummy ports (ovs-vswitchd's
         /// --enable-dummy=override), for tests without root.
@@ -139,6 +149,8 @@ enum Command {
         /// ovs-vswitchd's -v, e.g. -vconsole:off, -vdpif_netdev:file:dbg). Repeatable.
         #[arg(short = 'v', long = "verbose", value_name = "SPEC")]
         verbose: Vec<String>,
+        #[command(flatten)]
+        daemon: daemon::DaemonArgs,
     },
     /// Send a command to a running switch's control socket (as ovs-appctl -t does).
     Ctl {
@@ -271,17 +283,17 @@ fn main() -> ExitCode {
             until_idle,
             log_file,
             verbose,
-        } => setup_logging(&verbose, log_file, rundir.as_deref()).and_then(|()| {
-            let source = match (&config, &ovsdb) {
-                (Some(c), _) => run_cmd::Source::File(c),
-                (None, Some(target)) => run_cmd::Source::Ovsdb {
-                    target,
-                    enable_dummy,
-                },
-                (None, None) => unreachable!("clap requires --config or --ovsdb"),
-            };
-            run_cmd::run(source, rundir.as_deref(), until_idle)
-        }),
+            daemon,
+        } => run(
+            config.as_deref(),
+            ovsdb.as_deref(),
+            enable_dummy,
+            rundir.as_deref(),
+            until_idle,
+            log_file,
+            &verbose,
+            &daemon,
+        ),
         Command::Ctl { rundir, command } => ctl(rundir.as_deref(), &command, &mut out),
         Command::CheckConfig { file } => check_config(&file, &mut out),
         Command::Ofctl { rundir, command } => ofctl(rundir.as_deref(), &command, &mut out),
@@ -299,22 +311,55 @@ fn main() -> ExitCode {
     }
 }
 
-/// `run`'s `-v SPEC`s and `--log-file [FILE]` (default: flowpath.log in the run directory).
+/// `flowpath run`: logging set up, then daemonized as asked (the process that goes on is the
+/// switch), then the switch; the pidfile goes when the switch ends.
+#[allow(clippy::too_many_arguments)] // run's command line, one argument per option group
+fn run(
+    config: Option<&std::path::Path>,
+    ovsdb: Option<&str>,
+    enable_dummy: bool,
+    rundir: Option<&std::path::Path>,
+    until_idle: bool,
+    log_file: Option<Option<PathBuf>>,
+    verbose: &[String],
+    daemon_args: &daemon::DaemonArgs,
+) -> anyhow::Result<ExitCode> {
+    // OVSDB mode takes ovs-vswitchd's names and directories; a TOML configuration flowpath's.
+    let layout = match ovsdb {
+        Some(_) => daemon::Layout::ovs_vswitchd(rundir),
+        None => daemon::Layout::flowpath(rundir),
+    };
+    setup_logging(verbose, log_file, &layout)?;
+    // A detached daemon leaves the current directory: name the configuration absolutely.
+    let config = config.map(|c| daemon::absolute(c.to_path_buf()));
+    let target = ovsdb.map(|t| match t {
+        "" => layout.default_database(),
+        t => t.to_owned(),
+    });
+    let source = match (&config, &target) {
+        (Some(c), _) => run_cmd::Source::File(c),
+        (None, Some(target)) => run_cmd::Source::Ovsdb {
+            target,
+            enable_dummy,
+        },
+        (None, None) => anyhow::bail!("run needs --config FILE or --ovsdb [TARGET]"),
+    };
+    let mut daemon = daemon::Daemon::start(daemon_args, &layout)?;
+    run_cmd::run(source, &layout.rundir, until_idle, &mut daemon)
+}
+
+/// `run`'s `-v SPEC`s and `--log-file [FILE]` (default: the layout's, flowpath.log in the run
+/// directory for a TOML configuration).
 fn setup_logging(
     verbose: &[String],
     log_file: Option<Option<PathBuf>>,
-    rundir: Option<&std::path::Path>,
+    layout: &daemon::Layout,
 ) -> anyhow::Result<()> {
     for spec in verbose {
         vlog::set(spec).map_err(|e| anyhow::anyhow!("-v {spec}: {e}"))?;
     }
     if let Some(file) = log_file {
-        let file = file.unwrap_or_else(|| {
-            rundir
-                .map(PathBuf::from)
-                .unwrap_or_else(switch::default_rundir)
-                .join("flowpath.log")
-        });
+        let file = daemon::absolute(file.unwrap_or_else(|| layout.default_log_file()));
         if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("log file {}: {e}", file.display()))?;
@@ -342,7 +387,7 @@ fn ctl(
     let dir = rundir
         .map(PathBuf::from)
         .unwrap_or_else(switch::default_rundir);
-    let sock = unixctl::socket_path(&dir);
+    let sock = daemon::control_socket_in(&dir);
     let mut c = unixctl::Client::connect(&sock).with_context(|| {
         format!(
             "cannot connect to {} (is flowpath running?)",

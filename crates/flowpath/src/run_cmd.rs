@@ -1,12 +1,14 @@
-//! `flowpath run --config FILE [--rundir DIR] [--until-idle]`: the switch in the foreground,
-//! with its control socket `DIR/flowpath.ctl` speaking OVS's unixctl protocol (so
-//! `ovs-appctl -t DIR/flowpath.ctl COMMAND` works), stopped cleanly by SIGINT, SIGTERM or the
-//! `exit` command. Every bridge listens for OpenFlow connections on `DIR/BRIDGE.mgmt` (and
-//! `DIR/BRIDGE.snoop`), so that `ovs-ofctl` with `OVS_RUNDIR=DIR` manages it, and connects to
-//! (or listens for) the controllers its configuration names.
+//! `flowpath run --config FILE [--rundir DIR] [--until-idle]`: the switch, with its control
+//! socket (`DIR/flowpath.ctl` by default, see [`crate::daemon`] for `--unixctl`, `--pidfile`
+//! and `--detach`) speaking OVS's unixctl protocol (so `ovs-appctl -t SOCKET COMMAND` works),
+//! stopped cleanly by SIGINT, SIGTERM, SIGHUP or the `exit` command. Every bridge listens for
+//! OpenFlow connections on `DIR/BRIDGE.mgmt` (and `DIR/BRIDGE.snoop`), so that `ovs-ofctl` with
+//! `OVS_RUNDIR=DIR` manages it, and connects to (or listens for) the controllers its
+//! configuration names.
 //!
-//! `flowpath run --ovsdb TARGET` starts with no bridge and takes its configuration from an
-//! `ovsdb-server` instead, as `ovs-vswitchd` does (see `vswitchd`).
+//! `flowpath run --ovsdb [TARGET]` starts with no bridge and takes its configuration from an
+//! `ovsdb-server` instead, as `ovs-vswitchd` does (see `vswitchd`), with ovs-vswitchd's file
+//! names (`ovs-vswitchd.pid`, `ovs-vswitchd.PID.ctl`) in OVS's run directory.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,8 +20,9 @@ use anyhow::{Context, anyhow};
 use unixctl::Server;
 
 use crate::commands::registry;
+use crate::daemon::Daemon;
 use crate::ofserver::{BridgeControl, ControllerSettings, OfServer};
-use crate::switch::{build, build_ofproto, default_rundir, load, revalidate_when_due};
+use crate::switch::{build, build_ofproto, load, revalidate_when_due};
 
 /// Where the switch's configuration comes from.
 pub enum Source<'a> {
@@ -32,7 +35,12 @@ pub enum Source<'a> {
 
 /// Runs the switch until a signal, `exit`, or (with `until_idle`) the end of its finite
 /// sources.
-pub fn run(source: Source, rundir: Option<&Path>, until_idle: bool) -> anyhow::Result<ExitCode> {
+pub fn run(
+    source: Source,
+    rundir: &Path,
+    until_idle: bool,
+    daemon: &mut Daemon,
+) -> anyhow::Result<ExitCode> {
     let (cfg, base) = match source {
         Source::File(path) => (
             load(path)?,
@@ -44,17 +52,22 @@ pub fn run(source: Source, rundir: Option<&Path>, until_idle: bool) -> anyhow::R
             std::path::PathBuf::new(),
         ),
     };
-    let rundir = rundir.map(Path::to_path_buf).unwrap_or_else(default_rundir);
+    let rundir = rundir.to_path_buf();
     let of = build_ofproto(&cfg, &base)?;
     let dp = build(&cfg, &base, &of)?;
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // SIGHUP too, as OVS's fatal signals: log rotation uses `vlog/reopen`, not a signal.
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     let dp = Arc::new(Mutex::new(dp));
     std::fs::create_dir_all(&rundir)
         .with_context(|| format!("run directory {}", rundir.display()))?;
-    let sock = unixctl::socket_path(&rundir);
+    let sock = daemon.control_socket();
     let controllers = ControllerSettings::new(&rundir);
     for br in &cfg.bridge {
         let control = BridgeControl::from_config(br).map_err(|e| anyhow!(e))?;
@@ -99,6 +112,8 @@ pub fn run(source: Source, rundir: Option<&Path>, until_idle: bool) -> anyhow::R
         )),
         Source::File(_) => None,
     };
+    // Ready: a --detach parent may return now.
+    daemon.complete();
 
     // The revalidator.
     let mut last = std::time::Instant::now();

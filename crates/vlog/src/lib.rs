@@ -169,9 +169,10 @@ impl Module {
 }
 
 /// The modules, in `vlog/list`'s (alphabetical) order.
-pub static MODULES: [Module; 14] = [
+pub static MODULES: [Module; 15] = [
     Module::new("bridge"),
     Module::new("conntrack"),
+    Module::new("daemon_unix"),
     Module::new("dpif"),
     Module::new("dpif_netdev"),
     Module::new("netdev"),
@@ -193,33 +194,53 @@ pub fn module(name: &str) -> Option<&'static Module> {
 
 /// Module `dpif_netdev` (the datapath: upcalls, PMD threads).
 pub fn dpif_netdev() -> &'static Module {
-    &MODULES[3]
+    &MODULES[4]
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 static LOG_FILE: Mutex<Option<(PathBuf, File)>> = Mutex::new(None);
 
-/// Sends the file destination's lines to `path` (appended; created if need be).
+/// Sends the file destination's lines to `path` (appended; created if need be). As OVS's,
+/// the old file (if any) gets `closing log file` and the new one `opened log file PATH`
+/// (module `vlog`, level INFO), unless `path` is the file already open.
 pub fn set_log_file(path: &Path) -> std::io::Result<()> {
     let f = OpenOptions::new().create(true).append(true).open(path)?;
+    // Whether a file is open already, and if so, whether it is this one.
+    let open = {
+        let g = LOG_FILE.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_ref()
+            .map(|(_, old)| same_file(old, &f).unwrap_or(false))
+    };
+    let vlog = module("vlog").expect("the vlog module exists");
+    match open {
+        Some(true) => return Ok(()),
+        Some(false) => vlog.log(Level::Info, "closing log file"),
+        None => {}
+    }
     *LOG_FILE.lock().unwrap_or_else(|e| e.into_inner()) = Some((path.to_path_buf(), f));
+    vlog.log(Level::Info, &format!("opened log file {}", path.display()));
     Ok(())
 }
 
-/// `vlog/reopen`: opens the log file again (after it was rotated away).
+/// `vlog/reopen`: opens the log file again, by its name, so that logging goes on in a new
+/// file after logrotate renamed the old one (Debian's logrotate script runs `ovs-appctl
+/// vlog/reopen`).
 pub fn reopen() -> Result<(), String> {
-    let mut g = LOG_FILE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some((path, _)) = g.as_ref() else {
-        return Err("Logging to file not configured".into());
+    let path = {
+        let g = LOG_FILE.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((path, _)) = g.as_ref() else {
+            return Err("Logging to file not configured".into());
+        };
+        path.clone()
     };
-    let path = path.clone();
-    let f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    *g = Some((path, f));
-    Ok(())
+    set_log_file(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether two open files are one (same device and inode).
+fn same_file(a: &File, b: &File) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (a.metadata()?, b.metadata()?);
+    Ok((a.dev(), a.ino()) == (b.dev(), b.ino()))
 }
 
 /// `vlog/set SPEC`: `SPEC` is words joined by `:`, each a module, a destination, a level or
