@@ -49,10 +49,11 @@ class Sandbox:
             return
         log = open(f"{d}/flowpath.log", "ab")
         self.child = subprocess.Popen(
-            [self.flowpath_bin, "run", "--ovsdb", self.db, "--enable-dummy", "--rundir", d],
+            [self.flowpath_bin, "run", "--ovsdb", self.db, "--enable-dummy", "--rundir", d,
+             f"--unixctl={d}/ovs-vswitchd.ctl"],
             env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         for _ in range(200):
-            if os.path.exists(f"{d}/flowpath.ctl") or self.child.poll() is not None:
+            if os.path.exists(f"{d}/ovs-vswitchd.ctl") or self.child.poll() is not None:
                 break
             time.sleep(0.05)
 

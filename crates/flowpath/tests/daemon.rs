@@ -360,3 +360,43 @@ fn the_pidfile_locks_out_a_second_foreground_instance() {
     signal(newcomer, "TERM");
     assert!(second.wait(Duration::from_secs(20)).unwrap().success());
 }
+
+/// OVSDB mode is ovs-vswitchd's: with `--ovsdb` and no target it connects to
+/// `$OVS_RUNDIR/db.sock`; `--pidfile` alone is `ovs-vswitchd.pid` there, `--log-file` alone
+/// `$OVS_LOGDIR/ovs-vswitchd.log`; Debian's `ovs-vsctl` and `ovs-appctl` (no `-t`) need nothing
+/// else to find it.
+#[test]
+fn ovsdb_mode_takes_ovs_vswitchd_file_names_and_database() {
+    use common::ovsdb::{Sandbox, Switch, missing, words};
+    if let Some(why) = missing(Switch::Flowpath) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let sb = Sandbox::new("fp-daemon-ovsdb", Switch::Flowpath);
+    let dir = sb.dir.clone();
+    let o = output(
+        Command::new(env!("CARGO_BIN_EXE_flowpath"))
+            .env("OVS_RUNDIR", &dir)
+            .env("OVS_LOGDIR", &dir)
+            .args(["run", "--ovsdb", "--enable-dummy", "--detach", "--pidfile"])
+            .args(["--log-file", "-vconsole:off"]),
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let pidfile = dir.join("ovs-vswitchd.pid");
+    let pid = read_pid(&pidfile).expect("ovs-vswitchd.pid with a pid");
+    let _guard = KillOnDrop(vec![pid]);
+    assert!(dir.join(format!("ovs-vswitchd.{pid}.ctl")).exists());
+    let (rc, _, err) = sb.vsctl(
+        &words(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]),
+        10,
+    );
+    assert_eq!(rc, 0, "add-br did not complete: {err}");
+    let o = appctl(&dir, &["dpif/show"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("br0"), "{}", text(&o.stdout));
+    let log = std::fs::read_to_string(dir.join("ovs-vswitchd.log")).unwrap_or_default();
+    assert!(log.contains("opened log file"), "{log}");
+    assert!(appctl(&dir, &["exit"]).status.success());
+    wait_for("the switch to exit", || !alive(pid));
+    wait_for("the pidfile to go", || !pidfile.exists());
+}

@@ -106,6 +106,7 @@ fn flowpath(db: &Ovsdb, rundir: &Path, log: &Path) -> Reap {
     let child = Reap(
         Command::new(env!("CARGO_BIN_EXE_flowpath"))
             .args(["run", "--enable-dummy", "--ovsdb", &db.target()])
+            .arg("--unixctl=ovs-vswitchd.ctl")
             .arg("--rundir")
             .arg(rundir)
             .stdout(Stdio::null())
@@ -115,7 +116,7 @@ fn flowpath(db: &Ovsdb, rundir: &Path, log: &Path) -> Reap {
     );
     assert!(
         wait_until(Duration::from_secs(20), || rundir
-            .join("flowpath.ctl")
+            .join("ovs-vswitchd.ctl")
             .exists()),
         "no control socket"
     );
@@ -352,7 +353,7 @@ fn ovs_vsctl_configures_flowpath_and_reads_back_what_ovs_vswitchd_writes() {
     drop(fp);
     let p2 = db.vsctl_ok(&["get", "Interface", "p2", "ofport"]);
     let p3 = db.vsctl_ok(&["get", "Interface", "p3", "ofport"]);
-    let _ = std::fs::remove_file(rundir.join("flowpath.ctl"));
+    let _ = std::fs::remove_file(rundir.join("ovs-vswitchd.ctl"));
     fp = flowpath(&db, &rundir, &log);
     db.vsctl_ok(&[
         "add-port",

@@ -133,6 +133,7 @@ impl Sandbox {
                 let child = self
                     .command(env!("CARGO_BIN_EXE_flowpath"))
                     .args(["run", "--ovsdb", &self.db, "--enable-dummy", "--rundir", &d])
+                    .arg(format!("--unixctl={d}/ovs-vswitchd.ctl"))
                     .stdin(Stdio::null())
                     .stdout(log.try_clone().unwrap())
                     .stderr(log)
@@ -140,7 +141,7 @@ impl Sandbox {
                     .unwrap();
                 self.child = Some(Reap(child));
                 let t = Instant::now();
-                while !self.dir.join("flowpath.ctl").exists() && t.elapsed().as_secs() < 20 {
+                while !self.dir.join("ovs-vswitchd.ctl").exists() && t.elapsed().as_secs() < 20 {
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
