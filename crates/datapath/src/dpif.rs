@@ -37,7 +37,9 @@ use pmd_thread::{PmdHandle, PmdSeed, open_txqs, spawn_pmd};
 pub use reconfigure::{default_pmd_cores, parse_cpu_mask};
 pub use rxq_sched::RxqAssign;
 
-/// Datapath-wide settings.
+/// Datapath-wide settings at start; a running datapath changes them with
+/// [`Datapath::set_pmd_cores`], [`Datapath::set_rxq_assign`] and the other knobs of
+/// `dpif/reconfigure.rs`.
 #[derive(Clone, Debug)]
 pub struct DpConfig {
     /// Cores to run PMD threads on (`pmd-cpu-mask`); `None` entries are unpinned threads.

@@ -18,37 +18,39 @@ use datapath::port::{Port, PortCounters, RxQueue, TxQueue};
 use flow::odp::Action;
 use flow::{FlowKey, Mask};
 
-/// A port whose rx queues each send `frames` round and round, `limit` packets per queue in
-/// all, counting what they delivered; what it is sent is dropped.
-struct Source {
+/// A port whose rx queues (if any) each send `frames` round and round, `limit` packets per
+/// queue in all, and that counts what its queues delivered and what it was sent (then dropped).
+struct Counted {
     name: String,
     frames: Arc<Vec<Vec<u8>>>,
     taken: Vec<bool>,
     limit: u64,
-    sent: Arc<AtomicU64>,
+    rx: Arc<AtomicU64>,
+    tx: Arc<AtomicU64>,
 }
 
-impl Source {
-    fn new(name: &str, frames: Vec<Vec<u8>>, n_rxq: usize, limit: u64) -> Source {
-        Source {
+impl Counted {
+    fn new(name: &str, frames: Vec<Vec<u8>>, n_rxq: usize, limit: u64) -> Counted {
+        Counted {
             name: name.to_owned(),
             frames: Arc::new(frames),
             taken: vec![false; n_rxq],
             limit,
-            sent: Arc::new(AtomicU64::new(0)),
+            rx: Arc::new(AtomicU64::new(0)),
+            tx: Arc::new(AtomicU64::new(0)),
         }
     }
 }
 
-struct SourceRxq {
+struct CountedRxq {
     frames: Arc<Vec<Vec<u8>>>,
     next: usize,
     left: u64,
     in_port: u32,
-    sent: Arc<AtomicU64>,
+    rx: Arc<AtomicU64>,
 }
 
-impl RxQueue for SourceRxq {
+impl RxQueue for CountedRxq {
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
         let n = (batch.room() as u64).min(self.left) as usize;
         for _ in 0..n {
@@ -56,7 +58,7 @@ impl RxQueue for SourceRxq {
             self.next = (self.next + 1) % self.frames.len();
         }
         self.left -= n as u64;
-        self.sent.fetch_add(n as u64, Ordering::Relaxed);
+        self.rx.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
@@ -65,71 +67,42 @@ impl RxQueue for SourceRxq {
     }
 }
 
-/// Counts what it is sent.
-struct Sink {
-    name: String,
-    got: Arc<AtomicU64>,
-}
+struct CountedTxq(Arc<AtomicU64>);
 
-struct SinkTxq(Arc<AtomicU64>);
-
-impl TxQueue for SinkTxq {
+impl TxQueue for CountedTxq {
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         self.0.fetch_add(batch.len() as u64, Ordering::Relaxed);
         pool.free_batch(batch);
     }
 }
 
-impl Port for Source {
+impl Port for Counted {
     fn name(&self) -> &str {
         &self.name
     }
     fn kind(&self) -> &'static str {
-        "replay"
+        "counted"
     }
     fn n_rxq(&self) -> usize {
         self.taken.len()
     }
     fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
         datapath::port::take_once(&mut self.taken, q)?;
-        Some(Box::new(SourceRxq {
+        Some(Box::new(CountedRxq {
             frames: self.frames.clone(),
             next: q % self.frames.len(),
             left: self.limit,
             in_port,
-            sent: self.sent.clone(),
+            rx: self.rx.clone(),
         }))
     }
     fn open_txq(&mut self) -> Box<dyn TxQueue> {
-        Box::new(SinkTxq(Arc::new(AtomicU64::new(0))))
+        Box::new(CountedTxq(self.tx.clone()))
     }
     fn counters(&self) -> PortCounters {
         PortCounters {
-            rx_packets: self.sent.load(Ordering::Relaxed),
-            ..PortCounters::default()
-        }
-    }
-}
-
-impl Port for Sink {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn kind(&self) -> &'static str {
-        "sink"
-    }
-    fn n_rxq(&self) -> usize {
-        0
-    }
-    fn take_rxq(&mut self, _q: usize, _in_port: u32) -> Option<Box<dyn RxQueue>> {
-        None
-    }
-    fn open_txq(&mut self) -> Box<dyn TxQueue> {
-        Box::new(SinkTxq(self.got.clone()))
-    }
-    fn counters(&self) -> PortCounters {
-        PortCounters {
-            tx_packets: self.got.load(Ordering::Relaxed),
+            rx_packets: self.rx.load(Ordering::Relaxed),
+            tx_packets: self.tx.load(Ordering::Relaxed),
             ..PortCounters::default()
         }
     }
@@ -168,17 +141,10 @@ fn datapath(
     };
     tune(&mut cfg);
     let mut b = DatapathBuilder::new(cfg);
-    b.add_port(1, Box::new(Source::new("src", frames, 4, limit)))
+    b.add_port(1, Box::new(Counted::new("src", frames, 4, limit)))
         .unwrap();
-    let got = Arc::new(AtomicU64::new(0));
-    b.add_port(
-        2,
-        Box::new(Sink {
-            name: "snk".into(),
-            got,
-        }),
-    )
-    .unwrap();
+    b.add_port(2, Box::new(Counted::new("snk", Vec::new(), 0, 0)))
+        .unwrap();
     if slow_path {
         b.set_upcall(Box::new(|| Box::new(ExactToSink) as Box<dyn UpcallHandler>));
     } else {
