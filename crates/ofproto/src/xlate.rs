@@ -25,7 +25,7 @@ use std::net::IpAddr;
 
 use crate::bridge::Bridge;
 use crate::classifier::RuleId;
-use crate::fields::{Field, FieldId};
+use crate::fields::{Field, FieldId, Prereq};
 use crate::fields::{N_TUN_METADATA, TUN_MD_PRESENT, TUN_METADATA_MAX_LEN, TUN_METADATA_SLOT};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 use crate::recirc::{FrozenAction, FrozenState, RecircIds};
@@ -252,9 +252,6 @@ struct Ctx<'a> {
     ct_nat: Option<Nat>,
     /// An MPLS pop left a packet whose L3 header this pass cannot see (OVS's `was_mpls`).
     was_mpls: bool,
-    /// Decapsulation marked the packet CE (its outer header was): a change that is not an
-    /// OpenFlow action's, committed without consulting the IP protocol.
-    ecn_marked: bool,
     /// Translation is freezing: what is left of it goes to `frozen` ([`freeze`]).
     freezing: bool,
     /// The actions frozen so far, innermost level first.
@@ -393,7 +390,6 @@ pub fn translate_in(
             clear_conntrack(&mut flow.dp);
         }
     }
-    let mut ecn_marked = false;
     if let Some(t) = tunnel {
         // An L3 payload on a legacy_l3 port: OpenFlow sees it behind a dummy Ethernet header
         // of zero addresses; the datapath pushes a real one when it is committed.
@@ -404,9 +400,8 @@ pub fn translate_in(
                 .set_eth_dst(EthAddr::ZERO)
                 .set_eth_type(key.packet_type() as u16);
         }
-        match tunnel_ecn(&mut flow.dp, &mut wc) {
-            Some(marked) => ecn_marked = marked,
-            None => return dropped(wc, None, trace),
+        if !tunnel_ecn(&mut flow.dp, &mut wc) {
+            return dropped(wc, None, trace);
         }
         if key.tun_geneve_len() > 0
             && let Err(e) = geneve_to_slots(&pipe.bridges[bridge].tlv_map, &mut flow.dp)
@@ -445,7 +440,6 @@ pub fn translate_in(
         conntracked,
         ct_nat: None,
         was_mpls: false,
-        ecn_marked,
         freezing: false,
         frozen: Vec::new(),
         frozen_unroll: None,
@@ -994,6 +988,11 @@ impl Ctx<'_> {
         if !f.prereq.is_met(&self.flow) {
             self.wc.dp.set_eth_type(0xffff);
             return;
+        }
+        // A write of an IP header field reads the IP protocol, changed or not (OVS's megaflows
+        // show it after set_field, load and mod_nw_*; a move into the same field does not).
+        if matches!(f.prereq, Prereq::Ipv4 | Prereq::Ipv6 | Prereq::IpAny) {
+            self.wc.dp.set_nw_proto(0xff);
         }
         let m = mask & f.value_mask();
         let mut fm = PipeKey::new();
