@@ -49,6 +49,7 @@ mod learn;
 mod meter;
 mod multipath;
 mod normal;
+mod patch;
 mod stack;
 mod trace;
 mod tunnel;
@@ -269,6 +270,8 @@ struct Ctx<'a> {
     /// A `controller(pause)` froze translation: its packet-in carries the continuation
     /// ([`controller`]).
     pause: Option<controller::Pause>,
+    /// The next lookup is a patch port's peer bridge's first ([`patch`]).
+    patch_entry: bool,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -448,6 +451,7 @@ pub fn translate_in(
         action_set: action_set::ActionSet::default(),
         in_action_set: false,
         pause: None,
+        patch_entry: false,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -491,11 +495,9 @@ pub fn translate_in(
     if res.failed.is_some() {
         res.actions.clear();
     }
-    // A tunnel output that is the last action needs no clone: the packet is not used after.
-    if let Some(Action::Clone(sub)) = res.actions.last()
-        && sub.iter().any(|a| matches!(a, Action::TnlPush(_)))
-        && let Some(Action::Clone(sub)) = res.actions.pop()
-    {
+    // The last action needs no clone: the packet is not used after (OVS's
+    // xlate_optimize_odp_actions()).
+    if let Some(Action::Clone(sub)) = res.actions.pop_if(|a| matches!(a, Action::Clone(_))) {
         res.actions.extend(sub);
     }
     geneve_mask(&mut ctx.wc, key, false);
@@ -697,7 +699,7 @@ impl Ctx<'_> {
                 self.table_id = table as u8;
                 self.rule_is_miss = prio == 0 && m.mask().is_catchall();
                 let saved_rule = self.rule.replace((self.bridge, table, id));
-                self.under(node, |c| c.do_actions(&rule.actions, table));
+                self.under(node, |c| c.peer_rule_actions(&rule.actions, table));
                 (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
                 self.rule = saved_rule;
                 self.depth -= deepens;
@@ -1258,7 +1260,9 @@ impl Ctx<'_> {
         self.depth += 1;
         let node = self.trace_bridge();
         self.under(node, |c| {
+            c.patch_entry = true;
             c.do_table(0);
+            c.patch_entry = false;
             if !c.freezing {
                 c.run_action_set(0);
             }
