@@ -1163,11 +1163,11 @@ fn parse_match(
     if n.len() != names.len() {
         return Err("unknown port name in flow".into());
     }
-    // As in OVS's userspace datapath, recirc_id and packet_type are always matched exactly
-    // (a key that does not mention them means recirc_id 0 and Ethernet) and always shown.
+    // As in OVS's userspace datapath, recirc_id is always matched exactly (a key that does not
+    // mention it means recirc_id 0) and always shown; packet_type is matched as given (a key
+    // without it and with `eth()` matches any packet type and prints `eth()`).
     let mut mask = k.mask.clone();
     mask.set_recirc_id(u32::MAX);
-    mask.set_packet_type(u32::MAX);
     let mut attrs = k.attrs;
     let pos =
         |a: &flow::odp::KeyAttrs, attr| a.items.iter().position(|i| i.depth == 0 && i.attr == attr);
@@ -1179,16 +1179,6 @@ fn parse_match(
             at,
             AttrItem {
                 attr: Attr::RecircId,
-                depth: 0,
-            },
-        );
-    }
-    if !attrs.contains(Attr::PacketType) {
-        let at = pos(&attrs, Attr::InPort).map_or(0, |i| i + 1);
-        attrs.items.insert(
-            at,
-            AttrItem {
-                attr: Attr::PacketType,
                 depth: 0,
             },
         );

@@ -25,7 +25,7 @@ use std::net::IpAddr;
 
 use crate::bridge::Bridge;
 use crate::classifier::RuleId;
-use crate::fields::{Field, FieldId};
+use crate::fields::{Field, FieldId, Prereq};
 use crate::fields::{N_TUN_METADATA, TUN_MD_PRESENT, TUN_METADATA_MAX_LEN, TUN_METADATA_SLOT};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 use crate::port_config::{PC_NO_FLOOD, PC_NO_FWD, PC_NO_PACKET_IN, PC_NO_RECV, PC_NO_RECV_STP};
@@ -51,6 +51,7 @@ mod learn;
 mod meter;
 mod multipath;
 mod normal;
+mod patch;
 mod stack;
 mod trace;
 mod tunnel;
@@ -254,9 +255,6 @@ struct Ctx<'a> {
     ct_nat: Option<Nat>,
     /// An MPLS pop left a packet whose L3 header this pass cannot see (OVS's `was_mpls`).
     was_mpls: bool,
-    /// Decapsulation marked the packet CE (its outer header was): a change that is not an
-    /// OpenFlow action's, committed without consulting the IP protocol.
-    ecn_marked: bool,
     /// Translation is freezing: what is left of it goes to `frozen` ([`freeze`]).
     freezing: bool,
     /// The actions frozen so far, innermost level first.
@@ -274,6 +272,8 @@ struct Ctx<'a> {
     /// A `controller(pause)` froze translation: its packet-in carries the continuation
     /// ([`controller`]).
     pause: Option<controller::Pause>,
+    /// The next lookup is a patch port's peer bridge's first ([`patch`]).
+    patch_entry: bool,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -395,7 +395,6 @@ pub fn translate_in(
             clear_conntrack(&mut flow.dp);
         }
     }
-    let mut ecn_marked = false;
     if let Some(t) = tunnel {
         // An L3 payload on a legacy_l3 port: OpenFlow sees it behind a dummy Ethernet header
         // of zero addresses; the datapath pushes a real one when it is committed.
@@ -406,9 +405,8 @@ pub fn translate_in(
                 .set_eth_dst(EthAddr::ZERO)
                 .set_eth_type(key.packet_type() as u16);
         }
-        match tunnel_ecn(&mut flow.dp, &mut wc) {
-            Some(marked) => ecn_marked = marked,
-            None => return dropped(wc, None, trace),
+        if !tunnel_ecn(&mut flow.dp, &mut wc) {
+            return dropped(wc, None, trace);
         }
         if key.tun_geneve_len() > 0
             && let Err(e) = geneve_to_slots(&pipe.bridges[bridge].tlv_map, &mut flow.dp)
@@ -447,7 +445,6 @@ pub fn translate_in(
         conntracked,
         ct_nat: None,
         was_mpls: false,
-        ecn_marked,
         freezing: false,
         frozen: Vec::new(),
         frozen_unroll: None,
@@ -456,6 +453,7 @@ pub fn translate_in(
         action_set: action_set::ActionSet::default(),
         in_action_set: false,
         pause: None,
+        patch_entry: false,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -507,11 +505,9 @@ pub fn translate_in(
     if res.failed.is_some() {
         res.actions.clear();
     }
-    // A tunnel output that is the last action needs no clone: the packet is not used after.
-    if let Some(Action::Clone(sub)) = res.actions.last()
-        && sub.iter().any(|a| matches!(a, Action::TnlPush(_)))
-        && let Some(Action::Clone(sub)) = res.actions.pop()
-    {
+    // The last action needs no clone: the packet is not used after (OVS's
+    // xlate_optimize_odp_actions()).
+    if let Some(Action::Clone(sub)) = res.actions.pop_if(|a| matches!(a, Action::Clone(_))) {
         res.actions.extend(sub);
     }
     geneve_mask(&mut ctx.wc, key, false);
@@ -718,7 +714,7 @@ impl Ctx<'_> {
                 self.table_id = table as u8;
                 self.rule_is_miss = prio == 0 && m.mask().is_catchall();
                 let saved_rule = self.rule.replace((self.bridge, table, id));
-                self.under(node, |c| c.do_actions(&rule.actions, table));
+                self.under(node, |c| c.peer_rule_actions(&rule.actions, table));
                 (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
                 self.rule = saved_rule;
                 self.depth -= deepens;
@@ -1031,6 +1027,11 @@ impl Ctx<'_> {
             self.wc.dp.set_eth_type(0xffff);
             return;
         }
+        // A write of an IP header field reads the IP protocol, changed or not (OVS's megaflows
+        // show it after set_field, load and mod_nw_*; a move into the same field does not).
+        if matches!(f.prereq, Prereq::Ipv4 | Prereq::Ipv6 | Prereq::IpAny) {
+            self.wc.dp.set_nw_proto(0xff);
+        }
         let m = mask & f.value_mask();
         let mut fm = PipeKey::new();
         f.set(&mut fm, m);
@@ -1300,7 +1301,9 @@ impl Ctx<'_> {
         self.depth += 1;
         let node = self.trace_bridge();
         self.under(node, |c| {
+            c.patch_entry = true;
             c.do_table(0);
+            c.patch_entry = false;
             if !c.freezing {
                 c.run_action_set(0);
             }

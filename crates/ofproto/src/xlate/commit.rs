@@ -110,13 +110,10 @@ impl Ctx<'_> {
             ),
             _ => (Attr::Ipv4, &[]),
         };
-        let l3_set = diff_set(b, f, l3_attr, l3_fields);
-        // OVS consults the protocol for an L3 change an action made, not for the CE mark
-        // decapsulation gave (`tunnel - ECN decapsulation`).
-        let consult_proto =
-            l3_set.is_some() && !(self.ecn_marked && only_ecn_differs(b, f, l3_attr, l3_fields));
+        // Committing reads no protocol: the actions that write IP header fields consult it
+        // (`Ctx::set_field`).
         if f.nw_proto() != 0 {
-            acts.extend(l3_set);
+            acts.extend(diff_set(b, f, l3_attr, l3_fields));
         }
         // Transport ports.
         let l4_attr = match (f.eth_type(), f.nw_proto()) {
@@ -129,19 +126,9 @@ impl Ctx<'_> {
         // Packet mark.
         acts.extend(diff_set(b, f, Attr::SkbMark, &["pkt_mark"]));
         self.out.extend(acts);
-        if consult_proto {
-            self.wc.dp.set_nw_proto(0xff);
-        }
         self.base = self.flow.dp.clone();
         // The in_port of `base` is the datapath's; keep comparing packet fields only.
     }
-}
-
-/// Whether `base` and `flow` differ in the ECN field alone among `fields`.
-fn only_ecn_differs(base: &FlowKey, flow: &FlowKey, attr: Attr, fields: &[&str]) -> bool {
-    let mut g = flow.clone();
-    g.set_nw_tos(flow.nw_tos() & !3 | base.nw_tos() & 3);
-    diff_set(base, &g, attr, fields).is_none()
 }
 
 /// The `set(attr(...))` that turns `base` into `flow` on the named key fields: each field that

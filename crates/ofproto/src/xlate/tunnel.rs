@@ -427,22 +427,22 @@ pub(super) fn tunnel_wc(k: &FlowKey, wc: &mut PipeMask) {
 }
 
 /// The ECN field on decapsulation (RFC 6040 §4.2, OVS's `tnl_process_ecn()`): an outer CE
-/// marks an inner ECN-capable IP packet CE too (`Some(true)`); an inner packet that is not
-/// ECN-capable is dropped (`None`), as congestion cannot be signalled to it. The inner ECN bits
-/// are matched whenever the outer field is CE.
-pub(super) fn tunnel_ecn(flow: &mut FlowKey, wc: &mut PipeMask) -> Option<bool> {
+/// marks an inner ECN-capable IP packet CE too; an inner packet that is not ECN-capable is
+/// dropped (`false`), as congestion cannot be signalled to it. The inner ECN bits are matched
+/// whenever the outer field is CE.
+pub(super) fn tunnel_ecn(flow: &mut FlowKey, wc: &mut PipeMask) -> bool {
     const CE: u8 = 3;
     if !matches!(flow.eth_type(), 0x0800 | 0x86dd) || flow.tun_tos() & CE != CE {
-        return Some(false);
+        return true;
     }
     let m = wc.dp.nw_tos();
     wc.dp.set_nw_tos(m | CE);
     let tos = flow.nw_tos();
     if tos & CE == 0 {
-        return None;
+        return false;
     }
     flow.set_nw_tos(tos | CE);
-    Some(tos & CE != CE)
+    true
 }
 
 /// Rewrites a key's raw GENEVE options (as the datapath has them) into the `tun_metadata`
