@@ -22,6 +22,7 @@ use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
 mod bundle;
+mod flow_dump;
 mod group;
 mod learn;
 mod meter;
@@ -703,63 +704,9 @@ impl Ofproto {
         bridge: &str,
         spec: Option<&FlowSpec>,
     ) -> Result<Vec<(FlowSpec, FlowStats)>, String> {
-        self.settle_credits();
-        let p = self.read();
-        let b = p
-            .bridge(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        let now = Instant::now();
-        // The selection once, as (table, rule); then ordered by table, priority (highest
-        // first) and rule, before anything is copied out of the tables.
-        let mut order: Vec<(usize, u16, crate::classifier::RuleId)> = match spec {
-            Some(s) => b
-                .select(s, false)
-                .into_iter()
-                .map(|(t, id)| (t, b.tables[t].get(id).map_or(0, |(_, p, _)| p), id))
-                .collect(),
-            None => b
-                .tables
-                .iter()
-                .enumerate()
-                .flat_map(|(t, table)| table.iter().map(move |(id, _, p, _)| (t, p, id)))
-                .collect(),
-        };
-        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
-        Ok(order
-            .into_iter()
-            .filter_map(|(t, _, id)| {
-                let (m, prio, r) = b.tables[t].get(id)?;
-                let m = m.clone();
-                let fs = FlowSpec {
-                    table: t as u8,
-                    priority: prio,
-                    cookie: r.cookie,
-                    cookie_mask: 0,
-                    idle_timeout: r.idle_timeout,
-                    hard_timeout: r.hard_timeout,
-                    importance: r.importance,
-                    flags: r.flags,
-                    out_port: None,
-                    out_group: None,
-                    match_: m,
-                    actions: r.actions.clone(),
-                    has_actions: true,
-                };
-                let age = now.duration_since(r.created);
-                let stats = FlowStats {
-                    duration_sec: age.as_secs() as u32,
-                    duration_nsec: age.subsec_millis() * 1_000_000,
-                    n_packets: r.n_packets,
-                    n_bytes: r.n_bytes,
-                    idle_age: Some(
-                        now.duration_since(r.used.unwrap_or(r.modified).max(r.modified))
-                            .as_secs() as u32,
-                    ),
-                    ..FlowStats::default()
-                };
-                Some((fs, stats))
-            })
-            .collect())
+        let mut v = Vec::new();
+        self.for_each_flow_entry(bridge, spec, |f, s| v.push((f.clone(), *s)))?;
+        Ok(v)
     }
 
     /// `show BRIDGE`: its ports, as `ovs-ofctl show` lists them (names, numbers, VLAN mode).

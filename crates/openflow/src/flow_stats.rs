@@ -446,24 +446,63 @@ pub fn encode_flow_stats_reply(
     tlv: &TlvLens,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
-    let v = proto.version;
-    let mut at = start_stats(out, proto, true, false, xid);
+    let mut w = FlowStatsWriter::new(proto, xid, tlv, out);
     for (spec, st) in flows {
-        let entry_at = out.len();
-        put_flow_entry(out, proto, spec, st, tlv)?;
-        if out.len() - at > MAX_MESSAGE_LEN {
-            // Move the entry into a new part.
-            let entry = out.split_off(entry_at);
-            if entry_at - at == stats_hdr_len(proto) + header::HEADER_LEN {
-                return Err(too_long(v));
-            }
-            out[at + 10..at + 12].copy_from_slice(&OFPSF_REPLY_MORE.to_be_bytes());
-            header::finish(out, at).map_err(|_| too_long(v))?;
-            at = start_stats(out, proto, true, false, xid);
-            out.extend_from_slice(&entry);
+        w.push(spec, st)?;
+    }
+    w.finish()
+}
+
+/// A flow statistics reply appended one flow at a time, for a switch that walks its tables
+/// without copying them out: as many messages as it takes, each but the last flagged
+/// [`OFPSF_REPLY_MORE`] ([`encode_flow_stats_reply`] for flows at hand).
+pub struct FlowStatsWriter<'a> {
+    proto: Protocol,
+    xid: u32,
+    tlv: &'a TlvLens,
+    out: &'a mut Vec<u8>,
+    /// Where the message being filled starts.
+    at: usize,
+}
+
+impl<'a> FlowStatsWriter<'a> {
+    /// Starts the reply's first message.
+    pub fn new(proto: Protocol, xid: u32, tlv: &'a TlvLens, out: &'a mut Vec<u8>) -> Self {
+        let at = start_stats(out, proto, true, false, xid);
+        FlowStatsWriter {
+            proto,
+            xid,
+            tlv,
+            out,
+            at,
         }
     }
-    header::finish(out, at).map_err(|_| too_long(v))
+
+    /// Appends one flow, in a new message when the current one has no room for it.
+    pub fn push(&mut self, spec: &FlowSpec, st: &FlowStats) -> Result<(), EncodeError> {
+        let (proto, v) = (self.proto, self.proto.version);
+        let out = &mut *self.out;
+        let entry_at = out.len();
+        put_flow_entry(out, proto, spec, st, self.tlv)?;
+        if out.len() - self.at > MAX_MESSAGE_LEN {
+            // Move the entry into a new part.
+            if entry_at - self.at == stats_hdr_len(proto) + header::HEADER_LEN {
+                return Err(too_long(v));
+            }
+            let entry = out.split_off(entry_at);
+            let at = self.at;
+            out[at + 10..at + 12].copy_from_slice(&OFPSF_REPLY_MORE.to_be_bytes());
+            header::finish(out, at).map_err(|_| too_long(v))?;
+            self.at = start_stats(out, proto, true, false, self.xid);
+            out.extend_from_slice(&entry);
+        }
+        Ok(())
+    }
+
+    /// Ends the last message.
+    pub fn finish(self) -> Result<(), EncodeError> {
+        header::finish(self.out, self.at).map_err(|_| too_long(self.proto.version))
+    }
 }
 
 /// Decodes a flow statistics reply: each flow with its statistics, and whether more parts

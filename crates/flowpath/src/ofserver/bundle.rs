@@ -113,13 +113,13 @@ impl Bundles {
         Some(b)
     }
 
-    /// A bundle control; `commit` carries out a committed bundle's messages (see [`commit`];
-    /// when one fails it says `OFPBFC_MSG_FAILED`). On success the reply is due (the caller
-    /// sends it).
+    /// A bundle control; `commit` is handed a committed bundle's messages to carry out (see
+    /// [`commit`]; when one fails it says `OFPBFC_MSG_FAILED`). On success the reply is due
+    /// (the caller sends it, or has `commit` send it when the commit is done).
     pub(crate) fn control(
         &mut self,
         c: &BundleCtrl,
-        commit: impl FnOnce(&[Vec<u8>]) -> Result<(), OfpErr>,
+        commit: impl FnOnce(Vec<Vec<u8>>) -> Result<(), OfpErr>,
     ) -> Result<(), OfpErr> {
         let id = c.bundle_id;
         match c.ctrl_type {
@@ -156,7 +156,7 @@ impl Bundles {
                 if b.flags != c.flags {
                     return Err(OfpErr::OfpbfcBadFlags);
                 }
-                commit(&b.msgs)?;
+                commit(b.msgs)?;
             }
             BundleCtrlType::DiscardRequest => {
                 self.remove(id).ok_or(OfpErr::OfpbfcBadId)?;
@@ -282,7 +282,7 @@ mod tests {
         use BundleCtrlType::*;
         let mut b = Bundles::default();
         let ok = |_: &[u8]| Ok(());
-        let committed = |_: &[Vec<u8>]| Ok(());
+        let committed = |_: Vec<Vec<u8>>| Ok(());
         let fm = MsgType::Ofpt11FlowMod;
         b.control(&ctrl(1, OpenRequest, 3), committed).unwrap();
         assert_eq!(

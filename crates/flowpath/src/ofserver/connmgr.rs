@@ -664,6 +664,10 @@ impl Handler for Admitting<'_> {
     fn disconnected(&mut self, conn: ConnId) {
         self.handler.disconnected(conn);
     }
+
+    fn holds(&mut self, conn: ConnId) -> bool {
+        self.handler.holds(conn)
+    }
 }
 
 #[cfg(test)]

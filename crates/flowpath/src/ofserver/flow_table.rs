@@ -10,8 +10,7 @@ use ofproto::syntax::{FlowModFlags, FlowSpec};
 use openflow::error::OfpErr;
 use openflow::flow_mod::{FlowModCommand, OFPTT_ALL, decode_flow_mod};
 use openflow::flow_stats::{
-    AggregateStats, classify, decode_flow_stats_request, encode_aggregate_reply,
-    encode_flow_stats_reply,
+    AggregateStats, FlowStatsWriter, classify, decode_flow_stats_request, encode_aggregate_reply,
 };
 use openflow::header::Version;
 use openflow::nxm::TlvLens;
@@ -131,22 +130,30 @@ pub(crate) fn flow_stats(
         actions: Vec::new(),
         has_actions: false,
     };
-    let rows = of
-        .flow_entries(bridge, Some(&filter))
-        .map_err(|_| OfpErr::OfpbrcEperm)?;
     let at = out.len();
+    // The flows are encoded as the tables are walked, not copied out first.
+    let mut failed = None;
     let r = if req.aggregate {
-        let agg = rows
-            .iter()
-            .fold(AggregateStats::default(), |mut a, (_, s)| {
-                a.packet_count += s.n_packets;
-                a.byte_count += s.n_bytes;
-                a.flow_count += 1;
-                a
-            });
+        let mut agg = AggregateStats::default();
+        of.for_each_flow_entry(bridge, Some(&filter), |_, s| {
+            agg.packet_count += s.n_packets;
+            agg.byte_count += s.n_bytes;
+            agg.flow_count += 1;
+        })
+        .map_err(|_| OfpErr::OfpbrcEperm)?;
         encode_aggregate_reply(&agg, proto, xid, out)
     } else {
-        encode_flow_stats_reply(&rows, proto, xid, tlv, out)
+        let mut w = FlowStatsWriter::new(proto, xid, tlv, out);
+        of.for_each_flow_entry(bridge, Some(&filter), |f, s| {
+            if failed.is_none() {
+                failed = w.push(f, s).err();
+            }
+        })
+        .map_err(|_| OfpErr::OfpbrcEperm)?;
+        match failed {
+            Some(e) => Err(e),
+            None => w.finish(),
+        }
     };
     r.map_err(|_| {
         out.truncate(at);

@@ -6,7 +6,8 @@
 //! asynchronous-message configuration, the Nicira connection settings, the TLV map, conntrack
 //! flushes, meters ([`meter_table`](super::meter_table)), flow mods and flow statistics
 //! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in
-//! bundles ([`bundle`](super::bundle)), packet-outs and `NXT_RESUME`
+//! bundles ([`bundle`](super::bundle), committed by [`bundle_commit`](super::bundle_commit)'s
+//! worker), packet-outs and `NXT_RESUME`
 //! ([`packet_out`](super::packet_out)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
@@ -18,12 +19,11 @@ use std::time::Instant;
 
 use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
-use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, Target};
+use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, LoopHandle, Target};
 use openflow::error::{self, OfpErr};
 use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
 use openflow::msgs::async_config::{AsyncConfig, AsyncMsg};
-use openflow::msgs::bundle::BundleCtrlType;
 use openflow::msgs::decode::{Msg, decode_body};
 use openflow::msgs::group_stats::GroupFeatures;
 use openflow::msgs::meter::{MeterFeatures, MeterRequestKind};
@@ -37,7 +37,8 @@ use openflow::msgtype::{self, EncodeError, Message, OfpType};
 use openflow::nxm::TlvLens;
 
 use super::bridge_view;
-use super::bundle::{self, Bundles};
+use super::bundle::Bundles;
+use super::bundle_commit::{CommitJob, CommitWorker};
 use super::flow_table;
 use super::group_table;
 use super::ofconn::OfConn;
@@ -75,18 +76,26 @@ pub(crate) struct OfHandler {
     since: Instant,
     /// The connections whose port mods changed ports, for the port statuses that follow.
     pub(crate) port_mod_sources: super::port_mod::PortModSources,
+    /// The bundle commits' thread.
+    commits: CommitWorker,
+    /// The connection whose last message's reply the commit worker sends.
+    holding: Option<ConnId>,
 }
 
 /// A handler's outcome: replies appended, or OVS's error for the request.
 type Answer = Result<(), OfpErr>;
 
 impl OfHandler {
+    /// A handler whose bundle commits reply through `lp`.
     pub(crate) fn new(
         of: Arc<Ofproto>,
         dp: Arc<Mutex<Datapath>>,
         events: Receiver<ConnEvent>,
-    ) -> OfHandler {
-        OfHandler {
+        lp: LoopHandle,
+    ) -> std::io::Result<OfHandler> {
+        Ok(OfHandler {
+            commits: CommitWorker::start(of.clone(), dp.clone(), lp)?,
+            holding: None,
             of,
             dp,
             events,
@@ -97,7 +106,7 @@ impl OfHandler {
             bridges: HashMap::new(),
             since: Instant::now(),
             port_mod_sources: Default::default(),
-        }
+        })
     }
 
     /// Takes in the connection events queued so far: a connection accepted on a bridge's
@@ -212,25 +221,31 @@ impl OfHandler {
                 if !conn.may_modify() {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
-                let of = self.of.clone();
+                let mut reply = Vec::new();
+                bc.encode_reply(m, &mut reply)?;
                 let bundles = self.bundles.entry(c).or_default();
-                let mut failed = None;
-                let r = bundles.control(&bc, |msgs| {
-                    bundle::commit(&of, &conn.bridge, msgs, conn.flow_mod_table_id).map_err(|f| {
-                        failed = Some(f);
-                        OfpErr::OfpbfcMsgFailed
-                    })
-                });
-                if let Some(f) = failed {
-                    bundle::encode_failure(&f, version, raw, out);
+                let mut committing = None;
+                bundles.control(&bc, |msgs| {
+                    committing = Some(msgs);
+                    Ok(())
+                })?;
+                // A commit is carried out by the worker, which sends the reply; the
+                // connection is held until then ([`bundle_commit`]).
+                if let Some(msgs) = committing {
+                    self.commits.commit(CommitJob {
+                        conn: c,
+                        version,
+                        bridge: conn.bridge.clone(),
+                        msgs,
+                        table_id: conn.flow_mod_table_id,
+                        request: raw.to_vec(),
+                        reply,
+                    });
+                    self.holding = Some(c);
                     return Ok(());
                 }
-                r?;
-                // The reply says the bundle is in force, for the packets too.
-                if bc.ctrl_type == BundleCtrlType::CommitRequest {
-                    self.of.sync_megaflows(&self.dp);
-                }
-                return bc.encode_reply(m, out);
+                out.extend(reply);
+                return Ok(());
             }
             Msg::BundleAdd(a, t) => {
                 if !conn.may_modify() {
@@ -492,6 +507,10 @@ impl Handler for OfHandler {
     fn disconnected(&mut self, conn: ConnId) {
         self.drain_events();
         self.forget_conn(conn);
+    }
+
+    fn holds(&mut self, conn: ConnId) -> bool {
+        self.holding.take_if(|c| *c == conn).is_some()
     }
 }
 

@@ -58,7 +58,8 @@ fn handler() -> (OfHandler, mpsc::SyncSender<ConnEvent>) {
     of.add_flow("br0", crate::switch::DEFAULT_FLOW).unwrap();
     let dp = DatapathBuilder::new(DpConfig::default()).start().unwrap();
     let (tx, rx) = mpsc::sync_channel(16);
-    let mut h = OfHandler::new(of, std::sync::Arc::new(std::sync::Mutex::new(dp)), rx);
+    let lp = openflow::conn::EventLoop::new().unwrap().handle();
+    let mut h = OfHandler::new(of, std::sync::Arc::new(std::sync::Mutex::new(dp)), rx, lp).unwrap();
     h.listener_bridge
         .insert(Target::PUnix("/run/br0.mgmt".into()), "br0".into());
     (h, tx)

@@ -21,6 +21,7 @@
 //! - [`handler`]: the requests and their answers;
 //! - [`flow_table`]: flow mods and flow statistics, through the pipeline's flow functions;
 //! - [`bundle`]: a connection's bundles of flow mods;
+//! - [`bundle_commit`]: the worker that commits them, off the loop's thread;
 //! - [`table_features`] and [`table_fields`]: the tables' features;
 //! - [`tlv`]: the Geneve option map;
 //! - [`packet_in`]: the packets the datapath's `controller` actions send, as packet-ins;
@@ -30,6 +31,7 @@
 
 mod bridge_view;
 mod bundle;
+mod bundle_commit;
 mod connmgr;
 mod flow_removed;
 mod flow_table;
@@ -96,7 +98,7 @@ impl OfServer {
             rundir: rundir.to_path_buf(),
             of: of.clone(),
             dp: dp.clone(),
-            handler: OfHandler::new(of, dp, events),
+            handler: OfHandler::new(of, dp, events, handle.clone())?,
             connmgr: ConnMgr::new(settings),
             bridges: BTreeMap::new(),
         };

@@ -6,7 +6,10 @@
 //!
 //! One loop runs on one control-plane thread. Nothing in it blocks: a connection that stalls
 //! (a peer that stops reading, a controller that does not answer) costs its own queue, bounded,
-//! and never delays the others.
+//! and never delays the others. A request that takes long (a bundle commit) is worked out on
+//! another thread while its connection is held ([`Handler::holds`], [`LoopHandle::release`]),
+//! so that the other connections are served meanwhile and that connection's replies stay in
+//! order.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -519,6 +522,7 @@ impl EventLoop {
                 Ok(Command::Close(id)) => self.close(id, handler),
                 Ok(Command::CloseListener(id)) => self.close_listener(id),
                 Ok(Command::Stop) => self.stopped = true,
+                Ok(Command::Release { id, reply }) => self.release(id, reply),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
             }
         }
@@ -874,10 +878,29 @@ impl EventLoop {
                     if !self.replies.is_empty() {
                         vconn.queue(std::mem::take(&mut self.replies), MsgKind::Reply);
                     }
+                    if handler.holds(id) {
+                        vconn.hold();
+                        return Ok(());
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// A held connection's reply is ready ([`LoopHandle::release`]): it is queued, and the
+    /// connection's requests are read again (those already buffered on the next turn).
+    fn release(&mut self, id: ConnId, reply: Vec<u8>) {
+        let Some(Link::Open { vconn, .. }) = self.conns.get_mut(&id).map(|c| &mut c.link) else {
+            return;
+        };
+        // A reconnected link was never held: the reply was for the link that ended.
+        if !vconn.held() {
+            return;
+        }
+        vconn.queue(reply, MsgKind::Reply);
+        vconn.release(Instant::now());
+        self.flush(id);
     }
 
     /// Writes what a connection has queued, as far as its socket takes it.

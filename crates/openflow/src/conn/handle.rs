@@ -87,6 +87,10 @@ pub(super) enum Command {
     Close(ConnId),
     CloseListener(ListenerId),
     Stop,
+    Release {
+        id: ConnId,
+        reply: Vec<u8>,
+    },
 }
 
 /// The eventfd that wakes the loop when a command is queued.
@@ -126,6 +130,14 @@ impl LoopHandle {
     /// when the loop is gone.
     pub fn send(&self, dest: Dest, msg: Vec<u8>, kind: MsgKind) -> bool {
         self.command(Command::Send { dest, msg, kind })
+    }
+
+    /// Sends the reply (whole messages, back to back) of a request the [`Handler`](super::Handler)
+    /// holds its connection for ([`Handler::holds`](super::Handler::holds)), and reads the
+    /// connection's later requests again. Dropped if the connection ended meanwhile. Returns
+    /// false when the loop is gone.
+    pub fn release(&self, id: ConnId, reply: Vec<u8>) -> bool {
+        self.command(Command::Release { id, reply })
     }
 
     pub(super) fn id(&self) -> u64 {

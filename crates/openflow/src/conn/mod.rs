@@ -170,6 +170,17 @@ pub trait Handler {
     fn disconnected(&mut self, conn: ConnId) {
         let _ = conn;
     }
+
+    /// Asked after each [`Handler::handle`]: whether the reply to the message just handled
+    /// on `conn` is being worked out on another thread (a long bundle commit), to be sent by
+    /// [`LoopHandle::release`]. Until then the loop holds the connection: it reads nothing
+    /// more from it, so that its later requests are answered after that reply (a
+    /// connection's replies stay in order, as OVS's), while the other connections are
+    /// served as usual.
+    fn holds(&mut self, conn: ConnId) -> bool {
+        let _ = conn;
+        false
+    }
 }
 
 /// A handler that answers nothing: connections get only what the layer answers itself.

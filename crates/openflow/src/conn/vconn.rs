@@ -158,6 +158,8 @@ pub(crate) struct Vconn {
     counters: Counters,
     /// Copies of the messages exchanged after the hello, for snoopers, while they are wanted.
     mirror: Option<Vec<u8>>,
+    /// Whether the reply to a request is being worked out elsewhere ([`Vconn::hold`]).
+    held: bool,
 }
 
 impl Vconn {
@@ -185,6 +187,7 @@ impl Vconn {
             next_xid: 1,
             counters: Counters::default(),
             mirror: None,
+            held: false,
         };
         let mut h = Vec::with_capacity(16);
         hello::encode(allowed, v.xid(), &mut h);
@@ -224,9 +227,30 @@ impl Vconn {
         self.replies_queued + self.async_queued
     }
 
-    /// Whether requests may be read: not while [`REPLY_MAX`] replies wait to be sent.
+    /// Whether requests may be read: not while [`REPLY_MAX`] replies wait to be sent, nor
+    /// while the connection is held.
     pub(crate) fn may_read(&self) -> bool {
-        self.replies_queued < REPLY_MAX
+        !self.held && self.replies_queued < REPLY_MAX
+    }
+
+    /// Holds the connection: no further request is read until [`Vconn::release`], so that
+    /// the requests after one whose reply is worked out elsewhere (a bundle commit) are
+    /// answered after it, as OVS answers a connection's requests in order. A held
+    /// connection is not probed: the wait is the switch's, not the peer's.
+    pub(crate) fn hold(&mut self) {
+        self.held = true;
+    }
+
+    /// Whether the connection is held.
+    pub(crate) fn held(&self) -> bool {
+        self.held
+    }
+
+    /// Ends the hold: requests are read again, and the peer's silence counts from `now`.
+    pub(crate) fn release(&mut self, now: Instant) {
+        self.held = false;
+        self.last_activity = self.last_activity.max(now);
+        self.probe_sent = None;
     }
 
     /// Starts or stops keeping copies of the messages exchanged from now on.
@@ -435,7 +459,7 @@ impl Vconn {
     /// out, and after another without an answer the connection ends. Returns when to be
     /// called again (`None`: the probe is off).
     pub(crate) fn run_probe(&mut self, now: Instant) -> Result<Option<Instant>, ConnError> {
-        if self.probe_interval.is_zero() {
+        if self.probe_interval.is_zero() || self.held {
             return Ok(None);
         }
         if let Some(sent) = self.probe_sent {
@@ -615,6 +639,28 @@ mod tests {
             ConnError::ProbeTimeout(s).to_string(),
             "no response to inactivity probe after 5 seconds, disconnecting"
         );
+    }
+
+    #[test]
+    fn a_held_connection_reads_nothing_and_is_not_probed_until_released() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(5);
+        let mut v = Vconn::new(VersionSet::ALL, s, DEFAULT_ASYNC_QUEUE, t0);
+        let mut r = io::Cursor::new(hello_of(OF13));
+        v.fill(&mut r).unwrap();
+        assert!(matches!(
+            v.next_message(t0),
+            Ok(Some(Incoming::Connected(_)))
+        ));
+        v.hold();
+        assert!(v.held() && !v.may_read());
+        // However long the hold, the peer's silence is not held against it.
+        assert_eq!(v.run_probe(t0 + 3 * s), Ok(None));
+        assert!(!v.probing());
+        let t1 = t0 + 3 * s;
+        v.release(t1);
+        assert!(!v.held() && v.may_read());
+        assert_eq!(v.run_probe(t1), Ok(Some(t1 + s)));
     }
 
     /// A writer that takes `room` bytes and then blocks.
