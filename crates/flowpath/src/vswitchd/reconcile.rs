@@ -51,6 +51,8 @@ pub(crate) struct Applied {
     /// The `error` of interfaces that run but cannot work yet (a patch port without its
     /// peer), by row.
     pub notes: BTreeMap<Uuid, String>,
+    /// The interfaces added to the switch since the last status write, by row.
+    pub added: BTreeSet<Uuid>,
 }
 
 #[derive(Debug, Default)]
@@ -232,6 +234,7 @@ impl Applied {
                 log(vlog::Level::Info, &format!("bridge {}: added", b.name));
                 let mut ab = AppliedBridge::default();
                 if let Some(i) = b.ifaces.iter().find(|i| i.is_local(&b.name)) {
+                    self.added.insert(i.uuid);
                     ab.ports.insert(
                         i.name.clone(),
                         AppliedPort {
@@ -297,6 +300,7 @@ impl Applied {
             });
             match added {
                 Ok(n) => {
+                    self.added.insert(i.uuid);
                     log(
                         vlog::Level::Info,
                         &format!("bridge {}: added interface {} on port {n}", b.name, i.name),
