@@ -624,7 +624,9 @@ fn controller_status(target: &str, s: &ConnStatus, role: OfRole) -> ControllerSt
     if let Some(d) = s.since_connect {
         status.insert("sec_since_connect", d.as_secs().to_string());
     }
-    if let Some(d) = s.since_disconnect {
+    // Only once a connection was made: ovs-vswitchd learns a refused connect as it opens it,
+    // before its rconn counts an attempt under way, so a target never reached has none.
+    if let Some(d) = s.since_disconnect.filter(|_| s.n_connects > 0) {
         status.insert("sec_since_disconnect", d.as_secs().to_string());
     }
     ControllerStatus {

@@ -268,10 +268,11 @@ fn run(
         }
         retry = false;
         if ops.is_empty() {
+            applied.added.clear();
             continue;
         }
         match idl.transact(ops) {
-            Ok(_) => {}
+            Ok(_) => applied.added.clear(),
             // The database changed under the transaction, or the connection or the lock
             // went: build it again from the next snapshot.
             Err(TxnError::TryAgain) | Err(TxnError::Disconnected) | Err(TxnError::NotLocked) => {

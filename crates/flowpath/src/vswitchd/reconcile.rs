@@ -5,12 +5,14 @@
 //! keep running. A port that cannot be opened gets its error and the rest still applies; it is
 //! tried again on the next change, as `bridge_reconfigure()` does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use datapath::dpif::Datapath;
 use ofproto::bridge::VlanMode;
 use ofproto::ofproto::Ofproto;
+use ofproto::syntax::OFPP_LOCAL;
 use ovsdb::Uuid;
 
 use crate::ofserver::{BridgeControl, ControllerSettings, FailMode, parse_protocol};
@@ -19,7 +21,7 @@ use crate::port_ops;
 use super::desired::{BridgeDesired, Desired, IfaceDesired};
 use super::iface_types::{self, TypeContext};
 use super::log;
-use super::ofport::{self, Claim};
+use super::ofport::{self, OfportPool};
 
 /// The datapath types flowpath's datapath stands for.
 pub(crate) const DATAPATH_TYPES: &[&str] = &["netdev", "system"];
@@ -49,12 +51,15 @@ pub(crate) struct Applied {
     /// The `error` of interfaces that run but cannot work yet (a patch port without its
     /// peer), by row.
     pub notes: BTreeMap<Uuid, String>,
+    /// The interfaces added to the switch since the last status write, by row.
+    pub added: BTreeSet<Uuid>,
 }
 
 #[derive(Debug, Default)]
 struct AppliedBridge {
     hwaddr: Option<String>,
     ports: BTreeMap<String, AppliedPort>,
+    ofports: OfportPool,
 }
 
 /// A running port and the row it was built from.
@@ -96,9 +101,8 @@ impl Applied {
             sw.controllers.remove(&b);
             self.bridges.remove(&b);
         }
-        let mut numbers = BTreeMap::new();
         for b in d.bridges.values().filter(|b| supported(b)) {
-            numbers.insert(b.name.clone(), self.remove_stale_ports(b, sw));
+            self.remove_stale_ports(b, sw);
         }
         for b in d.bridges.values() {
             if !supported(b) {
@@ -113,9 +117,7 @@ impl Applied {
                 continue;
             }
             self.add_bridge(b, sw, ctx);
-            if let Some(n) = numbers.get(&b.name) {
-                self.add_ports(b, n, sw, ctx);
-            }
+            self.add_ports(b, sw, ctx);
             self.configure_bridge(b, sw);
         }
         for (u, e) in &d.rejected {
@@ -160,28 +162,52 @@ impl Applied {
             .collect()
     }
 
-    /// Removes the ports of a bridge that its rows no longer ask for, or ask for differently;
-    /// returns the numbers every interface of the bridge is to have.
-    fn remove_stale_ports(&mut self, b: &BridgeDesired, sw: &Switch) -> Vec<u32> {
+    /// Removes the ports of a bridge that its rows no longer ask for, or ask for differently,
+    /// and frees their numbers. As `bridge_delete_or_reconfigure_ports()` does, a port whose
+    /// `ofport_request` changed goes (to come back with it), and so does a port holding that
+    /// number, unless that port asked for the same number.
+    fn remove_stale_ports(&mut self, b: &BridgeDesired, sw: &Switch) {
         let Some(ab) = self.bridges.get_mut(&b.name) else {
-            return ofport::allocate(&claims(b, None));
+            return;
         };
-        let numbers = ofport::allocate(&claims(b, Some(ab)));
-        let keep: BTreeMap<&str, (&IfaceDesired, u32)> = b
-            .ifaces
-            .iter()
-            .zip(&numbers)
-            .map(|(i, n)| (i.name.as_str(), (i, *n)))
-            .collect();
-        let stale: Vec<String> = ab
+        let wanted: BTreeMap<&str, &IfaceDesired> =
+            b.ifaces.iter().map(|i| (i.name.as_str(), i)).collect();
+        let holder: BTreeMap<u32, &str> = ab
             .ports
             .iter()
-            .filter(|(name, p)| match keep.get(name.as_str()) {
-                Some((row, n)) => !same_port(&p.row, row) || *n != p.ofport,
-                None => true,
-            })
-            .map(|(name, _)| name.clone())
+            .map(|(name, p)| (p.ofport, name.as_str()))
             .collect();
+        let mut stale = BTreeSet::new();
+        for (name, p) in &ab.ports {
+            let Some(row) = wanted
+                .get(name.as_str())
+                .filter(|row| same_port(&p.row, row))
+            else {
+                stale.insert(name.clone());
+                continue;
+            };
+            let Some(request) = ofport::valid(row.ofport_request) else {
+                continue;
+            };
+            if p.ofport == OFPP_LOCAL || p.ofport == request {
+                continue;
+            }
+            match holder.get(&request) {
+                None => {
+                    stale.insert(name.clone());
+                }
+                Some(victim) => {
+                    let victim_request = wanted
+                        .get(victim)
+                        .and_then(|v| ofport::valid(v.ofport_request));
+                    if victim_request != Some(request) {
+                        stale.insert((*victim).to_owned());
+                        stale.insert(name.clone());
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
         for name in stale {
             log(
                 vlog::Level::Info,
@@ -190,9 +216,10 @@ impl Applied {
             if let Err(e) = port_ops::del_port(sw.of, sw.dp, &name) {
                 log(vlog::Level::Warn, &format!("port {name}: {e}"));
             }
-            ab.ports.remove(&name);
+            if let Some(p) = ab.ports.remove(&name) {
+                ab.ofports.release(p.ofport, now);
+            }
         }
-        numbers
     }
 
     /// Makes a bridge that does not run yet, with its LOCAL port.
@@ -207,11 +234,12 @@ impl Applied {
                 log(vlog::Level::Info, &format!("bridge {}: added", b.name));
                 let mut ab = AppliedBridge::default();
                 if let Some(i) = b.ifaces.iter().find(|i| i.is_local(&b.name)) {
+                    self.added.insert(i.uuid);
                     ab.ports.insert(
                         i.name.clone(),
                         AppliedPort {
                             row: i.clone(),
-                            ofport: ofproto::syntax::OFPP_LOCAL,
+                            ofport: OFPP_LOCAL,
                         },
                     );
                 }
@@ -226,8 +254,9 @@ impl Applied {
         }
     }
 
-    /// Adds the ports of a bridge that do not run yet.
-    fn add_ports(&mut self, b: &BridgeDesired, numbers: &[u32], sw: &Switch, ctx: &TypeContext) {
+    /// Adds the ports of a bridge that do not run yet: first those that request a number,
+    /// so that no other port takes it, then the others.
+    fn add_ports(&mut self, b: &BridgeDesired, sw: &Switch, ctx: &TypeContext) {
         let Some(ab) = self.bridges.get_mut(&b.name) else {
             for i in &b.ifaces {
                 let e = format!("could not open datapath for bridge {}", b.name);
@@ -235,25 +264,43 @@ impl Applied {
             }
             return;
         };
-        for (i, &n) in b.ifaces.iter().zip(numbers) {
+        let requested = |i: &&IfaceDesired| ofport::valid(i.ofport_request).is_some();
+        let order = b
+            .ifaces
+            .iter()
+            .filter(requested)
+            .chain(b.ifaces.iter().filter(|i| !requested(i)));
+        let now = Instant::now();
+        for i in order {
             if i.is_local(&b.name) {
                 // Its datapath side came with the bridge; a failed TAP has its error already.
                 self.outcomes
                     .entry(i.uuid)
-                    .or_insert(IfaceOutcome::Up(ofproto::syntax::OFPP_LOCAL));
+                    .or_insert(IfaceOutcome::Up(OFPP_LOCAL));
                 continue;
             }
-            if ab.ports.contains_key(&i.name) {
-                self.outcomes.insert(i.uuid, IfaceOutcome::Up(n));
+            if let Some(p) = ab.ports.get(&i.name) {
+                self.outcomes.insert(i.uuid, IfaceOutcome::Up(p.ofport));
                 continue;
             }
             let added = iface_types::open(i, ctx).and_then(|backend| {
-                port_ops::add_port(sw.of, sw.dp, &b.name, &i.name, n, vlan(i), backend).map_err(
-                    |e| format!("could not add network device {} to ofproto ({e})", i.name),
-                )
+                let hint = ofport::valid(i.ofport_request).or(ofport::valid(i.db_ofport));
+                let fail =
+                    |e: &str| format!("could not add network device {} to ofproto ({e})", i.name);
+                let n = ab
+                    .ofports
+                    .alloc(hint, now)
+                    .ok_or_else(|| fail("No space left on device"))?;
+                port_ops::add_port(sw.of, sw.dp, &b.name, &i.name, n, vlan(i), backend)
+                    .map(|()| n)
+                    .map_err(|e| {
+                        ab.ofports.release(n, now);
+                        fail(&e.to_string())
+                    })
             });
             match added {
-                Ok(()) => {
+                Ok(n) => {
+                    self.added.insert(i.uuid);
                     log(
                         vlog::Level::Info,
                         &format!("bridge {}: added interface {} on port {n}", b.name, i.name),
@@ -307,22 +354,6 @@ impl Applied {
 /// Whether flowpath's datapath serves a bridge of this type.
 fn supported(b: &BridgeDesired) -> bool {
     b.datapath_type.is_empty() || DATAPATH_TYPES.contains(&b.datapath_type.as_str())
-}
-
-/// The numbering claims of a bridge's interfaces, with what runs.
-fn claims(b: &BridgeDesired, running: Option<&AppliedBridge>) -> Vec<Claim> {
-    b.ifaces
-        .iter()
-        .map(|i| Claim {
-            local: i.is_local(&b.name),
-            request: i.ofport_request,
-            running: running
-                .and_then(|ab| ab.ports.get(&i.name))
-                .filter(|p| same_port(&p.row, i))
-                .map(|p| p.ofport),
-            db: i.db_ofport,
-        })
-        .collect()
 }
 
 /// A port's VLAN settings. OVS's `vlan_mode` beyond `access` and `trunk` (the native modes,

@@ -109,7 +109,10 @@ pub(crate) fn status_ops(
                     let mac = ofb
                         .and_then(|ofb| ofb.ports.get(n).map(|p| (ofb, p)))
                         .map(|(ofb, p)| crate::ofserver::port_mac(ofb, p).to_string());
-                    let mut cols = up_columns(i, *n, mac, src);
+                    // A new interface gets its statistics with its number, as OVS writes them
+                    // in the reconfiguration's transaction; the others at the next refresh.
+                    let statistics = src.statistics || applied.added.contains(&i.uuid);
+                    let mut cols = up_columns(i, *n, mac, statistics, src);
                     if let Some(e) = applied.notes.get(&i.uuid)
                         && let Some(c) = cols.iter_mut().find(|c| c.0 == "error")
                     {
@@ -165,6 +168,7 @@ fn up_columns(
     i: &IfaceDesired,
     ofport: u32,
     of_mac: Option<String>,
+    statistics: bool,
     src: &StatusSources,
 ) -> Vec<(&'static str, Datum)> {
     let kernel = !src.enable_dummy
@@ -207,9 +211,7 @@ fn up_columns(
         .flatten()
         .unwrap_or(0);
     cols.push(("ifindex", Datum::integer(ifindex)));
-    if src.statistics
-        && let Some(c) = src.dp.port_counters(&i.name)
-    {
+    if statistics && let Some(c) = src.dp.port_counters(&i.name) {
         // OVS's key names; flowpath counts errors of both directions as one, shown as
         // rx_errors.
         let stats = [
