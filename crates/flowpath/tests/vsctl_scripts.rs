@@ -8,7 +8,10 @@
 //! Where flowpath differs for a reason (a type OVS has and flowpath does not), `NAME.explained`
 //! says so, rule by rule: `#` lines giving the reason, then `- LINE` (what OVS printed) and
 //! `+ LINE` (what flowpath prints instead), rules apart by a blank line; a rule that no longer
-//! matches anything fails the check, so explanations cannot go stale.
+//! matches anything fails the check, so explanations cannot go stale. Scripts that still differ
+//! in ways flowpath is yet to fix are named, each with its reason, in `known-differences`;
+//! their differences are printed, and the check fails when an unlisted script differs or a
+//! listed one agrees.
 //!
 //! `VSCTL_SCRIPT=NAME` runs one script; `VSCTL_SCRIPT_SHOW=1` prints flowpath's output;
 //! `VSCTL_SWITCH=ovs` runs the scripts against `ovs-vswitchd` instead (explanations unused),
@@ -247,7 +250,36 @@ fn vsctl_scripts() {
         }
         failed.push(name.clone());
     }
-    assert!(failed.is_empty(), "scripts that differ: {failed:?}");
+    // The scripts that still differ, each with its reason, are listed in `known-differences`:
+    // the check fails when another script differs, and when a listed one agrees (the list
+    // must shrink as flowpath catches up).
+    let known: Vec<String> = match switch {
+        Switch::Flowpath => known_differences()
+            .into_iter()
+            .filter(|k| names.contains(k))
+            .collect(),
+        Switch::Ovs => Vec::new(),
+    };
+    let new: Vec<&String> = failed.iter().filter(|f| !known.contains(f)).collect();
+    let stale: Vec<&String> = known.iter().filter(|k| !failed.contains(k)).collect();
+    assert!(
+        new.is_empty() && stale.is_empty(),
+        "scripts that differ and are not in known-differences: {new:?}; listed there but agree \
+         now (take them out): {stale:?}"
+    );
+}
+
+/// The script names of `testdata/ovsdb/scripts/known-differences`: `NAME # reason` lines.
+fn known_differences() -> Vec<String> {
+    let text = std::fs::read_to_string(scripts_dir().join("known-differences")).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (name, why) = l.split_once('#').expect("NAME # reason");
+            assert!(!why.trim().is_empty(), "no reason: {l}");
+            name.trim().to_owned()
+        })
+        .collect()
 }
 
 #[test]
