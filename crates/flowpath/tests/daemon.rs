@@ -387,7 +387,15 @@ fn ovsdb_mode_takes_ovs_vswitchd_file_names_and_database() {
     let _guard = KillOnDrop(vec![pid]);
     assert!(dir.join(format!("ovs-vswitchd.{pid}.ctl")).exists());
     let (rc, _, err) = sb.vsctl(
-        &words(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]),
+        &words(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ]),
         10,
     );
     assert_eq!(rc, 0, "add-br did not complete: {err}");
