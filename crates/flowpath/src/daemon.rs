@@ -149,10 +149,18 @@ pub fn control_socket_in(rundir: &Path) -> PathBuf {
     if fixed.exists() {
         return fixed;
     }
-    match pidfile::read(&rundir.join("flowpath.pid")) {
-        Ok(pid) => rundir.join(format!("flowpath.{pid}.ctl")),
-        Err(_) => fixed,
+    // A switch with a pidfile (flowpath's, or ovs-vswitchd's names in OVSDB mode), then an
+    // OVSDB-mode switch given `--unixctl=ovs-vswitchd.ctl`, as OVS's test setups name it.
+    for program in ["flowpath", "ovs-vswitchd"] {
+        if let Ok(pid) = pidfile::read(&rundir.join(format!("{program}.pid"))) {
+            return rundir.join(format!("{program}.{pid}.ctl"));
+        }
     }
+    let ovs = rundir.join("ovs-vswitchd.ctl");
+    if ovs.exists() {
+        return ovs;
+    }
+    fixed
 }
 
 /// `path` made absolute against the current directory, so that it still names the same file
