@@ -410,21 +410,7 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
 
 /// A flow with nothing set, to fill in from a message.
 pub(crate) fn empty_spec() -> FlowSpec {
-    FlowSpec {
-        table: 0,
-        priority: 0,
-        cookie: 0,
-        cookie_mask: 0,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        importance: 0,
-        flags: FlowModFlags(0),
-        out_port: None,
-        out_group: None,
-        match_: PipeMatch::catchall(),
-        actions: Vec::new(),
-        has_actions: false,
-    }
+    FlowSpec::empty()
 }
 
 /// Whether `proto`'s match can carry `m`: OpenFlow 1.0 without NXM and 1.1 have fixed matches

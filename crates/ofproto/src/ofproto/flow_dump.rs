@@ -11,8 +11,7 @@ use std::time::Instant;
 
 use super::Ofproto;
 use crate::classifier::RuleId;
-use crate::pipekey::PipeMatch;
-use crate::syntax::{FlowModFlags, FlowSpec, FlowStats};
+use crate::syntax::{FlowSpec, FlowStats};
 
 impl Ofproto {
     /// Calls `visit` with every flow of `bridge` that `spec` selects (all with `None`), in
@@ -47,19 +46,8 @@ impl Ofproto {
         };
         order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
         let mut fs = FlowSpec {
-            table: 0,
-            priority: 0,
-            cookie: 0,
-            cookie_mask: 0,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            importance: 0,
-            flags: FlowModFlags(0),
-            out_port: None,
-            out_group: None,
-            match_: PipeMatch::catchall(),
-            actions: Vec::new(),
             has_actions: true,
+            ..FlowSpec::empty()
         };
         for (t, _, id) in order {
             let Some((m, prio, r)) = b.tables[t].get(id) else {

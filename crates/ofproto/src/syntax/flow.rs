@@ -299,6 +299,26 @@ pub fn parse_flows_file(
 }
 
 impl FlowSpec {
+    /// A flow with nothing set (table 0, priority 0, the catch-all match, no actions), to be
+    /// filled in from a message or reused while walking a table.
+    pub fn empty() -> FlowSpec {
+        FlowSpec {
+            table: 0,
+            priority: 0,
+            cookie: 0,
+            cookie_mask: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            importance: 0,
+            flags: FlowModFlags(0),
+            out_port: None,
+            out_group: None,
+            match_: PipeMatch::catchall(),
+            actions: Vec::new(),
+            has_actions: false,
+        }
+    }
+
     /// The match and actions as `dump-flows` prints them: `priority=10,ip,nw_dst=10.1.0.0/16
     /// actions=mod_dl_dst:52:54:00:00:00:01,output:2`.
     pub fn format_match_actions(&self, names: &dyn PortNames) -> String {
