@@ -19,23 +19,32 @@ use flow::odp::Action;
 use flow::{FlowKey, Mask};
 
 /// A port whose rx queues (if any) each send `frames` round and round, `limit` packets per
-/// queue in all, and that counts what its queues delivered and what it was sent (then dropped).
+/// queue in all but never more than `gate` allows so far, and that counts what its queues
+/// delivered and what it was sent (then dropped).
 struct Counted {
     name: String,
     frames: Arc<Vec<Vec<u8>>>,
     taken: Vec<bool>,
     limit: u64,
+    gate: Arc<AtomicU64>,
     rx: Arc<AtomicU64>,
     tx: Arc<AtomicU64>,
 }
 
 impl Counted {
-    fn new(name: &str, frames: Vec<Vec<u8>>, n_rxq: usize, limit: u64) -> Counted {
+    fn new(
+        name: &str,
+        frames: Vec<Vec<u8>>,
+        n_rxq: usize,
+        limit: u64,
+        gate: Arc<AtomicU64>,
+    ) -> Counted {
         Counted {
             name: name.to_owned(),
             frames: Arc::new(frames),
             taken: vec![false; n_rxq],
             limit,
+            gate,
             rx: Arc::new(AtomicU64::new(0)),
             tx: Arc::new(AtomicU64::new(0)),
         }
@@ -46,18 +55,22 @@ struct CountedRxq {
     frames: Arc<Vec<Vec<u8>>>,
     next: usize,
     left: u64,
+    sent: u64,
+    gate: Arc<AtomicU64>,
     in_port: u32,
     rx: Arc<AtomicU64>,
 }
 
 impl RxQueue for CountedRxq {
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let n = (batch.room() as u64).min(self.left) as usize;
+        let open = self.gate.load(Ordering::Acquire).saturating_sub(self.sent);
+        let n = (batch.room() as u64).min(self.left).min(open) as usize;
         for _ in 0..n {
             batch.push(pool.packet_from(&self.frames[self.next], self.in_port));
             self.next = (self.next + 1) % self.frames.len();
         }
         self.left -= n as u64;
+        self.sent += n as u64;
         self.rx.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
@@ -92,6 +105,8 @@ impl Port for Counted {
             frames: self.frames.clone(),
             next: q % self.frames.len(),
             left: self.limit,
+            sent: 0,
+            gate: self.gate.clone(),
             in_port,
             rx: self.rx.clone(),
         }))
@@ -134,6 +149,19 @@ fn datapath(
     slow_path: bool,
     tune: impl FnOnce(&mut DpConfig),
 ) -> Datapath {
+    let open = Arc::new(AtomicU64::new(u64::MAX));
+    gated_datapath(cores, frames, limit, open, slow_path, tune)
+}
+
+/// [`datapath`] whose source queues each send no more than `gate` packets so far.
+fn gated_datapath(
+    cores: Vec<Option<usize>>,
+    frames: Vec<Vec<u8>>,
+    limit: u64,
+    gate: Arc<AtomicU64>,
+    slow_path: bool,
+    tune: impl FnOnce(&mut DpConfig),
+) -> Datapath {
     let mut cfg = DpConfig {
         pmd_cores: cores,
         rxq_assign: RxqAssign::RoundRobin,
@@ -141,10 +169,19 @@ fn datapath(
     };
     tune(&mut cfg);
     let mut b = DatapathBuilder::new(cfg);
-    b.add_port(1, Box::new(Counted::new("src", frames, 4, limit)))
+    b.add_port(1, Box::new(Counted::new("src", frames, 4, limit, gate)))
         .unwrap();
-    b.add_port(2, Box::new(Counted::new("snk", Vec::new(), 0, 0)))
-        .unwrap();
+    b.add_port(
+        2,
+        Box::new(Counted::new(
+            "snk",
+            Vec::new(),
+            0,
+            0,
+            Arc::new(AtomicU64::new(0)),
+        )),
+    )
+    .unwrap();
     if slow_path {
         b.set_upcall(Box::new(|| Box::new(ExactToSink) as Box<dyn UpcallHandler>));
     } else {
@@ -172,6 +209,14 @@ fn wait_for_more(dp: &Datapath, than: u64) -> u64 {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Lets each source queue send `step` packets more and waits until the sink has all of them:
+/// none is lost or held, whatever the PMDs are doing meanwhile.
+fn release_and_wait(dp: &Datapath, gate: &AtomicU64, step: u64) {
+    let total = 4 * (gate.fetch_add(step, Ordering::AcqRel) + step);
+    wait_until(&format!("the sink counts {total}"), || sink_tx(dp) >= total);
+    assert_eq!(sink_tx(dp), total, "the sink got more than the source sent");
 }
 
 /// Waits until `cond`, for at most 60 s.
@@ -216,8 +261,18 @@ const QUEUES: [&str; 4] = ["src/0", "src/1", "src/2", "src/3"];
 fn the_core_set_changes_while_forwarding_and_no_packet_is_lost() {
     let frames: Vec<Vec<u8>> = (0..64).map(|i| udp_frame(2, 2000 + i, i as u8)).collect();
     for slow_path in [false, true] {
-        let mut dp = datapath(vec![Some(0)], frames.clone(), 100_000, slow_path, |_| {});
-        let mut n = wait_for_more(&dp, 0);
+        // The source sends in steps so that every layout forwards some of it, however fast
+        // the machine.
+        let gate = Arc::new(AtomicU64::new(0));
+        let mut dp = gated_datapath(
+            vec![Some(0)],
+            frames.clone(),
+            100_000,
+            gate.clone(),
+            slow_path,
+            |_| {},
+        );
+        release_and_wait(&dp, &gate, 5_000);
         // One PMD, two, three, another two, one on another core: the rx queues follow.
         let steps: [&[usize]; 5] = [&[0, 1], &[0, 1, 2], &[2, 1], &[1], &[0]];
         for cores in steps {
@@ -237,13 +292,14 @@ fn the_core_set_changes_while_forwarding_and_no_packet_is_lost() {
                 assert_eq!(*qs, want, "{cores:?}");
             }
             assert_eq!(dp.pmd_stats().len(), cores.len());
-            n = wait_for_more(&dp, n);
+            release_and_wait(&dp, &gate, 5_000);
         }
         // The same set again changes nothing.
         dp.set_pmd_cores(vec![Some(0)]).unwrap();
         assert!(dp.set_pmd_cores(vec![]).is_err());
         assert!(dp.set_pmd_cores(vec![Some(1), Some(1)]).is_err());
         assert_eq!(dp.pmd_cores(), vec![Some(0)]);
+        gate.store(u64::MAX, Ordering::Release);
         wait_until("the source ends", || dp.drained());
         let ports = dp.stop();
         let counters = |name: &str| {
