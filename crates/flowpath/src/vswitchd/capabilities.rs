@@ -26,8 +26,9 @@ pub(crate) fn capabilities() -> BTreeMap<String, String> {
         ("ufid", "true"),
         ("trunc", "true"),
         ("clone", "true"),
-        // As OVS's userspace datapath: nested sample()/clone() to this depth.
-        ("sample_nesting", "10"),
+        // Nested sample()/clone() (to a depth of 10, as OVS's userspace datapath); OVS writes
+        // whether the probe passed, not the depth.
+        ("sample_nesting", "true"),
         // Connection events are not sent anywhere.
         ("ct_eventmask", "false"),
         ("ct_clear", "true"),
@@ -63,5 +64,14 @@ mod tests {
             assert!(caps.contains_key(k), "{k}");
         }
         assert_eq!(caps.len(), ovs.split_whitespace().count());
+        // Booleans are written as OVS writes them (`get_datapath_cap()`), numbers only where
+        // OVS writes a number.
+        for (k, v) in &caps {
+            let numeric = matches!(
+                k.as_str(),
+                "max_vlan_headers" | "max_mpls_depth" | "max_hash_alg"
+            );
+            assert_eq!(numeric, v.parse::<u32>().is_ok(), "{k}={v}");
+        }
     }
 }
