@@ -290,6 +290,25 @@ fn ovs_vsctl_configures_flowpath_and_reads_back_what_ovs_vswitchd_writes() {
         "br0",
         "datapath_id"
     ]) == "\"00000200000000aa\""));
+    // A configured datapath id is the bridge's, in the column and on the OpenFlow wire.
+    db.vsctl_ok(&[
+        "set",
+        "Bridge",
+        "br0",
+        "other_config:datapath-id=0000feedfacef00d",
+    ]);
+    assert!(wait_until(Duration::from_secs(5), || db.vsctl_ok(&[
+        "get",
+        "Bridge",
+        "br0",
+        "datapath_id"
+    ]) == "\"0000feedfacef00d\""));
+    let show = Command::new("ovs-ofctl")
+        .args(["show", &format!("unix:{}/br0.mgmt", rundir.display())])
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("dpid:0000feedfacef00d"), "{show}");
 
     // A controller that answers: is_connected comes true.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -238,6 +238,9 @@ pub struct Bridge {
     pub port_config: BTreeMap<u32, crate::port_config::PortConfig>,
     /// Each table's configuration (`OFPT_TABLE_MOD`, [`crate::table_config`]).
     pub table_config: Vec<crate::table_config::TableConfig>,
+    /// The datapath id set by configuration (`other_config:datapath-id`); without, OVS's
+    /// derives it from the LOCAL port's address.
+    pub datapath_id: Option<u64>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -319,6 +322,7 @@ impl Bridge {
             removed: Vec::new(),
             port_config: BTreeMap::new(),
             table_config: vec![Default::default(); N_TABLES],
+            datapath_id: None,
         }
     }
 

@@ -303,6 +303,16 @@ impl Ofproto {
         Ok(())
     }
 
+    /// Sets (or, with `None`, clears) a bridge's configured datapath id.
+    pub fn set_bridge_datapath_id(&self, bridge: &str, id: Option<u64>) -> Result<(), String> {
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        b.datapath_id = id;
+        Ok(())
+    }
+
     /// `add-tlv-map BRIDGE MAP`.
     pub fn add_tlv_map(&self, bridge: &str, text: &str) -> Result<(), String> {
         let maps = crate::tunnel::parse_tlv_map(text)?;

@@ -49,8 +49,12 @@ pub(crate) fn bridge_mac(b: &Bridge) -> EthAddr {
     EthAddr(a)
 }
 
-/// The datapath id OVS derives from the LOCAL port's address: its 48 bits.
+/// The bridge's datapath id: the configured one, else the one OVS derives from the LOCAL
+/// port's address (its 48 bits).
 pub(crate) fn datapath_id(b: &Bridge) -> u64 {
+    if let Some(id) = b.datapath_id {
+        return id;
+    }
     bridge_mac(b)
         .0
         .iter()
@@ -254,10 +258,13 @@ mod tests {
     }
 
     #[test]
-    fn the_datapath_id_is_the_local_ports_address() {
+    fn the_datapath_id_is_the_configured_one_else_the_local_ports_address() {
         let mut b = Bridge::new("br0");
         b.hwaddr = Some(EthAddr([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0x01]));
         assert_eq!(datapath_id(&b), 0xaabb_ccdd_ee01);
+        // A configured one comes first.
+        b.datapath_id = Some(0x0102_0304_0506_0708);
+        assert_eq!(datapath_id(&b), 0x0102_0304_0506_0708);
         let b = Bridge::new("br0");
         let m = bridge_mac(&b);
         assert_eq!(m.0[0] & 3, 2, "locally administered unicast: {m:?}");

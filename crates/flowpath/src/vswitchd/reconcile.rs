@@ -58,6 +58,8 @@ pub(crate) struct Applied {
 #[derive(Debug, Default)]
 struct AppliedBridge {
     hwaddr: Option<String>,
+    /// The datapath id configured (`other_config:datapath-id`), as applied.
+    datapath_id: Option<u64>,
     ports: BTreeMap<String, AppliedPort>,
     ofports: OfportPool,
 }
@@ -342,6 +344,16 @@ impl Applied {
             }
             ab.hwaddr = hwaddr;
         }
+        let dpid = b
+            .other_config
+            .get("datapath-id")
+            .and_then(|s| parse_dpid(s));
+        if dpid != ab.datapath_id {
+            if let Err(e) = sw.of.set_bridge_datapath_id(&b.name, dpid) {
+                log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
+            }
+            ab.datapath_id = dpid;
+        }
         let control = bridge_control(b);
         if control != sw.controllers.get(&b.name)
             && let Err(e) = sw.controllers.set(sw.of, &b.name, control)
@@ -349,6 +361,15 @@ impl Applied {
             log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
         }
     }
+}
+
+/// `other_config:datapath-id` as OVS reads it (`dpid_from_string()`): exactly 16 hex digits,
+/// not all zero; anything else is ignored.
+fn parse_dpid(s: &str) -> Option<u64> {
+    if s.len() != 16 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok().filter(|&id| id != 0)
 }
 
 /// Whether flowpath's datapath serves a bridge of this type.
