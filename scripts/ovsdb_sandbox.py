@@ -4,7 +4,7 @@
 A temporary directory holds a fresh conf.db (Debian's vswitch.ovsschema, OVS 3.1) served by a
 private ovsdb-server on DIR/db.sock, and one switch: Debian's ovs-vswitchd (--enable-dummy=override
 --disable-system --disable-system-route: nothing of the host's is touched) or `flowpath run
---ovsdb unix:DIR/db.sock --enable-dummy --rundir DIR` (the same promise). OVS_RUNDIR, OVS_DBDIR, OVS_LOGDIR and OVS_SYSCONFDIR
+--ovsdb unix:DIR/db.sock --enable-dummy=override --rundir DIR` (the same promise). OVS_RUNDIR, OVS_DBDIR, OVS_LOGDIR and OVS_SYSCONFDIR
 point at the directory, so ovs-vsctl and ovs-appctl find the private daemons only.
 """
 import os
@@ -49,7 +49,7 @@ class Sandbox:
             return
         log = open(f"{d}/flowpath.log", "ab")
         self.child = subprocess.Popen(
-            [self.flowpath_bin, "run", "--ovsdb", self.db, "--enable-dummy", "--rundir", d,
+            [self.flowpath_bin, "run", "--ovsdb", self.db, "--enable-dummy=override", "--rundir", d,
              f"--unixctl={d}/ovs-vswitchd.ctl"],
             env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         for _ in range(200):

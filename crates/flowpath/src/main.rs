@@ -129,10 +129,18 @@ enum Command {
             default_missing_value = ""
         )]
         ovsdb: Option<String>,
-        /// With --ovsdb: interfaces of kernel-backed types are dummy ports (ovs-vswitchd's
-        /// --enable-dummy=override), for tests without root.
-        #[arg(long, requires = "ovsdb")]
-        enable_dummy: bool,
+        /// With --ovsdb: interfaces of kernel-backed types are dummy ports, for tests
+        /// without root; with =override, as ovs-vswitchd's, every type but patch is.
+        #[arg(
+            long,
+            requires = "ovsdb",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "",
+            value_name = "override",
+            value_parser = ["", "system", "override"]
+        )]
+        enable_dummy: Option<String>,
         /// Directory of the control socket flowpath.ctl (default: $FLOWPATH_RUNDIR,
         /// /run/flowpath for root, $XDG_RUNTIME_DIR/flowpath, /tmp/flowpath-UID).
         #[arg(long)]
@@ -287,7 +295,7 @@ fn main() -> ExitCode {
         } => run(
             config.as_deref(),
             ovsdb.as_deref(),
-            enable_dummy,
+            enable_dummy.as_deref(),
             rundir.as_deref(),
             until_idle,
             log_file,
@@ -317,7 +325,7 @@ fn main() -> ExitCode {
 fn run(
     config: Option<&std::path::Path>,
     ovsdb: Option<&str>,
-    enable_dummy: bool,
+    enable_dummy: Option<&str>,
     rundir: Option<&std::path::Path>,
     until_idle: bool,
     log_file: Option<Option<PathBuf>>,
@@ -340,7 +348,11 @@ fn run(
         (Some(c), _) => run_cmd::Source::File(c),
         (None, Some(target)) => run_cmd::Source::Ovsdb {
             target,
-            enable_dummy,
+            dummy: match enable_dummy {
+                None => vswitchd::DummyLevel::Off,
+                Some("override") => vswitchd::DummyLevel::Override,
+                Some(_) => vswitchd::DummyLevel::Kernel,
+            },
         },
         (None, None) => anyhow::bail!("run needs --config FILE or --ovsdb [TARGET]"),
     };

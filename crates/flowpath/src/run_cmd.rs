@@ -28,9 +28,12 @@ use crate::switch::{build, build_ofproto, load, revalidate_when_due};
 pub enum Source<'a> {
     /// A TOML file.
     File(&'a Path),
-    /// An OVSDB server's Open_vSwitch database (`unix:PATH`, `tcp:IP:PORT`); with
-    /// `enable_dummy`, kernel-backed interfaces are dummy ports (OVS's `--enable-dummy`).
-    Ovsdb { target: &'a str, enable_dummy: bool },
+    /// An OVSDB server's Open_vSwitch database (`unix:PATH`, `tcp:IP:PORT`); `dummy` says
+    /// which interface types are dummy ports (OVS's `--enable-dummy`).
+    Ovsdb {
+        target: &'a str,
+        dummy: crate::vswitchd::DummyLevel,
+    },
 }
 
 /// Runs the switch until a signal, `exit`, or (with `until_idle`) the end of its finite
@@ -97,14 +100,11 @@ pub fn run(
     let ofserver = OfServer::start(&rundir, of.clone(), dp.clone(), controllers.clone())
         .with_context(|| format!("OpenFlow listeners in {}", rundir.display()))?;
     let vswitchd = match source {
-        Source::Ovsdb {
-            target,
-            enable_dummy,
-        } => Some(crate::vswitchd::Vswitchd::start(
+        Source::Ovsdb { target, dummy } => Some(crate::vswitchd::Vswitchd::start(
             crate::vswitchd::Options {
                 target: target.to_owned(),
                 rundir: rundir.clone(),
-                enable_dummy,
+                dummy,
             },
             of.clone(),
             dp.clone(),

@@ -13,8 +13,9 @@
 //! | `patch` | a patch port to `options:peer` |
 //! | `dummy`, `pcap`, `replay`, `sink` | in-memory and capture-file ports |
 //!
-//! With `--enable-dummy` (OVS's `--enable-dummy=override`) every type backed by a kernel
-//! device is a `dummy` port instead, so that tests run without root.
+//! With `--enable-dummy` every type backed by a kernel device is a `dummy` port instead, so
+//! that tests run without root; with `--enable-dummy=override`, as OVS's, every type but
+//! `patch` is (tunnels too, whatever their options).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,10 +46,44 @@ pub(crate) const IFACE_TYPES: &[&str] = &[
 /// The knob choosing how a system interface is read (`afpacket`, the default, or `afxdp`).
 pub(crate) const NETDEV_KNOB: &str = "flowpath-netdev";
 
+/// Which interface types `--enable-dummy` makes dummy ports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DummyLevel {
+    /// None: every type is what it says.
+    #[default]
+    Off,
+    /// `--enable-dummy`: the types backed by a kernel device.
+    Kernel,
+    /// `--enable-dummy=override`: every type flowpath knows but `patch`.
+    Override,
+}
+
+impl DummyLevel {
+    /// Whether an interface of type `kind` is a dummy port.
+    pub fn is_dummy(self, kind: &str) -> bool {
+        kind == "dummy"
+            || match self {
+                DummyLevel::Off => false,
+                DummyLevel::Kernel => is_kernel_kind(kind),
+                DummyLevel::Override => {
+                    kind != "patch" && (is_kernel_kind(kind) || IFACE_TYPES.contains(&kind))
+                }
+            }
+    }
+}
+
+/// Whether an interface of type `kind` is backed by a kernel device.
+pub(crate) fn is_kernel_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "" | "system" | "internal" | "tap" | "afxdp" | "afxdp-nonpmd"
+    )
+}
+
 /// What the reconciler needs besides the row.
 pub(crate) struct TypeContext<'a> {
-    /// `--enable-dummy`: kernel-backed types become dummy ports.
-    pub enable_dummy: bool,
+    /// `--enable-dummy`: which types become dummy ports.
+    pub dummy: DummyLevel,
     /// Where vhost-user server sockets go.
     pub rundir: &'a Path,
     /// Open_vSwitch `other_config:flowpath-netdev`.
@@ -64,11 +99,7 @@ pub(crate) fn unknown_type_error(name: &str) -> String {
 /// interface is not opened here (see [`open_local`]).
 pub(crate) fn open(iface: &IfaceDesired, ctx: &TypeContext) -> Result<PortBackend, String> {
     let name = iface.name.as_str();
-    let kernel = matches!(
-        iface.kind.as_str(),
-        "" | "system" | "internal" | "tap" | "afxdp" | "afxdp-nonpmd"
-    );
-    if iface.kind == "dummy" || (kernel && ctx.enable_dummy) {
+    if ctx.dummy.is_dummy(&iface.kind) {
         no_options(iface)?;
         return Ok(PortBackend::Device(Box::new(
             netdev::dummy::DummyPort::new(name),
@@ -141,7 +172,7 @@ pub(crate) fn open_local(
     bridge: &str,
     ctx: &TypeContext,
 ) -> Result<Box<dyn datapath::port::Port>, String> {
-    if ctx.enable_dummy {
+    if ctx.dummy != DummyLevel::Off {
         return Ok(Box::new(netdev::dummy::DummyPort::internal(bridge)));
     }
     let conf = port_conf(
@@ -230,7 +261,7 @@ mod tests {
 
     fn ctx() -> TypeContext<'static> {
         TypeContext {
-            enable_dummy: false,
+            dummy: DummyLevel::Off,
             rundir: Path::new("/nonexistent"),
             default_netdev: None,
         }
@@ -285,13 +316,30 @@ mod tests {
     #[test]
     fn dummy_overrides_kernel_types_only() {
         let c = TypeContext {
-            enable_dummy: true,
+            dummy: DummyLevel::Kernel,
             ..ctx()
         };
         for kind in ["", "system", "internal", "tap", "afxdp"] {
             let o = open(&iface("d0", kind, &[]), &c);
             assert!(matches!(o, Ok(PortBackend::Device(_))), "{kind}");
         }
+        assert!(open(&iface("d1", "nonesuch", &[]), &c).is_err());
+        // A tunnel stays a tunnel, and needs its remote_ip.
+        assert!(open(&iface("v1", "vxlan", &[]), &c).is_err());
+    }
+
+    #[test]
+    fn dummy_override_covers_every_type_but_patch() {
+        let c = TypeContext {
+            dummy: DummyLevel::Override,
+            ..ctx()
+        };
+        for kind in ["", "internal", "vxlan", "geneve", "gre", "dpdkvhostuser"] {
+            let o = open(&iface("d0", kind, &[]), &c);
+            assert!(matches!(o, Ok(PortBackend::Device(_))), "{kind}");
+        }
+        let o = open(&iface("p0", "patch", &[("peer", "p1")]), &c);
+        assert!(matches!(o, Ok(PortBackend::Patch(_))));
         assert!(open(&iface("d1", "nonesuch", &[]), &c).is_err());
     }
 }

@@ -30,6 +30,7 @@ use ovsdb::{Idl, IdlOptions, IdlState, TxnError};
 use crate::ofserver::ControllerSettings;
 
 use desired::Desired;
+pub use iface_types::DummyLevel;
 use iface_types::TypeContext;
 use reconcile::{Applied, Switch};
 
@@ -49,8 +50,8 @@ pub(crate) struct Options {
     pub target: String,
     /// The run directory (vhost-user server sockets).
     pub rundir: PathBuf,
-    /// `--enable-dummy`: kernel-backed interface types become dummy ports.
-    pub enable_dummy: bool,
+    /// `--enable-dummy[=override]`: which interface types become dummy ports.
+    pub dummy: DummyLevel,
 }
 
 /// The running reconciler.
@@ -240,7 +241,7 @@ fn run(
                 .get(iface_types::NETDEV_KNOB)
                 .map(String::as_str);
             let ctx = TypeContext {
-                enable_dummy: opts.enable_dummy,
+                dummy: opts.dummy,
                 rundir: &opts.rundir,
                 default_netdev,
             };
@@ -257,7 +258,7 @@ fn run(
                 of,
                 dp: &dpg,
                 controllers,
-                enable_dummy: opts.enable_dummy,
+                dummy: opts.dummy,
                 statistics: stats_due,
             };
             status::status_ops(&db, &d, &applied, &src)

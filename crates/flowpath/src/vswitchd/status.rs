@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use datapath::dpif::Datapath;
+use datapath::port::PortCounters;
 use ofproto::ofproto::Ofproto;
 use ovsdb::{Atom, Datum, Db, Uuid, ops};
 use serde_json::Value;
@@ -21,7 +22,7 @@ use crate::ofserver::ControllerSettings;
 
 use super::LOCK;
 use super::desired::{Desired, IfaceDesired};
-use super::iface_types::IFACE_TYPES;
+use super::iface_types::{DummyLevel, IFACE_TYPES, is_kernel_kind};
 use super::reconcile::{Applied, DATAPATH_TYPES, IfaceOutcome};
 
 /// What the write-back reads besides the database.
@@ -30,7 +31,7 @@ pub(crate) struct StatusSources<'a> {
     pub dp: &'a Datapath,
     pub controllers: &'a ControllerSettings,
     /// Kernel-backed types are dummy ports (`--enable-dummy`).
-    pub enable_dummy: bool,
+    pub dummy: DummyLevel,
     /// Whether to write the interfaces' statistics this time.
     pub statistics: bool,
 }
@@ -86,12 +87,7 @@ pub(crate) fn status_ops(
     let pipe = src.of.pipe.read().unwrap_or_else(|e| e.into_inner());
     for b in d.bridges.values() {
         let ofb = pipe.bridge(&b.name);
-        let dpid = b
-            .other_config
-            .get("datapath-id")
-            .filter(|id| id.len() == 16 && id.bytes().all(|c| c.is_ascii_hexdigit()))
-            .map(|id| id.to_ascii_lowercase())
-            .or_else(|| ofb.map(|ofb| format!("{:016x}", crate::ofserver::datapath_id(ofb))));
+        let dpid = ofb.map(|ofb| format!("{:016x}", crate::ofserver::datapath_id(ofb)));
         if let Some(dpid) = dpid {
             t.update(
                 "Bridge",
@@ -171,11 +167,8 @@ fn up_columns(
     statistics: bool,
     src: &StatusSources,
 ) -> Vec<(&'static str, Datum)> {
-    let kernel = !src.enable_dummy
-        && matches!(
-            i.kind.as_str(),
-            "" | "system" | "internal" | "tap" | "afxdp" | "afxdp-nonpmd"
-        );
+    let dummy = src.dummy.is_dummy(&i.kind);
+    let kernel = !dummy && is_kernel_kind(&i.kind);
     let sys = |attr: &str| -> Option<String> {
         let p = Path::new("/sys/class/net").join(&i.name).join(attr);
         std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned())
@@ -197,7 +190,15 @@ fn up_columns(
         ("error", Datum::Empty),
         ("admin_state", updown(true)),
         ("link_state", updown(link_up)),
-        ("mtu", Datum::integer(mtu)),
+        // A patch port has no device and no MTU, as OVS's.
+        (
+            "mtu",
+            if i.kind == "patch" {
+                Datum::Empty
+            } else {
+                Datum::integer(mtu)
+            },
+        ),
         (
             "mac_in_use",
             mac.map_or(Datum::Empty, |m| Datum::string(&m)),
@@ -212,17 +213,21 @@ fn up_columns(
         .unwrap_or(0);
     cols.push(("ifindex", Datum::integer(ifindex)));
     if statistics && let Some(c) = src.dp.port_counters(&i.name) {
-        // OVS's key names; flowpath counts errors of both directions as one, shown as
-        // rx_errors.
-        let stats = [
-            ("rx_packets", c.rx_packets),
-            ("rx_bytes", c.rx_bytes),
-            ("rx_dropped", c.rx_dropped),
-            ("rx_errors", c.errors),
-            ("tx_packets", c.tx_packets),
-            ("tx_bytes", c.tx_bytes),
-            ("tx_dropped", c.tx_dropped),
-        ];
+        let stats = if dummy {
+            dummy_statistics(&c)
+        } else {
+            // OVS's key names; flowpath counts errors of both directions as one, shown as
+            // rx_errors.
+            vec![
+                ("rx_packets", c.rx_packets),
+                ("rx_bytes", c.rx_bytes),
+                ("rx_dropped", c.rx_dropped),
+                ("rx_errors", c.errors),
+                ("tx_packets", c.tx_packets),
+                ("tx_bytes", c.tx_bytes),
+                ("tx_dropped", c.tx_dropped),
+            ]
+        };
         let mut pairs: Vec<(Atom, Atom)> = stats
             .iter()
             .map(|(k, v)| {
@@ -236,6 +241,24 @@ fn up_columns(
         cols.push(("statistics", Datum::Map(pairs)));
     }
     cols
+}
+
+/// The statistics of a dummy interface, with the keys OVS's dummy netdev reports: the four
+/// counters it keeps, its one rx and one tx queue's, and its two test counters (each counts
+/// the packets received).
+fn dummy_statistics(c: &PortCounters) -> Vec<(&'static str, u64)> {
+    vec![
+        ("rx_packets", c.rx_packets),
+        ("rx_bytes", c.rx_bytes),
+        ("tx_packets", c.tx_packets),
+        ("tx_bytes", c.tx_bytes),
+        ("rx_custom_packets_1", c.rx_packets),
+        ("rx_custom_packets_2", c.rx_packets),
+        ("rx_q0_packets", c.rx_packets),
+        ("rx_q0_bytes", c.rx_bytes),
+        ("tx_q0_packets", c.tx_packets),
+        ("tx_q0_bytes", c.tx_bytes),
+    ]
 }
 
 /// Whether the datapath port `name` has its link up.

@@ -3,7 +3,7 @@
 //!
 //! [`Sandbox`] is a scratch directory with a fresh `conf.db` (Debian's `vswitch.ovsschema`,
 //! OVS 3.1) served by a private `ovsdb-server` on `DIR/db.sock`, and one switch driving it:
-//! `flowpath run --ovsdb unix:DIR/db.sock --enable-dummy --rundir DIR`, or Debian's
+//! `flowpath run --ovsdb unix:DIR/db.sock --enable-dummy=override --rundir DIR`, or Debian's
 //! `ovs-vswitchd` with dummy ports only (`--enable-dummy=override --disable-system
 //! --disable-system-route`) to check the harness itself. `scripts/ovsdb_sandbox.py` and `scripts/capture-vsctl-script` are the same
 //! recipe and the same normalisation in Python, for recording what `ovs-vswitchd` does; the
@@ -132,7 +132,14 @@ impl Sandbox {
                     .unwrap();
                 let child = self
                     .command(env!("CARGO_BIN_EXE_flowpath"))
-                    .args(["run", "--ovsdb", &self.db, "--enable-dummy", "--rundir", &d])
+                    .args([
+                        "run",
+                        "--ovsdb",
+                        &self.db,
+                        "--enable-dummy=override",
+                        "--rundir",
+                        &d,
+                    ])
                     .arg(format!("--unixctl={d}/ovs-vswitchd.ctl"))
                     .stdin(Stdio::null())
                     .stdout(log.try_clone().unwrap())
