@@ -500,6 +500,10 @@ pub struct PortConf {
     /// Trunk port carrying these VLANs (OVS's `trunks`; empty: all).
     #[serde(default)]
     pub trunks: Vec<u16>,
+    /// OVS's `vlan_mode`: `access`, `trunk`, `native-tagged`, `native-untagged` (default:
+    /// access with a tag, else trunk).
+    #[serde(default)]
+    pub vlan_mode: Option<String>,
 }
 
 /// A port of the configuration with the numbers it gets.
@@ -810,6 +814,20 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 errs.push(ConfigError {
                     line: find_line(text, &format!("\"{}\"", p.name)),
                     message: format!("port '{}': trunk {t} is not a VLAN id (0-4095)", p.name),
+                });
+            }
+            if let Some(m) = p
+                .vlan_mode
+                .as_deref()
+                .filter(|m| ofproto::bridge::PortVlanMode::parse(m).is_none())
+            {
+                errs.push(ConfigError {
+                    line: find_line(text, &format!("\"{}\"", p.name)),
+                    message: format!(
+                        "port '{}': vlan_mode {m}: expected access, trunk, native-tagged or \
+                         native-untagged",
+                        p.name
+                    ),
                 });
             }
         }
@@ -1168,6 +1186,19 @@ options = { tx_pcap = "out.pcap" }
         .unwrap_err();
         assert_eq!(e[0].line, Some(10), "{}", e[0]);
         assert!(e[0].message.contains("port 'p1': n_rxq"), "{}", e[0]);
+        let e = parse(
+            "[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"q\"\ntype = \"sink\"\n\
+             tag = 10\nvlan_mode = \"dot1q-tunnel\"\n",
+        )
+        .unwrap_err();
+        assert!(e[0].message.contains("vlan_mode dot1q-tunnel"), "{}", e[0]);
+        assert!(
+            parse(
+                "[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"q\"\ntype = \"sink\"\n\
+             tag = 10\nvlan_mode = \"native-untagged\"\n",
+            )
+            .is_ok()
+        );
     }
 
     const CT: &str = r#"

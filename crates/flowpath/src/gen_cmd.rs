@@ -251,6 +251,7 @@ fn open_ports(
                     options: d.options.clone().into_iter().collect(),
                     tag: None,
                     trunks: Vec::new(),
+                    vlan_mode: None,
                 };
                 switch::open_port(&conf, None, base)
                     .with_context(|| format!("stream file line {}", d.line))?

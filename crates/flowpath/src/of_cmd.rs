@@ -178,7 +178,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     let (of2, dp2, base2) = (of.clone(), dp.clone(), base.to_path_buf());
     let _ = reg.register(
         "add-port",
-        "BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B]",
+        "BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B] [vlan_mode=MODE]",
         3,
         12,
         move |a| add_port(&of2, &dp2, &base2, a).map(|_| String::new()),
@@ -195,7 +195,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
 
 type OfCommand = fn(&Ofproto, &[String]) -> Result<String, String>;
 
-/// `add-port BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B]`:
+/// `add-port BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B] [vlan_mode=MODE]`:
 /// the port types and options of the configuration file (`type=patch options:peer=NAME`,
 /// `type=pcap options:rx_pcap=FILE`, ...; relative paths are taken from the configuration
 /// file's directory).
@@ -232,6 +232,12 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
                         .push(num(t)?.try_into().map_err(|_| "trunk out of range")?);
                 }
             }
+            "vlan_mode" => {
+                vlan.mode = Some(
+                    ofproto::bridge::PortVlanMode::parse(v)
+                        .ok_or_else(|| format!("vlan_mode {v}: unknown mode"))?,
+                );
+            }
             _ => return Err(format!("unknown setting '{k}'")),
         }
     }
@@ -246,6 +252,7 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
         options,
         tag: vlan.tag,
         trunks: vlan.trunks.clone(),
+        vlan_mode: vlan.mode.map(|m| m.name().to_owned()),
     };
     crate::config::check_port(&conf).map_err(|e| format!("port '{name}': {e}"))?;
     let ofport = match ofport {

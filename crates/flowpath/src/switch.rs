@@ -211,6 +211,10 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
             vlan: VlanMode {
                 tag: p.tag,
                 trunks: p.trunks.clone(),
+                mode: p
+                    .vlan_mode
+                    .as_deref()
+                    .and_then(ofproto::bridge::PortVlanMode::parse),
             },
         };
         if config::TUNNEL_TYPES.contains(&p.kind.as_str()) {

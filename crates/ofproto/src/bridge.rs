@@ -72,21 +72,113 @@ impl Rule {
     }
 }
 
-/// How a port takes part in VLANs (OVS's `tag` and `trunks` port columns).
+/// A port's `vlan_mode` (OVS's Port column): how NORMAL takes and gives its frames' VLANs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortVlanMode {
+    /// Untagged frames only, in VLAN `tag` (0 without one); sent untagged.
+    Access,
+    /// Tagged frames of the `trunks` VLANs (all when empty), untagged ones in VLAN 0; sent
+    /// tagged.
+    Trunk,
+    /// A trunk whose untagged frames are in VLAN `tag`, which it always carries; that VLAN
+    /// is sent tagged.
+    NativeTagged,
+    /// As [`PortVlanMode::NativeTagged`], but VLAN `tag` is sent untagged.
+    NativeUntagged,
+}
+
+impl PortVlanMode {
+    /// The column's value; `None` for a mode OVS does not have (`dot1q-tunnel` is OVS's but
+    /// not flowpath's).
+    pub fn parse(s: &str) -> Option<PortVlanMode> {
+        Some(match s {
+            "access" => PortVlanMode::Access,
+            "trunk" => PortVlanMode::Trunk,
+            "native-tagged" => PortVlanMode::NativeTagged,
+            "native-untagged" => PortVlanMode::NativeUntagged,
+            _ => return None,
+        })
+    }
+
+    /// The column's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            PortVlanMode::Access => "access",
+            PortVlanMode::Trunk => "trunk",
+            PortVlanMode::NativeTagged => "native-tagged",
+            PortVlanMode::NativeUntagged => "native-untagged",
+        }
+    }
+}
+
+/// How a port takes part in VLANs (OVS's `tag`, `trunks` and `vlan_mode` port columns), with
+/// OVS's rules (`bundle_set()` and `xlate_normal()`'s VLAN helpers).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VlanMode {
-    /// Access port in this VLAN.
+    /// The access or native VLAN.
     pub tag: Option<u16>,
-    /// Trunk port carrying these VLANs (empty: all).
+    /// The VLANs a trunk or native port carries (empty: all).
     pub trunks: Vec<u16>,
+    /// `vlan_mode`; without it, access when there is a tag, else trunk.
+    pub mode: Option<PortVlanMode>,
 }
 
 impl VlanMode {
-    /// Whether frames of `vlan` may leave or enter through this port.
+    /// The mode in force.
+    pub fn kind(&self) -> PortVlanMode {
+        match (self.mode, self.tag) {
+            (Some(m), _) => m,
+            (None, Some(_)) => PortVlanMode::Access,
+            (None, None) => PortVlanMode::Trunk,
+        }
+    }
+
+    /// The access or native VLAN: `tag`, 0 without one.
+    pub fn native(&self) -> u16 {
+        self.tag.unwrap_or(0)
+    }
+
+    /// Whether the port trunks `vlan`: a native port always carries its native VLAN and
+    /// never VLAN 0 (when the native VLAN is not 0).
+    fn trunks_vlan(&self, vlan: u16) -> bool {
+        let listed = self.trunks.is_empty() || self.trunks.contains(&vlan);
+        match self.kind() {
+            PortVlanMode::Access => false,
+            PortVlanMode::Trunk => listed,
+            PortVlanMode::NativeTagged | PortVlanMode::NativeUntagged => match self.native() {
+                0 => listed,
+                n => vlan == n || (vlan != 0 && listed),
+            },
+        }
+    }
+
+    /// Whether frames of `vlan` may leave through this port.
     pub fn carries(&self, vlan: u16) -> bool {
-        match self.tag {
-            Some(t) => t == vlan,
-            None => self.trunks.is_empty() || self.trunks.contains(&vlan),
+        match self.kind() {
+            PortVlanMode::Access => vlan == self.native(),
+            _ => self.trunks_vlan(vlan),
+        }
+    }
+
+    /// The VLAN of a frame received with VID `vid` (0: untagged or priority-tagged), or
+    /// `None` when the port does not take it.
+    pub fn input_vlan(&self, vid: u16) -> Option<u16> {
+        match self.kind() {
+            PortVlanMode::Access => (vid == 0).then(|| self.native()),
+            PortVlanMode::NativeTagged | PortVlanMode::NativeUntagged if vid == 0 => {
+                Some(self.native())
+            }
+            _ => self.trunks_vlan(vid).then_some(vid),
+        }
+    }
+
+    /// The VID a frame of `vlan` leaves this port with (0: untagged).
+    pub fn output_vid(&self, vlan: u16) -> u16 {
+        match self.kind() {
+            PortVlanMode::Access => 0,
+            PortVlanMode::Trunk | PortVlanMode::NativeTagged => vlan,
+            PortVlanMode::NativeUntagged if vlan == self.native() => 0,
+            PortVlanMode::NativeUntagged => vlan,
         }
     }
 }
@@ -554,6 +646,46 @@ fn has_learn(r: &Rule) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn vlan_modes_follow_ovs_rules() {
+        let port = |tag: Option<u16>, trunks: &[u16], mode: Option<PortVlanMode>| VlanMode {
+            tag,
+            trunks: trunks.to_vec(),
+            mode,
+        };
+        // No mode: a tag makes an access port, else a trunk.
+        let access = port(Some(10), &[20], None);
+        assert_eq!(access.kind(), PortVlanMode::Access);
+        assert_eq!(access.input_vlan(0), Some(10));
+        assert_eq!(access.input_vlan(10), None);
+        assert!(access.carries(10) && !access.carries(20));
+        assert_eq!(access.output_vid(10), 0);
+        // An access port without a tag is in VLAN 0.
+        assert_eq!(
+            port(None, &[], Some(PortVlanMode::Access)).input_vlan(0),
+            Some(0)
+        );
+        let trunk = port(None, &[10, 20], None);
+        assert_eq!(trunk.input_vlan(0), None);
+        assert_eq!(trunk.input_vlan(20), Some(20));
+        assert_eq!(trunk.output_vid(20), 20);
+        // Native: untagged frames in the native VLAN, which is always carried, and VLAN 0
+        // never (even when listed).
+        let untagged = port(Some(20), &[0, 10], Some(PortVlanMode::NativeUntagged));
+        assert_eq!(untagged.input_vlan(0), Some(20));
+        assert_eq!(untagged.input_vlan(20), Some(20));
+        assert_eq!(untagged.input_vlan(10), Some(10));
+        assert_eq!(untagged.input_vlan(30), None);
+        assert!(untagged.carries(20) && untagged.carries(10) && !untagged.carries(0));
+        assert_eq!(untagged.output_vid(20), 0);
+        assert_eq!(untagged.output_vid(10), 10);
+        let tagged = port(Some(10), &[], Some(PortVlanMode::NativeTagged));
+        assert_eq!(tagged.input_vlan(0), Some(10));
+        assert!(tagged.carries(4000) && !tagged.carries(0));
+        assert_eq!(tagged.output_vid(10), 10);
+        assert_eq!(PortVlanMode::parse("dot1q-tunnel"), None);
+    }
     use super::*;
     use crate::syntax::{FlowKind, NoPortNames, parse_flow};
 

@@ -744,6 +744,9 @@ impl Ofproto {
                 let t: Vec<String> = port.vlan.trunks.iter().map(u16::to_string).collect();
                 let _ = write!(out, ", trunks={}", t.join(","));
             }
+            if let Some(m) = port.vlan.mode {
+                let _ = write!(out, ", vlan_mode={}", m.name());
+            }
             out.push('\n');
         }
         let _ = writeln!(

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ofproto::bridge::{OfPort, VlanMode};
+use ofproto::bridge::{OfPort, PortVlanMode, VlanMode};
 use ofproto::ofproto::Ofproto;
 
 fn data() -> PathBuf {
@@ -18,6 +18,15 @@ fn data() -> PathBuf {
 /// learning, L3 routes with prefix-tracked megaflows, multi-table pipelines with registers,
 /// metadata and resubmit, patch ports, VLAN and MPLS actions.
 const CONFORMANT: &[&str] = &[
+    "l2_normal_native_vlans/01",
+    "l2_normal_native_vlans/02",
+    "l2_normal_native_vlans/03",
+    "l2_normal_native_vlans/04",
+    "l2_normal_native_vlans/05",
+    "l2_normal_native_vlans/06",
+    "l2_normal_native_vlans/07",
+    "l2_normal_native_vlans/08",
+    "l2_normal_native_vlans/09",
     "l2_normal_vlans/01",
     "l2_normal_vlans/02",
     "l2_normal_vlans/03",
@@ -69,6 +78,7 @@ fn setup(dir: &Path) -> Ofproto {
                 "patch-peer" => peer = Some(v.to_owned()),
                 "tag" => vlan.tag = Some(v.parse().unwrap()),
                 "trunks" => vlan.trunks = v.split(',').map(|t| t.parse().unwrap()).collect(),
+                "vlan_mode" => vlan.mode = Some(PortVlanMode::parse(v).unwrap()),
                 _ => {}
             }
         }

@@ -240,6 +240,7 @@ fn port_conf(iface: &IfaceDesired, kind: &str, options: &BTreeMap<String, String
             .collect(),
         tag: None,
         trunks: Vec::new(),
+        vlan_mode: None,
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use datapath::dpif::Datapath;
-use ofproto::bridge::VlanMode;
+use ofproto::bridge::{PortVlanMode, VlanMode};
 use ofproto::ofproto::Ofproto;
 use ofproto::syntax::OFPP_LOCAL;
 use ovsdb::Uuid;
@@ -377,22 +377,24 @@ fn supported(b: &BridgeDesired) -> bool {
     b.datapath_type.is_empty() || DATAPATH_TYPES.contains(&b.datapath_type.as_str())
 }
 
-/// A port's VLAN settings. OVS's `vlan_mode` beyond `access` and `trunk` (the native modes,
-/// `dot1q-tunnel`) is not implemented: the port works by its `tag` and `trunks`.
+/// A port's VLAN settings. OVS's `dot1q-tunnel` mode is not implemented: such a port works
+/// by its `tag` and `trunks`, as without a mode.
 fn vlan(i: &IfaceDesired) -> VlanMode {
-    if let Some(m) = &i.vlan_mode
-        && m != "access"
-        && m != "trunk"
-    {
-        log(
-            vlog::Level::Warn,
-            &format!(
-                "port {}: vlan_mode {m} is not supported; using tag and trunks",
-                i.name
-            ),
-        );
-    }
+    let mode = i.vlan_mode.as_deref().and_then(|m| {
+        let mode = PortVlanMode::parse(m);
+        if mode.is_none() {
+            log(
+                vlog::Level::Warn,
+                &format!(
+                    "port {}: vlan_mode {m} is not supported; using tag and trunks",
+                    i.name
+                ),
+            );
+        }
+        mode
+    });
     VlanMode {
+        mode,
         tag: i.tag.and_then(|t| u16::try_from(t).ok()),
         trunks: i
             .trunks

@@ -2,6 +2,7 @@
 //! trunk, native), MAC learning and flooding.
 
 use super::*;
+use crate::bridge::PortVlanMode;
 
 /// Whether `port` is the ingress a controller gives its own packets (OVS's OFPP_NONE and
 /// OFPP_CONTROLLER): NORMAL takes them on a trunk of every VLAN and learns nothing from them.
@@ -31,26 +32,22 @@ impl Ctx<'_> {
         };
         let (mode, name) = (&p.vlan, &p.name);
         let tci = self.flow.dp.vlan_tci();
-        let tagged = tci & flow::key::VLAN_CFI != 0;
-        let vid = tci & 0xfff;
-        match mode.tag {
-            Some(t) if tagged && vid != 0 => Err(format!(
+        let vid = if tci & flow::key::VLAN_CFI != 0 {
+            tci & 0xfff
+        } else {
+            0
+        };
+        mode.input_vlan(vid).ok_or_else(|| match mode.kind() {
+            PortVlanMode::Access => format!(
                 "dropping VLAN {vid} tagged packet received on port {name} configured as VLAN \
-                 {t} access port"
-            )),
-            Some(t) => Ok(t),
-            None => {
-                let v = if tagged { vid } else { 0 };
-                if mode.carries(v) {
-                    Ok(v)
-                } else {
-                    Err(format!(
-                        "dropping VLAN {v} packet received on port {name} not configured for \
-                         trunking VLAN {v}"
-                    ))
-                }
-            }
-        }
+                 {} access port",
+                mode.native()
+            ),
+            _ => format!(
+                "dropping VLAN {vid} packet received on port {name} not configured for \
+                 trunking VLAN {vid}"
+            ),
+        })
     }
 
     pub(super) fn normal(&mut self) {
@@ -134,7 +131,8 @@ impl Ctx<'_> {
             return;
         }
         let saved = (self.flow.dp.vlan_tci(), self.flow.dp.vlan_tpid());
-        if mode.tag.is_some() || vlan == 0 {
+        let vid = mode.output_vid(vlan);
+        if vid == 0 {
             self.flow.dp.set_vlan_tci(0).set_vlan_tpid(0);
         } else {
             let w = self.wc.dp.vlan_tci();
@@ -142,7 +140,7 @@ impl Ctx<'_> {
             let pcp = saved.0 & 0xe000;
             self.flow
                 .dp
-                .set_vlan_tci(pcp | flow::key::VLAN_CFI | vlan)
+                .set_vlan_tci(pcp | flow::key::VLAN_CFI | vid)
                 .set_vlan_tpid(0x8100);
         }
         self.output_port(port, false);
