@@ -17,7 +17,6 @@ pub fn registry(
     of: Arc<Ofproto>,
     base: &Path,
     stop: Arc<AtomicBool>,
-    flow_limit: usize,
 ) -> Registry {
     let reg = Registry::new(format!("flowpath {}", env!("CARGO_PKG_VERSION")));
     crate::of_cmd::register(&reg, &of, &dp, base);
@@ -26,7 +25,7 @@ pub fn registry(
     crate::meter_cmd::register(&reg, &of, &dp);
     crate::dpif_show_cmd::register(&reg, &of, &dp);
     crate::port_stats_cmd::register(&reg, &of, &dp);
-    crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);
+    crate::upcall_cmd::register(&reg, &of, &dp);
     crate::vlog_cmd::register(&reg);
     crate::dpctl_cmd::register(&reg, &dp, &of, stop);
     reg

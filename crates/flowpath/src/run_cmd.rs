@@ -82,13 +82,7 @@ pub fn run(
         }
         controllers.init(&br.name, control);
     }
-    let reg = registry(
-        dp.clone(),
-        of.clone(),
-        &base,
-        stop.clone(),
-        cfg.datapath.flow_limit,
-    );
+    let reg = registry(dp.clone(), of.clone(), &base, stop.clone());
     crate::controller_cmd::register(&reg, &of, &controllers);
     let server =
         Server::bind(&sock, reg).with_context(|| format!("control socket {}", sock.display()))?;
