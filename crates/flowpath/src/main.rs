@@ -11,6 +11,7 @@ mod bench;
 mod commands;
 mod config;
 mod controller_cmd;
+mod coverage_cmd;
 mod daemon;
 mod demo;
 mod dpctl_cmd;

@@ -104,7 +104,10 @@ pub fn run(
             dp.clone(),
             controllers,
         )),
-        Source::File(_) => None,
+        Source::File(_) => {
+            crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
+            None
+        }
     };
     // Ready: a --detach parent may return now.
     daemon.complete();
@@ -117,6 +120,7 @@ pub fn run(
             break;
         }
         revalidate_when_due(&of, &dp, &mut last);
+        crate::coverage_cmd::run(&dp);
     }
     if let Some(v) = vswitchd {
         v.stop();

@@ -31,6 +31,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
             // kind.
             of2.set_megaflows(on);
             lock(&dp2)?.del_flows();
+            crate::coverage_cmd::DPIF_FLOW_FLUSH.inc();
             Ok(format!(
                 "megaflows {}\n",
                 if on { "enabled" } else { "disabled" }
@@ -50,6 +51,7 @@ fn register_revalidator(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapa
             of2.revalidate(&mut d);
             if purge {
                 d.del_flows();
+                crate::coverage_cmd::DPIF_FLOW_FLUSH.inc();
             }
             Ok(String::new())
         });

@@ -221,6 +221,7 @@ impl Ofproto {
         }
         b.ports.insert(port.ofport, port);
         drop(p);
+        crate::coverage::OFPROTO_UPDATE_PORT.inc();
         self.changed();
         Ok(())
     }
@@ -521,6 +522,7 @@ impl Ofproto {
         b.port_config.remove(&n);
         p.underlay.flush_neigh_of(name);
         drop(p);
+        crate::coverage::OFPROTO_UPDATE_PORT.inc();
         self.changed();
         Ok(port)
     }
@@ -654,7 +656,10 @@ impl Ofproto {
             .bridge_mut(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         let n = match spec {
-            None => b.clear_flows(),
+            None => {
+                crate::coverage::OFPROTO_FLUSH.inc();
+                b.clear_flows()
+            }
             Some(s) => b.del_flows(s, strict),
         };
         drop(p);

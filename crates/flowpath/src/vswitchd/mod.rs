@@ -246,6 +246,7 @@ fn run(
             };
             applied.reconcile(&d, &sw, &ctx);
             if let Ok(mut dp) = dp.lock() {
+            crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
                 knobs.apply(&mut dp, &d.other_config);
                 let ct = dp.conntrack().clone();
                 knobs.apply_ct_zones(&ct, &d.ct_zones);

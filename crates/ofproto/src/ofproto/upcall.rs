@@ -195,7 +195,9 @@ impl Ofproto {
         if !stale.is_empty() {
             if let Ok(mut d) = dp.lock() {
                 for m in &stale {
-                    d.remove_flow(m);
+                    if d.remove_flow(m) > 0 {
+                        crate::coverage::DPIF_FLOW_DEL.inc();
+                    }
                 }
             }
             let mut known = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,6 +310,8 @@ impl Ofproto {
                 r.removed += 1;
             }
         }
+        crate::coverage::DPIF_FLOW_DEL.add(r.removed as u64);
+        crate::coverage::REVALIDATE_ROUND.inc();
         {
             let mut k = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(k) = k.as_mut() {
@@ -381,12 +385,15 @@ impl UpcallHandler for OfUpcall {
             })
             .collect();
         match compile(&x.actions) {
-            Ok(compiled) => UpcallResult::Install {
-                mask: Box::new(self.0.install_mask(key, &x.mask)),
-                actions: x.actions,
-                compiled,
-                packet_outs,
-            },
+            Ok(compiled) => {
+                crate::coverage::DPIF_FLOW_PUT.inc();
+                UpcallResult::Install {
+                    mask: Box::new(self.0.install_mask(key, &x.mask)),
+                    actions: x.actions,
+                    compiled,
+                    packet_outs,
+                }
+            }
             Err(_) => UpcallResult::Drop,
         }
     }
