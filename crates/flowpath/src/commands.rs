@@ -1,8 +1,8 @@
 //! The switch's control commands, all registered on one control socket: each family's
 //! module registers its own (`of_cmd`: OpenFlow tables and bridges; `group_cmd`: groups;
 //! `meter_cmd`: meters; `dpctl_cmd`: the datapath and conntrack; `dpif_show_cmd`,
-//! `port_stats_cmd`, `upcall_cmd`, `vlog_cmd`, `dummy_cmd`; `coverage_cmd`: OVS's
-//! `coverage/show`).
+//! `port_stats_cmd`, `upcall_cmd`, `vlog_cmd`, `dummy_cmd`; `coverage_cmd` and `memory_cmd`:
+//! OVS's `coverage/show` and `memory/show`).
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -29,6 +29,7 @@ pub fn registry(
     crate::upcall_cmd::register(&reg, &of, &dp);
     crate::vlog_cmd::register(&reg);
     crate::coverage_cmd::register(&reg, &dp);
+    crate::memory_cmd::register(&reg, &of, &dp);
     crate::dpctl_cmd::register(&reg, &dp, &of, stop);
     reg
 }

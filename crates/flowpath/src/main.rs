@@ -20,6 +20,7 @@ mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;
 mod group_cmd;
+mod memory_cmd;
 mod meter_cmd;
 mod of_cmd;
 mod ofserver;

@@ -749,6 +749,14 @@ impl Ofproto {
         Ok(out)
     }
 
+    /// OpenFlow ports and rules over every bridge (all tables), for `memory/show`.
+    pub fn n_ports_rules(&self) -> (usize, usize) {
+        let p = self.read();
+        p.bridges.iter().fold((0, 0), |(ports, rules), b| {
+            (ports + b.ports.len(), rules + b.n_rules())
+        })
+    }
+
     /// Every bridge (by name) with its ports (by name), for `dpif/show`.
     pub fn bridge_ports(&self) -> Vec<(String, Vec<OfPort>)> {
         let p = self.read();

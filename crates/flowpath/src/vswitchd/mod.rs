@@ -233,6 +233,7 @@ fn run(
         }
         last_poll = Instant::now();
         let db = idl.snapshot();
+        crate::memory_cmd::IDL_CELLS.store(db.cells(), std::sync::atomic::Ordering::Relaxed);
         let d = Desired::from_db(&db);
         if last_desired.as_ref() != Some(&d) {
             let default_netdev = d
@@ -245,8 +246,8 @@ fn run(
                 default_netdev,
             };
             applied.reconcile(&d, &sw, &ctx);
-            if let Ok(mut dp) = dp.lock() {
             crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
+            if let Ok(mut dp) = dp.lock() {
                 knobs.apply(&mut dp, &d.other_config);
                 let ct = dp.conntrack().clone();
                 knobs.apply_ct_zones(&ct, &d.ct_zones);
