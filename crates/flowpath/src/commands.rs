@@ -12,6 +12,11 @@ use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
 
+/// The datapath, locked for a command (a poisoned lock is the command's error).
+pub(crate) fn lock_dp(dp: &Mutex<Datapath>) -> Result<std::sync::MutexGuard<'_, Datapath>, String> {
+    dp.lock().map_err(|_| "datapath lock poisoned".to_string())
+}
+
 /// The control commands, bound to a running datapath.
 pub fn registry(
     dp: Arc<Mutex<Datapath>>,

@@ -18,6 +18,8 @@ use datapath::pmd::PmdStats;
 use ofproto::coverage::{Counter, Rates};
 use unixctl::Registry;
 
+use crate::commands::lock_dp;
+
 /// The switch reconfigured from OVSDB, or started from its configuration file (OVS's
 /// `bridge_reconfigure`).
 pub(crate) static BRIDGE_RECONFIGURE: Counter = Counter::new("bridge_reconfigure");
@@ -137,7 +139,7 @@ pub(crate) fn run(dp: &Mutex<Datapath>) {
 pub fn register(reg: &Registry, dp: &Arc<Mutex<Datapath>>) {
     let dp2 = dp.clone();
     let _ = reg.register("coverage/show", "", 0, 0, move |_| {
-        let totals = totals(&*lock(&dp2)?);
+        let totals = totals(&*lock_dp(&dp2)?);
         let s = sampler().lock().unwrap_or_else(|e| e.into_inner());
         Ok(ofproto::coverage::show(&names(), &totals, &s.rates))
     });
@@ -147,12 +149,8 @@ pub fn register(reg: &Registry, dp: &Arc<Mutex<Datapath>>) {
             .iter()
             .position(|n| *n == a[0])
             .ok_or_else(|| "No such counter".to_string())?;
-        Ok(format!("{}\n", totals(&*lock(&dp2)?)[i]))
+        Ok(format!("{}\n", totals(&*lock_dp(&dp2)?)[i]))
     });
-}
-
-fn lock(dp: &Arc<Mutex<Datapath>>) -> Result<std::sync::MutexGuard<'_, Datapath>, String> {
-    dp.lock().map_err(|_| "datapath lock poisoned".to_string())
 }
 
 #[cfg(test)]
@@ -171,19 +169,13 @@ mod tests {
         ));
         let reg = Registry::new("test");
         register(&reg, &dp);
-        let before: u64 = reg
-            .dispatch("coverage/read-counter", &["dpif_execute"])
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let read = || -> u64 {
+            let n = reg.dispatch("coverage/read-counter", &["dpif_execute"]);
+            n.unwrap().trim().parse().unwrap()
+        };
+        let before = read();
         DPIF_EXECUTE.inc();
-        let after: u64 = reg
-            .dispatch("coverage/read-counter", &["dpif_execute"])
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let after = read();
         // Other tests may execute packets meanwhile.
         assert!(after > before, "{before} {after}");
         assert_eq!(

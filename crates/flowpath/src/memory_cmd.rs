@@ -24,9 +24,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
     let (of, dp) = (of.clone(), dp.clone());
     let _ = reg.register("memory/show", "", 0, 0, move |_| {
         let (ports, rules) = of.n_ports_rules();
-        let d = dp
-            .lock()
-            .map_err(|_| "datapath lock poisoned".to_string())?;
+        let d = crate::commands::lock_dp(&dp)?;
         let pmds = d.pmd_stats();
         let emc: usize = pmds.iter().map(|p| p.emc_entries).sum();
         let (keys, conns) = (d.n_flows(), d.conntrack().n_conns() as usize);

@@ -9,12 +9,14 @@ use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
 
+use crate::commands::lock_dp;
+
 /// Registers the upcall commands.
 pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
     register_revalidator(reg, of, dp);
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("upcall/show", "", 0, 0, move |_| {
-        let d = lock(&dp2)?;
+        let d = lock_dp(&dp2)?;
         // The limit the PMDs hold now: OVSDB's `other_config:flow-limit` changes it at run
         // time.
         let (n, limit) = (d.n_flows(), d.pmd_config().flow_limit);
@@ -30,7 +32,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
             // As OVS: every datapath flow goes, so the next packets install flows of the new
             // kind.
             of2.set_megaflows(on);
-            lock(&dp2)?.del_flows();
+            lock_dp(&dp2)?.del_flows();
             crate::coverage_cmd::DPIF_FLOW_FLUSH.inc();
             Ok(format!(
                 "megaflows {}\n",
@@ -47,7 +49,7 @@ fn register_revalidator(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapa
     for (name, purge) in [("revalidator/wait", false), ("revalidator/purge", true)] {
         let (of2, dp2) = (of.clone(), dp.clone());
         let _ = reg.register(name, "", 0, 0, move |_| {
-            let mut d = lock(&dp2)?;
+            let mut d = lock_dp(&dp2)?;
             of2.revalidate(&mut d);
             if purge {
                 d.del_flows();
@@ -56,10 +58,6 @@ fn register_revalidator(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapa
             Ok(String::new())
         });
     }
-}
-
-fn lock(dp: &Arc<Mutex<Datapath>>) -> Result<std::sync::MutexGuard<'_, Datapath>, String> {
-    dp.lock().map_err(|_| "datapath lock poisoned".to_string())
 }
 
 #[cfg(test)]
