@@ -372,3 +372,17 @@ fn the_flow_limit_and_the_idle_time_change_at_run_time() {
     wait_until("idle megaflows expire", || dp.n_flows() == 0);
     assert!(t.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn upcalls_over_the_flow_limit_are_counted() {
+    // 50 flows for 10 megaflows: each packet of the other 40 is an upcall the limit refuses.
+    let frames: Vec<Vec<u8>> = (0..50).map(|i| udp_frame(2, 6000 + i, i as u8)).collect();
+    let dp = datapath(vec![None], frames, 1000, true, |c| {
+        c.pmd.flow_limit = 10;
+    });
+    wait_until("the source ends", || dp.drained());
+    assert_eq!(dp.n_flows(), 10);
+    let s = dp.total_stats();
+    assert!(s.flow_limit_hits >= 40, "{}", s.flow_limit_hits);
+    assert!(s.flow_limit_hits <= s.upcalls, "{s:?}");
+}

@@ -89,13 +89,7 @@ pub fn run(seconds: u64, rundir: Option<&Path>, out: &mut impl Write) -> anyhow:
             let sock = unixctl::socket_path(d);
             let s = unixctl::Server::bind(
                 &sock,
-                crate::commands::registry(
-                    dp.clone(),
-                    of.clone(),
-                    d,
-                    stop.clone(),
-                    cfg.datapath.flow_limit,
-                ),
+                crate::commands::registry(dp.clone(), of.clone(), d, stop.clone()),
             )?;
             writeln!(
                 out,

@@ -150,6 +150,7 @@ pub fn register(
     });
     r("dpctl/del-flows", "[dp]", (0, 1), |d, _| {
         d.del_flows();
+        crate::coverage_cmd::DPIF_FLOW_FLUSH.inc();
         Ok(String::new())
     });
     r("dpctl/get-flow", "[-m] [dp] ufid", (1, 3), |d, a| {

@@ -41,6 +41,7 @@ fn egress_port_range(dp: &Mutex<Datapath>, a: &[String]) -> Result<String, Strin
             };
             set_egress_port_range(min, max);
             dp.lock().map_err(|_| "datapath lock poisoned")?.del_flows();
+            crate::coverage_cmd::DPIF_FLOW_FLUSH.inc();
             Ok("OK\n".into())
         }
         _ => Err("usage: tnl/egress_port_range [min max]".into()),

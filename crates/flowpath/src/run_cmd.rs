@@ -85,13 +85,7 @@ pub fn run(
         }
         controllers.init(&br.name, control);
     }
-    let reg = registry(
-        dp.clone(),
-        of.clone(),
-        &base,
-        stop.clone(),
-        cfg.datapath.flow_limit,
-    );
+    let reg = registry(dp.clone(), of.clone(), &base, stop.clone());
     crate::controller_cmd::register(&reg, &of, &controllers);
     let server =
         Server::bind(&sock, reg).with_context(|| format!("control socket {}", sock.display()))?;
@@ -110,7 +104,10 @@ pub fn run(
             dp.clone(),
             controllers,
         )),
-        Source::File(_) => None,
+        Source::File(_) => {
+            crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
+            None
+        }
     };
     // Ready: a --detach parent may return now.
     daemon.complete();
@@ -123,6 +120,7 @@ pub fn run(
             break;
         }
         revalidate_when_due(&of, &dp, &mut last);
+        crate::coverage_cmd::run(&dp);
     }
     if let Some(v) = vswitchd {
         v.stop();

@@ -9,13 +9,19 @@ use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
 
-/// Registers the upcall commands; `flow_limit` is the datapath's (`flow-limit`).
-pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, flow_limit: usize) {
+use crate::commands::lock_dp;
+
+/// Registers the upcall commands.
+pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
     register_revalidator(reg, of, dp);
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("upcall/show", "", 0, 0, move |_| {
-        let n = lock(&dp2)?.n_flows();
-        Ok(of2.upcall_show("netdev@flowpath", flow_limit, n))
+        let d = lock_dp(&dp2)?;
+        // The limit the PMDs hold now: OVSDB's `other_config:flow-limit` changes it at run
+        // time.
+        let (n, limit) = (d.n_flows(), d.pmd_config().flow_limit);
+        drop(d);
+        Ok(of2.upcall_show("netdev@flowpath", limit, n))
     });
     for (name, on) in [
         ("upcall/disable-megaflows", false),
@@ -26,7 +32,8 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, fl
             // As OVS: every datapath flow goes, so the next packets install flows of the new
             // kind.
             of2.set_megaflows(on);
-            lock(&dp2)?.del_flows();
+            lock_dp(&dp2)?.del_flows();
+            crate::coverage_cmd::DPIF_FLOW_FLUSH.inc();
             Ok(format!(
                 "megaflows {}\n",
                 if on { "enabled" } else { "disabled" }
@@ -42,16 +49,34 @@ fn register_revalidator(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapa
     for (name, purge) in [("revalidator/wait", false), ("revalidator/purge", true)] {
         let (of2, dp2) = (of.clone(), dp.clone());
         let _ = reg.register(name, "", 0, 0, move |_| {
-            let mut d = lock(&dp2)?;
+            let mut d = lock_dp(&dp2)?;
             of2.revalidate(&mut d);
             if purge {
                 d.del_flows();
+                crate::coverage_cmd::DPIF_FLOW_FLUSH.inc();
             }
             Ok(String::new())
         });
     }
 }
 
-fn lock(dp: &Arc<Mutex<Datapath>>) -> Result<std::sync::MutexGuard<'_, Datapath>, String> {
-    dp.lock().map_err(|_| "datapath lock poisoned".to_string())
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datapath::dpif::{DatapathBuilder, DpConfig};
+
+    #[test]
+    fn upcall_show_gives_the_flow_limit_the_datapath_holds_now() {
+        let mut cfg = DpConfig::default();
+        cfg.pmd.flow_limit = 200_000;
+        let dp = DatapathBuilder::new(cfg).start().unwrap();
+        let dp = Arc::new(Mutex::new(dp));
+        let reg = Registry::new("test");
+        register(&reg, &Ofproto::new(), &dp);
+        let show = |reg: &Registry| reg.dispatch::<&str>("upcall/show", &[]).unwrap();
+        assert!(show(&reg).contains("(limit 200000)\n"), "{}", show(&reg));
+        // As `other_config:flow-limit` sets it.
+        dp.lock().unwrap().set_flow_limit(1234);
+        assert!(show(&reg).contains("(limit 1234)\n"), "{}", show(&reg));
+    }
 }

@@ -13,6 +13,7 @@
 pub mod action_set;
 pub mod bridge;
 pub mod classifier;
+pub mod coverage;
 pub mod fields;
 pub mod flow_removed;
 pub mod group;

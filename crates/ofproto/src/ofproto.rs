@@ -221,6 +221,7 @@ impl Ofproto {
         }
         b.ports.insert(port.ofport, port);
         drop(p);
+        crate::coverage::OFPROTO_UPDATE_PORT.inc();
         self.changed();
         Ok(())
     }
@@ -531,6 +532,7 @@ impl Ofproto {
         b.port_config.remove(&n);
         p.underlay.flush_neigh_of(name);
         drop(p);
+        crate::coverage::OFPROTO_UPDATE_PORT.inc();
         self.changed();
         Ok(port)
     }
@@ -664,7 +666,10 @@ impl Ofproto {
             .bridge_mut(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         let n = match spec {
-            None => b.clear_flows(),
+            None => {
+                crate::coverage::OFPROTO_FLUSH.inc();
+                b.clear_flows()
+            }
             Some(s) => b.del_flows(s, strict),
         };
         drop(p);
@@ -755,6 +760,14 @@ impl Ofproto {
             b.n_controller.load(Ordering::Relaxed)
         );
         Ok(out)
+    }
+
+    /// OpenFlow ports and rules over every bridge (all tables), for `memory/show`.
+    pub fn n_ports_rules(&self) -> (usize, usize) {
+        let p = self.read();
+        p.bridges.iter().fold((0, 0), |(ports, rules), b| {
+            (ports + b.ports.len(), rules + b.n_rules())
+        })
     }
 
     /// Every bridge (by name) with its ports (by name), for `dpif/show`.

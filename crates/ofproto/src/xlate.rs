@@ -47,6 +47,7 @@ mod fail_open;
 mod flow_hash;
 mod freeze;
 mod group;
+pub(crate) use group::hash as ovs_hash;
 mod learn;
 mod meter;
 mod multipath;
@@ -323,6 +324,7 @@ pub fn translate_in(
     learn: bool,
     trace: Option<&mut String>,
 ) -> XlateOut {
+    crate::coverage::XLATE_ACTIONS.inc();
     let now = Instant::now();
     let mut wc = PipeMask::new();
     // Always consulted (OVS's xlate_wc_init): packet type, in_port, recirc_id, dl_type, and

@@ -59,6 +59,15 @@ impl Db {
         self.tables.get(table).map_or(0, |t| t.len())
     }
 
+    /// Cells in the replica: each table's rows times its schema's columns, as OVS's IDL
+    /// counts them for `memory/show` (`idl-cells-DATABASE`).
+    pub fn cells(&self) -> usize {
+        self.tables
+            .iter()
+            .map(|(name, t)| t.len() * self.schema.tables.get(name).map_or(0, |s| s.columns.len()))
+            .sum()
+    }
+
     pub fn row(&self, table: &str, uuid: Uuid) -> Option<&Row> {
         self.tables.get(table)?.get(&uuid).map(|r| &**r)
     }

@@ -112,6 +112,9 @@ pub struct PmdStats {
     pub upcalls: u64,
     /// Packets dropped at the upcall: handler said drop, or the deferred queue was full.
     pub lost_upcalls: u64,
+    /// Upcalls whose megaflow was not installed because the PMD held `flow-limit` of them
+    /// (the packet still went through its actions).
+    pub flow_limit_hits: u64,
     /// Misses that waited for the slow path (its time budget, or older waiting misses).
     pub deferred_upcalls: u64,
     /// Packets a `userspace` action sent to the slow path (controller packet-ins; counted, as
@@ -193,6 +196,7 @@ impl core::ops::AddAssign for PmdStats {
         self.userspace_packets += o.userspace_packets;
         self.packet_outs += o.packet_outs;
         self.lost_upcalls += o.lost_upcalls;
+        self.flow_limit_hits += o.flow_limit_hits;
         self.recirc_depth_drops += o.recirc_depth_drops;
         self.ct_packets += o.ct_packets;
         self.ct_not_ip += o.ct_not_ip;

@@ -251,6 +251,9 @@ impl Pmd {
                         // Over the flow limit (or a race with an identical flow): still
                         // process this packet, through a temporary entry.
                         Err((_, f)) => {
+                            if self.flows.len() >= self.config.flow_limit {
+                                self.stats.flow_limit_hits += 1;
+                            }
                             let r = self.flows.insert(*f);
                             self.upcalled.push((r, len));
                             self.hits[i] = Some(r);

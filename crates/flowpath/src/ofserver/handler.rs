@@ -486,6 +486,7 @@ impl OfHandler {
 
 impl Handler for OfHandler {
     fn handle(&mut self, info: &ConnInfo, msg: &[u8], replies: &mut Vec<u8>) {
+        crate::coverage_cmd::OFPROTO_RECV_OPENFLOW.inc();
         if !self.conns.contains_key(&info.id) {
             self.drain_events();
         }

@@ -88,6 +88,7 @@ pub(crate) fn packet_out(
     conn: &OfConn,
     m: &Message<'_>,
 ) -> Result<(), OfpErr> {
+    crate::coverage_cmd::OFPROTO_PACKET_OUT.inc();
     let po = PacketOut::decode(m)?;
     if po.buffer_id != NO_BUFFER {
         return Err(OfpErr::OfpbrcBufferUnknown);
@@ -218,6 +219,7 @@ fn inject(
     p.meta.pkt_mark = k.dp.pkt_mark();
     let dp = dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
     dp.execute(p);
+    crate::coverage_cmd::DPIF_EXECUTE.inc();
     Ok(())
 }
 

@@ -234,6 +234,7 @@ fn run(
         }
         last_poll = Instant::now();
         let db = idl.snapshot();
+        crate::memory_cmd::IDL_CELLS.store(db.cells(), std::sync::atomic::Ordering::Relaxed);
         let d = Desired::from_db(&db);
         if last_desired.as_ref() != Some(&d) {
             let default_netdev = d
@@ -246,6 +247,7 @@ fn run(
                 default_netdev,
             };
             applied.reconcile(&d, &sw, &ctx);
+            crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
             if let Ok(mut dp) = dp.lock() {
                 knobs.apply(&mut dp, &d.other_config);
                 let ct = dp.conntrack().clone();

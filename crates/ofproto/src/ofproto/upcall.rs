@@ -62,7 +62,7 @@ impl Default for UpcallState {
 /// What the revalidator saw in its rounds, as `upcall/show` reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DumpStats {
-    /// Megaflows in the last round.
+    /// Datapath flows in the last round (one per PMD that holds a megaflow).
     pub current: usize,
     /// A running average over the rounds (each round halves the weight of the ones before,
     /// as OVS's).
@@ -103,7 +103,10 @@ impl Ofproto {
     }
 
     /// `upcall/show` in OVS's format, for datapath `dp_name` with `flow_limit`: the
-    /// revalidator's figures, then each revalidator thread's megaflow count (one, here).
+    /// megaflows now, their average and most as the revalidation rounds sampled them (as OVS,
+    /// `max` is 0 until the first round), the last round's duration, then each revalidator
+    /// thread's megaflow count (one thread, here: the main thread's revalidator). No
+    /// `offloaded flows` line: as OVS's netdev datapath without `hw-offload`.
     pub fn upcall_show(&self, dp_name: &str, flow_limit: usize, flows_now: usize) -> String {
         let d = self.dump_stats();
         format!(
@@ -111,7 +114,7 @@ impl Ofproto {
              {flow_limit})\n  dump duration : {}ms\n  ufid enabled : true\n\n  1: (keys \
              {flows_now})\n",
             d.avg,
-            d.max.max(flows_now),
+            d.max,
             d.duration.as_millis()
         )
     }
@@ -192,7 +195,9 @@ impl Ofproto {
         if !stale.is_empty() {
             if let Ok(mut d) = dp.lock() {
                 for m in &stale {
-                    d.remove_flow(m);
+                    if d.remove_flow(m) > 0 {
+                        crate::coverage::DPIF_FLOW_DEL.inc();
+                    }
                 }
             }
             let mut known = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
@@ -305,6 +310,8 @@ impl Ofproto {
                 r.removed += 1;
             }
         }
+        crate::coverage::DPIF_FLOW_DEL.add(r.removed as u64);
+        crate::coverage::REVALIDATE_ROUND.inc();
         {
             let mut k = self.upcall.known.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(k) = k.as_mut() {
@@ -316,7 +323,9 @@ impl Ofproto {
         }
         self.upcall.synced.store(generation, Ordering::Release);
         self.revalidated.store(self.generation(), Ordering::Release);
-        self.upcall.dumped(r.flows, started.elapsed());
+        // The datapath's count, as `upcall/show`'s `current` (a flow held by two PMDs counts
+        // twice, as in OVS's per-PMD tables).
+        self.upcall.dumped(flows.len(), started.elapsed());
         r
     }
 }
@@ -376,12 +385,15 @@ impl UpcallHandler for OfUpcall {
             })
             .collect();
         match compile(&x.actions) {
-            Ok(compiled) => UpcallResult::Install {
-                mask: Box::new(self.0.install_mask(key, &x.mask)),
-                actions: x.actions,
-                compiled,
-                packet_outs,
-            },
+            Ok(compiled) => {
+                crate::coverage::DPIF_FLOW_PUT.inc();
+                UpcallResult::Install {
+                    mask: Box::new(self.0.install_mask(key, &x.mask)),
+                    actions: x.actions,
+                    compiled,
+                    packet_outs,
+                }
+            }
             Err(_) => UpcallResult::Drop,
         }
     }

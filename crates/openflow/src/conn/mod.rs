@@ -35,7 +35,9 @@ pub use event_loop::EventLoop;
 pub use handle::{ConnEvent, LoopHandle};
 pub use socket::PUNIX_MODE;
 pub use target::{OFP_PORT, Target, TargetError, bridge_targets};
-pub use vconn::{ConnError, Counters, DEFAULT_ASYNC_QUEUE, MsgKind, REPLY_MAX};
+pub use vconn::{
+    ConnError, Counters, DEFAULT_ASYNC_QUEUE, MsgKind, RCONN_QUEUED, RCONN_SENT, REPLY_MAX,
+};
 
 use crate::header::Version;
 use crate::hello::VersionSet;

@@ -27,6 +27,13 @@ use crate::header::{
 };
 use crate::hello::{self, Incompatible, VersionSet};
 
+/// OpenFlow messages queued for sending, on every connection (OVS's `rconn_queued`;
+/// `coverage/show`).
+pub static RCONN_QUEUED: ofproto::coverage::Counter =
+    ofproto::coverage::Counter::new("rconn_queued");
+/// OpenFlow messages written out whole, on every connection (OVS's `rconn_sent`).
+pub static RCONN_SENT: ofproto::coverage::Counter = ofproto::coverage::Counter::new("rconn_sent");
+
 /// Replies queued on a connection beyond which its requests are no longer read
 /// (`OFCONN_REPLY_MAX` in OVS).
 pub const REPLY_MAX: usize = 100;
@@ -424,6 +431,7 @@ impl Vconn {
             kind,
             n_msgs,
         });
+        RCONN_QUEUED.add(n_msgs as u64);
         true
     }
 
@@ -438,6 +446,7 @@ impl Vconn {
                         self.tx_head = 0;
                         let done = self.txq.pop_front().expect("front exists");
                         self.counters.tx_msgs += done.n_msgs as u64;
+                        RCONN_SENT.add(done.n_msgs as u64);
                         match done.kind {
                             MsgKind::Reply => self.replies_queued -= done.n_msgs,
                             MsgKind::Async => self.async_queued -= done.n_msgs,
