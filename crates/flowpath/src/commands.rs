@@ -29,5 +29,6 @@ pub fn registry(
     crate::upcall_cmd::register(&reg, &of, &dp, flow_limit);
     crate::vlog_cmd::register(&reg);
     crate::dpctl_cmd::register(&reg, &dp, &of, stop);
+    crate::top_cmd::register(&reg, &dp);
     reg
 }
