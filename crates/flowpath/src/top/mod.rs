@@ -69,7 +69,7 @@ pub fn run(args: &TopArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     })?;
     let count = if args.once { Some(1) } else { args.count };
     let pause = Duration::from_secs_f64(args.interval);
-    let mut term = Terminal::open()?;
+    let mut term = Terminal::open(count.is_none())?;
     let mut prev = read(&mut client, &sock)?;
     let mut drawn = 0;
     while count.is_none_or(|n| drawn < n) {

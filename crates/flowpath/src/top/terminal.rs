@@ -1,8 +1,10 @@
-//! The terminal `flowpath top` draws on: on a TTY, the alternate screen with the cursor
-//! hidden, each screen drawn over the last (cursor home, every line erased to its end, the
-//! rest erased below), input read key by key without echo so that `q` quits; otherwise plain
-//! blocks of lines separated by a line of dashes, so `flowpath top -n 2 | cat` reads well in
-//! scripts. Ctrl-C (and SIGTERM) end the view too; the terminal is restored however it ends.
+//! The terminal `flowpath top` draws on: on a TTY, the cursor hidden, each screen drawn over
+//! the last (cursor home, every line erased to its end, the rest erased below), input read key
+//! by key without echo so that `q` quits; a view that runs until `q` takes the alternate screen
+//! (as `top` does), one with a count of screens leaves its last screen on the terminal.
+//! Otherwise plain blocks of lines separated by a line of dashes, so `flowpath top -n 2 | cat`
+//! reads well in scripts. Ctrl-C (and SIGTERM) end the view too; the terminal is restored
+//! however it ends.
 //!
 //! The size comes from `TIOCGWINSZ` on each screen, so a resized window gets a fitted screen
 //! at the next refresh; 80x24 when the terminal does not say.
@@ -28,6 +30,8 @@ pub struct Terminal {
     tty: bool,
     /// Stdin's settings before key-by-key input, when stdin is a terminal.
     saved: Option<Termios>,
+    /// Whether the view is on the alternate screen.
+    alternate: bool,
     /// Set by SIGINT or SIGTERM.
     stop: Arc<AtomicBool>,
     /// Screens drawn so far.
@@ -44,9 +48,9 @@ pub enum Wake {
 }
 
 impl Terminal {
-    /// Takes over the terminal when stdout is one (alternate screen, hidden cursor, keys
-    /// without echo or line editing; Ctrl-C still interrupts).
-    pub fn open() -> anyhow::Result<Terminal> {
+    /// Takes over the terminal when stdout is one (hidden cursor, keys without echo or line
+    /// editing, Ctrl-C still interrupting; the alternate screen with `alternate`).
+    pub fn open(alternate: bool) -> anyhow::Result<Terminal> {
         let stop = Arc::new(AtomicBool::new(false));
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register(sig, stop.clone())?;
@@ -55,6 +59,7 @@ impl Terminal {
         let mut t = Terminal {
             tty,
             saved: None,
+            alternate: tty && alternate,
             stop,
             drawn: 0,
         };
@@ -70,7 +75,11 @@ impl Terminal {
                 t.saved = Some(saved);
             }
             let mut out = io::stdout();
-            out.write_all(b"\x1b[?1049h\x1b[?25l")?;
+            if t.alternate {
+                out.write_all(b"\x1b[?1049h")?;
+            }
+            // The screen is cleared once; each screen then overdraws the last.
+            out.write_all(b"\x1b[?25l\x1b[H\x1b[2J")?;
             out.flush()?;
         }
         Ok(t)
@@ -144,7 +153,13 @@ impl Drop for Terminal {
         }
         if self.tty {
             let mut out = io::stdout();
-            let _ = out.write_all(b"\x1b[?25h\x1b[?1049l");
+            // The prompt goes under the last screen, or back to the screen before the view.
+            let restore: &[u8] = if self.alternate {
+                b"\x1b[?25h\x1b[?1049l"
+            } else {
+                b"\x1b[?25h\n"
+            };
+            let _ = out.write_all(restore);
             let _ = out.flush();
         }
     }
@@ -152,12 +167,13 @@ impl Drop for Terminal {
 
 /// A screen drawn over the previous one: cursor home, each line then an erase to its end,
 /// an erase of everything below the last. No newline after the last line, which would scroll
-/// a screen that fills the terminal.
+/// a screen that fills the terminal; the terminal's output processing makes each newline a
+/// carriage return too.
 fn screen(lines: &[String]) -> String {
     let mut s = String::from("\x1b[H");
     for (i, l) in lines.iter().enumerate() {
         if i > 0 {
-            s.push_str("\r\n");
+            s.push('\n');
         }
         s.push_str(l);
         s.push_str("\x1b[K");
@@ -187,7 +203,7 @@ mod tests {
     #[test]
     fn a_screen_overdraws_and_a_block_appends() {
         let lines = vec!["a".to_owned(), "b".to_owned()];
-        assert_eq!(screen(&lines), "\x1b[Ha\x1b[K\r\nb\x1b[K\x1b[J");
+        assert_eq!(screen(&lines), "\x1b[Ha\x1b[K\nb\x1b[K\x1b[J");
         assert_eq!(block(&lines, false), "a\nb\n");
         assert_eq!(block(&lines, true), format!("{}\na\nb\n", "-".repeat(80)));
     }
