@@ -7,35 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{Reap, scratch_dir, start_switch};
+use common::{Reap, replay_to_sink, scratch_dir, start_switch};
 
 /// A switch forwarding the 8-packet capture from replay port p0, endlessly, to sink p1.
 fn forwarding_switch(dir: &Path) -> (Reap, PathBuf) {
-    let pcap = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
-    std::fs::copy(pcap, dir.join("in.pcap")).unwrap();
-    let cfg = dir.join("sw.toml");
-    std::fs::write(
-        &cfg,
-        r#"
-[datapath]
-dp-flows = ["in_port(p0),eth_type(0x0800),ipv4(frag=no), actions:p1"]
-
-[[bridge]]
-name = "br0"
-
-[[bridge.port]]
-name = "p0"
-type = "replay"
-options = { pcap = "in.pcap" }
-
-[[bridge.port]]
-name = "p1"
-type = "sink"
-"#,
-    )
-    .unwrap();
     let rundir = dir.join("run");
-    (start_switch(&cfg, &rundir), rundir)
+    (start_switch(&replay_to_sink(dir), &rundir), rundir)
 }
 
 fn top(args: &[&str]) -> Output {
