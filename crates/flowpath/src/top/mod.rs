@@ -71,17 +71,29 @@ pub fn run(args: &TopArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     let pause = Duration::from_secs_f64(args.interval);
     let mut term = Terminal::open(count.is_none())?;
     let mut prev = read(&mut client, &sock)?;
+    let mut last: Option<Rates> = None;
     let mut drawn = 0;
     while count.is_none_or(|n| drawn < n) {
-        if term.wait(pause)? == Wake::Quit {
-            break;
+        match term.wait(pause)? {
+            Wake::Quit => break,
+            // The last screen again, fitted to the new size; the next reading comes a whole
+            // interval later (its rates are over the time between readings all the same).
+            Wake::Resize => {
+                if let Some(r) = &last {
+                    let (width, height) = term.size();
+                    term.draw(out, &render::render(r, width, height))?;
+                }
+                continue;
+            }
+            Wake::Timeout => {}
         }
         let cur = read(&mut client, &sock)?;
+        let rates = Rates::between(&prev, &cur);
         let (width, height) = term.size();
-        let lines = render::render(&Rates::between(&prev, &cur), width, height);
-        term.draw(out, &lines)?;
+        term.draw(out, &render::render(&rates, width, height))?;
         drawn += 1;
         prev = cur;
+        last = Some(rates);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,8 +6,8 @@
 //! reads well in scripts. Ctrl-C (and SIGTERM) end the view too; the terminal is restored
 //! however it ends.
 //!
-//! The size comes from `TIOCGWINSZ` on each screen, so a resized window gets a fitted screen
-//! at the next refresh; 80x24 when the terminal does not say.
+//! The size comes from `TIOCGWINSZ` on each screen, 80x24 when the terminal does not say; a
+//! resized window (SIGWINCH) has the screen drawn again at once, fitted.
 
 use std::io::{self, Write};
 use std::os::fd::AsFd;
@@ -34,6 +34,8 @@ pub struct Terminal {
     alternate: bool,
     /// Set by SIGINT or SIGTERM.
     stop: Arc<AtomicBool>,
+    /// Set by SIGWINCH.
+    resized: Arc<AtomicBool>,
     /// Screens drawn so far.
     drawn: u64,
 }
@@ -45,6 +47,8 @@ pub enum Wake {
     Timeout,
     /// `q`, Ctrl-C or SIGTERM.
     Quit,
+    /// The terminal changed size.
+    Resize,
 }
 
 impl Terminal {
@@ -56,11 +60,16 @@ impl Terminal {
             signal_hook::flag::register(sig, stop.clone())?;
         }
         let tty = termios::isatty(io::stdout());
+        let resized = Arc::new(AtomicBool::new(false));
+        if tty {
+            signal_hook::flag::register(signal_hook::consts::SIGWINCH, resized.clone())?;
+        }
         let mut t = Terminal {
             tty,
             saved: None,
             alternate: tty && alternate,
             stop,
+            resized,
             drawn: 0,
         };
         if tty {
@@ -108,12 +117,15 @@ impl Terminal {
         out.flush()
     }
 
-    /// Waits `d`, or less when the user quits.
+    /// Waits `d`, or less when the user quits or the terminal is resized.
     pub fn wait(&mut self, d: Duration) -> io::Result<Wake> {
         let end = Instant::now() + d;
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Ok(Wake::Quit);
+            }
+            if self.resized.swap(false, Ordering::Relaxed) {
+                return Ok(Wake::Resize);
             }
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
