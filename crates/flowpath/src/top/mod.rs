@@ -4,9 +4,9 @@
 //!
 //! It asks the switch's control socket for `top/snapshot` (every counter at once, as JSON;
 //! see `top_cmd`) at each interval, turns the last two readings into rates (`rates`), lays
-//! them out for the terminal's size (`render`) and draws them (`terminal`). It reads what
-//! `pmd-stats-show` and `port/stats` read; it does nothing a PMD thread would notice beyond
-//! those commands.
+//! them out for the terminal's size (`render`) and draws them (`terminal`). A reading costs the
+//! switch what `pmd-stats-show` and `port/stats` cost: each PMD thread hands over its counters
+//! between two of its iterations, and the ports' counters are read as they are.
 
 mod rates;
 mod render;
