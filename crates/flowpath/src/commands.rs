@@ -36,5 +36,6 @@ pub fn registry(
     crate::coverage_cmd::register(&reg, &dp);
     crate::memory_cmd::register(&reg, &of, &dp);
     crate::dpctl_cmd::register(&reg, &dp, &of, stop);
+    crate::top_cmd::register(&reg, &dp);
     reg
 }

@@ -29,6 +29,8 @@ mod port_stats_cmd;
 mod report;
 mod run_cmd;
 mod switch;
+mod top;
+mod top_cmd;
 mod upcall_cmd;
 mod vlog_cmd;
 mod vswitchd;
@@ -209,6 +211,10 @@ enum Command {
     /// and count per stream what comes back (loss, reordering, latency); `gen ndr` searches
     /// the no-drop rate.
     Gen(gen_cmd::GenArgs),
+    /// A live view of a running switch, refreshed every second: rates, busy shares and cycles
+    /// per packet by stage per PMD thread, the busiest ports, drops by reason (`q` or Ctrl-C
+    /// quits; plain blocks of text when stdout is not a terminal).
+    Top(top::TopArgs),
     /// Datapath flows in OVS's text format.
     Flow {
         #[command(subcommand)]
@@ -309,6 +315,7 @@ fn main() -> ExitCode {
         Command::Ofctl { rundir, command } => ofctl(rundir.as_deref(), &command, &mut out),
         Command::Demo { seconds, rundir } => demo::run(seconds, rundir.as_deref(), &mut out),
         Command::Gen(a) => gen_cmd::run(a, &mut out),
+        Command::Top(a) => top::run(&a, &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|_| code).map_err(Into::into));
     match result {

@@ -1,6 +1,8 @@
 //! `flowpath run` as a user runs it: a configuration file, pcap ports, the control socket
 //! driven by `flowpath ctl` and by the stock `ovs-appctl`, signals.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -130,26 +132,7 @@ fn bad_configuration_is_reported_with_its_line() {
 
 /// A switch that runs until told to stop: replay source, sink, one flow.
 fn start_replay_switch(d: &Dir) -> (Child, PathBuf) {
-    std::fs::copy(fixture("plain_8.pcap"), d.path("in.pcap")).unwrap();
-    let cfg = d.write(
-        "sw.toml",
-        r#"
-[datapath]
-dp-flows = ["in_port(p0),eth_type(0x0800),ipv4(frag=no), actions:p1"]
-
-[[bridge]]
-name = "br0"
-
-[[bridge.port]]
-name = "p0"
-type = "replay"
-options = { pcap = "in.pcap" }
-
-[[bridge.port]]
-name = "p1"
-type = "sink"
-"#,
-    );
+    let cfg = common::replay_to_sink(&d.0);
     let rundir = d.path("run");
     let child = Command::new(bin())
         .args([

@@ -88,6 +88,36 @@ impl Reap {
     }
 }
 
+/// A switch's configuration in `dir` that forwards until stopped: replay port p0 replays
+/// the 8-packet capture (copied to `dir/in.pcap`) through one datapath flow to sink port p1.
+/// The path of the file written, `dir/sw.toml`.
+pub fn replay_to_sink(dir: &Path) -> PathBuf {
+    let pcap = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
+    std::fs::copy(pcap, dir.join("in.pcap")).unwrap();
+    let cfg = dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[datapath]
+dp-flows = ["in_port(p0),eth_type(0x0800),ipv4(frag=no), actions:p1"]
+
+[[bridge]]
+name = "br0"
+
+[[bridge.port]]
+name = "p0"
+type = "replay"
+options = { pcap = "in.pcap" }
+
+[[bridge.port]]
+name = "p1"
+type = "sink"
+"#,
+    )
+    .unwrap();
+    cfg
+}
+
 /// `flowpath run` on `config` with its run directory `rundir`, output discarded, once its
 /// control socket is there (20 s at most): the process, killed when the guard goes.
 pub fn start_switch(config: &Path, rundir: &Path) -> Reap {
