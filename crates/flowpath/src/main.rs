@@ -20,6 +20,7 @@ mod extract_cmd;
 mod gen_cmd;
 mod group_cmd;
 mod meter_cmd;
+mod metrics;
 mod of_cmd;
 mod ofserver;
 mod port_ops;
