@@ -3,7 +3,8 @@
 //! garbage, a huge header or nothing do not stop the switch or the next scrape; a port in use
 //! is logged and the switch runs on; Prometheus's own `promtool check metrics` accepts the
 //! exposition and a real `prometheus` server scrapes it (both skipped, with the reason
-//! printed, where Debian's `prometheus` package is not installed).
+//! printed, where Debian's `prometheus` package is not installed); every metric the Grafana
+//! dashboard queries is one the endpoint serves.
 
 mod common;
 
@@ -99,6 +100,20 @@ fn figure(text: &str, what: &str) -> f64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// Every metric name a scrape serves: its samples' and its families' (`# TYPE`).
+fn served_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for l in text.lines() {
+        let name = match l.strip_prefix("# TYPE ") {
+            Some(t) => t.split(' ').next(),
+            None if l.starts_with('#') => None,
+            None => l.split(['{', ' ']).next(),
+        };
+        names.extend(name.filter(|n| !n.is_empty()).map(str::to_owned));
+    }
+    names
 }
 
 #[test]
@@ -251,7 +266,9 @@ fn bad_clients_do_not_stop_the_switch_or_the_next_scrape() {
     );
     // Clients that connect and say nothing, more than the endpoint serves or answers 503 at
     // once: the next is turned away at once (503, or closed unanswered), not left waiting.
-    let silent: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    let silent: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
     let t = Instant::now();
     let turned_away = http_get(&addr, "/metrics", "");
     assert!(
@@ -405,4 +422,56 @@ fn prometheus_scrapes_the_switch() {
     );
     let p1 = query("flowpath_port_tx_packets_total%7Bport%3D%22p1%22%7D");
     assert!(p1.contains(r#","8"]"#), "{p1}");
+}
+
+#[test]
+fn every_metric_the_dashboard_queries_is_served() {
+    let dashboard =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../packaging/grafana/flowpath.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dashboard).unwrap()).unwrap();
+    assert!(json["schemaVersion"].as_u64().unwrap() >= 36);
+    let templating = json["templating"]["list"].as_array().unwrap();
+    assert!(
+        templating
+            .iter()
+            .any(|v| v["type"] == "datasource" && v["query"] == "prometheus"),
+        "no Prometheus datasource variable"
+    );
+    fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("expr", serde_json::Value::String(s)) => out.push(s.clone()),
+                        _ => exprs(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| exprs(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    exprs(&json, &mut all);
+    assert!(all.len() >= 10, "{all:?}");
+    let mut used = BTreeSet::new();
+    for e in &all {
+        let mut rest = e.as_str();
+        while let Some(i) = rest.find("flowpath_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len()..];
+            used.insert(name);
+        }
+    }
+
+    let (dir, _rm) = scratch_dir("fp-metrics-dashboard");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (_sw, _rundir) = start_forwarding(&dir, &addr);
+    let served = served_names(&scrape(&addr));
+    let missing: Vec<&String> = used.difference(&served).collect();
+    assert!(missing.is_empty(), "queried, not served: {missing:?}");
 }
