@@ -272,6 +272,23 @@ pub struct PmdReport {
     pub emc_entries: usize,
 }
 
+/// One port's counters as collected by [`Datapath::port_reports`].
+#[derive(Clone, Debug)]
+pub struct PortReport {
+    /// Its datapath port number.
+    pub no: u32,
+    /// Its name (`p0`, `vxlan_sys_4789`).
+    pub name: String,
+    /// Its type as the configuration names it (`replay`, `afpacket`, `vxlan`...).
+    pub kind: &'static str,
+    /// Whether its link is up ([`Port::link_up`]).
+    pub link_up: bool,
+    /// Its totals.
+    pub counters: PortCounters,
+    /// Each queue's counters (`rx0`, `tx1`...), for ports that keep them apart.
+    pub queues: Vec<(String, PortCounters)>,
+}
+
 impl Datapath {
     /// The connection tracker the PMDs share.
     pub fn conntrack(&self) -> &Arc<conntrack::Conntrack> {
@@ -405,6 +422,13 @@ impl Datapath {
             .map(|p| p.port.counters())
     }
 
+    /// Every port's counters, per queue where it keeps them, and link state, in port number
+    /// order: what `port/stats` prints and the metrics endpoint serves. Reads the ports'
+    /// shared counters as they are (no PMD is asked).
+    pub fn port_reports(&self) -> Vec<PortReport> {
+        self.sorted_ports().into_iter().map(port_report).collect()
+    }
+
     /// `port/stats PORT`: the port's totals and, where it keeps them, each queue's, with its
     /// link state.
     pub fn port_stats(&self, name: &str) -> Result<String, String> {
@@ -412,13 +436,14 @@ impl Datapath {
             .ports
             .iter()
             .find(|p| p.port.name() == name)
+            .map(port_report)
             .ok_or_else(|| format!("no such port: {name}"))?;
         let mut out = format!(
             "{} {}: ({}) link {}\n",
-            p.port.name(),
+            p.name,
             p.no,
-            p.port.kind(),
-            if p.port.link_up() { "up" } else { "down" }
+            p.kind,
+            if p.link_up { "up" } else { "down" }
         );
         let row = |out: &mut String, what: &str, c: &PortCounters| {
             let _ = writeln!(
@@ -433,9 +458,9 @@ impl Datapath {
                 c.errors
             );
         };
-        row(&mut out, "total", &p.port.counters());
-        for (q, c) in p.port.queue_counters() {
-            row(&mut out, &q, &c);
+        row(&mut out, "total", &p.counters);
+        for (q, c) in &p.queues {
+            row(&mut out, q, c);
         }
         Ok(out)
     }
@@ -1120,6 +1145,17 @@ impl Drop for Datapath {
 
 /// A port's type and options as `dpif/show` and `dpctl/show` print them: `afpacket:
 /// ifname=veth0, n_rxq=2`, or the type alone.
+fn port_report(p: &PortEntry) -> PortReport {
+    PortReport {
+        no: p.no,
+        name: p.port.name().to_owned(),
+        kind: p.port.kind(),
+        link_up: p.port.link_up(),
+        counters: p.port.counters(),
+        queues: p.port.queue_counters(),
+    }
+}
+
 fn port_type(p: &PortEntry) -> String {
     let o = p.port.options();
     let opts = o.trim_matches(['{', '}']);

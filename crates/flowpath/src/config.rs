@@ -37,6 +37,9 @@
 //! zone = 5
 //! limit = 1000
 //! tcp_established = 3600
+//!
+//! [metrics]
+//! listen = "127.0.0.1:9477"        # the Prometheus endpoint, GET /metrics (docs/metrics.md)
 //! ```
 //!
 //! Datapath port numbers are given in order of appearance, from 1. Relative paths in port
@@ -59,6 +62,25 @@ pub struct Config {
     pub tunnel: TunnelSection,
     #[serde(default)]
     pub conntrack: ConntrackSection,
+    #[serde(default)]
+    pub metrics: MetricsSection,
+}
+
+/// `[metrics]`: the Prometheus endpoint (off without `listen`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// `IP:PORT` to serve `GET /metrics` on.
+    pub listen: Option<String>,
+}
+
+impl MetricsSection {
+    /// The address to listen on, checked by [`parse`].
+    pub fn listen_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listen
+            .as_deref()
+            .and_then(|a| crate::metrics::parse_listen(a).ok())
+    }
 }
 
 /// `[conntrack]`: the connection tracker's and the fragment reassembler's settings, applied
@@ -869,6 +891,15 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
             message: e,
         });
     }
+    if let Some(a) = &cfg.metrics.listen
+        && let Err(e) = crate::metrics::parse_listen(a)
+    {
+        let from = text.find("[metrics]").unwrap_or(0);
+        errs.push(ConfigError {
+            line: text[from..].find("listen").map(|o| line_of(text, from + o)),
+            message: format!("metrics: listen: {e}"),
+        });
+    }
     if let Some(a) = &cfg.datapath.pmd_rxq_assign
         && let Err(message) = datapath::dpif::RxqAssign::parse(a)
     {
@@ -1066,6 +1097,31 @@ pub fn opt_path(p: &PortConf, key: &str, base: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metrics_listen_is_an_address_and_a_bad_one_is_reported_on_its_line() {
+        let c = parse("[metrics]\nlisten = \"127.0.0.1:9477\"\n")
+            .unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(
+            c.metrics.listen_addr(),
+            Some("127.0.0.1:9477".parse().unwrap())
+        );
+        assert_eq!(parse("").unwrap().metrics.listen_addr(), None);
+        let e =
+            parse("[[bridge]]\nname = \"br0\"\n\n[metrics]\nlisten = \"localhost\"\n").unwrap_err();
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            e[0].to_string(),
+            "line 5: metrics: listen: 'localhost' is not an address to listen on: expected \
+             IP:PORT, e.g. 127.0.0.1:9477"
+        );
+        let e = parse("[metrics]\nport = 1\n").unwrap_err();
+        assert!(
+            e[0].to_string().contains("unknown field `port`"),
+            "{}",
+            e[0]
+        );
+    }
 
     #[test]
     fn the_example_parses() {

@@ -22,6 +22,7 @@ mod gen_cmd;
 mod group_cmd;
 mod memory_cmd;
 mod meter_cmd;
+mod metrics;
 mod of_cmd;
 mod ofserver;
 mod port_ops;

@@ -9,6 +9,9 @@
 //! `flowpath run --ovsdb [TARGET]` starts with no bridge and takes its configuration from an
 //! `ovsdb-server` instead, as `ovs-vswitchd` does (see `vswitchd`), with ovs-vswitchd's file
 //! names (`ovs-vswitchd.pid`, `ovs-vswitchd.PID.ctl`) in OVS's run directory.
+//!
+//! With `[metrics] listen` (or `other_config:metrics-listen` under `--ovsdb`) the switch also
+//! serves its counters to Prometheus (see `metrics`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -93,6 +96,9 @@ pub fn run(
     // OpenFlow: every bridge's BRIDGE.mgmt and BRIDGE.snoop, served on their own thread.
     let ofserver = OfServer::start(&rundir, of.clone(), dp.clone(), controllers.clone())
         .with_context(|| format!("OpenFlow listeners in {}", rundir.display()))?;
+    // A metrics address that cannot be listened on is logged; the switch runs without it.
+    let metrics = Arc::new(crate::metrics::Metrics::new(dp.clone(), of.clone()));
+    let _ = metrics.set_listen(cfg.metrics.listen_addr());
     let vswitchd = match source {
         Source::Ovsdb { target, dummy } => Some(crate::vswitchd::Vswitchd::start(
             crate::vswitchd::Options {
@@ -103,6 +109,7 @@ pub fn run(
             of.clone(),
             dp.clone(),
             controllers,
+            metrics.clone(),
         )),
         Source::File(_) => {
             crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
@@ -125,6 +132,8 @@ pub fn run(
     if let Some(v) = vswitchd {
         v.stop();
     }
+    let _ = metrics.set_listen(None);
+    drop(metrics);
     server.shutdown();
     ofserver.stop();
     let dp = Arc::try_unwrap(dp).map_err(|_| anyhow!("datapath still in use"))?;

@@ -432,3 +432,101 @@ fn ovs_vsctl_configures_flowpath_and_reads_back_what_ovs_vswitchd_writes() {
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!log_text.contains("panicked"), "{log_text}");
 }
+
+#[test]
+fn other_config_metrics_listen_moves_the_endpoint_while_running() {
+    if !have_ovs("ovsdb_run metrics-listen") {
+        return;
+    }
+    let (dir, _rm) = scratch_dir("fp-ovsdb-metrics");
+    let db = Ovsdb::create(&dir);
+    let rundir = dir.join("run");
+    let log = dir.join("flowpath.log");
+    let _fp = flowpath(&db, &rundir, &log);
+    db.vsctl_ok(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    let serves = |addr: &str| {
+        wait_until(Duration::from_secs(10), || {
+            common::http_get(addr, "/metrics", "").is_some_and(|(s, b)| {
+                s == 200 && b.contains("flowpath_openflow_rules{bridge=\"br0\"")
+            })
+        })
+    };
+    let gone = |addr: &str| {
+        wait_until(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(addr).is_err()
+        })
+    };
+    let a = format!("127.0.0.1:{}", common::free_port());
+    db.vsctl_ok(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        &format!("other_config:metrics-listen={a}"),
+    ]);
+    assert!(serves(&a), "not serving on {a}");
+    let b = format!("127.0.0.1:{}", common::free_port());
+    db.vsctl_ok(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        &format!("other_config:metrics-listen={b}"),
+    ]);
+    assert!(serves(&b), "not serving on {b}");
+    assert!(gone(&a), "still listening on {a}");
+    // A port in use: logged, the switch runs on and follows the next change.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let t = taken.local_addr().unwrap().to_string();
+    db.vsctl_ok(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        &format!("other_config:metrics-listen={t}"),
+    ]);
+    assert!(
+        wait_until(Duration::from_secs(10), || log_count(
+            &log,
+            &format!("cannot listen on {t}")
+        ) == 1),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(gone(&b), "still listening on {b}");
+    db.vsctl_ok(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:metrics-listen=nonsense",
+    ]);
+    assert!(
+        wait_until(Duration::from_secs(10), || log_count(
+            &log,
+            "other_config:metrics-listen: 'nonsense' is not an address"
+        ) == 1),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    db.vsctl_ok(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        &format!("other_config:metrics-listen={a}"),
+    ]);
+    assert!(serves(&a), "not serving on {a} again");
+    db.vsctl_ok(&[
+        "remove",
+        "Open_vSwitch",
+        ".",
+        "other_config",
+        "metrics-listen",
+    ]);
+    assert!(gone(&a), "still listening on {a} after removal");
+    assert!(ok(ctl(&rundir, &["dpif/show"])).contains("br0"));
+}

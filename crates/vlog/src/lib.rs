@@ -169,12 +169,13 @@ impl Module {
 }
 
 /// The modules, in `vlog/list`'s (alphabetical) order.
-pub static MODULES: [Module; 15] = [
+pub static MODULES: [Module; 16] = [
     Module::new("bridge"),
     Module::new("conntrack"),
     Module::new("daemon_unix"),
     Module::new("dpif"),
     Module::new("dpif_netdev"),
+    Module::new("metrics"),
     Module::new("netdev"),
     Module::new("netdev_afxdp"),
     Module::new("netdev_dummy"),

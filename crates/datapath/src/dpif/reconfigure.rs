@@ -163,6 +163,11 @@ impl Datapath {
         self.push_pmd_config();
     }
 
+    /// The `flow-limit` every PMD has now.
+    pub fn flow_limit(&self) -> usize {
+        self.pmd_config.flow_limit
+    }
+
     /// `max-idle`, in milliseconds: megaflows the slow path installed expire after this long
     /// without a packet (checked once a second; 0 keeps them). Every PMD has it when this
     /// returns.

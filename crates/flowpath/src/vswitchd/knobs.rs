@@ -1,27 +1,58 @@
 //! The datapath's knobs from Open_vSwitch `other_config` (`pmd-cpu-mask`,
 //! `emc-insert-inv-prob`, `pmd-rxq-assign`, `max-idle`, `flow-limit`, `vlan-limit`...) and the
 //! connection tracker's zone timeout policies (`Datapath.ct_zones` -> `CT_Zone` ->
-//! `CT_Timeout_Policy`), applied to the running datapath when they change. Knobs OVS has and
-//! flowpath does not use are logged once as ignored.
+//! `CT_Timeout_Policy`), applied to the running datapath when they change, and flowpath's own
+//! `metrics-listen` (the Prometheus endpoint's `IP:PORT`). Knobs OVS has and flowpath does not
+//! use are logged once as ignored.
 
 use std::collections::BTreeMap;
 
 use datapath::dpif::{Datapath, RxqAssign, default_pmd_cores, parse_cpu_mask};
 
 use super::log;
+use crate::metrics::Metrics;
 
 /// Knobs OVS reads that mean nothing to flowpath (its upcalls run in the PMD threads and its
 /// revalidator in the main thread).
 const IGNORED: &[&str] = &["n-handler-threads", "n-revalidator-threads"];
+
+/// The Prometheus endpoint's address (flowpath's own knob; `[metrics] listen` in a
+/// configuration file).
+pub(crate) const METRICS_LISTEN: &str = "metrics-listen";
 
 /// What was applied last, to apply only changes.
 #[derive(Debug, Default)]
 pub(crate) struct Knobs {
     other_config: BTreeMap<String, String>,
     ct_zones: BTreeMap<u16, BTreeMap<String, i64>>,
+    /// `metrics-listen` as last applied (`None` before the first time).
+    metrics_listen: Option<Option<String>>,
 }
 
 impl Knobs {
+    /// Moves the metrics endpoint where `other_config:metrics-listen` says (nowhere without
+    /// it) when that changed; a bad address or one that cannot be listened on is logged and
+    /// leaves the endpoint off.
+    pub fn apply_metrics(&mut self, metrics: &Metrics, other_config: &BTreeMap<String, String>) {
+        let v = other_config.get(METRICS_LISTEN).cloned();
+        if self.metrics_listen.as_ref() == Some(&v) {
+            return;
+        }
+        let addr = match v.as_deref().map(crate::metrics::parse_listen).transpose() {
+            Ok(a) => a,
+            Err(e) => {
+                log(
+                    vlog::Level::Warn,
+                    &format!("other_config:{METRICS_LISTEN}: {e}; the metrics endpoint is off"),
+                );
+                None
+            }
+        };
+        // Failures are logged by the endpoint.
+        let _ = metrics.set_listen(addr);
+        self.metrics_listen = Some(v);
+    }
+
     /// Applies the knobs of `other_config` that changed since the last call (a knob removed
     /// goes back to OVS's default); a bad value is logged and leaves the knob as it was.
     pub fn apply(&mut self, dp: &mut Datapath, other_config: &BTreeMap<String, String>) {

@@ -27,6 +27,7 @@ use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
 use ovsdb::{Idl, IdlOptions, IdlState, TxnError};
 
+use crate::metrics::Metrics;
 use crate::ofserver::ControllerSettings;
 
 use desired::Desired;
@@ -67,12 +68,13 @@ impl Vswitchd {
         of: Arc<Ofproto>,
         dp: Arc<Mutex<Datapath>>,
         controllers: ControllerSettings,
+        metrics: Arc<Metrics>,
     ) -> Vswitchd {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("vswitchd".into())
-            .spawn(move || run(opts, &of, &dp, &controllers, &stop2))
+            .spawn(move || run(opts, &of, &dp, &controllers, &metrics, &stop2))
             .ok();
         Vswitchd { stop, thread }
     }
@@ -188,6 +190,7 @@ fn run(
     of: &Arc<Ofproto>,
     dp: &Mutex<Datapath>,
     controllers: &ControllerSettings,
+    metrics: &Metrics,
     stop: &AtomicBool,
 ) {
     let idl = Idl::start(IdlOptions {
@@ -253,6 +256,8 @@ fn run(
                 let ct = dp.conntrack().clone();
                 knobs.apply_ct_zones(&ct, &d.ct_zones);
             }
+            // Not under the datapath's lock: a scrape being answered takes it.
+            knobs.apply_metrics(metrics, &d.other_config);
         }
         let ops = {
             let Ok(dpg) = dp.lock() else { break };

@@ -201,3 +201,30 @@ pub fn dp_flows(rundir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A TCP port on 127.0.0.1 free a moment ago, for a server under test to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET http://ADDR/PATH` with `headers` (`Name: value\r\n` lines): the status code and the
+/// body, or `None` when nothing answers.
+pub fn http_get(addr: &str, path: &str, headers: &str) -> Option<(u16, String)> {
+    use std::io::Write;
+    let mut c = std::net::TcpStream::connect(addr).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut resp = String::new();
+    c.read_to_string(&mut resp).ok()?;
+    let (head, body) = resp.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
