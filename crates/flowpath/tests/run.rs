@@ -187,7 +187,10 @@ fn control_socket_manages_flows_and_reports() {
     let o = ctl(&rundir, &["dpctl/dump-flows"]);
     let (text, err) = out_text(&o);
     assert!(o.status.success(), "{err}");
-    assert!(text.contains("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(frag=no), packets:"), "{text}");
+    assert!(
+        text.contains("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(frag=no), packets:"),
+        "{text}"
+    );
     assert!(text.contains("actions:2"), "{text}");
 
     // A second flow, visible in the verbose dump with names; then removed.

@@ -131,7 +131,9 @@ fn dump_flows_prints_ovs_format() {
     let lines: Vec<&str> = o.dump.lines().collect();
     assert_eq!(lines[0], "flow-dump from pmd on cpu core: -1");
     assert!(
-        lines[1].starts_with("recirc_id(0),in_port(1),eth_type(0x0800),ipv4(frag=no), packets:8, bytes:480, used:"),
+        lines[1].starts_with(
+            "recirc_id(0),in_port(1),eth_type(0x0800),ipv4(frag=no), packets:8, bytes:480, used:"
+        ),
         "{}",
         lines[1]
     );
