@@ -170,6 +170,27 @@ impl PmdStats {
     pub fn tnl_pop_dropped(&self) -> u64 {
         self.tnl_pop_drops.iter().sum()
     }
+
+    /// Every packet dropped, by reason, under the one set of names the metrics endpoint and
+    /// `flowpath top` show: the reasons of `pmd-drop-show`, the reassembly and segmentation
+    /// drops, then `tnl_pop`'s by reason.
+    pub fn drops(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        [
+            ("upcall_lost", self.lost_upcalls),
+            ("recirc_depth_exceeded", self.recirc_depth_drops),
+            ("no_output_action", self.action_drops),
+            ("meter_band", self.meter_drops),
+            ("conntrack_fragment", self.ct_frag_drops),
+            ("gso_failed", self.gso_drops),
+        ]
+        .into_iter()
+        .chain(
+            crate::tunnel::TnlPopDrop::ALL
+                .iter()
+                .zip(self.tnl_pop_drops)
+                .map(|(d, n)| (d.name(), n)),
+        )
+    }
 }
 
 impl core::ops::AddAssign for PmdStats {

@@ -15,7 +15,6 @@ use std::sync::Mutex;
 use datapath::dpif::{Datapath, PmdReport, PortReport};
 use datapath::pmd::Stage;
 use datapath::port::PortCounters;
-use datapath::tunnel::TnlPopDrop;
 use ofproto::ofproto::Ofproto;
 
 use super::exposition::{Exposition, Format, Kind};
@@ -205,19 +204,7 @@ fn pmds(e: &mut Exposition, pmds: &[PmdReport]) {
                 n,
             );
         }
-        let drops = [
-            ("upcall_lost", s.lost_upcalls),
-            ("recirc_depth_exceeded", s.recirc_depth_drops),
-            ("no_output_action", s.action_drops),
-            ("meter_band", s.meter_drops),
-            ("conntrack_fragment", s.ct_frag_drops),
-            ("gso_failed", s.gso_drops),
-        ];
-        let tnl = TnlPopDrop::ALL
-            .iter()
-            .zip(s.tnl_pop_drops)
-            .map(|(d, n)| (d.name(), n));
-        for (reason, n) in drops.into_iter().chain(tnl) {
+        for (reason, n) in s.drops() {
             e.sample(
                 "flowpath_pmd_dropped_packets_total",
                 Counter,

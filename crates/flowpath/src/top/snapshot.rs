@@ -8,7 +8,6 @@
 
 use datapath::dpif::Datapath;
 use datapath::pmd::{PmdStats, Stage};
-use datapath::tunnel::TnlPopDrop;
 use serde::{Deserialize, Serialize};
 
 /// Every counter `flowpath top` draws, read at one moment.
@@ -142,24 +141,9 @@ impl PmdSample {
     }
 }
 
-/// The datapath's drop reasons with their counts in `s`: the reasons of `pmd-drop-show`,
-/// then the segmentation and reassembly drops, then `tnl_pop`'s by reason.
+/// The datapath's drop reasons with their counts in `s` ([`PmdStats::drops`]).
 fn drops(s: &PmdStats) -> Vec<DropCount> {
-    let fixed = [
-        ("upcall_lost", s.lost_upcalls),
-        ("recirc_depth", s.recirc_depth_drops),
-        ("no_output", s.action_drops),
-        ("meter", s.meter_drops),
-        ("gso", s.gso_drops),
-        ("ct_frag", s.ct_frag_drops),
-    ];
-    let tnl = TnlPopDrop::ALL
-        .iter()
-        .zip(s.tnl_pop_drops)
-        .map(|(d, n)| (d.name(), n));
-    fixed
-        .into_iter()
-        .chain(tnl)
+    s.drops()
         .map(|(reason, packets)| DropCount {
             reason: reason.to_owned(),
             packets,
@@ -170,6 +154,7 @@ fn drops(s: &PmdStats) -> Vec<DropCount> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datapath::tunnel::TnlPopDrop;
 
     #[test]
     fn every_drop_reason_is_listed_once() {
