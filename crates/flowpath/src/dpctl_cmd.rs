@@ -48,9 +48,7 @@ fn register_ipf(reg: &Registry, dp: &Arc<Mutex<Datapath>>) {
         let (min, max) = c.args();
         let _ = reg.register(c.name(), c.usage(), min, max, move |a| {
             let req = ipf_format::parse(c, a, &DP_NAMES).map_err(|e| e.to_string())?;
-            let mut d = dp
-                .lock()
-                .map_err(|_| "datapath lock poisoned".to_string())?;
+            let mut d = crate::commands::lock_dp(&dp)?;
             match req.apply(d.frag_config()).map_err(|e| e.to_string())? {
                 Some(cfg) => {
                     d.set_frag_config(cfg);
@@ -80,9 +78,7 @@ fn register_dp(
 ) {
     let dp = dp.clone();
     let _ = reg.register(name, usage, args.0, args.1, move |a| {
-        let mut g = dp
-            .lock()
-            .map_err(|_| "datapath lock poisoned".to_string())?;
+        let mut g = crate::commands::lock_dp(&dp)?;
         f(&mut g, a)
     });
 }
@@ -114,9 +110,7 @@ pub fn register(
                 verbose(a)
             };
             let ids = bridge.map(|b| of.dp_port_ids(b)).transpose()?;
-            let dp = dp
-                .lock()
-                .map_err(|_| "datapath lock poisoned".to_string())?;
+            let dp = crate::commands::lock_dp(&dp)?;
             // The bridge's ports by datapath number: ids are names or numbers, and a tunnel
             // port's name is not its datapath port's (`t0` is on `vxlan_sys_4789`).
             let ports: Option<Vec<u32>> = ids.map(|ids| {

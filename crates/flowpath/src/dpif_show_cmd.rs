@@ -15,9 +15,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
     let (of, dp) = (of.clone(), dp.clone());
     let _ = reg.register("dpif/show", "", 0, 0, move |_| {
         let bridges = of.bridge_ports();
-        let dp = dp
-            .lock()
-            .map_err(|_| "datapath lock poisoned".to_string())?;
+        let dp = crate::commands::lock_dp(&dp)?;
         let (hit, missed) = dp.hit_missed();
         let mut out = format!("netdev@flowpath: hit:{hit} missed:{missed}\n");
         for (bridge, ports) in bridges {

@@ -35,9 +35,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
     let r = |name: &str, usage: &str, min: usize, max: usize, f: MeterCommand| {
         let (of, dp) = (of.clone(), dp.clone());
         let _ = reg.register(name, usage, min, max, move |a| {
-            let mut dp = dp
-                .lock()
-                .map_err(|_| "datapath lock poisoned".to_string())?;
+            let mut dp = crate::commands::lock_dp(&dp)?;
             f(&of, &mut dp, a)
         });
     };

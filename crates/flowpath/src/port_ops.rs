@@ -13,6 +13,8 @@ use ofproto::bridge::{OfPort, VlanMode};
 use ofproto::ofproto::Ofproto;
 use ofproto::tunnel::TunnelConfig;
 
+use crate::commands::lock_dp as locked;
+
 /// What carries a port's packets.
 pub(crate) enum PortBackend {
     /// A tunnel: its packets go through the datapath port its type and UDP port share
@@ -22,10 +24,6 @@ pub(crate) enum PortBackend {
     Patch(String),
     /// A device of its own, opened.
     Device(Box<dyn Port>),
-}
-
-fn locked(dp: &Mutex<Datapath>) -> Result<std::sync::MutexGuard<'_, Datapath>, String> {
-    dp.lock().map_err(|_| "datapath lock poisoned".to_owned())
 }
 
 /// Adds bridge `name` with its LOCAL port, whose datapath side is `local` (a device-less

@@ -22,9 +22,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>) {
             None => None,
             Some(p) => Some(port_number(p, &ports)?),
         };
-        let dp = dp
-            .lock()
-            .map_err(|_| "datapath lock poisoned".to_string())?;
+        let dp = crate::commands::lock_dp(&dp)?;
         let mut rows: Vec<(u32, PortCounters)> = ports
             .iter()
             .filter(|(no, _)| want.is_none_or(|w| w == *no))

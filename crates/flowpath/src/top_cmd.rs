@@ -15,9 +15,7 @@ pub fn register(reg: &Registry, dp: &Arc<Mutex<Datapath>>) {
     let started = Instant::now();
     let dp = dp.clone();
     let _ = reg.register("top/snapshot", "", 0, 0, move |_| {
-        let dp = dp
-            .lock()
-            .map_err(|_| "datapath lock poisoned".to_string())?;
+        let dp = crate::commands::lock_dp(&dp)?;
         let snap = Snapshot::read(&dp, || started.elapsed().as_secs_f64());
         serde_json::to_string(&snap).map_err(|e| e.to_string())
     });
