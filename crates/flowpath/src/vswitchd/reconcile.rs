@@ -428,3 +428,27 @@ fn bridge_control(b: &BridgeDesired) -> BridgeControl {
         max_backoff: b.controllers.iter().find_map(|c| ms(c.max_backoff)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_datapath_id_is_16_hex_digits_not_all_zero() {
+        assert_eq!(
+            super::parse_dpid("0000feedfacef00d"),
+            Some(0xfeed_face_f00d)
+        );
+        assert_eq!(
+            super::parse_dpid("0000FEEDFACEF00D"),
+            Some(0xfeed_face_f00d)
+        );
+        for bad in [
+            "",
+            "feedfacef00d",
+            "0x00feedfacef00d",
+            "000000000000000g",
+            "0000000000000000",
+        ] {
+            assert_eq!(super::parse_dpid(bad), None, "{bad}");
+        }
+    }
+}
