@@ -38,8 +38,10 @@ pub struct Ofproto {
     pub pipe: RwLock<Pipeline>,
     /// Bumped by every change that can alter a translation; the revalidator compares it.
     generation: AtomicU64,
-    /// Megaflow statistics already credited to rules, by ufid.
-    credited: Mutex<HashMap<u128, (u64, u64)>>,
+    /// Megaflow statistics already credited to rules, by megaflow instance: its ufid and the
+    /// TSC value its PMD installed it at. A flow removed and installed again has the same
+    /// ufid but counts from zero, so the ufid alone would measure it against the old count.
+    credited: Mutex<HashMap<(u128, u64), (u64, u64)>>,
     /// What upcalled packets owe the rules they went through (a packet that misses is counted
     /// by its translation, not by the megaflow it installs, as in OVS): applied by the next
     /// revalidation or statistics read, so that an upcall never waits for the tables' write

@@ -225,7 +225,10 @@ impl Ofproto {
         };
         known.clear();
         let flows = dp.flows();
-        // A megaflow exists once per PMD that installed it: sum their counters per ufid.
+        // A megaflow exists once per PMD that installed it: sum, per ufid, what each instance
+        // counted since the last round.
+        let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
+        let mut now_credited = HashMap::with_capacity(flows.len());
         let mut by_ufid: HashMap<u128, (&datapath::flow_table::Megaflow, u64, u64)> =
             HashMap::new();
         for f in &flows {
@@ -233,10 +236,15 @@ impl Ofproto {
             if !mf.expires {
                 continue; // installed by dpctl, not by translation
             }
+            let instance = (mf.ufid, mf.installed_tsc);
+            let (p0, b0) = credited.get(&instance).copied().unwrap_or((0, 0));
+            now_credited.insert(instance, (mf.stats.packets, mf.stats.bytes));
             let e = by_ufid.entry(mf.ufid).or_insert((mf, 0, 0));
-            e.1 += mf.stats.packets;
-            e.2 += mf.stats.bytes;
+            e.1 += mf.stats.packets.saturating_sub(p0);
+            e.2 += mf.stats.bytes.saturating_sub(b0);
         }
+        *credited = now_credited;
+        drop(credited);
         let mut stale = Vec::new();
         let mut credits = Vec::new();
         let mut lessons = Vec::new();
@@ -252,9 +260,7 @@ impl Ofproto {
         {
             let p = self.read();
             r.recirc_freed = p.recirc.sweep(&recirc_ids, Instant::now());
-            let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
-            let mut now_credited = HashMap::with_capacity(by_ufid.len());
-            for (ufid, (mf, pk, by)) in by_ufid {
+            for (mf, dpk, dby) in by_ufid.into_values() {
                 r.flows += 1;
                 // A flow still waiting for a tunnel neighbour goes every round too: the next
                 // packet's upcall asks again, so a lost request is repeated about once a
@@ -266,8 +272,6 @@ impl Ofproto {
                     let actions = mf.odp_actions.iter().cloned().collect();
                     known.push((mf.key.clone(), mf.m.clone(), actions));
                 }
-                let (p0, b0) = credited.get(&ufid).copied().unwrap_or((0, 0));
-                let (dpk, dby) = (pk.saturating_sub(p0), by.saturating_sub(b0));
                 if dpk > 0 {
                     credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
                     super::group::credit_groups(&p, &x.groups, dpk, dby);
@@ -277,9 +281,7 @@ impl Ofproto {
                         lessons.push(l);
                     }
                 }
-                now_credited.insert(ufid, (pk, by));
             }
-            *credited = now_credited;
         }
         {
             let now = Instant::now();
