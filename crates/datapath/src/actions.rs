@@ -103,6 +103,14 @@ pub enum DpAction {
     SetIpv6(SetIpv6),
     /// Masked write of TCP, UDP or SCTP ports, with checksum updates.
     SetL4(SetL4),
+    /// Masked write of the Ethernet/IPv4 ARP fields (`set(arp(...))`).
+    SetArp(Box<SetArp>),
+    /// Write of the ICMP or ICMPv6 type and code (`set(icmp(...))`, `set(icmpv6(...))`), with
+    /// the checksum updated.
+    SetIcmp(SetIcmp),
+    /// Masked write of an IPv6 neighbour solicitation's or advertisement's target and
+    /// link-layer address options (`set(nd(...))`), with the ICMPv6 checksum updated.
+    SetNd(Box<SetNd>),
     /// Send through the connection tracker (`ct(...)`): sets the packet's connection state,
     /// zone, mark, label and tuple, commits, applies NAT. The packet goes on with the next
     /// action (a `recirc` to match on the result).
@@ -250,6 +258,63 @@ pub struct SetL4 {
     pub dst: u16,
     /// Which destination port bits are written.
     pub dst_mask: u16,
+}
+
+/// `set(arp(sip=,tip=,op=,sha=,tha=))`: value (already masked) and mask per field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetArp {
+    /// Sender protocol address.
+    pub sip: [u8; 4],
+    /// Which sender protocol address bits are written.
+    pub sip_mask: [u8; 4],
+    /// Target protocol address.
+    pub tip: [u8; 4],
+    /// Which target protocol address bits are written.
+    pub tip_mask: [u8; 4],
+    /// Opcode (the key holds its low 8 bits: a whole-byte mask writes the 16-bit field).
+    pub op: u8,
+    /// Which opcode bits are written.
+    pub op_mask: u8,
+    /// Sender hardware address.
+    pub sha: [u8; 6],
+    /// Which sender hardware address bits are written.
+    pub sha_mask: [u8; 6],
+    /// Target hardware address.
+    pub tha: [u8; 6],
+    /// Which target hardware address bits are written.
+    pub tha_mask: [u8; 6],
+}
+
+/// `set(icmp(type=,code=))` or `set(icmpv6(...))`: value (already masked) and mask per field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetIcmp {
+    /// ICMPv6 rather than ICMP (which header the packet must carry).
+    pub v6: bool,
+    /// Message type.
+    pub icmp_type: u8,
+    /// Which type bits are written.
+    pub type_mask: u8,
+    /// Message code.
+    pub code: u8,
+    /// Which code bits are written.
+    pub code_mask: u8,
+}
+
+/// `set(nd(target=,sll=,tll=))`: value (already masked) and mask per field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetNd {
+    /// The solicitation's or advertisement's target address.
+    pub target: Ipv6Addr,
+    /// Which target bits are written.
+    pub target_mask: Ipv6Addr,
+    /// The source link-layer address option's address (written only where the option is).
+    pub sll: [u8; 6],
+    /// Which source link-layer address bits are written.
+    pub sll_mask: [u8; 6],
+    /// The target link-layer address option's address (written only where the option is).
+    pub tll: [u8; 6],
+    /// Which target link-layer address bits are written.
+    pub tll_mask: [u8; 6],
 }
 
 /// Why an action list cannot be compiled for this datapath.
@@ -730,6 +795,38 @@ fn compile_set(k: &DpKey) -> Result<DpAction, CompileError> {
             dst: key.tp_dst() & mask.tp_dst(),
             dst_mask: mask.tp_dst(),
         }),
+        Attr::Arp => DpAction::SetArp(Box::new(SetArp {
+            sip: masked_v4(key.nw_src(), mask.nw_src()).octets(),
+            sip_mask: mask.nw_src().octets(),
+            tip: masked_v4(key.nw_dst(), mask.nw_dst()).octets(),
+            tip_mask: mask.nw_dst().octets(),
+            op: key.nw_proto() & mask.nw_proto(),
+            op_mask: mask.nw_proto(),
+            sha: masked6(key.arp_sha().0, mask.arp_sha().0),
+            sha_mask: mask.arp_sha().0,
+            tha: masked6(key.arp_tha().0, mask.arp_tha().0),
+            tha_mask: mask.arp_tha().0,
+        })),
+        attr @ (Attr::Icmp | Attr::Icmpv6) => {
+            // The key keeps type and code in the low bytes of the two port fields.
+            let (t, tm) = (key.tp_src() as u8, mask.tp_src() as u8);
+            let (c, cm) = (key.tp_dst() as u8, mask.tp_dst() as u8);
+            DpAction::SetIcmp(SetIcmp {
+                v6: attr == Attr::Icmpv6,
+                icmp_type: t & tm,
+                type_mask: tm,
+                code: c & cm,
+                code_mask: cm,
+            })
+        }
+        Attr::Nd => DpAction::SetNd(Box::new(SetNd {
+            target: masked_v6(key.nd_target(), mask.nd_target()),
+            target_mask: mask.nd_target(),
+            sll: masked6(key.arp_sha().0, mask.arp_sha().0),
+            sll_mask: mask.arp_sha().0,
+            tll: masked6(key.arp_tha().0, mask.arp_tha().0),
+            tll_mask: mask.arp_tha().0,
+        })),
         Attr::Mpls => {
             if k.attrs.mpls_lses > 1 {
                 return Err(CompileError::Invalid {
@@ -1155,7 +1252,7 @@ mod tests {
                 Attr::Tunnel,
             ),
             ("set(skb_mark(0x1))", Attr::SkbMark),
-            ("set(arp(sip=1.1.1.1))", Attr::Arp),
+            ("set(ct_mark(0x1))", Attr::CtMark),
         ] {
             let e = compiled(text).unwrap_err();
             assert_eq!(e, CompileError::UnsupportedSet(attr), "{text}");

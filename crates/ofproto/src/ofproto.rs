@@ -1323,6 +1323,17 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
             if k.nw_proto() == 6 {
                 d.set_tcp_flags(0x0fff);
             }
+            // A neighbour solicitation or advertisement shows its target and link-layer
+            // addresses (OVS's flow_format() through is_nd()).
+            if k.eth_type() == 0x86dd
+                && k.nw_proto() == 58
+                && k.tp_dst() == 0
+                && matches!(k.tp_src(), 135 | 136)
+            {
+                d.set_nd_target(std::net::Ipv6Addr::from(u128::MAX))
+                    .set_arp_sha(flow::EthAddr::BROADCAST)
+                    .set_arp_tha(flow::EthAddr::BROADCAST);
+            }
         }
         0x0806 | 0x8035 => {
             d.set_nw_src(std::net::Ipv4Addr::BROADCAST)

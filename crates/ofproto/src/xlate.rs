@@ -516,6 +516,12 @@ pub fn translate_in(
     let mut mask = ctx.wc.dp.clone();
     // The datapath key has datapath port numbers and no registers: in_port stays exact.
     mask.set_in_port(u32::MAX);
+    // ICMP's type and code are one byte each in the datapath's key: only the low bytes of the
+    // port fields that hold them can be matched (OVS's xlate_wc_finish()).
+    if matches!((key.eth_type(), key.nw_proto()), (0x0800, 1) | (0x86dd, 58)) {
+        let (s, d) = (mask.tp_src(), mask.tp_dst());
+        mask.set_tp_src(s & 0xff).set_tp_dst(d & 0xff);
+    }
     mask.normalize();
     res.mask = mask;
     let mut final_flow = ctx.flow.clone();
@@ -883,7 +889,8 @@ impl Ctx<'_> {
                     let v = src.read(&self.flow);
                     dst.write(&mut self.flow, v);
                     if self.trace.is_some() {
-                        self.note(format_args!("{dst} is now {v}"));
+                        let text = stack::report_subfield(dst, &self.flow);
+                        self.note(text);
                     }
                 }
                 OfAction::DecTtl(_) => {
@@ -1033,6 +1040,14 @@ impl Ctx<'_> {
         // show it after set_field, load and mod_nw_*; a move into the same field does not).
         if matches!(f.prereq, Prereq::Ipv4 | Prereq::Ipv6 | Prereq::IpAny) {
             self.wc.dp.set_nw_proto(0xff);
+        }
+        // An ND field's prerequisite reads the ICMPv6 type and code (OVS's is_nd()).
+        if matches!(f.prereq, Prereq::Nd | Prereq::NdSolicit | Prereq::NdAdvert) {
+            self.wc
+                .dp
+                .set_nw_proto(0xff)
+                .set_tp_src(0xffff)
+                .set_tp_dst(0xffff);
         }
         let m = mask & f.value_mask();
         let mut fm = PipeKey::new();

@@ -59,7 +59,18 @@ const CONFORMANT: &[&str] = &[
     "vlan_mpls_actions/07",
     "vlan_mpls_actions/08",
     "vlan_mpls_actions/09",
+    "responders/01",
+    "responders/02",
+    "responders/03",
+    "responders/04",
+    "responders/05",
 ];
+
+/// What OVS adds to a trace whose datapath actions its datapath leaves to the slow path: the
+/// ARP, ICMP and ND rewrites of the `responders` pipeline. flowpath's datapath executes them
+/// itself (docs/interop.md), so its trace has no such lines; the rest must be OVS's.
+const OVS_SLOW_PATH: &str = "This flow is handled by the userspace slow path because it:\n  \
+    - Uses action(s) not supported by datapath.\n";
 
 fn setup(dir: &Path) -> Ofproto {
     let of = Ofproto::default();
@@ -142,7 +153,10 @@ fn traces_match_open_vswitch() {
             let mut a: Vec<String> = args.split_whitespace().map(str::to_owned).collect();
             let generate = a.iter().any(|x| x == "-generate");
             a.retain(|x| x != "-generate");
-            let want = std::fs::read_to_string(cmd.with_extension("out")).unwrap();
+            let mut want = std::fs::read_to_string(cmd.with_extension("out")).unwrap();
+            if pipeline == "responders" {
+                want = want.replace(OVS_SLOW_PATH, "");
+            }
             let got = of
                 .trace(&a[0], &a[1..], generate)
                 .unwrap_or_else(|e| format!("error: {e}\n"));

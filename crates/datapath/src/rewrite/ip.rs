@@ -193,7 +193,7 @@ pub fn set_ipv6(pkt: &mut Packet, s: &SetIpv6) -> Result<(), RewriteError> {
 
 /// The transport protocol at `meta.l4`, from the IP header in front of it. `None` for a
 /// non-IP packet, an IPv4 later fragment, or extension headers that do not lead to `l4`.
-fn l4_proto(d: &[u8], l3: u16, l4: usize) -> Option<IpProtocol> {
+pub(super) fn l4_proto(d: &[u8], l3: u16, l4: usize) -> Option<IpProtocol> {
     let l3 = at(l3, d.len(), IPV4_HLEN)?;
     match d[l3] >> 4 {
         4 => {

@@ -33,6 +33,7 @@
 //! L4 hash) and `tnl_push.rs` (tunnel encapsulation from a header template). [`apply`] runs
 //! one action on one packet, [`apply_batch`] on a group.
 
+mod arp_nd;
 mod hash;
 mod ip;
 mod l2;
@@ -41,6 +42,7 @@ mod tnl_push;
 use crate::actions::DpAction;
 use crate::packet::{NO_OFS, Packet};
 
+pub use arp_nd::{set_arp, set_icmp, set_nd};
 pub use hash::dp_hash_l4;
 pub(crate) use ip::{ECN_CE, ECN_MASK, ip_ecn, set_ip_ecn};
 pub use ip::{set_ipv4, set_ipv6, set_l4};
@@ -79,6 +81,9 @@ pub enum RewriteError {
     /// The transport header is not the protocol the action writes.
     #[error("transport protocol differs from the set action's")]
     L4Mismatch,
+    /// No Ethernet/IPv4 ARP header at `meta.l3`.
+    #[error("no ARP header")]
+    NoArp,
     /// An action on the Ethernet header (set, VLAN and MPLS push and pop, `pop_eth`) on an
     /// L3 packet (packet_type `(1, ethertype)`).
     #[error("not an Ethernet frame")]
@@ -100,6 +105,7 @@ impl RewriteError {
         RewriteError::NoIpv6,
         RewriteError::NoL4,
         RewriteError::L4Mismatch,
+        RewriteError::NoArp,
         RewriteError::NotEthernet,
         RewriteError::NotL3,
         RewriteError::NotRewrite,
@@ -114,6 +120,7 @@ impl RewriteError {
             RewriteError::NoIpv6 => "no_ipv6",
             RewriteError::NoL4 => "no_l4",
             RewriteError::L4Mismatch => "l4_mismatch",
+            RewriteError::NoArp => "no_arp",
             RewriteError::NotEthernet => "not_ethernet",
             RewriteError::NotL3 => "not_l3",
             RewriteError::NotRewrite => "not_rewrite",
@@ -133,6 +140,7 @@ const IPV6_HLEN: usize = 40;
 const TCP_HLEN: usize = 20;
 const UDP_HLEN: usize = 8;
 const SCTP_HLEN: usize = 12;
+/// The ICMP and ICMPv6 header's fixed part: type, code, checksum.
 const ICMPV6_HLEN: usize = 4;
 /// MPLS bottom-of-stack bit in an LSE.
 const MPLS_BOS: u32 = 0x100;
@@ -230,6 +238,9 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         DpAction::SetIpv4(s) => set_ipv4(pkt, s),
         DpAction::SetIpv6(s) => set_ipv6(pkt, s),
         DpAction::SetL4(s) => set_l4(pkt, s),
+        DpAction::SetArp(s) => set_arp(pkt, s),
+        DpAction::SetIcmp(s) => set_icmp(pkt, s),
+        DpAction::SetNd(s) => set_nd(pkt, s),
         DpAction::Hash { sym, basis } => {
             pkt.meta.dp_hash = dp_hash_l4(pkt, *sym, *basis);
             Ok(())

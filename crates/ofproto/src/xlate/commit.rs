@@ -114,6 +114,24 @@ impl Ctx<'_> {
         // (`Ctx::set_field`).
         if f.nw_proto() != 0 {
             acts.extend(diff_set(b, f, l3_attr, l3_fields));
+            // A neighbour discovery message's target and link-layer addresses (OVS's
+            // commit_set_nd_action()), and an ARP packet's fields, the opcode in nw_proto
+            // (commit_set_arp_action()).
+            if f.eth_type() == 0x86dd && b.nw_proto() == 58 {
+                acts.extend(diff_set(
+                    b,
+                    f,
+                    Attr::Nd,
+                    &["nd_target", "arp_sha", "arp_tha"],
+                ));
+            } else if f.eth_type() == 0x0806 {
+                acts.extend(diff_set(
+                    b,
+                    f,
+                    Attr::Arp,
+                    &["nw_src", "nw_dst", "nw_proto", "arp_sha", "arp_tha"],
+                ));
+            }
         }
         // Transport ports.
         let l4_attr = match (f.eth_type(), f.nw_proto()) {
@@ -123,6 +141,11 @@ impl Ctx<'_> {
             _ => None,
         };
         acts.extend(l4_attr.and_then(|attr| diff_set(b, f, attr, &["tp_src", "tp_dst"])));
+        if let Some(a) = icmp_set(b, f) {
+            // The whole attribute is committed, so both its fields are matched.
+            self.wc.dp.set_tp_src(0xffff).set_tp_dst(0xffff);
+            acts.push(a);
+        }
         // Packet mark.
         acts.extend(diff_set(b, f, Attr::SkbMark, &["pkt_mark"]));
         self.out.extend(acts);
@@ -166,6 +189,26 @@ pub(super) fn diff_set(
         m.set_bytes_at(d.offset, &ones[..d.len]);
     }
     (!m.is_zero()).then(|| set_action(attr, k, m))
+}
+
+/// The `set(icmp(type,code))` or `set(icmpv6(...))` that gives the packet the flow's ICMP type
+/// and code (kept in the port fields), both written whenever either differs (OVS's
+/// commit_set_icmp_action() commits the attribute whole).
+fn icmp_set(base: &FlowKey, flow: &FlowKey) -> Option<Action> {
+    let attr = match (flow.eth_type(), flow.nw_proto()) {
+        (0x0800, 1) => Attr::Icmp,
+        (0x86dd, 58) => Attr::Icmpv6,
+        _ => return None,
+    };
+    let (t, c) = (flow.tp_src(), flow.tp_dst());
+    if (base.tp_src(), base.tp_dst()) == (t, c) {
+        return None;
+    }
+    let mut k = FlowKey::new();
+    let mut m = Mask::new();
+    k.set_tp_src(t).set_tp_dst(c);
+    m.set_tp_src(0xff).set_tp_dst(0xff);
+    Some(set_action(attr, k, m))
 }
 
 pub(super) fn set_action(attr: Attr, key: FlowKey, mask: Mask) -> Action {

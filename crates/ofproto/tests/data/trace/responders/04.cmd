@@ -1,0 +1,1 @@
+br0 in_port=1,dl_src=00:00:00:00:00:11,dl_dst=33:33:ff:00:00:12,icmp6,ipv6_src=fe80::11,ipv6_dst=ff02::1:ff00:12,nw_tos=0,nw_ecn=0,nw_ttl=255,icmpv6_type=135,icmpv6_code=0,nd_target=fe80::12,nd_sll=00:00:00:00:00:11
