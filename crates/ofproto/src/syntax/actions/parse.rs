@@ -337,7 +337,9 @@ impl ActionCtx<'_> {
             }
             "mod_nw_ttl" | "set_nw_ttl" => {
                 let ttl: u8 = num(key, arg, 0xff)?;
-                return self.load_action(FieldId::IP_TTL, ttl.into(), 0xff, outer, out);
+                self.load_action(FieldId::IP_TTL, ttl.into(), 0xff, outer, out)?;
+                out.pop();
+                OfAction::SetNwTtl(ttl)
             }
             "mod_tp_src" => OfAction::SetL4SrcPort(num(key, arg, 0xffff)?),
             "mod_tp_dst" => OfAction::SetL4DstPort(num(key, arg, 0xffff)?),
