@@ -38,11 +38,13 @@ pub(crate) fn capabilities() -> BTreeMap<String, String> {
         // Zone timeout policies (CT_Timeout_Policy).
         ("ct_timeout", "true"),
         ("explicit_drop_action", "true"),
-        // Not implemented: bonds' lb_output, add_mpls, the zero-SNAT fallback, and the
-        // tuple-filtered NXT_CT_FLUSH (NXT_CT_FLUSH_ZONE is served).
+        // `ct(commit,nat(src))` with no address keeps the connection's address and port,
+        // moving the port only when the tuple is taken (all-zero SNAT, as OVS's).
+        ("ct_zero_snat", "true"),
+        // Not implemented: bonds' lb_output, add_mpls, and the tuple-filtered NXT_CT_FLUSH
+        // (NXT_CT_FLUSH_ZONE is served).
         ("lb_output_action", "false"),
         ("add_mpls", "false"),
-        ("ct_zero_snat", "false"),
         ("ct_flush", "false"),
     ];
     CAPS.iter()
