@@ -2758,3 +2758,38 @@ fn expiry_queue_counts_each_connection_once() {
     assert_eq!(t.ct.n_conns(), 0);
     assert_eq!(t.ct.stats().expired, 180);
 }
+
+/// `ct(commit,nat(src))` with no address (OVS's all-zero SNAT, `ct_zero_snat`): the
+/// connection keeps its address and port, and is moved to another port only when its reply
+/// tuple is already a connection's, as after a load balancer's DNAT to the same backend.
+#[test]
+fn zero_snat_moves_the_port_only_on_a_collision() {
+    let mut t = Ct::new();
+    let zero = NatSpec {
+        kind: Some(NatKind::Src),
+        ..NatSpec::default()
+    };
+    // Nothing collides: address and port kept, the connection is +snat.
+    let f = build(a(), b(), &udp(5000, 80, b"q"));
+    let (md, rw) = t.run(&f, &with_nat(commit(5), zero), 0);
+    assert_state!(md.state, TRK | NEW | SNAT);
+    assert!(
+        rw.is_none_or(|r| r.src.is_none_or(|s| s == (a().key(), 5000))),
+        "{rw:?}"
+    );
+    // A DNAT to 10.9.9.9:80 from 10.1.1.1:6000 takes the reply tuple 10.9.9.9:80 -> :6000.
+    let vip = build(ip("10.1.1.1"), ip("172.16.0.100"), &udp(6000, 80, b"q"));
+    let (_, rw) = t.run(
+        &vip,
+        &with_nat(commit(5), dnat("10.9.9.9", "10.9.9.9", 80, 80)),
+        1,
+    );
+    assert_eq!(rw.unwrap().dst, Some((ip("10.9.9.9").key(), 80)));
+    // The same client straight to the backend would have that reply tuple too: it moves.
+    let direct = build(ip("10.1.1.1"), ip("10.9.9.9"), &udp(6000, 80, b"q"));
+    let (md, rw) = t.run(&direct, &with_nat(commit(5), zero), 2);
+    assert_state!(md.state, TRK | NEW | SNAT);
+    let (addr, port) = rw.unwrap().src.unwrap();
+    assert_eq!(addr, ip("10.1.1.1").key());
+    assert_ne!(port, 6000);
+}

@@ -101,6 +101,10 @@ struct Conn {
     locked: Mutex<Locked>,
     /// The expiry queue the connection is in ([`Conntrack`]'s `queues`).
     queue: u8,
+    /// The [`crate::state`] NAT bits the commit asked for (`SNAT` or `DNAT`), which the
+    /// connection's packets carry even when the translation changed nothing (OVS's
+    /// `conn->nat_action`: an all-zero SNAT that kept the tuple is still `+snat`).
+    nat_action: u8,
     /// The deadline of the connection's current entry in its expiry queue: an entry with
     /// another deadline is stale (the connection was queued again since). Last: only expiry
     /// reads it, and a packet whose expiry moved earlier.

@@ -62,7 +62,7 @@ impl Conn {
     /// The [`crate::state`] bits of the connection's translation (`SNAT`, `DNAT`), read from
     /// how its reply tuple differs from the original reversed.
     pub(super) fn nat_flags(&self) -> u8 {
-        let mut f = 0;
+        let mut f = self.nat_action;
         if self.kind == Kind::Icmp {
             // The identifier is in both "ports": a moved one is the source's NAT.
             let dnat = self.reply.src != self.orig.dst;

@@ -660,6 +660,11 @@ impl Conntrack {
                 }
             }
             let (kind, tcp, class) = start().expect("checked above");
+            let nat_action = match nat.and_then(|n| n.kind) {
+                Some(crate::NatKind::Src) => crate::state::SNAT,
+                Some(crate::NatKind::Dst) => crate::state::DNAT,
+                None => 0,
+            };
             let ms = policy.ms(class);
             let id = self.next_id.fetch_add(1, Relaxed);
             let (mark, label) = exp.map_or((0, 0), |e| (e.mark, e.label));
@@ -680,6 +685,7 @@ impl Conntrack {
                 c.related = exp.is_some();
                 *c.expires.get_mut() = now + ms;
                 c.queue = cache.queue as u8;
+                c.nat_action = nat_action;
                 *c.queued.get_mut() = now + ms;
                 *c.dead.get_mut() = false;
                 *c.reply_seen.get_mut() = false;
@@ -707,6 +713,7 @@ impl Conntrack {
                     related: exp.is_some(),
                     expires: AtomicU64::new(now + ms),
                     queue: cache.queue as u8,
+                    nat_action,
                     queued: AtomicU64::new(now + ms),
                     dead: AtomicBool::new(false),
                     reply_seen: AtomicBool::new(false),
