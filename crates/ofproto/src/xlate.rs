@@ -700,17 +700,15 @@ impl Ctx<'_> {
                     format_match(&mut s, m, prio, &crate::syntax::NoPortNames);
                     // OVS prints the match without its priority, then ", priority N".
                     let s = strip_priority(&s);
-                    let line = if s.is_empty() {
+                    let mut line = if s.is_empty() {
                         format!("{table:>2}. priority {prio}")
                     } else {
                         format!("{table:>2}. {s}, priority {prio}")
                     };
-                    let node = self.trace_add(NodeKind::Table, line);
                     if rule.cookie != 0 {
-                        let cookie = format!("cookie={:#x}", rule.cookie);
-                        self.under(node, |c| c.trace_add(NodeKind::Action, cookie));
+                        let _ = write!(line, ", cookie {:#x}", rule.cookie);
                     }
-                    node
+                    self.trace_add(NodeKind::Table, line)
                 } else {
                     None
                 };
