@@ -11,7 +11,7 @@
 //!   Frames are copied into mbufs allocated in bulk; what the device does not take after
 //!   retries is freed and counted as dropped.
 //! * counters: flowpath's own per queue, plus the device's missed, no-mbuf and error counts;
-//!   [`DpdkPort::xstats`] reads the driver's extended statistics.
+//!   [`Port::xstats`] reads the driver's extended statistics.
 
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
@@ -311,7 +311,7 @@ impl DpdkPort {
     }
 
     /// The driver's extended statistics (`rx_good_packets`, `rx_q0_packets`...), in its order.
-    pub fn xstats(&self) -> Vec<(String, u64)> {
+    fn read_xstats(&self) -> Vec<(String, u64)> {
         // SAFETY: with null names the shim only counts.
         let n = unsafe {
             dpdk_sys::fp_xstats(self.dev.id, std::ptr::null_mut(), std::ptr::null_mut(), 0)
@@ -617,6 +617,10 @@ impl Port for DpdkPort {
 
     fn queue_counters(&self) -> Vec<(String, PortCounters)> {
         queue_rows(&self.rx_stats, &self.tx_stats)
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        self.read_xstats()
     }
 
     fn link_up(&self) -> bool {
