@@ -1,26 +1,34 @@
 //! `flowpath run` with `type = "dpdk"` ports on DPDK's virtual devices (cargo feature
 //! `dpdk`): a capture through `net_pcap` in and out byte for byte, statistics and xstats on
-//! the control socket, and ports added and removed while the switch runs, a bad
-//! `dpdk-devargs` failing only its port. DPDK runs on ordinary memory (`--no-huge`): the
-//! host's hugepages are left alone. Without root the test prints SKIP and returns.
+//! the control socket, ports added and removed while the switch runs, a bad `dpdk-devargs`
+//! failing only its port; and the same through `ovs-vsctl` and OVSDB, with OVS's Interface
+//! `error`. DPDK runs on ordinary memory (`--no-huge`): the host's hugepages are left alone.
+//! Without root (or OVS's tools, for the OVSDB test) a test prints SKIP and returns.
 #![cfg(feature = "dpdk")]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::ovsdb::{Sandbox, Switch, missing, words};
+use common::{Reap, ctl, scratch_dir};
+
+/// The EAL arguments of the tests: ordinary memory, no PCI scan, EAL's warnings only.
+const EAL_EXTRA: &str = "--no-huge --no-pci --log-level=lib.eal:warning";
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_flowpath")
 }
 
-fn ctl(rundir: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("ctl")
-        .arg("--rundir")
-        .arg(rundir)
-        .args(args)
-        .output()
-        .unwrap()
+fn is_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("SKIP {test}: DPDK's EAL needs root");
+    }
+    root
 }
 
 fn text(o: &Output) -> String {
@@ -31,36 +39,26 @@ fn text(o: &Output) -> String {
     )
 }
 
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn dpdk_ports_forward_a_capture_and_come_and_go_at_run_time() {
     let test = "dpdk_ports_forward_a_capture_and_come_and_go_at_run_time";
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP {test}: DPDK's EAL needs root");
+    if !is_root(test) {
         return;
     }
-    let d = Dir(std::env::temp_dir().join(format!("flowpath-dpdk-{}", std::process::id())));
-    std::fs::create_dir_all(&d.0).unwrap();
+    let (dir, _rm) = scratch_dir("flowpath-dpdk-run");
     let fixture =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
     let input = netdev::pcap::read_file(&fixture).unwrap();
-    let (inp, out) = (d.0.join("in.pcap"), d.0.join("out.pcap"));
+    let (inp, out) = (dir.join("in.pcap"), dir.join("out.pcap"));
     std::fs::copy(&fixture, &inp).unwrap();
-    let cfg = d.0.join("sw.toml");
+    let cfg = dir.join("sw.toml");
     std::fs::write(
         &cfg,
         format!(
             r#"
 [datapath]
 dpdk-init = true
-dpdk-extra = "--no-huge --no-pci --log-level=lib.eal:warning"
+dpdk-extra = "{EAL_EXTRA}"
 dpdk-socket-mem = "512"
 
 [[bridge]]
@@ -84,7 +82,7 @@ options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
         ),
     )
     .unwrap();
-    let rundir = d.0.join("run");
+    let rundir = dir.join("run");
     let mut child = Command::new(bin())
         .args(["run", "--config", cfg.to_str().unwrap(), "--rundir"])
         .arg(&rundir)
@@ -190,9 +188,8 @@ options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
 
 #[test]
 fn check_config_knows_dpdk_options() {
-    let d = Dir(std::env::temp_dir().join(format!("flowpath-dpdk-cc-{}", std::process::id())));
-    std::fs::create_dir_all(&d.0).unwrap();
-    let cfg = d.0.join("sw.toml");
+    let (dir, _rm) = scratch_dir("flowpath-dpdk-check");
+    let cfg = dir.join("sw.toml");
     std::fs::write(
         &cfg,
         "[[bridge]]\nname = \"br0\"\n\n[[bridge.port]]\nname = \"p0\"\ntype = \"dpdk\"\n\
@@ -209,4 +206,100 @@ fn check_config_knows_dpdk_options() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn ovs_vsctl_adds_dpdk_interfaces_and_a_bad_one_gets_ovs_error() {
+    let test = "ovs_vsctl_adds_dpdk_interfaces_and_a_bad_one_gets_ovs_error";
+    if let Some(why) = missing(Switch::Flowpath) {
+        eprintln!("SKIP {test}: {why}");
+        return;
+    }
+    if !is_root(test) {
+        return;
+    }
+    let sb = Sandbox::new("flowpath-dpdk-ovsdb", Switch::Flowpath);
+    let d = sb.dir.display().to_string();
+    // Not the sandbox's switch: that one makes every interface a dummy port.
+    let _switch = Reap(
+        Command::new(bin())
+            .args(["run", "--ovsdb", &sb.db, "--rundir", &d])
+            .arg(format!("--unixctl={d}/ovs-vswitchd.ctl"))
+            .envs(["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"].map(|v| (v, &d)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(sb.dir.join("flowpath.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let extra = format!("other_config:dpdk-extra=\"{EAL_EXTRA}\"");
+    let vsctl = |args: &[&str]| {
+        let (rc, out, err) = sb.vsctl(&words(args), 20);
+        assert_eq!(rc, 0, "ovs-vsctl {args:?}: {err}");
+        out.trim().to_owned()
+    };
+    vsctl(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:dpdk-init=true",
+        &extra,
+        "other_config:dpdk-socket-mem=512",
+    ]);
+    // The bridge's own interface is a TAP: a name of this test's own.
+    let br = format!("fpdk{}", std::process::id() % 100_000);
+    vsctl(&[
+        "add-br",
+        &br,
+        "--",
+        "set",
+        "bridge",
+        &br,
+        "datapath_type=netdev",
+        "--",
+        "add-port",
+        &br,
+        "dpdk0",
+        "--",
+        "set",
+        "Interface",
+        "dpdk0",
+        "type=dpdk",
+        "options:dpdk-devargs=net_null_ov0,no-rx=1",
+        "options:n_rxq=2",
+        "--",
+        "add-port",
+        &br,
+        "dpdk1",
+        "--",
+        "set",
+        "Interface",
+        "dpdk1",
+        "type=dpdk",
+        "options:dpdk-devargs=net_bogus_ov1",
+    ]);
+    assert_eq!(vsctl(&["get", "Interface", "dpdk0", "error"]), "[]");
+    assert_eq!(vsctl(&["get", "Interface", "dpdk0", "ofport"]), "1");
+    assert_eq!(
+        vsctl(&["get", "Interface", "dpdk1", "error"]),
+        "\"Error attaching device 'net_bogus_ov1' to DPDK\""
+    );
+    assert_eq!(
+        vsctl(&["get", "Open_vSwitch", ".", "dpdk_initialized"]),
+        "true"
+    );
+    assert!(
+        vsctl(&["get", "Open_vSwitch", ".", "dpdk_version"]).starts_with("\"DPDK "),
+        "{}",
+        vsctl(&["get", "Open_vSwitch", ".", "dpdk_version"])
+    );
+    assert!(vsctl(&["get", "Open_vSwitch", ".", "iface_types"]).contains("dpdk,"));
+    let show = String::from_utf8_lossy(&ctl(&sb.dir, &["dpctl/show"]).stdout).into_owned();
+    assert!(
+        show.contains("dpdk0 (dpdk: dpdk-devargs=net_null_ov0,no-rx=1, n_rxq=2"),
+        "{show}"
+    );
+    vsctl(&["del-port", &br, "dpdk0"]);
+    let show = String::from_utf8_lossy(&ctl(&sb.dir, &["dpctl/show"]).stdout).into_owned();
+    assert!(!show.contains("dpdk0"), "{show}");
 }
