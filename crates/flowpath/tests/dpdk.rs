@@ -126,28 +126,14 @@ options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
     );
 
     // A port added and removed while the switch runs; a bad one fails alone.
-    let o = ctl(
-        &rundir,
-        &[
-            "add-port",
-            "br0",
-            "p2",
-            "type=dpdk",
-            "options:dpdk-devargs=net_null_fr2,no-rx=1",
-        ],
-    );
+    let add_port = |name: &str, devargs: &str| {
+        let devargs = format!("options:dpdk-devargs={devargs}");
+        ctl(&rundir, &["add-port", "br0", name, "type=dpdk", &devargs])
+    };
+    let o = add_port("p2", "net_null_fr2,no-rx=1");
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&ctl(&rundir, &["dpctl/show"])).contains("p2 (dpdk: dpdk-devargs=net_null_fr2"));
-    let o = ctl(
-        &rundir,
-        &[
-            "add-port",
-            "br0",
-            "p3",
-            "type=dpdk",
-            "options:dpdk-devargs=net_bogus9",
-        ],
-    );
+    let o = add_port("p3", "net_bogus9");
     assert!(!o.status.success());
     assert!(
         text(&o).contains("Error attaching device 'net_bogus9' to DPDK"),
@@ -156,16 +142,7 @@ options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
     );
     assert!(ctl(&rundir, &["del-port", "p2"]).status.success());
     // Its device went with it: the same devargs attaches again.
-    let o = ctl(
-        &rundir,
-        &[
-            "add-port",
-            "br0",
-            "p2",
-            "type=dpdk",
-            "options:dpdk-devargs=net_null_fr2,no-rx=1",
-        ],
-    );
+    let o = add_port("p2", "net_null_fr2,no-rx=1");
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&ctl(&rundir, &["port/stats", "p0"])).contains(&format!("rx packets:{n} ")));
 

@@ -26,29 +26,11 @@ use crate::port_ops::PortBackend;
 
 use super::desired::IfaceDesired;
 
-/// The types flowpath opens, as `Open_vSwitch.iface_types` lists them.
-#[cfg(not(feature = "dpdk"))]
+/// The types flowpath opens, as `Open_vSwitch.iface_types` lists them (`dpdk` when built
+/// with DPDK).
 pub(crate) const IFACE_TYPES: &[&str] = &[
     "afxdp",
-    "dpdkvhostuser",
-    "dpdkvhostuserclient",
-    "dummy",
-    "geneve",
-    "gre",
-    "internal",
-    "patch",
-    "pcap",
-    "replay",
-    "sink",
-    "system",
-    "tap",
-    "vxlan",
-];
-
-/// The types flowpath opens, as `Open_vSwitch.iface_types` lists them: with DPDK, `dpdk` too.
-#[cfg(feature = "dpdk")]
-pub(crate) const IFACE_TYPES: &[&str] = &[
-    "afxdp",
+    #[cfg(feature = "dpdk")]
     "dpdk",
     "dpdkvhostuser",
     "dpdkvhostuserclient",

@@ -6,8 +6,9 @@
 //! does, so nothing is left in `/var/run/dpdk` to clash with another DPDK process. Without,
 //! it runs on ordinary memory (`--no-huge --no-shconf`, fixed at `dpdk-socket-mem` or 512 MB)
 //! and says so: fine for virtual devices and tests, about twice the I/O cost per packet.
-//! `rte_eal_init` pins its calling thread to the main lcore; the thread's affinity is put
-//! back afterwards so that the control thread does not end up on a PMD's core.
+//! `rte_eal_init` pins its calling thread to the main lcore and its own threads inherit the
+//! caller's affinity: the caller is narrowed to the first core it may use while EAL starts
+//! (so that EAL's threads stay off the PMD cores), and its affinity is put back afterwards.
 
 use std::ffi::{CStr, CString};
 use std::sync::OnceLock;
@@ -198,6 +199,14 @@ fn start(opts: &EalOptions) -> Result<Eal, String> {
     // EAL may permute argv: it gets its own array of pointers into `cargs`, which outlives it.
     let mut argv: Vec<*mut libc::c_char> = cargs.iter().map(|c| c.as_ptr().cast_mut()).collect();
     let saved = with_affinity(|s| *s);
+    // EAL's own threads (interrupts, control) inherit the affinity of the thread that starts
+    // it: narrowed to the first core while it starts, they stay off the PMD threads' cores.
+    // SAFETY: cpu_set_t is plain bits; all zero is an empty set.
+    let mut control: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: main_core() is below CPU_SETSIZE; `control` is a valid set.
+    unsafe { libc::CPU_SET(main_core(), &mut control) };
+    // SAFETY: `control` is a valid cpu_set_t of the size given; 0 is this thread.
+    unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &control) };
     // SAFETY: argv holds argc valid NUL-terminated strings that live until after the call;
     // rte_eal_init runs once per process (the OnceLock around `start`).
     let r = unsafe { dpdk_sys::fp_eal_init(argv.len() as i32, argv.as_mut_ptr()) };
