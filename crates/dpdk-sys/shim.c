@@ -147,10 +147,11 @@ int fp_dev_info(uint16_t port, struct fp_dev_info *out)
 /*
  * Configures and starts a port: RSS over IP/UDP/TCP as far as the device offers it, `nrxq`
  * rx and `ntxq` tx queues of the given ring sizes (sizes the device adjusts), rx buffers
- * from `mp`, MTU `mtu` (0 keeps the device's), promiscuous and all-multicast on. Returns 0
- * or a negative errno; *step says which step failed (for the error message).
+ * from `mp`, MTU `mtu` (0 keeps the device's), promiscuous and all-multicast on. *nrxd and
+ * *ntxd come back as the device adjusted them. Returns 0 or a negative errno; *step says
+ * which step failed (for the error message).
  */
-int fp_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t nrxd, uint16_t ntxd,
+int fp_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t *nrxd, uint16_t *ntxd,
                   uint16_t mtu, struct rte_mempool *mp, const char **step)
 {
     struct rte_eth_dev_info info;
@@ -180,7 +181,7 @@ int fp_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t nrxd, ui
             return err;
     }
     *step = "rte_eth_dev_adjust_nb_rx_tx_desc";
-    err = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrxd, &ntxd);
+    err = rte_eth_dev_adjust_nb_rx_tx_desc(port, nrxd, ntxd);
     if (err < 0)
         return err;
     int socket = rte_eth_dev_socket_id(port);
@@ -188,13 +189,13 @@ int fp_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t nrxd, ui
         socket = SOCKET_ID_ANY;
     *step = "rte_eth_rx_queue_setup";
     for (uint16_t q = 0; q < nrxq; q++) {
-        err = rte_eth_rx_queue_setup(port, q, nrxd, socket, NULL, mp);
+        err = rte_eth_rx_queue_setup(port, q, *nrxd, socket, NULL, mp);
         if (err < 0)
             return err;
     }
     *step = "rte_eth_tx_queue_setup";
     for (uint16_t q = 0; q < ntxq; q++) {
-        err = rte_eth_tx_queue_setup(port, q, ntxd, socket, NULL);
+        err = rte_eth_tx_queue_setup(port, q, *ntxd, socket, NULL);
         if (err < 0)
             return err;
     }

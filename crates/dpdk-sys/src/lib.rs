@@ -161,14 +161,14 @@ unsafe extern "C" {
     pub fn fp_dev_attach(devargs: *const c_char, port: *mut u16, probed: *mut c_int) -> c_int;
     /// Device limits, MAC and driver name.
     pub fn fp_dev_info(port: u16, out: *mut FpDevInfo) -> c_int;
-    /// Configures (RSS as offered, queues, MTU) and starts a port; `*step` names the call
-    /// that failed.
+    /// Configures (RSS as offered, queues, MTU) and starts a port; the ring sizes come back
+    /// as the device adjusted them; `*step` names the call that failed.
     pub fn fp_port_start(
         port: u16,
         nrxq: u16,
         ntxq: u16,
-        nrxd: u16,
-        ntxd: u16,
+        nrxd: *mut u16,
+        ntxd: *mut u16,
         mtu: u16,
         mp: *mut RteMempool,
         step: *mut *const c_char,

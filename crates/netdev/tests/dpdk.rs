@@ -200,7 +200,12 @@ fn null_device_queues_stats_and_hot_plug() {
     let devargs = "net_null_fhp,size=64";
     let mut p = open(devargs, 4);
     assert_eq!(p.n_rxq(), 4);
-    assert!(p.options().contains("n_rxq=4"), "{}", p.options());
+    assert!(
+        p.options()
+            .starts_with("{configured_rx_queues=4, configured_rxq_descriptors=256, "),
+        "{}",
+        p.options()
+    );
     assert!(p.link_up());
     let base = p.mbufs_in_use();
     // net_null makes up packets on every queue it is polled on.

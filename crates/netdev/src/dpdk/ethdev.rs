@@ -161,6 +161,8 @@ pub struct DpdkPort {
     driver: String,
     mac: [u8; 6],
     n_txq: u16,
+    /// rx and tx ring sizes as the device took them.
+    descs: (u16, u16),
     taken: Vec<bool>,
     txq_locks: Vec<Arc<TxLock>>,
     next_txq: usize,
@@ -251,14 +253,17 @@ impl DpdkPort {
         });
         // Some devices (net_tap) want as many tx queues as rx queues: asked again with that.
         let mut n_txq = n_txq;
-        if let Err((call, r)) = start(id, n_rxq, n_txq, opts, pool) {
-            if call != "rte_eth_dev_configure" || n_txq == n_rxq {
+        let descs = match start(id, n_rxq, n_txq, opts, pool) {
+            Ok(d) => d,
+            Err((call, r)) if call != "rte_eth_dev_configure" || n_txq == n_rxq => {
                 // Dropping `dev` closes (and detaches) the device and frees the pool.
                 return Err(call_error(&call, r));
             }
-            n_txq = n_rxq;
-            start(id, n_rxq, n_txq, opts, pool).map_err(|(call, r)| call_error(&call, r))?;
-        }
+            Err(_) => {
+                n_txq = n_rxq;
+                start(id, n_rxq, n_txq, opts, pool).map_err(|(call, r)| call_error(&call, r))?
+            }
+        };
         Ok(DpdkPort {
             name: name.to_owned(),
             opts: opts.clone(),
@@ -266,6 +271,7 @@ impl DpdkPort {
             driver,
             mac: info.mac,
             n_txq,
+            descs,
             taken: vec![false; usize::from(n_rxq)],
             txq_locks: (0..n_txq).map(|_| Arc::default()).collect(),
             next_txq: 0,
@@ -343,27 +349,22 @@ impl DpdkPort {
     }
 }
 
-/// Configures and starts device `id`; on failure, the DPDK call that failed and its error.
+/// Configures and starts device `id`: the ring sizes the device took, or the DPDK call that
+/// failed and its error.
 fn start(
     id: u16,
     n_rxq: u16,
     n_txq: u16,
     opts: &DpdkPortOptions,
     pool: *mut RteMempool,
-) -> Result<(), (String, i32)> {
+) -> Result<(u16, u16), (String, i32)> {
     let mut step: *const libc::c_char = std::ptr::null();
-    // SAFETY: the port is attached and stopped; `pool` is a live mempool; `step` is valid for
-    // writes and receives a static string.
+    let (mut nrxd, mut ntxd) = (opts.n_rxq_desc, opts.n_txq_desc);
+    // SAFETY: the port is attached and stopped; `pool` is a live mempool; `step`, `nrxd` and
+    // `ntxd` are valid for writes, `step` receives a static string.
     let r = unsafe {
         dpdk_sys::fp_port_start(
-            id,
-            n_rxq,
-            n_txq,
-            opts.n_rxq_desc,
-            opts.n_txq_desc,
-            opts.mtu,
-            pool,
-            &mut step,
+            id, n_rxq, n_txq, &mut nrxd, &mut ntxd, opts.mtu, pool, &mut step,
         )
     };
     if r < 0 {
@@ -373,7 +374,7 @@ fn start(
             .into_owned();
         return Err((call, r));
     }
-    Ok(())
+    Ok((nrxd, ntxd))
 }
 
 fn call_error(call: &str, err: i32) -> DpdkError {
@@ -571,14 +572,21 @@ impl Port for DpdkPort {
         "dpdk"
     }
 
+    /// As OVS's `netdev_dpdk_get_config` words it (what `dpif/show` and `dpctl/show` print).
     fn options(&self) -> String {
+        let o = &self.opts;
         format!(
-            "{{dpdk-devargs={}, n_rxq={}, n_txq={}, mtu={}, driver={}}}",
-            self.opts.devargs,
+            "{{configured_rx_queues={}, configured_rxq_descriptors={}, configured_tx_queues={}, \
+             configured_txq_descriptors={}, mtu={}, requested_rx_queues={}, \
+             requested_rxq_descriptors={}, requested_txq_descriptors={}}}",
             self.taken.len(),
+            self.descs.0,
             self.n_txq,
-            self.opts.mtu,
-            self.driver
+            self.descs.1,
+            o.mtu,
+            o.n_rxq,
+            o.n_rxq_desc,
+            o.n_txq_desc
         )
     }
 
