@@ -223,6 +223,7 @@ fn start(opts: &EalOptions) -> Result<Eal, String> {
             strerror(err)
         ));
     }
+    remove_runtime_dir(&args);
     // SAFETY: rte_version returns a static NUL-terminated string.
     let version = unsafe { CStr::from_ptr(dpdk_sys::fp_version()) }
         .to_string_lossy()
@@ -232,6 +233,29 @@ fn start(opts: &EalOptions) -> Result<Eal, String> {
         hugepages,
         version,
     })
+}
+
+/// EAL makes a runtime directory for its file prefix even when it shares nothing
+/// (`--no-shconf`, `--in-memory`), and leaves it behind at exit: removed at once when it is
+/// empty (`/var/run/dpdk/PREFIX` as root, else under `$XDG_RUNTIME_DIR` or `/tmp`).
+fn remove_runtime_dir(args: &[String]) {
+    if !args
+        .iter()
+        .any(|a| a == "--no-shconf" || a == "--in-memory")
+    {
+        return;
+    }
+    let Some(prefix) = args.iter().find_map(|a| a.strip_prefix("--file-prefix=")) else {
+        return;
+    };
+    let base = std::env::var_os("XDG_RUNTIME_DIR").map_or_else(
+        || std::path::PathBuf::from("/tmp"),
+        std::path::PathBuf::from,
+    );
+    for dir in [std::path::PathBuf::from("/var/run"), base] {
+        // remove_dir takes only an empty directory: anything EAL keeps there stays.
+        let _ = std::fs::remove_dir(dir.join("dpdk").join(prefix));
+    }
 }
 
 #[cfg(test)]
