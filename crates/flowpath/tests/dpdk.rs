@@ -2,7 +2,9 @@
 //! `dpdk`): a capture through `net_pcap` in and out byte for byte, statistics and xstats on
 //! the control socket, ports added and removed while the switch runs, a bad `dpdk-devargs`
 //! failing only its port; and the same through `ovs-vsctl` and OVSDB, with OVS's Interface
-//! `error`. DPDK runs on ordinary memory (`--no-huge`): the host's hugepages are left alone.
+//! `error`; two network namespaces that ping each other through the switch, one behind a
+//! `net_tap` port, the other behind `net_af_packet` on a veth pair. DPDK runs on ordinary
+//! memory (`--no-huge`): the host's hugepages are left alone.
 //! Without root (or OVS's tools, for the OVSDB test) a test prints SKIP and returns.
 #![cfg(feature = "dpdk")]
 
@@ -12,8 +14,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::netns::{Env, Names, in_ns, must, ping, wait_until};
 use common::ovsdb::{Sandbox, Switch, missing, words};
-use common::{Reap, ctl, scratch_dir};
+use common::{Reap, ctl, scratch_dir, start_switch};
 
 /// The EAL arguments of the tests: ordinary memory, no PCI scan, EAL's warnings only.
 const EAL_EXTRA: &str = "--no-huge --no-pci --log-level=lib.eal:warning";
@@ -279,4 +282,85 @@ fn ovs_vsctl_adds_dpdk_interfaces_and_a_bad_one_gets_ovs_error() {
     vsctl(&["del-port", &br, "dpdk0"]);
     let show = String::from_utf8_lossy(&ctl(&sb.dir, &["dpctl/show"]).stdout).into_owned();
     assert!(!show.contains("dpdk0"), "{show}");
+}
+
+static NAMES: Names = Names {
+    netns: "fpdk",
+    dir: "flowpath-dpdk-ns",
+    root_for: "DPDK's EAL, network namespaces",
+    ifname_max: 15,
+};
+
+#[test]
+fn namespaces_ping_through_the_switch_over_net_tap_and_net_af_packet() {
+    let test = "namespaces_ping_through_the_switch_over_net_tap_and_net_af_packet";
+    let Some(mut env) = Env::new(test, "dn", &["ip", "ping", "sysctl"], &NAMES) else {
+        return;
+    };
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    let (na, nb) = (env.netns("a"), env.netns("b"));
+    let (tap, root_b, b) = (env.ifname("dt"), env.ifname("dr"), env.ifname("db"));
+    // b's veth: its namespace end has the host, its root end is the switch's net_af_packet.
+    must(&[
+        "ip", "link", "add", &root_b, "type", "veth", "peer", "name", &b, "netns", &nb,
+    ]);
+    must(&[
+        "sysctl",
+        "-qw",
+        &format!("net.ipv6.conf.{root_b}.disable_ipv6=1"),
+    ]);
+    must(&["ip", "link", "set", &root_b, "up"]);
+    must(&["ip", "-n", &nb, "addr", "add", "10.79.0.2/24", "dev", &b]);
+    must(&["ip", "-n", &nb, "link", "set", &b, "up"]);
+    let tag = &env.tag;
+    let cfg = env.write(
+        "sw.toml",
+        &format!(
+            r#"
+[datapath]
+dpdk-init = true
+dpdk-extra = "{EAL_EXTRA}"
+dpdk-socket-mem = "512"
+
+[[bridge]]
+name = "br0"
+
+[[bridge.port]]
+name = "pa"
+type = "dpdk"
+options = {{ dpdk-devargs = "net_tap_{tag},iface={tap}", n_rxq_desc = 256, n_txq_desc = 256 }}
+
+[[bridge.port]]
+name = "pb"
+type = "dpdk"
+options = {{ dpdk-devargs = "net_af_packet_{tag},iface={root_b}", n_rxq_desc = 256, n_txq_desc = 256 }}
+"#
+        ),
+    );
+    let rundir = env.path("run");
+    let _switch = start_switch(&cfg, &rundir);
+    // net_tap makes its interface when the port starts; then it moves to a's namespace.
+    assert!(
+        wait_until(Duration::from_secs(10), || std::path::Path::new(
+            "/sys/class/net"
+        )
+        .join(&tap)
+        .exists()),
+        "no {tap}"
+    );
+    must(&["ip", "link", "set", &tap, "netns", &na]);
+    must(&in_ns(
+        &na,
+        &["ip", "addr", "add", "10.79.0.1/24", "dev", &tap],
+    ));
+    must(&in_ns(&na, &["ip", "link", "set", &tap, "up"]));
+    ping(&na, "10.79.0.2", 3).unwrap();
+    let stats = String::from_utf8_lossy(&ctl(&rundir, &["port/stats", "pb"]).stdout).into_owned();
+    assert!(
+        stats.contains("  total  rx packets:") && !stats.contains("  total  rx packets:0 "),
+        "{stats}"
+    );
 }
