@@ -290,6 +290,11 @@ impl DpdkPort {
         self.mac
     }
 
+    /// The device's tx queues: PMD threads beyond this many share them.
+    pub fn n_txq(&self) -> usize {
+        usize::from(self.n_txq)
+    }
+
     /// The ethdev port id.
     pub fn port_id(&self) -> u16 {
         self.dev.id
