@@ -21,6 +21,13 @@ use common::{Reap, ctl, scratch_dir, start_switch};
 /// The EAL arguments of the tests: ordinary memory, no PCI scan, EAL's warnings only.
 const EAL_EXTRA: &str = "--no-huge --no-pci --log-level=lib.eal:warning";
 
+/// The `[datapath]` section of the tests' configurations: DPDK started with [`EAL_EXTRA`].
+fn datapath() -> String {
+    format!(
+        "[datapath]\ndpdk-init = true\ndpdk-extra = \"{EAL_EXTRA}\"\ndpdk-socket-mem = \"512\"\n"
+    )
+}
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_flowpath")
 }
@@ -59,11 +66,7 @@ fn dpdk_ports_forward_a_capture_and_come_and_go_at_run_time() {
         &cfg,
         format!(
             r#"
-[datapath]
-dpdk-init = true
-dpdk-extra = "{EAL_EXTRA}"
-dpdk-socket-mem = "512"
-
+{}
 [[bridge]]
 name = "br0"
 flows = ["in_port=1,actions=output:2"]
@@ -80,6 +83,7 @@ type = "dpdk"
 ofport = 2
 options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
 "#,
+            datapath(),
             inp.display(),
             out.display()
         ),
@@ -320,11 +324,7 @@ fn namespaces_ping_through_the_switch_over_net_tap_and_net_af_packet() {
         "sw.toml",
         &format!(
             r#"
-[datapath]
-dpdk-init = true
-dpdk-extra = "{EAL_EXTRA}"
-dpdk-socket-mem = "512"
-
+{}
 [[bridge]]
 name = "br0"
 
@@ -337,7 +337,8 @@ options = {{ dpdk-devargs = "net_tap_{tag},iface={tap}", n_rxq_desc = 256, n_txq
 name = "pb"
 type = "dpdk"
 options = {{ dpdk-devargs = "net_af_packet_{tag},iface={root_b}", n_rxq_desc = 256, n_txq_desc = 256 }}
-"#
+"#,
+            datapath()
         ),
     );
     let rundir = env.path("run");
