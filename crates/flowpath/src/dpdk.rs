@@ -113,14 +113,21 @@ pub(crate) fn status() -> (bool, String) {
     (false, "none".to_owned())
 }
 
-/// The Interface `error` OVS writes for `e`, where it has its own words: a `dpdk-devargs` that
-/// does not attach (`Error attaching device 'ARGS' to DPDK`, `netdev_dpdk_process_devargs`).
+/// The Interface `error` OVS writes for `e`, where it has its own words
+/// (`netdev_dpdk_process_devargs`): a `dpdk-devargs` that does not attach (`Error attaching
+/// device 'ARGS' to DPDK`) or names a device another port has (`'NAME' is trying to use
+/// device 'ARGS' which is already in use by 'OTHER'`).
 pub(crate) fn ovs_error(e: &anyhow::Error) -> Option<String> {
     #[cfg(feature = "dpdk")]
-    if let Some(netdev::dpdk::DpdkError::Devargs { devargs, .. }) =
-        e.downcast_ref::<netdev::dpdk::DpdkError>()
     {
-        return Some(format!("Error attaching device '{devargs}' to DPDK"));
+        use netdev::dpdk::DpdkError;
+        match e.downcast_ref::<DpdkError>() {
+            Some(DpdkError::Devargs { devargs, .. }) => {
+                return Some(format!("Error attaching device '{devargs}' to DPDK"));
+            }
+            Some(in_use @ DpdkError::InUse { .. }) => return Some(in_use.to_string()),
+            _ => {}
+        }
     }
     let _ = e;
     None

@@ -268,6 +268,23 @@ fn ovs_vsctl_adds_dpdk_interfaces_and_a_bad_one_gets_ovs_error() {
         vsctl(&["get", "Interface", "dpdk1", "error"]),
         "\"Error attaching device 'net_bogus_ov1' to DPDK\""
     );
+    let dup = "options:dpdk-devargs=net_null_ov0,no-rx=1";
+    vsctl(&[
+        "add-port",
+        &br,
+        "dpdk2",
+        "--",
+        "set",
+        "Interface",
+        "dpdk2",
+        "type=dpdk",
+        dup,
+    ]);
+    assert_eq!(
+        vsctl(&["get", "Interface", "dpdk2", "error"]),
+        "\"'dpdk2' is trying to use device 'net_null_ov0,no-rx=1' which is already in use by \
+         'dpdk0'\""
+    );
     assert_eq!(
         vsctl(&["get", "Open_vSwitch", ".", "dpdk_initialized"]),
         "true"

@@ -315,8 +315,16 @@ fn bad_devargs_fail_that_port_only() {
     let mut o = DpdkPortOptions::new("x");
     assert!(o.set("n_rxq", "0").is_err());
     assert!(o.set("n_txq", "2").is_err());
-    // DPDK still works for the next port.
-    drop(open("net_null_fafter,no-rx=1", 1));
+    // DPDK still works for the next port; a device drives one port at a time.
+    let first = open("net_null_fafter,no-rx=1", 1);
+    let e = DpdkPort::open("q", &DpdkPortOptions::new("net_null_fafter,no-rx=1"))
+        .err()
+        .unwrap();
+    assert_eq!(
+        e.to_string(),
+        "'q' is trying to use device 'net_null_fafter,no-rx=1' which is already in use by 'p'"
+    );
+    assert!(first.link_up(), "the first port is untouched");
 }
 
 /// Ping and TCP between namespaces `a` and `b` through a forwarder between DPDK ports

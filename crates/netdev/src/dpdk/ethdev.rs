@@ -13,10 +13,11 @@
 //! * counters: flowpath's own per queue, plus the device's missed, no-mbuf and error counts;
 //!   [`Port::xstats`] reads the driver's extended statistics.
 
+use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
 
 use datapath::packet::{Batch, MAX_BURST, Pool};
 use datapath::port::{
@@ -106,6 +107,14 @@ struct Device {
     devargs: String,
 }
 
+/// The ethdev ports flowpath's ports drive, by port id, with the port's name: a device is
+/// driven by one port at a time.
+static IN_USE: Mutex<BTreeMap<u16, String>> = Mutex::new(BTreeMap::new());
+
+fn in_use() -> std::sync::MutexGuard<'static, BTreeMap<u16, String>> {
+    IN_USE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 // SAFETY: the mempool pointer is DPDK's, usable from any thread (its ring is multi-producer,
 // multi-consumer); the port id is a plain number.
 unsafe impl Send for Device {}
@@ -127,6 +136,7 @@ impl Drop for Device {
             }
             dpdk_sys::fp_pool_free(self.pool);
         }
+        in_use().remove(&self.id);
     }
 }
 
@@ -198,6 +208,14 @@ impl DpdkPort {
                 cause: strerror(r),
             });
         }
+        if let Some(by) = in_use().get(&id) {
+            // Found among the ports (so not probed now): it stays as it is.
+            return Err(DpdkError::InUse {
+                name: name.to_owned(),
+                devargs: opts.devargs.clone(),
+                by: by.clone(),
+            });
+        }
         let detach_on_error = |e: DpdkError| {
             if probed != 0 {
                 // SAFETY: the port was attached just above and is not used by anything.
@@ -244,6 +262,7 @@ impl DpdkPort {
             let err = unsafe { dpdk_sys::fp_errno() };
             return Err(detach_on_error(call_error("rte_pktmbuf_pool_create", -err)));
         }
+        in_use().insert(id, name.to_owned());
         let dev = Arc::new(Device {
             id,
             probed: probed != 0,

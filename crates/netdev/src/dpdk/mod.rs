@@ -48,6 +48,16 @@ pub enum DpdkError {
         /// DPDK's reason.
         cause: String,
     },
+    /// Another port already drives the device `dpdk-devargs` names.
+    #[error("'{name}' is trying to use device '{devargs}' which is already in use by '{by}'")]
+    InUse {
+        /// The port being opened.
+        name: String,
+        /// Its devargs.
+        devargs: String,
+        /// The port that has the device.
+        by: String,
+    },
     /// A DPDK call failed while the port was set up.
     #[error("{call}: {cause}")]
     Call {
