@@ -429,15 +429,15 @@ impl Datapath {
         self.sorted_ports().into_iter().map(port_report).collect()
     }
 
-    /// `port/stats PORT`: the port's totals and, where it keeps them, each queue's, with its
-    /// link state.
+    /// `port/stats PORT`: the port's totals and, where it keeps them, each queue's and the
+    /// device's extended statistics, with its link state.
     pub fn port_stats(&self, name: &str) -> Result<String, String> {
-        let p = self
+        let entry = self
             .ports
             .iter()
             .find(|p| p.port.name() == name)
-            .map(port_report)
             .ok_or_else(|| format!("no such port: {name}"))?;
+        let p = port_report(entry);
         let mut out = format!(
             "{} {}: ({}) link {}\n",
             p.name,
@@ -462,6 +462,7 @@ impl Datapath {
         for (q, c) in &p.queues {
             row(&mut out, q, c);
         }
+        write_xstats(&mut out, "  xstats ", &entry.port.xstats());
         Ok(out)
     }
 
@@ -497,6 +498,7 @@ impl Datapath {
                     c.rx_bytes,
                     c.tx_bytes
                 );
+                write_xstats(&mut out, "    ", &p.port.xstats());
             }
         }
         out
@@ -1153,6 +1155,13 @@ fn port_report(p: &PortEntry) -> PortReport {
         link_up: p.port.link_up(),
         counters: p.port.counters(),
         queues: p.port.queue_counters(),
+    }
+}
+
+/// Extended statistics, `NAME:VALUE` a line after `indent`.
+fn write_xstats(out: &mut String, indent: &str, xstats: &[(String, u64)]) {
+    for (k, v) in xstats {
+        let _ = writeln!(out, "{indent}{k}:{v}");
     }
 }
 

@@ -237,6 +237,13 @@ pub trait Port: Send {
         Vec::new()
     }
 
+    /// The device's extended statistics (DPDK's xstats: `rx_good_packets`, `rx_q0_bytes`...)
+    /// in the driver's order, for ports whose device keeps its own; empty for the others.
+    /// Read on the main thread, for `port/stats` and `dpctl/show -s`.
+    fn xstats(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
     /// Whether the port's link is up. A kernel-backed port whose interface went away says
     /// false until it has reattached; the others are always up.
     fn link_up(&self) -> bool {

@@ -433,6 +433,38 @@ pub struct DatapathSection {
     pub pmd_rxq_assign: Option<String>,
     #[serde(default)]
     pub dp_flows: Vec<String>,
+    /// `dpdk-init`: `true` or `"try"` start DPDK (cargo feature `dpdk`).
+    #[serde(default)]
+    pub dpdk_init: Option<toml::Value>,
+    /// `dpdk-extra`: more EAL arguments.
+    #[serde(default)]
+    pub dpdk_extra: Option<String>,
+    /// `dpdk-socket-mem`: MB of memory per NUMA socket (`"1024,0"`).
+    #[serde(default)]
+    pub dpdk_socket_mem: Option<String>,
+    /// `dpdk-hugepage-dir`: the hugetlbfs mount DPDK uses.
+    #[serde(default)]
+    pub dpdk_hugepage_dir: Option<String>,
+    /// `dpdk-lcore-mask`: the cores of DPDK's own threads (`"0x1"`).
+    #[serde(default)]
+    pub dpdk_lcore_mask: Option<String>,
+}
+
+impl DatapathSection {
+    /// The DPDK settings, by OVS's names.
+    pub(crate) fn dpdk_settings(&self) -> crate::dpdk::DpdkSettings {
+        crate::dpdk::DpdkSettings::from_keys(|k| match k {
+            "dpdk-init" => self.dpdk_init.as_ref().map(|v| match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }),
+            "dpdk-extra" => self.dpdk_extra.clone(),
+            "dpdk-socket-mem" => self.dpdk_socket_mem.clone(),
+            "dpdk-hugepage-dir" => self.dpdk_hugepage_dir.clone(),
+            "dpdk-lcore-mask" => self.dpdk_lcore_mask.clone(),
+            _ => None,
+        })
+    }
 }
 
 impl Default for DatapathSection {
@@ -444,6 +476,11 @@ impl Default for DatapathSection {
             max_idle: default_max_idle(),
             pmd_rxq_assign: None,
             dp_flows: Vec::new(),
+            dpdk_init: None,
+            dpdk_extra: None,
+            dpdk_socket_mem: None,
+            dpdk_hugepage_dir: None,
+            dpdk_lcore_mask: None,
         }
     }
 }
@@ -985,10 +1022,12 @@ pub(crate) fn check_port(p: &PortConf) -> Result<(), String> {
             return vhost_options(p, Path::new("")).map(|_| ());
         }
         t if TUNNEL_TYPES.contains(&t) => return tunnel_config(p).map(|_| ()),
+        "dpdk" => return crate::dpdk::check_options(&option_strings(p)),
         other => {
             return Err(format!(
                 "unknown type '{other}' (known: afpacket, afxdp, tap, vhostuser, \
-                 vhostuserclient, pcap, replay, sink, dummy, gen, patch, internal, vxlan, geneve, gre)"
+                 vhostuserclient, dpdk, pcap, replay, sink, dummy, gen, patch, internal, vxlan, \
+                 geneve, gre)"
             ));
         }
     };

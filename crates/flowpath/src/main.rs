@@ -15,6 +15,7 @@ mod coverage_cmd;
 mod daemon;
 mod demo;
 mod dpctl_cmd;
+mod dpdk;
 mod dpif_show_cmd;
 mod dummy_cmd;
 mod extract_cmd;

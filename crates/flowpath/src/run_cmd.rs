@@ -60,6 +60,7 @@ pub fn run(
     };
     let rundir = rundir.to_path_buf();
     let of = build_ofproto(&cfg, &base)?;
+    crate::dpdk::start(&cfg.datapath.dpdk_settings())?;
     let dp = build(&cfg, &base, &of)?;
     let stop = Arc::new(AtomicBool::new(false));
     // SIGHUP too, as OVS's fatal signals: log rotation uses `vlog/reopen`, not a signal.

@@ -133,6 +133,7 @@ pub(crate) fn open_port(
             };
             opened.map_err(|e| anyhow!("port {} ({}): {e}", p.name, p.kind))?
         }
+        "dpdk" => crate::dpdk::open_port(&p.name, &config::option_strings(p))?,
         "vhostuser" | "vhostuserclient" => {
             let o = config::vhost_options(p, base).map_err(|e| anyhow!("port {}: {e}", p.name))?;
             Box::new(

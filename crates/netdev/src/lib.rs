@@ -1,7 +1,8 @@
 //! Port backends implementing the datapath's [`datapath::port::Port`]: in-memory `replay` and
 //! `sink` ports, `pcap` file ports, and ports on Linux interfaces (`afpacket`, `afxdp` with its
 //! eBPF program in `bpf`, `tap`, and `vhostuser` for VMs and DPDK applications over virtio, and `virtio_user`, the VM's side of
-//! such a socket, for the traffic generator; `netns` opens them inside network namespaces); plus the
+//! such a socket, for the traffic generator; `dpdk` for DPDK devices, under the cargo
+//! feature `dpdk`; `netns` opens them inside network namespaces); plus the
 //! classic pcap file format they and the command-line tools read and write.
 // Unsafe code is confined to the kernel I/O modules, which allow it one by one.
 #![deny(unsafe_code)]
@@ -14,6 +15,9 @@ pub mod anchor_traffic;
 #[allow(unsafe_code)]
 pub mod bpf;
 mod csum;
+#[cfg(feature = "dpdk")]
+#[allow(unsafe_code)]
+pub mod dpdk;
 pub mod dummy;
 pub mod memory;
 #[allow(unsafe_code)]

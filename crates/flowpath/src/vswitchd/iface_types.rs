@@ -8,6 +8,7 @@
 //! | `""`, `system` | the kernel device NAME through AF_PACKET, or AF_XDP with `other_config:flowpath-netdev=afxdp` (on the Interface, else on Open_vSwitch) |
 //! | `internal` | a TAP device (the bridge's own interface is its LOCAL port) |
 //! | `tap`, `afxdp` | a TAP device; AF_XDP on the kernel device NAME |
+//! | `dpdk` | a DPDK ethdev (`options:dpdk-devargs`, `n_rxq`...; cargo feature `dpdk`) |
 //! | `dpdkvhostuser`, `dpdkvhostuserclient` | vhost-user, server socket `RUNDIR/NAME` or the client's `options:vhost-server-path` |
 //! | `vxlan`, `geneve`, `gre` | tunnel ports (`remote_ip`, `local_ip`, `key`, `dst_port`, `csum`, `tos`, `df_default`...) |
 //! | `patch` | a patch port to `options:peer` |
@@ -25,9 +26,12 @@ use crate::port_ops::PortBackend;
 
 use super::desired::IfaceDesired;
 
-/// The types flowpath opens, as `Open_vSwitch.iface_types` lists them.
+/// The types flowpath opens, as `Open_vSwitch.iface_types` lists them (`dpdk` when built
+/// with DPDK).
 pub(crate) const IFACE_TYPES: &[&str] = &[
     "afxdp",
+    #[cfg(feature = "dpdk")]
+    "dpdk",
     "dpdkvhostuser",
     "dpdkvhostuserclient",
     "dummy",
@@ -142,6 +146,7 @@ pub(crate) fn open(iface: &IfaceDesired, ctx: &TypeContext) -> Result<PortBacken
             "vhostuser"
         }
         "dpdkvhostuserclient" => "vhostuserclient",
+        "dpdk" => "dpdk",
         "vxlan" | "geneve" | "gre" => {
             let t = crate::config::tunnel_config(&port_conf(iface, iface.kind.as_str(), &options))
                 .map_err(|e| format!("{name}: {e}"))?;
@@ -151,19 +156,21 @@ pub(crate) fn open(iface: &IfaceDesired, ctx: &TypeContext) -> Result<PortBacken
         "pcap" | "replay" | "sink" => iface.kind.as_str(),
         _ => return Err(unknown_type_error(name)),
     };
-    if kind.starts_with("vhostuser") {
-        if let Some(mtu) = iface.mtu_request {
-            options.insert("mtu_request".into(), mtu.to_string());
-        }
-        if let Some(mac) = &iface.mac {
-            options.insert("mac".into(), mac.clone());
-        }
+    if (kind.starts_with("vhostuser") || kind == "dpdk")
+        && let Some(mtu) = iface.mtu_request
+    {
+        options.insert("mtu_request".into(), mtu.to_string());
+    }
+    if kind.starts_with("vhostuser")
+        && let Some(mac) = &iface.mac
+    {
+        options.insert("mac".into(), mac.clone());
     }
     let conf = port_conf(iface, kind, &options);
     crate::config::check_port(&conf).map_err(|e| format!("{name}: {e}"))?;
     crate::switch::open_port(&conf, None, Path::new(""))
         .map(PortBackend::Device)
-        .map_err(|e| open_error(name, &e))
+        .map_err(|e| crate::dpdk::ovs_error(&e).unwrap_or_else(|| open_error(name, &e)))
 }
 
 /// Opens a bridge's own interface, its LOCAL port: a TAP named as the bridge, or with

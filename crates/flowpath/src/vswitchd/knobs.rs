@@ -2,7 +2,7 @@
 //! `emc-insert-inv-prob`, `pmd-rxq-assign`, `max-idle`, `flow-limit`, `vlan-limit`...) and the
 //! connection tracker's zone timeout policies (`Datapath.ct_zones` -> `CT_Zone` ->
 //! `CT_Timeout_Policy`), applied to the running datapath when they change, and flowpath's own
-//! `metrics-listen` (the Prometheus endpoint's `IP:PORT`). Knobs OVS has and flowpath does not
+//! `metrics-listen` (the Prometheus endpoint's `IP:PORT`), and DPDK's `dpdk-*` settings. Knobs OVS has and flowpath does not
 //! use are logged once as ignored.
 
 use std::collections::BTreeMap;
@@ -27,9 +27,26 @@ pub(crate) struct Knobs {
     ct_zones: BTreeMap<u16, BTreeMap<String, i64>>,
     /// `metrics-listen` as last applied (`None` before the first time).
     metrics_listen: Option<Option<String>>,
+    /// Whether `dpdk-init` was acted on (DPDK starts once; changing it needs a restart, as
+    /// in OVS).
+    dpdk_tried: bool,
 }
 
 impl Knobs {
+    /// Starts DPDK the first time `other_config:dpdk-init` is `true` or `try`, before the
+    /// ports are opened; a failure is logged as an error naming its cause, and `dpdk` ports
+    /// then fail one by one.
+    pub fn apply_dpdk(&mut self, other_config: &BTreeMap<String, String>) {
+        let s = crate::dpdk::DpdkSettings::from_keys(|k| other_config.get(k).cloned());
+        if self.dpdk_tried || !s.wanted() {
+            return;
+        }
+        self.dpdk_tried = true;
+        if let Err(e) = crate::dpdk::start(&s) {
+            log(vlog::Level::Err, &format!("{e:#}"));
+        }
+    }
+
     /// Moves the metrics endpoint where `other_config:metrics-listen` says (nowhere without
     /// it) when that changed; a bad address or one that cannot be listened on is logged and
     /// leaves the endpoint off.

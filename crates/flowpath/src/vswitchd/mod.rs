@@ -249,6 +249,7 @@ fn run(
                 rundir: &opts.rundir,
                 default_netdev,
             };
+            knobs.apply_dpdk(&d.other_config);
             applied.reconcile(&d, &sw, &ctx);
             crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
             if let Ok(mut dp) = dp.lock() {

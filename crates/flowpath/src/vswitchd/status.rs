@@ -78,6 +78,7 @@ pub(crate) fn status_ops(
         ops: Vec::new(),
     };
     let strings = |v: &[&str]| Datum::set(v.iter().map(|s| Atom::String((*s).into())).collect());
+    let (dpdk_initialized, dpdk_version) = crate::dpdk::status();
     t.update(
         "Open_vSwitch",
         ovs,
@@ -85,8 +86,8 @@ pub(crate) fn status_ops(
             ("cur_cfg", Datum::integer(d.next_cfg)),
             ("datapath_types", strings(DATAPATH_TYPES)),
             ("iface_types", strings(IFACE_TYPES)),
-            ("dpdk_initialized", Datum::boolean(false)),
-            ("dpdk_version", Datum::string("none")),
+            ("dpdk_initialized", Datum::boolean(dpdk_initialized)),
+            ("dpdk_version", Datum::string(&dpdk_version)),
         ],
     );
     let links: HashMap<String, bool> = src.dp.link_states().into_iter().collect();

@@ -1,0 +1,384 @@
+//! `flowpath run` with `type = "dpdk"` ports on DPDK's virtual devices (cargo feature
+//! `dpdk`): a capture through `net_pcap` in and out byte for byte, statistics and xstats on
+//! the control socket, ports added and removed while the switch runs, a bad `dpdk-devargs`
+//! failing only its port; and the same through `ovs-vsctl` and OVSDB, with OVS's Interface
+//! `error`; two network namespaces that ping each other through the switch, one behind a
+//! `net_tap` port, the other behind `net_af_packet` on a veth pair. DPDK runs on ordinary
+//! memory (`--no-huge`): the host's hugepages are left alone.
+//! Without root (or OVS's tools, for the OVSDB test) a test prints SKIP and returns.
+#![cfg(feature = "dpdk")]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::netns::{Env, Names, in_ns, must, ping, wait_until};
+use common::ovsdb::{Sandbox, Switch, missing, words};
+use common::{Reap, ctl, scratch_dir, start_switch};
+
+/// The EAL arguments of the tests: ordinary memory, no PCI scan, EAL's warnings only.
+const EAL_EXTRA: &str = "--no-huge --no-pci --log-level=lib.eal:warning";
+
+/// The `[datapath]` section of the tests' configurations: DPDK started with [`EAL_EXTRA`].
+fn datapath() -> String {
+    format!(
+        "[datapath]\ndpdk-init = true\ndpdk-extra = \"{EAL_EXTRA}\"\ndpdk-socket-mem = \"512\"\n"
+    )
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_flowpath")
+}
+
+fn is_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("SKIP {test}: DPDK's EAL needs root");
+    }
+    root
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn dpdk_ports_forward_a_capture_and_come_and_go_at_run_time() {
+    let test = "dpdk_ports_forward_a_capture_and_come_and_go_at_run_time";
+    if !is_root(test) {
+        return;
+    }
+    let (dir, _rm) = scratch_dir("flowpath-dpdk-run");
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
+    let input = netdev::pcap::read_file(&fixture).unwrap();
+    let (inp, out) = (dir.join("in.pcap"), dir.join("out.pcap"));
+    std::fs::copy(&fixture, &inp).unwrap();
+    let cfg = dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+{}
+[[bridge]]
+name = "br0"
+flows = ["in_port=1,actions=output:2"]
+
+[[bridge.port]]
+name = "p0"
+type = "dpdk"
+ofport = 1
+options = {{ dpdk-devargs = "net_pcap_fr0,rx_pcap={}", n_rxq_desc = 256 }}
+
+[[bridge.port]]
+name = "p1"
+type = "dpdk"
+ofport = 2
+options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
+"#,
+            datapath(),
+            inp.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let rundir = dir.join("run");
+    let mut child = Command::new(bin())
+        .args(["run", "--config", cfg.to_str().unwrap(), "--rundir"])
+        .arg(&rundir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !rundir.join("flowpath.ctl").exists() {
+        if let Some(s) = child.try_wait().unwrap() {
+            let o = child.wait_with_output().unwrap();
+            panic!("flowpath exited ({s}): {}", text(&o));
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no control socket");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let n = input.len();
+    let t = Instant::now();
+    let stats = loop {
+        let s = text(&ctl(&rundir, &["port/stats", "p1"]));
+        if s.contains(&format!("tx packets:{n} ")) || t.elapsed() > Duration::from_secs(10) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(stats.starts_with("p1 2: (dpdk) link up"), "{stats}");
+    assert!(stats.contains(&format!("tx packets:{n} ")), "{stats}");
+    assert!(stats.contains("  tx0 "), "{stats}");
+    assert!(
+        stats.contains(&format!("  xstats tx_good_packets:{n}\n")),
+        "{stats}"
+    );
+    let show = text(&ctl(&rundir, &["dpctl/show", "-s"]));
+    assert!(
+        show.contains("port 1: p0 (dpdk: configured_rx_queues=1, configured_rxq_descriptors=256,"),
+        "{show}"
+    );
+    assert!(
+        show.contains(&format!("    rx_good_packets:{n}\n")),
+        "{show}"
+    );
+
+    // A port added and removed while the switch runs; a bad one fails alone.
+    let add_port = |name: &str, devargs: &str| {
+        let devargs = format!("options:dpdk-devargs={devargs}");
+        ctl(&rundir, &["add-port", "br0", name, "type=dpdk", &devargs])
+    };
+    let o = add_port("p2", "net_null_fr2,no-rx=1");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&ctl(&rundir, &["dpctl/show"])).contains("port 3: p2 (dpdk: "));
+    let o = add_port("p3", "net_bogus9");
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("Error attaching device 'net_bogus9' to DPDK"),
+        "{}",
+        text(&o)
+    );
+    assert!(ctl(&rundir, &["del-port", "p2"]).status.success());
+    // Its device went with it: the same devargs attaches again.
+    let o = add_port("p2", "net_null_fr2,no-rx=1");
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&ctl(&rundir, &["port/stats", "p0"])).contains(&format!("rx packets:{n} ")));
+
+    assert!(ctl(&rundir, &["exit"]).status.success());
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "flowpath did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The tx device is closed on exit, which finishes its capture.
+    let got = netdev::pcap::read_file(&out).unwrap();
+    assert_eq!(got.len(), n);
+    for (g, i) in got.iter().zip(&input) {
+        assert_eq!(g.data, i.data);
+    }
+}
+
+#[test]
+fn check_config_knows_dpdk_options() {
+    let (dir, _rm) = scratch_dir("flowpath-dpdk-check");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        "[[bridge]]\nname = \"br0\"\n\n[[bridge.port]]\nname = \"p0\"\ntype = \"dpdk\"\n\
+         options = { dpdk-devargs = \"net_null0\", n_rxq = 0 }\n",
+    )
+    .unwrap();
+    let o = Command::new(bin())
+        .args(["check-config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("n_rxq: \"0\" is not a number from 1 to 1024"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn ovs_vsctl_adds_dpdk_interfaces_and_a_bad_one_gets_ovs_error() {
+    let test = "ovs_vsctl_adds_dpdk_interfaces_and_a_bad_one_gets_ovs_error";
+    if let Some(why) = missing(Switch::Flowpath) {
+        eprintln!("SKIP {test}: {why}");
+        return;
+    }
+    if !is_root(test) {
+        return;
+    }
+    let sb = Sandbox::new("flowpath-dpdk-ovsdb", Switch::Flowpath);
+    let d = sb.dir.display().to_string();
+    // Not the sandbox's switch: that one makes every interface a dummy port.
+    let _switch = Reap(
+        Command::new(bin())
+            .args(["run", "--ovsdb", &sb.db, "--rundir", &d])
+            .arg(format!("--unixctl={d}/ovs-vswitchd.ctl"))
+            .envs(["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"].map(|v| (v, &d)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(sb.dir.join("flowpath.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let extra = format!("other_config:dpdk-extra=\"{EAL_EXTRA}\"");
+    let vsctl = |args: &[&str]| {
+        let (rc, out, err) = sb.vsctl(&words(args), 20);
+        assert_eq!(rc, 0, "ovs-vsctl {args:?}: {err}");
+        out.trim().to_owned()
+    };
+    vsctl(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:dpdk-init=true",
+        &extra,
+        "other_config:dpdk-socket-mem=512",
+    ]);
+    // The bridge's own interface is a TAP: a name of this test's own.
+    let br = format!("fpdk{}", std::process::id() % 100_000);
+    vsctl(&[
+        "add-br",
+        &br,
+        "--",
+        "set",
+        "bridge",
+        &br,
+        "datapath_type=netdev",
+        "--",
+        "add-port",
+        &br,
+        "dpdk0",
+        "--",
+        "set",
+        "Interface",
+        "dpdk0",
+        "type=dpdk",
+        "options:dpdk-devargs=net_null_ov0,no-rx=1",
+        "options:n_rxq=2",
+        "--",
+        "add-port",
+        &br,
+        "dpdk1",
+        "--",
+        "set",
+        "Interface",
+        "dpdk1",
+        "type=dpdk",
+        "options:dpdk-devargs=net_bogus_ov1",
+    ]);
+    assert_eq!(vsctl(&["get", "Interface", "dpdk0", "error"]), "[]");
+    assert_eq!(vsctl(&["get", "Interface", "dpdk0", "ofport"]), "1");
+    assert_eq!(
+        vsctl(&["get", "Interface", "dpdk1", "error"]),
+        "\"Error attaching device 'net_bogus_ov1' to DPDK\""
+    );
+    let dup = "options:dpdk-devargs=net_null_ov0,no-rx=1";
+    vsctl(&[
+        "add-port",
+        &br,
+        "dpdk2",
+        "--",
+        "set",
+        "Interface",
+        "dpdk2",
+        "type=dpdk",
+        dup,
+    ]);
+    assert_eq!(
+        vsctl(&["get", "Interface", "dpdk2", "error"]),
+        "\"'dpdk2' is trying to use device 'net_null_ov0,no-rx=1' which is already in use by \
+         'dpdk0'\""
+    );
+    assert_eq!(
+        vsctl(&["get", "Open_vSwitch", ".", "dpdk_initialized"]),
+        "true"
+    );
+    assert!(
+        vsctl(&["get", "Open_vSwitch", ".", "dpdk_version"]).starts_with("\"DPDK "),
+        "{}",
+        vsctl(&["get", "Open_vSwitch", ".", "dpdk_version"])
+    );
+    assert!(vsctl(&["get", "Open_vSwitch", ".", "iface_types"]).contains("dpdk,"));
+    let show = String::from_utf8_lossy(&ctl(&sb.dir, &["dpctl/show"]).stdout).into_owned();
+    assert!(
+        show.contains("dpdk0 (dpdk: configured_rx_queues=2, "),
+        "{show}"
+    );
+    vsctl(&["del-port", &br, "dpdk0"]);
+    let show = String::from_utf8_lossy(&ctl(&sb.dir, &["dpctl/show"]).stdout).into_owned();
+    assert!(!show.contains("dpdk0"), "{show}");
+}
+
+static NAMES: Names = Names {
+    netns: "fpdk",
+    dir: "flowpath-dpdk-ns",
+    root_for: "DPDK's EAL, network namespaces",
+    ifname_max: 15,
+};
+
+#[test]
+fn namespaces_ping_through_the_switch_over_net_tap_and_net_af_packet() {
+    let test = "namespaces_ping_through_the_switch_over_net_tap_and_net_af_packet";
+    let Some(mut env) = Env::new(test, "dn", &["ip", "ping", "sysctl"], &NAMES) else {
+        return;
+    };
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    let (na, nb) = (env.netns("a"), env.netns("b"));
+    let (tap, root_b, b) = (env.ifname("dt"), env.ifname("dr"), env.ifname("db"));
+    // b's veth: its namespace end has the host, its root end is the switch's net_af_packet.
+    must(&[
+        "ip", "link", "add", &root_b, "type", "veth", "peer", "name", &b, "netns", &nb,
+    ]);
+    must(&[
+        "sysctl",
+        "-qw",
+        &format!("net.ipv6.conf.{root_b}.disable_ipv6=1"),
+    ]);
+    must(&["ip", "link", "set", &root_b, "up"]);
+    must(&["ip", "-n", &nb, "addr", "add", "10.79.0.2/24", "dev", &b]);
+    must(&["ip", "-n", &nb, "link", "set", &b, "up"]);
+    let tag = &env.tag;
+    let cfg = env.write(
+        "sw.toml",
+        &format!(
+            r#"
+{}
+[[bridge]]
+name = "br0"
+
+[[bridge.port]]
+name = "pa"
+type = "dpdk"
+options = {{ dpdk-devargs = "net_tap_{tag},iface={tap}", n_rxq_desc = 256, n_txq_desc = 256 }}
+
+[[bridge.port]]
+name = "pb"
+type = "dpdk"
+options = {{ dpdk-devargs = "net_af_packet_{tag},iface={root_b}", n_rxq_desc = 256, n_txq_desc = 256 }}
+"#,
+            datapath()
+        ),
+    );
+    let rundir = env.path("run");
+    let _switch = start_switch(&cfg, &rundir);
+    // net_tap makes its interface when the port starts; then it moves to a's namespace.
+    assert!(
+        wait_until(Duration::from_secs(10), || std::path::Path::new(
+            "/sys/class/net"
+        )
+        .join(&tap)
+        .exists()),
+        "no {tap}"
+    );
+    must(&["ip", "link", "set", &tap, "netns", &na]);
+    must(&in_ns(
+        &na,
+        &["ip", "addr", "add", "10.79.0.1/24", "dev", &tap],
+    ));
+    must(&in_ns(&na, &["ip", "link", "set", &tap, "up"]));
+    ping(&na, "10.79.0.2", 3).unwrap();
+    let stats = String::from_utf8_lossy(&ctl(&rundir, &["port/stats", "pb"]).stdout).into_owned();
+    assert!(
+        stats.contains("  total  rx packets:") && !stats.contains("  total  rx packets:0 "),
+        "{stats}"
+    );
+}
