@@ -13,7 +13,7 @@ mod rxq_sched;
 
 use std::fmt::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -173,9 +173,10 @@ impl DatapathBuilder {
             open_txqs(pmd, &mut self.ports);
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let max_sleep = Arc::new(AtomicU64::new(0));
         let mut handles = Vec::new();
         for pmd in pmds {
-            handles.push(spawn_pmd(pmd, stop.clone(), None)?);
+            handles.push(spawn_pmd(pmd, stop.clone(), max_sleep.clone(), None)?);
         }
         let sweeper = spawn_ct_sweeper(self.conntrack.clone(), stop.clone())?;
         Ok(Datapath {
@@ -191,6 +192,7 @@ impl DatapathBuilder {
             conntrack: self.conntrack,
             ct_sweeper: Some(sweeper),
             stop,
+            max_sleep,
             names: self.names,
             cleared_at: tsc::now(),
             rxq_assign: self.config.rxq_assign,
@@ -252,6 +254,8 @@ pub struct Datapath {
     conntrack: Arc<conntrack::Conntrack>,
     ct_sweeper: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+    /// `pmd-maxsleep`, microseconds, read by every PMD thread after each poll.
+    max_sleep: Arc<AtomicU64>,
     names: PortNames,
     cleared_at: u64,
     rxq_assign: RxqAssign,

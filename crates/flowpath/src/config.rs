@@ -431,6 +431,10 @@ pub struct DatapathSection {
     pub max_idle: u64,
     #[serde(default)]
     pub pmd_rxq_assign: Option<String>,
+    /// `pmd-maxsleep`: microseconds a PMD thread may sleep between polls while its queues
+    /// are nearly idle (OVS 3.1's load-based sleep; at most 10 000). 0, the default, spins.
+    #[serde(default)]
+    pub pmd_maxsleep: u64,
     #[serde(default)]
     pub dp_flows: Vec<String>,
     /// `dpdk-init`: `true` or `"try"` start DPDK (cargo feature `dpdk`).
@@ -475,6 +479,7 @@ impl Default for DatapathSection {
             flow_limit: default_flow_limit(),
             max_idle: default_max_idle(),
             pmd_rxq_assign: None,
+            pmd_maxsleep: 0,
             dp_flows: Vec::new(),
             dpdk_init: None,
             dpdk_extra: None,

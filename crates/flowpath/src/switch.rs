@@ -363,7 +363,9 @@ pub fn build_with(
         b.add_flow(k, a)
             .map_err(|e| anyhow!("dp-flows entry '{f}': {e}"))?;
     }
-    b.start().map_err(|e| anyhow!(e))
+    let mut dp = b.start().map_err(|e| anyhow!(e))?;
+    dp.set_pmd_max_sleep(d.pmd_maxsleep);
+    Ok(dp)
 }
 
 #[cfg(test)]

@@ -408,6 +408,38 @@ fn ovs_vsctl_configures_flowpath_and_reads_back_what_ovs_vswitchd_writes() {
     assert_eq!(log_count(&log, "added interface p2"), added);
     assert!(db.vsctl_ok(&["get", "Interface", "p5", "ofport"]) != "-1");
 
+    // OVS 3.1's load-based PMD sleep, clamped and logged as OVS logs it.
+    db.vsctl_ok(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:pmd-maxsleep=50000",
+    ]);
+    assert!(
+        wait_until(Duration::from_secs(10), || log_count(
+            &log,
+            "PMD max sleep request is 10000 usecs."
+        ) == 1
+            && log_count(&log, "PMD load based sleeps are enabled.") == 1),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    db.vsctl_ok(&[
+        "remove",
+        "Open_vSwitch",
+        ".",
+        "other_config",
+        "pmd-maxsleep",
+    ]);
+    assert!(
+        wait_until(Duration::from_secs(10), || log_count(
+            &log,
+            "PMD load based sleeps are disabled."
+        ) >= 1),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
     // A second flowpath waits for the lock and says so.
     let rundir2 = dir.join("run2");
     let log2 = dir.join("flowpath2.log");

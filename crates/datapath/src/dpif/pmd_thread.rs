@@ -9,7 +9,7 @@
 //! to start reuses, so the ring's reader never has to learn of a new ring when a thread
 //! replaces another.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -89,6 +89,7 @@ pub(super) fn open_txqs(pmd: &mut Pmd, ports: &mut [PortEntry]) {
 pub(super) fn spawn_pmd(
     mut pmd: Pmd,
     stop: Arc<AtomicBool>,
+    max_sleep: Arc<AtomicU64>,
     ring: Option<UpcallProducer>,
 ) -> Result<PmdHandle, String> {
     if let Some(r) = ring {
@@ -114,9 +115,11 @@ pub(super) fn spawn_pmd(
             let mut idle_polls = 0u32;
             let mut n: u64 = 0;
             let mut drained = false;
+            let mut sleep = LoadBasedSleep::default();
             while !stop.load(Ordering::Relaxed) && !exit2.load(Ordering::Acquire) {
                 let got = pmd.poll_once();
                 pmd.handle_pending(&rx);
+                sleep.after_poll(got, max_sleep.load(Ordering::Relaxed));
                 n += 1;
                 if got == 0 {
                     idle_polls = idle_polls.saturating_add(1);
@@ -188,6 +191,37 @@ impl PmdHandle {
     }
 }
 
+/// `pmd-maxsleep` (OVS 3.1's load-based sleep): after a poll that took fewer than half a batch
+/// the thread sleeps, one microsecond longer after each such poll up to the maximum; a poll
+/// that takes half a batch or more ends the sleeping. A maximum of 0 (the default) never
+/// sleeps: the thread spins, as a PMD does.
+#[derive(Default)]
+struct LoadBasedSleep {
+    us: u64,
+}
+
+/// Half of a batch: a poll that takes this many packets or more means the queues are busy.
+const SLEEP_THRESH: usize = crate::packet::MAX_BURST / 2;
+
+/// The most `pmd-maxsleep` may be, in microseconds (OVS's RCU quiesce interval).
+pub const MAX_SLEEP_US: u64 = 10_000;
+
+impl LoadBasedSleep {
+    fn after_poll(&mut self, got: usize, max_us: u64) {
+        if max_us == 0 {
+            self.us = 0;
+            return;
+        }
+        if got >= SLEEP_THRESH {
+            self.us = 0;
+        }
+        if self.us > 0 {
+            std::thread::sleep(Duration::from_micros(self.us));
+        }
+        self.us = (self.us + 1).min(max_us);
+    }
+}
+
 /// What a PMD publishes for `pmd-rxq-show` and rebalancing.
 fn rxq_load(pmd: &Pmd) -> RxqLoad {
     let qs = pmd.rxqs().iter();
@@ -204,5 +238,36 @@ fn pin_to_core(core: usize) {
     set.set(core);
     if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
         eprintln!("flowpath: cannot pin PMD thread to core {core}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod sleep_tests {
+    use super::*;
+
+    #[test]
+    fn load_based_sleep_grows_by_a_microsecond_to_the_maximum_and_busy_polls_end_it() {
+        let mut s = LoadBasedSleep::default();
+        // No maximum: never sleeps.
+        for _ in 0..3 {
+            s.after_poll(0, 0);
+            assert_eq!(s.us, 0);
+        }
+        // Idle polls: 1, 2, 3, then held at the maximum.
+        let grown: Vec<u64> = (0..5)
+            .map(|_| {
+                s.after_poll(0, 3);
+                s.us
+            })
+            .collect();
+        assert_eq!(grown, [1, 2, 3, 3, 3]);
+        // Fewer than half a batch keeps sleeping; half a batch or more starts again from 0.
+        s.after_poll(SLEEP_THRESH - 1, 3);
+        assert_eq!(s.us, 3);
+        s.after_poll(SLEEP_THRESH, 3);
+        assert_eq!(s.us, 1);
+        // The maximum lowered to 0: back to spinning at once.
+        s.after_poll(0, 0);
+        assert_eq!(s.us, 0);
     }
 }

@@ -1,5 +1,6 @@
 //! The datapath's knobs from Open_vSwitch `other_config` (`pmd-cpu-mask`,
-//! `emc-insert-inv-prob`, `pmd-rxq-assign`, `max-idle`, `flow-limit`, `vlan-limit`...) and the
+//! `emc-insert-inv-prob`, `pmd-rxq-assign`, `max-idle`, `flow-limit`, `vlan-limit`,
+//! `pmd-maxsleep`...) and the
 //! connection tracker's zone timeout policies (`Datapath.ct_zones` -> `CT_Zone` ->
 //! `CT_Timeout_Policy`), applied to the running datapath when they change, and flowpath's own
 //! `metrics-listen` (the Prometheus endpoint's `IP:PORT`), and DPDK's `dpdk-*` settings. Knobs OVS has and flowpath does not
@@ -81,6 +82,7 @@ impl Knobs {
             ("flow-limit", Some("200000")),
             ("max-idle", Some("10000")),
             ("vlan-limit", Some("0")),
+            ("pmd-maxsleep", Some("0")),
         ] {
             let v = other_config.get(key).map(String::as_str);
             if v == old.get(key).map(String::as_str) {
@@ -176,6 +178,19 @@ fn apply_knob(dp: &mut Datapath, key: &str, value: Option<&str>) -> Result<(), S
         }
         "flow-limit" => {
             dp.set_flow_limit(number(value)? as usize);
+            Ok(())
+        }
+        "pmd-maxsleep" => {
+            let us = dp.set_pmd_max_sleep(number(value)?);
+            log(
+                vlog::Level::Info,
+                &format!("PMD max sleep request is {us} usecs."),
+            );
+            let state = if us > 0 { "enabled" } else { "disabled" };
+            log(
+                vlog::Level::Info,
+                &format!("PMD load based sleeps are {state}."),
+            );
             Ok(())
         }
         "max-idle" => {
