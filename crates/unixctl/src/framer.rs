@@ -50,6 +50,12 @@ impl Framer {
         self.buf.extend_from_slice(data);
     }
 
+    /// Bytes held: the message in progress and what follows it.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Whether a message has begun but not ended (what an EOF now would cut short).
     pub(crate) fn in_message(&self) -> bool {
         self.started
