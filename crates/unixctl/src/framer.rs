@@ -203,4 +203,14 @@ mod tests {
         assert_eq!(f.next_frame(), Ok(Some(b"{\"id\":0}".to_vec())));
         assert!(!f.in_message());
     }
+
+    #[test]
+    fn only_what_follows_a_frame_stays_buffered() {
+        let mut f = Framer::new(100);
+        f.push(b"  {\"id\":0} {\"id");
+        assert_eq!(f.next_frame(), Ok(Some(b"{\"id\":0}".to_vec())));
+        assert_eq!(f.buffered(), 5);
+        assert_eq!(f.next_frame(), Ok(None));
+        assert_eq!(f.buffered(), 4, "whitespace between messages is dropped");
+    }
 }
