@@ -20,22 +20,24 @@ use conntrack::alg::{
 };
 use conntrack::key::UDP;
 
-/// The address an edit writes, in the form the text has.
-fn other_addr(form: AddrForm) -> IpAddr {
-    match form {
-        AddrForm::Commas | AddrForm::Dotted => IpAddr::V4(Ipv4Addr::new(192, 0, 2, 177)),
-        AddrForm::V6 => IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0xab, 0x77)),
-    }
+/// An IPv4 address as conntrack keeps it: in the first four bytes.
+fn v4(a: [u8; 4]) -> [u8; 16] {
+    let mut b = [0; 16];
+    b[..4].copy_from_slice(&a);
+    b
 }
 
-fn bytes(a: IpAddr) -> [u8; 16] {
-    match a {
-        IpAddr::V4(v) => {
-            let mut b = [0; 16];
-            b[..4].copy_from_slice(&v.octets());
-            b
+/// The address an edit writes, in the form the text has, and as conntrack keeps it.
+fn other_addr(form: AddrForm) -> (IpAddr, [u8; 16]) {
+    match form {
+        AddrForm::Commas | AddrForm::Dotted => {
+            let a = [192, 0, 2, 177];
+            (IpAddr::V4(Ipv4Addr::from(a)), v4(a))
         }
-        IpAddr::V6(v) => v.octets(),
+        AddrForm::V6 => {
+            let a = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0xab, 0x77);
+            (IpAddr::V6(a), a.octets())
+        }
     }
 }
 
@@ -60,20 +62,20 @@ fn check_announce(payload: &[u8], from_client: bool, v6: bool, a: &FtpAnnounce) 
     };
     assert!(at + n <= payload.len(), "{a:?} past the payload");
     assert!(a.addr.is_some(), "address text without an address: {a:?}");
-    let to = other_addr(form);
+    let (to, to_bytes) = other_addr(form);
     let edit = PayloadEdit {
         at: u16::try_from(at).expect("a segment's offset"),
         old_len: u16::try_from(n).expect("a segment's length"),
         form,
     };
     let mut text = [0; MAX_ADDR_TEXT];
-    let len = edit.render(&bytes(to), &mut text);
+    let len = edit.render(&to_bytes, &mut text);
     let edited = edit
-        .apply_to(payload, &bytes(to))
+        .apply_to(payload, &to_bytes)
         .expect("the text is within the payload");
     assert_eq!(
         edited.len() as i64,
-        payload.len() as i64 + i64::from(edit.delta(&bytes(to)))
+        payload.len() as i64 + i64::from(edit.delta(&to_bytes))
     );
     match parse_ftp(&edited, from_client, v6) {
         FtpParse::Found(b) => {
@@ -98,17 +100,14 @@ fn check_inspect(sel: u8, l4: &[u8]) {
     };
     let proto = if sel & 16 != 0 { UDP } else { helper.proto() };
     let (client, server, outside) = if v6 {
+        let ula = |n| Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, n).octets();
         (
-            bytes("fd00::1".parse().unwrap()),
-            bytes("fd00::2".parse().unwrap()),
-            bytes("2001:db8::9".parse().unwrap()),
+            ula(1),
+            ula(2),
+            Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9).octets(),
         )
     } else {
-        (
-            bytes("10.0.0.1".parse().unwrap()),
-            bytes("10.0.0.2".parse().unwrap()),
-            bytes("192.0.2.9".parse().unwrap()),
-        )
+        (v4([10, 0, 0, 1]), v4([10, 0, 0, 2]), v4([192, 0, 2, 9]))
     };
     let port = if helper == Helper::Ftp { 21 } else { 69 };
     let orig = Tuple {
