@@ -7,6 +7,8 @@ those. corpus/odp_parse: every flow line of crates/flow/tests/data/ovs-dpdk-dump
 its key part and action part alone. corpus/of_msg: every OpenFlow message of the testdata/openflow
 corpora (OVS's ofp-print.at vectors, what ovs-ofctl sent, the flow mods, the OVN conversation) as
 a stream of one (first byte 0x7f: read 12 KiB at a time), and each ovn-controller connection's whole stream.
+corpus/ofctl_flow: every flow of crates/ofproto/tests/data/{flows,bad_flows}.txt (the ovs-ofctl
+oracle's corpora).
 
 Usage: python3 fuzz/seeds.py   (from the repository root or fuzz/)
 """
@@ -110,7 +112,15 @@ def main():
         write(OUT / "of_msg", b"\x7f" + bytes.fromhex(h))
     for c in sorted({c for c, _ in conv}):
         write(OUT / "of_msg", b"\x7f" + b"".join(bytes.fromhex(h) for cc, h in conv if cc == c))
-    print(f"{n} packets, {m} flow texts, {len(msgs)} OpenFlow messages")
+    k = 0
+    for name in ("flows.txt", "bad_flows.txt"):
+        text = (ROOT / "crates/ofproto/tests/data" / name).read_text()
+        for line in text.splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                write(OUT / "ofctl_flow", line.encode())
+                k += 1
+    print(f"{n} packets, {m} flow texts, {len(msgs)} OpenFlow messages, {k} ofctl flows")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ impl Framer {
         self.buf.extend_from_slice(data);
     }
 
+    /// Bytes held: the message in progress and what follows it.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Whether a message has begun but not ended (what an EOF now would cut short).
     pub(crate) fn in_message(&self) -> bool {
         self.started
@@ -196,5 +202,15 @@ mod tests {
         f.push(b"0}");
         assert_eq!(f.next_frame(), Ok(Some(b"{\"id\":0}".to_vec())));
         assert!(!f.in_message());
+    }
+
+    #[test]
+    fn only_what_follows_a_frame_stays_buffered() {
+        let mut f = Framer::new(100);
+        f.push(b"  {\"id\":0} {\"id");
+        assert_eq!(f.next_frame(), Ok(Some(b"{\"id\":0}".to_vec())));
+        assert_eq!(f.buffered(), 5);
+        assert_eq!(f.next_frame(), Ok(None));
+        assert_eq!(f.buffered(), 4, "whitespace between messages is dropped");
     }
 }

@@ -57,6 +57,8 @@
 
 mod copy;
 mod features;
+#[doc(hidden)]
+pub mod fuzzing;
 mod guest_memory;
 mod options;
 mod protocol;

@@ -1,0 +1,17 @@
+//! Replays the committed inputs of the `ofctl_flow` fuzz target (`tests/data/fuzz/ofctl_flow/*`)
+//! through the checks the target runs, which live in `fuzz/src/ofctl_flow.rs`, path-imported
+//! here so that both use one copy.
+
+#[path = "../../../fuzz/src/ofctl_flow.rs"]
+mod ofctl_flow;
+#[path = "../../../fuzz/src/replay.rs"]
+mod replay;
+
+#[test]
+fn ofctl_flow_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "ofctl_flow",
+        ofctl_flow::check_ofctl_flow,
+    );
+}
