@@ -21,7 +21,6 @@ const PASSING: &[&str] = &[
     "ofproto-dpif - registers",
     "ofproto-dpif - extended registers",
     "ofproto-dpif - extended-extended registers",
-    "ofproto-dpif - load and move order",
     "ofproto-dpif - copy-field into extended registers",
     "ofproto-dpif - masked set-field into metadata",
     "ofproto-dpif - output",
