@@ -43,7 +43,6 @@ fn classify(a: &OfAction) -> Option<Class> {
         | OfAction::SetEthSrc(_)
         | OfAction::SetEthDst(_)
         | OfAction::SetIpDscp(_)
-        | OfAction::SetNwTtl(_)
         | OfAction::SetIpv4Src(_)
         | OfAction::SetIpv4Dst(_)
         | OfAction::SetL4SrcPort(_)

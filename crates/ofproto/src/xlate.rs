@@ -875,7 +875,6 @@ impl Ctx<'_> {
                 OfAction::SetIpv4Dst(a) => {
                     self.set_field(FieldId::IPV4_DST, u32::from(*a).into(), u128::MAX)
                 }
-                OfAction::SetNwTtl(t) => self.set_field(FieldId::IP_TTL, u128::from(*t), u128::MAX),
                 OfAction::SetIpDscp(d) => {
                     self.set_field(FieldId::IP_DSCP, u128::from(*d), u128::MAX)
                 }

@@ -150,7 +150,6 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
             // The payload is opaque now: no protocol can be assumed.
             flow.set(FieldId::IP_PROTO, 0);
         }
-        OfAction::SetNwTtl(_) => flow.prereq(FieldId::IP_TTL.field().prereq)?,
         OfAction::SetField { field, value, .. } => {
             flow.prereq(field.field().prereq)?;
             if *field == FieldId::VLAN_VID {

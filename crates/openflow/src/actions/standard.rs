@@ -299,7 +299,11 @@ fn decode11(version: Version, ty: u16, b: &[u8], out: &mut Vec<OfAction>) -> Res
         }
         OFPAT11_SET_NW_TTL => {
             need(b, 8)?;
-            OfAction::SetNwTtl(b[4])
+            OfAction::SetField {
+                field: FieldId::IP_TTL,
+                value: b[4].into(),
+                mask: 0xff,
+            }
         }
         OFPAT11_DEC_NW_TTL => {
             need(b, 8)?;
@@ -675,21 +679,11 @@ pub(super) fn encode(
         OfAction::Meter(m) if version >= Version::Of15 => {
             put8(out, OFPAT15_METER, &m.to_be_bytes())
         }
-        OfAction::SetNwTtl(ttl) if !v10 => put8(out, OFPAT11_SET_NW_TTL, &[*ttl]),
-        OfAction::SetNwTtl(ttl) => {
-            // OpenFlow 1.0 has no TTL action: the write goes as a set_field would.
-            let a = OfAction::SetField {
-                field: FieldId::IP_TTL,
-                value: (*ttl).into(),
-                mask: 0xff,
-            };
-            return encode(version, &a, flow, out);
-        }
         OfAction::SetField { field, value, mask } => {
             let whole = covers(*field, *mask);
             let oxm_ok = nxm::action_header(*field, version.wire()).is_some();
-            if v11 && whole && *field == FieldId::IP_TTL {
-                // OpenFlow 1.1 has no set_field: its own action writes the TTL.
+            if !v10 && whole && *field == FieldId::IP_TTL {
+                // mod_nw_ttl has its own action from OpenFlow 1.1 on, which OVS prefers.
                 put8(out, OFPAT11_SET_NW_TTL, &[*value as u8]);
             } else if oxm_ok && (version >= Version::Of15 || (sf && whole)) {
                 put_set_field(version, *field, *value, *mask, out);

@@ -118,8 +118,6 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::SetIpDscp(t) => {
             let _ = write!(out, "mod_nw_tos:{t}");
         }
-        // As OpenFlow 1.0 carries it (a Nicira load), like a set_field of nw_ttl.
-        OfAction::SetNwTtl(t) => format_load(out, FieldId::IP_TTL, (*t).into(), 0xff),
         OfAction::SetL4SrcPort(p) => {
             let _ = write!(out, "mod_tp_src:{p}");
         }

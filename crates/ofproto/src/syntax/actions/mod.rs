@@ -177,9 +177,6 @@ pub enum OfAction {
     SetIpv4Dst(Ipv4Addr),
     /// `mod_nw_tos:TOS`: the DSCP bits of the TOS byte (low two bits zero).
     SetIpDscp(u8),
-    /// `mod_nw_ttl:TTL` (OpenFlow 1.1's `OFPAT_SET_NW_TTL`), kept apart from a `set_field` of
-    /// `nw_ttl` as OVS keeps them: each goes back on the wire as it came.
-    SetNwTtl(u8),
     /// `mod_tp_src:PORT` (TCP, UDP or SCTP, whichever the packet is).
     SetL4SrcPort(u16),
     SetL4DstPort(u16),

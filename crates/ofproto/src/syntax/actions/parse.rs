@@ -337,9 +337,7 @@ impl ActionCtx<'_> {
             }
             "mod_nw_ttl" | "set_nw_ttl" => {
                 let ttl: u8 = num(key, arg, 0xff)?;
-                self.load_action(FieldId::IP_TTL, ttl.into(), 0xff, outer, out)?;
-                out.pop();
-                OfAction::SetNwTtl(ttl)
+                return self.load_action(FieldId::IP_TTL, ttl.into(), 0xff, outer, out);
             }
             "mod_tp_src" => OfAction::SetL4SrcPort(num(key, arg, 0xffff)?),
             "mod_tp_dst" => OfAction::SetL4DstPort(num(key, arg, 0xffff)?),
