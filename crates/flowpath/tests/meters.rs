@@ -149,3 +149,42 @@ fn a_controller_action_s_meter_limits_its_packet_ins_only() {
         "{flows}"
     );
 }
+
+/// `controller(pause,meter_id=N)`, as OVN sends for DHCP, DNS and its other paused packet-ins
+/// under a control-plane (CoPP) meter: the meter limits the paused packet-ins as it limits the
+/// plain ones (OVS 3.1.5's fix; 3.1.0 left them unmetered, so a DHCP storm reached the
+/// controller whole).
+#[test]
+fn a_paused_controller_action_s_meter_limits_its_packet_ins() {
+    let (dir, _rm) = scratch_dir("fp-meters-pause");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    let ofctl = |args: &[&str]| flowpath(&run, "ofctl", args);
+    ok(ofctl(&[
+        "add-meter",
+        "br0",
+        "meter=1,pktps,bands=type=drop,rate=1",
+    ]));
+    ok(ofctl(&[
+        "add-flow",
+        "br0",
+        "in_port=1,actions=controller(pause,meter_id=1),output:2",
+    ]));
+    let pkt = "in_port(1),eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),eth_type(0x0800),\
+               ipv4(src=10.0.0.1,dst=10.0.0.2,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=2)";
+    let mut args = vec!["netdev-dummy/receive", "p1"];
+    args.extend([pkt; 20]);
+    ok(flowpath(&run, "ctl", &args));
+    let flows = ok(flowpath(&run, "ctl", &["dpctl/dump-flows"]));
+    assert!(
+        flows.contains("actions:sample(sample=100.0%,actions(meter(0),userspace(pid=0,controller(")
+            && flows.contains("continuation=1"),
+        "{flows}"
+    );
+    let stats = ok(ofctl(&["meter-stats", "br0", "meter=1"]));
+    assert!(stats.contains(" packet_in_count:20 "), "{stats}");
+    let dropped = count(&stats, "0: packet_count:");
+    assert!(dropped >= 12, "{stats}");
+}

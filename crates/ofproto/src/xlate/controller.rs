@@ -26,6 +26,7 @@ pub(super) struct Pause {
     reason: u8,
     max_len: u16,
     id: u16,
+    meter_id: Option<u32>,
     userdata: Vec<u8>,
 }
 
@@ -51,16 +52,24 @@ impl Ctx<'_> {
                 reason,
                 max_len: c.max_len,
                 id: c.id,
+                meter_id: c.meter_id,
                 userdata: c.userdata.clone(),
             });
             self.trigger_freeze();
             return;
         }
         self.controller_with(reason, c.max_len, c.id, &c.userdata);
-        // With a meter, as OVS's xlate_controller_action(): a sample of every packet,
-        // `sample(sample=100.0%,actions(meter(M),userspace(...)))`, so that the meter limits the
-        // packet-ins and nothing else. A meter the bridge does not have limits nothing.
-        let meter = c.meter_id.and_then(|m| self.br().meters.dp_id(m));
+        self.meter_packet_in(c.meter_id);
+    }
+
+    /// With a meter, as OVS's `put_controller_user_action()`: the packet-in just emitted goes
+    /// in a sample of every packet, `sample(sample=100.0%,actions(meter(M),userspace(...)))`,
+    /// so that the meter limits the packet-ins and nothing else; a paused packet-in's too (OVS
+    /// 3.1.5's "Fix continuations with associated metering": OVN polices its DHCP and other
+    /// paused packet-ins with control-plane meters). A meter the bridge does not have limits
+    /// nothing.
+    fn meter_packet_in(&mut self, meter_id: Option<u32>) {
+        let meter = meter_id.and_then(|m| self.br().meters.dp_id(m));
         if let Some(dp) = meter
             && matches!(self.out.last(), Some(Action::Userspace(_)))
         {
@@ -87,6 +96,7 @@ impl Ctx<'_> {
     pub(super) fn finish_pause(&mut self, p: Pause, actions: Vec<FrozenAction>) {
         let state = self.packet_in_state(actions, p.userdata);
         self.emit_controller(state, p.reason, p.max_len, p.id, true);
+        self.meter_packet_in(p.meter_id);
     }
 
     /// What a packet-in tells of the pipeline here: the rule's table, the input port,
