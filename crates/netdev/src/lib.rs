@@ -19,6 +19,8 @@ mod csum;
 #[allow(unsafe_code)]
 pub mod dpdk;
 pub mod dummy;
+#[allow(unsafe_code)]
+pub mod ifaddrs;
 pub mod memory;
 #[allow(unsafe_code)]
 pub mod netns;

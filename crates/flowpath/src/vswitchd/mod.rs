@@ -13,6 +13,7 @@ mod capabilities;
 mod desired;
 mod iface_types;
 mod knobs;
+mod local_addrs;
 mod ofport;
 mod reconcile;
 mod status;
@@ -260,6 +261,7 @@ fn run(
             // Not under the datapath's lock: a scrape being answered takes it.
             knobs.apply_metrics(metrics, &d.other_config);
         }
+        applied.refresh_local_addrs(&d, &sw);
         let ops = {
             let Ok(dpg) = dp.lock() else { break };
             let src = status::StatusSources {

@@ -20,6 +20,7 @@ use crate::port_ops;
 
 use super::desired::{BridgeDesired, Desired, IfaceDesired};
 use super::iface_types::{self, TypeContext};
+use super::local_addrs::{self, LocalAddrs};
 use super::log;
 use super::ofport::{self, OfportPool};
 
@@ -57,7 +58,8 @@ pub(crate) struct Applied {
 
 #[derive(Debug, Default)]
 struct AppliedBridge {
-    hwaddr: Option<String>,
+    /// Its own Ethernet and IP addresses, as last given (`local_addrs`).
+    local: Option<LocalAddrs>,
     /// The datapath id configured (`other_config:datapath-id`), as applied.
     datapath_id: Option<u64>,
     ports: BTreeMap<String, AppliedPort>,
@@ -86,6 +88,27 @@ fn same_port(running: &IfaceDesired, wanted: &IfaceDesired) -> bool {
 impl Applied {
     /// Changes the switch into what `d` asks for; every interface's outcome lands in
     /// `self.outcomes`.
+    /// Gives each running bridge the addresses of its LOCAL port's kernel device (and
+    /// `other_config:hwaddr`) where they changed: called on every poll, as the kernel's
+    /// addresses change outside the database.
+    pub fn refresh_local_addrs(&mut self, d: &Desired, sw: &Switch) {
+        let kernel = match netdev::ifaddrs::interface_addresses() {
+            Ok(k) => k,
+            Err(e) => {
+                log(
+                    vlog::Level::Warn,
+                    &format!("reading interface addresses: {e}"),
+                );
+                return;
+            }
+        };
+        for b in d.bridges.values() {
+            if let Some(ab) = self.bridges.get_mut(&b.name) {
+                local_addrs::refresh(b, &mut ab.local, sw.of, &kernel);
+            }
+        }
+    }
+
     pub fn reconcile(&mut self, d: &Desired, sw: &Switch, ctx: &TypeContext) {
         let previous = std::mem::take(&mut self.outcomes);
         // First everything that goes, so that a name moving between bridges is free.
@@ -323,27 +346,11 @@ impl Applied {
         }
     }
 
-    /// The bridge's own settings: its address and its controllers, fail mode and versions.
+    /// The bridge's own settings: its datapath id and its controllers, fail mode and versions.
     fn configure_bridge(&mut self, b: &BridgeDesired, sw: &Switch) {
         let Some(ab) = self.bridges.get_mut(&b.name) else {
             return;
         };
-        let hwaddr = b.other_config.get("hwaddr").cloned();
-        if hwaddr != ab.hwaddr {
-            let mac = hwaddr
-                .as_deref()
-                .and_then(|m| ofproto::tunnel::parse_mac(m).ok());
-            if hwaddr.is_some() && mac.is_none() {
-                log(
-                    vlog::Level::Warn,
-                    &format!("bridge {}: invalid hwaddr", b.name),
-                );
-            }
-            if let Err(e) = sw.of.set_bridge_addrs(&b.name, mac, Vec::new()) {
-                log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
-            }
-            ab.hwaddr = hwaddr;
-        }
         let dpid = b
             .other_config
             .get("datapath-id")
