@@ -119,9 +119,10 @@ fn a_meter_drops_what_exceeds_its_burst_and_counts_it() {
     assert!(e.contains("OFPMMFC_UNKNOWN_METER"), "{e}");
 }
 
-#[test]
-fn a_controller_action_s_meter_limits_its_packet_ins_only() {
-    let (dir, _rm) = scratch_dir("fp-meters-controller");
+/// A switch with meter 1 (1 packet a second, no burst) and the flow `in_port=1,actions=ACTIONS`,
+/// after 20 packets from p1: its `dpctl/dump-flows` and `meter-stats` of meter 1.
+fn twenty_packets_through(name: &str, actions: &str) -> (String, String) {
+    let (dir, _rm) = scratch_dir(name);
     let cfg = dir.join("sw.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
     let run = dir.join("run");
@@ -135,14 +136,24 @@ fn a_controller_action_s_meter_limits_its_packet_ins_only() {
     ok(ofctl(&[
         "add-flow",
         "br0",
-        "in_port=1,actions=controller(meter_id=1),output:2",
+        &format!("in_port=1,actions={actions}"),
     ]));
     let pkt = "in_port(1),eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),eth_type(0x0800),\
                ipv4(src=10.0.0.1,dst=10.0.0.2,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=2)";
-    ok(flowpath(&run, "ctl", &["netdev-dummy/receive", "p1", pkt]));
+    let mut args = vec!["netdev-dummy/receive", "p1"];
+    args.extend([pkt; 20]);
+    ok(flowpath(&run, "ctl", &args));
+    let flows = ok(flowpath(&run, "ctl", &["dpctl/dump-flows"]));
+    let stats = ok(ofctl(&["meter-stats", "br0", "meter=1"]));
+    (flows, stats)
+}
+
+#[test]
+fn a_controller_action_s_meter_limits_its_packet_ins_only() {
+    let (flows, _) =
+        twenty_packets_through("fp-meters-controller", "controller(meter_id=1),output:2");
     // OVS 3.1's datapath actions for the same flow: the meter and the packet-in in a sample
     // of every packet, the output outside it.
-    let flows = ok(flowpath(&run, "ctl", &["dpctl/dump-flows"]));
     assert!(
         flows.contains("actions:sample(sample=100.0%,actions(meter(0),userspace(pid=0,controller(")
             && flows.contains("))),2"),
@@ -156,34 +167,13 @@ fn a_controller_action_s_meter_limits_its_packet_ins_only() {
 /// controller whole).
 #[test]
 fn a_paused_controller_action_s_meter_limits_its_packet_ins() {
-    let (dir, _rm) = scratch_dir("fp-meters-pause");
-    let cfg = dir.join("sw.toml");
-    std::fs::write(&cfg, CONFIG).unwrap();
-    let run = dir.join("run");
-    let _sw = start_switch(&cfg, &run);
-    let ofctl = |args: &[&str]| flowpath(&run, "ofctl", args);
-    ok(ofctl(&[
-        "add-meter",
-        "br0",
-        "meter=1,pktps,bands=type=drop,rate=1",
-    ]));
-    ok(ofctl(&[
-        "add-flow",
-        "br0",
-        "in_port=1,actions=controller(pause,meter_id=1),output:2",
-    ]));
-    let pkt = "in_port(1),eth(src=50:54:00:00:00:01,dst=50:54:00:00:00:02),eth_type(0x0800),\
-               ipv4(src=10.0.0.1,dst=10.0.0.2,proto=17,tos=0,ttl=64,frag=no),udp(src=1,dst=2)";
-    let mut args = vec!["netdev-dummy/receive", "p1"];
-    args.extend([pkt; 20]);
-    ok(flowpath(&run, "ctl", &args));
-    let flows = ok(flowpath(&run, "ctl", &["dpctl/dump-flows"]));
+    let (flows, stats) =
+        twenty_packets_through("fp-meters-pause", "controller(pause,meter_id=1),output:2");
     assert!(
         flows.contains("actions:sample(sample=100.0%,actions(meter(0),userspace(pid=0,controller(")
             && flows.contains("continuation=1"),
         "{flows}"
     );
-    let stats = ok(ofctl(&["meter-stats", "br0", "meter=1"]));
     assert!(stats.contains(" packet_in_count:20 "), "{stats}");
     let dropped = count(&stats, "0: packet_count:");
     assert!(dropped >= 12, "{stats}");
