@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# What scripts/ovn-chassis and scripts/ovn-scale share (sourced, not run): an OVN 23.03 central
+# What scripts/ovn-chassis, ovn-scale, ovn-throughput and ovn-cloud share (sourced, not run): the
+# checks a user of an OVN cloud makes from its "VMs" (network namespaces), and an OVN 23.03 central
 # (standalone NB and SB ovsdb-servers, ovn-northd) and one chassis (its own ovsdb-server with the
 # Open_vSwitch schema, the vswitch, ovn-controller, br-int with datapath_type=netdev and
 # fail-mode=secure), everything under a private directory and killed by pidfile at the end.
@@ -88,4 +89,96 @@ ovn_chassis() {
         -- --may-exist add-br br-int -- set bridge br-int datapath_type=netdev fail-mode=secure \
         other-config:disable-in-band=true
     hv ovn-controller --detach --no-chdir --pidfile --log-file
+}
+
+# ---- checks from the "VMs" (NS: a network namespace) --------------------------------------
+
+# ping_check NAME NS DST: "ping NAME: N of 3".
+ping_check() {
+    local n
+    n=$(ip netns exec "$2" ping -c3 -i0.2 -W2 "$3" 2>/dev/null | sed -n 's/.* \([0-9]*\) received.*/\1/p')
+    echo "ping $1: ${n:-0} of 3"
+}
+
+# wait_listen NS PORT: until a TCP server listens on PORT in NS (at most 5 s).
+wait_listen() {
+    for _ in $(seq 50); do
+        ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return
+        sleep 0.1
+    done
+}
+
+# peer_of NS BIND FROM DST PORT: what a client in FROM connecting to DST:PORT reads from a
+# server in NS on BIND:PORT that answers with the peer address it sees ("no answer" when the
+# connection fails).
+peer_of() {
+    ip netns exec "$1" timeout 6 python3 -c "
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('$2', $5)); s.listen(1); c, a = s.accept(); c.sendall(a[0].encode()); c.close()" &
+    local server=$!
+    wait_listen "$1" "$5"
+    ip netns exec "$3" timeout 4 python3 -c "
+import socket
+try:
+    s = socket.create_connection(('$4', $5), timeout=2); print(s.recv(40).decode())
+except OSError:
+    print('no answer')" 2>&1 | tail -1
+    kill $server 2>/dev/null
+    wait $server 2>/dev/null
+}
+
+# dhcp_check NS MAC: "dhcp: offer ADDR router R lease L" for a DHCPDISCOVER from NS's eth0
+# with client address MAC (scapy).
+dhcp_check() {
+    if ! python3 -c 'import scapy' 2>/dev/null; then
+        echo "dhcp: not checked (no scapy)"
+        return
+    fi
+    echo "dhcp: $(ip netns exec "$1" timeout 15 python3 -c "
+from scapy.all import BOOTP, DHCP, IP, UDP, Ether, conf, srp1
+conf.checkIPaddr = False
+p = (Ether(dst='ff:ff:ff:ff:ff:ff', src='$2')
+     / IP(src='0.0.0.0', dst='255.255.255.255') / UDP(sport=68, dport=67)
+     / BOOTP(chaddr=bytes.fromhex('${2//:/}'), xid=0x1234)
+     / DHCP(options=[('message-type', 'discover'), 'end']))
+r = srp1(p, iface='eth0', timeout=5, verbose=0)
+if r is None or DHCP not in r:
+    print('no offer')
+else:
+    o = dict(x for x in r[DHCP].options if isinstance(x, tuple))
+    print('offer', r[BOOTP].yiaddr, 'router', o.get('router'), 'lease', o.get('lease_time'))
+" 2>&1 | tail -1)"
+}
+
+# lb_check CLIENT VIP NS1 NAME1 NS2 NAME2: "load balancer: NAMES" -- the backends in NS1 and
+# NS2 answer TCP/80 with their names, and ten connections from CLIENT to VIP:80 collect them.
+lb_check() {
+    local client=$1 vip=$2 s1 s2 seen
+    ip netns exec "$3" timeout 20 python3 -c "$(lb_backend "$4")" &
+    s1=$!
+    ip netns exec "$5" timeout 20 python3 -c "$(lb_backend "$6")" &
+    s2=$!
+    wait_listen "$3" 80
+    wait_listen "$5" 80
+    seen=$(ip netns exec "$client" python3 -c "
+import socket
+seen = set()
+for i in range(10):
+    try:
+        s = socket.create_connection(('$vip', 80), timeout=2); seen.add(s.recv(10).decode())
+    except OSError:
+        seen.add('no answer')
+print(' '.join(sorted(seen)))" 2>&1 | tail -1)
+    echo "load balancer: $seen"
+    kill "$s1" "$s2" 2>/dev/null
+    wait "$s1" "$s2" 2>/dev/null
+}
+lb_backend() { # NAME: a TCP/80 server (Python) answering every connection with NAME
+    echo "
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', 80)); s.listen(16)
+while True:
+    c, _ = s.accept(); c.sendall(b'$1'); c.close()"
 }

@@ -71,7 +71,6 @@ fn ovn_controller_programs_flowpath_as_it_programs_ovs_vswitchd() {
         "ovn-trace --ovs: OpenFlow flows shown yes",
         "tcp 82: no answer",
         "acl log drop82: yes",
-        "dhcp storm: at most 1 of 300 pings lost",
         "sync after storm: ok",
         "ovn-controller restart: at most 1 of 400 pings lost",
         "vswitch restart: forwarding back yes",
@@ -93,16 +92,17 @@ fn ovn_controller_programs_flowpath_as_it_programs_ovs_vswitchd() {
     };
     assert!(zones(&fp) >= 2, "{fp}");
     // Debian's OVS 3.1.0 leaves paused packet-ins (DHCP's) unmetered, a bug OVS 3.1.5 fixed
-    // ("ofproto-dpif-xlate: Fix continuations with associated metering"); flowpath meters them.
-    let metered = "dhcp storm: metered (the band dropped at least 1000)";
-    assert!(
-        fp.lines().any(|l| l == metered),
-        "flowpath: {metered}\n{fp}"
-    );
+    // ("ofproto-dpif-xlate: Fix continuations with associated metering"): flowpath meters
+    // them, and its cached traffic goes on through the storm; OVS's may or may not, as the
+    // machine's load decides, so only flowpath's storm lines are checked.
+    for want in [
+        "dhcp storm: metered (the band dropped at least 1000)",
+        "dhcp storm: at most 1 of 300 pings lost",
+    ] {
+        assert!(fp.lines().any(|l| l == want), "flowpath: {want}\n{fp}");
+    }
     let unmetered = |out: &str| -> String {
-        let keep = |l: &&str| {
-            !l.starts_with("dhcp storm: metered") && !l.starts_with("dhcp storm: not metered")
-        };
+        let keep = |l: &&str| !l.starts_with("dhcp storm: ");
         out.lines().filter(keep).map(|l| format!("{l}\n")).collect()
     };
     let (ovs, fp) = (unmetered(&ovs), unmetered(&fp));
