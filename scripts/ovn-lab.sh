@@ -142,7 +142,7 @@ p = (Ether(dst='ff:ff:ff:ff:ff:ff', src='$2')
      / IP(src='0.0.0.0', dst='255.255.255.255') / UDP(sport=68, dport=67)
      / BOOTP(chaddr=bytes.fromhex('${2//:/}'), xid=0x1234)
      / DHCP(options=[('message-type', 'discover'), 'end']))
-r = srp1(p, iface='eth0', timeout=5, verbose=0)
+r = srp1(p, iface='eth0', timeout=3, retry=2, verbose=0)
 if r is None or DHCP not in r:
     print('no offer')
 else:
