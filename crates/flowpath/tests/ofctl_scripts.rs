@@ -2,7 +2,8 @@
 //! (`NAME.cmds`) runs against `flowpath run` (bridge br0 with dummy ports p1-p3 at ofports
 //! 1-3, as `scripts/capture-ofctl-script` configures `ovs-vswitchd`), and each command prints
 //! what it printed against `ovs-vswitchd` 3.1 (`NAME.ovs`, recorded by that script), once
-//! transaction ids, durations, addresses and the datapath id are taken out.
+//! transaction ids, durations, addresses and the datapath id are taken out. An `appctl ARGS`
+//! line runs the stock `ovs-appctl ARGS` against the switch's control socket instead.
 //! `OFCTL_SCRIPT=NAME` runs one script only.
 
 mod common;
@@ -82,7 +83,17 @@ fn run_script(name: &str) -> Vec<String> {
                 None => w.to_owned(),
             })
             .collect();
-        let got = text(&ofctl(&rundir, &args.join(" ")));
+        let got = match args.split_first() {
+            Some((first, rest)) if first == "appctl" => text(
+                &std::process::Command::new("ovs-appctl")
+                    .arg("-t")
+                    .arg(rundir.join("flowpath.ctl"))
+                    .args(rest)
+                    .output()
+                    .unwrap(),
+            ),
+            _ => text(&ofctl(&rundir, &args.join(" "))),
+        };
         if std::env::var_os("OFCTL_SCRIPT_SHOW").is_some() {
             eprintln!("== {cmd}\n{}", got.join("\n"));
         }

@@ -114,22 +114,10 @@ fn ovn_controller_programs_flowpath_as_it_programs_ovs_vswitchd() {
     assert!(a.lines().count() > 300, "{a}");
     // A multicast group's ports come in the order ovn-controller iterates them, which varies
     // from run to run: a line matches another with the same actions in any order.
-    // flowpath writes an OpenFlow 1.5 set_field of nw_ttl back as mod_nw_ttl (one action in
-    // its pipeline; testdata/openflow/ovn/flowpath-known-failures.txt): the same write.
-    let ttl = |l: &str| -> String {
-        let mut out = l.to_owned();
-        while let Some(i) = out.find("mod_nw_ttl:") {
-            let rest = &out[i + "mod_nw_ttl:".len()..];
-            let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            let end = i + "mod_nw_ttl:".len() + n.len();
-            out.replace_range(i..end, &format!("set_field:{n}->nw_ttl"));
-        }
-        out
-    };
     // The conntrack zones ovn-controller loads into reg11-13 are its own per-run choice, and
     // the gateway router's come a moment after the sync: left out.
     let unordered = |l: &str| {
-        let l = ttl(l).replacen(" actions=", ",actions=,", 1);
+        let l = l.replacen(" actions=", ",actions=,", 1);
         let mut t: Vec<&str> = l
             .split(',')
             .filter(|t| *t != "set_field:ZONE->reg1X")

@@ -544,7 +544,10 @@ impl Ofproto {
         let b = p
             .bridge(bridge)
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        parse_flow(text, kind, &Names(b)).map_err(|e| e.to_string())
+        // Text goes into the switch as `ovs-ofctl` would send it, in OpenFlow 1.0.
+        parse_flow(text, kind, &Names(b))
+            .map(FlowSpec::as_openflow10)
+            .map_err(|e| e.to_string())
     }
 
     /// `add-flow BRIDGE FLOW`.
@@ -581,6 +584,7 @@ impl Ofproto {
                     .join("\n")
             })?
         };
+        let specs: Vec<FlowSpec> = specs.into_iter().map(FlowSpec::as_openflow10).collect();
         let _serial = self.flow_mods();
         let mut p = self.write();
         let b = p

@@ -880,7 +880,9 @@ impl Ctx<'_> {
                 }
                 OfAction::SetL4SrcPort(p) => self.set_l4(true, *p),
                 OfAction::SetL4DstPort(p) => self.set_l4(false, *p),
-                OfAction::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
+                OfAction::SetField {
+                    field, value, mask, ..
+                } => self.set_field(*field, *value, *mask),
                 OfAction::RegMove { src, dst } => {
                     src.unwildcard(&mut self.wc);
                     dst.unwildcard(&mut self.wc);

@@ -121,8 +121,9 @@ fn flow_mod_to_dump(raw: &str) -> String {
 }
 
 fn ours(flow: &str) -> Result<String, String> {
+    // `-F nxm parse-flows` prints the flow mod OpenFlow 1.0 with NXM carries.
     parse_flow(flow, FlowKind::Add, &NoPortNames)
-        .map(|f| f.to_string())
+        .map(|f| f.as_openflow10().to_string())
         .map_err(|e| e.to_string())
 }
 

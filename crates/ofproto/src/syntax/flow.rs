@@ -299,6 +299,13 @@ pub fn parse_flows_file(
 }
 
 impl FlowSpec {
+    /// The flow as a switch holds it when `ovs-ofctl` sends it in OpenFlow 1.0, its default
+    /// (field writes in the forms OpenFlow 1.0 carries them: [`super::as_openflow10`]).
+    pub fn as_openflow10(mut self) -> FlowSpec {
+        self.actions = super::as_openflow10(&self.actions);
+        self
+    }
+
     /// A flow with nothing set (table 0, priority 0, the catch-all match, no actions), to be
     /// filled in from a message or reused while walking a table.
     pub fn empty() -> FlowSpec {

@@ -2,12 +2,14 @@
 //! ovs-actions(7)): parsing what `add-flow`, `add-flows`, `mod-flows` and `del-flows` take, and
 //! printing what `dump-flows` prints.
 //!
-//! Printing reproduces `ovs-ofctl dump-flows` with its default protocol (OpenFlow 1.0 with Nicira
-//! extensions): OVS's order of match fields and shorthands (`priority=10,ip,nw_dst=10.1.0.0/16`),
-//! and actions in the form the switch hands back over that protocol (`mod_dl_dst:...`,
-//! `load:0x1->NXM_NX_REG0[0..3]`, `resubmit(,3)`). Parsing normalizes to that form, so
-//! parsing a printed flow gives the same [`FlowSpec`]. `tests/oracle.rs` checks a corpus
-//! against `ovs-ofctl` itself.
+//! Printing reproduces `ovs-ofctl dump-flows`: OVS's order of match fields and shorthands
+//! (`priority=10,ip,nw_dst=10.1.0.0/16`), and actions as OVS prints the ones it holds. A field
+//! write keeps the form it was written in (`load:` or `set_field:`, `mod_nw_ttl:` or
+//! `set_field:->nw_ttl`, [`WriteForm`]), so parsing a printed flow gives the same [`FlowSpec`];
+//! [`FlowSpec::as_openflow10`] gives the flow as a switch holds it once `ovs-ofctl` sent it with
+//! its default protocol (OpenFlow 1.0 with Nicira extensions: `mod_dl_dst:...`,
+//! `load:0x1->NXM_NX_REG0[0..3]`), which is how text loaded into the switch is held.
+//! `tests/oracle.rs` checks a corpus against `ovs-ofctl` itself.
 //!
 //! Deliberate differences from `ovs-ofctl`, all where it would silently change a flow:
 //! - a match field whose prerequisite is missing (`nw_dst=10.0.0.1` without `ip`, `tcp_flags`
@@ -38,7 +40,7 @@ pub(crate) mod value;
 pub use actions::{
     BUNDLE_ALGORITHMS, BUNDLE_MAX_MEMBERS, Bundle, Controller, Ct, CtZone, HASH_FIELDS,
     MAX_NESTING, MP_ALGORITHMS, Multipath, Nat, NatAddrs, NatKind, OfAction, PacketInReason,
-    Sample, SampleDirection, format_actions, push_set_field,
+    Sample, SampleDirection, WriteForm, as_openflow10, format_actions, push_set_field,
 };
 pub use flow::{
     FlowKind, FlowModFlags, FlowSpec, FlowStats, LineError, parse_flow, parse_flows_file,

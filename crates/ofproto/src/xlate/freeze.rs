@@ -209,6 +209,7 @@ mod tests {
             field,
             value: 0,
             mask: u128::MAX,
+            form: crate::syntax::WriteForm::SetField,
         };
         assert!(needs_l3(&set(FieldId::IPV4_DST)));
         assert!(!needs_l3(&set(FieldId::ETH_SRC)));

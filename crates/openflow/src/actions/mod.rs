@@ -9,8 +9,10 @@
 //! (`instructions.rs`) that hold the actions.
 //!
 //! Encoding picks what OVS sends for each version: `mod_nw_src` is `OFPAT_SET_NW_SRC` in 1.0 and
-//! 1.1 and a Set-Field from 1.2 on; a `load` is `NXAST_REG_LOAD` up to 1.4 when it writes part
-//! of a field, Set-Field when it writes all of it, and Set-Field (with a mask) in 1.5; `move`
+//! 1.1 and a Set-Field from 1.2 on; a field write goes by the form it came in
+//! ([`WriteForm`], OVS's `encode_SET_FIELD()`): a `load` is `NXAST_REG_LOAD` up to 1.4, a
+//! `set_field` the legacy action of 1.0 and 1.1 for its field, Set-Field in 1.2 to 1.4 when it
+//! writes the whole field (else `NXAST_REG_LOAD`), and either is Set-Field in 1.5; `move`
 //! is `NXAST_REG_MOVE` up to 1.4 and `OFPAT_COPY_FIELD` in 1.5; `in_port` is named by its
 //! Nicira header in every action. An action the version cannot carry is an error
 //! ([`EncodeError`]).
@@ -40,7 +42,7 @@ mod standard;
 
 pub(crate) use crate::be::{be16, be32, be64};
 use ofproto::fields::FieldId;
-use ofproto::syntax::OfAction;
+use ofproto::syntax::{OfAction, WriteForm};
 
 use crate::error::OfpErr;
 use crate::header::Version;
@@ -228,7 +230,13 @@ pub fn encode_actions(
 /// actions it covers. Writes of adjacent bits that are not such a cut stay separate actions,
 /// as OVS keeps them (ovn-controller sends two one-bit writes of `xxreg0` in a row).
 fn coalesce_loads(actions: &[OfAction]) -> (Option<OfAction>, usize) {
-    let Some(OfAction::SetField { field, value, mask }) = actions.first() else {
+    let Some(OfAction::SetField {
+        field,
+        value,
+        mask,
+        form: WriteForm::Load,
+    }) = actions.first()
+    else {
         return (None, 1);
     };
     let (mut v, mut m, mut n) = (*value, *mask, 1);
@@ -238,6 +246,7 @@ fn coalesce_loads(actions: &[OfAction]) -> (Option<OfAction>, usize) {
                 field: f,
                 value: v2,
                 mask: m2,
+                form: WriteForm::Load,
             } if f == field
                 && *m2 != 0
                 && m2.trailing_zeros() == 128 - m.leading_zeros()
@@ -258,6 +267,7 @@ fn coalesce_loads(actions: &[OfAction]) -> (Option<OfAction>, usize) {
         field: *field,
         value: v,
         mask: m,
+        form: WriteForm::Load,
     };
     (Some(merged), n)
 }

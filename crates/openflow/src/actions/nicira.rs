@@ -6,10 +6,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use ofproto::fields::{FieldId, Subfield};
 use ofproto::syntax::{
     Controller, Ct, CtZone, Nat, NatAddrs, NatKind, OFPP_IN_PORT, OfAction, PacketInReason,
+    WriteForm,
 };
 
 use super::learn;
-use super::standard::{check_output_port, is_mpls_ethertype, pull_set_field, push_normalized};
+use super::standard::{check_output_port, is_mpls_ethertype, pull_set_field, push_write};
 use super::{EncodeError, FlowCtx, be16, be32, be64, decode_into, end_action, start_action};
 use crate::error::OfpErr;
 use crate::header::{NX_VENDOR_ID, ONF_VENDOR_ID, Version};
@@ -259,7 +260,7 @@ pub(super) fn decode(
         NXAST_REG_LOAD2 => {
             at_least(b, 16)?;
             let (field, value, mask) = pull_set_field(b, false, true)?;
-            push_normalized(out, field, value, mask);
+            push_write(out, field, value, mask, WriteForm::Load2);
             return Ok(());
         }
         NXAST_NOTE => {
@@ -750,7 +751,12 @@ pub(super) fn encode(
         OfAction::SetQueue(q) => put_nx(out, NXAST_SET_QUEUE, 2, &q.to_be_bytes()),
         OfAction::PopQueue => put_nx(out, NXAST_POP_QUEUE, 0, &[]),
         OfAction::RegMove { src, dst } => encode_move(version, src, dst, out),
-        OfAction::SetField { field, value, mask } => encode_load(*field, *value, *mask, out),
+        OfAction::SetField {
+            field,
+            value,
+            mask,
+            form,
+        } => encode_load(*field, *value, *mask, *form == WriteForm::Load2, out),
         OfAction::Note(n) => put_nx(out, NXAST_NOTE, 0, n),
         OfAction::OutputReg { src, max_len } => {
             let h = nxm_header(src.field).ok_or_else(|| super::unencodable("output", version))?;
@@ -864,11 +870,12 @@ fn encode_move(version: Version, src: &Subfield, dst: &Subfield, out: &mut Vec<u
 }
 
 /// A masked write as OVS's `set_field_to_nxast()`: one `NXAST_REG_LOAD` per run of mask bits
-/// (at most 64 each) for a field with a 32-bit NXM header, else one `NXAST_REG_LOAD2` (an OXM
-/// entry with its mask).
-fn encode_load(field: FieldId, value: u128, mask: u128, out: &mut Vec<u8>) {
+/// (at most 64 each) for a field with a 32-bit NXM header, else (or when it came as one,
+/// `load2`) one `NXAST_REG_LOAD2` (an OXM entry with its mask).
+fn encode_load(field: FieldId, value: u128, mask: u128, load2: bool, out: &mut Vec<u8>) {
     let fh = nxm::field_header(field, 0);
-    let simple = fh.is_some_and(|fh| fh.width != 0 && fh.id.class != nxm::OFPXMC_EXPERIMENTER);
+    let simple =
+        !load2 && fh.is_some_and(|fh| fh.width != 0 && fh.id.class != nxm::OFPXMC_EXPERIMENTER);
     match nxm_header(field) {
         Some(h) if simple => {
             let mut segments = Vec::new();
@@ -886,7 +893,7 @@ fn encode_load(field: FieldId, value: u128, mask: u128, out: &mut Vec<u8>) {
         }
         _ => {
             let at = start_nx(out, NXAST_REG_LOAD2);
-            super::standard::put_oxm_entry(0, field, value, mask, out);
+            super::standard::put_oxm_entry(0, field, value & mask, mask, out);
             end_action(out, at);
         }
     }

@@ -5,9 +5,9 @@ use std::net::Ipv4Addr;
 
 use flow::EthAddr;
 use ofproto::fields::{FieldId, ones};
-use ofproto::syntax::{OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX, OfAction};
+use ofproto::syntax::{OFPP_IN_PORT, OFPP_LOCAL, OFPP_MAX, OfAction, WriteForm};
 
-use super::{EncodeError, FlowCtx, be16, be32, end_action, push_set_field, start_action};
+use super::{EncodeError, FlowCtx, be16, be32, end_action, start_action};
 use crate::be::be_n;
 use crate::error::OfpErr;
 use crate::header::Version;
@@ -237,6 +237,7 @@ fn decode11(version: Version, ty: u16, b: &[u8], out: &mut Vec<OfAction>) -> Res
                 field: FieldId::IP_ECN,
                 value: b[4].into(),
                 mask: 3,
+                form: WriteForm::Own,
             }
         }
         OFPAT11_SET_TP_SRC | OFPAT11_SET_TP_DST => {
@@ -303,6 +304,7 @@ fn decode11(version: Version, ty: u16, b: &[u8], out: &mut Vec<OfAction>) -> Res
                 field: FieldId::IP_TTL,
                 value: b[4].into(),
                 mask: 0xff,
+                form: WriteForm::Own,
             }
         }
         OFPAT11_DEC_NW_TTL => {
@@ -399,30 +401,30 @@ pub(super) fn covers(field: FieldId, mask: u128) -> bool {
 
 fn decode_set_field(version: Version, b: &[u8], out: &mut Vec<OfAction>) -> Result<(), OfpErr> {
     let (field, value, mask) = pull_set_field(b, true, version >= Version::Of15)?;
-    push_normalized(out, field, value, mask);
+    push_write(out, field, value, mask, WriteForm::SetField);
     Ok(())
 }
 
-/// Adds a Set-Field as the text syntax normalizes it: whole writes of the fields OpenFlow 1.0
-/// has actions for become those actions, the rest `load`s.
-pub(super) fn push_normalized(out: &mut Vec<OfAction>, field: FieldId, v: u128, m: u128) {
+/// Adds a Set-Field or `reg_load2` write in `form`, as one action (OVS keeps it whole), but
+/// for the VLAN and MPLS fields, which the model holds as the actions they mean.
+pub(super) fn push_write(
+    out: &mut Vec<OfAction>,
+    field: FieldId,
+    v: u128,
+    m: u128,
+    form: WriteForm,
+) {
     let whole = covers(field, m);
-    let eth = |v: u128| {
-        let b = v.to_be_bytes();
-        EthAddr(b[10..16].try_into().expect("6 bytes"))
+    let write = OfAction::SetField {
+        field,
+        value: v & m,
+        mask: m,
+        form,
     };
     let a = match field {
-        _ if !whole => return push_set_field(out, field, v, m),
+        _ if !whole => write,
         FieldId::VLAN_VID => OfAction::SetVlanVid((v & 0x0fff) as u16),
         FieldId::VLAN_PCP => OfAction::SetVlanPcp(v as u8),
-        FieldId::ETH_SRC => OfAction::SetEthSrc(eth(v)),
-        FieldId::ETH_DST => OfAction::SetEthDst(eth(v)),
-        FieldId::IPV4_SRC => OfAction::SetIpv4Src((v as u32).into()),
-        FieldId::IPV4_DST => OfAction::SetIpv4Dst((v as u32).into()),
-        FieldId::IP_DSCP => OfAction::SetIpDscp(v as u8),
-        FieldId::IP_DSCP_SHIFTED => OfAction::SetIpDscp((v as u8) << 2),
-        FieldId::TCP_SRC | FieldId::UDP_SRC => OfAction::SetL4SrcPort(v as u16),
-        FieldId::TCP_DST | FieldId::UDP_DST => OfAction::SetL4DstPort(v as u16),
         FieldId::MPLS_LABEL => OfAction::SetMplsLabel(v as u32),
         FieldId::MPLS_TC => OfAction::SetMplsTc(v as u8),
         FieldId::VLAN_TCI => {
@@ -433,7 +435,7 @@ pub(super) fn push_normalized(out: &mut Vec<OfAction>, field: FieldId, v: u128, 
                 OfAction::StripVlan
             }
         }
-        _ => return push_set_field(out, field, v, m),
+        _ => write,
     };
     out.push(a);
 }
@@ -460,6 +462,19 @@ pub(super) fn put_oxm_entry(
     mask: u128,
     out: &mut Vec<u8>,
 ) {
+    put_oxm_entry_as(version, field, value, mask, false, out);
+}
+
+/// [`put_oxm_entry`]; with `exact_bits`, the mask is partial unless it covers the field's
+/// bytes, as the mask of a `reg_load` is in OVS (`nw_ecn`'s is 0x3, not 0xff).
+fn put_oxm_entry_as(
+    version: u8,
+    field: FieldId,
+    value: u128,
+    mask: u128,
+    exact_bits: bool,
+    out: &mut Vec<u8>,
+) {
     let Some(fh) = nxm::action_header(field, version) else {
         return;
     };
@@ -472,11 +487,114 @@ pub(super) fn put_oxm_entry(
     };
     let (value, full) = if field == FieldId::IN_PORT && width == 4 {
         (port_to_ofp11(value as u16), mask & 0xffff == 0xffff)
+    } else if exact_bits {
+        let f = field.field();
+        (
+            value,
+            covers(field, mask) && f.n_bits as usize >= 8 * f.n_bytes,
+        )
     } else {
         (value, covers(field, mask))
     };
     let mask = (!full).then_some(mask);
     nxm::put_entry(out, fh.id, width, value, mask);
+}
+
+/// A field write as OVS's `encode_SET_FIELD()` sends it (and `encode_SET_IP_TTL()`,
+/// `encode_SET_IP_ECN()` for the fields' own actions): `false` when it goes as a Nicira
+/// `reg_load` or `reg_load2` instead.
+fn encode_write(
+    version: Version,
+    field: FieldId,
+    value: u128,
+    mask: u128,
+    form: WriteForm,
+    out: &mut Vec<u8>,
+) -> bool {
+    let v10 = version == Version::Of10;
+    let whole = covers(field, mask);
+    let oxm_ok = nxm::action_header(field, version.wire()).is_some();
+    // The legacy actions take the value whole; a Set-Field only the bits it sets.
+    let legacy_value = value;
+    let value = value & mask;
+    match form {
+        WriteForm::Own if field == FieldId::IP_TTL => {
+            if v10 {
+                return false;
+            }
+            put8(out, OFPAT11_SET_NW_TTL, &[value as u8]);
+        }
+        WriteForm::Own if field == FieldId::IP_ECN && version < Version::Of12 => {
+            if v10 {
+                return false;
+            }
+            put8(out, OFPAT11_SET_NW_ECN, &[value as u8]);
+        }
+        // OpenFlow 1.5 has only Set-Field, whatever the write came as. A `load` of a field
+        // narrower than its bytes says its mask (`nw_ecn`: 0x3), as OVS's reg_load keeps it.
+        _ if version >= Version::Of15 && oxm_ok => {
+            let at = start_action(out, OFPAT12_SET_FIELD);
+            let exact_bits = form == WriteForm::Load;
+            put_oxm_entry_as(version.wire(), field, value, mask, exact_bits, out);
+            end_action(out, at);
+        }
+        WriteForm::Load | WriteForm::Load2 => return false,
+        WriteForm::SetField | WriteForm::Own if version < Version::Of12 => {
+            return put_legacy(version, field, legacy_value, out);
+        }
+        _ if whole && oxm_ok => put_set_field(version, field, value, mask, out),
+        _ => return false,
+    }
+    true
+}
+
+/// A whole-field Set-Field in OpenFlow 1.0 or 1.1 as OVS's `set_field_to_legacy_openflow()`:
+/// the version's own action for the field (a mask is dropped); `false` for a `reg_load`.
+fn put_legacy(version: Version, field: FieldId, value: u128, out: &mut Vec<u8>) -> bool {
+    let v10 = version == Version::Of10;
+    let pick = |t10: u16, t11: u16| if v10 { t10 } else { t11 };
+    match field {
+        FieldId::ETH_SRC | FieldId::ETH_DST => {
+            let ty = if field == FieldId::ETH_SRC {
+                pick(OFPAT10_SET_DL_SRC, OFPAT11_SET_DL_SRC)
+            } else {
+                pick(OFPAT10_SET_DL_DST, OFPAT11_SET_DL_DST)
+            };
+            let mut b = value.to_be_bytes()[10..16].to_vec();
+            b.extend_from_slice(&[0; 6]);
+            put8(out, ty, &b);
+        }
+        FieldId::IPV4_SRC => put8(
+            out,
+            pick(OFPAT10_SET_NW_SRC, OFPAT11_SET_NW_SRC),
+            &(value as u32).to_be_bytes(),
+        ),
+        FieldId::IPV4_DST => put8(
+            out,
+            pick(OFPAT10_SET_NW_DST, OFPAT11_SET_NW_DST),
+            &(value as u32).to_be_bytes(),
+        ),
+        FieldId::IP_DSCP => put8(
+            out,
+            pick(OFPAT10_SET_NW_TOS, OFPAT11_SET_NW_TOS),
+            &[value as u8],
+        ),
+        FieldId::IP_DSCP_SHIFTED => put8(
+            out,
+            pick(OFPAT10_SET_NW_TOS, OFPAT11_SET_NW_TOS),
+            &[(value as u8) << 2],
+        ),
+        FieldId::IP_ECN if !v10 => put8(out, OFPAT11_SET_NW_ECN, &[value as u8]),
+        // OVS sends OpenFlow 1.0's numbers here in 1.1 too (`put_OFPAT_SET_TP_SRC()`).
+        FieldId::TCP_SRC | FieldId::UDP_SRC => {
+            put8(out, OFPAT10_SET_TP_SRC, &(value as u16).to_be_bytes())
+        }
+        FieldId::TCP_DST | FieldId::UDP_DST => {
+            put8(out, OFPAT10_SET_TP_DST, &(value as u16).to_be_bytes())
+        }
+        _ => return false,
+    }
+    true
 }
 
 fn put8(out: &mut Vec<u8>, ty: u16, body: &[u8]) {
@@ -494,7 +612,6 @@ pub(super) fn encode(
     out: &mut Vec<u8>,
 ) -> Result<bool, EncodeError> {
     let v10 = version == Version::Of10;
-    let v11 = version == Version::Of11;
     let sf = version >= Version::Of12;
     let set_field = |out: &mut Vec<u8>, f: FieldId, v: u128| {
         put_set_field(version, f, v, f.field().value_mask(), out)
@@ -679,20 +796,12 @@ pub(super) fn encode(
         OfAction::Meter(m) if version >= Version::Of15 => {
             put8(out, OFPAT15_METER, &m.to_be_bytes())
         }
-        OfAction::SetField { field, value, mask } => {
-            let whole = covers(*field, *mask);
-            let oxm_ok = nxm::action_header(*field, version.wire()).is_some();
-            if !v10 && whole && *field == FieldId::IP_TTL {
-                // mod_nw_ttl has its own action from OpenFlow 1.1 on, which OVS prefers.
-                put8(out, OFPAT11_SET_NW_TTL, &[*value as u8]);
-            } else if oxm_ok && (version >= Version::Of15 || (sf && whole)) {
-                put_set_field(version, *field, *value, *mask, out);
-            } else if v11 && whole && *field == FieldId::IP_ECN {
-                put8(out, OFPAT11_SET_NW_ECN, &[*value as u8]);
-            } else {
-                return Ok(false);
-            }
-        }
+        OfAction::SetField {
+            field,
+            value,
+            mask,
+            form,
+        } => return Ok(encode_write(version, *field, *value, *mask, *form, out)),
         _ => return Ok(false),
     }
     Ok(true)

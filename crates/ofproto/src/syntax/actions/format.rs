@@ -1,5 +1,5 @@
-//! Printing OpenFlow actions as `ovs-ofctl dump-flows` prints them (OVS's
-//! `ofpacts_format()`), in the form OpenFlow 1.0 with Nicira extensions hands them back.
+//! Printing OpenFlow actions as `ovs-ofctl dump-flows` and `ofproto/trace` print them (OVS's
+//! `ofpacts_format()`); a field write in the form it came in (OVS's `format_SET_FIELD()`).
 
 use std::fmt::Write;
 use std::net::Ipv6Addr;
@@ -8,7 +8,9 @@ use crate::fields::{FieldId, Subfield, ones};
 use crate::syntax::ports::{OFPP_CONTROLLER, OFPP_MAX, PortNames, format_port};
 use crate::syntax::value::{hash_x, put_field_value, put_ipv4, put_ipv6};
 
-use super::{Ct, CtZone, Nat, NatAddrs, NatKind, OfAction, PacketInReason, load_segments};
+use super::{
+    Ct, CtZone, Nat, NatAddrs, NatKind, OfAction, PacketInReason, WriteForm, load_segments,
+};
 
 /// Appends the actions as `ovs-ofctl dump-flows` prints them (`drop` when there are none).
 pub fn format_actions(out: &mut String, actions: &[OfAction], names: &dyn PortNames) {
@@ -124,19 +126,33 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::SetL4DstPort(p) => {
             let _ = write!(out, "mod_tp_dst:{p}");
         }
-        OfAction::SetField { field, value, mask } => {
+        OfAction::SetField {
+            field,
+            value,
+            mask,
+            form,
+        } => {
             let f = field.field();
-            if field.is_tun_metadata() || f.nxm.is_empty() {
-                out.push_str("set_field:");
-                let m = if *mask == ones(f.n_bits) {
-                    f.full_mask()
-                } else {
-                    *mask
-                };
-                put_field_value(out, f, *value, m, names);
-                let _ = write!(out, "->{}", f.name);
-            } else {
-                format_load(out, *field, *value, *mask);
+            match form {
+                WriteForm::Own if *field == FieldId::IP_TTL => {
+                    let _ = write!(out, "mod_nw_ttl:{value}");
+                }
+                WriteForm::Own if *field == FieldId::IP_ECN => {
+                    let _ = write!(out, "mod_nw_ecn:{value}");
+                }
+                WriteForm::Load => {
+                    format_load(out, *field, *value, *mask);
+                }
+                _ => {
+                    out.push_str("set_field:");
+                    let m = if *mask == ones(f.n_bits) {
+                        f.full_mask()
+                    } else {
+                        *mask
+                    };
+                    put_field_value(out, f, *value, m, names);
+                    let _ = write!(out, "->{}", f.name);
+                }
             }
         }
         OfAction::RegMove { src, dst } => {

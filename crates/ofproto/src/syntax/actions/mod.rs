@@ -1,10 +1,13 @@
 //! OpenFlow actions in `ovs-ofctl` syntax (ovs-actions(7)): the action types.
 //!
-//! [`OfAction`] follows OVS's `ofpact` kinds. Parsing ([`parse`]) normalizes actions to the
-//! form a switch hands back over OpenFlow 1.0 with Nicira extensions, which is what
-//! `ovs-ofctl dump-flows` shows by default: `set_field:1.2.3.4->nw_dst` becomes
-//! `mod_nw_dst:1.2.3.4`, `set_field:5->reg0` becomes `load:0x5->NXM_NX_REG0[]`, `pop_vlan`
-//! becomes `strip_vlan`, `set_field:0x1005->vlan_tci` becomes `mod_vlan_vid:5,mod_vlan_pcp:0`.
+//! [`OfAction`] follows OVS's `ofpact` kinds. A field write remembers the form it came in
+//! ([`WriteForm`], OVS's `ofpact.raw`): `load:0x5->NXM_NX_REG0[]` and `set_field:5->reg0` are
+//! the same write, printed back as written and sent as OVS sends each (`ofp-actions.c`'s
+//! `encode_SET_FIELD()`); `mod_nw_ttl:9` and `set_field:9->nw_ttl` likewise, and
+//! `set_field:00:00:00:00:00:01->eth_src` stays apart from `mod_dl_src`. Parsing ([`parse`])
+//! still normalizes what OVS normalizes or what the model has one action for: `pop_vlan`
+//! becomes `strip_vlan`, `set_field:0x1005->vlan_tci` becomes `mod_vlan_vid:5,mod_vlan_pcp:0`
+//! (OVS keeps a Set-Field of the VLAN fields, which prints as `set_field:4101->vlan_tci`).
 //! Printing ([`format`]) is then a direct rendering, and parsing what was printed gives the
 //! same actions back.
 //!
@@ -16,6 +19,7 @@ mod bundle;
 mod format;
 mod learn;
 mod multipath;
+mod openflow10;
 mod parse;
 mod sample;
 
@@ -28,6 +32,7 @@ use crate::fields::{FieldId, Subfield};
 pub use bundle::{BUNDLE_ALGORITHMS, BUNDLE_MAX_MEMBERS, Bundle};
 pub use format::format_actions;
 pub use multipath::{HASH_FIELDS, MP_ALGORITHMS, Multipath};
+pub use openflow10::as_openflow10;
 pub(crate) use parse::ActionCtx;
 pub use parse::push_set_field;
 pub use sample::{Sample, SampleDirection};
@@ -139,6 +144,26 @@ pub struct Ct {
     pub actions: Vec<OfAction>,
 }
 
+/// The form a field write came in (OVS's `ofpact.raw` of an `OFPACT_SET_FIELD`, and the
+/// `OFPACT_SET_IP_TTL` / `OFPACT_SET_IP_ECN` actions): how it prints and which wire action
+/// carries it. Two writes of the same bits in different forms are different actions, as OVS
+/// compares actions with their raw form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WriteForm {
+    /// `load:` or `NXAST_REG_LOAD` (and learned writes): prints as `load:` (one per run of mask
+    /// bits), goes as `NXAST_REG_LOAD` up to OpenFlow 1.4 and as Set-Field in 1.5.
+    Load,
+    /// `NXAST_REG_LOAD2`: prints as `set_field:`, goes as `NXAST_REG_LOAD2` up to OpenFlow 1.4.
+    Load2,
+    /// `set_field:` or `OFPAT_SET_FIELD`: prints as `set_field:`; goes as the legacy action
+    /// OpenFlow 1.0 and 1.1 have for the field (else `NXAST_REG_LOAD`), as Set-Field in 1.2 to
+    /// 1.4 when it writes the whole field (else `NXAST_REG_LOAD`), and as Set-Field in 1.5.
+    SetField,
+    /// The field's own action: `mod_nw_ttl` (`OFPAT11_SET_NW_TTL`) of `nw_ttl`, `mod_nw_ecn`
+    /// (`OFPAT11_SET_NW_ECN`) of `nw_ecn`; whole-field writes only.
+    Own,
+}
+
 /// One OpenFlow action or instruction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum OfAction {
@@ -180,12 +205,16 @@ pub enum OfAction {
     /// `mod_tp_src:PORT` (TCP, UDP or SCTP, whichever the packet is).
     SetL4SrcPort(u16),
     SetL4DstPort(u16),
-    /// A masked write of a field, printed as `load:` (one per contiguous run of mask bits,
-    /// at most 64 bits each) or, for tunnel metadata, `set_field:`. `value` is pre-masked.
+    /// A masked write of a field, printed and encoded by its `form`: `load:` (one per
+    /// contiguous run of mask bits, at most 64 bits each; `set_field:` for tunnel metadata and
+    /// fields without an NXM header), `set_field:VALUE[/MASK]->FIELD`, `mod_nw_ttl:`,
+    /// `mod_nw_ecn:`. `mask` is over the field's bits; `value` has no 1-bits outside it but
+    /// for a `set_field` written with a mask, whose value is kept whole as OVS keeps it.
     SetField {
         field: FieldId,
         value: u128,
         mask: u128,
+        form: WriteForm,
     },
     /// `move:SRC->DST`.
     RegMove {

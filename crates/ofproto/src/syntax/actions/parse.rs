@@ -23,7 +23,7 @@ use crate::syntax::value::{parse_field_value, parse_ipv4};
 
 use super::{
     Controller, Ct, CtZone, MAX_NESTING, Nat, NatAddrs, NatKind, OfAction, PacketInReason,
-    load_segments,
+    WriteForm, load_segments,
 };
 
 /// What the actions are nested in.
@@ -98,14 +98,15 @@ fn subfield_of(action: &str, arg: &str) -> Result<Subfield, SyntaxError> {
     Subfield::parse(arg).map_err(|r| bad(action, arg, r))
 }
 
-fn eth_addr(v: u128) -> EthAddr {
+/// The Ethernet address in the low 48 bits of a field value.
+pub(super) fn eth_addr(v: u128) -> EthAddr {
     let b = v.to_be_bytes();
     EthAddr([b[10], b[11], b[12], b[13], b[14], b[15]])
 }
 
-/// Pushes a masked write of `field`. Fields printed as `load:` are split into the loads
-/// OpenFlow 1.0 carries (one per run of mask bits, at most 64 bits each), as a switch hands
-/// them back.
+/// Pushes a masked write of `field` in the `load` form ([`WriteForm::Load`]). Fields printed
+/// as `load:` are split into the loads `NXAST_REG_LOAD` carries (one per run of mask bits, at
+/// most 64 bits each), as a switch hands them back.
 pub fn push_set_field(out: &mut Vec<OfAction>, field: FieldId, value: u128, mask: u128) {
     let f = field.field();
     if field.is_tun_metadata() || f.nxm.is_empty() {
@@ -113,6 +114,7 @@ pub fn push_set_field(out: &mut Vec<OfAction>, field: FieldId, value: u128, mask
             field,
             value: value & mask,
             mask,
+            form: WriteForm::Load,
         });
         return;
     }
@@ -122,6 +124,7 @@ pub fn push_set_field(out: &mut Vec<OfAction>, field: FieldId, value: u128, mask
             field,
             value: value & m,
             mask: m,
+            form: WriteForm::Load,
         });
     }
 }
@@ -333,11 +336,25 @@ impl ActionCtx<'_> {
                 if ecn & !3 != 0 {
                     return Err(bad(key, arg, "not a valid ECN"));
                 }
-                return self.load_action(FieldId::IP_ECN, ecn.into(), 3, outer, out);
+                return self.load_action(
+                    FieldId::IP_ECN,
+                    ecn.into(),
+                    3,
+                    WriteForm::Own,
+                    outer,
+                    out,
+                );
             }
             "mod_nw_ttl" | "set_nw_ttl" => {
                 let ttl: u8 = num(key, arg, 0xff)?;
-                return self.load_action(FieldId::IP_TTL, ttl.into(), 0xff, outer, out);
+                return self.load_action(
+                    FieldId::IP_TTL,
+                    ttl.into(),
+                    0xff,
+                    WriteForm::Own,
+                    outer,
+                    out,
+                );
             }
             "mod_tp_src" => OfAction::SetL4SrcPort(num(key, arg, 0xffff)?),
             "mod_tp_dst" => OfAction::SetL4DstPort(num(key, arg, 0xffff)?),
@@ -678,15 +695,24 @@ impl ActionCtx<'_> {
                 format!("value does not fit into {} bits", sf.n_bits),
             ));
         }
-        self.load_action(sf.field, v << sf.ofs, sf.mask(), outer, out)
+        self.load_action(
+            sf.field,
+            v << sf.ofs,
+            sf.mask(),
+            WriteForm::Load,
+            outer,
+            out,
+        )
     }
 
-    /// A register-load style write of `field`, with the checks OVS applies to one.
+    /// A register-load style write of `field` in `form` (`load:`, or the field's own action),
+    /// with the checks OVS applies to one.
     fn load_action(
         &mut self,
         field: FieldId,
         value: u128,
         mask: u128,
+        form: WriteForm,
         outer: Outer,
         out: &mut Vec<OfAction>,
     ) -> Result<(), SyntaxError> {
@@ -700,7 +726,16 @@ impl ActionCtx<'_> {
             let tci = (u128::from(self.tci()) & !mask) | (value & mask);
             self.set_tci(tci as u16);
         }
-        push_set_field(out, field, value, mask);
+        if form == WriteForm::Load {
+            push_set_field(out, field, value, mask);
+        } else {
+            out.push(OfAction::SetField {
+                field,
+                value: value & mask,
+                mask,
+                form,
+            });
+        }
         Ok(())
     }
 
@@ -737,7 +772,8 @@ impl ActionCtx<'_> {
         Ok(())
     }
 
-    /// `set_field:VALUE[/MASK]->FIELD`, normalized as OpenFlow 1.0 carries it.
+    /// `set_field:VALUE[/MASK]->FIELD`: one write in the `set_field` form, but for the VLAN
+    /// fields, which become the VLAN actions they mean.
     fn parse_set_field(
         &mut self,
         arg: &str,
@@ -802,27 +838,20 @@ impl ActionCtx<'_> {
                 out.push(OfAction::SetVlanPcp(v as u8));
                 self.set_tci(self.tci() | 0x1000);
             }
-            // OpenFlow 1.0 has whole-field actions for these; like OVS, a mask is dropped.
-            FieldId::ETH_SRC => out.push(OfAction::SetEthSrc(eth_addr(v))),
-            FieldId::ETH_DST => out.push(OfAction::SetEthDst(eth_addr(v))),
-            FieldId::IPV4_SRC => out.push(OfAction::SetIpv4Src((v as u32).into())),
-            FieldId::IPV4_DST => out.push(OfAction::SetIpv4Dst((v as u32).into())),
-            FieldId::IP_DSCP => out.push(OfAction::SetIpDscp(v as u8)),
-            FieldId::IP_DSCP_SHIFTED => out.push(OfAction::SetIpDscp((v as u8) << 2)),
-            FieldId::IP_ECN => out.push(OfAction::SetField {
-                field: id,
-                value: v & 3,
-                mask: 3,
-            }),
-            FieldId::TCP_SRC | FieldId::UDP_SRC => out.push(OfAction::SetL4SrcPort(v as u16)),
-            FieldId::TCP_DST | FieldId::UDP_DST => out.push(OfAction::SetL4DstPort(v as u16)),
             _ => {
                 // Field space: a mask over the field's bits.
                 let mask = m & ones(f.n_bits);
                 if id.is_tun_metadata() && v & !m != 0 {
                     return Err(bad_value("value has 1-bits outside the mask"));
                 }
-                push_set_field(out, id, v, mask);
+                // The value is kept whole, as OVS keeps it (OpenFlow 1.0 sends a masked
+                // `set_field:1.2.3.4/24->ip_dst` as `mod_nw_dst:1.2.3.4`).
+                out.push(OfAction::SetField {
+                    field: id,
+                    value: v & ones(f.n_bits),
+                    mask,
+                    form: WriteForm::SetField,
+                });
             }
         }
         Ok(())
