@@ -255,6 +255,13 @@ pub trait Port: Send {
     fn tunnel(&self) -> Option<TunnelKind> {
         None
     }
+
+    /// The switch goes away for good (`exit --cleanup`, as ovs-vswitchd's, which deletes its
+    /// ports): a kernel device the port created and keeps beyond its own life (a persistent
+    /// TAP) is made to go when the port closes. Nothing for the other ports.
+    fn release_device(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The kind of a tunnel port, with what identifies its traffic.

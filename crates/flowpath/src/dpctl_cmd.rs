@@ -87,7 +87,12 @@ fn verbose(a: &[String]) -> bool {
     a.iter().any(|x| x == "-m" || x == "--more")
 }
 
-/// Registers the datapath's commands; `exit` sets `stop`.
+/// Set by `exit --cleanup`: the switch releases the kernel devices it created (its internal
+/// ports' persistent TAPs) as it stops, as ovs-vswitchd deletes its ports; a plain `exit`
+/// leaves them for the next run.
+pub(crate) static CLEANUP: AtomicBool = AtomicBool::new(false);
+
+/// Registers the datapath's commands; `exit` sets `stop` (and `exit --cleanup` [`CLEANUP`]).
 pub fn register(
     reg: &Registry,
     dp: &Arc<Mutex<Datapath>>,
@@ -205,7 +210,10 @@ pub fn register(
         register_ct(reg, d.conntrack());
     }
     register_ipf(reg, &dp);
-    let _ = reg.register("exit", "[--cleanup]", 0, 1, move |_| {
+    let _ = reg.register("exit", "[--cleanup]", 0, 1, move |a| {
+        if a.iter().any(|x| x == "--cleanup") {
+            CLEANUP.store(true, Ordering::Relaxed);
+        }
         stop.store(true, Ordering::Relaxed);
         Ok(String::new())
     });

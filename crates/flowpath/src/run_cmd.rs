@@ -1,7 +1,9 @@
 //! `flowpath run --config FILE [--rundir DIR] [--until-idle]`: the switch, with its control
 //! socket (`DIR/flowpath.ctl` by default, see [`crate::daemon`] for `--unixctl`, `--pidfile`
 //! and `--detach`) speaking OVS's unixctl protocol (so `ovs-appctl -t SOCKET COMMAND` works),
-//! stopped cleanly by SIGINT, SIGTERM, SIGHUP or the `exit` command. Every bridge listens for
+//! stopped cleanly by SIGINT, SIGTERM, SIGHUP or the `exit` command (`exit --cleanup` also
+//! removes the internal ports' TAP devices, which otherwise persist for the next run, as
+//! ovs-vswitchd's removes its ports). Every bridge listens for
 //! OpenFlow connections on `DIR/BRIDGE.mgmt` (and `DIR/BRIDGE.snoop`), so that `ovs-ofctl` with
 //! `OVS_RUNDIR=DIR` manages it, and connects to (or listens for) the controllers its
 //! configuration names.
@@ -141,6 +143,14 @@ pub fn run(
     let dp = dp
         .into_inner()
         .map_err(|_| anyhow!("datapath lock poisoned"))?;
-    drop(dp.stop());
+    let mut ports = dp.stop();
+    if crate::dpctl_cmd::CLEANUP.load(Ordering::Relaxed) {
+        for (_, p) in &mut ports {
+            if let Err(e) = p.release_device() {
+                eprintln!("flowpath: exit --cleanup: port {}: {e}", p.name());
+            }
+        }
+    }
+    drop(ports);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! The bridge's internal port as a TAP device: a host behind an `afpacket` port pings the
 //! bridge's own address, which the switch put on the TAP (in a namespace of its own here),
-//! so the kernel behind it answers. Needs root and network namespaces; otherwise SKIP.
+//! so the kernel behind it answers; the TAP outlives a plain `exit` and goes with
+//! `exit --cleanup`. Needs root and network namespaces; otherwise SKIP.
 
 mod common;
 
@@ -146,4 +147,57 @@ options = {{ netns = "{br_ns}" }}
     hx(&["ping", "-c", "3", "-i", "0.2", "-W", "2", "10.77.0.8"]);
     let stats = ctl(&rundir, &["port/stats", &bridge]);
     assert!(stats.contains("link up"), "{stats}");
+}
+
+#[test]
+fn exit_cleanup_removes_the_internal_tap_plain_exit_keeps_it() {
+    let test = "exit_cleanup_removes_the_internal_tap_plain_exit_keeps_it";
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP {test}: needs root (network namespaces, TAP)");
+        return;
+    }
+    let id = std::process::id() % 100_000;
+    let (ns, bridge) = (format!("fpc-{id}"), format!("fpcb{id}"));
+    let mut env = Env {
+        netns: Vec::new(),
+        link: None,
+        switch: None,
+        dir: std::env::temp_dir().join(format!("flowpath-cleanup-{id}")),
+    };
+    if !run(&["ip", "netns", "add", &ns]).status.success() {
+        eprintln!("SKIP {test}: 'ip netns add' failed");
+        return;
+    }
+    env.netns.push(ns.clone());
+    std::fs::create_dir_all(&env.dir).unwrap();
+    let cfg = env.dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"[[bridge]]
+name = "{bridge}"
+flows = ["actions=NORMAL"]
+
+[[bridge.port]]
+name = "{bridge}"
+type = "internal"
+options = {{ netns = "{ns}" }}
+"#
+        ),
+    )
+    .unwrap();
+    let rundir = env.dir.join("run");
+    let exists = || {
+        run(&["ip", "-n", &ns, "link", "show", &bridge])
+            .status
+            .success()
+    };
+    for (args, kept) in [(&["exit"][..], true), (&["exit", "--cleanup"][..], false)] {
+        let mut sw = start_switch(&cfg, &rundir);
+        assert!(exists(), "no TAP {bridge} while the switch runs");
+        ctl(&rundir, args);
+        sw.wait(std::time::Duration::from_secs(10)).unwrap();
+        assert_eq!(exists(), kept, "TAP {bridge} after {args:?}");
+        let _ = std::fs::remove_file(rundir.join("flowpath.ctl"));
+    }
 }

@@ -562,3 +562,30 @@ fn other_config_metrics_listen_moves_the_endpoint_while_running() {
     assert!(gone(&a), "still listening on {a} after removal");
     assert!(ok(ctl(&rundir, &["dpif/show"])).contains("br0"));
 }
+
+#[test]
+fn add_br_returns_once_the_bridge_listens_for_openflow() {
+    if !have_ovs("ovsdb_run add-br listener") {
+        return;
+    }
+    let (dir, _rm) = scratch_dir("fp-ovsdb-mgmt");
+    let db = Ovsdb::create(&dir);
+    let rundir = dir.join("run");
+    let log = dir.join("flowpath.log");
+    let _fp = flowpath(&db, &rundir, &log);
+    // As ovs-vswitchd, the socket is there when ovs-vsctl returns: ovn-controller connects
+    // to it as soon as it sees the bridge, and logs a warning if it is not.
+    for br in ["br0", "br-int", "br-ex"] {
+        db.vsctl_ok(&[
+            "add-br",
+            br,
+            "--",
+            "set",
+            "bridge",
+            br,
+            "datapath_type=netdev",
+        ]);
+        let sock = rundir.join(format!("{br}.mgmt"));
+        assert!(sock.exists(), "no {} when add-br returned", sock.display());
+    }
+}

@@ -667,6 +667,15 @@ impl Port for TapPort {
         datapath::port::queue_rows(&self.rx_stats, &self.tx_stats)
     }
 
+    fn release_device(&mut self) -> io::Result<()> {
+        let fd = self.fd(0);
+        // SAFETY: TUNSETPERSIST takes its argument by value; `fd` is an open tap queue.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETPERSIST, 0 as libc::c_ulong) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn link_up(&self) -> bool {
         TapPort::link_up(self)
     }

@@ -46,6 +46,10 @@ const STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// controller connections).
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a reconfiguration that added a bridge waits for its OpenFlow listener, which the
+/// OpenFlow server binds on its next turn (at most `ofserver::SYNC_INTERVAL` later).
+const LISTENER_WAIT: Duration = Duration::from_secs(2);
+
 /// What `--ovsdb` runs with.
 pub(crate) struct Options {
     /// `unix:PATH` or `tcp:IP:PORT`.
@@ -186,6 +190,22 @@ fn monitored() -> Vec<(String, Vec<String>)> {
 }
 
 /// The reconciler's loop.
+/// Waits (up to [`LISTENER_WAIT`]) until every bridge `d` has and `last` had not listens on
+/// its `BRIDGE.mgmt`, as ovs-vswitchd has bound it before it answers `next_cfg`: a client
+/// that `ovs-vsctl add-br` has returned to (ovn-controller, `ovs-ofctl`) finds the socket.
+fn wait_for_listeners(d: &Desired, last: Option<&Desired>, rundir: &std::path::Path) {
+    let deadline = Instant::now() + LISTENER_WAIT;
+    for name in d.bridges.keys() {
+        if last.is_some_and(|l| l.bridges.contains_key(name)) {
+            continue;
+        }
+        let sock = rundir.join(format!("{name}.mgmt"));
+        while !sock.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 fn run(
     opts: Options,
     of: &Arc<Ofproto>,
@@ -252,6 +272,7 @@ fn run(
             };
             knobs.apply_dpdk(&d.other_config);
             applied.reconcile(&d, &sw, &ctx);
+            wait_for_listeners(&d, last_desired.as_ref(), &opts.rundir);
             crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
             if let Ok(mut dp) = dp.lock() {
                 knobs.apply(&mut dp, &d.other_config);
