@@ -390,6 +390,17 @@ fn ovs_vsctl_configures_flowpath_and_reads_back_what_ovs_vswitchd_writes() {
     assert_eq!(db.vsctl_ok(&["get", "Interface", "p2", "ofport"]), p2);
     assert_eq!(db.vsctl_ok(&["get", "Interface", "p3", "ofport"]), p3);
 
+    // What the datapath supports, logged once as ovs-vswitchd logs it when its first bridge
+    // opens the datapath (OVN's system tests grep for these lines).
+    assert_eq!(
+        log_count(
+            &log,
+            "ofproto_dpif|INFO|netdev@flowpath: Datapath supports ct_zero_snat"
+        ),
+        1
+    );
+    assert_eq!(log_count(&log, "Datapath supports ct_clear action"), 1);
+
     // ovsdb-server goes away and comes back: the ports that run are left alone.
     let added = log_count(&log, "added interface p2");
     db.stop();

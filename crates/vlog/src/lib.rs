@@ -169,7 +169,7 @@ impl Module {
 }
 
 /// The modules, in `vlog/list`'s (alphabetical) order.
-pub static MODULES: [Module; 16] = [
+pub static MODULES: [Module; 17] = [
     Module::new("bridge"),
     Module::new("conntrack"),
     Module::new("daemon_unix"),
@@ -181,6 +181,7 @@ pub static MODULES: [Module; 16] = [
     Module::new("netdev_dummy"),
     Module::new("netdev_linux"),
     Module::new("ofproto"),
+    Module::new("ofproto_dpif"),
     Module::new("ofproto_dpif_upcall"),
     Module::new("ofproto_dpif_xlate"),
     Module::new("tunnel"),

@@ -52,6 +52,50 @@ pub(crate) fn capabilities() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The lines `ovs-vswitchd` logs (module `ofproto_dpif`, `check_support()`) when it opens a
+/// datapath, in its order and words, saying what `caps` says: "Datapath supports ct_clear
+/// action", "VLAN header stack length probed as 2"... Tools and tests grep the log for them
+/// (OVN's system tests skip what needs `ct_zero_snat` without its line).
+pub(crate) fn support_lines(dpif: &str, caps: &BTreeMap<String, String>) -> Vec<String> {
+    const ORDER: &[(&str, &str)] = &[
+        ("recirc", "recirculation"),
+        ("max_vlan_headers", "VLAN header stack length probed as"),
+        ("max_mpls_depth", "MPLS label stack length probed as"),
+        ("trunc", "truncate action"),
+        ("ufid", "unique flow ids"),
+        ("clone", "clone action"),
+        ("sample_nesting", "Max sample nesting level probed as"),
+        ("ct_eventmask", "eventmask in conntrack action"),
+        ("ct_clear", "ct_clear action"),
+        ("max_hash_alg", "Max dp_hash algorithm probed to be"),
+        ("check_pkt_len", "check_pkt_len action"),
+        ("ct_timeout", "timeout policy in conntrack action"),
+        ("ct_zero_snat", "ct_zero_snat"),
+        ("add_mpls", "add_mpls action"),
+        ("ct_state", "ct_state"),
+        ("ct_zone", "ct_zone"),
+        ("ct_mark", "ct_mark"),
+        ("ct_label", "ct_label"),
+        ("ct_state_nat", "ct_state_nat"),
+        ("ct_orig_tuple", "ct_orig_tuple"),
+        ("ct_orig_tuple6", "ct_orig_tuple6"),
+        ("nd_ext", "IPv6 ND Extensions"),
+    ];
+    let mut out = Vec::new();
+    for (key, words) in ORDER {
+        let Some(v) = caps.get(*key) else { continue };
+        let line = match (*key, v.as_str()) {
+            // OVS writes whether nesting works; it logs the depth it probed (10 here).
+            ("sample_nesting", _) => format!("{words} 10"),
+            ("max_vlan_headers" | "max_mpls_depth" | "max_hash_alg", n) => format!("{words} {n}"),
+            (_, "true") => format!("Datapath supports {words}"),
+            _ => format!("Datapath does not support {words}"),
+        };
+        out.push(format!("{dpif}: {line}"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -74,6 +118,25 @@ mod tests {
                 "max_vlan_headers" | "max_mpls_depth" | "max_hash_alg"
             );
             assert_eq!(numeric, v.parse::<u32>().is_ok(), "{k}={v}");
+        }
+    }
+
+    #[test]
+    fn the_support_lines_say_what_the_capabilities_say_in_ovs_words() {
+        let lines = super::support_lines("netdev@flowpath", &super::capabilities());
+        assert_eq!(lines[0], "netdev@flowpath: Datapath supports recirculation");
+        assert_eq!(
+            lines[1],
+            "netdev@flowpath: VLAN header stack length probed as 2"
+        );
+        for want in [
+            "netdev@flowpath: Datapath supports ct_zero_snat",
+            "netdev@flowpath: Datapath supports ct_clear action",
+            "netdev@flowpath: Max sample nesting level probed as 10",
+            "netdev@flowpath: Datapath does not support eventmask in conntrack action",
+            "netdev@flowpath: Datapath supports IPv6 ND Extensions",
+        ] {
+            assert!(lines.iter().any(|l| l == want), "{want}: {lines:#?}");
         }
     }
 }

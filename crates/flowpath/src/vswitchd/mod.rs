@@ -189,7 +189,6 @@ fn monitored() -> Vec<(String, Vec<String>)> {
     ]
 }
 
-/// The reconciler's loop.
 /// Waits (up to [`LISTENER_WAIT`]) until every bridge `d` has and `last` had not listens on
 /// its `BRIDGE.mgmt`, as ovs-vswitchd has bound it before it answers `next_cfg`: a client
 /// that `ovs-vsctl add-br` has returned to (ovn-controller, `ovs-ofctl`) finds the socket.
@@ -206,6 +205,7 @@ fn wait_for_listeners(d: &Desired, last: Option<&Desired>, rundir: &std::path::P
     }
 }
 
+/// The reconciler's loop.
 fn run(
     opts: Options,
     of: &Arc<Ofproto>,
@@ -233,6 +233,7 @@ fn run(
     let mut retry = false;
     let mut last_stats = Instant::now() - STATS_INTERVAL;
     let mut last_poll = Instant::now();
+    let mut support_logged = false;
     while !stop.load(Ordering::Relaxed) {
         let now_seqno = idl.wait(seqno, Duration::from_millis(200));
         let changed = now_seqno != seqno;
@@ -271,6 +272,16 @@ fn run(
                 default_netdev,
             };
             knobs.apply_dpdk(&d.other_config);
+            if !support_logged && !d.bridges.is_empty() {
+                // As ovs-vswitchd when its first bridge opens the datapath.
+                if let Some(m) = vlog::module("ofproto_dpif") {
+                    let caps = capabilities::capabilities();
+                    for line in capabilities::support_lines("netdev@flowpath", &caps) {
+                        m.log(vlog::Level::Info, &line);
+                    }
+                }
+                support_logged = true;
+            }
             applied.reconcile(&d, &sw, &ctx);
             wait_for_listeners(&d, last_desired.as_ref(), &opts.rundir);
             crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
