@@ -451,6 +451,15 @@ fn ovs_vsctl_configures_flowpath_and_reads_back_what_ovs_vswitchd_writes() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 
+    // An interface that ran and then cannot (a type nothing opens) is written back failed,
+    // its statistics and status cleared (empty maps): the switch catches up and ovs-vsctl
+    // returns.
+    db.vsctl_ok(&["set", "Interface", "p5", "type=no-such-type"]);
+    assert_eq!(db.vsctl_ok(&["get", "Interface", "p5", "ofport"]), "-1");
+    assert_eq!(db.vsctl_ok(&["get", "Interface", "p5", "statistics"]), "{}");
+    db.vsctl_ok(&["set", "Interface", "p5", "type=dummy"]);
+    assert!(db.vsctl_ok(&["get", "Interface", "p5", "ofport"]) != "-1");
+
     // A second flowpath waits for the lock and says so.
     let rundir2 = dir.join("run2");
     let log2 = dir.join("flowpath2.log");

@@ -281,7 +281,8 @@ fn failed_columns(error: Option<&String>) -> Vec<(&'static str, Datum)> {
         ("mac_in_use", Datum::Empty),
         ("ifindex", Datum::Empty),
         ("link_resets", Datum::Empty),
-        ("statistics", Datum::Empty),
-        ("status", Datum::Empty),
+        // Map columns: cleared with an empty map (an empty set is a syntax error to them).
+        ("statistics", Datum::Map(Vec::new())),
+        ("status", Datum::Map(Vec::new())),
     ]
 }
