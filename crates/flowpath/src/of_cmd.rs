@@ -190,7 +190,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     });
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("del-port", "PORT", 1, 1, move |a| {
-        crate::port_ops::del_port(&of2, &dp2, &a[0]).map(|()| String::new())
+        crate::port_ops::del_port(&of2, &dp2, &a[0], true).map(|()| String::new())
     });
 }
 

@@ -128,25 +128,37 @@ pub(crate) fn del_bridge(of: &Ofproto, dp: &Mutex<Datapath>, name: &str) -> Resu
         dp.meter_del(m.dp_id);
     }
     for p in b.ports.values().filter(|p| p.dp_port.is_some()) {
-        release_dp_port(&mut dp, &p.name)?;
+        release_dp_port(&mut dp, &p.name, false)?;
     }
     Ok(())
 }
 
-/// Removes port `name` from its bridge and the datapath.
-pub(crate) fn del_port(of: &Ofproto, dp: &Mutex<Datapath>, name: &str) -> Result<(), String> {
+/// Removes port `name` from its bridge and the datapath. With `for_good` (the port is
+/// deleted, not replaced by one of the same kind), a kernel device it made and keeps beyond
+/// its own life (an internal port's persistent TAP) goes with it, as ovs-vswitchd deletes an
+/// internal port's device with the port.
+pub(crate) fn del_port(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    name: &str,
+    for_good: bool,
+) -> Result<(), String> {
     let p = of.del_port(name)?;
     if p.dp_port.is_some() {
-        release_dp_port(&mut *locked(dp)?, &p.name)?;
+        release_dp_port(&mut *locked(dp)?, &p.name, for_good)?;
     }
     Ok(())
 }
 
-/// Closes the datapath side of a port that has left its bridge. A tunnel port has none of its
-/// own: the datapath port named after its type (`vxlan_sys_4789`) stays for the others.
-fn release_dp_port(dp: &mut Datapath, name: &str) -> Result<(), String> {
+/// Closes the datapath side of a port that has left its bridge (and, `for_good`, the kernel
+/// device it keeps). A tunnel port has none of its own: the datapath port named after its type
+/// (`vxlan_sys_4789`) stays for the others.
+fn release_dp_port(dp: &mut Datapath, name: &str, for_good: bool) -> Result<(), String> {
     if dp.port_names().number(name).is_some() {
-        drop(dp.del_port(name)?);
+        let mut port = dp.del_port(name)?;
+        if for_good && let Err(e) = port.release_device() {
+            return Err(format!("{name}: {e}"));
+        }
     }
     Ok(())
 }

@@ -201,3 +201,62 @@ options = {{ netns = "{ns}" }}
         let _ = std::fs::remove_file(rundir.join("flowpath.ctl"));
     }
 }
+
+/// A port deleted while the switch runs takes the persistent TAP it made with it, as
+/// ovs-vswitchd deletes an internal port's device with the port (OVN's "controller I-P handling
+/// when ovs iface ofport is -1" turns an internal port into a system one and expects no device
+/// left).
+#[test]
+fn a_deleted_port_takes_its_persistent_tap_with_it() {
+    let test = "a_deleted_port_takes_its_persistent_tap_with_it";
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP {test}: needs root (network namespaces, TAP)");
+        return;
+    }
+    let id = std::process::id() % 100_000;
+    let (ns, bridge, port) = (
+        format!("fpd-{id}"),
+        format!("fpdb{id}"),
+        format!("fpdp{id}"),
+    );
+    let mut env = Env {
+        netns: Vec::new(),
+        link: None,
+        switch: None,
+        dir: std::env::temp_dir().join(format!("flowpath-delport-{id}")),
+    };
+    if !run(&["ip", "netns", "add", &ns]).status.success() {
+        eprintln!("SKIP {test}: 'ip netns add' failed");
+        return;
+    }
+    env.netns.push(ns.clone());
+    std::fs::create_dir_all(&env.dir).unwrap();
+    let cfg = env.dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"[[bridge]]
+name = "{bridge}"
+flows = ["actions=NORMAL"]
+
+[[bridge.port]]
+name = "{port}"
+type = "tap"
+options = {{ netns = "{ns}", persist = "true" }}
+"#
+        ),
+    )
+    .unwrap();
+    let rundir = env.dir.join("run");
+    let exists = || {
+        run(&["ip", "-n", &ns, "link", "show", &port])
+            .status
+            .success()
+    };
+    let mut sw = start_switch(&cfg, &rundir);
+    assert!(exists(), "no TAP {port} while the port is there");
+    ctl(&rundir, &["del-port", &port]);
+    assert!(!exists(), "TAP {port} left after del-port");
+    ctl(&rundir, &["exit"]);
+    sw.wait(std::time::Duration::from_secs(10)).unwrap();
+}

@@ -238,7 +238,14 @@ impl Applied {
                 vlog::Level::Info,
                 &format!("bridge {}: deleted interface {name}", b.name),
             );
-            if let Err(e) = port_ops::del_port(sw.of, sw.dp, &name) {
+            // Gone from the database, or another type now: its device goes too (an internal
+            // port's TAP), as ovs-vswitchd's; replaced by one of the same type, it stays (the
+            // addresses the host gave it with it).
+            let for_good = match (wanted.get(name.as_str()), ab.ports.get(&name)) {
+                (Some(row), Some(p)) => row.kind != p.row.kind,
+                _ => true,
+            };
+            if let Err(e) = port_ops::del_port(sw.of, sw.dp, &name, for_good) {
                 log(vlog::Level::Warn, &format!("port {name}: {e}"));
             }
             if let Some(p) = ab.ports.remove(&name) {
