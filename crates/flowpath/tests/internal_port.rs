@@ -149,43 +149,55 @@ options = {{ netns = "{br_ns}" }}
     assert!(stats.contains("link up"), "{stats}");
 }
 
-#[test]
-fn exit_cleanup_removes_the_internal_tap_plain_exit_keeps_it() {
-    let test = "exit_cleanup_removes_the_internal_tap_plain_exit_keeps_it";
+/// For a test of a TAP port in a namespace of its own: as root, a namespace `PREFIX-ID` and a
+/// switch configuration with bridge `PREFIXbID` and `port` (given the bridge's and the
+/// namespace's names) in a scratch directory; `None` (and the reason printed) otherwise.
+fn tap_in_netns(
+    test: &str,
+    prefix: &str,
+    port: impl Fn(&str, &str) -> String,
+) -> Option<(Env, String, String, PathBuf)> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("SKIP {test}: needs root (network namespaces, TAP)");
-        return;
+        return None;
     }
     let id = std::process::id() % 100_000;
-    let (ns, bridge) = (format!("fpc-{id}"), format!("fpcb{id}"));
+    let (ns, bridge) = (format!("{prefix}-{id}"), format!("{prefix}b{id}"));
     let mut env = Env {
         netns: Vec::new(),
         link: None,
         switch: None,
-        dir: std::env::temp_dir().join(format!("flowpath-cleanup-{id}")),
+        dir: std::env::temp_dir().join(format!("flowpath-{test}-{id}")),
     };
     if !run(&["ip", "netns", "add", &ns]).status.success() {
         eprintln!("SKIP {test}: 'ip netns add' failed");
-        return;
+        return None;
     }
     env.netns.push(ns.clone());
     std::fs::create_dir_all(&env.dir).unwrap();
     let cfg = env.dir.join("sw.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"[[bridge]]
-name = "{bridge}"
-flows = ["actions=NORMAL"]
+    let config = format!(
+        "[[bridge]]\nname = \"{bridge}\"\nflows = [\"actions=NORMAL\"]\n\n{}",
+        port(&bridge, &ns)
+    );
+    std::fs::write(&cfg, config).unwrap();
+    Some((env, ns, bridge, cfg))
+}
 
-[[bridge.port]]
-name = "{bridge}"
-type = "internal"
-options = {{ netns = "{ns}" }}
-"#
-        ),
-    )
-    .unwrap();
+#[test]
+fn exit_cleanup_removes_the_internal_tap_plain_exit_keeps_it() {
+    let Some((env, ns, bridge, cfg)) = tap_in_netns(
+        "exit_cleanup_removes_the_internal_tap_plain_exit_keeps_it",
+        "fpc",
+        |bridge, ns| {
+            format!(
+                "[[bridge.port]]\nname = \"{bridge}\"\ntype = \"internal\"\n\
+                 options = {{ netns = \"{ns}\" }}\n"
+            )
+        },
+    ) else {
+        return;
+    };
     let rundir = env.dir.join("run");
     let exists = || {
         run(&["ip", "-n", &ns, "link", "show", &bridge])
@@ -208,45 +220,19 @@ options = {{ netns = "{ns}" }}
 /// left).
 #[test]
 fn a_deleted_port_takes_its_persistent_tap_with_it() {
-    let test = "a_deleted_port_takes_its_persistent_tap_with_it";
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIP {test}: needs root (network namespaces, TAP)");
+    let port = format!("fpdp{}", std::process::id() % 100_000);
+    let Some((env, ns, _bridge, cfg)) = tap_in_netns(
+        "a_deleted_port_takes_its_persistent_tap_with_it",
+        "fpd",
+        |_, ns| {
+            format!(
+                "[[bridge.port]]\nname = \"{port}\"\ntype = \"tap\"\n\
+                 options = {{ netns = \"{ns}\", persist = \"true\" }}\n"
+            )
+        },
+    ) else {
         return;
-    }
-    let id = std::process::id() % 100_000;
-    let (ns, bridge, port) = (
-        format!("fpd-{id}"),
-        format!("fpdb{id}"),
-        format!("fpdp{id}"),
-    );
-    let mut env = Env {
-        netns: Vec::new(),
-        link: None,
-        switch: None,
-        dir: std::env::temp_dir().join(format!("flowpath-delport-{id}")),
     };
-    if !run(&["ip", "netns", "add", &ns]).status.success() {
-        eprintln!("SKIP {test}: 'ip netns add' failed");
-        return;
-    }
-    env.netns.push(ns.clone());
-    std::fs::create_dir_all(&env.dir).unwrap();
-    let cfg = env.dir.join("sw.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"[[bridge]]
-name = "{bridge}"
-flows = ["actions=NORMAL"]
-
-[[bridge.port]]
-name = "{port}"
-type = "tap"
-options = {{ netns = "{ns}", persist = "true" }}
-"#
-        ),
-    )
-    .unwrap();
     let rundir = env.dir.join("run");
     let exists = || {
         run(&["ip", "-n", &ns, "link", "show", &port])
