@@ -210,6 +210,11 @@ impl OfHandler {
                 dp.conntrack().flush(Some(zone), None);
                 return Ok(());
             }
+            Msg::CtFlush(f) => {
+                let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+                super::ct_flush::ct_flush(&dp.conntrack(), &f);
+                return Ok(());
+            }
             // A barrier's reply says that what came before is in force, for the packets too:
             // megaflows that changed tables made stale are revalidated first.
             Msg::BarrierRequest => {

@@ -33,6 +33,7 @@ mod bridge_view;
 mod bundle;
 mod bundle_commit;
 mod connmgr;
+mod ct_flush;
 mod flow_removed;
 mod flow_table;
 mod group_table;

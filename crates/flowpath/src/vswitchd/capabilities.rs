@@ -41,11 +41,11 @@ pub(crate) fn capabilities() -> BTreeMap<String, String> {
         // `ct(commit,nat(src))` with no address keeps the connection's address and port,
         // moving the port only when the tuple is taken (all-zero SNAT, as OVS's).
         ("ct_zero_snat", "true"),
-        // Not implemented: bonds' lb_output, add_mpls, and the tuple-filtered NXT_CT_FLUSH
-        // (NXT_CT_FLUSH_ZONE is served).
+        // NXT_CT_FLUSH with a tuple match (and NXT_CT_FLUSH_ZONE).
+        ("ct_flush", "true"),
+        // Not implemented: bonds' lb_output and add_mpls.
         ("lb_output_action", "false"),
         ("add_mpls", "false"),
-        ("ct_flush", "false"),
     ];
     CAPS.iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
