@@ -82,6 +82,12 @@ class Sandbox:
         p = subprocess.run(argv + list(args), env=self.env, capture_output=True, text=True)
         return p.returncode, p.stdout, p.stderr
 
+    def appctl(self, *args):
+        """ovs-appctl ARGS against the switch: (exit status, stdout, stderr)."""
+        argv = ["ovs-appctl", "-t", f"{self.dir}/ovs-vswitchd.ctl", "--timeout=5"]
+        p = subprocess.run(argv + list(args), env=self.env, capture_output=True, text=True)
+        return p.returncode, p.stdout, p.stderr
+
     def wait_configured(self, timeout=30):
         """A change that makes ovs-vsctl wait for the switch to catch up (cur_cfg), which is
         how a restarted switch is known to have read the database: the exit status."""

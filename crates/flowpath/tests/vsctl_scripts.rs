@@ -52,7 +52,10 @@ fn run_item(sb: &mut Sandbox, item: &str) -> Vec<String> {
         return Vec::new();
     }
     let args = shell_words(item);
-    let (rc, out, err) = sb.vsctl(&args, 5);
+    let (rc, out, err) = match args.split_first() {
+        Some((first, rest)) if first == "appctl" => sb.appctl(rest),
+        _ => sb.vsctl(&args, 5),
+    };
     let mut lines: Vec<String> = normalise(&out, &sb.dir)
         .lines()
         .map(str::to_owned)

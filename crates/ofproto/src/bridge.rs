@@ -333,6 +333,8 @@ pub struct Bridge {
     /// The datapath id set by configuration (`other_config:datapath-id`); without, OVS's
     /// derives it from the LOCAL port's address.
     pub datapath_id: Option<u64>,
+    /// The bridge's mirrors ([`crate::mirror`]), in configuration order.
+    pub mirrors: Vec<std::sync::Arc<crate::mirror::Mirror>>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -415,6 +417,7 @@ impl Bridge {
             port_config: BTreeMap::new(),
             table_config: vec![Default::default(); N_TABLES],
             datapath_id: None,
+            mirrors: Vec::new(),
         }
     }
 

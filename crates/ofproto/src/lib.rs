@@ -19,6 +19,7 @@ pub mod flow_removed;
 pub mod group;
 pub mod learn;
 pub mod meter;
+pub mod mirror;
 pub mod ofproto;
 pub mod pipekey;
 pub mod port_config;

@@ -26,6 +26,7 @@ mod flow_dump;
 mod group;
 mod learn;
 mod meter;
+mod mirror;
 mod upcall;
 pub use bundle::{BundleCommit, FlowModError, FlowModOp};
 pub use group::{GroupCredit, GroupModFailure, GroupStatsEntry, format_group_stats};

@@ -58,6 +58,8 @@ pub struct FrozenState {
     pub action_set: Vec<OfAction>,
     /// For a packet-in, the `controller` action's user data (OVS's frozen `userdata`).
     pub userdata: Vec<u8>,
+    /// The mirrors that have already copied the packet (OVS freezes them too).
+    pub mirrors: u32,
 }
 
 /// One of the actions frozen for the next pass.
@@ -316,6 +318,7 @@ mod tests {
             stack: Vec::new(),
             action_set: Vec::new(),
             userdata: Vec::new(),
+            mirrors: 0,
         }
     }
 

@@ -50,6 +50,7 @@ mod group;
 pub(crate) use group::hash as ovs_hash;
 mod learn;
 mod meter;
+mod mirror;
 mod multipath;
 mod normal;
 mod patch;
@@ -59,6 +60,7 @@ mod tunnel;
 
 use ct::{clear_conntrack, tuple_swap};
 pub use learn::{FinTimeout, LearnedFlow};
+pub(crate) use mirror::credit_mirrors;
 use trace::{NodeKind, Trace, strip_priority};
 use tunnel::{geneve_mask, geneve_to_slots, tunnel_ecn, tunnel_endpoints, tunnel_wc};
 
@@ -192,6 +194,9 @@ pub struct XlateOut {
     pub fin_timeouts: Vec<FinTimeout>,
     /// The output port the action set named last (OVS's `actset_output`), if it did.
     pub actset_output: Option<u32>,
+    /// The mirrors that copied the packet, as (bridge index, mirror index): where their
+    /// statistics belong, as with `rules`.
+    pub mirrors: Vec<(usize, usize)>,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -275,6 +280,8 @@ struct Ctx<'a> {
     pause: Option<controller::Pause>,
     /// The next lookup is a patch port's peer bridge's first ([`patch`]).
     patch_entry: bool,
+    /// The mirrors of the current bridge that have copied the packet, by index ([`mirror`]).
+    mirrors: u32,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -456,6 +463,7 @@ pub fn translate_in(
         in_action_set: false,
         pause: None,
         patch_entry: false,
+        mirrors: frozen.as_ref().map_or(0, |st| st.mirrors),
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -489,6 +497,26 @@ pub fn translate_in(
         ctx.wc.dp.set_eth_dst(EthAddr([0xff; 6]));
         in_config.drops_input(ctx.flow.dp.eth_dst().0)
     };
+    // A mirror's output port takes nothing in (OVS's xlate_actions()).
+    let mirror_out = !refused && ctx.is_mirror_output(ofport);
+    if mirror_out {
+        let name = port_label(&pipe.bridges[bridge], ofport);
+        ctx.under(node, |c| {
+            let rule = c.trace_lookup(table);
+            c.under(rule, |c| {
+                c.trace_add(
+                    NodeKind::Error,
+                    format_args!(
+                        "dropping packet received on port {name}, which is reserved exclusively \
+                     for mirroring"
+                    ),
+                )
+            })
+        });
+    } else if !refused {
+        ctx.mirror_ingress(ofport);
+    }
+    let refused = refused || mirror_out;
     match frozen.as_ref().filter(|st| !st.actions.is_empty()) {
         _ if refused => {}
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
@@ -696,19 +724,7 @@ impl Ctx<'_> {
                 let (m, prio, rule) = cls.get(id).expect("lookup returns live rules");
                 self.res.rules.push((self.bridge, table, id));
                 let node = if self.trace.is_some() {
-                    let mut s = String::new();
-                    format_match(&mut s, m, prio, &crate::syntax::NoPortNames);
-                    // OVS prints the match without its priority, then ", priority N".
-                    let s = strip_priority(&s);
-                    let mut line = if s.is_empty() {
-                        format!("{table:>2}. priority {prio}")
-                    } else {
-                        format!("{table:>2}. {s}, priority {prio}")
-                    };
-                    if rule.cookie != 0 {
-                        let _ = write!(line, ", cookie {:#x}", rule.cookie);
-                    }
-                    self.trace_add(NodeKind::Table, line)
+                    self.trace_add(NodeKind::Table, rule_line(table, m, prio, rule.cookie))
                 } else {
                     None
                 };
@@ -726,6 +742,17 @@ impl Ctx<'_> {
                 self.depth -= deepens;
             }
         }
+    }
+
+    /// Looks `table` up for a packet whose actions will not run (OVS looks the rule up before
+    /// it decides to drop): its trace line, the fields consulted in the megaflow.
+    fn trace_lookup(&mut self, table: usize) -> Option<usize> {
+        let pipe = self.pipe;
+        let cls = pipe.bridges[self.bridge].tables.get(table)?;
+        let id = cls.lookup_conjunctive(&mut self.flow, &mut self.wc)?;
+        let (m, prio, rule) = cls.get(id)?;
+        self.trace.as_ref()?;
+        self.trace_add(NodeKind::Table, rule_line(table, m, prio, rule.cookie))
     }
 
     /// What a miss in `table` does when its configuration says (OpenFlow 1.1 and 1.2's
@@ -1280,6 +1307,7 @@ impl Ctx<'_> {
         }
         if let Some(t) = br.tunnels.get(&ofport) {
             self.tunnel_output(t, port.dp_port.unwrap_or(0));
+            self.mirror_egress(ofport);
             return;
         }
         if ofport == OFPP_LOCAL {
@@ -1295,6 +1323,7 @@ impl Ctx<'_> {
         if let Some(dp) = port.dp_port {
             self.commit();
             self.out.push(Action::Output(dp));
+            self.mirror_egress(ofport);
             return;
         }
         // A patch port: continue in the peer bridge as if received on the peer port.
@@ -1315,6 +1344,8 @@ impl Ctx<'_> {
         // The peer bridge has a stack of its own.
         let stack = std::mem::take(&mut self.stack);
         let action_set = std::mem::take(&mut self.action_set);
+        // The peer bridge's mirrors are its own.
+        let mirrors = std::mem::take(&mut self.mirrors);
         self.depth += 1;
         let node = self.trace_bridge();
         self.under(node, |c| {
@@ -1339,8 +1370,27 @@ impl Ctx<'_> {
         self.conntracked = conntracked;
         self.stack = stack;
         self.action_set = action_set;
+        self.mirrors = mirrors;
         self.exit = false;
+        self.mirror_egress(ofport);
     }
+}
+
+/// A rule as a trace shows it found in `table`: the match without its priority, then
+/// ", priority N" (and its cookie), as OVS prints it.
+fn rule_line(table: usize, m: &crate::pipekey::PipeMatch, prio: u16, cookie: u64) -> String {
+    let mut s = String::new();
+    format_match(&mut s, m, prio, &crate::syntax::NoPortNames);
+    let s = strip_priority(&s);
+    let mut line = if s.is_empty() {
+        format!("{table:>2}. priority {prio}")
+    } else {
+        format!("{table:>2}. {s}, priority {prio}")
+    };
+    if cookie != 0 {
+        let _ = write!(line, ", cookie {cookie:#x}");
+    }
+    line
 }
 
 /// The bottom-of-stack bit of an MPLS label stack entry.

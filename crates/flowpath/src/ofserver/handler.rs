@@ -212,7 +212,7 @@ impl OfHandler {
             }
             Msg::CtFlush(f) => {
                 let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                super::ct_flush::ct_flush(&dp.conntrack(), &f);
+                super::ct_flush::ct_flush(dp.conntrack(), &f);
                 return Ok(());
             }
             // A barrier's reply says that what came before is in force, for the packets too:

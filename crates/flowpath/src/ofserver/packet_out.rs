@@ -209,6 +209,7 @@ fn inject(
             stack: Vec::new(),
             action_set: Vec::new(),
             userdata: Vec::new(),
+            mirrors: 0,
         };
         let id = pipe.recirc.intern(state).ok_or(OfpErr::OfpbrcEperm)?;
         (id, dp_port)
@@ -255,6 +256,7 @@ mod tests {
             stack: Vec::new(),
             action_set: Vec::new(),
             userdata: Vec::new(),
+            mirrors: 0,
         };
         let c = continuation(&st, 5);
         assert_eq!(c.actions.len(), 2);

@@ -45,6 +45,15 @@ pub(crate) struct BridgeDesired {
     pub other_config: BTreeMap<String, String>,
     /// Every interface of every port, in port then interface uuid order.
     pub ifaces: Vec<IfaceDesired>,
+    /// The Mirror rows, in uuid order.
+    pub mirrors: Vec<MirrorDesired>,
+}
+
+/// One Mirror row: its ports named by their interfaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MirrorDesired {
+    pub uuid: Uuid,
+    pub config: ofproto::mirror::MirrorConfig,
 }
 
 /// One Controller row.
@@ -210,8 +219,16 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
             });
         }
     }
+    let mut mirrors: Vec<MirrorDesired> = col("mirrors")
+        .uuids()
+        .into_iter()
+        .filter(|&m| db.row("Mirror", m).is_some())
+        .map(|m| mirror(db, m))
+        .collect();
+    mirrors.sort_by_key(|m| m.uuid);
     BridgeDesired {
         uuid: b,
+        mirrors,
         name: col("name").as_str().unwrap_or_default().to_owned(),
         datapath_type: col("datapath_type").as_str().unwrap_or_default().to_owned(),
         fail_mode: col("fail_mode").as_str().map(str::to_owned),
@@ -219,6 +236,41 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
         controllers,
         other_config: col("other_config").string_map(),
         ifaces,
+    }
+}
+
+/// A Mirror row, its Port references as the names of their interfaces (OVS mirrors whole
+/// ports; flowpath's ports are their interfaces).
+fn mirror(db: &Db, m: Uuid) -> MirrorDesired {
+    let col = |c: &str| db.get("Mirror", m, c);
+    let ifaces = |ports: Vec<Uuid>| -> BTreeSet<String> {
+        ports
+            .into_iter()
+            .flat_map(|p| db.get("Port", p, "interfaces").uuids())
+            .filter_map(|i| db.get("Interface", i, "name").as_str().map(str::to_owned))
+            .collect()
+    };
+    let output_port = col("output_port")
+        .as_uuid()
+        .and_then(|p| ifaces(vec![p]).into_iter().next());
+    MirrorDesired {
+        uuid: m,
+        config: ofproto::mirror::MirrorConfig {
+            name: col("name").as_str().unwrap_or_default().to_owned(),
+            select_all: col("select_all").as_bool().unwrap_or(false),
+            select_src: ifaces(col("select_src_port").uuids()),
+            select_dst: ifaces(col("select_dst_port").uuids()),
+            select_vlan: col("select_vlan")
+                .integers()
+                .into_iter()
+                .filter_map(|v| u16::try_from(v).ok().filter(|v| *v < 4096))
+                .collect(),
+            output_port,
+            output_vlan: col("output_vlan")
+                .as_i64()
+                .and_then(|v| u16::try_from(v).ok())
+                .filter(|v| (1..4096).contains(v)),
+        },
     }
 }
 
@@ -269,7 +321,13 @@ mod tests {
                 "Bridge": {"columns": {
                     "name": s("string"), "ports": refs("Port"), "controller": refs("Controller"),
                     "datapath_type": s("string"), "fail_mode": opt("string"),
-                    "protocols": set("string"), "other_config": smap}},
+                    "protocols": set("string"), "other_config": smap, "mirrors": refs("Mirror")}},
+                "Mirror": {"columns": {
+                    "name": s("string"), "select_all": s("boolean"),
+                    "select_src_port": refs("Port"), "select_dst_port": refs("Port"),
+                    "select_vlan": set("integer"),
+                    "output_port": {"type": {"key": {"type": "uuid", "refTable": "Port"}, "min": 0, "max": 1}},
+                    "output_vlan": opt("integer")}},
                 "Port": {"columns": {
                     "name": s("string"), "interfaces": refs("Interface"), "tag": opt("integer"),
                     "trunks": set("integer"), "vlan_mode": opt("string")}},

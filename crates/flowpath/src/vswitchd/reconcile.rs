@@ -368,6 +368,35 @@ impl Applied {
             }
             ab.datapath_id = dpid;
         }
+        let mirrors = b
+            .mirrors
+            .iter()
+            .filter(|m| {
+                let has_output = m.config.output_port.is_some() || m.config.output_vlan.is_some();
+                if !has_output {
+                    log(
+                        vlog::Level::Warn,
+                        &format!(
+                            "bridge {}: mirror {} does not specify output; ignoring",
+                            b.name, m.config.name
+                        ),
+                    );
+                }
+                has_output
+            })
+            .map(|m| m.config.clone())
+            .collect();
+        match sw.of.set_mirrors(&b.name, mirrors) {
+            Ok(refused) => {
+                for name in refused {
+                    log(
+                        vlog::Level::Warn,
+                        &format!("bridge {}: mirror {name}: too many mirrors", b.name),
+                    );
+                }
+            }
+            Err(e) => log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name)),
+        }
         let control = bridge_control(b);
         if control != sw.controllers.get(&b.name)
             && let Err(e) = sw.controllers.set(sw.of, &b.name, control)

@@ -129,6 +129,11 @@ pub(crate) fn status_ops(
             };
             t.update("Interface", i.uuid, cols);
         }
+        if src.statistics
+            && let Some(ofb) = ofb
+        {
+            mirror_statistics(&mut t, b, ofb);
+        }
         let status = src.controllers.status(&b.name);
         for c in &b.controllers {
             let s = status.iter().find(|s| s.target == c.target);
@@ -165,6 +170,27 @@ pub(crate) fn status_ops(
     }
     t.ops.push(ops::assert_lock(LOCK));
     t.ops
+}
+
+/// Each mirror's `statistics` (`tx_packets`, `tx_bytes`), as OVS refreshes them with the
+/// interfaces'.
+fn mirror_statistics(
+    t: &mut Txn,
+    b: &super::desired::BridgeDesired,
+    ofb: &ofproto::bridge::Bridge,
+) {
+    for m in &b.mirrors {
+        let Some(ofm) = ofb.mirrors.iter().find(|o| o.config == m.config) else {
+            continue;
+        };
+        let (packets, bytes) = ofm.counters();
+        let int = |v: u64| Atom::Integer(i64::try_from(v).unwrap_or(i64::MAX));
+        let pairs = vec![
+            (Atom::String("tx_bytes".into()), int(bytes)),
+            (Atom::String("tx_packets".into()), int(packets)),
+        ];
+        t.update("Mirror", m.uuid, vec![("statistics", Datum::Map(pairs))]);
+    }
 }
 
 /// The columns of a running interface.

@@ -212,6 +212,23 @@ impl Sandbox {
         )
     }
 
+    /// `ovs-appctl ARGS` against the switch: (exit status, stdout, stderr).
+    pub fn appctl(&self, args: &[String]) -> (i32, String, String) {
+        let o = self
+            .command("ovs-appctl")
+            .arg("-t")
+            .arg(self.dir.join("ovs-vswitchd.ctl"))
+            .arg("--timeout=5")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
     /// A change that makes `ovs-vsctl` wait until the switch has caught up (`cur_cfg`): how a
     /// restarted switch is known to have read the database. The exit status.
     pub fn wait_configured(&mut self) -> i32 {

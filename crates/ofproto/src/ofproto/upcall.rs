@@ -275,6 +275,7 @@ impl Ofproto {
                 if dpk > 0 {
                     credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
                     super::group::credit_groups(&p, &x.groups, dpk, dby);
+                    crate::xlate::credit_mirrors(&p, &x.mirrors, dpk, dby);
                     // Packets that hit the megaflow refresh what it learned.
                     let l = super::learn::Lessons::of(&x, mf.stats.tcp_flags);
                     if !l.is_empty() {
@@ -362,6 +363,7 @@ impl UpcallHandler for OfUpcall {
             let x = translate(&p, key, true, None);
             // Group counters are atomics: the missed packet counts for them now.
             super::group::credit_groups(&p, &x.groups, 1, pkt.len() as u64);
+            crate::xlate::credit_mirrors(&p, &x.mirrors, 1, pkt.len() as u64);
             let m = self.0.installed_match(key, &x.mask);
             self.0.record_installed(key, m, &x.actions);
             x

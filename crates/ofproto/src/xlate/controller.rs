@@ -113,6 +113,7 @@ impl Ctx<'_> {
             stack: self.stack.clone(),
             action_set: self.action_set.actions.clone(),
             userdata,
+            mirrors: self.mirrors,
         }
     }
 

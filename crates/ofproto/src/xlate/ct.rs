@@ -76,6 +76,7 @@ impl Ctx<'_> {
             stack: self.stack.clone(),
             action_set: self.action_set.actions.clone(),
             userdata: Vec::new(),
+            mirrors: self.mirrors,
         };
         let Some(id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");

@@ -124,6 +124,7 @@ impl Ctx<'_> {
             stack: self.stack.clone(),
             action_set: self.action_set.actions.clone(),
             userdata: Vec::new(),
+            mirrors: self.mirrors,
         };
         self.freezing = false;
         self.frozen_unroll = None;

@@ -56,6 +56,11 @@ impl Ctx<'_> {
             .dp
             .set_eth_src(EthAddr::BROADCAST)
             .set_eth_dst(EthAddr::BROADCAST);
+        // What arrives on a mirror's output port is not forwarded.
+        if self.is_mirror_output(in_port) {
+            self.trace_add(NodeKind::Warn, "input port is mirror output port, dropping");
+            return;
+        }
         let vlan = match self.input_vlan(in_port) {
             Ok(v) => v,
             Err(why) => {
@@ -111,6 +116,9 @@ impl Ctx<'_> {
             Some(p) if p == in_port => {
                 self.note("learned port is input port, dropping");
             }
+            Some(p) if self.is_mirror_output(p) => {
+                self.trace_add(NodeKind::Warn, "learned port is a mirror port, dropping");
+            }
             Some(p) => {
                 self.note("forwarding to learned port");
                 self.normal_output(p, vlan);
@@ -157,6 +165,10 @@ impl Ctx<'_> {
         ports.sort_by_key(|&p| (p != OFPP_LOCAL, p));
         for p in ports {
             if p == in_port || (!all && self.br().port_config(p).config & PC_NO_FLOOD != 0) {
+                continue;
+            }
+            // NORMAL's flooding leaves out mirror output ports (OVS's xlate_normal_flood()).
+            if vlan.is_some() && self.is_mirror_output(p) {
                 continue;
             }
             match vlan {
