@@ -1269,6 +1269,9 @@ impl Ctx<'_> {
         match port {
             OFPP_IN_PORT => self.output_port(self.flow.dp.in_port(), true),
             OFPP_NORMAL => self.normal(),
+            // A packet-out's `output:TABLE`: the packet goes through the tables from table 0
+            // as if received on its input port (OVS's xlate_table_action() for OFPP_TABLE).
+            OFPP_TABLE => self.do_table_ct(0, Lookup::counted()),
             OFPP_FLOOD => self.flood(None, false),
             OFPP_ALL => self.flood(None, true),
             OFPP_CONTROLLER => {
