@@ -8,6 +8,8 @@
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
+pub mod addr_watch;
+#[allow(unsafe_code)]
 pub mod afpacket;
 #[allow(unsafe_code)]
 pub mod afxdp;

@@ -27,6 +27,8 @@ mod group;
 mod learn;
 mod meter;
 mod mirror;
+mod tunnel_neigh;
+pub use tunnel_neigh::NeighbourToAsk;
 mod upcall;
 pub use bundle::{BundleCommit, FlowModError, FlowModOp};
 pub use group::{GroupCredit, GroupModFailure, GroupStatsEntry, format_group_stats};

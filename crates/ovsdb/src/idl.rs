@@ -88,6 +88,24 @@ pub struct Idl {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Wakes the thread waiting in [`Idl::wait`] ([`Idl::waker`]).
+#[derive(Clone)]
+pub struct IdlWaker {
+    shared: Arc<Shared>,
+}
+
+impl IdlWaker {
+    /// Makes the current or next [`Idl::wait`] return; false once the client has stopped.
+    pub fn wake(&self) -> bool {
+        let mut st = self.shared.status();
+        st.woken = true;
+        let alive = !st.stop;
+        drop(st);
+        self.shared.changed.notify_all();
+        alive
+    }
+}
+
 impl fmt::Debug for Idl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let st = self.shared.status();
@@ -106,6 +124,8 @@ struct Status {
     snapshot: Arc<Db>,
     last_error: Option<String>,
     stop: bool,
+    /// An [`IdlWaker`] asked the next [`Idl::wait`] to return.
+    woken: bool,
 }
 
 /// The connection as transactions use it: writes and the replies they wait for.
@@ -158,6 +178,7 @@ impl Idl {
                 snapshot: Arc::new(Db::default()),
                 last_error: None,
                 stop: false,
+                woken: false,
             }),
             changed: Condvar::new(),
             conn: Mutex::new(None),
@@ -187,15 +208,25 @@ impl Idl {
         self.shared.status().seqno
     }
 
-    /// Blocks until the seqno differs from `seqno` or `timeout` passes; returns the seqno.
+    /// Blocks until the seqno differs from `seqno`, an [`IdlWaker`] wakes it or `timeout`
+    /// passes; returns the seqno.
     pub fn wait(&self, seqno: u64, timeout: Duration) -> u64 {
         let st = self.shared.status();
-        let (st, _) = self
+        let (mut st, _) = self
             .shared
             .changed
-            .wait_timeout_while(st, timeout, |st| st.seqno == seqno && !st.stop)
+            .wait_timeout_while(st, timeout, |st| st.seqno == seqno && !st.stop && !st.woken)
             .unwrap_or_else(|e| e.into_inner());
+        st.woken = false;
         st.seqno
+    }
+
+    /// A handle that makes [`Idl::wait`] return early (for events the database does not
+    /// carry, as the kernel's address changes), from any thread.
+    pub fn waker(&self) -> IdlWaker {
+        IdlWaker {
+            shared: Arc::clone(&self.shared),
+        }
     }
 
     /// The replica as of now; it does not change while held.

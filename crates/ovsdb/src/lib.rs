@@ -25,5 +25,5 @@ pub mod stream;
 
 pub use cache::{Db, Row};
 pub use datum::{Atom, Datum, Uuid};
-pub use idl::{Idl, IdlOptions, IdlState, TxnError};
+pub use idl::{Idl, IdlOptions, IdlState, IdlWaker, TxnError};
 pub use schema::{AtomicType, BaseType, ColumnSchema, ColumnType, Schema, TableSchema};

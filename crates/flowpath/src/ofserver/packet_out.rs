@@ -177,6 +177,34 @@ fn packet_flow(packet: &[u8], metadata: &PipeMatch) -> PipeMatch {
     PipeMatch::new(&k, &mask)
 }
 
+/// Sends `frame` as bridge `bridge`'s own: from its LOCAL port through its tables (OVS's
+/// `tnl_send_arp_request()`, a packet-out to `TABLE` from `LOCAL`).
+pub(crate) fn send_from_local(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    bridge: &str,
+    frame: Vec<u8>,
+) -> Result<(), OfpErr> {
+    let mut k = ofproto::pipekey::PipeKey::new();
+    k.dp.set_in_port(ofproto::syntax::OFPP_LOCAL);
+    let mut mask = ofproto::pipekey::PipeMask::new();
+    mask.dp.set_in_port(u32::MAX);
+    let actions = vec![FrozenAction::Of(ofproto::syntax::OfAction::Output {
+        port: ofproto::syntax::OFPP_TABLE,
+        max_len: 0,
+    })];
+    inject(
+        of,
+        dp,
+        bridge,
+        &PipeMatch::new(&k, &mask),
+        false,
+        actions,
+        frame,
+        None,
+    )
+}
+
 /// Runs `packet` through bridge `bridge` with `actions`, as the frozen state of a pass.
 #[allow(clippy::too_many_arguments)]
 fn inject(

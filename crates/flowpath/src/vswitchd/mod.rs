@@ -17,6 +17,7 @@ mod local_addrs;
 mod ofport;
 mod reconcile;
 mod status;
+mod tunnel_neigh;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -203,6 +204,24 @@ fn monitored() -> Vec<(String, Vec<String>)> {
     ]
 }
 
+/// Subscribes to the kernel's link and address changes: the flag they set, and the loop
+/// waiting in `idl` woken. Without the subscription (no netlink), the flag stays false and
+/// the addresses are read on every poll only.
+fn watch_kernel_addrs(idl: &Idl) -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let (f, waker) = (Arc::clone(&flag), idl.waker());
+    if let Err(e) = netdev::addr_watch::spawn(move || {
+        f.store(true, Ordering::Relaxed);
+        waker.wake()
+    }) {
+        log(
+            vlog::Level::Warn,
+            &format!("kernel address changes will be polled: {e}"),
+        );
+    }
+    flag
+}
+
 /// Waits (up to [`LISTENER_WAIT`]) until every bridge `d` has and `last` had not listens on
 /// its `BRIDGE.mgmt`, as ovs-vswitchd has bound it before it answers `next_cfg`: a client
 /// that `ovs-vsctl add-br` has returned to (ovn-controller, `ovs-ofctl`) finds the socket.
@@ -248,6 +267,10 @@ fn run(
     let mut last_stats = Instant::now() - STATS_INTERVAL;
     let mut last_poll = Instant::now();
     let mut support_logged = false;
+    // The kernel's address changes wake the loop at once (the bridges' addresses route
+    // tunnels); without notifications they are read on every poll.
+    let addrs_changed = watch_kernel_addrs(&idl);
+    let mut neighbours = tunnel_neigh::TunnelNeighbours::default();
     while !stop.load(Ordering::Relaxed) {
         let now_seqno = idl.wait(seqno, Duration::from_millis(200));
         let changed = now_seqno != seqno;
@@ -268,7 +291,8 @@ fn run(
             IdlState::Monitoring => contended = false,
         }
         let stats_due = last_stats.elapsed() >= STATS_INTERVAL;
-        if !changed && !retry && !stats_due && last_poll.elapsed() < POLL_INTERVAL {
+        let addr_event = addrs_changed.swap(false, Ordering::Relaxed);
+        if !changed && !retry && !stats_due && !addr_event && last_poll.elapsed() < POLL_INTERVAL {
             continue;
         }
         last_poll = Instant::now();
@@ -308,6 +332,7 @@ fn run(
             knobs.apply_metrics(metrics, &d.other_config);
         }
         applied.refresh_local_addrs(&d, &sw);
+        neighbours.solicit(of, dp);
         let ops = {
             let Ok(dpg) = dp.lock() else { break };
             let src = status::StatusSources {

@@ -110,6 +110,12 @@ impl Sandbox {
 
     /// Starts the switch; returns once it is running (not once it has configured anything).
     pub fn start_switch(&mut self) {
+        self.start_switch_in(None);
+    }
+
+    /// Starts the switch, flowpath in network namespace `netns` with real devices (no
+    /// `--enable-dummy`) when one is given.
+    pub fn start_switch_in(&mut self, netns: Option<&str>) {
         let d = self.dir.display().to_string();
         match self.switch {
             Switch::Ovs => self.run(&[
@@ -130,16 +136,19 @@ impl Sandbox {
                     .append(true)
                     .open(self.dir.join("flowpath.log"))
                     .unwrap();
-                let child = self
-                    .command(env!("CARGO_BIN_EXE_flowpath"))
-                    .args([
-                        "run",
-                        "--ovsdb",
-                        &self.db,
-                        "--enable-dummy=override",
-                        "--rundir",
-                        &d,
-                    ])
+                let mut c = match netns {
+                    Some(ns) => {
+                        let mut c = self.command("ip");
+                        c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_flowpath")]);
+                        c
+                    }
+                    None => self.command(env!("CARGO_BIN_EXE_flowpath")),
+                };
+                c.args(["run", "--ovsdb", &self.db, "--rundir", &d]);
+                if netns.is_none() {
+                    c.arg("--enable-dummy=override");
+                }
+                let child = c
                     .arg(format!("--unixctl={d}/ovs-vswitchd.ctl"))
                     .stdin(Stdio::null())
                     .stdout(log.try_clone().unwrap())
