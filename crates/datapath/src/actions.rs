@@ -384,6 +384,55 @@ pub struct TnlTemplate {
     /// How many entropy source ports there are from `port_min` (the range's maximum less its
     /// minimum; 0 makes every port `port_min`).
     pub port_span: u16,
+    /// ERSPAN: the GRE sequence number's offset and the tunnel port's counter it is taken
+    /// from, and for version 2 the timestamp's offset (written per packet, as OVS's
+    /// `netdev_erspan_push_header()`).
+    pub erspan: Option<ErspanFields>,
+}
+
+/// The per-packet fields of an ERSPAN header ([`TnlTemplate::erspan`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErspanFields {
+    /// Offset of the GRE sequence number.
+    pub seq_ofs: usize,
+    /// Offset of version 2's timestamp.
+    pub ts_ofs: Option<usize>,
+    /// The sequence counter of the tunnel's datapath port.
+    pub seq: GreSeq,
+}
+
+/// A tunnel datapath port's GRE sequence counter, shared by every template that pushes
+/// through that port (OVS counts per tunnel netdev). Two are equal when they are the same
+/// counter.
+#[derive(Clone, Debug)]
+pub struct GreSeq(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl PartialEq for GreSeq {
+    fn eq(&self, o: &GreSeq) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+impl Eq for GreSeq {}
+
+impl GreSeq {
+    /// The counter of tunnel datapath port `tnl_port` (made at its first use).
+    pub fn of_port(tnl_port: u32) -> GreSeq {
+        use std::collections::HashMap;
+        use std::sync::{Arc, Mutex, OnceLock, atomic::AtomicU32};
+        static PORTS: OnceLock<Mutex<HashMap<u32, Arc<AtomicU32>>>> = OnceLock::new();
+        let mut m = PORTS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        GreSeq(Arc::clone(m.entry(tnl_port).or_default()))
+    }
+
+    /// The next sequence number.
+    #[inline]
+    pub fn next(&self) -> u32 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl TnlTemplate {
@@ -396,7 +445,7 @@ impl TnlTemplate {
         b.extend_from_slice(&h.dl_type.to_be_bytes());
         let ip_ofs = b.len();
         let proto_of = |l4: &TnlL4| match l4 {
-            TnlL4::Gre { .. } => 47u8,
+            TnlL4::Gre { .. } | TnlL4::Erspan { .. } => 47u8,
             _ => 17,
         };
         let ipv6 = match &h.ip {
@@ -451,6 +500,7 @@ impl TnlTemplate {
             ip_byte1: b[ip_ofs + 1],
             port_min,
             port_span: port_max - port_min,
+            erspan: None,
         };
         let outer_ecn = match &h.ip {
             TnlIp::V4 { tos, .. } => tos & 3,
@@ -510,6 +560,41 @@ impl TnlTemplate {
                 if let Some(s) = seq {
                     b.extend_from_slice(&s.to_be_bytes());
                 }
+            }
+            TnlL4::Erspan {
+                ver,
+                sid,
+                idx,
+                dir,
+                hwid,
+            } => {
+                // GRE with a sequence number (RFC 2890) carrying ERSPAN type II (version 1)
+                // or type III (version 2).
+                let proto: u16 = if *ver == 1 { 0x88be } else { 0x22eb };
+                b.extend_from_slice(&0x1000u16.to_be_bytes());
+                b.extend_from_slice(&proto.to_be_bytes());
+                let seq_ofs = b.len();
+                b.extend_from_slice(&[0; 4]);
+                // Version, VLAN 0; COS, encapsulation type and truncation 0, session id.
+                b.push(ver << 4);
+                b.push(0);
+                b.extend_from_slice(&(sid & 0x3ff).to_be_bytes());
+                let mut ts_ofs = None;
+                if *ver == 1 {
+                    b.extend_from_slice(&(idx & 0xf_ffff).to_be_bytes());
+                } else {
+                    ts_ofs = Some(b.len());
+                    b.extend_from_slice(&[0; 6]);
+                    // P and FT 0, the hardware id's upper 2 bits; its lower 4, the direction,
+                    // granularity 0 and O 0.
+                    b.push((hwid >> 4) & 3);
+                    b.push((hwid & 0xf) << 4 | (dir & 1) << 3);
+                }
+                t.erspan = Some(ErspanFields {
+                    seq_ofs,
+                    ts_ofs,
+                    seq: GreSeq::of_port(u32::MAX),
+                });
             }
             TnlL4::Gtpu { .. } => return Err(CompileError::Unsupported("tnl_push(gtpu)")),
         }
@@ -603,7 +688,13 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::LbOutput(_) => return Err(Unsupported("lb_output")),
         Action::Meter(id) => DpAction::Meter(*id),
         Action::TnlPop(port) => DpAction::TnlPop(*port),
-        Action::TnlPush(t) => DpAction::TnlPush(Box::new(TnlTemplate::build(&t.header)?)),
+        Action::TnlPush(t) => {
+            let mut tpl = TnlTemplate::build(&t.header)?;
+            if let Some(e) = &mut tpl.erspan {
+                e.seq = GreSeq::of_port(t.tnl_port);
+            }
+            DpAction::TnlPush(Box::new(tpl))
+        }
         Action::Userspace(u) => DpAction::Userspace(match &u.cookie {
             flow::odp::UserCookie::None => Box::default(),
             flow::odp::UserCookie::Userdata(b) => b.clone().into_boxed_slice(),

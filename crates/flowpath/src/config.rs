@@ -583,7 +583,7 @@ pub struct NumberedPort<'a> {
 }
 
 /// Port types that are tunnels.
-pub const TUNNEL_TYPES: &[&str] = &["vxlan", "geneve", "gre"];
+pub const TUNNEL_TYPES: &[&str] = &["vxlan", "geneve", "gre", "ip6gre", "erspan", "ip6erspan"];
 
 impl Config {
     /// Every port with its OpenFlow and datapath numbers: the one place they are decided.

@@ -156,7 +156,8 @@ pub(crate) fn tunnel_dp_port(t: &ofproto::tunnel::TunnelConfig) -> Box<dyn Port>
         TunnelType::Geneve => TunnelKind::Geneve {
             dst_port: t.dst_port,
         },
-        TunnelType::Gre => TunnelKind::Gre,
+        // ERSPAN ports only send: their datapath port is never given anything to pop.
+        TunnelType::Gre | TunnelType::Erspan => TunnelKind::Gre,
     };
     Box::new(TunnelPort::new(&t.dp_port_name(), kind))
 }

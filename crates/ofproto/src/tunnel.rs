@@ -28,6 +28,8 @@ pub enum TunnelType {
     Vxlan,
     Geneve,
     Gre,
+    /// ERSPAN (GRE carrying mirrored frames with an ERSPAN header): sent only, for mirrors.
+    Erspan,
 }
 
 impl TunnelType {
@@ -36,7 +38,9 @@ impl TunnelType {
         Some(match s {
             "vxlan" => TunnelType::Vxlan,
             "geneve" => TunnelType::Geneve,
-            "gre" => TunnelType::Gre,
+            // The IPv6 variants are the same tunnels over an IPv6 underlay.
+            "gre" | "ip6gre" => TunnelType::Gre,
+            "erspan" | "ip6erspan" => TunnelType::Erspan,
             _ => return None,
         })
     }
@@ -47,6 +51,7 @@ impl TunnelType {
             TunnelType::Vxlan => "vxlan",
             TunnelType::Geneve => "geneve",
             TunnelType::Gre => "gre",
+            TunnelType::Erspan => "erspan",
         }
     }
 
@@ -55,7 +60,7 @@ impl TunnelType {
         match self {
             TunnelType::Vxlan => 4789,
             TunnelType::Geneve => 6081,
-            TunnelType::Gre => 0,
+            TunnelType::Gre | TunnelType::Erspan => 0,
         }
     }
 
@@ -65,16 +70,26 @@ impl TunnelType {
             TunnelType::Vxlan => format!("vxlan_sys_{dst_port}"),
             TunnelType::Geneve => format!("genev_sys_{dst_port}"),
             TunnelType::Gre => "gre_sys".to_owned(),
+            TunnelType::Erspan => "erspan_sys".to_owned(),
         }
     }
 
-    /// OVS's `OVS_VPORT_TYPE_*` in `tnl_push(header(tnl_type=...))`.
-    pub fn vport_type(self) -> u32 {
-        match self {
-            TunnelType::Gre => 3,
-            TunnelType::Vxlan => 4,
-            TunnelType::Geneve => 5,
+    /// OVS's `OVS_VPORT_TYPE_*` in `tnl_push(header(tnl_type=...))`: GRE and ERSPAN have
+    /// types of their own over an IPv6 underlay.
+    pub fn vport_type(self, ipv6: bool) -> u32 {
+        match (self, ipv6) {
+            (TunnelType::Gre, false) => 3,
+            (TunnelType::Gre, true) => 109,
+            (TunnelType::Vxlan, _) => 4,
+            (TunnelType::Geneve, _) => 5,
+            (TunnelType::Erspan, false) => 107,
+            (TunnelType::Erspan, true) => 108,
         }
+    }
+
+    /// GRE-based (IP protocol 47, no UDP port).
+    pub fn is_gre(self) -> bool {
+        matches!(self, TunnelType::Gre | TunnelType::Erspan)
     }
 }
 
@@ -123,6 +138,33 @@ pub struct TunnelConfig {
     /// Whether the receive and the send key were configured (`key`, `in_key`, `out_key`), as
     /// opposed to VXLAN's and GENEVE's default of 0 (`dpif/show` prints only the former).
     pub keys_given: (bool, bool),
+    /// An ERSPAN tunnel's header fields (`erspan_ver`, `erspan_idx`, `erspan_dir`,
+    /// `erspan_hwid`); the key is its session id.
+    pub erspan: Option<ErspanConfig>,
+}
+
+/// An ERSPAN tunnel's header fields, as OVS's options give them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErspanConfig {
+    /// 1 (type II) or 2 (type III).
+    pub ver: u8,
+    /// Version 1's 20-bit index (hexadecimal in the options).
+    pub idx: u32,
+    /// Version 2's direction: 0 ingress, 1 egress.
+    pub dir: u8,
+    /// Version 2's 6-bit hardware id (hexadecimal).
+    pub hwid: u8,
+}
+
+/// `erspan_*` option `k`'s value `v`, at most `max`, hexadecimal when `hex` (as OVS reads them).
+fn parse_erspan(k: &str, v: &str, hex: bool, max: u32) -> Result<u32, String> {
+    let n = if hex {
+        u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16).ok()
+    } else {
+        v.parse().ok()
+    };
+    n.filter(|&n| n <= max)
+        .ok_or_else(|| format!("invalid {k}: {v}"))
 }
 
 fn parse_ip(s: &str) -> Result<IpAddr, String> {
@@ -178,6 +220,11 @@ impl TunnelConfig {
             df_default: true,
             packet_type: PtMode::LegacyL2,
             keys_given: (false, false),
+            // Version 1 unless the options say (as Linux's erspan devices).
+            erspan: (kind == TunnelType::Erspan).then(|| ErspanConfig {
+                ver: 1,
+                ..ErspanConfig::default()
+            }),
         };
         let mut remote = None;
         let (mut key, mut in_key, mut out_key) = (None, None, None);
@@ -201,8 +248,24 @@ impl TunnelConfig {
                 "key" => key = Some(parse_key(v)?),
                 "in_key" => in_key = Some(parse_key(v)?),
                 "out_key" => out_key = Some(parse_key(v)?),
+                "erspan_ver" | "erspan_idx" | "erspan_dir" | "erspan_hwid"
+                    if c.erspan.is_some() =>
+                {
+                    let e = c.erspan.as_mut().expect("checked");
+                    match k.as_str() {
+                        "erspan_ver" => {
+                            e.ver = parse_erspan(k, v, false, 2)? as u8;
+                            if e.ver == 0 {
+                                return Err(format!("invalid erspan version: {v}"));
+                            }
+                        }
+                        "erspan_idx" => e.idx = parse_erspan(k, v, true, 0xf_ffff)?,
+                        "erspan_dir" => e.dir = parse_erspan(k, v, false, 1)? as u8,
+                        _ => e.hwid = parse_erspan(k, v, true, 0x3f)? as u8,
+                    }
+                }
                 "dst_port" => {
-                    if kind == TunnelType::Gre {
+                    if kind.is_gre() {
                         return Err("dst_port: GRE has no UDP port".into());
                     }
                     c.dst_port = v
@@ -253,7 +316,7 @@ impl TunnelConfig {
         }
         // `key` sets both directions; VXLAN and GENEVE always carry one (0 by default).
         let dflt = match kind {
-            TunnelType::Gre => None,
+            TunnelType::Gre | TunnelType::Erspan => None,
             _ => Some(FlowOr::Fixed(0)),
         };
         c.keys_given = (in_key.or(key).is_some(), out_key.or(key).is_some());

@@ -192,6 +192,9 @@ fn tnl_push_as<const UDP4: bool>(pkt: &mut Packet, t: &TnlTemplate) -> Result<()
             udp[0..2].copy_from_slice(&entropy_port(hash, t).to_be_bytes());
         }
     }
+    if !UDP4 && let Some(e) = &t.erspan {
+        erspan_fields(h, e);
+    }
     if !UDP4 && (t.udp_csum || t.gre_csum_ofs.is_some()) {
         tnl_push_csum(pkt, t);
     }
@@ -201,6 +204,29 @@ fn tnl_push_as<const UDP4: bool>(pkt: &mut Packet, t: &TnlTemplate) -> Result<()
     m.l3 = ip as u16;
     m.l4 = l4 as u16;
     Ok(())
+}
+
+/// Writes an ERSPAN header's per-packet fields into the pushed header `h`: the tunnel port's
+/// next GRE sequence number, and for version 2 the timestamp in 100 µs units (OVS's
+/// `get_erspan_ts(ERSPAN_100US)`, the low 32 bits of the wall clock in those units).
+#[inline(never)]
+fn erspan_fields(h: &mut [u8], e: &crate::actions::ErspanFields) {
+    if let Some(seq) = h
+        .get_mut(e.seq_ofs..)
+        .and_then(|r| r.first_chunk_mut::<4>())
+    {
+        *seq = e.seq.next().to_be_bytes();
+    }
+    if let Some(ts) = e
+        .ts_ofs
+        .and_then(|o| h.get_mut(o..))
+        .and_then(|r| r.first_chunk_mut::<4>())
+    {
+        let us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        *ts = ((us / 100) as u32).to_be_bytes();
+    }
 }
 
 /// The ECN field of the IP header at the packet's L3 offset, which the pushed outer header
@@ -312,6 +338,50 @@ mod tests {
         arp2[0] ^= 1;
         assert_eq!(port(&arp, 1), port(&arp, 2));
         assert_ne!(port(&arp, 1), port(&arp2, 1));
+    }
+
+    /// ERSPAN: GRE with a sequence number (flags 0x1000, protocol 0x88be or 0x22eb), the
+    /// sequence counting per tunnel port across templates, the session id and index (version
+    /// 1), the hardware id and direction (version 2), as OVS and Linux lay them out.
+    #[test]
+    fn erspan_headers_carry_a_sequence_per_tunnel_port() {
+        let push = |tnl_port: u32, erspan: &str| {
+            let text = format!(
+                "tnl_push(tnl_port({tnl_port}),header(size=0,type=107,eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=47,tos=0,ttl=64,frag=0x4000),{erspan}),out_port(1))"
+            );
+            let acts = flow::odp::parse_actions(&text, &mut flow::odp::PortNames::new()).unwrap();
+            let compiled = crate::actions::compile(&acts).unwrap();
+            let DpAction::TnlPush(t) = &compiled[0] else {
+                panic!("not a push")
+            };
+            let f = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"", true);
+            let mut p = extracted(&f);
+            tnl_push(&mut p, t).unwrap();
+            let d = p.data().to_vec();
+            assert_eq!(be16(&d, ETH_HLEN + 2) as usize, d.len() - ETH_HLEN);
+            assert_eq!(d[ETH_HLEN + 9], 47);
+            assert_eq!(wire::checksum::data(&d[ETH_HLEN..ETH_HLEN + 20]), 0xffff);
+            d
+        };
+        let a = push(77, "erspan(ver=1,sid=0x5,idx=0x12345)");
+        let b = push(77, "erspan(ver=1,sid=0x5,idx=0x12345)");
+        let g = 34;
+        assert_eq!(&a[g..g + 4], &[0x10, 0x00, 0x88, 0xbe]);
+        let seq = |d: &[u8]| u32::from_be_bytes(d[g + 4..g + 8].try_into().unwrap());
+        assert_eq!(seq(&b), seq(&a) + 1);
+        assert_eq!(&a[g + 8..g + 16], &[0x10, 0, 0, 5, 0, 0x01, 0x23, 0x45]);
+        assert_eq!(
+            &a[g + 16..],
+            &frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"", true)[..]
+        );
+        // Another tunnel port counts on its own.
+        assert_eq!(seq(&push(78, "erspan(ver=1,sid=0x5,idx=0x1)")), 0);
+        let c = push(79, "erspan(ver=2,sid=0x3ff,dir=1,hwid=0x2b)");
+        assert_eq!(&c[g..g + 4], &[0x10, 0x00, 0x22, 0xeb]);
+        assert_eq!(&c[g + 8..g + 12], &[0x20, 0, 0x03, 0xff]);
+        // Timestamp (set), security group tag 0, then P/FT/hwid and hwid/D/Gra/O.
+        assert_ne!(&c[g + 12..g + 16], &[0, 0, 0, 0]);
+        assert_eq!(&c[g + 16..g + 20], &[0, 0, 0x02, 0xb8]);
     }
 
     /// The entropy port stays in the template's range (`tnl/egress_port_range`): its minimum

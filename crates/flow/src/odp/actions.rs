@@ -255,6 +255,22 @@ pub enum TnlL4 {
         /// The sequence number, present with the S bit.
         seq: Option<u32>,
     },
+    /// `erspan(ver=1,sid=0x..,idx=0x..)` or `erspan(ver=2,sid=0x..,dir=N,hwid=0x..)`: GRE
+    /// with a sequence number (flags 0x1000, protocol 0x88be for version 1, 0x22eb for 2)
+    /// and an ERSPAN header, as OVS writes it (the sequence number and version 2's timestamp
+    /// are written per packet).
+    Erspan {
+        /// 1 (type II) or 2 (type III).
+        ver: u8,
+        /// The 10-bit session id: the tunnel's key.
+        sid: u16,
+        /// Version 1's 20-bit index.
+        idx: u32,
+        /// Version 2's direction bit (0 ingress, 1 egress).
+        dir: u8,
+        /// Version 2's 6-bit hardware id.
+        hwid: u8,
+    },
     /// A bare `udp(...)` header (bare UDP tunnels).
     Udp(TnlUdp),
 }
@@ -801,8 +817,37 @@ impl<'n> ActionParser<'n> {
                 key,
                 seq,
             }
+        } else if c.eat_str("erspan(ver=") {
+            let ver = c.u32("ver")?;
+            expect_kv(c, ",sid")?;
+            let sid = c.hex_u32("sid")?;
+            let (mut idx, mut dir, mut hwid) = (0, 0, 0);
+            match ver {
+                1 => {
+                    expect_kv(c, ",idx")?;
+                    idx = c.hex_u32("idx")?;
+                }
+                2 => {
+                    expect_kv(c, ",dir")?;
+                    dir = c.u32("dir")?;
+                    expect_kv(c, ",hwid")?;
+                    hwid = c.hex_u32("hwid")?;
+                }
+                _ => return Err(c.expected("ERSPAN version 1 or 2")),
+            }
+            if sid > 0x3ff || idx > 0xf_ffff || dir > 1 || hwid > 0x3f {
+                return Err(c.expected("a 10-bit sid, 20-bit idx, 1-bit dir and 6-bit hwid"));
+            }
+            c.expect(b')', "')' after erspan fields")?;
+            TnlL4::Erspan {
+                ver: ver as u8,
+                sid: sid as u16,
+                idx,
+                dir: dir as u8,
+                hwid: hwid as u8,
+            }
         } else {
-            return Err(c.expected("udp( or gre( in tnl_push header"));
+            return Err(c.expected("udp(, gre( or erspan( in tnl_push header"));
         };
         c.expect_str("),out_port(", "'),out_port(' in tnl_push")?;
         let out_port = self.port(c)?;
@@ -1257,6 +1302,19 @@ impl TnlPush {
                     let _ = write!(out, ",seq={v:#x}");
                 }
                 out.push(')');
+            }
+            TnlL4::Erspan {
+                ver,
+                sid,
+                idx,
+                dir,
+                hwid,
+            } => {
+                if *ver == 1 {
+                    let _ = write!(out, "erspan(ver=1,sid={sid:#x},idx={idx:#x})");
+                } else {
+                    let _ = write!(out, "erspan(ver=2,sid={sid:#x},dir={dir},hwid={hwid:#x})");
+                }
             }
             TnlL4::Udp(u) => {
                 udp(out, u);

@@ -418,6 +418,24 @@ fn tnl_push_actions() {
             ..
         }
     ));
+    // ERSPAN as OVS prints it (odp-util.c), versions 1 and 2, over IPv4 and IPv6.
+    let a = acts(
+        "tnl_push(tnl_port(6),header(size=50,type=107,eth(dst=f8:bc:12:44:34:b6,src=aa:55:aa:55:00:00,dl_type=0x0800),ipv4(src=1.1.2.88,dst=1.1.2.92,proto=47,tos=0,ttl=64,frag=0x4000),erspan(ver=1,sid=0x1,idx=0x7)),out_port(100))",
+    );
+    let Action::TnlPush(t) = &a[0] else { panic!() };
+    assert_eq!(
+        t.header.l4,
+        TnlL4::Erspan {
+            ver: 1,
+            sid: 1,
+            idx: 7,
+            dir: 0,
+            hwid: 0
+        }
+    );
+    acts(
+        "tnl_push(tnl_port(6),header(size=74,type=108,eth(dst=f8:bc:12:44:34:b6,src=aa:55:aa:55:00:00,dl_type=0x86dd),ipv6(src=2001:cafe::88,dst=2001:cafe::92,label=0,proto=47,tclass=0x0,hlimit=64),erspan(ver=2,sid=0x3ff,dir=1,hwid=0x3f)),out_port(100))",
+    );
     acts(
         "tnl_push(tnl_port(5),header(size=58,type=110,eth(dst=f8:bc:12:44:34:b6,src=aa:55:aa:55:00:00,dl_type=0x0800),ipv4(src=1.1.2.88,dst=1.1.2.92,proto=17,tos=0,ttl=64,frag=0x4000),udp(src=0,dst=2152,csum=0x0),gtpu(flags=0x30,msgtype=255,teid=0x7b)),out_port(100))",
     );

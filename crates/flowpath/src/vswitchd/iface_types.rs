@@ -35,9 +35,12 @@ pub(crate) const IFACE_TYPES: &[&str] = &[
     "dpdkvhostuser",
     "dpdkvhostuserclient",
     "dummy",
+    "erspan",
     "geneve",
     "gre",
     "internal",
+    "ip6erspan",
+    "ip6gre",
     "patch",
     "pcap",
     "replay",
@@ -147,7 +150,7 @@ pub(crate) fn open(iface: &IfaceDesired, ctx: &TypeContext) -> Result<PortBacken
         }
         "dpdkvhostuserclient" => "vhostuserclient",
         "dpdk" => "dpdk",
-        "vxlan" | "geneve" | "gre" => {
+        "vxlan" | "geneve" | "gre" | "ip6gre" | "erspan" | "ip6erspan" => {
             let t = crate::config::tunnel_config(&port_conf(iface, iface.kind.as_str(), &options))
                 .map_err(|e| format!("{name}: {e}"))?;
             return Ok(PortBackend::Tunnel(t));

@@ -58,7 +58,8 @@ impl Ctx<'_> {
         for b in &pipe.bridges {
             for (ofp, t) in &b.tunnels {
                 let listens = match udp_port {
-                    Some(p) => t.kind != TunnelType::Gre && t.dst_port == p,
+                    // ERSPAN ports only send (mirror outputs): GRE takes what arrives.
+                    Some(p) => !t.kind.is_gre() && t.dst_port == p,
                     None => t.kind == TunnelType::Gre,
                 };
                 let local_ok = match t.local_ip {
@@ -161,6 +162,11 @@ impl Ctx<'_> {
             }
             None => None,
         };
+        // ERSPAN's session id has 10 bits (OVS's netdev_erspan_build_header() fails).
+        if t.kind == TunnelType::Erspan && key.unwrap_or(0) > 0x3ff {
+            self.note("ERSPAN session id (the key) over 10 bits; dropping");
+            return;
+        }
         // What the outer header inherits is matched whether or not the tunnel can be routed
         // (OVS's tnl_port_send() before the native tunnel's route lookup).
         let et = self.flow.dp.eth_type();
@@ -261,13 +267,7 @@ impl Ctx<'_> {
             payload: if l3 { et } else { 0x6558 },
             options,
         });
-        let (dl_type, outer_proto) = (
-            header.dl_type,
-            match t.kind {
-                TunnelType::Gre => 47,
-                _ => 17,
-            },
-        );
+        let (dl_type, outer_proto) = (header.dl_type, if t.kind.is_gre() { 47 } else { 17 });
         let local_dp = under.ports.get(&OFPP_LOCAL).and_then(|p| p.dp_port);
         sub.push(Action::TnlPush(Box::new(flow::odp::TnlPush {
             tnl_port: tnl_dp_port,
@@ -534,7 +534,7 @@ pub(super) struct TnlParams<'a> {
 pub(super) fn tnl_header(p: &TnlParams) -> flow::odp::TnlHeader {
     use flow::odp::{TnlHeader, TnlIp, TnlL4, TnlUdp};
     let t = p.t;
-    let proto = if t.kind == TunnelType::Gre { 47 } else { 17 };
+    let proto = if t.kind.is_gre() { 47 } else { 17 };
     let (dl_type, ip, ip_len) = match (p.src, p.dst) {
         (IpAddr::V6(s), IpAddr::V6(d)) => (
             0x86dd,
@@ -606,10 +606,25 @@ pub(super) fn tnl_header(p: &TnlParams) -> flow::odp::TnlHeader {
                 4 + if t.csum { 4 } else { 0 } + if p.key.is_some() { 4 } else { 0 },
             )
         }
+        TunnelType::Erspan => {
+            let e = t.erspan.unwrap_or_default();
+            (
+                TnlL4::Erspan {
+                    ver: e.ver,
+                    // The session id is the key's low 10 bits (checked before).
+                    sid: (key & 0x3ff) as u16,
+                    idx: e.idx,
+                    dir: e.dir,
+                    hwid: e.hwid,
+                },
+                // GRE with a sequence number, the ERSPAN header and its version's fields.
+                8 + 4 + if e.ver == 1 { 4 } else { 8 },
+            )
+        }
     };
     TnlHeader {
         size: (14 + ip_len + l4_len) as u32,
-        tnl_type: t.kind.vport_type(),
+        tnl_type: t.kind.vport_type(ip_len == 40),
         eth_dst: p.dmac,
         eth_src: p.smac,
         dl_type,
