@@ -8,7 +8,8 @@
 //! `ct_1000` and `ct_nat_1000` run the OVS anchor's conntrack pipeline (two passes, two
 //! `ct()`s per packet, 1000 connections), `plain_two_passes` the same two passes without
 //! conntrack; `ct_8` and `ct_100000` the same pipeline with 8 and 100 000 connections, to see
-//! what grows with the table.
+//! what grows with the table; `ct_ovn_1000` OVN's ACL pipeline (four `ct()`s in two zones,
+//! three passes, `flowpath bench ct_ovn`).
 //!
 //! Each benchmark runs 32 iterations of a 32-packet burst (1024 packets) after a warm-up in
 //! `setup` (every flow three times, at least 4000 bursts); `scripts/insns-check` divides by 1024. Frames: 1000 flows (inner UDP source ports
@@ -404,6 +405,33 @@ fn ct_nat_1000() -> Pmd {
     ct_pipeline("ct(nat)", "ct(commit,nat(src=10.2.0.1))", FLOWS)
 }
 
+/// `flowpath bench ct_ovn`'s megaflows, as translation makes them from its OpenFlow tables
+/// (OVN's ACL pipeline of a logical switch, `CT_OVN_FLOWS` in `crates/flowpath`): `ct()` in
+/// the inport's zone; the commit with the mark's blocked bit cleared and the label written,
+/// then `ct()` in the outport's zone; its commit, and output. Four `ct()`s in three passes,
+/// two connections per flow.
+fn ct_ovn_1000() -> Pmd {
+    const M: &str = "in_port(p0),packet_type(ns=0,id=0),eth_type(0x0800)";
+    let state = "ct_state(+new-est-rel-rpl-inv+trk),ct_mark(0/0x1)";
+    let (k1, k2, k3) = (
+        format!("recirc_id(0),{M},ipv4(frag=no)"),
+        format!("{state},recirc_id(0x1),{M},ipv4(proto=17,frag=no)"),
+        format!("{state},recirc_id(0x2),{M},ipv4(proto=17,frag=no)"),
+    );
+    pmd(
+        plain_frames(),
+        TunnelKind::VXLAN,
+        &[
+            (&k1, "ct(zone=1),recirc(0x1)"),
+            (
+                &k2,
+                "ct(commit,zone=1,mark=0/0x1,label=0x2a),ct(zone=2),recirc(0x2)",
+            ),
+            (&k3, "ct(commit,zone=2,mark=0/0x1,label=0x2a),p1"),
+        ],
+    )
+}
+
 /// `ct_1000` with zone 0's UDP timeouts at 0 s (`flowpath bench ct_setup`): every packet's
 /// connection has expired when its flow comes round, so each packet sets up a new one (and
 /// the PMD expires the one before): the cost of a connection setup.
@@ -435,6 +463,7 @@ fn ct_setup_1000() -> Pmd {
 #[bench::ct_1000(ct_n(1000))]
 #[bench::ct_100000(ct_n(100_000))]
 #[bench::ct_nat_1000(ct_nat_1000())]
+#[bench::ct_ovn_1000(ct_ovn_1000())]
 #[bench::ct_setup_1000(ct_setup_1000())]
 #[bench::p2p_vxlan_frames(p2p_vxlan_frames())]
 #[bench::vxlan_two_passes(vxlan_two_passes())]
