@@ -7,10 +7,12 @@
 //!
 //! `ct_1000` and `ct_nat_1000` run the OVS anchor's conntrack pipeline (two passes, two
 //! `ct()`s per packet, 1000 connections), `plain_two_passes` the same two passes without
-//! conntrack.
+//! conntrack; `ct_8` and `ct_100000` the same pipeline with 8 and 100 000 connections, to see
+//! what grows with the table; `ct_ovn_1000` OVN's ACL pipeline (four `ct()`s in two zones,
+//! three passes, `flowpath bench ct_ovn`).
 //!
 //! Each benchmark runs 32 iterations of a 32-packet burst (1024 packets) after a warm-up in
-//! `setup`; `scripts/insns-check` divides by 1024. Frames: 1000 flows (inner UDP source ports
+//! `setup` (every flow three times, at least 4000 bursts); `scripts/insns-check` divides by 1024. Frames: 1000 flows (inner UDP source ports
 //! and outer entropy ports), the seeds' shapes (`testdata/pcap/README.md`): VXLAN VNI 100 with
 //! the outer UDP checksum set, GENEVE VNI 3 with the OVN option (class 0x0102, type 0x80, 4
 //! bytes), MPLSoGRE with GRE key 0 and labels 812-815 over a 64-byte inner frame.
@@ -84,9 +86,14 @@ fn inner(sport: u16) -> Vec<u8> {
 
 /// As [`inner`], to 192.168.`net`.16.
 fn inner_to(sport: u16, net: u8) -> Vec<u8> {
+    inner_ports(sport, 2000, net)
+}
+
+/// The seeds' inner frame, UDP 192.168.1.1:sport -> 192.168.`net`.16:dport.
+fn inner_ports(sport: u16, dport: u16, net: u8) -> Vec<u8> {
     let mut udp = [
         sport.to_be_bytes(),
-        2000u16.to_be_bytes(),
+        dport.to_be_bytes(),
         26u16.to_be_bytes(),
         [0, 0],
     ]
@@ -181,6 +188,9 @@ fn pmd_with(
     flows: &[(&str, &str)],
     prepare: impl FnOnce(&mut Pmd),
 ) -> Pmd {
+    // Every flow comes round at least three times (a table and caches in their steady state,
+    // not still growing: the connection cache is made larger, and empty, as the table grows).
+    let warmup = (3 * frames.len() / 32).max(4000);
     let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
     prepare(&mut pmd);
     pmd.add_rxq(PolledRxq {
@@ -203,7 +213,7 @@ fn pmd_with(
         pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
     }
     // Warm up: pools recycle, the EMC holds the flows (insertion is probabilistic).
-    for _ in 0..4000 {
+    for _ in 0..warmup {
         pmd.poll_once();
     }
     // Everything forwarded: no packet missed the flows (a miss is a lost upcall here).
@@ -327,9 +337,12 @@ fn plain_frames() -> Vec<Vec<u8>> {
     plain_frames_n(FLOWS)
 }
 
-/// The seeds' plain 64-byte frames, `n` flows (UDP source ports).
+/// The seeds' plain 64-byte frames, `n` flows: UDP source ports 1000 + i mod 60000,
+/// destination ports 2000 + i div 60000.
 fn plain_frames_n(n: usize) -> Vec<Vec<u8>> {
-    (0..n as u16).map(|i| inner(1000 + i)).collect()
+    (0..n)
+        .map(|i| inner_ports(1000 + (i % 60_000) as u16, 2000 + (i / 60_000) as u16, 2))
+        .collect()
 }
 
 /// The anchor's `vxlan_encap` (VM -> Phy) as translation makes it: the VXLAN header pushed
@@ -367,8 +380,9 @@ fn plain_two_passes() -> Pmd {
 }
 
 /// The OVS anchor's `ct` pipeline as datapath flows: `ct`, recirculate, `ct(commit)` and
-/// output for `+new` (one-way UDP stays `+new`); `first`/`commit` vary it for NAT.
-fn ct_pipeline(first: &str, commit: &str) -> Pmd {
+/// output for `+new` (one-way UDP stays `+new`); `first`/`commit` vary it for NAT; `n`
+/// flows, one connection each.
+fn ct_pipeline(first: &str, commit: &str, n: usize) -> Pmd {
     let (k1, k2, k3) = (
         format!("ct_state(-trk),{PLAIN}"),
         format!("ct_state(+new+trk),recirc_id(0x1),{PLAIN}"),
@@ -376,18 +390,46 @@ fn ct_pipeline(first: &str, commit: &str) -> Pmd {
     );
     let (a1, a2) = (format!("{first},recirc(0x1)"), format!("{commit},p1"));
     pmd(
-        plain_frames(),
+        plain_frames_n(n),
         TunnelKind::VXLAN,
         &[(&k1, &a1), (&k2, &a2), (&k3, "p1")],
     )
 }
 
-fn ct_1000() -> Pmd {
-    ct_pipeline("ct", "ct(commit)")
+/// `ct` with `n` connections: how its cost grows with the table.
+fn ct_n(n: usize) -> Pmd {
+    ct_pipeline("ct", "ct(commit)", n)
 }
 
 fn ct_nat_1000() -> Pmd {
-    ct_pipeline("ct(nat)", "ct(commit,nat(src=10.2.0.1))")
+    ct_pipeline("ct(nat)", "ct(commit,nat(src=10.2.0.1))", FLOWS)
+}
+
+/// `flowpath bench ct_ovn`'s megaflows, as translation makes them from its OpenFlow tables
+/// (OVN's ACL pipeline of a logical switch, `CT_OVN_FLOWS` in `crates/flowpath`): `ct()` in
+/// the inport's zone; the commit with the mark's blocked bit cleared and the label written,
+/// then `ct()` in the outport's zone; its commit, and output. Four `ct()`s in three passes,
+/// two connections per flow.
+fn ct_ovn_1000() -> Pmd {
+    const M: &str = "in_port(p0),packet_type(ns=0,id=0),eth_type(0x0800)";
+    let state = "ct_state(+new-est-rel-rpl-inv+trk),ct_mark(0/0x1)";
+    let (k1, k2, k3) = (
+        format!("recirc_id(0),{M},ipv4(frag=no)"),
+        format!("{state},recirc_id(0x1),{M},ipv4(proto=17,frag=no)"),
+        format!("{state},recirc_id(0x2),{M},ipv4(proto=17,frag=no)"),
+    );
+    pmd(
+        plain_frames(),
+        TunnelKind::VXLAN,
+        &[
+            (&k1, "ct(zone=1),recirc(0x1)"),
+            (
+                &k2,
+                "ct(commit,zone=1,mark=0/0x1,label=0x2a),ct(zone=2),recirc(0x2)",
+            ),
+            (&k3, "ct(commit,zone=2,mark=0/0x1,label=0x2a),p1"),
+        ],
+    )
 }
 
 /// `ct_1000` with zone 0's UDP timeouts at 0 s (`flowpath bench ct_setup`): every packet's
@@ -417,8 +459,11 @@ fn ct_setup_1000() -> Pmd {
 
 #[library_benchmark]
 #[bench::plain_two_passes(plain_two_passes())]
-#[bench::ct_1000(ct_1000())]
+#[bench::ct_8(ct_n(8))]
+#[bench::ct_1000(ct_n(1000))]
+#[bench::ct_100000(ct_n(100_000))]
 #[bench::ct_nat_1000(ct_nat_1000())]
+#[bench::ct_ovn_1000(ct_ovn_1000())]
 #[bench::ct_setup_1000(ct_setup_1000())]
 #[bench::p2p_vxlan_frames(p2p_vxlan_frames())]
 #[bench::vxlan_two_passes(vxlan_two_passes())]

@@ -1,7 +1,8 @@
 //! The linear match: a port whose megaflows are few, of one mask and apart in one word is
 //! looked up by a compare, without the EMC or dpcls; a packet it does not match is a miss. A
 //! megaflow of another mask on the port puts its packets back on the EMC and dpcls, and
-//! removing it brings the linear match back.
+//! removing it brings the linear match back; unless the masks are a `ct()` pipeline's, one per
+//! pass or per connection state of a pass, which keep the linear match, one compare a mask.
 
 mod common;
 
@@ -112,6 +113,51 @@ fn a_port_with_few_megaflows_of_one_mask_skips_the_emc_and_misses_what_it_does_n
     let s = pmd.stats();
     assert_eq!((take(0), take(1)), (to(2), to(3)));
     assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (20, 0, 10));
+}
+
+/// The anchor's `ct()` pipeline (three megaflows of three masks: the first pass's
+/// `ct_state(-trk)`, the second's `+new` and `+est`) takes the linear match on both passes:
+/// no EMC, whatever the number of connections, and a packet of no megaflow is a miss.
+#[test]
+fn a_ct_pipelines_passes_skip_the_emc() {
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    names.insert("p1", 2);
+    // Ten connections (conntrack checks the IPv4 header's checksum).
+    let frames: Vec<Vec<u8>> = (0..10u16)
+        .map(|i| {
+            let mut f = frame(2, 100 + i);
+            let sum = !wire::checksum::data(&f[14..34]);
+            f[24..26].copy_from_slice(&sum.to_be_bytes());
+            f
+        })
+        .collect();
+    let config = PmdConfig {
+        emc_insert_inv_prob: 1,
+        ..PmdConfig::default()
+    };
+    let mut pmd = fed_pmd(config, frames.clone());
+    let sink = Keep::default();
+    pmd.add_txq(2, Box::new(sink.clone()));
+    let plain = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
+    for (k, a) in [
+        (format!("ct_state(-trk),{plain}"), "ct,recirc(0x1)"),
+        (
+            format!("ct_state(+new+trk),recirc_id(0x1),{plain}"),
+            "ct(commit),p1",
+        ),
+        (format!("ct_state(+est+trk),recirc_id(0x1),{plain}"), "p1"),
+    ] {
+        pmd.add_flow(parse_megaflow(&names, &k, a).unwrap())
+            .unwrap();
+    }
+    for _ in 0..3 {
+        pmd.poll_once();
+    }
+    let s = pmd.stats();
+    assert_eq!(sink.take(), [&frames[..], &frames, &frames].concat());
+    assert_eq!((s.megaflow_hits, s.emc_hits, s.lost_upcalls), (60, 0, 0));
+    assert_eq!(s.subtable_lookups, 60, "one a hit");
 }
 
 /// Port p0 with a decap megaflow (so extracted without the hash), every EMC insert taken, a

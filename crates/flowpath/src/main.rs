@@ -75,7 +75,9 @@ enum Command {
         /// the tunnel traffic as received); gre_decap (flowpath's own: mplsogre_decap without
         /// MPLS); pvp (flowpath's own: p2p's traffic through a VM, dpdk-testpmd on a
         /// vhost-user port, and back); ct (p2p through the connection tracker, the anchor's
-        /// pipeline); ct_nat (flowpath's own: ct with source NAT); ct_setup (flowpath's own:
+        /// pipeline); ct_nat (flowpath's own: ct with source NAT); ct_ovn (flowpath's own:
+        /// OVN's ACL pipeline of a logical switch, four ct() in two zones, always programmed
+        /// by its OpenFlow rules); ct_setup (flowpath's own:
         /// ct with zone 0's UDP timeouts at 0 s, so every packet sets up a connection; reports
         /// setups per second and checks one commit per packet). --write-pcap writes any
         /// scenario's traffic.
@@ -95,6 +97,10 @@ enum Command {
         /// byte for byte the anchor's pcap of that kind) to FILE and exit without measuring.
         #[arg(long, value_name = "FILE")]
         write_pcap: Option<PathBuf>,
+        /// Print the scenario's OpenFlow rules (bridge br0, p0 port 1, p1 port 2), one a line
+        /// as `ovs-ofctl add-flows` reads them, and exit without measuring.
+        #[arg(long, conflicts_with = "write_pcap")]
+        print_openflow: bool,
         /// Measurement window in seconds (after a warm-up).
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
@@ -266,6 +272,7 @@ fn main() -> ExitCode {
             pcap,
             frame_size,
             write_pcap,
+            print_openflow,
             seconds,
             pmds,
             emc,
@@ -286,6 +293,7 @@ fn main() -> ExitCode {
                 storm,
             };
             match write_pcap {
+                _ if print_openflow => openflow_cmd(&o.scenario, &mut out),
                 Some(path) => write_traffic(&o, &path, &mut out),
                 None => bench_cmd(&o, &mut out),
             }
@@ -535,6 +543,14 @@ fn bench_cmd(o: &bench::BenchOpts, out: &mut impl Write) -> anyhow::Result<ExitC
 }
 
 /// `flowpath bench SCENARIO --write-pcap FILE`.
+/// `flowpath bench SCENARIO --print-openflow`.
+fn openflow_cmd(scenario: &str, out: &mut impl Write) -> anyhow::Result<ExitCode> {
+    for r in bench::openflow_rules(scenario)? {
+        writeln!(out, "{r}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn write_traffic(
     o: &bench::BenchOpts,
     path: &std::path::Path,

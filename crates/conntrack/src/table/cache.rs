@@ -16,13 +16,14 @@ use crate::key::{self, Invalid, Tuple};
 /// Buckets of a PMD's lookup cache, each of [`CACHE_WAYS`] entries on one cache line: at
 /// least this many (64 KiB)...
 const MIN_BUCKETS: usize = 1 << 10;
-/// ... and at most this many (4 MiB: 256Ki entries, room for a busy host's connections; of
-/// 100,000 connections' original directions, 2 % find no room). In between, a power of two
+/// ... and at most this many (16 MiB: 1Mi entries, room for a million connections' original
+/// directions, which with fewer entries mostly went to the shared table: its shard's lock and
+/// hash table, with no prefetch). In between, a power of two
 /// about the table's number of connections ([`CtCache::fit`]): a bucket per connection
 /// (rarely more than four tuples share one), and no more lines and pages than that, so that a
 /// small table's lookups stay in few TLB entries. Powers of two divide 2^32: a packet's
 /// `conn_ref` (the low half of its tuple's hash) picks the same bucket as the whole hash.
-const MAX_BUCKETS: usize = 1 << 16;
+const MAX_BUCKETS: usize = 1 << 18;
 const _: () = assert!(MIN_BUCKETS.is_power_of_two() && MAX_BUCKETS.is_power_of_two());
 /// Entries per bucket of a PMD's lookup cache.
 pub const CACHE_WAYS: usize = 4;

@@ -325,7 +325,7 @@ impl Conntrack {
             return None;
         }
         if args.commit && (args.mark.is_some() || args.label.is_some()) {
-            self.set_mark_label(c, args);
+            return Some(self.set_mark_label(c, args));
         }
         Some((c.mark.load(Relaxed), c.label()))
     }
@@ -456,11 +456,12 @@ impl Conntrack {
             state |= RPL;
         }
         // A related connection keeps its parent's mark and label (OVS).
-        if args.commit && (args.mark.is_some() || args.label.is_some()) && !c.related {
-            self.set_mark_label(c, args);
-        }
-        md.mark = c.mark.load(Relaxed);
-        md.label = c.label();
+        (md.mark, md.label) =
+            if args.commit && (args.mark.is_some() || args.label.is_some()) && !c.related {
+                self.set_mark_label(c, args)
+            } else {
+                (c.mark.load(Relaxed), c.label())
+            };
         md.orig = c.orig;
         if c.related {
             state |= REL;
@@ -570,17 +571,21 @@ impl Conntrack {
         l.alg.as_ref().and_then(|a| a.parent).unwrap_or(c.orig)
     }
 
-    /// A commit's `mark` and `label` writes, serialized by the connection's lock.
-    fn set_mark_label(&self, c: &Conn, args: &CtArgs) {
+    /// A commit's `mark` and `label` writes, serialized by the connection's lock. Returns
+    /// the mark and label after them, read under the same lock (the packet's, without taking
+    /// the lock again to read the label).
+    fn set_mark_label(&self, c: &Conn, args: &CtArgs) -> (u32, u128) {
         let mut l = c.locked.lock().unwrap();
+        let mut mark = c.mark.load(Relaxed);
         if let Some((v, m)) = args.mark {
-            let cur = c.mark.load(Relaxed);
-            c.mark.store((cur & !m) | (v & m), Relaxed);
+            mark = (mark & !m) | (v & m);
+            c.mark.store(mark, Relaxed);
         }
         if let Some((v, m)) = args.label {
             l.label = (l.label & !m) | (v & m);
             c.labeled.store(l.label != 0, Relaxed);
         }
+        (mark, l.label)
     }
 
     /// A packet of no connection: `+new`, and committed when asked.
@@ -724,11 +729,12 @@ impl Conntrack {
                     locked: Mutex::new(Locked { tcp, label, alg }),
                 })
             };
-            if exp.is_none() && (args.mark.is_some() || args.label.is_some()) {
-                self.set_mark_label(&conn, args);
-            }
-            md.mark = conn.mark.load(Relaxed);
-            md.label = conn.label();
+            (md.mark, md.label) = if exp.is_none() && (args.mark.is_some() || args.label.is_some())
+            {
+                self.set_mark_label(&conn, args)
+            } else {
+                (conn.mark.load(Relaxed), conn.label())
+            };
             if self.insert(&conn, now).is_err() {
                 if conn.dead.swap(true, Relaxed) && !self.reserve(t.zone) {
                     // A flush counted this one out already and no room is left.

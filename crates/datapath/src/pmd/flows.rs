@@ -74,7 +74,7 @@ impl Pmd {
 
     /// Enters flow `r` in its port's decap fast path if its only action is `tnl_pop`, or in
     /// its simple match if it qualifies ([`SimpleFlow`]), and in its linear match
-    /// ([`LinearMatch`](super::tiers::LinearMatch)), when it fits.
+    /// ([`LinearMatches`](super::tiers::LinearMatches)), when it fits.
     pub(super) fn track_fast_paths(&mut self, r: FlowRef) {
         let Some(f) = self.flows.get(r) else {
             return;

@@ -10,6 +10,12 @@
 //!   every packet stays `+new` and takes both `ct()`s; the table holds one connection per flow.
 //! - `ct_nat` (flowpath's own): as `ct` with source NAT to 10.2.0.1 (`ct(table=1,nat)`, then
 //!   `ct(commit,nat(src=10.2.0.1))`): the floating-IP case.
+//! - `ct_ovn` (flowpath's own): what OVN's ACL pipeline of a logical switch does per packet
+//!   ([`CT_OVN_FLOWS`]), programmed as OpenFlow rules on both switches: the ingress ACL's
+//!   `ct()` in the inport's zone (from reg13), `ct_state`/`ct_mark`/`ct_label` matches, a
+//!   commit whose `exec(set_field)` clears the mark's blocked bit and writes the label, then
+//!   the same in the egress ACL in the outport's zone. One-way UDP: every packet takes four
+//!   `ct()`s in three passes, and the table holds two connections per flow.
 //! - `ct_setup` (flowpath's own): the connection setup rate. `ct`'s pipeline and traffic with
 //!   zone 0's UDP timeouts at 0 s, so that each connection is expired as soon as it is
 //!   committed and every packet, whatever the rate and the flow count, is `+new` and commits a
@@ -86,6 +92,7 @@ pub const SCENARIOS: &[&str] = &[
     "pvp",
     "ct",
     "ct_nat",
+    "ct_ovn",
     "ct_setup",
 ];
 
@@ -112,11 +119,12 @@ pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
 /// itself, rules on its destination instead of the label), to see what `pop_mpls` costs;
 /// `pvp` sends p2p's traffic through a VM (testpmd on a vhost-user port) and back
 /// ([`pvp`]); `ct_nat` and `ct_setup` are `ct` with source NAT and with every
-/// packet a new connection.
+/// packet a new connection; `ct_ovn` is OVN's ACL pipeline on `ct`'s traffic.
 pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[
     ("gre_decap", TrafficKind::GreIpv4),
     ("pvp", TrafficKind::Plain),
     ("ct_nat", TrafficKind::Plain),
+    ("ct_ovn", TrafficKind::Plain),
     ("ct_setup", TrafficKind::Plain),
 ];
 
@@ -183,6 +191,16 @@ pub fn write_traffic(o: &BenchOpts, path: &Path) -> anyhow::Result<(usize, Traff
     anchor_traffic::write_pcap(std::io::BufWriter::new(f), &frames)
         .with_context(|| format!("{}", path.display()))?;
     Ok((frames.len(), kind))
+}
+
+/// `--print-openflow`: the OpenFlow rules of scenario `name` (bridge br0, p0 port 1, p1 port
+/// 2), as `--openflow` programs them and `scripts/compare-ovs` gives them to OVS.
+pub fn openflow_rules(name: &str) -> anyhow::Result<&'static [&'static str]> {
+    let rules = scenario(name, 1, 64)?.of_flows;
+    if rules.is_empty() {
+        bail!("scenario '{name}' has no OpenFlow rules");
+    }
+    Ok(rules)
 }
 
 fn check_frame_size(size: usize) -> anyhow::Result<()> {
@@ -264,8 +282,60 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
             ],
             expect: snat_expect,
         },
+        // Only as OpenFlow rules: translation makes its datapath flows.
+        "ct_ovn" => Scenario {
+            frames,
+            dp_flows: Vec::new(),
+            of_flows: CT_OVN_FLOWS,
+            expect: |f| f.to_vec(),
+        },
         other => unreachable!("scenario {other} is in SCENARIOS but not built"),
     })
+}
+
+/// `ct_ovn`'s OpenFlow tables: what ovn-controller installs for an ACL'd logical switch with
+/// an `allow-related` ACL on UDP, one logical port on each of p0 (zone 1) and p1 (zone 2), in
+/// OVN's registers (reg0 the ACL's flags, reg13 the conntrack zone, reg14/reg15 the logical
+/// inport and outport). Table 0 classifies the port, 8 and 12 send IP to conntrack in the
+/// zone of the pipeline's port (`ct_next`), 9 and 13 are the ACL stages (drop `+inv` and
+/// blocked replies, pass established replies, mark new connections for commit), 10 and 14
+/// commit (`ct_commit { ct_mark.blocked = 0; ct_label.label = 0x2a; }`), 11 loads the
+/// outport's zone and clears reg0 as OVN's output stage does before the egress pipeline, 15
+/// outputs. `scripts/compare-ovs` gives OVS the same rules.
+pub const CT_OVN_FLOWS: &[&str] = &[
+    "table=0,priority=100,in_port=1,ip,actions=set_field:0x1->reg13,set_field:0x1->reg14,set_field:0x2->reg15,resubmit(,8)",
+    "table=0,priority=0,actions=drop",
+    "table=8,priority=110,ip,actions=ct(table=9,zone=NXM_NX_REG13[0..15])",
+    "table=9,priority=65532,ct_state=+inv+trk,actions=drop",
+    "table=9,priority=65532,ct_state=+est+rpl+trk,ct_mark=0x1/0x1,actions=drop",
+    "table=9,priority=65532,ct_state=-new+est-rel+rpl-inv+trk,ct_mark=0/0x1,actions=resubmit(,10)",
+    "table=9,priority=2001,ct_state=+new-est+trk,udp,actions=set_field:0x2/0x2->reg0,resubmit(,10)",
+    "table=9,priority=2001,ct_state=-new+est-rpl+trk,ct_mark=0x1/0x1,udp,actions=set_field:0x2/0x2->reg0,resubmit(,10)",
+    "table=9,priority=2001,ct_state=-new+est-rpl+trk,ct_mark=0/0x1,ct_label=0x2a/0xff,udp,actions=resubmit(,10)",
+    "table=9,priority=0,actions=drop",
+    "table=10,priority=100,reg0=0x2/0x2,ip,actions=ct(commit,zone=NXM_NX_REG13[0..15],exec(set_field:0/0x1->ct_mark,set_field:0x2a->ct_label)),resubmit(,11)",
+    "table=10,priority=0,actions=resubmit(,11)",
+    "table=11,priority=100,reg15=0x2,actions=set_field:0x2->reg13,set_field:0->reg0,resubmit(,12)",
+    "table=11,priority=0,actions=drop",
+    "table=12,priority=110,ip,actions=ct(table=13,zone=NXM_NX_REG13[0..15])",
+    "table=13,priority=65532,ct_state=+inv+trk,actions=drop",
+    "table=13,priority=65532,ct_state=+est+rpl+trk,ct_mark=0x1/0x1,actions=drop",
+    "table=13,priority=65532,ct_state=-new+est-rel+rpl-inv+trk,ct_mark=0/0x1,actions=resubmit(,14)",
+    "table=13,priority=2001,ct_state=+new-est+trk,udp,actions=set_field:0x2/0x2->reg0,resubmit(,14)",
+    "table=13,priority=2001,ct_state=-new+est-rpl+trk,ct_mark=0x1/0x1,udp,actions=set_field:0x2/0x2->reg0,resubmit(,14)",
+    "table=13,priority=2001,ct_state=-new+est-rpl+trk,ct_mark=0/0x1,ct_label=0x2a/0xff,udp,actions=resubmit(,14)",
+    "table=13,priority=0,actions=drop",
+    "table=14,priority=100,reg0=0x2/0x2,ip,actions=ct(commit,zone=NXM_NX_REG13[0..15],exec(set_field:0/0x1->ct_mark,set_field:0x2a->ct_label)),resubmit(,15)",
+    "table=14,priority=0,actions=resubmit(,15)",
+    "table=15,priority=100,reg15=0x2,actions=output:2",
+];
+
+/// Longest a `ct` scenario's warm-up waits for every flow's connections.
+const CT_WARMUP_MAX: Duration = Duration::from_secs(60);
+
+/// Conntrack zones a packet of `scenario` passes through (connections per flow).
+fn ct_zones(scenario: &str) -> usize {
+    if scenario == "ct_ovn" { 2 } else { 1 }
 }
 
 /// The datapath flows of the `ct` pipeline (what OVS installs for it, `ct_1000.txt` of the
@@ -417,6 +487,12 @@ fn openflow_switch(
 /// Runs one benchmark.
 pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     check_frame_size(o.frame_size)?;
+    // A scenario made of OpenFlow rules alone is programmed by them.
+    let of_only = BenchOpts {
+        openflow: true,
+        ..o.clone()
+    };
+    let o = if o.scenario == "ct_ovn" { &of_only } else { o };
     let mut sc = scenario(&o.scenario, o.flows, o.frame_size)?;
     let mut flows = o.flows;
     let mut traffic = traffic_kind(&o.scenario)?.name().to_owned();
@@ -480,13 +556,17 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
                 res.failure = Some(f);
                 res.forwarded_ok = false;
             }
-        } else if n as usize != flows && res.failure.is_none() {
-            // One committed connection per flow, none lost or duplicated.
+        } else if n as usize != flows * ct_zones(&o.scenario) && res.failure.is_none() {
+            // One committed connection per flow and zone, none lost or duplicated.
             res.failure = Some(format!(
-                "the connection table holds {n} connections, not one per flow ({flows})"
+                "the connection table holds {n} connections, not {} per flow ({flows})",
+                ct_zones(&o.scenario)
             ));
             res.forwarded_ok = false;
         }
+    }
+    if std::env::var_os("CT41_DUMP").is_some() {
+        eprintln!("{}", dp.dump_flows(false));
     }
     drop(dp.stop());
     drop(vm);
@@ -568,7 +648,18 @@ fn run_measured(
             .sum()
     };
     // Warm up: caches fill, the classifier ranks its subtables, pools stop allocating.
-    std::thread::sleep(Duration::from_secs_f64((o.seconds / 3.0).clamp(0.5, 2.0)));
+    let warmup = Duration::from_secs_f64((o.seconds / 3.0).clamp(0.5, 2.0));
+    std::thread::sleep(warmup);
+    if o.scenario.starts_with("ct") && o.scenario != "ct_setup" {
+        // The table's steady state: every flow's connections made (a million take seconds),
+        // then every flow round once more with its connection known.
+        let want = (flows * ct_zones(&o.scenario)) as u32;
+        let deadline = std::time::Instant::now() + CT_WARMUP_MAX;
+        while dp.conntrack().n_conns() < want && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(warmup);
+    }
     let sink0 = sunk(dp);
     let committed0 = dp.conntrack().stats().committed;
     let src0 = dp.port_counters(source).unwrap_or_default().rx_packets;

@@ -1,8 +1,11 @@
 //! The linear match tier: on a port whose few megaflows share one mask and differ in one key
 //! word at most ([`LinearMatch`]), a compare of the shared words and one slot picked by a
-//! perfect hash of the word they differ in, instead of the EMC and dpcls. It is then the
-//! port's whole classifier: a packet it does not find is a miss. Counted as megaflow hits,
-//! one subtable lookup each (one mask, one subtable).
+//! perfect hash of the word they differ in, instead of the EMC and dpcls. A port whose few
+//! megaflows are of a few masks (a `ct()` pipeline's passes: `ct_state(-trk)` for the first,
+//! `+new`/`+est` for the next) has one such match per mask, tried in turn
+//! ([`LinearMatches`]). It is then the port's whole classifier: a packet it does not find is
+//! a miss, and its cost does not grow with the packets' flows, as the EMC's does once they
+//! outnumber its entries. Counted as megaflow hits, one subtable lookup each.
 //!
 //! On a port without decap megaflows, each key is compared as soon as extraction makes it, in
 //! the same loop ([`Pmd::extract_linear`], cycles under `extract`); otherwise, and for a
@@ -138,7 +141,8 @@ impl Default for LinearMatch {
 
 impl LinearMatch {
     /// How many megaflows it holds.
-    pub(in crate::pmd) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.flows.len()
     }
 
@@ -303,6 +307,140 @@ impl LinearMatch {
     }
 }
 
+/// Most masks of a port's linear match ([`LinearMatches`]): a `ct()` pipeline's passes have
+/// two or three.
+pub(in crate::pmd) const MAX_LINEAR_MASKS: usize = 4;
+
+/// A port's linear match: up to [`MAX_LINEAR_MASKS`] [`LinearMatch`]es, each of one mask,
+/// holding [`MAX_LINEAR_FLOWS`] megaflows in all. A megaflow goes into the first that takes
+/// it, or starts another when it is of another pass than each one held, or of the same pass
+/// split by connection state ([`apart_by_pass`]): within one pass, comparing each mask in
+/// turn costs more than the EMC while the flows are few (`docs/performance.md`). A key is
+/// looked up in each in turn: megaflows do not overlap, so the first that finds one has the
+/// megaflow. A port of one mask, the common case, pays one compare of the count for the
+/// others.
+#[derive(Clone, Debug, Default)]
+pub(in crate::pmd) struct LinearMatches {
+    /// The first match, in line: a port of one mask looks no further. Empty only when they
+    /// all are.
+    first: LinearMatch,
+    /// The others, none of them empty.
+    more: Vec<LinearMatch>,
+    /// Megaflows held, in all.
+    n: usize,
+}
+
+impl LinearMatches {
+    /// How many megaflows it holds.
+    pub(in crate::pmd) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether it holds none.
+    pub(in crate::pmd) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Forgets every megaflow.
+    pub(in crate::pmd) fn clear(&mut self) {
+        self.first.clear();
+        self.more.clear();
+        self.n = 0;
+    }
+
+    /// Adds megaflow `flow` (match `m`) if it fits: into the first match that takes it
+    /// ([`LinearMatch::push`]), or into a new one if there is room for it. Returns whether
+    /// it was added.
+    pub(in crate::pmd) fn push(&mut self, flow: FlowRef, m: &Match) -> bool {
+        if self.n >= MAX_LINEAR_FLOWS {
+            return false;
+        }
+        let added = if self.first.is_empty() {
+            self.first.push(flow, m)
+        } else {
+            self.first.push(flow, m)
+                || self.more.iter_mut().any(|g| g.push(flow, m))
+                || (1 + self.more.len() < MAX_LINEAR_MASKS
+                    && std::iter::once(&self.first)
+                        .chain(&self.more)
+                        .all(|g| g.shape.as_ref().is_some_and(|s| apart_by_pass(s, m)))
+                    && {
+                        let mut g = LinearMatch::default();
+                        let fits = g.push(flow, m);
+                        if fits {
+                            self.more.push(g);
+                        }
+                        fits
+                    })
+        };
+        self.n += usize::from(added);
+        added
+    }
+
+    /// Takes megaflow `flow` out, if held.
+    pub(in crate::pmd) fn remove(&mut self, flow: FlowRef) {
+        if self.first.flows.contains(&flow) {
+            self.first.remove(flow);
+            if self.first.is_empty() && !self.more.is_empty() {
+                self.first = self.more.remove(0);
+            }
+        } else if let Some(g) = self.more.iter().position(|g| g.flows.contains(&flow)) {
+            self.more[g].remove(flow);
+            if self.more[g].is_empty() {
+                self.more.remove(g);
+            }
+        } else {
+            return;
+        }
+        self.n -= 1;
+    }
+
+    /// The megaflow `key` matches, if any (what `Match::matches` says of each).
+    #[inline(always)]
+    pub(in crate::pmd) fn lookup(&self, key: &FlowKey) -> Option<FlowRef> {
+        let r = self.first.lookup(key);
+        if r.is_some() || self.more.is_empty() {
+            return r;
+        }
+        self.lookup_more(key)
+    }
+
+    /// [`Self::lookup`] in the matches after the first.
+    #[inline(never)]
+    fn lookup_more(&self, key: &FlowKey) -> Option<FlowRef> {
+        self.more.iter().find_map(|g| g.lookup(key))
+    }
+}
+
+/// Whether megaflows `a` and `b` may be in linear matches of their own on one port: they are
+/// of different passes (both match the recirculation id, with different values), or of one
+/// pass that a `ct()` result splits (their masks differ, in connection fields only: a
+/// pipeline's `ct_state(+new+trk)` and `ct_state(+est+trk)`).
+fn apart_by_pass(a: &Match, b: &Match) -> bool {
+    let (ka, kb, ma, mb) = (a.key(), b.key(), a.mask(), b.mask());
+    if ma.recirc_id() == u32::MAX && mb.recirc_id() == u32::MAX && ka.recirc_id() != kb.recirc_id()
+    {
+        return true;
+    }
+    let without_ct = |m: &flow::Mask| {
+        let mut m = m.clone();
+        m.set_ct_state(0)
+            .set_ct_zone(0)
+            .set_ct_mark(0)
+            .set_ct_label(0);
+        m
+    };
+    let (xa, xb) = (without_ct(ma), without_ct(mb));
+    let mut words = ma.map() | mb.map();
+    let mut ct_only = true;
+    while words != 0 {
+        let i = words.trailing_zeros() as usize;
+        words &= words - 1;
+        ct_only &= xa.word(i) == xb.word(i);
+    }
+    ct_only && ma != mb
+}
+
 impl Pmd {
     /// Extraction on a port whose megaflows the linear match holds and that has no decap
     /// megaflows: each key is looked up as soon as it is made, in the loop that makes it,
@@ -380,8 +518,8 @@ impl Pmd {
     pub(in crate::pmd) fn count_linear(&mut self, in_port: u32, found: u32) {
         let found = u64::from(found.count_ones());
         if let Some(c) = self.cls.port_mut(in_port) {
-            // As the classifier counts its subtable lookups, for the hits: the megaflows
-            // share one mask, one subtable.
+            // As the classifier counts its subtable lookups, for the hits: one each (a port
+            // of a few masks compares more, in cycles too few to count apart).
             c.linear_lookups += found;
         }
         self.stats.megaflow_hits += found;
@@ -562,6 +700,80 @@ mod tests {
         let mut l3 = k.clone();
         l3.set_packet_type(1 << 16 | 0x0800);
         assert!(l.lookup(&l3).is_none() && !mt.matches(&l3));
+    }
+
+    /// A `ct()` pipeline's megaflows on one port (the first pass's `ct_state(-trk)`, the
+    /// second's `+new` and `+est`, three masks) are all the linear match's, and each key finds
+    /// the one `Match::matches` says; a fifth mask, or a ninth megaflow, is refused, and one
+    /// taken out leaves the others found.
+    #[test]
+    fn a_ct_pipelines_masks_share_the_linear_match() {
+        use flow::key::ct_state;
+        let key = |recirc: u32, state: u8| {
+            let mut k = FlowKey::new();
+            k.set_in_port(1)
+                .set_recirc_id(recirc)
+                .set_ct_state(state)
+                .set_eth_type(0x0800)
+                .set_nw_frag(0);
+            k
+        };
+        let flow = |recirc: u32, state: u8, bits: u8| {
+            let mut m = Mask::new();
+            m.set_in_port(u32::MAX)
+                .set_recirc_id(u32::MAX)
+                .set_ct_state(bits)
+                .set_eth_type(0xffff)
+                .set_nw_frag(0xff);
+            Match::new(&key(recirc, state), &m)
+        };
+        let (trk, new, est) = (ct_state::TRK, ct_state::NEW, ct_state::EST);
+        let flows = [
+            flow(0, 0, trk),
+            flow(1, trk | new, trk | new),
+            flow(1, trk | est, trk | est),
+        ];
+        let r = |idx| FlowRef { idx, generation: 1 };
+        let mut l = LinearMatches::default();
+        for (j, m) in flows.iter().enumerate() {
+            assert!(l.push(r(j as u32), m), "megaflow {j}");
+        }
+        assert_eq!(l.len(), 3);
+        let probes = [
+            (key(0, 0), Some(0)),
+            (key(1, trk | new), Some(1)),
+            (key(1, trk | est), Some(2)),
+            (key(1, trk), None),
+            (key(1, 0), None),
+            (key(2, trk | new), None),
+        ];
+        for (k, want) in &probes {
+            let scan = flows.iter().position(|m| m.matches(k)).map(|j| r(j as u32));
+            assert_eq!(scan, want.map(r), "{k:?}");
+            assert_eq!(l.lookup(k), scan, "{k:?}");
+        }
+        // Of the first pass, another mask that is not a connection field's: the EMC's.
+        let mut m = flows[0].mask().clone();
+        m.set_nw_proto(0xff);
+        assert!(!l.push(r(9), &Match::new(&key(0, 0), &m)));
+        // A fourth mask fits; a fifth does not.
+        assert!(l.push(r(3), &flow(2, trk | ct_state::RPL, trk | ct_state::RPL)));
+        assert!(!l.push(r(4), &flow(3, trk | ct_state::INV, trk | ct_state::INV)));
+        assert_eq!(l.len(), 4);
+        l.remove(r(1));
+        assert_eq!(l.len(), 3);
+        assert_eq!(l.lookup(&key(1, trk | new)), None);
+        assert_eq!(l.lookup(&key(1, trk | est)), Some(r(2)));
+        assert_eq!(l.lookup(&key(0, 0)), Some(r(0)));
+        // Room again for a new mask, and at most eight megaflows in all.
+        assert!(l.push(r(4), &flow(3, trk | ct_state::INV, trk | ct_state::INV)));
+        for j in 5..9 {
+            assert!(l.push(r(j), &flow(j, 0, trk)), "megaflow {j}");
+        }
+        assert_eq!(l.len(), MAX_LINEAR_FLOWS);
+        assert!(!l.push(r(9), &flow(9, 0, trk)));
+        l.clear();
+        assert!(l.is_empty() && l.lookup(&key(0, 0)).is_none());
     }
 
     /// Down to one megaflow, the linear match takes a next one that differs from it in another

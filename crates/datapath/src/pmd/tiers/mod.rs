@@ -14,8 +14,8 @@
 //!    just received is tried before extraction, on its header words alone (`Pmd::decap_rx`);
 //! 3. the EMC (`emc.rs`): exact-match cache, full key compare (`emc_hits`; `emc`), not on a
 //!    port the linear match holds;
-//! 4. the linear match (`linear.rs`): on a port whose few megaflows share one mask, a compare
-//!    that stands in for the EMC and dpcls; in extraction's loop on a port without decap
+//! 4. the linear match (`linear.rs`): on a port whose few megaflows are of a few masks, a
+//!    compare per mask that stands in for the EMC and dpcls; in extraction's loop on a port without decap
 //!    megaflows (`megaflow_hits`; cycles under `extract` then, else `megaflow`);
 //! 5. the megaflow classifier, dpcls (`dpcls.rs`): subtables in rank order, a hit entered in
 //!    the EMC (`megaflow_hits`, `subtable_lookups`; `megaflow`).
@@ -36,7 +36,7 @@ mod simple;
 use crate::dpcls::Dpcls;
 use crate::flow_table::FlowRef;
 pub(super) use decap::{DecapFlow, MAX_DECAP_FLOWS};
-pub(super) use linear::{LinearMatch, MAX_LINEAR_FLOWS};
+pub(super) use linear::{LinearMatches, MAX_LINEAR_FLOWS};
 pub(super) use simple::SimpleFlow;
 
 /// What the tiers of one pass know of its batch, handed from each to the next.
@@ -95,9 +95,9 @@ pub(super) struct PortCls {
     /// [`MAX_DECAP_FLOWS`]; see [`SimpleFlow`]).
     pub(super) simple: Vec<SimpleFlow>,
     /// Megaflows of this port for the linear match (at most [`MAX_LINEAR_FLOWS`]; see
-    /// [`LinearMatch`]): used only while they are all of the port's megaflows.
-    pub(super) linear: LinearMatch,
-    /// Hits of the linear match, one subtable lookup each (its megaflows share one mask).
+    /// [`LinearMatches`]): used only while they are all of the port's megaflows.
+    pub(super) linear: LinearMatches,
+    /// Hits of the linear match, one subtable lookup each.
     pub(super) linear_lookups: u64,
 }
 
@@ -124,7 +124,7 @@ impl Classifiers {
                     dpcls: Dpcls::new(),
                     decap: Vec::with_capacity(MAX_DECAP_FLOWS),
                     simple: Vec::with_capacity(MAX_DECAP_FLOWS),
-                    linear: LinearMatch::default(),
+                    linear: LinearMatches::default(),
                     linear_lookups: 0,
                 });
                 self.by_port.len() - 1
