@@ -1028,6 +1028,8 @@ impl Datapath {
                 ("recirculation depth exceeded", s.recirc_depth_drops),
                 ("actions without output", s.action_drops),
                 ("meter band exceeded", s.meter_drops),
+                ("fragments refused or timed out (ct)", s.ct_frag_drops),
+                ("segmentation failed", s.gso_drops),
             ] {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
             }

@@ -408,8 +408,8 @@ fn number_after(text: &str, label: &str) -> u64 {
 }
 
 /// A fragment flood: first fragments that are never completed, into ct(); the reassembler
-/// holds at most its configured number of fragments (one PMD thread here) and refuses the
-/// rest.
+/// holds at most its configured number of fragments (one PMD thread here), refuses the rest
+/// and counts them (`dpif-netdev/pmd-drop-show`).
 #[test]
 fn a_fragment_flood_is_bounded_by_the_reassembly_limit() {
     let _slot = netns::slot();
@@ -440,12 +440,15 @@ fn a_fragment_flood_is_bounded_by_the_reassembly_limit() {
     o.check_bounded("fragment flood");
     let held = *held.lock().unwrap();
     let status = common::ok(common::ctl(&o.run, &["dpctl/ipf-get-status"]));
-    eprintln!("fragment flood: at most {held} fragments held\n{status}");
+    let drops = common::ok(common::ctl(&o.run, &["dpif-netdev/pmd-drop-show"]));
+    eprintln!("fragment flood: at most {held} fragments held\n{status}{drops}");
     assert!(held <= 200, "{held} fragments held\n{status}");
     assert!(
         number_after(&status, "v4 frags accepted:") >= 100,
         "{status}"
     );
+    let refused = number_after(&drops, "fragments refused or timed out (ct)");
+    assert!(refused >= 1000, "{drops}");
 }
 
 /// A packet-in flood: every attack packet goes to a controller that said hello and then
