@@ -70,23 +70,12 @@ fn gen_ports(run: &Path) -> String {
 
 /// The cached stream, both directions between VMs a and b, 100 flows.
 fn cached_stream() -> String {
-    format!(
-        r#"
-[[stream]]
-name = "cached"
-tx = "a"
-rx = "b"
-direction = "bi"
-flows = 100
-frame_size = 128
-rate = "{CACHED_PPS}pps"
-layers = [
-  {{ type = "eth", src = "02:00:00:00:00:01", dst = "02:00:00:00:00:02" }},
-  {{ type = "ipv4", src = "10.0.0.1", dst = "10.0.0.2" }},
-  {{ type = "udp", sport = 1024, dport = 2000 }},
-]
-vary = [ {{ field = "udp.sport", op = "inc", from = 1024, to = 1123 }} ]
-"#
+    common::udp_stream(
+        "cached",
+        "a",
+        "b",
+        &format!("{CACHED_PPS}pps"),
+        "direction = \"bi\"",
     )
 }
 
