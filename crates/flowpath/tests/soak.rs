@@ -1,11 +1,10 @@
 //! The soak test: `scripts/soak 5` runs this build for five minutes with cached traffic on
 //! vhost-user, AF_PACKET, AF_XDP, TAP, a conntrack NAT path and a VXLAN tunnel to the kernel's
-//! VTEP
-//! while a churn driver adds and deletes
-//! a port, replaces an OpenFlow table, deletes the megaflows, floods conntrack past a zone's
-//! limit, kills a VM mid-burst and hammers the control socket; the script checks that nothing
-//! crashed, the cached streams lost nothing, memory and descriptors stayed bounded, every
-//! port's counters add up and the control socket always answered in time (docs/soak.md). Skipped, with the reason, without root or python3.
+//! VTEP while a churn driver adds and deletes a port, replaces an OpenFlow table, deletes the
+//! megaflows, floods conntrack past a zone's limit, kills a VM mid-burst and hammers the
+//! control socket; the script checks that nothing crashed, the cached streams lost nothing,
+//! memory and descriptors stayed bounded, every port's counters add up and the control socket
+//! always answered in time (docs/soak.md). Skipped, with the reason, without root or python3.
 
 mod common;
 
