@@ -377,7 +377,8 @@ impl Datapath {
 
     /// Removes port `name` from the running datapath (`del-port`) once every PMD has stopped
     /// using it (what it had batched is sent first); returns the port, to be closed by
-    /// dropping it.
+    /// dropping it. The PMDs hand the port's queues back and they are closed here, on the
+    /// caller's thread, so that the PMDs go on forwarding meanwhile.
     pub fn del_port(&mut self, name: &str) -> Result<Box<dyn Port>, String> {
         let i = self
             .ports
@@ -385,7 +386,7 @@ impl Datapath {
             .position(|p| p.port.name() == name)
             .ok_or_else(|| format!("no port named {name}"))?;
         let no = self.ports[i].no;
-        self.ask(|tx| PmdCmd::RemovePort(no, tx));
+        drop(self.ask(|tx| PmdCmd::RemovePort(no, tx)));
         self.names.remove(no);
         Ok(self.ports.remove(i).port)
     }
@@ -1028,6 +1029,8 @@ impl Datapath {
                 ("recirculation depth exceeded", s.recirc_depth_drops),
                 ("actions without output", s.action_drops),
                 ("meter band exceeded", s.meter_drops),
+                ("fragments refused or timed out (ct)", s.ct_frag_drops),
+                ("segmentation failed", s.gso_drops),
             ] {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
             }

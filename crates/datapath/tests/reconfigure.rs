@@ -386,3 +386,89 @@ fn upcalls_over_the_flow_limit_are_counted() {
     assert!(s.flow_limit_hits >= 40, "{}", s.flow_limit_hits);
     assert!(s.flow_limit_hits <= s.upcalls, "{s:?}");
 }
+
+/// Where each of a port's queues was closed: the name of the thread that dropped it.
+type ClosedOn = Arc<std::sync::Mutex<Vec<String>>>;
+
+fn closed_here(on: &ClosedOn) {
+    let t = std::thread::current();
+    on.lock()
+        .unwrap()
+        .push(t.name().unwrap_or("unnamed").to_owned());
+}
+
+struct NotedRxq(ClosedOn);
+
+impl RxQueue for NotedRxq {
+    fn recv(&mut self, _pool: &mut Pool, _batch: &mut Batch) -> usize {
+        0
+    }
+}
+
+impl Drop for NotedRxq {
+    fn drop(&mut self) {
+        closed_here(&self.0);
+    }
+}
+
+struct NotedTxq(ClosedOn);
+
+impl TxQueue for NotedTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        pool.free_batch(batch);
+    }
+}
+
+impl Drop for NotedTxq {
+    fn drop(&mut self) {
+        closed_here(&self.0);
+    }
+}
+
+/// A port whose queues note the thread that closes them.
+struct Noted(ClosedOn, bool);
+
+impl Port for Noted {
+    fn name(&self) -> &str {
+        "noted"
+    }
+    fn kind(&self) -> &'static str {
+        "noted"
+    }
+    fn n_rxq(&self) -> usize {
+        1
+    }
+    fn take_rxq(&mut self, _q: usize, _in_port: u32) -> Option<Box<dyn RxQueue>> {
+        (!std::mem::replace(&mut self.1, true)).then(|| Box::new(NotedRxq(self.0.clone())) as _)
+    }
+    fn open_txq(&mut self) -> Box<dyn TxQueue> {
+        Box::new(NotedTxq(self.0.clone()))
+    }
+    fn counters(&self) -> PortCounters {
+        PortCounters::default()
+    }
+}
+
+/// A port deleted at run time is closed by whoever deletes it, not by the PMD threads that
+/// polled it: closing a kernel socket can take tens of milliseconds (an AF_PACKET socket's
+/// close waits for an RCU grace period), during which a PMD would forward nothing.
+#[test]
+fn a_deleted_port_s_queues_are_closed_off_the_pmd_threads() {
+    let frames = vec![udp_frame(2, 7000, 1)];
+    let mut dp = datapath(vec![None, None], frames, u64::MAX, false, |_| {});
+    let on = ClosedOn::default();
+    dp.add_port(3, Box::new(Noted(on.clone(), false))).unwrap();
+    wait_for_more(&dp, sink_tx(&dp));
+    let port = dp.del_port("noted").unwrap();
+    drop(port);
+    let here = std::thread::current().name().unwrap().to_owned();
+    let on = on.lock().unwrap();
+    // One rx queue, and a tx queue for each of the two PMDs.
+    assert_eq!(on.len(), 3, "{on:?}");
+    assert!(
+        on.iter().all(|t| *t == here),
+        "closed on {on:?}, not on {here}"
+    );
+    // The source goes on through the PMDs.
+    wait_for_more(&dp, sink_tx(&dp));
+}

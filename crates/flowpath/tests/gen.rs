@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::netns;
-use common::scratch_dir;
+use common::{scratch_dir, udp_stream};
 
 fn gen_cmd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_flowpath"))
@@ -35,28 +35,6 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
-}
-
-/// A UDP stream of `flows` flows from port `tx` to `rx`, `extra` lines added to the stream.
-fn udp_stream(name: &str, tx: &str, rx: &str, rate: &str, extra: &str) -> String {
-    format!(
-        r#"
-[[stream]]
-name = "{name}"
-tx = "{tx}"
-rx = "{rx}"
-flows = 100
-frame_size = 64
-rate = "{rate}"
-layers = [
-  {{ type = "eth", src = "02:00:00:00:00:01", dst = "02:00:00:00:00:02" }},
-  {{ type = "ipv4", src = "10.0.0.1", dst = "10.0.0.2" }},
-  {{ type = "udp", sport = 1024, dport = 2000 }},
-]
-vary = [ {{ field = "udp.sport", op = "inc", from = 1024, to = 1123 }} ]
-{extra}
-"#
-    )
 }
 
 fn stream_stat<'a>(j: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {

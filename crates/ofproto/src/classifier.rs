@@ -214,11 +214,15 @@ fn prefix_len(m: u128) -> Option<u32> {
     (l == 128 || m << l == 0).then_some(l)
 }
 
-/// A binary trie of prefixes (values left-aligned in a u128).
+/// A binary trie of prefixes (values left-aligned in a u128). A node no prefix ends at or
+/// below is unlinked when its last prefix goes and reused by the next insert, so the trie
+/// holds the prefixes of the rules there now, however many came and went.
 #[derive(Clone, Default)]
 struct Trie {
     /// Node 0 is the root. `child` 0 means none.
     nodes: Vec<TrieNode>,
+    /// Unlinked nodes, for reuse.
+    free: Vec<u32>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -245,8 +249,16 @@ impl Trie {
             let b = bit(v, i);
             let c = self.nodes[n].child[b];
             n = if c == 0 {
-                self.nodes.push(TrieNode::default());
-                let c = self.nodes.len() - 1;
+                let c = match self.free.pop() {
+                    Some(c) => {
+                        self.nodes[c as usize] = TrieNode::default();
+                        c as usize
+                    }
+                    None => {
+                        self.nodes.push(TrieNode::default());
+                        self.nodes.len() - 1
+                    }
+                };
                 self.nodes[n].child[b] = c as u32;
                 c
             } else {
@@ -260,11 +272,30 @@ impl Trie {
     fn remove(&mut self, v: u128, plen: u32) {
         let mut n = 0usize;
         self.nodes[0].below -= 1;
+        // The first node of the path left with no prefix, and its parent: it and the rest
+        // of the path below it are unlinked (nothing else hangs there: every other node
+        // under it went when its own last prefix did).
+        let mut cut: Option<(usize, usize)> = None;
         for i in 0..plen {
+            let parent = n;
             n = self.nodes[n].child[bit(v, i)] as usize;
             self.nodes[n].below -= 1;
+            if cut.is_none() && self.nodes[n].below == 0 {
+                cut = Some((parent, i as usize));
+            }
         }
         self.nodes[n].here -= 1;
+        if let Some((parent, depth)) = cut {
+            let b = bit(v, depth as u32);
+            let mut c = self.nodes[parent].child[b];
+            self.nodes[parent].child[b] = 0;
+            for i in depth as u32 + 1..=plen {
+                self.free.push(c);
+                if i < plen {
+                    c = self.nodes[c as usize].child[bit(v, i)];
+                }
+            }
+        }
     }
 
     fn child(&self, n: usize, b: usize) -> Option<usize> {
@@ -774,6 +805,28 @@ mod tests {
 
     fn nw_dst_plen(wc: &PipeMask) -> u32 {
         prefix_len(u128::from(u32::from(wc.dp.nw_dst())) << 96).unwrap()
+    }
+
+    /// A table whose rules keep changing (routes replaced, rules of other addresses each
+    /// time) keeps its trie's size to the prefixes it holds now, not every one it ever held.
+    #[test]
+    fn removed_prefixes_give_their_trie_nodes_back() {
+        let mut c = Classifier::new();
+        let keep = c.insert(route([10, 0, 0, 0], 8), 8, 0);
+        for round in 0..50u8 {
+            let ids: Vec<_> = (0..=255u8)
+                .map(|i| c.insert(route([10, round, i, 1], 32), 32, 1))
+                .collect();
+            for id in ids {
+                c.remove(id);
+            }
+        }
+        // The /8 alone: its 8 nodes and the root, give or take the last round's reuse.
+        let nodes = c.tries[0].nodes.len() + c.tries[1].nodes.len();
+        assert!(nodes <= 1 + 8 + 32 * 256, "{nodes} trie nodes for one /8");
+        let mut wc = PipeMask::new();
+        assert_eq!(c.lookup(&ip_key([10, 9, 9, 9]), &mut wc), Some(keep));
+        assert_eq!(nw_dst_plen(&wc), 8);
     }
 
     #[test]

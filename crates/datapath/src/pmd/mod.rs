@@ -119,7 +119,7 @@ pub enum PmdCmd {
     AddTxq(u32, Box<dyn TxQueue>, Option<TunnelKind>),
     /// A port leaves: stop polling it, flush and drop its tx queue, remove the megaflows of
     /// its packets; replies once done, so the port can be closed.
-    RemovePort(u32, Sender<()>),
+    RemovePort(u32, Sender<RetiredQueues>),
     /// Replace the fragment reassembler's settings (`dpctl/ipf-set-*`).
     SetFragConfig(conntrack::frag::FragConfig),
     /// The reassembler's status, with the datagrams waiting if asked (`dpctl/ipf-get-status`).
@@ -137,6 +137,17 @@ pub enum PmdCmd {
     /// `recirc_id`: the slow path froze what it must do under that id. Replies once the
     /// packet's actions ran.
     Execute(Box<Packet>, Sender<()>),
+}
+
+/// The queues of a port a PMD stopped using ([`PmdCmd::RemovePort`]'s reply), for the
+/// caller to close: closing a kernel socket can take tens of milliseconds (an AF_PACKET
+/// socket's close waits for the kernel's network RCU grace period), and a PMD closing it
+/// would forward nothing on any other port meanwhile.
+pub struct RetiredQueues {
+    /// The port's rx queues this PMD polled.
+    pub rxqs: Vec<Box<dyn RxQueue>>,
+    /// Its tx queue of this PMD, once what was batched on it was sent.
+    pub txq: Option<Box<dyn TxQueue>>,
 }
 
 /// A PMD's rx queues as (port number, queue id, cycles since assigned) in poll order, and its
@@ -418,9 +429,13 @@ impl Pmd {
     }
 
     /// Forgets port `no`: its rx queues, its tx queue (after sending what is batched) and the
-    /// megaflows of its input classifier.
-    pub fn remove_port(&mut self, no: u32) {
-        self.rxqs.retain(|q| q.port_no != no);
+    /// megaflows of its input classifier. The queues are returned, not closed here.
+    pub fn remove_port(&mut self, no: u32) -> RetiredQueues {
+        let (gone, kept) = std::mem::take(&mut self.rxqs)
+            .into_iter()
+            .partition(|q| q.port_no == no);
+        self.rxqs = kept;
+        let rxqs = gone.into_iter().map(|q: PolledRxq| q.rxq).collect();
         for _ in 0..self.deferred.len() {
             let p = self.deferred.pop_front().expect("counted");
             if p.meta.in_port == no {
@@ -433,9 +448,11 @@ impl Pmd {
             *c = 0;
         }
         self.flush_tx();
-        if let Some(slot) = self.txs.get_mut(no as usize) {
-            *slot = None;
-        }
+        let txq = self
+            .txs
+            .get_mut(no as usize)
+            .and_then(Option::take)
+            .map(output::TxSlot::into_queue);
         let refs: Vec<FlowRef> = self
             .flows
             .iter()
@@ -445,6 +462,7 @@ impl Pmd {
         for r in refs {
             self.remove_ref(r);
         }
+        RetiredQueues { rxqs, txq }
     }
 
     /// The counters, with the classifiers' subtable lookups folded in.
@@ -536,8 +554,7 @@ impl Pmd {
             }
             PmdCmd::AddTxq(no, q, tunnel) => self.add_port_txq(no, q, tunnel),
             PmdCmd::RemovePort(no, reply) => {
-                self.remove_port(no);
-                let _ = reply.send(());
+                let _ = reply.send(self.remove_port(no));
             }
             PmdCmd::SetFragConfig(cfg) => self.reasm.set_config(cfg),
             PmdCmd::FragStatus(lists, reply) => {

@@ -26,6 +26,13 @@ pub(super) struct TxSlot {
     lent: bool,
 }
 
+impl TxSlot {
+    /// The queue, for its port's owner to close (its batch is empty: sent before).
+    pub(super) fn into_queue(self) -> Box<dyn TxQueue> {
+        self.q
+    }
+}
+
 impl Pmd {
     /// Sends output for `port_no` through `q`.
     pub fn add_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>) {

@@ -228,3 +228,26 @@ pub fn http_get(addr: &str, path: &str, headers: &str) -> Option<(u16, String)> 
     let status = head.split(' ').nth(1)?.parse().ok()?;
     Some((status, body.to_owned()))
 }
+
+/// A `flowpath gen` stream of 100 UDP flows (64-byte frames) from port `tx` to `rx` at `rate`,
+/// `extra` lines added to the stream.
+pub fn udp_stream(name: &str, tx: &str, rx: &str, rate: &str, extra: &str) -> String {
+    format!(
+        r#"
+[[stream]]
+name = "{name}"
+tx = "{tx}"
+rx = "{rx}"
+flows = 100
+frame_size = 64
+rate = "{rate}"
+layers = [
+  {{ type = "eth", src = "02:00:00:00:00:01", dst = "02:00:00:00:00:02" }},
+  {{ type = "ipv4", src = "10.0.0.1", dst = "10.0.0.2" }},
+  {{ type = "udp", sport = 1024, dport = 2000 }},
+]
+vary = [ {{ field = "udp.sport", op = "inc", from = 1024, to = 1123 }} ]
+{extra}
+"#
+    )
+}

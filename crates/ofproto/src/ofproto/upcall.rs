@@ -44,8 +44,10 @@ pub(super) struct UpcallState {
 /// A megaflow the slow path installed: the key it was translated from, its match and actions.
 type Known = (FlowKey, flow::Match, Box<[flow::odp::Action]>);
 
-/// How many megaflows upcalls may record between two rounds.
-const MAX_KNOWN_SINCE: usize = 65536;
+/// How many megaflows upcalls may record between two rounds. A record is about 1.8 KB (a
+/// key and a match): 4096 of them are 7 MiB, what a miss storm can make this hold beyond the
+/// datapath's flows. Past it a barrier does a full round, as it did before records were kept.
+const MAX_KNOWN_SINCE: usize = 4096;
 
 impl Default for UpcallState {
     fn default() -> Self {
@@ -454,6 +456,31 @@ fn log_miss(key: &FlowKey, pkt: &Packet) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A miss storm between two rounds (every packet a new megaflow, most over the flow
+    /// limit) costs the record of what upcalls installed a few MiB at most, not a copy of
+    /// every key the storm brought.
+    #[test]
+    fn a_miss_storm_between_rounds_keeps_the_record_of_installs_small() {
+        let of = Ofproto::new();
+        let mut key = FlowKey::new();
+        key.set_in_port(1).set_eth_type(0x0800);
+        let mask = flow::Mask::exact();
+        for i in 0..100_000u32 {
+            key.set_nw_src(std::net::Ipv4Addr::from(i));
+            of.record_installed(&key, flow::Match::new(&key, &mask), &[]);
+        }
+        assert!(
+            of.upcall.known.lock().unwrap().is_none(),
+            "past the cap the record is dropped"
+        );
+        let bound = MAX_KNOWN_SINCE * std::mem::size_of::<Known>();
+        assert!(
+            bound <= 8 << 20,
+            "{MAX_KNOWN_SINCE} records of {} bytes: {bound} bytes",
+            std::mem::size_of::<Known>()
+        );
+    }
 
     #[test]
     fn megaflows_off_installs_exact_flows_and_upcall_show_is_ovs_s_layout() {
