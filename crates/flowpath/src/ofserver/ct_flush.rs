@@ -8,7 +8,7 @@
 
 use conntrack::Conntrack;
 use conntrack::format::{CtMatch, FlushArgs, TupleMatch};
-use openflow::msgs::ct_flush::{CtFlush, CtTuple};
+use openflow::msgs::ct_flush::{CtFlush, CtTuple, mapped_v4};
 
 const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_ICMPV6: u8 = 58;
@@ -24,7 +24,7 @@ pub(crate) fn flush_args(f: &CtFlush) -> FlushArgs {
     let v6 = [f.orig.src, f.orig.dst, f.reply.src, f.reply.dst]
         .iter()
         .find(|a| **a != [0; 16])
-        .map(|a| !is_v4_mapped(a));
+        .map(|a| mapped_v4(a).is_none());
     FlushArgs {
         zone: f.zone,
         m: CtMatch {
@@ -39,14 +39,13 @@ pub(crate) fn flush_args(f: &CtFlush) -> FlushArgs {
 /// One direction's fields: addresses as conntrack keeps them (IPv4 in the first 4 bytes).
 fn tuple_match(t: &CtTuple, icmp: bool) -> TupleMatch {
     let addr = |a: &[u8; 16]| {
-        (*a != [0; 16]).then(|| {
-            if is_v4_mapped(a) {
-                let mut v4 = [0; 16];
-                v4[..4].copy_from_slice(&a[12..]);
-                v4
-            } else {
-                *a
+        (*a != [0; 16]).then(|| match mapped_v4(a) {
+            Some(v4) => {
+                let mut k = [0; 16];
+                k[..4].copy_from_slice(&v4);
+                k
             }
+            None => *a,
         })
     };
     let nonzero = |p: u16| (p != 0).then_some(p);
@@ -66,21 +65,11 @@ fn tuple_match(t: &CtTuple, icmp: bool) -> TupleMatch {
     m
 }
 
-fn is_v4_mapped(a: &[u8; 16]) -> bool {
-    a[..10] == [0; 10] && a[10..12] == [0xff, 0xff]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn v4(a: [u8; 4]) -> [u8; 16] {
-        let mut m = [0; 16];
-        m[10] = 0xff;
-        m[11] = 0xff;
-        m[12..].copy_from_slice(&a);
-        m
-    }
+    use openflow::msgs::ct_flush::v4_mapped as v4;
 
     #[test]
     fn ovn_s_backend_flush_becomes_a_partial_match_in_every_zone() {

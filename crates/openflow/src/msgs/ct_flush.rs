@@ -103,12 +103,29 @@ pub struct CtFlush {
     pub zone: Option<u16>,
 }
 
+/// IPv4 address `a` as the message carries it: mapped into IPv6 (`::ffff:a.b.c.d`).
+pub fn v4_mapped(a: [u8; 4]) -> [u8; 16] {
+    let mut m = [0; 16];
+    m[10..12].copy_from_slice(&[0xff, 0xff]);
+    m[12..].copy_from_slice(&a);
+    m
+}
+
+/// The IPv4 address a message's address maps, if it is an IPv4-mapped one.
+pub fn mapped_v4(addr: &[u8; 16]) -> Option<[u8; 4]> {
+    (addr[..10] == [0; 10] && addr[10..12] == [0xff, 0xff]).then(|| {
+        let mut a = [0; 4];
+        a.copy_from_slice(&addr[12..]);
+        a
+    })
+}
+
 /// IPv4 (mapped) or IPv6: an address's family, for the check that a message does not mix them.
 fn family(addr: &[u8; 16]) -> Option<bool> {
     if *addr == [0; 16] {
         return None;
     }
-    Some(addr[..10] == [0; 10] && addr[10..12] == [0xff, 0xff])
+    Some(mapped_v4(addr).is_some())
 }
 
 impl CtFlush {
@@ -241,11 +258,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn v4(a: [u8; 4]) -> [u8; 16] {
-        let mut m = [0; 16];
-        m[10] = 0xff;
-        m[11] = 0xff;
-        m[12..].copy_from_slice(&a);
-        m
+        v4_mapped(a)
     }
 
     /// What `ovs-ofctl ct-flush` sends (a TCP 5-tuple in zone 5; ICMPv6 both ways), read and
