@@ -116,8 +116,9 @@ pub(crate) fn add_port(
     }
 }
 
-/// Removes bridge `name` and releases its ports. Removing a bridge or port closes its
-/// datapath side (what was batched for it is sent first); the megaflows of its packets go
+/// Removes bridge `name` and releases its ports for good (their kernel devices too, as
+/// ovs-vswitchd deletes a bridge's internal port with it). Removing a bridge or port closes
+/// its datapath side (what was batched for it is sent first); the megaflows of its packets go
 /// with it, and those that sent to it are removed by the revalidator, as their translation
 /// changes.
 pub(crate) fn del_bridge(of: &Ofproto, dp: &Mutex<Datapath>, name: &str) -> Result<(), String> {
@@ -128,7 +129,7 @@ pub(crate) fn del_bridge(of: &Ofproto, dp: &Mutex<Datapath>, name: &str) -> Resu
         dp.meter_del(m.dp_id);
     }
     for p in b.ports.values().filter(|p| p.dp_port.is_some()) {
-        release_dp_port(&mut dp, &p.name, false)?;
+        release_dp_port(&mut dp, &p.name, true)?;
     }
     Ok(())
 }

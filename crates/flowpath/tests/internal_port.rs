@@ -246,3 +246,33 @@ fn a_deleted_port_takes_its_persistent_tap_with_it() {
     ctl(&rundir, &["exit"]);
     sw.wait(std::time::Duration::from_secs(10)).unwrap();
 }
+
+/// `del-br` deletes the bridge's ports for good, as ovs-vswitchd does: its internal port's TAP
+/// (the bridge's own device) goes with it.
+#[test]
+fn a_deleted_bridge_takes_its_internal_tap_with_it() {
+    let Some((env, ns, bridge, cfg)) = tap_in_netns(
+        "a_deleted_bridge_takes_its_internal_tap_with_it",
+        "fpr",
+        |bridge, ns| {
+            format!(
+                "[[bridge.port]]\nname = \"{bridge}\"\ntype = \"internal\"\n\
+                 options = {{ netns = \"{ns}\" }}\n"
+            )
+        },
+    ) else {
+        return;
+    };
+    let rundir = env.dir.join("run");
+    let exists = || {
+        run(&["ip", "-n", &ns, "link", "show", &bridge])
+            .status
+            .success()
+    };
+    let mut sw = start_switch(&cfg, &rundir);
+    assert!(exists(), "no TAP {bridge} while the bridge is there");
+    ctl(&rundir, &["del-br", &bridge]);
+    assert!(!exists(), "TAP {bridge} left after del-br");
+    ctl(&rundir, &["exit"]);
+    sw.wait(std::time::Duration::from_secs(10)).unwrap();
+}
