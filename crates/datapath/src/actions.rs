@@ -436,8 +436,9 @@ impl GreSeq {
 }
 
 impl TnlTemplate {
-    /// The template of a `tnl_push` header.
-    pub fn build(h: &flow::odp::TnlHeader) -> Result<TnlTemplate, CompileError> {
+    /// The template of a `tnl_push` header through tunnel datapath port `tnl_port` (whose
+    /// GRE sequence an ERSPAN header counts).
+    pub fn build(h: &flow::odp::TnlHeader, tnl_port: u32) -> Result<TnlTemplate, CompileError> {
         use flow::odp::{TnlIp, TnlL4};
         let mut b = Vec::with_capacity(h.size as usize);
         b.extend_from_slice(&h.eth_dst.0);
@@ -593,7 +594,7 @@ impl TnlTemplate {
                 t.erspan = Some(ErspanFields {
                     seq_ofs,
                     ts_ofs,
-                    seq: GreSeq::of_port(u32::MAX),
+                    seq: GreSeq::of_port(tnl_port),
                 });
             }
             TnlL4::Gtpu { .. } => return Err(CompileError::Unsupported("tnl_push(gtpu)")),
@@ -689,11 +690,7 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
         Action::Meter(id) => DpAction::Meter(*id),
         Action::TnlPop(port) => DpAction::TnlPop(*port),
         Action::TnlPush(t) => {
-            let mut tpl = TnlTemplate::build(&t.header)?;
-            if let Some(e) = &mut tpl.erspan {
-                e.seq = GreSeq::of_port(t.tnl_port);
-            }
-            DpAction::TnlPush(Box::new(tpl))
+            DpAction::TnlPush(Box::new(TnlTemplate::build(&t.header, t.tnl_port)?))
         }
         Action::Userspace(u) => DpAction::Userspace(match &u.cookie {
             flow::odp::UserCookie::None => Box::default(),
