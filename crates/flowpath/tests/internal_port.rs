@@ -233,16 +233,22 @@ fn a_deleted_port_takes_its_persistent_tap_with_it() {
     ) else {
         return;
     };
+    deleting_takes_the_tap(&env, &ns, &cfg, &port, "del-port");
+}
+
+/// Starts the switch of `cfg`, checks that TAP `device` is in namespace `ns`, runs `command
+/// device` and checks that the TAP is gone.
+fn deleting_takes_the_tap(env: &Env, ns: &str, cfg: &Path, device: &str, command: &str) {
     let rundir = env.dir.join("run");
     let exists = || {
-        run(&["ip", "-n", &ns, "link", "show", &port])
+        run(&["ip", "-n", ns, "link", "show", device])
             .status
             .success()
     };
-    let mut sw = start_switch(&cfg, &rundir);
-    assert!(exists(), "no TAP {port} while the port is there");
-    ctl(&rundir, &["del-port", &port]);
-    assert!(!exists(), "TAP {port} left after del-port");
+    let mut sw = start_switch(cfg, &rundir);
+    assert!(exists(), "no TAP {device} before {command}");
+    ctl(&rundir, &[command, device]);
+    assert!(!exists(), "TAP {device} left after {command}");
     ctl(&rundir, &["exit"]);
     sw.wait(std::time::Duration::from_secs(10)).unwrap();
 }
@@ -263,16 +269,5 @@ fn a_deleted_bridge_takes_its_internal_tap_with_it() {
     ) else {
         return;
     };
-    let rundir = env.dir.join("run");
-    let exists = || {
-        run(&["ip", "-n", &ns, "link", "show", &bridge])
-            .status
-            .success()
-    };
-    let mut sw = start_switch(&cfg, &rundir);
-    assert!(exists(), "no TAP {bridge} while the bridge is there");
-    ctl(&rundir, &["del-br", &bridge]);
-    assert!(!exists(), "TAP {bridge} left after del-br");
-    ctl(&rundir, &["exit"]);
-    sw.wait(std::time::Duration::from_secs(10)).unwrap();
+    deleting_takes_the_tap(&env, &ns, &cfg, &bridge, "del-br");
 }

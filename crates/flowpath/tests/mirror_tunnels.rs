@@ -235,7 +235,7 @@ fn a_port_mirrored_over_erspan_reaches_the_analyser_from_the_first_packet() {
     for l in &got {
         let f: Vec<&str> = l.split('\t').collect();
         // GRE protocol 0x88be (ERSPAN type II), version 1 (0 in the field's numbering is
-        // type I), session 5, index 0x1234; the mirrored echo request to the second VM.
+        // type I), session id 5, index 0x1234; the mirrored echo request to the second VM.
         assert_eq!(&f[1..5], ["0x88be", "1", "5", "4660"], "{l}");
         assert_eq!(f[5], "8", "{l}");
         assert!(f[6].ends_with("10.9.9.2"), "{l}");
