@@ -7,13 +7,14 @@
 //! `pmd_thread.rs`, the spreading of rx queues over them in `rxq_sched.rs`, and the knobs that
 //! change while they run (the core set among them) in `reconfigure.rs`.
 
+mod idle_wait;
 mod pmd_thread;
 mod reconfigure;
 mod rxq_sched;
 
 use std::fmt::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -32,6 +33,8 @@ use crate::pmd::{
 use crate::port::{Port, PortCounters};
 use crate::tsc;
 use crate::upcall_queue::{UpcallProducer, UpcallQueue};
+use idle_wait::SleepKnobs;
+pub use idle_wait::{IDLE_BEFORE_WAIT_US, MAX_WAIT_MS};
 use pmd_thread::{PmdHandle, PmdSeed, open_txqs, spawn_pmd};
 
 pub use reconfigure::{default_pmd_cores, parse_cpu_mask};
@@ -173,10 +176,10 @@ impl DatapathBuilder {
             open_txqs(pmd, &mut self.ports);
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let max_sleep = Arc::new(AtomicU64::new(0));
+        let sleep = Arc::new(SleepKnobs::default());
         let mut handles = Vec::new();
         for pmd in pmds {
-            handles.push(spawn_pmd(pmd, stop.clone(), max_sleep.clone(), None)?);
+            handles.push(spawn_pmd(pmd, stop.clone(), sleep.clone(), None)?);
         }
         let sweeper = spawn_ct_sweeper(self.conntrack.clone(), stop.clone())?;
         Ok(Datapath {
@@ -192,7 +195,7 @@ impl DatapathBuilder {
             conntrack: self.conntrack,
             ct_sweeper: Some(sweeper),
             stop,
-            max_sleep,
+            sleep,
             names: self.names,
             cleared_at: tsc::now(),
             rxq_assign: self.config.rxq_assign,
@@ -254,8 +257,8 @@ pub struct Datapath {
     conntrack: Arc<conntrack::Conntrack>,
     ct_sweeper: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
-    /// `pmd-maxsleep`, microseconds, read by every PMD thread after each poll.
-    max_sleep: Arc<AtomicU64>,
+    /// `pmd-maxsleep` and `pmd-idle-wait`, read by every PMD thread after each poll.
+    sleep: Arc<SleepKnobs>,
     names: PortNames,
     cleared_at: u64,
     rxq_assign: RxqAssign,
@@ -872,12 +875,15 @@ impl Datapath {
             let _ = writeln!(
                 out,
                 "  - sleep iterations:{:>12}  ({:5.1} % of iterations)",
-                0, 0.0
+                s.sleep_iterations,
+                pct(s.sleep_iterations, s.iterations)
             );
+            let us_per_cycle = 1e6 / hz as f64;
             let _ = writeln!(
                 out,
-                "  Sleep time (us):   {:>12}  ({:3.0} us/iteration avg.)",
-                0, 0.0
+                "  Sleep time (us):   {:>12.0}  ({:3.0} us/iteration avg.)",
+                s.sleep_cycles as f64 * us_per_cycle,
+                ratio(s.sleep_cycles, s.sleep_iterations) * us_per_cycle
             );
             let _ = writeln!(
                 out,
@@ -1137,6 +1143,9 @@ impl Datapath {
     /// Stops the PMD threads and the conntrack sweeper and waits for them.
     fn join_threads(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        for p in &self.pmds {
+            p.cmd.wake();
+        }
         for p in &mut self.pmds {
             p.join();
         }

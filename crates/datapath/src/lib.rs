@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod ct;
+pub mod doorbell;
 pub mod dpcls;
 pub mod dpif;
 pub mod emc;

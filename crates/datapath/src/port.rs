@@ -9,6 +9,7 @@
 //! A port that terminates a tunnel says which ([`Port::tunnel`], a [`TunnelKind`]): the
 //! datapath's `tnl_pop` to it decapsulates as that kind says ([`crate::tunnel`]).
 
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -30,6 +31,17 @@ pub trait RxQueue: Send {
     /// it once every packet of that burst is sent, dropped or materialized and the pool's
     /// lending has ended ([`Pool::end_lending`]), before it polls the queue again.
     fn release(&mut self) {}
+
+    /// A descriptor that poll(2) reports readable once [`RxQueue::recv`] has something to
+    /// return, for the queues of the port kinds OVS polls from its main thread rather than
+    /// from a PMD (a Linux interface through `AF_PACKET`, a tap, an internal port, a dummy):
+    /// a PMD whose every queue has one blocks on them while idle instead of spinning a core
+    /// (`pmd-idle-wait`). `None`, the default, for queues that must be busy-polled (vhost-user,
+    /// AF_XDP, DPDK, replays), as OVS's PMD ports are, and for a queue that has lost its
+    /// device.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// Sends bursts for one PMD.

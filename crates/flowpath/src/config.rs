@@ -435,6 +435,11 @@ pub struct DatapathSection {
     /// are nearly idle (OVS 3.1's load-based sleep; at most 10 000). 0, the default, spins.
     #[serde(default)]
     pub pmd_maxsleep: u64,
+    /// `pmd-idle-wait`: a PMD thread whose rx queues are all of the port kinds OVS polls from
+    /// its main thread (`afpacket`, `tap`, internal, `dummy`) blocks on them once idle instead
+    /// of spinning its core. On by default; `false` busy-polls them as any PMD queue.
+    #[serde(default = "default_true")]
+    pub pmd_idle_wait: bool,
     #[serde(default)]
     pub dp_flows: Vec<String>,
     /// `dpdk-init`: `true` or `"try"` start DPDK (cargo feature `dpdk`).
@@ -480,6 +485,7 @@ impl Default for DatapathSection {
             max_idle: default_max_idle(),
             pmd_rxq_assign: None,
             pmd_maxsleep: 0,
+            pmd_idle_wait: true,
             dp_flows: Vec::new(),
             dpdk_init: None,
             dpdk_extra: None,
@@ -488,6 +494,10 @@ impl Default for DatapathSection {
             dpdk_lcore_mask: None,
         }
     }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_emc() -> u32 {

@@ -366,6 +366,7 @@ pub fn build_with(
     }
     let mut dp = b.start().map_err(|e| anyhow!(e))?;
     dp.set_pmd_max_sleep(d.pmd_maxsleep);
+    dp.set_pmd_idle_wait(d.pmd_idle_wait);
     Ok(dp)
 }
 

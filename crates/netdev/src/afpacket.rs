@@ -673,6 +673,11 @@ impl AfPacketRxq {
 }
 
 impl RxQueue for AfPacketRxq {
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        // Readable once the kernel hands a block over (full, or at the retire timeout).
+        self.ring.as_ref().map(|r| r.fd.as_fd())
+    }
+
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
         self.polls = self.polls.wrapping_add(1);
         if self.polls.is_multiple_of(POLLS_PER_CLOCK) {

@@ -5,12 +5,16 @@
 //! Each port has an [`Injector`], found by the port's name ([`injector`]): a bounded queue
 //! the control thread fills and the PMD that polls the port's one rx queue drains. The PMD
 //! reads an atomic count first and takes the queue's lock only when frames wait, so an idle
-//! dummy port costs its PMD one load per poll.
+//! dummy port costs its PMD one load per poll. As OVS's main thread waits on its dummy ports,
+//! a PMD may wait on an injector's doorbell (`pmd-idle-wait`), rung by each injection and by
+//! [`Injector::settle`].
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use datapath::doorbell::Doorbell;
 use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
@@ -24,9 +28,38 @@ pub struct Injector {
     pending: AtomicUsize,
     /// How many times the PMD has polled the port.
     polls: AtomicUsize,
+    /// Rung when there is something for the PMD to do (`None`: no eventfd could be made;
+    /// the PMD then never waits on this port).
+    bell: Option<Doorbell>,
+    /// Set with each ring, so that the PMD clears the doorbell only after one.
+    rung: AtomicBool,
 }
 
 impl Injector {
+    fn new() -> Injector {
+        Injector {
+            bell: Doorbell::new().ok(),
+            ..Injector::default()
+        }
+    }
+
+    /// Wakes a PMD waiting on the port.
+    fn ring(&self) {
+        if let Some(b) = &self.bell {
+            self.rung.store(true, Ordering::SeqCst);
+            b.ring();
+        }
+    }
+
+    /// Clears the doorbell if it rang (before the PMD looks at the queue).
+    fn clear(&self) {
+        if let Some(b) = &self.bell
+            && self.rung.swap(false, Ordering::SeqCst)
+        {
+            b.clear();
+        }
+    }
+
     /// Queues `frames` to be received, all or none: an error when they would pass
     /// [`INJECT_LIMIT`].
     pub fn inject(&self, frames: Vec<Vec<u8>>) -> Result<(), String> {
@@ -38,7 +71,9 @@ impl Injector {
             ));
         }
         q.extend(frames.into_iter().map(Vec::into_boxed_slice));
-        self.pending.store(q.len(), Ordering::Release);
+        self.pending.store(q.len(), Ordering::SeqCst);
+        drop(q);
+        self.ring();
         Ok(())
     }
 
@@ -70,6 +105,8 @@ impl Injector {
             return false;
         }
         let seen = self.polls.load(Ordering::Acquire);
+        // A PMD waiting on the port polls it once more.
+        self.ring();
         wait(&|| self.polls.load(Ordering::Acquire) > seen)
     }
 }
@@ -109,7 +146,7 @@ impl DummyPort {
     /// A dummy port; its injector is found by `name` from now on (a port of the same name
     /// made later takes the name over).
     pub fn new(name: &str) -> DummyPort {
-        let injector = Arc::new(Injector::default());
+        let injector = Arc::new(Injector::new());
         registry()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -153,9 +190,14 @@ struct DummyRxq {
 }
 
 impl RxQueue for DummyRxq {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.injector.bell.as_ref().map(AsFd::as_fd)
+    }
+
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
         self.injector.polls.fetch_add(1, Ordering::Release);
-        if self.injector.pending() == 0 {
+        self.injector.clear();
+        if self.injector.pending.load(Ordering::SeqCst) == 0 {
             return 0;
         }
         let mut q = self

@@ -444,6 +444,10 @@ impl TapRxq {
 }
 
 impl RxQueue for TapRxq {
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        (!self.link.dead).then(|| self.link.fd.as_fd())
+    }
+
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
         if self.link.dead && !self.link.revive(&self.stats) {
             return 0;

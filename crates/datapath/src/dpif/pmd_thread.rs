@@ -9,24 +9,27 @@
 //! to start reuses, so the ring's reader never has to learn of a new ring when a thread
 //! replaces another.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use conntrack::frag::FragConfig;
 
+use super::idle_wait::{IdleWait, PmdSender, SleepKnobs};
 use super::{PortEntry, UpcallFactory};
+use crate::doorbell::Doorbell;
 use crate::flow_table::Megaflow;
 use crate::meter::DpMeters;
 use crate::pmd::{DropUpcalls, Pmd, PmdCmd, PmdConfig, RxqLoad, UpcallHandler};
+use crate::tsc;
 use crate::upcall_queue::{UpcallProducer, UpcallQueue};
 
 /// The main thread's side of a running PMD thread.
 pub(super) struct PmdHandle {
     pub(super) core_id: Option<usize>,
-    pub(super) cmd: Sender<PmdCmd>,
+    pub(super) cmd: PmdSender,
     thread: Option<JoinHandle<UpcallProducer>>,
     /// Its rx queues and their load, published by the PMD (every 1024 iterations) and by the
     /// main thread after it moved queues.
@@ -84,18 +87,21 @@ pub(super) fn open_txqs(pmd: &mut Pmd, ports: &mut [PortEntry]) {
     }
 }
 
-/// Starts `pmd`'s thread, polling until `stop` (or its own exit); with `ring`, its
-/// `userspace` actions write into that ring rather than into the one it was made with.
+/// Starts `pmd`'s thread, polling until `stop` (or its own exit), sleeping or waiting for
+/// input as `knobs` say; with `ring`, its `userspace` actions write into that ring rather than
+/// into the one it was made with.
 pub(super) fn spawn_pmd(
     mut pmd: Pmd,
     stop: Arc<AtomicBool>,
-    max_sleep: Arc<AtomicU64>,
+    knobs: Arc<SleepKnobs>,
     ring: Option<UpcallProducer>,
 ) -> Result<PmdHandle, String> {
     if let Some(r) = ring {
         pmd.set_upcall_producer(r);
     }
     let (tx, rx) = channel();
+    let bell = Arc::new(Doorbell::new().map_err(|e| format!("cannot make a PMD's eventfd: {e}"))?);
+    let bell2 = bell.clone();
     let upcalls = pmd.upcall_queue();
     let core = pmd.config.core_id;
     let load = Arc::new(Mutex::new(rxq_load(&pmd)));
@@ -116,10 +122,17 @@ pub(super) fn spawn_pmd(
             let mut n: u64 = 0;
             let mut drained = false;
             let mut sleep = LoadBasedSleep::default();
+            let mut idle = IdleWait::new();
             while !stop.load(Ordering::Relaxed) && !exit2.load(Ordering::Acquire) {
                 let got = pmd.poll_once();
                 pmd.handle_pending(&rx);
-                sleep.after_poll(got, max_sleep.load(Ordering::Relaxed));
+                let wait = knobs.idle_wait.load(Ordering::Relaxed);
+                if !idle.after_poll(&mut pmd, got, wait, &bell2) {
+                    let t = tsc::now();
+                    if sleep.after_poll(got, knobs.max_sleep_us.load(Ordering::Relaxed)) {
+                        pmd.count_sleep(tsc::now().saturating_sub(t));
+                    }
+                }
                 n += 1;
                 if got == 0 {
                     idle_polls = idle_polls.saturating_add(1);
@@ -153,7 +166,7 @@ pub(super) fn spawn_pmd(
         .map_err(|e| format!("cannot start PMD thread: {e}"))?;
     Ok(PmdHandle {
         core_id: core,
-        cmd: tx,
+        cmd: PmdSender::new(tx, bell),
         thread: Some(thread),
         load,
         drained,
@@ -182,6 +195,7 @@ impl PmdHandle {
     /// its upcall ring's writing end.
     pub(super) fn retire(mut self) -> Option<UpcallProducer> {
         self.exit.store(true, Ordering::Release);
+        self.cmd.wake();
         self.join()
     }
 
@@ -207,18 +221,21 @@ const SLEEP_THRESH: usize = crate::packet::MAX_BURST / 2;
 pub const MAX_SLEEP_US: u64 = 10_000;
 
 impl LoadBasedSleep {
-    fn after_poll(&mut self, got: usize, max_us: u64) {
+    /// Sleeps as the last poll's `got` packets and the maximum say; returns whether it slept.
+    fn after_poll(&mut self, got: usize, max_us: u64) -> bool {
         if max_us == 0 {
             self.us = 0;
-            return;
+            return false;
         }
         if got >= SLEEP_THRESH {
             self.us = 0;
         }
-        if self.us > 0 {
+        let slept = self.us > 0;
+        if slept {
             std::thread::sleep(Duration::from_micros(self.us));
         }
         self.us = (self.us + 1).min(max_us);
+        slept
     }
 }
 

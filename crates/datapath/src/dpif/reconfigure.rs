@@ -149,9 +149,23 @@ impl Datapath {
     /// that start later, reads it after its next poll. Returns the value in force.
     pub fn set_pmd_max_sleep(&mut self, us: u64) -> u64 {
         let us = us.min(super::pmd_thread::MAX_SLEEP_US);
-        self.max_sleep
+        self.sleep
+            .max_sleep_us
             .store(us, std::sync::atomic::Ordering::Relaxed);
         us
+    }
+
+    /// `pmd-idle-wait` (on by default): whether a PMD whose rx queues can all be waited on
+    /// (see [`crate::port::RxQueue::wait_fd`]) blocks on them once idle, rather than spinning
+    /// its core. Every PMD, and those that start later, reads it after its next poll.
+    pub fn set_pmd_idle_wait(&mut self, on: bool) {
+        self.sleep
+            .idle_wait
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        // A waiting PMD sees the change at once.
+        for p in &self.pmds {
+            p.cmd.wake();
+        }
     }
 
     /// Sets `emc-insert-inv-prob` on every PMD (0 stops EMC insertions), and for PMDs that
@@ -241,7 +255,7 @@ impl Datapath {
         let h = spawn_pmd(
             pmd,
             self.stop.clone(),
-            self.max_sleep.clone(),
+            self.sleep.clone(),
             self.spare_upcall_rings.pop(),
         )?;
         if !self

@@ -52,6 +52,7 @@ mod stats;
 mod tiers;
 mod upcall;
 
+use std::os::fd::BorrowedFd;
 use std::sync::mpsc::{Receiver, Sender};
 
 use flow::{FlowKey, Match};
@@ -591,6 +592,27 @@ impl Pmd {
         while let Ok(cmd) = rx.try_recv() {
             self.handle(cmd);
         }
+    }
+
+    /// Counts a sleep or a wait of the thread after an iteration, of `cycles` TSC cycles.
+    pub fn count_sleep(&mut self, cycles: u64) {
+        self.stats.sleep_iterations += 1;
+        self.stats.sleep_cycles += cycles;
+    }
+
+    /// Whether the thread may block until an rx queue has something (`pmd-idle-wait`):
+    /// nothing of the PMD's own waits (misses for the slow path, recirculations) and every rx
+    /// queue has a descriptor to wait on ([`crate::port::RxQueue::wait_fd`]), which `fds`
+    /// gets. Returns the TSC by which the PMD must poll again in any case (its housekeeping).
+    pub fn wait_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) -> Option<u64> {
+        fds.clear();
+        if !self.deferred.is_empty() || !self.redeferred.is_empty() || !self.recirc.is_empty() {
+            return None;
+        }
+        for q in &self.rxqs {
+            fds.push(q.rxq.wait_fd()?);
+        }
+        Some(self.next_housekeeping)
     }
 
     /// One pass over every polled rx queue; returns the packets received.

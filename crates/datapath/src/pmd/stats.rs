@@ -86,6 +86,11 @@ pub struct PmdStats {
     pub busy_cycles: u64,
     /// TSC cycles of iterations that received nothing.
     pub idle_cycles: u64,
+    /// Iterations after which the thread slept (`pmd-maxsleep`) or waited for input
+    /// (`pmd-idle-wait`).
+    pub sleep_iterations: u64,
+    /// TSC cycles the thread spent sleeping or waiting (in neither busy nor idle cycles).
+    pub sleep_cycles: u64,
     /// Packets received from ports.
     pub rx_packets: u64,
     /// Batches processed (rx bursts and recirculation passes).
@@ -200,6 +205,8 @@ impl core::ops::AddAssign for PmdStats {
         self.busy_iterations += o.busy_iterations;
         self.busy_cycles += o.busy_cycles;
         self.idle_cycles += o.idle_cycles;
+        self.sleep_iterations += o.sleep_iterations;
+        self.sleep_cycles += o.sleep_cycles;
         self.rx_packets += o.rx_packets;
         self.batches += o.batches;
         self.recirculations += o.recirculations;

@@ -1,6 +1,6 @@
 //! The datapath's knobs from Open_vSwitch `other_config` (`pmd-cpu-mask`,
 //! `emc-insert-inv-prob`, `pmd-rxq-assign`, `max-idle`, `flow-limit`, `vlan-limit`,
-//! `pmd-maxsleep`...) and the
+//! `pmd-maxsleep`...) and flowpath's `pmd-idle-wait`, and the
 //! connection tracker's zone timeout policies (`Datapath.ct_zones` -> `CT_Zone` ->
 //! `CT_Timeout_Policy`), applied to the running datapath when they change, and flowpath's own
 //! `metrics-listen` (the Prometheus endpoint's `IP:PORT`), and DPDK's `dpdk-*` settings. Knobs OVS has and flowpath does not
@@ -16,6 +16,10 @@ use crate::metrics::Metrics;
 /// Knobs OVS reads that mean nothing to flowpath (its upcalls run in the PMD threads and its
 /// revalidator in the main thread).
 const IGNORED: &[&str] = &["n-handler-threads", "n-revalidator-threads"];
+
+/// Whether idle PMDs block on their non-PMD ports (flowpath's own knob; `[datapath]
+/// pmd_idle_wait` in a configuration file).
+pub(crate) const PMD_IDLE_WAIT: &str = "pmd-idle-wait";
 
 /// The Prometheus endpoint's address (flowpath's own knob; `[metrics] listen` in a
 /// configuration file).
@@ -83,6 +87,7 @@ impl Knobs {
             ("max-idle", Some("10000")),
             ("vlan-limit", Some("0")),
             ("pmd-maxsleep", Some("0")),
+            (PMD_IDLE_WAIT, Some("true")),
         ] {
             let v = other_config.get(key).map(String::as_str);
             if v == old.get(key).map(String::as_str) {
@@ -190,6 +195,20 @@ fn apply_knob(dp: &mut Datapath, key: &str, value: Option<&str>) -> Result<(), S
             log(
                 vlog::Level::Info,
                 &format!("PMD load based sleeps are {state}."),
+            );
+            Ok(())
+        }
+        PMD_IDLE_WAIT => {
+            let on = match value {
+                Some("true") => true,
+                Some("false") => false,
+                _ => return Err("expected true or false".to_owned()),
+            };
+            dp.set_pmd_idle_wait(on);
+            let state = if on { "wait on" } else { "busy-poll" };
+            log(
+                vlog::Level::Info,
+                &format!("PMD threads {state} idle queues of non-PMD port types."),
             );
             Ok(())
         }
