@@ -120,6 +120,10 @@ pub enum DpAction {
     /// Run the packets through datapath meter N (`meter(N)`, see [`crate::meter`]): those a
     /// band fires on are dropped, the others go on with the next action.
     Meter(u32),
+    /// Drop the packets, counted under the reason translation gave (OVS's explicit drop
+    /// action with its `xlate_error`); the slow path adds it to a megaflow whose actions are
+    /// empty because translation failed. Printed as the empty list is, `drop`.
+    Drop(crate::xlate_drop::XlateDrop),
     /// `check_pkt_len(size=N,gt(...),le(...))`: packets longer than `size` bytes take the
     /// `gt` actions, the others the `le` ones; on copies unless it is the last action.
     CheckPktLen {

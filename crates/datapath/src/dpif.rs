@@ -1040,6 +1040,12 @@ impl Datapath {
             ] {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
             }
+            for (r, n) in crate::xlate_drop::XlateDrop::ALL.iter().zip(s.xlate_drops) {
+                if n > 0 {
+                    let name = format!("translation: {}", r.text());
+                    let _ = writeln!(out, "    {name:<40} {n:>12}");
+                }
+            }
             let _ = writeln!(out, "  tunnel pops dropped:");
             for (d, n) in crate::tunnel::TnlPopDrop::ALL.iter().zip(s.tnl_pop_drops) {
                 let _ = writeln!(out, "    {:<40} {n:>12}", d.name());

@@ -20,3 +20,4 @@ pub mod tnl_md;
 pub mod tsc;
 pub mod tunnel;
 pub mod upcall_queue;
+pub mod xlate_drop;

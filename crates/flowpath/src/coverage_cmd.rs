@@ -15,6 +15,7 @@ use std::time::Instant;
 use conntrack::CtStats;
 use datapath::dpif::Datapath;
 use datapath::pmd::PmdStats;
+use datapath::xlate_drop::XlateDrop;
 use ofproto::coverage::{Counter, Rates};
 use unixctl::Registry;
 
@@ -43,6 +44,8 @@ enum Source {
     Pmd(&'static str, fn(&PmdStats) -> u64),
     /// Conntrack's counters.
     Ct(&'static str, fn(&CtStats) -> u64),
+    /// The PMDs' drops for one translation failure, under OVS's counter name.
+    Xlate(XlateDrop),
 }
 
 impl Source {
@@ -50,12 +53,13 @@ impl Source {
         match self {
             Source::Counter(c) => c.name(),
             Source::Pmd(n, _) | Source::Ct(n, _) => n,
+            Source::Xlate(r) => r.counter(),
         }
     }
 }
 
 /// Every event, in `coverage/show`'s order (docs/observability.md says what each counts).
-static EVENTS: [Source; 27] = [
+static EVENTS: [Source; 38] = [
     Source::Counter(&BRIDGE_RECONFIGURE),
     Source::Counter(&ofproto::coverage::OFPROTO_FLUSH),
     Source::Counter(&OFPROTO_PACKET_OUT),
@@ -79,6 +83,17 @@ static EVENTS: [Source; 27] = [
     Source::Pmd("datapath_drop_tunnel_pop_error", |s| s.tnl_pop_dropped()),
     Source::Pmd("datapath_drop_gso", |s| s.gso_drops),
     Source::Pmd("drop_action_of_pipeline", |s| s.action_drops),
+    Source::Xlate(XlateDrop::BridgeNotFound),
+    Source::Xlate(XlateDrop::RecursionTooDeep),
+    Source::Xlate(XlateDrop::TooManyResubmits),
+    Source::Xlate(XlateDrop::StackTooDeep),
+    Source::Xlate(XlateDrop::NoRecirculationContext),
+    Source::Xlate(XlateDrop::RecirculationConflict),
+    Source::Xlate(XlateDrop::TooManyMplsLabels),
+    Source::Xlate(XlateDrop::InvalidTunnelMetadata),
+    Source::Xlate(XlateDrop::UnsupportedPacketType),
+    Source::Xlate(XlateDrop::Congestion),
+    Source::Xlate(XlateDrop::ForwardingDisabled),
     Source::Pmd("datapath_rewrite_error", |s| s.rewrite_errors),
     Source::Ct("conntrack_commit", |c| c.committed),
     Source::Ct("conntrack_full", |c| c.limit_refused),
@@ -100,6 +115,7 @@ fn totals(dp: &Datapath) -> Vec<u64> {
             Source::Counter(c) => c.read(),
             Source::Pmd(_, f) => f(&pmd),
             Source::Ct(_, f) => f(&ct),
+            Source::Xlate(r) => pmd.xlate_drops[*r as usize],
         })
         .collect()
 }

@@ -566,3 +566,156 @@ fn egress_port_range_bounds_the_pushed_source_ports() {
         text(&e)
     );
 }
+
+/// `inner` in GENEVE (VNI `vni`, option area `opts`, version `ver`) from the peer 10.1.2.9 to
+/// 10.1.2.8.
+fn geneve(ver: u8, vni: u32, opts: &[u8], inner: &[u8]) -> Vec<u8> {
+    let mut g = vec![ver << 6 | (opts.len() / 4) as u8, 0, 0x65, 0x58];
+    g.extend_from_slice(&(vni << 8).to_be_bytes());
+    g.extend_from_slice(opts);
+    g.extend_from_slice(inner);
+    ipv4(
+        PEER_MAC,
+        PHY_MAC,
+        [10, 1, 2, 9],
+        [10, 1, 2, 8],
+        17,
+        &udp(50000, 6081, &g),
+    )
+}
+
+/// A GENEVE option: class, type, and a value of whole 4-byte words.
+fn geneve_opt(class: u16, kind: u8, value: &[u8]) -> Vec<u8> {
+    let mut o = class.to_be_bytes().to_vec();
+    o.extend_from_slice(&[kind, (value.len() / 4) as u8]);
+    o.extend_from_slice(value);
+    o
+}
+
+const GENEVE_CHASSIS: &str = r#"[[bridge]]
+name = "br-phy"
+hwaddr = "8c:dc:d4:ab:5b:f0"
+ip = ["10.1.2.8/24"]
+flows = ["actions=NORMAL"]
+
+[[bridge.port]]
+name = "p0"
+type = "dummy"
+
+[[bridge]]
+name = "br-int"
+tlv-map = ["{class=0x102,type=0x80,len=4}->tun_metadata0"]
+flows = ["in_port=gnv0,tun_id=5,tun_metadata0=0x30002 actions=output:vm0"]
+
+[[bridge.port]]
+name = "gnv0"
+type = "geneve"
+options = { remote_ip = "10.1.2.9", key = "flow" }
+
+[[bridge.port]]
+name = "vm0"
+type = "dummy"
+"#;
+
+/// What OVN's peers may send that a chassis must not take: GENEVE frames with an unknown
+/// critical option, an option of the wrong length, an option longer than its area, a VNI no
+/// flow knows, a version other than 0, a header cut short. Each is a drop counted under its
+/// reason (OVS's coverage counter names), and good frames between them get through.
+#[test]
+fn bad_geneve_input_is_dropped_and_counted_by_reason() {
+    let d = dir("geneve-bad");
+    std::fs::write(d.join("sw.toml"), GENEVE_CHASSIS).unwrap();
+    let (_sw, run) = start(&d);
+    let inner = tenant(0);
+    let good = geneve(0, 5, &geneve_opt(0x102, 0x80, &[0, 3, 0, 2]), &inner);
+    let mut cut = geneve(0, 5, &geneve_opt(0x102, 0x80, &[0, 3, 0, 2]), &inner);
+    // The GENEVE header says 63 words of options: past the datagram.
+    cut[42] |= 0x3f;
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "drop_action_invalid_tunnel_metadata",
+            geneve(0, 5, &geneve_opt(0x999, 0x81, &[0, 0, 0, 1]), &inner),
+        ),
+        (
+            "drop_action_invalid_tunnel_metadata",
+            geneve(0, 5, &geneve_opt(0x102, 0x80, &[0; 8]), &inner),
+        ),
+        (
+            "drop_action_invalid_tunnel_metadata",
+            geneve(0, 5, &[0x01, 0x02, 0x80, 0x05, 0, 0, 0, 1], &inner),
+        ),
+        ("drop_action_of_pipeline", geneve(0, 77, &[], &inner)),
+        ("tunnel_pop_bad_header", geneve(1, 5, &[], &inner)),
+        ("tunnel_pop_truncated", cut),
+    ];
+    let hex = |f: &[u8]| f.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let receive = |f: &[u8]| {
+        let out = ctl(&run, &["netdev-dummy/receive", "p0", &hex(f)]);
+        assert!(!out.contains("error"), "{out}");
+    };
+    let counter = |name: &str| -> u64 {
+        ctl(&run, &["coverage/read-counter", name])
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let pop_drop = |reason: &str| -> u64 {
+        ctl(&run, &["dpif-netdev/pmd-drop-show"])
+            .lines()
+            .find(|l| l.trim_start().starts_with(reason))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let count = |reason: &str| {
+        if reason.starts_with("tunnel_pop_") {
+            pop_drop(reason)
+        } else {
+            counter(reason)
+        }
+    };
+    let vm0_tx = || -> u64 {
+        let s = ctl(&run, &["dpctl/show", "-s"]);
+        let at = s.find("vm0").unwrap_or_else(|| panic!("{s}"));
+        s[at..]
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("TX packets:"))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    receive(&good);
+    let mut delivered = 1;
+    for (reason, frame) in &bad {
+        let before = count(reason);
+        receive(frame);
+        receive(&good);
+        delivered += 1;
+        let t = Instant::now();
+        while count(reason) != before + 1 || vm0_tx() != delivered {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{reason}: {} (was {before}), vm0 sent {}\n{}",
+                count(reason),
+                vm0_tx(),
+                ctl(&run, &["dpif-netdev/pmd-drop-show"])
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let shown = ctl(&run, &["dpif-netdev/pmd-drop-show"]);
+    assert!(
+        shown.contains("translation: Invalid tunnel metadata") && shown.contains(" 3\n"),
+        "{shown}"
+    );
+    // The megaflows of the failed translations print as OVS's: `drop`.
+    let flows = ctl(&run, &["dpctl/dump-flows"]);
+    assert!(flows.contains("class=0x999"), "{flows}");
+    assert!(
+        flows
+            .lines()
+            .filter(|l| l.contains("class=0x999"))
+            .all(|l| l.ends_with("actions:drop")),
+        "{flows}"
+    );
+}

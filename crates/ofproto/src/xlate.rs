@@ -18,6 +18,7 @@
 use std::fmt::Write;
 use std::time::Instant;
 
+use datapath::xlate_drop::XlateDrop;
 use flow::odp::{Action, Attr, DpKey, KeyAttrs};
 use flow::{EthAddr, FlowKey, Mask};
 
@@ -182,6 +183,9 @@ pub struct XlateOut {
     pub neigh_pending: bool,
     /// Why translation failed, in OVS's words (`xlate_strerror()`): the packet is dropped.
     pub failed: Option<&'static str>,
+    /// Why the packet was dropped before the tables for a reason OVS counts apart (an
+    /// explicit drop action with that reason: invalid GENEVE metadata, ECN congestion).
+    pub drop: Option<XlateDrop>,
     /// The recirculations the actions fork (`ct(table=N)`), for `ofproto/trace` to follow;
     /// recorded only when tracing.
     pub forks: Vec<Fork>,
@@ -344,7 +348,10 @@ pub fn translate_in(
     if matches!(key.eth_type(), 0x0800 | 0x86dd) {
         wc.dp.set_nw_frag(flow::key::nw_frag::MASK);
     }
-    let dropped = |mut wc: PipeMask, error: Option<String>, trace: Option<&mut String>| {
+    let dropped = |mut wc: PipeMask,
+                   error: Option<String>,
+                   drop: Option<XlateDrop>,
+                   trace: Option<&mut String>| {
         if let (Some(t), Some(e)) = (trace, &error) {
             let _ = writeln!(t, "{e}");
         }
@@ -352,6 +359,7 @@ pub fn translate_in(
         XlateOut {
             mask: wc.dp,
             error,
+            drop,
             final_flow: PipeKey {
                 dp: key.clone(),
                 meta: PipeMeta::default(),
@@ -387,8 +395,8 @@ pub fn translate_in(
     } else {
         match pipe.receive(key, &mut wc) {
             Some(Ok((b, p, t))) => (b, p, t, None),
-            Some(Err(e)) => return dropped(wc, Some(e), trace),
-            None => return dropped(wc, None, trace),
+            Some(Err(e)) => return dropped(wc, Some(e), None, trace),
+            None => return dropped(wc, None, None, trace),
         }
     };
     let mut flow = PipeKey {
@@ -415,7 +423,7 @@ pub fn translate_in(
                 .set_eth_type(key.packet_type() as u16);
         }
         if !tunnel_ecn(&mut flow.dp, &mut wc) {
-            return dropped(wc, None, trace);
+            return dropped(wc, None, Some(XlateDrop::Congestion), trace);
         }
         if key.tun_geneve_len() > 0
             && let Err(e) = geneve_to_slots(&pipe.bridges[bridge].tlv_map, &mut flow.dp)
@@ -423,6 +431,7 @@ pub fn translate_in(
             return dropped(
                 wc,
                 Some(format!("Invalid Geneve tunnel metadata: {e}")),
+                Some(XlateDrop::InvalidTunnelMetadata),
                 trace,
             );
         }

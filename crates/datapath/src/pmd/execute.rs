@@ -76,6 +76,10 @@ impl Pmd {
                 DpAction::Meter(id) => {
                     self.stats.meter_drops += self.meters.run(*id, batch, &mut self.pool) as u64;
                 }
+                DpAction::Drop(why) => {
+                    self.stats.xlate_drops[*why as usize] += batch.len() as u64;
+                    self.pool.free_batch(batch);
+                }
                 DpAction::CheckPktLen { size, gt, le } => {
                     self.check_pkt_len(*size, gt, le, batch, consume);
                 }

@@ -93,6 +93,9 @@ pub struct PmdStats {
     pub sleep_cycles: u64,
     /// Packets received from ports.
     pub rx_packets: u64,
+    /// Packets dropped by a megaflow's explicit drop action, per translation failure
+    /// (indexed by `XlateDrop as usize`).
+    pub xlate_drops: [u64; crate::xlate_drop::N_XLATE_DROPS],
     /// Batches processed (rx bursts and recirculation passes).
     pub batches: u64,
     /// Passes through the datapath by recirculation (`recirc`).
@@ -178,7 +181,7 @@ impl PmdStats {
 
     /// Every packet dropped, by reason, under the one set of names the metrics endpoint and
     /// `flowpath top` show: the reasons of `pmd-drop-show`, the reassembly and segmentation
-    /// drops, then `tnl_pop`'s by reason.
+    /// drops, `tnl_pop`'s by reason, then translation failures by OVS's counter names.
     pub fn drops(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
         [
             ("upcall_lost", self.lost_upcalls),
@@ -195,6 +198,12 @@ impl PmdStats {
                 .zip(self.tnl_pop_drops)
                 .map(|(d, n)| (d.name(), n)),
         )
+        .chain(
+            crate::xlate_drop::XlateDrop::ALL
+                .iter()
+                .zip(self.xlate_drops)
+                .map(|(d, n)| (d.counter(), n)),
+        )
     }
 }
 
@@ -208,6 +217,9 @@ impl core::ops::AddAssign for PmdStats {
         self.sleep_iterations += o.sleep_iterations;
         self.sleep_cycles += o.sleep_cycles;
         self.rx_packets += o.rx_packets;
+        for (a, b) in self.xlate_drops.iter_mut().zip(o.xlate_drops) {
+            *a += b;
+        }
         self.batches += o.batches;
         self.recirculations += o.recirculations;
         self.tnl_pops += o.tnl_pops;

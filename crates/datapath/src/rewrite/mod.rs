@@ -257,6 +257,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         | DpAction::Recirc(_)
         | DpAction::Clone(_)
         | DpAction::CheckPktLen { .. }
+        | DpAction::Drop(_)
         | DpAction::Ct(_)
         | DpAction::CtClear
         | DpAction::Meter(_)

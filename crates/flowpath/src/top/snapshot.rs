@@ -164,7 +164,10 @@ mod tests {
         };
         s.tnl_pop_drops[0] = 2;
         let d = drops(&s);
-        assert_eq!(d.len(), 6 + TnlPopDrop::ALL.len());
+        assert_eq!(
+            d.len(),
+            6 + TnlPopDrop::ALL.len() + datapath::xlate_drop::XlateDrop::ALL.len()
+        );
         let mut names: Vec<&str> = d.iter().map(|d| d.reason.as_str()).collect();
         names.sort_unstable();
         names.dedup();

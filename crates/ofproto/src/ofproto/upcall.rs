@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use datapath::actions::compile;
+use datapath::actions::{DpAction, compile};
 use datapath::dpif::Datapath;
 use datapath::packet::Packet;
 use datapath::pmd::{UpcallHandler, UpcallResult};
+use datapath::xlate_drop::XlateDrop;
 use flow::FlowKey;
 
 use super::{Ofproto, Revalidation};
@@ -391,8 +392,17 @@ impl UpcallHandler for OfUpcall {
             })
             .collect();
         match compile(&x.actions) {
-            Ok(compiled) => {
+            Ok(mut compiled) => {
                 crate::coverage::DPIF_FLOW_PUT.inc();
+                // A failed translation's drop counts under its reason, as OVS's explicit drop
+                // action does; the megaflow still prints as `drop`.
+                if let Some(why) = x
+                    .drop
+                    .or_else(|| x.failed.and_then(XlateDrop::from_text))
+                    .filter(|_| compiled.is_empty())
+                {
+                    compiled.push(DpAction::Drop(why));
+                }
                 UpcallResult::Install {
                     mask: Box::new(self.0.install_mask(key, &x.mask)),
                     actions: x.actions,
