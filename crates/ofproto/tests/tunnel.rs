@@ -345,6 +345,38 @@ fn arp_replies_to_the_bridge_teach_the_neighbour() {
 }
 
 #[test]
+fn a_gratuitous_arp_teaches_the_neighbour_its_new_address() {
+    let of = switch(
+        TunnelType::Vxlan,
+        &[("key", "flow")],
+        "in_port=vm0 actions=set_field:100->tun_id,output:tnl0",
+    );
+    let reply = key(
+        "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0806),\
+         arp(sip=10.1.2.9,tip=10.1.2.8,op=2,sha=8c:dc:d4:ab:58:48,tha=8c:dc:d4:ab:5b:f0)",
+    );
+    assert!(xlate(&of, &reply).neigh_learned);
+    // The neighbour's address changes; it announces it, broadcast, as a request and as a
+    // reply (both are gratuitous: sender and target address the same).
+    for (op, mac) in [(1, "02:00:00:00:00:09"), (2, "02:00:00:00:00:0a")] {
+        let garp = key(&format!(
+            "in_port(1),eth(src={mac},dst=ff:ff:ff:ff:ff:ff),eth_type(0x0806),\
+             arp(sip=10.1.2.9,tip=10.1.2.9,op={op},sha={mac},tha=00:00:00:00:00:00)"
+        ));
+        assert!(xlate(&of, &garp).neigh_learned, "op {op}");
+        assert!(of.neigh_show().contains(mac), "{}", of.neigh_show());
+        assert!(acts(&xlate(&of, &key(PLAIN_VM))).contains(&format!("dst={mac}")));
+    }
+    // An ordinary request is not learned from (OVS snoops replies and gratuitous ARPs only).
+    let request = key(
+        "in_port(1),eth(src=02:00:00:00:00:0b,dst=ff:ff:ff:ff:ff:ff),eth_type(0x0806),\
+         arp(sip=10.1.2.9,tip=10.1.2.8,op=1,sha=02:00:00:00:00:0b,tha=00:00:00:00:00:00)",
+    );
+    assert!(!xlate(&of, &request).neigh_learned);
+    assert!(!of.neigh_show().contains("02:00:00:00:00:0b"));
+}
+
+#[test]
 fn geneve_options_match_through_the_tlv_map_and_unknown_critical_ones_drop() {
     let of = switch(
         TunnelType::Geneve,

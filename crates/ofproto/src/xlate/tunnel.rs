@@ -19,15 +19,16 @@ impl Ctx<'_> {
             return None;
         }
         self.wc.dp.set_eth_dst(EthAddr::BROADCAST);
+        // ARP is snooped whatever its Ethernet destination: a gratuitous ARP is broadcast.
+        if self.flow.dp.eth_type() == 0x0806 {
+            self.snoop_arp();
+            return None;
+        }
         if self.flow.dp.eth_dst() != hw {
             return None;
         }
         let f = &self.flow.dp;
         let dst = match f.eth_type() {
-            0x0806 => {
-                self.snoop_arp();
-                return None;
-            }
             0x0800 => {
                 self.wc.dp.set_nw_dst(std::net::Ipv4Addr::BROADCAST);
                 IpAddr::V4(f.nw_dst())
@@ -81,7 +82,10 @@ impl Ctx<'_> {
         None
     }
 
-    /// Learns the sender of an ARP reply to this bridge as a tunnel neighbour.
+    /// Learns the sender of an ARP reply to one of this bridge's addresses, or of a
+    /// gratuitous ARP (request or reply whose sender and target addresses are the same: a host
+    /// announcing its, perhaps new, Ethernet address), as a tunnel neighbour, as OVS's
+    /// `tnl_arp_snoop`.
     pub(super) fn snoop_arp(&mut self) {
         let br = &self.pipe.bridges[self.bridge];
         let f = &self.flow.dp;
@@ -92,10 +96,9 @@ impl Ctx<'_> {
             .set_nw_dst(std::net::Ipv4Addr::BROADCAST)
             .set_arp_sha(EthAddr::BROADCAST);
         let tpa = IpAddr::V4(f.nw_dst());
-        if f.nw_proto() != 2
-            || f.arp_sha() == EthAddr::ZERO
-            || !br.addrs.iter().any(|(a, _)| *a == tpa)
-        {
+        let reply_to_us = f.nw_proto() == 2 && br.addrs.iter().any(|(a, _)| *a == tpa);
+        let gratuitous = f.nw_src() == f.nw_dst();
+        if f.arp_sha() == EthAddr::ZERO || !(reply_to_us || gratuitous) {
             return;
         }
         self.learn_neigh(IpAddr::V4(f.nw_src()), f.arp_sha());
