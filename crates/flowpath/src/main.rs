@@ -121,6 +121,11 @@ enum Command {
         /// second source (an upcall storm), to see what it costs the cached traffic.
         #[arg(long)]
         storm: Option<f64>,
+        /// The source and sink: flowpath's in-process replay port and sampling sink, or the
+        /// OVS-DPDK anchor's DPDK net_pcap (infinite_rx) into net_null (p2p, p2p_l3 and the
+        /// ct scenarios; a build with the cargo feature dpdk).
+        #[arg(long, default_value = "replay", value_parser = ["replay", "dpdk"])]
+        io: String,
     },
     /// Run the switch in the foreground from a configuration file, or from an OVSDB server's
     /// Open_vSwitch database as ovs-vswitchd.
@@ -279,6 +284,7 @@ fn main() -> ExitCode {
             json,
             openflow,
             storm,
+            io,
         } => {
             let o = bench::BenchOpts {
                 scenario,
@@ -291,6 +297,7 @@ fn main() -> ExitCode {
                 json,
                 openflow,
                 storm,
+                io: bench::BenchIo::parse(&io).expect("clap checked it"),
             };
             match write_pcap {
                 _ if print_openflow => openflow_cmd(&o.scenario, &mut out),

@@ -151,3 +151,16 @@ fn flow_parse_error_names_the_column() {
         stderr(&o)
     );
 }
+
+/// Without the cargo feature `dpdk`, `bench --io dpdk` says how to get it.
+#[cfg(not(feature = "dpdk"))]
+#[test]
+fn bench_on_dpdk_io_needs_the_dpdk_build() {
+    let o = flowpath(&["bench", "p2p", "--io", "dpdk", "--seconds", "1"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--io dpdk: flowpath was built without DPDK"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -224,6 +224,7 @@ fn run_in_process(m: &Matrix, a: &ReportArgs, out: &mut impl Write) -> anyhow::R
                 json: false,
                 openflow: a.openflow,
                 storm: None,
+                io: bench::BenchIo::Replay,
             };
             let run =
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bench::run(&o))) {

@@ -1,0 +1,71 @@
+//! `flowpath bench --io dpdk`: the source and sink of the OVS-DPDK anchor, so that flowpath's
+//! totals are measured on the I/O OVS's are. The traffic is written to a capture, which DPDK's
+//! `net_pcap` replays forever (`infinite_rx=1`: each packet copied into a fresh mbuf, as the
+//! anchor feeds OVS), and the switch's output goes to `net_null` with `no-rx=1` (freed and
+//! counted), both through flowpath's `dpdk` ports. DPDK starts once per process, with
+//! `--no-pci` as the anchor's OVS, on hugepages when some are free and on ordinary memory
+//! otherwise (`docs/dpdk.md`).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Context, bail};
+use datapath::port::Port;
+
+/// The capture `net_pcap` reads, removed when the benchmark ends.
+pub(super) struct Capture(PathBuf);
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A benchmark's DPDK ports.
+pub(super) struct DpdkIo {
+    /// p0: the traffic, replayed forever.
+    pub(super) source: Box<dyn Port>,
+    /// p1: frees and counts.
+    pub(super) sink: Box<dyn Port>,
+    /// The capture behind the source, which must outlive it.
+    pub(super) capture: Capture,
+}
+
+/// The source and the sink for `frames`.
+pub(super) fn ports(frames: &[Vec<u8>]) -> anyhow::Result<DpdkIo> {
+    if !cfg!(feature = "dpdk") {
+        bail!(
+            "--io dpdk: flowpath was built without DPDK (cargo build --release -p flowpath \
+             --features dpdk)"
+        );
+    }
+    // vdev names are the process's: a second benchmark in one process takes new ones.
+    static RUN: AtomicUsize = AtomicUsize::new(0);
+    let n = RUN.fetch_add(1, Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("flowpath-bench-{}-{n}.pcap", std::process::id()));
+    let f = std::fs::File::create(&path).with_context(|| format!("{}", path.display()))?;
+    netdev::anchor_traffic::write_pcap(std::io::BufWriter::new(f), frames)
+        .with_context(|| format!("{}", path.display()))?;
+    let capture = Capture(path);
+    // As the anchor runs OVS: virtual devices only, no PCI device probed.
+    let settings = crate::dpdk::DpdkSettings::from_keys(|k| match k {
+        "dpdk-init" => Some("true".to_owned()),
+        "dpdk-extra" => Some("--no-pci".to_owned()),
+        _ => None,
+    });
+    crate::dpdk::start(&settings)?;
+    let devargs = |v: String| vec![("dpdk-devargs".to_owned(), v)];
+    let source = crate::dpdk::open_port(
+        "p0",
+        &devargs(format!(
+            "net_pcap_bench{n},rx_pcap={},infinite_rx=1",
+            capture.0.display()
+        )),
+    )?;
+    let sink = crate::dpdk::open_port("p1", &devargs(format!("net_null_bench{n},no-rx=1")))?;
+    Ok(DpdkIo {
+        source,
+        sink,
+        capture,
+    })
+}
