@@ -43,6 +43,11 @@ impl Bridge {
         reason: RemovedReason,
         at: Instant,
     ) {
+        self.note_change(
+            table,
+            (&m, priority, &rule),
+            crate::flow_events::FlowChange::Removed(reason),
+        );
         if rule.flags.0 & FlowModFlags::SEND_FLOW_REM == 0 {
             return;
         }
