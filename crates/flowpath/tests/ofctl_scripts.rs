@@ -3,12 +3,16 @@
 //! 1-3, as `scripts/capture-ofctl-script` configures `ovs-vswitchd`), and each command prints
 //! what it printed against `ovs-vswitchd` 3.1 (`NAME.ovs`, recorded by that script), once
 //! transaction ids, durations, addresses and the datapath id are taken out. An `appctl ARGS`
-//! line runs the stock `ovs-appctl ARGS` against the switch's control socket instead.
+//! line runs the stock `ovs-appctl ARGS` against the switch's control socket instead;
+//! `background ARGS` starts `ovs-ofctl ARGS` (a `monitor`) in the background, and
+//! `background-log`, `background-send HEX` and `background-stop` read what it printed since
+//! (after a barrier through it), send a message on its connection and stop it.
 //! `OFCTL_SCRIPT=NAME` runs one script only.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::ofctl::{compare, ofctl, ovs_ofctl_missing, sections, text};
 use common::{scratch_dir, start_switch};
@@ -75,6 +79,7 @@ fn run_script(name: &str) -> Vec<String> {
         std::fs::write(dir.join(f), lines.join("\n") + "\n").unwrap();
     }
     let mut diffs = Vec::new();
+    let mut bg = Background::new(&dir, &rundir);
     for (cmd, want) in sections(&recorded) {
         let args: Vec<String> = cmd
             .split_whitespace()
@@ -84,8 +89,9 @@ fn run_script(name: &str) -> Vec<String> {
             })
             .collect();
         let got = match args.split_first() {
+            Some((first, rest)) if first.starts_with("background") => bg.step(first, rest),
             Some((first, rest)) if first == "appctl" => text(
-                &std::process::Command::new("ovs-appctl")
+                &Command::new("ovs-appctl")
                     .arg("-t")
                     .arg(rundir.join("flowpath.ctl"))
                     .args(rest)
@@ -102,6 +108,100 @@ fn run_script(name: &str) -> Vec<String> {
         }
     }
     diffs
+}
+
+/// The one `ovs-ofctl` a script may run in the background (`ovs-ofctl monitor`), as
+/// `scripts/capture-ofctl-script` runs it: detached, its output in a log, driven through its
+/// control socket. Stopped when dropped.
+struct Background {
+    dir: PathBuf,
+    rundir: PathBuf,
+    seen: usize,
+    running: bool,
+}
+
+impl Background {
+    fn new(dir: &Path, rundir: &Path) -> Background {
+        Background {
+            dir: dir.to_path_buf(),
+            rundir: rundir.to_path_buf(),
+            seen: 0,
+            running: false,
+        }
+    }
+
+    fn appctl(&self, args: &[&str]) -> Vec<String> {
+        text(
+            &Command::new("ovs-appctl")
+                .arg("-t")
+                .arg(self.dir.join("bg.ctl"))
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    }
+
+    fn step(&mut self, what: &str, args: &[String]) -> Vec<String> {
+        match what {
+            "background" => {
+                let log = std::fs::File::create(self.dir.join("bg.log")).unwrap();
+                Command::new("ovs-ofctl")
+                    .args(args)
+                    .arg("--detach")
+                    .arg("--no-chdir")
+                    .arg(format!("--pidfile={}", self.dir.join("bg.pid").display()))
+                    .arg(format!("--unixctl={}", self.dir.join("bg.ctl").display()))
+                    .env("OVS_RUNDIR", &self.rundir)
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .status()
+                    .unwrap();
+                self.running = true;
+                self.seen = 0;
+                self.new_lines()
+            }
+            "background-log" => {
+                self.appctl(&["ofctl/barrier"]);
+                self.new_lines()
+                    .into_iter()
+                    .filter(|l| !l.contains("OFPT_BARRIER_REPLY"))
+                    .collect()
+            }
+            "background-send" => {
+                let mut a = vec!["ofctl/send"];
+                a.extend(args.iter().map(String::as_str));
+                self.appctl(&a)
+            }
+            "background-stop" => {
+                self.stop();
+                Vec::new()
+            }
+            other => panic!("unknown script line {other}"),
+        }
+    }
+
+    fn new_lines(&mut self) -> Vec<String> {
+        let all: Vec<String> = std::fs::read_to_string(self.dir.join("bg.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let new = all[self.seen.min(all.len())..].to_vec();
+        self.seen = all.len();
+        new
+    }
+
+    fn stop(&mut self) {
+        if std::mem::take(&mut self.running) {
+            self.appctl(&["exit"]);
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 #[test]

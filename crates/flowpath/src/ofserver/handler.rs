@@ -18,8 +18,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use datapath::dpif::Datapath;
+use ofproto::flow_events::{Origin, with_origin};
 use ofproto::ofproto::Ofproto;
-use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, LoopHandle, Target};
+use openflow::conn::{
+    ConnEvent, ConnId, ConnInfo, Dest, EventLoop, Handler, LoopHandle, MsgKind, Target,
+};
 use openflow::error::{self, OfpErr};
 use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
@@ -80,6 +83,10 @@ pub(crate) struct OfHandler {
     commits: CommitWorker,
     /// The connection whose last message's reply the commit worker sends.
     holding: Option<ConnId>,
+    /// The connections' flow monitors.
+    monitors: super::flow_monitor::FlowMonitors,
+    /// The loop, for the flow updates of connections other than the one being answered.
+    lp: LoopHandle,
 }
 
 /// A handler's outcome: replies appended, or OVS's error for the request.
@@ -94,8 +101,10 @@ impl OfHandler {
         lp: LoopHandle,
     ) -> std::io::Result<OfHandler> {
         Ok(OfHandler {
-            commits: CommitWorker::start(of.clone(), dp.clone(), lp)?,
+            commits: CommitWorker::start(of.clone(), dp.clone(), lp.clone())?,
             holding: None,
+            monitors: Default::default(),
+            lp,
             of,
             dp,
             events,
@@ -140,6 +149,28 @@ impl OfHandler {
     pub(crate) fn forget_conn(&mut self, id: ConnId) {
         self.conns.remove(&id);
         self.bundles.remove(&id);
+        self.monitors.forget(id);
+    }
+
+    /// Sends the flow monitors' updates for the changes logged since the last call: those of
+    /// connection `own` appended to `out` (before the replies that follow, as OVS sends them),
+    /// the others' through the loop.
+    fn flow_updates(&mut self, own: Option<ConnId>, out: &mut Vec<u8>) {
+        for (c, msg) in self.monitors.updates(&self.of, &self.conns) {
+            if Some(c) == own {
+                out.extend_from_slice(&msg);
+            } else {
+                self.lp.send(Dest::Conn(c), msg, MsgKind::Reply);
+            }
+        }
+    }
+
+    /// Sends the flow monitors' updates for changes no request of a connection made (rules
+    /// that expired, bundles committed, flows learned).
+    pub(crate) fn send_flow_updates(&mut self, ev: &mut EventLoop) {
+        for (c, msg) in self.monitors.updates(&self.of, &self.conns) {
+            ev.send(Dest::Conn(c), msg, MsgKind::Reply);
+        }
     }
 
     /// Forgets a bridge's shared state (it was deleted).
@@ -291,7 +322,24 @@ impl OfHandler {
                 if !conn.may_modify() {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
-                return flow_table::flow_mod(&self.of, &conn.bridge, raw, conn.flow_mod_table_id);
+                // Updates of changes before this one go first, as others'.
+                self.flow_updates(None, out);
+                let origin = Origin {
+                    conn: c.0,
+                    xid: m.xid,
+                };
+                let r = with_origin(origin, || {
+                    flow_table::flow_mod(&self.of, &conn.bridge, raw, conn.flow_mod_table_id)
+                });
+                self.flow_updates(Some(c), out);
+                return r;
+            }
+            Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMonitorStatsRequest => {
+                self.flow_updates(None, out);
+                return self.monitors.request(&self.of, c, &conn, m, out);
+            }
+            Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMonitorCancel => {
+                return self.monitors.cancel(c, m);
             }
             Msg::Other(o)
                 if matches!(

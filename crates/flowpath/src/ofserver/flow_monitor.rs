@@ -1,0 +1,328 @@
+//! Flow monitors (OVS's `ofmonitor`s): a connection asks to be told of the changes to its
+//! bridge's flow tables (`ovs-ofctl monitor BRIDGE watch:...`), filtered by table, output
+//! port, group and match. The request is answered with the flows there already (when it asks
+//! for them); then every change the bridge logs ([`ofproto::flow_events`]) goes to each
+//! connection whose monitors take it, in one update message per batch of changes (a flow mod's,
+//! or the loop turn's), as OVS's `ofmonitor_report()` and `ofmonitor_flush()` send them: a
+//! change a connection's own request made is abbreviated to that request's transaction id,
+//! once, unless one of its monitors asked for its own changes in full.
+//!
+//! Updates are queued as replies, never dropped; a connection that stops reading them stops
+//! being read in turn. (OVS pauses a monitoring connection past 128 KiB of queued updates
+//! instead, and resumes it with the changes in between; that is not done here.)
+
+use std::collections::{BTreeMap, HashMap};
+
+use ofproto::bridge::{Bridge, Rule, selects};
+use ofproto::flow_events::{FlowChange, FlowEvent, take_events};
+use ofproto::flow_removed::RemovedReason;
+use ofproto::ofproto::Ofproto;
+use ofproto::pipekey::PipeMatch;
+use openflow::conn::ConnId;
+use openflow::error::OfpErr;
+use openflow::header::Version;
+use openflow::msgs::flow_monitor::{
+    FlowMonitorRequest, FlowUpdate, FlowUpdateEvent, FlowUpdateFull, FlowUpdateWriter,
+    MonitorCommand, OFPG_ANY, OFPP_NONE, decode_flow_monitor_cancel, decode_flow_monitor_request,
+    flags,
+};
+use openflow::msgtype::Message;
+use openflow::nxm::TlvLens;
+
+use super::ofconn::OfConn;
+
+/// One monitor of a connection.
+#[derive(Clone, Debug)]
+struct Monitor {
+    /// [`flags`].
+    flags: u16,
+    out_port: Option<u32>,
+    out_group: Option<u32>,
+    /// One table, or 0xff for all.
+    table: u8,
+    m: PipeMatch,
+}
+
+impl Monitor {
+    fn new(rq: &FlowMonitorRequest) -> Monitor {
+        Monitor {
+            flags: rq.flags,
+            out_port: (rq.out_port != OFPP_NONE).then_some(u32::from(rq.out_port)),
+            out_group: (rq.out_group != OFPG_ANY).then_some(rq.out_group),
+            table: rq.table,
+            m: rq.match_.clone(),
+        }
+    }
+
+    /// Whether rule `(m, priority, rule)` of table `t` is one this monitor watches (OVS's
+    /// `ofproto_collect_ofmonitor_refresh_rule()` and `ofmonitor_report()` filters);
+    /// `old_actions` are the rule's actions before a modification, which count for the
+    /// output port too.
+    fn watches(
+        &self,
+        t: u8,
+        (m, priority, rule): (&PipeMatch, u16, &Rule),
+        old_actions: Option<&[ofproto::syntax::OfAction]>,
+    ) -> bool {
+        (self.table == 0xff || self.table == t)
+            && self.out_port.is_none_or(|p| {
+                rule.outputs_to(p)
+                    || old_actions.is_some_and(|a| {
+                        Rule {
+                            actions: a.to_vec(),
+                            ..rule.clone()
+                        }
+                        .outputs_to(p)
+                    })
+            })
+            && self
+                .out_group
+                .is_none_or(|g| ofproto::group::uses_group(&rule.actions, g))
+            && selects(&self.m, 0, false, m, priority)
+    }
+}
+
+/// Every connection's monitors.
+#[derive(Debug, Default)]
+pub(crate) struct FlowMonitors {
+    by_conn: HashMap<ConnId, BTreeMap<u32, Monitor>>,
+}
+
+impl FlowMonitors {
+    /// Answers a flow monitor request of connection `c`: its monitors added, changed or
+    /// deleted all or none (OVS's `handle_flow_monitor_request()`), then the reply with the
+    /// flows the new monitors want at once.
+    pub(crate) fn request(
+        &mut self,
+        of: &Ofproto,
+        c: ConnId,
+        conn: &OfConn,
+        m: &Message<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), OfpErr> {
+        let reqs = decode_flow_monitor_request(m)?;
+        let mut mine = self.by_conn.get(&c).cloned().unwrap_or_default();
+        let mut added = Vec::new();
+        for rq in &reqs {
+            if rq.table != 0xff && usize::from(rq.table) >= ofproto::bridge::N_TABLES {
+                return Err(OfpErr::OfpbrcBadTableId);
+            }
+            match rq.command {
+                MonitorCommand::Add => {
+                    if mine.contains_key(&rq.id) {
+                        return Err(OfpErr::OfpmofcMonitorExists);
+                    }
+                }
+                MonitorCommand::Modify | MonitorCommand::Delete => {
+                    if mine.remove(&rq.id).is_none() {
+                        return Err(OfpErr::OfpmofcUnknownMonitor);
+                    }
+                }
+            }
+            if rq.command != MonitorCommand::Delete {
+                mine.insert(rq.id, Monitor::new(rq));
+                added.push(rq.id);
+            }
+        }
+        let mut pipe = of.pipe.write().unwrap_or_else(|e| e.into_inner());
+        let b = pipe.bridge_mut(&conn.bridge).ok_or(OfpErr::OfpbrcEperm)?;
+        let tlv = TlvLens::from_tlv_map(&b.tlv_map);
+        let initial: Vec<&Monitor> = added
+            .iter()
+            .filter_map(|id| mine.get(id))
+            .filter(|mon| mon.flags & flags::INITIAL != 0)
+            .collect();
+        let mut w = FlowUpdateWriter::new(conn.version, m.xid, out);
+        for u in initial_updates(b, &initial) {
+            w.push(&u, &tlv).map_err(|_| OfpErr::OfpbrcBadLen)?;
+        }
+        w.finish().map_err(|_| OfpErr::OfpbrcBadLen)?;
+        if !mine.is_empty() {
+            b.flow_events.enabled = true;
+        }
+        self.by_conn.insert(c, mine);
+        Ok(())
+    }
+
+    /// `NXT_FLOW_MONITOR_CANCEL` (or the ONF's) of connection `c`.
+    pub(crate) fn cancel(&mut self, c: ConnId, m: &Message<'_>) -> Result<(), OfpErr> {
+        let id = decode_flow_monitor_cancel(m)?;
+        self.by_conn
+            .get_mut(&c)
+            .and_then(|mine| mine.remove(&id))
+            .map(drop)
+            .ok_or(OfpErr::OfpmofcUnknownMonitor)
+    }
+
+    /// Forgets the monitors of a connection that ended.
+    pub(crate) fn forget(&mut self, c: ConnId) {
+        self.by_conn.remove(&c);
+    }
+
+    /// Takes the changes every bridge logged and composes, for each connection whose monitors
+    /// take some, its update message (OVS's `ofmonitor_report()` then `ofmonitor_flush()`).
+    /// A bridge nobody monitors any more stops logging.
+    pub(crate) fn updates(
+        &mut self,
+        of: &Ofproto,
+        conns: &BTreeMap<ConnId, OfConn>,
+    ) -> Vec<(ConnId, Vec<u8>)> {
+        self.by_conn.retain(|_, mine| !mine.is_empty());
+        let any = {
+            let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
+            pipe.bridges.iter().any(|b| b.flow_events.enabled)
+        };
+        if !any {
+            return Vec::new();
+        }
+        let mut taken = Vec::new();
+        {
+            let mut pipe = of.pipe.write().unwrap_or_else(|e| e.into_inner());
+            for b in pipe.bridges.iter_mut().filter(|b| b.flow_events.enabled) {
+                let watched = self
+                    .by_conn
+                    .keys()
+                    .any(|c| conns.get(c).is_some_and(|o| o.bridge == b.name));
+                let events = take_events(b);
+                if !watched {
+                    b.flow_events.enabled = false;
+                    continue;
+                }
+                if !events.is_empty() {
+                    taken.push((b.name.clone(), TlvLens::from_tlv_map(&b.tlv_map), events));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (c, mine) in &self.by_conn {
+            let Some(conn) = conns.get(c) else { continue };
+            for (_, tlv, events) in taken.iter().filter(|(b, ..)| *b == conn.bridge) {
+                if let Some(msg) = compose(*c, conn.version, mine, events, tlv) {
+                    out.push((*c, msg));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The initial updates for `monitors` (OVS's `ofproto_collect_ofmonitor_initial_rules()`):
+/// each rule one of them watches, once, in table order and then by priority, highest first.
+fn initial_updates(b: &Bridge, monitors: &[&Monitor]) -> Vec<FlowUpdate> {
+    if monitors.is_empty() {
+        return Vec::new();
+    }
+    let v = b.tables_version();
+    let mut out = Vec::new();
+    for (t, table) in b.tables.iter().enumerate() {
+        let mut rules: Vec<_> = table
+            .iter_in(v)
+            .filter_map(|(id, m, p, r)| {
+                let wanted: Vec<&&Monitor> = monitors
+                    .iter()
+                    .filter(|mon| mon.watches(t as u8, (m, p, r), None))
+                    .collect();
+                let actions = wanted
+                    .iter()
+                    .any(|mon| mon.flags & flags::INSTRUCTIONS != 0);
+                (!wanted.is_empty()).then_some((p, id, m, r, actions))
+            })
+            .collect();
+        rules.sort_by_key(|&(p, id, ..)| (std::cmp::Reverse(p), id));
+        for (p, _, m, r, actions) in rules {
+            out.push(full(
+                FlowUpdateEvent::Initial,
+                0,
+                t as u8,
+                (m, p, r),
+                actions,
+            ));
+        }
+    }
+    out
+}
+
+/// A full update for a rule.
+fn full(
+    event: FlowUpdateEvent,
+    reason: u8,
+    table: u8,
+    (m, priority, r): (&PipeMatch, u16, &Rule),
+    actions: bool,
+) -> FlowUpdate {
+    FlowUpdate::Full(Box::new(FlowUpdateFull {
+        event,
+        reason,
+        table,
+        idle_timeout: r.idle_timeout,
+        hard_timeout: r.hard_timeout,
+        priority,
+        cookie: r.cookie,
+        match_: m.clone(),
+        actions: if actions {
+            r.actions.clone()
+        } else {
+            Vec::new()
+        },
+    }))
+}
+
+/// The update message of connection `c` (monitors `mine`, version `v`) for `events`, if any
+/// of them concerns it.
+fn compose(
+    c: ConnId,
+    v: Version,
+    mine: &BTreeMap<u32, Monitor>,
+    events: &[FlowEvent],
+    tlv: &TlvLens,
+) -> Option<Vec<u8>> {
+    let mut msg = Vec::new();
+    let mut w = FlowUpdateWriter::new(v, 0, &mut msg);
+    let mut n = 0;
+    let mut abbreviated = false;
+    for e in events {
+        let (event, reason, update, old) = match &e.change {
+            FlowChange::Added => (FlowUpdateEvent::Added, 0, flags::ADD, None),
+            FlowChange::Modified { old_actions } => (
+                FlowUpdateEvent::Modified,
+                0,
+                flags::MODIFY,
+                Some(old_actions.as_slice()),
+            ),
+            FlowChange::Removed(why) => (
+                FlowUpdateEvent::Removed,
+                reason_code(*why),
+                flags::REMOVED,
+                None,
+            ),
+        };
+        let rule = (&e.m, e.priority, &e.rule);
+        let f = mine
+            .values()
+            .filter(|mon| mon.flags & update != 0 && mon.watches(e.table, rule, old))
+            .fold(0, |f, mon| f | mon.flags);
+        if f == 0 {
+            continue;
+        }
+        let own = e.origin.filter(|o| o.conn == c.0);
+        let u = match own {
+            Some(o) if f & flags::ONLY_OWN == 0 => {
+                if abbreviated {
+                    continue;
+                }
+                abbreviated = true;
+                FlowUpdate::Abbrev(o.xid)
+            }
+            _ => full(event, reason, e.table, rule, f & flags::INSTRUCTIONS != 0),
+        };
+        if w.push(&u, tlv).is_ok() {
+            n += 1;
+        }
+    }
+    (w.finish().is_ok() && n > 0).then_some(msg)
+}
+
+/// `OFPRR_*` of a removal.
+fn reason_code(why: RemovedReason) -> u8 {
+    why as u8
+}
