@@ -20,6 +20,8 @@ pub enum RemovedReason {
     IdleTimeout = 0,
     HardTimeout = 1,
     Delete = 2,
+    /// The group its actions used was deleted (told to flow monitors only).
+    GroupDelete = 3,
 }
 
 /// A rule that went, as the flow-removed message tells it.
