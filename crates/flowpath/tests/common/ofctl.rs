@@ -20,7 +20,7 @@ pub fn sections(recording: &str) -> Vec<(String, Vec<String>)> {
 }
 
 /// `line` without what varies between runs: transaction ids, durations, ages, Ethernet
-/// addresses, the datapath id and socket paths.
+/// addresses, the datapath id, socket paths and continuations' bridge ids.
 pub fn normalize(line: &str) -> String {
     let mut out = Vec::new();
     for w in line.split(' ') {
@@ -43,6 +43,9 @@ pub fn normalize(line: &str) -> String {
             continue;
         } else if w.starts_with("addr:") {
             "addr:X".to_owned()
+        } else if w.starts_with("continuation.bridge=") {
+            // A continuation's bridge id: random in each run of a switch.
+            "continuation.bridge=X".to_owned()
         } else if w.starts_with("dpid:") {
             "dpid:X".to_owned()
         } else if w.starts_with("unix:") {
