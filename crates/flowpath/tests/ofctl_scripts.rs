@@ -5,8 +5,9 @@
 //! transaction ids, durations, addresses and the datapath id are taken out. An `appctl ARGS`
 //! line runs the stock `ovs-appctl ARGS` against the switch's control socket instead;
 //! `background ARGS` starts `ovs-ofctl ARGS` (a `monitor`) in the background, and
-//! `background-log`, `background-send HEX` and `background-stop` read what it printed since
-//! (after a barrier through it), send a message on its connection and stop it.
+//! `background-log` (or `background-summary`), `background-send HEX`, `background-block`, `background-unblock` and
+//! `background-stop` read what it printed since (after a barrier through it), send a message
+//! on its connection, stop and start its reading, and stop it.
 //! `OFCTL_SCRIPT=NAME` runs one script only.
 
 mod common;
@@ -167,10 +168,26 @@ impl Background {
                     .filter(|l| !l.contains("OFPT_BARRIER_REPLY"))
                     .collect()
             }
+            "background-summary" => {
+                // Two barriers: a resumption that the first one raced has happened by the
+                // second.
+                self.appctl(&["ofctl/barrier"]);
+                self.appctl(&["ofctl/barrier"]);
+                let lines: Vec<String> = self
+                    .new_lines()
+                    .into_iter()
+                    .filter(|l| !l.contains("OFPT_BARRIER_REPLY"))
+                    .collect();
+                summary(&lines)
+            }
             "background-send" => {
                 let mut a = vec!["ofctl/send"];
                 a.extend(args.iter().map(String::as_str));
                 self.appctl(&a)
+            }
+            "background-block" | "background-unblock" => {
+                self.appctl(&[&what.replace("background-", "ofctl/")]);
+                Vec::new()
             }
             "background-stop" => {
                 self.stop();
@@ -196,6 +213,28 @@ impl Background {
             self.appctl(&["exit"]);
         }
     }
+}
+
+/// A monitor's output where the point of a pause depends on socket buffers (as
+/// `scripts/capture-ofctl-script`'s `background-summary`): every line but the updates that
+/// add a flow and the update replies' header lines, then how many distinct flows were added.
+fn summary(lines: &[String]) -> Vec<String> {
+    let added: std::collections::BTreeSet<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with(" event=ADDED "))
+        .collect();
+    let headers = [
+        "NXST_FLOW_MONITOR reply",
+        "ONFST_FLOW_MONITOR reply",
+        "OFPST_FLOW_MONITOR reply",
+    ];
+    let mut kept: Vec<String> = lines
+        .iter()
+        .filter(|l| !l.starts_with(" event=ADDED ") && !headers.iter().any(|h| l.starts_with(h)))
+        .cloned()
+        .collect();
+    kept.push(format!("{} flows added", added.len()));
+    kept
 }
 
 impl Drop for Background {

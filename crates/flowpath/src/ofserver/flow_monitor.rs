@@ -7,11 +7,14 @@
 //! change a connection's own request made is abbreviated to that request's transaction id,
 //! once, unless one of its monitors asked for its own changes in full.
 //!
-//! Updates are queued as replies, never dropped; a connection that stops reading them stops
-//! being read in turn. (OVS pauses a monitoring connection past 128 KiB of queued updates
-//! instead, and resumes it with the changes in between; that is not done here.)
+//! Updates are never dropped. A connection with more than [`PAUSE_BYTES`] of them waiting to
+//! be sent is paused, as OVS pauses it (`NXT_FLOW_MONITOR_PAUSED`, or the 1.4 event): from
+//! then on it is told only of the removal of flows that were there before the pause; once all
+//! that waited is sent, it is resumed with the flows added or modified meanwhile (those still
+//! there) and `NXT_FLOW_MONITOR_RESUMED`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 
 use ofproto::bridge::{Bridge, Rule, selects};
 use ofproto::flow_events::{FlowChange, FlowEvent, take_events};
@@ -24,7 +27,7 @@ use openflow::header::Version;
 use openflow::msgs::flow_monitor::{
     FlowMonitorRequest, FlowUpdate, FlowUpdateEvent, FlowUpdateFull, FlowUpdateWriter,
     MonitorCommand, OFPG_ANY, OFPP_NONE, decode_flow_monitor_cancel, decode_flow_monitor_request,
-    flags,
+    encode_flow_monitor_pause, flags,
 };
 use openflow::msgtype::Message;
 use openflow::nxm::TlvLens;
@@ -82,10 +85,39 @@ impl Monitor {
     }
 }
 
+/// Queued update bytes past which a connection's monitors pause (OVS's 128 KiB).
+pub(crate) const PAUSE_BYTES: usize = 128 * 1024;
+
+/// A rule's identity while a connection is paused: (table, priority, hash of the match).
+type RuleKey = (u8, u16, u64);
+
+/// The rules a paused connection missed: added (`true`) or modified since the pause, with
+/// their matches (a bucket per hash).
+type Missed = HashMap<RuleKey, Vec<(PipeMatch, bool)>>;
+
+/// One connection's monitors, and what it missed while paused.
+#[derive(Clone, Debug, Default)]
+struct ConnMonitors {
+    monitors: BTreeMap<u32, Monitor>,
+    paused: Option<Missed>,
+}
+
 /// Every connection's monitors.
 #[derive(Debug, Default)]
 pub(crate) struct FlowMonitors {
-    by_conn: HashMap<ConnId, BTreeMap<u32, Monitor>>,
+    by_conn: HashMap<ConnId, ConnMonitors>,
+}
+
+fn rule_key(t: u8, m: &PipeMatch, p: u16) -> RuleKey {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let (k, mk) = (m.key(), m.mask());
+    for i in 0..flow::key::KEY_WORDS {
+        h.write_u64(k.dp.word(i));
+        h.write_u64(mk.dp.word(i));
+    }
+    k.meta.hash(&mut h);
+    mk.meta.hash(&mut h);
+    (t, p, h.finish())
 }
 
 impl FlowMonitors {
@@ -101,7 +133,8 @@ impl FlowMonitors {
         out: &mut Vec<u8>,
     ) -> Result<(), OfpErr> {
         let reqs = decode_flow_monitor_request(m)?;
-        let mut mine = self.by_conn.get(&c).cloned().unwrap_or_default();
+        let mut state = self.by_conn.get(&c).cloned().unwrap_or_default();
+        let mine = &mut state.monitors;
         let mut added = Vec::new();
         for rq in &reqs {
             if rq.table != 0xff && usize::from(rq.table) >= ofproto::bridge::N_TABLES {
@@ -140,7 +173,7 @@ impl FlowMonitors {
         if !mine.is_empty() {
             b.flow_events.enabled = true;
         }
-        self.by_conn.insert(c, mine);
+        self.by_conn.insert(c, state);
         Ok(())
     }
 
@@ -149,7 +182,7 @@ impl FlowMonitors {
         let id = decode_flow_monitor_cancel(m)?;
         self.by_conn
             .get_mut(&c)
-            .and_then(|mine| mine.remove(&id))
+            .and_then(|st| st.monitors.remove(&id))
             .map(drop)
             .ok_or(OfpErr::OfpmofcUnknownMonitor)
     }
@@ -167,7 +200,7 @@ impl FlowMonitors {
         of: &Ofproto,
         conns: &BTreeMap<ConnId, OfConn>,
     ) -> Vec<(ConnId, Vec<u8>)> {
-        self.by_conn.retain(|_, mine| !mine.is_empty());
+        self.by_conn.retain(|_, st| !st.monitors.is_empty());
         let any = {
             let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
             pipe.bridges.iter().any(|b| b.flow_events.enabled)
@@ -194,16 +227,135 @@ impl FlowMonitors {
             }
         }
         let mut out = Vec::new();
-        for (c, mine) in &self.by_conn {
+        for (c, st) in &mut self.by_conn {
             let Some(conn) = conns.get(c) else { continue };
             for (_, tlv, events) in taken.iter().filter(|(b, ..)| *b == conn.bridge) {
-                if let Some(msg) = compose(*c, conn.version, mine, events, tlv) {
+                if let Some(msg) = compose(*c, conn.version, st, events, tlv) {
                     out.push((*c, msg));
                 }
             }
         }
         out
     }
+
+    /// OVS's flow control of monitors (`ofmonitor_flush()`, `ofmonitor_resume()`): a
+    /// connection with more than [`PAUSE_BYTES`] of updates waiting (`backlog` gives
+    /// (messages, bytes) waiting) is paused; a paused one with nothing waiting is resumed with
+    /// the flows added or modified meanwhile. Returns the messages to send: (connection,
+    /// message, whether it counts as a monitor update).
+    pub(crate) fn flow_control(
+        &mut self,
+        of: &Ofproto,
+        conns: &BTreeMap<ConnId, OfConn>,
+        backlog: impl Fn(ConnId) -> Option<(usize, usize)>,
+    ) -> Vec<(ConnId, Vec<u8>, bool)> {
+        let mut out = Vec::new();
+        for (c, st) in &mut self.by_conn {
+            if let (Some(conn), Some(b)) = (conns.get(c), backlog(*c))
+                && let Some((m, update)) = control(of, conn, st, b)
+            {
+                out.push((*c, m, update));
+            }
+        }
+        out
+    }
+
+    /// Whether connection `c`'s monitors are paused.
+    pub(crate) fn is_paused(&self, c: ConnId) -> bool {
+        self.by_conn.get(&c).is_some_and(|st| st.paused.is_some())
+    }
+
+    /// Resumes connection `c` at once if it is paused and nothing waits for it (`backlog`),
+    /// appending the refresh to `out`: done before a request of its is answered, so that the
+    /// refresh comes before the reply (a barrier's, say).
+    pub(crate) fn resume_drained(
+        &mut self,
+        of: &Ofproto,
+        c: ConnId,
+        conn: &OfConn,
+        backlog: (usize, usize),
+        out: &mut Vec<u8>,
+    ) {
+        if let Some(st) = self.by_conn.get_mut(&c)
+            && st.paused.is_some()
+            && let Some((m, _)) = control(of, conn, st, backlog)
+        {
+            out.extend_from_slice(&m);
+        }
+    }
+}
+
+/// The flow control of one connection with `backlog` (messages, bytes) of updates waiting:
+/// the message that pauses or resumes it, and whether that counts as a monitor update.
+fn control(
+    of: &Ofproto,
+    conn: &OfConn,
+    st: &mut ConnMonitors,
+    (msgs, bytes): (usize, usize),
+) -> Option<(Vec<u8>, bool)> {
+    let mut m = Vec::new();
+    if st.paused.is_none() && bytes > PAUSE_BYTES {
+        st.paused = Some(Missed::new());
+        encode_flow_monitor_pause(true, conn.version, &mut m);
+        return Some((m, true));
+    }
+    if msgs != 0 {
+        return None;
+    }
+    let missed = st.paused.take()?;
+    let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = pipe.bridge(&conn.bridge) {
+        let tlv = TlvLens::from_tlv_map(&b.tlv_map);
+        let mut w = FlowUpdateWriter::new(conn.version, 0, &mut m);
+        for u in resume_updates(b, &st.monitors, missed) {
+            let _ = w.push(&u, &tlv);
+        }
+        let _ = w.finish();
+    }
+    encode_flow_monitor_pause(false, conn.version, &mut m);
+    Some((m, false))
+}
+
+/// The refresh of a paused connection (OVS's `ofmonitor_collect_resume_rules()`): each rule
+/// added or modified while it was paused that is still there and that a monitor watching
+/// such changes takes, as added or modified, in table order and then by priority.
+fn resume_updates(
+    b: &Bridge,
+    monitors: &BTreeMap<u32, Monitor>,
+    missed: Missed,
+) -> Vec<FlowUpdate> {
+    let mut rules: Vec<(u8, u16, PipeMatch, bool)> = missed
+        .into_iter()
+        .flat_map(|((t, p, _), v)| v.into_iter().map(move |(m, added)| (t, p, m, added)))
+        .collect();
+    rules.sort_by_key(|&(t, p, ..)| (t, std::cmp::Reverse(p)));
+    let mut out = Vec::new();
+    for (t, p, m, added) in rules {
+        let Some(table) = b.tables.get(usize::from(t)) else {
+            continue;
+        };
+        let Some((_, _, r)) = table.find_exact(&m, p).and_then(|id| table.get(id)) else {
+            continue;
+        };
+        let update = if added {
+            flags::ADD | flags::MODIFY
+        } else {
+            flags::MODIFY
+        };
+        let f = monitors
+            .values()
+            .filter(|mon| mon.flags & update != 0 && mon.watches(t, (&m, p, r), None))
+            .fold(0, |f, mon| f | mon.flags);
+        if f != 0 {
+            let event = if added {
+                FlowUpdateEvent::Added
+            } else {
+                FlowUpdateEvent::Modified
+            };
+            out.push(full(event, 0, t, (&m, p, r), f & flags::INSTRUCTIONS != 0));
+        }
+    }
+    out
 }
 
 /// The initial updates for `monitors` (OVS's `ofproto_collect_ofmonitor_initial_rules()`):
@@ -267,15 +419,18 @@ fn full(
     }))
 }
 
-/// The update message of connection `c` (monitors `mine`, version `v`) for `events`, if any
-/// of them concerns it.
+/// The update message of connection `c` (monitors and pause `st`, version `v`) for
+/// `events`, if any of them concerns it. A paused connection is told only of the removal of
+/// flows that were there before the pause, in full; what else changed is noted for its
+/// resumption.
 fn compose(
     c: ConnId,
     v: Version,
-    mine: &BTreeMap<u32, Monitor>,
+    st: &mut ConnMonitors,
     events: &[FlowEvent],
     tlv: &TlvLens,
 ) -> Option<Vec<u8>> {
+    let mine = &st.monitors;
     let mut msg = Vec::new();
     let mut w = FlowUpdateWriter::new(v, 0, &mut msg);
     let mut n = 0;
@@ -297,6 +452,11 @@ fn compose(
             ),
         };
         let rule = (&e.m, e.priority, &e.rule);
+        if let Some(missed) = st.paused.as_mut()
+            && paused_skips(missed, e)
+        {
+            continue;
+        }
         let f = mine
             .values()
             .filter(|mon| mon.flags & update != 0 && mon.watches(e.table, rule, old))
@@ -304,7 +464,7 @@ fn compose(
         if f == 0 {
             continue;
         }
-        let own = e.origin.filter(|o| o.conn == c.0);
+        let own = e.origin.filter(|o| o.conn == c.0 && st.paused.is_none());
         let u = match own {
             Some(o) if f & flags::ONLY_OWN == 0 => {
                 if abbreviated {
@@ -320,6 +480,29 @@ fn compose(
         }
     }
     (w.finish().is_ok() && n > 0).then_some(msg)
+}
+
+/// For a paused connection: whether event `e` is left out (noted in `missed` for the
+/// resumption when it adds or modifies a flow, forgotten when it removes one added since the
+/// pause).
+fn paused_skips(missed: &mut Missed, e: &FlowEvent) -> bool {
+    let bucket = missed
+        .entry(rule_key(e.table, &e.m, e.priority))
+        .or_default();
+    let at = bucket.iter().position(|(m, _)| *m == e.m);
+    match &e.change {
+        FlowChange::Added | FlowChange::Modified { .. } => {
+            // The last change counts: a flow added and then modified since the pause is a
+            // modified one, as OVS's modification makes a new rule never reported added.
+            let added = matches!(e.change, FlowChange::Added);
+            match at {
+                Some(i) => bucket[i].1 = added,
+                None => bucket.push((e.m.clone(), added)),
+            }
+            true
+        }
+        FlowChange::Removed(_) => at.is_some_and(|i| bucket.remove(i).1),
+    }
 }
 
 /// `OFPRR_*` of a removal.

@@ -85,8 +85,9 @@ pub(crate) struct OfHandler {
     holding: Option<ConnId>,
     /// The connections' flow monitors.
     monitors: super::flow_monitor::FlowMonitors,
-    /// The loop, for the flow updates of connections other than the one being answered.
-    lp: LoopHandle,
+    /// Flow monitor updates for connections other than the one being answered, sent at the
+    /// end of the loop's turn.
+    monitor_updates: Vec<(ConnId, Vec<u8>)>,
 }
 
 /// A handler's outcome: replies appended, or OVS's error for the request.
@@ -101,10 +102,10 @@ impl OfHandler {
         lp: LoopHandle,
     ) -> std::io::Result<OfHandler> {
         Ok(OfHandler {
-            commits: CommitWorker::start(of.clone(), dp.clone(), lp.clone())?,
+            commits: CommitWorker::start(of.clone(), dp.clone(), lp)?,
             holding: None,
             monitors: Default::default(),
-            lp,
+            monitor_updates: Vec::new(),
             of,
             dp,
             events,
@@ -134,7 +135,12 @@ impl OfHandler {
                         .get(&target)
                         .or_else(|| self.controller_bridge.get(&id))
                     {
-                        let info = ConnInfo { id, version, role };
+                        let info = ConnInfo {
+                            id,
+                            version,
+                            role,
+                            monitor_backlog: (0, 0),
+                        };
                         self.conns.insert(id, OfConn::new(b, &info));
                     }
                 }
@@ -152,24 +158,38 @@ impl OfHandler {
         self.monitors.forget(id);
     }
 
-    /// Sends the flow monitors' updates for the changes logged since the last call: those of
-    /// connection `own` appended to `out` (before the replies that follow, as OVS sends them),
-    /// the others' through the loop.
+    /// Composes the flow monitors' updates for the changes logged since the last call: those
+    /// of connection `own` appended to `out` (before the replies that follow, as OVS sends
+    /// them), the others' kept for [`OfHandler::send_flow_updates`] at the end of the turn.
     fn flow_updates(&mut self, own: Option<ConnId>, out: &mut Vec<u8>) {
         for (c, msg) in self.monitors.updates(&self.of, &self.conns) {
             if Some(c) == own {
                 out.extend_from_slice(&msg);
             } else {
-                self.lp.send(Dest::Conn(c), msg, MsgKind::Reply);
+                self.monitor_updates.push((c, msg));
             }
         }
     }
 
-    /// Sends the flow monitors' updates for changes no request of a connection made (rules
-    /// that expired, bundles committed, flows learned).
+    /// Sends the flow monitors' updates composed during the turn and those of the changes no
+    /// request of a connection made (rules that expired, bundles committed, flows learned),
+    /// then pauses the connections that fell too far behind and resumes those that caught up.
     pub(crate) fn send_flow_updates(&mut self, ev: &mut EventLoop) {
-        for (c, msg) in self.monitors.updates(&self.of, &self.conns) {
-            ev.send(Dest::Conn(c), msg, MsgKind::Reply);
+        let mut updates = std::mem::take(&mut self.monitor_updates);
+        updates.extend(self.monitors.updates(&self.of, &self.conns));
+        for (c, msg) in updates {
+            ev.send(Dest::Conn(c), msg, MsgKind::Monitor);
+        }
+        let control = self
+            .monitors
+            .flow_control(&self.of, &self.conns, |c| ev.monitor_backlog(c));
+        for (c, msg, update) in control {
+            let kind = if update {
+                MsgKind::Monitor
+            } else {
+                MsgKind::Reply
+            };
+            ev.send(Dest::Conn(c), msg, kind);
         }
     }
 
@@ -542,6 +562,14 @@ impl Handler for OfHandler {
         crate::coverage_cmd::OFPROTO_RECV_OPENFLOW.inc();
         if !self.conns.contains_key(&info.id) {
             self.drain_events();
+        }
+        // A paused monitoring connection that caught up is resumed before it is answered.
+        if self.monitors.is_paused(info.id)
+            && let Some(conn) = self.conns.get(&info.id).cloned()
+        {
+            let backlog = info.monitor_backlog;
+            self.monitors
+                .resume_drained(&self.of, info.id, &conn, backlog, replies);
         }
         let at = replies.len();
         let r = msgtype::decode(msg).and_then(|m| {

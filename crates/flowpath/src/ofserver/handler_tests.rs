@@ -78,6 +78,7 @@ fn connect(tx: &mpsc::SyncSender<ConnEvent>, id: u64, version: Version) -> ConnI
         id: ConnId(id),
         version,
         role: ConnRole::Service,
+        monitor_backlog: (0, 0),
     }
 }
 

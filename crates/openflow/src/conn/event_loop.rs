@@ -139,6 +139,7 @@ impl Conn {
                 id,
                 version,
                 role: self.role,
+                monitor_backlog: vconn.monitor_backlog(),
             }),
             _ => None,
         }
@@ -419,6 +420,15 @@ impl EventLoop {
         }
         for id in flush {
             self.flush(id);
+        }
+    }
+
+    /// The flow monitor updates waiting to be sent to connection `id`: (messages, bytes);
+    /// `None` for a connection not open.
+    pub fn monitor_backlog(&self, id: ConnId) -> Option<(usize, usize)> {
+        match self.conns.get(&id).map(|c| &c.link) {
+            Some(Link::Open { vconn, .. }) => Some(vconn.monitor_backlog()),
+            _ => None,
         }
     }
 
@@ -857,6 +867,7 @@ impl EventLoop {
                         id,
                         version,
                         role: c.role,
+                        monitor_backlog: (0, 0),
                     };
                     let event = ConnEvent::Connected {
                         id,

@@ -149,6 +149,9 @@ pub struct ConnInfo {
     pub version: Version,
     /// Primary or service.
     pub role: Role,
+    /// Flow monitor updates still waiting to be sent to it when the message was read:
+    /// (messages, bytes) ([`MsgKind::Monitor`](crate::conn::MsgKind::Monitor)).
+    pub monitor_backlog: (usize, usize),
 }
 
 /// The message layer, run by the [`EventLoop`] on its thread.
