@@ -7,8 +7,8 @@
 //! flushes, meters ([`meter_table`](super::meter_table)), flow mods and flow statistics
 //! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in
 //! bundles ([`bundle`](super::bundle), committed by [`bundle_commit`](super::bundle_commit)'s
-//! worker), packet-outs and `NXT_RESUME`
-//! ([`packet_out`](super::packet_out)). Anything
+//! worker), flow monitors ([`flow_monitor`](super::flow_monitor)), packet-outs and
+//! `NXT_RESUME` ([`packet_out`](super::packet_out)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
 
