@@ -208,9 +208,20 @@ impl Background {
         new
     }
 
+    /// Tells it to exit and waits until it has (its pidfile goes with it), so that the next
+    /// one can start.
     fn stop(&mut self) {
         if std::mem::take(&mut self.running) {
+            let pid = std::fs::read_to_string(self.dir.join("bg.pid")).unwrap_or_default();
             self.appctl(&["exit"]);
+            let proc = Path::new("/proc").join(pid.trim());
+            let t = std::time::Instant::now();
+            while !pid.trim().is_empty()
+                && proc.exists()
+                && t.elapsed() < std::time::Duration::from_secs(5)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
 }

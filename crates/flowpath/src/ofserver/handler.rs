@@ -171,6 +171,19 @@ impl OfHandler {
         }
     }
 
+    /// Appends to `out` the updates waiting for connection `c`: those composed earlier in the
+    /// turn and those of the changes logged since.
+    fn flush_flow_updates(&mut self, c: ConnId, out: &mut Vec<u8>) {
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.monitor_updates)
+            .into_iter()
+            .partition(|(to, _)| *to == c);
+        self.monitor_updates = others;
+        for (_, msg) in mine {
+            out.extend_from_slice(&msg);
+        }
+        self.flow_updates(Some(c), out);
+    }
+
     /// Sends the flow monitors' updates composed during the turn and those of the changes no
     /// request of a connection made (rules that expired, bundles committed, flows learned),
     /// then pauses the connections that fell too far behind and resumes those that caught up.
@@ -270,6 +283,9 @@ impl OfHandler {
             // megaflows that changed tables made stale are revalidated first.
             Msg::BarrierRequest => {
                 self.of.sync_megaflows(&self.dp);
+                // The flow updates of every change before the barrier go before its reply (a
+                // learned flow's, say, logged since the last turn), as OVS promises.
+                self.flush_flow_updates(c, out);
                 switch::encode_barrier_reply(version, m.xid, out);
                 return Ok(());
             }
