@@ -509,3 +509,70 @@ fn paused_skips(missed: &mut Missed, e: &FlowEvent) -> bool {
 fn reason_code(why: RemovedReason) -> u8 {
     why as u8
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofproto::flow_events::FlowEvent;
+    use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
+
+    fn event(flow: &str, change: FlowChange) -> FlowEvent {
+        let s = parse_flow(flow, FlowKind::Add, &NoPortNames).unwrap();
+        FlowEvent {
+            change,
+            table: s.table,
+            m: s.match_.clone(),
+            priority: s.priority,
+            rule: Rule {
+                cookie: 0,
+                actions: s.actions.clone(),
+                idle_timeout: 0,
+                hard_timeout: 0,
+                importance: 0,
+                flags: s.flags,
+                created: std::time::Instant::now(),
+                modified: std::time::Instant::now(),
+                n_packets: 0,
+                n_bytes: 0,
+                used: None,
+            },
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn a_paused_connection_keeps_what_it_missed_and_only_removals_of_older_flows() {
+        let mut missed = Missed::new();
+        let old = "priority=5,in_port=1,actions=drop";
+        let new = "priority=6,in_port=2,actions=drop";
+        let removed = FlowChange::Removed(RemovedReason::Delete);
+        // A flow there before the pause: its modification is kept, its removal is told.
+        assert!(paused_skips(
+            &mut missed,
+            &event(
+                old,
+                FlowChange::Modified {
+                    old_actions: vec![]
+                }
+            )
+        ));
+        assert!(!paused_skips(&mut missed, &event(old, removed.clone())));
+        // A flow added since: its removal is not told, and it is forgotten.
+        assert!(paused_skips(&mut missed, &event(new, FlowChange::Added)));
+        assert!(paused_skips(&mut missed, &event(new, removed.clone())));
+        assert!(missed.values().all(Vec::is_empty));
+        // Added then modified: a modified one on resumption, as OVS's.
+        paused_skips(&mut missed, &event(new, FlowChange::Added));
+        paused_skips(
+            &mut missed,
+            &event(
+                new,
+                FlowChange::Modified {
+                    old_actions: vec![],
+                },
+            ),
+        );
+        let kept: Vec<bool> = missed.values().flatten().map(|(_, added)| *added).collect();
+        assert_eq!(kept, [false]);
+    }
+}
