@@ -2,7 +2,8 @@
 //! (`NAME.cmds`) runs against `flowpath run` (bridge br0 with dummy ports p1-p3 at ofports
 //! 1-3, as `scripts/capture-ofctl-script` configures `ovs-vswitchd`), and each command prints
 //! what it printed against `ovs-vswitchd` 3.1 (`NAME.ovs`, recorded by that script), once
-//! transaction ids, durations, addresses and the datapath id are taken out. An `appctl ARGS`
+//! transaction ids, durations, addresses and the datapath id are taken out; `sleep SECONDS`
+//! waits (for timeouts to pass). An `appctl ARGS`
 //! line runs the stock `ovs-appctl ARGS` against the switch's control socket instead;
 //! `background ARGS` starts `ovs-ofctl ARGS` (a `monitor`) in the background, and
 //! `background-log` (or `background-summary`), `background-send HEX`, `background-block`, `background-unblock` and
@@ -90,6 +91,11 @@ fn run_script(name: &str) -> Vec<String> {
             })
             .collect();
         let got = match args.split_first() {
+            Some((first, rest)) if first == "sleep" => {
+                let secs: f64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(0.0);
+                std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+                Vec::new()
+            }
             Some((first, rest)) if first.starts_with("background") => bg.step(first, rest),
             Some((first, rest)) if first == "appctl" => text(
                 &Command::new("ovs-appctl")

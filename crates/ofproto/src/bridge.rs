@@ -478,6 +478,7 @@ impl Bridge {
 
     /// `add-flow`: a rule with the same match and priority in the table is replaced.
     pub fn add_flow(&mut self, spec: &FlowSpec, now: Instant) -> Result<(), String> {
+        self.begin_change();
         let t = usize::from(spec.table);
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
@@ -552,6 +553,7 @@ impl Bridge {
     /// `mod-flows [--strict]`: replaces the actions of the selected rules (counters kept);
     /// returns how many.
     pub fn mod_flows(&mut self, spec: &FlowSpec, strict: bool, now: Instant) -> usize {
+        self.begin_change();
         let sel = self.select(spec, strict);
         let mut old = Vec::new();
         let mut changed = Vec::new();
@@ -579,6 +581,7 @@ impl Bridge {
 
     /// `del-flows [--strict]`: removes the selected rules; returns how many.
     pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
+        self.begin_change();
         let sel = self.select(spec, strict);
         let now = Instant::now();
         let mut learners = Vec::new();
@@ -596,6 +599,7 @@ impl Bridge {
 
     /// Removes every rule of every table.
     pub fn clear_flows(&mut self) -> usize {
+        self.begin_change();
         let mut n = 0;
         let now = Instant::now();
         for t in 0..self.tables.len() {
@@ -646,6 +650,8 @@ impl Bridge {
         dead.sort_unstable_by_key(|&(t, id, _)| (t, id));
         let mut learners = Vec::new();
         for &(t, id, why) in &dead {
+            // Each rule expires on its own (OVS's `ofproto_rule_expire()`).
+            self.begin_change();
             if let Some(e) = self.remove_rule(t, id) {
                 if has_learn(&e.2) {
                     learners.push(e.2.clone());

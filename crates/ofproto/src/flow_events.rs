@@ -42,6 +42,9 @@ pub struct FlowEvent {
     pub priority: u16,
     pub rule: Rule,
     pub origin: Option<Origin>,
+    /// The change it is part of: the events of one flow mod, bundle commit, group deletion,
+    /// learned flow or expired rule share it, and monitors get them in one message.
+    pub batch: u64,
 }
 
 /// A bridge's events not yet taken.
@@ -52,6 +55,8 @@ pub struct FlowEvents {
     events: Vec<FlowEvent>,
     /// Events dropped because the server fell [`EVENTS_MAX`] behind.
     pub dropped: u64,
+    /// The current change's number ([`Bridge::begin_change`]).
+    batch: u64,
 }
 
 thread_local! {
@@ -69,6 +74,12 @@ pub fn with_origin<R>(origin: Origin, f: impl FnOnce() -> R) -> R {
 }
 
 impl Bridge {
+    /// Starts a change of the tables that monitors are told of in one message (OVS's
+    /// `ofmonitor_flush()` after each).
+    pub(crate) fn begin_change(&mut self) {
+        self.flow_events.batch += 1;
+    }
+
     /// Records a change to rule `(m, priority, rule)` of table `t`, if monitored.
     pub(crate) fn note_change(
         &mut self,
@@ -91,6 +102,7 @@ impl Bridge {
             priority,
             rule: rule.clone(),
             origin: ORIGIN.with(Cell::get),
+            batch: ev.batch,
         });
     }
 }

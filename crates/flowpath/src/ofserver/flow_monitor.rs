@@ -430,56 +430,82 @@ fn compose(
     events: &[FlowEvent],
     tlv: &TlvLens,
 ) -> Option<Vec<u8>> {
-    let mine = &st.monitors;
-    let mut msg = Vec::new();
-    let mut w = FlowUpdateWriter::new(v, 0, &mut msg);
-    let mut n = 0;
-    let mut abbreviated = false;
-    for e in events {
-        let (event, reason, update, old) = match &e.change {
-            FlowChange::Added => (FlowUpdateEvent::Added, 0, flags::ADD, None),
-            FlowChange::Modified { old_actions } => (
-                FlowUpdateEvent::Modified,
-                0,
-                flags::MODIFY,
-                Some(old_actions.as_slice()),
-            ),
-            FlowChange::Removed(why) => (
-                FlowUpdateEvent::Removed,
-                reason_code(*why),
-                flags::REMOVED,
-                None,
-            ),
-        };
-        let rule = (&e.m, e.priority, &e.rule);
-        if let Some(missed) = st.paused.as_mut()
-            && paused_skips(missed, e)
-        {
-            continue;
-        }
-        let f = mine
-            .values()
-            .filter(|mon| mon.flags & update != 0 && mon.watches(e.table, rule, old))
-            .fold(0, |f, mon| f | mon.flags);
-        if f == 0 {
-            continue;
-        }
-        let own = e.origin.filter(|o| o.conn == c.0 && st.paused.is_none());
-        let u = match own {
-            Some(o) if f & flags::ONLY_OWN == 0 => {
-                if abbreviated {
-                    continue;
-                }
-                abbreviated = true;
-                FlowUpdate::Abbrev(o.xid)
+    let mut out = Vec::new();
+    // One message per change (a flow mod's, an expired rule's...), as OVS flushes them.
+    for batch in events.chunk_by(|a, b| a.batch == b.batch) {
+        let mut msg = Vec::new();
+        let mut w = FlowUpdateWriter::new(v, 0, &mut msg);
+        let mut n = 0;
+        let mut abbreviated = false;
+        for e in batch {
+            let Some(u) = update_for(c, st, e, &mut abbreviated) else {
+                continue;
+            };
+            if w.push(&u, tlv).is_ok() {
+                n += 1;
             }
-            _ => full(event, reason, e.table, rule, f & flags::INSTRUCTIONS != 0),
-        };
-        if w.push(&u, tlv).is_ok() {
-            n += 1;
+        }
+        if w.finish().is_ok() && n > 0 {
+            out.extend_from_slice(&msg);
         }
     }
-    (w.finish().is_ok() && n > 0).then_some(msg)
+    (!out.is_empty()).then_some(out)
+}
+
+/// The update of connection `c` (monitors and pause `st`) for event `e`, if its monitors take
+/// it: in full, or abbreviated to the request's xid for the connection's own change (once per
+/// message: `abbreviated` says whether it was).
+fn update_for(
+    c: ConnId,
+    st: &mut ConnMonitors,
+    e: &FlowEvent,
+    abbreviated: &mut bool,
+) -> Option<FlowUpdate> {
+    let (event, reason, update, old) = match &e.change {
+        FlowChange::Added => (FlowUpdateEvent::Added, 0, flags::ADD, None),
+        FlowChange::Modified { old_actions } => (
+            FlowUpdateEvent::Modified,
+            0,
+            flags::MODIFY,
+            Some(old_actions.as_slice()),
+        ),
+        FlowChange::Removed(why) => (
+            FlowUpdateEvent::Removed,
+            reason_code(*why),
+            flags::REMOVED,
+            None,
+        ),
+    };
+    let rule = (&e.m, e.priority, &e.rule);
+    if let Some(missed) = st.paused.as_mut()
+        && paused_skips(missed, e)
+    {
+        return None;
+    }
+    let f = st
+        .monitors
+        .values()
+        .filter(|mon| mon.flags & update != 0 && mon.watches(e.table, rule, old))
+        .fold(0, |f, mon| f | mon.flags);
+    if f == 0 {
+        return None;
+    }
+    let own = e.origin.filter(|o| o.conn == c.0 && st.paused.is_none());
+    match own {
+        Some(o) if f & flags::ONLY_OWN == 0 => {
+            if std::mem::replace(abbreviated, true) {
+                return None;
+            }
+            Some(FlowUpdate::Abbrev(o.xid))
+        }
+        _ => Some(full(
+            event,
+            reason,
+            e.table,
+            rule,
+            f & flags::INSTRUCTIONS != 0,
+        )),
+    }
 }
 
 /// For a paused connection: whether event `e` is left out (noted in `missed` for the
@@ -523,6 +549,7 @@ mod tests {
             table: s.table,
             m: s.match_.clone(),
             priority: s.priority,
+            batch: 0,
             rule: Rule {
                 cookie: 0,
                 actions: s.actions.clone(),

@@ -180,6 +180,7 @@ impl BundleCommit<'_> {
         let mut p = self.of.write();
         if let Some(b) = p.bridge_mut(&self.bridge) {
             b.set_tables_version(self.version);
+            b.begin_change();
             for (t, id, change) in std::mem::take(&mut self.changes) {
                 if let Some((m, p, r)) = b.tables[t].get(id) {
                     let (m, r) = (m.clone(), r.clone());

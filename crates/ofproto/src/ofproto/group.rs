@@ -85,6 +85,7 @@ impl Ofproto {
                 );
             }
             let mut removed = Vec::new();
+            b.begin_change();
             for (t, id) in dead {
                 if let Some((m, p, r)) = b.remove_rule(t, id) {
                     // OVS tells the monitors with reason `group_delete`.

@@ -137,6 +137,7 @@ fn learn_flow(b: &mut Bridge, f: &LearnedFlow, now: Instant) -> bool {
         // Told to flow monitors as OVS tells a modify: when the actions or cookie changed.
         if old != r.actions || cookie_changed {
             let r = r.clone();
+            b.begin_change();
             b.note_change(
                 usize::from(fm.table),
                 (&fm.match_, fm.priority, &r),
