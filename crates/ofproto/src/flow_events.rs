@@ -73,6 +73,11 @@ pub fn with_origin<R>(origin: Origin, f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// The request the current thread applies, if any.
+pub(crate) fn current_origin() -> Option<Origin> {
+    ORIGIN.with(Cell::get)
+}
+
 impl Bridge {
     /// Starts a change of the tables that monitors are told of in one message (OVS's
     /// `ofmonitor_flush()` after each).
@@ -80,12 +85,25 @@ impl Bridge {
         self.flow_events.batch += 1;
     }
 
-    /// Records a change to rule `(m, priority, rule)` of table `t`, if monitored.
+    /// Records a change to rule `(m, priority, rule)` of table `t`, if monitored, made by
+    /// the request the current thread applies ([`with_origin`]).
     pub(crate) fn note_change(
+        &mut self,
+        t: usize,
+        rule: (&PipeMatch, u16, &Rule),
+        change: FlowChange,
+    ) {
+        self.note_change_by(t, rule, change, current_origin());
+    }
+
+    /// [`Bridge::note_change`] for a change `origin` made (a bundle's flow mod, noted when
+    /// the bundle commits).
+    pub(crate) fn note_change_by(
         &mut self,
         t: usize,
         (m, priority, rule): (&PipeMatch, u16, &Rule),
         change: FlowChange,
+        origin: Option<Origin>,
     ) {
         let ev = &mut self.flow_events;
         if !ev.enabled {
@@ -101,7 +119,7 @@ impl Bridge {
             m: m.clone(),
             priority,
             rule: rule.clone(),
-            origin: ORIGIN.with(Cell::get),
+            origin,
             batch: ev.batch,
         });
     }

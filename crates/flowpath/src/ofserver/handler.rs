@@ -610,6 +610,16 @@ impl Handler for OfHandler {
     fn holds(&mut self, conn: ConnId) -> bool {
         self.holding.take_if(|c| *c == conn).is_some()
     }
+
+    /// A bundle commit's reply goes after the flow updates of its changes.
+    fn released(&mut self, conn: ConnId, reply: &mut Vec<u8>) {
+        let mut out = Vec::new();
+        self.flush_flow_updates(conn, &mut out);
+        if !out.is_empty() {
+            out.append(reply);
+            *reply = out;
+        }
+    }
 }
 
 /// The error for a message this switch does not act on: `OFPBRC_BAD_STAT` for a statistics

@@ -18,7 +18,7 @@ use std::time::Instant;
 use super::Ofproto;
 use crate::bridge::{N_TABLES, Rule};
 use crate::classifier::{RuleId, VERSION_NEVER, Version};
-use crate::flow_events::FlowChange;
+use crate::flow_events::{FlowChange, Origin, current_origin};
 use crate::flow_removed::RemovedReason;
 use crate::syntax::{FlowModFlags, FlowSpec};
 
@@ -80,7 +80,7 @@ pub struct BundleCommit<'a> {
     staged: Vec<Staged>,
     /// What flow monitors are told once the bundle commits, in order: (table, rule, change),
     /// the rule a removal's hidden one.
-    changes: Vec<(usize, RuleId, FlowChange)>,
+    changes: Vec<(usize, RuleId, FlowChange, Option<Origin>)>,
 }
 
 impl Ofproto {
@@ -142,7 +142,8 @@ impl BundleCommit<'_> {
                 let rule = Rule::from_spec(spec, now);
                 let id = b.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
                 self.staged.push(Staged::Added(t, id));
-                self.changes.push((t, id, FlowChange::Added));
+                self.changes
+                    .push((t, id, FlowChange::Added, current_origin()));
             }
             FlowModOp::Modify { strict } => {
                 for (t, id) in b.select_in(spec, strict, v) {
@@ -156,8 +157,12 @@ impl BundleCommit<'_> {
                     let new = b.insert_rule(t, m, priority, rule, v);
                     self.staged.push(Staged::Added(t, new));
                     if changed {
-                        self.changes
-                            .push((t, new, FlowChange::Modified { old_actions }));
+                        self.changes.push((
+                            t,
+                            new,
+                            FlowChange::Modified { old_actions },
+                            current_origin(),
+                        ));
                     }
                 }
             }
@@ -165,8 +170,12 @@ impl BundleCommit<'_> {
                 for (t, id) in b.select_in(spec, strict, v) {
                     b.tables[t].hide_in(id, v);
                     self.staged.push(Staged::Hidden(t, id));
-                    self.changes
-                        .push((t, id, FlowChange::Removed(RemovedReason::Delete)));
+                    self.changes.push((
+                        t,
+                        id,
+                        FlowChange::Removed(RemovedReason::Delete),
+                        current_origin(),
+                    ));
                 }
             }
         }
@@ -181,10 +190,10 @@ impl BundleCommit<'_> {
         if let Some(b) = p.bridge_mut(&self.bridge) {
             b.set_tables_version(self.version);
             b.begin_change();
-            for (t, id, change) in std::mem::take(&mut self.changes) {
+            for (t, id, change, origin) in std::mem::take(&mut self.changes) {
                 if let Some((m, p, r)) = b.tables[t].get(id) {
                     let (m, r) = (m.clone(), r.clone());
-                    b.note_change(t, (&m, p, &r), change);
+                    b.note_change_by(t, (&m, p, &r), change, origin);
                 }
             }
             let mut removed = Vec::new();

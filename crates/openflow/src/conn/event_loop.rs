@@ -532,7 +532,10 @@ impl EventLoop {
                 Ok(Command::Close(id)) => self.close(id, handler),
                 Ok(Command::CloseListener(id)) => self.close_listener(id),
                 Ok(Command::Stop) => self.stopped = true,
-                Ok(Command::Release { id, reply }) => self.release(id, reply),
+                Ok(Command::Release { id, mut reply }) => {
+                    handler.released(id, &mut reply);
+                    self.release(id, reply);
+                }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
             }
         }

@@ -186,6 +186,12 @@ pub trait Handler {
         let _ = conn;
         false
     }
+
+    /// The reply of a held connection is about to go out ([`LoopHandle::release`]): what the
+    /// handler must send before it goes in front of `reply`.
+    fn released(&mut self, conn: ConnId, reply: &mut Vec<u8>) {
+        let _ = (conn, reply);
+    }
 }
 
 /// A handler that answers nothing: connections get only what the layer answers itself.
