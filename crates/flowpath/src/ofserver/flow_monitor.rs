@@ -2,10 +2,11 @@
 //! bridge's flow tables (`ovs-ofctl monitor BRIDGE watch:...`), filtered by table, output
 //! port, group and match. The request is answered with the flows there already (when it asks
 //! for them); then every change the bridge logs ([`ofproto::flow_events`]) goes to each
-//! connection whose monitors take it, in one update message per batch of changes (a flow mod's,
-//! or the loop turn's), as OVS's `ofmonitor_report()` and `ofmonitor_flush()` send them: a
-//! change a connection's own request made is abbreviated to that request's transaction id,
-//! once, unless one of its monitors asked for its own changes in full.
+//! connection whose monitors take it, in one update message per change (a flow mod's, a
+//! bundle commit's, a group deletion's, a learned flow's, an expired rule's), as OVS's
+//! `ofmonitor_report()` and `ofmonitor_flush()` send them: a change a connection's own request
+//! made is abbreviated to that request's transaction id, once per message, unless one of its
+//! monitors asked for its own changes in full.
 //!
 //! Updates are never dropped. A connection with more than [`PAUSE_BYTES`] of them waiting to
 //! be sent is paused, as OVS pauses it (`NXT_FLOW_MONITOR_PAUSED`, or the 1.4 event): from
