@@ -125,6 +125,13 @@ impl Bridge {
     }
 }
 
+impl FlowEvents {
+    /// Whether events wait to be taken.
+    pub fn pending(&self) -> bool {
+        !self.events.is_empty()
+    }
+}
+
 /// The events of `b` since the last call.
 pub fn take_events(b: &mut Bridge) -> Vec<FlowEvent> {
     std::mem::take(&mut b.flow_events.events)

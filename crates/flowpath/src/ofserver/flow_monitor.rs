@@ -202,9 +202,17 @@ impl FlowMonitors {
         conns: &BTreeMap<ConnId, OfConn>,
     ) -> Vec<(ConnId, Vec<u8>)> {
         self.by_conn.retain(|_, st| !st.monitors.is_empty());
+        let watched = |bridge: &str| {
+            self.by_conn
+                .keys()
+                .any(|c| conns.get(c).is_some_and(|o| o.bridge == bridge))
+        };
+        // A look first, so that the common case takes no write lock.
         let any = {
             let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
-            pipe.bridges.iter().any(|b| b.flow_events.enabled)
+            pipe.bridges
+                .iter()
+                .any(|b| b.flow_events.enabled && (b.flow_events.pending() || !watched(&b.name)))
         };
         if !any {
             return Vec::new();
@@ -213,12 +221,8 @@ impl FlowMonitors {
         {
             let mut pipe = of.pipe.write().unwrap_or_else(|e| e.into_inner());
             for b in pipe.bridges.iter_mut().filter(|b| b.flow_events.enabled) {
-                let watched = self
-                    .by_conn
-                    .keys()
-                    .any(|c| conns.get(c).is_some_and(|o| o.bridge == b.name));
                 let events = take_events(b);
-                if !watched {
+                if !watched(&b.name) {
                     b.flow_events.enabled = false;
                     continue;
                 }
