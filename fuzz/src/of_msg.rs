@@ -10,7 +10,8 @@
 //!   checks) in chunks of a size the input picks, which must hold no more than one message
 //!   and one read in its buffer;
 //! - every message goes through [`openflow::msgs::decode::decode`] and the flow codecs (flow
-//!   mods, flow removed, flow and aggregate statistics): what reads must write again and read
+//!   mods, flow removed, flow and aggregate statistics, flow monitor requests, updates and
+//!   cancels): what reads must write again and read
 //!   back to the same value (messages) or be a fixed point of write ∘ read (flows, whose
 //!   actions the writer may join);
 //! - every body goes through the action, instruction and match decoders of every version
@@ -26,7 +27,7 @@ use openflow::flow_removed;
 use openflow::flow_stats;
 use openflow::header::Version;
 use openflow::hello::VersionSet;
-use openflow::msgs::{decode, encode};
+use openflow::msgs::{decode, encode, flow_monitor};
 use openflow::msgtype::{self, MsgType, OfpType};
 use openflow::nxm::{self, TlvLens};
 use openflow::{match10, match11};
@@ -200,6 +201,25 @@ pub fn flow_written_again(m: &[u8], table_id: bool) -> Option<Result<Vec<u8>, St
                     proto,
                     flow_stats::encode_aggregate_reply(&a, proto, from.xid, &mut out),
                 )
+            }
+            OfpType::FlowMonitorStatsRequest => {
+                let r = flow_monitor::decode_flow_monitor_request(&from).map_err(read)?;
+                let w = flow_monitor::encode_flow_monitor_request(&r, v, from.xid, &tlv, &mut out);
+                (Protocol::new(v), w)
+            }
+            OfpType::FlowMonitorStatsReply => {
+                let (updates, _) = flow_monitor::decode_flow_update_reply(&from).map_err(read)?;
+                let mut w = flow_monitor::FlowUpdateWriter::new(v, from.xid, &mut out);
+                let wrote = updates
+                    .iter()
+                    .try_for_each(|u| w.push(u, &tlv))
+                    .and_then(|()| w.finish());
+                (Protocol::new(v), wrote)
+            }
+            OfpType::FlowMonitorCancel => {
+                let id = flow_monitor::decode_flow_monitor_cancel(&from).map_err(read)?;
+                flow_monitor::encode_flow_monitor_cancel(id, v, from.xid, &mut out);
+                (Protocol::new(v), Ok(()))
             }
             _ => return Ok(None),
         };

@@ -128,6 +128,28 @@ pub fn set_mark_label(p: &mut Packet, mark: u32, label: u128) {
     area[CT_MD_MARK..CT_MD_MARK + 4].copy_from_slice(&mark.to_ne_bytes());
 }
 
+/// Puts a flow key's connection fields into the packet's metadata, as [`to_key`] reads them
+/// back: what a resumed continuation (`NXT_RESUME`) restores of the pass that paused (OVS's
+/// `pkt_metadata_from_flow()`). No connection is cached for the packet: a later `ct()` looks
+/// it up again.
+pub fn from_key(p: &mut Packet, key: &FlowKey) {
+    p.meta.ct_state = key.ct_state();
+    p.meta.ct_zone = key.ct_zone();
+    let area = p.ct_md_mut();
+    area.fill(0);
+    for i in 0..2 {
+        area[8 * i..8 * i + 8].copy_from_slice(&key.word(KEY_W_LABEL + i).to_ne_bytes());
+    }
+    area[CT_MD_MARK..CT_MD_MARK + 4].copy_from_slice(&key.ct_mark().to_ne_bytes());
+    for i in 0..4 {
+        let at = CT_MD_TUPLE + 8 * i;
+        area[at..at + 8].copy_from_slice(&key.word(KEY_W_TUPLE + i).to_ne_bytes());
+    }
+    area[CT_MD_TUPLE + 32..CT_MD_TUPLE + 34].copy_from_slice(&key.ct_tp_src().to_be_bytes());
+    area[CT_MD_TUPLE + 34..CT_MD_TUPLE + 36].copy_from_slice(&key.ct_tp_dst().to_be_bytes());
+    area[CT_MD_PROTO] = key.ct_nw_proto();
+}
+
 /// Forgets the packet's connection state (`ct_clear`).
 #[inline]
 pub fn clear(p: &mut Packet) {
@@ -529,6 +551,38 @@ mod tests {
     use super::*;
     use conntrack::alg::{AddrForm, PayloadEdit};
     use wire::checksum;
+
+    #[test]
+    fn a_key_put_into_a_packet_reads_back_the_same() {
+        let mut k = FlowKey::new();
+        k.set_ct_state(conntrack::state::TRK | conntrack::state::NEW)
+            .set_ct_zone(5)
+            .set_ct_mark(7)
+            .set_ct_label(0x1234_0000_0000_0000_0000_0000_0000_5678)
+            .set_ct_nw_proto(17)
+            .set_ct_tp_src(1)
+            .set_ct_tp_dst(2);
+        k.set_ct_nw_src(std::net::Ipv4Addr::new(10, 0, 0, 1));
+        k.set_ct_nw_dst(std::net::Ipv4Addr::new(10, 0, 0, 2));
+        let mut p = Packet::from_slice(&[0; 60]);
+        from_key(&mut p, &k);
+        let mut back = FlowKey::new();
+        to_key(&p, &mut back, true);
+        for (a, b) in [
+            (u128::from(back.ct_state()), u128::from(k.ct_state())),
+            (u128::from(back.ct_zone()), 5),
+            (u128::from(back.ct_mark()), 7),
+            (back.ct_label(), k.ct_label()),
+            (u128::from(back.ct_nw_proto()), 17),
+            (u128::from(back.ct_tp_src()), 1),
+            (u128::from(back.ct_tp_dst()), 2),
+        ] {
+            assert_eq!(a, b);
+        }
+        assert_eq!(back.ct_nw_src(), k.ct_nw_src());
+        assert_eq!(back.ct_nw_dst(), k.ct_nw_dst());
+        assert!(!cached_ref(&p, 5), "no connection is cached");
+    }
 
     /// Ethernet, IPv4 or IPv6, and a TCP segment from `src` to `dst` carrying `payload`,
     /// checksums right; flags as scapy spells them.

@@ -2,13 +2,19 @@
 //! (`NAME.cmds`) runs against `flowpath run` (bridge br0 with dummy ports p1-p3 at ofports
 //! 1-3, as `scripts/capture-ofctl-script` configures `ovs-vswitchd`), and each command prints
 //! what it printed against `ovs-vswitchd` 3.1 (`NAME.ovs`, recorded by that script), once
-//! transaction ids, durations, addresses and the datapath id are taken out. An `appctl ARGS`
-//! line runs the stock `ovs-appctl ARGS` against the switch's control socket instead.
+//! transaction ids, durations, addresses and the datapath id are taken out; `sleep SECONDS`
+//! waits (for timeouts to pass). An `appctl ARGS`
+//! line runs the stock `ovs-appctl ARGS` against the switch's control socket instead;
+//! `background ARGS` starts `ovs-ofctl ARGS` (a `monitor`) in the background, and
+//! `background-log` (or `background-summary`), `background-send HEX`, `background-block`, `background-unblock` and
+//! `background-stop` read what it printed since (after a barrier through it), send a message
+//! on its connection, stop and start its reading, and stop it.
 //! `OFCTL_SCRIPT=NAME` runs one script only.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::ofctl::{compare, ofctl, ovs_ofctl_missing, sections, text};
 use common::{scratch_dir, start_switch};
@@ -75,6 +81,7 @@ fn run_script(name: &str) -> Vec<String> {
         std::fs::write(dir.join(f), lines.join("\n") + "\n").unwrap();
     }
     let mut diffs = Vec::new();
+    let mut bg = Background::new(&dir, &rundir);
     for (cmd, want) in sections(&recorded) {
         let args: Vec<String> = cmd
             .split_whitespace()
@@ -84,8 +91,14 @@ fn run_script(name: &str) -> Vec<String> {
             })
             .collect();
         let got = match args.split_first() {
+            Some((first, rest)) if first == "sleep" => {
+                let secs: f64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(0.0);
+                std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+                Vec::new()
+            }
+            Some((first, rest)) if first.starts_with("background") => bg.step(first, rest),
             Some((first, rest)) if first == "appctl" => text(
-                &std::process::Command::new("ovs-appctl")
+                &Command::new("ovs-appctl")
                     .arg("-t")
                     .arg(rundir.join("flowpath.ctl"))
                     .args(rest)
@@ -102,6 +115,149 @@ fn run_script(name: &str) -> Vec<String> {
         }
     }
     diffs
+}
+
+/// The one `ovs-ofctl` a script may run in the background (`ovs-ofctl monitor`), as
+/// `scripts/capture-ofctl-script` runs it: detached, its output in a log, driven through its
+/// control socket. Stopped when dropped.
+struct Background {
+    dir: PathBuf,
+    rundir: PathBuf,
+    seen: usize,
+    running: bool,
+}
+
+impl Background {
+    fn new(dir: &Path, rundir: &Path) -> Background {
+        Background {
+            dir: dir.to_path_buf(),
+            rundir: rundir.to_path_buf(),
+            seen: 0,
+            running: false,
+        }
+    }
+
+    fn appctl(&self, args: &[&str]) -> Vec<String> {
+        text(
+            &Command::new("ovs-appctl")
+                .arg("-t")
+                .arg(self.dir.join("bg.ctl"))
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    }
+
+    fn step(&mut self, what: &str, args: &[String]) -> Vec<String> {
+        match what {
+            "background" => {
+                let log = std::fs::File::create(self.dir.join("bg.log")).unwrap();
+                Command::new("ovs-ofctl")
+                    .args(args)
+                    .arg("--detach")
+                    .arg("--no-chdir")
+                    .arg(format!("--pidfile={}", self.dir.join("bg.pid").display()))
+                    .arg(format!("--unixctl={}", self.dir.join("bg.ctl").display()))
+                    .env("OVS_RUNDIR", &self.rundir)
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .status()
+                    .unwrap();
+                self.running = true;
+                self.seen = 0;
+                self.new_lines()
+            }
+            "background-log" => {
+                self.appctl(&["ofctl/barrier"]);
+                self.new_lines()
+                    .into_iter()
+                    .filter(|l| !l.contains("OFPT_BARRIER_REPLY"))
+                    .collect()
+            }
+            "background-summary" => {
+                // Two barriers: a resumption that the first one raced has happened by the
+                // second.
+                self.appctl(&["ofctl/barrier"]);
+                self.appctl(&["ofctl/barrier"]);
+                let lines: Vec<String> = self
+                    .new_lines()
+                    .into_iter()
+                    .filter(|l| !l.contains("OFPT_BARRIER_REPLY"))
+                    .collect();
+                summary(&lines)
+            }
+            "background-send" => {
+                let mut a = vec!["ofctl/send"];
+                a.extend(args.iter().map(String::as_str));
+                self.appctl(&a)
+            }
+            "background-block" | "background-unblock" => {
+                self.appctl(&[&what.replace("background-", "ofctl/")]);
+                Vec::new()
+            }
+            "background-stop" => {
+                self.stop();
+                Vec::new()
+            }
+            other => panic!("unknown script line {other}"),
+        }
+    }
+
+    fn new_lines(&mut self) -> Vec<String> {
+        let all: Vec<String> = std::fs::read_to_string(self.dir.join("bg.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let new = all[self.seen.min(all.len())..].to_vec();
+        self.seen = all.len();
+        new
+    }
+
+    /// Tells it to exit and waits until it has (its pidfile goes with it), so that the next
+    /// one can start.
+    fn stop(&mut self) {
+        if std::mem::take(&mut self.running) {
+            let pid = std::fs::read_to_string(self.dir.join("bg.pid")).unwrap_or_default();
+            self.appctl(&["exit"]);
+            let proc = Path::new("/proc").join(pid.trim());
+            let t = std::time::Instant::now();
+            while !pid.trim().is_empty()
+                && proc.exists()
+                && t.elapsed() < std::time::Duration::from_secs(5)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// A monitor's output where the point of a pause depends on socket buffers (as
+/// `scripts/capture-ofctl-script`'s `background-summary`): every line but the updates that
+/// add a flow and the update replies' header lines, then how many distinct flows were added.
+fn summary(lines: &[String]) -> Vec<String> {
+    let added: std::collections::BTreeSet<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with(" event=ADDED "))
+        .collect();
+    let headers = [
+        "NXST_FLOW_MONITOR reply",
+        "ONFST_FLOW_MONITOR reply",
+        "OFPST_FLOW_MONITOR reply",
+    ];
+    let mut kept: Vec<String> = lines
+        .iter()
+        .filter(|l| !l.starts_with(" event=ADDED ") && !headers.iter().any(|h| l.starts_with(h)))
+        .cloned()
+        .collect();
+    kept.push(format!("{} flows added", added.len()));
+    kept
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use flow::EthAddr;
 
 use crate::classifier::{Classifier, RuleId, Version};
+use crate::flow_events::FlowChange;
 use crate::flow_removed::RemovedReason;
 use crate::pipekey::PipeMatch;
 use crate::syntax::{FlowSpec, OfAction};
@@ -325,6 +326,8 @@ pub struct Bridge {
     /// Rules with `send_flow_rem` removed since the OpenFlow server last looked
     /// ([`crate::flow_removed`]).
     pub removed: Vec<crate::flow_removed::RemovedRule>,
+    /// The changes to the tables that flow monitors have yet to see ([`crate::flow_events`]).
+    pub flow_events: crate::flow_events::FlowEvents,
     /// The ports' OpenFlow configuration and link state, by OpenFlow number (a port not
     /// listed has the default, [`crate::port_config`]).
     pub port_config: BTreeMap<u32, crate::port_config::PortConfig>,
@@ -414,6 +417,7 @@ impl Bridge {
             meters: Default::default(),
             timed: HashSet::new(),
             removed: Vec::new(),
+            flow_events: Default::default(),
             port_config: BTreeMap::new(),
             table_config: vec![Default::default(); N_TABLES],
             datapath_id: None,
@@ -474,6 +478,7 @@ impl Bridge {
 
     /// `add-flow`: a rule with the same match and priority in the table is replaced.
     pub fn add_flow(&mut self, spec: &FlowSpec, now: Instant) -> Result<(), String> {
+        self.begin_change();
         let t = usize::from(spec.table);
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
@@ -490,6 +495,7 @@ impl Bridge {
         }
         let v = self.tables_version();
         let rule = Rule::from_spec(spec, now);
+        self.note_change(t, (&spec.match_, spec.priority, &rule), FlowChange::Added);
         self.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
         Ok(())
     }
@@ -547,12 +553,26 @@ impl Bridge {
     /// `mod-flows [--strict]`: replaces the actions of the selected rules (counters kept);
     /// returns how many.
     pub fn mod_flows(&mut self, spec: &FlowSpec, strict: bool, now: Instant) -> usize {
+        self.begin_change();
         let sel = self.select(spec, strict);
         let mut old = Vec::new();
+        let mut changed = Vec::new();
         for &(t, id) in &sel {
             if let Some(r) = self.tables[t].get_mut(id) {
-                old.push(std::mem::replace(&mut r.actions, spec.actions.clone()));
+                let before = std::mem::replace(&mut r.actions, spec.actions.clone());
                 r.modified = now;
+                if before != r.actions {
+                    changed.push((t, id, before.clone()));
+                }
+                old.push(before);
+            }
+        }
+        // Only a change of actions is a modification to the monitors (OVS's
+        // `replace_rule_finish()`).
+        for (t, id, old_actions) in changed {
+            if let Some((m, p, r)) = self.tables[t].get(id) {
+                let (m, r) = (m.clone(), r.clone());
+                self.note_change(t, (&m, p, &r), FlowChange::Modified { old_actions });
             }
         }
         crate::ofproto::flush_learned(self, old.iter().map(Vec::as_slice));
@@ -561,6 +581,7 @@ impl Bridge {
 
     /// `del-flows [--strict]`: removes the selected rules; returns how many.
     pub fn del_flows(&mut self, spec: &FlowSpec, strict: bool) -> usize {
+        self.begin_change();
         let sel = self.select(spec, strict);
         let now = Instant::now();
         let mut learners = Vec::new();
@@ -578,6 +599,7 @@ impl Bridge {
 
     /// Removes every rule of every table.
     pub fn clear_flows(&mut self) -> usize {
+        self.begin_change();
         let mut n = 0;
         let now = Instant::now();
         for t in 0..self.tables.len() {
@@ -628,6 +650,8 @@ impl Bridge {
         dead.sort_unstable_by_key(|&(t, id, _)| (t, id));
         let mut learners = Vec::new();
         for &(t, id, why) in &dead {
+            // Each rule expires on its own (OVS's `ofproto_rule_expire()`).
+            self.begin_change();
             if let Some(e) = self.remove_rule(t, id) {
                 if has_learn(&e.2) {
                     learners.push(e.2.clone());

@@ -301,7 +301,7 @@ field_ids! {
     TUN_METADATA6, TUN_METADATA7,
     METADATA, IN_PORT, PKT_MARK, CT_STATE, CT_ZONE, CT_MARK, CT_LABEL,
     CT_NW_PROTO, CT_NW_SRC, CT_NW_DST, CT_IPV6_SRC, CT_IPV6_DST, CT_TP_SRC, CT_TP_DST,
-    RECIRC_ID,
+    DP_HASH, RECIRC_ID,
     REG0, REG1, REG2, REG3, REG4, REG5, REG6, REG7, REG8, REG9, REG10, REG11, REG12, REG13,
     REG14, REG15,
     XREG0, XREG1, XREG2, XREG3, XREG4, XREG5, XREG6, XREG7,
@@ -659,6 +659,12 @@ static FIELDS: [Field; N_FIELDS] = [
         .mask()
         .pre(P::Ct)
         .nxm(&["NXM_NX_CT_TP_DST"]),
+    // The hash a datapath `hash` action computed (a dp_hash select group's); matchable, never
+    // written.
+    Field::key(Id::DP_HASH, "dp_hash", 72, 4)
+        .fmt(F::Hex)
+        .mask()
+        .nxm(&["NXM_NX_DP_HASH"]),
     // Which pass of the datapath this is (0 the first); matchable, never written.
     Field::key(Id::RECIRC_ID, "recirc_id", 4, 4)
         .fmt(F::Hex)

@@ -20,6 +20,8 @@ pub enum RemovedReason {
     IdleTimeout = 0,
     HardTimeout = 1,
     Delete = 2,
+    /// The group its actions used was deleted (told to flow monitors only).
+    GroupDelete = 3,
 }
 
 /// A rule that went, as the flow-removed message tells it.
@@ -43,6 +45,11 @@ impl Bridge {
         reason: RemovedReason,
         at: Instant,
     ) {
+        self.note_change(
+            table,
+            (&m, priority, &rule),
+            crate::flow_events::FlowChange::Removed(reason),
+        );
         if rule.flags.0 & FlowModFlags::SEND_FLOW_REM == 0 {
             return;
         }

@@ -15,6 +15,7 @@ pub mod bridge;
 pub mod classifier;
 pub mod coverage;
 pub mod fields;
+pub mod flow_events;
 pub mod flow_removed;
 pub mod group;
 pub mod learn;

@@ -89,6 +89,7 @@ fn field_example(name: &str) -> Option<(String, String)> {
             "ct_state=+est+trk,ct_tp_dst=0x50/0xfff0,ip",
         ),
         "recirc_id" => ("", "5", "recirc_id=0x5"),
+        "dp_hash" => ("", "0x5/0xf", "dp_hash=0x5/0xf"),
         "eth_src" | "dl_src" => ("", "00:00:00:00:00:01", "dl_src=00:00:00:00:00:01"),
         "eth_dst" | "dl_dst" => (
             "",

@@ -204,6 +204,23 @@ const fn onf(field: FieldId, num: u8, width: u8, since: u8) -> FieldHeader {
     }
 }
 
+/// An experimenter OXM of Nicira's (`NXOXM_ET_*`).
+const fn nx_exp(field: FieldId, num: u8, width: u8, since: u8) -> FieldHeader {
+    FieldHeader {
+        field,
+        id: WireId {
+            class: OFPXMC_EXPERIMENTER,
+            field: num,
+            experimenter: crate::header::NX_VENDOR_ID,
+        },
+        width,
+        since,
+    }
+}
+
+/// The `since` of a header read but never written.
+const NEVER: u8 = u8::MAX;
+
 const NX0: u16 = OFPXMC_NXM_0;
 const NX1: u16 = OFPXMC_NXM_1;
 const OXM: u16 = OFPXMC_OPENFLOW_BASIC;
@@ -249,6 +266,10 @@ pub static FIELD_HEADERS: &[FieldHeader] = &[
     h(F::CT_IPV6_DST, NX1, 123, 16, 0),
     h(F::CT_TP_SRC, NX1, 124, 2, 0),
     h(F::CT_TP_DST, NX1, 125, 2, 0),
+    h(F::DP_HASH, NX1, 35, 4, 0),
+    // OVS reads its experimenter OXM (`NXOXM_ET_DP_HASH`) but writes the NXM header in every
+    // version.
+    nx_exp(F::DP_HASH, 0, 4, NEVER),
     h(F::RECIRC_ID, NX1, 36, 4, 0),
     h(F::CONJ_ID, NX1, 37, 4, 0),
     h(F::REG0, NX1, 0, 4, 0),
@@ -565,6 +586,7 @@ pub fn put_raw(
         }
     };
 
+    put(out, F::DP_HASH);
     put(out, F::RECIRC_ID);
     put(out, F::CONJ_ID);
     put(out, F::IN_PORT);

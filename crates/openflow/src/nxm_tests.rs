@@ -197,8 +197,8 @@ fn malformed_matches_get_ovs_errors() {
     // Truncated header and payload.
     assert_eq!(err("000006"), OfpErr::OfpbmcBadLen);
     assert_eq!(err("00000602"), OfpErr::OfpbmcBadLen);
-    // Unknown field (NXM_NX_DP_HASH is not modelled), and a known one with a wrong length.
-    assert_eq!(err("0001460400000001"), OfpErr::OfpbmcBadField);
+    // Unknown field (NXM_NX field 127), and a known one with a wrong length.
+    assert_eq!(err("0001fe0400000001"), OfpErr::OfpbmcBadField);
     assert_eq!(err("0000060300000001"), OfpErr::OfpbmcBadField);
     // 1-bits outside the mask.
     assert_eq!(err("0000110801020304ffff0000"), OfpErr::OfpbmcBadWildcards);
@@ -322,6 +322,7 @@ fn arb_match() -> impl Strategy<Value = PipeMatch> {
         F::CT_ZONE,
         F::CT_MARK,
         F::CT_LABEL,
+        F::DP_HASH,
         F::RECIRC_ID,
         F::METADATA,
         F::REG0,

@@ -18,7 +18,9 @@
 
 use std::collections::BTreeMap;
 
+use ofproto::flow_events::{Origin, with_origin};
 use ofproto::ofproto::Ofproto;
+use openflow::conn::ConnId;
 use openflow::error::OfpErr;
 use openflow::msgs::bundle::{BundleAdd, BundleCtrl, BundleCtrlType};
 use openflow::msgtype::{MsgType, OfpType};
@@ -47,8 +49,10 @@ pub(crate) struct MsgFailed {
 /// Commits a bundle's messages (headers included) to `bridge` atomically; `table_id` is
 /// whether the connection turned on `NXT_FLOW_MOD_TABLE_ID`. On failure nothing changed, and
 /// the failing message is returned with its error.
+/// Flow monitors are told each change as the connection `conn`'s bundled request's.
 pub(crate) fn commit(
     of: &Ofproto,
+    conn: ConnId,
     bridge: &str,
     msgs: &[Vec<u8>],
     table_id: bool,
@@ -61,10 +65,15 @@ pub(crate) fn commit(
         .begin_bundle(bridge)
         .map_err(|_| fail(&[], OfpErr::OfpbrcEperm))?;
     for m in msgs {
-        let kind = openflow::msgtype::decode(m).map(|d| d.msg_type.kind());
-        let r = match kind {
-            Ok(OfpType::FlowMod) => super::flow_table::stage_flow_mod(&mut staged, m, table_id),
-            Ok(OfpType::GroupMod) => super::group_table::stage_group_mod(&mut staged, m),
+        let decoded = openflow::msgtype::decode(m).map(|d| (d.msg_type.kind(), d.xid));
+        let r = match decoded {
+            Ok((OfpType::FlowMod, xid)) => {
+                let origin = Origin { conn: conn.0, xid };
+                with_origin(origin, || {
+                    super::flow_table::stage_flow_mod(&mut staged, m, table_id)
+                })
+            }
+            Ok((OfpType::GroupMod, _)) => super::group_table::stage_group_mod(&mut staged, m),
             Ok(_) => Err(OfpErr::OfpbrcBadType),
             Err(e) => Err(e),
         };
@@ -262,7 +271,7 @@ mod tests {
             flow_mod("arp", Delete, 2),
             flow_mod("check_overlap,priority=9,tcp,actions=drop", Add, 3),
         ];
-        let f = commit(&of, "br0", &msgs, false).unwrap_err();
+        let f = commit(&of, ConnId(1), "br0", &msgs, false).unwrap_err();
         assert_eq!((f.error, &f.msg), (OfpErr::OfpfmfcOverlap, &msgs[2]));
         assert_eq!(dump(&of), before);
         // The failing message's error carries it and its xid; then the commit's.
@@ -273,7 +282,7 @@ mod tests {
         assert_eq!(&out[4..8], &[0, 0, 0, 3]);
         assert_eq!(&out[12..12 + msgs[2].len()], &msgs[2][..]);
         assert_eq!(&out[first + 4..first + 8], &[0, 0, 0, 7]);
-        commit(&of, "br0", &msgs[..2], false).unwrap();
+        commit(&of, ConnId(1), "br0", &msgs[..2], false).unwrap();
         assert_eq!(dump(&of), ["priority=9,ip actions=output:1"]);
     }
 

@@ -57,7 +57,7 @@ impl CommitWorker {
             .name("ofbundle".into())
             .spawn(move || {
                 for job in rx {
-                    let reply = commit(&of, &dp, job.msgs, &job.bridge, job.table_id).map_or_else(
+                    let reply = commit(&of, &dp, &job).map_or_else(
                         |f| {
                             let mut out = Vec::new();
                             bundle::encode_failure(&f, job.version, &job.request, &mut out);
@@ -83,16 +83,10 @@ impl CommitWorker {
     }
 }
 
-/// Commits `msgs` to `bridge`; once they are in force, for the packets too: megaflows the
+/// Commits the job's messages to its bridge; once they are in force, for the packets too: megaflows the
 /// new tables made stale are revalidated before the reply says so.
-fn commit(
-    of: &Ofproto,
-    dp: &Mutex<Datapath>,
-    msgs: Vec<Vec<u8>>,
-    bridge: &str,
-    table_id: bool,
-) -> Result<(), bundle::MsgFailed> {
-    bundle::commit(of, bridge, &msgs, table_id)?;
+fn commit(of: &Ofproto, dp: &Mutex<Datapath>, job: &CommitJob) -> Result<(), bundle::MsgFailed> {
+    bundle::commit(of, job.conn, &job.bridge, &job.msgs, job.table_id)?;
     of.sync_megaflows(dp);
     Ok(())
 }

@@ -670,6 +670,10 @@ impl Handler for Admitting<'_> {
     fn holds(&mut self, conn: ConnId) -> bool {
         self.handler.holds(conn)
     }
+
+    fn released(&mut self, conn: ConnId, reply: &mut Vec<u8>) {
+        self.handler.released(conn, reply);
+    }
 }
 
 #[cfg(test)]

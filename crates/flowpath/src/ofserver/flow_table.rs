@@ -5,7 +5,9 @@
 //! flow and aggregate statistics requests (`OFPST_FLOW`, `NXST_FLOW`, `OFPMP_FLOW` and their
 //! aggregate twins) answered in the request's form.
 
+use ofproto::fields::FieldId;
 use ofproto::ofproto::{BundleCommit, FlowModError, FlowModOp, Ofproto};
+use ofproto::pipekey::PipeMatch;
 use ofproto::syntax::{FlowModFlags, FlowSpec};
 use openflow::error::OfpErr;
 use openflow::flow_mod::{FlowModCommand, OFPTT_ALL, decode_flow_mod};
@@ -29,6 +31,15 @@ fn decode(msg: &[u8], table_id: bool) -> Result<(FlowModOp, FlowSpec), OfpErr> {
     if fm.command == FlowModCommand::Add && fm.spec.table == OFPTT_ALL {
         fm.spec.table = 0;
     }
+    // Only the switch's own flows may match recirculation ids and datapath hashes (OVS's
+    // `add_flow_init()`, which a modify goes through too).
+    if matches!(
+        fm.command,
+        FlowModCommand::Add | FlowModCommand::Modify | FlowModCommand::ModifyStrict
+    ) && !has_default_hidden_fields(&fm.spec.match_)
+    {
+        return Err(OfpErr::OfpbrcEperm);
+    }
     let op = match fm.command {
         FlowModCommand::Add => FlowModOp::Add,
         FlowModCommand::Modify => FlowModOp::Modify { strict: false },
@@ -37,6 +48,16 @@ fn decode(msg: &[u8], table_id: bool) -> Result<(FlowModOp, FlowSpec), OfpErr> {
         FlowModCommand::DeleteStrict => FlowModOp::Delete { strict: true },
     };
     Ok((op, fm.spec))
+}
+
+/// Whether `m` leaves the fields only the switch's own flows may match at their defaults
+/// (OVS's `minimatch_has_default_hidden_fields()`): `recirc_id` 0 or any, `dp_hash` any.
+fn has_default_hidden_fields(m: &PipeMatch) -> bool {
+    let (k, mk) = (m.key(), m.mask());
+    let (recirc, hash) = (FieldId::RECIRC_ID.field(), FieldId::DP_HASH.field());
+    recirc.get(k) == 0
+        && matches!(recirc.get_mask(mk), 0 | 0xffff_ffff)
+        && hash.get(k) | hash.get_mask(mk) == 0
 }
 
 /// Applies the flow mod `msg` (header included) to `bridge`; `table_id` is whether the

@@ -7,8 +7,8 @@
 //! flushes, meters ([`meter_table`](super::meter_table)), flow mods and flow statistics
 //! ([`flow_table`]), group mods, descriptions and statistics ([`group_table`]), also in
 //! bundles ([`bundle`](super::bundle), committed by [`bundle_commit`](super::bundle_commit)'s
-//! worker), packet-outs and `NXT_RESUME`
-//! ([`packet_out`](super::packet_out)). Anything
+//! worker), flow monitors ([`flow_monitor`](super::flow_monitor)), packet-outs and
+//! `NXT_RESUME` ([`packet_out`](super::packet_out)). Anything
 //! else gets OVS's `OFPT_ERROR` (`OFPBRC_BAD_TYPE`, or `OFPBRC_BAD_STAT` for a statistics
 //! request), carrying the request, and the connection stays up.
 
@@ -18,8 +18,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use datapath::dpif::Datapath;
+use ofproto::flow_events::{Origin, with_origin};
 use ofproto::ofproto::Ofproto;
-use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, LoopHandle, Target};
+use openflow::conn::{
+    ConnEvent, ConnId, ConnInfo, Dest, EventLoop, Handler, LoopHandle, MsgKind, Target,
+};
 use openflow::error::{self, OfpErr};
 use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
@@ -80,6 +83,11 @@ pub(crate) struct OfHandler {
     commits: CommitWorker,
     /// The connection whose last message's reply the commit worker sends.
     holding: Option<ConnId>,
+    /// The connections' flow monitors.
+    monitors: super::flow_monitor::FlowMonitors,
+    /// Flow monitor updates for connections other than the one being answered, sent at the
+    /// end of the loop's turn.
+    monitor_updates: Vec<(ConnId, Vec<u8>)>,
 }
 
 /// A handler's outcome: replies appended, or OVS's error for the request.
@@ -96,6 +104,8 @@ impl OfHandler {
         Ok(OfHandler {
             commits: CommitWorker::start(of.clone(), dp.clone(), lp)?,
             holding: None,
+            monitors: Default::default(),
+            monitor_updates: Vec::new(),
             of,
             dp,
             events,
@@ -125,7 +135,12 @@ impl OfHandler {
                         .get(&target)
                         .or_else(|| self.controller_bridge.get(&id))
                     {
-                        let info = ConnInfo { id, version, role };
+                        let info = ConnInfo {
+                            id,
+                            version,
+                            role,
+                            monitor_backlog: (0, 0),
+                        };
                         self.conns.insert(id, OfConn::new(b, &info));
                     }
                 }
@@ -140,6 +155,55 @@ impl OfHandler {
     pub(crate) fn forget_conn(&mut self, id: ConnId) {
         self.conns.remove(&id);
         self.bundles.remove(&id);
+        self.monitors.forget(id);
+    }
+
+    /// Composes the flow monitors' updates for the changes logged since the last call: those
+    /// of connection `own` appended to `out` (before the replies that follow, as OVS sends
+    /// them), the others' kept for [`OfHandler::send_flow_updates`] at the end of the turn.
+    fn flow_updates(&mut self, own: Option<ConnId>, out: &mut Vec<u8>) {
+        for (c, msg) in self.monitors.updates(&self.of, &self.conns) {
+            if Some(c) == own {
+                out.extend_from_slice(&msg);
+            } else {
+                self.monitor_updates.push((c, msg));
+            }
+        }
+    }
+
+    /// Appends to `out` the updates waiting for connection `c`: those composed earlier in the
+    /// turn and those of the changes logged since.
+    fn flush_flow_updates(&mut self, c: ConnId, out: &mut Vec<u8>) {
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.monitor_updates)
+            .into_iter()
+            .partition(|(to, _)| *to == c);
+        self.monitor_updates = others;
+        for (_, msg) in mine {
+            out.extend_from_slice(&msg);
+        }
+        self.flow_updates(Some(c), out);
+    }
+
+    /// Sends the flow monitors' updates composed during the turn and those of the changes no
+    /// request of a connection made (rules that expired, bundles committed, flows learned),
+    /// then pauses the connections that fell too far behind and resumes those that caught up.
+    pub(crate) fn send_flow_updates(&mut self, ev: &mut EventLoop) {
+        let mut updates = std::mem::take(&mut self.monitor_updates);
+        updates.extend(self.monitors.updates(&self.of, &self.conns));
+        for (c, msg) in updates {
+            ev.send(Dest::Conn(c), msg, MsgKind::Monitor);
+        }
+        let control = self
+            .monitors
+            .flow_control(&self.of, &self.conns, |c| ev.monitor_backlog(c));
+        for (c, msg, update) in control {
+            let kind = if update {
+                MsgKind::Monitor
+            } else {
+                MsgKind::Reply
+            };
+            ev.send(Dest::Conn(c), msg, kind);
+        }
     }
 
     /// Forgets a bridge's shared state (it was deleted).
@@ -219,6 +283,9 @@ impl OfHandler {
             // megaflows that changed tables made stale are revalidated first.
             Msg::BarrierRequest => {
                 self.of.sync_megaflows(&self.dp);
+                // The flow updates of every change before the barrier go before its reply (a
+                // learned flow's, say, logged since the last turn), as OVS promises.
+                self.flush_flow_updates(c, out);
                 switch::encode_barrier_reply(version, m.xid, out);
                 return Ok(());
             }
@@ -291,7 +358,24 @@ impl OfHandler {
                 if !conn.may_modify() {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
-                return flow_table::flow_mod(&self.of, &conn.bridge, raw, conn.flow_mod_table_id);
+                // Updates of changes before this one go first, as others'.
+                self.flow_updates(None, out);
+                let origin = Origin {
+                    conn: c.0,
+                    xid: m.xid,
+                };
+                let r = with_origin(origin, || {
+                    flow_table::flow_mod(&self.of, &conn.bridge, raw, conn.flow_mod_table_id)
+                });
+                self.flow_updates(Some(c), out);
+                return r;
+            }
+            Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMonitorStatsRequest => {
+                self.flow_updates(None, out);
+                return self.monitors.request(&self.of, c, &conn, m, out);
+            }
+            Msg::Other(o) if o.msg_type.kind() == OfpType::FlowMonitorCancel => {
+                return self.monitors.cancel(c, m);
             }
             Msg::Other(o)
                 if matches!(
@@ -495,6 +579,14 @@ impl Handler for OfHandler {
         if !self.conns.contains_key(&info.id) {
             self.drain_events();
         }
+        // A paused monitoring connection that caught up is resumed before it is answered.
+        if self.monitors.is_paused(info.id)
+            && let Some(conn) = self.conns.get(&info.id).cloned()
+        {
+            let backlog = info.monitor_backlog;
+            self.monitors
+                .resume_drained(&self.of, info.id, &conn, backlog, replies);
+        }
         let at = replies.len();
         let r = msgtype::decode(msg).and_then(|m| {
             let d = decode_body(&m)?;
@@ -517,6 +609,16 @@ impl Handler for OfHandler {
 
     fn holds(&mut self, conn: ConnId) -> bool {
         self.holding.take_if(|c| *c == conn).is_some()
+    }
+
+    /// A bundle commit's reply goes after the flow updates of its changes.
+    fn released(&mut self, conn: ConnId, reply: &mut Vec<u8>) {
+        let mut out = Vec::new();
+        self.flush_flow_updates(conn, &mut out);
+        if !out.is_empty() {
+            out.append(reply);
+            *reply = out;
+        }
     }
 }
 

@@ -78,6 +78,7 @@ fn connect(tx: &mpsc::SyncSender<ConnEvent>, id: u64, version: Version) -> ConnI
         id: ConnId(id),
         version,
         role: ConnRole::Service,
+        monitor_backlog: (0, 0),
     }
 }
 
@@ -115,6 +116,10 @@ fn requests_are_answered_with_ovs_s_bytes() {
         "group-stats-of10",
         "group-features-of13",
         "group-stats-of13",
+        "flow-monitor-of10",
+        "flow-monitor-of13",
+        "flow-monitor-of15",
+        "flow-monitor-cancel-unknown-of10",
     ]
     .into_iter()
     .enumerate()

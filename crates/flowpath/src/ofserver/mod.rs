@@ -27,6 +27,7 @@
 //! - [`packet_in`]: the packets the datapath's `controller` actions send, as packet-ins;
 //! - [`packet_out`]: packet-outs and resumed continuations, through the pipeline;
 //! - [`flow_removed`]: flow-removed notifications for rules that expired or were deleted;
+//! - [`flow_monitor`]: flow monitors, and the updates of the flow table changes they watch;
 //! - [`port_mod`] and [`table_mod`]: ports' and tables' configuration.
 
 mod bridge_view;
@@ -34,6 +35,7 @@ mod bundle;
 mod bundle_commit;
 mod connmgr;
 mod ct_flush;
+mod flow_monitor;
 mod flow_removed;
 mod flow_table;
 mod group_table;
@@ -122,6 +124,7 @@ impl OfServer {
                     }
                     packet_in::send_packet_ins(&server.of, &server.handler.conns, &queues, &mut ev);
                     flow_removed::send_flow_removed(&server.of, &server.handler.conns, &mut ev);
+                    server.handler.send_flow_updates(&mut ev);
                     // Not after every message of a busy connection: once an interval, or
                     // at once when a port mod changed a port.
                     if synced.elapsed() >= SYNC_INTERVAL

@@ -99,6 +99,7 @@ mod tests {
             id: ConnId(1),
             version: Version::Of13,
             role,
+            monitor_backlog: (0, 0),
         }
     }
 

@@ -211,8 +211,10 @@ fn packet_in(
             total_len: up.total_len as u32,
             buffer_id: openflow::msgs::packet_in::NO_BUFFER,
             reason,
-            table_id: st.table,
-            cookie: c.rule_cookie,
+            // A paused pipeline's packet-in names no table or cookie (OVS's
+            // `emit_continuation()` leaves them 0).
+            table_id: if c.continuation { 0 } else { st.table },
+            cookie: if c.continuation { 0 } else { c.rule_cookie },
             metadata: flow_metadata(&k),
             userdata: st.userdata.clone(),
             continuation: c

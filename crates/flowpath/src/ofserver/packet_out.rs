@@ -75,10 +75,49 @@ pub(crate) fn continuation(st: &FrozenState, odp_port: u32) -> Continuation {
     groups.retain(|g| !g.actions.is_empty());
     Continuation {
         bridge: bridge_id(&st.bridge),
+        stack: stack_values(&st.stack),
+        mirrors: st.mirrors,
         conntracked: st.conntracked,
         actions: groups,
+        action_set: st.action_set.clone(),
         odp_port: if odp_port == ODPP_NONE { 0 } else { odp_port },
     }
+}
+
+/// The values of a data stack in the pipeline's layout (each value's bytes, then their
+/// count), the top first, as a continuation carries them.
+fn stack_values(stack: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut end = stack.len();
+    while let Some(&len) = end.checked_sub(1).and_then(|i| stack.get(i)) {
+        let Some(start) = (end - 1).checked_sub(usize::from(len)) else {
+            break;
+        };
+        out.push(stack[start..end - 1].to_vec());
+        end = start;
+    }
+    out
+}
+
+/// The data stack, in the pipeline's layout, of a continuation's `values` (the top first).
+fn stack_of(values: &[Vec<u8>]) -> Vec<u8> {
+    let mut stack = Vec::new();
+    for v in values.iter().rev() {
+        stack.extend_from_slice(v);
+        // A continuation's values are at most 128 bytes.
+        stack.push(v.len() as u8);
+    }
+    stack
+}
+
+/// What a pass resumes with besides its actions and the message's metadata: the paused
+/// translation's state a continuation carries (none for a packet-out).
+#[derive(Default)]
+struct Thaw {
+    conntracked: bool,
+    stack: Vec<u8>,
+    action_set: Vec<ofproto::syntax::OfAction>,
+    mirrors: u32,
 }
 
 /// `OFPT_PACKET_OUT` on a connection of `conn.bridge`.
@@ -104,7 +143,7 @@ pub(crate) fn packet_out(
         dp,
         &conn.bridge,
         &po.metadata,
-        false,
+        Thaw::default(),
         actions,
         po.packet,
         None,
@@ -140,12 +179,18 @@ pub(crate) fn resume(
         return Ok(());
     }
     let odp = (c.odp_port != 0).then_some(c.odp_port);
+    let thaw = Thaw {
+        conntracked: c.conntracked,
+        stack: stack_of(&c.stack),
+        action_set: c.action_set.clone(),
+        mirrors: c.mirrors,
+    };
     inject(
         of,
         dp,
         &conn.bridge,
         &pi.metadata,
-        c.conntracked,
+        thaw,
         actions,
         pi.packet,
         odp,
@@ -198,21 +243,22 @@ pub(crate) fn send_from_local(
         dp,
         bridge,
         &PipeMatch::new(&k, &mask),
-        false,
+        Thaw::default(),
         actions,
         frame,
         None,
     )
 }
 
-/// Runs `packet` through bridge `bridge` with `actions`, as the frozen state of a pass.
+/// Runs `packet` through bridge `bridge` with `actions`, as the frozen state of a pass: the
+/// metadata's registers, tunnel and connection tracking fields, and what `thaw` restores.
 #[allow(clippy::too_many_arguments)]
 fn inject(
     of: &Ofproto,
     dp: &Mutex<Datapath>,
     bridge: &str,
     metadata: &PipeMatch,
-    conntracked: bool,
+    thaw: Thaw,
     actions: Vec<FrozenAction>,
     packet: Vec<u8>,
     odp_port: Option<u32>,
@@ -231,13 +277,12 @@ fn inject(
             in_port,
             meta: k.meta,
             tunnel: ofproto::recirc::tunnel_snapshot(&k.dp),
-            conntracked,
+            conntracked: thaw.conntracked,
             actions,
-            // The continuation does not carry the paused translation's stack or action set.
-            stack: Vec::new(),
-            action_set: Vec::new(),
+            stack: thaw.stack,
+            action_set: thaw.action_set,
             userdata: Vec::new(),
-            mirrors: 0,
+            mirrors: thaw.mirrors,
         };
         let id = pipe.recirc.intern(state).ok_or(OfpErr::OfpbrcEperm)?;
         (id, dp_port)
@@ -246,6 +291,10 @@ fn inject(
     p.meta.in_port = dp_port;
     p.meta.recirc_id = recirc_id;
     p.meta.pkt_mark = k.dp.pkt_mark();
+    // The connection the paused pass had tracked (OVS's `pkt_metadata_from_flow()`).
+    if k.dp.ct_state() != 0 {
+        datapath::ct::from_key(&mut p, &k.dp);
+    }
     let dp = dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
     dp.execute(p);
     crate::coverage_cmd::DPIF_EXECUTE.inc();
@@ -261,6 +310,17 @@ mod tests {
     fn a_bridge_id_is_stable_and_names_its_bridge() {
         assert_eq!(bridge_id("br0"), bridge_id("br0"));
         assert_ne!(bridge_id("br0"), bridge_id("br1"));
+    }
+
+    #[test]
+    fn a_stack_goes_into_a_continuation_top_first_and_back() {
+        // 0x0005 pushed, then 0x01020304.
+        let stack = vec![0, 5, 2, 1, 2, 3, 4, 4];
+        let values = stack_values(&stack);
+        assert_eq!(values, [vec![1, 2, 3, 4], vec![0, 5]]);
+        assert_eq!(stack_of(&values), stack);
+        // A malformed stack gives what it can.
+        assert_eq!(stack_values(&[9]), Vec::<Vec<u8>>::new());
     }
 
     #[test]
@@ -287,6 +347,7 @@ mod tests {
             mirrors: 0,
         };
         let c = continuation(&st, 5);
+        assert!(c.stack.is_empty());
         assert_eq!(c.actions.len(), 2);
         assert_eq!((c.actions[1].table, c.actions[1].cookie), (3, 9));
         assert!(c.conntracked);

@@ -18,6 +18,8 @@ use std::time::Instant;
 use super::Ofproto;
 use crate::bridge::{N_TABLES, Rule};
 use crate::classifier::{RuleId, VERSION_NEVER, Version};
+use crate::flow_events::{FlowChange, Origin, current_origin};
+use crate::flow_removed::RemovedReason;
 use crate::syntax::{FlowModFlags, FlowSpec};
 
 /// What a flow mod of a bundle does.
@@ -76,6 +78,9 @@ pub struct BundleCommit<'a> {
     bridge: String,
     version: Version,
     staged: Vec<Staged>,
+    /// What flow monitors are told once the bundle commits, in order: (table, rule, change),
+    /// the rule a removal's hidden one.
+    changes: Vec<(usize, RuleId, FlowChange, Option<Origin>)>,
 }
 
 impl Ofproto {
@@ -95,6 +100,7 @@ impl Ofproto {
             bridge: bridge.to_owned(),
             version,
             staged: Vec::new(),
+            changes: Vec::new(),
         })
     }
 }
@@ -136,23 +142,40 @@ impl BundleCommit<'_> {
                 let rule = Rule::from_spec(spec, now);
                 let id = b.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
                 self.staged.push(Staged::Added(t, id));
+                self.changes
+                    .push((t, id, FlowChange::Added, current_origin()));
             }
             FlowModOp::Modify { strict } => {
                 for (t, id) in b.select_in(spec, strict, v) {
                     let (m, priority, old) = b.tables[t].get(id).expect("selected rules exist");
                     let (m, mut rule) = (m.clone(), old.clone());
-                    rule.actions = spec.actions.clone();
+                    let old_actions = std::mem::replace(&mut rule.actions, spec.actions.clone());
                     rule.modified = now;
                     b.tables[t].hide_in(id, v);
                     self.staged.push(Staged::Hidden(t, id));
+                    let changed = old_actions != rule.actions;
                     let new = b.insert_rule(t, m, priority, rule, v);
                     self.staged.push(Staged::Added(t, new));
+                    if changed {
+                        self.changes.push((
+                            t,
+                            new,
+                            FlowChange::Modified { old_actions },
+                            current_origin(),
+                        ));
+                    }
                 }
             }
             FlowModOp::Delete { strict } => {
                 for (t, id) in b.select_in(spec, strict, v) {
                     b.tables[t].hide_in(id, v);
                     self.staged.push(Staged::Hidden(t, id));
+                    self.changes.push((
+                        t,
+                        id,
+                        FlowChange::Removed(RemovedReason::Delete),
+                        current_origin(),
+                    ));
                 }
             }
         }
@@ -166,6 +189,13 @@ impl BundleCommit<'_> {
         let mut p = self.of.write();
         if let Some(b) = p.bridge_mut(&self.bridge) {
             b.set_tables_version(self.version);
+            b.begin_change();
+            for (t, id, change, origin) in std::mem::take(&mut self.changes) {
+                if let Some((m, p, r)) = b.tables[t].get(id) {
+                    let (m, r) = (m.clone(), r.clone());
+                    b.note_change_by(t, (&m, p, &r), change, origin);
+                }
+            }
             let mut removed = Vec::new();
             for s in staged {
                 if let Staged::Hidden(t, id) = s {

@@ -5,6 +5,8 @@
 //! them), and the change makes the revalidator look at every megaflow again, so that flows
 //! that used a group changed since follow it.
 
+use crate::flow_events::FlowChange;
+use crate::flow_removed::RemovedReason;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
@@ -82,10 +84,19 @@ impl Ofproto {
                         .map(|(id, ..)| (t, id)),
                 );
             }
-            let removed: Vec<_> = dead
-                .into_iter()
-                .filter_map(|(t, id)| b.remove_rule(t, id).map(|(_, _, r)| r))
-                .collect();
+            let mut removed = Vec::new();
+            b.begin_change();
+            for (t, id) in dead {
+                if let Some((m, p, r)) = b.remove_rule(t, id) {
+                    // OVS tells the monitors with reason `group_delete`.
+                    b.note_change(
+                        t,
+                        (&m, p, &r),
+                        FlowChange::Removed(RemovedReason::GroupDelete),
+                    );
+                    removed.push(r);
+                }
+            }
             crate::ofproto::flush_learned_rules(b, &removed);
         }
         drop(p);

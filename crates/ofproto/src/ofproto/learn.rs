@@ -128,11 +128,24 @@ fn learn_flow(b: &mut Bridge, f: &LearnedFlow, now: Instant) -> bool {
         if same {
             return false;
         }
+        let cookie_changed = r.cookie != fm.cookie;
         let old = std::mem::replace(&mut r.actions, fm.actions.clone());
         r.cookie = fm.cookie;
         r.idle_timeout = fm.idle_timeout;
         r.hard_timeout = fm.hard_timeout;
         r.flags = fm.flags;
+        // Told to flow monitors as OVS tells a modify: when the actions or cookie changed.
+        if old != r.actions || cookie_changed {
+            let r = r.clone();
+            b.begin_change();
+            b.note_change(
+                usize::from(fm.table),
+                (&fm.match_, fm.priority, &r),
+                crate::flow_events::FlowChange::Modified {
+                    old_actions: old.clone(),
+                },
+            );
+        }
         flush_learned(b, [old].iter().map(Vec::as_slice));
         return true;
     }
@@ -185,8 +198,15 @@ pub(crate) fn flush_learned<'a>(b: &mut Bridge, removed: impl Iterator<Item = &'
                 .map(|(id, ..)| id)
                 .collect();
             for id in ids {
-                if let Some((_, _, r)) = b.remove_rule(t, id) {
+                if let Some((m, p, r)) = b.remove_rule(t, id) {
                     learned_cookies(&r.actions, &mut next);
+                    b.note_change(
+                        t,
+                        (&m, p, &r),
+                        crate::flow_events::FlowChange::Removed(
+                            crate::flow_removed::RemovedReason::Delete,
+                        ),
+                    );
                 }
             }
         }

@@ -239,6 +239,7 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
     // packet type, as OVS's `match_format()` does.
     let is_megaflow = w.recirc_id() != 0;
     put_u32_masked(out, "recirc_id", f.recirc_id(), w.recirc_id());
+    put_u32_masked(out, "dp_hash", f.dp_hash(), w.dp_hash());
     if wm.conj_id != 0 {
         let _ = write!(out, "conj_id={},", fm.conj_id);
     }

@@ -154,8 +154,13 @@ fn malformed_actions_get_ovs_errors() {
         OfpErr::OfpbacBadType
     );
     assert_eq!(
-        err(Of13, "0019001000014604000000010000000000"[..32].as_ref()),
+        err(Of13, "001900100001fe04000000010000000000"[..32].as_ref()),
         OfpErr::OfpbacBadSetType
+    );
+    // A read-only field (dp_hash), as OVS's `decode_ofpat_set_field()`.
+    assert_eq!(
+        err(Of13, "0019001000014604000000010000000000"[..32].as_ref()),
+        OfpErr::OfpbacBadSetArgument
     );
     assert_eq!(
         err(Of13, "0019001080000a030800000000000000"),
@@ -180,7 +185,7 @@ fn malformed_actions_get_ovs_errors() {
         OfpErr::OfpbacBadSetArgument
     );
     assert_eq!(
-        err(Of10, "ffff00180000232000060008000000000001460400010204"),
+        err(Of10, "ffff00180000232000060008000000000001fe0400010204"),
         OfpErr::OfpbmcBadField
     );
     // output_reg with non-zero padding.

@@ -139,6 +139,7 @@ impl Conn {
                 id,
                 version,
                 role: self.role,
+                monitor_backlog: vconn.monitor_backlog(),
             }),
             _ => None,
         }
@@ -422,6 +423,15 @@ impl EventLoop {
         }
     }
 
+    /// The flow monitor updates waiting to be sent to connection `id`: (messages, bytes);
+    /// `None` for a connection not open.
+    pub fn monitor_backlog(&self, id: ConnId) -> Option<(usize, usize)> {
+        match self.conns.get(&id).map(|c| &c.link) {
+            Some(Link::Open { vconn, .. }) => Some(vconn.monitor_backlog()),
+            _ => None,
+        }
+    }
+
     /// Runs until [`LoopHandle::stop`].
     pub fn run(&mut self, handler: &mut impl Handler) -> io::Result<()> {
         self.stopped = false;
@@ -522,7 +532,10 @@ impl EventLoop {
                 Ok(Command::Close(id)) => self.close(id, handler),
                 Ok(Command::CloseListener(id)) => self.close_listener(id),
                 Ok(Command::Stop) => self.stopped = true,
-                Ok(Command::Release { id, reply }) => self.release(id, reply),
+                Ok(Command::Release { id, mut reply }) => {
+                    handler.released(id, &mut reply);
+                    self.release(id, reply);
+                }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
             }
         }
@@ -857,6 +870,7 @@ impl EventLoop {
                         id,
                         version,
                         role: c.role,
+                        monitor_backlog: (0, 0),
                     };
                     let event = ConnEvent::Connected {
                         id,

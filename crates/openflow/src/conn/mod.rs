@@ -149,6 +149,9 @@ pub struct ConnInfo {
     pub version: Version,
     /// Primary or service.
     pub role: Role,
+    /// Flow monitor updates still waiting to be sent to it when the message was read:
+    /// (messages, bytes) ([`MsgKind::Monitor`](crate::conn::MsgKind::Monitor)).
+    pub monitor_backlog: (usize, usize),
 }
 
 /// The message layer, run by the [`EventLoop`] on its thread.
@@ -182,6 +185,12 @@ pub trait Handler {
     fn holds(&mut self, conn: ConnId) -> bool {
         let _ = conn;
         false
+    }
+
+    /// The reply of a held connection is about to go out ([`LoopHandle::release`]): what the
+    /// handler must send before it goes in front of `reply`.
+    fn released(&mut self, conn: ConnId, reply: &mut Vec<u8>) {
+        let _ = (conn, reply);
     }
 }
 

@@ -54,6 +54,10 @@ pub enum MsgKind {
     /// An asynchronous message (packet-in, port-status, flow-removed...): dropped and counted
     /// when the connection's asynchronous queue is full.
     Async,
+    /// A flow monitor's update: never dropped, nor does it stop the connection's reading;
+    /// counted apart ([`Vconn::monitor_backlog`]) so that the switch pauses the connection's
+    /// monitors when too many bytes of them wait (OVS's `monitor_counter`).
+    Monitor,
 }
 
 /// Why a connection ended.
@@ -156,6 +160,9 @@ pub(crate) struct Vconn {
     tx_head: usize,
     replies_queued: usize,
     async_queued: usize,
+    /// Flow monitor updates waiting, and their bytes.
+    monitor_queued: usize,
+    monitor_bytes: usize,
     async_limit: usize,
     probe_interval: Duration,
     last_activity: Instant,
@@ -187,6 +194,8 @@ impl Vconn {
             tx_head: 0,
             replies_queued: 0,
             async_queued: 0,
+            monitor_queued: 0,
+            monitor_bytes: 0,
             async_limit,
             probe_interval,
             last_activity: now,
@@ -231,7 +240,12 @@ impl Vconn {
 
     /// Messages waiting to be sent.
     pub(crate) fn tx_queued(&self) -> usize {
-        self.replies_queued + self.async_queued
+        self.replies_queued + self.async_queued + self.monitor_queued
+    }
+
+    /// Flow monitor updates waiting to be sent: (messages, bytes).
+    pub(crate) fn monitor_backlog(&self) -> (usize, usize) {
+        (self.monitor_queued, self.monitor_bytes)
     }
 
     /// Whether requests may be read: not while [`REPLY_MAX`] replies wait to be sent, nor
@@ -422,6 +436,10 @@ impl Vconn {
             }
             MsgKind::Async => self.async_queued += n_msgs,
             MsgKind::Reply => self.replies_queued += n_msgs,
+            MsgKind::Monitor => {
+                self.monitor_queued += n_msgs;
+                self.monitor_bytes += bytes.len();
+            }
         }
         if let Some(m) = self.mirror.as_mut().filter(|_| self.version.is_some()) {
             m.extend_from_slice(&bytes);
@@ -450,6 +468,10 @@ impl Vconn {
                         match done.kind {
                             MsgKind::Reply => self.replies_queued -= done.n_msgs,
                             MsgKind::Async => self.async_queued -= done.n_msgs,
+                            MsgKind::Monitor => {
+                                self.monitor_queued -= done.n_msgs;
+                                self.monitor_bytes -= done.bytes.len();
+                            }
                         }
                     }
                 }
@@ -537,6 +559,24 @@ mod tests {
 
     fn new(allowed: VersionSet) -> Vconn {
         Vconn::new(allowed, Duration::ZERO, DEFAULT_ASYNC_QUEUE, Instant::now())
+    }
+
+    #[test]
+    fn flow_monitor_updates_are_counted_apart_and_never_dropped() {
+        let mut v = Vconn::new(VersionSet::ALL, Duration::ZERO, 1, Instant::now());
+        let m = msg(1, 4, 0, &[0; 16]);
+        assert!(v.queue(msg(1, 10, 0, &[]), MsgKind::Async));
+        for _ in 0..3 {
+            assert!(v.queue(m.clone(), MsgKind::Monitor));
+        }
+        // The asynchronous queue is full, the monitor's is not limited.
+        assert!(!v.queue(msg(1, 10, 0, &[]), MsgKind::Async));
+        assert_eq!(v.monitor_backlog(), (3, 3 * m.len()));
+        assert!(v.may_read());
+        let mut sink = Vec::new();
+        v.write_to(&mut sink).unwrap();
+        assert_eq!(v.monitor_backlog(), (0, 0));
+        assert_eq!(v.tx_queued(), 0);
     }
 
     #[test]

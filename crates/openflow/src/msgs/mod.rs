@@ -31,6 +31,7 @@ pub mod bundle;
 pub mod ct_flush;
 pub mod decode;
 pub mod encode;
+pub mod flow_monitor;
 pub mod group_mod;
 pub mod group_stats;
 pub mod meter;

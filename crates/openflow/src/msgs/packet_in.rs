@@ -93,14 +93,24 @@ pub use super::nicira::PacketInFormat;
 pub struct Continuation {
     /// `NXCPT_BRIDGE`: which bridge, and which life of it, paused.
     pub bridge: [u8; 16],
+    /// `NXCPT_STACK`: the values of the data stack of `push:`/`pop:`, the top first, each as
+    /// its bytes (at most [`STACK_VALUE_MAX`]).
+    pub stack: Vec<Vec<u8>>,
+    /// `NXCPT_MIRRORS`: the mirrors that already copied the packet.
+    pub mirrors: u32,
     /// `NXCPT_CONNTRACKED`: conntrack ran before the pause.
     pub conntracked: bool,
     /// `NXCPT_TABLE_ID`, `NXCPT_COOKIE` and `NXCPT_ACTIONS`: the frozen actions, in groups
     /// that each carry the table and cookie of the rule they belong to.
     pub actions: Vec<ActionGroup>,
+    /// `NXCPT_ACTION_SET`: the action set.
+    pub action_set: Vec<OfAction>,
     /// `NXCPT_ODP_PORT`: the datapath port the packet came in on (0: not given).
     pub odp_port: u32,
 }
+
+/// The longest value of a continuation's stack (OVS's `union mf_subvalue`).
+pub const STACK_VALUE_MAX: usize = 128;
 
 /// Actions of one rule in a continuation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -436,6 +446,12 @@ impl Continuation {
         if self.bridge != [0; 16] {
             put_prop(out, NXCPT_BRIDGE, &self.bridge);
         }
+        for v in &self.stack {
+            put_prop(out, NXCPT_STACK, v);
+        }
+        if self.mirrors != 0 {
+            put_prop(out, NXCPT_MIRRORS, &self.mirrors.to_be_bytes());
+        }
         if self.conntracked {
             put_prop(out, NXCPT_CONNTRACKED, &[]);
         }
@@ -458,6 +474,12 @@ impl Continuation {
                 put_nested(out, NXCPT_ACTIONS, &a);
             }
         }
+        let mut a = Vec::new();
+        if encode_actions(version, &self.action_set, FlowCtx::default(), &mut a).is_ok()
+            && !a.is_empty()
+        {
+            put_nested(out, NXCPT_ACTION_SET, &a);
+        }
         if self.odp_port != 0 {
             put_prop(out, NXCPT_ODP_PORT, &self.odp_port.to_be_bytes());
         }
@@ -476,10 +498,15 @@ impl Continuation {
                 NXCPT_BRIDGE => {
                     c.bridge = p.payload.try_into().map_err(|_| OfpErr::OfpbpcBadLen)?;
                 }
-                // No action stack or mirrors are frozen here; a continuation that has some
-                // is not this switch's.
-                NXCPT_STACK | NXCPT_MIRRORS | NXCPT_ACTION_SET => {
-                    return Err(OfpErr::NxrStale);
+                NXCPT_STACK => {
+                    if p.payload.len() > STACK_VALUE_MAX {
+                        return Err(OfpErr::OfpbpcBadLen);
+                    }
+                    c.stack.push(p.payload.to_vec());
+                }
+                NXCPT_MIRRORS => c.mirrors = prop_u32(&p)?,
+                NXCPT_ACTION_SET => {
+                    c.action_set = decode_actions(version, nested(p.payload)?)?;
                 }
                 NXCPT_CONNTRACKED => c.conntracked = true,
                 NXCPT_TABLE_ID => table = prop_u8(p.payload)?,

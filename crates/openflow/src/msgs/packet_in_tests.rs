@@ -112,6 +112,8 @@ fn a_continuation_round_trips() {
     let pi = PacketIn {
         continuation: Some(Continuation {
             bridge: [7; 16],
+            stack: vec![vec![1, 2, 3], vec![0xff; 16]],
+            mirrors: 0x3,
             conntracked: true,
             actions: vec![
                 ActionGroup {
@@ -131,6 +133,10 @@ fn a_continuation_round_trips() {
                     }],
                 },
             ],
+            action_set: vec![OfAction::Output {
+                port: 1,
+                max_len: 0,
+            }],
             odp_port: 4,
         }),
         ..sample()
