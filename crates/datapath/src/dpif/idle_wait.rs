@@ -27,8 +27,10 @@ use crate::tsc;
 /// core with guests or other switches gives the core back at once.
 pub const IDLE_BEFORE_WAIT_US: u64 = 50;
 
-/// The longest one wait lasts, in milliseconds (then the PMD polls and may wait again).
-pub const MAX_WAIT_MS: u64 = 100;
+/// The longest one wait lasts, in milliseconds (then the PMD polls and may wait again): what
+/// a wake-up the kernel failed to give would cost at worst, as OVS's longest load-based sleep
+/// (`pmd-maxsleep` 10 000 us).
+pub const MAX_WAIT_MS: u64 = 10;
 
 /// The knobs of sleeping every PMD thread reads after each poll.
 #[derive(Debug)]
