@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod action_set;
+pub mod bfd;
 pub mod bridge;
 pub mod classifier;
 pub mod coverage;

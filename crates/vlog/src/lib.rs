@@ -169,7 +169,8 @@ impl Module {
 }
 
 /// The modules, in `vlog/list`'s (alphabetical) order.
-pub static MODULES: [Module; 17] = [
+pub static MODULES: [Module; 18] = [
+    Module::new("bfd"),
     Module::new("bridge"),
     Module::new("conntrack"),
     Module::new("daemon_unix"),
@@ -196,7 +197,7 @@ pub fn module(name: &str) -> Option<&'static Module> {
 
 /// Module `dpif_netdev` (the datapath: upcalls, PMD threads).
 pub fn dpif_netdev() -> &'static Module {
-    &MODULES[4]
+    &MODULES[5]
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
