@@ -15,3 +15,15 @@ fn ofctl_flow_inputs() {
         ofctl_flow::check_ofctl_flow,
     );
 }
+
+#[path = "../../../fuzz/src/bfd_msg.rs"]
+mod bfd_msg;
+
+#[test]
+fn bfd_msg_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "bfd_msg",
+        bfd_msg::check_bfd_msg,
+    );
+}
