@@ -21,6 +21,7 @@ use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, par
 use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
+mod bfd;
 mod bundle;
 mod flow_dump;
 mod group;
@@ -58,6 +59,8 @@ pub struct Ofproto {
     /// expiry), so that a commit, which stages its changes in the next version across several
     /// holds of the pipeline's write lock, never interleaves with another change.
     flow_mods: Mutex<()>,
+    /// The interfaces' BFD sessions.
+    pub bfd: crate::bfd::Sessions,
 }
 
 /// How many rule credits upcalls may queue before one settles them itself.

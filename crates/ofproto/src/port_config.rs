@@ -40,21 +40,25 @@ pub const PS_LIVE: u32 = 1 << 2;
 /// `no_recv` governs.
 pub const STP_DST: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x00];
 
-/// One port's OpenFlow configuration and link state. The default is a port as it comes:
-/// nothing set, link up.
+/// One port's OpenFlow configuration, link state and BFD. The default is a port as it comes:
+/// nothing set, link up, no BFD.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PortConfig {
     /// The `PC_*` bits.
     pub config: u32,
     /// The port's device says its link is down.
     pub link_down: bool,
+    /// The port's BFD session, when it has one: which packets are its own.
+    pub bfd_rx: Option<crate::bfd::RxFilter>,
+    /// The port's BFD session does not forward (OVS's `may_enable_port()`): not live.
+    pub bfd_down: bool,
 }
 
 impl PortConfig {
     /// Whether the port may be used: neither administratively down nor without link (OVS's
     /// `OFPUTIL_PS_LIVE`).
     pub fn is_live(&self) -> bool {
-        self.config & PC_PORT_DOWN == 0 && !self.link_down
+        self.config & PC_PORT_DOWN == 0 && !self.link_down && !self.bfd_down
     }
 
     /// The `OFPPS_*` state bits as OVS reports them: an administratively down port has no

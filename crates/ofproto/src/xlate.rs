@@ -39,6 +39,7 @@ use crate::table_config::TableMiss;
 use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
 
 mod action_set;
+mod bfd;
 mod bundle;
 mod check_pkt_larger;
 mod commit;
@@ -501,13 +502,16 @@ pub fn translate_in(
     };
     // A port with `no_recv` (`no_recv_stp` for STP frames) drops what it receives (OVS's
     // `may_receive()`): the megaflow then depends on the destination address.
+    // A BFD session's packets go to the session, not through the tables (OVS's
+    // `process_special()`, which a thawed packet has been through already).
+    let special = frozen.is_none() && ctx.process_bfd(ofport);
     let in_config = pipe.bridges[bridge].port_config(ofport);
-    let refused = in_config.config & (PC_NO_RECV | PC_NO_RECV_STP) != 0 && {
+    let refused = !special && in_config.config & (PC_NO_RECV | PC_NO_RECV_STP) != 0 && {
         ctx.wc.dp.set_eth_dst(EthAddr([0xff; 6]));
         in_config.drops_input(ctx.flow.dp.eth_dst().0)
     };
     // A mirror's output port takes nothing in (OVS's xlate_actions()).
-    let mirror_out = !refused && ctx.is_mirror_output(ofport);
+    let mirror_out = !special && !refused && ctx.is_mirror_output(ofport);
     if mirror_out {
         let name = port_label(&pipe.bridges[bridge], ofport);
         ctx.under(node, |c| {
@@ -525,7 +529,7 @@ pub fn translate_in(
     } else if !refused {
         ctx.mirror_ingress(ofport);
     }
-    let refused = refused || mirror_out;
+    let refused = refused || mirror_out || special;
     match frozen.as_ref().filter(|st| !st.actions.is_empty()) {
         _ if refused => {}
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
