@@ -59,7 +59,7 @@ impl Source {
 }
 
 /// Every event, in `coverage/show`'s order (docs/observability.md says what each counts).
-static EVENTS: [Source; 38] = [
+static EVENTS: [Source; 40] = [
     Source::Counter(&BRIDGE_RECONFIGURE),
     Source::Counter(&ofproto::coverage::OFPROTO_FLUSH),
     Source::Counter(&OFPROTO_PACKET_OUT),
@@ -75,6 +75,8 @@ static EVENTS: [Source; 38] = [
     Source::Counter(&ofproto::coverage::DPIF_FLOW_PUT),
     Source::Counter(&ofproto::coverage::DPIF_FLOW_DEL),
     Source::Counter(&DPIF_EXECUTE),
+    Source::Counter(&ofproto::coverage::BFD_RX_MALFORMED),
+    Source::Counter(&ofproto::coverage::BFD_RX_IGNORED),
     Source::Pmd("netdev_received", |s| s.rx_packets),
     Source::Pmd("netdev_sent", |s| s.tx_packets),
     Source::Pmd("datapath_drop_upcall_error", |s| s.lost_upcalls),

@@ -8,6 +8,7 @@
 //!   column and what was expected there.
 
 mod bench;
+mod bfd_cmd;
 mod commands;
 mod config;
 mod controller_cmd;

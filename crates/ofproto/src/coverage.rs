@@ -81,14 +81,24 @@ pub static DPIF_FLOW_DEL: Counter = Counter::new("dpif_flow_del");
 /// Revalidation rounds (flowpath's own: OVS's revalidators do not count theirs).
 pub static REVALIDATE_ROUND: Counter = Counter::new("revalidate_round");
 
+/// BFD control packets a port's session refused as malformed (RFC 5880 section 6.8.6:
+/// short, version, authentication, length, multiplier, multipoint, discriminators;
+/// flowpath's own).
+pub static BFD_RX_MALFORMED: Counter = Counter::new("bfd_rx_malformed");
+/// Well-formed BFD control packets a session ignored: TTL not 255, another session's
+/// discriminator, no session on the port (flowpath's own).
+pub static BFD_RX_IGNORED: Counter = Counter::new("bfd_rx_ignored");
+
 /// This crate's events, in the order `coverage/show` lists them.
-pub static EVENTS: [&Counter; 6] = [
+pub static EVENTS: [&Counter; 8] = [
     &OFPROTO_UPDATE_PORT,
     &OFPROTO_FLUSH,
     &XLATE_ACTIONS,
     &DPIF_FLOW_PUT,
     &DPIF_FLOW_DEL,
     &REVALIDATE_ROUND,
+    &BFD_RX_MALFORMED,
+    &BFD_RX_IGNORED,
 ];
 
 /// Events per sample slot, for the per-second rates (OVS's `coverage_run()` state).

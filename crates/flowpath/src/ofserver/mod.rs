@@ -70,7 +70,7 @@ pub(crate) use bridge_view::{datapath_id, port_mac};
 use connmgr::{Admitting, ConnMgr};
 pub use connmgr::{BridgeControl, ControllerSettings, FailMode, check_target, parse_protocol};
 use handler::OfHandler;
-pub(crate) use packet_out::send_from_local;
+pub(crate) use packet_out::{send_from_local, send_from_local_to};
 
 /// How often the loop looks for bridges and ports added or removed.
 pub const SYNC_INTERVAL: Duration = Duration::from_millis(100);

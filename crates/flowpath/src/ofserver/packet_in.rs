@@ -11,7 +11,8 @@
 //! id, and its asynchronous configuration takes the reason (a service connection none until
 //! it sets a `miss_send_len`); OVS 3.1 sends whole packets whatever `max_len` says, and so
 //! does this. What a connection does not read in time is dropped by its bounded queue of
-//! asynchronous messages, counted there.
+//! asynchronous messages, counted there. The packets translation gave BFD
+//! (`slow_path(bfd)`) go to their port's session instead.
 
 use datapath::upcall_queue::{UpcallQueue, UserspaceUpcall};
 use flow::FlowKey;
@@ -188,6 +189,13 @@ fn packet_in(
     ev: &mut EventLoop,
 ) {
     {
+        if up.userdata() == ofproto::bfd::SLOW_PATH_COOKIE.as_bytes() {
+            let mut key = FlowKey::new();
+            datapath::pmd::key_metadata(&up.packet, &mut key);
+            flow::extract(up.packet.data(), &mut key);
+            of.bfd_receive(&key, up.packet.data());
+            return;
+        }
         let Some(c) = ControllerCookie::parse(up.userdata()) else {
             return;
         };

@@ -230,12 +230,25 @@ pub(crate) fn send_from_local(
     bridge: &str,
     frame: Vec<u8>,
 ) -> Result<(), OfpErr> {
+    send_from_local_to(of, dp, bridge, ofproto::syntax::OFPP_TABLE, frame)
+}
+
+/// Sends `frame` from bridge `bridge`'s LOCAL port straight out of port `port` (a tunnel
+/// port pushes its header), as OVS's `ofproto_dpif_send_packet()` sends its monitors'
+/// packets (BFD).
+pub(crate) fn send_from_local_to(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    bridge: &str,
+    port: u32,
+    frame: Vec<u8>,
+) -> Result<(), OfpErr> {
     let mut k = ofproto::pipekey::PipeKey::new();
     k.dp.set_in_port(ofproto::syntax::OFPP_LOCAL);
     let mut mask = ofproto::pipekey::PipeMask::new();
     mask.dp.set_in_port(u32::MAX);
     let actions = vec![FrozenAction::Of(ofproto::syntax::OfAction::Output {
-        port: ofproto::syntax::OFPP_TABLE,
+        port,
         max_len: 0,
     })];
     inject(

@@ -85,6 +85,8 @@ pub(crate) struct IfaceDesired {
     pub tag: Option<i64>,
     pub trunks: Vec<i64>,
     pub vlan_mode: Option<String>,
+    /// The `bfd` column.
+    pub bfd: BTreeMap<String, String>,
 }
 
 impl Default for IfaceDesired {
@@ -102,6 +104,7 @@ impl Default for IfaceDesired {
             tag: None,
             trunks: Vec::new(),
             vlan_mode: None,
+            bfd: BTreeMap::new(),
         }
     }
 }
@@ -216,6 +219,7 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
                 tag: pcol("tag").as_i64(),
                 trunks: pcol("trunks").integers(),
                 vlan_mode: pcol("vlan_mode").as_str().map(str::to_owned),
+                bfd: icol("bfd").string_map(),
             });
         }
     }

@@ -9,6 +9,7 @@
 //! is back the snapshot is read afresh and only what differs changes. While another process
 //! holds the lock, nothing is configured (OVS's "another ovs-vswitchd process is running").
 
+mod bfd;
 mod capabilities;
 mod desired;
 mod iface_types;
@@ -65,6 +66,7 @@ pub(crate) struct Options {
 pub(crate) struct Vswitchd {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    bfd: Option<bfd::Sender>,
 }
 
 impl Vswitchd {
@@ -78,11 +80,12 @@ impl Vswitchd {
     ) -> Vswitchd {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let bfd = Some(bfd::Sender::start(of.clone(), dp.clone()));
         let thread = std::thread::Builder::new()
             .name("vswitchd".into())
             .spawn(move || run(opts, &of, &dp, &controllers, &metrics, &stop2))
             .ok();
-        Vswitchd { stop, thread }
+        Vswitchd { stop, thread, bfd }
     }
 
     /// Stops it (the switch stays as it is).
@@ -90,6 +93,9 @@ impl Vswitchd {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(b) = self.bfd.take() {
+            b.stop();
         }
     }
 }
@@ -169,6 +175,8 @@ fn monitored() -> Vec<(String, Vec<String>)> {
             "Interface",
             &[
                 "admin_state",
+                "bfd",
+                "bfd_status",
                 "error",
                 "ifindex",
                 "link_resets",
@@ -321,6 +329,7 @@ fn run(
                 support_logged = true;
             }
             applied.reconcile(&d, &sw, &ctx);
+            bfd::configure(of, &d, &applied);
             wait_for_listeners(&d, last_desired.as_ref(), &opts.rundir);
             crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
             if let Ok(mut dp) = dp.lock() {

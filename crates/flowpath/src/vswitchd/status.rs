@@ -2,7 +2,7 @@
 //! (`vswitchd/bridge.c`): `Open_vSwitch.cur_cfg` (the `next_cfg` the reconfiguration saw, so
 //! `ovs-vsctl` stops waiting), `datapath_types`, `iface_types`; every Interface's `ofport`
 //! (-1 when it failed) and `error`, `mtu`, `mac_in_use`, `link_state`, `admin_state`,
-//! `ifindex` and, every few seconds, `statistics`; `Bridge.datapath_id`; `Controller`'s
+//! `ifindex`, `bfd_status` and, every few seconds, `statistics`; `Bridge.datapath_id`; `Controller`'s
 //! `is_connected`, `role` and `status`; `Datapath.capabilities`.
 //!
 //! OVS's write discipline: only these columns, each `update` by `_uuid`, only what differs
@@ -239,6 +239,7 @@ fn up_columns(
         ),
         // Not counted: no port reports a link reset.
         ("link_resets", Datum::integer(0)),
+        ("bfd_status", bfd_status(src.of, &i.name)),
     ];
     // 0 where there is no kernel device, as OVS.
     let ifindex = kernel
@@ -310,5 +311,19 @@ fn failed_columns(error: Option<&String>) -> Vec<(&'static str, Datum)> {
         // Map columns: cleared with an empty map (an empty set is a syntax error to them).
         ("statistics", Datum::Map(Vec::new())),
         ("status", Datum::Map(Vec::new())),
+        ("bfd_status", Datum::Map(Vec::new())),
     ]
+}
+
+/// The interface's `bfd_status`: its BFD session's state, empty without one (OVS's
+/// `bfd_get_status()`).
+fn bfd_status(of: &Ofproto, name: &str) -> Datum {
+    let map: BTreeMap<String, String> = of
+        .bfd
+        .status(name)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    Datum::from_string_map(&map)
 }

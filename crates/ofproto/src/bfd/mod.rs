@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 pub use config::{Config, RxFilter};
 pub use session::Session;
 
+/// The `userspace` action cookie of the packets translation gives the BFD sessions.
+pub const SLOW_PATH_COOKIE: &str = "slow_path(bfd)";
+
 /// A session with where it runs.
 struct Entry {
     bridge: String,
@@ -136,9 +139,12 @@ impl Sessions {
         self.wake.notify_all();
     }
 
-    /// The interfaces that have a session.
-    pub fn names(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+    /// The interfaces that have a session: (interface, bridge, port).
+    pub fn ports(&self) -> Vec<(String, String, u32)> {
+        self.lock()
+            .iter()
+            .map(|(n, e)| (n.clone(), e.bridge.clone(), e.ofport))
+            .collect()
     }
 
     /// A frame port `ofport` of `bridge` received that translation gave BFD: counted and
@@ -147,6 +153,7 @@ impl Sessions {
         let now = self.now();
         let Some((ttl, payload)) = frame::udp_payload(frame) else {
             self.refused.malformed.fetch_add(1, Ordering::Relaxed);
+            crate::coverage::BFD_RX_MALFORMED.inc();
             return;
         };
         let mut m = self.lock();
@@ -155,6 +162,7 @@ impl Sessions {
             .find(|e| e.bridge == bridge && e.ofport == ofport)
         else {
             self.refused.no_session.fetch_add(1, Ordering::Relaxed);
+            crate::coverage::BFD_RX_IGNORED.inc();
             return;
         };
         let name = e.session.name.clone();
@@ -162,6 +170,7 @@ impl Sessions {
             Ok(msg) => msg,
             Err(r) => {
                 self.refused.malformed.fetch_add(1, Ordering::Relaxed);
+                crate::coverage::BFD_RX_MALFORMED.inc();
                 log_refusal(&name, &r.to_string());
                 return;
             }
@@ -171,14 +180,16 @@ impl Sessions {
             Ok(()) => {}
             Err(why) => {
                 self.refused.ignored.fetch_add(1, Ordering::Relaxed);
+                crate::coverage::BFD_RX_IGNORED.inc();
                 log_refusal(&name, why);
             }
         }
     }
 
     /// Runs every session's timers and takes the control packets due; `rx_packets` gives an
-    /// interface's received packets, `port_mac` a port's Ethernet address. Returns them with
-    /// the time of the next wake-up.
+    /// interface's received packets, `port_mac` a port's Ethernet address (both called under
+    /// the sessions' lock: they must take no lock). Returns them with the time of the next
+    /// wake-up.
     pub fn run(
         &self,
         rx_packets: impl Fn(&str) -> u64,

@@ -55,7 +55,7 @@ impl Session {
             name: name.to_owned(),
             disc,
             udp_src,
-            state: State::Down,
+            state: State::AdminDown,
             diag: diag::NONE,
             rmt_state: State::Down,
             rmt_diag: diag::NONE,
@@ -91,6 +91,8 @@ impl Session {
         s.cfg.cpath_down = false;
         s.cfg.forwarding_if_rx = false;
         s.configure(cfg, now);
+        // As OVS's, which logs the change from its zeroed state.
+        s.set_state(State::Down, diag::NONE, now);
         s
     }
 
@@ -197,7 +199,7 @@ impl Session {
         if self.state == state && self.diag == diag_ {
             return;
         }
-        log_state_change(self, state, diag_);
+        log_state_change(self, state, diag_, now);
         self.state = state;
         self.diag = diag_;
         if state <= State::Down {
@@ -431,21 +433,27 @@ impl Session {
     }
 }
 
-/// OVS's INFO line of a state change.
-fn log_state_change(s: &Session, state: State, diag_: u8) {
-    if let Some(m) = vlog::module("bfd") {
-        m.log(
-            vlog::Level::Info,
-            &format!(
-                "{}: BFD state change: {}->{} \"{}\"->\"{}\".",
-                s.name,
-                s.state.name(),
-                state.name(),
-                msg::diag_name(s.diag),
-                msg::diag_name(diag_)
-            ),
-        );
+/// OVS's INFO message of a state change: the change, then the session's details before it.
+fn log_state_change(s: &mut Session, state: State, diag_: u8, now: i64) {
+    let Some(m) = vlog::module("bfd") else {
+        return;
+    };
+    if !m.enabled(vlog::Level::Info) {
+        return;
     }
+    let details = s.details(now);
+    m.log(
+        vlog::Level::Info,
+        &format!(
+            "{}: BFD state change: {}->{} \"{}\"->\"{}\".\n{}",
+            s.name,
+            s.state.name(),
+            state.name(),
+            msg::diag_name(s.diag),
+            msg::diag_name(diag_),
+            details.trim_end_matches('\n')
+        ),
+    );
 }
 
 #[cfg(test)]

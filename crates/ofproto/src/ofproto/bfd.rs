@@ -27,6 +27,29 @@ impl Ofproto {
         })
     }
 
+    /// A packet translation gave the BFD slow path (datapath key `key`, which tells the
+    /// bridge and port it entered by): to the port's session.
+    pub fn bfd_receive(&self, key: &flow::FlowKey, frame: &[u8]) {
+        let entry = {
+            let p = self.read();
+            let mut wc = crate::pipekey::PipeMask::new();
+            match p.receive(key, &mut wc) {
+                Some(Ok((b, ofport, _))) => Some((p.bridges[b].name.clone(), ofport)),
+                _ => None,
+            }
+        };
+        match entry {
+            Some((bridge, ofport)) => self.bfd.receive(&bridge, ofport, frame),
+            None => {
+                self.bfd
+                    .refused
+                    .no_session
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                crate::coverage::BFD_RX_IGNORED.inc();
+            }
+        }
+    }
+
     fn update_port_config(
         &self,
         bridge: &str,

@@ -7,9 +7,6 @@ use flow::odp::{Action, UserCookie, Userspace};
 
 use super::Ctx;
 
-/// The cookie of the slow path's BFD packets.
-pub const SLOW_PATH_BFD: &str = "slow_path(bfd)";
-
 impl Ctx<'_> {
     /// Whether the packet entering by `ofport` is its BFD session's, unwildcarding what
     /// decides it.
@@ -57,7 +54,7 @@ impl Ctx<'_> {
         }
         self.out.push(Action::Userspace(Box::new(Userspace {
             pid: 0,
-            cookie: UserCookie::Text(SLOW_PATH_BFD.into()),
+            cookie: UserCookie::Text(crate::bfd::SLOW_PATH_COOKIE.into()),
             actions: false,
             tunnel_out_port: None,
         })));
