@@ -165,13 +165,17 @@ impl Sessions {
             crate::coverage::BFD_RX_IGNORED.inc();
             return;
         };
-        let name = e.session.name.clone();
         let msg = match msg::Msg::decode(payload) {
             Ok(msg) => msg,
             Err(r) => {
                 self.refused.malformed.fetch_add(1, Ordering::Relaxed);
                 crate::coverage::BFD_RX_MALFORMED.inc();
-                log_refusal(&name, &r.to_string());
+                // OVS says a short message at INFO, without its fields.
+                let (level, m) = match r {
+                    msg::Refusal::TooShort(_) => (vlog::Level::Info, None),
+                    _ => (vlog::Level::Warn, msg::Msg::parse(payload).ok()),
+                };
+                log_refusal(&mut e.session, level, m.as_ref(), &r.to_string(), now);
                 return;
             }
         };
@@ -181,7 +185,13 @@ impl Sessions {
             Err(why) => {
                 self.refused.ignored.fetch_add(1, Ordering::Relaxed);
                 crate::coverage::BFD_RX_IGNORED.inc();
-                log_refusal(&name, why);
+                // OVS drops a TTL other than 255 silently.
+                let level = if why == session::WRONG_TTL {
+                    vlog::Level::Dbg
+                } else {
+                    vlog::Level::Warn
+                };
+                log_refusal(&mut e.session, level, Some(&msg), why, now);
             }
         }
     }
@@ -315,11 +325,28 @@ impl Sessions {
     }
 }
 
-/// OVS's warning for a control packet a session ignored.
-fn log_refusal(name: &str, why: &str) {
-    if let Some(m) = vlog::module("bfd") {
-        m.log(vlog::Level::Warn, &format!("{name}: {why}."));
+/// OVS's message for a control packet a session refused (`log_msg()`): why, the packet's
+/// fields and the session's details, run together as OVS's are.
+fn log_refusal(s: &mut Session, level: vlog::Level, m: Option<&msg::Msg>, why: &str, now: i64) {
+    let Some(module) = vlog::module("bfd") else {
+        return;
+    };
+    if !module.enabled(level) {
+        return;
     }
+    let text = match m {
+        Some(m) => {
+            let details = s.details(now);
+            format!(
+                "{}: {why}.{}{}",
+                s.name,
+                m.log_text(),
+                details.trim_end_matches('\n')
+            )
+        }
+        None => format!("{}: {why}.", s.name),
+    };
+    module.log(level, &text);
 }
 
 #[cfg(test)]

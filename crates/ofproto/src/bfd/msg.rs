@@ -216,6 +216,27 @@ impl Msg {
         Ok(m)
     }
 
+    /// The fields as OVS's log messages list them, each line indented, starting on a new
+    /// line and not ending one.
+    pub fn log_text(&self) -> String {
+        let us = |v: u32| format!("{v}us ({}ms)", v / 1000);
+        format!(
+            "\n  vers:{} diag:\"{}\" state:{} mult:{} length:{}\n  flags: {}\n  \
+             my_disc:{:#x} your_disc:{:#x}\n  min_tx:{}\n  min_rx:{}\n  min_rx_echo:{}",
+            self.version,
+            diag_name(self.diag),
+            self.state.name(),
+            self.mult,
+            self.length,
+            flags_name(self.flags),
+            self.my_disc,
+            self.your_disc,
+            us(self.min_tx_us),
+            us(self.min_rx_us),
+            us(self.min_rx_echo_us)
+        )
+    }
+
     /// The 24 bytes on the wire.
     pub fn encode(&self) -> [u8; MSG_LEN] {
         let mut b = [0u8; MSG_LEN];
@@ -310,5 +331,11 @@ mod tests {
         assert_eq!(diag_name(1), "Control Detection Time Expired");
         assert_eq!(diag_name(31), "Invalid Diagnostic");
         assert_eq!(State::AdminDown.name(), "admin_down");
+        assert_eq!(
+            sample().log_text(),
+            "\n  vers:1 diag:\"Control Detection Time Expired\" state:init mult:3 length:24\
+             \n  flags: poll\n  my_disc:0x12345678 your_disc:0x9abcdef0\
+             \n  min_tx:100000us (100ms)\n  min_rx:1000000us (1000ms)\n  min_rx_echo:0us (0ms)"
+        );
     }
 }

@@ -6,6 +6,9 @@
 use super::config::Config;
 use super::msg::{self, FLAG_FINAL, FLAG_POLL, Msg, State, diag};
 
+/// Why [`Session::receive`] ignores a packet whose IP TTL is not 255 (RFC 5881 section 5).
+pub const WRONG_TTL: &str = "TTL is not 255";
+
 /// The session.
 #[derive(Clone, Debug)]
 pub struct Session {
@@ -57,13 +60,13 @@ impl Session {
             udp_src,
             state: State::AdminDown,
             diag: diag::NONE,
-            rmt_state: State::Down,
+            rmt_state: State::AdminDown,
             rmt_diag: diag::NONE,
             flags: 0,
             rmt_flags: 0,
             rmt_disc: 0,
             rmt_mult: 0,
-            rmt_min_rx: 1,
+            rmt_min_rx: 0,
             rmt_min_tx: 0,
             min_tx: 1000,
             min_rx: 0,
@@ -90,9 +93,9 @@ impl Session {
         s.cfg.decay_min_rx = -1;
         s.cfg.cpath_down = false;
         s.cfg.forwarding_if_rx = false;
-        s.configure(cfg, now);
-        // As OVS's, which logs the change from its zeroed state.
+        // As OVS's, which goes Down from its zeroed state before it reads its configuration.
         s.set_state(State::Down, diag::NONE, now);
+        s.configure(cfg, now);
         s
     }
 
@@ -337,7 +340,7 @@ impl Session {
 
     fn receive_checked(&mut self, m: &Msg, ttl: u8, now: i64) -> Result<(), &'static str> {
         if ttl != 255 {
-            return Err("TTL is not 255");
+            return Err(WRONG_TTL);
         }
         if m.your_disc != 0 && m.your_disc != self.disc {
             return Err("Incorrect your_disc");
