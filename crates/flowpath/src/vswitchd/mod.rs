@@ -300,7 +300,15 @@ fn run(
         }
         let stats_due = last_stats.elapsed() >= STATS_INTERVAL;
         let addr_event = addrs_changed.swap(false, Ordering::Relaxed);
-        if !changed && !retry && !stats_due && !addr_event && last_poll.elapsed() < POLL_INTERVAL {
+        // A BFD session's new state is written at once, as OVS's connectivity sequence does.
+        let bfd_event = of.bfd.status_changed();
+        if !changed
+            && !retry
+            && !stats_due
+            && !addr_event
+            && !bfd_event
+            && last_poll.elapsed() < POLL_INTERVAL
+        {
             continue;
         }
         last_poll = Instant::now();

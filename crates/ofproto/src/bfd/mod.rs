@@ -269,6 +269,11 @@ impl Sessions {
         out
     }
 
+    /// Whether a session's status changed since [`Sessions::status`] last read it.
+    pub fn status_changed(&self) -> bool {
+        self.lock().values().any(|e| e.session.status_changed)
+    }
+
     /// Interface `name`'s `bfd_status` pairs; `None` without a session.
     pub fn status(&self, name: &str) -> Option<Vec<(&'static str, String)>> {
         let now = self.now();
@@ -391,7 +396,9 @@ mod tests {
             Err("unknown fault string".into())
         );
         assert_eq!(s.set_forwarding(Some("t0"), "TRUE"), Ok("OK".into()));
+        assert!(s.status_changed());
         assert_eq!(s.status("t0").unwrap()[0], ("forwarding", "true".into()));
+        assert!(!s.status_changed());
         assert_eq!(s.liveness_changes(), vec![("br0".into(), 3, true)]);
         assert_eq!(s.liveness_changes(), vec![]);
         s.configure("t0", "br0", 3, None);

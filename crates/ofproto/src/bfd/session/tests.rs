@@ -107,3 +107,40 @@ fn override_and_details() {
     assert!(d.contains("  Local Minimum TX Interval: 1000ms\n"), "{d}");
     assert!(d.ends_with("  Remote Detect Multiplier: 0\n"), "{d}");
 }
+
+#[test]
+fn a_quiet_interface_decays_its_receive_interval() {
+    let mut a = Session::new("a", 1, 49152, cfg(&[("decay_min_rx", "3000")]), 0);
+    let mut b = Session::new("b", 2, 49153, cfg(&[]), 0);
+    exchange(&mut a, &mut b, 0, 2500);
+    assert_eq!((a.state, a.min_rx), (State::Up, 1000));
+    // Nothing but control packets arrives (rx_packets stays 0): past the decay detection
+    // time (3 s after coming up), a polls for the decayed interval, which b's Final puts in
+    // force.
+    exchange(&mut a, &mut b, 2500, 12000);
+    assert_eq!((a.state, a.min_rx), (State::Up, 3000));
+    assert_eq!(b.rx_interval(), 1000);
+    assert_eq!(b.tx_interval(), 3000);
+    assert_eq!(a.flags & FLAG_POLL, 0);
+}
+
+#[test]
+fn forwarding_if_rx_forwards_while_data_arrives() {
+    let mut a = Session::new("a", 1, 49152, cfg(&[("forwarding_if_rx", "true")]), 0);
+    let mut b = Session::new("b", 2, 49153, cfg(&[]), 0);
+    exchange(&mut a, &mut b, 0, 5000);
+    assert_eq!(a.state, State::Up);
+    // b falls silent, data keeps arriving: a is down and still forwards.
+    let mut rx = 0;
+    for now in 5000..9000 {
+        rx += 1;
+        a.run(now, rx);
+    }
+    assert_eq!((a.state, a.diag), (State::Down, diag::EXPIRED));
+    assert!(a.forwarding(9000));
+    // The data stops too: forwarding ends once its detection time passes.
+    for now in 9000..13000 {
+        a.run(now, rx);
+    }
+    assert!(!a.forwarding(13000));
+}
