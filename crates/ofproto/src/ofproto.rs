@@ -1033,12 +1033,29 @@ fn trace_pass(
         &crate::syntax::NoPortNames,
     );
     let _ = writeln!(t, "Megaflow: {mf}");
-    let acts = if x.actions.is_empty() {
+    // A slow path flow's `userspace(...)` is the upcall's doing in OVS, not translation's:
+    // its trace shows the rest, and why.
+    let shown: Vec<flow::odp::Action> = if x.slow_bfd {
+        x.actions
+            .iter()
+            .filter(|a| !matches!(a, flow::odp::Action::Userspace(_)))
+            .cloned()
+            .collect()
+    } else {
+        x.actions.clone()
+    };
+    let acts = if shown.is_empty() {
         "drop".to_owned()
     } else {
-        flow::odp::format_actions(&x.actions, None)
+        flow::odp::format_actions(&shown, None)
     };
     let _ = writeln!(t, "Datapath actions: {acts}");
+    if x.slow_bfd {
+        t.push_str(
+            "This flow is handled by the userspace slow path because it:\n  \
+             - Consists of BFD packets.\n",
+        );
+    }
     if let Some(why) = x.failed {
         let _ = writeln!(t, "\nTranslation failed ({why}), packet is dropped.");
     }

@@ -202,6 +202,8 @@ pub struct XlateOut {
     /// The mirrors that copied the packet, as (bridge index, mirror index): where their
     /// statistics belong, as with `rules`.
     pub mirrors: Vec<(usize, usize)>,
+    /// The packet is a BFD session's, sent to the slow path (OVS's `SLOW_BFD`).
+    pub slow_bfd: bool,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -500,11 +502,15 @@ pub fn translate_in(
         }
         None => 0,
     };
+    // A BFD session's packets go to the session, not through the tables (OVS's
+    // `process_special()`, which a thawed packet has been through already); OVS has looked
+    // table 0 up by then.
+    let special = frozen.is_none() && ctx.process_bfd(ofport);
+    if special {
+        ctx.under(node, |c| c.lookup_only(table));
+    }
     // A port with `no_recv` (`no_recv_stp` for STP frames) drops what it receives (OVS's
     // `may_receive()`): the megaflow then depends on the destination address.
-    // A BFD session's packets go to the session, not through the tables (OVS's
-    // `process_special()`, which a thawed packet has been through already).
-    let special = frozen.is_none() && ctx.process_bfd(ofport);
     let in_config = pipe.bridges[bridge].port_config(ofport);
     let refused = !special && in_config.config & (PC_NO_RECV | PC_NO_RECV_STP) != 0 && {
         ctx.wc.dp.set_eth_dst(EthAddr([0xff; 6]));
@@ -766,6 +772,13 @@ impl Ctx<'_> {
         let (m, prio, rule) = cls.get(id)?;
         self.trace.as_ref()?;
         self.trace_add(NodeKind::Table, rule_line(table, m, prio, rule.cookie))
+    }
+
+    /// [`Ctx::trace_lookup`], with OVS's line for a miss.
+    fn lookup_only(&mut self, table: usize) {
+        if self.trace_lookup(table).is_none() && self.trace.is_some() {
+            self.trace_add(NodeKind::Table, format_args!("{table:>2}. No match."));
+        }
     }
 
     /// What a miss in `table` does when its configuration says (OpenFlow 1.1 and 1.2's

@@ -53,7 +53,19 @@ fn a_sessions_packets_go_to_the_slow_path_and_others_to_the_tables() {
     assert_eq!(trace(&of, BFD).1, "2");
     assert_eq!(of.set_bfd_rx("br0", 1, rx(&[])), Some(true));
     let (mega, acts) = trace(&of, BFD);
-    assert_eq!(acts, "userspace(pid=0,slow_path(bfd))");
+    // OVS's trace: table 0 looked up, nothing run, the slow path said; the upcall installs
+    // the slow path action.
+    assert_eq!(acts, "drop");
+    let t = of.trace("br0", &[BFD.into()], false).unwrap();
+    assert!(t.contains("\n 0. priority 32768\n"), "{t}");
+    assert!(
+        t.ends_with(
+            "Datapath actions: drop\nThis flow is handled by the userspace slow path because \
+             it:\n  - Consists of BFD packets.\n"
+        ),
+        "{t}"
+    );
+    assert_eq!(upcall_actions(&of), "userspace(pid=0,slow_path(bfd))");
     assert!(
         mega.contains("udp") && mega.contains("tp_dst=3784"),
         "{mega}"
@@ -72,7 +84,7 @@ fn a_sessions_packets_go_to_the_slow_path_and_others_to_the_tables() {
     assert_eq!(acts, "2");
     assert!(mega.contains("nw_dst=169.254.1.1"), "{mega}");
     let (_, acts) = trace(&of, &BFD.replace("169.254.1.1", "10.0.0.1"));
-    assert_eq!(acts, "userspace(pid=0,slow_path(bfd))");
+    assert_eq!(acts, "drop");
     let (_, acts) = trace(
         &of,
         &format!("tun_id=5,{}", BFD.replace("169.254.1.1", "10.0.0.1")),
@@ -104,4 +116,20 @@ fn a_port_whose_session_does_not_forward_is_not_live() {
     // BFD off: the port is live again.
     of.set_bfd_rx("br0", 2, None);
     assert_eq!(acts(&of), "2");
+}
+
+/// The datapath actions an upcall of the BFD packet installs.
+fn upcall_actions(of: &Ofproto) -> String {
+    let mut k = flow::FlowKey::new();
+    k.set_in_port(1)
+        .set_eth_type(0x0800)
+        .set_nw_src([169, 254, 1, 0].into())
+        .set_nw_dst([169, 254, 1, 1].into())
+        .set_nw_proto(17)
+        .set_nw_ttl(255)
+        .set_tp_src(49152)
+        .set_tp_dst(3784);
+    let p = of.pipe.read().unwrap();
+    let x = ofproto::xlate::translate(&p, &k, false, None);
+    flow::odp::format_actions(&x.actions, None)
 }

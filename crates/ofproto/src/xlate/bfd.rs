@@ -52,6 +52,7 @@ impl Ctx<'_> {
         if !self.is_bfd(ofport) {
             return false;
         }
+        self.res.slow_bfd = true;
         self.out.push(Action::Userspace(Box::new(Userspace {
             pid: 0,
             cookie: UserCookie::Text(crate::bfd::SLOW_PATH_COOKIE.into()),
