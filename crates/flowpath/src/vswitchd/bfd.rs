@@ -89,7 +89,8 @@ fn turn(of: &Ofproto, dp: &Mutex<Datapath>) -> i64 {
     if ports.is_empty() {
         return i64::MAX;
     }
-    // Read before the sessions' lock is taken: it must not be held with another.
+    // Read before the sessions' lock is taken: it must not be held with another. A tunnel
+    // port has no count of its own (its datapath port is shared): its session sees no data.
     let rx: HashMap<String, u64> = match dp.lock() {
         Ok(d) => ports
             .iter()
@@ -109,7 +110,7 @@ fn turn(of: &Ofproto, dp: &Mutex<Datapath>) -> i64 {
             .collect()
     };
     let (txs, wake) = of.bfd.run(
-        |n| rx.get(n).copied().unwrap_or(0),
+        |n| rx.get(n).copied(),
         |b, n| {
             macs.get(&(b.to_owned(), n))
                 .copied()

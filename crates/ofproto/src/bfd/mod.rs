@@ -197,12 +197,12 @@ impl Sessions {
     }
 
     /// Runs every session's timers and takes the control packets due; `rx_packets` gives an
-    /// interface's received packets, `port_mac` a port's Ethernet address (both called under
+    /// interface's received packets (`None`: it keeps no count), `port_mac` a port's Ethernet address (both called under
     /// the sessions' lock: they must take no lock). Returns them with the time of the next
     /// wake-up.
     pub fn run(
         &self,
-        rx_packets: impl Fn(&str) -> u64,
+        rx_packets: impl Fn(&str) -> Option<u64>,
         port_mac: impl Fn(&str, u32) -> flow::EthAddr,
     ) -> (Vec<Tx>, i64) {
         let now = self.now();
@@ -367,7 +367,7 @@ mod tests {
     fn a_session_sends_at_once_then_counts_bad_input() {
         let s = Sessions::default();
         s.configure("t0", "br0", 3, enabled());
-        let (tx, wake) = s.run(|_| 0, |_, _| flow::EthAddr([2, 0, 0, 0, 0, 9]));
+        let (tx, wake) = s.run(|_| Some(0), |_, _| flow::EthAddr([2, 0, 0, 0, 0, 9]));
         assert_eq!(tx.len(), 1);
         assert_eq!((tx[0].bridge.as_str(), tx[0].ofport), ("br0", 3));
         assert!(wake > s.now() + 500, "{wake}");

@@ -256,23 +256,27 @@ impl Session {
 
     /// The timers (OVS's `bfd_run()`): detection time expiry, decay, and a poll sequence when
     /// the intervals in force are not the configured ones. `rx_packets` is what the interface
-    /// has received in all.
-    pub fn run(&mut self, now: i64, rx_packets: u64) {
+    /// has received in all, `None` when it keeps no count: then no data is seen and the
+    /// session never decays.
+    pub fn run(&mut self, now: i64, rx_packets: Option<u64>) {
         let old_in_decay = self.in_decay;
         if self.state > State::Down && now >= self.detect_time {
             self.set_state(State::Down, diag::EXPIRED, now);
         }
-        if self.cfg.forwarding_if_rx && rx_packets != self.rx_packets {
-            self.forwarding(now);
-            self.forwarding_if_rx_update(now);
+        if let Some(rx) = rx_packets {
+            if self.cfg.forwarding_if_rx && rx != self.rx_packets {
+                self.forwarding(now);
+                self.forwarding_if_rx_update(now);
+            }
+            self.rx_packets = rx;
         }
-        self.rx_packets = rx_packets;
         self.forwarding(now);
         if self.state == State::Up && self.cfg.decay_min_rx > 0 && now >= self.decay_detect_time {
             // Decays when barely more than the control packets arrived (twice as many, for
             // the counters' lag).
-            let diff = rx_packets.saturating_sub(self.decay_rx_packets);
-            self.in_decay = diff <= 2 * self.decay_rx_ctl.max(1);
+            self.in_decay = rx_packets.is_some_and(|rx| {
+                rx.saturating_sub(self.decay_rx_packets) <= 2 * self.decay_rx_ctl.max(1)
+            });
             self.decay_update(now);
         }
         if self.min_tx != self.cfg.min_tx

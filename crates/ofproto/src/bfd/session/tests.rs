@@ -20,7 +20,7 @@ fn exchange(a: &mut Session, b: &mut Session, from: i64, to: i64) {
 
 /// `x`'s timers at `now`, and its packet to `y` if one is due.
 fn step(x: &mut Session, y: &mut Session, now: i64) {
-    x.run(now, 0);
+    x.run(now, Some(0));
     if x.should_send(now) {
         let m = x.compose(now, 7);
         let m = Msg::decode(&m.encode()).unwrap();
@@ -51,9 +51,9 @@ fn silence_expires_the_session_with_ovs_s_diagnostic() {
     exchange(&mut a, &mut b, 0, 5000);
     assert_eq!(a.state, State::Up);
     let detect = a.detect_time;
-    a.run(detect - 1, 0);
+    a.run(detect - 1, Some(0));
     assert_eq!(a.state, State::Up);
-    a.run(detect, 0);
+    a.run(detect, Some(0));
     let st: BTreeMap<_, _> = a.status(detect).into_iter().collect();
     assert_eq!(st["state"], "down");
     assert_eq!(st["diagnostic"], "Control Detection Time Expired");
@@ -125,6 +125,21 @@ fn a_quiet_interface_decays_its_receive_interval() {
 }
 
 #[test]
+fn an_interface_without_a_count_never_decays() {
+    let mut a = Session::new("a", 1, 49152, cfg(&[("decay_min_rx", "3000")]), 0);
+    let mut b = Session::new("b", 2, 49153, cfg(&[]), 0);
+    for now in 0..12000 {
+        a.run(now, None);
+        if a.should_send(now) {
+            let m = a.compose(now, 7);
+            b.receive(&m, 255, now).unwrap();
+        }
+        step(&mut b, &mut a, now);
+    }
+    assert_eq!((a.state, a.min_rx), (State::Up, 1000));
+}
+
+#[test]
 fn forwarding_if_rx_forwards_while_data_arrives() {
     let mut a = Session::new("a", 1, 49152, cfg(&[("forwarding_if_rx", "true")]), 0);
     let mut b = Session::new("b", 2, 49153, cfg(&[]), 0);
@@ -134,13 +149,13 @@ fn forwarding_if_rx_forwards_while_data_arrives() {
     let mut rx = 0;
     for now in 5000..9000 {
         rx += 1;
-        a.run(now, rx);
+        a.run(now, Some(rx));
     }
     assert_eq!((a.state, a.diag), (State::Down, diag::EXPIRED));
     assert!(a.forwarding(9000));
     // The data stops too: forwarding ends once its detection time passes.
     for now in 9000..13000 {
-        a.run(now, rx);
+        a.run(now, Some(rx));
     }
     assert!(!a.forwarding(13000));
 }
