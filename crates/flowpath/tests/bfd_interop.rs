@@ -8,6 +8,8 @@
 //! - malformed control packets (wrong version, bad length, detect multiplier 0, too short,
 //!   multipoint, no discriminator) and one with TTL 64, sent by OVS through its tunnel, are
 //!   counted (`coverage/show`: `bfd_rx_malformed`, `bfd_rx_ignored`) and change nothing;
+//! - with `bfd:oam=true` flowpath's packets carry GENEVE's O bit (tcpdump, when installed)
+//!   and OVS's session stays up;
 //! - OVS stops: flowpath's session goes down with OVS's diagnostic, the port is no longer
 //!   LIVE; OVS starts again: both come up; then flowpath stops, and OVS's `bfd_status` and
 //!   `bfd/show` must say what flowpath's said in the same situation.
@@ -440,6 +442,25 @@ fn bfd_with_ovs_over_geneve() {
         assert!(log.contains(&format!("|bfd|WARN|gnv0: {w}")), "{w}\n{log}");
     }
     assert_eq!(fp.bfd_status_text(), fp_up);
+
+    // bfd:oam: flowpath's control packets carry GENEVE's O bit, and OVS takes them.
+    fp.vsctl(&["set", "interface", "gnv0", "bfd:oam=true"])
+        .unwrap();
+    if common::netns::in_path("tcpdump") {
+        let filter = "udp port 6081 and src host 172.30.9.1";
+        let cap = run(&in_ns(
+            &ns_ovs,
+            &[
+                "timeout", "10", "tcpdump", "-c", "2", "-nvvi", &u_ovs, filter,
+            ],
+        ))
+        .unwrap();
+        assert!(cap.matches("Geneve, Flags [O]").count() == 2, "{cap}");
+    } else {
+        eprintln!("bfd_with_ovs_over_geneve: no tcpdump, the O bit is not looked at");
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(ovs.bfd_status_text(), ovs_up);
 
     // OVS goes: flowpath's session expires, its port is no longer live.
     ovs.stop();

@@ -258,6 +258,30 @@ fn encapsulation_pushes_and_outputs_in_one_pass_once_the_neighbour_is_known() {
 }
 
 #[test]
+fn the_oam_flag_sets_genev_s_o_bit() {
+    let of = switch(
+        TunnelType::Geneve,
+        &[("key", "flow")],
+        "in_port=vm0 actions=output:tnl0",
+    );
+    of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    let oam = |k: &FlowKey| {
+        let x = xlate(&of, k);
+        let Some(Action::TnlPush(t)) = x.actions.first() else {
+            panic!("{}", acts(&x));
+        };
+        let TnlL4::Geneve { oam, .. } = &t.header.l4 else {
+            panic!("{:?}", t.header);
+        };
+        *oam
+    };
+    let mut k = key(PLAIN_VM);
+    assert!(!oam(&k));
+    k.set_tun_flags(flow::key::tun_flags::OAM);
+    assert!(oam(&k));
+}
+
+#[test]
 fn routes_choose_the_gateway_neighbour_and_unrouted_destinations_drop() {
     let of = switch(
         TunnelType::Vxlan,

@@ -230,23 +230,28 @@ pub(crate) fn send_from_local(
     bridge: &str,
     frame: Vec<u8>,
 ) -> Result<(), OfpErr> {
-    send_from_local_to(of, dp, bridge, ofproto::syntax::OFPP_TABLE, frame)
+    send_from_local_to(of, dp, bridge, ofproto::syntax::OFPP_TABLE, false, frame)
 }
 
 /// Sends `frame` from bridge `bridge`'s LOCAL port straight out of port `port` (a tunnel
-/// port pushes its header), as OVS's `ofproto_dpif_send_packet()` sends its monitors'
-/// packets (BFD).
+/// port pushes its header, with the OAM flag when `oam`), as OVS's
+/// `ofproto_dpif_send_packet()` sends its monitors' packets (BFD).
 pub(crate) fn send_from_local_to(
     of: &Ofproto,
     dp: &Mutex<Datapath>,
     bridge: &str,
     port: u32,
+    oam: bool,
     frame: Vec<u8>,
 ) -> Result<(), OfpErr> {
     let mut k = ofproto::pipekey::PipeKey::new();
     k.dp.set_in_port(ofproto::syntax::OFPP_LOCAL);
     let mut mask = ofproto::pipekey::PipeMask::new();
     mask.dp.set_in_port(u32::MAX);
+    if oam {
+        k.dp.set_tun_flags(flow::key::tun_flags::OAM);
+        mask.dp.set_tun_flags(u8::MAX);
+    }
     let actions = vec![FrozenAction::Of(ofproto::syntax::OfAction::Output {
         port,
         max_len: 0,

@@ -118,7 +118,7 @@ fn turn(of: &Ofproto, dp: &Mutex<Datapath>) -> i64 {
         },
     );
     for t in txs {
-        let _ = crate::ofserver::send_from_local_to(of, dp, &t.bridge, t.ofport, t.frame);
+        let _ = crate::ofserver::send_from_local_to(of, dp, &t.bridge, t.ofport, t.oam, t.frame);
     }
     for (bridge, ofport, forwarding) in of.bfd.liveness_changes() {
         of.set_bfd_forwarding(&bridge, ofport, forwarding);

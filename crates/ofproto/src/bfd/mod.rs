@@ -36,6 +36,8 @@ pub struct Tx {
     pub bridge: String,
     pub ofport: u32,
     pub frame: Vec<u8>,
+    /// Sent with the tunnel's OAM flag (`bfd:oam`).
+    pub oam: bool,
 }
 
 /// Control packets refused, by reason (RFC 5880 section 6.8.6), for `bfd/show`'s readers and
@@ -229,6 +231,7 @@ impl Sessions {
                     bridge: e.bridge.clone(),
                     ofport: e.ofport,
                     frame: frame::compose(&addrs, &msg),
+                    oam: s.cfg.oam,
                 });
             }
             wake = wake.min(s.wake_time());

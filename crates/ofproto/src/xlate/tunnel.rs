@@ -269,6 +269,7 @@ impl Ctx<'_> {
             ttl,
             payload: if l3 { et } else { 0x6558 },
             options,
+            oam: self.flow.dp.tun_flags() & flow::key::tun_flags::OAM != 0,
         });
         let (dl_type, outer_proto) = (header.dl_type, if t.kind.is_gre() { 47 } else { 17 });
         let local_dp = under.ports.get(&OFPP_LOCAL).and_then(|p| p.dp_port);
@@ -530,6 +531,9 @@ pub(super) struct TnlParams<'a> {
     /// GRE protocol: 0x6558 for Ethernet, else the L3 payload's ethertype.
     payload: u16,
     options: Vec<u8>,
+    /// The flow's `oam` tunnel flag, kept through the output as OVS keeps the public flags:
+    /// GENEVE's O bit.
+    oam: bool,
 }
 
 /// The `tnl_push` header of a tunnel (the datapath fills lengths, checksums and the UDP
@@ -589,7 +593,7 @@ pub(super) fn tnl_header(p: &TnlParams) -> flow::odp::TnlHeader {
         TunnelType::Geneve => (
             TnlL4::Geneve {
                 udp,
-                oam: false,
+                oam: p.oam,
                 crit: p.options.chunks(4).next().is_some() && has_critical(&p.options),
                 vni: (key & 0xff_ffff) as u32,
                 options: p.options.clone(),
