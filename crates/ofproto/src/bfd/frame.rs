@@ -84,6 +84,9 @@ pub fn udp_payload(frame: &[u8]) -> Option<(u8, &[u8])> {
     }
     let tot = usize::from(u16::from_be_bytes([ip[2], ip[3]])).min(ip.len());
     let udp = ip.get(ihl..tot)?;
+    if udp.len() < 8 {
+        return None;
+    }
     let udp_len = usize::from(u16::from_be_bytes([*udp.get(4)?, *udp.get(5)?]));
     let end = udp_len.clamp(8, udp.len());
     Some((ip[8], udp.get(8..end)?))
@@ -123,6 +126,10 @@ mod tests {
         assert_eq!(ttl, 255);
         assert_eq!(Msg::decode(p), Ok(m));
         assert_eq!(udp_payload(&f[..40]), None);
+        // An IP total length that leaves less than a UDP header.
+        let mut short = f.clone();
+        short[16..18].copy_from_slice(&26u16.to_be_bytes());
+        assert_eq!(udp_payload(&short), None);
         assert_eq!(udp_payload(&[]), None);
     }
 }
