@@ -5,6 +5,7 @@
 //!
 //! - both sessions come up: `bfd_status` and `bfd/show` say the same on both sides (times and
 //!   discriminators aside), and the tunnel port is LIVE on both;
+//! - `bfd/set-forwarding` overrides forwarding and liveness on both alike;
 //! - malformed control packets (wrong version, bad length, detect multiplier 0, too short,
 //!   multipoint, no discriminator) and one with TTL 64, sent by OVS through its tunnel, are
 //!   counted (`coverage/show`: `bfd_rx_malformed`, `bfd_rx_ignored`) and change nothing;
@@ -410,6 +411,30 @@ fn bfd_with_ovs_over_geneve() {
         (fp.port_state(), ovs.port_state()),
         ("LIVE".into(), "LIVE".into())
     );
+
+    // bfd/set-forwarding false: the session says it does not forward and the port is not
+    // live, on both alike; normal brings both back.
+    for c in [&fp, &ovs] {
+        assert_eq!(
+            c.appctl(&["bfd/set-forwarding", "gnv0", "false"]).unwrap(),
+            "OK\n"
+        );
+    }
+    let overridden = [("state", "up"), ("forwarding", "false")];
+    let fp_off = fp.wait_status(&overridden, t);
+    assert_eq!(fp_off, ovs.wait_status(&overridden, t));
+    assert!(wait_until(t, || fp.port_state() == "0"));
+    assert_eq!(ovs.port_state(), "0");
+    let nosuch = |c: &Chassis| {
+        c.appctl(&["bfd/set-forwarding", "nosuch", "true"])
+            .map_err(|e| e.replace(&c.dir.display().to_string(), "DIR"))
+    };
+    assert_eq!(nosuch(&fp), nosuch(&ovs));
+    for c in [&fp, &ovs] {
+        c.appctl(&["bfd/set-forwarding", "normal"]).unwrap();
+    }
+    assert_eq!(fp.wait_status(&up, t), fp_up);
+    assert!(wait_until(t, || fp.port_state() == "LIVE"));
 
     // Bad input through OVS's tunnel: counted, and nothing changes.
     let bad = [
