@@ -15,6 +15,8 @@
 //!   LIVE; OVS starts again: both come up; then flowpath stops, and OVS's `bfd_status` and
 //!   `bfd/show` must say what flowpath's said in the same situation.
 //!
+//! VXLAN and GRE tunnels come up the same way, `bfd_status` and `bfd/show` as OVS's.
+//!
 //! Needs root, `ip`, and Debian's `openvswitch-switch` (SKIP otherwise).
 
 mod common;
@@ -216,9 +218,9 @@ impl Chassis {
         self.command(&v)
     }
 
-    /// br-phys with the underlay port and address `ip`, br-int with the GENEVE port `gnv0`
-    /// towards `remote` with BFD.
-    fn configure(&self, underlay: &str, ip: &str, remote: &str) {
+    /// br-phys with the underlay port and address `ip`, br-int with the tunnel port `gnv0`
+    /// of type `kind` (with `csum=true` for GENEVE) towards `remote` with BFD.
+    fn configure(&self, underlay: &str, ip: &str, remote: &str, kind: &str) {
         self.vsctl(&[
             "add-br",
             "br-phys",
@@ -261,10 +263,14 @@ impl Chassis {
             "set",
             "interface",
             "gnv0",
-            "type=geneve",
+            &format!("type={kind}"),
             &remote,
             "options:key=flow",
-            "options:csum=true",
+            if kind == "geneve" {
+                "options:csum=true"
+            } else {
+                "options:csum=false"
+            },
             "bfd:enable=true",
         ])
         .unwrap();
@@ -380,20 +386,49 @@ fn coverage(c: &Chassis, event: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// flowpath and OVS in namespaces of `env`, joined by a veth, each with a tunnel of `kind`
+/// towards the other with BFD: (flowpath, OVS, OVS's namespace, OVS's underlay port).
+fn pair(env: &mut Env, kind: &str) -> (Chassis, Chassis, String, String) {
+    let ns_fp = env.netns("fp");
+    let ns_ovs = env.netns("ovs");
+    let (u_fp, u_ovs) = (env.ifname("bfp"), env.ifname("bovs"));
+    veth(&u_fp, &ns_fp, &u_ovs, &ns_ovs);
+    let fp = Chassis::new(env, Sw::Flowpath, &ns_fp, "fp");
+    let ovs = Chassis::new(env, Sw::Ovs, &ns_ovs, "ovs");
+    fp.configure(&u_fp, "172.30.9.1/24", "172.30.9.2", kind);
+    ovs.configure(&u_ovs, "172.30.9.2/24", "172.30.9.1", kind);
+    (fp, ovs, ns_ovs, u_ovs)
+}
+
+#[test]
+fn bfd_with_ovs_over_vxlan_and_gre() {
+    for (kind, tag) in [("vxlan", "bv"), ("gre", "bg")] {
+        let test = format!("bfd_with_ovs_over_{kind}");
+        let Some(mut env) = Env::new(&test, tag, TOOLS, &NAMES) else {
+            return;
+        };
+        let _slot = common::netns::slot();
+        let (fp, ovs, _, _) = pair(&mut env, kind);
+        let up = [
+            ("state", "up"),
+            ("remote_state", "up"),
+            ("forwarding", "true"),
+        ];
+        let t = Duration::from_secs(20);
+        assert_eq!(fp.wait_status(&up, t), ovs.wait_status(&up, t), "{kind}");
+        assert_eq!(fp.show(), ovs.show(), "{kind}");
+        drop(fp);
+        drop(ovs);
+    }
+}
+
 #[test]
 fn bfd_with_ovs_over_geneve() {
     let Some(mut env) = Env::new("bfd_with_ovs_over_geneve", "bo", TOOLS, &NAMES) else {
         return;
     };
     let _slot = common::netns::slot();
-    let ns_fp = env.netns("fp");
-    let ns_ovs = env.netns("ovs");
-    let (u_fp, u_ovs) = (env.ifname("bfp"), env.ifname("bovs"));
-    veth(&u_fp, &ns_fp, &u_ovs, &ns_ovs);
-    let mut fp = Chassis::new(&env, Sw::Flowpath, &ns_fp, "fp");
-    let mut ovs = Chassis::new(&env, Sw::Ovs, &ns_ovs, "ovs");
-    fp.configure(&u_fp, "172.30.9.1/24", "172.30.9.2");
-    ovs.configure(&u_ovs, "172.30.9.2/24", "172.30.9.1");
+    let (mut fp, mut ovs, ns_ovs, u_ovs) = pair(&mut env, "geneve");
 
     // Both up, and both say so alike.
     let up = [
