@@ -177,7 +177,7 @@ impl Sessions {
                     msg::Refusal::TooShort(_) => (vlog::Level::Info, None),
                     _ => (vlog::Level::Warn, msg::Msg::parse(payload).ok()),
                 };
-                log_refusal(&mut e.session, level, m.as_ref(), &r.to_string(), now);
+                e.session.log_msg(level, m.as_ref(), &r.to_string(), now);
                 return;
             }
         };
@@ -193,7 +193,7 @@ impl Sessions {
                 } else {
                     vlog::Level::Warn
                 };
-                log_refusal(&mut e.session, level, Some(&msg), why, now);
+                e.session.log_msg(level, Some(&msg), why, now);
             }
         }
     }
@@ -331,30 +331,6 @@ impl Sessions {
         self.wake.notify_all();
         Ok("OK".into())
     }
-}
-
-/// OVS's message for a control packet a session refused (`log_msg()`): why, the packet's
-/// fields and the session's details, run together as OVS's are.
-fn log_refusal(s: &mut Session, level: vlog::Level, m: Option<&msg::Msg>, why: &str, now: i64) {
-    let Some(module) = vlog::module("bfd") else {
-        return;
-    };
-    if !module.enabled(level) {
-        return;
-    }
-    let text = match m {
-        Some(m) => {
-            let details = s.details(now);
-            format!(
-                "{}: {why}.{}{}",
-                s.name,
-                m.log_text(),
-                details.trim_end_matches('\n')
-            )
-        }
-        None => format!("{}: {why}.", s.name),
-    };
-    module.log(level, &text);
 }
 
 #[cfg(test)]

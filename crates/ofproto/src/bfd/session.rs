@@ -158,6 +158,7 @@ impl Session {
             };
             self.flags |= FLAG_POLL;
             self.next_tx = 0;
+            self.log_info(&format!("{}: Initiating poll sequence", self.name));
         }
     }
 
@@ -360,18 +361,26 @@ impl Session {
             self.min_tx = self.poll_min_tx;
             self.min_rx = self.poll_min_rx;
             self.flags &= !FLAG_POLL;
+            self.log_msg(vlog::Level::Info, Some(m), "Poll sequence terminated", now);
         }
         if m.flags & FLAG_POLL != 0 {
             self.flags &= !FLAG_POLL;
             self.flags |= FLAG_FINAL;
         }
-        self.rmt_mult = m.mult;
+        if self.rmt_mult != m.mult {
+            self.log_info(&format!(
+                "Interface {} remote mult value {} changed to {}",
+                self.name, self.rmt_mult, m.mult
+            ));
+            self.rmt_mult = m.mult;
+        }
         let rmt_min_rx = i64::from(m.min_rx_us / 1000).max(1);
         if self.rmt_min_rx != rmt_min_rx {
             self.rmt_min_rx = rmt_min_rx;
             if self.next_tx != 0 {
                 self.set_next_tx(0);
             }
+            self.log_msg(vlog::Level::Info, Some(m), "New remote min_rx", now);
         }
         self.rmt_min_tx = i64::from(m.min_tx_us / 1000).max(1);
         self.detect_time = self.rx_interval() * i64::from(self.rmt_mult) + now;
@@ -389,6 +398,14 @@ impl Session {
         };
         if let Some((s, d)) = next {
             self.set_state(s, d, now);
+            if (s, m.state) == (State::Down, State::Down) {
+                self.log_msg(
+                    vlog::Level::Info,
+                    Some(m),
+                    "Remote signaled STATE_DOWN",
+                    now,
+                );
+            }
         }
         if self.cfg.forwarding_if_rx {
             self.demand_rx_bfd_time = now + 100 * self.cfg.min_rx;
@@ -437,6 +454,39 @@ impl Session {
         let _ = writeln!(s, "  Remote Minimum RX Interval: {}ms", self.rmt_min_rx);
         let _ = writeln!(s, "  Remote Detect Multiplier: {}", self.rmt_mult);
         s
+    }
+}
+
+impl Session {
+    /// OVS's `log_msg()`: what happened, the packet's fields and the session's details, run
+    /// together as OVS's are (just what happened without a packet).
+    pub fn log_msg(&mut self, level: vlog::Level, m: Option<&Msg>, what: &str, now: i64) {
+        let Some(module) = vlog::module("bfd") else {
+            return;
+        };
+        if !module.enabled(level) {
+            return;
+        }
+        let text = match m {
+            Some(m) => {
+                let details = self.details(now);
+                format!(
+                    "{}: {what}.{}{}",
+                    self.name,
+                    m.log_text(),
+                    details.trim_end_matches('\n')
+                )
+            }
+            None => format!("{}: {what}.", self.name),
+        };
+        module.log(level, &text);
+    }
+
+    /// A plain INFO line about the session.
+    fn log_info(&self, text: &str) {
+        if let Some(m) = vlog::module("bfd") {
+            m.log(vlog::Level::Info, text);
+        }
     }
 }
 
