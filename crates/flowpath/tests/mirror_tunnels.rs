@@ -4,7 +4,8 @@
 //! and copies of what a port sends leave in GRE or ERSPAN to a host on the underlay. Checked:
 //! the tunnel's next hop is resolved as soon as it is routable, before any traffic (so no
 //! first copy is lost), and each copy is what `tshark` decodes as GRE or ERSPAN with the
-//! configured key or session id and index, its sequence numbers counting up. Needs root,
+//! configured key or session id and index, its sequence numbers counting up. And the underlay
+//! bridge's device takes `other_config:hwaddr` as its address, as OVS's local port does. Needs root,
 //! network namespaces, OVS's `ovsdb-server`/`ovs-vsctl`, `tcpdump` and `tshark`; else SKIP.
 
 mod common;
@@ -257,5 +258,34 @@ fn a_port_mirrored_over_gre_carries_the_key() {
     assert_eq!(got.len(), 3, "{got:?}");
     for l in &got {
         assert_eq!(l, "0x00000007\t0x6558\t8", "{l}");
+    }
+}
+
+/// `other_config:hwaddr` becomes the underlay bridge's device address, as `ovs-vswitchd` sets
+/// its local port's: what the kernel answers ARP for the tunnel endpoint with must be the
+/// address tunnel packets are terminated for (a peer that learned another would send them
+/// where the bridge does not take them).
+#[test]
+fn an_underlay_bridge_s_hwaddr_is_its_device_s_address() {
+    let Some(w) = World::new("mirror_tunnels hwaddr", "hw") else {
+        return;
+    };
+    let device_mac = || {
+        must(&in_ns(&w.sw, &["cat", "/sys/class/net/br-phys/address"]))
+            .trim()
+            .to_owned()
+    };
+    for mac in ["02:00:00:00:09:01", "02:00:00:00:09:02"] {
+        w.vsctl(&[
+            "set",
+            "bridge",
+            "br-phys",
+            &format!("other_config:hwaddr=\"{mac}\""),
+        ]);
+        assert!(
+            wait_until(Duration::from_secs(5), || device_mac() == mac),
+            "br-phys has {}, not {mac}",
+            device_mac()
+        );
     }
 }

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::os::fd::AsFd;
 
 use flow::EthAddr;
 use netdev::ifaddrs::IfAddrs;
@@ -48,7 +49,10 @@ fn wanted(
     }
 }
 
-/// Gives bridge `b` the addresses it should have, if they are not those of `applied`.
+/// Gives bridge `b` the addresses it should have, if they are not those of `applied`, and its
+/// LOCAL device `other_config:hwaddr` when that is set, as `ovs-vswitchd` sets the local
+/// port's Ethernet address to the bridge's: what the kernel's stack answers ARP with must be
+/// what tunnel packets are terminated for.
 pub(super) fn refresh(
     b: &BridgeDesired,
     applied: &mut Option<LocalAddrs>,
@@ -56,6 +60,29 @@ pub(super) fn refresh(
     kernel: &BTreeMap<String, IfAddrs>,
 ) {
     let want = wanted(&b.name, b.other_config.get("hwaddr"), kernel);
+    let configured = want
+        .hwaddr_text
+        .as_deref()
+        .and_then(|m| ofproto::tunnel::parse_mac(m).ok());
+    if let (Some(mac), Some(dev)) = (configured, kernel.get(&b.name))
+        && dev.mac.is_some_and(|m| m != mac.0)
+    {
+        let set = netdev::netns::control_socket(None)
+            .and_then(|s| netdev::netns::set_mac(s.as_fd(), &b.name, mac.0));
+        // Once per hwaddr: the next polls try again without a word.
+        let first = applied.as_ref().map(|a| &a.hwaddr_text) != Some(&want.hwaddr_text);
+        if let Err(e) = set
+            && first
+        {
+            log(
+                vlog::Level::Warn,
+                &format!(
+                    "bridge {}: setting its device's address to {mac}: {e}",
+                    b.name
+                ),
+            );
+        }
+    }
     if applied.as_ref() == Some(&want) {
         return;
     }
