@@ -346,8 +346,8 @@ fn the_outer_tos_takes_dscp_from_the_options_and_leaves_ecn_to_the_push() {
     assert!(refused.contains("ECN part"), "{refused}");
 }
 
-#[test]
-fn arp_replies_to_the_bridge_teach_the_neighbour() {
+/// A VXLAN switch whose VM traffic goes to the tunnel, and the peer's ARP reply to the bridge.
+fn vxlan_switch_and_peer_reply() -> (Arc<Ofproto>, FlowKey) {
     let of = switch(
         TunnelType::Vxlan,
         &[("key", "flow")],
@@ -357,6 +357,12 @@ fn arp_replies_to_the_bridge_teach_the_neighbour() {
         "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0806),\
          arp(sip=10.1.2.9,tip=10.1.2.8,op=2,sha=8c:dc:d4:ab:58:48,tha=8c:dc:d4:ab:5b:f0)",
     );
+    (of, reply)
+}
+
+#[test]
+fn arp_replies_to_the_bridge_teach_the_neighbour() {
+    let (of, reply) = vxlan_switch_and_peer_reply();
     let x = xlate(&of, &reply);
     assert!(x.neigh_learned);
     assert!(of.neigh_show().contains("10.1.2.9"), "{}", of.neigh_show());
@@ -370,15 +376,7 @@ fn arp_replies_to_the_bridge_teach_the_neighbour() {
 
 #[test]
 fn a_gratuitous_arp_teaches_the_neighbour_its_new_address() {
-    let of = switch(
-        TunnelType::Vxlan,
-        &[("key", "flow")],
-        "in_port=vm0 actions=set_field:100->tun_id,output:tnl0",
-    );
-    let reply = key(
-        "in_port(1),eth(src=8c:dc:d4:ab:58:48,dst=8c:dc:d4:ab:5b:f0),eth_type(0x0806),\
-         arp(sip=10.1.2.9,tip=10.1.2.8,op=2,sha=8c:dc:d4:ab:58:48,tha=8c:dc:d4:ab:5b:f0)",
-    );
+    let (of, reply) = vxlan_switch_and_peer_reply();
     assert!(xlate(&of, &reply).neigh_learned);
     // The neighbour's address changes; it announces it, broadcast, as a request and as a
     // reply (both are gratuitous: sender and target address the same).
