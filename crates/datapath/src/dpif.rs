@@ -34,7 +34,6 @@ use crate::port::{Port, PortCounters};
 use crate::tsc;
 use crate::upcall_queue::{UpcallProducer, UpcallQueue};
 use idle_wait::SleepKnobs;
-pub use idle_wait::{IDLE_BEFORE_WAIT_US, MAX_WAIT_MS};
 use pmd_thread::{PmdHandle, PmdSeed, open_txqs, spawn_pmd};
 
 pub use reconfigure::{default_pmd_cores, parse_cpu_mask};

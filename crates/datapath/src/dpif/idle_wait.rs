@@ -11,7 +11,6 @@
 //! handled at once. A wait lasts at most until the PMD's next housekeeping and never longer
 //! than [`MAX_WAIT_MS`].
 
-use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc::{SendError, Sender};
@@ -25,12 +24,12 @@ use crate::tsc;
 /// How long a PMD must have received nothing before it waits, in microseconds: long enough
 /// that a steady stream never makes it wait, short enough that an idle switch sharing its
 /// core with guests or other switches gives the core back at once.
-pub const IDLE_BEFORE_WAIT_US: u64 = 50;
+const IDLE_BEFORE_WAIT_US: u64 = 50;
 
 /// The longest one wait lasts, in milliseconds (then the PMD polls and may wait again): what
 /// a wake-up the kernel failed to give would cost at worst, as OVS's longest load-based sleep
 /// (`pmd-maxsleep` 10 000 us).
-pub const MAX_WAIT_MS: u64 = 10;
+const MAX_WAIT_MS: u64 = 10;
 
 /// The knobs of sleeping every PMD thread reads after each poll.
 #[derive(Debug)]
@@ -131,7 +130,7 @@ impl IdleWait {
 /// Blocks until one of `pmd`'s queues or `bell` is readable, for at most `max_wait` ticks
 /// and not past the PMD's next housekeeping; false when the PMD may not wait.
 fn wait(pmd: &Pmd, now: u64, max_wait: u64, bell: &Doorbell) -> bool {
-    let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+    let mut fds: Vec<PollFd<'_>> = Vec::new();
     let Some(deadline) = pmd.wait_fds(&mut fds) else {
         return false;
     };
@@ -139,18 +138,14 @@ fn wait(pmd: &Pmd, now: u64, max_wait: u64, bell: &Doorbell) -> bool {
     if ticks == 0 {
         return false;
     }
-    fds.push(bell.as_fd());
-    let mut polled: Vec<PollFd<'_>> = fds
-        .iter()
-        .map(|fd| PollFd::from_borrowed_fd(*fd, PollFlags::IN))
-        .collect();
+    fds.push(PollFd::new(bell, PollFlags::IN));
     let ns = u128::from(ticks) * 1_000_000_000 / u128::from(tsc::hz().max(1));
     let timeout = Timespec {
         tv_sec: (ns / 1_000_000_000) as i64,
         tv_nsec: (ns % 1_000_000_000) as i64,
     };
     // EINTR or a failure: the PMD polls again at once, as after a wake.
-    let _ = poll(&mut polled, Some(&timeout));
+    let _ = poll(&mut fds, Some(&timeout));
     bell.clear();
     true
 }

@@ -52,7 +52,7 @@ mod stats;
 mod tiers;
 mod upcall;
 
-use std::os::fd::BorrowedFd;
+use rustix::event::{PollFd, PollFlags};
 use std::sync::mpsc::{Receiver, Sender};
 
 use flow::{FlowKey, Match};
@@ -604,13 +604,13 @@ impl Pmd {
     /// nothing of the PMD's own waits (misses for the slow path, recirculations) and every rx
     /// queue has a descriptor to wait on ([`crate::port::RxQueue::wait_fd`]), which `fds`
     /// gets. Returns the TSC by which the PMD must poll again in any case (its housekeeping).
-    pub fn wait_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) -> Option<u64> {
+    pub fn wait_fds<'a>(&'a self, fds: &mut Vec<PollFd<'a>>) -> Option<u64> {
         fds.clear();
         if !self.deferred.is_empty() || !self.redeferred.is_empty() || !self.recirc.is_empty() {
             return None;
         }
         for q in &self.rxqs {
-            fds.push(q.rxq.wait_fd()?);
+            fds.push(PollFd::from_borrowed_fd(q.rxq.wait_fd()?, PollFlags::IN));
         }
         Some(self.next_housekeeping)
     }
