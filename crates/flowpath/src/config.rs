@@ -682,7 +682,42 @@ impl Bridge {
         }
         p.ofport.unwrap_or(i as u32 + 1)
     }
+
+    /// Ports whose OpenFlow number is out of OVS's `ofport_request` range (1 to 65279) or is
+    /// another port's, given or taken by position.
+    fn ofport_errors(&self, text: &str) -> Vec<ConfigError> {
+        let mut errs = Vec::new();
+        let mut taken: BTreeMap<u32, &str> = BTreeMap::new();
+        for (i, p) in self.port.iter().enumerate() {
+            let o = Bridge::ofport_of(p, i);
+            let line = || find_line(text, &format!("\"{}\"", p.name));
+            if p.ofport.is_some_and(|o| o == 0 || o >= OFPP_MAX) {
+                errs.push(ConfigError {
+                    line: line(),
+                    message: format!("port '{}': ofport {o} is not in 1 to 65279", p.name),
+                });
+            } else if let Some(other) = taken.insert(o, &p.name) {
+                let how = if p.ofport.is_some() {
+                    ""
+                } else {
+                    " (by its position)"
+                };
+                errs.push(ConfigError {
+                    line: line(),
+                    message: format!(
+                        "port '{}': OpenFlow port {o}{how} is also port '{other}''s in bridge \
+                         '{}'; give it another ofport",
+                        p.name, self.name
+                    ),
+                });
+            }
+        }
+        errs
+    }
 }
+
+/// OpenFlow 1.0's first reserved port number: port numbers stay below it.
+const OFPP_MAX: u32 = 0xff00;
 
 /// A tunnel port's options as `KEY=VALUE` strings.
 pub fn option_strings(p: &PortConf) -> Vec<(String, String)> {
@@ -905,20 +940,7 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 });
             }
         }
-        let mut ofports = std::collections::HashSet::new();
-        for p in &b.port {
-            if let Some(o) = p.ofport
-                && (o == 0 || !ofports.insert(o))
-            {
-                errs.push(ConfigError {
-                    line: find_line(text, &format!("\"{}\"", p.name)),
-                    message: format!(
-                        "port '{}': ofport {o} is 0 or used twice in bridge '{}'",
-                        p.name, b.name
-                    ),
-                });
-            }
-        }
+        errs.extend(b.ofport_errors(text));
         for p in &b.port {
             let (at, options_at) = port_lines(text, &p.name);
             if !names.insert(p.name.clone()) {
@@ -1269,6 +1291,39 @@ options = { tx_pcap = "out.pcap" }
         let e =
             err("[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"c\"\ntype = \"internal\"\n");
         assert!(e.contains("takes the bridge's name"), "{e}");
+    }
+
+    #[test]
+    fn ofport_numbers_are_in_range_and_distinct() {
+        let port = |name: &str, ofport: &str| {
+            format!("[[bridge.port]]\nname = \"{name}\"\ntype = \"dummy\"\n{ofport}")
+        };
+        let bridge = |ports: &[String]| format!("[[bridge]]\nname = \"b\"\n{}", ports.concat());
+        let err = |text: &str| {
+            let errs = parse(text).unwrap_err();
+            errs.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let e = err(&bridge(&[port("p", "ofport = 70000\n")]));
+        assert!(e.contains("ofport 70000 is not in 1 to 65279"), "{e}");
+        let e = err(&bridge(&[port("p", "ofport = 0\n")]));
+        assert!(e.contains("ofport 0 is not in 1 to 65279"), "{e}");
+        let e = err(&bridge(&[port("p", "ofport = 2\n"), port("q", "")]));
+        assert!(
+            e.contains("port 'q': OpenFlow port 2 (by its position) is also port 'p''s"),
+            "{e}"
+        );
+        let e = err(&bridge(&[
+            port("p", "ofport = 5\n"),
+            port("q", "ofport = 5\n"),
+        ]));
+        assert!(
+            e.contains("port 'q': OpenFlow port 5 is also port 'p''s"),
+            "{e}"
+        );
+        assert!(parse(&bridge(&[port("p", "ofport = 65279\n"), port("q", "")])).is_ok());
     }
 
     #[test]
