@@ -30,6 +30,9 @@ pub struct MirrorConfig {
     pub output_port: Option<String>,
     /// The VLAN copies are flooded in, when there is no output port.
     pub output_vlan: Option<u16>,
+    /// Bytes of each copy kept (OVS's `snaplen`, 14 to 65535); 0 keeps the whole packet, as
+    /// does 65535.
+    pub snaplen: u16,
 }
 
 /// A mirror of a bridge: its configuration and counters.

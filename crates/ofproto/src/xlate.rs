@@ -289,6 +289,8 @@ struct Ctx<'a> {
     patch_entry: bool,
     /// The mirrors of the current bridge that have copied the packet, by index ([`mirror`]).
     mirrors: u32,
+    /// While a mirror's copy is output: the bytes it keeps (its `snaplen`), else 0.
+    mirror_snaplen: u16,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -476,6 +478,7 @@ pub fn translate_in(
         pause: None,
         patch_entry: false,
         mirrors: frozen.as_ref().map_or(0, |st| st.mirrors),
+        mirror_snaplen: 0,
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -1334,7 +1337,15 @@ impl Ctx<'_> {
             self.note("OFPPC_NO_FWD set, skipping output");
             return;
         }
-        if let Some(t) = br.tunnels.get(&ofport) {
+        let tunnel = br.tunnels.get(&ofport);
+        if self.mirror_snaplen != 0 && tunnel.is_none() && port.dp_port.is_none() {
+            self.trace_add(
+                NodeKind::Warn,
+                "Mirror truncate to ODPP_NONE, skipping output",
+            );
+            return;
+        }
+        if let Some(t) = tunnel {
             self.tunnel_output(t, port.dp_port.unwrap_or(0));
             self.mirror_egress(ofport);
             return;
@@ -1351,6 +1362,10 @@ impl Ctx<'_> {
         }
         if let Some(dp) = port.dp_port {
             self.commit();
+            // A mirror's copy keeps its first `snaplen` bytes (OVS's trunc before the output).
+            if self.mirror_snaplen > 0 && self.mirror_snaplen < u16::MAX {
+                self.out.push(Action::Trunc(u32::from(self.mirror_snaplen)));
+            }
             self.out.push(Action::Output(dp));
             self.mirror_egress(ofport);
             return;

@@ -274,6 +274,10 @@ fn mirror(db: &Db, m: Uuid) -> MirrorDesired {
                 .as_i64()
                 .and_then(|v| u16::try_from(v).ok())
                 .filter(|v| (1..4096).contains(v)),
+            snaplen: col("snaplen")
+                .as_i64()
+                .and_then(|v| u16::try_from(v).ok())
+                .unwrap_or(0),
         },
     }
 }

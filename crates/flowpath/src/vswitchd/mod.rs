@@ -156,6 +156,7 @@ fn monitored() -> Vec<(String, Vec<String>)> {
                 "select_dst_port",
                 "select_src_port",
                 "select_vlan",
+                "snaplen",
                 "statistics",
             ],
         ),

@@ -74,7 +74,9 @@ impl Ctx<'_> {
                 }
             }
             self.res.mirrors.push((self.bridge, i));
+            self.mirror_snaplen = m.config.snaplen;
             self.mirror_output(m, vlan);
+            self.mirror_snaplen = 0;
         }
     }
 
