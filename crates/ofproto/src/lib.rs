@@ -23,6 +23,7 @@ pub mod learn;
 pub mod meter;
 pub mod mirror;
 pub mod ofproto;
+pub mod patch_stats;
 pub mod pipekey;
 pub mod port_config;
 pub mod recirc;

@@ -79,6 +79,8 @@ pub struct Pipeline {
     pub underlay: Underlay,
     /// Recirculation ids and the translation state frozen under them.
     pub recirc: RecircIds,
+    /// What crossed the patch ports ([`crate::patch_stats`]).
+    pub patch_stats: crate::patch_stats::PatchStats,
 }
 
 impl Pipeline {
@@ -202,6 +204,9 @@ pub struct XlateOut {
     /// The mirrors that copied the packet, as (bridge index, mirror index): where their
     /// statistics belong, as with `rules`.
     pub mirrors: Vec<(usize, usize)>,
+    /// The patch pairs the packet crossed, as (bridge index, OpenFlow port of the sending
+    /// end): their counters take its packets ([`crate::patch_stats`]).
+    pub patches: Vec<(usize, u32)>,
     /// The packet is a BFD session's, sent to the slow path (OVS's `SLOW_BFD`).
     pub slow_bfd: bool,
 }
@@ -1376,6 +1381,7 @@ impl Ctx<'_> {
             self.note("patch port without a peer");
             return;
         };
+        self.res.patches.push((self.bridge, ofport));
         let saved = (self.bridge, self.flow.clone(), self.in_port);
         self.bridge = peer_br;
         self.in_port = peer_port;

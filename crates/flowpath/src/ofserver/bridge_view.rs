@@ -150,23 +150,58 @@ fn port_stats(
     s
 }
 
-/// The statistics of `ports` (a bridge's) that have a datapath side (only `port` unless it is
-/// [`OFPP_ANY`]): LOCAL first, then by number, as `ovs-vswitchd` lists them for a small
-/// bridge.
+/// Patch ports' counters by OpenFlow port number ([`ofproto::patch_stats`]).
+pub(crate) type PatchCounts = std::collections::HashMap<u32, ofproto::patch_stats::PatchCounts>;
+
+/// A patch port's statistics: what crossed the pair, the only counters OVS keeps for one
+/// (`netdev_vport_get_stats()`); the others are unknown (all ones, printed `?`).
+fn patch_port_stats(
+    p: &OfPort,
+    c: &ofproto::patch_stats::PatchCounts,
+    since: Instant,
+) -> PortStats {
+    let mut s = port_stats(p, None, None, since);
+    s.rx_packets = c.rx_packets;
+    s.rx_bytes = c.rx_bytes;
+    s.tx_packets = c.tx_packets;
+    s.tx_bytes = c.tx_bytes;
+    for f in [
+        &mut s.rx_dropped,
+        &mut s.tx_dropped,
+        &mut s.rx_errors,
+        &mut s.tx_errors,
+        &mut s.rx_frame_err,
+        &mut s.rx_over_err,
+        &mut s.rx_crc_err,
+        &mut s.collisions,
+    ] {
+        *f = u64::MAX;
+    }
+    s
+}
+
+/// The statistics of `ports` (a bridge's) that have a datapath side or are patch ports
+/// (only `port` unless it is [`OFPP_ANY`]): LOCAL first, then by number, as `ovs-vswitchd`
+/// lists them for a small bridge.
 pub(crate) fn ports_stats(
     ports: &[OfPort],
+    patch: &PatchCounts,
     dp: &Datapath,
     port: u32,
     since: Instant,
 ) -> Vec<PortStats> {
     let mut ports: Vec<&OfPort> = ports
         .iter()
-        .filter(|p| p.dp_port.is_some() && (port == OFPP_ANY || p.ofport == port))
+        .filter(|p| p.dp_port.is_some() || patch.contains_key(&p.ofport))
+        .filter(|p| port == OFPP_ANY || p.ofport == port)
         .collect();
     ports.sort_by_key(|p| (p.ofport != OFPP_LOCAL, p.ofport));
     ports
         .into_iter()
         .map(|p| {
+            if let Some(c) = patch.get(&p.ofport).filter(|_| p.dp_port.is_none()) {
+                return patch_port_stats(p, c, since);
+            }
             let kind = p.dp_port.and_then(|n| dp.port_type(n));
             let kind = kind.as_deref().map(|k| k.split(':').next().unwrap_or(k));
             port_stats(p, dp.port_counters(&p.name), kind, since)

@@ -227,8 +227,9 @@ impl OfHandler {
         match d {
             Msg::PortStatsRequest(r) => {
                 let ports = self.bridge_ports(&conn.bridge)?;
+                let patch = self.patch_counts(&ports);
                 let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                let v = bridge_view::ports_stats(&ports, &dp, r.port_no, self.since);
+                let v = bridge_view::ports_stats(&ports, &patch, &dp, r.port_no, self.since);
                 drop(dp);
                 return put_all(out, stats::encode_port_stats_reply(m, &v));
             }
@@ -532,6 +533,16 @@ impl OfHandler {
     }
 
     /// The ports of `bridge`, copied out of the pipeline.
+    /// The counters of the patch ports among `ports`, by OpenFlow port number.
+    fn patch_counts(&self, ports: &[ofproto::bridge::OfPort]) -> bridge_view::PatchCounts {
+        let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        ports
+            .iter()
+            .filter(|p| p.dp_port.is_none() && p.peer.is_some())
+            .map(|p| (p.ofport, pipe.patch_stats.get(&p.name)))
+            .collect()
+    }
+
     fn bridge_ports(&self, bridge: &str) -> Result<Vec<ofproto::bridge::OfPort>, OfpErr> {
         let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
         let b = pipe.bridge(bridge).ok_or(OfpErr::OfpbrcEperm)?;

@@ -116,7 +116,8 @@ pub(crate) fn status_ops(
                     // in the reconfiguration's transaction; the others at the next refresh.
                     let statistics = src.statistics || applied.added.contains(&i.uuid);
                     let link_up = links.get(&i.name).copied().unwrap_or(true);
-                    let mut cols = up_columns(i, *n, mac, link_up, statistics, src);
+                    let patch = (i.kind == "patch").then(|| pipe.patch_stats.get(&i.name));
+                    let mut cols = up_columns(i, *n, mac, link_up, statistics, patch, src);
                     if let Some(e) = applied.notes.get(&i.uuid)
                         && let Some(c) = cols.iter_mut().find(|c| c.0 == "error")
                     {
@@ -200,6 +201,7 @@ fn up_columns(
     of_mac: Option<String>,
     link_up: bool,
     statistics: bool,
+    patch: Option<ofproto::patch_stats::PatchCounts>,
     src: &StatusSources,
 ) -> Vec<(&'static str, Datum)> {
     let dummy = src.dummy.is_dummy(&i.kind);
@@ -247,7 +249,21 @@ fn up_columns(
         .flatten()
         .unwrap_or(0);
     cols.push(("ifindex", Datum::integer(ifindex)));
-    if statistics && let Some(c) = src.dp.port_counters(&i.name) {
+    let counters = if statistics && patch.is_none() {
+        src.dp.port_counters(&i.name)
+    } else {
+        None
+    };
+    if let Some(pc) = patch.filter(|_| statistics) {
+        // What crossed the patch pair, the only counters OVS keeps for a patch port.
+        let stats = [
+            ("rx_bytes", pc.rx_bytes),
+            ("rx_packets", pc.rx_packets),
+            ("tx_bytes", pc.tx_bytes),
+            ("tx_packets", pc.tx_packets),
+        ];
+        cols.push(("statistics", statistics_map(&stats)));
+    } else if let Some(c) = counters {
         let stats = if dummy {
             dummy_statistics(&c)
         } else {
@@ -263,19 +279,24 @@ fn up_columns(
                 ("tx_dropped", c.tx_dropped),
             ]
         };
-        let mut pairs: Vec<(Atom, Atom)> = stats
-            .iter()
-            .map(|(k, v)| {
-                (
-                    Atom::String((*k).to_owned()),
-                    Atom::Integer(i64::try_from(*v).unwrap_or(i64::MAX)),
-                )
-            })
-            .collect();
-        pairs.sort_by(|a, b| a.0.ovsdb_cmp(&b.0));
-        cols.push(("statistics", Datum::Map(pairs)));
+        cols.push(("statistics", statistics_map(&stats)));
     }
     cols
+}
+
+/// An interface's `statistics` column: counters by OVS's key names.
+fn statistics_map(stats: &[(&str, u64)]) -> Datum {
+    let mut pairs: Vec<(Atom, Atom)> = stats
+        .iter()
+        .map(|(k, v)| {
+            (
+                Atom::String((*k).to_owned()),
+                Atom::Integer(i64::try_from(*v).unwrap_or(i64::MAX)),
+            )
+        })
+        .collect();
+    pairs.sort_by(|a, b| a.0.ovsdb_cmp(&b.0));
+    Datum::Map(pairs)
 }
 
 /// The statistics of a dummy interface, with the keys OVS's dummy netdev reports: the four

@@ -279,6 +279,7 @@ impl Ofproto {
                     credits.extend(x.rules.iter().map(|&rule| (rule, dpk, dby)));
                     super::group::credit_groups(&p, &x.groups, dpk, dby);
                     crate::xlate::credit_mirrors(&p, &x.mirrors, dpk, dby);
+                    crate::patch_stats::credit_patches(&p, &x.patches, dpk, dby);
                     // Packets that hit the megaflow refresh what it learned.
                     let l = super::learn::Lessons::of(&x, mf.stats.tcp_flags);
                     if !l.is_empty() {
@@ -297,6 +298,7 @@ impl Ofproto {
             };
             let mut p = self.write();
             self.credit_rules(&mut p, credits, now);
+            p.patch_stats.prune(&p);
             for l in lessons {
                 if self.apply_lessons(&mut p, l, now) {
                     self.changed();
@@ -367,6 +369,7 @@ impl UpcallHandler for OfUpcall {
             // Group counters are atomics: the missed packet counts for them now.
             super::group::credit_groups(&p, &x.groups, 1, pkt.len() as u64);
             crate::xlate::credit_mirrors(&p, &x.mirrors, 1, pkt.len() as u64);
+            crate::patch_stats::credit_patches(&p, &x.patches, 1, pkt.len() as u64);
             let m = self.0.installed_match(key, &x.mask);
             self.0.record_installed(key, m, &x.actions);
             x

@@ -1,0 +1,74 @@
+//! Patch ports' counters. A patch port has no device: a packet "sent" by one end is received
+//! by its peer inside translation (`xlate::Ctx::output_port`), so the datapath counts nothing
+//! for either. As `ovs-vswitchd` does (`patch_port_output()` crediting both ends' netdevs
+//! with the packets a translation carried across), the packets and bytes of every megaflow
+//! that crosses a patch pair are counted here as sent by one end and received by the other:
+//! the missed packet when it is translated, the megaflow's packets when the revalidator reads
+//! its statistics. Counters are kept by interface name (OVS's interface names are unique
+//! across bridges) and go with the port.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::xlate::Pipeline;
+
+/// One patch port's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PatchCounts {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// The counters of every patch port, by name.
+#[derive(Debug, Default)]
+pub struct PatchStats {
+    counts: Mutex<HashMap<String, PatchCounts>>,
+}
+
+impl PatchStats {
+    /// Port `name`'s counters (zero for a port nothing crossed yet).
+    pub fn get(&self, name: &str) -> PatchCounts {
+        self.lock().get(name).copied().unwrap_or_default()
+    }
+
+    /// Forgets the counters of ports that are no longer patch ports of `p`'s bridges, so that
+    /// a port deleted and added again starts from zero, as a new port does in OVS.
+    pub fn prune(&self, p: &Pipeline) {
+        self.lock().retain(|name, _| {
+            p.bridges
+                .iter()
+                .any(|b| b.port_by_name(name).is_some_and(|port| port.peer.is_some()))
+        });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PatchCounts>> {
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Credits the patch pairs a megaflow crossed, `crossed` as (bridge index, OpenFlow port of
+/// the sending end), with its packets: sent by that end, received by its peer.
+pub(crate) fn credit_patches(p: &Pipeline, crossed: &[(usize, u32)], packets: u64, bytes: u64) {
+    if crossed.is_empty() {
+        return;
+    }
+    let mut counts = p.patch_stats.lock();
+    for &(b, ofport) in crossed {
+        let Some(port) = p.bridges.get(b).and_then(|br| br.ports.get(&ofport)) else {
+            continue;
+        };
+        let Some(peer) = port.peer.as_deref() else {
+            continue;
+        };
+        let tx = counts.entry(port.name.clone()).or_default();
+        tx.tx_packets += packets;
+        tx.tx_bytes += bytes;
+        let rx = counts.entry(peer.to_owned()).or_default();
+        rx.rx_packets += packets;
+        rx.rx_bytes += bytes;
+    }
+}
