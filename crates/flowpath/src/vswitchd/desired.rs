@@ -72,6 +72,8 @@ pub(crate) struct ControllerDesired {
 pub(crate) struct IfaceDesired {
     pub uuid: Uuid,
     pub name: String,
+    /// The name of its Port.
+    pub port: String,
     /// The `type` column (`""` is a system device).
     pub kind: String,
     pub options: BTreeMap<String, String>,
@@ -94,6 +96,7 @@ impl Default for IfaceDesired {
         IfaceDesired {
             uuid: Uuid(0),
             name: String::new(),
+            port: String::new(),
             kind: String::new(),
             options: BTreeMap::new(),
             other_config: BTreeMap::new(),
@@ -209,6 +212,7 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
             ifaces.push(IfaceDesired {
                 uuid: i,
                 name: icol("name").as_str().unwrap_or_default().to_owned(),
+                port: pcol("name").as_str().unwrap_or_default().to_owned(),
                 kind: icol("type").as_str().unwrap_or_default().to_owned(),
                 options: icol("options").string_map(),
                 other_config: icol("other_config").string_map(),

@@ -16,6 +16,7 @@ mod iface_types;
 mod knobs;
 mod local_addrs;
 mod ofport;
+mod port_order;
 mod reconcile;
 mod status;
 mod tunnel_neigh;

@@ -23,6 +23,7 @@ use super::iface_types::{self, TypeContext};
 use super::local_addrs::{self, LocalAddrs};
 use super::log;
 use super::ofport::{self, OfportPool};
+use super::port_order;
 
 /// The datapath types flowpath's datapath stands for.
 pub(crate) const DATAPATH_TYPES: &[&str] = &["netdev", "system"];
@@ -297,11 +298,12 @@ impl Applied {
             return;
         };
         let requested = |i: &&IfaceDesired| ofport::valid(i.ofport_request).is_some();
-        let order = b
-            .ifaces
+        let walk = ovs_port_walk(&b.ifaces);
+        let order = walk
             .iter()
+            .copied()
             .filter(requested)
-            .chain(b.ifaces.iter().filter(|i| !requested(i)));
+            .chain(walk.iter().copied().filter(|i| !requested(i)));
         let now = Instant::now();
         for i in order {
             if i.is_local(&b.name) {
@@ -418,6 +420,23 @@ fn parse_dpid(s: &str) -> Option<u64> {
 /// Whether flowpath's datapath serves a bridge of this type.
 fn supported(b: &BridgeDesired) -> bool {
     b.datapath_type.is_empty() || DATAPATH_TYPES.contains(&b.datapath_type.as_str())
+}
+
+/// A bridge's interfaces (`ifaces`, port by port in the database's order) in the order
+/// `ovs-vswitchd` walks its wanted ports ([`port_order`]), each port's interfaces in theirs.
+fn ovs_port_walk(ifaces: &[IfaceDesired]) -> Vec<&IfaceDesired> {
+    let mut ports: Vec<(&str, Vec<&IfaceDesired>)> = Vec::new();
+    for i in ifaces {
+        match ports.last_mut() {
+            Some((name, members)) if *name == i.port => members.push(i),
+            _ => ports.push((&i.port, vec![i])),
+        }
+    }
+    let names: Vec<&str> = ports.iter().map(|(n, _)| *n).collect();
+    port_order::shash_order(&names)
+        .into_iter()
+        .flat_map(|k| ports[k].1.iter().copied())
+        .collect()
 }
 
 /// A port's VLAN settings. OVS's `dot1q-tunnel` mode is not implemented: such a port works
