@@ -258,6 +258,15 @@ pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool)
     if rw.icmp_error {
         return nat_addrs(p, rw.src, rw.dst, v6) && nat_quoted(p, rw, v6);
     }
+    // The common case in one pass: IPv4 TCP or UDP, no ALG edit.
+    if !v6 && l4 && rw.alg.is_none() && matches!(t.proto, 6 | 17) {
+        let v4 = |x: Option<([u8; 16], u16)>| {
+            x.map(|(a, port)| (u32::from_be_bytes([a[0], a[1], a[2], a[3]]), port))
+        };
+        if crate::rewrite::nat_ipv4_l4(p, v4(rw.src), v4(rw.dst)).is_some() {
+            return true;
+        }
+    }
     // The ALG's edit first: NAT's incremental checksum updates then apply to its result.
     let alg_ok = match &rw.alg {
         Some(a) if l4 => apply_alg(p, a, rw.src.map(|(s, _)| s).as_ref(), v6),

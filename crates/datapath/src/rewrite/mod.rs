@@ -37,6 +37,7 @@ mod arp_nd;
 mod hash;
 mod ip;
 mod l2;
+mod nat;
 mod tnl_push;
 
 use crate::actions::DpAction;
@@ -51,6 +52,7 @@ pub use l2::{
     pop_eth, pop_mpls, pop_vlan, push_eth, push_eth_pop_mpls, push_mpls, push_vlan, set_eth,
     set_mpls,
 };
+pub(crate) use nat::nat_ipv4_l4;
 pub use tnl_push::{
     DEFAULT_EGRESS_PORT_RANGE, egress_port_range, entropy_hash, set_egress_port_range, tnl_push,
     tnl_push_batch,

@@ -1,0 +1,227 @@
+//! NAT's rewrite of an IPv4 TCP or UDP packet in one pass: the translated source and/or
+//! destination address and port written, and both checksums updated together (RFC 1624
+//! eqn. 3 over every changed word: the IPv4 header's over the addresses, the transport's over
+//! the addresses, through its pseudo-header, and the ports). The same result as `set_ipv4`
+//! then `set_l4` with full masks (a test holds them equal), for the packets conntrack
+//! translates most, at a fraction of their work: no masks to apply, no header views, one
+//! checksum fold each.
+
+use crate::packet::Packet;
+
+use super::{IPV4_HLEN, TCP_HLEN, UDP_HLEN, at};
+
+/// The complement sum of replacing the 32-bit word `old` by `new` (RFC 1624: `~m + m'` for
+/// each of its two 16-bit halves).
+#[inline(always)]
+fn delta32(old: u32, new: u32) -> u64 {
+    u64::from(!(old >> 16) as u16)
+        + u64::from(!old as u16)
+        + u64::from((new >> 16) as u16)
+        + u64::from(new as u16)
+}
+
+/// The checksum `c` with the complement sum `delta` of its changed words applied
+/// (`~(~c + delta)`, folded: `delta` sums at most ten 16-bit words, so two folds suffice).
+#[inline(always)]
+fn apply(c: u16, delta: u64) -> u16 {
+    let mut acc = u64::from(!c) + delta;
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    !(acc as u16)
+}
+
+#[inline(always)]
+fn get16(h: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([h[at], h[at + 1]])
+}
+
+#[inline(always)]
+fn set16(h: &mut [u8], at: usize, v: u16) {
+    h[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Rewrites the IPv4 TCP or UDP packet's source to `src` and/or destination to `dst`
+/// (address, port; `None`: unchanged) with its IPv4 header checksum and its transport
+/// checksum updated (a UDP checksum of 0, "none", stays 0; a computed 0 is sent as 0xffff).
+/// `None`, with the packet untouched, when it is not such a packet with both headers whole
+/// (another version or protocol, a later fragment, a frame cut short): the caller takes the
+/// general rewrites then.
+#[inline]
+pub(crate) fn nat_ipv4_l4(
+    pkt: &mut Packet,
+    src: Option<(u32, u16)>,
+    dst: Option<(u32, u16)>,
+) -> Option<()> {
+    let len = pkt.len();
+    let l3 = at(pkt.meta.l3, len, IPV4_HLEN)?;
+    let l4 = at(pkt.meta.l4, len, UDP_HLEN)?;
+    if l4 < l3 + IPV4_HLEN {
+        return None;
+    }
+    let (head, tail) = pkt.data_mut().split_at_mut(l4);
+    let ip: &mut [u8; IPV4_HLEN] = (&mut head[l3..l3 + IPV4_HLEN]).try_into().ok()?;
+    // Version 4, no fragment offset (a later fragment carries no transport header).
+    if ip[0] >> 4 != 4 || get16(ip, 6) & 0x1fff != 0 {
+        return None;
+    }
+    let (csum, udp) = match ip[9] {
+        6 if tail.len() >= TCP_HLEN => (16, false),
+        17 => (6, true),
+        _ => return None,
+    };
+    let l4h: &mut [u8; TCP_HLEN] = match tail.get_mut(..TCP_HLEN) {
+        Some(h) => h.try_into().ok()?,
+        None => return nat_short_udp(ip, tail, src, dst),
+    };
+    rewrite(ip, &mut l4h[..], csum, udp, src, dst);
+    Some(())
+}
+
+/// A UDP datagram too short to have TCP's header length in the frame: the same rewrite over
+/// its 8-byte header.
+#[cold]
+fn nat_short_udp(
+    ip: &mut [u8; IPV4_HLEN],
+    tail: &mut [u8],
+    src: Option<(u32, u16)>,
+    dst: Option<(u32, u16)>,
+) -> Option<()> {
+    let l4h = tail.get_mut(..UDP_HLEN)?;
+    rewrite(ip, l4h, 6, true, src, dst);
+    Some(())
+}
+
+/// Writes the addresses and ports and updates both checksums (`csum`: the transport
+/// checksum's offset in `l4h`).
+#[inline(always)]
+fn rewrite(
+    ip: &mut [u8; IPV4_HLEN],
+    l4h: &mut [u8],
+    csum: usize,
+    udp: bool,
+    src: Option<(u32, u16)>,
+    dst: Option<(u32, u16)>,
+) {
+    let (mut ip_delta, mut l4_delta) = (0u64, 0u64);
+    for (addr_at, port_at, to) in [(12, 0, src), (16, 2, dst)] {
+        let Some((addr, port)) = to else {
+            continue;
+        };
+        let old = u32::from_be_bytes([
+            ip[addr_at],
+            ip[addr_at + 1],
+            ip[addr_at + 2],
+            ip[addr_at + 3],
+        ]);
+        let a = delta32(old, addr);
+        ip_delta += a;
+        l4_delta += a + u64::from(!get16(l4h, port_at)) + u64::from(port);
+        ip[addr_at..addr_at + 4].copy_from_slice(&addr.to_be_bytes());
+        set16(l4h, port_at, port);
+    }
+    let hc = apply(get16(ip, 10), ip_delta);
+    set16(ip, 10, hc);
+    let old = get16(l4h, csum);
+    if !(udp && old == 0) {
+        let new = apply(old, l4_delta);
+        set16(l4h, csum, if udp && new == 0 { 0xffff } else { new });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use wire::Ipv4Addr;
+
+    use super::super::tests::{extracted, frame_v4};
+    use super::*;
+    use crate::actions::{L4Proto, SetIpv4, SetL4};
+
+    /// The general rewrites with full masks: what NAT did before the one-pass rewrite.
+    fn general(p: &mut Packet, tcp: bool, src: Option<(u32, u16)>, dst: Option<(u32, u16)>) {
+        let a = |x: Option<(u32, u16)>| {
+            x.map_or((Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED), |(a, _)| {
+                (Ipv4Addr::from_bits(a), Ipv4Addr::BROADCAST)
+            })
+        };
+        let ((s, sm), (d, dm)) = (a(src), a(dst));
+        let ip = SetIpv4 {
+            src: s,
+            src_mask: sm,
+            dst: d,
+            dst_mask: dm,
+            tos: 0,
+            tos_mask: 0,
+            ttl: 0,
+            ttl_mask: 0,
+        };
+        super::super::set_ipv4(p, &ip).unwrap();
+        let port = |x: Option<(u32, u16)>| x.map_or((0, 0), |(_, p)| (p, 0xffff));
+        let ((sp, spm), (dp, dpm)) = (port(src), port(dst));
+        let l4 = SetL4 {
+            proto: if tcp { L4Proto::Tcp } else { L4Proto::Udp },
+            src: sp,
+            src_mask: spm,
+            dst: dp,
+            dst_mask: dpm,
+        };
+        super::super::set_l4(p, &l4).unwrap();
+    }
+
+    proptest! {
+        #[test]
+        fn one_pass_equals_the_general_rewrites(
+            tcp in any::<bool>(),
+            udp_csum in any::<bool>(),
+            (sa, da) in (any::<u32>(), any::<u32>()),
+            (sp, dp) in (any::<u16>(), any::<u16>()),
+            src in proptest::option::of((any::<u32>(), any::<u16>())),
+            dst in proptest::option::of((any::<u32>(), any::<u16>())),
+            payload in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let frame = frame_v4(
+                tcp,
+                Ipv4Addr::from_bits(sa),
+                Ipv4Addr::from_bits(da),
+                0,
+                64,
+                (sp, dp),
+                &payload,
+                udp_csum,
+            );
+            let mut want = extracted(&frame);
+            general(&mut want, tcp, src, dst);
+            let mut got = extracted(&frame);
+            prop_assert_eq!(nat_ipv4_l4(&mut got, src, dst), Some(()));
+            prop_assert_eq!(got.data(), want.data());
+        }
+    }
+
+    #[test]
+    fn other_packets_are_left_to_the_general_rewrites() {
+        let frame = frame_v4(
+            true,
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            0,
+            64,
+            (1, 2),
+            &[],
+            true,
+        );
+        // A later fragment: offset 1 (8 bytes).
+        let mut f = frame.clone();
+        f[14 + 7] = 1;
+        let mut p = extracted(&frame);
+        p.data_mut()[14 + 7] = 1;
+        assert_eq!(nat_ipv4_l4(&mut p, Some((1, 1)), None), None);
+        assert_eq!(p.data(), &f[..]);
+        // ICMP.
+        let mut p = extracted(&frame);
+        p.data_mut()[14 + 9] = 1;
+        assert_eq!(nat_ipv4_l4(&mut p, Some((1, 1)), None), None);
+        // Cut short: the TCP header incomplete.
+        let mut p = extracted(&frame[..14 + 20 + 10]);
+        assert_eq!(nat_ipv4_l4(&mut p, None, Some((1, 1))), None);
+    }
+}
