@@ -29,8 +29,9 @@ pub(crate) fn capabilities() -> BTreeMap<String, String> {
         // Nested sample()/clone() (to a depth of 10, as OVS's userspace datapath); OVS writes
         // whether the probe passed, not the depth.
         ("sample_nesting", "true"),
-        // Connection events are not sent anywhere.
-        ("ct_eventmask", "false"),
+        // A commit may carry an event mask, and it changes nothing: as in OVS's userspace
+        // datapath, which probes true for it, no one listens for connection events.
+        ("ct_eventmask", "true"),
         ("ct_clear", "true"),
         // hash(l4) and its symmetric form.
         ("max_hash_alg", "1"),
@@ -133,7 +134,8 @@ mod tests {
             "netdev@flowpath: Datapath supports ct_zero_snat",
             "netdev@flowpath: Datapath supports ct_clear action",
             "netdev@flowpath: Max sample nesting level probed as 10",
-            "netdev@flowpath: Datapath does not support eventmask in conntrack action",
+            "netdev@flowpath: Datapath supports eventmask in conntrack action",
+            "netdev@flowpath: Datapath does not support add_mpls action",
             "netdev@flowpath: Datapath supports IPv6 ND Extensions",
         ] {
             assert!(lines.iter().any(|l| l == want), "{want}: {lines:#?}");
