@@ -267,6 +267,12 @@ pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool)
             return true;
         }
     }
+    nat_general(p, rw, v6, t, l4)
+}
+
+/// NAT through the datapath's masked `set` rewrites, for any IP version and protocol, after
+/// the ALG's payload edit (not for an ICMP error: [`apply_nat`]).
+pub(crate) fn nat_general(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool) -> bool {
     // The ALG's edit first: NAT's incremental checksum updates then apply to its result.
     let alg_ok = match &rw.alg {
         Some(a) if l4 => apply_alg(p, a, rw.src.map(|(s, _)| s).as_ref(), v6),

@@ -49,7 +49,7 @@ mod fail_open;
 mod flow_hash;
 mod freeze;
 mod group;
-pub(crate) use group::hash as ovs_hash;
+pub use group::hash as ovs_hash;
 mod learn;
 mod meter;
 mod mirror;

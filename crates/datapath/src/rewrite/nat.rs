@@ -135,37 +135,26 @@ mod tests {
 
     use super::super::tests::{extracted, frame_v4};
     use super::*;
-    use crate::actions::{L4Proto, SetIpv4, SetL4};
 
-    /// The general rewrites with full masks: what NAT did before the one-pass rewrite.
+    /// The general rewrites with full masks: what NAT does for the other packets.
     fn general(p: &mut Packet, tcp: bool, src: Option<(u32, u16)>, dst: Option<(u32, u16)>) {
-        let a = |x: Option<(u32, u16)>| {
-            x.map_or((Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED), |(a, _)| {
-                (Ipv4Addr::from_bits(a), Ipv4Addr::BROADCAST)
+        let wide = |x: Option<(u32, u16)>| {
+            x.map(|(a, port)| {
+                let mut w = [0u8; 16];
+                w[..4].copy_from_slice(&a.to_be_bytes());
+                (w, port)
             })
         };
-        let ((s, sm), (d, dm)) = (a(src), a(dst));
-        let ip = SetIpv4 {
-            src: s,
-            src_mask: sm,
-            dst: d,
-            dst_mask: dm,
-            tos: 0,
-            tos_mask: 0,
-            ttl: 0,
-            ttl_mask: 0,
+        let rw = conntrack::NatRewrite {
+            src: wide(src),
+            dst: wide(dst),
+            ..Default::default()
         };
-        super::super::set_ipv4(p, &ip).unwrap();
-        let port = |x: Option<(u32, u16)>| x.map_or((0, 0), |(_, p)| (p, 0xffff));
-        let ((sp, spm), (dp, dpm)) = (port(src), port(dst));
-        let l4 = SetL4 {
-            proto: if tcp { L4Proto::Tcp } else { L4Proto::Udp },
-            src: sp,
-            src_mask: spm,
-            dst: dp,
-            dst_mask: dpm,
+        let t = conntrack::Tuple {
+            proto: if tcp { 6 } else { 17 },
+            ..Default::default()
         };
-        super::super::set_l4(p, &l4).unwrap();
+        assert!(crate::ct::nat_general(p, &rw, false, &t, true));
     }
 
     proptest! {

@@ -4,49 +4,15 @@
 //! OVS collects a bridge's wanted ports into a string hash (`bridge_collect_wanted_ports()`:
 //! the Bridge row's `ports` in the order the database holds them, by uuid) and walks it twice
 //! (`bridge_add_ports()`: the interfaces that request a number, then the others), so the order
-//! is the hash table's: bucket by bucket, each bucket newest first. This reproduces that
+//! is the hash table's: bucket by bucket, each bucket's list from its head. This reproduces that
 //! table: OVS's `hash_string(name, 0)` (`hash_bytes()` over the name with Murmur3's steps, as
 //! an x86-64 build without SSE 4.2, such as Debian's, computes it) and `hmap`'s growth (a
 //! bucket mask of `calc_mask(n)` once `n / 2` exceeds the mask; a resize moves each bucket's
 //! nodes in order to the front of their new buckets).
 
-/// OVS's `hash_string(s, 0)`.
+/// OVS's `hash_string(s, 0)`: `hash_bytes()` over the name.
 fn hash_string(s: &str) -> u32 {
-    let b = s.as_bytes();
-    let mut hash = 0u32;
-    let mut chunks = b.chunks_exact(4);
-    for c in &mut chunks {
-        hash = mhash_add(hash, u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 4];
-        w[..rest.len()].copy_from_slice(rest);
-        hash = mhash_add(hash, u32::from_le_bytes(w));
-    }
-    // `hash_finish(hash, n)`: the length as the final word (a size_t, truncated).
-    mhash_finish(hash ^ b.len() as u32)
-}
-
-fn mhash_add(hash: u32, data: u32) -> u32 {
-    let mixed = if data == 0 {
-        hash
-    } else {
-        let d = data.wrapping_mul(0xcc9e_2d51).rotate_left(15);
-        hash ^ d.wrapping_mul(0x1b87_3593)
-    };
-    mixed
-        .rotate_left(13)
-        .wrapping_mul(5)
-        .wrapping_add(0xe654_6b64)
-}
-
-fn mhash_finish(mut hash: u32) -> u32 {
-    hash ^= hash >> 16;
-    hash = hash.wrapping_mul(0x85eb_ca6b);
-    hash ^= hash >> 13;
-    hash = hash.wrapping_mul(0xc2b2_ae35);
-    hash ^ (hash >> 16)
+    ofproto::xlate::ovs_hash::hash_bytes(s.as_bytes(), 0)
 }
 
 /// `hmap`'s `calc_mask()`: at least 4 buckets once there are more than one.
@@ -88,19 +54,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn murmur_steps_as_ovs_takes_them() {
-        // A zero word leaves the running hash as it was before the rotation.
-        assert_eq!(
-            mhash_add(7, 0),
-            7u32.rotate_left(13)
-                .wrapping_mul(5)
-                .wrapping_add(0xe654_6b64)
-        );
+    fn table_growth_as_hmap_grows() {
         assert_eq!(calc_mask(2), 3);
         assert_eq!(calc_mask(8), 7);
         assert_eq!(calc_mask(16), 15);
-        // The tail is padded with zeros: "abcd\0" hashes its last word as 0, differing from
-        // "abcd" only by the length.
+        // The tail is padded with zeros: "abcd\0" differs from "abcd" only by the length.
         assert_ne!(hash_string("abcd"), hash_string("abcd\0"));
     }
 

@@ -313,7 +313,7 @@ impl Ctx<'_> {
 /// The hashes a select group chooses by: MurmurHash3's 32-bit mixing steps, as OVS's
 /// `lib/hash.h` builds its hashes from them, so that a bucket's score for a given basis is
 /// the one OVS computes.
-pub(crate) mod hash {
+pub mod hash {
     // Murmur3's steps, as `multipath` and `bundle` hash with them.
     use super::super::flow_hash::{hash_add as add, hash_finish as finish};
 
