@@ -33,6 +33,11 @@ const FIN: u8 = 0x01;
 const PSH: u8 = 0x08;
 const CWR: u8 = 0x80;
 
+/// The smallest MSS a super-frame may ask for: Linux's TCP never sends smaller segments
+/// (`net.ipv4.tcp_min_snd_mss`, 48 by default). At most 1 366 segments come of a 64 KiB
+/// super-frame; a `gso_size` of 1 would make 65 000, a buffer each.
+pub const MIN_MSS: u16 = 48;
+
 /// Why a super-frame can be neither segmented nor handed to a segmenting device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GsoError {
@@ -41,6 +46,8 @@ pub enum GsoError {
     NotTcp,
     /// A header runs past the end of the frame, or the IP packet would exceed 64 KiB.
     Malformed,
+    /// A `gso_size` below [`MIN_MSS`].
+    MssTooSmall,
 }
 
 /// Where a super-frame's headers are, as found by [`TcpSuper::of`].
@@ -68,6 +75,9 @@ impl TcpSuper {
         let mss = usize::from(p.meta.gso_size);
         if mss == 0 {
             return Err(GsoError::NotTcp);
+        }
+        if mss < usize::from(MIN_MSS) {
+            return Err(GsoError::MssTooSmall);
         }
         let d = p.data();
         let l3 = match p.meta.l3 {

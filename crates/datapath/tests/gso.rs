@@ -458,6 +458,37 @@ fn a_super_frame_is_segmented_before_tnl_push_and_after_recirculation() {
     assert_eq!(pmd.stats().gso_segments, 50_000_u64.div_ceil(1440));
 }
 
+/// A `gso_size` below what any TCP sends is refused, not cut into a buffer per byte: with a
+/// `gso_size` of 1 a 50 000-byte super-frame made 50 000 segments before its `tnl_push`.
+#[test]
+fn an_mss_below_the_minimum_is_a_counted_drop() {
+    let s = Shape::v4(3000);
+    for (mss, ok) in [(1u16, false), (47, false), (48, true)] {
+        let r = TcpSuper::of(&super_packet(&s, mss));
+        assert_eq!(r.is_ok(), ok, "gso_size {mss}: {r:?}");
+    }
+    assert_eq!(
+        TcpSuper::of(&super_packet(&s, 1)),
+        Err(GsoError::MssTooSmall)
+    );
+    let push = "tnl_push(tnl_port(9),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,\
+                src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,\
+                tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
+                vxlan(flags=0x8000000,vni=0x64)),out_port(0))";
+    let (s2, s3, pmd) = run_pmd(
+        vec![(super_frame(&Shape::v4(50_000)), 1), (ordinary(7), 0)],
+        &[(
+            "in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+            &format!("{push},p2"),
+        )],
+    );
+    let sent: Vec<_> = s2.lock().unwrap().iter().flatten().cloned().collect();
+    assert_eq!(sent.len(), 1, "only the ordinary packet");
+    assert!(s3.lock().unwrap().is_empty());
+    assert_eq!(pmd.stats().gso_drops, 1);
+    assert_eq!(pmd.stats().gso_segments, 0);
+}
+
 #[test]
 fn a_truncated_copy_of_a_super_frame_is_an_ordinary_packet() {
     let s = Shape::v4(30_000);

@@ -27,8 +27,9 @@
 //! [`PacketMeta::gso_size`](datapath::packet::PacketMeta::gso_size) set (in a large pool
 //! buffer), and its batch is marked as holding one. Its partial TCP checksum is *not*
 //! completed: whichever way it leaves the switch recomputes it ([`datapath::gso`]), which
-//! saves a pass over 64 KiB. Other GSO types (UDP, USO), and any GSO frame with `tso` off,
-//! are dropped (counted in `rx_dropped`, logged once per queue).
+//! saves a pass over 64 KiB. Other GSO types (UDP, USO), any GSO frame with `tso` off, and
+//! a `gso_size` below [`datapath::gso::MIN_MSS`] are dropped (counted in `rx_dropped`,
+//! logged once per queue).
 //!
 //! Transmit writes a header in front of each frame with `writev(2)`: zero (no offload
 //! requested) for an ordinary packet; for a super-frame (the tx queue says
@@ -436,8 +437,9 @@ impl TapRxq {
             self.gso_warned = true;
             eprintln!(
                 "flowpath: tap '{}': dropping GSO frames of a type not taken (only TCP \
-                 segmentation offload is, with option tso)",
-                self.link.dev.ifname
+                 segmentation offload is, with option tso, and an MSS of at least {})",
+                self.link.dev.ifname,
+                datapath::gso::MIN_MSS
             );
         }
     }

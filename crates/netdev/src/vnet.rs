@@ -27,7 +27,8 @@ pub(crate) const GSO_ECN: u8 = 0x80;
 /// Why a received frame's header made it a drop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RxDrop {
-    /// A GSO frame of a type not taken (UDP, USO), or any GSO frame without `tso`.
+    /// A GSO frame of a type not taken (UDP, USO), or any GSO frame without `tso`, or one
+    /// whose `gso_size` is below [`datapath::gso::MIN_MSS`].
     GsoType,
     /// A partial checksum whose offsets do not fit the frame.
     BadCsum,
@@ -41,7 +42,7 @@ pub(crate) fn accept_rx(hdr: &[u8], frame: &mut [u8], tso: bool) -> Result<u16, 
     if hdr[1] != GSO_NONE {
         let ty = hdr[1] & !GSO_ECN;
         let gso_size = u16::from_le_bytes([hdr[4], hdr[5]]);
-        if !tso || !matches!(ty, GSO_TCPV4 | GSO_TCPV6) || gso_size == 0 {
+        if !tso || !matches!(ty, GSO_TCPV4 | GSO_TCPV6) || gso_size < datapath::gso::MIN_MSS {
             return Err(RxDrop::GsoType);
         }
         return Ok(gso_size);
@@ -93,6 +94,13 @@ mod tests {
         assert_eq!(accept_rx(&h, &mut f, false), Err(RxDrop::GsoType));
         h[1] = 3; // UDP
         assert_eq!(accept_rx(&h, &mut f, true), Err(RxDrop::GsoType));
+        // An MSS below what any TCP sends: 65 000 segments of a 64 KiB frame for a gso_size of 1.
+        h[1] = GSO_TCPV4;
+        for (mss, ok) in [(1u16, false), (47, false), (48, true)] {
+            h[4..6].copy_from_slice(&mss.to_le_bytes());
+            let want = if ok { Ok(mss) } else { Err(RxDrop::GsoType) };
+            assert_eq!(accept_rx(&h, &mut f, true), want, "gso_size {mss}");
+        }
         let mut h = [0u8; HDR_LEN];
         h[0] = F_NEEDS_CSUM;
         h[6] = 58;

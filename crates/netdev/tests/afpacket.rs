@@ -93,6 +93,44 @@ fn bursts_both_ways_arrive_byte_identical_and_are_not_looped_back() {
     assert_eq!(pb.counters().tx_dropped, 1);
 }
 
+/// What a switch sends in one go when it segments a burst of TCP super-frames for a tunnel:
+/// 32 frames of 64 KiB cut into 45 segments each, about 1 440 full-sized frames. The rx
+/// ring of the switch on the other end of the wire must hold them all before its PMD runs
+/// again (on a shared core it may not run in between); with an 8-block ring (1 MiB, about
+/// 600 such frames) the rest were lost, and each loss cost TCP a retransmission.
+#[test]
+fn the_default_ring_holds_the_segments_of_a_burst_of_super_frames() {
+    let test = "the_default_ring_holds_the_segments_of_a_burst_of_super_frames";
+    let Some(mut env) = Env::new(test) else {
+        return;
+    };
+    let nb = env.netns("b");
+    let (a, b) = (env.ifname("a"), env.ifname("b"));
+    env.veth(&a, None, &b, &nb);
+    sh(&["ip", "link", "set", &a, "mtu", "1600"]);
+    ns_sh(&nb, &["ip", "link", "set", &b, "mtu", "1600"]);
+    let mut pa = open("pa", &a, None, 1);
+    let mut pb = open("pb", &b, Some(&nb), 1);
+    let mut ta = pa.open_txq();
+    let mut rb = pb.take_rxq(0, 2).unwrap();
+    let mut pool = Pool::new(2048, 0);
+    const N: u32 = 32 * 45;
+    // 1514-byte frames plus a VXLAN encapsulation's 50 bytes, all sent before B polls once.
+    let sent: Vec<Vec<u8>> = (0..N).map(|i| frame(i, 1564, &[])).collect();
+    for chunk in sent.chunks(32) {
+        send(ta.as_mut(), &mut pool, chunk);
+    }
+    assert_eq!(pa.counters().tx_packets, u64::from(N), "A sent them all");
+    let got = collect(rb.as_mut(), &mut pool, sent.len(), Duration::from_secs(2));
+    let c = pb.counters();
+    assert!(
+        got == sent && c.rx_dropped == 0,
+        "B received {} of {N} frames, rx_dropped {}",
+        got.len(),
+        c.rx_dropped
+    );
+}
+
 #[test]
 fn vlan_tags_are_restored_as_on_the_wire() {
     let test = "vlan_tags_are_restored_as_on_the_wire";

@@ -8,7 +8,7 @@
 
 use crate::actions::DpAction;
 use crate::gso::TcpSuper;
-use crate::packet::{Batch, MAX_BURST};
+use crate::packet::{Batch, MAX_BURST, Packet};
 
 use super::Pmd;
 use super::output::has_gso;
@@ -103,7 +103,8 @@ impl Pmd {
     }
 
     /// Replaces the super-frames of `batch` by their segments and runs `actions` on the
-    /// result, [`MAX_BURST`] packets at a time; leaves `batch` empty. Slow path of a pass with
+    /// result, [`MAX_BURST`] packets at a time as they are made (so that no more than a
+    /// burst of segments waits at once); leaves `batch` empty. Slow path of a pass with
     /// super-frames.
     #[inline(never)]
     pub(super) fn segment_and_execute(
@@ -112,17 +113,19 @@ impl Pmd {
         batch: &mut Batch,
         trunc: Option<u32>,
     ) {
-        let mut segs = std::mem::take(&mut self.segs);
+        #[allow(clippy::unwrap_or_default)]
+        let mut b = self.spare.pop().unwrap_or_else(Batch::new);
         for p in batch.drain() {
             if p.meta.gso_size == 0 {
-                segs.push(p);
+                self.execute_when_full(actions, &mut b, p, trunc);
                 continue;
             }
             match TcpSuper::of(&p) {
                 Ok(t) => {
                     let n = t.n_segments(&p);
                     for k in 0..n {
-                        segs.push(t.segment(&p, k, &mut self.pool));
+                        let s = t.segment(&p, k, &mut self.pool);
+                        self.execute_when_full(actions, &mut b, s, trunc);
                     }
                     self.stats.gso_frames += 1;
                     self.stats.gso_segments += n as u64;
@@ -131,21 +134,25 @@ impl Pmd {
             }
             self.pool.free(p);
         }
-        #[allow(clippy::unwrap_or_default)]
-        let mut b = self.spare.pop().unwrap_or_else(Batch::new);
-        let mut rest = segs.drain(..);
-        loop {
-            for p in rest.by_ref().take(MAX_BURST) {
-                b.push(p);
-            }
-            if b.is_empty() {
-                break;
-            }
+        if !b.is_empty() {
             self.execute_with(actions, &mut b, trunc, false);
         }
-        drop(rest);
-        self.segs = segs;
         self.recycle(b);
+    }
+
+    /// Adds `p` to `b`, and runs `actions` on `b` once it is full.
+    #[inline]
+    fn execute_when_full(
+        &mut self,
+        actions: &[DpAction],
+        b: &mut Batch,
+        p: Packet,
+        trunc: Option<u32>,
+    ) {
+        b.push(p);
+        if b.len() >= MAX_BURST {
+            self.execute_with(actions, b, trunc, false);
+        }
     }
 
     /// Copies of a batch's packets (optionally truncated), in new pool buffers, with their

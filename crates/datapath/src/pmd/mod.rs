@@ -265,8 +265,6 @@ pub struct Pmd {
     /// The recirculation queue, or the deferred queue, may hold super-frames.
     recirc_gso: bool,
     deferred_gso: bool,
-    /// Segments of the super-frames before a `tnl_push`, reused.
-    segs: Vec<Packet>,
     /// The connection tracker `ct()` uses, shared with the other PMDs (made on first use if
     /// none was given), and this PMD's cache of its lookups.
     conntrack: Option<std::sync::Arc<conntrack::Conntrack>>,
@@ -343,7 +341,6 @@ impl Pmd {
             pass_gso: false,
             recirc_gso: false,
             deferred_gso: false,
-            segs: Vec::new(),
             conntrack: None,
             ct_cache: conntrack::CtCache::new(),
             ct_out: vec![(conntrack::CtMeta::default(), None); MAX_BURST],

@@ -1,0 +1,111 @@
+//! TCP between two hosts over VXLAN and over GENEVE through two flowpath instances (the
+//! topology of `scripts/offload-bench`: hosts behind tap ports that take TCP super-frames,
+//! super-frames segmented for the tunnel, the hypervisors joined by a veth underlay opened with
+//! AF_PACKET): a short run of this build must deliver, and nothing on the way (the hosts' and
+//! hypervisors' devices, the switches' ports) may drop a packet. Before the AF_PACKET rx rings
+//! were made deep enough for the segments of a burst of super-frames, the receiving switch's
+//! underlay port dropped thousands of them in a few seconds, one TCP retransmission each.
+//! No timing is checked. Skipped, with the reason, without root, iperf3 or Open vSwitch's
+//! database tools (the switches run under `--ovsdb`).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One topology at a time: each runs two switches, two databases and iperf3.
+static ONE: Mutex<()> = Mutex::new(());
+
+fn in_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// The script's line for `mode` (a table row of 3-second runs, or `gso-bytes`'s verdict),
+/// split in words, and the counters it kept after the TCP run; `None` (having printed SKIP)
+/// when it cannot run here.
+fn bench(mode: &str) -> Option<(Vec<String>, String)> {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP offload_bench: needs root (network namespaces)");
+        return None;
+    }
+    for t in [
+        "iperf3",
+        "ethtool",
+        "python3",
+        "ovsdb-server",
+        "ovsdb-tool",
+        "ovs-vsctl",
+        "ovs-appctl",
+    ] {
+        if !in_path(t) {
+            eprintln!("SKIP offload_bench: {t} is missing");
+            return None;
+        }
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/offload-bench");
+    let keep = std::env::temp_dir().join(format!("offload-bench-{}", std::process::id()));
+    let out = Command::new(script)
+        .args([
+            "-T",
+            "-t",
+            "3",
+            "-m",
+            mode,
+            "-b",
+            env!("CARGO_BIN_EXE_flowpath"),
+            "-k",
+        ])
+        .arg(&keep)
+        .env("OFFLOAD_BENCH_NS", format!("obt{}", std::process::id()))
+        // The script removes what it made, namespaces included, however it ends.
+        .output()
+        .expect("scripts/offload-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let row = stdout
+        .lines()
+        .find(|l| l.split([' ', ':']).next() == Some(mode))
+        .unwrap_or_else(|| panic!("no row for {mode}: {stdout}{stderr}"));
+    let row = row.split_whitespace().map(str::to_owned).collect();
+    // The counters after the TCP run, for a failure's message.
+    let diag = std::fs::read_to_string(keep.join(format!("{mode}-after-tcp.txt")));
+    let _ = std::fs::remove_dir_all(&keep);
+    Some((row, diag.unwrap_or_default()))
+}
+
+fn delivers_without_drops(mode: &str) {
+    let Some((row, diag)) = bench(mode) else {
+        return;
+    };
+    // path, TCP Gbit/s, retransmissions, drops, then UDP's columns ("-": not run)
+    assert_eq!(row.len(), 7, "{row:?}");
+    let gbps: f64 = row[1].parse().unwrap_or_else(|_| panic!("{row:?}"));
+    assert!(gbps > 0.0, "TCP delivered nothing: {row:?}");
+    assert_eq!(row[3], "0", "packets dropped on the way: {row:?}\n{diag}");
+}
+
+/// Three TCP super-frames from a host's packet socket (TSO as a guest asks for it), cut by
+/// flowpath and pushed into VXLAN, arrive as the same bytes as the kernel's own software GSO
+/// makes of them behind a kernel VXLAN device (the tunnels' own outer choices aside).
+#[test]
+fn super_frames_segmented_for_vxlan_are_the_kernels_segments() {
+    let Some((row, _)) = bench("gso-bytes") else {
+        return;
+    };
+    assert_eq!(
+        row.join(" "),
+        "gso-bytes: 13 segments, byte for byte as the kernel's (outer tunnel choices aside)"
+    );
+}
+
+#[test]
+fn tcp_over_vxlan_through_two_switches_arrives_without_drops() {
+    delivers_without_drops("flowpath");
+}
+
+#[test]
+fn tcp_over_geneve_through_two_switches_arrives_without_drops() {
+    delivers_without_drops("flowpath-geneve");
+}
