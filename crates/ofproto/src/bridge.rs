@@ -358,13 +358,20 @@ pub fn selects(spec: &PipeMatch, spec_priority: u16, strict: bool, m: &PipeMatch
     }
     let (sk, sm) = (spec.key(), spec.mask());
     let (rk, rm) = (m.key(), m.mask());
-    for i in 0..flow::key::KEY_WORDS {
+    // Only the words the spec matches on can disqualify a rule (a catch-all spec: none).
+    let mut words = sm.dp.map();
+    while words != 0 {
+        let i = words.trailing_zeros() as usize;
+        words &= words - 1;
         let w = sm.dp.word(i);
         if w & !rm.dp.word(i) != 0 || (rk.dp.word(i) & w) != sk.dp.word(i) {
             return false;
         }
     }
     let (sw, rw) = (sm.meta, rm.meta);
+    if sw.is_zero() {
+        return true;
+    }
     for r in 0..16 {
         if sw.regs[r] & !rw.regs[r] != 0 || rk.meta.regs[r] & sw.regs[r] != sk.meta.regs[r] {
             return false;
@@ -518,34 +525,50 @@ impl Bridge {
     /// rule). A strict selection is one hash lookup per table; a loose one searches only the
     /// subtables whose mask covers the spec's.
     pub fn select_in(&self, spec: &FlowSpec, strict: bool, v: Version) -> Vec<(usize, RuleId)> {
+        self.select_entries_in(spec, strict, v)
+            .into_iter()
+            .map(|(t, _, id)| (t, id))
+            .collect()
+    }
+
+    /// [`Self::select_in`] with each rule's priority: (table, priority, rule), found in one
+    /// pass over the rules, which the caller need not look up again to order them.
+    pub fn select_entries_in(
+        &self,
+        spec: &FlowSpec,
+        strict: bool,
+        v: Version,
+    ) -> Vec<(usize, u16, RuleId)> {
+        let wanted = |r: &Rule| {
+            r.cookie & spec.cookie_mask == spec.cookie & spec.cookie_mask
+                && spec.out_port.is_none_or(|o| r.outputs_to(o))
+                && spec
+                    .out_group
+                    .is_none_or(|g| crate::group::uses_group(&r.actions, g))
+        };
         let mut out = Vec::new();
         for (t, table) in self.tables.iter().enumerate() {
             if spec.table != 255 && usize::from(spec.table) != t {
                 continue;
             }
-            let ids = if strict {
-                table
-                    .find_exact_in(&spec.match_, spec.priority, v)
-                    .into_iter()
-                    .collect()
-            } else {
-                // In rule order, as a scan of the table finds them: removals free rule ids in
-                // that order, which later adds take up again.
-                let mut ids = table.select_in(&spec.match_, v);
-                ids.sort_unstable();
-                ids
-            };
-            for id in ids {
-                let (_, _, r) = table.get(id).expect("selected rules exist");
-                if r.cookie & spec.cookie_mask == spec.cookie & spec.cookie_mask
-                    && spec.out_port.is_none_or(|o| r.outputs_to(o))
-                    && spec
-                        .out_group
-                        .is_none_or(|g| crate::group::uses_group(&r.actions, g))
+            if strict {
+                if let Some(id) = table.find_exact_in(&spec.match_, spec.priority, v)
+                    && let Some((_, p, r)) = table.get(id)
+                    && wanted(r)
                 {
-                    out.push((t, id));
+                    out.push((t, p, id));
                 }
+                continue;
             }
+            // In rule order, as a scan of the table finds them: removals free rule ids in
+            // that order, which later adds take up again.
+            let from = out.len();
+            table.for_each_selected(&spec.match_, v, |id, p, r| {
+                if wanted(r) {
+                    out.push((t, p, id));
+                }
+            });
+            out[from..].sort_unstable_by_key(|&(_, _, id)| id);
         }
         out
     }

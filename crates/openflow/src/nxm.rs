@@ -465,6 +465,13 @@ struct Matched {
 }
 
 fn matched(f: &Field, m: &PipeMatch) -> Option<Matched> {
+    // Most fields of a match are not in it: its mask's word map says so without a read.
+    if f.loc
+        .key_words()
+        .is_some_and(|w| m.mask().dp.map() & w == 0)
+    {
+        return None;
+    }
     let sm = read_storage(&m.mask().dp, &m.mask().meta, f.loc) & f.exact_mask;
     if sm == 0 {
         return None;
@@ -715,10 +722,12 @@ pub fn put_raw(
     }
     // A match on packet fields none of whose entries went out (a VLAN PCP without a VID in
     // OXM) still says Ethernet: OVS then writes packet_type=(0,0) first.
-    let ethernet = fields::fields()
-        .iter()
-        .any(|f| says_ethernet(f.id) && f.is_matched(m.mask()));
-    if ethernet && !implied.get() {
+    let ethernet = || {
+        fields::fields()
+            .iter()
+            .any(|f| says_ethernet(f.id) && f.is_matched(m.mask()))
+    };
+    if !implied.get() && ethernet() {
         let mut pt = Vec::with_capacity(8);
         put_entry(
             &mut pt,
