@@ -512,7 +512,7 @@ impl Bridge {
     pub fn overlaps_in(&self, spec: &FlowSpec, v: Version) -> bool {
         self.tables.get(usize::from(spec.table)).is_some_and(|t| {
             t.iter_in(v)
-                .any(|(_, m, p, _)| p == spec.priority && overlaps(m, &spec.match_))
+                .any(|(_, m, p, _)| p == spec.priority && overlaps(&m.expand(), &spec.match_))
         })
     }
 
@@ -594,7 +594,7 @@ impl Bridge {
         // `replace_rule_finish()`).
         for (t, id, old_actions) in changed {
             if let Some((m, p, r)) = self.tables[t].get(id) {
-                let (m, r) = (m.clone(), r.clone());
+                let (m, r) = (m.expand(), r.clone());
                 self.note_change(t, (&m, p, &r), FlowChange::Modified { old_actions });
             }
         }

@@ -43,7 +43,9 @@ use flow::key::FIELDS;
 
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 
+mod compact;
 mod conjunction;
+pub use compact::CompactMatch;
 pub use conjunction::Conjunctive;
 
 /// A rule's handle in its classifier.
@@ -336,7 +338,7 @@ impl Trie {
 }
 
 struct Entry<T> {
-    m: PipeMatch,
+    m: CompactMatch,
     priority: u16,
     value: T,
     /// Visible in versions `added..removed`.
@@ -471,7 +473,7 @@ impl<T> Classifier<T> {
     }
 
     /// The rule `id`: its match, priority and data.
-    pub fn get(&self, id: RuleId) -> Option<(&PipeMatch, u16, &T)> {
+    pub fn get(&self, id: RuleId) -> Option<(&CompactMatch, u16, &T)> {
         visit();
         let e = self.entries.get(id)?.as_ref()?;
         Some((&e.m, e.priority, &e.value))
@@ -483,12 +485,15 @@ impl<T> Classifier<T> {
     }
 
     /// Every rule of the published version, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (RuleId, &PipeMatch, u16, &T)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (RuleId, &CompactMatch, u16, &T)> + '_ {
         self.iter_in(self.version)
     }
 
     /// Every rule visible in version `v`, in no particular order.
-    pub fn iter_in(&self, v: Version) -> impl Iterator<Item = (RuleId, &PipeMatch, u16, &T)> + '_ {
+    pub fn iter_in(
+        &self,
+        v: Version,
+    ) -> impl Iterator<Item = (RuleId, &CompactMatch, u16, &T)> + '_ {
         self.entries.iter().enumerate().filter_map(move |(i, e)| {
             visit();
             e.as_ref()
@@ -523,7 +528,7 @@ impl<T> Classifier<T> {
                 visit();
                 if let Some(e) = e
                     && e.visible_in(v)
-                    && crate::bridge::selects(m, 0, false, &e.m, e.priority)
+                    && e.m.selected_by(m)
                 {
                     f(id, e.priority, &e.value);
                 }
@@ -547,7 +552,7 @@ impl<T> Classifier<T> {
             for &id in ids {
                 visit();
                 let e = self.entries[id].as_ref().expect("indexed rules exist");
-                if e.visible_in(v) && crate::bridge::selects(m, 0, false, &e.m, e.priority) {
+                if e.visible_in(v) && e.m.selected_by(m) {
                     f(id, e.priority, &e.value);
                 }
             }
@@ -566,7 +571,7 @@ impl<T> Classifier<T> {
         st.rules.get(&h)?.iter().copied().find(|&id| {
             visit();
             let e = self.entries[id].as_ref().expect("indexed rules exist");
-            e.priority == priority && e.visible_in(v) && e.m == *m
+            e.priority == priority && e.visible_in(v) && e.m.is(m)
         })
     }
 
@@ -628,7 +633,7 @@ impl<T> Classifier<T> {
             }
         }
         self.entries[id] = Some(Entry {
-            m,
+            m: CompactMatch::new(&m),
             priority,
             value,
             added: v,
@@ -644,16 +649,17 @@ impl<T> Classifier<T> {
     /// Removes rule `id`; returns its match, priority and data.
     pub fn remove(&mut self, id: RuleId) -> Option<(PipeMatch, u16, T)> {
         let e = self.entries.get_mut(id)?.take()?;
+        let m = e.m.expand();
         self.free.push(id);
         self.len -= 1;
         let p = self
             .subtables
             .iter()
-            .position(|s| s.mask == *e.m.mask())
+            .position(|s| s.mask == *m.mask())
             .expect("a rule's subtable exists");
         let st = &mut self.subtables[p];
         for (_, sm, counts) in &mut st.stages {
-            let h = hash_masked(e.m.key(), sm);
+            let h = hash_masked(m.key(), sm);
             if let Some(c) = counts.get_mut(&h) {
                 *c -= 1;
                 if *c == 0 {
@@ -661,7 +667,7 @@ impl<T> Classifier<T> {
                 }
             }
         }
-        let h = hash_masked(e.m.key(), e.m.mask());
+        let h = hash_masked(m.key(), m.mask());
         if let Some(list) = st.rules.get_mut(&h) {
             list.retain(|&r| r != id);
             if list.is_empty() {
@@ -671,7 +677,7 @@ impl<T> Classifier<T> {
         for (t, (name, nbits)) in TRIE_FIELDS.iter().enumerate() {
             if st.plens[t] > 0 {
                 let (ofs, _) = field(name);
-                self.tries[t].remove(read_field(&e.m.key().dp, ofs, *nbits), st.plens[t]);
+                self.tries[t].remove(read_field(&m.key().dp, ofs, *nbits), st.plens[t]);
             }
         }
         st.n_rules -= 1;
@@ -690,7 +696,7 @@ impl<T> Classifier<T> {
                 self.resort_subtable(p);
             }
         }
-        Some((e.m, e.priority, e.value))
+        Some((m, e.priority, e.value))
     }
 
     /// Moves subtable `p`, whose `max_priority` changed, to its place in the order (highest

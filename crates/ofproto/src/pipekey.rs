@@ -215,6 +215,12 @@ impl PipeMatch {
         &self.mask
     }
 
+    /// The key and mask, to be written together: the caller keeps the key masked (no bit set
+    /// outside the mask), as [`Self::new`] makes it.
+    pub(crate) fn parts_mut(&mut self) -> (&mut PipeKey, &mut PipeMask) {
+        (&mut self.key, &mut self.mask)
+    }
+
     /// Whether `key` agrees with this match on every masked bit.
     pub fn matches(&self, key: &PipeKey) -> bool {
         let mut m = self.mask.dp.map();

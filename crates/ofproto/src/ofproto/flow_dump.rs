@@ -56,7 +56,7 @@ impl Ofproto {
             fs.hard_timeout = r.hard_timeout;
             fs.importance = r.importance;
             fs.flags = r.flags;
-            fs.match_.clone_from(m);
+            m.expand_into(&mut fs.match_);
             fs.actions.clone_from(&r.actions);
             let age = now.duration_since(r.created);
             let stats = FlowStats {
