@@ -105,7 +105,12 @@ impl Loc {
             _ => return None,
         };
         let (first, last) = (offset / 8, (offset + len - 1) / 8);
-        Some((first..=last).fold(0, |w, i| w | 1u64 << (i & 63)))
+        let upto = if last >= 63 {
+            u64::MAX
+        } else {
+            (1u64 << (last + 1)) - 1
+        };
+        Some(upto & u64::MAX.checked_shl(first as u32).unwrap_or(0))
     }
 }
 

@@ -375,12 +375,32 @@ pub static FIELD_HEADERS: &[FieldHeader] = &[
 /// with no header (`dl_vlan`, `dl_vlan_pcp`).
 pub fn field_header(field: FieldId, version: u8) -> Option<&'static FieldHeader> {
     let mut best = None;
-    for fh in FIELD_HEADERS.iter().filter(|fh| fh.field == field) {
+    for &fh in headers_of(field) {
         if best.is_none() || version >= fh.since {
             best = Some(fh);
         }
     }
     best
+}
+
+/// The headers of `field` in [`FIELD_HEADERS`], in its order (a match's encoding looks them
+/// up for every field it writes, so they are indexed by field once).
+fn headers_of(field: FieldId) -> &'static [&'static FieldHeader] {
+    static BY_FIELD: std::sync::OnceLock<Vec<Vec<&'static FieldHeader>>> =
+        std::sync::OnceLock::new();
+    let by_field = BY_FIELD.get_or_init(|| {
+        let n = FIELD_HEADERS
+            .iter()
+            .map(|fh| fh.field.index() + 1)
+            .max()
+            .unwrap_or(0);
+        let mut v = vec![Vec::new(); n];
+        for fh in FIELD_HEADERS {
+            v[fh.field.index()].push(fh);
+        }
+        v
+    });
+    by_field.get(field.index()).map_or(&[], Vec::as_slice)
 }
 
 /// The width OVS gives a tunnel metadata field that no TLV map sizes: its largest option, 124
