@@ -829,6 +829,39 @@ mod tests {
     }
 
     #[test]
+    fn a_selection_of_most_of_the_table_examines_each_rule_once() {
+        let t0 = Instant::now();
+        let mut b = Bridge::new("br0");
+        for i in 0..10_000u32 {
+            let (y, z) = ((i >> 8) & 255, i & 255);
+            let f = format!(
+                "priority={},ip,nw_dst=10.0.{y}.{z},actions=output:2",
+                100 + i % 7
+            );
+            b.add_flow(&spec(&f, FlowKind::Add), t0).unwrap();
+        }
+        for i in 0..10u32 {
+            let f = format!("priority=5,arp,arp_tpa=10.1.0.{i},actions=drop");
+            b.add_flow(&spec(&f, FlowKind::Add), t0).unwrap();
+        }
+        let v = b.tables_version();
+        for (text, n) in [("ip", 10_000), ("", 10_010)] {
+            let sel = spec(text, FlowKind::ModOrDel);
+            let mut got = Vec::new();
+            // Each rule once, its priority with it: before, the rules were found, then looked
+            // up again for their cookies (and a dump looked them up a third time for their
+            // priorities).
+            let examined = visits(|| got = b.select_entries_in(&sel, false, v));
+            assert_eq!(got.len(), n, "{text:?}");
+            assert!(examined <= 10_010, "{text:?}: examined {examined} rules");
+            assert!(got.windows(2).all(|w| w[0].2 < w[1].2), "in rule order");
+            for &(t, p, id) in &got {
+                assert_eq!(b.tables[t].get(id).map(|(_, p, _)| p), Some(p));
+            }
+        }
+    }
+
+    #[test]
     fn flow_mods_select_loosely_or_strictly_and_timeouts_expire() {
         let t0 = Instant::now();
         let mut b = Bridge::new("br0");
