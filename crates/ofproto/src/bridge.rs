@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use flow::EthAddr;
 
-use crate::classifier::{Classifier, RuleId, Version};
+use crate::classifier::{Classifier, CompactMatch, RuleId, Version};
 use crate::flow_events::FlowChange;
 use crate::flow_removed::RemovedReason;
 use crate::pipekey::PipeMatch;
@@ -468,6 +468,15 @@ impl Bridge {
         self.tables[t].remove(id)
     }
 
+    /// Removes the rules `ids` of table `t`: their matches, priorities and rules, in that
+    /// order ([`Classifier::remove_many`]).
+    fn remove_rules(&mut self, t: usize, ids: &[RuleId]) -> Vec<(CompactMatch, u16, Rule)> {
+        for &id in ids {
+            self.timed.remove(&(t, id));
+        }
+        self.tables[t].remove_many(ids)
+    }
+
     /// The port called `name`.
     pub fn port_by_name(&self, name: &str) -> Option<&OfPort> {
         self.ports.values().find(|p| p.name == name)
@@ -608,12 +617,15 @@ impl Bridge {
         let sel = self.select(spec, strict);
         let now = Instant::now();
         let mut learners = Vec::new();
-        for &(t, id) in &sel {
-            if let Some(e) = self.remove_rule(t, id) {
-                if has_learn(&e.2) {
-                    learners.push(e.2.clone());
+        // Table by table: the selection is in table order.
+        for group in sel.chunk_by(|a, b| a.0 == b.0) {
+            let t = group[0].0;
+            let ids: Vec<RuleId> = group.iter().map(|&(_, id)| id).collect();
+            for (m, p, r) in self.remove_rules(t, &ids) {
+                if has_learn(&r) {
+                    learners.push(r.clone());
                 }
-                self.note_removed(t, e, RemovedReason::Delete, now);
+                self.note_removed(t, (m.expand(), p, r), RemovedReason::Delete, now);
             }
         }
         crate::ofproto::flush_learned_rules(self, &learners);
@@ -628,10 +640,8 @@ impl Bridge {
         for t in 0..self.tables.len() {
             let ids: Vec<RuleId> = self.tables[t].iter().map(|(id, ..)| id).collect();
             n += ids.len();
-            for id in ids {
-                if let Some(e) = self.remove_rule(t, id) {
-                    self.note_removed(t, e, RemovedReason::Delete, now);
-                }
+            for (m, p, r) in self.remove_rules(t, &ids) {
+                self.note_removed(t, (m.expand(), p, r), RemovedReason::Delete, now);
             }
         }
         n
