@@ -43,7 +43,9 @@ use flow::key::FIELDS;
 
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 
+mod compact;
 mod conjunction;
+pub use compact::CompactMatch;
 pub use conjunction::Conjunctive;
 
 /// A rule's handle in its classifier.
@@ -336,7 +338,7 @@ impl Trie {
 }
 
 struct Entry<T> {
-    m: PipeMatch,
+    m: CompactMatch,
     priority: u16,
     value: T,
     /// Visible in versions `added..removed`.
@@ -471,7 +473,7 @@ impl<T> Classifier<T> {
     }
 
     /// The rule `id`: its match, priority and data.
-    pub fn get(&self, id: RuleId) -> Option<(&PipeMatch, u16, &T)> {
+    pub fn get(&self, id: RuleId) -> Option<(&CompactMatch, u16, &T)> {
         visit();
         let e = self.entries.get(id)?.as_ref()?;
         Some((&e.m, e.priority, &e.value))
@@ -483,12 +485,15 @@ impl<T> Classifier<T> {
     }
 
     /// Every rule of the published version, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (RuleId, &PipeMatch, u16, &T)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (RuleId, &CompactMatch, u16, &T)> + '_ {
         self.iter_in(self.version)
     }
 
     /// Every rule visible in version `v`, in no particular order.
-    pub fn iter_in(&self, v: Version) -> impl Iterator<Item = (RuleId, &PipeMatch, u16, &T)> + '_ {
+    pub fn iter_in(
+        &self,
+        v: Version,
+    ) -> impl Iterator<Item = (RuleId, &CompactMatch, u16, &T)> + '_ {
         self.entries.iter().enumerate().filter_map(move |(i, e)| {
             visit();
             e.as_ref()
@@ -499,10 +504,37 @@ impl<T> Classifier<T> {
 
     /// The rules visible in version `v` whose match is at least as specific as `m` (OpenFlow's
     /// loose selection: every bit `m` matches, the rule matches with the same value), in no
-    /// particular order. Only the subtables whose mask covers `m`'s are searched, by hash when
-    /// the mask is `m`'s own.
+    /// particular order. See [`Self::for_each_selected`].
     pub fn select_in(&self, m: &PipeMatch, v: Version) -> Vec<RuleId> {
         let mut out = Vec::new();
+        self.for_each_selected(m, v, |id, _, _| out.push(id));
+        out
+    }
+
+    /// Calls `f` with each rule visible in version `v` whose match is at least as specific as
+    /// `m` (its id, priority and data). Only the subtables whose mask covers `m`'s are
+    /// searched, by hash when the mask is `m`'s own; when the subtables to search whole hold
+    /// most of the table (a dump, a delete of every `ip` flow), the rules are walked in id
+    /// order instead, which reads the rule slots one after the other rather than at random.
+    pub fn for_each_selected(&self, m: &PipeMatch, v: Version, mut f: impl FnMut(RuleId, u16, &T)) {
+        let whole: usize = self
+            .subtables
+            .iter()
+            .filter(|st| st.mask != *m.mask() && subset(m.mask(), &st.mask))
+            .map(|st| st.n_rules)
+            .sum();
+        if whole > self.len / 2 {
+            for (id, e) in self.entries.iter().enumerate() {
+                visit();
+                if let Some(e) = e
+                    && e.visible_in(v)
+                    && e.m.selected_by(m)
+                {
+                    f(id, e.priority, &e.value);
+                }
+            }
+            return;
+        }
         for st in &self.subtables {
             if !subset(m.mask(), &st.mask) {
                 continue;
@@ -520,12 +552,11 @@ impl<T> Classifier<T> {
             for &id in ids {
                 visit();
                 let e = self.entries[id].as_ref().expect("indexed rules exist");
-                if e.visible_in(v) && crate::bridge::selects(m, 0, false, &e.m, e.priority) {
-                    out.push(id);
+                if e.visible_in(v) && e.m.selected_by(m) {
+                    f(id, e.priority, &e.value);
                 }
             }
         }
-        out
     }
 
     /// The rule of the published version with exactly this match and priority.
@@ -540,7 +571,7 @@ impl<T> Classifier<T> {
         st.rules.get(&h)?.iter().copied().find(|&id| {
             visit();
             let e = self.entries[id].as_ref().expect("indexed rules exist");
-            e.priority == priority && e.visible_in(v) && e.m == *m
+            e.priority == priority && e.visible_in(v) && e.m.is(m)
         })
     }
 
@@ -602,7 +633,7 @@ impl<T> Classifier<T> {
             }
         }
         self.entries[id] = Some(Entry {
-            m,
+            m: CompactMatch::new(&m),
             priority,
             value,
             added: v,
@@ -617,17 +648,23 @@ impl<T> Classifier<T> {
 
     /// Removes rule `id`; returns its match, priority and data.
     pub fn remove(&mut self, id: RuleId) -> Option<(PipeMatch, u16, T)> {
+        self.take(id).map(|(m, p, v)| (m.expand(), p, v))
+    }
+
+    /// [`Self::remove`], the match returned as stored.
+    fn take(&mut self, id: RuleId) -> Option<(CompactMatch, u16, T)> {
         let e = self.entries.get_mut(id)?.take()?;
+        let m = e.m.expand();
         self.free.push(id);
         self.len -= 1;
         let p = self
             .subtables
             .iter()
-            .position(|s| s.mask == *e.m.mask())
+            .position(|s| s.mask == *m.mask())
             .expect("a rule's subtable exists");
         let st = &mut self.subtables[p];
         for (_, sm, counts) in &mut st.stages {
-            let h = hash_masked(e.m.key(), sm);
+            let h = hash_masked(m.key(), sm);
             if let Some(c) = counts.get_mut(&h) {
                 *c -= 1;
                 if *c == 0 {
@@ -635,7 +672,7 @@ impl<T> Classifier<T> {
                 }
             }
         }
-        let h = hash_masked(e.m.key(), e.m.mask());
+        let h = hash_masked(m.key(), m.mask());
         if let Some(list) = st.rules.get_mut(&h) {
             list.retain(|&r| r != id);
             if list.is_empty() {
@@ -645,7 +682,7 @@ impl<T> Classifier<T> {
         for (t, (name, nbits)) in TRIE_FIELDS.iter().enumerate() {
             if st.plens[t] > 0 {
                 let (ofs, _) = field(name);
-                self.tries[t].remove(read_field(&e.m.key().dp, ofs, *nbits), st.plens[t]);
+                self.tries[t].remove(read_field(&m.key().dp, ofs, *nbits), st.plens[t]);
             }
         }
         st.n_rules -= 1;
@@ -665,6 +702,75 @@ impl<T> Classifier<T> {
             }
         }
         Some((e.m, e.priority, e.value))
+    }
+
+    /// Removes the rules `ids` (those that exist), as [`Self::remove`] one by one would, and
+    /// returns their matches (as stored), priorities and data in that order. When they are most of the
+    /// table (`del-flows ip` of a big table), the subtables' indexes are filtered and the
+    /// tries rebuilt from the rules left, rather than each rule taken out of each index: a
+    /// removal alone costs a hash-table probe and a trie path per prefix field, cache misses
+    /// all.
+    pub fn remove_many(&mut self, ids: &[RuleId]) -> Vec<(CompactMatch, u16, T)> {
+        if ids.len() * 2 <= self.len {
+            return ids.iter().filter_map(|&id| self.take(id)).collect();
+        }
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if let Some(e) = self.entries.get_mut(id).and_then(Option::take) {
+                self.free.push(id);
+                self.len -= 1;
+                out.push((e.m, e.priority, e.value));
+            }
+        }
+        self.reindex();
+        out
+    }
+
+    /// Drops the rules gone from `entries` from every subtable's indexes (their lists keep
+    /// their order), drops the subtables left empty, puts the rest back in `max_priority`
+    /// order (a stable sort: equals keep their order) and rebuilds the tries.
+    fn reindex(&mut self) {
+        // One bit a rule slot (a byte each made a chunk big enough that freeing it had glibc
+        // consolidate the free lists of the rules just dropped, in this call).
+        let mut live = vec![0u64; self.entries.len().div_ceil(64)];
+        for (id, e) in self.entries.iter().enumerate() {
+            if e.is_some() {
+                live[id / 64] |= 1 << (id % 64);
+            }
+        }
+        let live = |id: RuleId| live[id / 64] & (1 << (id % 64)) != 0;
+        self.tries = Default::default();
+        let entries = &self.entries;
+        for st in &mut self.subtables {
+            st.rules.retain(|_, list| {
+                list.retain(|&id| live(id));
+                !list.is_empty()
+            });
+            for (_, _, counts) in &mut st.stages {
+                counts.clear();
+            }
+            st.priorities.clear();
+            st.n_rules = 0;
+            for &id in st.rules.values().flatten() {
+                let e = entries[id].as_ref().expect("indexed rules exist");
+                let m = e.m.expand();
+                for (_, sm, counts) in &mut st.stages {
+                    *counts.entry(hash_masked(m.key(), sm)).or_insert(0) += 1;
+                }
+                for (t, (name, nbits)) in TRIE_FIELDS.iter().enumerate() {
+                    if st.plens[t] > 0 {
+                        let (ofs, _) = field(name);
+                        self.tries[t].insert(read_field(&m.key().dp, ofs, *nbits), st.plens[t]);
+                    }
+                }
+                *st.priorities.entry(e.priority).or_insert(0) += 1;
+                st.n_rules += 1;
+            }
+            st.max_priority = st.priorities.keys().next_back().copied().unwrap_or(0);
+        }
+        self.subtables.retain(|st| st.n_rules > 0);
+        self.subtables
+            .sort_by_key(|st| std::cmp::Reverse(st.max_priority));
     }
 
     /// Moves subtable `p`, whose `max_priority` changed, to its place in the order (highest
@@ -826,6 +932,23 @@ mod tests {
         assert!(nodes <= 1 + 8 + 32 * 256, "{nodes} trie nodes for one /8");
         let mut wc = PipeMask::new();
         assert_eq!(c.lookup(&ip_key([10, 9, 9, 9]), &mut wc), Some(keep));
+        assert_eq!(nw_dst_plen(&wc), 8);
+    }
+
+    /// A delete of most of a big table leaves tries the size of the rules left.
+    #[test]
+    fn removing_most_rules_at_once_gives_their_trie_nodes_back() {
+        let mut c = Classifier::new();
+        let keep = c.insert(route([10, 0, 0, 0], 8), 8, 0);
+        let ids: Vec<_> = (0..4096u32)
+            .map(|i| c.insert(route([10, 1, (i >> 8) as u8, i as u8], 32), 32, 1))
+            .collect();
+        assert_eq!(c.remove_many(&ids).len(), 4096);
+        assert_eq!(c.len(), 1);
+        let nodes = c.tries[0].nodes.len() + c.tries[1].nodes.len();
+        assert!(nodes <= 1 + 8, "{nodes} trie nodes for one /8");
+        let mut wc = PipeMask::new();
+        assert_eq!(c.lookup(&ip_key([10, 1, 2, 3]), &mut wc), Some(keep));
         assert_eq!(nw_dst_plen(&wc), 8);
     }
 
@@ -1070,6 +1193,42 @@ mod props {
                 let mut wc2 = PipeMask::new();
                 prop_assert_eq!(c.lookup(&other, &mut wc2), got, "wildcards {:?}", wc);
             }
+        }
+
+        /// Removing most of a table at once (indexes filtered, tries rebuilt) leaves a table
+        /// that answers every lookup as one the same rules were removed from one by one, with
+        /// the same wildcards, and whose rule ids are taken up again in the same order.
+        #[test]
+        fn removing_most_rules_at_once_is_removing_them_one_by_one(
+            rules in proptest::collection::vec(spec(), 2..24),
+            keys in proptest::collection::vec(spec(), 1..16),
+            kept in proptest::collection::vec(any::<bool>(), 24),
+        ) {
+            let (mut bulk, mut single) = (Classifier::new(), Classifier::new());
+            for (i, r) in rules.iter().enumerate() {
+                let p = (i as u16) * 7 % 101 + (i as u16) * 101;
+                bulk.insert(to_match(r), p, i);
+                single.insert(to_match(r), p, i);
+            }
+            // Most go: every other rule, and those `kept` does not keep.
+            let gone: Vec<RuleId> = (0..rules.len()).filter(|&i| i % 2 == 0 || !kept[i]).collect();
+            let taken: Vec<_> = bulk
+                .remove_many(&gone)
+                .into_iter()
+                .map(|(m, p, v)| (m.expand(), p, v))
+                .collect();
+            let one_by_one: Vec<_> = gone.iter().filter_map(|&id| single.remove(id)).collect();
+            prop_assert_eq!(taken, one_by_one);
+            prop_assert_eq!(bulk.len(), single.len());
+            prop_assert_eq!(bulk.n_subtables(), single.n_subtables());
+            for k in &keys {
+                let key = to_key(k);
+                let (mut wa, mut wb) = (PipeMask::new(), PipeMask::new());
+                prop_assert_eq!(bulk.lookup(&key, &mut wa), single.lookup(&key, &mut wb));
+                prop_assert_eq!(wa, wb);
+            }
+            let m = to_match(&rules[0]);
+            prop_assert_eq!(bulk.insert(m.clone(), 1, 99), single.insert(m, 1, 99));
         }
     }
 }

@@ -94,6 +94,24 @@ impl Loc {
             Loc::XXReg(_) | Loc::TunMetadata(_) => 128,
         }
     }
+
+    /// The words of the datapath key the storage lies in (bit `i` for word `i`), or `None`
+    /// when it is pipeline metadata: a key or mask none of whose words is present there reads
+    /// zero, without reading.
+    pub fn key_words(self) -> Option<u64> {
+        let (offset, len) = match self {
+            Loc::Key { offset, len } => (offset, len),
+            Loc::TunMetadata(n) => (tun_md_base(n), 1 + TUN_METADATA_MAX_LEN),
+            _ => return None,
+        };
+        let (first, last) = (offset / 8, (offset + len - 1) / 8);
+        let upto = if last >= 63 {
+            u64::MAX
+        } else {
+            (1u64 << (last + 1)) - 1
+        };
+        Some(upto & u64::MAX.checked_shl(first as u32).unwrap_or(0))
+    }
 }
 
 /// A field's prerequisite: what the match must pin down before the field may be matched or

@@ -148,10 +148,39 @@ fn or_words(dst: &mut FlowWords, src: &FlowWords) {
 }
 
 /// A key and the mask that says which of its bits matter; the key is stored masked.
-#[derive(Clone, Default, PartialEq, Eq, Debug)]
+#[derive(Default, PartialEq, Eq, Debug)]
 pub struct PipeMatch {
     key: PipeKey,
     mask: PipeMask,
+}
+
+impl Clone for PipeMatch {
+    fn clone(&self) -> Self {
+        PipeMatch {
+            key: self.key.clone(),
+            mask: self.mask.clone(),
+        }
+    }
+
+    /// Copies only the words `src` holds: a match uses a few of its key's 64 words, and a
+    /// table dump copies each rule's match into one reused spec.
+    fn clone_from(&mut self, src: &Self) {
+        copy_words(&mut self.key.dp, &src.key.dp);
+        copy_words(&mut self.mask.dp, &src.mask.dp);
+        self.key.meta = src.key.meta;
+        self.mask.meta = src.mask.meta;
+    }
+}
+
+/// Makes `dst` equal to `src`, writing only the words `src` holds.
+fn copy_words(dst: &mut FlowWords, src: &FlowWords) {
+    dst.clear();
+    let mut m = src.map();
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        dst.set_word(i, src.word(i));
+    }
 }
 
 impl PipeMatch {
@@ -184,6 +213,12 @@ impl PipeMatch {
     /// The mask.
     pub fn mask(&self) -> &PipeMask {
         &self.mask
+    }
+
+    /// The key and mask, to be written together: the caller keeps the key masked (no bit set
+    /// outside the mask), as [`Self::new`] makes it.
+    pub(crate) fn parts_mut(&mut self) -> (&mut PipeKey, &mut PipeMask) {
+        (&mut self.key, &mut self.mask)
     }
 
     /// Whether `key` agrees with this match on every masked bit.

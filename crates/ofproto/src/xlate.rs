@@ -751,7 +751,10 @@ impl Ctx<'_> {
                 let (m, prio, rule) = cls.get(id).expect("lookup returns live rules");
                 self.res.rules.push((self.bridge, table, id));
                 let node = if self.trace.is_some() {
-                    self.trace_add(NodeKind::Table, rule_line(table, m, prio, rule.cookie))
+                    self.trace_add(
+                        NodeKind::Table,
+                        rule_line(table, &m.expand(), prio, rule.cookie),
+                    )
                 } else {
                     None
                 };
@@ -761,7 +764,7 @@ impl Ctx<'_> {
                 self.depth += deepens;
                 self.rule_cookie = rule.cookie;
                 self.table_id = table as u8;
-                self.rule_is_miss = prio == 0 && m.mask().is_catchall();
+                self.rule_is_miss = prio == 0 && m.is_catchall();
                 let saved_rule = self.rule.replace((self.bridge, table, id));
                 self.under(node, |c| c.peer_rule_actions(&rule.actions, table));
                 (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
@@ -779,7 +782,10 @@ impl Ctx<'_> {
         let id = cls.lookup_conjunctive(&mut self.flow, &mut self.wc)?;
         let (m, prio, rule) = cls.get(id)?;
         self.trace.as_ref()?;
-        self.trace_add(NodeKind::Table, rule_line(table, m, prio, rule.cookie))
+        self.trace_add(
+            NodeKind::Table,
+            rule_line(table, &m.expand(), prio, rule.cookie),
+        )
     }
 
     /// [`Ctx::trace_lookup`], with OVS's line for a miss.

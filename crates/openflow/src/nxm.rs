@@ -375,12 +375,32 @@ pub static FIELD_HEADERS: &[FieldHeader] = &[
 /// with no header (`dl_vlan`, `dl_vlan_pcp`).
 pub fn field_header(field: FieldId, version: u8) -> Option<&'static FieldHeader> {
     let mut best = None;
-    for fh in FIELD_HEADERS.iter().filter(|fh| fh.field == field) {
+    for &fh in headers_of(field) {
         if best.is_none() || version >= fh.since {
             best = Some(fh);
         }
     }
     best
+}
+
+/// The headers of `field` in [`FIELD_HEADERS`], in its order (a match's encoding looks them
+/// up for every field it writes, so they are indexed by field once).
+fn headers_of(field: FieldId) -> &'static [&'static FieldHeader] {
+    static BY_FIELD: std::sync::OnceLock<Vec<Vec<&'static FieldHeader>>> =
+        std::sync::OnceLock::new();
+    let by_field = BY_FIELD.get_or_init(|| {
+        let n = FIELD_HEADERS
+            .iter()
+            .map(|fh| fh.field.index() + 1)
+            .max()
+            .unwrap_or(0);
+        let mut v = vec![Vec::new(); n];
+        for fh in FIELD_HEADERS {
+            v[fh.field.index()].push(fh);
+        }
+        v
+    });
+    by_field.get(field.index()).map_or(&[], Vec::as_slice)
 }
 
 /// The width OVS gives a tunnel metadata field that no TLV map sizes: its largest option, 124
@@ -465,6 +485,13 @@ struct Matched {
 }
 
 fn matched(f: &Field, m: &PipeMatch) -> Option<Matched> {
+    // Most fields of a match are not in it: its mask's word map says so without a read.
+    if f.loc
+        .key_words()
+        .is_some_and(|w| m.mask().dp.map() & w == 0)
+    {
+        return None;
+    }
     let sm = read_storage(&m.mask().dp, &m.mask().meta, f.loc) & f.exact_mask;
     if sm == 0 {
         return None;
@@ -715,10 +742,12 @@ pub fn put_raw(
     }
     // A match on packet fields none of whose entries went out (a VLAN PCP without a VID in
     // OXM) still says Ethernet: OVS then writes packet_type=(0,0) first.
-    let ethernet = fields::fields()
-        .iter()
-        .any(|f| says_ethernet(f.id) && f.is_matched(m.mask()));
-    if ethernet && !implied.get() {
+    let ethernet = || {
+        fields::fields()
+            .iter()
+            .any(|f| says_ethernet(f.id) && f.is_matched(m.mask()))
+    };
+    if !implied.get() && ethernet() {
         let mut pt = Vec::with_capacity(8);
         put_entry(
             &mut pt,

@@ -375,9 +375,10 @@ fn initial_updates(b: &Bridge, monitors: &[&Monitor]) -> Vec<FlowUpdate> {
         let mut rules: Vec<_> = table
             .iter_in(v)
             .filter_map(|(id, m, p, r)| {
+                let m = m.expand();
                 let wanted: Vec<&&Monitor> = monitors
                     .iter()
-                    .filter(|mon| mon.watches(t as u8, (m, p, r), None))
+                    .filter(|mon| mon.watches(t as u8, (&m, p, r), None))
                     .collect();
                 let actions = wanted
                     .iter()
@@ -391,7 +392,7 @@ fn initial_updates(b: &Bridge, monitors: &[&Monitor]) -> Vec<FlowUpdate> {
                 FlowUpdateEvent::Initial,
                 0,
                 t as u8,
-                (m, p, r),
+                (&m, p, r),
                 actions,
             ));
         }

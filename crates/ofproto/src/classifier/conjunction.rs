@@ -172,8 +172,9 @@ impl<T> Classifier<T> {
     /// `next_visible_rule_in_list()`).
     fn next_identical(&self, id: RuleId) -> Option<(RuleId, u16)> {
         let e = self.entries.get(id)?.as_ref()?;
-        let st = self.subtables.iter().find(|s| s.mask == *e.m.mask())?;
-        let list = st.rules.get(&hash_masked(e.m.key(), e.m.mask()))?;
+        let m = e.m.expand();
+        let st = self.subtables.iter().find(|s| s.mask == *m.mask())?;
+        let list = st.rules.get(&hash_masked(m.key(), m.mask()))?;
         let at = list.iter().position(|&r| r == id)?;
         list[at + 1..].iter().find_map(|&r| {
             let o = self.entries[r].as_ref()?;

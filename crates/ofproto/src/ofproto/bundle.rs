@@ -148,7 +148,7 @@ impl BundleCommit<'_> {
             FlowModOp::Modify { strict } => {
                 for (t, id) in b.select_in(spec, strict, v) {
                     let (m, priority, old) = b.tables[t].get(id).expect("selected rules exist");
-                    let (m, mut rule) = (m.clone(), old.clone());
+                    let (m, mut rule) = (m.expand(), old.clone());
                     let old_actions = std::mem::replace(&mut rule.actions, spec.actions.clone());
                     rule.modified = now;
                     b.tables[t].hide_in(id, v);
@@ -192,7 +192,7 @@ impl BundleCommit<'_> {
             b.begin_change();
             for (t, id, change, origin) in std::mem::take(&mut self.changes) {
                 if let Some((m, p, r)) = b.tables[t].get(id) {
-                    let (m, r) = (m.clone(), r.clone());
+                    let (m, r) = (m.expand(), r.clone());
                     b.note_change_by(t, (&m, p, &r), change, origin);
                 }
             }

@@ -2,10 +2,10 @@
 //! handed one at a time to the caller, which encodes or prints each as it comes.
 //!
 //! A table of 100 000 rules is walked under the pipeline's read lock, as OVS's
-//! `handle_flow_stats_request()` walks its classifier: the selection is ordered by table,
-//! priority (highest first) and rule, then each rule is copied into one reused [`FlowSpec`]
-//! (a full-width match is over a kilobyte), so that a dump costs no memory per rule and no
-//! copy of the whole table.
+//! `handle_flow_stats_request()` walks its classifier: the selection (with each rule's
+//! priority, found in the same pass) is ordered by table, priority (highest first) and rule,
+//! then each rule is copied into one reused [`FlowSpec`] (only the words its match uses), so
+//! that a dump costs no memory per rule and no copy of the whole table.
 
 use std::time::Instant;
 
@@ -32,11 +32,7 @@ impl Ofproto {
         // The selection once, as (table, priority, rule); then ordered before anything is
         // copied out of the tables.
         let mut order: Vec<(usize, u16, RuleId)> = match spec {
-            Some(s) => b
-                .select(s, false)
-                .into_iter()
-                .map(|(t, id)| (t, b.tables[t].get(id).map_or(0, |(_, p, _)| p), id))
-                .collect(),
+            Some(s) => b.select_entries_in(s, false, b.tables_version()),
             None => b
                 .tables
                 .iter()
@@ -60,7 +56,7 @@ impl Ofproto {
             fs.hard_timeout = r.hard_timeout;
             fs.importance = r.importance;
             fs.flags = r.flags;
-            fs.match_.clone_from(m);
+            m.expand_into(&mut fs.match_);
             fs.actions.clone_from(&r.actions);
             let age = now.duration_since(r.created);
             let stats = FlowStats {

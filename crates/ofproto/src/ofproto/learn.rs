@@ -252,7 +252,7 @@ mod tests {
             .iter()
             .map(|(_, m, p, r)| {
                 let mut s = String::new();
-                crate::syntax::format_match(&mut s, m, p, &NoPortNames);
+                crate::syntax::format_match(&mut s, &m.expand(), p, &NoPortNames);
                 format!("{s} cookie={:#x} idle={}", r.cookie, r.idle_timeout)
             })
             .collect();
