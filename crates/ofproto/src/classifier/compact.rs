@@ -28,15 +28,9 @@ impl CompactMatch {
         let (k, mk) = (&m.key().dp, &m.mask().dp);
         let mut map = 0u64;
         let mut words = Vec::with_capacity(2 * mk.map().count_ones() as usize);
-        let mut bits = mk.map();
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let w = mk.word(i);
-            if w != 0 {
-                map |= 1 << i;
-                words.extend([k.word(i) & w, w]);
-            }
+        for (i, w) in used_words(mk) {
+            map |= 1 << i;
+            words.extend([k.word(i) & w, w]);
         }
         let mask_meta = m.mask().meta;
         CompactMatch {
@@ -111,16 +105,10 @@ impl CompactMatch {
     pub fn is(&self, m: &PipeMatch) -> bool {
         let (k, mk) = (&m.key().dp, &m.mask().dp);
         let mut map = 0u64;
-        let mut bits = mk.map();
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let w = mk.word(i);
-            if w != 0 {
-                map |= 1 << i;
-                if self.word(i) != (k.word(i) & w, w) {
-                    return false;
-                }
+        for (i, w) in used_words(mk) {
+            map |= 1 << i;
+            if self.word(i) != (k.word(i) & w, w) {
+                return false;
             }
         }
         map == self.map && self.meta() == (m.key().meta, m.mask().meta)
@@ -148,6 +136,22 @@ impl CompactMatch {
         let sk = spec.key().meta;
         rw.and(&sw) == sw && rk.and(&sw) == sk
     }
+}
+
+/// The words of mask `mk` that are not zero, with their indexes, lowest first.
+fn used_words(mk: &flow::Mask) -> impl Iterator<Item = (usize, u64)> + '_ {
+    let mut bits = mk.map();
+    std::iter::from_fn(move || {
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let w = mk.word(i);
+            if w != 0 {
+                return Some((i, w));
+            }
+        }
+        None
+    })
 }
 
 #[cfg(test)]
