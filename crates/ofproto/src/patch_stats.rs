@@ -64,11 +64,20 @@ pub(crate) fn credit_patches(p: &Pipeline, crossed: &[(usize, u32)], packets: u6
         let Some(peer) = port.peer.as_deref() else {
             continue;
         };
-        let tx = counts.entry(port.name.clone()).or_default();
+        let tx = entry(&mut counts, &port.name);
         tx.tx_packets += packets;
         tx.tx_bytes += bytes;
-        let rx = counts.entry(peer.to_owned()).or_default();
+        let rx = entry(&mut counts, peer);
         rx.rx_packets += packets;
         rx.rx_bytes += bytes;
     }
+}
+
+/// Port `name`'s counters, made on its first crossing (the name is copied only then: this
+/// runs for every megaflow through a patch pair each revalidation round).
+fn entry<'a>(counts: &'a mut HashMap<String, PatchCounts>, name: &str) -> &'a mut PatchCounts {
+    if !counts.contains_key(name) {
+        counts.insert(name.to_owned(), PatchCounts::default());
+    }
+    counts.get_mut(name).expect("inserted above")
 }
