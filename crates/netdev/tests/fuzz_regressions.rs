@@ -1,12 +1,13 @@
-//! Replays the committed inputs of the `pcap_file` and `vhost_ring` fuzz targets
+//! Replays the committed inputs of the `pcap_file`, `vhost_ring` and `vhost_msg` fuzz targets
 //! (`tests/data/fuzz/<target>/*`) through the checks the targets run, which live in
-//! `fuzz/src/pcap_file.rs` and `fuzz/src/vhost_ring.rs`, path-imported here so that both use
-//! one copy.
+//! `fuzz/src/<target>.rs`, path-imported here so that both use one copy.
 
 #[path = "../../../fuzz/src/pcap_file.rs"]
 mod pcap_file;
 #[path = "../../../fuzz/src/replay.rs"]
 mod replay;
+#[path = "../../../fuzz/src/vhost_msg.rs"]
+mod vhost_msg;
 #[path = "../../../fuzz/src/vhost_ring.rs"]
 mod vhost_ring;
 
@@ -25,5 +26,14 @@ fn vhost_ring_inputs() {
         env!("CARGO_MANIFEST_DIR"),
         "vhost_ring",
         vhost_ring::check_vhost_ring,
+    );
+}
+
+#[test]
+fn vhost_msg_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "vhost_msg",
+        vhost_msg::check_vhost_msg,
     );
 }

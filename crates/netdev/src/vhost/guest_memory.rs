@@ -100,6 +100,7 @@ pub(super) fn map_regions(
     let mut out = Vec::with_capacity(regions.len());
     for (r, f) in regions.iter().zip(files) {
         let size = usize::try_from(r.memory_size).map_err(|e| e.to_string())?;
+        within_file(&f, r.mmap_offset, r.memory_size)?;
         let m = MmapRegion::from_file(FileOffset::new(f, r.mmap_offset), size)
             .map_err(|e| format!("mmap of a {size}-byte region: {e}"))?;
         out.push(
@@ -108,6 +109,22 @@ pub(super) fn map_regions(
         );
     }
     GuestMemoryMmap::from_regions(out).map_err(|e| e.to_string())
+}
+
+/// Refuses a region that does not lie within its file: mapping it would succeed, and the
+/// first access past the file's end would kill the switch (`SIGBUS`). Files that are not
+/// regular (a device) have no size to check.
+fn within_file(f: &File, offset: u64, size: u64) -> Result<(), String> {
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("fstat of a region's descriptor: {e}"))?;
+    if meta.is_file() && offset.checked_add(size).is_none_or(|end| end > meta.len()) {
+        return Err(format!(
+            "a {size}-byte region at offset {offset} lies past the end of its {}-byte file",
+            meta.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Copies the buffers `segs` of guest memory into `out` (their lengths add up to its).

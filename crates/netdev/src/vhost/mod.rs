@@ -59,6 +59,7 @@ mod copy;
 mod features;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod fuzzing_messages;
 mod guest_memory;
 mod options;
 mod protocol;
@@ -124,8 +125,9 @@ struct Status {
     connected: bool,
     features: u64,
     protocol: u64,
-    /// Vrings started.
+    /// Vrings started, and the most started at once during this connection.
     started: usize,
+    most_started: usize,
     connections: u64,
 }
 
@@ -145,6 +147,25 @@ pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 }
 
 impl Shared {
+    /// A port's shared state with `queues` queue pairs, no connection and no ring started.
+    fn new(name: &str, queues: usize) -> Shared {
+        let stats = |n| (0..n).map(|_| QueueStats::shared()).collect::<Vec<_>>();
+        Shared {
+            name: name.to_owned(),
+            slots: (0..2 * queues).map(|_| Mutex::new(None)).collect(),
+            rx_stats: stats(queues),
+            tx_stats: stats(queues),
+            n_tx_rings: AtomicUsize::new(0),
+            resets: AtomicU64::new(0),
+            copy_trials: AtomicU64::new(0),
+            copy_movsb: AtomicU64::new(0),
+            copy_last: AtomicU64::new(0),
+            status: Mutex::new(Status::default()),
+            stop: AtomicBool::new(false),
+            conn: Mutex::new(None),
+        }
+    }
+
     /// Takes ring `i` out of its slot (waiting for a PMD's burst on it to end).
     fn take(&self, i: usize) -> Option<Ring> {
         lock(&self.slots[i]).take()
@@ -154,7 +175,9 @@ impl Shared {
         let started: Vec<bool> = self.slots.iter().map(|s| lock(s).is_some()).collect();
         let lead = started.iter().step_by(2).take_while(|s| **s).count();
         self.n_tx_rings.store(lead, Relaxed);
-        lock(&self.status).started = started.iter().filter(|s| **s).count();
+        let mut st = lock(&self.status);
+        st.started = started.iter().filter(|s| **s).count();
+        st.most_started = st.most_started.max(st.started);
     }
 
     #[cold]
@@ -194,21 +217,7 @@ impl VhostPort {
         } else {
             Some(listen(&socket, "vhost-server-path")?)
         };
-        let stats = |n| (0..n).map(|_| QueueStats::shared()).collect::<Vec<_>>();
-        let shared = Arc::new(Shared {
-            name: name.to_owned(),
-            slots: (0..2 * opts.queues).map(|_| Mutex::new(None)).collect(),
-            rx_stats: stats(opts.queues),
-            tx_stats: stats(opts.queues),
-            n_tx_rings: AtomicUsize::new(0),
-            resets: AtomicU64::new(0),
-            copy_trials: AtomicU64::new(0),
-            copy_movsb: AtomicU64::new(0),
-            copy_last: AtomicU64::new(0),
-            status: Mutex::new(Status::default()),
-            stop: AtomicBool::new(false),
-            conn: Mutex::new(None),
-        });
+        let shared = Arc::new(Shared::new(name, opts.queues));
         let control = {
             let (shared, opts, socket) = (shared.clone(), opts.clone(), socket.clone());
             std::thread::Builder::new()

@@ -472,7 +472,7 @@ pub(super) fn control(
 
 /// Serves one connection until the front-end goes away (or breaks the protocol) or the port
 /// closes; then every ring of it is stopped and its memory released.
-fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStream) {
+pub(super) fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStream) {
     let Ok(clone) = stream.try_clone() else {
         return;
     };
