@@ -90,22 +90,7 @@ options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
     )
     .unwrap();
     let rundir = dir.join("run");
-    let mut child = Command::new(bin())
-        .args(["run", "--config", cfg.to_str().unwrap(), "--rundir"])
-        .arg(&rundir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while !rundir.join("flowpath.ctl").exists() {
-        if let Some(s) = child.try_wait().unwrap() {
-            let o = child.wait_with_output().unwrap();
-            panic!("flowpath exited ({s}): {}", text(&o));
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "no control socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let switch = Running::start(&cfg, &rundir);
     let n = input.len();
     let t = Instant::now();
     let stats = loop {
@@ -153,15 +138,7 @@ options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&ctl(&rundir, &["port/stats", "p0"])).contains(&format!("rx packets:{n} ")));
 
-    assert!(ctl(&rundir, &["exit"]).status.success());
-    let t = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "flowpath did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    switch.exit(&rundir);
     // The tx device is closed on exit, which finishes its capture.
     let got = netdev::pcap::read_file(&out).unwrap();
     assert_eq!(got.len(), n);
@@ -424,5 +401,270 @@ fn bench_runs_on_the_anchors_dpdk_io() {
             "{}",
             text(&o)
         );
+    }
+}
+
+/// A `net_memif` port with `dpdk-testpmd` as the peer (another DPDK process, its own file
+/// prefix): a capture replayed into the switch goes out by the memif port, testpmd sends each
+/// frame straight back (`io` forwarding on its one port), and the switch writes what returns
+/// to a capture, which must equal the input byte for byte. memif needs a shared EAL
+/// configuration in both processes (`--legacy-mem` for flowpath, as for OVS).
+#[test]
+fn net_memif_carries_frames_to_testpmd_and_back() {
+    let test = "net_memif_carries_frames_to_testpmd_and_back";
+    if !is_root(test) {
+        return;
+    }
+    let Some(testpmd) = in_path("dpdk-testpmd") else {
+        eprintln!("SKIP {test}: no dpdk-testpmd (Debian's dpdk package)");
+        return;
+    };
+    let (dir, _rm) = scratch_dir("flowpath-dpdk-memif");
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
+    let input = netdev::pcap::read_file(&fixture).unwrap();
+    let (inp, out, sock) = (dir.join("in.pcap"), dir.join("out.pcap"), dir.join("memif.sock"));
+    std::fs::copy(&fixture, &inp).unwrap();
+    let cfg = dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[datapath]
+dpdk-init = true
+dpdk-extra = "{EAL_EXTRA} --legacy-mem"
+dpdk-socket-mem = "512"
+
+[[bridge]]
+name = "br0"
+flows = ["in_port=3,actions=output:1", "in_port=1,actions=output:2"]
+
+[[bridge.port]]
+name = "m0"
+type = "dpdk"
+ofport = 1
+options = {{ dpdk-devargs = "net_memif0,role=server,socket={}" }}
+
+[[bridge.port]]
+name = "p2"
+type = "dpdk"
+ofport = 2
+options = {{ dpdk-devargs = "net_pcap_mo,tx_pcap={}" }}
+"#,
+            sock.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let rundir = dir.join("run");
+    let switch = Running::start(&cfg, &rundir);
+    // testpmd keeps its shared configuration under its prefix: removed once it is gone.
+    let peer_prefix = format!("fpmemif{}", std::process::id());
+    let mut peer = Command::new(testpmd)
+        .args(["--no-huge", "-m", "256", "--no-pci", "--lcores", "(0,1)@0"])
+        .arg(format!("--file-prefix={peer_prefix}"))
+        .arg(format!(
+            "--vdev=net_memif0,role=client,socket={}",
+            sock.display()
+        ))
+        .args(["--log-level=lib.eal:warning", "--", "-i", "--total-num-mbufs=8192"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let kill_peer = KillOnDrop(peer.id());
+    let mut cmds = peer.stdin.take().unwrap();
+    use std::io::Write as _;
+    writeln!(cmds, "set fwd io\nstart").unwrap();
+    // The frames go in only once the memif connection is up: before, the port drops them.
+    let up = wait_until(Duration::from_secs(20), || {
+        text(&ctl(&rundir, &["port/stats", "m0"])).starts_with("m0 1: (dpdk) link up")
+    });
+    assert!(up, "memif never up: {}", text(&ctl(&rundir, &["port/stats", "m0"])));
+    let devargs = format!("options:dpdk-devargs=net_pcap_mi,rx_pcap={}", inp.display());
+    let o = ctl(&rundir, &["add-port", "br0", "p3", "type=dpdk", &devargs]);
+    assert!(o.status.success(), "{}", text(&o));
+    let n = input.len();
+    let back = wait_until(Duration::from_secs(20), || {
+        text(&ctl(&rundir, &["port/stats", "p2"])).contains(&format!("tx packets:{n} "))
+    });
+    let m0 = text(&ctl(&rundir, &["port/stats", "m0"]));
+    writeln!(cmds, "stop\nquit").unwrap();
+    drop(cmds);
+    let peer_out = peer.wait_with_output().unwrap();
+    std::mem::forget(kill_peer);
+    let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{peer_prefix}"));
+    assert!(back, "not all frames came back: {m0}\ntestpmd: {}", text(&peer_out));
+    assert!(m0.contains(&format!("tx packets:{n} ")), "{m0}");
+    assert!(m0.contains(&format!("rx packets:{n} ")), "{m0}");
+    let forwarded = String::from_utf8_lossy(&peer_out.stdout);
+    assert!(
+        forwarded.contains(&format!("RX-packets: {n}")),
+        "testpmd: {forwarded}"
+    );
+    let pid = switch.exit(&rundir);
+    let own = format!("/var/run/dpdk/flowpath{pid}");
+    assert!(!std::path::Path::new(&own).exists(), "{own} left behind");
+    let got = netdev::pcap::read_file(&out).unwrap();
+    assert_eq!(got.len(), n);
+    for (g, i) in got.iter().zip(&input) {
+        assert_eq!(g.data, i.data);
+    }
+}
+
+/// The path of `tool` in `PATH`.
+fn in_path(tool: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// Kills process `.0` when dropped, so that a test that fails leaves no process behind
+/// (forgotten once the process was reaped).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// A `flowpath run` of the tests, killed when dropped unless it was told to exit.
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    /// Starts `flowpath run` on `cfg` and waits for its control socket in `rundir`.
+    fn start(cfg: &std::path::Path, rundir: &std::path::Path) -> Running {
+        let mut child = Command::new(bin())
+            .args(["run", "--config", cfg.to_str().unwrap(), "--rundir"])
+            .arg(rundir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while !rundir.join("flowpath.ctl").exists() {
+            if let Some(s) = child.try_wait().unwrap() {
+                let o = child.wait_with_output().unwrap();
+                panic!("flowpath exited ({s}): {}", text(&o));
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("no control socket");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Running(Some(child))
+    }
+
+    /// Asks the switch to exit and waits until it has; its process id.
+    fn exit(mut self, rundir: &std::path::Path) -> u32 {
+        let mut child = self.0.take().unwrap();
+        let pid = child.id();
+        assert!(ctl(rundir, &["exit"]).status.success());
+        let t = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("flowpath did not stop");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        pid
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A `dpdk` port on DPDK's `net_virtio_user`, the guest side of vhost-user, driving the
+/// switch's own `vhostuser` port: a capture replayed into the switch goes out by the vhost
+/// port into the virtio device's receive ring, is sent back by the `dpdk` port through its
+/// transmit ring into the vhost port, and is written to a capture equal to the input: both
+/// of the vhost port's rings carry every frame.
+#[test]
+fn net_virtio_user_drives_the_switchs_own_vhost_user_port() {
+    let test = "net_virtio_user_drives_the_switchs_own_vhost_user_port";
+    if !is_root(test) {
+        return;
+    }
+    let (dir, _rm) = scratch_dir("flowpath-dpdk-virtio-user");
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
+    let input = netdev::pcap::read_file(&fixture).unwrap();
+    let n = input.len();
+    let (inp, out, sock) = (dir.join("in.pcap"), dir.join("out.pcap"), dir.join("vu.sock"));
+    std::fs::copy(&fixture, &inp).unwrap();
+    let cfg = dir.join("sw.toml");
+    // The capture port p (added later) feeds v; what v sends reaches the virtio device d,
+    // which the flows send back out by d (into v's receive side); what v receives goes to
+    // the capture o.
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+{}
+[[bridge]]
+name = "br0"
+flows = ["in_port=4,actions=output:1", "in_port=2,actions=in_port", "in_port=1,actions=output:3"]
+
+[[bridge.port]]
+name = "v"
+type = "vhostuser"
+ofport = 1
+options = {{ "vhost-server-path" = "{}" }}
+
+[[bridge.port]]
+name = "d"
+type = "dpdk"
+ofport = 2
+options = {{ dpdk-devargs = "net_virtio_user0,path={},queue_size=256" }}
+
+[[bridge.port]]
+name = "o"
+type = "dpdk"
+ofport = 3
+options = {{ dpdk-devargs = "net_pcap_vo,tx_pcap={}" }}
+"#,
+            datapath(),
+            sock.display(),
+            sock.display(),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let rundir = dir.join("run");
+    let switch = Running::start(&cfg, &rundir);
+    let up = wait_until(Duration::from_secs(20), || {
+        text(&ctl(&rundir, &["port/stats", "d"])).starts_with("d 2: (dpdk) link up")
+    });
+    assert!(up, "{}", text(&ctl(&rundir, &["port/stats", "d"])));
+    let devargs = format!("options:dpdk-devargs=net_pcap_vi,rx_pcap={}", inp.display());
+    let o = ctl(&rundir, &["add-port", "br0", "p", "type=dpdk", &devargs]);
+    assert!(o.status.success(), "{}", text(&o));
+    let done = wait_until(Duration::from_secs(20), || {
+        text(&ctl(&rundir, &["port/stats", "o"])).contains(&format!("tx packets:{n} "))
+    });
+    let v = text(&ctl(&rundir, &["port/stats", "v"]));
+    let d = text(&ctl(&rundir, &["port/stats", "d"]));
+    assert!(done, "not every frame came through: {v}\n{d}");
+    // Into the guest and back out of it: every frame crosses each ring once.
+    assert!(v.contains(&format!("tx packets:{n} ")), "{v}");
+    assert!(v.contains(&format!("rx packets:{n} ")), "{v}");
+    assert!(d.contains(&format!("rx packets:{n} ")), "{d}");
+    assert!(d.contains(&format!("tx packets:{n} ")), "{d}");
+    switch.exit(&rundir);
+    let got = netdev::pcap::read_file(&out).unwrap();
+    assert_eq!(got.len(), n);
+    for (g, i) in got.iter().zip(&input) {
+        assert_eq!(g.data, i.data);
     }
 }

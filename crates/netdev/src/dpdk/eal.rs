@@ -6,6 +6,9 @@
 //! does, so nothing is left in `/var/run/dpdk` to clash with another DPDK process. Without,
 //! it runs on ordinary memory (`--no-huge --no-shconf`, fixed at `dpdk-socket-mem` or 512 MB)
 //! and says so: fine for virtual devices and tests, about twice the I/O cost per packet.
+//! `--legacy-mem` in `dpdk-extra` keeps a shared configuration instead (neither `--in-memory`
+//! nor `--no-shconf`, as OVS leaves out `--in-memory` then), for drivers that talk to other
+//! DPDK processes such as `net_memif`.
 //! `rte_eal_init` pins its calling thread to the main lcore and its own threads inherit the
 //! caller's affinity: the caller is narrowed to the first core it may use while EAL starts
 //! (so that EAL's threads stay off the PMD cores), and its affinity is put back afterwards.
@@ -119,11 +122,14 @@ pub fn eal_args(opts: &EalOptions, free_hugepages: u64) -> Result<(Vec<String>, 
         a.push(main_core().to_string());
     }
     let hugepages = !has("--no-huge") && (opts.hugepage_dir.is_some() || free_hugepages > 0);
+    // `--legacy-mem` asks for a shared configuration, as OVS reads it (it then leaves out
+    // --in-memory): what drivers that talk to other DPDK processes need (net_memif).
+    let shared = has("--legacy-mem");
     if hugepages {
         if let Some(d) = &opts.hugepage_dir {
             a.push(format!("--huge-dir={d}"));
         }
-        if !has("--in-memory") {
+        if !has("--in-memory") && !shared {
             a.push("--in-memory".to_owned());
         }
         if let Some(m) = &opts.socket_mem {
@@ -145,7 +151,7 @@ pub fn eal_args(opts: &EalOptions, free_hugepages: u64) -> Result<(Vec<String>, 
         if !has("--no-huge") {
             a.push("--no-huge".to_owned());
         }
-        if !has("--no-shconf") {
+        if !has("--no-shconf") && !shared {
             a.push("--no-shconf".to_owned());
         }
         if !has("-m") {
@@ -154,7 +160,7 @@ pub fn eal_args(opts: &EalOptions, free_hugepages: u64) -> Result<(Vec<String>, 
         }
     }
     if !has("--file-prefix") {
-        a.push(format!("--file-prefix=flowpath{}", std::process::id()));
+        a.push(format!("--file-prefix={}", own_prefix()));
     }
     if !has("--no-telemetry") && !has("--telemetry") {
         a.push("--no-telemetry".to_owned());
@@ -235,16 +241,12 @@ fn start(opts: &EalOptions) -> Result<Eal, String> {
     })
 }
 
-/// EAL makes a runtime directory for its file prefix even when it shares nothing
-/// (`--no-shconf`, `--in-memory`), and leaves it behind at exit: removed at once when it is
-/// empty (`/var/run/dpdk/PREFIX` as root, else under `$XDG_RUNTIME_DIR` or `/tmp`).
+/// EAL makes a runtime directory for its file prefix (`/var/run/dpdk/PREFIX` as root, else
+/// under `$XDG_RUNTIME_DIR` or `/tmp`) and leaves it behind at exit. When it shares nothing
+/// (`--no-shconf`, `--in-memory`) the directory is removed at once if empty; a shared
+/// configuration under flowpath's own prefix (`flowpath<pid>`) is removed when the process
+/// exits. A prefix the user chose is left alone.
 fn remove_runtime_dir(args: &[String]) {
-    if !args
-        .iter()
-        .any(|a| a == "--no-shconf" || a == "--in-memory")
-    {
-        return;
-    }
     let Some(prefix) = args.iter().find_map(|a| a.strip_prefix("--file-prefix=")) else {
         return;
     };
@@ -252,9 +254,32 @@ fn remove_runtime_dir(args: &[String]) {
         || std::path::PathBuf::from("/tmp"),
         std::path::PathBuf::from,
     );
-    for dir in [std::path::PathBuf::from("/var/run"), base] {
-        // remove_dir takes only an empty directory: anything EAL keeps there stays.
-        let _ = std::fs::remove_dir(dir.join("dpdk").join(prefix));
+    let dirs = [std::path::PathBuf::from("/var/run"), base].map(|d| d.join("dpdk").join(prefix));
+    if args
+        .iter()
+        .any(|a| a == "--no-shconf" || a == "--in-memory")
+    {
+        for dir in dirs {
+            // remove_dir takes only an empty directory: anything EAL keeps there stays.
+            let _ = std::fs::remove_dir(dir);
+        }
+    } else if prefix == own_prefix() && SHARED_RUNTIME_DIRS.set(dirs).is_ok() {
+        // SAFETY: registers a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(remove_shared_runtime_dirs) };
+    }
+}
+
+/// flowpath's own file prefix, unique to the process.
+fn own_prefix() -> String {
+    format!("flowpath{}", std::process::id())
+}
+
+/// Where a shared configuration under flowpath's own prefix lives, removed at exit.
+static SHARED_RUNTIME_DIRS: OnceLock<[std::path::PathBuf; 2]> = OnceLock::new();
+
+extern "C" fn remove_shared_runtime_dirs() {
+    for dir in SHARED_RUNTIME_DIRS.get().into_iter().flatten() {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -291,6 +316,19 @@ mod tests {
             ["--huge-dir=/mnt/huge", "--in-memory", "--socket-mem=1024"]
         );
         assert_eq!(a[a.len() - 4..], ["--vdev", "net_null0", "-l", "1"]);
+    }
+
+    #[test]
+    fn legacy_mem_keeps_a_shared_configuration() {
+        for free in [0, 512] {
+            let o = EalOptions {
+                extra: Some("--legacy-mem".into()),
+                ..EalOptions::default()
+            };
+            let (a, _) = eal_args(&o, free).unwrap();
+            assert!(!a.iter().any(|x| x == "--no-shconf" || x == "--in-memory"), "{a:?}");
+            assert!(a.iter().any(|x| x.starts_with("--file-prefix=flowpath")), "{a:?}");
+        }
     }
 
     #[test]
