@@ -423,7 +423,11 @@ fn net_memif_carries_frames_to_testpmd_and_back() {
     let fixture =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
     let input = netdev::pcap::read_file(&fixture).unwrap();
-    let (inp, out, sock) = (dir.join("in.pcap"), dir.join("out.pcap"), dir.join("memif.sock"));
+    let (inp, out, sock) = (
+        dir.join("in.pcap"),
+        dir.join("out.pcap"),
+        dir.join("memif.sock"),
+    );
     std::fs::copy(&fixture, &inp).unwrap();
     let cfg = dir.join("sw.toml");
     std::fs::write(
@@ -467,7 +471,12 @@ options = {{ dpdk-devargs = "net_pcap_mo,tx_pcap={}" }}
             "--vdev=net_memif0,role=client,socket={}",
             sock.display()
         ))
-        .args(["--log-level=lib.eal:warning", "--", "-i", "--total-num-mbufs=8192"])
+        .args([
+            "--log-level=lib.eal:warning",
+            "--",
+            "-i",
+            "--total-num-mbufs=8192",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -481,7 +490,11 @@ options = {{ dpdk-devargs = "net_pcap_mo,tx_pcap={}" }}
     let up = wait_until(Duration::from_secs(20), || {
         text(&ctl(&rundir, &["port/stats", "m0"])).starts_with("m0 1: (dpdk) link up")
     });
-    assert!(up, "memif never up: {}", text(&ctl(&rundir, &["port/stats", "m0"])));
+    assert!(
+        up,
+        "memif never up: {}",
+        text(&ctl(&rundir, &["port/stats", "m0"]))
+    );
     let devargs = format!("options:dpdk-devargs=net_pcap_mi,rx_pcap={}", inp.display());
     let o = ctl(&rundir, &["add-port", "br0", "p3", "type=dpdk", &devargs]);
     assert!(o.status.success(), "{}", text(&o));
@@ -495,7 +508,11 @@ options = {{ dpdk-devargs = "net_pcap_mo,tx_pcap={}" }}
     let peer_out = peer.wait_with_output().unwrap();
     std::mem::forget(kill_peer);
     let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{peer_prefix}"));
-    assert!(back, "not all frames came back: {m0}\ntestpmd: {}", text(&peer_out));
+    assert!(
+        back,
+        "not all frames came back: {m0}\ntestpmd: {}",
+        text(&peer_out)
+    );
     assert!(m0.contains(&format!("tx packets:{n} ")), "{m0}");
     assert!(m0.contains(&format!("rx packets:{n} ")), "{m0}");
     let forwarded = String::from_utf8_lossy(&peer_out.stdout);
@@ -601,7 +618,11 @@ fn net_virtio_user_drives_the_switchs_own_vhost_user_port() {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pcap/plain_8.pcap");
     let input = netdev::pcap::read_file(&fixture).unwrap();
     let n = input.len();
-    let (inp, out, sock) = (dir.join("in.pcap"), dir.join("out.pcap"), dir.join("vu.sock"));
+    let (inp, out, sock) = (
+        dir.join("in.pcap"),
+        dir.join("out.pcap"),
+        dir.join("vu.sock"),
+    );
     std::fs::copy(&fixture, &inp).unwrap();
     let cfg = dir.join("sw.toml");
     // The capture port p (added later) feeds v; what v sends reaches the virtio device d,
@@ -667,4 +688,86 @@ options = {{ dpdk-devargs = "net_pcap_vo,tx_pcap={}" }}
     for (g, i) in got.iter().zip(&input) {
         assert_eq!(g.data, i.data);
     }
+}
+
+/// A `dpdk` port's link follows its device: a `net_tap` port whose interface is set down
+/// reads link down in `port/stats` and, through the stock `ovs-ofctl show` on the bridge's
+/// management socket, `LINK_DOWN`; set up again, it is up in both.
+#[test]
+fn a_dpdk_ports_link_follows_its_device() {
+    let test = "a_dpdk_ports_link_follows_its_device";
+    if !is_root(test) {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    let Some(ofctl) = in_path("ovs-ofctl") else {
+        eprintln!("SKIP {test}: no ovs-ofctl (Debian's openvswitch-common)");
+        return;
+    };
+    let (dir, _rm) = scratch_dir("flowpath-dpdk-link");
+    let iface = format!("fpdl{}", std::process::id() % 100_000);
+    let cfg = dir.join("sw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+{}
+[[bridge]]
+name = "br0"
+
+[[bridge.port]]
+name = "t0"
+type = "dpdk"
+ofport = 1
+options = {{ dpdk-devargs = "net_tap_dl,iface={iface}" }}
+"#,
+            datapath()
+        ),
+    )
+    .unwrap();
+    let rundir = dir.join("run");
+    let switch = Running::start(&cfg, &rundir);
+    let mgmt = format!("unix:{}", rundir.join("br0.mgmt").display());
+    let show = || {
+        let o = Command::new(&ofctl).args(["show", &mgmt]).output().unwrap();
+        text(&o)
+    };
+    let state = |up: bool| {
+        let (stats, of) = (
+            if up { "link up" } else { "link down" },
+            if up {
+                "state:      0\n"
+            } else {
+                "state:      LINK_DOWN\n"
+            },
+        );
+        wait_until(Duration::from_secs(10), || {
+            text(&ctl(&rundir, &["port/stats", "t0"])).starts_with(&format!("t0 1: (dpdk) {stats}"))
+                && show().contains(of)
+        })
+    };
+    assert!(
+        state(true),
+        "{}\n{}",
+        text(&ctl(&rundir, &["port/stats", "t0"])),
+        show()
+    );
+    must(&["ip", "link", "set", &iface, "down"]);
+    assert!(
+        state(false),
+        "{}\n{}",
+        text(&ctl(&rundir, &["port/stats", "t0"])),
+        show()
+    );
+    must(&["ip", "link", "set", &iface, "up"]);
+    assert!(
+        state(true),
+        "{}\n{}",
+        text(&ctl(&rundir, &["port/stats", "t0"])),
+        show()
+    );
+    switch.exit(&rundir);
 }
