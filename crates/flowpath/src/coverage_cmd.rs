@@ -59,12 +59,13 @@ impl Source {
 }
 
 /// Every event, in `coverage/show`'s order (docs/observability.md says what each counts).
-static EVENTS: [Source; 40] = [
+static EVENTS: [Source; 41] = [
     Source::Counter(&BRIDGE_RECONFIGURE),
     Source::Counter(&ofproto::coverage::OFPROTO_FLUSH),
     Source::Counter(&OFPROTO_PACKET_OUT),
     Source::Counter(&OFPROTO_RECV_OPENFLOW),
     Source::Counter(&ofproto::coverage::OFPROTO_UPDATE_PORT),
+    Source::Counter(&openflow::conn::RCONN_OVERFLOW),
     Source::Counter(&openflow::conn::RCONN_QUEUED),
     Source::Counter(&openflow::conn::RCONN_SENT),
     Source::Counter(&ofproto::coverage::XLATE_ACTIONS),

@@ -36,7 +36,8 @@ pub use handle::{ConnEvent, LoopHandle};
 pub use socket::PUNIX_MODE;
 pub use target::{OFP_PORT, Target, TargetError, bridge_targets};
 pub use vconn::{
-    ConnError, Counters, DEFAULT_ASYNC_QUEUE, MsgKind, RCONN_QUEUED, RCONN_SENT, REPLY_MAX,
+    ConnError, Counters, DEFAULT_ASYNC_QUEUE, MsgKind, RCONN_OVERFLOW, RCONN_QUEUED, RCONN_SENT,
+    REPLY_MAX,
 };
 
 use crate::header::Version;

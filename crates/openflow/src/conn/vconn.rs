@@ -31,6 +31,11 @@ use crate::hello::{self, Incompatible, VersionSet};
 /// `coverage/show`).
 pub static RCONN_QUEUED: ofproto::coverage::Counter =
     ofproto::coverage::Counter::new("rconn_queued");
+/// Asynchronous OpenFlow messages (packet-ins, flow-removed, port-status) dropped because
+/// their connection's queue was full: a controller that does not keep up (OVS's
+/// `rconn_overflow`).
+pub static RCONN_OVERFLOW: ofproto::coverage::Counter =
+    ofproto::coverage::Counter::new("rconn_overflow");
 /// OpenFlow messages written out whole, on every connection (OVS's `rconn_sent`).
 pub static RCONN_SENT: ofproto::coverage::Counter = ofproto::coverage::Counter::new("rconn_sent");
 
@@ -432,6 +437,7 @@ impl Vconn {
                 if self.async_queued > 0 && self.async_queued + n_msgs > self.async_limit =>
             {
                 self.counters.async_dropped += n_msgs as u64;
+                RCONN_OVERFLOW.add(n_msgs as u64);
                 return false;
             }
             MsgKind::Async => self.async_queued += n_msgs,
