@@ -123,8 +123,8 @@ enum Command {
         #[arg(long)]
         storm: Option<f64>,
         /// The source and sink: flowpath's in-process replay port and sampling sink, or the
-        /// OVS-DPDK anchor's DPDK net_pcap (infinite_rx) into net_null (p2p, p2p_l3 and the
-        /// ct scenarios; a build with the cargo feature dpdk).
+        /// OVS-DPDK anchor's DPDK net_pcap (infinite_rx) into net_null (every scenario but
+        /// pvp; a build with the cargo feature dpdk).
         #[arg(long, default_value = "replay", value_parser = ["replay", "dpdk"])]
         io: String,
     },

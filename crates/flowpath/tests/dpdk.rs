@@ -361,8 +361,8 @@ options = {{ dpdk-devargs = "net_af_packet_{tag},iface={root_b}", n_rxq_desc = 2
 }
 
 /// `flowpath bench --io dpdk`: the anchor's I/O (net_pcap replaying forever into net_null)
-/// forwards the scenario's traffic and checks the sink's count; what it cannot run is refused
-/// with the reason.
+/// forwards the scenario's traffic and checks the sinks' count, for p2p and for a tunnel
+/// scenario with four sinks; what it cannot run is refused with the reason.
 #[test]
 fn bench_runs_on_the_anchors_dpdk_io() {
     if !is_root("bench_runs_on_the_anchors_dpdk_io") {
@@ -383,10 +383,27 @@ fn bench_runs_on_the_anchors_dpdk_io() {
             .contains("DPDK net_pcap -> net_null"),
         "{r}"
     );
+    // A tunnel scenario with four sinks: each a net_null, their counts added.
+    let o = Command::new(bin())
+        .args([
+            "bench",
+            "mplsogre_decap",
+            "--io",
+            "dpdk",
+            "--seconds",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["forwarded_ok"], true, "{r}");
+    assert!(r["sink_packets"].as_u64().unwrap() > 10_000, "{r}");
     for (args, why) in [
         (
-            &["vxlan_decap"][..],
-            "--io dpdk is for p2p, p2p_l3 and the ct scenarios",
+            &["pvp"][..],
+            "--io dpdk is for p2p, p2p_l3, the tunnel and the ct scenarios",
         ),
         (&["p2p", "--pmds", "2"][..], "--io dpdk runs one PMD"),
     ] {

@@ -25,14 +25,14 @@ impl Drop for Capture {
 pub(super) struct DpdkIo {
     /// p0: the traffic, replayed forever.
     pub(super) source: Box<dyn Port>,
-    /// p1: frees and counts.
-    pub(super) sink: Box<dyn Port>,
+    /// p1 (and p2.. of the tunnel scenarios with several): each frees and counts.
+    pub(super) sinks: Vec<Box<dyn Port>>,
     /// The capture behind the source, which must outlive it.
     pub(super) capture: Capture,
 }
 
-/// The source and the sink for `frames`.
-pub(super) fn ports(frames: &[Vec<u8>]) -> anyhow::Result<DpdkIo> {
+/// The source for `frames` and `n_sinks` sinks, named `sinks[i]`.
+pub(super) fn ports(frames: &[Vec<u8>], sinks: &[&str]) -> anyhow::Result<DpdkIo> {
     if !cfg!(feature = "dpdk") {
         bail!(
             "--io dpdk: flowpath was built without DPDK (cargo build --release -p flowpath \
@@ -62,10 +62,16 @@ pub(super) fn ports(frames: &[Vec<u8>]) -> anyhow::Result<DpdkIo> {
             capture.0.display()
         )),
     )?;
-    let sink = crate::dpdk::open_port("p1", &devargs(format!("net_null_bench{n},no-rx=1")))?;
+    let sinks = sinks
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            crate::dpdk::open_port(name, &devargs(format!("net_null_bench{n}_{i},no-rx=1")))
+        })
+        .collect::<anyhow::Result<_>>()?;
     Ok(DpdkIo {
         source,
-        sink,
+        sinks,
         capture,
     })
 }

@@ -521,8 +521,8 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     };
     let label = format!("{traffic} {flows}x{}B", o.frame_size);
     let tunnel = tunnel::scenario(&o.scenario);
-    if o.io == BenchIo::Dpdk && (tunnel.is_some() || o.scenario == "pvp" || o.storm.is_some()) {
-        bail!("--io dpdk is for p2p, p2p_l3 and the ct scenarios, without --storm");
+    if o.io == BenchIo::Dpdk && (o.scenario == "pvp" || o.storm.is_some()) {
+        bail!("--io dpdk is for p2p, p2p_l3, the tunnel and the ct scenarios, without --storm");
     }
     if o.io == BenchIo::Dpdk && o.pmds > 1 {
         bail!("--io dpdk runs one PMD (net_pcap has one rx queue)");
@@ -540,7 +540,15 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
             if o.storm.is_some() || o.pmds > 1 {
                 bail!("{}: --storm and --pmds are for p2p and p2p_l3", o.scenario);
             }
-            let (dp, samples) = t.start(sc.frames, &label, 1, sample, o.emc)?;
+            let io = match o.io {
+                BenchIo::Replay => tunnel::Io::Replay(sc.frames),
+                BenchIo::Dpdk => {
+                    let io = dpdk_io::ports(&sc.frames, t.sinks)?;
+                    capture = Some(io.capture);
+                    tunnel::Io::Dpdk(io.source, io.sinks)
+                }
+            };
+            let (dp, samples) = t.start(io, &label, 1, sample, o.emc)?;
             (dp, samples, t.sinks, t.normalize)
         }
         None => {
@@ -615,8 +623,9 @@ fn start_p2p(
             (Box::new(replay), Box::new(sink), samples, None)
         }
         BenchIo::Dpdk => {
-            let io = dpdk_io::ports(&sc.frames)?;
-            (io.source, io.sink, Default::default(), Some(io.capture))
+            let mut io = dpdk_io::ports(&sc.frames, &["p1"])?;
+            let sink = io.sinks.remove(0);
+            (io.source, sink, Default::default(), Some(io.capture))
         }
     };
     b.add_port(1, source).map_err(anyhow::Error::msg)?;

@@ -16,7 +16,17 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::anyhow;
 use datapath::dpif::Datapath;
+use datapath::port::Port;
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort};
+
+/// What feeds a tunnel scenario and takes its output.
+pub enum Io {
+    /// The frames, replayed by `p0`; in-memory sinks.
+    Replay(Vec<Vec<u8>>),
+    /// DPDK's source for `p0` and its sinks, one per sink port in [`TunnelScenario::sinks`]
+    /// order.
+    Dpdk(Box<dyn Port>, Vec<Box<dyn Port>>),
+}
 
 /// What a sink keeps of the frames it gets.
 pub type Samples = Arc<Mutex<Vec<Vec<u8>>>>;
@@ -286,11 +296,12 @@ impl TunnelScenario {
         )
     }
 
-    /// Starts the switch: `frames` replayed on `p0` (with `n_rxq` queues), sinks sampling
-    /// what they get (the first sink's samples are returned).
+    /// Starts the switch on `io`: with [`Io::Replay`], its frames replayed on `p0` (with
+    /// `n_rxq` queues) and sinks sampling what they get (the first sink's samples are
+    /// returned); with [`Io::Dpdk`], DPDK's ports in their places (nothing sampled).
     pub fn start(
         &self,
-        frames: Vec<Vec<u8>>,
+        io: Io,
         label: &str,
         n_rxq: usize,
         sample: SampleSpec,
@@ -299,9 +310,24 @@ impl TunnelScenario {
         let cfg = crate::config::parse(&self.config_text(emc))
             .map_err(|e| anyhow!("scenario configuration: {}", e[0]))?;
         let of = crate::switch::build_ofproto(&cfg, std::path::Path::new("."))?;
-        let mut frames = Some(frames);
+        let (mut frames, mut dpdk) = match io {
+            Io::Replay(frames) => (Some(frames), None),
+            Io::Dpdk(source, sinks) => {
+                let sinks: Vec<Option<Box<dyn Port>>> = sinks.into_iter().map(Some).collect();
+                (None, Some((Some(source), sinks)))
+            }
+        };
         let mut samples = None;
         let dp = crate::switch::build_with(&cfg, &of, |p| {
+            if let Some((source, sinks)) = &mut dpdk {
+                let port = if p.name == "p0" {
+                    source.take()
+                } else {
+                    let i = self.sinks.iter().position(|s| *s == p.name);
+                    i.and_then(|i| sinks.get_mut(i)?.take())
+                };
+                return port.ok_or_else(|| anyhow!("no DPDK port left for {}", p.name));
+            }
             Ok(if p.name == "p0" {
                 Box::new(ReplayPort::new(
                     "p0",
@@ -317,7 +343,10 @@ impl TunnelScenario {
                 Box::new(SinkPort::new(&p.name, SampleSpec::default()))
             })
         })?;
-        let samples = samples.ok_or_else(|| anyhow!("scenario without its sink"))?;
+        let samples = match dpdk {
+            Some(_) => Samples::default(),
+            None => samples.ok_or_else(|| anyhow!("scenario without its sink"))?,
+        };
         Ok((dp, samples))
     }
 }

@@ -326,8 +326,14 @@ mod tests {
                 ..EalOptions::default()
             };
             let (a, _) = eal_args(&o, free).unwrap();
-            assert!(!a.iter().any(|x| x == "--no-shconf" || x == "--in-memory"), "{a:?}");
-            assert!(a.iter().any(|x| x.starts_with("--file-prefix=flowpath")), "{a:?}");
+            assert!(
+                !a.iter().any(|x| x == "--no-shconf" || x == "--in-memory"),
+                "{a:?}"
+            );
+            assert!(
+                a.iter().any(|x| x.starts_with("--file-prefix=flowpath")),
+                "{a:?}"
+            );
         }
     }
 
