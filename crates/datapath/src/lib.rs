@@ -10,6 +10,7 @@ pub mod dpcls;
 pub mod dpif;
 pub mod emc;
 pub mod flow_table;
+pub mod gro;
 pub mod gso;
 pub mod meter;
 pub mod packet;

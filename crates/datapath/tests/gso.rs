@@ -1,6 +1,7 @@
 //! TCP segmentation of super-frames (`datapath::gso`), alone and in a PMD: every segment is
 //! checked with an independent decoder (etherparse): IPv4 header checksum, TCP checksum,
-//! lengths, IP identification, sequence numbers, flags, and the payload put back together.
+//! lengths, IP identification, sequence numbers, flags, and the payload put back together;
+//! and segments merged back into super-frames (`datapath::gro`) by Linux's GRO rules.
 
 use std::sync::{Arc, Mutex};
 
@@ -502,4 +503,138 @@ fn a_truncated_copy_of_a_super_frame_is_an_ordinary_packet() {
     let all: Vec<_> = s2.lock().unwrap().iter().flatten().cloned().collect();
     assert_eq!(all.len(), 1);
     assert_eq!((all[0].0.len(), all[0].1), (200, 0));
+}
+
+/// The segments `datapath::gso` makes of a super-frame of shape `s` (what arrives from a
+/// sender that segmented, or from a tunnel), as a batch.
+fn segments_of(s: &Shape, mss: u16, pool: &mut Pool) -> Vec<Packet> {
+    let p = super_packet(s, mss);
+    let t = TcpSuper::of(&p).unwrap();
+    (0..t.n_segments(&p))
+        .map(|k| {
+            let mut seg = t.segment(&p, k, pool);
+            seg.meta.l3 = datapath::packet::NO_OFS;
+            seg
+        })
+        .collect()
+}
+
+fn batch_of(pkts: Vec<Packet>) -> Batch {
+    let mut b = Batch::new();
+    for p in pkts {
+        b.push(p);
+    }
+    b
+}
+
+/// A frame as a port that takes super-frames gets it: lengths and the partial checksum set.
+fn prepared(p: &mut Packet) -> Vec<u8> {
+    prepare_partial(p).unwrap();
+    p.data().to_vec()
+}
+
+#[test]
+fn gro_puts_the_segments_of_a_super_frame_back_together() {
+    let mut pool = Pool::new(64, 0);
+    let mut scratch = Vec::with_capacity(MAX_BURST);
+    for (payload, mss) in [(20000, 1448), (1448 * 20, 1448), (3000, 1000)] {
+        let s = Shape::v4(payload);
+        let mut b = batch_of(segments_of(&s, mss, &mut pool));
+        let n = b.len() as u64;
+        let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+        assert_eq!((m.frames, m.segments), (1, n), "{payload}/{mss}");
+        assert_eq!(b.len(), 1);
+        assert!(b.may_have_gso());
+        let mut got = b.drain().next().unwrap();
+        assert_eq!(got.meta.gso_size, mss);
+        let mut want = super_packet(&s, mss);
+        assert_eq!(prepared(&mut got), prepared(&mut want), "{payload}/{mss}");
+    }
+}
+
+#[test]
+fn gro_merges_only_what_continues_and_keeps_everything_in_order() {
+    let mut pool = Pool::new(256, 0);
+    let mut scratch = Vec::with_capacity(MAX_BURST);
+    let s = Shape {
+        flags: ACK,
+        ..Shape::v4(1448 * 8)
+    };
+    let segs = |pool: &mut Pool| segments_of(&s, 1448, pool);
+    let arp = || Packet::from_slice(&[0xff; 60]);
+    let payload_of = |b: &Batch| -> Vec<usize> {
+        b.packets()
+            .iter()
+            .map(|p| {
+                if p.meta.gso_size != 0 {
+                    p.len() - 14 - 20 - 32
+                } else {
+                    p.len().saturating_sub(66)
+                }
+            })
+            .collect()
+    };
+
+    // Another packet in the middle splits the run, and keeps its place.
+    let mut v = segs(&mut pool);
+    v.insert(3, arp());
+    let mut b = batch_of(v);
+    let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+    assert_eq!((m.frames, m.segments), (2, 8));
+    assert_eq!(b.len(), 3);
+    assert_eq!(b.packets()[1].data(), &[0xff; 60][..]);
+    assert_eq!(payload_of(&b), [1448 * 3, 0, 1448 * 5]);
+
+    // A segment lost on the way (a gap in the sequence numbers) ends the run.
+    let mut v = segs(&mut pool);
+    pool.free(v.remove(4));
+    let mut b = batch_of(v);
+    let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+    assert_eq!((m.frames, m.segments), (2, 7));
+
+    // A segment whose checksum is wrong is left alone, for the receiver to drop.
+    let mut v = segs(&mut pool);
+    let last = v[2].len() - 1;
+    v[2].data_mut()[last] ^= 0xff;
+    let mut b = batch_of(v);
+    let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+    assert_eq!((m.frames, m.segments), (2, 7));
+    assert_eq!(b.len(), 3);
+    assert_eq!(b.packets()[1].meta.gso_size, 0);
+
+    // Another acknowledgement number, or other options (a timestamp), do not merge.
+    for at in [14 + 20 + 8, 14 + 20 + 28] {
+        let mut v = segs(&mut pool);
+        v[5].data_mut()[at] ^= 1;
+        fix_tcp_checksum(&mut v[5]);
+        let mut b = batch_of(v);
+        let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+        assert_eq!((m.frames, m.segments), (2, 7), "byte {at}");
+    }
+
+    // A short segment ends its super-frame; a PSH ends it too, and the flag is kept.
+    let t = Shape {
+        flags: ACK | PSH,
+        ..Shape::v4(1448 * 3 + 100)
+    };
+    let mut v = segments_of(&t, 1448, &mut pool);
+    v.extend(segs(&mut pool));
+    let mut b = batch_of(v);
+    let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+    assert_eq!((m.frames, m.segments), (2, 12));
+    assert_eq!(b.packets()[0].data()[14 + 20 + 13], ACK | PSH);
+    assert_eq!(b.packets()[1].data()[14 + 20 + 13], ACK);
+}
+
+fn fix_tcp_checksum(p: &mut Packet) {
+    use wire::checksum;
+    let f = p.data_mut();
+    f[14 + 20 + 16] = 0;
+    f[14 + 20 + 17] = 0;
+    let src = std::net::Ipv4Addr::new(f[26], f[27], f[28], f[29]);
+    let dst = std::net::Ipv4Addr::new(f[30], f[31], f[32], f[33]);
+    let len = (f.len() - 34) as u16;
+    let pseudo = checksum::pseudo_header_v4(&src, &dst, wire::IpProtocol::TCP, len);
+    let sum = !checksum::combine(&[pseudo, checksum::data(&f[34..])]);
+    f[14 + 20 + 16..14 + 20 + 18].copy_from_slice(&sum.to_be_bytes());
 }

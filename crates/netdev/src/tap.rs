@@ -41,6 +41,12 @@
 //! TCP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
 //! (from other ports) in software before they reach the queue.
 //!
+//! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
+//! of one connection are first merged into super-frames by Linux's GRO rules
+//! ([`datapath::gro`]): what arrives segmented (from a tunnel, an AF_PACKET or AF_XDP port)
+//! reaches the kernel in one write per super-frame instead of one per segment. `port/stats`
+//! counts them (`xstats tx_gro_frames`, `tx_gro_segments`).
+//!
 //! # Queues
 //! Each rx queue reads its own descriptor, one `read(2)` per frame (the tun interface has no
 //! batched read), copying the frame into a pool buffer. A tx queue (one per PMD) writes on
@@ -59,11 +65,12 @@
 use std::fmt::Write as _;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use datapath::packet::{Batch, Pool};
+use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
@@ -93,6 +100,10 @@ pub struct TapOptions {
     /// super-frames (with `csum_offload` only), and super-frames are sent to it whole for it
     /// to segment.
     pub tso: bool,
+    /// Generic receive offload on transmit (`gro`, default true, with `tso`): consecutive TCP
+    /// segments of one connection in a burst go to the kernel as one super-frame
+    /// ([`datapath::gro`]), one write where there were dozens.
+    pub gro: bool,
     /// Keep the device when the port closes (`persist`, default true): a restarted switch
     /// finds it again with its namespace, addresses and routes, and so do the hosts using it.
     /// `ip link del NAME` removes it.
@@ -107,6 +118,7 @@ impl Default for TapOptions {
             netns: None,
             csum_offload: true,
             tso: true,
+            gro: true,
             persist: true,
         }
     }
@@ -114,8 +126,15 @@ impl Default for TapOptions {
 
 impl TapOptions {
     /// Option names [`TapOptions::set`] takes.
-    pub const KEYS: &'static [&'static str] =
-        &["ifname", "n_rxq", "netns", "csum_offload", "tso", "persist"];
+    pub const KEYS: &'static [&'static str] = &[
+        "ifname",
+        "n_rxq",
+        "netns",
+        "csum_offload",
+        "tso",
+        "gro",
+        "persist",
+    ];
 
     /// Sets option `key` from its text form.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), PortError> {
@@ -129,6 +148,7 @@ impl TapOptions {
             }
             "csum_offload" => self.csum_offload = flag(key, value)?,
             "tso" => self.tso = flag(key, value)?,
+            "gro" => self.gro = flag(key, value)?,
             "persist" => self.persist = flag(key, value)?,
             _ => {
                 return Err(PortError::BadOption(format!(
@@ -272,6 +292,9 @@ pub struct TapPort {
     rxq_taken: Vec<bool>,
     rx_stats: Vec<Arc<QueueStats>>,
     tx_stats: Vec<Arc<QueueStats>>,
+    /// Super-frames the tx queues made of segments, and the segments they took.
+    gro_frames: Arc<AtomicU64>,
+    gro_segments: Arc<AtomicU64>,
 }
 
 impl TapPort {
@@ -329,6 +352,8 @@ impl TapPort {
             rxq_taken: vec![false; opts.n_rxq],
             rx_stats: (0..opts.n_rxq).map(|_| QueueStats::shared()).collect(),
             tx_stats: Vec::new(),
+            gro_frames: Arc::default(),
+            gro_segments: Arc::default(),
         })
     }
 
@@ -515,6 +540,9 @@ struct TapTxq {
     stats: Arc<QueueStats>,
     /// Super-frames go to the kernel whole (`tso`).
     tso: bool,
+    /// With `gro`: where a burst's packets go while their segments merge (room for a burst),
+    /// and the port's counters of what merged.
+    gro: Option<(Vec<Packet>, Arc<AtomicU64>, Arc<AtomicU64>)>,
 }
 
 impl TxQueue for TapTxq {
@@ -530,6 +558,13 @@ impl TxQueue for TapTxq {
             self.stats.tx_dropped.fetch_add(batch.len() as u64, Relaxed);
             pool.free_batch(batch);
             return;
+        }
+        if let Some((scratch, frames, segments)) = &mut self.gro {
+            let m = datapath::gro::coalesce(batch, pool, scratch);
+            if m.frames > 0 {
+                frames.fetch_add(m.frames, Relaxed);
+                segments.fetch_add(m.segments, Relaxed);
+            }
         }
         let (mut sent, mut bytes, mut dropped, mut errors) = (0u64, 0u64, 0u64, 0u64);
         let pkts = batch.packets_mut();
@@ -619,6 +654,9 @@ impl Port for TapPort {
         if !o.tso {
             s.push_str(", tso=false");
         }
+        if !o.gro {
+            s.push_str(", gro=false");
+        }
         if !o.persist {
             s.push_str(", persist=false");
         }
@@ -662,7 +700,27 @@ impl Port for TapPort {
             },
             stats,
             tso: self.opts.tso,
+            gro: (self.opts.tso && self.opts.gro).then(|| {
+                (
+                    Vec::with_capacity(MAX_BURST),
+                    self.gro_frames.clone(),
+                    self.gro_segments.clone(),
+                )
+            }),
         })
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        if !(self.opts.tso && self.opts.gro) {
+            return Vec::new();
+        }
+        vec![
+            ("tx_gro_frames".to_owned(), self.gro_frames.load(Relaxed)),
+            (
+                "tx_gro_segments".to_owned(),
+                self.gro_segments.load(Relaxed),
+            ),
+        ]
     }
 
     fn counters(&self) -> PortCounters {

@@ -478,3 +478,58 @@ fn super_frames_for_a_tap_without_tso_are_segmented_by_the_datapath() {
     assert!(cb.tx_packets > ca.rx_packets, "b sent segments");
     assert_eq!(ca.errors + cb.errors + ca.rx_dropped + cb.tx_dropped, 0);
 }
+
+#[test]
+fn segments_from_a_tap_without_tso_reach_a_tap_with_tso_merged() {
+    // Port a has tso off: the kernel behind it hands over MTU-sized TCP segments. Port b
+    // takes super-frames, so its tx queue merges each burst's segments (GRO): the kernel
+    // behind b gets fewer, larger frames, and the transfer arrives whole.
+    let test = "segments_from_a_tap_without_tso_reach_a_tap_with_tso_merged";
+    let Some(mut env) = tap_env(test) else {
+        return;
+    };
+    if !need(test, &[python()]) {
+        return;
+    }
+    let (na, nb) = (env.netns("ra"), env.netns("rb"));
+    let (ta, tb) = (env.ifname("ra"), env.ifname("rb"));
+    let mut pa = TapPort::open(
+        "vma",
+        &TapOptions {
+            ifname: Some(ta.clone()),
+            netns: Some(na.clone()),
+            tso: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut pb = tap("vmb", &tb, &nb, 1);
+    ns_sh(&na, &["ip", "addr", "add", "10.81.0.1/24", "dev", &ta]);
+    ns_sh(&nb, &["ip", "addr", "add", "10.81.0.2/24", "dev", &tb]);
+    let fwd = Forwarder::start(&mut pa, &mut pb);
+    let r = std::panic::catch_unwind(|| ping_and_tcp(&na, &nb, "10.81.0.2", 16 << 20));
+    drop(fwd);
+    let (ca, cb) = (pa.counters(), pb.counters());
+    let x: std::collections::HashMap<String, u64> = pb.xstats().into_iter().collect();
+    if let Err(e) = r {
+        eprintln!("port a: {ca:?}\nport b: {cb:?} {x:?}");
+        std::panic::resume_unwind(e);
+    }
+    eprintln!("port a: {ca:?}\nport b: {cb:?} {x:?}");
+    assert!(
+        ca.rx_bytes <= 1514 * ca.rx_packets,
+        "segments came in: {} bytes per packet",
+        ca.rx_bytes / ca.rx_packets.max(1)
+    );
+    let (frames, segments) = (x["tx_gro_frames"], x["tx_gro_segments"]);
+    assert!(frames > 0 && segments > 2 * frames, "{x:?}");
+    assert_eq!(
+        cb.tx_packets + segments - frames,
+        ca.rx_packets,
+        "every segment went out, merged or alone"
+    );
+    assert_eq!(
+        ca.errors + cb.errors + ca.rx_dropped + cb.rx_dropped + ca.tx_dropped + cb.tx_dropped,
+        0
+    );
+}

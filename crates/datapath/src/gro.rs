@@ -1,0 +1,279 @@
+//! Generic receive offload: TCP segments of one connection that follow each other in a burst
+//! become one super-frame (a [`crate::gso`] frame with `gso_size` the segments' MSS), so that
+//! a port that takes super-frames (a `tap` with TSO) hands the kernel one frame where it would
+//! have written dozens. The rules are Linux's GRO for TCP over IPv4 (`inet_gro_receive`,
+//! `tcp_gro_receive`):
+//!
+//! - a segment joins the super-frame being built when it continues it: same Ethernet header,
+//!   IPv4 header without options, not a fragment, same TOS, TTL, DF bit, addresses, IP
+//!   identification one more than the last segment's (or the same, with DF set), same ports,
+//!   acknowledgement number and TCP options (timestamps included), the flags equal but for
+//!   PSH, FIN and CWR, no CWR of its own, its sequence number where the last one's payload
+//!   ended, and a payload no longer than the first segment's (the MSS);
+//! - a segment with a payload shorter than the MSS, or with PSH or FIN, ends its super-frame
+//!   (whose flags take its PSH and FIN); a segment with SYN, RST, URG, PSH or FIN, or without
+//!   payload, never starts one;
+//! - a segment whose TCP checksum is wrong is left alone (the receiver drops it as it would
+//!   have), so that a merged frame's checksum, which the receiver no longer checks, stands for
+//!   payload that was right.
+//!
+//! Only segments that are next to each other in the burst merge (a burst from one tunnel or
+//! one port carries a connection's segments in order); anything else passes unchanged, in
+//! its place. A super-frame is built in a large pool buffer: merging allocates nothing once
+//! the pool is warm. IPv6 segments pass unmerged.
+
+use core::net::Ipv4Addr;
+
+use wire::IpProtocol;
+use wire::checksum;
+
+use crate::packet::{Batch, LARGE_ROOM, NO_OFS, Packet, Pool};
+
+/// TCP flags.
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const PSH: u8 = 0x08;
+const URG: u8 = 0x20;
+const CWR: u8 = 0x80;
+
+/// The largest IPv4 packet.
+const MAX_IP: usize = 65535;
+
+/// What merging a burst did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Merged {
+    /// Super-frames made.
+    pub frames: u64,
+    /// Segments that went into them.
+    pub segments: u64,
+}
+
+/// A TCP/IPv4 segment's headers, as the merge rules read them.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    l3: usize,
+    l4: usize,
+    /// End of the TCP header (options included).
+    hdr_len: usize,
+    payload: usize,
+    seq: u32,
+    id: u16,
+    flags: u8,
+    df: bool,
+}
+
+impl Segment {
+    /// The headers of `p` if it is a TCP/IPv4 segment with payload, no IP options, not a
+    /// fragment, its lengths consistent and its TCP checksum right.
+    fn of(p: &Packet) -> Option<Segment> {
+        if p.meta.gso_size != 0 || p.is_lent() {
+            return None;
+        }
+        let d = p.data();
+        let l3 = match p.meta.l3 {
+            NO_OFS => ethernet_l3(d)?,
+            l3 => usize::from(l3),
+        };
+        let ip = d.get(l3..l3 + 20)?;
+        let frag = u16::from_be_bytes([ip[6], ip[7]]);
+        if ip[0] != 0x45 || ip[9] != IpProtocol::TCP.0 || frag & 0x3fff != 0 {
+            return None;
+        }
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let l4 = l3 + 20;
+        if total < 40 || l3 + total != d.len() {
+            return None;
+        }
+        let th = d.get(l4..l4 + 20)?;
+        let hdr_len = l4 + usize::from(th[12] >> 4) * 4;
+        if hdr_len < l4 + 20 || hdr_len >= d.len() {
+            return None;
+        }
+        let sum = checksum::combine(&[pseudo(d, l3, l4), checksum::data(&d[l4..])]);
+        if sum != 0xffff {
+            return None;
+        }
+        Some(Segment {
+            l3,
+            l4,
+            hdr_len,
+            payload: d.len() - hdr_len,
+            seq: u32::from_be_bytes([th[4], th[5], th[6], th[7]]),
+            id: u16::from_be_bytes([ip[4], ip[5]]),
+            flags: th[13],
+            df: frag & 0x4000 != 0,
+        })
+    }
+
+    /// Whether a super-frame may start with this segment.
+    fn starts(&self) -> bool {
+        self.flags & (SYN | RST | URG | PSH | FIN) == 0
+    }
+}
+
+/// The super-frame being built: its first segment's headers, and where it has got to.
+struct Run {
+    first: Segment,
+    /// The merged frame, once a second segment joined; until then the first segment is the
+    /// last packet of the output.
+    merged: Option<Packet>,
+    segments: u16,
+    next_seq: u32,
+    last_id: u16,
+    flags: u8,
+}
+
+impl Run {
+    /// Whether `s` (of packet `p`) continues the run whose first packet is `first`.
+    fn continues(&self, first: &Packet, s: &Segment, p: &Packet) -> bool {
+        let f = &self.first;
+        let (a, b) = (first.data(), p.data());
+        let id_ok = s.id == self.last_id.wrapping_add(1) || (s.df && s.id == self.last_id);
+        s.l3 == f.l3
+            && s.hdr_len == f.hdr_len
+            && s.seq == self.next_seq
+            && s.payload <= f.payload
+            && s.df == f.df
+            && id_ok
+            && s.flags & CWR == 0
+            && (s.flags ^ f.flags) & !(PSH | FIN | CWR) == 0
+            && self.total_ip() + s.payload <= MAX_IP
+            // Ethernet header and tags; TOS; TTL, protocol; addresses; ports, ack number;
+            // data offset; window not compared (as Linux); options.
+            && a[..f.l3] == b[..f.l3]
+            && a[f.l3 + 1] == b[f.l3 + 1]
+            && a[f.l3 + 8..f.l3 + 10] == b[f.l3 + 8..f.l3 + 10]
+            && a[f.l3 + 12..f.l4 + 4] == b[f.l3 + 12..f.l4 + 4]
+            && a[f.l4 + 8..f.l4 + 13] == b[f.l4 + 8..f.l4 + 13]
+            && a[f.l4 + 20..f.hdr_len] == b[f.l4 + 20..f.hdr_len]
+    }
+
+    /// The IP length of the frame built so far.
+    fn total_ip(&self) -> usize {
+        self.first.hdr_len - self.first.l3 + usize::from(self.segments) * self.first.payload
+    }
+}
+
+/// Merges the runs of consecutive segments of one TCP connection in `batch` into
+/// super-frames, keeping every other packet in its place. `scratch` is an empty vector the
+/// caller keeps (with room for a burst) so that nothing is allocated.
+pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -> Merged {
+    let mut done = Merged::default();
+    if batch.len() < 2 {
+        return done;
+    }
+    scratch.clear();
+    batch.swap_packets(scratch);
+    let mut run: Option<Run> = None;
+    for p in scratch.drain(..) {
+        let seg = Segment::of(&p);
+        if let (Some(r), Some(s)) = (&mut run, &seg) {
+            let first = r.merged.as_ref().unwrap_or_else(|| last(batch));
+            if r.continues(first, s, &p) {
+                append(r, batch, &p, s, pool);
+                pool.free(p);
+                if s.payload < r.first.payload || s.flags & (PSH | FIN) != 0 {
+                    finish(run.take(), batch, pool, &mut done);
+                }
+                continue;
+            }
+        }
+        finish(run.take(), batch, pool, &mut done);
+        if let Some(s) = seg.filter(Segment::starts) {
+            run = Some(Run {
+                first: s,
+                merged: None,
+                segments: 1,
+                next_seq: s.seq.wrapping_add(s.payload as u32),
+                last_id: s.id,
+                flags: s.flags,
+            });
+        }
+        batch.push(p);
+    }
+    finish(run, batch, pool, &mut done);
+    if done.frames > 0 {
+        batch.mark_gso();
+    }
+    done
+}
+
+fn last(batch: &Batch) -> &Packet {
+    batch
+        .packets()
+        .last()
+        .expect("a run's first segment is the batch's last packet")
+}
+
+/// Adds segment `p` to the run, starting the merged frame from the first segment (the
+/// batch's last packet) when this is the second.
+fn append(r: &mut Run, batch: &mut Batch, p: &Packet, s: &Segment, pool: &mut Pool) {
+    let merged = r.merged.get_or_insert_with(|| {
+        let first = last(batch);
+        let mut m = pool.packet_with_len(LARGE_ROOM, first.meta.in_port);
+        m.copy_meta_from(first);
+        m.data_mut()[..first.len()].copy_from_slice(first.data());
+        m.truncate(first.len());
+        m
+    });
+    let at = merged.len();
+    merged.set_len(at + s.payload);
+    merged.data_mut()[at..].copy_from_slice(&p.data()[s.hdr_len..]);
+    r.segments += 1;
+    r.next_seq = r.next_seq.wrapping_add(s.payload as u32);
+    r.last_id = s.id;
+    r.flags |= s.flags & (PSH | FIN);
+}
+
+/// Ends a run: a merged frame replaces its first segment at the end of the batch, with the
+/// run's flags, and `gso_size` its MSS (its lengths and checksums are set by whoever sends
+/// it, [`crate::gso::prepare_partial`]).
+fn finish(run: Option<Run>, batch: &mut Batch, pool: &mut Pool, done: &mut Merged) {
+    let Some(Run {
+        first,
+        merged: Some(mut m),
+        segments,
+        flags,
+        ..
+    }) = run
+    else {
+        return;
+    };
+    m.data_mut()[first.l4 + 13] = flags;
+    m.meta.gso_size = first.payload as u16;
+    m.meta.l3 = first.l3 as u16;
+    m.meta.l4 = first.l4 as u16;
+    let slot = batch
+        .packets_mut()
+        .last_mut()
+        .expect("the run's first segment");
+    pool.free(std::mem::replace(slot, m));
+    done.frames += 1;
+    done.segments += u64::from(segments);
+}
+
+/// The offset of the IP header of Ethernet frame `d` (after up to two VLAN tags), if IPv4.
+fn ethernet_l3(d: &[u8]) -> Option<usize> {
+    let mut at = 12;
+    for _ in 0..3 {
+        let t = d.get(at..at + 2)?;
+        match u16::from_be_bytes([t[0], t[1]]) {
+            0x8100 | 0x88a8 => at += 4,
+            0x0800 => return Some(at + 2),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// The TCP pseudo-header sum of the IPv4 segment `f`.
+fn pseudo(f: &[u8], l3: usize, l4: usize) -> u16 {
+    let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&f[o..o + 4]).expect("4"));
+    checksum::pseudo_header_v4(
+        &a(l3 + 12),
+        &a(l3 + 16),
+        IpProtocol::TCP,
+        (f.len() - l4) as u16,
+    )
+}
