@@ -149,6 +149,13 @@ impl<'n> KeyParser<'n> {
         if let Some((fields, list)) = field_list(attr) {
             return self.parse_fields(c, attr, fields, list);
         }
+        // `ct_mark()`, `ct_zone()` and `ct_label()`: what the printer writes for a wildcard
+        // (OVS hides their empty masks), read back as one.
+        let hides_empty = matches!(attr, Attr::CtMark | Attr::CtZone | Attr::CtLabel);
+        if hides_empty && c.peek() == Some(b')') {
+            self.note_mask(true);
+            return c.expect(b')', "')'");
+        }
         if let Some(fd) = single_field(attr) {
             let (v, m) = self.value_mask(c, attr.name(), fd.len)?;
             write_uint(&mut self.out.key, fd.ofs, fd.len, v);
