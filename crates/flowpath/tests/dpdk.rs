@@ -140,11 +140,7 @@ options = {{ dpdk-devargs = "net_pcap_fr1,tx_pcap={}" }}
 
     switch.exit(&rundir);
     // The tx device is closed on exit, which finishes its capture.
-    let got = netdev::pcap::read_file(&out).unwrap();
-    assert_eq!(got.len(), n);
-    for (g, i) in got.iter().zip(&input) {
-        assert_eq!(g.data, i.data);
-    }
+    assert_capture_is(&out, &input);
 }
 
 #[test]
@@ -540,11 +536,7 @@ options = {{ dpdk-devargs = "net_pcap_mo,tx_pcap={}" }}
     let pid = switch.exit(&rundir);
     let own = format!("/var/run/dpdk/flowpath{pid}");
     assert!(!std::path::Path::new(&own).exists(), "{own} left behind");
-    let got = netdev::pcap::read_file(&out).unwrap();
-    assert_eq!(got.len(), n);
-    for (g, i) in got.iter().zip(&input) {
-        assert_eq!(g.data, i.data);
-    }
+    assert_capture_is(&out, &input);
 }
 
 /// The path of `tool` in `PATH`.
@@ -700,11 +692,7 @@ options = {{ dpdk-devargs = "net_pcap_vo,tx_pcap={}" }}
     assert!(d.contains(&format!("rx packets:{n} ")), "{d}");
     assert!(d.contains(&format!("tx packets:{n} ")), "{d}");
     switch.exit(&rundir);
-    let got = netdev::pcap::read_file(&out).unwrap();
-    assert_eq!(got.len(), n);
-    for (g, i) in got.iter().zip(&input) {
-        assert_eq!(g.data, i.data);
-    }
+    assert_capture_is(&out, &input);
 }
 
 /// A `dpdk` port's link follows its device: a `net_tap` port whose interface is set down
@@ -787,4 +775,13 @@ options = {{ dpdk-devargs = "net_tap_dl,iface={iface}" }}
         show()
     );
     switch.exit(&rundir);
+}
+
+/// The capture a `net_pcap` port wrote at `out` holds exactly the frames of `input`.
+fn assert_capture_is(out: &std::path::Path, input: &[netdev::pcap::Record]) {
+    let got = netdev::pcap::read_file(out).unwrap();
+    assert_eq!(got.len(), input.len());
+    for (g, i) in got.iter().zip(input) {
+        assert_eq!(g.data, i.data);
+    }
 }

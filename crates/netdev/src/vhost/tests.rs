@@ -14,8 +14,7 @@
 use std::fs::File;
 use std::io::Read as _;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 use datapath::port::{QueueStats, RxQueue};
@@ -28,7 +27,7 @@ use super::features::{F_HOST_TSO4, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1};
 use super::protocol::{Handler, MAX_RING, Region, VringConf};
 use super::split_ring::BadRing;
 use super::vring::{Lent, MAX_FRAME, Ring};
-use super::{Shared, Status, VhostOptions, VhostRxq};
+use super::{Shared, VhostOptions, VhostRxq};
 use crate::vnet;
 
 // Descriptor flags (virtio 1.x §2.7.5).
@@ -1335,20 +1334,7 @@ const USER: u64 = 0x7f00_0000_0000;
 /// A handler with `acked` features whose vring 0 is `g`'s ring, complete and enabled.
 /// What a port with one queue pair shares with its queues, no ring started.
 fn shared() -> Arc<Shared> {
-    Arc::new(Shared {
-        name: "vhost-test".into(),
-        slots: (0..2).map(|_| Mutex::new(None)).collect(),
-        rx_stats: vec![QueueStats::shared()],
-        tx_stats: vec![QueueStats::shared()],
-        n_tx_rings: AtomicUsize::new(0),
-        resets: AtomicU64::new(0),
-        copy_trials: AtomicU64::new(0),
-        copy_movsb: AtomicU64::new(0),
-        copy_last: AtomicU64::new(0),
-        status: Mutex::new(Status::default()),
-        stop: AtomicBool::new(false),
-        conn: Mutex::new(None),
-    })
+    Arc::new(Shared::new("vhost-test", 1))
 }
 
 fn handler(g: &Guest, acked: u64) -> Handler {
