@@ -65,7 +65,7 @@ struct Segment {
 
 impl Segment {
     /// The headers of `p` if it is a TCP/IPv4 segment with payload, no IP options, not a
-    /// fragment, its lengths consistent and its TCP checksum right.
+    /// fragment, and its lengths consistent (its checksum is checked where it merges).
     fn of(p: &Packet) -> Option<Segment> {
         if p.meta.gso_size != 0 || p.is_lent() {
             return None;
@@ -88,10 +88,6 @@ impl Segment {
         let th = d.get(l4..l4 + 20)?;
         let hdr_len = l4 + usize::from(th[12] >> 4) * 4;
         if hdr_len < l4 + 20 || hdr_len >= d.len() {
-            return None;
-        }
-        let sum = checksum::combine(&[pseudo(d, l3, l4), checksum::data(&d[l4..])]);
-        if sum != 0xffff {
             return None;
         }
         Some(Segment {
@@ -168,19 +164,26 @@ pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -
     let mut run: Option<Run> = None;
     for p in scratch.drain(..) {
         let seg = Segment::of(&p);
+        let mut bad = false;
         if let (Some(r), Some(s)) = (&mut run, &seg) {
             let first = r.merged.as_ref().unwrap_or_else(|| last(batch));
             if r.continues(first, s, &p) {
-                append(r, batch, &p, s, pool);
-                pool.free(p);
-                if s.payload < r.first.payload || s.flags & (PSH | FIN) != 0 {
-                    finish(run.take(), batch, pool, &mut done);
+                // Checksums are checked only where segments merge: the first segment's when
+                // a second joins it, then each joining one's.
+                let first_ok = r.merged.is_some() || checksum_ok(first, &r.first);
+                bad = first_ok && !checksum_ok(&p, s);
+                if first_ok && !bad {
+                    append(r, batch, &p, s, pool);
+                    pool.free(p);
+                    if s.payload < r.first.payload || s.flags & (PSH | FIN) != 0 {
+                        finish(run.take(), batch, pool, &mut done);
+                    }
+                    continue;
                 }
-                continue;
             }
         }
         finish(run.take(), batch, pool, &mut done);
-        if let Some(s) = seg.filter(Segment::starts) {
+        if let Some(s) = seg.filter(|s| !bad && s.starts()) {
             run = Some(Run {
                 first: s,
                 merged: None,
@@ -197,6 +200,12 @@ pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -
         batch.mark_gso();
     }
     done
+}
+
+/// Whether segment `p`'s TCP checksum is right.
+fn checksum_ok(p: &Packet, s: &Segment) -> bool {
+    let d = p.data();
+    checksum::combine(&[pseudo(d, s.l3, s.l4), checksum::data(&d[s.l4..])]) == 0xffff
 }
 
 fn last(batch: &Batch) -> &Packet {

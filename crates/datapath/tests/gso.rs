@@ -602,6 +602,15 @@ fn gro_merges_only_what_continues_and_keeps_everything_in_order() {
     assert_eq!(b.len(), 3);
     assert_eq!(b.packets()[1].meta.gso_size, 0);
 
+    // A first segment whose checksum is wrong starts nothing: the next one does.
+    let mut v = segs(&mut pool);
+    let last = v[0].len() - 1;
+    v[0].data_mut()[last] ^= 0xff;
+    let mut b = batch_of(v);
+    let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+    assert_eq!((m.frames, m.segments), (1, 7));
+    assert_eq!(b.len(), 2);
+
     // Another acknowledgement number, or other options (a timestamp), do not merge.
     for at in [14 + 20 + 8, 14 + 20 + 28] {
         let mut v = segs(&mut pool);
