@@ -22,6 +22,7 @@ use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
 mod bfd;
+mod bond;
 mod bundle;
 mod flow_dump;
 mod group;

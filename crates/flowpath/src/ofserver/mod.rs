@@ -204,6 +204,7 @@ impl Server {
         for (name, up) in links {
             self.of.set_link_state(&name, up);
         }
+        self.of.run_bonds();
         let now: BTreeMap<String, BTreeMap<u32, PhyPort>> = {
             let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
             pipe.bridges
