@@ -114,6 +114,15 @@ impl World {
         must(&in_ns(&self.sw, &["cat", &p])).trim().parse().unwrap()
     }
 
+    /// Whether the peer's bridge has the host's address behind its port `b[i]`.
+    fn peer_learned_host_on(&self, i: usize) -> bool {
+        let p = format!("/sys/class/net/{}/address", self.h);
+        let mac = must(&in_ns(&self.host, &["cat", &p])).trim().to_owned();
+        let fdb = must(&in_ns(&self.peer, &["bridge", "fdb", "show", "br", "brx"]));
+        fdb.lines()
+            .any(|l| l.starts_with(&mac) && l.contains(&format!("dev {} ", self.b[i])))
+    }
+
     /// Packets the host received (what the switch forwarded to it from the bond's side).
     fn host_rx_packets(&self) -> u64 {
         let p = format!("/sys/class/net/{}/statistics/rx_packets", self.h);
@@ -152,6 +161,12 @@ fn active_backup_uses_one_member_and_fails_over_when_its_link_goes_down() {
         s.contains(&moved) && s.contains(&disabled)
     });
     assert!(failed_over, "{}", w.appctl(&["bond/show", "bond0"]));
+    // The learning packets (a RARP from the host's address) teach the peer at once.
+    assert!(
+        wait_until(Duration::from_secs(3), || w.peer_learned_host_on(1)),
+        "the peer did not learn the host behind {}",
+        w.b[1]
+    );
     ping(&w.host, "10.88.0.2", 5).unwrap();
     assert!(
         w.tx_packets(1) > 0,
@@ -175,12 +190,11 @@ fn active_backup_uses_one_member_and_fails_over_when_its_link_goes_down() {
         w.appctl(&["bond/show", "bond0"]).contains(&active)
     });
     assert!(back, "{}", w.appctl(&["bond/show", "bond0"]));
-    // The peer learned the host behind its other port; flowpath sends no learning packets on
-    // a change of active member, so the first echo may be lost until the peer relearns.
-    let answered = wait_until(Duration::from_secs(10), || {
-        ping(&w.host, "10.88.0.2", 1).is_ok()
-    });
-    assert!(answered, "no answer after the primary came back");
+    assert!(
+        wait_until(Duration::from_secs(3), || w.peer_learned_host_on(0)),
+        "the peer did not learn the host behind {} again",
+        w.b[0]
+    );
     ping(&w.host, "10.88.0.2", 3).unwrap();
 }
 

@@ -127,6 +127,9 @@ pub struct Bond {
     pub next_rebalance: Instant,
     /// Log lines of what changed (`member p1: disabled`, ...), taken by the caller.
     pub events: Vec<String>,
+    /// The active member changed or a member went: the peer switch should relearn the
+    /// addresses behind this switch (OVS's `send_learning_packets`).
+    pub send_learning_packets: bool,
 }
 
 impl Bond {
@@ -153,6 +156,7 @@ impl Bond {
             buckets: vec![None; BUCKETS],
             next_rebalance,
             events: Vec::new(),
+            send_learning_packets: false,
         };
         for m in &mut b.members {
             m.enabled = true;
@@ -248,6 +252,7 @@ impl Bond {
         m.delay_expires = None;
         if m.enabled != enable {
             m.enabled = enable;
+            self.send_learning_packets |= !enable;
             self.events.push(format!(
                 "member {}: {}",
                 m.name,
@@ -298,6 +303,7 @@ impl Bond {
         self.active = pick;
         match pick {
             Some(i) => {
+                self.send_learning_packets = true;
                 if !self.members[i].enabled {
                     self.enable_member(i, true);
                 }
@@ -329,6 +335,7 @@ impl Bond {
             return Ok("no change".into());
         }
         self.active = Some(i);
+        self.send_learning_packets = true;
         self.active_mac = self.members[i].mac;
         self.events.push(format!(
             "bond {}: active member is now {name}",

@@ -30,6 +30,7 @@ mod learn;
 mod meter;
 mod mirror;
 mod tunnel_neigh;
+pub use bond::LearningPackets;
 pub use tunnel_neigh::NeighbourToAsk;
 mod upcall;
 pub use bundle::{BundleCommit, FlowModError, FlowModOp};

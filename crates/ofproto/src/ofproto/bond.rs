@@ -100,6 +100,48 @@ impl Ofproto {
     }
 }
 
+/// What a bond sends so that the peer switch relearns (OVS's `bundle_send_learning_packets()`):
+/// on bridge `bridge`, out of member port `port`, one RARP from each address learned in a VLAN
+/// on a port other than the bond.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearningPackets {
+    pub bridge: String,
+    pub port: u32,
+    pub addrs: Vec<(flow::EthAddr, u16)>,
+}
+
+impl Ofproto {
+    /// The learning packets bonds owe since the last call (each bond's flag is taken).
+    pub fn take_learning_packets(&self) -> Vec<LearningPackets> {
+        let now = Instant::now();
+        let mut p = self.write();
+        let mut out = Vec::new();
+        for b in &mut p.bridges {
+            let entries = b.mac.lock().map(|m| m.entries(now)).unwrap_or_default();
+            for bond in &mut b.bonds {
+                if !std::mem::take(&mut bond.send_learning_packets) {
+                    continue;
+                }
+                let Some(port) = bond.active.and_then(|i| bond.members[i].ofport) else {
+                    continue;
+                };
+                let bundle = bond.bundle_port();
+                let addrs = entries
+                    .iter()
+                    .filter(|e| Some(e.0) != bundle)
+                    .map(|e| (e.2, e.1))
+                    .collect();
+                out.push(LearningPackets {
+                    bridge: b.name.clone(),
+                    port,
+                    addrs,
+                });
+            }
+        }
+        out
+    }
+}
+
 /// Runs the bonds of `b`: each member's OpenFlow port and carrier. Whether forwarding
 /// changed. Logs what changed.
 fn run_bridge_bonds(b: &mut Bridge, now: Instant) -> bool {
