@@ -1,5 +1,5 @@
 //! The bond commands, as OVS's `ofproto/bond.c` registers them: `bond/list`, `bond/show
-//! [PORT]`, `bond/set-active-member`, `bond/enable-member`, `bond/disable-member` (and their
+//! [PORT]`, `bond/migrate PORT HASH MEMBER`, `bond/set-active-member`, `bond/enable-member`, `bond/disable-member` (and their
 //! older `*-slave` names) and `bond/hash MAC [VLAN] [BASIS]`.
 
 use std::sync::Arc;
@@ -60,6 +60,10 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
             })
         });
     }
+    let of2 = of.clone();
+    let _ = reg.register("bond/migrate", "port hash member", 3, 3, move |args| {
+        of2.with_bond(&args[0], |b| b.migrate(&args[1], &args[2]))
+    });
     let _ = reg.register("bond/hash", "mac [vlan] [basis]", 1, 3, hash);
 }
 

@@ -344,6 +344,26 @@ impl Bond {
         Ok("done".into())
     }
 
+    /// Moves hash bucket `hash` (decimal digits, taken modulo the number of buckets) of a
+    /// balance-slb bond to member `name` (`bond/migrate`): OVS's reply or error.
+    pub fn migrate(&mut self, hash: &str, name: &str) -> Result<String, String> {
+        if self.config.mode != BondMode::BalanceSlb {
+            return Err("not an SLB bond".into());
+        }
+        if !hash.bytes().all(|c| c.is_ascii_digit()) {
+            return Err("bad hash".into());
+        }
+        let h = hash
+            .bytes()
+            .fold(0usize, |h, c| (h * 10 + usize::from(c - b'0')) % BUCKETS);
+        let i = self.member_index(name).ok_or("no such member")?;
+        if !self.members[i].enabled {
+            return Err("cannot migrate to disabled member".into());
+        }
+        self.buckets[h] = Some(i);
+        Ok("migrated".into())
+    }
+
     /// Gives every bucket whose member is gone or disabled an enabled member, round robin
     /// over the enabled members in order.
     fn fill_buckets(&mut self) {
@@ -476,6 +496,27 @@ mod tests {
         tcp.config.mode = BondMode::BalanceTcp;
         assert_eq!(tcp.admits(0, uni), Some(false));
         assert!(tcp.output_member(uni, 0).is_none());
+    }
+
+    #[test]
+    fn migrate_moves_a_bucket_as_ovs_s() {
+        let mut b = ab(None);
+        assert_eq!(b.migrate("1", "p2"), Err("not an SLB bond".into()));
+        b.config.mode = BondMode::BalanceSlb;
+        b.run(Instant::now(), |_| true);
+        assert_eq!(b.migrate("x", "p2"), Err("bad hash".into()));
+        assert_eq!(b.migrate("1", "p9"), Err("no such member".into()));
+        let src = EthAddr([0x50, 0x54, 0, 0, 0, 1]);
+        // 400 is bucket 144, where this source hashes.
+        assert_eq!(b.migrate("400", "p2"), Ok("migrated".into()));
+        assert_eq!(b.output_member(src, 0).unwrap().name, "p2");
+        assert_eq!(b.migrate("144", "p1"), Ok("migrated".into()));
+        assert_eq!(b.output_member(src, 0).unwrap().name, "p1");
+        b.enable_member(1, false);
+        assert_eq!(
+            b.migrate("144", "p2"),
+            Err("cannot migrate to disabled member".into())
+        );
     }
 
     #[test]
