@@ -209,6 +209,12 @@ impl Bond {
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
             self.fill_buckets();
+            // No load-based moves (buckets move when their member goes); the countdown
+            // `bond/show` prints starts again as OVS's does after a rebalance.
+            let interval = Duration::from_millis(self.config.rebalance_interval.into());
+            if !interval.is_zero() && now >= self.next_rebalance {
+                self.next_rebalance = now + interval;
+            }
         }
         before != (self.enabled_set(), self.active)
     }

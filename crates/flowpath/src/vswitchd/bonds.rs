@@ -26,6 +26,8 @@ pub(crate) struct BondDesired {
     pub downdelay: i64,
     pub active_slave: Option<String>,
     pub other_config: BTreeMap<String, String>,
+    /// The `lacp` column (`active`, `passive`, `off`).
+    pub lacp: Option<String>,
 }
 
 /// The bond of Port row `p` with interfaces `members` (more than one), or none.
@@ -43,6 +45,7 @@ pub(crate) fn read(db: &Db, p: Uuid, members: Vec<String>) -> Option<BondDesired
         downdelay: col("bond_downdelay").as_i64().unwrap_or(0),
         active_slave: col("bond_active_slave").as_str().map(str::to_owned),
         other_config: col("other_config").string_map(),
+        lacp: col("lacp").as_str().map(str::to_owned),
     })
 }
 
@@ -52,28 +55,21 @@ fn log(level: vlog::Level, msg: &str) {
     }
 }
 
-/// The bond's settings, with OVS's defaults and warnings; `mac` gives a member's address.
-fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr) -> BondConfig {
+/// The bond's settings, with OVS's defaults; what OVS would warn about goes to `warn`.
+fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr, warn: &mut Vec<String>) -> BondConfig {
+    let name = &d.name;
     let mode = match d.bond_mode.as_deref() {
         None => {
-            log(
-                vlog::Level::Warn,
-                &format!(
-                    "port {}: Using the default bond_mode active-backup. Note that in previous \
-                     versions, the default bond_mode was balance-slb",
-                    d.name
-                ),
-            );
+            warn.push(format!(
+                "port {name}: Using the default bond_mode active-backup. Note that in previous \
+                 versions, the default bond_mode was balance-slb"
+            ));
             BondMode::ActiveBackup
         }
         Some(s) => BondMode::parse(s).unwrap_or_else(|| {
-            log(
-                vlog::Level::Warn,
-                &format!(
-                    "port {}: unknown bond_mode {s}, defaulting to active-backup",
-                    d.name
-                ),
-            );
+            warn.push(format!(
+                "port {name}: unknown bond_mode {s}, defaulting to active-backup"
+            ));
             BondMode::ActiveBackup
         }),
     };
@@ -81,16 +77,17 @@ fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr) -> BondConfig {
     let int = |k: &str, dflt: i64| oc(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(dflt);
     let flag = |k: &str| oc(k) == Some("true");
     if let Some(m) = oc("bond-detect-mode").filter(|m| *m != "carrier" && *m != "miimon") {
-        log(
-            vlog::Level::Warn,
-            &format!(
-                "port {}: unsupported bond-detect-mode {m}, defaulting to carrier",
-                d.name
-            ),
-        );
+        warn.push(format!(
+            "port {name}: unsupported bond-detect-mode {m}, defaulting to carrier"
+        ));
+    }
+    if let Some(l) = d.lacp.as_deref().filter(|l| *l != "off") {
+        warn.push(format!(
+            "port {name}: lacp={l} is not supported; the bond runs without LACP"
+        ));
     }
     let members: Vec<(&str, EthAddr)> = d.members.iter().map(|n| (n.as_str(), mac(n))).collect();
-    let mut c = BondConfig::new(&d.name, mode, &members);
+    let mut c = BondConfig::new(name, mode, &members);
     let clamp = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
     c.updelay = clamp(d.updelay);
     c.downdelay = clamp(d.downdelay);
@@ -113,16 +110,19 @@ fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr) -> BondConfig {
     c
 }
 
-/// Sets bridge `b`'s bonds in the switch.
+/// Sets bridge `b`'s bonds in the switch; logs OVS's warnings when they change.
 pub(crate) fn configure(b: &BridgeDesired, sw: &Switch) {
+    let mut warn = Vec::new();
     let configs: Vec<BondConfig> = {
         let pipe = sw.of.pipe.read().unwrap_or_else(|e| e.into_inner());
         let ofb = pipe.bridge(&b.name);
         let mac = |name: &str| member_mac(ofb, name);
-        b.bonds.iter().map(|d| config(d, mac)).collect()
+        b.bonds.iter().map(|d| config(d, mac, &mut warn)).collect()
     };
-    if let Err(e) = sw.of.set_bonds(&b.name, configs) {
-        log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
+    match sw.of.set_bonds(&b.name, configs) {
+        Ok(true) => warn.iter().for_each(|w| log(vlog::Level::Warn, w)),
+        Ok(false) => {}
+        Err(e) => log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name)),
     }
 }
 

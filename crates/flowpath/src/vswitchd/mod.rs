@@ -170,6 +170,7 @@ fn monitored() -> Vec<(String, Vec<String>)> {
                 "bond_mode",
                 "bond_updelay",
                 "interfaces",
+                "lacp",
                 "name",
                 "other_config",
                 "qos",

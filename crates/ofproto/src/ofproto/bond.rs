@@ -9,8 +9,8 @@ use crate::bridge::Bridge;
 
 impl Ofproto {
     /// Sets bridge `bridge`'s bonds to `configs`. A bond that stays (by name) keeps which
-    /// members are enabled and its active member.
-    pub fn set_bonds(&self, bridge: &str, configs: Vec<BondConfig>) -> Result<(), String> {
+    /// members are enabled and its active member. Whether anything changed.
+    pub fn set_bonds(&self, bridge: &str, configs: Vec<BondConfig>) -> Result<bool, String> {
         let now = Instant::now();
         let mut p = self.write();
         let b = p
@@ -19,7 +19,7 @@ impl Ofproto {
         let unchanged = b.bonds.len() == configs.len()
             && b.bonds.iter().zip(&configs).all(|(o, c)| &o.config == c);
         if unchanged {
-            return Ok(());
+            return Ok(false);
         }
         let old = std::mem::take(&mut b.bonds);
         b.bonds = configs
@@ -35,7 +35,7 @@ impl Ofproto {
         run_bridge_bonds(b, now);
         drop(p);
         self.changed();
-        Ok(())
+        Ok(true)
     }
 
     /// Periodic work of every bond: members' ports and carrier, delays, the active member.
