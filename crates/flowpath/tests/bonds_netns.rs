@@ -5,8 +5,10 @@
 //!
 //! Active-backup: nothing is sent on the backup member and what the Linux bridge floods back on
 //! it is not forwarded (no loop); the active member's peer going down moves traffic to the
-//! other member. Balance-slb: sources spread, and still no loop. Needs root, network namespaces
-//! and OVS's `ovsdb-server`/`ovs-vsctl`; else SKIP.
+//! other member, and learning packets move the host in the peer's table. Balance-slb: a
+//! source's frames go out of its bucket's member (moved with `bond/migrate`), still no loop,
+//! and either member down leaves the other forwarding. Needs root, network namespaces and
+//! OVS's `ovsdb-server`/`ovs-vsctl`; else SKIP.
 
 mod common;
 
@@ -212,6 +214,19 @@ fn balance_slb_forwards_without_looping_and_survives_a_member_down() {
         rx < 30,
         "the host got {rx} packets: a loop through the bond"
     );
+    // The host's frames go where its address's bucket says: moved to each member in turn,
+    // they go out of that member only.
+    let p = format!("/sys/class/net/{}/address", w.h);
+    let mac = must(&in_ns(&w.host, &["cat", &p])).trim().to_owned();
+    let bucket = w.appctl(&["bond/hash", &mac]).trim().to_owned();
+    for (i, other) in [(0, 1), (1, 0)] {
+        let reply = w.appctl(&["bond/migrate", "bond0", &bucket, &w.a[i]]);
+        assert_eq!(reply.trim(), "migrated");
+        let before = (w.tx_packets(i), w.tx_packets(other));
+        ping(&w.host, "10.88.0.2", 3).unwrap();
+        assert!(w.tx_packets(i) >= before.0 + 3, "not sent on {}", w.a[i]);
+        assert_eq!(w.tx_packets(other), before.1, "sent on {}", w.a[other]);
+    }
     // Both members' peers down but one: traffic stays on the one left.
     for i in 0..2 {
         must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[i], "down"]));
