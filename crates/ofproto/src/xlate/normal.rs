@@ -30,7 +30,9 @@ impl Ctx<'_> {
             }
             return Err(format!("no port {port}"));
         };
-        let (mode, name) = (&p.vlan, &p.name);
+        // A bond's member is named as its bond (OVS names the bundle).
+        let name = self.bundle_label(port);
+        let mode = &p.vlan;
         let tci = self.flow.dp.vlan_tci();
         let vid = if tci & flow::key::VLAN_CFI != 0 {
             tci & 0xfff
