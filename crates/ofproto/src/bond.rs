@@ -130,6 +130,9 @@ pub struct Bond {
     /// The active member changed or a member went: the peer switch should relearn the
     /// addresses behind this switch (OVS's `send_learning_packets`).
     pub send_learning_packets: bool,
+    /// Not run yet: the first run takes each member's carrier as it is, without delays (as
+    /// OVS registers a member enabled when its carrier is up).
+    fresh: bool,
 }
 
 impl Bond {
@@ -157,6 +160,7 @@ impl Bond {
             next_rebalance,
             events: Vec::new(),
             send_learning_packets: false,
+            fresh: true,
         };
         for m in &mut b.members {
             m.enabled = true;
@@ -168,6 +172,7 @@ impl Bond {
     /// Carries the state of `old` (the same bond before a change of settings) over: which
     /// members are enabled, the active member and the buckets of the members still there.
     pub fn keep_state(&mut self, old: &Bond) {
+        self.fresh = false;
         for m in &mut self.members {
             if let Some(o) = old.members.iter().find(|o| o.name == m.name) {
                 m.enabled = o.enabled;
@@ -201,6 +206,12 @@ impl Bond {
     /// the active member. Whether forwarding changed.
     pub fn run(&mut self, now: Instant, up: impl Fn(&BondMember) -> bool) -> bool {
         let before = (self.enabled_set(), self.active);
+        if std::mem::take(&mut self.fresh) {
+            for m in &mut self.members {
+                m.may_enable = up(m);
+                m.enabled = m.may_enable;
+            }
+        }
         for i in 0..self.members.len() {
             let link = up(&self.members[i]);
             self.members[i].may_enable = link;
@@ -467,10 +478,25 @@ mod tests {
     }
 
     #[test]
+    fn a_new_bond_starts_with_its_members_carrier_whatever_the_delays() {
+        let mut c = BondConfig::new(
+            "bond0",
+            BondMode::ActiveBackup,
+            &[("p1", mac(1)), ("p2", mac(2))],
+        );
+        c.downdelay = 1000;
+        c.primary = Some("p1".into());
+        let mut b = Bond::new(c, Instant::now());
+        b.run(Instant::now(), |m| m.name == "p2");
+        assert_eq!((b.members[0].enabled, b.active), (false, Some(1)));
+    }
+
+    #[test]
     fn downdelay_holds_a_member_enabled_until_it_expires() {
         let mut b = ab(None);
         b.config.downdelay = 200;
         let t0 = Instant::now();
+        b.run(t0, |_| true);
         assert!(!b.run(t0, |m| m.name != "p1"));
         assert!(b.members[0].enabled && b.members[0].delay_expires.is_some());
         assert!(b.run(t0 + Duration::from_millis(200), |m| m.name != "p1"));
