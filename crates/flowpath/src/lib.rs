@@ -9,6 +9,7 @@
 
 mod bench;
 mod bfd_cmd;
+mod bond_cmd;
 mod commands;
 pub mod config;
 mod controller_cmd;

@@ -338,6 +338,8 @@ pub struct Bridge {
     pub datapath_id: Option<u64>,
     /// The bridge's mirrors ([`crate::mirror`]), in configuration order.
     pub mirrors: Vec<std::sync::Arc<crate::mirror::Mirror>>,
+    /// The bridge's bonds ([`crate::bond`]), in configuration order.
+    pub bonds: Vec<crate::bond::Bond>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -429,6 +431,7 @@ impl Bridge {
             table_config: vec![Default::default(); N_TABLES],
             datapath_id: None,
             mirrors: Vec::new(),
+            bonds: Vec::new(),
         }
     }
 

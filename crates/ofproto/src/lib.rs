@@ -12,6 +12,8 @@
 
 pub mod action_set;
 pub mod bfd;
+pub mod bond;
+pub mod bond_show;
 pub mod bridge;
 pub mod classifier;
 pub mod coverage;

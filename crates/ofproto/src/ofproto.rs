@@ -22,6 +22,7 @@ use crate::tunnel::{TunnelConfig, TunnelType};
 use crate::xlate::{Fork, Pipeline, translate_in};
 
 mod bfd;
+mod bond;
 mod bundle;
 mod flow_dump;
 mod group;
@@ -29,6 +30,7 @@ mod learn;
 mod meter;
 mod mirror;
 mod tunnel_neigh;
+pub use bond::LearningPackets;
 pub use tunnel_neigh::NeighbourToAsk;
 mod upcall;
 pub use bundle::{BundleCommit, FlowModError, FlowModOp};

@@ -40,6 +40,7 @@ use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelTyp
 
 mod action_set;
 mod bfd;
+mod bond_output;
 mod bundle;
 mod check_pkt_larger;
 mod commit;
@@ -47,6 +48,7 @@ mod controller;
 mod ct;
 mod fail_open;
 mod flow_hash;
+pub(crate) use flow_hash::{hash_add, hash_finish};
 mod freeze;
 mod group;
 pub use group::hash as ovs_hash;

@@ -30,6 +30,7 @@
 //! - [`flow_monitor`]: flow monitors, and the updates of the flow table changes they watch;
 //! - [`port_mod`] and [`table_mod`]: ports' and tables' configuration.
 
+mod bond_learning;
 mod bridge_view;
 mod bundle;
 mod bundle_commit;
@@ -204,6 +205,8 @@ impl Server {
         for (name, up) in links {
             self.of.set_link_state(&name, up);
         }
+        self.of.run_bonds();
+        bond_learning::send(&self.of, &self.dp);
         let now: BTreeMap<String, BTreeMap<u32, PhyPort>> = {
             let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());
             pipe.bridges

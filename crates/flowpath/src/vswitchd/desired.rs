@@ -47,6 +47,8 @@ pub(crate) struct BridgeDesired {
     pub ifaces: Vec<IfaceDesired>,
     /// The Mirror rows, in uuid order.
     pub mirrors: Vec<MirrorDesired>,
+    /// The Ports of more than one Interface (bonds), in uuid order.
+    pub bonds: Vec<super::bonds::BondDesired>,
 }
 
 /// One Mirror row: its ports named by their interfaces.
@@ -195,6 +197,7 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
         .collect();
     controllers.sort_by_key(|c| c.uuid);
     let mut ifaces = Vec::new();
+    let mut bonds = Vec::new();
     let mut ports = col("ports").uuids();
     ports.sort();
     for p in ports {
@@ -204,6 +207,17 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
         let pcol = |c: &str| db.get("Port", p, c);
         let mut members = pcol("interfaces").uuids();
         members.sort();
+        members.retain(|&i| db.row("Interface", i).is_some());
+        let names = members
+            .iter()
+            .map(|&i| {
+                db.get("Interface", i, "name")
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        bonds.extend(super::bonds::read(db, p, names));
         for i in members {
             if db.row("Interface", i).is_none() {
                 continue;
@@ -237,6 +251,7 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
     BridgeDesired {
         uuid: b,
         mirrors,
+        bonds,
         name: col("name").as_str().unwrap_or_default().to_owned(),
         datapath_type: col("datapath_type").as_str().unwrap_or_default().to_owned(),
         fail_mode: col("fail_mode").as_str().map(str::to_owned),

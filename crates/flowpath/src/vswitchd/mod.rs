@@ -10,6 +10,7 @@
 //! holds the lock, nothing is configured (OVS's "another ovs-vswitchd process is running").
 
 mod bfd;
+mod bonds;
 mod capabilities;
 mod desired;
 mod iface_types;
@@ -164,7 +165,12 @@ fn monitored() -> Vec<(String, Vec<String>)> {
         t(
             "Port",
             &[
+                "bond_active_slave",
+                "bond_downdelay",
+                "bond_mode",
+                "bond_updelay",
                 "interfaces",
+                "lacp",
                 "name",
                 "other_config",
                 "qos",

@@ -399,6 +399,7 @@ impl Applied {
             }
             Err(e) => log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name)),
         }
+        super::bonds::configure(b, sw);
         let control = bridge_control(b);
         if control != sw.controllers.get(&b.name)
             && let Err(e) = sw.controllers.set(sw.of, &b.name, control)

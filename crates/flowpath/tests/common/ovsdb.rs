@@ -548,7 +548,7 @@ pub fn show_owned(sb: &Sandbox) -> Vec<String> {
                     }
                     _ => datum(v, Values::All),
                 };
-                lines.push(format!("{t} {name} {c} {s}"));
+                lines.push(hide_dummy_macs(&format!("{t} {name} {c} {s}")));
             }
         }
     }
@@ -596,7 +596,9 @@ pub fn sort_tree(lines: &[String]) -> Vec<String> {
 
 /// `text` without what varies between runs: the scratch directory reads `$DIR`, any UUID
 /// `<uuid>`, log lines lose their time and sequence number, and `ovs-vsctl`'s own warnings of a
-/// slow machine (`timeval|WARN|`: long poll intervals) go.
+/// slow machine (`timeval|WARN|`: long poll intervals) go, and a dummy device's own address
+/// (`aa:55:aa:55:xx:xx`, numbered in the order the switch made its devices, which OVS counts
+/// differently) reads `aa:55:aa:55:<n>`.
 pub fn normalise(text: &str, dir: &Path) -> String {
     let text = text.replace(&dir.display().to_string(), "$DIR");
     let lines: Vec<String> = text
@@ -605,7 +607,32 @@ pub fn normalise(text: &str, dir: &Path) -> String {
         .filter(|l| !l.starts_with("timeval|WARN|"))
         .map(str::to_owned)
         .collect();
-    hide_uuids(&lines.join("\n"))
+    hide_dummy_macs(&hide_uuids(&lines.join("\n")))
+}
+
+/// Every `aa:55:aa:55:xx:xx` (lower-case hex) as `aa:55:aa:55:<n>`.
+fn hide_dummy_macs(s: &str) -> String {
+    const PREFIX: &str = "aa:55:aa:55:";
+    let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(n) = rest.find(PREFIX) {
+        let tail = &rest.as_bytes()[n + PREFIX.len()..];
+        let numbered = tail.len() >= 5
+            && hex(tail[0])
+            && hex(tail[1])
+            && tail[2] == b':'
+            && hex(tail[3])
+            && hex(tail[4]);
+        out.push_str(&rest[..n + PREFIX.len()]);
+        rest = &rest[n + PREFIX.len()..];
+        if numbered {
+            out.push_str("<n>");
+            rest = &rest[5..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `2026-01-01T00:00:00Z|00002|vsctl|WARN|...` without the time and sequence number.

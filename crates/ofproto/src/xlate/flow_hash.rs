@@ -67,7 +67,7 @@ pub(super) fn jhash_bytes(p: &[u8], basis: u32) -> u32 {
 }
 
 /// OVS's `hash_add()` (Murmur3's block step).
-pub(super) fn hash_add(hash: u32, data: u32) -> u32 {
+pub(crate) fn hash_add(hash: u32, data: u32) -> u32 {
     let mut h = hash;
     if data != 0 {
         let d = data
@@ -84,7 +84,7 @@ fn hash_add64(hash: u32, data: u64) -> u32 {
 }
 
 /// OVS's `hash_finish()` (Murmur3's finalizer).
-pub(super) fn hash_finish(hash: u32, last: u32) -> u32 {
+pub(crate) fn hash_finish(hash: u32, last: u32) -> u32 {
     let mut h = hash ^ last;
     h ^= h >> 16;
     h = h.wrapping_mul(0x85eb_ca6b);

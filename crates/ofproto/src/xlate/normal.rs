@@ -30,7 +30,9 @@ impl Ctx<'_> {
             }
             return Err(format!("no port {port}"));
         };
-        let (mode, name) = (&p.vlan, &p.name);
+        // A bond's member is named as its bond (OVS names the bundle).
+        let name = self.bundle_label(port);
+        let mode = &p.vlan;
         let tci = self.flow.dp.vlan_tci();
         let vid = if tci & flow::key::VLAN_CFI != 0 {
             tci & 0xfff
@@ -72,6 +74,9 @@ impl Ctx<'_> {
                 return;
             }
         };
+        if !self.bond_admits(in_port, vlan) {
+            return;
+        }
         // A broadcast ARP may be gratuitous, which OVS checks before learning: its addresses
         // and opcode are consulted.
         if self.flow.dp.eth_type() == 0x0806 && self.flow.dp.eth_dst() == EthAddr::BROADCAST {
@@ -86,13 +91,15 @@ impl Ctx<'_> {
             .set_eth_src(EthAddr::BROADCAST)
             .set_eth_dst(EthAddr::BROADCAST);
         let (src, dst) = (self.flow.dp.eth_src(), self.flow.dp.eth_dst());
+        // A bond is learned as one port (its bundle).
+        let in_bundle = self.bundle_port(in_port);
         if self.learn && !from_controller(in_port) {
             let br = &self.pipe.bridges[self.bridge];
             if let Ok(mut mac) = br.mac.lock()
-                && mac.learn(src, vlan, in_port, self.now)
+                && mac.learn(src, vlan, in_bundle, self.now)
             {
                 self.res.learned.push(self.bridge);
-                let name = port_label(br, in_port);
+                let name = self.bundle_label(in_port);
                 self.note(format_args!(
                     "learned that {src} is on port {name} in VLAN {vlan}"
                 ));
@@ -113,7 +120,7 @@ impl Ctx<'_> {
             None
         };
         match learned {
-            Some(p) if p == in_port => {
+            Some(p) if self.bundle_port(p) == in_bundle => {
                 self.note("learned port is input port, dropping");
             }
             Some(p) if self.is_mirror_output(p) => {
@@ -140,6 +147,10 @@ impl Ctx<'_> {
         }
         let saved = (self.flow.dp.vlan_tci(), self.flow.dp.vlan_tpid());
         let vid = mode.output_vid(vlan);
+        // A bond outputs to the member it picks; none enabled, nothing is sent.
+        let Some(port) = self.bond_output_port(port, vid) else {
+            return;
+        };
         if vid == 0 {
             self.flow.dp.set_vlan_tci(0).set_vlan_tpid(0);
         } else {
@@ -159,6 +170,7 @@ impl Ctx<'_> {
     /// and, unless `all`, those with `no_flood` (OVS's `flood_packets()`).
     pub(super) fn flood(&mut self, vlan: Option<u16>, all: bool) {
         let in_port = self.flow.dp.in_port();
+        let in_bundle = self.bundle_port(in_port);
         self.wc.dp.set_in_port(u32::MAX);
         // The bridge's local port first, then by number (OVS's order).
         let mut ports: Vec<u32> = self.br().ports.keys().copied().collect();
@@ -169,6 +181,11 @@ impl Ctx<'_> {
             }
             // NORMAL's flooding leaves out mirror output ports (OVS's xlate_normal_flood()).
             if vlan.is_some() && self.is_mirror_output(p) {
+                continue;
+            }
+            // NORMAL floods a bond once (at its bundle port), and never back into the bond
+            // the frame came from.
+            if vlan.is_some() && (self.bundle_port(p) != p || p == in_bundle) {
                 continue;
             }
             match vlan {

@@ -1,0 +1,164 @@
+//! Bonds from the database: a Port with more than one Interface is a bond (OVS's
+//! `port_configure_bond()` in `vswitchd/bridge.c`), its settings read from the Port's
+//! `bond_mode`, `bond_updelay`, `bond_downdelay`, `bond_active_slave` and `other_config`
+//! (`bond-primary`, `bond-hash-basis`, `bond-rebalance-interval`, `bond-detect-mode`,
+//! `lacp-fallback-ab`, `all-members-active`); the active member's address is written back
+//! to `bond_active_slave`.
+
+use std::collections::BTreeMap;
+
+use flow::EthAddr;
+use ofproto::bond::{BondConfig, BondMode};
+use ovsdb::{Db, Uuid};
+
+use super::desired::BridgeDesired;
+use super::reconcile::Switch;
+
+/// One bond Port as the database has it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BondDesired {
+    pub uuid: Uuid,
+    pub name: String,
+    /// The members' interface names, in interface uuid order.
+    pub members: Vec<String>,
+    pub bond_mode: Option<String>,
+    pub updelay: i64,
+    pub downdelay: i64,
+    pub active_slave: Option<String>,
+    pub other_config: BTreeMap<String, String>,
+    /// The `lacp` column (`active`, `passive`, `off`).
+    pub lacp: Option<String>,
+}
+
+/// The bond of Port row `p` with interfaces `members` (more than one), or none.
+pub(crate) fn read(db: &Db, p: Uuid, members: Vec<String>) -> Option<BondDesired> {
+    if members.len() < 2 {
+        return None;
+    }
+    let col = |c: &str| db.get("Port", p, c);
+    Some(BondDesired {
+        uuid: p,
+        name: col("name").as_str().unwrap_or_default().to_owned(),
+        members,
+        bond_mode: col("bond_mode").as_str().map(str::to_owned),
+        updelay: col("bond_updelay").as_i64().unwrap_or(0),
+        downdelay: col("bond_downdelay").as_i64().unwrap_or(0),
+        active_slave: col("bond_active_slave").as_str().map(str::to_owned),
+        other_config: col("other_config").string_map(),
+        lacp: col("lacp").as_str().map(str::to_owned),
+    })
+}
+
+fn log(level: vlog::Level, msg: &str) {
+    if let Some(m) = vlog::module("bridge") {
+        m.log(level, msg);
+    }
+}
+
+/// The bond's settings, with OVS's defaults; what OVS would warn about goes to `warn`.
+fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr, warn: &mut Vec<String>) -> BondConfig {
+    let name = &d.name;
+    let mode = match d.bond_mode.as_deref() {
+        None => {
+            warn.push(format!(
+                "port {name}: Using the default bond_mode active-backup. Note that in previous \
+                 versions, the default bond_mode was balance-slb"
+            ));
+            BondMode::ActiveBackup
+        }
+        Some(s) => BondMode::parse(s).unwrap_or_else(|| {
+            warn.push(format!(
+                "port {name}: unknown bond_mode {s}, defaulting to active-backup"
+            ));
+            BondMode::ActiveBackup
+        }),
+    };
+    let oc = |k: &str| d.other_config.get(k).map(String::as_str);
+    let int = |k: &str, dflt: i64| oc(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(dflt);
+    let flag = |k: &str| oc(k) == Some("true");
+    if let Some(m) = oc("bond-detect-mode").filter(|m| *m != "carrier" && *m != "miimon") {
+        warn.push(format!(
+            "port {name}: unsupported bond-detect-mode {m}, defaulting to carrier"
+        ));
+    }
+    if let Some(l) = d.lacp.as_deref().filter(|l| *l != "off") {
+        warn.push(format!(
+            "port {name}: lacp={l} is not supported; the bond runs without LACP"
+        ));
+    }
+    let members: Vec<(&str, EthAddr)> = d.members.iter().map(|n| (n.as_str(), mac(n))).collect();
+    let mut c = BondConfig::new(name, mode, &members);
+    let clamp = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+    c.updelay = clamp(d.updelay);
+    c.downdelay = clamp(d.downdelay);
+    c.basis = int("bond-hash-basis", 0) as u32;
+    let rebalance = clamp(int("bond-rebalance-interval", 10_000));
+    c.rebalance_interval = if rebalance != 0 && rebalance < 1000 {
+        1000
+    } else {
+        rebalance
+    };
+    c.lacp_fallback_ab = flag("lacp-fallback-ab");
+    c.all_members_active = flag("all-members-active");
+    if mode == BondMode::ActiveBackup || c.lacp_fallback_ab {
+        c.primary = oc("bond-primary").map(str::to_owned);
+    }
+    c.active_mac = d
+        .active_slave
+        .as_deref()
+        .and_then(|s| ofproto::tunnel::parse_mac(s).ok());
+    c
+}
+
+/// Sets bridge `b`'s bonds in the switch; logs OVS's warnings when they change.
+pub(crate) fn configure(b: &BridgeDesired, sw: &Switch) {
+    let mut warn = Vec::new();
+    let configs: Vec<BondConfig> = {
+        let pipe = sw.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        let ofb = pipe.bridge(&b.name);
+        let mac = |name: &str| member_mac(ofb, name);
+        b.bonds.iter().map(|d| config(d, mac, &mut warn)).collect()
+    };
+    match sw.of.set_bonds(&b.name, configs) {
+        Ok(true) => warn.iter().for_each(|w| log(vlog::Level::Warn, w)),
+        Ok(false) => {}
+        Err(e) => log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name)),
+    }
+}
+
+/// A member's Ethernet address: its kernel device's, else the one its OpenFlow port shows.
+fn member_mac(ofb: Option<&ofproto::bridge::Bridge>, name: &str) -> EthAddr {
+    let path = std::path::Path::new("/sys/class/net")
+        .join(name)
+        .join("address");
+    if let Some(m) = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| ofproto::tunnel::parse_mac(s.trim()).ok())
+    {
+        return m;
+    }
+    ofb.and_then(|b| {
+        b.port_by_name(name)
+            .map(|p| crate::ofserver::port_mac(b, p))
+    })
+    .unwrap_or(EthAddr([0; 6]))
+}
+
+/// The `bond_active_slave` of each bond Port of `b`: `(port row, value)`.
+pub(crate) fn active_slaves(
+    b: &BridgeDesired,
+    of: &ofproto::ofproto::Ofproto,
+) -> Vec<(Uuid, Option<String>)> {
+    let macs = of.bond_active_macs(&b.name);
+    b.bonds
+        .iter()
+        .map(|d| {
+            let mac = macs
+                .iter()
+                .find(|(n, _)| *n == d.name)
+                .and_then(|(_, m)| *m)
+                .map(|m| m.to_string());
+            (d.uuid, mac)
+        })
+        .collect()
+}

@@ -1,0 +1,170 @@
+//! A bridge's bonds ([`crate::bond`]): set by configuration (Ports of several Interfaces), run
+//! against their members' carrier, and the `bond/*` commands' work.
+
+use std::time::Instant;
+
+use super::Ofproto;
+use crate::bond::{Bond, BondConfig};
+use crate::bridge::Bridge;
+
+impl Ofproto {
+    /// Sets bridge `bridge`'s bonds to `configs`. A bond that stays (by name) keeps which
+    /// members are enabled and its active member. Whether anything changed.
+    pub fn set_bonds(&self, bridge: &str, configs: Vec<BondConfig>) -> Result<bool, String> {
+        let now = Instant::now();
+        let mut p = self.write();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        let unchanged = b.bonds.len() == configs.len()
+            && b.bonds.iter().zip(&configs).all(|(o, c)| &o.config == c);
+        if unchanged {
+            return Ok(false);
+        }
+        let old = std::mem::take(&mut b.bonds);
+        b.bonds = configs
+            .into_iter()
+            .map(|c| {
+                let mut bond = Bond::new(c, now);
+                if let Some(o) = old.iter().find(|o| o.config.name == bond.config.name) {
+                    bond.keep_state(o);
+                }
+                bond
+            })
+            .collect();
+        run_bridge_bonds(b, now);
+        drop(p);
+        self.changed();
+        Ok(true)
+    }
+
+    /// Periodic work of every bond: members' ports and carrier, delays, the active member.
+    pub fn run_bonds(&self) {
+        let now = Instant::now();
+        let changed = {
+            let mut p = self.write();
+            let mut changed = false;
+            for b in &mut p.bridges {
+                changed |= run_bridge_bonds(b, now);
+            }
+            changed
+        };
+        if changed {
+            self.changed();
+        }
+    }
+
+    /// Runs `f` on the bond called `name`, then the bond's periodic work (as OVS's main loop
+    /// does right after a command); `Err("no such bond")` when there is none.
+    pub fn with_bond<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Bond) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let now = Instant::now();
+        let r = {
+            let mut p = self.write();
+            let b = p
+                .bridges
+                .iter_mut()
+                .find(|b| b.bonds.iter().any(|d| d.config.name == name))
+                .ok_or("no such bond")?;
+            let i = b.bonds.iter().position(|d| d.config.name == name);
+            let r = f(&mut b.bonds[i.unwrap_or_default()]);
+            run_bridge_bonds(b, now);
+            r
+        };
+        self.changed();
+        r
+    }
+
+    /// Every bond with its bridge, in bridge then configuration order.
+    pub fn bonds(&self) -> Vec<Bond> {
+        let p = self.read();
+        p.bridges.iter().flat_map(|b| b.bonds.clone()).collect()
+    }
+
+    /// Each bond's name and the address of its active member (`bond_active_slave`), for
+    /// `bridge`.
+    pub fn bond_active_macs(&self, bridge: &str) -> Vec<(String, Option<flow::EthAddr>)> {
+        let p = self.read();
+        p.bridge(bridge).map_or_else(Vec::new, |b| {
+            b.bonds
+                .iter()
+                .map(|d| {
+                    let mac = (d.active_mac != flow::EthAddr([0; 6])).then_some(d.active_mac);
+                    (d.config.name.clone(), mac)
+                })
+                .collect()
+        })
+    }
+}
+
+/// What a bond sends so that the peer switch relearns (OVS's `bundle_send_learning_packets()`):
+/// on bridge `bridge`, out of member port `port`, one RARP from each address learned in a VLAN
+/// on a port other than the bond.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearningPackets {
+    pub bridge: String,
+    pub port: u32,
+    pub addrs: Vec<(flow::EthAddr, u16)>,
+}
+
+impl Ofproto {
+    /// The learning packets bonds owe since the last call (each bond's flag is taken).
+    pub fn take_learning_packets(&self) -> Vec<LearningPackets> {
+        let now = Instant::now();
+        let mut p = self.write();
+        let mut out = Vec::new();
+        for b in &mut p.bridges {
+            let entries = b.mac.lock().map(|m| m.entries(now)).unwrap_or_default();
+            for bond in &mut b.bonds {
+                if !std::mem::take(&mut bond.send_learning_packets) {
+                    continue;
+                }
+                let Some(port) = bond.active.and_then(|i| bond.members[i].ofport) else {
+                    continue;
+                };
+                let bundle = bond.bundle_port();
+                let addrs = entries
+                    .iter()
+                    .filter(|e| Some(e.0) != bundle)
+                    .map(|e| (e.2, e.1))
+                    .collect();
+                out.push(LearningPackets {
+                    bridge: b.name.clone(),
+                    port,
+                    addrs,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// Runs the bonds of `b`: each member's OpenFlow port and carrier. Whether forwarding
+/// changed. Logs what changed.
+fn run_bridge_bonds(b: &mut Bridge, now: Instant) -> bool {
+    let mut changed = false;
+    for i in 0..b.bonds.len() {
+        for m in 0..b.bonds[i].members.len() {
+            let port = b.port_number(&b.bonds[i].members[m].name);
+            if b.bonds[i].members[m].ofport != port {
+                b.bonds[i].members[m].ofport = port;
+                changed = true;
+            }
+        }
+        let configs = &b.port_config;
+        let up = |m: &crate::bond::BondMember| {
+            m.ofport
+                .is_some_and(|n| !configs.get(&n).is_some_and(|c| c.link_down))
+        };
+        changed |= b.bonds[i].run(now, up);
+        for e in std::mem::take(&mut b.bonds[i].events) {
+            if let Some(m) = vlog::module("bond") {
+                m.log(vlog::Level::Info, &e);
+            }
+        }
+    }
+    changed
+}

@@ -1,0 +1,92 @@
+//! NORMAL through bonds ([`crate::bond`]): a bond is one bundle, learned and flooded as one
+//! port, its input admitted or refused by the bond, its output to the member the bond picks.
+
+use super::*;
+use crate::bond::Bond;
+
+impl Ctx<'_> {
+    /// The bond port `port` is a member of, with the member's index.
+    pub(super) fn bond_member(&self, port: u32) -> Option<(&Bond, usize)> {
+        self.br()
+            .bonds
+            .iter()
+            .find_map(|b| b.member_on(port).map(|i| (b, i)))
+    }
+
+    /// The port NORMAL learns and compares `port` as: its bond's one port, or itself.
+    pub(super) fn bundle_port(&self, port: u32) -> u32 {
+        self.bond_member(port)
+            .and_then(|(b, _)| b.bundle_port())
+            .unwrap_or(port)
+    }
+
+    /// The name NORMAL gives `port` in its trace: its bond's, or its own.
+    pub(super) fn bundle_label(&self, port: u32) -> String {
+        match self.bond_member(port) {
+            Some((b, _)) => b.config.name.clone(),
+            None => port_label(self.br(), port),
+        }
+    }
+
+    /// Whether the bond `in_port` belongs to (if any) admits the frame (OVS's
+    /// `is_admissible()`); notes why not.
+    pub(super) fn bond_admits(&mut self, in_port: u32, vlan: u16) -> bool {
+        let dst = self.flow.dp.eth_dst();
+        let Some(verdict) = self.bond_member(in_port).map(|(b, i)| b.admits(i, dst)) else {
+            return true;
+        };
+        match verdict {
+            Some(true) => true,
+            Some(false) => {
+                self.note("bonding refused admissibility, dropping");
+                false
+            }
+            None => {
+                let src = self.flow.dp.eth_src();
+                let learned = self
+                    .br()
+                    .mac
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.lookup(src, vlan, self.now));
+                let moved = learned.is_some_and(|p| p != self.bundle_port(in_port));
+                if moved && !self.is_gratuitous_arp() {
+                    self.note("SLB bond thinks this packet looped back, dropping");
+                    return false;
+                }
+                true
+            }
+        }
+    }
+
+    /// OVS's `is_gratuitous_arp()`: a broadcast ARP reply, or request for its own sender.
+    fn is_gratuitous_arp(&mut self) -> bool {
+        let f = &self.flow.dp;
+        if f.eth_type() != 0x0806 || f.eth_dst() != EthAddr::BROADCAST {
+            return false;
+        }
+        let w = self.wc.dp.nw_proto();
+        self.wc.dp.set_nw_proto(w | 0xff);
+        let f = &self.flow.dp;
+        if f.nw_proto() == 2 {
+            return true;
+        }
+        let (src, dst) = (f.nw_src(), f.nw_dst());
+        self.wc
+            .dp
+            .set_nw_src(std::net::Ipv4Addr::BROADCAST)
+            .set_nw_dst(std::net::Ipv4Addr::BROADCAST);
+        f.nw_proto() == 1 && src == dst
+    }
+
+    /// The OpenFlow port NORMAL outputs to for `port` with output VID `vid`: the member its
+    /// bond picks (none when no member is enabled), or `port` itself.
+    pub(super) fn bond_output_port(&self, port: u32, vid: u16) -> Option<u32> {
+        match self.bond_member(port) {
+            Some((b, _)) => b
+                .output_member(self.flow.dp.eth_src(), vid)
+                .and_then(|m| m.ofport),
+            None => Some(port),
+        }
+    }
+}
