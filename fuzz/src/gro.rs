@@ -1,0 +1,165 @@
+//! Checks of the `gro` fuzz target, shared with the crash-regression test
+//! (`crates/datapath/tests/fuzz_regressions.rs` path-imports this file).
+//!
+//! The input builds a burst as a tap's transmit queue gets it: a TCP super-frame cut into
+//! segments by `datapath::gso` (the first bytes pick its payload, MSS, flags and options),
+//! then edited by the rest, three bytes an edit: a byte flipped in a segment (a header field,
+//! the payload, a checksum), a segment dropped, repeated or moved, or another frame put in.
+//! [`datapath::gro::coalesce`] merges the burst; then
+//! - nothing is lost or made up: the packets out, plus the segments merged less the frames
+//!   made of them, are the packets in;
+//! - a packet that was not merged comes out unchanged, and in its place;
+//! - a merged frame is a TCP super-frame whose payload is its segments' payloads in order,
+//!   each segment at most its MSS, with the first segment's Ethernet header, and its
+//!   segments were two or more consecutive packets of the burst with right checksums.
+
+use datapath::gro::coalesce;
+use datapath::gso::TcpSuper;
+use datapath::packet::{Batch, MAX_BURST, NO_OFS, Packet, Pool};
+use wire::checksum;
+
+/// The segments of a super-frame the input's first four bytes describe, then edited.
+fn burst(data: &[u8], pool: &mut Pool) -> Vec<Vec<u8>> {
+    let [a, b, flags, opts, edits @ ..] = data else {
+        return Vec::new();
+    };
+    let payload = 1 + usize::from(*a) * 97;
+    let mss = 48 + usize::from(*b) * 6;
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0, 0x45, 0];
+    let opt_len = usize::from(opts & 3) * 4;
+    let total = 20 + 20 + opt_len + payload;
+    f.extend_from_slice(&(total.min(65535) as u16).to_be_bytes());
+    f.extend_from_slice(&[
+        0x12,
+        0x34,
+        0x40 * (opts >> 7),
+        0,
+        64,
+        6,
+        0,
+        0,
+        10,
+        0,
+        0,
+        1,
+        10,
+        0,
+        0,
+        2,
+    ]);
+    f.extend_from_slice(&[0x9c, 0x40, 0x13, 0x89, 0xff, 0xff, 0xf0, 0x00, 1, 2, 3, 4]);
+    f.extend_from_slice(&[((5 + opt_len / 4) as u8) << 4, *flags, 1, 0xf5, 0, 0, 0, 0]);
+    f.extend((0..opt_len).map(|i| if i % 4 == 0 { 1 } else { i as u8 }));
+    f.extend((0..payload).map(|i| (i * 7 + (i >> 8)) as u8));
+    let mut p = Packet::from_slice(&f);
+    p.meta.gso_size = mss as u16;
+    let Ok(t) = TcpSuper::of(&p) else {
+        return Vec::new();
+    };
+    let mut segs: Vec<Vec<u8>> = (0..t.n_segments(&p).min(MAX_BURST))
+        .map(|k| {
+            let s = t.segment(&p, k, pool);
+            let v = s.data().to_vec();
+            pool.free(s);
+            v
+        })
+        .collect();
+    for e in edits.chunks_exact(3) {
+        let (op, x, y) = (e[0], usize::from(e[1]), usize::from(e[2]));
+        if segs.is_empty() {
+            break;
+        }
+        let k = y % segs.len();
+        match op % 5 {
+            0 => {
+                let at = x % segs[k].len();
+                segs[k][at] ^= 1 << (op >> 5);
+            }
+            1 => {
+                segs.remove(k);
+            }
+            2 if segs.len() < MAX_BURST => {
+                let c = segs[k].clone();
+                segs.insert(x % (segs.len() + 1), c);
+            }
+            3 => {
+                let c = segs.remove(k);
+                segs.insert(x % (segs.len() + 1), c);
+            }
+            4 if segs.len() < MAX_BURST => {
+                segs.insert(x % (segs.len() + 1), vec![op; 14 + y % 200]);
+            }
+            _ => {}
+        }
+    }
+    segs
+}
+
+/// Whether TCP/IPv4 segment `f` (IP header at 14) has a right TCP checksum.
+fn checksum_ok(f: &[u8], l4: usize) -> bool {
+    let a = |o: usize| core::net::Ipv4Addr::new(f[o], f[o + 1], f[o + 2], f[o + 3]);
+    let len = (f.len() - l4) as u16;
+    let pseudo = checksum::pseudo_header_v4(&a(26), &a(30), wire::IpProtocol::TCP, len);
+    checksum::combine(&[pseudo, checksum::data(&f[l4..])]) == 0xffff
+}
+
+/// Runs every check on `data`.
+pub fn check_gro(data: &[u8]) {
+    merged_frames(data);
+}
+
+/// Runs every check on `data`; the super-frames the burst merged into.
+pub fn merged_frames(data: &[u8]) -> u64 {
+    let mut pool = Pool::new(64, 0);
+    let frames = burst(data, &mut pool);
+    let mut b = Batch::new();
+    for f in &frames {
+        b.push(pool.packet_from(f, 1));
+    }
+    let mut scratch = Vec::with_capacity(MAX_BURST);
+    let m = coalesce(&mut b, &mut pool, &mut scratch);
+    let out: Vec<Packet> = b.drain().collect();
+    assert_eq!(
+        out.len() as u64 + m.segments - m.frames,
+        frames.len() as u64,
+        "{m:?}"
+    );
+    let mut i = 0;
+    let mut merged = 0;
+    for p in &out {
+        if p.meta.gso_size == 0 {
+            assert_eq!(p.data(), &frames[i][..], "packet {i} changed");
+            i += 1;
+            continue;
+        }
+        merged += 1;
+        let mut q = Packet::from_slice(p.data());
+        q.meta.gso_size = p.meta.gso_size;
+        q.meta.l3 = NO_OFS;
+        let t = TcpSuper::of(&q).expect("a merged frame is a TCP super-frame");
+        let payload = &p.data()[t.hdr_len..];
+        let (mut at, mut n) = (0, 0);
+        while at < payload.len() {
+            let f = &frames[i];
+            let seg = &f[t.hdr_len..];
+            assert!(seg.len() <= t.mss, "segment {i} longer than the MSS");
+            assert_eq!(&payload[at..at + seg.len()], seg, "segment {i}'s payload");
+            assert_eq!(
+                &f[..t.l3],
+                &p.data()[..t.l3],
+                "segment {i}'s Ethernet header"
+            );
+            assert!(
+                checksum_ok(f, t.l4),
+                "segment {i} merged with a wrong checksum"
+            );
+            at += seg.len();
+            i += 1;
+            n += 1;
+        }
+        assert!(n >= 2, "a frame of one segment");
+    }
+    assert_eq!(i, frames.len());
+    assert_eq!(merged, m.frames);
+    m.frames
+}
