@@ -434,7 +434,11 @@ pub fn translate_with_priority(
         dp: key.clone(),
         meta: frozen.as_ref().map_or_else(PipeMeta::default, |st| st.meta),
     };
-    // The priority is the packet's, not the frozen pipeline's.
+    // A later pass's packet has the priority committed before its recirculation, which the
+    // frozen state holds (and its recirc_id stands for, as the datapath key has no priority).
+    let skb_priority = frozen
+        .as_ref()
+        .map_or(skb_priority, |st| st.meta.skb_priority);
     flow.meta.skb_priority = skb_priority;
     flow.dp.set_in_port(ofport);
     if let Some(st) = &frozen {

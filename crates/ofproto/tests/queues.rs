@@ -114,3 +114,20 @@ fn flow_tables_refuse_skb_priority_matches() {
             .is_err()
     );
 }
+
+/// The priority committed before a recirculation is the packet's in the next pass (what
+/// `pop_queue` restores there), as in OVS (`tests/data/trace/queues/08.out`; its whole text
+/// differs only in the conntrack tuple the trace's simulated `ct` adds to the later Flow line).
+#[test]
+fn a_recirculation_keeps_the_priority() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/trace/queues");
+    let flows = std::fs::read_to_string(dir.join("flows.txt")).unwrap();
+    let want = std::fs::read_to_string(dir.join("08.out")).unwrap();
+    let of = switch(&flows);
+    let cmd = std::fs::read_to_string(dir.join("08.cmd")).unwrap();
+    let args: Vec<String> = cmd.split_whitespace().skip(1).map(str::to_owned).collect();
+    let got = of.trace("br0", &args, false).unwrap();
+    let ct_tuple =
+        ",ct_nw_src=10.0.0.3,ct_nw_dst=10.0.0.1,ct_nw_proto=6,ct_tp_src=80,ct_tp_dst=40000";
+    assert_eq!(got.replace(ct_tuple, ""), want);
+}
