@@ -117,6 +117,17 @@ pub enum DpAction {
     Ct(Box<conntrack::CtArgs>),
     /// Forget the packet's connection state (`ct_clear`).
     CtClear,
+    /// Set the packet's QoS priority (`set(skb_priority(N))`, what `set_queue` and `enqueue`
+    /// translate to): the bits of `mask` from `value` (stored masked). Executing it changes
+    /// nothing: no port type here has queues, so outputs would ignore the priority (as OVS's
+    /// netdev ports without QoS do), and the flow key has no field that would let a later
+    /// pass match it, so the packet does not carry it.
+    SetPriority {
+        /// The priority, already masked.
+        value: u32,
+        /// Which bits are written (all ones for an unmasked set).
+        mask: u32,
+    },
     /// Run the packets through datapath meter N (`meter(N)`, see [`crate::meter`]): those a
     /// band fires on are dropped, the others go on with the next action.
     Meter(u32),
@@ -919,6 +930,10 @@ fn compile_set(k: &DpKey) -> Result<DpAction, CompileError> {
             tll: masked6(key.arp_tha().0, mask.arp_tha().0),
             tll_mask: mask.arp_tha().0,
         })),
+        Attr::SkbPriority => DpAction::SetPriority {
+            value: k.attrs.skb_priority & k.attrs.skb_priority_mask,
+            mask: k.attrs.skb_priority_mask,
+        },
         Attr::Mpls => {
             if k.attrs.mpls_lses > 1 {
                 return Err(CompileError::Invalid {
@@ -1109,6 +1124,25 @@ mod tests {
         assert_eq!(
             one("set(mpls(ttl=5))"),
             DpAction::SetMpls { lse: 5, mask: 0xff }
+        );
+    }
+
+    #[test]
+    fn set_skb_priority() {
+        assert_eq!(
+            one("set(skb_priority(0x10001))"),
+            DpAction::SetPriority {
+                value: 0x10001,
+                mask: u32::MAX
+            }
+        );
+        // Masked: only the masked bits are written.
+        assert_eq!(
+            one("set(skb_priority(0x1235/0xff))"),
+            DpAction::SetPriority {
+                value: 0x35,
+                mask: 0xff
+            }
         );
     }
 

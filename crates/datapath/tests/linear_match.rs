@@ -212,6 +212,7 @@ impl UpcallHandler for ExactToPort2 {
             actions,
             compiled,
             packet_outs: Vec::new(),
+            skb_priority_mask: 0,
         }
     }
 }

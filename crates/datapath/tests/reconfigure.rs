@@ -135,6 +135,7 @@ impl UpcallHandler for ExactToSink {
             actions,
             compiled,
             packet_outs: Vec::new(),
+            skb_priority_mask: 0,
         }
     }
 }

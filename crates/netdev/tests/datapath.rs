@@ -353,6 +353,7 @@ fn install_by_eth_type(
             .into_iter()
             .collect(),
         packet_outs,
+        skb_priority_mask: 0,
     }
 }
 

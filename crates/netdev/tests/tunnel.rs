@@ -423,6 +423,7 @@ impl UpcallHandler for PopUpcalls {
             actions: vec![flow::odp::Action::TnlPop(3)],
             compiled: vec![datapath::actions::DpAction::TnlPop(3)],
             packet_outs: Vec::new(),
+            skb_priority_mask: 0,
         }
     }
 }

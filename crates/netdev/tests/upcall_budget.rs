@@ -26,6 +26,7 @@ impl UpcallHandler for ExactToPort3 {
             actions,
             compiled,
             packet_outs: Vec::new(),
+            skb_priority_mask: 0,
         }
     }
 }

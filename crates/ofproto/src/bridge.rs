@@ -502,6 +502,11 @@ impl Bridge {
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
         }
+        // No OpenFlow version can carry a match on it (OVS's ovs-ofctl finds no usable
+        // protocol either).
+        if spec.match_.mask().meta.skb_priority != 0 {
+            return Err("skb_priority cannot be matched in a flow table".to_owned());
+        }
         if let Some(g) = crate::group::missing_group(&self.groups, &spec.actions) {
             return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
         }

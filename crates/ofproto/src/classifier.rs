@@ -179,6 +179,7 @@ fn stage_regions() -> &'static [PipeMask; 3] {
             regs: [u32::MAX; 16],
             metadata: u64::MAX,
             conj_id: u32::MAX,
+            skb_priority: u32::MAX,
         };
         let mut l2 = meta.clone();
         l2.union_with(&region(L2_FIELDS));

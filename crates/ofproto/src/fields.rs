@@ -82,6 +82,8 @@ pub enum Loc {
     TunMetadata(usize),
     /// The `conj_id` of [`PipeMeta`].
     ConjId,
+    /// The `skb_priority` of [`PipeMeta`].
+    SkbPriority,
 }
 
 impl Loc {
@@ -89,7 +91,7 @@ impl Loc {
     pub fn bits(self) -> u32 {
         match self {
             Loc::Key { len, .. } => 8 * len as u32,
-            Loc::Reg(_) | Loc::ConjId => 32,
+            Loc::Reg(_) | Loc::ConjId | Loc::SkbPriority => 32,
             Loc::XReg(_) | Loc::Metadata => 64,
             Loc::XXReg(_) | Loc::TunMetadata(_) => 128,
         }
@@ -333,6 +335,7 @@ field_ids! {
     ICMPV4_TYPE, ICMPV4_CODE, ICMPV6_TYPE, ICMPV6_CODE,
     ND_TARGET, ND_SLL, ND_TLL,
     CONJ_ID,
+    SKB_PRIORITY,
 }
 
 impl FieldId {
@@ -961,6 +964,11 @@ static FIELDS: [Field; N_FIELDS] = [
     Field::key(Id::CONJ_ID, "conj_id", 0, 0)
         .at(Loc::ConjId, 32)
         .nxm(&["NXM_NX_CONJ_ID"]),
+    // Read-only and without an NXM/OXM code in OVS: a flow may say it (ofproto/trace), a flow
+    // table cannot match it.
+    Field::key(Id::SKB_PRIORITY, "skb_priority", 0, 0)
+        .at(Loc::SkbPriority, 32)
+        .fmt(F::Hex),
 ];
 
 /// Every field, in table order.
@@ -1006,6 +1014,7 @@ pub fn read_storage(dp: &FlowWords, meta: &PipeMeta, loc: Loc) -> u128 {
         Loc::XXReg(n) => meta.xxreg(n),
         Loc::Metadata => u128::from(meta.metadata),
         Loc::ConjId => u128::from(meta.conj_id),
+        Loc::SkbPriority => u128::from(meta.skb_priority),
         Loc::TunMetadata(n) => read_bytes(dp, tun_md_base(n) + 1, TUN_METADATA_MAX_LEN),
     }
 }
@@ -1019,6 +1028,7 @@ pub fn write_storage(dp: &mut FlowWords, meta: &mut PipeMeta, loc: Loc, v: u128)
         Loc::XXReg(n) => meta.set_xxreg(n, v),
         Loc::Metadata => meta.metadata = v as u64,
         Loc::ConjId => meta.conj_id = v as u32,
+        Loc::SkbPriority => meta.skb_priority = v as u32,
         Loc::TunMetadata(n) => write_bytes(dp, tun_md_base(n) + 1, TUN_METADATA_MAX_LEN, v),
     }
 }

@@ -19,7 +19,7 @@ use crate::bridge::{Bridge, OfPort};
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, parse_flows_file};
 use crate::tunnel::{TunnelConfig, TunnelType};
-use crate::xlate::{Fork, Pipeline, translate_in};
+use crate::xlate::{Fork, Pipeline};
 
 mod bfd;
 mod bond;
@@ -885,16 +885,22 @@ impl Ofproto {
         }
         let p = self.read();
         let flow_text = pos[pos.len() - 1];
-        let (bi, ofport, mut key) = match trace_odp_flow(&p, &pos, flow_text) {
+        let (bi, ofport, mut key, skb_priority) = match trace_odp_flow(&p, &pos, flow_text) {
             Some(r) => r?,
             None => trace_br_flow(&p, &pos, flow_text)?,
         };
         if let Some(bytes) = &packet {
-            let recirc_id = key.recirc_id();
-            let in_port = key.in_port();
-            key = FlowKey::new();
-            flow::extract(bytes, &mut key);
-            key.set_recirc_id(recirc_id).set_in_port(in_port);
+            // The packet's fields, the flow's metadata (in_port, recirc_id, pkt_mark, ...), as
+            // OVS's pkt_metadata_from_flow() then flow_extract().
+            let mut k = FlowKey::new();
+            flow::extract(bytes, &mut k);
+            let mut meta = key.map() & flow::key::METADATA_WORDS;
+            while meta != 0 {
+                let w = meta.trailing_zeros() as usize;
+                meta &= meta - 1;
+                k.set_word(w, key.word(w));
+            }
+            key = k;
         }
         let mut t = String::new();
         let start = (key.in_port() == ODPP_NONE && key.recirc_id() == 0).then_some((bi, ofport));
@@ -903,7 +909,10 @@ impl Ofproto {
             &key,
             start,
             ofport,
-            PipeMeta::default(),
+            PipeMeta {
+                skb_priority,
+                ..PipeMeta::default()
+            },
             generate,
             &mut t,
         );
@@ -1009,7 +1018,8 @@ fn trace_pass(
     let mut flow_line = String::new();
     format_flow(&mut flow_line, &shown);
     let _ = writeln!(t, "Flow: {flow_line}");
-    let x = translate_in(p, key, start, generate, Some(t));
+    let x =
+        crate::xlate::translate_with_priority(p, key, start, meta.skb_priority, generate, Some(t));
     let mut final_line = String::new();
     format_flow(&mut final_line, &x.final_flow);
     if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta && x.actset_output.is_none() {
@@ -1024,9 +1034,11 @@ fn trace_pass(
     if key.vlan_tci() & flow::key::VLAN_CFI == 0 {
         mask.dp.set_vlan_tci(0);
     }
+    mask.meta.skb_priority = x.skb_priority_mask;
     let mut mkey = PipeKey::new();
     mkey.dp = key.clone();
     mkey.dp.set_in_port(ofport);
+    mkey.meta.skb_priority = meta.skb_priority;
     let mut mf = String::new();
     format_match(
         &mut mf,
@@ -1193,14 +1205,13 @@ fn simulate_nat(k: &mut FlowKey, nat: &crate::syntax::Nat, t: &mut String) {
 /// datapath's backer `netdev`, and takes an `ovs-` prefix).
 const TRACE_DP_NAMES: [&str; 3] = ["netdev", "ovs-netdev", "flowpath"];
 
+/// Where a traced flow starts: its bridge, OpenFlow input port, key (datapath in_port) and
+/// `skb_priority`.
+type TraceStart = (usize, u32, FlowKey, u32);
+
 /// `ofproto/trace`'s datapath-flow form: `None` when `text` is not a datapath flow (then it
-/// is an OpenFlow flow); else its bridge, OpenFlow input port and key (datapath in_port), or
-/// OVS's error.
-fn trace_odp_flow(
-    p: &Pipeline,
-    pos: &[&str],
-    text: &str,
-) -> Option<Result<(usize, u32, FlowKey), String>> {
+/// is an OpenFlow flow); else where it starts, or OVS's error.
+fn trace_odp_flow(p: &Pipeline, pos: &[&str], text: &str) -> Option<Result<TraceStart, String>> {
     let mut names = flow::odp::PortNames::new();
     for br in &p.bridges {
         for port in br.ports.values() {
@@ -1228,13 +1239,12 @@ fn trace_odp_flow(
         };
         let (b, ofport) =
             found.ok_or_else(|| format!("no OpenFlow port for datapath port {}", key.in_port()))?;
-        Ok((b, ofport, key))
+        Ok((b, ofport, key, dk.attrs.skb_priority))
     })())
 }
 
-/// `ofproto/trace`'s OpenFlow form, `BRIDGE BR_FLOW`: the bridge, OpenFlow input port and
-/// key (datapath in_port).
-fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<(usize, u32, FlowKey), String> {
+/// `ofproto/trace`'s OpenFlow form, `BRIDGE BR_FLOW`: where it starts.
+fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<TraceStart, String> {
     let [bridge, _] = pos else {
         // OVS names where the datapath flow stopped parsing: the attribute it could not read.
         let mut names = flow::odp::PortNames::new();
@@ -1268,7 +1278,7 @@ fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<(usize, u32, 
             .and_then(|p| p.dp_port)
             .unwrap_or(ODPP_NONE),
     );
-    Ok((bi, ofport, key))
+    Ok((bi, ofport, key, spec.match_.key().meta.skb_priority))
 }
 
 fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
@@ -1293,6 +1303,9 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
     }
     if mask.meta.metadata != 0 {
         mask.meta.metadata = u64::MAX;
+    }
+    if mask.meta.skb_priority != 0 {
+        mask.meta.skb_priority = u32::MAX;
     }
     let k = &key.dp;
     // Context fields show when not zero (OVS's flow_format()); a later pass also shows its

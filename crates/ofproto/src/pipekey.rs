@@ -26,6 +26,10 @@ pub struct PipeMeta {
     /// `conj_id`: zero in a packet's key; the classifier sets it for the lookup that finds
     /// the flow of a complete conjunctive match (ovs-fields(7) "Conjunctive Match Fields").
     pub conj_id: u32,
+    /// `skb_priority`: the QoS queue priority the datapath gives the packet (`set_queue`,
+    /// `enqueue`, `pop_queue` change it). OVS keeps it in `struct flow`; OpenFlow cannot
+    /// match it (it has no NXM or OXM code), but `ofproto/trace` and megaflows show it.
+    pub skb_priority: u32,
 }
 
 impl PipeMeta {
@@ -67,7 +71,10 @@ impl PipeMeta {
 
     /// Whether every register and the metadata are zero.
     pub fn is_zero(&self) -> bool {
-        self.metadata == 0 && self.conj_id == 0 && self.regs.iter().all(|&r| r == 0)
+        self.metadata == 0
+            && self.conj_id == 0
+            && self.skb_priority == 0
+            && self.regs.iter().all(|&r| r == 0)
     }
 
     /// Bitwise AND.
@@ -78,6 +85,7 @@ impl PipeMeta {
         }
         out.metadata &= other.metadata;
         out.conj_id &= other.conj_id;
+        out.skb_priority &= other.skb_priority;
         out
     }
 
@@ -89,6 +97,7 @@ impl PipeMeta {
         }
         out.metadata |= other.metadata;
         out.conj_id |= other.conj_id;
+        out.skb_priority |= other.skb_priority;
         out
     }
 }

@@ -58,6 +58,7 @@ mod mirror;
 mod multipath;
 mod normal;
 mod patch;
+mod queue;
 mod stack;
 mod trace;
 mod tunnel;
@@ -167,6 +168,9 @@ pub struct XlateOut {
     pub actions: Vec<Action>,
     /// The megaflow mask: the datapath key bits the result depended on.
     pub mask: Mask,
+    /// The megaflow's `skb_priority` mask (all ones when a queue action looked at it). The
+    /// datapath key has no priority: only `ofproto/trace` prints it.
+    pub skb_priority_mask: u32,
     /// The rules that matched, as (bridge index, table, rule): where the megaflow's statistics
     /// belong.
     pub rules: Vec<(usize, usize, RuleId)>,
@@ -246,6 +250,10 @@ struct Ctx<'a> {
     flow: PipeKey,
     /// The packet as the datapath has it after the actions emitted so far.
     base: FlowKey,
+    /// The `skb_priority` the datapath's packet has after the actions emitted so far.
+    base_skb_priority: u32,
+    /// The `skb_priority` the packet came with (what `pop_queue` restores).
+    orig_skb_priority: u32,
     wc: PipeMask,
     out: Vec<Action>,
     depth: usize,
@@ -347,6 +355,19 @@ pub fn translate_in(
     learn: bool,
     trace: Option<&mut String>,
 ) -> XlateOut {
+    translate_with_priority(pipe, key, start, 0, learn, trace)
+}
+
+/// [`translate_in`] for a packet whose datapath has given it `skb_priority` (a QoS queue;
+/// `ofproto/trace` of a flow that says `skb_priority=`).
+pub fn translate_with_priority(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    start: Option<(usize, u32)>,
+    skb_priority: u32,
+    learn: bool,
+    trace: Option<&mut String>,
+) -> XlateOut {
     crate::coverage::XLATE_ACTIONS.inc();
     let now = Instant::now();
     let mut wc = PipeMask::new();
@@ -415,6 +436,12 @@ pub fn translate_in(
         dp: key.clone(),
         meta: frozen.as_ref().map_or_else(PipeMeta::default, |st| st.meta),
     };
+    // A later pass's packet has the priority committed before its recirculation, which the
+    // frozen state holds (and its recirc_id stands for, as the datapath key has no priority).
+    let skb_priority = frozen
+        .as_ref()
+        .map_or(skb_priority, |st| st.meta.skb_priority);
+    flow.meta.skb_priority = skb_priority;
     flow.dp.set_in_port(ofport);
     if let Some(st) = &frozen {
         // The tunnel metadata as the pipeline had it when it froze (OVS restores the frozen
@@ -457,6 +484,8 @@ pub fn translate_in(
         bridge,
         flow,
         base: key.clone(),
+        base_skb_priority: skb_priority,
+        orig_skb_priority: skb_priority,
         wc,
         out: Vec::new(),
         depth: 0,
@@ -581,6 +610,7 @@ pub fn translate_in(
     }
     mask.normalize();
     res.mask = mask;
+    res.skb_priority_mask = ctx.wc.meta.skb_priority;
     let mut final_flow = ctx.flow.clone();
     final_flow.dp.set_in_port(ofport);
     res.final_flow = final_flow;
@@ -1067,8 +1097,9 @@ impl Ctx<'_> {
                 OfAction::Learn(l) => self.learn_action(l),
                 OfAction::FinTimeout { idle, hard } => self.fin_timeout(*idle, *hard),
                 OfAction::Conjunction { .. } => self.conjunction_action(),
-                // Queues have no datapath effect here yet.
-                _ => self.note("action not supported by flowpath's translation; ignored"),
+                OfAction::SetQueue(q) => self.set_queue(*q),
+                OfAction::PopQueue => self.pop_queue(),
+                OfAction::Enqueue { port, queue } => self.enqueue(*port, *queue),
             }
         }
     }

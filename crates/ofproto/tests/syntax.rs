@@ -47,6 +47,7 @@ fn field_example(name: &str) -> Option<(String, String)> {
         "tun_flags" => ("", "+oam", "tun_flags=+oam"),
         "metadata" => ("", "0x5/0xff", "metadata=0x5/0xff"),
         "conj_id" => ("", "7", "conj_id=7"),
+        "skb_priority" => ("", "0x10", "skb_priority=0x10"),
         "in_port" => ("", "7", "in_port=7"),
         "pkt_mark" => ("", "0x10", "pkt_mark=0x10"),
         "ct_state" => ("", "+trk+est", "ct_state=+est+trk"),

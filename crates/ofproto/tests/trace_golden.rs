@@ -16,7 +16,8 @@ fn data() -> PathBuf {
 
 /// Cases that match OVS's output exactly today: L2 NORMAL with access and trunk VLANs and MAC
 /// learning, L3 routes with prefix-tracked megaflows, multi-table pipelines with registers,
-/// metadata and resubmit, patch ports, VLAN and MPLS actions.
+/// metadata and resubmit, patch ports, VLAN and MPLS actions, QoS queues (`set_queue`,
+/// `enqueue`, `pop_queue`, a flow's `skb_priority`).
 const CONFORMANT: &[&str] = &[
     "l2_normal_native_vlans/01",
     "l2_normal_native_vlans/02",
@@ -53,6 +54,13 @@ const CONFORMANT: &[&str] = &[
     "patch_ports/03",
     "patch_ports/04",
     "patch_ports/05",
+    "queues/01",
+    "queues/02",
+    "queues/03",
+    "queues/04",
+    "queues/05",
+    "queues/06",
+    "queues/07",
     "vlan_mpls_actions/01",
     "vlan_mpls_actions/02",
     "vlan_mpls_actions/03",

@@ -63,6 +63,11 @@ pub enum UpcallResult {
         compiled: Vec<DpAction>,
         /// Packets translation sends by itself (ARP or ND for a tunnel's next hop).
         packet_outs: Vec<PacketOut>,
+        /// The megaflow's `skb_priority` mask: all ones when translation looked at the
+        /// packet's QoS priority (`set_queue` and the like). The key has no priority field
+        /// and every packet a port receives has priority 0, so this only decides whether dumps
+        /// show `skb_priority(0)`, as OVS's do.
+        skb_priority_mask: u32,
     },
     /// Drop the packet without installing anything.
     Drop,
@@ -218,6 +223,7 @@ impl Pmd {
                     actions,
                     compiled,
                     packet_outs,
+                    skb_priority_mask,
                 } => {
                     self.stats.upcalls += 1;
                     for po in packet_outs {
@@ -226,10 +232,12 @@ impl Pmd {
                     let key = self.keys[i].clone();
                     let mut mask = *mask;
                     mask.set_in_port(u32::MAX);
+                    let mut attrs = flow::odp::KeyAttrs::megaflow(&key, &mask);
+                    attrs.skb_priority_mask |= skb_priority_mask;
                     let f = Megaflow {
                         ufid: ufid_of(&key, &mask),
                         m: Match::new(&key, &mask),
-                        attrs: flow::odp::KeyAttrs::megaflow(&key, &mask),
+                        attrs,
                         key,
                         odp_actions: actions.into(),
                         actions: compiled.into(),

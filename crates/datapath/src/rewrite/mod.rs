@@ -253,6 +253,8 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
             push_eth_pop_mpls(pkt, src, dst, *eth_type)
         }
         DpAction::PopEth => pop_eth(pkt),
+        // Nothing reads a priority (see the variant's documentation).
+        DpAction::SetPriority { .. } => Ok(()),
         DpAction::Output(_)
         | DpAction::TnlPop(_)
         | DpAction::Trunc(_)
@@ -476,6 +478,19 @@ mod tests {
         .unwrap();
         assert_eq!(p.meta.dp_hash, dp_hash_l4(&p, false, 0));
         assert_eq!(apply(&mut p, &DpAction::Output(1)), Err(NotRewrite));
+    }
+
+    #[test]
+    fn set_priority_leaves_the_packet_alone() {
+        let frame = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"", true);
+        let mut p = extracted(&frame);
+        let meta = p.meta;
+        let set = DpAction::SetPriority {
+            value: 0x10001,
+            mask: u32::MAX,
+        };
+        assert_eq!(apply(&mut p, &set), Ok(()));
+        assert_eq!((p.data(), p.meta), (&frame[..], meta));
     }
 
     proptest! {

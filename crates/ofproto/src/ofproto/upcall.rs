@@ -411,6 +411,7 @@ impl UpcallHandler for OfUpcall {
                     actions: x.actions,
                     compiled,
                     packet_outs,
+                    skb_priority_mask: x.skb_priority_mask,
                 }
             }
             Err(_) => UpcallResult::Drop,

@@ -243,6 +243,9 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
     if wm.conj_id != 0 {
         let _ = write!(out, "conj_id={},", fm.conj_id);
     }
+    if wm.skb_priority != 0 {
+        let _ = write!(out, "skb_priority={},", hash_x(fm.skb_priority.into()));
+    }
     if w.ct_state() != 0 {
         out.push_str("ct_state=");
         if w.ct_state() == u8::MAX {

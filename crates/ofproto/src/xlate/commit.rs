@@ -146,8 +146,10 @@ impl Ctx<'_> {
             self.wc.dp.set_tp_src(0xffff).set_tp_dst(0xffff);
             acts.push(a);
         }
-        // Packet mark.
-        acts.extend(diff_set(b, f, Attr::SkbMark, &["pkt_mark"]));
+        // Priority (QoS queue), then packet mark.
+        let mark = diff_set(b, f, Attr::SkbMark, &["pkt_mark"]);
+        acts.extend(self.commit_priority());
+        acts.extend(mark);
         self.out.extend(acts);
         self.base = self.flow.dp.clone();
         // The in_port of `base` is the datapath's; keep comparing packet fields only.
