@@ -22,11 +22,10 @@
 //! its place. A super-frame is built in a large pool buffer: merging allocates nothing once
 //! the pool is warm. IPv6 segments pass unmerged.
 
-use core::net::Ipv4Addr;
-
 use wire::IpProtocol;
 use wire::checksum;
 
+use crate::gso::{ethernet_l3, pseudo};
 use crate::packet::{Batch, LARGE_ROOM, NO_OFS, Packet, Pool};
 
 /// TCP flags.
@@ -72,7 +71,7 @@ impl Segment {
         }
         let d = p.data();
         let l3 = match p.meta.l3 {
-            NO_OFS => ethernet_l3(d)?,
+            NO_OFS => ethernet_l3(d).ok()?,
             l3 => usize::from(l3),
         };
         let ip = d.get(l3..l3 + 20)?;
@@ -205,7 +204,7 @@ pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -
 /// Whether segment `p`'s TCP checksum is right.
 fn checksum_ok(p: &Packet, s: &Segment) -> bool {
     let d = p.data();
-    checksum::combine(&[pseudo(d, s.l3, s.l4), checksum::data(&d[s.l4..])]) == 0xffff
+    checksum::combine(&[pseudo(d, s.l3, s.l4, false), checksum::data(&d[s.l4..])]) == 0xffff
 }
 
 fn last(batch: &Batch) -> &Packet {
@@ -260,29 +259,4 @@ fn finish(run: Option<Run>, batch: &mut Batch, pool: &mut Pool, done: &mut Merge
     pool.free(std::mem::replace(slot, m));
     done.frames += 1;
     done.segments += u64::from(segments);
-}
-
-/// The offset of the IP header of Ethernet frame `d` (after up to two VLAN tags), if IPv4.
-fn ethernet_l3(d: &[u8]) -> Option<usize> {
-    let mut at = 12;
-    for _ in 0..3 {
-        let t = d.get(at..at + 2)?;
-        match u16::from_be_bytes([t[0], t[1]]) {
-            0x8100 | 0x88a8 => at += 4,
-            0x0800 => return Some(at + 2),
-            _ => return None,
-        }
-    }
-    None
-}
-
-/// The TCP pseudo-header sum of the IPv4 segment `f`.
-fn pseudo(f: &[u8], l3: usize, l4: usize) -> u16 {
-    let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&f[o..o + 4]).expect("4"));
-    checksum::pseudo_header_v4(
-        &a(l3 + 12),
-        &a(l3 + 16),
-        IpProtocol::TCP,
-        (f.len() - l4) as u16,
-    )
 }

@@ -173,7 +173,7 @@ impl TcpSuper {
 }
 
 /// The offset of the IP header of Ethernet frame `d` (after up to two VLAN tags).
-fn ethernet_l3(d: &[u8]) -> Result<usize, GsoError> {
+pub(crate) fn ethernet_l3(d: &[u8]) -> Result<usize, GsoError> {
     let mut at = 12;
     for _ in 0..3 {
         let t = d.get(at..at + 2).ok_or(GsoError::Malformed)?;
@@ -216,7 +216,7 @@ pub fn has_cwr(p: &Packet, t: &TcpSuper) -> bool {
 
 /// The TCP pseudo-header sum of the segment `f` (its addresses, and the TCP length from `l4`
 /// to the end of `f`).
-fn pseudo(f: &[u8], l3: usize, l4: usize, ipv6: bool) -> u16 {
+pub(crate) fn pseudo(f: &[u8], l3: usize, l4: usize, ipv6: bool) -> u16 {
     let tcp_len = f.len() - l4;
     if ipv6 {
         let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&f[o..o + 16]).expect("16"));
