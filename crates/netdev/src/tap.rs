@@ -764,6 +764,16 @@ mod tests {
     }
 
     #[test]
+    fn the_gro_option_is_a_flag_on_by_default() {
+        let mut o = TapOptions::default();
+        assert!(o.gro);
+        o.set("gro", "false").unwrap();
+        assert!(!o.gro);
+        assert!(o.set("gro", "sometimes").is_err());
+        assert!(TapOptions::KEYS.contains(&"gro"));
+    }
+
+    #[test]
     fn options_parse() {
         let mut o = TapOptions::default();
         o.set("n_rxq", "4").unwrap();
