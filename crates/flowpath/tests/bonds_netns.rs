@@ -143,16 +143,26 @@ fn active_backup_uses_one_member_and_fails_over_when_its_link_goes_down() {
     };
     let show = w.appctl(&["bond/show", "bond0"]);
     assert!(show.contains("bond_mode: active-backup"), "{show}");
+    // The primary is active once its carrier is seen (until then the other member may be,
+    // as in OVS); what the datapath sends follows once the revalidator has run.
+    let active = format!("member {}: enabled\n  active member", w.a[0]);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            w.appctl(&["bond/show", "bond0"]).contains(&active)
+        }),
+        "{}",
+        w.appctl(&["bond/show", "bond0"])
+    );
+    w.appctl(&["revalidator/wait"]);
+    let backup_before = w.tx_packets(1);
     ping(&w.host, "10.88.0.2", 5).unwrap();
     // Nothing on the backup member; the bridge's floods back on it are not forwarded.
-    assert_eq!(w.tx_packets(1), 0, "sent on the backup member");
+    assert_eq!(w.tx_packets(1), backup_before, "sent on the backup member");
     let rx = w.host_rx_packets();
     assert!(
         rx < 30,
         "the host got {rx} packets: a loop through the bond"
     );
-    let active = format!("member {}: enabled\n  active member", w.a[0]);
-    assert!(w.appctl(&["bond/show", "bond0"]).contains(&active));
 
     // The active member's peer goes down: its carrier goes, the other member takes over.
     must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[0], "down"]));
@@ -169,9 +179,10 @@ fn active_backup_uses_one_member_and_fails_over_when_its_link_goes_down() {
         "the peer did not learn the host behind {}",
         w.b[1]
     );
+    w.appctl(&["revalidator/wait"]);
     ping(&w.host, "10.88.0.2", 5).unwrap();
     assert!(
-        w.tx_packets(1) > 0,
+        w.tx_packets(1) >= backup_before + 5,
         "nothing went over the new active member"
     );
     let mac = must(&in_ns(
@@ -186,12 +197,16 @@ fn active_backup_uses_one_member_and_fails_over_when_its_link_goes_down() {
     });
     assert!(written, "bond_active_slave {slave}, want {mac}");
 
-    // Back up: the primary is active again.
+    // Back up: the primary is active again, `bond_updelay` after its carrier returns. The
+    // delay is what lets the learning packets reach the peer's bridge: its port forwards only
+    // once the kernel's link watcher has run, which may be after the switch sees carrier.
+    w.vsctl(&["set", "port", "bond0", "bond_updelay=1000"]);
     must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[0], "up"]));
     let back = wait_until(Duration::from_secs(10), || {
         w.appctl(&["bond/show", "bond0"]).contains(&active)
     });
     assert!(back, "{}", w.appctl(&["bond/show", "bond0"]));
+    w.appctl(&["revalidator/wait"]);
     assert!(
         wait_until(Duration::from_secs(3), || w.peer_learned_host_on(0)),
         "the peer did not learn the host behind {} again",
@@ -222,6 +237,8 @@ fn balance_slb_forwards_without_looping_and_survives_a_member_down() {
     for (i, other) in [(0, 1), (1, 0)] {
         let reply = w.appctl(&["bond/migrate", "bond0", &bucket, &w.a[i]]);
         assert_eq!(reply.trim(), "migrated");
+        // The move reaches the datapath's flows with the revalidator's next round.
+        w.appctl(&["revalidator/wait"]);
         let before = (w.tx_packets(i), w.tx_packets(other));
         ping(&w.host, "10.88.0.2", 3).unwrap();
         assert!(w.tx_packets(i) >= before.0 + 3, "not sent on {}", w.a[i]);
@@ -238,6 +255,7 @@ fn balance_slb_forwards_without_looping_and_survives_a_member_down() {
             "{}",
             w.appctl(&["bond/show", "bond0"])
         );
+        w.appctl(&["revalidator/wait"]);
         ping(&w.host, "10.88.0.2", 3).unwrap();
         must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[i], "up"]));
         let enabled = format!("member {}: enabled", w.a[i]);
