@@ -623,8 +623,10 @@ pub fn put_raw(
 
     if oxm {
         put(out, F::VLAN_VID);
-        let vid = k.vlan_tci() & 0x1fff;
-        if vid != 0 && mk.vlan_tci() & 0xe000 != 0 {
+        // The PCP goes with a VID that says "802.1Q header present" (its prerequisite on
+        // reading). OVS writes it for any VID bits, even without that bit (a `vlan_tci`
+        // match no packet has, from NXM), and then cannot read its own match back.
+        if k.vlan_tci() & 0x1000 != 0 && mk.vlan_tci() & 0xe000 != 0 {
             put(out, F::VLAN_PCP);
         }
     } else {
