@@ -25,10 +25,14 @@ const PREFETCH_SPAN: usize = 256;
 /// Prefetches every cache line of the `len` bytes at `p` (`len > 0`).
 #[inline(always)]
 fn prefetch_span<const WRITE: bool>(p: *const u8, len: usize) {
-    let skew = p as usize & 63;
-    let line = p.wrapping_sub(skew);
-    for k in 0..(skew + len).div_ceil(64) {
-        flow::hash::prefetch_addr::<WRITE>(line.wrapping_add(64 * k));
+    let end = (p as usize).wrapping_add(len);
+    let mut line = p.wrapping_sub(p as usize & 63);
+    loop {
+        flow::hash::prefetch_addr::<WRITE>(line);
+        line = line.wrapping_add(64);
+        if line as usize >= end {
+            break;
+        }
     }
 }
 
@@ -44,6 +48,46 @@ pub(super) struct Desc {
 const DESC_F_NEXT: u16 = 1;
 pub(super) const DESC_F_WRITE: u16 = 2;
 const DESC_F_INDIRECT: u16 = 4;
+
+/// A usual chain, as [`SplitRing::prefetch`] found it: its head and its one buffer, whose
+/// descriptor had the flags asked for, at host address `at`, valid for `len` bytes (checked
+/// to lie in one memory region). `len == 0`: not a usual chain, walked as any other.
+#[derive(Clone, Copy)]
+pub(super) struct Single {
+    pub(super) at: *mut u8,
+    pub(super) len: u32,
+    pub(super) head: u16,
+}
+
+impl Single {
+    const NONE: Single = Single {
+        at: std::ptr::null_mut(),
+        len: 0,
+        head: 0,
+    };
+}
+
+/// The chains of a burst's available slots `start .. start + n`, each read once when the
+/// burst's loads start ([`SplitRing::prefetch`]).
+pub(super) struct Burst {
+    singles: [Single; MAX_BURST],
+    start: u16,
+    n: u16,
+}
+
+impl Burst {
+    /// The usual chain in available slot `slot`, if the burst read that slot and found one.
+    #[inline]
+    pub(super) fn single(&self, slot: u16) -> Option<Single> {
+        let j = slot.wrapping_sub(self.start);
+        if j < self.n {
+            let s = self.singles[usize::from(j)];
+            (s.len != 0).then_some(s)
+        } else {
+            None
+        }
+    }
+}
 
 /// A split virtqueue (virtio 1.x §2.7) as the device side polls it, over host pointers into
 /// the guest's memory. `virtio-queue` checks the ring's layout when it starts
@@ -194,51 +238,61 @@ impl SplitRing {
         }
     }
 
-    /// Starts loading what the next `n` available chains need: their available entries and
-    /// descriptors (read here, so that a burst's misses on lines the guest wrote on its own core
-    /// overlap rather than each waiting in turn), the first `span(j)` bytes of chain `j`'s first
-    /// buffer (at most [`PREFETCH_SPAN`]; for writing when `WRITE`, as a send does, but for its
-    /// first `read_first` bytes, which a send reads before it decides to write them:
-    /// [`put_hdr`](super::copy::put_hdr)) and, for writing, the used elements the burst will fill.
+    /// Starts loading what the next `n` available chains need, and finds which of them are the
+    /// usual chain: one buffer whose descriptor's flags are exactly `flags` (readable for a
+    /// receive, writable for a send), lying in one memory region. Their available entries and
+    /// descriptors are read here, once, so that a burst's misses on lines the guest wrote on
+    /// its own core overlap rather than each waiting in turn; the first `span(j)` bytes of
+    /// chain `j`'s first buffer (at most [`PREFETCH_SPAN`]) are prefetched (for writing when
+    /// `WRITE`, as a send does, but for its first `read_first` bytes, which a send reads before
+    /// it decides to write them: [`put_hdr`](super::copy::put_hdr)), and, for writing, the used
+    /// elements the burst will fill.
     #[inline]
     pub(super) fn prefetch<const WRITE: bool>(
         &self,
         host: &HostMap,
         n: usize,
+        flags: u16,
         read_first: usize,
         mut span: impl FnMut(usize) -> usize,
-    ) {
+    ) -> Burst {
         let n = n.min(MAX_BURST);
+        let mut burst = Burst {
+            singles: [Single::NONE; MAX_BURST],
+            start: self.next_avail,
+            n: n as u16,
+        };
         // First every chain's head, with its descriptor's line prefetched, then the
         // descriptors: a descriptor's load waits on its head's, and one loop of both kept
         // few of the burst's misses in flight at once.
-        let mut heads = [0u16; MAX_BURST];
-        for (j, h) in heads[..n].iter_mut().enumerate() {
-            *h = self.avail_entry(self.next_avail.wrapping_add(j as u16));
-            if *h < self.size {
-                flow::hash::prefetch_addr::<false>(self.desc.wrapping_add(16 * usize::from(*h)));
+        for (j, s) in burst.singles[..n].iter_mut().enumerate() {
+            s.head = self.avail_entry(self.next_avail.wrapping_add(j as u16));
+            if s.head < self.size {
+                flow::hash::prefetch_addr::<false>(
+                    self.desc.wrapping_add(16 * usize::from(s.head)),
+                );
             }
         }
-        for (j, &head) in heads[..n].iter().enumerate() {
-            if head < self.size {
-                let d = Self::desc(self.desc, head);
-                let want = span(j);
-                let len = want.min(d.len as usize).min(PREFETCH_SPAN);
-                // Read first only where the send compares before it stores: one writable
-                // buffer holding header and frame (elsewhere the header is stored whole).
-                let first = if d.flags == DESC_F_WRITE && d.len as usize >= want {
-                    read_first
-                } else {
-                    0
-                };
-                if len > first
-                    && let Some(b) = host.at(d.addr, len)
-                {
-                    if first > 0 {
-                        prefetch_span::<false>(b, first);
-                    }
-                    prefetch_span::<WRITE>(b.wrapping_add(first), len - first);
+        for (j, s) in burst.singles[..n].iter_mut().enumerate() {
+            if s.head >= self.size {
+                continue;
+            }
+            let d = Self::desc(self.desc, s.head);
+            if d.flags != flags {
+                continue;
+            }
+            let Some(at) = host.at(d.addr, d.len as usize) else {
+                continue;
+            };
+            (s.at, s.len) = (at, d.len);
+            let len = span(j).min(d.len as usize).min(PREFETCH_SPAN);
+            if len > read_first {
+                if read_first > 0 {
+                    // The header, which a send compares before it stores (at most 12 bytes:
+                    // what goes past its first line is the frame's).
+                    flow::hash::prefetch_addr::<false>(at);
                 }
+                prefetch_span::<WRITE>(at.wrapping_add(read_first), len - read_first);
             }
         }
         if n > 0 {
@@ -250,6 +304,7 @@ impl SplitRing {
             let p = unsafe { self.used.add(4 + 8 * first) };
             prefetch_span::<true>(p, 8 * k);
         }
+        burst
     }
 
     /// Records chain `head` as used with `len` bytes written.

@@ -143,26 +143,21 @@ impl Ring {
             return Err(BadRing("available index more than a ring ahead"));
         }
         let todo = usize::from(pending).min(batch.room()).min(MAX_BURST);
-        q.prefetch::<false>(&self.host, todo, 0, |_| usize::MAX);
+        let burst = q.prefetch::<false>(&self.host, todo, 0, 0, |_| usize::MAX);
         let hdr_len = self.hdr_len;
         let mut segs = [(0u64, 0u32); MAX_SEGS];
         let mut added = 0;
         let mut result = Ok(());
         for _ in 0..todo {
-            let head = q.avail_entry(q.next_avail);
-            q.next_avail = q.next_avail.wrapping_add(1);
             // The usual chain: one readable buffer holding header and frame, in one region.
-            let single = if head < q.size {
-                let d = SplitRing::desc(q.desc, head);
-                let len = d.len as usize;
-                if d.flags == 0 && (hdr_len + 14..=hdr_len + MAX_FRAME).contains(&len) {
-                    self.host.at(d.addr, len).map(|src| (src, len))
-                } else {
-                    None
+            let (head, single) = match burst.single(q.next_avail) {
+                Some(s) if (hdr_len + 14..=hdr_len + MAX_FRAME).contains(&(s.len as usize)) => {
+                    (s.head, Some((s.at, s.len as usize)))
                 }
-            } else {
-                None
+                Some(s) => (s.head, None),
+                None => (q.avail_entry(q.next_avail), None),
             };
+            q.next_avail = q.next_avail.wrapping_add(1);
             if let Some((src, len)) = single
                 && len - hdr_len > LENT_HEAD
             {
@@ -291,9 +286,10 @@ impl Ring {
         }
         let hdr_len = self.hdr_len;
         let packets = batch.packets();
-        q.prefetch::<true>(
+        let burst = q.prefetch::<true>(
             &self.host,
             usize::from(avail.wrapping_sub(q.next_avail)).min(packets.len()),
+            DESC_F_WRITE,
             hdr_len,
             |j| hdr_len + packets[j].len(),
         );
@@ -314,45 +310,39 @@ impl Ring {
             let need = self.hdr_len + frame_len;
             // The usual case: the next chain is one writable buffer, in one region, that
             // holds header and frame.
-            if q.next_avail != avail {
-                let head = q.avail_entry(q.next_avail);
-                if head < q.size {
-                    let d = SplitRing::desc(q.desc, head);
-                    if d.flags == DESC_F_WRITE
-                        && d.len as usize >= need
-                        && let Some(dst) = self.host.at(d.addr, need)
-                    {
-                        // The header (all zero but `num_buffers`, 1) is compared and, if
-                        // need be, stored straight from registers ([`put_hdr`]): written to
-                        // the packet's headroom and copied with the frame, it was read back
-                        // before its stores had left the store buffer, which then waited for
-                        // every earlier store to guest memory.
-                        //
-                        // SAFETY: `dst` is valid for `need` bytes of a live, writable shared
-                        // mapping (`HostMap::at`), header then frame; the packet's buffer is
-                        // never guest memory. A lent frame's rest is valid for its
-                        // `frame_len - LENT_HEAD` bytes until the pool's lending ends
-                        // (`Pool::packet_lent`); it may be this guest's memory, even (a
-                        // hostile guest) overlapping `dst`, hence a copy that allows it.
-                        unsafe {
-                            put_hdr(dst, self.hdr_len, 1);
-                            let dst = dst.add(self.hdr_len);
-                            match pool.lent_tail(p) {
-                                None => copy_frame_with(dst, p.data().as_ptr(), frame_len, how),
-                                Some(tail) => {
-                                    copy_frame(dst, p.headers().as_ptr(), LENT_HEAD);
-                                    std::ptr::copy(tail, dst.add(LENT_HEAD), frame_len - LENT_HEAD);
-                                }
-                            }
+            if let Some(s) = burst.single(q.next_avail)
+                && s.len as usize >= need
+            {
+                let (head, dst) = (s.head, s.at);
+                // The header (all zero but `num_buffers`, 1) is compared and, if
+                // need be, stored straight from registers ([`put_hdr`]): written to
+                // the packet's headroom and copied with the frame, it was read back
+                // before its stores had left the store buffer, which then waited for
+                // every earlier store to guest memory.
+                //
+                // SAFETY: `dst` is valid for `s.len >= need` bytes of a live, writable
+                // shared mapping (`HostMap::at`), header then frame; the packet's buffer is
+                // never guest memory. A lent frame's rest is valid for its
+                // `frame_len - LENT_HEAD` bytes until the pool's lending ends
+                // (`Pool::packet_lent`); it may be this guest's memory, even (a
+                // hostile guest) overlapping `dst`, hence a copy that allows it.
+                unsafe {
+                    put_hdr(dst, self.hdr_len, 1);
+                    let dst = dst.add(self.hdr_len);
+                    match pool.lent_tail(p) {
+                        None => copy_frame_with(dst, p.data().as_ptr(), frame_len, how),
+                        Some(tail) => {
+                            copy_frame(dst, p.headers().as_ptr(), LENT_HEAD);
+                            std::ptr::copy(tail, dst.add(LENT_HEAD), frame_len - LENT_HEAD);
                         }
-                        q.next_avail = q.next_avail.wrapping_add(1);
-                        q.put_used(head, need as u32);
-                        added += 1;
-                        counts[0] += 1;
-                        counts[1] += frame_len as u64;
-                        continue;
                     }
                 }
+                q.next_avail = q.next_avail.wrapping_add(1);
+                q.put_used(head, need as u32);
+                added += 1;
+                counts[0] += 1;
+                counts[1] += frame_len as u64;
+                continue;
             }
             pool.materialize(p);
             let start = q.next_avail;
