@@ -26,6 +26,7 @@ pub mod meter;
 pub mod mirror;
 pub mod ofproto;
 pub mod patch_stats;
+pub mod pipe_lock;
 pub mod pipekey;
 pub mod port_config;
 pub mod recirc;

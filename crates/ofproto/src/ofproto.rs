@@ -9,13 +9,14 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use datapath::pmd::UpcallHandler;
 use flow::FlowKey;
 
 use crate::bridge::{Bridge, OfPort};
+use crate::pipe_lock::PipeLock;
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch, PipeMeta};
 use crate::syntax::{FlowKind, FlowSpec, FlowStats, format_match, parse_flow, parse_flows_file};
 use crate::tunnel::{TunnelConfig, TunnelType};
@@ -41,7 +42,7 @@ pub use upcall::DumpStats;
 /// The OpenFlow layer of one switch.
 #[derive(Default)]
 pub struct Ofproto {
-    pub pipe: RwLock<Pipeline>,
+    pub pipe: PipeLock<Pipeline>,
     /// Bumped by every change that can alter a translation; the revalidator compares it.
     generation: AtomicU64,
     /// Megaflow statistics already credited to rules, by megaflow instance: its ufid and the
@@ -166,11 +167,11 @@ impl Ofproto {
         self.generation.load(Ordering::Acquire)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Pipeline> {
+    fn read(&self) -> crate::pipe_lock::ReadGuard<'_, Pipeline> {
         self.pipe.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Pipeline> {
+    fn write(&self) -> crate::pipe_lock::WriteGuard<'_, Pipeline> {
         self.pipe.write().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -144,12 +144,13 @@ fn member_mac(ofb: Option<&ofproto::bridge::Bridge>, name: &str) -> EthAddr {
     .unwrap_or(EthAddr([0; 6]))
 }
 
-/// The `bond_active_slave` of each bond Port of `b`: `(port row, value)`.
+/// The `bond_active_slave` of each bond Port of `b`, whose bridge in the pipeline is `ofb`:
+/// `(port row, value)`.
 pub(crate) fn active_slaves(
     b: &BridgeDesired,
-    of: &ofproto::ofproto::Ofproto,
+    ofb: Option<&ofproto::bridge::Bridge>,
 ) -> Vec<(Uuid, Option<String>)> {
-    let macs = of.bond_active_macs(&b.name);
+    let macs = ofb.map_or_else(Vec::new, ofproto::bridge::Bridge::bond_active_macs);
     b.bonds
         .iter()
         .map(|d| {

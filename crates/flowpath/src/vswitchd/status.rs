@@ -130,7 +130,7 @@ pub(crate) fn status_ops(
             };
             t.update("Interface", i.uuid, cols);
         }
-        for (port, mac) in super::bonds::active_slaves(b, src.of) {
+        for (port, mac) in super::bonds::active_slaves(b, ofb) {
             let v = mac.map_or(Datum::Empty, |m| Datum::string(&m));
             t.update("Port", port, vec![("bond_active_slave", v)]);
         }

@@ -83,21 +83,6 @@ impl Ofproto {
         let p = self.read();
         p.bridges.iter().flat_map(|b| b.bonds.clone()).collect()
     }
-
-    /// Each bond's name and the address of its active member (`bond_active_slave`), for
-    /// `bridge`.
-    pub fn bond_active_macs(&self, bridge: &str) -> Vec<(String, Option<flow::EthAddr>)> {
-        let p = self.read();
-        p.bridge(bridge).map_or_else(Vec::new, |b| {
-            b.bonds
-                .iter()
-                .map(|d| {
-                    let mac = (d.active_mac != flow::EthAddr([0; 6])).then_some(d.active_mac);
-                    (d.config.name.clone(), mac)
-                })
-                .collect()
-        })
-    }
 }
 
 /// What a bond sends so that the peer switch relearns (OVS's `bundle_send_learning_packets()`):
@@ -167,4 +152,18 @@ fn run_bridge_bonds(b: &mut Bridge, now: Instant) -> bool {
         }
     }
     changed
+}
+
+impl Bridge {
+    /// Each bond's name and the address of its active member (`bond_active_slave`). A method
+    /// of the bridge, not of [`Ofproto`]: its callers already hold the pipeline.
+    pub fn bond_active_macs(&self) -> Vec<(String, Option<flow::EthAddr>)> {
+        self.bonds
+            .iter()
+            .map(|d| {
+                let mac = (d.active_mac != flow::EthAddr([0; 6])).then_some(d.active_mac);
+                (d.config.name.clone(), mac)
+            })
+            .collect()
+    }
 }
