@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
-use datapath::packet::{Batch, LENT_HEAD, MAX_BURST, Pool};
+use datapath::packet::{Batch, LENT_HEAD, MAX_BURST, Packet, Pool};
 use virtio_queue::Queue;
 use vm_memory::GuestMemoryMmap;
 
@@ -40,6 +40,20 @@ pub(super) struct Ring {
     pub(super) tso: bool,
     /// Send: a frame may take several chains (`MRG_RXBUF`).
     mrg: bool,
+}
+
+/// What became of a frame sent into chains other than the usual one
+/// ([`Ring::send_chains`]).
+enum Chains {
+    /// Sent, into this many chains.
+    Sent(usize),
+    /// It does not fit the chains the guest offers (too small, or too many buffers); the next
+    /// frame may.
+    NoFit,
+    /// The guest has posted no more buffers.
+    NoMore,
+    /// The guest broke the ring's rules.
+    Bad(BadRing),
 }
 
 /// The next [`Ring::id`].
@@ -145,7 +159,6 @@ impl Ring {
         let todo = usize::from(pending).min(batch.room()).min(MAX_BURST);
         let burst = q.prefetch::<false>(&self.host, todo, 0, 0, |_| usize::MAX);
         let hdr_len = self.hdr_len;
-        let mut segs = [(0u64, 0u32); MAX_SEGS];
         let mut added = 0;
         let mut result = Ok(());
         for _ in 0..todo {
@@ -202,39 +215,17 @@ impl Ring {
                 unsafe { copy_frame(p.data_mut().as_mut_ptr(), src.cast_const(), len) };
                 p
             } else {
-                let (mut n, mut total, mut too_many) = (0usize, 0usize, false);
-                let walked = q.walk(&self.host, head, false, |addr, len| {
-                    if n == MAX_SEGS {
-                        too_many = true;
-                    } else {
-                        segs[n] = (addr, len);
-                        n += 1;
-                        total += len as usize;
+                match self.recv_chain(&mut q, head, pool, in_port, &mut added) {
+                    Ok(Some(p)) => p,
+                    Ok(None) => {
+                        counts[2] += 1;
+                        continue;
                     }
-                });
-                if let Err(e) = walked {
-                    result = Err(e);
-                    break;
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 }
-                // The chain goes back whatever becomes of its frame.
-                q.put_used(head, 0);
-                added += 1;
-                if too_many {
-                    result = Err(BadRing("transmit chain of too many buffers"));
-                    break;
-                }
-                if total < hdr_len + 14 || total - hdr_len > MAX_FRAME {
-                    counts[2] += 1;
-                    continue;
-                }
-                // Header and frame in one copy; the header is then cut off the front.
-                let mut p = pool.packet_with_len(total, in_port);
-                if gather(&self.host, &self.mem, &segs[..n], p.data_mut()).is_err() {
-                    pool.free(p);
-                    result = Err(BadRing("buffer outside guest memory"));
-                    break;
-                }
-                p
             };
             // A fixed-size copy (the frame is longer than any header); what the legacy
             // header does not have is zero.
@@ -263,6 +254,49 @@ impl Ring {
         self.q = q;
         self.complete(added);
         result
+    }
+
+    /// Takes the frame of transmit chain `head`, other than the usual one-buffer chain: its
+    /// buffers walked and gathered, header and frame, into a packet. The chain goes back to
+    /// the used ring (counted in `added`) unless the walk itself failed. `None`: the frame's
+    /// length is out of bounds (a drop).
+    #[cold]
+    #[inline(never)]
+    fn recv_chain(
+        &self,
+        q: &mut SplitRing,
+        head: u16,
+        pool: &mut Pool,
+        in_port: u32,
+        added: &mut usize,
+    ) -> Result<Option<Packet>, BadRing> {
+        let mut segs = [(0u64, 0u32); MAX_SEGS];
+        let (mut n, mut total, mut too_many) = (0usize, 0usize, false);
+        q.walk(&self.host, head, false, |addr, len| {
+            if n == MAX_SEGS {
+                too_many = true;
+            } else {
+                segs[n] = (addr, len);
+                n += 1;
+                total += len as usize;
+            }
+        })?;
+        // The chain goes back whatever becomes of its frame.
+        q.put_used(head, 0);
+        *added += 1;
+        if too_many {
+            return Err(BadRing("transmit chain of too many buffers"));
+        }
+        if total < self.hdr_len + 14 || total - self.hdr_len > MAX_FRAME {
+            return Ok(None);
+        }
+        // Header and frame in one copy; the header is then cut off the front.
+        let mut p = pool.packet_with_len(total, in_port);
+        if gather(&self.host, &self.mem, &segs[..n], p.data_mut()).is_err() {
+            pool.free(p);
+            return Err(BadRing("buffer outside guest memory"));
+        }
+        Ok(Some(p))
     }
 
     /// Sends every packet of `batch` into the guest's receive ring; counts into `counts`
@@ -296,11 +330,6 @@ impl Ring {
         let mut added = 0;
         let mut result = Ok(());
         let mut empty = false;
-        // The buffers a frame goes to: (address, length, chain), and the chains (filled up to
-        // `n` and `n_heads` for each frame, never cleared).
-        let mut segs = [(0u64, 0u32, 0u16); MAX_SEGS];
-        let mut heads = [0u16; MAX_SEGS];
-        let mut used = [0u32; MAX_SEGS];
         for p in batch.packets_mut() {
             if result.is_err() || empty {
                 counts[2] += 1;
@@ -345,88 +374,96 @@ impl Ring {
                 continue;
             }
             pool.materialize(p);
-            let start = q.next_avail;
-            let mut n = 0;
-            let mut n_heads = 0;
-            let mut cap = 0usize;
-            let mut fits = true;
-            while cap < need {
-                if q.next_avail == avail {
+            match self.send_chains(&mut q, avail, p) {
+                Chains::Sent(n_heads) => {
+                    added += n_heads;
+                    counts[0] += 1;
+                    counts[1] += frame_len as u64;
+                }
+                Chains::NoFit => counts[2] += 1,
+                Chains::NoMore => {
                     // The guest has posted no more buffers: the rest of the burst is dropped
                     // without looking again.
-                    fits = false;
                     empty = true;
-                    break;
+                    counts[2] += 1;
                 }
-                if n_heads == MAX_SEGS || (n_heads == 1 && !self.mrg) {
-                    // Too many buffers for one frame, or a single buffer too small for it:
-                    // this frame cannot go, the next may.
-                    fits = false;
-                    break;
-                }
-                let head = q.avail_entry(q.next_avail);
-                q.next_avail = q.next_avail.wrapping_add(1);
-                heads[n_heads] = head;
-                n_heads += 1;
-                let (mut k, mut chain_cap) = (0usize, 0usize);
-                let chain = (n_heads - 1) as u16;
-                let walked = q.walk(&self.host, head, true, |addr, len| {
-                    k += 1;
-                    chain_cap += len as usize;
-                    // Past MAX_SEGS the frame has all the buffers it may take.
-                    if n < MAX_SEGS {
-                        segs[n] = (addr, len, chain);
-                        n += 1;
-                        cap += len as usize;
-                    }
-                });
-                if let Err(e) = walked {
+                Chains::Bad(e) => {
                     result = Err(e);
-                } else if k > MAX_SEGS {
-                    result = Err(BadRing("receive chain of too many buffers"));
-                } else if chain_cap < self.hdr_len {
-                    result = Err(BadRing("receive buffer shorter than the virtio-net header"));
-                }
-                if result.is_err() {
-                    break;
+                    counts[2] += 1;
                 }
             }
-            if result.is_err() {
-                counts[2] += 1;
-                continue;
-            }
-            if !fits {
-                // Nothing of it is used: the chains taken go back to the available ring.
-                q.next_avail = start;
-                counts[2] += 1;
-                continue;
-            }
-            let mut hdr = [0u8; vnet::HDR_LEN];
-            hdr[10..12].copy_from_slice(&(n_heads as u16).to_le_bytes());
-            let hdr = &hdr[..self.hdr_len];
-            used[..n_heads].fill(0);
-            // The header goes in the packet's headroom (the packet is done with after this),
-            // so that header and frame are one copy.
-            let copied = if p.headroom() >= hdr.len() {
-                p.push_front(hdr.len()).copy_from_slice(hdr);
-                scatter(&self.host, &self.mem, &segs[..n], &[], p.data(), &mut used)
-            } else {
-                scatter(&self.host, &self.mem, &segs[..n], hdr, p.data(), &mut used)
-            };
-            if copied.is_err() {
-                result = Err(BadRing("buffer outside guest memory"));
-                counts[2] += 1;
-                continue;
-            }
-            for (i, &h) in heads[..n_heads].iter().enumerate() {
-                q.put_used(h, used[i]);
-            }
-            added += n_heads;
-            counts[0] += 1;
-            counts[1] += frame_len as u64;
         }
         self.q = q;
         self.complete(added);
         result
+    }
+
+    /// Sends `p` into the chains from the available slot `q.next_avail` on (up to the
+    /// driver's index `avail`), as many as the frame needs where the guest merges buffers,
+    /// else one: what the usual one-buffer chain does not serve. Chains that the frame does
+    /// not fit go back to the available ring.
+    #[cold]
+    #[inline(never)]
+    fn send_chains(&self, q: &mut SplitRing, avail: u16, p: &mut Packet) -> Chains {
+        // The buffers the frame goes to: (address, length, chain), and the chains.
+        let mut segs = [(0u64, 0u32, 0u16); MAX_SEGS];
+        let mut heads = [0u16; MAX_SEGS];
+        let mut used = [0u32; MAX_SEGS];
+        let need = self.hdr_len + p.len();
+        let start = q.next_avail;
+        let (mut n, mut n_heads, mut cap) = (0, 0, 0usize);
+        while cap < need {
+            if q.next_avail == avail {
+                q.next_avail = start;
+                return Chains::NoMore;
+            }
+            if n_heads == MAX_SEGS || (n_heads == 1 && !self.mrg) {
+                // Too many buffers for one frame, or a single buffer too small for it: this
+                // frame cannot go, the next may.
+                q.next_avail = start;
+                return Chains::NoFit;
+            }
+            let head = q.avail_entry(q.next_avail);
+            q.next_avail = q.next_avail.wrapping_add(1);
+            heads[n_heads] = head;
+            n_heads += 1;
+            let (mut k, mut chain_cap) = (0usize, 0usize);
+            let chain = (n_heads - 1) as u16;
+            let walked = q.walk(&self.host, head, true, |addr, len| {
+                k += 1;
+                chain_cap += len as usize;
+                // Past MAX_SEGS the frame has all the buffers it may take.
+                if n < MAX_SEGS {
+                    segs[n] = (addr, len, chain);
+                    n += 1;
+                    cap += len as usize;
+                }
+            });
+            if let Err(e) = walked {
+                return Chains::Bad(e);
+            } else if k > MAX_SEGS {
+                return Chains::Bad(BadRing("receive chain of too many buffers"));
+            } else if chain_cap < self.hdr_len {
+                return Chains::Bad(BadRing("receive buffer shorter than the virtio-net header"));
+            }
+        }
+        let mut hdr = [0u8; vnet::HDR_LEN];
+        hdr[10..12].copy_from_slice(&(n_heads as u16).to_le_bytes());
+        let hdr = &hdr[..self.hdr_len];
+        // The header goes in the packet's headroom (the packet is done with after this), so
+        // that header and frame are one copy.
+        let copied = if p.headroom() >= hdr.len() {
+            p.push_front(hdr.len()).copy_from_slice(hdr);
+            scatter(&self.host, &self.mem, &segs[..n], &[], p.data(), &mut used)
+        } else {
+            scatter(&self.host, &self.mem, &segs[..n], hdr, p.data(), &mut used)
+        };
+        if copied.is_err() {
+            return Chains::Bad(BadRing("buffer outside guest memory"));
+        }
+        for (i, &h) in heads[..n_heads].iter().enumerate() {
+            q.put_used(h, used[i]);
+        }
+        Chains::Sent(n_heads)
     }
 }
