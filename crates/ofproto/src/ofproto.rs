@@ -28,6 +28,8 @@ mod flow_dump;
 mod group;
 mod learn;
 mod meter;
+mod tlv;
+pub use tlv::TlvModError;
 mod mirror;
 mod tunnel_neigh;
 pub use bond::LearningPackets;
@@ -322,75 +324,6 @@ impl Ofproto {
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         b.datapath_id = id;
         Ok(())
-    }
-
-    /// `add-tlv-map BRIDGE MAP`.
-    pub fn add_tlv_map(&self, bridge: &str, text: &str) -> Result<(), String> {
-        let maps = crate::tunnel::parse_tlv_map(text)?;
-        let mut p = self.write();
-        let b = p
-            .bridge_mut(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        for (slot, m) in &maps {
-            if let Some(old) = b.tlv_map[*slot] {
-                return Err(format!(
-                    "tun_metadata{slot} is already mapped to class={:#x},type={:#x}",
-                    old.class, old.kind
-                ));
-            }
-            if b.tlv_map
-                .iter()
-                .flatten()
-                .any(|o| o.class == m.class && o.kind == m.kind)
-            {
-                return Err(format!(
-                    "class={:#x},type={:#x} is already mapped",
-                    m.class, m.kind
-                ));
-            }
-        }
-        for (slot, m) in maps {
-            b.tlv_map[slot] = Some(m);
-        }
-        drop(p);
-        self.changed();
-        Ok(())
-    }
-
-    /// `del-tlv-map BRIDGE`: removes every mapping.
-    pub fn del_tlv_map(&self, bridge: &str) -> Result<(), String> {
-        let mut p = self.write();
-        let b = p
-            .bridge_mut(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        b.tlv_map = [None; crate::fields::N_TUN_METADATA];
-        drop(p);
-        self.changed();
-        Ok(())
-    }
-
-    /// `dump-tlv-map BRIDGE` in `ovs-ofctl`'s layout.
-    pub fn dump_tlv_map(&self, bridge: &str) -> Result<String, String> {
-        let p = self.read();
-        let b = p
-            .bridge(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        let used: usize = b.tlv_map.iter().flatten().map(|m| usize::from(m.len)).sum();
-        let mut out = format!(
-            "NXT_TLV_TABLE_REPLY (xid=0x4):\n max option space=256 max fields=64\n allocated \
-             option space={used}\n\n mapping table:\n class\ttype\tlength\tmatch field\n \
-             -----\t----\t------\t-----------\n"
-        );
-        for (n, m) in b.tlv_map.iter().enumerate() {
-            if let Some(m) = m {
-                let _ = writeln!(
-                    out,
-                    " {:#x}\t{:#x}\t{}\ttun_metadata{n}",
-                    m.class, m.kind, m.len
-                );
-            }
-        }
-        Ok(out)
     }
 
     /// `tnl/route/add PREFIX BRIDGE [GW]`.

@@ -118,6 +118,7 @@ pub(crate) fn stage_flow_mod(
         FlowModError::Overlap => OfpErr::OfpfmfcOverlap,
         FlowModError::BadOutGroup => OfpErr::OfpbacBadOutGroup,
         FlowModError::Meter(e) => super::meter_table::ofp_err(e),
+        FlowModError::UnmappedTlvField(_) => OfpErr::NxfmfcInvalidTlvField,
     })
 }
 

@@ -102,8 +102,9 @@ pub(crate) fn flow_metadata(k: &PipeKey) -> PipeMatch {
             take(f);
         }
     }
+    // Present options, whatever their values (OVS's `tun_metadata_get_fmd()`).
     for n in 0..ofproto::fields::N_TUN_METADATA {
-        if nonzero(FieldId::tun_metadata(n)) {
+        if ofproto::tun_md::present(&k.meta, n) {
             take(FieldId::tun_metadata(n));
         }
     }
@@ -136,7 +137,13 @@ pub(crate) fn flow_metadata(k: &PipeKey) -> PipeMatch {
     }
     let mut key = PipeKey::new();
     for f in ofproto::fields::fields() {
-        if f.is_matched(&m) {
+        if !f.is_matched(&m) {
+            continue;
+        }
+        if let ofproto::fields::Loc::TunMetadata(n) = f.loc {
+            let (v, len) = ofproto::tun_md::value(&k.dp, &k.meta, n);
+            ofproto::fields::set_tun_md_wide(&mut key.dp.0, &mut key.meta, n, &v[..len]);
+        } else {
             f.set(&mut key, f.get(k));
         }
     }
