@@ -69,6 +69,9 @@ pub(crate) fn flow_mod(
     table_id: bool,
 ) -> Result<(), OfpErr> {
     let (op, s) = decode(msg, table_id)?;
+    if of.unmapped_tun_md(bridge, &s).is_some() {
+        return Err(OfpErr::NxfmfcInvalidTlvField);
+    }
     if matches!(op, FlowModOp::Add | FlowModOp::Modify { .. }) {
         of.check_meters(bridge, &s.actions)
             .map_err(super::meter_table::ofp_err)?;

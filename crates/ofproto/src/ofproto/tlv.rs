@@ -81,6 +81,12 @@ impl Ofproto {
         Ok(())
     }
 
+    /// A `tun_metadata` field `spec` uses that `bridge`'s TLV map does not map (see
+    /// [`crate::bridge::Bridge::unmapped_tun_md`]).
+    pub fn unmapped_tun_md(&self, bridge: &str, spec: &crate::syntax::FlowSpec) -> Option<usize> {
+        self.read().bridge(bridge)?.unmapped_tun_md(spec)
+    }
+
     /// `dump-tlv-map BRIDGE` in `ovs-ofctl`'s layout.
     pub fn dump_tlv_map(&self, bridge: &str) -> Result<String, String> {
         let p = self.read();
