@@ -840,7 +840,7 @@ impl Ofproto {
         let mut x = trace_pass(
             &p,
             &key,
-            start,
+            (start, Some(bi)),
             ofport,
             PipeMeta {
                 skb_priority,
@@ -894,7 +894,7 @@ impl Ofproto {
             }
             let _ = writeln!(t, "{}\n", "=".repeat(79));
             let ofport = p.recirc.get(f.recirc_id).map_or(ofport, |st| st.in_port);
-            let mut x = trace_pass(&p, &k, None, ofport, f.meta, generate, &mut t);
+            let mut x = trace_pass(&p, &k, (None, None), ofport, f.meta, generate, &mut t);
             changed |= !x.learned.is_empty() || x.neigh_learned;
             if generate {
                 lessons.push(learn::Lessons::of(&x, k.tcp_flags()));
@@ -934,11 +934,11 @@ const ODPP_NONE: u32 = u32::MAX;
 /// One pass of `ofproto/trace`: the `Flow:` line, the tables, `Final flow:`, `Megaflow:` and
 /// `Datapath actions:`, as OVS's `ofproto_trace__()` prints them. `key` is the datapath key,
 /// shown with OpenFlow port `ofport` and the registers `meta` the pass starts with; `start` as
-/// [`translate_in`]'s.
+/// [`translate_in`]'s, with the bridge the flow names (whose TLV map reads its options).
 fn trace_pass(
     p: &Pipeline,
     key: &FlowKey,
-    start: Option<(usize, u32)>,
+    (start, bridge): (Option<(usize, u32)>, Option<usize>),
     ofport: u32,
     meta: PipeMeta,
     generate: bool,
@@ -955,6 +955,13 @@ fn trace_pass(
         crate::xlate::translate_with_priority(p, key, start, meta.skb_priority, generate, Some(t));
     let mut final_line = String::new();
     format_flow(&mut final_line, &x.final_flow);
+    // The options as the tables saw them, to compare with what they left.
+    if let Some(bi) = bridge
+        && key.tun_geneve_len() > 0
+    {
+        let table = &p.bridges[bi].tlv_map;
+        let _ = crate::xlate::geneve_to_fields(table, &mut shown.dp, &mut shown.meta);
+    }
     if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta && x.actset_output.is_none() {
         t.push_str("\nFinal flow: unchanged\n");
     } else {
@@ -1205,6 +1212,10 @@ fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<TraceStart, S
         _ => spec.match_.key().dp.in_port(),
     };
     let mut key = spec.match_.key().dp.clone();
+    // Tunnel metadata enters as the datapath has it: raw options, through the bridge's map.
+    let opts = crate::tun_md::to_geneve(&b.tlv_map, &key, &spec.match_.key().meta);
+    crate::tun_md::clear_all(&mut key, &mut PipeMeta::default());
+    key.set_tun_geneve_opts(&opts);
     key.set_in_port(
         b.ports
             .get(&ofport)
@@ -1240,6 +1251,8 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
     if mask.meta.skb_priority != 0 {
         mask.meta.skb_priority = u32::MAX;
     }
+    // Tunnel metadata shows with a tunnel only (OVS's flow_wildcards_init_for_packet()).
+    (mask.meta.tun_md_present, mask.meta.tun_md_tail) = (0, 0);
     let k = &key.dp;
     // Context fields show when not zero (OVS's flow_format()); a later pass also shows its
     // packet type, as OVS's megaflow-style flows do.
@@ -1321,6 +1334,15 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
             d.set_mpls_lse0(u32::MAX);
         }
         _ => {}
+    }
+    if !k.tun_ipv4_dst().is_unspecified() || !k.tun_ipv6_dst().is_unspecified() {
+        for n in 0..crate::fields::N_TUN_METADATA {
+            if crate::tun_md::present(&key.meta, n) {
+                crate::fields::FieldId::tun_metadata(n)
+                    .field()
+                    .unwildcard(&mut mask);
+            }
+        }
     }
     let m = PipeMatch::new(key, &mask);
     let mut s = String::new();

@@ -290,6 +290,24 @@ pub fn clear_all(dp: &mut FlowWords, meta: &mut PipeMeta) {
     meta.tun_md_tail = 0;
 }
 
+/// The GENEVE options (as on the wire) of the fields `table` maps that are present in
+/// `dp`/`meta`, in field order.
+pub fn to_geneve(table: &TunTable, dp: &FlowWords, meta: &PipeMeta) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, m) in table.iter() {
+        if !present(meta, n) {
+            continue;
+        }
+        let (v, _) = value(dp, meta, n);
+        let len = usize::from(m.len);
+        out.extend_from_slice(&m.class.to_be_bytes());
+        out.push(m.kind);
+        out.push((len / CHUNK) as u8);
+        out.extend_from_slice(&v[..len]);
+    }
+    out
+}
+
 /// Whether any field value or presence is set (in a mask: consulted).
 pub fn any(dp: &FlowWords, meta: &PipeMeta) -> bool {
     let mut area = [0u8; flow::key::GENEVE_OPTS_MAX];

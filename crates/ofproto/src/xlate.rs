@@ -67,7 +67,8 @@ use ct::{clear_conntrack, tuple_swap};
 pub use learn::{FinTimeout, LearnedFlow};
 pub(crate) use mirror::credit_mirrors;
 use trace::{NodeKind, Trace, strip_priority};
-use tunnel::{geneve_mask, geneve_to_fields, tunnel_ecn, tunnel_endpoints, tunnel_wc};
+pub(crate) use tunnel::geneve_to_fields;
+use tunnel::{geneve_mask, tunnel_ecn, tunnel_endpoints, tunnel_wc};
 
 /// Deepest nesting of resubmits and patch ports (OVS's `MAX_DEPTH`).
 pub const MAX_DEPTH: usize = 64;
@@ -464,17 +465,18 @@ pub fn translate_with_priority(
         if !tunnel_ecn(&mut flow.dp, &mut wc) {
             return dropped(wc, None, Some(XlateDrop::Congestion), trace);
         }
-        if key.tun_geneve_len() > 0
-            && let Err(e) =
-                geneve_to_fields(&pipe.bridges[bridge].tlv_map, &mut flow.dp, &mut flow.meta)
-        {
-            return dropped(
-                wc,
-                Some(format!("Invalid Geneve tunnel metadata: {e}")),
-                Some(XlateDrop::InvalidTunnelMetadata),
-                trace,
-            );
-        }
+    }
+    // Options arrive from a tunnel port (or, in `ofproto/trace`, with the flow).
+    if key.tun_geneve_len() > 0
+        && let Err(e) =
+            geneve_to_fields(&pipe.bridges[bridge].tlv_map, &mut flow.dp, &mut flow.meta)
+    {
+        return dropped(
+            wc,
+            Some(format!("Invalid Geneve tunnel metadata: {e}")),
+            Some(XlateDrop::InvalidTunnelMetadata),
+            trace,
+        );
     }
     let conntracked = match &frozen {
         Some(st) => st.conntracked,

@@ -377,24 +377,17 @@ impl Ctx<'_> {
     /// The GENEVE options to send: the flow's present `tun_metadata` fields, through the TLV
     /// map of the bridge the packet is in, in field order.
     pub(super) fn geneve_options(&mut self) -> Vec<u8> {
-        let mut out = Vec::new();
-        let pipe = self.pipe;
-        for (n, m) in pipe.bridges[self.bridge].tlv_map.iter() {
+        let table = &self.pipe.bridges[self.bridge].tlv_map;
+        let ones = [0xff; crate::tun_md::TUN_METADATA_MAX_LEN];
+        for (n, m) in table.iter() {
             crate::tun_md::set_present(&mut self.wc.meta, n);
-            if !crate::tun_md::present(&self.flow.meta, n) {
-                continue;
+            if crate::tun_md::present(&self.flow.meta, n) {
+                let loc = crate::tun_md::loc(n);
+                let len = usize::from(m.len);
+                crate::tun_md::write(&mut self.wc.dp.0, &mut self.wc.meta, loc, &ones[..len]);
             }
-            let loc = crate::tun_md::loc(n);
-            let len = usize::from(m.len);
-            let ones = [0xff; crate::tun_md::TUN_METADATA_MAX_LEN];
-            crate::tun_md::write(&mut self.wc.dp.0, &mut self.wc.meta, loc, &ones[..len]);
-            let (v, _) = crate::tun_md::value(&self.flow.dp, &self.flow.meta, n);
-            out.extend_from_slice(&m.class.to_be_bytes());
-            out.push(m.kind);
-            out.push((len / 4) as u8);
-            out.extend_from_slice(&v[..len]);
         }
-        out
+        crate::tun_md::to_geneve(table, &self.flow.dp, &self.flow.meta)
     }
 }
 
@@ -449,7 +442,7 @@ pub(super) fn tunnel_ecn(flow: &mut FlowKey, wc: &mut PipeMask) -> bool {
 /// Rewrites a key's raw GENEVE options (as the datapath has them) into the `tun_metadata`
 /// fields of the bridge's TLV map. An unknown critical option, a mapped option of another
 /// length, or a malformed option area is an error (OVS drops such packets).
-pub(super) fn geneve_to_fields(
+pub(crate) fn geneve_to_fields(
     map: &TunTable,
     k: &mut FlowKey,
     meta: &mut PipeMeta,
