@@ -466,8 +466,10 @@ pub fn translate_with_priority(
             return dropped(wc, None, Some(XlateDrop::Congestion), trace);
         }
     }
-    // Options arrive from a tunnel port (or, in `ofproto/trace`, with the flow).
-    if key.tun_geneve_len() > 0
+    // Options arrive from a tunnel port (or, in `ofproto/trace`, with the flow); a later pass
+    // has the fields as the frozen state kept them.
+    if frozen.is_none()
+        && key.tun_geneve_len() > 0
         && let Err(e) =
             geneve_to_fields(&pipe.bridges[bridge].tlv_map, &mut flow.dp, &mut flow.meta)
     {
