@@ -507,6 +507,41 @@ fn a_wide_option_above_tun_metadata7_crosses_geneve_whole() {
     assert_eq!(t.header.size, 50 + 8 + 24);
 }
 
+/// After a recirculation the tables see the options as the first pass had them (the frozen
+/// fields), not the raw options the datapath key still carries read again.
+#[test]
+fn tunnel_metadata_survives_a_recirculation() {
+    const V20: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
+    let of = switch(TunnelType::Geneve, &[("key", "flow")], "");
+    of.add_tlv_map(
+        "br-int",
+        "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0x103,type=1,len=20}->tun_metadata40",
+    )
+    .unwrap();
+    of.add_flows(
+        "br-int",
+        &format!(
+            "in_port=tnl0,ip,tun_metadata40={V20} actions=ct(table=1)\n\
+             table=1,tun_metadata0=0x30002,tun_metadata40={V20} actions=output:vm1"
+        ),
+    )
+    .unwrap();
+    let inner = INNER.replace("dst=192.168.2.16", "dst=192.168.1.16");
+    let mut k = key(&format!(
+        "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({{class=0x102,type=0x80,len=4,0x30002}}\
+         {{class=0x103,type=0x1,len=20,0x0102030405060708090a0b0c0d0e0f1011121314}}),\
+         flags(-df+csum+key)),{inner}"
+    ));
+    let x = xlate(&of, &k);
+    let Some(&Action::Recirc(id)) = x.actions.last() else {
+        panic!("{} {:?}", acts(&x), x.error);
+    };
+    use flow::key::ct_state::{NEW, TRK};
+    k.set_recirc_id(id).set_ct_state(TRK | NEW);
+    let x = xlate(&of, &k);
+    assert_eq!(acts(&x), "3", "{:?}", x.error);
+}
+
 /// `push_mpls` on an IP packet makes the label stack entry as OVS does (checked against
 /// Debian's OVS by the mplsogre interop recording, whose DSCP 46 ping goes out with TC 6):
 /// label 0, or 2 (IPv6 explicit null) over IPv6; TC the DSCP's low three bits; TTL the IP
