@@ -6,7 +6,7 @@ use flow::FlowWords;
 use super::{Field, Loc, MatchError, TUN_METADATA_MAX_LEN};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 
-/// The last 16 bytes of `tun_metadata<n>` (all of a shorter value), zero when unmapped.
+/// The last 16 bytes of `tun_metadata<n>` (all of a shorter value).
 pub(super) fn read_tun_md(dp: &FlowWords, meta: &PipeMeta, n: usize) -> u128 {
     let (v, len) = crate::tun_md::value(dp, meta, n);
     let mut b = [0u8; 16];
@@ -16,7 +16,7 @@ pub(super) fn read_tun_md(dp: &FlowWords, meta: &PipeMeta, n: usize) -> u128 {
 }
 
 /// Writes the last 16 bytes of `tun_metadata<n>` (all of a shorter value), keeping the bytes
-/// before them; nothing when unmapped.
+/// before them.
 pub(super) fn write_tun_md(dp: &mut FlowWords, meta: &mut PipeMeta, n: usize, v: u128) {
     let loc = crate::tun_md::loc(n);
     let (mut cur, len) = crate::tun_md::value(dp, meta, n);
@@ -26,8 +26,8 @@ pub(super) fn write_tun_md(dp: &mut FlowWords, meta: &mut PipeMeta, n: usize, v:
 }
 
 impl Field {
-    /// OVS's `tun_metadata_set_match()` for a field of the bridge's TLV map: an exact value
-    /// masks the whole mapped length. Values with 1-bits outside the mask are refused (OVS
+    /// OVS's `tun_metadata_set_match()`: an exact value masks the whole mapped length (a
+    /// field no bridge maps, the value's significant bytes). Values with 1-bits outside the mask are refused (OVS
     /// masks them, but then prints a different flow than it was given).
     pub(super) fn match_tun_md(
         &self,
