@@ -151,3 +151,38 @@ fn actions_use(actions: &[OfAction]) -> u64 {
         })
         .fold(0, |a, b| a | b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_a_flow_writes_is_in_use_and_unmapped_fields_are_refused() {
+        let _g = crate::tun_md::test_serial();
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        of.add_tlv_map(
+            "br0",
+            "{class=1,type=1,len=8}->tun_metadata20,{class=1,type=2,len=4}->tun_metadata21",
+        )
+        .unwrap();
+        of.add_flow("br0", "actions=set_field:0x1->tun_metadata20")
+            .unwrap();
+        assert_eq!(
+            of.tlv_delete("br0", Some(&[20])),
+            Err(TlvModError::InUse(20))
+        );
+        assert_eq!(of.tlv_delete("br0", None), Err(TlvModError::InUse(20)));
+        // Field 22 is not mapped: no error, as in OVS.
+        assert_eq!(of.tlv_delete("br0", Some(&[21, 22])), Ok(()));
+        let e = of
+            .add_flow("br0", "tun_metadata21=0x1,actions=drop")
+            .unwrap_err();
+        assert!(e.contains("INVALID_TLV_FIELD"), "{e}");
+        assert!(
+            of.dump_tlv_map("br0")
+                .unwrap()
+                .contains("allocated option space=8")
+        );
+    }
+}
