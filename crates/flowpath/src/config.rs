@@ -874,8 +874,12 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 message: format!("bridge '{}': {e}", b.name),
             });
         }
+        // The bridge's map, held while its flows are read, gives its fields their lengths.
+        let mut tlv = ofproto::tun_md::TunTable::default();
         for m in &b.tlv_map {
-            if let Err(e) = ofproto::tunnel::parse_tlv_map(m) {
+            let added = ofproto::tunnel::parse_tlv_map(m)
+                .and_then(|maps| tlv.add(&maps).map_err(|e| e.to_string()));
+            if let Err(e) = added {
                 errs.push(ConfigError {
                     line: find_line(text, m),
                     message: format!("bridge '{}': tlv-map '{m}': {e}", b.name),

@@ -130,8 +130,9 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     r("ofctl/add-tlv-map", "BRIDGE MAP", 2, 2, |of, a| {
         of.add_tlv_map(&a[0], &a[1]).map(|_| String::new())
     });
-    r("ofctl/del-tlv-map", "BRIDGE", 1, 1, |of, a| {
-        of.del_tlv_map(&a[0]).map(|_| String::new())
+    r("ofctl/del-tlv-map", "BRIDGE [MAP]", 1, 2, |of, a| {
+        of.del_tlv_map(&a[0], a.get(1).map(String::as_str))
+            .map(|_| String::new())
     });
     r("ofctl/dump-tlv-map", "BRIDGE", 1, 1, |of, a| {
         of.dump_tlv_map(&a[0])

@@ -1,6 +1,7 @@
 //! Tunnels against real peers: the Linux kernel's VXLAN device (IPv4 and IPv6 underlay, UDP
 //! checksum off and on) and Open vSwitch's userspace datapath (GENEVE with OVN's option
-//! `{class=0x102,type=0x80,len=4}`, GRE with key, with and without checksum, and MPLS over GRE
+//! `{class=0x102,type=0x80,len=4}`, alone and beside a 32-byte option mapped to
+//! `tun_metadata40`, GRE with key, with and without checksum, and MPLS over GRE
 //! with `packet_type=legacy_l3`).
 //!
 //! `tests/data/interop/SCENARIO/` holds what the real peers did, recorded by
@@ -55,6 +56,9 @@ fn script() -> PathBuf {
 
 const FP_MAC: &str = "8c:dc:d4:ab:5b:f0";
 const PEER_MAC: &str = "8c:dc:d4:ab:58:48";
+/// The 32-byte option of `geneve_wide` the peer sends, and the one flowpath sends.
+const PEER_WIDE: &str = "0x0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20";
+const FP_WIDE: &str = "0xa1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0";
 const A_MAC: &str = "52:54:00:12:34:01";
 const B_MAC: &str = "52:54:00:12:34:02";
 const A_IP: &str = "192.168.100.1";
@@ -101,6 +105,7 @@ const SCENARIOS: &[Scenario] = &[
     sc("vxlan6", "vxlan", true, true, true, false),
     sc("geneve", "geneve", false, false, false, false),
     sc("geneve_csum", "geneve", false, false, true, false),
+    sc("geneve_wide", "geneve", false, false, false, false),
     sc("gre", "gre", false, false, false, false),
     sc("gre_csum", "gre", false, false, true, false),
     sc("mplsogre", "gre", false, false, false, true),
@@ -143,6 +148,15 @@ impl Scenario {
                 "in_port=vm0,ip,actions=push_mpls:0x8847,set_field:200->mpls_label,output:tun0"
                     .to_owned(),
             )
+        } else if self.name == "geneve_wide" {
+            (
+                format!(
+                    "in_port=tun0,tun_id=100,tun_metadata0=0x10002,tun_metadata40={PEER_WIDE},actions=output:vm0"
+                ),
+                format!(
+                    "in_port=vm0,actions=set_field:100->tun_id,set_field:0x20001->tun_metadata0,set_field:{FP_WIDE}->tun_metadata40,output:tun0"
+                ),
+            )
         } else if self.tunnel == "geneve" {
             (
                 "in_port=tun0,tun_id=100,tun_metadata0=0x10002,actions=output:vm0".to_owned(),
@@ -155,7 +169,9 @@ impl Scenario {
                 "in_port=vm0,actions=set_field:100->tun_id,output:tun0".to_owned(),
             )
         };
-        let tlv = if self.tunnel == "geneve" {
+        let tlv = if self.name == "geneve_wide" {
+            "tlv-map = [\"{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0xffff,type=0x1,len=32}->tun_metadata40\"]\n"
+        } else if self.tunnel == "geneve" {
             "tlv-map = [\"{class=0x102,type=0x80,len=4}->tun_metadata0\"]\n"
         } else {
             ""
@@ -1383,6 +1399,7 @@ scenarios!(
     5 gre,
     6 gre_csum,
     7 mplsogre,
+    8 geneve_wide,
 );
 
 /// Every recorded scenario has its tests (a new directory cannot go untested).

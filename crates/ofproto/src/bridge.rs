@@ -311,8 +311,8 @@ pub struct Bridge {
     /// Tunnel ports' options, by OpenFlow port number. The port's `dp_port` is the datapath
     /// port shared by the tunnels of its type and UDP port (`vxlan_sys_4789`).
     pub tunnels: BTreeMap<u32, crate::tunnel::TunnelConfig>,
-    /// GENEVE options mapped to `tun_metadata0..7` (`add-tlv-map`).
-    pub tlv_map: [Option<crate::tunnel::TlvMapping>; crate::fields::N_TUN_METADATA],
+    /// GENEVE options mapped to `tun_metadata0..63` (`add-tlv-map`).
+    pub tlv_map: crate::tun_md::TunTable,
     /// Failing open: table 0 has OVS's hidden NORMAL rule above every flow
     /// ([`crate::xlate`]'s `fail_open`).
     pub fail_open: std::sync::atomic::AtomicBool,
@@ -420,7 +420,7 @@ impl Bridge {
             hwaddr: None,
             addrs: Vec::new(),
             tunnels: BTreeMap::new(),
-            tlv_map: [None; crate::fields::N_TUN_METADATA],
+            tlv_map: crate::tun_md::TunTable::default(),
             fail_open: Default::default(),
             groups: Default::default(),
             meters: Default::default(),
@@ -506,6 +506,11 @@ impl Bridge {
         // protocol either).
         if spec.match_.mask().meta.skb_priority != 0 {
             return Err("skb_priority cannot be matched in a flow table".to_owned());
+        }
+        if let Some(n) = self.unmapped_tun_md(spec) {
+            return Err(format!(
+                "NXFMFC_INVALID_TLV_FIELD: tun_metadata{n} is not mapped (add-tlv-map)"
+            ));
         }
         if let Some(g) = crate::group::missing_group(&self.groups, &spec.actions) {
             return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));

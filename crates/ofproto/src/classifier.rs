@@ -180,6 +180,8 @@ fn stage_regions() -> &'static [PipeMask; 3] {
             metadata: u64::MAX,
             conj_id: u32::MAX,
             skb_priority: u32::MAX,
+            tun_md_present: u64::MAX,
+            tun_md_tail: u32::MAX,
         };
         let mut l2 = meta.clone();
         l2.union_with(&region(L2_FIELDS));
@@ -199,6 +201,8 @@ fn hash_masked(key: &PipeKey, mask: &PipeMask) -> u64 {
         }
         h = (h ^ m.metadata).wrapping_mul(0x100_0000_01b3);
         h = (h ^ u64::from(m.conj_id)).wrapping_mul(0x100_0000_01b3);
+        h = (h ^ m.tun_md_present).wrapping_mul(0x100_0000_01b3);
+        h = (h ^ u64::from(m.tun_md_tail)).wrapping_mul(0x100_0000_01b3);
     }
     h
 }

@@ -23,34 +23,29 @@
 //! `vlan_tci == 0`, and `vlan_tci=0/0x1000` matches untagged packets, as ovs-fields(7) says.
 //!
 //! # Tunnel metadata
-//! `tun_metadata0`..`tun_metadata7` have no home in the datapath key yet (OVS maps them to GENEVE
-//! options through a TLV table). As a placeholder each gets a fixed 17-byte slot at the start of
-//! the key's GENEVE option area: a header byte then 16 value bytes, the value right-aligned (so
-//! values are limited to 16 bytes, where OVS allows 124). In a key the header is
-//! [`TUN_MD_PRESENT`] when the option is present. In a mask it is [`TUN_MD_PRESENT`] (match on
-//! presence), plus [`TUN_MD_PRESENCE_ONLY`] when the value is wildcarded entirely (the key's bits
-//! under it are always zero, so it only records how the flow was written). An exact match
-//! `tun_metadata0=0x1234` masks the value's significant bytes (`0xffff`), as OVS's dynamic
-//! allocation sizes it.
+//! `tun_metadata0`..`tun_metadata63` live where the bridge's TLV map puts them
+//! ([`crate::tun_md`]); a field no bridge maps has 16 bytes by its number, where an exact value
+//! masks its significant bytes (OVS's dynamic allocation, as `ovs-ofctl` reads a flow without
+//! a switch's table). Values are up to 124 bytes: [`Field::get`] and the
+//! other `u128` accessors see their last 16 bytes, [`crate::tun_md::value`] and
+//! [`Field::match_tun_md_bytes`] all of them. Presence is a bit of [`PipeMeta`]: `set_field`
+//! makes a field present, and a match on a field matches its presence too (`tun_metadata0`
+//! alone, a zero mask, matches only that).
 
 use std::fmt;
 
 use flow::FlowWords;
-use flow::key::{GENEVE_OPTS_OFS, VLAN_CFI};
+#[cfg(test)]
+use flow::key::GENEVE_OPTS_OFS;
+use flow::key::VLAN_CFI;
 
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 
-/// Size of one tunnel-metadata placeholder slot: header byte plus value.
-pub const TUN_METADATA_SLOT: usize = 17;
-/// Largest tunnel-metadata value the placeholder holds, in bytes.
-pub const TUN_METADATA_MAX_LEN: usize = 16;
-/// Number of tunnel-metadata fields supported (`tun_metadata0`..`tun_metadata7`).
-pub const N_TUN_METADATA: usize = 8;
-/// Tunnel-metadata header bit: the option is present (key) / presence is matched (mask).
-pub const TUN_MD_PRESENT: u8 = 0x80;
-/// Tunnel-metadata mask header bit: only presence is matched (`tun_metadata0=0/0`), as
-/// opposed to an exact zero-length value (`tun_metadata0=0`); the two print differently.
-pub const TUN_MD_PRESENCE_ONLY: u8 = 0x40;
+pub use crate::tun_md::{N_TUN_METADATA, TUN_METADATA_MAX_LEN};
+
+mod tun;
+pub use tun::set_tun_md_wide;
+use tun::{read_tun_md, write_tun_md};
 
 const VID_MASK: u128 = 0x0fff;
 const PCP_MASK: u128 = 0xe000;
@@ -78,7 +73,7 @@ pub enum Loc {
     XXReg(usize),
     /// The `metadata` field.
     Metadata,
-    /// Placeholder slot `n` for `tun_metadata<n>` (see the module documentation).
+    /// `tun_metadata<n>` (see the module documentation).
     TunMetadata(usize),
     /// The `conj_id` of [`PipeMeta`].
     ConjId,
@@ -103,7 +98,6 @@ impl Loc {
     pub fn key_words(self) -> Option<u64> {
         let (offset, len) = match self {
             Loc::Key { offset, len } => (offset, len),
-            Loc::TunMetadata(n) => (tun_md_base(n), 1 + TUN_METADATA_MAX_LEN),
             _ => return None,
         };
         let (first, last) = (offset / 8, (offset + len - 1) / 8);
@@ -318,7 +312,18 @@ macro_rules! field_ids {
 field_ids! {
     TUN_ID, TUN_SRC, TUN_DST, TUN_IPV6_SRC, TUN_IPV6_DST, TUN_GBP_ID, TUN_GBP_FLAGS, TUN_FLAGS,
     TUN_METADATA0, TUN_METADATA1, TUN_METADATA2, TUN_METADATA3, TUN_METADATA4, TUN_METADATA5,
-    TUN_METADATA6, TUN_METADATA7,
+    TUN_METADATA6, TUN_METADATA7, TUN_METADATA8, TUN_METADATA9, TUN_METADATA10, TUN_METADATA11,
+    TUN_METADATA12, TUN_METADATA13, TUN_METADATA14, TUN_METADATA15, TUN_METADATA16,
+    TUN_METADATA17, TUN_METADATA18, TUN_METADATA19, TUN_METADATA20, TUN_METADATA21,
+    TUN_METADATA22, TUN_METADATA23, TUN_METADATA24, TUN_METADATA25, TUN_METADATA26,
+    TUN_METADATA27, TUN_METADATA28, TUN_METADATA29, TUN_METADATA30, TUN_METADATA31,
+    TUN_METADATA32, TUN_METADATA33, TUN_METADATA34, TUN_METADATA35, TUN_METADATA36,
+    TUN_METADATA37, TUN_METADATA38, TUN_METADATA39, TUN_METADATA40, TUN_METADATA41,
+    TUN_METADATA42, TUN_METADATA43, TUN_METADATA44, TUN_METADATA45, TUN_METADATA46,
+    TUN_METADATA47, TUN_METADATA48, TUN_METADATA49, TUN_METADATA50, TUN_METADATA51,
+    TUN_METADATA52, TUN_METADATA53, TUN_METADATA54, TUN_METADATA55, TUN_METADATA56,
+    TUN_METADATA57, TUN_METADATA58, TUN_METADATA59, TUN_METADATA60, TUN_METADATA61,
+    TUN_METADATA62, TUN_METADATA63,
     METADATA, IN_PORT, PKT_MARK, CT_STATE, CT_ZONE, CT_MARK, CT_LABEL,
     CT_NW_PROTO, CT_NW_SRC, CT_NW_DST, CT_IPV6_SRC, CT_IPV6_DST, CT_TP_SRC, CT_TP_DST,
     DP_HASH, RECIRC_ID,
@@ -351,8 +356,8 @@ impl FieldId {
     pub fn xxreg(n: usize) -> FieldId {
         FieldId(Self::XXREG0.0 + (n % 4) as u8)
     }
-    /// `tun_metadata<n>` (`n` < 8).
-    pub fn tun_metadata(n: usize) -> FieldId {
+    /// `tun_metadata<n>` (`n` < 64).
+    pub const fn tun_metadata(n: usize) -> FieldId {
         FieldId(Self::TUN_METADATA0.0 + (n % N_TUN_METADATA) as u8)
     }
 
@@ -504,13 +509,23 @@ const fn xxreg(id: FieldId, n: usize, name: &'static str, nxm: &'static [&'stati
         .rw()
         .nxm(nxm)
 }
-const fn tun_md(id: FieldId, n: usize, name: &'static str, nxm: &'static [&'static str]) -> Field {
-    Field::key(id, name, 0, 0)
+const fn tun_md(n: usize, name: &'static str, nxm: &'static [&'static str]) -> Field {
+    Field::key(FieldId(FieldId::TUN_METADATA0.0 + n as u8), name, 0, 0)
         .at(Loc::TunMetadata(n), 128)
         .fmt(F::Hex)
         .mask()
         .rw()
         .nxm(nxm)
+}
+/// `tun_metadata<n>`'s table entry.
+macro_rules! tun_md {
+    ($n:literal) => {
+        tun_md(
+            $n,
+            concat!("tun_metadata", $n),
+            &[concat!("NXM_NX_TUN_METADATA", $n)],
+        )
+    };
 }
 
 type Id = FieldId;
@@ -560,54 +575,70 @@ static FIELDS: [Field; N_FIELDS] = [
         .mask()
         .rw()
         .nxm(&["NXM_NX_TUN_FLAGS"]),
-    tun_md(
-        Id::TUN_METADATA0,
-        0,
-        "tun_metadata0",
-        &["NXM_NX_TUN_METADATA0"],
-    ),
-    tun_md(
-        Id::TUN_METADATA1,
-        1,
-        "tun_metadata1",
-        &["NXM_NX_TUN_METADATA1"],
-    ),
-    tun_md(
-        Id::TUN_METADATA2,
-        2,
-        "tun_metadata2",
-        &["NXM_NX_TUN_METADATA2"],
-    ),
-    tun_md(
-        Id::TUN_METADATA3,
-        3,
-        "tun_metadata3",
-        &["NXM_NX_TUN_METADATA3"],
-    ),
-    tun_md(
-        Id::TUN_METADATA4,
-        4,
-        "tun_metadata4",
-        &["NXM_NX_TUN_METADATA4"],
-    ),
-    tun_md(
-        Id::TUN_METADATA5,
-        5,
-        "tun_metadata5",
-        &["NXM_NX_TUN_METADATA5"],
-    ),
-    tun_md(
-        Id::TUN_METADATA6,
-        6,
-        "tun_metadata6",
-        &["NXM_NX_TUN_METADATA6"],
-    ),
-    tun_md(
-        Id::TUN_METADATA7,
-        7,
-        "tun_metadata7",
-        &["NXM_NX_TUN_METADATA7"],
-    ),
+    tun_md!(0),
+    tun_md!(1),
+    tun_md!(2),
+    tun_md!(3),
+    tun_md!(4),
+    tun_md!(5),
+    tun_md!(6),
+    tun_md!(7),
+    tun_md!(8),
+    tun_md!(9),
+    tun_md!(10),
+    tun_md!(11),
+    tun_md!(12),
+    tun_md!(13),
+    tun_md!(14),
+    tun_md!(15),
+    tun_md!(16),
+    tun_md!(17),
+    tun_md!(18),
+    tun_md!(19),
+    tun_md!(20),
+    tun_md!(21),
+    tun_md!(22),
+    tun_md!(23),
+    tun_md!(24),
+    tun_md!(25),
+    tun_md!(26),
+    tun_md!(27),
+    tun_md!(28),
+    tun_md!(29),
+    tun_md!(30),
+    tun_md!(31),
+    tun_md!(32),
+    tun_md!(33),
+    tun_md!(34),
+    tun_md!(35),
+    tun_md!(36),
+    tun_md!(37),
+    tun_md!(38),
+    tun_md!(39),
+    tun_md!(40),
+    tun_md!(41),
+    tun_md!(42),
+    tun_md!(43),
+    tun_md!(44),
+    tun_md!(45),
+    tun_md!(46),
+    tun_md!(47),
+    tun_md!(48),
+    tun_md!(49),
+    tun_md!(50),
+    tun_md!(51),
+    tun_md!(52),
+    tun_md!(53),
+    tun_md!(54),
+    tun_md!(55),
+    tun_md!(56),
+    tun_md!(57),
+    tun_md!(58),
+    tun_md!(59),
+    tun_md!(60),
+    tun_md!(61),
+    tun_md!(62),
+    tun_md!(63),
     // Pipeline and connection metadata.
     Field::key(Id::METADATA, "metadata", 0, 0)
         .at(Loc::Metadata, 64)
@@ -1001,10 +1032,6 @@ fn write_bytes(dp: &mut FlowWords, offset: usize, len: usize, v: u128) {
     dp.set_bytes_at(offset, &b[16 - len..]);
 }
 
-fn tun_md_base(n: usize) -> usize {
-    GENEVE_OPTS_OFS + n * TUN_METADATA_SLOT
-}
-
 /// Reads a location's storage from a key or mask.
 pub fn read_storage(dp: &FlowWords, meta: &PipeMeta, loc: Loc) -> u128 {
     match loc {
@@ -1015,7 +1042,7 @@ pub fn read_storage(dp: &FlowWords, meta: &PipeMeta, loc: Loc) -> u128 {
         Loc::Metadata => u128::from(meta.metadata),
         Loc::ConjId => u128::from(meta.conj_id),
         Loc::SkbPriority => u128::from(meta.skb_priority),
-        Loc::TunMetadata(n) => read_bytes(dp, tun_md_base(n) + 1, TUN_METADATA_MAX_LEN),
+        Loc::TunMetadata(n) => read_tun_md(dp, meta, n),
     }
 }
 
@@ -1029,17 +1056,8 @@ pub fn write_storage(dp: &mut FlowWords, meta: &mut PipeMeta, loc: Loc, v: u128)
         Loc::Metadata => meta.metadata = v as u64,
         Loc::ConjId => meta.conj_id = v as u32,
         Loc::SkbPriority => meta.skb_priority = v as u32,
-        Loc::TunMetadata(n) => write_bytes(dp, tun_md_base(n) + 1, TUN_METADATA_MAX_LEN, v),
+        Loc::TunMetadata(n) => write_tun_md(dp, meta, n, v),
     }
-}
-
-/// The header byte of tunnel-metadata slot `n` (see the module documentation).
-pub fn tun_md_header(dp: &FlowWords, n: usize) -> u8 {
-    read_bytes(dp, tun_md_base(n), 1) as u8
-}
-
-fn set_tun_md_header(dp: &mut FlowWords, n: usize, h: u8) {
-    write_bytes(dp, tun_md_base(n), 1, u128::from(h));
 }
 
 /// Why a field could not be added to a match.
@@ -1051,6 +1069,8 @@ pub enum MatchError {
     SetTwice,
     #[error("value has 1-bits outside the mask")]
     OutsideMask,
+    #[error("value is longer than the field")]
+    TooLong,
 }
 
 /// Number of significant bytes of `v` (0 for zero).
@@ -1092,7 +1112,7 @@ impl Field {
     /// Whether `mask` selects any bit of the field's storage an exact match would select.
     pub fn is_matched(&self, mask: &PipeMask) -> bool {
         if let Loc::TunMetadata(n) = self.loc {
-            return tun_md_header(&mask.dp, n) & TUN_MD_PRESENT != 0;
+            return crate::tun_md::present(&mask.meta, n);
         }
         self.storage(&mask.dp, &mask.meta) & self.exact_mask != 0
     }
@@ -1121,7 +1141,7 @@ impl Field {
             }
             _ => {
                 if let Loc::TunMetadata(n) = self.loc {
-                    set_tun_md_header(dp, n, TUN_MD_PRESENT);
+                    set_tun_md_wide(dp, meta, n, &[]);
                 }
                 self.put(dp, meta, v << self.shift, self.smask)
             }
@@ -1131,6 +1151,13 @@ impl Field {
     /// Sets the bits of the field selected by `m` to those of `v` (OVS's
     /// `mf_set_flow_value_masked()`).
     pub fn set_masked(&self, key: &mut PipeKey, v: u128, m: u128) {
+        if let Loc::TunMetadata(n) = self.loc {
+            if m == self.value_mask() {
+                return self.set(key, v);
+            }
+            crate::tun_md::set_present(&mut key.meta, n);
+            return self.put(&mut key.dp.0, &mut key.meta, v & m, m);
+        }
         let cur = self.get(key);
         self.set(key, (cur & !m) | (v & m));
     }
@@ -1139,8 +1166,13 @@ impl Field {
     /// "consulted" bits).
     pub fn unwildcard(&self, mask: &mut PipeMask) {
         if let Loc::TunMetadata(n) = self.loc {
-            let h = tun_md_header(&mask.dp, n);
-            set_tun_md_header(&mut mask.dp, n, h | TUN_MD_PRESENT);
+            crate::tun_md::set_present(&mut mask.meta, n);
+            return set_tun_md_wide(
+                &mut mask.dp,
+                &mut mask.meta,
+                n,
+                &[0xff; TUN_METADATA_MAX_LEN],
+            );
         }
         self.put(
             &mut mask.dp,
@@ -1264,43 +1296,6 @@ impl Field {
         let m = m & (CFI | VID_MASK);
         self.put(&mut key.dp.0, &mut key.meta, v & m, CFI | VID_MASK);
         self.put(&mut mask.dp.0, &mut mask.meta, m, CFI | VID_MASK);
-    }
-
-    /// OVS's `tun_metadata_set_match()` with dynamic allocation: an exact value masks its
-    /// significant bytes. Values with 1-bits outside the mask are refused (OVS masks them, but
-    /// then prints a different flow than it was given).
-    fn match_tun_md(
-        &self,
-        key: &mut PipeKey,
-        mask: &mut PipeMask,
-        v: u128,
-        m: Option<u128>,
-    ) -> Result<(), MatchError> {
-        let Loc::TunMetadata(n) = self.loc else {
-            return Ok(());
-        };
-        if tun_md_header(&mask.dp, n) & TUN_MD_PRESENT != 0 {
-            return Err(MatchError::SetTwice);
-        }
-        let mv = match m {
-            Some(m) if m != u128::MAX => {
-                if v & !m != 0 {
-                    return Err(MatchError::OutsideMask);
-                }
-                m
-            }
-            _ => ones(8 * sig_bytes(v) as u32),
-        };
-        write_storage(&mut key.dp.0, &mut key.meta, self.loc, v & mv);
-        set_tun_md_header(&mut key.dp, n, TUN_MD_PRESENT);
-        write_storage(&mut mask.dp.0, &mut mask.meta, self.loc, mv);
-        let any = if m == Some(0) {
-            TUN_MD_PRESENCE_ONLY
-        } else {
-            0
-        };
-        set_tun_md_header(&mut mask.dp, n, TUN_MD_PRESENT | any);
-        Ok(())
     }
 
     /// The prerequisite a match on the field needs. OVS matches `tp_src`/`tp_dst` (its names
@@ -1491,8 +1486,6 @@ mod tests {
         nxm.sort_unstable();
         nxm.dedup();
         assert_eq!(nxm.len(), n);
-        // The placeholder slots fit the GENEVE option area.
-        assert!(tun_md_base(N_TUN_METADATA) <= flow::key::KEY_BYTES);
     }
 
     #[test]
@@ -1661,25 +1654,57 @@ mod tests {
     }
 
     #[test]
-    fn tunnel_metadata_placeholder() {
-        let m = matched(FieldId::tun_metadata(1), 0x1200, 0xff00);
+    fn tunnel_metadata_through_the_tlv_map() {
+        let _g = crate::tun_md::test_serial();
         let f = FieldId::tun_metadata(1).field();
+        // Unmapped: an exact value masks its significant bytes.
+        let m = matched(FieldId::tun_metadata(1), 0x1234, u128::MAX);
+        assert_eq!(f.get_mask(m.mask()), 0xffff);
+        let mut t = crate::tun_md::TunTable::default();
+        let m = |class, len| crate::tunnel::TlvMapping {
+            class,
+            kind: 0,
+            len,
+        };
+        t.add(&[(1, m(1, 4)), (40, m(2, 32))]).unwrap();
+        let m = matched(FieldId::tun_metadata(1), 0x1200, 0xff00);
         assert_eq!(f.get(m.key()), 0x1200);
         assert_eq!(f.get_mask(m.mask()), 0xff00);
-        assert_eq!(tun_md_header(&m.mask().dp, 1), TUN_MD_PRESENT);
+        assert!(f.is_matched(m.mask()));
         let exact = matched(FieldId::tun_metadata(1), 0x1234, u128::MAX);
-        assert_eq!(f.get_mask(exact.mask()), 0xffff);
+        assert_eq!(f.get_mask(exact.mask()), 0xffff_ffff);
         let any = matched(FieldId::tun_metadata(1), 0, 0);
+        assert!(f.is_matched(any.mask()));
+        assert_eq!(f.get_mask(any.mask()), 0);
+        let (mut k, mut mask) = (PipeKey::new(), PipeMask::new());
         assert_eq!(
-            tun_md_header(&any.mask().dp, 1),
-            TUN_MD_PRESENT | TUN_MD_PRESENCE_ONLY
+            f.match_set(&mut k, &mut mask, 0x1_0000_0000, u128::MAX),
+            Err(MatchError::TooLong)
         );
+        // A value longer than 16 bytes, and its last 16 through the u128 accessors.
+        let wide = FieldId::tun_metadata(40).field();
+        let v: Vec<u8> = (1..=32).collect();
+        let (mut k, mut mask) = (PipeKey::new(), PipeMask::new());
+        wide.match_tun_md_bytes(&mut k, &mut mask, &v, None)
+            .unwrap();
+        let wm = PipeMatch::new(&k, &mask);
+        let (got, len) = crate::tun_md::value(&wm.key().dp, &wm.key().meta, 40);
+        assert_eq!(&got[..len], &v[..]);
+        assert_eq!(
+            wide.get(wm.key()),
+            u128::from_be_bytes(v[16..].try_into().unwrap())
+        );
+        let mut key = PipeKey::new();
+        set_tun_md_wide(&mut key.dp.0, &mut key.meta, 40, &v);
+        assert!(wm.matches(&key));
+        wide.set_masked(&mut key, 0, 0xff);
+        assert!(!wm.matches(&key));
         let (mut k, mut mask) = (PipeKey::new(), PipeMask::new());
         assert_eq!(
             f.match_set(&mut k, &mut mask, 0x1234, 0xff00),
             Err(MatchError::OutsideMask)
         );
-        assert_eq!(tun_md_header(&m.key().dp, 1), TUN_MD_PRESENT);
+        assert!(crate::tun_md::present(&m.key().meta, 1));
         let mut key = PipeKey::new();
         f.set(&mut key, 0x12ff);
         assert!(m.matches(&key));

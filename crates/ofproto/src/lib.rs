@@ -32,5 +32,6 @@ pub mod port_config;
 pub mod recirc;
 pub mod syntax;
 pub mod table_config;
+pub mod tun_md;
 pub mod tunnel;
 pub mod xlate;

@@ -29,6 +29,8 @@ mod flow_dump;
 mod group;
 mod learn;
 mod meter;
+mod tlv;
+pub use tlv::TlvModError;
 mod mirror;
 mod tunnel_neigh;
 pub use bond::LearningPackets;
@@ -323,75 +325,6 @@ impl Ofproto {
             .ok_or_else(|| format!("no bridge named {bridge}"))?;
         b.datapath_id = id;
         Ok(())
-    }
-
-    /// `add-tlv-map BRIDGE MAP`.
-    pub fn add_tlv_map(&self, bridge: &str, text: &str) -> Result<(), String> {
-        let maps = crate::tunnel::parse_tlv_map(text)?;
-        let mut p = self.write();
-        let b = p
-            .bridge_mut(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        for (slot, m) in &maps {
-            if let Some(old) = b.tlv_map[*slot] {
-                return Err(format!(
-                    "tun_metadata{slot} is already mapped to class={:#x},type={:#x}",
-                    old.class, old.kind
-                ));
-            }
-            if b.tlv_map
-                .iter()
-                .flatten()
-                .any(|o| o.class == m.class && o.kind == m.kind)
-            {
-                return Err(format!(
-                    "class={:#x},type={:#x} is already mapped",
-                    m.class, m.kind
-                ));
-            }
-        }
-        for (slot, m) in maps {
-            b.tlv_map[slot] = Some(m);
-        }
-        drop(p);
-        self.changed();
-        Ok(())
-    }
-
-    /// `del-tlv-map BRIDGE`: removes every mapping.
-    pub fn del_tlv_map(&self, bridge: &str) -> Result<(), String> {
-        let mut p = self.write();
-        let b = p
-            .bridge_mut(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        b.tlv_map = [None; crate::fields::N_TUN_METADATA];
-        drop(p);
-        self.changed();
-        Ok(())
-    }
-
-    /// `dump-tlv-map BRIDGE` in `ovs-ofctl`'s layout.
-    pub fn dump_tlv_map(&self, bridge: &str) -> Result<String, String> {
-        let p = self.read();
-        let b = p
-            .bridge(bridge)
-            .ok_or_else(|| format!("no bridge named {bridge}"))?;
-        let used: usize = b.tlv_map.iter().flatten().map(|m| usize::from(m.len)).sum();
-        let mut out = format!(
-            "NXT_TLV_TABLE_REPLY (xid=0x4):\n max option space=256 max fields=64\n allocated \
-             option space={used}\n\n mapping table:\n class\ttype\tlength\tmatch field\n \
-             -----\t----\t------\t-----------\n"
-        );
-        for (n, m) in b.tlv_map.iter().enumerate() {
-            if let Some(m) = m {
-                let _ = writeln!(
-                    out,
-                    " {:#x}\t{:#x}\t{}\ttun_metadata{n}",
-                    m.class, m.kind, m.len
-                );
-            }
-        }
-        Ok(out)
     }
 
     /// `tnl/route/add PREFIX BRIDGE [GW]`.
@@ -908,7 +841,7 @@ impl Ofproto {
         let mut x = trace_pass(
             &p,
             &key,
-            start,
+            (start, Some(bi)),
             ofport,
             PipeMeta {
                 skb_priority,
@@ -962,7 +895,7 @@ impl Ofproto {
             }
             let _ = writeln!(t, "{}\n", "=".repeat(79));
             let ofport = p.recirc.get(f.recirc_id).map_or(ofport, |st| st.in_port);
-            let mut x = trace_pass(&p, &k, None, ofport, f.meta, generate, &mut t);
+            let mut x = trace_pass(&p, &k, (None, None), ofport, f.meta, generate, &mut t);
             changed |= !x.learned.is_empty() || x.neigh_learned;
             if generate {
                 lessons.push(learn::Lessons::of(&x, k.tcp_flags()));
@@ -1002,11 +935,11 @@ const ODPP_NONE: u32 = u32::MAX;
 /// One pass of `ofproto/trace`: the `Flow:` line, the tables, `Final flow:`, `Megaflow:` and
 /// `Datapath actions:`, as OVS's `ofproto_trace__()` prints them. `key` is the datapath key,
 /// shown with OpenFlow port `ofport` and the registers `meta` the pass starts with; `start` as
-/// [`translate_in`]'s.
+/// [`translate_in`]'s, with the bridge the flow names (whose TLV map reads its options).
 fn trace_pass(
     p: &Pipeline,
     key: &FlowKey,
-    start: Option<(usize, u32)>,
+    (start, bridge): (Option<(usize, u32)>, Option<usize>),
     ofport: u32,
     meta: PipeMeta,
     generate: bool,
@@ -1023,6 +956,13 @@ fn trace_pass(
         crate::xlate::translate_with_priority(p, key, start, meta.skb_priority, generate, Some(t));
     let mut final_line = String::new();
     format_flow(&mut final_line, &x.final_flow);
+    // The options as the tables saw them, to compare with what they left.
+    if let Some(bi) = bridge
+        && key.tun_geneve_len() > 0
+    {
+        let table = &p.bridges[bi].tlv_map;
+        let _ = crate::xlate::geneve_to_fields(table, &mut shown.dp, &mut shown.meta);
+    }
     if x.final_flow.dp == shown.dp && x.final_flow.meta == shown.meta && x.actset_output.is_none() {
         t.push_str("\nFinal flow: unchanged\n");
     } else {
@@ -1273,6 +1213,10 @@ fn trace_br_flow(p: &Pipeline, pos: &[&str], text: &str) -> Result<TraceStart, S
         _ => spec.match_.key().dp.in_port(),
     };
     let mut key = spec.match_.key().dp.clone();
+    // Tunnel metadata enters as the datapath has it: raw options, through the bridge's map.
+    let opts = crate::tun_md::to_geneve(&b.tlv_map, &key, &spec.match_.key().meta);
+    crate::tun_md::clear_all(&mut key, &mut PipeMeta::default());
+    key.set_tun_geneve_opts(&opts);
     key.set_in_port(
         b.ports
             .get(&ofport)
@@ -1308,6 +1252,8 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
     if mask.meta.skb_priority != 0 {
         mask.meta.skb_priority = u32::MAX;
     }
+    // Tunnel metadata shows with a tunnel only (OVS's flow_wildcards_init_for_packet()).
+    (mask.meta.tun_md_present, mask.meta.tun_md_tail) = (0, 0);
     let k = &key.dp;
     // Context fields show when not zero (OVS's flow_format()); a later pass also shows its
     // packet type, as OVS's megaflow-style flows do.
@@ -1389,6 +1335,15 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
             d.set_mpls_lse0(u32::MAX);
         }
         _ => {}
+    }
+    if !k.tun_ipv4_dst().is_unspecified() || !k.tun_ipv6_dst().is_unspecified() {
+        for n in 0..crate::fields::N_TUN_METADATA {
+            if crate::tun_md::present(&key.meta, n) {
+                crate::fields::FieldId::tun_metadata(n)
+                    .field()
+                    .unwildcard(&mut mask);
+            }
+        }
     }
     let m = PipeMatch::new(key, &mask);
     let mut s = String::new();

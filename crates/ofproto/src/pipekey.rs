@@ -30,6 +30,12 @@ pub struct PipeMeta {
     /// `enqueue`, `pop_queue` change it). OVS keeps it in `struct flow`; OpenFlow cannot
     /// match it (it has no NXM or OXM code), but `ofproto/trace` and megaflows show it.
     pub skb_priority: u32,
+    /// Which `tun_metadata<n>` fields are present (bit `n`); in a mask, whose presence is
+    /// matched (see [`crate::tun_md`]).
+    pub tun_md_present: u64,
+    /// The last 4 bytes of the 256-byte tunnel-metadata option space, which the key's GENEVE
+    /// area (252 bytes) lacks.
+    pub tun_md_tail: u32,
 }
 
 impl PipeMeta {
@@ -74,6 +80,8 @@ impl PipeMeta {
         self.metadata == 0
             && self.conj_id == 0
             && self.skb_priority == 0
+            && self.tun_md_present == 0
+            && self.tun_md_tail == 0
             && self.regs.iter().all(|&r| r == 0)
     }
 
@@ -86,6 +94,8 @@ impl PipeMeta {
         out.metadata &= other.metadata;
         out.conj_id &= other.conj_id;
         out.skb_priority &= other.skb_priority;
+        out.tun_md_present &= other.tun_md_present;
+        out.tun_md_tail &= other.tun_md_tail;
         out
     }
 
@@ -98,6 +108,8 @@ impl PipeMeta {
         out.metadata |= other.metadata;
         out.conj_id |= other.conj_id;
         out.skb_priority |= other.skb_priority;
+        out.tun_md_present |= other.tun_md_present;
+        out.tun_md_tail |= other.tun_md_tail;
         out
     }
 }

@@ -471,7 +471,7 @@ impl TunnelConfig {
 pub struct TlvMapping {
     pub class: u16,
     pub kind: u8,
-    /// Value length in bytes (a multiple of 4, at most 16 here).
+    /// Value length in bytes (a multiple of 4, at most 124).
     pub len: u8,
 }
 
@@ -1063,7 +1063,9 @@ mod tests {
         .unwrap();
         assert_eq!(two.len(), 2);
         assert!(parse_tlv_map("{class=1,type=2,len=5}->tun_metadata0").is_err());
-        assert!(parse_tlv_map("{class=1,type=2,len=4}->tun_metadata8").is_err());
+        assert!(parse_tlv_map("{class=1,type=2,len=4}->tun_metadata64").is_err());
+        assert!(parse_tlv_map("{class=1,type=2,len=124}->tun_metadata63").is_ok());
+        assert!(parse_tlv_map("{class=1,type=2,len=128}->tun_metadata0").is_err());
         assert!(parse_tlv_map("{class=1,len=4}->tun_metadata0").is_err());
         assert!(parse_tlv_map("class=1").is_err());
     }

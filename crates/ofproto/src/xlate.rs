@@ -27,7 +27,6 @@ use std::net::IpAddr;
 use crate::bridge::Bridge;
 use crate::classifier::RuleId;
 use crate::fields::{Field, FieldId, Prereq};
-use crate::fields::{N_TUN_METADATA, TUN_MD_PRESENT, TUN_METADATA_MAX_LEN, TUN_METADATA_SLOT};
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 use crate::port_config::{PC_NO_FLOOD, PC_NO_FWD, PC_NO_PACKET_IN, PC_NO_RECV, PC_NO_RECV_STP};
 use crate::recirc::{FrozenAction, FrozenState, RecircIds};
@@ -36,7 +35,8 @@ use crate::syntax::{
     OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OFPP_TABLE, OfAction, format_actions, format_match,
 };
 use crate::table_config::TableMiss;
-use crate::tunnel::{FlowOr, Inherit, PtMode, TlvMapping, TunnelConfig, TunnelType, Underlay};
+use crate::tun_md::TunTable;
+use crate::tunnel::{FlowOr, Inherit, PtMode, TunnelConfig, TunnelType, Underlay};
 
 mod action_set;
 mod bfd;
@@ -67,7 +67,8 @@ use ct::{clear_conntrack, tuple_swap};
 pub use learn::{FinTimeout, LearnedFlow};
 pub(crate) use mirror::credit_mirrors;
 use trace::{NodeKind, Trace, strip_priority};
-use tunnel::{geneve_mask, geneve_to_slots, tunnel_ecn, tunnel_endpoints, tunnel_wc};
+pub(crate) use tunnel::geneve_to_fields;
+use tunnel::{geneve_mask, tunnel_ecn, tunnel_endpoints, tunnel_wc};
 
 /// Deepest nesting of resubmits and patch ports (OVS's `MAX_DEPTH`).
 pub const MAX_DEPTH: usize = 64;
@@ -464,16 +465,20 @@ pub fn translate_with_priority(
         if !tunnel_ecn(&mut flow.dp, &mut wc) {
             return dropped(wc, None, Some(XlateDrop::Congestion), trace);
         }
-        if key.tun_geneve_len() > 0
-            && let Err(e) = geneve_to_slots(&pipe.bridges[bridge].tlv_map, &mut flow.dp)
-        {
-            return dropped(
-                wc,
-                Some(format!("Invalid Geneve tunnel metadata: {e}")),
-                Some(XlateDrop::InvalidTunnelMetadata),
-                trace,
-            );
-        }
+    }
+    // Options arrive from a tunnel port (or, in `ofproto/trace`, with the flow); a later pass
+    // has the fields as the frozen state kept them.
+    if frozen.is_none()
+        && key.tun_geneve_len() > 0
+        && let Err(e) =
+            geneve_to_fields(&pipe.bridges[bridge].tlv_map, &mut flow.dp, &mut flow.meta)
+    {
+        return dropped(
+            wc,
+            Some(format!("Invalid Geneve tunnel metadata: {e}")),
+            Some(XlateDrop::InvalidTunnelMetadata),
+            trace,
+        );
     }
     let conntracked = match &frozen {
         Some(st) => st.conntracked,
@@ -982,6 +987,17 @@ impl Ctx<'_> {
                 OfAction::SetField {
                     field, value, mask, ..
                 } => self.set_field(*field, *value, *mask),
+                OfAction::SetTunMetadata { field, value } => {
+                    if let crate::fields::Loc::TunMetadata(n) = field.field().loc {
+                        field.field().unwildcard(&mut self.wc);
+                        crate::fields::set_tun_md_wide(
+                            &mut self.flow.dp.0,
+                            &mut self.flow.meta,
+                            n,
+                            value,
+                        );
+                    }
+                }
                 OfAction::RegMove { src, dst } => {
                     src.unwildcard(&mut self.wc);
                     dst.unwildcard(&mut self.wc);

@@ -400,14 +400,15 @@ fn a_gratuitous_arp_teaches_the_neighbour_its_new_address() {
 
 #[test]
 fn geneve_options_match_through_the_tlv_map_and_unknown_critical_ones_drop() {
-    let of = switch(
-        TunnelType::Geneve,
-        &[("key", "flow")],
-        "in_port=tnl0,tun_id=3,tun_metadata0=0x30002 actions=output:vm0\n\
-         in_port=vm0 actions=set_field:3->tun_id,set_field:0x30002->tun_metadata0,output:tnl0",
-    );
+    let of = switch(TunnelType::Geneve, &[("key", "flow")], "");
+    let flows = "in_port=tnl0,tun_id=3,tun_metadata0=0x30002 actions=output:vm0\n\
+         in_port=vm0 actions=set_field:3->tun_id,set_field:0x30002->tun_metadata0,output:tnl0";
+    // A flow on a field the bridge does not map is refused, as OVS refuses it.
+    let e = of.add_flows("br-int", flows).unwrap_err();
+    assert!(e.contains("INVALID_TLV_FIELD"), "{e}");
     of.add_tlv_map("br-int", "{class=0x102,type=0x80,len=4}->tun_metadata0")
         .unwrap();
+    of.add_flows("br-int", flows).unwrap();
     assert!(
         of.dump_tlv_map("br-int")
             .unwrap()
@@ -453,6 +454,92 @@ fn geneve_options_match_through_the_tlv_map_and_unknown_critical_ones_drop() {
     assert_eq!(options, &[0x01, 0x02, 0x80, 0x01, 0, 3, 0, 2]);
     assert!(*crit);
     assert_eq!(t.header.size, 50 + 8);
+}
+
+/// A field above `tun_metadata7` with an option longer than 16 bytes: matched on
+/// decapsulation and sent on encapsulation whole, beside a short one.
+#[test]
+fn a_wide_option_above_tun_metadata7_crosses_geneve_whole() {
+    const V20: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
+    let of = switch(TunnelType::Geneve, &[("key", "flow")], "");
+    of.add_tlv_map(
+        "br-int",
+        "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0x103,type=1,len=20}->tun_metadata40",
+    )
+    .unwrap();
+    of.add_flows(
+        "br-int",
+        &format!(
+            "in_port=tnl0,tun_metadata40={V20} actions=output:vm1\n\
+             in_port=vm0 actions=set_field:3->tun_id,set_field:0x30002->tun_metadata0,\
+             set_field:{V20}->tun_metadata40,output:tnl0"
+        ),
+    )
+    .unwrap();
+    let dump = of.dump_flows("br-int", None).unwrap();
+    assert!(
+        dump.contains("tun_metadata40=0x102030405060708090a0b0c0d0e0f1011121314"),
+        "{dump}"
+    );
+    assert!(dump.contains("set_field:0x102030405060708090a0b0c0d0e0f1011121314->tun_metadata40"));
+    let inner = INNER.replace("dst=192.168.2.16", "dst=192.168.1.16");
+    let opts = |last: &str| {
+        key(&format!(
+            "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({{class=0x102,type=0x80,len=4,0x30002}}\
+             {{class=0x103,type=0x1,len=20,0x0102030405060708090a0b0c0d0e0f10111213{last}}}),\
+             flags(-df+csum+key)),{inner}"
+        ))
+    };
+    let x = xlate(&of, &opts("14"));
+    assert_eq!(acts(&x), "3", "{:?}", x.error);
+    assert!(xlate(&of, &opts("15")).actions.is_empty());
+    of.neigh_set("br-phy", "10.1.2.9", PEER_MAC).unwrap();
+    let x = xlate(&of, &key(PLAIN_VM));
+    let [Action::TnlPush(t), Action::Output(P0)] = x.actions.as_slice() else {
+        panic!("{}", acts(&x));
+    };
+    let TnlL4::Geneve { options, .. } = &t.header.l4 else {
+        panic!()
+    };
+    let mut want = vec![0x01, 0x02, 0x80, 0x01, 0, 3, 0, 2, 0x01, 0x03, 0x01, 0x05];
+    want.extend(1..=20u8);
+    assert_eq!(options, &want);
+    assert_eq!(t.header.size, 50 + 8 + 24);
+}
+
+/// After a recirculation the tables see the options as the first pass had them (the frozen
+/// fields), not the raw options the datapath key still carries read again.
+#[test]
+fn tunnel_metadata_survives_a_recirculation() {
+    const V20: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
+    let of = switch(TunnelType::Geneve, &[("key", "flow")], "");
+    of.add_tlv_map(
+        "br-int",
+        "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0x103,type=1,len=20}->tun_metadata40",
+    )
+    .unwrap();
+    of.add_flows(
+        "br-int",
+        &format!(
+            "in_port=tnl0,ip,tun_metadata40={V20} actions=ct(table=1)\n\
+             table=1,tun_metadata0=0x30002,tun_metadata40={V20} actions=output:vm1"
+        ),
+    )
+    .unwrap();
+    let inner = INNER.replace("dst=192.168.2.16", "dst=192.168.1.16");
+    let mut k = key(&format!(
+        "tunnel(tun_id=0x3,src=10.1.2.9,dst=10.1.2.8,geneve({{class=0x102,type=0x80,len=4,0x30002}}\
+         {{class=0x103,type=0x1,len=20,0x0102030405060708090a0b0c0d0e0f1011121314}}),\
+         flags(-df+csum+key)),{inner}"
+    ));
+    let x = xlate(&of, &k);
+    let Some(&Action::Recirc(id)) = x.actions.last() else {
+        panic!("{} {:?}", acts(&x), x.error);
+    };
+    use flow::key::ct_state::{NEW, TRK};
+    k.set_recirc_id(id).set_ct_state(TRK | NEW);
+    let x = xlate(&of, &k);
+    assert_eq!(acts(&x), "3", "{:?}", x.error);
 }
 
 /// `push_mpls` on an IP packet makes the label stack entry as OVS does (checked against

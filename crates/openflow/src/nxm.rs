@@ -19,11 +19,11 @@
 //! (`OFPBMC_BAD_VALUE`), prerequisites (`OFPBMC_BAD_PREREQ`) and repeats (`OFPBMC_DUP_FIELD`).
 //!
 //! Tunnel metadata has no fixed width: a bridge's TLV map gives it ([`TlvLens`]); without one
-//! it travels as wide as its value or mask needs, and a header naming it without a value (in
-//! `move`, `output_reg`, `ct`'s zone) carries OVS's 124 bytes.
+//! it travels as wide as its mask needs, and a header naming it without a value (in `move`,
+//! `output_reg`, `ct`'s zone) carries OVS's 124 bytes.
 //!
 //! Fields OVS knows that the pipeline does not model yet (`dp_hash`,
-//! `actset_output`, `tun_metadata8`..`63`, `xxreg4`..`7`, the ERSPAN, GTP-U and NSH fields) are
+//! `actset_output`, `xxreg4`..`7`, the ERSPAN, GTP-U and NSH fields) are
 //! refused as unknown (`OFPBMC_BAD_FIELD`). `packet_type` is accepted when it says Ethernet,
 //! the only packets the pipeline matches, and written, as OVS writes it, when a match says
 //! Ethernet only through fields it cannot write.
@@ -243,14 +243,70 @@ pub static FIELD_HEADERS: &[FieldHeader] = &[
     h(F::TUN_GBP_ID, NX1, 38, 2, 0),
     h(F::TUN_GBP_FLAGS, NX1, 39, 1, 0),
     h(F::TUN_FLAGS, NX1, 104, 2, 0),
-    h(F::TUN_METADATA0, NX1, 40, 0, 0),
-    h(F::TUN_METADATA1, NX1, 41, 0, 0),
-    h(F::TUN_METADATA2, NX1, 42, 0, 0),
-    h(F::TUN_METADATA3, NX1, 43, 0, 0),
-    h(F::TUN_METADATA4, NX1, 44, 0, 0),
-    h(F::TUN_METADATA5, NX1, 45, 0, 0),
-    h(F::TUN_METADATA6, NX1, 46, 0, 0),
-    h(F::TUN_METADATA7, NX1, 47, 0, 0),
+    h(FieldId::tun_metadata(0), NX1, 40, 0, 0),
+    h(FieldId::tun_metadata(1), NX1, 41, 0, 0),
+    h(FieldId::tun_metadata(2), NX1, 42, 0, 0),
+    h(FieldId::tun_metadata(3), NX1, 43, 0, 0),
+    h(FieldId::tun_metadata(4), NX1, 44, 0, 0),
+    h(FieldId::tun_metadata(5), NX1, 45, 0, 0),
+    h(FieldId::tun_metadata(6), NX1, 46, 0, 0),
+    h(FieldId::tun_metadata(7), NX1, 47, 0, 0),
+    h(FieldId::tun_metadata(8), NX1, 48, 0, 0),
+    h(FieldId::tun_metadata(9), NX1, 49, 0, 0),
+    h(FieldId::tun_metadata(10), NX1, 50, 0, 0),
+    h(FieldId::tun_metadata(11), NX1, 51, 0, 0),
+    h(FieldId::tun_metadata(12), NX1, 52, 0, 0),
+    h(FieldId::tun_metadata(13), NX1, 53, 0, 0),
+    h(FieldId::tun_metadata(14), NX1, 54, 0, 0),
+    h(FieldId::tun_metadata(15), NX1, 55, 0, 0),
+    h(FieldId::tun_metadata(16), NX1, 56, 0, 0),
+    h(FieldId::tun_metadata(17), NX1, 57, 0, 0),
+    h(FieldId::tun_metadata(18), NX1, 58, 0, 0),
+    h(FieldId::tun_metadata(19), NX1, 59, 0, 0),
+    h(FieldId::tun_metadata(20), NX1, 60, 0, 0),
+    h(FieldId::tun_metadata(21), NX1, 61, 0, 0),
+    h(FieldId::tun_metadata(22), NX1, 62, 0, 0),
+    h(FieldId::tun_metadata(23), NX1, 63, 0, 0),
+    h(FieldId::tun_metadata(24), NX1, 64, 0, 0),
+    h(FieldId::tun_metadata(25), NX1, 65, 0, 0),
+    h(FieldId::tun_metadata(26), NX1, 66, 0, 0),
+    h(FieldId::tun_metadata(27), NX1, 67, 0, 0),
+    h(FieldId::tun_metadata(28), NX1, 68, 0, 0),
+    h(FieldId::tun_metadata(29), NX1, 69, 0, 0),
+    h(FieldId::tun_metadata(30), NX1, 70, 0, 0),
+    h(FieldId::tun_metadata(31), NX1, 71, 0, 0),
+    h(FieldId::tun_metadata(32), NX1, 72, 0, 0),
+    h(FieldId::tun_metadata(33), NX1, 73, 0, 0),
+    h(FieldId::tun_metadata(34), NX1, 74, 0, 0),
+    h(FieldId::tun_metadata(35), NX1, 75, 0, 0),
+    h(FieldId::tun_metadata(36), NX1, 76, 0, 0),
+    h(FieldId::tun_metadata(37), NX1, 77, 0, 0),
+    h(FieldId::tun_metadata(38), NX1, 78, 0, 0),
+    h(FieldId::tun_metadata(39), NX1, 79, 0, 0),
+    h(FieldId::tun_metadata(40), NX1, 80, 0, 0),
+    h(FieldId::tun_metadata(41), NX1, 81, 0, 0),
+    h(FieldId::tun_metadata(42), NX1, 82, 0, 0),
+    h(FieldId::tun_metadata(43), NX1, 83, 0, 0),
+    h(FieldId::tun_metadata(44), NX1, 84, 0, 0),
+    h(FieldId::tun_metadata(45), NX1, 85, 0, 0),
+    h(FieldId::tun_metadata(46), NX1, 86, 0, 0),
+    h(FieldId::tun_metadata(47), NX1, 87, 0, 0),
+    h(FieldId::tun_metadata(48), NX1, 88, 0, 0),
+    h(FieldId::tun_metadata(49), NX1, 89, 0, 0),
+    h(FieldId::tun_metadata(50), NX1, 90, 0, 0),
+    h(FieldId::tun_metadata(51), NX1, 91, 0, 0),
+    h(FieldId::tun_metadata(52), NX1, 92, 0, 0),
+    h(FieldId::tun_metadata(53), NX1, 93, 0, 0),
+    h(FieldId::tun_metadata(54), NX1, 94, 0, 0),
+    h(FieldId::tun_metadata(55), NX1, 95, 0, 0),
+    h(FieldId::tun_metadata(56), NX1, 96, 0, 0),
+    h(FieldId::tun_metadata(57), NX1, 97, 0, 0),
+    h(FieldId::tun_metadata(58), NX1, 98, 0, 0),
+    h(FieldId::tun_metadata(59), NX1, 99, 0, 0),
+    h(FieldId::tun_metadata(60), NX1, 100, 0, 0),
+    h(FieldId::tun_metadata(61), NX1, 101, 0, 0),
+    h(FieldId::tun_metadata(62), NX1, 102, 0, 0),
+    h(FieldId::tun_metadata(63), NX1, 103, 0, 0),
     h(F::METADATA, OXM, 2, 8, OF12),
     h(F::IN_PORT, NX0, 0, 2, 0),
     h(F::IN_PORT, OXM, 0, 4, OF12),
@@ -416,7 +472,7 @@ pub fn field_by_header(hdr: &OxmHeader) -> Option<&'static FieldHeader> {
     let fh = FIELD_HEADERS.iter().find(|fh| fh.id == id)?;
     let w = hdr.value_len();
     let ok = if fh.width == 0 {
-        (1..=TUN_METADATA_FULL_LEN).contains(&w)
+        w <= TUN_METADATA_FULL_LEN
     } else {
         w == usize::from(fh.width)
     };
@@ -449,15 +505,25 @@ pub(crate) fn low16(b: &[u8]) -> Option<&[u8]> {
 }
 
 /// The value width of tunnel metadata `tun_metadata<n>` on the wire, as the bridge's TLV map
-/// (`add-tlv-map`) sets it: 0 where nothing is mapped (then the width of the match's mask is
-/// used).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// (`add-tlv-map`) sets it: 0 where nothing is mapped (then the width the field's place has,
+/// if another bridge gives it one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TlvLens(pub [u8; N_TUN_METADATA]);
+
+impl Default for TlvLens {
+    fn default() -> Self {
+        TlvLens([0; N_TUN_METADATA])
+    }
+}
 
 impl TlvLens {
     /// The widths a bridge's TLV map (`add-tlv-map`) gives its tunnel metadata fields.
-    pub fn from_tlv_map(map: &[Option<ofproto::tunnel::TlvMapping>; N_TUN_METADATA]) -> TlvLens {
-        TlvLens(map.map(|m| m.map_or(0, |m| m.len)))
+    pub fn from_tlv_map(map: &ofproto::tun_md::TunTable) -> TlvLens {
+        let mut lens = TlvLens::default();
+        for (n, m) in map.iter() {
+            lens.0[n] = m.len;
+        }
+        lens
     }
 }
 
@@ -568,21 +634,32 @@ pub fn port_from_ofp11(port: u32) -> Option<u16> {
 
 fn put_tun_metadata(out: &mut Vec<u8>, version: u8, m: &PipeMatch, tlv: &TlvLens) {
     for n in 0..N_TUN_METADATA {
-        let id = FieldId::tun_metadata(n);
-        let f = id.field();
-        if !f.is_matched(m.mask()) {
+        if !ofproto::tun_md::present(&m.mask().meta, n) {
             continue;
         }
-        let Some(fh) = field_header(id, version) else {
+        let Some(fh) = field_header(FieldId::tun_metadata(n), version) else {
             continue;
         };
-        let value = f.get(m.key());
-        let mask = f.get_mask(m.mask());
-        let width = usize::from(tlv.0[n])
-            .max(fields::sig_bytes(mask))
-            .clamp(1, fields::TUN_METADATA_MAX_LEN);
-        let exact = mask == ones(8 * width as u32);
-        put_entry(out, fh.id, width, value, (!exact).then_some(mask));
+        let (v, len) = ofproto::tun_md::value(&m.key().dp, &m.key().meta, n);
+        let (mk, _) = ofproto::tun_md::value(&m.mask().dp, &m.mask().meta, n);
+        // As wide as the bridge's map says; unmapped, as the mask needs (OVS's dynamic
+        // allocation).
+        let z = match usize::from(tlv.0[n]) {
+            w if w > 0 => len.saturating_sub(w),
+            _ if ofproto::tun_md::mapped(n) => 0,
+            _ => mk[..len]
+                .iter()
+                .take_while(|&&b| b == 0)
+                .count()
+                .min(len - 1),
+        };
+        let (v, mk) = (&v[z..len], &mk[z..len]);
+        let exact = mk.iter().all(|&b| b == 0xff);
+        OxmHeader::new(fh.id, v.len(), !exact).write(out);
+        out.extend_from_slice(v);
+        if !exact {
+            out.extend_from_slice(mk);
+        }
     }
 }
 
@@ -590,6 +667,29 @@ const ETH_TYPE_IP: u16 = 0x0800;
 const ETH_TYPE_IPV6: u16 = 0x86dd;
 const ETH_TYPE_ARP: u16 = 0x0806;
 const ETH_TYPE_RARP: u16 = 0x8035;
+
+/// Adds a tunnel metadata entry to a match being read: a value longer than its place is
+/// `OFPBMC_BAD_VALUE` (whether the bridge maps the field is the flow mod's check).
+fn pull_tun_metadata(
+    f: &Field,
+    key: &mut PipeKey,
+    mask: &mut PipeMask,
+    vb: &[u8],
+    mb: Option<&[u8]>,
+) -> Result<(), OfpErr> {
+    if f.is_matched(mask) {
+        return Err(OfpErr::OfpbmcDupField);
+    }
+    // Unmapped, an exact value keeps its wire width: N bytes are an N-byte mask.
+    let ones = [0xffu8; fields::TUN_METADATA_MAX_LEN];
+    let mapped = matches!(f.loc, fields::Loc::TunMetadata(n) if ofproto::tun_md::mapped(n));
+    let mb = match mb {
+        None if !mapped => ones.get(..vb.len()),
+        mb => mb,
+    };
+    f.match_tun_md_bytes(key, mask, vb, mb)
+        .map_err(|_| OfpErr::OfpbmcBadValue)
+}
 
 /// Appends the fields of `m` as NXM (`version` 0) or as the OXM of wire version `version`, in
 /// OVS's order, with an `NXM_NX_COOKIE` entry when `cookie_mask` is not zero. Returns the number
@@ -873,8 +973,10 @@ pub fn pull_raw(p: &[u8], allow_cookie: bool) -> Result<NxMatch, OfpErr> {
         }
         let fh = field_by_header(&hdr).ok_or(OfpErr::OfpbmcBadField)?;
         let f = fh.field.field();
-        // Tunnel metadata wider than the pipeline keeps must not use the bytes it lacks.
-        let vb = low16(vb).ok_or(OfpErr::OfpbmcBadValue)?;
+        if f.id.is_tun_metadata() {
+            pull_tun_metadata(f, &mut key, &mut mask, vb, mb)?;
+            continue;
+        }
         let mb = match mb {
             Some(m) => Some(low16(m).ok_or(OfpErr::OfpbmcBadValue)?),
             None => None,

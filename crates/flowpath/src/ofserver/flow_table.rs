@@ -69,6 +69,9 @@ pub(crate) fn flow_mod(
     table_id: bool,
 ) -> Result<(), OfpErr> {
     let (op, s) = decode(msg, table_id)?;
+    if of.unmapped_tun_md(bridge, &s).is_some() {
+        return Err(OfpErr::NxfmfcInvalidTlvField);
+    }
     if matches!(op, FlowModOp::Add | FlowModOp::Modify { .. }) {
         of.check_meters(bridge, &s.actions)
             .map_err(super::meter_table::ofp_err)?;
@@ -118,6 +121,7 @@ pub(crate) fn stage_flow_mod(
         FlowModError::Overlap => OfpErr::OfpfmfcOverlap,
         FlowModError::BadOutGroup => OfpErr::OfpbacBadOutGroup,
         FlowModError::Meter(e) => super::meter_table::ofp_err(e),
+        FlowModError::UnmappedTlvField(_) => OfpErr::NxfmfcInvalidTlvField,
     })
 }
 

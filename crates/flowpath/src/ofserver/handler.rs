@@ -523,9 +523,8 @@ impl OfHandler {
                 if !conn.may_modify() {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
-                let maps = tlv::table_after(b, &t)?;
                 drop(pipe);
-                tlv::install(&self.of, &conn.bridge, &maps)?;
+                tlv::apply(&self.of, &conn.bridge, &t)?;
             }
             _ => return Err(unhandled(m)),
         }

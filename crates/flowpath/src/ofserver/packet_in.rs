@@ -102,8 +102,9 @@ pub(crate) fn flow_metadata(k: &PipeKey) -> PipeMatch {
             take(f);
         }
     }
+    // Present options, whatever their values (OVS's `tun_metadata_get_fmd()`).
     for n in 0..ofproto::fields::N_TUN_METADATA {
-        if nonzero(FieldId::tun_metadata(n)) {
+        if ofproto::tun_md::present(&k.meta, n) {
             take(FieldId::tun_metadata(n));
         }
     }
@@ -136,7 +137,13 @@ pub(crate) fn flow_metadata(k: &PipeKey) -> PipeMatch {
     }
     let mut key = PipeKey::new();
     for f in ofproto::fields::fields() {
-        if f.is_matched(&m) {
+        if !f.is_matched(&m) {
+            continue;
+        }
+        if let ofproto::fields::Loc::TunMetadata(n) = f.loc {
+            let (v, len) = ofproto::tun_md::value(&k.dp, &k.meta, n);
+            ofproto::fields::set_tun_md_wide(&mut key.dp.0, &mut key.meta, n, &v[..len]);
+        } else {
             f.set(&mut key, f.get(k));
         }
     }
@@ -280,5 +287,28 @@ mod tests {
         assert!(!FieldId::reg(2).field().is_matched(m.mask()));
         assert!(!FieldId::METADATA.field().is_matched(m.mask()));
         assert_eq!(FieldId::reg(3).field().get(m.key()), 9);
+    }
+
+    #[test]
+    fn metadata_has_present_tunnel_options_whole_even_when_zero() {
+        // Fields 41 and 42, which no other test here maps (the layout is the process's).
+        let mut t = ofproto::tun_md::TunTable::default();
+        let m = |kind, len| ofproto::tunnel::TlvMapping {
+            class: 0xffff,
+            kind,
+            len,
+        };
+        t.add(&[(41, m(1, 32)), (42, m(2, 4))]).unwrap();
+        let mut k = PipeKey::new();
+        let wide: Vec<u8> = (1..=32).collect();
+        ofproto::fields::set_tun_md_wide(&mut k.dp.0, &mut k.meta, 41, &wide);
+        ofproto::fields::set_tun_md_wide(&mut k.dp.0, &mut k.meta, 42, &[]);
+        let md = flow_metadata(&k);
+        assert!(FieldId::tun_metadata(42).field().is_matched(md.mask()));
+        assert!(!FieldId::tun_metadata(43).field().is_matched(md.mask()));
+        let (v, len) = ofproto::tun_md::value(&md.key().dp, &md.key().meta, 41);
+        assert_eq!(&v[..len], &wide[..]);
+        let (mk, _) = ofproto::tun_md::value(&md.mask().dp, &md.mask().meta, 41);
+        assert!(mk[..len].iter().all(|&b| b == 0xff));
     }
 }

@@ -20,8 +20,15 @@ pub fn sections(recording: &str) -> Vec<(String, Vec<String>)> {
 }
 
 /// `line` without what varies between runs: transaction ids, durations, ages, Ethernet
-/// addresses, the datapath id, socket paths and continuations' bridge ids.
+/// addresses, the datapath id, socket paths, continuations' bridge ids and the time of
+/// `ovs-ofctl`'s own log lines (`2026-11-30T11:00:35Z|00001|ofp_match|WARN|...`).
 pub fn normalize(line: &str) -> String {
+    let line = match line.split_once('|') {
+        Some((time, rest)) if time.len() == 20 && time.ends_with('Z') && time.contains('T') => {
+            format!("TIME|{rest}")
+        }
+        _ => line.to_owned(),
+    };
     let mut out = Vec::new();
     for w in line.split(' ') {
         let w = if let Some(i) = w.find("xid=0x") {

@@ -65,6 +65,11 @@ impl CompactMatch {
         self.meta.as_deref().copied().unwrap_or_default()
     }
 
+    /// The `tun_metadata` fields whose presence the match matches (bit `n`).
+    pub fn tun_md_matched(&self) -> u64 {
+        self.meta.as_deref().map_or(0, |(_, m)| m.tun_md_present)
+    }
+
     /// Whether the match matches every key.
     pub fn is_catchall(&self) -> bool {
         self.map == 0 && self.meta.is_none()

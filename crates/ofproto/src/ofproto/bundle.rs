@@ -46,6 +46,9 @@ pub enum FlowModError {
     BadOutGroup,
     /// The actions use a meter the bridge does not have.
     Meter(crate::meter::MeterModError),
+    /// The flow uses a `tun_metadata` field the bridge's TLV map does not map
+    /// (`NXFMFC_INVALID_TLV_FIELD`).
+    UnmappedTlvField(usize),
 }
 
 impl fmt::Display for FlowModError {
@@ -56,6 +59,9 @@ impl fmt::Display for FlowModError {
             FlowModError::Overlap => "the flow overlaps a flow of the same priority",
             FlowModError::BadOutGroup => "the actions use a group that does not exist",
             FlowModError::Meter(e) => return write!(f, "{e}"),
+            FlowModError::UnmappedTlvField(n) => {
+                return write!(f, "tun_metadata{n} is not mapped");
+            }
         })
     }
 }
@@ -117,6 +123,9 @@ impl BundleCommit<'_> {
         let b = p.bridge_mut(&self.bridge).ok_or(FlowModError::NoBridge)?;
         let v = self.version;
         let now = Instant::now();
+        if let Some(n) = b.unmapped_tun_md(spec) {
+            return Err(FlowModError::UnmappedTlvField(n));
+        }
         if !matches!(op, FlowModOp::Delete { .. }) {
             b.check_meters(&spec.actions).map_err(FlowModError::Meter)?;
             // As OVS, a modify's groups are checked only when some rule is to change.

@@ -4,10 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::fields::{
-    FieldId, N_TUN_METADATA, Subfield, TUN_MD_PRESENCE_ONLY, TUN_MD_PRESENT, field_by_name, ones,
-    sig_bytes, tun_md_header,
-};
+use crate::fields::{FieldId, N_TUN_METADATA, Subfield, field_by_name, ones};
 use crate::pipekey::{PipeKey, PipeMask, PipeMatch};
 
 use super::SyntaxError;
@@ -79,6 +76,18 @@ impl MatchBuilder {
     ) -> Result<(), SyntaxError> {
         let f = id.field();
         let value = if value.is_empty() { "0/0" } else { value };
+        if id.is_tun_metadata()
+            && let Some((v, m)) = parse_hex_bytes(value)
+        {
+            f.match_tun_md_bytes(&mut self.key, &mut self.mask, &v, m.as_deref())
+                .map_err(|e| SyntaxError::BadValue {
+                    field: name.to_string(),
+                    value: value.to_string(),
+                    reason: e.to_string(),
+                })?;
+            self.used.push((id, name.to_string()));
+            return Ok(());
+        }
         let (v, m) =
             parse_field_value(f, value, names).map_err(|reason| SyntaxError::BadValue {
                 field: name.to_string(),
@@ -204,6 +213,80 @@ fn put_ip(out: &mut String, name: &str, v: u32, m: u32) {
         put_ipv4_masked(out, v, m);
         out.push(',');
     }
+}
+
+/// `tun_metadata<n>` of a match as OVS prints it: the name alone when only presence is
+/// matched, the value (and a mask that is not all ones) in hexadecimal without leading zeros.
+fn put_tun_metadata(out: &mut String, m: &PipeMatch, n: usize) {
+    let (v, len) = crate::tun_md::value(&m.key().dp, &m.key().meta, n);
+    let (mk, _) = crate::tun_md::value(&m.mask().dp, &m.mask().meta, n);
+    let (v, mk) = (&v[..len], &mk[..len]);
+    let _ = write!(out, "tun_metadata{n}");
+    if mk.iter().any(|&b| b != 0) {
+        out.push('=');
+        put_hex_bytes(out, v);
+        // Unmapped, the mask is implied when the value's significant bytes (at least one)
+        // give it; mapped, when it is the whole option.
+        let implied = if crate::tun_md::mapped(n) {
+            0
+        } else {
+            let sig = v.iter().skip_while(|&&b| b == 0).count().max(1);
+            len - sig
+        };
+        let exact =
+            mk[..implied].iter().all(|&b| b == 0) && mk[implied..].iter().all(|&b| b == 0xff);
+        if !exact {
+            out.push('/');
+            put_hex_bytes(out, mk);
+        }
+    }
+    out.push(',');
+}
+
+/// Big-endian bytes as `0x...` without leading zeros (`0` when all are zero), as OVS's
+/// `ds_put_hex()` writes them.
+pub fn put_hex_bytes(out: &mut String, b: &[u8]) {
+    let z = b.iter().take_while(|&&x| x == 0).count();
+    match b.get(z) {
+        None => out.push('0'),
+        Some(first) => {
+            let _ = write!(out, "0x{first:x}");
+            for x in &b[z + 1..] {
+                let _ = write!(out, "{x:02x}");
+            }
+        }
+    }
+}
+
+/// `0xHEX[/0xHEX]` as big-endian bytes of any length (tunnel metadata up to 124 bytes);
+/// `None` for any other form.
+pub fn parse_hex_bytes(s: &str) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let (v, m) = match s.split_once('/') {
+        Some((v, m)) => (v, Some(m)),
+        None => (s, None),
+    };
+    let v = hex_bytes(v)?;
+    let m = match m {
+        Some(m) => Some(hex_bytes(m)?),
+        None => None,
+    };
+    Some((v, m))
+}
+
+fn hex_bytes(s: &str) -> Option<Vec<u8>> {
+    let h = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))?;
+    if h.is_empty() || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let padded = if h.len() % 2 == 1 {
+        format!("0{h}")
+    } else {
+        h.to_owned()
+    };
+    (0..padded.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&padded[i..i + 2], 16).ok())
+        .collect()
 }
 
 fn put_ipv6(out: &mut String, name: &str, v: u128, m: u128) {
@@ -412,23 +495,9 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
         out.push(',');
     }
     for n in 0..N_TUN_METADATA {
-        let h = tun_md_header(w, n);
-        if h & TUN_MD_PRESENT == 0 {
-            continue;
+        if crate::tun_md::present(&m.mask().meta, n) {
+            put_tun_metadata(out, m, n);
         }
-        let fld = FieldId::tun_metadata(n).field();
-        let (v, mk) = (fld.get(m.key()), fld.get_mask(m.mask()));
-        let _ = write!(out, "tun_metadata{n}");
-        if h & TUN_MD_PRESENCE_ONLY == 0 {
-            out.push('=');
-            put_hex(out, v);
-            // The mask is implied when it is what the value alone would give.
-            if mk != ones(8 * sig_bytes(v) as u32) {
-                out.push('/');
-                put_hex(out, mk);
-            }
-        }
-        out.push(',');
     }
 
     put_u64_masked(out, "metadata", fm.metadata, wm.metadata);

@@ -375,29 +375,19 @@ impl Ctx<'_> {
     }
 
     /// The GENEVE options to send: the flow's present `tun_metadata` fields, through the TLV
-    /// map of the bridge the packet is in.
+    /// map of the bridge the packet is in, in field order.
     pub(super) fn geneve_options(&mut self) -> Vec<u8> {
-        let mut out = Vec::new();
-        let map = self.pipe.bridges[self.bridge].tlv_map;
-        for (n, m) in map.iter().enumerate() {
-            let Some(m) = m else { continue };
-            let mut slot = [0u8; TUN_METADATA_SLOT];
-            let ofs = flow::key::GENEVE_OPTS_OFS + n * TUN_METADATA_SLOT;
-            self.flow.dp.bytes_at(ofs, &mut slot);
-            self.wc.dp.set_bytes_at(ofs, &[0xff]);
-            if slot[0] & TUN_MD_PRESENT == 0 {
-                continue;
+        let table = &self.pipe.bridges[self.bridge].tlv_map;
+        let ones = [0xff; crate::tun_md::TUN_METADATA_MAX_LEN];
+        for (n, m) in table.iter() {
+            crate::tun_md::set_present(&mut self.wc.meta, n);
+            if crate::tun_md::present(&self.flow.meta, n) {
+                let loc = crate::tun_md::loc(n);
+                let len = usize::from(m.len);
+                crate::tun_md::write(&mut self.wc.dp.0, &mut self.wc.meta, loc, &ones[..len]);
             }
-            let len = usize::from(m.len);
-            self.wc
-                .dp
-                .set_bytes_at(ofs + 1 + TUN_METADATA_MAX_LEN - len, &[0xff; 16][..len]);
-            out.extend_from_slice(&m.class.to_be_bytes());
-            out.push(m.kind);
-            out.push((len / 4) as u8);
-            out.extend_from_slice(&slot[1 + TUN_METADATA_MAX_LEN - len..]);
         }
-        out
+        crate::tun_md::to_geneve(table, &self.flow.dp, &self.flow.meta)
     }
 }
 
@@ -450,15 +440,16 @@ pub(super) fn tunnel_ecn(flow: &mut FlowKey, wc: &mut PipeMask) -> bool {
 }
 
 /// Rewrites a key's raw GENEVE options (as the datapath has them) into the `tun_metadata`
-/// slots of the bridge's TLV map. An unknown critical option, a mapped option of another
+/// fields of the bridge's TLV map. An unknown critical option, a mapped option of another
 /// length, or a malformed option area is an error (OVS drops such packets).
-pub(super) fn geneve_to_slots(
-    map: &[Option<TlvMapping>; N_TUN_METADATA],
+pub(crate) fn geneve_to_fields(
+    map: &TunTable,
     k: &mut FlowKey,
+    meta: &mut PipeMeta,
 ) -> Result<(), String> {
     let mut raw = [0u8; flow::key::GENEVE_OPTS_MAX];
     let n = k.tun_geneve_opts(&mut raw);
-    k.set_tun_geneve_opt_bytes(0, &[0u8; flow::key::GENEVE_OPTS_MAX]);
+    crate::tun_md::clear_all(k, meta);
     let mut i = 0;
     while i < n {
         if i + 4 > n {
@@ -470,22 +461,16 @@ pub(super) fn geneve_to_slots(
         let Some(value) = raw.get(i + 4..i + 4 + len).filter(|_| i + 4 + len <= n) else {
             return Err("option longer than the option area".into());
         };
-        match map
-            .iter()
-            .position(|m| m.is_some_and(|m| m.class == class && m.kind == kind))
-        {
-            Some(slot) => {
-                let want = map[slot].map_or(0, |m| usize::from(m.len));
-                if want != len {
+        match map.find(class, kind) {
+            Some((field, m)) => {
+                if usize::from(m.len) != len {
                     return Err(format!(
                         "option class={class:#x},type={kind:#x} has {len} bytes, the TLV map \
-                         says {want}"
+                         says {}",
+                        m.len
                     ));
                 }
-                let mut s = [0u8; TUN_METADATA_SLOT];
-                s[0] = TUN_MD_PRESENT;
-                s[1 + TUN_METADATA_MAX_LEN - len..].copy_from_slice(value);
-                k.set_tun_geneve_opt_bytes(slot * TUN_METADATA_SLOT, &s);
+                crate::fields::set_tun_md_wide(k, meta, field, value);
             }
             None if kind & 0x80 != 0 => {
                 return Err(format!(
@@ -499,23 +484,18 @@ pub(super) fn geneve_to_slots(
     Ok(())
 }
 
-/// Turns what the tables consulted of the `tun_metadata` slots into the datapath mask: the
-/// datapath key holds the options raw, so any consulted slot (or an error decided on the
+/// Turns what the tables consulted of the `tun_metadata` fields into the datapath mask: the
+/// datapath key holds the options raw, so any consulted field (or an error decided on the
 /// options) makes the option length and bytes exact.
 pub(super) fn geneve_mask(wc: &mut PipeMask, key: &FlowKey, force: bool) {
-    let mut slots = [0u8; N_TUN_METADATA * TUN_METADATA_SLOT];
-    wc.dp.bytes_at(flow::key::GENEVE_OPTS_OFS, &mut slots);
-    if !force && slots.iter().all(|&b| b == 0) {
+    if !force && !crate::tun_md::any(&wc.dp, &wc.meta) {
         return;
     }
+    crate::tun_md::clear_all(&mut wc.dp, &mut wc.meta);
+    let n = usize::from(key.tun_geneve_len()).min(flow::key::GENEVE_OPTS_MAX);
     wc.dp
-        .set_tun_geneve_opt_bytes(0, &[0u8; flow::key::GENEVE_OPTS_MAX]);
-    {
-        let n = usize::from(key.tun_geneve_len()).min(flow::key::GENEVE_OPTS_MAX);
-        wc.dp
-            .set_tun_geneve_len(0xff)
-            .set_tun_geneve_opt_bytes(0, &[0xffu8; flow::key::GENEVE_OPTS_MAX][..n]);
-    }
+        .set_tun_geneve_len(0xff)
+        .set_tun_geneve_opt_bytes(0, &[0xffu8; flow::key::GENEVE_OPTS_MAX][..n]);
 }
 
 /// What an outer header is made of.

@@ -10,7 +10,10 @@ use ofproto::syntax::{
 };
 
 use super::learn;
-use super::standard::{check_output_port, is_mpls_ethertype, pull_set_field, push_write};
+use super::standard::{
+    check_output_port, is_mpls_ethertype, pull_set_field, pull_wide_tun_md, push_write,
+    put_wide_tun_md,
+};
 use super::{EncodeError, FlowCtx, be16, be32, be64, decode_into, end_action, start_action};
 use crate::error::OfpErr;
 use crate::header::{NX_VENDOR_ID, ONF_VENDOR_ID, Version};
@@ -259,6 +262,10 @@ pub(super) fn decode(
         }
         NXAST_REG_LOAD2 => {
             at_least(b, 16)?;
+            if let Some(a) = pull_wide_tun_md(b, false) {
+                out.push(a);
+                return Ok(());
+            }
             let (field, value, mask) = pull_set_field(b, false, true)?;
             push_write(out, field, value, mask, WriteForm::Load2);
             return Ok(());
@@ -757,6 +764,11 @@ pub(super) fn encode(
             mask,
             form,
         } => encode_load(*field, *value, *mask, *form == WriteForm::Load2, out),
+        OfAction::SetTunMetadata { field, value } => {
+            let at = start_nx(out, NXAST_REG_LOAD2);
+            put_wide_tun_md(0, *field, value, out);
+            end_action(out, at);
+        }
         OfAction::Note(n) => put_nx(out, NXAST_NOTE, 0, n),
         OfAction::OutputReg { src, max_len } => {
             let h = nxm_header(src.field).ok_or_else(|| super::unencodable("output", version))?;

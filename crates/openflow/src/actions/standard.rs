@@ -399,7 +399,40 @@ pub(super) fn covers(field: FieldId, mask: u128) -> bool {
     mask & vm == vm
 }
 
+/// A Set-Field (`set_field`) or `reg_load2` writing a tunnel metadata value longer than 16
+/// bytes, unmasked: [`OfAction::SetTunMetadata`]. `None` for any other write.
+pub(super) fn pull_wide_tun_md(b: &[u8], set_field: bool) -> Option<OfAction> {
+    let rest = &b[if set_field { 4 } else { 10 }..];
+    let hdr = OxmHeader::parse(rest).ok()?;
+    let fh = nxm::field_by_header(&hdr)?;
+    let (hl, w) = (hdr.header_len(), hdr.value_len());
+    if !fh.field.is_tun_metadata() || hdr.hasmask {
+        return None;
+    }
+    let vb = rest.get(hl..hl + w)?;
+    if nxm::low16(vb).is_some() || rest[hl + w..].iter().any(|&x| x != 0) {
+        return None;
+    }
+    let z = vb.iter().take_while(|&&x| x == 0).count();
+    Some(OfAction::SetTunMetadata {
+        field: fh.field,
+        value: vb[z..].into(),
+    })
+}
+
+/// Appends the entry of a wide tunnel metadata write: header and value, as long as the value.
+pub(super) fn put_wide_tun_md(version: u8, field: FieldId, value: &[u8], out: &mut Vec<u8>) {
+    if let Some(fh) = nxm::action_header(field, version) {
+        OxmHeader::new(fh.id, value.len(), false).write(out);
+        out.extend_from_slice(value);
+    }
+}
+
 fn decode_set_field(version: Version, b: &[u8], out: &mut Vec<OfAction>) -> Result<(), OfpErr> {
+    if let Some(a) = pull_wide_tun_md(b, true) {
+        out.push(a);
+        return Ok(());
+    }
     let (field, value, mask) = pull_set_field(b, true, version >= Version::Of15)?;
     push_write(out, field, value, mask, WriteForm::SetField);
     Ok(())
@@ -802,6 +835,11 @@ pub(super) fn encode(
             mask,
             form,
         } => return Ok(encode_write(version, *field, *value, *mask, *form, out)),
+        OfAction::SetTunMetadata { field, value } if version >= Version::Of12 => {
+            let at = start_action(out, OFPAT12_SET_FIELD);
+            put_wide_tun_md(version.wire(), *field, value, out);
+            end_action(out, at);
+        }
         _ => return Ok(false),
     }
     Ok(true)

@@ -221,10 +221,10 @@ proptest! {
 
 /// Where the verdicts may differ: what the pipeline does not model yet, which OVS decodes —
 /// the action set (`OFPBIC_UNSUP_INST` here); Nicira actions such as `sample` or `stack_pop`
-/// (`OFPBAC_BAD_VENDOR_TYPE` here, where OVS finds their own faults); fields such as
-/// `tun_metadata8`..`63` (unknown here, `OFPBAC_BAD_SET_TYPE` or `OFPBMC_BAD_FIELD`, where OVS
-/// may find a length, mask or nesting fault); tunnel-metadata bits past the 128 kept here
-/// (`OFPBAC_BAD_SET_LEN`, `OFPBAC_BAD_SET_ARGUMENT` here);
+/// (`OFPBAC_BAD_VENDOR_TYPE` here, where OVS finds their own faults); tunnel-metadata values
+/// past the 16 bytes a field no TLV map sizes keeps here, and bits
+/// past the 128 subfields reach (`OFPBMC_BAD_VALUE`, `OFPBAC_BAD_SET_LEN`,
+/// `OFPBAC_BAD_SET_ARGUMENT` here);
 /// packet-in reasons past `packet_out`; packet types other than Ethernet; a Nicira subtype that
 /// now names another message, which OVS decodes as that message — and OVS's own header lookup
 /// for actions, which reports `OFPBAC_BAD_SET_LEN` or `_TYPE` for an unknown header depending

@@ -126,6 +126,11 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::SetL4DstPort(p) => {
             let _ = write!(out, "mod_tp_dst:{p}");
         }
+        OfAction::SetTunMetadata { field, value } => {
+            out.push_str("set_field:");
+            crate::syntax::matching::put_hex_bytes(out, value);
+            let _ = write!(out, "->{}", field.field().name);
+        }
         OfAction::SetField {
             field,
             value,

@@ -216,6 +216,12 @@ pub enum OfAction {
         mask: u128,
         form: WriteForm,
     },
+    /// `set_field:VALUE->tun_metadata<n>` with a value longer than the 16 bytes of
+    /// [`OfAction::SetField`] (up to 124): the value's bytes, without leading zeros.
+    SetTunMetadata {
+        field: FieldId,
+        value: Box<[u8]>,
+    },
     /// `move:SRC->DST`.
     RegMove {
         src: Subfield,

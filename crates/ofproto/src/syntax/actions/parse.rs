@@ -129,6 +129,25 @@ pub fn push_set_field(out: &mut Vec<OfAction>, field: FieldId, value: u128, mask
     }
 }
 
+/// A `set_field` of tunnel metadata with an unmasked hexadecimal value longer than 16 bytes
+/// (and at most 124).
+fn wide_tun_md_value(id: FieldId, value: &str) -> Option<OfAction> {
+    if !id.is_tun_metadata() {
+        return None;
+    }
+    let (v, None) = crate::syntax::matching::parse_hex_bytes(value)? else {
+        return None;
+    };
+    let z = v.iter().take_while(|&&b| b == 0).count();
+    let v = &v[z..];
+    (v.len() > 16 && v.len() <= crate::fields::TUN_METADATA_MAX_LEN).then(|| {
+        OfAction::SetTunMetadata {
+            field: id,
+            value: v.into(),
+        }
+    })
+}
+
 /// The CT fields only `ct(exec(...))` may write.
 fn requires_ct(f: FieldId) -> bool {
     f == FieldId::CT_MARK || f == FieldId::CT_LABEL
@@ -791,6 +810,10 @@ impl ActionCtx<'_> {
         let f = id.field();
         if !f.writable {
             return Err(SyntaxError::ReadOnly(key.to_string()));
+        }
+        if let Some(wide) = wide_tun_md_value(id, value) {
+            out.push(wide);
+            return Ok(());
         }
         let (v, m) =
             parse_field_value(f, value, self.names).map_err(|reason| SyntaxError::BadValue {
