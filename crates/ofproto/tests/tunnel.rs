@@ -456,17 +456,26 @@ fn geneve_options_match_through_the_tlv_map_and_unknown_critical_ones_drop() {
     assert_eq!(t.header.size, 50 + 8);
 }
 
-/// A field above `tun_metadata7` with an option longer than 16 bytes: matched on
-/// decapsulation and sent on encapsulation whole, beside a short one.
-#[test]
-fn a_wide_option_above_tun_metadata7_crosses_geneve_whole() {
-    const V20: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
+/// A 20-byte value, wider than the 16 bytes a field held before the TLV allocation.
+const V20: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
+
+/// A GENEVE switch whose bridge maps OVN's 4-byte option to `tun_metadata0` and a 20-byte one
+/// to `tun_metadata40`.
+fn wide_geneve_switch() -> Arc<Ofproto> {
     let of = switch(TunnelType::Geneve, &[("key", "flow")], "");
     of.add_tlv_map(
         "br-int",
         "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0x103,type=1,len=20}->tun_metadata40",
     )
     .unwrap();
+    of
+}
+
+/// A field above `tun_metadata7` with an option longer than 16 bytes: matched on
+/// decapsulation and sent on encapsulation whole, beside a short one.
+#[test]
+fn a_wide_option_above_tun_metadata7_crosses_geneve_whole() {
+    let of = wide_geneve_switch();
     of.add_flows(
         "br-int",
         &format!(
@@ -511,13 +520,7 @@ fn a_wide_option_above_tun_metadata7_crosses_geneve_whole() {
 /// fields), not the raw options the datapath key still carries read again.
 #[test]
 fn tunnel_metadata_survives_a_recirculation() {
-    const V20: &str = "0x0102030405060708090a0b0c0d0e0f1011121314";
-    let of = switch(TunnelType::Geneve, &[("key", "flow")], "");
-    of.add_tlv_map(
-        "br-int",
-        "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0x103,type=1,len=20}->tun_metadata40",
-    )
-    .unwrap();
+    let of = wide_geneve_switch();
     of.add_flows(
         "br-int",
         &format!(
