@@ -70,6 +70,8 @@ int fp_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **v, unsigned n)
 
 void fp_free_bulk(struct rte_mbuf **v, unsigned n) { rte_pktmbuf_free_bulk(v, n); }
 
+void fp_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
+
 /* Mempools. */
 
 struct rte_mempool *fp_pool_create(const char *name, unsigned n, unsigned cache,

@@ -73,6 +73,10 @@ const _: () = {
     assert!(offset_of!(MbufHead, next) == 64);
 };
 
+/// `sizeof(struct rte_mbuf)` (asserted in the shim): an mbuf's private area, then its buffer,
+/// follow the structure directly.
+pub const MBUF_SIZE: usize = 128;
+
 /// `RTE_PKTMBUF_HEADROOM` of the DPDK the shim was built against (asserted there).
 pub const PKTMBUF_HEADROOM: u16 = 128;
 
@@ -139,6 +143,8 @@ unsafe extern "C" {
     pub fn fp_alloc_bulk(mp: *mut RteMempool, v: *mut *mut MbufHead, n: c_uint) -> c_int;
     /// `rte_pktmbuf_free_bulk`.
     pub fn fp_free_bulk(v: *mut *mut MbufHead, n: c_uint);
+    /// `rte_pktmbuf_free`: the mbuf (and the rest of its chain) back to its pool.
+    pub fn fp_free(m: *mut MbufHead);
 
     /// `rte_pktmbuf_pool_create`.
     pub fn fp_pool_create(

@@ -169,6 +169,95 @@ fn ring_loopback_returns_bursts_and_every_mbuf() {
     assert_eq!(p.mbufs_in_use(), base, "mbufs leaked");
 }
 
+/// Polls `rxq` until it returns `want` packets (or 5 s passed), kept as packets.
+fn receive_packets(rxq: &mut dyn RxQueue, pool: &mut Pool, want: usize) -> Batch {
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut b = Batch::new();
+    while b.len() < want && Instant::now() < end {
+        if rxq.recv(pool, &mut b) == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    b
+}
+
+#[test]
+fn received_frames_cross_in_their_mbufs_and_leave_in_them() {
+    let test = "received_frames_cross_in_their_mbufs_and_leave_in_them";
+    if !eal(test) {
+        return;
+    }
+    // net_ring hands what is sent on its tx queue back on its rx queue, mbufs and all: a
+    // frame that comes back at the address it was received at went out in its own mbuf.
+    let mut p = open("net_ring_fzero", 1);
+    let base = p.mbufs_in_use();
+    let mut rx = p.take_rxq(0, 3).unwrap();
+    let mut tx = p.open_txq();
+    let mut pool = Pool::new(64, 0);
+    let sent: Vec<Vec<u8>> = (0..32)
+        .map(|i| frame(i, 60 + 40 * i as usize, &[]))
+        .collect();
+    send(tx.as_mut(), &mut pool, &sent);
+    let mut b = receive_packets(rx.as_mut(), &mut pool, sent.len());
+    assert_eq!(b.len(), sent.len());
+    assert!(b.packets().iter().all(|p| p.is_foreign()), "held in mbufs");
+    assert_eq!(p.mbufs_in_use(), base + 32, "the packets hold their mbufs");
+    assert_eq!(b.packets()[0].headroom(), 128, "DPDK's headroom");
+    // Changed in place: a VLAN tag pushed into the headroom (the frame's start moves 4
+    // bytes back), and the first packet pushed past the headroom (moved to a buffer of the
+    // switch's own, its mbuf freed).
+    let mut at = Vec::new();
+    for (i, pk) in b.packets_mut().iter_mut().enumerate() {
+        if i == 0 {
+            pk.push_front(200).fill(0xee);
+            assert!(!pk.is_foreign());
+        } else {
+            pk.insert_at(12, 4).copy_from_slice(&[0x81, 0, 0, 7]);
+        }
+        at.push(pk.data().as_ptr() as usize);
+    }
+    tx.send(&mut b, &mut pool);
+    let back = receive_packets(rx.as_mut(), &mut pool, sent.len());
+    assert_eq!(back.len(), sent.len());
+    for (i, pk) in back.packets().iter().enumerate() {
+        let mut want = sent[i].clone();
+        if i == 0 {
+            want.splice(0..0, [0xee; 200]);
+            assert_ne!(
+                pk.data().as_ptr() as usize,
+                at[0],
+                "copied into a fresh mbuf"
+            );
+        } else {
+            want.splice(12..12, [0x81, 0, 0, 7]);
+            assert_eq!(
+                pk.data().as_ptr() as usize,
+                at[i],
+                "frame {i} left in its mbuf"
+            );
+        }
+        assert_eq!(pk.data(), &want[..], "frame {i}");
+    }
+    // Packets dropped (freed to a pool) or dropped outright give their mbufs back.
+    let mut back = back;
+    let mut v: Vec<_> = back.drain().collect();
+    drop(v.pop());
+    for pk in v {
+        pool.free(pk);
+    }
+    assert_eq!(p.mbufs_in_use(), base, "mbufs leaked");
+    let c = p.counters();
+    assert_eq!((c.rx_packets, c.tx_packets, c.tx_dropped), (64, 64, 0));
+    // Packets still held when their port goes: the mempool outlives the port until they
+    // are freed.
+    send(tx.as_mut(), &mut pool, &sent[..4]);
+    let mut held = receive_packets(rx.as_mut(), &mut pool, 4);
+    assert_eq!(held.len(), 4);
+    drop((rx, tx, p));
+    assert_eq!(held.packets()[3].data(), &sent[3][..]);
+    pool.free_batch(&mut held);
+}
+
 #[test]
 fn two_threads_share_the_one_tx_queue_under_its_lock() {
     let test = "two_threads_share_the_one_tx_queue_under_its_lock";
