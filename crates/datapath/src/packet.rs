@@ -100,6 +100,11 @@ pub const MAX_BURST: usize = 32;
 /// Marks an absent header offset in [`PacketMeta`].
 pub const NO_OFS: u16 = u16::MAX;
 
+/// [`PacketMeta::rx_csum`]: the device verified the IPv4 header checksum.
+pub const RX_CSUM_IP_GOOD: u8 = 1;
+/// [`PacketMeta::rx_csum`]: the device verified the TCP or UDP checksum.
+pub const RX_CSUM_L4_GOOD: u8 = 2;
+
 /// Per-packet metadata that travels with a packet through the datapath. Read and written by:
 /// rx (in_port), extraction (offsets, hash), actions (offsets after pushes and pops, recirc_id,
 /// packet_type after `push_eth`/`pop_eth`), recirculation (recirc_id, depth), `tnl_pop`
@@ -144,6 +149,10 @@ pub struct PacketMeta {
     pub ct_state: u8,
     /// Connection tracking zone of the last `ct()`.
     pub ct_zone: u16,
+    /// Checksums the receiving device verified and found good ([`RX_CSUM_IP_GOOD`],
+    /// [`RX_CSUM_L4_GOOD`]): those of the outermost headers, so `tnl_pop` clears them. 0
+    /// when nothing was verified.
+    pub rx_csum: u8,
     /// For a lent frame, its entry in the pool's table of lent frames, plus one; 0 for a frame
     /// the buffer holds whole. Only the pool sets it, and it trusts it only when the entry
     /// names the packet's buffer.
@@ -169,12 +178,13 @@ impl PacketMeta {
             tunnel: TnlMd::None,
             ct_state: 0,
             ct_zone: 0,
+            rx_csum: 0,
             lent: 0,
         }
     }
 }
 
-const _: () = assert!(core::mem::size_of::<PacketMeta>() <= 64);
+const _: () = assert!(core::mem::size_of::<PacketMeta>() <= 40);
 
 /// A frame in a buffer with headroom.
 pub struct Packet {

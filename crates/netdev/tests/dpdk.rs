@@ -18,6 +18,8 @@ use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, RxQueue, TxQueue};
 use netdev::dpdk::{DpdkError, DpdkPort, DpdkPortOptions, Eal, EalOptions};
 use netdev::pcap::{PcapWriter, read_file};
+use netdev::tap::{TapOptions, TapPort};
+use std::process::Command;
 
 mod common;
 use common::*;
@@ -451,6 +453,167 @@ fn namespaces_ping_and_tcp_over_net_tap() {
         ns_sh(ns, &["ip", "link", "set", dev, "up"]);
     }
     ping_through(pa, pb, &na, &nb);
+}
+
+#[test]
+fn link_changes_count_as_link_resets() {
+    let test = "link_changes_count_as_link_resets";
+    let Some(env) = Env::new(test) else {
+        return;
+    };
+    if !eal(test) {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    let tap = env.ifname("tl");
+    let p = open(&format!("net_tap_fl{},iface={tap}", env.tag), 1);
+    sh(&["ip", "link", "set", &tap, "up"]);
+    let settles = |up: bool| {
+        let end = Instant::now() + Duration::from_secs(5);
+        while p.link_up() != up && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p.link_up() == up
+    };
+    assert!(settles(true));
+    let base = p.link_resets();
+    assert!(
+        base <= 1,
+        "at most the first up since the port opened: {base}"
+    );
+    sh(&["ip", "link", "set", &tap, "down"]);
+    assert!(settles(false));
+    assert_eq!(p.link_resets(), base + 1);
+    sh(&["ip", "link", "set", &tap, "up"]);
+    assert!(settles(true));
+    assert_eq!(p.link_resets(), base + 2);
+    assert_eq!(p.link_resets(), base + 2, "reading again changes nothing");
+}
+
+/// A UDP datagram sent from namespace `ns` to 10.78.0.9 port 9 (a static neighbour there).
+const UDP_SEND: &str = r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b"x" * 100, ("10.78.0.9", 9))
+"#;
+
+#[test]
+fn the_devices_rx_checksum_verdict_reaches_the_packet() {
+    let test = "the_devices_rx_checksum_verdict_reaches_the_packet";
+    let Some(mut env) = Env::new(test) else {
+        return;
+    };
+    if !need(test, &[python()]) || !eal(test) {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    let ns = env.netns("c");
+    let tap = env.ifname("tc");
+    let mut p = open(&format!("net_tap_fc{},iface={tap}", env.tag), 1);
+    assert!(
+        p.options().contains("rx_csum_offload=true"),
+        "{}",
+        p.options()
+    );
+    sh(&["ip", "link", "set", &tap, "netns", &ns]);
+    ns_sh(&ns, &["ip", "addr", "add", "10.78.0.1/24", "dev", &tap]);
+    ns_sh(&ns, &["ip", "link", "set", &tap, "up"]);
+    let neigh = [
+        "ip",
+        "neigh",
+        "replace",
+        "10.78.0.9",
+        "lladdr",
+        "02:00:00:00:00:09",
+    ];
+    ns_sh(&ns, &[&neigh[..], &["dev", tap.as_str()]].concat());
+    let mut rx = p.take_rxq(0, 1).unwrap();
+    let mut pool = Pool::new(64, 0);
+    let send = Command::new("ip")
+        .args(["netns", "exec", &ns, python(), "-c", UDP_SEND])
+        .status()
+        .unwrap();
+    assert!(send.success());
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut b = Batch::new();
+    let mut verdict = None;
+    while verdict.is_none() && Instant::now() < end {
+        rx.recv(&mut pool, &mut b);
+        for pk in b.drain() {
+            let d = pk.data();
+            // IPv4, UDP, to 10.78.0.9.
+            if d.len() > 34 && d[12..14] == [8, 0] && d[23] == 17 && d[30..34] == [10, 78, 0, 9] {
+                verdict = Some(pk.meta.rx_csum);
+            }
+            pool.free(pk);
+        }
+    }
+    assert_eq!(
+        verdict,
+        Some(datapath::packet::RX_CSUM_IP_GOOD | datapath::packet::RX_CSUM_L4_GOOD),
+        "net_tap verified both checksums of the datagram"
+    );
+}
+
+#[test]
+fn tcp_super_frames_leave_whole_by_a_device_that_segments_them() {
+    let test = "tcp_super_frames_leave_whole_by_a_device_that_segments_them";
+    let Some(mut env) = Env::new(test) else {
+        return;
+    };
+    if !need(test, &[python(), "ethtool"]) || !eal(test) {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    // Host a behind a flowpath tap, which hands over the kernel's TCP super-frames; host b
+    // behind DPDK's net_tap, which takes TCP segmentation: the super-frames cross whole, and
+    // net_tap cuts them into segments for host b.
+    let (na, nb) = (env.netns("a"), env.netns("b"));
+    let (ta, tb) = (env.ifname("sa"), env.ifname("sb"));
+    let mut pb = open(&format!("net_tap_fs{},iface={tb}", env.tag), 1);
+    assert!(
+        pb.options().contains("tx_tso_offload=true"),
+        "{}",
+        pb.options()
+    );
+    sh(&["ip", "link", "set", &tb, "netns", &nb]);
+    ns_sh(&nb, &["ip", "addr", "add", "10.78.0.2/24", "dev", &tb]);
+    ns_sh(&nb, &["ip", "link", "set", &tb, "up"]);
+    let mut pa = TapPort::open(
+        "a",
+        &TapOptions {
+            ifname: Some(ta.clone()),
+            netns: Some(na.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ns_sh(&na, &["ip", "addr", "add", "10.78.0.1/24", "dev", &ta]);
+    ns_sh(&na, &["ip", "link", "set", &ta, "up"]);
+    let base = pb.mbufs_in_use();
+    let fwd = Forwarder::start(&mut pa, &mut pb);
+    let bytes = 8 << 20;
+    ping_and_tcp(&na, &nb, "10.78.0.2", bytes);
+    drop(fwd);
+    let c = pb.counters();
+    eprintln!("port b: {c:?}");
+    // At least 8 MiB went out in frames that average more than a full segment each.
+    assert!(c.tx_bytes > bytes as u64, "{c:?}");
+    assert!(
+        c.tx_bytes / c.tx_packets > 3000,
+        "super-frames went whole: {c:?}"
+    );
+    assert_eq!((c.tx_dropped, c.errors), (0, 0));
+    assert_eq!(pb.mbufs_in_use(), base, "mbufs leaked");
 }
 
 #[test]

@@ -55,13 +55,13 @@ pub(super) fn ports(frames: &[Vec<u8>], sinks: &[&str]) -> anyhow::Result<DpdkIo
     });
     crate::dpdk::start(&settings)?;
     let devargs = |v: String| vec![("dpdk-devargs".to_owned(), v)];
-    let source = crate::dpdk::open_port(
-        "p0",
-        &devargs(format!(
-            "net_pcap_bench{n},rx_pcap={},infinite_rx=1",
-            capture.0.display()
-        )),
-    )?;
+    // net_pcap with infinite_rx holds the whole capture in mbufs of the port's pool.
+    let mut source_opts = devargs(format!(
+        "net_pcap_bench{n},rx_pcap={},infinite_rx=1",
+        capture.0.display()
+    ));
+    source_opts.push(("n_mbufs".to_owned(), frames.len().to_string()));
+    let source = crate::dpdk::open_port("p0", &source_opts)?;
     let sinks = sinks
         .iter()
         .enumerate()

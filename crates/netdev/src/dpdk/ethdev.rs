@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
@@ -53,6 +53,13 @@ pub struct DpdkPortOptions {
     pub n_txq_desc: u16,
     /// `mtu_request`: the MTU (1500).
     pub mtu: u16,
+    /// `dpdk-lsc-interrupt`: link changes by interrupt where the device has them, rather than
+    /// read when the switch looks (false, as OVS).
+    pub lsc_interrupt: bool,
+    /// `n_mbufs` (flowpath's own): at least this many mbufs in the port's pool, beyond what
+    /// its rings need (0). For devices that keep frames of their own in mbufs: `net_pcap`
+    /// with `infinite_rx=1` holds its whole capture.
+    pub n_mbufs: u32,
 }
 
 impl DpdkPortOptions {
@@ -64,6 +71,8 @@ impl DpdkPortOptions {
             n_rxq_desc: DEFAULT_DESC,
             n_txq_desc: DEFAULT_DESC,
             mtu: DEFAULT_MTU,
+            lsc_interrupt: false,
+            n_mbufs: 0,
         }
     }
 
@@ -75,10 +84,34 @@ impl DpdkPortOptions {
                 self.devargs = value.to_owned();
                 return Ok(());
             }
+            "dpdk-lsc-interrupt" => {
+                self.lsc_interrupt = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(DpdkError::Setting {
+                            key: "dpdk-lsc-interrupt",
+                            why: format!("{value:?} is not true or false"),
+                        });
+                    }
+                };
+                return Ok(());
+            }
             "n_rxq" => (&mut self.n_rxq, "n_rxq", 1, 1024),
             "n_rxq_desc" => (&mut self.n_rxq_desc, "n_rxq_desc", 1, 4096),
             "n_txq_desc" => (&mut self.n_txq_desc, "n_txq_desc", 1, 4096),
             "mtu_request" => (&mut self.mtu, "mtu_request", 68, 9710),
+            "n_mbufs" => {
+                self.n_mbufs = value
+                    .parse()
+                    .ok()
+                    .filter(|v| (1..=1 << 24).contains(v))
+                    .ok_or_else(|| DpdkError::Setting {
+                        key: "n_mbufs",
+                        why: format!("{value:?} is not a number from 1 to 16777216"),
+                    })?;
+                return Ok(());
+            }
             _ => {
                 return Err(DpdkError::Setting {
                     key: "option",
@@ -200,6 +233,10 @@ pub struct DpdkPort {
     n_txq: u16,
     /// rx and tx ring sizes as the device took them.
     descs: (u16, u16),
+    /// The offloads the device took (`dpdk_sys::OL_*`).
+    offloads: u32,
+    /// tx queues asked for: one per core, plus one.
+    requested_txq: u16,
     taken: Vec<bool>,
     txq_locks: Vec<Arc<TxLock>>,
     next_txq: usize,
@@ -207,6 +244,9 @@ pub struct DpdkPort {
     tx_stats: Vec<Arc<QueueStats>>,
     /// The longest frame the port sends: its mbufs' room after DPDK's headroom.
     max_frame: usize,
+    /// The link state last read ([`Port::link_up`]), and how many times it changed.
+    link_was_up: AtomicBool,
+    link_resets: AtomicU64,
 }
 
 fn c_string(s: &str, key: &'static str) -> Result<CString, DpdkError> {
@@ -265,7 +305,8 @@ impl DpdkPort {
             .into_owned();
         let n_rxq = opts.n_rxq.min(info.max_rx_queues.max(1));
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let n_txq = (cores as u16 + 1).min(info.max_tx_queues.max(1));
+        let requested_txq = cores as u16 + 1;
+        let n_txq = requested_txq.min(info.max_tx_queues.max(1));
         let data_room = PKTMBUF_HEADROOM
             + (opts.mtu.max(DEFAULT_MTU) + FRAME_OVERHEAD).next_multiple_of(DATA_ROOM_ALIGN);
         // Every ring full, a burst in flight per queue, and the per-lcore caches.
@@ -273,7 +314,8 @@ impl DpdkPort {
             + u32::from(n_txq) * u32::from(opts.n_txq_desc)
             + (u32::from(n_rxq) + u32::from(n_txq)) * MAX_BURST as u32
             + 4 * POOL_CACHE
-            + 1024;
+            + 1024
+            + opts.n_mbufs;
         let pool_name = c_string(&format!("fp_mp_{id}_{}", next_pool_serial()), "mempool")?;
         // SAFETY: pool_name is NUL-terminated; the sizes fit the types DPDK takes.
         let pool = unsafe {
@@ -301,7 +343,7 @@ impl DpdkPort {
         });
         // Some devices (net_tap) want as many tx queues as rx queues: asked again with that.
         let mut n_txq = n_txq;
-        let descs = match start(id, n_rxq, n_txq, opts, pool) {
+        let started = match start(id, n_rxq, n_txq, opts, pool) {
             Ok(d) => d,
             Err((call, r)) if call != "rte_eth_dev_configure" || n_txq == n_rxq => {
                 // Dropping `dev` closes (and detaches) the device and frees the pool.
@@ -319,13 +361,17 @@ impl DpdkPort {
             driver,
             mac: info.mac,
             n_txq,
-            descs,
+            descs: started.descs,
+            offloads: started.offloads,
+            requested_txq,
             taken: vec![false; usize::from(n_rxq)],
             txq_locks: (0..n_txq).map(|_| Arc::default()).collect(),
             next_txq: 0,
             rx_stats: (0..n_rxq).map(|_| QueueStats::shared()).collect(),
             tx_stats: (0..n_txq).map(|_| QueueStats::shared()).collect(),
             max_frame: usize::from(data_room - PKTMBUF_HEADROOM),
+            link_was_up: AtomicBool::new(read_link(id)),
+            link_resets: AtomicU64::new(0),
         })
     }
 
@@ -403,6 +449,14 @@ impl DpdkPort {
     }
 }
 
+/// Whether device `id`'s link is up, without waiting.
+fn read_link(id: u16) -> bool {
+    let (mut up, mut speed) = (0, 0);
+    // SAFETY: both are valid for writes; the port is open.
+    let r = unsafe { dpdk_sys::fp_link(id, &mut up, &mut speed) };
+    r == 0 && up != 0
+}
+
 /// Configures and starts device `id`: the ring sizes the device took, or the DPDK call that
 /// failed and its error.
 fn start(
@@ -411,14 +465,26 @@ fn start(
     n_txq: u16,
     opts: &DpdkPortOptions,
     pool: *mut RteMempool,
-) -> Result<(u16, u16), (String, i32)> {
+) -> Result<Started, (String, i32)> {
     let mut step: *const libc::c_char = std::ptr::null();
     let (mut nrxd, mut ntxd) = (opts.n_rxq_desc, opts.n_txq_desc);
-    // SAFETY: the port is attached and stopped; `pool` is a live mempool; `step`, `nrxd` and
-    // `ntxd` are valid for writes, `step` receives a static string.
+    let mut offloads = dpdk_sys::OL_RX_CSUM | dpdk_sys::OL_TX_TSO;
+    if opts.lsc_interrupt {
+        offloads |= dpdk_sys::OL_LSC;
+    }
+    // SAFETY: the port is attached and stopped; `pool` is a live mempool; `step`, `nrxd`,
+    // `ntxd` and `offloads` are valid for writes, `step` receives a static string.
     let r = unsafe {
         dpdk_sys::fp_port_start(
-            id, n_rxq, n_txq, &mut nrxd, &mut ntxd, opts.mtu, pool, &mut step,
+            id,
+            n_rxq,
+            n_txq,
+            &mut nrxd,
+            &mut ntxd,
+            opts.mtu,
+            pool,
+            &mut offloads,
+            &mut step,
         )
     };
     if r < 0 {
@@ -428,7 +494,16 @@ fn start(
             .into_owned();
         return Err((call, r));
     }
-    Ok((nrxd, ntxd))
+    Ok(Started {
+        descs: (nrxd, ntxd),
+        offloads,
+    })
+}
+
+/// What a started device took: ring sizes (rx, tx) and offloads (`dpdk_sys::OL_*`).
+struct Started {
+    descs: (u16, u16),
+    offloads: u32,
 }
 
 fn call_error(call: &str, err: i32) -> DpdkError {
@@ -505,6 +580,10 @@ struct DpdkTxq {
     stats: Arc<QueueStats>,
     /// The longest frame the port sends: its mbufs' room after DPDK's headroom.
     max_frame: usize,
+    /// Whether the device segments TCP super-frames ([`TxQueue::tso`]), and how it bounds
+    /// the segments.
+    tso: bool,
+    tso_limit: mbuf::TsoLimit,
 }
 
 /// Tries a full burst a few times before giving up on what the device will not take.
@@ -595,6 +674,12 @@ impl DpdkTxq {
 }
 
 impl TxQueue for DpdkTxq {
+    /// Where the device takes TCP segmentation (`net_tap` does), super-frames go to it whole,
+    /// copied into a chain of mbufs.
+    fn tso(&self) -> bool {
+        self.tso
+    }
+
     /// Packets in mbufs leave in them; the others are copied into mbufs allocated in bulk.
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         register_thread();
@@ -612,9 +697,13 @@ impl TxQueue for DpdkTxq {
             let m = match mbuf::mbuf_of(p, self.max_frame) {
                 Ok(m) => Some(m),
                 Err(None) => None,
-                Err(Some(p)) => {
+                Err(Some(mut p)) => {
                     copies_left -= 1;
-                    let m = self.copy_into_mbuf(&p, &mut spare, &mut n_spare, copies_left + 1);
+                    let m = if p.meta.gso_size > 0 && self.tso {
+                        mbuf::tso_chain(&mut p, self.dev.pool, self.max_frame, self.tso_limit)
+                    } else {
+                        self.copy_into_mbuf(&p, &mut spare, &mut n_spare, copies_left + 1)
+                    };
                     pool.free(p);
                     m
                 }
@@ -652,21 +741,28 @@ impl Port for DpdkPort {
         "dpdk"
     }
 
-    /// As OVS's `netdev_dpdk_get_config` words it (what `dpif/show` and `dpctl/show` print).
+    /// As OVS's `netdev_dpdk_get_config` words it (what `dpif/show` and `dpctl/show` print,
+    /// keys sorted as they sort them).
     fn options(&self) -> String {
         let o = &self.opts;
+        let on = |ol: u32| self.offloads & ol != 0;
         format!(
             "{{configured_rx_queues={}, configured_rxq_descriptors={}, configured_tx_queues={}, \
-             configured_txq_descriptors={}, mtu={}, requested_rx_queues={}, \
-             requested_rxq_descriptors={}, requested_txq_descriptors={}}}",
+             configured_txq_descriptors={}, lsc_interrupt_mode={}, mtu={}, \
+             requested_rx_queues={}, requested_rxq_descriptors={}, requested_tx_queues={}, \
+             requested_txq_descriptors={}, rx_csum_offload={}, tx_tso_offload={}}}",
             self.taken.len(),
             self.descs.0,
             self.n_txq,
             self.descs.1,
+            on(dpdk_sys::OL_LSC),
             o.mtu,
             o.n_rxq,
             o.n_rxq_desc,
-            o.n_txq_desc
+            self.requested_txq,
+            o.n_txq_desc,
+            on(dpdk_sys::OL_RX_CSUM),
+            on(dpdk_sys::OL_TX_TSO),
         )
     }
 
@@ -693,6 +789,11 @@ impl Port for DpdkPort {
             lock: Arc::clone(&self.txq_locks[q]),
             stats: Arc::clone(&self.tx_stats[q]),
             max_frame: self.max_frame,
+            tso: self.offloads & dpdk_sys::OL_TX_TSO != 0,
+            tso_limit: mbuf::TsoLimit {
+                mtu: usize::from(self.opts.mtu),
+                l2_in_mtu: self.driver == "net_tap",
+            },
         })
     }
 
@@ -712,10 +813,18 @@ impl Port for DpdkPort {
         self.read_xstats()
     }
 
+    /// Read from the device each time, as OVS's watchdog polls it; a change from what was
+    /// last read counts as a link reset.
     fn link_up(&self) -> bool {
-        let (mut up, mut speed) = (0, 0);
-        // SAFETY: both are valid for writes; the port is open.
-        let r = unsafe { dpdk_sys::fp_link(self.dev.id, &mut up, &mut speed) };
-        r == 0 && up != 0
+        let up = read_link(self.dev.id);
+        if self.link_was_up.swap(up, Relaxed) != up {
+            self.link_resets.fetch_add(1, Relaxed);
+        }
+        up
+    }
+
+    fn link_resets(&self) -> u64 {
+        self.link_up();
+        self.link_resets.load(Relaxed)
     }
 }

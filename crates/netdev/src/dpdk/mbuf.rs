@@ -56,10 +56,11 @@ pub(crate) unsafe fn packet_of(m: *mut MbufHead, pool: &mut Pool, in_port: u32) 
         let start = MD_LEN + usize::from(head.data_off);
         let len = usize::from(head.data_len);
         let cap = MD_LEN + usize::from(head.buf_len);
+        let csum = rx_csum(head);
         // SAFETY: the mbuf's private area (MD_LEN bytes, in the mempool's memory, which DPDK
         // zeroes) is followed by its buf_len-byte buffer holding the frame at data_off; the
         // packet owns the mbuf until it releases it or a port sends it. `base` is not null.
-        return unsafe {
+        let mut p = unsafe {
             Packet::from_foreign(
                 owner(),
                 NonNull::new_unchecked(base),
@@ -69,9 +70,12 @@ pub(crate) unsafe fn packet_of(m: *mut MbufHead, pool: &mut Pool, in_port: u32) 
                 in_port,
             )
         };
+        p.meta.rx_csum = csum;
+        return p;
     }
     // SAFETY: the caller owns `m` and its chain.
-    let p = unsafe { copy_chain(m, pool, in_port) };
+    let mut p = unsafe { copy_chain(m, pool, in_port) };
+    p.meta.rx_csum = rx_csum(head);
     // SAFETY: nothing refers to `m` any more.
     unsafe { dpdk_sys::fp_free(m) };
     p
@@ -126,4 +130,101 @@ pub(crate) fn mbuf_of(p: Packet, max_frame: usize) -> Result<*mut MbufHead, Opti
         head.ol_flags = 0;
     }
     Ok(m)
+}
+
+/// How a device that segments TCP itself bounds its segments.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TsoLimit {
+    /// The port's MTU.
+    pub mtu: usize,
+    /// Whether the device counts the Ethernet header in the MTU when it checks a segment's
+    /// size: DPDK 22.11's `net_tap` refuses a super-frame whose MSS plus *all* headers exceeds
+    /// its MTU (so a 1500-byte MTU and an MSS of 1448 with a 66-byte header fail), where a NIC
+    /// bounds the IP packet only.
+    pub l2_in_mtu: bool,
+}
+
+/// For a device that segments TCP itself: TCP super-frame `p` in a chain of mbufs of `pool`
+/// (`room` bytes of frame each), set up for the device to cut into segments with their
+/// checksums: of `gso_size` payload bytes, or fewer where the device's `limit` wants
+/// (smaller segments than the sender's MSS are ordinary TCP). `None` when it is not TCP over
+/// IP or the pool is short: the caller drops it.
+pub(crate) fn tso_chain(
+    p: &mut Packet,
+    pool: *mut dpdk_sys::RteMempool,
+    room: usize,
+    limit: TsoLimit,
+) -> Option<*mut MbufHead> {
+    let t = datapath::gso::prepare_partial(p).ok()?;
+    let bound = if limit.l2_in_mtu {
+        limit.mtu
+    } else {
+        limit.mtu + t.l3
+    };
+    let mss = t.mss.min(bound.checked_sub(t.hdr_len)?);
+    if mss < usize::from(datapath::gso::MIN_MSS) {
+        return None;
+    }
+    let frame = p.data();
+    let n = frame.len().div_ceil(room);
+    if t.hdr_len > room || n > MAX_CHAIN {
+        return None;
+    }
+    let mut segs = [std::ptr::null_mut::<MbufHead>(); MAX_CHAIN];
+    // SAFETY: `segs` has room for n <= MAX_CHAIN pointers; `pool` is a live mempool.
+    if unsafe { dpdk_sys::fp_alloc_bulk(pool, segs.as_mut_ptr(), n as u32) } != 0 {
+        return None;
+    }
+    for (k, piece) in frame.chunks(room).enumerate() {
+        // SAFETY: segs[..n] are fresh mbufs owned here, each with `room` bytes free from
+        // data_off (the port's data room), and `piece` is at most `room` bytes.
+        unsafe {
+            let s = &mut *segs[k];
+            std::ptr::copy_nonoverlapping(
+                piece.as_ptr(),
+                s.buf_addr.add(usize::from(s.data_off)),
+                piece.len(),
+            );
+            s.data_len = piece.len() as u16;
+            s.next = if k + 1 < n {
+                segs[k + 1]
+            } else {
+                std::ptr::null_mut()
+            };
+        }
+    }
+    let head = segs[0];
+    // SAFETY: `head` starts the chain built above, which holds the headers whole in its first
+    // segment (hdr_len <= room).
+    unsafe {
+        (*head).nb_segs = n as u16;
+        (*head).pkt_len = frame.len() as u32;
+        dpdk_sys::fp_tx_tso(
+            head,
+            t.l3 as u16,
+            (t.l4 - t.l3) as u16,
+            (t.hdr_len - t.l4) as u16,
+            mss as u16,
+            i32::from(t.ipv6),
+        );
+    }
+    Some(head)
+}
+
+/// Most mbufs a super-frame takes: 64 KiB and its headers in 1 KiB pieces.
+const MAX_CHAIN: usize = 72;
+
+/// The device's verdict on received mbuf `m`'s checksums, for the packet: IPv4 header and
+/// TCP/UDP checksums verified good ([`datapath::packet::RX_CSUM_IP_GOOD`],
+/// [`datapath::packet::RX_CSUM_L4_GOOD`]).
+#[inline]
+pub(crate) fn rx_csum(head: &MbufHead) -> u8 {
+    let mut v = 0;
+    if head.ol_flags & dpdk_sys::RX_IP_CKSUM_MASK == dpdk_sys::RX_IP_CKSUM_GOOD {
+        v |= datapath::packet::RX_CSUM_IP_GOOD;
+    }
+    if head.ol_flags & dpdk_sys::RX_L4_CKSUM_MASK == dpdk_sys::RX_L4_CKSUM_GOOD {
+        v |= datapath::packet::RX_CSUM_L4_GOOD;
+    }
+    v
 }
