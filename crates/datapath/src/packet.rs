@@ -75,8 +75,9 @@ const FRAME_OFS: usize = MD_LEN + HEADROOM;
 /// headers. Larger frames get a buffer of their own size (not recycled).
 pub const BUF_ROOM: usize = 2048;
 
-/// Size of a pool buffer.
+/// Size of a pool buffer (even, as every buffer of the switch's own: see the `buf` module).
 pub const BUF_SIZE: usize = FRAME_OFS + BUF_ROOM;
+const _: () = assert!(BUF_SIZE.is_multiple_of(2) && LARGE_BUF_SIZE.is_multiple_of(2));
 
 /// Room for the frame after the headroom in a large pool buffer: a 64 KiB IP packet (a TCP
 /// super-frame) with its Ethernet header and tags, rounded up. Larger frames get a buffer of
@@ -244,16 +245,9 @@ impl Packet {
         in_port: u32,
     ) -> Packet {
         debug_assert!(MD_LEN <= start && start + len <= cap);
-        // A foreign buffer never has the size of a pool class, so that a pool never keeps one:
-        // one byte of tailroom is given up where it would.
-        let cap = if cap == BUF_SIZE || cap == LARGE_BUF_SIZE {
-            cap - 1
-        } else {
-            cap
-        };
         Packet {
             // SAFETY: the caller's contract is Buf::foreign's.
-            buf: unsafe { Buf::foreign(owner, base, cap as u32) },
+            buf: unsafe { Buf::foreign(owner, base, cap) },
             start: start as u32,
             len: len as u32,
             meta: PacketMeta::received(in_port),
@@ -717,7 +711,7 @@ impl Pool {
     /// foreign one goes back to its owner).
     #[inline(never)]
     fn free_large(&mut self, buf: Buf) {
-        if buf.len() == LARGE_BUF_SIZE && !buf.is_foreign() && self.large.len() < LARGE_SPARE {
+        if buf.len() == LARGE_BUF_SIZE && self.large.len() < LARGE_SPARE {
             self.large.push(buf);
         }
     }

@@ -32,11 +32,14 @@ impl ForeignOwner {
     }
 }
 
-/// The buffer: a pointer, a length and whose memory it is. Sixteen bytes, as a boxed slice.
+/// The buffer: a pointer and a length, two words as a boxed slice, so that it moves in
+/// registers as a boxed slice does. The length's parity says whose memory it is: the
+/// switch's own buffers have an even length (rounded up when made), foreign ones an odd one
+/// (a foreign buffer gives up its last byte where its length is even), so that telling them
+/// apart costs nothing where the bytes are read.
 pub(super) struct Buf {
     ptr: NonNull<u8>,
-    len: u32,
-    foreign: bool,
+    len: usize,
 }
 
 // SAFETY: a Buf owns its memory alone (a boxed slice, or a foreign buffer lent to it until it
@@ -47,16 +50,12 @@ unsafe impl Send for Buf {}
 unsafe impl Sync for Buf {}
 
 impl Buf {
-    /// `len` zeroed bytes of the switch's own.
+    /// At least `len` zeroed bytes of the switch's own (`len` rounded up to even).
     pub(super) fn zeroed(len: usize) -> Buf {
-        let b = vec![0u8; len].into_boxed_slice();
-        let len = u32::try_from(b.len()).expect("buffers are under 4 GiB");
+        let b = vec![0u8; len.next_multiple_of(2)].into_boxed_slice();
+        let len = b.len();
         let ptr = NonNull::new(Box::into_raw(b).cast::<u8>()).expect("a box is never null");
-        Buf {
-            ptr,
-            len,
-            foreign: false,
-        }
+        Buf { ptr, len }
     }
 
     /// No buffer (nothing allocated).
@@ -64,34 +63,33 @@ impl Buf {
         Buf {
             ptr: NonNull::dangling(),
             len: 0,
-            foreign: false,
         }
     }
 
-    /// A foreign buffer of `len` bytes at `ptr`.
+    /// A foreign buffer of `len` bytes at `ptr` (of `len - 1` where `len` is even).
     ///
     /// # Safety
     /// `ptr` is valid for reads and writes of `len` bytes, all initialized, used by nothing
     /// else until the buffer is released through the registered function (which `_owner`
-    /// proves exists) or taken back with [`Buf::into_foreign`].
-    pub(super) unsafe fn foreign(_owner: ForeignOwner, ptr: NonNull<u8>, len: u32) -> Buf {
+    /// proves exists) or taken back with [`Buf::into_foreign`]; `len` is at least 1.
+    pub(super) unsafe fn foreign(_owner: ForeignOwner, ptr: NonNull<u8>, len: usize) -> Buf {
+        debug_assert!(len >= 1);
         Buf {
             ptr,
-            len,
-            foreign: true,
+            len: (len - 1) | 1,
         }
     }
 
     /// Whether the memory is a foreign owner's.
     #[inline]
     pub(super) fn is_foreign(&self) -> bool {
-        self.foreign
+        self.len & 1 != 0
     }
 
     /// Gives a foreign buffer back to the caller without releasing it: its start. `None` (and
     /// the buffer is dropped as usual) for memory of the switch's own.
     pub(super) fn into_foreign(self) -> Option<NonNull<u8>> {
-        if !self.foreign {
+        if !self.is_foreign() {
             return None;
         }
         let ptr = self.ptr;
@@ -107,7 +105,7 @@ impl std::ops::Deref for Buf {
     fn deref(&self) -> &[u8] {
         // SAFETY: ptr is valid for len initialized bytes (a boxed slice's, or a foreign
         // buffer's by `Buf::foreign`'s contract) for as long as the Buf lives.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len as usize) }
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -115,26 +113,36 @@ impl std::ops::DerefMut for Buf {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as for Deref; the Buf is borrowed mutably, and nothing else uses its memory.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len as usize) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl Drop for Buf {
+    /// Inlined, so that a packet's drop (on an unwinding path beside every push into a batch)
+    /// needs no packet in memory, as a boxed slice's does not.
+    #[inline]
     fn drop(&mut self) {
-        if self.foreign {
-            let release = RELEASE
-                .get()
-                .expect("a foreign buffer exists only once its owner registered");
-            // SAFETY: the buffer was lent until released, and it is released once, here.
-            unsafe { release(self.ptr) };
+        if self.is_foreign() {
+            release_foreign(self.ptr);
         } else {
-            let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len as usize);
+            let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
             // SAFETY: ptr and len are those of a boxed slice made by `Buf::zeroed` (or a
             // dangling pointer with length 0, which a boxed empty slice also has) and owned
             // by this Buf alone.
             drop(unsafe { Box::from_raw(slice) });
         }
     }
+}
+
+/// Gives foreign buffer `ptr` back to its owner.
+#[cold]
+#[inline(never)]
+fn release_foreign(ptr: NonNull<u8>) {
+    let release = RELEASE
+        .get()
+        .expect("a foreign buffer exists only once its owner registered");
+    // SAFETY: the buffer was lent until released, and its Buf releases it once, when dropped.
+    unsafe { release(ptr) };
 }
 
 #[cfg(test)]
