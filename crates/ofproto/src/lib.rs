@@ -21,6 +21,7 @@ pub mod fields;
 pub mod flow_events;
 pub mod flow_removed;
 pub mod group;
+pub mod lacp;
 pub mod learn;
 pub mod meter;
 pub mod mirror;
