@@ -44,10 +44,10 @@ pub fn details(b: &Bond, now: Instant) -> String {
     }
     let _ = writeln!(s, "updelay: {} ms", c.updelay);
     let _ = writeln!(s, "downdelay: {} ms", c.downdelay);
-    if c.mode.is_balanced() {
+    if b.is_balanced() {
         let _ = writeln!(s, "next rebalance: {} ms", ms_until(b.next_rebalance, now));
     }
-    s.push_str("lacp_status: off\n");
+    let _ = writeln!(s, "lacp_status: {}", b.lacp_status().name());
     let _ = writeln!(s, "lacp_fallback_ab: {}", c.lacp_fallback_ab);
     let primary = c.primary.as_deref();
     let found = primary.is_some_and(|p| b.member_index(p).is_some());

@@ -990,7 +990,7 @@ fn trace_pass(
     let _ = writeln!(t, "Megaflow: {mf}");
     // A slow path flow's `userspace(...)` is the upcall's doing in OVS, not translation's:
     // its trace shows the rest, and why.
-    let shown: Vec<flow::odp::Action> = if x.slow_bfd {
+    let shown: Vec<flow::odp::Action> = if x.slow_bfd || x.slow_lacp {
         x.actions
             .iter()
             .filter(|a| !matches!(a, flow::odp::Action::Userspace(_)))
@@ -1009,6 +1009,12 @@ fn trace_pass(
         t.push_str(
             "This flow is handled by the userspace slow path because it:\n  \
              - Consists of BFD packets.\n",
+        );
+    }
+    if x.slow_lacp {
+        t.push_str(
+            "This flow is handled by the userspace slow path because it:\n  \
+             - Consists of LACP packets.\n",
         );
     }
     if let Some(why) = x.failed {

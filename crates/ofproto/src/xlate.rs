@@ -48,6 +48,7 @@ mod controller;
 mod ct;
 mod fail_open;
 mod flow_hash;
+pub mod lacp;
 pub(crate) use flow_hash::{hash_add, hash_finish};
 mod freeze;
 mod group;
@@ -217,6 +218,8 @@ pub struct XlateOut {
     pub patches: Vec<(usize, u32)>,
     /// The packet is a BFD session's, sent to the slow path (OVS's `SLOW_BFD`).
     pub slow_bfd: bool,
+    /// The packet is a LACPDU for a bond's LACP, sent to the slow path (`SLOW_LACP`).
+    pub slow_lacp: bool,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -550,7 +553,7 @@ pub fn translate_with_priority(
     // A BFD session's packets go to the session, not through the tables (OVS's
     // `process_special()`, which a thawed packet has been through already); OVS has looked
     // table 0 up by then.
-    let special = frozen.is_none() && ctx.process_bfd(ofport);
+    let special = frozen.is_none() && (ctx.process_bfd(ofport) || ctx.process_lacp(ofport));
     if special {
         ctx.under(node, |c| c.lookup_only(table));
     }

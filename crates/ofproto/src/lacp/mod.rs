@@ -425,7 +425,7 @@ impl Lacp {
             }
             let better = match lead {
                 None => true,
-                Some((_, le, lp)) => enable > le || (enable == le && pri < lp),
+                Some((_, le, lp)) => (enable && !le) || (enable == le && pri < lp),
             };
             if self.members[i].attached && better {
                 lead = Some((i, enable, pri));

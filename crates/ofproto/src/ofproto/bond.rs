@@ -104,7 +104,9 @@ impl Ofproto {
         for b in &mut p.bridges {
             let entries = b.mac.lock().map(|m| m.entries(now)).unwrap_or_default();
             for bond in &mut b.bonds {
-                if !std::mem::take(&mut bond.send_learning_packets) {
+                if !std::mem::take(&mut bond.send_learning_packets)
+                    || !bond.may_send_learning_packets()
+                {
                     continue;
                 }
                 let Some(port) = bond.active.and_then(|i| bond.members[i].ofport) else {
@@ -124,6 +126,44 @@ impl Ofproto {
             }
         }
         out
+    }
+}
+
+impl Ofproto {
+    /// The LACPDUs bonds owe since the last call: (bridge, member port, frame).
+    pub fn take_lacp_pdus(&self) -> Vec<(String, u32, Vec<u8>)> {
+        let mut p = self.write();
+        let mut out = Vec::new();
+        for b in &mut p.bridges {
+            for bond in &mut b.bonds {
+                for (port, frame) in std::mem::take(&mut bond.lacp_tx) {
+                    out.push((b.name.clone(), port, frame));
+                }
+            }
+        }
+        out
+    }
+
+    /// A packet translation gave the LACP slow path (datapath key `key`, which tells the
+    /// bridge and port it entered by): to the LACP of the port's bond, which then runs.
+    pub fn lacp_receive(&self, key: &flow::FlowKey, frame: &[u8]) {
+        let now = Instant::now();
+        let changed = {
+            let mut p = self.write();
+            let mut wc = crate::pipekey::PipeMask::new();
+            let Some(Ok((bi, ofport, _))) = p.receive(key, &mut wc) else {
+                return;
+            };
+            let b = &mut p.bridges[bi];
+            let Some(bond) = b.bonds.iter_mut().find(|d| d.member_on(ofport).is_some()) else {
+                return;
+            };
+            let i = bond.member_on(ofport).unwrap_or_default();
+            bond.lacp_receive(i, frame, now) && run_bridge_bonds(b, now)
+        };
+        if changed {
+            self.changed();
+        }
     }
 }
 

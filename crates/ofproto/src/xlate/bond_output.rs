@@ -4,6 +4,10 @@
 use super::*;
 use crate::bond::Bond;
 
+/// The `symmetric_l3l4+udp` fields (OVS's `NX_HASH_FIELDS_SYMMETRIC_L3L4_UDP`), which a
+/// balance-tcp bond hashes.
+const L3L4_UDP: u16 = 3;
+
 impl Ctx<'_> {
     /// The bond port `port` is a member of, with the member's index.
     pub(super) fn bond_member(&self, port: u32) -> Option<(&Bond, usize)> {
@@ -81,12 +85,24 @@ impl Ctx<'_> {
 
     /// The OpenFlow port NORMAL outputs to for `port` with output VID `vid`: the member its
     /// bond picks (none when no member is enabled), or `port` itself.
-    pub(super) fn bond_output_port(&self, port: u32, vid: u16) -> Option<u32> {
-        match self.bond_member(port) {
-            Some((b, _)) => b
-                .output_member(self.flow.dp.eth_src(), vid)
-                .and_then(|m| m.ofport),
+    /// A balance-tcp bond hashes the flow's addresses, protocol and ports (the megaflow then
+    /// matches them).
+    pub(super) fn bond_output_port(&mut self, port: u32, vid: u16) -> Option<u32> {
+        let mut hashed = false;
+        let out = match self.bond_member(port) {
+            Some((b, _)) => {
+                let flow = &self.flow;
+                b.output_member(flow.dp.eth_src(), vid, |basis| {
+                    hashed = true;
+                    super::flow_hash::flow_hash_fields(flow, L3L4_UDP, basis as u16)
+                })
+                .and_then(|m| m.ofport)
+            }
             None => Some(port),
+        };
+        if hashed {
+            super::flow_hash::mask_hash_fields(&self.flow, &mut self.wc, L3L4_UDP);
         }
+        out
     }
 }
