@@ -245,6 +245,12 @@ impl Bond {
         }
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
+            // Without load-based rebalancing, a balance-tcp bond spreads its buckets over
+            // the enabled members afresh whenever they change, so that a member negotiated
+            // later gets its share.
+            if self.config.mode == BondMode::BalanceTcp && before.0 != self.enabled_set() {
+                self.buckets.fill(None);
+            }
             self.fill_buckets();
             // No load-based moves (buckets move when their member goes); the countdown
             // `bond/show` prints starts again as OVS's does after a rebalance.
