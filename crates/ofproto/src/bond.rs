@@ -26,6 +26,9 @@ pub use crate::bond_lacp::LacpStatus;
 /// The number of hash buckets of a balanced bond (OVS's `BOND_BUCKETS`).
 pub const BUCKETS: usize = 256;
 
+/// What the user data of a bond's recirculation state starts with (the bond's name follows).
+pub const RECIRC_STATE_PREFIX: &[u8] = b"bond ";
+
 /// `bond_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BondMode {
@@ -146,6 +149,9 @@ pub struct Bond {
     pub lacp: Option<crate::lacp::Lacp>,
     /// LACPDU frames due: (member OpenFlow port, frame), taken by the caller.
     pub lacp_tx: Vec<(u32, Vec<u8>)>,
+    /// The recirculation id of a balanced bond (0: none): a balance-tcp bond outputs as
+    /// `hash(l4(BASIS)),recirc(ID)` and the next pass picks the member by `dp_hash`.
+    pub recirc_id: u32,
     /// Not run yet: the first run takes each member's carrier as it is, without delays (as
     /// OVS registers a member enabled when its carrier is up).
     fresh: bool,
@@ -175,6 +181,7 @@ impl Bond {
         let mut b = Bond {
             lacp,
             lacp_tx: Vec::new(),
+            recirc_id: 0,
             active_mac: config.active_mac.unwrap_or(EthAddr([0; 6])),
             config,
             members,
@@ -205,6 +212,9 @@ impl Bond {
             }
         }
         self.keep_lacp_state(old);
+        if self.config.mode != BondMode::ActiveBackup {
+            self.recirc_id = old.recirc_id;
+        }
         self.active_mac = old.active_mac;
         self.active = old
             .active

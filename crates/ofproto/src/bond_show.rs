@@ -35,8 +35,15 @@ pub fn details(b: &Bond, now: Instant) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "---- {} ----", c.name);
     let _ = writeln!(s, "bond_mode: {}", c.mode.name());
-    // No LACP, so no recirculation (balance-tcp recirculates only with LACP negotiated).
-    s.push_str("bond may use recirculation: no, Recirc-ID : -1\n");
+    if b.may_recirc() {
+        let _ = writeln!(
+            s,
+            "bond may use recirculation: yes, Recirc-ID : {}",
+            b.recirc_id
+        );
+    } else {
+        s.push_str("bond may use recirculation: no, Recirc-ID : -1\n");
+    }
     let _ = writeln!(s, "bond-hash-basis: {}", c.basis);
     s.push_str("lb_output action: disabled, bond-id: -1\n");
     if c.mode == crate::bond::BondMode::BalanceSlb {

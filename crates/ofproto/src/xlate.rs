@@ -584,8 +584,12 @@ pub fn translate_with_priority(
         ctx.mirror_ingress(ofport);
     }
     let refused = refused || mirror_out || special;
+    let bond = frozen
+        .as_ref()
+        .and_then(|st| st.userdata.strip_prefix(crate::bond::RECIRC_STATE_PREFIX));
     match frozen.as_ref().filter(|st| !st.actions.is_empty()) {
         _ if refused => {}
+        _ if bond.is_some() => ctx.under(node, |c| c.bond_post_recirc(bond.unwrap_or_default())),
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
         None => ctx.under(node, |c| c.do_table_ct(table, Lookup::default())),
     }

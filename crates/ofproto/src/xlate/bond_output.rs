@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::bond::Bond;
+use flow::odp::HashAlg;
 
 /// The `symmetric_l3l4+udp` fields (OVS's `NX_HASH_FIELDS_SYMMETRIC_L3L4_UDP`), which a
 /// balance-tcp bond hashes.
@@ -15,6 +16,46 @@ impl Ctx<'_> {
             .bonds
             .iter()
             .find_map(|b| b.member_on(port).map(|i| (b, i)))
+    }
+
+    /// The recirculation id and hash basis of the bond of member `port` when its output
+    /// recirculates (OVS's `bond_update_post_recirc_rules()`).
+    pub(super) fn bond_recirc(&self, port: u32) -> Option<(u32, u32)> {
+        let (b, _) = self.bond_member(port)?;
+        b.may_recirc().then_some((b.recirc_id, b.config.basis))
+    }
+
+    /// Outputs through a recirculating bond: the datapath hashes the 5-tuple and the next
+    /// pass, with the bond's recirculation id, outputs to the bucket's member.
+    pub(super) fn bond_recirc_output(&mut self, id: u32, basis: u32) {
+        self.commit();
+        self.out.push(Action::Hash {
+            alg: HashAlg::L4,
+            basis,
+        });
+        self.out.push(Action::Recirc(id));
+    }
+
+    /// The post-recirculation pass of bond `name` (its frozen state's user data after
+    /// [`crate::bond::RECIRC_STATE_PREFIX`]): out of the member of the packet's `dp_hash`
+    /// bucket, the megaflow matching the bucket's bits of `dp_hash`.
+    pub(super) fn bond_post_recirc(&mut self, name: &[u8]) {
+        let m = self.wc.dp.dp_hash();
+        self.wc
+            .dp
+            .set_dp_hash(m | (crate::bond::BUCKETS as u32 - 1));
+        let dp_hash = self.flow.dp.dp_hash();
+        let port = self
+            .br()
+            .bonds
+            .iter()
+            .find(|b| b.config.name.as_bytes() == name)
+            .and_then(|b| b.member_for_dp_hash(dp_hash))
+            .and_then(|m| m.ofport);
+        match port {
+            Some(p) => self.output_port(p, false),
+            None => self.note("no bond member for the hash, dropping"),
+        }
     }
 
     /// The port NORMAL learns and compares `port` as: its bond's one port, or itself.
@@ -86,8 +127,9 @@ impl Ctx<'_> {
     /// The OpenFlow port NORMAL outputs to for `port` with output VID `vid`: the member its
     /// bond picks (none when no member is enabled), or `port` itself.
     /// A balance-tcp bond hashes the flow's addresses, protocol and ports (the megaflow then
-    /// matches them).
-    pub(super) fn bond_output_port(&mut self, port: u32, vid: u16) -> Option<u32> {
+    /// matches them), unless it recirculates (`unmask` false), when the pick only tells
+    /// whether any member is usable.
+    pub(super) fn bond_output_port(&mut self, port: u32, vid: u16, unmask: bool) -> Option<u32> {
         let mut hashed = false;
         let out = match self.bond_member(port) {
             Some((b, _)) => {
@@ -100,7 +142,7 @@ impl Ctx<'_> {
             }
             None => Some(port),
         };
-        if hashed {
+        if hashed && unmask {
             super::flow_hash::mask_hash_fields(&self.flow, &mut self.wc, L3L4_UDP);
         }
         out
