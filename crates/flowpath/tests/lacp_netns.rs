@@ -6,8 +6,8 @@
 //! The peer is Debian's `ovs-vswitchd` 3.1 (netdev datapath, its bond `lacp=active`
 //! balance-tcp, its internal port with the address) or the Linux kernel's bonding driver
 //! (`mode 802.3ad lacp_rate fast`; SKIP when the kernel has none). LACP negotiates on both
-//! members (`lacp/show`: current, attached; the peer sees the switch's system id), ping
-//! works, UDP and TCP flows spread over both members, and a member's link going down moves
+//! members (`lacp/show`: current, attached; the peer sees the switch's system id), malformed
+//! LACPDUs are counted and ignored, ping works, UDP and TCP flows spread over both members, and a member's link going down moves
 //! all traffic to the other. Needs root, network namespaces and OVS's tools; else SKIP.
 
 mod common;
@@ -235,6 +235,23 @@ impl World {
         );
     }
 
+    /// Three malformed LACPDUs from the peer's end of the first link: one short, one with an
+    /// actor TLV of the wrong length, one of an unknown subtype.
+    fn send_bad_pdus(&self) {
+        let script = format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+             s.bind(('{}', 0))\n\
+             hdr = bytes.fromhex('0180c2000002020000000001') + b'\\x88\\x09'\n\
+             good = bytes([1, 1, 1, 20]) + bytes(106)\n\
+             s.send(hdr + good[:40])\n\
+             s.send(hdr + bytes([1, 1, 1, 19]) + bytes(106))\n\
+             s.send(hdr + bytes([7]) + good[1:])\n",
+            self.b[0]
+        );
+        must(&in_ns(&self.peer, &["python3", "-c", &script]));
+    }
+
     /// `n` UDP flows and `n` TCP connection attempts from the host to the peer, each from
     /// its own source port.
     fn flows(&self, n: u32) {
@@ -284,6 +301,14 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer) {
     }
     let stats = w.appctl(&["lacp/show-stats", "bond0"]);
     assert!(stats.contains("  RX Bad PDUs: 0\n"), "{stats}");
+    // Malformed LACPDUs on the first member: counted, ignored, negotiation goes on.
+    w.send_bad_pdus();
+    let counted = wait_until(Duration::from_secs(5), || {
+        w.appctl(&["lacp/show-stats", "bond0"])
+            .contains("  RX Bad PDUs: 3\n")
+    });
+    assert!(counted, "{}", w.appctl(&["lacp/show-stats", "bond0"]));
+    w.wait_negotiated(&[0, 1]);
     assert_eq!(
         w.vsctl(&["get", "interface", &w.a[0], "lacp_current"])
             .trim(),
