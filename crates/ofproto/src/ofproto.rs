@@ -1266,6 +1266,9 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
     if k.recirc_id() != 0 {
         d.set_recirc_id(u32::MAX).set_packet_type(u32::MAX);
     }
+    if k.dp_hash() != 0 {
+        d.set_dp_hash(u32::MAX);
+    }
     if k.pkt_mark() != 0 {
         d.set_pkt_mark(u32::MAX);
     }

@@ -125,7 +125,7 @@ fn bond_frozen_state(bridge: &str, bond: &str) -> crate::recirc::FrozenState {
     crate::recirc::FrozenState {
         bridge: bridge.to_owned(),
         table: 254,
-        in_port: 0,
+        in_port: crate::syntax::OFPP_ANY,
         meta: Default::default(),
         tunnel: None,
         conntracked: false,

@@ -38,24 +38,36 @@ impl Ctx<'_> {
 
     /// The post-recirculation pass of bond `name` (its frozen state's user data after
     /// [`crate::bond::RECIRC_STATE_PREFIX`]): out of the member of the packet's `dp_hash`
-    /// bucket, the megaflow matching the bucket's bits of `dp_hash`.
+    /// bucket, the megaflow matching the bucket's bits of `dp_hash`. Traced as OVS's rule
+    /// for the bucket in its internal table 254.
     pub(super) fn bond_post_recirc(&mut self, name: &[u8]) {
+        let mask = crate::bond::BUCKETS as u32 - 1;
         let m = self.wc.dp.dp_hash();
-        self.wc
-            .dp
-            .set_dp_hash(m | (crate::bond::BUCKETS as u32 - 1));
+        self.wc.dp.set_dp_hash(m | mask);
         let dp_hash = self.flow.dp.dp_hash();
-        let port = self
+        let Some(bond) = self
             .br()
             .bonds
             .iter()
             .find(|b| b.config.name.as_bytes() == name)
-            .and_then(|b| b.member_for_dp_hash(dp_hash))
-            .and_then(|m| m.ofport);
-        match port {
-            Some(p) => self.output_port(p, false),
-            None => self.note("no bond member for the hash, dropping"),
-        }
+        else {
+            return;
+        };
+        let id = bond.recirc_id;
+        let Some(port) = bond.member_for_dp_hash(dp_hash).and_then(|m| m.ofport) else {
+            return;
+        };
+        let rule = self.trace_add(
+            NodeKind::Table,
+            format_args!(
+                "254. recirc_id={id:#x},dp_hash={:#x}/{mask:#x}, priority 20",
+                dp_hash & mask
+            ),
+        );
+        self.under(rule, |c| {
+            let out = c.trace_add(NodeKind::Action, format_args!("output:{port}"));
+            c.under(out, |c| c.output_port(port, false));
+        });
     }
 
     /// The port NORMAL learns and compares `port` as: its bond's one port, or itself.
