@@ -1,14 +1,15 @@
 //! LACP with real peers over veth pairs: the switch's bond `bond0` (members `a1`, `a2`,
 //! `lacp=active`, `bond_mode=balance-tcp`, `lacp-time=fast`) goes to a peer namespace whose
 //! end of the links (`b1`, `b2`) is an 802.3ad bond with an address; a host behind an ordinary
-//! port of the switch talks to it.
+//! port of the switch talks to it. The switch's bond is also tried passive (the peer active).
 //!
 //! The peer is Debian's `ovs-vswitchd` 3.1 (netdev datapath, its bond `lacp=active`
 //! balance-tcp, its internal port with the address) or the Linux kernel's bonding driver
 //! (`mode 802.3ad lacp_rate fast`; SKIP when the kernel has none). LACP negotiates on both
 //! members (`lacp/show`: current, attached; the peer sees the switch's system id), malformed
-//! LACPDUs are counted and ignored, ping works, UDP and TCP flows spread over both members, and a member's link going down moves
-//! all traffic to the other. Needs root, network namespaces and OVS's tools; else SKIP.
+//! LACPDUs are counted and ignored, ping works, UDP and TCP flows spread over both members,
+//! and a member's link going down moves all traffic to the other. Needs root, network
+//! namespaces and OVS's tools; else SKIP.
 
 mod common;
 
@@ -42,10 +43,14 @@ struct World {
     peer: String,
     a: [String; 2],
     b: [String; 2],
+    /// The switch's bond's `lacp=...`.
+    lacp: String,
+    /// The status `lacp/show` gives the switch's bond once negotiated.
+    negotiated: &'static str,
 }
 
 impl World {
-    fn new(test: &str, short: &str, peer_kind: Peer) -> Option<World> {
+    fn new(test: &str, short: &str, peer_kind: Peer, passive: bool) -> Option<World> {
         for s in [Switch::Flowpath, Switch::Ovs] {
             if let Some(why) = missing(s) {
                 eprintln!("SKIP {test}: {why}");
@@ -156,6 +161,12 @@ impl World {
             peer,
             a,
             b,
+            lacp: format!("lacp={}", if passive { "passive" } else { "active" }),
+            negotiated: if passive {
+                "status: passive negotiated"
+            } else {
+                "status: active negotiated"
+            },
         };
         w.vsctl(&[
             "add-br",
@@ -173,7 +184,7 @@ impl World {
             "bond0",
             &w.a[0],
             &w.a[1],
-            "lacp=active",
+            &w.lacp,
             "bond_mode=balance-tcp",
             "other_config:lacp-time=fast",
         ]);
@@ -220,7 +231,7 @@ impl World {
         let ok = wait_until(Duration::from_secs(20), || {
             let s = self.appctl(&["lacp/show", "bond0"]);
             let b = self.appctl(&["bond/show", "bond0"]);
-            s.contains("status: active negotiated")
+            s.contains(self.negotiated)
                 && members.iter().all(|&i| {
                     s.contains(&format!("member: {}: current attached\n", self.a[i]))
                         && b.contains(&format!("member {}: enabled", self.a[i]))
@@ -276,8 +287,8 @@ impl World {
     }
 }
 
-fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer) {
-    let Some(w) = World::new(test, short, peer) else {
+fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passive: bool) {
+    let Some(w) = World::new(test, short, peer, passive) else {
         return;
     };
     w.wait_negotiated(&[0, 1]);
@@ -354,6 +365,7 @@ fn lacp_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over() {
         "lacp_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over",
         "ov",
         Peer::Ovs,
+        false,
     );
 }
 
@@ -363,5 +375,16 @@ fn lacp_with_the_kernel_bond_as_the_peer_negotiates_spreads_flows_and_fails_over
         "lacp_with_the_kernel_bond_as_the_peer_negotiates_spreads_flows_and_fails_over",
         "kn",
         Peer::Kernel,
+        false,
+    );
+}
+
+#[test]
+fn passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_over() {
+    negotiates_spreads_and_fails_over(
+        "passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_over",
+        "pv",
+        Peer::Ovs,
+        true,
     );
 }
