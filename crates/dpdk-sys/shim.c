@@ -20,6 +20,8 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_ip.h>
+#include <rte_tcp.h>
 #include <rte_version.h>
 
 _Static_assert(sizeof(struct rte_mbuf) == 128, "rte_mbuf size");
@@ -69,6 +71,40 @@ int fp_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **v, unsigned n)
 }
 
 void fp_free_bulk(struct rte_mbuf **v, unsigned n) { rte_pktmbuf_free_bulk(v, n); }
+
+void fp_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
+
+_Static_assert(RTE_MBUF_F_RX_IP_CKSUM_MASK == ((1ULL << 4) | (1ULL << 7)), "rx ip cksum mask");
+_Static_assert(RTE_MBUF_F_RX_IP_CKSUM_GOOD == (1ULL << 7), "rx ip cksum good");
+_Static_assert(RTE_MBUF_F_RX_L4_CKSUM_MASK == ((1ULL << 3) | (1ULL << 8)), "rx l4 cksum mask");
+_Static_assert(RTE_MBUF_F_RX_L4_CKSUM_GOOD == (1ULL << 8), "rx l4 cksum good");
+
+/*
+ * Asks the device to segment TCP super-frame chain `m` (headers in its first segment): the
+ * header lengths and the MSS in the mbuf's tx offload fields, the TSO flags, and the TCP
+ * checksum field set to the pseudo-header's sum without the length, as DPDK's TSO wants it.
+ * `l3_len` is the IP header's length, `ipv6` whether it is IPv6.
+ */
+void fp_tx_tso(struct rte_mbuf *m, uint16_t l2_len, uint16_t l3_len, uint16_t l4_len,
+               uint16_t mss, int ipv6)
+{
+    m->l2_len = l2_len;
+    m->l3_len = l3_len;
+    m->l4_len = l4_len;
+    m->tso_segsz = mss;
+    char *l3 = rte_pktmbuf_mtod_offset(m, char *, l2_len);
+    struct rte_tcp_hdr *tcp = (struct rte_tcp_hdr *)(l3 + l3_len);
+    if (ipv6) {
+        m->ol_flags = RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV6 | RTE_MBUF_F_TX_TCP_CKSUM;
+        tcp->cksum = rte_ipv6_phdr_cksum((struct rte_ipv6_hdr *)l3, m->ol_flags);
+    } else {
+        struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)l3;
+        m->ol_flags = RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM
+                      | RTE_MBUF_F_TX_TCP_CKSUM;
+        ip->hdr_checksum = 0;
+        tcp->cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
+    }
+}
 
 /* Mempools. */
 
@@ -144,15 +180,21 @@ int fp_dev_info(uint16_t port, struct fp_dev_info *out)
     return 0;
 }
 
+/* Offloads fp_port_start enables where the device has them. */
+#define FP_OL_RX_CSUM 1u /* rx IPv4, UDP and TCP checksums verified */
+#define FP_OL_TX_TSO 2u  /* tx TCP segmentation with IPv4 and TCP checksums, chained mbufs */
+#define FP_OL_LSC 4u     /* link state change interrupts */
+
 /*
  * Configures and starts a port: RSS over IP/UDP/TCP as far as the device offers it, `nrxq`
  * rx and `ntxq` tx queues of the given ring sizes (sizes the device adjusts), rx buffers
- * from `mp`, MTU `mtu` (0 keeps the device's), promiscuous and all-multicast on. *nrxd and
- * *ntxd come back as the device adjusted them. Returns 0 or a negative errno; *step says
+ * from `mp`, MTU `mtu` (0 keeps the device's), promiscuous and all-multicast on, and of the
+ * offloads *offloads asks for (FP_OL_*) those the device has. *nrxd and *ntxd come back as the
+ * device adjusted them, *offloads as the offloads enabled. Returns 0 or a negative errno; *step says
  * which step failed (for the error message).
  */
 int fp_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t *nrxd, uint16_t *ntxd,
-                  uint16_t mtu, struct rte_mempool *mp, const char **step)
+                  uint16_t mtu, struct rte_mempool *mp, uint32_t *offloads, const char **step)
 {
     struct rte_eth_dev_info info;
     struct rte_eth_conf conf;
@@ -170,6 +212,24 @@ int fp_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t *nrxd, u
     }
     if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    uint32_t want = *offloads;
+    *offloads = 0;
+    const uint64_t rx_csum = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM
+                             | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+    if ((want & FP_OL_RX_CSUM) && (info.rx_offload_capa & rx_csum) == rx_csum) {
+        conf.rxmode.offloads |= rx_csum;
+        *offloads |= FP_OL_RX_CSUM;
+    }
+    const uint64_t tso = RTE_ETH_TX_OFFLOAD_TCP_TSO | RTE_ETH_TX_OFFLOAD_MULTI_SEGS
+                         | RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+    if ((want & FP_OL_TX_TSO) && (info.tx_offload_capa & tso) == tso) {
+        conf.txmode.offloads |= tso;
+        *offloads |= FP_OL_TX_TSO;
+    }
+    if ((want & FP_OL_LSC) && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)) {
+        conf.intr_conf.lsc = 1;
+        *offloads |= FP_OL_LSC;
+    }
     *step = "rte_eth_dev_configure";
     err = rte_eth_dev_configure(port, nrxq, ntxq, &conf);
     if (err < 0)

@@ -421,6 +421,14 @@ impl Datapath {
             .collect()
     }
 
+    /// Each port's name and its link resets ([`Port::link_resets`]).
+    pub fn link_resets(&self) -> Vec<(String, u64)> {
+        self.ports
+            .iter()
+            .map(|p| (p.port.name().to_owned(), p.port.link_resets()))
+            .collect()
+    }
+
     /// A port's counters by name.
     pub fn port_counters(&self, name: &str) -> Option<PortCounters> {
         self.ports

@@ -43,7 +43,12 @@
 //! packets are sent or dropped, the PMD ends the lending ([`Pool::end_lending`]) and the rx
 //! queue gives the buffers back to their owner ([`crate::port::RxQueue::release`]).
 
+mod buf;
+
 pub use crate::tnl_md::{TNL_MD_LEN, TnlMd};
+pub use buf::{ForeignOwner, ReleaseFn};
+
+use buf::Buf;
 
 /// Bytes of the connection metadata area, after the tunnel metadata area: the label (16
 /// bytes), the connection tuple (36 bytes, at [`CT_MD_TUPLE`]) and its protocol, and the mark
@@ -53,8 +58,9 @@ pub const CT_MD_LEN: usize = 64;
 /// Offset of the connection tuple in the connection metadata area.
 pub const CT_MD_TUPLE: usize = 16;
 
-/// Bytes before the headroom: both metadata areas.
-const MD_LEN: usize = TNL_MD_LEN + CT_MD_LEN;
+/// Bytes before the headroom: both metadata areas (a foreign buffer's owner keeps them in
+/// front of its own headroom, see [`Packet::from_foreign`]).
+pub const MD_LEN: usize = TNL_MD_LEN + CT_MD_LEN;
 
 /// Bytes reserved in front of every frame for headers pushed later: the largest `tnl_push`
 /// header (Ethernet, 802.1Q, IPv6, UDP, GENEVE with 252 bytes of options: 330 bytes with a
@@ -93,6 +99,11 @@ pub const MAX_BURST: usize = 32;
 
 /// Marks an absent header offset in [`PacketMeta`].
 pub const NO_OFS: u16 = u16::MAX;
+
+/// [`PacketMeta::rx_csum`]: the device verified the IPv4 header checksum.
+pub const RX_CSUM_IP_GOOD: u8 = 1;
+/// [`PacketMeta::rx_csum`]: the device verified the TCP or UDP checksum.
+pub const RX_CSUM_L4_GOOD: u8 = 2;
 
 /// Per-packet metadata that travels with a packet through the datapath. Read and written by:
 /// rx (in_port), extraction (offsets, hash), actions (offsets after pushes and pops, recirc_id,
@@ -138,6 +149,10 @@ pub struct PacketMeta {
     pub ct_state: u8,
     /// Connection tracking zone of the last `ct()`.
     pub ct_zone: u16,
+    /// Checksums the receiving device verified and found good ([`RX_CSUM_IP_GOOD`],
+    /// [`RX_CSUM_L4_GOOD`]): those of the outermost headers, so `tnl_pop` clears them. 0
+    /// when nothing was verified.
+    pub rx_csum: u8,
     /// For a lent frame, its entry in the pool's table of lent frames, plus one; 0 for a frame
     /// the buffer holds whole. Only the pool sets it, and it trusts it only when the entry
     /// names the packet's buffer.
@@ -163,16 +178,17 @@ impl PacketMeta {
             tunnel: TnlMd::None,
             ct_state: 0,
             ct_zone: 0,
+            rx_csum: 0,
             lent: 0,
         }
     }
 }
 
-const _: () = assert!(core::mem::size_of::<PacketMeta>() <= 64);
+const _: () = assert!(core::mem::size_of::<PacketMeta>() <= 40);
 
 /// A frame in a buffer with headroom.
 pub struct Packet {
-    buf: Box<[u8]>,
+    buf: Buf,
     start: u32,
     len: u32,
     /// The packet's metadata.
@@ -186,7 +202,7 @@ impl Packet {
     /// A packet holding a copy of `frame`, in a new buffer (tests and slow paths; the datapath
     /// allocates through a [`Pool`]).
     pub fn from_slice(frame: &[u8]) -> Packet {
-        let mut buf = vec![0u8; (FRAME_OFS + frame.len()).max(BUF_SIZE)].into_boxed_slice();
+        let mut buf = Buf::zeroed((FRAME_OFS + frame.len()).max(BUF_SIZE));
         buf[FRAME_OFS..FRAME_OFS + frame.len()].copy_from_slice(frame);
         Packet {
             buf,
@@ -201,11 +217,66 @@ impl Packet {
     #[inline]
     pub fn hollow() -> Packet {
         Packet {
-            buf: Box::default(),
+            buf: Buf::empty(),
             start: 0,
             len: 0,
             meta: PacketMeta::received(0),
         }
+    }
+
+    /// A packet whose buffer is a foreign owner's (a DPDK mbuf's: see the `buf` module): `cap`
+    /// bytes at `base`, the metadata areas ([`MD_LEN`] bytes) first, the `len`-byte frame at
+    /// offset `start`. The packet gives the buffer back to its owner when it is dropped or
+    /// freed to a pool, unless a port takes it whole ([`Packet::into_foreign`]). Everything
+    /// that changes the frame works as on a buffer of the switch's own; a push beyond the
+    /// headroom the owner left moves the frame into a buffer of the switch's own.
+    ///
+    /// # Safety
+    /// `base` is valid for reads and writes of `cap` initialized bytes and used by nothing else
+    /// until released or taken back; `MD_LEN <= start` and `start + len <= cap`.
+    #[inline]
+    pub unsafe fn from_foreign(
+        owner: ForeignOwner,
+        base: std::ptr::NonNull<u8>,
+        cap: usize,
+        start: usize,
+        len: usize,
+        in_port: u32,
+    ) -> Packet {
+        debug_assert!(MD_LEN <= start && start + len <= cap);
+        // A foreign buffer never has the size of a pool class, so that a pool never keeps one:
+        // one byte of tailroom is given up where it would.
+        let cap = if cap == BUF_SIZE || cap == LARGE_BUF_SIZE {
+            cap - 1
+        } else {
+            cap
+        };
+        Packet {
+            // SAFETY: the caller's contract is Buf::foreign's.
+            buf: unsafe { Buf::foreign(owner, base, cap as u32) },
+            start: start as u32,
+            len: len as u32,
+            meta: PacketMeta::received(in_port),
+        }
+    }
+
+    /// Whether the packet's buffer is a foreign owner's ([`Packet::from_foreign`]).
+    #[inline]
+    pub fn is_foreign(&self) -> bool {
+        self.buf.is_foreign()
+    }
+
+    /// For a packet in a foreign buffer: the buffer's start, the frame's offset from it and
+    /// its length, the buffer now the caller's to give back to its owner (a port that sends
+    /// it as it is). A packet in a buffer of the switch's own comes back unchanged.
+    #[inline]
+    pub fn into_foreign(self) -> Result<(std::ptr::NonNull<u8>, usize, usize), Packet> {
+        if !self.buf.is_foreign() {
+            return Err(self);
+        }
+        let (start, len) = (self.start as usize, self.len as usize);
+        let base = self.buf.into_foreign().expect("checked foreign");
+        Ok((base, start, len))
     }
 
     /// The frame.
@@ -385,7 +456,7 @@ impl Packet {
     #[cold]
     #[inline(never)]
     fn grow(&mut self, front: usize, back: usize) {
-        let mut nb = vec![0u8; self.buf.len() + front + back].into_boxed_slice();
+        let mut nb = Buf::zeroed(self.buf.len() + front + back);
         let (s, l) = (self.start as usize, self.len());
         nb[..MD_LEN].copy_from_slice(&self.buf[..MD_LEN]);
         nb[s + front..s + front + l].copy_from_slice(&self.buf[s..s + l]);
@@ -415,9 +486,9 @@ impl core::fmt::Debug for Packet {
 /// returns a buffer to its class unless the class already holds its cap of spare ones (`cap`
 /// small ones, [`LARGE_SPARE`] large ones).
 pub struct Pool {
-    spare: Vec<Box<[u8]>>,
+    spare: Vec<Buf>,
     cap: usize,
-    large: Vec<Box<[u8]>>,
+    large: Vec<Buf>,
     allocated: u64,
     /// Whether [`Pool::packet_lent`] lends (the PMD's pool) or copies.
     lends: bool,
@@ -436,7 +507,7 @@ impl Pool {
     pub fn new(cap: usize, prefill: usize) -> Pool {
         let mut spare = Vec::with_capacity(cap);
         for _ in 0..prefill.min(cap) {
-            spare.push(vec![0u8; BUF_SIZE].into_boxed_slice());
+            spare.push(Buf::zeroed(BUF_SIZE));
         }
         Pool {
             spare,
@@ -548,13 +619,13 @@ impl Pool {
 
     /// A buffer for a frame of `len` bytes: a small one when it fits.
     #[inline]
-    fn buffer(&mut self, len: usize) -> Box<[u8]> {
+    fn buffer(&mut self, len: usize) -> Buf {
         if len <= BUF_ROOM {
             match self.spare.pop() {
                 Some(b) => b,
                 None => {
                     self.allocated += 1;
-                    vec![0u8; BUF_SIZE].into_boxed_slice()
+                    Buf::zeroed(BUF_SIZE)
                 }
             }
         } else {
@@ -565,7 +636,7 @@ impl Pool {
     /// A buffer for a frame longer than [`BUF_ROOM`]: a large one when it fits, else one of
     /// its own size.
     #[inline(never)]
-    fn large_buffer(&mut self, len: usize) -> Box<[u8]> {
+    fn large_buffer(&mut self, len: usize) -> Buf {
         if len <= LARGE_ROOM
             && let Some(b) = self.large.pop()
         {
@@ -573,9 +644,9 @@ impl Pool {
         }
         self.allocated += 1;
         if len <= LARGE_ROOM {
-            vec![0u8; LARGE_BUF_SIZE].into_boxed_slice()
+            Buf::zeroed(LARGE_BUF_SIZE)
         } else {
-            vec![0u8; FRAME_OFS + len].into_boxed_slice()
+            Buf::zeroed(FRAME_OFS + len)
         }
     }
 
@@ -642,10 +713,11 @@ impl Pool {
         }
     }
 
-    /// Keeps a large buffer for reuse (a buffer of another size, or one over the cap, goes).
+    /// Keeps a large buffer for reuse (a buffer of another size, or one over the cap, goes; a
+    /// foreign one goes back to its owner).
     #[inline(never)]
-    fn free_large(&mut self, buf: Box<[u8]>) {
-        if buf.len() == LARGE_BUF_SIZE && self.large.len() < LARGE_SPARE {
+    fn free_large(&mut self, buf: Buf) {
+        if buf.len() == LARGE_BUF_SIZE && !buf.is_foreign() && self.large.len() < LARGE_SPARE {
             self.large.push(buf);
         }
     }
@@ -1017,6 +1089,78 @@ mod tests {
         // SAFETY: `frame` outlives the lending and is not written.
         let p = unsafe { pool.packet_lent(frame.as_ptr(), frame.len(), 0) };
         let _ = p.data();
+    }
+
+    static RELEASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// Counts releases (the test's buffers are leaked, not reused).
+    unsafe fn count_release(_: std::ptr::NonNull<u8>) {
+        RELEASED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A packet in a fresh foreign buffer of `cap` bytes with 128 bytes of headroom, holding
+    /// `frame`.
+    fn foreign_packet(cap: usize, frame: &[u8]) -> Packet {
+        let owner = ForeignOwner::register(count_release).expect("one release function");
+        let mem: &'static mut [u8] = Box::leak(vec![0u8; cap].into_boxed_slice());
+        let start = MD_LEN + 128;
+        mem[start..start + frame.len()].copy_from_slice(frame);
+        let base = std::ptr::NonNull::new(mem.as_mut_ptr()).expect("not null");
+        // SAFETY: `mem` is leaked: valid, initialized and used by nothing else.
+        unsafe { Packet::from_foreign(owner, base, cap, start, frame.len(), 4) }
+    }
+
+    fn released() -> usize {
+        RELEASED.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_foreign_buffer_goes_back_to_its_owner_once_and_never_into_a_pool() {
+        // One test, because the release counter is the process's.
+        let frame = counting(60);
+        let mut pool = Pool::new(8, 0);
+        let before = released();
+        let mut p = foreign_packet(4096, &frame);
+        assert!(p.is_foreign());
+        assert_eq!(
+            (p.data(), p.headroom(), p.meta.in_port),
+            (&frame[..], 128, 4)
+        );
+        p.push_front(50).fill(9);
+        assert_eq!(p.len(), 110);
+        pool.free(p);
+        assert_eq!(released(), before + 1, "freed to a pool: released");
+        assert_eq!((pool.spare(), pool.spare_large()), (0, 0), "and not kept");
+        // Of a pool class's size: still never kept.
+        pool.free(foreign_packet(BUF_SIZE, &frame));
+        pool.free(foreign_packet(LARGE_BUF_SIZE, &frame));
+        assert_eq!(released(), before + 3);
+        assert_eq!((pool.spare(), pool.spare_large()), (0, 0));
+        // Dropped: released.
+        drop(foreign_packet(4096, &frame));
+        assert_eq!(released(), before + 4);
+        // Taken whole by a port: not released, and where it was.
+        let p = foreign_packet(4096, &frame);
+        let at = p.data().as_ptr();
+        let (base, start, len) = p.into_foreign().expect("foreign");
+        assert_eq!((start, len), (MD_LEN + 128, 60));
+        assert_eq!(base.as_ptr().wrapping_add(start).cast_const(), at);
+        assert_eq!(released(), before + 4);
+        // A push beyond the owner's headroom moves the frame into a buffer of the switch's
+        // own, and the foreign one goes back at once.
+        let mut p = foreign_packet(4096, &frame);
+        p.push_front(200).fill(1);
+        assert!(!p.is_foreign());
+        assert_eq!(&p.data()[200..], &frame[..]);
+        assert_eq!(released(), before + 5);
+        assert!(p.into_foreign().is_err(), "own memory is not given away");
+        // A copy is the switch's own; the original keeps its buffer.
+        let p = foreign_packet(4096, &frame);
+        let c = pool.copy_of(&p, 60);
+        assert!(!c.is_foreign());
+        assert_eq!(c.data(), p.data());
+        pool.free(p);
+        assert_eq!(released(), before + 6);
     }
 
     #[test]

@@ -262,6 +262,13 @@ pub trait Port: Send {
         true
     }
 
+    /// How many times the link went up or down since the port opened, as far as the switch
+    /// saw ([`Port::link_up`] notices a change; OVS's `link_resets`). 0 for ports that do
+    /// not follow their link.
+    fn link_resets(&self) -> u64 {
+        0
+    }
+
     /// The tunnel this port terminates, for a tunnel's virtual port (`vxlan_sys_4789`):
     /// `tnl_pop` to it decapsulates as this kind says. `None` for other ports.
     fn tunnel(&self) -> Option<TunnelKind> {

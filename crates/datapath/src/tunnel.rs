@@ -28,7 +28,7 @@ use std::sync::Arc;
 use flow::key::tun_flags;
 use wire::checksum;
 
-use crate::packet::{Batch, NO_OFS, Packet, Pool};
+use crate::packet::{Batch, NO_OFS, Packet, Pool, RX_CSUM_IP_GOOD, RX_CSUM_L4_GOOD};
 pub use crate::port::{GENEVE_PORT, TunnelKind, VXLAN_PORT};
 use crate::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 use crate::rewrite::{ECN_CE, ECN_MASK, ip_ecn, l2_end, set_ip_ecn};
@@ -546,6 +546,7 @@ fn popped(pkt: &mut Packet, start: usize, end: usize, packet_type: u32, which: T
     pkt.truncate(end);
     pkt.pull_front(start);
     let m = &mut pkt.meta;
+    m.rx_csum = 0;
     m.tunnel = which;
     m.packet_type = packet_type;
     m.l2_5 = NO_OFS;
@@ -566,6 +567,7 @@ fn md_ipv4(md: &mut [u8; TNL_MD_LEN], h: &[u8]) {
 /// path then decides).
 #[inline(always)]
 fn udp4_fast<const GENEVE: bool>(pkt: &mut Packet, l3: usize) -> bool {
+    let verified = pkt.meta.rx_csum;
     let (md, d) = pkt.tnl_md_and_data_mut();
     // IPv4, UDP and the VXLAN or GENEVE base header.
     let Some(h) = d.get(l3..).and_then(|s| s.first_chunk::<36>()) else {
@@ -579,12 +581,15 @@ fn udp4_fast<const GENEVE: bool>(pkt: &mut Packet, l3: usize) -> bool {
         || tot < 36
         || l3 + tot > d.len()
         || usize::from(be16_of(h, 24)) != tot - 20
-        || checksum::finish_native(ne32(h, 0) + ne32(h, 4) + ne32(h, 8) + addrs) != 0xffff
+        || (verified & RX_CSUM_IP_GOOD == 0
+            && checksum::finish_native(ne32(h, 0) + ne32(h, 4) + ne32(h, 8) + addrs) != 0xffff)
     {
         return false;
     }
     let mut flags = tun_flags::KEY;
-    if h[26] | h[27] != 0 {
+    if h[26] | h[27] != 0 && verified & RX_CSUM_L4_GOOD != 0 {
+        flags |= tun_flags::CSUM;
+    } else if h[26] | h[27] != 0 {
         let sum = addrs
             + checksum::native_u16(u16::from(IPPROTO_UDP))
             + checksum::native_u16((tot - 20) as u16)
@@ -675,6 +680,7 @@ fn geneve_opts_short(md: &mut [u8; TNL_MD_LEN], d: &[u8], opts: usize, opt_len: 
 /// GRE without checksum or sequence number over IPv4 without options: as [`udp4_fast`].
 #[inline(always)]
 fn gre4_fast(pkt: &mut Packet, l3: usize) -> bool {
+    let verified = pkt.meta.rx_csum;
     let (md, d) = pkt.tnl_md_and_data_mut();
     // IPv4, GRE with a key.
     let Some(h) = d.get(l3..).and_then(|s| s.first_chunk::<28>()) else {
@@ -689,7 +695,7 @@ fn gre4_fast(pkt: &mut Packet, l3: usize) -> bool {
         || tot < 28
         || l3 + tot > d.len()
         || gflags & !GRE_K != 0
-        || checksum::finish_native(hsum) != 0xffff
+        || (verified & RX_CSUM_IP_GOOD == 0 && checksum::finish_native(hsum) != 0xffff)
     {
         return false;
     }

@@ -73,8 +73,28 @@ const _: () = {
     assert!(offset_of!(MbufHead, next) == 64);
 };
 
+/// `sizeof(struct rte_mbuf)` (asserted in the shim): an mbuf's private area, then its buffer,
+/// follow the structure directly.
+pub const MBUF_SIZE: usize = 128;
+
 /// `RTE_PKTMBUF_HEADROOM` of the DPDK the shim was built against (asserted there).
 pub const PKTMBUF_HEADROOM: u16 = 128;
+
+/// Offload of [`fp_port_start`]: rx IPv4, UDP and TCP checksums verified by the device.
+pub const OL_RX_CSUM: u32 = 1;
+/// Offload of [`fp_port_start`]: TCP segmentation (with IPv4 and TCP checksums) on tx.
+pub const OL_TX_TSO: u32 = 2;
+/// Offload of [`fp_port_start`]: link state change interrupts.
+pub const OL_LSC: u32 = 4;
+
+/// `RTE_MBUF_F_RX_IP_CKSUM_MASK`: the device's verdict on an rx frame's IPv4 checksum.
+pub const RX_IP_CKSUM_MASK: u64 = (1 << 4) | (1 << 7);
+/// `RTE_MBUF_F_RX_IP_CKSUM_GOOD`.
+pub const RX_IP_CKSUM_GOOD: u64 = 1 << 7;
+/// `RTE_MBUF_F_RX_L4_CKSUM_MASK`: its verdict on the TCP or UDP checksum.
+pub const RX_L4_CKSUM_MASK: u64 = (1 << 3) | (1 << 8);
+/// `RTE_MBUF_F_RX_L4_CKSUM_GOOD`.
+pub const RX_L4_CKSUM_GOOD: u64 = 1 << 8;
 
 /// `SOCKET_ID_ANY`.
 pub const SOCKET_ID_ANY: c_int = -1;
@@ -139,6 +159,19 @@ unsafe extern "C" {
     pub fn fp_alloc_bulk(mp: *mut RteMempool, v: *mut *mut MbufHead, n: c_uint) -> c_int;
     /// `rte_pktmbuf_free_bulk`.
     pub fn fp_free_bulk(v: *mut *mut MbufHead, n: c_uint);
+    /// `rte_pktmbuf_free`: the mbuf (and the rest of its chain) back to its pool.
+    pub fn fp_free(m: *mut MbufHead);
+    /// Asks the device to segment TCP super-frame chain `m` into `mss`-byte segments: the
+    /// tx offload fields and flags, and the pseudo-header checksum in the TCP header (which
+    /// is in the first segment, after `l2_len` + `l3_len` bytes).
+    pub fn fp_tx_tso(
+        m: *mut MbufHead,
+        l2_len: u16,
+        l3_len: u16,
+        l4_len: u16,
+        mss: u16,
+        ipv6: c_int,
+    );
 
     /// `rte_pktmbuf_pool_create`.
     pub fn fp_pool_create(
@@ -161,8 +194,9 @@ unsafe extern "C" {
     pub fn fp_dev_attach(devargs: *const c_char, port: *mut u16, probed: *mut c_int) -> c_int;
     /// Device limits, MAC and driver name.
     pub fn fp_dev_info(port: u16, out: *mut FpDevInfo) -> c_int;
-    /// Configures (RSS as offered, queues, MTU) and starts a port; the ring sizes come back
-    /// as the device adjusted them; `*step` names the call that failed.
+    /// Configures (RSS as offered, queues, MTU, the offloads `*offloads` asks for that the
+    /// device has: [`OL_RX_CSUM`]...) and starts a port; the ring sizes and the offloads
+    /// enabled come back; `*step` names the call that failed.
     pub fn fp_port_start(
         port: u16,
         nrxq: u16,
@@ -171,6 +205,7 @@ unsafe extern "C" {
         ntxd: *mut u16,
         mtu: u16,
         mp: *mut RteMempool,
+        offloads: *mut u32,
         step: *mut *const c_char,
     ) -> c_int;
     /// Stops and closes a port, detaching its device when `detach`.

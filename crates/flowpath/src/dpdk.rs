@@ -1,7 +1,8 @@
 //! DPDK in the switch: OVS's settings (`dpdk-init`, `dpdk-extra`, `dpdk-socket-mem`,
 //! `dpdk-hugepage-dir`, `dpdk-lcore-mask`, from `[datapath]` or `other_config`) start DPDK's
 //! environment once, and `type = "dpdk"` ports (`dpdk-devargs`, `n_rxq`, `n_rxq_desc`,
-//! `n_txq_desc`, `mtu_request`) open through `netdev::dpdk`.
+//! `n_txq_desc`, `mtu_request`, `dpdk-lsc-interrupt`, and flowpath's own `n_mbufs`) open
+//! through `netdev::dpdk`.
 //!
 //! DPDK is the cargo feature `dpdk` (off by default, as OVS's `--with-dpdk`). Built without
 //! it, `dpdk-init=true` and `dpdk` ports are errors that say so; nothing pretends to work.
@@ -18,6 +19,8 @@ pub(crate) const PORT_OPTIONS: &[&str] = &[
     "n_rxq_desc",
     "n_txq_desc",
     "mtu_request",
+    "dpdk-lsc-interrupt",
+    "n_mbufs",
 ];
 
 /// Why a DPDK request cannot be met by this build.

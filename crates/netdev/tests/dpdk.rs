@@ -18,6 +18,8 @@ use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, RxQueue, TxQueue};
 use netdev::dpdk::{DpdkError, DpdkPort, DpdkPortOptions, Eal, EalOptions};
 use netdev::pcap::{PcapWriter, read_file};
+use netdev::tap::{TapOptions, TapPort};
+use std::process::Command;
 
 mod common;
 use common::*;
@@ -167,6 +169,95 @@ fn ring_loopback_returns_bursts_and_every_mbuf() {
     assert_eq!((c.rx_packets, c.tx_packets, c.errors), (2000, 2000, 0));
     assert_eq!(p.queue_counters()[0].0, "rx0");
     assert_eq!(p.mbufs_in_use(), base, "mbufs leaked");
+}
+
+/// Polls `rxq` until it returns `want` packets (or 5 s passed), kept as packets.
+fn receive_packets(rxq: &mut dyn RxQueue, pool: &mut Pool, want: usize) -> Batch {
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut b = Batch::new();
+    while b.len() < want && Instant::now() < end {
+        if rxq.recv(pool, &mut b) == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    b
+}
+
+#[test]
+fn received_frames_cross_in_their_mbufs_and_leave_in_them() {
+    let test = "received_frames_cross_in_their_mbufs_and_leave_in_them";
+    if !eal(test) {
+        return;
+    }
+    // net_ring hands what is sent on its tx queue back on its rx queue, mbufs and all: a
+    // frame that comes back at the address it was received at went out in its own mbuf.
+    let mut p = open("net_ring_fzero", 1);
+    let base = p.mbufs_in_use();
+    let mut rx = p.take_rxq(0, 3).unwrap();
+    let mut tx = p.open_txq();
+    let mut pool = Pool::new(64, 0);
+    let sent: Vec<Vec<u8>> = (0..32)
+        .map(|i| frame(i, 60 + 40 * i as usize, &[]))
+        .collect();
+    send(tx.as_mut(), &mut pool, &sent);
+    let mut b = receive_packets(rx.as_mut(), &mut pool, sent.len());
+    assert_eq!(b.len(), sent.len());
+    assert!(b.packets().iter().all(|p| p.is_foreign()), "held in mbufs");
+    assert_eq!(p.mbufs_in_use(), base + 32, "the packets hold their mbufs");
+    assert_eq!(b.packets()[0].headroom(), 128, "DPDK's headroom");
+    // Changed in place: a VLAN tag pushed into the headroom (the frame's start moves 4
+    // bytes back), and the first packet pushed past the headroom (moved to a buffer of the
+    // switch's own, its mbuf freed).
+    let mut at = Vec::new();
+    for (i, pk) in b.packets_mut().iter_mut().enumerate() {
+        if i == 0 {
+            pk.push_front(200).fill(0xee);
+            assert!(!pk.is_foreign());
+        } else {
+            pk.insert_at(12, 4).copy_from_slice(&[0x81, 0, 0, 7]);
+        }
+        at.push(pk.data().as_ptr() as usize);
+    }
+    tx.send(&mut b, &mut pool);
+    let back = receive_packets(rx.as_mut(), &mut pool, sent.len());
+    assert_eq!(back.len(), sent.len());
+    for (i, pk) in back.packets().iter().enumerate() {
+        let mut want = sent[i].clone();
+        if i == 0 {
+            want.splice(0..0, [0xee; 200]);
+            assert_ne!(
+                pk.data().as_ptr() as usize,
+                at[0],
+                "copied into a fresh mbuf"
+            );
+        } else {
+            want.splice(12..12, [0x81, 0, 0, 7]);
+            assert_eq!(
+                pk.data().as_ptr() as usize,
+                at[i],
+                "frame {i} left in its mbuf"
+            );
+        }
+        assert_eq!(pk.data(), &want[..], "frame {i}");
+    }
+    // Packets dropped (freed to a pool) or dropped outright give their mbufs back.
+    let mut back = back;
+    let mut v: Vec<_> = back.drain().collect();
+    drop(v.pop());
+    for pk in v {
+        pool.free(pk);
+    }
+    assert_eq!(p.mbufs_in_use(), base, "mbufs leaked");
+    let c = p.counters();
+    assert_eq!((c.rx_packets, c.tx_packets, c.tx_dropped), (64, 64, 0));
+    // Packets still held when their port goes: the mempool outlives the port until they
+    // are freed.
+    send(tx.as_mut(), &mut pool, &sent[..4]);
+    let mut held = receive_packets(rx.as_mut(), &mut pool, 4);
+    assert_eq!(held.len(), 4);
+    drop((rx, tx, p));
+    assert_eq!(held.packets()[3].data(), &sent[3][..]);
+    pool.free_batch(&mut held);
 }
 
 #[test]
@@ -362,6 +453,167 @@ fn namespaces_ping_and_tcp_over_net_tap() {
         ns_sh(ns, &["ip", "link", "set", dev, "up"]);
     }
     ping_through(pa, pb, &na, &nb);
+}
+
+#[test]
+fn link_changes_count_as_link_resets() {
+    let test = "link_changes_count_as_link_resets";
+    let Some(env) = Env::new(test) else {
+        return;
+    };
+    if !eal(test) {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    let tap = env.ifname("tl");
+    let p = open(&format!("net_tap_fl{},iface={tap}", env.tag), 1);
+    sh(&["ip", "link", "set", &tap, "up"]);
+    let settles = |up: bool| {
+        let end = Instant::now() + Duration::from_secs(5);
+        while p.link_up() != up && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        p.link_up() == up
+    };
+    assert!(settles(true));
+    let base = p.link_resets();
+    assert!(
+        base <= 1,
+        "at most the first up since the port opened: {base}"
+    );
+    sh(&["ip", "link", "set", &tap, "down"]);
+    assert!(settles(false));
+    assert_eq!(p.link_resets(), base + 1);
+    sh(&["ip", "link", "set", &tap, "up"]);
+    assert!(settles(true));
+    assert_eq!(p.link_resets(), base + 2);
+    assert_eq!(p.link_resets(), base + 2, "reading again changes nothing");
+}
+
+/// A UDP datagram sent from namespace `ns` to 10.78.0.9 port 9 (a static neighbour there).
+const UDP_SEND: &str = r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b"x" * 100, ("10.78.0.9", 9))
+"#;
+
+#[test]
+fn the_devices_rx_checksum_verdict_reaches_the_packet() {
+    let test = "the_devices_rx_checksum_verdict_reaches_the_packet";
+    let Some(mut env) = Env::new(test) else {
+        return;
+    };
+    if !need(test, &[python()]) || !eal(test) {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    let ns = env.netns("c");
+    let tap = env.ifname("tc");
+    let mut p = open(&format!("net_tap_fc{},iface={tap}", env.tag), 1);
+    assert!(
+        p.options().contains("rx_csum_offload=true"),
+        "{}",
+        p.options()
+    );
+    sh(&["ip", "link", "set", &tap, "netns", &ns]);
+    ns_sh(&ns, &["ip", "addr", "add", "10.78.0.1/24", "dev", &tap]);
+    ns_sh(&ns, &["ip", "link", "set", &tap, "up"]);
+    let neigh = [
+        "ip",
+        "neigh",
+        "replace",
+        "10.78.0.9",
+        "lladdr",
+        "02:00:00:00:00:09",
+    ];
+    ns_sh(&ns, &[&neigh[..], &["dev", tap.as_str()]].concat());
+    let mut rx = p.take_rxq(0, 1).unwrap();
+    let mut pool = Pool::new(64, 0);
+    let send = Command::new("ip")
+        .args(["netns", "exec", &ns, python(), "-c", UDP_SEND])
+        .status()
+        .unwrap();
+    assert!(send.success());
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut b = Batch::new();
+    let mut verdict = None;
+    while verdict.is_none() && Instant::now() < end {
+        rx.recv(&mut pool, &mut b);
+        for pk in b.drain() {
+            let d = pk.data();
+            // IPv4, UDP, to 10.78.0.9.
+            if d.len() > 34 && d[12..14] == [8, 0] && d[23] == 17 && d[30..34] == [10, 78, 0, 9] {
+                verdict = Some(pk.meta.rx_csum);
+            }
+            pool.free(pk);
+        }
+    }
+    assert_eq!(
+        verdict,
+        Some(datapath::packet::RX_CSUM_IP_GOOD | datapath::packet::RX_CSUM_L4_GOOD),
+        "net_tap verified both checksums of the datagram"
+    );
+}
+
+#[test]
+fn tcp_super_frames_leave_whole_by_a_device_that_segments_them() {
+    let test = "tcp_super_frames_leave_whole_by_a_device_that_segments_them";
+    let Some(mut env) = Env::new(test) else {
+        return;
+    };
+    if !need(test, &[python(), "ethtool"]) || !eal(test) {
+        return;
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIP {test}: no /dev/net/tun");
+        return;
+    }
+    // Host a behind a flowpath tap, which hands over the kernel's TCP super-frames; host b
+    // behind DPDK's net_tap, which takes TCP segmentation: the super-frames cross whole, and
+    // net_tap cuts them into segments for host b.
+    let (na, nb) = (env.netns("a"), env.netns("b"));
+    let (ta, tb) = (env.ifname("sa"), env.ifname("sb"));
+    let mut pb = open(&format!("net_tap_fs{},iface={tb}", env.tag), 1);
+    assert!(
+        pb.options().contains("tx_tso_offload=true"),
+        "{}",
+        pb.options()
+    );
+    sh(&["ip", "link", "set", &tb, "netns", &nb]);
+    ns_sh(&nb, &["ip", "addr", "add", "10.78.0.2/24", "dev", &tb]);
+    ns_sh(&nb, &["ip", "link", "set", &tb, "up"]);
+    let mut pa = TapPort::open(
+        "a",
+        &TapOptions {
+            ifname: Some(ta.clone()),
+            netns: Some(na.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ns_sh(&na, &["ip", "addr", "add", "10.78.0.1/24", "dev", &ta]);
+    ns_sh(&na, &["ip", "link", "set", &ta, "up"]);
+    let base = pb.mbufs_in_use();
+    let fwd = Forwarder::start(&mut pa, &mut pb);
+    let bytes = 8 << 20;
+    ping_and_tcp(&na, &nb, "10.78.0.2", bytes);
+    drop(fwd);
+    let c = pb.counters();
+    eprintln!("port b: {c:?}");
+    // At least 8 MiB went out in frames that average more than a full segment each.
+    assert!(c.tx_bytes > bytes as u64, "{c:?}");
+    assert!(
+        c.tx_bytes / c.tx_packets > 3000,
+        "super-frames went whole: {c:?}"
+    );
+    assert_eq!((c.tx_dropped, c.errors), (0, 0));
+    assert_eq!(pb.mbufs_in_use(), base, "mbufs leaked");
 }
 
 #[test]

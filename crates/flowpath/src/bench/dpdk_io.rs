@@ -47,21 +47,23 @@ pub(super) fn ports(frames: &[Vec<u8>], sinks: &[&str]) -> anyhow::Result<DpdkIo
     netdev::anchor_traffic::write_pcap(std::io::BufWriter::new(f), frames)
         .with_context(|| format!("{}", path.display()))?;
     let capture = Capture(path);
-    // As the anchor runs OVS: virtual devices only, no PCI device probed.
+    // As the anchor runs OVS: virtual devices only, no PCI device probed, 1 GB (the source's
+    // pool holds the whole capture: 100 000 flows and four sinks outgrow 512 MB).
     let settings = crate::dpdk::DpdkSettings::from_keys(|k| match k {
         "dpdk-init" => Some("true".to_owned()),
         "dpdk-extra" => Some("--no-pci".to_owned()),
+        "dpdk-socket-mem" => Some("1024".to_owned()),
         _ => None,
     });
     crate::dpdk::start(&settings)?;
     let devargs = |v: String| vec![("dpdk-devargs".to_owned(), v)];
-    let source = crate::dpdk::open_port(
-        "p0",
-        &devargs(format!(
-            "net_pcap_bench{n},rx_pcap={},infinite_rx=1",
-            capture.0.display()
-        )),
-    )?;
+    // net_pcap with infinite_rx holds the whole capture in mbufs of the port's pool.
+    let mut source_opts = devargs(format!(
+        "net_pcap_bench{n},rx_pcap={},infinite_rx=1",
+        capture.0.display()
+    ));
+    source_opts.push(("n_mbufs".to_owned(), frames.len().to_string()));
+    let source = crate::dpdk::open_port("p0", &source_opts)?;
     let sinks = sinks
         .iter()
         .enumerate()

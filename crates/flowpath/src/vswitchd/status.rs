@@ -91,6 +91,7 @@ pub(crate) fn status_ops(
         ],
     );
     let links: HashMap<String, bool> = src.dp.link_states().into_iter().collect();
+    let resets: HashMap<String, u64> = src.dp.link_resets().into_iter().collect();
     let pipe = src.of.pipe.read().unwrap_or_else(|e| e.into_inner());
     for b in d.bridges.values() {
         let ofb = pipe.bridge(&b.name);
@@ -116,8 +117,9 @@ pub(crate) fn status_ops(
                     // in the reconfiguration's transaction; the others at the next refresh.
                     let statistics = src.statistics || applied.added.contains(&i.uuid);
                     let link_up = links.get(&i.name).copied().unwrap_or(true);
+                    let link = (link_up, resets.get(&i.name).copied().unwrap_or(0));
                     let patch = (i.kind == "patch").then(|| pipe.patch_stats.get(&i.name));
-                    let mut cols = up_columns(i, *n, mac, link_up, statistics, patch, src);
+                    let mut cols = up_columns(i, *n, mac, link, statistics, patch, src);
                     cols.push(("lacp_current", lacp_current(ofb, &i.name)));
                     if let Some(e) = applied.notes.get(&i.uuid)
                         && let Some(c) = cols.iter_mut().find(|c| c.0 == "error")
@@ -199,12 +201,12 @@ fn mirror_statistics(
     }
 }
 
-/// The columns of a running interface.
+/// The columns of a running interface (`link`: whether its link is up, and its link resets).
 fn up_columns(
     i: &IfaceDesired,
     ofport: u32,
     of_mac: Option<String>,
-    link_up: bool,
+    (link_up, link_resets): (bool, u64),
     statistics: bool,
     patch: Option<ofproto::patch_stats::PatchCounts>,
     src: &StatusSources,
@@ -244,8 +246,8 @@ fn up_columns(
             "mac_in_use",
             mac.map_or(Datum::Empty, |m| Datum::string(&m)),
         ),
-        // Not counted: no port reports a link reset.
-        ("link_resets", Datum::integer(0)),
+        // Counted by the ports that follow their link (DPDK's); 0 for the others.
+        ("link_resets", Datum::integer(link_resets as i64)),
         ("bfd_status", bfd_status(src.of, &i.name)),
     ];
     // 0 where there is no kernel device, as OVS.

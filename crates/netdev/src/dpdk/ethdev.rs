@@ -3,29 +3,30 @@
 //! as OVS's `netdev_dpdk_process_devargs` does. The device is detached again when the port is
 //! removed, once no PMD thread holds one of its queues.
 //!
-//! * rx: `n_rxq` queues with RSS over IP/UDP/TCP where the device offers it; each burst of
-//!   mbufs is copied into datapath buffers and the mbufs go back to the port's mempool at once.
+//! * rx: `n_rxq` queues with RSS over IP/UDP/TCP where the device offers it; each received
+//!   mbuf becomes a packet whose buffer is the mbuf (see [`super::mbuf`]).
 //! * tx: one hardware queue per PMD thread while the device has them (as many as the machine
 //!   has cores, plus one for the main thread); beyond that, PMD threads share queues, each
 //!   queue taken under its spin lock for a burst (OVS's XPS mode).
-//!   Frames are copied into mbufs allocated in bulk; what the device does not take after
-//!   retries is freed and counted as dropped.
+//!   A packet in an mbuf leaves in it; other frames are copied into mbufs allocated in bulk.
+//!   What the device does not take after retries is freed and counted as dropped.
 //! * counters: flowpath's own per queue, plus the device's missed, no-mbuf and error counts;
 //!   [`Port::xstats`] reads the driver's extended statistics.
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
-use datapath::packet::{Batch, MAX_BURST, Pool};
+use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 use datapath::port::{
     Port, PortCounters, QueueStats, RxQueue, TxQueue, queue_rows, sum_queues, take_once,
 };
 use dpdk_sys::{FpDevInfo, FpStats, MbufHead, PKTMBUF_HEADROOM, RteMempool};
 
 use super::eal::Eal;
+use super::mbuf;
 use super::{DpdkError, strerror};
 
 /// OVS's defaults: 2048 descriptors per ring, MTU 1500.
@@ -52,6 +53,13 @@ pub struct DpdkPortOptions {
     pub n_txq_desc: u16,
     /// `mtu_request`: the MTU (1500).
     pub mtu: u16,
+    /// `dpdk-lsc-interrupt`: link changes by interrupt where the device has them, rather than
+    /// read when the switch looks (false, as OVS).
+    pub lsc_interrupt: bool,
+    /// `n_mbufs` (flowpath's own): at least this many mbufs in the port's pool, beyond what
+    /// its rings need (0). For devices that keep frames of their own in mbufs: `net_pcap`
+    /// with `infinite_rx=1` holds its whole capture.
+    pub n_mbufs: u32,
 }
 
 impl DpdkPortOptions {
@@ -63,6 +71,8 @@ impl DpdkPortOptions {
             n_rxq_desc: DEFAULT_DESC,
             n_txq_desc: DEFAULT_DESC,
             mtu: DEFAULT_MTU,
+            lsc_interrupt: false,
+            n_mbufs: 0,
         }
     }
 
@@ -74,10 +84,34 @@ impl DpdkPortOptions {
                 self.devargs = value.to_owned();
                 return Ok(());
             }
+            "dpdk-lsc-interrupt" => {
+                self.lsc_interrupt = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(DpdkError::Setting {
+                            key: "dpdk-lsc-interrupt",
+                            why: format!("{value:?} is not true or false"),
+                        });
+                    }
+                };
+                return Ok(());
+            }
             "n_rxq" => (&mut self.n_rxq, "n_rxq", 1, 1024),
             "n_rxq_desc" => (&mut self.n_rxq_desc, "n_rxq_desc", 1, 4096),
             "n_txq_desc" => (&mut self.n_txq_desc, "n_txq_desc", 1, 4096),
             "mtu_request" => (&mut self.mtu, "mtu_request", 68, 9710),
+            "n_mbufs" => {
+                self.n_mbufs = value
+                    .parse()
+                    .ok()
+                    .filter(|v| (1..=1 << 24).contains(v))
+                    .ok_or_else(|| DpdkError::Setting {
+                        key: "n_mbufs",
+                        why: format!("{value:?} is not a number from 1 to 16777216"),
+                    })?;
+                return Ok(());
+            }
             _ => {
                 return Err(DpdkError::Setting {
                     key: "option",
@@ -124,20 +158,46 @@ unsafe impl Sync for Device {}
 impl Drop for Device {
     fn drop(&mut self) {
         // SAFETY: no queue of this device is polled any more (they hold this Device); close
-        // frees the mbufs in its rings, so the pool is unused after it.
-        unsafe {
-            let r = dpdk_sys::fp_port_close(self.id, i32::from(self.probed));
-            if r < 0 {
-                eprintln!(
-                    "flowpath: closing DPDK device {}: {}",
-                    self.devargs,
-                    strerror(r)
-                );
-            }
-            dpdk_sys::fp_pool_free(self.pool);
+        // frees the mbufs in its rings.
+        let r = unsafe { dpdk_sys::fp_port_close(self.id, i32::from(self.probed)) };
+        if r < 0 {
+            eprintln!(
+                "flowpath: closing DPDK device {}: {}",
+                self.devargs,
+                strerror(r)
+            );
         }
+        retire_pool(self.pool);
         in_use().remove(&self.id);
     }
+}
+
+/// Mempools of closed devices whose mbufs are not all back yet: packets still hold some, or
+/// other ports' rings (zero copy sends an mbuf out by another port). Freed once they are
+/// (OVS sweeps its mempools the same way).
+struct Retired(Vec<*mut RteMempool>);
+
+// SAFETY: mempool pointers are DPDK's, usable from any thread; the list is behind a mutex.
+unsafe impl Send for Retired {}
+
+static RETIRED: Mutex<Retired> = Mutex::new(Retired(Vec::new()));
+
+/// Frees `pool` now if every mbuf is back, else when a later sweep finds them back; sweeps
+/// the pools retired before.
+fn retire_pool(pool: *mut RteMempool) {
+    let mut retired = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
+    retired.0.push(pool);
+    retired.0.retain(|&mp| {
+        // SAFETY: a retired pool is alive until freed here, and freed only when no mbuf of it
+        // is out (none can come back after that: nothing holds one).
+        unsafe {
+            if dpdk_sys::fp_pool_in_use(mp) > 0 {
+                return true;
+            }
+            dpdk_sys::fp_pool_free(mp);
+        }
+        false
+    });
 }
 
 /// The spin lock of one hardware tx queue, held for a burst. Uncontended (the queue is one
@@ -173,11 +233,20 @@ pub struct DpdkPort {
     n_txq: u16,
     /// rx and tx ring sizes as the device took them.
     descs: (u16, u16),
+    /// The offloads the device took (`dpdk_sys::OL_*`).
+    offloads: u32,
+    /// tx queues asked for: one per core, plus one.
+    requested_txq: u16,
     taken: Vec<bool>,
     txq_locks: Vec<Arc<TxLock>>,
     next_txq: usize,
     rx_stats: Vec<Arc<QueueStats>>,
     tx_stats: Vec<Arc<QueueStats>>,
+    /// The longest frame the port sends: its mbufs' room after DPDK's headroom.
+    max_frame: usize,
+    /// The link state last read ([`Port::link_up`]), and how many times it changed.
+    link_was_up: AtomicBool,
+    link_resets: AtomicU64,
 }
 
 fn c_string(s: &str, key: &'static str) -> Result<CString, DpdkError> {
@@ -236,7 +305,8 @@ impl DpdkPort {
             .into_owned();
         let n_rxq = opts.n_rxq.min(info.max_rx_queues.max(1));
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let n_txq = (cores as u16 + 1).min(info.max_tx_queues.max(1));
+        let requested_txq = cores as u16 + 1;
+        let n_txq = requested_txq.min(info.max_tx_queues.max(1));
         let data_room = PKTMBUF_HEADROOM
             + (opts.mtu.max(DEFAULT_MTU) + FRAME_OVERHEAD).next_multiple_of(DATA_ROOM_ALIGN);
         // Every ring full, a burst in flight per queue, and the per-lcore caches.
@@ -244,7 +314,8 @@ impl DpdkPort {
             + u32::from(n_txq) * u32::from(opts.n_txq_desc)
             + (u32::from(n_rxq) + u32::from(n_txq)) * MAX_BURST as u32
             + 4 * POOL_CACHE
-            + 1024;
+            + 1024
+            + opts.n_mbufs;
         let pool_name = c_string(&format!("fp_mp_{id}_{}", next_pool_serial()), "mempool")?;
         // SAFETY: pool_name is NUL-terminated; the sizes fit the types DPDK takes.
         let pool = unsafe {
@@ -252,7 +323,7 @@ impl DpdkPort {
                 pool_name.as_ptr(),
                 pool_size,
                 POOL_CACHE,
-                0,
+                mbuf::PRIV_SIZE,
                 data_room,
                 dpdk_sys::SOCKET_ID_ANY,
             )
@@ -272,7 +343,7 @@ impl DpdkPort {
         });
         // Some devices (net_tap) want as many tx queues as rx queues: asked again with that.
         let mut n_txq = n_txq;
-        let descs = match start(id, n_rxq, n_txq, opts, pool) {
+        let started = match start(id, n_rxq, n_txq, opts, pool) {
             Ok(d) => d,
             Err((call, r)) if call != "rte_eth_dev_configure" || n_txq == n_rxq => {
                 // Dropping `dev` closes (and detaches) the device and frees the pool.
@@ -290,12 +361,17 @@ impl DpdkPort {
             driver,
             mac: info.mac,
             n_txq,
-            descs,
+            descs: started.descs,
+            offloads: started.offloads,
+            requested_txq,
             taken: vec![false; usize::from(n_rxq)],
             txq_locks: (0..n_txq).map(|_| Arc::default()).collect(),
             next_txq: 0,
             rx_stats: (0..n_rxq).map(|_| QueueStats::shared()).collect(),
             tx_stats: (0..n_txq).map(|_| QueueStats::shared()).collect(),
+            max_frame: usize::from(data_room - PKTMBUF_HEADROOM),
+            link_was_up: AtomicBool::new(read_link(id)),
+            link_resets: AtomicU64::new(0),
         })
     }
 
@@ -373,6 +449,14 @@ impl DpdkPort {
     }
 }
 
+/// Whether device `id`'s link is up, without waiting.
+fn read_link(id: u16) -> bool {
+    let (mut up, mut speed) = (0, 0);
+    // SAFETY: both are valid for writes; the port is open.
+    let r = unsafe { dpdk_sys::fp_link(id, &mut up, &mut speed) };
+    r == 0 && up != 0
+}
+
 /// Configures and starts device `id`: the ring sizes the device took, or the DPDK call that
 /// failed and its error.
 fn start(
@@ -381,14 +465,26 @@ fn start(
     n_txq: u16,
     opts: &DpdkPortOptions,
     pool: *mut RteMempool,
-) -> Result<(u16, u16), (String, i32)> {
+) -> Result<Started, (String, i32)> {
     let mut step: *const libc::c_char = std::ptr::null();
     let (mut nrxd, mut ntxd) = (opts.n_rxq_desc, opts.n_txq_desc);
-    // SAFETY: the port is attached and stopped; `pool` is a live mempool; `step`, `nrxd` and
-    // `ntxd` are valid for writes, `step` receives a static string.
+    let mut offloads = dpdk_sys::OL_RX_CSUM | dpdk_sys::OL_TX_TSO;
+    if opts.lsc_interrupt {
+        offloads |= dpdk_sys::OL_LSC;
+    }
+    // SAFETY: the port is attached and stopped; `pool` is a live mempool; `step`, `nrxd`,
+    // `ntxd` and `offloads` are valid for writes, `step` receives a static string.
     let r = unsafe {
         dpdk_sys::fp_port_start(
-            id, n_rxq, n_txq, &mut nrxd, &mut ntxd, opts.mtu, pool, &mut step,
+            id,
+            n_rxq,
+            n_txq,
+            &mut nrxd,
+            &mut ntxd,
+            opts.mtu,
+            pool,
+            &mut offloads,
+            &mut step,
         )
     };
     if r < 0 {
@@ -398,7 +494,16 @@ fn start(
             .into_owned();
         return Err((call, r));
     }
-    Ok((nrxd, ntxd))
+    Ok(Started {
+        descs: (nrxd, ntxd),
+        offloads,
+    })
+}
+
+/// What a started device took: ring sizes (rx, tx) and offloads (`dpdk_sys::OL_*`).
+struct Started {
+    descs: (u16, u16),
+    offloads: u32,
 }
 
 fn call_error(call: &str, err: i32) -> DpdkError {
@@ -456,44 +561,12 @@ impl RxQueue for DpdkRxq {
         });
         let mut bytes = 0u64;
         for &m in &mbufs[..n] {
-            // SAFETY: the driver handed over `m`, a valid mbuf, until it is freed below.
-            let head = unsafe { &*m };
-            let len = head.pkt_len as usize;
-            bytes += len as u64;
-            if head.nb_segs == 1 {
-                // SAFETY: a single-segment mbuf holds data_len bytes at buf_addr + data_off.
-                let frame = unsafe {
-                    std::slice::from_raw_parts(
-                        head.buf_addr.add(usize::from(head.data_off)),
-                        usize::from(head.data_len),
-                    )
-                };
-                batch.push(pool.packet_from(frame, self.in_port));
-            } else {
-                // A chain (a jumbo frame over several mbufs): gathered into one buffer.
-                let mut p = pool.packet_with_len(len, self.in_port);
-                let out = p.data_mut();
-                let mut at = 0;
-                let mut seg: *const MbufHead = m;
-                while !seg.is_null() && at < len {
-                    // SAFETY: every segment of the chain is a valid mbuf owned with `m`.
-                    let s = unsafe { &*seg };
-                    let l = usize::from(s.data_len).min(len - at);
-                    // SAFETY: the segment holds data_len bytes at buf_addr + data_off.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(s.buf_addr.add(usize::from(s.data_off)), l)
-                    };
-                    out[at..at + l].copy_from_slice(src);
-                    at += l;
-                    seg = s.next;
-                }
-                p.truncate(at);
-                batch.push(p);
-            }
+            // SAFETY: the driver handed over `m`, a valid mbuf; the packet takes it.
+            let p = unsafe { mbuf::packet_of(m, pool, self.in_port) };
+            bytes += p.len() as u64;
+            batch.push(p);
         }
         if n > 0 {
-            // SAFETY: the n mbufs are ours and nothing refers to them any more.
-            unsafe { dpdk_sys::fp_free_bulk(mbufs.as_mut_ptr(), n as u32) };
             self.stats.add_rx(n as u64, bytes);
         }
         n
@@ -505,47 +578,70 @@ struct DpdkTxq {
     q: u16,
     lock: Arc<TxLock>,
     stats: Arc<QueueStats>,
+    /// The longest frame the port sends: its mbufs' room after DPDK's headroom.
+    max_frame: usize,
+    /// Whether the device segments TCP super-frames ([`TxQueue::tso`]), and how it bounds
+    /// the segments.
+    tso: bool,
+    tso_limit: mbuf::TsoLimit,
 }
 
 /// Tries a full burst a few times before giving up on what the device will not take.
 const TX_RETRIES: usize = 4;
 
+/// A burst being put together for the device: mbufs ready to send and their frame lengths.
+struct TxBurst {
+    mbufs: [*mut MbufHead; MAX_BURST],
+    lens: [u16; MAX_BURST],
+    n: usize,
+}
+
 impl DpdkTxq {
-    /// Copies up to [`MAX_BURST`] packets into mbufs, sends them and counts; the packets
-    /// stay the caller's.
-    fn send_burst(&mut self, pkts: &[datapath::packet::Packet]) {
-        let n = pkts.len();
-        let mut mbufs = [std::ptr::null_mut::<MbufHead>(); MAX_BURST];
-        // SAFETY: `mbufs` has room for n <= MAX_BURST pointers; the pool lives with `dev`.
-        if unsafe { dpdk_sys::fp_alloc_bulk(self.dev.pool, mbufs.as_mut_ptr(), n as u32) } != 0 {
-            self.stats.count_tx(0, 0, n as u64, 0);
-            return;
+    /// An mbuf holding a copy of `p`'s frame, from the port's pool (`spare` holds mbufs
+    /// allocated in bulk for the batch's copies); `None` when the pool has none or the frame
+    /// is too long (dropped).
+    fn copy_into_mbuf(
+        &self,
+        p: &Packet,
+        spare: &mut [*mut MbufHead; MAX_BURST],
+        n_spare: &mut usize,
+        copies_left: usize,
+    ) -> Option<*mut MbufHead> {
+        let frame = p.data();
+        if frame.len() > self.max_frame {
+            return None;
         }
-        let mut lens = [0u16; MAX_BURST];
-        let mut ready = 0;
-        for p in pkts {
-            let m = mbufs[ready];
-            // SAFETY: `m` is a freshly allocated mbuf owned here.
-            let head = unsafe { &mut *m };
-            let frame = p.data();
-            if frame.len() > usize::from(head.buf_len - head.data_off) {
-                // Larger than the port's MTU allows: dropped, its mbuf reused for the next.
-                continue;
+        if *n_spare == 0 {
+            let k = copies_left.min(MAX_BURST);
+            // SAFETY: `spare` has room for k <= MAX_BURST pointers; the pool lives with `dev`.
+            if unsafe { dpdk_sys::fp_alloc_bulk(self.dev.pool, spare.as_mut_ptr(), k as u32) } != 0
+            {
+                return None;
             }
-            // SAFETY: the mbuf's buffer has buf_len - data_off bytes free from data_off, and
-            // the frame fits in them.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    frame.as_ptr(),
-                    head.buf_addr.add(usize::from(head.data_off)),
-                    frame.len(),
-                );
-            }
-            head.data_len = frame.len() as u16;
-            head.pkt_len = frame.len() as u32;
-            lens[ready] = frame.len() as u16;
-            ready += 1;
+            *n_spare = k;
         }
+        *n_spare -= 1;
+        let m = spare[*n_spare];
+        // SAFETY: `m` is a freshly allocated mbuf owned here.
+        let head = unsafe { &mut *m };
+        // SAFETY: the mbuf's buffer has max_frame bytes free from data_off, and the frame
+        // fits in them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                frame.as_ptr(),
+                head.buf_addr.add(usize::from(head.data_off)),
+                frame.len(),
+            );
+        }
+        head.data_len = frame.len() as u16;
+        head.pkt_len = frame.len() as u32;
+        Some(m)
+    }
+
+    /// Sends the burst under the queue's lock, retrying a few times; frees what the device
+    /// did not take and counts.
+    fn transmit(&mut self, b: &mut TxBurst) {
+        let ready = b.n;
         let sent = self.lock.hold(|| {
             let mut sent = 0;
             for _ in 0..TX_RETRIES {
@@ -558,7 +654,7 @@ impl DpdkTxq {
                     dpdk_sys::fp_tx_burst(
                         self.dev.id,
                         self.q,
-                        mbufs[sent..].as_mut_ptr(),
+                        b.mbufs[sent..].as_mut_ptr(),
                         (ready - sent) as u16,
                     )
                 };
@@ -566,24 +662,73 @@ impl DpdkTxq {
             }
             sent
         });
-        // What was not sent, and the mbufs left over by oversized frames, go back.
-        if sent < n {
-            // SAFETY: mbufs[sent..n] are still owned here (unsent or never filled).
-            unsafe { dpdk_sys::fp_free_bulk(mbufs[sent..].as_mut_ptr(), (n - sent) as u32) };
+        if sent < ready {
+            // SAFETY: mbufs[sent..ready] are still owned here.
+            unsafe { dpdk_sys::fp_free_bulk(b.mbufs[sent..].as_mut_ptr(), (ready - sent) as u32) };
         }
-        let bytes: u64 = lens[..sent].iter().map(|&l| u64::from(l)).sum();
+        let bytes: u64 = b.lens[..sent].iter().map(|&l| u64::from(l)).sum();
         self.stats
-            .count_tx(sent as u64, bytes, (n - sent) as u64, 0);
+            .count_tx(sent as u64, bytes, (ready - sent) as u64, 0);
+        b.n = 0;
     }
 }
 
 impl TxQueue for DpdkTxq {
+    /// Where the device takes TCP segmentation (`net_tap` does), super-frames go to it whole,
+    /// copied into a chain of mbufs.
+    fn tso(&self) -> bool {
+        self.tso
+    }
+
+    /// Packets in mbufs leave in them; the others are copied into mbufs allocated in bulk.
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         register_thread();
-        for chunk in batch.packets().chunks(MAX_BURST) {
-            self.send_burst(chunk);
+        let mut copies_left = batch.packets().iter().filter(|p| !p.is_foreign()).count();
+        let mut spare = [std::ptr::null_mut::<MbufHead>(); MAX_BURST];
+        let mut n_spare = 0;
+        let mut b = TxBurst {
+            mbufs: [std::ptr::null_mut(); MAX_BURST],
+            lens: [0; MAX_BURST],
+            n: 0,
+        };
+        let mut dropped = 0u64;
+        for p in batch.drain() {
+            let len = p.len();
+            let m = match mbuf::mbuf_of(p, self.max_frame) {
+                Ok(m) => Some(m),
+                Err(None) => None,
+                Err(Some(mut p)) => {
+                    copies_left -= 1;
+                    let m = if p.meta.gso_size > 0 && self.tso {
+                        mbuf::tso_chain(&mut p, self.dev.pool, self.max_frame, self.tso_limit)
+                    } else {
+                        self.copy_into_mbuf(&p, &mut spare, &mut n_spare, copies_left + 1)
+                    };
+                    pool.free(p);
+                    m
+                }
+            };
+            let Some(m) = m else {
+                dropped += 1;
+                continue;
+            };
+            b.mbufs[b.n] = m;
+            b.lens[b.n] = len as u16;
+            b.n += 1;
+            if b.n == MAX_BURST {
+                self.transmit(&mut b);
+            }
         }
-        pool.free_batch(batch);
+        if b.n > 0 {
+            self.transmit(&mut b);
+        }
+        if n_spare > 0 {
+            // SAFETY: the spare mbufs were allocated here and never filled or sent.
+            unsafe { dpdk_sys::fp_free_bulk(spare.as_mut_ptr(), n_spare as u32) };
+        }
+        if dropped > 0 {
+            self.stats.count_tx(0, 0, dropped, 0);
+        }
     }
 }
 
@@ -596,21 +741,28 @@ impl Port for DpdkPort {
         "dpdk"
     }
 
-    /// As OVS's `netdev_dpdk_get_config` words it (what `dpif/show` and `dpctl/show` print).
+    /// As OVS's `netdev_dpdk_get_config` words it (what `dpif/show` and `dpctl/show` print,
+    /// keys sorted as they sort them).
     fn options(&self) -> String {
         let o = &self.opts;
+        let on = |ol: u32| self.offloads & ol != 0;
         format!(
             "{{configured_rx_queues={}, configured_rxq_descriptors={}, configured_tx_queues={}, \
-             configured_txq_descriptors={}, mtu={}, requested_rx_queues={}, \
-             requested_rxq_descriptors={}, requested_txq_descriptors={}}}",
+             configured_txq_descriptors={}, lsc_interrupt_mode={}, mtu={}, \
+             requested_rx_queues={}, requested_rxq_descriptors={}, requested_tx_queues={}, \
+             requested_txq_descriptors={}, rx_csum_offload={}, tx_tso_offload={}}}",
             self.taken.len(),
             self.descs.0,
             self.n_txq,
             self.descs.1,
+            on(dpdk_sys::OL_LSC),
             o.mtu,
             o.n_rxq,
             o.n_rxq_desc,
-            o.n_txq_desc
+            self.requested_txq,
+            o.n_txq_desc,
+            on(dpdk_sys::OL_RX_CSUM),
+            on(dpdk_sys::OL_TX_TSO),
         )
     }
 
@@ -636,6 +788,12 @@ impl Port for DpdkPort {
             q: q as u16,
             lock: Arc::clone(&self.txq_locks[q]),
             stats: Arc::clone(&self.tx_stats[q]),
+            max_frame: self.max_frame,
+            tso: self.offloads & dpdk_sys::OL_TX_TSO != 0,
+            tso_limit: mbuf::TsoLimit {
+                mtu: usize::from(self.opts.mtu),
+                l2_in_mtu: self.driver == "net_tap",
+            },
         })
     }
 
@@ -655,10 +813,18 @@ impl Port for DpdkPort {
         self.read_xstats()
     }
 
+    /// Read from the device each time, as OVS's watchdog polls it; a change from what was
+    /// last read counts as a link reset.
     fn link_up(&self) -> bool {
-        let (mut up, mut speed) = (0, 0);
-        // SAFETY: both are valid for writes; the port is open.
-        let r = unsafe { dpdk_sys::fp_link(self.dev.id, &mut up, &mut speed) };
-        r == 0 && up != 0
+        let up = read_link(self.dev.id);
+        if self.link_was_up.swap(up, Relaxed) != up {
+            self.link_resets.fetch_add(1, Relaxed);
+        }
+        up
+    }
+
+    fn link_resets(&self) -> u64 {
+        self.link_up();
+        self.link_resets.load(Relaxed)
     }
 }

@@ -8,13 +8,14 @@
 //! counters and xstats. The bindings are the in-tree `dpdk-sys` crate, a C shim over DPDK's
 //! inline fast path.
 //!
-//! Frames are copied once on rx, from the mbuf into a datapath buffer, and once on tx, into a
-//! fresh mbuf; mbufs never leave this module. Keeping DPDK-received frames in their mbufs
-//! (zero copy between DPDK ports) needs mbuf-backed packets in `datapath::packet` and is not
-//! done yet.
+//! A frame received on a DPDK port crosses the datapath in its mbuf, which is laid out as the
+//! switch's own packet buffers are ([`mbuf`]), and leaves by another DPDK port in the same
+//! mbuf: zero copy. Frames from other kinds of ports are copied into a fresh mbuf on the way
+//! out.
 
 pub mod eal;
 pub mod ethdev;
+mod mbuf;
 
 use std::ffi::CStr;
 
