@@ -256,9 +256,10 @@ impl Bond {
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
             // Without load-based rebalancing, a balance-tcp bond spreads its buckets over
-            // the enabled members afresh whenever they change, so that a member negotiated
-            // later gets its share.
-            if self.config.mode == BondMode::BalanceTcp && before.0 != self.enabled_set() {
+            // the enabled members afresh when one is enabled, so that a member negotiated
+            // later gets its share (a member that goes hands on only its own buckets).
+            let gained = (self.members.iter().zip(&before.0)).any(|(m, &was)| m.enabled && !was);
+            if self.config.mode == BondMode::BalanceTcp && gained {
                 self.buckets.fill(None);
             }
             self.fill_buckets();

@@ -262,6 +262,14 @@ mod tests {
             .map(|m| m.name.as_str())
             .collect();
         assert_eq!(names.len(), 2);
+        // p2's carrier goes: its buckets go to p1, p1's stay.
+        let of = |b: &Bond, h: u32| b.output_member(mac(5), 0, |_| h).map(|m| m.name.clone());
+        let p1_before: Vec<u32> = (0..256)
+            .filter(|&h| of(&b, h).as_deref() == Some("p1"))
+            .collect();
+        b.run(later, |m| m.name == "p1");
+        assert!((0..256).all(|h| of(&b, h).as_deref() == Some("p1")));
+        assert!(p1_before.len() >= 100);
     }
 
     #[test]
