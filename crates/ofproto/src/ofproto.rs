@@ -475,6 +475,7 @@ impl Ofproto {
         b.tunnels.remove(&n);
         b.port_config.remove(&n);
         p.underlay.flush_neigh_of(name);
+        p.patch_stats.forget(name);
         drop(p);
         crate::coverage::OFPROTO_UPDATE_PORT.inc();
         self.changed();
