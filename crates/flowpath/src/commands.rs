@@ -33,6 +33,7 @@ pub fn registry(
     crate::port_stats_cmd::register(&reg, &of, &dp);
     crate::upcall_cmd::register(&reg, &of, &dp);
     crate::bfd_cmd::register(&reg, &of);
+    crate::lacp_cmd::register(&reg, &of);
     crate::bond_cmd::register(&reg, &of);
     crate::vlog_cmd::register(&reg);
     crate::coverage_cmd::register(&reg, &dp);

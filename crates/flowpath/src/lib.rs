@@ -23,6 +23,7 @@ mod dummy_cmd;
 mod extract_cmd;
 mod gen_cmd;
 mod group_cmd;
+mod lacp_cmd;
 mod memory_cmd;
 mod meter_cmd;
 mod metrics;

@@ -5,8 +5,13 @@
 //! Modes: `active-backup` (one active member carries everything; input on the others is
 //! dropped), `balance-slb` (the source MAC and VLAN pick one of 256 hash buckets, each bucket
 //! a member; multicast is admitted only on the active member, and a source MAC learned
-//! elsewhere is taken for a loop), `balance-tcp` (needs LACP, which flowpath does not speak:
-//! as OVS without a negotiated LACP, it neither sends nor admits anything).
+//! elsewhere is taken for a loop), `balance-tcp` (the L4 5-tuple picks the bucket; needs
+//! negotiated LACP: without it, it neither sends nor admits anything, or with
+//! `lacp-fallback-ab` runs as active-backup).
+//!
+//! LACP ([`crate::lacp`], `bond_lacp.rs`): with `lacp=active|passive` a member may be
+//! enabled only while LACP says so, and a bond whose LACP is configured but not negotiated
+//! drops everything (or falls back to active-backup).
 //!
 //! Liveness: a member may be enabled while its carrier is up; `bond_updelay` and
 //! `bond_downdelay` hold the change back, and `other_config:bond-primary` is preferred as the
@@ -16,8 +21,13 @@ use std::time::{Duration, Instant};
 
 use flow::EthAddr;
 
+pub use crate::bond_lacp::LacpStatus;
+
 /// The number of hash buckets of a balanced bond (OVS's `BOND_BUCKETS`).
 pub const BUCKETS: usize = 256;
+
+/// What the user data of a bond's recirculation state starts with (the bond's name follows).
+pub const RECIRC_STATE_PREFIX: &[u8] = b"bond ";
 
 /// `bond_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +86,8 @@ pub struct BondConfig {
     pub all_members_active: bool,
     /// The Port's `bond_active_slave`: the member that was active before.
     pub active_mac: Option<EthAddr>,
+    /// LACP, when the Port's `lacp` is `active` or `passive`.
+    pub lacp: Option<crate::bond_lacp::LacpConfig>,
 }
 
 impl BondConfig {
@@ -93,6 +105,7 @@ impl BondConfig {
             lacp_fallback_ab: false,
             all_members_active: false,
             active_mac: None,
+            lacp: None,
         }
     }
 }
@@ -110,6 +123,8 @@ pub struct BondMember {
     pub may_enable: bool,
     /// When a pending change of `enabled` takes effect (up- or downdelay).
     pub delay_expires: Option<Instant>,
+    /// Its carrier when last run (LACP counts the changes).
+    pub carrier: Option<bool>,
 }
 
 /// A bond and its state.
@@ -130,6 +145,13 @@ pub struct Bond {
     /// The active member changed or a member went: the peer switch should relearn the
     /// addresses behind this switch (OVS's `send_learning_packets`).
     pub send_learning_packets: bool,
+    /// The bond's LACP, when configured.
+    pub lacp: Option<crate::lacp::Lacp>,
+    /// LACPDU frames due: (member OpenFlow port, frame), taken by the caller.
+    pub lacp_tx: Vec<(u32, Vec<u8>)>,
+    /// The recirculation id of a balanced bond (0: none): a balance-tcp bond outputs as
+    /// `hash(l4(BASIS)),recirc(ID)` and the next pass picks the member by `dp_hash`.
+    pub recirc_id: u32,
     /// Not run yet: the first run takes each member's carrier as it is, without delays (as
     /// OVS registers a member enabled when its carrier is up).
     fresh: bool,
@@ -148,10 +170,18 @@ impl Bond {
                 enabled: false,
                 may_enable: true,
                 delay_expires: None,
+                carrier: None,
             })
             .collect();
         let next_rebalance = now + Duration::from_millis(config.rebalance_interval.into());
+        let lacp = config
+            .lacp
+            .as_ref()
+            .map(|l| crate::lacp::Lacp::new(&config.name, l.settings.clone()));
         let mut b = Bond {
+            lacp,
+            lacp_tx: Vec::new(),
+            recirc_id: 0,
             active_mac: config.active_mac.unwrap_or(EthAddr([0; 6])),
             config,
             members,
@@ -178,7 +208,12 @@ impl Bond {
                 m.enabled = o.enabled;
                 m.may_enable = o.may_enable;
                 m.ofport = o.ofport;
+                m.carrier = o.carrier;
             }
+        }
+        self.keep_lacp_state(old);
+        if self.config.mode != BondMode::ActiveBackup {
+            self.recirc_id = old.recirc_id;
         }
         self.active_mac = old.active_mac;
         self.active = old
@@ -205,20 +240,28 @@ impl Bond {
     /// Periodic work (OVS's `bond_run()`): each member's carrier (`up`) with its delays, then
     /// the active member. Whether forwarding changed.
     pub fn run(&mut self, now: Instant, up: impl Fn(&BondMember) -> bool) -> bool {
-        let before = (self.enabled_set(), self.active);
+        let before = (self.enabled_set(), self.active, self.lacp_status());
+        let carrier: Vec<bool> = self.members.iter().map(&up).collect();
+        let link = self.run_lacp(now, &carrier);
         if std::mem::take(&mut self.fresh) {
-            for m in &mut self.members {
-                m.may_enable = up(m);
-                m.enabled = m.may_enable;
+            for (m, &l) in self.members.iter_mut().zip(&link) {
+                m.may_enable = l;
+                m.enabled = l;
             }
         }
-        for i in 0..self.members.len() {
-            let link = up(&self.members[i]);
-            self.members[i].may_enable = link;
+        for (i, l) in link.into_iter().enumerate() {
+            self.members[i].may_enable = l;
             self.link_status_update(i, now);
         }
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
+            // Without load-based rebalancing, a balance-tcp bond spreads its buckets over
+            // the enabled members afresh when one is enabled, so that a member negotiated
+            // later gets its share (a member that goes hands on only its own buckets).
+            let gained = (self.members.iter().zip(&before.0)).any(|(m, &was)| m.enabled && !was);
+            if self.config.mode == BondMode::BalanceTcp && gained {
+                self.buckets.fill(None);
+            }
             self.fill_buckets();
             // No load-based moves (buckets move when their member goes); the countdown
             // `bond/show` prints starts again as OVS's does after a rebalance.
@@ -227,7 +270,7 @@ impl Bond {
                 self.next_rebalance = now + interval;
             }
         }
-        before != (self.enabled_set(), self.active)
+        before != (self.enabled_set(), self.active, self.lacp_status())
     }
 
     fn enabled_set(&self) -> Vec<bool> {
@@ -395,12 +438,21 @@ impl Bond {
     }
 
     /// The member NORMAL outputs a frame from `src` in `vlan` to (OVS's
-    /// `choose_output_member()`), or none: no member enabled, or a balance-tcp bond without
-    /// LACP.
-    pub fn output_member(&self, src: EthAddr, vlan: u16) -> Option<&BondMember> {
-        let i = match self.config.mode {
+    /// `choose_output_member()`), `l4_hash` giving a balance-tcp bond its flow's 5-tuple
+    /// hash; or none: no member enabled, a balance-tcp bond without negotiated LACP, or a
+    /// bond whose LACP did not negotiate (without `lacp-fallback-ab`).
+    pub fn output_member(
+        &self,
+        src: EthAddr,
+        vlan: u16,
+        l4_hash: impl FnOnce(u32) -> u32,
+    ) -> Option<&BondMember> {
+        let i = match self.output_mode()? {
             BondMode::ActiveBackup => self.active?,
-            BondMode::BalanceTcp => return None,
+            BondMode::BalanceTcp => {
+                let h = l4_hash(self.config.basis) as usize % BUCKETS;
+                self.buckets[h].or(self.active)?
+            }
             BondMode::BalanceSlb => {
                 let h = hash_mac(src, vlan, self.config.basis) as usize % BUCKETS;
                 self.buckets[h].or(self.active)?
@@ -413,8 +465,15 @@ impl Bond {
     /// `bond_check_admissibility()`): `Some(true)` admitted, `Some(false)` dropped, `None`
     /// admitted unless its source was learned on another port (balance-slb).
     pub fn admits(&self, i: usize, dst: EthAddr) -> Option<bool> {
-        if self.config.mode == BondMode::BalanceTcp && !self.config.lacp_fallback_ab {
-            return Some(false);
+        let fallback = self.config.lacp_fallback_ab;
+        match self.lacp_status() {
+            LacpStatus::Negotiated => {
+                let m = &self.members[i];
+                return Some(m.enabled || m.may_enable);
+            }
+            LacpStatus::Configured if !fallback => return Some(false),
+            LacpStatus::Off if self.config.mode == BondMode::BalanceTcp => return Some(false),
+            _ => {}
         }
         if dst.0[0] & 1 != 0 && self.active != Some(i) && !self.config.all_members_active {
             return Some(false);
@@ -527,7 +586,7 @@ mod tests {
         let mut tcp = ab(None);
         tcp.config.mode = BondMode::BalanceTcp;
         assert_eq!(tcp.admits(0, uni), Some(false));
-        assert!(tcp.output_member(uni, 0).is_none());
+        assert!(tcp.output_member(uni, 0, |_| 0).is_none());
     }
 
     #[test]
@@ -541,9 +600,9 @@ mod tests {
         let src = EthAddr([0x50, 0x54, 0, 0, 0, 1]);
         // 400 is bucket 144, where this source hashes.
         assert_eq!(b.migrate("400", "p2"), Ok("migrated".into()));
-        assert_eq!(b.output_member(src, 0).unwrap().name, "p2");
+        assert_eq!(b.output_member(src, 0, |_| 0).unwrap().name, "p2");
         assert_eq!(b.migrate("144", "p1"), Ok("migrated".into()));
-        assert_eq!(b.output_member(src, 0).unwrap().name, "p1");
+        assert_eq!(b.output_member(src, 0, |_| 0).unwrap().name, "p1");
         b.enable_member(1, false);
         assert_eq!(
             b.migrate("144", "p2"),
@@ -557,13 +616,13 @@ mod tests {
         b.config.mode = BondMode::BalanceSlb;
         b.run(Instant::now(), |_| true);
         let used: std::collections::BTreeSet<String> = (1..=16u8)
-            .filter_map(|n| b.output_member(EthAddr([2, 0, 0, 0, 0, n]), 0))
+            .filter_map(|n| b.output_member(EthAddr([2, 0, 0, 0, 0, n]), 0, |_| 0))
             .map(|m| m.name.clone())
             .collect();
         assert_eq!(used.len(), 2);
         b.run(Instant::now(), |m| m.name == "p2");
         assert!((1..=16u8).all(|n| {
-            b.output_member(EthAddr([2, 0, 0, 0, 0, n]), 0)
+            b.output_member(EthAddr([2, 0, 0, 0, 0, n]), 0, |_| 0)
                 .is_some_and(|m| m.name == "p2")
         }));
     }

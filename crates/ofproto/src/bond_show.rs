@@ -35,8 +35,15 @@ pub fn details(b: &Bond, now: Instant) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "---- {} ----", c.name);
     let _ = writeln!(s, "bond_mode: {}", c.mode.name());
-    // No LACP, so no recirculation (balance-tcp recirculates only with LACP negotiated).
-    s.push_str("bond may use recirculation: no, Recirc-ID : -1\n");
+    if b.may_recirc() {
+        let _ = writeln!(
+            s,
+            "bond may use recirculation: yes, Recirc-ID : {}",
+            b.recirc_id
+        );
+    } else {
+        s.push_str("bond may use recirculation: no, Recirc-ID : -1\n");
+    }
     let _ = writeln!(s, "bond-hash-basis: {}", c.basis);
     s.push_str("lb_output action: disabled, bond-id: -1\n");
     if c.mode == crate::bond::BondMode::BalanceSlb {
@@ -44,10 +51,10 @@ pub fn details(b: &Bond, now: Instant) -> String {
     }
     let _ = writeln!(s, "updelay: {} ms", c.updelay);
     let _ = writeln!(s, "downdelay: {} ms", c.downdelay);
-    if c.mode.is_balanced() {
+    if b.is_balanced() {
         let _ = writeln!(s, "next rebalance: {} ms", ms_until(b.next_rebalance, now));
     }
-    s.push_str("lacp_status: off\n");
+    let _ = writeln!(s, "lacp_status: {}", b.lacp_status().name());
     let _ = writeln!(s, "lacp_fallback_ab: {}", c.lacp_fallback_ab);
     let primary = c.primary.as_deref();
     let found = primary.is_some_and(|p| b.member_index(p).is_some());

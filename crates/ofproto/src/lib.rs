@@ -13,6 +13,7 @@
 pub mod action_set;
 pub mod bfd;
 pub mod bond;
+pub mod bond_lacp;
 pub mod bond_show;
 pub mod bridge;
 pub mod classifier;
@@ -21,6 +22,7 @@ pub mod fields;
 pub mod flow_events;
 pub mod flow_removed;
 pub mod group;
+pub mod lacp;
 pub mod learn;
 pub mod meter;
 pub mod mirror;

@@ -475,6 +475,7 @@ impl Ofproto {
         b.tunnels.remove(&n);
         b.port_config.remove(&n);
         p.underlay.flush_neigh_of(name);
+        p.patch_stats.forget(name);
         drop(p);
         crate::coverage::OFPROTO_UPDATE_PORT.inc();
         self.changed();
@@ -990,7 +991,7 @@ fn trace_pass(
     let _ = writeln!(t, "Megaflow: {mf}");
     // A slow path flow's `userspace(...)` is the upcall's doing in OVS, not translation's:
     // its trace shows the rest, and why.
-    let shown: Vec<flow::odp::Action> = if x.slow_bfd {
+    let shown: Vec<flow::odp::Action> = if x.slow_bfd || x.slow_lacp {
         x.actions
             .iter()
             .filter(|a| !matches!(a, flow::odp::Action::Userspace(_)))
@@ -1009,6 +1010,12 @@ fn trace_pass(
         t.push_str(
             "This flow is handled by the userspace slow path because it:\n  \
              - Consists of BFD packets.\n",
+        );
+    }
+    if x.slow_lacp {
+        t.push_str(
+            "This flow is handled by the userspace slow path because it:\n  \
+             - Consists of LACP packets.\n",
         );
     }
     if let Some(why) = x.failed {
@@ -1259,6 +1266,9 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
     // packet type, as OVS's megaflow-style flows do.
     if k.recirc_id() != 0 {
         d.set_recirc_id(u32::MAX).set_packet_type(u32::MAX);
+    }
+    if k.dp_hash() != 0 {
+        d.set_dp_hash(u32::MAX);
     }
     if k.pkt_mark() != 0 {
         d.set_pkt_mark(u32::MAX);

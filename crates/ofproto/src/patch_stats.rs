@@ -43,6 +43,12 @@ impl PatchStats {
         });
     }
 
+    /// Forgets port `name`'s counters (it is being deleted): a port added again under the
+    /// name before the next [`PatchStats::prune`] starts from zero too.
+    pub fn forget(&self, name: &str) {
+        self.lock().remove(name);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PatchCounts>> {
         self.counts
             .lock()
@@ -80,4 +86,39 @@ fn entry<'a>(counts: &'a mut HashMap<String, PatchCounts>, name: &str) -> &'a mu
         counts.insert(name.to_owned(), PatchCounts::default());
     }
     counts.get_mut(name).expect("inserted above")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bridge::{OfPort, VlanMode};
+    use crate::ofproto::Ofproto;
+
+    fn patch(name: &str, ofport: u32, peer: &str) -> OfPort {
+        OfPort {
+            name: name.into(),
+            ofport,
+            dp_port: None,
+            peer: Some(peer.into()),
+            vlan: VlanMode::default(),
+        }
+    }
+
+    #[test]
+    fn a_patch_port_deleted_and_added_again_at_once_starts_from_zero() {
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        of.add_bridge("br1").unwrap();
+        of.add_port("br0", patch("pa", 2, "pb")).unwrap();
+        of.add_port("br1", patch("pb", 2, "pa")).unwrap();
+        {
+            let p = of.pipe.read().unwrap();
+            super::credit_patches(&p, &[(0, 2)], 3, 318);
+        }
+        assert_eq!(of.pipe.read().unwrap().patch_stats.get("pb").rx_packets, 3);
+        // No revalidation round (which prunes) between the two.
+        of.del_port("pb").unwrap();
+        of.add_port("br1", patch("pb", 2, "pa")).unwrap();
+        let pb = of.pipe.read().unwrap().patch_stats.get("pb");
+        assert_eq!(pb, super::PatchCounts::default());
+    }
 }

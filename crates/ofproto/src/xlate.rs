@@ -48,6 +48,7 @@ mod controller;
 mod ct;
 mod fail_open;
 mod flow_hash;
+pub mod lacp;
 pub(crate) use flow_hash::{hash_add, hash_finish};
 mod freeze;
 mod group;
@@ -217,6 +218,8 @@ pub struct XlateOut {
     pub patches: Vec<(usize, u32)>,
     /// The packet is a BFD session's, sent to the slow path (OVS's `SLOW_BFD`).
     pub slow_bfd: bool,
+    /// The packet is a LACPDU for a bond's LACP, sent to the slow path (`SLOW_LACP`).
+    pub slow_lacp: bool,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -550,7 +553,7 @@ pub fn translate_with_priority(
     // A BFD session's packets go to the session, not through the tables (OVS's
     // `process_special()`, which a thawed packet has been through already); OVS has looked
     // table 0 up by then.
-    let special = frozen.is_none() && ctx.process_bfd(ofport);
+    let special = frozen.is_none() && (ctx.process_bfd(ofport) || ctx.process_lacp(ofport));
     if special {
         ctx.under(node, |c| c.lookup_only(table));
     }
@@ -581,8 +584,12 @@ pub fn translate_with_priority(
         ctx.mirror_ingress(ofport);
     }
     let refused = refused || mirror_out || special;
+    let bond = frozen
+        .as_ref()
+        .and_then(|st| st.userdata.strip_prefix(crate::bond::RECIRC_STATE_PREFIX));
     match frozen.as_ref().filter(|st| !st.actions.is_empty()) {
         _ if refused => {}
+        _ if bond.is_some() => ctx.under(node, |c| c.bond_post_recirc(bond.unwrap_or_default())),
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
         None => ctx.under(node, |c| c.do_table_ct(table, Lookup::default())),
     }

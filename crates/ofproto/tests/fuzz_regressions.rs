@@ -1,6 +1,6 @@
-//! Replays the committed inputs of the `ofctl_flow` fuzz target (`tests/data/fuzz/ofctl_flow/*`)
-//! through the checks the target runs, which live in `fuzz/src/ofctl_flow.rs`, path-imported
-//! here so that both use one copy.
+//! Replays the committed inputs of the `ofctl_flow`, `bfd_msg` and `lacp_pdu` fuzz targets
+//! (`tests/data/fuzz/<target>/*`) through the checks the targets run, which live in
+//! `fuzz/src/<target>.rs`, path-imported here so that both use one copy.
 
 #[path = "../../../fuzz/src/ofctl_flow.rs"]
 mod ofctl_flow;
@@ -25,5 +25,17 @@ fn bfd_msg_inputs() {
         env!("CARGO_MANIFEST_DIR"),
         "bfd_msg",
         bfd_msg::check_bfd_msg,
+    );
+}
+
+#[path = "../../../fuzz/src/lacp_pdu.rs"]
+mod lacp_pdu;
+
+#[test]
+fn lacp_pdu_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "lacp_pdu",
+        lacp_pdu::check_lacp_pdu,
     );
 }

@@ -169,13 +169,15 @@ impl Module {
 }
 
 /// The modules, in `vlog/list`'s (alphabetical) order.
-pub static MODULES: [Module; 18] = [
+pub static MODULES: [Module; 20] = [
     Module::new("bfd"),
+    Module::new("bond"),
     Module::new("bridge"),
     Module::new("conntrack"),
     Module::new("daemon_unix"),
     Module::new("dpif"),
     Module::new("dpif_netdev"),
+    Module::new("lacp"),
     Module::new("metrics"),
     Module::new("netdev"),
     Module::new("netdev_afxdp"),
@@ -197,7 +199,7 @@ pub fn module(name: &str) -> Option<&'static Module> {
 
 /// Module `dpif_netdev` (the datapath: upcalls, PMD threads).
 pub fn dpif_netdev() -> &'static Module {
-    &MODULES[5]
+    &MODULES[6]
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);

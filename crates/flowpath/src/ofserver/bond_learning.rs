@@ -28,8 +28,11 @@ pub(crate) fn rarp(mac: EthAddr, vlan: u16) -> Vec<u8> {
     f
 }
 
-/// Sends every learning packet the bonds owe.
+/// Sends every LACPDU and learning packet the bonds owe.
 pub(crate) fn send(of: &Ofproto, dp: &Mutex<Datapath>) {
+    for (bridge, port, frame) in of.take_lacp_pdus() {
+        let _ = super::send_from_local_to(of, dp, &bridge, port, false, frame);
+    }
     for lp in of.take_learning_packets() {
         for (mac, vlan) in lp.addrs {
             let _ = super::send_from_local_to(of, dp, &lp.bridge, lp.port, false, rarp(mac, vlan));

@@ -12,7 +12,8 @@
 //! it sets a `miss_send_len`); OVS 3.1 sends whole packets whatever `max_len` says, and so
 //! does this. What a connection does not read in time is dropped by its bounded queue of
 //! asynchronous messages, counted there. The packets translation gave BFD
-//! (`slow_path(bfd)`) go to their port's session instead.
+//! (`slow_path(bfd)`) go to their port's session instead, and LACPDUs (`slow_path(lacp)`) to
+//! their bond's LACP.
 
 use datapath::upcall_queue::{UpcallQueue, UserspaceUpcall};
 use flow::FlowKey;
@@ -201,6 +202,13 @@ fn packet_in(
             datapath::pmd::key_metadata(&up.packet, &mut key);
             flow::extract(up.packet.data(), &mut key);
             of.bfd_receive(&key, up.packet.data());
+            return;
+        }
+        if up.userdata() == ofproto::xlate::lacp::SLOW_PATH_COOKIE.as_bytes() {
+            let mut key = FlowKey::new();
+            datapath::pmd::key_metadata(&up.packet, &mut key);
+            flow::extract(up.packet.data(), &mut key);
+            of.lacp_receive(&key, up.packet.data());
             return;
         }
         let Some(c) = ControllerCookie::parse(up.userdata()) else {

@@ -2,13 +2,18 @@
 //! `port_configure_bond()` in `vswitchd/bridge.c`), its settings read from the Port's
 //! `bond_mode`, `bond_updelay`, `bond_downdelay`, `bond_active_slave` and `other_config`
 //! (`bond-primary`, `bond-hash-basis`, `bond-rebalance-interval`, `bond-detect-mode`,
-//! `lacp-fallback-ab`, `all-members-active`); the active member's address is written back
-//! to `bond_active_slave`.
+//! `lb-output-action` (refused with OVS's warning: the datapath has no `lb_output`),
+//! `lacp-fallback-ab`, `all-members-active`, and for LACP `lacp-system-id`,
+//! `lacp-system-priority`, `lacp-time`) with the `lacp` column and each member Interface's
+//! `other_config` (`lacp-port-id`, `lacp-port-priority`, `lacp-aggregation-key`); the active
+//! member's address is written back to `bond_active_slave`.
 
 use std::collections::BTreeMap;
 
 use flow::EthAddr;
 use ofproto::bond::{BondConfig, BondMode};
+use ofproto::bond_lacp::LacpConfig;
+use ofproto::lacp::{MemberSettings, Settings};
 use ovsdb::{Db, Uuid};
 
 use super::desired::BridgeDesired;
@@ -28,13 +33,20 @@ pub(crate) struct BondDesired {
     pub other_config: BTreeMap<String, String>,
     /// The `lacp` column (`active`, `passive`, `off`).
     pub lacp: Option<String>,
+    /// Each member's LACP settings from its Interface's `other_config` (port id 0: its
+    /// OpenFlow port).
+    pub member_lacp: Vec<MemberSettings>,
 }
 
 /// The bond of Port row `p` with interfaces `members` (more than one), or none.
-pub(crate) fn read(db: &Db, p: Uuid, members: Vec<String>) -> Option<BondDesired> {
+pub(crate) fn read(db: &Db, p: Uuid, members: Vec<String>, ifaces: &[Uuid]) -> Option<BondDesired> {
     if members.len() < 2 {
         return None;
     }
+    let member_lacp = ifaces
+        .iter()
+        .map(|&i| member_lacp(&db.get("Interface", i, "other_config").string_map()))
+        .collect();
     let col = |c: &str| db.get("Port", p, c);
     Some(BondDesired {
         uuid: p,
@@ -46,6 +58,75 @@ pub(crate) fn read(db: &Db, p: Uuid, members: Vec<String>) -> Option<BondDesired
         active_slave: col("bond_active_slave").as_str().map(str::to_owned),
         other_config: col("other_config").string_map(),
         lacp: col("lacp").as_str().map(str::to_owned),
+        member_lacp,
+    })
+}
+
+/// An `other_config` integer as OVS's `smap_get_int()` reads it (0 when absent or bad).
+fn int(m: &BTreeMap<String, String>, k: &str) -> i64 {
+    m.get(k).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
+/// A member's LACP settings (OVS's `iface_configure_lacp()`).
+fn member_lacp(oc: &BTreeMap<String, String>) -> MemberSettings {
+    let u16_in = |v: i64, lo: i64| (lo..=65535).contains(&v).then_some(v as u16);
+    MemberSettings {
+        port_id: u16_in(int(oc, "lacp-port-id"), 1).unwrap_or(0),
+        port_priority: u16_in(int(oc, "lacp-port-priority"), 1).unwrap_or(u16::MAX),
+        key: u16_in(int(oc, "lacp-aggregation-key"), 0).unwrap_or(0),
+    }
+}
+
+/// The bond's LACP (OVS's `port_configure_lacp()`): `None` when `lacp` is off or absent,
+/// unknown, or the system id is bad (warned about as OVS does). `bridge_mac` is the
+/// default system id.
+fn lacp_config(d: &BondDesired, bridge_mac: EthAddr, warn: &mut Vec<String>) -> Option<LacpConfig> {
+    let name = &d.name;
+    let active = match d.lacp.as_deref()? {
+        "off" => return None,
+        "active" => true,
+        "passive" => false,
+        other => {
+            warn.push(format!("port {name}: unknown LACP mode {other}"));
+            return None;
+        }
+    };
+    let oc = &d.other_config;
+    let sys_id = match oc.get("lacp-system-id") {
+        None => bridge_mac,
+        Some(s) => match ofproto::tunnel::parse_mac(s) {
+            Ok(m) => m,
+            Err(_) => {
+                warn.push(format!(
+                    "port {name}: LACP system ID ({s}) must be an Ethernet address."
+                ));
+                return None;
+            }
+        },
+    };
+    if sys_id == EthAddr::ZERO {
+        warn.push(format!("port {name}: Invalid zero LACP system ID."));
+        return None;
+    }
+    let prio = int(oc, "lacp-system-priority");
+    let sys_priority = if (1..=65535).contains(&prio) {
+        prio as u16
+    } else {
+        // A bond (more than one link) prefers bondable links.
+        u16::MAX - 1
+    };
+    let settings = Settings {
+        active,
+        sys_id,
+        sys_priority,
+        fast: oc
+            .get("lacp-time")
+            .is_some_and(|t| t.eq_ignore_ascii_case("fast")),
+        fallback_ab: oc.get("lacp-fallback-ab").is_some_and(|v| v == "true"),
+    };
+    Some(LacpConfig {
+        settings,
+        members: d.member_lacp.clone(),
     })
 }
 
@@ -56,7 +137,12 @@ fn log(level: vlog::Level, msg: &str) {
 }
 
 /// The bond's settings, with OVS's defaults; what OVS would warn about goes to `warn`.
-fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr, warn: &mut Vec<String>) -> BondConfig {
+fn config(
+    d: &BondDesired,
+    mac: impl Fn(&str) -> EthAddr,
+    bridge_mac: EthAddr,
+    warn: &mut Vec<String>,
+) -> BondConfig {
     let name = &d.name;
     let mode = match d.bond_mode.as_deref() {
         None => {
@@ -81,11 +167,6 @@ fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr, warn: &mut Vec<String>
             "port {name}: unsupported bond-detect-mode {m}, defaulting to carrier"
         ));
     }
-    if let Some(l) = d.lacp.as_deref().filter(|l| *l != "off") {
-        warn.push(format!(
-            "port {name}: lacp={l} is not supported; the bond runs without LACP"
-        ));
-    }
     let members: Vec<(&str, EthAddr)> = d.members.iter().map(|n| (n.as_str(), mac(n))).collect();
     let mut c = BondConfig::new(name, mode, &members);
     let clamp = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
@@ -99,7 +180,14 @@ fn config(d: &BondDesired, mac: impl Fn(&str) -> EthAddr, warn: &mut Vec<String>
         rebalance
     };
     c.lacp_fallback_ab = flag("lacp-fallback-ab");
+    c.lacp = lacp_config(d, bridge_mac, warn);
     c.all_members_active = flag("all-members-active");
+    // The datapath has no `lb_output` (its capabilities say so): OVS's answer to that.
+    if mode == BondMode::BalanceTcp && flag("lb-output-action") {
+        warn.push(format!(
+            "{name}: Datapath does not support 'lb_output' action, disabled."
+        ));
+    }
     if mode == BondMode::ActiveBackup || c.lacp_fallback_ab {
         c.primary = oc("bond-primary").map(str::to_owned);
     }
@@ -117,7 +205,16 @@ pub(crate) fn configure(b: &BridgeDesired, sw: &Switch) {
         let pipe = sw.of.pipe.read().unwrap_or_else(|e| e.into_inner());
         let ofb = pipe.bridge(&b.name);
         let mac = |name: &str| member_mac(ofb, name);
-        b.bonds.iter().map(|d| config(d, mac, &mut warn)).collect()
+        let bridge_mac = ofb
+            .and_then(|ob| {
+                let local = ob.ports.get(&ofproto::syntax::OFPP_LOCAL)?;
+                Some(crate::ofserver::port_mac(ob, local))
+            })
+            .unwrap_or(EthAddr::ZERO);
+        b.bonds
+            .iter()
+            .map(|d| config(d, mac, bridge_mac, &mut warn))
+            .collect()
     };
     match sw.of.set_bonds(&b.name, configs) {
         Ok(true) => warn.iter().for_each(|w| log(vlog::Level::Warn, w)),

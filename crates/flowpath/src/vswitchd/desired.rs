@@ -217,7 +217,7 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
                     .to_owned()
             })
             .collect();
-        bonds.extend(super::bonds::read(db, p, names));
+        bonds.extend(super::bonds::read(db, p, names, &members));
         for i in members {
             if db.row("Interface", i).is_none() {
                 continue;

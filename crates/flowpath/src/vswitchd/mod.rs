@@ -187,6 +187,7 @@ fn monitored() -> Vec<(String, Vec<String>)> {
                 "bfd_status",
                 "error",
                 "ifindex",
+                "lacp_current",
                 "link_resets",
                 "link_state",
                 "mac",

@@ -120,6 +120,7 @@ pub(crate) fn status_ops(
                     let link = (link_up, resets.get(&i.name).copied().unwrap_or(0));
                     let patch = (i.kind == "patch").then(|| pipe.patch_stats.get(&i.name));
                     let mut cols = up_columns(i, *n, mac, link, statistics, patch, src);
+                    cols.push(("lacp_current", lacp_current(ofb, &i.name)));
                     if let Some(e) = applied.notes.get(&i.uuid)
                         && let Some(c) = cols.iter_mut().find(|c| c.0 == "error")
                     {
@@ -339,7 +340,15 @@ fn failed_columns(error: Option<&String>) -> Vec<(&'static str, Datum)> {
         ("statistics", Datum::Map(Vec::new())),
         ("status", Datum::Map(Vec::new())),
         ("bfd_status", Datum::Map(Vec::new())),
+        ("lacp_current", Datum::Empty),
     ]
+}
+
+/// The interface's `lacp_current`: whether its bond's LACP has (or had) a partner on it,
+/// empty when it is not a member of a bond with LACP.
+fn lacp_current(ofb: Option<&ofproto::bridge::Bridge>, name: &str) -> Datum {
+    ofb.and_then(|b| b.bonds.iter().find_map(|d| d.lacp_current(name)))
+        .map_or(Datum::Empty, Datum::boolean)
 }
 
 /// The interface's `bfd_status`: its BFD session's state, empty without one (OVS's

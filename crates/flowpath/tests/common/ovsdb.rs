@@ -113,23 +113,33 @@ impl Sandbox {
         self.start_switch_in(None);
     }
 
-    /// Starts the switch, flowpath in network namespace `netns` with real devices (no
+    /// Starts the switch, in network namespace `netns` with real devices (no
     /// `--enable-dummy`) when one is given.
     pub fn start_switch_in(&mut self, netns: Option<&str>) {
         let d = self.dir.display().to_string();
         match self.switch {
-            Switch::Ovs => self.run(&[
-                "ovs-vswitchd",
-                "--detach",
-                "--no-chdir",
-                &format!("--pidfile={d}/ovs-vswitchd.pid"),
-                &format!("--unixctl={d}/ovs-vswitchd.ctl"),
-                "--enable-dummy=override",
-                "--disable-system",
-                "--disable-system-route",
-                &format!("--log-file={d}/ovs-vswitchd.log"),
-                &self.db,
-            ]),
+            Switch::Ovs => {
+                let (pidfile, unixctl, logfile) = (
+                    format!("--pidfile={d}/ovs-vswitchd.pid"),
+                    format!("--unixctl={d}/ovs-vswitchd.ctl"),
+                    format!("--log-file={d}/ovs-vswitchd.log"),
+                );
+                let mut argv = match netns {
+                    Some(ns) => vec!["ip", "netns", "exec", ns, "ovs-vswitchd"],
+                    None => vec!["ovs-vswitchd", "--enable-dummy=override"],
+                };
+                argv.extend([
+                    "--detach",
+                    "--no-chdir",
+                    &pidfile,
+                    &unixctl,
+                    "--disable-system",
+                    "--disable-system-route",
+                    &logfile,
+                    &self.db,
+                ]);
+                self.run(&argv);
+            }
             Switch::Flowpath => {
                 let log = std::fs::OpenOptions::new()
                     .create(true)

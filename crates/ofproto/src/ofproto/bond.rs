@@ -32,6 +32,23 @@ impl Ofproto {
                 bond
             })
             .collect();
+        // A balanced bond has a recirculation id while it stays balanced (OVS's
+        // `bond_reconfigure()`), bound to a frozen state that names it.
+        let wanted: Vec<(usize, crate::recirc::FrozenState)> = (b.bonds.iter().enumerate())
+            .filter(|(_, d)| d.config.mode != crate::bond::BondMode::ActiveBackup)
+            .filter(|(_, d)| d.recirc_id == 0)
+            .map(|(i, d)| (i, bond_frozen_state(&b.name, &d.config.name)))
+            .collect();
+        let ids: Vec<(usize, u32)> = wanted
+            .into_iter()
+            .map(|(i, st)| (i, p.recirc.intern(st).unwrap_or(0)))
+            .collect();
+        let b = p
+            .bridge_mut(bridge)
+            .ok_or_else(|| format!("no bridge named {bridge}"))?;
+        for (i, id) in ids {
+            b.bonds[i].recirc_id = id;
+        }
         run_bridge_bonds(b, now);
         drop(p);
         self.changed();
@@ -78,10 +95,45 @@ impl Ofproto {
         r
     }
 
+    /// The recirculation ids of every bond (kept whether or not a megaflow mentions them).
+    pub fn bond_recirc_ids(&self) -> Vec<u32> {
+        let p = self.read();
+        bond_recirc_ids(&p.bridges)
+    }
+
     /// Every bond with its bridge, in bridge then configuration order.
     pub fn bonds(&self) -> Vec<Bond> {
         let p = self.read();
         p.bridges.iter().flat_map(|b| b.bonds.clone()).collect()
+    }
+}
+
+/// The recirculation ids of the bonds of `bridges`.
+pub(crate) fn bond_recirc_ids(bridges: &[Bridge]) -> Vec<u32> {
+    bridges
+        .iter()
+        .flat_map(|b| b.bonds.iter().map(|d| d.recirc_id))
+        .filter(|&id| id != 0)
+        .collect()
+}
+
+/// The frozen state bond `bond` of bridge `bridge` recirculates with: table 254 (OVS's
+/// internal table, where its post-recirculation rules are), its name as user data.
+fn bond_frozen_state(bridge: &str, bond: &str) -> crate::recirc::FrozenState {
+    let mut userdata = crate::bond::RECIRC_STATE_PREFIX.to_vec();
+    userdata.extend_from_slice(bond.as_bytes());
+    crate::recirc::FrozenState {
+        bridge: bridge.to_owned(),
+        table: 254,
+        in_port: crate::syntax::OFPP_ANY,
+        meta: Default::default(),
+        tunnel: None,
+        conntracked: false,
+        actions: Vec::new(),
+        stack: Vec::new(),
+        action_set: Vec::new(),
+        userdata,
+        mirrors: 0,
     }
 }
 
@@ -104,7 +156,9 @@ impl Ofproto {
         for b in &mut p.bridges {
             let entries = b.mac.lock().map(|m| m.entries(now)).unwrap_or_default();
             for bond in &mut b.bonds {
-                if !std::mem::take(&mut bond.send_learning_packets) {
+                if !std::mem::take(&mut bond.send_learning_packets)
+                    || !bond.may_send_learning_packets()
+                {
                     continue;
                 }
                 let Some(port) = bond.active.and_then(|i| bond.members[i].ofport) else {
@@ -124,6 +178,44 @@ impl Ofproto {
             }
         }
         out
+    }
+}
+
+impl Ofproto {
+    /// The LACPDUs bonds owe since the last call: (bridge, member port, frame).
+    pub fn take_lacp_pdus(&self) -> Vec<(String, u32, Vec<u8>)> {
+        let mut p = self.write();
+        let mut out = Vec::new();
+        for b in &mut p.bridges {
+            for bond in &mut b.bonds {
+                for (port, frame) in std::mem::take(&mut bond.lacp_tx) {
+                    out.push((b.name.clone(), port, frame));
+                }
+            }
+        }
+        out
+    }
+
+    /// A packet translation gave the LACP slow path (datapath key `key`, which tells the
+    /// bridge and port it entered by): to the LACP of the port's bond, which then runs.
+    pub fn lacp_receive(&self, key: &flow::FlowKey, frame: &[u8]) {
+        let now = Instant::now();
+        let changed = {
+            let mut p = self.write();
+            let mut wc = crate::pipekey::PipeMask::new();
+            let Some(Ok((bi, ofport, _))) = p.receive(key, &mut wc) else {
+                return;
+            };
+            let b = &mut p.bridges[bi];
+            let Some(bond) = b.bonds.iter_mut().find(|d| d.member_on(ofport).is_some()) else {
+                return;
+            };
+            let i = bond.member_on(ofport).unwrap_or_default();
+            bond.lacp_receive(i, frame, now) && run_bridge_bonds(b, now)
+        };
+        if changed {
+            self.changed();
+        }
     }
 }
 
@@ -155,15 +247,13 @@ fn run_bridge_bonds(b: &mut Bridge, now: Instant) -> bool {
 }
 
 impl Bridge {
-    /// Each bond's name and the address of its active member (`bond_active_slave`). A method
-    /// of the bridge, not of [`Ofproto`]: its callers already hold the pipeline.
+    /// Each bond's name and the address of its active member (`bond_active_slave`; all
+    /// zeros once no member is active, as OVS writes it). A method of the bridge, not of
+    /// [`Ofproto`]: its callers already hold the pipeline.
     pub fn bond_active_macs(&self) -> Vec<(String, Option<flow::EthAddr>)> {
         self.bonds
             .iter()
-            .map(|d| {
-                let mac = (d.active_mac != flow::EthAddr([0; 6])).then_some(d.active_mac);
-                (d.config.name.clone(), mac)
-            })
+            .map(|d| (d.config.name.clone(), Some(d.active_mac)))
             .collect()
     }
 }

@@ -262,6 +262,7 @@ impl Ofproto {
         }
         {
             let p = self.read();
+            recirc_ids.extend(super::bond::bond_recirc_ids(&p.bridges));
             r.recirc_freed = p.recirc.sweep(&recirc_ids, Instant::now());
             for (mf, dpk, dby) in by_ufid.into_values() {
                 r.flows += 1;

@@ -3,6 +3,11 @@
 
 use super::*;
 use crate::bond::Bond;
+use flow::odp::HashAlg;
+
+/// The `symmetric_l3l4+udp` fields (OVS's `NX_HASH_FIELDS_SYMMETRIC_L3L4_UDP`), which a
+/// balance-tcp bond hashes.
+const L3L4_UDP: u16 = 3;
 
 impl Ctx<'_> {
     /// The bond port `port` is a member of, with the member's index.
@@ -11,6 +16,58 @@ impl Ctx<'_> {
             .bonds
             .iter()
             .find_map(|b| b.member_on(port).map(|i| (b, i)))
+    }
+
+    /// The recirculation id and hash basis of the bond of member `port` when its output
+    /// recirculates (OVS's `bond_update_post_recirc_rules()`).
+    pub(super) fn bond_recirc(&self, port: u32) -> Option<(u32, u32)> {
+        let (b, _) = self.bond_member(port)?;
+        b.may_recirc().then_some((b.recirc_id, b.config.basis))
+    }
+
+    /// Outputs through a recirculating bond: the datapath hashes the 5-tuple and the next
+    /// pass, with the bond's recirculation id, outputs to the bucket's member.
+    pub(super) fn bond_recirc_output(&mut self, id: u32, basis: u32) {
+        self.commit();
+        self.out.push(Action::Hash {
+            alg: HashAlg::L4,
+            basis,
+        });
+        self.out.push(Action::Recirc(id));
+    }
+
+    /// The post-recirculation pass of bond `name` (its frozen state's user data after
+    /// [`crate::bond::RECIRC_STATE_PREFIX`]): out of the member of the packet's `dp_hash`
+    /// bucket, the megaflow matching the bucket's bits of `dp_hash`. Traced as OVS's rule
+    /// for the bucket in its internal table 254.
+    pub(super) fn bond_post_recirc(&mut self, name: &[u8]) {
+        let mask = crate::bond::BUCKETS as u32 - 1;
+        let m = self.wc.dp.dp_hash();
+        self.wc.dp.set_dp_hash(m | mask);
+        let dp_hash = self.flow.dp.dp_hash();
+        let Some(bond) = self
+            .br()
+            .bonds
+            .iter()
+            .find(|b| b.config.name.as_bytes() == name)
+        else {
+            return;
+        };
+        let id = bond.recirc_id;
+        let Some(port) = bond.member_for_dp_hash(dp_hash).and_then(|m| m.ofport) else {
+            return;
+        };
+        let rule = self.trace_add(
+            NodeKind::Table,
+            format_args!(
+                "254. recirc_id={id:#x},dp_hash={:#x}/{mask:#x}, priority 20",
+                dp_hash & mask
+            ),
+        );
+        self.under(rule, |c| {
+            let out = c.trace_add(NodeKind::Action, format_args!("output:{port}"));
+            c.under(out, |c| c.output_port(port, false));
+        });
     }
 
     /// The port NORMAL learns and compares `port` as: its bond's one port, or itself.
@@ -81,12 +138,25 @@ impl Ctx<'_> {
 
     /// The OpenFlow port NORMAL outputs to for `port` with output VID `vid`: the member its
     /// bond picks (none when no member is enabled), or `port` itself.
-    pub(super) fn bond_output_port(&self, port: u32, vid: u16) -> Option<u32> {
-        match self.bond_member(port) {
-            Some((b, _)) => b
-                .output_member(self.flow.dp.eth_src(), vid)
-                .and_then(|m| m.ofport),
+    /// A balance-tcp bond hashes the flow's addresses, protocol and ports (the megaflow then
+    /// matches them), unless it recirculates (`unmask` false), when the pick only tells
+    /// whether any member is usable.
+    pub(super) fn bond_output_port(&mut self, port: u32, vid: u16, unmask: bool) -> Option<u32> {
+        let mut hashed = false;
+        let out = match self.bond_member(port) {
+            Some((b, _)) => {
+                let flow = &self.flow;
+                b.output_member(flow.dp.eth_src(), vid, |basis| {
+                    hashed = true;
+                    super::flow_hash::flow_hash_fields(flow, L3L4_UDP, basis as u16)
+                })
+                .and_then(|m| m.ofport)
+            }
             None => Some(port),
+        };
+        if hashed && unmask {
+            super::flow_hash::mask_hash_fields(&self.flow, &mut self.wc, L3L4_UDP);
         }
+        out
     }
 }

@@ -148,7 +148,8 @@ impl Ctx<'_> {
         let saved = (self.flow.dp.vlan_tci(), self.flow.dp.vlan_tpid());
         let vid = mode.output_vid(vlan);
         // A bond outputs to the member it picks; none enabled, nothing is sent.
-        let Some(port) = self.bond_output_port(port, vid) else {
+        let recirc = self.bond_recirc(port);
+        let Some(port) = self.bond_output_port(port, vid, recirc.is_none()) else {
             return;
         };
         if vid == 0 {
@@ -162,7 +163,10 @@ impl Ctx<'_> {
                 .set_vlan_tci(pcp | flow::key::VLAN_CFI | vid)
                 .set_vlan_tpid(0x8100);
         }
-        self.output_port(port, false);
+        match recirc {
+            Some((id, basis)) => self.bond_recirc_output(id, basis),
+            None => self.output_port(port, false),
+        }
         self.flow.dp.set_vlan_tci(saved.0).set_vlan_tpid(saved.1);
     }
 

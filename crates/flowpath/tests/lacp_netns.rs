@@ -1,0 +1,390 @@
+//! LACP with real peers over veth pairs: the switch's bond `bond0` (members `a1`, `a2`,
+//! `lacp=active`, `bond_mode=balance-tcp`, `lacp-time=fast`) goes to a peer namespace whose
+//! end of the links (`b1`, `b2`) is an 802.3ad bond with an address; a host behind an ordinary
+//! port of the switch talks to it. The switch's bond is also tried passive (the peer active).
+//!
+//! The peer is Debian's `ovs-vswitchd` 3.1 (netdev datapath, its bond `lacp=active`
+//! balance-tcp, its internal port with the address) or the Linux kernel's bonding driver
+//! (`mode 802.3ad lacp_rate fast`; SKIP when the kernel has none). LACP negotiates on both
+//! members (`lacp/show`: current, attached; the peer sees the switch's system id), malformed
+//! LACPDUs are counted and ignored, ping works, UDP and TCP flows spread over both members,
+//! and a member's link going down moves all traffic to the other. Needs root, network
+//! namespaces and OVS's tools; else SKIP.
+
+mod common;
+
+use std::time::Duration;
+
+use common::netns::{Env, Names, in_ns, must, ping, run, veth, wait_until};
+use common::ovsdb::{Sandbox, Switch, missing};
+
+static NAMES: Names = Names {
+    netns: "lacp",
+    dir: "fp-lacp",
+    root_for: "network namespaces and veth pairs",
+    ifname_max: 15,
+};
+
+const PEER_IP: &str = "10.89.0.2";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Peer {
+    Ovs,
+    Kernel,
+}
+
+struct World {
+    _env: Env,
+    sb: Sandbox,
+    /// The peer's `ovs-vswitchd`, when it is the peer.
+    peer_sb: Option<Sandbox>,
+    sw: String,
+    host: String,
+    peer: String,
+    a: [String; 2],
+    b: [String; 2],
+    /// The switch's bond's `lacp=...`.
+    lacp: String,
+    /// The status `lacp/show` gives the switch's bond once negotiated.
+    negotiated: &'static str,
+}
+
+impl World {
+    fn new(test: &str, short: &str, peer_kind: Peer, passive: bool) -> Option<World> {
+        for s in [Switch::Flowpath, Switch::Ovs] {
+            if let Some(why) = missing(s) {
+                eprintln!("SKIP {test}: {why}");
+                return None;
+            }
+        }
+        let mut env = Env::new(test, short, &["ping", "python3"], &NAMES)?;
+        let peer = env.netns("pr");
+        if peer_kind == Peer::Kernel
+            && run(&in_ns(
+                &peer,
+                &[
+                    "ip", "link", "add", "bondx", "type", "bond", "mode", "802.3ad",
+                ],
+            ))
+            .is_err()
+        {
+            eprintln!("SKIP {test}: the kernel has no bonding driver (802.3ad)");
+            return None;
+        }
+        let sw = env.netns("sw");
+        let host = env.netns("h");
+        let (p3, h) = (env.ifname("p3"), env.ifname("h"));
+        veth(&p3, &sw, &h, &host);
+        must(&in_ns(
+            &host,
+            &["ip", "addr", "add", "10.89.0.1/24", "dev", &h],
+        ));
+        let a = [env.ifname("a1"), env.ifname("a2")];
+        let b = [env.ifname("b1"), env.ifname("b2")];
+        for (x, y) in a.iter().zip(&b) {
+            veth(x, &sw, y, &peer);
+        }
+        let peer_sb = match peer_kind {
+            Peer::Kernel => {
+                must(&in_ns(&peer, &["ip", "link", "del", "bondx"]));
+                must(&in_ns(
+                    &peer,
+                    &[
+                        "ip",
+                        "link",
+                        "add",
+                        "bondx",
+                        "type",
+                        "bond",
+                        "mode",
+                        "802.3ad",
+                        "lacp_rate",
+                        "fast",
+                        "miimon",
+                        "100",
+                    ],
+                ));
+                for y in &b {
+                    must(&in_ns(&peer, &["ip", "link", "set", y, "down"]));
+                    must(&in_ns(&peer, &["ip", "link", "set", y, "master", "bondx"]));
+                }
+                must(&in_ns(
+                    &peer,
+                    &["ip", "addr", "add", "10.89.0.2/24", "dev", "bondx"],
+                ));
+                must(&in_ns(&peer, &["ip", "link", "set", "bondx", "up"]));
+                None
+            }
+            Peer::Ovs => {
+                let mut psb = Sandbox::new(&format!("fp-lacp-{short}p"), Switch::Ovs);
+                psb.start_switch_in(Some(&peer));
+                let v = |args: &[&str]| {
+                    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+                    let (rc, _, err) = psb.vsctl(&args, 10);
+                    assert_eq!(rc, 0, "peer ovs-vsctl {args:?}: {err}");
+                };
+                v(&[
+                    "add-br",
+                    "brp",
+                    "--",
+                    "set",
+                    "bridge",
+                    "brp",
+                    "datapath_type=netdev",
+                ]);
+                v(&[
+                    "add-bond",
+                    "brp",
+                    "bondp",
+                    &b[0],
+                    &b[1],
+                    "lacp=active",
+                    "bond_mode=balance-tcp",
+                    "other_config:lacp-time=fast",
+                ]);
+                must(&in_ns(
+                    &peer,
+                    &["ip", "addr", "add", "10.89.0.2/24", "dev", "brp"],
+                ));
+                must(&in_ns(&peer, &["ip", "link", "set", "brp", "up"]));
+                Some(psb)
+            }
+        };
+        let mut sb = Sandbox::new(&format!("fp-lacp-{short}"), Switch::Flowpath);
+        sb.start_switch_in(Some(&sw));
+        let w = World {
+            _env: env,
+            sb,
+            peer_sb,
+            sw,
+            host,
+            peer,
+            a,
+            b,
+            lacp: format!("lacp={}", if passive { "passive" } else { "active" }),
+            negotiated: if passive {
+                "status: passive negotiated"
+            } else {
+                "status: active negotiated"
+            },
+        };
+        w.vsctl(&[
+            "add-br",
+            "br0",
+            "--",
+            "set",
+            "bridge",
+            "br0",
+            "datapath_type=netdev",
+        ]);
+        w.vsctl(&["add-port", "br0", &p3]);
+        w.vsctl(&[
+            "add-bond",
+            "br0",
+            "bond0",
+            &w.a[0],
+            &w.a[1],
+            &w.lacp,
+            "bond_mode=balance-tcp",
+            "other_config:lacp-time=fast",
+        ]);
+        Some(w)
+    }
+
+    fn vsctl(&self, args: &[&str]) -> String {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        let (rc, out, err) = self.sb.vsctl(&args, 10);
+        assert_eq!(rc, 0, "ovs-vsctl {args:?}: {err}");
+        out
+    }
+
+    fn appctl(&self, args: &[&str]) -> String {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        self.sb.appctl(&args).1
+    }
+
+    fn peer_appctl(&self, args: &[&str]) -> String {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        self.peer_sb
+            .as_ref()
+            .map(|p| p.appctl(&args).1)
+            .unwrap_or_default()
+    }
+
+    /// Packets the switch sent on its member `i`, as its veth counts them.
+    fn tx_packets(&self, i: usize) -> u64 {
+        let p = format!("/sys/class/net/{}/statistics/tx_packets", self.a[i]);
+        must(&in_ns(&self.sw, &["cat", &p])).trim().parse().unwrap()
+    }
+
+    /// The switch's LACP system id, as `lacp/show` says.
+    fn sys_id(&self) -> String {
+        let s = self.appctl(&["lacp/show", "bond0"]);
+        s.lines()
+            .find_map(|l| l.strip_prefix("  sys_id: "))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Waits until LACP has negotiated with both members current and usable.
+    fn wait_negotiated(&self, members: &[usize]) {
+        let ok = wait_until(Duration::from_secs(20), || {
+            let s = self.appctl(&["lacp/show", "bond0"]);
+            let b = self.appctl(&["bond/show", "bond0"]);
+            s.contains(self.negotiated)
+                && members.iter().all(|&i| {
+                    s.contains(&format!("member: {}: current attached\n", self.a[i]))
+                        && b.contains(&format!("member {}: enabled", self.a[i]))
+                })
+        });
+        assert!(
+            ok,
+            "{}\n{}\n{}",
+            self.appctl(&["lacp/show", "bond0"]),
+            self.appctl(&["bond/show", "bond0"]),
+            self.peer_appctl(&["lacp/show"])
+        );
+    }
+
+    /// Three malformed LACPDUs from the peer's end of the first link: one short, one with an
+    /// actor TLV of the wrong length, one of an unknown subtype.
+    fn send_bad_pdus(&self) {
+        let script = format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+             s.bind(('{}', 0))\n\
+             hdr = bytes.fromhex('0180c2000002020000000001') + b'\\x88\\x09'\n\
+             good = bytes([1, 1, 1, 20]) + bytes(106)\n\
+             s.send(hdr + good[:40])\n\
+             s.send(hdr + bytes([1, 1, 1, 19]) + bytes(106))\n\
+             s.send(hdr + bytes([7]) + good[1:])\n",
+            self.b[0]
+        );
+        must(&in_ns(&self.peer, &["python3", "-c", &script]));
+    }
+
+    /// `n` UDP flows and `n` TCP connection attempts from the host to the peer, each from
+    /// its own source port.
+    fn flows(&self, n: u32) {
+        let script = format!(
+            "import socket\n\
+             for i in range({n}):\n\
+             \x20   u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             \x20   u.bind(('10.89.0.1', 20000 + i))\n\
+             \x20   for _ in range(3):\n\
+             \x20       u.sendto(b'x' * 64, ('{PEER_IP}', 9))\n\
+             \x20   u.close()\n\
+             \x20   t = socket.socket()\n\
+             \x20   t.settimeout(0.2)\n\
+             \x20   t.bind(('10.89.0.1', 30000 + i))\n\
+             \x20   try:\n\
+             \x20       t.connect(('{PEER_IP}', 9))\n\
+             \x20   except OSError:\n\
+             \x20       pass\n\
+             \x20   t.close()\n"
+        );
+        must(&in_ns(&self.host, &["python3", "-c", &script]));
+    }
+}
+
+fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passive: bool) {
+    let Some(w) = World::new(test, short, peer, passive) else {
+        return;
+    };
+    w.wait_negotiated(&[0, 1]);
+    let show = w.appctl(&["bond/show", "bond0"]);
+    assert!(show.contains("lacp_status: negotiated"), "{show}");
+    // The peer has the switch as its partner.
+    let id = w.sys_id();
+    match peer {
+        Peer::Ovs => {
+            let ok = wait_until(Duration::from_secs(10), || {
+                let p = w.peer_appctl(&["lacp/show", "bondp"]);
+                p.contains("status: active negotiated")
+                    && p.matches(&format!("partner sys_id: {id}")).count() == 2
+            });
+            assert!(ok, "{}", w.peer_appctl(&["lacp/show", "bondp"]));
+        }
+        Peer::Kernel => {
+            let p = must(&in_ns(&w.peer, &["cat", "/proc/net/bonding/bondx"]));
+            assert!(p.contains(&format!("system mac address: {id}")), "{p}");
+        }
+    }
+    let stats = w.appctl(&["lacp/show-stats", "bond0"]);
+    assert!(stats.contains("  RX Bad PDUs: 0\n"), "{stats}");
+    // Malformed LACPDUs on the first member: counted, ignored, negotiation goes on.
+    w.send_bad_pdus();
+    let counted = wait_until(Duration::from_secs(5), || {
+        w.appctl(&["lacp/show-stats", "bond0"])
+            .contains("  RX Bad PDUs: 3\n")
+    });
+    assert!(counted, "{}", w.appctl(&["lacp/show-stats", "bond0"]));
+    w.wait_negotiated(&[0, 1]);
+    assert_eq!(
+        w.vsctl(&["get", "interface", &w.a[0], "lacp_current"])
+            .trim(),
+        "true"
+    );
+    w.appctl(&["revalidator/wait"]);
+    ping(&w.host, PEER_IP, 3).unwrap();
+
+    // Many flows: each member carries some of them.
+    let before = [w.tx_packets(0), w.tx_packets(1)];
+    w.flows(32);
+    let sent = [w.tx_packets(0) - before[0], w.tx_packets(1) - before[1]];
+    assert!(
+        sent[0] >= 20 && sent[1] >= 20,
+        "flows not spread over both members: {sent:?}"
+    );
+
+    // A member's link goes down: everything moves to the other.
+    must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[0], "down"]));
+    let gone = wait_until(Duration::from_secs(10), || {
+        w.appctl(&["bond/show", "bond0"])
+            .contains(&format!("member {}: disabled", w.a[0]))
+    });
+    assert!(gone, "{}", w.appctl(&["bond/show", "bond0"]));
+    w.appctl(&["revalidator/wait"]);
+    let before = w.tx_packets(1);
+    w.flows(32);
+    assert!(
+        w.tx_packets(1) - before >= 32 * 4,
+        "not all flows moved to {}",
+        w.a[1]
+    );
+    ping(&w.host, PEER_IP, 3).unwrap();
+
+    // Back up: LACP negotiates on it again.
+    must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[0], "up"]));
+    w.wait_negotiated(&[0, 1]);
+}
+
+#[test]
+fn lacp_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over() {
+    negotiates_spreads_and_fails_over(
+        "lacp_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over",
+        "ov",
+        Peer::Ovs,
+        false,
+    );
+}
+
+#[test]
+fn lacp_with_the_kernel_bond_as_the_peer_negotiates_spreads_flows_and_fails_over() {
+    negotiates_spreads_and_fails_over(
+        "lacp_with_the_kernel_bond_as_the_peer_negotiates_spreads_flows_and_fails_over",
+        "kn",
+        Peer::Kernel,
+        false,
+    );
+}
+
+#[test]
+fn passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_over() {
+    negotiates_spreads_and_fails_over(
+        "passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_over",
+        "pv",
+        Peer::Ovs,
+        true,
+    );
+}
