@@ -1,8 +1,9 @@
 //! Checks of the `gro` fuzz target, shared with the crash-regression test
 //! (`crates/datapath/tests/fuzz_regressions.rs` path-imports this file).
 //!
-//! The input builds a burst as a tap's transmit queue gets it: a TCP super-frame cut into
-//! segments by `datapath::gso` (the first bytes pick its payload, MSS, flags and options),
+//! The input builds a burst as a tap's transmit queue gets it: a TCP super-frame over IPv4 or
+//! IPv6 cut into segments by `datapath::gso` (the first bytes pick its payload, MSS, flags,
+//! options and IP version),
 //! then edited by the rest, three bytes an edit: a byte flipped in a segment (a header field,
 //! the payload, a checksum), a segment dropped, repeated or moved, or another frame put in.
 //! [`datapath::gro::coalesce`] merges the burst; then
@@ -25,28 +26,40 @@ fn burst(data: &[u8], pool: &mut Pool) -> Vec<Vec<u8>> {
     };
     let payload = 1 + usize::from(*a) * 97;
     let mss = 48 + usize::from(*b) * 6;
-    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0, 0x45, 0];
     let opt_len = usize::from(opts & 3) * 4;
-    let total = 20 + 20 + opt_len + payload;
-    f.extend_from_slice(&(total.min(65535) as u16).to_be_bytes());
-    f.extend_from_slice(&[
-        0x12,
-        0x34,
-        0x40 * (opts >> 7),
-        0,
-        64,
-        6,
-        0,
-        0,
-        10,
-        0,
-        0,
-        1,
-        10,
-        0,
-        0,
-        2,
-    ]);
+    let tcp_len = 20 + opt_len + payload;
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    if opts & 0x40 != 0 {
+        // IPv6: version, traffic class and flow label, payload length, TCP, hop limit,
+        // fd00::1 to fd00::2.
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 7]);
+        f.extend_from_slice(&(tcp_len.min(65535) as u16).to_be_bytes());
+        f.extend_from_slice(&[6, 64]);
+        for last in [1, 2] {
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]);
+        }
+    } else {
+        f.extend_from_slice(&[8, 0, 0x45, 0]);
+        f.extend_from_slice(&((20 + tcp_len).min(65535) as u16).to_be_bytes());
+        f.extend_from_slice(&[
+            0x12,
+            0x34,
+            0x40 * (opts >> 7),
+            0,
+            64,
+            6,
+            0,
+            0,
+            10,
+            0,
+            0,
+            1,
+            10,
+            0,
+            0,
+            2,
+        ]);
+    }
     f.extend_from_slice(&[0x9c, 0x40, 0x13, 0x89, 0xff, 0xff, 0xf0, 0x00, 1, 2, 3, 4]);
     f.extend_from_slice(&[((5 + opt_len / 4) as u8) << 4, *flags, 1, 0xf5, 0, 0, 0, 0]);
     f.extend((0..opt_len).map(|i| if i % 4 == 0 { 1 } else { i as u8 }));
@@ -95,11 +108,20 @@ fn burst(data: &[u8], pool: &mut Pool) -> Vec<Vec<u8>> {
     segs
 }
 
-/// Whether TCP/IPv4 segment `f` (IP header at 14) has a right TCP checksum.
+/// Whether TCP segment `f` (IPv4 or IPv6 header at 14, TCP at `l4`) has a right TCP
+/// checksum.
 fn checksum_ok(f: &[u8], l4: usize) -> bool {
-    let a = |o: usize| core::net::Ipv4Addr::new(f[o], f[o + 1], f[o + 2], f[o + 3]);
-    let len = (f.len() - l4) as u16;
-    let pseudo = checksum::pseudo_header_v4(&a(26), &a(30), wire::IpProtocol::TCP, len);
+    let pseudo = if f[14] >> 4 == 6 {
+        let a = |o: usize| {
+            core::net::Ipv6Addr::from(<[u8; 16]>::try_from(&f[o..o + 16]).expect("16 bytes"))
+        };
+        let len = (f.len() - l4) as u32;
+        checksum::pseudo_header_v6(&a(22), &a(38), wire::IpProtocol::TCP, len)
+    } else {
+        let a = |o: usize| core::net::Ipv4Addr::new(f[o], f[o + 1], f[o + 2], f[o + 3]);
+        let len = (f.len() - l4) as u16;
+        checksum::pseudo_header_v4(&a(26), &a(30), wire::IpProtocol::TCP, len)
+    };
     checksum::combine(&[pseudo, checksum::data(&f[l4..])]) == 0xffff
 }
 

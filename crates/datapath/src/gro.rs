@@ -1,12 +1,14 @@
 //! Generic receive offload: TCP segments of one connection that follow each other in a burst
 //! become one super-frame (a [`crate::gso`] frame with `gso_size` the segments' MSS), so that
 //! a port that takes super-frames (a `tap` with TSO) hands the kernel one frame where it would
-//! have written dozens. The rules are Linux's GRO for TCP over IPv4 (`inet_gro_receive`,
-//! `tcp_gro_receive`):
+//! have written dozens. The rules are Linux's GRO for TCP over IPv4 and IPv6
+//! (`inet_gro_receive`, `ipv6_gro_receive`, `tcp_gro_receive`):
 //!
-//! - a segment joins the super-frame being built when it continues it: same Ethernet header,
-//!   IPv4 header without options, not a fragment, same TOS, TTL, DF bit, addresses, IP
-//!   identification one more than the last segment's (or the same, with DF set), same ports,
+//! - a segment joins the super-frame being built when it continues it: same Ethernet header;
+//!   for IPv4 a header without options, not a fragment, same TOS, TTL, DF bit, addresses, IP
+//!   identification one more than the last segment's (or the same, with DF set); for IPv6 no
+//!   extension header (TCP next), same traffic class, flow label, hop limit and addresses;
+//!   same ports,
 //!   acknowledgement number and TCP options (timestamps included), the flags equal but for
 //!   PSH, FIN and CWR, no CWR of its own, its sequence number where the last one's payload
 //!   ended, and a payload no longer than the first segment's (the MSS);
@@ -20,7 +22,7 @@
 //! Only segments that are next to each other in the burst merge (a burst from one tunnel or
 //! one port carries a connection's segments in order); anything else passes unchanged, in
 //! its place. A super-frame is built in a large pool buffer: merging allocates nothing once
-//! the pool is warm. IPv6 segments pass unmerged.
+//! the pool is warm.
 
 use wire::IpProtocol;
 use wire::checksum;
@@ -36,8 +38,11 @@ const PSH: u8 = 0x08;
 const URG: u8 = 0x20;
 const CWR: u8 = 0x80;
 
-/// The largest IPv4 packet.
+/// The largest IPv4 packet, and the largest IPv6 payload.
 const MAX_IP: usize = 65535;
+
+/// Bytes of the IPv6 header.
+const IPV6_HDR: usize = 40;
 
 /// What merging a burst did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,9 +53,10 @@ pub struct Merged {
     pub segments: u64,
 }
 
-/// A TCP/IPv4 segment's headers, as the merge rules read them.
+/// A TCP/IPv4 or TCP/IPv6 segment's headers, as the merge rules read them.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
+    ipv6: bool,
     l3: usize,
     l4: usize,
     /// End of the TCP header (options included).
@@ -63,8 +69,9 @@ struct Segment {
 }
 
 impl Segment {
-    /// The headers of `p` if it is a TCP/IPv4 segment with payload, no IP options, not a
-    /// fragment, and its lengths consistent (its checksum is checked where it merges).
+    /// The headers of `p` if it is a TCP segment with payload over IPv4 without options and
+    /// not a fragment, or over IPv6 without extension headers, its lengths consistent (its
+    /// checksum is checked where it merges).
     fn of(p: &Packet) -> Option<Segment> {
         if p.meta.gso_size != 0 || p.is_lent() {
             return None;
@@ -74,30 +81,48 @@ impl Segment {
             NO_OFS => ethernet_l3(d).ok()?,
             l3 => usize::from(l3),
         };
-        let ip = d.get(l3..l3 + 20)?;
-        let frag = u16::from_be_bytes([ip[6], ip[7]]);
-        if ip[0] != 0x45 || ip[9] != IpProtocol::TCP.0 || frag & 0x3fff != 0 {
-            return None;
-        }
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-        let l4 = l3 + 20;
-        if total < 40 || l3 + total != d.len() {
-            return None;
-        }
+        let (ipv6, l4, id, df) = match d.get(l3)? >> 4 {
+            4 => {
+                let ip = d.get(l3..l3 + 20)?;
+                let frag = u16::from_be_bytes([ip[6], ip[7]]);
+                let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+                if ip[0] != 0x45
+                    || ip[9] != IpProtocol::TCP.0
+                    || frag & 0x3fff != 0
+                    || total < 40
+                    || l3 + total != d.len()
+                {
+                    return None;
+                }
+                let id = u16::from_be_bytes([ip[4], ip[5]]);
+                (false, l3 + 20, id, frag & 0x4000 != 0)
+            }
+            6 => {
+                let ip = d.get(l3..l3 + IPV6_HDR)?;
+                let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+                if ip[6] != IpProtocol::TCP.0 || plen < 20 || l3 + IPV6_HDR + plen != d.len() {
+                    return None;
+                }
+                // No identification: every segment continues as with DF set.
+                (true, l3 + IPV6_HDR, 0, true)
+            }
+            _ => return None,
+        };
         let th = d.get(l4..l4 + 20)?;
         let hdr_len = l4 + usize::from(th[12] >> 4) * 4;
         if hdr_len < l4 + 20 || hdr_len >= d.len() {
             return None;
         }
         Some(Segment {
+            ipv6,
             l3,
             l4,
             hdr_len,
             payload: d.len() - hdr_len,
             seq: u32::from_be_bytes([th[4], th[5], th[6], th[7]]),
-            id: u16::from_be_bytes([ip[4], ip[5]]),
+            id,
             flags: th[13],
-            df: frag & 0x4000 != 0,
+            df,
         })
     }
 
@@ -125,7 +150,18 @@ impl Run {
         let f = &self.first;
         let (a, b) = (first.data(), p.data());
         let id_ok = s.id == self.last_id.wrapping_add(1) || (s.df && s.id == self.last_id);
-        s.l3 == f.l3
+        let ip_same = if f.ipv6 {
+            // Version, traffic class and flow label; next header, hop limit; addresses;
+            // ports.
+            a[f.l3..f.l3 + 4] == b[f.l3..f.l3 + 4] && a[f.l3 + 6..f.l4 + 4] == b[f.l3 + 6..f.l4 + 4]
+        } else {
+            // TOS; TTL, protocol; addresses; ports.
+            a[f.l3 + 1] == b[f.l3 + 1]
+                && a[f.l3 + 8..f.l3 + 10] == b[f.l3 + 8..f.l3 + 10]
+                && a[f.l3 + 12..f.l4 + 4] == b[f.l3 + 12..f.l4 + 4]
+        };
+        s.ipv6 == f.ipv6
+            && s.l3 == f.l3
             && s.hdr_len == f.hdr_len
             && s.seq == self.next_seq
             && s.payload <= f.payload
@@ -133,20 +169,25 @@ impl Run {
             && id_ok
             && s.flags & CWR == 0
             && (s.flags ^ f.flags) & !(PSH | FIN | CWR) == 0
-            && self.total_ip() + s.payload <= MAX_IP
-            // Ethernet header and tags; TOS; TTL, protocol; addresses; ports, ack number;
-            // data offset; window not compared (as Linux); options.
+            && self.ip_len() + s.payload <= MAX_IP
+            // Ethernet header and tags; the IP header's fields above; ack number, data
+            // offset; window not compared (as Linux); options.
             && a[..f.l3] == b[..f.l3]
-            && a[f.l3 + 1] == b[f.l3 + 1]
-            && a[f.l3 + 8..f.l3 + 10] == b[f.l3 + 8..f.l3 + 10]
-            && a[f.l3 + 12..f.l4 + 4] == b[f.l3 + 12..f.l4 + 4]
+            && ip_same
             && a[f.l4 + 8..f.l4 + 13] == b[f.l4 + 8..f.l4 + 13]
             && a[f.l4 + 20..f.hdr_len] == b[f.l4 + 20..f.hdr_len]
     }
 
-    /// The IP length of the frame built so far.
-    fn total_ip(&self) -> usize {
-        self.first.hdr_len - self.first.l3 + usize::from(self.segments) * self.first.payload
+    /// What the IP length field of the frame built so far would say: the IPv4 total length,
+    /// or the IPv6 payload length.
+    fn ip_len(&self) -> usize {
+        let f = &self.first;
+        let hdrs = if f.ipv6 {
+            f.hdr_len - f.l4
+        } else {
+            f.hdr_len - f.l3
+        };
+        hdrs + usize::from(self.segments) * f.payload
     }
 }
 
@@ -204,7 +245,7 @@ pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -
 /// Whether segment `p`'s TCP checksum is right.
 fn checksum_ok(p: &Packet, s: &Segment) -> bool {
     let d = p.data();
-    checksum::combine(&[pseudo(d, s.l3, s.l4, false), checksum::data(&d[s.l4..])]) == 0xffff
+    checksum::combine(&[pseudo(d, s.l3, s.l4, s.ipv6), checksum::data(&d[s.l4..])]) == 0xffff
 }
 
 fn last(batch: &Batch) -> &Packet {

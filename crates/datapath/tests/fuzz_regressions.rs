@@ -21,4 +21,7 @@ fn the_inputs_reach_the_merge() {
     assert_eq!(gro::merged_frames(&input("whole-super-frame")), 1);
     // A flipped payload byte breaks a checksum: the run stops at that segment.
     assert_eq!(gro::merged_frames(&input("a-payload-byte-flipped")), 2);
+    // The same over IPv6.
+    assert_eq!(gro::merged_frames(&input("ipv6-whole-super-frame")), 1);
+    assert_eq!(gro::merged_frames(&input("ipv6-a-payload-byte-flipped")), 2);
 }

@@ -537,12 +537,19 @@ fn prepared(p: &mut Packet) -> Vec<u8> {
 fn gro_puts_the_segments_of_a_super_frame_back_together() {
     let mut pool = Pool::new(64, 0);
     let mut scratch = Vec::with_capacity(MAX_BURST);
-    for (payload, mss) in [(20000, 1448), (1448 * 20, 1448), (3000, 1000)] {
-        let s = Shape::v4(payload);
+    let v4 = [(20000, 1448), (1448 * 20, 1448), (3000, 1000)].map(|(p, m)| (Shape::v4(p), m));
+    let v6 = [(20000, 1428), (1428 * 20, 1428), (65535 - 32, 1428)].map(|(p, m)| (Shape::v6(p), m));
+    for (s, mss) in v4.into_iter().chain(v6) {
+        let payload = s.payload;
         let mut b = batch_of(segments_of(&s, mss, &mut pool));
         let n = b.len() as u64;
         let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
-        assert_eq!((m.frames, m.segments), (1, n), "{payload}/{mss}");
+        assert_eq!(
+            (m.frames, m.segments),
+            (1, n),
+            "{payload}/{mss} v6 {}",
+            s.ipv6
+        );
         assert_eq!(b.len(), 1);
         assert!(b.may_have_gso());
         let mut got = b.drain().next().unwrap();
@@ -646,4 +653,56 @@ fn fix_tcp_checksum(p: &mut Packet) {
     let pseudo = checksum::pseudo_header_v4(&src, &dst, wire::IpProtocol::TCP, len);
     let sum = !checksum::combine(&[pseudo, checksum::data(&f[34..])]);
     f[14 + 20 + 16..14 + 20 + 18].copy_from_slice(&sum.to_be_bytes());
+}
+
+#[test]
+fn gro_merges_ipv6_only_within_one_flow_and_traffic_class() {
+    let mut pool = Pool::new(256, 0);
+    let mut scratch = Vec::with_capacity(MAX_BURST);
+    let s = Shape {
+        flags: ACK,
+        ..Shape::v6(1428 * 6)
+    };
+    // Offsets in an IPv6 segment: traffic class (high nibble of byte 0 and low of byte 1 of
+    // the header), flow label, hop limit, a source address byte.
+    let l3 = 14;
+    for (what, at, bit) in [
+        ("traffic class", l3, 0x01),
+        ("flow label", l3 + 3, 0x01),
+        ("hop limit", l3 + 7, 0x01),
+        ("source address", l3 + 8, 0x01),
+    ] {
+        let mut v = segments_of(&s, 1428, &mut pool);
+        v[3].data_mut()[at] ^= bit;
+        fix_tcp_checksum_v6(&mut v[3]);
+        let mut b = batch_of(v);
+        let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+        // The changed segment starts a run of its own that nothing continues.
+        assert_eq!((m.frames, m.segments), (2, 5), "{what}");
+        assert_eq!(b.len(), 3, "{what}");
+        pool.free_batch(&mut b);
+    }
+    // An extension header before TCP: not merged at all.
+    let mut v = segments_of(&s, 1428, &mut pool);
+    for p in &mut v {
+        p.data_mut()[l3 + 6] = 60;
+    }
+    let mut b = batch_of(v);
+    let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
+    assert_eq!((m.frames, b.len()), (0, 6));
+}
+
+/// Recomputes the TCP checksum of an IPv6 test segment (no VLAN tag).
+fn fix_tcp_checksum_v6(p: &mut Packet) {
+    use wire::checksum;
+    let f = p.data_mut();
+    let l4 = 14 + 40;
+    f[l4 + 16] = 0;
+    f[l4 + 17] = 0;
+    let a = |o: usize| std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&f[o..o + 16]).unwrap());
+    let (src, dst) = (a(14 + 8), a(14 + 24));
+    let len = (f.len() - l4) as u32;
+    let pseudo = checksum::pseudo_header_v6(&src, &dst, wire::IpProtocol::TCP, len);
+    let sum = !checksum::combine(&[pseudo, checksum::data(&f[l4..])]);
+    f[l4 + 16..l4 + 18].copy_from_slice(&sum.to_be_bytes());
 }
