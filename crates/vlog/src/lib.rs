@@ -16,6 +16,10 @@
 
 #![forbid(unsafe_code)]
 
+mod rate_limit;
+
+pub use rate_limit::{Admit, RateLimit};
+
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -151,7 +155,14 @@ impl Module {
             .unwrap_or_default();
         let stamp = utc(now.as_secs());
         if self.level(Dest::Console) >= level {
-            eprintln!("{stamp}Z|{seq:05}|{}|{}|{msg}", self.name, level.upper());
+            // Never a panic, as eprintln! would give, when stderr cannot be written (a full
+            // disk under a redirection, a closed pipe): the line is lost, the switch goes on.
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{stamp}Z|{seq:05}|{}|{}|{msg}",
+                self.name,
+                level.upper()
+            );
         }
         if self.level(Dest::File) >= level {
             let ms = now.subsec_millis();
@@ -165,6 +176,31 @@ impl Module {
                 let _ = file.write_all(line.as_bytes());
             }
         }
+    }
+}
+
+impl Module {
+    /// Logs `msg` at `level` unless `rl` says the site has logged too much lately (OVS's
+    /// `VLOG_*_RL`); after drops, OVS's summary of them goes first. A module at `dbg` level
+    /// anywhere is not rate-limited, as in OVS.
+    pub fn log_rl(&self, rl: &RateLimit, level: Level, msg: &str) {
+        if !self.enabled(level) {
+            return;
+        }
+        if self.max.load(Ordering::Relaxed) < Level::Dbg as u8 {
+            match rl.admit(std::time::Instant::now()) {
+                Admit::Drop => return,
+                Admit::Log => {}
+                Admit::LogAfterDrops(n, first, last) => self.log(
+                    level,
+                    &format!(
+                        "Dropped {n} log messages in last {first} seconds (most recently, \
+                         {last} seconds ago) due to excessive rate"
+                    ),
+                ),
+            }
+        }
+        self.log(level, msg);
     }
 }
 
@@ -322,6 +358,29 @@ fn utc(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_stderr_cannot_take_is_lost_not_a_panic() {
+        const TEST: &str = "tests::a_line_stderr_cannot_take_is_lost_not_a_panic";
+        if std::env::var_os("FP_VLOG_CHILD").is_some() {
+            MODULES[0].log(Level::Warn, "to a full disk");
+            return;
+        }
+        let Ok(full) = OpenOptions::new().write(true).open("/dev/full") else {
+            eprintln!("SKIP {TEST}: no /dev/full");
+            return;
+        };
+        // The test binary again, this one test alone, its stderr a device that is always
+        // full (as a log redirected to a full disk).
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+            .env("FP_VLOG_CHILD", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(full)
+            .status()
+            .unwrap();
+        assert!(status.success(), "logging to a full stderr: {status}");
+    }
 
     #[test]
     fn times_print_as_utc_calendar_dates() {

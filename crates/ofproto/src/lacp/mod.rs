@@ -239,7 +239,7 @@ impl Lacp {
             }
             Err(why) => {
                 self.members[i].stats.rx_bad += 1;
-                log(
+                log_rl(
                     vlog::Level::Warn,
                     &format!("{}: received an unparsable LACP PDU ({why}).", self.name),
                 );
@@ -248,7 +248,7 @@ impl Lacp {
         };
         if !self.members[i].carrier_up {
             let n = &self.members[i].name;
-            log(
+            log_rl(
                 vlog::Level::Info,
                 &format!("{n}: carrier state is DOWN, dropping received LACP PDU."),
             );
@@ -450,6 +450,15 @@ impl Lacp {
 fn log(level: vlog::Level, msg: &str) {
     if let Some(m) = vlog::module("lacp") {
         m.log(level, msg);
+    }
+}
+
+/// What a received PDU makes LACP log: a peer sends as many as it likes, so at most 5 at
+/// once and one a minute after that (OVS's rate limit for them).
+fn log_rl(level: vlog::Level, msg: &str) {
+    static RL: vlog::RateLimit = vlog::RateLimit::new(1, 5);
+    if let Some(m) = vlog::module("lacp") {
+        m.log_rl(&RL, level, msg);
     }
 }
 
