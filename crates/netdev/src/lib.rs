@@ -23,6 +23,7 @@ pub mod dpdk;
 pub mod dummy;
 #[allow(unsafe_code)]
 pub mod ifaddrs;
+mod log;
 pub mod memory;
 #[allow(unsafe_code)]
 pub mod netns;

@@ -460,11 +460,14 @@ impl TapRxq {
     fn gso_frame(&mut self) {
         if !self.gso_warned {
             self.gso_warned = true;
-            eprintln!(
-                "flowpath: tap '{}': dropping GSO frames of a type not taken (only TCP \
-                 segmentation offload is, with option tso, and an MSS of at least {})",
-                self.link.dev.ifname,
-                datapath::gso::MIN_MSS
+            crate::log::log(
+                vlog::Level::Warn,
+                &format!(
+                    "tap '{}': dropping GSO frames of a type not taken (only TCP segmentation \
+                     offload is, with option tso, and an MSS of at least {})",
+                    self.link.dev.ifname,
+                    datapath::gso::MIN_MSS
+                ),
             );
         }
     }

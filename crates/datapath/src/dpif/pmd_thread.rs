@@ -254,7 +254,12 @@ fn pin_to_core(core: usize) {
     let mut set = rustix::thread::CpuSet::new();
     set.set(core);
     if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
-        eprintln!("flowpath: cannot pin PMD thread to core {core}: {e}");
+        // Not eprintln!, which panics (here, in the new PMD thread) when stderr fails.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "flowpath: cannot pin PMD thread to core {core}: {e}"
+        );
     }
 }
 

@@ -193,9 +193,10 @@ fn with_affinity<T>(f: impl FnOnce(&libc::cpu_set_t) -> T) -> Option<T> {
 fn start(opts: &EalOptions) -> Result<Eal, String> {
     let (args, hugepages) = eal_args(opts, free_hugepages()).map_err(|e| e.to_string())?;
     if !hugepages {
-        eprintln!(
-            "flowpath: DPDK runs without hugepages (--no-huge): fine for virtual devices, \
-             about twice the I/O cost per packet (reserve hugepages or set dpdk-hugepage-dir)"
+        crate::log::log(
+            vlog::Level::Warn,
+            "DPDK runs without hugepages (--no-huge): fine for virtual devices, about twice the \
+             I/O cost per packet (reserve hugepages or set dpdk-hugepage-dir)",
         );
     }
     let cargs: Vec<CString> = args

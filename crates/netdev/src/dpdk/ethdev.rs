@@ -161,10 +161,9 @@ impl Drop for Device {
         // frees the mbufs in its rings.
         let r = unsafe { dpdk_sys::fp_port_close(self.id, i32::from(self.probed)) };
         if r < 0 {
-            eprintln!(
-                "flowpath: closing DPDK device {}: {}",
-                self.devargs,
-                strerror(r)
+            crate::log::log(
+                vlog::Level::Warn,
+                &format!("closing DPDK device {}: {}", self.devargs, strerror(r)),
             );
         }
         retire_pool(self.pool);

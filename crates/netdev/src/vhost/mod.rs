@@ -185,10 +185,14 @@ impl Shared {
         *slot = None;
         stats.errors.fetch_add(1, Relaxed);
         self.resets.fetch_add(1, Relaxed);
-        eprintln!(
-            "flowpath: vhost port '{}': vring {vring} reset: {why}; idle until the guest sets \
-             it up again",
-            self.name
+        crate::log::log_rl(
+            &crate::log::PEER,
+            vlog::Level::Warn,
+            &format!(
+                "vhost port '{}': vring {vring} reset: {why}; idle until the guest sets it up \
+                 again",
+                self.name
+            ),
         );
     }
 }

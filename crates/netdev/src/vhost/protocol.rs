@@ -3,12 +3,14 @@
 //! them): features, guest memory, and each vring's size, addresses, base and eventfds, from
 //! which it starts the ring in its slot and stops it again.
 
+use crate::log::{PEER, log, log_rl};
 use std::fs::File;
 use std::io;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
+use vlog::Level;
 
 use vhost::vhost_user::message::{
     VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
@@ -123,9 +125,13 @@ impl Handler {
             Ok(r) => r,
             Err(why) => {
                 if !why.is_empty() {
-                    eprintln!(
-                        "flowpath: vhost port '{}': vring {i} not started: {why}",
-                        self.shared.name
+                    log_rl(
+                        &PEER,
+                        Level::Warn,
+                        &format!(
+                            "vhost port '{}': vring {i} not started: {why}",
+                            self.shared.name
+                        ),
                     );
                 }
                 None
@@ -189,10 +195,14 @@ impl Handler {
             .map_err(|e| e.to_string())?
             .0;
         if used != v.base {
-            eprintln!(
-                "flowpath: vhost port '{}': vring {i}: base {} but the used index is {used}; \
-                 resuming from the used index",
-                self.shared.name, v.base
+            log_rl(
+                &PEER,
+                Level::Warn,
+                &format!(
+                    "vhost port '{}': vring {i}: base {} but the used index is {used}; \
+                     resuming from the used index",
+                    self.shared.name, v.base
+                ),
             );
             q.set_next_avail(used);
             q.set_next_used(used);
@@ -260,9 +270,10 @@ impl VhostUserBackendReqHandlerMut for Handler {
         _postcopy_listening: Option<bool>,
     ) -> VuResult<Option<Vec<u64>>> {
         let mem = map_regions(ctx, files).map_err(|e| {
-            eprintln!(
-                "flowpath: vhost port '{}': SET_MEM_TABLE: {e}",
-                self.shared.name
+            log_rl(
+                &PEER,
+                Level::Warn,
+                &format!("vhost port '{}': SET_MEM_TABLE: {e}", self.shared.name),
             );
             VuError::InvalidParam
         })?;
@@ -488,7 +499,10 @@ pub(super) fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStrea
             ..Status::default()
         };
     }
-    eprintln!("flowpath: vhost port '{}': connected", shared.name);
+    log(
+        Level::Info,
+        &format!("vhost port '{}': connected", shared.name),
+    );
     let handler = Arc::new(Mutex::new(Handler::new(shared.clone(), opts.clone())));
     let mut req = BackendReqHandler::from_stream(stream, handler.clone());
     let why = loop {
@@ -506,10 +520,14 @@ pub(super) fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStrea
             // which rust-vmm's handler refuses (InactiveFeature) after reading the whole
             // message. Nothing is owed to the front-end (no REPLY_ACK yet): carry on.
             Err(VuError::InactiveFeature(f)) => {
-                eprintln!(
-                    "flowpath: vhost port '{}': ignoring a request that needs feature {f:?} \
-                     before it was negotiated",
-                    shared.name
+                log_rl(
+                    &PEER,
+                    Level::Warn,
+                    &format!(
+                        "vhost port '{}': ignoring a request that needs feature {f:?} before \
+                         it was negotiated",
+                        shared.name
+                    ),
                 );
             }
             Err(e) => break Some(e),
@@ -521,10 +539,14 @@ pub(super) fn serve(shared: &Arc<Shared>, opts: &VhostOptions, stream: UnixStrea
     drop(handler);
     lock(&shared.status).connected = false;
     match why {
-        Some(e) if !shared.stop.load(Relaxed) => eprintln!(
-            "flowpath: vhost port '{}': closing the connection: {e}",
-            shared.name
+        Some(e) if !shared.stop.load(Relaxed) => log_rl(
+            &PEER,
+            Level::Warn,
+            &format!("vhost port '{}': closing the connection: {e}", shared.name),
         ),
-        _ => eprintln!("flowpath: vhost port '{}': disconnected", shared.name),
+        _ => log(
+            Level::Info,
+            &format!("vhost port '{}': disconnected", shared.name),
+        ),
     }
 }

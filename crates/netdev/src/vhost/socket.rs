@@ -3,6 +3,7 @@
 //! and stopping the control thread that waits on it (DPDK's `lib/vhost/socket.c` does the
 //! same for its ports).
 
+use crate::log::{PEER, log, log_rl};
 use std::io;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -11,6 +12,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use vlog::Level;
 
 use super::lock;
 use crate::afpacket::PortError;
@@ -123,7 +125,11 @@ impl<'a> Peer<'a> {
                     return None;
                 }
                 Err(e) => {
-                    eprintln!("flowpath: {kind} port '{name}': accept: {e}");
+                    log_rl(
+                        &PEER,
+                        Level::Warn,
+                        &format!("{kind} port '{name}': accept: {e}"),
+                    );
                     nap(stop, RECONNECT);
                     return None;
                 }
@@ -133,11 +139,14 @@ impl<'a> Peer<'a> {
                 Err(e) => {
                     if !self.told_waiting {
                         self.told_waiting = true;
-                        eprintln!(
-                            "flowpath: {kind} port '{name}': waiting for {} ({e}); retrying \
-                             every {} ms",
-                            self.path.display(),
-                            RECONNECT.as_millis()
+                        log(
+                            Level::Info,
+                            &format!(
+                                "{kind} port '{name}': waiting for {} ({e}); retrying every {} \
+                                 ms",
+                                self.path.display(),
+                                RECONNECT.as_millis()
+                            ),
                         );
                     }
                     nap(stop, RECONNECT);

@@ -3,12 +3,14 @@
 //! starts every vring, and resets them all when a PMD took one out of service (DPDK's
 //! `virtio_user_dev.c` plays this part for its `net_virtio_user` ports).
 
+use crate::log::{PEER, log, log_rl};
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::Duration;
+use vlog::Level;
 
 use vhost::vhost_user::message::VhostUserHeaderFlag;
 use vhost::vhost_user::{Frontend, VhostUserFrontend, VhostUserProtocolFeatures};
@@ -43,13 +45,17 @@ pub(super) fn control(
         };
         match session(shared, opts, stream) {
             Ok(()) if shared.stop.load(Relaxed) => {}
-            Ok(()) => eprintln!(
-                "flowpath: virtio_user port '{}': back-end disconnected",
-                shared.name
+            Ok(()) => log(
+                Level::Info,
+                &format!("virtio_user port '{}': back-end disconnected", shared.name),
             ),
-            Err(e) => eprintln!(
-                "flowpath: virtio_user port '{}': closing the connection: {e}",
-                shared.name
+            Err(e) => log_rl(
+                &PEER,
+                Level::Warn,
+                &format!(
+                    "virtio_user port '{}': closing the connection: {e}",
+                    shared.name
+                ),
             ),
         }
         // A back-end that accepts and drops at once is not retried in a tight loop.
@@ -111,9 +117,12 @@ fn session(shared: &Shared, opts: &VirtioUserOptions, stream: UnixStream) -> Res
         st.protocol = dev.protocol.bits();
         st.pairs = dev.pairs;
     }
-    eprintln!(
-        "flowpath: virtio_user port '{}': connected, {} queue pair(s), features {:#x}",
-        shared.name, dev.pairs, dev.features
+    log(
+        Level::Info,
+        &format!(
+            "virtio_user port '{}': connected, {} queue pair(s), features {:#x}",
+            shared.name, dev.pairs, dev.features
+        ),
     );
     loop {
         if shared.stop.load(Relaxed) {
@@ -129,9 +138,13 @@ fn session(shared: &Shared, opts: &VirtioUserOptions, stream: UnixStream) -> Res
         if reset {
             dev.reset(shared)?;
             shared.resets_done.fetch_add(1, Release);
-            eprintln!(
-                "flowpath: virtio_user port '{}': device reset, rings set up again",
-                shared.name
+            log_rl(
+                &PEER,
+                Level::Info,
+                &format!(
+                    "virtio_user port '{}': device reset, rings set up again",
+                    shared.name
+                ),
             );
         }
     }

@@ -128,10 +128,14 @@ impl Shared {
         stats.errors.fetch_add(1, Relaxed);
         self.bad[why as usize].fetch_add(1, Relaxed);
         self.reset[vring].store(true, Release);
-        eprintln!(
-            "flowpath: virtio_user port '{}': vring {vring} reset: the device wrote {}",
-            self.name,
-            why.name()
+        crate::log::log_rl(
+            &crate::log::PEER,
+            vlog::Level::Warn,
+            &format!(
+                "virtio_user port '{}': vring {vring} reset: the device wrote {}",
+                self.name,
+                why.name()
+            ),
         );
     }
 
