@@ -429,19 +429,26 @@ fn ping_through(mut pa: DpdkPort, mut pb: DpdkPort, na: &str, nb: &str) {
     assert!(ca.rx_packets > 100 && cb.rx_packets > 20);
 }
 
-#[test]
-fn namespaces_ping_and_tcp_over_net_tap() {
-    let test = "namespaces_ping_and_tcp_over_net_tap";
-    let Some(mut env) = Env::new(test) else {
-        return;
-    };
-    if !need(test, &[python(), "ethtool"]) || !eal(test) {
-        return;
+/// The environment of a test that needs root, DPDK, `/dev/net/tun` and `tools`, or `None`
+/// (with a SKIP line saying why).
+fn tap_env(test: &str, tools: &[&str]) -> Option<Env> {
+    let env = Env::new(test)?;
+    if !need(test, tools) || !eal(test) {
+        return None;
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
         eprintln!("SKIP {test}: no /dev/net/tun");
-        return;
+        return None;
     }
+    Some(env)
+}
+
+#[test]
+fn namespaces_ping_and_tcp_over_net_tap() {
+    let test = "namespaces_ping_and_tcp_over_net_tap";
+    let Some(mut env) = tap_env(test, &[python(), "ethtool"]) else {
+        return;
+    };
     let (na, nb) = (env.netns("a"), env.netns("b"));
     let (ta, tb) = (env.ifname("ta"), env.ifname("tb"));
     let pa = open(&format!("net_tap_fa{},iface={ta}", env.tag), 1);
@@ -458,16 +465,9 @@ fn namespaces_ping_and_tcp_over_net_tap() {
 #[test]
 fn link_changes_count_as_link_resets() {
     let test = "link_changes_count_as_link_resets";
-    let Some(env) = Env::new(test) else {
+    let Some(env) = tap_env(test, &[]) else {
         return;
     };
-    if !eal(test) {
-        return;
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIP {test}: no /dev/net/tun");
-        return;
-    }
     let tap = env.ifname("tl");
     let p = open(&format!("net_tap_fl{},iface={tap}", env.tag), 1);
     sh(&["ip", "link", "set", &tap, "up"]);
@@ -503,16 +503,9 @@ s.sendto(b"x" * 100, ("10.78.0.9", 9))
 #[test]
 fn the_devices_rx_checksum_verdict_reaches_the_packet() {
     let test = "the_devices_rx_checksum_verdict_reaches_the_packet";
-    let Some(mut env) = Env::new(test) else {
+    let Some(mut env) = tap_env(test, &[python()]) else {
         return;
     };
-    if !need(test, &[python()]) || !eal(test) {
-        return;
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIP {test}: no /dev/net/tun");
-        return;
-    }
     let ns = env.netns("c");
     let tap = env.ifname("tc");
     let mut p = open(&format!("net_tap_fc{},iface={tap}", env.tag), 1);
@@ -564,16 +557,9 @@ fn the_devices_rx_checksum_verdict_reaches_the_packet() {
 #[test]
 fn tcp_super_frames_leave_whole_by_a_device_that_segments_them() {
     let test = "tcp_super_frames_leave_whole_by_a_device_that_segments_them";
-    let Some(mut env) = Env::new(test) else {
+    let Some(mut env) = tap_env(test, &[python(), "ethtool"]) else {
         return;
     };
-    if !need(test, &[python(), "ethtool"]) || !eal(test) {
-        return;
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIP {test}: no /dev/net/tun");
-        return;
-    }
     // Host a behind a flowpath tap, which hands over the kernel's TCP super-frames; host b
     // behind DPDK's net_tap, which takes TCP segmentation: the super-frames cross whole, and
     // net_tap cuts them into segments for host b.
