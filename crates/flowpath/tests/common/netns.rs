@@ -390,3 +390,82 @@ impl Switch {
         );
     }
 }
+
+/// Whether files `a` and `b` have the same bytes; what differs when not.
+pub fn same_bytes(a: &Path, b: &Path) -> Result<(), String> {
+    let (la, lb) = (
+        std::fs::metadata(a).map_err(|e| e.to_string())?.len(),
+        std::fs::metadata(b).map_err(|e| e.to_string())?.len(),
+    );
+    if la != lb {
+        return Err(format!("sent {la} bytes, received {lb}"));
+    }
+    let (mut fa, mut fb) = (File::open(a).unwrap(), File::open(b).unwrap());
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    let mut at = 0u64;
+    while at < la {
+        let n = (la - at).min(ba.len() as u64) as usize;
+        fa.read_exact(&mut ba[..n]).map_err(|e| e.to_string())?;
+        fb.read_exact(&mut bb[..n]).map_err(|e| e.to_string())?;
+        // Slices compare with memcmp, fast in a debug build too; the offset only on a mismatch.
+        if ba[..n] != bb[..n] {
+            let i = (0..n).find(|&i| ba[i] != bb[i]).unwrap_or(0);
+            return Err(format!("first difference at byte {}", at + i as u64));
+        }
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Sends file `src` over TCP (`nc`) from namespace `from` to `to_ip:port` in namespace `to`,
+/// and checks that the receiver got the same bytes. The time the transfer took.
+pub fn tcp_transfer(
+    env: &Env,
+    src: &Path,
+    from: &str,
+    to: &str,
+    to_ip: &str,
+    port: u16,
+) -> Result<Duration, String> {
+    let dst = env.path(&format!("received-{port}"));
+    let p = port.to_string();
+    let mut server = Reap(
+        Command::new("ip")
+            .args(["netns", "exec", to, "nc", "-l", to_ip, &p])
+            .stdin(Stdio::null())
+            .stdout(File::create(&dst).unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let listening = wait_until(Duration::from_secs(5), || {
+        run(&in_ns(to, &["ss", "-Hltn", &format!("sport = :{port}")]))
+            .is_ok_and(|o| o.contains(&format!("{to_ip}:{port}")))
+    });
+    if !listening {
+        return Err(format!("nc -l {to_ip} {port} in {to}: not listening"));
+    }
+    let t = Instant::now();
+    let mut client = Reap(
+        Command::new("ip")
+            .args(["netns", "exec", from, "nc", "-N", "-w", "10", to_ip, &p])
+            .stdin(File::open(src).unwrap())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let cs = client.wait(Duration::from_secs(90))?;
+    let ss = server.wait(Duration::from_secs(15))?;
+    let took = t.elapsed();
+    if !cs.success() || !ss.success() {
+        return Err(format!(
+            "nc client {cs} ({}), server {ss} ({})",
+            client.stderr().trim(),
+            server.stderr().trim()
+        ));
+    }
+    let r = same_bytes(src, &dst);
+    let _ = std::fs::remove_file(&dst);
+    r.map(|_| took)
+}
