@@ -31,16 +31,14 @@
 
 mod common;
 
-use std::fs::File;
 use std::io::Read;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Reap;
 use common::netns::{
     Env, Names, Switch, check_no_ping, config, in_ns, in_path, is_root, must, no_ping, ping, run,
-    same_bytes, slot, tcp_transfer, veth, wait_until,
+    slot, tcp_transfer, veth, wait_until,
 };
 
 /// Names of this binary's namespaces (`fpe-TAG-SUFFIX`) and directories.
