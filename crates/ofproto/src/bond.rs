@@ -84,6 +84,9 @@ pub struct BondConfig {
     pub lacp_fallback_ab: bool,
     /// `other_config:all-members-active`.
     pub all_members_active: bool,
+    /// `other_config:lb-output-action`: a balance-tcp bond outputs with the datapath's
+    /// `lb_output` action instead of recirculating.
+    pub lb_output: bool,
     /// The Port's `bond_active_slave`: the member that was active before.
     pub active_mac: Option<EthAddr>,
     /// LACP, when the Port's `lacp` is `active` or `passive`.
@@ -104,6 +107,7 @@ impl BondConfig {
             rebalance_interval: 10_000,
             lacp_fallback_ab: false,
             all_members_active: false,
+            lb_output: false,
             active_mac: None,
             lacp: None,
         }

@@ -45,7 +45,11 @@ pub fn details(b: &Bond, now: Instant) -> String {
         s.push_str("bond may use recirculation: no, Recirc-ID : -1\n");
     }
     let _ = writeln!(s, "bond-hash-basis: {}", c.basis);
-    s.push_str("lb_output action: disabled, bond-id: -1\n");
+    if b.use_lb_output() {
+        let _ = writeln!(s, "lb_output action: enabled, bond-id: {}", b.recirc_id);
+    } else {
+        s.push_str("lb_output action: disabled, bond-id: -1\n");
+    }
     if c.mode == crate::bond::BondMode::BalanceSlb {
         let _ = writeln!(s, "all members active: {}", c.all_members_active);
     }

@@ -101,6 +101,26 @@ impl Ofproto {
         bond_recirc_ids(&p.bridges)
     }
 
+    /// The buckets of every bond that outputs with `lb_output` (by its id, the bond's
+    /// recirculation id): each bucket's datapath port, [`datapath::bond::NO_MEMBER`] for a
+    /// bucket with no enabled member (OVS's `bond_add_lb_output_buckets()`).
+    pub fn lb_output_tables(&self) -> Vec<(u32, datapath::bond::BucketMap)> {
+        let p = self.read();
+        let mut out = Vec::new();
+        for b in &p.bridges {
+            for d in b.bonds.iter().filter(|d| d.use_lb_output()) {
+                let map = std::array::from_fn(|i| {
+                    d.member_for_dp_hash(i as u32)
+                        .and_then(|m| m.ofport)
+                        .and_then(|n| b.ports.get(&n)?.dp_port)
+                        .unwrap_or(datapath::bond::NO_MEMBER)
+                });
+                out.push((d.recirc_id, map));
+            }
+        }
+        out
+    }
+
     /// Every bond with its bridge, in bridge then configuration order.
     pub fn bonds(&self) -> Vec<Bond> {
         let p = self.read();

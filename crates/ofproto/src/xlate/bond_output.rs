@@ -19,16 +19,24 @@ impl Ctx<'_> {
     }
 
     /// The recirculation id and hash basis of the bond of member `port` when its output
-    /// recirculates (OVS's `bond_update_post_recirc_rules()`).
-    pub(super) fn bond_recirc(&self, port: u32) -> Option<(u32, u32)> {
+    /// recirculates (OVS's `bond_update_post_recirc_rules()`), and whether it does so with
+    /// the datapath's `lb_output` action instead.
+    pub(super) fn bond_recirc(&self, port: u32) -> Option<(u32, u32, bool)> {
         let (b, _) = self.bond_member(port)?;
-        b.may_recirc().then_some((b.recirc_id, b.config.basis))
+        b.may_recirc()
+            .then_some((b.recirc_id, b.config.basis, b.use_lb_output()))
     }
 
     /// Outputs through a recirculating bond: the datapath hashes the 5-tuple and the next
-    /// pass, with the bond's recirculation id, outputs to the bucket's member.
-    pub(super) fn bond_recirc_output(&mut self, id: u32, basis: u32) {
+    /// pass, with the bond's recirculation id, outputs to the bucket's member; with `lb`, the
+    /// datapath's `lb_output(ID)` does both in this pass, from the bond's buckets the
+    /// datapath was given ([`crate::ofproto::Ofproto::lb_output_tables`]).
+    pub(super) fn bond_recirc_output(&mut self, id: u32, basis: u32, lb: bool) {
         self.commit();
+        if lb {
+            self.out.push(Action::LbOutput(id));
+            return;
+        }
         self.out.push(Action::Hash {
             alg: HashAlg::L4,
             basis,
