@@ -8,8 +8,9 @@
 //! (`mode 802.3ad lacp_rate fast`; SKIP when the kernel has none). LACP negotiates on both
 //! members (`lacp/show`: current, attached; the peer sees the switch's system id), malformed
 //! LACPDUs are counted and ignored, ping works, UDP and TCP flows spread over both members,
-//! and a member's link going down moves all traffic to the other. Needs root, network
-//! namespaces and OVS's tools; else SKIP.
+//! and a member's link going down moves all traffic to the other. The same with the switch's
+//! bond `other_config:lb-output-action=true`: its output is the datapath's `lb_output`, no
+//! recirculation. Needs root, network namespaces and OVS's tools; else SKIP.
 
 mod common;
 
@@ -50,7 +51,7 @@ struct World {
 }
 
 impl World {
-    fn new(test: &str, short: &str, peer_kind: Peer, passive: bool) -> Option<World> {
+    fn new(test: &str, short: &str, peer_kind: Peer, passive: bool, lb: bool) -> Option<World> {
         for s in [Switch::Flowpath, Switch::Ovs] {
             if let Some(why) = missing(s) {
                 eprintln!("SKIP {test}: {why}");
@@ -187,6 +188,7 @@ impl World {
             &w.lacp,
             "bond_mode=balance-tcp",
             "other_config:lacp-time=fast",
+            &format!("other_config:lb-output-action={lb}"),
         ]);
         Some(w)
     }
@@ -287,13 +289,22 @@ impl World {
     }
 }
 
-fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passive: bool) {
-    let Some(w) = World::new(test, short, peer, passive) else {
+fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passive: bool, lb: bool) {
+    let Some(w) = World::new(test, short, peer, passive, lb) else {
         return;
     };
     w.wait_negotiated(&[0, 1]);
     let show = w.appctl(&["bond/show", "bond0"]);
     assert!(show.contains("lacp_status: negotiated"), "{show}");
+    let lb_line = if lb {
+        "enabled, bond-id: "
+    } else {
+        "disabled, bond-id: -1"
+    };
+    assert!(
+        show.contains(&format!("lb_output action: {lb_line}")),
+        "{show}"
+    );
     // The peer has the switch as its partner.
     let id = w.sys_id();
     match peer {
@@ -320,11 +331,13 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
     });
     assert!(counted, "{}", w.appctl(&["lacp/show-stats", "bond0"]));
     w.wait_negotiated(&[0, 1]);
-    assert_eq!(
+    // Written with the interface's status, which the switch refreshes on its own timer.
+    let current = wait_until(Duration::from_secs(5), || {
         w.vsctl(&["get", "interface", &w.a[0], "lacp_current"])
-            .trim(),
-        "true"
-    );
+            .trim()
+            == "true"
+    });
+    assert!(current, "lacp_current of {} is not true", w.a[0]);
     w.appctl(&["revalidator/wait"]);
     ping(&w.host, PEER_IP, 3).unwrap();
 
@@ -336,6 +349,10 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
         sent[0] >= 20 && sent[1] >= 20,
         "flows not spread over both members: {sent:?}"
     );
+    // With lb_output, the bond's output is one datapath action, no second pass.
+    let flows = w.appctl(&["dpctl/dump-flows"]);
+    assert_eq!(flows.contains("lb_output("), lb, "{flows}");
+    assert_eq!(flows.contains("recirc("), !lb, "{flows}");
 
     // A member's link goes down: everything moves to the other.
     must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[0], "down"]));
@@ -366,6 +383,7 @@ fn lacp_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over() {
         "ov",
         Peer::Ovs,
         false,
+        false,
     );
 }
 
@@ -376,6 +394,7 @@ fn lacp_with_the_kernel_bond_as_the_peer_negotiates_spreads_flows_and_fails_over
         "kn",
         Peer::Kernel,
         false,
+        false,
     );
 }
 
@@ -385,6 +404,18 @@ fn passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_o
         "passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_over",
         "pv",
         Peer::Ovs,
+        true,
+        false,
+    );
+}
+
+#[test]
+fn lb_output_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over() {
+    negotiates_spreads_and_fails_over(
+        "lb_output_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over",
+        "lb",
+        Peer::Ovs,
+        false,
         true,
     );
 }
