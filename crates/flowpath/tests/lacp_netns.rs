@@ -189,6 +189,10 @@ impl World {
             "bond_mode=balance-tcp",
             "other_config:lacp-time=fast",
             &format!("other_config:lb-output-action={lb}"),
+            &format!(
+                "other_config:bond-rebalance-interval={}",
+                if lb { 1000 } else { 10000 }
+            ),
         ]);
         Some(w)
     }
@@ -263,6 +267,18 @@ impl World {
             self.b[0]
         );
         must(&in_ns(&self.peer, &["python3", "-c", &script]));
+    }
+
+    /// 300 UDP datagrams of 1400 bytes from the host to the peer, all of one flow.
+    fn heavy_flow(&self) {
+        let script = format!(
+            "import socket\n\
+             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             u.bind(('10.89.0.1', 40000))\n\
+             for _ in range(300):\n\
+             \x20   u.sendto(b'x' * 1400, ('{PEER_IP}', 9))\n"
+        );
+        must(&in_ns(&self.host, &["python3", "-c", &script]));
     }
 
     /// `n` UDP flows and `n` TCP connection attempts from the host to the peer, each from
@@ -353,6 +369,15 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
     let flows = w.appctl(&["dpctl/dump-flows"]);
     assert_eq!(flows.contains("lb_output("), lb, "{flows}");
     assert_eq!(flows.contains("recirc("), !lb, "{flows}");
+    if lb {
+        // The datapath's per-bucket bytes reach the bond's rebalancing (every second here):
+        // `bond/show` prints the loaded bucket under its member.
+        w.heavy_flow();
+        let loaded = wait_until(Duration::from_secs(5), || {
+            w.appctl(&["bond/show", "bond0"]).contains(" kB load\n")
+        });
+        assert!(loaded, "{}", w.appctl(&["bond/show", "bond0"]));
+    }
 
     // A member's link goes down: everything moves to the other.
     must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[0], "down"]));

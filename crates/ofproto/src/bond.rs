@@ -144,6 +144,10 @@ pub struct Bond {
     pub buckets: Vec<Option<usize>>,
     /// When a balanced bond rebalances next.
     pub next_rebalance: Instant,
+    /// Each bucket's recent load in bytes (halved at each rebalancing), and the bytes its
+    /// counter said at the last accounting ([`crate::bond_rebalance`]).
+    pub load: Vec<u64>,
+    pub(crate) counted: Vec<u64>,
     /// Log lines of what changed (`member p1: disabled`, ...), taken by the caller.
     pub events: Vec<String>,
     /// The active member changed or a member went: the peer switch should relearn the
@@ -192,6 +196,8 @@ impl Bond {
             active: None,
             buckets: vec![None; BUCKETS],
             next_rebalance,
+            load: vec![0; BUCKETS],
+            counted: vec![0; BUCKETS],
             events: Vec::new(),
             send_learning_packets: false,
             fresh: true,
@@ -267,14 +273,9 @@ impl Bond {
                 self.buckets.fill(None);
             }
             self.fill_buckets();
-            // No load-based moves (buckets move when their member goes); the countdown
-            // `bond/show` prints starts again as OVS's does after a rebalance.
-            let interval = Duration::from_millis(self.config.rebalance_interval.into());
-            if !interval.is_zero() && now >= self.next_rebalance {
-                self.next_rebalance = now + interval;
-            }
         }
-        before != (self.enabled_set(), self.active, self.lacp_status())
+        let moved = self.rebalance(now);
+        moved || before != (self.enabled_set(), self.active, self.lacp_status())
     }
 
     fn enabled_set(&self) -> Vec<bool> {

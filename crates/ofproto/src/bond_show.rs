@@ -93,6 +93,16 @@ pub fn details(b: &Bond, now: Instant) -> String {
             let _ = writeln!(s, "  {which} expires in {} ms", ms_until(t, now));
         }
         let _ = writeln!(s, "  may_enable: {}", m.may_enable);
+        if !b.is_balanced() {
+            continue;
+        }
+        // Each of its buckets with a recent load of at least 1 kB.
+        for (h, _) in (b.buckets.iter().enumerate()).filter(|(_, x)| **x == Some(i)) {
+            let kb = b.load[h] / 1024;
+            if kb != 0 {
+                let _ = writeln!(s, "  hash {h}: {kb} kB load");
+            }
+        }
     }
     s.push('\n');
     s

@@ -1,6 +1,8 @@
 //! The datapath's bond tables for `lb_output` (OVS's `dpif_bond_add()`/`dpif_bond_del()`):
 //! brought in line with what the bonds say (members enabled, buckets) on each periodic sync
 //! and whenever the bonds are configured. Only tables that changed are sent to the PMDs.
+//! Before a bond rebalances, the bytes the datapath sent through each of its buckets go to
+//! its accounting (OVS's `bond_recirculation_account()` with `dpif_bond_stats_get()`).
 
 use std::sync::Mutex;
 
@@ -23,6 +25,16 @@ pub(crate) fn sync(of: &Ofproto, dp: &Mutex<Datapath>) {
     for (id, _) in have {
         if !want.iter().any(|(w, _)| *w == id) {
             dp.bond_del(id);
+        }
+    }
+}
+
+/// Gives each `lb_output` bond due to rebalance what the datapath counted for its buckets.
+pub(crate) fn account(of: &Ofproto, dp: &Mutex<Datapath>) {
+    for id in of.lb_output_due() {
+        let totals = dp.lock().ok().and_then(|d| d.bond_stats(id));
+        if let Some(t) = totals {
+            of.account_lb_output(id, &t);
         }
     }
 }

@@ -207,6 +207,7 @@ impl Server {
         for (name, up) in links {
             self.of.set_link_state(&name, up);
         }
+        lb_output::account(&self.of, &self.dp);
         self.of.run_bonds();
         lb_output::sync(&self.of, &self.dp);
         bond_learning::send(&self.of, &self.dp);

@@ -121,6 +121,31 @@ impl Ofproto {
         out
     }
 
+    /// The ids of the bonds that output with `lb_output` and are due to rebalance: their
+    /// buckets' byte counters are wanted ([`Self::account_lb_output`]) before the next
+    /// [`Self::run_bonds`].
+    pub fn lb_output_due(&self) -> Vec<u32> {
+        let now = Instant::now();
+        let p = self.read();
+        (p.bridges.iter().flat_map(|b| &b.bonds))
+            .filter(|d| d.use_lb_output() && d.is_balanced() && now >= d.next_rebalance)
+            .map(|d| d.recirc_id)
+            .collect()
+    }
+
+    /// What the datapath counted for each bucket of `lb_output` bond `id` (totals), for its
+    /// rebalancing.
+    pub fn account_lb_output(&self, id: u32, totals: &[u64]) {
+        let mut p = self.write();
+        let bonds = p.bridges.iter_mut().flat_map(|b| &mut b.bonds);
+        if let Some(d) = bonds
+            .into_iter()
+            .find(|d| d.recirc_id == id && d.use_lb_output())
+        {
+            d.account_buckets(totals);
+        }
+    }
+
     /// Every bond with its bridge, in bridge then configuration order.
     pub fn bonds(&self) -> Vec<Bond> {
         let p = self.read();
