@@ -5,16 +5,20 @@ use std::time::Instant;
 
 use crate::bond::Bond;
 
-/// `bond/list`: a header, then one line per bond with its mode and members.
+/// `bond/list`: a header, then one line per bond with its mode, recirculation id (0 for
+/// none) and members. OVS lists bonds and members in the order of its hash tables, the
+/// members' keyed by memory addresses (so not the same from one run to the next); here they
+/// are in configuration order.
 pub fn list(bonds: &[Bond]) -> String {
     let mut s = String::from("bond\ttype\trecircID\tmembers\n");
     for b in bonds {
         let members: Vec<&str> = b.members.iter().map(|m| m.name.as_str()).collect();
         let _ = writeln!(
             s,
-            "{}\t{}\t0\t{}",
+            "{}\t{}\t{}\t{}",
             b.config.name,
             b.config.mode.name(),
+            b.recirc_id,
             members.join(", ")
         );
     }
@@ -134,8 +138,17 @@ mod tests {
             \x20 may_enable: true\n\nmember p2: enabled\n  may_enable: true\n\n";
         assert_eq!(details(&b, now), want);
         assert_eq!(
-            list(&[b]),
+            list(std::slice::from_ref(&b)),
             "bond\ttype\trecircID\tmembers\nbond0\tactive-backup\t0\tp1, p2\n"
+        );
+        // A balanced bond's line has its recirculation id, as OVS's (`bond0\tbalance-tcp\t1\t`
+        // after `add-bond ... bond_mode=balance-tcp`, the bridge's first).
+        let mut t = b.clone();
+        t.config.mode = BondMode::BalanceTcp;
+        t.recirc_id = 1;
+        assert_eq!(
+            list(&[t]),
+            "bond\ttype\trecircID\tmembers\nbond0\tbalance-tcp\t1\tp1, p2\n"
         );
     }
 }
