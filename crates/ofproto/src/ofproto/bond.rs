@@ -162,6 +162,17 @@ pub(crate) fn bond_recirc_ids(bridges: &[Bridge]) -> Vec<u32> {
         .collect()
 }
 
+/// Adds the bytes megaflows sent through bond buckets, as (bridge index, bond index, bucket,
+/// bytes), to the buckets' load (OVS's `bond_account()` and post-recirculation rule stats).
+pub(crate) fn credit_bond_buckets(bridges: &mut [Bridge], credits: &[(usize, usize, usize, u64)]) {
+    for &(b, d, h, bytes) in credits {
+        let bond = bridges.get_mut(b).and_then(|b| b.bonds.get_mut(d));
+        if let Some(bond) = bond.filter(|d| d.is_balanced() && h < d.load.len()) {
+            bond.load[h] += bytes;
+        }
+    }
+}
+
 /// The frozen state bond `bond` of bridge `bridge` recirculates with: table 254 (OVS's
 /// internal table, where its post-recirculation rules are), its name as user data.
 fn bond_frozen_state(bridge: &str, bond: &str) -> crate::recirc::FrozenState {

@@ -53,11 +53,8 @@ impl Ctx<'_> {
         let m = self.wc.dp.dp_hash();
         self.wc.dp.set_dp_hash(m | mask);
         let dp_hash = self.flow.dp.dp_hash();
-        let Some(bond) = self
-            .br()
-            .bonds
-            .iter()
-            .find(|b| b.config.name.as_bytes() == name)
+        let Some((bi, bond)) =
+            (self.br().bonds.iter().enumerate()).find(|(_, b)| b.config.name.as_bytes() == name)
         else {
             return;
         };
@@ -65,6 +62,8 @@ impl Ctx<'_> {
         let Some(port) = bond.member_for_dp_hash(dp_hash).and_then(|m| m.ofport) else {
             return;
         };
+        let bucket = (dp_hash & mask) as usize;
+        self.res.bond_buckets.push((self.bridge, bi, bucket));
         let rule = self.trace_add(
             NodeKind::Table,
             format_args!(
@@ -151,10 +150,16 @@ impl Ctx<'_> {
     /// whether any member is usable.
     pub(super) fn bond_output_port(&mut self, port: u32, vid: u16, unmask: bool) -> Option<u32> {
         let mut hashed = false;
+        let mut slb_bucket = None;
         let out = match self.bond_member(port) {
             Some((b, _)) => {
                 let flow = &self.flow;
-                b.output_member(flow.dp.eth_src(), vid, |basis| {
+                let src = flow.dp.eth_src();
+                if b.output_mode() == Some(crate::bond::BondMode::BalanceSlb) {
+                    let h = crate::bond::hash_mac(src, vid, b.config.basis);
+                    slb_bucket = Some(h as usize % crate::bond::BUCKETS);
+                }
+                b.output_member(src, vid, |basis| {
                     hashed = true;
                     super::flow_hash::flow_hash_fields(flow, L3L4_UDP, basis as u16)
                 })
@@ -162,6 +167,16 @@ impl Ctx<'_> {
             }
             None => Some(port),
         };
+        if let (Some(h), Some(_)) = (slb_bucket, out) {
+            let bond = self
+                .br()
+                .bonds
+                .iter()
+                .position(|b| b.member_on(port).is_some());
+            if let Some(bi) = bond {
+                self.res.bond_buckets.push((self.bridge, bi, h));
+            }
+        }
         if hashed && unmask {
             super::flow_hash::mask_hash_fields(&self.flow, &mut self.wc, L3L4_UDP);
         }
