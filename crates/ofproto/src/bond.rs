@@ -13,6 +13,8 @@
 //! enabled only while LACP says so, and a bond whose LACP is configured but not negotiated
 //! drops everything (or falls back to active-backup).
 //!
+//! Rebalancing by load: `bond_rebalance.rs`.
+//!
 //! Liveness: a member may be enabled while its carrier is up; `bond_updelay` and
 //! `bond_downdelay` hold the change back, and `other_config:bond-primary` is preferred as the
 //! active member of an active-backup bond whenever it is enabled.
@@ -265,9 +267,10 @@ impl Bond {
         }
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
-            // Without load-based rebalancing, a balance-tcp bond spreads its buckets over
-            // the enabled members afresh when one is enabled, so that a member negotiated
-            // later gets its share (a member that goes hands on only its own buckets).
+            // A balance-tcp bond spreads its buckets over the enabled members afresh when one
+            // is enabled, so that a member negotiated later gets its share at once, whether
+            // or not the bond rebalances by load (a member that goes hands on only its own
+            // buckets).
             let gained = (self.members.iter().zip(&before.0)).any(|(m, &was)| m.enabled && !was);
             if self.config.mode == BondMode::BalanceTcp && gained {
                 self.buckets.fill(None);
