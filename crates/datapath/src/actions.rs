@@ -23,6 +23,9 @@ pub enum DpAction {
     Trunc(u32),
     /// Run the packet through the datapath again with this recirculation id.
     Recirc(u32),
+    /// Send to the member of bond N (`lb_output(N)`) that the packet's 5-tuple hash picks
+    /// ([`crate::bond`]); like an output, on copies unless it is the last action.
+    LbOutput(u32),
     /// Decapsulate (`tnl_pop`) and run the packet through the datapath again as received on
     /// this tunnel port, with the outer headers' metadata (see [`crate::tunnel`]). Like an
     /// output, it takes the packets when it is the last action and copies them otherwise.
@@ -701,7 +704,7 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
             eth_type: *eth_type,
         },
         Action::Set(k) => compile_set(k)?,
-        Action::LbOutput(_) => return Err(Unsupported("lb_output")),
+        Action::LbOutput(id) => DpAction::LbOutput(*id),
         Action::Meter(id) => DpAction::Meter(*id),
         Action::TnlPop(port) => DpAction::TnlPop(*port),
         Action::TnlPush(t) => {
@@ -1358,12 +1361,14 @@ mod tests {
             ("ct(helper=sip)", "ct(helper=...)"),
             ("sample(sample=50%,actions(1))", "sample"),
             ("dec_ttl(le_1(1))", "dec_ttl"),
-            ("lb_output(1)", "lb_output"),
             (
                 "add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847)",
                 "add_mpls",
             ),
-            ("clone(1,lb_output(1))", "lb_output"),
+            (
+                "clone(1,add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847))",
+                "add_mpls",
+            ),
         ] {
             let e = compiled(text).unwrap_err();
             assert_eq!(e, CompileError::Unsupported(name), "{text}");

@@ -147,6 +147,7 @@ impl DatapathBuilder {
             frag: &self.frag,
             flows: &self.flows,
             meters: &Default::default(),
+            bonds: &Default::default(),
         };
         let mut pmds = (0..n_pmd)
             .map(|i| seed.make(self.config.pmd_cores.get(i).copied().flatten()))
@@ -200,6 +201,7 @@ impl DatapathBuilder {
             rxq_assign: self.config.rxq_assign,
             frag: self.frag,
             meters: Default::default(),
+            bonds: Default::default(),
         })
     }
 }
@@ -265,6 +267,8 @@ pub struct Datapath {
     frag: FragConfig,
     /// The meters the PMDs were given (`meter()`).
     meters: crate::meter::DpMeters,
+    /// The bonds' buckets the PMDs were given (`lb_output()`).
+    bonds: crate::bond::DpBonds,
 }
 
 /// One PMD's counters as collected by [`Datapath::pmd_stats`].
@@ -589,6 +593,41 @@ impl Datapath {
     /// ([`crate::meter::DpMeter::admit`]).
     pub fn meter(&self, id: u32) -> Option<Arc<crate::meter::DpMeter>> {
         self.meters.get(id).cloned()
+    }
+
+    /// Sets bond `id`'s buckets on every PMD (OVS's `dpif_bond_add()`): `lb_output(id)` sends
+    /// a packet of bucket `i` to port `members[i]`. A bond set again keeps its counters.
+    pub fn bond_set(&mut self, id: u32, members: &crate::bond::BucketMap) {
+        let m = self.bonds.set(id, members);
+        self.ask(|tx| PmdCmd::SetBond(id, Some(m.clone()), tx));
+    }
+
+    /// Removes bond `id` from every PMD (OVS's `dpif_bond_del()`); whether it existed.
+    pub fn bond_del(&mut self, id: u32) -> bool {
+        self.ask(|tx| PmdCmd::SetBond(id, None, tx));
+        self.bonds.del(id)
+    }
+
+    /// The bytes sent through each bucket of bond `id`, summed over the PMDs (OVS's
+    /// `dpif_bond_stats_get()`); `None` for a bond the datapath does not have.
+    pub fn bond_stats(&self, id: u32) -> Option<Vec<u64>> {
+        self.bonds.get(id)?;
+        let mut total = vec![0; crate::bond::BUCKETS];
+        for bytes in self
+            .ask(|tx| PmdCmd::BondBytes(id, tx))
+            .into_iter()
+            .flatten()
+        {
+            for (t, b) in total.iter_mut().zip(bytes.iter()) {
+                *t += b;
+            }
+        }
+        Some(total)
+    }
+
+    /// Every bond's buckets by id (`dpif-netdev/bond-show`).
+    pub fn bonds(&self) -> Vec<(u32, crate::bond::BucketMap)> {
+        self.bonds.iter().map(|(id, m)| (id, **m)).collect()
     }
 
     /// `dpctl/add-flow FLOW ACTIONS`: installs a megaflow on every PMD.

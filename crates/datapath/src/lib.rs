@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod bond;
 pub mod ct;
 pub mod doorbell;
 pub mod dpcls;

@@ -473,3 +473,29 @@ fn a_deleted_port_s_queues_are_closed_off_the_pmd_threads() {
     // The source goes on through the PMDs.
     wait_for_more(&dp, sink_tx(&dp));
 }
+
+/// A bond's `lb_output` table reaches every PMD, those that start later included, and its
+/// per-bucket bytes are summed over them.
+#[test]
+fn a_pmd_started_later_has_the_bonds_tables() {
+    let frames: Vec<Vec<u8>> = (0..8).map(|i| udp_frame(2, 3000 + i, i as u8)).collect();
+    let mut dp = datapath(vec![None], frames, u64::MAX, false, |_| {});
+    dp.bond_set(7, &[2; datapath::bond::BUCKETS]);
+    dp.mod_flow(
+        "in_port(src),eth_type(0x0800),ipv4(frag=no)",
+        "lb_output(7)",
+        false,
+    )
+    .unwrap();
+    let before = sink_tx(&dp);
+    wait_for_more(&dp, before);
+    dp.set_pmd_cores(vec![None, None]).unwrap();
+    wait_until("the new PMD outputs through the bond", || {
+        dp.pmd_stats()[1].stats.tx_packets > 0
+    });
+    let bytes = dp.bond_stats(7).unwrap();
+    assert!(bytes.iter().sum::<u64>() > 0);
+    assert_eq!(dp.bonds().len(), 1);
+    assert!(dp.bond_del(7));
+    assert!(dp.bond_stats(7).is_none());
+}

@@ -206,6 +206,13 @@ pub fn register(
     r("dpif-netdev/pmd-drop-show", "[dp]", (0, 1), |d, _| {
         Ok(d.pmd_drop_show())
     });
+    r("dpif-netdev/bond-show", "[dp]", (0, 1), |d, a| {
+        // OVS names the userspace datapath `ovs-netdev` here.
+        if a.first().is_some_and(|n| n != "ovs-netdev") {
+            return Err("please specify an existing datapath".into());
+        }
+        Ok(bond_show(&d.bonds()))
+    });
     if let Ok(d) = dp.lock() {
         register_ct(reg, d.conntrack());
     }
@@ -217,4 +224,21 @@ pub fn register(
         stop.store(true, Ordering::Relaxed);
         Ok(String::new())
     });
+}
+
+/// `dpif-netdev/bond-show`: each bond of the datapath (`lb_output`) with the member port of
+/// each bucket, as OVS's `dpif_netdev_bond_show()` prints them (nothing without a bond).
+fn bond_show(bonds: &[(u32, datapath::bond::BucketMap)]) -> String {
+    use std::fmt::Write;
+    if bonds.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("Bonds:\n");
+    for (id, map) in bonds {
+        let _ = writeln!(s, "  bond-id {id}:");
+        for (bucket, member) in map.iter().enumerate() {
+            let _ = writeln!(s, "    bucket {bucket} - member {member}");
+        }
+    }
+    s
 }

@@ -264,3 +264,74 @@ fn balance_slb_forwards_without_looping_and_survives_a_member_down() {
         }));
     }
 }
+
+/// Load-based rebalancing (`bond-rebalance-interval`): two sources whose buckets were both
+/// put on the first member send for a few seconds; the bytes their megaflows count reach the
+/// buckets' load, and the next rebalancing moves one of them to the idle member (`bond/show`
+/// lists it, with its load, under the second member).
+#[test]
+fn balance_slb_moves_load_from_a_busy_member_to_an_idle_one() {
+    let test = "balance_slb_moves_load_from_a_busy_member_to_an_idle_one";
+    if !common::netns::in_path("python3") {
+        eprintln!("SKIP {test}: no python3");
+        return;
+    }
+    let Some(w) = World::new(test, "rb", "balance-slb") else {
+        return;
+    };
+    w.vsctl(&[
+        "set",
+        "port",
+        "bond0",
+        "other_config:bond-rebalance-interval=1000",
+    ]);
+    // Two addresses in different buckets, both put on the first member.
+    let mut picked: Vec<(String, String)> = Vec::new();
+    for n in 1..=16 {
+        let mac = format!("50:54:00:00:0a:{n:02x}");
+        let bucket = w.appctl(&["bond/hash", &mac]).trim().to_owned();
+        if picked.iter().all(|(_, b)| *b != bucket) {
+            picked.push((mac, bucket));
+        }
+        if picked.len() == 2 {
+            break;
+        }
+    }
+    for (_, bucket) in &picked {
+        let reply = w.appctl(&["bond/migrate", "bond0", bucket, &w.a[0]]);
+        assert_eq!(reply.trim(), "migrated");
+    }
+    w.appctl(&["revalidator/wait"]);
+    // 3 s of 1400-byte frames from both (an experimental ethertype, to a host no one knows).
+    let srcs: Vec<String> = picked.iter().map(|(m, _)| m.replace(':', "")).collect();
+    let script = format!(
+        "import socket, time\n\
+         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+         s.bind(('{}', 0))\n\
+         frames = [bytes.fromhex('505400000b01' + m + '88b5') + bytes(1400) for m in {srcs:?}]\n\
+         for _ in range(30):\n\
+         \x20   for _ in range(40):\n\
+         \x20       for f in frames:\n\
+         \x20           s.send(f)\n\
+         \x20   time.sleep(0.1)\n",
+        w.h
+    );
+    must(&in_ns(&w.host, &["python3", "-c", &script]));
+    let moved = |show: &str| {
+        let second = show
+            .split(&format!("\nmember {}:", w.a[1]))
+            .nth(1)
+            .unwrap_or_default()
+            .split("\nmember ")
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        picked
+            .iter()
+            .any(|(_, b)| second.contains(&format!("  hash {b}: ")))
+    };
+    let ok = wait_until(Duration::from_secs(10), || {
+        moved(&w.appctl(&["bond/show", "bond0"]))
+    });
+    assert!(ok, "{}", w.appctl(&["bond/show", "bond0"]));
+}

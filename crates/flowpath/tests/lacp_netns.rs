@@ -8,8 +8,9 @@
 //! (`mode 802.3ad lacp_rate fast`; SKIP when the kernel has none). LACP negotiates on both
 //! members (`lacp/show`: current, attached; the peer sees the switch's system id), malformed
 //! LACPDUs are counted and ignored, ping works, UDP and TCP flows spread over both members,
-//! and a member's link going down moves all traffic to the other. Needs root, network
-//! namespaces and OVS's tools; else SKIP.
+//! and a member's link going down moves all traffic to the other. The same with the switch's
+//! bond `other_config:lb-output-action=true`: its output is the datapath's `lb_output`, no
+//! recirculation. Either way a heavy flow's bytes show as its bucket's load in `bond/show`. Needs root, network namespaces and OVS's tools; else SKIP.
 
 mod common;
 
@@ -50,7 +51,7 @@ struct World {
 }
 
 impl World {
-    fn new(test: &str, short: &str, peer_kind: Peer, passive: bool) -> Option<World> {
+    fn new(test: &str, short: &str, peer_kind: Peer, passive: bool, lb: bool) -> Option<World> {
         for s in [Switch::Flowpath, Switch::Ovs] {
             if let Some(why) = missing(s) {
                 eprintln!("SKIP {test}: {why}");
@@ -187,6 +188,8 @@ impl World {
             &w.lacp,
             "bond_mode=balance-tcp",
             "other_config:lacp-time=fast",
+            &format!("other_config:lb-output-action={lb}"),
+            "other_config:bond-rebalance-interval=1000",
         ]);
         Some(w)
     }
@@ -263,6 +266,18 @@ impl World {
         must(&in_ns(&self.peer, &["python3", "-c", &script]));
     }
 
+    /// 300 UDP datagrams of 1400 bytes from the host to the peer, all of one flow.
+    fn heavy_flow(&self) {
+        let script = format!(
+            "import socket\n\
+             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             u.bind(('10.89.0.1', 40000))\n\
+             for _ in range(300):\n\
+             \x20   u.sendto(b'x' * 1400, ('{PEER_IP}', 9))\n"
+        );
+        must(&in_ns(&self.host, &["python3", "-c", &script]));
+    }
+
     /// `n` UDP flows and `n` TCP connection attempts from the host to the peer, each from
     /// its own source port.
     fn flows(&self, n: u32) {
@@ -287,13 +302,22 @@ impl World {
     }
 }
 
-fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passive: bool) {
-    let Some(w) = World::new(test, short, peer, passive) else {
+fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passive: bool, lb: bool) {
+    let Some(w) = World::new(test, short, peer, passive, lb) else {
         return;
     };
     w.wait_negotiated(&[0, 1]);
     let show = w.appctl(&["bond/show", "bond0"]);
     assert!(show.contains("lacp_status: negotiated"), "{show}");
+    let lb_line = if lb {
+        "enabled, bond-id: "
+    } else {
+        "disabled, bond-id: -1"
+    };
+    assert!(
+        show.contains(&format!("lb_output action: {lb_line}")),
+        "{show}"
+    );
     // The peer has the switch as its partner.
     let id = w.sys_id();
     match peer {
@@ -320,11 +344,13 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
     });
     assert!(counted, "{}", w.appctl(&["lacp/show-stats", "bond0"]));
     w.wait_negotiated(&[0, 1]);
-    assert_eq!(
+    // Written with the interface's status, which the switch refreshes on its own timer.
+    let current = wait_until(Duration::from_secs(5), || {
         w.vsctl(&["get", "interface", &w.a[0], "lacp_current"])
-            .trim(),
-        "true"
-    );
+            .trim()
+            == "true"
+    });
+    assert!(current, "lacp_current of {} is not true", w.a[0]);
     w.appctl(&["revalidator/wait"]);
     ping(&w.host, PEER_IP, 3).unwrap();
 
@@ -336,6 +362,18 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
         sent[0] >= 20 && sent[1] >= 20,
         "flows not spread over both members: {sent:?}"
     );
+    // With lb_output, the bond's output is one datapath action, no second pass.
+    let flows = w.appctl(&["dpctl/dump-flows"]);
+    assert_eq!(flows.contains("lb_output("), lb, "{flows}");
+    assert_eq!(flows.contains("recirc("), !lb, "{flows}");
+    // The bytes sent through each bucket (the datapath's `lb_output` counters, or the
+    // recirculated passes' megaflows) reach the bond's rebalancing (every second here):
+    // `bond/show` prints the loaded bucket under its member.
+    w.heavy_flow();
+    let loaded = wait_until(Duration::from_secs(5), || {
+        w.appctl(&["bond/show", "bond0"]).contains(" kB load\n")
+    });
+    assert!(loaded, "{}", w.appctl(&["bond/show", "bond0"]));
 
     // A member's link goes down: everything moves to the other.
     must(&in_ns(&w.peer, &["ip", "link", "set", &w.b[0], "down"]));
@@ -366,6 +404,7 @@ fn lacp_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over() {
         "ov",
         Peer::Ovs,
         false,
+        false,
     );
 }
 
@@ -376,6 +415,7 @@ fn lacp_with_the_kernel_bond_as_the_peer_negotiates_spreads_flows_and_fails_over
         "kn",
         Peer::Kernel,
         false,
+        false,
     );
 }
 
@@ -385,6 +425,18 @@ fn passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_o
         "passive_lacp_with_ovs_active_as_the_peer_negotiates_spreads_flows_and_fails_over",
         "pv",
         Peer::Ovs,
+        true,
+        false,
+    );
+}
+
+#[test]
+fn lb_output_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over() {
+    negotiates_spreads_and_fails_over(
+        "lb_output_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over",
+        "lb",
+        Peer::Ovs,
+        false,
         true,
     );
 }

@@ -13,6 +13,8 @@
 //! enabled only while LACP says so, and a bond whose LACP is configured but not negotiated
 //! drops everything (or falls back to active-backup).
 //!
+//! Rebalancing by load: `bond_rebalance.rs`.
+//!
 //! Liveness: a member may be enabled while its carrier is up; `bond_updelay` and
 //! `bond_downdelay` hold the change back, and `other_config:bond-primary` is preferred as the
 //! active member of an active-backup bond whenever it is enabled.
@@ -84,6 +86,9 @@ pub struct BondConfig {
     pub lacp_fallback_ab: bool,
     /// `other_config:all-members-active`.
     pub all_members_active: bool,
+    /// `other_config:lb-output-action`: a balance-tcp bond outputs with the datapath's
+    /// `lb_output` action instead of recirculating.
+    pub lb_output: bool,
     /// The Port's `bond_active_slave`: the member that was active before.
     pub active_mac: Option<EthAddr>,
     /// LACP, when the Port's `lacp` is `active` or `passive`.
@@ -104,6 +109,7 @@ impl BondConfig {
             rebalance_interval: 10_000,
             lacp_fallback_ab: false,
             all_members_active: false,
+            lb_output: false,
             active_mac: None,
             lacp: None,
         }
@@ -140,6 +146,10 @@ pub struct Bond {
     pub buckets: Vec<Option<usize>>,
     /// When a balanced bond rebalances next.
     pub next_rebalance: Instant,
+    /// Each bucket's recent load in bytes (halved at each rebalancing), and the bytes its
+    /// counter said at the last accounting ([`crate::bond_rebalance`]).
+    pub load: Vec<u64>,
+    pub(crate) counted: Vec<u64>,
     /// Log lines of what changed (`member p1: disabled`, ...), taken by the caller.
     pub events: Vec<String>,
     /// The active member changed or a member went: the peer switch should relearn the
@@ -188,6 +198,8 @@ impl Bond {
             active: None,
             buckets: vec![None; BUCKETS],
             next_rebalance,
+            load: vec![0; BUCKETS],
+            counted: vec![0; BUCKETS],
             events: Vec::new(),
             send_learning_packets: false,
             fresh: true,
@@ -255,22 +267,18 @@ impl Bond {
         }
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
-            // Without load-based rebalancing, a balance-tcp bond spreads its buckets over
-            // the enabled members afresh when one is enabled, so that a member negotiated
-            // later gets its share (a member that goes hands on only its own buckets).
+            // A balance-tcp bond spreads its buckets over the enabled members afresh when one
+            // is enabled, so that a member negotiated later gets its share at once, whether
+            // or not the bond rebalances by load (a member that goes hands on only its own
+            // buckets).
             let gained = (self.members.iter().zip(&before.0)).any(|(m, &was)| m.enabled && !was);
             if self.config.mode == BondMode::BalanceTcp && gained {
                 self.buckets.fill(None);
             }
             self.fill_buckets();
-            // No load-based moves (buckets move when their member goes); the countdown
-            // `bond/show` prints starts again as OVS's does after a rebalance.
-            let interval = Duration::from_millis(self.config.rebalance_interval.into());
-            if !interval.is_zero() && now >= self.next_rebalance {
-                self.next_rebalance = now + interval;
-            }
         }
-        before != (self.enabled_set(), self.active, self.lacp_status())
+        let moved = self.rebalance(now);
+        moved || before != (self.enabled_set(), self.active, self.lacp_status())
     }
 
     fn enabled_set(&self) -> Vec<bool> {

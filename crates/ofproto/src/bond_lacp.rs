@@ -66,6 +66,12 @@ impl Bond {
         self.config.mode == BondMode::BalanceTcp && self.recirc_id != 0 && !self.falls_back_to_ab()
     }
 
+    /// Whether output goes through the datapath's `lb_output` action (OVS's
+    /// `bond_use_lb_output_action()`): the bond may recirculate and is configured so.
+    pub fn use_lb_output(&self) -> bool {
+        self.may_recirc() && self.config.lb_output
+    }
+
     /// The member of the hash bucket of `dp_hash` (the post-recirculation pass), or none.
     pub fn member_for_dp_hash(&self, dp_hash: u32) -> Option<&crate::bond::BondMember> {
         let i = self.buckets[(dp_hash as usize) % crate::bond::BUCKETS].or(self.active)?;

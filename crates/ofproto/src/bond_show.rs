@@ -5,16 +5,20 @@ use std::time::Instant;
 
 use crate::bond::Bond;
 
-/// `bond/list`: a header, then one line per bond with its mode and members.
+/// `bond/list`: a header, then one line per bond with its mode, recirculation id (0 for
+/// none) and members. OVS lists bonds and members in the order of its hash tables, the
+/// members' keyed by memory addresses (so not the same from one run to the next); here they
+/// are in configuration order.
 pub fn list(bonds: &[Bond]) -> String {
     let mut s = String::from("bond\ttype\trecircID\tmembers\n");
     for b in bonds {
         let members: Vec<&str> = b.members.iter().map(|m| m.name.as_str()).collect();
         let _ = writeln!(
             s,
-            "{}\t{}\t0\t{}",
+            "{}\t{}\t{}\t{}",
             b.config.name,
             b.config.mode.name(),
+            b.recirc_id,
             members.join(", ")
         );
     }
@@ -45,7 +49,11 @@ pub fn details(b: &Bond, now: Instant) -> String {
         s.push_str("bond may use recirculation: no, Recirc-ID : -1\n");
     }
     let _ = writeln!(s, "bond-hash-basis: {}", c.basis);
-    s.push_str("lb_output action: disabled, bond-id: -1\n");
+    if b.use_lb_output() {
+        let _ = writeln!(s, "lb_output action: enabled, bond-id: {}", b.recirc_id);
+    } else {
+        s.push_str("lb_output action: disabled, bond-id: -1\n");
+    }
     if c.mode == crate::bond::BondMode::BalanceSlb {
         let _ = writeln!(s, "all members active: {}", c.all_members_active);
     }
@@ -89,6 +97,16 @@ pub fn details(b: &Bond, now: Instant) -> String {
             let _ = writeln!(s, "  {which} expires in {} ms", ms_until(t, now));
         }
         let _ = writeln!(s, "  may_enable: {}", m.may_enable);
+        if !b.is_balanced() {
+            continue;
+        }
+        // Each of its buckets with a recent load of at least 1 kB.
+        for (h, _) in (b.buckets.iter().enumerate()).filter(|(_, x)| **x == Some(i)) {
+            let kb = b.load[h] / 1024;
+            if kb != 0 {
+                let _ = writeln!(s, "  hash {h}: {kb} kB load");
+            }
+        }
     }
     s.push('\n');
     s
@@ -120,8 +138,17 @@ mod tests {
             \x20 may_enable: true\n\nmember p2: enabled\n  may_enable: true\n\n";
         assert_eq!(details(&b, now), want);
         assert_eq!(
-            list(&[b]),
+            list(std::slice::from_ref(&b)),
             "bond\ttype\trecircID\tmembers\nbond0\tactive-backup\t0\tp1, p2\n"
+        );
+        // A balanced bond's line has its recirculation id, as OVS's (`bond0\tbalance-tcp\t1\t`
+        // after `add-bond ... bond_mode=balance-tcp`, the bridge's first).
+        let mut t = b.clone();
+        t.config.mode = BondMode::BalanceTcp;
+        t.recirc_id = 1;
+        assert_eq!(
+            list(&[t]),
+            "bond\ttype\trecircID\tmembers\nbond0\tbalance-tcp\t1\tp1, p2\n"
         );
     }
 }

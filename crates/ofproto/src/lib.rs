@@ -14,6 +14,7 @@ pub mod action_set;
 pub mod bfd;
 pub mod bond;
 pub mod bond_lacp;
+pub mod bond_rebalance;
 pub mod bond_show;
 pub mod bridge;
 pub mod classifier;

@@ -216,6 +216,9 @@ pub struct XlateOut {
     /// The patch pairs the packet crossed, as (bridge index, OpenFlow port of the sending
     /// end): their counters take its packets ([`crate::patch_stats`]).
     pub patches: Vec<(usize, u32)>,
+    /// The bond hash buckets the packet went out through, as (bridge index, bond index,
+    /// bucket): their load takes its bytes ([`crate::bond_rebalance`]).
+    pub bond_buckets: Vec<(usize, usize, usize)>,
     /// The packet is a BFD session's, sent to the slow path (OVS's `SLOW_BFD`).
     pub slow_bfd: bool,
     /// The packet is a LACPDU for a bond's LACP, sent to the slow path (`SLOW_LACP`).

@@ -54,10 +54,11 @@ pub(super) struct PmdSeed<'a> {
     /// install again.
     pub(super) flows: &'a [Megaflow],
     pub(super) meters: &'a DpMeters,
+    pub(super) bonds: &'a crate::bond::DpBonds,
 }
 
 impl PmdSeed<'_> {
-    /// A PMD for `core` with the seed's settings, megaflows and meters; it has no queue yet
+    /// A PMD for `core` with the seed's settings, megaflows, meters and bonds; it has no queue yet
     /// ([`open_txqs`], then rx queues).
     pub(super) fn make(&self, core: Option<usize>) -> Result<Pmd, String> {
         let mut cfg = self.config;
@@ -72,6 +73,10 @@ impl PmdSeed<'_> {
         for (id, m) in self.meters.iter() {
             let (done, _) = channel();
             pmd.handle(PmdCmd::SetMeter(id, Some(m.clone()), done));
+        }
+        for (id, b) in self.bonds.iter() {
+            let (done, _) = channel();
+            pmd.handle(PmdCmd::SetBond(id, Some(b.clone()), done));
         }
         for f in self.flows {
             pmd.add_flow(f.clone())?;

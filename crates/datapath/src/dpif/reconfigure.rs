@@ -249,6 +249,7 @@ impl Datapath {
             frag: &self.frag,
             flows,
             meters: &self.meters,
+            bonds: &self.bonds,
         };
         let mut pmd = seed.make(core)?;
         open_txqs(&mut pmd, &mut self.ports);

@@ -44,6 +44,7 @@ impl Pmd {
                 DpAction::Output(port) => {
                     self.output(*port, batch, consume, trunc.take());
                 }
+                DpAction::LbOutput(id) => self.lb_output(*id, batch, consume, trunc.take()),
                 DpAction::Trunc(len) => trunc = Some(*len),
                 DpAction::Userspace(userdata) => {
                     self.stats.userspace_packets += batch.len() as u64;

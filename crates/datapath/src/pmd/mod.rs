@@ -46,6 +46,7 @@ mod extract;
 mod flows;
 mod groups;
 mod input;
+mod lb_output;
 mod output;
 mod recirc;
 mod stats;
@@ -133,6 +134,14 @@ pub enum PmdCmd {
     ),
     /// This PMD's counters of meter N.
     MeterCounters(u32, Sender<Option<crate::meter::MeterCounters>>),
+    /// Set (`Some`) or remove bond N's buckets (`lb_output(N)`); replies once done.
+    SetBond(
+        u32,
+        Option<std::sync::Arc<crate::bond::BucketMap>>,
+        Sender<()>,
+    ),
+    /// The bytes this PMD sent through each bucket of bond N.
+    BondBytes(u32, Sender<Option<Box<[u64; crate::bond::BUCKETS]>>>),
     /// Run a packet the slow path made (an OpenFlow packet-out, a resumed continuation)
     /// through the datapath as if received on its metadata's `in_port`, with its
     /// `recirc_id`: the slow path froze what it must do under that id. Replies once the
@@ -286,6 +295,8 @@ pub struct Pmd {
     reasm: conntrack::frag::Reassembler<Packet>,
     /// The meters' buckets and counters of this PMD (`meter()`).
     meters: crate::meter::PmdMeters,
+    /// The bonds' buckets and counters of this PMD (`lb_output()`).
+    bonds: crate::bond::PmdBonds,
     /// Where `userspace` actions send their copies for the slow path.
     upcall_queue: crate::upcall_queue::UpcallProducer,
 }
@@ -349,6 +360,7 @@ impl Pmd {
             keys_reusable: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
             meters: crate::meter::PmdMeters::default(),
+            bonds: crate::bond::PmdBonds::default(),
             upcall_queue: crate::upcall_queue::UpcallQueue::new().1,
         }
     }
@@ -561,6 +573,13 @@ impl Pmd {
             PmdCmd::SetMeter(id, m, reply) => {
                 self.meters.set(id, m);
                 let _ = reply.send(());
+            }
+            PmdCmd::SetBond(id, m, reply) => {
+                self.bonds.set(id, m);
+                let _ = reply.send(());
+            }
+            PmdCmd::BondBytes(id, reply) => {
+                let _ = reply.send(self.bonds.bytes(id));
             }
             PmdCmd::MeterCounters(id, reply) => {
                 let _ = reply.send(self.meters.counters(id));

@@ -163,31 +163,52 @@ pub(super) fn has_gso(batch: &Batch) -> bool {
 /// dropped (counted).
 #[inline(never)]
 fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut PmdStats) {
-    fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-        tx.batch.push(p);
-        if tx.batch.is_full() {
-            stats.tx_packets += tx.batch.len() as u64;
-            stats.tx_batches += 1;
-            tx.q.send(&mut tx.batch, pool);
-        }
-    }
     for p in src.drain() {
         if p.meta.gso_size == 0 {
             put(tx, p, pool, stats);
-            continue;
+        } else {
+            put_segments(tx, p, pool, stats);
         }
-        match TcpSuper::of(&p) {
-            Ok(t) => {
-                let n = t.n_segments(&p);
-                for k in 0..n {
-                    let s = t.segment(&p, k, pool);
-                    put(tx, s, pool, stats);
-                }
-                stats.gso_frames += 1;
-                stats.gso_segments += n as u64;
+    }
+}
+
+/// Adds `p` to `tx`'s batch, sending the batch when it fills.
+#[inline]
+fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    tx.batch.push(p);
+    if tx.batch.is_full() {
+        stats.tx_packets += tx.batch.len() as u64;
+        stats.tx_batches += 1;
+        tx.q.send(&mut tx.batch, pool);
+    }
+}
+
+/// Adds the segments of super-frame `p` to `tx`'s batch (dropped, counted, if it is not TCP
+/// over IP).
+#[inline(never)]
+fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    match TcpSuper::of(&p) {
+        Ok(t) => {
+            let n = t.n_segments(&p);
+            for k in 0..n {
+                let s = t.segment(&p, k, pool);
+                put(tx, s, pool, stats);
             }
-            Err(_) => stats.gso_drops += 1,
+            stats.gso_frames += 1;
+            stats.gso_segments += n as u64;
         }
-        pool.free(p);
+        Err(_) => stats.gso_drops += 1,
+    }
+    pool.free(p);
+}
+
+/// Hands one packet to `tx`'s batch, as its segments when it is a super-frame the queue does
+/// not take whole.
+#[inline]
+pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    if p.meta.gso_size != 0 && !tx.tso {
+        put_segments(tx, p, pool, stats);
+    } else {
+        put(tx, p, pool, stats);
     }
 }

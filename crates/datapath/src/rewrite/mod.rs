@@ -256,6 +256,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         // Nothing reads a priority (see the variant's documentation).
         DpAction::SetPriority { .. } => Ok(()),
         DpAction::Output(_)
+        | DpAction::LbOutput(_)
         | DpAction::TnlPop(_)
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)

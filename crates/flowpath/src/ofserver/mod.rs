@@ -31,6 +31,7 @@
 //! - [`port_mod`] and [`table_mod`]: ports' and tables' configuration.
 
 mod bond_learning;
+pub(crate) use lb_output::sync as sync_lb_output;
 mod bridge_view;
 mod bundle;
 mod bundle_commit;
@@ -41,6 +42,7 @@ mod flow_removed;
 mod flow_table;
 mod group_table;
 mod handler;
+mod lb_output;
 mod meter_table;
 mod ofconn;
 mod packet_in;
@@ -205,7 +207,9 @@ impl Server {
         for (name, up) in links {
             self.of.set_link_state(&name, up);
         }
+        lb_output::account(&self.of, &self.dp);
         self.of.run_bonds();
+        lb_output::sync(&self.of, &self.dp);
         bond_learning::send(&self.of, &self.dp);
         let now: BTreeMap<String, BTreeMap<u32, PhyPort>> = {
             let pipe = self.of.pipe.read().unwrap_or_else(|e| e.into_inner());

@@ -2,7 +2,7 @@
 //! `port_configure_bond()` in `vswitchd/bridge.c`), its settings read from the Port's
 //! `bond_mode`, `bond_updelay`, `bond_downdelay`, `bond_active_slave` and `other_config`
 //! (`bond-primary`, `bond-hash-basis`, `bond-rebalance-interval`, `bond-detect-mode`,
-//! `lb-output-action` (refused with OVS's warning: the datapath has no `lb_output`),
+//! `lb-output-action`,
 //! `lacp-fallback-ab`, `all-members-active`, and for LACP `lacp-system-id`,
 //! `lacp-system-priority`, `lacp-time`) with the `lacp` column and each member Interface's
 //! `other_config` (`lacp-port-id`, `lacp-port-priority`, `lacp-aggregation-key`); the active
@@ -182,12 +182,7 @@ fn config(
     c.lacp_fallback_ab = flag("lacp-fallback-ab");
     c.lacp = lacp_config(d, bridge_mac, warn);
     c.all_members_active = flag("all-members-active");
-    // The datapath has no `lb_output` (its capabilities say so): OVS's answer to that.
-    if mode == BondMode::BalanceTcp && flag("lb-output-action") {
-        warn.push(format!(
-            "{name}: Datapath does not support 'lb_output' action, disabled."
-        ));
-    }
+    c.lb_output = flag("lb-output-action");
     if mode == BondMode::ActiveBackup || c.lacp_fallback_ab {
         c.primary = oc("bond-primary").map(str::to_owned);
     }
@@ -217,7 +212,10 @@ pub(crate) fn configure(b: &BridgeDesired, sw: &Switch) {
             .collect()
     };
     match sw.of.set_bonds(&b.name, configs) {
-        Ok(true) => warn.iter().for_each(|w| log(vlog::Level::Warn, w)),
+        Ok(true) => {
+            warn.iter().for_each(|w| log(vlog::Level::Warn, w));
+            crate::ofserver::sync_lb_output(sw.of, sw.dp);
+        }
         Ok(false) => {}
         Err(e) => log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name)),
     }

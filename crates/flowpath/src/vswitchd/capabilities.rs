@@ -44,8 +44,9 @@ pub(crate) fn capabilities() -> BTreeMap<String, String> {
         ("ct_zero_snat", "true"),
         // NXT_CT_FLUSH with a tuple match (and NXT_CT_FLUSH_ZONE).
         ("ct_flush", "true"),
-        // Not implemented: bonds' lb_output and add_mpls.
-        ("lb_output_action", "false"),
+        // Balance-tcp bonds' `lb_output(ID)` (datapath::bond).
+        ("lb_output_action", "true"),
+        // Not implemented: add_mpls.
         ("add_mpls", "false"),
     ];
     CAPS.iter()

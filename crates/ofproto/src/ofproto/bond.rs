@@ -101,6 +101,51 @@ impl Ofproto {
         bond_recirc_ids(&p.bridges)
     }
 
+    /// The buckets of every bond that outputs with `lb_output` (by its id, the bond's
+    /// recirculation id): each bucket's datapath port, [`datapath::bond::NO_MEMBER`] for a
+    /// bucket with no enabled member (OVS's `bond_add_lb_output_buckets()`).
+    pub fn lb_output_tables(&self) -> Vec<(u32, datapath::bond::BucketMap)> {
+        let p = self.read();
+        let mut out = Vec::new();
+        for b in &p.bridges {
+            for d in b.bonds.iter().filter(|d| d.use_lb_output()) {
+                let map = std::array::from_fn(|i| {
+                    d.member_for_dp_hash(i as u32)
+                        .and_then(|m| m.ofport)
+                        .and_then(|n| b.ports.get(&n)?.dp_port)
+                        .unwrap_or(datapath::bond::NO_MEMBER)
+                });
+                out.push((d.recirc_id, map));
+            }
+        }
+        out
+    }
+
+    /// The ids of the bonds that output with `lb_output` and are due to rebalance: their
+    /// buckets' byte counters are wanted ([`Self::account_lb_output`]) before the next
+    /// [`Self::run_bonds`].
+    pub fn lb_output_due(&self) -> Vec<u32> {
+        let now = Instant::now();
+        let p = self.read();
+        (p.bridges.iter().flat_map(|b| &b.bonds))
+            .filter(|d| d.use_lb_output() && d.is_balanced() && now >= d.next_rebalance)
+            .map(|d| d.recirc_id)
+            .collect()
+    }
+
+    /// What the datapath counted for each bucket of `lb_output` bond `id` (totals), for its
+    /// rebalancing.
+    pub fn account_lb_output(&self, id: u32, totals: &[u64]) {
+        let mut p = self.write();
+        let bonds = p.bridges.iter_mut().flat_map(|b| &mut b.bonds);
+        if let Some(d) = bonds
+            .into_iter()
+            .find(|d| d.recirc_id == id && d.use_lb_output())
+        {
+            d.account_buckets(totals);
+        }
+    }
+
     /// Every bond with its bridge, in bridge then configuration order.
     pub fn bonds(&self) -> Vec<Bond> {
         let p = self.read();
@@ -115,6 +160,17 @@ pub(crate) fn bond_recirc_ids(bridges: &[Bridge]) -> Vec<u32> {
         .flat_map(|b| b.bonds.iter().map(|d| d.recirc_id))
         .filter(|&id| id != 0)
         .collect()
+}
+
+/// Adds the bytes megaflows sent through bond buckets, as (bridge index, bond index, bucket,
+/// bytes), to the buckets' load (OVS's `bond_account()` and post-recirculation rule stats).
+pub(crate) fn credit_bond_buckets(bridges: &mut [Bridge], credits: &[(usize, usize, usize, u64)]) {
+    for &(b, d, h, bytes) in credits {
+        let bond = bridges.get_mut(b).and_then(|b| b.bonds.get_mut(d));
+        if let Some(bond) = bond.filter(|d| d.is_balanced() && h < d.load.len()) {
+            bond.load[h] += bytes;
+        }
+    }
 }
 
 /// The frozen state bond `bond` of bridge `bridge` recirculates with: table 254 (OVS's

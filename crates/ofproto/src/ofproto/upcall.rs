@@ -250,6 +250,7 @@ impl Ofproto {
         drop(credited);
         let mut stale = Vec::new();
         let mut credits = Vec::new();
+        let mut bond_credits = Vec::new();
         let mut lessons = Vec::new();
         // The recirculation ids the datapath's megaflows mention (as their pass or in their
         // actions) stay; others are freed once unused for the grace period.
@@ -281,6 +282,7 @@ impl Ofproto {
                     super::group::credit_groups(&p, &x.groups, dpk, dby);
                     crate::xlate::credit_mirrors(&p, &x.mirrors, dpk, dby);
                     crate::patch_stats::credit_patches(&p, &x.patches, dpk, dby);
+                    bond_credits.extend(x.bond_buckets.iter().map(|&(b, d, h)| (b, d, h, dby)));
                     // Packets that hit the megaflow refresh what it learned.
                     let l = super::learn::Lessons::of(&x, mf.stats.tcp_flags);
                     if !l.is_empty() {
@@ -299,6 +301,7 @@ impl Ofproto {
             };
             let mut p = self.write();
             self.credit_rules(&mut p, credits, now);
+            super::bond::credit_bond_buckets(&mut p.bridges, &bond_credits);
             p.patch_stats.prune(&p);
             for l in lessons {
                 if self.apply_lessons(&mut p, l, now) {

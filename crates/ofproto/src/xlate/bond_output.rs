@@ -19,16 +19,24 @@ impl Ctx<'_> {
     }
 
     /// The recirculation id and hash basis of the bond of member `port` when its output
-    /// recirculates (OVS's `bond_update_post_recirc_rules()`).
-    pub(super) fn bond_recirc(&self, port: u32) -> Option<(u32, u32)> {
+    /// recirculates (OVS's `bond_update_post_recirc_rules()`), and whether it does so with
+    /// the datapath's `lb_output` action instead.
+    pub(super) fn bond_recirc(&self, port: u32) -> Option<(u32, u32, bool)> {
         let (b, _) = self.bond_member(port)?;
-        b.may_recirc().then_some((b.recirc_id, b.config.basis))
+        b.may_recirc()
+            .then_some((b.recirc_id, b.config.basis, b.use_lb_output()))
     }
 
     /// Outputs through a recirculating bond: the datapath hashes the 5-tuple and the next
-    /// pass, with the bond's recirculation id, outputs to the bucket's member.
-    pub(super) fn bond_recirc_output(&mut self, id: u32, basis: u32) {
+    /// pass, with the bond's recirculation id, outputs to the bucket's member; with `lb`, the
+    /// datapath's `lb_output(ID)` does both in this pass, from the bond's buckets the
+    /// datapath was given ([`crate::ofproto::Ofproto::lb_output_tables`]).
+    pub(super) fn bond_recirc_output(&mut self, id: u32, basis: u32, lb: bool) {
         self.commit();
+        if lb {
+            self.out.push(Action::LbOutput(id));
+            return;
+        }
         self.out.push(Action::Hash {
             alg: HashAlg::L4,
             basis,
@@ -45,11 +53,8 @@ impl Ctx<'_> {
         let m = self.wc.dp.dp_hash();
         self.wc.dp.set_dp_hash(m | mask);
         let dp_hash = self.flow.dp.dp_hash();
-        let Some(bond) = self
-            .br()
-            .bonds
-            .iter()
-            .find(|b| b.config.name.as_bytes() == name)
+        let Some((bi, bond)) =
+            (self.br().bonds.iter().enumerate()).find(|(_, b)| b.config.name.as_bytes() == name)
         else {
             return;
         };
@@ -57,6 +62,8 @@ impl Ctx<'_> {
         let Some(port) = bond.member_for_dp_hash(dp_hash).and_then(|m| m.ofport) else {
             return;
         };
+        let bucket = (dp_hash & mask) as usize;
+        self.res.bond_buckets.push((self.bridge, bi, bucket));
         let rule = self.trace_add(
             NodeKind::Table,
             format_args!(
@@ -143,10 +150,16 @@ impl Ctx<'_> {
     /// whether any member is usable.
     pub(super) fn bond_output_port(&mut self, port: u32, vid: u16, unmask: bool) -> Option<u32> {
         let mut hashed = false;
+        let mut slb_bucket = None;
         let out = match self.bond_member(port) {
             Some((b, _)) => {
                 let flow = &self.flow;
-                b.output_member(flow.dp.eth_src(), vid, |basis| {
+                let src = flow.dp.eth_src();
+                if b.output_mode() == Some(crate::bond::BondMode::BalanceSlb) {
+                    let h = crate::bond::hash_mac(src, vid, b.config.basis);
+                    slb_bucket = Some(h as usize % crate::bond::BUCKETS);
+                }
+                b.output_member(src, vid, |basis| {
                     hashed = true;
                     super::flow_hash::flow_hash_fields(flow, L3L4_UDP, basis as u16)
                 })
@@ -154,6 +167,16 @@ impl Ctx<'_> {
             }
             None => Some(port),
         };
+        if let (Some(h), Some(_)) = (slb_bucket, out) {
+            let bond = self
+                .br()
+                .bonds
+                .iter()
+                .position(|b| b.member_on(port).is_some());
+            if let Some(bi) = bond {
+                self.res.bond_buckets.push((self.bridge, bi, h));
+            }
+        }
         if hashed && unmask {
             super::flow_hash::mask_hash_fields(&self.flow, &mut self.wc, L3L4_UDP);
         }

@@ -164,7 +164,7 @@ impl Ctx<'_> {
                 .set_vlan_tpid(0x8100);
         }
         match recirc {
-            Some((id, basis)) => self.bond_recirc_output(id, basis),
+            Some((id, basis, lb)) => self.bond_recirc_output(id, basis, lb),
             None => self.output_port(port, false),
         }
         self.flow.dp.set_vlan_tci(saved.0).set_vlan_tpid(saved.1);
