@@ -195,15 +195,11 @@ impl World {
     }
 
     fn vsctl(&self, args: &[&str]) -> String {
-        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-        let (rc, out, err) = self.sb.vsctl(&args, 10);
-        assert_eq!(rc, 0, "ovs-vsctl {args:?}: {err}");
-        out
+        self.sb.vsctl_strs(args)
     }
 
     fn appctl(&self, args: &[&str]) -> String {
-        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-        self.sb.appctl(&args).1
+        self.sb.appctl_strs(args)
     }
 
     fn peer_appctl(&self, args: &[&str]) -> String {

@@ -248,6 +248,20 @@ impl Sandbox {
         )
     }
 
+    /// `ovs-vsctl ARGS` with a 10-second timeout, which must succeed: its output.
+    pub fn vsctl_strs(&self, args: &[&str]) -> String {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        let (rc, out, err) = self.vsctl(&args, 10);
+        assert_eq!(rc, 0, "ovs-vsctl {args:?}: {err}");
+        out
+    }
+
+    /// `ovs-appctl ARGS`: its output.
+    pub fn appctl_strs(&self, args: &[&str]) -> String {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        self.appctl(&args).1
+    }
+
     /// A change that makes `ovs-vsctl` wait until the switch has caught up (`cur_cfg`): how a
     /// restarted switch is known to have read the database. The exit status.
     pub fn wait_configured(&mut self) -> i32 {
