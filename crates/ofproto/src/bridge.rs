@@ -595,8 +595,8 @@ impl Bridge {
         out
     }
 
-    /// `mod-flows [--strict]`: replaces the actions of the selected rules (counters kept);
-    /// returns how many.
+    /// `mod-flows [--strict]`: replaces the actions of the selected rules (counters kept), and
+    /// their cookie when the modify sets one; returns how many.
     pub fn mod_flows(&mut self, spec: &FlowSpec, strict: bool, now: Instant) -> usize {
         self.begin_change();
         let sel = self.select(spec, strict);
@@ -606,6 +606,9 @@ impl Bridge {
             if let Some(r) = self.tables[t].get_mut(id) {
                 let before = std::mem::replace(&mut r.actions, spec.actions.clone());
                 r.modified = now;
+                if let Some(c) = spec.modified_cookie() {
+                    r.cookie = c;
+                }
                 if before != r.actions {
                     changed.push((t, id, before.clone()));
                 }
