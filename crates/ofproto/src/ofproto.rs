@@ -1030,11 +1030,14 @@ fn trace_pass(
         flow::odp::format_actions(&shown, None)
     };
     let _ = writeln!(t, "Datapath actions: {acts}");
-    if x.slow_bfd {
-        t.push_str(
-            "This flow is handled by the userspace slow path because it:\n  \
-             - Consists of BFD packets.\n",
-        );
+    if x.slow_bfd || x.slow_action {
+        t.push_str("This flow is handled by the userspace slow path because it:\n");
+        if x.slow_bfd {
+            t.push_str("  - Consists of BFD packets.\n");
+        }
+        if x.slow_action {
+            t.push_str("  - Uses action(s) not supported by datapath.\n");
+        }
     }
     if let Some(why) = x.failed {
         let _ = writeln!(t, "\nTranslation failed ({why}), packet is dropped.");
@@ -1369,6 +1372,10 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
                     .unwildcard(&mut mask);
             }
         }
+    } else if k.tun_id() != 0 {
+        // A tunnel id written before any tunnel exists still shows (OVS's
+        // flow_wildcards_init_for_packet()).
+        mask.dp.set_tun_id(u64::MAX);
     }
     let m = PipeMatch::new(key, &mask);
     let mut s = String::new();

@@ -217,6 +217,9 @@ pub struct XlateOut {
     pub patches: Vec<(usize, u32)>,
     /// The packet is a BFD session's, sent to the slow path (OVS's `SLOW_BFD`).
     pub slow_bfd: bool,
+    /// An action asked for the slow path (`debug_slow`, OVS's `SLOW_ACTION`). flowpath's
+    /// datapath runs the flow's actions itself all the same; traces say it as OVS's do.
+    pub slow_action: bool,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -1099,6 +1102,9 @@ impl Ctx<'_> {
                     self.check_pkt_larger(*pkt_len, dst, &actions[i + 1..], table);
                     return;
                 }
+                // The actions after it run in the next pass (OVS's test action).
+                OfAction::DebugRecirc => self.trigger_freeze(),
+                OfAction::DebugSlow => self.res.slow_action = true,
                 OfAction::CtClear => {
                     // OVS's compose_ct_clear_action(): nothing to commit first.
                     clear_conntrack(&mut self.flow.dp);
