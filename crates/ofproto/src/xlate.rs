@@ -1026,8 +1026,9 @@ impl Ctx<'_> {
                             "IPv6"
                         };
                         self.trace_add(NodeKind::Warn, format_args!("{v} decrement TTL exception"));
+                        // Only this rule's actions stop (OVS's compose_dec_ttl()): a
+                        // resubmit's caller goes on with its own.
                         self.controller(2, 65535, 0);
-                        self.exit = true;
                         return;
                     }
                     self.flow.dp.set_nw_ttl(ttl - 1);
@@ -1044,8 +1045,8 @@ impl Ctx<'_> {
                     let ttl = self.flow.dp.mpls_lse0() & 0xff;
                     if ttl <= 1 {
                         self.note("TTL exceeded: sent to the controller");
+                        // As dec_ttl's: this rule's actions stop, not its callers'.
                         self.controller(2, 65535, 0);
-                        self.exit = true;
                         return;
                     }
                     self.set_lse(0xff, ttl - 1);
