@@ -843,17 +843,20 @@ impl Ctx<'_> {
     fn table_miss(&mut self, table: usize, how: Lookup) {
         let miss = self.br().table_config(table).miss;
         let last = table + 2 >= crate::bridge::N_TABLES;
-        match miss {
-            TableMiss::Continue if !last => self.do_table_ct(table + 1, how),
+        let in_port = self.flow.dp.in_port();
+        let to_controller = match miss {
+            TableMiss::Continue if !last => return self.do_table_ct(table + 1, how),
             TableMiss::Continue | TableMiss::Controller => {
-                let in_port = self.flow.dp.in_port();
-                if self.br().port_config(in_port).config & PC_NO_PACKET_IN == 0 {
-                    let saved = std::mem::replace(&mut self.table_id, table as u8);
-                    self.controller(0, 65535, 0);
-                    self.table_id = saved;
-                }
+                self.br().port_config(in_port).config & PC_NO_PACKET_IN == 0
             }
-            TableMiss::Default | TableMiss::Drop => {}
+            // An OpenFlow 1.0 to 1.2 controller gets misses (OVS's miss rule).
+            TableMiss::Default => self.br().miss_to_controller,
+            TableMiss::Drop => false,
+        };
+        if to_controller {
+            let saved = std::mem::replace(&mut self.table_id, table as u8);
+            self.controller(0, 65535, 0);
+            self.table_id = saved;
         }
     }
 
