@@ -1192,11 +1192,11 @@ impl Ctx<'_> {
                 let reason = if self.in_action_set { 3 } else { 1 };
                 self.controller(reason, if max_len == 0 { 65535 } else { max_len }, 0);
             }
-            OFPP_LOCAL if self.br().ports.contains_key(&OFPP_LOCAL) => {
-                self.output_port(OFPP_LOCAL, false);
-            }
-            OFPP_LOCAL | OFPP_ANY => {}
-            p if p < OFPP_MAX => {
+            OFPP_ANY => {}
+            OFPP_LOCAL if !self.br().ports.contains_key(&OFPP_LOCAL) => {}
+            // The bridge's own port as any other (OVS's xlate_output_action()): never back
+            // to the input port.
+            p if p < OFPP_MAX || p == OFPP_LOCAL => {
                 // Output to the input port needs IN_PORT (OpenFlow); the datapath in_port is
                 // consulted either way.
                 self.wc.dp.set_in_port(u32::MAX);
