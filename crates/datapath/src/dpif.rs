@@ -1267,12 +1267,24 @@ fn dp_flow(d: &FlowDump, verbose: bool) -> DpFlow {
 
 /// A `dpctl` flow key as a match. Names must be known ports; a key that does not mention
 /// recirc_id matches recirc_id 0, as in OVS.
+/// A datapath flow key that does not parse: flowpath's message, or OVS's for an attribute
+/// too long to encode (`dpctl`'s "parsing flow key" with `E2BIG`).
+fn key_error(key_text: &str, e: &flow::odp::ParseError) -> String {
+    match e.kind {
+        flow::odp::ParseErrorKind::TooLong => format!(
+            "ovs-vswitchd: parsing flow key (syntax error at {}) (Argument list too long)",
+            key_text.get(e.offset..).unwrap_or("")
+        ),
+        _ => e.to_string(),
+    }
+}
+
 fn parse_match(
     names: &PortNames,
     key_text: &str,
 ) -> Result<(Match, FlowKey, Mask, flow::odp::KeyAttrs), String> {
     let mut n = names.clone();
-    let k = flow::odp::parse_key(key_text, &mut n).map_err(|e| e.to_string())?;
+    let k = flow::odp::parse_key(key_text, &mut n).map_err(|e| key_error(key_text, &e))?;
     if n.len() != names.len() {
         return Err("unknown port name in flow".into());
     }
@@ -1392,6 +1404,18 @@ mod tests {
             dp_flow(&d, false).format(None, Some(false)),
             "recirc_id(0),in_port(2),packet_type(ns=0,id=0),eth_type(0x0800),\
              ipv4(src=10.0.0.2/255.255.255.252,frag=no), packets:0, bytes:0, used:never, actions:1"
+        );
+    }
+
+    #[test]
+    fn a_key_too_long_to_encode_gets_ovs_error() {
+        // OVS's tunnel.at "too long nested attributes", after its sed.
+        let key = format!("tunnel({})", vec!["dst=1.1.1.1"; 8193].join(","));
+        let e = parse_megaflow(&PortNames::new(), &key, "drop").unwrap_err();
+        assert_eq!(
+            e.replace("dst=1.1.1.1,", ""),
+            "ovs-vswitchd: parsing flow key (syntax error at tunnel(dst=1.1.1.1)) (Argument list \
+             too long)"
         );
     }
 }

@@ -150,10 +150,10 @@ enum Command {
         )]
         ovsdb: Option<String>,
         /// With --ovsdb: interfaces of kernel-backed types are dummy ports, for tests
-        /// without root; with =override, as ovs-vswitchd's, every type but patch is.
+        /// without root; with =override, as ovs-vswitchd's, every type but patch is. In
+        /// either mode controllers may also use OVS's test actions (debug_recirc, debug_slow).
         #[arg(
             long,
-            requires = "ovsdb",
             num_args = 0..=1,
             require_equals = true,
             default_missing_value = "",
@@ -386,6 +386,11 @@ fn run(
         },
         (None, None) => anyhow::bail!("run needs --config FILE or --ovsdb [TARGET]"),
     };
+    // As OVS's --enable-dummy, also OVS's test actions from controllers (debug_recirc,
+    // debug_slow).
+    if enable_dummy.is_some() {
+        openflow::actions::enable_debug_actions();
+    }
     let mut daemon = daemon::Daemon::start(daemon_args, &layout)?;
     run_cmd::run(source, &layout.rundir, until_idle, &mut daemon)
 }

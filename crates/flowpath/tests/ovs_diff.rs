@@ -84,6 +84,16 @@ const PASSING: &[&str] = &[
     "ofproto-dpif - stack too deep",
     "ofproto-dpif - load and move order",
     "ofproto-dpif - patch ports - meter (clone)",
+    "ofproto-dpif - resubmit with recirculation",
+    "ofproto-dpif - resubmit with tun_id",
+    "ofproto-dpif - recirculation after resubmit",
+    "ofproto-dpif - debug_slow action",
+    "ofproto - mod flow with cookie change (OpenFlow 1.0)",
+    "ofproto - mod flow with cookie change (NXM)",
+    "ofproto-dpif - Default Table Miss - OF1.0 (OFPTC_TABLE_MISS_CONTROLLER)",
+    "tunnel - too long nested attributes",
+    "ofproto-dpif - output/flood flags",
+    "ofproto-dpif - dec_ttl",
 ];
 
 /// `text` as a regular expression that matches exactly it.

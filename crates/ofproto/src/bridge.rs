@@ -333,6 +333,10 @@ pub struct Bridge {
     pub port_config: BTreeMap<u32, crate::port_config::PortConfig>,
     /// Each table's configuration (`OFPT_TABLE_MOD`, [`crate::table_config`]).
     pub table_config: Vec<crate::table_config::TableConfig>,
+    /// Whether a miss in a table left at [`crate::table_config::TableMiss::Default`] goes to
+    /// the controller: an OpenFlow 1.0 to 1.2 connection with controller id 0 is attached
+    /// (OVS's `want_packet_in_on_miss`).
+    pub miss_to_controller: bool,
     /// The datapath id set by configuration (`other_config:datapath-id`); without, OVS's
     /// derives it from the LOCAL port's address.
     pub datapath_id: Option<u64>,
@@ -429,6 +433,7 @@ impl Bridge {
             flow_events: Default::default(),
             port_config: BTreeMap::new(),
             table_config: vec![Default::default(); N_TABLES],
+            miss_to_controller: false,
             datapath_id: None,
             mirrors: Vec::new(),
             bonds: Vec::new(),
@@ -595,8 +600,8 @@ impl Bridge {
         out
     }
 
-    /// `mod-flows [--strict]`: replaces the actions of the selected rules (counters kept);
-    /// returns how many.
+    /// `mod-flows [--strict]`: replaces the actions of the selected rules (counters kept), and
+    /// their cookie when the modify sets one; returns how many.
     pub fn mod_flows(&mut self, spec: &FlowSpec, strict: bool, now: Instant) -> usize {
         self.begin_change();
         let sel = self.select(spec, strict);
@@ -606,6 +611,9 @@ impl Bridge {
             if let Some(r) = self.tables[t].get_mut(id) {
                 let before = std::mem::replace(&mut r.actions, spec.actions.clone());
                 r.modified = now;
+                if let Some(c) = spec.modified_cookie() {
+                    r.cookie = c;
+                }
                 if before != r.actions {
                     changed.push((t, id, before.clone()));
                 }

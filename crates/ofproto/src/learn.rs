@@ -163,6 +163,8 @@ impl Learn {
             priority: self.priority,
             cookie: self.cookie,
             cookie_mask: 0,
+            new_cookie: None,
+            modify_cookie: false,
             idle_timeout: self.idle_timeout,
             hard_timeout: self.hard_timeout,
             importance: 0,

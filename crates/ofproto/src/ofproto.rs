@@ -29,6 +29,8 @@ mod flow_dump;
 mod group;
 mod learn;
 mod meter;
+#[cfg(test)]
+mod modify_tests;
 mod tlv;
 pub use tlv::TlvModError;
 mod mirror;
@@ -552,18 +554,24 @@ impl Ofproto {
         Ok(b.overlaps_in(spec, b.tables_version()))
     }
 
-    /// `mod-flows [--strict] BRIDGE FLOW`: returns how many rules changed.
+    /// `mod-flows [--strict] BRIDGE FLOW`: returns how many rules changed. As `ovs-ofctl`
+    /// sends it by default (NXM), a modify that matches no cookie sets one, `cookie=V` or 0.
     pub fn mod_flows(&self, bridge: &str, text: &str, strict: bool) -> Result<usize, String> {
-        let spec = self.parse(bridge, text, FlowKind::ModOrDel)?;
+        let mut spec = self.parse(bridge, text, FlowKind::ModOrDel)?;
         if !spec.has_actions {
             return Err("mod-flows needs actions".into());
+        }
+        if spec.cookie_mask == 0 && spec.new_cookie.is_none() {
+            spec.new_cookie = Some(0);
+            spec.modify_cookie = true;
         }
         self.mod_flows_spec(bridge, &spec, strict)
     }
 
     /// Gives the rules a parsed flow selects (`mod-flows`', or an OpenFlow flow mod's) its
-    /// actions: returns how many rules changed (none is no error, and adds nothing, as in
-    /// OVS 3.1).
+    /// actions, and its new cookie when it sets one: returns how many rules changed. When it
+    /// selects none, it adds the flow if it has a new cookie and matches no cookie, and else
+    /// does nothing, no error (OVS 3.1's `modify_may_add_flow`).
     pub fn mod_flows_spec(
         &self,
         bridge: &str,
@@ -582,6 +590,14 @@ impl Ofproto {
             return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
         }
         b.check_meters(&spec.actions).map_err(|e| e.to_string())?;
+        if let Some(add) = spec.added_by_modify()
+            && b.select(spec, strict).is_empty()
+        {
+            b.add_flow(&add, Instant::now())?;
+            drop(p);
+            self.changed();
+            return Ok(0);
+        }
         let n = b.mod_flows(spec, strict, Instant::now());
         drop(p);
         self.changed();
@@ -598,6 +614,15 @@ impl Ofproto {
         let spec = text
             .map(|t| self.parse(bridge, t, FlowKind::ModOrDel))
             .transpose()?;
+        // `cookie=V` without a mask sets a cookie, which a delete cannot (ovs-ofctl's error).
+        if let Some(s) = &spec
+            && s.modify_cookie
+        {
+            return Err(format!(
+                "cannot set cookie (to match on a cookie, specify a mask, e.g. cookie={:#x}/-1)",
+                s.cookie
+            ));
+        }
         self.del_flows_spec(bridge, spec.as_ref(), strict)
     }
 
@@ -1006,11 +1031,14 @@ fn trace_pass(
         flow::odp::format_actions(&shown, None)
     };
     let _ = writeln!(t, "Datapath actions: {acts}");
-    if x.slow_bfd {
-        t.push_str(
-            "This flow is handled by the userspace slow path because it:\n  \
-             - Consists of BFD packets.\n",
-        );
+    if x.slow_bfd || x.slow_action {
+        t.push_str("This flow is handled by the userspace slow path because it:\n");
+        if x.slow_bfd {
+            t.push_str("  - Consists of BFD packets.\n");
+        }
+        if x.slow_action {
+            t.push_str("  - Uses action(s) not supported by datapath.\n");
+        }
     }
     if x.slow_lacp {
         t.push_str(
@@ -1354,6 +1382,10 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
                     .unwildcard(&mut mask);
             }
         }
+    } else if k.tun_id() != 0 {
+        // A tunnel id written before any tunnel exists still shows (OVS's
+        // flow_wildcards_init_for_packet()).
+        mask.dp.set_tun_id(u64::MAX);
     }
     let m = PipeMatch::new(key, &mask);
     let mut s = String::new();

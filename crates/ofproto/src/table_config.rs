@@ -6,8 +6,8 @@
 //!
 //! What a miss does is translation's business ([`crate::xlate`]): `Continue` looks the next
 //! table up, `Controller` sends the packet to the controller (unless its input port has
-//! `no_packet_in`), `Drop` and `Default` drop it, as the table-miss rule-less tables always
-//! have. Eviction and vacancy events are only recorded, to be reported: the tables have no
+//! `no_packet_in`), `Drop` drops it and `Default` drops it too unless an OpenFlow 1.0 to 1.2
+//! connection with controller id 0 is attached, which is sent it. Eviction and vacancy events are only recorded, to be reported: the tables have no
 //! flow limit that would make either happen.
 
 use crate::bridge::{Bridge, N_TABLES};
@@ -51,6 +51,26 @@ impl Bridge {
 }
 
 impl Ofproto {
+    /// Says whether an OpenFlow 1.0 to 1.2 connection with controller id 0 is attached to
+    /// `bridge`, whose default table misses then go to the controller, as OVS's
+    /// (`connmgr_wants_packet_in_on_miss()`: OpenFlow 1.3 made a miss drop by default).
+    pub fn set_miss_to_controller(&self, bridge: &str, on: bool) {
+        let changed = {
+            let mut p = self.pipe.write().unwrap_or_else(|e| e.into_inner());
+            match p.bridge_mut(bridge) {
+                Some(b) if b.miss_to_controller != on => {
+                    b.miss_to_controller = on;
+                    true
+                }
+                _ => false,
+            }
+        };
+        // What a miss does is in the megaflows.
+        if changed {
+            self.changed();
+        }
+    }
+
     /// Changes the configuration of table `table` of `bridge` ([`ALL_TABLES`]: every table
     /// but the hidden last one, as OVS's `table_mod()`) with `f`. `None` when there is no such
     /// bridge or table.

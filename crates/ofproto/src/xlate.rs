@@ -223,6 +223,9 @@ pub struct XlateOut {
     pub slow_bfd: bool,
     /// The packet is a LACPDU for a bond's LACP, sent to the slow path (`SLOW_LACP`).
     pub slow_lacp: bool,
+    /// An action asked for the slow path (`debug_slow`, OVS's `SLOW_ACTION`). flowpath's
+    /// datapath runs the flow's actions itself all the same; traces say it as OVS's do.
+    pub slow_action: bool,
 }
 
 /// A fork of the pipeline: the packet recirculates with `recirc_id` after conntrack, and its
@@ -850,17 +853,20 @@ impl Ctx<'_> {
     fn table_miss(&mut self, table: usize, how: Lookup) {
         let miss = self.br().table_config(table).miss;
         let last = table + 2 >= crate::bridge::N_TABLES;
-        match miss {
-            TableMiss::Continue if !last => self.do_table_ct(table + 1, how),
+        let in_port = self.flow.dp.in_port();
+        let to_controller = match miss {
+            TableMiss::Continue if !last => return self.do_table_ct(table + 1, how),
             TableMiss::Continue | TableMiss::Controller => {
-                let in_port = self.flow.dp.in_port();
-                if self.br().port_config(in_port).config & PC_NO_PACKET_IN == 0 {
-                    let saved = std::mem::replace(&mut self.table_id, table as u8);
-                    self.controller(0, 65535, 0);
-                    self.table_id = saved;
-                }
+                self.br().port_config(in_port).config & PC_NO_PACKET_IN == 0
             }
-            TableMiss::Default | TableMiss::Drop => {}
+            // An OpenFlow 1.0 to 1.2 controller gets misses (OVS's miss rule).
+            TableMiss::Default => self.br().miss_to_controller,
+            TableMiss::Drop => false,
+        };
+        if to_controller {
+            let saved = std::mem::replace(&mut self.table_id, table as u8);
+            self.controller(0, 65535, 0);
+            self.table_id = saved;
         }
     }
 
@@ -1033,8 +1039,9 @@ impl Ctx<'_> {
                             "IPv6"
                         };
                         self.trace_add(NodeKind::Warn, format_args!("{v} decrement TTL exception"));
+                        // Only this rule's actions stop (OVS's compose_dec_ttl()): a
+                        // resubmit's caller goes on with its own.
                         self.controller(2, 65535, 0);
-                        self.exit = true;
                         return;
                     }
                     self.flow.dp.set_nw_ttl(ttl - 1);
@@ -1051,8 +1058,8 @@ impl Ctx<'_> {
                     let ttl = self.flow.dp.mpls_lse0() & 0xff;
                     if ttl <= 1 {
                         self.note("TTL exceeded: sent to the controller");
+                        // As dec_ttl's: this rule's actions stop, not its callers'.
                         self.controller(2, 65535, 0);
-                        self.exit = true;
                         return;
                     }
                     self.set_lse(0xff, ttl - 1);
@@ -1109,6 +1116,9 @@ impl Ctx<'_> {
                     self.check_pkt_larger(*pkt_len, dst, &actions[i + 1..], table);
                     return;
                 }
+                // The actions after it run in the next pass (OVS's test action).
+                OfAction::DebugRecirc => self.trigger_freeze(),
+                OfAction::DebugSlow => self.res.slow_action = true,
                 OfAction::CtClear => {
                     // OVS's compose_ct_clear_action(): nothing to commit first.
                     clear_conntrack(&mut self.flow.dp);
@@ -1192,11 +1202,11 @@ impl Ctx<'_> {
                 let reason = if self.in_action_set { 3 } else { 1 };
                 self.controller(reason, if max_len == 0 { 65535 } else { max_len }, 0);
             }
-            OFPP_LOCAL if self.br().ports.contains_key(&OFPP_LOCAL) => {
-                self.output_port(OFPP_LOCAL, false);
-            }
-            OFPP_LOCAL | OFPP_ANY => {}
-            p if p < OFPP_MAX => {
+            OFPP_ANY => {}
+            OFPP_LOCAL if !self.br().ports.contains_key(&OFPP_LOCAL) => {}
+            // The bridge's own port as any other (OVS's xlate_output_action()): never back
+            // to the input port.
+            p if p < OFPP_MAX || p == OFPP_LOCAL => {
                 // Output to the input port needs IN_PORT (OpenFlow); the datapath in_port is
                 // consulted either way.
                 self.wc.dp.set_in_port(u32::MAX);

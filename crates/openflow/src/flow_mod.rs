@@ -334,6 +334,12 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         if spec.cookie_mask == 0 && new_cookie != u64::MAX {
             spec.cookie = new_cookie;
         }
+        // A modify's cookie field is the cookie the rules it changes get (all ones: none),
+        // as OVS's `ofputil_decode_flow_mod()` reads OpenFlow 1.0 and NXM.
+        if matches!(raw & 0xff, 1 | 2) && new_cookie != u64::MAX {
+            spec.new_cookie = Some(new_cookie);
+            spec.modify_cookie = true;
+        }
         // Without table ids a command word above 0xff is no command at all.
         raw_command = if table_id { raw & 0xff } else { raw };
         let delete = matches!(raw_command, 3 | 4);
@@ -373,6 +379,11 @@ pub fn decode_flow_mod(msg: &[u8], table_id: bool) -> Result<FlowMod, OfpErr> {
         spec.cookie = cookie;
         if !add {
             spec.cookie_mask = mask;
+        }
+        // In OpenFlow 1.1 only, a modify that matches no cookie adds the flow, with the
+        // cookie, when it selects none; later versions change no cookie and add nothing.
+        if v == Version::Of11 && matches!(m[25], 1 | 2) && mask == 0 {
+            spec.new_cookie = Some(cookie);
         }
         if delete {
             if u32::from(out_port) != OFPP_ANY {

@@ -36,6 +36,10 @@ pub enum ParseErrorKind {
     /// A well-formed item that cannot be accepted here.
     #[error("{0}")]
     Invalid(Cow<'static, str>),
+    /// A nested attribute longer than a netlink attribute can be (OVS's `E2BIG` for
+    /// `nl_attr_oversized()`); the offset is the attribute's start.
+    #[error("attribute too long")]
+    TooLong,
 }
 
 /// A parse failure: where (byte offset, shown as a 1-based column), what was expected, and

@@ -462,3 +462,17 @@ fn unsupported_is_an_error_not_a_panic() {
         "column 26: tcp conflicts with udp (they share key fields), found 't'"
     );
 }
+
+#[test]
+fn a_tunnel_attribute_too_long_for_netlink_is_refused_as_such() {
+    // OVS's tunnel.at "too long nested attributes": 8193 `dst=` fields (8 bytes each in
+    // netlink) overflow the attribute's 65531 bytes; fewer repeats are a duplicate.
+    let fields = |n: usize| vec!["dst=1.1.1.1"; n].join(",");
+    let mut n = PortNames::new();
+    let e = parse_key(&format!("tunnel({})", fields(8193)), &mut n).unwrap_err();
+    assert_eq!((e.offset, &e.kind), (0, &ParseErrorKind::TooLong));
+    let e = parse_key(&format!("in_port(1),tunnel({})", fields(8191)), &mut n).unwrap_err();
+    assert!(e.to_string().contains("duplicate tunnel field dst"), "{e}");
+    let e = parse_key("tunnel(dst=1.1.1.1,src=1.1.1.2,dst=1.1.1.1)", &mut n).unwrap_err();
+    assert_eq!(e.offset, 31, "{e}");
+}

@@ -145,6 +145,8 @@ pub(crate) fn flow_stats(
         priority: 0,
         cookie: req.cookie,
         cookie_mask: req.cookie_mask,
+        new_cookie: None,
+        modify_cookie: false,
         idle_timeout: 0,
         hard_timeout: 0,
         importance: 0,

@@ -58,11 +58,13 @@ struct BridgeState {
     frag: FragHandling,
     /// The highest generation id a primary-role request gave (`primary_election_id`).
     election_id: Option<u64>,
+    /// What the bridge was last told of its default table misses.
+    miss_to_controller: bool,
 }
 
 /// The switch's OpenFlow message layer, run by the server's event loop.
 pub(crate) struct OfHandler {
-    of: Arc<Ofproto>,
+    pub(super) of: Arc<Ofproto>,
     dp: Arc<Mutex<Datapath>>,
     /// Connections coming and going, with the listener each came from.
     events: Receiver<ConnEvent>,
@@ -141,7 +143,9 @@ impl OfHandler {
                             role,
                             monitor_backlog: (0, 0),
                         };
-                        self.conns.insert(id, OfConn::new(b, &info));
+                        let b = b.clone();
+                        self.conns.insert(id, OfConn::new(&b, &info));
+                        self.update_miss_to_controller(&b);
                     }
                 }
                 ConnEvent::Disconnected { id, .. } => {
@@ -151,9 +155,27 @@ impl OfHandler {
         }
     }
 
+    /// Tells the bridge whether its default table misses go to the controller: while a
+    /// connection of OpenFlow 1.0 to 1.2 with controller id 0 is attached, as OVS's
+    /// `update_want_packet_in_on_miss()` counts them.
+    fn update_miss_to_controller(&mut self, bridge: &str) {
+        let on = self.conns.values().any(|c| {
+            c.bridge == bridge
+                && c.controller_id == 0
+                && c.version < openflow::header::Version::Of13
+        });
+        let state = self.bridges.entry(bridge.to_owned()).or_default();
+        if state.miss_to_controller != on {
+            state.miss_to_controller = on;
+            self.of.set_miss_to_controller(bridge, on);
+        }
+    }
+
     /// Forgets a connection that ended, with its bundles.
     pub(crate) fn forget_conn(&mut self, id: ConnId) {
-        self.conns.remove(&id);
+        if let Some(c) = self.conns.remove(&id) {
+            self.update_miss_to_controller(&c.bridge);
+        }
         self.bundles.remove(&id);
         self.monitors.forget(id);
     }
@@ -516,6 +538,7 @@ impl OfHandler {
                     .get_mut(&c)
                     .expect("looked up above")
                     .controller_id = id;
+                // Told the bridge once the answer is done (the pipeline is read here).
             }
             Msg::FlowAge => {}
             Msg::TlvTableRequest => tlv::reply(b).encode(m, out)?,
@@ -602,6 +625,10 @@ impl Handler for OfHandler {
             let d = decode_body(&m)?;
             self.answer(info.id, msg, &m, d, replies)
         });
+        // A controller id set by the message may change where misses go.
+        if let Some(b) = self.conns.get(&info.id).map(|c| c.bridge.clone()) {
+            self.update_miss_to_controller(&b);
+        }
         if let Err(e) = r {
             replies.truncate(at);
             let xid = msg

@@ -219,3 +219,31 @@ fn random_messages_never_panic() {
         })
         .unwrap();
 }
+
+/// OVS's `update_want_packet_in_on_miss()`: while an OpenFlow 1.0 to 1.2 connection with
+/// controller id 0 is attached, a table miss goes to the controller ("Default Table Miss"
+/// scenarios); OpenFlow 1.3 made it a drop.
+#[test]
+fn misses_go_to_the_controller_while_an_openflow_1_0_connection_is_attached() {
+    let (mut h, tx) = handler();
+    h.of.del_flows("br0", None, false).unwrap();
+    let miss = |h: &OfHandler| {
+        let t = h.of.trace("br0", &["in_port=1,tcp".into()], false).unwrap();
+        t.lines()
+            .find_map(|l| l.strip_prefix("Datapath actions: "))
+            .unwrap()
+            .to_owned()
+    };
+    let c13 = connect(&tx, 1, Version::Of13);
+    answer(&mut h, &c13, &unhex("0402000800000001"));
+    assert_eq!(miss(&h), "drop");
+    let c10 = connect(&tx, 2, Version::Of10);
+    answer(&mut h, &c10, &unhex("0102000800000002"));
+    assert!(
+        miss(&h).starts_with("userspace(pid=0,controller(reason=0,"),
+        "{}",
+        miss(&h)
+    );
+    h.forget_conn(ConnId(2));
+    assert_eq!(miss(&h), "drop");
+}

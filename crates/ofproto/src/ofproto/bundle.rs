@@ -119,6 +119,19 @@ impl BundleCommit<'_> {
 
     /// Stages one flow mod: it sees the bundle's earlier ones, packets see none of them.
     pub fn flow_mod(&mut self, op: FlowModOp, spec: &FlowSpec) -> Result<(), FlowModError> {
+        // A modify that selects nothing may add the flow instead (see `added_by_modify`).
+        if let FlowModOp::Modify { strict } = op
+            && let Some(add) = spec.added_by_modify()
+        {
+            let none = self
+                .of
+                .read()
+                .bridge(&self.bridge)
+                .is_some_and(|b| b.select_in(spec, strict, self.version).is_empty());
+            if none {
+                return self.flow_mod(FlowModOp::Add, &add);
+            }
+        }
         let mut p = self.of.write();
         let b = p.bridge_mut(&self.bridge).ok_or(FlowModError::NoBridge)?;
         let v = self.version;
@@ -160,6 +173,9 @@ impl BundleCommit<'_> {
                     let (m, mut rule) = (m.expand(), old.clone());
                     let old_actions = std::mem::replace(&mut rule.actions, spec.actions.clone());
                     rule.modified = now;
+                    if let Some(c) = spec.modified_cookie() {
+                        rule.cookie = c;
+                    }
                     b.tables[t].hide_in(id, v);
                     self.staged.push(Staged::Hidden(t, id));
                     let changed = old_actions != rule.actions;

@@ -53,6 +53,13 @@ pub struct FlowSpec {
     pub cookie: u64,
     /// Non-zero only for [`FlowKind::ModOrDel`] with `cookie=V/MASK`.
     pub cookie_mask: u64,
+    /// A modify's new cookie (OVS's `new_cookie`; `None` is its all-ones "none"): the cookie of
+    /// the flow it adds when it selects none and matches no cookie, and with
+    /// [`Self::modify_cookie`] the cookie it gives the rules it selects.
+    pub new_cookie: Option<u64>,
+    /// Whether a modify changes the cookie of the rules it selects to [`Self::new_cookie`]
+    /// (OVS's `modify_cookie`: `cookie=V` without a mask, or an OpenFlow 1.0 or NXM modify).
+    pub modify_cookie: bool,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
     pub importance: u16,
@@ -146,6 +153,8 @@ pub fn parse_flow(
         priority: DEFAULT_PRIORITY,
         cookie: 0,
         cookie_mask: 0,
+        new_cookie: None,
+        modify_cookie: false,
         idle_timeout: 0,
         hard_timeout: 0,
         importance: 0,
@@ -226,7 +235,15 @@ pub fn parse_flow(
                     spec.cookie = parse_u64(name, v)?;
                     spec.cookie_mask = parse_u64(name, m)?;
                 }
-                None => spec.cookie = parse_u64(name, value)?,
+                None => {
+                    spec.cookie = parse_u64(name, value)?;
+                    // Without a mask a modify sets the cookie (a delete refuses it, see
+                    // `Ofproto::del_flows`).
+                    if kind != FlowKind::Add {
+                        spec.new_cookie = Some(spec.cookie);
+                        spec.modify_cookie = true;
+                    }
+                }
             },
             "out_port" => {
                 if kind == FlowKind::Add {
@@ -306,6 +323,27 @@ impl FlowSpec {
         self
     }
 
+    /// The cookie a modify gives the rules it selects, when it changes theirs.
+    pub fn modified_cookie(&self) -> Option<u64> {
+        self.new_cookie.filter(|_| self.modify_cookie)
+    }
+
+    /// The flow a modify that selects no rule adds instead, as OVS 3.1 does when the modify
+    /// has a new cookie and matches no cookie (its `modify_may_add_flow`), in table 0 when it
+    /// names all tables; `None` when it adds nothing.
+    pub fn added_by_modify(&self) -> Option<FlowSpec> {
+        let cookie = self.new_cookie.filter(|_| self.cookie_mask == 0)?;
+        Some(FlowSpec {
+            table: if self.table == 255 { 0 } else { self.table },
+            cookie,
+            new_cookie: None,
+            modify_cookie: false,
+            out_port: None,
+            out_group: None,
+            ..self.clone()
+        })
+    }
+
     /// A flow with nothing set (table 0, priority 0, the catch-all match, no actions), to be
     /// filled in from a message or reused while walking a table.
     pub fn empty() -> FlowSpec {
@@ -314,6 +352,8 @@ impl FlowSpec {
             priority: 0,
             cookie: 0,
             cookie_mask: 0,
+            new_cookie: None,
+            modify_cookie: false,
             idle_timeout: 0,
             hard_timeout: 0,
             importance: 0,

@@ -49,6 +49,7 @@ use crate::header::Version;
 
 pub use check::check_actions;
 pub use instructions::{decode_instructions, encode_instructions};
+pub use nicira::enable_debug_actions;
 
 /// Type of a vendor (experimenter) action.
 const OFPAT_VENDOR: u16 = 0xffff;

@@ -2,6 +2,7 @@
 //! id) and the ONF's `copy_field` for OpenFlow 1.3: the same bytes in every OpenFlow version.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ofproto::fields::{FieldId, Subfield};
 use ofproto::syntax::{
@@ -51,6 +52,10 @@ const NXAST_GROUP: u16 = 40;
 const NXAST_CLONE: u16 = 42;
 const NXAST_CT_CLEAR: u16 = 43;
 const NXAST_RESUBMIT_TABLE_CT: u16 = 44;
+/// OVS's test actions, which its switch takes only with `--enable-dummy` (see
+/// [`enable_debug_actions`]).
+const NXAST_DEBUG_SLOW: u16 = 254;
+const NXAST_DEBUG_RECIRC: u16 = 255;
 /// `ONFACT_RAW13_COPY_FIELD`.
 const ONFACT_COPY_FIELD: u16 = 3200;
 
@@ -145,6 +150,17 @@ pub(super) fn dst_subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subf
     Ok(sf)
 }
 
+/// Whether the switch takes OVS's test actions (`debug_recirc`, `debug_slow`) from a
+/// controller; else they are refused with `OFPBAC_BAD_VENDOR_TYPE`, as OVS refuses them when
+/// not started with `--enable-dummy`.
+static DEBUG_ACTIONS: AtomicBool = AtomicBool::new(false);
+
+/// Lets the switch take OVS's test actions (`debug_recirc`, `debug_slow`) from a controller
+/// (OVS's `ofpact_dummy_enable()`, done by `--enable-dummy`).
+pub fn enable_debug_actions() {
+    DEBUG_ACTIONS.store(true, Ordering::Relaxed);
+}
+
 /// Whether a vendor action is one the pipeline models.
 pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
     if vendor == ONF_VENDOR_ID {
@@ -178,6 +194,8 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | NXAST_CLONE
         | NXAST_CT_CLEAR
         | NXAST_RESUBMIT_TABLE_CT
+        | NXAST_DEBUG_RECIRC
+        | NXAST_DEBUG_SLOW
         | learn::NXAST_LEARN
         | learn::NXAST_CONJUNCTION
         | learn::NXAST_LEARN2 => true,
@@ -406,6 +424,17 @@ pub(super) fn decode(
         NXAST_CT_CLEAR => {
             need(b, 16)?;
             OfAction::CtClear
+        }
+        NXAST_DEBUG_RECIRC | NXAST_DEBUG_SLOW => {
+            if !DEBUG_ACTIONS.load(Ordering::Relaxed) {
+                return Err(OfpErr::OfpbacBadVendorType);
+            }
+            need(b, 16)?;
+            if subtype == NXAST_DEBUG_RECIRC {
+                OfAction::DebugRecirc
+            } else {
+                OfAction::DebugSlow
+            }
         }
         learn::NXAST_CONJUNCTION => learn::decode_conjunction(b)?,
         learn::NXAST_LEARN | learn::NXAST_LEARN2 => {
@@ -819,6 +848,8 @@ pub(super) fn encode(
             end_action(out, at);
         }
         OfAction::CtClear => put_nx(out, NXAST_CT_CLEAR, 0, &[]),
+        OfAction::DebugRecirc => put_nx(out, NXAST_DEBUG_RECIRC, 0, &[]),
+        OfAction::DebugSlow => put_nx(out, NXAST_DEBUG_SLOW, 0, &[]),
         // OpenFlow 1.0 has no meters: OVS leaves the instruction out of what it sends.
         OfAction::Meter(_) if version == Version::Of10 => {}
         OfAction::Meter(_) => return Err(super::unencodable("meter", version)),

@@ -480,3 +480,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn debug_actions_only_with_enable_dummy() {
+    // OVS's NXAST_DEBUG_RECIRC (255) and NXAST_DEBUG_SLOW (254): taken only by a switch
+    // started with --enable-dummy, else OFPBAC_BAD_VENDOR_TYPE.
+    let acts = [OfAction::DebugRecirc, OfAction::DebugSlow];
+    let mut out = Vec::new();
+    let flow = FlowCtx::of(&ofproto::pipekey::PipeMatch::catchall());
+    encode_actions(Version::Of13, &acts, flow, &mut out).unwrap();
+    assert_eq!(
+        out,
+        unhex(
+            "ffff001000002320 00ff000000000000 \
+             ffff001000002320 00fe000000000000"
+                .replace(' ', "")
+                .as_str()
+        )
+    );
+    assert_eq!(
+        decode_actions(Version::Of13, &out),
+        Err(OfpErr::OfpbacBadVendorType)
+    );
+    enable_debug_actions();
+    assert_eq!(decode_actions(Version::Of13, &out).unwrap(), acts);
+}

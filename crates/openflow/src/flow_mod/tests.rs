@@ -76,6 +76,14 @@ fn flow_mods_agree_with_ovs_ofctl() {
         if version < Version::Of14 {
             seen.spec.importance = 0;
         }
+        // A modify that matches no cookie travels with a new one (`cookie=V`, else 0): an
+        // OpenFlow 1.0 or NXM one gives it to the rules it changes, a 1.1 one only to a flow it
+        // adds, later versions carry none.
+        if command.is_modify() && seen.spec.cookie_mask == 0 {
+            let new = (version <= Version::Of11).then_some(seen.spec.cookie);
+            seen.spec.new_cookie = new;
+            seen.spec.modify_cookie = version == Version::Of10;
+        }
         let lossy = version > Version::Of10
             && (flow.starts_with("dl_vlan=0xffff") || flow.starts_with("vlan_tci=0x5000/0xe000"));
         match decode_flow_mod(&msg, proto.table_id) {
@@ -305,4 +313,38 @@ fn mutated_actions_get_ovs_s_verdict() {
     ));
     // Mutations in the actions hit unmodelled actions and fields more often.
     assert!(same * 100 >= n * 90, "{same} of {n}");
+}
+
+#[test]
+fn modify_cookie_read_as_ovs_reads_it() {
+    // OVS 3.1's `ofputil_decode_flow_mod()`: an OpenFlow 1.0 or NXM modify's cookie field is
+    // the cookie the rules it changes get (all ones: none); from OpenFlow 1.2 on a modify
+    // changes no cookie.
+    let spec = parse_flow(
+        "cookie=0x2,in_port=1,actions=output:1",
+        FlowKind::ModOrDel,
+        &NoPortNames,
+    )
+    .unwrap();
+    let mut fm = FlowMod {
+        command: FlowModCommand::Modify,
+        spec,
+        buffer_id: NO_BUFFER,
+    };
+    let nxm = Protocol {
+        version: Version::Of10,
+        nxm: true,
+        table_id: false,
+    };
+    let decoded = |fm: &FlowMod, proto| {
+        let mut m = Vec::new();
+        encode_flow_mod(fm, proto, 1, &TlvLens::default(), &mut m).unwrap();
+        let s = decode_flow_mod(&m, false).unwrap().spec;
+        (s.new_cookie, s.modify_cookie)
+    };
+    assert_eq!(decoded(&fm, Protocol::new(Version::Of10)), (Some(2), true));
+    assert_eq!(decoded(&fm, nxm), (Some(2), true));
+    assert_eq!(decoded(&fm, Protocol::new(Version::Of13)), (None, false));
+    fm.spec.cookie = u64::MAX;
+    assert_eq!(decoded(&fm, nxm), (None, false));
 }

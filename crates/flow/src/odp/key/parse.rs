@@ -10,6 +10,10 @@
 use std::borrow::Cow;
 use std::net::Ipv4Addr;
 
+/// A netlink attribute's header, and the most its payload holds (OVS's `nl_attr_oversized()`).
+const NLA_HDRLEN: usize = 4;
+const NLA_PAYLOAD_MAX: usize = u16::MAX as usize - NLA_HDRLEN;
+
 use super::fields::{
     CT_LABEL, ETH_TYPE, Field, Fmt, GBP_FIELDS, IN_PORT, MPLS_LSE0, TUN_FIELDS, field_list, max_of,
     single_field, vlan_slot, write_uint,
@@ -224,7 +228,7 @@ impl<'n> KeyParser<'n> {
             Attr::Vlan => self.parse_vlan(c, depth),
             Attr::Encap => self.parse_encap(c, depth),
             Attr::Mpls => self.parse_mpls(c),
-            Attr::Tunnel => self.parse_tunnel(c),
+            Attr::Tunnel => self.parse_tunnel(c, start),
             _ => Err(c.err_at(start, ParseErrorKind::UnknownAttr(name.to_owned()))),
         }
     }
@@ -496,10 +500,16 @@ impl<'n> KeyParser<'n> {
         Ok(())
     }
 
-    fn parse_tunnel(&mut self, c: &mut Cursor<'_>) -> PResult<()> {
+    /// `tunnel(...)`'s fields, from `start` (the attribute's name) on. A field given twice is
+    /// refused once the attribute ends, unless OVS's netlink encoding of it (every field its
+    /// own attribute, repeats too) is then too long for a netlink attribute, which is refused
+    /// as that ([`ParseErrorKind::TooLong`]) as OVS's parser does.
+    fn parse_tunnel(&mut self, c: &mut Cursor<'_>, start: usize) -> PResult<()> {
         if c.eat(b')') {
             return Ok(());
         }
+        let mut nl_len = 0usize;
+        let mut dup = None;
         loop {
             let at = c.pos;
             let w = c.word();
@@ -507,8 +517,11 @@ impl<'n> KeyParser<'n> {
                 if !c.eat(b'=') {
                     return Err(c.expected(format!("'=' after {w}")));
                 }
-                self.check_tun_dup(c, at, *bit, w)?;
+                if dup.is_none() {
+                    dup = self.check_tun_dup(c, at, *bit, w).err();
+                }
                 self.parse_field_value(c, fd)?;
+                nl_len += NLA_HDRLEN + fd.len.next_multiple_of(4);
                 *bit
             } else if c.peek() == Some(b'(') {
                 c.pos += 1;
@@ -562,7 +575,10 @@ impl<'n> KeyParser<'n> {
             };
             self.out.attrs.tun_fields |= bit;
             if c.eat(b')') {
-                return Ok(());
+                if nl_len > NLA_PAYLOAD_MAX {
+                    return Err(c.err_at(start, ParseErrorKind::TooLong));
+                }
+                return dup.map_or(Ok(()), Err);
             }
             if !c.eat(b',') {
                 return Err(c.expected("',' or ')' after tunnel field"));

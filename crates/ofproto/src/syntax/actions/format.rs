@@ -259,6 +259,8 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         }
         OfAction::Ct(ct) => format_ct(out, ct, names),
         OfAction::CtClear => out.push_str("ct_clear"),
+        OfAction::DebugRecirc => out.push_str("debug_recirc"),
+        OfAction::DebugSlow => out.push_str("debug_slow"),
         OfAction::Nat(nat) => format_nat(out, nat),
         OfAction::Meter(m) => {
             let _ = write!(out, "meter:{m}");

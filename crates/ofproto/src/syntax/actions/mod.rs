@@ -263,6 +263,10 @@ pub enum OfAction {
     Clone(Vec<OfAction>),
     Ct(Ct),
     CtClear,
+    /// `debug_recirc`: OVS's test action that makes translation recirculate here.
+    DebugRecirc,
+    /// `debug_slow`: OVS's test action that sends the flow to the slow path.
+    DebugSlow,
     /// `nat(...)`, only inside `ct`.
     Nat(Nat),
     /// `meter:N` (OpenFlow 1.3+ instruction).

@@ -474,6 +474,8 @@ impl ActionCtx<'_> {
             }
             "ct" => self.parse_ct(arg, depth)?,
             "ct_clear" => OfAction::CtClear,
+            "debug_recirc" => OfAction::DebugRecirc,
+            "debug_slow" => OfAction::DebugSlow,
             "nat" => {
                 if outer != Outer::Ct {
                     return Err(bad(key, arg, "nat is only allowed inside ct"));
@@ -533,7 +535,7 @@ impl ActionCtx<'_> {
                 }
                 a
             }
-            "encap" | "decap" | "dec_nsh_ttl" | "delete_field" | "debug_recirc" | "debug_slow" => {
+            "encap" | "decap" | "dec_nsh_ttl" | "delete_field" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
