@@ -3,23 +3,13 @@
 //! told them apart), other packets go through the tables; a port whose session does not
 //! forward is not live, so fast-failover groups and `bundle` pass it over.
 
+mod common;
+
 use ofproto::bfd::{Config, RxFilter};
-use ofproto::bridge::{OfPort, VlanMode};
 use ofproto::ofproto::Ofproto;
 
 fn switch() -> std::sync::Arc<Ofproto> {
-    let of = Ofproto::new();
-    of.add_bridge("br0").unwrap();
-    for n in 1..=3 {
-        let p = OfPort {
-            name: format!("p{n}"),
-            ofport: n,
-            dp_port: Some(n),
-            peer: None,
-            vlan: VlanMode::default(),
-        };
-        of.add_port("br0", p).unwrap();
-    }
+    let of = common::bridge_with_ports(3);
     of.add_flow("br0", "actions=output:2").unwrap();
     of
 }

@@ -3,27 +3,12 @@
 //! (OVS's `ofproto-dpif.at` "resubmit with recirculation", "resubmit with tun_id",
 //! "recirculation after resubmit" and "debug_slow action").
 
-use ofproto::bridge::{OfPort, VlanMode};
+mod common;
+
 use ofproto::ofproto::Ofproto;
 
 fn switch(flows: &[&str]) -> std::sync::Arc<Ofproto> {
-    let of = Ofproto::new();
-    of.add_bridge("br0").unwrap();
-    for n in 1..=3 {
-        let p = OfPort {
-            name: format!("p{n}"),
-            ofport: n,
-            dp_port: Some(n),
-            peer: None,
-            vlan: VlanMode::default(),
-        };
-        of.add_port("br0", p).unwrap();
-    }
-    of.del_flows("br0", None, false).unwrap();
-    for f in flows {
-        of.add_flow("br0", f).unwrap();
-    }
-    of
+    common::switch_with_flows(3, flows)
 }
 
 const FLOW: &str = "in_port(1),eth(src=50:54:00:00:00:05,dst=50:54:00:00:00:07),\

@@ -2,27 +2,12 @@
 //! actions of their own rule only: a resubmit's caller goes on with its own (OVS's
 //! `ofproto-dpif.at` "dec_ttl").
 
-use ofproto::bridge::{OfPort, VlanMode};
+mod common;
+
 use ofproto::ofproto::Ofproto;
 
 fn switch(flows: &[&str]) -> std::sync::Arc<Ofproto> {
-    let of = Ofproto::new();
-    of.add_bridge("br0").unwrap();
-    for n in 1..=4 {
-        let p = OfPort {
-            name: format!("p{n}"),
-            ofport: n,
-            dp_port: Some(n),
-            peer: None,
-            vlan: VlanMode::default(),
-        };
-        of.add_port("br0", p).unwrap();
-    }
-    of.del_flows("br0", None, false).unwrap();
-    for f in flows {
-        of.add_flow("br0", f).unwrap();
-    }
-    of
+    common::switch_with_flows(4, flows)
 }
 
 fn actions(of: &Ofproto, flow: &str) -> String {

@@ -4,25 +4,14 @@
 //! configuration is `continue` passes a miss to the next table, `controller` sends it to the
 //! controller unless the input port has `no_packet_in`.
 
-use ofproto::bridge::{OfPort, VlanMode};
+mod common;
+
 use ofproto::ofproto::Ofproto;
 use ofproto::port_config::{PC_NO_FLOOD, PC_NO_FWD, PC_NO_PACKET_IN, PC_NO_RECV};
 use ofproto::table_config::TableMiss;
 
 fn switch() -> std::sync::Arc<Ofproto> {
-    let of = Ofproto::new();
-    of.add_bridge("br0").unwrap();
-    for n in 1..=3 {
-        let p = OfPort {
-            name: format!("p{n}"),
-            ofport: n,
-            dp_port: Some(n),
-            peer: None,
-            vlan: VlanMode::default(),
-        };
-        of.add_port("br0", p).unwrap();
-    }
-    of
+    common::bridge_with_ports(3)
 }
 
 /// The datapath actions `ofproto/trace` gives a packet from port 1.
