@@ -682,7 +682,13 @@ impl TxQueue for DpdkTxq {
     /// Packets in mbufs leave in them; the others are copied into mbufs allocated in bulk.
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         register_thread();
-        let mut copies_left = batch.packets().iter().filter(|p| !p.is_foreign()).count();
+        let tso = self.tso;
+        let chained = |p: &Packet| tso && p.meta.gso_size > 0;
+        let mut copies_left = batch
+            .packets()
+            .iter()
+            .filter(|p| !p.is_foreign() && !chained(p))
+            .count();
         let mut spare = [std::ptr::null_mut::<MbufHead>(); MAX_BURST];
         let mut n_spare = 0;
         let mut b = TxBurst {
@@ -697,10 +703,10 @@ impl TxQueue for DpdkTxq {
                 Ok(m) => Some(m),
                 Err(None) => None,
                 Err(Some(mut p)) => {
-                    copies_left -= 1;
-                    let m = if p.meta.gso_size > 0 && self.tso {
+                    let m = if chained(&p) {
                         mbuf::tso_chain(&mut p, self.dev.pool, self.max_frame, self.tso_limit)
                     } else {
+                        copies_left -= 1;
                         self.copy_into_mbuf(&p, &mut spare, &mut n_spare, copies_left + 1)
                     };
                     pool.free(p);
