@@ -201,10 +201,10 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
     let mut ports = col("ports").uuids();
     ports.sort();
     for p in ports {
-        if db.row("Port", p).is_none() {
+        let Some(prow) = db.row_cells("Port", p) else {
             continue;
-        }
-        let pcol = |c: &str| db.get("Port", p, c);
+        };
+        let pcol = |c: &str| prow.get(c);
         let mut members = pcol("interfaces").uuids();
         members.sort();
         members.retain(|&i| db.row("Interface", i).is_some());
@@ -219,10 +219,10 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
             .collect();
         bonds.extend(super::bonds::read(db, p, names, &members));
         for i in members {
-            if db.row("Interface", i).is_none() {
+            let Some(irow) = db.row_cells("Interface", i) else {
                 continue;
-            }
-            let icol = |c: &str| db.get("Interface", i, c);
+            };
+            let icol = |c: &str| irow.get(c);
             ifaces.push(IfaceDesired {
                 uuid: i,
                 name: icol("name").as_str().unwrap_or_default().to_owned(),

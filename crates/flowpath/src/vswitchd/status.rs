@@ -44,18 +44,13 @@ struct Txn<'a> {
 
 impl Txn<'_> {
     fn update(&mut self, table: &str, uuid: Uuid, cols: Vec<(&str, Datum)>) {
-        let Some(row) = self.db.row(table, uuid) else {
+        let Some(row) = self.db.row_cells(table, uuid) else {
             return;
         };
         // Compared in place: every pass looks at every interface, so no copy of what the
         // row holds (a column the replica lacks has the schema's default).
-        let changed: Vec<(&str, Datum)> = cols
-            .into_iter()
-            .filter(|(c, v)| match row.get(*c) {
-                Some(held) => held != v,
-                None => self.db.get(table, uuid, c) != *v,
-            })
-            .collect();
+        let changed: Vec<(&str, Datum)> =
+            cols.into_iter().filter(|(c, v)| row.get(c) != v).collect();
         if !changed.is_empty() {
             self.ops.push(ops::update(table, uuid, &changed));
         }
