@@ -24,7 +24,6 @@ use openflow::conn::{
     ConnEvent, ConnId, ConnInfo, Dest, EventLoop, Handler, LoopHandle, MsgKind, Target,
 };
 use openflow::error::{self, OfpErr};
-use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
 use openflow::msgs::async_config::{AsyncConfig, AsyncMsg};
 use openflow::msgs::decode::{Msg, decode_body};
@@ -350,7 +349,7 @@ impl OfHandler {
                     if group_table::is_group_mod(msg) {
                         return group_table::check_group_mod(msg);
                     }
-                    decode_flow_mod(msg, conn.flow_mod_table_id).map(drop)
+                    flow_table::check_flow_mod(msg, conn.flow_mod_table_id)
                 });
             }
             // Groups too ([`group_table`]).
