@@ -165,14 +165,7 @@ impl Bond {
         let Some(l) = lacp.member_index(&self.members[i].name) else {
             return false;
         };
-        let mut at = 12;
-        while frame.len() >= at + 2
-            && matches!([frame[at], frame[at + 1]], [0x81, 0] | [0x88, 0xa8])
-        {
-            at += 4;
-        }
-        let pdu = frame.get(at + 2..).unwrap_or_default();
-        if lacp.receive(l, pdu, now) {
+        if lacp.receive(l, pdu::after_ethernet(frame), now) {
             self.members[i].may_enable = true;
         }
         true

@@ -27,6 +27,7 @@ mod bond;
 mod bundle;
 mod flow_dump;
 mod group;
+mod lacp_port;
 mod learn;
 mod meter;
 #[cfg(test)]

@@ -63,6 +63,7 @@ impl Ofproto {
             let mut changed = false;
             for b in &mut p.bridges {
                 changed |= run_bridge_bonds(b, now);
+                changed |= super::lacp_port::run_bridge_lacp_ports(b, now);
             }
             changed
         };
@@ -248,12 +249,18 @@ impl Ofproto {
                     out.push((b.name.clone(), port, frame));
                 }
             }
+            for l in &mut b.lacp_ports {
+                for (port, frame) in std::mem::take(&mut l.tx) {
+                    out.push((b.name.clone(), port, frame));
+                }
+            }
         }
         out
     }
 
     /// A packet translation gave the LACP slow path (datapath key `key`, which tells the
-    /// bridge and port it entered by): to the LACP of the port's bond, which then runs.
+    /// bridge and port it entered by): to the LACP of the port's bond or single-interface
+    /// Port, which then runs.
     pub fn lacp_receive(&self, key: &flow::FlowKey, frame: &[u8]) {
         let now = Instant::now();
         let changed = {
@@ -263,11 +270,16 @@ impl Ofproto {
                 return;
             };
             let b = &mut p.bridges[bi];
-            let Some(bond) = b.bonds.iter_mut().find(|d| d.member_on(ofport).is_some()) else {
-                return;
-            };
-            let i = bond.member_on(ofport).unwrap_or_default();
-            bond.lacp_receive(i, frame, now) && run_bridge_bonds(b, now)
+            if let Some(l) = super::lacp_port::lacp_port_on(b, ofport) {
+                l.receive(frame, now);
+                super::lacp_port::run_bridge_lacp_ports(b, now)
+            } else {
+                let Some(bond) = b.bonds.iter_mut().find(|d| d.member_on(ofport).is_some()) else {
+                    return;
+                };
+                let i = bond.member_on(ofport).unwrap_or_default();
+                bond.lacp_receive(i, frame, now) && run_bridge_bonds(b, now)
+            }
         };
         if changed {
             self.changed();
