@@ -350,6 +350,11 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
             == "true"
     });
     assert!(current, "lacp_current of {} is not true", w.a[0]);
+    // The members came up one after the other, so the buckets may all be on the first (as
+    // in OVS, a member enabled later gets buckets only by rebalancing); a new hash basis
+    // spreads them over both afresh, as OVS's bond_reconfigure() does.
+    w.vsctl(&["set", "port", "bond0", "other_config:bond-hash-basis=1"]);
+    w.wait_negotiated(&[0, 1]);
     w.appctl(&["revalidator/wait"]);
     ping(&w.host, PEER_IP, 3).unwrap();
 
@@ -359,7 +364,8 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
     let sent = [w.tx_packets(0) - before[0], w.tx_packets(1) - before[1]];
     assert!(
         sent[0] >= 20 && sent[1] >= 20,
-        "flows not spread over both members: {sent:?}"
+        "flows not spread over both members: {sent:?}\n{}",
+        w.appctl(&["bond/show", "bond0"])
     );
     // With lb_output, the bond's output is one datapath action, no second pass.
     let flows = w.appctl(&["dpctl/dump-flows"]);

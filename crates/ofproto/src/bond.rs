@@ -267,14 +267,9 @@ impl Bond {
         }
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
-            // A balance-tcp bond spreads its buckets over the enabled members afresh when one
-            // is enabled, so that a member negotiated later gets its share at once, whether
-            // or not the bond rebalances by load (a member that goes hands on only its own
-            // buckets).
-            let gained = (self.members.iter().zip(&before.0)).any(|(m, &was)| m.enabled && !was);
-            if self.config.mode == BondMode::BalanceTcp && gained {
-                self.buckets.fill(None);
-            }
+            // Only the buckets of no member or of a disabled one get an enabled member: a
+            // member enabled (again) gets buckets only by rebalancing, as in OVS's
+            // `bond_run()` (`bond_update_post_recirc_rules()`, `choose_output_member()`).
             self.fill_buckets();
         }
         let moved = self.rebalance(now);
