@@ -298,13 +298,19 @@ mod tests {
         b.run(now, |_| true);
         assert!(b.members.iter().all(|m| m.enabled));
         assert_eq!(on(&b, "p1"), BUCKETS);
-        // A new hash basis spreads them afresh (OVS's bond_reconfigure()).
+        // Another updelay keeps them; a new hash basis spreads them afresh (OVS's
+        // bond_reconfigure()).
         let mut c = b.config.clone();
-        c.basis = 1;
-        let mut b2 = Bond::new(c, now);
+        c.updelay = 10;
+        let mut b2 = Bond::new(c.clone(), now);
         b2.keep_state(&b);
         b2.run(now, |_| true);
-        assert_eq!(on(&b2, "p1"), BUCKETS / 2);
+        assert_eq!(on(&b2, "p1"), BUCKETS);
+        c.basis = 1;
+        let mut b3 = Bond::new(c, now);
+        b3.keep_state(&b2);
+        b3.run(now, |_| true);
+        assert_eq!(on(&b3, "p1"), BUCKETS / 2);
     }
 
     #[test]
