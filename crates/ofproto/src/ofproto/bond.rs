@@ -163,10 +163,51 @@ pub(crate) fn bond_recirc_ids(bridges: &[Bridge]) -> Vec<u32> {
         .collect()
 }
 
-/// Adds the bytes megaflows sent through bond buckets, as (bridge index, bond index, bucket,
-/// bytes), to the buckets' load (OVS's `bond_account()` and post-recirculation rule stats).
-pub(crate) fn credit_bond_buckets(bridges: &mut [Bridge], credits: &[(usize, usize, usize, u64)]) {
-    for &(b, d, h, bytes) in credits {
+/// Bytes sent through a bond bucket: (bridge index, bond index, bucket, bytes).
+pub(crate) type BucketCredit = (usize, usize, usize, u64);
+
+/// How many bucket credits upcalls may queue before one settles them itself.
+const MAX_PENDING_BOND_CREDITS: usize = 4096;
+
+impl Ofproto {
+    /// A missed packet of `bytes` went out through `buckets` (bridge, bond, bucket): its bytes
+    /// count for their load at the next revalidation, so that an upcall never waits for the
+    /// pipeline's write lock.
+    pub(super) fn owe_bond_buckets(&self, buckets: &[(usize, usize, usize)], bytes: u64) {
+        if buckets.is_empty() {
+            return;
+        }
+        let mut q = self
+            .pending_bond_credits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(buckets.iter().map(|&(b, d, h)| (b, d, h, bytes)));
+        // Between revalidations under a storm of misses, settled here when the pipeline is
+        // free, so that the queue stays bounded.
+        if q.len() >= MAX_PENDING_BOND_CREDITS {
+            drop(q);
+            if let Ok(mut p) = self.pipe.try_write() {
+                self.credit_bond_buckets(&mut p.bridges, Vec::new());
+            }
+        }
+    }
+
+    /// Adds `credits` (what megaflows sent) and what upcalls owe to the buckets' load.
+    pub(super) fn credit_bond_buckets(&self, bridges: &mut [Bridge], credits: Vec<BucketCredit>) {
+        let owed = std::mem::take(
+            &mut *self
+                .pending_bond_credits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        credit_bond_buckets(bridges, credits.into_iter().chain(owed));
+    }
+}
+
+/// Adds the bytes sent through bond buckets to the buckets' load (OVS's `bond_account()`
+/// and post-recirculation rule stats).
+fn credit_bond_buckets(bridges: &mut [Bridge], credits: impl Iterator<Item = BucketCredit>) {
+    for (b, d, h, bytes) in credits {
         let bond = bridges.get_mut(b).and_then(|b| b.bonds.get_mut(d));
         if let Some(bond) = bond.filter(|d| d.is_balanced() && h < d.load.len()) {
             bond.load[h] += bytes;
