@@ -22,6 +22,10 @@ impl Ofproto {
             return Ok(false);
         }
         let old = std::mem::take(&mut b.bonds);
+        // The new bonds' runs say again which members LACP keeps from being live.
+        for n in old.iter().flat_map(|d| &d.members).filter_map(|m| m.ofport) {
+            b.port_config.entry(n).or_default().lacp_down = false;
+        }
         b.bonds = configs
             .into_iter()
             .map(|c| {
@@ -346,11 +350,28 @@ fn run_bridge_bonds(b: &mut Bridge, now: Instant) -> bool {
                 .is_some_and(|n| !configs.get(&n).is_some_and(|c| c.link_down))
         };
         changed |= b.bonds[i].run(now, up);
+        changed |= set_lacp_liveness(b, i);
         for e in std::mem::take(&mut b.bonds[i].events) {
             if let Some(m) = vlog::module("bond") {
                 m.log(vlog::Level::Info, &e);
             }
         }
+    }
+    changed
+}
+
+/// Bond `i`'s members with carrier are live only while its LACP (when it has LACP) lets them
+/// carry traffic, as OVS's `may_enable_port()`. Whether any member's liveness changed.
+fn set_lacp_liveness(b: &mut Bridge, i: usize) -> bool {
+    let mut changed = false;
+    let has_lacp = b.bonds[i].lacp.is_some();
+    for m in 0..b.bonds[i].members.len() {
+        let member = &b.bonds[i].members[m];
+        let Some(n) = member.ofport else { continue };
+        let c = b.port_config.entry(n).or_default();
+        let down = has_lacp && !c.link_down && !member.may_enable;
+        changed |= c.lacp_down != down;
+        c.lacp_down = down;
     }
     changed
 }
