@@ -347,6 +347,8 @@ pub struct Bridge {
     pub mirrors: Vec<std::sync::Arc<crate::mirror::Mirror>>,
     /// The bridge's bonds ([`crate::bond`]), in configuration order.
     pub bonds: Vec<crate::bond::Bond>,
+    /// The bridge's Ports of one Interface with LACP ([`crate::lacp_port`]).
+    pub lacp_ports: Vec<crate::lacp_port::LacpPort>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -440,6 +442,7 @@ impl Bridge {
             datapath_id: None,
             mirrors: Vec::new(),
             bonds: Vec::new(),
+            lacp_ports: Vec::new(),
         }
     }
 

@@ -27,6 +27,7 @@ mod bond;
 mod bundle;
 mod flow_dump;
 mod group;
+mod lacp_port;
 mod learn;
 mod meter;
 #[cfg(test)]
@@ -58,6 +59,10 @@ pub struct Ofproto {
     /// revalidation or statistics read, so that an upcall never waits for the tables' write
     /// lock.
     pending_credits: Mutex<Vec<RuleCredit>>,
+    /// What upcalled packets owe the bond buckets they went out of (OVS counts the missed
+    /// packet with the translation's statistics): (bridge, bond, bucket, bytes), applied
+    /// with the next revalidation's.
+    pending_bond_credits: Mutex<Vec<bond::BucketCredit>>,
     revalidated: AtomicU64,
     upcall: upcall::UpcallState,
     /// What upcalls learned while the tables were busy ([`learn`]).
@@ -148,8 +153,10 @@ impl Ofproto {
         }
     }
 
-    /// Applies what upcalls owe the rules: call before reading rules' statistics.
+    /// Applies what upcalls owe the rules and bond buckets: call before reading rules'
+    /// statistics.
     pub fn settle_credits(&self) {
+        let empty = |q: &Mutex<Vec<_>>| q.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
         let pending = !self
             .pending_credits
             .lock()
@@ -160,9 +167,10 @@ impl Ofproto {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .is_empty();
-        if pending {
+        if pending || !empty(&self.pending_bond_credits) {
             let mut p = self.write();
             self.credit_rules(&mut p, Vec::new(), Instant::now());
+            self.credit_bond_buckets(&mut p.bridges, Vec::new());
         }
     }
 

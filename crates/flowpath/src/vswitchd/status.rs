@@ -339,10 +339,10 @@ fn failed_columns(error: Option<&String>) -> Vec<(&'static str, Datum)> {
     ]
 }
 
-/// The interface's `lacp_current`: whether its bond's LACP has (or had) a partner on it,
-/// empty when it is not a member of a bond with LACP.
+/// The interface's `lacp_current`: whether its LACP (its bond's or its Port's) has (or had) a
+/// partner on it, empty without LACP.
 fn lacp_current(ofb: Option<&ofproto::bridge::Bridge>, name: &str) -> Datum {
-    ofb.and_then(|b| b.bonds.iter().find_map(|d| d.lacp_current(name)))
+    ofb.and_then(|b| b.lacp_current(name))
         .map_or(Datum::Empty, Datum::boolean)
 }
 
