@@ -383,7 +383,8 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
     // that the printed flow parses back to the same match.
     put_u16_masked(out, "ct_tp_src", f.ct_tp_src(), w.ct_tp_src());
     put_u16_masked(out, "ct_tp_dst", f.ct_tp_dst(), w.ct_tp_dst());
-    if is_megaflow && w.packet_type() != 0 {
+    // A flow of another packet type than Ethernet says it too.
+    if (is_megaflow || f.packet_type() != 0) && w.packet_type() != 0 {
         let (pt, pm) = (f.packet_type(), w.packet_type());
         if pt == 0 && pm == u32::MAX {
             out.push_str("eth,");
