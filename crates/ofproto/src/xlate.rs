@@ -1253,6 +1253,14 @@ impl Ctx<'_> {
             self.mirror_egress(ofport);
             return;
         }
+        // Every other port carries Ethernet frames only (`decap()` made an L3 packet).
+        if self.flow.dp.packet_type() != 0 {
+            self.trace_add(
+                NodeKind::Warn,
+                "Trying to send non-Ethernet packet through legacy L2 port. Dropping packet.",
+            );
+            return;
+        }
         if ofport == OFPP_LOCAL {
             if let Some(tp) = self.terminate_native_tunnel() {
                 self.out.push(Action::TnlPop(tp));

@@ -413,7 +413,11 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
         }
     }
 
-    let dl_type = f.eth_type();
+    // An L3 packet's ethertype is its packet type's (OVS's get_dl_type()).
+    let dl_type = match (f.packet_type(), w.packet_type()) {
+        (pt, u32::MAX) if pt >> 16 == 1 => pt as u16,
+        _ => f.eth_type(),
+    };
     let (mut skip_type, mut skip_proto) = (false, false);
     if w.eth_type() != 0 {
         skip_type = true;
