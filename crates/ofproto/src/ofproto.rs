@@ -1337,9 +1337,16 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
     if k.vlan_tci() & flow::key::VLAN_CFI != 0 {
         d.set_vlan2_tci(0xffff);
     }
-    match k.eth_type() {
+    // The ethertype of the packet type (OVS's get_dl_type()): none for a packet type that is
+    // neither Ethernet nor named by an ethertype.
+    let dl_type = match k.packet_type() {
+        0 => k.eth_type(),
+        pt if pt >> 16 == 1 => pt as u16,
+        _ => 0,
+    };
+    match dl_type {
         0x0800 | 0x86dd => {
-            if k.eth_type() == 0x0800 {
+            if dl_type == 0x0800 {
                 d.set_nw_src(std::net::Ipv4Addr::BROADCAST)
                     .set_nw_dst(std::net::Ipv4Addr::BROADCAST);
             } else {
@@ -1359,7 +1366,7 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
             }
             // A neighbour solicitation or advertisement shows its target and link-layer
             // addresses (OVS's flow_format() through is_nd()).
-            if k.eth_type() == 0x86dd
+            if dl_type == 0x86dd
                 && k.nw_proto() == 58
                 && k.tp_dst() == 0
                 && matches!(k.tp_src(), 135 | 136)

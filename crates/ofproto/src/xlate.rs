@@ -623,8 +623,8 @@ pub fn translate_with_priority(
     // The datapath key has datapath port numbers and no registers: in_port stays exact.
     mask.set_in_port(u32::MAX);
     // Labels that only translation pushed are no part of the packet's key (OVS's
-    // xlate_wc_finish()).
-    if !is_mpls(key.eth_type()) {
+    // xlate_wc_finish(), which a failed translation does not reach).
+    if !is_mpls(key.eth_type()) && res.failed.is_none() {
         mask.set_mpls_lse0(0).set_mpls_lse1(0).set_mpls_lse2(0);
     }
     // ICMP's type and code are one byte each in the datapath's key: only the low bytes of the

@@ -55,12 +55,10 @@ impl Ctx<'_> {
     fn encap_mpls(&mut self, eth_type: u16) {
         let n = self.count_mpls_labels();
         if n >= 3 {
-            self.trace_add(
-                NodeKind::Error,
+            self.too_many_labels(
                 "dropping packet on which an encap MPLS action can't be performed as it would \
                  have more MPLS LSEs than the 3 supported.",
             );
-            self.fail("Too many MPLS labels");
             return;
         }
         // The labels of an Ethernet MPLS frame go into the payload: forgotten.
@@ -138,19 +136,38 @@ impl Ctx<'_> {
             0 => ETH_TYPE_TEB,
             t => t,
         };
-        let bottom = self.count_mpls_labels() == 1;
-        self.pop_mpls(eth_type);
-        if self.exit {
+        let f = &self.flow.dp;
+        let under_third = f.mpls_lse2() & MPLS_BOS == 0;
+        let n = self.count_mpls_labels();
+        if n == 0 || (n == 3 && under_third) {
+            // As OVS, which has set the new packet type before it finds it cannot pop.
+            self.flow.dp.set_packet_type(new_pt);
+            if n == 3 {
+                self.too_many_labels(
+                    "dropping packet on which an MPLS decap can't be performed as it has more \
+                     MPLS LSEs than the 3 supported.",
+                );
+            }
             return;
         }
+        self.pop_mpls(eth_type);
         self.flow.dp.set_packet_type(new_pt);
         self.base.set_packet_type(new_pt);
         // What pop_mpls says about L3 is for an Ethernet frame; here the next pass parses the
         // packet whole.
         self.was_mpls = false;
-        if bottom {
+        if n == 1 {
             self.trigger_freeze();
         }
+    }
+
+    /// A label stack deeper than a flow holds: translation fails. The reason is traced only
+    /// with a packet, as OVS reports it (`xin->packet`).
+    fn too_many_labels(&mut self, why: &str) {
+        if self.learn {
+            self.trace_add(NodeKind::Error, why);
+        }
+        self.fail("Too many MPLS labels");
     }
 
     fn unsupported_packet_type(&mut self, why: &str) {
