@@ -60,6 +60,9 @@ pub struct FrozenState {
     pub userdata: Vec<u8>,
     /// The mirrors that have already copied the packet (OVS freezes them too).
     pub mirrors: u32,
+    /// The actions are an `OFPT_PACKET_OUT`'s: translated with no rule (cookie all ones) and
+    /// with packet-ins of reason `OFPR_PACKET_OUT` (OVS's `in_packet_out`).
+    pub packet_out: bool,
 }
 
 /// One of the actions frozen for the next pass.
@@ -319,6 +322,7 @@ mod tests {
             action_set: Vec::new(),
             userdata: Vec::new(),
             mirrors: 0,
+            packet_out: false,
         }
     }
 

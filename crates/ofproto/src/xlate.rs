@@ -309,6 +309,12 @@ struct Ctx<'a> {
     action_set: action_set::ActionSet,
     /// The action set is running (a packet-in's reason is `action_set`).
     in_action_set: bool,
+    /// A group bucket's own actions are running (a packet-in's reason is `group`; not in
+    /// the rules a bucket resubmits to, as OVS's `group_bucket_action`).
+    in_group_bucket: bool,
+    /// A packet-out's actions are being translated (a packet-in's reason is `packet_out`
+    /// throughout, as OVS's `in_packet_out`).
+    in_packet_out: bool,
     /// A `controller(pause)` froze translation: its packet-in carries the continuation
     /// ([`controller`]).
     pause: Option<controller::Pause>,
@@ -527,6 +533,8 @@ pub fn translate_with_priority(
         stack: frozen.as_ref().map_or_else(Vec::new, |st| st.stack.clone()),
         action_set: action_set::ActionSet::default(),
         in_action_set: false,
+        in_group_bucket: false,
+        in_packet_out: false,
         pause: None,
         patch_entry: false,
         mirrors: frozen.as_ref().map_or(0, |st| st.mirrors),
@@ -553,6 +561,11 @@ pub fn translate_with_priority(
             });
             ctx.table_id = table;
             ctx.action_set.write(&st.action_set);
+            if st.packet_out {
+                // No rule: OVS's rule cookie is all ones until a table lookup finds one.
+                ctx.in_packet_out = true;
+                ctx.rule_cookie = u64::MAX;
+            }
             usize::from(table)
         }
         None => 0,
@@ -815,16 +828,27 @@ impl Ctx<'_> {
                 } else {
                     None
                 };
-                let saved = (self.rule_cookie, self.table_id, self.rule_is_miss);
+                let saved = (
+                    self.rule_cookie,
+                    self.table_id,
+                    self.rule_is_miss,
+                    self.in_group_bucket,
+                );
                 let deepens = usize::from(how.resubmit && table <= usize::from(self.table_id));
                 self.resubmits += usize::from(how.counted);
                 self.depth += deepens;
                 self.rule_cookie = rule.cookie;
                 self.table_id = table as u8;
                 self.rule_is_miss = prio == 0 && m.is_catchall();
+                self.in_group_bucket = false;
                 let saved_rule = self.rule.replace((self.bridge, table, id));
                 self.under(node, |c| c.peer_rule_actions(&rule.actions, table));
-                (self.rule_cookie, self.table_id, self.rule_is_miss) = saved;
+                (
+                    self.rule_cookie,
+                    self.table_id,
+                    self.rule_is_miss,
+                    self.in_group_bucket,
+                ) = saved;
                 self.rule = saved_rule;
                 self.depth -= deepens;
             }
@@ -870,9 +894,12 @@ impl Ctx<'_> {
             TableMiss::Drop => false,
         };
         if to_controller {
-            let saved = std::mem::replace(&mut self.table_id, table as u8);
+            // The packet-in is the miss rule's, whose cookie is 0 (OVS's hidden miss rules),
+            // also in a packet-out, which has no rule of its own.
+            let saved = (self.table_id, self.rule_cookie);
+            (self.table_id, self.rule_cookie) = (table as u8, 0);
             self.controller(0, 65535, 0);
-            self.table_id = saved;
+            (self.table_id, self.rule_cookie) = saved;
         }
     }
 
@@ -1207,8 +1234,18 @@ impl Ctx<'_> {
             OFPP_FLOOD => self.flood(None, false),
             OFPP_ALL => self.flood(None, true),
             OFPP_CONTROLLER => {
-                // OFPR_ACTION_SET (3) from the action set, OFPR_ACTION (1) otherwise.
-                let reason = if self.in_action_set { 3 } else { 1 };
+                // As OVS's xlate_output_action(): OFPR_PACKET_OUT (5) in a packet-out,
+                // OFPR_GROUP (4) in a group bucket, OFPR_ACTION_SET (3) from the action set,
+                // OFPR_ACTION (1) otherwise.
+                let reason = if self.in_packet_out {
+                    5
+                } else if self.in_group_bucket {
+                    4
+                } else if self.in_action_set {
+                    3
+                } else {
+                    1
+                };
                 self.controller(reason, if max_len == 0 { 65535 } else { max_len }, 0);
             }
             OFPP_ANY => {}

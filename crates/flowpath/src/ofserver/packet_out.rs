@@ -118,6 +118,8 @@ struct Thaw {
     stack: Vec<u8>,
     action_set: Vec<ofproto::syntax::OfAction>,
     mirrors: u32,
+    /// The actions are a packet-out's (see [`FrozenState::packet_out`]).
+    packet_out: bool,
 }
 
 /// `OFPT_PACKET_OUT` on a connection of `conn.bridge`.
@@ -143,7 +145,10 @@ pub(crate) fn packet_out(
         dp,
         &conn.bridge,
         &po.metadata,
-        Thaw::default(),
+        Thaw {
+            packet_out: true,
+            ..Thaw::default()
+        },
         actions,
         po.packet,
         None,
@@ -184,6 +189,7 @@ pub(crate) fn resume(
         stack: stack_of(&c.stack),
         action_set: c.action_set.clone(),
         mirrors: c.mirrors,
+        packet_out: false,
     };
     inject(
         of,
@@ -301,6 +307,7 @@ fn inject(
             action_set: thaw.action_set,
             userdata: Vec::new(),
             mirrors: thaw.mirrors,
+            packet_out: thaw.packet_out,
         };
         let id = pipe.recirc.intern(state).ok_or(OfpErr::OfpbrcEperm)?;
         (id, dp_port)
@@ -363,6 +370,7 @@ mod tests {
             action_set: Vec::new(),
             userdata: Vec::new(),
             mirrors: 0,
+            packet_out: false,
         };
         let c = continuation(&st, 5);
         assert!(c.stack.is_empty());

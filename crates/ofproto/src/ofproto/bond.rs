@@ -236,6 +236,7 @@ fn bond_frozen_state(bridge: &str, bond: &str) -> crate::recirc::FrozenState {
         action_set: Vec::new(),
         userdata,
         mirrors: 0,
+        packet_out: false,
     }
 }
 

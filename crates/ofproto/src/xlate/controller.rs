@@ -114,6 +114,7 @@ impl Ctx<'_> {
             action_set: self.action_set.actions.clone(),
             userdata,
             mirrors: self.mirrors,
+            packet_out: false,
         }
     }
 

@@ -77,6 +77,7 @@ impl Ctx<'_> {
             action_set: self.action_set.actions.clone(),
             userdata: Vec::new(),
             mirrors: self.mirrors,
+            packet_out: false,
         };
         let Some(id) = self.pipe.recirc.intern(state) else {
             self.trace_add(NodeKind::Error, "Failed to allocate recirculation id");

@@ -125,6 +125,7 @@ impl Ctx<'_> {
             action_set: self.action_set.actions.clone(),
             userdata: Vec::new(),
             mirrors: self.mirrors,
+            packet_out: false,
         };
         self.freezing = false;
         self.frozen_unroll = None;

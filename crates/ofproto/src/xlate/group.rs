@@ -79,9 +79,11 @@ impl Ctx<'_> {
         let (flow, was_mpls) = (self.flow.clone(), self.was_mpls);
         let list = crate::action_set::execute_order(&b.actions);
         self.depth += 1;
+        let in_bucket = std::mem::replace(&mut self.in_group_bucket, true);
         if !list.is_empty() {
             self.under(node, |c| c.do_actions(&list, table));
         }
+        self.in_group_bucket = in_bucket;
         self.depth -= 1;
         if self.freezing {
             self.finish_freezing();
