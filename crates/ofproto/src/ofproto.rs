@@ -1001,6 +1001,11 @@ fn trace_pass(
     if key.vlan_tci() & flow::key::VLAN_CFI == 0 {
         mask.dp.set_vlan_tci(0);
     }
+    // Likewise for the second tag: nothing when the packet has none (OVS's xlate_wc_finish()
+    // clears it), and not its mere presence, which OVS's key holds in its structure.
+    if key.vlan2_tci() & flow::key::VLAN_CFI == 0 || mask.dp.vlan2_tci() == flow::key::VLAN_CFI {
+        mask.dp.set_vlan2_tci(0);
+    }
     mask.meta.skb_priority = x.skb_priority_mask;
     let mut mkey = PipeKey::new();
     mkey.dp = key.clone();
@@ -1395,14 +1400,5 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
         crate::syntax::DEFAULT_PRIORITY,
         &crate::syntax::NoPortNames,
     );
-    // With a tag, OVS also prints the inner tag's TCI after the outer tag's fields.
-    if k.vlan_tci() & flow::key::VLAN_CFI != 0 && !s.contains("vlan_tci1=") {
-        let inner = format!("vlan_tci1={:#06x}", k.vlan2_tci());
-        let mut items: Vec<String> = s.split(',').map(str::to_owned).collect();
-        if let Some(i) = items.iter().position(|x| x.starts_with("dl_vlan_pcp=")) {
-            items.insert(i + 1, inner);
-        }
-        s = items.join(",");
-    }
     out.push_str(&s);
 }

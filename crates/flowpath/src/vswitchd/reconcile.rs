@@ -440,30 +440,47 @@ fn ovs_port_walk(ifaces: &[IfaceDesired]) -> Vec<&IfaceDesired> {
         .collect()
 }
 
-/// A port's VLAN settings. OVS's `dot1q-tunnel` mode is not implemented: such a port works
-/// by its `tag` and `trunks`, as without a mode.
+/// A port's VLAN settings, read as OVS's `port_configure()` does: a tag outside 0..=4095 is
+/// none, VLANs outside it are left out, an unknown mode is a trunk, and `qinq-ethtype` is
+/// 802.1ad unless it says `802.1q`.
 fn vlan(i: &IfaceDesired) -> VlanMode {
-    let mode = i.vlan_mode.as_deref().and_then(|m| {
-        let mode = PortVlanMode::parse(m);
-        if mode.is_none() {
+    let tag = i
+        .tag
+        .and_then(|t| u16::try_from(t).ok())
+        .filter(|&t| t <= 4095);
+    let mode = i.vlan_mode.as_deref().map(|m| {
+        PortVlanMode::parse(m).unwrap_or_else(|| {
             log(
                 vlog::Level::Warn,
                 &format!(
-                    "port {}: vlan_mode {m} is not supported; using tag and trunks",
-                    i.name
+                    "port {}: unknown VLAN mode {m}, falling back to trunk mode",
+                    i.port
                 ),
             );
-        }
-        mode
+            PortVlanMode::Trunk
+        })
     });
+    if mode.is_none() && tag.is_some() && !(i.trunks.is_empty() && i.cvlans.is_empty()) {
+        log(
+            vlog::Level::Warn,
+            &format!("port {}: ignoring trunks in favor of implicit vlan", i.port),
+        );
+    }
+    let vlans = |v: &[i64]| -> Vec<u16> {
+        v.iter()
+            .filter_map(|&t| u16::try_from(t).ok())
+            .filter(|&t| t <= 4095)
+            .collect()
+    };
     VlanMode {
         mode,
-        tag: i.tag.and_then(|t| u16::try_from(t).ok()),
-        trunks: i
-            .trunks
-            .iter()
-            .filter_map(|&t| u16::try_from(t).ok())
-            .collect(),
+        tag,
+        trunks: vlans(&i.trunks),
+        cvlans: vlans(&i.cvlans),
+        qinq_tpid: match i.qinq_ethtype.as_deref() {
+            Some("802.1q") => 0x8100,
+            _ => 0,
+        },
     }
 }
 

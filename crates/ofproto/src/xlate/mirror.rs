@@ -85,7 +85,8 @@ impl Ctx<'_> {
         let br = &self.pipe.bridges[self.bridge];
         if let Some(out) = &m.config.output_port {
             if let Some(p) = br.ports.values().find(|p| &p.name == out) {
-                self.normal_output(p.ofport, vlan);
+                let x = self.single_xvlan(vlan);
+                self.normal_output(p.ofport, &x);
             }
             return;
         }
@@ -109,7 +110,8 @@ impl Ctx<'_> {
         ports.sort_by_key(|&p| (p != OFPP_LOCAL, p));
         for p in ports {
             if !self.is_mirror_output(p) {
-                self.normal_output(p, out_vlan);
+                let x = self.single_xvlan(out_vlan);
+                self.normal_output(p, &x);
             }
         }
     }
