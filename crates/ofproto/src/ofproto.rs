@@ -849,6 +849,14 @@ impl Ofproto {
             Some(r) => r?,
             None => trace_br_flow(&p, &pos, flow_text)?,
         };
+        // A datapath flow's tags past `vlan-limit` are payload (OVS's odp_flow_key_to_flow()):
+        // read again from the packet it describes.
+        if packet.is_none()
+            && key.vlan2_tci() & flow::key::VLAN_CFI != 0
+            && flow::vlan_limit::vlan_limit() < 2
+        {
+            packet = Some(flow::compose::compose(&key, 0));
+        }
         if let Some(bytes) = &packet {
             // The packet's fields, the flow's metadata (in_port, recirc_id, pkt_mark, ...), as
             // OVS's pkt_metadata_from_flow() then flow_extract().
