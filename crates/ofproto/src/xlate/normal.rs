@@ -97,23 +97,6 @@ impl Ctx<'_> {
         })
     }
 
-    /// The VLAN headers of a frame in `vlan` that keeps the packet's PCP and has no inner
-    /// tag.
-    pub(super) fn single_xvlan(&self, vlan: u16) -> XVlan {
-        let tci = self.flow.dp.vlan_tci();
-        let pcp = if tci & flow::key::VLAN_CFI != 0 {
-            tci & 0xe000
-        } else {
-            0
-        };
-        let hdr = VlanHdr {
-            tpid: 0x8100,
-            vid: vlan,
-            pcp,
-        };
-        [hdr, VlanHdr::default()]
-    }
-
     pub(super) fn normal(&mut self) {
         let in_port = self.flow.dp.in_port();
         self.wc
