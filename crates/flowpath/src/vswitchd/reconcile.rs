@@ -531,4 +531,32 @@ mod tests {
             assert_eq!(super::parse_dpid(bad), None, "{bad}");
         }
     }
+
+    #[test]
+    fn port_vlan_columns_are_read_as_ovs_reads_them() {
+        use ofproto::bridge::PortVlanMode;
+        let port = |tag: Option<i64>, mode: &str, cvlans: &[i64], ethtype: Option<&str>| {
+            super::vlan(&super::IfaceDesired {
+                tag,
+                vlan_mode: (!mode.is_empty()).then(|| mode.to_owned()),
+                cvlans: cvlans.to_vec(),
+                qinq_ethtype: ethtype.map(str::to_owned),
+                ..super::IfaceDesired::default()
+            })
+        };
+        let q = port(Some(100), "dot1q-tunnel", &[10, 4096, -1, 20], None);
+        assert_eq!(q.kind(), PortVlanMode::Dot1qTunnel);
+        assert_eq!((q.tag, q.cvlans.as_slice()), (Some(100), &[10, 20][..]));
+        assert_eq!(q.tunnel_tpid(), 0x88a8);
+        let dot1q = port(Some(100), "dot1q-tunnel", &[], Some("802.1q"));
+        assert_eq!(dot1q.tunnel_tpid(), 0x8100);
+        // Anything but 802.1q is 802.1ad.
+        assert_eq!(port(None, "", &[], Some("802.1x")).tunnel_tpid(), 0x88a8);
+        // A tag out of range is none; an unknown mode is a trunk.
+        assert_eq!(port(Some(4096), "", &[], None).kind(), PortVlanMode::Trunk);
+        assert_eq!(
+            port(Some(5), "bogus", &[], None).kind(),
+            PortVlanMode::Trunk
+        );
+    }
 }
