@@ -132,8 +132,33 @@ pub struct VlanHdr {
 /// The (at most two) VLAN headers of a frame, outermost first.
 pub type XVlan = [VlanHdr; 2];
 
+/// OVS's Port `other_config:priority-tags`: whether a frame NORMAL sends out of the port
+/// carries the priority of the tag it came with in its outer tag, even where it would leave
+/// untagged (a priority tag, VID 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PriorityTags {
+    /// No (any value but the two below).
+    #[default]
+    Never,
+    /// When that priority is not 0 (`if-nonzero`, or `true`).
+    IfNonzero,
+    /// Always (`always`): an outer header is kept even with VID and priority 0.
+    Always,
+}
+
+impl PriorityTags {
+    /// The `other_config:priority-tags` value as OVS reads it.
+    pub fn parse(s: &str) -> PriorityTags {
+        match s {
+            "if-nonzero" | "true" => PriorityTags::IfNonzero,
+            "always" => PriorityTags::Always,
+            _ => PriorityTags::Never,
+        }
+    }
+}
+
 /// How a port takes part in VLANs (OVS's `tag`, `trunks`, `vlan_mode` and `cvlans` port
-/// columns and its `other_config:qinq-ethtype`), with OVS's rules (`bundle_set()` and
+/// columns and its `other_config:qinq-ethtype` and `priority-tags`), with OVS's rules (`bundle_set()` and
 /// `xlate_normal()`'s VLAN helpers).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VlanMode {
@@ -148,6 +173,8 @@ pub struct VlanMode {
     /// The outer tag's TPID on a dot1q-tunnel port: 0x8100 for `qinq-ethtype=802.1q`, 0
     /// (meaning [`ETH_TYPE_8021AD`]) otherwise.
     pub qinq_tpid: u16,
+    /// `other_config:priority-tags`.
+    pub priority_tags: PriorityTags,
 }
 
 impl VlanMode {

@@ -91,6 +91,8 @@ pub(crate) struct IfaceDesired {
     pub vlan_mode: Option<String>,
     pub cvlans: Vec<i64>,
     pub qinq_ethtype: Option<String>,
+    /// The Port's `other_config:priority-tags`.
+    pub priority_tags: Option<String>,
     /// The `bfd` column.
     pub bfd: BTreeMap<String, String>,
 }
@@ -113,6 +115,7 @@ impl Default for IfaceDesired {
             vlan_mode: None,
             cvlans: Vec::new(),
             qinq_ethtype: None,
+            priority_tags: None,
             bfd: BTreeMap::new(),
         }
     }
@@ -243,6 +246,7 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
                 vlan_mode: pcol("vlan_mode").as_str().map(str::to_owned),
                 cvlans: pcol("cvlans").integers(),
                 qinq_ethtype: pcol("other_config").string_map().remove("qinq-ethtype"),
+                priority_tags: pcol("other_config").string_map().remove("priority-tags"),
                 bfd: icol("bfd").string_map(),
             });
         }

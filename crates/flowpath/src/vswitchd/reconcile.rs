@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use datapath::dpif::Datapath;
-use ofproto::bridge::{PortVlanMode, VlanMode};
+use ofproto::bridge::{PortVlanMode, PriorityTags, VlanMode};
 use ofproto::ofproto::Ofproto;
 use ofproto::syntax::OFPP_LOCAL;
 use ovsdb::Uuid;
@@ -441,8 +441,9 @@ fn ovs_port_walk(ifaces: &[IfaceDesired]) -> Vec<&IfaceDesired> {
 }
 
 /// A port's VLAN settings, read as OVS's `port_configure()` does: a tag outside 0..=4095 is
-/// none, VLANs outside it are left out, an unknown mode is a trunk, and `qinq-ethtype` is
-/// 802.1ad unless it says `802.1q`.
+/// none, VLANs outside it are left out, an unknown mode is a trunk, `qinq-ethtype` is
+/// 802.1ad unless it says `802.1q`, and `priority-tags` is `never` unless it says
+/// `if-nonzero`, `true` or `always`.
 fn vlan(i: &IfaceDesired) -> VlanMode {
     let tag = i
         .tag
@@ -481,6 +482,7 @@ fn vlan(i: &IfaceDesired) -> VlanMode {
             Some("802.1q") => 0x8100,
             _ => 0,
         },
+        priority_tags: PriorityTags::parse(i.priority_tags.as_deref().unwrap_or_default()),
     }
 }
 

@@ -2,7 +2,7 @@
 //! trunk, native, dot1q-tunnel), MAC learning and flooding.
 
 use super::*;
-use crate::bridge::{PortVlanMode, VlanHdr, XVlan};
+use crate::bridge::{PortVlanMode, PriorityTags, VlanHdr, XVlan};
 
 /// The VLAN headers of `k`, outermost first, up to the first that is not an 802.1Q or
 /// 802.1ad tag (OVS's `xvlan_extract()`).
@@ -28,10 +28,10 @@ pub(super) fn flow_xvlan(k: &FlowKey) -> XVlan {
 }
 
 /// Writes VLAN headers `x` into `k` (OVS's `xvlan_put()`): a header with neither VID nor
-/// PCP is none.
-fn put_xvlan(k: &mut FlowKey, x: &XVlan) {
+/// PCP is none, unless `always` keeps one that has a TPID.
+fn put_xvlan(k: &mut FlowKey, x: &XVlan, always: bool) {
     let hdr = |h: &VlanHdr| match h.vid | h.pcp {
-        0 => (0, 0),
+        0 if !(always && h.tpid != 0) => (0, 0),
         tci => (
             if h.tpid == 0 { 0x8100 } else { h.tpid },
             tci | flow::key::VLAN_CFI,
@@ -197,7 +197,11 @@ impl Ctx<'_> {
         if mode.kind() == PortVlanMode::Dot1qTunnel && !mode.cvlans.is_empty() {
             self.wc.dp.set_vlan2_tci(0xffff);
         }
-        let out = mode.output_translate(xvlan);
+        let mut out = mode.output_translate(xvlan);
+        // With priority tags the outer tag keeps the priority the frame came with.
+        if mode.priority_tags != PriorityTags::Never {
+            out[0].pcp = self.flow.dp.vlan_tci() & 0xe000;
+        }
         // A bond outputs to the member it picks; none enabled, nothing is sent.
         let recirc = self.bond_recirc(port);
         let Some(port) = self.bond_output_port(port, out[0].vid, recirc.is_none()) else {
@@ -205,7 +209,11 @@ impl Ctx<'_> {
         };
         let d = &self.flow.dp;
         let saved = (d.vlan_tpid(), d.vlan_tci(), d.vlan2_tpid(), d.vlan2_tci());
-        put_xvlan(&mut self.flow.dp, &out);
+        put_xvlan(
+            &mut self.flow.dp,
+            &out,
+            mode.priority_tags == PriorityTags::Always,
+        );
         match recirc {
             Some((id, basis, lb)) => self.bond_recirc_output(id, basis, lb),
             None => self.output_port(port, false),
