@@ -75,6 +75,15 @@ pub enum DpAction {
         /// The frame's new ethertype: 0x8847 (unicast) or 0x8848 (multicast).
         eth_type: u16,
     },
+    /// Put an MPLS label stack entry in front of the whole packet (`add_mpls`, what OpenFlow's
+    /// `encap(mpls)` becomes): whatever the packet was (an Ethernet frame too) becomes the
+    /// payload of an L3 MPLS packet, packet type `(1, eth_type)`.
+    AddMpls {
+        /// Label, traffic class, bottom-of-stack bit and TTL, in wire layout.
+        lse: u32,
+        /// The packet type's ethertype: 0x8847 (unicast) or 0x8848 (multicast).
+        eth_type: u16,
+    },
     /// Pop the outer MPLS entry; the new ethertype says what follows.
     PopMpls {
         /// The ethertype of what follows the popped entry (an MPLS one if entries remain).
@@ -642,8 +651,8 @@ impl TnlTemplate {
 ///   here. A *masked* set that names `proto` or `frag` asks to change them, which no datapath
 ///   can do; like the Linux datapath it is refused ([`CompileError::ReadOnly`]).
 /// * `push_vlan`'s TCI loses the CFI "tag present" bit, as `eth_push_vlan()` clears it; a TPID
-///   other than 0x8100/0x88a8 and a `push_mpls` to a non-MPLS ethertype are refused (OVS's
-///   userspace executor would silently do nothing for the latter).
+///   other than 0x8100/0x88a8 and a `push_mpls` or `add_mpls` to a non-MPLS ethertype are
+///   refused (OVS's userspace executor would silently do nothing for the latter).
 /// * `set(mpls(...))` writes the outer label stack entry only, so it must carry one.
 pub fn compile(actions: &[Action]) -> Result<Vec<DpAction>, CompileError> {
     let mut out = Vec::with_capacity(actions.len());
@@ -715,7 +724,18 @@ fn compile_one(a: &Action) -> Result<DpAction, CompileError> {
             flow::odp::UserCookie::Userdata(b) => b.clone().into_boxed_slice(),
             flow::odp::UserCookie::Text(t) => t.as_bytes().into(),
         }),
-        Action::AddMpls { .. } => return Err(Unsupported("add_mpls")),
+        Action::AddMpls { lse, eth_type } => {
+            if !is_mpls_ethertype(*eth_type) {
+                return Err(Invalid {
+                    action: "add_mpls",
+                    reason: "eth_type must be 0x8847 or 0x8848",
+                });
+            }
+            DpAction::AddMpls {
+                lse: *lse,
+                eth_type: *eth_type,
+            }
+        }
         Action::PushEth { src, dst } => DpAction::PushEth {
             src: src.0,
             dst: dst.0,
@@ -1114,6 +1134,13 @@ mod tests {
             }
         );
         assert_eq!(
+            one("add_mpls(label=7,tc=2,ttl=9,bos=0,eth_type=0x8848)"),
+            DpAction::AddMpls {
+                lse: 7 << 12 | 2 << 9 | 9,
+                eth_type: 0x8848
+            }
+        );
+        assert_eq!(
             one("pop_mpls(eth_type=0x800)"),
             DpAction::PopMpls { eth_type: 0x0800 }
         );
@@ -1361,14 +1388,7 @@ mod tests {
             ("ct(helper=sip)", "ct(helper=...)"),
             ("sample(sample=50%,actions(1))", "sample"),
             ("dec_ttl(le_1(1))", "dec_ttl"),
-            (
-                "add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847)",
-                "add_mpls",
-            ),
-            (
-                "clone(1,add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x8847))",
-                "add_mpls",
-            ),
+            ("clone(1,dec_ttl(le_1(1)))", "dec_ttl"),
         ] {
             let e = compiled(text).unwrap_err();
             assert_eq!(e, CompileError::Unsupported(name), "{text}");
@@ -1410,6 +1430,13 @@ mod tests {
             compiled("push_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x800)"),
             Err(CompileError::Invalid {
                 action: "push_mpls",
+                ..
+            })
+        ));
+        assert!(matches!(
+            compiled("add_mpls(label=1,tc=0,ttl=64,bos=1,eth_type=0x6558)"),
+            Err(CompileError::Invalid {
+                action: "add_mpls",
                 ..
             })
         ));

@@ -1,16 +1,11 @@
 //! The LACP commands, as OVS's `lib/lacp.c` registers them: `lacp/show [PORT]` and
-//! `lacp/show-stats [PORT]` (every bond with LACP, or one; `no such lacp object`).
+//! `lacp/show-stats [PORT]` (every bond or Port with LACP, or one; `no such lacp object`).
 
 use std::sync::Arc;
 
 use ofproto::lacp::{Lacp, show};
 use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
-
-/// Every bond's LACP, in bridge then configuration order.
-fn lacps(of: &Ofproto) -> Vec<Lacp> {
-    of.bonds().into_iter().filter_map(|b| b.lacp).collect()
-}
 
 /// Registers the LACP commands.
 pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
@@ -20,7 +15,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>) {
     ] {
         let of2 = of.clone();
         let _ = reg.register(name, "[port]", 0, 1, move |args| {
-            let all = lacps(&of2);
+            let all = of2.lacps();
             match args.first() {
                 Some(port) => all
                     .iter()

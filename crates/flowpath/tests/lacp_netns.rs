@@ -10,14 +10,17 @@
 //! LACPDUs are counted and ignored, ping works, UDP and TCP flows spread over both members,
 //! and a member's link going down moves all traffic to the other. The same with the switch's
 //! bond `other_config:lb-output-action=true`: its output is the datapath's `lb_output`, no
-//! recirculation. Either way a heavy flow's bytes show as its bucket's load in `bond/show`. Needs root, network namespaces and OVS's tools; else SKIP.
+//! recirculation. Either way a heavy flow's bytes show as its bucket's load in `bond/show`.
+//!
+//! LACP on a Port of one Interface (no bond) runs against an `ovs-vswitchd` port with LACP or
+//! without (below). Needs root, network namespaces and OVS's tools; else SKIP.
 
 mod common;
 
 use std::time::Duration;
 
 use common::netns::{Env, Names, in_ns, must, ping, run, veth, wait_until};
-use common::ovsdb::{Sandbox, Switch, missing};
+use common::ovsdb::{Sandbox, Switch, missing, words};
 
 static NAMES: Names = Names {
     netns: "lacp",
@@ -347,6 +350,11 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
             == "true"
     });
     assert!(current, "lacp_current of {} is not true", w.a[0]);
+    // The members came up one after the other, so the buckets may all be on the first (as
+    // in OVS, a member enabled later gets buckets only by rebalancing); a new hash basis
+    // spreads them over both afresh, as OVS's bond_reconfigure() does.
+    w.vsctl(&["set", "port", "bond0", "other_config:bond-hash-basis=1"]);
+    w.wait_negotiated(&[0, 1]);
     w.appctl(&["revalidator/wait"]);
     ping(&w.host, PEER_IP, 3).unwrap();
 
@@ -356,7 +364,8 @@ fn negotiates_spreads_and_fails_over(test: &str, short: &str, peer: Peer, passiv
     let sent = [w.tx_packets(0) - before[0], w.tx_packets(1) - before[1]];
     assert!(
         sent[0] >= 20 && sent[1] >= 20,
-        "flows not spread over both members: {sent:?}"
+        "flows not spread over both members: {sent:?}\n{}",
+        w.appctl(&["bond/show", "bond0"])
     );
     // With lb_output, the bond's output is one datapath action, no second pass.
     let flows = w.appctl(&["dpctl/dump-flows"]);
@@ -433,6 +442,173 @@ fn lb_output_with_ovs_as_the_peer_negotiates_spreads_flows_and_fails_over() {
         "lb",
         Peer::Ovs,
         false,
+        true,
+    );
+}
+
+/// How the peer's end of a single link runs: OVS's port with LACP (active, fast), or an
+/// OVS port without LACP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LinkPeer {
+    Lacp,
+    NoLacp,
+}
+
+/// A Port of one Interface with LACP (`lacp=active`, fast, optionally `lacp-fallback-ab`):
+/// the switch's port `a1` to the peer's `ovs-vswitchd` port `b1` in another namespace, a host
+/// behind another port of the switch. With LACP on the peer's port too, both negotiate
+/// (current, attached, may_enable; the peer has the switch's system id as partner;
+/// `lacp_current` true). Without, the switch's port defaults (`may_enable` false, or true
+/// with `lacp-fallback-ab`); its OpenFlow port is live as `may_enable` says. Either way ping
+/// passes: OVS's NORMAL forwards through a port of
+/// one interface whatever its LACP says. `LACP_NETNS_SWITCH=ovs` runs the switch's side with
+/// `ovs-vswitchd` instead, to check that the test describes OVS.
+fn single_interface_port(test: &str, short: &str, peer: LinkPeer, fallback: bool) {
+    let switch = match std::env::var("LACP_NETNS_SWITCH").as_deref() {
+        Ok("ovs") => Switch::Ovs,
+        _ => Switch::Flowpath,
+    };
+    for s in [switch, Switch::Ovs] {
+        if let Some(why) = missing(s) {
+            eprintln!("SKIP {test}: {why}");
+            return;
+        }
+    }
+    let Some(mut env) = Env::new(test, short, &["ping"], &NAMES) else {
+        return;
+    };
+    let (sw, host, pr) = (env.netns("sw"), env.netns("h"), env.netns("pr"));
+    let (p3, h) = (env.ifname("p3"), env.ifname("h"));
+    let (a1, b1) = (env.ifname("a1"), env.ifname("b1"));
+    veth(&p3, &sw, &h, &host);
+    veth(&a1, &sw, &b1, &pr);
+    must(&in_ns(
+        &host,
+        &["ip", "addr", "add", "10.89.0.1/24", "dev", &h],
+    ));
+    let mut psb = Sandbox::new(&format!("fp-lacp-{short}p"), Switch::Ovs);
+    psb.start_switch_in(Some(&pr));
+    let fast = "other_config:lacp-time=fast";
+    let peer_port: Vec<&str> = match peer {
+        LinkPeer::Lacp => vec!["add-port", "brp", &b1, "lacp=active", fast],
+        LinkPeer::NoLacp => vec!["add-port", "brp", &b1],
+    };
+    for args in [
+        &[
+            "add-br",
+            "brp",
+            "--",
+            "set",
+            "bridge",
+            "brp",
+            "datapath_type=netdev",
+        ][..],
+        &peer_port,
+    ] {
+        psb.vsctl_strs(args);
+    }
+    must(&in_ns(
+        &pr,
+        &["ip", "addr", "add", "10.89.0.2/24", "dev", "brp"],
+    ));
+    must(&in_ns(&pr, &["ip", "link", "set", "brp", "up"]));
+
+    let mut sb = Sandbox::new(&format!("fp-lacp-{short}"), switch);
+    sb.start_switch_in(Some(&sw));
+    sb.vsctl_strs(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    sb.vsctl_strs(&["add-port", "br0", &p3]);
+    let fallback_ab = format!("other_config:lacp-fallback-ab={fallback}");
+    sb.vsctl_strs(&["add-port", "br0", &a1, "lacp=active", fast, &fallback_ab]);
+
+    let show = || sb.appctl_strs(&["lacp/show", &a1]);
+    let (state, may_enable) = match peer {
+        LinkPeer::Lacp => ("current attached", true),
+        LinkPeer::NoLacp if fallback => ("defaulted attached", true),
+        LinkPeer::NoLacp => ("defaulted detached", false),
+    };
+    let want = format!("member: {a1}: {state}\n");
+    let may = format!("may_enable: {may_enable}\n");
+    let ok = wait_until(Duration::from_secs(20), || {
+        let s = show();
+        s.contains(&want) && s.contains(&may)
+    });
+    assert!(ok, "{}", show());
+    // A port of one link: LACP's lowest priority, no bond.
+    assert!(show().contains("  sys_priority: 65535\n"), "{}", show());
+    assert!(
+        sb.appctl(&words(&["bond/show", &a1]))
+            .2
+            .contains("no such bond")
+    );
+    let current = if peer == LinkPeer::Lacp {
+        "true"
+    } else {
+        "false"
+    };
+    let written = wait_until(Duration::from_secs(5), || {
+        sb.vsctl_strs(&["get", "interface", &a1, "lacp_current"])
+            .trim()
+            == current
+    });
+    assert!(written, "lacp_current of {a1} is not {current}");
+    if peer == LinkPeer::Lacp {
+        let id = show()
+            .lines()
+            .find_map(|l| l.strip_prefix("  sys_id: "))
+            .unwrap_or_default()
+            .to_owned();
+        let p = psb.appctl_strs(&["lacp/show", &b1]);
+        assert!(p.contains(&format!("partner sys_id: {id}")), "{p}");
+        assert!(p.contains("may_enable: true"), "{p}");
+    }
+    // Its OpenFlow port is live only while LACP lets it carry traffic (OVS's
+    // `may_enable_port()`), as OpenFlow 1.4's port state says.
+    let mgmt = format!("unix:{}", sb.dir.join("br0.mgmt").display());
+    let desc = must(&["ovs-ofctl", "-O", "OpenFlow14", "show", &mgmt]);
+    let port = desc
+        .split(&format!("({a1}):"))
+        .nth(1)
+        .and_then(|d| d.lines().find(|l| l.trim_start().starts_with("state:")))
+        .unwrap_or_default();
+    let live = if may_enable { "LIVE" } else { "0" };
+    assert_eq!(port.split_whitespace().nth(1), Some(live), "{desc}");
+    ping(&host, PEER_IP, 3).unwrap();
+}
+
+#[test]
+fn lacp_on_a_single_interface_port_negotiates_with_ovs_and_forwards() {
+    single_interface_port(
+        "lacp_on_a_single_interface_port_negotiates_with_ovs_and_forwards",
+        "s1",
+        LinkPeer::Lacp,
+        false,
+    );
+}
+
+#[test]
+fn lacp_on_a_single_interface_port_without_partner_defaults_and_still_forwards() {
+    single_interface_port(
+        "lacp_on_a_single_interface_port_without_partner_defaults_and_still_forwards",
+        "s2",
+        LinkPeer::NoLacp,
+        false,
+    );
+}
+
+#[test]
+fn lacp_fallback_ab_on_a_single_interface_port_without_partner_may_enable() {
+    single_interface_port(
+        "lacp_fallback_ab_on_a_single_interface_port_without_partner_may_enable",
+        "s3",
+        LinkPeer::NoLacp,
         true,
     );
 }

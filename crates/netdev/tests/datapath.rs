@@ -234,6 +234,49 @@ fn recirculation_runs_a_second_pass() {
     );
 }
 
+/// OVS's "Encap Decap MPLS xlate action" (mpls-xlate.at) as its datapath runs it: the frame
+/// goes out carried whole in MPLS (`add_mpls`, `push_eth`) on p1, and, in the same pass, is
+/// taken apart again (`pop_eth`, `pop_mpls(eth_type=0x6558)`) and recirculated, the second
+/// pass sending the original frame to p2.
+#[test]
+fn add_mpls_carries_the_frame_and_pop_mpls_gives_it_back() {
+    let dir = Dir::new("addmpls");
+    let o = run(
+        &dir,
+        &fixture("plain_8.pcap"),
+        &[
+            (
+                "recirc_id(0),in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+                "add_mpls(label=0,tc=0,ttl=64,bos=1,eth_type=0x8847),\
+                 push_eth(src=00:00:00:00:00:01,dst=00:00:00:00:00:02),p1,\
+                 pop_eth,pop_mpls(eth_type=0x6558),recirc(0x1)",
+            ),
+            (
+                "recirc_id(0x1),in_port(p0),eth_type(0x0800),ipv4(frag=no)",
+                "p2",
+            ),
+        ],
+        100,
+    );
+    let input = input_frames("plain_8.pcap");
+    assert_eq!(o.p1.len(), 8);
+    for (f, g) in input.iter().zip(&o.p1) {
+        assert_eq!(
+            &g[..18],
+            &[
+                0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x88, 0x47, 0, 0, 0x01, 0x40
+            ]
+        );
+        assert_eq!(&g[18..], &f[..]);
+    }
+    assert_eq!(o.p2, input);
+    assert!(
+        o.drops.contains("header rewrites not applied: 0\n"),
+        "{}",
+        o.drops
+    );
+}
+
 #[test]
 fn endless_recirculation_stops_at_the_depth_limit() {
     let dir = Dir::new("loop");

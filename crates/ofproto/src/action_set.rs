@@ -2,9 +2,9 @@
 //! what `write_actions` may put in it and the order it runs in when the pipeline ends.
 //!
 //! Actions of the action set fall into three kinds. Some may usefully appear once and run in a
-//! fixed order (`strip_vlan`, `pop_mpls`, `push_mpls`, `push_vlan`, `dec_ttl`, `dec_mpls_ttl`;
-//! the last one written counts). Field writes and moves, queue and tunnel settings run after
-//! them, all of them, in the order written. Then one *final* action runs, the one of highest
+//! fixed order (`strip_vlan`, `pop_mpls`, `decap`, `encap`, `push_mpls`, `push_vlan`, `dec_ttl`,
+//! `dec_mpls_ttl`; the last one written counts). Field writes and moves, queue and tunnel
+//! settings run after them, all of them, in the order written. Then one *final* action runs, the one of highest
 //! rank present (`ct`, `ct_clear`, `resubmit`, `output`, `group`; the last written of that
 //! rank): without a final action, the action set does nothing at all. Anything else is not
 //! allowed in an action set (a switch refuses it with `OFPBAC_BAD_TYPE`).
@@ -23,16 +23,18 @@ enum Class {
 }
 
 /// The number of [`Class::Slot`]s.
-const N_SLOTS: usize = 6;
+const N_SLOTS: usize = 8;
 
 fn classify(a: &OfAction) -> Option<Class> {
     Some(match a {
         OfAction::StripVlan => Class::Slot(0),
         OfAction::PopMpls(_) => Class::Slot(1),
-        OfAction::PushMpls(_) => Class::Slot(2),
-        OfAction::PushVlan(_) => Class::Slot(3),
-        OfAction::DecTtl(_) => Class::Slot(4),
-        OfAction::DecMplsTtl => Class::Slot(5),
+        OfAction::Decap(_) => Class::Slot(2),
+        OfAction::Encap(_) => Class::Slot(3),
+        OfAction::PushMpls(_) => Class::Slot(4),
+        OfAction::PushVlan(_) => Class::Slot(5),
+        OfAction::DecTtl(_) => Class::Slot(6),
+        OfAction::DecMplsTtl => Class::Slot(7),
         OfAction::Ct(_) => Class::Final(0),
         OfAction::CtClear => Class::Final(1),
         OfAction::Resubmit { .. } => Class::Final(2),

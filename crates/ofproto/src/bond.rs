@@ -227,11 +227,33 @@ impl Bond {
         if self.config.mode != BondMode::ActiveBackup {
             self.recirc_id = old.recirc_id;
         }
+        self.keep_buckets(old);
         self.active_mac = old.active_mac;
         self.active = old
             .active
             .and_then(|i| self.member_index(&old.members[i].name));
         self.choose_active_if_needed();
+    }
+
+    /// Keeps the buckets of `old` (by member name) with their loads, unless a setting that
+    /// makes OVS's `bond_reconfigure()` reset them changed: the mode, hash basis, rebalance
+    /// interval, primary, `lacp-fallback-ab` or `lb-output-action`.
+    fn keep_buckets(&mut self, old: &Bond) {
+        let (c, o) = (&self.config, &old.config);
+        if (c.mode, c.basis, c.rebalance_interval, &c.primary)
+            != (o.mode, o.basis, o.rebalance_interval, &o.primary)
+            || (c.lacp_fallback_ab, c.lb_output) != (o.lacp_fallback_ab, o.lb_output)
+        {
+            return;
+        }
+        for (b, ob) in self.buckets.iter_mut().zip(&old.buckets) {
+            *b = ob.and_then(|i| {
+                let name = &old.members.get(i)?.name;
+                self.members.iter().position(|m| &m.name == name)
+            });
+        }
+        self.load.clone_from(&old.load);
+        self.counted.clone_from(&old.counted);
     }
 
     /// The index of the member called `name`.
@@ -267,14 +289,9 @@ impl Bond {
         }
         self.choose_active_if_needed();
         if self.config.mode.is_balanced() {
-            // A balance-tcp bond spreads its buckets over the enabled members afresh when one
-            // is enabled, so that a member negotiated later gets its share at once, whether
-            // or not the bond rebalances by load (a member that goes hands on only its own
-            // buckets).
-            let gained = (self.members.iter().zip(&before.0)).any(|(m, &was)| m.enabled && !was);
-            if self.config.mode == BondMode::BalanceTcp && gained {
-                self.buckets.fill(None);
-            }
+            // Only the buckets of no member or of a disabled one get an enabled member: a
+            // member enabled (again) gets buckets only by rebalancing, as in OVS's
+            // `bond_run()` (`bond_update_post_recirc_rules()`, `choose_output_member()`).
             self.fill_buckets();
         }
         let moved = self.rebalance(now);

@@ -165,14 +165,7 @@ impl Bond {
         let Some(l) = lacp.member_index(&self.members[i].name) else {
             return false;
         };
-        let mut at = 12;
-        while frame.len() >= at + 2
-            && matches!([frame[at], frame[at + 1]], [0x81, 0] | [0x88, 0xa8])
-        {
-            at += 4;
-        }
-        let pdu = frame.get(at + 2..).unwrap_or_default();
-        if lacp.receive(l, pdu, now) {
+        if lacp.receive(l, pdu::after_ethernet(frame), now) {
             self.members[i].may_enable = true;
         }
         true
@@ -192,7 +185,7 @@ mod tests {
     use flow::EthAddr;
 
     use super::*;
-    use crate::bond::BondConfig;
+    use crate::bond::{BUCKETS, BondConfig};
     use crate::lacp::pdu::{Info, state};
 
     fn mac(n: u8) -> EthAddr {
@@ -276,6 +269,48 @@ mod tests {
         b.run(later, |m| m.name == "p1");
         assert!((0..256).all(|h| of(&b, h).as_deref() == Some("p1")));
         assert!(p1_before.len() >= 100);
+    }
+
+    #[test]
+    fn a_member_enabled_again_gets_no_buckets_back_until_a_rebalance() {
+        let mut b = tcp_bond(false);
+        let now = Instant::now() + Duration::from_secs(4);
+        b.run(Instant::now(), |_| true);
+        b.run(now, |_| true);
+        for i in 0..2 {
+            let us = b.lacp.as_ref().unwrap().actor(i);
+            b.lacp_receive(i, &partner_frame(i as u16 + 1, &us), now);
+        }
+        b.run(now, |_| true);
+        let on = |b: &Bond, name: &str| {
+            (0..BUCKETS)
+                .filter(|&h| b.buckets[h].is_some_and(|i| b.members[i].name == name))
+                .count()
+        };
+        assert!(on(&b, "p2") > 0);
+        // p2 goes: its buckets go to p1. It comes back: as OVS's bond_run(), the buckets stay
+        // where they are (only a rebalancing moves them).
+        b.run(now, |m| m.name == "p1");
+        assert_eq!(on(&b, "p1"), BUCKETS);
+        b.run(now, |_| true);
+        let us = b.lacp.as_ref().unwrap().actor(1);
+        b.lacp_receive(1, &partner_frame(2, &us), now);
+        b.run(now, |_| true);
+        assert!(b.members.iter().all(|m| m.enabled));
+        assert_eq!(on(&b, "p1"), BUCKETS);
+        // Another updelay keeps them; a new hash basis spreads them afresh (OVS's
+        // bond_reconfigure()).
+        let mut c = b.config.clone();
+        c.updelay = 10;
+        let mut b2 = Bond::new(c.clone(), now);
+        b2.keep_state(&b);
+        b2.run(now, |_| true);
+        assert_eq!(on(&b2, "p1"), BUCKETS);
+        c.basis = 1;
+        let mut b3 = Bond::new(c, now);
+        b3.keep_state(&b2);
+        b3.run(now, |_| true);
+        assert_eq!(on(&b3, "p1"), BUCKETS / 2);
     }
 
     #[test]

@@ -16,6 +16,9 @@ use crate::syntax::{FlowSpec, OfAction};
 /// Number of OpenFlow tables per bridge (0-254; 255 means "all" in flow mods).
 pub const N_TABLES: usize = 255;
 
+/// The last table, OVS's hidden internal one: no flow mod adds to it (`OFPBRC_EPERM`).
+pub const INTERNAL_TABLE: usize = 254;
+
 /// OVS's default `mac-aging-time`.
 pub const MAC_AGING: Duration = Duration::from_secs(300);
 /// OVS's default `mac-table-size`.
@@ -454,6 +457,8 @@ pub struct Bridge {
     pub mirrors: Vec<std::sync::Arc<crate::mirror::Mirror>>,
     /// The bridge's bonds ([`crate::bond`]), in configuration order.
     pub bonds: Vec<crate::bond::Bond>,
+    /// The bridge's Ports of one Interface with LACP ([`crate::lacp_port`]).
+    pub lacp_ports: Vec<crate::lacp_port::LacpPort>,
 }
 
 impl crate::tunnel::UnderlayBridge for Bridge {
@@ -547,6 +552,7 @@ impl Bridge {
             datapath_id: None,
             mirrors: Vec::new(),
             bonds: Vec::new(),
+            lacp_ports: Vec::new(),
         }
     }
 
@@ -616,6 +622,9 @@ impl Bridge {
         let t = usize::from(spec.table);
         if t >= N_TABLES {
             return Err(format!("table {} out of range (0-254)", spec.table));
+        }
+        if t == INTERNAL_TABLE {
+            return Err("OFPBRC_EPERM: table 254 is OVS's internal table, read-only".to_owned());
         }
         // No OpenFlow version can carry a match on it (OVS's ovs-ofctl finds no usable
         // protocol either).
@@ -720,17 +729,20 @@ impl Bridge {
         for &(t, id) in &sel {
             if let Some(r) = self.tables[t].get_mut(id) {
                 let before = std::mem::replace(&mut r.actions, spec.actions.clone());
+                let cookie = r.cookie;
                 r.modified = now;
                 if let Some(c) = spec.modified_cookie() {
                     r.cookie = c;
                 }
                 if before != r.actions {
-                    changed.push((t, id, before.clone()));
+                    changed.push((t, id, Some(before.clone())));
+                } else if cookie != r.cookie {
+                    changed.push((t, id, None));
                 }
                 old.push(before);
             }
         }
-        // Only a change of actions is a modification to the monitors (OVS's
+        // Only a change of actions or cookie is a modification to the monitors (OVS's
         // `replace_rule_finish()`).
         for (t, id, old_actions) in changed {
             if let Some((m, p, r)) = self.tables[t].get(id) {

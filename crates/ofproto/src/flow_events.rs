@@ -26,9 +26,10 @@ pub struct Origin {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FlowChange {
     Added,
-    /// Its actions changed; these were the old ones.
+    /// Its actions or its cookie changed (OVS's `replace_rule_finish()`); the old actions
+    /// when the actions did.
     Modified {
-        old_actions: Vec<OfAction>,
+        old_actions: Option<Vec<OfAction>>,
     },
     Removed(RemovedReason),
 }
@@ -164,6 +165,10 @@ mod tests {
         // The same actions again: no modification.
         b.mod_flows(&spec("in_port=2,actions=drop"), false, now);
         b.mod_flows(&spec("in_port=2,actions=output:1"), false, now);
+        // Only the cookie: a modification too, without old actions.
+        let cookie = "cookie=0x5,in_port=2,actions=output:1";
+        let cookie = parse_flow(cookie, FlowKind::ModOrDel, &NoPortNames).unwrap();
+        b.mod_flows(&cookie, false, now);
         b.del_flows(&spec("in_port=1"), false);
         let ev = take_events(&mut b);
         let changes: Vec<_> = ev.iter().map(|e| (&e.change, e.origin)).collect();
@@ -173,10 +178,11 @@ mod tests {
                 (&FlowChange::Added, Some(o)),
                 (
                     &FlowChange::Modified {
-                        old_actions: vec![]
+                        old_actions: Some(vec![])
                     },
                     None
                 ),
+                (&FlowChange::Modified { old_actions: None }, None),
                 (&FlowChange::Removed(RemovedReason::Delete), None),
             ]
         );

@@ -24,6 +24,7 @@ pub mod flow_events;
 pub mod flow_removed;
 pub mod group;
 pub mod lacp;
+pub mod lacp_port;
 pub mod learn;
 pub mod meter;
 pub mod mirror;

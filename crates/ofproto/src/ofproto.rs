@@ -27,6 +27,7 @@ mod bond;
 mod bundle;
 mod flow_dump;
 mod group;
+mod lacp_port;
 mod learn;
 mod meter;
 #[cfg(test)]
@@ -58,6 +59,10 @@ pub struct Ofproto {
     /// revalidation or statistics read, so that an upcall never waits for the tables' write
     /// lock.
     pending_credits: Mutex<Vec<RuleCredit>>,
+    /// What upcalled packets owe the bond buckets they went out of (OVS counts the missed
+    /// packet with the translation's statistics): (bridge, bond, bucket, bytes), applied
+    /// with the next revalidation's.
+    pending_bond_credits: Mutex<Vec<bond::BucketCredit>>,
     revalidated: AtomicU64,
     upcall: upcall::UpcallState,
     /// What upcalls learned while the tables were busy ([`learn`]).
@@ -148,8 +153,10 @@ impl Ofproto {
         }
     }
 
-    /// Applies what upcalls owe the rules: call before reading rules' statistics.
+    /// Applies what upcalls owe the rules and bond buckets: call before reading rules'
+    /// statistics.
     pub fn settle_credits(&self) {
+        let empty = |q: &Mutex<Vec<_>>| q.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
         let pending = !self
             .pending_credits
             .lock()
@@ -160,9 +167,10 @@ impl Ofproto {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .is_empty();
-        if pending {
+        if pending || !empty(&self.pending_bond_credits) {
             let mut p = self.write();
             self.credit_rules(&mut p, Vec::new(), Instant::now());
+            self.credit_bond_buckets(&mut p.bridges, Vec::new());
         }
     }
 
@@ -1044,6 +1052,11 @@ fn trace_pass(
         flow::odp::format_actions(&shown, None)
     };
     let _ = writeln!(t, "Datapath actions: {acts}");
+    if let Some(why) = x.failed {
+        // Right after the actions, with no slow path explanation, as OVS prints it.
+        let _ = writeln!(t, "Translation failed ({why}), packet is dropped.");
+        return x;
+    }
     if x.slow_bfd || x.slow_action {
         t.push_str("This flow is handled by the userspace slow path because it:\n");
         if x.slow_bfd {
@@ -1058,9 +1071,6 @@ fn trace_pass(
             "This flow is handled by the userspace slow path because it:\n  \
              - Consists of LACP packets.\n",
         );
-    }
-    if let Some(why) = x.failed {
-        let _ = writeln!(t, "\nTranslation failed ({why}), packet is dropped.");
     }
     x
 }
@@ -1283,11 +1293,16 @@ fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
 pub fn format_flow(out: &mut String, key: &PipeKey) {
     let mut mask = PipeMask::new();
     let d = &mut mask.dp;
-    d.set_in_port(u32::MAX)
-        .set_vlan_tci(0xffff)
-        .set_eth_src(flow::EthAddr::BROADCAST)
-        .set_eth_dst(flow::EthAddr::BROADCAST)
-        .set_eth_type(0xffff);
+    d.set_in_port(u32::MAX);
+    // An L3 packet has no Ethernet fields: it says its packet type instead.
+    if key.dp.packet_type() == 0 {
+        d.set_vlan_tci(0xffff)
+            .set_eth_src(flow::EthAddr::BROADCAST)
+            .set_eth_dst(flow::EthAddr::BROADCAST)
+            .set_eth_type(0xffff);
+    } else {
+        d.set_packet_type(u32::MAX);
+    }
     mask.meta = key.meta;
     for r in &mut mask.meta.regs {
         if *r != 0 {
@@ -1343,9 +1358,16 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
     if k.vlan_tci() & flow::key::VLAN_CFI != 0 {
         d.set_vlan2_tci(0xffff);
     }
-    match k.eth_type() {
+    // The ethertype of the packet type (OVS's get_dl_type()): none for a packet type that is
+    // neither Ethernet nor named by an ethertype.
+    let dl_type = match k.packet_type() {
+        0 => k.eth_type(),
+        pt if pt >> 16 == 1 => pt as u16,
+        _ => 0,
+    };
+    match dl_type {
         0x0800 | 0x86dd => {
-            if k.eth_type() == 0x0800 {
+            if dl_type == 0x0800 {
                 d.set_nw_src(std::net::Ipv4Addr::BROADCAST)
                     .set_nw_dst(std::net::Ipv4Addr::BROADCAST);
             } else {
@@ -1365,7 +1387,7 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
             }
             // A neighbour solicitation or advertisement shows its target and link-layer
             // addresses (OVS's flow_format() through is_nd()).
-            if k.eth_type() == 0x86dd
+            if dl_type == 0x86dd
                 && k.nw_proto() == 58
                 && k.tp_dst() == 0
                 && matches!(k.tp_src(), 135 | 136)
@@ -1383,7 +1405,14 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
                 .set_arp_tha(flow::EthAddr::BROADCAST);
         }
         0x8847 | 0x8848 => {
+            // Every label down to the bottom of the stack.
             d.set_mpls_lse0(u32::MAX);
+            if k.mpls_lse0() & 0x100 == 0 {
+                d.set_mpls_lse1(u32::MAX);
+                if k.mpls_lse1() & 0x100 == 0 {
+                    d.set_mpls_lse2(u32::MAX);
+                }
+            }
         }
         _ => {}
     }

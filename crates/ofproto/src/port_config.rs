@@ -52,13 +52,16 @@ pub struct PortConfig {
     pub bfd_rx: Option<crate::bfd::RxFilter>,
     /// The port's BFD session does not forward (OVS's `may_enable_port()`): not live.
     pub bfd_down: bool,
+    /// The port's LACP (a Port of one Interface with LACP) does not let it carry traffic
+    /// (OVS's `may_enable_port()`): not live.
+    pub lacp_down: bool,
 }
 
 impl PortConfig {
     /// Whether the port may be used: neither administratively down nor without link (OVS's
     /// `OFPUTIL_PS_LIVE`).
     pub fn is_live(&self) -> bool {
-        self.config & PC_PORT_DOWN == 0 && !self.link_down && !self.bfd_down
+        self.config & PC_PORT_DOWN == 0 && !self.link_down && !self.bfd_down && !self.lacp_down
     }
 
     /// The `OFPPS_*` state bits as OVS reports them: an administratively down port has no

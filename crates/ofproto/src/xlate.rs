@@ -46,6 +46,7 @@ mod check_pkt_larger;
 mod commit;
 mod controller;
 mod ct;
+mod encap;
 mod fail_open;
 mod flow_hash;
 pub mod lacp;
@@ -621,6 +622,11 @@ pub fn translate_with_priority(
     let mut mask = ctx.wc.dp.clone();
     // The datapath key has datapath port numbers and no registers: in_port stays exact.
     mask.set_in_port(u32::MAX);
+    // Labels that only translation pushed are no part of the packet's key (OVS's
+    // xlate_wc_finish(), which a failed translation does not reach).
+    if !is_mpls(key.eth_type()) && res.failed.is_none() {
+        mask.set_mpls_lse0(0).set_mpls_lse1(0).set_mpls_lse2(0);
+    }
     // ICMP's type and code are one byte each in the datapath's key: only the low bytes of the
     // port fields that hold them can be matched (OVS's xlate_wc_finish()).
     if matches!((key.eth_type(), key.nw_proto()), (0x0800, 1) | (0x86dd, 58)) {
@@ -1066,6 +1072,8 @@ impl Ctx<'_> {
                 }
                 OfAction::PushMpls(et) => self.push_mpls(*et),
                 OfAction::PopMpls(et) => self.pop_mpls(*et),
+                OfAction::Encap(pt) => self.encap(*pt),
+                OfAction::Decap(pt) => self.decap(*pt),
                 OfAction::SetTunnel { id, .. } => {
                     self.flow.dp.set_tun_id(*id);
                 }
@@ -1167,6 +1175,7 @@ impl Ctx<'_> {
             matches!(
                 a,
                 Action::PushMpls { .. }
+                    | Action::AddMpls { .. }
                     | Action::PopMpls { .. }
                     | Action::Ct(_)
                     | Action::CtClear
@@ -1242,6 +1251,14 @@ impl Ctx<'_> {
         if let Some(t) = tunnel {
             self.tunnel_output(t, port.dp_port.unwrap_or(0));
             self.mirror_egress(ofport);
+            return;
+        }
+        // Every other port carries Ethernet frames only (`decap()` made an L3 packet).
+        if self.flow.dp.packet_type() != 0 {
+            self.trace_add(
+                NodeKind::Warn,
+                "Trying to send non-Ethernet packet through legacy L2 port. Dropping packet.",
+            );
             return;
         }
         if ofport == OFPP_LOCAL {

@@ -259,7 +259,7 @@ fn an_unknown_recirc_id_is_a_counted_drop_with_a_note() {
     );
     assert!(
         t.ends_with(
-            "Datapath actions: drop\n\nTranslation failed (No recirculation context), packet \
+            "Datapath actions: drop\nTranslation failed (No recirculation context), packet \
              is dropped.\n"
         ),
         "{t}"

@@ -312,3 +312,24 @@ fn labels_pushed_beyond_a_patch_port_are_popped_on_the_way_back() {
         "{t}"
     );
 }
+
+/// A label written after translation pushed it is no part of what the megaflow matches: the
+/// packet had no label (OVS's `xlate_wc_finish()`). OVS 3.1's trace of the same flow (sent
+/// with OpenFlow 1.3) says `Megaflow: recirc_id=0,eth,ip,in_port=1,nw_tos=0,nw_ttl=64,nw_frag=no`.
+#[test]
+fn a_pushed_label_written_is_not_matched() {
+    let of = switch("in_port=1,ip,actions=push_mpls:0x8847,set_field:5->mpls_label,output:2");
+    let t = trace(
+        &of,
+        "in_port=1,dl_src=50:54:00:00:00:01,dl_dst=50:54:00:00:00:02,udp,nw_src=10.0.0.1,\
+         nw_tos=0,nw_ecn=0,nw_ttl=64,nw_dst=10.0.0.2,udp_src=5000,udp_dst=53",
+    );
+    assert!(
+        t.contains("\nMegaflow: recirc_id=0,eth,ip,in_port=1,nw_tos=0,nw_ttl=64,nw_frag=no\n"),
+        "{t}"
+    );
+    assert!(
+        t.ends_with("Datapath actions: push_mpls(label=5,tc=0,ttl=64,bos=1,eth_type=0x8847),2\n"),
+        "{t}"
+    );
+}

@@ -412,6 +412,33 @@ fn prerequisites_follow_earlier_actions() {
 }
 
 #[test]
+fn encap_and_decap_print_as_ovs() {
+    let acts = "encap(mpls),encap(mpls_mc),encap(ethernet),decap(),\
+                decap(packet_type(ns=0,type=0)),decap(packet_type(ns=1,type=0x800))";
+    check(&format!("actions={acts}"), &format!("actions={acts}"));
+    // encap(mpls) makes the packet MPLS: its label may be set.
+    add("ip,actions=encap(mpls),set_field:5->mpls_label,encap(ethernet),output:1");
+    for (bad, why) in [
+        ("encap()", "Missing encap hdr"),
+        ("encap(gre)", "Encap hdr not supported"),
+        ("encap(mpls(ttl=3))", "Invalid property: ttl"),
+        ("decap(foo)", "Invalid decap argument: foo"),
+        (
+            "decap(packet_type(type=0))",
+            "Missing packet_type attribute ns",
+        ),
+        ("decap(packet_type(ns=5,type=0))", "Unsupported ns value: 5"),
+        (
+            "decap(packet_type(ns=1))",
+            "Missing packet_type attribute type",
+        ),
+    ] {
+        let e = err(&format!("actions={bad}"));
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn error_messages_name_token_and_reason() {
     assert_eq!(err("nw_sr=1.2.3.4,actions=drop"), "unknown field 'nw_sr'");
     assert_eq!(
@@ -424,7 +451,7 @@ fn error_messages_name_token_and_reason() {
     );
     assert_eq!(err("actions=outptu:1"), "unknown action 'outptu'");
     assert_eq!(err("tun_tos=16,actions=drop"), "unknown field 'tun_tos'");
-    assert_eq!(err("actions=encap(nsh)"), "unsupported action 'encap'");
+    assert_eq!(err("actions=encap(nsh)"), "unsupported action 'encap(nsh)'");
     assert_eq!(err("ip"), "missing actions= (a flow to add needs actions)");
     assert_eq!(
         err("importance=x,actions=drop"),

@@ -23,7 +23,7 @@ pub mod ops;
 mod schema;
 pub mod stream;
 
-pub use cache::{Db, Row};
+pub use cache::{Cells, Db, Row};
 pub use datum::{Atom, Datum, Uuid};
 pub use idl::{Idl, IdlOptions, IdlState, IdlWaker, TxnError};
 pub use schema::{AtomicType, BaseType, ColumnSchema, ColumnType, Schema, TableSchema};

@@ -51,7 +51,7 @@ fn differences(db: &Db, dump: &str) -> Vec<String> {
                 let want =
                     Datum::from_json(v, ty).unwrap_or_else(|e| panic!("{table}.{col} {v}: {e}"));
                 let got = db.get(&table, uuid, col);
-                if got != want {
+                if *got != want {
                     diffs.push(format!(
                         "{table} {uuid} {col}: dump {v}, replica {}",
                         got.to_json()

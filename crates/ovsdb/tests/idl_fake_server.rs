@@ -169,7 +169,7 @@ fn falls_back_to_monitor_answers_echo_and_reconnects_after_garbage() {
     assert!(until(|| idl.state() == IdlState::Monitoring));
     assert!(idl.last_error().is_none());
     assert_eq!(
-        idl.snapshot().get("Bridge", U1.parse().unwrap(), "name"),
+        *idl.snapshot().get("Bridge", U1.parse().unwrap(), "name"),
         Datum::string("br0")
     );
     idl.stop();

@@ -209,9 +209,29 @@ pub fn push_mpls(pkt: &mut Packet, lse: u32, eth_type: u16) -> Result<(), Rewrit
     Ok(())
 }
 
+/// `add_mpls`: puts `lse` (as on the wire) in front of the whole packet, as OVS's `add_mpls()`
+/// does for `encap(mpls)`: an Ethernet frame or an L3 packet alike becomes the payload of an L3
+/// MPLS packet whose packet type is `(1, eth_type)`. `eth_type` should be an MPLS ethertype
+/// (the compiler checks it).
+pub fn add_mpls(pkt: &mut Packet, lse: u32, eth_type: u16) -> Result<(), RewriteError> {
+    put32(pkt.push_front(MPLS_HLEN), 0, lse);
+    let m = &mut pkt.meta;
+    m.packet_type = (1 << 16) | u32::from(eth_type);
+    m.l2_5 = 0;
+    shift(&mut m.l3, MPLS_HLEN as isize, 0);
+    shift(&mut m.l4, MPLS_HLEN as isize, 0);
+    Ok(())
+}
+
 /// `pop_mpls(eth_type=)`: removes the outer label stack entry and writes `eth_type` as the
 /// ethertype in front of what follows. After the bottom entry, L3 starts where the stack was.
+/// On an L3 MPLS packet (no Ethernet header) the packet type becomes what `eth_type` says:
+/// an Ethernet frame for 0x6558 (Transparent Ethernet Bridging), else `(1, eth_type)`, as
+/// OVS's `pop_mpls()` has it.
 pub fn pop_mpls(pkt: &mut Packet, eth_type: u16) -> Result<(), RewriteError> {
+    if pkt.meta.packet_type >> 16 == 1 && is_mpls_type(pkt.meta.packet_type as u16) {
+        return pop_l3_mpls(pkt, eth_type);
+    }
     ethernet(pkt)?;
     let ofs = match at(pkt.meta.l2_5, pkt.len(), MPLS_HLEN) {
         Some(o) if o >= ETH_HLEN => o,
@@ -235,6 +255,37 @@ pub fn pop_mpls(pkt: &mut Packet, eth_type: u16) -> Result<(), RewriteError> {
     shift(&mut m.l4, -(MPLS_HLEN as isize), ofs + MPLS_HLEN);
     Ok(())
 }
+
+/// [`pop_mpls`] on an L3 MPLS packet: the label stack starts the packet.
+fn pop_l3_mpls(pkt: &mut Packet, eth_type: u16) -> Result<(), RewriteError> {
+    if pkt.len() < MPLS_HLEN {
+        return Err(Runt);
+    }
+    let bos = be32(pkt.data(), 0) & MPLS_BOS != 0;
+    pkt.pull_front(MPLS_HLEN);
+    let m = &mut pkt.meta;
+    m.packet_type = match eth_type {
+        ETH_TYPE_TEB => 0,
+        t => (1 << 16) | u32::from(t),
+    };
+    let ethernet = m.packet_type == 0;
+    m.l2_5 = if bos || ethernet { NO_OFS } else { 0 };
+    if bos && !ethernet && m.l3 == NO_OFS {
+        m.l3 = 0;
+    } else {
+        shift(&mut m.l3, -(MPLS_HLEN as isize), MPLS_HLEN);
+    }
+    shift(&mut m.l4, -(MPLS_HLEN as isize), MPLS_HLEN);
+    Ok(())
+}
+
+#[inline]
+fn is_mpls_type(t: u16) -> bool {
+    matches!(t, 0x8847 | 0x8848)
+}
+
+/// Ethertype of an Ethernet frame carried whole (RFC 1701's Transparent Ethernet Bridging).
+const ETH_TYPE_TEB: u16 = 0x6558;
 
 /// `set(mpls(...))`: masked write of the outer label stack entry.
 pub fn set_mpls(pkt: &mut Packet, lse: u32, mask: u32) -> Result<(), RewriteError> {
@@ -367,6 +418,66 @@ mod tests {
         assert_eq!((q.len(), q.meta.packet_type), (6, 0x1_0800));
         let mut runt = Packet::from_slice(&[0; 10]);
         assert_eq!(pop_eth(&mut runt), Err(Runt));
+    }
+
+    /// OVS's "Encap Decap MPLS xlate action" (tests/mpls-xlate.at) on the bytes:
+    /// `add_mpls,push_eth` on one bridge, `pop_eth,pop_mpls(eth_type=0x6558)` on the next.
+    #[test]
+    fn add_mpls_carries_an_ethernet_frame_and_pop_mpls_gets_it_back() {
+        let f = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"hi", true);
+        let mut p = extracted(&f);
+        add_mpls(&mut p, 64 | MPLS_BOS, 0x8847).unwrap();
+        assert_eq!(p.meta.packet_type, 0x1_8847);
+        assert_eq!(&p.data()[..4], &[0, 0, 0x01, 0x40]);
+        assert_eq!(&p.data()[4..], &f[..]);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (0, 18, 38));
+        let (src, dst) = ([0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 2]);
+        push_eth(&mut p, &src, &dst).unwrap();
+        assert_eq!(p.meta.packet_type, 0);
+        assert_eq!(
+            &p.data()[..18],
+            &[
+                0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x88, 0x47, 0, 0, 0x01, 0x40
+            ]
+        );
+        assert_eq!(&p.data()[18..], &f[..]);
+        assert_eq!((p.meta.l2_5, p.meta.l3), (14, 32));
+        pop_eth(&mut p).unwrap();
+        assert_eq!(p.meta.packet_type, 0x1_8847);
+        pop_mpls(&mut p, ETH_TYPE_TEB).unwrap();
+        assert_eq!(p.data(), &f[..]);
+        assert_eq!(p.meta.packet_type, 0);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (NO_OFS, 14, 34));
+    }
+
+    #[test]
+    fn add_mpls_stacks_on_an_l3_packet_and_pops_back_to_it() {
+        let f = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"hi", true);
+        let mut p = extracted(&f);
+        pop_eth(&mut p).unwrap();
+        add_mpls(&mut p, 1 << 12 | MPLS_BOS | 9, 0x8847).unwrap();
+        add_mpls(&mut p, 2 << 12 | 8, 0x8848).unwrap();
+        assert_eq!(p.meta.packet_type, 0x1_8848);
+        assert_eq!(&p.data()[..8], &[0, 0, 0x20, 8, 0, 0, 0x11, 9]);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (0, 8, 28));
+        pop_mpls(&mut p, 0x8847).unwrap();
+        assert_eq!(
+            (p.meta.packet_type, p.meta.l2_5, p.meta.l3),
+            (0x1_8847, 0, 4)
+        );
+        pop_mpls(&mut p, 0x0800).unwrap();
+        assert_eq!(p.data(), &f[ETH_HLEN..]);
+        assert_eq!(p.meta.packet_type, 0x1_0800);
+        assert_eq!((p.meta.l2_5, p.meta.l3, p.meta.l4), (NO_OFS, 0, 20));
+        // Not extracted: the popped bottom entry leaves L3 at the front.
+        let mut q = Packet::from_slice(&[0, 0, 0x11, 9, 0x45]);
+        q.meta.packet_type = 0x1_8847;
+        q.meta.l2_5 = 0;
+        pop_mpls(&mut q, 0x0800).unwrap();
+        assert_eq!((q.len(), q.meta.l3), (1, 0));
+        let mut runt = Packet::from_slice(&[0; 3]);
+        runt.meta.packet_type = 0x1_8847;
+        assert_eq!(pop_mpls(&mut runt, 0x0800), Err(Runt));
     }
 
     proptest! {

@@ -49,8 +49,8 @@ pub(crate) use ip::{ECN_CE, ECN_MASK, ip_ecn, set_ip_ecn};
 pub use ip::{set_ipv4, set_ipv6, set_l4};
 pub(crate) use l2::l2_end;
 pub use l2::{
-    pop_eth, pop_mpls, pop_vlan, push_eth, push_eth_pop_mpls, push_mpls, push_vlan, set_eth,
-    set_mpls,
+    add_mpls, pop_eth, pop_mpls, pop_vlan, push_eth, push_eth_pop_mpls, push_mpls, push_vlan,
+    set_eth, set_mpls,
 };
 pub(crate) use nat::nat_ipv4_l4;
 pub use tnl_push::{
@@ -235,6 +235,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         DpAction::PushVlan { tpid, tci } => push_vlan(pkt, *tpid, *tci),
         DpAction::PopVlan => pop_vlan(pkt),
         DpAction::PushMpls { lse, eth_type } => push_mpls(pkt, *lse, *eth_type),
+        DpAction::AddMpls { lse, eth_type } => add_mpls(pkt, *lse, *eth_type),
         DpAction::PopMpls { eth_type } => pop_mpls(pkt, *eth_type),
         DpAction::SetMpls { lse, mask } => set_mpls(pkt, *lse, *mask),
         DpAction::SetIpv4(s) => set_ipv4(pkt, s),

@@ -17,6 +17,8 @@
 //! added.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use ofproto::flow_events::{Origin, with_origin};
 use ofproto::ofproto::Ofproto;
@@ -30,13 +32,48 @@ const MAX_BUNDLES: usize = 64;
 /// Bytes of messages one connection's bundles may hold.
 const MAX_BYTES: usize = 256 << 20;
 
+/// How long a bundle may go without an open, add or close before it is dropped with
+/// `OFPBFC_TIMEOUT`, in milliseconds: OVS's default, or `other_config:bundle-idle-timeout`.
+static IDLE_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_IDLE_TIMEOUT_MS);
+const DEFAULT_IDLE_TIMEOUT_MS: u64 = 10_000;
+
+/// Sets the bundles' idle timeout to `secs` seconds, OVS's default (10) for 0 (OVS's
+/// `connmgr_set_bundle_idle_timeout()`).
+pub(crate) fn set_idle_timeout(secs: u64) {
+    let ms = match secs {
+        0 => DEFAULT_IDLE_TIMEOUT_MS,
+        s => s.saturating_mul(1000),
+    };
+    IDLE_TIMEOUT_MS.store(ms, Ordering::Relaxed);
+}
+
+fn idle_timeout() -> Duration {
+    Duration::from_millis(IDLE_TIMEOUT_MS.load(Ordering::Relaxed))
+}
+
 /// A bundle being filled.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Bundle {
     flags: u16,
     closed: bool,
     /// The messages, header included, in order.
     msgs: Vec<Vec<u8>>,
+    /// The message that opened it (header included), which its timeout error carries.
+    opened_by: Vec<u8>,
+    /// When it was last opened, added to or closed.
+    used: Instant,
+}
+
+impl Bundle {
+    fn new(flags: u16, opened_by: &[u8]) -> Bundle {
+        Bundle {
+            flags,
+            closed: false,
+            msgs: Vec::new(),
+            opened_by: opened_by.to_vec(),
+            used: Instant::now(),
+        }
+    }
 }
 
 /// Why a commit failed: the failing message (header included) and its error.
@@ -122,12 +159,31 @@ impl Bundles {
         Some(b)
     }
 
-    /// A bundle control; `commit` is handed a committed bundle's messages to carry out (see
-    /// [`commit`]; when one fails it says `OFPBFC_MSG_FAILED`). On success the reply is due
-    /// (the caller sends it, or has `commit` send it when the commit is done).
+    /// Drops the bundles idle for longer than the idle timeout (OVS's
+    /// `bundle_remove_expired()`); returns the messages that opened them, each owed an
+    /// `OFPBFC_TIMEOUT` error.
+    pub(crate) fn expire(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let limit = idle_timeout();
+        let idle: Vec<u32> = self
+            .open
+            .iter()
+            .filter(|(_, b)| now.saturating_duration_since(b.used) >= limit)
+            .map(|(&id, _)| id)
+            .collect();
+        idle.into_iter()
+            .filter_map(|id| self.remove(id))
+            .map(|b| b.opened_by)
+            .collect()
+    }
+
+    /// A bundle control (`raw` is the message, header included); `commit` is handed a
+    /// committed bundle's messages to carry out (see [`commit`]; when one fails it says
+    /// `OFPBFC_MSG_FAILED`). On success the reply is due (the caller sends it, or has
+    /// `commit` send it when the commit is done).
     pub(crate) fn control(
         &mut self,
         c: &BundleCtrl,
+        raw: &[u8],
         commit: impl FnOnce(Vec<Vec<u8>>) -> Result<(), OfpErr>,
     ) -> Result<(), OfpErr> {
         let id = c.bundle_id;
@@ -139,13 +195,7 @@ impl Bundles {
                 if self.open.len() >= MAX_BUNDLES {
                     return Err(OfpErr::OfpbfcOutOfBundles);
                 }
-                self.open.insert(
-                    id,
-                    Bundle {
-                        flags: c.flags,
-                        ..Bundle::default()
-                    },
-                );
+                self.open.insert(id, Bundle::new(c.flags, raw));
             }
             BundleCtrlType::CloseRequest => {
                 let b = self.open.get_mut(&id).ok_or(OfpErr::OfpbfcBadId)?;
@@ -159,6 +209,7 @@ impl Bundles {
                     return Err(e);
                 }
                 b.closed = true;
+                b.used = Instant::now();
             }
             BundleCtrlType::CommitRequest => {
                 let b = self.remove(id).ok_or(OfpErr::OfpbfcBadId)?;
@@ -175,11 +226,12 @@ impl Bundles {
         Ok(())
     }
 
-    /// A bundled message of type `t`, already checked by `check`: stored in its bundle
-    /// (opened by it if need be).
+    /// A bundled message of type `t` (`raw` the add message, header included), already
+    /// checked by `check`: stored in its bundle (opened by it if need be).
     pub(crate) fn add(
         &mut self,
         a: &BundleAdd<'_>,
+        raw: &[u8],
         t: MsgType,
         check: impl FnOnce(&[u8]) -> Result<(), OfpErr>,
     ) -> Result<(), OfpErr> {
@@ -193,10 +245,10 @@ impl Bundles {
         if !self.open.contains_key(&a.bundle_id) && self.open.len() >= MAX_BUNDLES {
             return Err(OfpErr::OfpbfcOutOfBundles);
         }
-        let b = self.open.entry(a.bundle_id).or_insert_with(|| Bundle {
-            flags: a.flags,
-            ..Bundle::default()
-        });
+        let b = self
+            .open
+            .entry(a.bundle_id)
+            .or_insert_with(|| Bundle::new(a.flags, raw));
         if b.closed || b.flags != a.flags {
             let e = if b.closed {
                 OfpErr::OfpbfcBundleClosed
@@ -207,6 +259,7 @@ impl Bundles {
             return Err(e);
         }
         b.msgs.push(a.msg.to_vec());
+        b.used = Instant::now();
         self.bytes += a.msg.len();
         Ok(())
     }
@@ -293,47 +346,77 @@ mod tests {
         let ok = |_: &[u8]| Ok(());
         let committed = |_: Vec<Vec<u8>>| Ok(());
         let fm = MsgType::Ofpt11FlowMod;
-        b.control(&ctrl(1, OpenRequest, 3), committed).unwrap();
+        b.control(&ctrl(1, OpenRequest, 3), b"req", committed)
+            .unwrap();
         assert_eq!(
-            b.control(&ctrl(1, OpenRequest, 3), committed),
+            b.control(&ctrl(1, OpenRequest, 3), b"req", committed),
             Err(OfpErr::OfpbfcBadId)
         );
         // Opened by its first message; messages kept in order.
-        b.add(&add(2, 3, b"one"), fm, ok).unwrap();
-        b.add(&add(2, 3, b"two"), fm, ok).unwrap();
-        assert_eq!(b.add(&add(2, 1, b"x"), fm, ok), Err(OfpErr::OfpbfcBadFlags));
-        b.add(&add(2, 3, b"one"), fm, ok).unwrap();
-        b.add(&add(2, 3, b"two"), fm, ok).unwrap();
-        b.control(&ctrl(2, CloseRequest, 3), committed).unwrap();
+        b.add(&add(2, 3, b"one"), b"req", fm, ok).unwrap();
+        b.add(&add(2, 3, b"two"), b"req", fm, ok).unwrap();
         assert_eq!(
-            b.add(&add(2, 3, b"x"), fm, ok),
+            b.add(&add(2, 1, b"x"), b"req", fm, ok),
+            Err(OfpErr::OfpbfcBadFlags)
+        );
+        b.add(&add(2, 3, b"one"), b"req", fm, ok).unwrap();
+        b.add(&add(2, 3, b"two"), b"req", fm, ok).unwrap();
+        b.control(&ctrl(2, CloseRequest, 3), b"req", committed)
+            .unwrap();
+        assert_eq!(
+            b.add(&add(2, 3, b"x"), b"req", fm, ok),
             Err(OfpErr::OfpbfcBundleClosed)
         );
-        b.add(&add(2, 3, b"one"), fm, ok).unwrap();
-        b.add(&add(2, 3, b"two"), fm, ok).unwrap();
+        b.add(&add(2, 3, b"one"), b"req", fm, ok).unwrap();
+        b.add(&add(2, 3, b"two"), b"req", fm, ok).unwrap();
         let mut seen = Vec::new();
-        b.control(&ctrl(2, CommitRequest, 3), |msgs| {
+        b.control(&ctrl(2, CommitRequest, 3), b"req", |msgs| {
             seen.extend(msgs.iter().cloned());
             Ok(())
         })
         .unwrap();
         assert_eq!(seen, [b"one".to_vec(), b"two".to_vec()]);
         assert_eq!(
-            b.control(&ctrl(2, CommitRequest, 3), committed),
+            b.control(&ctrl(2, CommitRequest, 3), b"req", committed),
             Err(OfpErr::OfpbfcBadId)
         );
         assert_eq!(
-            b.add(&add(3, 0, b"x"), MsgType::Ofpt11PortMod, ok),
+            b.add(&add(3, 0, b"x"), b"req", MsgType::Ofpt11PortMod, ok),
             Err(OfpErr::OfpbrcBadType)
         );
         // The second open of bundle 1 dropped it, as OVS drops it.
         assert_eq!(
-            b.control(&ctrl(1, DiscardRequest, 0), committed),
+            b.control(&ctrl(1, DiscardRequest, 0), b"req", committed),
             Err(OfpErr::OfpbfcBadId)
         );
-        b.add(&add(4, 0, b"x"), fm, ok).unwrap();
-        b.control(&ctrl(4, DiscardRequest, 0), committed).unwrap();
+        b.add(&add(4, 0, b"x"), b"req", fm, ok).unwrap();
+        b.control(&ctrl(4, DiscardRequest, 0), b"req", committed)
+            .unwrap();
         assert_eq!(b.bytes, 0);
+        assert!(b.open.is_empty());
+    }
+
+    #[test]
+    fn idle_bundles_expire_with_the_message_that_opened_them() {
+        use BundleCtrlType::*;
+        let mut b = Bundles::default();
+        let ok = |_: &[u8]| Ok(());
+        let committed = |_: Vec<Vec<u8>>| Ok(());
+        let fm = MsgType::Ofpt11FlowMod;
+        b.control(&ctrl(1, OpenRequest, 0), b"open 1", committed)
+            .unwrap();
+        b.add(&add(2, 0, b"m"), b"add 2", fm, ok).unwrap();
+        let t0 = Instant::now();
+        assert!(b.expire(t0).is_empty());
+        let late = t0 + idle_timeout();
+        // Bundle 1 used again later than 2: only 2 goes.
+        b.open.get_mut(&1).unwrap().used = t0 + Duration::from_secs(5);
+        assert_eq!(b.expire(late), [b"add 2".to_vec()]);
+        assert_eq!(b.bytes, 0);
+        assert_eq!(
+            b.expire(late + Duration::from_secs(5)),
+            [b"open 1".to_vec()]
+        );
         assert!(b.open.is_empty());
     }
 }

@@ -473,7 +473,7 @@ fn update_for(
             FlowUpdateEvent::Modified,
             0,
             flags::MODIFY,
-            Some(old_actions.as_slice()),
+            old_actions.as_deref(),
         ),
         FlowChange::Removed(why) => (
             FlowUpdateEvent::Removed,
@@ -582,12 +582,7 @@ mod tests {
         // A flow there before the pause: its modification is kept, its removal is told.
         assert!(paused_skips(
             &mut missed,
-            &event(
-                old,
-                FlowChange::Modified {
-                    old_actions: vec![]
-                }
-            )
+            &event(old, FlowChange::Modified { old_actions: None })
         ));
         assert!(!paused_skips(&mut missed, &event(old, removed.clone())));
         // A flow added since: its removal is not told, and it is forgotten.
@@ -598,12 +593,7 @@ mod tests {
         paused_skips(&mut missed, &event(new, FlowChange::Added));
         paused_skips(
             &mut missed,
-            &event(
-                new,
-                FlowChange::Modified {
-                    old_actions: vec![],
-                },
-            ),
+            &event(new, FlowChange::Modified { old_actions: None }),
         );
         let kept: Vec<bool> = missed.values().flatten().map(|(_, added)| *added).collect();
         assert_eq!(kept, [false]);

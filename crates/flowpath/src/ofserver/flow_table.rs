@@ -5,6 +5,7 @@
 //! flow and aggregate statistics requests (`OFPST_FLOW`, `NXST_FLOW`, `OFPMP_FLOW` and their
 //! aggregate twins) answered in the request's form.
 
+use ofproto::bridge::INTERNAL_TABLE;
 use ofproto::fields::FieldId;
 use ofproto::ofproto::{BundleCommit, FlowModError, FlowModOp, Ofproto};
 use ofproto::pipekey::PipeMatch;
@@ -19,6 +20,12 @@ use openflow::nxm::TlvLens;
 
 /// The flow mod `msg` (header included) as the tables take it; `table_id` is whether the
 /// connection turned on `NXT_FLOW_MOD_TABLE_ID`.
+/// Checks flow mod `msg` (header included) as OVS checks one added to a bundle
+/// (`ofproto_flow_mod_init()`): what [`decode`] refuses.
+pub(crate) fn check_flow_mod(msg: &[u8], table_id: bool) -> Result<(), OfpErr> {
+    decode(msg, table_id).map(drop)
+}
+
 fn decode(msg: &[u8], table_id: bool) -> Result<(FlowModOp, FlowSpec), OfpErr> {
     let mut fm = decode_flow_mod(msg, table_id)?;
     // In OpenFlow 1.0 and 1.1 an add always resets counters (OVS's
@@ -38,6 +45,10 @@ fn decode(msg: &[u8], table_id: bool) -> Result<(FlowModOp, FlowSpec), OfpErr> {
         FlowModCommand::Add | FlowModCommand::Modify | FlowModCommand::ModifyStrict
     ) && !has_default_hidden_fields(&fm.spec.match_)
     {
+        return Err(OfpErr::OfpbrcEperm);
+    }
+    // The internal table is read-only (OVS's `add_flow_init()`).
+    if fm.command == FlowModCommand::Add && usize::from(fm.spec.table) == INTERNAL_TABLE {
         return Err(OfpErr::OfpbrcEperm);
     }
     let op = match fm.command {
@@ -98,10 +109,13 @@ pub(crate) fn flow_mod(
 }
 
 /// The error for a flow the pipeline refused with `why`: a group its actions use does not
-/// exist (`OFPBAC_BAD_OUT_GROUP`, as OVS's `ofproto_check_ofpacts()`), else `other`.
+/// exist (`OFPBAC_BAD_OUT_GROUP`, as OVS's `ofproto_check_ofpacts()`), the internal table
+/// (`OFPBRC_EPERM`), else `other`.
 fn refused(why: &str, other: OfpErr) -> OfpErr {
     if why.starts_with("OFPBAC_BAD_OUT_GROUP") {
         OfpErr::OfpbacBadOutGroup
+    } else if why.starts_with("OFPBRC_EPERM") {
+        OfpErr::OfpbrcEperm
     } else {
         other
     }
@@ -118,6 +132,7 @@ pub(crate) fn stage_flow_mod(
     commit.flow_mod(op, &s).map_err(|e| match e {
         FlowModError::NoBridge => OfpErr::OfpbrcEperm,
         FlowModError::BadTableId => OfpErr::OfpbrcBadTableId,
+        FlowModError::ReadOnlyTable => OfpErr::OfpbrcEperm,
         FlowModError::Overlap => OfpErr::OfpfmfcOverlap,
         FlowModError::BadOutGroup => OfpErr::OfpbacBadOutGroup,
         FlowModError::Meter(e) => super::meter_table::ofp_err(e),

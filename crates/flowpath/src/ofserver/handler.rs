@@ -24,7 +24,6 @@ use openflow::conn::{
     ConnEvent, ConnId, ConnInfo, Dest, EventLoop, Handler, LoopHandle, MsgKind, Target,
 };
 use openflow::error::{self, OfpErr};
-use openflow::flow_mod::decode_flow_mod;
 use openflow::header::Version;
 use openflow::msgs::async_config::{AsyncConfig, AsyncMsg};
 use openflow::msgs::decode::{Msg, decode_body};
@@ -228,6 +227,23 @@ impl OfHandler {
         }
     }
 
+    /// Drops the bundles left idle too long, each with an `OFPBFC_TIMEOUT` error carrying
+    /// the message that opened it, on its connection (OVS's `bundle_remove_expired()`).
+    pub(crate) fn expire_bundles(&mut self, ev: &mut EventLoop) {
+        let now = Instant::now();
+        for (&c, bundles) in &mut self.bundles {
+            for opened_by in bundles.expire(now) {
+                let mut out = Vec::new();
+                let (version, xid) = match opened_by.get(..8) {
+                    Some(h) => (h[0], u32::from_be_bytes([h[4], h[5], h[6], h[7]])),
+                    None => continue,
+                };
+                openflow::error::encode(OfpErr::OfpbfcTimeout, version, xid, &opened_by, &mut out);
+                ev.send(Dest::Conn(c), out, MsgKind::Reply);
+            }
+        }
+    }
+
     /// Forgets a bridge's shared state (it was deleted).
     pub(crate) fn forget_bridge(&mut self, bridge: &str) {
         self.bridges.remove(bridge);
@@ -320,7 +336,7 @@ impl OfHandler {
                 bc.encode_reply(m, &mut reply)?;
                 let bundles = self.bundles.entry(c).or_default();
                 let mut committing = None;
-                bundles.control(&bc, |msgs| {
+                bundles.control(&bc, raw, |msgs| {
                     committing = Some(msgs);
                     Ok(())
                 })?;
@@ -346,11 +362,11 @@ impl OfHandler {
                 if !conn.may_modify() {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
-                return self.bundles.entry(c).or_default().add(&a, t, |msg| {
+                return self.bundles.entry(c).or_default().add(&a, raw, t, |msg| {
                     if group_table::is_group_mod(msg) {
                         return group_table::check_group_mod(msg);
                     }
-                    decode_flow_mod(msg, conn.flow_mod_table_id).map(drop)
+                    flow_table::check_flow_mod(msg, conn.flow_mod_table_id)
                 });
             }
             // Groups too ([`group_table`]).

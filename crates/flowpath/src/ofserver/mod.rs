@@ -34,6 +34,7 @@ mod bond_learning;
 pub(crate) use lb_output::sync as sync_lb_output;
 mod bridge_view;
 mod bundle;
+pub(crate) use bundle::set_idle_timeout as set_bundle_idle_timeout;
 mod bundle_commit;
 mod connmgr;
 mod ct_flush;
@@ -135,6 +136,7 @@ impl OfServer {
                     {
                         server.sync(&mut ev);
                         watch_upcall_queues(&dp2, &mut queues, &handle2);
+                        server.handler.expire_bundles(&mut ev);
                         synced = Instant::now();
                     }
                 }

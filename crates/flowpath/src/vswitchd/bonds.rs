@@ -6,7 +6,8 @@
 //! `lacp-fallback-ab`, `all-members-active`, and for LACP `lacp-system-id`,
 //! `lacp-system-priority`, `lacp-time`) with the `lacp` column and each member Interface's
 //! `other_config` (`lacp-port-id`, `lacp-port-priority`, `lacp-aggregation-key`); the active
-//! member's address is written back to `bond_active_slave`.
+//! member's address is written back to `bond_active_slave`. A Port of one Interface with
+//! `lacp` set runs LACP without a bond (OVS's `port_configure()`), with the same settings.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,7 @@ use flow::EthAddr;
 use ofproto::bond::{BondConfig, BondMode};
 use ofproto::bond_lacp::LacpConfig;
 use ofproto::lacp::{MemberSettings, Settings};
+use ofproto::lacp_port::LacpPortConfig;
 use ovsdb::{Db, Uuid};
 
 use super::desired::BridgeDesired;
@@ -43,12 +45,29 @@ pub(crate) fn read(db: &Db, p: Uuid, members: Vec<String>, ifaces: &[Uuid]) -> O
     if members.len() < 2 {
         return None;
     }
+    Some(read_port(db, p, members, ifaces))
+}
+
+/// Port row `p` of one interface `members` when its `lacp` column is set (OVS runs LACP on
+/// such a Port too, without a bond), or none.
+pub(crate) fn read_lacp_port(
+    db: &Db,
+    p: Uuid,
+    members: Vec<String>,
+    ifaces: &[Uuid],
+) -> Option<BondDesired> {
+    let lacp = db.get("Port", p, "lacp");
+    (members.len() == 1 && lacp.as_str().is_some()).then(|| read_port(db, p, members, ifaces))
+}
+
+/// The bond-related columns of Port row `p` with interfaces `members`.
+fn read_port(db: &Db, p: Uuid, members: Vec<String>, ifaces: &[Uuid]) -> BondDesired {
     let member_lacp = ifaces
         .iter()
         .map(|&i| member_lacp(&db.get("Interface", i, "other_config").string_map()))
         .collect();
     let col = |c: &str| db.get("Port", p, c);
-    Some(BondDesired {
+    BondDesired {
         uuid: p,
         name: col("name").as_str().unwrap_or_default().to_owned(),
         members,
@@ -59,7 +78,7 @@ pub(crate) fn read(db: &Db, p: Uuid, members: Vec<String>, ifaces: &[Uuid]) -> O
         other_config: col("other_config").string_map(),
         lacp: col("lacp").as_str().map(str::to_owned),
         member_lacp,
-    })
+    }
 }
 
 /// An `other_config` integer as OVS's `smap_get_int()` reads it (0 when absent or bad).
@@ -111,9 +130,11 @@ fn lacp_config(d: &BondDesired, bridge_mac: EthAddr, warn: &mut Vec<String>) -> 
     let prio = int(oc, "lacp-system-priority");
     let sys_priority = if (1..=65535).contains(&prio) {
         prio as u16
-    } else {
+    } else if d.members.len() > 1 {
         // A bond (more than one link) prefers bondable links.
         u16::MAX - 1
+    } else {
+        u16::MAX
     };
     let settings = Settings {
         active,
@@ -200,12 +221,7 @@ pub(crate) fn configure(b: &BridgeDesired, sw: &Switch) {
         let pipe = sw.of.pipe.read().unwrap_or_else(|e| e.into_inner());
         let ofb = pipe.bridge(&b.name);
         let mac = |name: &str| member_mac(ofb, name);
-        let bridge_mac = ofb
-            .and_then(|ob| {
-                let local = ob.ports.get(&ofproto::syntax::OFPP_LOCAL)?;
-                Some(crate::ofserver::port_mac(ob, local))
-            })
-            .unwrap_or(EthAddr::ZERO);
+        let bridge_mac = bridge_mac(ofb);
         b.bonds
             .iter()
             .map(|d| config(d, mac, bridge_mac, &mut warn))
@@ -219,6 +235,43 @@ pub(crate) fn configure(b: &BridgeDesired, sw: &Switch) {
         Ok(false) => {}
         Err(e) => log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name)),
     }
+    configure_lacp_ports(b, sw);
+}
+
+/// Sets bridge `b`'s Ports of one Interface with LACP in the switch (OVS's
+/// `port_configure_lacp()` for a Port without a bond); logs OVS's warnings when they change.
+fn configure_lacp_ports(b: &BridgeDesired, sw: &Switch) {
+    let mut warn = Vec::new();
+    let configs: Vec<LacpPortConfig> = {
+        let pipe = sw.of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        let ofb = pipe.bridge(&b.name);
+        let bridge_mac = bridge_mac(ofb);
+        (b.lacp_ports.iter())
+            .filter_map(|d| {
+                let member = d.members.first()?;
+                Some(LacpPortConfig {
+                    name: d.name.clone(),
+                    member: member.clone(),
+                    mac: member_mac(ofb, member),
+                    lacp: lacp_config(d, bridge_mac, &mut warn)?,
+                })
+            })
+            .collect()
+    };
+    match sw.of.set_lacp_ports(&b.name, configs) {
+        Ok(true) => warn.iter().for_each(|w| log(vlog::Level::Warn, w)),
+        Ok(false) => {}
+        Err(e) => log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name)),
+    }
+}
+
+/// The bridge's address (its LOCAL port's), LACP's default system id.
+fn bridge_mac(ofb: Option<&ofproto::bridge::Bridge>) -> EthAddr {
+    ofb.and_then(|ob| {
+        let local = ob.ports.get(&ofproto::syntax::OFPP_LOCAL)?;
+        Some(crate::ofserver::port_mac(ob, local))
+    })
+    .unwrap_or(EthAddr::ZERO)
 }
 
 /// A member's Ethernet address: its kernel device's, else the one its OpenFlow port shows.

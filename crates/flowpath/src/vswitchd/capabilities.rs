@@ -46,8 +46,8 @@ pub(crate) fn capabilities() -> BTreeMap<String, String> {
         ("ct_flush", "true"),
         // Balance-tcp bonds' `lb_output(ID)` (datapath::bond).
         ("lb_output_action", "true"),
-        // Not implemented: add_mpls.
-        ("add_mpls", "false"),
+        // `add_mpls`, what `encap(mpls)` translates to (rewrite::add_mpls).
+        ("add_mpls", "true"),
     ];
     CAPS.iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -136,7 +136,7 @@ mod tests {
             "netdev@flowpath: Datapath supports ct_clear action",
             "netdev@flowpath: Max sample nesting level probed as 10",
             "netdev@flowpath: Datapath supports eventmask in conntrack action",
-            "netdev@flowpath: Datapath does not support add_mpls action",
+            "netdev@flowpath: Datapath supports add_mpls action",
             "netdev@flowpath: Datapath supports IPv6 ND Extensions",
         ] {
             assert!(lines.iter().any(|l| l == want), "{want}: {lines:#?}");

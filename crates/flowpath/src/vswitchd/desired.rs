@@ -49,6 +49,8 @@ pub(crate) struct BridgeDesired {
     pub mirrors: Vec<MirrorDesired>,
     /// The Ports of more than one Interface (bonds), in uuid order.
     pub bonds: Vec<super::bonds::BondDesired>,
+    /// The Ports of one Interface with `lacp` set, in uuid order.
+    pub lacp_ports: Vec<super::bonds::BondDesired>,
 }
 
 /// One Mirror row: its ports named by their interfaces.
@@ -205,17 +207,18 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
     controllers.sort_by_key(|c| c.uuid);
     let mut ifaces = Vec::new();
     let mut bonds = Vec::new();
+    let mut lacp_ports = Vec::new();
     let mut ports = col("ports").uuids();
     ports.sort();
     for p in ports {
-        if db.row("Port", p).is_none() {
+        let Some(prow) = db.row_cells("Port", p) else {
             continue;
-        }
-        let pcol = |c: &str| db.get("Port", p, c);
+        };
+        let pcol = |c: &str| prow.get(c);
         let mut members = pcol("interfaces").uuids();
         members.sort();
         members.retain(|&i| db.row("Interface", i).is_some());
-        let names = members
+        let names: Vec<String> = members
             .iter()
             .map(|&i| {
                 db.get("Interface", i, "name")
@@ -224,12 +227,13 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
                     .to_owned()
             })
             .collect();
+        lacp_ports.extend(super::bonds::read_lacp_port(db, p, names.clone(), &members));
         bonds.extend(super::bonds::read(db, p, names, &members));
         for i in members {
-            if db.row("Interface", i).is_none() {
+            let Some(irow) = db.row_cells("Interface", i) else {
                 continue;
-            }
-            let icol = |c: &str| db.get("Interface", i, c);
+            };
+            let icol = |c: &str| irow.get(c);
             ifaces.push(IfaceDesired {
                 uuid: i,
                 name: icol("name").as_str().unwrap_or_default().to_owned(),
@@ -262,6 +266,7 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
         uuid: b,
         mirrors,
         bonds,
+        lacp_ports,
         name: col("name").as_str().unwrap_or_default().to_owned(),
         datapath_type: col("datapath_type").as_str().unwrap_or_default().to_owned(),
         fail_mode: col("fail_mode").as_str().map(str::to_owned),

@@ -116,6 +116,7 @@ impl Knobs {
             ("max-idle", Some("10000")),
             ("pmd-maxsleep", Some("0")),
             (PMD_IDLE_WAIT, Some("true")),
+            ("bundle-idle-timeout", Some("0")),
         ] {
             let v = other_config.get(key).map(String::as_str);
             if v == old.get(key).map(String::as_str) {
@@ -189,6 +190,11 @@ fn apply_knob(dp: &mut Datapath, key: &str, value: Option<&str>) -> Result<(), S
             .map_err(|_| "not a number".to_owned())
     };
     match key {
+        // Seconds; 0 is OVS's default of 10.
+        "bundle-idle-timeout" => {
+            crate::ofserver::set_bundle_idle_timeout(number(value)?);
+            Ok(())
+        }
         "pmd-cpu-mask" => {
             let cores = match value {
                 Some(m) => parse_cpu_mask(m)?.into_iter().map(Some).collect(),

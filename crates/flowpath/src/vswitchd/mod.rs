@@ -240,6 +240,18 @@ fn watch_kernel_addrs(idl: &Idl) -> Arc<AtomicBool> {
     flag
 }
 
+/// Whether `a` and `b` have the same bridges with the same `other_config:hwaddr`: what a
+/// bridge's own addresses depend on besides the kernel's.
+fn same_bridges(a: &Desired, b: &Desired) -> bool {
+    let key = |d: &Desired| {
+        d.bridges
+            .values()
+            .map(|br| (br.name.clone(), br.other_config.get("hwaddr").cloned()))
+            .collect::<Vec<_>>()
+    };
+    key(a) == key(b)
+}
+
 /// Waits (up to [`LISTENER_WAIT`]) until every bridge `d` has and `last` had not listens on
 /// its `BRIDGE.mgmt`, as ovs-vswitchd has bound it before it answers `next_cfg`: a client
 /// that `ovs-vsctl add-br` has returned to (ovn-controller, `ovs-ofctl`) finds the socket.
@@ -312,13 +324,8 @@ fn run(
         let addr_event = addrs_changed.swap(false, Ordering::Relaxed);
         // A BFD session's new state is written at once, as OVS's connectivity sequence does.
         let bfd_event = of.bfd.status_changed();
-        if !changed
-            && !retry
-            && !stats_due
-            && !addr_event
-            && !bfd_event
-            && last_poll.elapsed() < POLL_INTERVAL
-        {
+        let poll_due = last_poll.elapsed() >= POLL_INTERVAL;
+        if !changed && !retry && !stats_due && !addr_event && !bfd_event && !poll_due {
             continue;
         }
         last_poll = Instant::now();
@@ -358,7 +365,11 @@ fn run(
             // Not under the datapath's lock: a scrape being answered takes it.
             knobs.apply_metrics(metrics, &d.other_config);
         }
-        applied.refresh_local_addrs(&d, &sw);
+        // The kernel's addresses are read when they may have changed, not on every
+        // database change: with a thousand ports each `ovs-vsctl` call would pay for it.
+        if addr_event || poll_due || last_desired.as_ref().is_none_or(|l| !same_bridges(l, &d)) {
+            applied.refresh_local_addrs(&d, &sw);
+        }
         neighbours.solicit(of, dp);
         let ops = {
             let Ok(dpg) = dp.lock() else { break };

@@ -44,18 +44,13 @@ struct Txn<'a> {
 
 impl Txn<'_> {
     fn update(&mut self, table: &str, uuid: Uuid, cols: Vec<(&str, Datum)>) {
-        let Some(row) = self.db.row(table, uuid) else {
+        let Some(row) = self.db.row_cells(table, uuid) else {
             return;
         };
         // Compared in place: every pass looks at every interface, so no copy of what the
         // row holds (a column the replica lacks has the schema's default).
-        let changed: Vec<(&str, Datum)> = cols
-            .into_iter()
-            .filter(|(c, v)| match row.get(*c) {
-                Some(held) => held != v,
-                None => self.db.get(table, uuid, c) != *v,
-            })
-            .collect();
+        let changed: Vec<(&str, Datum)> =
+            cols.into_iter().filter(|(c, v)| row.get(c) != v).collect();
         if !changed.is_empty() {
             self.ops.push(ops::update(table, uuid, &changed));
         }
@@ -344,10 +339,10 @@ fn failed_columns(error: Option<&String>) -> Vec<(&'static str, Datum)> {
     ]
 }
 
-/// The interface's `lacp_current`: whether its bond's LACP has (or had) a partner on it,
-/// empty when it is not a member of a bond with LACP.
+/// The interface's `lacp_current`: whether its LACP (its bond's or its Port's) has (or had) a
+/// partner on it, empty without LACP.
 fn lacp_current(ofb: Option<&ofproto::bridge::Bridge>, name: &str) -> Datum {
-    ofb.and_then(|b| b.bonds.iter().find_map(|d| d.lacp_current(name)))
+    ofb.and_then(|b| b.lacp_current(name))
         .map_or(Datum::Empty, Datum::boolean)
 }
 

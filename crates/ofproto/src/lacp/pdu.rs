@@ -177,6 +177,15 @@ pub fn compose(src: EthAddr, actor: &Info, partner: &Info) -> Vec<u8> {
     f
 }
 
+/// What follows the Ethernet header and any VLAN tags of `frame` (after the ethertype).
+pub fn after_ethernet(frame: &[u8]) -> &[u8] {
+    let mut at = 12;
+    while frame.len() >= at + 2 && matches!([frame[at], frame[at + 1]], [0x81, 0] | [0x88, 0xa8]) {
+        at += 4;
+    }
+    frame.get(at + 2..).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

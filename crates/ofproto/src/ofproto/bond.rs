@@ -22,6 +22,10 @@ impl Ofproto {
             return Ok(false);
         }
         let old = std::mem::take(&mut b.bonds);
+        // The new bonds' runs say again which members LACP keeps from being live.
+        for n in old.iter().flat_map(|d| &d.members).filter_map(|m| m.ofport) {
+            b.port_config.entry(n).or_default().lacp_down = false;
+        }
         b.bonds = configs
             .into_iter()
             .map(|c| {
@@ -63,6 +67,7 @@ impl Ofproto {
             let mut changed = false;
             for b in &mut p.bridges {
                 changed |= run_bridge_bonds(b, now);
+                changed |= super::lacp_port::run_bridge_lacp_ports(b, now);
             }
             changed
         };
@@ -162,10 +167,51 @@ pub(crate) fn bond_recirc_ids(bridges: &[Bridge]) -> Vec<u32> {
         .collect()
 }
 
-/// Adds the bytes megaflows sent through bond buckets, as (bridge index, bond index, bucket,
-/// bytes), to the buckets' load (OVS's `bond_account()` and post-recirculation rule stats).
-pub(crate) fn credit_bond_buckets(bridges: &mut [Bridge], credits: &[(usize, usize, usize, u64)]) {
-    for &(b, d, h, bytes) in credits {
+/// Bytes sent through a bond bucket: (bridge index, bond index, bucket, bytes).
+pub(crate) type BucketCredit = (usize, usize, usize, u64);
+
+/// How many bucket credits upcalls may queue before one settles them itself.
+const MAX_PENDING_BOND_CREDITS: usize = 4096;
+
+impl Ofproto {
+    /// A missed packet of `bytes` went out through `buckets` (bridge, bond, bucket): its bytes
+    /// count for their load at the next revalidation, so that an upcall never waits for the
+    /// pipeline's write lock.
+    pub(super) fn owe_bond_buckets(&self, buckets: &[(usize, usize, usize)], bytes: u64) {
+        if buckets.is_empty() {
+            return;
+        }
+        let mut q = self
+            .pending_bond_credits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(buckets.iter().map(|&(b, d, h)| (b, d, h, bytes)));
+        // Between revalidations under a storm of misses, settled here when the pipeline is
+        // free, so that the queue stays bounded.
+        if q.len() >= MAX_PENDING_BOND_CREDITS {
+            drop(q);
+            if let Ok(mut p) = self.pipe.try_write() {
+                self.credit_bond_buckets(&mut p.bridges, Vec::new());
+            }
+        }
+    }
+
+    /// Adds `credits` (what megaflows sent) and what upcalls owe to the buckets' load.
+    pub(super) fn credit_bond_buckets(&self, bridges: &mut [Bridge], credits: Vec<BucketCredit>) {
+        let owed = std::mem::take(
+            &mut *self
+                .pending_bond_credits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        credit_bond_buckets(bridges, credits.into_iter().chain(owed));
+    }
+}
+
+/// Adds the bytes sent through bond buckets to the buckets' load (OVS's `bond_account()`
+/// and post-recirculation rule stats).
+fn credit_bond_buckets(bridges: &mut [Bridge], credits: impl Iterator<Item = BucketCredit>) {
+    for (b, d, h, bytes) in credits {
         let bond = bridges.get_mut(b).and_then(|b| b.bonds.get_mut(d));
         if let Some(bond) = bond.filter(|d| d.is_balanced() && h < d.load.len()) {
             bond.load[h] += bytes;
@@ -248,12 +294,18 @@ impl Ofproto {
                     out.push((b.name.clone(), port, frame));
                 }
             }
+            for l in &mut b.lacp_ports {
+                for (port, frame) in std::mem::take(&mut l.tx) {
+                    out.push((b.name.clone(), port, frame));
+                }
+            }
         }
         out
     }
 
     /// A packet translation gave the LACP slow path (datapath key `key`, which tells the
-    /// bridge and port it entered by): to the LACP of the port's bond, which then runs.
+    /// bridge and port it entered by): to the LACP of the port's bond or single-interface
+    /// Port, which then runs.
     pub fn lacp_receive(&self, key: &flow::FlowKey, frame: &[u8]) {
         let now = Instant::now();
         let changed = {
@@ -263,11 +315,16 @@ impl Ofproto {
                 return;
             };
             let b = &mut p.bridges[bi];
-            let Some(bond) = b.bonds.iter_mut().find(|d| d.member_on(ofport).is_some()) else {
-                return;
-            };
-            let i = bond.member_on(ofport).unwrap_or_default();
-            bond.lacp_receive(i, frame, now) && run_bridge_bonds(b, now)
+            if let Some(l) = super::lacp_port::lacp_port_on(b, ofport) {
+                l.receive(frame, now);
+                super::lacp_port::run_bridge_lacp_ports(b, now)
+            } else {
+                let Some(bond) = b.bonds.iter_mut().find(|d| d.member_on(ofport).is_some()) else {
+                    return;
+                };
+                let i = bond.member_on(ofport).unwrap_or_default();
+                bond.lacp_receive(i, frame, now) && run_bridge_bonds(b, now)
+            }
         };
         if changed {
             self.changed();
@@ -293,11 +350,28 @@ fn run_bridge_bonds(b: &mut Bridge, now: Instant) -> bool {
                 .is_some_and(|n| !configs.get(&n).is_some_and(|c| c.link_down))
         };
         changed |= b.bonds[i].run(now, up);
+        changed |= set_lacp_liveness(b, i);
         for e in std::mem::take(&mut b.bonds[i].events) {
             if let Some(m) = vlog::module("bond") {
                 m.log(vlog::Level::Info, &e);
             }
         }
+    }
+    changed
+}
+
+/// Bond `i`'s members with carrier are live only while its LACP (when it has LACP) lets them
+/// carry traffic, as OVS's `may_enable_port()`. Whether any member's liveness changed.
+fn set_lacp_liveness(b: &mut Bridge, i: usize) -> bool {
+    let mut changed = false;
+    let has_lacp = b.bonds[i].lacp.is_some();
+    for m in 0..b.bonds[i].members.len() {
+        let member = &b.bonds[i].members[m];
+        let Some(n) = member.ofport else { continue };
+        let c = b.port_config.entry(n).or_default();
+        let down = has_lacp && !c.link_down && !member.may_enable;
+        changed |= c.lacp_down != down;
+        c.lacp_down = down;
     }
     changed
 }

@@ -16,7 +16,7 @@ use std::sync::MutexGuard;
 use std::time::Instant;
 
 use super::Ofproto;
-use crate::bridge::{N_TABLES, Rule};
+use crate::bridge::{INTERNAL_TABLE, N_TABLES, Rule};
 use crate::classifier::{RuleId, VERSION_NEVER, Version};
 use crate::flow_events::{FlowChange, Origin, current_origin};
 use crate::flow_removed::RemovedReason;
@@ -40,6 +40,8 @@ pub enum FlowModError {
     NoBridge,
     /// An add names a table beyond the last (OVS's `OFPBRC_BAD_TABLE_ID`).
     BadTableId,
+    /// An add names the internal table 254, which is read-only (`OFPBRC_EPERM`).
+    ReadOnlyTable,
     /// An add with `check_overlap` overlaps a rule of its priority (`OFPFMFC_OVERLAP`).
     Overlap,
     /// The actions use a group the bridge does not have (`OFPBAC_BAD_OUT_GROUP`).
@@ -56,6 +58,7 @@ impl fmt::Display for FlowModError {
         f.write_str(match self {
             FlowModError::NoBridge => "no such bridge",
             FlowModError::BadTableId => "table id out of range",
+            FlowModError::ReadOnlyTable => "table 254 is read-only",
             FlowModError::Overlap => "the flow overlaps a flow of the same priority",
             FlowModError::BadOutGroup => "the actions use a group that does not exist",
             FlowModError::Meter(e) => return write!(f, "{e}"),
@@ -154,6 +157,9 @@ impl BundleCommit<'_> {
                 if t >= N_TABLES {
                     return Err(FlowModError::BadTableId);
                 }
+                if t == INTERNAL_TABLE {
+                    return Err(FlowModError::ReadOnlyTable);
+                }
                 if spec.flags.0 & FlowModFlags::CHECK_OVERLAP != 0 && b.overlaps_in(spec, v) {
                     return Err(FlowModError::Overlap);
                 }
@@ -172,16 +178,19 @@ impl BundleCommit<'_> {
                     let (m, priority, old) = b.tables[t].get(id).expect("selected rules exist");
                     let (m, mut rule) = (m.expand(), old.clone());
                     let old_actions = std::mem::replace(&mut rule.actions, spec.actions.clone());
+                    let old_cookie = rule.cookie;
                     rule.modified = now;
                     if let Some(c) = spec.modified_cookie() {
                         rule.cookie = c;
                     }
                     b.tables[t].hide_in(id, v);
                     self.staged.push(Staged::Hidden(t, id));
-                    let changed = old_actions != rule.actions;
+                    let actions_changed = old_actions != rule.actions;
+                    let changed = actions_changed || old_cookie != rule.cookie;
                     let new = b.insert_rule(t, m, priority, rule, v);
                     self.staged.push(Staged::Added(t, new));
                     if changed {
+                        let old_actions = actions_changed.then_some(old_actions);
                         self.changes.push((
                             t,
                             new,
@@ -333,8 +342,19 @@ mod tests {
             c.flow_mod(FlowModOp::Add, &overlap),
             Err(FlowModError::Overlap)
         );
+        // The internal table takes no flow, as OVS's (`OFPBRC_EPERM`).
+        let internal = spec("table=254,actions=drop", FlowKind::Add);
+        assert_eq!(
+            c.flow_mod(FlowModOp::Add, &internal),
+            Err(FlowModError::ReadOnlyTable)
+        );
         c.revert();
         assert_eq!(flows(&of), before);
+        assert!(
+            of.add_flow("br0", "table=254,actions=drop")
+                .unwrap_err()
+                .starts_with("OFPBRC_EPERM")
+        );
         let b = of.read();
         assert_eq!(
             b.bridges[0].n_rules(),

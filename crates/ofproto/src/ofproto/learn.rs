@@ -142,7 +142,7 @@ fn learn_flow(b: &mut Bridge, f: &LearnedFlow, now: Instant) -> bool {
                 usize::from(fm.table),
                 (&fm.match_, fm.priority, &r),
                 crate::flow_events::FlowChange::Modified {
-                    old_actions: old.clone(),
+                    old_actions: (old != r.actions).then(|| old.clone()),
                 },
             );
         }

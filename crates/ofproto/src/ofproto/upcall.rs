@@ -301,7 +301,7 @@ impl Ofproto {
             };
             let mut p = self.write();
             self.credit_rules(&mut p, credits, now);
-            super::bond::credit_bond_buckets(&mut p.bridges, &bond_credits);
+            self.credit_bond_buckets(&mut p.bridges, bond_credits);
             p.patch_stats.prune(&p);
             for l in lessons {
                 if self.apply_lessons(&mut p, l, now) {
@@ -383,9 +383,10 @@ impl UpcallHandler for OfUpcall {
         }
         self.0
             .learn_from(super::learn::Lessons::of(&x, key.tcp_flags()));
-        // The missed packet counts for the rules now; the megaflow it installs counts only the
-        // packets that hit it (OVS's xlate with resubmit_stats).
+        // The missed packet counts for the rules and bond buckets now; the megaflow it
+        // installs counts only the packets that hit it (OVS's xlate with resubmit_stats).
         self.0.owe_rules(&x.rules, pkt.len() as u64);
+        self.0.owe_bond_buckets(&x.bond_buckets, pkt.len() as u64);
         // A packet-out whose actions do not compile is not sent; the packet is still handled.
         let packet_outs = x
             .packet_outs

@@ -383,7 +383,8 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
     // that the printed flow parses back to the same match.
     put_u16_masked(out, "ct_tp_src", f.ct_tp_src(), w.ct_tp_src());
     put_u16_masked(out, "ct_tp_dst", f.ct_tp_dst(), w.ct_tp_dst());
-    if is_megaflow && w.packet_type() != 0 {
+    // A flow of another packet type than Ethernet says it too.
+    if (is_megaflow || f.packet_type() != 0) && w.packet_type() != 0 {
         let (pt, pm) = (f.packet_type(), w.packet_type());
         if pt == 0 && pm == u32::MAX {
             out.push_str("eth,");
@@ -412,7 +413,11 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
         }
     }
 
-    let dl_type = f.eth_type();
+    // An L3 packet's ethertype is its packet type's (OVS's get_dl_type()).
+    let dl_type = match (f.packet_type(), w.packet_type()) {
+        (pt, u32::MAX) if pt >> 16 == 1 => pt as u16,
+        _ => f.eth_type(),
+    };
     let (mut skip_type, mut skip_proto) = (false, false);
     if w.eth_type() != 0 {
         skip_type = true;

@@ -40,7 +40,7 @@ pub(crate) mod value;
 pub use actions::{
     BUNDLE_ALGORITHMS, BUNDLE_MAX_MEMBERS, Bundle, Controller, Ct, CtZone, HASH_FIELDS,
     MAX_NESTING, MP_ALGORITHMS, Multipath, Nat, NatAddrs, NatKind, OfAction, PacketInReason,
-    Sample, SampleDirection, WriteForm, as_openflow10, format_actions, push_set_field,
+    Sample, SampleDirection, WriteForm, as_openflow10, format_actions, packet_type, push_set_field,
 };
 pub use flow::{
     FlowKind, FlowModFlags, FlowSpec, FlowStats, LineError, parse_flow, parse_flows_file,

@@ -19,6 +19,14 @@ impl Ctx<'_> {
                 .set_eth_dst(dst)
                 .set_eth_type(self.flow.dp.eth_type());
         }
+        // An Ethernet frame that translation made an L3 packet (`decap()`) loses its header.
+        if self.base.packet_type() == 0 && self.flow.dp.packet_type() >> 16 == 1 {
+            self.out.push(Action::PopEth);
+            self.base
+                .set_packet_type(self.flow.dp.packet_type())
+                .set_eth_src(EthAddr::default())
+                .set_eth_dst(EthAddr::default());
+        }
         // Addresses set after a push_eth that nothing has used yet go into the push (as OVS
         // commits the push with the final addresses).
         let (bs, bd) = (self.base.eth_src(), self.base.eth_dst());
@@ -83,7 +91,8 @@ impl Ctx<'_> {
         // that changed.
         if is_mpls(f.eth_type())
             && b.mpls_lse0() != f.mpls_lse0()
-            && let Some(Action::PushMpls { lse, .. }) = self.out.last_mut()
+            && let Some(Action::PushMpls { lse, .. } | Action::AddMpls { lse, .. }) =
+                self.out.last_mut()
         {
             *lse = f.mpls_lse0();
         } else if is_mpls(f.eth_type()) && b.mpls_lse0() != f.mpls_lse0() {

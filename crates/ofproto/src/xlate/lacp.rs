@@ -1,5 +1,5 @@
-//! Slow-protocols frames (ethertype 0x8809) a bond member with LACP receives go to the bond's
-//! LACP instead of the OpenFlow tables (OVS's `process_special()` with `lacp_process_packet()`):
+//! Slow-protocols frames (ethertype 0x8809) a bond member (or a Port's one Interface) with
+//! LACP receives go to its LACP instead of the OpenFlow tables (OVS's `process_special()` with `lacp_process_packet()`):
 //! the megaflow's action is `userspace(pid=0,slow_path(lacp))`, so every LACPDU comes up.
 
 use flow::odp::{Action, UserCookie, Userspace};
@@ -10,12 +10,12 @@ use super::Ctx;
 pub const SLOW_PATH_COOKIE: &str = "slow_path(lacp)";
 
 impl Ctx<'_> {
-    /// Sends the packet to LACP when it entered by `ofport`, a member of a bond with LACP,
-    /// and is a slow-protocols frame; whether it did.
+    /// Sends the packet to LACP when it entered by `ofport`, a member of a bond with LACP or
+    /// the interface of a single-interface Port with LACP, and is a slow-protocols frame;
+    /// whether it did.
     pub(super) fn process_lacp(&mut self, ofport: u32) -> bool {
-        let has_lacp = self
-            .bond_member(ofport)
-            .is_some_and(|(b, _)| b.lacp.is_some());
+        let has_lacp = (self.bond_member(ofport)).is_some_and(|(b, _)| b.lacp.is_some())
+            || (self.br().lacp_ports.iter()).any(|l| l.ofport == Some(ofport));
         if !has_lacp {
             return false;
         }

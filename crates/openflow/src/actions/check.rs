@@ -11,7 +11,7 @@
 
 use ofproto::fields::{FieldId, Prereq, Subfield, ct_valid_match};
 use ofproto::pipekey::{PipeKey, PipeMask, PipeMatch};
-use ofproto::syntax::{Ct, CtZone, Nat, NatAddrs, OfAction};
+use ofproto::syntax::{Ct, CtZone, Nat, NatAddrs, OfAction, packet_type};
 
 use crate::error::OfpErr;
 use crate::header::Version;
@@ -144,6 +144,28 @@ fn check_one(flow: &mut Flow, table: u8, a: &OfAction) -> Result<(), OfpErr> {
         OfAction::PopMpls(t) => {
             flow.soft(flow.mpls())?;
             flow.set(FieldId::ETH_TYPE, (*t).into());
+        }
+        OfAction::Encap(pt) => {
+            // OVS's check_ENCAP(): the new packet type, its ethertype, no IP protocol
+            // unless still IP.
+            flow.key.dp.set_packet_type(*pt);
+            if pt >> 16 == 1 {
+                flow.set(FieldId::ETH_TYPE, u128::from(*pt as u16));
+            }
+            if !flow.ip_any() {
+                flow.set(FieldId::IP_PROTO, 0);
+            }
+        }
+        OfAction::Decap(_) => {
+            // OVS's check_DECAP(): an Ethernet frame becomes the L3 packet of its ethertype;
+            // what anything else becomes is known only once it is parsed again.
+            let pt = if flow.key.dp.packet_type() == packet_type::ETHERNET {
+                (1 << 16) | u32::from(flow.dl_type())
+            } else {
+                flow.set(FieldId::ETH_TYPE, 0xffff);
+                packet_type::UNKNOWN
+            };
+            flow.key.dp.set_packet_type(pt);
         }
         OfAction::PushMpls(t) => {
             flow.set(FieldId::ETH_TYPE, (*t).into());

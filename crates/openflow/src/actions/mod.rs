@@ -23,7 +23,7 @@
 //! (`OFPBAC_BAD_SET_TYPE`, `OFPBAC_BAD_SET_LEN`, `OFPBAC_BAD_SET_ARGUMENT`), nesting
 //! (`OFPBAC_BAD_ARGUMENT`); a flow_mod's actions are then checked against its match
 //! (`check.rs`, `OFPBAC_MATCH_INCONSISTENT`). `learn` and `conjunction` are in `learn.rs`.
-//! Actions OVS knows that the pipeline does not model yet (`encap`, `decap`, `dec_nsh_ttl`,
+//! Actions OVS knows that the pipeline does not model yet (`encap(nsh)`, `dec_nsh_ttl`,
 //! `delete_field`, `copy_ttl_in`/`out`, `push_pbb`/`pop_pbb`) are refused, as OVS refuses an
 //! action it does not know.
 

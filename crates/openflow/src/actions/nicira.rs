@@ -52,6 +52,9 @@ const NXAST_GROUP: u16 = 40;
 const NXAST_CLONE: u16 = 42;
 const NXAST_CT_CLEAR: u16 = 43;
 const NXAST_RESUBMIT_TABLE_CT: u16 = 44;
+/// `encap(...)`, `decap(...)`: OpenFlow 1.3+ only.
+const NXAST_ENCAP: u16 = 46;
+const NXAST_DECAP: u16 = 47;
 /// OVS's test actions, which its switch takes only with `--enable-dummy` (see
 /// [`enable_debug_actions`]).
 const NXAST_DEBUG_SLOW: u16 = 254;
@@ -141,6 +144,30 @@ pub(super) fn subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield
     Ok(Subfield { field, ofs, n_bits })
 }
 
+/// `NXAST_ENCAP`: a header size (ignored: 0 is "not specified" and nothing else is used),
+/// the new packet type, then properties, none of which the headers flowpath encapsulates
+/// take (OVS's `decode_NXAST_RAW_ENCAP()`). OVS's `encap(nsh)` is refused as a header type
+/// not supported.
+fn decode_encap(b: &[u8]) -> Result<OfAction, OfpErr> {
+    use ofproto::syntax::packet_type::{ETHERNET, MPLS, MPLS_MC};
+    if b.len() < 16 {
+        return Err(OfpErr::OfpbacBadLen);
+    }
+    let pt = be32(b, 12);
+    if !matches!(pt, ETHERNET | MPLS | MPLS_MC) {
+        return Err(OfpErr::NxbacBadHeaderType);
+    }
+    if let Some(prop) = b.get(16..).filter(|p| !p.is_empty()) {
+        // class (2), type (1), length (1, without the padding to 8).
+        let len = prop.get(3).map_or(0, |&l| usize::from(l));
+        if len < 4 || len.next_multiple_of(8) > prop.len() {
+            return Err(OfpErr::OfpbacBadLen);
+        }
+        return Err(OfpErr::NxbacUnknownEdProp);
+    }
+    Ok(OfAction::Encap(pt))
+}
+
 /// A destination subfield: in range and writable (OVS's `mf_check_dst()`).
 pub(super) fn dst_subfield(field: FieldId, ofs: u32, n_bits: u32) -> Result<Subfield, OfpErr> {
     let sf = subfield(field, ofs, n_bits)?;
@@ -199,6 +226,7 @@ pub(super) fn known(version: Version, vendor: u32, subtype: u16) -> bool {
         | learn::NXAST_LEARN
         | learn::NXAST_CONJUNCTION
         | learn::NXAST_LEARN2 => true,
+        NXAST_ENCAP | NXAST_DECAP => version >= Version::Of13,
         super::stack::NXAST_STACK_PUSH | super::stack::NXAST_STACK_POP => true,
         super::check_pkt_larger::NXAST_CHECK_PKT_LARGER => true,
         super::multipath::NXAST_MULTIPATH => true,
@@ -360,6 +388,15 @@ pub(super) fn decode(
                 value: be64(b, 16),
                 mask: be64(b, 24),
             }
+        }
+        NXAST_ENCAP => decode_encap(b)?,
+        NXAST_DECAP => {
+            // No decap property is defined.
+            if b.len() > 16 {
+                return Err(OfpErr::NxbacUnknownEdProp);
+            }
+            need(b, 16)?;
+            OfAction::Decap(be32(b, 12))
         }
         NXAST_PUSH_MPLS => {
             need(b, 16)?;
@@ -848,6 +885,17 @@ pub(super) fn encode(
             end_action(out, at);
         }
         OfAction::CtClear => put_nx(out, NXAST_CT_CLEAR, 0, &[]),
+        OfAction::Encap(_) | OfAction::Decap(_) if version < Version::Of13 => {
+            let name = if matches!(a, OfAction::Encap(_)) {
+                "encap"
+            } else {
+                "decap"
+            };
+            return Err(super::unencodable(name, version));
+        }
+        // Header size 0: "not specified", as ovs-ofctl sends it.
+        OfAction::Encap(pt) => put_nx(out, NXAST_ENCAP, 2, &pt.to_be_bytes()),
+        OfAction::Decap(pt) => put_nx(out, NXAST_DECAP, 2, &pt.to_be_bytes()),
         OfAction::DebugRecirc => put_nx(out, NXAST_DEBUG_RECIRC, 0, &[]),
         OfAction::DebugSlow => put_nx(out, NXAST_DEBUG_SLOW, 0, &[]),
         // OpenFlow 1.0 has no meters: OVS leaves the instruction out of what it sends.

@@ -505,3 +505,62 @@ fn debug_actions_only_with_enable_dummy() {
     enable_debug_actions();
     assert_eq!(decode_actions(Version::Of13, &out).unwrap(), acts);
 }
+
+/// `encap`/`decap` (`NXAST_ENCAP`, `NXAST_DECAP`): OpenFlow 1.3+ only, with OVS's errors
+/// (checked with `ovs-ofctl parse-actions`).
+#[test]
+fn encap_and_decap_as_ovs_ofctl_has_them() {
+    use Version::*;
+    use ofproto::syntax::packet_type::{ETHERNET, MPLS, MPLS_MC, USE_NEXT_PROTO};
+    for (hex, a) in [
+        ("ffff001000002320002e000000018847", OfAction::Encap(MPLS)),
+        ("ffff001000002320002e000000018848", OfAction::Encap(MPLS_MC)),
+        (
+            "ffff001000002320002e000000000000",
+            OfAction::Encap(ETHERNET),
+        ),
+        (
+            "ffff001000002320002f00000000fffe",
+            OfAction::Decap(USE_NEXT_PROTO),
+        ),
+        (
+            "ffff001000002320002f000000010800",
+            OfAction::Decap(0x1_0800),
+        ),
+    ] {
+        for v in [Of13, Of14, Of15] {
+            assert_eq!(decode_actions(v, &unhex(hex)), Ok(vec![a.clone()]), "{hex}");
+            let mut out = Vec::new();
+            encode_actions(v, std::slice::from_ref(&a), FlowCtx::default(), &mut out).unwrap();
+            assert_eq!(out, unhex(hex), "{a:?}");
+        }
+        for v in [Of10, Of11, Of12] {
+            assert_eq!(err(v, hex), OfpErr::OfpbacBadVendorType, "{hex}");
+            let mut out = Vec::new();
+            let a = std::slice::from_ref(&a);
+            assert!(encode_actions(v, a, FlowCtx::default(), &mut out).is_err());
+        }
+    }
+    // A property (none is defined for these headers); a malformed one; an IPv4 header, or
+    // NSH, which flowpath does not encapsulate; decap with a property.
+    assert_eq!(
+        err(Of13, "ffff001800002320002e0000000188470001010800000000"),
+        OfpErr::NxbacUnknownEdProp
+    );
+    assert_eq!(
+        err(Of13, "ffff001800002320002e0000000188470001010200000000"),
+        OfpErr::OfpbacBadLen
+    );
+    assert_eq!(
+        err(Of13, "ffff001000002320002e000000010800"),
+        OfpErr::NxbacBadHeaderType
+    );
+    assert_eq!(
+        err(Of13, "ffff001000002320002e00000001894f"),
+        OfpErr::NxbacBadHeaderType
+    );
+    assert_eq!(
+        err(Of13, "ffff001800002320002f0000000100000001010800000000"),
+        OfpErr::NxbacUnknownEdProp
+    );
+}

@@ -110,8 +110,10 @@ impl BundleCtrl {
     /// bundle and flags as given, the type the request's reply).
     pub fn encode_reply(&self, request: &Message<'_>, out: &mut Vec<u8>) -> Result<(), OfpErr> {
         let version = super::version_of(request)?;
+        // The reply's flags are 0, whatever the request's (as OVS's handle_bundle_control).
         let reply = BundleCtrl {
             ctrl_type: self.ctrl_type.reply().unwrap_or(self.ctrl_type),
+            flags: 0,
             ..*self
         };
         reply
@@ -257,9 +259,12 @@ mod tests {
             commit.encode_reply(&msg(&msgs[5]), &mut out).unwrap();
             let r = msg(&out);
             assert_eq!(r.msg_type, msg(&msgs[5]).msg_type);
+            // Of type the request's reply, with flags 0 whatever the request's.
+            assert_ne!(commit.flags, 0);
+            let reply = BundleCtrl::decode(&r).unwrap();
             assert_eq!(
-                BundleCtrl::decode(&r).unwrap().ctrl_type,
-                BundleCtrlType::CommitReply
+                (reply.ctrl_type, reply.flags),
+                (BundleCtrlType::CommitReply, 0)
             );
         }
     }

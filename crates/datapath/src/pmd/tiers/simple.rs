@@ -51,6 +51,7 @@ impl SimpleFlow {
                     | DpAction::PushVlan { .. }
                     | DpAction::PopVlan
                     | DpAction::PushMpls { .. }
+                    | DpAction::AddMpls { .. }
                     | DpAction::PopMpls { .. }
                     | DpAction::SetMpls { .. }
                     | DpAction::PushEthPopMpls { .. }

@@ -190,6 +190,20 @@ fn format_action(out: &mut String, a: &OfAction, names: &dyn PortNames) {
         OfAction::PopMpls(t) => {
             let _ = write!(out, "pop_mpls:0x{t:04x}");
         }
+        OfAction::Encap(pt) => {
+            let _ = write!(out, "encap({})", super::packet_type::encap_name(*pt));
+        }
+        OfAction::Decap(super::packet_type::USE_NEXT_PROTO) => out.push_str("decap()"),
+        OfAction::Decap(pt) => {
+            let (ns, ty) = (pt >> 16, pt & 0xffff);
+            // C's `%#x`: no prefix for zero.
+            let ty = if ty == 0 {
+                "0".to_string()
+            } else {
+                format!("{ty:#x}")
+            };
+            let _ = write!(out, "decap(packet_type(ns={ns},type={ty}))");
+        }
         OfAction::SetTunnel { id, tun64 } => {
             let wide = *tun64 || *id > u64::from(u32::MAX);
             let _ = write!(

@@ -235,6 +235,14 @@ pub enum OfAction {
     DecMplsTtl,
     PushMpls(u16),
     PopMpls(u16),
+    /// `encap(ethernet)`, `encap(mpls)`, `encap(mpls_mc)` (`NXAST_ENCAP`, OpenFlow 1.3+): a
+    /// new outer header, whose packet type (`(ns << 16) | type`, [`packet_type`]) the packet
+    /// takes.
+    Encap(u32),
+    /// `decap()` (the new packet type from the removed header's next protocol,
+    /// [`packet_type::USE_NEXT_PROTO`]) or `decap(packet_type(ns=N,type=T))` (`NXAST_DECAP`,
+    /// OpenFlow 1.3+): removes the outer header.
+    Decap(u32),
     /// `set_tunnel:ID` or `set_tunnel64:ID` (`tun64` also when the id needs more than 32 bits).
     SetTunnel {
         id: u64,
@@ -302,6 +310,35 @@ pub enum OfAction {
     Multipath(Box<Multipath>),
     /// `bundle(...)`, `bundle_load(...)`: a live member port chosen among several.
     Bundle(Box<Bundle>),
+}
+
+/// Packet types (OpenFlow 1.5's `packet_type`, `(namespace << 16) | type`) that `encap` and
+/// `decap` name.
+pub mod packet_type {
+    /// An Ethernet frame.
+    pub const ETHERNET: u32 = 0;
+    /// An MPLS unicast packet without an Ethernet header.
+    pub const MPLS: u32 = 0x1_8847;
+    /// An MPLS multicast packet without an Ethernet header.
+    pub const MPLS_MC: u32 = 0x1_8848;
+    /// An NSH packet (OVS has `encap(nsh)`; flowpath does not).
+    pub const NSH: u32 = 0x1_894f;
+    /// `decap()`'s "whatever the removed header says comes next".
+    pub const USE_NEXT_PROTO: u32 = 0xfffe;
+    /// What a flow's packet type is after a `decap` of something other than Ethernet, as
+    /// far as later actions can know before the packet is parsed again.
+    pub const UNKNOWN: u32 = 0xffff_ffff;
+
+    /// `encap(...)`'s header name for a packet type it makes.
+    pub fn encap_name(pt: u32) -> &'static str {
+        match pt {
+            ETHERNET => "ethernet",
+            NSH => "nsh",
+            MPLS => "mpls",
+            MPLS_MC => "mpls_mc",
+            _ => "UNKNOWN",
+        }
+    }
 }
 
 /// OVS's `next_load_segment()`: (offset, width) of each run of 1-bits in `mask` below

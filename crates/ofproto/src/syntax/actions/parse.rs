@@ -535,7 +535,17 @@ impl ActionCtx<'_> {
                 }
                 a
             }
-            "encap" | "decap" | "dec_nsh_ttl" | "delete_field" => {
+            "encap" => {
+                let pt = parse_encap(key, arg)?;
+                self.encap(pt);
+                OfAction::Encap(pt)
+            }
+            "decap" => {
+                let pt = parse_decap(key, arg)?;
+                self.decap();
+                OfAction::Decap(pt)
+            }
+            "dec_nsh_ttl" | "delete_field" => {
                 return Err(SyntaxError::Unsupported(key.to_string()));
             }
             _ => match parse_port(key, names) {
@@ -558,6 +568,32 @@ impl ActionCtx<'_> {
         }
         out.push(a);
         Ok(())
+    }
+
+    /// The match as `encap` leaves it (OVS's `check_ENCAP()`): the new packet type, its
+    /// ethertype, and no IP protocol unless the packet is still IP.
+    fn encap(&mut self, pt: u32) {
+        let f = &mut self.flow.dp;
+        f.set_packet_type(pt);
+        if pt >> 16 == 1 {
+            f.set_eth_type(pt as u16);
+        }
+        if !matches!(f.eth_type(), 0x0800 | 0x86dd) {
+            f.set_nw_proto(0);
+        }
+    }
+
+    /// The match as `decap` leaves it (OVS's `check_DECAP()`): an Ethernet frame becomes the
+    /// L3 packet of its ethertype; anything else is unknown until parsed again.
+    fn decap(&mut self) {
+        let f = &mut self.flow.dp;
+        if f.packet_type() == super::packet_type::ETHERNET {
+            let pt = (1 << 16) | u32::from(f.eth_type());
+            f.set_packet_type(pt);
+        } else {
+            f.set_packet_type(super::packet_type::UNKNOWN);
+            f.set_eth_type(0xffff);
+        }
     }
 
     fn sub(&self) -> ActionCtx<'_> {
@@ -1169,4 +1205,48 @@ fn parse_nat_range(s: &str, nat: &mut Nat) -> Result<(), SyntaxError> {
         nat.ports = (lo != 0).then_some((lo, if hi == 0 { lo } else { hi }));
     }
     Ok(())
+}
+
+/// `encap(HEADER)`: `ethernet`, `mpls` or `mpls_mc`, none of which takes properties (OVS's
+/// `parse_ENCAP()`); `nsh` is OVS's too but flowpath has no NSH.
+fn parse_encap(key: &str, arg: &str) -> Result<u32, SyntaxError> {
+    use super::packet_type::{ETHERNET, MPLS, MPLS_MC};
+    let Some((hdr, props)) = KeyValues::new(arg).next() else {
+        return Err(bad(key, arg, format!("Missing encap hdr: {arg}")));
+    };
+    let pt = match hdr {
+        "ethernet" => ETHERNET,
+        "mpls" => MPLS,
+        "mpls_mc" => MPLS_MC,
+        "nsh" => return Err(SyntaxError::Unsupported(format!("{key}(nsh)"))),
+        _ => return Err(bad(key, arg, format!("Encap hdr not supported: {props}"))),
+    };
+    if let Some((prop, _)) = KeyValues::new(props).next() {
+        return Err(bad(key, arg, format!("Invalid property: {prop}")));
+    }
+    Ok(pt)
+}
+
+/// `decap()` or `decap(packet_type(ns=N,type=T))` (OVS's `parse_DECAP()`).
+fn parse_decap(key: &str, arg: &str) -> Result<u32, SyntaxError> {
+    let Some((k, v)) = KeyValues::new(arg).next() else {
+        return Ok(super::packet_type::USE_NEXT_PROTO);
+    };
+    if k != "packet_type" {
+        return Err(bad(key, arg, format!("Invalid decap argument: {k}")));
+    }
+    let mut kv = KeyValues::new(v);
+    let ns: u16 = match kv.next() {
+        Some(("ns", n)) => num("ns", n, 0xffff)?,
+        _ => return Err(bad(key, arg, "Missing packet_type attribute ns")),
+    };
+    // OFPHTN_N_TYPES: the ONF, ethertype, IP protocol, port and IPv4 option namespaces.
+    if ns >= 5 {
+        return Err(bad(key, arg, format!("Unsupported ns value: {ns}")));
+    }
+    let ty: u16 = match kv.next() {
+        Some(("type", t)) => num("type", t, 0xffff)?,
+        _ => return Err(bad(key, arg, "Missing packet_type attribute type")),
+    };
+    Ok(u32::from(ns) << 16 | u32::from(ty))
 }
