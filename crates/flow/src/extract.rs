@@ -609,6 +609,10 @@ fn parse_l2(pkt: &[u8], cx: &mut Cx) -> Option<(usize, u16)> {
     let mut n_vlan = 0;
     let mut ty = be16(pkt, 12);
     while ty == ethertype::VLAN || ty == ethertype::QINQ {
+        // A tag past `vlan-limit` is payload (only a double-tagged frame reads the limit).
+        if n_vlan == 1 && crate::vlan_limit::vlan_limit() < 2 {
+            break;
+        }
         if n_vlan == 2 {
             cx.bad(Malformed::VlanTooMany);
             break;

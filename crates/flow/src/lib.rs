@@ -10,6 +10,7 @@ pub mod hash;
 pub mod hex;
 pub mod key;
 pub mod odp;
+pub mod vlan_limit;
 
 pub use compose::{compose, compose_sized};
 pub use extract::{

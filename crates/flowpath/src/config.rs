@@ -574,7 +574,8 @@ pub struct PortConf {
     /// Trunk port carrying these VLANs (OVS's `trunks`; empty: all).
     #[serde(default)]
     pub trunks: Vec<u16>,
-    /// OVS's `vlan_mode`: `access`, `trunk`, `native-tagged`, `native-untagged` (default:
+    /// OVS's `vlan_mode`: `access`, `trunk`, `native-tagged`, `native-untagged`,
+    /// `dot1q-tunnel` (an 802.1ad outer tag of VLAN `tag` on every customer VLAN) (default:
     /// access with a tag, else trunk).
     #[serde(default)]
     pub vlan_mode: Option<String>,
@@ -937,8 +938,8 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
                 errs.push(ConfigError {
                     line: find_line(text, &format!("\"{}\"", p.name)),
                     message: format!(
-                        "port '{}': vlan_mode {m}: expected access, trunk, native-tagged or \
-                         native-untagged",
+                        "port '{}': vlan_mode {m}: expected access, trunk, native-tagged, \
+                         native-untagged or dot1q-tunnel",
                         p.name
                     ),
                 });
@@ -1357,14 +1358,21 @@ options = { tx_pcap = "out.pcap" }
         assert!(e[0].message.contains("port 'p1': n_rxq"), "{}", e[0]);
         let e = parse(
             "[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"q\"\ntype = \"sink\"\n\
-             tag = 10\nvlan_mode = \"dot1q-tunnel\"\n",
+             tag = 10\nvlan_mode = \"qinq\"\n",
         )
         .unwrap_err();
-        assert!(e[0].message.contains("vlan_mode dot1q-tunnel"), "{}", e[0]);
+        assert!(e[0].message.contains("vlan_mode qinq"), "{}", e[0]);
         assert!(
             parse(
                 "[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"q\"\ntype = \"sink\"\n\
              tag = 10\nvlan_mode = \"native-untagged\"\n",
+            )
+            .is_ok()
+        );
+        assert!(
+            parse(
+                "[[bridge]]\nname = \"b\"\n[[bridge.port]]\nname = \"q\"\ntype = \"sink\"\n\
+             tag = 10\nvlan_mode = \"dot1q-tunnel\"\n",
             )
             .is_ok()
         );

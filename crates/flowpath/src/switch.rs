@@ -217,6 +217,7 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
                     .vlan_mode
                     .as_deref()
                     .and_then(ofproto::bridge::PortVlanMode::parse),
+                ..VlanMode::default()
             },
         };
         if config::TUNNEL_TYPES.contains(&p.kind.as_str()) {

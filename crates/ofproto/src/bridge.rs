@@ -89,17 +89,21 @@ pub enum PortVlanMode {
     NativeTagged,
     /// As [`PortVlanMode::NativeTagged`], but VLAN `tag` is sent untagged.
     NativeUntagged,
+    /// 802.1ad QinQ: every frame taken (with `cvlans`, only those of the listed customer
+    /// VLANs, untagged ones as VLAN 0) gets an outer tag of VLAN `tag`; frames of VLAN `tag`
+    /// leave without their outer tag.
+    Dot1qTunnel,
 }
 
 impl PortVlanMode {
-    /// The column's value; `None` for a mode OVS does not have (`dot1q-tunnel` is OVS's but
-    /// not flowpath's).
+    /// The column's value; `None` for a mode OVS does not have.
     pub fn parse(s: &str) -> Option<PortVlanMode> {
         Some(match s {
             "access" => PortVlanMode::Access,
             "trunk" => PortVlanMode::Trunk,
             "native-tagged" => PortVlanMode::NativeTagged,
             "native-untagged" => PortVlanMode::NativeUntagged,
+            "dot1q-tunnel" => PortVlanMode::Dot1qTunnel,
             _ => return None,
         })
     }
@@ -111,20 +115,69 @@ impl PortVlanMode {
             PortVlanMode::Trunk => "trunk",
             PortVlanMode::NativeTagged => "native-tagged",
             PortVlanMode::NativeUntagged => "native-untagged",
+            PortVlanMode::Dot1qTunnel => "dot1q-tunnel",
         }
     }
 }
 
-/// How a port takes part in VLANs (OVS's `tag`, `trunks` and `vlan_mode` port columns), with
-/// OVS's rules (`bundle_set()` and `xlate_normal()`'s VLAN helpers).
+/// The TPID of an 802.1ad service tag, the outer tag of a `dot1q-tunnel` port by default.
+pub const ETH_TYPE_8021AD: u16 = 0x88a8;
+
+/// One VLAN header as NORMAL handles it (OVS's `xvlan`): `pcp` is the TCI's top three bits,
+/// in place; all zero for no header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VlanHdr {
+    pub tpid: u16,
+    pub vid: u16,
+    pub pcp: u16,
+}
+
+/// The (at most two) VLAN headers of a frame, outermost first.
+pub type XVlan = [VlanHdr; 2];
+
+/// OVS's Port `other_config:priority-tags`: whether a frame NORMAL sends out of the port
+/// carries the priority of the tag it came with in its outer tag, even where it would leave
+/// untagged (a priority tag, VID 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PriorityTags {
+    /// No (any value but the two below).
+    #[default]
+    Never,
+    /// When that priority is not 0 (`if-nonzero`, or `true`).
+    IfNonzero,
+    /// Always (`always`): an outer header is kept even with VID and priority 0.
+    Always,
+}
+
+impl PriorityTags {
+    /// The `other_config:priority-tags` value as OVS reads it.
+    pub fn parse(s: &str) -> PriorityTags {
+        match s {
+            "if-nonzero" | "true" => PriorityTags::IfNonzero,
+            "always" => PriorityTags::Always,
+            _ => PriorityTags::Never,
+        }
+    }
+}
+
+/// How a port takes part in VLANs (OVS's `tag`, `trunks`, `vlan_mode` and `cvlans` port
+/// columns and its `other_config:qinq-ethtype` and `priority-tags`), with OVS's rules (`bundle_set()` and
+/// `xlate_normal()`'s VLAN helpers).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VlanMode {
-    /// The access or native VLAN.
+    /// The access, native or (dot1q-tunnel) service VLAN.
     pub tag: Option<u16>,
     /// The VLANs a trunk or native port carries (empty: all).
     pub trunks: Vec<u16>,
     /// `vlan_mode`; without it, access when there is a tag, else trunk.
     pub mode: Option<PortVlanMode>,
+    /// The customer VLANs a dot1q-tunnel port takes and gives (empty: all).
+    pub cvlans: Vec<u16>,
+    /// The outer tag's TPID on a dot1q-tunnel port: 0x8100 for `qinq-ethtype=802.1q`, 0
+    /// (meaning [`ETH_TYPE_8021AD`]) otherwise.
+    pub qinq_tpid: u16,
+    /// `other_config:priority-tags`.
+    pub priority_tags: PriorityTags,
 }
 
 impl VlanMode {
@@ -148,7 +201,7 @@ impl VlanMode {
         let listed = self.trunks.is_empty() || self.trunks.contains(&vlan);
         match self.kind() {
             PortVlanMode::Access => false,
-            PortVlanMode::Trunk => listed,
+            PortVlanMode::Trunk | PortVlanMode::Dot1qTunnel => listed,
             PortVlanMode::NativeTagged | PortVlanMode::NativeUntagged => match self.native() {
                 0 => listed,
                 n => vlan == n || (vlan != 0 && listed),
@@ -156,11 +209,35 @@ impl VlanMode {
         }
     }
 
-    /// Whether frames of `vlan` may leave through this port.
+    /// Whether a dot1q-tunnel port takes customer VLAN `vid` (0: untagged).
+    fn allows_cvlan(&self, vid: u16) -> bool {
+        self.cvlans.is_empty() || self.cvlans.contains(&vid)
+    }
+
+    /// The TPID of the outer tag a dot1q-tunnel port pushes.
+    pub fn tunnel_tpid(&self) -> u16 {
+        match self.qinq_tpid {
+            0 => ETH_TYPE_8021AD,
+            t => t,
+        }
+    }
+
+    /// Whether frames of `vlan` (with no inner tag) may leave through this port.
     pub fn carries(&self, vlan: u16) -> bool {
+        let hdr = VlanHdr {
+            vid: vlan,
+            ..VlanHdr::default()
+        };
+        self.includes(&[hdr, VlanHdr::default()])
+    }
+
+    /// Whether frames with VLAN headers `x` (as the bridge sees them) may leave through this
+    /// port (OVS's `xbundle_includes_vlan()`).
+    pub fn includes(&self, x: &XVlan) -> bool {
         match self.kind() {
-            PortVlanMode::Access => vlan == self.native(),
-            _ => self.trunks_vlan(vlan),
+            PortVlanMode::Access => x[0].vid == self.native() && x[1].vid == 0,
+            PortVlanMode::Dot1qTunnel => x[0].vid == self.native() && self.allows_cvlan(x[1].vid),
+            _ => self.trunks_vlan(x[0].vid),
         }
     }
 
@@ -172,17 +249,50 @@ impl VlanMode {
             PortVlanMode::NativeTagged | PortVlanMode::NativeUntagged if vid == 0 => {
                 Some(self.native())
             }
+            PortVlanMode::Dot1qTunnel => self.allows_cvlan(vid).then(|| self.native()),
             _ => self.trunks_vlan(vid).then_some(vid),
         }
     }
 
-    /// The VID a frame of `vlan` leaves this port with (0: untagged).
-    pub fn output_vid(&self, vlan: u16) -> u16 {
+    /// The VLAN headers inside the bridge of a frame received with headers `x`, which
+    /// [`VlanMode::input_vlan`] admitted (OVS's `xvlan_input_translate()`).
+    pub fn input_translate(&self, x: &XVlan) -> XVlan {
+        let native = |x: &XVlan| {
+            let tpid = if x[0].tpid == 0 { 0x8100 } else { x[0].tpid };
+            VlanHdr {
+                tpid,
+                vid: self.native(),
+                pcp: x[0].pcp,
+            }
+        };
         match self.kind() {
-            PortVlanMode::Access => 0,
-            PortVlanMode::Trunk | PortVlanMode::NativeTagged => vlan,
-            PortVlanMode::NativeUntagged if vlan == self.native() => 0,
-            PortVlanMode::NativeUntagged => vlan,
+            PortVlanMode::Access => [native(x), VlanHdr::default()],
+            PortVlanMode::Trunk => *x,
+            PortVlanMode::NativeTagged | PortVlanMode::NativeUntagged if x[0].vid == 0 => {
+                [native(x), x[1]]
+            }
+            PortVlanMode::NativeTagged | PortVlanMode::NativeUntagged => *x,
+            PortVlanMode::Dot1qTunnel => {
+                let outer = VlanHdr {
+                    tpid: self.tunnel_tpid(),
+                    vid: self.native(),
+                    pcp: 0,
+                };
+                [outer, x[0]]
+            }
+        }
+    }
+
+    /// The VLAN headers a frame with headers `x` (inside the bridge) leaves this port with
+    /// (OVS's `xvlan_output_translate()`).
+    pub fn output_translate(&self, x: &XVlan) -> XVlan {
+        let pop = [x[1], VlanHdr::default()];
+        match self.kind() {
+            PortVlanMode::Access => XVlan::default(),
+            PortVlanMode::Trunk | PortVlanMode::NativeTagged => *x,
+            PortVlanMode::NativeUntagged if x[0].vid == self.native() => pop,
+            PortVlanMode::NativeUntagged => *x,
+            PortVlanMode::Dot1qTunnel => pop,
         }
     }
 }
@@ -746,6 +856,18 @@ mod tests {
             tag,
             trunks: trunks.to_vec(),
             mode,
+            ..VlanMode::default()
+        };
+        let out_vid = |m: &VlanMode, vlan: u16| {
+            let x = [
+                VlanHdr {
+                    tpid: 0x8100,
+                    vid: vlan,
+                    pcp: 0,
+                },
+                VlanHdr::default(),
+            ];
+            m.output_translate(&x)[0].vid
         };
         // No mode: a tag makes an access port, else a trunk.
         let access = port(Some(10), &[20], None);
@@ -753,7 +875,7 @@ mod tests {
         assert_eq!(access.input_vlan(0), Some(10));
         assert_eq!(access.input_vlan(10), None);
         assert!(access.carries(10) && !access.carries(20));
-        assert_eq!(access.output_vid(10), 0);
+        assert_eq!(out_vid(&access, 10), 0);
         // An access port without a tag is in VLAN 0.
         assert_eq!(
             port(None, &[], Some(PortVlanMode::Access)).input_vlan(0),
@@ -762,7 +884,7 @@ mod tests {
         let trunk = port(None, &[10, 20], None);
         assert_eq!(trunk.input_vlan(0), None);
         assert_eq!(trunk.input_vlan(20), Some(20));
-        assert_eq!(trunk.output_vid(20), 20);
+        assert_eq!(out_vid(&trunk, 20), 20);
         // Native: untagged frames in the native VLAN, which is always carried, and VLAN 0
         // never (even when listed).
         let untagged = port(Some(20), &[0, 10], Some(PortVlanMode::NativeUntagged));
@@ -771,13 +893,57 @@ mod tests {
         assert_eq!(untagged.input_vlan(10), Some(10));
         assert_eq!(untagged.input_vlan(30), None);
         assert!(untagged.carries(20) && untagged.carries(10) && !untagged.carries(0));
-        assert_eq!(untagged.output_vid(20), 0);
-        assert_eq!(untagged.output_vid(10), 10);
+        assert_eq!(out_vid(&untagged, 20), 0);
+        assert_eq!(out_vid(&untagged, 10), 10);
         let tagged = port(Some(10), &[], Some(PortVlanMode::NativeTagged));
         assert_eq!(tagged.input_vlan(0), Some(10));
         assert!(tagged.carries(4000) && !tagged.carries(0));
-        assert_eq!(tagged.output_vid(10), 10);
-        assert_eq!(PortVlanMode::parse("dot1q-tunnel"), None);
+        assert_eq!(out_vid(&tagged, 10), 10);
+        assert_eq!(PortVlanMode::parse("dot1q"), None);
+    }
+
+    #[test]
+    fn dot1q_tunnel_pushes_and_pops_the_service_tag() {
+        let c10 = VlanHdr {
+            tpid: 0x8100,
+            vid: 10,
+            pcp: 0x6000,
+        };
+        let tunnel = VlanMode {
+            tag: Some(100),
+            mode: PortVlanMode::parse("dot1q-tunnel"),
+            cvlans: vec![0, 10],
+            ..VlanMode::default()
+        };
+        assert_eq!(tunnel.input_vlan(10), Some(100));
+        assert_eq!(tunnel.input_vlan(0), Some(100));
+        assert_eq!(tunnel.input_vlan(20), None, "not in cvlans");
+        let inside = tunnel.input_translate(&[c10, VlanHdr::default()]);
+        let s100 = VlanHdr {
+            tpid: ETH_TYPE_8021AD,
+            vid: 100,
+            pcp: 0,
+        };
+        assert_eq!(inside, [s100, c10]);
+        assert!(tunnel.includes(&inside));
+        assert_eq!(tunnel.output_translate(&inside), [c10, VlanHdr::default()]);
+        let c20 = VlanHdr { vid: 20, ..c10 };
+        assert!(
+            !tunnel.includes(&[s100, c20]),
+            "customer VLAN not in cvlans"
+        );
+        // An access port in the service VLAN takes only untagged customer frames.
+        let access = VlanMode {
+            tag: Some(100),
+            ..VlanMode::default()
+        };
+        assert!(!access.includes(&inside));
+        assert!(access.includes(&[s100, VlanHdr::default()]));
+        let dot1q = VlanMode {
+            qinq_tpid: 0x8100,
+            ..tunnel
+        };
+        assert_eq!(dot1q.input_translate(&XVlan::default())[0].tpid, 0x8100);
     }
     use super::*;
     use crate::syntax::{FlowKind, NoPortNames, parse_flow};

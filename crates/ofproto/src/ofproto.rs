@@ -857,6 +857,14 @@ impl Ofproto {
             Some(r) => r?,
             None => trace_br_flow(&p, &pos, flow_text)?,
         };
+        // A datapath flow's tags past `vlan-limit` are payload (OVS's odp_flow_key_to_flow()):
+        // read again from the packet it describes.
+        if packet.is_none()
+            && key.vlan2_tci() & flow::key::VLAN_CFI != 0
+            && flow::vlan_limit::vlan_limit() < 2
+        {
+            packet = Some(flow::compose::compose(&key, 0));
+        }
         if let Some(bytes) = &packet {
             // The packet's fields, the flow's metadata (in_port, recirc_id, pkt_mark, ...), as
             // OVS's pkt_metadata_from_flow() then flow_extract().
@@ -1008,6 +1016,11 @@ fn trace_pass(
     // "untagged" by its structure, and its trace prints no VLAN: do the same.
     if key.vlan_tci() & flow::key::VLAN_CFI == 0 {
         mask.dp.set_vlan_tci(0);
+    }
+    // Likewise for the second tag: nothing when the packet has none (OVS's xlate_wc_finish()
+    // clears it), and not its mere presence, which OVS's key holds in its structure.
+    if key.vlan2_tci() & flow::key::VLAN_CFI == 0 || mask.dp.vlan2_tci() == flow::key::VLAN_CFI {
+        mask.dp.set_vlan2_tci(0);
     }
     mask.meta.skb_priority = x.skb_priority_mask;
     let mut mkey = PipeKey::new();
@@ -1424,14 +1437,5 @@ pub fn format_flow(out: &mut String, key: &PipeKey) {
         crate::syntax::DEFAULT_PRIORITY,
         &crate::syntax::NoPortNames,
     );
-    // With a tag, OVS also prints the inner tag's TCI after the outer tag's fields.
-    if k.vlan_tci() & flow::key::VLAN_CFI != 0 && !s.contains("vlan_tci1=") {
-        let inner = format!("vlan_tci1={:#06x}", k.vlan2_tci());
-        let mut items: Vec<String> = s.split(',').map(str::to_owned).collect();
-        if let Some(i) = items.iter().position(|x| x.starts_with("dl_vlan_pcp=")) {
-            items.insert(i + 1, inner);
-        }
-        s = items.join(",");
-    }
     out.push_str(&s);
 }

@@ -87,10 +87,14 @@ pub(crate) struct IfaceDesired {
     pub db_ofport: Option<i64>,
     pub mtu_request: Option<i64>,
     pub mac: Option<String>,
-    /// The Port's `tag`, `trunks` and `vlan_mode`.
+    /// The Port's `tag`, `trunks`, `vlan_mode`, `cvlans` and `other_config:qinq-ethtype`.
     pub tag: Option<i64>,
     pub trunks: Vec<i64>,
     pub vlan_mode: Option<String>,
+    pub cvlans: Vec<i64>,
+    pub qinq_ethtype: Option<String>,
+    /// The Port's `other_config:priority-tags`.
+    pub priority_tags: Option<String>,
     /// The `bfd` column.
     pub bfd: BTreeMap<String, String>,
 }
@@ -111,6 +115,9 @@ impl Default for IfaceDesired {
             tag: None,
             trunks: Vec::new(),
             vlan_mode: None,
+            cvlans: Vec::new(),
+            qinq_ethtype: None,
+            priority_tags: None,
             bfd: BTreeMap::new(),
         }
     }
@@ -241,6 +248,9 @@ fn bridge(db: &Db, b: Uuid) -> BridgeDesired {
                 tag: pcol("tag").as_i64(),
                 trunks: pcol("trunks").integers(),
                 vlan_mode: pcol("vlan_mode").as_str().map(str::to_owned),
+                cvlans: pcol("cvlans").integers(),
+                qinq_ethtype: pcol("other_config").string_map().remove("qinq-ethtype"),
+                priority_tags: pcol("other_config").string_map().remove("priority-tags"),
                 bfd: icol("bfd").string_map(),
             });
         }
@@ -362,7 +372,8 @@ mod tests {
                     "output_vlan": opt("integer")}},
                 "Port": {"columns": {
                     "name": s("string"), "interfaces": refs("Interface"), "tag": opt("integer"),
-                    "trunks": set("integer"), "vlan_mode": opt("string")}},
+                    "trunks": set("integer"), "vlan_mode": opt("string"),
+                    "cvlans": set("integer"), "other_config": smap}},
                 "Interface": {"columns": {
                     "name": s("string"), "type": s("string"), "options": smap,
                     "other_config": smap, "ofport_request": opt("integer"),

@@ -24,6 +24,7 @@ pub(crate) const PMD_IDLE_WAIT: &str = "pmd-idle-wait";
 /// The Prometheus endpoint's address (flowpath's own knob; `[metrics] listen` in a
 /// configuration file).
 pub(crate) const METRICS_LISTEN: &str = "metrics-listen";
+const VLAN_LIMIT: &str = "vlan-limit";
 
 /// What was applied last, to apply only changes.
 #[derive(Debug, Default)]
@@ -32,6 +33,8 @@ pub(crate) struct Knobs {
     ct_zones: BTreeMap<u16, BTreeMap<String, i64>>,
     /// `metrics-listen` as last applied (`None` before the first time).
     metrics_listen: Option<Option<String>>,
+    /// `vlan-limit` as last applied (`None` before the first time).
+    vlan_limit: Option<Option<String>>,
     /// Whether `dpdk-init` was acted on (DPDK starts once; changing it needs a restart, as
     /// in OVS).
     dpdk_tried: bool,
@@ -75,9 +78,35 @@ impl Knobs {
         self.metrics_listen = Some(v);
     }
 
+    /// Sets how many VLAN headers the datapath parses from `other_config:vlan-limit` the
+    /// first time and when it changed: OVS's default 1 without it, 0 for as many as the key
+    /// holds (2); a value that is no integer is logged and taken as 1 (OVS's smap_get_int()
+    /// takes the default).
+    fn apply_vlan_limit(&mut self, other_config: &BTreeMap<String, String>) {
+        let v = other_config.get(VLAN_LIMIT).cloned();
+        if self.vlan_limit.as_ref() == Some(&v) {
+            return;
+        }
+        let limit = match v.as_deref().map(str::parse::<i64>) {
+            None => 1,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => {
+                let s = v.as_deref().unwrap_or_default();
+                log(
+                    vlog::Level::Warn,
+                    &format!("other_config:{VLAN_LIMIT}={s}: expected an integer; using 1"),
+                );
+                1
+            }
+        };
+        flow::vlan_limit::set_vlan_limit(limit);
+        self.vlan_limit = Some(v);
+    }
+
     /// Applies the knobs of `other_config` that changed since the last call (a knob removed
     /// goes back to OVS's default); a bad value is logged and leaves the knob as it was.
     pub fn apply(&mut self, dp: &mut Datapath, other_config: &BTreeMap<String, String>) {
+        self.apply_vlan_limit(other_config);
         let old = std::mem::take(&mut self.other_config);
         for (key, default) in [
             ("pmd-cpu-mask", None),
@@ -85,7 +114,6 @@ impl Knobs {
             ("emc-insert-inv-prob", Some("100")),
             ("flow-limit", Some("200000")),
             ("max-idle", Some("10000")),
-            ("vlan-limit", Some("0")),
             ("pmd-maxsleep", Some("0")),
             (PMD_IDLE_WAIT, Some("true")),
             ("bundle-idle-timeout", Some("0")),
@@ -222,12 +250,6 @@ fn apply_knob(dp: &mut Datapath, key: &str, value: Option<&str>) -> Result<(), S
             dp.set_max_idle(number(value)?);
             Ok(())
         }
-        // flowpath's flow key always holds two VLAN headers: OVS's default (0: as many as
-        // the datapath parses) and 2 mean that.
-        "vlan-limit" => match value {
-            Some("0") | Some("2") | None => Ok(()),
-            _ => Err("flowpath always parses 2 VLAN headers".into()),
-        },
         _ => Ok(()),
     }
 }

@@ -169,6 +169,7 @@ fn monitored() -> Vec<(String, Vec<String>)> {
                 "bond_downdelay",
                 "bond_mode",
                 "bond_updelay",
+                "cvlans",
                 "interfaces",
                 "lacp",
                 "name",

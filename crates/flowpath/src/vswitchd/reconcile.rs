@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use datapath::dpif::Datapath;
-use ofproto::bridge::{PortVlanMode, VlanMode};
+use ofproto::bridge::{PortVlanMode, PriorityTags, VlanMode};
 use ofproto::ofproto::Ofproto;
 use ofproto::syntax::OFPP_LOCAL;
 use ovsdb::Uuid;
@@ -440,30 +440,49 @@ fn ovs_port_walk(ifaces: &[IfaceDesired]) -> Vec<&IfaceDesired> {
         .collect()
 }
 
-/// A port's VLAN settings. OVS's `dot1q-tunnel` mode is not implemented: such a port works
-/// by its `tag` and `trunks`, as without a mode.
+/// A port's VLAN settings, read as OVS's `port_configure()` does: a tag outside 0..=4095 is
+/// none, VLANs outside it are left out, an unknown mode is a trunk, `qinq-ethtype` is
+/// 802.1ad unless it says `802.1q`, and `priority-tags` is `never` unless it says
+/// `if-nonzero`, `true` or `always`.
 fn vlan(i: &IfaceDesired) -> VlanMode {
-    let mode = i.vlan_mode.as_deref().and_then(|m| {
-        let mode = PortVlanMode::parse(m);
-        if mode.is_none() {
+    let tag = i
+        .tag
+        .and_then(|t| u16::try_from(t).ok())
+        .filter(|&t| t <= 4095);
+    let mode = i.vlan_mode.as_deref().map(|m| {
+        PortVlanMode::parse(m).unwrap_or_else(|| {
             log(
                 vlog::Level::Warn,
                 &format!(
-                    "port {}: vlan_mode {m} is not supported; using tag and trunks",
-                    i.name
+                    "port {}: unknown VLAN mode {m}, falling back to trunk mode",
+                    i.port
                 ),
             );
-        }
-        mode
+            PortVlanMode::Trunk
+        })
     });
+    if mode.is_none() && tag.is_some() && !(i.trunks.is_empty() && i.cvlans.is_empty()) {
+        log(
+            vlog::Level::Warn,
+            &format!("port {}: ignoring trunks in favor of implicit vlan", i.port),
+        );
+    }
+    let vlans = |v: &[i64]| -> Vec<u16> {
+        v.iter()
+            .filter_map(|&t| u16::try_from(t).ok())
+            .filter(|&t| t <= 4095)
+            .collect()
+    };
     VlanMode {
         mode,
-        tag: i.tag.and_then(|t| u16::try_from(t).ok()),
-        trunks: i
-            .trunks
-            .iter()
-            .filter_map(|&t| u16::try_from(t).ok())
-            .collect(),
+        tag,
+        trunks: vlans(&i.trunks),
+        cvlans: vlans(&i.cvlans),
+        qinq_tpid: match i.qinq_ethtype.as_deref() {
+            Some("802.1q") => 0x8100,
+            _ => 0,
+        },
+        priority_tags: PriorityTags::parse(i.priority_tags.as_deref().unwrap_or_default()),
     }
 }
 
@@ -513,5 +532,33 @@ mod tests {
         ] {
             assert_eq!(super::parse_dpid(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn port_vlan_columns_are_read_as_ovs_reads_them() {
+        use ofproto::bridge::PortVlanMode;
+        let port = |tag: Option<i64>, mode: &str, cvlans: &[i64], ethtype: Option<&str>| {
+            super::vlan(&super::IfaceDesired {
+                tag,
+                vlan_mode: (!mode.is_empty()).then(|| mode.to_owned()),
+                cvlans: cvlans.to_vec(),
+                qinq_ethtype: ethtype.map(str::to_owned),
+                ..super::IfaceDesired::default()
+            })
+        };
+        let q = port(Some(100), "dot1q-tunnel", &[10, 4096, -1, 20], None);
+        assert_eq!(q.kind(), PortVlanMode::Dot1qTunnel);
+        assert_eq!((q.tag, q.cvlans.as_slice()), (Some(100), &[10, 20][..]));
+        assert_eq!(q.tunnel_tpid(), 0x88a8);
+        let dot1q = port(Some(100), "dot1q-tunnel", &[], Some("802.1q"));
+        assert_eq!(dot1q.tunnel_tpid(), 0x8100);
+        // Anything but 802.1q is 802.1ad.
+        assert_eq!(port(None, "", &[], Some("802.1x")).tunnel_tpid(), 0x88a8);
+        // A tag out of range is none; an unknown mode is a trunk.
+        assert_eq!(port(Some(4096), "", &[], None).kind(), PortVlanMode::Trunk);
+        assert_eq!(
+            port(Some(5), "bogus", &[], None).kind(),
+            PortVlanMode::Trunk
+        );
     }
 }

@@ -512,8 +512,15 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
         out.push(',');
     }
 
-    let (tci, tci_m) = (f.vlan_tci(), w.vlan_tci());
-    if tci_m != 0 {
+    // The VLAN headers, outermost first, as dl_vlan, dl_vlan1 (OVS's match_format()).
+    let vlans = [
+        ("", f.vlan_tci(), w.vlan_tci()),
+        ("1", f.vlan2_tci(), w.vlan2_tci()),
+    ];
+    for (i, tci, tci_m) in vlans {
+        if tci_m == 0 {
+            break;
+        }
         let (vid_m, pcp_m, cfi_m) = (tci_m & 0x0fff, tci_m & 0xe000, tci_m & 0x1000);
         if cfi_m != 0
             && tci & 0x1000 != 0
@@ -522,15 +529,15 @@ pub fn format_match(out: &mut String, m: &PipeMatch, priority: u16, names: &dyn 
             && (vid_m != 0 || pcp_m != 0)
         {
             if vid_m != 0 {
-                let _ = write!(out, "dl_vlan={},", tci & 0x0fff);
+                let _ = write!(out, "dl_vlan{i}={},", tci & 0x0fff);
             }
             if pcp_m != 0 {
-                let _ = write!(out, "dl_vlan_pcp={},", tci >> 13);
+                let _ = write!(out, "dl_vlan_pcp{i}={},", tci >> 13);
             }
         } else if tci_m == 0xffff {
-            let _ = write!(out, "vlan_tci=0x{tci:04x},");
+            let _ = write!(out, "vlan_tci{i}=0x{tci:04x},");
         } else {
-            let _ = write!(out, "vlan_tci=0x{tci:04x}/0x{tci_m:04x},");
+            let _ = write!(out, "vlan_tci{i}=0x{tci:04x}/0x{tci_m:04x},");
         }
     }
 

@@ -53,22 +53,25 @@ impl Ctx<'_> {
         let mut acts = Vec::new();
         // Ethernet addresses.
         acts.extend(diff_set(b, f, Attr::Eth, &["eth_src", "eth_dst"]));
-        // VLAN: pop what changed, push the new tag.
-        let (bt, ft) = (b.vlan_tci(), f.vlan_tci());
-        // A TPID of 0 is 802.1Q's (a key built from a match has none).
-        let tpid = |t: u16| if t == 0 { 0x8100 } else { t };
-        if bt != ft || (ft != 0 && tpid(b.vlan_tpid()) != tpid(f.vlan_tpid())) {
-            if bt & flow::key::VLAN_CFI != 0 {
-                acts.push(Action::PopVlan);
+        // VLAN: the headers under those that differ stay; those that differ are popped
+        // (their whole tag then matters) and the flow's pushed, innermost first (OVS's
+        // commit_vlan_action()).
+        let (bh, fh) = (vlan_hdrs(b), vlan_hdrs(f));
+        let (mut bn, mut fh_n) = (vlan_count(&bh), vlan_count(&fh));
+        while bn > 0 && fh_n > 0 && bh[bn - 1] == fh[fh_n - 1] {
+            bn -= 1;
+            fh_n -= 1;
+        }
+        for i in (0..bn).rev() {
+            acts.push(Action::PopVlan);
+            if i == 0 {
+                self.wc.dp.set_vlan_tci(0xffff);
+            } else {
+                self.wc.dp.set_vlan2_tci(0xffff);
             }
-            if ft & flow::key::VLAN_CFI != 0 {
-                let tpid = if f.vlan_tpid() == 0 {
-                    0x8100
-                } else {
-                    f.vlan_tpid()
-                };
-                acts.push(Action::PushVlan { tpid, tci: ft });
-            }
+        }
+        for &(tpid, tci) in fh[..fh_n].iter().rev() {
+            acts.push(Action::PushVlan { tpid, tci });
         }
         // Labels the packet has and the flow does not (it came back from a patch port's peer
         // bridge, which pushed them): popped, the last one to the flow's ethertype (OVS's
@@ -226,4 +229,21 @@ pub(super) fn set_action(attr: Attr, key: FlowKey, mask: Mask) -> Action {
     let mut attrs = KeyAttrs::default();
     attrs.push(attr, 0);
     Action::Set(Box::new(DpKey { key, mask, attrs }))
+}
+
+/// The VLAN headers of `k` as (TPID, TCI), outermost first; a TPID of 0 is 802.1Q's (a key
+/// built from a match has none).
+fn vlan_hdrs(k: &FlowKey) -> [(u16, u16); 2] {
+    let tpid = |t: u16| if t == 0 { 0x8100 } else { t };
+    [
+        (tpid(k.vlan_tpid()), k.vlan_tci()),
+        (tpid(k.vlan2_tpid()), k.vlan2_tci()),
+    ]
+}
+
+/// How many of `hdrs` are present (OVS's flow_count_vlan_headers()).
+fn vlan_count(hdrs: &[(u16, u16); 2]) -> usize {
+    hdrs.iter()
+        .take_while(|(_, tci)| tci & flow::key::VLAN_CFI != 0)
+        .count()
 }

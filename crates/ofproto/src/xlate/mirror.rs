@@ -7,6 +7,7 @@
 //! peer bridge has mirrors of its own.
 
 use super::*;
+use crate::bridge::XVlan;
 use crate::mirror::Mirror;
 
 impl Ctx<'_> {
@@ -39,16 +40,13 @@ impl Ctx<'_> {
         let Some(p) = br.ports.get(&port) else {
             return;
         };
-        // The VLAN the packet is in on that port, as it arrived (OVS reads the input flow).
-        let tci = self.key.vlan_tci();
-        let vid = if tci & flow::key::VLAN_CFI != 0 {
-            tci & 0xfff
-        } else {
-            0
-        };
-        let Some(vlan) = p.vlan.input_vlan(vid) else {
+        // The VLAN headers the packet has on that port, as it arrived (OVS reads the input
+        // flow); the VLAN is the outer one.
+        let x = super::normal::flow_xvlan(self.key);
+        let Some(vlan) = p.vlan.input_vlan(x[0].vid) else {
             return;
         };
+        let xvlan = p.vlan.input_translate(&x);
         for (i, m) in br.mirrors.iter().enumerate() {
             let bit = 1u32 << i;
             let selected = if egress {
@@ -75,17 +73,19 @@ impl Ctx<'_> {
             }
             self.res.mirrors.push((self.bridge, i));
             self.mirror_snaplen = m.config.snaplen;
-            self.mirror_output(m, vlan);
+            self.mirror_output(m, &xvlan);
             self.mirror_snaplen = 0;
         }
     }
 
-    /// Sends the copy for mirror `m` of a packet in `vlan`.
-    fn mirror_output(&mut self, m: &Mirror, vlan: u16) {
+    /// Sends the copy for mirror `m` of a packet with VLAN headers `xvlan` (as the bridge sees
+    /// them).
+    fn mirror_output(&mut self, m: &Mirror, xvlan: &XVlan) {
+        let vlan = xvlan[0].vid;
         let br = &self.pipe.bridges[self.bridge];
         if let Some(out) = &m.config.output_port {
             if let Some(p) = br.ports.values().find(|p| &p.name == out) {
-                self.normal_output(p.ofport, vlan);
+                self.normal_output(p.ofport, xvlan);
             }
             return;
         }
@@ -99,17 +99,20 @@ impl Ctx<'_> {
         if vlan == out_vlan || reserved {
             return;
         }
+        // The copy goes in the output VLAN (OVS rewrites the outer VID only).
+        let mut out = *xvlan;
+        out[0].vid = out_vlan;
         // The bridge's local port first, then by number (OVS's bundle order, as flooding).
         let mut ports: Vec<u32> = br
             .ports
             .values()
-            .filter(|p| p.vlan.carries(out_vlan))
+            .filter(|p| p.vlan.includes(&out))
             .map(|p| p.ofport)
             .collect();
         ports.sort_by_key(|&p| (p != OFPP_LOCAL, p));
         for p in ports {
             if !self.is_mirror_output(p) {
-                self.normal_output(p, out_vlan);
+                self.normal_output(p, &out);
             }
         }
     }

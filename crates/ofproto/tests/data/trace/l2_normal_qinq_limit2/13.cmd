@@ -1,0 +1,1 @@
+ovs-dummy in_port(3),eth(src=50:54:00:00:00:03,dst=50:54:00:00:00:01),eth_type(0x88a8),vlan(vid=100,pcp=0),encap(eth_type(0x8100),vlan(vid=10,pcp=0),encap(eth_type(0x0800),ipv4(src=10.0.0.3,dst=10.0.0.1,proto=17,tos=0,ttl=64,frag=no),udp(src=53,dst=5000)))
