@@ -415,6 +415,8 @@ pub struct Bridge {
     pub mac: Mutex<MacTable>,
     /// Packets sent to the controller (there are no OpenFlow connections yet: counted).
     pub n_controller: std::sync::atomic::AtomicU64,
+    /// The tables' lookup counters (`dump-tables`).
+    pub table_stats: crate::table_stats::TableStats,
     /// Ethernet address of the LOCAL port (`hwaddr`): tunnel traffic to the bridge's addresses
     /// is sent to it.
     pub hwaddr: Option<EthAddr>,
@@ -536,6 +538,7 @@ impl Bridge {
             ports: BTreeMap::new(),
             mac: Mutex::new(MacTable::default()),
             n_controller: Default::default(),
+            table_stats: Default::default(),
             hwaddr: None,
             addrs: Vec::new(),
             tunnels: BTreeMap::new(),

@@ -36,6 +36,7 @@ pub mod port_config;
 pub mod recirc;
 pub mod syntax;
 pub mod table_config;
+pub mod table_stats;
 pub mod tun_md;
 pub mod tunnel;
 pub mod xlate;

@@ -217,6 +217,9 @@ pub struct XlateOut {
     /// The patch pairs the packet crossed, as (bridge index, OpenFlow port of the sending
     /// end): their counters take its packets ([`crate::patch_stats`]).
     pub patches: Vec<(usize, u32)>,
+    /// The tables the packet was looked up in: their counters take its packets
+    /// ([`crate::table_stats`]).
+    pub tables: Vec<crate::table_stats::TableLookup>,
     /// The bond hash buckets the packet went out through, as (bridge index, bond index,
     /// bucket): their load takes its bytes ([`crate::bond_rebalance`]).
     pub bond_buckets: Vec<(usize, usize, usize)>,
@@ -807,6 +810,9 @@ impl Ctx<'_> {
             tuple_swap(&mut self.flow.dp, ipv4);
             tuple_swap(&mut self.wc.dp, ipv4);
         }
+        self.res
+            .tables
+            .push((self.bridge, table as u8, found.is_some()));
         match found {
             None => {
                 let node = self.trace_add(NodeKind::Table, format_args!("{table:>2}. No match."));

@@ -117,6 +117,15 @@ fn routes_become_prefix_wide_megaflows_and_revalidate() {
     let flows = of.dump_flows("br0", None).unwrap();
     let l16 = flows.lines().find(|l| l.contains("priority=16")).unwrap();
     assert!(!l16.contains("n_packets=0,"), "{flows}");
+    // And the table's lookup counters (`dump-tables`): every packet looked table 0 up and
+    // matched (the priority-0 rule takes the rest); no other table was looked up.
+    {
+        let p = of.pipe.read().unwrap();
+        let stats = &p.bridge("br0").unwrap().table_stats;
+        let (lookups, matched) = stats.get(0);
+        assert!(lookups > 0 && matched == lookups, "{lookups} {matched}");
+        assert_eq!(stats.get(1), (0, 0));
+    }
 
     // A table change: the /16 now goes to p2. Revalidation removes the stale megaflow and
     // the next packets take the new path.

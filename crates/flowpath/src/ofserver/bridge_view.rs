@@ -269,6 +269,8 @@ pub(crate) fn tables_stats(b: &Bridge) -> Vec<TableStats> {
                 .tables
                 .get(usize::from(id))
                 .map_or(0, |t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
+            lookup_count: b.table_stats.get(usize::from(id)).0,
+            matched_count: b.table_stats.get(usize::from(id)).1,
             max_entries: MAX_ENTRIES,
             wildcards: OFPFW10_ALL,
             ..TableStats::default()

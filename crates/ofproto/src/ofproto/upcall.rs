@@ -282,6 +282,7 @@ impl Ofproto {
                     super::group::credit_groups(&p, &x.groups, dpk, dby);
                     crate::xlate::credit_mirrors(&p, &x.mirrors, dpk, dby);
                     crate::patch_stats::credit_patches(&p, &x.patches, dpk, dby);
+                    crate::table_stats::credit_tables(&p, &x.tables, dpk);
                     bond_credits.extend(x.bond_buckets.iter().map(|&(b, d, h)| (b, d, h, dby)));
                     // Packets that hit the megaflow refresh what it learned.
                     let l = super::learn::Lessons::of(&x, mf.stats.tcp_flags);
@@ -374,6 +375,7 @@ impl UpcallHandler for OfUpcall {
             super::group::credit_groups(&p, &x.groups, 1, pkt.len() as u64);
             crate::xlate::credit_mirrors(&p, &x.mirrors, 1, pkt.len() as u64);
             crate::patch_stats::credit_patches(&p, &x.patches, 1, pkt.len() as u64);
+            crate::table_stats::credit_tables(&p, &x.tables, 1);
             let m = self.0.installed_match(key, &x.mask);
             self.0.record_installed(key, m, &x.actions);
             x
