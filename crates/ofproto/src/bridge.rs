@@ -63,12 +63,13 @@ impl Rule {
     /// Whether the rule's actions output to `port` (the `out_port` filter of flow mods).
     pub fn outputs_to(&self, port: u32) -> bool {
         fn any(actions: &[OfAction], port: u32) -> bool {
+            // OVS's ofpacts_output_to_port(): outputs, enqueues and controller actions,
+            // inside clone, ct and write_actions too; not output(port=N,max_len=M).
             actions.iter().any(|a| match a {
-                OfAction::Output { port: p, .. } | OfAction::OutputTrunc { port: p, .. } => {
-                    *p == port
-                }
-                OfAction::Enqueue { port: p, .. } => *p == port,
-                OfAction::Clone(inner) => any(inner, port),
+                OfAction::Output { port: p, .. } | OfAction::Enqueue { port: p, .. } => *p == port,
+                OfAction::Controller(_) => port == crate::syntax::OFPP_CONTROLLER,
+                OfAction::Clone(inner) | OfAction::WriteActions(inner) => any(inner, port),
+                OfAction::Ct(ct) => any(&ct.actions, port),
                 _ => false,
             })
         }
@@ -989,6 +990,21 @@ mod tests {
 
     fn spec(text: &str, kind: FlowKind) -> FlowSpec {
         parse_flow(text, kind, &NoPortNames).unwrap()
+    }
+
+    #[test]
+    fn out_port_looks_where_ovs_looks() {
+        let rule = |actions: &str| {
+            let s = spec(&format!("actions={actions}"), FlowKind::Add);
+            Rule::from_spec(&s, Instant::now())
+        };
+        assert!(rule("write_actions(output:2)").outputs_to(2));
+        assert!(rule("clone(output:2)").outputs_to(2));
+        assert!(rule("enqueue:2:1").outputs_to(2));
+        assert!(rule("controller").outputs_to(crate::syntax::OFPP_CONTROLLER));
+        // OVS's ofpacts_output_to_port() does not count a truncating output.
+        assert!(!rule("output(port=2,max_len=100)").outputs_to(2));
+        assert!(!rule("output:3").outputs_to(2));
     }
 
     /// The rules the classifier examined while `f` ran.
