@@ -1160,12 +1160,14 @@ impl Ctx<'_> {
                 // The actions after it run in the next pass (OVS's test action).
                 OfAction::DebugRecirc => self.trigger_freeze(),
                 OfAction::DebugSlow => self.res.slow_action = true,
-                OfAction::CtClear => {
-                    // OVS's compose_ct_clear_action(): nothing to commit first.
+                // OVS's compose_ct_clear_action(), only when conntrack has run on the
+                // packet: nothing to commit first, and nothing to clear otherwise.
+                OfAction::CtClear if self.conntracked => {
                     clear_conntrack(&mut self.flow.dp);
                     self.conntracked = false;
                     self.out.push(Action::CtClear);
                 }
+                OfAction::CtClear => {}
                 OfAction::Group(g) => {
                     if !self.group_action(*g, table) {
                         return;

@@ -502,7 +502,6 @@ fn nested_ct_actions_become_ct_options() {
             "load:0x1234->NXM_NX_REG0[],ct(zone=NXM_NX_REG0[0..15])",
             "ct(zone=4660)",
         ),
-        ("ct_clear", "ct_clear"),
     ];
     for (ofacts, want) in cases {
         let of = switch(&format!("udp,actions={ofacts},output:2"));
@@ -523,6 +522,24 @@ fn nested_ct_actions_become_ct_options() {
         "set(ipv4(dst=10.9.9.9)),ct(commit,mark=0x1/0xffffffff),2"
     );
     assert_eq!(x.mask.ct_mark(), 0);
+}
+
+#[test]
+fn ct_clear_is_emitted_only_after_conntrack_ran() {
+    // OVS's OFPACT_CT_CLEAR: composed only in a pass conntrack ran before (a ct action
+    // itself leaves its own pass untracked).
+    let of = switch("table=0,ip,actions=ct_clear,ct_clear,output:2\n");
+    assert_eq!(acts(&xlate(&of, &anchor_packet())), "2");
+    let of = switch("table=0,ip,actions=ct(commit),ct_clear,ct_clear,output:2\n");
+    assert_eq!(acts(&xlate(&of, &anchor_packet())), "ct(commit),2");
+    let of = switch(
+        "table=0,ip,ct_state=-trk,actions=ct(table=1)\n\
+         table=1,ip,actions=ct_clear,ct_clear,output:2\n",
+    );
+    let k = anchor_packet();
+    assert_eq!(acts(&xlate(&of, &k)), "ct,recirc(0x1)");
+    let k2 = after_ct(&k, 1, TRK | NEW, 0, Some(&k));
+    assert_eq!(acts(&xlate(&of, &k2)), "ct_clear,2");
 }
 
 #[test]
