@@ -94,6 +94,15 @@ const PASSING: &[&str] = &[
     "tunnel - too long nested attributes",
     "ofproto-dpif - output/flood flags",
     "ofproto-dpif - dec_ttl",
+    "ofproto - bundle open (OpenFlow 1.4)",
+    "ofproto - bundle commit, different flags (OpenFlow 1.4)",
+    "ofproto - failing bundle add message (OpenFlow 1.3)",
+    "ofproto - flow monitoring - (OpenFlow 1.3)",
+    "ofproto - flow_mod with out_port matching (OpenFlow 1.1)",
+    "ofproto-dpif - packet-in reasons (Openflow 1.4)",
+    "ofproto-dpif packet-out controller",
+    "ofproto-dpif packet-out goto_table",
+    "ofproto-dpif - conntrack - ct_clear",
 ];
 
 /// `text` as a regular expression that matches exactly it.
