@@ -32,7 +32,8 @@ use crate::port_config::{PC_NO_FLOOD, PC_NO_FWD, PC_NO_PACKET_IN, PC_NO_RECV, PC
 use crate::recirc::{FrozenAction, FrozenState, RecircIds};
 use crate::syntax::{
     Ct, CtZone, Nat, NatAddrs, OFPP_ALL, OFPP_ANY, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT,
-    OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OFPP_TABLE, OfAction, format_actions, format_match,
+    OFPP_LOCAL, OFPP_MAX, OFPP_NORMAL, OFPP_TABLE, OfAction, PacketInReason, format_actions,
+    format_match,
 };
 use crate::table_config::TableMiss;
 use crate::tun_md::TunTable;
@@ -1242,18 +1243,16 @@ impl Ctx<'_> {
             OFPP_FLOOD => self.flood(None, false),
             OFPP_ALL => self.flood(None, true),
             OFPP_CONTROLLER => {
-                // As OVS's xlate_output_action(): OFPR_PACKET_OUT (5) in a packet-out,
-                // OFPR_GROUP (4) in a group bucket, OFPR_ACTION_SET (3) from the action set,
-                // OFPR_ACTION (1) otherwise.
-                let reason = if self.in_packet_out {
-                    5
+                // As OVS's xlate_output_action().
+                let reason = controller::reason_code(if self.in_packet_out {
+                    PacketInReason::PacketOut
                 } else if self.in_group_bucket {
-                    4
+                    PacketInReason::Group
                 } else if self.in_action_set {
-                    3
+                    PacketInReason::ActionSet
                 } else {
-                    1
-                };
+                    PacketInReason::Action
+                });
                 self.controller(reason, if max_len == 0 { 65535 } else { max_len }, 0);
             }
             OFPP_ANY => {}

@@ -263,14 +263,15 @@ pub(crate) fn queues_stats(b: &Bridge, port: u32, queue: u32) -> Result<Vec<Queu
 /// versions that carry them.
 pub(crate) fn tables_stats(b: &Bridge) -> Vec<TableStats> {
     (0..N_TABLES)
-        .map(|id| TableStats {
+        .map(|id| (id, b.table_stats.get(usize::from(id))))
+        .map(|(id, (lookup_count, matched_count))| TableStats {
             table_id: id,
             active_count: b
                 .tables
                 .get(usize::from(id))
                 .map_or(0, |t| u32::try_from(t.len()).unwrap_or(u32::MAX)),
-            lookup_count: b.table_stats.get(usize::from(id)).0,
-            matched_count: b.table_stats.get(usize::from(id)).1,
+            lookup_count,
+            matched_count,
             max_entries: MAX_ENTRIES,
             wildcards: OFPFW10_ALL,
             ..TableStats::default()

@@ -83,6 +83,26 @@ pub(crate) struct MsgFailed {
     pub(crate) error: OfpErr,
 }
 
+/// The transaction id in message `m`'s header (0 for a message too short to have one).
+fn xid(m: &[u8]) -> u32 {
+    m.get(4..8)
+        .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+}
+
+/// Appends the `OFPBFC_TIMEOUT` error owed for a bundle that expired, carrying (and in the
+/// version and xid of) `opened_by`, the message that opened it ([`Bundles::expire`]).
+pub(crate) fn encode_timeout(opened_by: &[u8], out: &mut Vec<u8>) {
+    if let Some(&version) = opened_by.first() {
+        openflow::error::encode(
+            OfpErr::OfpbfcTimeout,
+            version,
+            xid(opened_by),
+            opened_by,
+            out,
+        );
+    }
+}
+
 /// Commits a bundle's messages (headers included) to `bridge` atomically; `table_id` is
 /// whether the connection turned on `NXT_FLOW_MOD_TABLE_ID`. On failure nothing changed, and
 /// the failing message is returned with its error.
@@ -129,10 +149,6 @@ pub(crate) fn encode_failure(
     commit_req: &[u8],
     out: &mut Vec<u8>,
 ) {
-    let xid = |m: &[u8]| {
-        m.get(4..8)
-            .map_or(0, |x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
-    };
     if !f.msg.is_empty() {
         openflow::error::encode(f.error, version.wire(), xid(&f.msg), &f.msg, out);
     }

@@ -234,11 +234,7 @@ impl OfHandler {
         for (&c, bundles) in &mut self.bundles {
             for opened_by in bundles.expire(now) {
                 let mut out = Vec::new();
-                let (version, xid) = match opened_by.get(..8) {
-                    Some(h) => (h[0], u32::from_be_bytes([h[4], h[5], h[6], h[7]])),
-                    None => continue,
-                };
-                openflow::error::encode(OfpErr::OfpbfcTimeout, version, xid, &opened_by, &mut out);
+                super::bundle::encode_timeout(&opened_by, &mut out);
                 ev.send(Dest::Conn(c), out, MsgKind::Reply);
             }
         }

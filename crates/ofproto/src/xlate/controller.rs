@@ -31,7 +31,7 @@ pub(super) struct Pause {
 }
 
 /// The packet-in reason code of `r` (OVS's `enum ofp_packet_in_reason`).
-fn reason_code(r: PacketInReason) -> u8 {
+pub(super) fn reason_code(r: PacketInReason) -> u8 {
     match r {
         PacketInReason::NoMatch => 0,
         PacketInReason::Action => 1,
