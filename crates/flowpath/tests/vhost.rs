@@ -616,9 +616,9 @@ const GUEST_MODULES: &[&str] = &[
 ];
 
 /// The guest: the host's kernel and an initramfs of busybox and the virtio modules whose
-/// init brings eth0 up as 10.99.0.2/24, pings 10.99.0.1 and powers off. `Err` names what is
-/// missing.
-fn guest_image(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+/// init brings eth0 up as 10.99.0.2/24, runs the shell commands `job` and powers off. `Err`
+/// names what is missing.
+fn guest_image(dir: &Path, job: &str) -> Result<(PathBuf, PathBuf), String> {
     let kernel = std::fs::read_dir("/boot")
         .map_err(|e| format!("/boot: {e}"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -659,8 +659,7 @@ fn guest_image(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     let init = format!(
         "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nmount -t proc proc /proc\n\
          mount -t sysfs sys /sys\n{loads}ip link set eth0 up\nip addr add 10.99.0.2/24 dev eth0\n\
-         if ping -c 5 -W 5 10.99.0.1; then echo GUEST-PING-OK; else echo GUEST-PING-FAILED; fi\n\
-         poweroff -f\n"
+         {job}\npoweroff -f\n"
     );
     std::fs::write(root.join("init"), init).unwrap();
     std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -678,6 +677,79 @@ fn guest_image(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
         return Err("cpio or gzip failed".into());
     }
     Ok((kernel, initrd))
+}
+
+/// Starts the guest of `kernel` and `initrd` on a virtio-net device whose vhost-user socket is
+/// `dir/vm.sock`, its console in `dir/serial.txt`. Under TCG (KVM, where there is one, is not
+/// needed) and with MSI-X off (`vectors=0`: QEMU 7.2 under TCG crashes binding MSI-X
+/// notifiers for vhost-user), so the guest's interrupts come through the call eventfd as INTx.
+fn start_guest(dir: &Path, kernel: &Path, initrd: &Path) -> Child {
+    Command::new("qemu-system-x86_64")
+        .args(["-machine", "q35,accel=tcg", "-cpu", "max", "-m", "256"])
+        .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on"])
+        .args(["-numa", "node,memdev=mem", "-kernel"])
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args([
+            "-append",
+            "console=ttyS0 quiet panic=-1",
+            "-display",
+            "none",
+        ])
+        .arg("-serial")
+        .arg(format!("file:{}", dir.join("serial.txt").display()))
+        .arg("-no-reboot")
+        .arg("-chardev")
+        .arg(format!(
+            "socket,id=c0,path={}",
+            dir.join("vm.sock").display()
+        ))
+        .args(["-netdev", "vhost-user,id=n0,chardev=c0"])
+        .args([
+            "-device",
+            "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=,vectors=0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for guest `vm` to power off (killed after 240 s); how it ended (`None`: killed) and
+/// its console.
+fn wait_guest(mut vm: Child, dir: &Path) -> (Option<std::process::ExitStatus>, String) {
+    // TCG boots in seconds on an idle machine; a loaded CI machine gets minutes.
+    let end = Instant::now() + Duration::from_secs(240);
+    let status = loop {
+        if let Some(s) = vm.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > end {
+            let _ = vm.kill();
+            let _ = vm.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(200));
+    };
+    let console = std::fs::read_to_string(dir.join("serial.txt")).unwrap_or_default();
+    (status, console)
+}
+
+/// The kernel and initramfs of a guest that runs `job`, or `None` after a SKIP line naming
+/// what is missing (QEMU, a kernel image, a static busybox).
+fn guest(test: &str, dir: &Path, job: &str) -> Option<(PathBuf, PathBuf)> {
+    if Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP {test}: no qemu-system-x86_64 (Debian package qemu-system-x86)");
+        return None;
+    }
+    guest_image(dir, job)
+        .map_err(|e| eprintln!("SKIP {test}: {e}"))
+        .ok()
 }
 
 /// Whether the ELF64 executable `elf` asks for a program interpreter (is dynamically linked).
@@ -700,31 +772,19 @@ fn has_interpreter(elf: &[u8]) -> bool {
 
 /// A QEMU VM with Linux's own virtio-net driver (interrupt-driven, mergeable receive
 /// buffers, its own feature choices) on a `vhostuser` port pings testpmd's `icmpecho` on
-/// another: ARP and ICMP both ways through NORMAL. Under TCG (KVM, where there is one, is
-/// not needed) and with MSI-X off (`vectors=0`: QEMU 7.2 under TCG crashes binding MSI-X
-/// notifiers for vhost-user), so the guest's interrupts come through the call eventfd as
-/// INTx. Skipped when QEMU, a kernel image, busybox or testpmd are missing.
+/// another: ARP and ICMP both ways through NORMAL. Skipped when QEMU, a kernel image,
+/// busybox or testpmd are missing.
 #[test]
 fn a_qemu_guest_pings_through_the_switch() {
     let test = "a_qemu_guest_pings_through_the_switch";
-    if Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP {test}: no qemu-system-x86_64 (Debian package qemu-system-x86)");
-        return;
-    }
     let Some(t) = Testpmd::available("vu_qemu_e2e") else {
         return;
     };
     let dir = t.dir();
-    let (kernel, initrd) = match guest_image(&dir) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            return;
-        }
+    let job =
+        "if ping -c 5 -W 5 10.99.0.1; then echo GUEST-PING-OK; else echo GUEST-PING-FAILED; fi";
+    let Some((kernel, initrd)) = guest(test, &dir, job) else {
+        return;
     };
     let tp = r#"
 [[bridge.port]]
@@ -738,51 +798,8 @@ options = { "vhost-server-path" = "tp.sock" }
         "icmpecho",
     );
     pmd.ready();
-    let serial = dir.join("serial.txt");
-    let mut vm = Command::new("qemu-system-x86_64")
-        .args(["-machine", "q35,accel=tcg", "-cpu", "max", "-m", "256"])
-        .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on"])
-        .args(["-numa", "node,memdev=mem", "-kernel"])
-        .arg(&kernel)
-        .arg("-initrd")
-        .arg(&initrd)
-        .args([
-            "-append",
-            "console=ttyS0 quiet panic=-1",
-            "-display",
-            "none",
-        ])
-        .arg("-serial")
-        .arg(format!("file:{}", serial.display()))
-        .arg("-no-reboot")
-        .arg("-chardev")
-        .arg(format!(
-            "socket,id=c0,path={}",
-            dir.join("vm.sock").display()
-        ))
-        .args(["-netdev", "vhost-user,id=n0,chardev=c0"])
-        .args([
-            "-device",
-            "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=,vectors=0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // TCG boots in seconds on an idle machine; a loaded CI machine gets minutes.
-    let end = Instant::now() + Duration::from_secs(240);
-    let status = loop {
-        if let Some(s) = vm.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > end {
-            let _ = vm.kill();
-            let _ = vm.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(200));
-    };
-    let console = std::fs::read_to_string(&serial).unwrap_or_default();
+    let vm = start_guest(&dir, &kernel, &initrd);
+    let (status, console) = wait_guest(vm, &dir);
     let stats = sw.stats("vm");
     pmd.quit();
     assert!(
@@ -792,6 +809,125 @@ options = { "vhost-server-path" = "tp.sock" }
     );
     assert!(stats.rx_packets >= 6 && stats.tx_packets >= 6, "{stats:?}");
     assert_eq!((stats.errors, stats.rx_dropped), (0, 0), "{stats:?}");
+}
+
+/// Names of this binary's network namespaces and directories.
+static NAMES: common::netns::Names = common::netns::Names {
+    netns: "fpv",
+    dir: "flowpath-vhost",
+    root_for: "a network namespace and a tap",
+    ifname_max: 15,
+};
+
+/// What the host behind the tap runs: connects to the guest's port 5001 as soon as it
+/// listens, sends 4 MiB and waits for the guest to close.
+const SEND_4MIB: &str = "import socket, sys, time
+end = time.time() + 200
+while True:
+    try:
+        s = socket.create_connection(('10.99.0.2', 5001), timeout=5)
+        break
+    except OSError:
+        if time.time() > end:
+            sys.exit('the guest never listened')
+        time.sleep(0.5)
+s.sendall(b'Z' * (4 << 20))
+s.shutdown(socket.SHUT_WR)
+s.settimeout(120)
+s.recv(1)
+";
+
+/// A QEMU guest's Linux takes TCP super-frames whole: it accepts `GUEST_TSO4/6` and
+/// `GUEST_CSUM`, so the 64 KiB super-frames a host's kernel hands its `tap` port cross the
+/// switch and go into the guest's ring as they are, where its stack takes them as one; 4 MiB
+/// arrive in far fewer frames than the 2 900 segments they are on a wire.
+#[test]
+fn a_qemu_guest_receives_tcp_super_frames_whole() {
+    guest_receives_super_frames("a_qemu_guest_receives_tcp_super_frames_whole", "gt", true);
+}
+
+/// The same with the host's TSO and GSO off: its kernel hands the tap 1 448-byte segments,
+/// and the vhost port's GRO merges each burst's into super-frames for the guest.
+#[test]
+fn segments_reach_a_qemu_guest_merged() {
+    guest_receives_super_frames("segments_reach_a_qemu_guest_merged", "gs", false);
+}
+
+/// 4 MiB from a host behind a `tap` port (its TSO and GSO on or off: `host_tso`) into a QEMU
+/// guest on a `vhostuser` port.
+fn guest_receives_super_frames(test: &str, short: &str, host_tso: bool) {
+    let tools = ["ip", "python3", "ethtool"];
+    let Some(mut env) = common::netns::Env::new(test, short, &tools, &NAMES) else {
+        return;
+    };
+    // The driver's negotiated features: a bit string, bit 0 first.
+    let job = "for f in /sys/bus/virtio/devices/*/features; do echo GUEST-FEATURES-$(cat $f); done\n\
+               n=$(nc -l -p 5001 | wc -c); echo GUEST-GOT-$n";
+    let Some((kernel, initrd)) = guest(test, &env.dir, job) else {
+        return;
+    };
+    let _slot = common::netns::slot();
+    let host = env.netns("h");
+    let tap = env.ifname("fpvt");
+    let tp = format!(
+        "\n[[bridge.port]]\nname = \"tp\"\ntype = \"tap\"\n\
+         options = {{ ifname = \"{tap}\", netns = \"{host}\" }}\n"
+    );
+    let sw = Switch::start(&env.dir, &config("vhostuser", &["actions=NORMAL"], &tp));
+    let up = common::netns::wait_until(DEADLINE, || {
+        common::netns::run(&["ip", "-n", &host, "link", "show", &tap]).is_ok()
+    });
+    assert!(up, "no tap {tap} in {host}:\n{}", sw.log());
+    common::netns::must(&[
+        "ip",
+        "-n",
+        &host,
+        "addr",
+        "add",
+        "10.99.0.1/24",
+        "dev",
+        &tap,
+    ]);
+    common::netns::must(&["ip", "-n", &host, "link", "set", &tap, "up"]);
+    if !host_tso {
+        let off = ["tso", "off", "gso", "off"];
+        let args = [&["ethtool", "-K", &tap][..], &off[..]].concat();
+        common::netns::must(&common::netns::in_ns(&host, &args));
+    }
+    let vm = start_guest(&env.dir, &kernel, &initrd);
+    let sender = Command::new("ip")
+        .args(["netns", "exec", &host, "python3", "-c", SEND_4MIB])
+        .output()
+        .unwrap();
+    let (status, console) = wait_guest(vm, &env.dir);
+    let stats = sw.stats("vm");
+    assert!(
+        sender.status.success() && status.is_some() && console.contains("GUEST-GOT-4194304"),
+        "sender: {}\nguest console:\n{console}\nvm port: {stats:?}\nflowpath:\n{}",
+        String::from_utf8_lossy(&sender.stderr),
+        sw.log()
+    );
+    // GUEST_CSUM (bit 1), GUEST_TSO4 (7), GUEST_TSO6 (8).
+    let features = console
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("GUEST-FEATURES-"))
+        .unwrap_or_default()
+        .as_bytes();
+    let on = |bit: usize| features.get(bit) == Some(&b'1');
+    assert!(on(1) && on(7) && on(8), "guest features {console}");
+    // Segments of 1448 bytes would be 2 897 frames; super-frames are a fraction of that.
+    assert!(
+        stats.tx_packets > 0 && stats.tx_packets < 700,
+        "{stats:?}: the super-frames were cut"
+    );
+    let xstats = sw.ctl(&["port/stats", "vm"]);
+    eprintln!("{test}: 4 MiB in {} frames\n{xstats}", stats.tx_packets);
+    if !host_tso {
+        assert!(xstats.contains("tx_gro_segments"), "{xstats}");
+    }
+    // Frames for the guest before its driver has started its rings, or while a TCG guest is
+    // slow to give buffers back, are counted drops (`tx_dropped`) that TCP sends again.
+    assert_eq!(stats.errors, 0, "{stats:?}");
 }
 
 // ---- 6. the PVP benchmark scenario ----------------------------------------------------------
