@@ -603,80 +603,27 @@ fn vhostuserclient_traffic_resumes_after_each_switch_kill() {
 
 // ---- 5. a QEMU guest with Linux's virtio-net driver -------------------------------------
 
-/// Modules the guest kernel needs for a virtio-net PCI device, in load order.
-const GUEST_MODULES: &[&str] = &[
-    "drivers/virtio/virtio_ring.ko",
-    "drivers/virtio/virtio.ko",
-    "drivers/virtio/virtio_pci_modern_dev.ko",
-    "drivers/virtio/virtio_pci_legacy_dev.ko",
-    "drivers/virtio/virtio_pci.ko",
-    "net/core/failover.ko",
-    "drivers/net/net_failover.ko",
-    "drivers/net/virtio_net.ko",
-];
-
-/// The guest: the host's kernel and an initramfs of busybox and the virtio modules whose
-/// init brings eth0 up as 10.99.0.2/24, runs the shell commands `job` and powers off. `Err`
-/// names what is missing.
+/// The guest (`scripts/guest-image`): the host's kernel and an initramfs of busybox and the
+/// virtio modules whose init brings eth0 up as 10.99.0.2/24, runs the shell commands `job` and
+/// powers off. `Err` names what is missing.
 fn guest_image(dir: &Path, job: &str) -> Result<(PathBuf, PathBuf), String> {
-    let kernel = std::fs::read_dir("/boot")
-        .map_err(|e| format!("/boot: {e}"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
-        .max()
-        .ok_or("no /boot/vmlinuz-* (Debian package linux-image-amd64)")?;
-    std::fs::File::open(&kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
-    let version = kernel.file_name().unwrap().to_string_lossy()["vmlinuz-".len()..].to_owned();
-    let root = dir.join("initrd");
-    for d in ["bin", "lib", "proc", "sys", "dev"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    let busybox = std::fs::read("/bin/busybox")
-        .map_err(|e| format!("/bin/busybox: {e} (Debian package busybox-static)"))?;
-    // The initramfs has no C library: a dynamically linked busybox has a loader
-    // (a PT_INTERP program header) that is not there.
-    if has_interpreter(&busybox) {
-        return Err("/bin/busybox is dynamically linked (Debian package busybox-static)".into());
-    }
-    std::fs::write(root.join("bin/busybox"), busybox).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        root.join("bin/busybox"),
-        std::fs::Permissions::from_mode(0o755),
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest-image");
+    let job_file = dir.join("job.sh");
+    std::fs::write(
+        &job_file,
+        format!("ip addr add 10.99.0.2/24 dev eth0\n{job}\n"),
     )
     .unwrap();
-    let mut loads = String::new();
-    for m in GUEST_MODULES {
-        let src = PathBuf::from(format!("/lib/modules/{version}/kernel/{m}"));
-        let name = src.file_name().unwrap().to_owned();
-        std::fs::copy(&src, root.join("lib").join(&name))
-            .map_err(|e| format!("{}: {e}", src.display()))?;
-        loads.push_str(&format!("insmod /lib/{}\n", name.to_string_lossy()));
+    let o = Command::new(script)
+        .arg(dir)
+        .arg(&job_file)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    if !o.status.success() {
+        return Err(err.trim().to_owned());
     }
-    let init = format!(
-        "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nmount -t proc proc /proc\n\
-         mount -t sysfs sys /sys\n{loads}ip link set eth0 up\nip addr add 10.99.0.2/24 dev eth0\n\
-         {job}\npoweroff -f\n"
-    );
-    std::fs::write(root.join("init"), init).unwrap();
-    std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let initrd = dir.join("initrd.gz");
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "cd {} && find . | cpio -o -H newc 2>/dev/null | gzip > {}",
-            root.display(),
-            initrd.display()
-        ))
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return Err("cpio or gzip failed".into());
-    }
-    Ok((kernel, initrd))
+    Ok((PathBuf::from(out.trim()), dir.join("initrd.gz")))
 }
 
 /// Starts the guest of `kernel` and `initrd` on a virtio-net device whose vhost-user socket is
@@ -750,24 +697,6 @@ fn guest(test: &str, dir: &Path, job: &str) -> Option<(PathBuf, PathBuf)> {
     guest_image(dir, job)
         .map_err(|e| eprintln!("SKIP {test}: {e}"))
         .ok()
-}
-
-/// Whether the ELF64 executable `elf` asks for a program interpreter (is dynamically linked).
-fn has_interpreter(elf: &[u8]) -> bool {
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let Some(phoff) = elf
-        .get(0x20..0x28)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap()) as usize)
-    else {
-        return true;
-    };
-    let (Some(size), Some(n)) = (u16_at(0x36), u16_at(0x38)) else {
-        return true;
-    };
-    (0..usize::from(n)).any(|i| {
-        let at = phoff + i * usize::from(size);
-        elf.get(at..at + 4) == Some(&3u32.to_le_bytes()[..])
-    })
 }
 
 /// A QEMU VM with Linux's own virtio-net driver (interrupt-driven, mergeable receive
