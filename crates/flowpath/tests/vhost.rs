@@ -748,13 +748,13 @@ static NAMES: common::netns::Names = common::netns::Names {
     ifname_max: 15,
 };
 
-/// What the host behind the tap runs: connects to the guest's port 5001 as soon as it
-/// listens, sends 4 MiB and waits for the guest to close.
+/// What the host behind the tap runs: connects to the guest's port `sys.argv[1]` as soon as
+/// it listens, sends 4 MiB and waits for the guest to close.
 const SEND_4MIB: &str = "import socket, sys, time
 end = time.time() + 200
 while True:
     try:
-        s = socket.create_connection(('10.99.0.2', 5001), timeout=5)
+        s = socket.create_connection(('10.99.0.2', int(sys.argv[1])), timeout=5)
         break
     except OSError:
         if time.time() > end:
@@ -769,29 +769,20 @@ s.recv(1)
 /// A QEMU guest's Linux takes TCP super-frames whole: it accepts `GUEST_TSO4/6` and
 /// `GUEST_CSUM`, so the 64 KiB super-frames a host's kernel hands its `tap` port cross the
 /// switch and go into the guest's ring as they are, where its stack takes them as one; 4 MiB
-/// arrive in far fewer frames than the 2 900 segments they are on a wire.
+/// arrive in far fewer frames than the 2 900 segments they are on a wire. Then with the
+/// host's TSO and GSO off its kernel hands the tap 1 448-byte segments, and the vhost port's
+/// GRO merges each burst's into super-frames for the guest. One guest boot for both.
 #[test]
-fn a_qemu_guest_receives_tcp_super_frames_whole() {
-    guest_receives_super_frames("a_qemu_guest_receives_tcp_super_frames_whole", "gt", true);
-}
-
-/// The same with the host's TSO and GSO off: its kernel hands the tap 1 448-byte segments,
-/// and the vhost port's GRO merges each burst's into super-frames for the guest.
-#[test]
-fn segments_reach_a_qemu_guest_merged() {
-    guest_receives_super_frames("segments_reach_a_qemu_guest_merged", "gs", false);
-}
-
-/// 4 MiB from a host behind a `tap` port (its TSO and GSO on or off: `host_tso`) into a QEMU
-/// guest on a `vhostuser` port.
-fn guest_receives_super_frames(test: &str, short: &str, host_tso: bool) {
+fn a_qemu_guest_receives_tcp_super_frames_whole_and_segments_merged() {
+    let test = "a_qemu_guest_receives_tcp_super_frames_whole_and_segments_merged";
     let tools = ["ip", "python3", "ethtool"];
-    let Some(mut env) = common::netns::Env::new(test, short, &tools, &NAMES) else {
+    let Some(mut env) = common::netns::Env::new(test, "gt", &tools, &NAMES) else {
         return;
     };
-    // The driver's negotiated features: a bit string, bit 0 first.
+    // The driver's negotiated features (a bit string, bit 0 first), then two transfers.
     let job = "for f in /sys/bus/virtio/devices/*/features; do echo GUEST-FEATURES-$(cat $f); done\n\
-               n=$(nc -l -p 5001 | wc -c); echo GUEST-GOT-$n";
+               n=$(nc -l -p 5001 | wc -c); echo GUEST-GOT-$n\n\
+               n=$(nc -l -p 5002 | wc -c); echo GUEST-GOT-$n";
     let Some((kernel, initrd)) = guest(test, &env.dir, job) else {
         return;
     };
@@ -807,33 +798,33 @@ fn guest_receives_super_frames(test: &str, short: &str, host_tso: bool) {
         common::netns::run(&["ip", "-n", &host, "link", "show", &tap]).is_ok()
     });
     assert!(up, "no tap {tap} in {host}:\n{}", sw.log());
-    common::netns::must(&[
-        "ip",
-        "-n",
-        &host,
-        "addr",
-        "add",
-        "10.99.0.1/24",
-        "dev",
-        &tap,
-    ]);
-    common::netns::must(&["ip", "-n", &host, "link", "set", &tap, "up"]);
-    if !host_tso {
-        let off = ["tso", "off", "gso", "off"];
-        let args = [&["ethtool", "-K", &tap][..], &off[..]].concat();
-        common::netns::must(&common::netns::in_ns(&host, &args));
-    }
+    let in_host = |args: &[&str]| common::netns::must(&common::netns::in_ns(&host, args));
+    in_host(&["ip", "addr", "add", "10.99.0.1/24", "dev", &tap]);
+    in_host(&["ip", "link", "set", &tap, "up"]);
     let vm = start_guest(&env.dir, &kernel, &initrd);
-    let sender = Command::new("ip")
-        .args(["netns", "exec", &host, "python3", "-c", SEND_4MIB])
-        .output()
-        .unwrap();
+    let send = |port: &str| {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &host, "python3", "-c", SEND_4MIB, port])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "sender: {}\nflowpath:\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            sw.log()
+        );
+        sw.stats("vm").tx_packets
+    };
+    let whole = send("5001");
+    in_host(&["ethtool", "-K", &tap, "tso", "off", "gso", "off"]);
+    let merged = send("5002") - whole;
+    let xstats = sw.ctl(&["port/stats", "vm"]);
     let (status, console) = wait_guest(vm, &env.dir);
     let stats = sw.stats("vm");
+    eprintln!("{test}: 4 MiB in {whole} frames, then in {merged}\n{xstats}");
     assert!(
-        sender.status.success() && status.is_some() && console.contains("GUEST-GOT-4194304"),
-        "sender: {}\nguest console:\n{console}\nvm port: {stats:?}\nflowpath:\n{}",
-        String::from_utf8_lossy(&sender.stderr),
+        status.is_some() && console.matches("GUEST-GOT-4194304").count() == 2,
+        "guest console:\n{console}\nvm port: {stats:?}\nflowpath:\n{}",
         sw.log()
     );
     // GUEST_CSUM (bit 1), GUEST_TSO4 (7), GUEST_TSO6 (8).
@@ -845,15 +836,16 @@ fn guest_receives_super_frames(test: &str, short: &str, host_tso: bool) {
     let on = |bit: usize| features.get(bit) == Some(&b'1');
     assert!(on(1) && on(7) && on(8), "guest features {console}");
     // Segments of 1448 bytes would be 2 897 frames; super-frames are a fraction of that.
+    assert!(whole < 700, "the super-frames were cut: {whole} frames");
     assert!(
-        stats.tx_packets > 0 && stats.tx_packets < 700,
-        "{stats:?}: the super-frames were cut"
+        merged < 700,
+        "the segments were not merged: {merged} frames"
     );
-    let xstats = sw.ctl(&["port/stats", "vm"]);
-    eprintln!("{test}: 4 MiB in {} frames\n{xstats}", stats.tx_packets);
-    if !host_tso {
-        assert!(xstats.contains("tx_gro_segments"), "{xstats}");
-    }
+    let gro_segments = xstats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("xstats tx_gro_segments:"))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(gro_segments > Some(2000), "{xstats}");
     // Frames for the guest before its driver has started its rings, or while a TCG guest is
     // slow to give buffers back, are counted drops (`tx_dropped`) that TCP sends again.
     assert_eq!(stats.errors, 0, "{stats:?}");
