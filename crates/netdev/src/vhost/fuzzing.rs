@@ -191,6 +191,7 @@ pub fn run(data: &[u8]) -> Outcome {
                 0
             }
             | if guest_tso { GUEST_TSO } else { 0 },
+        Arc::default(),
     )
     .expect("the ring parts are in one region");
 

@@ -125,6 +125,8 @@ struct Shared {
     /// segments they took.
     gro_frames: AtomicU64,
     gro_segments: AtomicU64,
+    /// Frames the rings dropped for their virtio-net header, by reason.
+    rx_drops: Arc<crate::vnet::RxDrops>,
     status: Mutex<Status>,
     stop: AtomicBool,
     /// The current connection, to shut it down when the port closes.
@@ -174,6 +176,7 @@ impl Shared {
             copy_last: AtomicU64::new(0),
             gro_frames: AtomicU64::new(0),
             gro_segments: AtomicU64::new(0),
+            rx_drops: Arc::default(),
             status: Mutex::new(Status::default()),
             stop: AtomicBool::new(false),
             conn: Mutex::new(None),
@@ -495,14 +498,13 @@ impl Port for VhostPort {
     }
 
     fn xstats(&self) -> Vec<(String, u64)> {
-        if !(self.offers_tso() && self.opts.gro) {
-            return Vec::new();
-        }
         let sh = &self.shared;
-        vec![
-            ("tx_gro_frames".to_owned(), sh.gro_frames.load(Relaxed)),
-            ("tx_gro_segments".to_owned(), sh.gro_segments.load(Relaxed)),
-        ]
+        let mut x: Vec<(String, u64)> = sh.rx_drops.xstats().collect();
+        if self.offers_tso() && self.opts.gro {
+            x.push(("tx_gro_frames".to_owned(), sh.gro_frames.load(Relaxed)));
+            x.push(("tx_gro_segments".to_owned(), sh.gro_segments.load(Relaxed)));
+        }
+        x
     }
 
     fn counters(&self) -> PortCounters {

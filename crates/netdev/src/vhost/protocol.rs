@@ -212,7 +212,15 @@ impl Handler {
         } else {
             vnet::HDR_LEN_LEGACY
         };
-        Ring::start(&q, mem.clone(), v.call.clone(), hdr_len, self.acked).map(Some)
+        Ring::start(
+            &q,
+            mem.clone(),
+            v.call.clone(),
+            hdr_len,
+            self.acked,
+            self.shared.rx_drops.clone(),
+        )
+        .map(Some)
     }
 
     fn unsupported<T>(&self, what: &'static str) -> VuResult<T> {

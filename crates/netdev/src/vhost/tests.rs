@@ -212,7 +212,7 @@ impl Guest {
         q.set_ready(true);
         assert!(q.is_valid(&*self.mem));
         q.disable_notification(&*self.mem).unwrap();
-        Ring::start(&q, self.mem.clone(), None, hdr_len, acked).unwrap()
+        Ring::start(&q, self.mem.clone(), None, hdr_len, acked, Arc::default()).unwrap()
     }
 }
 
@@ -793,28 +793,67 @@ fn tx_runts_and_giants_are_counted_drops() {
     assert_eq!(g.used().len(), 6);
 }
 
+/// A virtio-net header asking for segmentation of type `ty` with MSS 1448.
+fn gso_hdr(ty: u8) -> [u8; HDR] {
+    let mut h = hdr(0);
+    h[1] = ty;
+    h[4..6].copy_from_slice(&1448u16.to_le_bytes());
+    h
+}
+
+/// Receives the one frame `f` sent with header `h`: what `recv` made of it, and the drops the
+/// ring counted by reason.
+fn recv_one(h: &[u8], f: &[u8], tso: bool) -> (Rx, Vec<(String, u64)>) {
+    let mut g = Guest::new(2);
+    let a = g.put(&[h, f].concat());
+    g.desc(0, a, (h.len() + f.len()) as u32, 0, 0);
+    g.offer(&[0]);
+    let mut r = g.ring(HDR, tso);
+    let rx = recv(&mut r, MAX_BURST);
+    assert!(rx.res.is_ok());
+    assert_eq!(g.used(), [(0, 0)]);
+    (rx, r.rx_drops.xstats().collect())
+}
+
 #[test]
 fn tx_super_frames_need_tso() {
-    let mut h = hdr(0);
-    h[1] = vnet::GSO_TCPV4;
-    h[4..6].copy_from_slice(&1448u16.to_le_bytes());
-    let f = frame(3000, 5);
+    let f = tcp_super(2946, false);
     for tso in [false, true] {
-        let mut g = Guest::new(2);
-        let a = g.put(&[&h[..], &f].concat());
-        g.desc(0, a, (HDR + f.len()) as u32, 0, 0);
-        g.offer(&[0]);
-        let rx = recv(&mut g.ring(HDR, tso), MAX_BURST);
-        assert!(rx.res.is_ok());
+        let (rx, drops) = recv_one(&gso_hdr(vnet::GSO_TCPV4), &f, tso);
         if tso {
-            assert_eq!(
-                (rx.frames, rx.gso, rx.marked_gso),
-                (vec![f.clone()], vec![1448], true)
-            );
+            assert!(rx.frames == [f.clone()], "the super-frame as sent");
+            assert_eq!((rx.gso, rx.marked_gso), (vec![1448], true));
+            assert!(drops.is_empty(), "{drops:?}");
         } else {
             assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1));
+            assert_eq!(drops, [("rx_drop_gso_type".to_owned(), 1)]);
         }
-        assert_eq!(g.used(), [(0, 0)]);
+    }
+}
+
+#[test]
+fn bad_super_frames_are_drops_counted_by_reason() {
+    let v4 = tcp_super(2946, false);
+    let mut udp = v4.clone();
+    udp[23] = 17;
+    let mut fragment = v4.clone();
+    fragment[20] = 0x20;
+    let mut small = gso_hdr(vnet::GSO_TCPV4);
+    small[4..6].copy_from_slice(&47u16.to_le_bytes());
+    // An IPv4 packet of 65 546 bytes: its total length does not fit 16 bits.
+    let long = tcp_super(65_506, false);
+    let cases: [(&str, [u8; HDR], &[u8]); 6] = [
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV6), &v4),
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &udp),
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &fragment),
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &v4[..40]),
+        ("rx_drop_gso_size", small, &v4),
+        ("rx_drop_gso_length", gso_hdr(vnet::GSO_TCPV4), &long),
+    ];
+    for (why, h, f) in cases {
+        let (rx, drops) = recv_one(&h, f, true);
+        assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1), "{why}");
+        assert_eq!(drops, [(why.to_owned(), 1)]);
     }
 }
 

@@ -46,6 +46,8 @@ pub(super) struct Ring {
     mrg: bool,
     /// Send: the TCP super-frames the guest takes whole.
     guest_gso: GuestGso,
+    /// Receive: frames dropped for their virtio-net header, by reason (the port's).
+    pub(super) rx_drops: Arc<vnet::RxDrops>,
 }
 
 /// The TCP super-frames a guest takes whole on its receive ring, from the features it
@@ -158,6 +160,7 @@ impl Ring {
         call: Option<Arc<File>>,
         hdr_len: usize,
         acked: u64,
+        rx_drops: Arc<vnet::RxDrops>,
     ) -> Result<Ring, String> {
         let host = HostMap::new(&mem);
         Ok(Ring {
@@ -170,6 +173,7 @@ impl Ring {
             tso: acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
             mrg: acked & F_MRG_RXBUF != 0,
             guest_gso: GuestGso::of(acked),
+            rx_drops,
         })
     }
 
@@ -309,17 +313,17 @@ impl Ring {
                 hdr[vnet::HDR_LEN_LEGACY..].fill(0);
             }
             p.pull_front(hdr_len);
-            match vnet::accept_rx(&hdr, p.data_mut(), self.tso) {
+            match vnet::accept(&hdr, &mut p, self.tso) {
                 Ok(gso) => {
                     if gso != 0 {
-                        p.meta.gso_size = gso;
                         batch.mark_gso();
                     }
                     counts[0] += 1;
                     counts[1] += p.len() as u64;
                     batch.push(p);
                 }
-                Err(_) => {
+                Err(why) => {
+                    self.rx_drops.count(why);
                     pool.free(p);
                     counts[2] += 1;
                 }
