@@ -6,7 +6,8 @@
 //! The service-connection rule (`ofconn_receives_async_msg()`): a connection accepted on a
 //! listener (`ovs-ofctl`, `ovn-controller` on `BRIDGE.mgmt`) starts with `miss_send_len` 0
 //! and is sent no asynchronous message until it sets a non-zero one; a connection to a
-//! controller starts at 128 bytes.
+//! controller starts at 128 bytes. A set-async on a service connection without one gives it
+//! 128 bytes too.
 
 use openflow::conn::{ConnInfo, Role as ConnRole};
 use openflow::header::Version;
@@ -82,6 +83,16 @@ impl OfConn {
         masks[oam as usize] & (1 << reason) != 0
     }
 
+    /// Takes the asynchronous configuration a set-async asked for (OVS's
+    /// `handle_nxt_set_async_config()`): a service connection that had not set a
+    /// `miss_send_len` gets the default one, and so the messages it asked for.
+    pub(crate) fn set_async_config(&mut self, config: AsyncConfig) {
+        self.async_config = config;
+        if self.kind == ConnRole::Service && self.miss_send_len == 0 {
+            self.miss_send_len = DEFAULT_MISS_SEND_LEN;
+        }
+    }
+
     /// Whether it may change the switch (a secondary controller may not: OVS's
     /// `reject_secondary_controller()`).
     pub(crate) fn may_modify(&self) -> bool {
@@ -113,6 +124,22 @@ mod tests {
         let c = OfConn::new("br0", &info(ConnRole::Primary));
         assert_eq!(c.miss_send_len, 128);
         assert!(c.receives_async(AsyncMsg::PortStatus, 0));
+    }
+
+    #[test]
+    fn a_set_async_turns_on_a_service_connection_s_async_messages() {
+        let mut c = OfConn::new("br0", &info(ConnRole::Service));
+        let mut a = AsyncConfig::default();
+        a.primary[AsyncMsg::RequestForward as usize] = 1;
+        c.set_async_config(a);
+        assert_eq!(c.miss_send_len, 128);
+        assert!(c.receives_async(AsyncMsg::RequestForward, 0));
+        assert!(!c.receives_async(AsyncMsg::PortStatus, 0));
+        // A length already set is kept.
+        let mut c = OfConn::new("br0", &info(ConnRole::Service));
+        c.miss_send_len = 65535;
+        c.set_async_config(a);
+        assert_eq!(c.miss_send_len, 65535);
     }
 
     #[test]
