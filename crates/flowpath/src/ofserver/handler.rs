@@ -477,8 +477,10 @@ impl OfHandler {
                     c.invalid_ttl_to_controller = t;
                     // As OVS's `ofconn_set_invalid_ttl_to_controller()`: the primary role's
                     // packet-in mask takes `invalid_ttl` or not.
-                    let m = &mut c.async_config.primary[AsyncMsg::PacketIn as usize];
+                    let mut a = c.async_config;
+                    let m = &mut a.primary[AsyncMsg::PacketIn as usize];
                     *m = if t { *m | 1 << 2 } else { *m & !(1 << 2) };
+                    c.store_async_config(a);
                 }
                 c.miss_send_len = cfg.miss_send_len;
             }

@@ -18,6 +18,12 @@ use openflow::msgs::role::Role;
 /// `OFP_DEFAULT_MISS_SEND_LEN`: a controller connection's packet-in size.
 const DEFAULT_MISS_SEND_LEN: u16 = 128;
 
+/// `OFPR_ACTION`: a packet-in by an output to the controller.
+const OFPR_ACTION: u32 = 1;
+/// OpenFlow 1.4's refinements of `OFPR_ACTION`: `OFPR_ACTION_SET`, `OFPR_GROUP` and
+/// `OFPR_PACKET_OUT`.
+const OFPR14_ACTION_BITS: u32 = 1 << 3 | 1 << 4 | 1 << 5;
+
 /// A connection's settings.
 #[derive(Clone, Debug)]
 pub(crate) struct OfConn {
@@ -87,10 +93,25 @@ impl OfConn {
     /// `handle_nxt_set_async_config()`): a service connection that had not set a
     /// `miss_send_len` gets the default one, and so the messages it asked for.
     pub(crate) fn set_async_config(&mut self, config: AsyncConfig) {
-        self.async_config = config;
+        self.store_async_config(config);
         if self.kind == ConnRole::Service && self.miss_send_len == 0 {
             self.miss_send_len = DEFAULT_MISS_SEND_LEN;
         }
+    }
+
+    /// Keeps an asynchronous configuration as OVS's `ofconn_set_async_config()` does: before
+    /// OpenFlow 1.4, which split `OFPR_ACTION` into finer reasons (action set, group,
+    /// packet-out), asking for packet-ins "by action" asks for all of them.
+    pub(crate) fn store_async_config(&mut self, mut config: AsyncConfig) {
+        if self.version < Version::Of14 {
+            for masks in [&mut config.primary, &mut config.secondary] {
+                let m = &mut masks[AsyncMsg::PacketIn as usize];
+                if *m & 1 << OFPR_ACTION != 0 {
+                    *m |= OFPR14_ACTION_BITS;
+                }
+            }
+        }
+        self.async_config = config;
     }
 
     /// Whether it may change the switch (a secondary controller may not: OVS's
@@ -135,6 +156,21 @@ mod tests {
         assert_eq!(c.miss_send_len, 128);
         assert!(c.receives_async(AsyncMsg::RequestForward, 0));
         assert!(!c.receives_async(AsyncMsg::PortStatus, 0));
+        // Before OpenFlow 1.4, "by action" means every finer reason of 1.4 (packet-out: 5).
+        let mut a = AsyncConfig::default();
+        a.primary[AsyncMsg::PacketIn as usize] = 1 << OFPR_ACTION;
+        c.set_async_config(a);
+        assert!(c.receives_async(AsyncMsg::PacketIn, 5));
+        let mut c14 = OfConn::new(
+            "br0",
+            &ConnInfo {
+                version: Version::Of14,
+                ..info(ConnRole::Service)
+            },
+        );
+        c14.set_async_config(a);
+        assert!(!c14.receives_async(AsyncMsg::PacketIn, 5));
+        assert!(c14.receives_async(AsyncMsg::PacketIn, 1));
         // A length already set is kept.
         let mut c = OfConn::new("br0", &info(ConnRole::Service));
         c.miss_send_len = 65535;
