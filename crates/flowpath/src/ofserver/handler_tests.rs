@@ -348,3 +348,31 @@ fn group_mods_are_forwarded_to_the_connections_that_asked() {
     assert_eq!(&refused[16..24], "00060000", "{refused}");
     let _ = c3;
 }
+
+/// Meter mods are forwarded as group mods are, but only to OpenFlow 1.3 and later
+/// connections, which have meters (OVS's `connmgr_send_requestforward()`).
+#[test]
+fn meter_mods_are_forwarded_only_to_connections_that_have_meters() {
+    let (mut h, tx) = handler();
+    let c10 = connect(&tx, 1, Version::Of10);
+    let c13 = connect(&tx, 2, Version::Of13);
+    let source = connect(&tx, 3, Version::Of13);
+    // NXT_SET_ASYNC_CONFIG2: request forwards of both reasons when primary (or equal).
+    let set_async = |v: u8| {
+        unhex(&format!(
+            "{v:02x}04001800000002000023200000001b000b000800000003"
+        ))
+    };
+    assert_eq!(answer(&mut h, &c10, &set_async(1)), "");
+    assert_eq!(answer(&mut h, &c13, &set_async(4)), "");
+    // ADD meter=1 kbps bands=type=drop rate=1000, xid 7.
+    let mm = "041d00200000000700000001000000010001001000000 3e80000000000000000".replace(' ', "");
+    assert_eq!(answer(&mut h, &source, &unhex(&mm)), "");
+    assert!(outbox_for(&mut h, 1).is_empty(), "{:?}", h.outbox);
+    assert!(outbox_for(&mut h, 3).is_empty(), "{:?}", h.outbox);
+    // ONFT13_REQUESTFORWARD with the meter mod, its xid kept.
+    assert_eq!(
+        outbox_for(&mut h, 2),
+        [format!("04040030000000004f4e46000000092e{mm}")]
+    );
+}
