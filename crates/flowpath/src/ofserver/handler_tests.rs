@@ -366,7 +366,7 @@ fn meter_mods_are_forwarded_only_to_connections_that_have_meters() {
     assert_eq!(answer(&mut h, &c10, &set_async(1)), "");
     assert_eq!(answer(&mut h, &c13, &set_async(4)), "");
     // ADD meter=1 kbps bands=type=drop rate=1000, xid 7.
-    let mm = "041d00200000000700000001000000010001001000000 3e80000000000000000".replace(' ', "");
+    let mm = "041d0020000000070000000100000001".to_owned() + "00010010000003e80000000000000000";
     assert_eq!(answer(&mut h, &source, &unhex(&mm)), "");
     assert!(outbox_for(&mut h, 1).is_empty(), "{:?}", h.outbox);
     assert!(outbox_for(&mut h, 3).is_empty(), "{:?}", h.outbox);
