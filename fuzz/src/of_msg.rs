@@ -14,6 +14,8 @@
 //!   cancels): what reads must write again and read
 //!   back to the same value (messages) or be a fixed point of write ∘ read (flows, whose
 //!   actions the writer may join);
+//! - a set-async or get-async reply is read (strictly and loosely) and written again as a
+//!   set-async that reads back the same;
 //! - every body goes through the action, instruction and match decoders of every version
 //!   with the same invariants.
 //!
@@ -59,6 +61,7 @@ pub fn check_of_msg(data: &[u8]) {
     };
     for m in &msgs {
         check_message(m);
+        check_async_config(m);
         if let Ok(d) = msgtype::decode(m) {
             check_body(d.body);
         }
@@ -109,6 +112,39 @@ fn check_stream(stream: &[u8], chunk: usize) {
     }
     assert!(total <= stream.len());
     bounded("connection output", stream.len(), run.sent.len());
+}
+
+/// A set-async or get-async reply of any form (which the message decoder leaves to the
+/// caller, who knows the connection's configuration): what reads, strictly or loosely, writes
+/// again as a set-async of every message type and reads back the same.
+fn check_async_config(m: &[u8]) {
+    use openflow::msgs::async_config::AsyncConfig;
+    let Ok(from) = msgtype::decode(m) else { return };
+    if !matches!(
+        from.msg_type.kind(),
+        OfpType::SetAsyncConfig | OfpType::GetAsyncReply
+    ) {
+        return;
+    }
+    let Some(v) = Version::from_wire(from.version) else {
+        return;
+    };
+    for loose in [false, true] {
+        let Ok(c) = AsyncConfig::decode(&from, &AsyncConfig::default(), loose) else {
+            continue;
+        };
+        let mut out = Vec::new();
+        c.encode_set(v, from.xid, 0x3f, &mut out);
+        bounded(from.msg_type.name(), m.len(), out.len());
+        let again = msgtype::decode(&out).expect("a set-async written reads");
+        let back = AsyncConfig::decode(&again, &AsyncConfig::default(), false);
+        assert_eq!(
+            back,
+            Ok(c),
+            "{}: read again differently",
+            from.msg_type.name()
+        );
+    }
 }
 
 /// One message through the message decoder and the flow codecs.

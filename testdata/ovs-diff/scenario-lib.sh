@@ -26,7 +26,9 @@ HAVE_TCA_POLICE_PKTRATE=no
 IS_WIN32=no
 IS_BSD=no
 PYTHON3=python3
-OVS_CTL_TIMEOUT=${HX_WAIT_TIMEOUT:-10}
+# As OVS's tests/atlocal: the utilities' own alarm (ovs-ofctl, ovs-appctl...), which also ends
+# an `ovs-ofctl monitor --detach` that lives longer, whatever OVS_WAIT_UNTIL waits.
+OVS_CTL_TIMEOUT=30
 export PYTHON3 OVS_CTL_TIMEOUT
 exec 5>>"$HX_REC/wait.log"
 

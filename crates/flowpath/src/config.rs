@@ -529,6 +529,10 @@ pub struct Bridge {
     /// Ethernet address of the bridge's LOCAL port (tunnel endpoint).
     #[serde(default)]
     pub hwaddr: Option<String>,
+    /// The bridge's OpenFlow datapath id, 16 hex digits not all zero, as OVS's
+    /// `other_config:datapath-id`; by default the LOCAL port's Ethernet address.
+    #[serde(default, rename = "datapath-id")]
+    pub datapath_id: Option<String>,
     /// IP addresses (`ADDR/LEN`) of the bridge's LOCAL port: local tunnel endpoints and
     /// connected routes.
     #[serde(default)]
@@ -741,6 +745,15 @@ pub fn tunnel_config(p: &PortConf) -> Result<ofproto::tunnel::TunnelConfig, Stri
     ofproto::tunnel::TunnelConfig::parse(kind, &option_strings(p))
 }
 
+/// A datapath id as OVS reads `other_config:datapath-id` (`dpid_from_string()`): exactly 16
+/// hex digits, not all zero.
+pub fn parse_dpid(s: &str) -> Option<u64> {
+    if s.len() != 16 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok().filter(|&id| id != 0)
+}
+
 /// Parses `ADDR/LEN` addresses of a bridge.
 pub fn bridge_addrs(b: &Bridge) -> Result<Vec<(std::net::IpAddr, u8)>, String> {
     b.ip.iter()
@@ -852,6 +865,17 @@ pub fn parse(text: &str) -> Result<Config, Vec<ConfigError>> {
             errs.push(ConfigError {
                 line: find_line(text, h),
                 message: format!("bridge '{}': hwaddr: {e}", b.name),
+            });
+        }
+        if let Some(d) = &b.datapath_id
+            && parse_dpid(d).is_none()
+        {
+            errs.push(ConfigError {
+                line: find_line(text, d),
+                message: format!(
+                    "bridge '{}': datapath-id: '{d}' is not 16 hex digits, not all zero",
+                    b.name
+                ),
             });
         }
         if let Err(e) = bridge_addrs(b) {

@@ -183,6 +183,12 @@ pub fn build_ofproto(cfg: &Config, base: &Path) -> anyhow::Result<Arc<Ofproto>> 
             of.set_bridge_addrs(&br.name, hw, addrs)
                 .map_err(|e| anyhow!(e))?;
         }
+        if let Some(d) = &br.datapath_id {
+            let id = config::parse_dpid(d)
+                .ok_or_else(|| anyhow!("bridge {}: bad datapath-id '{d}'", br.name))?;
+            of.set_bridge_datapath_id(&br.name, Some(id))
+                .map_err(|e| anyhow!(e))?;
+        }
         for m in &br.tlv_map {
             of.add_tlv_map(&br.name, m)
                 .map_err(|e| anyhow!("bridge {}: tlv-map '{m}': {e}", br.name))?;
@@ -392,5 +398,34 @@ mod tests {
         assert!(!dump("b").contains("actions="), "{}", dump("b"));
         let c = dump("c");
         assert!(c.contains("actions=drop") && !c.contains("NORMAL"), "{c}");
+    }
+
+    /// `datapath-id`, as OVS's `other_config:datapath-id`: the bridge's id instead of its
+    /// LOCAL port's address; a value OVS would not take is the configuration's error.
+    #[test]
+    fn a_bridge_takes_its_configured_datapath_id() {
+        let cfg = config::parse(
+            "[[bridge]]\nname = \"a\"\nhwaddr = \"aa:55:aa:55:00:00\"\n\
+             datapath-id = \"fedcba9876543210\"\n[[bridge]]\nname = \"b\"\n\
+             hwaddr = \"aa:55:aa:55:00:01\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{}", e[0]));
+        let of = build_ofproto(&cfg, Path::new(".")).unwrap();
+        let pipe = of.pipe.read().unwrap();
+        let id = |b| crate::ofserver::datapath_id(pipe.bridge(b).unwrap());
+        assert_eq!(id("a"), 0xfedc_ba98_7654_3210);
+        assert_eq!(id("b"), 0xaa55_aa55_0001);
+        for bad in [
+            "0",
+            "0000000000000000",
+            "fedcba987654321g",
+            "fedcba98765432100",
+        ] {
+            let e = config::parse(&format!(
+                "[[bridge]]\nname = \"a\"\ndatapath-id = \"{bad}\"\n"
+            ))
+            .unwrap_err();
+            assert!(e[0].to_string().contains("datapath-id"), "{bad}: {}", e[0]);
+        }
     }
 }

@@ -103,6 +103,18 @@ const PASSING: &[&str] = &[
     "ofproto-dpif packet-out controller",
     "ofproto-dpif packet-out goto_table",
     "ofproto-dpif - conntrack - ct_clear",
+    "ofproto - feature request, config request",
+    "ofproto - set OpenFlow port number",
+    "ofproto - mod-port (OpenFlow 1.0)",
+    "ofproto - mod-port (OpenFlow 1.2)",
+    "ofproto - mod-port (OpenFlow 1.4)",
+    "ofproto - controller role (OpenFlow 1.2)",
+    "ofproto - controller role (OpenFlow 1.4)",
+    "ofproto - controller role (OpenFlow 1.3)",
+    "ofproto - requestforward (OpenFlow 1.4)",
+    "ofproto - NXT requestforward (OpenFlow 1.0)",
+    "ofproto - ONF requestforward (OpenFlow 1.3)",
+    "ofproto - asynchronous message control (OpenFlow 1.0)",
 ];
 
 /// `text` as a regular expression that matches exactly it.

@@ -5,6 +5,7 @@
 //! answered in the request's form, as OVS's `handle_group_mod()` and `handle_group_request()`
 //! answer them. Groups are listed by id.
 
+use ofproto::group::GroupMod;
 use ofproto::ofproto::{GroupModFailure, Ofproto};
 use openflow::error::OfpErr;
 use openflow::msgs::group_mod::{
@@ -13,14 +14,16 @@ use openflow::msgs::group_mod::{
 use openflow::msgs::group_stats::{self, GroupStats};
 use openflow::msgtype::{self, Message};
 
-/// Applies the group mod `msg` (header included) to `bridge`.
-pub(crate) fn group_mod(of: &Ofproto, bridge: &str, msg: &[u8]) -> Result<(), OfpErr> {
+/// Applies the group mod `msg` (header included) to `bridge`; the mod, as read, for the
+/// request forwards.
+pub(crate) fn group_mod(of: &Ofproto, bridge: &str, msg: &[u8]) -> Result<GroupMod, OfpErr> {
     let m = msgtype::decode(msg)?;
     let gm = decode_group_mod(&m)?;
-    of.group_mod(bridge, &gm).map(drop).map_err(|e| match e {
+    of.group_mod(bridge, &gm).map_err(|e| match e {
         GroupModFailure::NoBridge(_) => OfpErr::OfpbrcEperm,
         GroupModFailure::Group(g) => group_err(g),
-    })
+    })?;
+    Ok(gm)
 }
 
 /// Applies the group mod `msg` (header included) in its place in a bundle's commit.

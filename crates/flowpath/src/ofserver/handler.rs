@@ -31,7 +31,7 @@ use openflow::msgs::group_stats::GroupFeatures;
 use openflow::msgs::meter::{MeterFeatures, MeterRequestKind};
 use openflow::msgs::port;
 use openflow::msgs::queue_config::{self, QueueConfigRequest};
-use openflow::msgs::role::{Role, RoleMsg};
+use openflow::msgs::role::{Role, RoleMsg, RoleReason, RoleStatus};
 use openflow::msgs::stats::{self, DescStats};
 use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
 use openflow::msgs::table_mod;
@@ -44,6 +44,7 @@ use super::bundle_commit::{CommitJob, CommitWorker};
 use super::flow_table;
 use super::group_table;
 use super::ofconn::OfConn;
+use super::requestforward::{Forwarded, forward};
 use super::tlv;
 
 /// What `ovs-vswitchd` 3.1 says it is (`OFPST_DESC`), which controllers and tools read to
@@ -89,6 +90,9 @@ pub(crate) struct OfHandler {
     /// Flow monitor updates for connections other than the one being answered, sent at the
     /// end of the loop's turn.
     monitor_updates: Vec<(ConnId, Vec<u8>)>,
+    /// Asynchronous messages for connections other than the one being answered (role
+    /// statuses, request forwards), sent at the end of the loop's turn.
+    pub(crate) outbox: Vec<(ConnId, Vec<u8>)>,
 }
 
 /// A handler's outcome: replies appended, or OVS's error for the request.
@@ -107,6 +111,7 @@ impl OfHandler {
             holding: None,
             monitors: Default::default(),
             monitor_updates: Vec::new(),
+            outbox: Vec::new(),
             of,
             dp,
             events,
@@ -227,6 +232,14 @@ impl OfHandler {
         }
     }
 
+    /// Sends the asynchronous messages composed for other connections during the turn; OVS
+    /// queues them as it queues replies (no packet-in counter), so they are not dropped.
+    pub(crate) fn send_outbox(&mut self, ev: &mut EventLoop) {
+        for (c, msg) in self.outbox.drain(..) {
+            ev.send(Dest::Conn(c), msg, MsgKind::Reply);
+        }
+    }
+
     /// Drops the bundles left idle too long, each with an `OFPBFC_TIMEOUT` error carrying
     /// the message that opened it, on its connection (OVS's `bundle_remove_expired()`).
     pub(crate) fn expire_bundles(&mut self, ev: &mut EventLoop) {
@@ -272,7 +285,10 @@ impl OfHandler {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
                 let mut dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-                return super::meter_table::meter_mod(&self.of, &mut dp, &conn.bridge, &mm);
+                super::meter_table::meter_mod(&self.of, &mut dp, &conn.bridge, &mm)?;
+                let what = Forwarded::Meter(&mm);
+                forward(&self.conns, c, &conn.bridge, m.xid, what, &mut self.outbox);
+                return Ok(());
             }
             Msg::MeterRequest(kind, id) if kind != MeterRequestKind::Features => {
                 let dp = self.dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
@@ -370,7 +386,10 @@ impl OfHandler {
                 if !conn.may_modify() {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
-                return group_table::group_mod(&self.of, &conn.bridge, raw);
+                let gm = group_table::group_mod(&self.of, &conn.bridge, raw)?;
+                let what = Forwarded::Group(&gm);
+                forward(&self.conns, c, &conn.bridge, m.xid, what, &mut self.outbox);
+                return Ok(());
             }
             Msg::Other(o) if o.msg_type.kind() == OfpType::GroupDescStatsRequest => {
                 return group_table::group_desc(&self.of, &conn.bridge, m, out);
@@ -458,8 +477,10 @@ impl OfHandler {
                     c.invalid_ttl_to_controller = t;
                     // As OVS's `ofconn_set_invalid_ttl_to_controller()`: the primary role's
                     // packet-in mask takes `invalid_ttl` or not.
-                    let m = &mut c.async_config.primary[AsyncMsg::PacketIn as usize];
+                    let mut a = c.async_config;
+                    let m = &mut a.primary[AsyncMsg::PacketIn as usize];
                     *m = if t { *m | 1 << 2 } else { *m & !(1 << 2) };
+                    c.store_async_config(a);
                 }
                 c.miss_send_len = cfg.miss_send_len;
             }
@@ -528,7 +549,7 @@ impl OfHandler {
                 self.conns
                     .get_mut(&c)
                     .expect("looked up above")
-                    .async_config = a;
+                    .set_async_config(a);
             }
             Msg::SetFlowFormat(f) => {
                 self.conns.get_mut(&c).expect("looked up above").flow_format = f;
@@ -600,11 +621,22 @@ impl OfHandler {
                 }
                 state.election_id = Some(g);
             }
-            // A new primary makes the bridge's other primaries secondaries.
-            if r.role == Role::Primary {
+            // A new primary makes the bridge's other primaries secondaries, each told so from
+            // OpenFlow 1.3 on (OVS's `ofconn_set_role()`: whatever its asynchronous
+            // configuration says).
+            if r.role == Role::Primary && conn.role != Role::Primary {
+                let status = RoleStatus {
+                    role: Role::Secondary,
+                    reason: RoleReason::PrimaryRequest as u8,
+                    generation_id: state.election_id.unwrap_or(u64::MAX),
+                };
                 for (id, o) in self.conns.iter_mut() {
                     if *id != c && o.bridge == conn.bridge && o.role == Role::Primary {
                         o.role = Role::Secondary;
+                        let mut m = Vec::new();
+                        if status.encode(o.version, &mut m).is_ok() {
+                            self.outbox.push((*id, m));
+                        }
                     }
                 }
             }

@@ -10,6 +10,7 @@ use ofproto::bridge::{OfPort, VlanMode};
 use ofproto::syntax::OFPP_LOCAL;
 use openflow::conn::{ConnEvent, ConnId, ConnInfo, Handler, Role as ConnRole, Target};
 use openflow::header::Version;
+use openflow::msgs::role::Role;
 use proptest::prelude::*;
 
 use super::OfHandler;
@@ -246,4 +247,132 @@ fn misses_go_to_the_controller_while_an_openflow_1_0_connection_is_attached() {
     );
     h.forget_conn(ConnId(2));
     assert_eq!(miss(&h), "drop");
+}
+
+/// The messages queued for connection `id` by others' requests.
+fn outbox_for(h: &mut OfHandler, id: u64) -> Vec<String> {
+    h.outbox
+        .iter()
+        .filter(|(c, _)| *c == ConnId(id))
+        .map(|(_, m)| hex(m))
+        .collect()
+}
+
+/// OVS's `ofconn_set_role()`: a new primary demotes the old one, which is told so with a
+/// role status from OpenFlow 1.3 on (OFPT_ROLE_STATUS in 1.4, the ONF's in 1.3, nothing
+/// before); an older generation id is stale.
+#[test]
+fn a_new_primary_demotes_the_old_one_with_a_role_status() {
+    let (mut h, tx) = handler();
+    let c14 = connect(&tx, 1, Version::Of14);
+    let c13 = connect(&tx, 2, Version::Of13);
+    let c12 = connect(&tx, 3, Version::Of12);
+    // OFPT_ROLE_REQUEST role=primary generation_id=GENERATION, xid 5.
+    let primary = |v: u8, generation: u8| {
+        unhex(
+            &format!("{v:02x}180018 00000005 00000002 00000000 00000000000000{generation:02x}")
+                .replace(' ', ""),
+        )
+    };
+    // Primary with generation 1, then 2 and 3: each demotes the one before.
+    let reply = answer(&mut h, &c14, &primary(5, 1));
+    assert_eq!(reply, "051900180000000500000002000000000000000000000001");
+    answer(&mut h, &c13, &primary(4, 2));
+    // OFPT_ROLE_STATUS role=secondary reason=primary_request generation_id=2.
+    assert_eq!(
+        outbox_for(&mut h, 1),
+        ["051e00180000000000000003000000000000000000000002"]
+    );
+    answer(&mut h, &c12, &primary(3, 3));
+    // The ONF's role status: experimenter 0x4f4e4600, type 1911.
+    assert_eq!(
+        outbox_for(&mut h, 2),
+        ["04040020000000004f4e46000000077700000003000000000000000000000003"]
+    );
+    assert_eq!(h.conns[&ConnId(1)].role, Role::Secondary);
+    assert_eq!(h.conns[&ConnId(2)].role, Role::Secondary);
+    // Going back to generation 2 is stale; the 1.2 connection is demoted silently.
+    let stale = answer(&mut h, &c14, &primary(5, 2));
+    assert!(stale.starts_with("0501"), "{stale}");
+    assert_eq!(&stale[16..24], "000b0000", "OFPRRFC_STALE: {stale}");
+    h.outbox.clear();
+    answer(&mut h, &c14, &primary(5, 4));
+    assert!(outbox_for(&mut h, 3).is_empty());
+    assert_eq!(h.conns[&ConnId(3)].role, Role::Secondary);
+}
+
+/// OVS's `connmgr_send_requestforward()`: a group mod goes to the bridge's other connections
+/// that asked for request forwards (here as secondaries, with `NXT_SET_ASYNC_CONFIG2`, which
+/// also gives these service connections a `miss_send_len`), not back to its sender.
+#[test]
+fn group_mods_are_forwarded_to_the_connections_that_asked() {
+    let (mut h, tx) = handler();
+    let c1 = connect(&tx, 1, Version::Of13);
+    let c2 = connect(&tx, 2, Version::Of13);
+    let c3 = connect(&tx, 3, Version::Of13);
+    // c1 secondary, c2 primary; c1 and c2 ask for request forwards in both roles.
+    answer(
+        &mut h,
+        &c1,
+        &unhex("041800180000000300000003000000008000000000000002"),
+    );
+    answer(
+        &mut h,
+        &c2,
+        &unhex("041800180000000300000002000000008000000000000003"),
+    );
+    let set_async = "0404002800000002000023200000001b000a000800000003000b000800000003\
+                     0002000800000002";
+    for c in [&c1, &c2] {
+        assert_eq!(answer(&mut h, c, &unhex(set_async)), "");
+    }
+    h.outbox.clear();
+    // ADD group_id=1,type=all,bucket=actions=drop, xid 9.
+    let gm = "040f0020000000090000000000000001".to_owned() + "00100000ffffffffffffffff00000000";
+    assert_eq!(answer(&mut h, &c2, &unhex(&gm)), "");
+    let fwd = outbox_for(&mut h, 1);
+    assert_eq!(fwd.len(), 1, "{:?}", h.outbox);
+    // ONFT13_REQUESTFORWARD (experimenter type 2350) with the group mod, its xid kept.
+    assert_eq!(
+        fwd[0],
+        format!("04040030000000004f4e46000000092e{gm}"),
+        "{:?}",
+        h.outbox
+    );
+    assert!(outbox_for(&mut h, 2).is_empty());
+    assert!(outbox_for(&mut h, 3).is_empty());
+    // A secondary service connection may still modify (OVS refuses only controllers):
+    // adding the group again is OFPGMFC_GROUP_EXISTS, not OFPBRC_IS_SLAVE.
+    let refused = answer(&mut h, &c1, &unhex(&gm));
+    assert!(refused.starts_with("040100"), "{refused}");
+    assert_eq!(&refused[16..24], "00060000", "{refused}");
+    let _ = c3;
+}
+
+/// Meter mods are forwarded as group mods are, but only to OpenFlow 1.3 and later
+/// connections, which have meters (OVS's `connmgr_send_requestforward()`).
+#[test]
+fn meter_mods_are_forwarded_only_to_connections_that_have_meters() {
+    let (mut h, tx) = handler();
+    let c10 = connect(&tx, 1, Version::Of10);
+    let c13 = connect(&tx, 2, Version::Of13);
+    let source = connect(&tx, 3, Version::Of13);
+    // NXT_SET_ASYNC_CONFIG2: request forwards of both reasons when primary (or equal).
+    let set_async = |v: u8| {
+        unhex(&format!(
+            "{v:02x}04001800000002000023200000001b000b000800000003"
+        ))
+    };
+    assert_eq!(answer(&mut h, &c10, &set_async(1)), "");
+    assert_eq!(answer(&mut h, &c13, &set_async(4)), "");
+    // ADD meter=1 kbps bands=type=drop rate=1000, xid 7.
+    let mm = "041d0020000000070000000100000001".to_owned() + "00010010000003e80000000000000000";
+    assert_eq!(answer(&mut h, &source, &unhex(&mm)), "");
+    assert!(outbox_for(&mut h, 1).is_empty(), "{:?}", h.outbox);
+    assert!(outbox_for(&mut h, 3).is_empty(), "{:?}", h.outbox);
+    // ONFT13_REQUESTFORWARD with the meter mod, its xid kept.
+    assert_eq!(
+        outbox_for(&mut h, 2),
+        [format!("04040030000000004f4e46000000092e{mm}")]
+    );
 }

@@ -49,6 +49,7 @@ mod ofconn;
 mod packet_in;
 mod packet_out;
 mod port_mod;
+mod requestforward;
 mod table_features;
 mod table_fields;
 mod table_mod;
@@ -129,6 +130,7 @@ impl OfServer {
                     packet_in::send_packet_ins(&server.of, &server.handler.conns, &queues, &mut ev);
                     flow_removed::send_flow_removed(&server.of, &server.handler.conns, &mut ev);
                     server.handler.send_flow_updates(&mut ev);
+                    server.handler.send_outbox(&mut ev);
                     // Not after every message of a busy connection: once an interval, or
                     // at once when a port mod changed a port.
                     if synced.elapsed() >= SYNC_INTERVAL

@@ -6,7 +6,8 @@
 //! The service-connection rule (`ofconn_receives_async_msg()`): a connection accepted on a
 //! listener (`ovs-ofctl`, `ovn-controller` on `BRIDGE.mgmt`) starts with `miss_send_len` 0
 //! and is sent no asynchronous message until it sets a non-zero one; a connection to a
-//! controller starts at 128 bytes.
+//! controller starts at 128 bytes. A set-async on a service connection without one gives it
+//! 128 bytes too.
 
 use openflow::conn::{ConnInfo, Role as ConnRole};
 use openflow::header::Version;
@@ -16,6 +17,12 @@ use openflow::msgs::role::Role;
 
 /// `OFP_DEFAULT_MISS_SEND_LEN`: a controller connection's packet-in size.
 const DEFAULT_MISS_SEND_LEN: u16 = 128;
+
+/// `OFPR_ACTION`: a packet-in by an output to the controller.
+const OFPR_ACTION: u32 = 1;
+/// OpenFlow 1.4's refinements of `OFPR_ACTION`: `OFPR_ACTION_SET`, `OFPR_GROUP` and
+/// `OFPR_PACKET_OUT`.
+const OFPR14_ACTION_BITS: u32 = 1 << 3 | 1 << 4 | 1 << 5;
 
 /// A connection's settings.
 #[derive(Clone, Debug)]
@@ -82,6 +89,31 @@ impl OfConn {
         masks[oam as usize] & (1 << reason) != 0
     }
 
+    /// Takes the asynchronous configuration a set-async asked for (OVS's
+    /// `handle_nxt_set_async_config()`): a service connection that had not set a
+    /// `miss_send_len` gets the default one, and so the messages it asked for.
+    pub(crate) fn set_async_config(&mut self, config: AsyncConfig) {
+        self.store_async_config(config);
+        if self.kind == ConnRole::Service && self.miss_send_len == 0 {
+            self.miss_send_len = DEFAULT_MISS_SEND_LEN;
+        }
+    }
+
+    /// Keeps an asynchronous configuration as OVS's `ofconn_set_async_config()` does: before
+    /// OpenFlow 1.4, which split `OFPR_ACTION` into finer reasons (action set, group,
+    /// packet-out), asking for packet-ins "by action" asks for all of them.
+    pub(crate) fn store_async_config(&mut self, mut config: AsyncConfig) {
+        if self.version < Version::Of14 {
+            for masks in [&mut config.primary, &mut config.secondary] {
+                let m = &mut masks[AsyncMsg::PacketIn as usize];
+                if *m & 1 << OFPR_ACTION != 0 {
+                    *m |= OFPR14_ACTION_BITS;
+                }
+            }
+        }
+        self.async_config = config;
+    }
+
     /// Whether it may change the switch (a secondary controller may not: OVS's
     /// `reject_secondary_controller()`).
     pub(crate) fn may_modify(&self) -> bool {
@@ -113,6 +145,37 @@ mod tests {
         let c = OfConn::new("br0", &info(ConnRole::Primary));
         assert_eq!(c.miss_send_len, 128);
         assert!(c.receives_async(AsyncMsg::PortStatus, 0));
+    }
+
+    #[test]
+    fn a_set_async_turns_on_a_service_connection_s_async_messages() {
+        let mut c = OfConn::new("br0", &info(ConnRole::Service));
+        let mut a = AsyncConfig::default();
+        a.primary[AsyncMsg::RequestForward as usize] = 1;
+        c.set_async_config(a);
+        assert_eq!(c.miss_send_len, 128);
+        assert!(c.receives_async(AsyncMsg::RequestForward, 0));
+        assert!(!c.receives_async(AsyncMsg::PortStatus, 0));
+        // Before OpenFlow 1.4, "by action" means every finer reason of 1.4 (packet-out: 5).
+        let mut a = AsyncConfig::default();
+        a.primary[AsyncMsg::PacketIn as usize] = 1 << OFPR_ACTION;
+        c.set_async_config(a);
+        assert!(c.receives_async(AsyncMsg::PacketIn, 5));
+        let mut c14 = OfConn::new(
+            "br0",
+            &ConnInfo {
+                version: Version::Of14,
+                ..info(ConnRole::Service)
+            },
+        );
+        c14.set_async_config(a);
+        assert!(!c14.receives_async(AsyncMsg::PacketIn, 5));
+        assert!(c14.receives_async(AsyncMsg::PacketIn, 1));
+        // A length already set is kept.
+        let mut c = OfConn::new("br0", &info(ConnRole::Service));
+        c.miss_send_len = 65535;
+        c.set_async_config(a);
+        assert_eq!(c.miss_send_len, 65535);
     }
 
     #[test]

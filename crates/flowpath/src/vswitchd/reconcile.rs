@@ -15,6 +15,7 @@ use ofproto::ofproto::Ofproto;
 use ofproto::syntax::OFPP_LOCAL;
 use ovsdb::Uuid;
 
+use crate::config::parse_dpid;
 use crate::ofserver::{BridgeControl, ControllerSettings, FailMode, parse_protocol};
 use crate::port_ops;
 
@@ -407,15 +408,6 @@ impl Applied {
             log(vlog::Level::Warn, &format!("bridge {}: {e}", b.name));
         }
     }
-}
-
-/// `other_config:datapath-id` as OVS reads it (`dpid_from_string()`): exactly 16 hex digits,
-/// not all zero; anything else is ignored.
-fn parse_dpid(s: &str) -> Option<u64> {
-    if s.len() != 16 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    u64::from_str_radix(s, 16).ok().filter(|&id| id != 0)
 }
 
 /// Whether flowpath's datapath serves a bridge of this type.

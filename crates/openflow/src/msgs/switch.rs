@@ -37,12 +37,13 @@ pub const OFPUTIL_C_BUNDLES: u32 = 1 << 9;
 pub const OFPUTIL_C_FLOW_MONITORING: u32 = 1 << 10;
 
 /// The capabilities OVS's bridges report (each version sends those it has): flow, table, port,
-/// queue and group statistics, and IP addresses matched in ARP.
+/// queue and group statistics, bundles, and IP addresses matched in ARP.
 pub const OVS_CAPABILITIES: u32 = OFPUTIL_C_FLOW_STATS
     | OFPUTIL_C_TABLE_STATS
     | OFPUTIL_C_PORT_STATS
     | OFPUTIL_C_QUEUE_STATS
     | OFPUTIL_C_GROUP_STATS
+    | OFPUTIL_C_BUNDLES
     | OFPUTIL_C_ARP_MATCH_IP;
 
 /// The capabilities whose wire bit is the same as OVS's own bit in every version.
@@ -427,6 +428,11 @@ mod tests {
             ovs.encode(Version::from_wire(req.version).unwrap(), req.xid, &mut out)
                 .unwrap();
             assert_eq!(hex(&out), hex(&replies[0]), "{label}");
+            // OpenFlow 1.4 adds BUNDLES (OVS: "FLOW_STATS TABLE_STATS PORT_STATS GROUP_STATS
+            // QUEUE_STATS BUNDLES").
+            out.clear();
+            ovs.encode(Version::Of14, req.xid, &mut out).unwrap();
+            assert_eq!(hex(&out[24..28]), "0000024f", "{label}");
             if label == "features-of10" {
                 let names: Vec<_> = f.ports.iter().map(|p| p.name.as_str()).collect();
                 assert_eq!(names, ["p1", "br0"]);
