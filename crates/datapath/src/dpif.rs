@@ -1082,9 +1082,11 @@ impl Datapath {
                 ("actions without output", s.action_drops),
                 ("meter band exceeded", s.meter_drops),
                 ("fragments refused or timed out (ct)", s.ct_frag_drops),
-                ("segmentation failed", s.gso_drops),
             ] {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
+            }
+            for (e, n) in crate::gso::GsoError::ALL.iter().zip(s.gso_drop_reasons) {
+                let _ = writeln!(out, "    {:<40} {n:>12}", e.text());
             }
             for (r, n) in crate::xlate_drop::XlateDrop::ALL.iter().zip(s.xlate_drops) {
                 if n > 0 {

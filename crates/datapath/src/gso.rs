@@ -44,10 +44,47 @@ pub enum GsoError {
     /// Not TCP over IPv4 or IPv6 where the metadata says the L3 header is (or an IPv4
     /// fragment, or `gso_size` 0).
     NotTcp,
-    /// A header runs past the end of the frame, or the IP packet would exceed 64 KiB.
+    /// A header runs past the end of the frame.
     Malformed,
     /// A `gso_size` below [`MIN_MSS`].
     MssTooSmall,
+    /// The (inner) IP packet exceeds 64 KiB.
+    TooLong,
+}
+
+impl GsoError {
+    /// Every reason, in the order of the drop counters ([`GsoError::index`]).
+    pub const ALL: [GsoError; 4] = [
+        GsoError::NotTcp,
+        GsoError::Malformed,
+        GsoError::MssTooSmall,
+        GsoError::TooLong,
+    ];
+
+    /// The reason's index in per-reason drop counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The reason as `dpif-netdev/pmd-drop-show` words it.
+    pub fn text(self) -> &'static str {
+        match self {
+            GsoError::NotTcp => "super-frame not TCP over IP",
+            GsoError::Malformed => "super-frame headers past its end",
+            GsoError::MssTooSmall => "super-frame gso_size too small",
+            GsoError::TooLong => "super-frame over 64 KiB",
+        }
+    }
+
+    /// The reason as drop counters name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GsoError::NotTcp => "gso_not_tcp",
+            GsoError::Malformed => "gso_malformed",
+            GsoError::MssTooSmall => "gso_mss_too_small",
+            GsoError::TooLong => "gso_too_long",
+        }
+    }
 }
 
 /// Where a super-frame's headers are, as found by [`TcpSuper::of`].
@@ -120,6 +157,11 @@ impl TcpSuper {
         let hdr_len = l4 + doff;
         if doff < 20 || hdr_len > d.len() {
             return Err(GsoError::Malformed);
+        }
+        // IPv4's total length or IPv6's payload length must hold the whole frame's.
+        let ip_len = d.len() - l3 - if ipv6 { 40 } else { 0 };
+        if ip_len > usize::from(u16::MAX) {
+            return Err(GsoError::TooLong);
         }
         Ok(TcpSuper {
             l3,
@@ -197,10 +239,10 @@ pub fn prepare_partial(p: &mut Packet) -> Result<TcpSuper, GsoError> {
     let f = p.data_mut();
     let len = f.len();
     if t.ipv6 {
-        let plen = u16::try_from(len - l3 - 40).map_err(|_| GsoError::Malformed)?;
+        let plen = u16::try_from(len - l3 - 40).map_err(|_| GsoError::TooLong)?;
         set16(f, l3 + 4, plen);
     } else {
-        let total = u16::try_from(len - l3).map_err(|_| GsoError::Malformed)?;
+        let total = u16::try_from(len - l3).map_err(|_| GsoError::TooLong)?;
         set16(f, l3 + 2, total);
         ipv4_header_checksum(f, l3, l4);
     }
@@ -227,13 +269,13 @@ pub(crate) fn pseudo(f: &[u8], l3: usize, l4: usize, ipv6: bool) -> u16 {
     }
 }
 
-fn ipv4_header_checksum(f: &mut [u8], l3: usize, l4: usize) {
+pub(crate) fn ipv4_header_checksum(f: &mut [u8], l3: usize, l4: usize) {
     set16(f, l3 + 10, 0);
     let c = !checksum::data(&f[l3..l4]);
     set16(f, l3 + 10, c);
 }
 
 #[inline]
-fn set16(f: &mut [u8], at: usize, v: u16) {
+pub(crate) fn set16(f: &mut [u8], at: usize, v: u16) {
     f[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }

@@ -13,6 +13,7 @@ pub mod emc;
 pub mod flow_table;
 pub mod gro;
 pub mod gso;
+pub mod gso_tunnel;
 pub mod meter;
 pub mod packet;
 pub mod pmd;

@@ -2,12 +2,14 @@
 //! `output` hands a group to the port's batch (by swap when the batch is empty), sent when it
 //! fills and at the end of each rx burst ([`Pmd::flush_tx`], OVS's
 //! `dp_netdev_pmd_flush_output_packets`). A super-frame for a queue that does not segment is
-//! sent as its segments. Counted as `tx_packets` and `tx_batches`, the flush's cycles under
+//! sent as its segments, and so is an encapsulated one ([`crate::gso_tunnel`]: segmented
+//! after the push, outer headers on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the flush's cycles under
 //! `tx`.
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
 use crate::gso::TcpSuper;
+use crate::gso_tunnel::{Outer, is_encapsulated};
 use crate::packet::{Batch, Packet, Pool};
 use crate::port::TxQueue;
 use crate::tunnel::TunnelKind;
@@ -77,7 +79,7 @@ impl Pmd {
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
             return;
         };
-        if self.pass_gso && !tx.tso && has_gso(&src) {
+        if self.pass_gso && has_gso(&src) && (!tx.tso || has_encapsulated(&src)) {
             send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
             if consume && trunc.is_none() {
                 *batch = src;
@@ -158,17 +160,19 @@ pub(super) fn has_gso(batch: &Batch) -> bool {
     batch.packets().iter().any(|p| p.meta.gso_size != 0)
 }
 
+/// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push`.
+#[inline(never)]
+fn has_encapsulated(batch: &Batch) -> bool {
+    batch.packets().iter().any(is_encapsulated)
+}
+
 /// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments, sending the
 /// batch each time it fills; leaves `src` empty. Super-frames that are not TCP over IP are
 /// dropped (counted).
 #[inline(never)]
 fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut PmdStats) {
     for p in src.drain() {
-        if p.meta.gso_size == 0 {
-            put(tx, p, pool, stats);
-        } else {
-            put_segments(tx, p, pool, stats);
-        }
+        put_one(tx, p, pool, stats);
     }
 }
 
@@ -183,30 +187,35 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     }
 }
 
-/// Adds the segments of super-frame `p` to `tx`'s batch (dropped, counted, if it is not TCP
-/// over IP).
+/// Adds the segments of super-frame `p` to `tx`'s batch, the outer headers of an
+/// encapsulated one written on each (dropped, counted by reason, if it is not TCP over IP, or
+/// its outer headers not IP and UDP).
 #[inline(never)]
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    match TcpSuper::of(&p) {
-        Ok(t) => {
+    let found = TcpSuper::of(&p).and_then(|t| Ok((t, Outer::of(&p, &t)?)));
+    match found {
+        Ok((t, outer)) => {
             let n = t.n_segments(&p);
             for k in 0..n {
-                let s = t.segment(&p, k, pool);
+                let mut s = t.segment(&p, k, pool);
+                if let Some(o) = &outer {
+                    o.fix(&mut s, &t);
+                }
                 put(tx, s, pool, stats);
             }
             stats.gso_frames += 1;
             stats.gso_segments += n as u64;
         }
-        Err(_) => stats.gso_drops += 1,
+        Err(e) => stats.count_gso_drop(e),
     }
     pool.free(p);
 }
 
 /// Hands one packet to `tx`'s batch, as its segments when it is a super-frame the queue does
-/// not take whole.
+/// not take whole (an encapsulated one: no queue takes it whole).
 #[inline]
 pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    if p.meta.gso_size != 0 && !tx.tso {
+    if p.meta.gso_size != 0 && (!tx.tso || is_encapsulated(&p)) {
         put_segments(tx, p, pool, stats);
     } else {
         put(tx, p, pool, stats);
