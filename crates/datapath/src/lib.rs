@@ -22,5 +22,6 @@ pub mod rewrite;
 pub mod tnl_md;
 pub mod tsc;
 pub mod tunnel;
+pub mod tx_gso;
 pub mod upcall_queue;
 pub mod xlate_drop;

@@ -13,6 +13,7 @@ use datapath::gso_tunnel::{self, Outer};
 use datapath::packet::{Batch, Packet, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
 use datapath::port::{RxQueue, TxQueue};
+use datapath::tx_gso::TxGsoStats;
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flow::odp::PortNames;
 
@@ -394,6 +395,15 @@ impl TxQueue for CaptureTxq {
 /// A PMD receiving `frames` on port 1, with capturing ports 2 (no TSO) and 3 (TSO) and one
 /// megaflow `actions` for IPv4; returns what ports 2 and 3 were sent.
 fn run_pmd(frames: Vec<(Vec<u8>, u16)>, actions: &str) -> (Sent, Sent, Pmd) {
+    let (s2, s3, pmd, _) = run_pmd_counted(frames, actions);
+    (s2, s3, pmd)
+}
+
+/// [`run_pmd`], with the super-frame counters of ports 2 and 3.
+fn run_pmd_counted(
+    frames: Vec<(Vec<u8>, u16)>,
+    actions: &str,
+) -> (Sent, Sent, Pmd, [Arc<TxGsoStats>; 2]) {
     let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
     pmd.add_rxq(PolledRxq {
         port_no: 1,
@@ -402,9 +412,10 @@ fn run_pmd(frames: Vec<(Vec<u8>, u16)>, actions: &str) -> (Sent, Sent, Pmd) {
         cycles: 0,
     });
     let (s2, s3) = (Sent::default(), Sent::default());
-    for (port, tso, sent) in [(2, false, &s2), (3, true, &s3)] {
+    let counters: [Arc<TxGsoStats>; 2] = Default::default();
+    for (port, tso, sent, c) in [(2, false, &s2, &counters[0]), (3, true, &s3, &counters[1])] {
         let sent = sent.clone();
-        pmd.add_txq(port, Box::new(CaptureTxq { tso, sent }));
+        pmd.add_port_txq_counted(port, Box::new(CaptureTxq { tso, sent }), None, c.clone());
     }
     let mut names = PortNames::new();
     names.insert("p0", 1);
@@ -416,7 +427,7 @@ fn run_pmd(frames: Vec<(Vec<u8>, u16)>, actions: &str) -> (Sent, Sent, Pmd) {
     for _ in 0..10 {
         pmd.poll_once();
     }
-    (s2, s3, pmd)
+    (s2, s3, pmd, counters)
 }
 
 #[test]
@@ -427,7 +438,7 @@ fn a_pmd_pushes_a_super_frame_whole_and_segments_it_at_each_output() {
         let frame = super_frame(false, 50_000, ACK | PSH | FIN);
         let ordinary = super_frame(false, 100, ACK);
         let push = push_text(kind, false, true);
-        let (s2, s3, pmd) = run_pmd(
+        let (s2, s3, pmd, counters) = run_pmd_counted(
             vec![
                 (ordinary.clone(), 0),
                 (frame.clone(), 1448),
@@ -475,7 +486,20 @@ fn a_pmd_pushes_a_super_frame_whole_and_segments_it_at_each_output() {
             (st.gso_frames, st.gso_segments, st.gso_drops),
             (2, 2 * n, 0)
         );
+        // Per port: segmented, none whole (not even to the port with TSO).
+        for c in &counters {
+            assert_eq!(c.get(), (0, 1, n), "{kind:?}");
+        }
     }
+}
+
+#[test]
+fn each_port_counts_the_super_frames_it_was_sent_whole_and_segmented() {
+    let frame = super_frame(false, 10_000, ACK);
+    let (_, s3, _, [c2, c3]) = run_pmd_counted(vec![(frame.clone(), 1448), (frame, 1448)], "p2,p3");
+    assert_eq!(c2.get(), (0, 2, 2 * 10_000u64.div_ceil(1448)));
+    assert_eq!(c3.get(), (2, 0, 0));
+    assert!(s3.lock().unwrap().iter().all(|(_, g)| *g == 1448));
 }
 
 #[test]

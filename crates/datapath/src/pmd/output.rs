@@ -6,6 +6,8 @@
 //! after the push, outer headers on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the flush's cycles under
 //! `tx`.
 
+use std::sync::Arc;
+
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
 use crate::gso::TcpSuper;
@@ -13,6 +15,7 @@ use crate::gso_tunnel::{Outer, is_encapsulated};
 use crate::packet::{Batch, Packet, Pool};
 use crate::port::TxQueue;
 use crate::tunnel::TunnelKind;
+use crate::tx_gso::TxGsoStats;
 
 use super::{Pmd, PmdStats, Stage};
 
@@ -26,6 +29,8 @@ pub(super) struct TxSlot {
     tso: bool,
     /// The queue takes lent packets ([`TxQueue::takes_lent`]).
     lent: bool,
+    /// The port's super-frame counters.
+    gso: Arc<TxGsoStats>,
 }
 
 impl TxSlot {
@@ -43,6 +48,18 @@ impl Pmd {
 
     /// Sends output for `port_no` through `q`; `tnl_pop` to the port decapsulates `tunnel`.
     pub fn add_port_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>, tunnel: Option<TunnelKind>) {
+        self.add_port_txq_counted(port_no, q, tunnel, Arc::default());
+    }
+
+    /// [`Self::add_port_txq`], the super-frames sent counted in `gso` (the port's counters,
+    /// which every PMD's queue on it shares).
+    pub fn add_port_txq_counted(
+        &mut self,
+        port_no: u32,
+        q: Box<dyn TxQueue>,
+        tunnel: Option<TunnelKind>,
+        gso: Arc<TxGsoStats>,
+    ) {
         let i = port_no as usize;
         if self.txs.len() <= i {
             self.txs.resize_with(i + 1, || None);
@@ -55,6 +72,7 @@ impl Pmd {
             tunnel,
             tso,
             lent,
+            gso,
         });
     }
 
@@ -79,14 +97,17 @@ impl Pmd {
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
             return;
         };
-        if self.pass_gso && has_gso(&src) && (!tx.tso || has_encapsulated(&src)) {
-            send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
-            if consume && trunc.is_none() {
-                *batch = src;
-            } else {
-                self.recycle(src);
+        if self.pass_gso && has_gso(&src) {
+            if !tx.tso || has_encapsulated(&src) {
+                send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
+                if consume && trunc.is_none() {
+                    *batch = src;
+                } else {
+                    self.recycle(src);
+                }
+                return;
             }
-            return;
+            count_whole(tx, &src);
         }
         if tx.batch.is_empty() {
             // Hand the whole group over: swap buffers instead of moving packets one by one.
@@ -160,6 +181,17 @@ pub(super) fn has_gso(batch: &Batch) -> bool {
     batch.packets().iter().any(|p| p.meta.gso_size != 0)
 }
 
+/// Counts the super-frames of `batch`, going whole to `tx`'s queue.
+#[inline(never)]
+fn count_whole(tx: &TxSlot, batch: &Batch) {
+    let n = batch
+        .packets()
+        .iter()
+        .filter(|p| p.meta.gso_size != 0)
+        .count();
+    tx.gso.add_whole(n as u64);
+}
+
 /// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push`.
 #[inline(never)]
 fn has_encapsulated(batch: &Batch) -> bool {
@@ -205,6 +237,7 @@ fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStat
             }
             stats.gso_frames += 1;
             stats.gso_segments += n as u64;
+            tx.gso.add_segmented(n as u64);
         }
         Err(e) => stats.count_gso_drop(e),
     }
@@ -215,9 +248,21 @@ fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStat
 /// not take whole (an encapsulated one: no queue takes it whole).
 #[inline]
 pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    if p.meta.gso_size != 0 && (!tx.tso || is_encapsulated(&p)) {
-        put_segments(tx, p, pool, stats);
+    if p.meta.gso_size != 0 {
+        put_super(tx, p, pool, stats);
     } else {
         put(tx, p, pool, stats);
+    }
+}
+
+/// [`put_one`] of a super-frame: whole to a queue that segments (counted), else as its
+/// segments.
+#[inline(never)]
+fn put_super(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    if tx.tso && !is_encapsulated(&p) {
+        tx.gso.add_whole(1);
+        put(tx, p, pool, stats);
+    } else {
+        put_segments(tx, p, pool, stats);
     }
 }
