@@ -13,11 +13,14 @@
 //!   frame, and the TCP checksum field set to the pseudo-header sum, as Linux's
 //!   `CHECKSUM_PARTIAL` wants it (`virtio_net_hdr` `NEEDS_CSUM` with `csum_start` at the TCP
 //!   header, `csum_offset` 16);
-//! - any other port, and a `tnl_push` (an encapsulated 64 KiB frame is never right), get the
-//!   segments [`TcpSuper::segment`] makes, as Linux's `tcp_gso_segment` would: the headers
-//!   repeated, the payload cut in `gso_size` pieces, IPv4 total length, identification (+1 per
-//!   segment) and header checksum, IPv6 payload length, TCP sequence number, flags (FIN and PSH
-//!   only on the last segment, CWR only on the first) and a full TCP checksum per segment.
+//! - a VXLAN or GENEVE `tnl_push` followed by outputs only encapsulates the frame whole, and
+//!   every output cuts it after the push ([`crate::gso_tunnel`]); any other `tnl_push` gets
+//!   the frame's segments, each pushed by itself;
+//! - any other port gets the segments [`TcpSuper::segment`] makes, as Linux's
+//!   `tcp_gso_segment` would: the headers repeated, the payload cut in `gso_size` pieces, IPv4
+//!   total length, identification (+1 per segment) and header checksum, IPv6 payload length,
+//!   TCP sequence number, flags (FIN and PSH only on the last segment, CWR only on the first)
+//!   and a full TCP checksum per segment.
 //!
 //! Segments are pool packets, so segmentation allocates nothing once the pool is warm.
 
