@@ -603,149 +603,41 @@ fn vhostuserclient_traffic_resumes_after_each_switch_kill() {
 
 // ---- 5. a QEMU guest with Linux's virtio-net driver -------------------------------------
 
-/// Modules the guest kernel needs for a virtio-net PCI device, in load order.
-const GUEST_MODULES: &[&str] = &[
-    "drivers/virtio/virtio_ring.ko",
-    "drivers/virtio/virtio.ko",
-    "drivers/virtio/virtio_pci_modern_dev.ko",
-    "drivers/virtio/virtio_pci_legacy_dev.ko",
-    "drivers/virtio/virtio_pci.ko",
-    "net/core/failover.ko",
-    "drivers/net/net_failover.ko",
-    "drivers/net/virtio_net.ko",
-];
-
-/// The guest: the host's kernel and an initramfs of busybox and the virtio modules whose
-/// init brings eth0 up as 10.99.0.2/24, pings 10.99.0.1 and powers off. `Err` names what is
-/// missing.
-fn guest_image(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
-    let kernel = std::fs::read_dir("/boot")
-        .map_err(|e| format!("/boot: {e}"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
-        .max()
-        .ok_or("no /boot/vmlinuz-* (Debian package linux-image-amd64)")?;
-    std::fs::File::open(&kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
-    let version = kernel.file_name().unwrap().to_string_lossy()["vmlinuz-".len()..].to_owned();
-    let root = dir.join("initrd");
-    for d in ["bin", "lib", "proc", "sys", "dev"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    let busybox = std::fs::read("/bin/busybox")
-        .map_err(|e| format!("/bin/busybox: {e} (Debian package busybox-static)"))?;
-    // The initramfs has no C library: a dynamically linked busybox has a loader
-    // (a PT_INTERP program header) that is not there.
-    if has_interpreter(&busybox) {
-        return Err("/bin/busybox is dynamically linked (Debian package busybox-static)".into());
-    }
-    std::fs::write(root.join("bin/busybox"), busybox).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        root.join("bin/busybox"),
-        std::fs::Permissions::from_mode(0o755),
+/// The guest (`scripts/guest-image`): the host's kernel and an initramfs of busybox and the
+/// virtio modules whose init brings eth0 up as 10.99.0.2/24, runs the shell commands `job` and
+/// powers off. `Err` names what is missing.
+fn guest_image(dir: &Path, job: &str) -> Result<(PathBuf, PathBuf), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest-image");
+    let job_file = dir.join("job.sh");
+    std::fs::write(
+        &job_file,
+        format!("ip addr add 10.99.0.2/24 dev eth0\n{job}\n"),
     )
     .unwrap();
-    let mut loads = String::new();
-    for m in GUEST_MODULES {
-        let src = PathBuf::from(format!("/lib/modules/{version}/kernel/{m}"));
-        let name = src.file_name().unwrap().to_owned();
-        std::fs::copy(&src, root.join("lib").join(&name))
-            .map_err(|e| format!("{}: {e}", src.display()))?;
-        loads.push_str(&format!("insmod /lib/{}\n", name.to_string_lossy()));
-    }
-    let init = format!(
-        "#!/bin/busybox sh\n/bin/busybox --install -s /bin\nmount -t proc proc /proc\n\
-         mount -t sysfs sys /sys\n{loads}ip link set eth0 up\nip addr add 10.99.0.2/24 dev eth0\n\
-         if ping -c 5 -W 5 10.99.0.1; then echo GUEST-PING-OK; else echo GUEST-PING-FAILED; fi\n\
-         poweroff -f\n"
-    );
-    std::fs::write(root.join("init"), init).unwrap();
-    std::fs::set_permissions(root.join("init"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let initrd = dir.join("initrd.gz");
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "cd {} && find . | cpio -o -H newc 2>/dev/null | gzip > {}",
-            root.display(),
-            initrd.display()
-        ))
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return Err("cpio or gzip failed".into());
-    }
-    Ok((kernel, initrd))
-}
-
-/// Whether the ELF64 executable `elf` asks for a program interpreter (is dynamically linked).
-fn has_interpreter(elf: &[u8]) -> bool {
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let Some(phoff) = elf
-        .get(0x20..0x28)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap()) as usize)
-    else {
-        return true;
-    };
-    let (Some(size), Some(n)) = (u16_at(0x36), u16_at(0x38)) else {
-        return true;
-    };
-    (0..usize::from(n)).any(|i| {
-        let at = phoff + i * usize::from(size);
-        elf.get(at..at + 4) == Some(&3u32.to_le_bytes()[..])
-    })
-}
-
-/// A QEMU VM with Linux's own virtio-net driver (interrupt-driven, mergeable receive
-/// buffers, its own feature choices) on a `vhostuser` port pings testpmd's `icmpecho` on
-/// another: ARP and ICMP both ways through NORMAL. Under TCG (KVM, where there is one, is
-/// not needed) and with MSI-X off (`vectors=0`: QEMU 7.2 under TCG crashes binding MSI-X
-/// notifiers for vhost-user), so the guest's interrupts come through the call eventfd as
-/// INTx. Skipped when QEMU, a kernel image, busybox or testpmd are missing.
-#[test]
-fn a_qemu_guest_pings_through_the_switch() {
-    let test = "a_qemu_guest_pings_through_the_switch";
-    if Command::new("qemu-system-x86_64")
-        .arg("--version")
+    let o = Command::new(script)
+        .arg(dir)
+        .arg(&job_file)
         .output()
-        .is_err()
-    {
-        eprintln!("SKIP {test}: no qemu-system-x86_64 (Debian package qemu-system-x86)");
-        return;
+        .unwrap();
+    let (out, err) = text(&o);
+    if !o.status.success() {
+        return Err(err.trim().to_owned());
     }
-    let Some(t) = Testpmd::available("vu_qemu_e2e") else {
-        return;
-    };
-    let dir = t.dir();
-    let (kernel, initrd) = match guest_image(&dir) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            return;
-        }
-    };
-    let tp = r#"
-[[bridge.port]]
-name = "tp"
-type = "vhostuser"
-options = { "vhost-server-path" = "tp.sock" }
-"#;
-    let sw = Switch::start(&dir, &config("vhostuser", &["actions=NORMAL"], tp));
-    let mut pmd = t.spawn_fwd(
-        &format!("path={}", dir.join("tp.sock").display()),
-        "icmpecho",
-    );
-    pmd.ready();
-    let serial = dir.join("serial.txt");
-    let mut vm = Command::new("qemu-system-x86_64")
+    Ok((PathBuf::from(out.trim()), dir.join("initrd.gz")))
+}
+
+/// Starts the guest of `kernel` and `initrd` on a virtio-net device whose vhost-user socket is
+/// `dir/vm.sock`, its console in `dir/serial.txt`. Under TCG (KVM, where there is one, is not
+/// needed) and with MSI-X off (`vectors=0`: QEMU 7.2 under TCG crashes binding MSI-X
+/// notifiers for vhost-user), so the guest's interrupts come through the call eventfd as INTx.
+fn start_guest(dir: &Path, kernel: &Path, initrd: &Path) -> Child {
+    Command::new("qemu-system-x86_64")
         .args(["-machine", "q35,accel=tcg", "-cpu", "max", "-m", "256"])
         .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on"])
         .args(["-numa", "node,memdev=mem", "-kernel"])
-        .arg(&kernel)
+        .arg(kernel)
         .arg("-initrd")
-        .arg(&initrd)
+        .arg(initrd)
         .args([
             "-append",
             "console=ttyS0 quiet panic=-1",
@@ -753,7 +645,7 @@ options = { "vhost-server-path" = "tp.sock" }
             "none",
         ])
         .arg("-serial")
-        .arg(format!("file:{}", serial.display()))
+        .arg(format!("file:{}", dir.join("serial.txt").display()))
         .arg("-no-reboot")
         .arg("-chardev")
         .arg(format!(
@@ -768,7 +660,12 @@ options = { "vhost-server-path" = "tp.sock" }
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Waits for guest `vm` to power off (killed after 240 s); how it ended (`None`: killed) and
+/// its console.
+fn wait_guest(mut vm: Child, dir: &Path) -> (Option<std::process::ExitStatus>, String) {
     // TCG boots in seconds on an idle machine; a loaded CI machine gets minutes.
     let end = Instant::now() + Duration::from_secs(240);
     let status = loop {
@@ -782,7 +679,56 @@ options = { "vhost-server-path" = "tp.sock" }
         }
         thread::sleep(Duration::from_millis(200));
     };
-    let console = std::fs::read_to_string(&serial).unwrap_or_default();
+    let console = std::fs::read_to_string(dir.join("serial.txt")).unwrap_or_default();
+    (status, console)
+}
+
+/// The kernel and initramfs of a guest that runs `job`, or `None` after a SKIP line naming
+/// what is missing (QEMU, a kernel image, a static busybox).
+fn guest(test: &str, dir: &Path, job: &str) -> Option<(PathBuf, PathBuf)> {
+    if Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP {test}: no qemu-system-x86_64 (Debian package qemu-system-x86)");
+        return None;
+    }
+    guest_image(dir, job)
+        .map_err(|e| eprintln!("SKIP {test}: {e}"))
+        .ok()
+}
+
+/// A QEMU VM with Linux's own virtio-net driver (interrupt-driven, mergeable receive
+/// buffers, its own feature choices) on a `vhostuser` port pings testpmd's `icmpecho` on
+/// another: ARP and ICMP both ways through NORMAL. Skipped when QEMU, a kernel image,
+/// busybox or testpmd are missing.
+#[test]
+fn a_qemu_guest_pings_through_the_switch() {
+    let test = "a_qemu_guest_pings_through_the_switch";
+    let Some(t) = Testpmd::available("vu_qemu_e2e") else {
+        return;
+    };
+    let dir = t.dir();
+    let job =
+        "if ping -c 5 -W 5 10.99.0.1; then echo GUEST-PING-OK; else echo GUEST-PING-FAILED; fi";
+    let Some((kernel, initrd)) = guest(test, &dir, job) else {
+        return;
+    };
+    let tp = r#"
+[[bridge.port]]
+name = "tp"
+type = "vhostuser"
+options = { "vhost-server-path" = "tp.sock" }
+"#;
+    let sw = Switch::start(&dir, &config("vhostuser", &["actions=NORMAL"], tp));
+    let mut pmd = t.spawn_fwd(
+        &format!("path={}", dir.join("tp.sock").display()),
+        "icmpecho",
+    );
+    pmd.ready();
+    let vm = start_guest(&dir, &kernel, &initrd);
+    let (status, console) = wait_guest(vm, &dir);
     let stats = sw.stats("vm");
     pmd.quit();
     assert!(
@@ -792,6 +738,117 @@ options = { "vhost-server-path" = "tp.sock" }
     );
     assert!(stats.rx_packets >= 6 && stats.tx_packets >= 6, "{stats:?}");
     assert_eq!((stats.errors, stats.rx_dropped), (0, 0), "{stats:?}");
+}
+
+/// Names of this binary's network namespaces and directories.
+static NAMES: common::netns::Names = common::netns::Names {
+    netns: "fpv",
+    dir: "flowpath-vhost",
+    root_for: "a network namespace and a tap",
+    ifname_max: 15,
+};
+
+/// What the host behind the tap runs: connects to the guest's port `sys.argv[1]` as soon as
+/// it listens, sends 4 MiB and waits for the guest to close.
+const SEND_4MIB: &str = "import socket, sys, time
+end = time.time() + 200
+while True:
+    try:
+        s = socket.create_connection(('10.99.0.2', int(sys.argv[1])), timeout=5)
+        break
+    except OSError:
+        if time.time() > end:
+            sys.exit('the guest never listened')
+        time.sleep(0.5)
+s.sendall(b'Z' * (4 << 20))
+s.shutdown(socket.SHUT_WR)
+s.settimeout(120)
+s.recv(1)
+";
+
+/// A QEMU guest's Linux takes TCP super-frames whole: it accepts `GUEST_TSO4/6` and
+/// `GUEST_CSUM`, so the 64 KiB super-frames a host's kernel hands its `tap` port cross the
+/// switch and go into the guest's ring as they are, where its stack takes them as one; 4 MiB
+/// arrive in far fewer frames than the 2 900 segments they are on a wire. Then with the
+/// host's TSO and GSO off its kernel hands the tap 1 448-byte segments, and the vhost port's
+/// GRO merges each burst's into super-frames for the guest. One guest boot for both.
+#[test]
+fn a_qemu_guest_receives_tcp_super_frames_whole_and_segments_merged() {
+    let test = "a_qemu_guest_receives_tcp_super_frames_whole_and_segments_merged";
+    let tools = ["ip", "python3", "ethtool"];
+    let Some(mut env) = common::netns::Env::new(test, "gt", &tools, &NAMES) else {
+        return;
+    };
+    // The driver's negotiated features (a bit string, bit 0 first), then two transfers.
+    let job = "for f in /sys/bus/virtio/devices/*/features; do echo GUEST-FEATURES-$(cat $f); done\n\
+               n=$(nc -l -p 5001 | wc -c); echo GUEST-GOT-$n\n\
+               n=$(nc -l -p 5002 | wc -c); echo GUEST-GOT-$n";
+    let Some((kernel, initrd)) = guest(test, &env.dir, job) else {
+        return;
+    };
+    let _slot = common::netns::slot();
+    let host = env.netns("h");
+    let tap = env.ifname("fpvt");
+    let tp = format!(
+        "\n[[bridge.port]]\nname = \"tp\"\ntype = \"tap\"\n\
+         options = {{ ifname = \"{tap}\", netns = \"{host}\" }}\n"
+    );
+    let sw = Switch::start(&env.dir, &config("vhostuser", &["actions=NORMAL"], &tp));
+    let up = common::netns::wait_until(DEADLINE, || {
+        common::netns::run(&["ip", "-n", &host, "link", "show", &tap]).is_ok()
+    });
+    assert!(up, "no tap {tap} in {host}:\n{}", sw.log());
+    let in_host = |args: &[&str]| common::netns::must(&common::netns::in_ns(&host, args));
+    in_host(&["ip", "addr", "add", "10.99.0.1/24", "dev", &tap]);
+    in_host(&["ip", "link", "set", &tap, "up"]);
+    let vm = start_guest(&env.dir, &kernel, &initrd);
+    let send = |port: &str| {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &host, "python3", "-c", SEND_4MIB, port])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "sender: {}\nflowpath:\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            sw.log()
+        );
+        sw.stats("vm").tx_packets
+    };
+    let whole = send("5001");
+    in_host(&["ethtool", "-K", &tap, "tso", "off", "gso", "off"]);
+    let merged = send("5002") - whole;
+    let xstats = sw.ctl(&["port/stats", "vm"]);
+    let (status, console) = wait_guest(vm, &env.dir);
+    let stats = sw.stats("vm");
+    eprintln!("{test}: 4 MiB in {whole} frames, then in {merged}\n{xstats}");
+    assert!(
+        status.is_some() && console.matches("GUEST-GOT-4194304").count() == 2,
+        "guest console:\n{console}\nvm port: {stats:?}\nflowpath:\n{}",
+        sw.log()
+    );
+    // GUEST_CSUM (bit 1), GUEST_TSO4 (7), GUEST_TSO6 (8).
+    let features = console
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("GUEST-FEATURES-"))
+        .unwrap_or_default()
+        .as_bytes();
+    let on = |bit: usize| features.get(bit) == Some(&b'1');
+    assert!(on(1) && on(7) && on(8), "guest features {console}");
+    // Segments of 1448 bytes would be 2 897 frames; super-frames are a fraction of that.
+    assert!(whole < 700, "the super-frames were cut: {whole} frames");
+    assert!(
+        merged < 700,
+        "the segments were not merged: {merged} frames"
+    );
+    let gro_segments = xstats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("xstats tx_gro_segments:"))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(gro_segments > Some(2000), "{xstats}");
+    // Frames for the guest before its driver has started its rings, or while a TCG guest is
+    // slow to give buffers back, are counted drops (`tx_dropped`) that TCP sends again.
+    assert_eq!(stats.errors, 0, "{stats:?}");
 }
 
 // ---- 6. the PVP benchmark scenario ----------------------------------------------------------

@@ -295,6 +295,8 @@ pub struct TapPort {
     /// Super-frames the tx queues made of segments, and the segments they took.
     gro_frames: Arc<AtomicU64>,
     gro_segments: Arc<AtomicU64>,
+    /// Frames the rx queues dropped for their virtio-net header, by reason.
+    rx_drops: Arc<vnet::RxDrops>,
 }
 
 impl TapPort {
@@ -354,6 +356,7 @@ impl TapPort {
             tx_stats: Vec::new(),
             gro_frames: Arc::default(),
             gro_segments: Arc::default(),
+            rx_drops: Arc::default(),
         })
     }
 
@@ -453,6 +456,7 @@ struct TapRxq {
     gso_warned: bool,
     /// TCP super-frames are welcome (`tso` and `csum_offload` on).
     tso: bool,
+    drops: Arc<vnet::RxDrops>,
 }
 
 impl TapRxq {
@@ -509,24 +513,22 @@ impl RxQueue for TapRxq {
                 dropped += 1;
                 continue;
             }
-            let (hdr, rest) = self.scratch.split_at_mut(VNET_HDR_LEN);
-            let frame = &mut rest[..len - VNET_HDR_LEN];
-            let gso_size = match vnet::accept_rx(hdr, frame, self.tso) {
-                Ok(g) => g,
+            let (hdr, frame) = self.scratch.split_at(VNET_HDR_LEN);
+            let mut p = pool.packet_from(&frame[..len - VNET_HDR_LEN], self.in_port);
+            match vnet::accept(hdr, &mut p, self.tso) {
+                Ok(0) => {}
+                Ok(_) => batch.mark_gso(),
                 Err(e) => {
+                    pool.free(p);
+                    self.drops.count(e);
                     if e == vnet::RxDrop::GsoType {
                         self.gso_frame();
                     }
                     dropped += 1;
                     continue;
                 }
-            };
-            bytes += frame.len() as u64;
-            let mut p = pool.packet_from(frame, self.in_port);
-            if gso_size != 0 {
-                p.meta.gso_size = gso_size;
-                batch.mark_gso();
             }
+            bytes += p.len() as u64;
             batch.push(p);
             n += 1;
         }
@@ -686,6 +688,7 @@ impl Port for TapPort {
             stats: self.rx_stats[q].clone(),
             gso_warned: false,
             tso: self.opts.tso && self.opts.csum_offload,
+            drops: self.rx_drops.clone(),
         }))
     }
 
@@ -714,16 +717,13 @@ impl Port for TapPort {
     }
 
     fn xstats(&self) -> Vec<(String, u64)> {
-        if !(self.opts.tso && self.opts.gro) {
-            return Vec::new();
+        let mut x: Vec<(String, u64)> = self.rx_drops.xstats().collect();
+        if self.opts.tso && self.opts.gro {
+            x.push(("tx_gro_frames".to_owned(), self.gro_frames.load(Relaxed)));
+            let segments = self.gro_segments.load(Relaxed);
+            x.push(("tx_gro_segments".to_owned(), segments));
         }
-        vec![
-            ("tx_gro_frames".to_owned(), self.gro_frames.load(Relaxed)),
-            (
-                "tx_gro_segments".to_owned(),
-                self.gro_segments.load(Relaxed),
-            ),
-        ]
+        x
     }
 
     fn counters(&self) -> PortCounters {

@@ -8,6 +8,10 @@
 //! `csum_offset` (u16 each), and with `VIRTIO_NET_F_MRG_RXBUF` or virtio 1.x a `num_buffers`
 //! (u16) at offset 10.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+
+use datapath::gso::TcpSuper;
 use datapath::packet::Packet;
 
 use crate::csum;
@@ -27,23 +31,102 @@ pub(crate) const GSO_ECN: u8 = 0x80;
 /// Why a received frame's header made it a drop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RxDrop {
-    /// A GSO frame of a type not taken (UDP, USO), or any GSO frame without `tso`, or one
-    /// whose `gso_size` is below [`datapath::gso::MIN_MSS`].
+    /// A GSO frame of a type not taken (UDP, USO), or any GSO frame without `tso`.
     GsoType,
+    /// A TCP super-frame whose `gso_size` is below [`datapath::gso::MIN_MSS`].
+    GsoSize,
+    /// A TCP super-frame whose headers are not what its `gso_type` says: not TCP over IPv4
+    /// (`TCPV4`) or IPv6 (`TCPV6`), an IPv4 fragment, a header cut short.
+    GsoHeader,
+    /// A TCP super-frame whose IP packet is longer than 64 KiB.
+    GsoLength,
     /// A partial checksum whose offsets do not fit the frame.
     BadCsum,
+}
+
+impl RxDrop {
+    const ALL: [RxDrop; 5] = [
+        RxDrop::GsoType,
+        RxDrop::GsoSize,
+        RxDrop::GsoHeader,
+        RxDrop::GsoLength,
+        RxDrop::BadCsum,
+    ];
+
+    /// The name of its count in a port's `xstats`.
+    fn name(self) -> &'static str {
+        match self {
+            RxDrop::GsoType => "rx_drop_gso_type",
+            RxDrop::GsoSize => "rx_drop_gso_size",
+            RxDrop::GsoHeader => "rx_drop_gso_header",
+            RxDrop::GsoLength => "rx_drop_gso_length",
+            RxDrop::BadCsum => "rx_drop_bad_csum",
+        }
+    }
+}
+
+/// A port's received frames dropped for their virtio-net header (also in its `rx_dropped`),
+/// by reason.
+#[derive(Debug, Default)]
+pub(crate) struct RxDrops([AtomicU64; RxDrop::ALL.len()]);
+
+impl RxDrops {
+    pub(crate) fn count(&self, why: RxDrop) {
+        self.0[why as usize].fetch_add(1, Relaxed);
+    }
+
+    /// The reasons that dropped something, with their counts, for the port's `xstats`.
+    pub(crate) fn xstats(&self) -> impl Iterator<Item = (String, u64)> + '_ {
+        RxDrop::ALL
+            .iter()
+            .map(|&r| (r.name().to_owned(), self.0[r as usize].load(Relaxed)))
+            .filter(|(_, n)| *n > 0)
+    }
+}
+
+/// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to the packet `p`
+/// holding the frame, as [`accept_rx`] does; a TCP super-frame gets its `gso_size` and must
+/// have the headers its `gso_type` says, within 64 KiB. Returns the `gso_size` (0 for an
+/// ordinary frame).
+#[inline(always)]
+pub(crate) fn accept(hdr: &[u8], p: &mut Packet, tso: bool) -> Result<u16, RxDrop> {
+    let gso_size = accept_rx(hdr, p.data_mut(), tso)?;
+    if gso_size != 0 {
+        p.meta.gso_size = gso_size;
+        check_super(p, hdr[1] & !GSO_ECN == GSO_TCPV6)?;
+    }
+    Ok(gso_size)
+}
+
+/// Whether super-frame `p` is TCP over IPv6 (`ipv6`) or IPv4, its IP packet within 64 KiB.
+#[cold]
+#[inline(never)]
+fn check_super(p: &Packet, ipv6: bool) -> Result<(), RxDrop> {
+    let t = TcpSuper::of(p).map_err(|_| RxDrop::GsoHeader)?;
+    if t.ipv6 != ipv6 {
+        return Err(RxDrop::GsoHeader);
+    }
+    let ip_len = p.len() - t.l3 - if ipv6 { 40 } else { 0 };
+    if ip_len > usize::from(u16::MAX) {
+        return Err(RxDrop::GsoLength);
+    }
+    Ok(())
 }
 
 /// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to `frame`: a
 /// partial checksum is completed in software; a TCP super-frame (taken only with `tso`) is
 /// left as it is, its partial checksum left for the way out ([`datapath::gso`]), and its MSS
 /// returned (0 for an ordinary frame).
-pub(crate) fn accept_rx(hdr: &[u8], frame: &mut [u8], tso: bool) -> Result<u16, RxDrop> {
+#[inline(always)]
+fn accept_rx(hdr: &[u8], frame: &mut [u8], tso: bool) -> Result<u16, RxDrop> {
     if hdr[1] != GSO_NONE {
         let ty = hdr[1] & !GSO_ECN;
         let gso_size = u16::from_le_bytes([hdr[4], hdr[5]]);
-        if !tso || !matches!(ty, GSO_TCPV4 | GSO_TCPV6) || gso_size < datapath::gso::MIN_MSS {
+        if !tso || !matches!(ty, GSO_TCPV4 | GSO_TCPV6) {
             return Err(RxDrop::GsoType);
+        }
+        if gso_size < datapath::gso::MIN_MSS {
+            return Err(RxDrop::GsoSize);
         }
         return Ok(gso_size);
     }
@@ -98,7 +181,7 @@ mod tests {
         h[1] = GSO_TCPV4;
         for (mss, ok) in [(1u16, false), (47, false), (48, true)] {
             h[4..6].copy_from_slice(&mss.to_le_bytes());
-            let want = if ok { Ok(mss) } else { Err(RxDrop::GsoType) };
+            let want = if ok { Ok(mss) } else { Err(RxDrop::GsoSize) };
             assert_eq!(accept_rx(&h, &mut f, true), want, "gso_size {mss}");
         }
         let mut h = [0u8; HDR_LEN];

@@ -828,8 +828,9 @@ impl Port for DpdkPort {
         up
     }
 
+    /// The changes [`Port::link_up`] has seen: the status refresh reads the link just before,
+    /// so the device is not asked twice.
     fn link_resets(&self) -> u64 {
-        self.link_up();
         self.link_resets.load(Relaxed)
     }
 }

@@ -5,8 +5,12 @@ use std::fmt::Write as _;
 
 // Feature bits (virtio 1.x §5.1.3, §6; vhost-user's own bit 30).
 pub(crate) const F_CSUM: u64 = 1 << 0;
+pub(crate) const F_GUEST_CSUM: u64 = 1 << 1;
 pub(crate) const F_MTU: u64 = 1 << 3;
 pub(crate) const F_MAC: u64 = 1 << 5;
+pub(crate) const F_GUEST_TSO4: u64 = 1 << 7;
+pub(crate) const F_GUEST_TSO6: u64 = 1 << 8;
+pub(crate) const F_GUEST_ECN: u64 = 1 << 9;
 pub(crate) const F_HOST_TSO4: u64 = 1 << 11;
 pub(crate) const F_HOST_TSO6: u64 = 1 << 12;
 pub(crate) const F_HOST_ECN: u64 = 1 << 13;
@@ -22,8 +26,12 @@ pub(crate) const F_IN_ORDER: u64 = 1 << 35;
 /// Names of the feature bits `dpif/show` and a `virtio_user` port's `options()` print.
 const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_CSUM, "CSUM"),
+    (F_GUEST_CSUM, "GUEST_CSUM"),
     (F_MTU, "MTU"),
     (F_MAC, "MAC"),
+    (F_GUEST_TSO4, "GUEST_TSO4"),
+    (F_GUEST_TSO6, "GUEST_TSO6"),
+    (F_GUEST_ECN, "GUEST_ECN"),
     (F_HOST_TSO4, "HOST_TSO4"),
     (F_HOST_TSO6, "HOST_TSO6"),
     (F_HOST_ECN, "HOST_ECN"),

@@ -19,6 +19,9 @@ use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap, GuestRegionMmap, MmapRegion};
 
 use super::copy::LongCopy;
+use super::features::{
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_HOST_TSO4, F_HOST_TSO6, F_MRG_RXBUF,
+};
 use super::protocol::MAX_RING;
 use super::vring::{Lent, MAX_FRAME, Ring};
 use crate::vnet;
@@ -100,6 +103,9 @@ impl Drop for Reservation {
     }
 }
 
+/// The features of a guest that takes TCP super-frames.
+const GUEST_TSO: u64 = F_GUEST_CSUM | F_GUEST_TSO4 | F_GUEST_TSO6 | F_GUEST_ECN;
+
 /// What the guest's side of the ring shows after a burst.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -113,7 +119,8 @@ pub struct Outcome {
 
 /// Runs one burst over a ring described by `data`: byte 0 picks the ring size (1 to 256), the
 /// direction (bit 3: a send into the guest's receive ring), the virtio-net header size (bit
-/// 4: the legacy 10 bytes) and TSO (bit 5); bytes 1-2 are the ring indexes' start, byte 3 how
+/// 4: the legacy 10 bytes), TSO (bit 5) and whether the guest takes TCP super-frames (bit
+/// 6: `GUEST_TSO4/6`; a send burst holds one); bytes 1-2 are the ring indexes' start, byte 3 how
 /// many chains are offered; then the descriptors ([`DESC_INPUT`] bytes each), the available
 /// entries (one byte each) and the bytes of the buffer area. Panics when the device breaks a
 /// rule the guest relies on.
@@ -129,6 +136,7 @@ pub fn run(data: &[u8]) -> Outcome {
         vnet::HDR_LEN
     };
     let tso = sel & 32 != 0;
+    let guest_tso = sel & 64 != 0;
     let start = u16::from_le_bytes([byte(), byte()]);
     let offered = u16::from(byte());
 
@@ -176,8 +184,14 @@ pub fn run(data: &[u8]) -> Outcome {
         mem.clone(),
         None,
         hdr_len,
-        tso,
-        hdr_len == vnet::HDR_LEN,
+        if tso { F_HOST_TSO4 | F_HOST_TSO6 } else { 0 }
+            | if hdr_len == vnet::HDR_LEN {
+                F_MRG_RXBUF
+            } else {
+                0
+            }
+            | if guest_tso { GUEST_TSO } else { 0 },
+        Arc::default(),
     )
     .expect("the ring parts are in one region");
 
@@ -190,6 +204,16 @@ pub fn run(data: &[u8]) -> Outcome {
             let f: Vec<u8> = (0..len).map(|b| (b ^ i) as u8).collect();
             batch.push(pool.packet_from(&f, 0));
         }
+        // A TCP/IPv4 super-frame of 20 000 payload bytes in segments of 1 000: whole into a
+        // guest that takes it, else 20 segments.
+        let mut f = vec![0u8; 54 + 20_000];
+        f[12] = 0x08;
+        f[14] = 0x45;
+        f[23] = 6;
+        f[46] = 0x50;
+        let mut p = pool.packet_from(&f, 0);
+        p.meta.gso_size = 1000;
+        batch.push(p);
         ring.send(&mut batch, &mut counts, &mut pool, LongCopy::Vector)
     } else {
         let res = ring.recv(&mut pool, &mut batch, 1, &mut counts, &mut Lent::default());

@@ -33,15 +33,23 @@
 //! become one packet with `gso_size` set. A sent frame takes as many of the guest's receive
 //! chains as it needs (`VIRTIO_NET_F_MRG_RXBUF`, the header's `num_buffers` says how many);
 //! when the guest has not posted enough, the frame is dropped and counted in the queue's
-//! `tx_dropped` (the guest ring is full), and nothing of it is used. The switch segments
-//! super-frames before they reach a vhost port (guest TSO is not offered).
+//! `tx_dropped` (the guest ring is full), and nothing of it is used. With `tso` a TCP
+//! super-frame reaches the port whole: it goes into the guest's ring whole, with a header
+//! that has the guest's stack take it as one (`NEEDS_CSUM`, `gso_type`, `gso_size`), where the
+//! guest accepted `GUEST_TSO4`/`GUEST_TSO6` for its IP version (and `GUEST_ECN` if it has
+//! CWR set); else as its segments. Without `tso` the switch segments it before the port. With
+//! `gro` too (the default), the segments of one TCP connection in a transmit burst (from a
+//! tunnel, an AF_PACKET port, a guest without TSO) are merged into super-frames
+//! ([`datapath::gro`], Linux's rules) for a guest that takes them; `xstats` count them
+//! (`tx_gro_frames`, `tx_gro_segments`).
 //!
 //! # Features
 //! Offered: `VERSION_1`, `MRG_RXBUF`, `MQ` and `CTRL_VQ` (the control queue stays with the
 //! front-end, as with every vhost-user net device), `RING_INDIRECT_DESC`, `IN_ORDER` (chains
 //! are used in the order they were made available, in both directions), `CSUM`,
 //! `HOST_TSO4/6` and `HOST_ECN` with `tso` (the guest may hand over partial checksums and TCP
-//! super-frames), `MAC` and `MTU` when configured, and the vhost-user `PROTOCOL_FEATURES`
+//! super-frames), `GUEST_CSUM`, `GUEST_TSO4/6` and `GUEST_ECN` with `tso` (the guest takes
+//! TCP super-frames), `MAC` and `MTU` when configured, and the vhost-user `PROTOCOL_FEATURES`
 //! with `MQ`, `REPLY_ACK` and (with a MAC or MTU) `CONFIG`. Split rings only: `virtio-queue`
 //! does not process packed rings, so `RING_PACKED` is not offered.
 //!
@@ -77,7 +85,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
-use datapath::packet::{Batch, Pool};
+use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 use wire::EthernetAddress;
 
@@ -113,6 +121,12 @@ struct Shared {
     copy_trials: AtomicU64,
     copy_movsb: AtomicU64,
     copy_last: AtomicU64,
+    /// Super-frames the transmit queues made of segments ([`VhostOptions::gro`]), and the
+    /// segments they took.
+    gro_frames: AtomicU64,
+    gro_segments: AtomicU64,
+    /// Frames the rings dropped for their virtio-net header, by reason.
+    rx_drops: Arc<crate::vnet::RxDrops>,
     status: Mutex<Status>,
     stop: AtomicBool,
     /// The current connection, to shut it down when the port closes.
@@ -160,6 +174,9 @@ impl Shared {
             copy_trials: AtomicU64::new(0),
             copy_movsb: AtomicU64::new(0),
             copy_last: AtomicU64::new(0),
+            gro_frames: AtomicU64::new(0),
+            gro_segments: AtomicU64::new(0),
+            rx_drops: Arc::default(),
             status: Mutex::new(Status::default()),
             stop: AtomicBool::new(false),
             conn: Mutex::new(None),
@@ -209,6 +226,11 @@ pub struct VhostPort {
 }
 
 impl VhostPort {
+    /// Whether the guest is offered TSO both ways (`csum_offload` and `tso`).
+    fn offers_tso(&self) -> bool {
+        self.opts.csum_offload && self.opts.tso
+    }
+
     /// Opens port `name`: a `vhostuser` port binds its socket now (an error names the path
     /// and the reason); a `vhostuserclient` port starts trying to connect. Either way the
     /// guest may come and go from then on.
@@ -330,6 +352,11 @@ struct VhostTxq {
     shared: Arc<Shared>,
     k: usize,
     copy: CopyChooser,
+    /// `GUEST_TSO4/6` are offered: super-frames come whole, and the ring sends them whole or
+    /// segmented by what the guest accepted.
+    tso: bool,
+    /// With `gro`: where a burst's packets go while their segments merge (room for a burst).
+    gro: Option<Vec<Packet>>,
 }
 
 impl TxQueue for VhostTxq {
@@ -350,6 +377,15 @@ impl TxQueue for VhostTxq {
             let mut slot = lock(&self.shared.slots[vring]);
             match slot.as_mut() {
                 Some(ring) => {
+                    if let Some(scratch) = &mut self.gro
+                        && ring.takes_super_frames()
+                    {
+                        let m = datapath::gro::coalesce(batch, pool, scratch);
+                        if m.frames > 0 {
+                            self.shared.gro_frames.fetch_add(m.frames, Relaxed);
+                            self.shared.gro_segments.fetch_add(m.segments, Relaxed);
+                        }
+                    }
                     let t0 = self.copy.timing().then(datapath::tsc::now);
                     let sent = ring.send(batch, &mut counts, pool, self.copy.how());
                     let cycles = t0.map_or(0, |t0| datapath::tsc::now().wrapping_sub(t0));
@@ -369,6 +405,10 @@ impl TxQueue for VhostTxq {
         }
         pool.free_batch(batch);
         stats.count_tx(counts[0], counts[1], counts[2], 0);
+    }
+
+    fn tso(&self) -> bool {
+        self.tso
     }
 
     fn takes_lent(&self) -> bool {
@@ -452,7 +492,19 @@ impl Port for VhostPort {
             shared: self.shared.clone(),
             k,
             copy: CopyChooser::new(),
+            tso: self.offers_tso(),
+            gro: (self.offers_tso() && self.opts.gro).then(|| Vec::with_capacity(MAX_BURST)),
         })
+    }
+
+    fn xstats(&self) -> Vec<(String, u64)> {
+        let sh = &self.shared;
+        let mut x: Vec<(String, u64)> = sh.rx_drops.xstats().collect();
+        if self.offers_tso() && self.opts.gro {
+            x.push(("tx_gro_frames".to_owned(), sh.gro_frames.load(Relaxed)));
+            x.push(("tx_gro_segments".to_owned(), sh.gro_segments.load(Relaxed)));
+        }
+        x
     }
 
     fn counters(&self) -> PortCounters {

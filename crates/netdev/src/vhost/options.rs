@@ -1,5 +1,5 @@
 //! Options of a `vhostuser` / `vhostuserclient` port (OVS's names: `vhost-server-path`,
-//! `n_rxq`, `mtu_request`, `mac`, `csum_offload`, `tso`), and the virtio and vhost-user
+//! `n_rxq`, `mtu_request`, `mac`, `csum_offload`, `tso`; flowpath's `gro`), and the virtio and vhost-user
 //! features they make the port offer.
 
 use std::path::PathBuf;
@@ -27,9 +27,14 @@ pub struct VhostOptions {
     /// Offer `CSUM` (`csum_offload`, default true): the guest may send partial checksums,
     /// which rx completes.
     pub csum_offload: bool,
-    /// Offer `HOST_TSO4/6` (`tso`, default true, only with `csum_offload`): the guest may send
-    /// TCP super-frames.
+    /// Offer `HOST_TSO4/6` and `HOST_ECN` (`tso`, default true, only with `csum_offload`): the
+    /// guest may send TCP super-frames; and `GUEST_CSUM`, `GUEST_TSO4/6` and `GUEST_ECN`: the
+    /// switch hands the guest TCP super-frames whole where it takes them.
     pub tso: bool,
+    /// Generic receive offload toward the guest (`gro`, default true, with `tso`): a transmit
+    /// burst's consecutive segments of one TCP connection are merged into super-frames
+    /// ([`datapath::gro`]) when the guest takes super-frames.
+    pub gro: bool,
 }
 
 impl Default for VhostOptions {
@@ -42,6 +47,7 @@ impl Default for VhostOptions {
             mac: None,
             csum_offload: true,
             tso: true,
+            gro: true,
         }
     }
 }
@@ -55,6 +61,7 @@ impl VhostOptions {
         "mac",
         "csum_offload",
         "tso",
+        "gro",
     ];
 
     /// Options for port type `kind` (`vhostuser` or `vhostuserclient`).
@@ -91,6 +98,7 @@ impl VhostOptions {
             "mac" => self.mac = Some(mac_option(value).ok_or_else(|| bad("is not a MAC address"))?),
             "csum_offload" => self.csum_offload = flag(key, value)?,
             "tso" => self.tso = flag(key, value)?,
+            "gro" => self.gro = flag(key, value)?,
             _ => return Err(unknown_option(key, self.kind(), Self::KEYS)),
         }
         Ok(())
@@ -152,6 +160,7 @@ impl VhostOptions {
             f |= F_CSUM;
             if self.tso {
                 f |= F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_ECN;
+                f |= F_GUEST_CSUM | F_GUEST_TSO4 | F_GUEST_TSO6 | F_GUEST_ECN;
             }
         }
         if self.mac.is_some() {

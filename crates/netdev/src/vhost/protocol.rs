@@ -24,7 +24,7 @@ use vhost::vhost_user::{
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{GuestAddress, GuestMemoryMmap};
 
-use super::features::{F_HOST_TSO4, F_HOST_TSO6, F_MRG_RXBUF, F_PROTOCOL_FEATURES, F_VERSION_1};
+use super::features::{F_MRG_RXBUF, F_PROTOCOL_FEATURES, F_VERSION_1};
 use super::guest_memory::map_regions;
 use super::options::VhostOptions;
 use super::socket::Peer;
@@ -217,8 +217,8 @@ impl Handler {
             mem.clone(),
             v.call.clone(),
             hdr_len,
-            self.acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
-            self.acked & F_MRG_RXBUF != 0,
+            self.acked,
+            self.shared.rx_drops.clone(),
         )
         .map(Some)
     }

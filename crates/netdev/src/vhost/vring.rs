@@ -9,11 +9,15 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
+use datapath::gso::{self, TcpSuper};
 use datapath::packet::{Batch, LENT_HEAD, MAX_BURST, Packet, Pool};
 use virtio_queue::Queue;
 use vm_memory::GuestMemoryMmap;
 
 use super::copy::{LongCopy, copy_frame, copy_frame_with, put_hdr};
+use super::features::{
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_HOST_TSO4, F_HOST_TSO6, F_MRG_RXBUF,
+};
 use super::guest_memory::{HostMap, gather, scatter};
 use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing};
 use crate::vnet;
@@ -40,6 +44,37 @@ pub(super) struct Ring {
     pub(super) tso: bool,
     /// Send: a frame may take several chains (`MRG_RXBUF`).
     mrg: bool,
+    /// Send: the TCP super-frames the guest takes whole.
+    guest_gso: GuestGso,
+    /// Receive: frames dropped for their virtio-net header, by reason (the port's).
+    pub(super) rx_drops: Arc<vnet::RxDrops>,
+}
+
+/// The TCP super-frames a guest takes whole on its receive ring, from the features it
+/// accepted: `GUEST_TSO4`/`GUEST_TSO6` (each needs `GUEST_CSUM`), and `GUEST_ECN` for one with
+/// CWR set. Others are segmented before they go into its ring.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct GuestGso {
+    v4: bool,
+    v6: bool,
+    ecn: bool,
+}
+
+impl GuestGso {
+    /// What features `acked` let the switch send.
+    pub(super) fn of(acked: u64) -> GuestGso {
+        let csum = acked & F_GUEST_CSUM != 0;
+        GuestGso {
+            v4: csum && acked & F_GUEST_TSO4 != 0,
+            v6: csum && acked & F_GUEST_TSO6 != 0,
+            ecn: acked & F_GUEST_ECN != 0,
+        }
+    }
+
+    /// Whether super-frame `p`, found as `t`, goes to the guest whole.
+    fn takes(self, p: &Packet, t: &TcpSuper) -> bool {
+        (if t.ipv6 { self.v6 } else { self.v4 }) && (self.ecn || !gso::has_cwr(p, t))
+    }
 }
 
 /// What became of a frame sent into chains other than the usual one
@@ -54,6 +89,42 @@ enum Chains {
     NoMore,
     /// The guest broke the ring's rules.
     Bad(BadRing),
+}
+
+/// How a burst goes on after a frame was sent or not.
+enum Next {
+    /// With the next frame.
+    Go,
+    /// The guest has posted no more buffers: the rest of the burst is dropped without looking
+    /// again.
+    Empty,
+    /// The guest broke the ring's rules.
+    Bad(BadRing),
+}
+
+/// Counts a frame `len` bytes long that went as `c` into `counts` (see [`Ring::send`]) and the
+/// chains it took into `added`.
+#[inline(always)]
+fn tally(c: Chains, len: usize, counts: &mut [u64; 3], added: &mut usize) -> Next {
+    match c {
+        Chains::Sent(n_heads) => {
+            *added += n_heads;
+            counts[0] += 1;
+            counts[1] += len as u64;
+            return Next::Go;
+        }
+        Chains::NoFit => {}
+        Chains::NoMore => {
+            counts[2] += 1;
+            return Next::Empty;
+        }
+        Chains::Bad(e) => {
+            counts[2] += 1;
+            return Next::Bad(e);
+        }
+    }
+    counts[2] += 1;
+    Next::Go
 }
 
 /// The next [`Ring::id`].
@@ -88,8 +159,8 @@ impl Ring {
         mem: Arc<GuestMemoryMmap>,
         call: Option<Arc<File>>,
         hdr_len: usize,
-        tso: bool,
-        mrg: bool,
+        acked: u64,
+        rx_drops: Arc<vnet::RxDrops>,
     ) -> Result<Ring, String> {
         let host = HostMap::new(&mem);
         Ok(Ring {
@@ -99,9 +170,16 @@ impl Ring {
             mem,
             call,
             hdr_len,
-            tso,
-            mrg,
+            tso: acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
+            mrg: acked & F_MRG_RXBUF != 0,
+            guest_gso: GuestGso::of(acked),
+            rx_drops,
         })
+    }
+
+    /// Whether the guest takes some TCP super-frames whole ([`GuestGso`]).
+    pub(super) fn takes_super_frames(&self) -> bool {
+        self.guest_gso.v4 || self.guest_gso.v6
     }
 
     /// Publishes the used elements of a burst that used `added` chains and signals the guest
@@ -235,17 +313,17 @@ impl Ring {
                 hdr[vnet::HDR_LEN_LEGACY..].fill(0);
             }
             p.pull_front(hdr_len);
-            match vnet::accept_rx(&hdr, p.data_mut(), self.tso) {
+            match vnet::accept(&hdr, &mut p, self.tso) {
                 Ok(gso) => {
                     if gso != 0 {
-                        p.meta.gso_size = gso;
                         batch.mark_gso();
                     }
                     counts[0] += 1;
                     counts[1] += p.len() as u64;
                     batch.push(p);
                 }
-                Err(_) => {
+                Err(why) => {
+                    self.rx_drops.count(why);
                     pool.free(p);
                     counts[2] += 1;
                 }
@@ -341,6 +419,7 @@ impl Ring {
             // holds header and frame.
             if let Some(s) = burst.single(q.next_avail)
                 && s.len as usize >= need
+                && p.meta.gso_size == 0
             {
                 let (head, dst) = (s.head, s.at);
                 // The header (all zero but `num_buffers`, 1) is compared and, if
@@ -374,23 +453,16 @@ impl Ring {
                 continue;
             }
             pool.materialize(p);
-            match self.send_chains(&mut q, avail, p) {
-                Chains::Sent(n_heads) => {
-                    added += n_heads;
-                    counts[0] += 1;
-                    counts[1] += frame_len as u64;
-                }
-                Chains::NoFit => counts[2] += 1,
-                Chains::NoMore => {
-                    // The guest has posted no more buffers: the rest of the burst is dropped
-                    // without looking again.
-                    empty = true;
-                    counts[2] += 1;
-                }
-                Chains::Bad(e) => {
-                    result = Err(e);
-                    counts[2] += 1;
-                }
+            let next = if p.meta.gso_size == 0 {
+                let c = self.send_chains(&mut q, avail, p, &[0; vnet::HDR_LEN]);
+                tally(c, frame_len, counts, &mut added)
+            } else {
+                self.send_super(&mut q, avail, p, pool, counts, &mut added)
+            };
+            match next {
+                Next::Go => {}
+                Next::Empty => empty = true,
+                Next::Bad(e) => result = Err(e),
             }
         }
         self.q = q;
@@ -404,7 +476,13 @@ impl Ring {
     /// not fit go back to the available ring.
     #[cold]
     #[inline(never)]
-    fn send_chains(&self, q: &mut SplitRing, avail: u16, p: &mut Packet) -> Chains {
+    fn send_chains(
+        &self,
+        q: &mut SplitRing,
+        avail: u16,
+        p: &mut Packet,
+        base: &[u8; vnet::HDR_LEN],
+    ) -> Chains {
         // The buffers the frame goes to: (address, length, chain), and the chains.
         let mut segs = [(0u64, 0u32, 0u16); MAX_SEGS];
         let mut heads = [0u16; MAX_SEGS];
@@ -447,7 +525,7 @@ impl Ring {
                 return Chains::Bad(BadRing("receive buffer shorter than the virtio-net header"));
             }
         }
-        let mut hdr = [0u8; vnet::HDR_LEN];
+        let mut hdr = *base;
         hdr[10..12].copy_from_slice(&(n_heads as u16).to_le_bytes());
         let hdr = &hdr[..self.hdr_len];
         // The header goes in the packet's headroom (the packet is done with after this), so
@@ -465,5 +543,50 @@ impl Ring {
             q.put_used(h, used[i]);
         }
         Chains::Sent(n_heads)
+    }
+
+    /// Sends TCP super-frame `p` (counted as [`tally`] does): whole, with the virtio-net
+    /// header that has the guest segment it, where the guest takes it ([`GuestGso`]); else as
+    /// its segments. One that is not TCP over IP is dropped (counted).
+    #[cold]
+    #[inline(never)]
+    fn send_super(
+        &self,
+        q: &mut SplitRing,
+        avail: u16,
+        p: &mut Packet,
+        pool: &mut Pool,
+        counts: &mut [u64; 3],
+        added: &mut usize,
+    ) -> Next {
+        let Ok(s) = TcpSuper::of(p) else {
+            counts[2] += 1;
+            return Next::Go;
+        };
+        if self.guest_gso.takes(p, &s) {
+            let Some(h) = vnet::gso_hdr(p) else {
+                counts[2] += 1;
+                return Next::Go;
+            };
+            // Counted before the header goes into the packet's headroom.
+            let len = p.len();
+            let c = self.send_chains(q, avail, p, &h);
+            return tally(c, len, counts, added);
+        }
+        let n = s.n_segments(p);
+        for k in 0..n {
+            let mut seg = s.segment(p, k, pool);
+            let len = seg.len();
+            let c = self.send_chains(q, avail, &mut seg, &[0; vnet::HDR_LEN]);
+            pool.free(seg);
+            match tally(c, len, counts, added) {
+                Next::Go => {}
+                stop => {
+                    counts[2] += (n - k - 1) as u64;
+                    return stop;
+                }
+            }
+        }
+        Next::Go
     }
 }
