@@ -32,6 +32,7 @@ use crate::pmd::{
 };
 use crate::port::{Port, PortCounters};
 use crate::tsc;
+use crate::tx_gso::TxGsoStats;
 use crate::upcall_queue::{UpcallProducer, UpcallQueue};
 use idle_wait::SleepKnobs;
 use pmd_thread::{PmdHandle, PmdSeed, open_txqs, spawn_pmd};
@@ -66,6 +67,8 @@ impl Default for DpConfig {
 struct PortEntry {
     no: u32,
     port: Box<dyn Port>,
+    /// The super-frames sent out of the port, counted by its tx queues on every PMD.
+    gso: Arc<TxGsoStats>,
 }
 
 /// A datapath under construction: add ports and flows, then [`DatapathBuilder::start`].
@@ -133,7 +136,8 @@ impl DatapathBuilder {
             return Err(format!("a port named '{}' exists", port.name()));
         }
         self.names.insert(port.name(), no);
-        self.ports.push(PortEntry { no, port });
+        let gso = Arc::default();
+        self.ports.push(PortEntry { no, port, gso });
         Ok(())
     }
 
@@ -347,10 +351,12 @@ impl Datapath {
         if self.ports.iter().any(|p| p.port.name() == port.name()) {
             return Err(format!("a port named '{}' exists", port.name()));
         }
+        let gso: Arc<TxGsoStats> = Arc::default();
         for p in &self.pmds {
+            let q = port.open_txq();
             let _ = p
                 .cmd
-                .send(PmdCmd::AddTxq(no, port.open_txq(), port.tunnel()));
+                .send(PmdCmd::AddTxq(no, q, port.tunnel(), gso.clone()));
         }
         let mut counts: Vec<usize> = self
             .pmds
@@ -377,7 +383,7 @@ impl Datapath {
             }
         }
         self.names.insert(port.name(), no);
-        self.ports.push(PortEntry { no, port });
+        self.ports.push(PortEntry { no, port, gso });
         Ok(())
     }
 
@@ -480,6 +486,13 @@ impl Datapath {
         row(&mut out, "total", &p.counters);
         for (q, c) in &p.queues {
             row(&mut out, q, c);
+        }
+        let (whole, segmented, segments) = entry.gso.get();
+        if whole + segmented > 0 {
+            let _ = writeln!(
+                out,
+                "  tcp super-frames tx whole:{whole} segmented:{segmented} segments:{segments}"
+            );
         }
         write_xstats(&mut out, "  xstats ", &entry.port.xstats());
         Ok(out)
@@ -1082,9 +1095,11 @@ impl Datapath {
                 ("actions without output", s.action_drops),
                 ("meter band exceeded", s.meter_drops),
                 ("fragments refused or timed out (ct)", s.ct_frag_drops),
-                ("segmentation failed", s.gso_drops),
             ] {
                 let _ = writeln!(out, "    {name:<40} {n:>12}");
+            }
+            for (e, n) in crate::gso::GsoError::ALL.iter().zip(s.gso_drop_reasons) {
+                let _ = writeln!(out, "    {:<40} {n:>12}", e.text());
             }
             for (r, n) in crate::xlate_drop::XlateDrop::ALL.iter().zip(s.xlate_drops) {
                 if n > 0 {

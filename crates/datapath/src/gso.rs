@@ -13,11 +13,14 @@
 //!   frame, and the TCP checksum field set to the pseudo-header sum, as Linux's
 //!   `CHECKSUM_PARTIAL` wants it (`virtio_net_hdr` `NEEDS_CSUM` with `csum_start` at the TCP
 //!   header, `csum_offset` 16);
-//! - any other port, and a `tnl_push` (an encapsulated 64 KiB frame is never right), get the
-//!   segments [`TcpSuper::segment`] makes, as Linux's `tcp_gso_segment` would: the headers
-//!   repeated, the payload cut in `gso_size` pieces, IPv4 total length, identification (+1 per
-//!   segment) and header checksum, IPv6 payload length, TCP sequence number, flags (FIN and PSH
-//!   only on the last segment, CWR only on the first) and a full TCP checksum per segment.
+//! - a VXLAN or GENEVE `tnl_push` followed by outputs only encapsulates the frame whole, and
+//!   every output cuts it after the push ([`crate::gso_tunnel`]); any other `tnl_push` gets
+//!   the frame's segments, each pushed by itself;
+//! - any other port gets the segments [`TcpSuper::segment`] makes, as Linux's
+//!   `tcp_gso_segment` would: the headers repeated, the payload cut in `gso_size` pieces, IPv4
+//!   total length, identification (+1 per segment) and header checksum, IPv6 payload length,
+//!   TCP sequence number, flags (FIN and PSH only on the last segment, CWR only on the first)
+//!   and a full TCP checksum per segment.
 //!
 //! Segments are pool packets, so segmentation allocates nothing once the pool is warm.
 
@@ -44,10 +47,47 @@ pub enum GsoError {
     /// Not TCP over IPv4 or IPv6 where the metadata says the L3 header is (or an IPv4
     /// fragment, or `gso_size` 0).
     NotTcp,
-    /// A header runs past the end of the frame, or the IP packet would exceed 64 KiB.
+    /// A header runs past the end of the frame.
     Malformed,
     /// A `gso_size` below [`MIN_MSS`].
     MssTooSmall,
+    /// The (inner) IP packet exceeds 64 KiB.
+    TooLong,
+}
+
+impl GsoError {
+    /// Every reason, in the order of the drop counters ([`GsoError::index`]).
+    pub const ALL: [GsoError; 4] = [
+        GsoError::NotTcp,
+        GsoError::Malformed,
+        GsoError::MssTooSmall,
+        GsoError::TooLong,
+    ];
+
+    /// The reason's index in per-reason drop counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The reason as `dpif-netdev/pmd-drop-show` words it.
+    pub fn text(self) -> &'static str {
+        match self {
+            GsoError::NotTcp => "super-frame not TCP over IP",
+            GsoError::Malformed => "super-frame headers past its end",
+            GsoError::MssTooSmall => "super-frame gso_size too small",
+            GsoError::TooLong => "super-frame over 64 KiB",
+        }
+    }
+
+    /// The reason as drop counters name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GsoError::NotTcp => "gso_not_tcp",
+            GsoError::Malformed => "gso_malformed",
+            GsoError::MssTooSmall => "gso_mss_too_small",
+            GsoError::TooLong => "gso_too_long",
+        }
+    }
 }
 
 /// Where a super-frame's headers are, as found by [`TcpSuper::of`].
@@ -120,6 +160,11 @@ impl TcpSuper {
         let hdr_len = l4 + doff;
         if doff < 20 || hdr_len > d.len() {
             return Err(GsoError::Malformed);
+        }
+        // IPv4's total length or IPv6's payload length must hold the whole frame's.
+        let ip_len = d.len() - l3 - if ipv6 { 40 } else { 0 };
+        if ip_len > usize::from(u16::MAX) {
+            return Err(GsoError::TooLong);
         }
         Ok(TcpSuper {
             l3,
@@ -197,10 +242,10 @@ pub fn prepare_partial(p: &mut Packet) -> Result<TcpSuper, GsoError> {
     let f = p.data_mut();
     let len = f.len();
     if t.ipv6 {
-        let plen = u16::try_from(len - l3 - 40).map_err(|_| GsoError::Malformed)?;
+        let plen = u16::try_from(len - l3 - 40).map_err(|_| GsoError::TooLong)?;
         set16(f, l3 + 4, plen);
     } else {
-        let total = u16::try_from(len - l3).map_err(|_| GsoError::Malformed)?;
+        let total = u16::try_from(len - l3).map_err(|_| GsoError::TooLong)?;
         set16(f, l3 + 2, total);
         ipv4_header_checksum(f, l3, l4);
     }
@@ -227,13 +272,13 @@ pub(crate) fn pseudo(f: &[u8], l3: usize, l4: usize, ipv6: bool) -> u16 {
     }
 }
 
-fn ipv4_header_checksum(f: &mut [u8], l3: usize, l4: usize) {
+pub(crate) fn ipv4_header_checksum(f: &mut [u8], l3: usize, l4: usize) {
     set16(f, l3 + 10, 0);
     let c = !checksum::data(&f[l3..l4]);
     set16(f, l3 + 10, c);
 }
 
 #[inline]
-fn set16(f: &mut [u8], at: usize, v: u16) {
+pub(crate) fn set16(f: &mut [u8], at: usize, v: u16) {
     f[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }

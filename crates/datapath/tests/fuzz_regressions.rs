@@ -1,11 +1,22 @@
-//! Replays the committed inputs of the `gro` fuzz target (`tests/data/fuzz/gro/*`) through
-//! the checks the target runs, which live in `fuzz/src/gro.rs`, path-imported here so that
-//! both use one copy.
+//! Replays the committed inputs of the `gro` and `gso_tunnel` fuzz targets
+//! (`tests/data/fuzz/<target>/*`) through the checks the targets run, which live in
+//! `fuzz/src/<target>.rs`, path-imported here so that both use one copy.
 
 #[path = "../../../fuzz/src/gro.rs"]
 mod gro;
+#[path = "../../../fuzz/src/gso_tunnel.rs"]
+mod gso_tunnel;
 #[path = "../../../fuzz/src/replay.rs"]
 mod replay;
+
+#[test]
+fn gso_tunnel_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "gso_tunnel",
+        gso_tunnel::check_gso_tunnel,
+    );
+}
 
 #[test]
 fn gro_inputs() {
@@ -24,4 +35,20 @@ fn the_inputs_reach_the_merge() {
     // The same over IPv6.
     assert_eq!(gro::merged_frames(&input("ipv6-whole-super-frame")), 1);
     assert_eq!(gro::merged_frames(&input("ipv6-a-payload-byte-flipped")), 2);
+}
+
+#[test]
+fn the_gso_tunnel_inputs_reach_the_segments() {
+    let input = |name: &str| {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fuzz/gso_tunnel/");
+        std::fs::read(format!("{dir}{name}")).unwrap()
+    };
+    let n = |name: &str| gso_tunnel::segments_after_push(&input(name));
+    assert_eq!(n("vxlan-ipv4"), Some(3000usize.div_ceil(536)));
+    assert_eq!(n("geneve-ipv6-underlay-csum"), Some(3));
+    assert_eq!(n("vxlan-csum-inner-ipv6"), Some(3));
+    assert_eq!(n("geneve-vlan-tagged"), Some(3));
+    for refused in ["not-tcp", "mss-too-small", "truncated-tcp-header"] {
+        assert_eq!(n(refused), None, "{refused}");
+    }
 }

@@ -421,7 +421,7 @@ fn a_pmd_segments_for_a_port_without_tso_and_not_for_one_with_it() {
 }
 
 #[test]
-fn a_super_frame_is_segmented_before_tnl_push_and_after_recirculation() {
+fn a_super_frame_goes_whole_through_tnl_push_after_recirculation_and_is_segmented_at_the_output() {
     let push = "tnl_push(tnl_port(9),header(size=50,type=4,eth(dst=8c:dc:d4:ab:58:48,\
                 src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),ipv4(src=10.1.2.8,dst=10.1.2.9,proto=17,\
                 tos=0,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
@@ -457,6 +457,7 @@ fn a_super_frame_is_segmented_before_tnl_push_and_after_recirculation() {
     verify(&s, 1440, &segs);
     assert!(s3.lock().unwrap().is_empty());
     assert_eq!(pmd.stats().gso_segments, 50_000_u64.div_ceil(1440));
+    assert_eq!(pmd.stats().gso_encapsulated, 1, "pushed whole");
 }
 
 /// A `gso_size` below what any TCP sends is refused, not cut into a buffer per byte: with a

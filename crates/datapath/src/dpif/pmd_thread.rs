@@ -88,7 +88,8 @@ impl PmdSeed<'_> {
 /// Gives `pmd` a tx queue of its own on each of `ports`.
 pub(super) fn open_txqs(pmd: &mut Pmd, ports: &mut [PortEntry]) {
     for pe in ports {
-        pmd.add_port_txq(pe.no, pe.port.open_txq(), pe.port.tunnel());
+        let q = pe.port.open_txq();
+        pmd.add_port_txq_counted(pe.no, q, pe.port.tunnel(), pe.gso.clone());
     }
 }
 

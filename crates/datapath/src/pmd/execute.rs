@@ -3,10 +3,11 @@
 //! [`crate::rewrite`]'s, over the group; outputs go to the tx batches ([`super::output`]);
 //! `ct()` is in [`super::ct`], `recirc` and `tnl_pop` in [`super::recirc`]; `clone` and
 //! outputs that are not the last action run on copies. A pass that may hold TCP super-frames
-//! segments them before a `tnl_push`. Cycles under `actions`; drops by reason
-//! (`action_drops`, `rewrite_errors`, GSO).
+//! pushes them whole through a UDP tunnel's `tnl_push` followed by outputs only
+//! ([`crate::gso_tunnel`]: segmented at the output), and segments them before any other
+//! `tnl_push`. Cycles under `actions`; drops by reason (`action_drops`, `rewrite_errors`, GSO).
 
-use crate::actions::DpAction;
+use crate::actions::{DpAction, TnlTemplate};
 use crate::gso::TcpSuper;
 use crate::packet::{Batch, MAX_BURST, Packet};
 
@@ -60,10 +61,18 @@ impl Pmd {
                     }
                 }
                 DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
-                // Encapsulating a super-frame is never right: segment it first.
-                DpAction::TnlPush(_) if self.pass_gso && has_gso(batch) => {
-                    self.segment_and_execute(&actions[ai..], batch, trunc);
-                    break;
+                // Super-frames through a tunnel push: whole when only outputs follow, else as
+                // their segments.
+                DpAction::TnlPush(t) if self.pass_gso && has_gso(batch) => {
+                    if trunc.is_none()
+                        && crate::gso_tunnel::keeps_whole(t)
+                        && only_outputs(&actions[ai + 1..])
+                    {
+                        self.push_super_frames(t, batch);
+                    } else {
+                        self.segment_and_execute(&actions[ai..], batch, trunc);
+                        break;
+                    }
                 }
                 DpAction::TnlPush(t) => {
                     self.stats.rewrite_errors +=
@@ -131,13 +140,42 @@ impl Pmd {
                     self.stats.gso_frames += 1;
                     self.stats.gso_segments += n as u64;
                 }
-                Err(_) => self.stats.gso_drops += 1,
+                Err(e) => self.stats.count_gso_drop(e),
             }
             self.pool.free(p);
         }
         if !b.is_empty() {
             self.execute_with(actions, &mut b, trunc, false);
         }
+        self.recycle(b);
+    }
+
+    /// `tnl_push` of `t` on a batch with super-frames: each super-frame encapsulated whole
+    /// ([`crate::gso_tunnel::push`]; refused ones dropped, counted by reason), the other
+    /// packets pushed as always. Slow path of a pass with super-frames.
+    #[inline(never)]
+    fn push_super_frames(&mut self, t: &TnlTemplate, batch: &mut Batch) {
+        #[allow(clippy::unwrap_or_default)]
+        let mut b = self.spare.pop().unwrap_or_else(Batch::new);
+        for mut p in batch.drain() {
+            if p.meta.gso_size == 0 {
+                self.stats.rewrite_errors +=
+                    u64::from(crate::rewrite::tnl_push(&mut p, t).is_err());
+                b.push(p);
+                continue;
+            }
+            match crate::gso_tunnel::push(&mut p, t) {
+                Ok(()) => {
+                    self.stats.gso_encapsulated += 1;
+                    b.push(p);
+                }
+                Err(e) => {
+                    self.stats.count_gso_drop(e);
+                    self.pool.free(p);
+                }
+            }
+        }
+        std::mem::swap(batch, &mut b);
         self.recycle(b);
     }
 
@@ -191,4 +229,10 @@ impl Pmd {
             self.spare.push(b);
         }
     }
+}
+
+/// Whether `actions` are outputs to ports and nothing else: what may follow a push that
+/// keeps super-frames whole.
+fn only_outputs(actions: &[DpAction]) -> bool {
+    actions.iter().all(|a| matches!(a, DpAction::Output(_)))
 }

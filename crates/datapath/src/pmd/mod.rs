@@ -54,6 +54,7 @@ mod tiers;
 mod upcall;
 
 use rustix::event::{PollFd, PollFlags};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 
 use flow::{FlowKey, Match};
@@ -64,6 +65,7 @@ use crate::packet::{Batch, MAX_BURST, Packet, Pool};
 use crate::port::{RxQueue, TxQueue};
 use crate::tsc;
 use crate::tunnel::TunnelKind;
+use crate::tx_gso::TxGsoStats;
 
 pub use extract::key_metadata;
 pub use flows::{FlowDump, ufid_of};
@@ -118,7 +120,7 @@ pub enum PmdCmd {
     AddRxqs(Vec<PolledRxq>),
     /// A port joined the datapath: its tx queue for this PMD, and the tunnel it terminates
     /// if it is a tunnel port.
-    AddTxq(u32, Box<dyn TxQueue>, Option<TunnelKind>),
+    AddTxq(u32, Box<dyn TxQueue>, Option<TunnelKind>, Arc<TxGsoStats>),
     /// A port leaves: stop polling it, flush and drop its tx queue, remove the megaflows of
     /// its packets; replies once done, so the port can be closed.
     RemovePort(u32, Sender<RetiredQueues>),
@@ -562,7 +564,7 @@ impl Pmd {
                     self.add_rxq(q);
                 }
             }
-            PmdCmd::AddTxq(no, q, tunnel) => self.add_port_txq(no, q, tunnel),
+            PmdCmd::AddTxq(no, q, tunnel, gso) => self.add_port_txq_counted(no, q, tunnel, gso),
             PmdCmd::RemovePort(no, reply) => {
                 let _ = reply.send(self.remove_port(no));
             }

@@ -2,15 +2,20 @@
 //! `output` hands a group to the port's batch (by swap when the batch is empty), sent when it
 //! fills and at the end of each rx burst ([`Pmd::flush_tx`], OVS's
 //! `dp_netdev_pmd_flush_output_packets`). A super-frame for a queue that does not segment is
-//! sent as its segments. Counted as `tx_packets` and `tx_batches`, the flush's cycles under
+//! sent as its segments, and so is an encapsulated one ([`crate::gso_tunnel`]: segmented
+//! after the push, outer headers on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the flush's cycles under
 //! `tx`.
+
+use std::sync::Arc;
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
 use crate::gso::TcpSuper;
+use crate::gso_tunnel::{Outer, is_encapsulated};
 use crate::packet::{Batch, Packet, Pool};
 use crate::port::TxQueue;
 use crate::tunnel::TunnelKind;
+use crate::tx_gso::TxGsoStats;
 
 use super::{Pmd, PmdStats, Stage};
 
@@ -24,6 +29,8 @@ pub(super) struct TxSlot {
     tso: bool,
     /// The queue takes lent packets ([`TxQueue::takes_lent`]).
     lent: bool,
+    /// The port's super-frame counters.
+    gso: Arc<TxGsoStats>,
 }
 
 impl TxSlot {
@@ -41,6 +48,18 @@ impl Pmd {
 
     /// Sends output for `port_no` through `q`; `tnl_pop` to the port decapsulates `tunnel`.
     pub fn add_port_txq(&mut self, port_no: u32, q: Box<dyn TxQueue>, tunnel: Option<TunnelKind>) {
+        self.add_port_txq_counted(port_no, q, tunnel, Arc::default());
+    }
+
+    /// [`Self::add_port_txq`], the super-frames sent counted in `gso` (the port's counters,
+    /// which every PMD's queue on it shares).
+    pub fn add_port_txq_counted(
+        &mut self,
+        port_no: u32,
+        q: Box<dyn TxQueue>,
+        tunnel: Option<TunnelKind>,
+        gso: Arc<TxGsoStats>,
+    ) {
         let i = port_no as usize;
         if self.txs.len() <= i {
             self.txs.resize_with(i + 1, || None);
@@ -53,6 +72,7 @@ impl Pmd {
             tunnel,
             tso,
             lent,
+            gso,
         });
     }
 
@@ -77,14 +97,17 @@ impl Pmd {
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
             return;
         };
-        if self.pass_gso && !tx.tso && has_gso(&src) {
-            send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
-            if consume && trunc.is_none() {
-                *batch = src;
-            } else {
-                self.recycle(src);
+        if self.pass_gso && has_gso(&src) {
+            if !tx.tso || has_encapsulated(&src) {
+                send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
+                if consume && trunc.is_none() {
+                    *batch = src;
+                } else {
+                    self.recycle(src);
+                }
+                return;
             }
-            return;
+            count_whole(tx, &src);
         }
         if tx.batch.is_empty() {
             // Hand the whole group over: swap buffers instead of moving packets one by one.
@@ -158,17 +181,30 @@ pub(super) fn has_gso(batch: &Batch) -> bool {
     batch.packets().iter().any(|p| p.meta.gso_size != 0)
 }
 
+/// Counts the super-frames of `batch`, going whole to `tx`'s queue.
+#[inline(never)]
+fn count_whole(tx: &TxSlot, batch: &Batch) {
+    let n = batch
+        .packets()
+        .iter()
+        .filter(|p| p.meta.gso_size != 0)
+        .count();
+    tx.gso.add_whole(n as u64);
+}
+
+/// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push`.
+#[inline(never)]
+fn has_encapsulated(batch: &Batch) -> bool {
+    batch.packets().iter().any(is_encapsulated)
+}
+
 /// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments, sending the
 /// batch each time it fills; leaves `src` empty. Super-frames that are not TCP over IP are
 /// dropped (counted).
 #[inline(never)]
 fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut PmdStats) {
     for p in src.drain() {
-        if p.meta.gso_size == 0 {
-            put(tx, p, pool, stats);
-        } else {
-            put_segments(tx, p, pool, stats);
-        }
+        put_one(tx, p, pool, stats);
     }
 }
 
@@ -183,32 +219,50 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     }
 }
 
-/// Adds the segments of super-frame `p` to `tx`'s batch (dropped, counted, if it is not TCP
-/// over IP).
+/// Adds the segments of super-frame `p` to `tx`'s batch, the outer headers of an
+/// encapsulated one written on each (dropped, counted by reason, if it is not TCP over IP, or
+/// its outer headers not IP and UDP).
 #[inline(never)]
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    match TcpSuper::of(&p) {
-        Ok(t) => {
+    let found = TcpSuper::of(&p).and_then(|t| Ok((t, Outer::of(&p, &t)?)));
+    match found {
+        Ok((t, outer)) => {
             let n = t.n_segments(&p);
             for k in 0..n {
-                let s = t.segment(&p, k, pool);
+                let mut s = t.segment(&p, k, pool);
+                if let Some(o) = &outer {
+                    o.fix(&mut s, &t);
+                }
                 put(tx, s, pool, stats);
             }
             stats.gso_frames += 1;
             stats.gso_segments += n as u64;
+            tx.gso.add_segmented(n as u64);
         }
-        Err(_) => stats.gso_drops += 1,
+        Err(e) => stats.count_gso_drop(e),
     }
     pool.free(p);
 }
 
 /// Hands one packet to `tx`'s batch, as its segments when it is a super-frame the queue does
-/// not take whole.
+/// not take whole (an encapsulated one: no queue takes it whole).
 #[inline]
 pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    if p.meta.gso_size != 0 && !tx.tso {
-        put_segments(tx, p, pool, stats);
+    if p.meta.gso_size != 0 {
+        put_super(tx, p, pool, stats);
     } else {
         put(tx, p, pool, stats);
+    }
+}
+
+/// [`put_one`] of a super-frame: whole to a queue that segments (counted), else as its
+/// segments.
+#[inline(never)]
+fn put_super(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    if tx.tso && !is_encapsulated(&p) {
+        tx.gso.add_whole(1);
+        put(tx, p, pool, stats);
+    } else {
+        put_segments(tx, p, pool, stats);
     }
 }

@@ -153,8 +153,13 @@ pub struct PmdStats {
     pub gso_frames: u64,
     /// Segments made of the `gso_frames`.
     pub gso_segments: u64,
-    /// Super-frames dropped because they could not be segmented (not TCP over IP).
+    /// Super-frames dropped because they could not be segmented or encapsulated whole, all
+    /// reasons.
     pub gso_drops: u64,
+    /// The `gso_drops` by reason, indexed by [`GsoError::index`](crate::gso::GsoError::index).
+    pub gso_drop_reasons: [u64; 4],
+    /// Super-frames a `tnl_push` encapsulated whole ([`crate::gso_tunnel`]).
+    pub gso_encapsulated: u64,
     /// TSC cycles per stage, indexed by [`Stage`].
     pub stage_cycles: [u64; 7],
     /// Packets whose headers could not be parsed completely, per reason (indexed by
@@ -174,6 +179,13 @@ impl PmdStats {
         self.rx_packets + self.recirculations + self.tnl_pops
     }
 
+    /// Counts a super-frame dropped for reason `e`.
+    #[inline(never)]
+    pub fn count_gso_drop(&mut self, e: crate::gso::GsoError) {
+        self.gso_drops += 1;
+        self.gso_drop_reasons[e.index()] += 1;
+    }
+
     /// Packets `tnl_pop` dropped, all reasons.
     pub fn tnl_pop_dropped(&self) -> u64 {
         self.tnl_pop_drops.iter().sum()
@@ -189,9 +201,14 @@ impl PmdStats {
             ("no_output_action", self.action_drops),
             ("meter_band", self.meter_drops),
             ("conntrack_fragment", self.ct_frag_drops),
-            ("gso_failed", self.gso_drops),
         ]
         .into_iter()
+        .chain(
+            crate::gso::GsoError::ALL
+                .iter()
+                .zip(self.gso_drop_reasons)
+                .map(|(e, n)| (e.name(), n)),
+        )
         .chain(
             crate::tunnel::TnlPopDrop::ALL
                 .iter()
@@ -249,6 +266,10 @@ impl core::ops::AddAssign for PmdStats {
         self.gso_frames += o.gso_frames;
         self.gso_segments += o.gso_segments;
         self.gso_drops += o.gso_drops;
+        for (a, b) in self.gso_drop_reasons.iter_mut().zip(o.gso_drop_reasons) {
+            *a += b;
+        }
+        self.gso_encapsulated += o.gso_encapsulated;
         for (a, b) in self.stage_cycles.iter_mut().zip(o.stage_cycles) {
             *a += b;
         }

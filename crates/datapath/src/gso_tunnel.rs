@@ -1,0 +1,183 @@
+//! TCP super-frames through a UDP tunnel push (VXLAN, GENEVE; IPv4 or IPv6 underlay): the
+//! super-frame is encapsulated once, whole, and cut into segments after the push, as Linux's
+//! `skb_udp_tunnel_segment` cuts an encapsulated GSO packet (the inner segments as
+//! `tcp_gso_segment` makes them, the outer headers repeated in front of each).
+//!
+//! # An encapsulated super-frame
+//! [`push`] writes the tunnel header in front of a super-frame (the same [`tnl_push`] every
+//! packet gets: outer addresses, entropy source port and ECN from the inner headers) and
+//! leaves the packet's [`PacketMeta::l3`](crate::packet::PacketMeta::l3) and `l4` at the
+//! *inner* IP and TCP headers, the ones [`TcpSuper`] segments by; `gso_size` stays the MSS.
+//! The outer IP header is the one after the frame's Ethernet header, so a super-frame whose
+//! `l3` lies further on is an encapsulated one ([`is_encapsulated`]). Only a push whose
+//! remaining actions are outputs keeps a super-frame whole (nothing in between parses the
+//! frame again and moves `l3` back to the outer header); any other is preceded by
+//! segmentation, as before.
+//!
+//! The whole frame's outer lengths: a 64 KiB inner packet plus 50 or more bytes of tunnel
+//! headers does not fit IPv4's total length, IPv6's payload length or UDP's length. The whole
+//! frame holds each length when it fits in 16 bits and 0 when it does not (Linux's
+//! convention for its GSO packets beyond 64 KiB, whose length is the buffer's), the IPv4
+//! header checksum computed over what it holds. Nothing reads them before segmentation, which
+//! writes every segment's own.
+//!
+//! # The segments
+//! Each segment of an encapsulated super-frame ([`Outer::fix`], after
+//! [`TcpSuper::segment`] made the inner headers): outer IPv4 total length and header checksum
+//! (the identification as pushed: a tunnel port numbers every packet it pushes alike), or
+//! IPv6 payload length; outer UDP length; outer UDP checksum 0 when the push left it 0 (the
+//! port's `csum` off, OVS's default for VXLAN and GENEVE over IPv4), else computed by local
+//! checksum offload (RFC 7606 §2.2's LCO, Linux's `lco_csum`): the inner TCP checksum being
+//! complete, the sum of the inner TCP segment is the complement of its pseudo-header sum, so
+//! only the outer pseudo-header and the bytes from the UDP header to the inner TCP header are
+//! summed, not the payload a second time. The tunnel header is the pushed one, unchanged.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+use wire::IpProtocol;
+use wire::checksum;
+
+use crate::actions::TnlTemplate;
+use crate::gso::{GsoError, TcpSuper, ethernet_l3, ipv4_header_checksum, pseudo, set16};
+use crate::packet::{NO_OFS, Packet};
+use crate::rewrite::tnl_push;
+
+/// Whether a push of `t` can keep super-frames whole: a UDP tunnel (VXLAN, GENEVE), whose
+/// segments need nothing of the tunnel header but its lengths and checksum.
+pub fn keeps_whole(t: &TnlTemplate) -> bool {
+    t.udp_ofs.is_some() && t.erspan.is_none() && t.gre_csum_ofs.is_none()
+}
+
+/// Pushes the tunnel header of `t` in front of super-frame `p` and leaves it whole, an
+/// encapsulated super-frame (module documentation). A frame that is not a super-frame
+/// [`TcpSuper::of`] takes, or one already encapsulated, is refused and left as it was.
+pub fn push(p: &mut Packet, t: &TnlTemplate) -> Result<(), GsoError> {
+    if is_encapsulated(p) {
+        return Err(GsoError::NotTcp);
+    }
+    let inner = TcpSuper::of(p)?;
+    let hl = t.header.len();
+    tnl_push(p, t).map_err(|_| GsoError::Malformed)?;
+    let f = p.data_mut();
+    let len = f.len();
+    let ol3 = t.ip_ofs;
+    let fit = |n: usize| u16::try_from(n).unwrap_or(0);
+    if t.ipv6 {
+        set16(f, ol3 + 4, fit(len - ol3 - 40));
+    } else {
+        set16(f, ol3 + 2, fit(len - ol3));
+        let ihl = usize::from(f[ol3] & 0xf) * 4;
+        ipv4_header_checksum(f, ol3, ol3 + ihl);
+    }
+    if let Some(u) = t.udp_ofs {
+        set16(f, u + 4, fit(len - u));
+    }
+    p.meta.l3 = (inner.l3 + hl) as u16;
+    p.meta.l4 = (inner.l4 + hl) as u16;
+    Ok(())
+}
+
+/// Whether super-frame `p` is encapsulated: its `l3` lies beyond the IP header that follows
+/// its Ethernet header.
+#[inline]
+pub fn is_encapsulated(p: &Packet) -> bool {
+    p.meta.gso_size != 0
+        && p.meta.l3 != NO_OFS
+        && Outer::l3_of(p).is_some_and(|o| o < usize::from(p.meta.l3))
+}
+
+/// The outer IP and UDP headers of an encapsulated super-frame, as each segment repeats them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outer {
+    /// Offset of the outer IP header.
+    pub l3: usize,
+    /// Offset of the outer UDP header.
+    pub l4: usize,
+    /// The outer IP header is IPv6 (else IPv4).
+    pub ipv6: bool,
+    /// The segments carry a UDP checksum (the pushed one is not 0).
+    pub csum: bool,
+}
+
+impl Outer {
+    /// The outer headers of super-frame `p`, whose inner headers `inner` found; `None` when
+    /// `p` is not encapsulated, an error when its outer headers are not IP and UDP.
+    pub fn of(p: &Packet, inner: &TcpSuper) -> Result<Option<Outer>, GsoError> {
+        let Some(l3) = Self::l3_of(p).filter(|&o| o < inner.l3) else {
+            return Ok(None);
+        };
+        let d = p.data();
+        let (l4, ipv6) = match d[l3] >> 4 {
+            4 => {
+                let h = d.get(l3..l3 + 20).ok_or(GsoError::Malformed)?;
+                if h[9] != IpProtocol::UDP.0 {
+                    return Err(GsoError::NotTcp);
+                }
+                (l3 + usize::from(h[0] & 0xf) * 4, false)
+            }
+            _ => {
+                let h = d.get(l3..l3 + 40).ok_or(GsoError::Malformed)?;
+                if h[6] != IpProtocol::UDP.0 {
+                    return Err(GsoError::NotTcp);
+                }
+                (l3 + 40, true)
+            }
+        };
+        if l4 < l3 + 20 || l4 + 8 > inner.l3 {
+            return Err(GsoError::Malformed);
+        }
+        let csum = d[l4 + 6] | d[l4 + 7] != 0;
+        Ok(Some(Outer { l3, l4, ipv6, csum }))
+    }
+
+    /// The offset of the IP header after `p`'s Ethernet header, if it has one.
+    fn l3_of(p: &Packet) -> Option<usize> {
+        let d = p.data();
+        let l3 = ethernet_l3(d).ok()?;
+        matches!(d.get(l3)? >> 4, 4 | 6).then_some(l3)
+    }
+
+    /// Writes the outer lengths and checksums of segment `s`, whose inner headers `inner`
+    /// describes and are complete (its TCP checksum included), and points its `l3` and `l4`
+    /// at the outer headers.
+    pub fn fix(&self, s: &mut Packet, inner: &TcpSuper) {
+        let (l3, l4) = (self.l3, self.l4);
+        let f = s.data_mut();
+        let len = f.len();
+        if self.ipv6 {
+            set16(f, l3 + 4, (len - l3 - 40) as u16);
+        } else {
+            set16(f, l3 + 2, (len - l3) as u16);
+            ipv4_header_checksum(f, l3, l4);
+        }
+        let udp_len = (len - l4) as u16;
+        set16(f, l4 + 4, udp_len);
+        if self.csum {
+            set16(f, l4 + 6, 0);
+            let ph = self.udp_pseudo(f, udp_len);
+            let sum = if (inner.l4 - l4).is_multiple_of(2) {
+                // The inner TCP segment sums to the complement of its pseudo-header sum.
+                let tcp = !pseudo(f, inner.l3, inner.l4, inner.ipv6);
+                checksum::combine(&[checksum::data(&f[l4..inner.l4]), tcp])
+            } else {
+                checksum::data(&f[l4..])
+            };
+            let c = !checksum::combine(&[ph, sum]);
+            set16(f, l4 + 6, if c == 0 { 0xffff } else { c });
+        }
+        s.meta.l3 = l3 as u16;
+        s.meta.l4 = l4 as u16;
+    }
+
+    fn udp_pseudo(&self, f: &[u8], udp_len: u16) -> u16 {
+        let l3 = self.l3;
+        if self.ipv6 {
+            let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&f[o..o + 16]).expect("16"));
+            let (src, dst) = (a(l3 + 8), a(l3 + 24));
+            checksum::pseudo_header_v6(&src, &dst, IpProtocol::UDP, u32::from(udp_len))
+        } else {
+            let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&f[o..o + 4]).expect("4"));
+            checksum::pseudo_header_v4(&a(l3 + 12), &a(l3 + 16), IpProtocol::UDP, udp_len)
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Per-port counters of the TCP super-frames sent out of a port (`port/stats`): handed whole
+//! to a queue that segments them itself ([`crate::port::TxQueue::tso`]), or cut into segments
+//! by the switch ([`crate::gso`], [`crate::gso_tunnel`]). Shared by the port's entry in the
+//! datapath and its tx queue on every PMD; each PMD counts once per super-frame, never per
+//! packet.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Super-frames a port was sent, by how they went out.
+#[derive(Debug, Default)]
+pub struct TxGsoStats {
+    whole: AtomicU64,
+    segmented: AtomicU64,
+    segments: AtomicU64,
+}
+
+impl TxGsoStats {
+    /// Counts `n` super-frames handed whole to the queue.
+    #[inline]
+    pub fn add_whole(&self, n: u64) {
+        self.whole.fetch_add(n, Relaxed);
+    }
+
+    /// Counts a super-frame sent as `segments` segments.
+    #[inline]
+    pub fn add_segmented(&self, segments: u64) {
+        self.segmented.fetch_add(1, Relaxed);
+        self.segments.fetch_add(segments, Relaxed);
+    }
+
+    /// The counts: super-frames sent whole, super-frames segmented, their segments.
+    pub fn get(&self) -> (u64, u64, u64) {
+        (
+            self.whole.load(Relaxed),
+            self.segmented.load(Relaxed),
+            self.segments.load(Relaxed),
+        )
+    }
+}

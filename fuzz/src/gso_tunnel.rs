@@ -1,0 +1,103 @@
+//! Checks of the `gso_tunnel` fuzz target, shared with the crash-regression test
+//! (`crates/datapath/tests/fuzz_regressions.rs` path-imports this file).
+//!
+//! The input's first byte picks a tunnel (VXLAN or GENEVE with an option, IPv4 or IPv6
+//! underlay, UDP checksum on or off), the next two the `gso_size`, the fourth the packet's L3
+//! offset (0: unset, as before extraction); the rest is the frame. [`gso_tunnel::push`]
+//! encapsulates it whole, then it is cut as an output cuts it; then
+//! - a frame the push refuses is left as it was, and is one `TcpSuper::of` refuses too (or
+//!   one already encapsulated);
+//! - a frame it takes is found again, encapsulated, with its outer headers;
+//! - its segments are byte for byte what segmenting before the push gave, each segment then
+//!   pushed by itself.
+
+use datapath::actions::{DpAction, TnlTemplate};
+use datapath::gso::TcpSuper;
+use datapath::gso_tunnel::{self, Outer};
+use datapath::packet::{NO_OFS, Packet, Pool};
+
+/// The tunnel template input byte `sel` picks.
+fn template(sel: u8) -> TnlTemplate {
+    let ip = if sel & 2 != 0 {
+        "eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,dl_type=0x86dd),\
+         ipv6(src=fd01::1,dst=fd01::2,label=0,proto=17,tclass=0x0,hlimit=64)"
+    } else {
+        "eth(dst=8c:dc:d4:ab:58:48,src=8c:dc:d4:ab:5b:f0,dl_type=0x0800),\
+         ipv4(src=172.31.250.1,dst=172.31.250.2,proto=17,tos=0,ttl=64,frag=0x4000)"
+    };
+    let ip_len = if sel & 2 != 0 { 40 } else { 20 };
+    let csum = if sel & 4 != 0 { "0xffff" } else { "0x0" };
+    let (ty, port, tnl, tlen) = if sel & 1 != 0 {
+        (
+            5,
+            6081,
+            "geneve(crit,vni=0x7b,options({class=0xffff,type=0x80,len=4,0xa}))",
+            16,
+        )
+    } else {
+        (4, 4789, "vxlan(flags=0x8000000,vni=0x64)", 8)
+    };
+    let size = 14 + ip_len + 8 + tlen;
+    let text = format!(
+        "tnl_push(tnl_port(9),header(size={size},type={ty},{ip},udp(src=0,dst={port},\
+         csum={csum}),{tnl}),out_port(0))"
+    );
+    let acts = flow::odp::parse_actions(&text, &mut flow::odp::PortNames::new())
+        .expect("the template's text parses");
+    let compiled = datapath::actions::compile(&acts).expect("the template compiles");
+    match &compiled[0] {
+        DpAction::TnlPush(t) => (**t).clone(),
+        _ => unreachable!("a tnl_push"),
+    }
+}
+
+/// Runs the checks on one input.
+pub fn check_gso_tunnel(data: &[u8]) {
+    segments_after_push(data);
+}
+
+/// Runs the checks on one input; returns how many segments the frame pushed whole made, `None`
+/// when the push refused it.
+pub fn segments_after_push(data: &[u8]) -> Option<usize> {
+    let [sel, m0, m1, l3, frame @ ..] = data else {
+        return None;
+    };
+    let t = template(*sel);
+    let mut pool = Pool::new(8, 0);
+    let mut orig = Packet::from_slice(frame);
+    orig.meta.gso_size = u16::from_be_bytes([*m0, *m1]);
+    orig.meta.l3 = if *l3 == 0 { NO_OFS } else { u16::from(*l3) };
+    let mut p = Packet::from_slice(frame);
+    p.copy_meta_from(&orig);
+    let before = TcpSuper::of(&orig);
+    if let Err(e) = gso_tunnel::push(&mut p, &t) {
+        assert_eq!(p.data(), frame, "a refused frame is left as it was ({e:?})");
+        assert!(
+            before.is_err() || gso_tunnel::is_encapsulated(&orig),
+            "refused ({e:?}) what TcpSuper::of takes"
+        );
+        return None;
+    }
+    let before = before.expect("pushed whole: a super-frame");
+    assert!(
+        gso_tunnel::is_encapsulated(&p),
+        "pushed whole, encapsulated"
+    );
+    let inner = TcpSuper::of(&p).expect("the inner headers found again");
+    let outer = Outer::of(&p, &inner)
+        .expect("outer IP and UDP")
+        .expect("encapsulated");
+    assert_eq!(outer.csum, t.udp_csum);
+    let n = inner.n_segments(&p);
+    assert_eq!(n, before.n_segments(&orig));
+    for k in 0..n {
+        let mut after = inner.segment(&p, k, &mut pool);
+        outer.fix(&mut after, &inner);
+        let mut seg = before.segment(&orig, k, &mut pool);
+        datapath::rewrite::tnl_push(&mut seg, &t).expect("the template pushes");
+        assert_eq!(after.data(), seg.data(), "segment {k} of {n}");
+        pool.free(after);
+        pool.free(seg);
+    }
+    Some(n)
+}
