@@ -139,7 +139,7 @@ fn guest_can_run(test: &str) -> bool {
         eprintln!("SKIP {test}: no qemu-system-x86_64 (Debian package qemu-system-x86)");
         return false;
     }
-    let dir = std::env::temp_dir().join(format!("offload-bench-guest-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("job"), "true\n").unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest-image");
