@@ -11,7 +11,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
-use datapath::gso::TcpSuper;
+use datapath::gso::{GsoError, TcpSuper};
 use datapath::packet::Packet;
 
 use crate::csum;
@@ -102,13 +102,13 @@ pub(crate) fn accept(hdr: &[u8], p: &mut Packet, tso: bool) -> Result<u16, RxDro
 #[cold]
 #[inline(never)]
 fn check_super(p: &Packet, ipv6: bool) -> Result<(), RxDrop> {
-    let t = TcpSuper::of(p).map_err(|_| RxDrop::GsoHeader)?;
+    let t = TcpSuper::of(p).map_err(|e| match e {
+        GsoError::TooLong => RxDrop::GsoLength,
+        GsoError::MssTooSmall => RxDrop::GsoSize,
+        GsoError::NotTcp | GsoError::Malformed => RxDrop::GsoHeader,
+    })?;
     if t.ipv6 != ipv6 {
         return Err(RxDrop::GsoHeader);
-    }
-    let ip_len = p.len() - t.l3 - if ipv6 { 40 } else { 0 };
-    if ip_len > usize::from(u16::MAX) {
-        return Err(RxDrop::GsoLength);
     }
     Ok(())
 }
