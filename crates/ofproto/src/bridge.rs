@@ -645,15 +645,18 @@ impl Bridge {
         }
         self.check_meters(&spec.actions)
             .map_err(|e| e.to_string())?;
-        if let Some(old) = self.tables[t].find_exact(&spec.match_, spec.priority)
-            && let Some((_, _, old)) = self.remove_rule(t, old)
-        {
-            crate::ofproto::flush_learned_rules(self, &[old]);
-        }
+        let replaced = self.tables[t]
+            .find_exact(&spec.match_, spec.priority)
+            .and_then(|old| self.remove_rule(t, old));
         let v = self.tables_version();
         let rule = Rule::from_spec(spec, now);
         self.note_change(t, (&spec.match_, spec.priority, &rule), FlowChange::Added);
         self.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
+        // Only once the new rule is in: the learns it keeps keep their learned flows (OVS
+        // counts the new rule's learned cookies before it drops the old rule's).
+        if let Some((_, _, old)) = replaced {
+            crate::ofproto::flush_learned_rules(self, &[old]);
+        }
         Ok(())
     }
 
