@@ -163,11 +163,14 @@ impl BundleCommit<'_> {
                 if spec.flags.0 & FlowModFlags::CHECK_OVERLAP != 0 && b.overlaps_in(spec, v) {
                     return Err(FlowModError::Overlap);
                 }
+                let mut rule = Rule::from_spec(spec, now);
                 if let Some(old) = b.tables[t].find_exact_in(&spec.match_, spec.priority, v) {
+                    if let Some((_, _, r)) = b.tables[t].get(old) {
+                        rule.take_stats(r, Rule::resets_counts(spec));
+                    }
                     b.tables[t].hide_in(old, v);
                     self.staged.push(Staged::Hidden(t, old));
                 }
-                let rule = Rule::from_spec(spec, now);
                 let id = b.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
                 self.staged.push(Staged::Added(t, id));
                 self.changes
@@ -180,6 +183,9 @@ impl BundleCommit<'_> {
                     let old_actions = std::mem::replace(&mut rule.actions, spec.actions.clone());
                     let old_cookie = rule.cookie;
                     rule.modified = now;
+                    if Rule::resets_counts(spec) {
+                        rule.take_stats(old, true);
+                    }
                     if let Some(c) = spec.modified_cookie() {
                         rule.cookie = c;
                     }

@@ -68,6 +68,9 @@ impl Ofproto {
                     now.duration_since(r.used.unwrap_or(r.modified).max(r.modified))
                         .as_secs() as u32,
                 ),
+                // Since the last modify (or learn's refresh), which ovs-ofctl prints when it
+                // is not the flow's age.
+                hard_age: Some(now.duration_since(r.modified).as_secs() as u32),
                 ..FlowStats::default()
             };
             visit(&fs, &stats);
