@@ -60,6 +60,12 @@ impl Rule {
         }
     }
 
+    /// When a packet last hit it, or when it was made (OVS's `used`, which idle timeouts and
+    /// `idle_age` count from): a modify, or learn refreshing the flow, is no use.
+    pub fn last_used(&self) -> Instant {
+        self.used.unwrap_or(self.created)
+    }
+
     /// Whether its flow mod resets the counters of a rule it replaces or modifies
     /// (`reset_counts`, implied by an OpenFlow 1.0 or 1.1 add).
     pub(crate) fn resets_counts(spec: &FlowSpec) -> bool {
@@ -69,7 +75,7 @@ impl Rule {
     /// Takes over the statistics of `old`, the rule it replaces or the rule before a modify
     /// (OVS's `rule_insert()`): its last use always, its counters unless `reset_counts`.
     pub(crate) fn take_stats(&mut self, old: &Rule, reset_counts: bool) {
-        self.used = old.used;
+        self.used = Some(old.last_used());
         if reset_counts {
             self.n_packets = 0;
             self.n_bytes = 0;
@@ -838,10 +844,7 @@ impl Bridge {
                 let hard = r.hard_timeout != 0
                     && now.duration_since(r.modified).as_secs() >= u64::from(r.hard_timeout);
                 let idle = r.idle_timeout != 0
-                    && now
-                        .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
-                        .as_secs()
-                        >= u64::from(r.idle_timeout);
+                    && now.duration_since(r.last_used()).as_secs() >= u64::from(r.idle_timeout);
                 if !table.visible_in(id, v) {
                     return None;
                 }
@@ -1199,6 +1202,10 @@ mod tests {
             (r.n_packets, r.n_bytes, r.used)
         };
         b.add_flow(&add("ip,actions=NORMAL"), t0).unwrap();
+        // Never hit: the replacement is idle since the first was made.
+        let t1 = t0 + Duration::from_secs(1);
+        b.add_flow(&add("ip,actions=NORMAL"), t1).unwrap();
+        assert_eq!(counts(&mut b, None), (0, 0, Some(t0)));
         counts(&mut b, Some(2));
         b.add_flow(&add("ip,actions=NORMAL"), t0).unwrap();
         assert_eq!(counts(&mut b, None), (2, 200, Some(t0)));
