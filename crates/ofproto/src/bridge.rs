@@ -665,6 +665,11 @@ impl Bridge {
                 "NXFMFC_INVALID_TLV_FIELD: tun_metadata{n} is not mapped (add-tlv-map)"
             ));
         }
+        if let Some(n) = self.tun_md_overrun(spec) {
+            return Err(format!(
+                "OFPBAC_BAD_SET_LEN: the actions reach past tun_metadata{n}'s mapped length"
+            ));
+        }
         if let Some(g) = crate::group::missing_group(&self.groups, &spec.actions) {
             return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
         }

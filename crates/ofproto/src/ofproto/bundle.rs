@@ -51,6 +51,9 @@ pub enum FlowModError {
     /// The flow uses a `tun_metadata` field the bridge's TLV map does not map
     /// (`NXFMFC_INVALID_TLV_FIELD`).
     UnmappedTlvField(usize),
+    /// The actions name bits of a `tun_metadata` field past its mapped length
+    /// (`OFPBAC_BAD_SET_LEN`).
+    TlvFieldOverrun(usize),
 }
 
 impl fmt::Display for FlowModError {
@@ -64,6 +67,9 @@ impl fmt::Display for FlowModError {
             FlowModError::Meter(e) => return write!(f, "{e}"),
             FlowModError::UnmappedTlvField(n) => {
                 return write!(f, "tun_metadata{n} is not mapped");
+            }
+            FlowModError::TlvFieldOverrun(n) => {
+                return write!(f, "the actions reach past tun_metadata{n}'s mapped length");
             }
         })
     }
@@ -141,6 +147,9 @@ impl BundleCommit<'_> {
         let now = Instant::now();
         if let Some(n) = b.unmapped_tun_md(spec) {
             return Err(FlowModError::UnmappedTlvField(n));
+        }
+        if let Some(n) = b.tun_md_overrun(spec) {
+            return Err(FlowModError::TlvFieldOverrun(n));
         }
         if !matches!(op, FlowModOp::Delete { .. }) {
             b.check_meters(&spec.actions).map_err(FlowModError::Meter)?;
