@@ -68,7 +68,6 @@ impl Ofproto {
                 // Since the last modify (or learn's refresh), which ovs-ofctl prints when it
                 // is not the flow's age.
                 hard_age: Some(now.duration_since(r.modified).as_secs() as u32),
-                ..FlowStats::default()
             };
             visit(&fs, &stats);
         }
