@@ -1145,6 +1145,13 @@ impl Datapath {
             let _ = writeln!(out, "  isolated : false");
             let mut attributed = 0;
             for &(port_no, q, c) in &queues {
+                if self
+                    .ports
+                    .iter()
+                    .any(|p| p.no == port_no && p.port.main_thread_polled())
+                {
+                    continue;
+                }
                 let name = self.port_name(port_no);
                 attributed += c;
                 let usage = if busy == 0 {

@@ -240,6 +240,13 @@ pub trait Port: Send {
     /// Opens a tx queue for one PMD thread.
     fn open_txq(&mut self) -> Box<dyn TxQueue>;
 
+    /// Whether OVS polls such a port from its main thread rather than a PMD (its
+    /// `dummy-internal`). A PMD polls its queue here all the same, but `pmd-rxq-show`, which
+    /// lists PMD queues only in OVS, leaves it out.
+    fn main_thread_polled(&self) -> bool {
+        false
+    }
+
     /// The port's counters, summed over its queues.
     fn counters(&self) -> PortCounters;
 

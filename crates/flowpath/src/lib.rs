@@ -390,6 +390,8 @@ fn run(
     // debug_slow).
     if enable_dummy.is_some() {
         openflow::actions::enable_debug_actions();
+        // And OVS's dummy-internal LOCAL ports, which netdev-dummy/receive feeds.
+        netdev::dummy::enable_internal_rx();
     }
     let mut daemon = daemon::Daemon::start(daemon_args, &layout)?;
     run_cmd::run(source, &layout.rundir, until_idle, &mut daemon)

@@ -131,11 +131,24 @@ pub fn names() -> Vec<String> {
         .collect()
 }
 
+/// Whether bridges' device-less LOCAL ports receive injected frames (`--enable-dummy`).
+static INTERNAL_RX: AtomicBool = AtomicBool::new(false);
+
+/// From now on, a bridge's device-less LOCAL port made ([`DummyPort::internal`]) receives
+/// what `netdev-dummy/receive` injects into it, as OVS's `dummy-internal` port does with
+/// `--enable-dummy`. Without, such a port has no rx queue for a PMD to poll.
+pub fn enable_internal_rx() {
+    INTERNAL_RX.store(true, Ordering::Relaxed);
+}
+
 /// A port that receives injected frames and counts and frees what it is sent.
 pub struct DummyPort {
     name: String,
-    /// A bridge's LOCAL port without a device: receives nothing, counts what it is sent.
+    /// A bridge's LOCAL port without a device: counts what it is sent, and receives only
+    /// with [`enable_internal_rx`].
     internal: bool,
+    /// Whether it has an rx queue.
+    receives: bool,
     injector: Arc<Injector>,
     rxq_taken: bool,
     rx_stats: Arc<QueueStats>,
@@ -154,6 +167,7 @@ impl DummyPort {
         DummyPort {
             name: name.to_owned(),
             internal: false,
+            receives: true,
             injector,
             rxq_taken: false,
             rx_stats: QueueStats::shared(),
@@ -168,6 +182,7 @@ impl DummyPort {
     pub fn internal(name: &str) -> DummyPort {
         let mut p = DummyPort::new(name);
         p.internal = true;
+        p.receives = INTERNAL_RX.load(Ordering::Relaxed);
         p
     }
 }
@@ -238,11 +253,11 @@ impl Port for DummyPort {
     }
 
     fn n_rxq(&self) -> usize {
-        usize::from(!self.internal)
+        usize::from(self.receives)
     }
 
     fn take_rxq(&mut self, q: usize, in_port: u32) -> Option<Box<dyn RxQueue>> {
-        if q != 0 || self.rxq_taken || self.internal {
+        if q != 0 || self.rxq_taken || !self.receives {
             return None;
         }
         self.rxq_taken = true;
@@ -257,6 +272,10 @@ impl Port for DummyPort {
         let stats = QueueStats::shared();
         self.txqs.push(stats.clone());
         Box::new(DummyTxq { stats })
+    }
+
+    fn main_thread_polled(&self) -> bool {
+        self.internal
     }
 
     fn counters(&self) -> PortCounters {

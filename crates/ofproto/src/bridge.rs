@@ -60,6 +60,31 @@ impl Rule {
         }
     }
 
+    /// When a packet last hit it, or when it was made (OVS's `used`, which idle timeouts and
+    /// `idle_age` count from): a modify, or learn refreshing the flow, is no use.
+    pub fn last_used(&self) -> Instant {
+        self.used.unwrap_or(self.created)
+    }
+
+    /// Whether its flow mod resets the counters of a rule it replaces or modifies
+    /// (`reset_counts`, implied by an OpenFlow 1.0 or 1.1 add).
+    pub(crate) fn resets_counts(spec: &FlowSpec) -> bool {
+        spec.flags.0 & crate::syntax::FlowModFlags::RESET_COUNTS != 0
+    }
+
+    /// Takes over the statistics of `old`, the rule it replaces or the rule before a modify
+    /// (OVS's `rule_insert()`): its last use always, its counters unless `reset_counts`.
+    pub(crate) fn take_stats(&mut self, old: &Rule, reset_counts: bool) {
+        self.used = Some(old.last_used());
+        if reset_counts {
+            self.n_packets = 0;
+            self.n_bytes = 0;
+        } else {
+            self.n_packets = old.n_packets;
+            self.n_bytes = old.n_bytes;
+        }
+    }
+
     /// Whether the rule's actions output to `port` (the `out_port` filter of flow mods).
     pub fn outputs_to(&self, port: u32) -> bool {
         fn any(actions: &[OfAction], port: u32) -> bool {
@@ -640,20 +665,31 @@ impl Bridge {
                 "NXFMFC_INVALID_TLV_FIELD: tun_metadata{n} is not mapped (add-tlv-map)"
             ));
         }
+        if let Some(n) = self.tun_md_overrun(spec) {
+            return Err(format!(
+                "OFPBAC_BAD_SET_LEN: the actions reach past tun_metadata{n}'s mapped length"
+            ));
+        }
         if let Some(g) = crate::group::missing_group(&self.groups, &spec.actions) {
             return Err(format!("OFPBAC_BAD_OUT_GROUP: no group {g}"));
         }
         self.check_meters(&spec.actions)
             .map_err(|e| e.to_string())?;
-        if let Some(old) = self.tables[t].find_exact(&spec.match_, spec.priority)
-            && let Some((_, _, old)) = self.remove_rule(t, old)
-        {
-            crate::ofproto::flush_learned_rules(self, &[old]);
-        }
+        let replaced = self.tables[t]
+            .find_exact(&spec.match_, spec.priority)
+            .and_then(|old| self.remove_rule(t, old));
         let v = self.tables_version();
-        let rule = Rule::from_spec(spec, now);
+        let mut rule = Rule::from_spec(spec, now);
+        if let Some((_, _, old)) = &replaced {
+            rule.take_stats(old, Rule::resets_counts(spec));
+        }
         self.note_change(t, (&spec.match_, spec.priority, &rule), FlowChange::Added);
         self.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
+        // Only once the new rule is in: the learns it keeps keep their learned flows (OVS
+        // counts the new rule's learned cookies before it drops the old rule's).
+        if let Some((_, _, old)) = replaced {
+            crate::ofproto::flush_learned_rules(self, &[old]);
+        }
         Ok(())
     }
 
@@ -735,6 +771,10 @@ impl Bridge {
                 let before = std::mem::replace(&mut r.actions, spec.actions.clone());
                 let cookie = r.cookie;
                 r.modified = now;
+                if Rule::resets_counts(spec) {
+                    r.n_packets = 0;
+                    r.n_bytes = 0;
+                }
                 if let Some(c) = spec.modified_cookie() {
                     r.cookie = c;
                 }
@@ -809,10 +849,7 @@ impl Bridge {
                 let hard = r.hard_timeout != 0
                     && now.duration_since(r.modified).as_secs() >= u64::from(r.hard_timeout);
                 let idle = r.idle_timeout != 0
-                    && now
-                        .duration_since(r.used.unwrap_or(r.modified).max(r.modified))
-                        .as_secs()
-                        >= u64::from(r.idle_timeout);
+                    && now.duration_since(r.last_used()).as_secs() >= u64::from(r.idle_timeout);
                 if !table.visible_in(id, v) {
                     return None;
                 }
@@ -1150,5 +1187,41 @@ mod tests {
         );
         assert_eq!(b.del_flows(&spec("ip", FlowKind::ModOrDel), false), 2);
         assert_eq!(b.n_rules(), 0);
+    }
+
+    /// OVS's "flow stats reset_counts": an add that replaces a rule keeps its counters unless
+    /// it resets them, a modify resets them only when asked; the last use always stays.
+    #[test]
+    fn replacing_or_modifying_a_rule_keeps_its_counters_unless_reset_counts() {
+        use crate::syntax::{FlowKind, NoPortNames, parse_flow};
+        let spec = |s: &str, k| parse_flow(s, k, &NoPortNames).unwrap();
+        let add = |s: &str| spec(s, FlowKind::Add);
+        let mut b = Bridge::new("br0");
+        let t0 = Instant::now();
+        let counts = |b: &mut Bridge, set: Option<u64>| {
+            let (id, ..) = b.tables[0].iter().next().unwrap();
+            let r = b.tables[0].get_mut(id).unwrap();
+            if let Some(n) = set {
+                (r.n_packets, r.n_bytes, r.used) = (n, n * 100, Some(t0));
+            }
+            (r.n_packets, r.n_bytes, r.used)
+        };
+        b.add_flow(&add("ip,actions=NORMAL"), t0).unwrap();
+        // Never hit: the replacement is idle since the first was made.
+        let t1 = t0 + Duration::from_secs(1);
+        b.add_flow(&add("ip,actions=NORMAL"), t1).unwrap();
+        assert_eq!(counts(&mut b, None), (0, 0, Some(t0)));
+        counts(&mut b, Some(2));
+        b.add_flow(&add("ip,actions=NORMAL"), t0).unwrap();
+        assert_eq!(counts(&mut b, None), (2, 200, Some(t0)));
+        b.add_flow(&add("reset_counts,ip,actions=NORMAL"), t0)
+            .unwrap();
+        assert_eq!(counts(&mut b, None), (0, 0, Some(t0)));
+        counts(&mut b, Some(3));
+        b.mod_flows(&spec("ip,actions=NORMAL", FlowKind::ModOrDel), false, t0);
+        assert_eq!(counts(&mut b, None), (3, 300, Some(t0)));
+        let reset = spec("reset_counts,ip,actions=NORMAL", FlowKind::ModOrDel);
+        b.mod_flows(&reset, false, t0);
+        assert_eq!(counts(&mut b, None), (0, 0, Some(t0)));
     }
 }

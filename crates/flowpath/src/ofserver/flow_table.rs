@@ -83,6 +83,9 @@ pub(crate) fn flow_mod(
     if of.unmapped_tun_md(bridge, &s).is_some() {
         return Err(OfpErr::NxfmfcInvalidTlvField);
     }
+    if of.tun_md_overrun(bridge, &s).is_some() {
+        return Err(OfpErr::OfpbacBadSetLen);
+    }
     if matches!(op, FlowModOp::Add | FlowModOp::Modify { .. }) {
         of.check_meters(bridge, &s.actions)
             .map_err(super::meter_table::ofp_err)?;
@@ -137,6 +140,7 @@ pub(crate) fn stage_flow_mod(
         FlowModError::BadOutGroup => OfpErr::OfpbacBadOutGroup,
         FlowModError::Meter(e) => super::meter_table::ofp_err(e),
         FlowModError::UnmappedTlvField(_) => OfpErr::NxfmfcInvalidTlvField,
+        FlowModError::TlvFieldOverrun(_) => OfpErr::OfpbacBadSetLen,
     })
 }
 

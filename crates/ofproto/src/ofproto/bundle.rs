@@ -51,6 +51,9 @@ pub enum FlowModError {
     /// The flow uses a `tun_metadata` field the bridge's TLV map does not map
     /// (`NXFMFC_INVALID_TLV_FIELD`).
     UnmappedTlvField(usize),
+    /// The actions name bits of a `tun_metadata` field past its mapped length
+    /// (`OFPBAC_BAD_SET_LEN`).
+    TlvFieldOverrun(usize),
 }
 
 impl fmt::Display for FlowModError {
@@ -64,6 +67,9 @@ impl fmt::Display for FlowModError {
             FlowModError::Meter(e) => return write!(f, "{e}"),
             FlowModError::UnmappedTlvField(n) => {
                 return write!(f, "tun_metadata{n} is not mapped");
+            }
+            FlowModError::TlvFieldOverrun(n) => {
+                return write!(f, "the actions reach past tun_metadata{n}'s mapped length");
             }
         })
     }
@@ -142,6 +148,9 @@ impl BundleCommit<'_> {
         if let Some(n) = b.unmapped_tun_md(spec) {
             return Err(FlowModError::UnmappedTlvField(n));
         }
+        if let Some(n) = b.tun_md_overrun(spec) {
+            return Err(FlowModError::TlvFieldOverrun(n));
+        }
         if !matches!(op, FlowModOp::Delete { .. }) {
             b.check_meters(&spec.actions).map_err(FlowModError::Meter)?;
             // As OVS, a modify's groups are checked only when some rule is to change.
@@ -163,11 +172,14 @@ impl BundleCommit<'_> {
                 if spec.flags.0 & FlowModFlags::CHECK_OVERLAP != 0 && b.overlaps_in(spec, v) {
                     return Err(FlowModError::Overlap);
                 }
+                let mut rule = Rule::from_spec(spec, now);
                 if let Some(old) = b.tables[t].find_exact_in(&spec.match_, spec.priority, v) {
+                    if let Some((_, _, r)) = b.tables[t].get(old) {
+                        rule.take_stats(r, Rule::resets_counts(spec));
+                    }
                     b.tables[t].hide_in(old, v);
                     self.staged.push(Staged::Hidden(t, old));
                 }
-                let rule = Rule::from_spec(spec, now);
                 let id = b.insert_rule(t, spec.match_.clone(), spec.priority, rule, v);
                 self.staged.push(Staged::Added(t, id));
                 self.changes
@@ -180,6 +192,9 @@ impl BundleCommit<'_> {
                     let old_actions = std::mem::replace(&mut rule.actions, spec.actions.clone());
                     let old_cookie = rule.cookie;
                     rule.modified = now;
+                    if Rule::resets_counts(spec) {
+                        rule.take_stats(old, true);
+                    }
                     if let Some(c) = spec.modified_cookie() {
                         rule.cookie = c;
                     }

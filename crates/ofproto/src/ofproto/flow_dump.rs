@@ -64,11 +64,10 @@ impl Ofproto {
                 duration_nsec: age.subsec_millis() * 1_000_000,
                 n_packets: r.n_packets,
                 n_bytes: r.n_bytes,
-                idle_age: Some(
-                    now.duration_since(r.used.unwrap_or(r.modified).max(r.modified))
-                        .as_secs() as u32,
-                ),
-                ..FlowStats::default()
+                idle_age: Some(now.duration_since(r.last_used()).as_secs() as u32),
+                // Since the last modify (or learn's refresh), which ovs-ofctl prints when it
+                // is not the flow's age.
+                hard_age: Some(now.duration_since(r.modified).as_secs() as u32),
             };
             visit(&fs, &stats);
         }

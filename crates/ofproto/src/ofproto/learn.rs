@@ -323,6 +323,32 @@ mod tests {
     }
 
     #[test]
+    fn a_learner_replaced_by_add_flow_with_the_same_learn_keeps_its_flows() {
+        let mut b = Bridge::new("br0");
+        let now = Instant::now();
+        for s in [
+            "table=0,reg0=2,actions=learn(table=1,delete_learned,cookie=0x234)",
+            "table=1,cookie=0x234,reg0=6,actions=drop",
+        ] {
+            b.add_flow(&spec(s), now).unwrap();
+        }
+        // The same learn and one more action: the learned flow stays (learn.at:510).
+        b.add_flow(
+            &spec("table=0,reg0=2,actions=learn(table=1,delete_learned,cookie=0x234),output:2"),
+            now,
+        )
+        .unwrap();
+        assert_eq!(flows(&b, 1), ["reg0=0x6 cookie=0x234 idle=0"]);
+        // A learn with another cookie: the flows of the old one go.
+        b.add_flow(
+            &spec("table=0,reg0=2,actions=learn(table=1,delete_learned,cookie=0x123)"),
+            now,
+        )
+        .unwrap();
+        assert!(flows(&b, 1).is_empty());
+    }
+
+    #[test]
     fn fin_timeouts_only_shorten() {
         let mut t = 0;
         reduce_timeout(5, &mut t);

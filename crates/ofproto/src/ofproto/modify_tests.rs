@@ -113,3 +113,28 @@ fn del_flows_refuses_to_set_a_cookie() {
     );
     assert_eq!(cookies(&of).len(), 1);
 }
+
+#[test]
+fn a_modify_restarts_the_hard_age_only() {
+    // OVS's "flow stats reset_counts": after mod-flows, hard_age counts from the modify
+    // while the duration goes on.
+    let of = switch();
+    {
+        let mut p = of.write();
+        let b = p.bridge_mut("br0").unwrap();
+        let (id, ..) = b.tables[0].iter().next().unwrap();
+        let r = b.tables[0].get_mut(id).unwrap();
+        r.created -= std::time::Duration::from_secs(3);
+        r.modified = r.created;
+    }
+    let ages = |of: &Ofproto| {
+        let mut v = Vec::new();
+        of.for_each_flow_entry("br0", None, |_, st| v.push((st.duration_sec, st.hard_age)))
+            .unwrap();
+        v
+    };
+    assert_eq!(ages(&of), [(3, Some(3))]);
+    of.mod_flows("br0", "in_port=1,actions=output:2", false)
+        .unwrap();
+    assert_eq!(ages(&of), [(3, Some(0))]);
+}

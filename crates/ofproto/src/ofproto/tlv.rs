@@ -6,7 +6,8 @@
 use std::fmt::Write;
 
 use super::Ofproto;
-use crate::fields::{FieldId, N_TUN_METADATA};
+use crate::fields::{FieldId, N_TUN_METADATA, Subfield};
+use crate::learn::{LearnDst, LearnSrc};
 use crate::syntax::OfAction;
 use crate::tun_md::TunTableError;
 use crate::tunnel::TlvMapping;
@@ -87,6 +88,12 @@ impl Ofproto {
         self.read().bridge(bridge)?.unmapped_tun_md(spec)
     }
 
+    /// A `tun_metadata` subfield past its mapped length in the actions of `spec` (see
+    /// [`crate::bridge::Bridge::tun_md_overrun`]).
+    pub fn tun_md_overrun(&self, bridge: &str, spec: &crate::syntax::FlowSpec) -> Option<usize> {
+        self.read().bridge(bridge)?.tun_md_overrun(spec)
+    }
+
     /// `dump-tlv-map BRIDGE` in `ovs-ofctl`'s layout.
     pub fn dump_tlv_map(&self, bridge: &str) -> Result<String, String> {
         let p = self.read();
@@ -136,20 +143,77 @@ fn actions_use(actions: &[OfAction]) -> u64 {
         crate::fields::Loc::TunMetadata(n) => 1u64 << (n % 64),
         _ => 0,
     };
-    actions
-        .iter()
-        .map(|a| match a {
+    let mut used = 0;
+    for_each_field(actions, &mut |f, _| used |= bit(f));
+    used
+}
+
+/// Calls `visit` with each field `actions` read or write, with the subfield when the action
+/// names one (`move`, `output:`, `push`/`pop`, `multipath`, `bundle_load`, `learn`...),
+/// nested actions included.
+fn for_each_field(actions: &[OfAction], visit: &mut impl FnMut(FieldId, Option<Subfield>)) {
+    fn sf(visit: &mut impl FnMut(FieldId, Option<Subfield>), s: Subfield) {
+        visit(s.field, Some(s));
+    }
+    for a in actions {
+        match a {
             OfAction::SetField { field, .. } | OfAction::SetTunMetadata { field, .. } => {
-                bit(*field)
+                visit(*field, None)
             }
-            OfAction::RegMove { src, dst } => bit(src.field) | bit(dst.field),
-            OfAction::OutputReg { src, .. } => bit(src.field),
-            OfAction::StackPush(sf) | OfAction::StackPop(sf) => bit(sf.field),
-            OfAction::CheckPktLarger { dst, .. } => bit(dst.field),
-            OfAction::Clone(inner) | OfAction::WriteActions(inner) => actions_use(inner),
-            _ => 0,
-        })
-        .fold(0, |a, b| a | b)
+            OfAction::RegMove { src, dst } => {
+                sf(visit, *src);
+                sf(visit, *dst);
+            }
+            OfAction::OutputReg { src, .. } => sf(visit, *src),
+            OfAction::StackPush(s) | OfAction::StackPop(s) => sf(visit, *s),
+            OfAction::CheckPktLarger { dst, .. } => sf(visit, *dst),
+            OfAction::Multipath(m) => sf(visit, m.dst),
+            OfAction::Bundle(b) => {
+                if let Some(d) = b.dst {
+                    sf(visit, d);
+                }
+            }
+            OfAction::Learn(l) => {
+                for spec in &l.specs {
+                    if let LearnSrc::Field(s) = spec.src {
+                        sf(visit, s);
+                    }
+                    if let LearnDst::Match(d) | LearnDst::Load(d) = spec.dst {
+                        sf(visit, d);
+                    }
+                }
+                if let Some(d) = l.result_dst {
+                    sf(visit, d);
+                }
+            }
+            OfAction::Clone(inner) | OfAction::WriteActions(inner) => for_each_field(inner, visit),
+            OfAction::Ct(ct) => {
+                if let crate::syntax::CtZone::Field(z) = ct.zone {
+                    sf(visit, z);
+                }
+                for_each_field(&ct.actions, visit);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl crate::bridge::Bridge {
+    /// A `tun_metadata` subfield the flow's actions name that reaches past the bytes the
+    /// bridge's TLV map gives the field (OVS refuses such a flow mod with
+    /// `OFPBAC_BAD_SET_LEN`): the field's number.
+    pub fn tun_md_overrun(&self, spec: &crate::syntax::FlowSpec) -> Option<usize> {
+        let mut bad = None;
+        for_each_field(&spec.actions, &mut |f, s| {
+            if let (crate::fields::Loc::TunMetadata(n), Some(s)) = (f.field().loc, s)
+                && let Some(m) = self.tlv_map.get(n)
+                && s.ofs + s.n_bits > u32::from(m.len) * 8
+            {
+                bad.get_or_insert(n);
+            }
+        });
+        bad
+    }
 }
 
 #[cfg(test)]
@@ -184,5 +248,56 @@ mod tests {
                 .unwrap()
                 .contains("allocated option space=8")
         );
+    }
+
+    /// OVS's ofproto.at "flow mod with tunnel metadata": every action that names a field is
+    /// checked against the map, unmapped fields and bits past the mapped length refused.
+    #[test]
+    fn actions_naming_unmapped_or_too_long_tunnel_metadata_are_refused() {
+        let _g = crate::tun_md::test_serial();
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        of.add_tlv_map("br0", "{class=0xffff,type=0,len=4}->tun_metadata0")
+            .unwrap();
+        of.add_flow("br0", "in_port=1,actions=move:tun_metadata0[0..31]->reg0[]")
+            .unwrap();
+        for (actions, error) in [
+            ("move:tun_metadata0[32..63]->reg0[]", "OFPBAC_BAD_SET_LEN"),
+            ("pop:tun_metadata0[32..63]", "OFPBAC_BAD_SET_LEN"),
+            ("output:tun_metadata0[32..63]", "OFPBAC_BAD_SET_LEN"),
+            (
+                "multipath(eth_src,50,modulo_n,1,0,tun_metadata1[0..31])",
+                "NXFMFC_INVALID_TLV_FIELD",
+            ),
+            (
+                "multipath(eth_src,50,modulo_n,1,0,tun_metadata0[32..63])",
+                "OFPBAC_BAD_SET_LEN",
+            ),
+            (
+                "bundle_load(eth_src,50,hrw,ofport,tun_metadata1[0..31],members:4,8)",
+                "NXFMFC_INVALID_TLV_FIELD",
+            ),
+            (
+                "learn(tun_metadata1[0..31]=reg0[0..31])",
+                "NXFMFC_INVALID_TLV_FIELD",
+            ),
+            (
+                "learn(tun_metadata0[32..63]=reg0[0..31])",
+                "OFPBAC_BAD_SET_LEN",
+            ),
+            (
+                "clone(move:tun_metadata1[0..31]->reg0[0..31])",
+                "NXFMFC_INVALID_TLV_FIELD",
+            ),
+            (
+                "ct(commit,zone=tun_metadata0[32..47])",
+                "OFPBAC_BAD_SET_LEN",
+            ),
+        ] {
+            let e = of
+                .add_flow("br0", &format!("ip,in_port=2,actions={actions}"))
+                .unwrap_err();
+            assert!(e.contains(error), "{actions}: {e}");
+        }
     }
 }

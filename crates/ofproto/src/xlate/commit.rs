@@ -52,7 +52,13 @@ impl Ctx<'_> {
         let (b, f) = (&self.base, &self.flow.dp);
         let mut acts = Vec::new();
         // Ethernet addresses.
-        acts.extend(diff_set(b, f, Attr::Eth, &["eth_src", "eth_dst"]));
+        acts.extend(diff_set(
+            b,
+            f,
+            &self.wc.dp,
+            Attr::Eth,
+            &["eth_src", "eth_dst"],
+        ));
         // VLAN: the headers under those that differ stay; those that differ are popped
         // (their whole tag then matters) and the flow's pushed, innermost first (OVS's
         // commit_vlan_action()).
@@ -125,7 +131,7 @@ impl Ctx<'_> {
         // Committing reads no protocol: the actions that write IP header fields consult it
         // (`Ctx::set_field`).
         if f.nw_proto() != 0 {
-            acts.extend(diff_set(b, f, l3_attr, l3_fields));
+            acts.extend(diff_set(b, f, &self.wc.dp, l3_attr, l3_fields));
             // A neighbour discovery message's target and link-layer addresses (OVS's
             // commit_set_nd_action()), and an ARP packet's fields, the opcode in nw_proto
             // (commit_set_arp_action()).
@@ -133,6 +139,7 @@ impl Ctx<'_> {
                 acts.extend(diff_set(
                     b,
                     f,
+                    &self.wc.dp,
                     Attr::Nd,
                     &["nd_target", "arp_sha", "arp_tha"],
                 ));
@@ -140,6 +147,7 @@ impl Ctx<'_> {
                 acts.extend(diff_set(
                     b,
                     f,
+                    &self.wc.dp,
                     Attr::Arp,
                     &["nw_src", "nw_dst", "nw_proto", "arp_sha", "arp_tha"],
                 ));
@@ -152,14 +160,16 @@ impl Ctx<'_> {
             (0x0800 | 0x86dd, 132) => Some(Attr::Sctp),
             _ => None,
         };
-        acts.extend(l4_attr.and_then(|attr| diff_set(b, f, attr, &["tp_src", "tp_dst"])));
+        acts.extend(
+            l4_attr.and_then(|attr| diff_set(b, f, &self.wc.dp, attr, &["tp_src", "tp_dst"])),
+        );
         if let Some(a) = icmp_set(b, f) {
             // The whole attribute is committed, so both its fields are matched.
             self.wc.dp.set_tp_src(0xffff).set_tp_dst(0xffff);
             acts.push(a);
         }
         // Priority (QoS queue), then packet mark.
-        let mark = diff_set(b, f, Attr::SkbMark, &["pkt_mark"]);
+        let mark = diff_set(b, f, &self.wc.dp, Attr::SkbMark, &["pkt_mark"]);
         acts.extend(self.commit_priority());
         acts.extend(mark);
         self.out.extend(acts);
@@ -168,12 +178,16 @@ impl Ctx<'_> {
     }
 }
 
-/// The `set(attr(...))` that turns `base` into `flow` on the named key fields: each field that
-/// differs is written whole (OVS sets fields, not bits), where the TOS byte is two fields, DSCP
-/// and ECN, and the IPv6 label is its 20 bits. `None` when nothing differs.
+/// The `set(attr(...))` that turns `base` into `flow` on the named key fields (OVS's
+/// `commit()` with masked sets): each field that differs is written under what translation
+/// un-wildcarded of it (`wc`), the bits it read or wrote, as the megaflow matches the others
+/// and must not change them; a field with nothing un-wildcarded is written whole, where the
+/// TOS byte is two fields, DSCP and ECN, and the IPv6 label is its 20 bits. The value written
+/// is the flow's under the mask. `None` when nothing differs.
 pub(super) fn diff_set(
     base: &FlowKey,
     flow: &FlowKey,
+    wc: &Mask,
     attr: Attr,
     fields: &[&str],
 ) -> Option<Action> {
@@ -184,7 +198,7 @@ pub(super) fn diff_set(
             .iter()
             .find(|d| d.name == *name)
             .expect("a field of the key layout");
-        let (mut old, mut new) = ([0u8; 16], [0u8; 16]);
+        let (mut old, mut new, mut read) = ([0u8; 16], [0u8; 16], [0u8; 16]);
         base.bytes_at(d.offset, &mut old[..d.len]);
         flow.bytes_at(d.offset, &mut new[..d.len]);
         if old == new {
@@ -198,6 +212,15 @@ pub(super) fn diff_set(
             }
             "ipv6_label" => ones[..4].copy_from_slice(&0xfffffu32.to_be_bytes()),
             _ => {}
+        }
+        wc.bytes_at(d.offset, &mut read[..d.len]);
+        if read[..d.len].iter().any(|&b| b != 0) {
+            for (o, r) in ones.iter_mut().zip(read) {
+                *o = if *name == "nw_tos" { r } else { *o & r };
+            }
+        }
+        for (v, o) in new.iter_mut().zip(ones) {
+            *v &= o;
         }
         k.set_bytes_at(d.offset, &new[..d.len]);
         m.set_bytes_at(d.offset, &ones[..d.len]);

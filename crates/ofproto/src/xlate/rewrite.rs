@@ -42,6 +42,11 @@ impl Ctx<'_> {
         if matches!(f.prereq, Prereq::Ipv4 | Prereq::Ipv6 | Prereq::IpAny) {
             self.wc.dp.set_nw_proto(0xff);
         }
+        // So does a write of an ARP field its opcode, which the datapath key keeps in the
+        // same place (OVS's mf_set_mask_l3_prereqs()): committing it depends on the opcode.
+        if matches!(f.prereq, Prereq::Arp) && self.flow.dp.eth_type() == 0x0806 {
+            self.wc.dp.set_nw_proto(0xff);
+        }
         // An ND field's prerequisite reads the ICMPv6 type and code (OVS's is_nd()).
         if matches!(f.prereq, Prereq::Nd | Prereq::NdSolicit | Prereq::NdAdvert) {
             self.wc
