@@ -387,6 +387,65 @@ mod tests {
         assert_eq!(dump(&of), ["priority=9,ip actions=output:1"]);
     }
 
+    /// An OpenFlow 1.4 packet-out from port 6 of `actions` with transaction id `xid`.
+    fn packet_out(actions: &str, xid: u32) -> Vec<u8> {
+        use openflow::msgs::packet_out::{PacketOut, port_match};
+        let spec = ofproto::syntax::parse_flow(
+            &format!("actions={actions}"),
+            ofproto::syntax::FlowKind::Add,
+            &ofproto::syntax::NoPortNames,
+        )
+        .unwrap();
+        let po = PacketOut {
+            buffer_id: openflow::msgs::packet_in::NO_BUFFER,
+            metadata: port_match(6),
+            actions: spec.actions,
+            packet: vec![
+                0, 1, 2, 3, 4, 5, 0, 0x10, 0x20, 0x30, 0x40, 0x50, 0x12, 0x34,
+            ],
+        };
+        let mut out = Vec::new();
+        po.encode(Version::Of14, xid, &Default::default(), &mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_bundled_packet_out_is_translated_in_its_place_and_can_fail_the_commit() {
+        use openflow::flow_mod::FlowModCommand::Add;
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        let p1 = ofproto::bridge::OfPort {
+            name: "p1".into(),
+            ofport: 1,
+            dp_port: Some(1),
+            peer: None,
+            vlan: Default::default(),
+        };
+        of.add_port("br0", p1).unwrap();
+        let before = dump(&of);
+        // Group 3 does not exist: the commit fails on the packet-out, after the flow mod.
+        let msgs = [
+            flow_mod("in_port=6,actions=output:1", Add, 1),
+            packet_out("group:3", 2),
+        ];
+        let f = commit(&of, ConnId(1), Version::Of14, "br0", &msgs, false).unwrap_err();
+        assert_eq!((f.error, &f.msg), (OfpErr::OfpbacBadOutGroup, &msgs[1]));
+        assert_eq!(dump(&of), before);
+        // Through the tables, the packet-out sees the flow the bundle staged before it.
+        let msgs = [
+            flow_mod("in_port=6,actions=output:1", Add, 1),
+            packet_out("resubmit(,0)", 2),
+        ];
+        let prepared = commit(&of, ConnId(1), Version::Of14, "br0", &msgs, false).unwrap();
+        assert_eq!(prepared.len(), 1);
+        assert_eq!(
+            prepared[0].actions,
+            [datapath::actions::DpAction::Output(1)],
+            "{prepared:?}"
+        );
+    }
+
     #[test]
     fn bundles_open_fill_commit_and_fail_as_ovs_s() {
         use BundleCtrlType::*;

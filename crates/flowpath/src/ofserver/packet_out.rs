@@ -186,8 +186,8 @@ pub(crate) fn check_bundled(version: Version, msg: &[u8]) -> Result<(), OfpErr> 
 /// actions to run on it once the commit succeeded (OVS's `ofproto_packet_out_finish()`).
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    packet: Packet,
-    actions: Vec<DpAction>,
+    pub(crate) packet: Packet,
+    pub(crate) actions: Vec<DpAction>,
 }
 
 /// Translates the bundled packet-out `msg` (header included) of a connection of OpenFlow
