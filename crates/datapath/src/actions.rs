@@ -140,6 +140,15 @@ pub enum DpAction {
         /// Which bits are written (all ones for an unmasked set).
         mask: u32,
     },
+    /// Set the packet's mark (`set(skb_mark(N))`, what a write of `pkt_mark` translates to):
+    /// the bits of `mask` from `value` (stored masked). The packet carries it in its
+    /// metadata, which a later pass's key matches and a packet-in reports.
+    SetMark {
+        /// The mark, already masked.
+        value: u32,
+        /// Which bits are written (all ones for an unmasked set).
+        mask: u32,
+    },
     /// Run the packets through datapath meter N (`meter(N)`, see [`crate::meter`]): those a
     /// band fires on are dropped, the others go on with the next action.
     Meter(u32),
@@ -957,6 +966,10 @@ fn compile_set(k: &DpKey) -> Result<DpAction, CompileError> {
             value: k.attrs.skb_priority & k.attrs.skb_priority_mask,
             mask: k.attrs.skb_priority_mask,
         },
+        Attr::SkbMark => DpAction::SetMark {
+            value: key.pkt_mark() & mask.pkt_mark(),
+            mask: mask.pkt_mark(),
+        },
         Attr::Mpls => {
             if k.attrs.mpls_lses > 1 {
                 return Err(CompileError::Invalid {
@@ -1154,6 +1167,24 @@ mod tests {
         assert_eq!(
             one("set(mpls(ttl=5))"),
             DpAction::SetMpls { lse: 5, mask: 0xff }
+        );
+    }
+
+    #[test]
+    fn set_skb_mark() {
+        assert_eq!(
+            one("set(skb_mark(0xaa))"),
+            DpAction::SetMark {
+                value: 0xaa,
+                mask: u32::MAX
+            }
+        );
+        assert_eq!(
+            one("set(skb_mark(0x1234/0xff))"),
+            DpAction::SetMark {
+                value: 0x34,
+                mask: 0xff
+            }
         );
     }
 
@@ -1402,7 +1433,6 @@ mod tests {
                 "set(tunnel(tun_id=0x64,dst=10.1.2.9,ttl=64,tp_dst=4789,flags(df|key)))",
                 Attr::Tunnel,
             ),
-            ("set(skb_mark(0x1))", Attr::SkbMark),
             ("set(ct_mark(0x1))", Attr::CtMark),
         ] {
             let e = compiled(text).unwrap_err();

@@ -563,6 +563,21 @@ impl Datapath {
             && rx.recv_timeout(Duration::from_secs(5)).is_ok()
     }
 
+    /// Runs `actions`, translated already, on a packet the slow path made, on the first PMD
+    /// ([`PmdCmd::ExecuteActions`]), and waits until they ran; false when no PMD runs.
+    pub fn execute_actions(
+        &self,
+        p: crate::packet::Packet,
+        actions: Vec<crate::actions::DpAction>,
+    ) -> bool {
+        let (tx, rx) = channel();
+        self.pmds.first().is_some_and(|h| {
+            h.cmd
+                .send(PmdCmd::ExecuteActions(Box::new(p), actions, tx))
+                .is_ok()
+        }) && rx.recv_timeout(Duration::from_secs(5)).is_ok()
+    }
+
     fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdCmd) -> Vec<T> {
         let mut out = Vec::new();
         for p in &self.pmds {

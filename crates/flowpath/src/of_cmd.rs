@@ -88,6 +88,14 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
             of.trace(first, rest, generate)
         },
     );
+    r(
+        "ofproto/trace-packet-out",
+        "[-consistent] {[dp_name] odp_flow | bridge br_flow} [OPTIONS...] [-generate|packet] \
+         actions",
+        2,
+        9,
+        |of, a| of.trace_packet_out(a),
+    );
     r("ofctl/add-flow", "BRIDGE FLOW", 2, 2, |of, a| {
         of.add_flow(&a[0], &a[1]).map(|_| String::new())
     });

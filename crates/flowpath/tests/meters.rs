@@ -122,6 +122,11 @@ fn a_meter_drops_what_exceeds_its_burst_and_counts_it() {
 /// A switch with meter 1 (1 packet a second, no burst) and the flow `in_port=1,actions=ACTIONS`,
 /// after 20 packets from p1: its `dpctl/dump-flows` and `meter-stats` of meter 1.
 fn twenty_packets_through(name: &str, actions: &str) -> (String, String) {
+    twenty_packets_metered(name, "1", actions)
+}
+
+/// [`twenty_packets_through`] with meter `meter` (`1`, `controller`) rather than 1.
+fn twenty_packets_metered(name: &str, meter: &str, actions: &str) -> (String, String) {
     let (dir, _rm) = scratch_dir(name);
     let cfg = dir.join("sw.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
@@ -131,7 +136,7 @@ fn twenty_packets_through(name: &str, actions: &str) -> (String, String) {
     ok(ofctl(&[
         "add-meter",
         "br0",
-        "meter=1,pktps,bands=type=drop,rate=1",
+        &format!("meter={meter},pktps,bands=type=drop,rate=1"),
     ]));
     ok(ofctl(&[
         "add-flow",
@@ -144,7 +149,7 @@ fn twenty_packets_through(name: &str, actions: &str) -> (String, String) {
     args.extend([pkt; 20]);
     ok(flowpath(&run, "ctl", &args));
     let flows = ok(flowpath(&run, "ctl", &["dpctl/dump-flows"]));
-    let stats = ok(ofctl(&["meter-stats", "br0", "meter=1"]));
+    let stats = ok(ofctl(&["meter-stats", "br0", &format!("meter={meter}")]));
     (flows, stats)
 }
 
@@ -159,6 +164,24 @@ fn a_controller_action_s_meter_limits_its_packet_ins_only() {
             && flows.contains("))),2"),
         "{flows}"
     );
+}
+
+/// The controller meter (`meter=controller`, OpenFlow's `OFPM_CONTROLLER`) limits the
+/// packet-ins of a `controller` action without a meter of its own, as OVS's
+/// `xlate_controller_action()` puts every packet-in under it.
+#[test]
+fn the_controller_meter_limits_the_packet_ins() {
+    let (flows, stats) =
+        twenty_packets_metered("fp-meters-ctlmeter", "controller", "controller,output:2");
+    assert!(
+        flows.contains("actions:sample(sample=100.0%,actions(meter(0),userspace(pid=0,controller(")
+            && flows.contains("))),2"),
+        "{flows}"
+    );
+    assert!(stats.contains("meter:controller "), "{stats}");
+    assert!(stats.contains(" packet_in_count:20 "), "{stats}");
+    let dropped = count(&stats, "0: packet_count:");
+    assert!(dropped >= 12, "{stats}");
 }
 
 /// `controller(pause,meter_id=N)`, as OVN sends for DHCP, DNS and its other paused packet-ins

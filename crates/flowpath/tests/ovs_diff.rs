@@ -117,6 +117,17 @@ const PASSING: &[&str] = &[
     "ofproto - asynchronous message control (OpenFlow 1.0)",
     "learning action - delete_learned feature",
     "ofproto-dpif - VLAN+MPLS handling",
+    "ofproto - bundle packet-out (OpenFlow 1.4)",
+    "ofproto - bundle packet-out, failing bundle commit (OpenFlow 1.4)",
+    "ofproto - bundle packet-out makes bundle commit to fail(OpenFlow 1.4)",
+    "ofproto - packet-out from controller (OpenFlow 1.5)",
+    "ofproto - packet-out with metadata and userdata (NXT_PACKET_IN2)",
+    "ofproto - packet-out with set_field metadata (OpenFlow 1.5)",
+    "ofproto - packet-out with set_field metadata with packet_type PT_ETH (OpenFlow 1.5)",
+    "ofproto - packet-out with metadata (NXM)",
+    "ofproto - packet-out with metadata (OpenFlow 1.2)",
+    "ofproto - packet-out with metadata and dual set_field (OpenFlow 1.3)",
+    "ofproto-dpif - ofproto/trace-packet-out",
 ];
 
 /// `text` as a regular expression that matches exactly it.

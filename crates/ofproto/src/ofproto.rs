@@ -33,6 +33,7 @@ mod meter;
 #[cfg(test)]
 mod modify_tests;
 mod tlv;
+mod trace_packet_out;
 pub use tlv::TlvModError;
 mod mirror;
 mod tunnel_neigh;
@@ -822,6 +823,18 @@ impl Ofproto {
     /// the packet for each recirculation the trace follows, in order; without it OVS's
     /// default, `trk|new`, is assumed. A flow may give `recirc_id` to trace a later pass.
     pub fn trace(&self, first: &str, args: &[String], generate: bool) -> Result<String, String> {
+        self.trace_with(first, args, generate, None)
+    }
+
+    /// [`Self::trace`], the first pass running `actions` (a packet-out's) in place of the
+    /// first table's lookup when given.
+    pub(crate) fn trace_with(
+        &self,
+        first: &str,
+        args: &[String],
+        generate: bool,
+        actions: Option<&[crate::syntax::OfAction]>,
+    ) -> Result<String, String> {
         let mut ct_next = std::collections::VecDeque::new();
         let mut pos = vec![first];
         let mut it = args.iter();
@@ -857,6 +870,11 @@ impl Ofproto {
             Some(r) => r?,
             None => trace_br_flow(&p, &pos, flow_text)?,
         };
+        // A packet-out's groups must exist (OVS's `ofproto_check_ofpacts()`).
+        if actions.is_some_and(|a| crate::group::missing_group(&p.bridges[bi].groups, a).is_some())
+        {
+            return Err("Bad actions: OFPBAC_BAD_OUT_GROUP".into());
+        }
         // A datapath flow's tags past `vlan-limit` are payload (OVS's odp_flow_key_to_flow()):
         // read again from the packet it describes.
         if packet.is_none()
@@ -889,7 +907,7 @@ impl Ofproto {
                 skb_priority,
                 ..PipeMeta::default()
             },
-            generate,
+            (generate, actions),
             &mut t,
         );
         let mut changed = !x.learned.is_empty() || x.neigh_learned;
@@ -937,7 +955,15 @@ impl Ofproto {
             }
             let _ = writeln!(t, "{}\n", "=".repeat(79));
             let ofport = p.recirc.get(f.recirc_id).map_or(ofport, |st| st.in_port);
-            let mut x = trace_pass(&p, &k, (None, None), ofport, f.meta, generate, &mut t);
+            let mut x = trace_pass(
+                &p,
+                &k,
+                (None, None),
+                ofport,
+                f.meta,
+                (generate, None),
+                &mut t,
+            );
             changed |= !x.learned.is_empty() || x.neigh_learned;
             if generate {
                 lessons.push(learn::Lessons::of(&x, k.tcp_flags()));
@@ -977,14 +1003,15 @@ const ODPP_NONE: u32 = u32::MAX;
 /// One pass of `ofproto/trace`: the `Flow:` line, the tables, `Final flow:`, `Megaflow:` and
 /// `Datapath actions:`, as OVS's `ofproto_trace__()` prints them. `key` is the datapath key,
 /// shown with OpenFlow port `ofport` and the registers `meta` the pass starts with; `start` as
-/// [`translate_in`]'s, with the bridge the flow names (whose TLV map reads its options).
+/// [`translate_in`]'s, with the bridge the flow names (whose TLV map reads its options); a
+/// packet-out's `actions`, when given, run in place of the first lookup.
 fn trace_pass(
     p: &Pipeline,
     key: &FlowKey,
     (start, bridge): (Option<(usize, u32)>, Option<usize>),
     ofport: u32,
     meta: PipeMeta,
-    generate: bool,
+    (generate, actions): (bool, Option<&[crate::syntax::OfAction]>),
     t: &mut String,
 ) -> crate::xlate::XlateOut {
     let mut shown = PipeKey::new();
@@ -994,8 +1021,17 @@ fn trace_pass(
     let mut flow_line = String::new();
     format_flow(&mut flow_line, &shown);
     let _ = writeln!(t, "Flow: {flow_line}");
-    let x =
-        crate::xlate::translate_with_priority(p, key, start, meta.skb_priority, generate, Some(t));
+    let x = match actions {
+        Some(a) => crate::xlate::translate_actions(p, key, start, meta.skb_priority, a, Some(t)),
+        None => crate::xlate::translate_with_priority(
+            p,
+            key,
+            start,
+            meta.skb_priority,
+            generate,
+            Some(t),
+        ),
+    };
     let mut final_line = String::new();
     format_flow(&mut final_line, &x.final_flow);
     // The options as the tables saw them, to compare with what they left.

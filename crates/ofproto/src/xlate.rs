@@ -25,7 +25,7 @@ use flow::{EthAddr, FlowKey, Mask};
 use std::net::IpAddr;
 
 use crate::bridge::Bridge;
-use crate::classifier::RuleId;
+use crate::classifier::{RuleId, Version};
 use crate::fields::FieldId;
 use crate::pipekey::{PipeKey, PipeMask, PipeMeta};
 use crate::port_config::{PC_NO_FLOOD, PC_NO_FWD, PC_NO_PACKET_IN, PC_NO_RECV, PC_NO_RECV_STP};
@@ -328,6 +328,9 @@ struct Ctx<'a> {
     mirrors: u32,
     /// While a mirror's copy is output: the bytes it keeps (its `snaplen`), else 0.
     mirror_snaplen: u16,
+    /// The table version lookups in this bridge (by index) see, when not the published one:
+    /// a bundle's packet-out sees the flow mods staged before it ([`translate_in_version`]).
+    version: Option<(usize, Version)>,
 }
 
 /// How a table is looked up ([`Ctx::do_table_ct`]).
@@ -390,6 +393,75 @@ pub fn translate_with_priority(
     learn: bool,
     trace: Option<&mut String>,
 ) -> XlateOut {
+    let start = Start {
+        at: start,
+        skb_priority,
+        ..Start::default()
+    };
+    translate_full(pipe, key, start, learn, trace)
+}
+
+/// [`translate`] of a later pass (`key`'s `recirc_id` names its frozen state) whose lookups in
+/// the frozen state's bridge see the rules of table version `version` rather than the
+/// published ones: a packet-out of a bundle being committed, translated where it stands among
+/// the bundle's flow mods (OVS's `packet_xlate()` with the bundle's version).
+pub fn translate_in_version(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    version: Version,
+    trace: Option<&mut String>,
+) -> XlateOut {
+    let start = Start {
+        version: Some(version),
+        ..Start::default()
+    };
+    translate_full(pipe, key, start, false, trace)
+}
+
+/// [`translate_with_priority`] of a packet-out's `actions` run in place of the first table's
+/// lookup, as from no rule (OVS's `xlate_actions()` with `ofpacts`): `ofproto/trace-packet-out`.
+pub fn translate_actions(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    start: Option<(usize, u32)>,
+    skb_priority: u32,
+    actions: &[OfAction],
+    trace: Option<&mut String>,
+) -> XlateOut {
+    let start = Start {
+        at: start,
+        skb_priority,
+        actions: Some(actions),
+        ..Start::default()
+    };
+    translate_full(pipe, key, start, false, trace)
+}
+
+/// Where and how a translation starts besides its packet's key.
+#[derive(Default)]
+struct Start<'a> {
+    /// The bridge and OpenFlow port the packet enters by, when not by its datapath port.
+    at: Option<(usize, u32)>,
+    skb_priority: u32,
+    /// The table version lookups in the bridge see, when not the published one.
+    version: Option<Version>,
+    /// A packet-out's actions, run in place of the first lookup.
+    actions: Option<&'a [OfAction]>,
+}
+
+fn translate_full(
+    pipe: &Pipeline,
+    key: &FlowKey,
+    how: Start<'_>,
+    learn: bool,
+    trace: Option<&mut String>,
+) -> XlateOut {
+    let Start {
+        at: start,
+        skb_priority,
+        version,
+        actions: packet_out,
+    } = how;
     crate::coverage::XLATE_ACTIONS.inc();
     let now = Instant::now();
     let mut wc = PipeMask::new();
@@ -543,6 +615,7 @@ pub fn translate_with_priority(
         patch_entry: false,
         mirrors: frozen.as_ref().map_or(0, |st| st.mirrors),
         mirror_snaplen: 0,
+        version: version.map(|v| (bridge, v)),
     };
     let node = ctx.trace_bridge();
     let table = match &frozen {
@@ -615,6 +688,13 @@ pub fn translate_with_priority(
         _ if refused => {}
         _ if bond.is_some() => ctx.under(node, |c| c.bond_post_recirc(bond.unwrap_or_default())),
         Some(st) => ctx.under(node, |c| c.run_frozen(&st.actions, table)),
+        None if packet_out.is_some() => {
+            // No rule: OVS's rule cookie is all ones until a table lookup finds one.
+            ctx.in_packet_out = true;
+            ctx.rule_cookie = u64::MAX;
+            let actions = packet_out.unwrap_or_default();
+            ctx.under(node, |c| c.do_actions(actions, table));
+        }
         None => ctx.under(node, |c| c.do_table_ct(table, Lookup::default())),
     }
     if !refused && !ctx.freezing && ctx.res.failed.is_none() {
@@ -763,6 +843,14 @@ impl Ctx<'_> {
         true
     }
 
+    /// The version a lookup of `cls`, a table of the current bridge, sees.
+    fn lookup_version(&self, cls: &crate::classifier::Classifier<crate::bridge::Rule>) -> Version {
+        match self.version {
+            Some((b, v)) if b == self.bridge => v,
+            _ => cls.version(),
+        }
+    }
+
     /// Looks `table` up and runs the rule's actions: a `goto_table`, or the first table of a
     /// bridge a patch port or tunnel leads into (counted as a resubmit, as OVS counts them).
     fn do_table(&mut self, table: usize) {
@@ -805,7 +893,8 @@ impl Ctx<'_> {
         if let Some(p) = how.in_port {
             self.flow.dp.set_in_port(p);
         }
-        let found = cls.lookup_conjunctive(&mut self.flow, &mut self.wc);
+        let version = self.lookup_version(cls);
+        let found = cls.lookup_conjunctive_in(&mut self.flow, version, &mut self.wc);
         self.flow.dp.set_in_port(in_port);
         if how.ct_orig {
             tuple_swap(&mut self.flow.dp, ipv4);
@@ -867,7 +956,8 @@ impl Ctx<'_> {
     fn trace_lookup(&mut self, table: usize) -> Option<usize> {
         let pipe = self.pipe;
         let cls = pipe.bridges[self.bridge].tables.get(table)?;
-        let id = cls.lookup_conjunctive(&mut self.flow, &mut self.wc)?;
+        let version = self.lookup_version(cls);
+        let id = cls.lookup_conjunctive_in(&mut self.flow, version, &mut self.wc)?;
         let (m, prio, rule) = cls.get(id)?;
         self.trace.as_ref()?;
         self.trace_add(

@@ -59,6 +59,7 @@ use std::sync::mpsc::{Receiver, Sender};
 
 use flow::{FlowKey, Match};
 
+use crate::actions::DpAction;
 use crate::emc::Emc;
 use crate::flow_table::{FlowRef, FlowTable, Megaflow};
 use crate::packet::{Batch, MAX_BURST, Packet, Pool};
@@ -149,6 +150,9 @@ pub enum PmdCmd {
     /// `recirc_id`: the slow path froze what it must do under that id. Replies once the
     /// packet's actions ran.
     Execute(Box<Packet>, Sender<()>),
+    /// Run these actions, which the slow path translated already (a packet-out of a bundle,
+    /// translated where it stood in the commit), on a packet it made. Replies once they ran.
+    ExecuteActions(Box<Packet>, Vec<DpAction>, Sender<()>),
 }
 
 /// The queues of a port a PMD stopped using ([`PmdCmd::RemovePort`]'s reply), for the
@@ -415,6 +419,21 @@ impl Pmd {
         self.flush_tx();
     }
 
+    /// Runs `actions`, translated by the slow path, on a packet of its own
+    /// ([`PmdCmd::ExecuteActions`]); what they recirculate to goes the usual way.
+    pub fn execute_packet_actions(&mut self, p: &Packet, actions: &[DpAction]) {
+        let mut q = self.pool.packet_from(p.data(), p.meta.in_port);
+        q.copy_meta_from(p);
+        let mut key = FlowKey::new();
+        extract::key_metadata(&q, &mut key);
+        extract::extract_packet(&mut self.stats, &mut q, &mut key);
+        let mut b = Batch::new();
+        b.push(q);
+        self.execute(actions, &mut b);
+        self.run_recirc();
+        self.flush_tx();
+    }
+
     /// Tracks connections in `ct` (shared by the datapath's PMDs).
     pub fn set_conntrack(&mut self, ct: std::sync::Arc<conntrack::Conntrack>) {
         self.conntrack = Some(ct);
@@ -588,6 +607,10 @@ impl Pmd {
             }
             PmdCmd::Execute(p, reply) => {
                 self.execute_packet(&p);
+                let _ = reply.send(());
+            }
+            PmdCmd::ExecuteActions(p, actions, reply) => {
+                self.execute_packet_actions(&p, &actions);
                 let _ = reply.send(());
             }
         }

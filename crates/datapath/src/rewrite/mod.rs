@@ -256,6 +256,10 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) -> Result<(), RewriteError> {
         DpAction::PopEth => pop_eth(pkt),
         // Nothing reads a priority (see the variant's documentation).
         DpAction::SetPriority { .. } => Ok(()),
+        DpAction::SetMark { value, mask } => {
+            pkt.meta.pkt_mark = (pkt.meta.pkt_mark & !mask) | value;
+            Ok(())
+        }
         DpAction::Output(_)
         | DpAction::LbOutput(_)
         | DpAction::TnlPop(_)
@@ -493,6 +497,19 @@ mod tests {
         };
         assert_eq!(apply(&mut p, &set), Ok(()));
         assert_eq!((p.data(), p.meta), (&frame[..], meta));
+    }
+
+    #[test]
+    fn set_mark_writes_the_masked_bits_of_the_packet_s_mark() {
+        let frame = frame_v4(false, v4(1), v4(2), 0, 64, (1, 2), b"", true);
+        let mut p = extracted(&frame);
+        p.meta.pkt_mark = 0x1200;
+        let set = DpAction::SetMark {
+            value: 0x34,
+            mask: 0xff,
+        };
+        assert_eq!(apply(&mut p, &set), Ok(()));
+        assert_eq!((p.data(), p.meta.pkt_mark), (&frame[..], 0x1234));
     }
 
     proptest! {

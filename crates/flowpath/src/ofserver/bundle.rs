@@ -10,11 +10,14 @@
 //! one fails, the staged flow changes are reverted, the flow tables are exactly as they were,
 //! and the failing message gets OVS's error for it before the commit gets `OFPBFC_MSG_FAILED`.
 //!
-//! Flow and group mods are bundled here (a flow may use a group an earlier message of the
-//! bundle adds). Group mods are applied in their place in the commit but the group table is
-//! not versioned: a group change is visible at once and stays if a later message fails. The
-//! other bundlable messages (port mods, packet-outs) are not served yet and are refused when
-//! added.
+//! Flow and group mods and packet-outs are bundled here (a flow may use a group an earlier
+//! message of the bundle adds). Group mods are applied in their place in the commit but the
+//! group table is not versioned: a group change is visible at once and stays if a later message
+//! fails. A packet-out is translated in its place, its lookups seeing the flow mods staged
+//! before it, and a group or meter it names must exist then; the packet goes through the
+//! datapath only once the whole commit succeeded, with the actions so translated (OVS's
+//! `ofproto_packet_out_start()`, then `_finish()`). Port mods are not served yet and are
+//! refused when added.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +27,11 @@ use ofproto::flow_events::{Origin, with_origin};
 use ofproto::ofproto::Ofproto;
 use openflow::conn::ConnId;
 use openflow::error::OfpErr;
+use openflow::header::Version;
 use openflow::msgs::bundle::{BundleAdd, BundleCtrl, BundleCtrlType};
 use openflow::msgtype::{MsgType, OfpType};
+
+use super::packet_out::{self, Prepared};
 
 /// Bundles a connection may hold open at once.
 const MAX_BUNDLES: usize = 64;
@@ -103,17 +109,19 @@ pub(crate) fn encode_timeout(opened_by: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Commits a bundle's messages (headers included) to `bridge` atomically; `table_id` is
-/// whether the connection turned on `NXT_FLOW_MOD_TABLE_ID`. On failure nothing changed, and
-/// the failing message is returned with its error.
+/// Commits a bundle's messages (headers included) to `bridge` atomically; `version` is the
+/// connection's OpenFlow version, `table_id` whether it turned on `NXT_FLOW_MOD_TABLE_ID`. On
+/// failure nothing changed (but group mods), and the failing message is returned with its
+/// error; on success, the packet-outs translated in the commit are returned, to be run.
 /// Flow monitors are told each change as the connection `conn`'s bundled request's.
 pub(crate) fn commit(
     of: &Ofproto,
     conn: ConnId,
+    version: Version,
     bridge: &str,
     msgs: &[Vec<u8>],
     table_id: bool,
-) -> Result<(), MsgFailed> {
+) -> Result<Vec<Prepared>, MsgFailed> {
     let fail = |msg: &[u8], error| MsgFailed {
         msg: msg.to_vec(),
         error,
@@ -121,6 +129,7 @@ pub(crate) fn commit(
     let mut staged = of
         .begin_bundle(bridge)
         .map_err(|_| fail(&[], OfpErr::OfpbrcEperm))?;
+    let mut prepared = Vec::new();
     for m in msgs {
         let decoded = openflow::msgtype::decode(m).map(|d| (d.msg_type.kind(), d.xid));
         let r = match decoded {
@@ -131,6 +140,10 @@ pub(crate) fn commit(
                 })
             }
             Ok((OfpType::GroupMod, _)) => super::group_table::stage_group_mod(&mut staged, m),
+            Ok((OfpType::PacketOut, _)) => {
+                packet_out::prepare_bundled(of, bridge, staged.version(), version, m)
+                    .map(|p| prepared.extend(p))
+            }
             Ok(_) => Err(OfpErr::OfpbrcBadType),
             Err(e) => Err(e),
         };
@@ -138,7 +151,7 @@ pub(crate) fn commit(
         r.map_err(|e| fail(m, e))?;
     }
     staged.finish();
-    Ok(())
+    Ok(prepared)
 }
 
 /// Appends what OVS sends when a commit fails: the failing message's error (carrying that
@@ -251,7 +264,10 @@ impl Bundles {
         t: MsgType,
         check: impl FnOnce(&[u8]) -> Result<(), OfpErr>,
     ) -> Result<(), OfpErr> {
-        if !matches!(t.kind(), OfpType::FlowMod | OfpType::GroupMod) {
+        if !matches!(
+            t.kind(),
+            OfpType::FlowMod | OfpType::GroupMod | OfpType::PacketOut
+        ) {
             return Err(OfpErr::OfpbrcBadType);
         }
         check(a.msg)?;
@@ -340,7 +356,15 @@ mod tests {
             flow_mod("arp", Delete, 2),
             flow_mod("check_overlap,priority=9,tcp,actions=drop", Add, 3),
         ];
-        let f = commit(&of, ConnId(1), "br0", &msgs, false).unwrap_err();
+        let f = commit(
+            &of,
+            ConnId(1),
+            openflow::header::Version::Of14,
+            "br0",
+            &msgs,
+            false,
+        )
+        .unwrap_err();
         assert_eq!((f.error, &f.msg), (OfpErr::OfpfmfcOverlap, &msgs[2]));
         assert_eq!(dump(&of), before);
         // The failing message's error carries it and its xid; then the commit's.
@@ -351,8 +375,75 @@ mod tests {
         assert_eq!(&out[4..8], &[0, 0, 0, 3]);
         assert_eq!(&out[12..12 + msgs[2].len()], &msgs[2][..]);
         assert_eq!(&out[first + 4..first + 8], &[0, 0, 0, 7]);
-        commit(&of, ConnId(1), "br0", &msgs[..2], false).unwrap();
+        commit(
+            &of,
+            ConnId(1),
+            openflow::header::Version::Of14,
+            "br0",
+            &msgs[..2],
+            false,
+        )
+        .unwrap();
         assert_eq!(dump(&of), ["priority=9,ip actions=output:1"]);
+    }
+
+    /// An OpenFlow 1.4 packet-out from port 6 of `actions` with transaction id `xid`.
+    fn packet_out(actions: &str, xid: u32) -> Vec<u8> {
+        use openflow::msgs::packet_out::{PacketOut, port_match};
+        let spec = ofproto::syntax::parse_flow(
+            &format!("actions={actions}"),
+            ofproto::syntax::FlowKind::Add,
+            &ofproto::syntax::NoPortNames,
+        )
+        .unwrap();
+        let po = PacketOut {
+            buffer_id: openflow::msgs::packet_in::NO_BUFFER,
+            metadata: port_match(6),
+            actions: spec.actions,
+            packet: vec![
+                0, 1, 2, 3, 4, 5, 0, 0x10, 0x20, 0x30, 0x40, 0x50, 0x12, 0x34,
+            ],
+        };
+        let mut out = Vec::new();
+        po.encode(Version::Of14, xid, &Default::default(), &mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_bundled_packet_out_is_translated_in_its_place_and_can_fail_the_commit() {
+        use openflow::flow_mod::FlowModCommand::Add;
+        let of = Ofproto::new();
+        of.add_bridge("br0").unwrap();
+        let p1 = ofproto::bridge::OfPort {
+            name: "p1".into(),
+            ofport: 1,
+            dp_port: Some(1),
+            peer: None,
+            vlan: Default::default(),
+        };
+        of.add_port("br0", p1).unwrap();
+        let before = dump(&of);
+        // Group 3 does not exist: the commit fails on the packet-out, after the flow mod.
+        let msgs = [
+            flow_mod("in_port=6,actions=output:1", Add, 1),
+            packet_out("group:3", 2),
+        ];
+        let f = commit(&of, ConnId(1), Version::Of14, "br0", &msgs, false).unwrap_err();
+        assert_eq!((f.error, &f.msg), (OfpErr::OfpbacBadOutGroup, &msgs[1]));
+        assert_eq!(dump(&of), before);
+        // Through the tables, the packet-out sees the flow the bundle staged before it.
+        let msgs = [
+            flow_mod("in_port=6,actions=output:1", Add, 1),
+            packet_out("resubmit(,0)", 2),
+        ];
+        let prepared = commit(&of, ConnId(1), Version::Of14, "br0", &msgs, false).unwrap();
+        assert_eq!(prepared.len(), 1);
+        assert_eq!(
+            prepared[0].actions,
+            [datapath::actions::DpAction::Output(1)],
+            "{prepared:?}"
+        );
     }
 
     #[test]

@@ -85,9 +85,20 @@ impl CommitWorker {
 
 /// Commits the job's messages to its bridge; once they are in force, for the packets too: megaflows the
 /// new tables made stale are revalidated before the reply says so.
+/// The bundle's packet-outs go through the datapath then, before the reply.
 fn commit(of: &Ofproto, dp: &Mutex<Datapath>, job: &CommitJob) -> Result<(), bundle::MsgFailed> {
-    bundle::commit(of, job.conn, &job.bridge, &job.msgs, job.table_id)?;
+    let prepared = bundle::commit(
+        of,
+        job.conn,
+        job.version,
+        &job.bridge,
+        &job.msgs,
+        job.table_id,
+    )?;
     of.sync_megaflows(dp);
+    for p in prepared {
+        super::packet_out::run_prepared(dp, p);
+    }
     Ok(())
 }
 

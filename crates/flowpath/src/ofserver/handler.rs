@@ -374,7 +374,11 @@ impl OfHandler {
                 if !conn.may_modify() {
                     return Err(OfpErr::OfpbrcIsSecondary);
                 }
+                let kind = t.kind();
                 return self.bundles.entry(c).or_default().add(&a, raw, t, |msg| {
+                    if kind == OfpType::PacketOut {
+                        return super::packet_out::check_bundled(conn.version, msg);
+                    }
                     if group_table::is_group_mod(msg) {
                         return group_table::check_group_mod(msg);
                     }

@@ -17,14 +17,17 @@
 
 use std::sync::{Mutex, OnceLock};
 
+use datapath::actions::DpAction;
 use datapath::dpif::Datapath;
 use datapath::packet::Packet;
 use flow::FlowKey;
 use ofproto::ofproto::Ofproto;
 use ofproto::pipekey::PipeMatch;
 use ofproto::recirc::{FrozenAction, FrozenState};
+use ofproto::syntax::OfAction;
 use openflow::actions::check_actions;
 use openflow::error::OfpErr;
+use openflow::header::Version;
 use openflow::msgs::packet_in::{ActionGroup, Continuation, NO_BUFFER, PacketIn};
 use openflow::msgs::packet_out::PacketOut;
 use openflow::msgtype::Message;
@@ -130,12 +133,8 @@ pub(crate) fn packet_out(
     m: &Message<'_>,
 ) -> Result<(), OfpErr> {
     crate::coverage_cmd::OFPROTO_PACKET_OUT.inc();
-    let po = PacketOut::decode(m)?;
-    if po.buffer_id != NO_BUFFER {
-        return Err(OfpErr::OfpbrcBufferUnknown);
-    }
-    let flow = packet_flow(&po.packet, &po.metadata);
-    check_actions(conn.version, 0, &po.actions, &flow)?;
+    let po = decode_checked(conn.version, m)?;
+    check_in_bridge(of, &conn.bridge, &po.actions)?;
     if po.actions.is_empty() {
         return Ok(());
     }
@@ -153,6 +152,93 @@ pub(crate) fn packet_out(
         po.packet,
         None,
     )
+}
+
+/// A packet-out decoded and checked as OVS's `ofproto_packet_out_init()` checks it, before
+/// any table is consulted: no buffer, actions consistent with the packet.
+fn decode_checked(version: Version, m: &Message<'_>) -> Result<PacketOut, OfpErr> {
+    let po = PacketOut::decode(m)?;
+    if po.buffer_id != NO_BUFFER {
+        return Err(OfpErr::OfpbrcBufferUnknown);
+    }
+    let flow = packet_flow(&po.packet, &po.metadata);
+    check_actions(version, 0, &po.actions, &flow)?;
+    Ok(po)
+}
+
+/// Checks a packet-out's actions against the bridge's groups and meters, as OVS's
+/// `ofproto_check_ofpacts()` does when the packet-out is to run.
+fn check_in_bridge(of: &Ofproto, bridge: &str, actions: &[OfAction]) -> Result<(), OfpErr> {
+    if of.missing_group(bridge, actions).is_some() {
+        return Err(OfpErr::OfpbacBadOutGroup);
+    }
+    of.check_meters(bridge, actions)
+        .map_err(super::meter_table::ofp_err)
+}
+
+/// Checks `msg`, an `OFPT_PACKET_OUT` (header included) a connection of OpenFlow version
+/// `version` adds to a bundle, as OVS checks it then: what does not depend on the tables.
+pub(crate) fn check_bundled(version: Version, msg: &[u8]) -> Result<(), OfpErr> {
+    decode_checked(version, &openflow::msgtype::decode(msg)?).map(drop)
+}
+
+/// A bundled packet-out translated where it stood in its commit: the packet and the datapath
+/// actions to run on it once the commit succeeded (OVS's `ofproto_packet_out_finish()`).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) packet: Packet,
+    pub(crate) actions: Vec<DpAction>,
+}
+
+/// Translates the bundled packet-out `msg` (header included) of a connection of OpenFlow
+/// version `version` where it stands in the commit to `bridge`: its lookups see table version
+/// `tables`, with the flow mods staged before it (OVS's `ofproto_packet_out_start()`). A
+/// group or meter it names must exist by then. `None` for a packet-out without actions.
+pub(crate) fn prepare_bundled(
+    of: &Ofproto,
+    bridge: &str,
+    tables: ofproto::classifier::Version,
+    version: Version,
+    msg: &[u8],
+) -> Result<Option<Prepared>, OfpErr> {
+    crate::coverage_cmd::OFPROTO_PACKET_OUT.inc();
+    let po = decode_checked(version, &openflow::msgtype::decode(msg)?)?;
+    check_in_bridge(of, bridge, &po.actions)?;
+    if po.actions.is_empty() {
+        return Ok(None);
+    }
+    let actions = po.actions.into_iter().map(FrozenAction::Of).collect();
+    let thaw = Thaw {
+        packet_out: true,
+        ..Thaw::default()
+    };
+    let packet = freeze(of, bridge, &po.metadata, thaw, actions, &po.packet, None)?;
+    let mut key = FlowKey::new();
+    key.set_in_port(packet.meta.in_port)
+        .set_recirc_id(packet.meta.recirc_id);
+    if packet.meta.pkt_mark != 0 {
+        key.set_pkt_mark(packet.meta.pkt_mark);
+    }
+    if packet.meta.ct_state != 0 {
+        datapath::ct::to_key(&packet, &mut key, true);
+    }
+    flow::extract(packet.data(), &mut key);
+    let x = {
+        let pipe = of.pipe.read().unwrap_or_else(|e| e.into_inner());
+        ofproto::xlate::translate_in_version(&pipe, &key, tables, None)
+    };
+    // Actions the datapath cannot run drop the packet, as an upcall's would.
+    let actions = datapath::actions::compile(&x.actions).unwrap_or_default();
+    Ok(Some(Prepared { packet, actions }))
+}
+
+/// Runs a bundled packet-out prepared by [`prepare_bundled`], its commit done.
+pub(crate) fn run_prepared(dp: &Mutex<Datapath>, p: Prepared) {
+    let Ok(dp) = dp.lock() else {
+        return;
+    };
+    dp.execute_actions(p.packet, p.actions);
+    crate::coverage_cmd::DPIF_EXECUTE.inc();
 }
 
 /// `NXT_RESUME` on a connection of `conn.bridge`.
@@ -287,6 +373,24 @@ fn inject(
     packet: Vec<u8>,
     odp_port: Option<u32>,
 ) -> Result<(), OfpErr> {
+    let p = freeze(of, bridge, metadata, thaw, actions, &packet, odp_port)?;
+    let dp = dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
+    dp.execute(p);
+    crate::coverage_cmd::DPIF_EXECUTE.inc();
+    Ok(())
+}
+
+/// The datapath packet of `packet` whose pass is the frozen state of [`inject`]'s arguments:
+/// its `recirc_id` names the state, its metadata is the message's.
+fn freeze(
+    of: &Ofproto,
+    bridge: &str,
+    metadata: &PipeMatch,
+    thaw: Thaw,
+    actions: Vec<FrozenAction>,
+    packet: &[u8],
+    odp_port: Option<u32>,
+) -> Result<Packet, OfpErr> {
     let k = metadata.key();
     let in_port = k.dp.in_port();
     let (recirc_id, dp_port) = {
@@ -312,7 +416,7 @@ fn inject(
         let id = pipe.recirc.intern(state).ok_or(OfpErr::OfpbrcEperm)?;
         (id, dp_port)
     };
-    let mut p = Packet::from_slice(&packet);
+    let mut p = Packet::from_slice(packet);
     p.meta.in_port = dp_port;
     p.meta.recirc_id = recirc_id;
     p.meta.pkt_mark = k.dp.pkt_mark();
@@ -320,10 +424,7 @@ fn inject(
     if k.dp.ct_state() != 0 {
         datapath::ct::from_key(&mut p, &k.dp);
     }
-    let dp = dp.lock().map_err(|_| OfpErr::OfpbrcEperm)?;
-    dp.execute(p);
-    crate::coverage_cmd::DPIF_EXECUTE.inc();
-    Ok(())
+    Ok(p)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! of those bits. `conj_id` itself is not in the datapath key; it is only set during the
 //! second lookup.
 
-use super::{Classifier, Entry, RuleId, hash_masked};
+use super::{Classifier, Entry, RuleId, Version, hash_masked};
 use crate::bridge::Rule;
 use crate::pipekey::{PipeKey, PipeMask};
 use crate::syntax::OfAction;
@@ -102,8 +102,19 @@ impl<T: Conjunctive> Classifier<T> {
     /// `classifier_lookup()`); ORs into `wc` every bit of `key` the answer depended on.
     /// `key.meta.conj_id` is set during the lookups of complete conjunctions and restored.
     pub fn lookup_conjunctive(&self, key: &mut PipeKey, wc: &mut PipeMask) -> Option<RuleId> {
+        self.lookup_conjunctive_in(key, self.version, wc)
+    }
+
+    /// [`Self::lookup_conjunctive`] among the rules visible in `version` (a bundle's
+    /// packet-out sees the flow mods staged before it).
+    pub fn lookup_conjunctive_in(
+        &self,
+        key: &mut PipeKey,
+        version: Version,
+        wc: &mut PipeMask,
+    ) -> Option<RuleId> {
         let mut soft: Vec<Soft> = Vec::new();
-        let hard = self.lookup_pass(key, self.version, wc, &mut |id, e: &Entry<T>| {
+        let hard = self.lookup_pass(key, version, wc, &mut |id, e: &Entry<T>| {
             let is_soft = e.value.clauses(&mut |_, _, _| {});
             if is_soft {
                 soft.push((id, e.priority));
@@ -134,7 +145,7 @@ impl<T: Conjunctive> Classifier<T> {
                 if let Some(conj_id) = find_conjunctive_match(&e.value, n_soft_pri, &mut partials) {
                     let saved = key.meta.conj_id;
                     key.meta.conj_id = conj_id;
-                    let found = self.lookup_pass(key, self.version, wc, &mut |_, e: &Entry<T>| {
+                    let found = self.lookup_pass(key, version, wc, &mut |_, e: &Entry<T>| {
                         e.value.clauses(&mut |_, _, _| {})
                     });
                     key.meta.conj_id = saved;

@@ -260,12 +260,45 @@ impl BundleCommit<'_> {
 
     /// Applies a group mod of the bundle, in its order: flows staged after it may use the group.
     /// Group tables are not versioned: the change is visible at once and stays if the bundle
-    /// fails later.
+    /// fails later. A group deleted takes the flows that use it: the published ones at once,
+    /// those the bundle staged from its version on (as OVS deletes them in the bundle's).
     pub fn group_mod(
         &mut self,
         gm: &crate::group::GroupMod,
     ) -> Result<crate::group::GroupModDone, super::GroupModFailure> {
-        self.of.group_mod_serialized(&self.bridge, gm)
+        let done = self.of.group_mod_serialized(&self.bridge, gm)?;
+        if !done.deleted.is_empty() {
+            self.hide_group_users(&done.deleted);
+        }
+        Ok(done)
+    }
+
+    /// Hides from the bundle's version the rules visible in it that use a group of `deleted`.
+    fn hide_group_users(&mut self, deleted: &[u32]) {
+        let mut p = self.of.write();
+        let Some(b) = p.bridge_mut(&self.bridge) else {
+            return;
+        };
+        let v = self.version;
+        let mut dead = Vec::new();
+        for (t, table) in b.tables.iter().enumerate() {
+            dead.extend(
+                table
+                    .iter_in(v)
+                    .filter(|(_, _, _, r)| {
+                        let mut used = Vec::new();
+                        crate::group::groups_used(&r.actions, &mut used);
+                        used.iter().any(|g| deleted.contains(g))
+                    })
+                    .map(|(id, ..)| (t, id)),
+            );
+        }
+        for (t, id) in dead {
+            b.tables[t].hide_in(id, v);
+            self.staged.push(Staged::Hidden(t, id));
+            let removed = FlowChange::Removed(RemovedReason::GroupDelete);
+            self.changes.push((t, id, removed, current_origin()));
+        }
     }
 
     /// Undoes every staged change: the tables are as they were before the bundle.
@@ -410,6 +443,28 @@ mod tests {
         let b = of.read();
         assert_eq!(b.bridges[0].tables_version(), v0 + 1);
         assert_eq!(b.bridges[0].n_rules(), 3, "hidden rules are removed");
+    }
+
+    #[test]
+    fn a_group_deleted_in_a_bundle_takes_the_flows_the_bundle_staged_with_it() {
+        use crate::syntax::group::parse_group_mod;
+        let of = switch();
+        let group = |text: &str| parse_group_mod(text, None, &NoPortNames).unwrap();
+        let mut c = of.begin_bundle("br0").unwrap();
+        c.group_mod(&group("group_id=1,type=all,bucket=output:2"))
+            .unwrap();
+        c.flow_mod(
+            FlowModOp::Add,
+            &spec("priority=7,udp,actions=group:1", FlowKind::Add),
+        )
+        .unwrap();
+        c.group_mod(&group("delete group_id=1")).unwrap();
+        c.finish();
+        assert!(
+            flows(&of).iter().all(|f| f.priority != 7),
+            "the flow went with its group"
+        );
+        assert_eq!(of.read().bridges[0].n_rules(), 3);
     }
 
     /// The output port of the rule `key` hits in table 0, as a lookup under one read lock

@@ -58,18 +58,20 @@ impl Ctx<'_> {
             self.trigger_freeze();
             return;
         }
-        self.controller_with(reason, c.max_len, c.id, &c.userdata);
-        self.meter_packet_in(c.meter_id);
+        self.controller_with(reason, c.max_len, c.id, &c.userdata, c.meter_id);
     }
 
     /// With a meter, as OVS's `put_controller_user_action()`: the packet-in just emitted goes
     /// in a sample of every packet, `sample(sample=100.0%,actions(meter(M),userspace(...)))`,
     /// so that the meter limits the packet-ins and nothing else; a paused packet-in's too (OVS
     /// 3.1.5's "Fix continuations with associated metering": OVN polices its DHCP and other
-    /// paused packet-ins with control-plane meters). A meter the bridge does not have limits
-    /// nothing.
+    /// paused packet-ins with control-plane meters). Without a meter of its own, a packet-in
+    /// goes through the bridge's controller meter (`meter=controller`, OpenFlow's
+    /// `OFPM_CONTROLLER`) if it has one, as OVS's `xlate_controller_action()` meters every
+    /// packet-in. A meter the bridge does not have limits nothing.
     fn meter_packet_in(&mut self, meter_id: Option<u32>) {
-        let meter = meter_id.and_then(|m| self.br().meters.dp_id(m));
+        let meter_id = meter_id.unwrap_or(crate::meter::OFPM13_CONTROLLER);
+        let meter = self.br().meters.dp_id(meter_id);
         if let Some(dp) = meter
             && matches!(self.out.last(), Some(Action::Userspace(_)))
         {
@@ -83,12 +85,20 @@ impl Ctx<'_> {
 
     /// Output to `CONTROLLER` (and the pipeline's own packet-ins, such as `invalid_ttl`).
     pub(super) fn controller(&mut self, reason: u8, max_len: u16, id: u16) {
-        self.controller_with(reason, max_len, id, &[]);
+        self.controller_with(reason, max_len, id, &[], None);
     }
 
-    fn controller_with(&mut self, reason: u8, max_len: u16, id: u16, userdata: &[u8]) {
+    fn controller_with(
+        &mut self,
+        reason: u8,
+        max_len: u16,
+        id: u16,
+        userdata: &[u8],
+        meter_id: Option<u32>,
+    ) {
         let state = self.packet_in_state(Vec::new(), userdata.to_vec());
         self.emit_controller(state, reason, max_len, id, false);
+        self.meter_packet_in(meter_id);
     }
 
     /// Ends a translation that `controller(pause)` froze (instead of `recirc(ID)`): the frozen
