@@ -20,7 +20,7 @@ pub enum RemovedReason {
     IdleTimeout = 0,
     HardTimeout = 1,
     Delete = 2,
-    /// The group its actions used was deleted (told to flow monitors only).
+    /// The group its actions used was deleted.
     GroupDelete = 3,
 }
 
@@ -50,6 +50,18 @@ impl Bridge {
             (&m, priority, &rule),
             crate::flow_events::FlowChange::Removed(reason),
         );
+        self.keep_removed(table, (m, priority, rule), reason, at);
+    }
+
+    /// Keeps `rule` of `table`, removed for `reason`, for the flow-removed message if it asked
+    /// for one (the flow monitors told already).
+    pub(crate) fn keep_removed(
+        &mut self,
+        table: usize,
+        (m, priority, rule): (PipeMatch, u16, Rule),
+        reason: RemovedReason,
+        at: Instant,
+    ) {
         if rule.flags.0 & FlowModFlags::SEND_FLOW_REM == 0 {
             return;
         }

@@ -239,10 +239,20 @@ impl BundleCommit<'_> {
         if let Some(b) = p.bridge_mut(&self.bridge) {
             b.set_tables_version(self.version);
             b.begin_change();
+            let now = std::time::Instant::now();
             for (t, id, change, origin) in std::mem::take(&mut self.changes) {
                 if let Some((m, p, r)) = b.tables[t].get(id) {
                     let (m, r) = (m.expand(), r.clone());
+                    let removed = match change {
+                        FlowChange::Removed(why) => Some(why),
+                        _ => None,
+                    };
                     b.note_change_by(t, (&m, p, &r), change, origin);
+                    // A rule the bundle deleted, or whose group it deleted, is told to the
+                    // controllers that asked (`send_flow_rem`), as a flow mod's deletion is.
+                    if let Some(why) = removed {
+                        b.keep_removed(t, (m, p, r), why, now);
+                    }
                 }
             }
             let mut removed = Vec::new();
@@ -465,6 +475,58 @@ mod tests {
             "the flow went with its group"
         );
         assert_eq!(of.read().bridges[0].n_rules(), 3);
+    }
+
+    /// The flow-removed messages `of`'s bridge has for the controllers: priority and reason.
+    fn told_removed(of: &Ofproto) -> Vec<(u16, RemovedReason)> {
+        let mut p = of.write();
+        let b = p.bridge_mut("br0").unwrap();
+        crate::flow_removed::take_removed(b)
+            .into_iter()
+            .map(|r| (r.priority, r.reason))
+            .collect()
+    }
+
+    #[test]
+    fn flows_a_bundle_deletes_are_told_as_removed() {
+        let of = switch();
+        of.add_flow("br0", "priority=8,tcp,send_flow_rem,actions=drop")
+            .unwrap();
+        let mut c = of.begin_bundle("br0").unwrap();
+        c.flow_mod(
+            FlowModOp::Delete { strict: false },
+            &spec("tcp", FlowKind::ModOrDel),
+        )
+        .unwrap();
+        c.finish();
+        assert_eq!(told_removed(&of), [(8, RemovedReason::Delete)]);
+    }
+
+    #[test]
+    fn flows_a_group_delete_takes_are_told_as_removed_for_it() {
+        use crate::syntax::group::parse_group_mod;
+        let of = switch();
+        let group = |text: &str| parse_group_mod(text, None, &NoPortNames).unwrap();
+        of.group_mod("br0", &group("group_id=1,type=all,bucket=output:2"))
+            .unwrap();
+        of.add_flow("br0", "priority=8,udp,send_flow_rem,actions=group:1")
+            .unwrap();
+        of.add_flow("br0", "priority=9,tcp,send_flow_rem,actions=group:1")
+            .unwrap();
+        // Outside a bundle, then inside one.
+        of.group_mod("br0", &group("delete group_id=1")).unwrap();
+        let mut told = told_removed(&of);
+        told.sort_by_key(|t| t.0);
+        let why = RemovedReason::GroupDelete;
+        assert_eq!(told, [(8, why), (9, why)]);
+        of.group_mod("br0", &group("group_id=2,type=all,bucket=output:2"))
+            .unwrap();
+        of.add_flow("br0", "priority=8,udp,send_flow_rem,actions=group:2")
+            .unwrap();
+        let mut c = of.begin_bundle("br0").unwrap();
+        c.group_mod(&group("delete group_id=2")).unwrap();
+        c.finish();
+        assert_eq!(told_removed(&of), [(8, why)]);
     }
 
     /// The output port of the rule `key` hits in table 0, as a lookup under one read lock

@@ -5,7 +5,6 @@
 //! them), and the change makes the revalidator look at every megaflow again, so that flows
 //! that used a group changed since follow it.
 
-use crate::flow_events::FlowChange;
 use crate::flow_removed::RemovedReason;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
@@ -85,15 +84,13 @@ impl Ofproto {
                 );
             }
             let mut removed = Vec::new();
+            let now = Instant::now();
             b.begin_change();
             for (t, id) in dead {
                 if let Some((m, p, r)) = b.remove_rule(t, id) {
-                    // OVS tells the monitors with reason `group_delete`.
-                    b.note_change(
-                        t,
-                        (&m, p, &r),
-                        FlowChange::Removed(RemovedReason::GroupDelete),
-                    );
+                    // OVS tells the monitors and the controllers with reason `group_delete`.
+                    let why = RemovedReason::GroupDelete;
+                    b.note_removed(t, (m, p, r.clone()), why, now);
                     removed.push(r);
                 }
             }
