@@ -166,7 +166,9 @@ mod tests {
         let d = drops(&s);
         assert_eq!(
             d.len(),
-            6 + TnlPopDrop::ALL.len() + datapath::xlate_drop::XlateDrop::ALL.len()
+            5 + datapath::gso::GsoError::ALL.len()
+                + TnlPopDrop::ALL.len()
+                + datapath::xlate_drop::XlateDrop::ALL.len()
         );
         let mut names: Vec<&str> = d.iter().map(|d| d.reason.as_str()).collect();
         names.sort_unstable();
