@@ -2,8 +2,10 @@
 //! commands (`ofctl/add-flow` and friends, which `flowpath ofctl` sends), `fdb/show`, and
 //! bridge and patch-port management (`add-br`, `del-br`, `add-port`, `del-port`).
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use datapath::dpif::Datapath;
 
@@ -12,6 +14,7 @@ use ofproto::ofproto::Ofproto;
 use unixctl::Registry;
 
 use crate::port_ops::PortBackend;
+use crate::vswitchd::ofport::OfportPool;
 
 /// Splits a leading `--strict` off `args`.
 fn strict(args: &[String]) -> (bool, &[String]) {
@@ -185,22 +188,50 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     let _ = reg.register("add-br", "BRIDGE", 1, 1, move |a| {
         crate::port_ops::add_bridge(&of2, &dp2, &a[0], None).map(|()| String::new())
     });
-    let (of2, dp2, base2) = (of.clone(), dp.clone(), base.to_path_buf());
+    let ofports = Ofports::default();
+    let (of2, dp2, base2, ofports2) = (of.clone(), dp.clone(), base.to_path_buf(), ofports.clone());
     let _ = reg.register(
         "add-port",
         "BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B] [vlan_mode=MODE]",
         3,
         12,
-        move |a| add_port(&of2, &dp2, &base2, a).map(|_| String::new()),
+        move |a| add_port(&of2, &dp2, &base2, &ofports2, a).map(|_| String::new()),
     );
-    let (of2, dp2) = (of.clone(), dp.clone());
+    let (of2, dp2, ofports2) = (of.clone(), dp.clone(), ofports.clone());
     let _ = reg.register("del-br", "BRIDGE", 1, 1, move |a| {
-        crate::port_ops::del_bridge(&of2, &dp2, &a[0]).map(|()| String::new())
+        crate::port_ops::del_bridge(&of2, &dp2, &a[0])?;
+        locked_ofports(&ofports2).remove(&a[0]);
+        Ok(String::new())
     });
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("del-port", "PORT", 1, 1, move |a| {
-        crate::port_ops::del_port(&of2, &dp2, &a[0], true).map(|()| String::new())
+        let held = port_of(&of2, &a[0]);
+        crate::port_ops::del_port(&of2, &dp2, &a[0], true)?;
+        if let Some((bridge, n)) = held {
+            let mut pools = locked_ofports(&ofports);
+            let pool = pools.entry(bridge).or_default();
+            pool.hold(n);
+            pool.release(n, Instant::now());
+        }
+        Ok(String::new())
     });
+}
+
+/// The OpenFlow port numbers of each bridge's ports that `add-port` numbers itself, handed
+/// out as `ovs-vswitchd` hands them out ([`OfportPool`]): a number `del-port` freed is not
+/// given again at once.
+type Ofports = Arc<Mutex<HashMap<String, OfportPool>>>;
+
+fn locked_ofports(o: &Ofports) -> std::sync::MutexGuard<'_, HashMap<String, OfportPool>> {
+    o.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The bridge and OpenFlow number of port `name`.
+fn port_of(of: &Ofproto, name: &str) -> Option<(String, u32)> {
+    let p = of.pipe.read().ok()?;
+    p.bridges
+        .iter()
+        .find_map(|b| b.port_number(name).map(|n| (b.name.clone(), n)))
 }
 
 type OfCommand = fn(&Ofproto, &[String]) -> Result<String, String>;
@@ -209,7 +240,13 @@ type OfCommand = fn(&Ofproto, &[String]) -> Result<String, String>;
 /// the port types and options of the configuration file (`type=patch options:peer=NAME`,
 /// `type=pcap options:rx_pcap=FILE`, ...; relative paths are taken from the configuration
 /// file's directory).
-fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Result<(), String> {
+fn add_port(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    base: &Path,
+    ofports: &Ofports,
+    a: &[String],
+) -> Result<(), String> {
     let (bridge, name) = (&a[0], &a[1]);
     let mut kind = None;
     let mut peer = None;
@@ -272,7 +309,14 @@ fn add_port(of: &Ofproto, dp: &Mutex<Datapath>, base: &Path, a: &[String]) -> Re
             let b = p
                 .bridge(bridge)
                 .ok_or_else(|| format!("no bridge named {bridge}"))?;
-            (1..).find(|n| !b.ports.contains_key(n)).unwrap_or(1)
+            let mut pools = locked_ofports(ofports);
+            let pool = pools.entry(bridge.clone()).or_default();
+            // The ports the configuration or an `ofport=N` numbered hold theirs.
+            for n in b.ports.keys() {
+                pool.hold(*n);
+            }
+            pool.alloc(None, Instant::now())
+                .ok_or("no free OpenFlow port number")?
         }
     };
     let backend = if crate::config::TUNNEL_TYPES.contains(&kind.as_str()) {

@@ -69,7 +69,7 @@ use openflow::conn::{ConnId, Dest, EventLoop, ListenerId, MsgKind, bridge_target
 use openflow::header::Version;
 use openflow::hello::VersionSet;
 use openflow::msgs::async_config::AsyncMsg;
-use openflow::msgs::port::{PhyPort, PortReason, PortStatus};
+use openflow::msgs::port::{OFPPS_LIVE, PhyPort, PortReason, PortStatus};
 
 pub(crate) use bridge_view::{datapath_id, port_mac};
 use connmgr::{Admitting, ConnMgr};
@@ -305,21 +305,9 @@ impl Server {
         let Some(new) = self.bridges.get(bridge).map(|e| &e.ports) else {
             return;
         };
-        let mut changes = Vec::new();
-        for (no, p) in new {
-            match old.get(no) {
-                None => changes.push((PortReason::Add, p.clone())),
-                Some(o) if o != p => changes.push((PortReason::Modify, p.clone())),
-                Some(_) => {}
-            }
-        }
-        for (no, p) in old {
-            if !new.contains_key(no) {
-                changes.push((PortReason::Delete, p.clone()));
-            }
-        }
+        let changes = port_changes(old, new);
         let sources = &mut self.handler.port_mod_sources;
-        for (reason, desc) in changes {
+        for (reason, desc, before) in changes {
             // Before OpenFlow 1.5, the connection whose port mod it was is not told.
             let source = sources.remove(&(bridge.to_owned(), desc.port_no));
             let status = PortStatus { reason, desc };
@@ -327,13 +315,110 @@ impl Server {
                 if Some(*id) == source && c.version < Version::Of15 {
                     continue;
                 }
-                if c.bridge == bridge && c.receives_async(AsyncMsg::PortStatus, reason as u32) {
-                    let mut m = Vec::new();
-                    status.encode(c.version, &mut m);
+                if c.bridge == bridge
+                    && c.receives_async(AsyncMsg::PortStatus, reason as u32)
+                    && let Some(m) = status_message(c.version, &status, before.as_ref())
+                {
                     ev.send(Dest::Conn(*id), m, MsgKind::Async);
                 }
             }
         }
         sources.retain(|(b, _), _| b != bridge);
+    }
+}
+
+/// `status` in `version`, unless it is a modification that `version` cannot show (the port
+/// as it was, `before`, encodes the same: LIVE in OpenFlow 1.0, say), which OVS's
+/// `connmgr_send_port_status()` does not send.
+fn status_message(
+    version: Version,
+    status: &PortStatus,
+    before: Option<&PhyPort>,
+) -> Option<Vec<u8>> {
+    let mut m = Vec::new();
+    status.encode(version, &mut m);
+    if let Some(before) = before {
+        let mut was = Vec::new();
+        let old = PortStatus {
+            reason: status.reason,
+            desc: before.clone(),
+        };
+        old.encode(version, &mut was);
+        if was == m {
+            return None;
+        }
+    }
+    Some(m)
+}
+
+/// The port statuses that take a bridge's ports from `old` to `new`: reason, description,
+/// and for a modification the description before it. A port that comes up live is announced
+/// as OVS announces it, installed first (ADD, not yet LIVE) and live at its first run (MOD).
+fn port_changes(
+    old: &BTreeMap<u32, PhyPort>,
+    new: &BTreeMap<u32, PhyPort>,
+) -> Vec<(PortReason, PhyPort, Option<PhyPort>)> {
+    let mut changes = Vec::new();
+    for (no, p) in new {
+        match old.get(no) {
+            None if p.state & OFPPS_LIVE != 0 => {
+                let mut installed = p.clone();
+                installed.state &= !OFPPS_LIVE;
+                changes.push((PortReason::Add, installed.clone(), None));
+                changes.push((PortReason::Modify, p.clone(), Some(installed)));
+            }
+            None => changes.push((PortReason::Add, p.clone(), None)),
+            Some(o) if o != p => changes.push((PortReason::Modify, p.clone(), Some(o.clone()))),
+            Some(_) => {}
+        }
+    }
+    for (no, p) in old {
+        if !new.contains_key(no) {
+            changes.push((PortReason::Delete, p.clone(), None));
+        }
+    }
+    changes
+}
+
+#[cfg(test)]
+mod port_status_tests {
+    use super::*;
+
+    fn port(no: u32, state: u32) -> PhyPort {
+        PhyPort {
+            port_no: no,
+            hw_addr: flow::EthAddr([2, 0, 0, 0, 0, no as u8]),
+            name: format!("p{no}"),
+            config: 0,
+            state,
+            curr: 0,
+            advertised: 0,
+            supported: 0,
+            peer: 0,
+            curr_speed: 0,
+            max_speed: 0,
+        }
+    }
+
+    #[test]
+    fn a_live_port_is_added_then_made_live_as_ovs_announces_it() {
+        let old = BTreeMap::new();
+        let new = BTreeMap::from([(1, port(1, OFPPS_LIVE)), (2, port(2, 1))]);
+        let c = port_changes(&old, &new);
+        let got: Vec<(PortReason, u32, u32)> =
+            c.iter().map(|(r, p, _)| (*r, p.port_no, p.state)).collect();
+        assert_eq!(
+            got,
+            [
+                (PortReason::Add, 1, 0),
+                (PortReason::Modify, 1, OFPPS_LIVE),
+                (PortReason::Add, 2, 1)
+            ]
+        );
+        // OpenFlow 1.0 has no LIVE bit: its connections get the ADD only.
+        let (reason, desc, before) = c[1].clone();
+        let status = PortStatus { reason, desc };
+        assert!(status_message(Version::Of10, &status, before.as_ref()).is_none());
+        assert!(status_message(Version::Of12, &status, before.as_ref()).is_some());
     }
 }

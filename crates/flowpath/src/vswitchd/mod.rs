@@ -16,7 +16,7 @@ mod desired;
 mod iface_types;
 mod knobs;
 mod local_addrs;
-mod ofport;
+pub(crate) mod ofport;
 mod port_order;
 mod reconcile;
 mod status;

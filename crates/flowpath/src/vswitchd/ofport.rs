@@ -45,6 +45,11 @@ impl OfportPool {
         Some(n)
     }
 
+    /// A port holds `n`, numbered elsewhere (a configuration file, a request).
+    pub fn hold(&mut self, n: u32) {
+        self.usage.insert(n, None);
+    }
+
     /// The port holding `n` went.
     pub fn release(&mut self, n: u32, now: Instant) {
         if let Some(u) = self.usage.get_mut(&n) {
