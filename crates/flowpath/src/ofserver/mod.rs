@@ -353,7 +353,10 @@ fn status_message(
 
 /// The port statuses that take a bridge's ports from `old` to `new`: reason, description,
 /// and for a modification the description before it. A port that comes up live is announced
-/// as OVS announces it, installed first (ADD, not yet LIVE) and live at its first run (MOD).
+/// as OVS announces it, installed first (ADD, not yet LIVE) and live at its first run (MOD);
+/// a change of both configuration and link state likewise in OVS's two steps, the
+/// configuration at once (LIVE dropped with it when the port is no longer live), the link
+/// state when the device reports it.
 fn port_changes(
     old: &BTreeMap<u32, PhyPort>,
     new: &BTreeMap<u32, PhyPort>,
@@ -368,6 +371,12 @@ fn port_changes(
                 changes.push((PortReason::Modify, p.clone(), Some(installed)));
             }
             None => changes.push((PortReason::Add, p.clone(), None)),
+            Some(o) if o.config != p.config && o.state & !OFPPS_LIVE != p.state & !OFPPS_LIVE => {
+                let mut configured = p.clone();
+                configured.state = o.state & !(OFPPS_LIVE & !p.state);
+                changes.push((PortReason::Modify, configured.clone(), Some(o.clone())));
+                changes.push((PortReason::Modify, p.clone(), Some(configured)));
+            }
             Some(o) if o != p => changes.push((PortReason::Modify, p.clone(), Some(o.clone()))),
             Some(_) => {}
         }
@@ -414,6 +423,18 @@ mod port_status_tests {
                 (PortReason::Modify, 1, OFPPS_LIVE),
                 (PortReason::Add, 2, 1)
             ]
+        );
+        // Taken down (`mod-port down`): PORT_DOWN with LIVE gone, then LINK_DOWN.
+        let down = PhyPort {
+            config: 1,
+            ..port(1, 1)
+        };
+        let c2 = port_changes(&new, &BTreeMap::from([(1, down), (2, port(2, 1))]));
+        let got2: Vec<(PortReason, u32, u32)> =
+            c2.iter().map(|(r, p, _)| (*r, p.config, p.state)).collect();
+        assert_eq!(
+            got2,
+            [(PortReason::Modify, 1, 0), (PortReason::Modify, 1, 1)]
         );
         // OpenFlow 1.0 has no LIVE bit: its connections get the ADD only.
         let (reason, desc, before) = c[1].clone();
