@@ -192,11 +192,8 @@ impl TcpSuper {
         s.meta.gso_size = 0;
         let (l3, l4) = (self.l3, self.l4);
         let f = s.data_mut();
-        let len = f.len();
-        if self.ipv6 {
-            set16(f, l3 + 4, (len - l3 - 40) as u16);
-        } else {
-            set16(f, l3 + 2, (len - l3) as u16);
+        set_ip_len(f, l3, self.ipv6);
+        if !self.ipv6 {
             let id = u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]);
             set16(f, l3 + 4, id.wrapping_add(k as u16));
             ipv4_header_checksum(f, l3, l4);
@@ -276,6 +273,17 @@ pub(crate) fn ipv4_header_checksum(f: &mut [u8], l3: usize, l4: usize) {
     set16(f, l3 + 10, 0);
     let c = !checksum::data(&f[l3..l4]);
     set16(f, l3 + 10, c);
+}
+
+/// Sets the IPv6 payload length or the IPv4 total length of the packet whose IP header is at
+/// `l3` of `f` to what follows it in `f`.
+pub(crate) fn set_ip_len(f: &mut [u8], l3: usize, ipv6: bool) {
+    let len = f.len();
+    if ipv6 {
+        set16(f, l3 + 4, (len - l3 - 40) as u16);
+    } else {
+        set16(f, l3 + 2, (len - l3) as u16);
+    }
 }
 
 #[inline]

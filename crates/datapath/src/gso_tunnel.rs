@@ -38,7 +38,9 @@ use wire::IpProtocol;
 use wire::checksum;
 
 use crate::actions::TnlTemplate;
-use crate::gso::{GsoError, TcpSuper, ethernet_l3, ipv4_header_checksum, pseudo, set16};
+use crate::gso::{
+    GsoError, TcpSuper, ethernet_l3, ipv4_header_checksum, pseudo, set_ip_len, set16,
+};
 use crate::packet::{NO_OFS, Packet};
 use crate::rewrite::tnl_push;
 
@@ -144,10 +146,8 @@ impl Outer {
         let (l3, l4) = (self.l3, self.l4);
         let f = s.data_mut();
         let len = f.len();
-        if self.ipv6 {
-            set16(f, l3 + 4, (len - l3 - 40) as u16);
-        } else {
-            set16(f, l3 + 2, (len - l3) as u16);
+        set_ip_len(f, l3, self.ipv6);
+        if !self.ipv6 {
             ipv4_header_checksum(f, l3, l4);
         }
         let udp_len = (len - l4) as u16;

@@ -392,14 +392,7 @@ impl Pmd {
     /// being installed (as OVS executes a packet-out), so that the packet counts for the
     /// rules it goes through, every time; what it recirculates to goes the usual way.
     pub fn execute_packet(&mut self, p: &Packet) {
-        let in_port = p.meta.in_port;
-        let mut q = self.pool.packet_from(p.data(), in_port);
-        q.copy_meta_from(p);
-        let mut key = FlowKey::new();
-        extract::key_metadata(&q, &mut key);
-        extract::extract_packet(&mut self.stats, &mut q, &mut key);
-        let mut b = Batch::new();
-        b.push(q);
+        let (mut b, key) = self.own_copy(p);
         match self.upcall.upcall(&key, &b.packets()[0]) {
             UpcallResult::Install {
                 compiled,
@@ -422,6 +415,15 @@ impl Pmd {
     /// Runs `actions`, translated by the slow path, on a packet of its own
     /// ([`PmdCmd::ExecuteActions`]); what they recirculate to goes the usual way.
     pub fn execute_packet_actions(&mut self, p: &Packet, actions: &[DpAction]) {
+        let (mut b, _) = self.own_copy(p);
+        self.execute(actions, &mut b);
+        self.run_recirc();
+        self.flush_tx();
+    }
+
+    /// A copy of `p` in the PMD's pool, as a batch of one, with its key (extracted as if
+    /// received).
+    fn own_copy(&mut self, p: &Packet) -> (Batch, FlowKey) {
         let mut q = self.pool.packet_from(p.data(), p.meta.in_port);
         q.copy_meta_from(p);
         let mut key = FlowKey::new();
@@ -429,9 +431,7 @@ impl Pmd {
         extract::extract_packet(&mut self.stats, &mut q, &mut key);
         let mut b = Batch::new();
         b.push(q);
-        self.execute(actions, &mut b);
-        self.run_recirc();
-        self.flush_tx();
+        (b, key)
     }
 
     /// Tracks connections in `ct` (shared by the datapath's PMDs).
