@@ -2,7 +2,8 @@
 //! commit of many flow mods is carried out, another connection's echo requests are answered;
 //! the committing connection's own later requests (a barrier, an echo) are answered after the
 //! commit's reply and in their order, as OVS answers a connection's requests; and the flows are
-//! all in once the commit replies.
+//! all in once the commit replies. A group mod the commit carries out is forwarded to the
+//! connections that asked (requestforward).
 
 mod common;
 
@@ -200,4 +201,56 @@ fn echo_requests_are_answered_while_a_big_bundle_commits_and_replies_stay_in_ord
     a.set_nonblocking(true).unwrap();
     assert!(matches!(a.read_to_end(&mut rest), Err(e) if e.kind() == ErrorKind::WouldBlock));
     assert!(rest.is_empty(), "{}", hex(&rest));
+}
+
+/// A group mod committed in a bundle is forwarded to the connections that asked for request
+/// forwards, as one outside a bundle is (OVS's `connmgr_send_requestforward()` at the
+/// commit).
+#[test]
+fn a_group_mod_committed_in_a_bundle_is_forwarded_to_who_asked() {
+    let (dir, _g) = scratch_dir("fp-bundle-forward");
+    let cfg = dir.join("sw.toml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let rundir = dir.join("run");
+    let _sw = start_switch(&cfg, &rundir);
+    let mgmt = rundir.join("br0.mgmt");
+    let t = Instant::now();
+    while !mgmt.exists() {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut a = client(&mgmt);
+    let mut b = client(&mgmt);
+    // b: OFPT_SET_ASYNC with OFPACPT_REQUESTFORWARD_MASTER, group and meter mods; a barrier
+    // so that it is in force before the bundle.
+    b.write_all(&unhex("051c001000000002000b000800000003"))
+        .unwrap();
+    b.write_all(&simple(20, 3)).unwrap();
+    assert_eq!(read_msg(&mut b).unwrap()[1], OFPT_BARRIER_REPLY);
+    // ADD group_id=1,type=all,bucket=actions=drop, xid 9, in a bundle.
+    let gm = unhex(
+        "050f0020000000090000000000000001\
+                    00100000ffffffffffffffff00000000",
+    );
+    let mut add = Vec::new();
+    let bundled = BundleAdd {
+        bundle_id: 1,
+        flags: 1,
+        msg: &gm,
+    };
+    bundled.encode(Version::Of14, &mut add).unwrap();
+    a.write_all(&ctrl(BundleCtrlType::OpenRequest, 1)).unwrap();
+    a.write_all(&add).unwrap();
+    a.write_all(&ctrl(BundleCtrlType::CommitRequest, 4))
+        .unwrap();
+    for want in [1, 4] {
+        let r = read_msg(&mut a).unwrap();
+        assert_eq!((r[1], xid(&r)), (OFPT_BUNDLE_CONTROL, want), "{}", hex(&r));
+    }
+    // OFPT_REQUESTFORWARD (type 32) carrying the group mod, its xid kept.
+    b.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let fwd = read_msg(&mut b).expect("the request forward");
+    assert_eq!(fwd[1], 32, "{}", hex(&fwd));
+    assert_eq!(hex(&fwd[8..]), hex(&gm));
+    assert!(nothing_to_read(&mut a));
 }

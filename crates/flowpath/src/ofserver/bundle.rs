@@ -112,7 +112,7 @@ pub(crate) fn encode_timeout(opened_by: &[u8], out: &mut Vec<u8>) {
 /// Commits a bundle's messages (headers included) to `bridge` atomically; `version` is the
 /// connection's OpenFlow version, `table_id` whether it turned on `NXT_FLOW_MOD_TABLE_ID`. On
 /// failure nothing changed (but group mods), and the failing message is returned with its
-/// error; on success, the packet-outs translated in the commit are returned, to be run.
+/// error; on success, what the commit leaves to do ([`Committed`]).
 /// Flow monitors are told each change as the connection `conn`'s bundled request's.
 pub(crate) fn commit(
     of: &Ofproto,
@@ -121,7 +121,7 @@ pub(crate) fn commit(
     bridge: &str,
     msgs: &[Vec<u8>],
     table_id: bool,
-) -> Result<Vec<Prepared>, MsgFailed> {
+) -> Result<Committed, MsgFailed> {
     let fail = |msg: &[u8], error| MsgFailed {
         msg: msg.to_vec(),
         error,
@@ -129,7 +129,7 @@ pub(crate) fn commit(
     let mut staged = of
         .begin_bundle(bridge)
         .map_err(|_| fail(&[], OfpErr::OfpbrcEperm))?;
-    let mut prepared = Vec::new();
+    let mut done = Committed::default();
     for m in msgs {
         let decoded = openflow::msgtype::decode(m).map(|d| (d.msg_type.kind(), d.xid));
         let r = match decoded {
@@ -139,10 +139,11 @@ pub(crate) fn commit(
                     super::flow_table::stage_flow_mod(&mut staged, m, table_id)
                 })
             }
-            Ok((OfpType::GroupMod, _)) => super::group_table::stage_group_mod(&mut staged, m),
+            Ok((OfpType::GroupMod, xid)) => super::group_table::stage_group_mod(&mut staged, m)
+                .map(|gm| done.group_mods.push((xid, gm))),
             Ok((OfpType::PacketOut, _)) => {
                 packet_out::prepare_bundled(of, bridge, staged.version(), version, m)
-                    .map(|p| prepared.extend(p))
+                    .map(|p| done.prepared.extend(p))
             }
             Ok(_) => Err(OfpErr::OfpbrcBadType),
             Err(e) => Err(e),
@@ -151,7 +152,17 @@ pub(crate) fn commit(
         r.map_err(|e| fail(m, e))?;
     }
     staged.finish();
-    Ok(prepared)
+    Ok(done)
+}
+
+/// What a bundle's commit leaves to do once it is in force.
+#[derive(Default)]
+pub(crate) struct Committed {
+    /// The packet-outs translated in the commit, to be run.
+    pub(crate) prepared: Vec<Prepared>,
+    /// The group mods, with their transaction ids, to be forwarded to the connections that
+    /// asked for them (requestforward), as a group mod outside a bundle is.
+    pub(crate) group_mods: Vec<(u32, ofproto::group::GroupMod)>,
 }
 
 /// Appends what OVS sends when a commit fails: the failing message's error (carrying that

@@ -19,10 +19,11 @@ use std::thread::JoinHandle;
 
 use datapath::dpif::Datapath;
 use ofproto::ofproto::Ofproto;
-use openflow::conn::{ConnId, LoopHandle};
+use openflow::conn::{ConnId, Dest, LoopHandle, MsgKind};
 use openflow::header::Version;
 
 use super::bundle;
+use super::requestforward::{self, Forwarded};
 
 /// A committed bundle, with what its connection is to be answered.
 pub(crate) struct CommitJob {
@@ -37,6 +38,8 @@ pub(crate) struct CommitJob {
     pub(crate) request: Vec<u8>,
     /// The reply once the bundle is in force.
     pub(crate) reply: Vec<u8>,
+    /// The connections that receive the request forwards of group mods, with their versions.
+    pub(crate) group_forwards: Vec<(ConnId, Version)>,
 }
 
 /// The thread that commits bundles.
@@ -57,7 +60,7 @@ impl CommitWorker {
             .name("ofbundle".into())
             .spawn(move || {
                 for job in rx {
-                    let reply = commit(&of, &dp, &job).map_or_else(
+                    let reply = commit(&of, &dp, &job, &lp).map_or_else(
                         |f| {
                             let mut out = Vec::new();
                             bundle::encode_failure(&f, job.version, &job.request, &mut out);
@@ -85,9 +88,15 @@ impl CommitWorker {
 
 /// Commits the job's messages to its bridge; once they are in force, for the packets too: megaflows the
 /// new tables made stale are revalidated before the reply says so.
-/// The bundle's packet-outs go through the datapath then, before the reply.
-fn commit(of: &Ofproto, dp: &Mutex<Datapath>, job: &CommitJob) -> Result<(), bundle::MsgFailed> {
-    let prepared = bundle::commit(
+/// The bundle's packet-outs go through the datapath then, and its group mods are forwarded
+/// to the connections that asked, before the reply.
+fn commit(
+    of: &Ofproto,
+    dp: &Mutex<Datapath>,
+    job: &CommitJob,
+    lp: &LoopHandle,
+) -> Result<(), bundle::MsgFailed> {
+    let done = bundle::commit(
         of,
         job.conn,
         job.version,
@@ -96,8 +105,15 @@ fn commit(of: &Ofproto, dp: &Mutex<Datapath>, job: &CommitJob) -> Result<(), bun
         job.table_id,
     )?;
     of.sync_megaflows(dp);
-    for p in prepared {
+    for p in done.prepared {
         super::packet_out::run_prepared(dp, p);
+    }
+    for (xid, gm) in &done.group_mods {
+        for &(id, version) in &job.group_forwards {
+            if let Some(m) = requestforward::message(version, *xid, Forwarded::Group(gm)) {
+                lp.send(Dest::Conn(id), m, MsgKind::Async);
+            }
+        }
     }
     Ok(())
 }

@@ -30,13 +30,14 @@ pub(crate) fn group_mod(of: &Ofproto, bridge: &str, msg: &[u8]) -> Result<GroupM
 pub(crate) fn stage_group_mod(
     commit: &mut ofproto::ofproto::BundleCommit<'_>,
     msg: &[u8],
-) -> Result<(), OfpErr> {
+) -> Result<GroupMod, OfpErr> {
     let m = msgtype::decode(msg)?;
     let gm = decode_group_mod(&m)?;
-    commit.group_mod(&gm).map(drop).map_err(|e| match e {
+    commit.group_mod(&gm).map_err(|e| match e {
         GroupModFailure::NoBridge(_) => OfpErr::OfpbrcEperm,
         GroupModFailure::Group(g) => group_err(g),
-    })
+    })?;
+    Ok(gm)
 }
 
 /// Checks a group mod for a bundle: it decodes and passes OVS's checks.

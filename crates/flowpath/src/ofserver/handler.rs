@@ -31,6 +31,7 @@ use openflow::msgs::group_stats::GroupFeatures;
 use openflow::msgs::meter::{MeterFeatures, MeterRequestKind};
 use openflow::msgs::port;
 use openflow::msgs::queue_config::{self, QueueConfigRequest};
+use openflow::msgs::requestforward::ForwardReason;
 use openflow::msgs::role::{Role, RoleMsg, RoleReason, RoleStatus};
 use openflow::msgs::stats::{self, DescStats};
 use openflow::msgs::switch::{self, FragHandling, SwitchConfig};
@@ -44,7 +45,7 @@ use super::bundle_commit::{CommitJob, CommitWorker};
 use super::flow_table;
 use super::group_table;
 use super::ofconn::OfConn;
-use super::requestforward::{Forwarded, forward};
+use super::requestforward::{Forwarded, forward, recipients};
 use super::tlv;
 
 /// What `ovs-vswitchd` 3.1 says it is (`OFPST_DESC`), which controllers and tools read to
@@ -355,6 +356,8 @@ impl OfHandler {
                 // A commit is carried out by the worker, which sends the reply; the
                 // connection is held until then ([`bundle_commit`]).
                 if let Some(msgs) = committing {
+                    let group_forwards =
+                        recipients(&self.conns, c, &conn.bridge, ForwardReason::GroupMod);
                     self.commits.commit(CommitJob {
                         conn: c,
                         version,
@@ -363,6 +366,7 @@ impl OfHandler {
                         table_id: conn.flow_mod_table_id,
                         request: raw.to_vec(),
                         reply,
+                        group_forwards,
                     });
                     self.holding = Some(c);
                     return Ok(());

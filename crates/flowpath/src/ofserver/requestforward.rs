@@ -56,27 +56,38 @@ pub(crate) fn forward(
     what: Forwarded<'_>,
     outbox: &mut Vec<(ConnId, Vec<u8>)>,
 ) {
-    let reason = what.reason();
-    for (&id, c) in conns {
-        if id == source || c.bridge != bridge {
-            continue;
-        }
-        if reason == ForwardReason::MeterMod && c.version < Version::Of13 {
-            continue;
-        }
-        if !c.receives_async(AsyncMsg::RequestForward, reason as u32) {
-            continue;
-        }
-        let Some(inner) = what.encode(c.version, xid) else {
-            continue;
-        };
-        let mut m = Vec::new();
-        let rf = RequestForward {
-            reason,
-            msg: &inner,
-        };
-        if rf.encode(c.version, &mut m).is_ok() {
+    for (id, version) in recipients(conns, source, bridge, what.reason()) {
+        if let Some(m) = message(version, xid, what) {
             outbox.push((id, m));
         }
     }
+}
+
+/// The connections of `conns` on `bridge` but `source` that receive request forwards for
+/// `reason` (meter mods only from OpenFlow 1.3 on), with their versions.
+pub(crate) fn recipients(
+    conns: &BTreeMap<ConnId, OfConn>,
+    source: ConnId,
+    bridge: &str,
+    reason: ForwardReason,
+) -> Vec<(ConnId, Version)> {
+    conns
+        .iter()
+        .filter(|(id, c)| **id != source && c.bridge == bridge)
+        .filter(|(_, c)| reason != ForwardReason::MeterMod || c.version >= Version::Of13)
+        .filter(|(_, c)| c.receives_async(AsyncMsg::RequestForward, reason as u32))
+        .map(|(id, c)| (*id, c.version))
+        .collect()
+}
+
+/// The request forward of `what` (transaction id `xid`) in `version`.
+pub(crate) fn message(version: Version, xid: u32, what: Forwarded<'_>) -> Option<Vec<u8>> {
+    let inner = what.encode(version, xid)?;
+    let mut m = Vec::new();
+    let rf = RequestForward {
+        reason: what.reason(),
+        msg: &inner,
+    };
+    rf.encode(version, &mut m).ok()?;
+    Some(m)
 }
