@@ -156,7 +156,7 @@ pub(crate) fn commit(
 }
 
 /// What a bundle's commit leaves to do once it is in force.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Committed {
     /// The packet-outs translated in the commit, to be run.
     pub(crate) prepared: Vec<Prepared>,
@@ -448,7 +448,9 @@ mod tests {
             flow_mod("in_port=6,actions=output:1", Add, 1),
             packet_out("resubmit(,0)", 2),
         ];
-        let prepared = commit(&of, ConnId(1), Version::Of14, "br0", &msgs, false).unwrap();
+        let prepared = commit(&of, ConnId(1), Version::Of14, "br0", &msgs, false)
+            .unwrap()
+            .prepared;
         assert_eq!(prepared.len(), 1);
         assert_eq!(
             prepared[0].actions,
