@@ -529,7 +529,11 @@ options = {{ dpdk-devargs = "net_pcap_mo,tx_pcap={}" }}
     let (mut back, mut sent) = (false, 0);
     for _ in 0..5 {
         sent += n;
-        let o = ctl(&rundir, &["add-port", "br0", "p3", "type=dpdk", &devargs]);
+        // Its number asked for: a number freed by del-port is not handed out again at once.
+        let o = ctl(
+            &rundir,
+            &["add-port", "br0", "p3", "type=dpdk", &devargs, "ofport=3"],
+        );
         assert!(o.status.success(), "{}", text(&o));
         back = wait_until(Duration::from_secs(5), || {
             text(&ctl(&rundir, &["port/stats", "p2"])).contains(&format!("tx packets:{n} "))
