@@ -162,7 +162,7 @@ fn ovs_scenarios_that_agree_still_agree() {
     let out = Command::new(repo().join("scripts/ovs-diff"))
         .arg("--flowpath")
         .arg(env!("CARGO_BIN_EXE_flowpath"))
-        .args(["--jobs", "2", "--filter", &filter, "--results"])
+        .args(["--jobs", "4", "--filter", &filter, "--results"])
         .arg(results.join("results.txt"))
         .output()
         .expect("scripts/ovs-diff runs");
