@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::ofctl::{hex, read_msg, unhex};
@@ -116,13 +116,14 @@ fn flow_count(s: &mut UnixStream) -> u32 {
     u32::from_be_bytes([r[32], r[33], r[34], r[35]])
 }
 
-#[test]
-fn echo_requests_are_answered_while_a_big_bundle_commits_and_replies_stay_in_order() {
-    let (dir, _g) = scratch_dir("fp-bundle-commit");
+/// The switch of [`CONFIG`] in scratch directory `name`, and br0's management socket once it
+/// listens; the guards keep both until dropped.
+fn switch(name: &str) -> ((common::Reap, common::RmDir), PathBuf) {
+    let (dir, g) = scratch_dir(name);
     let cfg = dir.join("sw.toml");
     std::fs::write(&cfg, CONFIG).unwrap();
     let rundir = dir.join("run");
-    let _sw = start_switch(&cfg, &rundir);
+    let sw = start_switch(&cfg, &rundir);
     let mgmt = rundir.join("br0.mgmt");
     let t = Instant::now();
     while !mgmt.exists() {
@@ -133,6 +134,12 @@ fn echo_requests_are_answered_while_a_big_bundle_commits_and_replies_stay_in_ord
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    ((sw, g), mgmt)
+}
+
+#[test]
+fn echo_requests_are_answered_while_a_big_bundle_commits_and_replies_stay_in_order() {
+    let (_sw, mgmt) = switch("fp-bundle-commit");
     let mut a = client(&mgmt);
     let mut b = client(&mgmt);
     let before = flow_count(&mut b);
@@ -208,17 +215,7 @@ fn echo_requests_are_answered_while_a_big_bundle_commits_and_replies_stay_in_ord
 /// commit).
 #[test]
 fn a_group_mod_committed_in_a_bundle_is_forwarded_to_who_asked() {
-    let (dir, _g) = scratch_dir("fp-bundle-forward");
-    let cfg = dir.join("sw.toml");
-    std::fs::write(&cfg, CONFIG).unwrap();
-    let rundir = dir.join("run");
-    let _sw = start_switch(&cfg, &rundir);
-    let mgmt = rundir.join("br0.mgmt");
-    let t = Instant::now();
-    while !mgmt.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (_sw, mgmt) = switch("fp-bundle-forward");
     let mut a = client(&mgmt);
     let mut b = client(&mgmt);
     // b: OFPT_SET_ASYNC with OFPACPT_REQUESTFORWARD_MASTER, group and meter mods; a barrier
