@@ -68,6 +68,8 @@ mod features;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod fuzzing_messages;
+#[cfg(test)]
+mod gso_tests;
 mod guest_memory;
 mod options;
 mod protocol;

@@ -23,10 +23,7 @@ use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use super::copy::LongCopy;
-use super::features::{
-    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_HOST_TSO4, F_HOST_TSO6, F_IN_ORDER,
-    F_MRG_RXBUF, F_VERSION_1,
-};
+use super::features::{F_HOST_TSO4, F_HOST_TSO6, F_IN_ORDER, F_MRG_RXBUF, F_VERSION_1};
 use super::protocol::{Handler, MAX_RING, Region, VringConf};
 use super::split_ring::BadRing;
 use super::vring::{Lent, MAX_FRAME, Ring};
@@ -35,7 +32,7 @@ use crate::vnet;
 
 // Descriptor flags (virtio 1.x §2.7.5).
 const NEXT: u16 = 1;
-const WRITE: u16 = 2;
+pub(super) const WRITE: u16 = 2;
 const INDIRECT: u16 = 4;
 /// `VRING_AVAIL_F_NO_INTERRUPT`.
 const NO_INTERRUPT: u16 = 1;
@@ -52,11 +49,11 @@ const MEM_END: u64 = 0x10_0000;
 /// The hole of [`Guest::with_hole`].
 const HOLE: (u64, u64) = (0x8_0000, 0xc_0000);
 
-const HDR: usize = vnet::HDR_LEN;
+pub(super) const HDR: usize = vnet::HDR_LEN;
 const HDR_LEGACY: usize = vnet::HDR_LEN_LEGACY;
 
 /// The driver side of one split ring in its own guest memory.
-struct Guest {
+pub(super) struct Guest {
     mem: Arc<GuestMemoryMmap>,
     size: u16,
     /// The available index the driver has published.
@@ -69,12 +66,12 @@ struct Guest {
 
 impl Guest {
     /// A ring of `size` entries in 1 MiB of contiguous guest memory.
-    fn new(size: u16) -> Guest {
+    pub(super) fn new(size: u16) -> Guest {
         Guest::with_ranges(size, &[(GuestAddress(0), MEM_END as usize)])
     }
 
     /// Like [`Guest::new`] with [`HOLE`] not mapped.
-    fn with_hole(size: u16) -> Guest {
+    pub(super) fn with_hole(size: u16) -> Guest {
         Guest::with_ranges(
             size,
             &[
@@ -84,7 +81,7 @@ impl Guest {
         )
     }
 
-    fn with_ranges(size: u16, ranges: &[(GuestAddress, usize)]) -> Guest {
+    pub(super) fn with_ranges(size: u16, ranges: &[(GuestAddress, usize)]) -> Guest {
         let mem = GuestMemoryMmap::from_ranges(ranges).expect("guest memory");
         Guest {
             mem: Arc::new(mem),
@@ -96,7 +93,7 @@ impl Guest {
     }
 
     /// Starts both ring indexes at `idx`, as after `SET_VRING_BASE idx`.
-    fn starting_at(mut self, idx: u16) -> Guest {
+    pub(super) fn starting_at(mut self, idx: u16) -> Guest {
         self.start = idx;
         self.set_avail_idx(idx);
         self.write(USED + 2, &idx.to_le_bytes());
@@ -104,7 +101,7 @@ impl Guest {
     }
 
     /// Writes entry `i` of the descriptor table at `table`.
-    fn put_desc(&self, table: u64, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+    pub(super) fn put_desc(&self, table: u64, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
         let mut d = [0u8; 16];
         d[..8].copy_from_slice(&addr.to_le_bytes());
         d[8..12].copy_from_slice(&len.to_le_bytes());
@@ -114,12 +111,12 @@ impl Guest {
     }
 
     /// Writes descriptor `i` of the ring's own table.
-    fn desc(&self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+    pub(super) fn desc(&self, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
         self.put_desc(DESC, i, addr, len, flags, next);
     }
 
     /// Publishes chains with heads `heads`.
-    fn offer(&mut self, heads: &[u16]) {
+    pub(super) fn offer(&mut self, heads: &[u16]) {
         for &h in heads {
             let slot = u64::from(self.avail_idx % self.size);
             self.write(AVAIL + 4 + 2 * slot, &h.to_le_bytes());
@@ -128,21 +125,21 @@ impl Guest {
         self.set_avail_idx(self.avail_idx);
     }
 
-    fn set_avail_idx(&mut self, idx: u16) {
+    pub(super) fn set_avail_idx(&mut self, idx: u16) {
         self.avail_idx = idx;
         self.write(AVAIL + 2, &idx.to_le_bytes());
     }
 
-    fn set_avail_flags(&self, flags: u16) {
+    pub(super) fn set_avail_flags(&self, flags: u16) {
         self.write(AVAIL, &flags.to_le_bytes());
     }
 
-    fn used_idx(&self) -> u16 {
+    pub(super) fn used_idx(&self) -> u16 {
         u16::from_le_bytes(self.read(USED + 2, 2).try_into().unwrap())
     }
 
     /// The used elements (id, len) the device added since [`Guest::start`].
-    fn used(&self) -> Vec<(u32, u32)> {
+    pub(super) fn used(&self) -> Vec<(u32, u32)> {
         let n = self.used_idx().wrapping_sub(self.start);
         (0..n)
             .map(|k| {
@@ -156,13 +153,13 @@ impl Guest {
             .collect()
     }
 
-    fn write(&self, addr: u64, bytes: &[u8]) {
+    pub(super) fn write(&self, addr: u64, bytes: &[u8]) {
         self.mem
             .write_slice(bytes, GuestAddress(addr))
             .expect("test writes inside guest memory");
     }
 
-    fn read(&self, addr: u64, len: usize) -> Vec<u8> {
+    pub(super) fn read(&self, addr: u64, len: usize) -> Vec<u8> {
         let mut v = vec![0u8; len];
         self.mem
             .read_slice(&mut v, GuestAddress(addr))
@@ -171,7 +168,7 @@ impl Guest {
     }
 
     /// A fresh `len`-byte buffer (zeroed), cache-line aligned.
-    fn alloc(&mut self, len: usize) -> u64 {
+    pub(super) fn alloc(&mut self, len: usize) -> u64 {
         let a = self.brk;
         self.brk = (a + len as u64 + 63) & !63;
         assert!(self.brk <= HOLE.0, "test buffers stay below the hole");
@@ -179,7 +176,7 @@ impl Guest {
     }
 
     /// A fresh buffer holding `bytes`.
-    fn put(&mut self, bytes: &[u8]) -> u64 {
+    pub(super) fn put(&mut self, bytes: &[u8]) -> u64 {
         let a = self.alloc(bytes.len());
         self.write(a, bytes);
         a
@@ -187,20 +184,20 @@ impl Guest {
 
     /// Makes descriptor `i` one readable buffer holding header `h` and `frame` (DPDK's virtio
     /// PMD's transmit chain).
-    fn single(&mut self, i: u16, h: &[u8], frame: &[u8]) {
+    pub(super) fn single(&mut self, i: u16, h: &[u8], frame: &[u8]) {
         let a = self.put(&[h, frame].concat());
         self.desc(i, a, (h.len() + frame.len()) as u32, 0, 0);
     }
 
     /// The device's view of the ring, set up as `Handler::build` does it, for a front-end
     /// that sends TCP super-frames (`tso`) and takes none.
-    fn ring(&self, hdr_len: usize, tso: bool) -> Ring {
+    pub(super) fn ring(&self, hdr_len: usize, tso: bool) -> Ring {
         let tso = if tso { F_HOST_TSO4 | F_HOST_TSO6 } else { 0 };
         self.ring_acked(hdr_len, tso | if hdr_len == HDR { F_MRG_RXBUF } else { 0 })
     }
 
     /// The device's view of the ring, for a front-end that accepted features `acked`.
-    fn ring_acked(&self, hdr_len: usize, acked: u64) -> Ring {
+    pub(super) fn ring_acked(&self, hdr_len: usize, acked: u64) -> Ring {
         let mut q = Queue::new(MAX_RING).unwrap();
         q.try_set_size(self.size).unwrap();
         q.try_set_desc_table_address(GuestAddress(DESC)).unwrap();
@@ -225,23 +222,23 @@ fn frame(len: usize, seed: u8) -> Vec<u8> {
 }
 
 /// A virtio-net header with `num_buffers` = `n` (0 for a transmitted frame).
-fn hdr(n: u16) -> [u8; HDR] {
+pub(super) fn hdr(n: u16) -> [u8; HDR] {
     let mut h = [0u8; HDR];
     h[10..].copy_from_slice(&n.to_le_bytes());
     h
 }
 
 /// What one `recv` burst gave.
-struct Rx {
-    res: Result<(), BadRing>,
-    frames: Vec<Vec<u8>>,
-    gso: Vec<u16>,
-    marked_gso: bool,
-    counts: [u64; 3],
+pub(super) struct Rx {
+    pub(super) res: Result<(), BadRing>,
+    pub(super) frames: Vec<Vec<u8>>,
+    pub(super) gso: Vec<u16>,
+    pub(super) marked_gso: bool,
+    pub(super) counts: [u64; 3],
 }
 
 /// Runs `recv` with room for `room` packets (the rest of the batch already full).
-fn recv(ring: &mut Ring, room: usize) -> Rx {
+pub(super) fn recv(ring: &mut Ring, room: usize) -> Rx {
     let mut pool = Pool::new(64, 0);
     let mut batch = Batch::new();
     for _ in room..MAX_BURST {
@@ -793,218 +790,18 @@ fn tx_runts_and_giants_are_counted_drops() {
     assert_eq!(g.used().len(), 6);
 }
 
-/// A virtio-net header asking for segmentation of type `ty` with MSS 1448.
-fn gso_hdr(ty: u8) -> [u8; HDR] {
-    let mut h = hdr(0);
-    h[1] = ty;
-    h[4..6].copy_from_slice(&1448u16.to_le_bytes());
-    h
-}
-
-/// Receives the one frame `f` sent with header `h`: what `recv` made of it, and the drops the
-/// ring counted by reason.
-fn recv_one(h: &[u8], f: &[u8], tso: bool) -> (Rx, Vec<(String, u64)>) {
-    let mut g = Guest::new(2);
-    let a = g.put(&[h, f].concat());
-    g.desc(0, a, (h.len() + f.len()) as u32, 0, 0);
-    g.offer(&[0]);
-    let mut r = g.ring(HDR, tso);
-    let rx = recv(&mut r, MAX_BURST);
-    assert!(rx.res.is_ok());
-    assert_eq!(g.used(), [(0, 0)]);
-    (rx, r.rx_drops.xstats().collect())
-}
-
-#[test]
-fn tx_super_frames_need_tso() {
-    let f = tcp_super(2946, false);
-    for tso in [false, true] {
-        let (rx, drops) = recv_one(&gso_hdr(vnet::GSO_TCPV4), &f, tso);
-        if tso {
-            assert!(rx.frames == [f.clone()], "the super-frame as sent");
-            assert_eq!((rx.gso, rx.marked_gso), (vec![1448], true));
-            assert!(drops.is_empty(), "{drops:?}");
-        } else {
-            assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1));
-            assert_eq!(drops, [("rx_drop_gso_type".to_owned(), 1)]);
-        }
-    }
-}
-
-#[test]
-fn bad_super_frames_are_drops_counted_by_reason() {
-    let v4 = tcp_super(2946, false);
-    let mut udp = v4.clone();
-    udp[23] = 17;
-    let mut fragment = v4.clone();
-    fragment[20] = 0x20;
-    let mut small = gso_hdr(vnet::GSO_TCPV4);
-    small[4..6].copy_from_slice(&47u16.to_le_bytes());
-    // An IPv4 packet of 65 546 bytes: its total length does not fit 16 bits.
-    let long = tcp_super(65_506, false);
-    let cases: [(&str, [u8; HDR], &[u8]); 6] = [
-        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV6), &v4),
-        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &udp),
-        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &fragment),
-        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &v4[..40]),
-        ("rx_drop_gso_size", small, &v4),
-        ("rx_drop_gso_length", gso_hdr(vnet::GSO_TCPV4), &long),
-    ];
-    for (why, h, f) in cases {
-        let (rx, drops) = recv_one(&h, f, true);
-        assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1), "{why}");
-        assert_eq!(drops, [(why.to_owned(), 1)]);
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Guest receive ring (`send`): well-formed chains.
 // ---------------------------------------------------------------------------------------
 
 /// A receive ring of `n` single-descriptor chains of `len` bytes each; their addresses.
-fn rx_ring(g: &mut Guest, n: u16, len: u32) -> Vec<u64> {
+pub(super) fn rx_ring(g: &mut Guest, n: u16, len: u32) -> Vec<u64> {
     let bufs: Vec<u64> = (0..n).map(|_| g.alloc(len as usize)).collect();
     for (i, &b) in bufs.iter().enumerate() {
         g.desc(i as u16, b, len, WRITE, 0);
     }
     g.offer(&(0..n).collect::<Vec<_>>());
     bufs
-}
-
-/// A TCP/IPv4 super-frame of `payload` bytes (MSS 1448), CWR set when `cwr`.
-fn tcp_super(payload: usize, cwr: bool) -> Vec<u8> {
-    let mut f = vec![0u8; 54 + payload];
-    f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
-    f[18..20].copy_from_slice(&[0x12, 0x34]);
-    f[22] = 64;
-    f[23] = 6;
-    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
-    f[30..34].copy_from_slice(&[10, 0, 0, 2]);
-    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&5001u16.to_be_bytes());
-    f[38..42].copy_from_slice(&1000u32.to_be_bytes());
-    f[46] = 0x50;
-    f[47] = 0x18 | if cwr { 0x80 } else { 0 };
-    f[48..50].copy_from_slice(&[0xff, 0xff]);
-    let c = !wire::checksum::data(&f[14..34]);
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    for (i, b) in f[54..].iter_mut().enumerate() {
-        *b = i as u8;
-    }
-    f
-}
-
-/// A frame as a guest reads it from its receive ring: the virtio-net header, the frame.
-type Received = (Vec<u8>, Vec<u8>);
-
-/// Sends super-frame `f` into a ring of 64 buffers of 2 KiB of a guest that accepted
-/// `acked`; the frames the guest reads, and the counts.
-fn send_super(f: &[u8], acked: u64) -> (Vec<Received>, [u64; 3]) {
-    let mut g = Guest::new(64);
-    let bufs = rx_ring(&mut g, 64, 2048);
-    let mut r = g.ring_acked(HDR, acked);
-    let mut pool = Pool::new(64, 0);
-    let mut batch = Batch::new();
-    let mut p = pool.packet_from(f, 0);
-    p.meta.gso_size = 1448;
-    batch.push(p);
-    let mut counts = [0; 3];
-    assert!(
-        r.send(&mut batch, &mut counts, &mut pool, LongCopy::Vector)
-            .is_ok()
-    );
-    pool.free_batch(&mut batch);
-    let used = g.used();
-    let mut frames = Vec::new();
-    let mut k = 0;
-    while k < used.len() {
-        let h = g.read(bufs[used[k].0 as usize], HDR);
-        let n = usize::from(u16::from_le_bytes([h[10], h[11]]));
-        let mut frame = Vec::new();
-        for (j, &(head, len)) in used[k..k + n].iter().enumerate() {
-            let skip = if j == 0 { HDR } else { 0 };
-            let at = bufs[head as usize] + skip as u64;
-            frame.extend(g.read(at, len as usize - skip));
-        }
-        frames.push((h, frame));
-        k += n;
-    }
-    (frames, counts)
-}
-
-const GUEST_TSO: u64 = F_MRG_RXBUF | F_GUEST_CSUM | F_GUEST_TSO4 | F_GUEST_TSO6 | F_GUEST_ECN;
-
-#[test]
-fn super_frames_go_whole_to_a_guest_that_takes_them() {
-    let f = tcp_super(10_000, false);
-    let (frames, counts) = send_super(&f, GUEST_TSO);
-    assert_eq!(counts, [1, f.len() as u64, 0]);
-    let [(h, got)] = &frames[..] else {
-        panic!("one frame: {}", frames.len())
-    };
-    // NEEDS_CSUM, TCPV4, hdr_len 54, gso_size 1448, csum_start 34, csum_offset 16,
-    // num_buffers 5 (10 054 bytes and the header in 2 KiB buffers).
-    let want_hdr = [1, vnet::GSO_TCPV4, 54, 0, 0xa8, 5, 34, 0, 16, 0, 5, 0];
-    assert_eq!(h[..], want_hdr);
-    // The frame as sent but for the TCP checksum field, which holds the pseudo-header sum.
-    assert_eq!(got.len(), f.len());
-    assert!(
-        got[..50] == f[..50] && got[52..] == f[52..],
-        "the frame is what was sent"
-    );
-    let pseudo = wire::checksum::pseudo_header_v4(
-        &[10, 0, 0, 1].into(),
-        &[10, 0, 0, 2].into(),
-        wire::IpProtocol::TCP,
-        (f.len() - 34) as u16,
-    );
-    assert_eq!(got[50..52], pseudo.to_be_bytes());
-}
-
-#[test]
-fn super_frames_are_segmented_for_a_guest_that_does_not_take_them() {
-    let f = tcp_super(10_000, true);
-    // No GUEST_TSO at all, and TSO without ECN for a frame with CWR.
-    for acked in [F_MRG_RXBUF, GUEST_TSO & !F_GUEST_ECN] {
-        let (frames, counts) = send_super(&f, acked);
-        assert_eq!(frames.len(), 7, "{acked:#x}");
-        assert_eq!(counts[0], 7);
-        assert_eq!(counts[2], 0);
-        let mut payload: Vec<u8> = Vec::new();
-        for (k, (h, s)) in frames.iter().enumerate() {
-            assert_eq!(h[..10], [0; 10], "segment {k}: an ordinary frame");
-            assert_eq!(s.len(), 54 + (10_000 - k * 1448).min(1448));
-            // Each segment's IPv4 and TCP checksums verify.
-            assert_eq!(wire::checksum::data(&s[14..34]), 0xffff, "segment {k}");
-            let sum = wire::checksum::combine(&[
-                wire::checksum::pseudo_header_v4(
-                    &[10, 0, 0, 1].into(),
-                    &[10, 0, 0, 2].into(),
-                    wire::IpProtocol::TCP,
-                    (s.len() - 34) as u16,
-                ),
-                wire::checksum::data(&s[34..]),
-            ]);
-            assert_eq!(sum, 0xffff, "segment {k}");
-            // CWR only on the first segment.
-            assert_eq!(s[47] & 0x80 != 0, k == 0);
-            payload.extend(&s[54..]);
-        }
-        assert!(payload == f[54..], "the segments carry the payload");
-    }
-}
-
-#[test]
-fn a_super_frame_that_is_not_tcp_is_dropped_counted() {
-    let mut f = tcp_super(3000, false);
-    f[23] = 17;
-    for acked in [F_MRG_RXBUF, GUEST_TSO] {
-        let (frames, counts) = send_super(&f, acked);
-        assert_eq!((frames.len(), counts), (0, [0, 0, 1]), "{acked:#x}");
-    }
 }
 
 #[test]

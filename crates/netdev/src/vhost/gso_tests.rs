@@ -1,0 +1,210 @@
+//! The guest receive ring with TCP super-frames: sent whole to a guest that accepted
+//! `GUEST_TSO4/6` (and `GUEST_ECN` for one with CWR), segmented for one that did not; and
+//! super-frames from a guest checked against their virtio-net header, drops counted by reason.
+
+use datapath::packet::{Batch, MAX_BURST, Pool};
+
+use super::copy::LongCopy;
+use super::features::{F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_MRG_RXBUF};
+use super::tests::{Guest, HDR, Rx, hdr, recv, rx_ring};
+use crate::vnet;
+
+/// A TCP/IPv4 super-frame of `payload` bytes (MSS 1448), CWR set when `cwr`.
+fn tcp_super(payload: usize, cwr: bool) -> Vec<u8> {
+    let mut f = vec![0u8; 54 + payload];
+    f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
+    f[18..20].copy_from_slice(&[0x12, 0x34]);
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&5001u16.to_be_bytes());
+    f[38..42].copy_from_slice(&1000u32.to_be_bytes());
+    f[46] = 0x50;
+    f[47] = 0x18 | if cwr { 0x80 } else { 0 };
+    f[48..50].copy_from_slice(&[0xff, 0xff]);
+    let c = !wire::checksum::data(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    for (i, b) in f[54..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    f
+}
+
+/// A frame as a guest reads it from its receive ring: the virtio-net header, the frame.
+type Received = (Vec<u8>, Vec<u8>);
+
+/// Sends super-frame `f` into a ring of 64 buffers of 2 KiB of a guest that accepted
+/// `acked`; the frames the guest reads, and the counts.
+fn send_super(f: &[u8], acked: u64) -> (Vec<Received>, [u64; 3]) {
+    let mut g = Guest::new(64);
+    let bufs = rx_ring(&mut g, 64, 2048);
+    let mut r = g.ring_acked(HDR, acked);
+    let mut pool = Pool::new(64, 0);
+    let mut batch = Batch::new();
+    let mut p = pool.packet_from(f, 0);
+    p.meta.gso_size = 1448;
+    batch.push(p);
+    let mut counts = [0; 3];
+    assert!(
+        r.send(&mut batch, &mut counts, &mut pool, LongCopy::Vector)
+            .is_ok()
+    );
+    pool.free_batch(&mut batch);
+    let used = g.used();
+    let mut frames = Vec::new();
+    let mut k = 0;
+    while k < used.len() {
+        let h = g.read(bufs[used[k].0 as usize], HDR);
+        let n = usize::from(u16::from_le_bytes([h[10], h[11]]));
+        let mut frame = Vec::new();
+        for (j, &(head, len)) in used[k..k + n].iter().enumerate() {
+            let skip = if j == 0 { HDR } else { 0 };
+            let at = bufs[head as usize] + skip as u64;
+            frame.extend(g.read(at, len as usize - skip));
+        }
+        frames.push((h, frame));
+        k += n;
+    }
+    (frames, counts)
+}
+
+const GUEST_TSO: u64 = F_MRG_RXBUF | F_GUEST_CSUM | F_GUEST_TSO4 | F_GUEST_TSO6 | F_GUEST_ECN;
+
+#[test]
+fn super_frames_go_whole_to_a_guest_that_takes_them() {
+    let f = tcp_super(10_000, false);
+    let (frames, counts) = send_super(&f, GUEST_TSO);
+    assert_eq!(counts, [1, f.len() as u64, 0]);
+    let [(h, got)] = &frames[..] else {
+        panic!("one frame: {}", frames.len())
+    };
+    // NEEDS_CSUM, TCPV4, hdr_len 54, gso_size 1448, csum_start 34, csum_offset 16,
+    // num_buffers 5 (10 054 bytes and the header in 2 KiB buffers).
+    let want_hdr = [1, vnet::GSO_TCPV4, 54, 0, 0xa8, 5, 34, 0, 16, 0, 5, 0];
+    assert_eq!(h[..], want_hdr);
+    // The frame as sent but for the TCP checksum field, which holds the pseudo-header sum.
+    assert_eq!(got.len(), f.len());
+    assert!(
+        got[..50] == f[..50] && got[52..] == f[52..],
+        "the frame is what was sent"
+    );
+    let pseudo = wire::checksum::pseudo_header_v4(
+        &[10, 0, 0, 1].into(),
+        &[10, 0, 0, 2].into(),
+        wire::IpProtocol::TCP,
+        (f.len() - 34) as u16,
+    );
+    assert_eq!(got[50..52], pseudo.to_be_bytes());
+}
+
+#[test]
+fn super_frames_are_segmented_for_a_guest_that_does_not_take_them() {
+    let f = tcp_super(10_000, true);
+    // No GUEST_TSO at all, and TSO without ECN for a frame with CWR.
+    for acked in [F_MRG_RXBUF, GUEST_TSO & !F_GUEST_ECN] {
+        let (frames, counts) = send_super(&f, acked);
+        assert_eq!(frames.len(), 7, "{acked:#x}");
+        assert_eq!(counts[0], 7);
+        assert_eq!(counts[2], 0);
+        let mut payload: Vec<u8> = Vec::new();
+        for (k, (h, s)) in frames.iter().enumerate() {
+            assert_eq!(h[..10], [0; 10], "segment {k}: an ordinary frame");
+            assert_eq!(s.len(), 54 + (10_000 - k * 1448).min(1448));
+            // Each segment's IPv4 and TCP checksums verify.
+            assert_eq!(wire::checksum::data(&s[14..34]), 0xffff, "segment {k}");
+            let sum = wire::checksum::combine(&[
+                wire::checksum::pseudo_header_v4(
+                    &[10, 0, 0, 1].into(),
+                    &[10, 0, 0, 2].into(),
+                    wire::IpProtocol::TCP,
+                    (s.len() - 34) as u16,
+                ),
+                wire::checksum::data(&s[34..]),
+            ]);
+            assert_eq!(sum, 0xffff, "segment {k}");
+            // CWR only on the first segment.
+            assert_eq!(s[47] & 0x80 != 0, k == 0);
+            payload.extend(&s[54..]);
+        }
+        assert!(payload == f[54..], "the segments carry the payload");
+    }
+}
+
+#[test]
+fn a_super_frame_that_is_not_tcp_is_dropped_counted() {
+    let mut f = tcp_super(3000, false);
+    f[23] = 17;
+    for acked in [F_MRG_RXBUF, GUEST_TSO] {
+        let (frames, counts) = send_super(&f, acked);
+        assert_eq!((frames.len(), counts), (0, [0, 0, 1]), "{acked:#x}");
+    }
+}
+
+/// A virtio-net header asking for segmentation of type `ty` with MSS 1448.
+fn gso_hdr(ty: u8) -> [u8; HDR] {
+    let mut h = hdr(0);
+    h[1] = ty;
+    h[4..6].copy_from_slice(&1448u16.to_le_bytes());
+    h
+}
+
+/// Receives the one frame `f` sent with header `h`: what `recv` made of it, and the drops the
+/// ring counted by reason.
+fn recv_one(h: &[u8], f: &[u8], tso: bool) -> (Rx, Vec<(String, u64)>) {
+    let mut g = Guest::new(2);
+    let a = g.put(&[h, f].concat());
+    g.desc(0, a, (h.len() + f.len()) as u32, 0, 0);
+    g.offer(&[0]);
+    let mut r = g.ring(HDR, tso);
+    let rx = recv(&mut r, MAX_BURST);
+    assert!(rx.res.is_ok());
+    assert_eq!(g.used(), [(0, 0)]);
+    (rx, r.rx_drops.xstats().collect())
+}
+
+#[test]
+fn tx_super_frames_need_tso() {
+    let f = tcp_super(2946, false);
+    for tso in [false, true] {
+        let (rx, drops) = recv_one(&gso_hdr(vnet::GSO_TCPV4), &f, tso);
+        if tso {
+            assert!(rx.frames == [f.clone()], "the super-frame as sent");
+            assert_eq!((rx.gso, rx.marked_gso), (vec![1448], true));
+            assert!(drops.is_empty(), "{drops:?}");
+        } else {
+            assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1));
+            assert_eq!(drops, [("rx_drop_gso_type".to_owned(), 1)]);
+        }
+    }
+}
+
+#[test]
+fn bad_super_frames_are_drops_counted_by_reason() {
+    let v4 = tcp_super(2946, false);
+    let mut udp = v4.clone();
+    udp[23] = 17;
+    let mut fragment = v4.clone();
+    fragment[20] = 0x20;
+    let mut small = gso_hdr(vnet::GSO_TCPV4);
+    small[4..6].copy_from_slice(&47u16.to_le_bytes());
+    // An IPv4 packet of 65 546 bytes: its total length does not fit 16 bits.
+    let long = tcp_super(65_506, false);
+    let cases: [(&str, [u8; HDR], &[u8]); 6] = [
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV6), &v4),
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &udp),
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &fragment),
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_TCPV4), &v4[..40]),
+        ("rx_drop_gso_size", small, &v4),
+        ("rx_drop_gso_length", gso_hdr(vnet::GSO_TCPV4), &long),
+    ];
+    for (why, h, f) in cases {
+        let (rx, drops) = recv_one(&h, f, true);
+        assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1), "{why}");
+        assert_eq!(drops, [(why.to_owned(), 1)]);
+    }
+}
