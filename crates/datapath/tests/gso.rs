@@ -3,13 +3,17 @@
 //! lengths, IP identification, sequence numbers, flags, and the payload put back together;
 //! and segments merged back into super-frames (`datapath::gro`) by Linux's GRO rules.
 
+mod common;
+
+use common::VecRxq;
+
 use std::sync::{Arc, Mutex};
 
 use datapath::dpif::parse_megaflow;
 use datapath::gso::{GsoError, TcpSuper, prepare_partial};
 use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-use datapath::port::{RxQueue, TxQueue};
+use datapath::port::TxQueue;
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flow::odp::PortNames;
 
@@ -296,30 +300,6 @@ fn prepare_partial_leaves_the_pseudo_header_sum_for_the_device() {
 }
 
 // ---- In a PMD ----
-
-/// Delivers its frames once, a burst at a time, marking bursts that hold a super-frame.
-struct VecRxq {
-    frames: Vec<(Vec<u8>, u16)>,
-    next: usize,
-}
-
-impl RxQueue for VecRxq {
-    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let mut n = 0;
-        while batch.room() > 0 && self.next < self.frames.len() {
-            let (f, mss) = &self.frames[self.next];
-            let mut p = pool.packet_from(f, 1);
-            if *mss != 0 {
-                p.meta.gso_size = *mss;
-                batch.mark_gso();
-            }
-            batch.push(p);
-            self.next += 1;
-            n += 1;
-        }
-        n
-    }
-}
 
 /// Keeps what it is sent: each batch as (frame, gso_size) pairs.
 type Sent = Arc<Mutex<Vec<Vec<(Vec<u8>, u16)>>>>;

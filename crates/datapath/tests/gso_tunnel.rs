@@ -4,6 +4,10 @@
 //! field checked with an independent decoder (etherparse) and a checksum of the test's own:
 //! VXLAN and GENEVE, IPv4 and IPv6 underlay and inner packet, the UDP checksum on and off.
 
+mod common;
+
+use common::VecRxq;
+
 use std::sync::{Arc, Mutex};
 
 use datapath::actions::{DpAction, TnlTemplate};
@@ -12,7 +16,7 @@ use datapath::gso::{GsoError, TcpSuper};
 use datapath::gso_tunnel::{self, Outer};
 use datapath::packet::{Batch, Packet, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-use datapath::port::{RxQueue, TxQueue};
+use datapath::port::TxQueue;
 use datapath::tx_gso::TxGsoStats;
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flow::odp::PortNames;
@@ -345,29 +349,6 @@ fn bad_super_frames_are_refused_with_their_reason() {
 }
 
 // ---- In a PMD ----
-
-struct VecRxq {
-    frames: Vec<(Vec<u8>, u16)>,
-    next: usize,
-}
-
-impl RxQueue for VecRxq {
-    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let mut n = 0;
-        while batch.room() > 0 && self.next < self.frames.len() {
-            let (f, mss) = &self.frames[self.next];
-            let mut p = pool.packet_from(f, 1);
-            if *mss != 0 {
-                p.meta.gso_size = *mss;
-                batch.mark_gso();
-            }
-            batch.push(p);
-            self.next += 1;
-            n += 1;
-        }
-        n
-    }
-}
 
 type Sent = Arc<Mutex<Vec<(Vec<u8>, u16)>>>;
 
