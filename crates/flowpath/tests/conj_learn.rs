@@ -292,3 +292,42 @@ fn a_fin_shortens_the_timeouts_of_a_fin_timeout_flow_as_ovs() {
         ]
     );
 }
+
+/// OVS's "learning action - limit" (learn.at), with eight sources: the packets that hit
+/// existing megaflows learn in the revalidator, which applies their lessons in the order the
+/// packets came, so a `limit=1` keeps the first packet's flow, as upcalls in that order would
+/// (it applied them in hash-map order: a random one of the eight won).
+#[test]
+fn a_learn_limit_keeps_the_first_packets_flow_also_from_megaflow_hits() {
+    let (dir, _rm) = scratch_dir("fp-learn-limit");
+    let cfg = dir.join("sw.toml");
+    let flow = "table=0,in_port=1,actions=learn(table=1,dl_dst=dl_src,cookie=0x1,limit=1),2";
+    std::fs::write(&cfg, config(&[flow])).unwrap();
+    let run = dir.join("run");
+    let _sw = start_switch(&cfg, &run);
+    let receive = |src: u8| {
+        let pkt = format!(
+            "in_port(1),eth(src=50:54:00:00:00:{src:02x},dst=50:54:00:00:00:ff),eth_type(0x1234)"
+        );
+        ok(ctl(&run, &["netdev-dummy/receive", "p1", &pkt]));
+    };
+    for src in 1..=8 {
+        receive(src);
+    }
+    assert_eq!(wait_for(&run, 8).len(), 8);
+    assert_eq!(
+        of_flows(&run, "table=1"),
+        ["cookie=0x1, table=1, dl_dst=50:54:00:00:00:01 actions=drop"]
+    );
+    ok(ctl(&run, &["ofctl/del-flows", "br0", "table=1"]));
+    ok(ctl(&run, &["revalidator/wait"]));
+    for src in [5, 1, 2, 3, 4, 6, 7, 8] {
+        receive(src);
+    }
+    ok(ctl(&run, &["revalidator/wait"]));
+    ok(ctl(&run, &["revalidator/wait"]));
+    assert_eq!(
+        of_flows(&run, "table=1"),
+        ["cookie=0x1, table=1, dl_dst=50:54:00:00:00:05 actions=drop"]
+    );
+}

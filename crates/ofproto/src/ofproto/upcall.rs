@@ -232,7 +232,7 @@ impl Ofproto {
         // counted since the last round.
         let mut credited = self.credited.lock().unwrap_or_else(|e| e.into_inner());
         let mut now_credited = HashMap::with_capacity(flows.len());
-        let mut by_ufid: HashMap<u128, (&datapath::flow_table::Megaflow, u64, u64)> =
+        let mut by_ufid: HashMap<u128, (&datapath::flow_table::Megaflow, u64, u64, u64)> =
             HashMap::new();
         for f in &flows {
             let mf = &f.flow;
@@ -242,10 +242,16 @@ impl Ofproto {
             let instance = (mf.ufid, mf.installed_tsc);
             let (p0, b0) = credited.get(&instance).copied().unwrap_or((0, 0));
             now_credited.insert(instance, (mf.stats.packets, mf.stats.bytes));
-            let e = by_ufid.entry(mf.ufid).or_insert((mf, 0, 0));
+            let e = by_ufid.entry(mf.ufid).or_insert((mf, 0, 0, 0));
             e.1 += mf.stats.packets.saturating_sub(p0);
             e.2 += mf.stats.bytes.saturating_sub(b0);
+            e.3 = e.3.max(mf.stats.used_tsc);
         }
+        // In the order of their last packets, so that what those packets learn is applied in
+        // the order they came (a `learn` with a `limit` keeps the first packet's flow, as an
+        // upcall would have), not in the hash map's.
+        let mut by_use: Vec<_> = by_ufid.into_values().collect();
+        by_use.sort_unstable_by_key(|&(mf, .., used)| (used, mf.ufid));
         *credited = now_credited;
         drop(credited);
         let mut stale = Vec::new();
@@ -265,7 +271,7 @@ impl Ofproto {
             let p = self.read();
             recirc_ids.extend(super::bond::bond_recirc_ids(&p.bridges));
             r.recirc_freed = p.recirc.sweep(&recirc_ids, Instant::now());
-            for (mf, dpk, dby) in by_ufid.into_values() {
+            for (mf, dpk, dby, _) in by_use {
                 r.flows += 1;
                 // A flow still waiting for a tunnel neighbour goes every round too: the next
                 // packet's upcall asks again, so a lost request is repeated about once a
