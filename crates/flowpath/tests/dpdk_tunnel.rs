@@ -4,9 +4,9 @@
 //! switch's `dpdk` port. The super-frames are encapsulated whole and cut at the `dpdk` port's
 //! output (DPDK 22.11's `net_tap` takes TCP segmentation but not tunnel segmentation: its
 //! `tx_offload_capa` has no `VXLAN_TNL_TSO`, and its GSO library context is made for plain
-//! TCP only). What reaches b's interface is captured: every frame fits the MTU and has right
-//! outer IPv4, outer UDP (or none), inner IPv4 and inner TCP checksums, and b's kernel counts
-//! no checksum error. DPDK runs on ordinary memory (`--no-huge`). Without root or a tool, the
+//! TCP only). TCP over IPv4 and over IPv6 inside the tunnel. What reaches b's interface is
+//! captured: every frame fits the MTU and has right outer IPv4, outer UDP (or none), inner
+//! IPv4 and inner TCP checksums, and b's kernel counts no checksum error. DPDK runs on ordinary memory (`--no-huge`). Without root or a tool, the
 //! test prints SKIP and returns.
 #![cfg(feature = "dpdk")]
 
@@ -45,9 +45,15 @@ fn csum(data: &[u8], init: u32) -> u16 {
     !(s as u16)
 }
 
-/// The sum of an IPv4 pseudo-header for L4 protocol `proto` and `l4_len` bytes.
+/// The sum of an IPv4 (or, with `ipv6`, IPv6) pseudo-header for L4 protocol `proto` and
+/// `l4_len` bytes.
 fn pseudo(ip: &[u8], proto: u8, l4_len: usize) -> u32 {
-    ip[12..20]
+    let addrs = if ip[0] >> 4 == 6 {
+        &ip[8..40]
+    } else {
+        &ip[12..20]
+    };
+    addrs
         .chunks(2)
         .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
         .sum::<u32>()
@@ -56,7 +62,7 @@ fn pseudo(ip: &[u8], proto: u8, l4_len: usize) -> u32 {
 }
 
 /// Checks one captured VXLAN frame from the switch: within the MTU, every checksum right.
-/// The inner TCP payload length.
+/// The inner TCP payload length (0 for what is not TCP over IPv4 or IPv6 inside).
 fn check_vxlan_frame(f: &[u8], mtu: usize) -> Result<usize, String> {
     if f.len() > 14 + mtu {
         return Err(format!("{} bytes: over the MTU", f.len()));
@@ -76,18 +82,35 @@ fn check_vxlan_frame(f: &[u8], mtu: usize) -> Result<usize, String> {
         return Err("outer UDP checksum".into());
     }
     let inner = &udp[16..];
-    if inner[12..14] != [8, 0] {
+    let (iip, total, proto) = match inner[12..14] {
+        [8, 0] => {
+            let iip = &inner[14..34];
+            if csum(iip, 0) != 0 {
+                return Err("inner IPv4 header checksum".into());
+            }
+            (
+                iip,
+                usize::from(u16::from_be_bytes([iip[2], iip[3]])),
+                iip[9],
+            )
+        }
+        [0x86, 0xdd] => {
+            let iip = &inner[14..54];
+            (
+                iip,
+                40 + usize::from(u16::from_be_bytes([iip[4], iip[5]])),
+                iip[6],
+            )
+        }
+        _ => return Ok(0),
+    };
+    if proto != 6 {
         return Ok(0);
     }
-    let iip = &inner[14..34];
-    if csum(iip, 0) != 0 {
-        return Err("inner IPv4 header checksum".into());
+    if 14 + total != inner.len() {
+        return Err("inner IP length".into());
     }
-    let total = usize::from(u16::from_be_bytes([iip[2], iip[3]]));
-    if iip[9] != 6 || 14 + total != inner.len() {
-        return Ok(0);
-    }
-    let tcp = &inner[34..];
+    let tcp = &inner[14 + iip.len()..];
     if csum(tcp, pseudo(iip, 6, tcp.len())) != 0 {
         return Err("inner TCP checksum".into());
     }
@@ -221,6 +244,16 @@ neigh = ["br-phy {B_IP} {B_MAC}"]
     ));
     must(&in_ns(&na, &["ip", "link", "set", &ta, "up"]));
     ping(&na, "10.81.0.2", 3).unwrap();
+    // IPv6 inside the tunnel too (the namespaces have it off by default).
+    for (ns, dev, addr) in [(&na, &ta, "fd81::1/64"), (&nb, &vb, "fd81::2/64")] {
+        let knob = format!("net.ipv6.conf.{dev}.disable_ipv6=0");
+        must(&in_ns(ns, &["sysctl", "-qw", &knob]));
+        must(&in_ns(
+            ns,
+            &["ip", "addr", "add", addr, "dev", dev, "nodad"],
+        ));
+    }
+    ping(&na, "fd81::2", 3).unwrap();
 
     let before = csum_errors(&nb);
     let cap = env.path("b.pcap");
@@ -246,8 +279,10 @@ neigh = ["br-phy {B_IP} {B_MAC}"]
     let src = env.data_file("bulk", bytes);
     let stats =
         |p: &str| String::from_utf8_lossy(&ctl(&rundir, &["port/stats", p]).stdout).into_owned();
-    tcp_transfer(&env, &src, &na, &nb, "10.81.0.2", 5001)
-        .unwrap_or_else(|e| panic!("{e}\n{}{}", stats("ta"), stats("phy")));
+    for (to, port) in [("10.81.0.2", 5001), ("fd81::2", 5002)] {
+        tcp_transfer(&env, &src, &na, &nb, to, port)
+            .unwrap_or_else(|e| panic!("{e}\n{}{}", stats("ta"), stats("phy")));
+    }
     // libpcap hands over its ring's blocks when full or after its 1 s timeout: the last
     // frames are written once it has passed.
     std::thread::sleep(Duration::from_millis(1500));
@@ -263,9 +298,10 @@ neigh = ["br-phy {B_IP} {B_MAC}"]
         payload += check_vxlan_frame(&r.data, 1500)
             .unwrap_or_else(|e| panic!("frame {i} of {}: {e}", frames.len()));
     }
+    let err = std::fs::read_to_string(env.path("tcpdump.err")).unwrap_or_default();
     assert!(
-        payload >= bytes as usize,
-        "{payload} payload bytes captured"
+        payload >= 2 * bytes as usize,
+        "{payload} payload bytes captured\n{err}"
     );
     assert_eq!(csum_errors(&nb), before, "host b's checksum errors");
     // The super-frames crossed the push whole and were cut at the dpdk port.
