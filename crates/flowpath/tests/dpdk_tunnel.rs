@@ -143,7 +143,7 @@ fn tcp_super_frames_pushed_into_vxlan_are_cut_at_a_net_tap_dpdk_port() {
     let Some(mut env) = Env::new(
         test,
         "vx",
-        &["ip", "ping", "nc", "ss", "tcpdump", "cat"],
+        &["ip", "ping", "nc", "ss", "tcpdump", "cat", "sysctl"],
         &NAMES,
     ) else {
         return;
