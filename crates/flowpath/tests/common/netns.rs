@@ -439,8 +439,10 @@ pub fn tcp_transfer(
             .unwrap(),
     );
     let listening = wait_until(Duration::from_secs(5), || {
-        run(&in_ns(to, &["ss", "-Hltn", &format!("sport = :{port}")]))
-            .is_ok_and(|o| o.contains(&format!("{to_ip}:{port}")))
+        run(&in_ns(to, &["ss", "-Hltn", &format!("sport = :{port}")])).is_ok_and(|o| {
+            // ss writes an IPv6 address in brackets.
+            o.contains(&format!("{to_ip}:{port}")) || o.contains(&format!("[{to_ip}]:{port}"))
+        })
     });
     if !listening {
         return Err(format!("nc -l {to_ip} {port} in {to}: not listening"));
