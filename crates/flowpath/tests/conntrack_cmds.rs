@@ -12,20 +12,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{Reap, scratch_dir, start_switch};
+use common::{Reap, csum, scratch_dir, start_switch};
 use conntrack::frag::{FragConfig, FragStatus};
 use conntrack::ipf_format::format_status;
-
-/// One's-complement sum of `data`, folded, starting from `acc`.
-fn csum(data: &[u8], mut acc: u32) -> u16 {
-    for c in data.chunks(2) {
-        acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
 
 fn pseudo_sum(src: &[u8], dst: &[u8], proto: u8, len: usize) -> u32 {
     let mut p = Vec::new();

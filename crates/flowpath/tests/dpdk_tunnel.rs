@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::netns::{Env, Names, in_ns, must, ping, tcp_transfer, wait_until};
-use common::{Reap, ctl, start_switch};
+use common::{Reap, csum, ctl, start_switch};
 
 static NAMES: Names = Names {
     netns: "fpdt",
@@ -31,19 +31,6 @@ const PHY_IP: &str = "10.80.0.1";
 const PHY_MAC: &str = "02:00:00:80:00:01";
 const B_IP: &str = "10.80.0.2";
 const B_MAC: &str = "02:00:00:80:00:02";
-
-/// The ones' complement sum of `data` from `init`, folded and inverted (0 when a header or
-/// segment with its checksum field is right).
-fn csum(data: &[u8], init: u32) -> u16 {
-    let mut s = init;
-    for c in data.chunks(2) {
-        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
 
 /// The sum of an IPv4 (or, with `ipv6`, IPv6) pseudo-header for L4 protocol `proto` and
 /// `l4_len` bytes.

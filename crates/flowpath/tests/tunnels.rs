@@ -3,9 +3,13 @@
 //! checksum), GENEVE with a TLV-mapped option and GRE carrying MPLS, the `tnl/*` commands, a
 //! tunnel port added at run time, and bad tunnel packets counted as drops.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::csum;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_flowpath")
@@ -28,17 +32,6 @@ fn text(o: &Output) -> String {
 
 const PHY_MAC: [u8; 6] = [0x8c, 0xdc, 0xd4, 0xab, 0x5b, 0xf0];
 const PEER_MAC: [u8; 6] = [0x8c, 0xdc, 0xd4, 0xab, 0x58, 0x48];
-
-fn csum(data: &[u8], init: u32) -> u16 {
-    let mut s = init;
-    for c in data.chunks(2) {
-        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
-}
 
 /// Ethernet + IPv4 (checksummed) + `l4` with protocol `proto`.
 fn ipv4(
