@@ -3,7 +3,8 @@
 //!
 //! One source, p0, offers `ct`'s traffic (the established flows, round robin) and, from the
 //! start of the window, one packet in [`FLOOD_EVERY`] of a connection never seen before (the
-//! flood: 10.64.0.0/10 sources, each tuple once). The switch is `ct`'s: every packet is
+//! flood: 10.64.0.0/10 sources, each tuple once, from Ethernet address [`FLOOD_MAC`], which
+//! the OpenFlow rules [`OF_FLOWS`] tell apart so that OVS's flow counters count each source). The switch is `ct`'s: every packet is
 //! tracked and committed, and the table's limit is [`LIMIT_PER_FLOW`] connections per
 //! established flow, so that the flood fills the room left within the window and every later
 //! flood packet is refused at the limit (`+trk+new`, not committed: OVS's `conntrack_full`),
@@ -43,6 +44,25 @@ const IDLE: u8 = 0;
 const ESTABLISHED: u8 = 1;
 const FLOODING: u8 = 2;
 const STOPPED: u8 = 3;
+
+/// The flood's Ethernet source.
+pub const FLOOD_MAC: [u8; 6] = [0x02, 0xf1, 0x00, 0x00, 0x00, 0x01];
+
+/// `ct`'s pipeline with the flood's packets (by Ethernet source) in rules of their own, so
+/// that each source's packets are counted apart in both passes (the megaflows of OVS's
+/// `dpctl/dump-flows`): an established packet counted in the first pass and not in the second
+/// was lost (`+inv`, or dropped).
+pub const OF_FLOWS: &[&str] = &[
+    "table=0,priority=10,ip,dl_src=02:f1:00:00:00:01,ct_state=-trk,actions=ct(table=1)",
+    "table=0,priority=0,ip,ct_state=-trk,actions=ct(table=1)",
+    "table=1,priority=10,ip,dl_src=02:f1:00:00:00:01,ct_state=+trk+new,actions=ct(commit),output:2",
+    "table=1,priority=10,ip,dl_src=02:f1:00:00:00:01,ct_state=+trk+est,actions=output:2",
+    "table=1,priority=0,ip,ct_state=+trk+new,actions=ct(commit),output:2",
+    "table=1,priority=0,ip,ct_state=+trk+est,actions=output:2",
+];
+
+/// Fewest flood frames in the capture `--write-pcap` writes for OVS.
+const PCAP_FLOOD: usize = 50_000;
 
 /// The first address of the flood's sources (10.64.0.0/10).
 const FLOOD_NET: u32 = u32::from_be_bytes([10, 64, 0, 0]);
@@ -102,6 +122,7 @@ impl Shared {
 pub fn flood_frame(template: &[u8], c: u64, out: &mut [u8]) {
     use wire::checksum::{update16, update32};
     out.copy_from_slice(template);
+    out[6..12].copy_from_slice(&FLOOD_MAC);
     let old_ip = u32::from_be_bytes(template[26..30].try_into().expect("an IPv4 frame"));
     let old_port = u16::from_be_bytes([template[34], template[35]]);
     let ip = FLOOD_NET | ((c / FLOOD_PORTS) as u32 & 0x3f_ffff);
@@ -118,6 +139,26 @@ pub fn flood_frame(template: &[u8], c: u64, out: &mut [u8]) {
         };
         out[40..42].copy_from_slice(&c.to_be_bytes());
     }
+}
+
+/// The capture `--write-pcap` writes for OVS: established flow and flood frame alternately
+/// (one in [`FLOOD_EVERY`] a flood frame), at least [`PCAP_FLOOD`] flood frames and every
+/// established flow at least once. Replayed in a loop, the flood's tuples come round: the
+/// first ones committed are then found, the others refused again.
+pub fn pcap_frames(est: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let n = (est.len() * (FLOOD_EVERY as usize - 1)).max(PCAP_FLOOD);
+    let mut out = Vec::with_capacity(n * FLOOD_EVERY as usize);
+    let mut next = 0;
+    for c in 0..n as u64 {
+        for _ in 1..FLOOD_EVERY {
+            out.push(est[next].clone());
+            next = (next + 1) % est.len();
+        }
+        let mut f = est[0].clone();
+        flood_frame(&est[0], c, &mut f);
+        out.push(f);
+    }
+    out
 }
 
 /// The flood packet number of `f`, if it is one.
@@ -609,6 +650,26 @@ mod tests {
             assert_eq!(flow_index(f), Some(i));
             assert_eq!(normalize(f), *f);
         }
+    }
+
+    /// OVS's capture alternates established flows (round robin) and distinct flood frames.
+    #[test]
+    fn pcap_alternates_established_and_flood() {
+        let est = netdev::memory::plain_frames(3, 64);
+        let p = pcap_frames(&est);
+        assert_eq!(p.len(), 2 * PCAP_FLOOD);
+        for (k, f) in p.iter().enumerate().take(1000) {
+            if k % 2 == 0 {
+                assert_eq!(*f, est[(k / 2) % 3]);
+            } else {
+                assert_eq!(flood_index(f), Some(k as u64 / 2));
+                assert_eq!(f[6..12], FLOOD_MAC);
+            }
+        }
+        assert_eq!(
+            pcap_frames(&netdev::memory::plain_frames(60_000, 64)).len(),
+            120_000
+        );
     }
 
     #[test]

@@ -195,7 +195,10 @@ fn traffic(name: &str, flows: usize, size: usize) -> anyhow::Result<(TrafficKind
 /// number of frames and their kind.
 pub fn write_traffic(o: &BenchOpts, path: &Path) -> anyhow::Result<(usize, TrafficKind)> {
     check_frame_size(o.frame_size)?;
-    let (kind, frames) = traffic(&o.scenario, o.flows, o.frame_size)?;
+    let (kind, mut frames) = traffic(&o.scenario, o.flows, o.frame_size)?;
+    if o.scenario == "ct_flood" {
+        frames = ct_flood::pcap_frames(&frames);
+    }
     let f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
     anchor_traffic::write_pcap(std::io::BufWriter::new(f), &frames)
         .with_context(|| format!("{}", path.display()))?;
@@ -271,7 +274,13 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
                 o
             },
         },
-        "ct" | "ct_setup" | "ct_flood" => Scenario {
+        "ct_flood" => Scenario {
+            frames,
+            dp_flows: ct_dp_flows("ct", "ct(commit)"),
+            of_flows: ct_flood::OF_FLOWS,
+            expect: |f| f.to_vec(),
+        },
+        "ct" | "ct_setup" => Scenario {
             frames,
             dp_flows: ct_dp_flows("ct", "ct(commit)"),
             of_flows: &[
