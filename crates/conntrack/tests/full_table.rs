@@ -119,6 +119,7 @@ fn established_traffic_is_not_refused_at_maxconns() {
     assert_eq!(t.ct.n_conns(), 6);
     assert_eq!(t.ct.stats().committed, 6);
     assert_eq!(t.ct.stats().limit_refused, 6);
+    assert_eq!(t.ct.stats().maxconns_refused, 6);
     for round in 0..3 {
         for i in 0..2 {
             for commit in [false, true] {
@@ -168,6 +169,8 @@ fn established_traffic_is_not_refused_at_a_zone_limit() {
     }
     assert_eq!(t.ct.zone_conns(7), 3);
     assert_eq!(t.ct.stats().limit_refused, 4);
+    // Not the global limit's: OVS's conntrack_full does not count them.
+    assert_eq!(t.ct.stats().maxconns_refused, 0);
     assert_eq!(t.st(&est(0, false), 7, true, SEC), TRK | EST);
     assert_eq!(t.ct.stats().limit_refused, 4);
     // Another zone is not full.
