@@ -59,7 +59,7 @@ impl Source {
 }
 
 /// Every event, in `coverage/show`'s order (docs/observability.md says what each counts).
-static EVENTS: [Source; 41] = [
+static EVENTS: [Source; 42] = [
     Source::Counter(&BRIDGE_RECONFIGURE),
     Source::Counter(&ofproto::coverage::OFPROTO_FLUSH),
     Source::Counter(&OFPROTO_PACKET_OUT),
@@ -99,7 +99,10 @@ static EVENTS: [Source; 41] = [
     Source::Xlate(XlateDrop::ForwardingDisabled),
     Source::Pmd("datapath_rewrite_error", |s| s.rewrite_errors),
     Source::Ct("conntrack_commit", |c| c.committed),
-    Source::Ct("conntrack_full", |c| c.limit_refused),
+    Source::Ct("conntrack_full", |c| c.maxconns_refused),
+    Source::Ct("conntrack_zone_full", |c| {
+        c.limit_refused.saturating_sub(c.maxconns_refused)
+    }),
     Source::Ct("conntrack_expired", |c| c.expired),
 ];
 
@@ -210,5 +213,53 @@ mod tests {
         );
         assert!(show.contains("\ndpif_execute  "), "{show}");
         assert!(show.ends_with(" events never hit\n"), "{show}");
+    }
+
+    /// `conntrack_full` counts the commits the global limit refuses, not a zone limit's, as
+    /// OVS 3.1's `conn_not_found` does; those are `conntrack_zone_full` (flowpath's own).
+    #[test]
+    fn conntrack_full_counts_the_global_limit_only() {
+        let dp = Arc::new(Mutex::new(
+            DatapathBuilder::new(DpConfig::default()).start().unwrap(),
+        ));
+        let reg = Registry::new("test");
+        register(&reg, &dp);
+        let full = || -> u64 {
+            let n = reg.dispatch("coverage/read-counter", &["conntrack_full"]);
+            n.unwrap().trim().parse().unwrap()
+        };
+        let ct = dp.lock().unwrap().conntrack().clone();
+        let mut cache = conntrack::CtCache::new();
+        let frames = netdev::memory::plain_frames(4, 64);
+        let mut commit = |i: usize, zone: u16| {
+            let pkt = conntrack::CtPacket {
+                frame: &frames[i],
+                l3: 14,
+                v6: false,
+                frag_l4_len: None,
+                verified: false,
+                natted: false,
+            };
+            let args = conntrack::CtArgs {
+                zone,
+                commit: true,
+                ..Default::default()
+            };
+            let mut md = conntrack::CtMeta::default();
+            ct.process(&mut cache, &pkt, &mut md, &args, 0);
+            md.state
+        };
+        ct.set_zone_limit(5, 1);
+        commit(0, 5);
+        assert_eq!(commit(1, 5), conntrack::state::TRK | conntrack::state::NEW);
+        assert_eq!(ct.stats().limit_refused, 1);
+        assert_eq!(full(), 0, "a zone limit's refusal");
+        let zone = reg.dispatch("coverage/read-counter", &["conntrack_zone_full"]);
+        assert_eq!(zone.unwrap(), "1\n");
+        ct.set_maxconns(2);
+        commit(2, 6);
+        assert_eq!(commit(3, 6), conntrack::state::TRK | conntrack::state::NEW);
+        assert_eq!(ct.stats().limit_refused, 2);
+        assert_eq!(full(), 1, "the global limit's refusal");
     }
 }

@@ -82,7 +82,10 @@ enum Command {
         /// OVN's ACL pipeline of a logical switch, four ct() in two zones, always programmed
         /// by its OpenFlow rules); ct_setup (flowpath's own:
         /// ct with zone 0's UDP timeouts at 0 s, so every packet sets up a connection; reports
-        /// setups per second and checks one commit per packet). --write-pcap writes any
+        /// setups per second and checks one commit per packet); ct_flood (flowpath's own: ct
+        /// while one packet in two is a new connection and the table's limit is twice --flows,
+        /// so the flood fills it and is refused; fails unless every established packet is
+        /// forwarded and no established connection evicted). --write-pcap writes any
         /// scenario's traffic.
         #[arg(required = true)]
         scenario: Option<String>,

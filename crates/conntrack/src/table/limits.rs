@@ -2,6 +2,8 @@
 //! [`DEFAULT_MAXCONNS`]) and one per zone (`dpctl/ct-set-limits`, with a default for zones
 //! without their own). A commit counts its connection in ([`Conntrack::reserve`]) before it
 //! is made; over a limit it is refused and counted, and the packet stays `+new` uncommitted.
+//! Refusals by the global limit are also counted apart: OVS's `conntrack_full` counts those
+//! only.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -16,6 +18,7 @@ impl Conntrack {
         let max = self.maxconns.load(Relaxed);
         if self.n_conns.fetch_add(1, Relaxed) >= max {
             self.n_conns.fetch_sub(1, Relaxed);
+            self.counters.maxconns_refused.fetch_add(1, Relaxed);
             return false;
         }
         let z = usize::from(zone);

@@ -221,6 +221,7 @@ struct Counters {
     related_unknown: AtomicU64,
     committed: AtomicU64,
     limit_refused: AtomicU64,
+    maxconns_refused: AtomicU64,
     nat_exhausted: AtomicU64,
     insert_conflicts: AtomicU64,
     expired: AtomicU64,
@@ -239,6 +240,9 @@ pub struct CtStats {
     pub committed: u64,
     /// Commits refused by the global or a zone limit.
     pub limit_refused: u64,
+    /// Of those, the commits the global limit refused (OVS's `conntrack_full`, which a zone
+    /// limit's refusals do not count).
+    pub maxconns_refused: u64,
     /// Commits refused because the NAT range had no free tuple.
     pub nat_exhausted: u64,
     /// Commits lost to a concurrent commit of the same tuple.
@@ -477,6 +481,7 @@ impl Conntrack {
             related_unknown: c.related_unknown.load(Relaxed),
             committed: c.committed.load(Relaxed),
             limit_refused: c.limit_refused.load(Relaxed),
+            maxconns_refused: c.maxconns_refused.load(Relaxed),
             nat_exhausted: c.nat_exhausted.load(Relaxed),
             insert_conflicts: c.insert_conflicts.load(Relaxed),
             expired: c.expired.load(Relaxed),

@@ -22,6 +22,9 @@
 //!   new one; the figure is setups per second, and the run fails unless the tracker committed
 //!   one connection per packet at the sink. `scripts/compare-ovs` sets the same policy on OVS
 //!   (`ovs-vsctl add-zone-tp`).
+//! - `ct_flood` (flowpath's own): `ct` while a flood of new connections fills the table to its
+//!   limit ([`ct_flood`]); fails unless every established packet is forwarded and no
+//!   established connection is evicted.
 //! - `io_floor_vxlan`, `io_floor_mplsogre`, `io_floor_geneve`: p2p fed the tunnel scenarios'
 //!   traffic (as received, encapsulated): the I/O floor of those frames, which a tunnel
 //!   scenario's cycles are compared against ("switching cycles" = scenario minus floor).
@@ -30,6 +33,7 @@
 //! every scenario of the anchor, including those flowpath does not run yet, so that OVS can be
 //! fed the very frames flowpath replays (`scripts/compare-ovs`).
 
+mod ct_flood;
 mod dpdk_io;
 mod opts;
 pub mod pvp;
@@ -96,6 +100,7 @@ pub const SCENARIOS: &[&str] = &[
     "ct_nat",
     "ct_ovn",
     "ct_setup",
+    "ct_flood",
 ];
 
 /// Every scenario of the OVS-DPDK anchor with the traffic it is fed (the anchor's pcap kinds).
@@ -121,13 +126,15 @@ pub const ANCHOR_SCENARIOS: &[(&str, TrafficKind)] = &[
 /// itself, rules on its destination instead of the label), to see what `pop_mpls` costs;
 /// `pvp` sends p2p's traffic through a VM (testpmd on a vhost-user port) and back
 /// ([`pvp`]); `ct_nat` and `ct_setup` are `ct` with source NAT and with every
-/// packet a new connection; `ct_ovn` is OVN's ACL pipeline on `ct`'s traffic.
+/// packet a new connection; `ct_ovn` is OVN's ACL pipeline on `ct`'s traffic; `ct_flood` is
+/// `ct`'s traffic beside a flood of new connections.
 pub const OWN_SCENARIOS: &[(&str, TrafficKind)] = &[
     ("gre_decap", TrafficKind::GreIpv4),
     ("pvp", TrafficKind::Plain),
     ("ct_nat", TrafficKind::Plain),
     ("ct_ovn", TrafficKind::Plain),
     ("ct_setup", TrafficKind::Plain),
+    ("ct_flood", TrafficKind::Plain),
 ];
 
 /// `ct_setup`'s timeout policy for zone 0: UDP connections expire as soon as they are
@@ -188,7 +195,10 @@ fn traffic(name: &str, flows: usize, size: usize) -> anyhow::Result<(TrafficKind
 /// number of frames and their kind.
 pub fn write_traffic(o: &BenchOpts, path: &Path) -> anyhow::Result<(usize, TrafficKind)> {
     check_frame_size(o.frame_size)?;
-    let (kind, frames) = traffic(&o.scenario, o.flows, o.frame_size)?;
+    let (kind, mut frames) = traffic(&o.scenario, o.flows, o.frame_size)?;
+    if o.scenario == "ct_flood" {
+        frames = ct_flood::pcap_frames(&frames);
+    }
     let f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
     anchor_traffic::write_pcap(std::io::BufWriter::new(f), &frames)
         .with_context(|| format!("{}", path.display()))?;
@@ -263,6 +273,12 @@ fn scenario(name: &str, flows: usize, size: usize) -> anyhow::Result<Scenario> {
                 o[..6].copy_from_slice(&[0x52, 0x54, 0, 0, 0, 1]);
                 o
             },
+        },
+        "ct_flood" => Scenario {
+            frames,
+            dp_flows: ct_dp_flows("ct", "ct(commit)"),
+            of_flows: ct_flood::OF_FLOWS,
+            expect: |f| f.to_vec(),
         },
         "ct" | "ct_setup" => Scenario {
             frames,
@@ -437,6 +453,9 @@ pub struct BenchResult {
     /// For `ct_setup`: connection setups per second, the figure of the scenario.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ct_setups_per_sec: Option<f64>,
+    /// For `ct_flood`: the established traffic's and the flood's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ct_flood: Option<ct_flood::FloodFigures>,
     /// Why `forwarded_ok` is false, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
@@ -495,6 +514,9 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
         ..o.clone()
     };
     let o = if o.scenario == "ct_ovn" { &of_only } else { o };
+    if o.scenario == "ct_flood" {
+        return ct_flood::run(o);
+    }
     let mut sc = scenario(&o.scenario, o.flows, o.frame_size)?;
     let mut flows = o.flows;
     let mut traffic = traffic_kind(&o.scenario)?.name().to_owned();
@@ -560,7 +582,16 @@ pub fn run(o: &BenchOpts) -> anyhow::Result<BenchResult> {
     // What the sink must match: what entered the switch on the last hop.
     let source = if vm.is_some() { "vm" } else { "p0" };
     let mut r = run_measured(
-        o, &mut dp, &samples, &expected, sinks, source, normalize, traffic, flows,
+        o,
+        &mut dp,
+        &samples,
+        &expected,
+        sinks,
+        source,
+        normalize,
+        traffic,
+        flows,
+        &|| {},
     );
     if o.scenario.starts_with("ct")
         && let Ok(res) = &mut r
@@ -665,7 +696,8 @@ fn start_p2p(
     Ok((dp, samples, capture))
 }
 
-/// Warms up, measures and checks what the sinks received.
+/// Warms up, measures (calling `window_start` as the window opens) and checks what the sinks
+/// received.
 #[allow(clippy::too_many_arguments)]
 fn run_measured(
     o: &BenchOpts,
@@ -677,6 +709,7 @@ fn run_measured(
     normalize: fn(&[u8]) -> Vec<u8>,
     traffic: String,
     flows: usize,
+    window_start: &dyn Fn(),
 ) -> anyhow::Result<BenchResult> {
     let sunk = |dp: &datapath::dpif::Datapath| -> u64 {
         sinks
@@ -702,6 +735,7 @@ fn run_measured(
     let src0 = dp.port_counters(source).unwrap_or_default().rx_packets;
     let vm0 = dp.port_counters("vm");
     dp.clear_stats();
+    window_start();
     std::thread::sleep(Duration::from_secs_f64(o.seconds));
     let secs = dp.measured_secs();
     let s = dp.total_stats();
@@ -786,6 +820,7 @@ fn run_measured(
         ct_connections: None,
         ct_setups: (o.scenario == "ct_setup").then_some(committed),
         ct_setups_per_sec: (o.scenario == "ct_setup").then_some(committed as f64 / secs),
+        ct_flood: None,
         failure,
     })
 }
@@ -841,6 +876,9 @@ pub fn report(r: &BenchResult) -> String {
             r.sink_packets,
             r.cycles_per_sink_packet
         );
+    }
+    if let Some(f) = &r.ct_flood {
+        o.push_str(&ct_flood::report(f));
     }
     if let Some(d) = r.guest_ring_drops {
         let _ = writeln!(
