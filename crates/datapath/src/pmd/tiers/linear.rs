@@ -58,6 +58,10 @@ pub(in crate::pmd) struct LinearMatch {
     shape: Option<Box<Match>>,
     /// The compare of the words the megaflows share (all of them while there is one).
     words: Option<LinearWords>,
+    /// Word 0 (in_port and recirc_id) of that compare, its mask and value (both zero when it
+    /// is not one of them): tried first, so that a key of another pass, which the port's
+    /// other linear matches hold, is turned away by one compare.
+    first_word: (u64, u64),
     /// The word the megaflows differ in, once there are two: its index and mask.
     apart: Option<(usize, u64)>,
     /// Each megaflow's masked value of that word.
@@ -68,6 +72,15 @@ pub(in crate::pmd) struct LinearMatch {
     /// ([`NO_FLOW`] for an empty slot).
     slot_val: [u64; LINEAR_SLOTS],
     slot_flow: [u8; LINEAR_SLOTS],
+}
+
+/// The mask and (masked) value of word 0 of `m` among `words` (a word bit map): both zero when
+/// `words` or the mask leave it out ([`LinearMatch`]'s `first_word`).
+fn first_word(m: &Match, words: u64) -> (u64, u64) {
+    if words & m.mask().map() & 1 == 0 {
+        return (0, 0);
+    }
+    (m.mask().raw_word(0), m.key().word(0))
 }
 
 /// Slots of a linear match's table: twice its most megaflows, so that a multiplier putting
@@ -130,6 +143,7 @@ impl Default for LinearMatch {
             flows: Vec::with_capacity(MAX_LINEAR_FLOWS),
             shape: None,
             words: None,
+            first_word: (0, 0),
             apart: None,
             vals: [0; MAX_LINEAR_FLOWS],
             mul: 1,
@@ -156,6 +170,7 @@ impl LinearMatch {
         self.flows.clear();
         self.shape = None;
         self.words = None;
+        self.first_word = (0, 0);
         self.apart = None;
     }
 
@@ -172,6 +187,7 @@ impl LinearMatch {
                 return false;
             };
             self.words = Some(words);
+            self.first_word = first_word(m, u64::MAX);
             self.shape = Some(Box::new(m.clone()));
             self.flows.push(flow);
             return true;
@@ -195,11 +211,12 @@ impl LinearMatch {
             None if differ.count_ones() == 1 => {
                 // The second megaflow: the compare leaves out the word they differ in.
                 let d = differ.trailing_zeros() as usize;
-                let Some(w) = LinearWords::new(shape, shape.mask().map() & !(1 << d)) else {
+                let shared = shape.mask().map() & !(1 << d);
+                let Some(w) = LinearWords::new(shape, shared) else {
                     return false;
                 };
                 vals[0] = shape.key().word(d);
-                (d, Some(w))
+                (d, Some((w, first_word(shape, shared))))
             }
             _ => return false,
         };
@@ -224,8 +241,9 @@ impl LinearMatch {
         let Some(mul) = found else {
             return false;
         };
-        if let Some(w) = words {
+        if let Some((w, f)) = words {
             self.words = Some(w);
+            self.first_word = f;
             self.apart = Some((d, m.mask().raw_word(d)));
         }
         self.vals = vals;
@@ -283,6 +301,7 @@ impl LinearMatch {
             return;
         };
         self.words = Some(words);
+        self.first_word = first_word(&m, u64::MAX);
         self.shape = Some(Box::new(m));
         self.apart = None;
     }
@@ -290,7 +309,8 @@ impl LinearMatch {
     /// The megaflow `key` matches, if any (what `Match::matches` says of each).
     #[inline(always)]
     pub(in crate::pmd) fn lookup(&self, key: &FlowKey) -> Option<FlowRef> {
-        if !self.words.as_ref().is_some_and(|w| w.matches(key)) {
+        let (m0, v0) = self.first_word;
+        if key.word(0) & m0 != v0 || !self.words.as_ref().is_some_and(|w| w.matches(key)) {
             return None;
         }
         let Some((d, mask)) = self.apart else {
