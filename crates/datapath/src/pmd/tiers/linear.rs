@@ -306,11 +306,16 @@ impl LinearMatch {
         self.apart = None;
     }
 
-    /// The megaflow `key` matches, if any (what `Match::matches` says of each).
+    /// The megaflow `key` matches, if any (what `Match::matches` says of each). `GUARD`: word
+    /// 0 is compared first, on its own, which turns a key of another pass away in one
+    /// compare.
     #[inline(always)]
-    pub(in crate::pmd) fn lookup(&self, key: &FlowKey) -> Option<FlowRef> {
+    pub(in crate::pmd) fn lookup<const GUARD: bool>(&self, key: &FlowKey) -> Option<FlowRef> {
         let (m0, v0) = self.first_word;
-        if key.word(0) & m0 != v0 || !self.words.as_ref().is_some_and(|w| w.matches(key)) {
+        if GUARD && key.word(0) & m0 != v0 {
+            return None;
+        }
+        if !self.words.as_ref().is_some_and(|w| w.matches(key)) {
             return None;
         }
         let Some((d, mask)) = self.apart else {
@@ -418,17 +423,30 @@ impl LinearMatches {
     /// The megaflow `key` matches, if any (what `Match::matches` says of each).
     #[inline(always)]
     pub(in crate::pmd) fn lookup(&self, key: &FlowKey) -> Option<FlowRef> {
-        let r = self.first.lookup(key);
+        let r = self.first.lookup::<false>(key);
         if r.is_some() || self.more.is_empty() {
             return r;
         }
         self.lookup_more(key)
     }
 
-    /// [`Self::lookup`] in the matches after the first.
+    /// [`Self::lookup`] of a key of a later pass (recirculated, its key reused): the first
+    /// match, which a `ct()` pipeline's first pass has, compares word 0 (in_port, recirc_id)
+    /// first, on its own. Extraction's loop (`extract_linear`) looks up without: a port of one
+    /// match keeps its registers and instructions there.
+    #[inline(always)]
+    pub(in crate::pmd) fn lookup_later(&self, key: &FlowKey) -> Option<FlowRef> {
+        let r = self.first.lookup::<true>(key);
+        if r.is_some() || self.more.is_empty() {
+            return r;
+        }
+        self.lookup_more(key)
+    }
+
+    /// [`Self::lookup`] in the matches after the first, word 0 first.
     #[inline(never)]
     fn lookup_more(&self, key: &FlowKey) -> Option<FlowRef> {
-        self.more.iter().find_map(|g| g.lookup(key))
+        self.more.iter().find_map(|g| g.lookup::<true>(key))
     }
 }
 
@@ -523,7 +541,7 @@ impl Pmd {
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let r = c.linear.lookup(&keys[i]);
+            let r = c.linear.lookup_later(&keys[i]);
             hits[i] = r;
             if r.is_none() {
                 misses |= 1 << i;
@@ -583,7 +601,8 @@ mod tests {
                 probe.set_word(i, v);
             }
             probe.clear_words(absent);
-            proptest::prop_assert_eq!(l.lookup(&probe).is_some(), mt.matches(&probe));
+            proptest::prop_assert_eq!(l.lookup::<false>(&probe).is_some(), mt.matches(&probe));
+            proptest::prop_assert_eq!(l.lookup::<true>(&probe).is_some(), mt.matches(&probe));
         }
 
         /// Megaflows of one mask that differ in one word share the linear match, and it finds
@@ -660,7 +679,8 @@ mod tests {
                     }
                     let key = FlowKey(k);
                     let want = held.iter().find(|(_, m)| m.matches(&key)).map(|h| h.0);
-                    proptest::prop_assert_eq!(l.lookup(&key), want);
+                    proptest::prop_assert_eq!(l.lookup::<false>(&key), want);
+                    proptest::prop_assert_eq!(l.lookup::<true>(&key), want);
                 }
                 Ok(())
             };
@@ -710,16 +730,16 @@ mod tests {
         };
         let mut l = LinearMatch::default();
         assert!(l.push(r, &mt), "a linear megaflow");
-        assert_eq!(l.lookup(&k), Some(r));
+        assert_eq!(l.lookup::<true>(&k), Some(r));
         let mut other = opt;
         other[7] = 3;
         let mut k2 = k.clone();
         k2.set_tun_geneve_opts(&other);
-        assert!(l.lookup(&k2).is_none() && !mt.matches(&k2));
+        assert!(l.lookup::<true>(&k2).is_none() && !mt.matches(&k2));
         // Every word counts, the ninth too (the zero-valued ones come last).
         let mut l3 = k.clone();
         l3.set_packet_type(1 << 16 | 0x0800);
-        assert!(l.lookup(&l3).is_none() && !mt.matches(&l3));
+        assert!(l.lookup::<false>(&l3).is_none() && !mt.matches(&l3));
     }
 
     /// A `ct()` pipeline's megaflows on one port (the first pass's `ct_state(-trk)`, the
@@ -771,6 +791,7 @@ mod tests {
             let scan = flows.iter().position(|m| m.matches(k)).map(|j| r(j as u32));
             assert_eq!(scan, want.map(r), "{k:?}");
             assert_eq!(l.lookup(k), scan, "{k:?}");
+            assert_eq!(l.lookup_later(k), scan, "{k:?}");
         }
         // Of the first pass, another mask that is not a connection field's: the EMC's.
         let mut m = flows[0].mask().clone();
@@ -824,9 +845,9 @@ mod tests {
             let kept = if gone == 0 { &b } else { &a };
             let next = if gone == 0 { flow(3, 443) } else { c.clone() };
             assert!(l.push(r(2), &next), "one word apart from the one left");
-            assert_eq!(l.lookup(kept.key()), Some(r(1 - gone)));
-            assert_eq!(l.lookup(next.key()), Some(r(2)));
-            assert_eq!(l.lookup(flow(9, 443).key()), None);
+            assert_eq!(l.lookup::<true>(kept.key()), Some(r(1 - gone)));
+            assert_eq!(l.lookup::<false>(next.key()), Some(r(2)));
+            assert_eq!(l.lookup::<true>(flow(9, 443).key()), None);
         }
     }
 }
