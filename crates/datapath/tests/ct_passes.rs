@@ -2,7 +2,8 @@
 //! (`Pmd::set_conntrack`) tracks in that table from its next packet: nothing of the old table's
 //! (cached connections, connections waiting to be queued for expiry, the cached zone policy)
 //! serves or leaks into the new one. A second `ct()` of a packet that writes the mark is not
-//! skipped for the packet being tracked already. Keys carry a connection's original tuple
+//! skipped for the packet being tracked already; one that does not keeps the first one's state
+//! for a whole burst. Keys carry a connection's original tuple
 //! (`ct_tuple4`) only while a megaflow looks at it, and always to the slow path. A pass after
 //! a recirculation takes its keys from the pass before only when nothing rewrote the headers
 //! in between.
@@ -138,6 +139,40 @@ fn a_second_ct_that_writes_the_mark_is_not_skipped() {
     let d = ct.dump(None, conntrack::now_ms());
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].mark, 0x2a, "the second ct() wrote the mark");
+}
+
+/// The anchor's pipeline: once the first `ct()` finds the connection in the PMD's cache, the
+/// second `ct(commit)` keeps what it said for the whole burst (the packets stay `+new`, one-way
+/// UDP), commits nothing again and still counts every packet it saw.
+#[test]
+fn a_second_ct_of_a_burst_the_first_found_keeps_its_state() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let mut pmd = pmd_with_flows(
+        &ct,
+        &[
+            (format!("ct_state(-trk),{PLAIN}"), "ct,recirc(0x1)"),
+            (
+                format!("ct_state(+new+trk),recirc_id(0x1),{PLAIN}"),
+                "ct(commit),p1",
+            ),
+        ],
+    );
+    for _ in 0..8 {
+        pmd.poll_once();
+    }
+    let s = pmd.stats();
+    assert_eq!(
+        s.tx_packets, 32,
+        "every packet matched +new+trk and went out"
+    );
+    assert_eq!(s.lost_upcalls, 0);
+    assert_eq!(s.ct_packets, 64, "both ct() counted every packet");
+    assert_eq!(
+        ct.stats().committed,
+        1,
+        "committed once, by the first burst"
+    );
+    assert_eq!(ct.dump(None, conntrack::now_ms()).len(), 1);
 }
 
 #[test]

@@ -15,15 +15,20 @@ impl Pmd {
     ///
     /// Returns whether the batch holds the same packets in the same order (no fragments).
     pub(super) fn conntrack(&mut self, args: &conntrack::CtArgs, batch: &mut Batch) -> bool {
-        let now = conntrack::now_ms();
-        let ct = self
-            .conntrack
-            .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
         let writes = args.commit && (args.mark.is_some() || args.label.is_some());
         // A packet an earlier ct() of this zone tracked keeps what that one said, as a packet
         // keeps its reference to the connection in the kernel's datapath: unless this one
         // writes the mark or label, or translates, the connection is not even looked at.
         let keep = !writes && args.nat.is_none() && !args.force;
+        if keep && all_kept(batch, args.zone) {
+            // The common second ct() of a pipeline: nothing to track, not even the clock.
+            self.stats.ct_packets += batch.len() as u64;
+            return true;
+        }
+        let now = conntrack::now_ms();
+        let ct = self
+            .conntrack
+            .get_or_insert_with(|| std::sync::Arc::new(conntrack::Conntrack::new()));
         // The packets tracked here (IP, not fragments): their places in the batch and
         // families; the others are not IP (`+inv`) or fragments, or their earlier state
         // stands (`ct_ml` has what a commit wrote for those rechecked).
@@ -229,6 +234,18 @@ impl Pmd {
         std::mem::swap(batch, &mut keep);
         self.recycle(keep);
     }
+}
+
+/// Whether every packet of `batch` (a burst at most) is IP, not a fragment, and keeps what an
+/// earlier `ct()` of `zone` found in the PMD's cache: what a `ct()` that neither writes nor
+/// translates leaves as it is, packet by packet, in [`Pmd::conntrack`]'s loop.
+#[inline]
+fn all_kept(batch: &Batch, zone: u16) -> bool {
+    batch.len() <= MAX_BURST
+        && batch.packets().iter().all(|p| {
+            crate::ct::cached_ref(p, zone)
+                && crate::ct::ip_version(p).is_some_and(|v6| !crate::ct::maybe_fragment(p, v6))
+        })
 }
 
 /// Whether an earlier `ct()` in `zone` translated the packet.

@@ -52,7 +52,10 @@ impl Pmd {
         }
         let (mut simple, mut early) = (0, None);
         if reusing {
-            self.reuse_keys(batch, ct_tuple);
+            // As below: a port whose packets the decap fast path or the linear match finds
+            // hashes only those they do not find, later.
+            self.unhashed = linear || !self.cls.decap(in_port).is_empty();
+            self.reuse_keys(batch, ct_tuple, !self.unhashed);
         } else if let Some(first) = first {
             simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
         } else if linear && self.cls.decap(in_port).is_empty() {
@@ -78,13 +81,17 @@ impl Pmd {
     }
 
     /// The keys of a batch recirculated whole with its headers untouched, from the pass
-    /// before: each key's metadata words made again, and its hash.
+    /// before: each key's metadata words made again, and its hash if `hash` (else it is made
+    /// by [`Self::hash_now`] for the packets that need one).
     #[inline(always)]
-    pub(super) fn reuse_keys(&mut self, batch: &mut Batch, ct_tuple: bool) {
+    pub(super) fn reuse_keys(&mut self, batch: &mut Batch, ct_tuple: bool, hash: bool) {
         for (i, p) in batch.packets_mut().iter_mut().enumerate() {
             let k = &mut self.keys[i];
             k.clear_words(!flow::key::PACKET_WORDS);
             key_metadata_add(p, k, ct_tuple);
+            if !hash {
+                continue;
+            }
             let h = pass_hash(k.hash(0), p.meta.recirc_depth);
             p.meta.hash = h;
             self.hashes[i] = h;

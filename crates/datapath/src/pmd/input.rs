@@ -21,8 +21,8 @@ impl Pmd {
     ///
     /// `reuse`: the batch is the previous pass's, recirculated whole with its headers
     /// untouched (`keys_reusable`), so each packet's key is still in `keys` at its place: only
-    /// its metadata words are made again, and it is hashed again, instead of the packet being
-    /// parsed again.
+    /// its metadata words are made again (and it is hashed again, on a port that needs the
+    /// hash for the EMC), instead of the packet being parsed again.
     pub(super) fn input(&mut self, batch: &mut Batch, mut in_port: u32, mut reuse: bool) {
         self.pass_gso = batch.take_gso();
         let mut lent = batch.take_lent();

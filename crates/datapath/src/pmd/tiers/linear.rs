@@ -58,6 +58,10 @@ pub(in crate::pmd) struct LinearMatch {
     shape: Option<Box<Match>>,
     /// The compare of the words the megaflows share (all of them while there is one).
     words: Option<LinearWords>,
+    /// Word 0 (in_port and recirc_id) of that compare, its mask and value (both zero when it
+    /// is not one of them): tried first, so that a key of another pass, which the port's
+    /// other linear matches hold, is turned away by one compare.
+    first_word: (u64, u64),
     /// The word the megaflows differ in, once there are two: its index and mask.
     apart: Option<(usize, u64)>,
     /// Each megaflow's masked value of that word.
@@ -68,6 +72,15 @@ pub(in crate::pmd) struct LinearMatch {
     /// ([`NO_FLOW`] for an empty slot).
     slot_val: [u64; LINEAR_SLOTS],
     slot_flow: [u8; LINEAR_SLOTS],
+}
+
+/// The mask and (masked) value of word 0 of `m` among `words` (a word bit map): both zero when
+/// `words` or the mask leave it out ([`LinearMatch`]'s `first_word`).
+fn first_word(m: &Match, words: u64) -> (u64, u64) {
+    if words & m.mask().map() & 1 == 0 {
+        return (0, 0);
+    }
+    (m.mask().raw_word(0), m.key().word(0))
 }
 
 /// Slots of a linear match's table: twice its most megaflows, so that a multiplier putting
@@ -130,6 +143,7 @@ impl Default for LinearMatch {
             flows: Vec::with_capacity(MAX_LINEAR_FLOWS),
             shape: None,
             words: None,
+            first_word: (0, 0),
             apart: None,
             vals: [0; MAX_LINEAR_FLOWS],
             mul: 1,
@@ -156,6 +170,7 @@ impl LinearMatch {
         self.flows.clear();
         self.shape = None;
         self.words = None;
+        self.first_word = (0, 0);
         self.apart = None;
     }
 
@@ -172,6 +187,7 @@ impl LinearMatch {
                 return false;
             };
             self.words = Some(words);
+            self.first_word = first_word(m, u64::MAX);
             self.shape = Some(Box::new(m.clone()));
             self.flows.push(flow);
             return true;
@@ -195,11 +211,12 @@ impl LinearMatch {
             None if differ.count_ones() == 1 => {
                 // The second megaflow: the compare leaves out the word they differ in.
                 let d = differ.trailing_zeros() as usize;
-                let Some(w) = LinearWords::new(shape, shape.mask().map() & !(1 << d)) else {
+                let shared = shape.mask().map() & !(1 << d);
+                let Some(w) = LinearWords::new(shape, shared) else {
                     return false;
                 };
                 vals[0] = shape.key().word(d);
-                (d, Some(w))
+                (d, Some((w, first_word(shape, shared))))
             }
             _ => return false,
         };
@@ -224,8 +241,9 @@ impl LinearMatch {
         let Some(mul) = found else {
             return false;
         };
-        if let Some(w) = words {
+        if let Some((w, f)) = words {
             self.words = Some(w);
+            self.first_word = f;
             self.apart = Some((d, m.mask().raw_word(d)));
         }
         self.vals = vals;
@@ -283,13 +301,20 @@ impl LinearMatch {
             return;
         };
         self.words = Some(words);
+        self.first_word = first_word(&m, u64::MAX);
         self.shape = Some(Box::new(m));
         self.apart = None;
     }
 
-    /// The megaflow `key` matches, if any (what `Match::matches` says of each).
+    /// The megaflow `key` matches, if any (what `Match::matches` says of each). `GUARD`: word
+    /// 0 is compared first, on its own, which turns a key of another pass away in one
+    /// compare.
     #[inline(always)]
-    pub(in crate::pmd) fn lookup(&self, key: &FlowKey) -> Option<FlowRef> {
+    pub(in crate::pmd) fn lookup<const GUARD: bool>(&self, key: &FlowKey) -> Option<FlowRef> {
+        let (m0, v0) = self.first_word;
+        if GUARD && key.word(0) & m0 != v0 {
+            return None;
+        }
         if !self.words.as_ref().is_some_and(|w| w.matches(key)) {
             return None;
         }
@@ -398,17 +423,30 @@ impl LinearMatches {
     /// The megaflow `key` matches, if any (what `Match::matches` says of each).
     #[inline(always)]
     pub(in crate::pmd) fn lookup(&self, key: &FlowKey) -> Option<FlowRef> {
-        let r = self.first.lookup(key);
+        let r = self.first.lookup::<false>(key);
         if r.is_some() || self.more.is_empty() {
             return r;
         }
         self.lookup_more(key)
     }
 
-    /// [`Self::lookup`] in the matches after the first.
+    /// [`Self::lookup`] of a key of a later pass (recirculated, its key reused): the first
+    /// match, which a `ct()` pipeline's first pass has, compares word 0 (in_port, recirc_id)
+    /// first, on its own. Extraction's loop (`extract_linear`) looks up without: a port of one
+    /// match keeps its registers and instructions there.
+    #[inline(always)]
+    pub(in crate::pmd) fn lookup_later(&self, key: &FlowKey) -> Option<FlowRef> {
+        let r = self.first.lookup::<true>(key);
+        if r.is_some() || self.more.is_empty() {
+            return r;
+        }
+        self.lookup_more(key)
+    }
+
+    /// [`Self::lookup`] in the matches after the first, word 0 first.
     #[inline(never)]
     fn lookup_more(&self, key: &FlowKey) -> Option<FlowRef> {
-        self.more.iter().find_map(|g| g.lookup(key))
+        self.more.iter().find_map(|g| g.lookup::<true>(key))
     }
 }
 
@@ -503,7 +541,7 @@ impl Pmd {
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let r = c.linear.lookup(&keys[i]);
+            let r = c.linear.lookup_later(&keys[i]);
             hits[i] = r;
             if r.is_none() {
                 misses |= 1 << i;
@@ -563,7 +601,8 @@ mod tests {
                 probe.set_word(i, v);
             }
             probe.clear_words(absent);
-            proptest::prop_assert_eq!(l.lookup(&probe).is_some(), mt.matches(&probe));
+            proptest::prop_assert_eq!(l.lookup::<false>(&probe).is_some(), mt.matches(&probe));
+            proptest::prop_assert_eq!(l.lookup::<true>(&probe).is_some(), mt.matches(&probe));
         }
 
         /// Megaflows of one mask that differ in one word share the linear match, and it finds
@@ -640,7 +679,8 @@ mod tests {
                     }
                     let key = FlowKey(k);
                     let want = held.iter().find(|(_, m)| m.matches(&key)).map(|h| h.0);
-                    proptest::prop_assert_eq!(l.lookup(&key), want);
+                    proptest::prop_assert_eq!(l.lookup::<false>(&key), want);
+                    proptest::prop_assert_eq!(l.lookup::<true>(&key), want);
                 }
                 Ok(())
             };
@@ -690,16 +730,16 @@ mod tests {
         };
         let mut l = LinearMatch::default();
         assert!(l.push(r, &mt), "a linear megaflow");
-        assert_eq!(l.lookup(&k), Some(r));
+        assert_eq!(l.lookup::<true>(&k), Some(r));
         let mut other = opt;
         other[7] = 3;
         let mut k2 = k.clone();
         k2.set_tun_geneve_opts(&other);
-        assert!(l.lookup(&k2).is_none() && !mt.matches(&k2));
+        assert!(l.lookup::<true>(&k2).is_none() && !mt.matches(&k2));
         // Every word counts, the ninth too (the zero-valued ones come last).
         let mut l3 = k.clone();
         l3.set_packet_type(1 << 16 | 0x0800);
-        assert!(l.lookup(&l3).is_none() && !mt.matches(&l3));
+        assert!(l.lookup::<false>(&l3).is_none() && !mt.matches(&l3));
     }
 
     /// A `ct()` pipeline's megaflows on one port (the first pass's `ct_state(-trk)`, the
@@ -751,6 +791,7 @@ mod tests {
             let scan = flows.iter().position(|m| m.matches(k)).map(|j| r(j as u32));
             assert_eq!(scan, want.map(r), "{k:?}");
             assert_eq!(l.lookup(k), scan, "{k:?}");
+            assert_eq!(l.lookup_later(k), scan, "{k:?}");
         }
         // Of the first pass, another mask that is not a connection field's: the EMC's.
         let mut m = flows[0].mask().clone();
@@ -804,9 +845,9 @@ mod tests {
             let kept = if gone == 0 { &b } else { &a };
             let next = if gone == 0 { flow(3, 443) } else { c.clone() };
             assert!(l.push(r(2), &next), "one word apart from the one left");
-            assert_eq!(l.lookup(kept.key()), Some(r(1 - gone)));
-            assert_eq!(l.lookup(next.key()), Some(r(2)));
-            assert_eq!(l.lookup(flow(9, 443).key()), None);
+            assert_eq!(l.lookup::<true>(kept.key()), Some(r(1 - gone)));
+            assert_eq!(l.lookup::<false>(next.key()), Some(r(2)));
+            assert_eq!(l.lookup::<true>(flow(9, 443).key()), None);
         }
     }
 }
