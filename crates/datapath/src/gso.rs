@@ -119,42 +119,8 @@ impl TcpSuper {
         if mss < usize::from(MIN_MSS) {
             return Err(GsoError::MssTooSmall);
         }
+        let (l3, l4, ipv6) = ip_l4(p, IpProtocol::TCP)?;
         let d = p.data();
-        let l3 = match p.meta.l3 {
-            NO_OFS => ethernet_l3(d)?,
-            l3 => usize::from(l3),
-        };
-        let first = *d.get(l3).ok_or(GsoError::Malformed)?;
-        let (l4, ipv6) = match first >> 4 {
-            4 => {
-                let h = d.get(l3..l3 + 20).ok_or(GsoError::Malformed)?;
-                let ihl = usize::from(h[0] & 0xf) * 4;
-                if h[9] != IpProtocol::TCP.0 || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
-                    return Err(GsoError::NotTcp);
-                }
-                if ihl < 20 {
-                    return Err(GsoError::Malformed);
-                }
-                (l3 + ihl, false)
-            }
-            6 => {
-                let h = d.get(l3..l3 + 40).ok_or(GsoError::Malformed)?;
-                let (mut l4, mut next) = (l3 + 40, h[6]);
-                for _ in 0..4 {
-                    if !matches!(next, 0 | 43 | 60) {
-                        break;
-                    }
-                    let e = d.get(l4..l4 + 2).ok_or(GsoError::Malformed)?;
-                    next = e[0];
-                    l4 += (usize::from(e[1]) + 1) * 8;
-                }
-                if next != IpProtocol::TCP.0 {
-                    return Err(GsoError::NotTcp);
-                }
-                (l4, true)
-            }
-            _ => return Err(GsoError::NotTcp),
-        };
         let th = d.get(l4..l4 + 20).ok_or(GsoError::Malformed)?;
         let doff = usize::from(th[12] >> 4) * 4;
         let hdr_len = l4 + doff;
@@ -211,6 +177,50 @@ impl TcpSuper {
         let sum = checksum::combine(&[pseudo(f, l3, l4, self.ipv6), checksum::data(&f[l4..])]);
         set16(f, l4 + 16, !sum);
         s
+    }
+}
+
+/// Where the IP and transport headers of super-frame `p` are (`meta.l3`, or after the
+/// Ethernet header and up to two VLAN tags when extraction has not set it), and whether the
+/// IP header is IPv6, when the transport protocol is `proto`: `NotTcp` for another protocol,
+/// an IPv4 fragment or no IP at all (the reason names TCP, the first kind of super-frame).
+/// IPv6 hop-by-hop, routing and destination options headers are skipped.
+pub(crate) fn ip_l4(p: &Packet, proto: IpProtocol) -> Result<(usize, usize, bool), GsoError> {
+    let d = p.data();
+    let l3 = match p.meta.l3 {
+        NO_OFS => ethernet_l3(d)?,
+        l3 => usize::from(l3),
+    };
+    let first = *d.get(l3).ok_or(GsoError::Malformed)?;
+    match first >> 4 {
+        4 => {
+            let h = d.get(l3..l3 + 20).ok_or(GsoError::Malformed)?;
+            let ihl = usize::from(h[0] & 0xf) * 4;
+            if h[9] != proto.0 || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
+                return Err(GsoError::NotTcp);
+            }
+            if ihl < 20 {
+                return Err(GsoError::Malformed);
+            }
+            Ok((l3, l3 + ihl, false))
+        }
+        6 => {
+            let h = d.get(l3..l3 + 40).ok_or(GsoError::Malformed)?;
+            let (mut l4, mut next) = (l3 + 40, h[6]);
+            for _ in 0..4 {
+                if !matches!(next, 0 | 43 | 60) {
+                    break;
+                }
+                let e = d.get(l4..l4 + 2).ok_or(GsoError::Malformed)?;
+                next = e[0];
+                l4 += (usize::from(e[1]) + 1) * 8;
+            }
+            if next != proto.0 {
+                return Err(GsoError::NotTcp);
+            }
+            Ok((l3, l4, true))
+        }
+        _ => Err(GsoError::NotTcp),
     }
 }
 

@@ -65,8 +65,8 @@
 use std::fmt::Write as _;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -186,10 +186,28 @@ struct TapDev {
     multi: bool,
     csum_offload: bool,
     tso: bool,
+    /// The kernel took UDP segmentation offload (`TUN_F_USO4 | TUN_F_USO6`) with `tso`.
+    uso: AtomicBool,
     persist: bool,
     /// A datagram socket in the device's namespace, for ioctls by name.
     ctl: OwnedFd,
     fds: Mutex<Vec<Arc<OwnedFd>>>,
+}
+
+/// `TUNSETOFFLOAD` of `offload` on `fd`.
+fn set_offload(fd: &OwnedFd, offload: libc::c_uint) -> io::Result<()> {
+    // SAFETY: TUNSETOFFLOAD takes its argument by value.
+    if unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETOFFLOAD,
+            offload as libc::c_ulong,
+        )
+    } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn ioctl_ptr<T>(fd: &OwnedFd, req: libc::Ioctl, arg: &mut T) -> io::Result<()> {
@@ -248,16 +266,15 @@ impl TapDev {
             (true, false) => libc::TUN_F_CSUM,
             (false, _) => 0,
         };
-        // SAFETY: TUNSETOFFLOAD takes its argument by value.
-        if unsafe {
-            libc::ioctl(
-                fd.as_raw_fd(),
-                libc::TUNSETOFFLOAD,
-                offload as libc::c_ulong,
-            )
-        } < 0
-        {
-            return Err(io::Error::last_os_error());
+        // USO with TSO where the kernel has it (Linux 6.2 and later): refused (EINVAL) by
+        // older ones, which then get TSO alone.
+        let uso = self.csum_offload && self.tso;
+        let with_uso = offload | libc::TUN_F_USO4 | libc::TUN_F_USO6;
+        if uso && set_offload(&fd, with_uso).is_ok() {
+            self.uso.store(true, Relaxed);
+        } else {
+            self.uso.store(false, Relaxed);
+            set_offload(&fd, offload)?;
         }
         Ok(fd)
     }
@@ -320,6 +337,7 @@ impl TapPort {
             multi: opts.n_rxq > 1,
             csum_offload: opts.csum_offload,
             tso: opts.tso,
+            uso: AtomicBool::new(false),
             persist: opts.persist,
             ctl,
             fds: Mutex::new(Vec::new()),
@@ -454,8 +472,9 @@ struct TapRxq {
     in_port: u32,
     stats: Arc<QueueStats>,
     gso_warned: bool,
-    /// TCP super-frames are welcome (`tso` and `csum_offload` on).
-    tso: bool,
+    /// Super-frames welcome: TCP ones with `tso` and `csum_offload` on, UDP ones too when
+    /// the kernel took USO.
+    gso: vnet::RxGso,
     drops: Arc<vnet::RxDrops>,
 }
 
@@ -515,7 +534,7 @@ impl RxQueue for TapRxq {
             }
             let (hdr, frame) = self.scratch.split_at(VNET_HDR_LEN);
             let mut p = pool.packet_from(&frame[..len - VNET_HDR_LEN], self.in_port);
-            match vnet::accept(hdr, &mut p, self.tso) {
+            match vnet::accept(hdr, &mut p, self.gso) {
                 Ok(0) => {}
                 Ok(_) => batch.mark_gso(),
                 Err(e) => {
@@ -545,6 +564,8 @@ struct TapTxq {
     stats: Arc<QueueStats>,
     /// Super-frames go to the kernel whole (`tso`).
     tso: bool,
+    /// UDP super-frames go to the kernel whole too (it took USO).
+    uso: bool,
     /// With `gro`: where a burst's packets go while their segments merge (room for a burst),
     /// and the port's counters of what merged.
     gro: Option<(Vec<Packet>, Arc<AtomicU64>, Arc<AtomicU64>)>,
@@ -553,6 +574,10 @@ struct TapTxq {
 impl TxQueue for TapTxq {
     fn tso(&self) -> bool {
         self.tso
+    }
+
+    fn uso(&self) -> bool {
+        self.uso
     }
 
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
@@ -687,7 +712,10 @@ impl Port for TapPort {
             in_port,
             stats: self.rx_stats[q].clone(),
             gso_warned: false,
-            tso: self.opts.tso && self.opts.csum_offload,
+            gso: vnet::RxGso {
+                tso: self.opts.tso && self.opts.csum_offload,
+                uso: self.dev.uso.load(Relaxed),
+            },
             drops: self.rx_drops.clone(),
         }))
     }
@@ -706,6 +734,7 @@ impl Port for TapPort {
             },
             stats,
             tso: self.opts.tso,
+            uso: self.opts.tso && self.dev.uso.load(Relaxed),
             gro: (self.opts.tso && self.opts.gro).then(|| {
                 (
                     Vec::with_capacity(MAX_BURST),

@@ -22,6 +22,7 @@ pub(crate) const F_INDIRECT_DESC: u64 = 1 << 28;
 pub(crate) const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 pub(crate) const F_VERSION_1: u64 = 1 << 32;
 pub(crate) const F_IN_ORDER: u64 = 1 << 35;
+pub(crate) const F_HOST_USO: u64 = 1 << 56;
 
 /// Names of the feature bits `dpif/show` and a `virtio_user` port's `options()` print.
 const FEATURE_NAMES: &[(u64, &str)] = &[
@@ -43,6 +44,7 @@ const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
     (F_VERSION_1, "VERSION_1"),
     (F_IN_ORDER, "IN_ORDER"),
+    (F_HOST_USO, "HOST_USO"),
 ];
 
 /// The text form of the feature bits in `f`.

@@ -16,7 +16,8 @@ use vm_memory::GuestMemoryMmap;
 
 use super::copy::{LongCopy, copy_frame, copy_frame_with, put_hdr};
 use super::features::{
-    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_HOST_TSO4, F_HOST_TSO6, F_MRG_RXBUF,
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_HOST_TSO4, F_HOST_TSO6, F_HOST_USO,
+    F_MRG_RXBUF,
 };
 use super::guest_memory::{HostMap, gather, scatter};
 use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing};
@@ -42,6 +43,8 @@ pub(super) struct Ring {
     pub(super) hdr_len: usize,
     /// Receive: TCP super-frames are taken.
     pub(super) tso: bool,
+    /// Receive: UDP super-frames are taken (`HOST_USO`).
+    uso: bool,
     /// Send: a frame may take several chains (`MRG_RXBUF`).
     mrg: bool,
     /// Send: the TCP super-frames the guest takes whole.
@@ -171,6 +174,7 @@ impl Ring {
             call,
             hdr_len,
             tso: acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
+            uso: acked & F_HOST_USO != 0,
             mrg: acked & F_MRG_RXBUF != 0,
             guest_gso: GuestGso::of(acked),
             rx_drops,
@@ -313,7 +317,11 @@ impl Ring {
                 hdr[vnet::HDR_LEN_LEGACY..].fill(0);
             }
             p.pull_front(hdr_len);
-            match vnet::accept(&hdr, &mut p, self.tso) {
+            let gso = vnet::RxGso {
+                tso: self.tso,
+                uso: self.uso,
+            };
+            match vnet::accept(&hdr, &mut p, gso) {
                 Ok(gso) => {
                     if gso != 0 {
                         batch.mark_gso();
