@@ -5,7 +5,10 @@
 use datapath::packet::{Batch, MAX_BURST, Pool};
 
 use super::copy::LongCopy;
-use super::features::{F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_MRG_RXBUF};
+use super::features::{
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_HOST_TSO4, F_HOST_TSO6, F_HOST_USO,
+    F_MRG_RXBUF,
+};
 use super::tests::{Guest, HDR, Rx, hdr, recv, rx_ring};
 use crate::vnet;
 
@@ -156,11 +159,17 @@ fn gso_hdr(ty: u8) -> [u8; HDR] {
 /// Receives the one frame `f` sent with header `h`: what `recv` made of it, and the drops the
 /// ring counted by reason.
 fn recv_one(h: &[u8], f: &[u8], tso: bool) -> (Rx, Vec<(String, u64)>) {
+    let tso = if tso { F_HOST_TSO4 | F_HOST_TSO6 } else { 0 };
+    recv_one_acked(h, f, F_MRG_RXBUF | tso)
+}
+
+/// [`recv_one`] from a front-end that accepted features `acked`.
+fn recv_one_acked(h: &[u8], f: &[u8], acked: u64) -> (Rx, Vec<(String, u64)>) {
     let mut g = Guest::new(2);
     let a = g.put(&[h, f].concat());
     g.desc(0, a, (h.len() + f.len()) as u32, 0, 0);
     g.offer(&[0]);
-    let mut r = g.ring(HDR, tso);
+    let mut r = g.ring_acked(HDR, acked);
     let rx = recv(&mut r, MAX_BURST);
     assert!(rx.res.is_ok());
     assert_eq!(g.used(), [(0, 0)]);
@@ -181,6 +190,58 @@ fn tx_super_frames_need_tso() {
             assert_eq!(drops, [("rx_drop_gso_type".to_owned(), 1)]);
         }
     }
+}
+
+#[test]
+fn udp_super_frames_need_host_uso_and_udp_headers() {
+    let tcp = tcp_super(2946, false);
+    let mut udp = tcp.clone();
+    udp[23] = 17;
+    let uso = F_MRG_RXBUF | F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_USO;
+    let (rx, drops) = recv_one_acked(&gso_hdr(vnet::GSO_UDP_L4), &udp, uso);
+    assert!(rx.frames == [udp.clone()], "the super-frame as sent");
+    assert_eq!((rx.gso, rx.marked_gso), (vec![1448], true));
+    assert!(drops.is_empty(), "{drops:?}");
+    let cases = [
+        (
+            "rx_drop_gso_type",
+            gso_hdr(vnet::GSO_UDP_L4),
+            &udp[..],
+            uso & !F_HOST_USO,
+        ),
+        ("rx_drop_gso_type", gso_hdr(3), &udp[..], uso),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_UDP_L4),
+            &tcp[..],
+            uso,
+        ),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_UDP_L4),
+            &udp[..40],
+            uso,
+        ),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_TCPV4),
+            &udp[..],
+            uso,
+        ),
+    ];
+    for (why, h, f, acked) in cases {
+        let (rx, drops) = recv_one_acked(&h, f, acked);
+        assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1), "{why}");
+        assert_eq!(drops, [(why.to_owned(), 1)]);
+    }
+    // 129 datagrams of 20 bytes: more than a socket sends at once.
+    let mut small = gso_hdr(vnet::GSO_UDP_L4);
+    small[4..6].copy_from_slice(&20u16.to_le_bytes());
+    let (rx, drops) = recv_one_acked(&small, &udp, uso);
+    assert_eq!(
+        (rx.frames.len(), drops),
+        (0, vec![("rx_drop_gso_size".to_owned(), 1)])
+    );
 }
 
 #[test]
