@@ -44,12 +44,13 @@ pub const MIN_MSS: u16 = 48;
 /// Why a super-frame can be neither segmented nor handed to a segmenting device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GsoError {
-    /// Not TCP over IPv4 or IPv6 where the metadata says the L3 header is (or an IPv4
-    /// fragment, or `gso_size` 0).
+    /// Not TCP (for [`crate::gso_udp`]: UDP) over IPv4 or IPv6 where the metadata says the
+    /// L3 header is (or an IPv4 fragment, or `gso_size` 0).
     NotTcp,
     /// A header runs past the end of the frame.
     Malformed,
-    /// A `gso_size` below [`MIN_MSS`].
+    /// A `gso_size` below [`MIN_MSS`] (for a UDP super-frame: one that makes more than
+    /// [`crate::gso_udp::MAX_SEGMENTS`] datagrams).
     MssTooSmall,
     /// The (inner) IP packet exceeds 64 KiB.
     TooLong,
@@ -72,7 +73,7 @@ impl GsoError {
     /// The reason as `dpif-netdev/pmd-drop-show` words it.
     pub fn text(self) -> &'static str {
         match self {
-            GsoError::NotTcp => "super-frame not TCP over IP",
+            GsoError::NotTcp => "super-frame not TCP or UDP over IP",
             GsoError::Malformed => "super-frame headers past its end",
             GsoError::MssTooSmall => "super-frame gso_size too small",
             GsoError::TooLong => "super-frame over 64 KiB",

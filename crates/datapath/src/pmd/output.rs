@@ -216,9 +216,9 @@ fn has_encapsulated(batch: &Batch) -> bool {
     batch.packets().iter().any(is_encapsulated)
 }
 
-/// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments, sending the
-/// batch each time it fills; leaves `src` empty. Super-frames that are not TCP over IP are
-/// dropped (counted).
+/// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments where the
+/// queue does not take it whole, sending the batch each time it fills; leaves `src` empty.
+/// Super-frames that are not TCP or UDP over IP are dropped (counted).
 #[inline(never)]
 fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut PmdStats) {
     for p in src.drain() {
@@ -238,8 +238,8 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
 }
 
 /// Adds the segments of super-frame `p` to `tx`'s batch, the outer headers of an
-/// encapsulated one written on each (dropped, counted by reason, if it is not TCP over IP, or
-/// its outer headers not IP and UDP).
+/// encapsulated one written on each (dropped, counted by reason, if it is not TCP or UDP over
+/// IP, or its outer headers not IP and UDP).
 #[inline(never)]
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     let found = SuperFrame::of(&p).and_then(|t| match t {
