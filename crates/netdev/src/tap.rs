@@ -27,9 +27,15 @@
 //! [`PacketMeta::gso_size`](datapath::packet::PacketMeta::gso_size) set (in a large pool
 //! buffer), and its batch is marked as holding one. Its partial TCP checksum is *not*
 //! completed: whichever way it leaves the switch recomputes it ([`datapath::gso`]), which
-//! saves a pass over 64 KiB. Other GSO types (UDP, USO), any GSO frame with `tso` off, and
-//! a `gso_size` below [`datapath::gso::MIN_MSS`] are dropped (counted in `rx_dropped`,
-//! logged once per queue).
+//! saves a pass over 64 KiB. With `tso` the port also asks for UDP segmentation offload
+//! (`TUN_F_USO4 | TUN_F_USO6`, Linux 6.2 and later; an older kernel refuses it and the port
+//! goes on without): the kernel then hands over UDP super-frames (`gso_type` `UDP_L4`, from a
+//! socket with `UDP_SEGMENT`), taken the same way ([`datapath::gso_udp`]); with it off the
+//! kernel cuts them into datagrams before the tap. UFO (`gso_type` `UDP`, which Linux no
+//! longer makes), any GSO frame with `tso` off, a TCP `gso_size` below
+//! [`datapath::gso::MIN_MSS`] and a UDP one that makes more than
+//! [`datapath::gso_udp::MAX_SEGMENTS`] datagrams are dropped (counted in `rx_dropped` and
+//! by reason in `xstats`, logged once per queue).
 //!
 //! Transmit writes a header in front of each frame with `writev(2)`: zero (no offload
 //! requested) for an ordinary packet; for a super-frame (the tx queue says
@@ -37,8 +43,11 @@
 //! `NEEDS_CSUM` with `csum_start` at the TCP header and `csum_offset` 16, the TCP checksum
 //! field set to the pseudo-header sum (Linux's `CHECKSUM_PARTIAL` convention), `gso_type`
 //! `TCPV4`/`TCPV6` (with `ECN` when the frame has CWR set), `gso_size` and `hdr_len` (all
-//! headers): the kernel segments it, if it has to, on its way on. A super-frame that is not
-//! TCP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
+//! headers): the kernel segments it, if it has to, on its way on. A UDP super-frame goes
+//! whole the same way when the kernel took USO ([`TxQueue::uso`]; `NEEDS_CSUM` at the UDP
+//! checksum, `csum_offset` 6, the field the pseudo-header sum of the whole datagram,
+//! `gso_type` `UDP_L4`); else the datapath cuts it into datagrams first. A super-frame that is
+//! neither TCP nor UDP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
 //! (from other ports) in software before they reach the queue.
 //!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments

@@ -30,7 +30,9 @@
 //!
 //! Frames: a received chain is the virtio-net header ([`crate::vnet`]) then the frame,
 //! copied into a pool buffer; partial checksums are completed, TCP super-frames (with `tso`)
-//! become one packet with `gso_size` set. A sent frame takes as many of the guest's receive
+//! and UDP ones (`GSO_UDP_L4`, when the guest accepted `HOST_USO`) become one packet with
+//! `gso_size` set. A UDP super-frame leaves a vhost port as its datagrams (`GUEST_USO4/6` is
+//! not offered yet). A sent frame takes as many of the guest's receive
 //! chains as it needs (`VIRTIO_NET_F_MRG_RXBUF`, the header's `num_buffers` says how many);
 //! when the guest has not posted enough, the frame is dropped and counted in the queue's
 //! `tx_dropped` (the guest ring is full), and nothing of it is used. With `tso` a TCP
@@ -47,8 +49,8 @@
 //! Offered: `VERSION_1`, `MRG_RXBUF`, `MQ` and `CTRL_VQ` (the control queue stays with the
 //! front-end, as with every vhost-user net device), `RING_INDIRECT_DESC`, `IN_ORDER` (chains
 //! are used in the order they were made available, in both directions), `CSUM`,
-//! `HOST_TSO4/6` and `HOST_ECN` with `tso` (the guest may hand over partial checksums and TCP
-//! super-frames), `GUEST_CSUM`, `GUEST_TSO4/6` and `GUEST_ECN` with `tso` (the guest takes
+//! `HOST_TSO4/6`, `HOST_ECN` and `HOST_USO` with `tso` (the guest may hand over partial
+//! checksums, TCP super-frames and UDP ones), `GUEST_CSUM`, `GUEST_TSO4/6` and `GUEST_ECN` with `tso` (the guest takes
 //! TCP super-frames), `MAC` and `MTU` when configured, and the vhost-user `PROTOCOL_FEATURES`
 //! with `MQ`, `REPLY_ACK` and (with a MAC or MTU) `CONFIG`. Split rings only: `virtio-queue`
 //! does not process packed rings, so `RING_PACKED` is not offered.
