@@ -53,8 +53,7 @@ fn super_frame(dst: [u8; 6], ipv6: bool, payload: usize, id: u16) -> Vec<u8> {
     f.extend_from_slice(&dst);
     f.extend_from_slice(&[0x02, 0, 0, 0, 0x83, 1]);
     let udp_len = (8 + payload) as u16;
-    let pseudo;
-    if ipv6 {
+    let pseudo = if ipv6 {
         let (src, dst) = (
             "fd00:83::1".parse::<std::net::Ipv6Addr>().unwrap(),
             "fd00:83::2".parse::<std::net::Ipv6Addr>().unwrap(),
@@ -64,7 +63,7 @@ fn super_frame(dst: [u8; 6], ipv6: bool, payload: usize, id: u16) -> Vec<u8> {
         f.extend_from_slice(&[17, 64]);
         f.extend_from_slice(&src.octets());
         f.extend_from_slice(&dst.octets());
-        pseudo = checksum::pseudo_header_v6(&src, &dst, wire::IpProtocol::UDP, u32::from(udp_len));
+        checksum::pseudo_header_v6(&src, &dst, wire::IpProtocol::UDP, u32::from(udp_len))
     } else {
         let (src, dst) = ([10, 83, 0, 1], [10, 83, 0, 2]);
         f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
@@ -75,9 +74,8 @@ fn super_frame(dst: [u8; 6], ipv6: bool, payload: usize, id: u16) -> Vec<u8> {
         f.extend_from_slice(&dst);
         let c = !checksum::data(&f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
-        pseudo =
-            checksum::pseudo_header_v4(&src.into(), &dst.into(), wire::IpProtocol::UDP, udp_len);
-    }
+        checksum::pseudo_header_v4(&src.into(), &dst.into(), wire::IpProtocol::UDP, udp_len)
+    };
     f.extend_from_slice(&40000u16.to_be_bytes());
     f.extend_from_slice(&5201u16.to_be_bytes());
     f.extend_from_slice(&udp_len.to_be_bytes());
