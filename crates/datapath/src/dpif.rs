@@ -487,12 +487,14 @@ impl Datapath {
         for (q, c) in &p.queues {
             row(&mut out, q, c);
         }
-        let (whole, segmented, segments) = entry.gso.get();
-        if whole + segmented > 0 {
-            let _ = writeln!(
-                out,
-                "  tcp super-frames tx whole:{whole} segmented:{segmented} segments:{segments}"
-            );
+        for (kind, counts) in [("tcp", &**entry.gso), ("udp", &entry.gso.udp)] {
+            let (whole, segmented, segments) = counts.get();
+            if whole + segmented > 0 {
+                let _ = writeln!(
+                    out,
+                    "  {kind} super-frames tx whole:{whole} segmented:{segmented} segments:{segments}"
+                );
+            }
         }
         write_xstats(&mut out, "  xstats ", &entry.port.xstats());
         Ok(out)

@@ -44,12 +44,13 @@ pub const MIN_MSS: u16 = 48;
 /// Why a super-frame can be neither segmented nor handed to a segmenting device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GsoError {
-    /// Not TCP over IPv4 or IPv6 where the metadata says the L3 header is (or an IPv4
-    /// fragment, or `gso_size` 0).
+    /// Not TCP (for [`crate::gso_udp`]: UDP) over IPv4 or IPv6 where the metadata says the
+    /// L3 header is (or an IPv4 fragment, or `gso_size` 0).
     NotTcp,
     /// A header runs past the end of the frame.
     Malformed,
-    /// A `gso_size` below [`MIN_MSS`].
+    /// A `gso_size` below [`MIN_MSS`] (for a UDP super-frame: one that makes more than
+    /// [`crate::gso_udp::MAX_SEGMENTS`] datagrams).
     MssTooSmall,
     /// The (inner) IP packet exceeds 64 KiB.
     TooLong,
@@ -72,7 +73,7 @@ impl GsoError {
     /// The reason as `dpif-netdev/pmd-drop-show` words it.
     pub fn text(self) -> &'static str {
         match self {
-            GsoError::NotTcp => "super-frame not TCP over IP",
+            GsoError::NotTcp => "super-frame not TCP or UDP over IP",
             GsoError::Malformed => "super-frame headers past its end",
             GsoError::MssTooSmall => "super-frame gso_size too small",
             GsoError::TooLong => "super-frame over 64 KiB",
@@ -119,42 +120,8 @@ impl TcpSuper {
         if mss < usize::from(MIN_MSS) {
             return Err(GsoError::MssTooSmall);
         }
+        let (l3, l4, ipv6) = ip_l4(p, IpProtocol::TCP)?;
         let d = p.data();
-        let l3 = match p.meta.l3 {
-            NO_OFS => ethernet_l3(d)?,
-            l3 => usize::from(l3),
-        };
-        let first = *d.get(l3).ok_or(GsoError::Malformed)?;
-        let (l4, ipv6) = match first >> 4 {
-            4 => {
-                let h = d.get(l3..l3 + 20).ok_or(GsoError::Malformed)?;
-                let ihl = usize::from(h[0] & 0xf) * 4;
-                if h[9] != IpProtocol::TCP.0 || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
-                    return Err(GsoError::NotTcp);
-                }
-                if ihl < 20 {
-                    return Err(GsoError::Malformed);
-                }
-                (l3 + ihl, false)
-            }
-            6 => {
-                let h = d.get(l3..l3 + 40).ok_or(GsoError::Malformed)?;
-                let (mut l4, mut next) = (l3 + 40, h[6]);
-                for _ in 0..4 {
-                    if !matches!(next, 0 | 43 | 60) {
-                        break;
-                    }
-                    let e = d.get(l4..l4 + 2).ok_or(GsoError::Malformed)?;
-                    next = e[0];
-                    l4 += (usize::from(e[1]) + 1) * 8;
-                }
-                if next != IpProtocol::TCP.0 {
-                    return Err(GsoError::NotTcp);
-                }
-                (l4, true)
-            }
-            _ => return Err(GsoError::NotTcp),
-        };
         let th = d.get(l4..l4 + 20).ok_or(GsoError::Malformed)?;
         let doff = usize::from(th[12] >> 4) * 4;
         let hdr_len = l4 + doff;
@@ -211,6 +178,50 @@ impl TcpSuper {
         let sum = checksum::combine(&[pseudo(f, l3, l4, self.ipv6), checksum::data(&f[l4..])]);
         set16(f, l4 + 16, !sum);
         s
+    }
+}
+
+/// Where the IP and transport headers of super-frame `p` are (`meta.l3`, or after the
+/// Ethernet header and up to two VLAN tags when extraction has not set it), and whether the
+/// IP header is IPv6, when the transport protocol is `proto`: `NotTcp` for another protocol,
+/// an IPv4 fragment or no IP at all (the reason names TCP, the first kind of super-frame).
+/// IPv6 hop-by-hop, routing and destination options headers are skipped.
+pub(crate) fn ip_l4(p: &Packet, proto: IpProtocol) -> Result<(usize, usize, bool), GsoError> {
+    let d = p.data();
+    let l3 = match p.meta.l3 {
+        NO_OFS => ethernet_l3(d)?,
+        l3 => usize::from(l3),
+    };
+    let first = *d.get(l3).ok_or(GsoError::Malformed)?;
+    match first >> 4 {
+        4 => {
+            let h = d.get(l3..l3 + 20).ok_or(GsoError::Malformed)?;
+            let ihl = usize::from(h[0] & 0xf) * 4;
+            if h[9] != proto.0 || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0 {
+                return Err(GsoError::NotTcp);
+            }
+            if ihl < 20 {
+                return Err(GsoError::Malformed);
+            }
+            Ok((l3, l3 + ihl, false))
+        }
+        6 => {
+            let h = d.get(l3..l3 + 40).ok_or(GsoError::Malformed)?;
+            let (mut l4, mut next) = (l3 + 40, h[6]);
+            for _ in 0..4 {
+                if !matches!(next, 0 | 43 | 60) {
+                    break;
+                }
+                let e = d.get(l4..l4 + 2).ok_or(GsoError::Malformed)?;
+                next = e[0];
+                l4 += (usize::from(e[1]) + 1) * 8;
+            }
+            if next != proto.0 {
+                return Err(GsoError::NotTcp);
+            }
+            Ok((l3, l4, true))
+        }
+        _ => Err(GsoError::NotTcp),
     }
 }
 

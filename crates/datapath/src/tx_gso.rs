@@ -1,20 +1,20 @@
-//! Per-port counters of the TCP super-frames sent out of a port (`port/stats`): handed whole
-//! to a queue that segments them itself ([`crate::port::TxQueue::tso`]), or cut into segments
-//! by the switch ([`crate::gso`], [`crate::gso_tunnel`]). Shared by the port's entry in the
-//! datapath and its tx queue on every PMD; each PMD counts once per super-frame, never per
-//! packet.
+//! Per-port counters of the TCP and UDP super-frames sent out of a port (`port/stats`):
+//! handed whole to a queue that segments them itself ([`crate::port::TxQueue::tso`],
+//! [`crate::port::TxQueue::uso`]), or cut into segments by the switch ([`crate::gso`],
+//! [`crate::gso_tunnel`], [`crate::gso_udp`]). Shared by the port's entry in the datapath and
+//! its tx queue on every PMD; each PMD counts once per super-frame, never per packet.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Super-frames a port was sent, by how they went out.
+/// Super-frames of one kind (TCP or UDP), by how they went out.
 #[derive(Debug, Default)]
-pub struct TxGsoStats {
+pub struct TxGsoCounts {
     whole: AtomicU64,
     segmented: AtomicU64,
     segments: AtomicU64,
 }
 
-impl TxGsoStats {
+impl TxGsoCounts {
     /// Counts `n` super-frames handed whole to the queue.
     #[inline]
     pub fn add_whole(&self, n: u64) {
@@ -35,5 +35,22 @@ impl TxGsoStats {
             self.segmented.load(Relaxed),
             self.segments.load(Relaxed),
         )
+    }
+}
+
+/// Super-frames a port was sent: TCP ones (dereferenced: `add_whole`, `get`...) and UDP ones
+/// ([`TxGsoStats::udp`]).
+#[derive(Debug, Default)]
+pub struct TxGsoStats {
+    tcp: TxGsoCounts,
+    /// The UDP super-frames' counts.
+    pub udp: TxGsoCounts,
+}
+
+impl core::ops::Deref for TxGsoStats {
+    type Target = TxGsoCounts;
+
+    fn deref(&self) -> &TxGsoCounts {
+        &self.tcp
     }
 }

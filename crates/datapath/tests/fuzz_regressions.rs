@@ -1,4 +1,4 @@
-//! Replays the committed inputs of the `gro` and `gso_tunnel` fuzz targets
+//! Replays the committed inputs of the `gro`, `gso_tunnel` and `gso_udp` fuzz targets
 //! (`tests/data/fuzz/<target>/*`) through the checks the targets run, which live in
 //! `fuzz/src/<target>.rs`, path-imported here so that both use one copy.
 
@@ -6,6 +6,8 @@
 mod gro;
 #[path = "../../../fuzz/src/gso_tunnel.rs"]
 mod gso_tunnel;
+#[path = "../../../fuzz/src/gso_udp.rs"]
+mod gso_udp;
 #[path = "../../../fuzz/src/replay.rs"]
 mod replay;
 
@@ -49,6 +51,35 @@ fn the_gso_tunnel_inputs_reach_the_segments() {
     assert_eq!(n("vxlan-csum-inner-ipv6"), Some(3));
     assert_eq!(n("geneve-vlan-tagged"), Some(3));
     for refused in ["not-tcp", "mss-too-small", "truncated-tcp-header"] {
+        assert_eq!(n(refused), None, "{refused}");
+    }
+}
+
+#[test]
+fn gso_udp_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "gso_udp",
+        gso_udp::check_gso_udp,
+    );
+}
+
+#[test]
+fn the_gso_udp_inputs_reach_the_datagrams() {
+    let input = |name: &str| {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fuzz/gso_udp/");
+        std::fs::read(format!("{dir}{name}")).unwrap()
+    };
+    let n = |name: &str| gso_udp::datagrams(&input(name));
+    assert_eq!(n("ipv4"), Some(6));
+    assert_eq!(n("ipv4-id-wraps-short-last"), Some(4));
+    assert_eq!(n("ipv6-vlan-no-l3"), Some(3));
+    for refused in [
+        "tcp",
+        "too-many-datagrams",
+        "udp-header-cut",
+        "ipv4-fragment",
+    ] {
         assert_eq!(n(refused), None, "{refused}");
     }
 }

@@ -27,9 +27,15 @@
 //! [`PacketMeta::gso_size`](datapath::packet::PacketMeta::gso_size) set (in a large pool
 //! buffer), and its batch is marked as holding one. Its partial TCP checksum is *not*
 //! completed: whichever way it leaves the switch recomputes it ([`datapath::gso`]), which
-//! saves a pass over 64 KiB. Other GSO types (UDP, USO), any GSO frame with `tso` off, and
-//! a `gso_size` below [`datapath::gso::MIN_MSS`] are dropped (counted in `rx_dropped`,
-//! logged once per queue).
+//! saves a pass over 64 KiB. With `tso` the port also asks for UDP segmentation offload
+//! (`TUN_F_USO4 | TUN_F_USO6`, Linux 6.2 and later; an older kernel refuses it and the port
+//! goes on without): the kernel then hands over UDP super-frames (`gso_type` `UDP_L4`, from a
+//! socket with `UDP_SEGMENT`), taken the same way ([`datapath::gso_udp`]); with it off the
+//! kernel cuts them into datagrams before the tap. UFO (`gso_type` `UDP`, which Linux no
+//! longer makes), any GSO frame with `tso` off, a TCP `gso_size` below
+//! [`datapath::gso::MIN_MSS`] and a UDP one that makes more than
+//! [`datapath::gso_udp::MAX_SEGMENTS`] datagrams are dropped (counted in `rx_dropped` and
+//! by reason in `xstats`, logged once per queue).
 //!
 //! Transmit writes a header in front of each frame with `writev(2)`: zero (no offload
 //! requested) for an ordinary packet; for a super-frame (the tx queue says
@@ -37,8 +43,11 @@
 //! `NEEDS_CSUM` with `csum_start` at the TCP header and `csum_offset` 16, the TCP checksum
 //! field set to the pseudo-header sum (Linux's `CHECKSUM_PARTIAL` convention), `gso_type`
 //! `TCPV4`/`TCPV6` (with `ECN` when the frame has CWR set), `gso_size` and `hdr_len` (all
-//! headers): the kernel segments it, if it has to, on its way on. A super-frame that is not
-//! TCP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
+//! headers): the kernel segments it, if it has to, on its way on. A UDP super-frame goes
+//! whole the same way when the kernel took USO ([`TxQueue::uso`]; `NEEDS_CSUM` at the UDP
+//! checksum, `csum_offset` 6, the field the pseudo-header sum of the whole datagram,
+//! `gso_type` `UDP_L4`); else the datapath cuts it into datagrams first. A super-frame that is
+//! neither TCP nor UDP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
 //! (from other ports) in software before they reach the queue.
 //!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
@@ -65,8 +74,8 @@
 use std::fmt::Write as _;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -186,10 +195,28 @@ struct TapDev {
     multi: bool,
     csum_offload: bool,
     tso: bool,
+    /// The kernel took UDP segmentation offload (`TUN_F_USO4 | TUN_F_USO6`) with `tso`.
+    uso: AtomicBool,
     persist: bool,
     /// A datagram socket in the device's namespace, for ioctls by name.
     ctl: OwnedFd,
     fds: Mutex<Vec<Arc<OwnedFd>>>,
+}
+
+/// `TUNSETOFFLOAD` of `offload` on `fd`.
+fn set_offload(fd: &OwnedFd, offload: libc::c_uint) -> io::Result<()> {
+    // SAFETY: TUNSETOFFLOAD takes its argument by value.
+    if unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TUNSETOFFLOAD,
+            offload as libc::c_ulong,
+        )
+    } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn ioctl_ptr<T>(fd: &OwnedFd, req: libc::Ioctl, arg: &mut T) -> io::Result<()> {
@@ -248,16 +275,15 @@ impl TapDev {
             (true, false) => libc::TUN_F_CSUM,
             (false, _) => 0,
         };
-        // SAFETY: TUNSETOFFLOAD takes its argument by value.
-        if unsafe {
-            libc::ioctl(
-                fd.as_raw_fd(),
-                libc::TUNSETOFFLOAD,
-                offload as libc::c_ulong,
-            )
-        } < 0
-        {
-            return Err(io::Error::last_os_error());
+        // USO with TSO where the kernel has it (Linux 6.2 and later): refused (EINVAL) by
+        // older ones, which then get TSO alone.
+        let uso = self.csum_offload && self.tso;
+        let with_uso = offload | libc::TUN_F_USO4 | libc::TUN_F_USO6;
+        if uso && set_offload(&fd, with_uso).is_ok() {
+            self.uso.store(true, Relaxed);
+        } else {
+            self.uso.store(false, Relaxed);
+            set_offload(&fd, offload)?;
         }
         Ok(fd)
     }
@@ -320,6 +346,7 @@ impl TapPort {
             multi: opts.n_rxq > 1,
             csum_offload: opts.csum_offload,
             tso: opts.tso,
+            uso: AtomicBool::new(false),
             persist: opts.persist,
             ctl,
             fds: Mutex::new(Vec::new()),
@@ -454,8 +481,9 @@ struct TapRxq {
     in_port: u32,
     stats: Arc<QueueStats>,
     gso_warned: bool,
-    /// TCP super-frames are welcome (`tso` and `csum_offload` on).
-    tso: bool,
+    /// Super-frames welcome: TCP ones with `tso` and `csum_offload` on, UDP ones too when
+    /// the kernel took USO.
+    gso: vnet::RxGso,
     drops: Arc<vnet::RxDrops>,
 }
 
@@ -515,7 +543,7 @@ impl RxQueue for TapRxq {
             }
             let (hdr, frame) = self.scratch.split_at(VNET_HDR_LEN);
             let mut p = pool.packet_from(&frame[..len - VNET_HDR_LEN], self.in_port);
-            match vnet::accept(hdr, &mut p, self.tso) {
+            match vnet::accept(hdr, &mut p, self.gso) {
                 Ok(0) => {}
                 Ok(_) => batch.mark_gso(),
                 Err(e) => {
@@ -545,6 +573,8 @@ struct TapTxq {
     stats: Arc<QueueStats>,
     /// Super-frames go to the kernel whole (`tso`).
     tso: bool,
+    /// UDP super-frames go to the kernel whole too (it took USO).
+    uso: bool,
     /// With `gro`: where a burst's packets go while their segments merge (room for a burst),
     /// and the port's counters of what merged.
     gro: Option<(Vec<Packet>, Arc<AtomicU64>, Arc<AtomicU64>)>,
@@ -553,6 +583,10 @@ struct TapTxq {
 impl TxQueue for TapTxq {
     fn tso(&self) -> bool {
         self.tso
+    }
+
+    fn uso(&self) -> bool {
+        self.uso
     }
 
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
@@ -687,7 +721,10 @@ impl Port for TapPort {
             in_port,
             stats: self.rx_stats[q].clone(),
             gso_warned: false,
-            tso: self.opts.tso && self.opts.csum_offload,
+            gso: vnet::RxGso {
+                tso: self.opts.tso && self.opts.csum_offload,
+                uso: self.dev.uso.load(Relaxed),
+            },
             drops: self.rx_drops.clone(),
         }))
     }
@@ -706,6 +743,7 @@ impl Port for TapPort {
             },
             stats,
             tso: self.opts.tso,
+            uso: self.opts.tso && self.dev.uso.load(Relaxed),
             gro: (self.opts.tso && self.opts.gro).then(|| {
                 (
                     Vec::with_capacity(MAX_BURST),

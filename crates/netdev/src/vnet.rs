@@ -12,6 +12,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 
 use datapath::gso::{GsoError, TcpSuper};
+use datapath::gso_udp::{self, UdpSuper};
 use datapath::packet::Packet;
 
 use crate::csum;
@@ -26,19 +27,24 @@ pub(crate) const F_NEEDS_CSUM: u8 = 1;
 pub(crate) const GSO_NONE: u8 = 0;
 pub(crate) const GSO_TCPV4: u8 = 1;
 pub(crate) const GSO_TCPV6: u8 = 4;
+/// UDP segmentation (USO, `VIRTIO_NET_HDR_GSO_UDP_L4`): datagrams of `gso_size` payload.
+pub(crate) const GSO_UDP_L4: u8 = 5;
 pub(crate) const GSO_ECN: u8 = 0x80;
 
 /// Why a received frame's header made it a drop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RxDrop {
-    /// A GSO frame of a type not taken (UDP, USO), or any GSO frame without `tso`.
+    /// A GSO frame of a type not taken (UFO; USO where the port does not offer it), or any
+    /// GSO frame without `tso`.
     GsoType,
-    /// A TCP super-frame whose `gso_size` is below [`datapath::gso::MIN_MSS`].
+    /// A TCP super-frame whose `gso_size` is below [`datapath::gso::MIN_MSS`], a UDP one
+    /// whose `gso_size` makes more than [`datapath::gso_udp::MAX_SEGMENTS`] datagrams.
     GsoSize,
-    /// A TCP super-frame whose headers are not what its `gso_type` says: not TCP over IPv4
-    /// (`TCPV4`) or IPv6 (`TCPV6`), an IPv4 fragment, a header cut short.
+    /// A super-frame whose headers are not what its `gso_type` says: not TCP over IPv4
+    /// (`TCPV4`) or IPv6 (`TCPV6`), not UDP over IP (`UDP_L4`), an IPv4 fragment, a header
+    /// cut short.
     GsoHeader,
-    /// A TCP super-frame whose IP packet is longer than 64 KiB.
+    /// A super-frame whose IP packet is longer than 64 KiB.
     GsoLength,
     /// A partial checksum whose offsets do not fit the frame.
     BadCsum,
@@ -84,48 +90,69 @@ impl RxDrops {
     }
 }
 
+/// The super-frames a port takes from its peer: TCP ones (`tso`) and UDP ones (`uso`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RxGso {
+    /// `TCPV4` and `TCPV6`.
+    pub(crate) tso: bool,
+    /// `UDP_L4`.
+    pub(crate) uso: bool,
+}
+
 /// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to the packet `p`
-/// holding the frame, as [`accept_rx`] does; a TCP super-frame gets its `gso_size` and must
+/// holding the frame, as [`accept_rx`] does; a super-frame gets its `gso_size` and must
 /// have the headers its `gso_type` says, within 64 KiB. Returns the `gso_size` (0 for an
 /// ordinary frame).
 #[inline(always)]
-pub(crate) fn accept(hdr: &[u8], p: &mut Packet, tso: bool) -> Result<u16, RxDrop> {
-    let gso_size = accept_rx(hdr, p.data_mut(), tso)?;
+pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<u16, RxDrop> {
+    let gso_size = accept_rx(hdr, p.data_mut(), gso)?;
     if gso_size != 0 {
         p.meta.gso_size = gso_size;
-        check_super(p, hdr[1] & !GSO_ECN == GSO_TCPV6)?;
+        check_super(p, hdr[1] & !GSO_ECN)?;
     }
     Ok(gso_size)
 }
 
-/// Whether super-frame `p` is TCP over IPv6 (`ipv6`) or IPv4, its IP packet within 64 KiB.
+/// Whether super-frame `p` has the headers of its `gso_type` `ty` (TCP over IPv6 or IPv4,
+/// UDP over either), its IP packet within 64 KiB.
 #[cold]
 #[inline(never)]
-fn check_super(p: &Packet, ipv6: bool) -> Result<(), RxDrop> {
-    let t = TcpSuper::of(p).map_err(|e| match e {
+fn check_super(p: &Packet, ty: u8) -> Result<(), RxDrop> {
+    let why = |e| match e {
         GsoError::TooLong => RxDrop::GsoLength,
         GsoError::MssTooSmall => RxDrop::GsoSize,
         GsoError::NotTcp | GsoError::Malformed => RxDrop::GsoHeader,
-    })?;
-    if t.ipv6 != ipv6 {
+    };
+    if ty == GSO_UDP_L4 {
+        UdpSuper::of(p).map_err(why)?;
+        return Ok(());
+    }
+    let t = TcpSuper::of(p).map_err(why)?;
+    if t.ipv6 != (ty == GSO_TCPV6) {
         return Err(RxDrop::GsoHeader);
     }
     Ok(())
 }
 
 /// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to `frame`: a
-/// partial checksum is completed in software; a TCP super-frame (taken only with `tso`) is
-/// left as it is, its partial checksum left for the way out ([`datapath::gso`]), and its MSS
-/// returned (0 for an ordinary frame).
+/// partial checksum is completed in software; a super-frame (TCP taken only with `gso.tso`,
+/// UDP only with `gso.uso`) is left as it is, its partial checksum left for the way out
+/// ([`datapath::gso`], [`datapath::gso_udp`]), and its `gso_size` returned (0 for an
+/// ordinary frame).
 #[inline(always)]
-fn accept_rx(hdr: &[u8], frame: &mut [u8], tso: bool) -> Result<u16, RxDrop> {
+fn accept_rx(hdr: &[u8], frame: &mut [u8], gso: RxGso) -> Result<u16, RxDrop> {
     if hdr[1] != GSO_NONE {
         let ty = hdr[1] & !GSO_ECN;
         let gso_size = u16::from_le_bytes([hdr[4], hdr[5]]);
-        if !tso || !matches!(ty, GSO_TCPV4 | GSO_TCPV6) {
+        let (taken, min) = match ty {
+            GSO_TCPV4 | GSO_TCPV6 => (gso.tso, datapath::gso::MIN_MSS),
+            GSO_UDP_L4 => (gso.uso && hdr[1] & GSO_ECN == 0, 1),
+            _ => (false, 0),
+        };
+        if !taken {
             return Err(RxDrop::GsoType);
         }
-        if gso_size < datapath::gso::MIN_MSS {
+        if gso_size < min {
             return Err(RxDrop::GsoSize);
         }
         return Ok(gso_size);
@@ -140,24 +167,31 @@ fn accept_rx(hdr: &[u8], frame: &mut [u8], tso: bool) -> Result<u16, RxDrop> {
     Ok(0)
 }
 
-/// The header of super-frame `p` for the receiver to segment it (`NEEDS_CSUM` at the TCP
-/// checksum, `gso_type` `TCPV4`/`TCPV6` with `ECN` when the frame has CWR set, `gso_size`,
-/// `hdr_len` all headers), after making its lengths and TCP checksum field what that needs
-/// (the pseudo-header sum, Linux's `CHECKSUM_PARTIAL` convention); `None` when it is not TCP
-/// over IP.
+/// The header of super-frame `p` for the receiver to segment it, after making its lengths
+/// and checksum field what that needs (the pseudo-header sum, Linux's `CHECKSUM_PARTIAL`
+/// convention): for a TCP one `NEEDS_CSUM` at the TCP checksum, `gso_type` `TCPV4`/`TCPV6`
+/// with `ECN` when the frame has CWR set; for a UDP one (only where the receiver takes USO:
+/// the caller's to know) `NEEDS_CSUM` at the UDP checksum, `gso_type` `UDP_L4`; `gso_size`,
+/// `hdr_len` all headers. `None` when it is neither TCP nor UDP over IP.
 pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
-    let t = datapath::gso::prepare_partial(p).ok()?;
-    let mut ty = if t.ipv6 { GSO_TCPV6 } else { GSO_TCPV4 };
-    if datapath::gso::has_cwr(p, &t) {
-        ty |= GSO_ECN;
-    }
+    let (ty, hdr_len, l4, csum_offset) = if gso_udp::is_udp(p) {
+        let u = UdpSuper::prepare_partial(p).ok()?;
+        (GSO_UDP_L4, u.hdr_len(), u.l4, 6u16)
+    } else {
+        let t = datapath::gso::prepare_partial(p).ok()?;
+        let mut ty = if t.ipv6 { GSO_TCPV6 } else { GSO_TCPV4 };
+        if datapath::gso::has_cwr(p, &t) {
+            ty |= GSO_ECN;
+        }
+        (ty, t.hdr_len, t.l4, 16)
+    };
     let mut h = [0u8; HDR_LEN];
     h[0] = F_NEEDS_CSUM;
     h[1] = ty;
-    h[2..4].copy_from_slice(&(t.hdr_len as u16).to_le_bytes());
+    h[2..4].copy_from_slice(&(hdr_len as u16).to_le_bytes());
     h[4..6].copy_from_slice(&p.meta.gso_size.to_le_bytes());
-    h[6..8].copy_from_slice(&(t.l4 as u16).to_le_bytes());
-    h[8..10].copy_from_slice(&16u16.to_le_bytes());
+    h[6..8].copy_from_slice(&(l4 as u16).to_le_bytes());
+    h[8..10].copy_from_slice(&csum_offset.to_le_bytes());
     Some(h)
 }
 
@@ -166,28 +200,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gso_types_other_than_tcp_are_refused() {
+    fn gso_types_not_offered_are_refused() {
+        const TSO: RxGso = RxGso {
+            tso: true,
+            uso: false,
+        };
+        const BOTH: RxGso = RxGso {
+            tso: true,
+            uso: true,
+        };
         let mut f = [0u8; 60];
         let mut h = [0u8; HDR_LEN];
-        assert_eq!(accept_rx(&h, &mut f, true), Ok(0));
+        assert_eq!(accept_rx(&h, &mut f, TSO), Ok(0));
         h[1] = GSO_TCPV4;
         h[4] = 0xa8;
         h[5] = 0x05;
-        assert_eq!(accept_rx(&h, &mut f, true), Ok(1448));
-        assert_eq!(accept_rx(&h, &mut f, false), Err(RxDrop::GsoType));
-        h[1] = 3; // UDP
-        assert_eq!(accept_rx(&h, &mut f, true), Err(RxDrop::GsoType));
+        assert_eq!(accept_rx(&h, &mut f, TSO), Ok(1448));
+        assert_eq!(
+            accept_rx(&h, &mut f, RxGso::default()),
+            Err(RxDrop::GsoType)
+        );
+        h[1] = 3; // UFO
+        assert_eq!(accept_rx(&h, &mut f, BOTH), Err(RxDrop::GsoType));
+        h[1] = GSO_UDP_L4;
+        assert_eq!(accept_rx(&h, &mut f, TSO), Err(RxDrop::GsoType));
+        assert_eq!(accept_rx(&h, &mut f, BOTH), Ok(1448));
+        h[1] = GSO_UDP_L4 | GSO_ECN;
+        assert_eq!(accept_rx(&h, &mut f, BOTH), Err(RxDrop::GsoType));
+        h[1] = GSO_UDP_L4;
+        h[4..6].fill(0);
+        assert_eq!(accept_rx(&h, &mut f, BOTH), Err(RxDrop::GsoSize));
         // An MSS below what any TCP sends: 65 000 segments of a 64 KiB frame for a gso_size of 1.
         h[1] = GSO_TCPV4;
         for (mss, ok) in [(1u16, false), (47, false), (48, true)] {
             h[4..6].copy_from_slice(&mss.to_le_bytes());
             let want = if ok { Ok(mss) } else { Err(RxDrop::GsoSize) };
-            assert_eq!(accept_rx(&h, &mut f, true), want, "gso_size {mss}");
+            assert_eq!(accept_rx(&h, &mut f, TSO), want, "gso_size {mss}");
         }
         let mut h = [0u8; HDR_LEN];
         h[0] = F_NEEDS_CSUM;
         h[6] = 58;
         h[8] = 16;
-        assert_eq!(accept_rx(&h, &mut f, true), Err(RxDrop::BadCsum));
+        assert_eq!(accept_rx(&h, &mut f, TSO), Err(RxDrop::BadCsum));
     }
 }

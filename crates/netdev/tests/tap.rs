@@ -533,3 +533,181 @@ fn segments_from_a_tap_without_tso_reach_a_tap_with_tso_merged() {
         0
     );
 }
+
+/// Receives UDP datagrams on port 5002 of `argv[1]` until none came for a second (after the
+/// first): prints their count and the SHA-256 of their payloads in order.
+const UDP_SERVER: &str = r#"
+import socket, hashlib, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.bind((sys.argv[1], 5002)); s.settimeout(8)
+h = hashlib.sha256(); n = 0
+try:
+    while True:
+        d = s.recv(65536); h.update(d); n += 1; s.settimeout(1)
+except socket.timeout:
+    pass
+print(n, h.hexdigest())
+"#;
+
+/// Sends 40 UDP super-frames to `argv[1]`:5002 with `UDP_SEGMENT` (USO): 8 datagrams of
+/// 1 400 bytes and one of 100 each; prints the datagrams' count and the SHA-256 of their
+/// payloads in order.
+const UDP_SEGMENT_CLIENT: &str = r#"
+import socket, hashlib, random, sys, time
+r = random.Random(9); h = hashlib.sha256(); n = 0
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(17, 103, 1400)  # SOL_UDP, UDP_SEGMENT
+s.connect((sys.argv[1], 5002))
+time.sleep(0.3)
+for i in range(40):
+    buf = r.randbytes(1400 * 8 + 100)
+    s.send(buf)
+    for k in range(0, len(buf), 1400):
+        h.update(buf[k:k + 1400]); n += 1
+    time.sleep(0.005)
+print(n, h.hexdigest())
+"#;
+
+/// UDP super-frames from a `UDP_SEGMENT` sender in namespace a come in whole through tap a
+/// (which offers USO) and cross to namespace b through a PMD: whole when tap b has `tso`
+/// (the kernel behind it cuts them), else as datagrams the PMD makes, which the kernel behind
+/// b checks (lengths, checksums) before the receiver gets every byte in order.
+fn udp_super_frames_cross(test: &str, tso_b: bool) {
+    let Some(mut env) = tap_env(test) else {
+        return;
+    };
+    if !need(test, &[python()]) {
+        return;
+    }
+    use datapath::dpif::parse_megaflow;
+    use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+    use std::process::Stdio;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (na, nb) = (env.netns("ua"), env.netns("ub"));
+    let (ta, tb) = (env.ifname("ua"), env.ifname("ub"));
+    let mut pa = tap("vma", &ta, &na, 1);
+    let o = TapOptions {
+        ifname: Some(tb.clone()),
+        netns: Some(nb.clone()),
+        tso: tso_b,
+        ..Default::default()
+    };
+    let mut pb = TapPort::open("vmb", &o).unwrap();
+    let feats = Command::new("ip")
+        .args(["netns", "exec", &na, "ethtool", "-k", &ta])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if !feats.contains("tx-udp-segmentation: on") {
+        eprintln!("SKIP {test}: the kernel's tap takes no USO (Linux 6.2 and later)");
+        return;
+    }
+    ns_sh(&na, &["ip", "addr", "add", "10.81.0.1/24", "dev", &ta]);
+    ns_sh(&nb, &["ip", "addr", "add", "10.81.0.2/24", "dev", &tb]);
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    for (no, p) in [(1, &mut pa), (2, &mut pb)] {
+        pmd.add_rxq(PolledRxq {
+            port_no: no,
+            queue_id: 0,
+            rxq: p.take_rxq(0, no).unwrap(),
+            cycles: 0,
+        });
+        pmd.add_txq(no, p.open_txq());
+    }
+    let mut names = flow::odp::PortNames::new();
+    names.insert("a", 1);
+    names.insert("b", 2);
+    for (k, a) in [("in_port(a)", "b"), ("in_port(b)", "a")] {
+        pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let t = thread::spawn(move || {
+        while !s.load(Ordering::Relaxed) {
+            if pmd.poll_once() == 0 {
+                thread::sleep(Duration::from_micros(50));
+            }
+        }
+        pmd
+    });
+    let mut server = KillOnDrop(Some(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &nb,
+                python(),
+                "-c",
+                UDP_SERVER,
+                "10.81.0.2",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let client = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &na,
+            python(),
+            "-c",
+            UDP_SEGMENT_CLIENT,
+            "10.81.0.2",
+        ])
+        .output()
+        .unwrap();
+    let server = server.0.take().unwrap().wait_with_output().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let pmd = t.join().unwrap();
+    let st = pmd.stats();
+    let (ca, cb) = (pa.counters(), pb.counters());
+    eprintln!("{st:?}\nport a: {ca:?}\nport b: {cb:?}");
+    let (c, s) = (
+        String::from_utf8_lossy(&client.stdout),
+        String::from_utf8_lossy(&server.stdout),
+    );
+    assert!(
+        client.status.success(),
+        "client: {c} {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert_eq!(
+        s.trim(),
+        c.trim(),
+        "the receiver got every datagram, in order"
+    );
+    assert!(c.starts_with("360 "), "{c}");
+    assert!(
+        ca.rx_bytes > 8 * 1400 * 40,
+        "super-frames came in whole: {} bytes in {} packets",
+        ca.rx_bytes,
+        ca.rx_packets
+    );
+    assert!(ca.rx_packets < 100, "{} packets", ca.rx_packets);
+    if tso_b {
+        assert_eq!(st.gso_frames, 0, "went out whole");
+    } else {
+        assert_eq!((st.gso_frames, st.gso_segments), (40, 360), "segmented");
+        assert!(cb.tx_packets >= 360);
+    }
+    assert_eq!(
+        st.gso_drops + ca.errors + cb.errors + ca.rx_dropped + cb.tx_dropped,
+        0
+    );
+}
+
+#[test]
+fn udp_super_frames_cross_whole_to_a_tap_with_uso() {
+    udp_super_frames_cross("udp_super_frames_cross_whole_to_a_tap_with_uso", true);
+}
+
+#[test]
+fn udp_super_frames_for_a_tap_without_tso_are_cut_into_datagrams() {
+    udp_super_frames_cross(
+        "udp_super_frames_for_a_tap_without_tso_are_cut_into_datagrams",
+        false,
+    );
+}

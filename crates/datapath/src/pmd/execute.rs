@@ -2,14 +2,15 @@
 //! packets (OVS's `dp_netdev_execute_actions`). Header rewrites and `tnl_push` are
 //! [`crate::rewrite`]'s, over the group; outputs go to the tx batches ([`super::output`]);
 //! `ct()` is in [`super::ct`], `recirc` and `tnl_pop` in [`super::recirc`]; `clone` and
-//! outputs that are not the last action run on copies. A pass that may hold TCP super-frames
-//! pushes them whole through a UDP tunnel's `tnl_push` followed by outputs only
+//! outputs that are not the last action run on copies. A pass that may hold super-frames
+//! pushes TCP ones whole through a UDP tunnel's `tnl_push` followed by outputs only
 //! ([`crate::gso_tunnel`]: segmented at the output), and segments them before any other
+//! `tnl_push`, as it does a group holding a UDP super-frame ([`crate::gso_udp`]) before any
 //! `tnl_push`. Cycles under `actions`; drops by reason (`action_drops`, `rewrite_errors`, GSO).
 
 use crate::actions::{DpAction, TnlTemplate};
-use crate::gso::TcpSuper;
 use crate::packet::{Batch, MAX_BURST, Packet};
+use crate::super_frame::SuperFrame;
 
 use super::Pmd;
 use super::output::has_gso;
@@ -61,12 +62,13 @@ impl Pmd {
                     }
                 }
                 DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
-                // Super-frames through a tunnel push: whole when only outputs follow, else as
-                // their segments.
+                // Super-frames through a tunnel push: whole when only outputs follow (TCP
+                // ones), else as their segments.
                 DpAction::TnlPush(t) if self.pass_gso && has_gso(batch) => {
                     if trunc.is_none()
                         && crate::gso_tunnel::keeps_whole(t)
                         && only_outputs(&actions[ai + 1..])
+                        && !has_udp_super(batch)
                     {
                         self.push_super_frames(t, batch);
                     } else {
@@ -130,7 +132,7 @@ impl Pmd {
                 self.execute_when_full(actions, &mut b, p, trunc);
                 continue;
             }
-            match TcpSuper::of(&p) {
+            match SuperFrame::of(&p) {
                 Ok(t) => {
                     let n = t.n_segments(&p);
                     for k in 0..n {
@@ -235,4 +237,11 @@ impl Pmd {
 /// keeps super-frames whole.
 fn only_outputs(actions: &[DpAction]) -> bool {
     actions.iter().all(|a| matches!(a, DpAction::Output(_)))
+}
+
+/// Whether `batch` holds a UDP super-frame (segmented before a tunnel push: only TCP ones are
+/// encapsulated whole).
+#[inline(never)]
+fn has_udp_super(batch: &Batch) -> bool {
+    batch.packets().iter().any(crate::gso_udp::is_udp)
 }

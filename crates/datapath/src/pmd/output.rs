@@ -1,19 +1,21 @@
 //! The tx stage: each datapath port's tx queue and batch as a PMD sees it ([`TxSlot`]);
 //! `output` hands a group to the port's batch (by swap when the batch is empty), sent when it
 //! fills and at the end of each rx burst ([`Pmd::flush_tx`], OVS's
-//! `dp_netdev_pmd_flush_output_packets`). A super-frame for a queue that does not segment is
-//! sent as its segments, and so is an encapsulated one ([`crate::gso_tunnel`]: segmented
-//! after the push, outer headers on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the flush's cycles under
-//! `tx`.
+//! `dp_netdev_pmd_flush_output_packets`). A super-frame for a queue that does not segment
+//! its kind (TCP: [`TxQueue::tso`]; UDP: [`TxQueue::uso`] too) is sent as its segments, and
+//! so is an encapsulated one ([`crate::gso_tunnel`]: segmented after the push, outer headers
+//! on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the
+//! flush's cycles under `tx`.
 
 use std::sync::Arc;
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
-use crate::gso::TcpSuper;
 use crate::gso_tunnel::{Outer, is_encapsulated};
+use crate::gso_udp;
 use crate::packet::{Batch, Packet, Pool};
 use crate::port::TxQueue;
+use crate::super_frame::SuperFrame;
 use crate::tunnel::TunnelKind;
 use crate::tx_gso::TxGsoStats;
 
@@ -27,6 +29,8 @@ pub(super) struct TxSlot {
     tunnel: Option<TunnelKind>,
     /// The queue takes TCP super-frames whole ([`TxQueue::tso`]).
     tso: bool,
+    /// The queue takes UDP super-frames whole too ([`TxQueue::uso`]).
+    uso: bool,
     /// The queue takes lent packets ([`TxQueue::takes_lent`]).
     lent: bool,
     /// The port's super-frame counters.
@@ -65,12 +69,14 @@ impl Pmd {
             self.txs.resize_with(i + 1, || None);
         }
         let tso = q.tso();
+        let uso = tso && q.uso();
         let lent = q.takes_lent();
         self.txs[i] = Some(TxSlot {
             q,
             batch: Batch::new(),
             tunnel,
             tso,
+            uso,
             lent,
             gso,
         });
@@ -98,7 +104,7 @@ impl Pmd {
             return;
         };
         if self.pass_gso && has_gso(&src) {
-            if !tx.tso || has_encapsulated(&src) {
+            if !tx.tso || has_encapsulated(&src) || (!tx.uso && has_udp_super(&src)) {
                 send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
                 if consume && trunc.is_none() {
                     *batch = src;
@@ -174,22 +180,34 @@ impl Pmd {
     }
 }
 
-/// Whether `batch` holds a TCP super-frame (asked only of batches of a pass whose rx batch
+/// Whether `batch` holds a super-frame (asked only of batches of a pass whose rx batch
 /// was marked to possibly hold one).
 #[inline(never)]
 pub(super) fn has_gso(batch: &Batch) -> bool {
     batch.packets().iter().any(|p| p.meta.gso_size != 0)
 }
 
-/// Counts the super-frames of `batch`, going whole to `tx`'s queue.
+/// Counts the super-frames of `batch`, going whole to `tx`'s queue, by kind.
 #[inline(never)]
 fn count_whole(tx: &TxSlot, batch: &Batch) {
-    let n = batch
-        .packets()
-        .iter()
-        .filter(|p| p.meta.gso_size != 0)
-        .count();
-    tx.gso.add_whole(n as u64);
+    for p in batch.packets().iter().filter(|p| p.meta.gso_size != 0) {
+        count_one_whole(tx, p);
+    }
+}
+
+/// Counts super-frame `p`, going whole to `tx`'s queue, by kind.
+fn count_one_whole(tx: &TxSlot, p: &Packet) {
+    if tx.uso && gso_udp::is_udp(p) {
+        tx.gso.udp.add_whole(1);
+    } else {
+        tx.gso.add_whole(1);
+    }
+}
+
+/// Whether `batch` holds a UDP super-frame.
+#[inline(never)]
+fn has_udp_super(batch: &Batch) -> bool {
+    batch.packets().iter().any(gso_udp::is_udp)
 }
 
 /// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push`.
@@ -198,9 +216,9 @@ fn has_encapsulated(batch: &Batch) -> bool {
     batch.packets().iter().any(is_encapsulated)
 }
 
-/// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments, sending the
-/// batch each time it fills; leaves `src` empty. Super-frames that are not TCP over IP are
-/// dropped (counted).
+/// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments where the
+/// queue does not take it whole, sending the batch each time it fills; leaves `src` empty.
+/// Super-frames that are not TCP or UDP over IP are dropped (counted).
 #[inline(never)]
 fn send_segmented(tx: &mut TxSlot, src: &mut Batch, pool: &mut Pool, stats: &mut PmdStats) {
     for p in src.drain() {
@@ -220,24 +238,30 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
 }
 
 /// Adds the segments of super-frame `p` to `tx`'s batch, the outer headers of an
-/// encapsulated one written on each (dropped, counted by reason, if it is not TCP over IP, or
-/// its outer headers not IP and UDP).
+/// encapsulated one written on each (dropped, counted by reason, if it is not TCP or UDP over
+/// IP, or its outer headers not IP and UDP).
 #[inline(never)]
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    let found = TcpSuper::of(&p).and_then(|t| Ok((t, Outer::of(&p, &t)?)));
+    let found = SuperFrame::of(&p).and_then(|t| match t {
+        SuperFrame::Tcp(tcp) => Ok((t, Outer::of(&p, &tcp)?.map(|o| (o, tcp)))),
+        SuperFrame::Udp(_) => Ok((t, None)),
+    });
     match found {
         Ok((t, outer)) => {
             let n = t.n_segments(&p);
             for k in 0..n {
                 let mut s = t.segment(&p, k, pool);
-                if let Some(o) = &outer {
-                    o.fix(&mut s, &t);
+                if let Some((o, tcp)) = &outer {
+                    o.fix(&mut s, tcp);
                 }
                 put(tx, s, pool, stats);
             }
             stats.gso_frames += 1;
             stats.gso_segments += n as u64;
-            tx.gso.add_segmented(n as u64);
+            match t {
+                SuperFrame::Tcp(_) => tx.gso.add_segmented(n as u64),
+                SuperFrame::Udp(_) => tx.gso.udp.add_segmented(n as u64),
+            }
         }
         Err(e) => stats.count_gso_drop(e),
     }
@@ -255,12 +279,12 @@ pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut P
     }
 }
 
-/// [`put_one`] of a super-frame: whole to a queue that segments (counted), else as its
-/// segments.
+/// [`put_one`] of a super-frame: whole to a queue that segments its kind (counted), else as
+/// its segments.
 #[inline(never)]
 fn put_super(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    if tx.tso && !is_encapsulated(&p) {
-        tx.gso.add_whole(1);
+    if tx.tso && !is_encapsulated(&p) && (tx.uso || !gso_udp::is_udp(&p)) {
+        count_one_whole(tx, &p);
         put(tx, p, pool, stats);
     } else {
         put_segments(tx, p, pool, stats);

@@ -22,6 +22,9 @@ pub(crate) const F_INDIRECT_DESC: u64 = 1 << 28;
 pub(crate) const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 pub(crate) const F_VERSION_1: u64 = 1 << 32;
 pub(crate) const F_IN_ORDER: u64 = 1 << 35;
+pub(crate) const F_GUEST_USO4: u64 = 1 << 54;
+pub(crate) const F_GUEST_USO6: u64 = 1 << 55;
+pub(crate) const F_HOST_USO: u64 = 1 << 56;
 
 /// Names of the feature bits `dpif/show` and a `virtio_user` port's `options()` print.
 const FEATURE_NAMES: &[(u64, &str)] = &[
@@ -43,6 +46,9 @@ const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_PROTOCOL_FEATURES, "PROTOCOL_FEATURES"),
     (F_VERSION_1, "VERSION_1"),
     (F_IN_ORDER, "IN_ORDER"),
+    (F_GUEST_USO4, "GUEST_USO4"),
+    (F_GUEST_USO6, "GUEST_USO6"),
+    (F_HOST_USO, "HOST_USO"),
 ];
 
 /// The text form of the feature bits in `f`.

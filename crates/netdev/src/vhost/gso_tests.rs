@@ -5,7 +5,10 @@
 use datapath::packet::{Batch, MAX_BURST, Pool};
 
 use super::copy::LongCopy;
-use super::features::{F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_MRG_RXBUF};
+use super::features::{
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_GUEST_USO4, F_GUEST_USO6, F_HOST_TSO4,
+    F_HOST_TSO6, F_HOST_USO, F_MRG_RXBUF,
+};
 use super::tests::{Guest, HDR, Rx, hdr, recv, rx_ring};
 use crate::vnet;
 
@@ -102,6 +105,63 @@ fn super_frames_go_whole_to_a_guest_that_takes_them() {
     assert_eq!(got[50..52], pseudo.to_be_bytes());
 }
 
+/// A UDP super-frame: [`tcp_super`]'s frame with protocol UDP (its TCP header's first eight
+/// bytes the UDP header, the rest payload).
+fn udp_super(payload: usize) -> Vec<u8> {
+    let mut f = tcp_super(payload, false);
+    f[23] = 17;
+    let c = !wire::checksum::data(&{
+        let mut h = f[14..34].to_vec();
+        h[10..12].fill(0);
+        h
+    });
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn udp_super_frames_go_whole_to_a_guest_that_takes_them_else_as_datagrams() {
+    let f = udp_super(10_000);
+    let udp_len = f.len() - 34;
+    let (frames, counts) = send_super(&f, GUEST_TSO | F_GUEST_USO4 | F_GUEST_USO6);
+    assert_eq!(counts, [1, f.len() as u64, 0]);
+    let [(h, got)] = &frames[..] else {
+        panic!("one frame: {}", frames.len())
+    };
+    // NEEDS_CSUM, UDP_L4, hdr_len 42, gso_size 1448, csum_start 34, csum_offset 6,
+    // num_buffers 5.
+    let want_hdr = [1, vnet::GSO_UDP_L4, 42, 0, 0xa8, 5, 34, 0, 6, 0, 5, 0];
+    assert_eq!(h[..], want_hdr);
+    // The frame as sent but for the UDP length and checksum fields: the whole datagram's
+    // length and pseudo-header sum.
+    assert!(got[..38] == f[..38] && got[42..] == f[42..]);
+    assert_eq!(got[38..40], (udp_len as u16).to_be_bytes());
+    let pseudo = |len: usize| {
+        wire::checksum::pseudo_header_v4(
+            &[10, 0, 0, 1].into(),
+            &[10, 0, 0, 2].into(),
+            wire::IpProtocol::UDP,
+            len as u16,
+        )
+    };
+    assert_eq!(got[40..42], pseudo(udp_len).to_be_bytes());
+    // Without GUEST_USO4 (GUEST_USO6 is for IPv6): datagrams.
+    let (frames, counts) = send_super(&f, GUEST_TSO | F_GUEST_USO6);
+    let n = (f.len() - 42).div_ceil(1448);
+    assert_eq!((frames.len(), counts[0], counts[2]), (n, n as u64, 0));
+    let mut payload: Vec<u8> = Vec::new();
+    for (k, (h, d)) in frames.iter().enumerate() {
+        assert_eq!(h[..10], [0; 10], "datagram {k}: an ordinary frame");
+        assert_eq!(d.len(), 42 + (f.len() - 42 - k * 1448).min(1448));
+        assert_eq!(wire::checksum::data(&d[14..34]), 0xffff, "datagram {k}");
+        assert_eq!(u16::from_be_bytes([d[18], d[19]]), 0x1234 + k as u16);
+        let sum = wire::checksum::combine(&[pseudo(d.len() - 34), wire::checksum::data(&d[34..])]);
+        assert_eq!(sum, 0xffff, "datagram {k}: UDP checksum");
+        payload.extend(&d[42..]);
+    }
+    assert!(payload == f[42..], "the datagrams carry the payload");
+}
+
 #[test]
 fn super_frames_are_segmented_for_a_guest_that_does_not_take_them() {
     let f = tcp_super(10_000, true);
@@ -136,9 +196,9 @@ fn super_frames_are_segmented_for_a_guest_that_does_not_take_them() {
 }
 
 #[test]
-fn a_super_frame_that_is_not_tcp_is_dropped_counted() {
+fn a_super_frame_neither_tcp_nor_udp_is_dropped_counted() {
     let mut f = tcp_super(3000, false);
-    f[23] = 17;
+    f[23] = 47;
     for acked in [F_MRG_RXBUF, GUEST_TSO] {
         let (frames, counts) = send_super(&f, acked);
         assert_eq!((frames.len(), counts), (0, [0, 0, 1]), "{acked:#x}");
@@ -156,11 +216,17 @@ fn gso_hdr(ty: u8) -> [u8; HDR] {
 /// Receives the one frame `f` sent with header `h`: what `recv` made of it, and the drops the
 /// ring counted by reason.
 fn recv_one(h: &[u8], f: &[u8], tso: bool) -> (Rx, Vec<(String, u64)>) {
+    let tso = if tso { F_HOST_TSO4 | F_HOST_TSO6 } else { 0 };
+    recv_one_acked(h, f, F_MRG_RXBUF | tso)
+}
+
+/// [`recv_one`] from a front-end that accepted features `acked`.
+fn recv_one_acked(h: &[u8], f: &[u8], acked: u64) -> (Rx, Vec<(String, u64)>) {
     let mut g = Guest::new(2);
     let a = g.put(&[h, f].concat());
     g.desc(0, a, (h.len() + f.len()) as u32, 0, 0);
     g.offer(&[0]);
-    let mut r = g.ring(HDR, tso);
+    let mut r = g.ring_acked(HDR, acked);
     let rx = recv(&mut r, MAX_BURST);
     assert!(rx.res.is_ok());
     assert_eq!(g.used(), [(0, 0)]);
@@ -181,6 +247,58 @@ fn tx_super_frames_need_tso() {
             assert_eq!(drops, [("rx_drop_gso_type".to_owned(), 1)]);
         }
     }
+}
+
+#[test]
+fn udp_super_frames_need_host_uso_and_udp_headers() {
+    let tcp = tcp_super(2946, false);
+    let mut udp = tcp.clone();
+    udp[23] = 17;
+    let uso = F_MRG_RXBUF | F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_USO;
+    let (rx, drops) = recv_one_acked(&gso_hdr(vnet::GSO_UDP_L4), &udp, uso);
+    assert!(rx.frames == [udp.clone()], "the super-frame as sent");
+    assert_eq!((rx.gso, rx.marked_gso), (vec![1448], true));
+    assert!(drops.is_empty(), "{drops:?}");
+    let cases = [
+        (
+            "rx_drop_gso_type",
+            gso_hdr(vnet::GSO_UDP_L4),
+            &udp[..],
+            uso & !F_HOST_USO,
+        ),
+        ("rx_drop_gso_type", gso_hdr(3), &udp[..], uso),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_UDP_L4),
+            &tcp[..],
+            uso,
+        ),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_UDP_L4),
+            &udp[..40],
+            uso,
+        ),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_TCPV4),
+            &udp[..],
+            uso,
+        ),
+    ];
+    for (why, h, f, acked) in cases {
+        let (rx, drops) = recv_one_acked(&h, f, acked);
+        assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1), "{why}");
+        assert_eq!(drops, [(why.to_owned(), 1)]);
+    }
+    // 129 datagrams of 20 bytes: more than a socket sends at once.
+    let mut small = gso_hdr(vnet::GSO_UDP_L4);
+    small[4..6].copy_from_slice(&20u16.to_le_bytes());
+    let (rx, drops) = recv_one_acked(&small, &udp, uso);
+    assert_eq!(
+        (rx.frames.len(), drops),
+        (0, vec![("rx_drop_gso_size".to_owned(), 1)])
+    );
 }
 
 #[test]

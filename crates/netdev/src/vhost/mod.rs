@@ -30,7 +30,10 @@
 //!
 //! Frames: a received chain is the virtio-net header ([`crate::vnet`]) then the frame,
 //! copied into a pool buffer; partial checksums are completed, TCP super-frames (with `tso`)
-//! become one packet with `gso_size` set. A sent frame takes as many of the guest's receive
+//! and UDP ones (`GSO_UDP_L4`, when the guest accepted `HOST_USO`) become one packet with
+//! `gso_size` set. A UDP super-frame reaches the port whole (with `tso`) and goes into the
+//! guest's ring whole (`gso_type` `UDP_L4`) where the guest accepted `GUEST_USO4`/`GUEST_USO6`
+//! for its IP version, else as its datagrams. A sent frame takes as many of the guest's receive
 //! chains as it needs (`VIRTIO_NET_F_MRG_RXBUF`, the header's `num_buffers` says how many);
 //! when the guest has not posted enough, the frame is dropped and counted in the queue's
 //! `tx_dropped` (the guest ring is full), and nothing of it is used. With `tso` a TCP
@@ -47,9 +50,10 @@
 //! Offered: `VERSION_1`, `MRG_RXBUF`, `MQ` and `CTRL_VQ` (the control queue stays with the
 //! front-end, as with every vhost-user net device), `RING_INDIRECT_DESC`, `IN_ORDER` (chains
 //! are used in the order they were made available, in both directions), `CSUM`,
-//! `HOST_TSO4/6` and `HOST_ECN` with `tso` (the guest may hand over partial checksums and TCP
-//! super-frames), `GUEST_CSUM`, `GUEST_TSO4/6` and `GUEST_ECN` with `tso` (the guest takes
-//! TCP super-frames), `MAC` and `MTU` when configured, and the vhost-user `PROTOCOL_FEATURES`
+//! `HOST_TSO4/6`, `HOST_ECN` and `HOST_USO` with `tso` (the guest may hand over partial
+//! checksums, TCP super-frames and UDP ones), `GUEST_CSUM`, `GUEST_TSO4/6`, `GUEST_ECN` and
+//! `GUEST_USO4/6` with `tso` (the guest takes TCP and UDP super-frames), `MAC` and `MTU` when
+//! configured, and the vhost-user `PROTOCOL_FEATURES`
 //! with `MQ`, `REPLY_ACK` and (with a MAC or MTU) `CONFIG`. Split rings only: `virtio-queue`
 //! does not process packed rings, so `RING_PACKED` is not offered.
 //!
@@ -410,6 +414,12 @@ impl TxQueue for VhostTxq {
     }
 
     fn tso(&self) -> bool {
+        self.tso
+    }
+
+    /// UDP super-frames too: the ring sends them whole to a guest that accepted
+    /// `GUEST_USO4/6`, as datagrams to one that did not.
+    fn uso(&self) -> bool {
         self.tso
     }
 

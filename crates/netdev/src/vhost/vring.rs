@@ -10,13 +10,16 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use datapath::gso::{self, TcpSuper};
+use datapath::gso_udp::UdpSuper;
 use datapath::packet::{Batch, LENT_HEAD, MAX_BURST, Packet, Pool};
+use datapath::super_frame::SuperFrame;
 use virtio_queue::Queue;
 use vm_memory::GuestMemoryMmap;
 
 use super::copy::{LongCopy, copy_frame, copy_frame_with, put_hdr};
 use super::features::{
-    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_HOST_TSO4, F_HOST_TSO6, F_MRG_RXBUF,
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_GUEST_USO4, F_GUEST_USO6, F_HOST_TSO4,
+    F_HOST_TSO6, F_HOST_USO, F_MRG_RXBUF,
 };
 use super::guest_memory::{HostMap, gather, scatter};
 use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing};
@@ -42,6 +45,8 @@ pub(super) struct Ring {
     pub(super) hdr_len: usize,
     /// Receive: TCP super-frames are taken.
     pub(super) tso: bool,
+    /// Receive: UDP super-frames are taken (`HOST_USO`).
+    uso: bool,
     /// Send: a frame may take several chains (`MRG_RXBUF`).
     mrg: bool,
     /// Send: the TCP super-frames the guest takes whole.
@@ -50,14 +55,17 @@ pub(super) struct Ring {
     pub(super) rx_drops: Arc<vnet::RxDrops>,
 }
 
-/// The TCP super-frames a guest takes whole on its receive ring, from the features it
-/// accepted: `GUEST_TSO4`/`GUEST_TSO6` (each needs `GUEST_CSUM`), and `GUEST_ECN` for one with
-/// CWR set. Others are segmented before they go into its ring.
+/// The super-frames a guest takes whole on its receive ring, from the features it accepted:
+/// TCP ones with `GUEST_TSO4`/`GUEST_TSO6` (each needs `GUEST_CSUM`), and `GUEST_ECN` for one
+/// with CWR set; UDP ones with `GUEST_USO4`/`GUEST_USO6` (with `GUEST_CSUM`). Others are
+/// segmented before they go into its ring.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct GuestGso {
     v4: bool,
     v6: bool,
     ecn: bool,
+    uso4: bool,
+    uso6: bool,
 }
 
 impl GuestGso {
@@ -68,7 +76,14 @@ impl GuestGso {
             v4: csum && acked & F_GUEST_TSO4 != 0,
             v6: csum && acked & F_GUEST_TSO6 != 0,
             ecn: acked & F_GUEST_ECN != 0,
+            uso4: csum && acked & F_GUEST_USO4 != 0,
+            uso6: csum && acked & F_GUEST_USO6 != 0,
         }
+    }
+
+    /// Whether UDP super-frame `u` goes to the guest whole.
+    fn takes_udp(self, u: &UdpSuper) -> bool {
+        if u.ipv6 { self.uso6 } else { self.uso4 }
     }
 
     /// Whether super-frame `p`, found as `t`, goes to the guest whole.
@@ -171,6 +186,7 @@ impl Ring {
             call,
             hdr_len,
             tso: acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
+            uso: acked & F_HOST_USO != 0,
             mrg: acked & F_MRG_RXBUF != 0,
             guest_gso: GuestGso::of(acked),
             rx_drops,
@@ -313,7 +329,11 @@ impl Ring {
                 hdr[vnet::HDR_LEN_LEGACY..].fill(0);
             }
             p.pull_front(hdr_len);
-            match vnet::accept(&hdr, &mut p, self.tso) {
+            let gso = vnet::RxGso {
+                tso: self.tso,
+                uso: self.uso,
+            };
+            match vnet::accept(&hdr, &mut p, gso) {
                 Ok(gso) => {
                     if gso != 0 {
                         batch.mark_gso();
@@ -545,9 +565,9 @@ impl Ring {
         Chains::Sent(n_heads)
     }
 
-    /// Sends TCP super-frame `p` (counted as [`tally`] does): whole, with the virtio-net
-    /// header that has the guest segment it, where the guest takes it ([`GuestGso`]); else as
-    /// its segments. One that is not TCP over IP is dropped (counted).
+    /// Sends super-frame `p` (counted as [`tally`] does): whole, with the virtio-net header
+    /// that has the guest segment it, where the guest takes it ([`GuestGso`]); else as its
+    /// segments. One that is not TCP or UDP over IP is dropped (counted).
     #[cold]
     #[inline(never)]
     fn send_super(
@@ -559,11 +579,15 @@ impl Ring {
         counts: &mut [u64; 3],
         added: &mut usize,
     ) -> Next {
-        let Ok(s) = TcpSuper::of(p) else {
-            counts[2] += 1;
-            return Next::Go;
+        let (s, whole) = match SuperFrame::of(p) {
+            Ok(SuperFrame::Tcp(t)) => (SuperFrame::Tcp(t), self.guest_gso.takes(p, &t)),
+            Ok(SuperFrame::Udp(u)) => (SuperFrame::Udp(u), self.guest_gso.takes_udp(&u)),
+            Err(_) => {
+                counts[2] += 1;
+                return Next::Go;
+            }
         };
-        if self.guest_gso.takes(p, &s) {
+        if whole {
             let Some(h) = vnet::gso_hdr(p) else {
                 counts[2] += 1;
                 return Next::Go;

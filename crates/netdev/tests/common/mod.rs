@@ -332,7 +332,7 @@ pub fn need(test: &str, tools: &[&str]) -> bool {
 }
 
 /// A child process killed (and reaped) when dropped, should the test fail before it ends.
-struct KillOnDrop(Option<Child>);
+pub struct KillOnDrop(pub Option<Child>);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

@@ -1,0 +1,8 @@
+//! `datapath::gso_udp` on UDP super-frames cut into datagrams. The invariants are in
+//! `src/gso_udp.rs`.
+#![no_main]
+
+#[path = "../src/gso_udp.rs"]
+mod gso_udp;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| gso_udp::check_gso_udp(data));
