@@ -31,11 +31,12 @@ fn in_path(tool: &str) -> bool {
 /// split in words, and the counters it kept after the TCP run; `None` (having printed SKIP)
 /// when it cannot run here.
 fn bench(mode: &str) -> Option<(Vec<String>, String)> {
-    bench_row(mode, mode, &[])
+    bench_rows(mode, &[mode], &[]).map(|mut rows| rows.remove(0))
 }
 
-/// [`bench`] of `mode` with the script's options `extra` too, its line for `name`.
-fn bench_row(mode: &str, name: &str, extra: &[&str]) -> Option<(Vec<String>, String)> {
+/// [`bench`] of `mode` with the script's options `extra` too: the lines for `names`, each
+/// with the counters kept for it (or those after the TCP run), for a failure's message.
+fn bench_rows(mode: &str, names: &[&str], extra: &[&str]) -> Option<Vec<(Vec<String>, String)>> {
     if !rustix::process::geteuid().is_root() {
         eprintln!("SKIP offload_bench: needs root (network namespaces)");
         return None;
@@ -77,30 +78,46 @@ fn bench_row(mode: &str, name: &str, extra: &[&str]) -> Option<(Vec<String>, Str
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
-    let row = stdout
-        .lines()
-        .find(|l| l.split([' ', ':']).next() == Some(name))
-        .unwrap_or_else(|| panic!("no row for {name}: {stdout}{stderr}"));
-    let row = row.split_whitespace().map(str::to_owned).collect();
-    // The counters after the TCP run, for a failure's message.
-    let diag = std::fs::read_to_string(keep.join(format!("{mode}-after-tcp.txt")));
-    let diag = match std::fs::read_to_string(keep.join(format!("{name}.txt"))) {
-        Ok(d) if name != mode => Ok(d),
-        _ => diag,
-    };
+    let after_tcp = std::fs::read_to_string(keep.join(format!("{mode}-after-tcp.txt")));
+    let rows = names
+        .iter()
+        .map(|&name| {
+            let row = stdout
+                .lines()
+                .find(|l| l.split([' ', ':']).next() == Some(name))
+                .unwrap_or_else(|| panic!("no row for {name}: {stdout}{stderr}"));
+            let row = row.split_whitespace().map(str::to_owned).collect();
+            let diag = match std::fs::read_to_string(keep.join(format!("{name}.txt"))) {
+                Ok(d) if name != mode => d,
+                _ => after_tcp.as_ref().cloned().unwrap_or_default(),
+            };
+            (row, diag)
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&keep);
-    Some((row, diag.unwrap_or_default()))
+    Some(rows)
 }
 
+/// TCP over `mode`'s tunnel, then (in the same topology, `-G`) UDP from a sender with
+/// `UDP_SEGMENT` (super-frames of 44 datagrams, which the host's tap hands the switch whole
+/// where the kernel takes USO): TCP without a drop on the way, and datagrams arrive (the UDP
+/// sender is unpaced, so the tap's queue drops some: not checked).
 fn delivers_without_drops(mode: &str) {
-    let Some((row, diag)) = bench(mode) else {
+    let uso = format!("{mode}-uso");
+    let Some(rows) = bench_rows(mode, &[mode, &uso], &["-G"]) else {
         return;
     };
+    let (row, diag) = &rows[0];
     // path, TCP Gbit/s, retransmissions, drops, then UDP's columns ("-": not run)
     assert_eq!(row.len(), 7, "{row:?}");
     let gbps: f64 = row[1].parse().unwrap_or_else(|_| panic!("{row:?}"));
     assert!(gbps > 0.0, "TCP delivered nothing: {row:?}");
     assert_eq!(row[3], "0", "packets dropped on the way: {row:?}\n{diag}");
+    // path, -, -, drops, UDP Gbit/s, loss, -
+    let (row, diag) = &rows[1];
+    assert_eq!(row.len(), 7, "{row:?}");
+    let gbps: f64 = row[4].parse().unwrap_or_else(|_| panic!("{row:?}\n{diag}"));
+    assert!(gbps > 0.0, "no datagram arrived: {row:?}\n{diag}");
 }
 
 /// Three TCP super-frames from a host's packet socket (TSO as a guest asks for it), cut by
@@ -136,36 +153,13 @@ fn super_frames_segmented_for_geneve_are_ovs_s_segments() {
 }
 
 #[test]
-fn tcp_over_vxlan_through_two_switches_arrives_without_drops() {
+fn tcp_and_udp_over_vxlan_through_two_switches_arrive() {
     delivers_without_drops("flowpath");
 }
 
 #[test]
-fn tcp_over_geneve_through_two_switches_arrives_without_drops() {
+fn tcp_and_udp_over_geneve_through_two_switches_arrive() {
     delivers_without_drops("flowpath-geneve");
-}
-
-/// UDP from a sender with `UDP_SEGMENT` (super-frames of 44 datagrams, which the host's tap
-/// hands the switch whole where the kernel takes USO) over `mode`'s tunnel: datagrams arrive
-/// (the sender is unpaced, so the tap's queue drops some: not checked).
-fn uso_delivers(mode: &str) {
-    let Some((row, diag)) = bench_row(mode, &format!("{mode}-uso"), &["-G"]) else {
-        return;
-    };
-    // path, -, -, drops, UDP Gbit/s, loss, -
-    assert_eq!(row.len(), 7, "{row:?}");
-    let gbps: f64 = row[4].parse().unwrap_or_else(|_| panic!("{row:?}\n{diag}"));
-    assert!(gbps > 0.0, "no datagram arrived: {row:?}\n{diag}");
-}
-
-#[test]
-fn udp_segment_super_frames_over_vxlan_arrive() {
-    uso_delivers("flowpath");
-}
-
-#[test]
-fn udp_segment_super_frames_over_geneve_arrive() {
-    uso_delivers("flowpath-geneve");
 }
 
 /// Whether QEMU and a guest image can be had here (else a SKIP line).
