@@ -247,11 +247,6 @@ impl Ofproto {
             e.2 += mf.stats.bytes.saturating_sub(b0);
             e.3 = e.3.max(mf.stats.used_tsc);
         }
-        // In the order of their last packets, so that what those packets learn is applied in
-        // the order they came (a `learn` with a `limit` keeps the first packet's flow, as an
-        // upcall would have), not in the hash map's.
-        let mut by_use: Vec<_> = by_ufid.into_values().collect();
-        by_use.sort_unstable_by_key(|&(mf, .., used)| (used, mf.ufid));
         *credited = now_credited;
         drop(credited);
         let mut stale = Vec::new();
@@ -271,7 +266,7 @@ impl Ofproto {
             let p = self.read();
             recirc_ids.extend(super::bond::bond_recirc_ids(&p.bridges));
             r.recirc_freed = p.recirc.sweep(&recirc_ids, Instant::now());
-            for (mf, dpk, dby, _) in by_use {
+            for (mf, dpk, dby, used) in by_ufid.into_values() {
                 r.flows += 1;
                 // A flow still waiting for a tunnel neighbour goes every round too: the next
                 // packet's upcall asks again, so a lost request is repeated about once a
@@ -293,7 +288,7 @@ impl Ofproto {
                     // Packets that hit the megaflow refresh what it learned.
                     let l = super::learn::Lessons::of(&x, mf.stats.tcp_flags);
                     if !l.is_empty() {
-                        lessons.push(l);
+                        lessons.push((used, mf.ufid, l));
                     }
                 }
             }
@@ -310,7 +305,11 @@ impl Ofproto {
             self.credit_rules(&mut p, credits, now);
             self.credit_bond_buckets(&mut p.bridges, bond_credits);
             p.patch_stats.prune(&p);
-            for l in lessons {
+            // In the order of the megaflows' last packets, so that what those packets learn
+            // is applied in the order they came (a `learn` with a `limit` keeps the first
+            // packet's flow, as an upcall would have), not in the hash map's.
+            lessons.sort_unstable_by_key(|&(used, ufid, _)| (used, ufid));
+            for (_, _, l) in lessons {
                 if self.apply_lessons(&mut p, l, now) {
                     self.changed();
                 }
