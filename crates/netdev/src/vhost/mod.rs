@@ -67,6 +67,8 @@
 //! ring stays idle until the front-end sets it up again (a new `SET_VRING_*` sequence or a
 //! reconnect). A front-end that closes mid-message is a disconnect like any other.
 
+#[cfg(test)]
+mod adversarial_tests;
 mod copy;
 mod features;
 #[doc(hidden)]
