@@ -29,6 +29,52 @@ impl Env {
         self.links.pop();
     }
 }
+/// A PMD thread that forwards between ports `a` (1) and `b` (2), each way, until stopped.
+struct Patched {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: thread::JoinHandle<datapath::pmd::Pmd>,
+}
+
+impl Patched {
+    fn start(a: &mut TapPort, b: &mut TapPort) -> Patched {
+        use datapath::dpif::parse_megaflow;
+        use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+        for (no, p) in [(1, a), (2, b)] {
+            pmd.add_rxq(PolledRxq {
+                port_no: no,
+                queue_id: 0,
+                rxq: p.take_rxq(0, no).unwrap(),
+                cycles: 0,
+            });
+            pmd.add_txq(no, p.open_txq());
+        }
+        let mut names = flow::odp::PortNames::new();
+        names.insert("a", 1);
+        names.insert("b", 2);
+        for (k, a) in [("in_port(a)", "b"), ("in_port(b)", "a")] {
+            pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
+        }
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if pmd.poll_once() == 0 {
+                    thread::sleep(Duration::from_micros(50));
+                }
+            }
+            pmd
+        });
+        Patched { stop, thread }
+    }
+
+    /// Stops the thread; its PMD, for its statistics.
+    fn stop(self) -> datapath::pmd::Pmd {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
 
 /// [`Env::new`], and a SKIP line when there is no `/dev/net/tun`.
 fn tap_env(test: &str) -> Option<Env> {
@@ -418,10 +464,6 @@ fn super_frames_for_a_tap_without_tso_are_segmented_by_the_datapath() {
     if !need(test, &[python()]) {
         return;
     }
-    use datapath::dpif::parse_megaflow;
-    use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let (na, nb) = (env.netns("ga"), env.netns("gb"));
     let (ta, tb) = (env.ifname("ga"), env.ifname("gb"));
     let mut pa = tap("vma", &ta, &na, 1);
@@ -438,35 +480,9 @@ fn super_frames_for_a_tap_without_tso_are_segmented_by_the_datapath() {
     assert!(pb.options().contains("tso=false"), "{}", pb.options());
     ns_sh(&na, &["ip", "addr", "add", "10.80.0.1/24", "dev", &ta]);
     ns_sh(&nb, &["ip", "addr", "add", "10.80.0.2/24", "dev", &tb]);
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
-    for (no, p) in [(1, &mut pa), (2, &mut pb)] {
-        pmd.add_rxq(PolledRxq {
-            port_no: no,
-            queue_id: 0,
-            rxq: p.take_rxq(0, no).unwrap(),
-            cycles: 0,
-        });
-        pmd.add_txq(no, p.open_txq());
-    }
-    let mut names = flow::odp::PortNames::new();
-    names.insert("a", 1);
-    names.insert("b", 2);
-    for (k, a) in [("in_port(a)", "b"), ("in_port(b)", "a")] {
-        pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let t = thread::spawn(move || {
-        while !s.load(Ordering::Relaxed) {
-            if pmd.poll_once() == 0 {
-                thread::sleep(Duration::from_micros(50));
-            }
-        }
-        pmd
-    });
+    let running = Patched::start(&mut pa, &mut pb);
     ping_and_tcp(&na, &nb, "10.80.0.2", 8 << 20);
-    stop.store(true, Ordering::Relaxed);
-    let pmd = t.join().unwrap();
+    let pmd = running.stop();
     let st = pmd.stats();
     let (ca, cb) = (pa.counters(), pb.counters());
     eprintln!("{st:?}\nport a: {ca:?}\nport b: {cb:?}");
@@ -580,11 +596,7 @@ fn udp_super_frames_cross(test: &str, tso_b: bool) {
     if !need(test, &[python()]) {
         return;
     }
-    use datapath::dpif::parse_megaflow;
-    use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
     use std::process::Stdio;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
     let (na, nb) = (env.netns("ua"), env.netns("ub"));
     let (ta, tb) = (env.ifname("ua"), env.ifname("ub"));
     let mut pa = tap("vma", &ta, &na, 1);
@@ -606,32 +618,7 @@ fn udp_super_frames_cross(test: &str, tso_b: bool) {
     }
     ns_sh(&na, &["ip", "addr", "add", "10.81.0.1/24", "dev", &ta]);
     ns_sh(&nb, &["ip", "addr", "add", "10.81.0.2/24", "dev", &tb]);
-    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
-    for (no, p) in [(1, &mut pa), (2, &mut pb)] {
-        pmd.add_rxq(PolledRxq {
-            port_no: no,
-            queue_id: 0,
-            rxq: p.take_rxq(0, no).unwrap(),
-            cycles: 0,
-        });
-        pmd.add_txq(no, p.open_txq());
-    }
-    let mut names = flow::odp::PortNames::new();
-    names.insert("a", 1);
-    names.insert("b", 2);
-    for (k, a) in [("in_port(a)", "b"), ("in_port(b)", "a")] {
-        pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let t = thread::spawn(move || {
-        while !s.load(Ordering::Relaxed) {
-            if pmd.poll_once() == 0 {
-                thread::sleep(Duration::from_micros(50));
-            }
-        }
-        pmd
-    });
+    let running = Patched::start(&mut pa, &mut pb);
     let mut server = KillOnDrop(Some(
         Command::new("ip")
             .args([
@@ -660,8 +647,7 @@ fn udp_super_frames_cross(test: &str, tso_b: bool) {
         .output()
         .unwrap();
     let server = server.0.take().unwrap().wait_with_output().unwrap();
-    stop.store(true, Ordering::Relaxed);
-    let pmd = t.join().unwrap();
+    let pmd = running.stop();
     let st = pmd.stats();
     let (ca, cb) = (pa.counters(), pb.counters());
     eprintln!("{st:?}\nport a: {ca:?}\nport b: {cb:?}");
