@@ -127,10 +127,11 @@ impl UdpSuper {
     }
 }
 
-/// Whether super-frame `p` is a UDP one (else TCP, or not one the switch takes).
+/// Whether super-frame `p` is a UDP segmentation one (else TCP, UFO
+/// ([`crate::gso_ufo`]), or not one the switch takes).
 #[inline(never)]
 pub fn is_udp(p: &Packet) -> bool {
-    p.meta.gso_size != 0 && ip_l4(p, IpProtocol::UDP).is_ok()
+    p.meta.gso_size != 0 && !p.meta.ufo() && ip_l4(p, IpProtocol::UDP).is_ok()
 }
 
 /// The UDP pseudo-header sum of the datagram whose IP header is at `l3` of `f`.

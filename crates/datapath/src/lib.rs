@@ -15,6 +15,7 @@ pub mod gro;
 pub mod gso;
 pub mod gso_tunnel;
 pub mod gso_udp;
+pub mod gso_ufo;
 pub mod meter;
 pub mod packet;
 pub mod pmd;

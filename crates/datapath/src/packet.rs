@@ -141,9 +141,8 @@ pub struct PacketMeta {
     pub gso_size: u16,
     /// Recirculation depth of this pass.
     pub recirc_depth: u8,
-    /// The slow path had no time for this packet in its pass: it waits in the PMD's deferred
-    /// queue instead of being dropped.
-    pub deferred: bool,
+    /// One-bit marks ([`PacketMeta::deferred`], [`PacketMeta::ufo`]).
+    marks: u8,
     /// Whether the buffer's tunnel metadata area is valid (set by `tnl_pop`).
     pub tunnel: TnlMd,
     /// Connection state bits (`ct_state`) from the last `ct()`; 0 when untracked. When not
@@ -176,12 +175,55 @@ impl PacketMeta {
             l4: NO_OFS,
             gso_size: 0,
             recirc_depth: 0,
-            deferred: false,
+            marks: 0,
             tunnel: TnlMd::None,
             ct_state: 0,
             ct_zone: 0,
             rx_csum: 0,
             lent: 0,
+        }
+    }
+}
+
+/// [`PacketMeta::deferred`]'s mark.
+const MARK_DEFERRED: u8 = 1;
+/// [`PacketMeta::ufo`]'s mark.
+const MARK_UFO: u8 = 2;
+
+impl PacketMeta {
+    /// The slow path had no time for this packet in its pass: it waits in the PMD's deferred
+    /// queue instead of being dropped.
+    #[inline]
+    pub fn deferred(&self) -> bool {
+        self.marks & MARK_DEFERRED != 0
+    }
+
+    /// Sets [`PacketMeta::deferred`].
+    #[inline]
+    pub fn set_deferred(&mut self, on: bool) {
+        self.set_mark(MARK_DEFERRED, on);
+    }
+
+    /// A super-frame (`gso_size` not 0) of UDP fragmentation (UFO, [`crate::gso_ufo`]): its
+    /// `gso_size` is the IP payload of each fragment. Off for TCP and UDP segmentation. Set
+    /// by the rx queue that receives it; kept by copies and recirculation.
+    #[inline]
+    pub fn ufo(&self) -> bool {
+        self.marks & MARK_UFO != 0
+    }
+
+    /// Sets [`PacketMeta::ufo`].
+    #[inline]
+    pub fn set_ufo(&mut self, on: bool) {
+        self.set_mark(MARK_UFO, on);
+    }
+
+    #[inline]
+    fn set_mark(&mut self, mark: u8, on: bool) {
+        if on {
+            self.marks |= mark;
+        } else {
+            self.marks &= !mark;
         }
     }
 }

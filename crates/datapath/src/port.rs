@@ -69,6 +69,13 @@ pub trait TxQueue: Send {
         false
     }
 
+    /// Whether the queue also takes UDP fragmentation super-frames ([`crate::gso_ufo`])
+    /// whole, as [`TxQueue::tso`] says of TCP ones (only asked when that says yes). The
+    /// default: the datapath cuts them into IP fragments before they reach [`TxQueue::send`].
+    fn ufo(&self) -> bool {
+        false
+    }
+
     /// Whether [`TxQueue::send`] takes lent packets ([`Pool::packet_lent`]): it reads the rest
     /// of such a frame from [`Pool::lent_tail`] or brings it in first ([`Pool::materialize`]).
     /// Other queues are never handed one. Asked once, when the queue joins a PMD.

@@ -1,9 +1,12 @@
-//! A super-frame of either kind the switch carries whole: TCP ([`crate::gso`]) or UDP
-//! ([`crate::gso_udp`]), told apart by its transport protocol, for the places that segment
-//! whatever they get (a port that does not take it whole, a push that is not a UDP tunnel's).
+//! A super-frame of any kind the switch carries whole: TCP ([`crate::gso`]), UDP
+//! segmentation ([`crate::gso_udp`]), told apart by their transport protocol, or UDP
+//! fragmentation ([`crate::gso_ufo`], marked by `PacketMeta::ufo`), for the places that
+//! segment whatever they get (a port that does not take it whole, a push that is not a UDP
+//! tunnel's).
 
 use crate::gso::{GsoError, TcpSuper};
 use crate::gso_udp::{self, UdpSuper};
+use crate::gso_ufo::{self, UfoSuper};
 use crate::packet::{Packet, Pool};
 
 /// Where a super-frame's headers are, by kind.
@@ -13,13 +16,17 @@ pub enum SuperFrame {
     Tcp(TcpSuper),
     /// UDP segmentation (USO).
     Udp(UdpSuper),
+    /// UDP fragmentation (UFO), ready to cut ([`UfoSuper::ready`]).
+    Ufo(UfoSuper),
 }
 
 impl SuperFrame {
-    /// The headers of super-frame `p`: UDP ones when it is UDP over IP, else TCP ones (an
-    /// error when it is neither).
+    /// The headers of super-frame `p`: UFO ones when it is marked so, UDP ones when it is
+    /// UDP over IP, else TCP ones (an error when it is neither).
     pub fn of(p: &Packet) -> Result<SuperFrame, GsoError> {
-        if gso_udp::is_udp(p) {
+        if gso_ufo::is_ufo(p) {
+            UfoSuper::of(p).map(|u| SuperFrame::Ufo(u.ready(p)))
+        } else if gso_udp::is_udp(p) {
             UdpSuper::of(p).map(SuperFrame::Udp)
         } else {
             TcpSuper::of(p).map(SuperFrame::Tcp)
@@ -31,6 +38,7 @@ impl SuperFrame {
         match self {
             SuperFrame::Tcp(t) => t.n_segments(p),
             SuperFrame::Udp(u) => u.n_segments(p),
+            SuperFrame::Ufo(u) => u.n_fragments(p),
         }
     }
 
@@ -39,6 +47,7 @@ impl SuperFrame {
         match self {
             SuperFrame::Tcp(t) => t.segment(p, k, pool),
             SuperFrame::Udp(u) => u.segment(p, k, pool),
+            SuperFrame::Ufo(u) => u.fragment(p, k, pool),
         }
     }
 }

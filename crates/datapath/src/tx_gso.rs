@@ -1,7 +1,7 @@
 //! Per-port counters of the TCP and UDP super-frames sent out of a port (`port/stats`):
 //! handed whole to a queue that segments them itself ([`crate::port::TxQueue::tso`],
-//! [`crate::port::TxQueue::uso`]), or cut into segments by the switch ([`crate::gso`],
-//! [`crate::gso_tunnel`], [`crate::gso_udp`]). Shared by the port's entry in the datapath and
+//! [`crate::port::TxQueue::uso`], [`crate::port::TxQueue::ufo`]), or cut into segments by
+//! the switch ([`crate::gso`], [`crate::gso_tunnel`], [`crate::gso_udp`], [`crate::gso_ufo`]). Shared by the port's entry in the datapath and
 //! its tx queue on every PMD; each PMD counts once per super-frame, never per packet.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -38,13 +38,16 @@ impl TxGsoCounts {
     }
 }
 
-/// Super-frames a port was sent: TCP ones (dereferenced: `add_whole`, `get`...) and UDP ones
-/// ([`TxGsoStats::udp`]).
+/// Super-frames a port was sent: TCP ones (dereferenced: `add_whole`, `get`...), UDP
+/// segmentation ones ([`TxGsoStats::udp`]) and UDP fragmentation ones ([`TxGsoStats::ufo`]:
+/// "segments" are their IP fragments).
 #[derive(Debug, Default)]
 pub struct TxGsoStats {
     tcp: TxGsoCounts,
-    /// The UDP super-frames' counts.
+    /// The UDP segmentation (USO) super-frames' counts.
     pub udp: TxGsoCounts,
+    /// The UDP fragmentation (UFO) super-frames' counts.
+    pub ufo: TxGsoCounts,
 }
 
 impl core::ops::Deref for TxGsoStats {

@@ -239,9 +239,12 @@ fn only_outputs(actions: &[DpAction]) -> bool {
     actions.iter().all(|a| matches!(a, DpAction::Output(_)))
 }
 
-/// Whether `batch` holds a UDP super-frame (segmented before a tunnel push: only TCP ones are
-/// encapsulated whole).
+/// Whether `batch` holds a UDP super-frame, segmentation or fragmentation one (segmented
+/// before a tunnel push: only TCP ones are encapsulated whole).
 #[inline(never)]
 fn has_udp_super(batch: &Batch) -> bool {
-    batch.packets().iter().any(crate::gso_udp::is_udp)
+    batch
+        .packets()
+        .iter()
+        .any(|p| crate::gso_ufo::is_ufo(p) || crate::gso_udp::is_udp(p))
 }

@@ -115,7 +115,7 @@ impl Pmd {
             None => {
                 self.deferred_gso |= self.pass_gso;
                 for p in group.drain() {
-                    if p.meta.deferred {
+                    if p.meta.deferred() {
                         self.deferred_marked -= 1;
                         if self.running_deferred {
                             // Older than everything still waiting: back to the front.

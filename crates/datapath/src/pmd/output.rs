@@ -2,7 +2,8 @@
 //! `output` hands a group to the port's batch (by swap when the batch is empty), sent when it
 //! fills and at the end of each rx burst ([`Pmd::flush_tx`], OVS's
 //! `dp_netdev_pmd_flush_output_packets`). A super-frame for a queue that does not segment
-//! its kind (TCP: [`TxQueue::tso`]; UDP: [`TxQueue::uso`] too) is sent as its segments, and
+//! its kind (TCP: [`TxQueue::tso`]; UDP: [`TxQueue::uso`] too; UFO: [`TxQueue::ufo`] too)
+//! is sent as its segments (a UFO one as its IP fragments), and
 //! so is an encapsulated one ([`crate::gso_tunnel`]: segmented after the push, outer headers
 //! on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the
 //! flush's cycles under `tx`.
@@ -13,6 +14,7 @@ use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
 use crate::gso_tunnel::{Outer, is_encapsulated};
 use crate::gso_udp;
+use crate::gso_ufo;
 use crate::packet::{Batch, Packet, Pool};
 use crate::port::TxQueue;
 use crate::super_frame::SuperFrame;
@@ -31,6 +33,8 @@ pub(super) struct TxSlot {
     tso: bool,
     /// The queue takes UDP super-frames whole too ([`TxQueue::uso`]).
     uso: bool,
+    /// The queue takes UFO super-frames whole too ([`TxQueue::ufo`]).
+    ufo: bool,
     /// The queue takes lent packets ([`TxQueue::takes_lent`]).
     lent: bool,
     /// The port's super-frame counters.
@@ -70,6 +74,7 @@ impl Pmd {
         }
         let tso = q.tso();
         let uso = tso && q.uso();
+        let ufo = tso && q.ufo();
         let lent = q.takes_lent();
         self.txs[i] = Some(TxSlot {
             q,
@@ -77,6 +82,7 @@ impl Pmd {
             tunnel,
             tso,
             uso,
+            ufo,
             lent,
             gso,
         });
@@ -104,7 +110,7 @@ impl Pmd {
             return;
         };
         if self.pass_gso && has_gso(&src) {
-            if !tx.tso || has_encapsulated(&src) || (!tx.uso && has_udp_super(&src)) {
+            if !tx.tso || has_encapsulated(&src) || has_udp_super_not_taken(tx, &src) {
                 send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
                 if consume && trunc.is_none() {
                     *batch = src;
@@ -197,17 +203,31 @@ fn count_whole(tx: &TxSlot, batch: &Batch) {
 
 /// Counts super-frame `p`, going whole to `tx`'s queue, by kind.
 fn count_one_whole(tx: &TxSlot, p: &Packet) {
-    if tx.uso && gso_udp::is_udp(p) {
+    if gso_ufo::is_ufo(p) {
+        tx.gso.ufo.add_whole(1);
+    } else if tx.uso && gso_udp::is_udp(p) {
         tx.gso.udp.add_whole(1);
     } else {
         tx.gso.add_whole(1);
     }
 }
 
-/// Whether `batch` holds a UDP super-frame.
+/// Whether `batch` holds a UDP super-frame of a kind `tx`'s queue does not take whole.
 #[inline(never)]
-fn has_udp_super(batch: &Batch) -> bool {
-    batch.packets().iter().any(gso_udp::is_udp)
+fn has_udp_super_not_taken(tx: &TxSlot, batch: &Batch) -> bool {
+    batch.packets().iter().any(|p| !takes_udp_kind(tx, p))
+}
+
+/// Whether `tx`'s queue takes super-frame `p` whole as far as its kind goes: a UFO one if it
+/// takes UFO, a UDP segmentation one if it takes USO, any other (TCP, or not one the switch
+/// takes: refused later) always.
+#[inline]
+fn takes_udp_kind(tx: &TxSlot, p: &Packet) -> bool {
+    if gso_ufo::is_ufo(p) {
+        tx.ufo
+    } else {
+        tx.uso || !gso_udp::is_udp(p)
+    }
 }
 
 /// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push`.
@@ -244,7 +264,7 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     let found = SuperFrame::of(&p).and_then(|t| match t {
         SuperFrame::Tcp(tcp) => Ok((t, Outer::of(&p, &tcp)?.map(|o| (o, tcp)))),
-        SuperFrame::Udp(_) => Ok((t, None)),
+        SuperFrame::Udp(_) | SuperFrame::Ufo(_) => Ok((t, None)),
     });
     match found {
         Ok((t, outer)) => {
@@ -261,6 +281,7 @@ fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStat
             match t {
                 SuperFrame::Tcp(_) => tx.gso.add_segmented(n as u64),
                 SuperFrame::Udp(_) => tx.gso.udp.add_segmented(n as u64),
+                SuperFrame::Ufo(_) => tx.gso.ufo.add_segmented(n as u64),
             }
         }
         Err(e) => stats.count_gso_drop(e),
@@ -283,7 +304,7 @@ pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut P
 /// its segments.
 #[inline(never)]
 fn put_super(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    if tx.tso && !is_encapsulated(&p) && (tx.uso || !gso_udp::is_udp(&p)) {
+    if tx.tso && !is_encapsulated(&p) && takes_udp_kind(tx, &p) {
         count_one_whole(tx, &p);
         put(tx, p, pool, stats);
     } else {

@@ -121,7 +121,7 @@ impl Pmd {
                     .is_some_and(|p| p.meta.in_port == in_port)
             {
                 let mut p = self.deferred.pop_front().expect("checked");
-                p.meta.deferred = false;
+                p.meta.set_deferred(false);
                 if let Some(c) = self.deferred_by_port.get_mut(in_port as usize) {
                     *c = c.saturating_sub(1);
                 }
@@ -292,7 +292,7 @@ impl Pmd {
             self.stats.lost_upcalls += 1;
             return;
         }
-        batch.packets_mut()[i].meta.deferred = true;
+        batch.packets_mut()[i].meta.set_deferred(true);
         self.deferred_marked += 1;
         if self.deferred_by_port.len() <= port {
             self.deferred_by_port.resize(port + 1, 0);
