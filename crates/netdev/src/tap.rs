@@ -31,8 +31,8 @@
 //! (`TUN_F_USO4 | TUN_F_USO6`, Linux 6.2 and later; an older kernel refuses it and the port
 //! goes on without): the kernel then hands over UDP super-frames (`gso_type` `UDP_L4`, from a
 //! socket with `UDP_SEGMENT`), taken the same way ([`datapath::gso_udp`]); with it off the
-//! kernel cuts them into datagrams before the tap. UFO (`gso_type` `UDP`, which Linux no
-//! longer makes), any GSO frame with `tso` off, a TCP `gso_size` below
+//! kernel cuts them into datagrams before the tap. UFO (`gso_type` `UDP`, which Linux never
+//! hands a tap reader), any GSO frame with `tso` off, a TCP `gso_size` below
 //! [`datapath::gso::MIN_MSS`] and a UDP one that makes more than
 //! [`datapath::gso_udp::MAX_SEGMENTS`] datagrams are dropped (counted in `rx_dropped` and
 //! by reason in `xstats`, logged once per queue).
@@ -46,7 +46,10 @@
 //! headers): the kernel segments it, if it has to, on its way on. A UDP super-frame goes
 //! whole the same way when the kernel took USO ([`TxQueue::uso`]; `NEEDS_CSUM` at the UDP
 //! checksum, `csum_offset` 6, the field the pseudo-header sum of the whole datagram,
-//! `gso_type` `UDP_L4`); else the datapath cuts it into datagrams first. A super-frame that is
+//! `gso_type` `UDP_L4`); else the datapath cuts it into datagrams first. A UFO super-frame
+//! ([`datapath::gso_ufo`]) goes whole the same way (`gso_type` `UDP`) when the kernel takes UFO
+//! writes (it accepts `TUN_F_UFO`: Linux 4.14 and later, which then fragments it in software
+//! if it must); else the datapath cuts it into IP fragments first. A super-frame that is
 //! neither TCP nor UDP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
 //! (from other ports) in software before they reach the queue.
 //!
@@ -197,6 +200,8 @@ struct TapDev {
     tso: bool,
     /// The kernel took UDP segmentation offload (`TUN_F_USO4 | TUN_F_USO6`) with `tso`.
     uso: AtomicBool,
+    /// The kernel takes UFO writes (it accepted `TUN_F_UFO`).
+    ufo: AtomicBool,
     persist: bool,
     /// A datagram socket in the device's namespace, for ioctls by name.
     ctl: OwnedFd,
@@ -275,9 +280,19 @@ impl TapDev {
             (true, false) => libc::TUN_F_CSUM,
             (false, _) => 0,
         };
+        // UFO with TSO where the kernel takes UFO writes (Linux 4.14 and later, which accept
+        // `TUN_F_UFO` and fragment what is written with `gso_type` UDP in software; they
+        // never hand one to the reader).
+        let uso = self.csum_offload && self.tso;
+        let ufo = uso && set_offload(&fd, offload | libc::TUN_F_UFO).is_ok();
+        self.ufo.store(ufo, Relaxed);
+        let offload = if ufo {
+            offload | libc::TUN_F_UFO
+        } else {
+            offload
+        };
         // USO with TSO where the kernel has it (Linux 6.2 and later): refused (EINVAL) by
         // older ones, which then get TSO alone.
-        let uso = self.csum_offload && self.tso;
         let with_uso = offload | libc::TUN_F_USO4 | libc::TUN_F_USO6;
         if uso && set_offload(&fd, with_uso).is_ok() {
             self.uso.store(true, Relaxed);
@@ -347,6 +362,7 @@ impl TapPort {
             csum_offload: opts.csum_offload,
             tso: opts.tso,
             uso: AtomicBool::new(false),
+            ufo: AtomicBool::new(false),
             persist: opts.persist,
             ctl,
             fds: Mutex::new(Vec::new()),
@@ -575,6 +591,8 @@ struct TapTxq {
     tso: bool,
     /// UDP super-frames go to the kernel whole too (it took USO).
     uso: bool,
+    /// UFO super-frames go to the kernel whole too (it takes UFO writes).
+    ufo: bool,
     /// With `gro`: where a burst's packets go while their segments merge (room for a burst),
     /// and the port's counters of what merged.
     gro: Option<(Vec<Packet>, Arc<AtomicU64>, Arc<AtomicU64>)>,
@@ -587,6 +605,10 @@ impl TxQueue for TapTxq {
 
     fn uso(&self) -> bool {
         self.uso
+    }
+
+    fn ufo(&self) -> bool {
+        self.ufo
     }
 
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
@@ -724,6 +746,8 @@ impl Port for TapPort {
             gso: vnet::RxGso {
                 tso: self.opts.tso && self.opts.csum_offload,
                 uso: self.dev.uso.load(Relaxed),
+                // Linux never hands a tap reader UFO: a counted drop if it ever came.
+                ufo: false,
             },
             drops: self.rx_drops.clone(),
         }))
@@ -744,6 +768,7 @@ impl Port for TapPort {
             stats,
             tso: self.opts.tso,
             uso: self.opts.tso && self.dev.uso.load(Relaxed),
+            ufo: self.opts.tso && self.dev.ufo.load(Relaxed),
             gro: (self.opts.tso && self.opts.gro).then(|| {
                 (
                     Vec::with_capacity(MAX_BURST),

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use datapath::gso::{GsoError, TcpSuper};
 use datapath::gso_udp::{self, UdpSuper};
+use datapath::gso_ufo::{self, UfoSuper};
 use datapath::packet::Packet;
 
 use crate::csum;
@@ -26,6 +27,8 @@ pub const HDR_LEN_LEGACY: usize = 10;
 pub(crate) const F_NEEDS_CSUM: u8 = 1;
 pub(crate) const GSO_NONE: u8 = 0;
 pub(crate) const GSO_TCPV4: u8 = 1;
+/// UDP fragmentation (UFO, `VIRTIO_NET_HDR_GSO_UDP`): IP fragments of `gso_size` payload.
+pub(crate) const GSO_UDP: u8 = 3;
 pub(crate) const GSO_TCPV6: u8 = 4;
 /// UDP segmentation (USO, `VIRTIO_NET_HDR_GSO_UDP_L4`): datagrams of `gso_size` payload.
 pub(crate) const GSO_UDP_L4: u8 = 5;
@@ -34,15 +37,17 @@ pub(crate) const GSO_ECN: u8 = 0x80;
 /// Why a received frame's header made it a drop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RxDrop {
-    /// A GSO frame of a type not taken (UFO; USO where the port does not offer it), or any
+    /// A GSO frame of a type not taken (USO or UFO where the port does not offer it), or any
     /// GSO frame without `tso`.
     GsoType,
     /// A TCP super-frame whose `gso_size` is below [`datapath::gso::MIN_MSS`], a UDP one
-    /// whose `gso_size` makes more than [`datapath::gso_udp::MAX_SEGMENTS`] datagrams.
+    /// whose `gso_size` makes more than [`datapath::gso_udp::MAX_SEGMENTS`] datagrams, a UFO
+    /// one whose `gso_size` is not a multiple of 8 or makes more than
+    /// [`datapath::gso_ufo::MAX_FRAGMENTS`] fragments.
     GsoSize,
     /// A super-frame whose headers are not what its `gso_type` says: not TCP over IPv4
-    /// (`TCPV4`) or IPv6 (`TCPV6`), not UDP over IP (`UDP_L4`), an IPv4 fragment, a header
-    /// cut short.
+    /// (`TCPV4`) or IPv6 (`TCPV6`), not UDP over IP (`UDP_L4`, `UDP`), an IPv4 fragment, a
+    /// header cut short.
     GsoHeader,
     /// A super-frame whose IP packet is longer than 64 KiB.
     GsoLength,
@@ -90,27 +95,61 @@ impl RxDrops {
     }
 }
 
-/// The super-frames a port takes from its peer: TCP ones (`tso`) and UDP ones (`uso`).
+/// The super-frames a port takes from its peer: TCP ones (`tso`), UDP segmentation ones
+/// (`uso`) and UDP fragmentation ones (`ufo`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RxGso {
     /// `TCPV4` and `TCPV6`.
     pub(crate) tso: bool,
     /// `UDP_L4`.
     pub(crate) uso: bool,
+    /// `UDP`.
+    pub(crate) ufo: bool,
 }
 
 /// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to the packet `p`
-/// holding the frame, as [`accept_rx`] does; a super-frame gets its `gso_size` and must
-/// have the headers its `gso_type` says, within 64 KiB. Returns the `gso_size` (0 for an
-/// ordinary frame).
+/// holding the frame, as [`accept_rx`] does; a super-frame gets its `gso_size` (and a UFO one
+/// its mark) and must have the headers its `gso_type` says, within 64 KiB. Returns the
+/// `gso_size` (0 for an ordinary frame).
 #[inline(always)]
 pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<u16, RxDrop> {
     let gso_size = accept_rx(hdr, p.data_mut(), gso)?;
     if gso_size != 0 {
         p.meta.gso_size = gso_size;
+        if hdr[1] == GSO_UDP {
+            return accept_ufo(hdr, p);
+        }
         check_super(p, hdr[1] & !GSO_ECN)?;
     }
     Ok(gso_size)
+}
+
+/// [`accept`] of a UFO super-frame `p` (its `gso_size` set): marked UFO when its headers are
+/// UDP over IP within the bounds of [`UfoSuper::of`]; one whose datagram fits `gso_size`
+/// is an ordinary frame (as Linux's `virtio_net_hdr_to_skb` has it: "too small packets are
+/// not really GSO ones"), its partial checksum completed.
+#[cold]
+#[inline(never)]
+fn accept_ufo(hdr: &[u8], p: &mut Packet) -> Result<u16, RxDrop> {
+    let u = UfoSuper::of(p).map_err(why_super)?;
+    if u.fits(p) {
+        p.meta.gso_size = 0;
+        let mut plain = [0u8; HDR_LEN_LEGACY];
+        plain[..1].copy_from_slice(&hdr[..1]);
+        plain[6..10].copy_from_slice(&hdr[6..10]);
+        return accept_rx(&plain, p.data_mut(), RxGso::default());
+    }
+    p.meta.set_ufo(true);
+    Ok(p.meta.gso_size)
+}
+
+/// The drop reason of a super-frame refused for `e`.
+fn why_super(e: GsoError) -> RxDrop {
+    match e {
+        GsoError::TooLong => RxDrop::GsoLength,
+        GsoError::MssTooSmall => RxDrop::GsoSize,
+        GsoError::NotTcp | GsoError::Malformed => RxDrop::GsoHeader,
+    }
 }
 
 /// Whether super-frame `p` has the headers of its `gso_type` `ty` (TCP over IPv6 or IPv4,
@@ -118,11 +157,7 @@ pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<u16, RxDr
 #[cold]
 #[inline(never)]
 fn check_super(p: &Packet, ty: u8) -> Result<(), RxDrop> {
-    let why = |e| match e {
-        GsoError::TooLong => RxDrop::GsoLength,
-        GsoError::MssTooSmall => RxDrop::GsoSize,
-        GsoError::NotTcp | GsoError::Malformed => RxDrop::GsoHeader,
-    };
+    let why = why_super;
     if ty == GSO_UDP_L4 {
         UdpSuper::of(p).map_err(why)?;
         return Ok(());
@@ -136,7 +171,8 @@ fn check_super(p: &Packet, ty: u8) -> Result<(), RxDrop> {
 
 /// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to `frame`: a
 /// partial checksum is completed in software; a super-frame (TCP taken only with `gso.tso`,
-/// UDP only with `gso.uso`) is left as it is, its partial checksum left for the way out
+/// UDP segmentation only with `gso.uso`, UDP fragmentation only with `gso.ufo`) is left as it
+/// is, its partial checksum left for the way out
 /// ([`datapath::gso`], [`datapath::gso_udp`]), and its `gso_size` returned (0 for an
 /// ordinary frame).
 #[inline(always)]
@@ -147,6 +183,7 @@ fn accept_rx(hdr: &[u8], frame: &mut [u8], gso: RxGso) -> Result<u16, RxDrop> {
         let (taken, min) = match ty {
             GSO_TCPV4 | GSO_TCPV6 => (gso.tso, datapath::gso::MIN_MSS),
             GSO_UDP_L4 => (gso.uso && hdr[1] & GSO_ECN == 0, 1),
+            GSO_UDP => (gso.ufo && hdr[1] & GSO_ECN == 0, 1),
             _ => (false, 0),
         };
         if !taken {
@@ -171,10 +208,14 @@ fn accept_rx(hdr: &[u8], frame: &mut [u8], gso: RxGso) -> Result<u16, RxDrop> {
 /// and checksum field what that needs (the pseudo-header sum, Linux's `CHECKSUM_PARTIAL`
 /// convention): for a TCP one `NEEDS_CSUM` at the TCP checksum, `gso_type` `TCPV4`/`TCPV6`
 /// with `ECN` when the frame has CWR set; for a UDP one (only where the receiver takes USO:
-/// the caller's to know) `NEEDS_CSUM` at the UDP checksum, `gso_type` `UDP_L4`; `gso_size`,
-/// `hdr_len` all headers. `None` when it is neither TCP nor UDP over IP.
+/// the caller's to know) `NEEDS_CSUM` at the UDP checksum, `gso_type` `UDP_L4`; for a UFO one
+/// (where the receiver takes UFO) the same with `gso_type` `UDP`; `gso_size`, `hdr_len` all
+/// headers. `None` when it is neither TCP nor UDP over IP.
 pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
-    let (ty, hdr_len, l4, csum_offset) = if gso_udp::is_udp(p) {
+    let (ty, hdr_len, l4, csum_offset) = if gso_ufo::is_ufo(p) {
+        let u = UfoSuper::prepare_partial(p).ok()?;
+        (GSO_UDP, u.l4 + 8, u.l4, 6u16)
+    } else if gso_udp::is_udp(p) {
         let u = UdpSuper::prepare_partial(p).ok()?;
         (GSO_UDP_L4, u.hdr_len(), u.l4, 6u16)
     } else {
@@ -204,10 +245,17 @@ mod tests {
         const TSO: RxGso = RxGso {
             tso: true,
             uso: false,
+            ufo: false,
         };
         const BOTH: RxGso = RxGso {
             tso: true,
             uso: true,
+            ufo: false,
+        };
+        const UFO: RxGso = RxGso {
+            tso: true,
+            uso: false,
+            ufo: true,
         };
         let mut f = [0u8; 60];
         let mut h = [0u8; HDR_LEN];
@@ -220,8 +268,11 @@ mod tests {
             accept_rx(&h, &mut f, RxGso::default()),
             Err(RxDrop::GsoType)
         );
-        h[1] = 3; // UFO
+        h[1] = GSO_UDP;
         assert_eq!(accept_rx(&h, &mut f, BOTH), Err(RxDrop::GsoType));
+        assert_eq!(accept_rx(&h, &mut f, UFO), Ok(1448));
+        h[1] = GSO_UDP | GSO_ECN;
+        assert_eq!(accept_rx(&h, &mut f, UFO), Err(RxDrop::GsoType));
         h[1] = GSO_UDP_L4;
         assert_eq!(accept_rx(&h, &mut f, TSO), Err(RxDrop::GsoType));
         assert_eq!(accept_rx(&h, &mut f, BOTH), Ok(1448));

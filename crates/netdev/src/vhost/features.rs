@@ -11,9 +11,11 @@ pub(crate) const F_MAC: u64 = 1 << 5;
 pub(crate) const F_GUEST_TSO4: u64 = 1 << 7;
 pub(crate) const F_GUEST_TSO6: u64 = 1 << 8;
 pub(crate) const F_GUEST_ECN: u64 = 1 << 9;
+pub(crate) const F_GUEST_UFO: u64 = 1 << 10;
 pub(crate) const F_HOST_TSO4: u64 = 1 << 11;
 pub(crate) const F_HOST_TSO6: u64 = 1 << 12;
 pub(crate) const F_HOST_ECN: u64 = 1 << 13;
+pub(crate) const F_HOST_UFO: u64 = 1 << 14;
 pub(crate) const F_MRG_RXBUF: u64 = 1 << 15;
 pub(crate) const F_STATUS: u64 = 1 << 16;
 pub(crate) const F_CTRL_VQ: u64 = 1 << 17;
@@ -35,9 +37,11 @@ const FEATURE_NAMES: &[(u64, &str)] = &[
     (F_GUEST_TSO4, "GUEST_TSO4"),
     (F_GUEST_TSO6, "GUEST_TSO6"),
     (F_GUEST_ECN, "GUEST_ECN"),
+    (F_GUEST_UFO, "GUEST_UFO"),
     (F_HOST_TSO4, "HOST_TSO4"),
     (F_HOST_TSO6, "HOST_TSO6"),
     (F_HOST_ECN, "HOST_ECN"),
+    (F_HOST_UFO, "HOST_UFO"),
     (F_MRG_RXBUF, "MRG_RXBUF"),
     (F_STATUS, "STATUS"),
     (F_CTRL_VQ, "CTRL_VQ"),

@@ -1,13 +1,14 @@
 //! The guest receive ring with TCP super-frames: sent whole to a guest that accepted
-//! `GUEST_TSO4/6` (and `GUEST_ECN` for one with CWR), segmented for one that did not; and
+//! `GUEST_TSO4/6` (and `GUEST_ECN` for one with CWR), segmented for one that did not (UDP
+//! ones likewise with `GUEST_USO4/6`, UFO ones with `GUEST_UFO`, fragmented without); and
 //! super-frames from a guest checked against their virtio-net header, drops counted by reason.
 
 use datapath::packet::{Batch, MAX_BURST, Pool};
 
 use super::copy::LongCopy;
 use super::features::{
-    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_GUEST_USO4, F_GUEST_USO6, F_HOST_TSO4,
-    F_HOST_TSO6, F_HOST_USO, F_MRG_RXBUF,
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_GUEST_UFO, F_GUEST_USO4, F_GUEST_USO6,
+    F_HOST_TSO4, F_HOST_TSO6, F_HOST_UFO, F_HOST_USO, F_MRG_RXBUF,
 };
 use super::tests::{Guest, HDR, Rx, hdr, recv, rx_ring};
 use crate::vnet;
@@ -44,6 +45,11 @@ type Received = (Vec<u8>, Vec<u8>);
 /// Sends super-frame `f` into a ring of 64 buffers of 2 KiB of a guest that accepted
 /// `acked`; the frames the guest reads, and the counts.
 fn send_super(f: &[u8], acked: u64) -> (Vec<Received>, [u64; 3]) {
+    send_marked(f, acked, false)
+}
+
+/// [`send_super`] of a UFO super-frame when `ufo`.
+fn send_marked(f: &[u8], acked: u64, ufo: bool) -> (Vec<Received>, [u64; 3]) {
     let mut g = Guest::new(64);
     let bufs = rx_ring(&mut g, 64, 2048);
     let mut r = g.ring_acked(HDR, acked);
@@ -51,6 +57,7 @@ fn send_super(f: &[u8], acked: u64) -> (Vec<Received>, [u64; 3]) {
     let mut batch = Batch::new();
     let mut p = pool.packet_from(f, 0);
     p.meta.gso_size = 1448;
+    p.meta.set_ufo(ufo);
     batch.push(p);
     let mut counts = [0; 3];
     assert!(
@@ -325,4 +332,137 @@ fn bad_super_frames_are_drops_counted_by_reason() {
         assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1), "{why}");
         assert_eq!(drops, [(why.to_owned(), 1)]);
     }
+}
+
+#[test]
+fn ufo_super_frames_go_whole_to_a_guest_that_takes_ufo_else_as_fragments() {
+    let f = udp_super(10_000);
+    let udp_len = f.len() - 34;
+    let (frames, counts) = send_marked(&f, GUEST_TSO | F_GUEST_UFO, true);
+    assert_eq!(counts, [1, f.len() as u64, 0]);
+    let [(h, got)] = &frames[..] else {
+        panic!("one frame: {}", frames.len())
+    };
+    // NEEDS_CSUM, UDP (UFO), hdr_len 42, gso_size 1448, csum_start 34, csum_offset 6,
+    // num_buffers 5.
+    let want_hdr = [1, vnet::GSO_UDP, 42, 0, 0xa8, 5, 34, 0, 6, 0, 5, 0];
+    assert_eq!(h[..], want_hdr);
+    assert!(got[..38] == f[..38] && got[42..] == f[42..]);
+    assert_eq!(got[38..40], (udp_len as u16).to_be_bytes());
+    let pseudo = |len: usize| {
+        wire::checksum::pseudo_header_v4(
+            &[10, 0, 0, 1].into(),
+            &[10, 0, 0, 2].into(),
+            wire::IpProtocol::UDP,
+            len as u16,
+        )
+    };
+    assert_eq!(got[40..42], pseudo(udp_len).to_be_bytes());
+    // Without GUEST_UFO, or with it but no GUEST_CSUM: IP fragments of 1448 bytes.
+    let n = udp_len.div_ceil(1448);
+    for acked in [
+        GUEST_TSO | F_GUEST_USO4,
+        (GUEST_TSO | F_GUEST_UFO) & !F_GUEST_CSUM,
+    ] {
+        let (frames, counts) = send_marked(&f, acked, true);
+        assert_eq!((frames.len(), counts[0], counts[2]), (n, n as u64, 0));
+        let mut datagram: Vec<u8> = Vec::new();
+        for (k, (h, d)) in frames.iter().enumerate() {
+            assert_eq!(h[..10], [0; 10], "fragment {k}: an ordinary frame");
+            assert_eq!(d.len(), 34 + (udp_len - k * 1448).min(1448));
+            assert_eq!(wire::checksum::data(&d[14..34]), 0xffff, "fragment {k}");
+            assert_eq!(
+                d[18..20],
+                [0x12, 0x34],
+                "fragment {k}: the one identification"
+            );
+            let mf = if k + 1 < n { 0x2000 } else { 0 };
+            let frag = u16::from_be_bytes([d[20], d[21]]);
+            assert_eq!(frag, (k * 1448 / 8) as u16 | mf, "fragment {k}");
+            datagram.extend(&d[34..]);
+        }
+        let sum = wire::checksum::combine(&[pseudo(udp_len), wire::checksum::data(&datagram)]);
+        assert_eq!(sum, 0xffff, "the whole datagram's UDP checksum");
+        assert!(datagram[8..] == f[42..], "the fragments carry the datagram");
+    }
+}
+
+#[test]
+fn ufo_super_frames_need_host_ufo_and_udp_headers() {
+    let tcp = tcp_super(2946, false);
+    let udp = udp_super(2946);
+    let ufo = F_MRG_RXBUF | F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_UFO;
+    let (rx, drops) = recv_one_acked(&gso_hdr(vnet::GSO_UDP), &udp, ufo);
+    assert!(rx.frames == [udp.clone()], "the super-frame as sent");
+    assert_eq!(
+        (rx.gso, rx.ufo, rx.marked_gso),
+        (vec![1448], vec![true], true)
+    );
+    assert!(drops.is_empty(), "{drops:?}");
+    let mut odd = gso_hdr(vnet::GSO_UDP);
+    odd[4..6].copy_from_slice(&1001u16.to_le_bytes());
+    let mut tiny = gso_hdr(vnet::GSO_UDP);
+    tiny[4..6].copy_from_slice(&16u16.to_le_bytes());
+    let mut fragment = udp.clone();
+    fragment[20] = 0x20;
+    let cases = [
+        (
+            "rx_drop_gso_type",
+            gso_hdr(vnet::GSO_UDP),
+            &udp[..],
+            ufo & !F_HOST_UFO,
+        ),
+        (
+            "rx_drop_gso_type",
+            gso_hdr(vnet::GSO_UDP | 0x80),
+            &udp[..],
+            ufo,
+        ),
+        ("rx_drop_gso_header", gso_hdr(vnet::GSO_UDP), &tcp[..], ufo),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_UDP),
+            &fragment[..],
+            ufo,
+        ),
+        (
+            "rx_drop_gso_header",
+            gso_hdr(vnet::GSO_UDP),
+            &udp[..40],
+            ufo,
+        ),
+        ("rx_drop_gso_size", odd, &udp[..], ufo),
+        ("rx_drop_gso_size", tiny, &udp[..], ufo),
+    ];
+    for (why, h, f, acked) in cases {
+        let (rx, drops) = recv_one_acked(&h, f, acked);
+        assert_eq!((rx.frames.len(), rx.counts[2]), (0, 1), "{why}");
+        assert_eq!(drops, [(why.to_owned(), 1)], "{why}");
+    }
+}
+
+#[test]
+fn a_ufo_frame_that_fits_its_size_is_an_ordinary_one_its_checksum_completed() {
+    let mut f = udp_super(1000);
+    let udp_len = f.len() - 34;
+    f[38..40].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    let pseudo = wire::checksum::pseudo_header_v4(
+        &[10, 0, 0, 1].into(),
+        &[10, 0, 0, 2].into(),
+        wire::IpProtocol::UDP,
+        udp_len as u16,
+    );
+    f[40..42].copy_from_slice(&pseudo.to_be_bytes());
+    let mut h = gso_hdr(vnet::GSO_UDP);
+    h[0] = 1; // NEEDS_CSUM at the UDP checksum
+    h[6] = 34;
+    h[8] = 6;
+    let ufo = F_MRG_RXBUF | F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_UFO;
+    let (rx, drops) = recv_one_acked(&h, &f, ufo);
+    assert!(drops.is_empty(), "{drops:?}");
+    assert_eq!((rx.gso, rx.ufo), (vec![0], vec![false]));
+    let got = &rx.frames[0];
+    assert!(got[..40] == f[..40] && got[42..] == f[42..]);
+    let sum = wire::checksum::combine(&[pseudo, wire::checksum::data(&got[34..])]);
+    assert_eq!(sum, 0xffff, "the checksum completed");
 }

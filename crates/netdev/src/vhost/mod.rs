@@ -425,6 +425,12 @@ impl TxQueue for VhostTxq {
         self.tso
     }
 
+    /// UFO super-frames too: the ring sends them whole to a guest that accepted `GUEST_UFO`,
+    /// as IP fragments to one that did not.
+    fn ufo(&self) -> bool {
+        self.tso
+    }
+
     fn takes_lent(&self) -> bool {
         true
     }

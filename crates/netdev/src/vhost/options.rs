@@ -159,9 +159,9 @@ impl VhostOptions {
         if self.csum_offload {
             f |= F_CSUM;
             if self.tso {
-                f |= F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_ECN | F_HOST_USO;
+                f |= F_HOST_TSO4 | F_HOST_TSO6 | F_HOST_ECN | F_HOST_USO | F_HOST_UFO;
                 f |= F_GUEST_CSUM | F_GUEST_TSO4 | F_GUEST_TSO6 | F_GUEST_ECN;
-                f |= F_GUEST_USO4 | F_GUEST_USO6;
+                f |= F_GUEST_USO4 | F_GUEST_USO6 | F_GUEST_UFO;
             }
         }
         if self.mac.is_some() {

@@ -18,8 +18,8 @@ use vm_memory::GuestMemoryMmap;
 
 use super::copy::{LongCopy, copy_frame, copy_frame_with, put_hdr};
 use super::features::{
-    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_GUEST_USO4, F_GUEST_USO6, F_HOST_TSO4,
-    F_HOST_TSO6, F_HOST_USO, F_MRG_RXBUF,
+    F_GUEST_CSUM, F_GUEST_ECN, F_GUEST_TSO4, F_GUEST_TSO6, F_GUEST_UFO, F_GUEST_USO4, F_GUEST_USO6,
+    F_HOST_TSO4, F_HOST_TSO6, F_HOST_UFO, F_HOST_USO, F_MRG_RXBUF,
 };
 use super::guest_memory::{HostMap, gather, scatter};
 use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing};
@@ -47,6 +47,8 @@ pub(super) struct Ring {
     pub(super) tso: bool,
     /// Receive: UDP super-frames are taken (`HOST_USO`).
     uso: bool,
+    /// Receive: UFO super-frames are taken (`HOST_UFO`).
+    ufo: bool,
     /// Send: a frame may take several chains (`MRG_RXBUF`).
     mrg: bool,
     /// Send: the TCP super-frames the guest takes whole.
@@ -57,8 +59,9 @@ pub(super) struct Ring {
 
 /// The super-frames a guest takes whole on its receive ring, from the features it accepted:
 /// TCP ones with `GUEST_TSO4`/`GUEST_TSO6` (each needs `GUEST_CSUM`), and `GUEST_ECN` for one
-/// with CWR set; UDP ones with `GUEST_USO4`/`GUEST_USO6` (with `GUEST_CSUM`). Others are
-/// segmented before they go into its ring.
+/// with CWR set; UDP ones with `GUEST_USO4`/`GUEST_USO6` (with `GUEST_CSUM`); UFO ones with
+/// `GUEST_UFO` (with `GUEST_CSUM`). Others are segmented (UFO ones fragmented) before they go
+/// into its ring.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct GuestGso {
     v4: bool,
@@ -66,6 +69,7 @@ pub(super) struct GuestGso {
     ecn: bool,
     uso4: bool,
     uso6: bool,
+    ufo: bool,
 }
 
 impl GuestGso {
@@ -78,6 +82,7 @@ impl GuestGso {
             ecn: acked & F_GUEST_ECN != 0,
             uso4: csum && acked & F_GUEST_USO4 != 0,
             uso6: csum && acked & F_GUEST_USO6 != 0,
+            ufo: csum && acked & F_GUEST_UFO != 0,
         }
     }
 
@@ -187,6 +192,7 @@ impl Ring {
             hdr_len,
             tso: acked & (F_HOST_TSO4 | F_HOST_TSO6) != 0,
             uso: acked & F_HOST_USO != 0,
+            ufo: acked & F_HOST_UFO != 0,
             mrg: acked & F_MRG_RXBUF != 0,
             guest_gso: GuestGso::of(acked),
             rx_drops,
@@ -332,6 +338,7 @@ impl Ring {
             let gso = vnet::RxGso {
                 tso: self.tso,
                 uso: self.uso,
+                ufo: self.ufo,
             };
             match vnet::accept(&hdr, &mut p, gso) {
                 Ok(gso) => {
@@ -582,6 +589,7 @@ impl Ring {
         let (s, whole) = match SuperFrame::of(p) {
             Ok(SuperFrame::Tcp(t)) => (SuperFrame::Tcp(t), self.guest_gso.takes(p, &t)),
             Ok(SuperFrame::Udp(u)) => (SuperFrame::Udp(u), self.guest_gso.takes_udp(&u)),
+            Ok(SuperFrame::Ufo(u)) => (SuperFrame::Ufo(u), self.guest_gso.ufo),
             Err(_) => {
                 counts[2] += 1;
                 return Next::Go;
