@@ -487,7 +487,8 @@ impl Datapath {
         for (q, c) in &p.queues {
             row(&mut out, q, c);
         }
-        for (kind, counts) in [("tcp", &**entry.gso), ("udp", &entry.gso.udp)] {
+        let gso: &TxGsoStats = &entry.gso;
+        for (kind, counts) in [("tcp", &**gso), ("udp", &gso.udp), ("ufo", &gso.ufo)] {
             let (whole, segmented, segments) = counts.get();
             if whole + segmented > 0 {
                 let _ = writeln!(

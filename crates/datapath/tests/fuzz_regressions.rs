@@ -1,5 +1,5 @@
-//! Replays the committed inputs of the `gro`, `gso_tunnel` and `gso_udp` fuzz targets
-//! (`tests/data/fuzz/<target>/*`) through the checks the targets run, which live in
+//! Replays the committed inputs of the `gro`, `gso_tunnel`, `gso_udp` and `gso_ufo` fuzz
+//! targets (`tests/data/fuzz/<target>/*`) through the checks the targets run, which live in
 //! `fuzz/src/<target>.rs`, path-imported here so that both use one copy.
 
 #[path = "../../../fuzz/src/gro.rs"]
@@ -8,6 +8,8 @@ mod gro;
 mod gso_tunnel;
 #[path = "../../../fuzz/src/gso_udp.rs"]
 mod gso_udp;
+#[path = "../../../fuzz/src/gso_ufo.rs"]
+mod gso_ufo;
 #[path = "../../../fuzz/src/replay.rs"]
 mod replay;
 
@@ -77,6 +79,37 @@ fn the_gso_udp_inputs_reach_the_datagrams() {
     for refused in [
         "tcp",
         "too-many-datagrams",
+        "udp-header-cut",
+        "ipv4-fragment",
+    ] {
+        assert_eq!(n(refused), None, "{refused}");
+    }
+}
+
+#[test]
+fn gso_ufo_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "gso_ufo",
+        gso_ufo::check_gso_ufo,
+    );
+}
+
+#[test]
+fn the_gso_ufo_inputs_reach_the_fragments() {
+    let input = |name: &str| {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fuzz/gso_ufo/");
+        std::fs::read(format!("{dir}{name}")).unwrap()
+    };
+    let n = |name: &str| gso_ufo::fragments(&input(name));
+    assert_eq!(n("ipv4"), Some(3));
+    assert_eq!(n("ipv4-fits"), Some(1));
+    assert_eq!(n("ipv6-vlan-no-l3"), Some(3));
+    assert_eq!(n("ipv6-hop-by-hop-routing-dest"), Some(4));
+    for refused in [
+        "tcp",
+        "size-not-multiple-of-8",
+        "too-many-fragments",
         "udp-header-cut",
         "ipv4-fragment",
     ] {
