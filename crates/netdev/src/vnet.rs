@@ -116,7 +116,7 @@ pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<u16, RxDr
     let gso_size = accept_rx(hdr, p.data_mut(), gso)?;
     if gso_size != 0 {
         p.meta.gso_size = gso_size;
-        if hdr[1] == GSO_UDP {
+        if hdr[1] & !GSO_ECN == GSO_UDP {
             return accept_ufo(hdr, p);
         }
         check_super(p, hdr[1] & !GSO_ECN)?;
@@ -183,7 +183,8 @@ fn accept_rx(hdr: &[u8], frame: &mut [u8], gso: RxGso) -> Result<u16, RxDrop> {
         let (taken, min) = match ty {
             GSO_TCPV4 | GSO_TCPV6 => (gso.tso, datapath::gso::MIN_MSS),
             GSO_UDP_L4 => (gso.uso && hdr[1] & GSO_ECN == 0, 1),
-            GSO_UDP => (gso.ufo && hdr[1] & GSO_ECN == 0, 1),
+            // With or without ECN, which Linux takes on UFO (and ignores).
+            GSO_UDP => (gso.ufo, 1),
             _ => (false, 0),
         };
         if !taken {
@@ -272,7 +273,7 @@ mod tests {
         assert_eq!(accept_rx(&h, &mut f, BOTH), Err(RxDrop::GsoType));
         assert_eq!(accept_rx(&h, &mut f, UFO), Ok(1448));
         h[1] = GSO_UDP | GSO_ECN;
-        assert_eq!(accept_rx(&h, &mut f, UFO), Err(RxDrop::GsoType));
+        assert_eq!(accept_rx(&h, &mut f, UFO), Ok(1448));
         h[1] = GSO_UDP_L4;
         assert_eq!(accept_rx(&h, &mut f, TSO), Err(RxDrop::GsoType));
         assert_eq!(accept_rx(&h, &mut f, BOTH), Ok(1448));
