@@ -117,7 +117,8 @@ pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<u16, RxDr
     if gso_size != 0 {
         p.meta.gso_size = gso_size;
         if hdr[1] & !GSO_ECN == GSO_UDP {
-            return accept_ufo(hdr, p);
+            let csum = [hdr[0], hdr[6], hdr[7], hdr[8], hdr[9]];
+            return accept_ufo(csum, p);
         }
         check_super(p, hdr[1] & !GSO_ECN)?;
     }
@@ -127,16 +128,18 @@ pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<u16, RxDr
 /// [`accept`] of a UFO super-frame `p` (its `gso_size` set): marked UFO when its headers are
 /// UDP over IP within the bounds of [`UfoSuper::of`]; one whose datagram fits `gso_size`
 /// is an ordinary frame (as Linux's `virtio_net_hdr_to_skb` has it: "too small packets are
-/// not really GSO ones"), its partial checksum completed.
+/// not really GSO ones"), its partial checksum completed. `csum` is the header's `flags`,
+/// `csum_start` and `csum_offset` (by value: the header itself stays out of memory on the
+/// way of every other frame).
 #[cold]
 #[inline(never)]
-fn accept_ufo(hdr: &[u8], p: &mut Packet) -> Result<u16, RxDrop> {
+fn accept_ufo(csum: [u8; 5], p: &mut Packet) -> Result<u16, RxDrop> {
     let u = UfoSuper::of(p).map_err(why_super)?;
     if u.fits(p) {
         p.meta.gso_size = 0;
         let mut plain = [0u8; HDR_LEN_LEGACY];
-        plain[..1].copy_from_slice(&hdr[..1]);
-        plain[6..10].copy_from_slice(&hdr[6..10]);
+        plain[0] = csum[0];
+        plain[6..10].copy_from_slice(&csum[1..]);
         return accept_rx(&plain, p.data_mut(), RxGso::default());
     }
     p.meta.set_ufo(true);
