@@ -6,7 +6,12 @@
 //! pushes TCP ones whole through a UDP tunnel's `tnl_push` followed by outputs only
 //! ([`crate::gso_tunnel`]: segmented at the output), and segments them before any other
 //! `tnl_push`, as it does a group holding a UDP super-frame ([`crate::gso_udp`]) before any
-//! `tnl_push`. Cycles under `actions`; drops by reason (`action_drops`, `rewrite_errors`, GSO).
+//! `tnl_push`. Such a pass also completes pending checksums ([`crate::csum_pending`]) before
+//! the actions that hand the frame's bytes on or hide its headers: `userspace`, `tnl_push`
+//! (the inner checksum must be whole before encapsulation), `tnl_pop` (which checks the outer
+//! UDP checksum), MPLS pushes, and a truncating output. Header rewrites keep the mark: the
+//! checksum is computed from the headers the frame leaves with. Cycles under `actions`;
+//! drops by reason (`action_drops`, `rewrite_errors`, GSO).
 
 use crate::actions::{DpAction, TnlTemplate};
 use crate::packet::{Batch, MAX_BURST, Packet};
@@ -42,6 +47,9 @@ impl Pmd {
                 break;
             }
             let consume = ai == last;
+            if self.pass_gso && needs_whole_csum(a, trunc) {
+                self.complete_pending(batch);
+            }
             match a {
                 DpAction::Output(port) => {
                     self.output(*port, batch, consume, trunc.take());
@@ -222,6 +230,14 @@ impl Pmd {
         out
     }
 
+    /// Completes the pending checksums of `batch` in software ([`crate::csum_pending`]).
+    #[inline(never)]
+    fn complete_pending(&mut self, batch: &mut Batch) {
+        if crate::csum_pending::has_pending(batch) {
+            crate::csum_pending::complete_batch(batch, &mut self.pool);
+        }
+    }
+
     /// Keeps an emptied batch for the next copy (its packets, if any, go back to the pool).
     pub(super) fn recycle(&mut self, mut b: Batch) {
         if !b.is_empty() {
@@ -230,6 +246,21 @@ impl Pmd {
         if self.spare.len() < SPARE_BATCHES {
             self.spare.push(b);
         }
+    }
+}
+
+/// Whether action `a` (after a truncation `trunc`, if any) needs pending checksums completed
+/// before it ([`crate::csum_pending`]).
+#[inline(always)]
+fn needs_whole_csum(a: &DpAction, trunc: Option<u32>) -> bool {
+    match a {
+        DpAction::Userspace(_)
+        | DpAction::TnlPush(_)
+        | DpAction::TnlPop(_)
+        | DpAction::PushMpls { .. }
+        | DpAction::AddMpls { .. } => true,
+        DpAction::Output(_) | DpAction::LbOutput(_) => trunc.is_some(),
+        _ => false,
     }
 }
 

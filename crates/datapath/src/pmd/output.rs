@@ -4,7 +4,9 @@
 //! `dp_netdev_pmd_flush_output_packets`). A super-frame for a queue that does not segment
 //! its kind (TCP: [`TxQueue::tso`]; UDP: [`TxQueue::uso`] too) is sent as its segments, and
 //! so is an encapsulated one ([`crate::gso_tunnel`]: segmented after the push, outer headers
-//! on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the
+//! on every segment) whatever the queue. A frame whose checksum is pending
+//! ([`crate::csum_pending`]) is completed in software first unless the queue has its device
+//! complete it ([`TxQueue::tx_csum`]). Counted as `tx_packets` and `tx_batches`, the
 //! flush's cycles under `tx`.
 
 use std::sync::Arc;
@@ -33,6 +35,8 @@ pub(super) struct TxSlot {
     uso: bool,
     /// The queue takes lent packets ([`TxQueue::takes_lent`]).
     lent: bool,
+    /// The queue takes frames whose checksum is pending ([`TxQueue::tx_csum`]).
+    csum: bool,
     /// The port's super-frame counters.
     gso: Arc<TxGsoStats>,
 }
@@ -71,6 +75,7 @@ impl Pmd {
         let tso = q.tso();
         let uso = tso && q.uso();
         let lent = q.takes_lent();
+        let csum = q.tx_csum();
         self.txs[i] = Some(TxSlot {
             q,
             batch: Batch::new(),
@@ -78,6 +83,7 @@ impl Pmd {
             tso,
             uso,
             lent,
+            csum,
             gso,
         });
     }
@@ -103,6 +109,9 @@ impl Pmd {
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
             return;
         };
+        if self.pass_gso && !tx.csum && crate::csum_pending::has_pending(&src) {
+            crate::csum_pending::complete_batch(&mut src, &mut self.pool);
+        }
         if self.pass_gso && has_gso(&src) {
             if !tx.tso || has_encapsulated(&src) || (!tx.uso && has_udp_super(&src)) {
                 send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
@@ -274,9 +283,20 @@ fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStat
 pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     if p.meta.gso_size != 0 {
         put_super(tx, p, pool, stats);
+    } else if p.meta.csum_pending() && !tx.csum {
+        put_completed(tx, p, pool, stats);
     } else {
         put(tx, p, pool, stats);
     }
+}
+
+/// [`put_one`] of a frame whose checksum is pending, to a queue that does not take it so:
+/// completed first.
+#[inline(never)]
+fn put_completed(tx: &mut TxSlot, mut p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    pool.materialize(&mut p);
+    crate::csum_pending::complete(&mut p);
+    put(tx, p, pool, stats);
 }
 
 /// [`put_one`] of a super-frame: whole to a queue that segments its kind (counted), else as
