@@ -334,8 +334,8 @@ impl Ring {
                 uso: self.uso,
             };
             match vnet::accept(&hdr, &mut p, gso) {
-                Ok(gso) => {
-                    if gso != 0 {
+                Ok(marked) => {
+                    if marked {
                         batch.mark_gso();
                     }
                     counts[0] += 1;
