@@ -107,9 +107,11 @@ pub(crate) struct RxGso {
 /// pending (its batch must then be marked, [`datapath::packet::Batch::mark_gso`]).
 #[inline(always)]
 pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<bool, RxDrop> {
-    if hdr[1] == GSO_NONE && hdr[0] & F_NEEDS_CSUM != 0 && at_l4_csum(hdr, p) {
-        p.meta.set_csum_pending(true);
-        return Ok(true);
+    if hdr[1] == GSO_NONE {
+        if hdr[0] & F_NEEDS_CSUM == 0 {
+            return Ok(false);
+        }
+        return accept_partial(hdr, p, gso);
     }
     let gso_size = accept_rx(hdr, p.data_mut(), gso)?;
     if gso_size != 0 {
@@ -117,6 +119,17 @@ pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<bool, RxD
         check_super(p, hdr[1] & !GSO_ECN)?;
     }
     Ok(gso_size != 0)
+}
+
+/// [`accept`] of an ordinary frame with a partial checksum: left pending where it is the
+/// frame's TCP or UDP checksum, else completed.
+#[inline(never)]
+fn accept_partial(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<bool, RxDrop> {
+    if at_l4_csum(hdr, p) {
+        p.meta.set_csum_pending(true);
+        return Ok(true);
+    }
+    accept_rx(hdr, p.data_mut(), gso).map(|_| false)
 }
 
 /// Whether the partial checksum `hdr` says is the frame's TCP or UDP checksum (over IPv4

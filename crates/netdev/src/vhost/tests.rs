@@ -229,6 +229,8 @@ pub(super) struct Rx {
     pub(super) res: Result<(), BadRing>,
     pub(super) frames: Vec<Vec<u8>>,
     pub(super) gso: Vec<u16>,
+    /// Each frame's checksum left pending.
+    pub(super) pending: Vec<bool>,
     pub(super) marked_gso: bool,
     pub(super) counts: [u64; 3],
 }
@@ -249,6 +251,7 @@ pub(super) fn recv(ring: &mut Ring, room: usize) -> Rx {
         res,
         frames: new.iter().map(|p| p.data().to_vec()).collect(),
         gso: new.iter().map(|p| p.meta.gso_size).collect(),
+        pending: new.iter().map(|p| p.meta.csum_pending()).collect(),
         marked_gso: batch.may_have_gso(),
         counts,
     };

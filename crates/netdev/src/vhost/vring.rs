@@ -61,6 +61,8 @@ pub(super) struct Ring {
 /// segmented before they go into its ring.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct GuestGso {
+    /// `GUEST_CSUM`: frames whose checksum is pending go to it as `NEEDS_CSUM`.
+    csum: bool,
     v4: bool,
     v6: bool,
     ecn: bool,
@@ -73,6 +75,7 @@ impl GuestGso {
     pub(super) fn of(acked: u64) -> GuestGso {
         let csum = acked & F_GUEST_CSUM != 0;
         GuestGso {
+            csum,
             v4: csum && acked & F_GUEST_TSO4 != 0,
             v6: csum && acked & F_GUEST_TSO6 != 0,
             ecn: acked & F_GUEST_ECN != 0,
@@ -440,6 +443,7 @@ impl Ring {
             if let Some(s) = burst.single(q.next_avail)
                 && s.len as usize >= need
                 && p.meta.gso_size == 0
+                && !p.meta.csum_pending()
             {
                 let (head, dst) = (s.head, s.at);
                 // The header (all zero but `num_buffers`, 1) is compared and, if
@@ -474,7 +478,8 @@ impl Ring {
             }
             pool.materialize(p);
             let next = if p.meta.gso_size == 0 {
-                let c = self.send_chains(&mut q, avail, p, &[0; vnet::HDR_LEN]);
+                let h = self.hdr_of(p);
+                let c = self.send_chains(&mut q, avail, p, &h);
                 tally(c, frame_len, counts, &mut added)
             } else {
                 self.send_super(&mut q, avail, p, pool, counts, &mut added)
@@ -488,6 +493,21 @@ impl Ring {
         self.q = q;
         self.complete(added);
         result
+    }
+
+    /// The header of ordinary frame `p`: `NEEDS_CSUM` for one whose checksum is pending, to a
+    /// guest that accepted `GUEST_CSUM` (its checksum otherwise completed here), else none.
+    #[inline]
+    fn hdr_of(&self, p: &mut Packet) -> [u8; vnet::HDR_LEN] {
+        if p.meta.csum_pending() {
+            if self.guest_gso.csum
+                && let Some(h) = vnet::csum_hdr(p)
+            {
+                return h;
+            }
+            datapath::csum_pending::complete(p);
+        }
+        [0; vnet::HDR_LEN]
     }
 
     /// Sends `p` into the chains from the available slot `q.next_avail` on (up to the
