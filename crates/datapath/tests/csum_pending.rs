@@ -29,8 +29,11 @@ impl RxQueue for PendingRxq {
     }
 }
 
-/// What a port was sent: each frame and whether its checksum was still pending.
-type Sent = Arc<Mutex<Vec<(Vec<u8>, bool)>>>;
+/// Frames a port was sent, each with whether its checksum was still pending.
+type Frames = Vec<(Vec<u8>, bool)>;
+
+/// What a port was sent.
+type Sent = Arc<Mutex<Frames>>;
 
 struct CaptureTxq {
     csum: bool,
@@ -52,10 +55,7 @@ impl TxQueue for CaptureTxq {
 
 /// A PMD receiving `frames` pending on port 1 (p0), with capturing ports 2 (p2, completes
 /// nothing) and 3 (p3, takes pending checksums), and `flows`. Returns what p2 and p3 got.
-fn run(
-    frames: Vec<Vec<u8>>,
-    flows: &[(&str, &str)],
-) -> (Vec<(Vec<u8>, bool)>, Vec<(Vec<u8>, bool)>) {
+fn run(frames: Vec<Vec<u8>>, flows: &[(&str, &str)]) -> (Frames, Frames) {
     let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
     pmd.add_rxq(PolledRxq {
         port_no: 1,
@@ -234,7 +234,7 @@ fn rewrites_of_addresses_and_ports_leave_the_checksum_to_whoever_sends_the_frame
 fn nat_of_a_pending_frame_gives_a_right_checksum() {
     for kind in [Kind::Tcp4, Kind::Udp4] {
         let k = key(kind);
-        let tracked = format!("ct_state(+trk),recirc_id(0x1),{}", &k[..]);
+        let tracked = format!("ct_state(+trk),recirc_id(0x1),{k}");
         let flows = [
             (k, "ct(commit,nat(src=10.2.0.1)),recirc(0x1)"),
             (tracked.as_str(), "p2"),
