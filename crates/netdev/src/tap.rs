@@ -40,9 +40,10 @@
 //!
 //! Transmit writes a header in front of each frame with `writev(2)`: zero (no offload
 //! requested) for an ordinary packet; with `csum_offload` (the tx queue says
-//! [`TxQueue::tx_csum`]), for a frame whose checksum is pending `NEEDS_CSUM` at its TCP or UDP
-//! checksum with the field set to the pseudo-header sum of its current headers; for a super-frame (the tx queue says
-//! [`TxQueue::tso`] when `tso` is on, so the datapath hands super-frames over whole)
+//! [`TxQueue::tx_csum`]), for a frame whose checksum is pending `NEEDS_CSUM` at its TCP or
+//! UDP checksum with the field set to the pseudo-header sum of its current headers; for a
+//! super-frame (the tx queue says [`TxQueue::tso`] when `tso` is on, so the datapath hands
+//! super-frames over whole)
 //! `NEEDS_CSUM` with `csum_start` at the TCP header and `csum_offset` 16, the TCP checksum
 //! field set to the pseudo-header sum (Linux's `CHECKSUM_PARTIAL` convention), `gso_type`
 //! `TCPV4`/`TCPV6` (with `ECN` when the frame has CWR set), `gso_size` and `hdr_len` (all
