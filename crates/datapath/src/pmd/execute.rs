@@ -47,16 +47,21 @@ impl Pmd {
                 break;
             }
             let consume = ai == last;
-            if self.pass_gso && needs_whole_csum(a, trunc) {
-                self.complete_pending(batch);
-            }
             match a {
                 DpAction::Output(port) => {
                     self.output(*port, batch, consume, trunc.take());
                 }
-                DpAction::LbOutput(id) => self.lb_output(*id, batch, consume, trunc.take()),
+                DpAction::LbOutput(id) => {
+                    if self.pass_gso && trunc.is_some() {
+                        self.complete_pending(batch);
+                    }
+                    self.lb_output(*id, batch, consume, trunc.take());
+                }
                 DpAction::Trunc(len) => trunc = Some(*len),
                 DpAction::Userspace(userdata) => {
+                    if self.pass_gso {
+                        self.complete_pending(batch);
+                    }
                     self.stats.userspace_packets += batch.len() as u64;
                     for p in batch.packets() {
                         self.upcall_queue.push(p, userdata);
@@ -69,10 +74,16 @@ impl Pmd {
                         crate::ct::clear(p);
                     }
                 }
-                DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
+                DpAction::TnlPop(port) => {
+                    if self.pass_gso {
+                        self.complete_pending(batch);
+                    }
+                    self.tnl_pop(*port, batch, consume);
+                }
                 // Super-frames through a tunnel push: whole when only outputs follow (TCP
                 // ones), else as their segments.
                 DpAction::TnlPush(t) if self.pass_gso && has_gso(batch) => {
+                    self.complete_pending(batch);
                     if trunc.is_none()
                         && crate::gso_tunnel::keeps_whole(t)
                         && only_outputs(&actions[ai + 1..])
@@ -85,6 +96,9 @@ impl Pmd {
                     }
                 }
                 DpAction::TnlPush(t) => {
+                    if self.pass_gso {
+                        self.complete_pending(batch);
+                    }
                     self.stats.rewrite_errors +=
                         crate::rewrite::tnl_push_batch(batch.packets_mut(), t);
                 }
@@ -109,6 +123,9 @@ impl Pmd {
                     }
                 }
                 header => {
+                    if self.pass_gso && hides_l3(header) {
+                        self.complete_pending(batch);
+                    }
                     self.stats.rewrite_errors +=
                         crate::rewrite::apply_batch(batch.packets_mut(), header);
                 }
@@ -232,7 +249,7 @@ impl Pmd {
 
     /// Completes the pending checksums of `batch` in software ([`crate::csum_pending`]).
     #[inline(never)]
-    fn complete_pending(&mut self, batch: &mut Batch) {
+    pub(super) fn complete_pending(&mut self, batch: &mut Batch) {
         if crate::csum_pending::has_pending(batch) {
             crate::csum_pending::complete_batch(batch, &mut self.pool);
         }
@@ -249,19 +266,10 @@ impl Pmd {
     }
 }
 
-/// Whether action `a` (after a truncation `trunc`, if any) needs pending checksums completed
-/// before it ([`crate::csum_pending`]).
-#[inline(always)]
-fn needs_whole_csum(a: &DpAction, trunc: Option<u32>) -> bool {
-    match a {
-        DpAction::Userspace(_)
-        | DpAction::TnlPush(_)
-        | DpAction::TnlPop(_)
-        | DpAction::PushMpls { .. }
-        | DpAction::AddMpls { .. } => true,
-        DpAction::Output(_) | DpAction::LbOutput(_) => trunc.is_some(),
-        _ => false,
-    }
+/// Whether header action `a` hides the IP header from whoever would complete a pending
+/// checksum later ([`crate::csum_pending`]): an MPLS push.
+fn hides_l3(a: &DpAction) -> bool {
+    matches!(a, DpAction::PushMpls { .. } | DpAction::AddMpls { .. })
 }
 
 /// Whether `actions` are outputs to ports and nothing else: what may follow a push that

@@ -104,6 +104,10 @@ impl Pmd {
         let mut src = if consume && trunc.is_none() {
             std::mem::take(batch)
         } else {
+            if self.pass_gso && trunc.is_some() {
+                // A truncated copy is of the frame as it would leave whole.
+                self.complete_pending(batch);
+            }
             self.copy_batch(batch, trunc)
         };
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
