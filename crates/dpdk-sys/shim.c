@@ -106,6 +106,19 @@ void fp_tx_tso(struct rte_mbuf *m, uint16_t l2_len, uint16_t l3_len, uint16_t l4
     }
 }
 
+/*
+ * Asks the device to complete the TCP (`udp` 0) or UDP checksum of single-segment frame `m`,
+ * whose checksum field holds the pseudo-header sum already: the header lengths in the mbuf's
+ * tx offload fields and the checksum flags (no IPv4 header checksum: the frame's is right).
+ */
+void fp_tx_csum(struct rte_mbuf *m, uint16_t l2_len, uint16_t l3_len, int ipv6, int udp)
+{
+    m->l2_len = l2_len;
+    m->l3_len = l3_len;
+    m->ol_flags = (ipv6 ? RTE_MBUF_F_TX_IPV6 : RTE_MBUF_F_TX_IPV4)
+                  | (udp ? RTE_MBUF_F_TX_UDP_CKSUM : RTE_MBUF_F_TX_TCP_CKSUM);
+}
+
 /* Mempools. */
 
 struct rte_mempool *fp_pool_create(const char *name, unsigned n, unsigned cache,
@@ -184,6 +197,7 @@ int fp_dev_info(uint16_t port, struct fp_dev_info *out)
 #define FP_OL_RX_CSUM 1u /* rx IPv4, UDP and TCP checksums verified */
 #define FP_OL_TX_TSO 2u  /* tx TCP segmentation with IPv4 and TCP checksums, chained mbufs */
 #define FP_OL_LSC 4u     /* link state change interrupts */
+#define FP_OL_TX_CSUM 8u /* tx TCP and UDP checksums */
 
 /*
  * Configures and starts a port: RSS over IP/UDP/TCP as far as the device offers it, `nrxq`
@@ -225,6 +239,11 @@ int fp_port_start(uint16_t port, uint16_t nrxq, uint16_t ntxq, uint16_t *nrxd, u
     if ((want & FP_OL_TX_TSO) && (info.tx_offload_capa & tso) == tso) {
         conf.txmode.offloads |= tso;
         *offloads |= FP_OL_TX_TSO;
+    }
+    const uint64_t tx_csum = RTE_ETH_TX_OFFLOAD_TCP_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+    if ((want & FP_OL_TX_CSUM) && (info.tx_offload_capa & tx_csum) == tx_csum) {
+        conf.txmode.offloads |= tx_csum;
+        *offloads |= FP_OL_TX_CSUM;
     }
     if ((want & FP_OL_LSC) && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)) {
         conf.intr_conf.lsc = 1;

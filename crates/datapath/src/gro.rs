@@ -242,8 +242,12 @@ pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -
     done
 }
 
-/// Whether segment `p`'s TCP checksum is right.
+/// Whether segment `p`'s TCP checksum is right, or pending ([`crate::csum_pending`]: not
+/// wrong, only not there yet; the merged frame's is set by whoever sends it).
 fn checksum_ok(p: &Packet, s: &Segment) -> bool {
+    if p.meta.csum_pending() {
+        return true;
+    }
     let d = p.data();
     checksum::combine(&[pseudo(d, s.l3, s.l4, s.ipv6), checksum::data(&d[s.l4..])]) == 0xffff
 }
@@ -291,6 +295,7 @@ fn finish(run: Option<Run>, batch: &mut Batch, pool: &mut Pool, done: &mut Merge
     };
     m.data_mut()[first.l4 + 13] = flags;
     m.meta.gso_size = first.payload as u16;
+    m.meta.set_csum_pending(false);
     m.meta.l3 = first.l3 as u16;
     m.meta.l4 = first.l4 as u16;
     let slot = batch

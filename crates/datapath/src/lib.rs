@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod bond;
+pub mod csum_pending;
 pub mod ct;
 pub mod doorbell;
 pub mod dpcls;

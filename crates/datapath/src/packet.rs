@@ -105,6 +105,9 @@ pub const NO_OFS: u16 = u16::MAX;
 pub const RX_CSUM_IP_GOOD: u8 = 1;
 /// [`PacketMeta::rx_csum`]: the device verified the TCP or UDP checksum.
 pub const RX_CSUM_L4_GOOD: u8 = 2;
+/// [`PacketMeta::rx_csum`]: the TCP or UDP checksum is pending (received partial, see
+/// [`crate::csum_pending`]); [`PacketMeta::csum_pending`].
+pub const CSUM_L4_PENDING: u8 = 4;
 
 /// Per-packet metadata that travels with a packet through the datapath. Read and written by:
 /// rx (in_port), extraction (offsets, hash), actions (offsets after pushes and pops, recirc_id,
@@ -151,8 +154,8 @@ pub struct PacketMeta {
     /// Connection tracking zone of the last `ct()`.
     pub ct_zone: u16,
     /// Checksums the receiving device verified and found good ([`RX_CSUM_IP_GOOD`],
-    /// [`RX_CSUM_L4_GOOD`]): those of the outermost headers, so `tnl_pop` clears them. 0
-    /// when nothing was verified.
+    /// [`RX_CSUM_L4_GOOD`]), or the TCP/UDP one left pending ([`CSUM_L4_PENDING`]): those of
+    /// the outermost headers, so `tnl_pop` clears them. 0 when nothing was verified.
     pub rx_csum: u8,
     /// For a lent frame, its entry in the pool's table of lent frames, plus one; 0 for a frame
     /// the buffer holds whole. Only the pool sets it, and it trusts it only when the entry
@@ -224,6 +227,27 @@ impl PacketMeta {
             self.marks |= mark;
         } else {
             self.marks &= !mark;
+        }
+    }
+}
+
+impl PacketMeta {
+    /// Whether the frame's TCP or UDP checksum is pending: received partial from a port that
+    /// hands such frames over, completed (or handed on partial) only where it leaves the
+    /// switch ([`crate::csum_pending`]). Never set on a super-frame (`gso_size > 0`), whose
+    /// checksum is always left to its sender.
+    #[inline(always)]
+    pub fn csum_pending(&self) -> bool {
+        self.rx_csum & CSUM_L4_PENDING != 0
+    }
+
+    /// Marks the frame's TCP or UDP checksum pending, or not.
+    #[inline(always)]
+    pub fn set_csum_pending(&mut self, on: bool) {
+        if on {
+            self.rx_csum |= CSUM_L4_PENDING;
+        } else {
+            self.rx_csum &= !CSUM_L4_PENDING;
         }
     }
 }
@@ -803,9 +827,11 @@ impl Batch {
         }
     }
 
-    /// Says that the batch may hold a TCP super-frame (a packet with `gso_size > 0`). An rx
-    /// queue that delivers super-frames must call it: the datapath looks for super-frames to
-    /// segment only in batches so marked, so that ordinary traffic pays one test per batch.
+    /// Says that the batch may hold a TCP super-frame (a packet with `gso_size > 0`) or a
+    /// frame whose checksum is pending ([`PacketMeta::csum_pending`]). An rx queue that
+    /// delivers either must call it: the datapath looks for super-frames to segment, and for
+    /// pending checksums to complete, only in batches so marked, so that ordinary traffic pays
+    /// one test per batch.
     #[inline]
     pub fn mark_gso(&mut self) {
         self.gso = true;

@@ -82,6 +82,15 @@ pub trait TxQueue: Send {
     fn takes_lent(&self) -> bool {
         false
     }
+
+    /// Whether [`TxQueue::send`] takes frames whose TCP or UDP checksum is pending
+    /// ([`crate::csum_pending`]) and has it completed further on (a `tap` hands them to the
+    /// kernel as `NEEDS_CSUM`, a DPDK port to a device with checksum offload). For the other
+    /// queues, the default, the datapath completes them in software first. Asked once, when
+    /// the queue joins a PMD.
+    fn tx_csum(&self) -> bool {
+        false
+    }
 }
 
 /// Counters of one queue (or of a whole port, when summed).

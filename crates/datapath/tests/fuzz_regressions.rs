@@ -1,7 +1,9 @@
-//! Replays the committed inputs of the `gro`, `gso_tunnel`, `gso_udp` and `gso_ufo` fuzz
-//! targets (`tests/data/fuzz/<target>/*`) through the checks the targets run, which live in
-//! `fuzz/src/<target>.rs`, path-imported here so that both use one copy.
+//! Replays the committed inputs of the `gro`, `gso_tunnel`, `gso_udp`, `gso_ufo` and
+//! `csum_pending` fuzz targets (`tests/data/fuzz/<target>/*`) through the checks the targets
+//! run, which live in `fuzz/src/<target>.rs`, path-imported here so that both use one copy.
 
+#[path = "../../../fuzz/src/csum_pending.rs"]
+mod csum_pending;
 #[path = "../../../fuzz/src/gro.rs"]
 mod gro;
 #[path = "../../../fuzz/src/gso_tunnel.rs"]
@@ -96,6 +98,15 @@ fn gso_ufo_inputs() {
 }
 
 #[test]
+fn csum_pending_inputs() {
+    replay::replay(
+        env!("CARGO_MANIFEST_DIR"),
+        "csum_pending",
+        csum_pending::check_csum_pending,
+    );
+}
+
+#[test]
 fn the_gso_ufo_inputs_reach_the_fragments() {
     let input = |name: &str| {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fuzz/gso_ufo/");
@@ -114,5 +125,23 @@ fn the_gso_ufo_inputs_reach_the_fragments() {
         "ipv4-fragment",
     ] {
         assert_eq!(n(refused), None, "{refused}");
+    }
+}
+
+#[test]
+fn the_csum_pending_inputs_reach_the_checksum() {
+    let input = |name: &str| {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fuzz/csum_pending/");
+        std::fs::read(format!("{dir}{name}")).unwrap()
+    };
+    let at = |name: &str| csum_pending::found(&input(name)).map(|a| (a.l4, a.offset));
+    assert_eq!(at("ipv4-udp"), Some((34, 6)));
+    assert_eq!(at("ipv6-tcp-hop-by-hop"), Some((62, 16)));
+    assert_eq!(at("ipv4-udp-sum-zero"), Some((34, 6)));
+    assert_eq!(at("qinq-ipv4-udp-padded"), Some((42, 6)));
+    assert_eq!(at("l3-ipv4-udp"), Some((20, 6)));
+    assert_eq!(at("l3-ipv6-tcp"), Some((48, 16)));
+    for refused in ["ipv4-fragment", "ipv6-tcp-cut"] {
+        assert_eq!(at(refused), None, "{refused}");
     }
 }

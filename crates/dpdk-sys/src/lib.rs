@@ -86,6 +86,8 @@ pub const OL_RX_CSUM: u32 = 1;
 pub const OL_TX_TSO: u32 = 2;
 /// Offload of [`fp_port_start`]: link state change interrupts.
 pub const OL_LSC: u32 = 4;
+/// Offload of [`fp_port_start`]: TCP and UDP checksums completed by the device on tx.
+pub const OL_TX_CSUM: u32 = 8;
 
 /// `RTE_MBUF_F_RX_IP_CKSUM_MASK`: the device's verdict on an rx frame's IPv4 checksum.
 pub const RX_IP_CKSUM_MASK: u64 = (1 << 4) | (1 << 7);
@@ -172,6 +174,11 @@ unsafe extern "C" {
         mss: u16,
         ipv6: c_int,
     );
+
+    /// Asks the device to complete the TCP (`udp` 0) or UDP checksum of single-segment mbuf
+    /// `m`, whose checksum field holds the pseudo-header sum: the tx offload fields (`l2_len`,
+    /// `l3_len`) and flags.
+    pub fn fp_tx_csum(m: *mut MbufHead, l2_len: u16, l3_len: u16, ipv6: c_int, udp: c_int);
 
     /// `rte_pktmbuf_pool_create`.
     pub fn fp_pool_create(

@@ -17,9 +17,10 @@
 //!   `tp_vlan_tci`, `tp_vlan_tpid`): rx re-inserts the 802.1Q (or 802.1ad) header after the
 //!   MAC addresses;
 //! - a frame sent by the local stack of the peer (a veth end in a namespace) may carry a
-//!   partial checksum (`TP_STATUS_CSUMNOTREADY`, checksum offload): rx completes the TCP or
-//!   UDP checksum over IPv4 or IPv6 (after hop-by-hop, routing and destination options
-//!   headers) in software; one it cannot find is a counted `rx_dropped`;
+//!   partial checksum (`TP_STATUS_CSUMNOTREADY`, checksum offload): rx leaves the TCP or UDP
+//!   checksum over IPv4 or IPv6 (after hop-by-hop, routing and destination options headers)
+//!   pending ([`datapath::csum_pending`]: completed where the frame leaves by a port that
+//!   cannot hand it on partial); one it cannot find is a counted `rx_dropped`;
 //! - packets sent on the interface (`PACKET_OUTGOING`: our own transmissions, and the
 //!   host's) are skipped (`PACKET_IGNORE_OUTGOING` where the kernel has it, and a check of
 //!   each frame's `sll_pkttype` in any case).
@@ -60,10 +61,11 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use datapath::packet::{Batch, MAX_BURST, Pool};
+use datapath::csum_pending::L4Csum;
+use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
-use crate::{csum, netns};
+use crate::netns;
 
 /// How often a queue whose interface is gone (or an idle rx queue) checks on it.
 pub const RECHECK: Duration = Duration::from_millis(100);
@@ -753,9 +755,7 @@ impl RxQueue for AfPacketRxq {
                     tag[..2].copy_from_slice(&tpid.to_be_bytes());
                     tag[2..].copy_from_slice(&tci.to_be_bytes());
                 }
-                if h.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0
-                    && !csum::complete_l4(p.data_mut())
-                {
+                if h.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0 && !keep_pending(&mut p, batch) {
                     // A partial checksum that cannot be completed: the frame would be
                     // refused by whoever receives it.
                     pool.free(p);
@@ -779,6 +779,18 @@ impl RxQueue for AfPacketRxq {
         self.stats.count_rx(n as u64, bytes, dropped, errors);
         n
     }
+}
+
+/// Marks received frame `p`'s partial checksum pending ([`datapath::csum_pending`]), and its
+/// batch, where it is a TCP or UDP one over IP; false for one that cannot be found.
+#[inline(never)]
+fn keep_pending(p: &mut Packet, batch: &mut Batch) -> bool {
+    if L4Csum::find(p.data(), 0).is_none() {
+        return false;
+    }
+    p.meta.set_csum_pending(true);
+    batch.mark_gso();
+    true
 }
 
 /// A tx socket bound to the interface.

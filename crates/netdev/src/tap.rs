@@ -16,9 +16,10 @@
 //! in the host's byte order: the legacy layout). The port advertises checksum offload
 //! (`TUNSETOFFLOAD` with `TUN_F_CSUM`, option `csum_offload`, default on): the kernel then
 //! hands over frames of the local stack with a partial TCP/UDP checksum
-//! (`VIRTIO_NET_HDR_F_NEEDS_CSUM`, `csum_start`/`csum_offset`), which rx completes in
-//! software so that every ordinary frame on the switch carries valid checksums; a header whose
-//! offsets do not fit the frame is a counted `rx_dropped`.
+//! (`VIRTIO_NET_HDR_F_NEEDS_CSUM`, `csum_start`/`csum_offset`). One at the frame's TCP or
+//! UDP checksum field is left pending ([`datapath::csum_pending`]): completed only where it
+//! leaves the switch by a port that cannot hand it on partial; any other is completed in
+//! software at rx; a header whose offsets do not fit the frame is a counted `rx_dropped`.
 //!
 //! With option `tso` (default on, and only with `csum_offload`: the kernel ties TSO to it) the
 //! port also advertises TCP segmentation offload (`TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN`):
@@ -38,8 +39,11 @@
 //! by reason in `xstats`, logged once per queue).
 //!
 //! Transmit writes a header in front of each frame with `writev(2)`: zero (no offload
-//! requested) for an ordinary packet; for a super-frame (the tx queue says
-//! [`TxQueue::tso`] when `tso` is on, so the datapath hands super-frames over whole)
+//! requested) for an ordinary packet; with `csum_offload` (the tx queue says
+//! [`TxQueue::tx_csum`]), for a frame whose checksum is pending `NEEDS_CSUM` at its TCP or
+//! UDP checksum with the field set to the pseudo-header sum of its current headers; for a
+//! super-frame (the tx queue says [`TxQueue::tso`] when `tso` is on, so the datapath hands
+//! super-frames over whole)
 //! `NEEDS_CSUM` with `csum_start` at the TCP header and `csum_offset` 16, the TCP checksum
 //! field set to the pseudo-header sum (Linux's `CHECKSUM_PARTIAL` convention), `gso_type`
 //! `TCPV4`/`TCPV6` (with `ECN` when the frame has CWR set), `gso_size` and `hdr_len` (all
@@ -57,7 +61,8 @@
 //! of one connection are first merged into super-frames by Linux's GRO rules
 //! ([`datapath::gro`]): what arrives segmented (from a tunnel, an AF_PACKET or AF_XDP port)
 //! reaches the kernel in one write per super-frame instead of one per segment. `port/stats`
-//! counts them (`xstats tx_gro_frames`, `tx_gro_segments`).
+//! counts them (`xstats tx_gro_frames`, `tx_gro_segments`). The frames sent with their
+//! checksum pending are `xstats tx_csum_partial`.
 //!
 //! # Queues
 //! Each rx queue reads its own descriptor, one `read(2)` per frame (the tun interface has no
@@ -336,6 +341,8 @@ pub struct TapPort {
     /// Super-frames the tx queues made of segments, and the segments they took.
     gro_frames: Arc<AtomicU64>,
     gro_segments: Arc<AtomicU64>,
+    /// Frames the tx queues handed to the kernel with their checksum pending (`NEEDS_CSUM`).
+    csum_partial: Arc<AtomicU64>,
     /// Frames the rx queues dropped for their virtio-net header, by reason.
     rx_drops: Arc<vnet::RxDrops>,
 }
@@ -398,6 +405,7 @@ impl TapPort {
             rx_stats: (0..opts.n_rxq).map(|_| QueueStats::shared()).collect(),
             tx_stats: Vec::new(),
             gro_frames: Arc::default(),
+            csum_partial: Arc::default(),
             gro_segments: Arc::default(),
             rx_drops: Arc::default(),
         })
@@ -560,8 +568,8 @@ impl RxQueue for TapRxq {
             let (hdr, frame) = self.scratch.split_at(VNET_HDR_LEN);
             let mut p = pool.packet_from(&frame[..len - VNET_HDR_LEN], self.in_port);
             match vnet::accept(hdr, &mut p, self.gso) {
-                Ok(0) => {}
-                Ok(_) => batch.mark_gso(),
+                Ok(false) => {}
+                Ok(true) => batch.mark_gso(),
                 Err(e) => {
                     pool.free(p);
                     self.drops.count(e);
@@ -593,6 +601,10 @@ struct TapTxq {
     uso: bool,
     /// UFO super-frames go to the kernel whole too (it takes UFO writes).
     ufo: bool,
+    /// Frames whose checksum is pending go to the kernel as `NEEDS_CSUM` (`csum_offload`),
+    /// counted here.
+    csum: bool,
+    csum_partial: Arc<AtomicU64>,
     /// With `gro`: where a burst's packets go while their segments merge (room for a burst),
     /// and the port's counters of what merged.
     gro: Option<(Vec<Packet>, Arc<AtomicU64>, Arc<AtomicU64>)>,
@@ -609,6 +621,10 @@ impl TxQueue for TapTxq {
 
     fn ufo(&self) -> bool {
         self.ufo
+    }
+
+    fn tx_csum(&self) -> bool {
+        self.csum
     }
 
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
@@ -628,12 +644,23 @@ impl TxQueue for TapTxq {
             }
         }
         let (mut sent, mut bytes, mut dropped, mut errors) = (0u64, 0u64, 0u64, 0u64);
+        let mut partial = 0u64;
         let pkts = batch.packets_mut();
         let mut i = 0;
         while i < pkts.len() {
             let gso;
-            let hdr = if pkts[i].meta.gso_size == 0 {
+            let hdr = if pkts[i].meta.gso_size == 0 && !pkts[i].meta.csum_pending() {
                 &ZERO_HDR
+            } else if pkts[i].meta.gso_size == 0 {
+                // Headers that no longer parse as TCP or UDP over IP: sent as they are.
+                match vnet::csum_hdr(&mut pkts[i]) {
+                    Some(h) => {
+                        partial += 1;
+                        gso = h;
+                        &gso
+                    }
+                    None => &ZERO_HDR,
+                }
             } else {
                 match vnet::gso_hdr(&mut pkts[i]) {
                     Some(h) => {
@@ -687,6 +714,9 @@ impl TxQueue for TapTxq {
             i += 1;
         }
         self.stats.count_tx(sent, bytes, dropped, errors);
+        if partial > 0 {
+            self.csum_partial.fetch_add(partial, Relaxed);
+        }
         pool.free_batch(batch);
     }
 }
@@ -769,6 +799,8 @@ impl Port for TapPort {
             tso: self.opts.tso,
             uso: self.opts.tso && self.dev.uso.load(Relaxed),
             ufo: self.opts.tso && self.dev.ufo.load(Relaxed),
+            csum: self.opts.csum_offload,
+            csum_partial: self.csum_partial.clone(),
             gro: (self.opts.tso && self.opts.gro).then(|| {
                 (
                     Vec::with_capacity(MAX_BURST),
@@ -785,6 +817,10 @@ impl Port for TapPort {
             x.push(("tx_gro_frames".to_owned(), self.gro_frames.load(Relaxed)));
             let segments = self.gro_segments.load(Relaxed);
             x.push(("tx_gro_segments".to_owned(), segments));
+        }
+        if self.opts.csum_offload {
+            let n = self.csum_partial.load(Relaxed);
+            x.push(("tx_csum_partial".to_owned(), n));
         }
         x
     }

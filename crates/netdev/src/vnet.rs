@@ -109,20 +109,66 @@ pub(crate) struct RxGso {
 
 /// Applies the received header `hdr` (at least [`HDR_LEN_LEGACY`] bytes) to the packet `p`
 /// holding the frame, as [`accept_rx`] does; a super-frame gets its `gso_size` (and a UFO one
-/// its mark) and must have the headers its `gso_type` says, within 64 KiB. Returns the
-/// `gso_size` (0 for an ordinary frame).
+/// its mark) and must have the headers its `gso_type` says, within 64 KiB. An ordinary
+/// frame's partial checksum at its TCP or UDP checksum field is left pending
+/// ([`datapath::csum_pending`]); one elsewhere is completed in software. Returns whether the
+/// packet is a super-frame or pending (its batch must then be marked,
+/// [`datapath::packet::Batch::mark_gso`]).
 #[inline(always)]
-pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<u16, RxDrop> {
+pub(crate) fn accept(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<bool, RxDrop> {
+    if hdr[1] == GSO_NONE {
+        if hdr[0] & F_NEEDS_CSUM == 0 {
+            return Ok(false);
+        }
+        return accept_partial(hdr, p, gso);
+    }
     let gso_size = accept_rx(hdr, p.data_mut(), gso)?;
     if gso_size != 0 {
         p.meta.gso_size = gso_size;
         if hdr[1] & !GSO_ECN == GSO_UDP {
             let csum = [hdr[0], hdr[6], hdr[7], hdr[8], hdr[9]];
-            return accept_ufo(csum, p);
+            return accept_ufo(csum, p).map(|size| size != 0);
         }
         check_super(p, hdr[1] & !GSO_ECN)?;
     }
-    Ok(gso_size)
+    Ok(gso_size != 0)
+}
+
+/// [`accept`] of an ordinary frame with a partial checksum: left pending where it is the
+/// frame's TCP or UDP checksum, else completed.
+#[inline(never)]
+fn accept_partial(hdr: &[u8], p: &mut Packet, gso: RxGso) -> Result<bool, RxDrop> {
+    if at_l4_csum(hdr, p) {
+        p.meta.set_csum_pending(true);
+        return Ok(true);
+    }
+    accept_rx(hdr, p.data_mut(), gso).map(|_| false)
+}
+
+/// Whether the partial checksum `hdr` says is the frame's TCP or UDP checksum (over IPv4
+/// or IPv6, the IP packet within the frame): then it can be left pending, since whoever
+/// completes it finds it again from the headers.
+#[inline(always)]
+fn at_l4_csum(hdr: &[u8], p: &Packet) -> bool {
+    let start = usize::from(u16::from_le_bytes([hdr[6], hdr[7]]));
+    let offset = usize::from(u16::from_le_bytes([hdr[8], hdr[9]]));
+    matches!(
+        datapath::csum_pending::L4Csum::find(p.headers(), 0),
+        Some(at) if at.l4 == start && at.offset == offset
+    )
+}
+
+/// The header of ordinary frame `p` whose checksum is pending, for a receiver that
+/// completes it: `NEEDS_CSUM` at the TCP or UDP checksum, the field set to the pseudo-header
+/// sum ([`datapath::csum_pending::prepare_partial`]). `None` (frame untouched) when its
+/// headers are not TCP or UDP over IP any more.
+pub(crate) fn csum_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
+    let at = datapath::csum_pending::prepare_partial(p)?;
+    let mut h = [0u8; HDR_LEN];
+    h[0] = F_NEEDS_CSUM;
+    h[6..8].copy_from_slice(&(at.l4 as u16).to_le_bytes());
+    h[8..10].copy_from_slice(&(at.offset as u16).to_le_bytes());
+    Some(h)
 }
 
 /// [`accept`] of a UFO super-frame `p` (its `gso_size` set): marked UFO when its headers are

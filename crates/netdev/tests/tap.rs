@@ -697,3 +697,84 @@ fn udp_super_frames_for_a_tap_without_tso_are_cut_into_datagrams() {
         false,
     );
 }
+
+/// Taps a (`tso` off, so the kernel hands over MTU-sized frames with partial checksums) and
+/// b (`csum_offload` as `b_csum`) between two namespaces, patched together; TCP and ping
+/// across. Returns b's `xstats` and both ports' counters.
+fn partial_checksums_cross(
+    test: &str,
+    b_csum: bool,
+) -> Option<(
+    std::collections::HashMap<String, u64>,
+    datapath::port::PortCounters,
+    datapath::port::PortCounters,
+)> {
+    let mut env = tap_env(test)?;
+    if !need(test, &[python()]) {
+        return None;
+    }
+    let tag = if b_csum { "pc" } else { "pn" };
+    let (na, nb) = (env.netns(&format!("{tag}a")), env.netns(&format!("{tag}b")));
+    let (ta, tb) = (
+        env.ifname(&format!("{tag}a")),
+        env.ifname(&format!("{tag}b")),
+    );
+    let open = |name: &str, ifname: &str, ns: &str, csum_offload: bool| {
+        let o = TapOptions {
+            ifname: Some(ifname.to_owned()),
+            netns: Some(ns.to_owned()),
+            tso: false,
+            csum_offload,
+            ..Default::default()
+        };
+        TapPort::open(name, &o).unwrap()
+    };
+    let mut pa = open("vma", &ta, &na, true);
+    let mut pb = open("vmb", &tb, &nb, b_csum);
+    let net = if b_csum { "10.83.0" } else { "10.84.0" };
+    ns_sh(
+        &na,
+        &["ip", "addr", "add", &format!("{net}.1/24"), "dev", &ta],
+    );
+    ns_sh(
+        &nb,
+        &["ip", "addr", "add", &format!("{net}.2/24"), "dev", &tb],
+    );
+    let running = Patched::start(&mut pa, &mut pb);
+    ping_and_tcp(&na, &nb, &format!("{net}.2"), 4 << 20);
+    running.stop();
+    let x = pb.xstats().into_iter().collect();
+    Some((x, pa.counters(), pb.counters()))
+}
+
+#[test]
+fn partial_checksums_go_from_tap_to_tap_unfinished() {
+    // The kernel behind a hands over TCP segments with partial checksums; they leave b as
+    // NEEDS_CSUM, not completed by the switch.
+    let test = "partial_checksums_go_from_tap_to_tap_unfinished";
+    let Some((x, ca, cb)) = partial_checksums_cross(test, true) else {
+        return;
+    };
+    eprintln!("b xstats {x:?}\nport a: {ca:?}\nport b: {cb:?}");
+    let partial = x["tx_csum_partial"];
+    assert!(
+        partial * 2 > cb.tx_packets && cb.tx_packets > 1000,
+        "most of what b sent went as NEEDS_CSUM: {partial} of {}",
+        cb.tx_packets
+    );
+    assert_eq!(ca.errors + cb.errors + ca.rx_dropped + cb.tx_dropped, 0);
+}
+
+#[test]
+fn partial_checksums_for_a_tap_without_csum_offload_are_completed_by_the_datapath() {
+    // b has csum_offload off: the switch completes the checksums of what a hands over, and
+    // the kernel behind b checks them (a wrong one would stall the transfer).
+    let test = "partial_checksums_for_a_tap_without_csum_offload_are_completed_by_the_datapath";
+    let Some((x, ca, cb)) = partial_checksums_cross(test, false) else {
+        return;
+    };
+    eprintln!("b xstats {x:?}\nport a: {ca:?}\nport b: {cb:?}");
+    assert!(!x.contains_key("tx_csum_partial"), "{x:?}");
+    assert!(cb.tx_packets > 1000, "{cb:?}");
+    assert_eq!(ca.errors + cb.errors + ca.rx_dropped + cb.tx_dropped, 0);
+}

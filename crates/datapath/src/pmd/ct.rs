@@ -74,8 +74,10 @@ impl Pmd {
                 l3: usize::from(p.meta.l3),
                 v6,
                 frag_l4_len: None,
-                // An earlier ct() checked the headers (rewrites since keep them valid).
-                verified: p.meta.ct_state != 0,
+                // An earlier ct() checked the headers (rewrites since keep them valid), or
+                // the checksum is pending: not wrong, only not there yet (Linux trusts
+                // CHECKSUM_PARTIAL; a local stack built the headers).
+                verified: p.meta.ct_state != 0 || p.meta.csum_pending(),
                 natted: natted(p, args.zone),
             };
             n += 1;
@@ -164,8 +166,8 @@ impl Pmd {
             l3: usize::from(p.meta.l3),
             v6,
             frag_l4_len,
-            // An earlier ct() checked the headers (rewrites since keep them valid).
-            verified: p.meta.ct_state != 0,
+            // As in `conntrack` above: checked already, or the checksum is pending.
+            verified: p.meta.ct_state != 0 || p.meta.csum_pending(),
             natted: natted(p, args.zone),
         };
         let nat = ct.process(&mut self.ct_cache, &pkt, &mut md, args, now);

@@ -6,7 +6,12 @@
 //! pushes TCP ones whole through a UDP tunnel's `tnl_push` followed by outputs only
 //! ([`crate::gso_tunnel`]: segmented at the output), and segments them before any other
 //! `tnl_push`, as it does a group holding a UDP super-frame ([`crate::gso_udp`]) before any
-//! `tnl_push`. Cycles under `actions`; drops by reason (`action_drops`, `rewrite_errors`, GSO).
+//! `tnl_push`. Such a pass also completes pending checksums ([`crate::csum_pending`]) before
+//! the actions that hand the frame's bytes on or hide its headers: `userspace`, `tnl_push`
+//! (the inner checksum must be whole before encapsulation), `tnl_pop` (which checks the outer
+//! UDP checksum), MPLS pushes, and a truncating output. Header rewrites keep the mark: the
+//! checksum is computed from the headers the frame leaves with. Cycles under `actions`;
+//! drops by reason (`action_drops`, `rewrite_errors`, GSO).
 
 use crate::actions::{DpAction, TnlTemplate};
 use crate::packet::{Batch, MAX_BURST, Packet};
@@ -46,9 +51,17 @@ impl Pmd {
                 DpAction::Output(port) => {
                     self.output(*port, batch, consume, trunc.take());
                 }
-                DpAction::LbOutput(id) => self.lb_output(*id, batch, consume, trunc.take()),
+                DpAction::LbOutput(id) => {
+                    if self.pass_gso && trunc.is_some() {
+                        self.complete_pending(batch);
+                    }
+                    self.lb_output(*id, batch, consume, trunc.take());
+                }
                 DpAction::Trunc(len) => trunc = Some(*len),
                 DpAction::Userspace(userdata) => {
+                    if self.pass_gso {
+                        self.complete_pending(batch);
+                    }
                     self.stats.userspace_packets += batch.len() as u64;
                     for p in batch.packets() {
                         self.upcall_queue.push(p, userdata);
@@ -61,10 +74,16 @@ impl Pmd {
                         crate::ct::clear(p);
                     }
                 }
-                DpAction::TnlPop(port) => self.tnl_pop(*port, batch, consume),
+                DpAction::TnlPop(port) => {
+                    if self.pass_gso {
+                        self.complete_pending(batch);
+                    }
+                    self.tnl_pop(*port, batch, consume);
+                }
                 // Super-frames through a tunnel push: whole when only outputs follow (TCP
                 // ones), else as their segments.
                 DpAction::TnlPush(t) if self.pass_gso && has_gso(batch) => {
+                    self.complete_pending(batch);
                     if trunc.is_none()
                         && crate::gso_tunnel::keeps_whole(t)
                         && only_outputs(&actions[ai + 1..])
@@ -77,6 +96,9 @@ impl Pmd {
                     }
                 }
                 DpAction::TnlPush(t) => {
+                    if self.pass_gso {
+                        self.complete_pending(batch);
+                    }
                     self.stats.rewrite_errors +=
                         crate::rewrite::tnl_push_batch(batch.packets_mut(), t);
                 }
@@ -101,6 +123,9 @@ impl Pmd {
                     }
                 }
                 header => {
+                    if self.pass_gso && hides_l3(header) {
+                        self.complete_pending(batch);
+                    }
                     self.stats.rewrite_errors +=
                         crate::rewrite::apply_batch(batch.packets_mut(), header);
                 }
@@ -222,6 +247,14 @@ impl Pmd {
         out
     }
 
+    /// Completes the pending checksums of `batch` in software ([`crate::csum_pending`]).
+    #[inline(never)]
+    pub(super) fn complete_pending(&mut self, batch: &mut Batch) {
+        if crate::csum_pending::has_pending(batch) {
+            crate::csum_pending::complete_batch(batch, &mut self.pool);
+        }
+    }
+
     /// Keeps an emptied batch for the next copy (its packets, if any, go back to the pool).
     pub(super) fn recycle(&mut self, mut b: Batch) {
         if !b.is_empty() {
@@ -231,6 +264,12 @@ impl Pmd {
             self.spare.push(b);
         }
     }
+}
+
+/// Whether header action `a` hides the IP header from whoever would complete a pending
+/// checksum later ([`crate::csum_pending`]): an MPLS push.
+fn hides_l3(a: &DpAction) -> bool {
+    matches!(a, DpAction::PushMpls { .. } | DpAction::AddMpls { .. })
 }
 
 /// Whether `actions` are outputs to ports and nothing else: what may follow a push that

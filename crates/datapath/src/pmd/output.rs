@@ -5,7 +5,9 @@
 //! its kind (TCP: [`TxQueue::tso`]; UDP: [`TxQueue::uso`] too; UFO: [`TxQueue::ufo`] too)
 //! is sent as its segments (a UFO one as its IP fragments), and
 //! so is an encapsulated one ([`crate::gso_tunnel`]: segmented after the push, outer headers
-//! on every segment) whatever the queue. Counted as `tx_packets` and `tx_batches`, the
+//! on every segment) whatever the queue. A frame whose checksum is pending
+//! ([`crate::csum_pending`]) is completed in software first unless the queue has its device
+//! complete it ([`TxQueue::tx_csum`]). Counted as `tx_packets` and `tx_batches`, the
 //! flush's cycles under `tx`.
 
 use std::sync::Arc;
@@ -37,6 +39,8 @@ pub(super) struct TxSlot {
     ufo: bool,
     /// The queue takes lent packets ([`TxQueue::takes_lent`]).
     lent: bool,
+    /// The queue takes frames whose checksum is pending ([`TxQueue::tx_csum`]).
+    csum: bool,
     /// The port's super-frame counters.
     gso: Arc<TxGsoStats>,
 }
@@ -76,6 +80,7 @@ impl Pmd {
         let uso = tso && q.uso();
         let ufo = tso && q.ufo();
         let lent = q.takes_lent();
+        let csum = q.tx_csum();
         self.txs[i] = Some(TxSlot {
             q,
             batch: Batch::new(),
@@ -84,6 +89,7 @@ impl Pmd {
             uso,
             ufo,
             lent,
+            csum,
             gso,
         });
     }
@@ -104,11 +110,18 @@ impl Pmd {
         let mut src = if consume && trunc.is_none() {
             std::mem::take(batch)
         } else {
+            if self.pass_gso && trunc.is_some() {
+                // A truncated copy is of the frame as it would leave whole.
+                self.complete_pending(batch);
+            }
             self.copy_batch(batch, trunc)
         };
         let Some(Some(tx)) = self.txs.get_mut(port as usize) else {
             return;
         };
+        if self.pass_gso && !tx.csum && crate::csum_pending::has_pending(&src) {
+            crate::csum_pending::complete_batch(&mut src, &mut self.pool);
+        }
         if self.pass_gso && has_gso(&src) {
             if !tx.tso || has_encapsulated(&src) || has_udp_super_not_taken(tx, &src) {
                 send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
@@ -295,9 +308,20 @@ fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStat
 pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     if p.meta.gso_size != 0 {
         put_super(tx, p, pool, stats);
+    } else if p.meta.csum_pending() && !tx.csum {
+        put_completed(tx, p, pool, stats);
     } else {
         put(tx, p, pool, stats);
     }
+}
+
+/// [`put_one`] of a frame whose checksum is pending, to a queue that does not take it so:
+/// completed first.
+#[inline(never)]
+fn put_completed(tx: &mut TxSlot, mut p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    pool.materialize(&mut p);
+    crate::csum_pending::complete(&mut p);
+    put(tx, p, pool, stats);
 }
 
 /// [`put_one`] of a super-frame: whole to a queue that segments its kind (counted), else as

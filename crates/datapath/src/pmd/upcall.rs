@@ -215,6 +215,13 @@ impl Pmd {
             }
             self.upcalls_this_iter += 1;
             let t0 = tsc::now();
+            // The slow path sees (and may send to a controller) the frame as it is on the
+            // wire: a pending checksum is completed first.
+            if batch.packets()[i].meta.csum_pending() {
+                let p = &mut batch.packets_mut()[i];
+                self.pool.materialize(p);
+                crate::csum_pending::complete(p);
+            }
             let result = self.upcall.upcall(&self.keys[i], &batch.packets()[i]);
             match result {
                 UpcallResult::Drop => self.stats.lost_upcalls += 1,

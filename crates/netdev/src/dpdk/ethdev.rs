@@ -246,6 +246,8 @@ pub struct DpdkPort {
     /// The link state last read ([`Port::link_up`]), and how many times it changed.
     link_was_up: AtomicBool,
     link_resets: AtomicU64,
+    /// Frames whose pending checksum the device completed (`xstats` `tx_csum_offload`).
+    tx_csum_offload: Arc<AtomicU64>,
 }
 
 fn c_string(s: &str, key: &'static str) -> Result<CString, DpdkError> {
@@ -368,6 +370,7 @@ impl DpdkPort {
             next_txq: 0,
             rx_stats: (0..n_rxq).map(|_| QueueStats::shared()).collect(),
             tx_stats: (0..n_txq).map(|_| QueueStats::shared()).collect(),
+            tx_csum_offload: Arc::default(),
             max_frame: usize::from(data_room - PKTMBUF_HEADROOM),
             link_was_up: AtomicBool::new(read_link(id)),
             link_resets: AtomicU64::new(0),
@@ -467,7 +470,7 @@ fn start(
 ) -> Result<Started, (String, i32)> {
     let mut step: *const libc::c_char = std::ptr::null();
     let (mut nrxd, mut ntxd) = (opts.n_rxq_desc, opts.n_txq_desc);
-    let mut offloads = dpdk_sys::OL_RX_CSUM | dpdk_sys::OL_TX_TSO;
+    let mut offloads = dpdk_sys::OL_RX_CSUM | dpdk_sys::OL_TX_TSO | dpdk_sys::OL_TX_CSUM;
     if opts.lsc_interrupt {
         offloads |= dpdk_sys::OL_LSC;
     }
@@ -583,6 +586,10 @@ struct DpdkTxq {
     /// the segments.
     tso: bool,
     tso_limit: mbuf::TsoLimit,
+    /// Whether the device completes TCP and UDP checksums ([`TxQueue::tx_csum`]), and the
+    /// port's count of the frames it was handed so.
+    csum: bool,
+    csum_offloaded: Arc<AtomicU64>,
 }
 
 /// Tries a full burst a few times before giving up on what the device will not take.
@@ -679,6 +686,12 @@ impl TxQueue for DpdkTxq {
         self.tso
     }
 
+    /// Where the device completes TCP and UDP checksums (`net_tap` does), frames whose
+    /// checksum is pending go to it with the checksum flags set.
+    fn tx_csum(&self) -> bool {
+        self.csum
+    }
+
     /// Packets in mbufs leave in them; the others are copied into mbufs allocated in bulk.
     fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
         register_thread();
@@ -705,6 +718,15 @@ impl TxQueue for DpdkTxq {
                 Err(Some(mut p)) => {
                     let m = if chained(&p) {
                         mbuf::tso_chain(&mut p, self.dev.pool, self.max_frame, self.tso_limit)
+                    } else if p.meta.csum_pending() {
+                        copies_left -= 1;
+                        let at = mbuf::tx_csum_prepare(&mut p);
+                        let m = self.copy_into_mbuf(&p, &mut spare, &mut n_spare, copies_left + 1);
+                        if let (Some(m), Some(at)) = (m, at) {
+                            mbuf::tx_csum(m, &at);
+                            self.csum_offloaded.fetch_add(1, Relaxed);
+                        }
+                        m
                     } else {
                         copies_left -= 1;
                         self.copy_into_mbuf(&p, &mut spare, &mut n_spare, copies_left + 1)
@@ -799,6 +821,8 @@ impl Port for DpdkPort {
                 mtu: usize::from(self.opts.mtu),
                 l2_in_mtu: self.driver == "net_tap",
             },
+            csum: self.offloads & dpdk_sys::OL_TX_CSUM != 0,
+            csum_offloaded: Arc::clone(&self.tx_csum_offload),
         })
     }
 
@@ -815,7 +839,12 @@ impl Port for DpdkPort {
     }
 
     fn xstats(&self) -> Vec<(String, u64)> {
-        self.read_xstats()
+        let mut x = self.read_xstats();
+        if self.offloads & dpdk_sys::OL_TX_CSUM != 0 {
+            let n = self.tx_csum_offload.load(Relaxed);
+            x.push(("tx_csum_offload".to_owned(), n));
+        }
+        x
     }
 
     /// Read from the device each time, as OVS's watchdog polls it; a change from what was

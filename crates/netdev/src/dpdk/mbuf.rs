@@ -211,6 +211,36 @@ pub(crate) fn tso_chain(
     Some(head)
 }
 
+/// Makes frame `p`, whose checksum is pending, ready for a device that completes TCP and
+/// UDP checksums: the field set to the pseudo-header sum with the L4 length (what DPDK wants
+/// without TSO). Returns where the headers are; `None` when the device cannot be asked (its
+/// headers are no longer TCP or UDP over IP, or IPv6 extension headers, which a device sums
+/// into its pseudo-header): the frame is then completed in software.
+pub(crate) fn tx_csum_prepare(p: &mut Packet) -> Option<datapath::csum_pending::L4Csum> {
+    let at = datapath::csum_pending::L4Csum::find(p.data(), p.meta.packet_type)
+        .filter(|at| !at.ipv6 || at.l4 - at.l3 == 40);
+    if at.is_none() {
+        datapath::csum_pending::complete(p);
+        return None;
+    }
+    datapath::csum_pending::prepare_partial(p)
+}
+
+/// Sets single-segment mbuf `m` for the device to complete the checksum found as `at`
+/// ([`tx_csum_prepare`]).
+pub(crate) fn tx_csum(m: *mut MbufHead, at: &datapath::csum_pending::L4Csum) {
+    // SAFETY: `m` is a filled mbuf owned by the caller, holding the frame `at` was found in.
+    unsafe {
+        dpdk_sys::fp_tx_csum(
+            m,
+            at.l3 as u16,
+            (at.l4 - at.l3) as u16,
+            i32::from(at.ipv6),
+            i32::from(at.offset == 6),
+        );
+    }
+}
+
 /// Most mbufs a super-frame takes: 64 KiB and its headers in 1 KiB pieces.
 const MAX_CHAIN: usize = 72;
 

@@ -2,8 +2,10 @@
 //! `GUEST_TSO4/6` (and `GUEST_ECN` for one with CWR), segmented for one that did not (UDP
 //! ones likewise with `GUEST_USO4/6`, UFO ones with `GUEST_UFO`, fragmented without); and
 //! super-frames from a guest checked against their virtio-net header, drops counted by reason.
+//! Ordinary frames whose checksum is pending: sent as `NEEDS_CSUM` to a guest that accepted
+//! `GUEST_CSUM`, completed for one that did not.
 
-use datapath::packet::{Batch, MAX_BURST, Pool};
+use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
 
 use super::copy::LongCopy;
 use super::features::{
@@ -45,19 +47,26 @@ type Received = (Vec<u8>, Vec<u8>);
 /// Sends super-frame `f` into a ring of 64 buffers of 2 KiB of a guest that accepted
 /// `acked`; the frames the guest reads, and the counts.
 fn send_super(f: &[u8], acked: u64) -> (Vec<Received>, [u64; 3]) {
-    send_marked(f, acked, false)
+    send_one(f, acked, |p| p.meta.gso_size = 1448)
 }
 
 /// [`send_super`] of a UFO super-frame when `ufo`.
 fn send_marked(f: &[u8], acked: u64, ufo: bool) -> (Vec<Received>, [u64; 3]) {
+    send_one(f, acked, |p| {
+        p.meta.gso_size = 1448;
+        p.meta.set_ufo(ufo);
+    })
+}
+
+/// Sends `f`, its packet's metadata set by `meta`, as [`send_super`] does.
+fn send_one(f: &[u8], acked: u64, meta: impl FnOnce(&mut Packet)) -> (Vec<Received>, [u64; 3]) {
     let mut g = Guest::new(64);
     let bufs = rx_ring(&mut g, 64, 2048);
     let mut r = g.ring_acked(HDR, acked);
     let mut pool = Pool::new(64, 0);
     let mut batch = Batch::new();
     let mut p = pool.packet_from(f, 0);
-    p.meta.gso_size = 1448;
-    p.meta.set_ufo(ufo);
+    meta(&mut p);
     batch.push(p);
     let mut counts = [0; 3];
     assert!(
@@ -110,6 +119,37 @@ fn super_frames_go_whole_to_a_guest_that_takes_them() {
         (f.len() - 34) as u16,
     );
     assert_eq!(got[50..52], pseudo.to_be_bytes());
+}
+
+#[test]
+fn a_pending_checksum_goes_to_a_guest_as_needs_csum_or_completed() {
+    // An ordinary TCP frame whose checksum field holds garbage, its checksum pending.
+    let mut f = tcp_super(1000, false);
+    f[50..52].copy_from_slice(&[0xde, 0xad]);
+    let pending = |p: &mut Packet| p.meta.set_csum_pending(true);
+    let pseudo = wire::checksum::pseudo_header_v4(
+        &[10, 0, 0, 1].into(),
+        &[10, 0, 0, 2].into(),
+        wire::IpProtocol::TCP,
+        (f.len() - 34) as u16,
+    );
+    for acked in [F_GUEST_CSUM, F_MRG_RXBUF | F_GUEST_CSUM] {
+        let (frames, counts) = send_one(&f, acked, pending);
+        assert_eq!(counts, [1, f.len() as u64, 0]);
+        let [(h, got)] = &frames[..] else { panic!() };
+        // NEEDS_CSUM, csum_start 34, csum_offset 16, num_buffers 1.
+        assert_eq!(h[..10], [1, 0, 0, 0, 0, 0, 34, 0, 16, 0], "{acked:#x}");
+        assert!(got[..50] == f[..50] && got[52..] == f[52..]);
+        assert_eq!(got[50..52], pseudo.to_be_bytes(), "the pseudo-header sum");
+    }
+    for acked in [0, F_MRG_RXBUF] {
+        let (frames, counts) = send_one(&f, acked, pending);
+        assert_eq!(counts, [1, f.len() as u64, 0]);
+        let [(h, got)] = &frames[..] else { panic!() };
+        assert_eq!(h[..10], [0; 10], "{acked:#x}: no offload asked");
+        let sum = wire::checksum::combine(&[pseudo, wire::checksum::data(&got[34..])]);
+        assert_eq!(sum, 0xffff, "{acked:#x}: completed");
+    }
 }
 
 /// A UDP super-frame: [`tcp_super`]'s frame with protocol UDP (its TCP header's first eight
@@ -254,6 +294,31 @@ fn tx_super_frames_need_tso() {
             assert_eq!(drops, [("rx_drop_gso_type".to_owned(), 1)]);
         }
     }
+}
+
+#[test]
+fn a_partial_checksum_from_a_guest_stays_pending_where_it_is_the_tcp_one() {
+    let f = tcp_super(1000, false);
+    let partial = |start: u16, offset: u16| {
+        let mut h = [0u8; HDR];
+        h[0] = vnet::F_NEEDS_CSUM;
+        h[6..8].copy_from_slice(&start.to_le_bytes());
+        h[8..10].copy_from_slice(&offset.to_le_bytes());
+        h
+    };
+    let (rx, drops) = recv_one(&partial(34, 16), &f, false);
+    assert!(rx.frames == [f.clone()], "untouched");
+    assert_eq!((rx.pending, rx.marked_gso), (vec![true], true));
+    assert!(drops.is_empty());
+    // A partial checksum elsewhere (summed from the IP header on, into the TCP source
+    // port's bytes, which hold 0) is completed at once.
+    let mut g = f.clone();
+    g[34..36].fill(0);
+    let (rx, _) = recv_one(&partial(14, 20), &g, false);
+    assert_eq!((rx.pending, rx.marked_gso), (vec![false], false));
+    let got = &rx.frames[0];
+    assert_eq!(wire::checksum::data(&got[14..]), 0xffff);
+    assert!(got[..34] == g[..34] && got[36..] == g[36..]);
 }
 
 #[test]

@@ -434,6 +434,12 @@ impl TxQueue for VhostTxq {
     fn takes_lent(&self) -> bool {
         true
     }
+
+    /// Frames whose checksum is pending go to a guest that accepted `GUEST_CSUM` as
+    /// `NEEDS_CSUM`, completed for one that did not.
+    fn tx_csum(&self) -> bool {
+        true
+    }
 }
 
 impl Port for VhostPort {

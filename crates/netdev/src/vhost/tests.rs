@@ -231,6 +231,8 @@ pub(super) struct Rx {
     pub(super) gso: Vec<u16>,
     /// Each packet's UFO mark.
     pub(super) ufo: Vec<bool>,
+    /// Each frame's checksum left pending.
+    pub(super) pending: Vec<bool>,
     pub(super) marked_gso: bool,
     pub(super) counts: [u64; 3],
 }
@@ -252,6 +254,7 @@ pub(super) fn recv(ring: &mut Ring, room: usize) -> Rx {
         frames: new.iter().map(|p| p.data().to_vec()).collect(),
         gso: new.iter().map(|p| p.meta.gso_size).collect(),
         ufo: new.iter().map(|p| p.meta.ufo()).collect(),
+        pending: new.iter().map(|p| p.meta.csum_pending()).collect(),
         marked_gso: batch.may_have_gso(),
         counts,
     };

@@ -64,6 +64,8 @@ pub(super) struct Ring {
 /// into its ring.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct GuestGso {
+    /// `GUEST_CSUM`: frames whose checksum is pending go to it as `NEEDS_CSUM`.
+    csum: bool,
     v4: bool,
     v6: bool,
     ecn: bool,
@@ -77,6 +79,7 @@ impl GuestGso {
     pub(super) fn of(acked: u64) -> GuestGso {
         let csum = acked & F_GUEST_CSUM != 0;
         GuestGso {
+            csum,
             v4: csum && acked & F_GUEST_TSO4 != 0,
             v6: csum && acked & F_GUEST_TSO6 != 0,
             ecn: acked & F_GUEST_ECN != 0,
@@ -341,8 +344,8 @@ impl Ring {
                 ufo: self.ufo,
             };
             match vnet::accept(&hdr, &mut p, gso) {
-                Ok(gso) => {
-                    if gso != 0 {
+                Ok(marked) => {
+                    if marked {
                         batch.mark_gso();
                     }
                     counts[0] += 1;
@@ -447,6 +450,7 @@ impl Ring {
             if let Some(s) = burst.single(q.next_avail)
                 && s.len as usize >= need
                 && p.meta.gso_size == 0
+                && !p.meta.csum_pending()
             {
                 let (head, dst) = (s.head, s.at);
                 // The header (all zero but `num_buffers`, 1) is compared and, if
@@ -481,7 +485,8 @@ impl Ring {
             }
             pool.materialize(p);
             let next = if p.meta.gso_size == 0 {
-                let c = self.send_chains(&mut q, avail, p, &[0; vnet::HDR_LEN]);
+                let h = self.hdr_of(p);
+                let c = self.send_chains(&mut q, avail, p, &h);
                 tally(c, frame_len, counts, &mut added)
             } else {
                 self.send_super(&mut q, avail, p, pool, counts, &mut added)
@@ -495,6 +500,21 @@ impl Ring {
         self.q = q;
         self.complete(added);
         result
+    }
+
+    /// The header of ordinary frame `p`: `NEEDS_CSUM` for one whose checksum is pending, to a
+    /// guest that accepted `GUEST_CSUM` (its checksum otherwise completed here), else none.
+    #[inline]
+    fn hdr_of(&self, p: &mut Packet) -> [u8; vnet::HDR_LEN] {
+        if p.meta.csum_pending() {
+            if self.guest_gso.csum
+                && let Some(h) = vnet::csum_hdr(p)
+            {
+                return h;
+            }
+            datapath::csum_pending::complete(p);
+        }
+        [0; vnet::HDR_LEN]
     }
 
     /// Sends `p` into the chains from the available slot `q.next_avail` on (up to the

@@ -285,6 +285,15 @@ impl Forwarder {
                 for (rx, tx) in ends.iter_mut() {
                     n += rx.recv(&mut pool, &mut b);
                     if !b.is_empty() {
+                        // As the datapath does: a pending checksum is completed for a
+                        // queue that does not take it so.
+                        if !tx.tx_csum() {
+                            for p in b.packets_mut() {
+                                if p.meta.csum_pending() {
+                                    datapath::csum_pending::complete(p);
+                                }
+                            }
+                        }
                         tx.send(&mut b, &mut pool);
                     }
                 }

@@ -1,0 +1,8 @@
+//! `datapath::csum_pending` on arbitrary frames with a pending checksum. The invariants are in
+//! `src/csum_pending.rs`.
+#![no_main]
+
+#[path = "../src/csum_pending.rs"]
+mod csum_pending;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| csum_pending::check_csum_pending(data));
