@@ -625,7 +625,7 @@ fn connections_beyond_a_cache_bucket() {
         for (md, &p) in mds.iter().zip(&ports) {
             assert_state!(md.state, want);
             assert_eq!(md.orig, orig(p));
-            let again = ct.recheck(cache, md.conn_ref, &md.orig, &track(5), now);
+            let again = ct.recheck(cache, md.conn_ref, &md.orig, &track(5), false, now);
             if md.conn_ref == 0 {
                 not += 1;
                 assert_eq!(again, None, "not cached: {p:?}");

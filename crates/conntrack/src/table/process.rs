@@ -297,10 +297,12 @@ impl Conntrack {
     }
 
     /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
-    /// connection at `conn_ref` in the cache, its original tuple `orig`): as OVS's kernel
-    /// datapath does for a packet whose connection is cached, the packet is not tracked again;
-    /// a commit only writes the mark and label. Returns the connection's mark and label, or
-    /// `None` when the connection is not at hand (or the action asks for NAT or `force`): then
+    /// connection at `conn_ref` in the cache, its original tuple `orig`): as OVS does for a
+    /// packet whose connection is cached (`process_one_fast`), the packet is not tracked
+    /// again; a commit only writes the mark and label. A `ct(nat)` is answered so only for a
+    /// packet an earlier `ct(nat)` of the zone translated (`natted`), which is not translated
+    /// again. Returns the connection's mark and label, or `None` when the connection is not at
+    /// hand (or the action asks for `force`, or for NAT of a packet not translated yet): then
     /// [`Self::process`] the packet.
     #[inline]
     pub fn recheck(
@@ -309,9 +311,10 @@ impl Conntrack {
         conn_ref: u32,
         orig: &Tuple,
         args: &CtArgs,
+        natted: bool,
         now: u64,
     ) -> Option<(u32, u128)> {
-        if conn_ref == 0 || args.nat.is_some() || args.force {
+        if conn_ref == 0 || (args.nat.is_some() && !natted) || args.force {
             return None;
         }
         // The number of buckets divides 2^32, so the bucket is the same as the full hash's.
