@@ -185,7 +185,10 @@ fn a_second_ct_nat_of_a_translated_packet_keeps_it() {
     let mut pmd = pmd_with_flows(
         &ct,
         &[
-            (format!("ct_state(-trk),recirc_id(0),{PLAIN}"), "ct(nat),recirc(0x1)"),
+            (
+                format!("ct_state(-trk),recirc_id(0),{PLAIN}"),
+                "ct(nat),recirc(0x1)",
+            ),
             (
                 format!("ct_state(+new+trk),recirc_id(0x1),{PLAIN}"),
                 "ct(commit,nat(src=10.2.0.1)),recirc(0x2)",
@@ -209,7 +212,10 @@ fn a_second_ct_nat_of_a_translated_packet_keeps_it() {
     assert_eq!(ct.stats().committed, 1);
     let d = ct.dump(None, conntrack::now_ms());
     assert_eq!(d.len(), 1);
-    assert_eq!(d[0].reply.dst_v4(), "10.2.0.1".parse::<std::net::Ipv4Addr>().unwrap());
+    assert_eq!(
+        d[0].reply.dst_v4(),
+        "10.2.0.1".parse::<std::net::Ipv4Addr>().unwrap()
+    );
 }
 
 #[test]
