@@ -511,7 +511,7 @@ impl Conntrack {
                 reply_tuple: &c.reply,
                 id: c.id,
                 mark: c.mark.load(Relaxed),
-                label: l.label,
+                label: c.label_held(),
                 reply,
                 nat: translate,
             };
@@ -575,23 +575,43 @@ impl Conntrack {
     }
 
     /// A commit's `mark` and `label` writes, serialized by the connection's lock. Returns
-    /// the mark and label after them, read under the same lock (the packet's, without taking
-    /// the lock again to read the label).
+    /// the mark and label after them (the packet's). A commit that finds them as it would
+    /// write them (every packet's of an established connection, in OVN's pipelines) writes
+    /// nothing and takes no lock.
+    #[inline]
     fn set_mark_label(&self, c: &Conn, args: &CtArgs) -> (u32, u128) {
-        let mut l = c.locked.lock().unwrap();
-        let mut mark = c.mark.load(Relaxed);
-        if let Some((v, m)) = args.mark {
-            mark = (mark & !m) | (v & m);
+        let now = (c.mark.load(Relaxed), c.label());
+        if Self::mark_label_after(args, now) == now {
+            return now;
+        }
+        Self::write_mark_label(c, args)
+    }
+
+    /// The mark and label a commit makes of `(mark, label)`.
+    #[inline]
+    fn mark_label_after(args: &CtArgs, (mark, label): (u32, u128)) -> (u32, u128) {
+        (
+            args.mark.map_or(mark, |(v, m)| (mark & !m) | (v & m)),
+            args.label.map_or(label, |(v, m)| (label & !m) | (v & m)),
+        )
+    }
+
+    /// [`Self::set_mark_label`] when it changes them: under the connection's lock.
+    #[cold]
+    fn write_mark_label(c: &Conn, args: &CtArgs) -> (u32, u128) {
+        let _l = c.locked.lock().unwrap();
+        let (mark, label) = Self::mark_label_after(args, (c.mark.load(Relaxed), c.label_held()));
+        if args.mark.is_some() {
             c.mark.store(mark, Relaxed);
         }
-        if let Some((v, m)) = args.label {
-            l.label = (l.label & !m) | (v & m);
-            c.labeled.store(l.label != 0, Relaxed);
+        if args.label.is_some() {
+            c.store_label(label);
         }
-        (mark, l.label)
+        (mark, label)
     }
 
     /// A packet of no connection: `+new`, and committed when asked.
+    #[inline(always)]
     fn new_conn(
         &self,
         cache: &mut CtCache,
@@ -700,6 +720,8 @@ impl Conntrack {
                 *c.class.get_mut() = class as u8;
                 *c.mark.get_mut() = mark;
                 *c.labeled.get_mut() = label != 0;
+                *c.label_words[0].get_mut() = label as u64;
+                *c.label_words[1].get_mut() = (label >> 64) as u64;
                 if !Arc::ptr_eq(&c.policy, &policy) {
                     c.policy = policy.clone();
                 }
@@ -708,7 +730,6 @@ impl Conntrack {
                     .get_mut()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 l.tcp = tcp;
-                l.label = label;
                 l.alg = alg;
                 pooled.expect("a pooled connection")
             } else {
@@ -728,8 +749,13 @@ impl Conntrack {
                     class: AtomicU8::new(class as u8),
                     mark: AtomicU32::new(mark),
                     labeled: AtomicBool::new(label != 0),
+                    label_seq: AtomicU32::new(0),
                     policy: policy.clone(),
-                    locked: Mutex::new(Locked { tcp, label, alg }),
+                    label_words: [
+                        AtomicU64::new(label as u64),
+                        AtomicU64::new((label >> 64) as u64),
+                    ],
+                    locked: Mutex::new(Locked { tcp, alg }),
                 })
             };
             (md.mark, md.label) = if exp.is_none() && (args.mark.is_some() || args.label.is_some())
