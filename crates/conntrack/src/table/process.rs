@@ -182,29 +182,7 @@ impl Conntrack {
         };
         let t = &p.tuple;
         if p.related {
-            // An ICMP error: the connection of the packet it carries, in the other direction.
-            let r = t.reverse();
-            let found = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, _| {
-                md.state = TRK | REL | if reply { RPL } else { 0 };
-                md.mark = c.mark.load(Relaxed);
-                md.label = c.label();
-                md.orig = c.orig;
-                // NAT: the error, and the packet it quotes, are translated as the connection's
-                // own packets of their directions are.
-                let f = c.nat_flags();
-                if args.nat.is_some() && f != 0 {
-                    md.state |= f;
-                    *nat = Some(NatRewrite {
-                        icmp_error: true,
-                        ..rewrite_for(c, reply)
-                    });
-                }
-            });
-            if found.is_none() {
-                self.counters.related_unknown.fetch_add(1, Relaxed);
-                self.invalid(md);
-            }
-            return;
+            return self.process_related(cache, t, md, nat, args, now);
         }
         // A TCP segment, and what an ALG reads of it (not a datagram's first fragment alone).
         let mut view = AlgView::Skip;
@@ -290,10 +268,65 @@ impl Conntrack {
             Some(Some(c)) => Some(c),
             None => None,
         };
+        self.start(cache, p, seg.as_ref(), stale, md, nat, args, now);
+    }
+
+    /// A packet of no connection, or of one it reopens (`stale`, taken out first): out of
+    /// line, so that the path of known connections keeps its registers.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn start(
+        &self,
+        cache: &mut CtCache,
+        p: &key::Parsed,
+        seg: Option<&Segment>,
+        stale: Option<Arc<Conn>>,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) {
         if let Some(c) = stale {
             self.remove(&c);
         }
-        *nat = self.new_conn(cache, p, seg.as_ref(), md, args, now);
+        *nat = self.new_conn(cache, p, seg, md, args, now);
+    }
+
+    /// An ICMP error (tuple `t`, of the packet it quotes): tracked by the connection of the
+    /// quoted packet, in the other direction.
+    #[cold]
+    #[inline(never)]
+    fn process_related(
+        &self,
+        cache: &mut CtCache,
+        t: &Tuple,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) {
+        // An ICMP error: the connection of the packet it carries, in the other direction.
+        let r = t.reverse();
+        let found = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, _| {
+            md.state = TRK | REL | if reply { RPL } else { 0 };
+            md.mark = c.mark.load(Relaxed);
+            md.label = c.label();
+            md.orig = c.orig;
+            // NAT: the error, and the packet it quotes, are translated as the connection's
+            // own packets of their directions are.
+            let f = c.nat_flags();
+            if args.nat.is_some() && f != 0 {
+                md.state |= f;
+                *nat = Some(NatRewrite {
+                    icmp_error: true,
+                    ..rewrite_for(c, reply)
+                });
+            }
+        });
+        if found.is_none() {
+            self.counters.related_unknown.fetch_add(1, Relaxed);
+            self.invalid(md);
+        }
     }
 
     /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
@@ -656,9 +689,9 @@ impl Conntrack {
                 .filter(|e| self.parent_alive(e, now))
         };
         md.state = TRK | NEW | if exp.is_some() { REL } else { 0 };
-        md.mark = exp.map_or(0, |e| e.mark);
-        md.label = exp.map_or(0, |e| e.label);
-        md.orig = exp.map_or(*t, |e| e.parent);
+        md.mark = exp.as_ref().map_or(0, |e| e.mark);
+        md.label = exp.as_ref().map_or(0, |e| e.label);
+        md.orig = exp.as_ref().map_or(*t, |e| e.parent);
         if !args.commit {
             return None;
         }
@@ -669,12 +702,12 @@ impl Conntrack {
         let policy = self.policy_cached(cache, t.zone);
         let nat = args.nat.filter(|n| n.kind.is_some() && exp.is_none());
         // A related connection is translated as its parent's counterpart, by any `nat`.
-        let exp_nat = exp.filter(|_| args.nat.is_some());
+        let exp_nat = exp.as_ref().filter(|_| args.nat.is_some());
         let helper = args.helper.filter(|h| h.proto() == t.proto);
         // A second try only for NAT: a concurrent commit may have taken the tuple picked.
         for attempt in 0..if nat.is_some() { 2 } else { 1 } {
             let mut reply = t.reverse();
-            if let Some(e) = &exp_nat {
+            if let Some(e) = exp_nat {
                 reply = e.nat_reply(t);
             }
             if let Some(n) = &nat {
@@ -695,10 +728,10 @@ impl Conntrack {
             };
             let ms = policy.ms(class);
             let id = self.next_id.fetch_add(1, Relaxed);
-            let (mark, label) = exp.map_or((0, 0), |e| (e.mark, e.label));
+            let (mark, label) = exp.as_ref().map_or((0, 0), |e| (e.mark, e.label));
             let alg = (exp.is_some() || helper.is_some()).then(|| {
                 Box::new(alg::ConnAlg {
-                    parent: exp.map(|e| e.parent),
+                    parent: exp.as_ref().map(|e| e.parent),
                     ..Default::default()
                 })
             });

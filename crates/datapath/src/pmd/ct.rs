@@ -58,19 +58,22 @@ impl Pmd {
                 frags = true;
                 continue;
             }
+            let tracked = p.meta.ct_state != 0;
             let natted = natted(p, args.zone);
-            if keep && (!nat || natted) && crate::ct::cached_ref(p, args.zone) {
-                continue;
-            }
-            // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
-            if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
-                && let Some((mark, label)) =
-                    ct.recheck(&self.ct_cache, conn_ref, &orig, args, natted, now)
-            {
-                if writes {
-                    self.ct_ml.push((i as u8, mark, label));
+            if tracked {
+                if keep && (!nat || natted) && crate::ct::cached_ref(p, args.zone) {
+                    continue;
                 }
-                continue;
+                // Tracked by an earlier ct() of this zone: not again (`Conntrack::recheck`).
+                if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
+                    && let Some((mark, label)) =
+                        ct.recheck(&self.ct_cache, conn_ref, &orig, args, natted, now)
+                {
+                    if writes {
+                        self.ct_ml.push((i as u8, mark, label));
+                    }
+                    continue;
+                }
             }
             idx[n] = i as u8;
             v6s[n] = v6;
@@ -80,7 +83,7 @@ impl Pmd {
                 v6,
                 frag_l4_len: None,
                 // An earlier ct() checked the headers (rewrites since keep them valid).
-                verified: p.meta.ct_state != 0,
+                verified: tracked,
                 natted,
             };
             n += 1;
