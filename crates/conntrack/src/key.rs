@@ -530,28 +530,29 @@ fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed>
     if !ok_len || sport == 0 || dport == 0 {
         return None;
     }
-    let mut t = Tuple {
-        zone,
-        proto,
-        sport,
-        dport,
-        ..Tuple::default()
+    let mut p = Parsed {
+        tuple: Tuple {
+            zone,
+            proto,
+            sport,
+            dport,
+            ..Tuple::default()
+        },
+        related: false,
+        l4: l3 + 20,
+        l4_len,
+        hash: 0,
     };
-    t.src[..4].copy_from_slice(&h[12..16]);
-    t.dst[..4].copy_from_slice(&h[16..20]);
+    p.tuple.src[..4].copy_from_slice(&h[12..16]);
+    p.tuple.dst[..4].copy_from_slice(&h[16..20]);
     if checks {
         let udp_none = proto == UDP && be16(h, 26) == 0;
         if checksum::data(&h[..20]) != 0xffff
-            || (!udp_none && !l4_csum_ok(d, &t, &d[l3 + 20..l3 + tot]))
+            || (!udp_none && !l4_csum_ok(d, &p.tuple, &d[l3 + 20..l3 + tot]))
         {
             return None;
         }
     }
-    Some(Parsed {
-        tuple: t,
-        related: false,
-        l4: l3 + 20,
-        l4_len,
-        hash: t.hash(),
-    })
+    p.hash = p.tuple.hash();
+    Some(p)
 }

@@ -625,7 +625,7 @@ fn connections_beyond_a_cache_bucket() {
         for (md, &p) in mds.iter().zip(&ports) {
             assert_state!(md.state, want);
             assert_eq!(md.orig, orig(p));
-            let again = ct.recheck(cache, md.conn_ref, &md.orig, &track(5), now);
+            let again = ct.recheck(cache, md.conn_ref, &md.orig, &track(5), false, now);
             if md.conn_ref == 0 {
                 not += 1;
                 assert_eq!(again, None, "not cached: {p:?}");
@@ -1642,6 +1642,49 @@ fn mark_label_not_set_without_commit() {
     let (md, _) = t.run(&udp_ab(), &no_commit, 2);
     assert_eq!((md.mark, md.label), (0, 0));
     assert_eq!((t.dump(2)[0].mark, t.dump(2)[0].label), (0, 0));
+}
+
+/// Packets read a connection's label without its lock while commits change it: each reads
+/// one of the labels written, never half of one and half of another (the label's two words),
+/// and a commit that finds the label as it would write it leaves it.
+#[test]
+fn a_label_read_while_commits_write_it_is_whole() {
+    const A: u128 = u64::MAX as u128;
+    const B: u128 = A << 64;
+    let ct = Conntrack::new();
+    let f = udp_ab();
+    let label = |v: u128| CtArgs {
+        label: Some((v, u128::MAX)),
+        ..commit(5)
+    };
+    let run = |cache: &mut CtCache, args: &CtArgs| {
+        let mut md = CtMeta::default();
+        ct.process(cache, &packet(&f), &mut md, args, 0);
+        md
+    };
+    assert_eq!(run(&mut CtCache::new(), &label(A)).label, A);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut cache = CtCache::new();
+            for i in 0..20_000 {
+                let v = if i % 2 == 0 { B } else { A };
+                assert_eq!(run(&mut cache, &label(v)).label, v);
+            }
+        });
+        let mut cache = CtCache::new();
+        for _ in 0..20_000 {
+            let l = run(&mut cache, &track(5)).label;
+            assert!(l == A || l == B, "a torn label: {l:#x}");
+        }
+    });
+    let mut cache = CtCache::new();
+    let l = run(&mut cache, &track(5)).label;
+    assert_eq!(
+        run(&mut cache, &label(l)).label,
+        l,
+        "a commit of the same label"
+    );
+    assert_eq!(ct.dump(None, 0)[0].label, l);
 }
 
 /// A refused commit (limit) does not hand the packet a mark it asked for.

@@ -175,6 +175,49 @@ fn a_second_ct_of_a_burst_the_first_found_keeps_its_state() {
     assert_eq!(ct.dump(None, conntrack::now_ms()).len(), 1);
 }
 
+/// The anchor's NAT pipeline (`ct(nat)`, then `ct(commit,nat(src=...))` for `+new`): once the
+/// connection is committed, the first `ct(nat)` translates each packet and the second, finding
+/// it translated already, keeps its state and does not translate it again: the third pass sees
+/// `+snat` and the translated source, and nothing is committed again.
+#[test]
+fn a_second_ct_nat_of_a_translated_packet_keeps_it() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let mut pmd = pmd_with_flows(
+        &ct,
+        &[
+            (
+                format!("ct_state(-trk),recirc_id(0),{PLAIN}"),
+                "ct(nat),recirc(0x1)",
+            ),
+            (
+                format!("ct_state(+new+trk),recirc_id(0x1),{PLAIN}"),
+                "ct(commit,nat(src=10.2.0.1)),recirc(0x2)",
+            ),
+            (
+                "ct_state(+new+snat+trk),recirc_id(0x2),in_port(p0),eth_type(0x0800),\
+                 ipv4(src=10.2.0.1,frag=no)"
+                    .into(),
+                "p1",
+            ),
+        ],
+    );
+    for _ in 0..8 {
+        pmd.poll_once();
+    }
+    let s = pmd.stats();
+    assert_eq!(s.lost_upcalls, 0, "every packet matched a flow");
+    assert_eq!(s.tx_packets, 32, "translated once, +snat, and sent");
+    assert_eq!(s.ct_packets, 64, "both ct() counted every packet");
+    assert_eq!(s.rewrite_errors, 0);
+    assert_eq!(ct.stats().committed, 1);
+    let d = ct.dump(None, conntrack::now_ms());
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        d[0].reply.dst_v4(),
+        "10.2.0.1".parse::<std::net::Ipv4Addr>().unwrap()
+    );
+}
+
 #[test]
 fn a_new_table_tracks_from_the_next_packet() {
     let (a, b) = (

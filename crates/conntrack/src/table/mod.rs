@@ -39,7 +39,9 @@ pub use timeout_policy::{Policy, TimeoutClass};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{
-    AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed,
+    AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+    fence,
 };
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -59,18 +61,20 @@ enum Kind {
     Icmp,
 }
 
-/// What changes only under the connection's lock: TCP's window state, and the label.
+/// What changes only under the connection's lock: TCP's window state, the ALG's state. (The
+/// label is written under it too, but kept in the connection: [`Conn::label`].)
 #[derive(Debug, Default)]
 struct Locked {
     tcp: Option<Box<TcpConn>>,
-    label: u128,
     /// A related connection's parent, a control connection's sequence adjustment.
     alg: Option<Box<alg::ConnAlg>>,
 }
 
 /// One connection. UDP and ICMP packets update it with relaxed atomics only (state, timeout
-/// class, expiry); TCP segments take its lock for the window tracker; a commit that writes the
-/// mark or label takes it too, so writers are serialized.
+/// class, expiry); TCP segments take its lock for the window tracker; a commit that changes the
+/// mark or label takes it too, so writers are serialized. The label is read without the lock
+/// (a sequence lock over its two words: [`Conn::label`]), so a commit that finds the mark and
+/// label as it would write them takes no lock at all.
 ///
 /// Laid out so that a packet of the original direction touches one cache line: the fields
 /// every packet reads and the original tuple come first, and the connection starts a line
@@ -88,7 +92,7 @@ struct Conn {
     reply_seen: AtomicBool,
     /// The timeout class, as `TimeoutClass as u8`.
     class: AtomicU8,
-    /// Whether the label is not zero (it is read under the lock only then).
+    /// Whether the label is not zero (its words are read only then).
     labeled: AtomicBool,
     orig: Tuple,
     /// The reply direction's tuple, after NAT.
@@ -97,7 +101,11 @@ struct Conn {
     /// The connection's ALG, and whether an expectation made it (`+rel`).
     helper: Option<Helper>,
     related: bool,
+    /// The label's sequence: odd while a writer (holding the lock) changes its words.
+    label_seq: AtomicU32,
     policy: Arc<Policy>,
+    /// The label, low word first: written under the lock ([`Conn::store_label`]).
+    label_words: [AtomicU64; 2],
     locked: Mutex<Locked>,
     /// The expiry queue the connection is in ([`Conntrack`]'s `queues`).
     queue: u8,
@@ -144,18 +152,46 @@ impl Conn {
         new < cur
     }
 
+    /// The label, without the lock: its words between two reads of the same even sequence
+    /// (a sequence lock); while a writer is at them, under the lock.
     #[inline]
     fn label(&self) -> u128 {
-        if self.labeled.load(Relaxed) {
-            self.label_locked()
+        if !self.labeled.load(Relaxed) {
+            return 0;
+        }
+        let seq = self.label_seq.load(Acquire);
+        let v = self.label_held();
+        fence(Acquire);
+        if seq & 1 == 0 && self.label_seq.load(Relaxed) == seq {
+            v
         } else {
-            0
+            self.label_locked()
         }
     }
 
     #[cold]
     fn label_locked(&self) -> u128 {
-        self.locked.lock().unwrap().label
+        let _l = self.locked.lock().unwrap();
+        self.label_held()
+    }
+
+    /// The label's words as they are: the label when the caller holds the lock (or reads
+    /// them between two reads of the sequence).
+    #[inline]
+    fn label_held(&self) -> u128 {
+        let [lo, hi] = &self.label_words;
+        u128::from(lo.load(Relaxed)) | u128::from(hi.load(Relaxed)) << 64
+    }
+
+    /// Writes the label; the caller holds the connection's lock (writers are serialized).
+    fn store_label(&self, label: u128) {
+        let seq = self.label_seq.load(Relaxed);
+        self.label_seq.store(seq.wrapping_add(1), Relaxed);
+        fence(Release);
+        self.label_words[0].store(label as u64, Relaxed);
+        self.label_words[1].store((label >> 64) as u64, Relaxed);
+        self.label_seq.store(seq.wrapping_add(2), Release);
+        self.labeled.store(label != 0, Relaxed);
     }
 }
 
@@ -442,7 +478,7 @@ impl Conntrack {
                     reply: c.reply,
                     id: c.id,
                     mark: c.mark.load(Relaxed),
-                    label: l.label,
+                    label: c.label_held(),
                     timeout_secs: c.expires.load(Relaxed).saturating_sub(now) / 1000,
                     tcp_state: l.tcp.as_ref().map(|t| t.state_name()),
                     tcp: l.tcp.as_deref().cloned(),

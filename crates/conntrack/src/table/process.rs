@@ -182,29 +182,7 @@ impl Conntrack {
         };
         let t = &p.tuple;
         if p.related {
-            // An ICMP error: the connection of the packet it carries, in the other direction.
-            let r = t.reverse();
-            let found = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, _| {
-                md.state = TRK | REL | if reply { RPL } else { 0 };
-                md.mark = c.mark.load(Relaxed);
-                md.label = c.label();
-                md.orig = c.orig;
-                // NAT: the error, and the packet it quotes, are translated as the connection's
-                // own packets of their directions are.
-                let f = c.nat_flags();
-                if args.nat.is_some() && f != 0 {
-                    md.state |= f;
-                    *nat = Some(NatRewrite {
-                        icmp_error: true,
-                        ..rewrite_for(c, reply)
-                    });
-                }
-            });
-            if found.is_none() {
-                self.counters.related_unknown.fetch_add(1, Relaxed);
-                self.invalid(md);
-            }
-            return;
+            return self.process_related(cache, t, md, nat, args, now);
         }
         // A TCP segment, and what an ALG reads of it (not a datagram's first fragment alone).
         let mut view = AlgView::Skip;
@@ -290,17 +268,74 @@ impl Conntrack {
             Some(Some(c)) => Some(c),
             None => None,
         };
+        self.start(cache, p, seg.as_ref(), stale, md, nat, args, now);
+    }
+
+    /// A packet of no connection, or of one it reopens (`stale`, taken out first): out of
+    /// line, so that the path of known connections keeps its registers.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn start(
+        &self,
+        cache: &mut CtCache,
+        p: &key::Parsed,
+        seg: Option<&Segment>,
+        stale: Option<Arc<Conn>>,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) {
         if let Some(c) = stale {
             self.remove(&c);
         }
-        *nat = self.new_conn(cache, p, seg.as_ref(), md, args, now);
+        *nat = self.new_conn(cache, p, seg, md, args, now);
+    }
+
+    /// An ICMP error (tuple `t`, of the packet it quotes): tracked by the connection of the
+    /// quoted packet, in the other direction.
+    #[cold]
+    #[inline(never)]
+    fn process_related(
+        &self,
+        cache: &mut CtCache,
+        t: &Tuple,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) {
+        // An ICMP error: the connection of the packet it carries, in the other direction.
+        let r = t.reverse();
+        let found = self.with_conn(cache, &r, r.hash(), now, |c, reply, _, _| {
+            md.state = TRK | REL | if reply { RPL } else { 0 };
+            md.mark = c.mark.load(Relaxed);
+            md.label = c.label();
+            md.orig = c.orig;
+            // NAT: the error, and the packet it quotes, are translated as the connection's
+            // own packets of their directions are.
+            let f = c.nat_flags();
+            if args.nat.is_some() && f != 0 {
+                md.state |= f;
+                *nat = Some(NatRewrite {
+                    icmp_error: true,
+                    ..rewrite_for(c, reply)
+                });
+            }
+        });
+        if found.is_none() {
+            self.counters.related_unknown.fetch_add(1, Relaxed);
+            self.invalid(md);
+        }
     }
 
     /// A later `ct()` of a packet an earlier `ct()` of this zone already tracked (its
-    /// connection at `conn_ref` in the cache, its original tuple `orig`): as OVS's kernel
-    /// datapath does for a packet whose connection is cached, the packet is not tracked again;
-    /// a commit only writes the mark and label. Returns the connection's mark and label, or
-    /// `None` when the connection is not at hand (or the action asks for NAT or `force`): then
+    /// connection at `conn_ref` in the cache, its original tuple `orig`): as OVS does for a
+    /// packet whose connection is cached (`process_one_fast`), the packet is not tracked
+    /// again; a commit only writes the mark and label. A `ct(nat)` is answered so only for a
+    /// packet an earlier `ct(nat)` of the zone translated (`natted`), which is not translated
+    /// again. Returns the connection's mark and label, or `None` when the connection is not at
+    /// hand (or the action asks for `force`, or for NAT of a packet not translated yet): then
     /// [`Self::process`] the packet.
     #[inline]
     pub fn recheck(
@@ -309,9 +344,10 @@ impl Conntrack {
         conn_ref: u32,
         orig: &Tuple,
         args: &CtArgs,
+        natted: bool,
         now: u64,
     ) -> Option<(u32, u128)> {
-        if conn_ref == 0 || args.nat.is_some() || args.force {
+        if conn_ref == 0 || (args.nat.is_some() && !natted) || args.force {
             return None;
         }
         // The number of buckets divides 2^32, so the bucket is the same as the full hash's.
@@ -508,7 +544,7 @@ impl Conntrack {
                 reply_tuple: &c.reply,
                 id: c.id,
                 mark: c.mark.load(Relaxed),
-                label: l.label,
+                label: c.label_held(),
                 reply,
                 nat: translate,
             };
@@ -572,23 +608,43 @@ impl Conntrack {
     }
 
     /// A commit's `mark` and `label` writes, serialized by the connection's lock. Returns
-    /// the mark and label after them, read under the same lock (the packet's, without taking
-    /// the lock again to read the label).
+    /// the mark and label after them (the packet's). A commit that finds them as it would
+    /// write them (every packet's of an established connection, in OVN's pipelines) writes
+    /// nothing and takes no lock.
+    #[inline]
     fn set_mark_label(&self, c: &Conn, args: &CtArgs) -> (u32, u128) {
-        let mut l = c.locked.lock().unwrap();
-        let mut mark = c.mark.load(Relaxed);
-        if let Some((v, m)) = args.mark {
-            mark = (mark & !m) | (v & m);
+        let now = (c.mark.load(Relaxed), c.label());
+        if Self::mark_label_after(args, now) == now {
+            return now;
+        }
+        Self::write_mark_label(c, args)
+    }
+
+    /// The mark and label a commit makes of `(mark, label)`.
+    #[inline]
+    fn mark_label_after(args: &CtArgs, (mark, label): (u32, u128)) -> (u32, u128) {
+        (
+            args.mark.map_or(mark, |(v, m)| (mark & !m) | (v & m)),
+            args.label.map_or(label, |(v, m)| (label & !m) | (v & m)),
+        )
+    }
+
+    /// [`Self::set_mark_label`] when it changes them: under the connection's lock.
+    #[cold]
+    fn write_mark_label(c: &Conn, args: &CtArgs) -> (u32, u128) {
+        let _l = c.locked.lock().unwrap();
+        let (mark, label) = Self::mark_label_after(args, (c.mark.load(Relaxed), c.label_held()));
+        if args.mark.is_some() {
             c.mark.store(mark, Relaxed);
         }
-        if let Some((v, m)) = args.label {
-            l.label = (l.label & !m) | (v & m);
-            c.labeled.store(l.label != 0, Relaxed);
+        if args.label.is_some() {
+            c.store_label(label);
         }
-        (mark, l.label)
+        (mark, label)
     }
 
     /// A packet of no connection: `+new`, and committed when asked.
+    #[inline(always)]
     fn new_conn(
         &self,
         cache: &mut CtCache,
@@ -633,9 +689,9 @@ impl Conntrack {
                 .filter(|e| self.parent_alive(e, now))
         };
         md.state = TRK | NEW | if exp.is_some() { REL } else { 0 };
-        md.mark = exp.map_or(0, |e| e.mark);
-        md.label = exp.map_or(0, |e| e.label);
-        md.orig = exp.map_or(*t, |e| e.parent);
+        md.mark = exp.as_ref().map_or(0, |e| e.mark);
+        md.label = exp.as_ref().map_or(0, |e| e.label);
+        md.orig = exp.as_ref().map_or(*t, |e| e.parent);
         if !args.commit {
             return None;
         }
@@ -646,12 +702,12 @@ impl Conntrack {
         let policy = self.policy_cached(cache, t.zone);
         let nat = args.nat.filter(|n| n.kind.is_some() && exp.is_none());
         // A related connection is translated as its parent's counterpart, by any `nat`.
-        let exp_nat = exp.filter(|_| args.nat.is_some());
+        let exp_nat = exp.as_ref().filter(|_| args.nat.is_some());
         let helper = args.helper.filter(|h| h.proto() == t.proto);
         // A second try only for NAT: a concurrent commit may have taken the tuple picked.
         for attempt in 0..if nat.is_some() { 2 } else { 1 } {
             let mut reply = t.reverse();
-            if let Some(e) = &exp_nat {
+            if let Some(e) = exp_nat {
                 reply = e.nat_reply(t);
             }
             if let Some(n) = &nat {
@@ -672,10 +728,10 @@ impl Conntrack {
             };
             let ms = policy.ms(class);
             let id = self.next_id.fetch_add(1, Relaxed);
-            let (mark, label) = exp.map_or((0, 0), |e| (e.mark, e.label));
+            let (mark, label) = exp.as_ref().map_or((0, 0), |e| (e.mark, e.label));
             let alg = (exp.is_some() || helper.is_some()).then(|| {
                 Box::new(alg::ConnAlg {
-                    parent: exp.map(|e| e.parent),
+                    parent: exp.as_ref().map(|e| e.parent),
                     ..Default::default()
                 })
             });
@@ -697,6 +753,8 @@ impl Conntrack {
                 *c.class.get_mut() = class as u8;
                 *c.mark.get_mut() = mark;
                 *c.labeled.get_mut() = label != 0;
+                *c.label_words[0].get_mut() = label as u64;
+                *c.label_words[1].get_mut() = (label >> 64) as u64;
                 if !Arc::ptr_eq(&c.policy, &policy) {
                     c.policy = policy.clone();
                 }
@@ -705,7 +763,6 @@ impl Conntrack {
                     .get_mut()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 l.tcp = tcp;
-                l.label = label;
                 l.alg = alg;
                 pooled.expect("a pooled connection")
             } else {
@@ -725,8 +782,13 @@ impl Conntrack {
                     class: AtomicU8::new(class as u8),
                     mark: AtomicU32::new(mark),
                     labeled: AtomicBool::new(label != 0),
+                    label_seq: AtomicU32::new(0),
                     policy: policy.clone(),
-                    locked: Mutex::new(Locked { tcp, label, alg }),
+                    label_words: [
+                        AtomicU64::new(label as u64),
+                        AtomicU64::new((label >> 64) as u64),
+                    ],
+                    locked: Mutex::new(Locked { tcp, alg }),
                 })
             };
             (md.mark, md.label) = if exp.is_none() && (args.mark.is_some() || args.label.is_some())

@@ -18,9 +18,12 @@ impl Pmd {
         let writes = args.commit && (args.mark.is_some() || args.label.is_some());
         // A packet an earlier ct() of this zone tracked keeps what that one said, as a packet
         // keeps its reference to the connection in the kernel's datapath: unless this one
-        // writes the mark or label, or translates, the connection is not even looked at.
-        let keep = !writes && args.nat.is_none() && !args.force;
-        if keep && all_kept(batch, args.zone) {
+        // writes the mark or label, or has a translation to make, the connection is not even
+        // looked at. A packet an earlier ct(nat) of the zone translated is not translated again
+        // (OVS's `handle_nat` on a packet's cached connection), so a ct(nat) keeps it too.
+        let keep = !writes && !args.force;
+        let nat = args.nat.is_some();
+        if keep && all_kept(batch, args.zone, nat) {
             // The common second ct() of a pipeline: nothing to track, not even the clock.
             self.stats.ct_packets += batch.len() as u64;
             return true;
@@ -55,17 +58,22 @@ impl Pmd {
                 frags = true;
                 continue;
             }
-            if keep && crate::ct::cached_ref(p, args.zone) {
-                continue;
-            }
-            // Tracked by an earlier ct() of this zone: not again (see `Conntrack::recheck`).
-            if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
-                && let Some((mark, label)) = ct.recheck(&self.ct_cache, conn_ref, &orig, args, now)
-            {
-                if writes {
-                    self.ct_ml.push((i as u8, mark, label));
+            let tracked = p.meta.ct_state != 0;
+            let natted = natted(p, args.zone);
+            if tracked {
+                if keep && (!nat || natted) && crate::ct::cached_ref(p, args.zone) {
+                    continue;
                 }
-                continue;
+                // Tracked by an earlier ct() of this zone: not again (`Conntrack::recheck`).
+                if let Some((conn_ref, orig)) = crate::ct::cached(p, args.zone, v6)
+                    && let Some((mark, label)) =
+                        ct.recheck(&self.ct_cache, conn_ref, &orig, args, natted, now)
+                {
+                    if writes {
+                        self.ct_ml.push((i as u8, mark, label));
+                    }
+                    continue;
+                }
             }
             idx[n] = i as u8;
             v6s[n] = v6;
@@ -77,8 +85,8 @@ impl Pmd {
                 // An earlier ct() checked the headers (rewrites since keep them valid), or
                 // the checksum is pending: not wrong, only not there yet (Linux trusts
                 // CHECKSUM_PARTIAL; a local stack built the headers).
-                verified: p.meta.ct_state != 0 || p.meta.csum_pending(),
-                natted: natted(p, args.zone),
+                verified: tracked || p.meta.csum_pending(),
+                natted,
             };
             n += 1;
         }
@@ -239,13 +247,14 @@ impl Pmd {
 }
 
 /// Whether every packet of `batch` (a burst at most) is IP, not a fragment, and keeps what an
-/// earlier `ct()` of `zone` found in the PMD's cache: what a `ct()` that neither writes nor
-/// translates leaves as it is, packet by packet, in [`Pmd::conntrack`]'s loop.
+/// earlier `ct()` of `zone` found in the PMD's cache (and, for a `ct(nat)`, translated): what a
+/// `ct()` that does not write leaves as it is, packet by packet, in [`Pmd::conntrack`]'s loop.
 #[inline]
-fn all_kept(batch: &Batch, zone: u16) -> bool {
+fn all_kept(batch: &Batch, zone: u16, nat: bool) -> bool {
     batch.len() <= MAX_BURST
         && batch.packets().iter().all(|p| {
             crate::ct::cached_ref(p, zone)
+                && (!nat || natted(p, zone))
                 && crate::ct::ip_version(p).is_some_and(|v6| !crate::ct::maybe_fragment(p, v6))
         })
 }
