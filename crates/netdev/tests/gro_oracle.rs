@@ -11,38 +11,13 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
+use common::kernel_path::{self, Capture};
 use common::{Env, ns_sh};
 use datapath::packet::{Batch, Pool};
 use wire::checksum;
-
-/// Injects (`send IFNAME HEX...`) or captures (`capture IFNAME SECONDS`, one hex frame a
-/// line, what the interface received) frames through a packet socket.
-const PACKETS: &str = r#"
-import binascii, socket, sys, time
-mode, ifname = sys.argv[1], sys.argv[2]
-if mode == "send":
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    s.bind((ifname, 0))
-    for h in sys.argv[3:]:
-        s.send(binascii.unhexlify(h))
-else:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
-    s.bind((ifname, 0))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
-    print("ready", flush=True)
-    end = time.time() + float(sys.argv[3])
-    while time.time() < end:
-        s.settimeout(max(end - time.time(), 0.01))
-        try:
-            f, addr = s.recvfrom(1 << 17)
-        except socket.timeout:
-            break
-        if addr[2] != socket.PACKET_OUTGOING and len(f) > 23 and f[23] == 6:
-            print(binascii.hexlify(f).decode(), flush=True)
-"#;
 
 /// A TCP/IPv4 segment of connection 10.82.0.1:40000 -> 10.82.0.2:5001 to `dst`: sequence
 /// number `seq`, `len` payload bytes, TCP `flags`, IP identification `id` and TTL `ttl`, with
@@ -155,35 +130,15 @@ fn linux_gro(ns_a: &str, a: &str, ns_b: &str, b: &str, frames: &[Vec<u8>]) -> Ve
 }
 
 fn linux_gro_once(ns_a: &str, a: &str, ns_b: &str, b: &str, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut cap = Command::new("ip")
-        .args([
-            "netns", "exec", ns_b, "python3", "-c", PACKETS, "capture", b, "1",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(cap.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
     let dst: [u8; 6] = frames[0][..6].try_into().unwrap();
-    let hex: Vec<String> = std::iter::once(&warm_up(dst))
-        .chain(frames)
-        .map(|f| f.iter().map(|b| format!("{b:02x}")).collect())
+    let sent: Vec<Vec<u8>> = std::iter::once(warm_up(dst))
+        .chain(frames.iter().cloned())
         .collect();
-    let mut send = vec!["python3", "-c", PACKETS, "send", a];
-    send.extend(hex.iter().map(String::as_str));
-    ns_sh(ns_a, &send);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    cap.wait().unwrap();
-    rest.lines()
-        .map(|l| {
-            (0..l.len() / 2)
-                .map(|i| u8::from_str_radix(&l[2 * i..2 * i + 2], 16).unwrap())
-                .collect()
-        })
-        .collect()
+    let tcp = Capture {
+        proto: "0x0800",
+        keep: "len(f) > 23 and f[23] == 6",
+    };
+    kernel_path::through((ns_a, a), (ns_b, b), false, &tcp, &sent)
 }
 
 /// The frames' sizes, for a failure's message.

@@ -16,42 +16,11 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-
+use common::kernel_path::{self, Capture, hex};
 use common::{Env, ns_sh};
 use datapath::gso_ufo::UfoSuper;
 use datapath::packet::{Packet, Pool};
 use wire::checksum;
-
-/// Injects (`send IFNAME HEX...`: each a 10-byte virtio-net header and a frame) or captures
-/// (`capture IFNAME SECONDS`: UDP frames and IP fragments the interface received, one hex
-/// frame a line).
-const PACKETS: &str = r#"
-import binascii, socket, sys, time
-mode, ifname = sys.argv[1], sys.argv[2]
-if mode == "send":
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    s.setsockopt(263, 15, 1)  # SOL_PACKET, PACKET_VNET_HDR
-    s.bind((ifname, 0))
-    for h in sys.argv[3:]:
-        s.send(binascii.unhexlify(h))
-else:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-    s.bind((ifname, 0))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
-    print("ready", flush=True)
-    end = time.time() + float(sys.argv[3])
-    while time.time() < end:
-        s.settimeout(max(end - time.time(), 0.01))
-        try:
-            f, addr = s.recvfrom(1 << 17)
-        except socket.timeout:
-            break
-        udp4 = f[12:14] == b"\x08\x00" and f[23] == 17
-        udp6 = f[12:14] == b"\x86\xdd" and f[20] in (17, 44)
-        if addr[2] != socket.PACKET_OUTGOING and (udp4 or udp6):
-            print(binascii.hexlify(f).decode(), flush=True)
-"#;
 
 /// One super-frame: the frame, its `gso_size`, whether its header says `NEEDS_CSUM`.
 struct Case {
@@ -135,41 +104,18 @@ fn flowpath_fragments(c: &Case) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// What Linux makes of the super-frames `cases`: sent from `ns_a`'s `a`, captured on
-/// `ns_b`'s `b`.
+/// `ns_b`'s `b` (UDP frames and IP fragments).
 fn linux_fragments(ns_a: &str, a: &str, ns_b: &str, b: &str, cases: &[Case]) -> Vec<Vec<u8>> {
-    let mut cap = Command::new("ip")
-        .args([
-            "netns", "exec", ns_b, "python3", "-c", PACKETS, "capture", b, "1",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(cap.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let frames: Vec<String> = cases
+    let frames: Vec<Vec<u8>> = cases
         .iter()
-        .map(|c| hex(&[&ufo_hdr(c)[..], &c.frame].concat()))
+        .map(|c| [&ufo_hdr(c)[..], &c.frame].concat())
         .collect();
-    let mut send = vec!["python3", "-c", PACKETS, "send", a];
-    send.extend(frames.iter().map(String::as_str));
-    ns_sh(ns_a, &send);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    cap.wait().unwrap();
-    rest.lines()
-        .map(|l| {
-            (0..l.len() / 2)
-                .map(|i| u8::from_str_radix(&l[2 * i..2 * i + 2], 16).unwrap())
-                .collect()
-        })
-        .collect()
+    let udp = Capture {
+        proto: "3",
+        keep: r#"(f[12:14] == b"\x08\x00" and f[23] == 17) or (f[12:14] == b"\x86\xdd" and f[20] in (17, 44))"#,
+    };
+    kernel_path::through((ns_a, a), (ns_b, b), true, &udp, &frames)
 }
 
 /// Sets the identification of IPv6 fragment `f` (no extension headers before its fragment

@@ -9,41 +9,11 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-
+use common::kernel_path::{self, Capture, hex};
 use common::{Env, ns_sh};
 use datapath::gso_udp::UdpSuper;
 use datapath::packet::{Packet, Pool};
 use wire::checksum;
-
-/// Injects (`send IFNAME HEX...`: each a 10-byte virtio-net header and a frame) or captures
-/// (`capture IFNAME SECONDS`: UDP frames the interface received, one hex frame a line).
-const PACKETS: &str = r#"
-import binascii, socket, sys, time
-mode, ifname = sys.argv[1], sys.argv[2]
-if mode == "send":
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    s.setsockopt(263, 15, 1)  # SOL_PACKET, PACKET_VNET_HDR
-    s.bind((ifname, 0))
-    for h in sys.argv[3:]:
-        s.send(binascii.unhexlify(h))
-else:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-    s.bind((ifname, 0))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
-    print("ready", flush=True)
-    end = time.time() + float(sys.argv[3])
-    while time.time() < end:
-        s.settimeout(max(end - time.time(), 0.01))
-        try:
-            f, addr = s.recvfrom(1 << 17)
-        except socket.timeout:
-            break
-        udp4 = f[12:14] == b"\x08\x00" and f[23] == 17
-        udp6 = f[12:14] == b"\x86\xdd" and f[20] == 17
-        if addr[2] != socket.PACKET_OUTGOING and (udp4 or udp6):
-            print(binascii.hexlify(f).decode(), flush=True)
-"#;
 
 /// A UDP super-frame to `dst` (IPv4 with DF and identification `id`, or IPv6) of `payload`
 /// bytes as a device that takes USO gets it: lengths for the whole datagram, the UDP
@@ -107,10 +77,6 @@ fn flowpath_segments(f: &[u8], size: u16) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// What Linux makes of the super-frames `cases` (frame, size): sent from `ns_a`'s `a`,
 /// captured on `ns_b`'s `b`.
 fn linux_segments(
@@ -120,34 +86,15 @@ fn linux_segments(
     b: &str,
     cases: &[(Vec<u8>, u16)],
 ) -> Vec<Vec<u8>> {
-    let mut cap = Command::new("ip")
-        .args([
-            "netns", "exec", ns_b, "python3", "-c", PACKETS, "capture", b, "1",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(cap.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let frames: Vec<String> = cases
+    let frames: Vec<Vec<u8>> = cases
         .iter()
-        .map(|(f, size)| hex(&[&uso_hdr(f, *size)[..], f].concat()))
+        .map(|(f, size)| [&uso_hdr(f, *size)[..], f].concat())
         .collect();
-    let mut send = vec!["python3", "-c", PACKETS, "send", a];
-    send.extend(frames.iter().map(String::as_str));
-    ns_sh(ns_a, &send);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    cap.wait().unwrap();
-    rest.lines()
-        .map(|l| {
-            (0..l.len() / 2)
-                .map(|i| u8::from_str_radix(&l[2 * i..2 * i + 2], 16).unwrap())
-                .collect()
-        })
-        .collect()
+    let udp = Capture {
+        proto: "3",
+        keep: r#"(f[12:14] == b"\x08\x00" and f[23] == 17) or (f[12:14] == b"\x86\xdd" and f[20] == 17)"#,
+    };
+    kernel_path::through((ns_a, a), (ns_b, b), true, &udp, &frames)
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! back-end.
 #![allow(dead_code)] // Each test binary uses part of it.
 
+pub mod kernel_path;
+
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
