@@ -4,5 +4,7 @@
 
 #[path = "../src/csum_pending.rs"]
 mod csum_pending;
+#[path = "../src/ones_sum.rs"]
+mod ones_sum;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| csum_pending::check_csum_pending(data));

@@ -4,5 +4,7 @@
 
 #[path = "../src/gso_udp.rs"]
 mod gso_udp;
+#[path = "../src/ones_sum.rs"]
+mod ones_sum;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| gso_udp::check_gso_udp(data));

@@ -4,5 +4,7 @@
 
 #[path = "../src/gso_ufo.rs"]
 mod gso_ufo;
+#[path = "../src/ones_sum.rs"]
+mod ones_sum;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| gso_ufo::check_gso_ufo(data));

@@ -16,17 +16,7 @@
 use datapath::csum_pending::{L4Csum, complete, prepare_partial};
 use datapath::packet::Packet;
 
-/// The ones' complement sum of `d`, folded.
-fn sum(d: &[u8]) -> u32 {
-    let mut s: u32 = d
-        .chunks(2)
-        .map(|c| (u32::from(c[0]) << 8) | u32::from(*c.get(1).unwrap_or(&0)))
-        .sum();
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s
-}
+use crate::ones_sum::sum;
 
 fn fold(mut s: u32) -> u32 {
     while s >> 16 != 0 {

@@ -15,21 +15,7 @@
 use datapath::gso_udp::{MAX_SEGMENTS, UdpSuper};
 use datapath::packet::{NO_OFS, Packet, Pool};
 
-/// The ones' complement sum of `d`, folded.
-fn sum(d: &[u8]) -> u32 {
-    let mut s: u32 = d
-        .chunks(2)
-        .map(|c| (u32::from(c[0]) << 8) | u32::from(*c.get(1).unwrap_or(&0)))
-        .sum();
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s
-}
-
-fn be16(f: &[u8], at: usize) -> usize {
-    usize::from(u16::from_be_bytes([f[at], f[at + 1]]))
-}
+use crate::ones_sum::{be16, sum};
 
 /// Runs the checks on one input.
 pub fn check_gso_udp(data: &[u8]) {

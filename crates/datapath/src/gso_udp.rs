@@ -43,10 +43,11 @@ pub struct UdpSuper {
 }
 
 impl UdpSuper {
-    /// Finds the IP and UDP headers of super-frame `p` (as [`crate::gso::TcpSuper::of`] finds
-    /// a TCP one's). `NotTcp` (not a super-frame of a kind the switch takes) when `p` is not
-    /// UDP over IPv4 or IPv6, or an IPv4 fragment.
-    pub fn of(p: &Packet) -> Result<UdpSuper, GsoError> {
+    /// The IP and UDP headers of UDP super-frame `p` (of either kind: segmentation or
+    /// fragmentation, [`crate::gso_ufo`]) and its `gso_size`, its UDP header within the frame
+    /// and its IP packet within 64 KiB: `NotTcp` for no super-frame or one not UDP over IPv4
+    /// or IPv6 (or an IPv4 fragment), `Malformed`, `TooLong`.
+    pub(crate) fn headers(p: &Packet) -> Result<UdpSuper, GsoError> {
         let size = usize::from(p.meta.gso_size);
         if size == 0 {
             return Err(GsoError::NotTcp);
@@ -60,7 +61,14 @@ impl UdpSuper {
         if ip_len > usize::from(u16::MAX) {
             return Err(GsoError::TooLong);
         }
-        let t = UdpSuper { l3, l4, ipv6, size };
+        Ok(UdpSuper { l3, l4, ipv6, size })
+    }
+
+    /// Finds the IP and UDP headers of super-frame `p` (as [`crate::gso::TcpSuper::of`] finds
+    /// a TCP one's). `NotTcp` (not a super-frame of a kind the switch takes) when `p` is not
+    /// UDP over IPv4 or IPv6, or an IPv4 fragment.
+    pub fn of(p: &Packet) -> Result<UdpSuper, GsoError> {
+        let t = UdpSuper::headers(p)?;
         if t.n_segments(p) > MAX_SEGMENTS {
             return Err(GsoError::MssTooSmall);
         }

@@ -31,7 +31,8 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use wire::IpProtocol;
 use wire::checksum;
 
-use crate::gso::{GsoError, ip_l4, ipv4_header_checksum, set16};
+use crate::gso::{GsoError, ipv4_header_checksum, set16};
+use crate::gso_udp::UdpSuper;
 use crate::packet::{Packet, Pool};
 
 /// The most fragments one super-frame may make (as many as the UDP segmentation's
@@ -76,21 +77,9 @@ impl UfoSuper {
     /// more than [`MAX_FRAGMENTS`]; `TooLong` past 64 KiB; `Malformed` for headers past the
     /// end.
     pub fn of(p: &Packet) -> Result<UfoSuper, GsoError> {
-        let size = usize::from(p.meta.gso_size);
-        if size == 0 {
-            return Err(GsoError::NotTcp);
-        }
+        let UdpSuper { l3, l4, ipv6, size } = UdpSuper::headers(p)?;
         if size % 8 != 0 {
             return Err(GsoError::MssTooSmall);
-        }
-        let (l3, l4, ipv6) = ip_l4(p, IpProtocol::UDP)?;
-        let len = p.len();
-        if l4 + 8 > len {
-            return Err(GsoError::Malformed);
-        }
-        let ip_len = len - l3 - if ipv6 { 40 } else { 0 };
-        if ip_len > usize::from(u16::MAX) {
-            return Err(GsoError::TooLong);
         }
         let (unfrag, prev_next) = if ipv6 {
             first_fragmentable(p.data(), l3)

@@ -12,6 +12,8 @@ mod gso_tunnel;
 mod gso_udp;
 #[path = "../../../fuzz/src/gso_ufo.rs"]
 mod gso_ufo;
+#[path = "../../../fuzz/src/ones_sum.rs"]
+mod ones_sum;
 #[path = "../../../fuzz/src/replay.rs"]
 mod replay;
 
