@@ -8,7 +8,7 @@
 //! it. Whoever needs the frame with its checksum recomputes it from the headers the frame
 //! has then: a port that hands partial checksums on writes the pseudo-header sum there
 //! ([`prepare_partial`]) and says where the field is; every other consumer completes it
-//! ([`complete`]). The headers are found again each time (Ethernet, up to three VLAN tags,
+//! ([`complete`]). The headers are found again each time (Ethernet, up to [`MAX_TAGS`] VLAN tags,
 //! IPv4 that is not a fragment or IPv6 with hop-by-hop, routing and destination options
 //! headers, then TCP or UDP): a frame whose headers no longer parse so (an MPLS push) is
 //! completed before the action that hides them.
@@ -18,6 +18,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use wire::{IpProtocol, checksum};
 
 use crate::packet::{Batch, Packet, Pool};
+
+/// The most VLAN tags in front of the IP header of a frame whose pending checksum is found
+/// again ([`L4Csum::find`]); a tag pushed onto a frame that has this many completes its
+/// checksum first ([`complete_before_tag`]).
+pub const MAX_TAGS: usize = 3;
 
 /// Where a frame's TCP or UDP checksum is and what it covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +49,7 @@ impl L4Csum {
             return l4_of(f, 0, packet_type as u16);
         }
         let mut at = 12;
-        for _ in 0..4 {
+        for _ in 0..=MAX_TAGS {
             let t = f.get(at..at + 2)?;
             let ty = u16::from_be_bytes([t[0], t[1]]);
             if ty == 0x8100 || ty == 0x88a8 {
@@ -169,6 +174,32 @@ pub fn complete_batch(batch: &mut Batch, pool: &mut Pool) -> u64 {
         }
     }
     n
+}
+
+/// Before a VLAN push onto `batch`: completes the pending frames that already carry
+/// [`MAX_TAGS`] tags, whose headers would no longer be found behind one more. Returns how
+/// many it completed.
+#[inline(never)]
+pub fn complete_before_tag(batch: &mut Batch, pool: &mut Pool) -> u64 {
+    let mut n = 0;
+    for p in batch.packets_mut() {
+        if p.meta.csum_pending() && p.meta.packet_type == 0 && tags(p.data()) >= MAX_TAGS {
+            pool.materialize(p);
+            n += u64::from(complete(p));
+        }
+    }
+    n
+}
+
+/// How many VLAN tags (802.1Q, 802.1ad) Ethernet frame `f` carries, up to one more than
+/// [`MAX_TAGS`].
+fn tags(f: &[u8]) -> usize {
+    (0..=MAX_TAGS)
+        .take_while(|k| {
+            let at = 12 + 4 * k;
+            matches!(f.get(at..at + 2), Some([0x81, 0x00] | [0x88, 0xa8]))
+        })
+        .count()
 }
 
 /// Whether `batch` holds a pending frame.

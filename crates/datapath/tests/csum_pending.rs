@@ -310,3 +310,25 @@ fn headers_that_stop_parsing_are_completed_before_the_action() {
         assert_eq!(p3[0].0, want, "{kind:?}");
     }
 }
+
+#[test]
+fn a_vlan_pushed_past_the_tags_a_pending_checksum_is_found_behind_completes_it_first() {
+    // Three tags: still found, handed on pending. A fourth: completed before it is pushed,
+    // where it would otherwise leave with whatever its field held.
+    for (pushes, pending_after) in [(3, true), (4, false)] {
+        for kind in [Kind::Tcp4, Kind::Udp6] {
+            let push = "push_vlan(vid=10,pcp=0),";
+            let actions = format!("{}p3,p2", push.repeat(pushes));
+            let (p2, p3) = run(vec![pending(kind)], &[(key(kind), &actions)]);
+            let mut want = frame(kind);
+            for _ in 0..pushes {
+                want.splice(12..12, [0x81, 0x00, 0, 10]);
+            }
+            assert_eq!(p2[0].0, want, "{kind:?}, {pushes} tags: completed at p2");
+            assert_eq!(p3[0].1, pending_after, "{kind:?}, {pushes} tags");
+            if !pending_after {
+                assert_eq!(p3[0].0, want, "{kind:?}, {pushes} tags: completed at p3");
+            }
+        }
+    }
+}

@@ -125,6 +125,8 @@ impl Pmd {
                 header => {
                     if self.pass_gso && hides_l3(header) {
                         self.complete_pending(batch);
+                    } else if self.pass_gso && matches!(header, DpAction::PushVlan { .. }) {
+                        crate::csum_pending::complete_before_tag(batch, &mut self.pool);
                     }
                     self.stats.rewrite_errors +=
                         crate::rewrite::apply_batch(batch.packets_mut(), header);
