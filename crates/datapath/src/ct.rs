@@ -39,6 +39,17 @@ const KEY_W_TUPLE: usize = 28;
 /// The key word of the tuple's ports.
 const KEY_W_TUPLE_PORTS: usize = 32;
 
+/// Whether `ct()` may skip packet `p`'s checksum checks (IPv6 when `v6`): its TCP/UDP
+/// checksum is pending (not wrong, only not there yet: Linux trusts `CHECKSUM_PARTIAL`, a
+/// local stack built the headers), or the receiving device verified its checksums and found
+/// them good (the L4 one, and for IPv4 the header's), which OVS's conntrack trusts too.
+#[inline(always)]
+pub fn csum_trusted(p: &Packet, v6: bool) -> bool {
+    use crate::packet::{RX_CSUM_IP_GOOD, RX_CSUM_L4_GOOD};
+    let good = p.meta.rx_csum;
+    p.meta.csum_pending() || (good & RX_CSUM_L4_GOOD != 0 && (v6 || good & RX_CSUM_IP_GOOD != 0))
+}
+
 /// Whether the packet is IPv4 (`Some(false)`), IPv6 (`Some(true)`), or neither, judged from
 /// the version nibble at its L3 offset.
 #[inline]

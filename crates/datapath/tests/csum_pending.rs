@@ -13,20 +13,29 @@ use datapath::port::{RxQueue, TxQueue};
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use flow::odp::PortNames;
 
-/// Delivers its frames once, each with its checksum pending, the batch marked.
-struct PendingRxq(Vec<Vec<u8>>);
+/// Delivers its frames once, each marked by `mark` as its port would (by default with its
+/// checksum pending, the batch marked).
+struct MarkingRxq {
+    frames: Vec<Vec<u8>>,
+    mark: fn(&mut Packet, &mut Batch),
+}
 
-impl RxQueue for PendingRxq {
+impl RxQueue for MarkingRxq {
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
-        let n = self.0.len().min(batch.room());
-        for f in self.0.drain(..n) {
+        let n = self.frames.len().min(batch.room());
+        for f in self.frames.drain(..n) {
             let mut p = pool.packet_from(&f, 1);
-            p.meta.set_csum_pending(true);
+            (self.mark)(&mut p, batch);
             batch.push(p);
-            batch.mark_gso();
         }
         n
     }
+}
+
+/// What a port that hands partial checksums over does to a frame.
+fn mark_pending(p: &mut Packet, batch: &mut Batch) {
+    p.meta.set_csum_pending(true);
+    batch.mark_gso();
 }
 
 /// Frames a port was sent, each with whether its checksum was still pending.
@@ -56,11 +65,20 @@ impl TxQueue for CaptureTxq {
 /// A PMD receiving `frames` pending on port 1 (p0), with capturing ports 2 (p2, completes
 /// nothing) and 3 (p3, takes pending checksums), and `flows`. Returns what p2 and p3 got.
 fn run(frames: Vec<Vec<u8>>, flows: &[(&str, &str)]) -> (Frames, Frames) {
+    run_marked(frames, mark_pending, flows)
+}
+
+/// [`run`] of frames that port 1 marks with `mark`.
+fn run_marked(
+    frames: Vec<Vec<u8>>,
+    mark: fn(&mut Packet, &mut Batch),
+    flows: &[(&str, &str)],
+) -> (Frames, Frames) {
     let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
     pmd.add_rxq(PolledRxq {
         port_no: 1,
         queue_id: 0,
-        rxq: Box::new(PendingRxq(frames)),
+        rxq: Box::new(MarkingRxq { frames, mark }),
         cycles: 0,
     });
     let (s2, s3) = (Sent::default(), Sent::default());
@@ -264,6 +282,42 @@ fn conntrack_takes_a_pending_checksum_as_valid() {
         let (p2, p3) = run(vec![pending(kind)], &flows);
         assert_eq!((p2.len(), p3.len()), (1, 0), "{kind:?}: +new, not +inv");
         assert!(checksum_right(&p2[0].0), "{kind:?}");
+    }
+}
+
+#[test]
+fn conntrack_takes_checksums_the_device_verified_and_checks_the_others() {
+    // A device that verified a frame's checksums (DPDK's RX_*_CKSUM_GOOD) is trusted, as
+    // OVS's conntrack trusts them: a frame whose checksum field is wrong but was marked good
+    // is +new (the check it saves is a pass over the payload); unmarked, or with only the
+    // IPv4 header's verified, it is +inv.
+    use datapath::packet::{RX_CSUM_IP_GOOD, RX_CSUM_L4_GOOD};
+    fn both(p: &mut Packet, _: &mut Batch) {
+        p.meta.rx_csum = RX_CSUM_IP_GOOD | RX_CSUM_L4_GOOD;
+    }
+    fn ip_only(p: &mut Packet, _: &mut Batch) {
+        p.meta.rx_csum = RX_CSUM_IP_GOOD;
+    }
+    fn none(_: &mut Packet, _: &mut Batch) {}
+    let marks: [(fn(&mut Packet, &mut Batch), bool, &str); 3] = [
+        (both, true, "both good"),
+        (ip_only, false, "IP good"),
+        (none, false, "none"),
+    ];
+    for kind in KINDS {
+        let k = key(kind);
+        let new = format!("ct_state(+new+trk),recirc_id(0x1),{k}");
+        let inv = format!("ct_state(+inv+trk),recirc_id(0x1),{k}");
+        let flows = [
+            (k, "ct,recirc(0x1)"),
+            (new.as_str(), "p2"),
+            (inv.as_str(), "p3"),
+        ];
+        for (mark, trusted, what) in marks {
+            let (p2, p3) = run_marked(vec![pending(kind)], mark, &flows);
+            let want = if trusted { (1, 0) } else { (0, 1) };
+            assert_eq!((p2.len(), p3.len()), want, "{kind:?}, {what}");
+        }
     }
 }
 

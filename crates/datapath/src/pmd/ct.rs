@@ -83,9 +83,8 @@ impl Pmd {
                 v6,
                 frag_l4_len: None,
                 // An earlier ct() checked the headers (rewrites since keep them valid), or
-                // the checksum is pending: not wrong, only not there yet (Linux trusts
-                // CHECKSUM_PARTIAL; a local stack built the headers).
-                verified: tracked || p.meta.csum_pending(),
+                // the checksums need no check (`crate::ct::csum_trusted`).
+                verified: tracked || crate::ct::csum_trusted(p, v6),
                 natted,
             };
             n += 1;
@@ -174,8 +173,8 @@ impl Pmd {
             l3: usize::from(p.meta.l3),
             v6,
             frag_l4_len,
-            // As in `conntrack` above: checked already, or the checksum is pending.
-            verified: p.meta.ct_state != 0 || p.meta.csum_pending(),
+            // As in `conntrack` above: checked already, or no check needed.
+            verified: p.meta.ct_state != 0 || crate::ct::csum_trusted(p, v6),
             natted: natted(p, args.zone),
         };
         let nat = ct.process(&mut self.ct_cache, &pkt, &mut md, args, now);
