@@ -10,6 +10,7 @@ use datapath::dpif::parse_megaflow;
 use datapath::packet::{Batch, Packet, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
 use datapath::port::{RxQueue, TxQueue};
+use datapath::tunnel::TunnelKind;
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 use flow::odp::PortNames;
 
@@ -89,10 +90,17 @@ fn run_marked(
         };
         pmd.add_txq(port, Box::new(q));
     }
+    // Port 9 ("vx"): a VXLAN tunnel port, for `tnl_pop(vx)`.
+    let vx = CaptureTxq {
+        csum: false,
+        sent: Sent::default(),
+    };
+    pmd.add_port_txq(9, Box::new(vx), Some(TunnelKind::VXLAN));
     let mut names = PortNames::new();
     names.insert("p0", 1);
     names.insert("p2", 2);
     names.insert("p3", 3);
+    names.insert("vx", 9);
     for (k, a) in flows {
         pmd.add_flow(parse_megaflow(&names, k, a).unwrap()).unwrap();
     }
@@ -334,6 +342,36 @@ fn a_tunnel_push_encapsulates_a_completed_inner_checksum() {
         assert!(!p3[0].1, "{kind:?}: nothing pending after the push");
         let inner = &p3[0].0[50..];
         assert_eq!(inner, &frame(kind)[..], "{kind:?}");
+    }
+}
+
+#[test]
+fn a_tunnel_pop_of_a_frame_whose_outer_checksum_is_pending_checks_it_completed() {
+    // A kernel VTEP's VXLAN frame over a veth: its outer UDP checksum partial
+    // (TP_STATUS_CSUMNOTREADY), the inner frame whole. The pop verifies the outer checksum,
+    // so it is completed first, in the decap fast path (the whole batch popped in place) as
+    // in the actions; before, the fast path refused the frame (`tunnel_pop_error`).
+    let inner = frame(Kind::Udp4);
+    let mut vxlan = vec![0x08, 0, 0, 0, 0, 0, 100, 0];
+    vxlan.extend_from_slice(&inner);
+    let mut outer = Vec::new();
+    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 1])
+        .ipv4([10, 99, 0, 2], [10, 99, 0, 1], 64)
+        .udp(40000, 4789)
+        .write(&mut outer, &vxlan)
+        .unwrap();
+    let at = field(&outer);
+    outer[at..at + 2].copy_from_slice(&[0x12, 0x34]);
+    let decap = "in_port(p0),eth_type(0x0800),ipv4(dst=10.99.0.1,proto=17,frag=no),udp(dst=4789)";
+    let flows = [
+        (decap, "tnl_pop(vx)"),
+        ("in_port(vx),eth_type(0x0800),ipv4(frag=no)", "p2"),
+    ];
+    let (p2, _) = run(vec![outer.clone(); 4], &flows);
+    assert_eq!(p2.len(), 4, "every frame popped");
+    for (f, pending) in &p2 {
+        assert_eq!(*f, inner);
+        assert!(!pending);
     }
 }
 
