@@ -162,11 +162,6 @@ impl Pmd {
             p.meta.l4 = layers.l4;
         }
         let n = batch.len();
-        // The pop checks the outer checksums: a pending one is completed first, as the
-        // actions' `tnl_pop` does.
-        if batch.may_have_gso() {
-            self.complete_pending(batch);
-        }
         let port = self.decap_in_place(batch, in_port, &which, |_, i| tcp_flags[i])?;
         self.stats.batches += 1;
         self.count_decap_hits(n as u64);
@@ -195,17 +190,11 @@ impl Pmd {
         if fast != 0 {
             self.count_decap_hits(u64::from(fast.count_ones()));
         }
-        if fast == pass.all() {
-            // The pop checks the outer checksums: a pending one is completed first, as the
-            // actions' `tnl_pop` does.
-            if self.pass_gso {
-                self.complete_pending(batch);
-            }
-            if let Some(port) =
+        if fast == pass.all()
+            && let Some(port) =
                 self.decap_in_place(batch, pass.in_port, &which, |k, i| k[i].tcp_flags())
-            {
-                return Some(port);
-            }
+        {
+            return Some(port);
         }
         let flows = self.cls.decap(pass.in_port);
         let mut bits = fast;
@@ -286,6 +275,12 @@ impl Pmd {
                 f.stats.used_tsc = now;
                 f.stats.tcp_flags |= tcp_flags[j];
             }
+        }
+        // The pop checks the outer checksums: a pending one is completed first, as the
+        // actions' `tnl_pop` does. The batch is still marked on receive (`decap_rx`), its
+        // pass marked after (`decap_fast_path`).
+        if batch.may_have_gso() || self.pass_gso {
+            self.complete_pending(batch);
         }
         let kind = self.tunnel_kind(port);
         let mut dropped = 0u32;
