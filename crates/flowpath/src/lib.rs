@@ -247,6 +247,27 @@ enum BenchCommand {
     /// write report.md (tables), report.json (every run) and PNG plots to a directory;
     /// with --compare-ovs, OVS-DPDK side by side through scripts/compare-ovs.
     Report(Box<report::ReportArgs>),
+    /// What the machine itself charges a vhost-user round trip: a cache line's round trip
+    /// between the PMD's core and the guest's (two pinned threads passing one line), and
+    /// memcpy's cost for 1514-byte frames from PVP's working sets and from memory.
+    Host {
+        /// The two cores, as PMD,GUEST (`flowpath bench pvp` puts its PMD on 1, the guest on 0).
+        #[arg(long, default_value = "1,0", value_parser = parse_core_pair)]
+        cores: (usize, usize),
+        /// Time to measure for, in seconds, half for the line and half for the copies.
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `A,B`: two core numbers.
+fn parse_core_pair(s: &str) -> Result<(usize, usize), String> {
+    let (a, b) = s.split_once(',').ok_or("two cores, as A,B")?;
+    let core = |c: &str| c.trim().parse::<usize>().map_err(|e| format!("{c:?}: {e}"));
+    Ok((core(a)?, core(b)?))
 }
 
 #[derive(Subcommand)]
@@ -277,6 +298,15 @@ pub fn main() -> ExitCode {
             command: Some(BenchCommand::Report(args)),
             ..
         } => report::run(&args, &mut out),
+        Command::Bench {
+            command:
+                Some(BenchCommand::Host {
+                    cores,
+                    seconds,
+                    json,
+                }),
+            ..
+        } => bench_host(cores, seconds, json, &mut out),
         Command::Bench {
             command: None,
             scenario: Some(scenario),
@@ -561,6 +591,22 @@ fn bench_cmd(o: &bench::BenchOpts, out: &mut impl Write) -> anyhow::Result<ExitC
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `flowpath bench host`.
+fn bench_host(
+    (a, b): (usize, usize),
+    seconds: f64,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let r = bench::host::run(a, b, seconds)?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&r)?)?;
+    } else {
+        write!(out, "{}", bench::host::report(&r))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `flowpath bench SCENARIO --write-pcap FILE`.

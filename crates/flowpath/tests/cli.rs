@@ -164,3 +164,40 @@ fn bench_on_dpdk_io_needs_the_dpdk_build() {
         stderr(&o)
     );
 }
+
+/// `bench host` prints the machine's line round trip and copy costs, as text and JSON; bad
+/// cores and windows are errors or a reason, never a panic.
+#[test]
+fn bench_host_reports_line_round_trip_and_copy_costs() {
+    let o = flowpath(&["bench", "host", "--cores", "0,0", "--seconds", "0.3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("cache line round trip: not measured: the two cores must differ"),
+        "{out}"
+    );
+    assert_eq!(out.matches("memcpy of 1514 bytes").count(), 3, "{out}");
+    let o = flowpath(&[
+        "bench",
+        "host",
+        "--cores",
+        "0,0",
+        "--seconds",
+        "0.3",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["copies"].as_array().unwrap().len(), 3);
+    assert!(v["copies"][0]["gbytes_per_second"].as_f64().unwrap() > 0.0);
+    for bad in [
+        &["--cores", "1"][..],
+        &["--cores", "a,b"],
+        &["--seconds", "0"],
+    ] {
+        let mut args = vec!["bench", "host"];
+        args.extend_from_slice(bad);
+        let o = flowpath(&args);
+        assert!(!o.status.success(), "{args:?} accepted");
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+}

@@ -35,6 +35,7 @@
 
 mod ct_flood;
 mod dpdk_io;
+pub mod host;
 mod opts;
 pub mod pvp;
 pub mod tunnel;

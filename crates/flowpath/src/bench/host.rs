@@ -1,0 +1,299 @@
+//! `flowpath bench host`: what the machine itself charges for the two things a vhost-user
+//! round trip is made of besides the switch's own work, so that a PVP figure can be read
+//! against its host:
+//! - a cache line's round trip between two cores: one thread writes a line, the other, on the
+//!   other core, sees the write and answers on the same line, and the first sees the answer
+//!   (what a ring index, a descriptor or a buffer costs when the PMD and the guest both touch
+//!   it; the PMD runs on core 1 and the guest on core 0 in `flowpath bench pvp`);
+//! - `memcpy`'s cost for 1518-byte frames from working sets of the sizes PVP copies between
+//!   (a few frames into a ring of guest buffers, 1000 distinct frames, and memory far beyond
+//!   the caches): the physical limit of a copying round trip at that size.
+//!
+//! Timings, like every benchmark: noisy on a shared machine; the minimum and median of many
+//! windows are reported. Nothing here is used by the switch.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use datapath::tsc;
+
+/// Round trips a ping-pong window is made of.
+const PING_PONGS_PER_WINDOW: u64 = 20_000;
+/// The frame size PVP's large-frame cells copy (FCS excluded).
+pub const COPY_FRAME: usize = 1514;
+/// Room each frame has in a working set (a pool buffer's data room).
+const SLOT: usize = 2048;
+
+/// The line the two threads pass back and forth, alone in its 128 bytes (the adjacent-line
+/// prefetcher pairs lines).
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// A cache line's round trip between two cores, in TSC cycles.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LineRoundTrip {
+    pub cores: (usize, usize),
+    pub windows: usize,
+    pub min: f64,
+    pub median: f64,
+    /// The 90th percentile of the windows: a hypervisor that moves a vCPU shows here.
+    pub p90: f64,
+}
+
+/// One working set's copy cost.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CopyCost {
+    pub name: &'static str,
+    /// Bytes of distinct frames copied from, and of buffers copied into.
+    pub source_bytes: usize,
+    pub destination_bytes: usize,
+    /// TSC cycles per 1514-byte copy (median of the windows) and the bandwidth it makes.
+    pub cycles_per_copy: f64,
+    pub gbytes_per_second: f64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostReport {
+    pub tsc_hz: u64,
+    pub line_round_trip: Option<LineRoundTrip>,
+    /// Why the round trip was not measured (one core only, or a core not allowed).
+    pub line_round_trip_skipped: Option<String>,
+    pub copies: Vec<CopyCost>,
+}
+
+/// Measures for about `seconds` in all, the round trip between cores `a` and `b`.
+pub fn run(a: usize, b: usize, seconds: f64) -> anyhow::Result<HostReport> {
+    if !(seconds > 0.0 && seconds <= 600.0) {
+        bail!("--seconds must be in (0, 600]");
+    }
+    let half = Duration::from_secs_f64(seconds / 2.0);
+    let (line_round_trip, line_round_trip_skipped) =
+        match line_round_trip(a, b, half, PING_PONGS_PER_WINDOW) {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+    Ok(HostReport {
+        tsc_hz: tsc::hz(),
+        line_round_trip,
+        line_round_trip_skipped,
+        copies: copy_costs(half),
+    })
+}
+
+fn pin(core: usize) -> anyhow::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    if core >= rustix::thread::CpuSet::MAX_CPU {
+        bail!("core {core} out of range");
+    }
+    set.set(core);
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| anyhow::anyhow!("cannot run on core {core}: {e}"))
+}
+
+/// Ping-pong over one line between a thread on core `a` and one on core `b` for `span`, in
+/// windows of `per_window` round trips.
+fn line_round_trip(
+    a: usize,
+    b: usize,
+    span: Duration,
+    per_window: u64,
+) -> anyhow::Result<LineRoundTrip> {
+    if a == b {
+        bail!("the two cores must differ");
+    }
+    let line = Arc::new(Line(AtomicU64::new(0)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (l2, s2) = (Arc::clone(&line), Arc::clone(&stop));
+    // The answering thread: every odd value it sees, it answers with the next even one.
+    let answer = std::thread::Builder::new().name("host-pong".into()).spawn(
+        move || -> anyhow::Result<()> {
+            pin(b)?;
+            let mut seen = 0;
+            while !s2.load(Ordering::Relaxed) {
+                let v = l2.0.load(Ordering::Acquire);
+                if v != seen && v % 2 == 1 {
+                    l2.0.store(v + 1, Ordering::Release);
+                    seen = v;
+                }
+                std::hint::spin_loop();
+            }
+            Ok(())
+        },
+    )?;
+    let asked = std::thread::Builder::new().name("host-ping".into()).spawn(
+        move || -> anyhow::Result<Vec<f64>> {
+            let r = pin(a).map(|()| ping(&line, span, per_window));
+            stop.store(true, Ordering::Relaxed);
+            r
+        },
+    )?;
+    let windows = asked
+        .join()
+        .map_err(|_| anyhow::anyhow!("ping thread panicked"))?;
+    answer
+        .join()
+        .map_err(|_| anyhow::anyhow!("pong thread panicked"))??;
+    let mut windows = windows?;
+    if windows.is_empty() {
+        bail!("no window completed in {span:?} (is core {b} running anything else?)");
+    }
+    windows.sort_by(f64::total_cmp);
+    Ok(LineRoundTrip {
+        cores: (a, b),
+        windows: windows.len(),
+        min: windows[0],
+        median: windows[windows.len() / 2],
+        p90: windows[windows.len() * 9 / 10],
+    })
+}
+
+/// The asking side: windows of round trips until `span` has passed; each window's cycles a
+/// round trip. A window the answering thread does not finish within `span` is not counted.
+fn ping(line: &Line, span: Duration, per_window: u64) -> Vec<f64> {
+    let end = Instant::now() + span;
+    let mut next = 1u64;
+    let mut windows = Vec::new();
+    'windows: while Instant::now() < end {
+        let t0 = tsc::now();
+        for _ in 0..per_window {
+            line.0.store(next, Ordering::Release);
+            let mut spins = 0u64;
+            while line.0.load(Ordering::Acquire) != next + 1 {
+                std::hint::spin_loop();
+                spins += 1;
+                if spins % 65_536 == 0 && Instant::now() >= end {
+                    break 'windows;
+                }
+            }
+            next += 2;
+        }
+        windows.push(tsc::now().wrapping_sub(t0) as f64 / per_window as f64);
+    }
+    windows
+}
+
+/// The working sets: (name, distinct source frames, destination buffers).
+const WORKING_SETS: &[(&str, usize, usize)] = &[
+    ("8 frames into 256 buffers (pvp, 8 flows)", 8, 256),
+    ("1000 frames into 256 buffers (pvp, 1000 flows)", 1000, 256),
+    ("64 MiB into 64 MiB (memory)", 32_768, 32_768),
+];
+
+fn copy_costs(span: Duration) -> Vec<CopyCost> {
+    let hz = tsc::hz() as f64;
+    let each = span / WORKING_SETS.len() as u32;
+    WORKING_SETS
+        .iter()
+        .map(|&(name, sources, buffers)| {
+            let cycles = copy_cost(sources, buffers, each);
+            CopyCost {
+                name,
+                source_bytes: sources * SLOT,
+                destination_bytes: buffers * SLOT,
+                cycles_per_copy: cycles,
+                gbytes_per_second: COPY_FRAME as f64 * hz / cycles / 1e9,
+            }
+        })
+        .collect()
+}
+
+/// Median cycles per 1514-byte copy, frames taken in turn from `sources` slots into
+/// `buffers` slots, over windows for about `span`.
+fn copy_cost(sources: usize, buffers: usize, span: Duration) -> f64 {
+    let src: Vec<u8> = (0..sources * SLOT).map(|i| i as u8).collect();
+    // Written once before the windows (not zeroed memory the kernel maps on first touch),
+    // so that no window pays page faults.
+    let mut dst = vec![1u8; buffers * SLOT];
+    let per_window = sources.max(buffers).max(4096);
+    let end = Instant::now() + span;
+    let (mut s, mut d) = (0, 0);
+    let mut windows = Vec::new();
+    // The first window warms the caches and is not counted.
+    let mut warm = false;
+    loop {
+        let t0 = tsc::now();
+        for _ in 0..per_window {
+            let from = &src[s * SLOT..s * SLOT + COPY_FRAME];
+            dst[d * SLOT..d * SLOT + COPY_FRAME].copy_from_slice(from);
+            s = if s + 1 == sources { 0 } else { s + 1 };
+            d = if d + 1 == buffers { 0 } else { d + 1 };
+        }
+        std::hint::black_box(&mut dst);
+        if warm {
+            windows.push(tsc::now().wrapping_sub(t0) as f64 / per_window as f64);
+        }
+        warm = true;
+        if Instant::now() >= end && windows.len() >= 3 {
+            break;
+        }
+    }
+    windows.sort_by(f64::total_cmp);
+    windows[windows.len() / 2]
+}
+
+/// The report as text.
+pub fn report(r: &HostReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!("TSC: {:.3} GHz\n", r.tsc_hz as f64 / 1e9);
+    match (&r.line_round_trip, &r.line_round_trip_skipped) {
+        (Some(l), _) => {
+            let _ = writeln!(
+                s,
+                "cache line round trip, cores {} and {}: {:.0} cycles (min of {} windows), median {:.0}, 90th percentile {:.0}",
+                l.cores.0, l.cores.1, l.min, l.windows, l.median, l.p90
+            );
+        }
+        (None, why) => {
+            let _ = writeln!(
+                s,
+                "cache line round trip: not measured: {}",
+                why.as_deref().unwrap_or("?")
+            );
+        }
+    }
+    for c in &r.copies {
+        let _ = writeln!(
+            s,
+            "memcpy of {} bytes, {}: {:.0} cycles, {:.1} GB/s",
+            COPY_FRAME, c.name, c.cycles_per_copy, c.gbytes_per_second
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_are_measured_and_bad_windows_refused() {
+        assert!(run(1, 0, 0.0).is_err());
+        assert!(run(1, 0, 1e9).is_err());
+        let costs = copy_costs(Duration::from_millis(30));
+        assert_eq!(costs.len(), WORKING_SETS.len());
+        for c in &costs {
+            assert!(
+                c.cycles_per_copy > 0.0 && c.gbytes_per_second > 0.0,
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_round_trip_needs_two_cores() {
+        assert!(line_round_trip(0, 0, Duration::from_millis(10), 100).is_err());
+        // On the machine's first two cores when it has them: both threads answer, so
+        // windows complete (how long they take is not judged; small windows, so that a
+        // loaded machine that runs the two threads in turn still finishes some).
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+            let r = line_round_trip(1, 0, Duration::from_secs(2), 100).unwrap();
+            assert!(
+                r.windows >= 1 && r.min > 0.0 && r.min <= r.median && r.median <= r.p90,
+                "{r:?}"
+            );
+        }
+    }
+}
