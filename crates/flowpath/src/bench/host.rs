@@ -114,7 +114,7 @@ fn line_round_trip(
             let mut seen = 0;
             while !s2.load(Ordering::Relaxed) {
                 let v = l2.0.load(Ordering::Acquire);
-                if v != seen && v % 2 == 1 {
+                if v != seen && !v.is_multiple_of(2) {
                     l2.0.store(v + 1, Ordering::Release);
                     seen = v;
                 }
@@ -164,7 +164,7 @@ fn ping(line: &Line, span: Duration, per_window: u64) -> Vec<f64> {
             while line.0.load(Ordering::Acquire) != next + 1 {
                 std::hint::spin_loop();
                 spins += 1;
-                if spins % 65_536 == 0 && Instant::now() >= end {
+                if spins.is_multiple_of(65_536) && Instant::now() >= end {
                     break 'windows;
                 }
             }
