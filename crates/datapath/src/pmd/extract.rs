@@ -14,6 +14,7 @@
 
 use flow::FlowKey;
 
+use crate::flow_table::FlowRef;
 use crate::packet::{Batch, MAX_BURST, Packet, PacketMeta, TnlMd};
 
 use super::tiers::Pass;
@@ -22,21 +23,22 @@ use super::{Pmd, PmdStats};
 impl Pmd {
     /// The extract stage of a pass of `batch` on `in_port`, with the tiers that run in its
     /// loop; returns the pass's lookup state for the tiers after. `reuse`: the batch may take
-    /// its keys from the pass before ([`Self::input`]); `lent`: it may hold lent packets,
+    /// its keys from the pass before, whose packets were all found in this megaflow
+    /// ([`Self::input`]); `lent`: it may hold lent packets,
     /// which stay lent only on their way to an output that takes them.
     #[inline(always)]
     pub(super) fn extract(
         &mut self,
         batch: &mut Batch,
         in_port: u32,
-        reuse: bool,
+        reuse: Option<FlowRef>,
         lent: bool,
     ) -> Pass {
         let n = batch.len();
         self.unhashed = false;
         let ct_tuple = self.ct_tuple_flows != 0;
         let linear = self.cls.is_linear(in_port);
-        let reusing = reuse && n <= MAX_BURST;
+        let reusing = reuse.is_some() && n <= MAX_BURST;
         let first = if reusing {
             None
         } else {
@@ -54,8 +56,17 @@ impl Pmd {
         if reusing {
             // As below: a port whose packets the decap fast path or the linear match finds
             // hashes only those they do not find, later.
-            self.unhashed = linear || !self.cls.decap(in_port).is_empty();
-            self.reuse_keys(batch, ct_tuple, !self.unhashed);
+            let no_decap = self.cls.decap(in_port).is_empty();
+            self.unhashed = linear || !no_decap;
+            early = match reuse {
+                Some(from) if linear && no_decap && !ct_tuple => {
+                    self.recirc_meta_match(batch, in_port, from)
+                }
+                _ => None,
+            };
+            if early.is_none() {
+                self.reuse_keys(batch, ct_tuple, !self.unhashed);
+            }
         } else if let Some(first) = first {
             simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
         } else if linear && self.cls.decap(in_port).is_empty() {
@@ -142,6 +153,24 @@ pub(super) fn key_metadata_add(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
     if !only_port_and_recirc(m) {
         key_metadata_more(p, key, ct_tuple);
     }
+}
+
+/// Whether the metadata words [`key_metadata_add`] makes for `b`, a packet without tunnel
+/// metadata, are those it makes for `a` without the connection's original tuple, given that
+/// both share an in_port: their recirc_id, dp_hash, mark, packet type and connection state,
+/// zone, mark and label are the same.
+#[inline(always)]
+pub(super) fn same_key_metadata(a: &Packet, b: &Packet) -> bool {
+    let (x, y) = (&a.meta, &b.meta);
+    let differ = (x.recirc_id ^ y.recirc_id)
+        | (x.dp_hash ^ y.dp_hash)
+        | (x.pkt_mark ^ y.pkt_mark)
+        | (x.packet_type ^ y.packet_type)
+        | u32::from(x.ct_state ^ y.ct_state)
+        | u32::from(x.ct_zone ^ y.ct_zone);
+    differ == 0
+        && y.tunnel == TnlMd::None
+        && (x.ct_state == 0 || crate::ct::same_mark_and_label(a, b))
 }
 
 /// Whether a packet's metadata words are in_port and recirc_id alone (one test for the common
