@@ -139,18 +139,14 @@ pub fn set_mark_label(p: &mut Packet, mark: u32, label: u128) {
     area[CT_MD_MARK..CT_MD_MARK + 4].copy_from_slice(&mark.to_ne_bytes());
 }
 
-/// Whether two tracked packets carry the same connection mark and label (what [`to_key`]
-/// reads of their connection metadata areas besides the original tuple).
+/// A tracked packet's connection mark and label (what [`to_key`] reads of its connection
+/// metadata area besides the original tuple).
 #[inline(always)]
-pub fn same_mark_and_label(a: &Packet, b: &Packet) -> bool {
-    let (x, y) = (a.ct_md(), b.ct_md());
-    let w = |m: &[u8; crate::packet::CT_MD_LEN], i: usize| {
-        u64::from_ne_bytes(m[i..i + 8].try_into().unwrap())
-    };
-    let mark = |m: &[u8; crate::packet::CT_MD_LEN]| {
-        u32::from_ne_bytes(m[CT_MD_MARK..CT_MD_MARK + 4].try_into().unwrap())
-    };
-    ((w(x, 0) ^ w(y, 0)) | (w(x, 8) ^ w(y, 8)) | u64::from(mark(x) ^ mark(y))) == 0
+pub fn mark_and_label(p: &Packet) -> (u32, u128) {
+    let area = p.ct_md();
+    let mark = u32::from_ne_bytes(area[CT_MD_MARK..CT_MD_MARK + 4].try_into().unwrap());
+    let label = u128::from_ne_bytes(area[..16].try_into().unwrap());
+    (mark, label)
 }
 
 /// Puts a flow key's connection fields into the packet's metadata, as [`to_key`] reads them

@@ -155,24 +155,6 @@ pub(super) fn key_metadata_add(p: &Packet, key: &mut FlowKey, ct_tuple: bool) {
     }
 }
 
-/// Whether the metadata words [`key_metadata_add`] makes for `b`, a packet without tunnel
-/// metadata, are those it makes for `a` without the connection's original tuple, given that
-/// both share an in_port: their recirc_id, dp_hash, mark, packet type and connection state,
-/// zone, mark and label are the same.
-#[inline(always)]
-pub(super) fn same_key_metadata(a: &Packet, b: &Packet) -> bool {
-    let (x, y) = (&a.meta, &b.meta);
-    let differ = (x.recirc_id ^ y.recirc_id)
-        | (x.dp_hash ^ y.dp_hash)
-        | (x.pkt_mark ^ y.pkt_mark)
-        | (x.packet_type ^ y.packet_type)
-        | u32::from(x.ct_state ^ y.ct_state)
-        | u32::from(x.ct_zone ^ y.ct_zone);
-    differ == 0
-        && y.tunnel == TnlMd::None
-        && (x.ct_state == 0 || crate::ct::same_mark_and_label(a, b))
-}
-
 /// Whether a packet's metadata words are in_port and recirc_id alone (one test for the common
 /// case).
 #[inline(always)]

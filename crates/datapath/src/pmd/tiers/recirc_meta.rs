@@ -23,10 +23,10 @@ use flow::Match;
 use flow::key::PACKET_WORDS;
 
 use crate::flow_table::FlowRef;
-use crate::packet::{Batch, TnlMd};
+use crate::packet::{Batch, MAX_BURST, Packet, TnlMd};
 
 use super::super::Pmd;
-use super::super::extract::{key_metadata_add, same_key_metadata};
+use super::super::extract::key_metadata_add;
 use super::masked_words::MaskedWords;
 
 /// For a pair of megaflows, one a batch was found in and the one its next pass finds: the
@@ -39,6 +39,10 @@ pub(in crate::pmd) struct MetaSplit {
     /// `None` when they are too many for the short compare (the metadata match is then not
     /// used for this pair).
     rest: Option<MaskedWords>,
+    /// `rest` has words to compare.
+    some_rest: bool,
+    /// The second's mask looks at the connection's mark or label.
+    mark_or_label: bool,
 }
 
 impl MetaSplit {
@@ -63,7 +67,63 @@ impl MetaSplit {
             from,
             to,
             rest: MaskedWords::new(t, uncovered),
+            some_rest: uncovered != 0,
+            mark_or_label: tm.ct_mark() != 0 || tm.ct_label() != 0,
         }
+    }
+}
+
+/// The metadata of the first packet of a batch that its key's metadata words are made from
+/// (but in_port, which the batch shares), held for the compare with each other packet's.
+struct KeyMeta {
+    recirc_id: u32,
+    dp_hash: u32,
+    pkt_mark: u32,
+    packet_type: u32,
+    ct_state: u8,
+    ct_zone: u16,
+    /// Whether the connection's mark and label are compared too: the packet is tracked and
+    /// the megaflow looks at them (a field whose mask bits are all zero cannot tell two keys
+    /// apart).
+    mark_or_label: bool,
+    mark_label: (u32, u128),
+}
+
+impl KeyMeta {
+    /// Packet `p`'s (without tunnel metadata); its mark and label if `mark_or_label`.
+    #[inline(always)]
+    fn of(p: &Packet, mark_or_label: bool) -> KeyMeta {
+        let m = &p.meta;
+        let mark_or_label = mark_or_label && m.ct_state != 0;
+        KeyMeta {
+            recirc_id: m.recirc_id,
+            dp_hash: m.dp_hash,
+            pkt_mark: m.pkt_mark,
+            packet_type: m.packet_type,
+            ct_state: m.ct_state,
+            ct_zone: m.ct_zone,
+            mark_or_label,
+            mark_label: if mark_or_label {
+                crate::ct::mark_and_label(p)
+            } else {
+                (0, 0)
+            },
+        }
+    }
+
+    /// Whether packet `p`'s key would get the same metadata words, on the bits the megaflow
+    /// looks at.
+    #[inline(always)]
+    fn same(&self, p: &Packet) -> bool {
+        let m = &p.meta;
+        let differ = (m.recirc_id ^ self.recirc_id)
+            | (m.dp_hash ^ self.dp_hash)
+            | (m.pkt_mark ^ self.pkt_mark)
+            | (m.packet_type ^ self.packet_type)
+            | u32::from(m.ct_state ^ self.ct_state)
+            | u32::from(m.ct_zone ^ self.ct_zone)
+            | u32::from(m.tunnel != TnlMd::None);
+        differ == 0 && (!self.mark_or_label || crate::ct::mark_and_label(p) == self.mark_label)
     }
 }
 
@@ -104,21 +164,49 @@ impl Pmd {
             let (f, t) = (flows.get(from)?, flows.get(to)?);
             *meta_split = Some(MetaSplit::new(from, &f.m, to, &t.m));
         }
-        let rest = meta_split.as_ref()?.rest.as_ref()?;
-        hits[0] = Some(to);
-        let mut found = 1u32;
-        for (i, p) in pkts.iter().enumerate().skip(1) {
+        let split = meta_split.as_ref()?;
+        let rest = split.rest.as_ref()?;
+        let some_rest = split.some_rest;
+        let meta = KeyMeta::of(p0, split.mark_or_label);
+        let n = pkts.len().min(keys.len()).min(hits.len()).min(MAX_BURST);
+        // The packets whose metadata are the first one's, with no branch per packet; then
+        // those of them that agree with the words `from` does not cover.
+        let mut same = 0u32;
+        for (i, p) in pkts[..n].iter().enumerate() {
+            same |= u32::from(meta.same(p)) << i;
+        }
+        if some_rest {
+            let mut bits = same & !1;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if !rest.matches(&keys[i]) {
+                    same &= !(1 << i);
+                }
+            }
+        }
+        for h in &mut hits[..n] {
+            *h = Some(to);
+        }
+        // The others, in full.
+        let mut found = same | 1;
+        let mut others = all_of(n) & !found;
+        while others != 0 {
+            let i = others.trailing_zeros() as usize;
+            others &= others - 1;
             let k = &mut keys[i];
-            let r = if same_key_metadata(p0, p) && rest.matches(k) {
-                Some(to)
-            } else {
-                k.clear_words(!PACKET_WORDS);
-                key_metadata_add(p, k, false);
-                linear.lookup_later(k)
-            };
+            k.clear_words(!PACKET_WORDS);
+            key_metadata_add(&pkts[i], k, false);
+            let r = linear.lookup_later(k);
             hits[i] = r;
             found |= u32::from(r.is_some()) << i;
         }
         Some(found)
     }
+}
+
+/// The first `n` packets of a batch (at most [`MAX_BURST`]), as a bit mask.
+#[inline(always)]
+fn all_of(n: usize) -> u32 {
+    ((1u64 << n) - 1) as u32
 }
