@@ -131,6 +131,13 @@ pub fn cached(p: &Packet, zone: u16, v6: bool) -> Option<(u32, Tuple)> {
     ))
 }
 
+/// Whether the packet's metadata show this mark and label already (what
+/// [`set_mark_label`] would write).
+#[inline(always)]
+pub fn has_mark_and_label(p: &Packet, mark: u32, label: u128) -> bool {
+    mark_and_label(p) == (mark, u128::from_ne_bytes(label.to_be_bytes()))
+}
+
 /// Writes a connection's mark and label into the packet's metadata (a commit's writes).
 #[inline]
 pub fn set_mark_label(p: &mut Packet, mark: u32, label: u128) {

@@ -284,3 +284,36 @@ fn a_megaflow_replaced_between_bursts_is_the_one_found() {
     assert_eq!(taken(&sent[1]).len(), 4, "by the new actions");
     assert_eq!(pmd.stats().lost_upcalls, 4);
 }
+
+/// A commit that writes the mark: the next pass sees the mark it wrote, on the burst that
+/// first writes it and on the later ones, whose commit finds it written already.
+#[test]
+fn the_pass_after_a_commit_sees_the_mark_it_wrote() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let bursts = vec![vec![from(1); 4], vec![from(1); 4], vec![from(1); 4]];
+    let mark = |m: u32| format!("ct_state(+trk),ct_mark({m:#x}),recirc_id(0x2),{PLAIN}");
+    let (mut pmd, _, sent) = pmd(
+        &ct,
+        bursts,
+        &[
+            first_pass(),
+            (
+                format!("ct_state(+trk),recirc_id(0x1),{PLAIN}"),
+                "ct(commit,mark=0x2a/0xffffffff),recirc(0x2)",
+            ),
+            (mark(0x2a), "p1"),
+            (mark(0), "p2"),
+        ],
+    );
+    for n in [4, 8, 12] {
+        pmd.poll_once();
+        assert_eq!(
+            sent[0].lock().unwrap().len(),
+            n,
+            "with the mark written, to p1"
+        );
+        assert!(sent[1].lock().unwrap().is_empty());
+    }
+    assert_eq!(pmd.stats().lost_upcalls, 0);
+    assert_eq!(ct.dump(None, conntrack::now_ms())[0].mark, 0x2a);
+}
