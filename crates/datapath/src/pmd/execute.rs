@@ -14,7 +14,6 @@
 //! drops by reason (`action_drops`, `rewrite_errors`, GSO).
 
 use crate::actions::{DpAction, TnlTemplate};
-use crate::flow_table::FlowRef;
 use crate::packet::{Batch, MAX_BURST, Packet};
 use crate::super_frame::SuperFrame;
 
@@ -27,19 +26,18 @@ pub(super) const SPARE_BATCHES: usize = 8;
 impl Pmd {
     /// Runs `actions` on every packet of `batch`, consuming the batch.
     pub(super) fn execute(&mut self, actions: &[DpAction], batch: &mut Batch) {
-        self.execute_with(actions, batch, None, None);
+        self.execute_with(actions, batch, None, false);
     }
 
     /// [`Self::execute`], with a truncation pending from earlier actions. `whole`: `batch` is
-    /// the pass's whole batch in order, every packet of it found in this megaflow, so its
-    /// keys are still in `keys` (a recirculation may hand them, and the megaflow, to the next
-    /// pass while nothing else than `ct()` without NAT ran).
+    /// the pass's whole batch in order, so its keys are still in `keys` (a recirculation may
+    /// hand them to the next pass while nothing else than `ct()` without NAT ran).
     pub(super) fn execute_with(
         &mut self,
         actions: &[DpAction],
         batch: &mut Batch,
         mut trunc: Option<u32>,
-        whole: Option<FlowRef>,
+        whole: bool,
     ) {
         let last = actions.len().saturating_sub(1);
         // Whether `batch` is still the pass's batch with the headers its keys were made from.
@@ -70,11 +68,7 @@ impl Pmd {
                     }
                 }
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume, pristine),
-                DpAction::Ct(args) => {
-                    if !self.conntrack(args, batch) {
-                        pristine = None;
-                    }
-                }
+                DpAction::Ct(args) => pristine &= self.conntrack(args, batch),
                 DpAction::CtClear => {
                     for p in batch.packets_mut() {
                         crate::ct::clear(p);
@@ -138,9 +132,7 @@ impl Pmd {
                         crate::rewrite::apply_batch(batch.packets_mut(), header);
                 }
             }
-            if !matches!(a, DpAction::Ct(c) if c.nat.is_none()) {
-                pristine = None;
-            }
+            pristine &= matches!(a, DpAction::Ct(c) if c.nat.is_none());
         }
         if !batch.is_empty() {
             // The actions ended without handing the packets on: a drop.
@@ -182,7 +174,7 @@ impl Pmd {
             self.pool.free(p);
         }
         if !b.is_empty() {
-            self.execute_with(actions, &mut b, trunc, None);
+            self.execute_with(actions, &mut b, trunc, false);
         }
         self.recycle(b);
     }
@@ -227,7 +219,7 @@ impl Pmd {
     ) {
         b.push(p);
         if b.len() >= MAX_BURST {
-            self.execute_with(actions, b, trunc, None);
+            self.execute_with(actions, b, trunc, false);
         }
     }
 

@@ -14,7 +14,6 @@
 
 use flow::FlowKey;
 
-use crate::flow_table::FlowRef;
 use crate::packet::{Batch, MAX_BURST, Packet, PacketMeta, TnlMd};
 
 use super::tiers::Pass;
@@ -23,22 +22,22 @@ use super::{Pmd, PmdStats};
 impl Pmd {
     /// The extract stage of a pass of `batch` on `in_port`, with the tiers that run in its
     /// loop; returns the pass's lookup state for the tiers after. `reuse`: the batch may take
-    /// its keys from the pass before, whose packets were all found in this megaflow
-    /// ([`Self::input`]); `lent`: it may hold lent packets,
+    /// its keys from the pass before ([`Self::input`]), whose packets were all found in
+    /// megaflow `keys_flow`; `lent`: it may hold lent packets,
     /// which stay lent only on their way to an output that takes them.
     #[inline(always)]
     pub(super) fn extract(
         &mut self,
         batch: &mut Batch,
         in_port: u32,
-        reuse: Option<FlowRef>,
+        reuse: bool,
         lent: bool,
     ) -> Pass {
         let n = batch.len();
         self.unhashed = false;
         let ct_tuple = self.ct_tuple_flows != 0;
         let linear = self.cls.is_linear(in_port);
-        let reusing = reuse.is_some() && n <= MAX_BURST;
+        let reusing = reuse && n <= MAX_BURST;
         let first = if reusing {
             None
         } else {
@@ -58,7 +57,7 @@ impl Pmd {
             // hashes only those they do not find, later.
             let no_decap = self.cls.decap(in_port).is_empty();
             self.unhashed = linear || !no_decap;
-            early = match reuse {
+            early = match self.keys_flow {
                 Some(from) if linear && no_decap && !ct_tuple => {
                     self.recirc_meta_match(batch, in_port, from)
                 }

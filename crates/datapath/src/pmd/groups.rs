@@ -109,7 +109,7 @@ impl Pmd {
             None => None,
         };
         match actions {
-            Some(a) => self.execute_with(&a, group, None, target.filter(|_| whole)),
+            Some(a) => self.execute_with(&a, group, None, whole),
             // Missed and not installed: waiting for the slow path, or a drop the upcall
             // already counted.
             None => {

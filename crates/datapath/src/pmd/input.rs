@@ -3,7 +3,6 @@
 //! [`Pmd::input`] is the list of stages; each is a function over the batch in its own file,
 //! and times itself under its [`Stage`] at the stamps here.
 
-use crate::flow_table::FlowRef;
 use crate::packet::Batch;
 
 use super::{Pmd, Stage};
@@ -14,23 +13,17 @@ impl Pmd {
     #[inline]
     pub(super) fn input_rx(&mut self, batch: &mut Batch, in_port: u32) {
         let port = self.decap_rx(batch, in_port).unwrap_or(in_port);
-        self.input(batch, port, None);
+        self.input(batch, port, false);
     }
 
     /// Runs one batch of packets that share an in_port through extraction, the lookup tiers,
     /// the upcall, grouping and the actions; leaves `batch` empty.
     ///
     /// `reuse`: the batch is the previous pass's, recirculated whole with its headers
-    /// untouched (`keys_reusable`), every packet found in this megaflow, so each packet's key
-    /// is still in `keys` at its place: only its metadata words are made again (and it is
-    /// hashed again, on a port that needs the hash for the EMC), instead of the packet being
-    /// parsed again.
-    pub(super) fn input(
-        &mut self,
-        batch: &mut Batch,
-        mut in_port: u32,
-        mut reuse: Option<FlowRef>,
-    ) {
+    /// untouched (`keys_reusable`), so each packet's key is still in `keys` at its place: only
+    /// its metadata words are made again (and it is hashed again, on a port that needs the
+    /// hash for the EMC), instead of the packet being parsed again.
+    pub(super) fn input(&mut self, batch: &mut Batch, mut in_port: u32, mut reuse: bool) {
         self.pass_gso = batch.take_gso();
         let mut lent = batch.take_lent();
         self.keys_reusable = None;

@@ -290,10 +290,12 @@ pub struct Pmd {
     /// place in the batch), reused.
     ct_ml: Vec<(u8, u32, u128)>,
     /// Set when a pass's whole batch, with the headers its keys were made from (only `ct()`
-    /// without NAT ran on it), was queued for recirculation as it was: the batch's length and
-    /// the megaflow its every packet was found in. The next pass, if it is that batch, takes
-    /// its keys from `keys` ([`Self::input`]).
-    keys_reusable: Option<(usize, FlowRef)>,
+    /// without NAT ran on it), was queued for recirculation as it was: the batch's length.
+    /// The next pass, if it is that batch, takes its keys from `keys` ([`Self::input`]).
+    keys_reusable: Option<usize>,
+    /// The megaflow every packet of that batch was found in, for the next pass's metadata
+    /// match (`tiers/recirc_meta.rs`).
+    keys_flow: Option<FlowRef>,
     /// What the metadata match of a recirculated batch compares for a pair of megaflows (the
     /// last pair it met).
     meta_split: Option<tiers::MetaSplit>,
@@ -368,6 +370,7 @@ impl Pmd {
             ct_ml: Vec::with_capacity(MAX_BURST),
             ct_tuple_flows: 0,
             keys_reusable: None,
+            keys_flow: None,
             meta_split: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
             meters: crate::meter::PmdMeters::default(),

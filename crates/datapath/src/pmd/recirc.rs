@@ -5,7 +5,6 @@
 //! headers untouched becomes the queue by swap, and its next pass reuses its keys
 //! (`keys_reusable`). Depth is limited to [`MAX_RECIRC_DEPTH`] (`recirc_depth_drops`).
 
-use crate::flow_table::FlowRef;
 use crate::packet::{Batch, MAX_BURST, Packet};
 use crate::tunnel::{TnlPopDrop, TunnelKind};
 
@@ -29,10 +28,7 @@ impl Pmd {
                 .count();
             let mut b = std::mem::take(&mut self.recirc_batch);
             let whole = take == self.recirc.len() && b.is_empty();
-            let reuse = match self.keys_reusable.take() {
-                Some((len, flow)) if len == take && whole => Some(flow),
-                _ => None,
-            };
+            let reuse = self.keys_reusable.take() == Some(take) && whole;
             if whole {
                 // The whole queue is one batch: it becomes the batch, no packet moved.
                 b.swap_packets(&mut self.recirc);
@@ -51,14 +47,13 @@ impl Pmd {
     }
 
     /// Queues packets for another pass with `recirc_id`.
-    /// `pristine`: `batch` is the pass's batch with the headers its keys were made from, all
-    /// found in this megaflow.
+    /// `pristine`: `batch` is the pass's batch with the headers its keys were made from.
     pub(super) fn recirculate(
         &mut self,
         id: u32,
         batch: &mut Batch,
         consume: bool,
-        pristine: Option<FlowRef>,
+        pristine: bool,
     ) {
         // Common case: the whole batch goes on, none of it too deep, with nothing queued
         // before it: its packets become the queue where they are (and, pristine, the next
@@ -76,7 +71,10 @@ impl Pmd {
             }
             self.recirc_gso |= self.pass_gso;
             self.stats.recirculations += batch.len() as u64;
-            self.keys_reusable = pristine.map(|f| (batch.len(), f));
+            self.keys_reusable = pristine.then_some(batch.len());
+            // Pristine, the batch is its pass's whole batch, which one megaflow found: the
+            // pass's hits are still that megaflow's.
+            self.keys_flow = self.hits[0];
             batch.swap_packets(&mut self.recirc);
             return;
         }

@@ -131,7 +131,7 @@ impl Pmd {
                 b.mark_gso();
             }
             self.running_deferred = true;
-            self.input(&mut b, in_port, None);
+            self.input(&mut b, in_port, false);
             self.running_deferred = false;
             for p in self.redeferred.drain(..).rev() {
                 self.deferred.push_front(p);
