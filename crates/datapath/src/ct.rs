@@ -131,12 +131,29 @@ pub fn cached(p: &Packet, zone: u16, v6: bool) -> Option<(u32, Tuple)> {
     ))
 }
 
+/// Whether the packet's metadata show this mark and label already (what
+/// [`set_mark_label`] would write).
+#[inline(always)]
+pub fn has_mark_and_label(p: &Packet, mark: u32, label: u128) -> bool {
+    mark_and_label(p) == (mark, u128::from_ne_bytes(label.to_be_bytes()))
+}
+
 /// Writes a connection's mark and label into the packet's metadata (a commit's writes).
 #[inline]
 pub fn set_mark_label(p: &mut Packet, mark: u32, label: u128) {
     let area = p.ct_md_mut();
     area[..16].copy_from_slice(&label.to_be_bytes());
     area[CT_MD_MARK..CT_MD_MARK + 4].copy_from_slice(&mark.to_ne_bytes());
+}
+
+/// A tracked packet's connection mark and label (what [`to_key`] reads of its connection
+/// metadata area besides the original tuple).
+#[inline(always)]
+pub fn mark_and_label(p: &Packet) -> (u32, u128) {
+    let area = p.ct_md();
+    let mark = u32::from_ne_bytes(area[CT_MD_MARK..CT_MD_MARK + 4].try_into().unwrap());
+    let label = u128::from_ne_bytes(area[..16].try_into().unwrap());
+    (mark, label)
 }
 
 /// Puts a flow key's connection fields into the packet's metadata, as [`to_key`] reads them

@@ -69,7 +69,9 @@ impl Pmd {
                     && let Some((mark, label)) =
                         ct.recheck(&self.ct_cache, conn_ref, &orig, args, natted, now)
                 {
-                    if writes {
+                    // What the packet shows already needs no write (a commit of a connection
+                    // whose mark and label hold, as OVN's are once set).
+                    if writes && !crate::ct::has_mark_and_label(p, mark, label) {
                         self.ct_ml.push((i as u8, mark, label));
                     }
                     continue;

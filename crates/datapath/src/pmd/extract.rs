@@ -22,7 +22,8 @@ use super::{Pmd, PmdStats};
 impl Pmd {
     /// The extract stage of a pass of `batch` on `in_port`, with the tiers that run in its
     /// loop; returns the pass's lookup state for the tiers after. `reuse`: the batch may take
-    /// its keys from the pass before ([`Self::input`]); `lent`: it may hold lent packets,
+    /// its keys from the pass before ([`Self::input`]), whose packets were all found in
+    /// megaflow `keys_flow`; `lent`: it may hold lent packets,
     /// which stay lent only on their way to an output that takes them.
     #[inline(always)]
     pub(super) fn extract(
@@ -52,10 +53,7 @@ impl Pmd {
         }
         let (mut simple, mut early) = (0, None);
         if reusing {
-            // As below: a port whose packets the decap fast path or the linear match finds
-            // hashes only those they do not find, later.
-            self.unhashed = linear || !self.cls.decap(in_port).is_empty();
-            self.reuse_keys(batch, ct_tuple, !self.unhashed);
+            early = self.extract_reused(batch, in_port, ct_tuple, linear);
         } else if let Some(first) = first {
             simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
         } else if linear && self.cls.decap(in_port).is_empty() {
@@ -78,6 +76,34 @@ impl Pmd {
             }
         }
         Pass::new(in_port, n, linear, simple, early)
+    }
+
+    /// Extraction of a batch recirculated whole with its headers untouched (out of line: the
+    /// first pass's extraction keeps its registers): on a port whose megaflows the linear match
+    /// holds, the metadata match (`tiers/recirc_meta.rs`), whose hits it returns; else, or
+    /// when that does not apply, the keys from the pass before ([`Self::reuse_keys`]).
+    #[inline(never)]
+    fn extract_reused(
+        &mut self,
+        batch: &mut Batch,
+        in_port: u32,
+        ct_tuple: bool,
+        linear: bool,
+    ) -> Option<u32> {
+        // As in `extract`: a port whose packets the decap fast path or the linear match finds
+        // hashes only those they do not find, later.
+        let no_decap = self.cls.decap(in_port).is_empty();
+        self.unhashed = linear || !no_decap;
+        let early = match self.keys_flow {
+            Some(from) if linear && no_decap && !ct_tuple => {
+                self.recirc_meta_match(batch, in_port, from)
+            }
+            _ => None,
+        };
+        if early.is_none() {
+            self.reuse_keys(batch, ct_tuple, !self.unhashed);
+        }
+        early
     }
 
     /// The keys of a batch recirculated whole with its headers untouched, from the pass

@@ -293,6 +293,12 @@ pub struct Pmd {
     /// without NAT ran on it), was queued for recirculation as it was: the batch's length.
     /// The next pass, if it is that batch, takes its keys from `keys` ([`Self::input`]).
     keys_reusable: Option<usize>,
+    /// The megaflow every packet of that batch was found in, for the next pass's metadata
+    /// match (`tiers/recirc_meta.rs`).
+    keys_flow: Option<FlowRef>,
+    /// What the metadata match of a recirculated batch compares for a pair of megaflows (the
+    /// last pair it met).
+    meta_split: Option<tiers::MetaSplit>,
     /// Installed megaflows whose mask looks at a connection's original tuple: while there is
     /// none, keys are made without it ([`crate::ct::to_key`]).
     ct_tuple_flows: usize,
@@ -364,6 +370,8 @@ impl Pmd {
             ct_ml: Vec::with_capacity(MAX_BURST),
             ct_tuple_flows: 0,
             keys_reusable: None,
+            keys_flow: None,
+            meta_split: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
             meters: crate::meter::PmdMeters::default(),
             bonds: crate::bond::PmdBonds::default(),

@@ -72,6 +72,9 @@ impl Pmd {
             self.recirc_gso |= self.pass_gso;
             self.stats.recirculations += batch.len() as u64;
             self.keys_reusable = pristine.then_some(batch.len());
+            // Pristine, the batch is its pass's whole batch, which one megaflow found: the
+            // pass's hits are still that megaflow's.
+            self.keys_flow = self.hits[0];
             batch.swap_packets(&mut self.recirc);
             return;
         }

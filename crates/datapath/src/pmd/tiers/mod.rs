@@ -16,7 +16,9 @@
 //!    port the linear match holds;
 //! 4. the linear match (`linear.rs`): on a port whose few megaflows are of a few masks, a
 //!    compare per mask that stands in for the EMC and dpcls; in extraction's loop on a port without decap
-//!    megaflows (`megaflow_hits`; cycles under `extract` then, else `megaflow`);
+//!    megaflows (`megaflow_hits`; cycles under `extract` then, else `megaflow`); for a
+//!    recirculated batch that reuses its keys, the metadata match (`recirc_meta.rs`) finds
+//!    most packets from the first one's megaflow and their metadata alone;
 //! 5. the megaflow classifier, dpcls (`dpcls.rs`): subtables in rank order, a hit entered in
 //!    the EMC (`megaflow_hits`, `subtable_lookups`; `megaflow`).
 //!
@@ -31,12 +33,14 @@ mod dpcls;
 mod emc;
 mod linear;
 mod masked_words;
+mod recirc_meta;
 mod simple;
 
 use crate::dpcls::Dpcls;
 use crate::flow_table::FlowRef;
 pub(super) use decap::{DecapFlow, MAX_DECAP_FLOWS};
 pub(super) use linear::{LinearMatches, MAX_LINEAR_FLOWS};
+pub(super) use recirc_meta::MetaSplit;
 pub(super) use simple::SimpleFlow;
 
 /// What the tiers of one pass know of its batch, handed from each to the next.
