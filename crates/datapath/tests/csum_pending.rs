@@ -307,7 +307,8 @@ fn conntrack_takes_checksums_the_device_verified_and_checks_the_others() {
         p.meta.rx_csum = RX_CSUM_IP_GOOD;
     }
     fn none(_: &mut Packet, _: &mut Batch) {}
-    let marks: [(fn(&mut Packet, &mut Batch), bool, &str); 3] = [
+    type Mark = fn(&mut Packet, &mut Batch);
+    let marks: [(Mark, bool, &str); 3] = [
         (both, true, "both good"),
         (ip_only, false, "IP good"),
         (none, false, "none"),
