@@ -79,6 +79,45 @@ pub fn push(p: &mut Packet, t: &TnlTemplate) -> Result<(), GsoError> {
     Ok(())
 }
 
+/// Whether encapsulated super-frame `p` can go whole to a device that segments it (a `tap`
+/// that took UDP-tunnel GSO): its outer IP and UDP lengths fit in 16 bits (a receiver's
+/// stack drops a UDP datagram whose length field is 0).
+pub fn fits_whole(p: &Packet) -> bool {
+    Outer::l3_of(p).is_some_and(|l3| {
+        let ip = p.len() - l3;
+        let ipv6 = p.data()[l3] >> 4 == 6;
+        (if ipv6 { ip.saturating_sub(40) } else { ip }) <= usize::from(u16::MAX)
+    })
+}
+
+/// Makes encapsulated super-frame `p` ready for a device that segments it (virtio's
+/// UDP-tunnel GSO, Linux's `SKB_GSO_UDP_TUNNEL`): the inner headers as
+/// [`crate::gso::prepare_partial`] leaves a plain super-frame's (the inner TCP checksum
+/// field the pseudo-header sum); the outer IP and UDP lengths of the whole frame (and the
+/// IPv4 header checksum); an outer UDP checksum that is on ([`Outer::csum`]) set to the outer
+/// pseudo-header sum (not inverted), which the device completes for each segment. Returns
+/// the inner and outer headers, for the device's offload descriptor. `TooLong` when the outer
+/// lengths do not fit ([`fits_whole`]).
+pub fn prepare_partial(p: &mut Packet) -> Result<(TcpSuper, Outer), GsoError> {
+    let inner = crate::gso::prepare_partial(p)?;
+    let outer = Outer::of(p, &inner)?.ok_or(GsoError::NotTcp)?;
+    if !fits_whole(p) {
+        return Err(GsoError::TooLong);
+    }
+    let f = p.data_mut();
+    let (l3, l4) = (outer.l3, outer.l4);
+    set_ip_len(f, l3, outer.ipv6);
+    if !outer.ipv6 {
+        ipv4_header_checksum(f, l3, l4);
+    }
+    let udp_len = (f.len() - l4) as u16;
+    set16(f, l4 + 4, udp_len);
+    if outer.csum {
+        set16(f, l4 + 6, outer.udp_pseudo(f, udp_len));
+    }
+    Ok((inner, outer))
+}
+
 /// Whether super-frame `p` is encapsulated: its `l3` lies beyond the IP header that follows
 /// its Ethernet header.
 #[inline]
