@@ -193,7 +193,7 @@ fn accept_ufo(csum: [u8; 5], p: &mut Packet) -> Result<u16, RxDrop> {
 }
 
 /// The drop reason of a super-frame refused for `e`.
-fn why_super(e: GsoError) -> RxDrop {
+pub(crate) fn why_super(e: GsoError) -> RxDrop {
     match e {
         GsoError::TooLong => RxDrop::GsoLength,
         GsoError::MssTooSmall => RxDrop::GsoSize,
