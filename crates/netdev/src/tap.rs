@@ -464,6 +464,12 @@ impl TapPort {
         Ok(())
     }
 
+    /// Whether the kernel took UDP-tunnel GSO (Linux 6.17 and later, with `tso`): encapsulated
+    /// TCP super-frames go to it whole.
+    pub fn tunnel_gso(&self) -> bool {
+        self.opts.tso && self.dev.tnl.load(Relaxed)
+    }
+
     /// The device's name.
     pub fn ifname(&self) -> &str {
         &self.dev.ifname
