@@ -37,9 +37,18 @@ fn tap(name: &str, ifname: &str, netns: &str) -> TapPort {
     TapPort::open(name, &o).unwrap_or_else(|e| panic!("open tap {ifname}: {e}"))
 }
 
-/// The environment, two namespaces with a tap each (`a` in the first), or `None` with a SKIP
-/// line: not root, no `/dev/net/tun`, no python, or a kernel without UDP-tunnel GSO on taps.
-fn setup(test: &str) -> Option<(Env, [String; 2], [String; 2], TapPort, TapPort)> {
+/// Two namespaces with a tap each (`a` in the first).
+struct Setup {
+    env: Env,
+    ns: [String; 2],
+    ifs: [String; 2],
+    pa: TapPort,
+    pb: TapPort,
+}
+
+/// The [`Setup`], or `None` with a SKIP line: not root, no `/dev/net/tun`, no python, or a
+/// kernel without UDP-tunnel GSO on taps.
+fn setup(test: &str) -> Option<Setup> {
     let mut env = Env::new(test)?;
     if !std::path::Path::new("/dev/net/tun").exists() {
         eprintln!("SKIP {test}: no /dev/net/tun");
@@ -56,7 +65,13 @@ fn setup(test: &str) -> Option<(Env, [String; 2], [String; 2], TapPort, TapPort)
         eprintln!("SKIP {test}: the kernel's tap takes no UDP-tunnel GSO (Linux 6.17 and later)");
         return None;
     }
-    Some((env, ns, ifs, pa, pb))
+    Some(Setup {
+        env,
+        ns,
+        ifs,
+        pa,
+        pb,
+    })
 }
 
 /// A kernel VXLAN device `dev` in `ns` (VNI 100, port 4789, over `local` to `remote`, the
@@ -145,7 +160,14 @@ fn start_pmd(
 }
 
 fn super_frames_go_whole_into_a_kernel_vxlan(test: &str, csum: bool) {
-    let Some((mut env, [na, nb], [ta, tb], mut pa, mut pb)) = setup(test) else {
+    let Some(Setup {
+        mut env,
+        ns: [na, nb],
+        ifs: [ta, tb],
+        mut pa,
+        mut pb,
+    }) = setup(test)
+    else {
         return;
     };
     // A: the sender on tap a (MTU 1450: VXLAN adds 50); B: tap b with the underlay address
@@ -240,7 +262,14 @@ fn kernel_tx_packets(ns: &str, dev: &str) -> u64 {
 #[test]
 fn encapsulated_super_frames_from_the_kernel_are_cut_on_receive() {
     let test = "encapsulated_super_frames_from_the_kernel_are_cut_on_receive";
-    let Some((_env, [na, nb], [ta, tb], mut pa, mut pb)) = setup(test) else {
+    let Some(Setup {
+        env: _env,
+        ns: [na, nb],
+        ifs: [ta, tb],
+        mut pa,
+        mut pb,
+    }) = setup(test)
+    else {
         return;
     };
     for (ns, t, me, peer, mac, addr) in [
