@@ -65,7 +65,7 @@ impl RxDrop {
     ];
 
     /// The name of its count in a port's `xstats`.
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RxDrop::GsoType => "rx_drop_gso_type",
             RxDrop::GsoSize => "rx_drop_gso_size",

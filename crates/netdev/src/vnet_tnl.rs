@@ -187,6 +187,45 @@ fn check(hdr: &[u8], p: &mut Packet) -> Result<(TcpSuper, Outer, u16, u16), RxDr
     Ok((inner, outer, l3, l4))
 }
 
+/// For the `vnet_tnl` fuzz target and its regression test (not an API): the first
+/// [`HDR_LEN`] bytes of `data` as the header the kernel wrote, the rest as the frame, received
+/// as a tap that took UDP-tunnel GSO receives it. Returns the segments it made (0 for a
+/// refused frame, with the reason). Checks what must hold of every segment: no longer than
+/// the super-frame's headers plus one MSS, and their payloads together the super-frame's.
+#[doc(hidden)]
+pub fn fuzz_rx(data: &[u8]) -> (usize, Option<&'static str>) {
+    let Some((hdr, frame)) = data.split_at_checked(HDR_LEN) else {
+        return (0, Some("short"));
+    };
+    let mut pool = Pool::new(64, 0);
+    let p = pool.packet_from(frame, 1);
+    let mut t = match accept(hdr, p) {
+        Ok(t) => t,
+        Err((e, p)) => {
+            pool.free(p);
+            return (0, Some(e.name()));
+        }
+    };
+    let (hdr_len, mss) = (t.inner.hdr_len, t.inner.mss);
+    let payload = frame.len() - hdr_len;
+    let (mut n, mut got) = (0, 0);
+    let mut batch = Batch::new();
+    while !t.done() {
+        let (k, _) = t.drain(&mut pool, &mut batch);
+        assert!(k > 0, "no progress");
+        for s in batch.drain() {
+            assert!(s.len() <= hdr_len + mss, "segment of {} bytes", s.len());
+            assert_eq!(s.meta.gso_size, 0);
+            got += s.len() - hdr_len;
+            n += 1;
+            pool.free(s);
+        }
+    }
+    assert_eq!(got, payload, "the payload, cut");
+    pool.free(t.into_packet());
+    (n, None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
