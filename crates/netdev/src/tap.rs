@@ -12,7 +12,8 @@
 //! restart. The port then sets the link up. Descriptors are non-blocking.
 //!
 //! # Offloads and the virtio-net header
-//! Every frame crosses the descriptor behind a 12-byte `virtio_net_hdr` (`TUNSETVNETHDRSZ`,
+//! Every frame crosses the descriptor behind a 12-byte `virtio_net_hdr` (24 bytes with
+//! UDP-tunnel GSO, below; `TUNSETVNETHDRSZ`,
 //! in the host's byte order: the legacy layout). The port advertises checksum offload
 //! (`TUNSETOFFLOAD` with `TUN_F_CSUM`, option `csum_offload`, default on): the kernel then
 //! hands over frames of the local stack with a partial TCP/UDP checksum
@@ -56,6 +57,19 @@
 //! if it must); else the datapath cuts it into IP fragments first. A super-frame that is
 //! neither TCP nor UDP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
 //! (from other ports) in software before they reach the queue.
+//!
+//! With `tso` the port also asks for UDP-tunnel GSO (`TUN_F_UDP_TUNNEL_GSO |
+//! TUN_F_UDP_TUNNEL_GSO_CSUM`, Linux 6.17 and later; an older kernel refuses it and the port
+//! goes on without). Granted, every frame crosses behind the longer tunnel header
+//! ([`vnet_tnl::HDR_LEN`] bytes, `TUNSETVNETHDRSZ`), and a TCP super-frame the datapath
+//! encapsulated whole in VXLAN or GENEVE ([`datapath::gso_tunnel`], [`TxQueue::tnl_gso`]) is
+//! written whole: inner `gso_type` OR-ed with the outer IP version's tunnel bit, `csum_start`
+//! at the inner TCP header, the outer UDP and inner IP header offsets, and with the tunnel's
+//! UDP checksum on, flag `UDP_TUNNEL_CSUM` with the outer checksum field the outer
+//! pseudo-header sum ([`vnet_tnl`]); the kernel cuts it if it must. One whose outer lengths
+//! do not fit 16 bits is cut by the datapath first. The kernel may then also hand the reader
+//! encapsulated super-frames (from a VXLAN device routed into the tap): each is cut into its
+//! segments on receive (a TCP one; inner UDP super-frames and bad offsets are counted drops).
 //!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
 //! of one connection are first merged into super-frames by Linux's GRO rules
