@@ -629,7 +629,8 @@ impl TapRxq {
 
 impl RxQueue for TapRxq {
     fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        (!self.link.dead).then(|| self.link.fd.as_fd())
+        // Segments of a tunnel super-frame still to hand on: nothing to wait for.
+        (!self.link.dead && self.tunnel.is_none()).then(|| self.link.fd.as_fd())
     }
 
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
