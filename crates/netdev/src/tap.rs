@@ -574,8 +574,9 @@ impl TapRxq {
 }
 
 impl TapRxq {
-    /// Hands on segments of the UDP-tunnel super-frame received, as many as `batch` takes;
-    /// returns their count and bytes.
+    /// Hands on segments of the UDP-tunnel super-frame received, as many as `batch` takes
+    /// (ordinary frames, their checksums complete: the batch needs no mark); returns their
+    /// count and bytes.
     #[cold]
     #[inline(never)]
     fn drain_tunnel(&mut self, pool: &mut Pool, batch: &mut Batch) -> (usize, u64) {
@@ -586,9 +587,6 @@ impl TapRxq {
         if t.done() {
             let t = self.tunnel.take().expect("checked");
             pool.free(t.into_packet());
-        }
-        if got.0 > 0 {
-            batch.mark_gso();
         }
         got
     }
