@@ -144,7 +144,13 @@ impl Outer {
     /// The outer headers of super-frame `p`, whose inner headers `inner` found; `None` when
     /// `p` is not encapsulated, an error when its outer headers are not IP and UDP.
     pub fn of(p: &Packet, inner: &TcpSuper) -> Result<Option<Outer>, GsoError> {
-        let Some(l3) = Self::l3_of(p).filter(|&o| o < inner.l3) else {
+        Self::around(p, inner.l3)
+    }
+
+    /// The outer headers of super-frame `p` whose inner IP header is at `inner_l3` (of any
+    /// transport), as [`Outer::of`] finds them.
+    pub fn around(p: &Packet, inner_l3: usize) -> Result<Option<Outer>, GsoError> {
+        let Some(l3) = Self::l3_of(p).filter(|&o| o < inner_l3) else {
             return Ok(None);
         };
         let d = p.data();
@@ -164,7 +170,7 @@ impl Outer {
                 (l3 + 40, true)
             }
         };
-        if l4 < l3 + 20 || l4 + 8 > inner.l3 {
+        if l4 < l3 + 20 || l4 + 8 > inner_l3 {
             return Err(GsoError::Malformed);
         }
         let csum = d[l4 + 6] | d[l4 + 7] != 0;
@@ -184,13 +190,7 @@ impl Outer {
     pub fn fix(&self, s: &mut Packet, inner: &TcpSuper) {
         let (l3, l4) = (self.l3, self.l4);
         let f = s.data_mut();
-        let len = f.len();
-        set_ip_len(f, l3, self.ipv6);
-        if !self.ipv6 {
-            ipv4_header_checksum(f, l3, l4);
-        }
-        let udp_len = (len - l4) as u16;
-        set16(f, l4 + 4, udp_len);
+        let udp_len = self.fix_lengths(f);
         if self.csum {
             set16(f, l4 + 6, 0);
             let ph = self.udp_pseudo(f, udp_len);
@@ -206,6 +206,35 @@ impl Outer {
         }
         s.meta.l3 = l3 as u16;
         s.meta.l4 = l4 as u16;
+    }
+
+    /// [`Outer::fix`] of a segment whose inner packet is not TCP (a datagram of a UDP
+    /// super-frame, its checksum complete): the outer UDP checksum, when on, summed over the
+    /// whole datagram.
+    pub fn fix_summed(&self, s: &mut Packet) {
+        let (l3, l4) = (self.l3, self.l4);
+        let f = s.data_mut();
+        let udp_len = self.fix_lengths(f);
+        if self.csum {
+            set16(f, l4 + 6, 0);
+            let c = !checksum::combine(&[self.udp_pseudo(f, udp_len), checksum::data(&f[l4..])]);
+            set16(f, l4 + 6, if c == 0 { 0xffff } else { c });
+        }
+        s.meta.l3 = l3 as u16;
+        s.meta.l4 = l4 as u16;
+    }
+
+    /// Writes segment `f`'s outer IP length (and IPv4 header checksum) and UDP length, which
+    /// it returns.
+    fn fix_lengths(&self, f: &mut [u8]) -> u16 {
+        let (l3, l4) = (self.l3, self.l4);
+        set_ip_len(f, l3, self.ipv6);
+        if !self.ipv6 {
+            ipv4_header_checksum(f, l3, l4);
+        }
+        let udp_len = (f.len() - l4) as u16;
+        set16(f, l4 + 4, udp_len);
+        udp_len
     }
 
     fn udp_pseudo(&self, f: &[u8], udp_len: u16) -> u16 {

@@ -69,7 +69,8 @@
 //! pseudo-header sum ([`vnet_tnl`]); the kernel cuts it if it must. One whose outer lengths
 //! do not fit 16 bits is cut by the datapath first. The kernel may then also hand the reader
 //! encapsulated super-frames (from a VXLAN device routed into the tap): each is cut into its
-//! segments on receive (a TCP one; inner UDP super-frames and bad offsets are counted drops).
+//! segments on receive (TCP segments, or UDP datagrams of an inner USO super-frame; bad
+//! offsets are counted drops).
 //!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
 //! of one connection are first merged into super-frames by Linux's GRO rules

@@ -21,14 +21,18 @@
 //! Received ([`accept`]): such a frame (from a kernel VXLAN device routed into the tap) is
 //! cut into its segments on receive ([`RxTunnel`]) by the segmentation the datapath uses
 //! after a `tnl_push` ([`datapath::gso_tunnel`]): the rest of the switch sees ordinary
-//! encapsulated packets. One whose inner super-frame is UDP (USO in a tunnel) is a counted
-//! `rx_drop_gso_type`; one whose offsets or headers do not match is `rx_drop_gso_header`.
+//! encapsulated packets. An inner UDP super-frame (`UDP_L4`: USO in a tunnel, `NEEDS_CSUM`
+//! at its UDP checksum) is cut into its datagrams ([`datapath::gso_udp`]) the same way, the
+//! outer checksum then summed over each whole datagram. An inner UFO one is a counted
+//! `rx_drop_gso_type` (Linux refuses it too); one whose offsets or headers do not match is
+//! `rx_drop_gso_header`.
 
 use datapath::gso::{MIN_MSS, TcpSuper};
 use datapath::gso_tunnel::Outer;
+use datapath::gso_udp::UdpSuper;
 use datapath::packet::{Batch, Packet, Pool};
 
-use crate::vnet::{F_NEEDS_CSUM, GSO_ECN, GSO_TCPV4, GSO_TCPV6, RxDrop, why_super};
+use crate::vnet::{F_NEEDS_CSUM, GSO_ECN, GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4, RxDrop, why_super};
 
 /// Bytes of `virtio_net_hdr_v1_hash_tunnel`.
 pub const HDR_LEN: usize = 24;
@@ -74,11 +78,73 @@ pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
     Some(h)
 }
 
+/// The inner super-frame of a received encapsulated one.
+#[derive(Clone, Copy, Debug)]
+enum Inner {
+    Tcp(TcpSuper),
+    Udp(UdpSuper),
+}
+
+impl Inner {
+    fn l3(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.l3,
+            Inner::Udp(u) => u.l3,
+        }
+    }
+
+    fn l4(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.l4,
+            Inner::Udp(u) => u.l4,
+        }
+    }
+
+    /// Bytes of the headers every segment repeats.
+    fn hdr_len(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.hdr_len,
+            Inner::Udp(u) => u.hdr_len(),
+        }
+    }
+
+    /// Payload bytes per segment.
+    fn size(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.mss,
+            Inner::Udp(u) => u.size,
+        }
+    }
+
+    fn n_segments(&self, p: &Packet) -> usize {
+        match self {
+            Inner::Tcp(t) => t.n_segments(p),
+            Inner::Udp(u) => u.n_segments(p),
+        }
+    }
+
+    /// Segment `k` of `p`, its outer headers made those of a packet of its own by `outer`.
+    fn segment(&self, p: &Packet, k: usize, outer: &Outer, pool: &mut Pool) -> Packet {
+        match self {
+            Inner::Tcp(t) => {
+                let mut s = t.segment(p, k, pool);
+                outer.fix(&mut s, t);
+                s
+            }
+            Inner::Udp(u) => {
+                let mut s = u.segment(p, k, pool);
+                outer.fix_summed(&mut s);
+                s
+            }
+        }
+    }
+}
+
 /// A received encapsulated super-frame, handed on as its segments: as many each burst as
 /// the batch has room for.
 pub(crate) struct RxTunnel {
     p: Packet,
-    inner: TcpSuper,
+    inner: Inner,
     outer: Outer,
     next: usize,
     n: usize,
@@ -93,8 +159,7 @@ impl RxTunnel {
     pub(crate) fn drain(&mut self, pool: &mut Pool, batch: &mut Batch) -> (usize, u64) {
         let (mut n, mut bytes) = (0, 0u64);
         while self.next < self.n && batch.room() > 0 {
-            let mut s = self.inner.segment(&self.p, self.next, pool);
-            self.outer.fix(&mut s, &self.inner);
+            let mut s = self.inner.segment(&self.p, self.next, &self.outer, pool);
             s.meta.l3 = self.l3;
             s.meta.l4 = self.l4;
             bytes += s.len() as u64;
@@ -138,21 +203,24 @@ pub(crate) fn accept(hdr: &[u8], mut p: Packet) -> Result<RxTunnel, (RxDrop, Pac
 }
 
 /// [`accept`]'s checks: the headers where `hdr` says, of the kinds it says.
-fn check(hdr: &[u8], p: &mut Packet) -> Result<(TcpSuper, Outer, u16, u16), RxDrop> {
+fn check(hdr: &[u8], p: &mut Packet) -> Result<(Inner, Outer, u16, u16), RxDrop> {
     let Some(h) = hdr.get(..HDR_LEN) else {
         return Err(RxDrop::GsoType);
     };
     let tunnel = h[1] & GSO_UDP_TUNNEL;
     let inner_ty = h[1] & !(GSO_UDP_TUNNEL | GSO_ECN);
-    if tunnel == GSO_UDP_TUNNEL || !matches!(inner_ty, GSO_TCPV4 | GSO_TCPV6) {
+    let udp = inner_ty == GSO_UDP_L4;
+    let known = matches!(inner_ty, GSO_TCPV4 | GSO_TCPV6) || udp && h[1] & GSO_ECN == 0;
+    if tunnel == GSO_UDP_TUNNEL || !known {
         return Err(RxDrop::GsoType);
     }
-    if h[0] & F_NEEDS_CSUM == 0 || u16::from_le_bytes([h[8], h[9]]) != 16 {
+    let csum_offset = if udp { 6 } else { 16 };
+    if h[0] & F_NEEDS_CSUM == 0 || u16::from_le_bytes([h[8], h[9]]) != csum_offset {
         return Err(RxDrop::GsoHeader);
     }
     let le = |at: usize| usize::from(u16::from_le_bytes([h[at], h[at + 1]]));
     let gso_size = le(4) as u16;
-    if gso_size < MIN_MSS {
+    if gso_size < if udp { 1 } else { MIN_MSS } {
         return Err(RxDrop::GsoSize);
     }
     let (inner_nh, outer_th, csum_start) = (le(INNER_NH), le(OUTER_TH), le(6));
@@ -172,16 +240,20 @@ fn check(hdr: &[u8], p: &mut Packet) -> Result<(TcpSuper, Outer, u16, u16), RxDr
         0
     };
     f[outer_th + 6..outer_th + 8].copy_from_slice(&c.to_be_bytes());
-    let inner = TcpSuper::of(p).map_err(why_super)?;
-    let outer = Outer::of(p, &inner)
+    let inner = if udp {
+        Inner::Udp(UdpSuper::of(p).map_err(why_super)?)
+    } else {
+        let t = TcpSuper::of(p).map_err(why_super)?;
+        if t.ipv6 != (inner_ty == GSO_TCPV6) {
+            return Err(RxDrop::GsoHeader);
+        }
+        Inner::Tcp(t)
+    };
+    let outer = Outer::around(p, inner.l3())
         .map_err(why_super)?
         .ok_or(RxDrop::GsoHeader)?;
     let outer_v6 = tunnel == GSO_UDP_TUNNEL_IPV6;
-    if inner.l4 != csum_start
-        || inner.ipv6 != (inner_ty == GSO_TCPV6)
-        || outer.l4 != outer_th
-        || outer.ipv6 != outer_v6
-    {
+    if inner.l4() != csum_start || outer.l4 != outer_th || outer.ipv6 != outer_v6 {
         return Err(RxDrop::GsoHeader);
     }
     Ok((inner, outer, l3, l4))
@@ -206,7 +278,7 @@ pub fn fuzz_rx(data: &[u8]) -> (usize, Option<&'static str>) {
             return (0, Some(e.name()));
         }
     };
-    let (hdr_len, mss) = (t.inner.hdr_len, t.inner.mss);
+    let (hdr_len, mss) = (t.inner.hdr_len(), t.inner.size());
     let payload = frame.len() - hdr_len;
     let (mut n, mut got) = (0, 0);
     let mut batch = Batch::new();
@@ -397,6 +469,91 @@ mod tests {
         pool.free(p);
     }
 
+    /// A UDP super-frame with `payload` bytes (IPv4 or IPv6).
+    fn udp_super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
+        let mut f = super_frame(ipv6, 0);
+        let l4 = if ipv6 { 54 } else { 34 };
+        f.truncate(l4);
+        let udp_len = (8 + payload) as u16;
+        if ipv6 {
+            f[18..20].copy_from_slice(&udp_len.to_be_bytes());
+            f[20] = 17;
+        } else {
+            f[16..18].copy_from_slice(&(20 + udp_len).to_be_bytes());
+            f[23] = 17;
+        }
+        f.extend_from_slice(&[0x9c, 0x40, 0x13, 0x89]);
+        f.extend_from_slice(&udp_len.to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend((0..payload).map(|i| (i * 5) as u8));
+        f
+    }
+
+    #[test]
+    fn an_inner_udp_super_frame_is_cut_into_datagrams_on_receive() {
+        let mut pool = Pool::new(64, 0);
+        for (outer_v6, inner_v6, csum) in [
+            (false, false, true),
+            (true, true, false),
+            (false, true, true),
+        ] {
+            let what = format!("outer v6 {outer_v6} inner v6 {inner_v6} csum {csum}");
+            let (t, tlen) = template(false, outer_v6, csum);
+            let mut p = Packet::from_slice(&udp_super_frame(inner_v6, 3000));
+            p.meta.l3 = 14;
+            datapath::rewrite::tnl_push(&mut p, &t).unwrap();
+            let ol4 = 14 + if outer_v6 { 40 } else { 20 };
+            let il3 = ol4 + 8 + tlen + 14;
+            let il4 = il3 + if inner_v6 { 40 } else { 20 };
+            let mut h = [0u8; HDR_LEN];
+            h[0] = F_NEEDS_CSUM | if csum { F_UDP_TUNNEL_CSUM } else { 0 };
+            h[1] = GSO_UDP_L4
+                | if outer_v6 {
+                    GSO_UDP_TUNNEL_IPV6
+                } else {
+                    GSO_UDP_TUNNEL_IPV4
+                };
+            for (at, v) in [
+                (2, il4 + 8),
+                (4, 1000),
+                (6, il4),
+                (8, 6),
+                (OUTER_TH, ol4),
+                (INNER_NH, il3),
+            ] {
+                h[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
+            }
+            let q = pool.packet_from(p.data(), 3);
+            let Ok(mut rx) = accept(&h, q) else {
+                panic!("{what}: refused")
+            };
+            let mut batch = Batch::new();
+            rx.drain(&mut pool, &mut batch);
+            assert!(rx.done(), "{what}");
+            assert_eq!(batch.len(), 3, "{what}");
+            for s in batch.drain() {
+                let f = s.data();
+                assert_eq!(f.len(), il4 + 8 + 1000, "{what}");
+                assert!(verifies(f, il3, il4, IpProtocol::UDP), "{what}: inner UDP");
+                if csum {
+                    assert!(verifies(f, 14, ol4, IpProtocol::UDP), "{what}: outer UDP");
+                } else {
+                    assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
+                }
+                pool.free(s);
+            }
+            pool.free(rx.into_packet());
+            // With the TCP checksum offset it is not what its type says.
+            h[8] = 16;
+            let q = pool.packet_from(p.data(), 3);
+            let Err((e, q)) = accept(&h, q) else {
+                panic!("{what}: taken")
+            };
+            assert_eq!(e, RxDrop::GsoHeader, "{what}");
+            pool.free(q);
+        }
+    }
+
     #[test]
     fn refused_headers_name_their_reason() {
         let mut pool = Pool::new(64, 0);
@@ -420,8 +577,12 @@ mod tests {
         };
         h[1] = GSO_UDP_TUNNEL | GSO_TCPV4;
         assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoType));
-        h[1] = GSO_UDP_TUNNEL_IPV4 | 5;
-        assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoType), "USO inside");
+        h[1] = GSO_UDP_TUNNEL_IPV4 | GSO_UDP_L4 | GSO_ECN;
+        assert_eq!(
+            why(&h, &mut pool),
+            Some(RxDrop::GsoType),
+            "USO with ECN inside"
+        );
         h[1] = GSO_UDP_TUNNEL_IPV4 | 3;
         assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoType), "UFO inside");
         h[1] = GSO_UDP_TUNNEL_IPV4 | GSO_TCPV4;

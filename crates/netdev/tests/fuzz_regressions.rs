@@ -53,13 +53,19 @@ fn vnet_tnl_inputs() {
 fn vnet_tnl_seeds_reach_the_segmentation() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/fuzz/vnet_tnl/");
     let read = |name: &str| std::fs::read(format!("{dir}{name}")).unwrap();
-    for (name, segments) in [("v4_in_v4_csum", 3), ("v6_in_v6", 3), ("v6_in_v4_csum", 2)] {
+    let taken = [
+        ("v4_in_v4_csum", 3),
+        ("v6_in_v6", 3),
+        ("v6_in_v4_csum", 2),
+        ("uso_in_v4_csum", 3),
+    ];
+    for (name, segments) in taken {
         assert_eq!(
             netdev::vnet_tnl::fuzz_rx(&read(name)),
             (segments, None),
             "{name}"
         );
     }
-    let refused = netdev::vnet_tnl::fuzz_rx(&read("inner_uso_refused"));
-    assert_eq!(refused, (0, Some("rx_drop_gso_type")));
+    let refused = netdev::vnet_tnl::fuzz_rx(&read("uso_type_on_a_tcp_frame"));
+    assert_eq!(refused, (0, Some("rx_drop_gso_header")));
 }
