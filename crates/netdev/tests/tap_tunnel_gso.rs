@@ -10,8 +10,8 @@
 //! address only), so the PMD needs no decapsulation.
 //!
 //! Receiving: kernel VXLAN devices on both sides of a forwarder between two taps: the sender's
-//! kernel hands its tap encapsulated super-frames whole, which the port cuts into segments on
-//! receive.
+//! kernel hands its tap encapsulated super-frames whole (TCP ones, and UDP ones from a
+//! `UDP_SEGMENT` sender), which the port cuts into segments or datagrams on receive.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -306,6 +306,136 @@ fn encapsulated_super_frames_from_the_kernel_are_cut_on_receive() {
         ca.rx_packets > handed * 3 / 2,
         "super-frames came in whole and went on as segments: {} packets from {handed}",
         ca.rx_packets
+    );
+    assert_eq!(ca.rx_dropped + ca.errors + cb.errors + cb.tx_dropped, 0);
+    assert_eq!(csum_errors(&nb), 0, "B's stack counted checksum errors");
+}
+
+const UDP_SERVER: &str = r#"
+import socket, hashlib, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.bind((sys.argv[1], 5002)); s.settimeout(8)
+h = hashlib.sha256(); n = 0
+try:
+    while True:
+        d = s.recv(65536); h.update(d); n += 1; s.settimeout(1)
+except socket.timeout:
+    pass
+print(n, h.hexdigest())
+"#;
+
+/// Sends 40 UDP super-frames to `argv[1]`:5002 with `UDP_SEGMENT` (USO): 8 datagrams of
+/// 1 400 bytes and one of 100 each; prints the datagrams' count and the SHA-256 of their
+/// payloads in order.
+const UDP_SEGMENT_CLIENT: &str = r#"
+import socket, hashlib, random, sys, time
+r = random.Random(9); h = hashlib.sha256(); n = 0
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(17, 103, 1400)  # SOL_UDP, UDP_SEGMENT
+s.connect((sys.argv[1], 5002))
+time.sleep(0.3)
+for i in range(40):
+    buf = r.randbytes(1400 * 8 + 100)
+    s.send(buf)
+    for k in range(0, len(buf), 1400):
+        h.update(buf[k:k + 1400]); n += 1
+    time.sleep(0.005)
+print(n, h.hexdigest())
+"#;
+
+#[test]
+fn encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_receive() {
+    let test = "encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_receive";
+    let Some(Setup {
+        env: _env,
+        ns: [na, nb],
+        ifs: [ta, tb],
+        mut pa,
+        mut pb,
+    }) = setup(test)
+    else {
+        return;
+    };
+    for (ns, t, me, peer, mac, addr) in [
+        (
+            &na,
+            &ta,
+            "172.31.83.1",
+            "172.31.83.2",
+            "02:00:00:00:83:01",
+            "10.83.0.1/24",
+        ),
+        (
+            &nb,
+            &tb,
+            "172.31.83.2",
+            "172.31.83.1",
+            "02:00:00:00:83:02",
+            "10.83.0.2/24",
+        ),
+    ] {
+        ns_sh(ns, &["ip", "addr", "add", &format!("{me}/24"), "dev", t]);
+        vxlan(ns, "vx", me, peer, true, mac, addr);
+    }
+    let fwd = Forwarder::start(&mut pa, &mut pb);
+    // The first datagrams resolve the neighbours (ARP on both layers): a ping first.
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &na, python(), "-c", PING, "10.83.0.2"])
+        .output()
+        .unwrap();
+    assert!(ping.status.success(), "ping over VXLAN");
+    let handed0 = kernel_tx_packets(&na, &ta);
+    let rx0 = pa.counters().rx_packets;
+    let mut server = KillOnDrop(Some(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &nb,
+                python(),
+                "-c",
+                UDP_SERVER,
+                "10.83.0.2",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let client = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &na,
+            python(),
+            "-c",
+            UDP_SEGMENT_CLIENT,
+            "10.83.0.2",
+        ])
+        .output()
+        .unwrap();
+    let server = server.0.take().unwrap().wait_with_output().unwrap();
+    drop(fwd);
+    let (ca, cb) = (pa.counters(), pb.counters());
+    let handed = kernel_tx_packets(&na, &ta) - handed0;
+    let got = ca.rx_packets - rx0;
+    eprintln!(
+        "port a: {ca:?}\nport b: {cb:?}\nA's kernel handed tap a {handed} packets, {got} came out"
+    );
+    let (c, s) = (
+        String::from_utf8_lossy(&client.stdout),
+        String::from_utf8_lossy(&server.stdout),
+    );
+    assert!(client.status.success(), "client: {c}");
+    assert!(c.starts_with("360 "), "{c}");
+    assert_eq!(
+        s.trim(),
+        c.trim(),
+        "the receiver got every datagram, in order"
+    );
+    assert!(
+        handed < 100 && got >= 360,
+        "super-frames came in whole, went on as datagrams"
     );
     assert_eq!(ca.rx_dropped + ca.errors + cb.errors + cb.tx_dropped, 0);
     assert_eq!(csum_errors(&nb), 0, "B's stack counted checksum errors");
