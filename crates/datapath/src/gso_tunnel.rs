@@ -31,6 +31,13 @@
 //! complete, the sum of the inner TCP segment is the complement of its pseudo-header sum, so
 //! only the outer pseudo-header and the bytes from the UDP header to the inner TCP header are
 //! summed, not the payload a second time. The tunnel header is the pushed one, unchanged.
+//!
+//! # Whole to a device
+//! A queue that takes UDP-tunnel GSO ([`crate::port::TxQueue::tnl_gso`]: a `tap` on Linux
+//! 6.17 and later) gets an encapsulated super-frame whole when its outer lengths fit 16 bits
+//! ([`fits_whole`]), made ready by [`prepare_partial`] (inner headers as for a plain
+//! super-frame, outer lengths of the whole frame, the outer UDP checksum field the outer
+//! pseudo-header sum when the checksum is on, as Linux's `SKB_GSO_UDP_TUNNEL_CSUM` has it).
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 

@@ -1,4 +1,4 @@
-//! The virtio-net header of UDP-tunnel GSO (virtio 1.4 §5.1.6.2,
+//! The virtio-net header of UDP-tunnel GSO (virtio 1.4's
 //! `VIRTIO_NET_F_HOST_UDP_TUNNEL_GSO` and `_CSUM`; Linux's tun with
 //! `TUN_F_UDP_TUNNEL_GSO` and `TUN_F_UDP_TUNNEL_GSO_CSUM`, 6.17 and later): a super-frame
 //! encapsulated in a UDP tunnel (VXLAN, GENEVE) crosses whole, for the receiver to segment.
