@@ -10,16 +10,16 @@
 //! header size (`TUNSETVNETHDRSZ`) is at least that.
 //!
 //! An encapsulated TCP super-frame: `gso_type` the inner `TCPV4`/`TCPV6` (with `ECN`)
-//! OR-ed with [`GSO_UDP_TUNNEL_IPV4`] or [`GSO_UDP_TUNNEL_IPV6`] for the outer IP version;
+//! OR-ed with `GSO_UDP_TUNNEL_IPV4` or `GSO_UDP_TUNNEL_IPV6` for the outer IP version;
 //! `NEEDS_CSUM` (required) with `csum_start` at the inner TCP header and `csum_offset` 16,
 //! the inner TCP checksum field the inner pseudo-header sum; `hdr_len` all headers;
-//! `gso_size` the MSS; with an outer UDP checksum, flag [`F_UDP_TUNNEL_CSUM`] and the outer
+//! `gso_size` the MSS; with an outer UDP checksum, flag `F_UDP_TUNNEL_CSUM` and the outer
 //! UDP checksum field the outer pseudo-header sum (without it, the field 0). Linux checks
 //! that the outer UDP header lies after an Ethernet and an outer IP header, the inner IP
 //! header after the UDP header, and the inner TCP header after the inner IP header.
 //!
-//! Received ([`accept`]): such a frame (from a kernel VXLAN device routed into the tap) is
-//! cut into its segments on receive ([`RxTunnel`]) by the segmentation the datapath uses
+//! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap) is
+//! cut into its segments on receive (`RxTunnel`) by the segmentation the datapath uses
 //! after a `tnl_push` ([`datapath::gso_tunnel`]): the rest of the switch sees ordinary
 //! encapsulated packets. An inner UDP super-frame (`UDP_L4`: USO in a tunnel, `NEEDS_CSUM`
 //! at its UDP checksum) is cut into its datagrams ([`datapath::gso_udp`]) the same way, the
