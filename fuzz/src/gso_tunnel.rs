@@ -9,7 +9,9 @@
 //!   one already encapsulated);
 //! - a frame it takes is found again, encapsulated, with its outer headers;
 //! - its segments are byte for byte what segmenting before the push gave, each segment then
-//!   pushed by itself.
+//!   pushed by itself;
+//! - made ready for a device with UDP-tunnel GSO, it is refused exactly when its outer
+//!   lengths do not fit, and otherwise cut into the same segments.
 
 use datapath::actions::{DpAction, TnlTemplate};
 use datapath::gso::TcpSuper;
@@ -99,5 +101,31 @@ pub fn segments_after_push(data: &[u8]) -> Option<usize> {
         pool.free(after);
         pool.free(seg);
     }
+    check_prepared(&p, &inner, &outer, &mut pool);
     Some(n)
+}
+
+/// Encapsulated super-frame `p` made ready for a device with UDP-tunnel GSO
+/// ([`gso_tunnel::prepare_partial`]): refused exactly when its outer lengths do not fit; else
+/// with the same headers, and cut into the same segments as `p`.
+fn check_prepared(p: &Packet, inner: &TcpSuper, outer: &Outer, pool: &mut Pool) {
+    let mut ready = pool.packet_from(p.data(), p.meta.in_port);
+    ready.copy_meta_from(p);
+    match gso_tunnel::prepare_partial(&mut ready) {
+        Ok((i, o)) => {
+            assert!(gso_tunnel::fits_whole(p), "prepared, but does not fit");
+            assert_eq!(i, *inner);
+            assert_eq!((o.l3, o.l4, o.ipv6), (outer.l3, outer.l4, outer.ipv6));
+            for k in 0..inner.n_segments(p) {
+                let (mut a, mut b) = (inner.segment(p, k, pool), i.segment(&ready, k, pool));
+                outer.fix(&mut a, inner);
+                o.fix(&mut b, &i);
+                assert_eq!(a.data(), b.data(), "prepared: segment {k}");
+                pool.free(a);
+                pool.free(b);
+            }
+        }
+        Err(e) => assert!(!gso_tunnel::fits_whole(p), "refused though it fits: {e:?}"),
+    }
+    pool.free(ready);
 }

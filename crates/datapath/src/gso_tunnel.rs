@@ -31,6 +31,13 @@
 //! complete, the sum of the inner TCP segment is the complement of its pseudo-header sum, so
 //! only the outer pseudo-header and the bytes from the UDP header to the inner TCP header are
 //! summed, not the payload a second time. The tunnel header is the pushed one, unchanged.
+//!
+//! # Whole to a device
+//! A queue that takes UDP-tunnel GSO ([`crate::port::TxQueue::tnl_gso`]: a `tap` on Linux
+//! 6.17 and later) gets an encapsulated super-frame whole when its outer lengths fit 16 bits
+//! ([`fits_whole`]), made ready by [`prepare_partial`] (inner headers as for a plain
+//! super-frame, outer lengths of the whole frame, the outer UDP checksum field the outer
+//! pseudo-header sum when the checksum is on, as Linux's `SKB_GSO_UDP_TUNNEL_CSUM` has it).
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -79,6 +86,45 @@ pub fn push(p: &mut Packet, t: &TnlTemplate) -> Result<(), GsoError> {
     Ok(())
 }
 
+/// Whether encapsulated super-frame `p` can go whole to a device that segments it (a `tap`
+/// that took UDP-tunnel GSO): its outer IP and UDP lengths fit in 16 bits (a receiver's
+/// stack drops a UDP datagram whose length field is 0).
+pub fn fits_whole(p: &Packet) -> bool {
+    Outer::l3_of(p).is_some_and(|l3| {
+        let ip = p.len() - l3;
+        let ipv6 = p.data()[l3] >> 4 == 6;
+        (if ipv6 { ip.saturating_sub(40) } else { ip }) <= usize::from(u16::MAX)
+    })
+}
+
+/// Makes encapsulated super-frame `p` ready for a device that segments it (virtio's
+/// UDP-tunnel GSO, Linux's `SKB_GSO_UDP_TUNNEL`): the inner headers as
+/// [`crate::gso::prepare_partial`] leaves a plain super-frame's (the inner TCP checksum
+/// field the pseudo-header sum); the outer IP and UDP lengths of the whole frame (and the
+/// IPv4 header checksum); an outer UDP checksum that is on ([`Outer::csum`]) set to the outer
+/// pseudo-header sum (not inverted), which the device completes for each segment. Returns
+/// the inner and outer headers, for the device's offload descriptor. `TooLong` when the outer
+/// lengths do not fit ([`fits_whole`]).
+pub fn prepare_partial(p: &mut Packet) -> Result<(TcpSuper, Outer), GsoError> {
+    let inner = crate::gso::prepare_partial(p)?;
+    let outer = Outer::of(p, &inner)?.ok_or(GsoError::NotTcp)?;
+    if !fits_whole(p) {
+        return Err(GsoError::TooLong);
+    }
+    let f = p.data_mut();
+    let (l3, l4) = (outer.l3, outer.l4);
+    set_ip_len(f, l3, outer.ipv6);
+    if !outer.ipv6 {
+        ipv4_header_checksum(f, l3, l4);
+    }
+    let udp_len = (f.len() - l4) as u16;
+    set16(f, l4 + 4, udp_len);
+    if outer.csum {
+        set16(f, l4 + 6, outer.udp_pseudo(f, udp_len));
+    }
+    Ok((inner, outer))
+}
+
 /// Whether super-frame `p` is encapsulated: its `l3` lies beyond the IP header that follows
 /// its Ethernet header.
 #[inline]
@@ -105,7 +151,13 @@ impl Outer {
     /// The outer headers of super-frame `p`, whose inner headers `inner` found; `None` when
     /// `p` is not encapsulated, an error when its outer headers are not IP and UDP.
     pub fn of(p: &Packet, inner: &TcpSuper) -> Result<Option<Outer>, GsoError> {
-        let Some(l3) = Self::l3_of(p).filter(|&o| o < inner.l3) else {
+        Self::around(p, inner.l3)
+    }
+
+    /// The outer headers of super-frame `p` whose inner IP header is at `inner_l3` (of any
+    /// transport), as [`Outer::of`] finds them.
+    pub fn around(p: &Packet, inner_l3: usize) -> Result<Option<Outer>, GsoError> {
+        let Some(l3) = Self::l3_of(p).filter(|&o| o < inner_l3) else {
             return Ok(None);
         };
         let d = p.data();
@@ -125,7 +177,7 @@ impl Outer {
                 (l3 + 40, true)
             }
         };
-        if l4 < l3 + 20 || l4 + 8 > inner.l3 {
+        if l4 < l3 + 20 || l4 + 8 > inner_l3 {
             return Err(GsoError::Malformed);
         }
         let csum = d[l4 + 6] | d[l4 + 7] != 0;
@@ -145,13 +197,7 @@ impl Outer {
     pub fn fix(&self, s: &mut Packet, inner: &TcpSuper) {
         let (l3, l4) = (self.l3, self.l4);
         let f = s.data_mut();
-        let len = f.len();
-        set_ip_len(f, l3, self.ipv6);
-        if !self.ipv6 {
-            ipv4_header_checksum(f, l3, l4);
-        }
-        let udp_len = (len - l4) as u16;
-        set16(f, l4 + 4, udp_len);
+        let udp_len = self.fix_lengths(f);
         if self.csum {
             set16(f, l4 + 6, 0);
             let ph = self.udp_pseudo(f, udp_len);
@@ -167,6 +213,35 @@ impl Outer {
         }
         s.meta.l3 = l3 as u16;
         s.meta.l4 = l4 as u16;
+    }
+
+    /// [`Outer::fix`] of a segment whose inner packet is not TCP (a datagram of a UDP
+    /// super-frame, its checksum complete): the outer UDP checksum, when on, summed over the
+    /// whole datagram.
+    pub fn fix_summed(&self, s: &mut Packet) {
+        let (l3, l4) = (self.l3, self.l4);
+        let f = s.data_mut();
+        let udp_len = self.fix_lengths(f);
+        if self.csum {
+            set16(f, l4 + 6, 0);
+            let c = !checksum::combine(&[self.udp_pseudo(f, udp_len), checksum::data(&f[l4..])]);
+            set16(f, l4 + 6, if c == 0 { 0xffff } else { c });
+        }
+        s.meta.l3 = l3 as u16;
+        s.meta.l4 = l4 as u16;
+    }
+
+    /// Writes segment `f`'s outer IP length (and IPv4 header checksum) and UDP length, which
+    /// it returns.
+    fn fix_lengths(&self, f: &mut [u8]) -> u16 {
+        let (l3, l4) = (self.l3, self.l4);
+        set_ip_len(f, l3, self.ipv6);
+        if !self.ipv6 {
+            ipv4_header_checksum(f, l3, l4);
+        }
+        let udp_len = (f.len() - l4) as u16;
+        set16(f, l4 + 4, udp_len);
+        udp_len
     }
 
     fn udp_pseudo(&self, f: &[u8], udp_len: u16) -> u16 {

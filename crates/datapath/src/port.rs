@@ -76,6 +76,15 @@ pub trait TxQueue: Send {
         false
     }
 
+    /// Whether the queue also takes encapsulated TCP super-frames ([`crate::gso_tunnel`]:
+    /// VXLAN or GENEVE pushed onto a super-frame) whole, as [`TxQueue::tso`] says of plain
+    /// ones (only asked when that says yes; a `tap` whose kernel took UDP-tunnel GSO). The
+    /// default: the datapath segments them after the push before they reach
+    /// [`TxQueue::send`].
+    fn tnl_gso(&self) -> bool {
+        false
+    }
+
     /// Whether [`TxQueue::send`] takes lent packets ([`Pool::packet_lent`]): it reads the rest
     /// of such a frame from [`Pool::lent_tail`] or brings it in first ([`Pool::materialize`]).
     /// Other queues are never handed one. Asked once, when the queue joins a PMD.

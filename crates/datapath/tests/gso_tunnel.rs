@@ -354,6 +354,8 @@ type Sent = Arc<Mutex<Vec<(Vec<u8>, u16)>>>;
 
 struct CaptureTxq {
     tso: bool,
+    /// Takes encapsulated super-frames whole too (a tap with UDP-tunnel GSO).
+    tnl: bool,
     sent: Sent,
 }
 
@@ -370,6 +372,9 @@ impl TxQueue for CaptureTxq {
     }
     fn tso(&self) -> bool {
         self.tso
+    }
+    fn tnl_gso(&self) -> bool {
+        self.tnl
     }
 }
 
@@ -396,7 +401,16 @@ fn run_pmd_counted(
     let counters: [Arc<TxGsoStats>; 2] = Default::default();
     for (port, tso, sent, c) in [(2, false, &s2, &counters[0]), (3, true, &s3, &counters[1])] {
         let sent = sent.clone();
-        pmd.add_port_txq_counted(port, Box::new(CaptureTxq { tso, sent }), None, c.clone());
+        pmd.add_port_txq_counted(
+            port,
+            Box::new(CaptureTxq {
+                tso,
+                tnl: false,
+                sent,
+            }),
+            None,
+            c.clone(),
+        );
     }
     let mut names = PortNames::new();
     names.insert("p0", 1);
@@ -506,5 +520,61 @@ fn a_bad_super_frame_at_a_push_is_a_drop_counted_by_reason() {
     assert!(
         st.drops()
             .any(|(name, n)| name == "gso_mss_too_small" && n == 1)
+    );
+}
+
+#[test]
+fn a_queue_with_udp_tunnel_gso_takes_encapsulated_super_frames_whole_when_they_fit() {
+    let push = push_text(Kind::Vxlan, false, true);
+    let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
+    // 10 000 bytes fit the outer lengths; 65 450 do (inner IPv4 total length 65 502) but not
+    // with the 50 bytes of VXLAN over IPv4.
+    let frames = vec![
+        (super_frame(false, 10_000, ACK), 1448),
+        (super_frame(false, 65_450, ACK), 1448),
+    ];
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 0,
+        rxq: Box::new(VecRxq { frames, next: 0 }),
+        cycles: 0,
+    });
+    let (s2, s3) = (Sent::default(), Sent::default());
+    let counters: [Arc<TxGsoStats>; 2] = Default::default();
+    for (port, tnl, sent, c) in [(2, false, &s2, &counters[0]), (3, true, &s3, &counters[1])] {
+        let q = CaptureTxq {
+            tso: true,
+            tnl,
+            sent: sent.clone(),
+        };
+        pmd.add_port_txq_counted(port, Box::new(q), None, c.clone());
+    }
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    names.insert("p2", 2);
+    names.insert("p3", 3);
+    let k = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
+    let a = format!("{push},p2,p3");
+    pmd.add_flow(parse_megaflow(&names, k, &a).unwrap())
+        .unwrap();
+    for _ in 0..10 {
+        pmd.poll_once();
+    }
+    let (n1, n2) = (10_000u64.div_ceil(1448), 65_450u64.div_ceil(1448));
+    assert_eq!(
+        counters[0].get(),
+        (0, 2, n1 + n2),
+        "no UDP-tunnel GSO: both cut"
+    );
+    assert_eq!(counters[1].get(), (1, 1, n2), "the one that fits whole");
+    let sent = s3.lock().unwrap();
+    assert_eq!(sent.len() as u64, 1 + n2);
+    let (whole, gso_size) = &sent[0];
+    assert_eq!(*gso_size, 1448);
+    assert_eq!(whole.len(), 50 + super_frame(false, 10_000, ACK).len());
+    assert!(
+        sent[1..]
+            .iter()
+            .all(|(f, g)| *g == 0 && f.len() <= 50 + 66 + 1448)
     );
 }

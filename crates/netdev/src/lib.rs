@@ -36,3 +36,4 @@ pub mod vhost;
 #[allow(unsafe_code)]
 pub mod virtio_user;
 pub mod vnet;
+pub mod vnet_tnl;

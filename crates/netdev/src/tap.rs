@@ -12,7 +12,8 @@
 //! restart. The port then sets the link up. Descriptors are non-blocking.
 //!
 //! # Offloads and the virtio-net header
-//! Every frame crosses the descriptor behind a 12-byte `virtio_net_hdr` (`TUNSETVNETHDRSZ`,
+//! Every frame crosses the descriptor behind a 12-byte `virtio_net_hdr` (24 bytes with
+//! UDP-tunnel GSO, below; `TUNSETVNETHDRSZ`,
 //! in the host's byte order: the legacy layout). The port advertises checksum offload
 //! (`TUNSETOFFLOAD` with `TUN_F_CSUM`, option `csum_offload`, default on): the kernel then
 //! hands over frames of the local stack with a partial TCP/UDP checksum
@@ -57,6 +58,20 @@
 //! neither TCP nor UDP over IP is a counted `tx_dropped`. With `tso` off the datapath segments super-frames
 //! (from other ports) in software before they reach the queue.
 //!
+//! With `tso` the port also asks for UDP-tunnel GSO (`TUN_F_UDP_TUNNEL_GSO |
+//! TUN_F_UDP_TUNNEL_GSO_CSUM`, Linux 6.17 and later; an older kernel refuses it and the port
+//! goes on without). Granted, every frame crosses behind the longer tunnel header
+//! ([`vnet_tnl::HDR_LEN`] bytes, `TUNSETVNETHDRSZ`), and a TCP super-frame the datapath
+//! encapsulated whole in VXLAN or GENEVE ([`datapath::gso_tunnel`], [`TxQueue::tnl_gso`]) is
+//! written whole: inner `gso_type` OR-ed with the outer IP version's tunnel bit, `csum_start`
+//! at the inner TCP header, the outer UDP and inner IP header offsets, and with the tunnel's
+//! UDP checksum on, flag `UDP_TUNNEL_CSUM` with the outer checksum field the outer
+//! pseudo-header sum ([`vnet_tnl`]); the kernel cuts it if it must. One whose outer lengths
+//! do not fit 16 bits is cut by the datapath first. The kernel may then also hand the reader
+//! encapsulated super-frames (from a VXLAN device routed into the tap): each is cut into its
+//! segments on receive (TCP segments, or UDP datagrams of an inner USO super-frame; bad
+//! offsets are counted drops).
+//!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
 //! of one connection are first merged into super-frames by Linux's GRO rules
 //! ([`datapath::gro`]): what arrives segmented (from a tunnel, an AF_PACKET or AF_XDP port)
@@ -92,7 +107,7 @@ use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
 use crate::afpacket::{RECHECK, due, flag};
-use crate::{netns, vnet};
+use crate::{netns, vnet, vnet_tnl};
 
 /// Bytes of the virtio-net header in front of every frame (`virtio_net_hdr_mrg_rxbuf`).
 pub const VNET_HDR_LEN: usize = vnet::HDR_LEN;
@@ -207,10 +222,22 @@ struct TapDev {
     uso: AtomicBool,
     /// The kernel takes UFO writes (it accepted `TUN_F_UFO`).
     ufo: AtomicBool,
+    /// The kernel took UDP-tunnel GSO (`TUN_F_UDP_TUNNEL_GSO` and its `_CSUM`) with `tso`:
+    /// every frame crosses behind the tunnel header ([`vnet_tnl::HDR_LEN`] bytes).
+    tnl: AtomicBool,
     persist: bool,
     /// A datagram socket in the device's namespace, for ioctls by name.
     ctl: OwnedFd,
     fds: Mutex<Vec<Arc<OwnedFd>>>,
+}
+
+/// `TUNSETOFFLOAD` bits of UDP-tunnel GSO (Linux's `if_tun.h`, 6.17 and later).
+const TUN_F_UDP_TUNNEL_GSO: libc::c_uint = 0x080;
+const TUN_F_UDP_TUNNEL_GSO_CSUM: libc::c_uint = 0x100;
+
+/// Bytes of the virtio-net header on a device that took UDP-tunnel GSO (`tnl`) or not.
+fn hdr_len(tnl: bool) -> usize {
+    if tnl { vnet_tnl::HDR_LEN } else { VNET_HDR_LEN }
 }
 
 /// `TUNSETOFFLOAD` of `offload` on `fd`.
@@ -276,8 +303,6 @@ impl TapDev {
         {
             return Err(io::Error::last_os_error());
         }
-        let mut sz = VNET_HDR_LEN as libc::c_int;
-        ioctl_ptr(&fd, libc::TUNSETVNETHDRSZ, &mut sz)?;
         let offload = match (self.csum_offload, self.tso) {
             (true, true) => {
                 libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN
@@ -299,12 +324,21 @@ impl TapDev {
         // USO with TSO where the kernel has it (Linux 6.2 and later): refused (EINVAL) by
         // older ones, which then get TSO alone.
         let with_uso = offload | libc::TUN_F_USO4 | libc::TUN_F_USO6;
-        if uso && set_offload(&fd, with_uso).is_ok() {
+        let offload = if uso && set_offload(&fd, with_uso).is_ok() {
             self.uso.store(true, Relaxed);
+            with_uso
         } else {
             self.uso.store(false, Relaxed);
             set_offload(&fd, offload)?;
-        }
+            offload
+        };
+        // UDP-tunnel GSO with TSO where the kernel has it (Linux 6.17 and later): refused
+        // (EINVAL) by older ones. Granted, tun reads and writes the longer tunnel header.
+        let with_tnl = offload | TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM;
+        let tnl = uso && set_offload(&fd, with_tnl).is_ok();
+        self.tnl.store(tnl, Relaxed);
+        let mut sz = hdr_len(tnl) as libc::c_int;
+        ioctl_ptr(&fd, libc::TUNSETVNETHDRSZ, &mut sz)?;
         Ok(fd)
     }
 
@@ -370,6 +404,7 @@ impl TapPort {
             tso: opts.tso,
             uso: AtomicBool::new(false),
             ufo: AtomicBool::new(false),
+            tnl: AtomicBool::new(false),
             persist: opts.persist,
             ctl,
             fds: Mutex::new(Vec::new()),
@@ -444,6 +479,12 @@ impl TapPort {
         Ok(())
     }
 
+    /// Whether the kernel took UDP-tunnel GSO (Linux 6.17 and later, with `tso`): encapsulated
+    /// TCP super-frames go to it whole.
+    pub fn tunnel_gso(&self) -> bool {
+        self.opts.tso && self.dev.tnl.load(Relaxed)
+    }
+
     /// The device's name.
     pub fn ifname(&self) -> &str {
         &self.dev.ifname
@@ -509,6 +550,10 @@ struct TapRxq {
     /// the kernel took USO.
     gso: vnet::RxGso,
     drops: Arc<vnet::RxDrops>,
+    /// Bytes of the virtio-net header ([`hdr_len`]).
+    hdr_len: usize,
+    /// A UDP-tunnel super-frame received, whose segments go on in the next bursts.
+    tunnel: Option<vnet_tnl::RxTunnel>,
 }
 
 impl TapRxq {
@@ -529,9 +574,62 @@ impl TapRxq {
     }
 }
 
+impl TapRxq {
+    /// Hands on segments of the UDP-tunnel super-frame received, as many as `batch` takes
+    /// (ordinary frames, their checksums complete: the batch needs no mark); returns their
+    /// count and bytes.
+    #[cold]
+    #[inline(never)]
+    fn drain_tunnel(&mut self, pool: &mut Pool, batch: &mut Batch) -> (usize, u64) {
+        let Some(t) = &mut self.tunnel else {
+            return (0, 0);
+        };
+        let got = t.drain(pool, batch);
+        if t.done() {
+            let t = self.tunnel.take().expect("checked");
+            pool.free(t.into_packet());
+        }
+        got
+    }
+
+    /// A frame `p` received with a UDP-tunnel `gso_type` (the header in the scratch buffer):
+    /// cut into segments ([`vnet_tnl`]), the first of them into `batch` (count and bytes
+    /// returned); `None` when dropped (counted by reason).
+    #[cold]
+    #[inline(never)]
+    fn tunnel_frame(
+        &mut self,
+        p: Packet,
+        pool: &mut Pool,
+        batch: &mut Batch,
+    ) -> Option<(usize, u64)> {
+        let hdr = &self.scratch[..self.hdr_len];
+        let taken = if self.gso.tso && self.hdr_len == vnet_tnl::HDR_LEN {
+            vnet_tnl::accept(hdr, p)
+        } else {
+            Err((vnet::RxDrop::GsoType, p))
+        };
+        match taken {
+            Ok(t) => {
+                self.tunnel = Some(t);
+                Some(self.drain_tunnel(pool, batch))
+            }
+            Err((e, p)) => {
+                pool.free(p);
+                self.drops.count(e);
+                if e == vnet::RxDrop::GsoType {
+                    self.gso_frame();
+                }
+                None
+            }
+        }
+    }
+}
+
 impl RxQueue for TapRxq {
     fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        (!self.link.dead).then(|| self.link.fd.as_fd())
+        // Segments of a tunnel super-frame still to hand on: nothing to wait for.
+        (!self.link.dead && self.tunnel.is_none()).then(|| self.link.fd.as_fd())
     }
 
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
@@ -539,7 +637,11 @@ impl RxQueue for TapRxq {
             return 0;
         }
         let (mut n, mut bytes, mut dropped) = (0usize, 0u64, 0u64);
-        while batch.room() > 0 {
+        if self.tunnel.is_some() {
+            (n, bytes) = self.drain_tunnel(pool, batch);
+        }
+        let hl = self.hdr_len;
+        while batch.room() > 0 && self.tunnel.is_none() {
             // SAFETY: reads at most `scratch.len()` bytes into the scratch buffer.
             let r = unsafe {
                 libc::read(
@@ -561,12 +663,19 @@ impl RxQueue for TapRxq {
                 break;
             }
             let len = r as usize;
-            if len < VNET_HDR_LEN + 14 {
+            if len < hl + 14 {
                 dropped += 1;
                 continue;
             }
-            let (hdr, frame) = self.scratch.split_at(VNET_HDR_LEN);
-            let mut p = pool.packet_from(&frame[..len - VNET_HDR_LEN], self.in_port);
+            let (hdr, frame) = self.scratch.split_at(hl);
+            let mut p = pool.packet_from(&frame[..len - hl], self.in_port);
+            if hdr[1] & vnet_tnl::GSO_UDP_TUNNEL != 0 {
+                match self.tunnel_frame(p, pool, batch) {
+                    Some((k, b)) => (n, bytes) = (n + k, bytes + b),
+                    None => dropped += 1,
+                }
+                continue;
+            }
             match vnet::accept(hdr, &mut p, self.gso) {
                 Ok(false) => {}
                 Ok(true) => batch.mark_gso(),
@@ -589,8 +698,9 @@ impl RxQueue for TapRxq {
     }
 }
 
-/// The header written in front of an ordinary frame: no offload.
-static ZERO_HDR: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
+/// The header written in front of an ordinary frame: no offload (as many bytes of it as
+/// the device's header has).
+static ZERO_HDR: [u8; vnet_tnl::HDR_LEN] = [0; vnet_tnl::HDR_LEN];
 
 struct TapTxq {
     link: Link,
@@ -601,6 +711,10 @@ struct TapTxq {
     uso: bool,
     /// UFO super-frames go to the kernel whole too (it takes UFO writes).
     ufo: bool,
+    /// Encapsulated TCP super-frames go to the kernel whole too (it took UDP-tunnel GSO).
+    tnl: bool,
+    /// Bytes of the virtio-net header ([`hdr_len`]).
+    hdr_len: usize,
     /// Frames whose checksum is pending go to the kernel as `NEEDS_CSUM` (`csum_offload`),
     /// counted here.
     csum: bool,
@@ -608,6 +722,19 @@ struct TapTxq {
     /// With `gro`: where a burst's packets go while their segments merge (room for a burst),
     /// and the port's counters of what merged.
     gro: Option<(Vec<Packet>, Arc<AtomicU64>, Arc<AtomicU64>)>,
+}
+
+/// The header of super-frame `p`: an encapsulated one's tunnel header where the kernel took
+/// UDP-tunnel GSO (`tnl`; else the datapath segmented it before), a plain one's in the first
+/// [`VNET_HDR_LEN`] bytes.
+fn gso_hdr(p: &mut Packet, tnl: bool) -> Option<[u8; vnet_tnl::HDR_LEN]> {
+    if tnl && datapath::gso_tunnel::is_encapsulated(p) {
+        return vnet_tnl::gso_hdr(p);
+    }
+    let h = vnet::gso_hdr(p)?;
+    let mut full = [0u8; vnet_tnl::HDR_LEN];
+    full[..h.len()].copy_from_slice(&h);
+    Some(full)
 }
 
 impl TxQueue for TapTxq {
@@ -621,6 +748,10 @@ impl TxQueue for TapTxq {
 
     fn ufo(&self) -> bool {
         self.ufo
+    }
+
+    fn tnl_gso(&self) -> bool {
+        self.tnl
     }
 
     fn tx_csum(&self) -> bool {
@@ -648,21 +779,21 @@ impl TxQueue for TapTxq {
         let pkts = batch.packets_mut();
         let mut i = 0;
         while i < pkts.len() {
-            let gso;
-            let hdr = if pkts[i].meta.gso_size == 0 && !pkts[i].meta.csum_pending() {
+            let mut gso = [0u8; vnet_tnl::HDR_LEN];
+            let hdr: &[u8] = if pkts[i].meta.gso_size == 0 && !pkts[i].meta.csum_pending() {
                 &ZERO_HDR
             } else if pkts[i].meta.gso_size == 0 {
                 // Headers that no longer parse as TCP or UDP over IP: sent as they are.
                 match vnet::csum_hdr(&mut pkts[i]) {
                     Some(h) => {
                         partial += 1;
-                        gso = h;
+                        gso[..h.len()].copy_from_slice(&h);
                         &gso
                     }
                     None => &ZERO_HDR,
                 }
             } else {
-                match vnet::gso_hdr(&mut pkts[i]) {
+                match gso_hdr(&mut pkts[i], self.tnl) {
                     Some(h) => {
                         gso = h;
                         &gso
@@ -678,7 +809,7 @@ impl TxQueue for TapTxq {
             let iov = [
                 libc::iovec {
                     iov_base: hdr.as_ptr() as *mut libc::c_void,
-                    iov_len: VNET_HDR_LEN,
+                    iov_len: self.hdr_len,
                 },
                 libc::iovec {
                     iov_base: p.data().as_ptr() as *mut libc::c_void,
@@ -769,7 +900,7 @@ impl Port for TapPort {
                 dead: false,
                 retry_at: Instant::now(),
             },
-            scratch: vec![0u8; VNET_HDR_LEN + MAX_FRAME].into_boxed_slice(),
+            scratch: vec![0u8; vnet_tnl::HDR_LEN + MAX_FRAME].into_boxed_slice(),
             in_port,
             stats: self.rx_stats[q].clone(),
             gso_warned: false,
@@ -780,6 +911,8 @@ impl Port for TapPort {
                 ufo: false,
             },
             drops: self.rx_drops.clone(),
+            hdr_len: hdr_len(self.dev.tnl.load(Relaxed)),
+            tunnel: None,
         }))
     }
 
@@ -799,6 +932,8 @@ impl Port for TapPort {
             tso: self.opts.tso,
             uso: self.opts.tso && self.dev.uso.load(Relaxed),
             ufo: self.opts.tso && self.dev.ufo.load(Relaxed),
+            tnl: self.opts.tso && self.dev.tnl.load(Relaxed),
+            hdr_len: hdr_len(self.dev.tnl.load(Relaxed)),
             csum: self.opts.csum_offload,
             csum_partial: self.csum_partial.clone(),
             gro: (self.opts.tso && self.opts.gro).then(|| {

@@ -65,7 +65,7 @@ impl RxDrop {
     ];
 
     /// The name of its count in a port's `xstats`.
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RxDrop::GsoType => "rx_drop_gso_type",
             RxDrop::GsoSize => "rx_drop_gso_size",
@@ -193,7 +193,7 @@ fn accept_ufo(csum: [u8; 5], p: &mut Packet) -> Result<u16, RxDrop> {
 }
 
 /// The drop reason of a super-frame refused for `e`.
-fn why_super(e: GsoError) -> RxDrop {
+pub(crate) fn why_super(e: GsoError) -> RxDrop {
     match e {
         GsoError::TooLong => RxDrop::GsoLength,
         GsoError::MssTooSmall => RxDrop::GsoSize,

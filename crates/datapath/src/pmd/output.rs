@@ -5,7 +5,8 @@
 //! its kind (TCP: [`TxQueue::tso`]; UDP: [`TxQueue::uso`] too; UFO: [`TxQueue::ufo`] too)
 //! is sent as its segments (a UFO one as its IP fragments), and
 //! so is an encapsulated one ([`crate::gso_tunnel`]: segmented after the push, outer headers
-//! on every segment) whatever the queue. A frame whose checksum is pending
+//! on every segment) unless the queue takes those whole too ([`TxQueue::tnl_gso`]) and its
+//! outer lengths fit ([`crate::gso_tunnel::fits_whole`]). A frame whose checksum is pending
 //! ([`crate::csum_pending`]) is completed in software first unless the queue has its device
 //! complete it ([`TxQueue::tx_csum`]). Counted as `tx_packets` and `tx_batches`, the
 //! flush's cycles under `tx`.
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
-use crate::gso_tunnel::{Outer, is_encapsulated};
+use crate::gso_tunnel::{Outer, fits_whole, is_encapsulated};
 use crate::gso_udp;
 use crate::gso_ufo;
 use crate::packet::{Batch, Packet, Pool};
@@ -37,6 +38,8 @@ pub(super) struct TxSlot {
     uso: bool,
     /// The queue takes UFO super-frames whole too ([`TxQueue::ufo`]).
     ufo: bool,
+    /// The queue takes encapsulated super-frames whole too ([`TxQueue::tnl_gso`]).
+    tnl: bool,
     /// The queue takes lent packets ([`TxQueue::takes_lent`]).
     lent: bool,
     /// The queue takes frames whose checksum is pending ([`TxQueue::tx_csum`]).
@@ -79,6 +82,7 @@ impl Pmd {
         let tso = q.tso();
         let uso = tso && q.uso();
         let ufo = tso && q.ufo();
+        let tnl = tso && q.tnl_gso();
         let lent = q.takes_lent();
         let csum = q.tx_csum();
         self.txs[i] = Some(TxSlot {
@@ -88,6 +92,7 @@ impl Pmd {
             tso,
             uso,
             ufo,
+            tnl,
             lent,
             csum,
             gso,
@@ -123,7 +128,8 @@ impl Pmd {
             crate::csum_pending::complete_batch(&mut src, &mut self.pool);
         }
         if self.pass_gso && has_gso(&src) {
-            if !tx.tso || has_encapsulated(&src) || has_udp_super_not_taken(tx, &src) {
+            if !tx.tso || has_encapsulated_not_taken(tx, &src) || has_udp_super_not_taken(tx, &src)
+            {
                 send_segmented(tx, &mut src, &mut self.pool, &mut self.stats);
                 if consume && trunc.is_none() {
                     *batch = src;
@@ -243,10 +249,21 @@ fn takes_udp_kind(tx: &TxSlot, p: &Packet) -> bool {
     }
 }
 
-/// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push`.
+/// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push` that `tx`'s queue
+/// does not take whole.
 #[inline(never)]
-fn has_encapsulated(batch: &Batch) -> bool {
-    batch.packets().iter().any(is_encapsulated)
+fn has_encapsulated_not_taken(tx: &TxSlot, batch: &Batch) -> bool {
+    batch
+        .packets()
+        .iter()
+        .any(|p| is_encapsulated(p) && !takes_encapsulated(tx, p))
+}
+
+/// Whether `tx`'s queue takes encapsulated super-frame `p` whole: it takes UDP-tunnel GSO and
+/// `p`'s outer lengths fit.
+#[inline]
+fn takes_encapsulated(tx: &TxSlot, p: &Packet) -> bool {
+    tx.tnl && fits_whole(p)
 }
 
 /// Hands the packets of `src` to `tx`'s batch, each super-frame as its segments where the
@@ -303,7 +320,7 @@ fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStat
 }
 
 /// Hands one packet to `tx`'s batch, as its segments when it is a super-frame the queue does
-/// not take whole (an encapsulated one: no queue takes it whole).
+/// not take whole (an encapsulated one unless the queue takes UDP-tunnel GSO).
 #[inline]
 pub(super) fn put_one(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     if p.meta.gso_size != 0 {
@@ -328,7 +345,8 @@ fn put_completed(tx: &mut TxSlot, mut p: Packet, pool: &mut Pool, stats: &mut Pm
 /// its segments.
 #[inline(never)]
 fn put_super(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    if tx.tso && !is_encapsulated(&p) && takes_udp_kind(tx, &p) {
+    let whole_kind = !is_encapsulated(&p) || takes_encapsulated(tx, &p);
+    if tx.tso && whole_kind && takes_udp_kind(tx, &p) {
         count_one_whole(tx, &p);
         put(tx, p, pool, stats);
     } else {

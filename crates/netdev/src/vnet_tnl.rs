@@ -1,0 +1,603 @@
+//! The virtio-net header of UDP-tunnel GSO (virtio 1.4's
+//! `VIRTIO_NET_F_HOST_UDP_TUNNEL_GSO` and `_CSUM`; Linux's tun with
+//! `TUN_F_UDP_TUNNEL_GSO` and `TUN_F_UDP_TUNNEL_GSO_CSUM`, 6.17 and later): a super-frame
+//! encapsulated in a UDP tunnel (VXLAN, GENEVE) crosses whole, for the receiver to segment.
+//!
+//! Layout (`struct virtio_net_hdr_v1_hash_tunnel`, [`HDR_LEN`] bytes): the 12-byte header of
+//! [`crate::vnet`], the hash value (two u16), hash report and padding (u16 each), then
+//! `outer_th_offset` (the outer UDP header) and `inner_nh_offset` (the inner IP header),
+//! little-endian. Linux's tun reads and writes the tunnel fields only when the device's
+//! header size (`TUNSETVNETHDRSZ`) is at least that.
+//!
+//! An encapsulated TCP super-frame: `gso_type` the inner `TCPV4`/`TCPV6` (with `ECN`)
+//! OR-ed with `GSO_UDP_TUNNEL_IPV4` or `GSO_UDP_TUNNEL_IPV6` for the outer IP version;
+//! `NEEDS_CSUM` (required) with `csum_start` at the inner TCP header and `csum_offset` 16,
+//! the inner TCP checksum field the inner pseudo-header sum; `hdr_len` all headers;
+//! `gso_size` the MSS; with an outer UDP checksum, flag `F_UDP_TUNNEL_CSUM` and the outer
+//! UDP checksum field the outer pseudo-header sum (without it, the field 0). Linux checks
+//! that the outer UDP header lies after an Ethernet and an outer IP header, the inner IP
+//! header after the UDP header, and the inner TCP header after the inner IP header.
+//!
+//! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap) is
+//! cut into its segments on receive (`RxTunnel`) by the segmentation the datapath uses
+//! after a `tnl_push` ([`datapath::gso_tunnel`]): the rest of the switch sees ordinary
+//! encapsulated packets. An inner UDP super-frame (`UDP_L4`: USO in a tunnel, `NEEDS_CSUM`
+//! at its UDP checksum) is cut into its datagrams ([`datapath::gso_udp`]) the same way, the
+//! outer checksum then summed over each whole datagram. An inner UFO one is a counted
+//! `rx_drop_gso_type` (Linux refuses it too); one whose offsets or headers do not match is
+//! `rx_drop_gso_header`.
+
+use datapath::gso::{MIN_MSS, TcpSuper};
+use datapath::gso_tunnel::Outer;
+use datapath::gso_udp::UdpSuper;
+use datapath::packet::{Batch, Packet, Pool};
+
+use crate::vnet::{F_NEEDS_CSUM, GSO_ECN, GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4, RxDrop, why_super};
+
+/// Bytes of `virtio_net_hdr_v1_hash_tunnel`.
+pub const HDR_LEN: usize = 24;
+/// `gso_type` bit: a UDP tunnel over IPv4 (`VIRTIO_NET_HDR_GSO_UDP_TUNNEL_IPV4`).
+pub(crate) const GSO_UDP_TUNNEL_IPV4: u8 = 0x20;
+/// `gso_type` bit: a UDP tunnel over IPv6 (`VIRTIO_NET_HDR_GSO_UDP_TUNNEL_IPV6`).
+pub(crate) const GSO_UDP_TUNNEL_IPV6: u8 = 0x40;
+/// Both tunnel bits.
+pub(crate) const GSO_UDP_TUNNEL: u8 = GSO_UDP_TUNNEL_IPV4 | GSO_UDP_TUNNEL_IPV6;
+/// `flags` bit: the outer UDP checksum is to be completed for each segment
+/// (`VIRTIO_NET_HDR_F_UDP_TUNNEL_CSUM`).
+pub(crate) const F_UDP_TUNNEL_CSUM: u8 = 0x08;
+/// Offset of `outer_th_offset`.
+const OUTER_TH: usize = 20;
+/// Offset of `inner_nh_offset`.
+const INNER_NH: usize = 22;
+
+/// The header of encapsulated super-frame `p` for a receiver that takes UDP-tunnel GSO,
+/// after making its lengths and checksum fields what that needs
+/// ([`datapath::gso_tunnel::prepare_partial`]). `None` (frame as it was, or with only its
+/// length fields rewritten) when it is not TCP in UDP over IP, or its outer lengths do not fit.
+pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
+    let (inner, outer) = datapath::gso_tunnel::prepare_partial(p).ok()?;
+    let mut ty = if inner.ipv6 { GSO_TCPV6 } else { GSO_TCPV4 };
+    if datapath::gso::has_cwr(p, &inner) {
+        ty |= GSO_ECN;
+    }
+    ty |= if outer.ipv6 {
+        GSO_UDP_TUNNEL_IPV6
+    } else {
+        GSO_UDP_TUNNEL_IPV4
+    };
+    let mut h = [0u8; HDR_LEN];
+    h[0] = F_NEEDS_CSUM | if outer.csum { F_UDP_TUNNEL_CSUM } else { 0 };
+    h[1] = ty;
+    let mut put = |at: usize, v: usize| h[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
+    put(2, inner.hdr_len);
+    put(4, inner.mss);
+    put(6, inner.l4);
+    put(8, 16);
+    put(OUTER_TH, outer.l4);
+    put(INNER_NH, inner.l3);
+    Some(h)
+}
+
+/// The inner super-frame of a received encapsulated one.
+#[derive(Clone, Copy, Debug)]
+enum Inner {
+    Tcp(TcpSuper),
+    Udp(UdpSuper),
+}
+
+impl Inner {
+    fn l3(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.l3,
+            Inner::Udp(u) => u.l3,
+        }
+    }
+
+    fn l4(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.l4,
+            Inner::Udp(u) => u.l4,
+        }
+    }
+
+    /// Bytes of the headers every segment repeats.
+    fn hdr_len(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.hdr_len,
+            Inner::Udp(u) => u.hdr_len(),
+        }
+    }
+
+    /// Payload bytes per segment.
+    fn size(&self) -> usize {
+        match self {
+            Inner::Tcp(t) => t.mss,
+            Inner::Udp(u) => u.size,
+        }
+    }
+
+    fn n_segments(&self, p: &Packet) -> usize {
+        match self {
+            Inner::Tcp(t) => t.n_segments(p),
+            Inner::Udp(u) => u.n_segments(p),
+        }
+    }
+
+    /// Segment `k` of `p`, its outer headers made those of a packet of its own by `outer`.
+    fn segment(&self, p: &Packet, k: usize, outer: &Outer, pool: &mut Pool) -> Packet {
+        match self {
+            Inner::Tcp(t) => {
+                let mut s = t.segment(p, k, pool);
+                outer.fix(&mut s, t);
+                s
+            }
+            Inner::Udp(u) => {
+                let mut s = u.segment(p, k, pool);
+                outer.fix_summed(&mut s);
+                s
+            }
+        }
+    }
+}
+
+/// A received encapsulated super-frame, handed on as its segments: as many each burst as
+/// the batch has room for.
+pub(crate) struct RxTunnel {
+    p: Packet,
+    inner: Inner,
+    outer: Outer,
+    next: usize,
+    n: usize,
+    /// The offsets a received packet has before extraction, for every segment.
+    l3: u16,
+    l4: u16,
+}
+
+impl RxTunnel {
+    /// Moves segments into `batch` while it has room; returns the count and their bytes.
+    /// Done ([`Self::done`]) when the last one went.
+    pub(crate) fn drain(&mut self, pool: &mut Pool, batch: &mut Batch) -> (usize, u64) {
+        let (mut n, mut bytes) = (0, 0u64);
+        while self.next < self.n && batch.room() > 0 {
+            let mut s = self.inner.segment(&self.p, self.next, &self.outer, pool);
+            s.meta.l3 = self.l3;
+            s.meta.l4 = self.l4;
+            bytes += s.len() as u64;
+            batch.push(s);
+            self.next += 1;
+            n += 1;
+        }
+        (n, bytes)
+    }
+
+    /// Whether every segment went.
+    pub(crate) fn done(&self) -> bool {
+        self.next >= self.n
+    }
+
+    /// The super-frame, to free once done.
+    pub(crate) fn into_packet(self) -> Packet {
+        self.p
+    }
+}
+
+/// Takes the received frame `p` whose header `hdr` ([`HDR_LEN`] bytes) has a tunnel bit in
+/// its `gso_type`: an encapsulated TCP super-frame to cut on receive, or why it is dropped
+/// (module documentation). `p` is handed back on error, for the caller to free.
+pub(crate) fn accept(hdr: &[u8], mut p: Packet) -> Result<RxTunnel, (RxDrop, Packet)> {
+    match check(hdr, &mut p) {
+        Ok((inner, outer, l3, l4)) => {
+            let n = inner.n_segments(&p);
+            Ok(RxTunnel {
+                p,
+                inner,
+                outer,
+                next: 0,
+                n,
+                l3,
+                l4,
+            })
+        }
+        Err(e) => Err((e, p)),
+    }
+}
+
+/// [`accept`]'s checks: the headers where `hdr` says, of the kinds it says.
+fn check(hdr: &[u8], p: &mut Packet) -> Result<(Inner, Outer, u16, u16), RxDrop> {
+    let Some(h) = hdr.get(..HDR_LEN) else {
+        return Err(RxDrop::GsoType);
+    };
+    let tunnel = h[1] & GSO_UDP_TUNNEL;
+    let inner_ty = h[1] & !(GSO_UDP_TUNNEL | GSO_ECN);
+    let udp = inner_ty == GSO_UDP_L4;
+    let known = matches!(inner_ty, GSO_TCPV4 | GSO_TCPV6) || udp && h[1] & GSO_ECN == 0;
+    if tunnel == GSO_UDP_TUNNEL || !known {
+        return Err(RxDrop::GsoType);
+    }
+    let csum_offset = if udp { 6 } else { 16 };
+    if h[0] & F_NEEDS_CSUM == 0 || u16::from_le_bytes([h[8], h[9]]) != csum_offset {
+        return Err(RxDrop::GsoHeader);
+    }
+    let le = |at: usize| usize::from(u16::from_le_bytes([h[at], h[at + 1]]));
+    let gso_size = le(4) as u16;
+    if gso_size < if udp { 1 } else { MIN_MSS } {
+        return Err(RxDrop::GsoSize);
+    }
+    let (inner_nh, outer_th, csum_start) = (le(INNER_NH), le(OUTER_TH), le(6));
+    if inner_nh >= p.len() || outer_th + 8 > p.len() {
+        return Err(RxDrop::GsoHeader);
+    }
+    let (l3, l4) = (p.meta.l3, p.meta.l4);
+    p.meta.gso_size = gso_size;
+    p.meta.l3 = inner_nh as u16;
+    // The outer checksum as the flag says: 0 (none), or on (its field is rewritten per
+    // segment, so any value but 0 says so).
+    let csum = h[0] & F_UDP_TUNNEL_CSUM != 0;
+    let f = p.data_mut();
+    let c = if csum {
+        u16::from_be_bytes([f[outer_th + 6], f[outer_th + 7]]).max(1)
+    } else {
+        0
+    };
+    f[outer_th + 6..outer_th + 8].copy_from_slice(&c.to_be_bytes());
+    let inner = if udp {
+        Inner::Udp(UdpSuper::of(p).map_err(why_super)?)
+    } else {
+        let t = TcpSuper::of(p).map_err(why_super)?;
+        if t.ipv6 != (inner_ty == GSO_TCPV6) {
+            return Err(RxDrop::GsoHeader);
+        }
+        Inner::Tcp(t)
+    };
+    let outer = Outer::around(p, inner.l3())
+        .map_err(why_super)?
+        .ok_or(RxDrop::GsoHeader)?;
+    let outer_v6 = tunnel == GSO_UDP_TUNNEL_IPV6;
+    if inner.l4() != csum_start || outer.l4 != outer_th || outer.ipv6 != outer_v6 {
+        return Err(RxDrop::GsoHeader);
+    }
+    Ok((inner, outer, l3, l4))
+}
+
+/// For the `vnet_tnl` fuzz target and its regression test (not an API): the first
+/// [`HDR_LEN`] bytes of `data` as the header the kernel wrote, the rest as the frame, received
+/// as a tap that took UDP-tunnel GSO receives it. Returns the segments it made (0 for a
+/// refused frame, with the reason). Checks what must hold of every segment: no longer than
+/// the super-frame's headers plus one MSS, and their payloads together the super-frame's.
+#[doc(hidden)]
+pub fn fuzz_rx(data: &[u8]) -> (usize, Option<&'static str>) {
+    let Some((hdr, frame)) = data.split_at_checked(HDR_LEN) else {
+        return (0, Some("short"));
+    };
+    let mut pool = Pool::new(64, 0);
+    let p = pool.packet_from(frame, 1);
+    let mut t = match accept(hdr, p) {
+        Ok(t) => t,
+        Err((e, p)) => {
+            pool.free(p);
+            return (0, Some(e.name()));
+        }
+    };
+    let (hdr_len, mss) = (t.inner.hdr_len(), t.inner.size());
+    let payload = frame.len() - hdr_len;
+    let (mut n, mut got) = (0, 0);
+    let mut batch = Batch::new();
+    while !t.done() {
+        let (k, _) = t.drain(&mut pool, &mut batch);
+        assert!(k > 0, "no progress");
+        for s in batch.drain() {
+            assert!(s.len() <= hdr_len + mss, "segment of {} bytes", s.len());
+            assert_eq!(s.meta.gso_size, 0);
+            got += s.len() - hdr_len;
+            n += 1;
+            pool.free(s);
+        }
+    }
+    assert_eq!(got, payload, "the payload, cut");
+    pool.free(t.into_packet());
+    (n, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datapath::actions::{DpAction, TnlTemplate};
+    use flow::odp::PortNames;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use wire::{IpProtocol, checksum};
+
+    /// A `tnl_push` of VXLAN or GENEVE (with a 4-byte option) over IPv4 or IPv6, the outer UDP
+    /// checksum on or off; and the tunnel header's length.
+    fn template(geneve: bool, ipv6: bool, csum: bool) -> (TnlTemplate, usize) {
+        let (eth_type, ip, ip_len) = if ipv6 {
+            let ip = "ipv6(src=fd01::1,dst=fd01::2,label=0,proto=17,tclass=0x0,hlimit=64)";
+            ("0x86dd", ip, 40)
+        } else {
+            let ip = "ipv4(src=172.31.250.1,dst=172.31.250.2,proto=17,tos=0,ttl=64,frag=0x4000)";
+            ("0x0800", ip, 20)
+        };
+        let (ty, port, tnl, tlen) = if geneve {
+            let g = "geneve(crit,vni=0x7b,options({class=0xffff,type=0x80,len=4,0xa}))";
+            (5, 6081, g, 16)
+        } else {
+            (4, 4789, "vxlan(flags=0x8000000,vni=0x64)", 8)
+        };
+        let csum = if csum { "0xffff" } else { "0x0" };
+        let size = 14 + ip_len + 8 + tlen;
+        let text = format!(
+            "tnl_push(tnl_port(9),header(size={size},type={ty},eth(dst=8c:dc:d4:ab:58:48,\
+             src=8c:dc:d4:ab:5b:f0,dl_type={eth_type}),{ip},udp(src=0,dst={port},csum={csum}),\
+             {tnl}),out_port(0))"
+        );
+        let acts = flow::odp::parse_actions(&text, &mut PortNames::new()).unwrap();
+        let compiled = datapath::actions::compile(&acts).unwrap();
+        let DpAction::TnlPush(t) = &compiled[0] else {
+            panic!("not a push")
+        };
+        ((**t).clone(), tlen)
+    }
+
+    /// A TCP super-frame with `payload` bytes (IPv4 or IPv6, 12 bytes of TCP options).
+    fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+        let tcp_len = (32 + payload) as u16;
+        if ipv6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            f.extend_from_slice(&tcp_len.to_be_bytes());
+            f.extend_from_slice(&[6, 64]);
+            f.extend_from_slice(&"fd00::1".parse::<Ipv6Addr>().unwrap().octets());
+            f.extend_from_slice(&"fd00::2".parse::<Ipv6Addr>().unwrap().octets());
+        } else {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0x00]);
+            f.extend_from_slice(&(20 + tcp_len).to_be_bytes());
+            f.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        }
+        f.extend_from_slice(&[0x9c, 0x40, 0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0x80, 0x18, 0x01, 0xf5, 0xbe, 0xef, 0, 0]);
+        f.extend_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7]);
+        f.extend((0..payload).map(|i| (i * 7) as u8));
+        f
+    }
+
+    fn le(h: &[u8], at: usize) -> usize {
+        usize::from(u16::from_le_bytes([h[at], h[at + 1]]))
+    }
+
+    fn pseudo(f: &[u8], l3: usize, proto: IpProtocol, len: usize) -> u16 {
+        if f[l3] >> 4 == 6 {
+            let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&f[o..o + 16]).unwrap());
+            checksum::pseudo_header_v6(&a(l3 + 8), &a(l3 + 24), proto, len as u32)
+        } else {
+            let a = |o: usize| Ipv4Addr::from(<[u8; 4]>::try_from(&f[o..o + 4]).unwrap());
+            checksum::pseudo_header_v4(&a(l3 + 12), &a(l3 + 16), proto, len as u16)
+        }
+    }
+
+    /// Whether the checksum of the L4 header at `l4` (IP header at `l3`) verifies.
+    fn verifies(f: &[u8], l3: usize, l4: usize, proto: IpProtocol) -> bool {
+        let ph = pseudo(f, l3, proto, f.len() - l4);
+        checksum::combine(&[ph, checksum::data(&f[l4..])]) == 0xffff
+    }
+
+    #[test]
+    fn encapsulated_super_frames_cross_whole_and_are_cut_on_receive() {
+        let mut pool = Pool::new(256, 0);
+        for geneve in [false, true] {
+            for outer_v6 in [false, true] {
+                for inner_v6 in [false, true] {
+                    for csum in [false, true] {
+                        let what = format!(
+                            "geneve {geneve} outer v6 {outer_v6} inner v6 {inner_v6} csum {csum}"
+                        );
+                        round_trip(&mut pool, geneve, outer_v6, inner_v6, csum, &what);
+                    }
+                }
+            }
+        }
+    }
+
+    fn round_trip(
+        pool: &mut Pool,
+        geneve: bool,
+        outer_v6: bool,
+        inner_v6: bool,
+        csum: bool,
+        what: &str,
+    ) {
+        let (t, tlen) = template(geneve, outer_v6, csum);
+        let mut p = Packet::from_slice(&super_frame(inner_v6, 5000));
+        p.meta.l3 = 14;
+        p.meta.gso_size = 1400;
+        datapath::gso_tunnel::push(&mut p, &t).unwrap();
+        let h = gso_hdr(&mut p).expect(what);
+        let ol4 = 14 + if outer_v6 { 40 } else { 20 };
+        let il3 = ol4 + 8 + tlen + 14;
+        let il4 = il3 + if inner_v6 { 40 } else { 20 };
+        let outer_bit = if outer_v6 {
+            GSO_UDP_TUNNEL_IPV6
+        } else {
+            GSO_UDP_TUNNEL_IPV4
+        };
+        let inner_ty = if inner_v6 { GSO_TCPV6 } else { GSO_TCPV4 };
+        assert_eq!(h[1], outer_bit | inner_ty, "{what}");
+        let flags = F_NEEDS_CSUM | if csum { F_UDP_TUNNEL_CSUM } else { 0 };
+        assert_eq!(h[0], flags, "{what}");
+        assert_eq!((le(&h, 2), le(&h, 4)), (il4 + 32, 1400), "{what}");
+        assert_eq!((le(&h, 6), le(&h, 8)), (il4, 16), "{what}");
+        assert_eq!((le(&h, OUTER_TH), le(&h, INNER_NH)), (ol4, il3), "{what}");
+        assert!(h[10..OUTER_TH].iter().all(|&b| b == 0), "{what}");
+        // The checksum fields hold the pseudo-header sums Linux's segmentation expects.
+        let f = p.data();
+        let be = |at: usize| u16::from_be_bytes([f[at], f[at + 1]]);
+        assert_eq!(
+            be(il4 + 16),
+            pseudo(f, il3, IpProtocol::TCP, f.len() - il4),
+            "{what}"
+        );
+        let udp = if csum {
+            pseudo(f, 14, IpProtocol::UDP, f.len() - ol4)
+        } else {
+            0
+        };
+        assert_eq!(be(ol4 + 6), udp, "{what}");
+        assert_eq!(usize::from(be(ol4 + 4)), f.len() - ol4, "{what}");
+        // What the kernel would hand a reader: the same header and frame.
+        let q = pool.packet_from(f, 3);
+        let Ok(mut rx) = accept(&h, q) else {
+            panic!("{what}: refused")
+        };
+        let mut batch = Batch::new();
+        let mut payload = 0;
+        while !rx.done() {
+            let (n, _) = rx.drain(pool, &mut batch);
+            assert!(n > 0, "{what}");
+            for s in batch.drain() {
+                let f = s.data();
+                assert_eq!(s.meta.gso_size, 0, "{what}");
+                assert!(verifies(f, il3, il4, IpProtocol::TCP), "{what}: inner TCP");
+                if csum {
+                    assert!(verifies(f, 14, ol4, IpProtocol::UDP), "{what}: outer UDP");
+                } else {
+                    assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
+                }
+                payload += f.len() - il4 - 32;
+                pool.free(s);
+            }
+        }
+        assert_eq!(payload, 5000, "{what}");
+        pool.free(rx.into_packet());
+        pool.free(p);
+    }
+
+    /// A UDP super-frame with `payload` bytes (IPv4 or IPv6).
+    fn udp_super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
+        let mut f = super_frame(ipv6, 0);
+        let l4 = if ipv6 { 54 } else { 34 };
+        f.truncate(l4);
+        let udp_len = (8 + payload) as u16;
+        if ipv6 {
+            f[18..20].copy_from_slice(&udp_len.to_be_bytes());
+            f[20] = 17;
+        } else {
+            f[16..18].copy_from_slice(&(20 + udp_len).to_be_bytes());
+            f[23] = 17;
+        }
+        f.extend_from_slice(&[0x9c, 0x40, 0x13, 0x89]);
+        f.extend_from_slice(&udp_len.to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend((0..payload).map(|i| (i * 5) as u8));
+        f
+    }
+
+    #[test]
+    fn an_inner_udp_super_frame_is_cut_into_datagrams_on_receive() {
+        let mut pool = Pool::new(64, 0);
+        for (outer_v6, inner_v6, csum) in [
+            (false, false, true),
+            (true, true, false),
+            (false, true, true),
+        ] {
+            let what = format!("outer v6 {outer_v6} inner v6 {inner_v6} csum {csum}");
+            let (t, tlen) = template(false, outer_v6, csum);
+            let mut p = Packet::from_slice(&udp_super_frame(inner_v6, 3000));
+            p.meta.l3 = 14;
+            datapath::rewrite::tnl_push(&mut p, &t).unwrap();
+            let ol4 = 14 + if outer_v6 { 40 } else { 20 };
+            let il3 = ol4 + 8 + tlen + 14;
+            let il4 = il3 + if inner_v6 { 40 } else { 20 };
+            let mut h = [0u8; HDR_LEN];
+            h[0] = F_NEEDS_CSUM | if csum { F_UDP_TUNNEL_CSUM } else { 0 };
+            h[1] = GSO_UDP_L4
+                | if outer_v6 {
+                    GSO_UDP_TUNNEL_IPV6
+                } else {
+                    GSO_UDP_TUNNEL_IPV4
+                };
+            for (at, v) in [
+                (2, il4 + 8),
+                (4, 1000),
+                (6, il4),
+                (8, 6),
+                (OUTER_TH, ol4),
+                (INNER_NH, il3),
+            ] {
+                h[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
+            }
+            let q = pool.packet_from(p.data(), 3);
+            let Ok(mut rx) = accept(&h, q) else {
+                panic!("{what}: refused")
+            };
+            let mut batch = Batch::new();
+            rx.drain(&mut pool, &mut batch);
+            assert!(rx.done(), "{what}");
+            assert_eq!(batch.len(), 3, "{what}");
+            for s in batch.drain() {
+                let f = s.data();
+                assert_eq!(f.len(), il4 + 8 + 1000, "{what}");
+                assert!(verifies(f, il3, il4, IpProtocol::UDP), "{what}: inner UDP");
+                if csum {
+                    assert!(verifies(f, 14, ol4, IpProtocol::UDP), "{what}: outer UDP");
+                } else {
+                    assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
+                }
+                pool.free(s);
+            }
+            pool.free(rx.into_packet());
+            // With the TCP checksum offset it is not what its type says.
+            h[8] = 16;
+            let q = pool.packet_from(p.data(), 3);
+            let Err((e, q)) = accept(&h, q) else {
+                panic!("{what}: taken")
+            };
+            assert_eq!(e, RxDrop::GsoHeader, "{what}");
+            pool.free(q);
+        }
+    }
+
+    #[test]
+    fn refused_headers_name_their_reason() {
+        let mut pool = Pool::new(64, 0);
+        let frame = [0u8; 200];
+        let mut h = [0u8; HDR_LEN];
+        h[0] = F_NEEDS_CSUM;
+        h[8] = 16;
+        h[4..6].copy_from_slice(&1400u16.to_le_bytes());
+        let why = |h: &[u8], pool: &mut Pool| {
+            let p = pool.packet_from(&frame, 1);
+            match accept(h, p) {
+                Ok(t) => {
+                    pool.free(t.into_packet());
+                    None
+                }
+                Err((e, p)) => {
+                    pool.free(p);
+                    Some(e)
+                }
+            }
+        };
+        h[1] = GSO_UDP_TUNNEL | GSO_TCPV4;
+        assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoType));
+        h[1] = GSO_UDP_TUNNEL_IPV4 | GSO_UDP_L4 | GSO_ECN;
+        assert_eq!(
+            why(&h, &mut pool),
+            Some(RxDrop::GsoType),
+            "USO with ECN inside"
+        );
+        h[1] = GSO_UDP_TUNNEL_IPV4 | 3;
+        assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoType), "UFO inside");
+        h[1] = GSO_UDP_TUNNEL_IPV4 | GSO_TCPV4;
+        assert_eq!(why(&h[..12], &mut pool), Some(RxDrop::GsoType), "short");
+        h[0] = 0;
+        assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoHeader), "no csum");
+        h[0] = F_NEEDS_CSUM;
+        h[4..6].copy_from_slice(&8u16.to_le_bytes());
+        assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoSize));
+        h[4..6].copy_from_slice(&1400u16.to_le_bytes());
+        h[OUTER_TH..OUTER_TH + 2].copy_from_slice(&60000u16.to_le_bytes());
+        assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoHeader), "offsets");
+        h[OUTER_TH..OUTER_TH + 2].copy_from_slice(&34u16.to_le_bytes());
+        h[INNER_NH..INNER_NH + 2].copy_from_slice(&64u16.to_le_bytes());
+        // A frame of zeros: no inner IP header there.
+        assert_eq!(why(&h, &mut pool), Some(RxDrop::GsoHeader), "headers");
+    }
+}
