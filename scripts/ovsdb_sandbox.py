@@ -117,13 +117,22 @@ def _pid(path):
         return None
 
 
+def _running(pid):
+    """Whether process `pid` runs. A detached daemon that exited is a zombie until init reaps
+    it, which some inits do only every few seconds: a zombie has stopped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def _wait_gone(pid, limit=10.0):
     if not pid:
         return
     t = time.time()
     while time.time() - t < limit:
-        try:
-            os.kill(pid, 0)
-        except OSError:
+        if not _running(pid):
             return
         time.sleep(0.02)

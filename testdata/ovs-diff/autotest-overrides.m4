@@ -17,9 +17,18 @@ m4_define([OVS_VSWITCHD_STOP], [hx_vswitchd_stop
 ])
 m4_define([OVS_TRAFFIC_VSWITCHD_STOP], [hx_vswitchd_stop
 ])
-m4_rename([OVS_APP_EXIT_AND_WAIT], [_HX_OVS_APP_EXIT_AND_WAIT])
+# Another daemon (an `ovs-ofctl monitor`): asked to exit, then waited for as OVS does, except
+# that its end is seen by hx_running, not `kill -0`: the daemon is detached, so once it exits
+# it is a zombie until init reaps it, which some inits do only every few seconds.
 m4_define([OVS_APP_EXIT_AND_WAIT], [m4_if([$1], [ovs-vswitchd], [hx_vswitchd_stop
-], [$1], [ovsdb-server], [], [_HX_OVS_APP_EXIT_AND_WAIT($@)])])
+], [$1], [ovsdb-server], [], [AT_CHECK([test -e $OVS_RUNDIR/$1.pid])
+   TMPPID=$(cat $OVS_RUNDIR/$1.pid)
+   AT_CHECK([ovs-appctl -t $1 exit])
+   OVS_WAIT_WHILE([hx_running $TMPPID])])])
+m4_define([OVS_APP_EXIT_AND_WAIT_BY_TARGET], [AT_CHECK([test -e $2])
+   TMPPID=$(cat $2)
+   AT_CHECK([ovs-appctl --target=$1 exit])
+   OVS_WAIT_WHILE([hx_running $TMPPID])])
 
 # OVS_WAIT(COMMAND, IF-FAILED, LINE, DESCRIPTION): recorded as a check whose output says
 # whether COMMAND came true in time (scenario-lib.sh's hx_wait).

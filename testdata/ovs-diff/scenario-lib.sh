@@ -152,10 +152,17 @@ hx_vswitchd_stop() {
             ovs-appctl -t $hx_d exit >/dev/null 2>&1
         fi
         for hx_i in 1 2 3 4 5 6 7 8 9 10; do
-            kill -0 "$hx_pid" 2>/dev/null || break
+            hx_running "$hx_pid" || break
             sleep 0.1
         done
     done
+}
+
+# hx_running PID: whether process PID still runs. A detached daemon that exited is a zombie
+# until init reaps it, which some inits do only every few seconds: a zombie has stopped.
+hx_running() {
+    hx_state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+    [ -n "$hx_state" ] && [ "$hx_state" != Z ] && [ "$hx_state" != X ]
 }
 
 # hx_harness_error MESSAGE: the scenario cannot run on this side for a reason of the harness

@@ -13,6 +13,7 @@
 //! their differences are printed, and the check fails when an unlisted script differs or a
 //! listed one agrees.
 //!
+//! Scripts run four at a time, each on its own database and switch.
 //! `VSCTL_SCRIPT=NAME` runs one script; `VSCTL_SCRIPT_SHOW=1` prints flowpath's output;
 //! `VSCTL_SWITCH=ovs` runs the scripts against `ovs-vswitchd` instead (explanations unused),
 //! which checks that this harness and the capture script agree. Skipped, with the reason
@@ -22,6 +23,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::each_at_once;
 use common::ovsdb::{
     Sandbox, Switch, missing, normalise, shell_words, show_owned, show_types, sort_tree,
 };
@@ -200,6 +202,43 @@ fn differences(want: &[String], got: &[String]) -> Vec<String> {
     out
 }
 
+/// Scripts checked at once. Each has its own database and switch, and most of a script's
+/// time is its `sleep`s (a stats or LACP interval passing), which then overlap.
+const AT_ONCE: usize = 4;
+
+/// Runs script `name` against `switch` and compares it with OVS's recording: what to print
+/// about it, and whether it agrees (no difference, no explanation left unused).
+fn check_script(name: &str, switch: Switch, show: bool) -> (String, bool) {
+    let recorded = std::fs::read_to_string(scripts_dir().join(format!("{name}.ovs")))
+        .unwrap_or_else(|_| panic!("{name}.ovs: run scripts/capture-vsctl-script {name}"));
+    let recorded: Vec<String> = recorded
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    let explained = scripts_dir().join(format!("{name}.explained"));
+    let rules = match (switch, std::fs::read_to_string(explained)) {
+        (Switch::Flowpath, Ok(text)) => parse_explanations(&text),
+        _ => Vec::new(),
+    };
+    let (want, unused) = apply(&recorded, &rules);
+    let got = run_script(name, switch);
+    let mut report = String::new();
+    if show {
+        report += &format!("# {name}\n{}\n", got.join("\n"));
+    }
+    let diffs = differences(&want, &got);
+    if diffs.is_empty() && unused.is_empty() {
+        report += &format!("{name}: agrees\n");
+        return (report, true);
+    }
+    report += &format!("{name}: differs\n{}\n", diffs.join("\n"));
+    for u in &unused {
+        report += &format!("{name}: explanation matches nothing: {u}\n");
+    }
+    (report, false)
+}
+
 #[test]
 fn vsctl_scripts() {
     let switch = match std::env::var("VSCTL_SWITCH").as_deref() {
@@ -224,34 +263,12 @@ fn vsctl_scripts() {
     }
     let show = std::env::var_os("VSCTL_SCRIPT_SHOW").is_some();
     let mut failed = Vec::new();
-    for name in &names {
-        let recorded = std::fs::read_to_string(scripts_dir().join(format!("{name}.ovs")))
-            .unwrap_or_else(|_| panic!("{name}.ovs: run scripts/capture-vsctl-script {name}"));
-        let recorded: Vec<String> = recorded
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .map(str::to_owned)
-            .collect();
-        let explained = scripts_dir().join(format!("{name}.explained"));
-        let rules = match (switch, std::fs::read_to_string(explained)) {
-            (Switch::Flowpath, Ok(text)) => parse_explanations(&text),
-            _ => Vec::new(),
-        };
-        let (want, unused) = apply(&recorded, &rules);
-        let got = run_script(name, switch);
-        if show {
-            println!("# {name}\n{}", got.join("\n"));
+    let checked = each_at_once(&names, AT_ONCE, |n| check_script(n, switch, show));
+    for (name, (report, agrees)) in names.iter().zip(checked) {
+        print!("{report}");
+        if !agrees {
+            failed.push(name.clone());
         }
-        let diffs = differences(&want, &got);
-        if diffs.is_empty() && unused.is_empty() {
-            println!("{name}: agrees");
-            continue;
-        }
-        println!("{name}: differs\n{}", diffs.join("\n"));
-        for u in &unused {
-            println!("{name}: explanation matches nothing: {u}");
-        }
-        failed.push(name.clone());
     }
     // The scripts that still differ, each with its reason, are listed in `known-differences`:
     // the check fails when another script differs, and when a listed one agrees (the list

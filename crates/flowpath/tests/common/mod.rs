@@ -265,3 +265,42 @@ pub fn csum(data: &[u8], init: u32) -> u16 {
     }
     !(s as u16)
 }
+
+/// `f` of every one of `items`, on `workers` threads at once (each taking the next item not
+/// yet taken): the results in the order of `items`. For independent checks that spend their
+/// time waiting (a switch's timers, its start), whose waits then overlap. A panic in `f`
+/// fails the caller.
+pub fn each_at_once<I: Sync, T: Send>(
+    items: &[I],
+    workers: usize,
+    f: impl Fn(&I) -> T + Sync,
+) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: std::sync::Mutex<Vec<Option<T>>> =
+        std::sync::Mutex::new(items.iter().map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..workers.clamp(1, items.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let out = f(item);
+                    done.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(out);
+                }
+            });
+        }
+    });
+    let done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.into_iter()
+        .map(|o| o.expect("every item done"))
+        .collect()
+}
+
+/// Whether process `pid` runs. One that exited and waits for its reaper (a zombie) does not:
+/// a detached daemon's reaper is init, which may reap only every few seconds.
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X']))
+    })
+}
