@@ -58,6 +58,11 @@ pub struct CopyCost {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct HostReport {
     pub tsc_hz: u64,
+    /// The core's own clock while it runs a dependent chain, in GHz (median of windows): a
+    /// TSC cycle is a fixed time, and how much work a core does in it depends on the clock
+    /// the host gives the vCPU, so cycles-per-packet figures of two hosts compare only
+    /// through it.
+    pub core_ghz: f64,
     pub line_round_trip: Option<LineRoundTrip>,
     /// Why the round trip was not measured (one core only, or a core not allowed).
     pub line_round_trip_skipped: Option<String>,
@@ -77,6 +82,7 @@ pub fn run(a: usize, b: usize, seconds: f64) -> anyhow::Result<HostReport> {
         };
     Ok(HostReport {
         tsc_hz: tsc::hz(),
+        core_ghz: core_ghz(Duration::from_millis(200)),
         line_round_trip,
         line_round_trip_skipped,
         copies: copy_costs(half),
@@ -175,6 +181,33 @@ fn ping(line: &Line, span: Duration, per_window: u64) -> Vec<f64> {
     windows
 }
 
+/// Iterations of [`core_ghz`]'s chain a window.
+const CHAIN_STEPS: u64 = 1 << 20;
+/// Core cycles one step of the chain takes: an `or` (1 cycle) and a 64-bit multiply (3
+/// cycles' latency on the x86 cores of these hosts, AMD Zen 2 to 5 and Intel since Sandy
+/// Bridge), each waiting for the one before (a product of the value with itself, which no
+/// compiler folds into a closed form as it can an affine recurrence).
+const CHAIN_STEP_CYCLES: f64 = 4.0;
+
+/// The core clock in GHz: a dependent chain's known cycles against the TSC.
+fn core_ghz(span: Duration) -> f64 {
+    let hz = tsc::hz() as f64;
+    let end = Instant::now() + span;
+    let mut windows = Vec::new();
+    let mut x = std::hint::black_box(3u64);
+    while windows.len() < 3 || Instant::now() < end {
+        let t0 = tsc::now();
+        for _ in 0..CHAIN_STEPS {
+            x = x.wrapping_mul(x | 1);
+        }
+        let dt = tsc::now().wrapping_sub(t0).max(1) as f64;
+        windows.push(CHAIN_STEPS as f64 * CHAIN_STEP_CYCLES / dt * hz / 1e9);
+        x = std::hint::black_box(x);
+    }
+    windows.sort_by(f64::total_cmp);
+    windows[windows.len() / 2]
+}
+
 /// The working sets: (name, distinct source frames, destination buffers).
 const WORKING_SETS: &[(&str, usize, usize)] = &[
     ("8 frames into 256 buffers (pvp, 8 flows)", 8, 256),
@@ -237,7 +270,11 @@ fn copy_cost(sources: usize, buffers: usize, span: Duration) -> f64 {
 /// The report as text.
 pub fn report(r: &HostReport) -> String {
     use std::fmt::Write as _;
-    let mut s = format!("TSC: {:.3} GHz\n", r.tsc_hz as f64 / 1e9);
+    let mut s = format!(
+        "TSC: {:.3} GHz; core clock under a dependent chain: {:.2} GHz\n",
+        r.tsc_hz as f64 / 1e9,
+        r.core_ghz
+    );
     match (&r.line_round_trip, &r.line_round_trip_skipped) {
         (Some(l), _) => {
             let _ = writeln!(
@@ -272,6 +309,8 @@ mod tests {
     fn copies_are_measured_and_bad_windows_refused() {
         assert!(run(1, 0, 0.0).is_err());
         assert!(run(1, 0, 1e9).is_err());
+        let ghz = core_ghz(Duration::from_millis(20));
+        assert!(ghz.is_finite() && ghz > 0.0, "{ghz}");
         let costs = copy_costs(Duration::from_millis(30));
         assert_eq!(costs.len(), WORKING_SETS.len());
         for c in &costs {
