@@ -112,15 +112,9 @@ pub fn prepare_partial(p: &mut Packet) -> Result<(TcpSuper, Outer), GsoError> {
         return Err(GsoError::TooLong);
     }
     let f = p.data_mut();
-    let (l3, l4) = (outer.l3, outer.l4);
-    set_ip_len(f, l3, outer.ipv6);
-    if !outer.ipv6 {
-        ipv4_header_checksum(f, l3, l4);
-    }
-    let udp_len = (f.len() - l4) as u16;
-    set16(f, l4 + 4, udp_len);
+    let udp_len = outer.fix_lengths(f);
     if outer.csum {
-        set16(f, l4 + 6, outer.udp_pseudo(f, udp_len));
+        set16(f, outer.l4 + 6, outer.udp_pseudo(f, udp_len));
     }
     Ok((inner, outer))
 }

@@ -311,39 +311,6 @@ fn encapsulated_super_frames_from_the_kernel_are_cut_on_receive() {
     assert_eq!(csum_errors(&nb), 0, "B's stack counted checksum errors");
 }
 
-const UDP_SERVER: &str = r#"
-import socket, hashlib, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-s.bind((sys.argv[1], 5002)); s.settimeout(8)
-h = hashlib.sha256(); n = 0
-try:
-    while True:
-        d = s.recv(65536); h.update(d); n += 1; s.settimeout(1)
-except socket.timeout:
-    pass
-print(n, h.hexdigest())
-"#;
-
-/// Sends 40 UDP super-frames to `argv[1]`:5002 with `UDP_SEGMENT` (USO): 8 datagrams of
-/// 1 400 bytes and one of 100 each; prints the datagrams' count and the SHA-256 of their
-/// payloads in order.
-const UDP_SEGMENT_CLIENT: &str = r#"
-import socket, hashlib, random, sys, time
-r = random.Random(9); h = hashlib.sha256(); n = 0
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(17, 103, 1400)  # SOL_UDP, UDP_SEGMENT
-s.connect((sys.argv[1], 5002))
-time.sleep(0.3)
-for i in range(40):
-    buf = r.randbytes(1400 * 8 + 100)
-    s.send(buf)
-    for k in range(0, len(buf), 1400):
-        h.update(buf[k:k + 1400]); n += 1
-    time.sleep(0.005)
-print(n, h.hexdigest())
-"#;
-
 #[test]
 fn encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_receive() {
     let test = "encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_receive";

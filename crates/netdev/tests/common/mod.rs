@@ -453,3 +453,38 @@ pub fn ping_and_tcp(ns_a: &str, ns_b: &str, dst: &str, bytes: usize) {
     assert_eq!(c.trim(), s.trim(), "the server got what the client sent");
     assert!(c.starts_with(&bytes.to_string()));
 }
+
+/// Receives UDP datagrams on port 5002 of `argv[1]` until none came for a second (after the
+/// first): prints their count and the SHA-256 of their payloads in order.
+pub const UDP_SERVER: &str = r#"
+import socket, hashlib, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.bind((sys.argv[1], 5002)); s.settimeout(8)
+h = hashlib.sha256(); n = 0
+try:
+    while True:
+        d = s.recv(65536); h.update(d); n += 1; s.settimeout(1)
+except socket.timeout:
+    pass
+print(n, h.hexdigest())
+"#;
+
+/// Sends 40 UDP super-frames to `argv[1]`:5002 with `UDP_SEGMENT` (USO): 8 datagrams of
+/// 1 400 bytes and one of 100 each; prints the datagrams' count and the SHA-256 of their
+/// payloads in order.
+pub const UDP_SEGMENT_CLIENT: &str = r#"
+import socket, hashlib, random, sys, time
+r = random.Random(9); h = hashlib.sha256(); n = 0
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(17, 103, 1400)  # SOL_UDP, UDP_SEGMENT
+s.connect((sys.argv[1], 5002))
+time.sleep(0.3)
+for i in range(40):
+    buf = r.randbytes(1400 * 8 + 100)
+    s.send(buf)
+    for k in range(0, len(buf), 1400):
+        h.update(buf[k:k + 1400]); n += 1
+    time.sleep(0.005)
+print(n, h.hexdigest())
+"#;
