@@ -561,7 +561,6 @@ fn udp_super_frames_cross(test: &str, tso_b: bool) {
     if !need(test, &[python()]) {
         return;
     }
-    use std::process::Stdio;
     let (na, nb) = (env.netns("ua"), env.netns("ub"));
     let (ta, tb) = (env.ifname("ua"), env.ifname("ub"));
     let mut pa = tap("vma", &ta, &na, 1);
@@ -584,34 +583,7 @@ fn udp_super_frames_cross(test: &str, tso_b: bool) {
     ns_sh(&na, &["ip", "addr", "add", "10.81.0.1/24", "dev", &ta]);
     ns_sh(&nb, &["ip", "addr", "add", "10.81.0.2/24", "dev", &tb]);
     let running = Patched::start(&mut pa, &mut pb);
-    let mut server = KillOnDrop(Some(
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &nb,
-                python(),
-                "-c",
-                UDP_SERVER,
-                "10.81.0.2",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let client = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &na,
-            python(),
-            "-c",
-            UDP_SEGMENT_CLIENT,
-            "10.81.0.2",
-        ])
-        .output()
-        .unwrap();
-    let server = server.0.take().unwrap().wait_with_output().unwrap();
+    let (client, server) = udp_segment_exchange(&na, &nb, "10.81.0.2");
     let pmd = running.stop();
     let st = pmd.stats();
     let (ca, cb) = (pa.counters(), pb.counters());

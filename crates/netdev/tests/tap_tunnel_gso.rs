@@ -354,34 +354,7 @@ fn encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_recei
     assert!(ping.status.success(), "ping over VXLAN");
     let handed0 = kernel_tx_packets(&na, &ta);
     let rx0 = pa.counters().rx_packets;
-    let mut server = KillOnDrop(Some(
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &nb,
-                python(),
-                "-c",
-                UDP_SERVER,
-                "10.83.0.2",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let client = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &na,
-            python(),
-            "-c",
-            UDP_SEGMENT_CLIENT,
-            "10.83.0.2",
-        ])
-        .output()
-        .unwrap();
-    let server = server.0.take().unwrap().wait_with_output().unwrap();
+    let (client, server) = udp_segment_exchange(&na, &nb, "10.83.0.2");
     drop(fwd);
     let (ca, cb) = (pa.counters(), pb.counters());
     let handed = kernel_tx_packets(&na, &ta) - handed0;

@@ -488,3 +488,33 @@ for i in range(40):
     time.sleep(0.005)
 print(n, h.hexdigest())
 "#;
+
+/// [`UDP_SEGMENT_CLIENT`] in `ns_a` sends to [`UDP_SERVER`] in `ns_b` at `dst`: what each
+/// printed, once the server saw no datagram for a second.
+pub fn udp_segment_exchange(
+    ns_a: &str,
+    ns_b: &str,
+    dst: &str,
+) -> (std::process::Output, std::process::Output) {
+    let mut server = KillOnDrop(Some(
+        Command::new("ip")
+            .args(["netns", "exec", ns_b, python(), "-c", UDP_SERVER, dst])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let client = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns_a,
+            python(),
+            "-c",
+            UDP_SEGMENT_CLIENT,
+            dst,
+        ])
+        .output()
+        .unwrap();
+    let server = server.0.take().unwrap().wait_with_output().unwrap();
+    (client, server)
+}
