@@ -89,6 +89,24 @@ fn vxlan(ns: &str, dev: &str, local: &str, remote: &str, csum: bool, mac: &str, 
     ns_sh(ns, &["ip", "link", "set", dev, "up"]);
 }
 
+/// In each of namespaces `ns`, on its tap of `ifs`: the underlay address 172.31.NET.N/24 and
+/// a kernel VXLAN device (outer checksum on) to the other's, with host address 10.NET.0.N/24.
+fn kernel_vteps(ns: [&str; 2], ifs: [&str; 2], net: u8) {
+    for n in 0..2 {
+        let (me, peer) = (
+            format!("172.31.{net}.{}", n + 1),
+            format!("172.31.{net}.{}", 2 - n),
+        );
+        ns_sh(
+            ns[n],
+            &["ip", "addr", "add", &format!("{me}/24"), "dev", ifs[n]],
+        );
+        let mac = format!("02:00:00:00:{net}:{:02}", n + 1);
+        let addr = format!("10.{net}.0.{}/24", n + 1);
+        vxlan(ns[n], "vx", &me, &peer, true, &mac, &addr);
+    }
+}
+
 /// The `InCsumErrors` of namespace `ns`'s IPv4 UDP and TCP (`/proc/net/snmp`).
 fn csum_errors(ns: &str) -> u64 {
     let out = Command::new("ip")
@@ -272,27 +290,7 @@ fn encapsulated_super_frames_from_the_kernel_are_cut_on_receive() {
     else {
         return;
     };
-    for (ns, t, me, peer, mac, addr) in [
-        (
-            &na,
-            &ta,
-            "172.31.82.1",
-            "172.31.82.2",
-            "02:00:00:00:82:01",
-            "10.82.0.1/24",
-        ),
-        (
-            &nb,
-            &tb,
-            "172.31.82.2",
-            "172.31.82.1",
-            "02:00:00:00:82:02",
-            "10.82.0.2/24",
-        ),
-    ] {
-        ns_sh(ns, &["ip", "addr", "add", &format!("{me}/24"), "dev", t]);
-        vxlan(ns, "vx", me, peer, true, mac, addr);
-    }
+    kernel_vteps([&na, &nb], [&ta, &tb], 82);
     let fwd = Forwarder::start(&mut pa, &mut pb);
     let r = std::panic::catch_unwind(|| ping_and_tcp(&na, &nb, "10.82.0.2", 16 << 20));
     drop(fwd);
@@ -324,27 +322,7 @@ fn encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_recei
     else {
         return;
     };
-    for (ns, t, me, peer, mac, addr) in [
-        (
-            &na,
-            &ta,
-            "172.31.83.1",
-            "172.31.83.2",
-            "02:00:00:00:83:01",
-            "10.83.0.1/24",
-        ),
-        (
-            &nb,
-            &tb,
-            "172.31.83.2",
-            "172.31.83.1",
-            "02:00:00:00:83:02",
-            "10.83.0.2/24",
-        ),
-    ] {
-        ns_sh(ns, &["ip", "addr", "add", &format!("{me}/24"), "dev", t]);
-        vxlan(ns, "vx", me, peer, true, mac, addr);
-    }
+    kernel_vteps([&na, &nb], [&ta, &tb], 83);
     let fwd = Forwarder::start(&mut pa, &mut pb);
     // The first datagrams resolve the neighbours (ARP on both layers): a ping first.
     let ping = Command::new("ip")
