@@ -37,6 +37,7 @@ use crate::upcall_queue::{UpcallProducer, UpcallQueue};
 use idle_wait::SleepKnobs;
 use pmd_thread::{PmdHandle, PmdSeed, open_txqs, spawn_pmd};
 
+pub use pmd_thread::pin_current_thread;
 pub use reconfigure::{default_pmd_cores, parse_cpu_mask};
 pub use rxq_sched::RxqAssign;
 

@@ -166,9 +166,7 @@ impl InProcSwitch {
                 .context("starting the revalidator")?
         };
         // The switch's PMDs sit on cores 1.. by default; the generator takes core 0.
-        let mut set = rustix::thread::CpuSet::new();
-        set.set(0);
-        if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        if let Err(e) = datapath::dpif::pin_current_thread(0) {
             eprintln!("flowpath gen: cannot pin the generator to core 0: {e}");
         }
         Ok(InProcSwitch {

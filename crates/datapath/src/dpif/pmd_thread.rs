@@ -257,9 +257,7 @@ fn rxq_load(pmd: &Pmd) -> RxqLoad {
 /// Pins the calling thread to `core`; failure (a core outside the allowed set) is reported and
 /// the thread runs unpinned.
 fn pin_to_core(core: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+    if let Err(e) = pin_current_thread(core) {
         // Not eprintln!, which panics (here, in the new PMD thread) when stderr fails.
         use std::io::Write as _;
         let _ = writeln!(
@@ -267,6 +265,17 @@ fn pin_to_core(core: usize) {
             "flowpath: cannot pin PMD thread to core {core}: {e}"
         );
     }
+}
+
+/// Runs the calling thread on `core` only: an error names why it cannot (a core past the
+/// largest the kernel's set holds, or one outside the process's allowed set).
+pub fn pin_current_thread(core: usize) -> Result<(), String> {
+    if core >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(format!("core {core} out of range"));
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(core);
+    rustix::thread::sched_setaffinity(None, &set).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

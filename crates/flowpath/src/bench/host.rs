@@ -90,12 +90,7 @@ pub fn run(a: usize, b: usize, seconds: f64) -> anyhow::Result<HostReport> {
 }
 
 fn pin(core: usize) -> anyhow::Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    if core >= rustix::thread::CpuSet::MAX_CPU {
-        bail!("core {core} out of range");
-    }
-    set.set(core);
-    rustix::thread::sched_setaffinity(None, &set)
+    datapath::dpif::pin_current_thread(core)
         .map_err(|e| anyhow::anyhow!("cannot run on core {core}: {e}"))
 }
 
