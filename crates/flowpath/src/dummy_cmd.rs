@@ -88,7 +88,7 @@ fn receive(args: &[String]) -> Result<(), String> {
         let mut names = flow::odp::PortNames::new();
         let key = flow::odp::parse_key(arg, &mut names)
             .map_err(|e| format!("{arg}: {e}"))?
-            .key;
+            .packet_key();
         let frame = match len {
             Some(n) => flow::compose_sized(&key, n)
                 .ok_or_else(|| format!("{arg}: the headers alone are longer than {n} bytes"))?,

@@ -476,3 +476,35 @@ fn a_tunnel_attribute_too_long_for_netlink_is_refused_as_such() {
     let e = parse_key("tunnel(dst=1.1.1.1,src=1.1.1.2,dst=1.1.1.1)", &mut n).unwrap_err();
     assert_eq!(e.offset, 31, "{e}");
 }
+
+/// `netdev-dummy/receive`'s packet: an ethertype left out comes from the L3 attribute, as
+/// OVS's `odp_flow_key_to_flow()` has it (drop-stats.at's packets give `packet_type(ns=0,id=0)`,
+/// `eth()` and `ipv4()` with no `eth_type()`: OVS sends a 106-byte ICMP echo).
+#[test]
+fn a_packet_key_takes_its_ethertype_from_the_l3_attribute_when_left_out() {
+    let pk = |s: &str| {
+        let mut n = PortNames::new();
+        parse_key(s, &mut n).unwrap().packet_key()
+    };
+    let eth = "eth(src=3a:6d:d2:09:9c:ab,dst=1e:2c:e9:2a:66:9e)";
+    let v4 = format!(
+        "in_port(1),packet_type(ns=0,id=0),{eth},ipv4(src=192.168.10.10,dst=192.168.10.30,\
+         proto=1,tos=0,ttl=64,frag=no),icmp(type=8,code=0)"
+    );
+    let k = pk(&v4);
+    assert_eq!(k.eth_type(), 0x0800);
+    assert_eq!(crate::compose(&k, 64).len(), 14 + 20 + 8 + 64);
+    let v6 = format!("in_port(1),{eth},ipv6(src=::1,dst=::2,proto=58,tclass=0,hlimit=64,frag=no)");
+    assert_eq!(pk(&v6).eth_type(), 0x86dd);
+    let mpls = format!("in_port(1),{eth},mpls(label=10,tc=0,ttl=64,bos=1)");
+    assert_eq!(pk(&mpls).eth_type(), 0x8847);
+    // Nothing at L3: an 802.3 frame, OVS's FLOW_DL_TYPE_NONE.
+    assert_eq!(pk(&format!("in_port(1),{eth}")).eth_type(), 0x05ff);
+    // Given, it stays what it is given.
+    let given = format!("in_port(1),{eth},eth_type(0x88cc)");
+    assert_eq!(pk(&given).eth_type(), 0x88cc);
+    // Tagged: the key keeps the ethertype inside the tag.
+    let tagged =
+        format!("in_port(1),{eth},eth_type(0x8100),vlan(vid=5,pcp=0),encap(eth_type(0x88cc))");
+    assert_eq!(pk(&tagged).eth_type(), 0x88cc);
+}

@@ -228,3 +228,23 @@ pub struct DpKey {
     /// Which attributes appeared, in which order, and the rest of the text form's memory.
     pub attrs: KeyAttrs,
 }
+
+impl DpKey {
+    /// The key of the packet this describes, as OVS reads a key into a flow
+    /// (`odp_flow_key_to_flow()`): an ethertype left out at the outermost level (no
+    /// `eth_type(...)`, no VLAN tag) is that of the L3 attribute given, `ipv4` 0x0800, `ipv6`
+    /// 0x86dd, `mpls` 0x8847, and without one 0x05ff (OVS's `FLOW_DL_TYPE_NONE`: an 802.3
+    /// frame with a length field). A packet type other than Ethernet's (`packet_type(ns=1,..)`)
+    /// keeps its key as it is. What `netdev-dummy/receive` composes its packet from.
+    pub fn packet_key(&self) -> FlowKey {
+        let mut key = self.key.clone();
+        let a = &self.attrs;
+        if key.packet_type() == 0 && !a.has_at(Attr::EthType, 0) && !a.is_tagged(0) {
+            let l3 = [(Attr::Ipv4, 0x0800), (Attr::Ipv6, 0x86dd), (Attr::Mpls, 0x8847)];
+            let et = l3.iter().find(|(at, _)| a.has_at(*at, 0)).map_or(0x05ff, |l| l.1);
+            key.set_eth_type(et);
+        }
+        key
+    }
+}
+
