@@ -240,11 +240,17 @@ impl DpKey {
         let mut key = self.key.clone();
         let a = &self.attrs;
         if key.packet_type() == 0 && !a.has_at(Attr::EthType, 0) && !a.is_tagged(0) {
-            let l3 = [(Attr::Ipv4, 0x0800), (Attr::Ipv6, 0x86dd), (Attr::Mpls, 0x8847)];
-            let et = l3.iter().find(|(at, _)| a.has_at(*at, 0)).map_or(0x05ff, |l| l.1);
+            let l3 = [
+                (Attr::Ipv4, 0x0800),
+                (Attr::Ipv6, 0x86dd),
+                (Attr::Mpls, 0x8847),
+            ];
+            let et = l3
+                .iter()
+                .find(|(at, _)| a.has_at(*at, 0))
+                .map_or(0x05ff, |l| l.1);
             key.set_eth_type(et);
         }
         key
     }
 }
-
