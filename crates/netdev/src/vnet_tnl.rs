@@ -35,7 +35,7 @@
 //! `rx_drop_gso_header`.
 
 use datapath::gso::{MIN_MSS, TcpSuper};
-use datapath::gso_tunnel::Outer;
+use datapath::gso_tunnel::{Inner, Outer};
 use datapath::gso_udp::UdpSuper;
 use datapath::packet::{Batch, Packet, Pool};
 
@@ -107,68 +107,6 @@ fn udp_gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
     put(OUTER_TH, outer.l4);
     put(INNER_NH, inner.l3);
     Some(h)
-}
-
-/// The inner super-frame of a received encapsulated one.
-#[derive(Clone, Copy, Debug)]
-enum Inner {
-    Tcp(TcpSuper),
-    Udp(UdpSuper),
-}
-
-impl Inner {
-    fn l3(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.l3,
-            Inner::Udp(u) => u.l3,
-        }
-    }
-
-    fn l4(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.l4,
-            Inner::Udp(u) => u.l4,
-        }
-    }
-
-    /// Bytes of the headers every segment repeats.
-    fn hdr_len(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.hdr_len,
-            Inner::Udp(u) => u.hdr_len(),
-        }
-    }
-
-    /// Payload bytes per segment.
-    fn size(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.mss,
-            Inner::Udp(u) => u.size,
-        }
-    }
-
-    fn n_segments(&self, p: &Packet) -> usize {
-        match self {
-            Inner::Tcp(t) => t.n_segments(p),
-            Inner::Udp(u) => u.n_segments(p),
-        }
-    }
-
-    /// Segment `k` of `p`, its outer headers made those of a packet of its own by `outer`.
-    fn segment(&self, p: &Packet, k: usize, outer: &Outer, pool: &mut Pool) -> Packet {
-        match self {
-            Inner::Tcp(t) => {
-                let mut s = t.segment(p, k, pool);
-                outer.fix(&mut s, t);
-                s
-            }
-            Inner::Udp(u) => {
-                let mut s = u.segment(p, k, pool);
-                outer.fix_summed(&mut s);
-                s
-            }
-        }
-    }
 }
 
 /// A received encapsulated super-frame, handed on as its segments: as many each burst as
