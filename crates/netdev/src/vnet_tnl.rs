@@ -17,7 +17,6 @@
 //! UDP checksum field the outer pseudo-header sum (without it, the field 0). Linux checks
 //! that the outer UDP header lies after an Ethernet and an outer IP header, the inner IP
 //! header after the UDP header, and the inner TCP header after the inner IP header.
-//!
 //! An encapsulated UDP super-frame (USO in a tunnel, which Linux 6.17's
 //! `virtio_net_hdr_tnl_to_skb` takes, unlike UFO): `gso_type` `UDP_L4` (never `ECN`) OR-ed
 //! with the tunnel bit; `NEEDS_CSUM` with `csum_start` at the inner UDP header and

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
-use crate::gso_tunnel::{Inner, Outer, fits_whole, is_encapsulated};
+use crate::gso_tunnel::{Outer, fits_whole, is_encapsulated};
 use crate::gso_udp;
 use crate::gso_ufo;
 use crate::packet::{Batch, Packet, Pool};
@@ -294,8 +294,8 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
     let found = SuperFrame::of(&p).and_then(|t| {
         let inner = match t {
-            SuperFrame::Tcp(tcp) => Inner::Tcp(tcp),
-            SuperFrame::Udp(udp) => Inner::Udp(udp),
+            SuperFrame::Tcp(tcp) => crate::gso_inner::Inner::Tcp(tcp),
+            SuperFrame::Udp(udp) => crate::gso_inner::Inner::Udp(udp),
             SuperFrame::Ufo(_) => return Ok((t, None)),
         };
         Ok((t, Outer::around(&p, inner.l3())?.map(|o| (o, inner))))
