@@ -59,12 +59,13 @@ const INNER_NH: usize = 22;
 /// The header of encapsulated super-frame `p` for a receiver that takes UDP-tunnel GSO,
 /// after making its lengths and checksum fields what that needs
 /// ([`datapath::gso_tunnel::prepare_partial`]). `None` (frame as it was, or with only its
-/// length fields rewritten) when it is not TCP in UDP over IP, or its outer lengths do not fit.
+/// length fields rewritten) when it is neither TCP nor UDP (USO) in UDP over IP, or its outer
+/// lengths do not fit.
 pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
-    if datapath::gso_udp::is_udp(p) {
+    let Ok((inner, outer)) = datapath::gso_tunnel::prepare_partial(p) else {
+        // Not TCP in UDP (or too long): an inner UDP super-frame ([`udp_gso_hdr`]), or none.
         return udp_gso_hdr(p);
-    }
-    let (inner, outer) = datapath::gso_tunnel::prepare_partial(p).ok()?;
+    };
     let mut ty = if inner.ipv6 { GSO_TCPV6 } else { GSO_TCPV4 };
     if datapath::gso::has_cwr(p, &inner) {
         ty |= GSO_ECN;
