@@ -2,11 +2,12 @@
 //! (`crates/datapath/tests/fuzz_regressions.rs` path-imports this file).
 //!
 //! The input's first byte picks a tunnel (VXLAN or GENEVE with an option, IPv4 or IPv6
-//! underlay, UDP checksum on or off), the next two the `gso_size`, the fourth the packet's L3
-//! offset (0: unset, as before extraction); the rest is the frame. [`gso_tunnel::push`]
+//! underlay, UDP checksum on or off) and whether the frame is marked UFO (bit 3), the next two
+//! the `gso_size`, the fourth the packet's L3 offset (0: unset, as before extraction); the
+//! rest is the frame, a TCP or UDP (USO) super-frame or neither. [`gso_tunnel::push`]
 //! encapsulates it whole, then it is cut as an output cuts it; then
-//! - a frame the push refuses is left as it was, and is one `TcpSuper::of` refuses too (or
-//!   one already encapsulated);
+//! - a frame the push refuses is left as it was, and is one `Inner::of` refuses too (a UFO
+//!   one, one neither TCP nor UDP) or one already encapsulated;
 //! - a frame it takes is found again, encapsulated, with its outer headers;
 //! - its segments are byte for byte what segmenting before the push gave, each segment then
 //!   pushed by itself;
@@ -14,8 +15,7 @@
 //!   lengths do not fit, and otherwise cut into the same segments.
 
 use datapath::actions::{DpAction, TnlTemplate};
-use datapath::gso::TcpSuper;
-use datapath::gso_tunnel::{self, Outer};
+use datapath::gso_tunnel::{self, Inner, Outer};
 use datapath::packet::{NO_OFS, Packet, Pool};
 
 /// The tunnel template input byte `sel` picks.
@@ -69,14 +69,15 @@ pub fn segments_after_push(data: &[u8]) -> Option<usize> {
     let mut orig = Packet::from_slice(frame);
     orig.meta.gso_size = u16::from_be_bytes([*m0, *m1]);
     orig.meta.l3 = if *l3 == 0 { NO_OFS } else { u16::from(*l3) };
+    orig.meta.set_ufo(sel & 8 != 0);
     let mut p = Packet::from_slice(frame);
     p.copy_meta_from(&orig);
-    let before = TcpSuper::of(&orig);
+    let before = Inner::of(&orig);
     if let Err(e) = gso_tunnel::push(&mut p, &t) {
         assert_eq!(p.data(), frame, "a refused frame is left as it was ({e:?})");
         assert!(
             before.is_err() || gso_tunnel::is_encapsulated(&orig),
-            "refused ({e:?}) what TcpSuper::of takes"
+            "refused ({e:?}) what Inner::of takes"
         );
         return None;
     }
@@ -85,17 +86,21 @@ pub fn segments_after_push(data: &[u8]) -> Option<usize> {
         gso_tunnel::is_encapsulated(&p),
         "pushed whole, encapsulated"
     );
-    let inner = TcpSuper::of(&p).expect("the inner headers found again");
-    let outer = Outer::of(&p, &inner)
+    let inner = Inner::of(&p).expect("the inner headers found again");
+    assert_eq!(
+        matches!(inner, Inner::Udp(_)),
+        matches!(before, Inner::Udp(_)),
+        "the same kind"
+    );
+    let outer = Outer::around(&p, inner.l3())
         .expect("outer IP and UDP")
         .expect("encapsulated");
     assert_eq!(outer.csum, t.udp_csum);
     let n = inner.n_segments(&p);
     assert_eq!(n, before.n_segments(&orig));
     for k in 0..n {
-        let mut after = inner.segment(&p, k, &mut pool);
-        outer.fix(&mut after, &inner);
-        let mut seg = before.segment(&orig, k, &mut pool);
+        let after = inner.segment(&p, k, &outer, &mut pool);
+        let mut seg = unencapsulated_segment(&before, &orig, k, &mut pool);
         datapath::rewrite::tnl_push(&mut seg, &t).expect("the template pushes");
         assert_eq!(after.data(), seg.data(), "segment {k} of {n}");
         pool.free(after);
@@ -105,21 +110,35 @@ pub fn segments_after_push(data: &[u8]) -> Option<usize> {
     Some(n)
 }
 
+/// Segment `k` of super-frame `p` (not encapsulated) whose headers `inner` found.
+fn unencapsulated_segment(inner: &Inner, p: &Packet, k: usize, pool: &mut Pool) -> Packet {
+    match inner {
+        Inner::Tcp(t) => t.segment(p, k, pool),
+        Inner::Udp(u) => u.segment(p, k, pool),
+    }
+}
+
 /// Encapsulated super-frame `p` made ready for a device with UDP-tunnel GSO
-/// ([`gso_tunnel::prepare_partial`]): refused exactly when its outer lengths do not fit; else
-/// with the same headers, and cut into the same segments as `p`.
-fn check_prepared(p: &Packet, inner: &TcpSuper, outer: &Outer, pool: &mut Pool) {
+/// ([`gso_tunnel::prepare_partial`], [`gso_tunnel::prepare_partial_udp`]): refused exactly
+/// when its outer lengths do not fit; else with the same headers, and cut into the same
+/// segments as `p`.
+fn check_prepared(p: &Packet, inner: &Inner, outer: &Outer, pool: &mut Pool) {
     let mut ready = pool.packet_from(p.data(), p.meta.in_port);
     ready.copy_meta_from(p);
-    match gso_tunnel::prepare_partial(&mut ready) {
+    let prepared = match inner {
+        Inner::Tcp(_) => gso_tunnel::prepare_partial(&mut ready).map(|(i, o)| (Inner::Tcp(i), o)),
+        Inner::Udp(_) => {
+            gso_tunnel::prepare_partial_udp(&mut ready).map(|(i, o)| (Inner::Udp(i), o))
+        }
+    };
+    match prepared {
         Ok((i, o)) => {
             assert!(gso_tunnel::fits_whole(p), "prepared, but does not fit");
             assert_eq!(i, *inner);
             assert_eq!((o.l3, o.l4, o.ipv6), (outer.l3, outer.l4, outer.ipv6));
             for k in 0..inner.n_segments(p) {
-                let (mut a, mut b) = (inner.segment(p, k, pool), i.segment(&ready, k, pool));
-                outer.fix(&mut a, inner);
-                o.fix(&mut b, &i);
+                let a = inner.segment(p, k, outer, pool);
+                let b = i.segment(&ready, k, &o, pool);
                 assert_eq!(a.data(), b.data(), "prepared: segment {k}");
                 pool.free(a);
                 pool.free(b);

@@ -1,13 +1,16 @@
-//! TCP super-frames through a UDP tunnel push (VXLAN, GENEVE; IPv4 or IPv6 underlay): the
-//! super-frame is encapsulated once, whole, and cut into segments after the push, as Linux's
-//! `skb_udp_tunnel_segment` cuts an encapsulated GSO packet (the inner segments as
-//! `tcp_gso_segment` makes them, the outer headers repeated in front of each).
+//! TCP and UDP (USO) super-frames through a UDP tunnel push (VXLAN, GENEVE; IPv4 or IPv6
+//! underlay): the super-frame is encapsulated once, whole, and cut into segments after the
+//! push, as Linux's `skb_udp_tunnel_segment` cuts an encapsulated GSO packet (the inner
+//! segments as `tcp_gso_segment` or `__udp_gso_segment` makes them, the outer headers
+//! repeated in front of each). The inner kind is an [`Inner`]; a UFO super-frame is
+//! fragmented before the push (Linux takes no UFO inside a tunnel).
 //!
 //! # An encapsulated super-frame
 //! [`push`] writes the tunnel header in front of a super-frame (the same [`tnl_push`] every
 //! packet gets: outer addresses, entropy source port and ECN from the inner headers) and
 //! leaves the packet's [`PacketMeta::l3`](crate::packet::PacketMeta::l3) and `l4` at the
-//! *inner* IP and TCP headers, the ones [`TcpSuper`] segments by; `gso_size` stays the MSS.
+//! *inner* IP and TCP (or UDP) headers, the ones [`TcpSuper`] (or [`UdpSuper`]) segments
+//! by; `gso_size` stays the MSS (or datagram size).
 //! The outer IP header is the one after the frame's Ethernet header, so a super-frame whose
 //! `l3` lies further on is an encapsulated one ([`is_encapsulated`]). Only a push whose
 //! remaining actions are outputs keeps a super-frame whole (nothing in between parses the
@@ -30,14 +33,18 @@
 //! checksum offload (RFC 7606 §2.2's LCO, Linux's `lco_csum`): the inner TCP checksum being
 //! complete, the sum of the inner TCP segment is the complement of its pseudo-header sum, so
 //! only the outer pseudo-header and the bytes from the UDP header to the inner TCP header are
-//! summed, not the payload a second time. The tunnel header is the pushed one, unchanged.
+//! summed, not the payload a second time. The same holds of an inner UDP datagram, whose
+//! checksum [`UdpSuper::segment`] completes ([`Outer::fix_udp`]). The tunnel header is the
+//! pushed one, unchanged.
 //!
 //! # Whole to a device
 //! A queue that takes UDP-tunnel GSO ([`crate::port::TxQueue::tnl_gso`]: a `tap` on Linux
 //! 6.17 and later) gets an encapsulated super-frame whole when its outer lengths fit 16 bits
 //! ([`fits_whole`]), made ready by [`prepare_partial`] (inner headers as for a plain
 //! super-frame, outer lengths of the whole frame, the outer UDP checksum field the outer
-//! pseudo-header sum when the checksum is on, as Linux's `SKB_GSO_UDP_TUNNEL_CSUM` has it).
+//! pseudo-header sum when the checksum is on, as Linux's `SKB_GSO_UDP_TUNNEL_CSUM` has it);
+//! an inner UDP one by [`prepare_partial_udp`] (the inner UDP checksum field the inner
+//! pseudo-header sum, as for a plain USO super-frame).
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -48,6 +55,8 @@ use crate::actions::TnlTemplate;
 use crate::gso::{
     GsoError, TcpSuper, ethernet_l3, ipv4_header_checksum, pseudo, set_ip_len, set16,
 };
+pub use crate::gso_inner::Inner;
+use crate::gso_udp::{UdpSuper, udp_pseudo};
 use crate::packet::{NO_OFS, Packet};
 use crate::rewrite::tnl_push;
 
@@ -59,12 +68,13 @@ pub fn keeps_whole(t: &TnlTemplate) -> bool {
 
 /// Pushes the tunnel header of `t` in front of super-frame `p` and leaves it whole, an
 /// encapsulated super-frame (module documentation). A frame that is not a super-frame
-/// [`TcpSuper::of`] takes, or one already encapsulated, is refused and left as it was.
+/// [`Inner::of`] takes (TCP or USO), or one already encapsulated, is refused and left as it
+/// was.
 pub fn push(p: &mut Packet, t: &TnlTemplate) -> Result<(), GsoError> {
     if is_encapsulated(p) {
         return Err(GsoError::NotTcp);
     }
-    let inner = TcpSuper::of(p)?;
+    let inner = Inner::of(p)?;
     let hl = t.header.len();
     tnl_push(p, t).map_err(|_| GsoError::Malformed)?;
     let f = p.data_mut();
@@ -81,8 +91,8 @@ pub fn push(p: &mut Packet, t: &TnlTemplate) -> Result<(), GsoError> {
     if let Some(u) = t.udp_ofs {
         set16(f, u + 4, fit(len - u));
     }
-    p.meta.l3 = (inner.l3 + hl) as u16;
-    p.meta.l4 = (inner.l4 + hl) as u16;
+    p.meta.l3 = (inner.l3() + hl) as u16;
+    p.meta.l4 = (inner.l4() + hl) as u16;
     Ok(())
 }
 
@@ -107,7 +117,25 @@ pub fn fits_whole(p: &Packet) -> bool {
 /// lengths do not fit ([`fits_whole`]).
 pub fn prepare_partial(p: &mut Packet) -> Result<(TcpSuper, Outer), GsoError> {
     let inner = crate::gso::prepare_partial(p)?;
-    let outer = Outer::of(p, &inner)?.ok_or(GsoError::NotTcp)?;
+    let outer = prepare_outer(p, inner.l3)?;
+    Ok((inner, outer))
+}
+
+/// [`prepare_partial`] of an encapsulated UDP super-frame (USO in a tunnel, Linux's
+/// `SKB_GSO_UDP_L4 | SKB_GSO_UDP_TUNNEL`): the inner headers as
+/// [`UdpSuper::prepare_partial`] leaves a plain one's (the inner UDP checksum field the
+/// inner pseudo-header sum), the outer ones as for TCP.
+pub fn prepare_partial_udp(p: &mut Packet) -> Result<(UdpSuper, Outer), GsoError> {
+    let inner = UdpSuper::prepare_partial(p)?;
+    let outer = prepare_outer(p, inner.l3)?;
+    Ok((inner, outer))
+}
+
+/// The outer half of [`prepare_partial`]: the outer headers around the inner IP header at
+/// `inner_l3`, their lengths those of the whole frame, an outer UDP checksum that is on the
+/// outer pseudo-header sum.
+fn prepare_outer(p: &mut Packet, inner_l3: usize) -> Result<Outer, GsoError> {
+    let outer = Outer::around(p, inner_l3)?.ok_or(GsoError::NotTcp)?;
     if !fits_whole(p) {
         return Err(GsoError::TooLong);
     }
@@ -116,7 +144,7 @@ pub fn prepare_partial(p: &mut Packet) -> Result<(TcpSuper, Outer), GsoError> {
     if outer.csum {
         set16(f, outer.l4 + 6, outer.udp_pseudo(f, udp_len));
     }
-    Ok((inner, outer))
+    Ok(outer)
 }
 
 /// Whether super-frame `p` is encapsulated: its `l3` lies beyond the IP header that follows
@@ -189,16 +217,32 @@ impl Outer {
     /// describes and are complete (its TCP checksum included), and points its `l3` and `l4`
     /// at the outer headers.
     pub fn fix(&self, s: &mut Packet, inner: &TcpSuper) {
+        self.fix_lco(s, inner.l4, |f| pseudo(f, inner.l3, inner.l4, inner.ipv6));
+    }
+
+    /// [`Outer::fix`] of a datagram of a UDP super-frame, whose inner headers `inner`
+    /// describes and are complete (its UDP checksum included, as [`UdpSuper::segment`] makes
+    /// it): the outer UDP checksum by local checksum offload too.
+    pub fn fix_udp(&self, s: &mut Packet, inner: &UdpSuper) {
+        self.fix_lco(s, inner.l4, |f| {
+            udp_pseudo(f, inner.l3, inner.ipv6, (f.len() - inner.l4) as u16)
+        });
+    }
+
+    /// Writes the outer lengths and checksum of segment `s` whose inner transport header
+    /// (at `inner_l4`) has a complete checksum, `inner_pseudo` giving its pseudo-header sum:
+    /// the inner segment then sums to the complement of that.
+    #[inline]
+    fn fix_lco(&self, s: &mut Packet, inner_l4: usize, inner_pseudo: impl Fn(&[u8]) -> u16) {
         let (l3, l4) = (self.l3, self.l4);
         let f = s.data_mut();
         let udp_len = self.fix_lengths(f);
         if self.csum {
             set16(f, l4 + 6, 0);
             let ph = self.udp_pseudo(f, udp_len);
-            let sum = if (inner.l4 - l4).is_multiple_of(2) {
-                // The inner TCP segment sums to the complement of its pseudo-header sum.
-                let tcp = !pseudo(f, inner.l3, inner.l4, inner.ipv6);
-                checksum::combine(&[checksum::data(&f[l4..inner.l4]), tcp])
+            let sum = if (inner_l4 - l4).is_multiple_of(2) {
+                let inner = !inner_pseudo(f);
+                checksum::combine(&[checksum::data(&f[l4..inner_l4]), inner])
             } else {
                 checksum::data(&f[l4..])
             };

@@ -14,9 +14,9 @@
 //!
 //! A super-frame that would make more than [`MAX_SEGMENTS`] datagrams (Linux's
 //! `UDP_MAX_SEGMENTS`: no socket sends one) has too small a `gso_size`
-//! ([`GsoError::MssTooSmall`]). Through a tunnel push, a UDP super-frame is segmented before
-//! the push, each datagram encapsulated by itself ([`crate::gso_tunnel`] keeps only TCP ones
-//! whole). Segments are pool packets, so segmentation allocates nothing once the pool is warm.
+//! ([`GsoError::MssTooSmall`]). Through a VXLAN or GENEVE push, a UDP super-frame is
+//! encapsulated whole and cut after it ([`crate::gso_tunnel`]), as a TCP one. Segments are
+//! pool packets, so segmentation allocates nothing once the pool is warm.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -143,7 +143,7 @@ pub fn is_udp(p: &Packet) -> bool {
 }
 
 /// The UDP pseudo-header sum of the datagram whose IP header is at `l3` of `f`.
-fn udp_pseudo(f: &[u8], l3: usize, ipv6: bool, udp_len: u16) -> u16 {
+pub(crate) fn udp_pseudo(f: &[u8], l3: usize, ipv6: bool, udp_len: u16) -> u16 {
     if ipv6 {
         let a = |o: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&f[o..o + 16]).expect("16"));
         checksum::pseudo_header_v6(&a(l3 + 8), &a(l3 + 24), IpProtocol::UDP, u32::from(udp_len))

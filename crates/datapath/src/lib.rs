@@ -14,6 +14,7 @@ pub mod emc;
 pub mod flow_table;
 pub mod gro;
 pub mod gso;
+pub mod gso_inner;
 pub mod gso_tunnel;
 pub mod gso_udp;
 pub mod gso_ufo;

@@ -78,7 +78,8 @@ pub trait TxQueue: Send {
 
     /// Whether the queue also takes encapsulated TCP super-frames ([`crate::gso_tunnel`]:
     /// VXLAN or GENEVE pushed onto a super-frame) whole, as [`TxQueue::tso`] says of plain
-    /// ones (only asked when that says yes; a `tap` whose kernel took UDP-tunnel GSO). The
+    /// ones (only asked when that says yes; a `tap` whose kernel took UDP-tunnel GSO), and
+    /// encapsulated UDP ones when [`TxQueue::uso`] says yes too. The
     /// default: the datapath segments them after the push before they reach
     /// [`TxQueue::send`].
     fn tnl_gso(&self) -> bool {

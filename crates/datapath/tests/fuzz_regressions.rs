@@ -56,7 +56,15 @@ fn the_gso_tunnel_inputs_reach_the_segments() {
     assert_eq!(n("geneve-ipv6-underlay-csum"), Some(3));
     assert_eq!(n("vxlan-csum-inner-ipv6"), Some(3));
     assert_eq!(n("geneve-vlan-tagged"), Some(3));
-    for refused in ["not-tcp", "mss-too-small", "truncated-tcp-header"] {
+    // UDP (USO) ones: 3 024 bytes of datagrams.
+    assert_eq!(n("udp-vxlan-ipv4"), Some(3024usize.div_ceil(536)));
+    assert_eq!(n("udp-geneve-ipv6-underlay-csum"), Some(3));
+    for refused in [
+        "not-tcp",
+        "mss-too-small",
+        "truncated-tcp-header",
+        "udp-ufo",
+    ] {
         assert_eq!(n(refused), None, "{refused}");
     }
 }

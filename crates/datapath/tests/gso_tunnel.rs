@@ -325,7 +325,7 @@ fn bad_super_frames_are_refused_with_their_reason() {
     let mut p = super_packet(false, 3000, 20);
     assert_eq!(gso_tunnel::push(&mut p, &t), Err(GsoError::MssTooSmall));
     let mut f = super_frame(false, 3000, ACK);
-    f[23] = 17; // UDP, not TCP
+    f[23] = 47; // GRE, neither TCP nor UDP
     let mut p = Packet::from_slice(&f);
     p.meta.gso_size = 1448;
     assert_eq!(gso_tunnel::push(&mut p, &t), Err(GsoError::NotTcp));

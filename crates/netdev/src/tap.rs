@@ -61,10 +61,11 @@
 //! With `tso` the port also asks for UDP-tunnel GSO (`TUN_F_UDP_TUNNEL_GSO |
 //! TUN_F_UDP_TUNNEL_GSO_CSUM`, Linux 6.17 and later; an older kernel refuses it and the port
 //! goes on without). Granted, every frame crosses behind the longer tunnel header
-//! ([`vnet_tnl::HDR_LEN`] bytes, `TUNSETVNETHDRSZ`), and a TCP super-frame the datapath
-//! encapsulated whole in VXLAN or GENEVE ([`datapath::gso_tunnel`], [`TxQueue::tnl_gso`]) is
-//! written whole: inner `gso_type` OR-ed with the outer IP version's tunnel bit, `csum_start`
-//! at the inner TCP header, the outer UDP and inner IP header offsets, and with the tunnel's
+//! ([`vnet_tnl::HDR_LEN`] bytes, `TUNSETVNETHDRSZ`), and a TCP or UDP (USO) super-frame the
+//! datapath encapsulated whole in VXLAN or GENEVE ([`datapath::gso_tunnel`],
+//! [`TxQueue::tnl_gso`]) is written whole: inner `gso_type` (`TCPV4`/`TCPV6` or `UDP_L4`)
+//! OR-ed with the outer IP version's tunnel bit, `csum_start` at the inner TCP or UDP header,
+//! the outer UDP and inner IP header offsets, and with the tunnel's
 //! UDP checksum on, flag `UDP_TUNNEL_CSUM` with the outer checksum field the outer
 //! pseudo-header sum ([`vnet_tnl`]); the kernel cuts it if it must. One whose outer lengths
 //! do not fit 16 bits is cut by the datapath first. The kernel may then also hand the reader
@@ -711,7 +712,8 @@ struct TapTxq {
     uso: bool,
     /// UFO super-frames go to the kernel whole too (it takes UFO writes).
     ufo: bool,
-    /// Encapsulated TCP super-frames go to the kernel whole too (it took UDP-tunnel GSO).
+    /// Encapsulated TCP and UDP super-frames go to the kernel whole too (it took UDP-tunnel
+    /// GSO).
     tnl: bool,
     /// Bytes of the virtio-net header ([`hdr_len`]).
     hdr_len: usize,

@@ -17,6 +17,12 @@
 //! UDP checksum field the outer pseudo-header sum (without it, the field 0). Linux checks
 //! that the outer UDP header lies after an Ethernet and an outer IP header, the inner IP
 //! header after the UDP header, and the inner TCP header after the inner IP header.
+//! An encapsulated UDP super-frame (USO in a tunnel, which Linux 6.17's
+//! `virtio_net_hdr_tnl_to_skb` takes, unlike UFO): `gso_type` `UDP_L4` (never `ECN`) OR-ed
+//! with the tunnel bit; `NEEDS_CSUM` with `csum_start` at the inner UDP header and
+//! `csum_offset` 6, the inner UDP checksum field the inner pseudo-header sum; `gso_size` the
+//! datagram size; the outer checksum as for TCP. Linux reads the inner IP version from the
+//! inner header itself and checks the inner UDP header lies after it.
 //!
 //! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap) is
 //! cut into its segments on receive (`RxTunnel`) by the segmentation the datapath uses
@@ -28,7 +34,7 @@
 //! `rx_drop_gso_header`.
 
 use datapath::gso::{MIN_MSS, TcpSuper};
-use datapath::gso_tunnel::Outer;
+use datapath::gso_tunnel::{Inner, Outer};
 use datapath::gso_udp::UdpSuper;
 use datapath::packet::{Batch, Packet, Pool};
 
@@ -53,9 +59,13 @@ const INNER_NH: usize = 22;
 /// The header of encapsulated super-frame `p` for a receiver that takes UDP-tunnel GSO,
 /// after making its lengths and checksum fields what that needs
 /// ([`datapath::gso_tunnel::prepare_partial`]). `None` (frame as it was, or with only its
-/// length fields rewritten) when it is not TCP in UDP over IP, or its outer lengths do not fit.
+/// length fields rewritten) when it is neither TCP nor UDP (USO) in UDP over IP, or its outer
+/// lengths do not fit.
 pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
-    let (inner, outer) = datapath::gso_tunnel::prepare_partial(p).ok()?;
+    let Ok((inner, outer)) = datapath::gso_tunnel::prepare_partial(p) else {
+        // Not TCP in UDP (or too long): an inner UDP super-frame ([`udp_gso_hdr`]), or none.
+        return udp_gso_hdr(p);
+    };
     let mut ty = if inner.ipv6 { GSO_TCPV6 } else { GSO_TCPV4 };
     if datapath::gso::has_cwr(p, &inner) {
         ty |= GSO_ECN;
@@ -78,66 +88,25 @@ pub(crate) fn gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
     Some(h)
 }
 
-/// The inner super-frame of a received encapsulated one.
-#[derive(Clone, Copy, Debug)]
-enum Inner {
-    Tcp(TcpSuper),
-    Udp(UdpSuper),
-}
-
-impl Inner {
-    fn l3(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.l3,
-            Inner::Udp(u) => u.l3,
-        }
-    }
-
-    fn l4(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.l4,
-            Inner::Udp(u) => u.l4,
-        }
-    }
-
-    /// Bytes of the headers every segment repeats.
-    fn hdr_len(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.hdr_len,
-            Inner::Udp(u) => u.hdr_len(),
-        }
-    }
-
-    /// Payload bytes per segment.
-    fn size(&self) -> usize {
-        match self {
-            Inner::Tcp(t) => t.mss,
-            Inner::Udp(u) => u.size,
-        }
-    }
-
-    fn n_segments(&self, p: &Packet) -> usize {
-        match self {
-            Inner::Tcp(t) => t.n_segments(p),
-            Inner::Udp(u) => u.n_segments(p),
-        }
-    }
-
-    /// Segment `k` of `p`, its outer headers made those of a packet of its own by `outer`.
-    fn segment(&self, p: &Packet, k: usize, outer: &Outer, pool: &mut Pool) -> Packet {
-        match self {
-            Inner::Tcp(t) => {
-                let mut s = t.segment(p, k, pool);
-                outer.fix(&mut s, t);
-                s
-            }
-            Inner::Udp(u) => {
-                let mut s = u.segment(p, k, pool);
-                outer.fix_summed(&mut s);
-                s
-            }
-        }
-    }
+/// [`gso_hdr`] of an encapsulated UDP super-frame (module documentation).
+fn udp_gso_hdr(p: &mut Packet) -> Option<[u8; HDR_LEN]> {
+    let (inner, outer) = datapath::gso_tunnel::prepare_partial_udp(p).ok()?;
+    let tunnel = if outer.ipv6 {
+        GSO_UDP_TUNNEL_IPV6
+    } else {
+        GSO_UDP_TUNNEL_IPV4
+    };
+    let mut h = [0u8; HDR_LEN];
+    h[0] = F_NEEDS_CSUM | if outer.csum { F_UDP_TUNNEL_CSUM } else { 0 };
+    h[1] = GSO_UDP_L4 | tunnel;
+    let mut put = |at: usize, v: usize| h[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
+    put(2, inner.hdr_len());
+    put(4, inner.size);
+    put(6, inner.l4);
+    put(8, 6);
+    put(OUTER_TH, outer.l4);
+    put(INNER_NH, inner.l3);
+    Some(h)
 }
 
 /// A received encapsulated super-frame, handed on as its segments: as many each burst as
@@ -552,6 +521,94 @@ mod tests {
             assert_eq!(e, RxDrop::GsoHeader, "{what}");
             pool.free(q);
         }
+    }
+
+    #[test]
+    fn encapsulated_udp_super_frames_cross_whole_as_udp_l4_in_a_tunnel() {
+        let mut pool = Pool::new(64, 0);
+        for geneve in [false, true] {
+            for outer_v6 in [false, true] {
+                for inner_v6 in [false, true] {
+                    for csum in [false, true] {
+                        let what = format!(
+                            "geneve {geneve} outer v6 {outer_v6} inner v6 {inner_v6} csum {csum}"
+                        );
+                        udp_round_trip(&mut pool, geneve, outer_v6, inner_v6, csum, &what);
+                    }
+                }
+            }
+        }
+    }
+
+    fn udp_round_trip(
+        pool: &mut Pool,
+        geneve: bool,
+        outer_v6: bool,
+        inner_v6: bool,
+        csum: bool,
+        what: &str,
+    ) {
+        let (t, tlen) = template(geneve, outer_v6, csum);
+        let mut p = Packet::from_slice(&udp_super_frame(inner_v6, 3500));
+        p.meta.l3 = 14;
+        p.meta.gso_size = 1200;
+        datapath::gso_tunnel::push(&mut p, &t).unwrap();
+        let h = gso_hdr(&mut p).expect(what);
+        let ol4 = 14 + if outer_v6 { 40 } else { 20 };
+        let il3 = ol4 + 8 + tlen + 14;
+        let il4 = il3 + if inner_v6 { 40 } else { 20 };
+        let outer_bit = if outer_v6 {
+            GSO_UDP_TUNNEL_IPV6
+        } else {
+            GSO_UDP_TUNNEL_IPV4
+        };
+        assert_eq!(h[1], outer_bit | GSO_UDP_L4, "{what}");
+        let flags = F_NEEDS_CSUM | if csum { F_UDP_TUNNEL_CSUM } else { 0 };
+        assert_eq!(h[0], flags, "{what}");
+        assert_eq!((le(&h, 2), le(&h, 4)), (il4 + 8, 1200), "{what}");
+        assert_eq!((le(&h, 6), le(&h, 8)), (il4, 6), "{what}");
+        assert_eq!((le(&h, OUTER_TH), le(&h, INNER_NH)), (ol4, il3), "{what}");
+        assert!(h[10..OUTER_TH].iter().all(|&b| b == 0), "{what}");
+        let f = p.data();
+        let be = |at: usize| u16::from_be_bytes([f[at], f[at + 1]]);
+        assert_eq!(
+            usize::from(be(il4 + 4)),
+            f.len() - il4,
+            "{what}: inner UDP length"
+        );
+        assert_eq!(
+            be(il4 + 6),
+            pseudo(f, il3, IpProtocol::UDP, f.len() - il4),
+            "{what}: inner pseudo-header sum"
+        );
+        let udp = if csum {
+            pseudo(f, 14, IpProtocol::UDP, f.len() - ol4)
+        } else {
+            0
+        };
+        assert_eq!(be(ol4 + 6), udp, "{what}");
+        assert_eq!(usize::from(be(ol4 + 4)), f.len() - ol4, "{what}");
+        // What the kernel would hand a reader: the same header and frame, which the
+        // receive side's checks take as an inner UDP super-frame and cuts into datagrams.
+        let mut q = pool.packet_from(f, 3);
+        let Ok((inner, outer, _, _)) = check(&h, &mut q) else {
+            panic!("{what}: refused")
+        };
+        assert!(matches!(inner, Inner::Udp(_)), "{what}");
+        assert_eq!(inner.n_segments(&q), 3, "{what}");
+        for k in 0..3 {
+            let s = inner.segment(&q, k, &outer, pool);
+            let f = s.data();
+            assert!(verifies(f, il3, il4, IpProtocol::UDP), "{what}: inner UDP");
+            if csum {
+                assert!(verifies(f, 14, ol4, IpProtocol::UDP), "{what}: outer UDP");
+            } else {
+                assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
+            }
+            pool.free(s);
+        }
+        pool.free(q);
+        pool.free(p);
     }
 
     #[test]

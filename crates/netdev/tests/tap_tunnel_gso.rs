@@ -2,12 +2,13 @@
 //! kernel's own VXLAN device. Needs root (and `ip netns`): as any other user the tests print
 //! `SKIP` and return; on a kernel that refuses the offload too.
 //!
-//! Sending: a TCP sender in namespace A behind tap `a`; a PMD pushes VXLAN onto what comes in
-//! (TCP super-frames, pushed whole) and outputs it to tap `b`, whose namespace B holds a
-//! kernel VXLAN device and the TCP receiver behind it. The super-frames must reach B whole
-//! (the port's "super-frames tx whole" counter) and every byte arrive, with no checksum error
-//! counted by B's stack. The receiver's ACKs take a veth from B to A (a route for A's
-//! address only), so the PMD needs no decapsulation.
+//! Sending: a TCP sender (or a `UDP_SEGMENT` one) in namespace A behind tap `a`; a PMD pushes
+//! VXLAN onto what comes in (TCP or UDP super-frames, pushed whole) and outputs it to tap `b`,
+//! whose namespace B holds a kernel VXLAN device and the receiver behind it. The super-frames
+//! must reach B whole (the port's "super-frames tx whole" counter, TCP or UDP) and every byte
+//! (every datagram) arrive, with no checksum error counted by B's stack. The receiver's ACKs
+//! take a veth from B to A (a route for A's address only), so the PMD needs no
+//! decapsulation.
 //!
 //! Receiving: kernel VXLAN devices on both sides of a forwarder between two taps: the sender's
 //! kernel hands its tap encapsulated super-frames whole (TCP ones, and UDP ones from a
@@ -178,6 +179,11 @@ fn start_pmd(
 }
 
 fn super_frames_go_whole_into_a_kernel_vxlan(test: &str, csum: bool) {
+    super_frames_of_a_kind_go_whole_into_a_kernel_vxlan(test, csum, false);
+}
+
+/// The sending test (module documentation): TCP super-frames, or UDP ones (`udp`).
+fn super_frames_of_a_kind_go_whole_into_a_kernel_vxlan(test: &str, csum: bool, udp: bool) {
     let Some(Setup {
         mut env,
         ns: [na, nb],
@@ -228,13 +234,20 @@ fn super_frames_go_whole_into_a_kernel_vxlan(test: &str, csum: bool) {
     let gso = Arc::new(TxGsoStats::default());
     let actions = format!("{},b", push(tb_mac, csum));
     let (stop, pmd) = start_pmd(&mut pa, &mut pb, &actions, gso.clone());
-    let r = std::panic::catch_unwind(|| ping_and_tcp(&na, &nb, "10.81.0.2", 16 << 20));
+    let r = std::panic::catch_unwind(|| {
+        if udp {
+            udp_datagrams_all_arrive(&na, &nb, "10.81.0.2");
+        } else {
+            ping_and_tcp(&na, &nb, "10.81.0.2", 16 << 20);
+        }
+    });
     stop.store(true, Ordering::Relaxed);
     pmd.join().unwrap();
     let (ca, cb) = (pa.counters(), pb.counters());
-    let (whole, segmented, segments) = gso.get();
+    let (whole, segmented, segments) = if udp { gso.udp.get() } else { gso.get() };
+    let kind = if udp { "UDP" } else { "TCP" };
     eprintln!(
-        "port a: {ca:?}\nport b: {cb:?}\nb's TCP super-frames: whole {whole}, segmented \
+        "port a: {ca:?}\nport b: {cb:?}\nb's {kind} super-frames: whole {whole}, segmented \
          {segmented} ({segments} segments)"
     );
     if let Err(e) = r {
@@ -249,6 +262,41 @@ fn super_frames_go_whole_into_a_kernel_vxlan(test: &str, csum: bool) {
     );
     assert_eq!(cb.tx_dropped + cb.errors + ca.errors, 0);
     assert_eq!(csum_errors(&nb), 0, "B's stack counted checksum errors");
+}
+
+/// A `UDP_SEGMENT` sender in `na` to the receiver at `dst` in `nb`: every datagram arrives,
+/// in order.
+fn udp_datagrams_all_arrive(na: &str, nb: &str, dst: &str) {
+    let (client, server) = udp_segment_exchange(na, nb, dst);
+    let (c, s) = (
+        String::from_utf8_lossy(&client.stdout),
+        String::from_utf8_lossy(&server.stdout),
+    );
+    assert!(client.status.success(), "client: {c}");
+    assert!(c.starts_with("360 "), "{c}");
+    assert_eq!(
+        s.trim(),
+        c.trim(),
+        "the receiver got every datagram, in order"
+    );
+}
+
+#[test]
+fn udp_super_frames_go_whole_into_a_kernel_vxlan_with_the_outer_checksum() {
+    super_frames_of_a_kind_go_whole_into_a_kernel_vxlan(
+        "udp_super_frames_go_whole_into_a_kernel_vxlan_with_the_outer_checksum",
+        true,
+        true,
+    );
+}
+
+#[test]
+fn udp_super_frames_go_whole_into_a_kernel_vxlan_without_the_outer_checksum() {
+    super_frames_of_a_kind_go_whole_into_a_kernel_vxlan(
+        "udp_super_frames_go_whole_into_a_kernel_vxlan_without_the_outer_checksum",
+        false,
+        true,
+    );
 }
 
 #[test]

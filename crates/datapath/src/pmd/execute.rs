@@ -81,13 +81,13 @@ impl Pmd {
                     self.tnl_pop(*port, batch, consume);
                 }
                 // Super-frames through a tunnel push: whole when only outputs follow (TCP
-                // ones), else as their segments.
+                // and USO ones), else as their segments.
                 DpAction::TnlPush(t) if self.pass_gso && has_gso(batch) => {
                     self.complete_pending(batch);
                     if trunc.is_none()
                         && crate::gso_tunnel::keeps_whole(t)
                         && only_outputs(&actions[ai + 1..])
-                        && !has_udp_super(batch)
+                        && !has_ufo_super(batch)
                     {
                         self.push_super_frames(t, batch);
                     } else {
@@ -280,12 +280,9 @@ fn only_outputs(actions: &[DpAction]) -> bool {
     actions.iter().all(|a| matches!(a, DpAction::Output(_)))
 }
 
-/// Whether `batch` holds a UDP super-frame, segmentation or fragmentation one (segmented
-/// before a tunnel push: only TCP ones are encapsulated whole).
+/// Whether `batch` holds a UDP fragmentation (UFO) super-frame (fragmented before a tunnel
+/// push: Linux takes none inside a tunnel; TCP and USO ones are encapsulated whole).
 #[inline(never)]
-fn has_udp_super(batch: &Batch) -> bool {
-    batch
-        .packets()
-        .iter()
-        .any(|p| crate::gso_ufo::is_ufo(p) || crate::gso_udp::is_udp(p))
+fn has_ufo_super(batch: &Batch) -> bool {
+    batch.packets().iter().any(crate::gso_ufo::is_ufo)
 }

@@ -292,18 +292,22 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
 /// IP, or its outer headers not IP and UDP).
 #[inline(never)]
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    let found = SuperFrame::of(&p).and_then(|t| match t {
-        SuperFrame::Tcp(tcp) => Ok((t, Outer::of(&p, &tcp)?.map(|o| (o, tcp)))),
-        SuperFrame::Udp(_) | SuperFrame::Ufo(_) => Ok((t, None)),
+    let found = SuperFrame::of(&p).and_then(|t| {
+        let inner = match t {
+            SuperFrame::Tcp(tcp) => crate::gso_inner::Inner::Tcp(tcp),
+            SuperFrame::Udp(udp) => crate::gso_inner::Inner::Udp(udp),
+            SuperFrame::Ufo(_) => return Ok((t, None)),
+        };
+        Ok((t, Outer::around(&p, inner.l3())?.map(|o| (o, inner))))
     });
     match found {
         Ok((t, outer)) => {
             let n = t.n_segments(&p);
             for k in 0..n {
-                let mut s = t.segment(&p, k, pool);
-                if let Some((o, tcp)) = &outer {
-                    o.fix(&mut s, tcp);
-                }
+                let s = match &outer {
+                    Some((o, inner)) => inner.segment(&p, k, o, pool),
+                    None => t.segment(&p, k, pool),
+                };
                 put(tx, s, pool, stats);
             }
             stats.gso_frames += 1;
