@@ -377,6 +377,8 @@ pub struct TapPort {
     gro_segments: Arc<AtomicU64>,
     /// Frames the tx queues handed to the kernel with their checksum pending (`NEEDS_CSUM`).
     csum_partial: Arc<AtomicU64>,
+    /// Encapsulated super-frames received and handed on whole ([`vnet_tnl::Rx::Whole`]).
+    tnl_whole: Arc<AtomicU64>,
     /// Frames the rx queues dropped for their virtio-net header, by reason.
     rx_drops: Arc<vnet::RxDrops>,
 }
@@ -441,6 +443,7 @@ impl TapPort {
             tx_stats: Vec::new(),
             gro_frames: Arc::default(),
             csum_partial: Arc::default(),
+            tnl_whole: Arc::default(),
             gro_segments: Arc::default(),
             rx_drops: Arc::default(),
         })
@@ -554,6 +557,8 @@ struct TapRxq {
     hdr_len: usize,
     /// A UDP-tunnel super-frame received, whose segments go on in the next bursts.
     tunnel: Option<vnet_tnl::RxTunnel>,
+    /// Encapsulated super-frames handed on whole (`xstats rx_tnl_gso_whole`).
+    tnl_whole: Arc<AtomicU64>,
 }
 
 impl TapRxq {
@@ -593,7 +598,8 @@ impl TapRxq {
     }
 
     /// A frame `p` received with a UDP-tunnel `gso_type` (the header in the scratch buffer):
-    /// cut into segments ([`vnet_tnl`]), the first of them into `batch` (count and bytes
+    /// into `batch` whole (an encapsulated TCP super-frame, counted in `rx_tnl_gso_whole`)
+    /// or cut into segments ([`vnet_tnl`]), the first of them into `batch` (count and bytes
     /// returned); `None` when dropped (counted by reason).
     #[cold]
     #[inline(never)]
@@ -610,7 +616,14 @@ impl TapRxq {
             Err((vnet::RxDrop::GsoType, p))
         };
         match taken {
-            Ok(t) => {
+            Ok(vnet_tnl::Rx::Whole(p)) => {
+                self.tnl_whole.fetch_add(1, Relaxed);
+                let bytes = p.len() as u64;
+                batch.push(p);
+                batch.mark_gso();
+                Some((1, bytes))
+            }
+            Ok(vnet_tnl::Rx::Cut(t)) => {
                 self.tunnel = Some(t);
                 Some(self.drain_tunnel(pool, batch))
             }
@@ -913,6 +926,7 @@ impl Port for TapPort {
             drops: self.rx_drops.clone(),
             hdr_len: hdr_len(self.dev.tnl.load(Relaxed)),
             tunnel: None,
+            tnl_whole: self.tnl_whole.clone(),
         }))
     }
 
@@ -956,6 +970,10 @@ impl Port for TapPort {
         if self.opts.csum_offload {
             let n = self.csum_partial.load(Relaxed);
             x.push(("tx_csum_partial".to_owned(), n));
+        }
+        if self.dev.tnl.load(Relaxed) {
+            let n = self.tnl_whole.load(Relaxed);
+            x.push(("rx_tnl_gso_whole".to_owned(), n));
         }
         x
     }
