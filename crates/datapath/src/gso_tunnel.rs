@@ -32,6 +32,35 @@
 //! only the outer pseudo-header and the bytes from the UDP header to the inner TCP header are
 //! summed, not the payload a second time. The tunnel header is the pushed one, unchanged.
 //!
+//! # Received whole
+//! A tap that took UDP-tunnel GSO hands over an encapsulated TCP super-frame whole
+//! (`netdev::vnet_tnl`): one packet marked
+//! [`PacketMeta::tunnel_gso`](crate::packet::PacketMeta::tunnel_gso) ([`is_received`]), its
+//! outer lengths the whole frame's. Extraction and the lookup see its outer headers, as they
+//! would a packet's; its `l3` and `l4` are theirs, so the inner offsets are not kept but found
+//! again in the frame when needed ([`inner_l3_after`]: VXLAN's or GENEVE's header, then the
+//! inner Ethernet header), which the receiving port checked against the kernel's
+//! `inner_nh_offset`. What becomes of it:
+//! - `tnl_pop` strips the outer headers once ([`crate::tunnel`]): the outer lengths and the
+//!   outer UDP checksum (a pseudo-header sum) are those of a GSO frame and are neither read
+//!   nor verified; every other check stays. The next pass sees the plain TCP super-frame the
+//!   push carried (mark cleared), which goes whole to a queue that takes TSO and is cut at
+//!   the output otherwise.
+//! - An output first makes it what [`push`] leaves ([`settle_received`]: `l3`, `l4` at the
+//!   inner headers, mark cleared), then, as for a pushed one, hands it whole to a queue that
+//!   takes UDP-tunnel GSO when its lengths fit, and otherwise cuts it with the outer headers
+//!   written on each segment ([`Outer::fix`]): the segments a cut on receive made.
+//! - Rewrites of its outer headers' fields (`set(ipv4(...))`, `set(udp(...))`, Ethernet)
+//!   apply to the whole frame; the segments' outer lengths and checksums are written after.
+//!   `tnl_pop`, recirculation and `ct()` take it whole too.
+//! - An action that needs the frame as it would leave (`userspace`, another `tnl_push`, an
+//!   MPLS or Ethernet push or pop) runs on its segments: the pass cuts it first.
+//! - Megaflow statistics count it as one packet of its whole length, as a plain super-frame
+//!   from a tap with TSO.
+//!
+//! A frame whose headers no longer allow this (not TCP inside) is a counted `gso_*` drop; a
+//! pop that fails is a counted `tunnel_pop_*` drop.
+//!
 //! # Whole to a device
 //! A queue that takes UDP-tunnel GSO ([`crate::port::TxQueue::tnl_gso`]: a `tap` on Linux
 //! 6.17 and later) gets an encapsulated super-frame whole when its outer lengths fit 16 bits

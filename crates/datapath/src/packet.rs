@@ -140,7 +140,8 @@ pub struct PacketMeta {
     /// its batch, [`Batch::mark_gso`]); kept by copies and recirculation. The TCP checksum
     /// field of a super-frame is not maintained inside the switch: whoever sends it recomputes
     /// it ([`crate::gso`]). A super-frame a `tnl_push` encapsulated whole keeps it, its `l3`
-    /// and `l4` then at the inner IP and TCP headers ([`crate::gso_tunnel`]).
+    /// and `l4` then at the inner IP and TCP headers ([`crate::gso_tunnel`]); one received
+    /// encapsulated keeps them at the outer ones ([`PacketMeta::tunnel_gso`]).
     pub gso_size: u16,
     /// Recirculation depth of this pass.
     pub recirc_depth: u8,

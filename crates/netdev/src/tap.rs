@@ -68,9 +68,11 @@
 //! UDP checksum on, flag `UDP_TUNNEL_CSUM` with the outer checksum field the outer
 //! pseudo-header sum ([`vnet_tnl`]); the kernel cuts it if it must. One whose outer lengths
 //! do not fit 16 bits is cut by the datapath first. The kernel may then also hand the reader
-//! encapsulated super-frames (from a VXLAN device routed into the tap): each is cut into its
-//! segments on receive (TCP segments, or UDP datagrams of an inner USO super-frame; bad
-//! offsets are counted drops).
+//! encapsulated super-frames (from a VXLAN device routed into the tap, or a bridge from
+//! another switch's underlay): a TCP one in VXLAN or GENEVE goes into the datapath whole
+//! (counted in `xstats rx_tnl_gso_whole`), popped once or cut where it leaves
+//! ([`datapath::gso_tunnel`]); an inner UDP one, or one behind another tunnel header, is cut
+//! into its segments on receive (bad offsets are counted drops).
 //!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
 //! of one connection are first merged into super-frames by Linux's GRO rules

@@ -18,12 +18,21 @@
 //! that the outer UDP header lies after an Ethernet and an outer IP header, the inner IP
 //! header after the UDP header, and the inner TCP header after the inner IP header.
 //!
-//! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap) is
-//! cut into its segments on receive (`RxTunnel`) by the segmentation the datapath uses
-//! after a `tnl_push` ([`datapath::gso_tunnel`]): the rest of the switch sees ordinary
-//! encapsulated packets. An inner UDP super-frame (`UDP_L4`: USO in a tunnel, `NEEDS_CSUM`
-//! at its UDP checksum) is cut into its datagrams ([`datapath::gso_udp`]) the same way, the
-//! outer checksum then summed over each whole datagram. An inner UFO one is a counted
+//! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap, or
+//! another switch's underlay bridged to it) goes on whole ([`Rx::Whole`]) when it is a TCP
+//! one in VXLAN or GENEVE: its tunnel header is one
+//! [`datapath::gso_tunnel::inner_l3_after`] reads, and its outer lengths fit 16 bits, which
+//! are then written as the whole frame's (the sender may have left them 0) so that the outer
+//! headers parse as a packet's. It enters the datapath as one packet marked
+//! [`PacketMeta::tunnel_gso`](datapath::packet::PacketMeta::tunnel_gso), `gso_size` the MSS,
+//! its inner TCP checksum the pseudo-header sum as the kernel left it, its outer UDP
+//! checksum field the pseudo-header sum when `F_UDP_TUNNEL_CSUM` is set (the checksum marked
+//! good for `tnl_pop`: each segment gets its own), else 0; [`datapath::gso_tunnel`] says
+//! what becomes of it. Any other is cut into its segments on receive ([`RxTunnel`]) by the
+//! segmentation the datapath uses after a `tnl_push`, so that the rest of the switch sees
+//! ordinary encapsulated packets: an inner UDP super-frame (`UDP_L4`: USO in a tunnel,
+//! `NEEDS_CSUM` at its UDP checksum) into its datagrams ([`datapath::gso_udp`]), the outer
+//! checksum then summed over each whole datagram. An inner UFO one is a counted
 //! `rx_drop_gso_type` (Linux refuses it too); one whose offsets or headers do not match is
 //! `rx_drop_gso_header`.
 
