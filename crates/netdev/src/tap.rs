@@ -104,7 +104,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
+use datapath::packet::{BUF_ROOM, Batch, MAX_BURST, Packet, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
@@ -547,7 +547,12 @@ impl Link {
 
 struct TapRxq {
     link: Link,
+    /// The virtio-net header of each read.
     scratch: Box<[u8]>,
+    /// A large pool buffer the next read lands in: a frame longer than an ordinary buffer
+    /// takes (a super-frame) is handed on in it, with no copy; a shorter one is copied into an
+    /// ordinary buffer and this one waits for the next read.
+    landing: Option<Packet>,
     in_port: u32,
     stats: Arc<QueueStats>,
     gso_warned: bool,
@@ -657,15 +662,25 @@ impl RxQueue for TapRxq {
         }
         let hl = self.hdr_len;
         while batch.room() > 0 && self.tunnel.is_none() {
-            // SAFETY: reads at most `scratch.len()` bytes into the scratch buffer.
-            let r = unsafe {
-                libc::read(
-                    self.link.fd.as_raw_fd(),
-                    self.scratch.as_mut_ptr().cast(),
-                    self.scratch.len(),
-                )
-            };
+            let mut land = self
+                .landing
+                .take()
+                .unwrap_or_else(|| pool.packet_with_len(MAX_FRAME, self.in_port));
+            let iov = [
+                libc::iovec {
+                    iov_base: self.scratch.as_mut_ptr().cast(),
+                    iov_len: hl,
+                },
+                libc::iovec {
+                    iov_base: land.data_mut().as_mut_ptr().cast(),
+                    iov_len: land.len(),
+                },
+            ];
+            // SAFETY: both iovecs point to live buffers of the lengths given (the header
+            // scratch and the landing packet's frame), which nothing else uses meanwhile.
+            let r = unsafe { libc::readv(self.link.fd.as_raw_fd(), iov.as_ptr(), 2) };
             if r < 0 {
+                self.landing = Some(land);
                 let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
                 match e {
                     libc::EAGAIN => {}
@@ -679,11 +694,20 @@ impl RxQueue for TapRxq {
             }
             let len = r as usize;
             if len < hl + 14 {
+                self.landing = Some(land);
                 dropped += 1;
                 continue;
             }
-            let (hdr, frame) = self.scratch.split_at(hl);
-            let mut p = pool.packet_from(&frame[..len - hl], self.in_port);
+            let flen = len - hl;
+            let mut p = if flen <= BUF_ROOM {
+                let p = pool.packet_from(&land.data()[..flen], self.in_port);
+                self.landing = Some(land);
+                p
+            } else {
+                land.truncate(flen);
+                land
+            };
+            let hdr = &self.scratch[..hl];
             if hdr[1] & vnet_tnl::GSO_UDP_TUNNEL != 0 {
                 match self.tunnel_frame(p, pool, batch) {
                     Some((k, b)) => (n, bytes) = (n + k, bytes + b),
@@ -915,7 +939,8 @@ impl Port for TapPort {
                 dead: false,
                 retry_at: Instant::now(),
             },
-            scratch: vec![0u8; vnet_tnl::HDR_LEN + MAX_FRAME].into_boxed_slice(),
+            scratch: vec![0u8; vnet_tnl::HDR_LEN].into_boxed_slice(),
+            landing: None,
             in_port,
             stats: self.rx_stats[q].clone(),
             gso_warned: false,
