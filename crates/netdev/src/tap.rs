@@ -27,7 +27,7 @@
 //! the kernel then hands over TCP super-frames of up to 64 KiB (`gso_type` `TCPV4` or `TCPV6`,
 //! possibly with the `ECN` bit, and `gso_size` the MSS). Each becomes one packet with
 //! [`PacketMeta::gso_size`](datapath::packet::PacketMeta::gso_size) set (in a large pool
-//! buffer), and its batch is marked as holding one. Its partial TCP checksum is *not*
+//! buffer, which the read wrote it into: no copy), and its batch is marked as holding one. Its partial TCP checksum is *not*
 //! completed: whichever way it leaves the switch recomputes it ([`datapath::gso`]), which
 //! saves a pass over 64 KiB. With `tso` the port also asks for UDP segmentation offload
 //! (`TUN_F_USO4 | TUN_F_USO6`, Linux 6.2 and later; an older kernel refuses it and the port
