@@ -8,7 +8,8 @@
 //! `tnl_push`, as it does a group holding a UDP super-frame ([`crate::gso_udp`]) before any
 //! `tnl_push`; one received encapsulated whole ([`crate::gso_tunnel`]) is cut, its outer
 //! headers on each segment, before an action that needs the frame as it would leave
-//! (`userspace`, `tnl_push`, MPLS or Ethernet pushes and pops). Such a pass also completes pending checksums ([`crate::csum_pending`]) before
+//! (`userspace`, `tnl_push`, MPLS or Ethernet pushes and pops). Such a pass also completes
+//! pending checksums ([`crate::csum_pending`]) before
 //! the actions that hand the frame's bytes on or hide its headers: `userspace`, `tnl_push`
 //! (the inner checksum must be whole before encapsulation), `tnl_pop` (which checks the outer
 //! UDP checksum), MPLS pushes, and a truncating output. Header rewrites keep the mark: the
