@@ -37,6 +37,35 @@
 //! checksum [`UdpSuper::segment`] completes ([`Outer::fix_udp`]). The tunnel header is the
 //! pushed one, unchanged.
 //!
+//! # Received whole
+//! A tap that took UDP-tunnel GSO hands over an encapsulated TCP super-frame whole
+//! (`netdev::vnet_tnl`): one packet marked
+//! [`PacketMeta::tunnel_gso`](crate::packet::PacketMeta::tunnel_gso) ([`is_received`]), its
+//! outer lengths the whole frame's. Extraction and the lookup see its outer headers, as they
+//! would a packet's; its `l3` and `l4` are theirs, so the inner offsets are not kept but found
+//! again in the frame when needed ([`inner_l3_after`]: VXLAN's or GENEVE's header, then the
+//! inner Ethernet header), which the receiving port checked against the kernel's
+//! `inner_nh_offset`. What becomes of it:
+//! - `tnl_pop` strips the outer headers once ([`crate::tunnel`]): the outer lengths and the
+//!   outer UDP checksum (a pseudo-header sum) are those of a GSO frame and are neither read
+//!   nor verified; every other check stays. The next pass sees the plain TCP super-frame the
+//!   push carried (mark cleared), which goes whole to a queue that takes TSO and is cut at
+//!   the output otherwise.
+//! - An output first makes it what [`push`] leaves ([`settle_received`]: `l3`, `l4` at the
+//!   inner headers, mark cleared), then, as for a pushed one, hands it whole to a queue that
+//!   takes UDP-tunnel GSO when its lengths fit, and otherwise cuts it with the outer headers
+//!   written on each segment ([`Outer::fix`]): the segments a cut on receive made.
+//! - Rewrites of its outer headers' fields (`set(ipv4(...))`, `set(udp(...))`, Ethernet)
+//!   apply to the whole frame; the segments' outer lengths and checksums are written after.
+//!   `tnl_pop`, recirculation and `ct()` take it whole too.
+//! - An action that needs the frame as it would leave (`userspace`, another `tnl_push`, an
+//!   MPLS or Ethernet push or pop) runs on its segments: the pass cuts it first.
+//! - Megaflow statistics count it as one packet of its whole length, as a plain super-frame
+//!   from a tap with TSO.
+//!
+//! A frame whose headers no longer allow this (not TCP inside) is a counted `gso_*` drop; a
+//! pop that fails is a counted `tunnel_pop_*` drop.
+//!
 //! # Whole to a device
 //! A queue that takes UDP-tunnel GSO ([`crate::port::TxQueue::tnl_gso`]: a `tap` on Linux
 //! 6.17 and later) gets an encapsulated super-frame whole when its outer lengths fit 16 bits
@@ -116,6 +145,7 @@ pub fn fits_whole(p: &Packet) -> bool {
 /// the inner and outer headers, for the device's offload descriptor. `TooLong` when the outer
 /// lengths do not fit ([`fits_whole`]).
 pub fn prepare_partial(p: &mut Packet) -> Result<(TcpSuper, Outer), GsoError> {
+    settle_received(p)?;
     let inner = crate::gso::prepare_partial(p)?;
     let outer = prepare_outer(p, inner.l3)?;
     Ok((inner, outer))
@@ -148,12 +178,67 @@ fn prepare_outer(p: &mut Packet, inner_l3: usize) -> Result<Outer, GsoError> {
 }
 
 /// Whether super-frame `p` is encapsulated: its `l3` lies beyond the IP header that follows
-/// its Ethernet header.
+/// its Ethernet header, or it was received so ([`is_received`]).
 #[inline]
 pub fn is_encapsulated(p: &Packet) -> bool {
     p.meta.gso_size != 0
-        && p.meta.l3 != NO_OFS
-        && Outer::l3_of(p).is_some_and(|o| o < usize::from(p.meta.l3))
+        && (p.meta.tunnel_gso()
+            || p.meta.l3 != NO_OFS && Outer::l3_of(p).is_some_and(|o| o < usize::from(p.meta.l3)))
+}
+
+/// Whether `p` is an encapsulated TCP super-frame received whole, its `l3` and `l4` still
+/// the outer headers' ([`PacketMeta::tunnel_gso`](crate::packet::PacketMeta::tunnel_gso)).
+#[inline]
+pub fn is_received(p: &Packet) -> bool {
+    p.meta.gso_size != 0 && p.meta.tunnel_gso()
+}
+
+/// The offset of the inner IP header of the encapsulated frame `d` whose outer UDP header is
+/// at `udp`: after the tunnel header (GENEVE's 8 bytes and its options when its protocol
+/// field holds Transparent Ethernet Bridging, 0x6558, where VXLAN's reserved bytes are 0;
+/// VXLAN's 8 bytes otherwise), the inner Ethernet header and up to two VLAN tags. `None`
+/// when `d` ends first or the inner Ethernet header is not followed by IP.
+pub fn inner_l3_after(d: &[u8], udp: usize) -> Option<usize> {
+    let t = d.get(udp + 8..udp + 16)?;
+    let tunnel = if u16::from_be_bytes([t[2], t[3]]) == 0x6558 {
+        8 + usize::from(t[0] & 0x3f) * 4
+    } else {
+        8
+    };
+    let eth = udp + 8 + tunnel;
+    let l3 = eth + ethernet_l3(d.get(eth..)?).ok()?;
+    matches!(d.get(l3)? >> 4, 4 | 6).then_some(l3)
+}
+
+/// Writes the outer IP length (and IPv4 header checksum) and UDP length of encapsulated
+/// super-frame `p`, whose outer headers `outer` found, as those of the whole frame: what a
+/// receiver does to a frame it keeps whole, whose lengths the sender may have left 0, so that
+/// its outer headers parse as a packet's. `TooLong` (nothing written) when they do not fit
+/// ([`fits_whole`]).
+pub fn set_outer_lengths(p: &mut Packet, outer: &Outer) -> Result<(), GsoError> {
+    if !fits_whole(p) {
+        return Err(GsoError::TooLong);
+    }
+    outer.fix_lengths(p.data_mut());
+    Ok(())
+}
+
+/// Makes an encapsulated super-frame received whole ([`is_received`]) what [`push`] leaves:
+/// `l3` and `l4` at the inner IP and TCP headers, found in the frame ([`inner_l3_after`]),
+/// the mark cleared; then [`Outer::of`], [`prepare_partial`] and the segmentation take it as
+/// they take a pushed one. Anything else is left as it is. An error (the mark cleared) when
+/// its headers are no longer those of TCP in a UDP tunnel: the caller drops it.
+pub fn settle_received(p: &mut Packet) -> Result<(), GsoError> {
+    if !is_received(p) {
+        return Ok(());
+    }
+    p.meta.set_tunnel_gso(false);
+    let outer = Outer::around(p, p.len())?.ok_or(GsoError::NotTcp)?;
+    let l3 = inner_l3_after(p.data(), outer.l4).ok_or(GsoError::Malformed)?;
+    p.meta.l3 = l3 as u16;
+    let inner = TcpSuper::of(p)?;
+    p.meta.l4 = inner.l4 as u16;
+    Ok(())
 }
 
 /// The outer IP and UDP headers of an encapsulated super-frame, as each segment repeats them.

@@ -140,11 +140,13 @@ pub struct PacketMeta {
     /// its batch, [`Batch::mark_gso`]); kept by copies and recirculation. The TCP checksum
     /// field of a super-frame is not maintained inside the switch: whoever sends it recomputes
     /// it ([`crate::gso`]). A super-frame a `tnl_push` encapsulated whole keeps it, its `l3`
-    /// and `l4` then at the inner IP and TCP headers ([`crate::gso_tunnel`]).
+    /// and `l4` then at the inner IP and TCP headers ([`crate::gso_tunnel`]); one received
+    /// encapsulated keeps them at the outer ones ([`PacketMeta::tunnel_gso`]).
     pub gso_size: u16,
     /// Recirculation depth of this pass.
     pub recirc_depth: u8,
-    /// One-bit marks ([`PacketMeta::deferred`], [`PacketMeta::ufo`]).
+    /// One-bit marks ([`PacketMeta::deferred`], [`PacketMeta::ufo`],
+    /// [`PacketMeta::tunnel_gso`]).
     marks: u8,
     /// Whether the buffer's tunnel metadata area is valid (set by `tnl_pop`).
     pub tunnel: TnlMd,
@@ -192,6 +194,8 @@ impl PacketMeta {
 const MARK_DEFERRED: u8 = 1;
 /// [`PacketMeta::ufo`]'s mark.
 const MARK_UFO: u8 = 2;
+/// [`PacketMeta::tunnel_gso`]'s mark.
+const MARK_TUNNEL_GSO: u8 = 4;
 
 impl PacketMeta {
     /// The slow path had no time for this packet in its pass: it waits in the PMD's deferred
@@ -219,6 +223,22 @@ impl PacketMeta {
     #[inline]
     pub fn set_ufo(&mut self, on: bool) {
         self.set_mark(MARK_UFO, on);
+    }
+
+    /// A TCP super-frame (`gso_size` not 0) received whole inside a UDP tunnel (virtio's
+    /// UDP-tunnel GSO): its `l3` and `l4` are the outer headers' (extraction's), its inner
+    /// ones are found in the frame when it leaves ([`crate::gso_tunnel::settle_received`]).
+    /// Set by the rx queue that receives it; kept by copies and recirculation; cleared by
+    /// `tnl_pop` and by [`crate::gso_tunnel::settle_received`].
+    #[inline]
+    pub fn tunnel_gso(&self) -> bool {
+        self.marks & MARK_TUNNEL_GSO != 0
+    }
+
+    /// Sets [`PacketMeta::tunnel_gso`].
+    #[inline]
+    pub fn set_tunnel_gso(&mut self, on: bool) {
+        self.set_mark(MARK_TUNNEL_GSO, on);
     }
 
     #[inline]

@@ -15,6 +15,12 @@
 //! outer headers may follow 802.1Q/802.1ad tags, and a GRE payload protocol other than
 //! Ethernet, IPv4, IPv6 or MPLS is refused.
 //!
+//! An encapsulated TCP super-frame received whole ([`crate::gso_tunnel::is_received`]) is
+//! popped once: its outer IP and UDP lengths (of a GSO frame: the whole frame's, or 0) are not
+//! read, the datagram being the rest of the frame, and its outer UDP checksum (a pseudo-header
+//! sum, each segment's to complete) is not verified but sets the `csum` flag; every other
+//! check stays. The popped packet is the plain super-frame it carried.
+//!
 //! A tunnel port has no queues of its own: packets reach it only through `tnl_pop`, which
 //! makes the decapsulated packet arrive on it (`in_port`), and nothing may output to it (its
 //! tx queue counts and drops; encapsulation is `tnl_push` followed by an output to a physical
@@ -253,12 +259,19 @@ fn be16_of<const N: usize>(h: &[u8; N], at: usize) -> u16 {
 }
 
 /// Reads and checks the outer IPv4 or IPv6 header at `l3`, writing the endpoints into `md`.
+/// `whole`: the packet is an encapsulated super-frame received whole, whose outer lengths
+/// are not read (the datagram is the rest of the frame).
 #[inline(always)]
-fn outer_ip(d: &[u8], l3: usize, md: &mut [u8; TNL_MD_LEN]) -> Result<Outer, TnlPopDrop> {
+fn outer_ip(
+    d: &[u8],
+    l3: usize,
+    md: &mut [u8; TNL_MD_LEN],
+    whole: bool,
+) -> Result<Outer, TnlPopDrop> {
     use TnlPopDrop::*;
     let h = chunk::<20>(d, l3)?;
     if h[0] >> 4 == 6 {
-        return outer_ipv6(d, l3, md);
+        return outer_ipv6(d, l3, md, whole);
     }
     if h[0] >> 4 != 4 {
         return Err(BadHeader);
@@ -270,7 +283,11 @@ fn outer_ip(d: &[u8], l3: usize, md: &mut [u8; TNL_MD_LEN]) -> Result<Outer, Tnl
     if checksum::finish_native(checksum::sum_native(h)) != 0xffff {
         return Err(BadChecksum);
     }
-    let tot = usize::from(be16_of(h, 2));
+    let tot = if whole {
+        d.len() - l3
+    } else {
+        usize::from(be16_of(h, 2))
+    };
     if tot < 20 {
         return Err(BadHeader);
     }
@@ -295,10 +312,19 @@ fn outer_ip(d: &[u8], l3: usize, md: &mut [u8; TNL_MD_LEN]) -> Result<Outer, Tnl
 }
 
 /// [`outer_ip`] for IPv6, with its extension headers up to the tunnel protocol (RFC 8200 §4).
-fn outer_ipv6(d: &[u8], l3: usize, md: &mut [u8; TNL_MD_LEN]) -> Result<Outer, TnlPopDrop> {
+fn outer_ipv6(
+    d: &[u8],
+    l3: usize,
+    md: &mut [u8; TNL_MD_LEN],
+    whole: bool,
+) -> Result<Outer, TnlPopDrop> {
     use TnlPopDrop::*;
     let h = chunk::<40>(d, l3)?;
-    let end = l3 + 40 + usize::from(be16_of(h, 4));
+    let end = if whole {
+        d.len()
+    } else {
+        l3 + 40 + usize::from(be16_of(h, 4))
+    };
     if end > d.len() {
         return Err(Truncated);
     }
@@ -339,12 +365,15 @@ struct Inner {
     packet_type: u32,
 }
 
-/// UDP, then the VXLAN (`GENEVE` false) or GENEVE header at the UDP payload.
+/// UDP, then the VXLAN (`GENEVE` false) or GENEVE header at the UDP payload. `whole`: as
+/// for [`outer_ip`], and the UDP checksum, a pseudo-header sum the segments complete, is not
+/// verified (it still sets the `csum` flag).
 #[inline(always)]
 fn udp_tunnel<const GENEVE: bool>(
     d: &[u8],
     o: &mut Outer,
     md: &mut [u8; TNL_MD_LEN],
+    whole: bool,
 ) -> Result<Inner, TnlPopDrop> {
     use TnlPopDrop::*;
     if o.proto != IPPROTO_UDP {
@@ -354,7 +383,11 @@ fn udp_tunnel<const GENEVE: bool>(
     let dg = &d[..o.end];
     // UDP and the VXLAN or GENEVE base header: both are 8 bytes.
     let h = chunk::<{ UDP_HLEN + 8 }>(dg, u)?;
-    let ulen = usize::from(be16_of(h, 4));
+    let ulen = if whole {
+        o.end - u
+    } else {
+        usize::from(be16_of(h, 4))
+    };
     if ulen < UDP_HLEN {
         return Err(BadHeader);
     }
@@ -365,7 +398,7 @@ fn udp_tunnel<const GENEVE: bool>(
         return Err(Truncated);
     }
     o.end = u + ulen;
-    if be16_of(h, 6) != 0 {
+    if be16_of(h, 6) != 0 && !whole {
         // The pseudo-header (addresses, protocol, UDP length; RFC 768, RFC 8200 §8.1) and the
         // datagram in one sum.
         let sum = o.addr_sum
@@ -375,6 +408,8 @@ fn udp_tunnel<const GENEVE: bool>(
         if checksum::finish_native(sum) != 0xffff {
             return Err(BadChecksum);
         }
+    }
+    if be16_of(h, 6) != 0 {
         o.flags |= tun_flags::CSUM;
     }
     md[MD_TP_SRC..MD_TP_DST + 2].copy_from_slice(&h[..4]);
@@ -540,12 +575,14 @@ fn ecn_decap(pkt: &mut Packet) -> Result<(), TnlPopDrop> {
 }
 
 /// Marks `pkt` decapsulated from IPv4: the outer headers up to `start` and the bytes after
-/// `end` removed, the offsets absent until the next pass extracts.
+/// `end` removed, the offsets absent until the next pass extracts; a super-frame received
+/// encapsulated is now the plain super-frame it carried.
 #[inline(always)]
 fn popped(pkt: &mut Packet, start: usize, end: usize, packet_type: u32, which: TnlMd) {
     pkt.truncate(end);
     pkt.pull_front(start);
     let m = &mut pkt.meta;
+    m.set_tunnel_gso(false);
     m.rx_csum = 0;
     m.tunnel = which;
     m.packet_type = packet_type;
@@ -725,12 +762,13 @@ fn gre4_fast(pkt: &mut Packet, l3: usize) -> bool {
 /// The general `tnl_pop`: every shape, and the reason for a drop.
 #[inline(never)]
 fn tnl_pop_checked(pkt: &mut Packet, kind: TunnelKind) -> Result<(), TnlPopDrop> {
+    let whole = crate::gso_tunnel::is_received(pkt);
     let l3 = l3_start(pkt)?;
     let (md, d) = pkt.tnl_md_and_data_mut();
-    let mut o = outer_ip(d, l3, md)?;
+    let mut o = outer_ip(d, l3, md, whole)?;
     let inner = match kind {
-        TunnelKind::Vxlan { .. } => udp_tunnel::<false>(d, &mut o, md)?,
-        TunnelKind::Geneve { .. } => udp_tunnel::<true>(d, &mut o, md)?,
+        TunnelKind::Vxlan { .. } => udp_tunnel::<false>(d, &mut o, md, whole)?,
+        TunnelKind::Geneve { .. } => udp_tunnel::<true>(d, &mut o, md, whole)?,
         TunnelKind::Gre => gre_tunnel(d, &mut o, md)?,
     };
     md[MD_TOS] = o.tos;

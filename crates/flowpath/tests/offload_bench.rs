@@ -7,7 +7,9 @@
 //! underlay port dropped thousands of them in a few seconds, one TCP retransmission each.
 //! UDP from a `UDP_SEGMENT` sender (`-G`: USO super-frames, which the hosts' taps hand the
 //! switch whole and the switch cuts into datagrams before the push) must arrive too.
-//! No timing is checked. Skipped, with the reason, without root, iperf3 or Open vSwitch's
+//! Between two switches whose underlay ports are taps (`flowpath-tapul`), the receiving
+//! switch takes each encapsulated super-frame whole, pops it once and hands the inner one
+//! whole to the host's tap. No timing is checked. Skipped, with the reason, without root, iperf3 or Open vSwitch's
 //! database tools (the switches run under `--ovsdb`).
 //!
 //! The same between two QEMU guests on vhost-user ports (`flowpath-vm`): their Linux sends
@@ -160,6 +162,72 @@ fn tcp_and_udp_over_vxlan_through_two_switches_arrive() {
 #[test]
 fn tcp_and_udp_over_geneve_through_two_switches_arrive() {
     delivers_without_drops("flowpath-geneve");
+}
+
+/// The lines of `diag` (the script's diagnostics) after `== {header}`, up to the next `==`.
+fn section<'a>(diag: &'a str, header: &str) -> &'a str {
+    let at = format!("== {header}\n");
+    let Some(start) = diag.find(&at).map(|i| i + at.len()) else {
+        return "";
+    };
+    let rest = &diag[start..];
+    &rest[..rest.find("\n==").map_or(rest.len(), |i| i + 1)]
+}
+
+/// The value of counter `name` (`name:N`, a word of its own) in `text`, if it is there.
+fn counter(text: &str, name: &str) -> Option<u64> {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix(name)?.strip_prefix(':')?.parse().ok())
+}
+
+/// TCP over `mode`'s tunnel between two flowpath hypervisors whose underlay ports are taps
+/// (`flowpath-tapul`): delivered with no drop on the way, and the receiving switch took the
+/// encapsulated super-frames whole from its underlay tap (its `rx_tnl_gso_whole`), popped
+/// them with no `tnl_pop` drop and wrote the inner ones whole to the host's tap (`tcp
+/// super-frames tx whole`). Skipped, with the reason, where the kernel's tap takes no
+/// UDP-tunnel GSO (before Linux 6.17).
+fn tap_underlays_pop_super_frames_whole(mode: &str) {
+    let Some((row, diag)) = bench(mode) else {
+        return;
+    };
+    assert_eq!(row.len(), 7, "{row:?}");
+    let gbps: f64 = row[1].parse().unwrap_or_else(|_| panic!("{row:?}"));
+    assert!(gbps > 0.0, "TCP delivered nothing: {row:?}");
+    assert_eq!(row[3], "0", "packets dropped on the way: {row:?}\n{diag}");
+    let underlay = section(&diag, "hv2 port/stats ut2");
+    let Some(whole) = counter(underlay, "rx_tnl_gso_whole") else {
+        eprintln!("SKIP {mode}: the kernel's tap takes no UDP-tunnel GSO (Linux 6.17 and later)");
+        return;
+    };
+    assert!(whole > 0, "no super-frame came in whole: {underlay}");
+    assert!(!underlay.contains("rx_drop_"), "{underlay}");
+    let drops = section(&diag, "hv2 dpif-netdev/pmd-drop-show");
+    let popped_bad: Vec<&str> = drops
+        .lines()
+        .filter(|l| l.trim_start().starts_with("tunnel_pop_"))
+        .filter(|l| l.split_whitespace().last() != Some("0"))
+        .collect();
+    assert!(popped_bad.is_empty(), "{drops}");
+    let host = section(&diag, "hv2 port/stats t2");
+    let tx_whole = host
+        .lines()
+        .find(|l| l.trim_start().starts_with("tcp super-frames"))
+        .and_then(|l| counter(l, "whole"))
+        .unwrap_or(0);
+    assert!(
+        tx_whole > 0,
+        "no super-frame went whole to the host: {host}"
+    );
+}
+
+#[test]
+fn tcp_over_vxlan_between_tap_underlays_is_popped_whole() {
+    tap_underlays_pop_super_frames_whole("flowpath-tapul");
+}
+
+#[test]
+fn tcp_over_geneve_between_tap_underlays_is_popped_whole() {
+    tap_underlays_pop_super_frames_whole("flowpath-tapul-geneve");
 }
 
 /// Whether QEMU and a guest image can be had here (else a SKIP line).

@@ -27,7 +27,7 @@
 //! the kernel then hands over TCP super-frames of up to 64 KiB (`gso_type` `TCPV4` or `TCPV6`,
 //! possibly with the `ECN` bit, and `gso_size` the MSS). Each becomes one packet with
 //! [`PacketMeta::gso_size`](datapath::packet::PacketMeta::gso_size) set (in a large pool
-//! buffer), and its batch is marked as holding one. Its partial TCP checksum is *not*
+//! buffer, which the read wrote it into: no copy), and its batch is marked as holding one. Its partial TCP checksum is *not*
 //! completed: whichever way it leaves the switch recomputes it ([`datapath::gso`]), which
 //! saves a pass over 64 KiB. With `tso` the port also asks for UDP segmentation offload
 //! (`TUN_F_USO4 | TUN_F_USO6`, Linux 6.2 and later; an older kernel refuses it and the port
@@ -69,9 +69,11 @@
 //! UDP checksum on, flag `UDP_TUNNEL_CSUM` with the outer checksum field the outer
 //! pseudo-header sum ([`vnet_tnl`]); the kernel cuts it if it must. One whose outer lengths
 //! do not fit 16 bits is cut by the datapath first. The kernel may then also hand the reader
-//! encapsulated super-frames (from a VXLAN device routed into the tap): each is cut into its
-//! segments on receive (TCP segments, or UDP datagrams of an inner USO super-frame; bad
-//! offsets are counted drops).
+//! encapsulated super-frames (from a VXLAN device routed into the tap, or a bridge from
+//! another switch's underlay): a TCP one in VXLAN or GENEVE goes into the datapath whole
+//! (counted in `xstats rx_tnl_gso_whole`), popped once or cut where it leaves
+//! ([`datapath::gso_tunnel`]); an inner UDP one, or one behind another tunnel header, is cut
+//! into its segments on receive (bad offsets are counted drops).
 //!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
 //! of one connection are first merged into super-frames by Linux's GRO rules
@@ -103,7 +105,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use datapath::packet::{Batch, MAX_BURST, Packet, Pool};
+use datapath::packet::{BUF_ROOM, Batch, MAX_BURST, Packet, Pool};
 use datapath::port::{Port, PortCounters, QueueStats, RxQueue, TxQueue};
 
 pub use crate::afpacket::PortError;
@@ -378,6 +380,8 @@ pub struct TapPort {
     gro_segments: Arc<AtomicU64>,
     /// Frames the tx queues handed to the kernel with their checksum pending (`NEEDS_CSUM`).
     csum_partial: Arc<AtomicU64>,
+    /// Encapsulated super-frames received and handed on whole ([`vnet_tnl::Rx::Whole`]).
+    tnl_whole: Arc<AtomicU64>,
     /// Frames the rx queues dropped for their virtio-net header, by reason.
     rx_drops: Arc<vnet::RxDrops>,
 }
@@ -442,6 +446,7 @@ impl TapPort {
             tx_stats: Vec::new(),
             gro_frames: Arc::default(),
             csum_partial: Arc::default(),
+            tnl_whole: Arc::default(),
             gro_segments: Arc::default(),
             rx_drops: Arc::default(),
         })
@@ -543,7 +548,12 @@ impl Link {
 
 struct TapRxq {
     link: Link,
+    /// The virtio-net header of each read.
     scratch: Box<[u8]>,
+    /// A large pool buffer the next read lands in: a frame longer than an ordinary buffer
+    /// takes (a super-frame) is handed on in it, with no copy; a shorter one is copied into an
+    /// ordinary buffer and this one waits for the next read.
+    landing: Option<Packet>,
     in_port: u32,
     stats: Arc<QueueStats>,
     gso_warned: bool,
@@ -555,6 +565,8 @@ struct TapRxq {
     hdr_len: usize,
     /// A UDP-tunnel super-frame received, whose segments go on in the next bursts.
     tunnel: Option<vnet_tnl::RxTunnel>,
+    /// Encapsulated super-frames handed on whole (`xstats rx_tnl_gso_whole`).
+    tnl_whole: Arc<AtomicU64>,
 }
 
 impl TapRxq {
@@ -594,7 +606,8 @@ impl TapRxq {
     }
 
     /// A frame `p` received with a UDP-tunnel `gso_type` (the header in the scratch buffer):
-    /// cut into segments ([`vnet_tnl`]), the first of them into `batch` (count and bytes
+    /// into `batch` whole (an encapsulated TCP super-frame, counted in `rx_tnl_gso_whole`)
+    /// or cut into segments ([`vnet_tnl`]), the first of them into `batch` (count and bytes
     /// returned); `None` when dropped (counted by reason).
     #[cold]
     #[inline(never)]
@@ -611,7 +624,14 @@ impl TapRxq {
             Err((vnet::RxDrop::GsoType, p))
         };
         match taken {
-            Ok(t) => {
+            Ok(vnet_tnl::Rx::Whole(p)) => {
+                self.tnl_whole.fetch_add(1, Relaxed);
+                let bytes = p.len() as u64;
+                batch.push(p);
+                batch.mark_gso();
+                Some((1, bytes))
+            }
+            Ok(vnet_tnl::Rx::Cut(t)) => {
                 self.tunnel = Some(t);
                 Some(self.drain_tunnel(pool, batch))
             }
@@ -643,15 +663,25 @@ impl RxQueue for TapRxq {
         }
         let hl = self.hdr_len;
         while batch.room() > 0 && self.tunnel.is_none() {
-            // SAFETY: reads at most `scratch.len()` bytes into the scratch buffer.
-            let r = unsafe {
-                libc::read(
-                    self.link.fd.as_raw_fd(),
-                    self.scratch.as_mut_ptr().cast(),
-                    self.scratch.len(),
-                )
-            };
+            let mut land = self
+                .landing
+                .take()
+                .unwrap_or_else(|| pool.packet_with_len(MAX_FRAME, self.in_port));
+            let iov = [
+                libc::iovec {
+                    iov_base: self.scratch.as_mut_ptr().cast(),
+                    iov_len: hl,
+                },
+                libc::iovec {
+                    iov_base: land.data_mut().as_mut_ptr().cast(),
+                    iov_len: land.len(),
+                },
+            ];
+            // SAFETY: both iovecs point to live buffers of the lengths given (the header
+            // scratch and the landing packet's frame), which nothing else uses meanwhile.
+            let r = unsafe { libc::readv(self.link.fd.as_raw_fd(), iov.as_ptr(), 2) };
             if r < 0 {
+                self.landing = Some(land);
                 let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
                 match e {
                     libc::EAGAIN => {}
@@ -665,11 +695,20 @@ impl RxQueue for TapRxq {
             }
             let len = r as usize;
             if len < hl + 14 {
+                self.landing = Some(land);
                 dropped += 1;
                 continue;
             }
-            let (hdr, frame) = self.scratch.split_at(hl);
-            let mut p = pool.packet_from(&frame[..len - hl], self.in_port);
+            let flen = len - hl;
+            let mut p = if flen <= BUF_ROOM {
+                let p = pool.packet_from(&land.data()[..flen], self.in_port);
+                self.landing = Some(land);
+                p
+            } else {
+                land.truncate(flen);
+                land
+            };
+            let hdr = &self.scratch[..hl];
             if hdr[1] & vnet_tnl::GSO_UDP_TUNNEL != 0 {
                 match self.tunnel_frame(p, pool, batch) {
                     Some((k, b)) => (n, bytes) = (n + k, bytes + b),
@@ -902,7 +941,8 @@ impl Port for TapPort {
                 dead: false,
                 retry_at: Instant::now(),
             },
-            scratch: vec![0u8; vnet_tnl::HDR_LEN + MAX_FRAME].into_boxed_slice(),
+            scratch: vec![0u8; vnet_tnl::HDR_LEN].into_boxed_slice(),
+            landing: None,
             in_port,
             stats: self.rx_stats[q].clone(),
             gso_warned: false,
@@ -915,6 +955,7 @@ impl Port for TapPort {
             drops: self.rx_drops.clone(),
             hdr_len: hdr_len(self.dev.tnl.load(Relaxed)),
             tunnel: None,
+            tnl_whole: self.tnl_whole.clone(),
         }))
     }
 
@@ -958,6 +999,10 @@ impl Port for TapPort {
         if self.opts.csum_offload {
             let n = self.csum_partial.load(Relaxed);
             x.push(("tx_csum_partial".to_owned(), n));
+        }
+        if self.dev.tnl.load(Relaxed) {
+            let n = self.tnl_whole.load(Relaxed);
+            x.push(("rx_tnl_gso_whole".to_owned(), n));
         }
         x
     }

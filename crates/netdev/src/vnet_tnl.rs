@@ -24,19 +24,28 @@
 //! datagram size; the outer checksum as for TCP. Linux reads the inner IP version from the
 //! inner header itself and checks the inner UDP header lies after it.
 //!
-//! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap) is
-//! cut into its segments on receive (`RxTunnel`) by the segmentation the datapath uses
-//! after a `tnl_push` ([`datapath::gso_tunnel`]): the rest of the switch sees ordinary
-//! encapsulated packets. An inner UDP super-frame (`UDP_L4`: USO in a tunnel, `NEEDS_CSUM`
-//! at its UDP checksum) is cut into its datagrams ([`datapath::gso_udp`]) the same way, the
-//! outer checksum then summed over each whole datagram. An inner UFO one is a counted
+//! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap, or
+//! another switch's underlay bridged to it) goes on whole ([`Rx::Whole`]) when it is a TCP
+//! one in VXLAN or GENEVE: its tunnel header is one
+//! [`datapath::gso_tunnel::inner_l3_after`] reads, and its outer lengths fit 16 bits, which
+//! are then written as the whole frame's (the sender may have left them 0) so that the outer
+//! headers parse as a packet's. It enters the datapath as one packet marked
+//! [`PacketMeta::tunnel_gso`](datapath::packet::PacketMeta::tunnel_gso), `gso_size` the MSS,
+//! its inner TCP checksum the pseudo-header sum as the kernel left it, its outer UDP
+//! checksum field the pseudo-header sum when `F_UDP_TUNNEL_CSUM` is set (the checksum marked
+//! good for `tnl_pop`: each segment gets its own), else 0; [`datapath::gso_tunnel`] says
+//! what becomes of it. Any other is cut into its segments on receive ([`RxTunnel`]) by the
+//! segmentation the datapath uses after a `tnl_push`, so that the rest of the switch sees
+//! ordinary encapsulated packets: an inner UDP super-frame (`UDP_L4`: USO in a tunnel,
+//! `NEEDS_CSUM` at its UDP checksum) into its datagrams ([`datapath::gso_udp`]), the outer
+//! checksum then summed over each whole datagram. An inner UFO one is a counted
 //! `rx_drop_gso_type` (Linux refuses it too); one whose offsets or headers do not match is
 //! `rx_drop_gso_header`.
 
 use datapath::gso::{MIN_MSS, TcpSuper};
 use datapath::gso_tunnel::{Inner, Outer};
 use datapath::gso_udp::UdpSuper;
-use datapath::packet::{Batch, Packet, Pool};
+use datapath::packet::{Batch, Packet, Pool, RX_CSUM_L4_GOOD};
 
 use crate::vnet::{F_NEEDS_CSUM, GSO_ECN, GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4, RxDrop, why_super};
 
@@ -123,6 +132,19 @@ pub(crate) struct RxTunnel {
 }
 
 impl RxTunnel {
+    fn new(p: Packet, inner: Inner, outer: Outer, l3: u16, l4: u16) -> RxTunnel {
+        let n = inner.n_segments(&p);
+        RxTunnel {
+            p,
+            inner,
+            outer,
+            next: 0,
+            n,
+            l3,
+            l4,
+        }
+    }
+
     /// Moves segments into `batch` while it has room; returns the count and their bytes.
     /// Done ([`Self::done`]) when the last one went.
     pub(crate) fn drain(&mut self, pool: &mut Pool, batch: &mut Batch) -> (usize, u64) {
@@ -150,23 +172,46 @@ impl RxTunnel {
     }
 }
 
+/// A received encapsulated super-frame, as the datapath gets it.
+pub(crate) enum Rx {
+    /// Whole: a TCP one in VXLAN or GENEVE ([`datapath::gso_tunnel::inner_l3_after`] finds
+    /// its inner IP header where the header says), `gso_size` the MSS, marked
+    /// ([`datapath::packet::PacketMeta::tunnel_gso`]).
+    Whole(Packet),
+    /// Cut on receive: an inner UDP one, or a tunnel header of another kind.
+    Cut(RxTunnel),
+}
+
 /// Takes the received frame `p` whose header `hdr` ([`HDR_LEN`] bytes) has a tunnel bit in
-/// its `gso_type`: an encapsulated TCP super-frame to cut on receive, or why it is dropped
-/// (module documentation). `p` is handed back on error, for the caller to free.
-pub(crate) fn accept(hdr: &[u8], mut p: Packet) -> Result<RxTunnel, (RxDrop, Packet)> {
+/// its `gso_type`: an encapsulated super-frame kept whole or cut on receive, or why it is
+/// dropped (module documentation). `p` is handed back on error, for the caller to free.
+pub(crate) fn accept(hdr: &[u8], mut p: Packet) -> Result<Rx, (RxDrop, Packet)> {
     match check(hdr, &mut p) {
         Ok((inner, outer, l3, l4)) => {
-            let n = inner.n_segments(&p);
-            Ok(RxTunnel {
-                p,
-                inner,
-                outer,
-                next: 0,
-                n,
-                l3,
-                l4,
-            })
+            if let Inner::Tcp(t) = inner
+                && datapath::gso_tunnel::inner_l3_after(p.data(), outer.l4) == Some(t.l3)
+                && datapath::gso_tunnel::set_outer_lengths(&mut p, &outer).is_ok()
+            {
+                let m = &mut p.meta;
+                (m.l3, m.l4) = (l3, l4);
+                m.set_tunnel_gso(true);
+                if outer.csum {
+                    // To be completed for each segment: nothing for `tnl_pop` to verify.
+                    m.rx_csum = RX_CSUM_L4_GOOD;
+                }
+                return Ok(Rx::Whole(p));
+            }
+            Ok(Rx::Cut(RxTunnel::new(p, inner, outer, l3, l4)))
         }
+        Err(e) => Err((e, p)),
+    }
+}
+
+/// [`accept`] cutting every frame it takes (the cut an output makes of one kept whole).
+#[cfg(test)]
+fn cut(hdr: &[u8], mut p: Packet) -> Result<RxTunnel, (RxDrop, Packet)> {
+    match check(hdr, &mut p) {
+        Ok((inner, outer, l3, l4)) => Ok(RxTunnel::new(p, inner, outer, l3, l4)),
         Err(e) => Err((e, p)),
     }
 }
@@ -232,7 +277,9 @@ fn check(hdr: &[u8], p: &mut Packet) -> Result<(Inner, Outer, u16, u16), RxDrop>
 /// [`HDR_LEN`] bytes of `data` as the header the kernel wrote, the rest as the frame, received
 /// as a tap that took UDP-tunnel GSO receives it. Returns the segments it made (0 for a
 /// refused frame, with the reason). Checks what must hold of every segment: no longer than
-/// the super-frame's headers plus one MSS, and their payloads together the super-frame's.
+/// the super-frame's headers plus one MSS, and their payloads together the super-frame's. A
+/// frame kept whole is popped as VXLAN and as GENEVE (each a pop or a counted drop), then
+/// cut as an output cuts it.
 #[doc(hidden)]
 pub fn fuzz_rx(data: &[u8]) -> (usize, Option<&'static str>) {
     let Some((hdr, frame)) = data.split_at_checked(HDR_LEN) else {
@@ -241,7 +288,8 @@ pub fn fuzz_rx(data: &[u8]) -> (usize, Option<&'static str>) {
     let mut pool = Pool::new(64, 0);
     let p = pool.packet_from(frame, 1);
     let mut t = match accept(hdr, p) {
-        Ok(t) => t,
+        Ok(Rx::Cut(t)) => t,
+        Ok(Rx::Whole(p)) => return (fuzz_whole(p, &mut pool), None),
         Err((e, p)) => {
             pool.free(p);
             return (0, Some(e.name()));
@@ -265,6 +313,34 @@ pub fn fuzz_rx(data: &[u8]) -> (usize, Option<&'static str>) {
     assert_eq!(got, payload, "the payload, cut");
     pool.free(t.into_packet());
     (n, None)
+}
+
+/// [`fuzz_rx`] of a frame kept whole.
+fn fuzz_whole(mut p: Packet, pool: &mut Pool) -> usize {
+    use datapath::tunnel::{TunnelKind, tnl_pop};
+    for kind in [TunnelKind::VXLAN, TunnelKind::GENEVE] {
+        let mut c = pool.copy_of(&p, p.len());
+        if tnl_pop(&mut c, kind).is_ok() {
+            assert!(!c.meta.tunnel_gso(), "popped: a plain super-frame");
+        }
+        pool.free(c);
+    }
+    datapath::gso_tunnel::settle_received(&mut p).expect("a frame kept whole settles");
+    let t = TcpSuper::of(&p).expect("its inner TCP headers");
+    let o = Outer::of(&p, &t).ok().flatten().expect("its outer headers");
+    let n = t.n_segments(&p);
+    let mut got = 0;
+    for k in 0..n {
+        let mut s = t.segment(&p, k, pool);
+        o.fix(&mut s, &t);
+        assert!(s.len() <= t.hdr_len + t.mss, "segment of {} bytes", s.len());
+        assert_eq!(s.meta.gso_size, 0);
+        got += s.len() - t.hdr_len;
+        pool.free(s);
+    }
+    assert_eq!(got, p.len() - t.hdr_len, "the payload, cut");
+    pool.free(p);
+    n
 }
 
 #[cfg(test)]
@@ -349,7 +425,7 @@ mod tests {
     }
 
     #[test]
-    fn encapsulated_super_frames_cross_whole_and_are_cut_on_receive() {
+    fn encapsulated_tcp_super_frames_cross_whole_and_are_kept_whole_on_receive() {
         let mut pool = Pool::new(256, 0);
         for geneve in [false, true] {
             for outer_v6 in [false, true] {
@@ -412,11 +488,35 @@ mod tests {
         assert_eq!(usize::from(be(ol4 + 4)), f.len() - ol4, "{what}");
         // What the kernel would hand a reader: the same header and frame.
         let q = pool.packet_from(f, 3);
-        let Ok(mut rx) = accept(&h, q) else {
+        let Ok(Rx::Whole(whole)) = accept(&h, q) else {
+            panic!("{what}: refused or cut")
+        };
+        assert_eq!(whole.data(), f, "{what}: kept as it came");
+        // Its outer lengths left 0 (Linux's for a frame beyond 64 KiB): made the whole
+        // frame's, for the switch to parse its outer headers.
+        let mut z = f.to_vec();
+        z[ol4 + 4..ol4 + 6].fill(0);
+        if outer_v6 {
+            z[18..20].fill(0);
+        } else {
+            z[16..18].fill(0);
+            z[24..26].fill(0);
+            let c = !checksum::data(&z[14..34]);
+            z[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        let Ok(Rx::Whole(w)) = accept(&h, pool.packet_from(&z, 3)) else {
+            panic!("{what}: lengths 0 refused or cut")
+        };
+        assert_eq!(w.data(), f, "{what}: lengths 0");
+        pool.free(w);
+        let cut_whole = cut_as_output(whole, pool);
+        let q = pool.packet_from(f, 3);
+        let Ok(mut rx) = cut(&h, q) else {
             panic!("{what}: refused")
         };
         let mut batch = Batch::new();
         let mut payload = 0;
+        let mut k = 0;
         while !rx.done() {
             let (n, _) = rx.drain(pool, &mut batch);
             assert!(n > 0, "{what}");
@@ -430,12 +530,39 @@ mod tests {
                     assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
                 }
                 payload += f.len() - il4 - 32;
+                assert_eq!(
+                    f,
+                    &cut_whole[k][..],
+                    "{what}: segment {k} as an output cuts it"
+                );
+                k += 1;
                 pool.free(s);
             }
         }
+        assert_eq!(k, cut_whole.len(), "{what}");
         assert_eq!(payload, 5000, "{what}");
         pool.free(rx.into_packet());
         pool.free(p);
+    }
+
+    /// The segments of frame `p`, received whole, as an output that does not take it whole
+    /// cuts it.
+    fn cut_as_output(mut p: Packet, pool: &mut Pool) -> Vec<Vec<u8>> {
+        assert!(p.meta.tunnel_gso() && p.meta.gso_size != 0);
+        datapath::gso_tunnel::settle_received(&mut p).unwrap();
+        let t = TcpSuper::of(&p).unwrap();
+        let o = Outer::of(&p, &t).unwrap().unwrap();
+        let segs = (0..t.n_segments(&p))
+            .map(|k| {
+                let mut s = t.segment(&p, k, pool);
+                o.fix(&mut s, &t);
+                let v = s.data().to_vec();
+                pool.free(s);
+                v
+            })
+            .collect();
+        pool.free(p);
+        segs
     }
 
     /// A UDP super-frame with `payload` bytes (IPv4 or IPv6).
@@ -493,8 +620,8 @@ mod tests {
                 h[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
             }
             let q = pool.packet_from(p.data(), 3);
-            let Ok(mut rx) = accept(&h, q) else {
-                panic!("{what}: refused")
+            let Ok(Rx::Cut(mut rx)) = accept(&h, q) else {
+                panic!("{what}: refused or whole")
             };
             let mut batch = Batch::new();
             rx.drain(&mut pool, &mut batch);
@@ -622,8 +749,12 @@ mod tests {
         let why = |h: &[u8], pool: &mut Pool| {
             let p = pool.packet_from(&frame, 1);
             match accept(h, p) {
-                Ok(t) => {
+                Ok(Rx::Cut(t)) => {
                     pool.free(t.into_packet());
+                    None
+                }
+                Ok(Rx::Whole(p)) => {
+                    pool.free(p);
                     None
                 }
                 Err((e, p)) => {

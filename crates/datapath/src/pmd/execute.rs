@@ -6,7 +6,10 @@
 //! pushes TCP ones whole through a UDP tunnel's `tnl_push` followed by outputs only
 //! ([`crate::gso_tunnel`]: segmented at the output), and segments them before any other
 //! `tnl_push`, as it does a group holding a UDP super-frame ([`crate::gso_udp`]) before any
-//! `tnl_push`. Such a pass also completes pending checksums ([`crate::csum_pending`]) before
+//! `tnl_push`; one received encapsulated whole ([`crate::gso_tunnel`]) is cut, its outer
+//! headers on each segment, before an action that needs the frame as it would leave
+//! (`userspace`, `tnl_push`, MPLS or Ethernet pushes and pops). Such a pass also completes
+//! pending checksums ([`crate::csum_pending`]) before
 //! the actions that hand the frame's bytes on or hide its headers: `userspace`, `tnl_push`
 //! (the inner checksum must be whole before encapsulation), `tnl_pop` (which checks the outer
 //! UDP checksum), MPLS pushes, and a truncating output. Header rewrites keep the mark: the
@@ -14,11 +17,12 @@
 //! drops by reason (`action_drops`, `rewrite_errors`, GSO).
 
 use crate::actions::{DpAction, TnlTemplate};
+use crate::gso_tunnel::Outer;
 use crate::packet::{Batch, MAX_BURST, Packet};
 use crate::super_frame::SuperFrame;
 
 use super::Pmd;
-use super::output::has_gso;
+use super::output::{has_gso, has_received};
 
 /// Emptied copy batches a PMD keeps for reuse (nesting of clones rarely goes deeper).
 pub(super) const SPARE_BATCHES: usize = 8;
@@ -48,6 +52,12 @@ impl Pmd {
             }
             let consume = ai == last;
             match a {
+                // A super-frame received encapsulated is cut (its outer headers written on
+                // each segment) before an action that needs the frame as it would leave.
+                _ if self.pass_gso && cuts_received(a) && has_received(batch) => {
+                    self.segment_and_execute(&actions[ai..], batch, trunc);
+                    break;
+                }
                 DpAction::Output(port) => {
                     self.output(*port, batch, consume, trunc.take());
                 }
@@ -154,16 +164,28 @@ impl Pmd {
     ) {
         #[allow(clippy::unwrap_or_default)]
         let mut b = self.spare.pop().unwrap_or_else(Batch::new);
-        for p in batch.drain() {
+        for mut p in batch.drain() {
             if p.meta.gso_size == 0 {
                 self.execute_when_full(actions, &mut b, p, trunc);
+                continue;
+            }
+            if let Err(e) = crate::gso_tunnel::settle_received(&mut p) {
+                self.stats.count_gso_drop(e);
+                self.pool.free(p);
                 continue;
             }
             match SuperFrame::of(&p) {
                 Ok(t) => {
                     let n = t.n_segments(&p);
+                    let outer = match t {
+                        SuperFrame::Tcp(tcp) => Outer::of(&p, &tcp).ok().flatten(),
+                        _ => None,
+                    };
                     for k in 0..n {
-                        let s = t.segment(&p, k, &mut self.pool);
+                        let mut s = t.segment(&p, k, &mut self.pool);
+                        if let (Some(o), SuperFrame::Tcp(tcp)) = (&outer, &t) {
+                            o.fix(&mut s, tcp);
+                        }
                         self.execute_when_full(actions, &mut b, s, trunc);
                     }
                     self.stats.gso_frames += 1;
@@ -272,6 +294,26 @@ impl Pmd {
 /// checksum later ([`crate::csum_pending`]): an MPLS push.
 fn hides_l3(a: &DpAction) -> bool {
     matches!(a, DpAction::PushMpls { .. } | DpAction::AddMpls { .. })
+}
+
+/// Whether action `a` needs a super-frame received encapsulated cut first: one that hands
+/// the frame's bytes on (`userspace`), encapsulates it again (`tnl_push`), or moves or hides
+/// its outer IP header (MPLS, a pushed or popped Ethernet header). The others work on the
+/// whole frame: outputs (which cut it or hand it whole, [`super::output`]), `tnl_pop`,
+/// recirculation, `ct()` and the rewrites of its outer headers' fields.
+fn cuts_received(a: &DpAction) -> bool {
+    matches!(
+        a,
+        DpAction::Userspace(_)
+            | DpAction::TnlPush(_)
+            | DpAction::PushMpls { .. }
+            | DpAction::AddMpls { .. }
+            | DpAction::PopMpls { .. }
+            | DpAction::SetMpls { .. }
+            | DpAction::PushEthPopMpls { .. }
+            | DpAction::PushEth { .. }
+            | DpAction::PopEth
+    )
 }
 
 /// Whether `actions` are outputs to ports and nothing else: what may follow a push that

@@ -6,7 +6,9 @@
 //! is sent as its segments (a UFO one as its IP fragments), and
 //! so is an encapsulated one ([`crate::gso_tunnel`]: segmented after the push, outer headers
 //! on every segment) unless the queue takes those whole too ([`TxQueue::tnl_gso`]) and its
-//! outer lengths fit ([`crate::gso_tunnel::fits_whole`]). A frame whose checksum is pending
+//! outer lengths fit ([`crate::gso_tunnel::fits_whole`]); one received encapsulated
+//! ([`crate::gso_tunnel::is_received`]) likewise, once its inner headers are found
+//! ([`crate::gso_tunnel::settle_received`]). A frame whose checksum is pending
 //! ([`crate::csum_pending`]) is completed in software first unless the queue has its device
 //! complete it ([`TxQueue::tx_csum`]). Counted as `tx_packets` and `tx_batches`, the
 //! flush's cycles under `tx`.
@@ -15,7 +17,7 @@ use std::sync::Arc;
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
-use crate::gso_tunnel::{Outer, fits_whole, is_encapsulated};
+use crate::gso_tunnel::{Outer, fits_whole, is_encapsulated, is_received, settle_received};
 use crate::gso_udp;
 use crate::gso_ufo;
 use crate::packet::{Batch, Packet, Pool};
@@ -250,13 +252,20 @@ fn takes_udp_kind(tx: &TxSlot, p: &Packet) -> bool {
 }
 
 /// Whether `batch` holds a super-frame encapsulated whole by a `tnl_push` that `tx`'s queue
-/// does not take whole.
+/// does not take whole, or one received encapsulated (each made ready, or cut, by
+/// [`put_super`]).
 #[inline(never)]
 fn has_encapsulated_not_taken(tx: &TxSlot, batch: &Batch) -> bool {
     batch
         .packets()
         .iter()
-        .any(|p| is_encapsulated(p) && !takes_encapsulated(tx, p))
+        .any(|p| is_received(p) || is_encapsulated(p) && !takes_encapsulated(tx, p))
+}
+
+/// Whether `batch` holds a super-frame received encapsulated ([`is_received`]).
+#[inline(never)]
+pub(super) fn has_received(batch: &Batch) -> bool {
+    batch.packets().iter().any(is_received)
 }
 
 /// Whether `tx`'s queue takes encapsulated super-frame `p` whole: it takes UDP-tunnel GSO and
@@ -346,9 +355,15 @@ fn put_completed(tx: &mut TxSlot, mut p: Packet, pool: &mut Pool, stats: &mut Pm
 }
 
 /// [`put_one`] of a super-frame: whole to a queue that segments its kind (counted), else as
-/// its segments.
+/// its segments. One received encapsulated is first made what a push leaves
+/// ([`settle_received`]; dropped, counted by reason, when its headers no longer allow).
 #[inline(never)]
-fn put_super(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+fn put_super(tx: &mut TxSlot, mut p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
+    if let Err(e) = settle_received(&mut p) {
+        stats.count_gso_drop(e);
+        pool.free(p);
+        return;
+    }
     let whole_kind = !is_encapsulated(&p) || takes_encapsulated(tx, &p);
     if tx.tso && whole_kind && takes_udp_kind(tx, &p) {
         count_one_whole(tx, &p);
