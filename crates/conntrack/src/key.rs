@@ -89,9 +89,8 @@ impl Tuple {
     }
 
     /// Whether the two tuples are equal (as `==`), compared as whole words without a branch
-    /// a field: what the PMD's cache and the table compare a packet's tuple with for every
-    /// packet tracked. Where one side is made field by field from elsewhere (a packet's
-    /// metadata), `==` lets the compiler compare each field as it reads it.
+    /// a field: how the PMD's cache, the table and the recheck of a cached connection compare
+    /// a packet's tuple with its connection's, for every packet tracked.
     #[inline]
     pub fn same(&self, o: &Tuple) -> bool {
         let a = |b: &[u8; 16]| u128::from_ne_bytes(*b);
