@@ -13,13 +13,12 @@
 
 use wire::checksum;
 
-/// The connection tuple of one direction.
+/// The connection tuple of one direction. Its fields in this order (`repr(C)`, no padding):
+/// the ports, zone, protocol, family and types are ten bytes in a row, which
+/// [`Tuple::same`] compares as two words, then the addresses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(C)]
 pub struct Tuple {
-    /// Source address; an IPv4 address in the first four bytes.
-    pub src: [u8; 16],
-    /// Destination address.
-    pub dst: [u8; 16],
     /// Source port; the query identifier for ICMP.
     pub sport: u16,
     /// Destination port; the query identifier for ICMP.
@@ -34,6 +33,10 @@ pub struct Tuple {
     pub stype: u8,
     /// ICMP type of the other direction's messages.
     pub dtype: u8,
+    /// Source address; an IPv4 address in the first four bytes.
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
 }
 
 impl std::hash::Hash for Tuple {
@@ -77,16 +80,41 @@ impl Tuple {
             w(&self.src, 8),
             w(&self.dst, 0),
             w(&self.dst, 8),
-            u64::from(self.sport)
-                | u64::from(self.dport) << 16
-                | u64::from(self.zone) << 32
-                | u64::from(self.proto) << 48
-                | u64::from(self.v6) << 56,
-            u64::from(self.stype) | u64::from(self.dtype) << 8,
+            self.rest(),
+            u64::from(self.types()),
         ] {
             h = (h.rotate_left(5) ^ x).wrapping_mul(K);
         }
         h ^ h >> 29
+    }
+
+    /// Whether the two tuples are equal (as `==`), compared as whole words without a branch
+    /// a field: how the PMD's cache, the table and the recheck of a cached connection compare
+    /// a packet's tuple with its connection's, for every packet tracked.
+    #[inline]
+    pub fn same(&self, o: &Tuple) -> bool {
+        let a = |b: &[u8; 16]| u128::from_ne_bytes(*b);
+        (a(&self.src) ^ a(&o.src))
+            | (a(&self.dst) ^ a(&o.dst))
+            | u128::from(self.rest() ^ o.rest())
+            | u128::from(self.types() ^ o.types())
+            == 0
+    }
+
+    /// The ports, zone, protocol and family in one word.
+    #[inline(always)]
+    fn rest(&self) -> u64 {
+        u64::from(self.sport)
+            | u64::from(self.dport) << 16
+            | u64::from(self.zone) << 32
+            | u64::from(self.proto) << 48
+            | u64::from(self.v6) << 56
+    }
+
+    /// The two ICMP types in one word.
+    #[inline(always)]
+    fn types(&self) -> u16 {
+        u16::from(self.stype) | u16::from(self.dtype) << 8
     }
 
     /// The source address as IPv4 (meaningful when `!v6`).
@@ -555,4 +583,56 @@ fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed>
     }
     p.hash = p.tuple.hash();
     Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tuple;
+    use proptest::prelude::*;
+
+    fn tuple() -> impl Strategy<Value = Tuple> {
+        (
+            any::<[u8; 16]>(),
+            any::<[u8; 16]>(),
+            any::<(u16, u16, u16, u8, bool, u8, u8)>(),
+        )
+            .prop_map(
+                |(src, dst, (sport, dport, zone, proto, v6, stype, dtype))| Tuple {
+                    src,
+                    dst,
+                    sport,
+                    dport,
+                    zone,
+                    proto,
+                    v6,
+                    stype,
+                    dtype,
+                },
+            )
+    }
+
+    proptest! {
+        /// `same` is `==`: for a tuple and one that differs from it in one field (picked by
+        /// `field`, or none), and for two unrelated tuples.
+        #[test]
+        fn same_is_eq(a in tuple(), b in tuple(), field in 0usize..10, bit in 0u32..8) {
+            prop_assert_eq!(a.same(&b), a == b);
+            let mut c = a;
+            let x = 1u8 << bit;
+            match field {
+                0 => c.src[bit as usize * 2] ^= x,
+                1 => c.dst[15 - bit as usize] ^= x,
+                2 => c.sport ^= u16::from(x) << 8,
+                3 => c.dport ^= u16::from(x),
+                4 => c.zone ^= u16::from(x),
+                5 => c.proto ^= x,
+                6 => c.v6 = !c.v6,
+                7 => c.stype ^= x,
+                8 => c.dtype ^= x,
+                _ => {}
+            }
+            prop_assert_eq!(a.same(&c), a == c);
+            prop_assert_eq!(a.same(&c), field == 9);
+        }
+    }
 }

@@ -90,7 +90,7 @@ impl Bucket {
     pub(super) fn get(&self, h: u64, t: &Tuple, now: u64) -> Option<(&Arc<Conn>, bool)> {
         self.0.iter().flatten().find_map(|(k, c)| {
             let reply = k & 1 != 0;
-            (tag_is(*k, h) && c.alive(now) && (if reply { &c.reply } else { &c.orig }) == t)
+            (tag_is(*k, h) && c.alive(now) && (if reply { &c.reply } else { &c.orig }).same(t))
                 .then_some((c, reply))
         })
     }

@@ -222,10 +222,17 @@ impl Hasher for PassHasher {
 
 /// A table key: the tuple with its hash, which the map uses as it is, so that a lookup whose
 /// caller already hashed the tuple (every packet's) does not hash it again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Eq)]
 struct Key {
     h: u64,
     t: Tuple,
+}
+
+impl PartialEq for Key {
+    #[inline]
+    fn eq(&self, o: &Key) -> bool {
+        self.h == o.h && self.t.same(&o.t)
+    }
 }
 
 impl Key {

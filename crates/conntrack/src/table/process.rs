@@ -357,7 +357,7 @@ impl Conntrack {
             .iter()
             .flatten()
             .find(|(k, _)| tag_is(u64::from(*k as u32), u64::from(conn_ref)))?;
-        if !c.alive(now) || c.orig != *orig {
+        if !c.alive(now) || !c.orig.same(orig) {
             return None;
         }
         if args.commit && (args.mark.is_some() || args.label.is_some()) {
