@@ -6,17 +6,16 @@
 
 mod common;
 
-use common::VecRxq;
+use common::{CaptureTxq, Sent, VecRxq};
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datapath::actions::{DpAction, TnlTemplate};
 use datapath::dpif::parse_megaflow;
 use datapath::gso::{GsoError, TcpSuper};
 use datapath::gso_tunnel::{self, Outer};
-use datapath::packet::{Batch, Packet, Pool};
+use datapath::packet::{Packet, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-use datapath::port::TxQueue;
 use datapath::tx_gso::TxGsoStats;
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use flow::odp::PortNames;
@@ -350,34 +349,6 @@ fn bad_super_frames_are_refused_with_their_reason() {
 
 // ---- In a PMD ----
 
-type Sent = Arc<Mutex<Vec<(Vec<u8>, u16)>>>;
-
-struct CaptureTxq {
-    tso: bool,
-    /// Takes encapsulated super-frames whole too (a tap with UDP-tunnel GSO).
-    tnl: bool,
-    sent: Sent,
-}
-
-impl TxQueue for CaptureTxq {
-    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let mut s = self.sent.lock().unwrap();
-        s.extend(
-            batch
-                .packets()
-                .iter()
-                .map(|p| (p.data().to_vec(), p.meta.gso_size)),
-        );
-        pool.free_batch(batch);
-    }
-    fn tso(&self) -> bool {
-        self.tso
-    }
-    fn tnl_gso(&self) -> bool {
-        self.tnl
-    }
-}
-
 /// A PMD receiving `frames` on port 1, with capturing ports 2 (no TSO) and 3 (TSO) and one
 /// megaflow `actions` for IPv4; returns what ports 2 and 3 were sent.
 fn run_pmd(frames: Vec<(Vec<u8>, u16)>, actions: &str) -> (Sent, Sent, Pmd) {
@@ -405,6 +376,7 @@ fn run_pmd_counted(
             port,
             Box::new(CaptureTxq {
                 tso,
+                uso: false,
                 tnl: false,
                 sent,
             }),
@@ -544,6 +516,7 @@ fn a_queue_with_udp_tunnel_gso_takes_encapsulated_super_frames_whole_when_they_f
     for (port, tnl, sent, c) in [(2, false, &s2, &counters[0]), (3, true, &s3, &counters[1])] {
         let q = CaptureTxq {
             tso: true,
+            uso: false,
             tnl,
             sent: sent.clone(),
         };

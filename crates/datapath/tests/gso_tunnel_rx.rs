@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use common::{CaptureTxq, Sent};
 
 use datapath::actions::{DpAction, TnlTemplate};
 use datapath::dpif::parse_megaflow;
@@ -16,7 +16,7 @@ use datapath::gso::{GsoError, TcpSuper};
 use datapath::gso_tunnel::{self, Outer};
 use datapath::packet::{Batch, Packet, Pool, RX_CSUM_L4_GOOD};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PmdStats, PolledRxq};
-use datapath::port::{RxQueue, TxQueue};
+use datapath::port::RxQueue;
 use datapath::tunnel::{TnlPopDrop, TunnelKind};
 use flow::odp::PortNames;
 
@@ -181,33 +181,6 @@ impl RxQueue for TunnelGsoRxq {
     }
 }
 
-type Sent = Arc<Mutex<Vec<(Vec<u8>, u16)>>>;
-
-struct CaptureTxq {
-    tso: bool,
-    tnl: bool,
-    sent: Sent,
-}
-
-impl TxQueue for CaptureTxq {
-    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let mut s = self.sent.lock().unwrap();
-        s.extend(
-            batch
-                .packets()
-                .iter()
-                .map(|p| (p.data().to_vec(), p.meta.gso_size)),
-        );
-        pool.free_batch(batch);
-    }
-    fn tso(&self) -> bool {
-        self.tso
-    }
-    fn tnl_gso(&self) -> bool {
-        self.tnl
-    }
-}
-
 /// A PMD receiving `frames` whole on port 1 ("p0"), with capturing ports 2 (no TSO), 3
 /// (TSO) and 5 (TSO and UDP-tunnel GSO), tunnel port 4 ("tnl") of `kind`, and `flows`;
 /// returns what ports 2, 3 and 5 were sent, and the PMD's counters.
@@ -227,6 +200,7 @@ fn run(frames: Vec<(Vec<u8>, bool)>, kind: Kind, flows: &[(&str, &str)]) -> ([Se
     ] {
         let q = CaptureTxq {
             tso,
+            uso: false,
             tnl,
             sent: s.clone(),
         };
@@ -238,6 +212,7 @@ fn run(frames: Vec<(Vec<u8>, bool)>, kind: Kind, flows: &[(&str, &str)]) -> ([Se
     };
     let q = CaptureTxq {
         tso: false,
+        uso: false,
         tnl: false,
         sent: Sent::default(),
     };

@@ -6,18 +6,17 @@
 
 mod common;
 
-use common::VecRxq;
+use common::{CaptureTxq, Sent, VecRxq};
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use datapath::actions::{DpAction, TnlTemplate};
 use datapath::dpif::parse_megaflow;
 use datapath::gso::GsoError;
 use datapath::gso_tunnel::{self, Inner, Outer};
 use datapath::gso_udp::UdpSuper;
-use datapath::packet::{Batch, Packet, Pool};
+use datapath::packet::{Packet, Pool};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
-use datapath::port::TxQueue;
 use datapath::tx_gso::TxGsoStats;
 use flow::odp::PortNames;
 
@@ -289,36 +288,6 @@ fn bad_udp_super_frames_are_refused_with_their_reason() {
 
 // ---- In a PMD ----
 
-type Sent = Arc<Mutex<Vec<(Vec<u8>, u16)>>>;
-
-struct CaptureTxq {
-    /// Takes encapsulated super-frames whole (a tap with UDP-tunnel GSO).
-    tnl: bool,
-    sent: Sent,
-}
-
-impl TxQueue for CaptureTxq {
-    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
-        let mut s = self.sent.lock().unwrap();
-        s.extend(
-            batch
-                .packets()
-                .iter()
-                .map(|p| (p.data().to_vec(), p.meta.gso_size)),
-        );
-        pool.free_batch(batch);
-    }
-    fn tso(&self) -> bool {
-        true
-    }
-    fn uso(&self) -> bool {
-        true
-    }
-    fn tnl_gso(&self) -> bool {
-        self.tnl
-    }
-}
-
 /// A PMD receiving `frames` on port 1 with one megaflow `actions` for IPv4, capturing ports 2
 /// (TSO and USO, no UDP-tunnel GSO) and 3 (all three); what they were sent, their counters.
 fn run_pmd(frames: Vec<(Vec<u8>, u16)>, actions: &str) -> ([Sent; 2], [Arc<TxGsoStats>; 2], Pmd) {
@@ -333,6 +302,8 @@ fn run_pmd(frames: Vec<(Vec<u8>, u16)>, actions: &str) -> ([Sent; 2], [Arc<TxGso
     let counters: [Arc<TxGsoStats>; 2] = Default::default();
     for (i, tnl) in [false, true].into_iter().enumerate() {
         let q = CaptureTxq {
+            tso: true,
+            uso: true,
             tnl,
             sent: sent[i].clone(),
         };

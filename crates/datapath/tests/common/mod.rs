@@ -108,3 +108,38 @@ impl RxQueue for VecRxq {
         n
     }
 }
+
+/// What a [`CaptureTxq`] was sent: each frame with its `gso_size`.
+pub type Sent = Arc<Mutex<Vec<(Vec<u8>, u16)>>>;
+
+/// A transmit queue that keeps what it is sent, with the offloads it says it takes: TCP
+/// segmentation, UDP segmentation, and encapsulated super-frames whole (a tap with UDP-tunnel
+/// GSO).
+pub struct CaptureTxq {
+    pub tso: bool,
+    pub uso: bool,
+    pub tnl: bool,
+    pub sent: Sent,
+}
+
+impl TxQueue for CaptureTxq {
+    fn send(&mut self, batch: &mut Batch, pool: &mut Pool) {
+        let mut s = self.sent.lock().unwrap();
+        s.extend(
+            batch
+                .packets()
+                .iter()
+                .map(|p| (p.data().to_vec(), p.meta.gso_size)),
+        );
+        pool.free_batch(batch);
+    }
+    fn tso(&self) -> bool {
+        self.tso
+    }
+    fn uso(&self) -> bool {
+        self.uso
+    }
+    fn tnl_gso(&self) -> bool {
+        self.tnl
+    }
+}
