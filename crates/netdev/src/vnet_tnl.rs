@@ -427,6 +427,12 @@ mod tests {
     #[test]
     fn encapsulated_tcp_super_frames_cross_whole_and_are_kept_whole_on_receive() {
         let mut pool = Pool::new(256, 0);
+        each_shape(|g, o, i, c, what| round_trip(&mut pool, g, o, i, c, what));
+    }
+
+    /// Calls `f` for every tunnel shape: VXLAN or GENEVE, IPv4 or IPv6 outside and inside,
+    /// the outer checksum off or on, with a text naming it.
+    fn each_shape(mut f: impl FnMut(bool, bool, bool, bool, &str)) {
         for geneve in [false, true] {
             for outer_v6 in [false, true] {
                 for inner_v6 in [false, true] {
@@ -434,7 +440,7 @@ mod tests {
                         let what = format!(
                             "geneve {geneve} outer v6 {outer_v6} inner v6 {inner_v6} csum {csum}"
                         );
-                        round_trip(&mut pool, geneve, outer_v6, inner_v6, csum, &what);
+                        f(geneve, outer_v6, inner_v6, csum, &what);
                     }
                 }
             }
@@ -653,18 +659,7 @@ mod tests {
     #[test]
     fn encapsulated_udp_super_frames_cross_whole_as_udp_l4_in_a_tunnel() {
         let mut pool = Pool::new(64, 0);
-        for geneve in [false, true] {
-            for outer_v6 in [false, true] {
-                for inner_v6 in [false, true] {
-                    for csum in [false, true] {
-                        let what = format!(
-                            "geneve {geneve} outer v6 {outer_v6} inner v6 {inner_v6} csum {csum}"
-                        );
-                        udp_round_trip(&mut pool, geneve, outer_v6, inner_v6, csum, &what);
-                    }
-                }
-            }
-        }
+        each_shape(|g, o, i, c, what| udp_round_trip(&mut pool, g, o, i, c, what));
     }
 
     fn udp_round_trip(
