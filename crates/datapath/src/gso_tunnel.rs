@@ -338,22 +338,6 @@ impl Outer {
         s.meta.l4 = l4 as u16;
     }
 
-    /// [`Outer::fix`] of a segment whose inner packet is not TCP (a datagram of a UDP
-    /// super-frame, its checksum complete): the outer UDP checksum, when on, summed over the
-    /// whole datagram.
-    pub fn fix_summed(&self, s: &mut Packet) {
-        let (l3, l4) = (self.l3, self.l4);
-        let f = s.data_mut();
-        let udp_len = self.fix_lengths(f);
-        if self.csum {
-            set16(f, l4 + 6, 0);
-            let c = !checksum::combine(&[self.udp_pseudo(f, udp_len), checksum::data(&f[l4..])]);
-            set16(f, l4 + 6, if c == 0 { 0xffff } else { c });
-        }
-        s.meta.l3 = l3 as u16;
-        s.meta.l4 = l4 as u16;
-    }
-
     /// Writes segment `f`'s outer IP length (and IPv4 header checksum) and UDP length, which
     /// it returns.
     fn fix_lengths(&self, f: &mut [u8]) -> u16 {

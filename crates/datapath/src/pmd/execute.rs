@@ -17,9 +17,8 @@
 //! drops by reason (`action_drops`, `rewrite_errors`, GSO).
 
 use crate::actions::{DpAction, TnlTemplate};
-use crate::gso_tunnel::Outer;
 use crate::packet::{Batch, MAX_BURST, Packet};
-use crate::super_frame::SuperFrame;
+use crate::super_frame::Cut;
 
 use super::Pmd;
 use super::output::{has_gso, has_received};
@@ -174,18 +173,11 @@ impl Pmd {
                 self.pool.free(p);
                 continue;
             }
-            match SuperFrame::of(&p) {
-                Ok(t) => {
-                    let n = t.n_segments(&p);
-                    let outer = match t {
-                        SuperFrame::Tcp(tcp) => Outer::of(&p, &tcp).ok().flatten(),
-                        _ => None,
-                    };
+            match Cut::of(&p) {
+                Ok(cut) => {
+                    let n = cut.n_segments(&p);
                     for k in 0..n {
-                        let mut s = t.segment(&p, k, &mut self.pool);
-                        if let (Some(o), SuperFrame::Tcp(tcp)) = (&outer, &t) {
-                            o.fix(&mut s, tcp);
-                        }
+                        let s = cut.segment(&p, k, &mut self.pool);
                         self.execute_when_full(actions, &mut b, s, trunc);
                     }
                     self.stats.gso_frames += 1;

@@ -17,12 +17,12 @@ use std::sync::Arc;
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
-use crate::gso_tunnel::{Outer, fits_whole, is_encapsulated, is_received, settle_received};
+use crate::gso_tunnel::{fits_whole, is_encapsulated, is_received, settle_received};
 use crate::gso_udp;
 use crate::gso_ufo;
 use crate::packet::{Batch, Packet, Pool};
 use crate::port::TxQueue;
-use crate::super_frame::SuperFrame;
+use crate::super_frame::{Cut, SuperFrame};
 use crate::tunnel::TunnelKind;
 use crate::tx_gso::TxGsoStats;
 
@@ -301,27 +301,15 @@ fn put(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
 /// IP, or its outer headers not IP and UDP).
 #[inline(never)]
 fn put_segments(tx: &mut TxSlot, p: Packet, pool: &mut Pool, stats: &mut PmdStats) {
-    let found = SuperFrame::of(&p).and_then(|t| {
-        let inner = match t {
-            SuperFrame::Tcp(tcp) => crate::gso_inner::Inner::Tcp(tcp),
-            SuperFrame::Udp(udp) => crate::gso_inner::Inner::Udp(udp),
-            SuperFrame::Ufo(_) => return Ok((t, None)),
-        };
-        Ok((t, Outer::around(&p, inner.l3())?.map(|o| (o, inner))))
-    });
-    match found {
-        Ok((t, outer)) => {
-            let n = t.n_segments(&p);
+    match Cut::of(&p) {
+        Ok(cut) => {
+            let n = cut.n_segments(&p);
             for k in 0..n {
-                let s = match &outer {
-                    Some((o, inner)) => inner.segment(&p, k, o, pool),
-                    None => t.segment(&p, k, pool),
-                };
-                put(tx, s, pool, stats);
+                put(tx, cut.segment(&p, k, pool), pool, stats);
             }
             stats.gso_frames += 1;
             stats.gso_segments += n as u64;
-            match t {
+            match cut.kind {
                 SuperFrame::Tcp(_) => tx.gso.add_segmented(n as u64),
                 SuperFrame::Udp(_) => tx.gso.udp.add_segmented(n as u64),
                 SuperFrame::Ufo(_) => tx.gso.ufo.add_segmented(n as u64),
