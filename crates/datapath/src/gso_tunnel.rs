@@ -38,8 +38,8 @@
 //! pushed one, unchanged.
 //!
 //! # Received whole
-//! A tap that took UDP-tunnel GSO hands over an encapsulated TCP super-frame whole
-//! (`netdev::vnet_tnl`): one packet marked
+//! A tap that took UDP-tunnel GSO hands over an encapsulated TCP or UDP (USO) super-frame
+//! whole (`netdev::vnet_tnl`): one packet marked
 //! [`PacketMeta::tunnel_gso`](crate::packet::PacketMeta::tunnel_gso) ([`is_received`]), its
 //! outer lengths the whole frame's. Extraction and the lookup see its outer headers, as they
 //! would a packet's; its `l3` and `l4` are theirs, so the inner offsets are not kept but found
@@ -48,13 +48,15 @@
 //! `inner_nh_offset`. What becomes of it:
 //! - `tnl_pop` strips the outer headers once ([`crate::tunnel`]): the outer lengths and the
 //!   outer UDP checksum (a pseudo-header sum) are those of a GSO frame and are neither read
-//!   nor verified; every other check stays. The next pass sees the plain TCP super-frame the
-//!   push carried (mark cleared), which goes whole to a queue that takes TSO and is cut at
-//!   the output otherwise.
+//!   nor verified; every other check stays. The next pass sees the plain TCP or USO
+//!   super-frame the push carried (mark cleared), which goes whole to a queue that takes its
+//!   kind (TSO; USO for a UDP one: a `tap` whose kernel took it, a guest with `GUEST_USO4/6`)
+//!   and is cut at the output otherwise ([`crate::gso`], [`crate::gso_udp`]).
 //! - An output first makes it what [`push`] leaves ([`settle_received`]: `l3`, `l4` at the
 //!   inner headers, mark cleared), then, as for a pushed one, hands it whole to a queue that
 //!   takes UDP-tunnel GSO when its lengths fit, and otherwise cuts it with the outer headers
-//!   written on each segment ([`Outer::fix`]): the segments a cut on receive made.
+//!   written on each segment ([`Outer::fix`], [`Outer::fix_udp`]): the segments (datagrams)
+//!   a cut on receive made.
 //! - Rewrites of its outer headers' fields (`set(ipv4(...))`, `set(udp(...))`, Ethernet)
 //!   apply to the whole frame; the segments' outer lengths and checksums are written after.
 //!   `tnl_pop`, recirculation and `ct()` take it whole too.
@@ -63,8 +65,9 @@
 //! - Megaflow statistics count it as one packet of its whole length, as a plain super-frame
 //!   from a tap with TSO.
 //!
-//! A frame whose headers no longer allow this (not TCP inside) is a counted `gso_*` drop; a
-//! pop that fails is a counted `tunnel_pop_*` drop.
+//! A frame whose headers no longer allow this (neither TCP nor UDP inside, or a UDP one that
+//! would make more than [`crate::gso_udp::MAX_SEGMENTS`] datagrams) is a counted `gso_*`
+//! drop; a pop that fails is a counted `tunnel_pop_*` drop.
 //!
 //! # Whole to a device
 //! A queue that takes UDP-tunnel GSO ([`crate::port::TxQueue::tnl_gso`]: a `tap` on Linux
@@ -156,6 +159,7 @@ pub fn prepare_partial(p: &mut Packet) -> Result<(TcpSuper, Outer), GsoError> {
 /// [`UdpSuper::prepare_partial`] leaves a plain one's (the inner UDP checksum field the
 /// inner pseudo-header sum), the outer ones as for TCP.
 pub fn prepare_partial_udp(p: &mut Packet) -> Result<(UdpSuper, Outer), GsoError> {
+    settle_received(p)?;
     let inner = UdpSuper::prepare_partial(p)?;
     let outer = prepare_outer(p, inner.l3)?;
     Ok((inner, outer))
@@ -186,8 +190,8 @@ pub fn is_encapsulated(p: &Packet) -> bool {
             || p.meta.l3 != NO_OFS && Outer::l3_of(p).is_some_and(|o| o < usize::from(p.meta.l3)))
 }
 
-/// Whether `p` is an encapsulated TCP super-frame received whole, its `l3` and `l4` still
-/// the outer headers' ([`PacketMeta::tunnel_gso`](crate::packet::PacketMeta::tunnel_gso)).
+/// Whether `p` is an encapsulated TCP or UDP (USO) super-frame received whole, its `l3` and
+/// `l4` still the outer headers' ([`PacketMeta::tunnel_gso`](crate::packet::PacketMeta::tunnel_gso)).
 #[inline]
 pub fn is_received(p: &Packet) -> bool {
     p.meta.gso_size != 0 && p.meta.tunnel_gso()
@@ -224,10 +228,11 @@ pub fn set_outer_lengths(p: &mut Packet, outer: &Outer) -> Result<(), GsoError> 
 }
 
 /// Makes an encapsulated super-frame received whole ([`is_received`]) what [`push`] leaves:
-/// `l3` and `l4` at the inner IP and TCP headers, found in the frame ([`inner_l3_after`]),
-/// the mark cleared; then [`Outer::of`], [`prepare_partial`] and the segmentation take it as
-/// they take a pushed one. Anything else is left as it is. An error (the mark cleared) when
-/// its headers are no longer those of TCP in a UDP tunnel: the caller drops it.
+/// `l3` and `l4` at the inner IP and TCP or UDP headers, found in the frame
+/// ([`inner_l3_after`], then [`Inner::of`]), the mark cleared; then [`Outer::around`],
+/// [`prepare_partial`] (or [`prepare_partial_udp`]) and the segmentation take it as they take
+/// a pushed one. Anything else is left as it is. An error (the mark cleared) when its headers
+/// are no longer those of TCP or UDP in a UDP tunnel: the caller drops it.
 pub fn settle_received(p: &mut Packet) -> Result<(), GsoError> {
     if !is_received(p) {
         return Ok(());
@@ -236,8 +241,8 @@ pub fn settle_received(p: &mut Packet) -> Result<(), GsoError> {
     let outer = Outer::around(p, p.len())?.ok_or(GsoError::NotTcp)?;
     let l3 = inner_l3_after(p.data(), outer.l4).ok_or(GsoError::Malformed)?;
     p.meta.l3 = l3 as u16;
-    let inner = TcpSuper::of(p)?;
-    p.meta.l4 = inner.l4 as u16;
+    let inner = Inner::of(p)?;
+    p.meta.l4 = inner.l4() as u16;
     Ok(())
 }
 

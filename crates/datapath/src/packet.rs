@@ -225,9 +225,10 @@ impl PacketMeta {
         self.set_mark(MARK_UFO, on);
     }
 
-    /// A TCP super-frame (`gso_size` not 0) received whole inside a UDP tunnel (virtio's
-    /// UDP-tunnel GSO): its `l3` and `l4` are the outer headers' (extraction's), its inner
-    /// ones are found in the frame when it leaves ([`crate::gso_tunnel::settle_received`]).
+    /// A TCP or UDP (USO) super-frame (`gso_size` not 0) received whole inside a UDP tunnel
+    /// (virtio's UDP-tunnel GSO): its `l3` and `l4` are the outer headers' (extraction's), its
+    /// inner ones are found in the frame when it leaves
+    /// ([`crate::gso_tunnel::settle_received`]).
     /// Set by the rx queue that receives it; kept by copies and recirculation; cleared by
     /// `tnl_pop` and by [`crate::gso_tunnel::settle_received`].
     #[inline]

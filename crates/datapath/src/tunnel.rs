@@ -15,11 +15,11 @@
 //! outer headers may follow 802.1Q/802.1ad tags, and a GRE payload protocol other than
 //! Ethernet, IPv4, IPv6 or MPLS is refused.
 //!
-//! An encapsulated TCP super-frame received whole ([`crate::gso_tunnel::is_received`]) is
-//! popped once: its outer IP and UDP lengths (of a GSO frame: the whole frame's, or 0) are not
-//! read, the datagram being the rest of the frame, and its outer UDP checksum (a pseudo-header
-//! sum, each segment's to complete) is not verified but sets the `csum` flag; every other
-//! check stays. The popped packet is the plain super-frame it carried.
+//! An encapsulated TCP or UDP (USO) super-frame received whole
+//! ([`crate::gso_tunnel::is_received`]) is popped once: its outer IP and UDP lengths (of a
+//! GSO frame: the whole frame's, or 0) are not read, the datagram being the rest of the
+//! frame, and its outer UDP checksum (a pseudo-header sum, each segment's to complete) is not
+//! verified but sets the `csum` flag; every other check stays. The popped packet is the plain super-frame it carried.
 //!
 //! A tunnel port has no queues of its own: packets reach it only through `tnl_pop`, which
 //! makes the decapsulated packet arrive on it (`in_port`), and nothing may output to it (its

@@ -1,10 +1,10 @@
-//! Encapsulated TCP super-frames received whole (a `tap` with UDP-tunnel GSO: marked
-//! `PacketMeta::tunnel_gso`, their outer headers as the kernel leaves them) through a PMD:
-//! `tnl_pop` strips the outer headers once and the next pass sees the plain super-frame the
-//! push carried; any other use cuts the frame as a receive-side cut would, its outer headers
-//! written on every segment, or hands it whole to a queue that takes UDP-tunnel GSO. VXLAN
-//! and GENEVE, IPv4 and IPv6 underlay and inner packet, the outer UDP checksum on and off, the
-//! outer lengths those of the whole frame or 0.
+//! Encapsulated TCP and UDP (USO) super-frames received whole (a `tap` with UDP-tunnel GSO:
+//! marked `PacketMeta::tunnel_gso`, their outer headers as the kernel leaves them) through a
+//! PMD: `tnl_pop` strips the outer headers once and the next pass sees the plain super-frame
+//! the push carried; any other use cuts the frame as a receive-side cut would (segments or
+//! datagrams), its outer headers written on every one, or hands it whole to a queue that takes
+//! UDP-tunnel GSO. VXLAN and GENEVE, IPv4 and IPv6 underlay and inner packet, the outer UDP
+//! checksum on and off, the outer lengths those of the whole frame or 0.
 
 mod common;
 
@@ -12,11 +12,12 @@ use common::{CaptureTxq, Sent};
 
 use datapath::actions::{DpAction, TnlTemplate};
 use datapath::dpif::parse_megaflow;
-use datapath::gso::{GsoError, TcpSuper};
-use datapath::gso_tunnel::{self, Outer};
+use datapath::gso::GsoError;
+use datapath::gso_tunnel;
 use datapath::packet::{Batch, Packet, Pool, RX_CSUM_L4_GOOD};
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PmdStats, PolledRxq};
 use datapath::port::RxQueue;
+use datapath::super_frame::Cut;
 use datapath::tunnel::{TnlPopDrop, TunnelKind};
 use flow::odp::PortNames;
 
@@ -86,12 +87,36 @@ fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
     f
 }
 
+/// A UDP super-frame (IPv4 or IPv6) with `payload` bytes, its datagrams to be of [`DGRAM`].
+fn udp_super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
+    let mut f = super_frame(ipv6, 0);
+    let l4 = if ipv6 { 54 } else { 34 };
+    f.truncate(l4);
+    let udp_len = (8 + payload) as u16;
+    if ipv6 {
+        f[18..20].copy_from_slice(&udp_len.to_be_bytes());
+        f[20] = 17;
+    } else {
+        f[16..18].copy_from_slice(&(20 + udp_len).to_be_bytes());
+        f[23] = 17;
+    }
+    f.extend_from_slice(&[0x9c, 0x41, 0x13, 0x8a]);
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend((0..payload).map(|i| (i.wrapping_mul(7) ^ (i >> 9)) as u8));
+    f
+}
+
 const MSS: u16 = 1400;
+/// The datagram size of the UDP super-frames.
+const DGRAM: u16 = 1200;
 const PAYLOAD: usize = 20_000;
 
-/// One case: tunnel kind, outer IPv6, inner IPv6, outer UDP checksum, outer lengths 0.
+/// One case: TCP or UDP inside, tunnel kind, outer IPv6, inner IPv6, outer UDP checksum,
+/// outer lengths 0.
 #[derive(Clone, Copy, Debug)]
 struct Case {
+    udp: bool,
     kind: Kind,
     outer_v6: bool,
     inner_v6: bool,
@@ -99,20 +124,30 @@ struct Case {
     zero_len: bool,
 }
 
+impl Case {
+    /// The super-frame's `gso_size`: the MSS or the datagram size.
+    fn size(&self) -> u16 {
+        if self.udp { DGRAM } else { MSS }
+    }
+}
+
 fn cases() -> Vec<Case> {
     let mut v = vec![];
-    for kind in [Kind::Vxlan, Kind::Geneve] {
-        for outer_v6 in [false, true] {
-            for csum in [false, true] {
-                for zero_len in [false, true] {
-                    let inner_v6 = outer_v6 != csum;
-                    v.push(Case {
-                        kind,
-                        outer_v6,
-                        inner_v6,
-                        csum,
-                        zero_len,
-                    });
+    for udp in [false, true] {
+        for kind in [Kind::Vxlan, Kind::Geneve] {
+            for outer_v6 in [false, true] {
+                for csum in [false, true] {
+                    for zero_len in [false, true] {
+                        let inner_v6 = outer_v6 != csum;
+                        v.push(Case {
+                            udp,
+                            kind,
+                            outer_v6,
+                            inner_v6,
+                            csum,
+                            zero_len,
+                        });
+                    }
                 }
             }
         }
@@ -134,15 +169,24 @@ fn sum(d: &[u8]) -> u16 {
 
 /// What a tap that took UDP-tunnel GSO hands over for case `c`: the super-frame pushed
 /// whole and made ready as the kernel leaves it (outer UDP checksum the pseudo-header sum
-/// when on, inner TCP checksum the pseudo-header sum), its outer lengths 0 for `zero_len`;
-/// with the same super-frame in the form a push leaves (for the cut an output makes).
+/// when on, inner TCP or UDP checksum the pseudo-header sum), its outer lengths 0 for
+/// `zero_len`; with the same super-frame in the form a push leaves (for the cut an output
+/// makes).
 fn received(c: Case) -> (Vec<u8>, Packet) {
     let t = template(c.kind, c.outer_v6, c.csum);
-    let mut p = Packet::from_slice(&super_frame(c.inner_v6, PAYLOAD));
+    let mut p = if c.udp {
+        Packet::from_slice(&udp_super_frame(c.inner_v6, PAYLOAD))
+    } else {
+        Packet::from_slice(&super_frame(c.inner_v6, PAYLOAD))
+    };
     p.meta.l3 = 14;
-    p.meta.gso_size = MSS;
+    p.meta.gso_size = c.size();
     gso_tunnel::push(&mut p, &t).unwrap();
-    gso_tunnel::prepare_partial(&mut p).unwrap();
+    if c.udp {
+        gso_tunnel::prepare_partial_udp(&mut p).unwrap();
+    } else {
+        gso_tunnel::prepare_partial(&mut p).unwrap();
+    }
     let mut f = p.data().to_vec();
     if c.zero_len {
         if c.outer_v6 {
@@ -159,17 +203,21 @@ fn received(c: Case) -> (Vec<u8>, Packet) {
     (f, p)
 }
 
+/// A frame received whole: its bytes, `gso_size`, and whether its outer checksum is on
+/// (marked good).
+type Received = (Vec<u8>, u16, bool);
+
 /// Hands over its frames as a tap does an encapsulated super-frame kept whole.
 struct TunnelGsoRxq {
-    frames: Vec<(Vec<u8>, bool)>,
+    frames: Vec<Received>,
 }
 
 impl RxQueue for TunnelGsoRxq {
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
         let n = self.frames.len();
-        for (f, csum) in self.frames.drain(..) {
+        for (f, size, csum) in self.frames.drain(..) {
             let mut p = pool.packet_from(&f, 1);
-            p.meta.gso_size = MSS;
+            p.meta.gso_size = size;
             p.meta.set_tunnel_gso(true);
             if csum {
                 p.meta.rx_csum = RX_CSUM_L4_GOOD;
@@ -182,9 +230,9 @@ impl RxQueue for TunnelGsoRxq {
 }
 
 /// A PMD receiving `frames` whole on port 1 ("p0"), with capturing ports 2 (no TSO), 3
-/// (TSO) and 5 (TSO and UDP-tunnel GSO), tunnel port 4 ("tnl") of `kind`, and `flows`;
-/// returns what ports 2, 3 and 5 were sent, and the PMD's counters.
-fn run(frames: Vec<(Vec<u8>, bool)>, kind: Kind, flows: &[(&str, &str)]) -> ([Sent; 3], PmdStats) {
+/// (TSO and USO) and 5 (TSO, USO and UDP-tunnel GSO), tunnel port 4 ("tnl") of `kind`, and
+/// `flows`; returns what ports 2, 3 and 5 were sent, and the PMD's counters.
+fn run(frames: Vec<Received>, kind: Kind, flows: &[(&str, &str)]) -> ([Sent; 3], PmdStats) {
     let mut pmd = Pmd::new(PmdConfig::default(), Box::new(DropUpcalls));
     pmd.add_rxq(PolledRxq {
         port_no: 1,
@@ -200,7 +248,7 @@ fn run(frames: Vec<(Vec<u8>, bool)>, kind: Kind, flows: &[(&str, &str)]) -> ([Se
     ] {
         let q = CaptureTxq {
             tso,
-            uso: false,
+            uso: tso,
             tnl,
             sent: s.clone(),
         };
@@ -234,17 +282,13 @@ fn take(s: &Sent) -> Vec<(Vec<u8>, u16)> {
     std::mem::take(&mut *s.lock().unwrap())
 }
 
-/// The segments of super-frame `p` (its `l3` and `l4` at the headers to segment by), the
-/// outer headers of an encapsulated one written on each.
+/// The segments (or datagrams) of super-frame `p` (its `l3` and `l4` at the headers to
+/// segment by), the outer headers of an encapsulated one written on each.
 fn segments(p: &Packet, pool: &mut Pool) -> Vec<Vec<u8>> {
-    let t = TcpSuper::of(p).unwrap();
-    let o = Outer::of(p, &t).unwrap();
-    (0..t.n_segments(p))
+    let cut = Cut::of(p).unwrap();
+    (0..cut.n_segments(p))
         .map(|k| {
-            let mut s = t.segment(p, k, pool);
-            if let Some(o) = &o {
-                o.fix(&mut s, &t);
-            }
+            let s = cut.segment(p, k, pool);
             let v = s.data().to_vec();
             pool.free(s);
             v
@@ -278,14 +322,15 @@ fn a_received_encapsulated_super_frame_pops_whole_into_the_one_the_push_carried(
             // ready for the device: the switch does not maintain them).
             let inner = f[tlen..].to_vec();
             let flows = [("in_port(p0)", pop), ("in_port(tnl)", "p2,p3")];
-            let (sent, st) = run(vec![(f, csum_good)], c.kind, &flows);
+            let (sent, st) = run(vec![(f, c.size(), csum_good)], c.kind, &flows);
             assert_eq!(st.tnl_pops, 1, "{what}: {st:?}");
             assert_eq!(st.tnl_pop_dropped(), 0, "{what}");
-            assert_frames(&take(&sent[1]), std::slice::from_ref(&inner), MSS, &what);
+            let size = c.size();
+            assert_frames(&take(&sent[1]), std::slice::from_ref(&inner), size, &what);
             let mut p = Packet::from_slice(&inner);
-            p.meta.gso_size = MSS;
+            p.meta.gso_size = size;
             let want = segments(&p, &mut pool);
-            assert_eq!(want.len(), PAYLOAD.div_ceil(usize::from(MSS)));
+            assert_eq!(want.len(), PAYLOAD.div_ceil(usize::from(size)));
             assert_frames(&take(&sent[0]), &want, 0, &what);
             assert_eq!(st.gso_drops, 0, "{what}");
         }
@@ -301,22 +346,32 @@ fn a_received_encapsulated_super_frame_not_popped_is_cut_as_on_receive_or_goes_w
         // What cutting it on receive gives (and gave before frames were kept whole).
         let want = segments(&pushed, &mut pool);
         let (sent, st) = run(
-            vec![(f.clone(), c.csum)],
+            vec![(f.clone(), c.size(), c.csum)],
             c.kind,
             &[("in_port(p0)", "p2,p3,p5")],
         );
+        assert_eq!(want.len(), PAYLOAD.div_ceil(usize::from(c.size())));
         assert_frames(&take(&sent[0]), &want, 0, &what);
         assert_frames(&take(&sent[1]), &want, 0, &what);
         // Whole to the queue that takes UDP-tunnel GSO, as received.
-        assert_frames(&take(&sent[2]), &[f], MSS, &what);
+        assert_frames(&take(&sent[2]), &[f], c.size(), &what);
         assert_eq!((st.gso_frames, st.gso_drops), (2, 0), "{what}");
     }
 }
 
 #[test]
 fn actions_on_a_received_encapsulated_super_frame_see_its_segments() {
+    for udp in [false, true] {
+        actions_see_segments(udp);
+    }
+}
+
+/// [`actions_on_a_received_encapsulated_super_frame_see_its_segments`] with TCP or UDP
+/// inside.
+fn actions_see_segments(udp: bool) {
     let mut pool = Pool::new(256, 0);
     let c = Case {
+        udp,
         kind: Kind::Geneve,
         outer_v6: false,
         inner_v6: false,
@@ -327,9 +382,10 @@ fn actions_on_a_received_encapsulated_super_frame_see_its_segments() {
     let (f, pushed) = received(c);
     let want = segments(&pushed, &mut pool);
     let n = want.len();
+    let rx = |f: &Vec<u8>| vec![(f.clone(), c.size(), true)];
     // A rewrite of the outer headers: on the whole frame, then cut at the output.
     let (sent, _) = run(
-        vec![(f.clone(), true)],
+        rx(&f),
         c.kind,
         &[(
             "in_port(p0),eth_type(0x0800),ipv4(frag=no)",
@@ -337,23 +393,20 @@ fn actions_on_a_received_encapsulated_super_frame_see_its_segments() {
         )],
     );
     let got = take(&sent[0]);
-    assert_eq!(got.len(), n);
+    assert_eq!(got.len(), n, "udp {udp}");
     for ((g, _), w) in got.iter().zip(&want) {
         assert_eq!(g[22], 9, "outer TTL");
         assert_eq!(sum(&g[14..34]), 0xffff, "outer IPv4 header checksum");
         assert_eq!(
             (&g[..22], &g[23..24], &g[26..]),
-            (&w[..22], &w[23..24], &w[26..])
+            (&w[..22], &w[23..24], &w[26..]),
+            "udp {udp}"
         );
     }
     // A second push: each segment pushed.
     let t2 = template(Kind::Vxlan, true, false);
     let push2 = push_text(Kind::Vxlan, true, false);
-    let (sent, st) = run(
-        vec![(f.clone(), true)],
-        c.kind,
-        &[("in_port(p0)", &format!("{push2},p3"))],
-    );
+    let (sent, st) = run(rx(&f), c.kind, &[("in_port(p0)", &format!("{push2},p3"))]);
     let want2: Vec<Vec<u8>> = want
         .iter()
         .map(|w| {
@@ -363,18 +416,24 @@ fn actions_on_a_received_encapsulated_super_frame_see_its_segments() {
             s.data().to_vec()
         })
         .collect();
-    assert_frames(&take(&sent[1]), &want2, 0, "second push");
+    assert_frames(
+        &take(&sent[1]),
+        &want2,
+        0,
+        &format!("second push, udp {udp}"),
+    );
     assert_eq!((st.gso_frames, st.gso_segments), (1, n as u64));
     // A controller action: the segments.
     let ctl = "userspace(pid=1,controller(reason=1,dont_send=0,continuation=0,recirc_id=1,\
                rule_cookie=0,controller_id=0,max_len=65535))";
-    let (_, st) = run(vec![(f, true)], c.kind, &[("in_port(p0)", ctl)]);
-    assert_eq!(st.userspace_packets, n as u64);
+    let (_, st) = run(rx(&f), c.kind, &[("in_port(p0)", ctl)]);
+    assert_eq!(st.userspace_packets, n as u64, "udp {udp}");
 }
 
 #[test]
 fn bad_received_encapsulated_super_frames_are_drops_counted_by_reason() {
     let c = Case {
+        udp: false,
         kind: Kind::Vxlan,
         outer_v6: false,
         inner_v6: false,
@@ -387,18 +446,26 @@ fn bad_received_encapsulated_super_frames_are_drops_counted_by_reason() {
     bad_vxlan[14 + 20 + 8 + 7] = 1;
     for pop in ["tnl_pop(tnl)", "clone(tnl_pop(tnl))"] {
         let flows = [("in_port(p0)", pop), ("in_port(tnl)", "p2,p3")];
-        let (sent, st) = run(vec![(bad_vxlan.clone(), false)], c.kind, &flows);
+        let (sent, st) = run(vec![(bad_vxlan.clone(), MSS, false)], c.kind, &flows);
         assert!(take(&sent[0]).is_empty() && take(&sent[1]).is_empty());
         assert_eq!(st.tnl_pops, 0);
         assert_eq!(st.tnl_pop_drops[TnlPopDrop::BadHeader as usize], 1, "{pop}");
     }
-    // Not TCP inside: the output cannot cut it.
+    // Neither TCP nor UDP inside (ICMP): the output cannot cut it.
     let mut not_tcp = f.clone();
-    not_tcp[50 + 14 + 9] = 17;
-    let (sent, st) = run(vec![(not_tcp, false)], c.kind, &[("in_port(p0)", "p2,p5")]);
+    not_tcp[50 + 14 + 9] = 1;
+    let flows = [("in_port(p0)", "p2,p5")];
+    let (sent, st) = run(vec![(not_tcp, MSS, false)], c.kind, &flows);
     assert!(take(&sent[0]).is_empty() && take(&sent[2]).is_empty());
     assert_eq!(st.gso_drops, 2);
     assert_eq!(st.gso_drop_reasons[GsoError::NotTcp.index()], 2);
+    // A UDP one whose datagram size makes more than 128 datagrams (Linux's
+    // UDP_MAX_SEGMENTS): neither cut nor handed whole.
+    let (u, _) = received(Case { udp: true, ..c });
+    let (sent, st) = run(vec![(u, 100, false)], c.kind, &flows);
+    assert!(take(&sent[0]).is_empty() && take(&sent[2]).is_empty());
+    assert_eq!(st.gso_drops, 2);
+    assert_eq!(st.gso_drop_reasons[GsoError::MssTooSmall.index()], 2);
     // A GENEVE frame popped as VXLAN: not VXLAN.
     let (f, _) = received(Case {
         kind: Kind::Geneve,
@@ -406,7 +473,7 @@ fn bad_received_encapsulated_super_frames_are_drops_counted_by_reason() {
     });
     let mut pmd_flows = vec![("in_port(p0)", "tnl_pop(tnl)")];
     pmd_flows.push(("in_port(tnl)", "p2"));
-    let (sent, st) = run(vec![(f, false)], c.kind, &pmd_flows);
+    let (sent, st) = run(vec![(f, MSS, false)], c.kind, &pmd_flows);
     assert_eq!(take(&sent[0]).len(), 0);
     assert_eq!(st.tnl_pop_drops[TnlPopDrop::BadHeader as usize], 1);
 }
