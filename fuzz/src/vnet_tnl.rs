@@ -6,9 +6,9 @@
 //! header, then the frame. [`netdev::vnet_tnl::fuzz_rx`] receives it as the port does:
 //! - a refused frame is a counted drop by reason, never a panic;
 //! - an accepted one is cut into segments of at most its headers plus one MSS, whose payloads
-//!   together are the super-frame's: on receive, or, for a TCP one in VXLAN or GENEVE kept
-//!   whole, as an output cuts it, after `tnl_pop` as VXLAN and as GENEVE took a copy (a pop
-//!   or a counted drop).
+//!   together are the super-frame's: on receive, or, for a TCP or UDP (USO) one in VXLAN or
+//!   GENEVE kept whole, as an output cuts it, after `tnl_pop` as VXLAN and as GENEVE took a
+//!   copy (a pop or a counted drop).
 //!
 //! Receiving the same input twice gives the same outcome.
 

@@ -70,10 +70,11 @@
 //! pseudo-header sum ([`vnet_tnl`]); the kernel cuts it if it must. One whose outer lengths
 //! do not fit 16 bits is cut by the datapath first. The kernel may then also hand the reader
 //! encapsulated super-frames (from a VXLAN device routed into the tap, or a bridge from
-//! another switch's underlay): a TCP one in VXLAN or GENEVE goes into the datapath whole
-//! (counted in `xstats rx_tnl_gso_whole`), popped once or cut where it leaves
-//! ([`datapath::gso_tunnel`]); an inner UDP one, or one behind another tunnel header, is cut
-//! into its segments on receive (bad offsets are counted drops).
+//! another switch's underlay): a TCP or UDP (USO) one in VXLAN or GENEVE goes into the
+//! datapath whole (counted in `xstats rx_tnl_gso_whole` or `rx_tnl_uso_whole`), popped once
+//! or cut where it leaves ([`datapath::gso_tunnel`]); one behind another tunnel header, or
+//! whose outer lengths pass 16 bits, is cut into its segments on receive (`rx_tnl_gso_cut`,
+//! `rx_tnl_gso_cut_segments`; bad offsets are counted drops).
 //!
 //! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
 //! of one connection are first merged into super-frames by Linux's GRO rules
@@ -380,8 +381,8 @@ pub struct TapPort {
     gro_segments: Arc<AtomicU64>,
     /// Frames the tx queues handed to the kernel with their checksum pending (`NEEDS_CSUM`).
     csum_partial: Arc<AtomicU64>,
-    /// Encapsulated super-frames received and handed on whole ([`vnet_tnl::Rx::Whole`]).
-    tnl_whole: Arc<AtomicU64>,
+    /// Encapsulated super-frames received, handed on whole or cut ([`vnet_tnl::Rx`]).
+    tnl_rx: Arc<vnet_tnl::RxCounts>,
     /// Frames the rx queues dropped for their virtio-net header, by reason.
     rx_drops: Arc<vnet::RxDrops>,
 }
@@ -446,7 +447,7 @@ impl TapPort {
             tx_stats: Vec::new(),
             gro_frames: Arc::default(),
             csum_partial: Arc::default(),
-            tnl_whole: Arc::default(),
+            tnl_rx: Arc::default(),
             gro_segments: Arc::default(),
             rx_drops: Arc::default(),
         })
@@ -565,8 +566,8 @@ struct TapRxq {
     hdr_len: usize,
     /// A UDP-tunnel super-frame received, whose segments go on in the next bursts.
     tunnel: Option<vnet_tnl::RxTunnel>,
-    /// Encapsulated super-frames handed on whole (`xstats rx_tnl_gso_whole`).
-    tnl_whole: Arc<AtomicU64>,
+    /// Encapsulated super-frames handed on whole or cut (`xstats rx_tnl_*`).
+    tnl_rx: Arc<vnet_tnl::RxCounts>,
 }
 
 impl TapRxq {
@@ -606,9 +607,10 @@ impl TapRxq {
     }
 
     /// A frame `p` received with a UDP-tunnel `gso_type` (the header in the scratch buffer):
-    /// into `batch` whole (an encapsulated TCP super-frame, counted in `rx_tnl_gso_whole`)
-    /// or cut into segments ([`vnet_tnl`]), the first of them into `batch` (count and bytes
-    /// returned); `None` when dropped (counted by reason).
+    /// into `batch` whole (an encapsulated TCP or USO super-frame, counted in
+    /// `rx_tnl_gso_whole` or `rx_tnl_uso_whole`) or cut into segments ([`vnet_tnl`], counted
+    /// in `rx_tnl_gso_cut`), the first of them into `batch` (count and bytes returned); `None`
+    /// when dropped (counted by reason).
     #[cold]
     #[inline(never)]
     fn tunnel_frame(
@@ -623,9 +625,11 @@ impl TapRxq {
         } else {
             Err((vnet::RxDrop::GsoType, p))
         };
+        if let Ok(rx) = &taken {
+            self.tnl_rx.count(rx);
+        }
         match taken {
-            Ok(vnet_tnl::Rx::Whole(p)) => {
-                self.tnl_whole.fetch_add(1, Relaxed);
+            Ok(vnet_tnl::Rx::Whole { p, .. }) => {
                 let bytes = p.len() as u64;
                 batch.push(p);
                 batch.mark_gso();
@@ -955,7 +959,7 @@ impl Port for TapPort {
             drops: self.rx_drops.clone(),
             hdr_len: hdr_len(self.dev.tnl.load(Relaxed)),
             tunnel: None,
-            tnl_whole: self.tnl_whole.clone(),
+            tnl_rx: self.tnl_rx.clone(),
         }))
     }
 
@@ -1001,8 +1005,7 @@ impl Port for TapPort {
             x.push(("tx_csum_partial".to_owned(), n));
         }
         if self.dev.tnl.load(Relaxed) {
-            let n = self.tnl_whole.load(Relaxed);
-            x.push(("rx_tnl_gso_whole".to_owned(), n));
+            x.extend(self.tnl_rx.xstats());
         }
         x
     }

@@ -11,9 +11,9 @@
 //! decapsulation.
 //!
 //! Receiving: kernel VXLAN devices on both sides of a forwarder between two taps: the sender's
-//! kernel hands its tap encapsulated super-frames whole: TCP ones, which the port hands on
-//! whole (`xstats rx_tnl_gso_whole`) and the other tap takes whole, and UDP ones from a
-//! `UDP_SEGMENT` sender, which the port cuts into datagrams on receive.
+//! kernel hands its tap encapsulated super-frames whole: TCP ones, and UDP ones from a
+//! `UDP_SEGMENT` sender, which the port hands on whole (`xstats rx_tnl_gso_whole`,
+//! `rx_tnl_uso_whole`, none cut: `rx_tnl_gso_cut`) and the other tap takes whole.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -375,8 +375,8 @@ fn encapsulated_super_frames_from_the_kernel_are_kept_whole_on_receive() {
 }
 
 #[test]
-fn encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_receive() {
-    let test = "encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_receive";
+fn encapsulated_udp_super_frames_from_the_kernel_are_kept_whole_on_receive() {
+    let test = "encapsulated_udp_super_frames_from_the_kernel_are_kept_whole_on_receive";
     let Some(Setup {
         env: _env,
         ns: [na, nb],
@@ -416,9 +416,17 @@ fn encapsulated_udp_super_frames_from_the_kernel_are_cut_into_datagrams_on_recei
         c.trim(),
         "the receiver got every datagram, in order"
     );
+    // Each frame the kernel handed over went on as one packet, the super-frames counted and
+    // written whole into tap b (which takes UDP-tunnel GSO).
+    assert!(handed < 100, "super-frames came in whole: {handed} frames");
+    assert_eq!(got, handed, "one packet for each frame handed over");
+    let whole = xstat(&pa, "rx_tnl_uso_whole");
+    assert!(whole > 0, "super-frames kept whole: {:?}", pa.xstats());
+    assert_eq!(xstat(&pa, "rx_tnl_gso_cut"), 0, "none cut");
     assert!(
-        handed < 100 && got >= 360,
-        "super-frames came in whole, went on as datagrams"
+        cb.tx_bytes > 1514 * cb.tx_packets,
+        "{} bytes per packet",
+        cb.tx_bytes / cb.tx_packets.max(1)
     );
     assert_eq!(ca.rx_dropped + ca.errors + cb.errors + cb.tx_dropped, 0);
     assert_eq!(csum_errors(&nb), 0, "B's stack counted checksum errors");
