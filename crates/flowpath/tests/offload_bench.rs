@@ -8,8 +8,8 @@
 //! UDP from a `UDP_SEGMENT` sender (`-G`: USO super-frames, which the hosts' taps hand the
 //! switch whole and the switch cuts into datagrams before the push) must arrive too.
 //! Between two switches whose underlay ports are taps (`flowpath-tapul`), the receiving
-//! switch takes each encapsulated super-frame whole, pops it once and hands the inner one
-//! whole to the host's tap. No timing is checked. Skipped, with the reason, without root, iperf3 or Open vSwitch's
+//! switch takes each encapsulated super-frame whole, TCP and USO, pops it once and hands the
+//! inner one whole to the host's tap. No timing is checked. Skipped, with the reason, without root, iperf3 or Open vSwitch's
 //! database tools (the switches run under `--ovsdb`).
 //!
 //! The same between two QEMU guests on vhost-user ports (`flowpath-vm`): their Linux sends
@@ -180,53 +180,72 @@ fn counter(text: &str, name: &str) -> Option<u64> {
         .find_map(|w| w.strip_prefix(name)?.strip_prefix(':')?.parse().ok())
 }
 
-/// TCP over `mode`'s tunnel between two flowpath hypervisors whose underlay ports are taps
-/// (`flowpath-tapul`): delivered with no drop on the way, and the receiving switch took the
-/// encapsulated super-frames whole from its underlay tap (its `rx_tnl_gso_whole`), popped
-/// them with no `tnl_pop` drop and wrote the inner ones whole to the host's tap (`tcp
-/// super-frames tx whole`). Skipped, with the reason, where the kernel's tap takes no
-/// UDP-tunnel GSO (before Linux 6.17).
+/// TCP, then UDP from a `UDP_SEGMENT` sender (`-G`), over `mode`'s tunnel between two
+/// flowpath hypervisors whose underlay ports are taps (`flowpath-tapul`): TCP delivered with
+/// no drop on the way, datagrams delivered, and the receiving switch took the encapsulated
+/// super-frames of both kinds whole from its underlay tap (its `rx_tnl_gso_whole` and
+/// `rx_tnl_uso_whole`, none cut on receive), popped them with no `tnl_pop` drop and wrote the
+/// inner ones whole to the host's tap (`tcp` and `udp super-frames tx whole`). Skipped, with
+/// the reason, where the kernel's tap takes no UDP-tunnel GSO (before Linux 6.17).
 fn tap_underlays_pop_super_frames_whole(mode: &str) {
-    let Some((row, diag)) = bench(mode) else {
+    let uso = format!("{mode}-uso");
+    let Some(rows) = bench_rows(mode, &[mode, &uso], &["-G"]) else {
         return;
     };
+    let (row, diag) = &rows[0];
     assert_eq!(row.len(), 7, "{row:?}");
     let gbps: f64 = row[1].parse().unwrap_or_else(|_| panic!("{row:?}"));
     assert!(gbps > 0.0, "TCP delivered nothing: {row:?}");
     assert_eq!(row[3], "0", "packets dropped on the way: {row:?}\n{diag}");
-    let underlay = section(&diag, "hv2 port/stats ut2");
-    let Some(whole) = counter(underlay, "rx_tnl_gso_whole") else {
+    if !popped_whole(diag, "rx_tnl_gso_whole", "tcp super-frames") {
         eprintln!("SKIP {mode}: the kernel's tap takes no UDP-tunnel GSO (Linux 6.17 and later)");
         return;
+    }
+    // The sender is unpaced: its tap's queue and the receiving socket drop datagrams (not
+    // checked), but none is lost inside the switches and some arrive.
+    let (row, diag) = &rows[1];
+    assert_eq!(row.len(), 7, "{row:?}");
+    let gbps: f64 = row[4].parse().unwrap_or_else(|_| panic!("{row:?}\n{diag}"));
+    assert!(gbps > 0.0, "no datagram arrived: {row:?}\n{diag}");
+    assert!(popped_whole(diag, "rx_tnl_uso_whole", "udp super-frames"));
+}
+
+/// Whether the receiving switch's counters in `diag` show encapsulated super-frames of a kind
+/// taken whole from its underlay tap (`rx_whole`, none cut), popped with no `tnl_pop` drop
+/// and written whole to the host's tap (the `port/stats` line starting with `tx_line`);
+/// false when the tap has no such counter (no UDP-tunnel GSO), a failed assertion otherwise.
+fn popped_whole(diag: &str, rx_whole: &str, tx_line: &str) -> bool {
+    let underlay = section(diag, "hv2 port/stats ut2");
+    let Some(whole) = counter(underlay, rx_whole) else {
+        return false;
     };
     assert!(whole > 0, "no super-frame came in whole: {underlay}");
+    assert_eq!(counter(underlay, "rx_tnl_gso_cut"), Some(0), "{underlay}");
     assert!(!underlay.contains("rx_drop_"), "{underlay}");
-    let drops = section(&diag, "hv2 dpif-netdev/pmd-drop-show");
+    let drops = section(diag, "hv2 dpif-netdev/pmd-drop-show");
     let popped_bad: Vec<&str> = drops
         .lines()
         .filter(|l| l.trim_start().starts_with("tunnel_pop_"))
         .filter(|l| l.split_whitespace().last() != Some("0"))
         .collect();
     assert!(popped_bad.is_empty(), "{drops}");
-    let host = section(&diag, "hv2 port/stats t2");
+    let host = section(diag, "hv2 port/stats t2");
     let tx_whole = host
         .lines()
-        .find(|l| l.trim_start().starts_with("tcp super-frames"))
+        .find(|l| l.trim_start().starts_with(tx_line))
         .and_then(|l| counter(l, "whole"))
         .unwrap_or(0);
-    assert!(
-        tx_whole > 0,
-        "no super-frame went whole to the host: {host}"
-    );
+    assert!(tx_whole > 0, "no {tx_line} went whole to the host: {host}");
+    true
 }
 
 #[test]
-fn tcp_over_vxlan_between_tap_underlays_is_popped_whole() {
+fn tcp_and_udp_over_vxlan_between_tap_underlays_are_popped_whole() {
     tap_underlays_pop_super_frames_whole("flowpath-tapul");
 }
 
 #[test]
-fn tcp_over_geneve_between_tap_underlays_is_popped_whole() {
+fn tcp_and_udp_over_geneve_between_tap_underlays_are_popped_whole() {
     tap_underlays_pop_super_frames_whole("flowpath-tapul-geneve");
 }
 
