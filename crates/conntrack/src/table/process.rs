@@ -20,7 +20,8 @@ use super::cache::{Bucket, tag_is};
 use super::expiry::{EXPIRE_PER_BURST, note_expiry};
 use super::nat::rewrite_for;
 use super::{
-    Conn, Conntrack, CtCache, Entry, Key, Kind, Locked, NatRewrite, NatSpec, TimeoutClass, shard_of,
+    Conn, ConnRef, Conntrack, CtCache, Entry, Key, Kind, Locked, NatRewrite, NatSpec, TimeoutClass,
+    shard_of,
 };
 use crate::alg::{self, Helper};
 use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple};
@@ -280,7 +281,7 @@ impl Conntrack {
         cache: &mut CtCache,
         p: &key::Parsed,
         seg: Option<&Segment>,
-        stale: Option<Arc<Conn>>,
+        stale: Option<ConnRef>,
         md: &mut CtMeta,
         nat: &mut Option<NatRewrite>,
         args: &CtArgs,
@@ -387,7 +388,7 @@ impl Conntrack {
         t: &Tuple,
         h: u64,
         now: u64,
-        f: impl FnOnce(&Arc<Conn>, bool, bool, &mut Vec<(u64, u64, Arc<Conn>)>) -> R,
+        f: impl FnOnce(&ConnRef, bool, bool, &mut Vec<(u64, u64, ConnRef)>) -> R,
     ) -> Option<R> {
         if let Some((c, reply)) = Bucket::of(&cache.buckets, h).and_then(|b| b.get(h, t, now)) {
             return Some(f(c, reply, true, &mut cache.pending));
@@ -737,7 +738,7 @@ impl Conntrack {
             });
             // A connection of the PMD's pool is set up in place: no allocation.
             let mut pooled = cache.pool.pop();
-            let conn = if let Some(c) = pooled.as_mut().and_then(Arc::get_mut) {
+            let conn = if let Some(c) = pooled.as_mut().and_then(ConnRef::get_mut) {
                 c.orig = *t;
                 c.reply = reply;
                 c.id = id;
@@ -766,7 +767,7 @@ impl Conntrack {
                 l.alg = alg;
                 pooled.expect("a pooled connection")
             } else {
-                Arc::new(Conn {
+                ConnRef::new(Conn {
                     orig: *t,
                     reply,
                     id,
