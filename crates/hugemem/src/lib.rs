@@ -18,5 +18,5 @@ mod slab;
 mod slice;
 
 pub use map::HUGE_PAGE;
-pub use slab::{Slab, SlabArc, SlabStats, Slabbed};
+pub use slab::{Slab, SlabArc, SlabStats, Slabbed, slot_bytes};
 pub use slice::HugeSlice;

@@ -25,10 +25,18 @@ pub trait Slabbed: Sized + Send + Sync + 'static {
 }
 
 /// A value and its reference count; while free, the value's first word links the free list.
-#[repr(C)]
+/// A slot starts a cache line, and the value the slot: a value laid out for its lines (what
+/// is read together on one) keeps them; the count goes in the last line's spare bytes when
+/// the value leaves a word there.
+#[repr(C, align(64))]
 struct Slot<T> {
-    count: AtomicUsize,
     value: UnsafeCell<MaybeUninit<T>>,
+    count: AtomicUsize,
+}
+
+/// The bytes a value of `T` takes in its slab: a whole number of cache lines.
+pub const fn slot_bytes<T>() -> usize {
+    size_of::<Slot<T>>()
 }
 
 /// The slots of values of `T`: see the module's documentation.

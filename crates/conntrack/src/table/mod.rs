@@ -79,9 +79,10 @@ struct Locked {
 ///
 /// Laid out so that a packet of the original direction touches one cache line: the fields
 /// every packet reads and the original tuple come first, and the connection starts a line
-/// (`align(64)` also keeps the reference count off it).
+/// (its slot in the connections' slab does), with its reference count in the spare bytes of
+/// its last line: three lines in all ([`CONNS`]).
 #[derive(Debug)]
-#[repr(C, align(64))]
+#[repr(C)]
 struct Conn {
     /// Expiry, in [`crate::now_ms`] milliseconds.
     expires: AtomicU64,
@@ -122,10 +123,10 @@ struct Conn {
 
 // What a packet of the original direction reads is on the connection's first line, and the
 // policy (which a packet's expiry update reads) on the line next to it (the pair of lines the
-// CPU fetches together); three lines in all.
+// CPU fetches together); three lines in all, its reference count included.
 const _: () = assert!(std::mem::offset_of!(Conn, orig) + std::mem::size_of::<Tuple>() <= 64);
 const _: () = assert!(std::mem::offset_of!(Conn, policy) < 128);
-const _: () = assert!(std::mem::size_of::<Conn>() <= 192);
+const _: () = assert!(hugemem::slot_bytes::<Conn>() == 192);
 
 /// The slab connections are allocated from, process-wide: past its first few small chunks, on
 /// transparent huge pages, so that a packet's connection is rarely a TLB miss however many
