@@ -109,8 +109,9 @@ impl Conntrack {
     }
 
     /// [`Self::process`] for a batch, in two steps: every packet's headers are parsed and its
-    /// cache slot and connection are touched first, so that their cache misses overlap, then
-    /// each packet is tracked. `out[i]` receives packet `i`'s metadata and rewrite.
+    /// cache bucket asked for, then each packet is tracked, asking for the connection of the
+    /// packet `CONN_AHEAD` later as it goes, so that the cache misses overlap each other and
+    /// the work. `out[i]` receives packet `i`'s metadata and rewrite.
     pub fn process_batch(
         &self,
         cache: &mut CtCache,
@@ -120,6 +121,7 @@ impl Conntrack {
         now: u64,
     ) {
         const MAX: usize = 32;
+        const CONN_AHEAD: usize = 8;
         // The cache's scratch vector keeps its capacity: nothing is allocated per burst.
         cache.fit(self.n_conns.load(Relaxed));
         let mut parsed = std::mem::take(&mut cache.parsed);
@@ -132,10 +134,16 @@ impl Conntrack {
                 }
                 parsed.push(p);
             }
-            for p in parsed.iter().flatten() {
+            // A packet's connection is asked for `CONN_AHEAD` packets before its turn: its
+            // bucket has had the parsing of the burst and those packets to arrive, and the
+            // connection has their tracking.
+            for p in parsed.iter().take(CONN_AHEAD).flatten() {
                 cache.prefetch_conn(p.hash);
             }
-            for ((pkt, o), p) in chunk.iter().zip(outs.iter_mut()).zip(&parsed) {
+            for (i, ((pkt, o), p)) in chunk.iter().zip(outs.iter_mut()).zip(&parsed).enumerate() {
+                if let Some(Ok(ahead)) = parsed.get(i + CONN_AHEAD) {
+                    cache.prefetch_conn(ahead.hash);
+                }
                 let (md, nat) = o;
                 self.process_parsed(cache, pkt, p, md, nat, args, now);
             }
