@@ -130,7 +130,7 @@ const _: () = assert!(hugemem::slot_bytes::<Conn>() == 192);
 
 /// The slab connections are allocated from, process-wide: past its first few small chunks, on
 /// transparent huge pages, so that a packet's connection is rarely a TLB miss however many
-/// there are (with 4 KiB pages, a million connections span 64 000 pages).
+/// there are (with 4 KiB pages, a million connections span 47 000 pages).
 static CONNS: hugemem::Slab<Conn> = hugemem::Slab::new();
 
 impl hugemem::Slabbed for Conn {
