@@ -1,16 +1,19 @@
 //! A PMD's connection cache ([`CtCache`]): a set-associative cache of recent lookups in front
 //! of the shared table, so that the packets of known connections skip the shard and its lock.
-//! A burst's buckets and connections are prefetched before its packets are tracked
-//! ([`Conntrack::process_batch`]). The cache is also where a PMD keeps its side of expiry: the
-//! connections it committed and has yet to queue, and those it took out and may reuse.
+//! A burst's buckets are prefetched before its packets are tracked, and each packet's
+//! connection a few packets before its turn ([`Conntrack::process_batch`]). The cache is also
+//! where a PMD keeps its side of expiry: the connections it committed and has yet to queue, and
+//! those it took out and may reuse.
 //!
 //! [`Conntrack::process_batch`]: super::Conntrack::process_batch
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
+use hugemem::HugeSlice;
+
 use super::expiry::{EXPIRE_PER_BURST, EXPIRY_QUEUES, Queued};
-use super::{Conn, Entry, Policy};
+use super::{ConnRef, Entry, Policy};
 use crate::key::{self, Invalid, Tuple};
 
 /// Buckets of a PMD's lookup cache, each of [`CACHE_WAYS`] entries on one cache line: at
@@ -44,7 +47,7 @@ const POOL_MAX: usize = 1024;
 /// direction (set: the reply), and the connection.
 #[derive(Clone, Default)]
 #[repr(align(64))]
-pub(super) struct Bucket(pub(super) [Option<(u64, Arc<Conn>)>; WAYS]);
+pub(super) struct Bucket(pub(super) [Option<(u64, ConnRef)>; WAYS]);
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
 /// Whether the tag of a [`Bucket`] entry is hash `h`'s (the direction bit aside).
@@ -69,13 +72,13 @@ impl Bucket {
     /// [`CtCache::put`] on the cache's `buckets`, which are made `size` first if they are
     /// fewer (dropping what they held).
     pub(super) fn put(
-        buckets: &mut Vec<Bucket>,
+        buckets: &mut HugeSlice<Bucket>,
         size: usize,
         h: u64,
         e: Entry,
-    ) -> (&Arc<Conn>, bool) {
+    ) -> (&ConnRef, bool) {
         if buckets.len() < size {
-            *buckets = vec![Bucket::default(); size];
+            *buckets = HugeSlice::new(size);
         }
         let i = Bucket::index(h, buckets.len());
         let b = &mut buckets[i].0;
@@ -87,7 +90,7 @@ impl Bucket {
     /// The connection of hash `h` whose tuple of the direction is `t`, alive, and whether
     /// `t` is its reply direction.
     #[inline(always)]
-    pub(super) fn get(&self, h: u64, t: &Tuple, now: u64) -> Option<(&Arc<Conn>, bool)> {
+    pub(super) fn get(&self, h: u64, t: &Tuple, now: u64) -> Option<(&ConnRef, bool)> {
         self.0.iter().flatten().find_map(|(k, c)| {
             let reply = k & 1 != 0;
             (tag_is(*k, h) && c.alive(now) && (if reply { &c.reply } else { &c.orig }).same(t))
@@ -99,11 +102,11 @@ impl Bucket {
 /// A PMD's cache of recent lookups: tuple to connection, in buckets of [`WAYS`] entries by the
 /// tuple's hash, each entry the hash and the table's entry (the tuple is compared against the
 /// connection's own, which the packet reads anyway). A hit takes no lock and writes nothing, and
-/// a burst's buckets and connections are prefetched before its packets are tracked, so that
-/// their cache misses overlap ([`Conntrack::process_batch`]). It holds references, so a
-/// connection removed from the table may linger here until its entry is reused; entries are
-/// checked alive before use. The buckets are allocated at the first connection, and made more
-/// as the table grows (`CtCache::fit`).
+/// a burst's buckets are prefetched before its packets are tracked, and their connections a
+/// few packets ahead, so that their cache misses overlap ([`Conntrack::process_batch`]). It
+/// holds references, so a connection removed from the table may linger here until its entry is
+/// reused; entries are checked alive before use. The buckets are allocated at the first
+/// connection, and made more as the table grows (`CtCache::fit`).
 ///
 /// It is also the PMD's side of expiry: the connections it committed go into one expiry queue
 /// of the table (`queue`), first into `pending` and then, once per call, into the queue under
@@ -113,17 +116,19 @@ impl Bucket {
 ///
 /// [`Conntrack::process_batch`]: super::Conntrack::process_batch
 pub struct CtCache {
-    pub(super) buckets: Vec<Bucket>,
+    /// On huge pages once they span one (from 32 768 buckets): a packet's bucket is then
+    /// rarely a TLB miss.
+    pub(super) buckets: HugeSlice<Bucket>,
     /// How many buckets there should be ([`Self::fit`]).
     pub(super) size: usize,
     /// Scratch of [`super::Conntrack::process_batch`].
     pub(super) parsed: Vec<Result<key::Parsed, Invalid>>,
     pub(super) queue: usize,
     /// Connections to queue: timeout, deadline, connection.
-    pub(super) pending: Vec<(u64, u64, Arc<Conn>)>,
+    pub(super) pending: Vec<(u64, u64, ConnRef)>,
     /// Scratch of expiry.
     pub(super) due: Vec<Queued>,
-    pub(super) pool: Vec<Arc<Conn>>,
+    pub(super) pool: Vec<ConnRef>,
     /// Lookups that went to the table ([`Self::admit`]).
     misses: u32,
     /// When the PMD looks at its queue next, with nothing to queue (its earliest deadline, or
@@ -137,7 +142,7 @@ impl Default for CtCache {
     fn default() -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         CtCache {
-            buckets: Vec::new(),
+            buckets: HugeSlice::default(),
             size: MIN_BUCKETS,
             parsed: Vec::with_capacity(32),
             queue: NEXT.fetch_add(1, Relaxed) % EXPIRY_QUEUES,
@@ -179,7 +184,7 @@ impl CtCache {
 
     /// Takes `e` in as hash `h`'s entry, first in its bucket (the last one falls out), and
     /// returns it.
-    pub(super) fn put(&mut self, h: u64, e: Entry) -> (&Arc<Conn>, bool) {
+    pub(super) fn put(&mut self, h: u64, e: Entry) -> (&ConnRef, bool) {
         Bucket::put(&mut self.buckets, self.size, h, e)
     }
 
@@ -198,18 +203,18 @@ impl CtCache {
 
     /// Keeps a connection taken out of the table for reuse, if no other thread holds it: this
     /// cache's entries let go of it first.
-    pub(super) fn recycle(&mut self, mut c: Arc<Conn>) {
+    pub(super) fn recycle(&mut self, mut c: ConnRef) {
         if !self.buckets.is_empty() {
             for h in [c.orig.hash(), c.reply.hash()] {
                 let i = Bucket::index(h, self.buckets.len());
                 for slot in &mut self.buckets[i].0 {
-                    if slot.as_ref().is_some_and(|(_, e)| Arc::ptr_eq(e, &c)) {
+                    if slot.as_ref().is_some_and(|(_, e)| ConnRef::ptr_eq(e, &c)) {
                         *slot = None;
                     }
                 }
             }
         }
-        if self.pool.len() < POOL_MAX && Arc::get_mut(&mut c).is_some() {
+        if self.pool.len() < POOL_MAX && ConnRef::get_mut(&mut c).is_some() {
             self.pool.push(c);
         }
     }

@@ -10,10 +10,9 @@
 //! the same for every queue, for PMDs that are idle.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{Conn, Conntrack, CtCache};
+use super::{ConnRef, Conntrack, CtCache};
 
 /// Expiry queues of the table: connections are spread over them by the PMD (the cache) that
 /// committed them, so that a PMD takes its own queue's lock only.
@@ -33,7 +32,7 @@ const QUEUE_RECHECK_MS: u64 = 100;
 const SWEEP_CHUNK: usize = 4096;
 
 /// A queue entry: a connection and the deadline it was queued with.
-pub(super) type Queued = (u64, Arc<Conn>);
+pub(super) type Queued = (u64, ConnRef);
 
 /// One list of an expiry queue: connections of one timeout (in milliseconds), ordered by
 /// deadline, so that expiry pops from the head instead of scanning (OVS's expiration lists).
@@ -46,7 +45,7 @@ pub(super) struct ExpiryQueue {
 }
 
 impl ExpiryQueue {
-    fn push(&mut self, ms: u64, deadline: u64, c: Arc<Conn>) {
+    fn push(&mut self, ms: u64, deadline: u64, c: ConnRef) {
         let i = match self.lists.iter().position(|(m, _)| *m == ms) {
             Some(i) => i,
             None => {
@@ -104,7 +103,7 @@ impl ExpiryQueue {
 /// After a packet of connection `c`: if its expiry moved earlier than its queue entry's
 /// deadline (a shorter timeout class), it is queued again (into the PMD's `pending`).
 #[inline]
-pub(super) fn note_expiry(pending: &mut Vec<(u64, u64, Arc<Conn>)>, c: &Arc<Conn>) {
+pub(super) fn note_expiry(pending: &mut Vec<(u64, u64, ConnRef)>, c: &ConnRef) {
     let (exp, q) = (c.expires.load(Relaxed), c.queued.load(Relaxed));
     if exp < q && c.queued.compare_exchange(q, exp, Relaxed, Relaxed).is_ok() {
         pending.push((c.policy.ms(c.class()), exp, c.clone()));
@@ -145,9 +144,9 @@ impl Conntrack {
         &self,
         queue: usize,
         deadline: u64,
-        c: Arc<Conn>,
+        c: ConnRef,
         now: u64,
-    ) -> Option<(Arc<Conn>, bool)> {
+    ) -> Option<(ConnRef, bool)> {
         if c.queued.load(Relaxed) != deadline {
             return None;
         }

@@ -2,8 +2,9 @@
 //!
 //! **Layout.** A connection is reachable by two keys: its original tuple and its reply tuple
 //! (the original reversed, after NAT). Both go into a hash table split into [`SHARDS`] shards,
-//! each behind its own reader-writer lock, chosen by the key's hash; a connection itself is an
-//! `Arc` with its mutable state behind a mutex. Looking up an existing connection takes one
+//! each behind its own reader-writer lock, chosen by the key's hash; a connection itself is
+//! shared by reference count ([`ConnRef`]: allocated from a slab on huge pages) with its
+//! mutable state behind a mutex. Looking up an existing connection takes one
 //! shard's read lock and the connection's mutex, no lock shared by all packets; creating one
 //! takes two shards' write locks in turn (never two at once). This is the sharded version of
 //! OVS's design (a concurrent hash map read under RCU, a mutex per connection).
@@ -78,9 +79,10 @@ struct Locked {
 ///
 /// Laid out so that a packet of the original direction touches one cache line: the fields
 /// every packet reads and the original tuple come first, and the connection starts a line
-/// (`align(64)` also keeps the `Arc`'s counts off it).
+/// (its slot in the connections' slab does), with its reference count in the spare bytes of
+/// its last line: three lines in all ([`CONNS`]).
 #[derive(Debug)]
-#[repr(C, align(64))]
+#[repr(C)]
 struct Conn {
     /// Expiry, in [`crate::now_ms`] milliseconds.
     expires: AtomicU64,
@@ -121,10 +123,24 @@ struct Conn {
 
 // What a packet of the original direction reads is on the connection's first line, and the
 // policy (which a packet's expiry update reads) on the line next to it (the pair of lines the
-// CPU fetches together); three lines in all.
+// CPU fetches together); three lines in all, its reference count included.
 const _: () = assert!(std::mem::offset_of!(Conn, orig) + std::mem::size_of::<Tuple>() <= 64);
 const _: () = assert!(std::mem::offset_of!(Conn, policy) < 128);
-const _: () = assert!(std::mem::size_of::<Conn>() <= 192);
+const _: () = assert!(hugemem::slot_bytes::<Conn>() == 192);
+
+/// The slab connections are allocated from, process-wide: past its first few small chunks, on
+/// transparent huge pages, so that a packet's connection is rarely a TLB miss however many
+/// there are (with 4 KiB pages, a million connections span 47 000 pages).
+static CONNS: hugemem::Slab<Conn> = hugemem::Slab::new();
+
+impl hugemem::Slabbed for Conn {
+    fn slab() -> &'static hugemem::Slab<Conn> {
+        &CONNS
+    }
+}
+
+/// A shared reference to a connection (as an `Arc`, in the connections' slab).
+type ConnRef = hugemem::SlabArc<Conn>;
 
 impl Conn {
     #[inline]
@@ -198,7 +214,7 @@ impl Conn {
 /// A table entry: a connection, and which of its directions the key is.
 #[derive(Clone, Debug)]
 struct Entry {
-    conn: Arc<Conn>,
+    conn: ConnRef,
     reply: bool,
 }
 
@@ -367,7 +383,7 @@ impl Conntrack {
 
     /// Puts both of a new connection's keys in the table; fails (taking back what it put)
     /// when either is held by another alive connection.
-    fn insert(&self, conn: &Arc<Conn>, now: u64) -> Result<(), ()> {
+    fn insert(&self, conn: &ConnRef, now: u64) -> Result<(), ()> {
         use std::collections::hash_map::Entry as Slot;
         // One probe per key: an alive holder refuses; an expired, unswept one is replaced and
         // counted out here.
@@ -405,16 +421,16 @@ impl Conntrack {
     }
 
     /// Removes `t`'s entry if it is `conn`'s.
-    fn unlink(&self, t: &Tuple, conn: &Arc<Conn>) {
+    fn unlink(&self, t: &Tuple, conn: &ConnRef) {
         let k = Key::new(t);
         let mut map = self.shards[shard_of(k.h)].write().unwrap();
-        if map.get(&k).is_some_and(|e| Arc::ptr_eq(&e.conn, conn)) {
+        if map.get(&k).is_some_and(|e| ConnRef::ptr_eq(&e.conn, conn)) {
             map.remove(&k);
         }
     }
 
     /// Takes a connection out of the table and the counts.
-    fn remove(&self, conn: &Arc<Conn>) {
+    fn remove(&self, conn: &ConnRef) {
         if !conn.dead.swap(true, Relaxed) {
             self.release(conn.orig.zone);
             self.removed_early[usize::from(conn.queue)].fetch_add(1, Relaxed);

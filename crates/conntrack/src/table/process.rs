@@ -20,7 +20,8 @@ use super::cache::{Bucket, tag_is};
 use super::expiry::{EXPIRE_PER_BURST, note_expiry};
 use super::nat::rewrite_for;
 use super::{
-    Conn, Conntrack, CtCache, Entry, Key, Kind, Locked, NatRewrite, NatSpec, TimeoutClass, shard_of,
+    Conn, ConnRef, Conntrack, CtCache, Entry, Key, Kind, Locked, NatRewrite, NatSpec, TimeoutClass,
+    shard_of,
 };
 use crate::alg::{self, Helper};
 use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple};
@@ -108,8 +109,9 @@ impl Conntrack {
     }
 
     /// [`Self::process`] for a batch, in two steps: every packet's headers are parsed and its
-    /// cache slot and connection are touched first, so that their cache misses overlap, then
-    /// each packet is tracked. `out[i]` receives packet `i`'s metadata and rewrite.
+    /// cache bucket asked for, then each packet is tracked, asking for the connection of the
+    /// packet `CONN_AHEAD` later as it goes, so that the cache misses overlap each other and
+    /// the work. `out[i]` receives packet `i`'s metadata and rewrite.
     pub fn process_batch(
         &self,
         cache: &mut CtCache,
@@ -119,6 +121,7 @@ impl Conntrack {
         now: u64,
     ) {
         const MAX: usize = 32;
+        const CONN_AHEAD: usize = 8;
         // The cache's scratch vector keeps its capacity: nothing is allocated per burst.
         cache.fit(self.n_conns.load(Relaxed));
         let mut parsed = std::mem::take(&mut cache.parsed);
@@ -131,10 +134,16 @@ impl Conntrack {
                 }
                 parsed.push(p);
             }
-            for p in parsed.iter().flatten() {
+            // A packet's connection is asked for `CONN_AHEAD` packets before its turn: its
+            // bucket has had the parsing of the burst and those packets to arrive, and the
+            // connection has their tracking.
+            for p in parsed.iter().take(CONN_AHEAD).flatten() {
                 cache.prefetch_conn(p.hash);
             }
-            for ((pkt, o), p) in chunk.iter().zip(outs.iter_mut()).zip(&parsed) {
+            for (i, ((pkt, o), p)) in chunk.iter().zip(outs.iter_mut()).zip(&parsed).enumerate() {
+                if let Some(Ok(ahead)) = parsed.get(i + CONN_AHEAD) {
+                    cache.prefetch_conn(ahead.hash);
+                }
                 let (md, nat) = o;
                 self.process_parsed(cache, pkt, p, md, nat, args, now);
             }
@@ -280,7 +289,7 @@ impl Conntrack {
         cache: &mut CtCache,
         p: &key::Parsed,
         seg: Option<&Segment>,
-        stale: Option<Arc<Conn>>,
+        stale: Option<ConnRef>,
         md: &mut CtMeta,
         nat: &mut Option<NatRewrite>,
         args: &CtArgs,
@@ -387,7 +396,7 @@ impl Conntrack {
         t: &Tuple,
         h: u64,
         now: u64,
-        f: impl FnOnce(&Arc<Conn>, bool, bool, &mut Vec<(u64, u64, Arc<Conn>)>) -> R,
+        f: impl FnOnce(&ConnRef, bool, bool, &mut Vec<(u64, u64, ConnRef)>) -> R,
     ) -> Option<R> {
         if let Some((c, reply)) = Bucket::of(&cache.buckets, h).and_then(|b| b.get(h, t, now)) {
             return Some(f(c, reply, true, &mut cache.pending));
@@ -737,7 +746,7 @@ impl Conntrack {
             });
             // A connection of the PMD's pool is set up in place: no allocation.
             let mut pooled = cache.pool.pop();
-            let conn = if let Some(c) = pooled.as_mut().and_then(Arc::get_mut) {
+            let conn = if let Some(c) = pooled.as_mut().and_then(ConnRef::get_mut) {
                 c.orig = *t;
                 c.reply = reply;
                 c.id = id;
@@ -766,7 +775,7 @@ impl Conntrack {
                 l.alg = alg;
                 pooled.expect("a pooled connection")
             } else {
-                Arc::new(Conn {
+                ConnRef::new(Conn {
                     orig: *t,
                     reply,
                     id,
