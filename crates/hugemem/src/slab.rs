@@ -40,6 +40,21 @@ pub const fn slot_bytes<T>() -> usize {
 }
 
 /// The slots of values of `T`: see the module's documentation.
+///
+/// A value must fit the first chunk, so that every chunk holds at least one slot; a larger
+/// type is refused when the program is built:
+///
+/// ```compile_fail
+/// use hugemem::{Slab, SlabArc, Slabbed};
+/// struct Big([u8; 100_000]);
+/// static BIG: Slab<Big> = Slab::new();
+/// impl Slabbed for Big {
+///     fn slab() -> &'static Slab<Big> {
+///         &BIG
+///     }
+/// }
+/// let _ = SlabArc::new(Big([0; 100_000]));
+/// ```
 pub struct Slab<T> {
     state: Mutex<State<T>>,
 }
@@ -108,21 +123,26 @@ impl<T> Slab<T> {
     /// A slot no one refers to, its value uninitialised.
     fn take(&self) -> NonNull<Slot<T>> {
         const { assert!(size_of::<T>() >= size_of::<usize>()) };
+        // Every chunk holds at least one slot: `grow` makes `bump` short of `end`.
+        const { assert!(size_of::<Slot<T>>() <= FIRST_CHUNK) };
         let mut s = self.lock();
-        s.stats.in_use += 1;
-        if let Some(slot) = NonNull::new(s.free) {
+        let slot = if let Some(slot) = NonNull::new(s.free) {
             // SAFETY: a free slot's value holds the next free slot (`give`), and the slot is
             // in a chunk the slab keeps.
             s.free = unsafe { (*slot.as_ptr()).value.get().cast::<*mut Slot<T>>().read() };
-            return slot;
-        }
-        if s.bump == s.end {
-            s.grow();
-        }
-        let slot = s.bump;
-        // SAFETY: `bump` is before `end`, in the same chunk.
-        s.bump = unsafe { slot.add(1) };
-        NonNull::new(slot).expect("a chunk's slot")
+            slot
+        } else {
+            if s.bump >= s.end {
+                s.grow();
+            }
+            let slot = s.bump;
+            // SAFETY: `bump` is before `end` (a chunk holds at least one slot), in the same
+            // chunk.
+            s.bump = unsafe { slot.add(1) };
+            NonNull::new(slot).expect("a chunk's slot")
+        };
+        s.stats.in_use += 1;
+        slot
     }
 
     /// Takes back a slot whose value was dropped.
@@ -170,6 +190,7 @@ impl<T> State<T> {
             }
         };
         let slots = bytes / size_of::<Slot<T>>();
+        debug_assert!(slots > 0, "a chunk holds a slot");
         self.bump = base.as_ptr().cast();
         // SAFETY: `slots` slots fit the chunk's `bytes`.
         self.end = unsafe { self.bump.add(slots) };

@@ -33,23 +33,25 @@ impl<T> Default for HugeSlice<T> {
 
 impl<T: Default> HugeSlice<T> {
     pub fn new(len: usize) -> Self {
-        let bytes = len.saturating_mul(size_of::<T>());
-        if bytes >= HUGE_PAGE
-            && align_of::<T>() <= 4096
-            && let Some(p) = map_huge(bytes.next_multiple_of(HUGE_PAGE))
+        // The mapping's length; None past the address space (the heap's path then refuses
+        // the length as `Vec` does).
+        let mapped = len
+            .checked_mul(size_of::<T>())
+            .and_then(|b| b.checked_next_multiple_of(HUGE_PAGE));
+        if let Some(mapped) = mapped
+            && len * size_of::<T>() >= HUGE_PAGE
+            && align_of::<T>() <= HUGE_PAGE
+            && let Some(p) = map_huge(mapped)
         {
             let ptr = p.cast::<T>();
             for i in 0..len {
-                // SAFETY: slot `i` is within the mapping (`len * size_of::<T>()` bytes) and
-                // aligned (the mapping is page-aligned, `T`'s size a multiple of its
-                // alignment); nothing was there to drop.
+                // SAFETY: slot `i` is within the mapping (`len * size_of::<T>()` bytes, at
+                // most `mapped`) and aligned (the mapping is aligned to a huge page, at least
+                // `T`'s alignment, and `T`'s size is a multiple of it); nothing was there to
+                // drop.
                 unsafe { ptr.add(i).write(T::default()) };
             }
-            return HugeSlice {
-                ptr,
-                len,
-                mapped: bytes.next_multiple_of(HUGE_PAGE),
-            };
+            return HugeSlice { ptr, len, mapped };
         }
         let b: Box<[T]> = (0..len).map(|_| T::default()).collect();
         let len = b.len();
@@ -115,6 +117,17 @@ impl<T: std::fmt::Debug> std::fmt::Debug for HugeSlice<T> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A length whose bytes do not fit the address space is refused as `Vec` refuses it, not
+    /// mapped as a wrapped-around size (which wrote past a mapping of 0 bytes).
+    #[test]
+    #[should_panic(expected = "capacity overflow")]
+    fn a_length_past_the_address_space_is_refused() {
+        #[derive(Default)]
+        #[repr(align(64))]
+        struct Line(#[allow(dead_code)] [u64; 8]);
+        let _ = HugeSlice::<Line>::new(usize::MAX / 64 + 1);
+    }
 
     #[test]
     fn small_and_large_slices_hold_their_values_and_drop_them() {
