@@ -42,6 +42,14 @@ pub trait RxQueue: Send {
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         None
     }
+
+    /// Whether polling this queue when it is empty is a system call (a tap's `read(2)` that
+    /// finds nothing) rather than a look at memory the kernel shares: a PMD whose queues all
+    /// are of that kind waits for input sooner once idle (`pmd-idle-wait`), since spinning on
+    /// them costs a system call per queue and pass and takes the core from whoever shares it.
+    fn empty_poll_is_syscall(&self) -> bool {
+        false
+    }
 }
 
 /// Sends bursts for one PMD.

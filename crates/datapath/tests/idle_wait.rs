@@ -16,17 +16,20 @@ use datapath::packet::{Batch, Pool};
 use datapath::port::{Port, PortCounters, RxQueue, TxQueue};
 
 /// A port whose one rx queue receives the datagrams written to the other end of a socket
-/// pair, and offers that socket to wait on when `waitable`; what it is sent is counted.
+/// pair, and offers that socket to wait on when `waitable`; its empty poll is a system call
+/// (`recv`), which it says when `syscall` (as a tap's queue does); what it is sent is counted.
 struct SocketPort {
     name: String,
     rx_end: Option<UnixDatagram>,
     waitable: bool,
+    syscall: bool,
     tx: Arc<AtomicU64>,
 }
 
 struct SocketRxq {
     sock: UnixDatagram,
     waitable: bool,
+    syscall: bool,
     in_port: u32,
     buf: Vec<u8>,
 }
@@ -48,6 +51,10 @@ impl RxQueue for SocketRxq {
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         self.waitable.then(|| self.sock.as_fd())
+    }
+
+    fn empty_poll_is_syscall(&self) -> bool {
+        self.syscall
     }
 }
 
@@ -76,6 +83,7 @@ impl Port for SocketPort {
         Some(Box::new(SocketRxq {
             sock,
             waitable: self.waitable,
+            syscall: self.syscall,
             in_port,
             buf: vec![0; 2048],
         }))
@@ -94,6 +102,11 @@ impl Port for SocketPort {
 /// A datapath on one PMD with a socket source (port 1) and a sink (port 2), all IPv4 from the
 /// source to the sink; returns it and the source's writing end.
 fn datapath(waitable: bool) -> (Datapath, UnixDatagram) {
+    datapath_of(waitable, false)
+}
+
+/// [`datapath`] with queues that say their empty poll is a system call (`syscall`).
+fn datapath_of(waitable: bool, syscall: bool) -> (Datapath, UnixDatagram) {
     let (a, b) = UnixDatagram::pair().unwrap();
     let mut dp = DatapathBuilder::new(DpConfig {
         pmd_cores: vec![None],
@@ -105,6 +118,7 @@ fn datapath(waitable: bool) -> (Datapath, UnixDatagram) {
             name: "src".into(),
             rx_end: Some(b),
             waitable,
+            syscall,
             tx: Arc::default(),
         }),
     )
@@ -115,6 +129,7 @@ fn datapath(waitable: bool) -> (Datapath, UnixDatagram) {
             name: "snk".into(),
             rx_end: None,
             waitable,
+            syscall,
             tx: Arc::default(),
         }),
     )
@@ -157,7 +172,17 @@ fn forward(dp: &Datapath, src: &UnixDatagram, n: u64) {
 
 #[test]
 fn an_idle_pmd_waits_on_its_queues_and_a_packet_or_a_command_wakes_it() {
-    let (mut dp, src) = datapath(true);
+    idle_pmd_waits_and_wakes(false);
+}
+
+/// A PMD whose queues are polled by system calls (as taps) waits sooner; it wakes the same.
+#[test]
+fn an_idle_pmd_of_queues_polled_by_system_calls_waits_and_wakes_alike() {
+    idle_pmd_waits_and_wakes(true);
+}
+
+fn idle_pmd_waits_and_wakes(syscall: bool) {
+    let (mut dp, src) = datapath_of(true, syscall);
     forward(&dp, &src, 10);
     dp.clear_stats();
     std::thread::sleep(Duration::from_millis(500));

@@ -657,6 +657,10 @@ impl RxQueue for TapRxq {
         (!self.link.dead && self.tunnel.is_none()).then(|| self.link.fd.as_fd())
     }
 
+    fn empty_poll_is_syscall(&self) -> bool {
+        true
+    }
+
     fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
         if self.link.dead && !self.link.revive(&self.stats) {
             return 0;

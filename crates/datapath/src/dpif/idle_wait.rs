@@ -1,7 +1,8 @@
 //! `pmd-idle-wait`: a PMD thread whose rx queues all belong to port kinds OVS polls from its
 //! main thread (Linux interfaces through `AF_PACKET`, taps, internal and dummy ports) blocks
-//! in poll(2) on their descriptors once it has been idle for [`IDLE_BEFORE_WAIT_US`], instead
-//! of spinning a core, as `ovs-vswitchd` waits on such ports rather than polling them from a
+//! in poll(2) on their descriptors once it has been idle for [`IDLE_BEFORE_WAIT_US`]
+//! ([`SYSCALL_IDLE_BEFORE_WAIT_US`] when every queue's empty poll is a system call: taps and
+//! internal ports), instead of spinning a core, as `ovs-vswitchd` waits on such ports rather than polling them from a
 //! PMD. Under load it never waits (a poll that receives anything resets the idle time); a
 //! PMD with one busy-polled queue (vhost-user, AF_XDP, DPDK, a replay) never waits, as OVS's
 //! PMDs never do.
@@ -25,6 +26,14 @@ use crate::tsc;
 /// that a steady stream never makes it wait, short enough that an idle switch sharing its
 /// core with guests or other switches gives the core back at once.
 const IDLE_BEFORE_WAIT_US: u64 = 50;
+
+/// The same for a PMD whose every queue is polled by a system call (taps, internal ports):
+/// between the frames of a TCP stream of super-frames through taps (one every 30-80 us) the
+/// PMDs polled empty taps with nine reads in ten and a third of their time at 50 us; at 10 us
+/// they take about a quarter less CPU per byte (docs/performance.md, "Where the time goes").
+/// An `AF_PACKET` queue's empty poll only reads its ring: there, waiting that soon cost
+/// small packets a tenth of their rate.
+const SYSCALL_IDLE_BEFORE_WAIT_US: u64 = 10;
 
 /// The longest one wait lasts, in milliseconds (then the PMD polls and may wait again): what
 /// a wake-up the kernel failed to give would cost at worst, as OVS's longest load-based sleep
@@ -80,6 +89,8 @@ pub(super) struct IdleWait {
     idle_since: u64,
     /// Ticks of [`IDLE_BEFORE_WAIT_US`].
     before_wait: u64,
+    /// Ticks of [`SYSCALL_IDLE_BEFORE_WAIT_US`].
+    before_wait_syscall: u64,
     /// Ticks of [`MAX_WAIT_MS`].
     max_wait: u64,
 }
@@ -90,12 +101,13 @@ impl IdleWait {
         IdleWait {
             idle_since: 0,
             before_wait: hz / 1_000_000 * IDLE_BEFORE_WAIT_US,
+            before_wait_syscall: hz / 1_000_000 * SYSCALL_IDLE_BEFORE_WAIT_US,
             max_wait: hz / 1000 * MAX_WAIT_MS,
         }
     }
 
     /// After a poll that received `got` packets: when waiting is `enabled`, the PMD has been
-    /// idle long enough and may wait ([`Pmd::wait_fds`]), blocks until one of its queues or
+    /// idle long enough (shorter when its queues are polled by system calls) and may wait ([`Pmd::wait_fds`]), blocks until one of its queues or
     /// its doorbell is readable, or until its next housekeeping (counted as a sleep
     /// iteration). Returns whether it waited.
     pub(super) fn after_poll(
@@ -114,7 +126,12 @@ impl IdleWait {
             self.idle_since = now;
             return false;
         }
-        if now.saturating_sub(self.idle_since) < self.before_wait {
+        let before_wait = if pmd.polls_by_syscall() {
+            self.before_wait_syscall
+        } else {
+            self.before_wait
+        };
+        if now.saturating_sub(self.idle_since) < before_wait {
             return false;
         }
         if !wait(pmd, now, self.max_wait, bell) {

@@ -664,6 +664,12 @@ impl Pmd {
         Some(self.next_housekeeping)
     }
 
+    /// Whether every rx queue's empty poll is a system call
+    /// ([`crate::port::RxQueue::empty_poll_is_syscall`]).
+    pub fn polls_by_syscall(&self) -> bool {
+        !self.rxqs.is_empty() && self.rxqs.iter().all(|q| q.rxq.empty_poll_is_syscall())
+    }
+
     /// One pass over every polled rx queue; returns the packets received.
     pub fn poll_once(&mut self) -> usize {
         let start = tsc::now();
