@@ -62,23 +62,14 @@ fn payload_byte(i: usize) -> u8 {
 /// A TCP super-frame (Ethernet, optional VLAN tag, IPv4 or IPv6, TCP with 12 bytes of
 /// timestamp options) whose TCP checksum field holds garbage, as inside the switch.
 fn super_frame(s: &Shape) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    if s.vlan {
-        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
-    }
-    let tcp_len = 32 + s.payload;
-    if s.ipv6 {
-        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-        f.extend_from_slice(&(tcp_len as u16).to_be_bytes());
-        f.extend_from_slice(&[6, 64]);
-        f.extend_from_slice(&"fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
-        f.extend_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
-    } else {
-        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
-        f.extend_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
-        f.extend_from_slice(&s.ip_id.to_be_bytes());
-        f.extend_from_slice(&[0x40, 0, 64, 6, 0xde, 0xad, 10, 0, 0, 1, 10, 0, 0, 2]);
-    }
+    let head = common::IpHead {
+        ipv6: s.ipv6,
+        vlan: s.vlan,
+        id: s.ip_id,
+        csum: 0xdead,
+        ..Default::default()
+    };
+    let mut f = common::eth_ip(head, 6, 32 + s.payload);
     f.extend_from_slice(&40000u16.to_be_bytes());
     f.extend_from_slice(&5001u16.to_be_bytes());
     f.extend_from_slice(&s.seq.to_be_bytes());

@@ -84,20 +84,14 @@ fn payload_byte(i: usize) -> u8 {
 /// A TCP super-frame (IPv4 or IPv6, TCP with 12 bytes of options), its TCP checksum field
 /// garbage as inside the switch.
 fn super_frame(ipv6: bool, payload: usize, flags: u8) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    let tcp_len = 32 + payload;
-    if ipv6 {
-        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-        f.extend_from_slice(&(tcp_len as u16).to_be_bytes());
-        f.extend_from_slice(&[6, 64]);
-        f.extend_from_slice(&"fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
-        f.extend_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
-    } else {
-        f.extend_from_slice(&[0x08, 0x00, 0x45, 0x02]);
-        f.extend_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
-        f.extend_from_slice(&0xfff0u16.to_be_bytes());
-        f.extend_from_slice(&[0x40, 0, 64, 6, 0xde, 0xad, 10, 0, 0, 1, 10, 0, 0, 2]);
-    }
+    let head = common::IpHead {
+        ipv6,
+        tos: 0x02,
+        id: 0xfff0,
+        csum: 0xdead,
+        ..Default::default()
+    };
+    let mut f = common::eth_ip(head, 6, 32 + payload);
     f.extend_from_slice(&40000u16.to_be_bytes());
     f.extend_from_slice(&5001u16.to_be_bytes());
     f.extend_from_slice(&0xffff_f000u32.to_be_bytes());

@@ -67,19 +67,13 @@ fn template(kind: Kind, ipv6: bool, csum: bool) -> TnlTemplate {
 
 /// A TCP super-frame (IPv4 or IPv6, 12 bytes of TCP options) with `payload` bytes.
 fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    let tcp_len = 32 + payload;
-    if ipv6 {
-        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-        f.extend_from_slice(&(tcp_len as u16).to_be_bytes());
-        f.extend_from_slice(&[6, 64]);
-        f.extend_from_slice(&"fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
-        f.extend_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
-    } else {
-        f.extend_from_slice(&[0x08, 0x00, 0x45, 0x02]);
-        f.extend_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
-        f.extend_from_slice(&[0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-    }
+    let head = common::IpHead {
+        ipv6,
+        tos: 0x02,
+        id: 0x1234,
+        ..Default::default()
+    };
+    let mut f = common::eth_ip(head, 6, 32 + payload);
     f.extend_from_slice(&[0x9c, 0x40, 0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 1]);
     f.extend_from_slice(&[0x80, 0x18, 0x01, 0xf5, 0xbe, 0xef, 0, 0]);
     f.extend_from_slice(&[1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7]);
@@ -89,17 +83,14 @@ fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
 
 /// A UDP super-frame (IPv4 or IPv6) with `payload` bytes, its datagrams to be of [`DGRAM`].
 fn udp_super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
-    let mut f = super_frame(ipv6, 0);
-    let l4 = if ipv6 { 54 } else { 34 };
-    f.truncate(l4);
+    let head = common::IpHead {
+        ipv6,
+        tos: 0x02,
+        id: 0x1234,
+        ..Default::default()
+    };
     let udp_len = (8 + payload) as u16;
-    if ipv6 {
-        f[18..20].copy_from_slice(&udp_len.to_be_bytes());
-        f[20] = 17;
-    } else {
-        f[16..18].copy_from_slice(&(20 + udp_len).to_be_bytes());
-        f[23] = 17;
-    }
+    let mut f = common::eth_ip(head, 17, usize::from(udp_len));
     f.extend_from_slice(&[0x9c, 0x41, 0x13, 0x8a]);
     f.extend_from_slice(&udp_len.to_be_bytes());
     f.extend_from_slice(&[0, 0]);

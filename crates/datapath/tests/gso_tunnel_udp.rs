@@ -65,20 +65,13 @@ fn payload_byte(i: usize) -> u8 {
 /// A UDP super-frame (IPv4 with DF or IPv6, UDP 40000 -> 5201) whose UDP length and checksum
 /// fields hold garbage, as a partial sum looks to the switch.
 fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
-    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    let udp_len = 8 + payload;
-    if ipv6 {
-        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-        f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        f.extend_from_slice(&[17, 64]);
-        f.extend_from_slice(&"fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
-        f.extend_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
-    } else {
-        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
-        f.extend_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-        f.extend_from_slice(&0xfffeu16.to_be_bytes());
-        f.extend_from_slice(&[0x40, 0, 64, 17, 0xde, 0xad, 10, 0, 0, 1, 10, 0, 0, 2]);
-    }
+    let head = common::IpHead {
+        ipv6,
+        id: 0xfffe,
+        csum: 0xdead,
+        ..Default::default()
+    };
+    let mut f = common::eth_ip(head, 17, 8 + payload);
     f.extend_from_slice(&[0x9c, 0x40, 0x14, 0x51, 0xbe, 0xef, 0x12, 0x34]);
     f.extend((0..payload).map(payload_byte));
     f

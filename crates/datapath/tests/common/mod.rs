@@ -143,3 +143,40 @@ impl TxQueue for CaptureTxq {
         self.tnl
     }
 }
+
+/// The fields of a test frame's Ethernet and IP headers that the tests vary.
+#[derive(Clone, Copy, Default)]
+pub struct IpHead {
+    pub ipv6: bool,
+    /// A VLAN tag (VID 7) after the Ethernet addresses.
+    pub vlan: bool,
+    /// IPv4's type of service, identification and header checksum field (left as given).
+    pub tos: u8,
+    pub id: u16,
+    pub csum: u16,
+}
+
+/// Ethernet (02:00:00:00:00:01 to 02:00:00:00:00:02) and an IPv4 header (10.0.0.1 to
+/// 10.0.0.2, DF, TTL 64) or an IPv6 one (fd00::1 to fd00::2, hop limit 64) for `l4_len`
+/// bytes of protocol `proto` after it.
+pub fn eth_ip(h: IpHead, proto: u8, l4_len: usize) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    if h.vlan {
+        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+    }
+    if h.ipv6 {
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend_from_slice(&(l4_len as u16).to_be_bytes());
+        f.extend_from_slice(&[proto, 64]);
+        f.extend_from_slice(&"fd00::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        f.extend_from_slice(&"fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    } else {
+        f.extend_from_slice(&[0x08, 0x00, 0x45, h.tos]);
+        f.extend_from_slice(&((20 + l4_len) as u16).to_be_bytes());
+        f.extend_from_slice(&h.id.to_be_bytes());
+        f.extend_from_slice(&[0x40, 0, 64, proto]);
+        f.extend_from_slice(&h.csum.to_be_bytes());
+        f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    }
+    f
+}
