@@ -65,14 +65,19 @@ fn template(kind: Kind, ipv6: bool, csum: bool) -> TnlTemplate {
     (**t).clone()
 }
 
-/// A TCP super-frame (IPv4 or IPv6, 12 bytes of TCP options) with `payload` bytes.
-fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
-    let head = common::IpHead {
+/// The inner Ethernet and IP headers of the super-frames here.
+fn inner_head(ipv6: bool) -> common::IpHead {
+    common::IpHead {
         ipv6,
         tos: 0x02,
         id: 0x1234,
         ..Default::default()
-    };
+    }
+}
+
+/// A TCP super-frame (IPv4 or IPv6, 12 bytes of TCP options) with `payload` bytes.
+fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
+    let head = inner_head(ipv6);
     let mut f = common::eth_ip(head, 6, 32 + payload);
     f.extend_from_slice(&[0x9c, 0x40, 0x13, 0x89, 0, 0, 0, 1, 0, 0, 0, 1]);
     f.extend_from_slice(&[0x80, 0x18, 0x01, 0xf5, 0xbe, 0xef, 0, 0]);
@@ -83,12 +88,7 @@ fn super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
 
 /// A UDP super-frame (IPv4 or IPv6) with `payload` bytes, its datagrams to be of [`DGRAM`].
 fn udp_super_frame(ipv6: bool, payload: usize) -> Vec<u8> {
-    let head = common::IpHead {
-        ipv6,
-        tos: 0x02,
-        id: 0x1234,
-        ..Default::default()
-    };
+    let head = inner_head(ipv6);
     let udp_len = (8 + payload) as u16;
     let mut f = common::eth_ip(head, 17, usize::from(udp_len));
     f.extend_from_slice(&[0x9c, 0x41, 0x13, 0x8a]);

@@ -544,15 +544,20 @@ mod tests {
         let mut payload = 0;
         for f in &segs {
             assert!(verifies(f, il3, il4, IpProtocol::TCP), "{what}: inner TCP");
-            if csum {
-                assert!(verifies(f, 14, ol4, IpProtocol::UDP), "{what}: outer UDP");
-            } else {
-                assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
-            }
+            outer_csum_holds(f, ol4, csum, what);
             payload += f.len() - il4 - 32;
         }
         assert_eq!(payload, 5000, "{what}");
         pool.free(p);
+    }
+
+    /// Segment `f`'s outer UDP checksum (its header at `ol4`): verifies when `csum`, else 0.
+    fn outer_csum_holds(f: &[u8], ol4: usize, csum: bool, what: &str) {
+        if csum {
+            assert!(verifies(f, 14, ol4, IpProtocol::UDP), "{what}: outer UDP");
+        } else {
+            assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
+        }
     }
 
     /// Receives frame `f` behind header `h` as a tap that took UDP-tunnel GSO does: kept whole
@@ -815,11 +820,7 @@ mod tests {
         assert_eq!(segs.len(), 3, "{what}");
         for f in &segs {
             assert!(verifies(f, il3, il4, IpProtocol::UDP), "{what}: inner UDP");
-            if csum {
-                assert!(verifies(f, 14, ol4, IpProtocol::UDP), "{what}: outer UDP");
-            } else {
-                assert_eq!(&f[ol4 + 6..ol4 + 8], &[0, 0], "{what}");
-            }
+            outer_csum_holds(f, ol4, csum, what);
         }
         pool.free(p);
     }
