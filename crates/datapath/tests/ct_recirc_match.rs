@@ -5,7 +5,10 @@
 //! any place of the burst; a connection whose state changes between bursts changes megaflow;
 //! a megaflow replaced between bursts is the one found; the recirculated megaflow counts its
 //! packets, bytes and last use, and the pass counts as a pass (`pmd-stats-show`), as OVS
-//! shows them.
+//! shows them. A burst the metadata match finds whole in one megaflow runs that megaflow's
+//! actions at once, and its next pass right after (`Pmd::input`): a packet mark only the later
+//! pass looks at still tells packets apart, and a recirculation loop still ends at the depth
+//! limit, counted.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,23 @@ impl RxQueue for Bursts {
         };
         for f in &burst {
             batch.push(pool.packet_from(f, 1));
+        }
+        burst.len()
+    }
+}
+
+/// Delivers one burst per poll, each packet with its packet mark, then nothing.
+struct MarkedBursts(VecDeque<Vec<(Vec<u8>, u32)>>);
+
+impl RxQueue for MarkedBursts {
+    fn recv(&mut self, pool: &mut Pool, batch: &mut Batch) -> usize {
+        let Some(burst) = self.0.pop_front() else {
+            return 0;
+        };
+        for (f, mark) in &burst {
+            let mut p = pool.packet_from(f, 1);
+            p.meta.pkt_mark = *mark;
+            batch.push(p);
         }
         burst.len()
     }
@@ -316,4 +336,63 @@ fn the_pass_after_a_commit_sees_the_mark_it_wrote() {
     }
     assert_eq!(pmd.stats().lost_upcalls, 0);
     assert_eq!(ct.dump(None, conntrack::now_ms())[0].mark, 0x2a);
+}
+
+/// The later pass's megaflows look at the packet mark, the first pass's does not: packets of
+/// one connection state go by their own mark, in any place of the burst.
+#[test]
+fn a_packet_mark_only_the_later_pass_looks_at_is_still_compared() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let (mut pmd, _, sent) = pmd(&ct, vec![], &[]);
+    let mut names = PortNames::new();
+    names.insert("p0", 1);
+    names.insert("p1", 2);
+    names.insert("p2", 3);
+    let mark = |m: u32| format!("skb_mark({m:#x}),ct_state(+new+trk),recirc_id(0x1),{PLAIN}");
+    let (k, a) = first_pass();
+    for (k, a) in [(k, a), (mark(0), "p1"), (mark(7), "p2")] {
+        pmd.add_flow(parse_megaflow(&names, &k, a).unwrap())
+            .unwrap();
+    }
+    let bursts = vec![
+        vec![(from(1), 0), (from(1), 7), (from(1), 0), (from(1), 7)],
+        vec![(from(1), 7), (from(1), 7), (from(1), 7), (from(1), 0)],
+        vec![(from(1), 0); 4],
+    ];
+    pmd.add_rxq(PolledRxq {
+        port_no: 1,
+        queue_id: 1,
+        rxq: Box::new(MarkedBursts(bursts.into())),
+        cycles: 0,
+    });
+    for _ in 0..4 {
+        pmd.poll_once();
+    }
+    assert_eq!(
+        pmd.stats().lost_upcalls,
+        0,
+        "every packet matched a megaflow"
+    );
+    assert_eq!(taken(&sent[0]).len(), 7, "mark 0 to p1");
+    assert_eq!(taken(&sent[1]).len(), 5, "mark 7 to p2");
+}
+
+/// A megaflow that recirculates to itself: each burst goes round until the depth limit, each
+/// pass counted, each packet recirculated eight times and then dropped, counted.
+#[test]
+fn a_recirculation_loop_ends_at_the_depth_limit() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let bursts = vec![vec![from(1); 8], vec![from(1); 8]];
+    let again = format!("ct_state(+trk),recirc_id(0x1),{PLAIN}");
+    let (mut pmd, _, sent) = pmd(&ct, bursts, &[first_pass(), (again, "recirc(0x1)")]);
+    for _ in 0..3 {
+        pmd.poll_once();
+    }
+    assert!(taken(&sent[0]).is_empty() && taken(&sent[1]).is_empty());
+    let s = pmd.stats();
+    assert_eq!(s.recirculations, 2 * 8 * 8, "eight times each packet");
+    assert_eq!(s.recirc_depth_drops, 16, "each packet at the limit");
+    assert_eq!(s.batches, 2 * 9, "nine passes a burst");
+    assert_eq!(s.megaflow_hits, 2 * 8 * 9, "a hit a packet in each pass");
+    assert_eq!(s.lost_upcalls, 0);
 }

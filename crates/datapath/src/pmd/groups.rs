@@ -18,6 +18,8 @@ impl Pmd {
         // is, without regrouping.
         if n > 0 && self.hits[1..n].iter().all(|h| *h == self.hits[0]) {
             let tcp_flags = self.keys[..n].iter().fold(0, |f, k| f | k.tcp_flags());
+            // Still the keys' flags if the batch recirculates with them (`keys_reusable`).
+            self.keys_tcp_flags = tcp_flags;
             // The actions see the pass's batch as extracted (see `keys_reusable`).
             self.run_group(self.hits[0], batch, tcp_flags, true);
             self.end_of_pass();

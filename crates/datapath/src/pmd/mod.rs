@@ -296,6 +296,11 @@ pub struct Pmd {
     /// The megaflow every packet of that batch was found in, for the next pass's metadata
     /// match (`tiers/recirc_meta.rs`).
     keys_flow: Option<FlowRef>,
+    /// The TCP flags of that batch's keys, which its next pass's keys have too.
+    keys_tcp_flags: u16,
+    /// Set by the metadata match when it found every packet of the batch in one megaflow by
+    /// its metadata alone: that megaflow, whose actions the pass runs on the batch as it is.
+    meta_whole: Option<FlowRef>,
     /// What the metadata match of a recirculated batch compares for a pair of megaflows (the
     /// last pair it met).
     meta_split: Option<tiers::MetaSplit>,
@@ -371,6 +376,8 @@ impl Pmd {
             ct_tuple_flows: 0,
             keys_reusable: None,
             keys_flow: None,
+            keys_tcp_flags: 0,
+            meta_whole: None,
             meta_split: None,
             reasm: conntrack::frag::Reassembler::new(conntrack::frag::FragConfig::default()),
             meters: crate::meter::PmdMeters::default(),

@@ -46,6 +46,25 @@ impl Pmd {
         self.recirc_gso = false;
     }
 
+    /// After a pass of `batch` (now empty): if the pass recirculated its whole batch, with
+    /// its keys, and nothing was queued before it (`keys_reusable`), takes that batch back
+    /// from the queue for its next pass, which [`Self::input`] runs at once. It is what
+    /// [`Self::run_recirc`] would run next, the same way: only its queueing is saved. Not
+    /// while waiting misses run (`running_deferred`), whose recirculations run after them.
+    pub(super) fn recirc_whole_now(&mut self, batch: &mut Batch) -> bool {
+        let Some(n) = self.keys_reusable else {
+            return false;
+        };
+        if n != self.recirc.len() || n > MAX_BURST || !batch.is_empty() || self.running_deferred {
+            return false;
+        }
+        self.keys_reusable = None;
+        batch.swap_packets(&mut self.recirc);
+        // As `run_recirc` marks the batch it takes from a queue that may hold super-frames.
+        self.pass_gso = self.recirc_gso;
+        true
+    }
+
     /// Queues packets for another pass with `recirc_id`.
     /// `pristine`: `batch` is the pass's batch with the headers its keys were made from.
     pub(super) fn recirculate(

@@ -43,6 +43,10 @@ pub(in crate::pmd) struct MetaSplit {
     some_rest: bool,
     /// The second's mask looks at the connection's mark or label.
     mark_or_label: bool,
+    /// The first's mask covers every bit of dp_hash, the packet mark and the packet type the
+    /// second's looks at: the packets of the batch, which `ct()` and `recirc` do not change
+    /// there, agree with the first packet on them, as all agreed with the first megaflow.
+    fixed: bool,
 }
 
 impl MetaSplit {
@@ -69,6 +73,9 @@ impl MetaSplit {
             rest: MaskedWords::new(t, uncovered),
             some_rest: uncovered != 0,
             mark_or_label: tm.ct_mark() != 0 || tm.ct_label() != 0,
+            fixed: tm.dp_hash() & !fm.dp_hash() == 0
+                && tm.pkt_mark() & !fm.pkt_mark() == 0
+                && tm.packet_type() & !fm.packet_type() == 0,
         }
     }
 }
@@ -119,8 +126,17 @@ impl KeyMeta {
         let differ = (m.recirc_id ^ self.recirc_id)
             | (m.dp_hash ^ self.dp_hash)
             | (m.pkt_mark ^ self.pkt_mark)
-            | (m.packet_type ^ self.packet_type)
-            | u32::from(m.ct_state ^ self.ct_state)
+            | (m.packet_type ^ self.packet_type);
+        differ == 0 && self.same_connection(p)
+    }
+
+    /// [`Self::same`] for a batch whose packets agree with the first one on the rest
+    /// ([`MetaSplit`]'s `fixed`; `recirc` gave them all one recirc_id): on the connection
+    /// fields `ct()` set, and the tunnel metadata.
+    #[inline(always)]
+    fn same_connection(&self, p: &Packet) -> bool {
+        let m = &p.meta;
+        let differ = u32::from(m.ct_state ^ self.ct_state)
             | u32::from(m.ct_zone ^ self.ct_zone)
             | u32::from(m.tunnel != TnlMd::None);
         differ == 0 && (!self.mark_or_label || crate::ct::mark_and_label(p) == self.mark_label)
@@ -145,6 +161,7 @@ impl Pmd {
             hits,
             flows,
             meta_split,
+            meta_whole,
             ..
         } = self;
         let pkts = batch.packets();
@@ -172,8 +189,14 @@ impl Pmd {
         // The packets whose metadata are the first one's, with no branch per packet; then
         // those of them that agree with the words `from` does not cover.
         let mut same = 0u32;
-        for (i, p) in pkts[..n].iter().enumerate() {
-            same |= u32::from(meta.same(p)) << i;
+        if split.fixed {
+            for (i, p) in pkts[..n].iter().enumerate() {
+                same |= u32::from(meta.same_connection(p)) << i;
+            }
+        } else {
+            for (i, p) in pkts[..n].iter().enumerate() {
+                same |= u32::from(meta.same(p)) << i;
+            }
         }
         if some_rest {
             let mut bits = same & !1;
@@ -185,11 +208,18 @@ impl Pmd {
                 }
             }
         }
+        let mut found = same | 1;
+        if n == pkts.len() && found == all_of(n) {
+            // Every packet is in `to`: the pass runs its actions on the batch as it is
+            // (`Pmd::input`); `hits[0]` says which megaflow the batch was found in.
+            hits[0] = Some(to);
+            *meta_whole = Some(to);
+            return Some(found);
+        }
         for h in &mut hits[..n] {
             *h = Some(to);
         }
         // The others, in full.
-        let mut found = same | 1;
         let mut others = all_of(n) & !found;
         while others != 0 {
             let i = others.trailing_zeros() as usize;
