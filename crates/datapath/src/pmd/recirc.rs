@@ -3,7 +3,8 @@
 //! of consecutive packets that share an in_port ([`Pmd::run_recirc`]); after `tnl_pop` a
 //! packet is classified as received on the tunnel port. A burst recirculated whole with its
 //! headers untouched becomes the queue by swap, and its next pass reuses its keys
-//! (`keys_reusable`). Depth is limited to [`MAX_RECIRC_DEPTH`] (`recirc_depth_drops`).
+//! (`keys_reusable`); nothing queued before it, [`Pmd::input`] runs that pass at once
+//! ([`Pmd::recirc_whole_now`]). Depth is limited to [`MAX_RECIRC_DEPTH`] (`recirc_depth_drops`).
 
 use crate::packet::{Batch, MAX_BURST, Packet};
 use crate::tunnel::{TnlPopDrop, TunnelKind};

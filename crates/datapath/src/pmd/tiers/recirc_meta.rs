@@ -15,6 +15,11 @@
 //! compared with the port's masks in turn. A packet whose metadata differ (a connection in
 //! another state, another zone's mark) gets its metadata words and the whole linear match,
 //! as does every packet when the first one finds no megaflow (it then misses, as before).
+//! When every packet is the first one's, the pass runs that megaflow's actions on the batch as
+//! it is (`Pmd::input`'s `run_whole`). Per packet, only the connection fields and whether a
+//! tunnel is there are compared when the first megaflow's mask covers the bits of dp_hash,
+//! mark and packet type the second's looks at (`recirc` gave all one recirc_id, and neither it
+//! nor `ct()` changes those).
 //!
 //! Megaflow hits as the linear match's, one subtable lookup each; cycles under `extract`.
 //! The pass is counted, and its megaflow's statistics updated, as for any other pass.
