@@ -28,14 +28,6 @@ use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple};
 use crate::state::*;
 use crate::tcp::{Segment, TcpConn, Update};
 
-/// Asks for the connection of a parsed packet ([`CtCache::prefetch_conn`]), if it parsed.
-#[inline(always)]
-fn prefetch_conn_of(cache: &CtCache, p: &Result<key::Parsed, Invalid>) {
-    if let Ok(p) = p {
-        cache.prefetch_conn(p.hash);
-    }
-}
-
 /// The arguments of one `ct()` action.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtArgs {
@@ -139,9 +131,7 @@ impl Conntrack {
         let mut parsed = std::mem::take(&mut cache.parsed);
         for (chunk, outs) in pkts.chunks(MAX).zip(out.chunks_mut(MAX)) {
             parsed.clear();
-            // The packets whose connection was asked for: `parsed[..asked]`.
-            let mut asked = 0;
-            for pkt in chunk {
+            for (j, pkt) in chunk.iter().enumerate() {
                 let p = Self::parse(pkt, args.zone);
                 if let Ok(p) = &p {
                     cache.prefetch_bucket(p.hash);
@@ -149,15 +139,19 @@ impl Conntrack {
                 parsed.push(p);
                 // Without this, a burst's first connections were asked for only once it was
                 // parsed, and its first packet waited for its connection a whole miss.
-                if parsed.len() > BUCKET_LEAD {
-                    prefetch_conn_of(cache, &parsed[asked]);
-                    asked += 1;
+                if let Some(Ok(q)) = j.checked_sub(BUCKET_LEAD).map(|k| &parsed[k]) {
+                    cache.prefetch_conn(q.hash);
                 }
             }
+            // The packets whose connection was asked for: `parsed[..asked]`; the others
+            // `CONN_AHEAD` packets before their turn at least.
+            let asked = parsed.len().saturating_sub(BUCKET_LEAD);
+            for p in parsed[asked..].iter().take(CONN_AHEAD).flatten() {
+                cache.prefetch_conn(p.hash);
+            }
             for (i, ((pkt, o), p)) in chunk.iter().zip(outs.iter_mut()).zip(&parsed).enumerate() {
-                while asked <= i + CONN_AHEAD && asked < parsed.len() {
-                    prefetch_conn_of(cache, &parsed[asked]);
-                    asked += 1;
+                if let Some(Ok(ahead)) = parsed.get(asked + i + CONN_AHEAD) {
+                    cache.prefetch_conn(ahead.hash);
                 }
                 let (md, nat) = o;
                 self.process_parsed(cache, pkt, p, md, nat, args, now);
