@@ -61,8 +61,9 @@ impl Pmd {
         }
         self.keys_reusable = None;
         batch.swap_packets(&mut self.recirc);
-        // As `run_recirc` marks the batch it takes from a queue that may hold super-frames.
-        self.pass_gso = self.recirc_gso;
+        // As `run_recirc` marks the batch it takes from a queue that may hold super-frames;
+        // the queue is empty now, and so is what it may hold.
+        self.pass_gso = std::mem::take(&mut self.recirc_gso);
         true
     }
 
