@@ -79,7 +79,9 @@ impl Pmd {
                 self.add_stage(Stage::Actions, t4, t5);
             }
             // The batch recirculated whole, nothing queued before it: its next pass now, as
-            // `run_recirc` would run it next (`recirc.rs`).
+            // `run_recirc` would run it next (`recirc.rs`). `keys_reusable` is tested here as
+            // well as in `recirc_whole_now`: a pass that did not recirculate (every one-pass
+            // port) stops at this one test.
             if self.keys_reusable.is_none() || !self.recirc_whole_now(batch) {
                 return;
             }
