@@ -913,6 +913,22 @@ impl Batch {
         self.pkts.push(p);
     }
 
+    /// Appends a packet and gives it back in its place, for a receiver to finish it there:
+    /// finished first and then moved in, its fields, stored narrower than the move reads them,
+    /// made the move wait for every store before it to leave the store buffer.
+    #[inline]
+    pub fn push_last(&mut self, p: Packet) -> &mut Packet {
+        self.pkts.push(p);
+        let last = self.pkts.len() - 1;
+        &mut self.pkts[last]
+    }
+
+    /// Removes the last packet.
+    #[inline]
+    pub fn pop(&mut self) -> Option<Packet> {
+        self.pkts.pop()
+    }
+
     /// The packets.
     #[inline]
     pub fn packets(&self) -> &[Packet] {

@@ -89,6 +89,43 @@ impl Burst {
     }
 }
 
+/// Used elements of a burst, recorded as its frames go and written into the used ring after
+/// them ([`SplitRing::put_used_all`]). A used element is a store into a line the guest reads,
+/// so it waits in the store buffer for that line; written a frame at a time, every later load
+/// the store buffer could not serve (a value stored narrower than it is read, which the
+/// compiler makes of the ring's 16-bit indices and of a packet built on the stack) waited for
+/// it too.
+pub(super) struct UsedLater {
+    n: usize,
+    elems: [(u16, u32); MAX_BURST],
+}
+
+impl UsedLater {
+    pub(super) const fn new() -> UsedLater {
+        UsedLater {
+            n: 0,
+            elems: [(0, 0); MAX_BURST],
+        }
+    }
+
+    /// Records chain `head` as used with `len` bytes written, after those recorded before.
+    #[inline]
+    pub(super) fn push(&mut self, q: &mut SplitRing, head: u16, len: u32) {
+        if self.n == MAX_BURST {
+            self.flush(q);
+        }
+        self.elems[self.n] = (head, len);
+        self.n += 1;
+    }
+
+    /// Writes what was recorded into `q`'s used ring (before anything else is put there).
+    #[inline]
+    pub(super) fn flush(&mut self, q: &mut SplitRing) {
+        q.put_used_all(&self.elems[..self.n]);
+        self.n = 0;
+    }
+}
+
 /// A split virtqueue (virtio 1.x §2.7) as the device side polls it, over host pointers into
 /// the guest's memory. `virtio-queue` checks the ring's layout when it starts
 /// ([`Queue::is_valid`], alignment and size); per packet this does what its `AvailIter`,
@@ -310,13 +347,23 @@ impl SplitRing {
     /// Records chain `head` as used with `len` bytes written.
     #[inline]
     pub(super) fn put_used(&mut self, head: u16, len: u32) {
-        let at = 4 + 8 * usize::from(self.next_used & (self.size - 1));
-        let mut e = [0u8; 8];
-        e[..4].copy_from_slice(&u32::from(head).to_le_bytes());
-        e[4..].copy_from_slice(&len.to_le_bytes());
-        // SAFETY: `at + 8 <= 4 + 8 * size`, inside the checked area.
-        unsafe { std::ptr::write_volatile(self.used.add(at).cast::<[u8; 8]>(), e) };
-        self.next_used = self.next_used.wrapping_add(1);
+        self.put_used_all(&[(head, len)]);
+    }
+
+    /// Records `elems` (chain heads with the bytes written into each) as used, in order.
+    #[inline]
+    pub(super) fn put_used_all(&mut self, elems: &[(u16, u32)]) {
+        let mut next = self.next_used;
+        for &(head, len) in elems {
+            let at = 4 + 8 * usize::from(next & (self.size - 1));
+            let mut e = [0u8; 8];
+            e[..4].copy_from_slice(&u32::from(head).to_le_bytes());
+            e[4..].copy_from_slice(&len.to_le_bytes());
+            // SAFETY: `at + 8 <= 4 + 8 * size`, inside the checked area.
+            unsafe { std::ptr::write_volatile(self.used.add(at).cast::<[u8; 8]>(), e) };
+            next = next.wrapping_add(1);
+        }
+        self.next_used = next;
     }
 
     /// Publishes the used elements recorded so far (release: they are written first).

@@ -22,7 +22,7 @@ use super::features::{
     F_HOST_TSO4, F_HOST_TSO6, F_HOST_UFO, F_HOST_USO, F_MRG_RXBUF,
 };
 use super::guest_memory::{HostMap, gather, scatter};
-use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing};
+use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing, UsedLater};
 use crate::vnet;
 
 /// Most descriptors one frame may span (in one chain, or over merged chains).
@@ -263,6 +263,7 @@ impl Ring {
         let burst = q.prefetch::<false>(&self.host, todo, 0, 0, |_| usize::MAX);
         let hdr_len = self.hdr_len;
         let mut added = 0;
+        let mut used = UsedLater::new();
         let mut result = Ok(());
         for _ in 0..todo {
             // The usual chain: one readable buffer holding header and frame, in one region.
@@ -298,7 +299,7 @@ impl Ring {
                         }
                         batch.mark_lent();
                     } else {
-                        q.put_used(head, 0);
+                        used.push(&mut q, head, 0);
                         added += 1;
                     }
                     counts[0] += 1;
@@ -307,10 +308,10 @@ impl Ring {
                     continue;
                 }
             }
-            let mut p = if let Some((src, len)) = single {
-                q.put_used(head, 0);
+            let p = if let Some((src, len)) = single {
+                used.push(&mut q, head, 0);
                 added += 1;
-                let mut p = pool.packet_with_len(len, in_port);
+                let p = batch.push_last(pool.packet_with_len(len, in_port));
                 // SAFETY: `src` is valid for `len` bytes of a live mapping (`HostMap::at`),
                 // the packet's `len` bytes are its own, and guest memory is never a Rust
                 // allocation. The guest may write it concurrently, as with any device DMA:
@@ -318,8 +319,9 @@ impl Ring {
                 unsafe { copy_frame(p.data_mut().as_mut_ptr(), src.cast_const(), len) };
                 p
             } else {
+                used.flush(&mut q);
                 match self.recv_chain(&mut q, head, pool, in_port, &mut added) {
-                    Ok(Some(p)) => p,
+                    Ok(Some(p)) => batch.push_last(p),
                     Ok(None) => {
                         counts[2] += 1;
                         continue;
@@ -343,25 +345,36 @@ impl Ring {
                 uso: self.uso,
                 ufo: self.ufo,
             };
-            match vnet::accept(&hdr, &mut p, gso) {
+            match vnet::accept(&hdr, p, gso) {
                 Ok(marked) => {
+                    counts[0] += 1;
+                    counts[1] += p.len() as u64;
                     if marked {
                         batch.mark_gso();
                     }
-                    counts[0] += 1;
-                    counts[1] += p.len() as u64;
-                    batch.push(p);
                 }
                 Err(why) => {
                     self.rx_drops.count(why);
-                    pool.free(p);
+                    if let Some(p) = batch.pop() {
+                        pool.free(p);
+                    }
                     counts[2] += 1;
                 }
             }
         }
-        self.q = q;
+        used.flush(&mut q);
+        self.keep_indices(&q);
         self.complete(added);
         result
+    }
+
+    /// Keeps the indices of `q`, the ring's copy a burst worked on. Only they changed, and
+    /// copied whole the ring would be read wider than its indices were stored, a load that
+    /// waits for every store before it (guest memory's too) to leave the store buffer.
+    #[inline]
+    fn keep_indices(&mut self, q: &SplitRing) {
+        self.q.next_avail = q.next_avail;
+        self.q.next_used = q.next_used;
     }
 
     /// Takes the frame of transmit chain `head`, other than the usual one-buffer chain: its
@@ -436,6 +449,7 @@ impl Ring {
             |j| hdr_len + packets[j].len(),
         );
         let mut added = 0;
+        let mut used = UsedLater::new();
         let mut result = Ok(());
         let mut empty = false;
         for p in batch.packets_mut() {
@@ -477,12 +491,13 @@ impl Ring {
                     }
                 }
                 q.next_avail = q.next_avail.wrapping_add(1);
-                q.put_used(head, need as u32);
+                used.push(&mut q, head, need as u32);
                 added += 1;
                 counts[0] += 1;
                 counts[1] += frame_len as u64;
                 continue;
             }
+            used.flush(&mut q);
             pool.materialize(p);
             let next = if p.meta.gso_size == 0 {
                 let h = self.hdr_of(p);
@@ -497,7 +512,8 @@ impl Ring {
                 Next::Bad(e) => result = Err(e),
             }
         }
-        self.q = q;
+        used.flush(&mut q);
+        self.keep_indices(&q);
         self.complete(added);
         result
     }
