@@ -2,6 +2,7 @@
 //! that the EMC and the classifiers hold small `Copy` handles and a deleted flow is recognised
 //! by its generation, with no sweep (see `emc` for how lookups check liveness).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use flow::odp::KeyAttrs;
@@ -10,14 +11,40 @@ use flow::{FlowKey, Mask, Match};
 use crate::actions::DpAction;
 
 /// A handle to a megaflow of one PMD: slot index and the slot's generation when the flow was
-/// installed. `Default` is never a live flow (generation 0 is never used).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// installed. Generations start at 1, so that `Option<FlowRef>` takes 8 bytes and is handed
+/// back in a register: a lookup's result built in memory from two 4-byte stores was read
+/// back as one 8-byte load, which the store buffer cannot serve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowRef {
     /// The flow's slot in the PMD's flow table.
     pub idx: u32,
     /// The slot's generation when the flow was installed; a handle whose generation no longer
     /// matches names a deleted flow.
-    pub generation: u32,
+    pub generation: NonZeroU32,
+}
+
+const _: () = assert!(size_of::<Option<FlowRef>>() == 8);
+
+/// Never a live flow: no table has that many slots.
+impl Default for FlowRef {
+    fn default() -> FlowRef {
+        FlowRef::first(u32::MAX)
+    }
+}
+
+impl FlowRef {
+    /// The handle of slot `idx`'s first flow (tests and benches).
+    pub const fn first(idx: u32) -> FlowRef {
+        FlowRef {
+            idx,
+            generation: NonZeroU32::MIN,
+        }
+    }
+}
+
+/// The generation after `g`, never 0.
+fn next_generation(g: NonZeroU32) -> NonZeroU32 {
+    NonZeroU32::new(g.get().wrapping_add(1)).unwrap_or(NonZeroU32::MIN)
 }
 
 /// Per-flow counters, updated once per batch of packets that hit the flow.
@@ -72,7 +99,7 @@ impl Megaflow {
 /// A megaflow is about 2 KB (its key and match): slots hold it boxed, so that growing the
 /// table under an upcall storm moves pointers, not flows.
 struct Slot {
-    generation: u32,
+    generation: NonZeroU32,
     flow: Option<Box<Megaflow>>,
 }
 
@@ -106,7 +133,7 @@ impl FlowTable {
         match self.free.pop() {
             Some(idx) => {
                 let s = &mut self.slots[idx as usize];
-                s.generation = s.generation.wrapping_add(1).max(1);
+                s.generation = next_generation(s.generation);
                 s.flow = Some(Box::new(f));
                 FlowRef {
                     idx,
@@ -115,13 +142,10 @@ impl FlowTable {
             }
             None => {
                 self.slots.push(Slot {
-                    generation: 1,
+                    generation: NonZeroU32::MIN,
                     flow: Some(Box::new(f)),
                 });
-                FlowRef {
-                    idx: (self.slots.len() - 1) as u32,
-                    generation: 1,
-                }
+                FlowRef::first((self.slots.len() - 1) as u32)
             }
         }
     }
@@ -164,7 +188,7 @@ impl FlowTable {
         }
         let f = s.flow.take()?;
         // Bump now so that stale handles die even before the slot is reused.
-        s.generation = s.generation.wrapping_add(1).max(1);
+        s.generation = next_generation(s.generation);
         self.free.push(r.idx);
         self.len -= 1;
         Some(*f)

@@ -32,7 +32,7 @@ impl Pmd {
         let mut ids = [u64::MAX; MAX_BURST];
         for (id, h) in ids[..n].iter_mut().zip(&self.hits[..n]) {
             if let Some(r) = h {
-                *id = u64::from(r.generation) << 32 | u64::from(r.idx);
+                *id = u64::from(r.generation.get()) << 32 | u64::from(r.idx);
             }
         }
         // The groups in order of first appearance: their megaflow, TCP flags, and each

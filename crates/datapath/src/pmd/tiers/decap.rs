@@ -320,10 +320,7 @@ mod tests {
             .set_nw_proto(0xff)
             .set_tp_dst(0xffff);
         let mt = Match::new(&k, &m);
-        let r = FlowRef {
-            idx: 3,
-            generation: 1,
-        };
+        let r = FlowRef::first(3);
         assert!(DecapFlow::new(r, &mt, &[DpAction::Output(2)]).is_none());
         assert!(DecapFlow::new(r, &mt, &[DpAction::TnlPop(4), DpAction::Output(2)]).is_none());
         let d = DecapFlow::new(r, &mt, &[DpAction::TnlPop(4)]).unwrap();
@@ -361,7 +358,7 @@ mod tests {
         #[test]
         fn agrees_with_match(kw in words(), mw in words(), pw in words(), copy: bool) {
             let mt = Match::new(&FlowKey(build(&kw)), &Mask(build(&mw)));
-            let r = FlowRef { idx: 0, generation: 1 };
+            let r = FlowRef::first(0);
             let Some(d) = DecapFlow::new(r, &mt, &[DpAction::TnlPop(1)]) else {
                 return Ok(());
             };
@@ -421,7 +418,7 @@ mod tests {
                 }
             }
             let mt = Match::new(&k, &Mask(mw));
-            let r = FlowRef { idx: 0, generation: 1 };
+            let r = FlowRef::first(0);
             let d = DecapFlow::new(r, &mt, &[DpAction::TnlPop(9)]).unwrap();
             let flows = [d];
 

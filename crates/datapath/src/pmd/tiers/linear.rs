@@ -587,7 +587,7 @@ mod tests {
             copy: bool,
         ) {
             let mt = Match::new(&FlowKey(build(&kw)), &Mask(build(&mw)));
-            let r = FlowRef { idx: 0, generation: 1 };
+            let r = FlowRef::first(0);
             let mut l = LinearMatch::default();
             let n = mt.mask().map().count_ones() as usize;
             proptest::prop_assert_eq!(l.push(r, &mt), n <= MAX_LINEAR_WORDS);
@@ -641,7 +641,7 @@ mod tests {
                 let mut k = base.clone();
                 k.set_word(apart, v);
                 let mt = Match::new(&FlowKey(k), &mask);
-                let r = FlowRef { idx: j as u32, generation: 1 };
+                let r = FlowRef::first(j as u32);
                 let dup = held.iter().any(|(_, h)| *h == mt);
                 let fits = !dup && held.len() < MAX_LINEAR_FLOWS
                     && mt.mask().map().count_ones() as usize <= MAX_LINEAR_WORDS;
@@ -658,7 +658,7 @@ mod tests {
                 let mut k2 = base.clone();
                 k2.set_word(i, base.word(i) ^ x);
                 let other_val = Match::new(&FlowKey(k2), &mask);
-                let r = FlowRef { idx: 99, generation: 1 };
+                let r = FlowRef::first(99);
                 if other_mask.mask() != &mask {
                     proptest::prop_assert!(!l.push(r, &other_mask));
                 }
@@ -724,10 +724,7 @@ mod tests {
             .set_tun_geneve_opt_bytes(0, &[0xff; 8]);
         let mt = Match::new(&k, &m);
         assert!(mt.mask().map().count_ones() as usize > MAX_WORDS, "{mt:?}");
-        let r = FlowRef {
-            idx: 1,
-            generation: 1,
-        };
+        let r = FlowRef::first(1);
         let mut l = LinearMatch::default();
         assert!(l.push(r, &mt), "a linear megaflow");
         assert_eq!(l.lookup::<true>(&k), Some(r));
@@ -773,7 +770,7 @@ mod tests {
             flow(1, trk | new, trk | new),
             flow(1, trk | est, trk | est),
         ];
-        let r = |idx| FlowRef { idx, generation: 1 };
+        let r = FlowRef::first;
         let mut l = LinearMatches::default();
         for (j, m) in flows.iter().enumerate() {
             assert!(l.push(r(j as u32), m), "megaflow {j}");
@@ -834,7 +831,7 @@ mod tests {
                 .set_tp_dst(port);
             Match::new(&k, &mask)
         };
-        let r = |idx| FlowRef { idx, generation: 1 };
+        let r = FlowRef::first;
         // A and B differ in the IPv4 destination (word 3); C differs from A in the port (4).
         let (a, b, c) = (flow(2, 80), flow(3, 80), flow(2, 443));
         for gone in [0, 1] {

@@ -258,10 +258,7 @@ mod tests {
 
     #[test]
     fn simple_flows_are_what_the_simple_match_can_find() {
-        let r = FlowRef {
-            idx: 1,
-            generation: 1,
-        };
+        let r = FlowRef::first(1);
         let out = [DpAction::Output(2)];
         let ipv4 = simple_match(1, 0, Some(0x0800), None, Some(0));
         assert!(SimpleFlow::new(r, &ipv4, &out).is_some());
@@ -333,7 +330,7 @@ mod tests {
             f.extend(ip);
 
             let mt = simple_match(m_port, m_recirc, m_eth, m_vlan, m_frag);
-            let r = FlowRef { idx: 0, generation: 1 };
+            let r = FlowRef::first(0);
             let Some(sf) = SimpleFlow::new(r, &mt, &[DpAction::Output(2)]) else {
                 return Ok(());
             };
