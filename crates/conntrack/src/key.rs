@@ -45,6 +45,27 @@ impl std::hash::Hash for Tuple {
     }
 }
 
+/// [`Tuple::hash`] of a tuple's words. FxHash-style multiply and rotate.
+#[inline(always)]
+fn hash_words(words: [u64; 6]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h: u64 = 0;
+    for x in words {
+        h = (h.rotate_left(5) ^ x).wrapping_mul(K);
+    }
+    h ^ h >> 29
+}
+
+/// A tuple's ports, zone, protocol and family in one word ([`Tuple::same`], [`Tuple::hash`]).
+#[inline(always)]
+fn rest_word(sport: u16, dport: u16, zone: u16, proto: u8, v6: bool) -> u64 {
+    u64::from(sport)
+        | u64::from(dport) << 16
+        | u64::from(zone) << 32
+        | u64::from(proto) << 48
+        | u64::from(v6) << 56
+}
+
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
 pub const ICMP: u8 = 1;
@@ -72,20 +93,31 @@ impl Tuple {
     /// the table bounds its size, so a keyed hash is not needed for safety.
     #[inline]
     pub fn hash(&self) -> u64 {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
         let w = |b: &[u8; 16], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
-        let mut h: u64 = 0;
-        for x in [
+        hash_words([
             w(&self.src, 0),
             w(&self.src, 8),
             w(&self.dst, 0),
             w(&self.dst, 8),
             self.rest(),
             u64::from(self.types()),
-        ] {
-            h = (h.rotate_left(5) ^ x).wrapping_mul(K);
-        }
-        h ^ h >> 29
+        ])
+    }
+
+    /// [`Tuple::hash`] of the IPv4 TCP or UDP tuple of these fields, made from them rather
+    /// than read back from a tuple just built: its fields stored a few bytes at a time and
+    /// read back as words, each read waited for those stores to leave the store buffer.
+    #[inline(always)]
+    fn hash_v4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, zone: u16, proto: u8) -> u64 {
+        let addr = |a: [u8; 4]| u64::from_ne_bytes([a[0], a[1], a[2], a[3], 0, 0, 0, 0]);
+        hash_words([
+            addr(src),
+            0,
+            addr(dst),
+            0,
+            rest_word(sport, dport, zone, proto, false),
+            0,
+        ])
     }
 
     /// Whether the two tuples are equal (as `==`), compared as whole words without a branch
@@ -104,11 +136,7 @@ impl Tuple {
     /// The ports, zone, protocol and family in one word.
     #[inline(always)]
     fn rest(&self) -> u64 {
-        u64::from(self.sport)
-            | u64::from(self.dport) << 16
-            | u64::from(self.zone) << 32
-            | u64::from(self.proto) << 48
-            | u64::from(self.v6) << 56
+        rest_word(self.sport, self.dport, self.zone, self.proto, self.v6)
     }
 
     /// The two ICMP types in one word.
@@ -466,22 +494,49 @@ fn ipv6_inner(d: &[u8], l3: usize, t: &mut Tuple) -> Result<L3Info, Invalid> {
 
 /// Whether a TCP/UDP/ICMPv6 checksum over the pseudo-header is right.
 fn l4_csum_ok(_d: &[u8], t: &Tuple, b: &[u8]) -> bool {
-    let len = b.len();
-    let pseudo = if t.v6 {
-        checksum::pseudo_header_v6(
-            &std::net::Ipv6Addr::from(t.src),
-            &std::net::Ipv6Addr::from(t.dst),
-            wire::IpProtocol(t.proto),
-            len as u32,
-        )
+    if !t.v6 {
+        return l4_csum_ok_v4(t.src_v4().octets(), t.dst_v4().octets(), t.proto, b);
+    }
+    let pseudo = checksum::pseudo_header_v6(
+        &std::net::Ipv6Addr::from(t.src),
+        &std::net::Ipv6Addr::from(t.dst),
+        wire::IpProtocol(t.proto),
+        b.len() as u32,
+    );
+    checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff
+}
+
+/// [`parse`] into `out`, each way of parsing storing its own result there: a result made in
+/// either way and then moved, the move read the tuple's few-byte fields back as wide words
+/// while their stores were still in the store buffer, and waited for them.
+#[inline(always)]
+pub fn parse_into(
+    out: &mut Result<Parsed, Invalid>,
+    d: &[u8],
+    l3: usize,
+    v6: bool,
+    zone: u16,
+    frag_l4_len: Option<usize>,
+    checks: bool,
+) {
+    if !v6
+        && frag_l4_len.is_none()
+        && let Some(p) = parse_v4_fast(d, l3, zone, checks)
+    {
+        *out = Ok(p);
     } else {
-        checksum::pseudo_header_v4(
-            &t.src_v4(),
-            &t.dst_v4(),
-            wire::IpProtocol(t.proto),
-            len as u16,
-        )
-    };
+        *out = parse_general(d, l3, v6, zone, frag_l4_len, checks);
+    }
+}
+
+/// [`l4_csum_ok`] of an IPv4 packet's TCP or UDP bytes `b`, from its addresses.
+fn l4_csum_ok_v4(src: [u8; 4], dst: [u8; 4], proto: u8, b: &[u8]) -> bool {
+    let pseudo = checksum::pseudo_header_v4(
+        &src.into(),
+        &dst.into(),
+        wire::IpProtocol(proto),
+        b.len() as u16,
+    );
     checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff
 }
 
@@ -558,31 +613,33 @@ fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed>
     if !ok_len || sport == 0 || dport == 0 {
         return None;
     }
-    let mut p = Parsed {
-        tuple: Tuple {
-            zone,
-            proto,
-            sport,
-            dport,
-            ..Tuple::default()
-        },
-        related: false,
-        l4: l3 + 20,
-        l4_len,
-        hash: 0,
-    };
-    p.tuple.src[..4].copy_from_slice(&h[12..16]);
-    p.tuple.dst[..4].copy_from_slice(&h[16..20]);
+    let src: [u8; 4] = [h[12], h[13], h[14], h[15]];
+    let dst: [u8; 4] = [h[16], h[17], h[18], h[19]];
     if checks {
         let udp_none = proto == UDP && be16(h, 26) == 0;
         if checksum::data(&h[..20]) != 0xffff
-            || (!udp_none && !l4_csum_ok(d, &p.tuple, &d[l3 + 20..l3 + tot]))
+            || (!udp_none && !l4_csum_ok_v4(src, dst, proto, &d[l3 + 20..l3 + tot]))
         {
             return None;
         }
     }
-    p.hash = p.tuple.hash();
-    Some(p)
+    // Made whole from values, never through memory (see `Tuple::hash_v4`).
+    let mut tuple = Tuple {
+        zone,
+        proto,
+        sport,
+        dport,
+        ..Tuple::default()
+    };
+    tuple.src[..4].copy_from_slice(&src);
+    tuple.dst[..4].copy_from_slice(&dst);
+    Some(Parsed {
+        tuple,
+        related: false,
+        l4: l3 + 20,
+        l4_len,
+        hash: Tuple::hash_v4(src, dst, sport, dport, zone, proto),
+    })
 }
 
 #[cfg(test)]
@@ -633,6 +690,20 @@ mod tests {
             }
             prop_assert_eq!(a.same(&c), a == c);
             prop_assert_eq!(a.same(&c), field == 9);
+        }
+
+        /// The fast IPv4 parse's hash, made from the fields, is the hash of the tuple they make.
+        #[test]
+        fn hash_v4_is_the_tuples_hash(
+            src in any::<[u8; 4]>(),
+            dst in any::<[u8; 4]>(),
+            (sport, dport, zone, tcp) in any::<(u16, u16, u16, bool)>(),
+        ) {
+            let proto = if tcp { super::TCP } else { super::UDP };
+            let mut t = Tuple { sport, dport, zone, proto, ..Tuple::default() };
+            t.src[..4].copy_from_slice(&src);
+            t.dst[..4].copy_from_slice(&dst);
+            prop_assert_eq!(Tuple::hash_v4(src, dst, sport, dport, zone, proto), t.hash());
         }
     }
 }

@@ -130,13 +130,23 @@ impl Conntrack {
         cache.fit(self.n_conns.load(Relaxed));
         let mut parsed = std::mem::take(&mut cache.parsed);
         for (chunk, outs) in pkts.chunks(MAX).zip(out.chunks_mut(MAX)) {
+            // Each packet's result is parsed into its place (`key::parse_into`).
             parsed.clear();
+            parsed.resize(chunk.len(), Err(Invalid::L3));
             for (j, pkt) in chunk.iter().enumerate() {
-                let p = Self::parse(pkt, args.zone);
-                if let Ok(p) = &p {
+                let p = &mut parsed[j];
+                key::parse_into(
+                    p,
+                    pkt.frame,
+                    pkt.l3,
+                    pkt.v6,
+                    args.zone,
+                    pkt.frag_l4_len,
+                    !pkt.verified,
+                );
+                if let Ok(p) = p {
                     cache.prefetch_bucket(p.hash);
                 }
-                parsed.push(p);
                 // Without this, a burst's first connections were asked for only once it was
                 // parsed, and its first packet waited for its connection a whole miss.
                 if let Some(Ok(q)) = j.checked_sub(BUCKET_LEAD).map(|k| &parsed[k]) {
