@@ -553,13 +553,9 @@ pub fn parse(
     frag_l4_len: Option<usize>,
     checks: bool,
 ) -> Result<Parsed, Invalid> {
-    if !v6
-        && frag_l4_len.is_none()
-        && let Some(p) = parse_v4_fast(d, l3, zone, checks)
-    {
-        return Ok(p);
-    }
-    parse_general(d, l3, v6, zone, frag_l4_len, checks)
+    let mut out = Err(Invalid::L3);
+    parse_into(&mut out, d, l3, v6, zone, frag_l4_len, checks);
+    out
 }
 
 /// [`parse`] without its fast path for the common case ([`parse_v4_fast`]): what a packet
