@@ -506,9 +506,14 @@ fn l4_csum_ok(_d: &[u8], t: &Tuple, b: &[u8]) -> bool {
     checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff
 }
 
-/// [`parse`] into `out`, each way of parsing storing its own result there: a result made in
-/// either way and then moved, the move read the tuple's few-byte fields back as wide words
-/// while their stores were still in the store buffer, and waited for them.
+/// Parses a packet for tracking into `out`: the L3 header at `l3` (IPv4 or IPv6 by `v6`), then
+/// its L4 header. `frag_l4_len`: the packet is the first fragment of a reassembled datagram
+/// with this many L4 bytes. `checks`: verify checksums (off when a port already did). The fast
+/// path for the common case (`parse_v4_fast`) is inlined into the caller; the rest is not.
+///
+/// Each way of parsing stores its own result into `out`: a result made either way and then
+/// moved, the move read the tuple's few-byte fields back as wide words while their stores were
+/// still in the store buffer, and waited for them.
 #[inline(always)]
 pub fn parse_into(
     out: &mut Result<Parsed, Invalid>,
@@ -540,25 +545,7 @@ fn l4_csum_ok_v4(src: [u8; 4], dst: [u8; 4], proto: u8, b: &[u8]) -> bool {
     checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff
 }
 
-/// Parses a packet for tracking: the L3 header at `l3` (IPv4 or IPv6 by `v6`), then its L4
-/// header. `frag_l4_len`: the packet is the first fragment of a reassembled datagram with this
-/// many L4 bytes. `checks`: verify checksums (off when a port already did). The fast path for
-/// the common case (`parse_v4_fast`) is inlined into the caller; the rest is not.
-#[inline(always)]
-pub fn parse(
-    d: &[u8],
-    l3: usize,
-    v6: bool,
-    zone: u16,
-    frag_l4_len: Option<usize>,
-    checks: bool,
-) -> Result<Parsed, Invalid> {
-    let mut out = Err(Invalid::L3);
-    parse_into(&mut out, d, l3, v6, zone, frag_l4_len, checks);
-    out
-}
-
-/// [`parse`] without its fast path for the common case ([`parse_v4_fast`]): what a packet
+/// [`parse_into`] without its fast path for the common case ([`parse_v4_fast`]): what a packet
 /// that path refuses goes through, and what says what is wrong with a bad one.
 #[inline(never)]
 fn parse_general(

@@ -33,7 +33,7 @@ impl Default for FlowRef {
 }
 
 impl FlowRef {
-    /// The handle of slot `idx`'s first flow (tests and benches).
+    /// The handle of slot `idx`'s first flow (generation 1).
     pub const fn first(idx: u32) -> FlowRef {
         FlowRef {
             idx,

@@ -135,15 +135,7 @@ impl Conntrack {
             parsed.resize(chunk.len(), Err(Invalid::L3));
             for (j, pkt) in chunk.iter().enumerate() {
                 let p = &mut parsed[j];
-                key::parse_into(
-                    p,
-                    pkt.frame,
-                    pkt.l3,
-                    pkt.v6,
-                    args.zone,
-                    pkt.frag_l4_len,
-                    !pkt.verified,
-                );
+                Self::parse_into(pkt, args.zone, p);
                 if let Ok(p) = p {
                     cache.prefetch_bucket(p.hash);
                 }
@@ -173,14 +165,23 @@ impl Conntrack {
 
     #[inline(always)]
     fn parse(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {
-        key::parse(
+        let mut out = Err(Invalid::L3);
+        Self::parse_into(pkt, zone, &mut out);
+        out
+    }
+
+    /// [`key::parse_into`] of `pkt`.
+    #[inline(always)]
+    fn parse_into(pkt: &CtPacket<'_>, zone: u16, out: &mut Result<key::Parsed, Invalid>) {
+        key::parse_into(
+            out,
             pkt.frame,
             pkt.l3,
             pkt.v6,
             zone,
             pkt.frag_l4_len,
             !pkt.verified,
-        )
+        );
     }
 
     /// Tracks one parsed packet: its metadata into `md`, the NAT rewrite it needs (if any)
