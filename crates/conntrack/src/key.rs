@@ -534,15 +534,17 @@ pub fn parse_into(
     }
 }
 
-/// [`l4_csum_ok`] of an IPv4 packet's TCP or UDP bytes `b`, from its addresses.
+/// [`l4_csum_ok`] of an IPv4 packet's TCP or UDP bytes `b`, from its addresses: the
+/// pseudo-header's fields and the bytes summed as they lie in memory into one sum, folded
+/// once (a correct checksum folds to 0xffff in either byte order).
+#[inline(always)]
 fn l4_csum_ok_v4(src: [u8; 4], dst: [u8; 4], proto: u8, b: &[u8]) -> bool {
-    let pseudo = checksum::pseudo_header_v4(
-        &src.into(),
-        &dst.into(),
-        wire::IpProtocol(proto),
-        b.len() as u16,
-    );
-    checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff
+    let acc = checksum::sum_native(b)
+        + u64::from(u32::from_ne_bytes(src))
+        + u64::from(u32::from_ne_bytes(dst))
+        + checksum::native_u16(u16::from(proto))
+        + checksum::native_u16(b.len() as u16);
+    checksum::finish_native(acc) == 0xffff
 }
 
 /// [`parse_into`] without its fast path for the common case ([`parse_v4_fast`]): what a packet
@@ -673,6 +675,28 @@ mod tests {
             }
             prop_assert_eq!(a.same(&c), a == c);
             prop_assert_eq!(a.same(&c), field == 9);
+        }
+
+        /// The fused IPv4 check says what the pseudo-header's and the bytes' folded sums say,
+        /// for any bytes, and accepts the bytes once their checksum field is filled in.
+        #[test]
+        fn l4_csum_ok_v4_is_the_pseudo_header_check(
+            src in any::<[u8; 4]>(),
+            dst in any::<[u8; 4]>(),
+            tcp in any::<bool>(),
+            mut b in proptest::collection::vec(any::<u8>(), 20..200),
+        ) {
+            use wire::checksum;
+            let proto = if tcp { super::TCP } else { super::UDP };
+            let pseudo = checksum::pseudo_header_v4(
+                &src.into(), &dst.into(), wire::IpProtocol(proto), b.len() as u16);
+            let folded = |b: &[u8]| checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff;
+            prop_assert_eq!(super::l4_csum_ok_v4(src, dst, proto, &b), folded(&b));
+            let at = if tcp { 16 } else { 6 };
+            b[at..at + 2].fill(0);
+            let c = !checksum::combine(&[pseudo, checksum::data(&b)]);
+            b[at..at + 2].copy_from_slice(&c.to_be_bytes());
+            prop_assert!(super::l4_csum_ok_v4(src, dst, proto, &b));
         }
 
         /// The fast IPv4 parse's hash, made from the fields, is the hash of the tuple they make.
