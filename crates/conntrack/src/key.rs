@@ -96,8 +96,9 @@ impl Tuple {
         }
     }
 
-    /// The tuple's hash (also what picks its shard): [`hash_words`] of its words: the keys are not attacker-chosen beyond what a flow's headers are, and
-    /// the table bounds its size, so a keyed hash is not needed for safety.
+    /// The tuple's hash (also what picks its shard): [`hash_words`] of its words. Not keyed:
+    /// a sender can make tuples collide (CRC32C is linear), but only among its own flows, and
+    /// the table bounds its size and each zone's share of it.
     #[inline]
     pub fn hash(&self) -> u64 {
         if !self.v6 {
