@@ -547,17 +547,12 @@ pub fn parse_into(
     }
 }
 
-/// [`l4_csum_ok`] of an IPv4 packet's TCP or UDP bytes `b`, from its addresses: the
-/// pseudo-header's fields and the bytes summed as they lie in memory into one sum, folded
-/// once (a correct checksum folds to 0xffff in either byte order).
+/// [`l4_csum_ok`] of an IPv4 packet's TCP or UDP bytes `b`, from its addresses: one sum, folded
+/// once ([`checksum::l4_ok_native`]).
 #[inline(always)]
 fn l4_csum_ok_v4(src: [u8; 4], dst: [u8; 4], proto: u8, b: &[u8]) -> bool {
-    let acc = checksum::sum_native(b)
-        + u64::from(u32::from_ne_bytes(src))
-        + u64::from(u32::from_ne_bytes(dst))
-        + checksum::native_u16(u16::from(proto))
-        + checksum::native_u16(b.len() as u16);
-    checksum::finish_native(acc) == 0xffff
+    let addrs = u64::from(u32::from_ne_bytes(src)) + u64::from(u32::from_ne_bytes(dst));
+    checksum::l4_ok_native(addrs, proto, b.len() as u16, b)
 }
 
 /// [`parse_into`] without its fast path for the common case ([`parse_v4_fast`]): what a packet

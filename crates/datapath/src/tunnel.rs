@@ -401,11 +401,7 @@ fn udp_tunnel<const GENEVE: bool>(
     if be16_of(h, 6) != 0 && !whole {
         // The pseudo-header (addresses, protocol, UDP length; RFC 768, RFC 8200 §8.1) and the
         // datagram in one sum.
-        let sum = o.addr_sum
-            + checksum::native_u16(u16::from(IPPROTO_UDP))
-            + checksum::native_u16(ulen as u16)
-            + checksum::sum_native(&d[u..o.end]);
-        if checksum::finish_native(sum) != 0xffff {
+        if !checksum::l4_ok_native(o.addr_sum, IPPROTO_UDP, ulen as u16, &d[u..o.end]) {
             return Err(BadChecksum);
         }
     }
@@ -627,11 +623,7 @@ fn udp4_fast<const GENEVE: bool>(pkt: &mut Packet, l3: usize) -> bool {
     if h[26] | h[27] != 0 && verified & RX_CSUM_L4_GOOD != 0 {
         flags |= tun_flags::CSUM;
     } else if h[26] | h[27] != 0 {
-        let sum = addrs
-            + checksum::native_u16(u16::from(IPPROTO_UDP))
-            + checksum::native_u16((tot - 20) as u16)
-            + checksum::sum_native(&d[l3 + 20..l3 + tot]);
-        if checksum::finish_native(sum) != 0xffff {
+        if !checksum::l4_ok_native(addrs, IPPROTO_UDP, (tot - 20) as u16, &d[l3 + 20..l3 + tot]) {
             return false;
         }
         flags |= tun_flags::CSUM;

@@ -110,6 +110,17 @@ pub fn native_u16(v: u16) -> u64 {
     u64::from(u16::from_ne_bytes(v.to_be_bytes()))
 }
 
+/// Whether the TCP or UDP checksum of `l4` (a segment or datagram of `len` bytes, under 64 KiB,
+/// its checksum field included) is right, given `addr_sum`, the pseudo-header's addresses as
+/// [`sum_native`] counts them: the addresses, the protocol, the length and the bytes in one
+/// sum, folded once. The caller's `len` (a header's length field it checked) spares
+/// recomputing it from the slice.
+#[inline(always)]
+pub fn l4_ok_native(addr_sum: u64, protocol: u8, len: u16, l4: &[u8]) -> bool {
+    let sum = addr_sum + native_u16(u16::from(protocol)) + native_u16(len) + sum_native(l4);
+    finish_native(sum) == 0xffff
+}
+
 /// Folds a [`sum_native`] sum to the 16-bit sum of the big-endian words, as [`data`] gives it.
 /// A result of 0xffff (a correct checksum included) is the same in either byte order.
 #[inline]
