@@ -56,14 +56,6 @@ fn hash_words<const N: usize>(words: [u64; N]) -> u64 {
     u64::from(c).wrapping_mul(K)
 }
 
-/// The words of an IPv4 tuple's hash: its addresses in one, its ports, zone, protocol and
-/// ICMP types in the other (the types over the protocol's bits: only ICMP has any).
-#[inline(always)]
-fn v4_words(src: [u8; 4], dst: [u8; 4], rest: u64, types: u16) -> [u64; 2] {
-    let addrs = u64::from(u32::from_ne_bytes(src)) | u64::from(u32::from_ne_bytes(dst)) << 32;
-    [addrs, rest ^ u64::from(types) << 48]
-}
-
 /// A tuple's ports, zone, protocol and family in one word ([`Tuple::same`], [`Tuple::hash`]).
 #[inline(always)]
 fn rest_word(sport: u16, dport: u16, zone: u16, proto: u8, v6: bool) -> u64 {
@@ -103,12 +95,7 @@ impl Tuple {
     pub fn hash(&self) -> u64 {
         if !self.v6 {
             let v4 = |a: &[u8; 16]| [a[0], a[1], a[2], a[3]];
-            return hash_words(v4_words(
-                v4(&self.src),
-                v4(&self.dst),
-                self.rest(),
-                self.types(),
-            ));
+            return Self::hash_v4(v4(&self.src), v4(&self.dst), self.rest(), self.types());
         }
         let w = |b: &[u8; 16], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
         hash_words([
@@ -120,17 +107,15 @@ impl Tuple {
         ])
     }
 
-    /// [`Tuple::hash`] of the IPv4 TCP or UDP tuple of these fields, made from them rather
-    /// than read back from a tuple just built: its fields stored a few bytes at a time and
-    /// read back as words, each read waited for those stores to leave the store buffer.
+    /// [`Tuple::hash`] of an IPv4 tuple from its fields: its addresses in one word, its ports,
+    /// zone, protocol (`rest`, [`rest_word`]) and ICMP types in the other (the types over the
+    /// protocol's bits: only ICMP has any). The fast parse hashes its values so rather than
+    /// read back a tuple just built: its fields stored a few bytes at a time and read back as
+    /// words, each read waited for those stores to leave the store buffer.
     #[inline(always)]
-    fn hash_v4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, zone: u16, proto: u8) -> u64 {
-        hash_words(v4_words(
-            src,
-            dst,
-            rest_word(sport, dport, zone, proto, false),
-            0,
-        ))
+    fn hash_v4(src: [u8; 4], dst: [u8; 4], rest: u64, types: u16) -> u64 {
+        let addrs = u64::from(u32::from_ne_bytes(src)) | u64::from(u32::from_ne_bytes(dst)) << 32;
+        hash_words([addrs, rest ^ u64::from(types) << 48])
     }
 
     /// Whether the two tuples are equal (as `==`), compared as whole words without a branch
@@ -631,7 +616,7 @@ fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed>
         related: false,
         l4: l3 + 20,
         l4_len,
-        hash: Tuple::hash_v4(src, dst, sport, dport, zone, proto),
+        hash: Tuple::hash_v4(src, dst, rest_word(sport, dport, zone, proto, false), 0),
     })
 }
 
@@ -760,7 +745,8 @@ mod tests {
             let mut t = Tuple { sport, dport, zone, proto, ..Tuple::default() };
             t.src[..4].copy_from_slice(&src);
             t.dst[..4].copy_from_slice(&dst);
-            prop_assert_eq!(Tuple::hash_v4(src, dst, sport, dport, zone, proto), t.hash());
+            let rest = super::rest_word(sport, dport, zone, proto, false);
+            prop_assert_eq!(Tuple::hash_v4(src, dst, rest, 0), t.hash());
         }
     }
 }
