@@ -232,16 +232,20 @@ impl CtCache {
         }
     }
 
-    /// Asks for the first two lines of the connection of hash `h` in its bucket, if there is
-    /// one: what a packet of either direction reads (the tuples, state and expiry, and the
-    /// policy an expiry update reads).
+    /// Asks for the line of the connection of hash `h` in its bucket, if there is one, that
+    /// holds what a UDP or ICMP packet of its direction reads most of the time: the first (the
+    /// state, expiry, mark and original tuple), and for the reply direction the second too (the
+    /// reply tuple). The policy (read about once a second) and a TCP connection's lock are on
+    /// the lines after them.
     #[inline]
     pub(super) fn prefetch_conn(&self, h: u64) {
         if let Some(b) = self.bucket(h) {
             for (k, c) in b.0.iter().flatten() {
                 if tag_is(*k, h) {
                     flow::hash::prefetch(&c.expires);
-                    flow::hash::prefetch(&c.policy);
+                    if k & 1 != 0 {
+                        flow::hash::prefetch(&c.reply);
+                    }
                 }
             }
         }

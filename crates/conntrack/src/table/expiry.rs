@@ -165,7 +165,7 @@ impl Conntrack {
         // Its keys (one may be another's already: an expired key is replaced in place).
         self.unlink(&c.orig, &c);
         self.unlink(&c.reply, &c);
-        if c.helper.is_some() {
+        if c.traits.helper().is_some() {
             self.expectations.remove_parent(c.id);
         }
         Some((c, counted))

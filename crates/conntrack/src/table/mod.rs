@@ -56,6 +56,7 @@ pub const SHARDS: usize = 256;
 
 /// Which protocol a connection tracks, fixed at creation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum Kind {
     Tcp,
     Udp,
@@ -77,17 +78,21 @@ struct Locked {
 /// (a sequence lock over its two words: [`Conn::label`]), so a commit that finds the mark and
 /// label as it would write them takes no lock at all.
 ///
-/// Laid out so that a packet of the original direction touches one cache line: the fields
-/// every packet reads and the original tuple come first, and the connection starts a line
-/// (its slot in the connections' slab does), with its reference count in the spare bytes of
-/// its last line: three lines in all ([`CONNS`]).
+/// Laid out so that a UDP or ICMP packet of the original direction reads one cache line: the
+/// fields every packet reads and the original tuple come first, and the connection starts a
+/// line (its slot in the connections' slab does), with its reference count in the spare bytes
+/// of its last line: three lines in all ([`CONNS`]). With a million connections none of them is
+/// in the CPU's caches, and what a packet costs is then mostly how many lines it reads.
 #[derive(Debug)]
 #[repr(C)]
 struct Conn {
     /// Expiry, in [`crate::now_ms`] milliseconds.
     expires: AtomicU64,
     mark: AtomicU32,
-    id: u32,
+    /// The period of `now` (milliseconds / 1024, wrapping) in which the expiry was last set
+    /// from the policy: a packet of the same class in the same period leaves it as it is
+    /// without reading the policy ([`Conn::touch`]).
+    refreshed: AtomicU32,
     /// Removed from the table (or about to be); counted out once.
     dead: AtomicBool,
     /// A packet of the reply direction was seen (UDP, ICMP).
@@ -96,13 +101,11 @@ struct Conn {
     class: AtomicU8,
     /// Whether the label is not zero (its words are read only then).
     labeled: AtomicBool,
+    traits: Traits,
     orig: Tuple,
     /// The reply direction's tuple, after NAT.
     reply: Tuple,
-    kind: Kind,
-    /// The connection's ALG, and whether an expectation made it (`+rel`).
-    helper: Option<Helper>,
-    related: bool,
+    id: u32,
     /// The label's sequence: odd while a writer (holding the lock) changes its words.
     label_seq: AtomicU32,
     policy: Arc<Policy>,
@@ -121,11 +124,50 @@ struct Conn {
     queued: AtomicU64,
 }
 
-// What a packet of the original direction reads is on the connection's first line, and the
-// policy (which a packet's expiry update reads) on the line next to it (the pair of lines the
-// CPU fetches together); three lines in all, its reference count included.
+/// What a connection is, fixed when it starts, in one byte of its first line: the protocol it
+/// tracks, its ALG, and whether an expectation made it (`+rel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Traits(u8);
+
+impl Traits {
+    const RELATED: u8 = 1 << 4;
+
+    fn new(kind: Kind, helper: Option<Helper>, related: bool) -> Traits {
+        let h = helper.map_or(0, |h| h as u8);
+        Traits(kind as u8 | h << 2 | if related { Self::RELATED } else { 0 })
+    }
+
+    #[inline]
+    fn kind(self) -> Kind {
+        match self.0 & 3 {
+            0 => Kind::Tcp,
+            1 => Kind::Udp,
+            _ => Kind::Icmp,
+        }
+    }
+
+    #[inline]
+    fn helper(self) -> Option<Helper> {
+        match self.0 >> 2 & 3 {
+            1 => Some(Helper::Ftp),
+            2 => Some(Helper::Tftp),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn related(self) -> bool {
+        self.0 & Self::RELATED != 0
+    }
+}
+
+// What a UDP or ICMP packet of the original direction reads is on the connection's first line
+// (the policy only when its expiry is due to move: [`Conn::touch`]); three lines in all, its
+// reference count included.
 const _: () = assert!(std::mem::offset_of!(Conn, orig) + std::mem::size_of::<Tuple>() <= 64);
-const _: () = assert!(std::mem::offset_of!(Conn, policy) < 128);
+// The reply tuple all on the second line, which a reply's prefetch asks for.
+const _: () = assert!(std::mem::offset_of!(Conn, reply) >= 64);
+const _: () = assert!(std::mem::offset_of!(Conn, reply) + std::mem::size_of::<Tuple>() <= 128);
 const _: () = assert!(hugemem::slot_bytes::<Conn>() == 192);
 
 /// The slab connections are allocated from, process-wide: past its first few small chunks, on
@@ -152,17 +194,25 @@ impl Conn {
         TimeoutClass::ALL[usize::from(self.class.load(Relaxed)) % TimeoutClass::COUNT]
     }
 
-    /// Moves the expiry to `class`'s timeout from `now`. Skipped when it would move by less
-    /// than a second, so a busy connection's line is not written by every packet. Returns
-    /// whether it moved earlier (then the connection is queued again: `expiry::note_expiry`).
+    /// Moves the expiry to `class`'s timeout from `now`, at the first packet of each 1024 ms
+    /// period (and when the class changes): a busy connection's line is written about once a
+    /// second, not by every packet, and the policy (on the connection's second line) is read
+    /// only then. So the expiry lags the connection's last packet by less than 1024 ms, and a
+    /// policy's new timeouts reach a connection at its first packet of the next period.
+    /// Returns whether the expiry moved earlier (then the connection is queued again:
+    /// `expiry::note_expiry`).
     #[inline]
     fn touch(&self, class: TimeoutClass, now: u64) -> bool {
+        let period = (now >> 10) as u32;
         if self.class.load(Relaxed) != class as u8 {
             self.class.store(class as u8, Relaxed);
+        } else if self.refreshed.load(Relaxed) == period {
+            return false;
         }
+        self.refreshed.store(period, Relaxed);
         let new = now + self.policy.ms(class);
         let cur = self.expires.load(Relaxed);
-        if new >= cur + 1000 || new < cur {
+        if new != cur {
             self.expires.store(new, Relaxed);
         }
         new < cur
@@ -437,7 +487,7 @@ impl Conntrack {
         }
         self.unlink(&conn.orig, conn);
         self.unlink(&conn.reply, conn);
-        if conn.helper.is_some() {
+        if conn.traits.helper().is_some() {
             self.expectations.remove_parent(conn.id);
         }
     }
@@ -544,6 +594,24 @@ impl Conntrack {
             nat_exhausted: c.nat_exhausted.load(Relaxed),
             insert_conflicts: c.insert_conflicts.load(Relaxed),
             expired: c.expired.load(Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind, helper and `+rel` comes back out of the byte it is packed in.
+    #[test]
+    fn traits_round_trip() {
+        for kind in [Kind::Tcp, Kind::Udp, Kind::Icmp] {
+            for helper in [None, Some(Helper::Ftp), Some(Helper::Tftp)] {
+                for related in [false, true] {
+                    let t = Traits::new(kind, helper, related);
+                    assert_eq!((t.kind(), t.helper(), t.related()), (kind, helper, related));
+                }
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ impl Conn {
     /// how its reply tuple differs from the original reversed.
     pub(super) fn nat_flags(&self) -> u8 {
         let mut f = self.nat_action;
-        if self.kind == Kind::Icmp {
+        if self.traits.kind() == Kind::Icmp {
             // The identifier is in both "ports": a moved one is the source's NAT.
             let dnat = self.reply.src != self.orig.dst;
             if self.reply.dst != self.orig.src || (self.reply.dport != self.orig.sport && !dnat) {

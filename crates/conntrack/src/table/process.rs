@@ -21,7 +21,7 @@ use super::expiry::{EXPIRE_PER_BURST, note_expiry};
 use super::nat::rewrite_for;
 use super::{
     Conn, ConnRef, Conntrack, CtCache, Entry, Key, Kind, Locked, NatRewrite, NatSpec, TimeoutClass,
-    shard_of,
+    Traits, shard_of,
 };
 use crate::alg::{self, Helper};
 use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple};
@@ -450,7 +450,7 @@ impl Conntrack {
         earlier: &mut bool,
     ) -> bool {
         let mut alg_rw = None;
-        let est = match c.kind {
+        let est = match c.traits.kind() {
             Kind::Tcp => {
                 let arrived = *seg.expect("TCP packets come with their segment");
                 let mut seg = arrived;
@@ -476,7 +476,7 @@ impl Conntrack {
                             c.class.store(class as u8, Relaxed);
                         }
                         let est = tcp.established();
-                        if c.helper.is_some() || adj.is_some() {
+                        if c.traits.helper().is_some() || adj.is_some() {
                             let translate = args.nat.is_some() && c.nat_flags() != 0;
                             match self.alg_tcp(c, &mut l, reply, &arrived, view, translate, now) {
                                 Ok(rw) => alg_rw = rw,
@@ -503,14 +503,14 @@ impl Conntrack {
                 if reply && !c.reply_seen.load(Relaxed) {
                     c.reply_seen.store(true, Relaxed);
                 }
-                let class = match (c.kind, seen) {
+                let class = match (c.traits.kind(), seen) {
                     (Kind::Udp, true) => TimeoutClass::UdpMultiple,
                     (Kind::Udp, false) => TimeoutClass::UdpSingle,
                     (_, true) => TimeoutClass::IcmpReply,
                     (_, false) => TimeoutClass::IcmpFirst,
                 };
                 *earlier |= c.touch(class, now);
-                if c.helper == Some(Helper::Tftp) && !reply {
+                if c.traits.helper() == Some(Helper::Tftp) && !reply {
                     self.tftp_expect(c, now);
                 }
                 seen
@@ -521,14 +521,16 @@ impl Conntrack {
             state |= RPL;
         }
         // A related connection keeps its parent's mark and label (OVS).
-        (md.mark, md.label) =
-            if args.commit && (args.mark.is_some() || args.label.is_some()) && !c.related {
-                self.set_mark_label(c, args)
-            } else {
-                (c.mark.load(Relaxed), c.label())
-            };
+        (md.mark, md.label) = if args.commit
+            && (args.mark.is_some() || args.label.is_some())
+            && !c.traits.related()
+        {
+            self.set_mark_label(c, args)
+        } else {
+            (c.mark.load(Relaxed), c.label())
+        };
         md.orig = c.orig;
-        if c.related {
+        if c.traits.related() {
             state |= REL;
             md.orig = Self::parent_of(c);
         }
@@ -564,7 +566,7 @@ impl Conntrack {
     ) -> Result<Option<alg::AlgRewrite>, ()> {
         let (mut edit, mut delta) = (None, 0);
         if let AlgView::Fresh(l4) = view
-            && c.helper == Some(Helper::Ftp)
+            && c.traits.helper() == Some(Helper::Ftp)
             && seg.payload_len != 0
         {
             let ctl = alg::Control {
@@ -770,10 +772,9 @@ impl Conntrack {
                 c.orig = *t;
                 c.reply = reply;
                 c.id = id;
-                c.kind = kind;
-                c.helper = helper;
-                c.related = exp.is_some();
+                c.traits = Traits::new(kind, helper, exp.is_some());
                 *c.expires.get_mut() = now + ms;
+                *c.refreshed.get_mut() = (now >> 10) as u32;
                 c.queue = cache.queue as u8;
                 c.nat_action = nat_action;
                 *c.queued.get_mut() = now + ms;
@@ -799,10 +800,9 @@ impl Conntrack {
                     orig: *t,
                     reply,
                     id,
-                    kind,
-                    helper,
-                    related: exp.is_some(),
+                    traits: Traits::new(kind, helper, exp.is_some()),
                     expires: AtomicU64::new(now + ms),
+                    refreshed: AtomicU32::new((now >> 10) as u32),
                     queue: cache.queue as u8,
                     nat_action,
                     queued: AtomicU64::new(now + ms),

@@ -253,6 +253,46 @@ fn udp_timeout_policy_per_zone() {
     );
 }
 
+/// A connection's expiry moves at its first packet of each 1024 ms period, or when its timeout
+/// class changes: a policy changed in between reaches it in the next period, and a packet
+/// later in a period leaves the expiry where its period's first packet put it.
+#[test]
+fn expiry_moves_once_a_period_and_on_a_class_change() {
+    let mut t = Ct::new();
+    t.ct.set_timeouts(Some(7), &[(TimeoutClass::UdpSingle, 20)]);
+    t.st(&udp_ab(), &commit(7), 0);
+    // Period 0 (0-1023 ms): a second packet one way changes the class, so the expiry moves.
+    t.st(&udp_ab(), &track(7), 100);
+    let d = t.ct.dump(Some(7), 100);
+    assert_eq!(
+        (d[0].class, d[0].timeout_secs),
+        (TimeoutClass::UdpSingle, 20)
+    );
+    // The policy changes; a packet of the same class in the same period keeps the expiry.
+    t.ct.set_timeouts(Some(7), &[(TimeoutClass::UdpSingle, 9)]);
+    t.st(&udp_ab(), &track(7), 600);
+    assert_eq!(
+        t.ct.dump(Some(7), 600)[0].timeout_secs,
+        19,
+        "20 s from 100 ms: 19.5 s left"
+    );
+    // The next period's first packet reads the policy.
+    t.st(&udp_ab(), &track(7), 1100);
+    assert_eq!(t.ct.dump(Some(7), 1100)[0].timeout_secs, 9);
+    // Later in the period: the expiry stays 9 s from 1100 ms.
+    t.st(&udp_ab(), &track(7), 2000);
+    assert_eq!(t.ct.dump(Some(7), 10_099).len(), 1);
+    assert!(t.ct.dump(Some(7), 10_100).is_empty());
+    // The reply changes the class at once (30 s by default), whatever the period.
+    t.st(&udp_ab(), &commit(7), 10_000);
+    t.st(&udp_ba(), &track(7), 10_001);
+    let d = t.ct.dump(Some(7), 10_001);
+    assert_eq!(
+        (d[0].class, d[0].timeout_secs),
+        (TimeoutClass::UdpMultiple, 30)
+    );
+}
+
 /// OVS: "Port 0 is invalid" (`extract_l4_udp`/`extract_l4_tcp` return false for a zero port).
 #[test]
 fn udp_port_zero_is_invalid_like_ovs() {
