@@ -133,7 +133,12 @@ impl Traits {
     const RELATED: u8 = 1 << 4;
 
     fn new(kind: Kind, helper: Option<Helper>, related: bool) -> Traits {
-        let h = helper.map_or(0, |h| h as u8);
+        // Exhaustive, so that a new helper fails to compile here until `helper` decodes it.
+        let h = match helper {
+            None => 0,
+            Some(Helper::Ftp) => 1,
+            Some(Helper::Tftp) => 2,
+        };
         Traits(kind as u8 | h << 2 | if related { Self::RELATED } else { 0 })
     }
 
