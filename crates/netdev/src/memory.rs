@@ -95,18 +95,14 @@ impl Frames {
         self.spans.is_empty()
     }
 
+    /// Frame `i`, for a receive: the line `PREFETCH_LINES` lines past its start is asked for
+    /// (wrapping is not needed: past the end it asks for nothing useful, and harmlessly).
     #[inline]
-    fn get(&self, i: usize) -> &[u8] {
+    fn receive(&self, i: usize) -> &[u8] {
         let (at, len) = self.spans[i];
+        let ahead = self.bytes.as_ptr().wrapping_add(at + PREFETCH_LINES * 64);
+        flow::hash::prefetch_addr::<false>(ahead);
         &self.bytes[at..at + len]
-    }
-
-    /// Asks for the line `PREFETCH_LINES` lines past frame `i`'s start (wrapping is not
-    /// needed: past the end it asks for nothing useful, and harmlessly).
-    #[inline]
-    fn prefetch_ahead(&self, i: usize) {
-        let at = self.spans[i].0 + PREFETCH_LINES * 64;
-        flow::hash::prefetch_addr::<false>(self.bytes.as_ptr().wrapping_add(at));
     }
 }
 
@@ -147,8 +143,7 @@ impl RxQueue for ReplayRxq {
         }
         let mut bytes = 0u64;
         for _ in 0..n {
-            self.frames.prefetch_ahead(self.next);
-            let f = self.frames.get(self.next);
+            let f = self.frames.receive(self.next);
             bytes += f.len() as u64;
             batch.push(pool.packet_from(f, self.in_port));
             self.next += 1;
@@ -367,8 +362,8 @@ mod tests {
         let f = Frames::new(&frames);
         let mut next = None;
         for (i, want) in frames.iter().enumerate() {
-            assert_eq!(f.get(i), &want[..]);
-            let at = f.get(i).as_ptr() as usize;
+            assert_eq!(f.receive(i), &want[..]);
+            let at = f.receive(i).as_ptr() as usize;
             assert_eq!(at % 64, 0, "frame {i} starts a line");
             assert!(
                 next.is_none_or(|n| n == at),
