@@ -298,6 +298,25 @@ pub fn apply_nat(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool)
     nat_general(p, rw, v6, t, l4)
 }
 
+/// After [`apply_nat`] of packet `p` by `rw` (`t` its connection's original tuple): the
+/// packet's new addresses and ports into `key`, the key its pass made from it before the
+/// translation ([`flow::extract::rekey_ipv4_nat`]). False when the key cannot follow the
+/// translation so (IPv6, ICMP, an ICMP error's quoted packet, an ALG's edit, no L4 header):
+/// it then no longer describes the packet.
+#[inline]
+pub fn rekey_nat(p: &Packet, rw: &NatRewrite, v6: bool, t: &Tuple, key: &mut FlowKey) -> bool {
+    !v6 && !rw.icmp_error
+        && rw.alg.is_none()
+        && matches!(t.proto, 6 | 17)
+        && p.meta.l4 != NO_OFS
+        && flow::extract::rekey_ipv4_nat(
+            p.data(),
+            usize::from(p.meta.l3),
+            usize::from(p.meta.l4),
+            key,
+        )
+}
+
 /// NAT through the datapath's masked `set` rewrites, for any IP version and protocol, after
 /// the ALG's payload edit (not for an ICMP error: [`apply_nat`]).
 pub(crate) fn nat_general(p: &mut Packet, rw: &NatRewrite, v6: bool, t: &Tuple, l4: bool) -> bool {

@@ -396,3 +396,57 @@ fn a_recirculation_loop_ends_at_the_depth_limit() {
     assert_eq!(s.megaflow_hits, 2 * 8 * 9, "a hit a packet in each pass");
     assert_eq!(s.lost_upcalls, 0);
 }
+
+/// `ct(nat)` translates a burst's packets to two networks: the later pass's megaflows tell
+/// them apart by the translated source on bits the first pass's megaflow also looks at (its
+/// untranslated network). The keys `ct(nat)` made again are compared there, not taken as the
+/// first packet's.
+#[test]
+fn translated_packets_go_by_their_new_source_in_the_pass_after() {
+    let ct = Arc::new(conntrack::Conntrack::new());
+    let bursts = vec![
+        vec![from(1), from(3), from(1), from(3)],
+        vec![from(1), from(3), from(1), from(3)],
+        vec![from(3), from(1), from(1), from(1)],
+    ];
+    let src = |state: &str, id: u32, src: &str| {
+        format!(
+            "ct_state({state}),recirc_id({id:#x}),in_port(p0),eth_type(0x0800),ipv4(src={src},frag=no)"
+        )
+    };
+    let net = |n: &str| format!("{n}/255.255.255.0");
+    let (mut pmd, _, sent) = pmd(
+        &ct,
+        bursts,
+        &[
+            (src("-trk", 0, &net("10.0.0.0")), "ct(nat),recirc(0x1)"),
+            // Not translated yet: to the commit, whose translation applies at once, and out
+            // of the port the translated packets do not take.
+            (src("+new+trk", 1, &net("10.0.0.0")), "recirc(0x2)"),
+            (
+                src("+new+trk", 2, "10.0.0.1"),
+                "ct(commit,nat(src=10.2.0.1)),p2",
+            ),
+            (
+                src("+new+trk", 2, "10.0.0.3"),
+                "ct(commit,nat(src=10.3.0.3)),p1",
+            ),
+            // Translated by the first pass.
+            (src("+new+trk", 1, &net("10.2.0.0")), "p1"),
+            (src("+new+trk", 1, &net("10.3.0.0")), "p2"),
+        ],
+    );
+    pmd.poll_once();
+    assert_eq!(taken(&sent[0]), [3, 3], "committed, translated to 10.3.0.3");
+    assert_eq!(taken(&sent[1]), [1, 1], "committed, translated to 10.2.0.1");
+    for _ in 0..3 {
+        pmd.poll_once();
+    }
+    assert_eq!(taken(&sent[0]), [1; 5], "10.2.0.1 to p1");
+    assert_eq!(taken(&sent[1]), [3; 3], "10.3.0.3 to p2");
+    assert_eq!(
+        pmd.stats().lost_upcalls,
+        0,
+        "every packet matched a megaflow"
+    );
+}

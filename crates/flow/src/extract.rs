@@ -597,6 +597,41 @@ pub fn extract_simple(pkt: &[u8], key: &mut FlowKey) -> Option<Layers> {
     Some(ipv4_fast_layers(f.l4))
 }
 
+/// The key bits a translation (NAT) of an IPv4 TCP or UDP packet changes: its addresses and
+/// ports, which [`rekey_ipv4_nat`] makes again.
+pub fn ipv4_nat_fields() -> crate::Mask {
+    let mut m = crate::Mask::new();
+    m.set_nw_src(std::net::Ipv4Addr::BROADCAST)
+        .set_nw_dst(std::net::Ipv4Addr::BROADCAST)
+        .set_tp_src(0xffff)
+        .set_tp_dst(0xffff);
+    m
+}
+
+/// After a translation (NAT) of the IPv4 TCP or UDP packet `pkt` that `key` was extracted
+/// from (`l3`, `l4`: its header offsets), writes the packet's addresses and ports into `key`
+/// as [`extract`] makes them, its other words kept: the key is then the translated packet's,
+/// without parsing it again. False, `key` untouched, when `key` has no such words or the
+/// frame is too short for them.
+#[inline]
+pub fn rekey_ipv4_nat(pkt: &[u8], l3: usize, l4: usize, key: &mut FlowKey) -> bool {
+    let words = (1 << W_NW_ADDRS) | (1 << W_NW_L4);
+    let (Some(addrs), Some(ports)) = (
+        pkt.get(l3 + 12..l3 + 20).and_then(|a| a.first_chunk::<8>()),
+        pkt.get(l4..l4 + 4),
+    ) else {
+        return false;
+    };
+    if key.map() & words != words {
+        return false;
+    }
+    key.put_word(W_NW_ADDRS, word(*addrs));
+    let mut w = key.raw_word(W_NW_L4).to_ne_bytes();
+    w[..4].copy_from_slice(ports);
+    key.put_word(W_NW_L4, word(w));
+    true
+}
+
 /// Ethernet, VLAN tags and LLC/SNAP. Returns the L3 offset and the innermost ethertype.
 #[inline(always)]
 fn parse_l2(pkt: &[u8], cx: &mut Cx) -> Option<(usize, u16)> {
@@ -981,6 +1016,60 @@ mod tests {
         u.extend_from_slice(&dport.to_be_bytes());
         u.extend_from_slice(&[0, 8, 0, 0]);
         u
+    }
+
+    #[test]
+    fn a_translated_packets_key_is_made_again_as_extraction_makes_it() {
+        let mut tcp = 1024u16.to_be_bytes().to_vec();
+        tcp.extend_from_slice(&[
+            0, 80, 0, 0, 0, 9, 0, 0, 0, 0, 0x50, 0x12, 0x20, 0, 0, 0, 0, 0,
+        ]);
+        for (proto, l4) in [(17, udp(1024, 2000)), (6, tcp)] {
+            let mut p = eth(0x0800);
+            p.extend(ipv4(proto, &l4));
+            p.resize(p.len().max(60), 0);
+            let mut k = FlowKey::new();
+            k.set_in_port(3).set_recirc_id(7);
+            let x = extract(&p, &mut k);
+            // Source and destination translated, as NAT writes them.
+            p[26..34].copy_from_slice(&[192, 168, 5, 6, 172, 16, 0, 9]);
+            p[34..38].copy_from_slice(&[0xab, 0xcd, 0x01, 0x02]);
+            assert!(
+                rekey_ipv4_nat(&p, x.layers.l3.into(), x.layers.l4.into(), &mut k),
+                "protocol {proto}: {:?} {:x}",
+                x.layers,
+                k.map()
+            );
+            let mut fresh = FlowKey::new();
+            fresh.set_in_port(3).set_recirc_id(7);
+            extract(&p, &mut fresh);
+            assert_eq!(k, fresh, "protocol {proto}");
+            assert_eq!(k.nw_src(), Ipv4Addr::new(192, 168, 5, 6));
+            assert_eq!(k.tp_src(), 0xabcd);
+            // The fields it makes again are those of the mask.
+            let m = ipv4_nat_fields();
+            assert_eq!(m.nw_src(), Ipv4Addr::BROADCAST);
+            assert_eq!((m.tp_src(), m.tp_dst(), m.nw_proto()), (0xffff, 0xffff, 0));
+        }
+    }
+
+    #[test]
+    fn no_key_is_made_again_without_its_words_or_its_headers() {
+        let mut p = eth(0x0800);
+        p.extend(ipv4(17, &udp(1024, 2000)));
+        p.resize(60, 0);
+        let mut k = FlowKey::new();
+        k.set_in_port(1);
+        let before = k.clone();
+        // A key without the IPv4 words (not yet extracted).
+        assert!(!rekey_ipv4_nat(&p, 14, 34, &mut k));
+        assert_eq!(k, before);
+        extract(&p, &mut k);
+        let extracted = k.clone();
+        // Headers past the frame's end.
+        assert!(!rekey_ipv4_nat(&p, 14, 58, &mut k));
+        assert!(!rekey_ipv4_nat(&p[..30], 14, 34, &mut k));
+        assert_eq!(k, extracted);
     }
 
     #[test]

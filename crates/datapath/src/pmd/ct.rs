@@ -13,8 +13,19 @@ impl Pmd {
     /// fragments are held by the PMD's reassembler until their datagram is complete; then all
     /// its fragments go on (after the batch's other packets) with the state the first one got.
     ///
-    /// Returns whether the batch holds the same packets in the same order (no fragments).
-    pub(super) fn conntrack(&mut self, args: &conntrack::CtArgs, batch: &mut Batch) -> bool {
+    /// `rekey`: the batch is its pass's, its keys in `keys` at its packets' places; each packet
+    /// translated is then given its new addresses and ports there too, so that a next pass may
+    /// take its key from this one's instead of parsing it again.
+    ///
+    /// Returns whether the batch holds the same packets in the same order (no fragments), and,
+    /// with `rekey`, its keys still describe its headers (every translation was of an IPv4 TCP
+    /// or UDP packet, made again in its key).
+    pub(super) fn conntrack(
+        &mut self,
+        args: &conntrack::CtArgs,
+        batch: &mut Batch,
+        rekey: bool,
+    ) -> bool {
         let writes = args.commit && (args.mark.is_some() || args.label.is_some());
         // A packet an earlier ct() of this zone tracked keeps what that one said, as a packet
         // keeps its reference to the connection in the kernel's datapath: unless this one
@@ -94,13 +105,16 @@ impl Pmd {
         let out = &mut self.ct_out[..n];
         ct.process_batch(&mut self.ct_cache, &pkts[..n], out, args, now);
         let pkts = batch.packets_mut();
+        let mut keys_hold = true;
         for ((&i, &v6), (md, nat)) in idx.iter().zip(&v6s).zip(self.ct_out[..n].iter()) {
             let p = &mut pkts[usize::from(i)];
             crate::ct::store(p, md);
-            if let Some(rw) = nat
-                && !crate::ct::apply_nat(p, rw, v6, &md.orig, true)
-            {
-                self.stats.rewrite_errors += 1;
+            if let Some(rw) = nat {
+                if !crate::ct::apply_nat(p, rw, v6, &md.orig, true) {
+                    self.stats.rewrite_errors += 1;
+                }
+                keys_hold &= rekey
+                    && crate::ct::rekey_nat(p, rw, v6, &md.orig, &mut self.keys[usize::from(i)]);
             }
         }
         for &(i, mark, label) in &self.ct_ml {
@@ -114,12 +128,14 @@ impl Pmd {
         }
         if batch.len() > MAX_BURST {
             frags |= self.ct_past_burst(args, batch, now);
+            // Those packets' keys were not made again.
+            keys_hold &= !nat;
         }
         self.stats.ct_packets += batch.len() as u64;
         if frags {
             self.ct_fragments(args, batch, now);
         }
-        !frags
+        !frags && keys_hold
     }
 
     /// A packet that is not IP through `ct()`: `+trk+inv`, counted.

@@ -34,7 +34,8 @@ impl Pmd {
 
     /// [`Self::execute`], with a truncation pending from earlier actions. `whole`: `batch` is
     /// the pass's whole batch in order, so its keys are still in `keys` (a recirculation may
-    /// hand them to the next pass while nothing else than `ct()` without NAT ran).
+    /// hand them to the next pass while nothing else than `ct()` ran, which makes a translated
+    /// packet's key again).
     pub(super) fn execute_with(
         &mut self,
         actions: &[DpAction],
@@ -77,7 +78,7 @@ impl Pmd {
                     }
                 }
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume, pristine),
-                DpAction::Ct(args) => pristine &= self.conntrack(args, batch),
+                DpAction::Ct(args) => pristine &= self.conntrack(args, batch, pristine),
                 DpAction::CtClear => {
                     for p in batch.packets_mut() {
                         crate::ct::clear(p);
@@ -141,7 +142,7 @@ impl Pmd {
                         crate::rewrite::apply_batch(batch.packets_mut(), header);
                 }
             }
-            pristine &= matches!(a, DpAction::Ct(c) if c.nat.is_none());
+            pristine &= matches!(a, DpAction::Ct(_));
         }
         if !batch.is_empty() {
             // The actions ended without handing the packets on: a drop.

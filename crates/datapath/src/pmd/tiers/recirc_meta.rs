@@ -1,10 +1,12 @@
 //! The metadata match of a recirculated batch: the linear match of a pass that takes its keys
 //! from the pass before (its whole batch, found in one megaflow, sent on by `recirc` after
-//! `ct()` without NAT, its headers untouched), on a port whose megaflows the linear match
-//! holds and that has no decap megaflows.
+//! `ct()`, its headers untouched but for the translations of `ct(nat)`, which made those
+//! packets' keys again), on a port whose megaflows the linear match holds and that has no
+//! decap megaflows.
 //!
 //! Every packet's key matched that megaflow (`from`) in the pass before, and its packet words
-//! have not changed since. So a packet whose metadata words (in_port, recirc_id, dp_hash,
+//! have not changed since but for the addresses and ports of a translated packet, which count
+//! as words `from` does not cover. So a packet whose metadata words (in_port, recirc_id, dp_hash,
 //! mark, packet type, connection state, zone, mark and label) are the first packet's matches
 //! the megaflow the first packet's key finds (`to`) as soon as it agrees with `to` on the
 //! words of `to`'s mask that `from`'s does not cover: it agrees on the others with the first
@@ -27,6 +29,7 @@
 use flow::Match;
 use flow::key::PACKET_WORDS;
 
+use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
 use crate::packet::{Batch, MAX_BURST, Packet, TnlMd};
 
@@ -55,19 +58,26 @@ pub(in crate::pmd) struct MetaSplit {
 }
 
 impl MetaSplit {
-    /// The split of `to` (match `t`) after `from` (match `f`).
-    fn new(from: FlowRef, f: &Match, to: FlowRef, t: &Match) -> MetaSplit {
+    /// The split of `to` (match `t`) after `from` (match `f`). `translated`: `from`'s actions
+    /// may translate (NAT) its packets, whose keys `ct()` made again there: the words of the
+    /// fields a translation changes count as not covered, as the first pass matched their
+    /// values from before.
+    fn new(from: FlowRef, f: &Match, to: FlowRef, t: &Match, translated: bool) -> MetaSplit {
         let (fm, tm) = (f.mask(), t.mask());
+        let nat = flow::extract::ipv4_nat_fields();
         let mut bits = tm.map() & PACKET_WORDS;
         let mut uncovered = 0u64;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let covered = if fm.map() & (1 << i) != 0 {
+            let mut covered = if fm.map() & (1 << i) != 0 {
                 fm.raw_word(i)
             } else {
                 0
             };
+            if translated {
+                covered &= !nat.word(i);
+            }
             if tm.raw_word(i) & !covered != 0 {
                 uncovered |= 1 << i;
             }
@@ -184,7 +194,11 @@ impl Pmd {
             .is_some_and(|s| s.from == from && s.to == to)
         {
             let (f, t) = (flows.get(from)?, flows.get(to)?);
-            *meta_split = Some(MetaSplit::new(from, &f.m, to, &t.m));
+            let translated = f
+                .actions
+                .iter()
+                .any(|a| matches!(a, DpAction::Ct(c) if c.nat.is_some()));
+            *meta_split = Some(MetaSplit::new(from, &f.m, to, &t.m, translated));
         }
         let split = meta_split.as_ref()?;
         let rest = split.rest.as_ref()?;
