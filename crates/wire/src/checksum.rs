@@ -17,14 +17,13 @@ fn add64(acc: u64, x: u64) -> u64 {
 
 #[inline]
 fn fold(acc: u64) -> u16 {
-    // 2^16 ≡ 1 (mod 2^16 - 1), so folding the high half onto the low half keeps the sum. Four
-    // steps, without a loop: below 2^33, 2^18, 0x10003, then 0x10000. A non-zero sum never
-    // folds to zero, so the result is what a loop folding until it fits would give.
-    let a = (acc & 0xffff_ffff) + (acc >> 32);
-    let a = (a & 0xffff) + (a >> 16);
-    let a = (a & 0xffff) + (a >> 16);
-    let a = (a & 0xffff) + (a >> 16);
-    a as u16
+    // 2^16 ≡ 1 (mod 2^16 - 1), so folding the high half onto the low half keeps the sum: to
+    // 32 bits with end-around carry, then the two 16-bit halves added in the high half of
+    // `s + (s rotated by 16)`, whose low half's carry is the end-around carry (as Linux's
+    // `csum_fold`). A non-zero sum never folds to zero, so the result is what a loop folding
+    // until it fits would give.
+    let s = fold32(acc);
+    (s.wrapping_add(s.rotate_right(16)) >> 16) as u16
 }
 
 /// Folds a 64-bit ones'-complement sum to 32 bits (end-around carry).
@@ -290,6 +289,42 @@ pub fn crc32c(data: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fold by its definition: high half onto low half until the sum fits 16 bits.
+    fn fold_by_loop(mut acc: u64) -> u16 {
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    #[test]
+    fn fold_is_the_end_around_carry_sum_at_the_edges() {
+        for acc in [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0xffff_0001,
+            0x0001_ffff,
+            0xfffe_0001,
+            u64::MAX,
+            u64::MAX - 1,
+            0x8000_0000_8000_0000,
+        ] {
+            assert_eq!(fold(acc), fold_by_loop(acc), "{acc:#x}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fold_is_the_end_around_carry_sum(acc: u64) {
+            proptest::prop_assert_eq!(fold(acc), fold_by_loop(acc));
+        }
+    }
 
     /// Bit-at-a-time reference CRC32C, to check the sliced tables against.
     fn crc32c_bitwise(data: &[u8]) -> u32 {
