@@ -116,8 +116,10 @@ fn a_port_with_few_megaflows_of_one_mask_skips_the_emc_and_misses_what_it_does_n
 }
 
 /// The anchor's `ct()` pipeline (three megaflows of three masks: the first pass's
-/// `ct_state(-trk)`, the second's `+new` and `+est`) takes the linear match on both passes:
-/// no EMC, whatever the number of connections, and a packet of no megaflow is a miss.
+/// `ct_state(-trk)`, the second's `+new` and `+est`), here looking at the destination too (the
+/// anchor's own, which looks at no address, the simple match takes: `simple_match.rs`), takes
+/// the linear match on both passes: no EMC, whatever the number of connections, and a packet
+/// of no megaflow is a miss.
 #[test]
 fn a_ct_pipelines_passes_skip_the_emc() {
     let mut names = PortNames::new();
@@ -139,7 +141,7 @@ fn a_ct_pipelines_passes_skip_the_emc() {
     let mut pmd = fed_pmd(config, frames.clone());
     let sink = Keep::default();
     pmd.add_txq(2, Box::new(sink.clone()));
-    let plain = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
+    let plain = "in_port(p0),eth_type(0x0800),ipv4(dst=10.0.0.2,frag=no)";
     for (k, a) in [
         (format!("ct_state(-trk),{plain}"), "ct,recirc(0x1)"),
         (

@@ -195,18 +195,26 @@ fn the_simple_match_follows_flow_changes() {
     let plain = |r: &Rig| r.take()[0].1.len();
     assert_eq!(plain(&r), mine);
 
-    // Recirculating is not for the simple match (the next pass may reuse the keys): the
-    // frames miss in the second pass and nothing reaches p1.
+    // Recirculating is the simple match's too (the next pass finds the keys without packet
+    // fields by the simple match, or extracts them): the frames miss in the second pass,
+    // which has no megaflow, and nothing reaches p1.
     let m = |a: &str| parse_megaflow(&names(), SIMPLE, a).unwrap();
     r.pmd.mod_flow(m("recirc(0x1)"), false).unwrap();
+    let before = r.pmd.stats();
     r.pmd.poll_once();
-    assert_eq!(r.pmd.stats().simple_hits, 3);
+    let s = r.pmd.stats();
+    assert_eq!(s.simple_hits, 6);
     assert_eq!(plain(&r), 0);
+    let missed = s.upcalls + s.lost_upcalls - before.upcalls - before.lost_upcalls;
+    assert_eq!(
+        missed, mine as u64,
+        "the recirculated frames, in their second pass"
+    );
 
     // Back to an output: simple again.
     r.pmd.mod_flow(m("p1"), false).unwrap();
     r.pmd.poll_once();
-    assert_eq!(r.pmd.stats().simple_hits, 6);
+    assert_eq!(r.pmd.stats().simple_hits, 9);
     assert_eq!(plain(&r), mine);
 
     // Deleted: the frames miss.
@@ -214,7 +222,7 @@ fn the_simple_match_follows_flow_changes() {
     let before = r.pmd.stats();
     r.pmd.poll_once();
     let s = r.pmd.stats();
-    assert_eq!(s.simple_hits, 6);
+    assert_eq!(s.simple_hits, 9);
     assert_eq!(plain(&r), 0);
     let missed = s.upcalls + s.lost_upcalls - before.upcalls - before.lost_upcalls;
     assert_eq!(missed, mine as u64);
@@ -238,7 +246,7 @@ fn metadata_decides() {
     let mine = expected(&frames, &self::flows("p1"))[0].1.clone();
     assert_eq!(got[1].1, mine);
     let s = r.pmd.stats();
-    assert_eq!(s.simple_hits, 3, "the second pass's plain frames");
+    assert_eq!(s.simple_hits, 6, "the plain frames, in both passes");
     assert_eq!(s.recirculations, mine.len() as u64);
 }
 
@@ -272,7 +280,7 @@ fn a_batch_of_two_recirculation_ids() {
     let got = r.take();
     assert_eq!(got[0].1, vec![u.clone(), u]);
     assert_eq!(got[1].1, vec![t.clone(), t]);
-    assert_eq!(r.pmd.stats().simple_hits, 4);
+    assert_eq!(r.pmd.stats().simple_hits, 8, "both passes");
 }
 
 /// A megaflow that pushes a tunnel header is the simple match's too (VM → tunnel, the
@@ -312,5 +320,83 @@ fn a_tunnel_push_is_simple_and_pushes_what_the_action_does() {
             3 * round,
             "the plain IPv4 frames"
         );
+    }
+}
+
+/// `f` (from [`ipv4`]) with its IPv4 header checksum, and its TCP checksum if it is TCP, as
+/// conntrack checks them.
+fn checksummed(mut f: Vec<u8>) -> Vec<u8> {
+    let hl = usize::from(f[14] & 15) * 4;
+    let sum = !wire::checksum::data(&f[14..14 + hl]);
+    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    if f[23] == 6 {
+        let tot = usize::from(u16::from_be_bytes([f[16], f[17]]));
+        let l4 = 14 + hl..14 + tot;
+        let pseudo = wire::checksum::pseudo_header_v4(
+            &std::net::Ipv4Addr::new(f[26], f[27], f[28], f[29]),
+            &std::net::Ipv4Addr::new(f[30], f[31], f[32], f[33]),
+            wire::IpProtocol(6),
+            (tot - hl) as u16,
+        );
+        let c = !wire::checksum::combine(&[pseudo, wire::checksum::data(&f[l4.clone()])]);
+        f[l4.start + 16..l4.start + 18].copy_from_slice(&c.to_be_bytes());
+    }
+    f
+}
+
+/// The anchor's `ct()` pipeline with its second pass split by protocol: both passes look at
+/// no packet field the simple match does not read, so it finds both, the second from the
+/// first's keys (no packet field in them) by the packets' metadata and protocol. Every packet
+/// goes by its own protocol wherever it is in the burst; a burst with a frame of another
+/// shape (an IPv4 option), which the first pass extracts whole, goes right too.
+#[test]
+fn a_ct_pipelines_passes_are_found_by_the_simple_match_and_the_protocol() {
+    let udp = [0x03, 0xe8, 0x07, 0xd0, 0, 12, 0, 0, 1, 2, 3, 4];
+    let (u, t) = (
+        checksummed(ipv4(17, 0x45, 0, &udp)),
+        checksummed(ipv4(6, 0x45, 0x4000, &tcp(0x02))),
+    );
+    let opt = checksummed(ipv4(17, 0x46, 0, &udp));
+    let pass = |p: &str| format!("recirc_id(0x1),in_port(p0),eth_type(0x0800),ipv4({p}frag=no)");
+    let pipeline = [
+        (
+            format!("ct_state(-trk),{SIMPLE}"),
+            "ct,recirc(0x1)".to_string(),
+        ),
+        (format!("ct_state(+trk),{}", pass("proto=17,")), "p1".into()),
+        (format!("ct_state(+trk),{}", pass("proto=6,")), "p2".into()),
+    ];
+    let flows: Vec<(&str, String)> = pipeline
+        .iter()
+        .map(|(k, a)| (k.as_str(), a.clone()))
+        .collect();
+    for (burst, simple_share) in [
+        (
+            vec![u.clone(), t.clone(), u.clone(), t.clone(), t.clone()],
+            1.0,
+        ),
+        (
+            vec![t.clone(), u.clone(), opt.clone(), t.clone(), u.clone()],
+            0.8,
+        ),
+    ] {
+        let mut rig = rig(burst.clone(), &flows);
+        for _ in 0..3 {
+            rig.pmd.poll_once();
+        }
+        let by_proto = |p: u8| -> Vec<Vec<u8>> {
+            let one: Vec<_> = burst.iter().filter(|f| f[23] == p).cloned().collect();
+            [&one[..], &one, &one].concat()
+        };
+        assert_eq!(
+            rig.take(),
+            [(2, by_proto(17)), (3, by_proto(6)), (4, vec![])],
+            "UDP to p1, TCP to p2, in order"
+        );
+        let s = rig.pmd.stats();
+        assert_eq!(s.lost_upcalls, 0);
+        let hits = (s.simple_hits + s.megaflow_hits + s.emc_hits) as f64;
+        assert_eq!(hits, 30.0, "a hit a packet in each pass");
+        assert_eq!(s.simple_hits as f64, 30.0 * simple_share, "{s:?}");
     }
 }

@@ -113,8 +113,8 @@ impl Pmd {
                 if !crate::ct::apply_nat(p, rw, v6, &md.orig, true) {
                     self.stats.rewrite_errors += 1;
                 }
-                keys_hold &= rekey
-                    && crate::ct::rekey_nat(p, rw, v6, &md.orig, &mut self.keys[usize::from(i)]);
+                keys_hold &= !rekey
+                    || crate::ct::rekey_nat(p, rw, v6, &md.orig, &mut self.keys[usize::from(i)]);
             }
         }
         for &(i, mark, label) in &self.ct_ml {
@@ -129,7 +129,7 @@ impl Pmd {
         if batch.len() > MAX_BURST {
             frags |= self.ct_past_burst(args, batch, now);
             // Those packets' keys were not made again.
-            keys_hold &= !nat;
+            keys_hold &= !(rekey && nat);
         }
         self.stats.ct_packets += batch.len() as u64;
         if frags {

@@ -78,7 +78,11 @@ impl Pmd {
                     }
                 }
                 DpAction::Recirc(id) => self.recirculate(*id, batch, consume, pristine),
-                DpAction::Ct(args) => pristine &= self.conntrack(args, batch, pristine),
+                DpAction::Ct(args) => {
+                    // Keys without packet fields need nothing made again.
+                    let rekey = pristine && self.pass_keys == super::extract::PassKeys::Full;
+                    pristine &= self.conntrack(args, batch, rekey);
+                }
                 DpAction::CtClear => {
                     for p in batch.packets_mut() {
                         crate::ct::clear(p);

@@ -19,6 +19,31 @@ use crate::packet::{Batch, MAX_BURST, Packet, PacketMeta, TnlMd};
 use super::tiers::Pass;
 use super::{Pmd, PmdStats};
 
+/// What a pass's keys hold, for a next pass that takes them (`keys_reusable`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PassKeys {
+    /// Each packet's whole key.
+    Full,
+    /// Each packet's metadata words and TCP flags alone: the simple match found every packet.
+    Simple,
+    /// Some of each: no next pass may take them.
+    Mixed,
+}
+
+impl PassKeys {
+    /// The keys of a pass of `n` packets whose `simple` ones the simple match found.
+    #[inline(always)]
+    fn of(simple: u32, n: usize) -> PassKeys {
+        if simple == 0 {
+            PassKeys::Full
+        } else if u64::from(simple) == (1u64 << n) - 1 {
+            PassKeys::Simple
+        } else {
+            PassKeys::Mixed
+        }
+    }
+}
+
 impl Pmd {
     /// The extract stage of a pass of `batch` on `in_port`, with the tiers that run in its
     /// loop; returns the pass's lookup state for the tiers after. `reuse`: the batch may take
@@ -35,9 +60,19 @@ impl Pmd {
     ) -> Pass {
         let n = batch.len();
         self.unhashed = false;
+        self.pass_keys = PassKeys::Full;
         let ct_tuple = self.ct_tuple_flows != 0;
         let linear = self.cls.is_linear(in_port);
-        let reusing = reuse && n <= MAX_BURST;
+        let mut reusing = reuse && n <= MAX_BURST;
+        if reusing && self.keys_simple {
+            // Keys without packet fields: the simple match again, or the batch extracted
+            // whole (as one that takes no keys).
+            if let Some(simple) = self.extract_simple_reused(batch, in_port, ct_tuple) {
+                self.pass_keys = PassKeys::of(simple, n);
+                return Pass::new(in_port, n, linear, simple, None);
+            }
+            reusing = false;
+        }
         let first = if reusing {
             None
         } else {
@@ -56,6 +91,7 @@ impl Pmd {
             early = self.extract_reused(batch, in_port, ct_tuple, linear);
         } else if let Some(first) = first {
             simple = self.extract_simple_batch(batch, in_port, ct_tuple, first, keep);
+            self.pass_keys = PassKeys::of(simple, n);
         } else if linear && self.cls.decap(in_port).is_empty() {
             self.unhashed = true;
             early = self.extract_linear(batch, in_port, ct_tuple);

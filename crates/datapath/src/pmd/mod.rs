@@ -290,9 +290,15 @@ pub struct Pmd {
     /// place in the batch), reused.
     ct_ml: Vec<(u8, u32, u128)>,
     /// Set when a pass's whole batch, with the headers its keys were made from (only `ct()`
-    /// without NAT ran on it), was queued for recirculation as it was: the batch's length.
+    /// ran on it, which makes a translated packet's key again), was queued for recirculation
+    /// as it was: the batch's length.
     /// The next pass, if it is that batch, takes its keys from `keys` ([`Self::input`]).
     keys_reusable: Option<usize>,
+    /// Those keys hold no packet field but the TCP flags (`PassKeys::Simple`): the next pass
+    /// finds the batch by the simple match or extracts it whole.
+    keys_simple: bool,
+    /// What the keys of the pass being run hold.
+    pass_keys: extract::PassKeys,
     /// The megaflow every packet of that batch was found in, for the next pass's metadata
     /// match (`tiers/recirc_meta.rs`).
     keys_flow: Option<FlowRef>,
@@ -375,6 +381,8 @@ impl Pmd {
             ct_ml: Vec::with_capacity(MAX_BURST),
             ct_tuple_flows: 0,
             keys_reusable: None,
+            keys_simple: false,
+            pass_keys: extract::PassKeys::Full,
             keys_flow: None,
             keys_tcp_flags: 0,
             meta_whole: None,

@@ -92,7 +92,11 @@ impl Pmd {
             }
             self.recirc_gso |= self.pass_gso;
             self.stats.recirculations += batch.len() as u64;
-            self.keys_reusable = pristine.then_some(batch.len());
+            // Keys of which some hold packet fields and some do not serve no next pass.
+            let keys = self.pass_keys;
+            self.keys_reusable =
+                (pristine && keys != super::extract::PassKeys::Mixed).then_some(batch.len());
+            self.keys_simple = keys == super::extract::PassKeys::Simple;
             // Pristine, the batch is its pass's whole batch, which one megaflow found: the
             // pass's hits are still that megaflow's.
             self.keys_flow = self.hits[0];

@@ -5,9 +5,11 @@
 //! finds a packet finds the megaflow any other would have.
 //!
 //! In order ([`Pmd::input`](super::Pmd::input) calls them so):
-//! 1. the simple match (`simple.rs`): on a port with megaflows that look at metadata and the
-//!    ethertype alone, a plain frame's megaflow from its metadata words, in extraction's
-//!    loop, with no key, hash or EMC entry (`simple_hits`; cycles under `extract`);
+//! 1. the simple match (`simple.rs`): on a port with megaflows that look at metadata, the
+//!    ethertype and the IP protocol alone, a plain frame's megaflow from its metadata words
+//!    (and protocol), in extraction's loop, with no key, hash or EMC entry; a batch
+//!    recirculated from a pass it found whole is found again from the first packet's
+//!    megaflow and each packet's metadata (`simple_hits`; cycles under `extract`);
 //! 2. the decap fast path (`decap.rs`): a masked compare with the port's megaflows whose only
 //!    action is `tnl_pop`; when the whole batch hits, it is popped in place and goes to its
 //!    next pass at once (`decap_hits`; cycles under `emc`, the pop's under `actions`). A batch
@@ -24,13 +26,15 @@
 //!
 //! Each tier's file holds its lookup structure (the fast paths' lists, kept in step with the
 //! flow table by `flows.rs`) and its function over the batch; `masked_words.rs` holds the
-//! compare the fast paths share. A new tier is a file here with its function over the
+//! compare the fast paths share, `key_meta.rs` the metadata compare of the later passes'
+//! tiers. A new tier is a file here with its function over the
 //! [`Pass`], and a line in `Pmd::input`. This module also holds each input port's lookup
 //! structures ([`Classifiers`]).
 
 mod decap;
 mod dpcls;
 mod emc;
+mod key_meta;
 mod linear;
 mod masked_words;
 mod recirc_meta;

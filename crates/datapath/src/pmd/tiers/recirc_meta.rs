@@ -31,10 +31,11 @@ use flow::key::PACKET_WORDS;
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
-use crate::packet::{Batch, MAX_BURST, Packet, TnlMd};
+use crate::packet::{Batch, MAX_BURST, TnlMd};
 
 use super::super::Pmd;
 use super::super::extract::key_metadata_add;
+use super::key_meta::KeyMeta;
 use super::masked_words::MaskedWords;
 
 /// For a pair of megaflows, one a batch was found in and the one its next pass finds: the
@@ -92,69 +93,6 @@ impl MetaSplit {
                 && tm.pkt_mark() & !fm.pkt_mark() == 0
                 && tm.packet_type() & !fm.packet_type() == 0,
         }
-    }
-}
-
-/// The metadata of the first packet of a batch that its key's metadata words are made from
-/// (but in_port, which the batch shares), held for the compare with each other packet's.
-struct KeyMeta {
-    recirc_id: u32,
-    dp_hash: u32,
-    pkt_mark: u32,
-    packet_type: u32,
-    ct_state: u8,
-    ct_zone: u16,
-    /// Whether the connection's mark and label are compared too: the packet is tracked and
-    /// the megaflow looks at them (a field whose mask bits are all zero cannot tell two keys
-    /// apart).
-    mark_or_label: bool,
-    mark_label: (u32, u128),
-}
-
-impl KeyMeta {
-    /// Packet `p`'s (without tunnel metadata); its mark and label if `mark_or_label`.
-    #[inline(always)]
-    fn of(p: &Packet, mark_or_label: bool) -> KeyMeta {
-        let m = &p.meta;
-        let mark_or_label = mark_or_label && m.ct_state != 0;
-        KeyMeta {
-            recirc_id: m.recirc_id,
-            dp_hash: m.dp_hash,
-            pkt_mark: m.pkt_mark,
-            packet_type: m.packet_type,
-            ct_state: m.ct_state,
-            ct_zone: m.ct_zone,
-            mark_or_label,
-            mark_label: if mark_or_label {
-                crate::ct::mark_and_label(p)
-            } else {
-                (0, 0)
-            },
-        }
-    }
-
-    /// Whether packet `p`'s key would get the same metadata words, on the bits the megaflow
-    /// looks at.
-    #[inline(always)]
-    fn same(&self, p: &Packet) -> bool {
-        let m = &p.meta;
-        let differ = (m.recirc_id ^ self.recirc_id)
-            | (m.dp_hash ^ self.dp_hash)
-            | (m.pkt_mark ^ self.pkt_mark)
-            | (m.packet_type ^ self.packet_type);
-        differ == 0 && self.same_connection(p)
-    }
-
-    /// [`Self::same`] for a batch whose packets agree with the first one on the rest
-    /// ([`MetaSplit`]'s `fixed`; `recirc` gave them all one recirc_id): on the connection
-    /// fields `ct()` set, and the tunnel metadata.
-    #[inline(always)]
-    fn same_connection(&self, p: &Packet) -> bool {
-        let m = &p.meta;
-        let differ = u32::from(m.ct_state ^ self.ct_state)
-            | u32::from(m.ct_zone ^ self.ct_zone)
-            | u32::from(m.tunnel != TnlMd::None);
-        differ == 0 && (!self.mark_or_label || crate::ct::mark_and_label(p) == self.mark_label)
     }
 }
 

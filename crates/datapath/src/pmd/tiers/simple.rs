@@ -14,26 +14,38 @@ use flow::{FlowKey, Match};
 
 use crate::actions::DpAction;
 use crate::flow_table::FlowRef;
-use crate::packet::Batch;
+use crate::packet::{Batch, MAX_BURST, Packet};
 
 use super::super::Pmd;
-use super::super::extract::{extract_packet, key_metadata_with, only_port_and_recirc};
+use super::super::extract::{
+    extract_packet, key_metadata_add, key_metadata_with, only_port_and_recirc,
+};
+use super::key_meta::KeyMeta;
 use super::masked_words::MaskedWords;
 
 /// One megaflow of the simple match: it looks at no packet field but those of
-/// [`flow::simple_fields`], and every frame [`flow::extract_simple`] takes has the values it
-/// wants there. So such a frame matches it exactly when its metadata words do, and the
-/// frame's other header fields need not be put in the key, hashed or looked up in the EMC.
-/// (OVS's userspace datapath has the same idea, `dp_netdev_simple_match`, only while its EMC
-/// and SMC are off.) Its actions must not need the key's other words or the packet's hash:
-/// no recirculation (which may hand the keys to the next pass), `ct`, `hash`, `tnl_pop`,
-/// `clone` or `userspace` (whose copy for the slow path needs the whole frame, not a lent one). `tnl_push` may be among them: its UDP source port comes from the inner headers
+/// [`flow::simple_fields`], which every frame [`flow::extract_simple`] takes has the values
+/// it wants in, and the IP protocol, whole, which is one byte of such a frame
+/// ([`frame_proto`]). So such a frame matches it exactly when its metadata words (and its
+/// protocol) do, and the frame's other header fields need not be put in the key, hashed or
+/// looked up in the EMC. (OVS's userspace datapath has the same idea,
+/// `dp_netdev_simple_match`, only while its EMC and SMC are off.) Its actions must not need
+/// the key's other words or the packet's hash: no `hash`, `tnl_pop`, `clone` or `userspace`
+/// (whose copy for the slow path needs the whole frame, not a lent one). `ct()` may be among
+/// them (it reads the header offsets the simple match sets), and `recirc`: the next pass then
+/// takes a batch whose keys hold no packet field but the TCP flags (`PassKeys::Simple`),
+/// which the simple match finds again or extracts whole ([`Pmd::extract_simple_reused`]).
+/// `tnl_push` may be among them: its UDP source port comes from the inner headers
 /// ([`crate::rewrite::entropy_hash`]), not from the hash.
 #[derive(Clone, Debug)]
 pub(in crate::pmd) struct SimpleFlow {
     pub(in crate::pmd) flow: FlowRef,
     /// The mask's metadata words.
     words: MaskedWords,
+    /// The IP protocol it wants, if it looks at it.
+    proto: Option<u8>,
+    /// It looks at the connection's mark or label.
+    mark_or_label: bool,
 }
 
 impl SimpleFlow {
@@ -62,42 +74,72 @@ impl SimpleFlow {
                     | DpAction::SetIpv6(_)
                     | DpAction::SetL4(_)
                     | DpAction::TnlPush(_)
+                    | DpAction::Ct(_)
+                    | DpAction::Recirc(_)
             )
         });
         if !plain {
             return None;
         }
-        // The packet fields it looks at: only the simple ones, with the values every simple
-        // frame has there.
+        // The IP protocol, if looked at: whole, compared with the frame's.
+        let proto = match m.mask().nw_proto() {
+            0 => None,
+            0xff => Some(m.key().nw_proto()),
+            _ => return None,
+        };
+        let mut mask = m.mask().clone();
+        mask.set_nw_proto(0);
+        // The other packet fields it looks at: only the simple ones, with the values every
+        // simple frame has there.
         let fields = flow::simple_fields();
         let mut frame = FlowKey::new();
         frame.set_eth_type(flow::extract::SIMPLE_ETH_TYPE);
-        let mut bits = m.mask().map() & PACKET_WORDS;
+        let mut bits = mask.map() & PACKET_WORDS;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let mask = m.mask().raw_word(i);
-            if mask & !fields.word(i) != 0 || frame.word(i) & mask != m.key().word(i) {
+            let w = mask.raw_word(i);
+            if w & !fields.word(i) != 0 || (frame.word(i) ^ m.key().word(i)) & w != 0 {
                 return None;
             }
         }
         Some(SimpleFlow {
             flow,
             words: MaskedWords::new(m, !PACKET_WORDS)?,
+            proto,
+            mark_or_label: m.mask().ct_mark() != 0 || m.mask().ct_label() != 0,
         })
     }
 
-    /// Whether a frame that [`flow::extract_simple`] took, with `key` as it left it, matches.
+    /// Whether a frame that [`flow::extract_simple`] took, of IP protocol `proto`, with `key`
+    /// as it left it, matches.
     #[inline(always)]
-    pub(in crate::pmd) fn matches(&self, key: &FlowKey) -> bool {
-        self.words.matches(key)
+    pub(in crate::pmd) fn matches(&self, key: &FlowKey, proto: u8) -> bool {
+        self.words.matches(key) && self.proto.is_none_or(|p| p == proto)
     }
 }
 
-/// The first of `flows` that matches `key` (see [`SimpleFlow::matches`]).
+/// The first of `flows` that matches `key` and `proto` (see [`SimpleFlow::matches`]).
 #[inline(always)]
-pub(in crate::pmd) fn lookup_simple(flows: &[SimpleFlow], key: &FlowKey) -> Option<FlowRef> {
-    flows.iter().find(|f| f.matches(key)).map(|f| f.flow)
+pub(in crate::pmd) fn lookup_simple(
+    flows: &[SimpleFlow],
+    key: &FlowKey,
+    proto: u8,
+) -> Option<FlowRef> {
+    flows.iter().find(|f| f.matches(key, proto)).map(|f| f.flow)
+}
+
+/// The IP protocol of a frame of the shape [`flow::extract_simple`] takes (IPv4 right after
+/// an Ethernet header without tags); of another frame, a byte that does not matter (its shape
+/// is refused after the lookup).
+#[inline(always)]
+fn frame_proto(p: &Packet) -> u8 {
+    p.headers().get(14 + 9).copied().unwrap_or(0)
+}
+
+/// The protocol `first`'s megaflow wants, if it is among `flows` and looks at it.
+fn proto_of(flows: &[SimpleFlow], first: FlowRef) -> Option<u8> {
+    flows.iter().find(|f| f.flow == first).and_then(|f| f.proto)
 }
 
 impl Pmd {
@@ -118,7 +160,7 @@ impl Pmd {
             Some(p) if !flows.is_empty() => {
                 let k = &mut self.keys[0];
                 key_metadata_with(p, k, ct_tuple);
-                lookup_simple(flows, k)
+                lookup_simple(flows, k, frame_proto(p))
             }
             _ => None,
         }
@@ -161,6 +203,7 @@ impl Pmd {
             ..
         } = self;
         let flows = cls.simple(in_port);
+        let first_proto = proto_of(flows, first);
         let packets = batch.packets_mut();
         let n = packets.len();
         for (i, (((p, k), h), hit)) in packets
@@ -171,7 +214,8 @@ impl Pmd {
             .enumerate()
         {
             let same = first_meta
-                .is_some_and(|id| only_port_and_recirc(&p.meta) && p.meta.recirc_id == id);
+                .is_some_and(|id| only_port_and_recirc(&p.meta) && p.meta.recirc_id == id)
+                && first_proto.is_none_or(|q| q == frame_proto(p));
             // The simple megaflows look at metadata words only: find one first (the key's
             // metadata words are only made when needed), then see whether the frame is of
             // the shape they take. A simple hit's key needs no more than its TCP flags.
@@ -180,7 +224,7 @@ impl Pmd {
                 Some(first)
             } else {
                 key_metadata_with(p, k, ct_tuple);
-                lookup_simple(flows, k)
+                lookup_simple(flows, k, frame_proto(p))
             };
             // A packet still lent here stays lent only on its way to `first`'s output, which
             // takes it (`sends_lent`).
@@ -209,6 +253,74 @@ impl Pmd {
         stats.simple_hits += u64::from(simple.count_ones());
         self.count_cached(u64::from(simple.count_ones()));
         simple
+    }
+
+    /// The simple match of a batch recirculated whole from a pass the simple match found
+    /// whole (`PassKeys::Simple`): its keys hold no packet field but the TCP flags, and its
+    /// frames are still of the shape [`flow::extract_simple`] took, with the header offsets
+    /// it set (`ct()` translates addresses and ports only). A packet whose metadata and IP
+    /// protocol are the first one's ([`KeyMeta`]) is in the first one's megaflow; another is
+    /// looked up by its own metadata words; one the simple match does not find is extracted
+    /// whole, for the tiers after. Returns the packets found, or `None`, with no key changed,
+    /// when the simple match does not find the first packet (or the keys would need the
+    /// connection's tuple): the caller then extracts the batch whole.
+    #[inline(never)]
+    pub(in crate::pmd) fn extract_simple_reused(
+        &mut self,
+        batch: &mut Batch,
+        in_port: u32,
+        ct_tuple: bool,
+    ) -> Option<u32> {
+        let Pmd {
+            cls,
+            keys,
+            hashes,
+            hits,
+            stats,
+            ..
+        } = self;
+        let flows = cls.simple(in_port);
+        let packets = batch.packets_mut();
+        let n = packets.len();
+        if ct_tuple || n > MAX_BURST {
+            return None;
+        }
+        let p0 = packets.first()?;
+        let proto0 = frame_proto(p0);
+        let mut k0 = FlowKey::new();
+        key_metadata_add(p0, &mut k0, false);
+        let first = lookup_simple(flows, &k0, proto0)?;
+        // What may tell the packets' megaflows apart besides the metadata compared always.
+        let protos = flows.iter().any(|f| f.proto.is_some());
+        let meta = KeyMeta::of(p0, flows.iter().any(|f| f.mark_or_label));
+        // The packets that agree with the first one, with no branch per packet.
+        let mut simple = 0u32;
+        for (i, p) in packets.iter().enumerate() {
+            let same = meta.same(p) && (!protos || frame_proto(p) == proto0);
+            simple |= u32::from(same) << i;
+        }
+        for h in &mut hits[..n] {
+            *h = Some(first);
+        }
+        // The others: by their own metadata words, or extracted whole.
+        let mut others = (((1u64 << n) - 1) as u32) & !simple;
+        while others != 0 {
+            let i = others.trailing_zeros() as usize;
+            others &= others - 1;
+            let (p, k) = (&mut packets[i], &mut keys[i]);
+            k.clear_words(!PACKET_WORDS);
+            key_metadata_add(p, k, false);
+            hits[i] = lookup_simple(flows, k, frame_proto(p));
+            if hits[i].is_some() {
+                simple |= 1 << i;
+            } else {
+                key_metadata_with(p, k, false);
+                hashes[i] = extract_packet(stats, p, k);
+            }
+        }
+        stats.simple_hits += u64::from(simple.count_ones());
+        self.count_cached(u64::from(simple.count_ones()));
+        Some(simple)
     }
 
     /// Brings the whole frame of every lent packet of `batch` into its buffer.
@@ -256,6 +368,14 @@ mod tests {
         Match::new(&k, &m)
     }
 
+    /// `m` with its IP protocol matched (`proto` under `mask`).
+    fn with_proto(m: &Match, proto: u8, mask: u8) -> Match {
+        let (mut k, mut mm) = (m.key().clone(), m.mask().clone());
+        k.set_nw_proto(proto);
+        mm.set_nw_proto(mask);
+        Match::new(&k, &mm)
+    }
+
     #[test]
     fn simple_flows_are_what_the_simple_match_can_find() {
         let r = FlowRef::first(1);
@@ -271,15 +391,23 @@ mod tests {
         ] {
             assert!(SimpleFlow::new(r, &m, &out).is_none(), "{m:?}");
         }
-        // A field the simple match does not read.
+        // The IP protocol, whole: compared with the frame's.
+        let udp = with_proto(&ipv4, 17, 0xff);
+        let sf = SimpleFlow::new(r, &udp, &out).expect("a megaflow of one protocol");
+        assert_eq!(sf.proto, Some(17));
+        // Part of the protocol, or a field the simple match does not read.
+        assert!(SimpleFlow::new(r, &with_proto(&ipv4, 16, 0xf0), &out).is_none());
         let mut k = ipv4.key().clone();
         let mut mask = ipv4.mask().clone();
-        k.set_nw_proto(17);
-        mask.set_nw_proto(0xff);
+        k.set_tp_dst(53);
+        mask.set_tp_dst(0xffff);
         assert!(SimpleFlow::new(r, &Match::new(&k, &mask), &out).is_none());
+        // A pipeline's passes: tracked, then recirculated.
+        for a in [DpAction::Recirc(1), DpAction::Ct(Default::default())] {
+            assert!(SimpleFlow::new(r, &ipv4, &[a.clone(), DpAction::Recirc(2)]).is_some());
+        }
         // Actions that need the key's other words or the hash.
         for a in [
-            DpAction::Recirc(1),
             DpAction::Hash {
                 sym: false,
                 basis: 0,
@@ -314,6 +442,7 @@ mod tests {
             m_eth in proptest::sample::select(vec![None, Some(0x0800u16), Some(0x86dd)]),
             m_vlan in proptest::sample::select(vec![None, Some(0u16)]),
             m_frag in proptest::sample::select(vec![None, Some(0u8), Some(1)]),
+            m_proto in proptest::sample::select(vec![None, Some(6u8), Some(17)]),
         ) {
             let mut f = vec![0u8; 14];
             f[..12].copy_from_slice(&body[..12]);
@@ -329,7 +458,10 @@ mod tests {
             }
             f.extend(ip);
 
-            let mt = simple_match(m_port, m_recirc, m_eth, m_vlan, m_frag);
+            let mut mt = simple_match(m_port, m_recirc, m_eth, m_vlan, m_frag);
+            if let Some(p) = m_proto {
+                mt = with_proto(&mt, p, 0xff);
+            }
             let r = FlowRef::first(0);
             let Some(sf) = SimpleFlow::new(r, &mt, &[DpAction::Output(2)]) else {
                 return Ok(());
@@ -339,7 +471,7 @@ mod tests {
             let mut part = whole.clone();
             flow::extract(&f, &mut whole);
             if flow::extract_simple(&f, &mut part).is_some() {
-                proptest::prop_assert_eq!(sf.matches(&part), mt.matches(&whole));
+                proptest::prop_assert_eq!(sf.matches(&part, f[23]), mt.matches(&whole));
             }
         }
     }
