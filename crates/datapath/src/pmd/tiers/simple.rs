@@ -187,6 +187,24 @@ impl Pmd {
         first: FlowRef,
         lent: bool,
     ) -> u32 {
+        // Only a megaflow that looks at the protocol has each packet's compared.
+        match proto_of(self.cls.simple(in_port), first) {
+            None => self.extract_simple_loop::<false>(batch, in_port, ct_tuple, first, 0, lent),
+            Some(q) => self.extract_simple_loop::<true>(batch, in_port, ct_tuple, first, q, lent),
+        }
+    }
+
+    /// [`Self::extract_simple_batch`]'s loop; `PROTO`: `first` wants `first_proto`.
+    #[inline(always)]
+    fn extract_simple_loop<const PROTO: bool>(
+        &mut self,
+        batch: &mut Batch,
+        in_port: u32,
+        ct_tuple: bool,
+        first: FlowRef,
+        first_proto: u8,
+        lent: bool,
+    ) -> u32 {
         let mut simple = 0u32;
         let first_meta = batch
             .packets()
@@ -203,7 +221,6 @@ impl Pmd {
             ..
         } = self;
         let flows = cls.simple(in_port);
-        let first_proto = proto_of(flows, first);
         let packets = batch.packets_mut();
         let n = packets.len();
         for (i, (((p, k), h), hit)) in packets
@@ -215,7 +232,7 @@ impl Pmd {
         {
             let same = first_meta
                 .is_some_and(|id| only_port_and_recirc(&p.meta) && p.meta.recirc_id == id)
-                && first_proto.is_none_or(|q| q == frame_proto(p));
+                && (!PROTO || frame_proto(p) == first_proto);
             // The simple megaflows look at metadata words only: find one first (the key's
             // metadata words are only made when needed), then see whether the frame is of
             // the shape they take. A simple hit's key needs no more than its TCP flags.
