@@ -2,7 +2,8 @@
 //! word at most ([`LinearMatch`]), a compare of the shared words and one slot picked by a
 //! perfect hash of the word they differ in, instead of the EMC and dpcls. A port whose few
 //! megaflows are of a few masks (a `ct()` pipeline's passes: `ct_state(-trk)` for the first,
-//! `+new`/`+est` for the next) has one such match per mask, tried in turn
+//! `+new`/`+est` for the next; the simple match takes those that look at no packet field
+//! beyond its own) has one such match per mask, tried in turn
 //! ([`LinearMatches`]). It is then the port's whole classifier: a packet it does not find is
 //! a miss, and its cost does not grow with the packets' flows, as the EMC's does once they
 //! outnumber its entries. Counted as megaflow hits, one subtable lookup each.
