@@ -44,8 +44,10 @@ impl HostMap {
     #[inline]
     pub(super) fn at(&self, addr: u64, len: usize) -> Option<*mut u8> {
         for &(start, size, host) in &*self.regions {
+            // Below `start`, `off` wraps to at least `2^64 - start`, past `size`: no region
+            // reaches the end of the address space (`map_regions` refuses one that wraps).
             let off = addr.wrapping_sub(start);
-            if addr >= start && off < size && len as u64 <= size - off {
+            if off < size && len as u64 <= size - off {
                 // In bounds: `off + len <= size`.
                 return Some(host.wrapping_add(off as usize));
             }

@@ -22,17 +22,16 @@ pub(super) struct BadRing(pub(super) &'static str);
 /// follows a long copy by itself).
 const PREFETCH_SPAN: usize = 256;
 
-/// Prefetches every cache line of the `len` bytes at `p` (`len > 0`).
+/// Prefetches every cache line of the `len` bytes at `p` (`len > 0`): the first, then each
+/// line start up to the one holding the last byte.
 #[inline(always)]
 fn prefetch_span<const WRITE: bool>(p: *const u8, len: usize) {
-    let end = (p as usize).wrapping_add(len);
-    let mut line = p.wrapping_sub(p as usize & 63);
-    loop {
-        flow::hash::prefetch_addr::<WRITE>(line);
+    let into = p as usize & 63;
+    let mut line = p.wrapping_sub(into);
+    flow::hash::prefetch_addr::<WRITE>(line);
+    for _ in 0..(into + len - 1) / 64 {
         line = line.wrapping_add(64);
-        if line as usize >= end {
-            break;
-        }
+        flow::hash::prefetch_addr::<WRITE>(line);
     }
 }
 
@@ -68,14 +67,40 @@ impl Single {
 }
 
 /// The chains of a burst's available slots `start .. start + n`, each read once when the
-/// burst's loads start ([`SplitRing::prefetch`]).
+/// burst's loads start ([`SplitRing::prefetch`]). A ring keeps one and fills its first `n`
+/// entries for each burst: made afresh and handed back, its 32 entries were zeroed and
+/// copied each time.
 pub(super) struct Burst {
     singles: [Single; MAX_BURST],
     start: u16,
     n: u16,
 }
 
+// SAFETY: the pointers are into the guest memory mappings of the `Ring` that holds this
+// burst (as `SplitRing`'s), and are read only in the burst that found them, while the ring
+// holds that memory; sending the burst to another thread changes neither.
+unsafe impl Send for Burst {}
+
 impl Burst {
+    pub(super) const fn new() -> Burst {
+        Burst {
+            singles: [Single::NONE; MAX_BURST],
+            start: 0,
+            n: 0,
+        }
+    }
+
+    /// The usual chain of the burst's `j`th slot, if the burst read that slot and found one.
+    #[inline]
+    pub(super) fn nth(&self, j: usize) -> Option<Single> {
+        if j < usize::from(self.n) {
+            let s = self.singles[j];
+            (s.len != 0).then_some(s)
+        } else {
+            None
+        }
+    }
+
     /// The usual chain in available slot `slot`, if the burst read that slot and found one.
     #[inline]
     pub(super) fn single(&self, slot: u16) -> Option<Single> {
@@ -288,17 +313,14 @@ impl SplitRing {
     pub(super) fn prefetch<const WRITE: bool>(
         &self,
         host: &HostMap,
+        burst: &mut Burst,
         n: usize,
         flags: u16,
         read_first: usize,
         mut span: impl FnMut(usize) -> usize,
-    ) -> Burst {
+    ) {
         let n = n.min(MAX_BURST);
-        let mut burst = Burst {
-            singles: [Single::NONE; MAX_BURST],
-            start: self.next_avail,
-            n: n as u16,
-        };
+        (burst.start, burst.n) = (self.next_avail, n as u16);
         // First every chain's head, with its descriptor's line prefetched, then the
         // descriptors: a descriptor's load waits on its head's, and one loop of both kept
         // few of the burst's misses in flight at once.
@@ -311,6 +333,7 @@ impl SplitRing {
             }
         }
         for (j, s) in burst.singles[..n].iter_mut().enumerate() {
+            s.len = 0;
             if s.head >= self.size {
                 continue;
             }
@@ -341,7 +364,6 @@ impl SplitRing {
             let p = unsafe { self.used.add(4 + 8 * first) };
             prefetch_span::<true>(p, 8 * k);
         }
-        burst
     }
 
     /// Records chain `head` as used with `len` bytes written.

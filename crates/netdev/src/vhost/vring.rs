@@ -22,7 +22,7 @@ use super::features::{
     F_HOST_TSO4, F_HOST_TSO6, F_HOST_UFO, F_HOST_USO, F_MRG_RXBUF,
 };
 use super::guest_memory::{HostMap, gather, scatter};
-use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, DESC_F_WRITE, SplitRing, UsedLater};
+use super::split_ring::{AVAIL_F_NO_INTERRUPT, BadRing, Burst, DESC_F_WRITE, SplitRing, UsedLater};
 use crate::vnet;
 
 /// Most descriptors one frame may span (in one chain, or over merged chains).
@@ -36,6 +36,8 @@ pub(super) struct Ring {
     /// Which ring this is, of every ring started in the process ([`RING_IDS`]).
     pub(super) id: u64,
     pub(super) q: SplitRing,
+    /// The chains of the burst being worked on.
+    burst: Burst,
     pub(super) mem: Arc<GuestMemoryMmap>,
     /// `mem` as host pointers, for the frame copies.
     pub(super) host: HostMap,
@@ -189,6 +191,7 @@ impl Ring {
         Ok(Ring {
             id: RING_IDS.fetch_add(1, Relaxed),
             q: SplitRing::new(q, &host)?,
+            burst: Burst::new(),
             host,
             mem,
             call,
@@ -260,14 +263,15 @@ impl Ring {
             return Err(BadRing("available index more than a ring ahead"));
         }
         let todo = usize::from(pending).min(batch.room()).min(MAX_BURST);
-        let burst = q.prefetch::<false>(&self.host, todo, 0, 0, |_| usize::MAX);
+        q.prefetch::<false>(&self.host, &mut self.burst, todo, 0, 0, |_| usize::MAX);
+        let burst = &self.burst;
         let hdr_len = self.hdr_len;
         let mut added = 0;
         let mut used = UsedLater::new();
         let mut result = Ok(());
-        for _ in 0..todo {
+        for j in 0..todo {
             // The usual chain: one readable buffer holding header and frame, in one region.
-            let (head, single) = match burst.single(q.next_avail) {
+            let (head, single) = match burst.nth(j) {
                 Some(s) if (hdr_len + 14..=hdr_len + MAX_FRAME).contains(&(s.len as usize)) => {
                     (s.head, Some((s.at, s.len as usize)))
                 }
@@ -275,15 +279,22 @@ impl Ring {
                 None => (q.avail_entry(q.next_avail), None),
             };
             q.next_avail = q.next_avail.wrapping_add(1);
-            if let Some((src, len)) = single
-                && len - hdr_len > LENT_HEAD
-            {
-                let mut hdr = [0u8; vnet::HDR_LEN];
+            // The header, read straight from the guest's buffer; what the legacy header does
+            // not have is zero.
+            let mut hdr = [0u8; vnet::HDR_LEN];
+            if let Some((src, _)) = single {
                 // SAFETY: `src` is valid for `len >= hdr_len + 14` bytes (`HostMap::at`), more
-                // than the header's.
+                // than the 12 read.
                 unsafe {
                     std::ptr::copy_nonoverlapping(src.cast_const(), hdr.as_mut_ptr(), hdr.len())
                 };
+                if hdr_len < vnet::HDR_LEN {
+                    hdr[vnet::HDR_LEN_LEGACY..].fill(0);
+                }
+            }
+            if let Some((src, len)) = single
+                && len - hdr_len > LENT_HEAD
+            {
                 if hdr[0] & vnet::F_NEEDS_CSUM == 0 && hdr[1] == vnet::GSO_NONE {
                     // SAFETY: the frame's `len - hdr_len` bytes after the header are in a live
                     // mapping (`HostMap::at`) that `lent.mem` keeps mapped until the PMD has
@@ -311,17 +322,35 @@ impl Ring {
             let p = if let Some((src, len)) = single {
                 used.push(&mut q, head, 0);
                 added += 1;
-                let p = batch.push_last(pool.packet_with_len(len, in_port));
-                // SAFETY: `src` is valid for `len` bytes of a live mapping (`HostMap::at`),
-                // the packet's `len` bytes are its own, and guest memory is never a Rust
-                // allocation. The guest may write it concurrently, as with any device DMA:
-                // the frame is then garbage, never unsafety for the switch.
-                unsafe { copy_frame(p.data_mut().as_mut_ptr(), src.cast_const(), len) };
+                let frame_len = len - hdr_len;
+                let p = batch.push_last(pool.packet_with_len(frame_len, in_port));
+                // SAFETY: `src` is valid for `len` bytes of a live mapping (`HostMap::at`), the
+                // frame its last `frame_len`; the packet's `frame_len` bytes are its own, and
+                // guest memory is never a Rust allocation. The guest may write it
+                // concurrently, as with any device DMA: the frame is then garbage, never
+                // unsafety for the switch.
+                unsafe {
+                    copy_frame(
+                        p.data_mut().as_mut_ptr(),
+                        src.add(hdr_len).cast_const(),
+                        frame_len,
+                    )
+                };
                 p
             } else {
                 used.flush(&mut q);
                 match self.recv_chain(&mut q, head, pool, in_port, &mut added) {
-                    Ok(Some(p)) => batch.push_last(p),
+                    Ok(Some(mut p)) => {
+                        // Header and frame were gathered into the packet together: a
+                        // fixed-size copy of the header (the frame is longer than any), then
+                        // the frame alone.
+                        hdr.copy_from_slice(&p.data()[..vnet::HDR_LEN]);
+                        if hdr_len < vnet::HDR_LEN {
+                            hdr[vnet::HDR_LEN_LEGACY..].fill(0);
+                        }
+                        p.pull_front(hdr_len);
+                        batch.push_last(p)
+                    }
                     Ok(None) => {
                         counts[2] += 1;
                         continue;
@@ -332,14 +361,6 @@ impl Ring {
                     }
                 }
             };
-            // A fixed-size copy (the frame is longer than any header); what the legacy
-            // header does not have is zero.
-            let mut hdr = [0u8; vnet::HDR_LEN];
-            hdr.copy_from_slice(&p.data()[..vnet::HDR_LEN]);
-            if hdr_len < vnet::HDR_LEN {
-                hdr[vnet::HDR_LEN_LEGACY..].fill(0);
-            }
-            p.pull_front(hdr_len);
             let gso = vnet::RxGso {
                 tso: self.tso,
                 uso: self.uso,
@@ -441,13 +462,15 @@ impl Ring {
         }
         let hdr_len = self.hdr_len;
         let packets = batch.packets();
-        let burst = q.prefetch::<true>(
+        q.prefetch::<true>(
             &self.host,
+            &mut self.burst,
             usize::from(avail.wrapping_sub(q.next_avail)).min(packets.len()),
             DESC_F_WRITE,
             hdr_len,
             |j| hdr_len + packets[j].len(),
         );
+        let burst = &self.burst;
         let mut added = 0;
         let mut used = UsedLater::new();
         let mut result = Ok(());
