@@ -294,30 +294,30 @@ impl Ring {
             }
             if let Some((src, len)) = single
                 && len - hdr_len > LENT_HEAD
+                && hdr[0] & vnet::F_NEEDS_CSUM == 0
+                && hdr[1] == vnet::GSO_NONE
             {
-                if hdr[0] & vnet::F_NEEDS_CSUM == 0 && hdr[1] == vnet::GSO_NONE {
-                    // SAFETY: the frame's `len - hdr_len` bytes after the header are in a live
-                    // mapping (`HostMap::at`) that `lent.mem` keeps mapped until the PMD has
-                    // ended the pool's lending and released the queue; guest memory is never
-                    // a Rust allocation.
-                    let p = unsafe { pool.packet_lent(src.add(hdr_len), len - hdr_len, in_port) };
-                    if p.is_lent() {
-                        lent.heads[lent.n] = head;
-                        lent.n += 1;
-                        if lent.mem.is_none() {
-                            lent.mem = Some(self.mem.clone());
-                            lent.ring = self.id;
-                        }
-                        batch.mark_lent();
-                    } else {
-                        used.push(&mut q, head, 0);
-                        added += 1;
+                // SAFETY: the frame's `len - hdr_len` bytes after the header are in a live
+                // mapping (`HostMap::at`) that `lent.mem` keeps mapped until the PMD has
+                // ended the pool's lending and released the queue; guest memory is never
+                // a Rust allocation.
+                let p = unsafe { pool.packet_lent(src.add(hdr_len), len - hdr_len, in_port) };
+                if p.is_lent() {
+                    lent.heads[lent.n] = head;
+                    lent.n += 1;
+                    if lent.mem.is_none() {
+                        lent.mem = Some(self.mem.clone());
+                        lent.ring = self.id;
                     }
-                    counts[0] += 1;
-                    counts[1] += p.len() as u64;
-                    batch.push(p);
-                    continue;
+                    batch.mark_lent();
+                } else {
+                    used.push(&mut q, head, 0);
+                    added += 1;
                 }
+                counts[0] += 1;
+                counts[1] += p.len() as u64;
+                batch.push(p);
+                continue;
             }
             let p = if let Some((src, len)) = single {
                 used.push(&mut q, head, 0);
