@@ -68,8 +68,7 @@ impl Single {
 
 /// The chains of a burst's available slots `start .. start + n`, each read once when the
 /// burst's loads start ([`SplitRing::prefetch`]). A ring keeps one and fills its first `n`
-/// entries for each burst: made afresh and handed back, its 32 entries were zeroed and
-/// copied each time.
+/// entries for each burst, so that a burst neither zeroes nor copies all 32.
 pub(super) struct Burst {
     singles: [Single; MAX_BURST],
     start: u16,
@@ -104,13 +103,7 @@ impl Burst {
     /// The usual chain in available slot `slot`, if the burst read that slot and found one.
     #[inline]
     pub(super) fn single(&self, slot: u16) -> Option<Single> {
-        let j = slot.wrapping_sub(self.start);
-        if j < self.n {
-            let s = self.singles[usize::from(j)];
-            (s.len != 0).then_some(s)
-        } else {
-            None
-        }
+        self.nth(usize::from(slot.wrapping_sub(self.start)))
     }
 }
 

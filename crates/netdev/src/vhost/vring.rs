@@ -279,8 +279,7 @@ impl Ring {
                 None => (q.avail_entry(q.next_avail), None),
             };
             q.next_avail = q.next_avail.wrapping_add(1);
-            // The header, read straight from the guest's buffer; what the legacy header does
-            // not have is zero.
+            // The header, read straight from the guest's buffer.
             let mut hdr = [0u8; vnet::HDR_LEN];
             if let Some((src, _)) = single {
                 // SAFETY: `src` is valid for `len >= hdr_len + 14` bytes (`HostMap::at`), more
@@ -288,9 +287,6 @@ impl Ring {
                 unsafe {
                     std::ptr::copy_nonoverlapping(src.cast_const(), hdr.as_mut_ptr(), hdr.len())
                 };
-                if hdr_len < vnet::HDR_LEN {
-                    hdr[vnet::HDR_LEN_LEGACY..].fill(0);
-                }
             }
             if let Some((src, len)) = single
                 && len - hdr_len > LENT_HEAD
@@ -345,9 +341,6 @@ impl Ring {
                         // fixed-size copy of the header (the frame is longer than any), then
                         // the frame alone.
                         hdr.copy_from_slice(&p.data()[..vnet::HDR_LEN]);
-                        if hdr_len < vnet::HDR_LEN {
-                            hdr[vnet::HDR_LEN_LEGACY..].fill(0);
-                        }
                         p.pull_front(hdr_len);
                         batch.push_last(p)
                     }
@@ -361,6 +354,11 @@ impl Ring {
                     }
                 }
             };
+            // What the legacy header does not have is zero (the lending test above reads only
+            // its first two bytes).
+            if hdr_len < vnet::HDR_LEN {
+                hdr[vnet::HDR_LEN_LEGACY..].fill(0);
+            }
             let gso = vnet::RxGso {
                 tso: self.tso,
                 uso: self.uso,
