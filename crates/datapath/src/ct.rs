@@ -138,6 +138,15 @@ pub fn has_mark_and_label(p: &Packet, mark: u32, label: u128) -> bool {
     mark_and_label(p) == (mark, u128::from_ne_bytes(label.to_be_bytes()))
 }
 
+/// Whether the packet's mark and label are what `args`' commit makes of them.
+#[inline(always)]
+pub fn commit_shown(p: &Packet, args: &conntrack::CtArgs) -> bool {
+    let area = p.ct_md();
+    let mark = u32::from_ne_bytes(area[CT_MD_MARK..CT_MD_MARK + 4].try_into().unwrap());
+    let label = u128::from_be_bytes(area[..16].try_into().unwrap());
+    args.mark_label_after((mark, label)) == (mark, label)
+}
+
 /// Writes a connection's mark and label into the packet's metadata (a commit's writes).
 #[inline]
 pub fn set_mark_label(p: &mut Packet, mark: u32, label: u128) {

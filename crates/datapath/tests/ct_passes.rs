@@ -1,9 +1,9 @@
 //! The PMD's `ct()` across passes and tables. A PMD given another connection table
 //! (`Pmd::set_conntrack`) tracks in that table from its next packet: nothing of the old table's
 //! (cached connections, connections waiting to be queued for expiry, the cached zone policy)
-//! serves or leaks into the new one. A second `ct()` of a packet that writes the mark is not
-//! skipped for the packet being tracked already; one that does not keeps the first one's state
-//! for a whole burst. Keys carry a connection's original tuple
+//! serves or leaks into the new one. A second `ct()` of a packet that writes a mark the packet
+//! does not show is not skipped for the packet being tracked already; one that does not write,
+//! or writes what the packet shows already, keeps the first one's state for a whole burst. Keys carry a connection's original tuple
 //! (`ct_tuple4`) only while a megaflow looks at it, and always to the slow path. A pass after
 //! a recirculation takes its keys from the pass before only when nothing rewrote the headers
 //! in between.
@@ -139,6 +139,75 @@ fn a_second_ct_that_writes_the_mark_is_not_skipped() {
     let d = ct.dump(None, conntrack::now_ms());
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].mark, 0x2a, "the second ct() wrote the mark");
+}
+
+/// Commits the connection of [`udp_frame`] with `mark` and `label`, as a PMD's first packet
+/// would have.
+fn commit_with(ct: &conntrack::Conntrack, mark: u32, label: u128) {
+    let frame = udp_frame();
+    let pkt = conntrack::CtPacket {
+        frame: &frame,
+        l3: 14,
+        v6: false,
+        frag_l4_len: None,
+        verified: false,
+        natted: false,
+    };
+    let commit = conntrack::CtArgs {
+        commit: true,
+        mark: Some((mark, u32::MAX)),
+        label: Some((label, u128::MAX)),
+        ..Default::default()
+    };
+    let mut md = conntrack::CtMeta::default();
+    let now = conntrack::now_ms();
+    ct.process(&mut conntrack::CtCache::new(), &pkt, &mut md, &commit, now);
+}
+
+/// OVN's commit of the mark and label in a pass after the `ct()` that found the connection:
+/// where the packet shows what the commit makes already (`mark=0/0x1` of mark 0x2, the label
+/// it has) the connection is left as it is; where it does not (`mark=0x1/0x1`), the commit
+/// writes, and the next pass sees the connection's new mark either way.
+#[test]
+fn a_commit_the_packet_shows_already_leaves_the_connection_as_it_is() {
+    for (commit, mark_after) in [("mark=0/0x1", 0x2), ("mark=0x1/0x1", 0x3)] {
+        let ct = Arc::new(conntrack::Conntrack::new());
+        commit_with(&ct, 0x2, 0x2a);
+        let mut pmd = pmd_with_flows(
+            &ct,
+            &[
+                (format!("ct_state(-trk),{PLAIN}"), "ct,recirc(0x1)"),
+                (
+                    format!("ct_state(+new+trk),recirc_id(0x1),{PLAIN}"),
+                    &format!("ct(commit,{commit},label=0x2a),recirc(0x2)"),
+                ),
+                (
+                    format!(
+                        "ct_state(+new+trk),ct_mark({mark_after:#x}),ct_label(0x2a),recirc_id(0x2),{PLAIN}"
+                    ),
+                    "p1",
+                ),
+            ],
+        );
+        for _ in 0..8 {
+            pmd.poll_once();
+        }
+        let s = pmd.stats();
+        assert_eq!(s.tx_packets, 32, "{commit}: every packet saw its mark");
+        assert_eq!(s.lost_upcalls, 0, "{commit}");
+        assert_eq!(s.ct_packets, 64, "{commit}: both ct() counted every packet");
+        let d = ct.dump(None, conntrack::now_ms());
+        assert_eq!(
+            (d.len(), d[0].mark, d[0].label),
+            (1, mark_after, 0x2a),
+            "{commit}"
+        );
+        assert_eq!(
+            ct.stats().committed,
+            1,
+            "{commit}: the connection made once"
+        );
+    }
 }
 
 /// The anchor's pipeline: once the first `ct()` finds the connection in the PMD's cache, the

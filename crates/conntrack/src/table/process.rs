@@ -43,6 +43,23 @@ pub struct CtArgs {
     pub helper: Option<Helper>,
 }
 
+impl CtArgs {
+    /// Whether the action is a commit that writes the mark or the label.
+    #[inline(always)]
+    pub fn writes_mark_or_label(&self) -> bool {
+        self.commit && (self.mark.is_some() || self.label.is_some())
+    }
+
+    /// The mark and label such a commit makes of a connection's `(mark, label)`.
+    #[inline(always)]
+    pub fn mark_label_after(&self, (mark, label): (u32, u128)) -> (u32, u128) {
+        (
+            self.mark.map_or(mark, |(v, m)| (mark & !m) | (v & m)),
+            self.label.map_or(label, |(v, m)| (label & !m) | (v & m)),
+        )
+    }
+}
+
 /// Connection metadata a packet carries: what `ct()` wrote, what later passes match.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtMeta {
@@ -389,7 +406,7 @@ impl Conntrack {
         if !c.alive(now) || !c.orig.same(orig) {
             return None;
         }
-        if args.commit && (args.mark.is_some() || args.label.is_some()) {
+        if args.writes_mark_or_label() {
             return Some(self.set_mark_label(c, args));
         }
         Some((c.mark.load(Relaxed), c.label()))
@@ -521,10 +538,7 @@ impl Conntrack {
             state |= RPL;
         }
         // A related connection keeps its parent's mark and label (OVS).
-        (md.mark, md.label) = if args.commit
-            && (args.mark.is_some() || args.label.is_some())
-            && !c.traits.related()
-        {
+        (md.mark, md.label) = if args.writes_mark_or_label() && !c.traits.related() {
             self.set_mark_label(c, args)
         } else {
             (c.mark.load(Relaxed), c.label())
@@ -645,26 +659,17 @@ impl Conntrack {
     #[inline]
     fn set_mark_label(&self, c: &Conn, args: &CtArgs) -> (u32, u128) {
         let now = (c.mark.load(Relaxed), c.label());
-        if Self::mark_label_after(args, now) == now {
+        if args.mark_label_after(now) == now {
             return now;
         }
         Self::write_mark_label(c, args)
-    }
-
-    /// The mark and label a commit makes of `(mark, label)`.
-    #[inline]
-    fn mark_label_after(args: &CtArgs, (mark, label): (u32, u128)) -> (u32, u128) {
-        (
-            args.mark.map_or(mark, |(v, m)| (mark & !m) | (v & m)),
-            args.label.map_or(label, |(v, m)| (label & !m) | (v & m)),
-        )
     }
 
     /// [`Self::set_mark_label`] when it changes them: under the connection's lock.
     #[cold]
     fn write_mark_label(c: &Conn, args: &CtArgs) -> (u32, u128) {
         let _l = c.locked.lock().unwrap();
-        let (mark, label) = Self::mark_label_after(args, (c.mark.load(Relaxed), c.label_held()));
+        let (mark, label) = args.mark_label_after((c.mark.load(Relaxed), c.label_held()));
         if args.mark.is_some() {
             c.mark.store(mark, Relaxed);
         }

@@ -26,15 +26,18 @@ impl Pmd {
         batch: &mut Batch,
         rekey: bool,
     ) -> bool {
-        let writes = args.commit && (args.mark.is_some() || args.label.is_some());
+        let writes = args.writes_mark_or_label();
         // A packet an earlier ct() of this zone tracked keeps what that one said, as a packet
         // keeps its reference to the connection in the kernel's datapath: unless this one
-        // writes the mark or label, or has a translation to make, the connection is not even
-        // looked at. A packet an earlier ct(nat) of the zone translated is not translated again
-        // (OVS's `handle_nat` on a packet's cached connection), so a ct(nat) keeps it too.
-        let keep = !writes && !args.force;
+        // has a translation to make, or writes a mark or label the packet does not show
+        // already, the connection is not even looked at. A packet an earlier ct(nat) of the
+        // zone translated is not translated again (OVS's `handle_nat` on a packet's cached
+        // connection), so a ct(nat) keeps it too. A commit whose writes the packet shows
+        // already (OVN's commits of a connection's mark and label, once they are set) changes
+        // nothing of what the earlier ct() found: it takes effect as if made then.
+        let keep = !args.force;
         let nat = args.nat.is_some();
-        if keep && all_kept(batch, args.zone, nat) {
+        if keep && all_kept(batch, args, nat) {
             // The common second ct() of a pipeline: nothing to track, not even the clock.
             self.stats.ct_packets += batch.len() as u64;
             return true;
@@ -72,7 +75,7 @@ impl Pmd {
             let tracked = p.meta.ct_state != 0;
             let natted = natted(p, args.zone);
             if tracked {
-                if keep && (!nat || natted) && crate::ct::cached_ref(p, args.zone) {
+                if keep && (!nat || natted) && kept(p, args, writes) {
                     continue;
                 }
                 // Tracked by an earlier ct() of this zone: not again (`Conntrack::recheck`).
@@ -264,16 +267,25 @@ impl Pmd {
 }
 
 /// Whether every packet of `batch` (a burst at most) is IP, not a fragment, and keeps what an
-/// earlier `ct()` of `zone` found in the PMD's cache (and, for a `ct(nat)`, translated): what a
-/// `ct()` that does not write leaves as it is, packet by packet, in [`Pmd::conntrack`]'s loop.
+/// earlier `ct()` of the zone found in the PMD's cache (and, for a `ct(nat)`, translated): what
+/// `ct(args)` leaves as it is, packet by packet, in [`Pmd::conntrack`]'s loop.
 #[inline]
-fn all_kept(batch: &Batch, zone: u16, nat: bool) -> bool {
+fn all_kept(batch: &Batch, args: &conntrack::CtArgs, nat: bool) -> bool {
+    let writes = args.writes_mark_or_label();
     batch.len() <= MAX_BURST
         && batch.packets().iter().all(|p| {
-            crate::ct::cached_ref(p, zone)
-                && (!nat || natted(p, zone))
+            kept(p, args, writes)
+                && (!nat || natted(p, args.zone))
                 && crate::ct::ip_version(p).is_some_and(|v6| !crate::ct::maybe_fragment(p, v6))
         })
+}
+
+/// Whether an earlier `ct()` of `args`' zone found the packet's connection in the PMD's cache
+/// and, when `args` commits a mark or label (`writes`), the packet shows what the commit makes
+/// of them already.
+#[inline(always)]
+fn kept(p: &Packet, args: &conntrack::CtArgs, writes: bool) -> bool {
+    crate::ct::cached_ref(p, args.zone) && (!writes || crate::ct::commit_shown(p, args))
 }
 
 /// Whether an earlier `ct()` in `zone` translated the packet.
