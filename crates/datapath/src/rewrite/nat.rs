@@ -31,13 +31,18 @@ fn apply(c: u16, delta: u64) -> u16 {
 }
 
 #[inline(always)]
-fn get16(h: &[u8], at: usize) -> u16 {
+fn get16<const N: usize>(h: &[u8; N], at: usize) -> u16 {
     u16::from_be_bytes([h[at], h[at + 1]])
 }
 
 #[inline(always)]
-fn set16(h: &mut [u8], at: usize, v: u16) {
-    h[at..at + 2].copy_from_slice(&v.to_be_bytes());
+fn set16<const N: usize>(h: &mut [u8; N], at: usize, v: u16) {
+    [h[at], h[at + 1]] = v.to_be_bytes();
+}
+
+#[inline(always)]
+fn get32<const N: usize>(h: &[u8; N], at: usize) -> u32 {
+    u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]])
 }
 
 /// Rewrites the IPv4 TCP or UDP packet's source to `src` and/or destination to `dst`
@@ -64,67 +69,67 @@ pub(crate) fn nat_ipv4_l4(
     if ip[0] >> 4 != 4 || get16(ip, 6) & 0x1fff != 0 {
         return None;
     }
-    let (csum, udp) = match ip[9] {
-        6 if tail.len() >= TCP_HLEN => (16, false),
-        17 => (6, true),
+    match ip[9] {
+        6 => {
+            let tcp: &mut [u8; TCP_HLEN] = tail.get_mut(..TCP_HLEN)?.try_into().ok()?;
+            rewrite::<TCP_HLEN, 16>(ip, tcp, false, src, dst);
+        }
+        17 => {
+            let udp: &mut [u8; UDP_HLEN] = tail.get_mut(..UDP_HLEN)?.try_into().ok()?;
+            rewrite::<UDP_HLEN, 6>(ip, udp, true, src, dst);
+        }
         _ => return None,
-    };
-    let l4h: &mut [u8; TCP_HLEN] = match tail.get_mut(..TCP_HLEN) {
-        Some(h) => h.try_into().ok()?,
-        None => return nat_short_udp(ip, tail, src, dst),
-    };
-    rewrite(ip, &mut l4h[..], csum, udp, src, dst);
+    }
     Some(())
 }
 
-/// A UDP datagram too short to have TCP's header length in the frame: the same rewrite over
-/// its 8-byte header.
-#[cold]
-fn nat_short_udp(
-    ip: &mut [u8; IPV4_HLEN],
-    tail: &mut [u8],
-    src: Option<(u32, u16)>,
-    dst: Option<(u32, u16)>,
-) -> Option<()> {
-    let l4h = tail.get_mut(..UDP_HLEN)?;
-    rewrite(ip, l4h, 6, true, src, dst);
-    Some(())
-}
-
-/// Writes the addresses and ports and updates both checksums (`csum`: the transport
-/// checksum's offset in `l4h`).
+/// One side's address (at `addr_at` in the IPv4 header) and port (at `port_at` in the
+/// transport header) written, and the complement sums of the change added to the IPv4
+/// header's (`ip_delta`) and the transport checksum's (`l4_delta`).
 #[inline(always)]
-fn rewrite(
+fn rewrite_side<const N: usize>(
     ip: &mut [u8; IPV4_HLEN],
-    l4h: &mut [u8],
-    csum: usize,
+    l4h: &mut [u8; N],
+    (addr_at, port_at): (usize, usize),
+    (addr, port): (u32, u16),
+    ip_delta: &mut u64,
+    l4_delta: &mut u64,
+) {
+    let a = delta32(get32(ip, addr_at), addr);
+    *ip_delta += a;
+    *l4_delta += a + u64::from(!get16(l4h, port_at)) + u64::from(port);
+    [
+        ip[addr_at],
+        ip[addr_at + 1],
+        ip[addr_at + 2],
+        ip[addr_at + 3],
+    ] = addr.to_be_bytes();
+    set16(l4h, port_at, port);
+}
+
+/// Writes the addresses and ports and updates both checksums (`CSUM`: the transport
+/// checksum's offset in the transport header `l4h`, of `N` bytes).
+#[inline(always)]
+fn rewrite<const N: usize, const CSUM: usize>(
+    ip: &mut [u8; IPV4_HLEN],
+    l4h: &mut [u8; N],
     udp: bool,
     src: Option<(u32, u16)>,
     dst: Option<(u32, u16)>,
 ) {
     let (mut ip_delta, mut l4_delta) = (0u64, 0u64);
-    for (addr_at, port_at, to) in [(12, 0, src), (16, 2, dst)] {
-        let Some((addr, port)) = to else {
-            continue;
-        };
-        let old = u32::from_be_bytes([
-            ip[addr_at],
-            ip[addr_at + 1],
-            ip[addr_at + 2],
-            ip[addr_at + 3],
-        ]);
-        let a = delta32(old, addr);
-        ip_delta += a;
-        l4_delta += a + u64::from(!get16(l4h, port_at)) + u64::from(port);
-        ip[addr_at..addr_at + 4].copy_from_slice(&addr.to_be_bytes());
-        set16(l4h, port_at, port);
+    if let Some(to) = src {
+        rewrite_side(ip, l4h, (12, 0), to, &mut ip_delta, &mut l4_delta);
+    }
+    if let Some(to) = dst {
+        rewrite_side(ip, l4h, (16, 2), to, &mut ip_delta, &mut l4_delta);
     }
     let hc = apply(get16(ip, 10), ip_delta);
     set16(ip, 10, hc);
-    let old = get16(l4h, csum);
+    let old = get16(l4h, CSUM);
     if !(udp && old == 0) {
         let new = apply(old, l4_delta);
-        set16(l4h, csum, if udp && new == 0 { 0xffff } else { new });
+        set16(l4h, CSUM, if udp && new == 0 { 0xffff } else { new });
     }
 }
 
