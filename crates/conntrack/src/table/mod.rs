@@ -105,6 +105,13 @@ struct Conn {
     orig: Tuple,
     /// The reply direction's tuple, after NAT.
     reply: Tuple,
+    /// The [`crate::state`] NAT bits its packets carry (`SNAT`, `DNAT`): those the commit asked
+    /// for, even when the translation changed nothing (OVS's `conn->nat_action`: an all-zero
+    /// SNAT that kept the tuple is still `+snat`), and those the tuples show. Set with the
+    /// tuples, which do not change after ([`nat::Moved`]).
+    nat: u8,
+    /// Which sides of the original tuple the translation moved ([`nat::Moved`]).
+    moved: nat::Moved,
     id: u32,
     /// The label's sequence: odd while a writer (holding the lock) changes its words.
     label_seq: AtomicU32,
@@ -114,10 +121,6 @@ struct Conn {
     locked: Mutex<Locked>,
     /// The expiry queue the connection is in ([`Conntrack`]'s `queues`).
     queue: u8,
-    /// The [`crate::state`] NAT bits the commit asked for (`SNAT` or `DNAT`), which the
-    /// connection's packets carry even when the translation changed nothing (OVS's
-    /// `conn->nat_action`: an all-zero SNAT that kept the tuple is still `+snat`).
-    nat_action: u8,
     /// The deadline of the connection's current entry in its expiry queue: an entry with
     /// another deadline is stale (the connection was queued again since). Last: only expiry
     /// reads it, and a packet whose expiry moved earlier.
@@ -173,6 +176,7 @@ const _: () = assert!(std::mem::offset_of!(Conn, orig) + std::mem::size_of::<Tup
 // The reply tuple all on the second line, which a reply's prefetch asks for.
 const _: () = assert!(std::mem::offset_of!(Conn, reply) >= 64);
 const _: () = assert!(std::mem::offset_of!(Conn, reply) + std::mem::size_of::<Tuple>() <= 128);
+const _: () = assert!(std::mem::offset_of!(Conn, moved) < 128);
 const _: () = assert!(hugemem::slot_bytes::<Conn>() == 192);
 
 /// The slab connections are allocated from, process-wide: past its first few small chunks, on

@@ -58,29 +58,60 @@ pub struct NatRewrite {
     pub icmp_error: bool,
 }
 
-impl Conn {
-    /// The [`crate::state`] bits of the connection's translation (`SNAT`, `DNAT`), read from
-    /// how its reply tuple differs from the original reversed.
-    pub(super) fn nat_flags(&self) -> u8 {
-        let mut f = self.nat_action;
-        if self.traits.kind() == Kind::Icmp {
-            // The identifier is in both "ports": a moved one is the source's NAT.
-            let dnat = self.reply.src != self.orig.dst;
-            if self.reply.dst != self.orig.src || (self.reply.dport != self.orig.sport && !dnat) {
-                f |= SNAT;
-            }
-            if dnat {
-                f |= DNAT;
-            }
-            return f;
-        }
-        if self.reply.dst != self.orig.src || self.reply.dport != self.orig.sport {
+/// Which sides of a connection's original tuple its translation moved: the source (address or
+/// port: the reply tuple's destination is not the original's source) and the destination.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Moved(u8);
+
+impl Moved {
+    const SRC: u8 = 1;
+    const DST: u8 = 2;
+
+    /// The sides of `orig` that `reply`, the reply tuple after NAT, moved.
+    pub(super) fn of(orig: &Tuple, reply: &Tuple) -> Moved {
+        let src = reply.dst != orig.src || reply.dport != orig.sport;
+        let dst = reply.src != orig.dst || reply.sport != orig.dport;
+        Moved(if src { Self::SRC } else { 0 } | if dst { Self::DST } else { 0 })
+    }
+
+    fn src(self) -> bool {
+        self.0 & Self::SRC != 0
+    }
+
+    fn dst(self) -> bool {
+        self.0 & Self::DST != 0
+    }
+}
+
+/// The [`crate::state`] bits of a connection's translation (`SNAT`, `DNAT`): those its commit
+/// asked for (`action`) and those its tuples show, `moved` of `orig` and `reply`.
+pub(super) fn nat_state(action: u8, kind: Kind, orig: &Tuple, reply: &Tuple, moved: Moved) -> u8 {
+    let mut f = action;
+    if kind == Kind::Icmp {
+        // The identifier is in both "ports": a moved one is the source's NAT.
+        let dnat = reply.src != orig.dst;
+        if reply.dst != orig.src || (reply.dport != orig.sport && !dnat) {
             f |= SNAT;
         }
-        if self.reply.src != self.orig.dst || self.reply.sport != self.orig.dport {
+        if dnat {
             f |= DNAT;
         }
-        f
+        return f;
+    }
+    if moved.src() {
+        f |= SNAT;
+    }
+    if moved.dst() {
+        f |= DNAT;
+    }
+    f
+}
+
+impl Conn {
+    /// The [`crate::state`] bits of the connection's translation (`SNAT`, `DNAT`).
+    #[inline(always)]
+    pub(super) fn nat_flags(&self) -> u8 {
+        self.nat
     }
 }
 
@@ -210,16 +241,25 @@ impl Conntrack {
 }
 
 /// The rewrite of a packet of `c` travelling in the original (`reply == false`) or reply
-/// direction: its tuple becomes the other direction's tuple reversed.
+/// direction: its tuple becomes the other direction's tuple reversed (only the sides the
+/// translation moved are written).
+#[inline]
 pub(super) fn rewrite_for(c: &Conn, reply: bool) -> NatRewrite {
-    let (now, want) = if reply {
-        (c.reply, c.orig.reverse())
+    let (o, r, m) = (&c.orig, &c.reply, c.moved);
+    let (src, dst) = if reply {
+        (
+            m.dst().then_some((o.dst, o.dport)),
+            m.src().then_some((o.src, o.sport)),
+        )
     } else {
-        (c.orig, c.reply.reverse())
+        (
+            m.src().then_some((r.dst, r.dport)),
+            m.dst().then_some((r.src, r.sport)),
+        )
     };
     NatRewrite {
-        src: (now.src != want.src || now.sport != want.sport).then_some((want.src, want.sport)),
-        dst: (now.dst != want.dst || now.dport != want.dport).then_some((want.dst, want.dport)),
+        src,
+        dst,
         alg: None,
         icmp_error: false,
     }

@@ -762,6 +762,8 @@ impl Conntrack {
                 Some(crate::NatKind::Dst) => crate::state::DNAT,
                 None => 0,
             };
+            let moved = super::nat::Moved::of(t, &reply);
+            let nat_state = super::nat::nat_state(nat_action, kind, t, &reply, moved);
             let ms = policy.ms(class);
             let id = self.next_id.fetch_add(1, Relaxed);
             let (mark, label) = exp.as_ref().map_or((0, 0), |e| (e.mark, e.label));
@@ -781,7 +783,8 @@ impl Conntrack {
                 *c.expires.get_mut() = now + ms;
                 *c.refreshed.get_mut() = (now >> 10) as u32;
                 c.queue = cache.queue as u8;
-                c.nat_action = nat_action;
+                c.nat = nat_state;
+                c.moved = moved;
                 *c.queued.get_mut() = now + ms;
                 *c.dead.get_mut() = false;
                 *c.reply_seen.get_mut() = false;
@@ -809,7 +812,8 @@ impl Conntrack {
                     expires: AtomicU64::new(now + ms),
                     refreshed: AtomicU32::new((now >> 10) as u32),
                     queue: cache.queue as u8,
-                    nat_action,
+                    nat: nat_state,
+                    moved,
                     queued: AtomicU64::new(now + ms),
                     dead: AtomicBool::new(false),
                     reply_seen: AtomicBool::new(false),
