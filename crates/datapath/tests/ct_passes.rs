@@ -8,6 +8,8 @@
 //! a recirculation takes its keys from the pass before only when nothing rewrote the headers
 //! in between.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use datapath::dpif::parse_megaflow;
@@ -106,22 +108,12 @@ const PLAIN: &str = "in_port(p0),eth_type(0x0800),ipv4(frag=no)";
 #[test]
 fn a_second_ct_that_writes_the_mark_is_not_skipped() {
     let ct = Arc::new(conntrack::Conntrack::new());
-    let frame = udp_frame();
-    let mut md = conntrack::CtMeta::default();
-    let pkt = conntrack::CtPacket {
-        frame: &frame,
-        l3: 14,
-        v6: false,
-        frag_l4_len: None,
-        verified: false,
-        natted: false,
-    };
     let commit = conntrack::CtArgs {
         commit: true,
         ..Default::default()
     };
+    common::commit_frame(&ct, &udp_frame(), &commit);
     let now = conntrack::now_ms();
-    ct.process(&mut conntrack::CtCache::new(), &pkt, &mut md, &commit, now);
     assert_eq!(ct.dump(None, now)[0].mark, 0, "committed without a mark");
     let second = "ct(commit,mark=0x2a/0xffffffff),p1";
     let mut pmd = pmd_with_flows(
@@ -144,24 +136,13 @@ fn a_second_ct_that_writes_the_mark_is_not_skipped() {
 /// Commits the connection of [`udp_frame`] with `mark` and `label`, as a PMD's first packet
 /// would have.
 fn commit_with(ct: &conntrack::Conntrack, mark: u32, label: u128) {
-    let frame = udp_frame();
-    let pkt = conntrack::CtPacket {
-        frame: &frame,
-        l3: 14,
-        v6: false,
-        frag_l4_len: None,
-        verified: false,
-        natted: false,
-    };
     let commit = conntrack::CtArgs {
         commit: true,
         mark: Some((mark, u32::MAX)),
         label: Some((label, u128::MAX)),
         ..Default::default()
     };
-    let mut md = conntrack::CtMeta::default();
-    let now = conntrack::now_ms();
-    ct.process(&mut conntrack::CtCache::new(), &pkt, &mut md, &commit, now);
+    common::commit_frame(ct, &udp_frame(), &commit);
 }
 
 /// OVN's commit of the mark and label in a pass after the `ct()` that found the connection:

@@ -10,6 +10,8 @@
 //! pass looks at still tells packets apart, and a recirculation loop still ends at the depth
 //! limit, counted.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -152,23 +154,12 @@ fn simple(first: &(String, &str)) -> bool {
 fn packets_of_another_mark_in_the_burst_find_their_own_megaflow() {
     for first in first_passes() {
         let ct = Arc::new(conntrack::Conntrack::new());
-        let marked = from(3);
-        let pkt = conntrack::CtPacket {
-            frame: &marked,
-            l3: 14,
-            v6: false,
-            frag_l4_len: None,
-            verified: false,
-            natted: false,
-        };
         let commit = conntrack::CtArgs {
             commit: true,
             mark: Some((1, u32::MAX)),
             ..Default::default()
         };
-        let mut md = conntrack::CtMeta::default();
-        let now = conntrack::now_ms();
-        ct.process(&mut conntrack::CtCache::new(), &pkt, &mut md, &commit, now);
+        common::commit_frame(&ct, &from(3), &commit);
         let bursts = vec![
             vec![from(1), from(3), from(1), from(3)],
             vec![from(3), from(1), from(1), from(1)],

@@ -180,3 +180,19 @@ pub fn eth_ip(h: IpHead, proto: u8, l4_len: usize) -> Vec<u8> {
     }
     f
 }
+
+/// Commits the connection of the IPv4 `frame` (its IP header after a 14-byte Ethernet header)
+/// in `ct` under `args`, as a PMD's first packet of it would.
+pub fn commit_frame(ct: &conntrack::Conntrack, frame: &[u8], args: &conntrack::CtArgs) {
+    let pkt = conntrack::CtPacket {
+        frame,
+        l3: 14,
+        v6: false,
+        frag_l4_len: None,
+        verified: false,
+        natted: false,
+    };
+    let mut md = conntrack::CtMeta::default();
+    let now = conntrack::now_ms();
+    ct.process(&mut conntrack::CtCache::new(), &pkt, &mut md, args, now);
+}
