@@ -141,9 +141,9 @@ pub fn has_mark_and_label(p: &Packet, mark: u32, label: u128) -> bool {
 /// Whether the packet's mark and label are what `args`' commit makes of them.
 #[inline(always)]
 pub fn commit_shown(p: &Packet, args: &conntrack::CtArgs) -> bool {
-    let area = p.ct_md();
-    let mark = u32::from_ne_bytes(area[CT_MD_MARK..CT_MD_MARK + 4].try_into().unwrap());
-    let label = u128::from_be_bytes(area[..16].try_into().unwrap());
+    let (mark, stored) = mark_and_label(p);
+    // The label as the connection holds it (the area has it in the flow key's byte order).
+    let label = u128::from_be_bytes(stored.to_ne_bytes());
     args.mark_label_after((mark, label)) == (mark, label)
 }
 
