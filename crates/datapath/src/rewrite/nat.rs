@@ -72,11 +72,11 @@ pub(crate) fn nat_ipv4_l4(
     match ip[9] {
         6 => {
             let tcp: &mut [u8; TCP_HLEN] = tail.get_mut(..TCP_HLEN)?.try_into().ok()?;
-            rewrite::<TCP_HLEN, 16>(ip, tcp, false, src, dst);
+            rewrite::<TCP_HLEN, 16>(ip, tcp, src, dst);
         }
         17 => {
             let udp: &mut [u8; UDP_HLEN] = tail.get_mut(..UDP_HLEN)?.try_into().ok()?;
-            rewrite::<UDP_HLEN, 6>(ip, udp, true, src, dst);
+            rewrite::<UDP_HLEN, 6>(ip, udp, src, dst);
         }
         _ => return None,
     }
@@ -108,15 +108,15 @@ fn rewrite_side<const N: usize>(
 }
 
 /// Writes the addresses and ports and updates both checksums (`CSUM`: the transport
-/// checksum's offset in the transport header `l4h`, of `N` bytes).
+/// checksum's offset in the transport header `l4h`, of `N` bytes: UDP's 8 or TCP's 20).
 #[inline(always)]
 fn rewrite<const N: usize, const CSUM: usize>(
     ip: &mut [u8; IPV4_HLEN],
     l4h: &mut [u8; N],
-    udp: bool,
     src: Option<(u32, u16)>,
     dst: Option<(u32, u16)>,
 ) {
+    let udp = N == UDP_HLEN;
     let (mut ip_delta, mut l4_delta) = (0u64, 0u64);
     if let Some(to) = src {
         rewrite_side(ip, l4h, (12, 0), to, &mut ip_delta, &mut l4_delta);
