@@ -564,9 +564,7 @@ impl RxQueue for DpdkRxq {
         let mut bytes = 0u64;
         for &m in &mbufs[..n] {
             // SAFETY: the driver handed over `m`, a valid mbuf; the packet takes it.
-            let p = unsafe { mbuf::packet_of(m, pool, self.in_port) };
-            bytes += p.len() as u64;
-            batch.push(p);
+            bytes += unsafe { mbuf::push_packet(m, pool, self.in_port, batch) } as u64;
         }
         if n > 0 {
             self.stats.add_rx(n as u64, bytes);

@@ -17,7 +17,7 @@
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
-use datapath::packet::{ForeignOwner, MD_LEN, Packet, Pool};
+use datapath::packet::{Batch, ForeignOwner, MD_LEN, Packet, Pool};
 use dpdk_sys::{MBUF_SIZE, MbufHead};
 
 /// The private area each mbuf of the ports' mempools has: the packet metadata areas.
@@ -26,7 +26,7 @@ pub(crate) const PRIV_SIZE: u16 = MD_LEN as u16;
 /// Gives an mbuf back to its pool, from a packet's buffer start.
 ///
 /// # Safety
-/// `base` is `MBUF_SIZE` bytes past an mbuf that a packet owned ([`packet_of`]).
+/// `base` is `MBUF_SIZE` bytes past an mbuf that a packet owned ([`push_packet`]).
 unsafe fn release(base: NonNull<u8>) {
     // SAFETY: by the contract, the mbuf structure is just before `base`, and this is the
     // one release of an mbuf the packet owned.
@@ -41,26 +41,35 @@ fn owner() -> ForeignOwner {
     })
 }
 
-/// A packet of received mbuf `m`: the mbuf itself when the model allows, else a copy in a
-/// buffer of `pool` (and `m` is freed).
+/// Appends to `batch` a packet of received mbuf `m`: the mbuf itself when the model allows,
+/// else a copy in a buffer of `pool` (and `m` is freed). Returns the frame's length.
+///
+/// The packet is finished in its place in the batch ([`Batch::push_last`]): made whole and
+/// then moved in, its receive checksum verdict, stored a byte wide, made the move's wide
+/// loads wait for the store buffer to drain, once a packet (the receive's costliest load).
 ///
 /// # Safety
 /// `m` is a valid mbuf the caller owns; ownership passes to the packet (or it is freed).
 #[inline]
-pub(crate) unsafe fn packet_of(m: *mut MbufHead, pool: &mut Pool, in_port: u32) -> Packet {
+pub(crate) unsafe fn push_packet(
+    m: *mut MbufHead,
+    pool: &mut Pool,
+    in_port: u32,
+    batch: &mut Batch,
+) -> usize {
     // SAFETY: the caller owns `m`.
     let head = unsafe { &*m };
+    let csum = rx_csum(head);
     let base = m.cast::<u8>().wrapping_add(MBUF_SIZE);
     let laid_out = head.buf_addr == base.wrapping_add(MD_LEN);
     if laid_out && head.nb_segs == 1 && head.refcnt == 1 {
         let start = MD_LEN + usize::from(head.data_off);
         let len = usize::from(head.data_len);
         let cap = MD_LEN + usize::from(head.buf_len);
-        let csum = rx_csum(head);
         // SAFETY: the mbuf's private area (MD_LEN bytes, in the mempool's memory, which DPDK
         // zeroes) is followed by its buf_len-byte buffer holding the frame at data_off; the
         // packet owns the mbuf until it releases it or a port sends it. `base` is not null.
-        let mut p = unsafe {
+        let p = batch.push_last(unsafe {
             Packet::from_foreign(
                 owner(),
                 NonNull::new_unchecked(base),
@@ -69,16 +78,16 @@ pub(crate) unsafe fn packet_of(m: *mut MbufHead, pool: &mut Pool, in_port: u32) 
                 len,
                 in_port,
             )
-        };
+        });
         p.meta.rx_csum = csum;
-        return p;
+        return len;
     }
     // SAFETY: the caller owns `m` and its chain.
-    let mut p = unsafe { copy_chain(m, pool, in_port) };
-    p.meta.rx_csum = rx_csum(head);
+    let p = batch.push_last(unsafe { copy_chain(m, pool, in_port) });
+    p.meta.rx_csum = csum;
     // SAFETY: nothing refers to `m` any more.
     unsafe { dpdk_sys::fp_free(m) };
-    p
+    p.len()
 }
 
 /// A copy of the frame of mbuf chain `m` in a buffer of `pool`.
@@ -107,7 +116,7 @@ unsafe fn copy_chain(m: *mut MbufHead, pool: &mut Pool, in_port: u32) -> Packet 
     p
 }
 
-/// For a packet in an mbuf ([`packet_of`]): the mbuf, set up to send the packet's frame as
+/// For a packet in an mbuf ([`push_packet`]): the mbuf, set up to send the packet's frame as
 /// it is now, and now the caller's. A frame longer than `max_frame` is dropped (its mbuf
 /// freed): `Err(None)`. A packet of the switch's own memory comes back: `Err(Some(p))`.
 #[inline]
@@ -120,7 +129,7 @@ pub(crate) fn mbuf_of(p: Packet, max_frame: usize) -> Result<*mut MbufHead, Opti
         return Err(None);
     }
     // SAFETY: every foreign packet buffer is an mbuf's, MBUF_SIZE bytes past its structure
-    // (`packet_of`); the packet gave it up, so it is ours to change. The frame lies within
+    // (`push_packet`); the packet gave it up, so it is ours to change. The frame lies within
     // the mbuf's buffer (the packet keeps it there), so data_off fits its u16.
     unsafe {
         let head = &mut *m;
