@@ -3,6 +3,8 @@
 //! translate it (NAT); IP fragments wait in the PMD's reassembler for their datagram. Part of
 //! the actions stage (`ct_packets`, `ct_not_ip`, `ct_frags_held`, `ct_frag_drops`).
 
+use arrayvec::ArrayVec;
+
 use crate::packet::{Batch, MAX_BURST, Packet};
 
 use super::Pmd;
@@ -53,15 +55,9 @@ impl Pmd {
         let mut v6s = [false; MAX_BURST];
         let mut not_ip = 0u32;
         let mut frags = false;
-        let mut pkts: [_; MAX_BURST] = std::array::from_fn(|_| conntrack::CtPacket {
-            frame: &[],
-            l3: 0,
-            v6: false,
-            frag_l4_len: None,
-            verified: false,
-            natted: false,
-        });
-        let mut n = 0;
+        // Filled as packets are taken, not made whole first: 32 placeholders cost every
+        // tracked burst a dozen stores a packet.
+        let mut pkts = ArrayVec::<conntrack::CtPacket<'_>, MAX_BURST>::new();
         self.ct_ml.clear();
         for (i, p) in batch.packets().iter().enumerate().take(MAX_BURST) {
             let Some(v6) = crate::ct::ip_version(p) else {
@@ -91,9 +87,9 @@ impl Pmd {
                     continue;
                 }
             }
-            idx[n] = i as u8;
-            v6s[n] = v6;
-            pkts[n] = conntrack::CtPacket {
+            idx[pkts.len()] = i as u8;
+            v6s[pkts.len()] = v6;
+            pkts.push(conntrack::CtPacket {
                 frame: p.data(),
                 l3: usize::from(p.meta.l3),
                 v6,
@@ -102,11 +98,13 @@ impl Pmd {
                 // the checksums need no check (`crate::ct::csum_trusted`).
                 verified: tracked || crate::ct::csum_trusted(p, v6),
                 natted,
-            };
-            n += 1;
+            });
         }
+        let n = pkts.len();
         let out = &mut self.ct_out[..n];
-        ct.process_batch(&mut self.ct_cache, &pkts[..n], out, args, now);
+        ct.process_batch(&mut self.ct_cache, &pkts, out, args, now);
+        // Their frames are written below.
+        drop(pkts);
         let pkts = batch.packets_mut();
         let mut keys_hold = true;
         for ((&i, &v6), (md, nat)) in idx.iter().zip(&v6s).zip(self.ct_out[..n].iter()) {
