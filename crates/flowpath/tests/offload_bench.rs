@@ -25,8 +25,15 @@ use std::sync::Mutex;
 static ONE: Mutex<()> = Mutex::new(());
 
 fn in_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+    which(tool).is_some()
+}
+
+/// Where `tool` is in `PATH`.
+fn which(tool: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|f| f.is_file())
 }
 
 /// The script's line for `mode` (a table row of 3-second runs, or `gso-bytes`'s verdict),
@@ -46,6 +53,7 @@ fn bench_rows(mode: &str, names: &[&str], extra: &[&str]) -> Option<Vec<(Vec<Str
     for t in [
         "iperf3",
         "ethtool",
+        "ping",
         "python3",
         "ovsdb-server",
         "ovsdb-tool",
@@ -300,4 +308,38 @@ fn tcp_between_qemu_guests_over_geneve_arrives() {
         "tcp_between_qemu_guests_over_geneve_arrives",
         "flowpath-vm-geneve",
     );
+}
+
+/// Where a tool the script needs is missing, it says which before it builds anything: a
+/// machine without `ping` read "no ping" in every row, as if each path were broken, and the
+/// script ended successfully.
+#[test]
+fn a_missing_tool_is_named_before_any_topology() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("SKIP offload_bench: needs root (the script checks it first)");
+        return;
+    }
+    // Everything the script runs before its check of the tools, and every tool but ping.
+    let bin = std::env::temp_dir().join(format!("offload-bench-noping-{}", std::process::id()));
+    std::fs::create_dir_all(&bin).unwrap();
+    for t in ["bash", "id", "ip", "iperf3", "ethtool", "ss", "python3"] {
+        let Some(at) = which(t) else {
+            eprintln!("SKIP offload_bench: {t} is missing");
+            let _ = std::fs::remove_dir_all(&bin);
+            return;
+        };
+        std::os::unix::fs::symlink(at, bin.join(t)).unwrap();
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/offload-bench");
+    let out = Command::new(script)
+        .args(["-T", "-t", "1", "-m", "kernel"])
+        .env("PATH", &bin)
+        .output()
+        .expect("scripts/offload-bench");
+    let _ = std::fs::remove_dir_all(&bin);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("'ping' is missing"), "{stdout}{stderr}");
+    assert!(stdout.is_empty(), "{stdout}{stderr}");
 }
