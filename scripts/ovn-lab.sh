@@ -13,9 +13,9 @@ ovn_lab_needs() {
     skip() { echo "$name: SKIP: $*" >&2; exit 77; }
     [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, veth)"
     for t in ovsdb-server ovs-vsctl ovs-ofctl ovs-appctl ovs-vswitchd ovn-northd ovn-controller \
-        ovn-nbctl ovn-sbctl; do
+        ovn-nbctl ovn-sbctl ping; do
         command -v "$t" >/dev/null ||
-            skip "$t is missing (apt-get install openvswitch-switch ovn-central ovn-host)"
+            skip "$t is missing (apt-get install openvswitch-switch ovn-central ovn-host iputils-ping)"
     done
     if [ "$switch" = flowpath ]; then
         FP=$(realpath "$3" 2>/dev/null) && [ -x "$FP" ] || skip "no flowpath binary (--flowpath BIN)"
