@@ -15,7 +15,8 @@ ovn_lab_needs() {
     for t in ovsdb-server ovs-vsctl ovs-ofctl ovs-appctl ovs-vswitchd ovn-northd ovn-controller \
         ovn-nbctl ovn-sbctl ping; do
         command -v "$t" >/dev/null ||
-            skip "$t is missing (apt-get install openvswitch-switch ovn-central ovn-host iputils-ping)"
+            skip "$t is missing (apt-get install openvswitch-switch ovn-central ovn-host" \
+                "iputils-ping)"
     done
     if [ "$switch" = flowpath ]; then
         FP=$(realpath "$3" 2>/dev/null) && [ -x "$FP" ] || skip "no flowpath binary (--flowpath BIN)"

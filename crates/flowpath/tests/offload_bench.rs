@@ -24,10 +24,6 @@ use std::sync::Mutex;
 /// One topology at a time: each runs two switches, two databases and iperf3.
 static ONE: Mutex<()> = Mutex::new(());
 
-fn in_path(tool: &str) -> bool {
-    which(tool).is_some()
-}
-
 /// Where `tool` is in `PATH`.
 fn which(tool: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -60,7 +56,7 @@ fn bench_rows(mode: &str, names: &[&str], extra: &[&str]) -> Option<Vec<(Vec<Str
         "ovs-vsctl",
         "ovs-appctl",
     ] {
-        if !in_path(t) {
+        if which(t).is_none() {
             eprintln!("SKIP offload_bench: {t} is missing");
             return None;
         }
@@ -262,7 +258,7 @@ fn tcp_and_udp_over_geneve_between_tap_underlays_are_popped_whole() {
 
 /// Whether QEMU and a guest image can be had here (else a SKIP line).
 fn guest_can_run(test: &str) -> bool {
-    if !in_path("qemu-system-x86_64") {
+    if which("qemu-system-x86_64").is_none() {
         eprintln!("SKIP {test}: no qemu-system-x86_64 (Debian package qemu-system-x86)");
         return false;
     }
