@@ -54,11 +54,17 @@ pub fn csum_trusted(p: &Packet, v6: bool) -> bool {
 /// the version nibble at its L3 offset.
 #[inline]
 pub fn ip_version(p: &Packet) -> Option<bool> {
-    let l3 = p.meta.l3;
+    version_in(p.data(), p.meta.l3)
+}
+
+/// [`ip_version`] of a frame `d` whose L3 offset is `l3` (the packet's frame taken once by a
+/// caller that reads it again).
+#[inline(always)]
+pub fn version_in(d: &[u8], l3: u16) -> Option<bool> {
     if l3 == NO_OFS {
         return None;
     }
-    match p.data().get(usize::from(l3))? >> 4 {
+    match d.get(usize::from(l3))? >> 4 {
         4 => Some(false),
         6 => Some(true),
         _ => None,
@@ -275,8 +281,12 @@ fn set_icmp_id(p: &mut Packet, id: Option<u16>) -> bool {
 /// after the fixed header, or any extension header, which the reassembler then sorts out).
 #[inline]
 pub fn maybe_fragment(p: &Packet, v6: bool) -> bool {
-    let d = p.data();
-    let l3 = usize::from(p.meta.l3);
+    fragment_in(p.data(), usize::from(p.meta.l3), v6)
+}
+
+/// [`maybe_fragment`] of a frame `d` whose L3 offset is `l3`.
+#[inline(always)]
+pub fn fragment_in(d: &[u8], l3: usize, v6: bool) -> bool {
     if v6 {
         // Common upper layers go straight on; anything else (extension headers, fragment
         // header) is looked at closely by the reassembler.

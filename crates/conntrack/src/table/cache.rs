@@ -125,7 +125,9 @@ pub struct CtCache {
     pub(super) buckets: HugeSlice<Bucket>,
     /// How many buckets there should be ([`Self::fit`]).
     pub(super) size: usize,
-    /// Scratch of [`super::Conntrack::process_batch`].
+    /// Scratch of [`super::Conntrack::process_batch`]: a burst's parsed packets, each written
+    /// over what an earlier burst left in its place (never emptied: placeholders cost a burst
+    /// a dozen stores a packet).
     pub(super) parsed: Vec<Result<key::Parsed, Invalid>>,
     pub(super) queue: usize,
     /// Connections to queue: timeout, deadline, connection.
@@ -148,7 +150,7 @@ impl Default for CtCache {
         CtCache {
             buckets: HugeSlice::default(),
             size: MIN_BUCKETS,
-            parsed: Vec::with_capacity(32),
+            parsed: vec![Err(Invalid::L3); super::process::BURST],
             queue: NEXT.fetch_add(1, Relaxed) % EXPIRY_QUEUES,
             pending: Vec::with_capacity(64),
             due: Vec::with_capacity(EXPIRE_PER_BURST),

@@ -28,6 +28,9 @@ use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple};
 use crate::state::*;
 use crate::tcp::{Segment, TcpConn, Update};
 
+/// The packets [`Conntrack::process_batch`] parses before it tracks them: a PMD's burst.
+pub(super) const BURST: usize = 32;
+
 /// The arguments of one `ct()` action.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtArgs {
@@ -118,7 +121,7 @@ impl Conntrack {
     ) -> Option<NatRewrite> {
         let parsed = Self::parse(pkt, args.zone);
         let mut rw = None;
-        self.process_parsed(cache, pkt, &parsed, md, &mut rw, args, now);
+        self.track(cache, pkt, &parsed, md, &mut rw, args, now);
         if !cache.pending.is_empty() {
             self.expire(cache, now, 0);
         }
@@ -139,7 +142,7 @@ impl Conntrack {
         args: &CtArgs,
         now: u64,
     ) {
-        const MAX: usize = 32;
+        const MAX: usize = BURST;
         const CONN_AHEAD: usize = 8;
         // About a memory access's latency (400 cycles here) of parsing.
         const BUCKET_LEAD: usize = 16;
@@ -148,8 +151,7 @@ impl Conntrack {
         let mut parsed = std::mem::take(&mut cache.parsed);
         for (chunk, outs) in pkts.chunks(MAX).zip(out.chunks_mut(MAX)) {
             // Each packet's result is parsed into its place (`key::parse_into`).
-            parsed.clear();
-            parsed.resize(chunk.len(), Err(Invalid::L3));
+            let parsed = &mut parsed[..chunk.len()];
             for (j, pkt) in chunk.iter().enumerate() {
                 let p = &mut parsed[j];
                 Self::parse_into(pkt, args.zone, p);
@@ -168,12 +170,12 @@ impl Conntrack {
             for p in parsed[asked..].iter().take(CONN_AHEAD).flatten() {
                 cache.prefetch_conn(p.hash);
             }
-            for (i, ((pkt, o), p)) in chunk.iter().zip(outs.iter_mut()).zip(&parsed).enumerate() {
+            for (i, ((pkt, o), p)) in chunk.iter().zip(outs.iter_mut()).zip(parsed.iter()).enumerate() {
                 if let Some(Ok(ahead)) = parsed.get(asked + i + CONN_AHEAD) {
                     cache.prefetch_conn(ahead.hash);
                 }
                 let (md, nat) = o;
-                self.process_parsed(cache, pkt, p, md, nat, args, now);
+                self.track(cache, pkt, p, md, nat, args, now);
             }
         }
         cache.parsed = parsed;
@@ -201,8 +203,10 @@ impl Conntrack {
         );
     }
 
-    /// Tracks one parsed packet: its metadata into `md`, the NAT rewrite it needs (if any)
-    /// into `nat` (out-parameters: what they hold is moved once, not through return values).
+    /// Tracks one parsed packet, any kind: its metadata into `md`, the NAT rewrite it needs (if
+    /// any) into `nat` (out-parameters: what they hold is moved once, not through return
+    /// values). Out of line: in the burst's loop its registers cost the commonest packets more
+    /// than the call does the others.
     #[allow(clippy::too_many_arguments)]
     fn process_parsed(
         &self,
@@ -315,6 +319,64 @@ impl Conntrack {
             None => None,
         };
         self.start(cache, p, seg.as_ref(), stale, md, nat, args, now);
+    }
+
+    /// Tracks one parsed packet: the commonest kind in line ([`Self::track_cached_datagram`]),
+    /// any other through [`Self::process_parsed`].
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn track(
+        &self,
+        cache: &mut CtCache,
+        pkt: &CtPacket<'_>,
+        parsed: &Result<key::Parsed, Invalid>,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) {
+        if !self.track_cached_datagram(cache, pkt, parsed, md, nat, args, now) {
+            self.process_parsed(cache, pkt, parsed, md, nat, args, now);
+        }
+    }
+
+    /// [`Self::process_parsed`] of the commonest packet, in line in the burst's loop: a UDP or
+    /// ICMP packet (not an error about another) of a connection in the PMD's cache, which no
+    /// earlier `ct(nat)` translated, under an action without `force`. False, having written
+    /// nothing, for any other packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn track_cached_datagram(
+        &self,
+        cache: &mut CtCache,
+        pkt: &CtPacket<'_>,
+        parsed: &Result<key::Parsed, Invalid>,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) -> bool {
+        let Ok(p) = parsed else {
+            return false;
+        };
+        if p.related || p.tuple.proto == TCP || pkt.natted || args.force {
+            return false;
+        }
+        let Some((c, reply)) =
+            Bucket::of(&cache.buckets, p.hash).and_then(|b| b.get(p.hash, &p.tuple, now))
+        else {
+            return false;
+        };
+        md.zone = args.zone;
+        *nat = None;
+        let mut earlier = false;
+        // A datagram never reopens its connection.
+        self.update(c, reply, None, md, nat, args, now, AlgView::Skip, &mut earlier);
+        if earlier {
+            note_expiry(&mut cache.pending, c);
+        }
+        md.conn_ref = p.hash as u32;
+        true
     }
 
     /// A packet of no connection, or of one it reopens (`stale`, taken out first): out of

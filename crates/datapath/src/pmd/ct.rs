@@ -60,11 +60,14 @@ impl Pmd {
         let mut pkts = ArrayVec::<conntrack::CtPacket<'_>, MAX_BURST>::new();
         self.ct_ml.clear();
         for (i, p) in batch.packets().iter().enumerate().take(MAX_BURST) {
-            let Some(v6) = crate::ct::ip_version(p) else {
+            // The frame, taken once: each taking is a bounds check.
+            let frame = p.data();
+            let l3 = p.meta.l3;
+            let Some(v6) = crate::ct::version_in(frame, l3) else {
                 not_ip |= 1 << i;
                 continue;
             };
-            if crate::ct::maybe_fragment(p, v6) {
+            if crate::ct::fragment_in(frame, usize::from(l3), v6) {
                 frags = true;
                 continue;
             }
@@ -90,8 +93,8 @@ impl Pmd {
             idx[pkts.len()] = i as u8;
             v6s[pkts.len()] = v6;
             pkts.push(conntrack::CtPacket {
-                frame: p.data(),
-                l3: usize::from(p.meta.l3),
+                frame,
+                l3: usize::from(l3),
                 v6,
                 frag_l4_len: None,
                 // An earlier ct() checked the headers (rewrites since keep them valid), or
@@ -272,9 +275,11 @@ fn all_kept(batch: &Batch, args: &conntrack::CtArgs, nat: bool) -> bool {
     let writes = args.writes_mark_or_label();
     batch.len() <= MAX_BURST
         && batch.packets().iter().all(|p| {
-            kept(p, args, writes)
-                && (!nat || natted(p, args.zone))
-                && crate::ct::ip_version(p).is_some_and(|v6| !crate::ct::maybe_fragment(p, v6))
+            kept(p, args, writes) && (!nat || natted(p, args.zone)) && {
+                let (frame, l3) = (p.data(), p.meta.l3);
+                crate::ct::version_in(frame, l3)
+                    .is_some_and(|v6| !crate::ct::fragment_in(frame, usize::from(l3), v6))
+            }
         })
 }
 
