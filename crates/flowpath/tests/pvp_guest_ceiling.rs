@@ -23,7 +23,9 @@ fn both_switches_get_frames_back_from_the_vm() {
     }
     for t in ["dpdk-testpmd", "taskset"] {
         if !found(t) {
-            eprintln!("SKIP pvp_guest_ceiling: {t} is missing (Debian packages dpdk-dev, util-linux)");
+            eprintln!(
+                "SKIP pvp_guest_ceiling: {t} is missing (Debian packages dpdk-dev, util-linux)"
+            );
             return;
         }
     }
@@ -34,13 +36,25 @@ fn both_switches_get_frames_back_from_the_vm() {
         .expect("run scripts/pvp-guest-ceiling");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the script failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "the script failed:\n{stdout}\n{stderr}"
+    );
     let rows: Vec<Vec<&str>> = stdout
         .lines()
         .filter(|l| l.starts_with("| 1 |"))
-        .map(|l| l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect())
+        .map(|l| {
+            l.split('|')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
         .collect();
-    assert_eq!(rows.len(), 1, "one round's row expected:\n{stdout}\n{stderr}");
+    assert_eq!(
+        rows.len(),
+        1,
+        "one round's row expected:\n{stdout}\n{stderr}"
+    );
     let row = &rows[0];
     // round, line round trip, dpdk-vhost's rate and share, flowpath's rate and share.
     assert_eq!(row.len(), 6, "{stdout}");
@@ -48,10 +62,16 @@ fn both_switches_get_frames_back_from_the_vm() {
         let mpps: f64 = cell
             .parse()
             .unwrap_or_else(|_| panic!("no rate for {what}: {cell:?}\n{stdout}\n{stderr}"));
-        assert!(mpps > 0.0, "the VM sent nothing back past {what}:\n{stdout}");
+        assert!(
+            mpps > 0.0,
+            "the VM sent nothing back past {what}:\n{stdout}"
+        );
     }
     for cell in [row[3], row[5]] {
         let share = cell.trim_end_matches(" %");
-        assert!(share.parse::<u64>().is_ok(), "no share turned away: {cell:?}\n{stdout}");
+        assert!(
+            share.parse::<u64>().is_ok(),
+            "no share turned away: {cell:?}\n{stdout}"
+        );
     }
 }

@@ -170,7 +170,7 @@ impl Conntrack {
             for p in parsed[asked..].iter().take(CONN_AHEAD).flatten() {
                 cache.prefetch_conn(p.hash);
             }
-            for (i, ((pkt, o), p)) in chunk.iter().zip(outs.iter_mut()).zip(parsed.iter()).enumerate() {
+            for (i, ((pkt, o), p)) in chunk.iter().zip(outs.iter_mut()).zip(&*parsed).enumerate() {
                 if let Some(Ok(ahead)) = parsed.get(asked + i + CONN_AHEAD) {
                     cache.prefetch_conn(ahead.hash);
                 }
@@ -371,7 +371,17 @@ impl Conntrack {
         *nat = None;
         let mut earlier = false;
         // A datagram never reopens its connection.
-        self.update(c, reply, None, md, nat, args, now, AlgView::Skip, &mut earlier);
+        self.update(
+            c,
+            reply,
+            None,
+            md,
+            nat,
+            args,
+            now,
+            AlgView::Skip,
+            &mut earlier,
+        );
         if earlier {
             note_expiry(&mut cache.pending, c);
         }
