@@ -321,8 +321,10 @@ impl Conntrack {
         self.start(cache, p, seg.as_ref(), stale, md, nat, args, now);
     }
 
-    /// Tracks one parsed packet: the commonest kind in line ([`Self::track_cached_datagram`]),
-    /// any other through [`Self::process_parsed`].
+    /// Tracks one parsed packet. The commonest, a UDP or ICMP packet (not an error about
+    /// another) of a connection in the PMD's cache, which no earlier `ct(nat)` translated,
+    /// under an action without `force`, in line, as [`Self::process_parsed`] would; any other
+    /// through that.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn track(
@@ -335,58 +337,34 @@ impl Conntrack {
         args: &CtArgs,
         now: u64,
     ) {
-        if !self.track_cached_datagram(cache, pkt, parsed, md, nat, args, now) {
-            self.process_parsed(cache, pkt, parsed, md, nat, args, now);
+        if let Ok(p) = parsed
+            && !(p.related || p.tuple.proto == TCP || pkt.natted || args.force)
+            && let Some((c, reply)) =
+                Bucket::of(&cache.buckets, p.hash).and_then(|b| b.get(p.hash, &p.tuple, now))
+        {
+            md.zone = args.zone;
+            *nat = None;
+            let mut earlier = false;
+            // A datagram never reopens its connection.
+            let seg = None;
+            self.update(
+                c,
+                reply,
+                seg,
+                md,
+                nat,
+                args,
+                now,
+                AlgView::Skip,
+                &mut earlier,
+            );
+            if earlier {
+                note_expiry(&mut cache.pending, c);
+            }
+            md.conn_ref = p.hash as u32;
+            return;
         }
-    }
-
-    /// [`Self::process_parsed`] of the commonest packet, in line in the burst's loop: a UDP or
-    /// ICMP packet (not an error about another) of a connection in the PMD's cache, which no
-    /// earlier `ct(nat)` translated, under an action without `force`. False, having written
-    /// nothing, for any other packet.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn track_cached_datagram(
-        &self,
-        cache: &mut CtCache,
-        pkt: &CtPacket<'_>,
-        parsed: &Result<key::Parsed, Invalid>,
-        md: &mut CtMeta,
-        nat: &mut Option<NatRewrite>,
-        args: &CtArgs,
-        now: u64,
-    ) -> bool {
-        let Ok(p) = parsed else {
-            return false;
-        };
-        if p.related || p.tuple.proto == TCP || pkt.natted || args.force {
-            return false;
-        }
-        let Some((c, reply)) =
-            Bucket::of(&cache.buckets, p.hash).and_then(|b| b.get(p.hash, &p.tuple, now))
-        else {
-            return false;
-        };
-        md.zone = args.zone;
-        *nat = None;
-        let mut earlier = false;
-        // A datagram never reopens its connection.
-        self.update(
-            c,
-            reply,
-            None,
-            md,
-            nat,
-            args,
-            now,
-            AlgView::Skip,
-            &mut earlier,
-        );
-        if earlier {
-            note_expiry(&mut cache.pending, c);
-        }
-        md.conn_ref = p.hash as u32;
-        true
+        self.process_parsed(cache, pkt, parsed, md, nat, args, now);
     }
 
     /// A packet of no connection, or of one it reopens (`stale`, taken out first): out of
