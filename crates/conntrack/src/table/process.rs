@@ -142,14 +142,13 @@ impl Conntrack {
         args: &CtArgs,
         now: u64,
     ) {
-        const MAX: usize = BURST;
         const CONN_AHEAD: usize = 8;
         // About a memory access's latency (400 cycles here) of parsing.
         const BUCKET_LEAD: usize = 16;
-        // The cache's scratch vector keeps its capacity: nothing is allocated per burst.
+        // The cache's scratch keeps a burst's worth of entries: nothing is allocated per burst.
         cache.fit(self.n_conns.load(Relaxed));
         let mut parsed = std::mem::take(&mut cache.parsed);
-        for (chunk, outs) in pkts.chunks(MAX).zip(out.chunks_mut(MAX)) {
+        for (chunk, outs) in pkts.chunks(BURST).zip(out.chunks_mut(BURST)) {
             // Each packet's result is parsed into its place (`key::parse_into`).
             let parsed = &mut parsed[..chunk.len()];
             for (j, pkt) in chunk.iter().enumerate() {
