@@ -522,14 +522,30 @@ pub fn parse_into(
     frag_l4_len: Option<usize>,
     checks: bool,
 ) {
-    if !v6
-        && frag_l4_len.is_none()
-        && let Some(p) = parse_v4_fast(d, l3, zone, checks)
-    {
+    if let Some(p) = parse_fast(d, l3, v6, zone, frag_l4_len, checks) {
         *out = Ok(p);
     } else {
         *out = parse_general(d, l3, v6, zone, frag_l4_len, checks);
     }
+}
+
+/// [`parse_into`]'s fast path, in line: the common case, IPv4 without options, not a fragment,
+/// TCP or UDP with both ports set, lengths and checksums right. `None` for any other packet,
+/// which [`parse_general`] parses (and says what is wrong with a bad one). A result used at once
+/// stays in registers: read back from memory right after its few-byte stores, it waits for them.
+#[inline(always)]
+pub fn parse_fast(
+    d: &[u8],
+    l3: usize,
+    v6: bool,
+    zone: u16,
+    frag_l4_len: Option<usize>,
+    checks: bool,
+) -> Option<Parsed> {
+    if v6 || frag_l4_len.is_some() {
+        return None;
+    }
+    parse_v4_fast(d, l3, zone, checks)
 }
 
 /// [`l4_csum_ok`] of an IPv4 packet's TCP or UDP bytes `b`, from its addresses: one sum, folded
@@ -540,10 +556,10 @@ fn l4_csum_ok_v4(src: [u8; 4], dst: [u8; 4], proto: u8, b: &[u8]) -> bool {
     checksum::l4_ok_native(addrs, proto, b.len() as u16, b)
 }
 
-/// [`parse_into`] without its fast path for the common case ([`parse_v4_fast`]): what a packet
+/// [`parse_into`] without its fast path for the common case ([`parse_fast`]): what a packet
 /// that path refuses goes through, and what says what is wrong with a bad one.
 #[inline(never)]
-fn parse_general(
+pub fn parse_general(
     d: &[u8],
     l3: usize,
     v6: bool,
@@ -601,16 +617,20 @@ fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed>
             return None;
         }
     }
-    // Made whole from values, never through memory (see `Tuple::hash_v4`).
-    let mut tuple = Tuple {
+    // Made whole from values, never through memory (see `Tuple::hash_v4`); each address in
+    // one store of all its bytes, which the tracker's wide reads of it, right after, can take
+    // from the store buffer (an address stored as its four bytes and twelve zeros made each
+    // packet tracked at once wait for the stores to drain).
+    let addr = |a: [u8; 4]| u128::from(u32::from_ne_bytes(a)).to_ne_bytes();
+    let tuple = Tuple {
         zone,
         proto,
         sport,
         dport,
+        src: addr(src),
+        dst: addr(dst),
         ..Tuple::default()
     };
-    tuple.src[..4].copy_from_slice(&src);
-    tuple.dst[..4].copy_from_slice(&dst);
     Some(Parsed {
         tuple,
         related: false,

@@ -31,6 +31,12 @@ use crate::tcp::{Segment, TcpConn, Update};
 /// The packets [`Conntrack::process_batch`] parses before it tracks them: a PMD's burst.
 pub(super) const BURST: usize = 32;
 
+/// [`Conntrack::process_batch`] asks for each packet's bucket and connection ahead of its turn
+/// only in a table of more connections than this. Fewer stay in the core's caches with their
+/// buckets (a connection's first two lines and its bucket's, about 750 KiB at this many), and
+/// asking costs a packet more than it saves: `docs/performance.md` has the measurements.
+const PREFETCH_FROM: u32 = 4096;
+
 /// The arguments of one `ct()` action.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtArgs {
@@ -128,13 +134,52 @@ impl Conntrack {
         rw
     }
 
-    /// [`Self::process`] for a batch, in two steps: every packet's headers are parsed and its
+    /// [`Self::process`] for a batch: `out[i]` receives packet `i`'s metadata and rewrite. In a
+    /// table of a few connections, which stay in the core's caches with their buckets, each
+    /// packet is parsed and tracked in turn; in a larger one, the batch's connections are
+    /// asked for ahead of their packets ([`Self::track_ahead`]).
+    pub fn process_batch(
+        &self,
+        cache: &mut CtCache,
+        pkts: &[CtPacket<'_>],
+        out: &mut [(CtMeta, Option<NatRewrite>)],
+        args: &CtArgs,
+        now: u64,
+    ) {
+        let conns = self.n_conns.load(Relaxed);
+        cache.fit(conns);
+        if conns > PREFETCH_FROM {
+            self.track_ahead(cache, pkts, out, args, now);
+        } else {
+            // Asked for ahead, connections at hand would cost each packet its bucket searched
+            // twice and its parse kept for later, and save it nothing. The common packet's
+            // parse is used as it is made (`key::parse_fast`), in registers: stored and read
+            // back at once, its few-byte fields read as wide words waited for their stores.
+            for (pkt, (md, nat)) in pkts.iter().zip(out) {
+                let (zone, checks) = (args.zone, !pkt.verified);
+                let parsed = if let Some(p) =
+                    key::parse_fast(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, checks)
+                {
+                    if self.track_cached(cache, pkt, &p, md, nat, args, now) {
+                        continue;
+                    }
+                    Ok(p)
+                } else {
+                    key::parse_general(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, checks)
+                };
+                self.process_parsed(cache, pkt, &parsed, md, nat, args, now);
+            }
+        }
+        self.expire(cache, now, EXPIRE_PER_BURST);
+    }
+
+    /// [`Self::process_batch`] in two steps a burst: every packet's headers are parsed and its
     /// cache bucket asked for, then each packet is tracked. A packet's connection is asked for
     /// as soon as its bucket can have arrived: during the parsing, `BUCKET_LEAD` packets after
     /// its own, and for the last packets of a burst `CONN_AHEAD` packets before its turn, so
-    /// that the cache misses overlap each other and the work. `out[i]` receives packet `i`'s
-    /// metadata and rewrite.
-    pub fn process_batch(
+    /// that the cache misses overlap each other and the work.
+    #[inline(always)]
+    fn track_ahead(
         &self,
         cache: &mut CtCache,
         pkts: &[CtPacket<'_>],
@@ -146,7 +191,6 @@ impl Conntrack {
         // About a memory access's latency (400 cycles here) of parsing.
         const BUCKET_LEAD: usize = 16;
         // The cache's scratch keeps a burst's worth of entries: nothing is allocated per burst.
-        cache.fit(self.n_conns.load(Relaxed));
         let mut parsed = std::mem::take(&mut cache.parsed);
         for (chunk, outs) in pkts.chunks(BURST).zip(out.chunks_mut(BURST)) {
             // Each packet's result is parsed into its place (`key::parse_into`).
@@ -178,7 +222,6 @@ impl Conntrack {
             }
         }
         cache.parsed = parsed;
-        self.expire(cache, now, EXPIRE_PER_BURST);
     }
 
     #[inline(always)]
@@ -337,33 +380,57 @@ impl Conntrack {
         now: u64,
     ) {
         if let Ok(p) = parsed
-            && !(p.related || p.tuple.proto == TCP || pkt.natted || args.force)
-            && let Some((c, reply)) =
-                Bucket::of(&cache.buckets, p.hash).and_then(|b| b.get(p.hash, &p.tuple, now))
+            && self.track_cached(cache, pkt, p, md, nat, args, now)
         {
-            md.zone = args.zone;
-            *nat = None;
-            let mut earlier = false;
-            // A datagram never reopens its connection.
-            let seg = None;
-            self.update(
-                c,
-                reply,
-                seg,
-                md,
-                nat,
-                args,
-                now,
-                AlgView::Skip,
-                &mut earlier,
-            );
-            if earlier {
-                note_expiry(&mut cache.pending, c);
-            }
-            md.conn_ref = p.hash as u32;
             return;
         }
         self.process_parsed(cache, pkt, parsed, md, nat, args, now);
+    }
+
+    /// [`Self::track`]'s in-line part: tracks a UDP or ICMP packet (not an error about another)
+    /// of a connection in the PMD's cache, which no earlier `ct(nat)` translated, under an
+    /// action without `force`. False for any other packet, of which nothing is written.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn track_cached(
+        &self,
+        cache: &mut CtCache,
+        pkt: &CtPacket<'_>,
+        p: &key::Parsed,
+        md: &mut CtMeta,
+        nat: &mut Option<NatRewrite>,
+        args: &CtArgs,
+        now: u64,
+    ) -> bool {
+        if p.related || p.tuple.proto == TCP || pkt.natted || args.force {
+            return false;
+        }
+        let Some((c, reply)) =
+            Bucket::of(&cache.buckets, p.hash).and_then(|b| b.get(p.hash, &p.tuple, now))
+        else {
+            return false;
+        };
+        md.zone = args.zone;
+        *nat = None;
+        let mut earlier = false;
+        // A datagram never reopens its connection.
+        let seg = None;
+        self.update(
+            c,
+            reply,
+            seg,
+            md,
+            nat,
+            args,
+            now,
+            AlgView::Skip,
+            &mut earlier,
+        );
+        if earlier {
+            note_expiry(&mut cache.pending, c);
+        }
+        md.conn_ref = p.hash as u32;
+        true
     }
 
     /// A packet of no connection, or of one it reopens (`stale`, taken out first): out of

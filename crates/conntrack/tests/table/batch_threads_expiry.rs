@@ -87,10 +87,12 @@ fn flush_by_zone_and_tuple() {
     assert!(t.dump(2).is_empty());
 }
 
-/// `process_batch` gives each packet what `process` would.
+/// `process_batch` gives each packet what `process` would, in a table of a few connections
+/// (each packet parsed and tracked in turn) and in one of more than 4096 (the connections asked
+/// for ahead, a burst at a time), for a batch longer than a burst.
 #[test]
 fn process_batch_matches_process() {
-    let frames: Vec<Vec<u8>> = vec![
+    let mut frames: Vec<Vec<u8>> = vec![
         udp_ab(),
         udp_ab(),
         udp_ba(),
@@ -100,34 +102,50 @@ fn process_batch_matches_process() {
         build(a(), b(), &echo(0, 1, 1)),
         vec![0; 20],
     ];
+    // Datagrams of connections committed before, in and out of the PMD's cache.
+    frames.extend((0..40).map(|i| udp_from(i * 7)));
     let args = commit(3);
-    let mut one = Ct::new();
-    let want: Vec<_> = frames
-        .iter()
-        .map(|f| {
-            let mut md = CtMeta::default();
-            let pkt = CtPacket {
+    for before in [0, 5000] {
+        let (mut one, batch) = (Ct::new(), Ct::new());
+        let mut cache = CtCache::new();
+        // Committed a packet a batch, so that both PMD caches are made the table's size.
+        for i in 0..before {
+            let f = udp_from(i);
+            let mut out = [(CtMeta::default(), None)];
+            one.ct
+                .process_batch(&mut one.cache, &[packet(&f)], &mut out, &args, 0);
+            batch
+                .ct
+                .process_batch(&mut cache, &[packet(&f)], &mut out, &args, 0);
+        }
+        let want: Vec<_> = frames
+            .iter()
+            .map(|f| {
+                let mut md = CtMeta::default();
+                let pkt = CtPacket {
+                    v6: false,
+                    ..packet_any(f)
+                };
+                let rw = one.ct.process(&mut one.cache, &pkt, &mut md, &args, 1);
+                (md, rw)
+            })
+            .collect();
+        let pkts: Vec<CtPacket<'_>> = frames
+            .iter()
+            .map(|f| CtPacket {
                 v6: false,
                 ..packet_any(f)
-            };
-            let rw = one.ct.process(&mut one.cache, &pkt, &mut md, &args, 0);
-            (md, rw)
-        })
-        .collect();
-    let batch = Ct::new();
-    let mut cache = CtCache::new();
-    let pkts: Vec<CtPacket<'_>> = frames
-        .iter()
-        .map(|f| CtPacket {
-            v6: false,
-            ..packet_any(f)
-        })
-        .collect();
-    let mut out = vec![(CtMeta::default(), None); pkts.len()];
-    batch
-        .ct
-        .process_batch(&mut cache, &pkts, &mut out, &args, 0);
-    assert_eq!(out, want);
+            })
+            .collect();
+        let mut out = vec![(CtMeta::default(), None); pkts.len()];
+        batch
+            .ct
+            .process_batch(&mut cache, &pkts, &mut out, &args, 1);
+        for (i, (o, w)) in out.iter().zip(&want).enumerate() {
+            assert_eq!(o, w, "packet {i}, with {before} connections before");
+        }
+        assert_eq!(batch.ct.n_conns(), one.ct.n_conns());
+    }
 }
 
 fn packet_any(f: &[u8]) -> CtPacket<'_> {
