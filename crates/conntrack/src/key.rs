@@ -618,10 +618,11 @@ fn parse_v4_fast(d: &[u8], l3: usize, zone: u16, checks: bool) -> Option<Parsed>
         }
     }
     // Made whole from values, never through memory (see `Tuple::hash_v4`); each address in
-    // one store of all its bytes, which the tracker's wide reads of it, right after, can take
-    // from the store buffer (an address stored as its four bytes and twelve zeros made each
-    // packet tracked at once wait for the stores to drain).
-    let addr = |a: [u8; 4]| u128::from(u32::from_ne_bytes(a)).to_ne_bytes();
+    // one store of all its bytes (its four, then twelve zeros, in any byte order), which the
+    // tracker's wide reads of it, right after, can take from the store buffer (an address
+    // stored as four bytes and twelve zeros made each packet tracked at once wait for the
+    // stores to drain).
+    let addr = |a: [u8; 4]| u128::from(u32::from_le_bytes(a)).to_le_bytes();
     let tuple = Tuple {
         zone,
         proto,
@@ -752,6 +753,54 @@ mod tests {
             let c = !checksum::combine(&[pseudo, checksum::data(&b)]);
             b[at..at + 2].copy_from_slice(&c.to_be_bytes());
             prop_assert!(super::l4_csum_ok_v4(src, dst, proto, &b));
+        }
+
+        /// The fast IPv4 parse gives what the general one gives for the same packet (its tuple,
+        /// the addresses in their first four bytes, its hash, the L4 offset and length), so
+        /// that a connection found by one is found by the other.
+        #[test]
+        fn fast_parse_is_the_general_parse(
+            src in any::<[u8; 4]>(),
+            dst in any::<[u8; 4]>(),
+            (sport, dport, zone, tcp) in (1..=u16::MAX, 1..=u16::MAX, any::<u16>(), any::<bool>()),
+            payload in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            use wire::checksum;
+            let proto = if tcp { super::TCP } else { super::UDP };
+            let mut l4 = vec![0u8; if tcp { 20 } else { 8 }];
+            l4[0..2].copy_from_slice(&sport.to_be_bytes());
+            l4[2..4].copy_from_slice(&dport.to_be_bytes());
+            if tcp {
+                l4[12] = 0x50;
+                l4[13] = 0x10;
+            }
+            l4.extend_from_slice(&payload);
+            let len = l4.len() as u16;
+            if !tcp {
+                l4[4..6].copy_from_slice(&len.to_be_bytes());
+            }
+            let pseudo = checksum::pseudo_header_v4(
+                &src.into(), &dst.into(), wire::IpProtocol(proto), len);
+            let c = !checksum::combine(&[pseudo, checksum::data(&l4)]);
+            let at = if tcp { 16 } else { 6 };
+            l4[at..at + 2].copy_from_slice(&c.to_be_bytes());
+            let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0];
+            ip[2..4].copy_from_slice(&(20 + len).to_be_bytes());
+            ip.extend_from_slice(&src);
+            ip.extend_from_slice(&dst);
+            let hc = !checksum::data(&ip);
+            ip[10..12].copy_from_slice(&hc.to_be_bytes());
+            let mut frame = [&[0u8; 14][..], &ip, &l4].concat();
+            // Padded to Ethernet's least frame, as a NIC receives it.
+            frame.resize(frame.len().max(60), 0);
+            let fast = super::parse_fast(&frame, 14, false, zone, None, true);
+            let general = super::parse_general(&frame, 14, false, zone, None, true);
+            let (fast, general) = (fast.expect("the fast parse takes it"), general.unwrap());
+            prop_assert_eq!(fast.tuple, general.tuple);
+            prop_assert_eq!(&fast.tuple.src[..4], &src[..]);
+            prop_assert_eq!(fast.hash, general.hash);
+            prop_assert_eq!(fast.hash, fast.tuple.hash());
+            prop_assert_eq!((fast.l4, fast.l4_len, fast.related), (general.l4, general.l4_len, false));
         }
 
         /// The fast IPv4 parse's hash, made from the fields, is the hash of the tuple they make.

@@ -1,7 +1,8 @@
 //! A PMD's connection cache ([`CtCache`]): a set-associative cache of recent lookups in front
 //! of the shared table, so that the packets of known connections skip the shard and its lock.
-//! A burst's buckets are prefetched before its packets are tracked, and each packet's
-//! connection a few packets before its turn ([`Conntrack::process_batch`]). The cache is also
+//! In a table of more than a few thousand connections, a burst's buckets are prefetched before
+//! its packets are tracked, and each packet's connection a few packets before its turn
+//! ([`Conntrack::process_batch`]; a smaller table stays in the core's caches). The cache is also
 //! where a PMD keeps its side of expiry: the connections it committed and has yet to queue, and
 //! those it took out and may reuse.
 //!
@@ -106,8 +107,9 @@ impl Bucket {
 /// A PMD's cache of recent lookups: tuple to connection, in buckets of [`WAYS`] entries by the
 /// tuple's hash, each entry the hash and the table's entry (the tuple is compared against the
 /// connection's own, which the packet reads anyway). A hit takes no lock and writes nothing, and
-/// a burst's buckets are prefetched before its packets are tracked, and their connections a
-/// few packets ahead, so that their cache misses overlap ([`Conntrack::process_batch`]). It
+/// in a table of more than a few thousand connections a burst's buckets are prefetched before
+/// its packets are tracked, and their connections a few packets ahead, so that their cache
+/// misses overlap ([`Conntrack::process_batch`]). It
 /// holds references, so a connection removed from the table may linger here until its entry is
 /// reused; entries are checked alive before use. The buckets are allocated at the first
 /// connection, and made more as the table grows (`CtCache::fit`).

@@ -14,7 +14,8 @@
 //!   connection looked up and updated by its protocol's tracker, or started on commit, with
 //!   its NAT and its ALG ([`crate::alg`]);
 //! - `cache`: a PMD's set-associative cache of recent lookups ([`CtCache`]), prefetched a
-//!   burst at a time, so that the packets of known connections skip the shard and its lock;
+//!   burst at a time in a large table, so that the packets of known connections skip the
+//!   shard and its lock;
 //! - `expiry`: connections wait in expiry queues, one list per timeout ordered by deadline
 //!   (OVS's expiration lists), which each PMD works on after its bursts and
 //!   [`Conntrack::sweep`] for the idle ones;

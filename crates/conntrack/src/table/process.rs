@@ -28,7 +28,8 @@ use crate::key::{self, ICMP, ICMPV6, Invalid, TCP, Tuple};
 use crate::state::*;
 use crate::tcp::{Segment, TcpConn, Update};
 
-/// The packets [`Conntrack::process_batch`] parses before it tracks them: a PMD's burst.
+/// The packets [`Conntrack::process_batch`] parses before it tracks them in a large table
+/// (`Conntrack::track_ahead`): a PMD's burst.
 pub(super) const BURST: usize = 32;
 
 /// [`Conntrack::process_batch`] asks for each packet's bucket and connection ahead of its turn
@@ -155,19 +156,26 @@ impl Conntrack {
             // twice and its parse kept for later, and save it nothing. The common packet's
             // parse is used as it is made (`key::parse_fast`), in registers: stored and read
             // back at once, its few-byte fields read as wide words waited for their stores.
+            // Any other packet is tracked as in a large table (`Self::track`).
             for (pkt, (md, nat)) in pkts.iter().zip(out) {
                 let (zone, checks) = (args.zone, !pkt.verified);
-                let parsed = if let Some(p) =
+                if let Some(p) =
                     key::parse_fast(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, checks)
                 {
-                    if self.track_cached(cache, pkt, &p, md, nat, args, now) {
-                        continue;
+                    if !self.track_cached(cache, pkt, &p, md, nat, args, now) {
+                        self.process_parsed(cache, pkt, &Ok(p), md, nat, args, now);
                     }
-                    Ok(p)
                 } else {
-                    key::parse_general(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, checks)
-                };
-                self.process_parsed(cache, pkt, &parsed, md, nat, args, now);
+                    let parsed = key::parse_general(
+                        pkt.frame,
+                        pkt.l3,
+                        pkt.v6,
+                        zone,
+                        pkt.frag_l4_len,
+                        checks,
+                    );
+                    self.track(cache, pkt, &parsed, md, nat, args, now);
+                }
             }
         }
         self.expire(cache, now, EXPIRE_PER_BURST);

@@ -102,7 +102,7 @@ fn process_batch_matches_process() {
         build(a(), b(), &echo(0, 1, 1)),
         vec![0; 20],
     ];
-    // Datagrams of connections committed before, in and out of the PMD's cache.
+    // Datagrams of connections committed before the batch (with none before: new ones).
     frames.extend((0..40).map(|i| udp_from(i * 7)));
     let args = commit(3);
     for before in [0, 5000] {
@@ -130,6 +130,9 @@ fn process_batch_matches_process() {
                 (md, rw)
             })
             .collect();
+        // The batch takes the path of its table's size (connections asked for ahead above
+        // 4096).
+        assert_eq!(batch.ct.n_conns() > 4096, before > 0);
         let pkts: Vec<CtPacket<'_>> = frames
             .iter()
             .map(|f| CtPacket {
