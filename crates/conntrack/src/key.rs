@@ -504,35 +504,11 @@ fn l4_csum_ok(_d: &[u8], t: &Tuple, b: &[u8]) -> bool {
     checksum::combine(&[pseudo, checksum::data(b)]) == 0xffff
 }
 
-/// Parses a packet for tracking into `out`: the L3 header at `l3` (IPv4 or IPv6 by `v6`), then
-/// its L4 header. `frag_l4_len`: the packet is the first fragment of a reassembled datagram
-/// with this many L4 bytes. `checks`: verify checksums (off when a port already did). The fast
-/// path for the common case (`parse_v4_fast`) is inlined into the caller; the rest is not.
-///
-/// Each way of parsing stores its own result into `out`: a result made either way and then
-/// moved, the move read the tuple's few-byte fields back as wide words while their stores were
-/// still in the store buffer, and waited for them.
-#[inline(always)]
-pub fn parse_into(
-    out: &mut Result<Parsed, Invalid>,
-    d: &[u8],
-    l3: usize,
-    v6: bool,
-    zone: u16,
-    frag_l4_len: Option<usize>,
-    checks: bool,
-) {
-    if let Some(p) = parse_fast(d, l3, v6, zone, frag_l4_len, checks) {
-        *out = Ok(p);
-    } else {
-        *out = parse_general(d, l3, v6, zone, frag_l4_len, checks);
-    }
-}
-
-/// [`parse_into`]'s fast path, in line: the common case, IPv4 without options, not a fragment,
-/// TCP or UDP with both ports set, lengths and checksums right. `None` for any other packet,
-/// which [`parse_general`] parses (and says what is wrong with a bad one). A result used at once
-/// stays in registers: read back from memory right after its few-byte stores, it waits for them.
+/// A packet's parse for tracking, in line, when it is the common case: IPv4 without options,
+/// not a fragment, TCP or UDP with both ports set, lengths and checksums right. `None` for any
+/// other packet, which [`parse_general`] parses (and says what is wrong with a bad one); the
+/// arguments are its. A result used at once stays in registers: read back from memory right
+/// after its few-byte stores, it waits for them.
 #[inline(always)]
 pub fn parse_fast(
     d: &[u8],
@@ -556,8 +532,11 @@ fn l4_csum_ok_v4(src: [u8; 4], dst: [u8; 4], proto: u8, b: &[u8]) -> bool {
     checksum::l4_ok_native(addrs, proto, b.len() as u16, b)
 }
 
-/// [`parse_into`] without its fast path for the common case ([`parse_fast`]): what a packet
-/// that path refuses goes through, and what says what is wrong with a bad one.
+/// Parses a packet for tracking: the L3 header at `l3` (IPv4 or IPv6 by `v6`), then its L4
+/// header. `frag_l4_len`: the packet is the first fragment of a reassembled datagram with this
+/// many L4 bytes. `checks`: verify checksums (off when a port already did). Out of line: what
+/// the common case's [`parse_fast`] refuses goes through it, and it says what is wrong with a
+/// bad packet.
 #[inline(never)]
 pub fn parse_general(
     d: &[u8],

@@ -154,26 +154,16 @@ impl Conntrack {
         } else {
             // Asked for ahead, connections at hand would cost each packet its bucket searched
             // twice and its parse kept for later, and save it nothing. The common packet's
-            // parse is used as it is made (`key::parse_fast`), in registers: stored and read
+            // parse is used as it is made (`Self::parse_fast`), in registers: stored and read
             // back at once, its few-byte fields read as wide words waited for their stores.
             // Any other packet is tracked as in a large table (`Self::track`).
             for (pkt, (md, nat)) in pkts.iter().zip(out) {
-                let (zone, checks) = (args.zone, !pkt.verified);
-                if let Some(p) =
-                    key::parse_fast(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, checks)
-                {
+                if let Some(p) = Self::parse_fast(pkt, args.zone) {
                     if !self.track_cached(cache, pkt, &p, md, nat, args, now) {
                         self.process_parsed(cache, pkt, &Ok(p), md, nat, args, now);
                     }
                 } else {
-                    let parsed = key::parse_general(
-                        pkt.frame,
-                        pkt.l3,
-                        pkt.v6,
-                        zone,
-                        pkt.frag_l4_len,
-                        checks,
-                    );
+                    let parsed = Self::parse_general(pkt, args.zone);
                     self.track(cache, pkt, &parsed, md, nat, args, now);
                 }
             }
@@ -201,7 +191,7 @@ impl Conntrack {
         // The cache's scratch keeps a burst's worth of entries: nothing is allocated per burst.
         let mut parsed = std::mem::take(&mut cache.parsed);
         for (chunk, outs) in pkts.chunks(BURST).zip(out.chunks_mut(BURST)) {
-            // Each packet's result is parsed into its place (`key::parse_into`).
+            // Each packet's result is parsed into its place (`Self::parse_into`).
             let parsed = &mut parsed[..chunk.len()];
             for (j, pkt) in chunk.iter().enumerate() {
                 let p = &mut parsed[j];
@@ -239,18 +229,31 @@ impl Conntrack {
         out
     }
 
-    /// [`key::parse_into`] of `pkt`.
+    /// Parses `pkt` into `out`, the common case in line ([`Self::parse_fast`]). Each way of
+    /// parsing stores its own result into `out`: a result made either way and then moved, the
+    /// move read the tuple's few-byte fields back as wide words while their stores were still
+    /// in the store buffer, and waited for them.
     #[inline(always)]
     fn parse_into(pkt: &CtPacket<'_>, zone: u16, out: &mut Result<key::Parsed, Invalid>) {
-        key::parse_into(
-            out,
-            pkt.frame,
-            pkt.l3,
-            pkt.v6,
-            zone,
-            pkt.frag_l4_len,
-            !pkt.verified,
-        );
+        if let Some(p) = Self::parse_fast(pkt, zone) {
+            *out = Ok(p);
+        } else {
+            *out = Self::parse_general(pkt, zone);
+        }
+    }
+
+    /// [`key::parse_fast`] of `pkt`.
+    #[inline(always)]
+    fn parse_fast(pkt: &CtPacket<'_>, zone: u16) -> Option<key::Parsed> {
+        let checks = !pkt.verified;
+        key::parse_fast(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, checks)
+    }
+
+    /// [`key::parse_general`] of `pkt`.
+    #[inline(always)]
+    fn parse_general(pkt: &CtPacket<'_>, zone: u16) -> Result<key::Parsed, Invalid> {
+        let checks = !pkt.verified;
+        key::parse_general(pkt.frame, pkt.l3, pkt.v6, zone, pkt.frag_l4_len, checks)
     }
 
     /// Tracks one parsed packet, any kind: its metadata into `md`, the NAT rewrite it needs (if
