@@ -249,12 +249,14 @@ enum BenchCommand {
     Report(Box<report::ReportArgs>),
     /// What the machine itself charges a vhost-user round trip: a cache line's round trip
     /// between the PMD's core and the guest's (two pinned threads passing one line), and
-    /// memcpy's cost for 1514-byte frames from PVP's working sets and from memory.
+    /// memcpy's cost for 1514-byte frames from PVP's working sets and from memory; and what
+    /// a line read at random from memory costs, one after another and 32 at once.
     Host {
         /// The two cores, as PMD,GUEST (`flowpath bench pvp` puts its PMD on 1, the guest on 0).
         #[arg(long, default_value = "1,0", value_parser = parse_core_pair)]
         cores: (usize, usize),
-        /// Time to measure for, in seconds, half for the line and half for the copies.
+        /// Time to measure for, in seconds, half for the line and half for the copies (the
+        /// random lines a quarter more, at most a second).
         #[arg(long, default_value_t = 4.0)]
         seconds: f64,
         /// Print JSON instead of text.

@@ -165,8 +165,8 @@ fn bench_on_dpdk_io_needs_the_dpdk_build() {
     );
 }
 
-/// `bench host` prints the machine's line round trip and copy costs, as text and JSON; bad
-/// cores and windows are errors or a reason, never a panic.
+/// `bench host` prints the machine's line round trip, copy costs and random lines' costs, as
+/// text and JSON; bad cores and windows are errors or a reason, never a panic.
 #[test]
 fn bench_host_reports_line_round_trip_and_copy_costs() {
     let o = flowpath(&["bench", "host", "--cores", "0,0", "--seconds", "0.3"]);
@@ -177,6 +177,7 @@ fn bench_host_reports_line_round_trip_and_copy_costs() {
         "{out}"
     );
     assert_eq!(out.matches("memcpy of 1514 bytes").count(), 3, "{out}");
+    assert!(out.contains("random 64-byte lines of 256 MiB"), "{out}");
     let o = flowpath(&[
         "bench",
         "host",
@@ -189,6 +190,9 @@ fn bench_host_reports_line_round_trip_and_copy_costs() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["copies"].as_array().unwrap().len(), 3);
     assert!(v["copies"][0]["gbytes_per_second"].as_f64().unwrap() > 0.0);
+    let lines = &v["random_lines"];
+    assert!(lines["dependent"].as_f64().unwrap() > 0.0, "{lines}");
+    assert!(lines["burst"].as_f64().unwrap() > 0.0, "{lines}");
     for bad in [
         &["--cores", "1"][..],
         &["--cores", "a,b"],

@@ -1,13 +1,17 @@
 //! `flowpath bench host`: what the machine itself charges for the two things a vhost-user
-//! round trip is made of besides the switch's own work, so that a PVP figure can be read
-//! against its host:
+//! round trip is made of besides the switch's own work, and for the memory a large
+//! connection table reads, so that a PVP or conntrack figure can be read against its host:
 //! - a cache line's round trip between two cores: one thread writes a line, the other, on the
 //!   other core, sees the write and answers on the same line, and the first sees the answer
 //!   (what a ring index, a descriptor or a buffer costs when the PMD and the guest both touch
 //!   it; the PMD runs on core 1 and the guest on core 0 in `flowpath bench pvp`);
 //! - `memcpy`'s cost for 1518-byte frames from working sets of the sizes PVP copies between
 //!   (a few frames into a ring of guest buffers, 1000 distinct frames, and memory far beyond
-//!   the caches): the physical limit of a copying round trip at that size.
+//!   the caches): the physical limit of a copying round trip at that size;
+//! - what a line read at random from memory far beyond the caches costs (on huge pages, as
+//!   conntrack's connections and cache buckets are): one after another, each waiting for the
+//!   last (the latency), and a burst's worth asked for at once and then read (how many misses
+//!   the core keeps in flight): the bounds of a table whose packets each read lines at random.
 //!
 //! Timings, like every benchmark: noisy on a shared machine; the minimum and median of many
 //! windows are reported. Nothing here is used by the switch.
@@ -67,6 +71,21 @@ pub struct HostReport {
     /// Why the round trip was not measured (one core only, or a core not allowed).
     pub line_round_trip_skipped: Option<String>,
     pub copies: Vec<CopyCost>,
+    pub random_lines: RandomLines,
+}
+
+/// Lines read at random from [`RANDOM_BYTES`] on huge pages, in TSC cycles a line (medians of
+/// windows).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RandomLines {
+    pub bytes: usize,
+    /// Whether the memory was advised onto huge pages (the kernel may still not give them).
+    pub huge_pages: bool,
+    /// Each line's address read from the line before: the latency of a miss.
+    pub dependent: f64,
+    /// [`RANDOM_BURST`] lines asked for (prefetched), then read: a miss's share when the core
+    /// keeps as many in flight as it can.
+    pub burst: f64,
 }
 
 /// Measures for about `seconds` in all, the round trip between cores `a` and `b`.
@@ -86,6 +105,11 @@ pub fn run(a: usize, b: usize, seconds: f64) -> anyhow::Result<HostReport> {
         line_round_trip,
         line_round_trip_skipped,
         copies: copy_costs(half),
+        // Each of its two windows' series an eighth of the time, at most half a second.
+        random_lines: random_lines(
+            RANDOM_BYTES,
+            Duration::from_secs_f64((seconds / 8.0).min(0.5)),
+        ),
     })
 }
 
@@ -236,13 +260,8 @@ fn copy_cost(sources: usize, buffers: usize, span: Duration) -> f64 {
     // so that no window pays page faults.
     let mut dst = vec![1u8; buffers * SLOT];
     let per_window = sources.max(buffers).max(4096);
-    let end = Instant::now() + span;
     let (mut s, mut d) = (0, 0);
-    let mut windows = Vec::new();
-    // The first window warms the caches and is not counted.
-    let mut warm = false;
-    loop {
-        let t0 = tsc::now();
+    let cycles = windows(span, || {
         for _ in 0..per_window {
             let from = &src[s * SLOT..s * SLOT + COPY_FRAME];
             dst[d * SLOT..d * SLOT + COPY_FRAME].copy_from_slice(from);
@@ -250,16 +269,88 @@ fn copy_cost(sources: usize, buffers: usize, span: Duration) -> f64 {
             d = if d + 1 == buffers { 0 } else { d + 1 };
         }
         std::hint::black_box(&mut dst);
-        if warm {
-            windows.push(tsc::now().wrapping_sub(t0) as f64 / per_window as f64);
-        }
-        warm = true;
-        if Instant::now() >= end && windows.len() >= 3 {
-            break;
-        }
+    });
+    cycles / per_window as f64
+}
+
+/// Memory the random lines are read from: far beyond any cache, about conntrack's cache
+/// buckets and connections at a million connections.
+const RANDOM_BYTES: usize = 256 << 20;
+/// Lines asked for at once: a burst of packets' worth.
+const RANDOM_BURST: usize = 32;
+/// Reads a window of random lines is made of.
+const RANDOM_PER_WINDOW: usize = 1 << 16;
+
+/// A line of the random-read probe: the index of the next line of the chain.
+#[derive(Default)]
+#[repr(align(64))]
+struct ChainLine(usize);
+
+/// [`RandomLines`] over `bytes` of memory, each of the two for about `span`.
+fn random_lines(bytes: usize, span: Duration) -> RandomLines {
+    let n = (bytes / size_of::<ChainLine>()).max(2);
+    let mut lines = hugemem::HugeSlice::<ChainLine>::new(n);
+    // Every line in one ring, in a shuffled order (each line holds the next one's index),
+    // written before the windows so that none pays a page fault.
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..n).rev() {
+        let j = (xorshift(&mut rng) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
     }
-    windows.sort_by(f64::total_cmp);
-    windows[windows.len() / 2]
+    for w in 0..n {
+        lines[order[w]].0 = order[(w + 1) % n];
+    }
+    drop(order);
+    let mut at = 0;
+    let dependent = windows(span, || {
+        for _ in 0..RANDOM_PER_WINDOW {
+            at = lines[at].0;
+        }
+        std::hint::black_box(at);
+    });
+    let mut sum = 0usize;
+    let burst = windows(span, || {
+        for _ in 0..RANDOM_PER_WINDOW / RANDOM_BURST {
+            let mut picked = [0usize; RANDOM_BURST];
+            for p in &mut picked {
+                *p = (xorshift(&mut rng) % n as u64) as usize;
+                flow::hash::prefetch(&lines[*p]);
+            }
+            for p in picked {
+                sum = sum.wrapping_add(lines[p].0);
+            }
+        }
+        std::hint::black_box(sum);
+    });
+    RandomLines {
+        bytes: n * size_of::<ChainLine>(),
+        huge_pages: lines.advised_huge(),
+        dependent: dependent / RANDOM_PER_WINDOW as f64,
+        burst: burst / RANDOM_PER_WINDOW as f64,
+    }
+}
+
+/// The median TSC cycles of `window` over about `span` (at least three windows, the first
+/// not counted: it warms what it touches).
+fn windows(span: Duration, mut window: impl FnMut()) -> f64 {
+    window();
+    let end = Instant::now() + span;
+    let mut cycles = Vec::new();
+    while cycles.len() < 3 || Instant::now() < end {
+        let t0 = tsc::now();
+        window();
+        cycles.push(tsc::now().wrapping_sub(t0) as f64);
+    }
+    cycles.sort_by(f64::total_cmp);
+    cycles[cycles.len() / 2]
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
 }
 
 /// The report as text.
@@ -293,6 +384,16 @@ pub fn report(r: &HostReport) -> String {
             COPY_FRAME, c.name, c.cycles_per_copy, c.gbytes_per_second
         );
     }
+    let r = &r.random_lines;
+    let _ = writeln!(
+        s,
+        "random 64-byte lines of {} MiB{}: {:.0} cycles each one after another, {:.1} each {} asked for at once",
+        r.bytes >> 20,
+        if r.huge_pages { " (huge pages)" } else { "" },
+        r.dependent,
+        r.burst,
+        RANDOM_BURST
+    );
     s
 }
 
@@ -314,6 +415,25 @@ mod tests {
                 "{c:?}"
             );
         }
+    }
+
+    #[test]
+    fn random_lines_are_measured() {
+        // 4 MiB: beyond a core's own caches, small enough for a test.
+        let r = random_lines(4 << 20, Duration::from_millis(20));
+        assert_eq!(r.bytes, 4 << 20);
+        assert!(r.dependent > 0.0 && r.burst > 0.0, "{r:?}");
+        assert!(
+            report(&HostReport {
+                tsc_hz: 1,
+                core_ghz: 1.0,
+                line_round_trip: None,
+                line_round_trip_skipped: Some("test".into()),
+                copies: Vec::new(),
+                random_lines: r,
+            })
+            .contains("random 64-byte lines of 4 MiB")
+        );
     }
 
     #[test]
