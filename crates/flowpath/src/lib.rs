@@ -250,7 +250,8 @@ enum BenchCommand {
     /// What the machine itself charges a vhost-user round trip: a cache line's round trip
     /// between the PMD's core and the guest's (two pinned threads passing one line), and
     /// memcpy's cost for 1514-byte frames from PVP's working sets and from memory; and what
-    /// a line read at random from memory costs, one after another and 32 at once.
+    /// a line read at random from memory costs, one after another and 32 at once, and a line
+    /// then the line it names (a connection's cache bucket, then the connection), 32 at once.
     Host {
         /// The two cores, as PMD,GUEST (`flowpath bench pvp` puts its PMD on 1, the guest on 0).
         #[arg(long, default_value = "1,0", value_parser = parse_core_pair)]

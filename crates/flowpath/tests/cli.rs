@@ -178,6 +178,10 @@ fn bench_host_reports_line_round_trip_and_copy_costs() {
     );
     assert_eq!(out.matches("memcpy of 1514 bytes").count(), 3, "{out}");
     assert!(out.contains("random 64-byte lines of 256 MiB"), "{out}");
+    assert!(
+        out.contains("a line then the line it names, 32 pairs at once:"),
+        "{out}"
+    );
     let o = flowpath(&[
         "bench",
         "host",
@@ -193,6 +197,12 @@ fn bench_host_reports_line_round_trip_and_copy_costs() {
     let lines = &v["random_lines"];
     assert!(lines["dependent"].as_f64().unwrap() > 0.0, "{lines}");
     assert!(lines["burst"].as_f64().unwrap() > 0.0, "{lines}");
+    assert!(lines["pairs"].as_f64().unwrap() > 0.0, "{lines}");
+    assert!(
+        lines["pairs_cached_first"].as_f64().unwrap() > 0.0,
+        "{lines}"
+    );
+    assert_eq!(lines["cached_first_bytes"], 4 << 20, "{lines}");
     for bad in [
         &["--cores", "1"][..],
         &["--cores", "a,b"],

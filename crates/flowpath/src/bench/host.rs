@@ -11,7 +11,10 @@
 //! - what a line read at random from memory far beyond the caches costs (on huge pages, as
 //!   conntrack's connections and cache buckets are): one after another, each waiting for the
 //!   last (the latency), and a burst's worth asked for at once and then read (how many misses
-//!   the core keeps in flight): the bounds of a table whose packets each read lines at random.
+//!   the core keeps in flight): the bounds of a table whose packets each read lines at random;
+//!   and a burst's worth of pairs, a line and then the line it names, as a packet of a large
+//!   connection table reads its cache bucket and then its connection (with the first lines
+//!   from all the memory, and from a few MiB that a cache may keep).
 //!
 //! Timings, like every benchmark: noisy on a shared machine; the minimum and median of many
 //! windows are reported. Nothing here is used by the switch.
@@ -86,6 +89,13 @@ pub struct RandomLines {
     /// [`RANDOM_BURST`] lines asked for (prefetched), then read: a miss's share when the core
     /// keeps as many in flight as it can.
     pub burst: f64,
+    /// [`RANDOM_BURST`] lines asked for, then each the line it names, then those read: a
+    /// pair's share (a cache bucket, then the connection it names).
+    pub pairs: f64,
+    /// The same with the first line of each pair from the first `cached_first_bytes` of the
+    /// memory (a bucket array small enough for a cache to keep).
+    pub pairs_cached_first: f64,
+    pub cached_first_bytes: usize,
 }
 
 /// Measures for about `seconds` in all, the round trip between cores `a` and `b`.
@@ -105,10 +115,10 @@ pub fn run(a: usize, b: usize, seconds: f64) -> anyhow::Result<HostReport> {
         line_round_trip,
         line_round_trip_skipped,
         copies: copy_costs(half),
-        // Each of its two windows' series an eighth of the time, at most half a second.
+        // Each of its four windows' series a sixteenth of the time, at most a quarter second.
         random_lines: random_lines(
             RANDOM_BYTES,
-            Duration::from_secs_f64((seconds / 8.0).min(0.5)),
+            Duration::from_secs_f64((seconds / 16.0).min(0.25)),
         ),
     })
 }
@@ -278,6 +288,9 @@ fn copy_cost(sources: usize, buffers: usize, span: Duration) -> f64 {
 const RANDOM_BYTES: usize = 256 << 20;
 /// Lines asked for at once: a burst of packets' worth.
 const RANDOM_BURST: usize = 32;
+/// Where the first lines of [`RandomLines::pairs_cached_first`] are: about what a large
+/// L3 keeps of a table whose other reads stream through it.
+const RANDOM_CACHED_FIRST: usize = 4 << 20;
 /// Reads a window of random lines is made of.
 const RANDOM_PER_WINDOW: usize = 1 << 16;
 
@@ -286,7 +299,7 @@ const RANDOM_PER_WINDOW: usize = 1 << 16;
 #[repr(align(64))]
 struct ChainLine(usize);
 
-/// [`RandomLines`] over `bytes` of memory, each of the two for about `span`.
+/// [`RandomLines`] over `bytes` of memory, each of its four measures for about `span`.
 fn random_lines(bytes: usize, span: Duration) -> RandomLines {
     let n = (bytes / size_of::<ChainLine>()).max(2);
     let mut lines = hugemem::HugeSlice::<ChainLine>::new(n);
@@ -309,13 +322,43 @@ fn random_lines(bytes: usize, span: Duration) -> RandomLines {
         }
         std::hint::black_box(at);
     });
+    let cached = (RANDOM_CACHED_FIRST / size_of::<ChainLine>()).clamp(1, n);
+    let mut burst = |first: usize, hops: usize| random_bursts(&lines, first, hops, &mut rng, span);
+    let (burst, pairs, pairs_cached_first) = (burst(n, 0), burst(n, 1), burst(cached, 1));
+    RandomLines {
+        bytes: n * size_of::<ChainLine>(),
+        huge_pages: lines.advised_huge(),
+        dependent: dependent / RANDOM_PER_WINDOW as f64,
+        burst,
+        pairs,
+        pairs_cached_first,
+        cached_first_bytes: cached * size_of::<ChainLine>(),
+    }
+}
+
+/// TSC cycles a line, or a chain of `hops` more, of [`RANDOM_BURST`] lines picked at random
+/// among `lines[..first]` asked for at once, then (`hops` times) the lines they name asked
+/// for, then the last read (medians of windows for about `span`).
+fn random_bursts(
+    lines: &[ChainLine],
+    first: usize,
+    hops: usize,
+    rng: &mut u64,
+    span: Duration,
+) -> f64 {
     let mut sum = 0usize;
-    let burst = windows(span, || {
+    let cycles = windows(span, || {
         for _ in 0..RANDOM_PER_WINDOW / RANDOM_BURST {
             let mut picked = [0usize; RANDOM_BURST];
             for p in &mut picked {
-                *p = (xorshift(&mut rng) % n as u64) as usize;
+                *p = (xorshift(rng) % first as u64) as usize;
                 flow::hash::prefetch(&lines[*p]);
+            }
+            for _ in 0..hops {
+                for p in &mut picked {
+                    *p = lines[*p].0;
+                    flow::hash::prefetch(&lines[*p]);
+                }
             }
             for p in picked {
                 sum = sum.wrapping_add(lines[p].0);
@@ -323,12 +366,7 @@ fn random_lines(bytes: usize, span: Duration) -> RandomLines {
         }
         std::hint::black_box(sum);
     });
-    RandomLines {
-        bytes: n * size_of::<ChainLine>(),
-        huge_pages: lines.advised_huge(),
-        dependent: dependent / RANDOM_PER_WINDOW as f64,
-        burst: burst / RANDOM_PER_WINDOW as f64,
-    }
+    cycles / RANDOM_PER_WINDOW as f64
 }
 
 /// The median TSC cycles of `window` over about `span` (at least three windows, the first
@@ -387,12 +425,17 @@ pub fn report(r: &HostReport) -> String {
     let r = &r.random_lines;
     let _ = writeln!(
         s,
-        "random 64-byte lines of {} MiB{}: {:.0} cycles each one after another, {:.1} each {} asked for at once",
+        "random 64-byte lines of {} MiB{}: {:.0} cycles each one after another, {:.1} each {} asked for at once; \
+         a line then the line it names, {} pairs at once: {:.1} a pair, {:.1} with the first lines from {} MiB",
         r.bytes >> 20,
         if r.huge_pages { " (huge pages)" } else { "" },
         r.dependent,
         r.burst,
-        RANDOM_BURST
+        RANDOM_BURST,
+        RANDOM_BURST,
+        r.pairs,
+        r.pairs_cached_first,
+        r.cached_first_bytes >> 20,
     );
     s
 }
@@ -423,6 +466,8 @@ mod tests {
         let r = random_lines(4 << 20, Duration::from_millis(20));
         assert_eq!(r.bytes, 4 << 20);
         assert!(r.dependent > 0.0 && r.burst > 0.0, "{r:?}");
+        assert!(r.pairs > 0.0 && r.pairs_cached_first > 0.0, "{r:?}");
+        assert_eq!(r.cached_first_bytes, RANDOM_CACHED_FIRST);
         assert!(
             report(&HostReport {
                 tsc_hz: 1,
