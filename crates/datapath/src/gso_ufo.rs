@@ -14,7 +14,8 @@
 //!   identification; `frag_off` is the offset in 8-byte units with MF on all but the last
 //!   (DF cleared); total length and header checksum per fragment;
 //! - IPv6: a fragment header (RFC 8200 §4.5) goes after the unfragmentable headers
-//!   (hop-by-hop, routing, and destination options not following a routing header), its
+//!   (hop-by-hop, routing, destination options not following a routing header, and
+//!   destination options holding a Home Address option wherever they are), its
 //!   identification chosen by the switch ([`next_ipv6_id`]: Linux draws one from a keyed hash
 //!   of the addresses), M on all but the last; payload length per fragment.
 //!
@@ -219,8 +220,10 @@ pub fn next_ipv6_id() -> u32 {
 }
 
 /// The end of the unfragmentable headers of the IPv6 packet at `l3` of `f` (RFC 8200 §4.5:
-/// hop-by-hop, routing, and destination options before the routing header or without one,
-/// as Linux's `ip6_find_1stfragopt` finds it), and the offset of the next-header byte naming
+/// hop-by-hop, routing, and destination options before the routing header or without one;
+/// and, wherever they are, destination options that hold a Home Address option, which
+/// RFC 6275 §6.3 puts before any fragment header), as Linux's `ip6_find_1stfragopt` finds it
+/// with Mobile IPv6 built in (Debian's kernels), and the offset of the next-header byte naming
 /// what follows them. `f` holds the headers up to the UDP one ([`ip_l4`] checked).
 fn first_fragmentable(f: &[u8], l3: usize) -> (usize, usize) {
     let (mut at, mut prev, mut routing) = (l3 + 40, l3 + 6, false);
@@ -228,12 +231,42 @@ fn first_fragmentable(f: &[u8], l3: usize) -> (usize, usize) {
         match f[prev] {
             HOP_BY_HOP => {}
             ROUTING => routing = true,
-            DEST_OPTS if !routing => {}
+            DEST_OPTS if !routing || has_home_address(f, at) => {}
             _ => return (at, prev),
         }
         prev = at;
         at += (usize::from(f[at + 1]) + 1) * 8;
     }
+}
+
+/// The Home Address option's type (RFC 6275 §6.3).
+const HOME_ADDRESS: u8 = 0xc9;
+
+/// Whether the options header at `at` of `f` holds a Home Address option: its options walked
+/// as Linux's `ipv6_find_tlv` walks them (Pad1 one byte, any other option its length and two;
+/// an option's type counts before its length is checked, an option past the header ends the
+/// walk unfound).
+fn has_home_address(f: &[u8], at: usize) -> bool {
+    let Some(end) = f.get(at + 1).map(|&n| at + (usize::from(n) + 1) * 8) else {
+        return false;
+    };
+    let Some(opts) = f.get(at + 2..end) else {
+        return false;
+    };
+    let mut i = 0;
+    while let Some(&kind) = opts.get(i) {
+        if kind == HOME_ADDRESS {
+            return true;
+        }
+        i += match kind {
+            0 => 1,
+            _ => match opts.get(i + 1) {
+                Some(&len) if i + 2 + usize::from(len) <= opts.len() => 2 + usize::from(len),
+                _ => return false,
+            },
+        };
+    }
+    false
 }
 
 /// The UDP checksum of the whole datagram whose IP header is at `l3` of `f` and UDP header

@@ -212,6 +212,31 @@ fn ipv6_fragment_header_goes_after_hop_by_hop_and_destination_options() {
     verify_udp(&f, 70, &rest[8..], &f[22..54]);
 }
 
+/// Mobile IPv6 (RFC 6275 §6.3) puts destination options holding a Home Address option before
+/// any fragment header, after a routing header too: Linux with Mobile IPv6 built in (Debian's
+/// kernels: `CONFIG_IPV6_MIP6=y`) keeps them unfragmentable (`ip6_find_1stfragopt`).
+#[test]
+fn destination_options_with_a_home_address_stay_unfragmentable_after_a_routing_header() {
+    // Routing (8 bytes), then destination options of 24: PadN of 4 bytes, then the Home
+    // Address option (type 0xc9, 16 bytes of address) at 8n+6.
+    let mut f = super_frame(true, &[(43, 0), (60, 2)], 3000);
+    let opts = 62 + 2;
+    f[opts..opts + 6].copy_from_slice(&[1, 2, 0, 0, 0xc9, 16]);
+    f[opts + 6..opts + 22].copy_from_slice(&SRC6);
+    let frags = fragment_all(&f, 1232);
+    let d = verify_v6(&f, 86, 62, 1232, &frags);
+    verify_udp(&f, 86, &d, &f[22..54]);
+    // A Home Address option's type found before a bad length still counts (as Linux's
+    // `ipv6_find_tlv` reads it); one after an option that overruns the header does not.
+    f[opts + 4..opts + 6].copy_from_slice(&[0xc9, 200]);
+    let frags = fragment_all(&f, 1232);
+    verify_v6(&f, 86, 62, 1232, &frags);
+    f[opts..opts + 6].copy_from_slice(&[1, 30, 0, 0, 0xc9, 16]);
+    let frags = fragment_all(&f, 1232);
+    let rest = verify_v6(&f, 62, 54, 1232, &frags);
+    assert_eq!(&rest[..24], &f[62..86], "destination options fragmentable");
+}
+
 #[test]
 fn a_datagram_that_fits_the_size_is_sent_whole_with_its_checksum() {
     for ipv6 in [false, true] {
