@@ -9,10 +9,13 @@
 //! [`datapath::gro::coalesce`] merges the burst; then
 //! - nothing is lost or made up: the packets out, plus the segments merged less the frames
 //!   made of them, are the packets in;
-//! - a packet that was not merged comes out unchanged, and in its place;
+//! - every packet out takes the place of the first packet in not yet accounted for: a packet
+//!   that was not merged comes out unchanged, a merged frame where its first segment was;
 //! - a merged frame is a TCP super-frame whose payload is its segments' payloads in order,
 //!   each segment at most its MSS, with the first segment's Ethernet header, and its
-//!   segments were two or more consecutive packets of the burst with right checksums.
+//!   segments were two or more packets of the burst with right checksums, the others later
+//!   than the first and in the burst's order (other packets may be between them: segments
+//!   of interleaved connections merge each).
 
 use datapath::gro::coalesce;
 use datapath::gso::TcpSuper;
@@ -146,12 +149,16 @@ pub fn merged_frames(data: &[u8]) -> u64 {
         frames.len() as u64,
         "{m:?}"
     );
-    let mut i = 0;
+    let mut used = vec![false; frames.len()];
     let mut merged = 0;
     for p in &out {
+        let i = used
+            .iter()
+            .position(|u| !u)
+            .expect("no more packets out than in");
+        used[i] = true;
         if p.meta.gso_size == 0 {
             assert_eq!(p.data(), &frames[i][..], "packet {i} changed");
-            i += 1;
             continue;
         }
         merged += 1;
@@ -160,28 +167,37 @@ pub fn merged_frames(data: &[u8]) -> u64 {
         q.meta.l3 = NO_OFS;
         let t = TcpSuper::of(&q).expect("a merged frame is a TCP super-frame");
         let payload = &p.data()[t.hdr_len..];
-        let (mut at, mut n) = (0, 0);
-        while at < payload.len() {
-            let f = &frames[i];
+        // Each next segment: the first later packet not accounted for that carries the
+        // frame's next bytes (an earlier one that would have been merged instead).
+        let seg_at = |j: usize, at: usize| {
+            let f = &frames[j];
+            f.len() > t.hdr_len
+                && f[..t.l3] == p.data()[..t.l3]
+                && payload[at..].starts_with(&f[t.hdr_len..])
+        };
+        assert!(seg_at(i, 0), "the frame's first segment is packet {i}");
+        let (mut at, mut n, mut j) = (0, 0, i);
+        loop {
+            let f = &frames[j];
             let seg = &f[t.hdr_len..];
-            assert!(seg.len() <= t.mss, "segment {i} longer than the MSS");
-            assert_eq!(&payload[at..at + seg.len()], seg, "segment {i}'s payload");
-            assert_eq!(
-                &f[..t.l3],
-                &p.data()[..t.l3],
-                "segment {i}'s Ethernet header"
-            );
+            assert!(seg.len() <= t.mss, "segment {j} longer than the MSS");
             assert!(
                 checksum_ok(f, t.l4),
-                "segment {i} merged with a wrong checksum"
+                "segment {j} merged with a wrong checksum"
             );
             at += seg.len();
-            i += 1;
             n += 1;
+            if at == payload.len() {
+                break;
+            }
+            j = (j + 1..frames.len())
+                .find(|&k| !used[k] && seg_at(k, at))
+                .unwrap_or_else(|| panic!("no packet after {j} carries the frame's bytes at {at}"));
+            used[j] = true;
         }
         assert!(n >= 2, "a frame of one segment");
     }
-    assert_eq!(i, frames.len());
+    assert!(used.iter().all(|&u| u), "packets lost");
     assert_eq!(merged, m.frames);
     m.frames
 }

@@ -19,10 +19,17 @@
 //!   have), so that a merged frame's checksum, which the receiver no longer checks, stands for
 //!   payload that was right.
 //!
-//! Only segments that are next to each other in the burst merge (a burst from one tunnel or
-//! one port carries a connection's segments in order); anything else passes unchanged, in
-//! its place. A super-frame is built in a large pool buffer: merging allocates nothing once
-//! the pool is warm.
+//! Segments of up to [`MAX_RUNS`] connections merge at once, as Linux holds several flows'
+//! merges in its GRO lists: the segments of connections that interleave in a burst (many
+//! streams through one tunnel or one uplink) each make their own super-frames. A
+//! connection is its Ethernet header (tags included), IP addresses and TCP ports; a packet of
+//! the connection that does not continue its super-frame (out of order, another TTL, a pure
+//! ACK, a fragment, a super-frame of its own) ends it first, so that the connection's packets
+//! keep their order. A super-frame takes the place of its first segment; anything else
+//! passes unchanged, in its place. When a burst brings more connections than that, the one
+//! whose super-frame started first is ended to make room (Linux flushes its oldest). A
+//! super-frame is built in a large pool buffer: merging allocates nothing once the pool is
+//! warm.
 
 use wire::IpProtocol;
 use wire::checksum;
@@ -43,6 +50,9 @@ const MAX_IP: usize = 65535;
 
 /// Bytes of the IPv6 header.
 const IPV6_HDR: usize = 40;
+
+/// Connections whose super-frames are built at once in a burst.
+pub const MAX_RUNS: usize = 8;
 
 /// What merging a burst did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,8 +145,10 @@ impl Segment {
 /// The super-frame being built: its first segment's headers, and where it has got to.
 struct Run {
     first: Segment,
-    /// The merged frame, once a second segment joined; until then the first segment is the
-    /// last packet of the output.
+    /// Where the first segment is in the output batch: the merged frame's place.
+    slot: usize,
+    /// The merged frame, once a second segment joined; until then the first segment is at
+    /// `slot` of the output.
     merged: Option<Packet>,
     segments: u16,
     next_seq: u32,
@@ -191,9 +203,9 @@ impl Run {
     }
 }
 
-/// Merges the runs of consecutive segments of one TCP connection in `batch` into
-/// super-frames, keeping every other packet in its place. `scratch` is an empty vector the
-/// caller keeps (with room for a burst) so that nothing is allocated.
+/// Merges the segments of each TCP connection in `batch` that continue each other into
+/// super-frames, keeping every other packet in its place (see the module's rules). `scratch`
+/// is an empty vector the caller keeps (with room for a burst) so that nothing is allocated.
 pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -> Merged {
     let mut done = Merged::default();
     if batch.len() < 2 {
@@ -201,31 +213,50 @@ pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -
     }
     scratch.clear();
     batch.swap_packets(scratch);
-    let mut run: Option<Run> = None;
+    let mut runs: [Option<Run>; MAX_RUNS] = Default::default();
     for p in scratch.drain(..) {
         let seg = Segment::of(&p);
         let mut bad = false;
-        if let (Some(r), Some(s)) = (&mut run, &seg) {
-            let first = r.merged.as_ref().unwrap_or_else(|| last(batch));
-            if r.continues(first, s, &p) {
-                // Checksums are checked only where segments merge: the first segment's when
-                // a second joins it, then each joining one's.
-                let first_ok = r.merged.is_some() || checksum_ok(first, &r.first);
-                bad = first_ok && !checksum_ok(&p, s);
-                if first_ok && !bad {
-                    append(r, batch, &p, s, pool);
-                    pool.free(p);
-                    if s.payload < r.first.payload || s.flags & (PSH | FIN) != 0 {
-                        finish(run.take(), batch, pool, &mut done);
+        let flow = seg.map(|s| Flow::of_segment(&s)).or_else(|| Flow::of(&p));
+        let open = flow.and_then(|f| {
+            runs.iter()
+                .position(|r| r.as_ref().is_some_and(|r| f.same(r, batch, &p)))
+        });
+        if let Some(k) = open {
+            if let (Some(r), Some(s)) = (&mut runs[k], &seg) {
+                let first = first_of(r, batch);
+                if r.continues(first, s, &p) {
+                    // Checksums are checked only where segments merge: the first segment's
+                    // when a second joins it, then each joining one's.
+                    let first_ok = r.merged.is_some() || checksum_ok(first, &r.first);
+                    bad = first_ok && !checksum_ok(&p, s);
+                    if first_ok && !bad {
+                        append(r, batch, &p, s, pool);
+                        pool.free(p);
+                        if s.payload < r.first.payload || s.flags & (PSH | FIN) != 0 {
+                            finish(runs[k].take(), batch, pool, &mut done);
+                        }
+                        continue;
                     }
-                    continue;
                 }
             }
+            // The connection's packet that does not continue its super-frame ends it.
+            finish(runs[k].take(), batch, pool, &mut done);
         }
-        finish(run.take(), batch, pool, &mut done);
         if let Some(s) = seg.filter(|s| !bad && s.starts()) {
-            run = Some(Run {
+            let free = match runs.iter().position(Option::is_none) {
+                Some(free) => free,
+                None => {
+                    let oldest = (0..MAX_RUNS)
+                        .min_by_key(|&k| runs[k].as_ref().map_or(usize::MAX, |r| r.slot))
+                        .unwrap_or(0);
+                    finish(runs[oldest].take(), batch, pool, &mut done);
+                    oldest
+                }
+            };
+            runs[free] = Some(Run {
                 first: s,
+                slot: batch.len(),
                 merged: None,
                 segments: 1,
                 next_seq: s.seq.wrapping_add(s.payload as u32),
@@ -235,11 +266,89 @@ pub fn coalesce(batch: &mut Batch, pool: &mut Pool, scratch: &mut Vec<Packet>) -
         }
         batch.push(p);
     }
-    finish(run, batch, pool, &mut done);
+    for r in &mut runs {
+        finish(r.take(), batch, pool, &mut done);
+    }
     if done.frames > 0 {
         batch.mark_gso();
     }
     done
+}
+
+/// Where a TCP packet's connection is read: its IP header, the family, and its TCP header
+/// where the packet has one that can be found (not a non-first IPv4 fragment, not behind IPv6
+/// extension headers).
+#[derive(Clone, Copy)]
+struct Flow {
+    l3: usize,
+    ipv6: bool,
+    l4: Option<usize>,
+}
+
+impl Flow {
+    fn of_segment(s: &Segment) -> Flow {
+        Flow {
+            l3: s.l3,
+            ipv6: s.ipv6,
+            l4: Some(s.l4),
+        }
+    }
+
+    /// The connection of any other packet that is, or may be, TCP over IP: one of a
+    /// connection with a super-frame being built ends it.
+    fn of(p: &Packet) -> Option<Flow> {
+        let d = p.data();
+        let l3 = match p.meta.l3 {
+            NO_OFS => ethernet_l3(d).ok()?,
+            l3 => usize::from(l3),
+        };
+        match d.get(l3)? >> 4 {
+            4 => {
+                let ip = d.get(l3..l3 + 20)?;
+                let first = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff == 0;
+                let l4 = l3 + usize::from(ip[0] & 0xf) * 4;
+                (ip[9] == IpProtocol::TCP.0).then_some(Flow {
+                    l3,
+                    ipv6: false,
+                    l4: first.then_some(l4),
+                })
+            }
+            6 => {
+                let next = *d.get(l3 + 6)?;
+                d.get(l3..l3 + IPV6_HDR)?;
+                // Hop-by-hop, routing, fragment, destination options: perhaps TCP after them.
+                let behind = matches!(next, 0 | 43 | 44 | 60);
+                (next == IpProtocol::TCP.0 || behind).then_some(Flow {
+                    l3,
+                    ipv6: true,
+                    l4: (!behind).then_some(l3 + IPV6_HDR),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether packet `p`, of this flow, is of run `r`'s connection: the same Ethernet header,
+    /// IP addresses and TCP ports (any, where `p`'s cannot be found or read).
+    fn same(&self, r: &Run, batch: &Batch, p: &Packet) -> bool {
+        let f = &r.first;
+        let (a, b) = (first_of(r, batch).data(), p.data());
+        let addrs = if f.ipv6 { 8..40 } else { 12..20 };
+        self.l3 == f.l3
+            && self.ipv6 == f.ipv6
+            && a[..f.l3] == b[..f.l3]
+            && a.get(f.l3 + addrs.start..f.l3 + addrs.end)
+                == b.get(f.l3 + addrs.start..f.l3 + addrs.end)
+            && self.l4.is_none_or(|l4| {
+                b.get(l4..l4 + 4)
+                    .is_none_or(|ports| a.get(f.l4..f.l4 + 4) == Some(ports))
+            })
+    }
+}
+
+/// The run's first segment, or its merged frame once a second joined.
+fn first_of<'a>(r: &'a Run, batch: &'a Batch) -> &'a Packet {
+    r.merged.as_ref().unwrap_or(&batch.packets()[r.slot])
 }
 
 /// Whether segment `p`'s TCP checksum is right, or pending ([`crate::csum_pending`]: not
@@ -252,18 +361,11 @@ fn checksum_ok(p: &Packet, s: &Segment) -> bool {
     checksum::combine(&[pseudo(d, s.l3, s.l4, s.ipv6), checksum::data(&d[s.l4..])]) == 0xffff
 }
 
-fn last(batch: &Batch) -> &Packet {
-    batch
-        .packets()
-        .last()
-        .expect("a run's first segment is the batch's last packet")
-}
-
-/// Adds segment `p` to the run, starting the merged frame from the first segment (the
-/// batch's last packet) when this is the second.
-fn append(r: &mut Run, batch: &mut Batch, p: &Packet, s: &Segment, pool: &mut Pool) {
+/// Adds segment `p` to the run, starting the merged frame from the first segment (at the
+/// run's slot of the batch) when this is the second.
+fn append(r: &mut Run, batch: &Batch, p: &Packet, s: &Segment, pool: &mut Pool) {
     let merged = r.merged.get_or_insert_with(|| {
-        let first = last(batch);
+        let first = &batch.packets()[r.slot];
         let mut m = pool.packet_with_len(LARGE_ROOM, first.meta.in_port);
         m.copy_meta_from(first);
         m.data_mut()[..first.len()].copy_from_slice(first.data());
@@ -279,12 +381,13 @@ fn append(r: &mut Run, batch: &mut Batch, p: &Packet, s: &Segment, pool: &mut Po
     r.flags |= s.flags & (PSH | FIN);
 }
 
-/// Ends a run: a merged frame replaces its first segment at the end of the batch, with the
-/// run's flags, and `gso_size` its MSS (its lengths and checksums are set by whoever sends
-/// it, [`crate::gso::prepare_partial`]).
+/// Ends a run: a merged frame replaces its first segment in the batch, with the run's flags,
+/// and `gso_size` its MSS (its lengths and checksums are set by whoever sends it,
+/// [`crate::gso::prepare_partial`]).
 fn finish(run: Option<Run>, batch: &mut Batch, pool: &mut Pool, done: &mut Merged) {
     let Some(Run {
         first,
+        slot,
         merged: Some(mut m),
         segments,
         flags,
@@ -298,10 +401,7 @@ fn finish(run: Option<Run>, batch: &mut Batch, pool: &mut Pool, done: &mut Merge
     m.meta.set_csum_pending(false);
     m.meta.l3 = first.l3 as u16;
     m.meta.l4 = first.l4 as u16;
-    let slot = batch
-        .packets_mut()
-        .last_mut()
-        .expect("the run's first segment");
+    let slot = &mut batch.packets_mut()[slot];
     pool.free(std::mem::replace(slot, m));
     done.frames += 1;
     done.segments += u64::from(segments);

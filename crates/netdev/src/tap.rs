@@ -76,9 +76,9 @@
 //! whose outer lengths pass 16 bits, is cut into its segments on receive (`rx_tnl_gso_cut`,
 //! `rx_tnl_gso_cut_segments`; bad offsets are counted drops).
 //!
-//! With `tso` and option `gro` (default on) a transmit burst's consecutive TCP/IPv4 segments
-//! of one connection are first merged into super-frames by Linux's GRO rules
-//! ([`datapath::gro`]): what arrives segmented (from a tunnel, an AF_PACKET or AF_XDP port)
+//! With `tso` and option `gro` (default on) the TCP segments of each connection in a transmit
+//! burst (up to eight connections at once, their segments interleaved or not) are first
+//! merged into super-frames by Linux's GRO rules ([`datapath::gro`]): what arrives segmented (from a tunnel, an AF_PACKET or AF_XDP port)
 //! reaches the kernel in one write per super-frame instead of one per segment. `port/stats`
 //! counts them (`xstats tx_gro_frames`, `tx_gro_segments`). The frames sent with their
 //! checksum pending are `xstats tx_csum_partial`.
@@ -136,8 +136,8 @@ pub struct TapOptions {
     /// super-frames (with `csum_offload` only), and super-frames are sent to it whole for it
     /// to segment.
     pub tso: bool,
-    /// Generic receive offload on transmit (`gro`, default true, with `tso`): consecutive TCP
-    /// segments of one connection in a burst go to the kernel as one super-frame
+    /// Generic receive offload on transmit (`gro`, default true, with `tso`): a connection's
+    /// TCP segments that continue each other in a burst go to the kernel as one super-frame
     /// ([`datapath::gro`]), one write where there were dozens.
     pub gro: bool,
     /// Keep the device when the port closes (`persist`, default true): a restarted switch

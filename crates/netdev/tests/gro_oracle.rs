@@ -5,9 +5,10 @@
 //! by `coalesce`, the result made ready for a device that segments it as a tap or guest gets
 //! it ([`datapath::gso::prepare_partial`]: lengths, IPv4 checksum, the TCP checksum field the
 //! pseudo-header sum, which is what Linux's `tcp4_gro_complete` leaves there too). Each case
-//! is one connection's segments in order (flowpath merges runs of consecutive segments in a
-//! burst, where Linux keeps several flows' merges open at once; the cases do not interleave
-//! flows). Skipped, with the reason, without root or python3.
+//! is one connection's segments in order, but the last: three connections' segments in turn,
+//! which both merge each on its own (Linux hands its flows' frames up in the order of its GRO
+//! lists, flowpath each in its first segment's place: compared connection by connection).
+//! Skipped, with the reason, without root or python3.
 
 mod common;
 
@@ -23,6 +24,21 @@ use wire::checksum;
 /// number `seq`, `len` payload bytes, TCP `flags`, IP identification `id` and TTL `ttl`, with
 /// correct checksums and a timestamp option of value `tsval` (as Linux's segments have).
 fn segment(dst: [u8; 6], seq: u32, len: usize, flags: u8, id: u16, ttl: u8, tsval: u32) -> Vec<u8> {
+    segment_from(40000, dst, seq, len, flags, id, ttl, tsval)
+}
+
+/// [`segment`] of the connection from port `sport`.
+#[allow(clippy::too_many_arguments)]
+fn segment_from(
+    sport: u16,
+    dst: [u8; 6],
+    seq: u32,
+    len: usize,
+    flags: u8,
+    id: u16,
+    ttl: u8,
+    tsval: u32,
+) -> Vec<u8> {
     let mut f = Vec::with_capacity(66 + len);
     f.extend_from_slice(&dst);
     f.extend_from_slice(&[0x02, 0, 0, 0, 0x82, 1, 0x08, 0x00]);
@@ -33,7 +49,7 @@ fn segment(dst: [u8; 6], seq: u32, len: usize, flags: u8, id: u16, ttl: u8, tsva
     f.extend_from_slice(&[0x40, 0, ttl, 6, 0, 0, 10, 82, 0, 1, 10, 82, 0, 2]);
     let c = !checksum::data(&f[14..34]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&sport.to_be_bytes());
     f.extend_from_slice(&5001u16.to_be_bytes());
     f.extend_from_slice(&seq.to_be_bytes());
     f.extend_from_slice(&7000u32.to_be_bytes());
@@ -229,10 +245,34 @@ fn gro_merges_as_linux_does() {
                 })
                 .collect(),
         ),
+        (
+            "three connections in turn",
+            (0..12)
+                .map(|k| {
+                    let (c, n) = (k % 3, k / 3);
+                    let id = 100 + (c * 16 + n) as u16;
+                    segment_from(
+                        40000 + c as u16,
+                        dst,
+                        1000 + n * 1000,
+                        1000,
+                        ACK,
+                        id,
+                        64,
+                        1000,
+                    )
+                })
+                .collect(),
+        ),
     ];
     for (what, frames) in cases {
-        let linux = linux_gro(&na, &a, &nb, &b, &frames);
-        let ours = flowpath_gro(&frames);
+        let by_connection = |mut v: Vec<Vec<u8>>| {
+            // Stable: each connection's frames keep their order.
+            v.sort_by_key(|f| u16::from_be_bytes([f[34], f[35]]));
+            v
+        };
+        let linux = by_connection(linux_gro(&na, &a, &nb, &b, &frames));
+        let ours = by_connection(flowpath_gro(&frames));
         assert!(
             linux.len() < frames.len(),
             "{what}: Linux merged nothing ({:?}): GRO did not run on the veth",

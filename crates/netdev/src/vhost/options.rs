@@ -31,9 +31,9 @@ pub struct VhostOptions {
     /// guest may send TCP super-frames; and `GUEST_CSUM`, `GUEST_TSO4/6` and `GUEST_ECN`: the
     /// switch hands the guest TCP super-frames whole where it takes them.
     pub tso: bool,
-    /// Generic receive offload toward the guest (`gro`, default true, with `tso`): a transmit
-    /// burst's consecutive segments of one TCP connection are merged into super-frames
-    /// ([`datapath::gro`]) when the guest takes super-frames.
+    /// Generic receive offload toward the guest (`gro`, default true, with `tso`): each TCP
+    /// connection's segments that continue each other in a transmit burst are merged into
+    /// super-frames ([`datapath::gro`]) when the guest takes super-frames.
     pub gro: bool,
 }
 
