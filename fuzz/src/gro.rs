@@ -5,7 +5,9 @@
 //! IPv6 cut into segments by `datapath::gso` (the first bytes pick its payload, MSS, flags,
 //! options and IP version),
 //! then edited by the rest, three bytes an edit: a byte flipped in a segment (a header field,
-//! the payload, a checksum), a segment dropped, repeated or moved, or another frame put in.
+//! the payload, a checksum), a segment dropped, repeated (as it is, or as a segment of
+//! another connection: its source port changed, its checksum right) or moved, or another
+//! frame put in.
 //! [`datapath::gro::coalesce`] merges the burst; then
 //! - nothing is lost or made up: the packets out, plus the segments merged less the frames
 //!   made of them, are the packets in;
@@ -95,7 +97,10 @@ fn burst(data: &[u8], pool: &mut Pool) -> Vec<Vec<u8>> {
                 segs.remove(k);
             }
             2 if segs.len() < MAX_BURST => {
-                let c = segs[k].clone();
+                let mut c = segs[k].clone();
+                if op & 0x80 != 0 {
+                    other_connection(&mut c, 1 + u16::from(op >> 5 & 3));
+                }
                 segs.insert(x % (segs.len() + 1), c);
             }
             3 => {
@@ -111,9 +116,32 @@ fn burst(data: &[u8], pool: &mut Pool) -> Vec<Vec<u8>> {
     segs
 }
 
+/// Segment `f` made one of another connection: its TCP source port XOR `delta`, its TCP
+/// checksum right again.
+fn other_connection(f: &mut [u8], delta: u16) {
+    let l4 = if f.get(14).is_some_and(|v| v >> 4 == 6) {
+        54
+    } else {
+        34
+    };
+    if f.len() < l4 + 20 {
+        return;
+    }
+    let port = u16::from_be_bytes([f[l4], f[l4 + 1]]) ^ delta;
+    f[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
+    f[l4 + 16..l4 + 18].fill(0);
+    let sum = tcp_sum(f, l4);
+    f[l4 + 16..l4 + 18].copy_from_slice(&(!sum).to_be_bytes());
+}
+
 /// Whether TCP segment `f` (IPv4 or IPv6 header at 14, TCP at `l4`) has a right TCP
 /// checksum.
 fn checksum_ok(f: &[u8], l4: usize) -> bool {
+    tcp_sum(f, l4) == 0xffff
+}
+
+/// The ones' complement sum of TCP segment `f`'s pseudo-header and bytes from `l4`.
+fn tcp_sum(f: &[u8], l4: usize) -> u16 {
     let pseudo = if f[14] >> 4 == 6 {
         let a = |o: usize| {
             core::net::Ipv6Addr::from(<[u8; 16]>::try_from(&f[o..o + 16]).expect("16 bytes"))
@@ -125,7 +153,7 @@ fn checksum_ok(f: &[u8], l4: usize) -> bool {
         let len = (f.len() - l4) as u16;
         checksum::pseudo_header_v4(&a(26), &a(30), wire::IpProtocol::TCP, len)
     };
-    checksum::combine(&[pseudo, checksum::data(&f[l4..])]) == 0xffff
+    checksum::combine(&[pseudo, checksum::data(&f[l4..])])
 }
 
 /// Runs every check on `data`.

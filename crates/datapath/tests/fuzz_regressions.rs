@@ -43,6 +43,9 @@ fn the_inputs_reach_the_merge() {
     // The same over IPv6.
     assert_eq!(gro::merged_frames(&input("ipv6-whole-super-frame")), 1);
     assert_eq!(gro::merged_frames(&input("ipv6-a-payload-byte-flipped")), 2);
+    // Three segments repeated as another connection's, each after its own: the two
+    // connections' segments alternate, and each makes its super-frame.
+    assert_eq!(gro::merged_frames(&input("interleaved-connections")), 2);
 }
 
 #[test]
