@@ -197,10 +197,20 @@ pub fn merged_frames(data: &[u8]) -> u64 {
         let payload = &p.data()[t.hdr_len..];
         // Each next segment: the first later packet not accounted for that carries the
         // frame's next bytes (an earlier one that would have been merged instead).
+        // Of the frame's connection (Ethernet header, addresses, ports): another
+        // connection's segment may carry the same bytes.
+        let addrs = if t.ipv6 { 8..40 } else { 12..20 };
+        let conn = |f: &[u8]| {
+            (
+                f[..t.l3].to_vec(),
+                f[t.l3 + addrs.start..t.l3 + addrs.end].to_vec(),
+                f[t.l4..t.l4 + 4].to_vec(),
+            )
+        };
         let seg_at = |j: usize, at: usize| {
             let f = &frames[j];
             f.len() > t.hdr_len
-                && f[..t.l3] == p.data()[..t.l3]
+                && conn(f) == conn(p.data())
                 && payload[at..].starts_with(&f[t.hdr_len..])
         };
         assert!(seg_at(i, 0), "the frame's first segment is packet {i}");
