@@ -626,6 +626,26 @@ fn connection(s: &Shape, mss: u16, sport: u16, pool: &mut Pool) -> Vec<Packet> {
     v
 }
 
+/// A batch of the first `rounds` segments of `conns` connections of `s` (source ports from
+/// 41000), the connections taking turns a segment at a time.
+fn in_turn(s: &Shape, conns: usize, rounds: usize, pool: &mut Pool) -> Batch {
+    let mut each: Vec<Vec<Packet>> = (0..conns)
+        .map(|c| connection(s, 1448, 41000 + c as u16, pool))
+        .collect();
+    let mut v = Vec::new();
+    for _ in 0..rounds {
+        for c in &mut each {
+            v.push(c.remove(0));
+        }
+    }
+    for c in each {
+        for p in c {
+            pool.free(p);
+        }
+    }
+    batch_of(v)
+}
+
 /// Checks that `b`'s packets (IPv4, no tag) keep each connection's bytes in order: per TCP
 /// source port, the sequence numbers rise from packet to packet, each packet starting where
 /// the one before ended; returns the payload bytes per port.
@@ -688,16 +708,7 @@ fn gro_merges_interleaved_connections_each_in_its_order() {
     // More connections than are merged at once: the oldest super-frame is ended to make
     // room; nothing is lost and each connection's bytes stay in order.
     let n = datapath::gro::MAX_RUNS + 1;
-    let mut conns: Vec<Vec<Packet>> = (0..n)
-        .map(|c| connection(&s, 1448, 41000 + c as u16, &mut pool))
-        .collect();
-    let mut v = Vec::new();
-    for _ in 0..3 {
-        for c in &mut conns {
-            v.push(c.remove(0));
-        }
-    }
-    let mut b = batch_of(v);
+    let mut b = in_turn(&s, n, 3, &mut pool);
     let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
     assert_eq!(b.len() as u64 + m.segments - m.frames, 3 * n as u64);
     let bytes = in_order_per_connection(&b);
@@ -705,16 +716,7 @@ fn gro_merges_interleaved_connections_each_in_its_order() {
     assert!(bytes.values().all(|&n| n == 1448 * 3), "{bytes:?}");
     pool.free_batch(&mut b);
     // As many connections as are merged at once: each makes one super-frame.
-    let mut conns: Vec<Vec<Packet>> = (0..n - 1)
-        .map(|c| connection(&s, 1448, 41000 + c as u16, &mut pool))
-        .collect();
-    let mut v = Vec::new();
-    for _ in 0..4 {
-        for c in &mut conns {
-            v.push(c.remove(0));
-        }
-    }
-    let mut b = batch_of(v);
+    let mut b = in_turn(&s, n - 1, 4, &mut pool);
     let m = datapath::gro::coalesce(&mut b, &mut pool, &mut scratch);
     assert_eq!(
         (m.frames, m.segments, b.len()),
