@@ -197,12 +197,15 @@ pub fn merged_frames(data: &[u8]) -> u64 {
         let payload = &p.data()[t.hdr_len..];
         // Each next segment: the first later packet not accounted for that carries the
         // frame's next bytes (an earlier one that would have been merged instead).
-        // Of the frame's connection (Ethernet header, protocol, addresses, ports): another
-        // connection's segment, or a packet of another protocol, may carry the same bytes.
+        // Of the frame's connection (Ethernet header, IP version and header length, protocol,
+        // addresses, ports) and with a right checksum: another connection's segment, a packet
+        // of another protocol or that is not IP, or one with a wrong checksum, may carry the
+        // same bytes.
         let (addrs, proto) = if t.ipv6 { (8..40, 6) } else { (12..20, 9) };
         let conn = |f: &[u8]| {
             (
                 f[..t.l3].to_vec(),
+                f[t.l3],
                 f[t.l3 + proto],
                 f[t.l3 + addrs.start..t.l3 + addrs.end].to_vec(),
                 f[t.l4..t.l4 + 4].to_vec(),
@@ -212,6 +215,7 @@ pub fn merged_frames(data: &[u8]) -> u64 {
             let f = &frames[j];
             f.len() > t.hdr_len
                 && conn(f) == conn(p.data())
+                && checksum_ok(f, t.l4)
                 && payload[at..].starts_with(&f[t.hdr_len..])
         };
         assert!(seg_at(i, 0), "the frame's first segment is packet {i}");
