@@ -197,17 +197,23 @@ pub fn merged_frames(data: &[u8]) -> u64 {
         let payload = &p.data()[t.hdr_len..];
         // Each next segment: the first later packet not accounted for that carries the
         // frame's next bytes (an earlier one that would have been merged instead).
-        // Of the frame's connection (Ethernet header, IP version and header length, protocol,
-        // addresses, ports) and with a right checksum: another connection's segment, a packet
-        // of another protocol or that is not IP, or one with a wrong checksum, may carry the
-        // same bytes.
-        let (addrs, proto) = if t.ipv6 { (8..40, 6) } else { (12..20, 9) };
+        // Of the frame's connection and with a right checksum: the same Ethernet header,
+        // the same IP header but for what differs from segment to segment (IPv4's total
+        // length, id and checksum; IPv6's payload length), the same ports. Another
+        // connection's segment, a fragment, a packet of another protocol or that is not IP,
+        // or one with a wrong checksum may carry the same bytes.
+        let ip_fixed: &[std::ops::Range<usize>] = if t.ipv6 {
+            &[0..4, 6..40]
+        } else {
+            &[0..2, 6..10, 12..20]
+        };
         let conn = |f: &[u8]| {
+            let ip = ip_fixed
+                .iter()
+                .flat_map(|r| &f[t.l3 + r.start..t.l3 + r.end]);
             (
                 f[..t.l3].to_vec(),
-                f[t.l3],
-                f[t.l3 + proto],
-                f[t.l3 + addrs.start..t.l3 + addrs.end].to_vec(),
+                ip.copied().collect::<Vec<u8>>(),
                 f[t.l4..t.l4 + 4].to_vec(),
             )
         };
