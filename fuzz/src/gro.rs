@@ -199,21 +199,23 @@ pub fn merged_frames(data: &[u8]) -> u64 {
         // frame's next bytes (an earlier one that would have been merged instead).
         // Of the frame's connection and with a right checksum: the same Ethernet header,
         // the same IP header but for what differs from segment to segment (IPv4's total
-        // length, id and checksum; IPv6's payload length), the same ports. Another
+        // length, id and checksum, and the reserved flag, which Linux's GRO lets differ;
+        // IPv6's payload length), the same ports. Another
         // connection's segment, a fragment, a packet of another protocol or that is not IP,
         // or one with a wrong checksum may carry the same bytes.
         let ip_fixed: &[std::ops::Range<usize>] = if t.ipv6 {
             &[0..4, 6..40]
         } else {
-            &[0..2, 6..10, 12..20]
+            &[0..2, 7..10, 12..20]
         };
         let conn = |f: &[u8]| {
             let ip = ip_fixed
                 .iter()
                 .flat_map(|r| &f[t.l3 + r.start..t.l3 + r.end]);
+            let flags = if t.ipv6 { 0 } else { f[t.l3 + 6] & 0x7f };
             (
                 f[..t.l3].to_vec(),
-                ip.copied().collect::<Vec<u8>>(),
+                ip.copied().chain([flags]).collect::<Vec<u8>>(),
                 f[t.l4..t.l4 + 4].to_vec(),
             )
         };
