@@ -34,7 +34,7 @@
 use wire::IpProtocol;
 use wire::checksum;
 
-use crate::gso::{ethernet_l3, pseudo};
+use crate::gso::{MIN_MSS, ethernet_l3, pseudo};
 use crate::packet::{Batch, LARGE_ROOM, NO_OFS, Packet, Pool};
 
 /// TCP flags.
@@ -136,9 +136,10 @@ impl Segment {
         })
     }
 
-    /// Whether a super-frame may start with this segment.
+    /// Whether a super-frame may start with this segment: its payload, the super-frame's
+    /// `gso_size`, no smaller than the switch's own segmentation takes ([`MIN_MSS`]).
     fn starts(&self) -> bool {
-        self.flags & (SYN | RST | URG | PSH | FIN) == 0
+        self.flags & (SYN | RST | URG | PSH | FIN) == 0 && self.payload >= usize::from(MIN_MSS)
     }
 }
 
