@@ -14,7 +14,8 @@
 //!   ended, and a payload no longer than the first segment's (the MSS);
 //! - a segment with a payload shorter than the MSS, or with PSH or FIN, ends its super-frame
 //!   (whose flags take its PSH and FIN); a segment with SYN, RST, URG, PSH or FIN, or without
-//!   payload, never starts one;
+//!   payload, never starts one; nor, unlike Linux, one with less payload than
+//!   [`MIN_MSS`], the smallest `gso_size` the switch's own segmentation takes;
 //! - a segment whose TCP checksum is wrong is left alone (the receiver drops it as it would
 //!   have), so that a merged frame's checksum, which the receiver no longer checks, stands for
 //!   payload that was right.
