@@ -200,9 +200,9 @@ pub fn merged_frames(data: &[u8]) -> u64 {
         // Of the frame's connection and with a right checksum: the same Ethernet header,
         // the same IP header but for what differs from segment to segment (IPv4's total
         // length, id and checksum, and the reserved flag, which Linux's GRO lets differ;
-        // IPv6's payload length), the same ports. Another
-        // connection's segment, a fragment, a packet of another protocol or that is not IP,
-        // or one with a wrong checksum may carry the same bytes.
+        // IPv6's payload length), the same ports. Another connection's segment, a fragment,
+        // a packet of another protocol or that is not IP, or one with a wrong checksum may
+        // carry the same bytes.
         let ip_fixed: &[std::ops::Range<usize>] = if t.ipv6 {
             &[0..4, 6..40]
         } else {
@@ -219,10 +219,11 @@ pub fn merged_frames(data: &[u8]) -> u64 {
                 f[t.l4..t.l4 + 4].to_vec(),
             )
         };
+        let own = conn(p.data());
         let seg_at = |j: usize, at: usize| {
             let f = &frames[j];
             f.len() > t.hdr_len
-                && conn(f) == conn(p.data())
+                && conn(f) == own
                 && checksum_ok(f, t.l4)
                 && payload[at..].starts_with(&f[t.hdr_len..])
         };
