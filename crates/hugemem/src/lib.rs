@@ -5,6 +5,8 @@
 //! - [`HugeSlice`]: a fixed-length slice, on such a region once it spans a huge page.
 //! - [`Slab`] and [`SlabArc`]: reference-counted values allocated from a process-wide slab
 //!   whose chunks, past the first few small ones, are such regions.
+//! - [`TaggedArc`]: a [`SlabArc`] and a few bits beside it in one word, for caches whose
+//!   lines hold as many references as they can.
 //!
 //! Huge pages are advice: where the kernel gives none (THP `never`, no free huge page), the
 //! memory is ordinary and everything works the same. Regions below a huge page stay on the
@@ -16,7 +18,9 @@
 mod map;
 mod slab;
 mod slice;
+mod tagged;
 
 pub use map::HUGE_PAGE;
 pub use slab::{Slab, SlabArc, SlabStats, Slabbed, slot_bytes};
 pub use slice::HugeSlice;
+pub use tagged::{ArcRef, TaggedArc};

@@ -246,6 +246,32 @@ impl<T: Slabbed> SlabArc<T> {
     pub fn ptr_eq(a: &Self, b: &Self) -> bool {
         a.slot == b.slot
     }
+
+    /// The address of the slot (which starts a cache line).
+    #[inline]
+    pub(crate) fn as_ptr(this: &Self) -> *const () {
+        this.slot.as_ptr().cast_const().cast()
+    }
+
+    /// The reference as its slot's address, its count kept (for [`crate::TaggedArc`]).
+    #[inline]
+    pub(crate) fn into_raw(this: Self) -> NonNull<()> {
+        let slot = this.slot;
+        std::mem::forget(this);
+        slot.cast()
+    }
+
+    /// The reference [`Self::into_raw`] gave as `raw`.
+    ///
+    /// # Safety
+    /// `raw` is from `into_raw` of a `SlabArc<T>`, and the count it kept is taken back once.
+    #[inline]
+    pub(crate) unsafe fn from_raw(raw: NonNull<()>) -> Self {
+        SlabArc {
+            slot: raw.cast(),
+            _owns: PhantomData,
+        }
+    }
 }
 
 impl<T: Slabbed> Deref for SlabArc<T> {
