@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use super::cache::{Bucket, tag_is};
+use super::cache::Bucket;
 use super::expiry::{EXPIRE_PER_BURST, note_expiry};
 use super::nat::rewrite_for;
 use super::{
@@ -138,7 +138,7 @@ impl Conntrack {
     /// [`Self::process`] for a batch: `out[i]` receives packet `i`'s metadata and rewrite. In a
     /// table of a few connections, which stay in the core's caches with their buckets, each
     /// packet is parsed and tracked in turn; in a larger one, the batch's connections are
-    /// asked for ahead of their packets ([`Self::track_ahead`]).
+    /// asked for ahead of their packets (`Self::track_ahead`).
     pub fn process_batch(
         &self,
         cache: &mut CtCache,
@@ -148,7 +148,7 @@ impl Conntrack {
         now: u64,
     ) {
         let conns = self.n_conns.load(Relaxed);
-        cache.fit(conns);
+        cache.fit(conns, pkts.len());
         if conns > PREFETCH_FROM {
             self.track_ahead(cache, pkts, out, args, now);
         } else {
@@ -427,7 +427,7 @@ impl Conntrack {
         // A datagram never reopens its connection.
         let seg = None;
         self.update(
-            c,
+            &c,
             reply,
             seg,
             md,
@@ -438,7 +438,7 @@ impl Conntrack {
             &mut earlier,
         );
         if earlier {
-            note_expiry(&mut cache.pending, c);
+            note_expiry(&mut cache.pending, &c);
         }
         md.conn_ref = p.hash as u32;
         true
@@ -524,17 +524,12 @@ impl Conntrack {
             return None;
         }
         // The number of buckets divides 2^32, so the bucket is the same as the full hash's.
-        let (_, c) = cache
-            .bucket(u64::from(conn_ref))?
-            .0
-            .iter()
-            .flatten()
-            .find(|(k, _)| tag_is(u64::from(*k as u32), u64::from(conn_ref)))?;
+        let c = cache.bucket(u64::from(conn_ref))?.orig_of(conn_ref)?;
         if !c.alive(now) || !c.orig.same(orig) {
             return None;
         }
         if args.writes_mark_or_label() {
-            return Some(self.set_mark_label(c, args));
+            return Some(self.set_mark_label(&c, args));
         }
         Some((c.mark.load(Relaxed), c.label()))
     }
@@ -563,7 +558,7 @@ impl Conntrack {
         f: impl FnOnce(&ConnRef, bool, bool, &mut Vec<(u64, u64, ConnRef)>) -> R,
     ) -> Option<R> {
         if let Some((c, reply)) = Bucket::of(&cache.buckets, h).and_then(|b| b.get(h, t, now)) {
-            return Some(f(c, reply, true, &mut cache.pending));
+            return Some(f(&c, reply, true, &mut cache.pending));
         }
         let map = self.shards[shard_of(h)].read().unwrap();
         let e = map.get(&Key { h, t: *t }).filter(|e| e.conn.alive(now))?;
@@ -572,8 +567,10 @@ impl Conntrack {
         }
         let e = e.clone();
         drop(map);
-        let (c, reply) = Bucket::put(&mut cache.buckets, cache.size, h, e);
-        Some(f(c, reply, true, &mut cache.pending))
+        Some(match Bucket::put(&mut cache.buckets, cache.size, h, e) {
+            Ok((c, reply)) => f(&c, reply, true, &mut cache.pending),
+            Err(e) => f(&e.conn, e.reply, false, &mut cache.pending),
+        })
     }
 
     /// A packet of an existing connection: its metadata into `md`, its NAT rewrite (if any)
@@ -983,8 +980,10 @@ impl Conntrack {
             let nat_flags = conn.nat_flags();
             let rw = ((nat.is_some() || exp_nat.is_some()) && nat_flags != 0)
                 .then(|| rewrite_for(&conn, false));
-            cache.put(h, Entry { conn, reply: false });
-            md.conn_ref = h as u32;
+            // A connection the cache cannot hold is found in the table.
+            if cache.put(h, Entry { conn, reply: false }).is_ok() {
+                md.conn_ref = h as u32;
+            }
             if rw.is_some() {
                 md.state |= nat_flags;
             }
