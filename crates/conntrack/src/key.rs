@@ -88,7 +88,7 @@ impl Tuple {
         }
     }
 
-    /// The tuple's hash (also what picks its shard): [`hash_words`] of its words. Not keyed:
+    /// The tuple's hash (also what picks its shard): `hash_words` of its words. Not keyed:
     /// a sender can make tuples collide (CRC32C is linear), but only among its own flows, and
     /// the table bounds its size (and a zone's share, where a limit is set).
     #[inline]

@@ -20,7 +20,7 @@
 //!
 //! Counters are per PMD (packets and bytes in, and per band, packets and bytes dropped) and
 //! are summed on read ([`MeterCounters`]). Datapath meter ids are small numbers handed out
-//! from 0 ([`MeterIds`]), as OVS's `id_pool` does, not the OpenFlow meter ids.
+//! from 0 ([`DpMeters::free_id`]), as OVS's `id_pool` does, not the OpenFlow meter ids.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -3,7 +3,7 @@
 //! **Layout.** A connection is reachable by two keys: its original tuple and its reply tuple
 //! (the original reversed, after NAT). Both go into a hash table split into [`SHARDS`] shards,
 //! each behind its own reader-writer lock, chosen by the key's hash; a connection itself is
-//! shared by reference count ([`ConnRef`]: allocated from a slab on huge pages) with its
+//! shared by reference count (`ConnRef`: allocated from a slab on huge pages) with its
 //! mutable state behind a mutex. Looking up an existing connection takes one
 //! shard's read lock and the connection's mutex, no lock shared by all packets; creating one
 //! takes two shards' write locks in turn (never two at once). This is the sharded version of
