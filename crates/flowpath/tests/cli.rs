@@ -203,6 +203,13 @@ fn bench_host_reports_line_round_trip_and_copy_costs() {
         "{lines}"
     );
     assert_eq!(lines["cached_first_bytes"], 4 << 20, "{lines}");
+    let from = lines["pairs_first_from"].as_array().unwrap();
+    assert_eq!(from.len(), 2, "{lines}");
+    assert_eq!(
+        (&from[0][0], &from[1][0]),
+        (&(16 << 20).into(), &(64 << 20).into())
+    );
+    assert!(from.iter().all(|p| p[1].as_f64().unwrap() > 0.0), "{lines}");
     for bad in [
         &["--cores", "1"][..],
         &["--cores", "a,b"],

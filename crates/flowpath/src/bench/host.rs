@@ -96,6 +96,10 @@ pub struct RandomLines {
     /// memory (a bucket array small enough for a cache to keep).
     pub pairs_cached_first: f64,
     pub cached_first_bytes: usize,
+    /// The same with the first lines from the first [`RANDOM_FIRST_FROM`] bytes (those below
+    /// `bytes`): bytes, cycles a pair. What a cache's buckets of that size cost a packet with
+    /// the connection each names.
+    pub pairs_first_from: Vec<(usize, f64)>,
 }
 
 /// Measures for about `seconds` in all, the round trip between cores `a` and `b`.
@@ -291,6 +295,9 @@ const RANDOM_BURST: usize = 32;
 /// Where the first lines of [`RandomLines::pairs_cached_first`] are: about what a large
 /// L3 keeps of a table whose other reads stream through it.
 const RANDOM_CACHED_FIRST: usize = 4 << 20;
+/// Larger arrays of first lines: a PMD's connection cache at a million connections (16 MiB)
+/// and as it was (64 MiB, a bucket per connection).
+const RANDOM_FIRST_FROM: [usize; 2] = [16 << 20, 64 << 20];
 /// Reads a window of random lines is made of.
 const RANDOM_PER_WINDOW: usize = 1 << 16;
 
@@ -324,6 +331,12 @@ fn random_lines(bytes: usize, span: Duration) -> RandomLines {
     });
     let cached = (RANDOM_CACHED_FIRST / size_of::<ChainLine>()).clamp(1, n);
     let mut burst = |first: usize, hops: usize| random_bursts(&lines, first, hops, &mut rng, span);
+    let pairs_first_from = RANDOM_FIRST_FROM
+        .iter()
+        .map(|b| b / size_of::<ChainLine>())
+        .filter(|&first| first < n)
+        .map(|first| (first * size_of::<ChainLine>(), burst(first, 1)))
+        .collect();
     let (burst, pairs, pairs_cached_first) = (burst(n, 0), burst(n, 1), burst(cached, 1));
     RandomLines {
         bytes: n * size_of::<ChainLine>(),
@@ -333,6 +346,7 @@ fn random_lines(bytes: usize, span: Duration) -> RandomLines {
         pairs,
         pairs_cached_first,
         cached_first_bytes: cached * size_of::<ChainLine>(),
+        pairs_first_from,
     }
 }
 
@@ -437,6 +451,16 @@ pub fn report(r: &HostReport) -> String {
         r.pairs_cached_first,
         r.cached_first_bytes >> 20,
     );
+    if !r.pairs_first_from.is_empty() {
+        let from: Vec<String> = (r.pairs_first_from.iter())
+            .map(|(bytes, c)| format!("{c:.1} from {} MiB", bytes >> 20))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  a pair with the first lines from more: {}",
+            from.join(", ")
+        );
+    }
     s
 }
 
@@ -468,6 +492,8 @@ mod tests {
         assert!(r.dependent > 0.0 && r.burst > 0.0, "{r:?}");
         assert!(r.pairs > 0.0 && r.pairs_cached_first > 0.0, "{r:?}");
         assert_eq!(r.cached_first_bytes, RANDOM_CACHED_FIRST);
+        // None of the larger arrays fits 4 MiB.
+        assert!(r.pairs_first_from.is_empty(), "{r:?}");
         assert!(
             report(&HostReport {
                 tsc_hz: 1,
