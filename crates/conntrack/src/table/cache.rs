@@ -235,6 +235,12 @@ impl CtCache {
         Bucket::of(&self.buckets, h)
     }
 
+    /// How many lookups of this PMD went to the shared table and found a connection there
+    /// (wrapping): each one the cache did not answer.
+    pub fn table_lookups(&self) -> u32 {
+        self.misses
+    }
+
     /// Which bucket holds a tuple of hash `h` ([`Tuple::hash`]) now: tuples of one bucket
     /// compete for its [`CACHE_WAYS`] entries.
     pub fn bucket_of(&self, h: u64) -> usize {

@@ -119,6 +119,63 @@ fn connections_beyond_a_cache_bucket() {
     assert_counts(&ct, 5 * SEC);
 }
 
+/// A bucket full of connections, one of which expires: the PMD takes it out of its cache, and
+/// the entries after it in the bucket move up, so that the others are still found there (a
+/// lookup stops at the first free way) and none goes to the table.
+#[test]
+fn a_bucket_stays_packed_when_a_connection_in_it_expires() {
+    let n = conntrack::CACHE_WAYS;
+    let orig = |(sport, dport)| tuple(UDP, a(), sport, b(), dport, 5);
+    let sizing = CtCache::new();
+    let bucket = |p| sizing.bucket_of(orig(p).hash());
+    let target = bucket((1, 1));
+    let ports: Vec<(u16, u16)> = (1..=u16::MAX)
+        .map(|sport| (sport, 1))
+        .filter(|&p| bucket(p) == target)
+        .take(n)
+        .collect();
+    assert_eq!(ports.len(), n, "enough tuples of one bucket");
+    let frames: Vec<Vec<u8>> = ports
+        .iter()
+        .map(|&(s, d)| build(a(), b(), &udp(s, d, b"a")))
+        .collect();
+    // The fourth committed is in the middle of the bucket (the latest first), and the only
+    // one not refreshed.
+    let middle = 3;
+    let others: Vec<Vec<u8>> = (frames.iter().enumerate())
+        .filter(|&(i, _)| i != middle)
+        .map(|(_, f)| f.clone())
+        .collect();
+    let ct = Conntrack::new();
+    ct.set_timeouts(
+        Some(5),
+        &[
+            (TimeoutClass::UdpFirst, 10),
+            (TimeoutClass::UdpSingle, 10),
+            (TimeoutClass::UdpMultiple, 10),
+        ],
+    );
+    let mut cache = CtCache::new();
+    let run = |cache: &mut CtCache, frames: &[Vec<u8>], args: &CtArgs, now| {
+        let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
+        let mut out = vec![(CtMeta::default(), None); pkts.len()];
+        ct.process_batch(cache, &pkts, &mut out, args, now);
+        out.into_iter().map(|(md, _)| md).collect::<Vec<_>>()
+    };
+    run(&mut cache, &frames, &commit(5), 0);
+    assert_eq!(ct.n_conns() as usize, n);
+    run(&mut cache, &others, &track(5), 5 * SEC);
+    // The middle one expired at 10 s: taken out after this burst.
+    run(&mut cache, &others, &track(5), 12 * SEC);
+    assert_eq!(ct.n_conns() as usize, n - 1);
+    let before = cache.table_lookups();
+    for md in run(&mut cache, &others, &track(5), 13 * SEC) {
+        assert_state!(md.state, TRK | NEW);
+        assert_ne!(md.conn_ref, 0, "cached: {:?}", md.orig);
+    }
+    assert_eq!(cache.table_lookups(), before, "no lookup went to the table");
+}
+
 /// A packet's `conn_ref` is its own: `process_batch` writes the metadata into slots that may
 /// hold an earlier packet's, and a packet of no cached connection (here: not committed) must
 /// not keep the earlier one's reference, or a later `ct(commit)` would take it for tracked
