@@ -55,13 +55,9 @@ fn udp_commit_oneway_new_reply_est() {
     assert_eq!(t.ct.n_conns(), 1);
 }
 
-/// Connections whose tuples share a bucket of the PMD's lookup cache, three times as many as
-/// it holds: each is found in both directions through `process_batch`, whether the cache took
-/// it in or not. A packet says where its connection is cached (`conn_ref`) only when it is,
-/// and `recheck` finds it there only then; the others went to the table.
-#[test]
-fn connections_beyond_a_cache_bucket() {
-    let n = 3 * conntrack::CACHE_WAYS;
+/// `n` port pairs (source, destination) whose UDP tuples from a to b in zone 5 share a bucket
+/// of a new PMD cache, and those tuples' frames.
+fn ports_of_one_bucket(n: usize) -> (Vec<(u16, u16)>, Vec<Vec<u8>>) {
     let orig = |(sport, dport)| tuple(UDP, a(), sport, b(), dport, 5);
     let sizing = CtCache::new();
     let bucket = |p| sizing.bucket_of(orig(p).hash());
@@ -72,10 +68,36 @@ fn connections_beyond_a_cache_bucket() {
         .take(n)
         .collect();
     assert_eq!(ports.len(), n, "enough tuples of one bucket");
-    let ab: Vec<Vec<u8>> = ports
+    let ab = ports
         .iter()
         .map(|&(s, d)| build(a(), b(), &udp(s, d, b"a")))
         .collect();
+    (ports, ab)
+}
+
+/// The metadata `process_batch` gives `frames`, as one batch.
+fn batch(
+    ct: &Conntrack,
+    cache: &mut CtCache,
+    frames: &[Vec<u8>],
+    args: &CtArgs,
+    now: u64,
+) -> Vec<CtMeta> {
+    let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
+    let mut out = vec![(CtMeta::default(), None); pkts.len()];
+    ct.process_batch(cache, &pkts, &mut out, args, now);
+    out.into_iter().map(|(md, _)| md).collect()
+}
+
+/// Connections whose tuples share a bucket of the PMD's lookup cache, three times as many as
+/// it holds: each is found in both directions through `process_batch`, whether the cache took
+/// it in or not. A packet says where its connection is cached (`conn_ref`) only when it is,
+/// and `recheck` finds it there only then; the others went to the table.
+#[test]
+fn connections_beyond_a_cache_bucket() {
+    let n = 3 * conntrack::CACHE_WAYS;
+    let orig = |(sport, dport)| tuple(UDP, a(), sport, b(), dport, 5);
+    let (ports, ab) = ports_of_one_bucket(n);
     let ba: Vec<Vec<u8>> = ports
         .iter()
         .map(|&(s, d)| build(b(), a(), &udp(d, s, b"c")))
@@ -83,10 +105,7 @@ fn connections_beyond_a_cache_bucket() {
     let ct = Conntrack::new();
     let mut cache = CtCache::new();
     let run = |cache: &mut CtCache, frames: &[Vec<u8>], args: &CtArgs, now| {
-        let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
-        let mut out = vec![(CtMeta::default(), None); pkts.len()];
-        ct.process_batch(cache, &pkts, &mut out, args, now);
-        out.into_iter().map(|(md, _)| md).collect::<Vec<_>>()
+        batch(&ct, cache, frames, args, now)
     };
     for md in run(&mut cache, &ab, &commit(5), 0) {
         assert_state!(md.state, TRK | NEW);
@@ -124,21 +143,8 @@ fn connections_beyond_a_cache_bucket() {
 /// lookup stops at the first free way) and none goes to the table.
 #[test]
 fn a_bucket_stays_packed_when_a_connection_in_it_expires() {
-    let n = conntrack::CACHE_WAYS;
-    let orig = |(sport, dport)| tuple(UDP, a(), sport, b(), dport, 5);
-    let sizing = CtCache::new();
-    let bucket = |p| sizing.bucket_of(orig(p).hash());
-    let target = bucket((1, 1));
-    let ports: Vec<(u16, u16)> = (1..=u16::MAX)
-        .map(|sport| (sport, 1))
-        .filter(|&p| bucket(p) == target)
-        .take(n)
-        .collect();
-    assert_eq!(ports.len(), n, "enough tuples of one bucket");
-    let frames: Vec<Vec<u8>> = ports
-        .iter()
-        .map(|&(s, d)| build(a(), b(), &udp(s, d, b"a")))
-        .collect();
+    let (_, frames) = ports_of_one_bucket(conntrack::CACHE_WAYS);
+    let n = frames.len();
     // The fourth committed is in the middle of the bucket (the latest first), and the only
     // one not refreshed.
     let middle = 3;
@@ -157,10 +163,7 @@ fn a_bucket_stays_packed_when_a_connection_in_it_expires() {
     );
     let mut cache = CtCache::new();
     let run = |cache: &mut CtCache, frames: &[Vec<u8>], args: &CtArgs, now| {
-        let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
-        let mut out = vec![(CtMeta::default(), None); pkts.len()];
-        ct.process_batch(cache, &pkts, &mut out, args, now);
-        out.into_iter().map(|(md, _)| md).collect::<Vec<_>>()
+        batch(&ct, cache, frames, args, now)
     };
     run(&mut cache, &frames, &commit(5), 0);
     assert_eq!(ct.n_conns() as usize, n);
