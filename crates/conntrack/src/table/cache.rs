@@ -27,7 +27,9 @@ const MIN_BUCKETS: usize = 1 << 10;
 /// of the lines a bucket per connection took (16 MiB at a million): the bucket is the first
 /// of the two random lines a packet of a large table reads, and the fewer lines the buckets
 /// span, the more of them the CPU's last-level cache keeps (on the Intel class a bucket and
-/// its connection from 16 MiB cost about 40 cycles, from 64 MiB 56: `docs/performance.md`).
+/// its connection from 16 MiB cost about 40 cycles, from 64 MiB 56, in `flowpath bench host`;
+/// in `flowpath bench ct`, whose frames and connections pass through the same cache, the
+/// difference is within the noise: `docs/performance.md`).
 /// Where both directions pass (four tuples a bucket, 12 % beyond the ways) the cache doubles
 /// its buckets when too many lookups go to the table ([`CtCache::fit`]). A tuple that does
 /// not fit its bucket goes to the shared table on every packet: its shard's lock and hash
@@ -189,8 +191,9 @@ pub struct CtCache {
     /// Scratch of expiry.
     pub(super) due: Vec<Queued>,
     pub(super) pool: Vec<ConnRef>,
-    /// Lookups that went to the table ([`Self::admit`]), ever and since the last look.
+    /// Lookups that went to the table ([`Self::admit`]), wrapping.
     misses: u32,
+    /// Of those since the last look ([`Self::fit`]), the ones whose bucket was full.
     recent_misses: u32,
     /// Packets tracked since the last look at `recent_misses` ([`Self::fit`]).
     tracked: u32,
@@ -269,8 +272,8 @@ impl CtCache {
         self.size = (want << self.spread).clamp(self.size, MAX_BUCKETS);
     }
 
-    /// Takes `e` in as hash `h`'s entry, first in its bucket (the last one falls out); `e`
-    /// back when the cache cannot hold it.
+    /// Takes `e` in as hash `h`'s entry, first in its bucket (an entry of the same tag, or else
+    /// the last one, falls out); `e` back when the cache cannot hold it.
     pub(super) fn put(&mut self, h: u64, e: Entry) -> Result<(), Entry> {
         Bucket::put(&mut self.buckets, self.size, h, e).map(drop)
     }
