@@ -25,7 +25,7 @@
 //! inner header itself and checks the inner UDP header lies after it.
 //!
 //! Received (`accept`): such a frame (from a kernel VXLAN device routed into the tap, or
-//! another switch's underlay bridged to it) goes on whole ([`Rx::Whole`]) when it is a TCP
+//! another switch's underlay bridged to it) goes on whole (`Rx::Whole`) when it is a TCP
 //! or UDP (`UDP_L4`: USO in a tunnel) one in VXLAN or GENEVE: its tunnel header is one
 //! [`datapath::gso_tunnel::inner_l3_after`] reads, and its outer lengths fit 16 bits, which
 //! are then written as the whole frame's (the sender may have left them 0) so that the outer
@@ -35,7 +35,7 @@
 //! left it, its outer UDP checksum field the pseudo-header sum when `F_UDP_TUNNEL_CSUM` is
 //! set (the checksum marked good for `tnl_pop`: each segment gets its own), else 0;
 //! [`datapath::gso_tunnel`] says what becomes of it. Any other (a tunnel header of another
-//! layout, outer lengths past 16 bits) is cut into its segments on receive ([`RxTunnel`]) by
+//! layout, outer lengths past 16 bits) is cut into its segments on receive (`RxTunnel`) by
 //! the segmentation the datapath uses after a `tnl_push`, so that the rest of the switch sees
 //! ordinary encapsulated packets: an inner UDP super-frame into its datagrams
 //! ([`datapath::gso_udp`]), the outer checksum then summed over each whole datagram. An inner

@@ -121,7 +121,7 @@ pub struct Outcome {
 /// direction (bit 3: a send into the guest's receive ring), the virtio-net header size (bit
 /// 4: the legacy 10 bytes), TSO (bit 5) and whether the guest takes TCP super-frames (bit
 /// 6: `GUEST_TSO4/6`; a send burst holds one); bytes 1-2 are the ring indexes' start, byte 3 how
-/// many chains are offered; then the descriptors ([`DESC_INPUT`] bytes each), the available
+/// many chains are offered; then the descriptors (`DESC_INPUT` bytes each), the available
 /// entries (one byte each) and the bytes of the buffer area. Panics when the device breaks a
 /// rule the guest relies on.
 pub fn run(data: &[u8]) -> Outcome {

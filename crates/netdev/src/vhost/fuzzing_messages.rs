@@ -1,7 +1,7 @@
 //! A hostile vhost-user front-end for the `vhost_msg` fuzz target and its regression test: a
 //! stream of protocol messages built from arbitrary bytes, each sent with up to three file
 //! descriptors (memory files of a size the input picks), served by the port's own control
-//! path ([`super::protocol::serve`], rust-vmm's decoder and the back-end's handler) over a
+//! path (`protocol::serve`, rust-vmm's decoder and the back-end's handler) over a
 //! socket pair until the stream ends.
 //!
 //! The front-end is a trust boundary: a VM's QEMU, or any process that can reach the socket,

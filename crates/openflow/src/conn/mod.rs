@@ -151,7 +151,7 @@ pub struct ConnInfo {
     /// Primary or service.
     pub role: Role,
     /// Flow monitor updates still waiting to be sent to it when the message was read:
-    /// (messages, bytes) ([`MsgKind::Monitor`](crate::conn::MsgKind::Monitor)).
+    /// (messages, bytes) ([`MsgKind::Monitor`]).
     pub monitor_backlog: (usize, usize),
 }
 

@@ -60,7 +60,7 @@ pub enum MsgKind {
     /// when the connection's asynchronous queue is full.
     Async,
     /// A flow monitor's update: never dropped, nor does it stop the connection's reading;
-    /// counted apart ([`Vconn::monitor_backlog`]) so that the switch pauses the connection's
+    /// counted apart (`Vconn::monitor_backlog`) so that the switch pauses the connection's
     /// monitors when too many bytes of them wait (OVS's `monitor_counter`).
     Monitor,
 }
