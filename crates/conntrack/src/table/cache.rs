@@ -27,9 +27,9 @@ const MIN_BUCKETS: usize = 1 << 10;
 /// of the lines a bucket per connection took (16 MiB at a million): the bucket is the first
 /// of the two random lines a packet of a large table reads, and the fewer lines the buckets
 /// span, the more of them the CPU's last-level cache keeps (on the Intel class a bucket and
-/// its connection from 16 MiB cost about 40 cycles, from 64 MiB 56, in `flowpath bench host`;
-/// in `flowpath bench ct`, whose frames and connections pass through the same cache, the
-/// difference is within the noise: `docs/performance.md`).
+/// its connection cost about a third less from 16 MiB than from 64 MiB in `flowpath bench
+/// host`; in `flowpath bench ct`, whose frames and connections pass through the same cache,
+/// the difference is within the noise: `docs/performance.md`).
 /// Where both directions pass (four tuples a bucket, 12 % beyond the ways) the cache doubles
 /// its buckets when too many lookups go to the table ([`CtCache::fit`]). A tuple that does
 /// not fit its bucket goes to the shared table on every packet: its shard's lock and hash
