@@ -687,13 +687,18 @@ fn have(tool: &str, arg: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Whether python3 has scapy, asked once per test binary: importing all of scapy takes more
+/// than a second of a core.
 fn have_scapy() -> bool {
-    Command::new("python3")
-        .args(["-c", "import scapy.all"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    static HAVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAVE.get_or_init(|| {
+        Command::new("python3")
+            .args(["-c", "import scapy.all"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 /// `frame.protocols` of every frame of a capture, and the warnings tshark has about them.
@@ -850,7 +855,8 @@ fn encap_decodes(name: &str) {
 // Live tests.
 
 /// Helpers run with python3 inside the namespaces: real sockets on the peer's host, scapy for
-/// the host behind flowpath.
+/// the host behind flowpath (only the modules of the layers it builds and reads: all of scapy
+/// takes three times as long to import, which a live test paid seven times).
 const LIVE_HELPER: &str = r#"
 import socket, struct, sys, time
 cmd, args = sys.argv[1], sys.argv[2:]
@@ -890,7 +896,10 @@ elif cmd == "server":   # ADDR PORT: accept one connection, print the line recei
         got += d
     print("received", got.decode(errors="replace").strip(), flush=True)
 else:
-    from scapy.all import rdpcap, wrpcap, sendp, Ether, IP, ICMP, TCP
+    from scapy.layers.inet import ICMP, IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.sendrecv import sendp
+    from scapy.utils import rdpcap, wrpcap
     if cmd == "replies":   # IN OUT: echo replies to the echo requests of IN
         out = []
         for p in rdpcap(args[0]):
