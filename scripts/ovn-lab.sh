@@ -6,6 +6,8 @@
 # fail-mode=secure), everything under a private directory and killed by pidfile at the end.
 # The vswitch is Debian's `ovs-vswitchd` or `flowpath run --ovsdb`, given the same options.
 
+. "$(dirname "${BASH_SOURCE[0]}")/proc.sh"
+
 # ovn_lab_needs NAME SWITCH FP: exits 77 with the reason when the lab cannot run; sets FP to the
 # flowpath binary's absolute path.
 ovn_lab_needs() {
