@@ -9,13 +9,14 @@ use std::process::Command;
 #[test]
 fn a_process_waiting_for_its_reaper_is_not_running() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    // The inner bash starts a short sleep, then becomes a long one, which never reaps it: the
-    // short sleep is a zombie from its end to the long one's.
+    // The inner bash starts a sleep, then becomes another, which never reaps it: the first,
+    // once killed, is a zombie until the second ends. No step depends on how fast it runs.
     let script = r#"
         . scripts/proc.sh
-        read -r zombie parent < <(bash -c 'sleep 0.2 & echo $! $$; exec sleep 10')
+        read -r zombie parent < <(bash -c 'sleep 60 & echo $! $$; exec sleep 60')
         proc_running "$zombie" && echo "running while it sleeps"
         proc_wait "$zombie" 1 || echo "still running after a tenth of a second"
+        kill "$zombie"
         proc_wait "$zombie" 50 && echo "stopped"
         grep -q '^State:.*Z' "/proc/$zombie/status" && echo "a zombie"
         kill -0 "$zombie" && echo "which kill -0 finds"
