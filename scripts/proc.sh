@@ -3,7 +3,7 @@
 
 # proc_running PID: whether process PID runs. One that has exited and waits for its reaper (a
 # zombie) does not: a detached daemon's reaper is init, which in some containers reaps only every
-# second or two, so that `kill -0` went on finding a stopped OVS daemon for that long.
+# second or two, and `kill -0` finds a stopped OVS daemon for that long.
 proc_running() {
     local stat
     stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1

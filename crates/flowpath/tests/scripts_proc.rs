@@ -1,7 +1,7 @@
 //! `scripts/proc.sh`, which the scripts that stop OVS daemons source: a process that has exited
 //! and waits for its reaper (a zombie) is not running, though `kill -0` still finds it. A
-//! detached daemon's reaper is init, which in some containers reaps only every second or two,
-//! and the scripts waited that long for daemons that had stopped at once.
+//! detached daemon's reaper is init, which in some containers reaps only every second or two:
+//! a script waiting by `kill -0` would wait that long for a daemon that stopped at once.
 
 use std::path::Path;
 use std::process::Command;

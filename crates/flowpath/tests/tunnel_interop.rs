@@ -856,7 +856,7 @@ fn encap_decodes(name: &str) {
 
 /// Helpers run with python3 inside the namespaces: real sockets on the peer's host, scapy for
 /// the host behind flowpath (only the modules of the layers it builds and reads: all of scapy
-/// takes three times as long to import, which a live test paid seven times).
+/// takes three times as long to import, and a live test runs the helper seven times).
 const LIVE_HELPER: &str = r#"
 import socket, struct, sys, time
 cmd, args = sys.argv[1], sys.argv[2:]
