@@ -36,7 +36,7 @@ fn newest_kernel_has_pvh() -> bool {
             name.strip_prefix("vmlinuz-").map(str::to_owned)
         })
         .collect();
-    versions.sort_by(|a, b| version_key(a).cmp(&version_key(b)));
+    versions.sort_by_key(|v| version_key(v));
     versions.last().is_some_and(|v| {
         std::fs::read_to_string(format!("/boot/config-{v}"))
             .is_ok_and(|c| c.lines().any(|l| l == "CONFIG_PVH=y"))
