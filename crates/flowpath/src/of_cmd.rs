@@ -186,7 +186,9 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     });
     let (of2, dp2) = (of.clone(), dp.clone());
     let _ = reg.register("add-br", "BRIDGE", 1, 1, move |a| {
-        crate::port_ops::add_bridge(&of2, &dp2, &a[0], None).map(|()| String::new())
+        crate::port_ops::add_bridge(&of2, &dp2, &a[0], None)?;
+        crate::port_ops::announce(&of2);
+        Ok(String::new())
     });
     let ofports = Ofports::default();
     let (of2, dp2, base2, ofports2) = (of.clone(), dp.clone(), base.to_path_buf(), ofports.clone());
@@ -195,11 +197,16 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
         "BRIDGE PORT type=TYPE [options:KEY=VALUE]... [ofport=N] [tag=N] [trunks=A,B] [vlan_mode=MODE]",
         3,
         12,
-        move |a| add_port(&of2, &dp2, &base2, &ofports2, a).map(|_| String::new()),
+        move |a| {
+            add_port(&of2, &dp2, &base2, &ofports2, a)?;
+            crate::port_ops::announce(&of2);
+            Ok(String::new())
+        },
     );
     let (of2, dp2, ofports2) = (of.clone(), dp.clone(), ofports.clone());
     let _ = reg.register("del-br", "BRIDGE", 1, 1, move |a| {
         crate::port_ops::del_bridge(&of2, &dp2, &a[0])?;
+        crate::port_ops::announce(&of2);
         locked_ofports(&ofports2).remove(&a[0]);
         Ok(String::new())
     });
@@ -207,6 +214,7 @@ pub fn register(reg: &Registry, of: &Arc<Ofproto>, dp: &Arc<Mutex<Datapath>>, ba
     let _ = reg.register("del-port", "PORT", 1, 1, move |a| {
         let held = port_of(&of2, &a[0]);
         crate::port_ops::del_port(&of2, &dp2, &a[0], true)?;
+        crate::port_ops::announce(&of2);
         if let Some((bridge, n)) = held {
             let mut pools = locked_ofports(&ofports);
             let pool = pools.entry(bridge).or_default();

@@ -15,6 +15,17 @@ use ofproto::tunnel::TunnelConfig;
 
 use crate::commands::lock_dp as locked;
 
+/// The longest a command that changed ports waits for the OpenFlow server to have announced
+/// them: past it the announcement goes out on the server's next turn of its own.
+const ANNOUNCE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Has the OpenFlow connections told of the bridges and ports changed so far, as
+/// `ovs-vswitchd` tells them before its reconfiguration completes: a command or
+/// reconfiguration calls this once done, with no lock held.
+pub(crate) fn announce(of: &Ofproto) {
+    of.port_status.announce(ANNOUNCE_WAIT);
+}
+
 /// What carries a port's packets.
 pub(crate) enum PortBackend {
     /// A tunnel: its packets go through the datapath port its type and UDP port share

@@ -9,12 +9,13 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::ofctl::{compare, hex, ofctl, ovs_ofctl_missing, read_msg, text, unhex};
+use common::ofctl::{
+    client, compare, exchange, ofctl, ovs_ofctl_missing, port_statuses, text, unhex,
+};
 use common::{Reap, scratch_dir, start_switch};
 
 const CONFIG: &str = r#"
@@ -98,33 +99,6 @@ fn ovs_ofctl_prints_what_it_prints_against_ovs_vswitchd() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compared >= 15, "{compared}");
-}
-
-/// An OpenFlow 1.3 connection to `mgmt`, past its hellos.
-fn client(mgmt: &Path) -> UnixStream {
-    let mut s = UnixStream::connect(mgmt).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(&unhex("04000010000000000001000800000010"))
-        .unwrap();
-    let hello = read_msg(&mut s).unwrap();
-    assert_eq!(hello[1], 0, "{}", hex(&hello));
-    s
-}
-
-/// What the switch answers to `request` before the barrier sent after it.
-fn exchange(s: &mut UnixStream, request: &[u8]) -> Vec<String> {
-    s.write_all(request).unwrap();
-    s.write_all(&unhex("0414000800007777")).unwrap();
-    let mut v = Vec::new();
-    loop {
-        let m = read_msg(s).unwrap();
-        if m[4..8] == [0, 0, 0x77, 0x77] {
-            return v;
-        }
-        if m[1] != 2 && m[1] != 3 {
-            v.push(hex(&m));
-        }
-    }
 }
 
 #[test]
@@ -235,4 +209,62 @@ fn port_status_goes_only_to_connections_that_set_a_miss_send_len() {
         assert_eq!(&m[32..40], "00000003", "{got:?}");
     }
     assert!(exchange(&mut quiet, &[]).is_empty());
+}
+
+/// `flowpath ctl` with the switch in `rundir`; panics unless it succeeds.
+fn ctl(rundir: &Path, args: &[&str]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_flowpath"))
+        .arg("ctl")
+        .arg("--rundir")
+        .arg(rundir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{args:?}: {o:?}");
+}
+
+/// As `ovs-vswitchd`, the switch tells its connections of a port added or removed before the
+/// command that did it returns: a barrier sent right after it is answered after the port
+/// status, and a connection made right after it is not told of the port.
+#[test]
+fn port_status_is_sent_before_the_command_that_changed_the_port_returns() {
+    let (_sw, rundir, _g) = switch("fp-ofserver-announce");
+    let mgmt = rundir.join("br0.mgmt");
+    let set_config = unhex("0409000c000000050000ffff");
+    let mut early = client(&mgmt);
+    assert!(exchange(&mut early, &set_config).is_empty());
+    for round in 0..5 {
+        let name = format!("p{}", 10 + round);
+        let no = format!("{:08x}", 10 + round);
+        ctl(
+            &rundir,
+            &[
+                "add-port",
+                "br0",
+                &name,
+                "type=dummy",
+                &format!("ofport={}", 10 + round),
+            ],
+        );
+        let mut late = client(&mgmt);
+        let seen = port_statuses(&exchange(&mut early, &[]));
+        assert_eq!(
+            seen.first(),
+            Some(&("00".to_owned(), no.clone())),
+            "{name}: {seen:?}"
+        );
+        let told = port_statuses(&exchange(&mut late, &set_config));
+        assert!(
+            !told
+                .iter()
+                .any(|(reason, port)| reason == "00" && *port == no),
+            "{name}: a connection made after add-port was told of it: {told:?}"
+        );
+        ctl(&rundir, &["del-port", &name]);
+        let seen = port_statuses(&exchange(&mut early, &[]));
+        assert!(
+            seen.contains(&("01".to_owned(), no.clone())),
+            "{name}: no OFPPR_DELETE before the barrier: {seen:?}"
+        );
+    }
 }

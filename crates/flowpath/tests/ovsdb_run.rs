@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::netns::{in_path, wait_until};
+use common::ofctl::{client, exchange, port_statuses, unhex};
 use common::{Reap, ctl, ok, scratch_dir};
 
 /// A private `ovsdb-server` with a fresh Open_vSwitch database in `dir`.
@@ -607,5 +608,57 @@ fn add_br_returns_once_the_bridge_listens_for_openflow() {
         ]);
         let sock = rundir.join(format!("{br}.mgmt"));
         assert!(sock.exists(), "no {} when add-br returned", sock.display());
+    }
+}
+
+#[test]
+fn ovs_vsctl_returns_once_the_port_status_is_sent() {
+    if !have_ovs("ovsdb_run port status") {
+        return;
+    }
+    let (dir, _rm) = scratch_dir("fp-ovsdb-portstatus");
+    let db = Ovsdb::create(&dir);
+    let rundir = dir.join("run");
+    let log = dir.join("flowpath.log");
+    let _fp = flowpath(&db, &rundir, &log);
+    db.vsctl_ok(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    // A controller's connection, told of ports (miss_send_len set), as ovn-controller's.
+    let mut conn = client(&rundir.join("br0.mgmt"));
+    assert!(exchange(&mut conn, &unhex("0409000c000000050000ffff")).is_empty());
+    // As ovs-vswitchd, the port's OFPT_PORT_STATUS comes before cur_cfg, so before the answer
+    // to a barrier sent when ovs-vsctl returns.
+    for n in 1..=5u32 {
+        let name = format!("p{n}");
+        db.vsctl_ok(&[
+            "add-port",
+            "br0",
+            &name,
+            "--",
+            "set",
+            "interface",
+            &name,
+            "type=dummy",
+            &format!("ofport_request={n}"),
+        ]);
+        let seen = port_statuses(&exchange(&mut conn, &[]));
+        assert_eq!(
+            seen.first(),
+            Some(&("00".to_owned(), format!("{n:08x}"))),
+            "{name}: {seen:?}"
+        );
+        db.vsctl_ok(&["del-port", "br0", &name]);
+        let seen = port_statuses(&exchange(&mut conn, &[]));
+        assert!(
+            seen.contains(&("01".to_owned(), format!("{n:08x}"))),
+            "{name}: no OFPPR_DELETE before the barrier: {seen:?}"
+        );
     }
 }

@@ -33,6 +33,7 @@ pub mod patch_stats;
 pub mod pipe_lock;
 pub mod pipekey;
 pub mod port_config;
+pub mod port_status;
 pub mod recirc;
 pub mod syntax;
 pub mod table_config;

@@ -74,6 +74,8 @@ pub struct Ofproto {
     flow_mods: Mutex<()>,
     /// The interfaces' BFD sessions.
     pub bfd: crate::bfd::Sessions,
+    /// Port changes announced to the OpenFlow connections before their commands return.
+    pub port_status: crate::port_status::PortStatusSync,
 }
 
 /// How many rule credits upcalls may queue before one settles them itself.

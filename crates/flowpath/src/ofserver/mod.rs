@@ -112,6 +112,9 @@ impl OfServer {
             bridges: BTreeMap::new(),
         };
         server.sync(&mut ev);
+        // Commands that change ports wait for this loop to have told the connections.
+        let waker = handle.clone();
+        server.of.port_status.serve(Box::new(move || waker.wake()));
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -132,16 +135,23 @@ impl OfServer {
                     server.handler.send_flow_updates(&mut ev);
                     server.handler.send_outbox(&mut ev);
                     // Not after every message of a busy connection: once an interval, or
-                    // at once when a port mod changed a port.
+                    // at once when a port mod changed a port or a command that changed
+                    // ports waits to have them announced.
+                    let announce = server.of.port_status.pending();
                     if synced.elapsed() >= SYNC_INTERVAL
                         || !server.handler.port_mod_sources.is_empty()
+                        || announce.is_some()
                     {
                         server.sync(&mut ev);
                         watch_upcall_queues(&dp2, &mut queues, &handle2);
                         server.handler.expire_bundles(&mut ev);
                         synced = Instant::now();
                     }
+                    if let Some(n) = announce {
+                        server.of.port_status.answered(n);
+                    }
                 }
+                server.of.port_status.stop_serving();
             })?;
         Ok(OfServer {
             stop,

@@ -355,6 +355,8 @@ fn run(
             }
             applied.reconcile(&d, &sw, &ctx);
             bfd::configure(of, &d, &applied);
+            // The connections hear of the ports before cur_cfg says the change is done.
+            crate::port_ops::announce(of);
             wait_for_listeners(&d, last_desired.as_ref(), &opts.rundir);
             crate::coverage_cmd::BRIDGE_RECONFIGURE.inc();
             if let Ok(mut dp) = dp.lock() {

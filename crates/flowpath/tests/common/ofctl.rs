@@ -1,11 +1,13 @@
 //! Comparing what stock `ovs-ofctl` prints against flowpath with what it printed against
 //! `ovs-vswitchd` 3.1: recordings in sections (`== COMMAND` and the output lines), and the
 //! normalization that removes what varies between runs; and reading OpenFlow messages off a
-//! socket, with hex for the bytes.
+//! socket, with hex for the bytes, and an OpenFlow 1.3 client of a bridge's socket.
 
-use std::io::Read;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// The sections of a recording: (command, output lines); `#` lines are comments.
 pub fn sections(recording: &str) -> Vec<(String, Vec<String>)> {
@@ -157,4 +159,41 @@ pub fn read_msg(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
     m.resize(len.max(8), 0);
     s.read_exact(&mut m[8..])?;
     Ok(m)
+}
+
+/// An OpenFlow 1.3 connection to `mgmt` (a bridge's `.mgmt` socket), past its hellos.
+pub fn client(mgmt: &Path) -> UnixStream {
+    let mut s = UnixStream::connect(mgmt).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&unhex("04000010000000000001000800000010"))
+        .unwrap();
+    let hello = read_msg(&mut s).unwrap();
+    assert_eq!(hello[1], 0, "{}", hex(&hello));
+    s
+}
+
+/// What the switch answers to `request` before the barrier sent after it (hex, echoes
+/// aside).
+pub fn exchange(s: &mut UnixStream, request: &[u8]) -> Vec<String> {
+    s.write_all(request).unwrap();
+    s.write_all(&unhex("0414000800007777")).unwrap();
+    let mut v = Vec::new();
+    loop {
+        let m = read_msg(s).unwrap();
+        if m[4..8] == [0, 0, 0x77, 0x77] {
+            return v;
+        }
+        if m[1] != 2 && m[1] != 3 {
+            v.push(hex(&m));
+        }
+    }
+}
+
+/// The OpenFlow 1.3 port status messages among `msgs` (hex), as (reason, port number), both
+/// in hex.
+pub fn port_statuses(msgs: &[String]) -> Vec<(String, String)> {
+    msgs.iter()
+        .filter(|m| &m[2..4] == "0c")
+        .map(|m| (m[16..18].to_owned(), m[32..40].to_owned()))
+        .collect()
 }
