@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::ofctl::{
     client, compare, exchange, ofctl, ovs_ofctl_missing, port_statuses, text, unhex,
 };
-use common::{Reap, scratch_dir, start_switch};
+use common::{Reap, ctl, ok, scratch_dir, start_switch};
 
 const CONFIG: &str = r#"
 [[bridge]]
@@ -146,16 +146,7 @@ fn a_client_leaving_mid_request_leaves_the_switch_running() {
 #[test]
 fn bridges_added_and_removed_at_run_time_get_and_lose_their_listeners() {
     let (_sw, rundir, _g) = switch("fp-ofserver-addbr");
-    let ctl = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_flowpath"))
-            .arg("ctl")
-            .arg("--rundir")
-            .arg(&rundir)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{args:?}: {o:?}");
-    };
+    let ctl = |args: &[&str]| ok(ctl(&rundir, args));
     ctl(&["add-br", "br1"]);
     let mgmt = rundir.join("br1.mgmt");
     wait_for(&mgmt, true);
@@ -211,18 +202,6 @@ fn port_status_goes_only_to_connections_that_set_a_miss_send_len() {
     assert!(exchange(&mut quiet, &[]).is_empty());
 }
 
-/// `flowpath ctl` with the switch in `rundir`; panics unless it succeeds.
-fn ctl(rundir: &Path, args: &[&str]) {
-    let o = Command::new(env!("CARGO_BIN_EXE_flowpath"))
-        .arg("ctl")
-        .arg("--rundir")
-        .arg(rundir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{args:?}: {o:?}");
-}
-
 /// As `ovs-vswitchd`, the switch tells its connections of a port added or removed before the
 /// command that did it returns: a barrier sent right after it is answered after the port
 /// status, and a connection made right after it is not told of the port.
@@ -236,7 +215,7 @@ fn port_status_is_sent_before_the_command_that_changed_the_port_returns() {
     for round in 0..5 {
         let name = format!("p{}", 10 + round);
         let no = format!("{:08x}", 10 + round);
-        ctl(
+        ok(ctl(
             &rundir,
             &[
                 "add-port",
@@ -245,7 +224,7 @@ fn port_status_is_sent_before_the_command_that_changed_the_port_returns() {
                 "type=dummy",
                 &format!("ofport={}", 10 + round),
             ],
-        );
+        ));
         let mut late = client(&mgmt);
         let seen = port_statuses(&exchange(&mut early, &[]));
         assert_eq!(
@@ -260,7 +239,7 @@ fn port_status_is_sent_before_the_command_that_changed_the_port_returns() {
                 .any(|(reason, port)| reason == "00" && *port == no),
             "{name}: a connection made after add-port was told of it: {told:?}"
         );
-        ctl(&rundir, &["del-port", &name]);
+        ok(ctl(&rundir, &["del-port", &name]));
         let seen = port_statuses(&exchange(&mut early, &[]));
         assert!(
             seen.contains(&("01".to_owned(), no.clone())),

@@ -124,6 +124,40 @@ fn flowpath(db: &Ovsdb, rundir: &Path, log: &Path) -> Reap {
     child
 }
 
+/// flowpath on a database of its own, with bridge br0 added by `ovs-vsctl`.
+struct Br0 {
+    // Dropped in this order: the switch, then the database, then the directory.
+    _fp: Reap,
+    db: Ovsdb,
+    rundir: PathBuf,
+    log: PathBuf,
+    _rm: common::RmDir,
+}
+
+fn br0_over_ovsdb(tag: &str) -> Br0 {
+    let (dir, rm) = scratch_dir(tag);
+    let db = Ovsdb::create(&dir);
+    let rundir = dir.join("run");
+    let log = dir.join("flowpath.log");
+    let fp = flowpath(&db, &rundir, &log);
+    db.vsctl_ok(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    Br0 {
+        _fp: fp,
+        db,
+        rundir,
+        log,
+        _rm: rm,
+    }
+}
+
 /// Whether OVS's tools are here; prints why the test is skipped when not.
 fn have_ovs(test: &str) -> bool {
     for tool in ["ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-appctl"] {
@@ -491,20 +525,8 @@ fn other_config_metrics_listen_moves_the_endpoint_while_running() {
     if !have_ovs("ovsdb_run metrics-listen") {
         return;
     }
-    let (dir, _rm) = scratch_dir("fp-ovsdb-metrics");
-    let db = Ovsdb::create(&dir);
-    let rundir = dir.join("run");
-    let log = dir.join("flowpath.log");
-    let _fp = flowpath(&db, &rundir, &log);
-    db.vsctl_ok(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
+    let sw = br0_over_ovsdb("fp-ovsdb-metrics");
+    let (db, rundir, log) = (&sw.db, sw.rundir.clone(), sw.log.clone());
     let serves = |addr: &str| {
         wait_until(Duration::from_secs(10), || {
             common::http_get(addr, "/metrics", "").is_some_and(|(s, b)| {
@@ -616,20 +638,8 @@ fn ovs_vsctl_returns_once_the_port_status_is_sent() {
     if !have_ovs("ovsdb_run port status") {
         return;
     }
-    let (dir, _rm) = scratch_dir("fp-ovsdb-portstatus");
-    let db = Ovsdb::create(&dir);
-    let rundir = dir.join("run");
-    let log = dir.join("flowpath.log");
-    let _fp = flowpath(&db, &rundir, &log);
-    db.vsctl_ok(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
+    let sw = br0_over_ovsdb("fp-ovsdb-portstatus");
+    let (db, rundir) = (&sw.db, sw.rundir.clone());
     // A controller's connection, told of ports (miss_send_len set), as ovn-controller's.
     let mut conn = client(&rundir.join("br0.mgmt"));
     assert!(exchange(&mut conn, &unhex("0409000c000000050000ffff")).is_empty());
