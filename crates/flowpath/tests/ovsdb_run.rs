@@ -124,6 +124,17 @@ fn flowpath(db: &Ovsdb, rundir: &Path, log: &Path) -> Reap {
     child
 }
 
+/// `ovs-vsctl`'s arguments that add bridge br0 to the userspace datapath.
+const ADD_BR0: &[&str] = &[
+    "add-br",
+    "br0",
+    "--",
+    "set",
+    "bridge",
+    "br0",
+    "datapath_type=netdev",
+];
+
 /// flowpath on a database of its own, with bridge br0 added by `ovs-vsctl`.
 struct Br0 {
     // Dropped in this order: the switch, then the database, then the directory.
@@ -140,15 +151,7 @@ fn br0_over_ovsdb(tag: &str) -> Br0 {
     let rundir = dir.join("run");
     let log = dir.join("flowpath.log");
     let fp = flowpath(&db, &rundir, &log);
-    db.vsctl_ok(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
+    db.vsctl_ok(ADD_BR0);
     Br0 {
         _fp: fp,
         db,
@@ -191,15 +194,7 @@ fn ovs_vsctl_configures_flowpath_and_reads_back_what_ovs_vswitchd_writes() {
     let log = dir.join("flowpath.log");
     let mut fp = flowpath(&db, &rundir, &log);
 
-    db.vsctl_ok(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
+    db.vsctl_ok(ADD_BR0);
     assert_eq!(db.vsctl_ok(&["get", "Interface", "br0", "ofport"]), "65534");
     db.vsctl_ok(&["add-port", "br0", "veth0"]);
     let veth0 = db.vsctl_ok(&["get", "Interface", "veth0", "ofport"]);
