@@ -80,15 +80,7 @@ impl World {
             a,
             b,
         };
-        w.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-        ]);
+        w.vsctl(common::ovsdb::ADD_BR0);
         w.vsctl(&["add-port", "br0", &p3]);
         let primary = format!("other_config:bond-primary={}", w.a[0]);
         let mode = format!("bond_mode={mode}");

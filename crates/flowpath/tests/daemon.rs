@@ -386,18 +386,7 @@ fn ovsdb_mode_takes_ovs_vswitchd_file_names_and_database() {
     let pid = read_pid(&pidfile).expect("ovs-vswitchd.pid with a pid");
     let _guard = KillOnDrop(vec![pid]);
     assert!(dir.join(format!("ovs-vswitchd.{pid}.ctl")).exists());
-    let (rc, _, err) = sb.vsctl(
-        &words(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-        ]),
-        10,
-    );
+    let (rc, _, err) = sb.vsctl(&words(common::ovsdb::ADD_BR0), 10);
     assert_eq!(rc, 0, "add-br did not complete: {err}");
     let o = appctl(&dir, &["dpif/show"]);
     assert!(o.status.success(), "{}", text(&o.stderr));

@@ -172,15 +172,7 @@ impl World {
                 "status: active negotiated"
             },
         };
-        w.vsctl(&[
-            "add-br",
-            "br0",
-            "--",
-            "set",
-            "bridge",
-            "br0",
-            "datapath_type=netdev",
-        ]);
+        w.vsctl(common::ovsdb::ADD_BR0);
         w.vsctl(&["add-port", "br0", &p3]);
         w.vsctl(&[
             "add-bond",
@@ -515,15 +507,7 @@ fn single_interface_port(test: &str, short: &str, peer: LinkPeer, fallback: bool
 
     let mut sb = Sandbox::new(&format!("fp-lacp-{short}"), switch);
     sb.start_switch_in(Some(&sw));
-    sb.vsctl_strs(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-    ]);
+    sb.vsctl_strs(common::ovsdb::ADD_BR0);
     sb.vsctl_strs(&["add-port", "br0", &p3]);
     let fallback_ab = format!("other_config:lacp-fallback-ab={fallback}");
     sb.vsctl_strs(&["add-port", "br0", &a1, "lacp=active", fast, &fallback_ab]);

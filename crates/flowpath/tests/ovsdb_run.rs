@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use common::netns::{in_path, wait_until};
 use common::ofctl::{client, exchange, port_statuses, unhex};
+use common::ovsdb::ADD_BR0;
 use common::{Reap, ctl, ok, scratch_dir};
 
 /// A private `ovsdb-server` with a fresh Open_vSwitch database in `dir`.
@@ -123,17 +124,6 @@ fn flowpath(db: &Ovsdb, rundir: &Path, log: &Path) -> Reap {
     );
     child
 }
-
-/// `ovs-vsctl`'s arguments that add bridge br0 to the userspace datapath.
-const ADD_BR0: &[&str] = &[
-    "add-br",
-    "br0",
-    "--",
-    "set",
-    "bridge",
-    "br0",
-    "datapath_type=netdev",
-];
 
 /// flowpath on a database of its own, with bridge br0 added by `ovs-vsctl`.
 struct Br0 {

@@ -20,6 +20,17 @@ use super::{Reap, RmDir, scratch_dir};
 /// The schema Debian's `openvswitch-common` installs.
 pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
+/// `ovs-vsctl`'s arguments that add bridge br0 to the userspace datapath.
+pub const ADD_BR0: &[&str] = &[
+    "add-br",
+    "br0",
+    "--",
+    "set",
+    "bridge",
+    "br0",
+    "datapath_type=netdev",
+];
+
 /// Which program drives the private database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Switch {
