@@ -12,7 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::ofctl::{hex, read_msg, unhex};
+use common::ofctl::{client_of, hex, read_msg, unhex};
 use common::{scratch_dir, start_switch};
 use ofproto::syntax::{FlowKind, NoPortNames, parse_flow};
 use openflow::flow_mod::{FlowMod, FlowModCommand, NO_BUFFER, Protocol, encode_flow_mod};
@@ -39,13 +39,7 @@ const OFPT_BUNDLE_CONTROL: u8 = 33;
 
 /// An OpenFlow 1.4 connection to `mgmt`, past its hellos.
 fn client(mgmt: &Path) -> UnixStream {
-    let mut s = UnixStream::connect(mgmt).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    s.write_all(&unhex("05000010000000000001000800000020"))
-        .unwrap();
-    let hello = read_msg(&mut s).unwrap();
-    assert_eq!(hello[1], 0, "{}", hex(&hello));
-    s
+    client_of(mgmt, 5, Duration::from_secs(120))
 }
 
 fn simple(t: u8, xid: u32) -> Vec<u8> {

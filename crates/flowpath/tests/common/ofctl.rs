@@ -163,12 +163,20 @@ pub fn read_msg(s: &mut impl Read) -> std::io::Result<Vec<u8>> {
 
 /// An OpenFlow 1.3 connection to `mgmt` (a bridge's `.mgmt` socket), past its hellos.
 pub fn client(mgmt: &Path) -> UnixStream {
+    client_of(mgmt, 4, Duration::from_secs(5))
+}
+
+/// A connection to `mgmt` of OpenFlow wire version `version` alone (4 is 1.3, 5 is 1.4),
+/// past its hellos, whose reads wait at most `timeout`.
+pub fn client_of(mgmt: &Path, version: u8, timeout: Duration) -> UnixStream {
     let mut s = UnixStream::connect(mgmt).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(&unhex("04000010000000000001000800000010"))
-        .unwrap();
-    let hello = read_msg(&mut s).unwrap();
-    assert_eq!(hello[1], 0, "{}", hex(&hello));
+    s.set_read_timeout(Some(timeout)).unwrap();
+    // OFPT_HELLO with a version bitmap element naming `version` only.
+    let mut hello = vec![version, 0, 0, 16, 0, 0, 0, 0, 0, 1, 0, 8];
+    hello.extend((1u32 << version).to_be_bytes());
+    s.write_all(&hello).unwrap();
+    let reply = read_msg(&mut s).unwrap();
+    assert_eq!(reply[1], 0, "{}", hex(&reply));
     s
 }
 
