@@ -5,6 +5,7 @@
 //! Refusals by the global limit are also counted apart: OVS's `conntrack_full` counts those
 //! only.
 
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::Conntrack;
@@ -13,11 +14,12 @@ use super::Conntrack;
 pub const DEFAULT_MAXCONNS: u32 = 3_000_000;
 
 impl Conntrack {
-    /// Counts a new connection in, within the limits.
+    /// Counts a new connection in, within the limits. A count is raised only while it is
+    /// under its limit, so that no reader (`ct-get-nconns`, `memory/show`, `ct-get-limits`)
+    /// ever sees more connections than the limit allows.
     pub(super) fn reserve(&self, zone: u16) -> bool {
         let max = self.maxconns.load(Relaxed);
-        if self.n_conns.fetch_add(1, Relaxed) >= max {
-            self.n_conns.fetch_sub(1, Relaxed);
+        if !count_in(&self.n_conns, max) {
             self.counters.maxconns_refused.fetch_add(1, Relaxed);
             return false;
         }
@@ -26,10 +28,12 @@ impl Conntrack {
             0 => self.default_limit.load(Relaxed),
             l => l,
         };
-        if self.zone_count[z].fetch_add(1, Relaxed) >= limit && limit != 0 {
-            self.zone_count[z].fetch_sub(1, Relaxed);
+        if limit != 0 && !count_in(&self.zone_count[z], limit) {
             self.n_conns.fetch_sub(1, Relaxed);
             return false;
+        }
+        if limit == 0 {
+            self.zone_count[z].fetch_add(1, Relaxed);
         }
         true
     }
@@ -84,4 +88,11 @@ impl Conntrack {
             })
             .collect()
     }
+}
+
+/// Raises `count` by one if it is under `limit`.
+fn count_in(count: &AtomicU32, limit: u32) -> bool {
+    count
+        .fetch_update(Relaxed, Relaxed, |n| (n < limit).then_some(n + 1))
+        .is_ok()
 }
