@@ -258,11 +258,14 @@ fn counts_never_read_past_the_limits_while_commits_are_refused() {
     let most = std::thread::scope(|s| {
         let watcher = s.spawn(|| {
             let (mut most, mut most_in_zone) = (0, 0);
-            while !done.load(Relaxed) {
+            loop {
+                let finished = done.load(Relaxed);
                 most = most.max(ct.n_conns());
                 most_in_zone = most_in_zone.max(ct.zone_conns(7));
+                if finished {
+                    return (most, most_in_zone);
+                }
             }
-            (most, most_in_zone)
         });
         flood_zone_7(&mut cache);
         done.store(true, Relaxed);
@@ -274,10 +277,13 @@ fn counts_never_read_past_the_limits_while_commits_are_refused() {
     let most_in_zone = std::thread::scope(|s| {
         let watcher = s.spawn(|| {
             let mut most = 0;
-            while !done.load(Relaxed) {
+            loop {
+                let finished = done.load(Relaxed);
                 most = most.max(ct.zone_conns(7));
+                if finished {
+                    return most;
+                }
             }
-            most
         });
         flood_zone_7(&mut cache);
         done.store(true, Relaxed);
