@@ -221,7 +221,7 @@ fn expired_flood_frees_the_table_and_established_traffic_goes_on() {
 
 /// A flood at the global limit, then at a zone's, watched from another thread as
 /// `ct-get-nconns`, `memory/show` and `ct-get-limits` watch it: the counts never read more than
-/// the limits, not even for the instant a refused commit is being counted.
+/// the limits or the connections, not even for the instant a refused commit is being counted.
 #[test]
 fn counts_never_read_past_the_limits_while_commits_are_refused() {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -233,62 +233,49 @@ fn counts_never_read_past_the_limits_while_commits_are_refused() {
     }
     assert_eq!((t.ct.n_conns(), t.ct.zone_conns(7)), (4, 2));
     let Ct { ct, mut cache } = t;
-    let flood_zone_7 = |cache: &mut CtCache| {
-        let args = CtArgs {
-            zone: 7,
-            commit: true,
-            ..Default::default()
-        };
-        for i in 0..100_000u32 {
-            let frame = flood(10 + i % 1000);
-            let pkt = CtPacket {
-                frame: &frame,
-                l3: 14,
-                v6: false,
-                frag_l4_len: None,
-                verified: false,
-                natted: false,
+    // Commits of new connections into `zone`, each refused; the most connections, in all and
+    // in `zone`, that another thread read meanwhile.
+    let mut flood_into = |zone: u16| {
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let watcher = s.spawn(|| {
+                let (mut most, mut most_in_zone) = (0, 0);
+                loop {
+                    let finished = done.load(Relaxed);
+                    most = most.max(ct.n_conns());
+                    most_in_zone = most_in_zone.max(ct.zone_conns(zone));
+                    if finished {
+                        return (most, most_in_zone);
+                    }
+                }
+            });
+            let args = CtArgs {
+                zone,
+                commit: true,
+                ..Default::default()
             };
-            let mut md = CtMeta::default();
-            ct.process(cache, &pkt, &mut md, &args, SEC);
-            assert_eq!(md.state, TRK | NEW);
-        }
+            for i in 0..100_000u32 {
+                let frame = flood(10 + i % 1000);
+                let pkt = CtPacket {
+                    frame: &frame,
+                    l3: 14,
+                    v6: false,
+                    frag_l4_len: None,
+                    verified: false,
+                    natted: false,
+                };
+                let mut md = CtMeta::default();
+                ct.process(&mut cache, &pkt, &mut md, &args, SEC);
+                assert_eq!(md.state, TRK | NEW);
+            }
+            done.store(true, Relaxed);
+            watcher.join().unwrap()
+        })
     };
-    let done = AtomicBool::new(false);
-    let most = std::thread::scope(|s| {
-        let watcher = s.spawn(|| {
-            let (mut most, mut most_in_zone) = (0, 0);
-            loop {
-                let finished = done.load(Relaxed);
-                most = most.max(ct.n_conns());
-                most_in_zone = most_in_zone.max(ct.zone_conns(7));
-                if finished {
-                    return (most, most_in_zone);
-                }
-            }
-        });
-        flood_zone_7(&mut cache);
-        done.store(true, Relaxed);
-        watcher.join().unwrap()
-    });
-    assert_eq!(most, (4, 2), "refused by the global limit");
+    assert_eq!(flood_into(0), (4, 2), "refused by the global limit");
+    assert_eq!(ct.stats().maxconns_refused, 100_000);
     ct.set_maxconns(1000);
-    let done = AtomicBool::new(false);
-    let most_in_zone = std::thread::scope(|s| {
-        let watcher = s.spawn(|| {
-            let mut most = 0;
-            loop {
-                let finished = done.load(Relaxed);
-                most = most.max(ct.zone_conns(7));
-                if finished {
-                    return most;
-                }
-            }
-        });
-        flood_zone_7(&mut cache);
-        done.store(true, Relaxed);
-        watcher.join().unwrap()
-    });
-    assert_eq!(most_in_zone, 2, "refused by the zone's limit");
+    assert_eq!(flood_into(7), (4, 2), "refused by the zone's limit");
+    assert_eq!(ct.stats().maxconns_refused, 100_000);
     assert_eq!(ct.n_conns(), 4);
 }

@@ -216,7 +216,8 @@ mod tests {
     }
 
     /// `conntrack_full` counts the commits the global limit refuses, not a zone limit's, as
-    /// OVS 3.1's `conn_not_found` does; those are `conntrack_zone_full` (flowpath's own).
+    /// OVS 3.1's `conn_not_found` does; those are `conntrack_zone_full` (flowpath's own). The
+    /// zone's limit is checked first: a commit into a full zone of a full table is the zone's.
     #[test]
     fn conntrack_full_counts_the_global_limit_only() {
         let dp = Arc::new(Mutex::new(
@@ -261,5 +262,9 @@ mod tests {
         assert_eq!(commit(3, 6), conntrack::state::TRK | conntrack::state::NEW);
         assert_eq!(ct.stats().limit_refused, 2);
         assert_eq!(full(), 1, "the global limit's refusal");
+        // A full zone in a full table: the zone's refusal (OVS checks the zone first).
+        assert_eq!(commit(1, 5), conntrack::state::TRK | conntrack::state::NEW);
+        assert_eq!(ct.stats().limit_refused, 3);
+        assert_eq!(full(), 1, "a full zone's refusal in a full table");
     }
 }

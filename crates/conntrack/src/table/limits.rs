@@ -14,26 +14,31 @@ use super::Conntrack;
 pub const DEFAULT_MAXCONNS: u32 = 3_000_000;
 
 impl Conntrack {
-    /// Counts a new connection in, within the limits. A count is raised only while it is
-    /// under its limit, so that no reader (`ct-get-nconns`, `memory/show`, `ct-get-limits`)
-    /// ever sees more connections than the limit allows.
+    /// Counts a new connection in, within the limits: the zone's first, then the global one,
+    /// as OVS 3.1's `conn_not_found` checks them (a commit into a full zone is not
+    /// `conntrack_full`, however full the table). A count is raised only while it is under its
+    /// limit, so that no reader (`ct-get-nconns`, `memory/show`, `ct-get-limits`) ever sees
+    /// more connections than a limit allows; the global count is lowered again only when
+    /// another thread filled the zone in between.
     pub(super) fn reserve(&self, zone: u16) -> bool {
-        let max = self.maxconns.load(Relaxed);
-        if !count_in(&self.n_conns, max) {
-            self.counters.maxconns_refused.fetch_add(1, Relaxed);
-            return false;
-        }
         let z = usize::from(zone);
+        let zone_count = &self.zone_count[z];
         let limit = match self.zone_limit[z].load(Relaxed) {
             0 => self.default_limit.load(Relaxed),
             l => l,
         };
-        if limit != 0 && !count_in(&self.zone_count[z], limit) {
-            self.n_conns.fetch_sub(1, Relaxed);
+        if limit != 0 && zone_count.load(Relaxed) >= limit {
+            return false;
+        }
+        if !count_in(&self.n_conns, self.maxconns.load(Relaxed)) {
+            self.counters.maxconns_refused.fetch_add(1, Relaxed);
             return false;
         }
         if limit == 0 {
-            self.zone_count[z].fetch_add(1, Relaxed);
+            zone_count.fetch_add(1, Relaxed);
+        } else if !count_in(zone_count, limit) {
+            self.n_conns.fetch_sub(1, Relaxed);
+            return false;
         }
         true
     }
