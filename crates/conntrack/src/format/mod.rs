@@ -38,8 +38,8 @@
 //! `ovs-vswitchd --enable-dummy=override`, `ct(commit)` in zones 5, 6 and 7 after
 //! `ct-set-limits default=2 zone=5,limit=0`):
 //! - a zone limit of 0: OVS keeps it, lists it (`zone=5,limit=0,count=0`) and refuses every
-//!   commit into the zone (OVS's kernel datapath: no limit); here the
-//!   table's 0 means "the default applies", so `zone=N,limit=0` removes the zone's own;
+//!   commit into the zone (OVS's kernel datapath: no limit); here the table's 0 means "the
+//!   default applies", so `zone=N,limit=0` removes the zone's own;
 //! - zones without their own limit: OVS counts them together against the default limit (one
 //!   count, which `ct-get-limits` shows for each such zone: two commits in zone 6 leave zone 7
 //!   none); here each zone has the default limit to itself.
