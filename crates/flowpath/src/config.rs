@@ -118,7 +118,8 @@ pub struct ConntrackSection {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CtZone {
     pub zone: u16,
-    /// The zone's own connection limit (`ct-set-limits zone=N,limit=L`).
+    /// The zone's own connection limit (`ct-set-limits zone=N,limit=L`; 0: no connection is
+    /// committed in the zone).
     pub limit: Option<u32>,
     /// The zone's timeout policy, the classes not given taken from the default policy.
     pub timeouts: Vec<(conntrack::TimeoutClass, u32)>,
@@ -286,7 +287,7 @@ impl ConntrackSection {
                                 k,
                                 format!(
                                     "{what}: limit = {v}: expected connections \
-                                     (0-4294967295; 0: the default limit)"
+                                     (0-4294967295; 0: none committed)"
                                 ),
                             );
                         }

@@ -35,14 +35,13 @@
 //! - lines come ordered by zone and tuple, not in hash order.
 //!
 //! Two things the table's limits do not do as OVS 3.1's userspace datapath does (its own
-//! `ovs-vswitchd --enable-dummy=override`, `ct(commit)` in zones 5, 6 and 7 after
-//! `ct-set-limits default=2 zone=5,limit=0`):
-//! - a zone limit of 0: OVS keeps it, lists it (`zone=5,limit=0,count=0`) and refuses every
-//!   commit into the zone (OVS's kernel datapath: no limit); here the table's 0 means "the
-//!   default applies", so `zone=N,limit=0` removes the zone's own;
-//! - zones without their own limit: OVS counts them together against the default limit (one
-//!   count, which `ct-get-limits` shows for each such zone: two commits in zone 6 leave zone 7
-//!   none); here each zone has the default limit to itself.
+//! `ovs-vswitchd --enable-dummy=override`, `ct(commit)` in zones 6 and 7 after
+//! `ct-set-limits default=2`), both as later OVS releases do them:
+//! - `default=0` takes the default limit away; in OVS 3.1 it is a limit of 0 for every zone
+//!   without its own, once a default has been set (no commit in them passes);
+//! - zones without their own limit: OVS 3.1 counts them together against the default limit
+//!   (one count, which `ct-get-limits` shows for each such zone: two commits in zone 6 leave
+//!   zone 7 none); here each zone has the default limit to itself.
 
 mod args;
 mod ct_dpif;
@@ -324,10 +323,7 @@ pub fn run<S: AsRef<str>>(
                 Some(zs) => zs
                     .into_iter()
                     .map(|z| {
-                        let l = match ct.zone_limit(z) {
-                            0 => default,
-                            l => l,
-                        };
+                        let l = ct.zone_limit(z).unwrap_or(default);
                         (z, l, ct.zone_conns(z))
                     })
                     .collect(),
@@ -336,7 +332,7 @@ pub fn run<S: AsRef<str>>(
         }
         CtCommand::DelLimits => {
             for z in parse_del_limits(args, dp_names)? {
-                ct.set_zone_limit(z, 0);
+                ct.del_zone_limit(z);
             }
             Ok(String::new())
         }
@@ -827,6 +823,17 @@ mod tests {
         assert_eq!(
             c(CtCommand::GetLimits, &[]).unwrap(),
             "default limit=200\nzone=5,limit=10,count=8\n"
+        );
+        // A zone's own limit of 0 is a limit (OVS's userspace datapath), listed as such.
+        c(CtCommand::SetLimits, &["zone=8,limit=0"]).unwrap();
+        assert_eq!(
+            c(CtCommand::GetLimits, &[]).unwrap(),
+            "default limit=200\nzone=5,limit=10,count=8\nzone=8,limit=0,count=0\n"
+        );
+        c(CtCommand::DelLimits, &["zone=8"]).unwrap();
+        assert_eq!(
+            c(CtCommand::GetLimits, &["zone=8"]).unwrap(),
+            "default limit=200\nzone=8,limit=200,count=0\n"
         );
         assert_eq!(
             c(CtCommand::GetLimits, &["zone=70000"]),

@@ -21,24 +21,27 @@ impl Conntrack {
     /// more connections than a limit allows; the global count is lowered again only when
     /// another thread filled the zone in between.
     pub(super) fn reserve(&self, zone: u16) -> bool {
-        let z = usize::from(zone);
-        let zone_count = &self.zone_count[z];
-        let limit = match self.zone_limit[z].load(Relaxed) {
-            0 => self.default_limit.load(Relaxed),
-            l => l,
-        };
-        if limit != 0 && zone_count.load(Relaxed) >= limit {
+        let zone_count = &self.zone_count[usize::from(zone)];
+        let limit = self.zone_limit(zone).or(match self.default_limit() {
+            0 => None,
+            l => Some(l),
+        });
+        if limit.is_some_and(|l| zone_count.load(Relaxed) >= l) {
             return false;
         }
         if !count_in(&self.n_conns, self.maxconns.load(Relaxed)) {
             self.counters.maxconns_refused.fetch_add(1, Relaxed);
             return false;
         }
-        if limit == 0 {
-            zone_count.fetch_add(1, Relaxed);
-        } else if !count_in(zone_count, limit) {
-            self.n_conns.fetch_sub(1, Relaxed);
-            return false;
+        match limit {
+            None => {
+                zone_count.fetch_add(1, Relaxed);
+            }
+            Some(l) if !count_in(zone_count, l) => {
+                self.n_conns.fetch_sub(1, Relaxed);
+                return false;
+            }
+            Some(_) => {}
         }
         true
     }
@@ -75,22 +78,29 @@ impl Conntrack {
         self.default_limit.store(n, Relaxed);
     }
 
-    /// A zone's own limit (0: the default applies).
-    pub fn zone_limit(&self, zone: u16) -> u32 {
-        self.zone_limit[usize::from(zone)].load(Relaxed)
+    /// A zone's own limit, if it has one (else the default applies). An own limit of 0 lets
+    /// no connection be committed in the zone, as in OVS.
+    pub fn zone_limit(&self, zone: u16) -> Option<u32> {
+        match self.zone_limit[usize::from(zone)].load(Relaxed) {
+            0 => None,
+            l => Some((l - 1) as u32),
+        }
     }
 
+    /// Gives `zone` a limit of its own (`ct-set-limits zone=N,limit=L`).
     pub fn set_zone_limit(&self, zone: u16, n: u32) {
-        self.zone_limit[usize::from(zone)].store(n, Relaxed);
+        self.zone_limit[usize::from(zone)].store(u64::from(n) + 1, Relaxed);
+    }
+
+    /// Takes `zone`'s own limit away: the default applies again (`ct-del-limits zone=N`).
+    pub fn del_zone_limit(&self, zone: u16) {
+        self.zone_limit[usize::from(zone)].store(0, Relaxed);
     }
 
     /// Zones with their own limit.
     pub fn zone_limits(&self) -> Vec<(u16, u32)> {
         (0..=u16::MAX)
-            .filter_map(|z| match self.zone_limit(z) {
-                0 => None,
-                l => Some((z, l)),
-            })
+            .filter_map(|z| Some((z, self.zone_limit(z)?)))
             .collect()
     }
 }

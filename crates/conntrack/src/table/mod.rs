@@ -393,8 +393,9 @@ pub struct Conntrack {
     n_conns: AtomicU32,
     maxconns: AtomicU32,
     zone_count: Box<[AtomicU32]>,
-    /// Per-zone limit; 0: the default limit applies.
-    zone_limit: Box<[AtomicU32]>,
+    /// Per-zone limit plus one; 0: none of its own (the default limit applies). A zone's own
+    /// limit may be 0: no connection is committed in it (OVS).
+    zone_limit: Box<[AtomicU64]>,
     /// Limit of zones without their own; 0: none.
     default_limit: AtomicU32,
     next_id: AtomicU32,
@@ -426,7 +427,7 @@ impl Conntrack {
             n_conns: AtomicU32::new(0),
             maxconns: AtomicU32::new(DEFAULT_MAXCONNS),
             zone_count: (0..=u16::MAX as usize).map(|_| AtomicU32::new(0)).collect(),
-            zone_limit: (0..=u16::MAX as usize).map(|_| AtomicU32::new(0)).collect(),
+            zone_limit: (0..=u16::MAX as usize).map(|_| AtomicU64::new(0)).collect(),
             default_limit: AtomicU32::new(0),
             next_id: AtomicU32::new(1),
             default_policy: Arc::new(Policy::defaults()),

@@ -193,6 +193,34 @@ fn zone_limits_and_default() {
     }
 }
 
+/// A zone's own limit of 0 lets no connection in, whatever the default (OVS's userspace
+/// datapath: `count >= limit` refuses); taking it away gives the zone the default again.
+#[test]
+fn a_zone_limit_of_zero_refuses_every_commit() {
+    let mut t = Ct::new();
+    t.ct.set_default_limit(10);
+    t.ct.set_zone_limit(5, 0);
+    for i in 0..3 {
+        assert_state!(t.st(&udp_from(i), &commit(5), 0), TRK | NEW);
+    }
+    assert_eq!((t.ct.zone_conns(5), t.ct.n_conns()), (0, 0));
+    assert_eq!(t.ct.stats().limit_refused, 3);
+    assert_eq!(t.ct.stats().maxconns_refused, 0);
+    assert_eq!(t.ct.zone_limit(5), Some(0));
+    assert_eq!(t.ct.zone_limits(), vec![(5, 0)]);
+    t.ct.del_zone_limit(5);
+    assert_eq!(t.ct.zone_limit(5), None);
+    assert_eq!(t.ct.zone_limits(), vec![]);
+    assert_state!(t.st(&udp_from(0), &commit(5), 1), TRK | NEW);
+    assert_eq!(t.ct.zone_conns(5), 1);
+    // With no default either, the zone has no limit at all.
+    t.ct.set_default_limit(0);
+    for i in 1..20 {
+        t.st(&udp_from(i), &commit(5), 1);
+    }
+    assert_eq!(t.ct.zone_conns(5), 20);
+}
+
 /// Re-committing a tuple whose connection expired but was not swept yet (a common case: a
 /// flow that pauses longer than its timeout) overwrites both table keys of the old
 /// connection (`insert`'s `put` replaces an expired entry without counting it out), so no

@@ -342,7 +342,7 @@ fn conntrack_errors_name_line_and_key() {
             "line 6: conntrack zone entry 3: needs zone".to_string(),
             "line 9: conntrack zone 5: given twice".to_string(),
             "line 12: conntrack zone 6: limit = \"many\": expected connections \
-             (0-4294967295; 0: the default limit)"
+             (0-4294967295; 0: none committed)"
                 .to_string(),
             "line 13: conntrack zone 6: tcp_established = 1.5: expected seconds \
              (0-4294967295)"

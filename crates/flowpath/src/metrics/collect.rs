@@ -412,7 +412,7 @@ fn conntrack(e: &mut Exposition, ct: &conntrack::Conntrack) {
     );
     for zone in 0..=u16::MAX {
         let (n, limit) = (ct.zone_conns(zone), ct.zone_limit(zone));
-        if n == 0 && limit == 0 {
+        if n == 0 && limit.is_none() {
             continue;
         }
         let z = zone.to_string();
@@ -423,7 +423,7 @@ fn conntrack(e: &mut Exposition, ct: &conntrack::Conntrack) {
             &[("zone", z.as_str())],
             n,
         );
-        if limit != 0 {
+        if let Some(limit) = limit {
             e.sample(
                 "flowpath_conntrack_zone_limit",
                 Gauge,
