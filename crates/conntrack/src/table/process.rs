@@ -815,13 +815,15 @@ impl Conntrack {
         now: u64,
     ) -> Option<NatRewrite> {
         let (t, h) = (&p.tuple, p.hash);
-        // The protocol state of a connection this packet starts, if it may start one.
-        let start = || -> Option<(Kind, Option<Box<TcpConn>>, TimeoutClass)> {
+        // The protocol state of a connection this packet starts, if it may start one: made
+        // once, on the stack, and put on the heap only by a commit that needs a new box
+        // (a segment tracked without commit, or refused at a limit, allocates nothing).
+        let start = || -> Option<(Kind, Option<TcpConn>, TimeoutClass)> {
             Some(match t.proto {
                 TCP => {
                     let c = TcpConn::new(seg?)?;
                     let class = TimeoutClass::of_tcp(c.timeout());
-                    (Kind::Tcp, Some(Box::new(c)), class)
+                    (Kind::Tcp, Some(c), class)
                 }
                 ICMP | ICMPV6 if key::icmp_is_request(t) => {
                     (Kind::Icmp, None, TimeoutClass::IcmpFirst)
@@ -831,7 +833,7 @@ impl Conntrack {
                 _ => (Kind::Udp, None, TimeoutClass::UdpFirst),
             })
         };
-        if start().is_none() {
+        let Some((kind, tcp, class)) = start() else {
             let c = if t.proto == TCP {
                 &self.counters.tcp_invalid
             } else {
@@ -839,7 +841,7 @@ impl Conntrack {
             };
             c.fetch_add(1, Relaxed);
             return self.invalid(md);
-        }
+        };
         // An expectation names the connection: it is related to the expectation's parent.
         let exp = if self.expectations.is_empty() {
             None
@@ -880,7 +882,8 @@ impl Conntrack {
                     }
                 }
             }
-            let (kind, tcp, class) = start().expect("checked above");
+            // A second attempt starts from the same state (the first one's connection went).
+            let tcp = tcp.clone();
             let nat_action = match nat.and_then(|n| n.kind) {
                 Some(crate::NatKind::Src) => crate::state::SNAT,
                 Some(crate::NatKind::Dst) => crate::state::DNAT,
@@ -924,7 +927,11 @@ impl Conntrack {
                     .locked
                     .get_mut()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                l.tcp = tcp;
+                // The pooled connection's box, if it has one, takes the new state in place.
+                match (&mut l.tcp, tcp) {
+                    (Some(held), Some(tcp)) => **held = tcp,
+                    (held, tcp) => *held = tcp.map(Box::new),
+                }
                 l.alg = alg;
                 pooled.expect("a pooled connection")
             } else {
@@ -950,7 +957,10 @@ impl Conntrack {
                         AtomicU64::new(label as u64),
                         AtomicU64::new((label >> 64) as u64),
                     ],
-                    locked: Mutex::new(Locked { tcp, alg }),
+                    locked: Mutex::new(Locked {
+                        tcp: tcp.map(Box::new),
+                        alg,
+                    }),
                 })
             };
             (md.mark, md.label) = if exp.is_none() && (args.mark.is_some() || args.label.is_some())

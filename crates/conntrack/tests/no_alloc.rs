@@ -1,0 +1,196 @@
+//! A TCP segment that starts no connection, or starts one in a connection the PMD's pool had
+//! kept, allocates nothing: a SYN flood through `ct()` without `commit`, or one refused at the
+//! table's limit, costs the heap nothing, and a steady churn of short-lived TCP connections
+//! reuses the pooled connections' protocol state in place. Counted with a global allocator
+//! that tallies allocations per thread, so that tests running side by side do not count into
+//! each other's figures.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use conntrack::state::*;
+use conntrack::{Conntrack, CtArgs, CtCache, CtMeta, CtPacket, TimeoutClass};
+
+mod common;
+use common::{fold, sum};
+
+struct Counting;
+
+thread_local! {
+    // Const-initialised with no destructor: reading it never allocates, even from the allocator.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Allocations made so far by the calling thread.
+fn thread_allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
+fn count() {
+    // `try_with`: during thread teardown the slot may be gone; those allocations are not ours.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// Eth/IPv4/TCP SYN from `10.64.x.y:sport` (by `i`) to `10.1.0.2:80`, checksums computed.
+fn syn(i: u32) -> Vec<u8> {
+    let [_, x, y, z] = i.to_be_bytes();
+    let (src, dst) = ([10, 64 | x, y, z], [10, 1, 0, 2]);
+    let mut f = vec![0u8; 14];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let mut ip = vec![0x45, 0, 0, 40, 0, 1, 0, 0, 64, 6, 0, 0];
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = fold(sum(&ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut l4 = Vec::new();
+    l4.extend_from_slice(&40000u16.to_be_bytes());
+    l4.extend_from_slice(&80u16.to_be_bytes());
+    l4.extend_from_slice(&1000u32.to_be_bytes()); // seq
+    l4.extend_from_slice(&0u32.to_be_bytes()); // ack
+    l4.extend_from_slice(&[0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]); // SYN, window, csum, urgent
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 6, 0, 20]);
+    let c = fold(sum(&pseudo) + sum(&l4));
+    l4[16..18].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&l4);
+    f
+}
+
+fn packet(f: &[u8]) -> CtPacket<'_> {
+    CtPacket {
+        frame: f,
+        l3: 14,
+        v6: false,
+        frag_l4_len: None,
+        verified: false,
+        natted: false,
+    }
+}
+
+/// Tracks `frames` as one batch under `args` at `now`; the states they were given.
+fn batch(
+    ct: &Conntrack,
+    cache: &mut CtCache,
+    frames: &[Vec<u8>],
+    args: &CtArgs,
+    now: u64,
+) -> Vec<u8> {
+    let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
+    let mut out = vec![(CtMeta::default(), None); pkts.len()];
+    ct.process_batch(cache, &pkts, &mut out, args, now);
+    out.iter().map(|(md, _)| md.state).collect()
+}
+
+/// Allocations `ct.process_batch` makes for `frames` (the batch's own vectors made first).
+fn allocs_of_batch(
+    ct: &Conntrack,
+    cache: &mut CtCache,
+    frames: &[Vec<u8>],
+    args: &CtArgs,
+    now: u64,
+) -> (u64, Vec<u8>) {
+    let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
+    let mut out = vec![(CtMeta::default(), None); pkts.len()];
+    let before = thread_allocs();
+    ct.process_batch(cache, &pkts, &mut out, args, now);
+    let n = thread_allocs() - before;
+    (n, out.iter().map(|(md, _)| md.state).collect())
+}
+
+/// SYNs `from..from + 32`.
+fn syns(from: u32) -> Vec<Vec<u8>> {
+    (from..from + 32).map(syn).collect()
+}
+
+/// A SYN flood through `ct()` without `commit` (a pipeline's first pass, which commits only
+/// what a later table allows): every SYN is `+trk+new`, and none allocates.
+#[test]
+fn a_syn_that_is_not_committed_allocates_nothing() {
+    let ct = Conntrack::new();
+    let mut cache = CtCache::new();
+    let args = CtArgs::default();
+    batch(&ct, &mut cache, &syns(0), &args, 1);
+    for round in 1..8 {
+        let (allocs, states) = allocs_of_batch(&ct, &mut cache, &syns(round * 32), &args, 1);
+        assert!(states.iter().all(|&s| s == TRK | NEW), "{states:?}");
+        assert_eq!(allocs, 0, "round {round}: 32 SYNs not committed");
+    }
+    assert_eq!(ct.n_conns(), 0);
+}
+
+/// A SYN flood over the table's limit: every SYN past it is `+trk+new`, refused, and none of
+/// them allocates.
+#[test]
+fn a_syn_refused_at_the_limit_allocates_nothing() {
+    let ct = Conntrack::new();
+    ct.set_maxconns(64);
+    let mut cache = CtCache::new();
+    let args = CtArgs {
+        commit: true,
+        ..Default::default()
+    };
+    for from in [0, 32, 64] {
+        batch(&ct, &mut cache, &syns(from), &args, 1);
+    }
+    assert_eq!(ct.n_conns(), 64);
+    for round in 3..10 {
+        let (allocs, states) = allocs_of_batch(&ct, &mut cache, &syns(round * 32), &args, 1);
+        assert!(states.iter().all(|&s| s == TRK | NEW), "{states:?}");
+        assert_eq!(allocs, 0, "round {round}: 32 SYNs refused at the limit");
+    }
+    assert_eq!(ct.n_conns(), 64);
+    // The warm-up's third burst was refused too.
+    assert_eq!(ct.stats().limit_refused, 8 * 32);
+}
+
+/// Short-lived TCP connections (a SYN each, `tcp_syn_sent` at 0 s): each expires by the next
+/// burst and goes to the PMD's pool, and the next SYN's connection is set up in one of them,
+/// its TCP state included, without an allocation.
+#[test]
+fn a_syn_committed_into_a_pooled_connection_allocates_nothing() {
+    let ct = Conntrack::new();
+    ct.set_timeouts(Some(0), &[(TimeoutClass::TcpSynSent, 0)]);
+    let mut cache = CtCache::new();
+    let args = CtArgs {
+        commit: true,
+        ..Default::default()
+    };
+    // Warm: the pool, the table's shards and the expiry queue reach their sizes.
+    let mut now = 1;
+    for round in 0..64 {
+        batch(&ct, &mut cache, &syns(round * 32), &args, now);
+        now += 1;
+    }
+    let committed = ct.stats().committed;
+    for round in 64..72 {
+        let (allocs, states) = allocs_of_batch(&ct, &mut cache, &syns(round * 32), &args, now);
+        assert!(states.iter().all(|&s| s == TRK | NEW), "{states:?}");
+        assert_eq!(allocs, 0, "round {round}: 32 SYNs committed");
+        now += 1;
+    }
+    assert_eq!(ct.stats().committed, committed + 8 * 32);
+}
