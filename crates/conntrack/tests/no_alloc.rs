@@ -5,52 +5,15 @@
 //! that tallies allocations per thread, so that tests running side by side do not count into
 //! each other's figures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use conntrack::state::*;
 use conntrack::{Conntrack, CtArgs, CtCache, CtMeta, CtPacket, TimeoutClass};
+use hugemem::thread_allocs;
 
 mod common;
-use common::{fold, sum};
-
-struct Counting;
-
-thread_local! {
-    // Const-initialised with no destructor: reading it never allocates, even from the allocator.
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Allocations made so far by the calling thread.
-fn thread_allocs() -> u64 {
-    ALLOCS.with(Cell::get)
-}
-
-fn count() {
-    // `try_with`: during thread teardown the slot may be gone; those allocations are not ours.
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+use common::{batch, fold, packet, sum};
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: hugemem::CountingAlloc = hugemem::CountingAlloc;
 
 /// Eth/IPv4/TCP SYN from `10.64.x.y:sport` (by `i`) to `10.1.0.2:80`, checksums computed.
 fn syn(i: u32) -> Vec<u8> {
@@ -78,31 +41,6 @@ fn syn(i: u32) -> Vec<u8> {
     f.extend_from_slice(&ip);
     f.extend_from_slice(&l4);
     f
-}
-
-fn packet(f: &[u8]) -> CtPacket<'_> {
-    CtPacket {
-        frame: f,
-        l3: 14,
-        v6: false,
-        frag_l4_len: None,
-        verified: false,
-        natted: false,
-    }
-}
-
-/// Tracks `frames` as one batch under `args` at `now`; the states they were given.
-fn batch(
-    ct: &Conntrack,
-    cache: &mut CtCache,
-    frames: &[Vec<u8>],
-    args: &CtArgs,
-    now: u64,
-) -> Vec<u8> {
-    let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
-    let mut out = vec![(CtMeta::default(), None); pkts.len()];
-    ct.process_batch(cache, &pkts, &mut out, args, now);
-    out.iter().map(|(md, _)| md.state).collect()
 }
 
 /// Allocations `ct.process_batch` makes for `frames` (the batch's own vectors made first).
@@ -133,7 +71,7 @@ fn a_syn_that_is_not_committed_allocates_nothing() {
     let ct = Conntrack::new();
     let mut cache = CtCache::new();
     let args = CtArgs::default();
-    batch(&ct, &mut cache, &syns(0), &args, 1);
+    let _ = batch(&ct, &mut cache, &syns(0), &args, 1);
     for round in 1..8 {
         let (allocs, states) = allocs_of_batch(&ct, &mut cache, &syns(round * 32), &args, 1);
         assert!(states.iter().all(|&s| s == TRK | NEW), "{states:?}");
@@ -154,7 +92,7 @@ fn a_syn_refused_at_the_limit_allocates_nothing() {
         ..Default::default()
     };
     for from in [0, 32, 64] {
-        batch(&ct, &mut cache, &syns(from), &args, 1);
+        let _ = batch(&ct, &mut cache, &syns(from), &args, 1);
     }
     assert_eq!(ct.n_conns(), 64);
     for round in 3..10 {
@@ -182,7 +120,7 @@ fn a_syn_committed_into_a_pooled_connection_allocates_nothing() {
     // Warm: the pool, the table's shards and the expiry queue reach their sizes.
     let mut now = 1;
     for round in 0..64 {
-        batch(&ct, &mut cache, &syns(round * 32), &args, now);
+        let _ = batch(&ct, &mut cache, &syns(round * 32), &args, now);
         now += 1;
     }
     let committed = ct.stats().committed;

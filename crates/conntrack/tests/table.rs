@@ -21,7 +21,7 @@ use conntrack::{
 use proptest::prelude::*;
 
 mod common;
-use common::{fold, sum};
+use common::{fold, packet, sum};
 
 // ---------------------------------------------------------------------------------------------
 // Packet builders
@@ -355,17 +355,6 @@ impl Ct {
 
     fn invalid(&self, why: Invalid) -> u64 {
         self.ct.stats().invalid[why as usize]
-    }
-}
-
-fn packet(f: &[u8]) -> CtPacket<'_> {
-    CtPacket {
-        frame: f,
-        l3: ETH,
-        v6: f[ETH] >> 4 == 6,
-        frag_l4_len: None,
-        verified: false,
-        natted: false,
     }
 }
 

@@ -7,6 +7,8 @@
 //!   whose chunks, past the first few small ones, are such regions.
 //! - [`TaggedArc`]: a [`SlabArc`] and a few bits beside it in one word, for caches whose
 //!   lines hold as many references as they can.
+//! - [`CountingAlloc`]: the system allocator counting each thread's allocations, for the
+//!   tests that check a path allocates nothing.
 //!
 //! Huge pages are advice: where the kernel gives none (THP `never`, no free huge page), the
 //! memory is ordinary and everything works the same. Regions below a huge page stay on the
@@ -15,11 +17,13 @@
 //! The crate holds the `unsafe` code this takes (mappings, slots initialised and dropped in
 //! place), each block with its `SAFETY` reasoning; its users stay safe.
 
+mod counting;
 mod map;
 mod slab;
 mod slice;
 mod tagged;
 
+pub use counting::{CountingAlloc, thread_allocs};
 pub use map::HUGE_PAGE;
 pub use slab::{Slab, SlabArc, SlabStats, Slabbed, slot_bytes};
 pub use slice::HugeSlice;

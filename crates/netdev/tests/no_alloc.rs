@@ -2,52 +2,15 @@
 //! its capacity. Counted with a global allocator that tallies allocations per thread, so tests
 //! running side by side (and the harness thread) do not count into each other's figures.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use datapath::dpif::parse_megaflow;
 use datapath::pmd::{DropUpcalls, Pmd, PmdConfig, PolledRxq};
 use datapath::port::Port;
 use flow::odp::PortNames;
+use hugemem::thread_allocs;
 use netdev::memory::{ReplayPort, SampleSpec, SinkPort, plain_frames};
 
-struct Counting;
-
-thread_local! {
-    // Const-initialised with no destructor: reading it never allocates, even from the allocator.
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    // `try_with`: during thread teardown the slot may be gone; those allocations are not ours.
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-/// Allocations made so far by the calling thread.
-fn thread_allocs() -> u64 {
-    ALLOCS.with(Cell::get)
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static A: Counting = Counting;
+static A: hugemem::CountingAlloc = hugemem::CountingAlloc;
 
 #[test]
 fn a_warm_pmd_allocates_nothing_per_packet() {

@@ -1,4 +1,6 @@
-//! Helpers the conntrack integration tests share.
+//! Helpers the conntrack integration tests share (each test binary uses some of them).
+
+use conntrack::{Conntrack, CtArgs, CtCache, CtMeta, CtPacket};
 
 /// Ones'-complement sum of big-endian 16-bit words (odd tail padded with zero): the tests'
 /// own Internet checksum, independent of `wire::checksum`, so that fixtures do not check the
@@ -15,4 +17,33 @@ pub fn fold(mut s: u64) -> u16 {
         s = (s & 0xffff) + (s >> 16);
     }
     !(s as u16)
+}
+
+/// The tracker's view of an Ethernet frame with its IP header at 14 (IPv4 or IPv6 by its
+/// version), nothing checked before.
+#[allow(dead_code)]
+pub fn packet(f: &[u8]) -> CtPacket<'_> {
+    CtPacket {
+        frame: f,
+        l3: 14,
+        v6: f[14] >> 4 == 6,
+        frag_l4_len: None,
+        verified: false,
+        natted: false,
+    }
+}
+
+/// The metadata `process_batch` gives `frames`, as one batch.
+#[allow(dead_code)]
+pub fn batch(
+    ct: &Conntrack,
+    cache: &mut CtCache,
+    frames: &[Vec<u8>],
+    args: &CtArgs,
+    now: u64,
+) -> Vec<CtMeta> {
+    let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
+    let mut out = vec![(CtMeta::default(), None); pkts.len()];
+    ct.process_batch(cache, &pkts, &mut out, args, now);
+    out.into_iter().map(|(md, _)| md).collect()
 }

@@ -75,19 +75,7 @@ fn ports_of_one_bucket(n: usize) -> (Vec<(u16, u16)>, Vec<Vec<u8>>) {
     (ports, ab)
 }
 
-/// The metadata `process_batch` gives `frames`, as one batch.
-fn batch(
-    ct: &Conntrack,
-    cache: &mut CtCache,
-    frames: &[Vec<u8>],
-    args: &CtArgs,
-    now: u64,
-) -> Vec<CtMeta> {
-    let pkts: Vec<CtPacket<'_>> = frames.iter().map(|f| packet(f)).collect();
-    let mut out = vec![(CtMeta::default(), None); pkts.len()];
-    ct.process_batch(cache, &pkts, &mut out, args, now);
-    out.into_iter().map(|(md, _)| md).collect()
-}
+use crate::common::batch;
 
 /// Connections whose tuples share a bucket of the PMD's lookup cache, three times as many as
 /// it holds: each is found in both directions through `process_batch`, whether the cache took
