@@ -15,7 +15,8 @@ use common::{batch, fold, packet, sum};
 #[global_allocator]
 static A: hugemem::CountingAlloc = hugemem::CountingAlloc;
 
-/// Eth/IPv4/TCP SYN from `10.64.x.y:sport` (by `i`) to `10.1.0.2:80`, checksums computed.
+/// Eth/IPv4/TCP SYN from `10.64.x.y:40000` (the address by `i`) to `10.1.0.2:80`, checksums
+/// computed.
 fn syn(i: u32) -> Vec<u8> {
     let [_, x, y, z] = i.to_be_bytes();
     let (src, dst) = ([10, 64 | x, y, z], [10, 1, 0, 2]);
