@@ -8,35 +8,17 @@ use conntrack::state::*;
 use conntrack::{Conntrack, CtArgs, CtCache, CtMeta, CtPacket};
 
 mod common;
-use common::{fold, sum};
+use common::ipv4_frame;
 
 const SEC: u64 = 1000;
 
 /// Eth/IPv4/UDP `src:sport` → `dst:dport` with a one-byte payload, checksums computed.
 fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 14];
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let mut ip = vec![0x45, 0, 0, 29, 0, 1, 0, 0, 64, 17, 0, 0];
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let c = fold(sum(&ip));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
     let mut l4 = Vec::new();
     l4.extend_from_slice(&sport.to_be_bytes());
     l4.extend_from_slice(&dport.to_be_bytes());
     l4.extend_from_slice(&[0, 9, 0, 0, b'x']);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 17, 0, 9]);
-    let c = match fold(sum(&pseudo) + sum(&l4)) {
-        0 => 0xffff,
-        c => c,
-    };
-    l4[6..8].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&l4);
-    f
+    ipv4_frame(src, dst, 17, l4, 6)
 }
 
 const A: [u8; 4] = [10, 0, 0, 1];

@@ -10,7 +10,7 @@ use conntrack::{Conntrack, CtArgs, CtCache, CtMeta, CtPacket, TimeoutClass};
 use hugemem::thread_allocs;
 
 mod common;
-use common::{batch, fold, packet, sum};
+use common::{batch, ipv4_frame, packet};
 
 #[global_allocator]
 static A: hugemem::CountingAlloc = hugemem::CountingAlloc;
@@ -19,29 +19,13 @@ static A: hugemem::CountingAlloc = hugemem::CountingAlloc;
 /// computed.
 fn syn(i: u32) -> Vec<u8> {
     let [_, x, y, z] = i.to_be_bytes();
-    let (src, dst) = ([10, 64 | x, y, z], [10, 1, 0, 2]);
-    let mut f = vec![0u8; 14];
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let mut ip = vec![0x45, 0, 0, 40, 0, 1, 0, 0, 64, 6, 0, 0];
-    ip.extend_from_slice(&src);
-    ip.extend_from_slice(&dst);
-    let c = fold(sum(&ip));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
     let mut l4 = Vec::new();
     l4.extend_from_slice(&40000u16.to_be_bytes());
     l4.extend_from_slice(&80u16.to_be_bytes());
     l4.extend_from_slice(&1000u32.to_be_bytes()); // seq
     l4.extend_from_slice(&0u32.to_be_bytes()); // ack
     l4.extend_from_slice(&[0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]); // SYN, window, csum, urgent
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 6, 0, 20]);
-    let c = fold(sum(&pseudo) + sum(&l4));
-    l4[16..18].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&l4);
-    f
+    ipv4_frame([10, 64 | x, y, z], [10, 1, 0, 2], 6, l4, 16)
 }
 
 /// Allocations `ct.process_batch` makes for `frames` (the batch's own vectors made first).

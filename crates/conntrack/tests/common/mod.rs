@@ -19,6 +19,40 @@ pub fn fold(mut s: u64) -> u16 {
     !(s as u16)
 }
 
+/// Eth/IPv4 frame `src` → `dst` of protocol `proto` carrying `l4`, the IPv4 checksum and the
+/// transport checksum (the 16 bits at `csum_at` in `l4`, over the pseudo-header) computed; a
+/// UDP checksum that comes out 0 is sent as 0xffff.
+#[allow(dead_code)]
+pub fn ipv4_frame(
+    src: [u8; 4],
+    dst: [u8; 4],
+    proto: u8,
+    mut l4: Vec<u8>,
+    csum_at: usize,
+) -> Vec<u8> {
+    let mut f = vec![0u8; 14];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let [hi, lo] = (20 + l4.len() as u16).to_be_bytes();
+    let mut ip = vec![0x45, 0, hi, lo, 0, 1, 0, 0, 64, proto, 0, 0];
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = fold(sum(&ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, proto]);
+    pseudo.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    let c = match fold(sum(&pseudo) + sum(&l4)) {
+        0 if proto == 17 => 0xffff,
+        c => c,
+    };
+    l4[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&l4);
+    f
+}
+
 /// The tracker's view of an Ethernet frame with its IP header at 14 (IPv4 or IPv6 by its
 /// version), nothing checked before.
 #[allow(dead_code)]
