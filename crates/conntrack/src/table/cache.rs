@@ -336,13 +336,11 @@ impl CtCache {
     pub(super) fn prefetch_conn(&self, h: u64) {
         if let Some(b) = self.bucket(h) {
             let tag = tag_of(h);
-            for w in b.ways() {
-                if w.tag() == tag {
-                    let c = w.arc();
-                    flow::hash::prefetch(&c.expires);
-                    if w.flag() {
-                        flow::hash::prefetch(&c.reply);
-                    }
+            if let Some(w) = b.ways().find(|w| w.tag() == tag) {
+                let c = w.arc();
+                flow::hash::prefetch(&c.expires);
+                if w.flag() {
+                    flow::hash::prefetch(&c.reply);
                 }
             }
         }
