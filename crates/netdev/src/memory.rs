@@ -386,7 +386,9 @@ mod tests {
     /// they span one; a small one stays on the heap.
     #[test]
     fn replay_frames_of_a_large_capture_are_on_huge_pages() {
-        let large: Vec<Vec<u8>> = (0..200_000u32).map(|i| i.to_be_bytes().repeat(15)).collect();
+        let large: Vec<Vec<u8>> = (0..200_000u32)
+            .map(|i| i.to_be_bytes().repeat(15))
+            .collect();
         let f = Frames::new(&large);
         assert!(f.bytes.advised_huge() && f.spans.advised_huge());
         assert_eq!(f.receive(199_999), &199_999u32.to_be_bytes().repeat(15)[..]);
