@@ -330,10 +330,9 @@ impl CtCache {
     /// Asks for the line of the connection of hash `h` in its bucket, if there is one (the
     /// first entry of its tag: the one a lookup finds but for a rare second tuple of the same
     /// tag in the bucket), that holds what a UDP or ICMP packet of its direction reads most
-    /// of the time: the first (the
-    /// state, expiry, mark and original tuple), and for the reply direction the second too (the
-    /// reply tuple). The policy (read about once a second) and a TCP connection's lock are on
-    /// the lines after them.
+    /// of the time: the first (the state, expiry, mark and original tuple), and for the reply
+    /// direction the second too (the reply tuple). The policy (read about once a second) and a
+    /// TCP connection's lock are on the lines after them.
     #[inline]
     pub(super) fn prefetch_conn(&self, h: u64) {
         if let Some(b) = self.bucket(h) {
