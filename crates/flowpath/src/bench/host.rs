@@ -86,8 +86,8 @@ pub struct RandomLines {
     pub huge_pages: bool,
     /// Each line's address read from the line before: the latency of a miss.
     pub dependent: f64,
-    /// [`RANDOM_BURST`] lines asked for (prefetched), then read: a miss's share when the core
-    /// keeps as many in flight as it can.
+    /// [`RANDOM_BURST`] lines asked for (prefetched), then read: a miss's share with a burst's
+    /// worth in flight.
     pub burst: f64,
     /// [`RANDOM_BURST`] lines asked for, then each the line it names, then those read: a
     /// pair's share (a cache bucket, then the connection it names).
@@ -100,6 +100,10 @@ pub struct RandomLines {
     /// `bytes`): bytes, cycles a pair. What a cache's buckets of that size cost a packet with
     /// the connection each names.
     pub pairs_first_from: Vec<(usize, f64)>,
+    /// A stream of random lines, each asked for a fixed number of reads before its own (one
+    /// request a read, as a packet path that asks for each packet's line that many packets
+    /// ahead): reads ahead ([`RANDOM_STREAM_AHEAD`]), cycles a line.
+    pub stream_ahead: Vec<(usize, f64)>,
 }
 
 /// Measures for about `seconds` in all, the round trip between cores `a` and `b`.
@@ -119,7 +123,7 @@ pub fn run(a: usize, b: usize, seconds: f64) -> anyhow::Result<HostReport> {
         line_round_trip,
         line_round_trip_skipped,
         copies: copy_costs(half),
-        // Each of its four windows' series a sixteenth of the time, at most a quarter second.
+        // Each of its series of windows a sixteenth of the time, at most a quarter second.
         random_lines: random_lines(
             RANDOM_BYTES,
             Duration::from_secs_f64((seconds / 16.0).min(0.25)),
@@ -298,6 +302,9 @@ const RANDOM_CACHED_FIRST: usize = 4 << 20;
 /// Larger arrays of first lines: a PMD's connection cache at a million connections (16 MiB)
 /// and as it was (64 MiB, a bucket per connection).
 const RANDOM_FIRST_FROM: [usize; 2] = [16 << 20, 64 << 20];
+/// How far ahead of its read each line of [`RandomLines::stream_ahead`] is asked for: a burst
+/// of packets (the ahead-of-time requests of a `ct()` over one burst), and four.
+const RANDOM_STREAM_AHEAD: [usize; 2] = [32, 128];
 /// Reads a window of random lines is made of.
 const RANDOM_PER_WINDOW: usize = 1 << 16;
 
@@ -338,6 +345,10 @@ fn random_lines(bytes: usize, span: Duration) -> RandomLines {
         .map(|first| (first * size_of::<ChainLine>(), burst(first, 1)))
         .collect();
     let (burst, pairs, pairs_cached_first) = (burst(n, 0), burst(n, 1), burst(cached, 1));
+    let stream_ahead = RANDOM_STREAM_AHEAD
+        .iter()
+        .map(|&ahead| (ahead, random_stream(&lines, ahead, &mut rng, span)))
+        .collect();
     RandomLines {
         bytes: n * size_of::<ChainLine>(),
         huge_pages: lines.advised_huge(),
@@ -347,7 +358,29 @@ fn random_lines(bytes: usize, span: Duration) -> RandomLines {
         pairs_cached_first,
         cached_first_bytes: cached * size_of::<ChainLine>(),
         pairs_first_from,
+        stream_ahead,
     }
+}
+
+/// TSC cycles a line of a stream of lines picked at random among all of `lines`, each asked
+/// for `ahead` reads before it is read (medians of windows for about `span`).
+fn random_stream(lines: &[ChainLine], ahead: usize, rng: &mut u64, span: Duration) -> f64 {
+    // The lines asked for and not yet read, oldest at `next`.
+    let mut asked: Vec<usize> = (0..ahead.max(1))
+        .map(|_| (xorshift(rng) % lines.len() as u64) as usize)
+        .collect();
+    let mut next = 0;
+    let mut sum = 0usize;
+    let cycles = windows(span, || {
+        for _ in 0..RANDOM_PER_WINDOW {
+            let p = (xorshift(rng) % lines.len() as u64) as usize;
+            flow::hash::prefetch(&lines[p]);
+            sum = sum.wrapping_add(lines[std::mem::replace(&mut asked[next], p)].0);
+            next = if next + 1 == asked.len() { 0 } else { next + 1 };
+        }
+        std::hint::black_box(sum);
+    });
+    cycles / RANDOM_PER_WINDOW as f64
 }
 
 /// TSC cycles a line, or a chain of `hops` more, of [`RANDOM_BURST`] lines picked at random
@@ -461,6 +494,16 @@ pub fn report(r: &HostReport) -> String {
             from.join(", ")
         );
     }
+    if !r.stream_ahead.is_empty() {
+        let ahead: Vec<String> = (r.stream_ahead.iter())
+            .map(|(n, c)| format!("{c:.1} each {n} reads ahead"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  a stream of random lines, each asked for before its read: {}",
+            ahead.join(", ")
+        );
+    }
     s
 }
 
@@ -494,6 +537,9 @@ mod tests {
         assert_eq!(r.cached_first_bytes, RANDOM_CACHED_FIRST);
         // None of the larger arrays fits 4 MiB.
         assert!(r.pairs_first_from.is_empty(), "{r:?}");
+        let ahead: Vec<usize> = r.stream_ahead.iter().map(|&(n, _)| n).collect();
+        assert_eq!(ahead, RANDOM_STREAM_AHEAD, "{r:?}");
+        assert!(r.stream_ahead.iter().all(|&(_, c)| c > 0.0), "{r:?}");
         assert!(
             report(&HostReport {
                 tsc_hz: 1,
