@@ -365,15 +365,17 @@ fn random_lines(bytes: usize, span: Duration) -> RandomLines {
 /// TSC cycles a line of a stream of lines picked at random among all of `lines`, each asked
 /// for `ahead` reads before it is read (medians of windows for about `span`).
 fn random_stream(lines: &[ChainLine], ahead: usize, rng: &mut u64, span: Duration) -> f64 {
+    // A random line's index by multiplying and shifting, not dividing: a division a read
+    // would be a cost of its own beside a line's share of the memory's time.
+    let len = lines.len() as u128;
+    let mut pick = || ((u128::from(xorshift(rng)) * len) >> 64) as usize;
     // The lines asked for and not yet read, oldest at `next`.
-    let mut asked: Vec<usize> = (0..ahead.max(1))
-        .map(|_| (xorshift(rng) % lines.len() as u64) as usize)
-        .collect();
+    let mut asked: Vec<usize> = (0..ahead.max(1)).map(|_| pick()).collect();
     let mut next = 0;
     let mut sum = 0usize;
     let cycles = windows(span, || {
         for _ in 0..RANDOM_PER_WINDOW {
-            let p = (xorshift(rng) % lines.len() as u64) as usize;
+            let p = pick();
             flow::hash::prefetch(&lines[p]);
             sum = sum.wrapping_add(lines[std::mem::replace(&mut asked[next], p)].0);
             next = if next + 1 == asked.len() { 0 } else { next + 1 };
