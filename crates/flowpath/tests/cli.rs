@@ -182,6 +182,12 @@ fn bench_host_reports_line_round_trip_and_copy_costs() {
         out.contains("a line then the line it names, 32 pairs at once:"),
         "{out}"
     );
+    assert!(
+        out.contains("a stream of random lines, each asked for before its read:")
+            && out.contains("each 32 reads ahead")
+            && out.contains("each 128 reads ahead"),
+        "{out}"
+    );
     let o = flowpath(&[
         "bench",
         "host",
@@ -210,6 +216,13 @@ fn bench_host_reports_line_round_trip_and_copy_costs() {
         (&(16 << 20).into(), &(64 << 20).into())
     );
     assert!(from.iter().all(|p| p[1].as_f64().unwrap() > 0.0), "{lines}");
+    let ahead = lines["stream_ahead"].as_array().unwrap();
+    assert_eq!(ahead.len(), 2, "{lines}");
+    assert_eq!((&ahead[0][0], &ahead[1][0]), (&32.into(), &128.into()));
+    assert!(
+        ahead.iter().all(|p| p[1].as_f64().unwrap() > 0.0),
+        "{lines}"
+    );
     for bad in [
         &["--cores", "1"][..],
         &["--cores", "a,b"],
