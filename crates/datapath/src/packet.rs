@@ -97,6 +97,10 @@ pub const LENT_HEAD: usize = 128;
 
 /// Largest number of packets in a batch: one rx burst.
 pub const MAX_BURST: usize = 32;
+// A burst's packets are sets of bits in a `u32` along the PMD's path (its groups, its
+// tiers' hits and drops, `ct()`'s non-IP packets): a larger burst would lose packets from
+// them without a word.
+const _: () = assert!(MAX_BURST <= u32::BITS as usize);
 
 /// Marks an absent header offset in [`PacketMeta`].
 pub const NO_OFS: u16 = u16::MAX;
