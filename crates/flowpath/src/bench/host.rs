@@ -304,7 +304,7 @@ const RANDOM_CACHED_FIRST: usize = 4 << 20;
 const RANDOM_FIRST_FROM: [usize; 2] = [16 << 20, 64 << 20];
 /// How far ahead of its read each line of [`RandomLines::stream_ahead`] is asked for: a burst
 /// of packets (the ahead-of-time requests of a `ct()` over one burst), and four.
-const RANDOM_STREAM_AHEAD: [usize; 2] = [32, 128];
+const RANDOM_STREAM_AHEAD: [usize; 2] = [RANDOM_BURST, 4 * RANDOM_BURST];
 /// Reads a window of random lines is made of.
 const RANDOM_PER_WINDOW: usize = 1 << 16;
 
