@@ -486,27 +486,34 @@ pub fn report(r: &HostReport) -> String {
         r.pairs_cached_first,
         r.cached_first_bytes >> 20,
     );
-    if !r.pairs_first_from.is_empty() {
-        let from: Vec<String> = (r.pairs_first_from.iter())
-            .map(|(bytes, c)| format!("{c:.1} from {} MiB", bytes >> 20))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  a pair with the first lines from more: {}",
-            from.join(", ")
-        );
-    }
-    if !r.stream_ahead.is_empty() {
-        let ahead: Vec<String> = (r.stream_ahead.iter())
-            .map(|(n, c)| format!("{c:.1} each {n} reads ahead"))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  a stream of random lines, each asked for before its read: {}",
-            ahead.join(", ")
-        );
-    }
+    list_line(
+        &mut s,
+        "a pair with the first lines from more",
+        &r.pairs_first_from,
+        |bytes, c| format!("{c:.1} from {} MiB", bytes >> 20),
+    );
+    list_line(
+        &mut s,
+        "a stream of random lines, each asked for before its read",
+        &r.stream_ahead,
+        |n, c| format!("{c:.1} each {n} reads ahead"),
+    );
     s
+}
+
+/// Appends to `s` an indented line of `heading` and `items`, each (size, cycles) written by
+/// `item` and joined by commas; nothing when there are none.
+fn list_line(
+    s: &mut String,
+    heading: &str,
+    items: &[(usize, f64)],
+    item: impl Fn(usize, f64) -> String,
+) {
+    if items.is_empty() {
+        return;
+    }
+    let items: Vec<String> = items.iter().map(|&(n, c)| item(n, c)).collect();
+    s.push_str(&format!("  {heading}: {}\n", items.join(", ")));
 }
 
 #[cfg(test)]
